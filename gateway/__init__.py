@@ -1,0 +1,3 @@
+"""Jarvis Gateway: a self-hosted memory gateway for personal AI assistants."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,334 @@
+"""One Config, loaded once: defaults, then `<stateDir>/config.toml`, then environment, then CLI flags.
+
+The TOML file uses camelCase keys in sections that mirror the dataclasses below, e.g.::
+
+    [server]
+    port = 18789
+    allowedOrigins = ["http://myhost:18789"]
+
+    [chat]
+    model = "gpt-4o-mini"
+    historyMessages = 20
+
+    [memory.search]
+    rrfK = 60
+
+Every value is type-checked and range-checked; a bad one raises ConfigError naming the key
+(`memory.search.rrfK: must be an integer >= 1`), which the CLI prints and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, get_args, get_origin, get_type_hints
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid. The message starts with the key."""
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+# Validation rules, attached to fields via metadata: ge/le bounds and a set of allowed choices.
+def _f(default: Any = dataclasses.MISSING, *, ge=None, le=None, choices=None, factory=None, doc=""):
+    meta = {"ge": ge, "le": le, "choices": choices, "doc": doc}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class ServerConfig:
+    host: str = _f("127.0.0.1", doc="bind address; loopback by default")
+    port: int = _f(18789, ge=0, le=65535, doc="0 picks a free port")
+    allowed_origins: list[str] = _f(factory=list, doc="extra browser Origins allowed to connect")
+    max_connections: int = _f(256, ge=1)
+    max_frame_bytes: int = _f(1 << 20, ge=1024, doc="largest frame after auth")
+    preauth_frame_bytes: int = _f(64 << 10, ge=256, doc="largest frame before auth")
+    max_inflight: int = _f(64, ge=1, doc="requests in flight per connection")
+    max_send_buffer: int = _f(8 << 20, ge=64 << 10, doc="unsent bytes before a slow consumer is closed")
+    ping_interval: float = _f(20.0, ge=0.0, doc="seconds; 0 disables keepalive pings")
+    auth_timeout: float = _f(10.0, ge=0.1, doc="seconds to authenticate after connecting")
+    shutdown_grace: float = _f(5.0, ge=0.0, doc="seconds running chats get to finish on shutdown")
+    auth_failures_per_minute: int = _f(10, ge=1, doc="failed auths per peer address before rate limiting")
+
+
+@dataclass
+class ChatConfig:
+    provider: str = _f("auto", choices=("auto", "openai", "offline"),
+                       doc="auto: openai when an API key or base URL is set, else offline")
+    api_key: str = _f("", doc="OPENAI_API_KEY")
+    base_url: str = _f("", doc="OPENAI_BASE_URL, any OpenAI-compatible endpoint")
+    model: str = _f("gpt-4o-mini")
+    timeout: float = _f(60.0, ge=0.1, doc="seconds per provider request")
+    max_retries: int = _f(2, ge=0, le=10)
+    history_messages: int = _f(20, ge=1, le=1000, doc="messages of the session sent with each turn")
+    system_prompt: str = _f(
+        "You are Jarvis, a helpful personal assistant with long-term memory. "
+        "Use the recalled memory below when it is relevant; say so when you do not know."
+    )
+    idempotency_ttl: float = _f(600.0, ge=1.0, doc="seconds an idempotencyKey is remembered")
+
+
+@dataclass
+class EmbeddingsConfig:
+    provider: str = _f("local", choices=("local", "openai", "none"))
+    model: str = _f("", doc="model name; default per provider")
+    dims: int = _f(0, ge=0, doc="requested dimensions (openai); 0 = the model's own")
+    batch_size: int = _f(64, ge=1, le=4096, doc="items per embedding request")
+    api_key: str = _f("", doc="defaults to chat.apiKey")
+    base_url: str = _f("", doc="defaults to chat.baseUrl")
+    timeout: float = _f(30.0, ge=0.1)
+    max_retries: int = _f(2, ge=0, le=10)
+    fallback: str = _f("none", choices=("local", "openai", "none"),
+                       doc="provider used when the primary fails")
+    cache_max_entries: int = _f(200_000, ge=0)
+
+
+@dataclass
+class ChunkingConfig:
+    tokens: int = _f(400, ge=16, le=8192)
+    overlap: int = _f(80, ge=0, le=4096)
+
+
+@dataclass
+class SearchConfig:
+    mode: str = _f("hybrid", choices=("hybrid", "fts", "vector"))
+    fusion: str = _f("rrf", choices=("rrf", "weighted"))
+    rrf_k: int = _f(60, ge=1)
+    text_weight: float = _f(1.0, ge=0.0)
+    vector_weight: float = _f(1.0, ge=0.0)
+    candidate_multiplier: int = _f(4, ge=1, le=50)
+    snippet_chars: int = _f(700, ge=80, le=700)
+    fts_tokenizer: str = _f("unicode61", choices=("unicode61", "trigram", "porter"))
+
+
+@dataclass
+class SyncConfig:
+    on_start: bool = _f(True)
+    watch: bool = _f(True)
+    watch_debounce_ms: int = _f(500, ge=0)
+    session_debounce_ms: int = _f(2000, ge=0, doc="delay after chat.final before a session is re-indexed")
+    on_search: bool = _f(True, doc="sync before a search when the index is dirty")
+
+
+@dataclass
+class RecallConfig:
+    enabled: bool = _f(True)
+    max_results: int = _f(5, ge=0, le=50)
+    max_tokens: int = _f(500, ge=0)
+    min_score: float = _f(0.3, ge=0.0, le=1.0)
+
+
+@dataclass
+class MemoryConfig:
+    enabled: bool = _f(True)
+    embeddings: EmbeddingsConfig = _f(factory=EmbeddingsConfig)
+    chunking: ChunkingConfig = _f(factory=ChunkingConfig)
+    search: SearchConfig = _f(factory=SearchConfig)
+    sync: SyncConfig = _f(factory=SyncConfig)
+    recall: RecallConfig = _f(factory=RecallConfig)
+
+
+@dataclass
+class Config:
+    state_dir: Path = _f(factory=lambda: Path("~/.jarvis").expanduser())
+    workspace: Path | None = _f(None, doc="default <stateDir>/workspace")
+    token: str = _f("", doc="JARVIS_GATEWAY_TOKEN; default: generated into <stateDir>/gateway.token")
+    agent_id: str = _f("main")
+    log_level: str = _f("info", choices=("debug", "info", "warning", "error"))
+    log_format: str = _f("auto", choices=("auto", "json", "console"))
+    server: ServerConfig = _f(factory=ServerConfig)
+    chat: ChatConfig = _f(factory=ChatConfig)
+    memory: MemoryConfig = _f(factory=MemoryConfig)
+
+    # ---- derived paths -------------------------------------------------------------------------
+    @property
+    def workspace_dir(self) -> Path:
+        return self.workspace if self.workspace is not None else self.state_dir / "workspace"
+
+    @property
+    def token_file(self) -> Path:
+        return self.state_dir / "gateway.token"
+
+    def agent_dir(self, agent_id: str | None = None) -> Path:
+        return self.state_dir / "agents" / (agent_id or self.agent_id)
+
+    def sessions_dir(self, agent_id: str | None = None) -> Path:
+        return self.agent_dir(agent_id) / "sessions"
+
+    def memory_db(self, agent_id: str | None = None) -> Path:
+        return self.agent_dir(agent_id) / "memory.sqlite"
+
+    @property
+    def chat_provider(self) -> str:
+        """The chat provider in effect: `auto` resolves by whether an endpoint is configured."""
+        if self.chat.provider != "auto":
+            return self.chat.provider
+        return "openai" if (self.chat.api_key or self.chat.base_url) else "offline"
+
+
+ENV_VARS: dict[str, str] = {
+    "JARVIS_STATE_DIR": "stateDir",
+    "JARVIS_WORKSPACE": "workspace",
+    "JARVIS_HOST": "server.host",
+    "JARVIS_PORT": "server.port",
+    "JARVIS_GATEWAY_TOKEN": "token",
+    "OPENAI_API_KEY": "chat.apiKey",
+    "OPENAI_BASE_URL": "chat.baseUrl",
+    "JARVIS_CHAT_MODEL": "chat.model",
+}
+
+_AGENT_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+def _coerce(key: str, value: Any, typ: Any, meta: Mapping[str, Any], from_text: bool) -> Any:
+    """Check (and for env/CLI text, convert) one value against its declared type and rules."""
+    origin = get_origin(typ)
+    if origin is list:
+        if from_text and isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{key}: must be a list of strings")
+        return list(value)
+    if typ is Path or (origin is not None and Path in get_args(typ)):
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{key}: must be a non-empty path string")
+        return Path(value).expanduser()
+    if typ is bool:
+        if from_text and isinstance(value, str):
+            low = value.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: must be true or false")
+        return value
+    if typ is int or typ is float:
+        if from_text and isinstance(value, str):
+            try:
+                value = int(value) if typ is int else float(value)
+            except ValueError:
+                raise ConfigError(f"{key}: must be {'an integer' if typ is int else 'a number'}, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (typ is int and not isinstance(value, int)):
+            raise ConfigError(f"{key}: must be {'an integer' if typ is int else 'a number'}")
+        value = typ(value)
+        if meta.get("ge") is not None and value < meta["ge"]:
+            raise ConfigError(f"{key}: must be >= {meta['ge']}, got {value}")
+        if meta.get("le") is not None and value > meta["le"]:
+            raise ConfigError(f"{key}: must be <= {meta['le']}, got {value}")
+        return value
+    if typ is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: must be a string")
+        if meta.get("choices") and value not in meta["choices"]:
+            raise ConfigError(f"{key}: must be one of {', '.join(meta['choices'])}; got {value!r}")
+        return value
+    raise ConfigError(f"{key}: unsupported type")  # pragma: no cover - declarations are ours
+
+
+def _apply(obj: Any, data: Mapping[str, Any], prefix: str, from_text: bool) -> None:
+    """Apply a nested mapping of camelCase keys onto dataclass `obj`, validating every value."""
+    hints = get_type_hints(type(obj))
+    fields = {_camel(f.name): f for f in dataclasses.fields(obj)}
+    for key, value in data.items():
+        full = f"{prefix}{key}"
+        f = fields.get(key)
+        if f is None:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(f"{full}: unknown key (known here: {known})")
+        typ = hints[f.name]
+        if dataclasses.is_dataclass(typ):
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{full}: must be a table")
+            _apply(getattr(obj, f.name), value, f"{full}.", from_text)
+        else:
+            setattr(obj, f.name, _coerce(full, value, typ, f.metadata, from_text))
+
+
+def _nest(dotted: str, value: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    cur = out
+    parts = dotted.split(".")
+    for p in parts[:-1]:
+        cur = cur.setdefault(p, {})
+    cur[parts[-1]] = value
+    return out
+
+
+def _validate(cfg: Config) -> None:
+    if not _AGENT_ID.match(cfg.agent_id):
+        raise ConfigError("agentId: must match [A-Za-z0-9._-]{1,64}")
+    if cfg.memory.chunking.overlap >= cfg.memory.chunking.tokens:
+        raise ConfigError("memory.chunking.overlap: must be smaller than memory.chunking.tokens")
+    for origin in cfg.server.allowed_origins:
+        if not re.match(r"^https?://[^/\s]+$", origin):
+            raise ConfigError(f"server.allowedOrigins: {origin!r} is not an origin like http://host:port")
+
+
+def load_config(
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    config_file: Path | None = None,
+) -> Config:
+    """Build the Config: defaults → config.toml → environment → `overrides` (dotted camelCase keys).
+
+    The state dir (which locates config.toml) is itself taken from overrides or the environment first.
+    """
+    env = os.environ if env is None else env
+    overrides = dict(overrides or {})
+    cfg = Config()
+
+    state_dir = overrides.get("stateDir") or env.get("JARVIS_STATE_DIR")
+    if state_dir:
+        cfg.state_dir = _coerce("stateDir", state_dir, Path, {}, True)
+    path = config_file or cfg.state_dir / "config.toml"
+    if path.exists():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        data.pop("stateDir", None)  # the file lives in the state dir; it cannot move it
+        _apply(cfg, data, "", from_text=False)
+
+    for var, key in ENV_VARS.items():
+        if key == "stateDir":
+            continue
+        value = env.get(var)
+        if value:
+            _apply(cfg, _nest(key, value), "", from_text=True)
+    # The environment names chat variables; embeddings reuse them unless set on their own.
+    for key, value in overrides.items():
+        if key == "stateDir" or value is None:
+            continue
+        _apply(cfg, _nest(key, value), "", from_text=True)
+    _validate(cfg)
+    return cfg
+
+
+def describe() -> list[tuple[str, Any, str]]:
+    """(key, default, doc) for every setting, for docs and `--help`."""
+    rows: list[tuple[str, Any, str]] = []
+
+    def walk(obj: Any, prefix: str) -> None:
+        hints = get_type_hints(type(obj))
+        for f in dataclasses.fields(obj):
+            key = prefix + _camel(f.name)
+            if dataclasses.is_dataclass(hints[f.name]):
+                walk(getattr(obj, f.name), key + ".")
+            else:
+                rows.append((key, getattr(obj, f.name), f.metadata.get("doc", "")))
+
+    walk(Config(), "")
+    return rows

@@ -1,0 +1,75 @@
+"""Method name → handler + params schema; dispatch; `system.methods` introspection.
+
+Handlers are declared in `gateway/methods/*` with the `method` decorator of a Registry:
+
+    @registry.method("sessions.get", Obj(sessionKey=Str(pattern=SESSION_KEY)), "Get one session.")
+    async def sessions_get(ctx: CallContext, p: dict) -> dict: ...
+
+`p` is already validated with defaults filled in. Handlers raise GatewayError subclasses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+
+from .errors import MethodNotFound
+from .schema import Obj
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .app import Services
+
+
+class Connection(Protocol):
+    """What a handler may know about the calling connection (implemented by the server)."""
+
+    connection_id: str
+    subscriptions: set[str]
+
+
+@dataclass
+class CallContext:
+    services: "Services"
+    connection: Connection | None = None
+    request_id: Any = None
+
+
+Handler = Callable[[CallContext, dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass
+class MethodSpec:
+    name: str
+    params: Obj
+    handler: Handler
+    description: str = ""
+
+
+@dataclass
+class Registry:
+    methods: dict[str, MethodSpec] = field(default_factory=dict)
+
+    def method(self, name: str, params: Obj | None = None, description: str = "") -> Callable[[Handler], Handler]:
+        def deco(fn: Handler) -> Handler:
+            if name in self.methods:
+                raise ValueError(f"method {name} registered twice")
+            self.methods[name] = MethodSpec(name, params or Obj(), fn, description or (fn.__doc__ or "").strip())
+            return fn
+
+        return deco
+
+    async def dispatch(self, ctx: CallContext, name: str, params: Any) -> Any:
+        spec = self.methods.get(name)
+        if spec is None:
+            raise MethodNotFound(f"method not found: {name[:100]}")
+        clean = spec.params.validate(params, "params")
+        return await spec.handler(ctx, clean)
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [
+            {"name": s.name, "description": s.description, "params": s.params.json_schema()}
+            for s in sorted(self.methods.values(), key=lambda s: s.name)
+        ]
+
+
+registry = Registry()

@@ -1,0 +1,181 @@
+"""Append-only JSONL transcripts (PROTOCOL.md §6).
+
+    {"type":"session","version":1,"sessionKey":"…","agentId":"main","createdAt":"…"}
+    {"type":"message","id":"…","timestamp":"…","runId":"…?","message":{"role":"user","content":"…"}}
+
+Writers append one `\\n`-terminated line per record and fsync it before acknowledging. A line is never
+rewritten in place. A torn last line (the process died mid-write) is skipped by readers and cut off by
+the writer when it opens the file, so every complete line survives. The blocking file work is done
+through `asyncio.to_thread` by the async wrappers; the sync functions are for threads and tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import orjson
+
+from ..timeutil import now_iso
+
+
+@dataclass(frozen=True)
+class Record:
+    line: int  # 1-based line number in the file
+    data: dict[str, Any]
+
+
+def message_text(content: Any) -> str:
+    """`content` is a string or a list of parts [{"type":"text","text":…}]; return its text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, str):
+                parts.append(part)
+        return "\n".join(parts)
+    return ""
+
+
+def iter_records(path: Path) -> Iterator[Record]:
+    """Every complete, parseable JSON object line of a transcript, with its line number.
+
+    A torn or corrupt line is skipped (never fatal); a missing file yields nothing.
+    """
+    try:
+        with open(path, "rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                if not raw.endswith(b"\n"):
+                    break  # torn tail: the writer never finished this line
+                try:
+                    obj = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(obj, dict):
+                    yield Record(lineno, obj)
+    except FileNotFoundError:
+        return
+
+
+def repair(path: Path) -> int:
+    """Cut a torn last line off `path` (bytes after the last newline). Returns bytes removed."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return 0
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return 0
+        # Scan back from the end for the last newline, a block at a time.
+        pos, block = size, 64 * 1024
+        keep = 0
+        while pos > 0:
+            start = max(0, pos - block)
+            chunk = os.pread(fd, pos - start, start)
+            idx = chunk.rfind(b"\n")
+            if idx >= 0:
+                keep = start + idx + 1
+                break
+            pos = start
+        removed = size - keep
+        if removed:
+            os.ftruncate(fd, keep)
+            os.fsync(fd)
+        return removed
+    finally:
+        os.close(fd)
+
+
+def _encode(record: dict[str, Any]) -> bytes:
+    return orjson.dumps(record) + b"\n"
+
+
+def append_sync(path: Path, records: list[dict[str, Any]]) -> None:
+    """Append records as whole lines and fsync. On failure the file is cut back to where it was,
+    so no partial line is ever left behind (e.g. a full disk)."""
+    data = b"".join(_encode(r) for r in records)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        except OSError:
+            try:
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(fd)
+
+
+def header(session_key: str, agent_id: str, created_at: str | None = None) -> dict[str, Any]:
+    return {"type": "session", "version": 1, "sessionKey": session_key, "agentId": agent_id,
+            "createdAt": created_at or now_iso()}
+
+
+def message_record(msg_id: str, role: str, content: str, run_id: str | None = None,
+                   timestamp: str | None = None, **extra: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {"type": "message", "id": msg_id, "timestamp": timestamp or now_iso()}
+    if run_id:
+        rec["runId"] = run_id
+    rec["message"] = {"role": role, "content": content}
+    rec.update(extra)
+    return rec
+
+
+class Transcript:
+    """One session's transcript file. Appends are serialised per file by an asyncio lock."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = asyncio.Lock()
+        self._repaired = False
+
+    async def append(self, *records: dict[str, Any]) -> None:
+        async with self._lock:
+            if not self._repaired:
+                await asyncio.to_thread(repair, self.path)
+                self._repaired = True
+            await asyncio.to_thread(append_sync, self.path, list(records))
+
+    async def records(self) -> list[Record]:
+        return await asyncio.to_thread(lambda: list(iter_records(self.path)))
+
+    async def messages(self) -> list[dict[str, Any]]:
+        """Messages as the protocol shows them: {id, role, content, timestamp, runId?, line}."""
+        return await asyncio.to_thread(read_messages, self.path)
+
+
+def read_messages(path: Path) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for rec in iter_records(path):
+        d = rec.data
+        if d.get("type") != "message" or not isinstance(d.get("message"), dict):
+            continue
+        m = d["message"]
+        item: dict[str, Any] = {
+            "id": str(d.get("id", f"line-{rec.line}")),
+            "role": m.get("role", "user"),
+            "content": message_text(m.get("content")),
+            "timestamp": d.get("timestamp"),
+            "line": rec.line,
+        }
+        if d.get("runId"):
+            item["runId"] = d["runId"]
+        if d.get("aborted"):
+            item["aborted"] = True
+        out.append(item)
+    return out
