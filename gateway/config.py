@@ -76,6 +76,7 @@ class ChatConfig:
         "Use the recalled memory below when it is relevant; say so when you do not know."
     )
     idempotency_ttl: float = _f(600.0, ge=1.0, doc="seconds an idempotencyKey is remembered")
+    offline_delta_delay: float = _f(0.01, ge=0.0, le=5.0, doc="seconds between the offline responder's deltas")
 
 
 @dataclass
@@ -308,7 +309,6 @@ def load_config(
         value = env.get(var)
         if value:
             _apply(cfg, _nest(key, value), "", from_text=True)
-    # The environment names chat variables; embeddings reuse them unless set on their own.
     for key, value in overrides.items():
         if key == "stateDir" or value is None:
             continue

@@ -1,0 +1,142 @@
+"""Wires the parts together; lifecycle in named phases: startup → serve → shutdown.
+
+    gw = Gateway(config); await gw.start()      # state dir, token, sessions, memory, chat, bind
+    await gw.wait_stopped()                      # until stop() (signals call it)
+    await gw.shutdown()                          # stop accepting, abort runs, close 1012, close memory
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+import structlog
+
+from . import __version__
+from .auth import TokenStore
+from .chat.providers import make_provider
+from .chat.runner import ChatService
+from .config import Config
+from .events import EventBus
+from .methods import chat as _chat_methods  # noqa: F401  (registers methods)
+from .methods import sessions as _session_methods  # noqa: F401
+from .methods import system as _system_methods  # noqa: F401
+from .server import GatewayServer
+from .sessions.store import SessionStore, ensure_private_dir
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .memory.manager import MemoryManager
+
+log = structlog.get_logger("gateway.app")
+
+
+@dataclass
+class Services:
+    config: Config
+    sessions: SessionStore
+    chat: ChatService
+    bus: EventBus
+    memory: "MemoryManager | None"
+    started: float
+    connection_count: Callable[[], int]
+
+
+class Gateway:
+    def __init__(self, config: Config):
+        self.config = config
+        self.services: Services | None = None
+        self.server: GatewayServer | None = None
+        self.memory: "MemoryManager | None" = None
+        self._stop = asyncio.Event()
+        self._hooks: list[Callable[[str, dict[str, Any]], None]] = []
+
+    @property
+    def port(self) -> int:
+        return self.server.port if self.server else 0
+
+    @property
+    def url(self) -> str:
+        host = self.config.server.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"ws://{host}:{self.port}/"
+
+    def on_phase(self, hook: Callable[[str, dict[str, Any]], None]) -> None:
+        """Observe lifecycle phases ("ready", "stopping") — used by sd_notify."""
+        self._hooks.append(hook)
+
+    def _phase(self, name: str, **info: Any) -> None:
+        for hook in self._hooks:
+            try:
+                hook(name, info)
+            except Exception:  # an observer must never take the gateway down
+                log.exception("phase hook failed", phase=name)
+
+    async def start(self) -> None:
+        cfg = self.config
+        ensure_private_dir(cfg.state_dir)
+        cfg.workspace_dir.mkdir(parents=True, exist_ok=True)
+        tokens = TokenStore(cfg.token, cfg.token_file)
+        await asyncio.to_thread(tokens.load)
+        sessions = SessionStore(cfg.sessions_dir(), cfg.agent_id)
+        await asyncio.to_thread(sessions.open_sync)
+        bus = EventBus()
+        if cfg.memory.enabled:
+            from .memory.manager import MemoryManager
+            from .methods import memory as _memory_methods  # noqa: F401
+
+            self.memory = MemoryManager(cfg)
+            await self.memory.open()
+        provider = make_provider(cfg)
+        chat = ChatService(cfg, sessions, bus, provider, self.memory)
+        self.services = Services(cfg, sessions, chat, bus, self.memory, time.monotonic(), lambda: 0)
+        self.server = GatewayServer(self.services, tokens)
+        self.services.connection_count = self.server.connection_count
+        await self.server.start()
+        log.info("gateway ready", url=self.url, version=__version__, chat=provider.name,
+                 memory=cfg.memory.enabled, state_dir=str(cfg.state_dir))
+        self._phase("ready", url=self.url)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stop.wait()
+
+    async def shutdown(self) -> None:
+        """Stop accepting, abort running chats (partials kept), close sockets with 1012, close memory."""
+        self._phase("stopping")
+        grace = self.config.server.shutdown_grace
+        log.info("gateway stopping", grace=grace)
+        if self.server is not None:
+            self.server.stop_accepting()
+        if self.services is not None:
+            await self.services.chat.shutdown(grace)
+        if self.server is not None:
+            await self.server.close_all()
+        if self.memory is not None:
+            await self.memory.close()
+        log.info("gateway stopped")
+
+
+async def serve(config: Config, on_gateway: Callable[[Gateway], None] | None = None) -> int:
+    """Run until SIGTERM/SIGINT; exit code 0 on a clean stop."""
+    gw = Gateway(config)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, gw.stop)
+    if on_gateway is not None:
+        on_gateway(gw)
+    try:
+        await gw.start()
+        await gw.wait_stopped()
+    finally:
+        await gw.shutdown()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+    return 0

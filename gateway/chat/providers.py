@@ -1,0 +1,164 @@
+"""Chat providers behind one small interface.
+
+A provider has capabilities as attributes (`name`, `model`) and one method, `stream(messages)`, an
+async iterator of `Delta(text)` items that may end with a `Usage`. Failures raise
+`UpstreamUnavailable` with `retryable` set; the runner turns that into `chat.error`.
+
+- `OpenAIProvider`: any OpenAI-compatible `/chat/completions` endpoint, streamed. Retries before the
+  first byte are the SDK's (bounded by `chat.maxRetries`, honouring `Retry-After`/`retry-after-ms`).
+- `OfflineResponder`: the default with no endpoint configured. It says plainly that it is not a
+  language model, shows what memory recalled, and streams in several deltas like a real provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+from ..config import Config
+from ..errors import UpstreamUnavailable
+
+
+@dataclass(slots=True)
+class Delta:
+    text: str
+
+
+@dataclass(slots=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {"promptTokens": self.prompt_tokens, "completionTokens": self.completion_tokens,
+                "totalTokens": self.prompt_tokens + self.completion_tokens}
+
+
+class ChatProvider:
+    name = "base"
+    model = ""
+
+    def stream(self, messages: list[dict[str, Any]], *, recalled: list[dict[str, Any]] | None = None
+               ) -> AsyncIterator[Delta | Usage]:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        return None
+
+
+class OfflineResponder(ChatProvider):
+    name = "offline"
+    model = "offline-responder"
+
+    def __init__(self, delta_delay: float = 0.01):
+        self.delta_delay = delta_delay
+
+    @staticmethod
+    def compose(user_text: str, recalled: list[dict[str, Any]]) -> str:
+        quoted = " ".join(user_text.split())
+        if len(quoted) > 200:
+            quoted = quoted[:199] + "…"
+        lines = [
+            "I am Jarvis's offline responder, not a language model: no chat model is configured "
+            "(set OPENAI_API_KEY or OPENAI_BASE_URL to use one).",
+            f"You wrote: “{quoted}”",
+        ]
+        if recalled:
+            lines.append("")
+            lines.append("From memory I recalled:")
+            for r in recalled:
+                snippet = " ".join(str(r.get("snippet", "")).split())
+                if len(snippet) > 240:
+                    snippet = snippet[:239] + "…"
+                lines.append(f"- {r['path']}:{r['startLine']}-{r['endLine']} (score {r['score']:.2f}): {snippet}")
+        else:
+            lines.append("Nothing in memory matched this message.")
+        return "\n".join(lines)
+
+    async def stream(self, messages, *, recalled=None):
+        user_text = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+        text = self.compose(user_text, recalled or [])
+        # Stream in word-sized groups so clients exercise real incremental rendering.
+        words = text.split(" ")
+        step = max(1, len(words) // 12)
+        for i in range(0, len(words), step):
+            piece = " ".join(words[i : i + step])
+            yield Delta(piece if i + step >= len(words) else piece + " ")
+            if self.delta_delay:
+                await asyncio.sleep(self.delta_delay)
+            else:
+                await asyncio.sleep(0)
+        prompt_chars = sum(len(m["content"]) for m in messages)
+        yield Usage(prompt_tokens=prompt_chars // 4, completion_tokens=len(text) // 4)
+
+
+def _retry_after_ms(exc: Any) -> int | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    for name, factor in (("retry-after-ms", 1), ("retry-after", 1000)):
+        value = headers.get(name)
+        if value:
+            try:
+                return int(float(value) * factor)
+            except ValueError:
+                continue
+    return None
+
+
+class OpenAIProvider(ChatProvider):
+    name = "openai"
+
+    def __init__(self, api_key: str, base_url: str, model: str, timeout: float, max_retries: int):
+        from openai import AsyncOpenAI
+
+        self.model = model
+        # Local servers (llama.cpp, Ollama, vLLM) accept any key; the SDK insists on a non-empty one.
+        self.client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url or None,
+                                  timeout=timeout, max_retries=max_retries)
+
+    async def stream(self, messages, *, recalled=None):
+        import openai
+
+        try:
+            stream = await self.client.chat.completions.create(
+                model=self.model, messages=messages, stream=True,
+                stream_options={"include_usage": True},
+            )
+            async with stream:
+                async for chunk in stream:
+                    for choice in chunk.choices or []:
+                        text = getattr(choice.delta, "content", None)
+                        if text:
+                            yield Delta(text)
+                    if chunk.usage:
+                        yield Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+        except openai.APITimeoutError:
+            raise UpstreamUnavailable("chat provider timed out", retryable=True) from None
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            retryable = status == 429 or status == 408 or status >= 500
+            raise UpstreamUnavailable(f"chat provider answered HTTP {status}: {_short(exc.message)}",
+                                      retryable=retryable, retry_after_ms=_retry_after_ms(exc)) from None
+        except openai.APIConnectionError as exc:
+            raise UpstreamUnavailable(f"chat provider unreachable: {_short(str(exc))}", retryable=True) from None
+        except Exception as exc:  # a stream cut mid-way surfaces as the HTTP library's own error
+            raise UpstreamUnavailable(f"chat provider failed: {type(exc).__name__}: {_short(str(exc))}",
+                                      retryable=True) from None
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+def _short(text: str, n: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def make_provider(config: Config) -> ChatProvider:
+    if config.chat_provider == "openai":
+        c = config.chat
+        return OpenAIProvider(c.api_key, c.base_url, c.model, c.timeout, c.max_retries)
+    return OfflineResponder(config.chat.offline_delta_delay)

@@ -1,0 +1,202 @@
+"""Chat runs: one active run per session, streamed to subscribers, every line durable before it is told.
+
+send():  validate → idempotency → durably append the user message → start the run → {runId, started}
+run:     recall memory → prompt (system + recalled + last N messages) → stream deltas (`chat.delta`)
+         → append the assistant message → `chat.final` (or `chat.error` / `chat.aborted`)
+An aborted run keeps its partial reply in the transcript, marked `"aborted": true`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from ..config import Config
+from ..errors import Busy, GatewayError, NotFound, UpstreamUnavailable
+from ..events import EventBus
+from ..sessions import transcript as tx
+from ..sessions.store import SessionStore
+from ..timeutil import now_iso
+from .providers import ChatProvider, Delta, Usage
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..memory.manager import MemoryManager
+
+log = structlog.get_logger("gateway.chat")
+
+
+@dataclass
+class Run:
+    run_id: str
+    session_key: str
+    task: asyncio.Task[None] | None = None
+    seq: int = 0
+    parts: list[str] = field(default_factory=list)
+    aborted: bool = False
+    finalizing: bool = False  # the reply is being saved: too late to abort
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+
+class ChatService:
+    def __init__(self, config: Config, sessions: SessionStore, bus: EventBus, provider: ChatProvider,
+                 memory: "MemoryManager | None" = None):
+        self.config = config
+        self.sessions = sessions
+        self.bus = bus
+        self.provider = provider
+        self.memory = memory
+        self.active: dict[str, Run] = {}  # sessionKey → run
+        self._idem: dict[tuple[str, str], tuple[str, float]] = {}
+        self._send_locks: dict[str, asyncio.Lock] = {}
+        self.closing = False
+
+    # ---- public API ----------------------------------------------------------------------------
+    async def send(self, session_key: str, message: str, idempotency_key: str | None) -> dict[str, Any]:
+        if self.closing:
+            raise UpstreamUnavailable("gateway is shutting down", retryable=True, retry_after_ms=1000)
+        lock = self._send_locks.setdefault(session_key, asyncio.Lock())
+        async with lock:  # make check-then-start atomic per session (the append awaits)
+            now = time.monotonic()
+            if idempotency_key is not None:
+                self._prune_idem(now)
+                hit = self._idem.get((session_key, idempotency_key))
+                if hit is not None:
+                    return {"runId": hit[0], "status": "duplicate"}
+            if session_key in self.active:
+                raise Busy(f"a run is already active in session {session_key}",
+                           {"sessionKey": session_key, "runId": self.active[session_key].run_id})
+            if not await self.sessions.exists(session_key):
+                raise NotFound(f"session not found: {session_key}", {"sessionKey": session_key})
+            run = Run(run_id=str(uuid.uuid4()), session_key=session_key)
+            # Durable before the answer: if this raises (disk full), nothing was started or promised.
+            await self.sessions.append_messages(
+                session_key, tx.message_record(str(uuid.uuid4()), "user", message, run.run_id))
+            if idempotency_key is not None:
+                self._idem[(session_key, idempotency_key)] = (run.run_id, now + self.config.chat.idempotency_ttl)
+            self.active[session_key] = run
+            run.task = asyncio.create_task(self._run(run, message), name=f"chat-run-{run.run_id}")
+            return {"runId": run.run_id, "status": "started"}
+
+    async def abort(self, session_key: str, run_id: str | None) -> bool:
+        run = self.active.get(session_key)
+        if run is None or (run_id is not None and run.run_id != run_id):
+            return False
+        return await self._abort_run(run)
+
+    async def shutdown(self, grace: float) -> None:
+        """Refuse new runs, abort the running ones and wait (up to `grace`) for them to persist."""
+        self.closing = True
+        tasks = [r.task for r in self.active.values() if r.task is not None]
+        for run in list(self.active.values()):
+            self._cancel(run)
+        if tasks:
+            await asyncio.wait(tasks, timeout=max(grace, 0.1))
+        await self.provider.close()
+
+    # ---- internals -----------------------------------------------------------------------------
+    def _prune_idem(self, now: float) -> None:
+        # Entries are in insertion order, which is expiry order (one TTL): drop from the front.
+        while self._idem:
+            first = next(iter(self._idem))
+            if self._idem[first][1] >= now:
+                break
+            del self._idem[first]
+
+    def _cancel(self, run: Run) -> bool:
+        if run.aborted or run.finalizing or run.task is None or run.task.done():
+            return False
+        run.aborted = True
+        run.task.cancel()
+        return True
+
+    async def _abort_run(self, run: Run) -> bool:
+        if not self._cancel(run):
+            return False
+        # The task persists the partial reply and emits chat.aborted before this returns.
+        await asyncio.wait([run.task])
+        return True
+
+    def _emit(self, run: Run, method: str, **params: Any) -> None:
+        self.bus.publish(run.session_key, method,
+                         {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params})
+
+    async def _prompt(self, session_key: str, user_text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        recalled: list[dict[str, Any]] = []
+        if self.memory is not None and self.config.memory.recall.enabled:
+            try:
+                recalled = await self.memory.recall(user_text)
+            except Exception as exc:  # recall is best effort; the turn goes on without it
+                log.warning("recall failed", error=type(exc).__name__, session=session_key)
+        history = await self.sessions.transcript(session_key).messages()
+        history = [m for m in history if m["role"] in ("user", "assistant", "system") and m["content"]]
+        history = history[-self.config.chat.history_messages :]
+        system = self.config.chat.system_prompt
+        if recalled:
+            system += "\n\n## Recalled memory\n" + "\n\n".join(
+                f"[{r['path']}:{r['startLine']}-{r['endLine']}]\n{r['snippet']}" for r in recalled)
+        messages = [{"role": "system", "content": system}]
+        messages += [{"role": m["role"], "content": m["content"]} for m in history]
+        return messages, recalled
+
+    async def _run(self, run: Run, user_text: str) -> None:
+        key = run.session_key
+        started = time.monotonic()
+        usage: Usage | None = None
+        recalled: list[dict[str, Any]] = []
+        try:
+            messages, recalled = await self._prompt(key, user_text)
+            async for item in self.provider.stream(messages, recalled=recalled):
+                if isinstance(item, Delta):
+                    run.parts.append(item.text)
+                    self._emit(run, "chat.delta", delta=item.text)
+                else:
+                    usage = item
+            content = "".join(run.parts)
+            rec = tx.message_record(str(uuid.uuid4()), "assistant", content, run.run_id)
+            run.finalizing = True
+            await self.sessions.append_messages(key, rec)
+            final: dict[str, Any] = {
+                "message": {"id": rec["id"], "role": "assistant", "content": content, "timestamp": rec["timestamp"]},
+                "memory": [{"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"],
+                            "score": r["score"]} for r in recalled],
+            }
+            if usage is not None:
+                final["usage"] = usage.to_dict()
+            self._emit(run, "chat.final", **final)
+            log.info("chat run done", session=key, run=run.run_id, ms=int((time.monotonic() - started) * 1000))
+            if self.memory is not None:
+                self.memory.schedule_session_sync(key)
+        except asyncio.CancelledError:
+            partial = "".join(run.parts)
+            if partial:
+                rec = tx.message_record(str(uuid.uuid4()), "assistant", partial, run.run_id, aborted=True)
+                try:
+                    await self.sessions.append_messages(key, rec)
+                except Exception as exc:
+                    log.error("could not keep partial reply", session=key, run=run.run_id, error=str(exc))
+            self._emit(run, "chat.aborted", partial=partial)
+            log.info("chat run aborted", session=key, run=run.run_id)
+            if partial and self.memory is not None:
+                self.memory.schedule_session_sync(key)
+        except GatewayError as exc:
+            retryable = bool((exc.data or {}).get("retryable", False))
+            self._emit(run, "chat.error", error={"code": exc.code, "message": exc.message, "retryable": retryable})
+            log.warning("chat run failed", session=key, run=run.run_id, code=exc.code, error=exc.message)
+        except Exception as exc:  # a bug or the disk: tell the client, keep the loop alive
+            error_id = uuid.uuid4().hex[:12]
+            log.exception("chat run crashed", session=key, run=run.run_id, errorId=error_id)
+            retryable = isinstance(exc, OSError)
+            msg = f"could not save the reply: {exc.strerror}" if isinstance(exc, OSError) else "internal error"
+            self._emit(run, "chat.error", error={"code": -32603, "message": f"{msg} (errorId {error_id})",
+                                                 "retryable": retryable})
+        finally:
+            if self.active.get(key) is run:
+                del self.active[key]

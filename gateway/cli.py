@@ -1,0 +1,200 @@
+"""`jarvis …` — subcommands mapping 1:1 onto config and methods.
+
+    jarvis serve [--host H] [--port P] [--state-dir D] [--workspace W]
+    jarvis token [--rotate]
+    jarvis call METHOD [JSON] [--follow]
+    jarvis memory sync|search|status …
+    jarvis config
+
+Exit codes: 0 ok, 1 the gateway answered with an error, 2 bad usage or invalid config, 3 cannot connect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+import orjson
+
+from . import __version__
+from .config import Config, ConfigError, describe, load_config
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("configuration (override config.toml and the environment)")
+    g.add_argument("--state-dir", metavar="DIR", help="state directory (env JARVIS_STATE_DIR, default ~/.jarvis)")
+    g.add_argument("--workspace", metavar="DIR", help="workspace with MEMORY.md and memory/ (env JARVIS_WORKSPACE)")
+    g.add_argument("--host", help="bind / connect address (env JARVIS_HOST, default 127.0.0.1)")
+    g.add_argument("--port", type=int, help="port (env JARVIS_PORT, default 18789; 0 = any free port)")
+    g.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+    g.add_argument("--log-format", choices=("auto", "json", "console"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jarvis", description="Jarvis Gateway: a self-hosted memory gateway for personal AI assistants.",
+        epilog="Configuration: <stateDir>/config.toml, then environment, then flags. See `jarvis config`.")
+    parser.add_argument("--version", action="version", version=f"jarvis-gateway {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("serve", help="run the gateway (until SIGTERM/SIGINT)",
+                       description="Run the gateway: JSON-RPC over WebSocket and the web page on one port.")
+    _common(p)
+
+    p = sub.add_parser("token", help="print the gateway token (creating it if needed)",
+                       description="Print the token from <stateDir>/gateway.token, creating it on first use.")
+    p.add_argument("--rotate", action="store_true",
+                   help="replace it with a new random token (a running gateway uses it for new connections)")
+    _common(p)
+
+    p = sub.add_parser("call", help="call a method on the running gateway and print the result",
+                       description="Authenticate to the running gateway, call METHOD with JSON params, print the result.")
+    p.add_argument("method", help="e.g. system.health, sessions.create, chat.send")
+    p.add_argument("params", nargs="?", default=None, help="params as a JSON object (default {})")
+    p.add_argument("--follow", action="store_true",
+                   help="after chat.send, print chat events until chat.final, chat.error or chat.aborted")
+    p.add_argument("--url", help="gateway URL (default ws://HOST:PORT/ from the config)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
+    _common(p)
+
+    p = sub.add_parser("config", help="print the effective configuration (secrets hidden) and every key")
+    _common(p)
+
+    try:
+        from .memory import cli as memory_cli
+    except ImportError:  # pragma: no cover - memory is part of the package
+        memory_cli = None
+    if memory_cli is not None:
+        before = set(sub.choices)
+        memory_cli.add_commands(sub)
+        for name in set(sub.choices) - before:
+            _common(sub.choices[name])
+    try:
+        from . import service
+    except ImportError:  # pragma: no cover
+        service = None
+    if service is not None:
+        service.add_commands(sub)
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    overrides: dict[str, Any] = {
+        "stateDir": getattr(args, "state_dir", None),
+        "workspace": getattr(args, "workspace", None),
+        "server.host": getattr(args, "host", None),
+        "server.port": getattr(args, "port", None),
+        "logLevel": getattr(args, "log_level", None),
+        "logFormat": getattr(args, "log_format", None),
+    }
+    return load_config({k: v for k, v in overrides.items() if v is not None})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        config = config_from_args(args)
+    except ConfigError as exc:
+        print(f"jarvis: invalid configuration: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    handler = {"serve": cmd_serve, "token": cmd_token, "call": cmd_call, "config": cmd_config}.get(args.command)
+    if handler is None:
+        handler = getattr(args, "handler", None)
+    if handler is None:  # pragma: no cover
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return handler(args, config)
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_serve(args: argparse.Namespace, config: Config) -> int:
+    from . import logs
+    from .app import serve
+
+    logs.setup(config.log_level, config.log_format)
+
+    def announce(gw: Any) -> None:
+        def on_phase(name: str, info: dict[str, Any]) -> None:
+            if name == "ready":
+                where = "JARVIS_GATEWAY_TOKEN" if config.token else str(config.token_file)
+                print(f"Jarvis Gateway listening on {gw.url}  (web page: {gw.url.replace('ws', 'http', 1)})\n"
+                      f"token: {where}  (print it with `jarvis token`)", file=sys.stderr, flush=True)
+
+        gw.on_phase(on_phase)
+        try:
+            from . import sdnotify
+        except ImportError:  # pragma: no cover
+            return
+        sdnotify.attach(gw)
+
+    try:
+        return asyncio.run(serve(config, announce))
+    except OSError as exc:
+        print(f"jarvis: cannot serve on {config.server.host}:{config.server.port}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def cmd_token(args: argparse.Namespace, config: Config) -> int:
+    from .auth import ensure_token_file
+
+    if config.token and not args.rotate:
+        print(config.token)
+        return EXIT_OK
+    if config.token and args.rotate:
+        print("jarvis: the token is set by JARVIS_GATEWAY_TOKEN or config; change it there", file=sys.stderr)
+        return EXIT_USAGE
+    print(ensure_token_file(config.token_file, rotate=args.rotate))
+    return EXIT_OK
+
+
+def cmd_config(args: argparse.Namespace, config: Config) -> int:
+    import dataclasses
+
+    data = dataclasses.asdict(config)
+    data["token"] = "(set)" if config.token else ""
+    data["chat"]["api_key"] = "(set)" if config.chat.api_key else ""
+    data["memory"]["embeddings"]["api_key"] = "(set)" if config.memory.embeddings.api_key else ""
+    print(orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2).decode())
+    print("\nkeys (config.toml, camelCase):", file=sys.stderr)
+    for key, default, doc in describe():
+        print(f"  {key} = {default!r}" + (f"  # {doc}" if doc else ""), file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_call(args: argparse.Namespace, config: Config) -> int:
+    from .client import CallError, call
+
+    try:
+        params = orjson.loads(args.params) if args.params else {}
+    except orjson.JSONDecodeError as exc:
+        print(f"jarvis: params: not valid JSON: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not isinstance(params, (dict, list)):
+        print("jarvis: params: must be a JSON object or array", file=sys.stderr)
+        return EXIT_USAGE
+
+    def out(obj: Any) -> None:
+        sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.flush()
+
+    try:
+        asyncio.run(call(config, args.method, params, url=args.url, follow=args.follow,
+                         timeout=args.timeout, on_result=out, on_event=out))
+    except CallError as exc:
+        print(f"jarvis: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

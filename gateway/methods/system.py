@@ -1,0 +1,27 @@
+"""system.health, system.methods."""
+
+from __future__ import annotations
+
+import time
+
+from .. import __version__
+from ..registry import CallContext, registry
+
+
+@registry.method("system.health", description="Liveness and a summary of the gateway's state.")
+async def health(ctx: CallContext, p: dict) -> dict:
+    s = ctx.services
+    memory = s.memory.health() if s.memory is not None else {"files": 0, "chunks": 0, "dirty": False}
+    return {
+        "status": "ok",
+        "version": __version__,
+        "uptimeS": round(time.monotonic() - s.started, 3),
+        "connections": s.connection_count(),
+        "chat": {"provider": s.chat.provider.name, "model": s.chat.provider.model},
+        "memory": memory,
+    }
+
+
+@registry.method("system.methods", description="Every method with the JSON Schema of its params.")
+async def methods(ctx: CallContext, p: dict) -> dict:
+    return {"methods": registry.describe()}

@@ -1,0 +1,129 @@
+"""JSON-RPC 2.0 frames: parse and validate incoming text, build outgoing objects. Pure: no sockets,
+no asyncio. Lenient on input (`"jsonrpc":"2.0"` optional), strict on output (always present).
+
+    parse(text)  -> Frame: a single Request, a batch (list of Request | error response), or an error
+    response(id, result) / error_response(id, GatewayError) / notification(method, params)
+    encode(obj)  -> bytes (UTF-8 JSON, to be sent as a text frame)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from .errors import GatewayError, InvalidRequest, ParseError
+
+JSONRPC = "2.0"
+MAX_BATCH = 50
+_NO_ID = object()
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    params: Any = None
+    id: Any = _NO_ID
+
+    @property
+    def is_notification(self) -> bool:
+        return self.id is _NO_ID
+
+    @property
+    def reply_id(self) -> Any:
+        return None if self.id is _NO_ID else self.id
+
+
+@dataclass(slots=True)
+class Frame:
+    """What one incoming text frame holds.
+
+    - `requests`: validated requests (one for a single frame, several for a batch);
+    - `errors`: error responses to send for invalid entries (for a batch they join the answer array);
+    - `batch`: whether the frame was an array (the answer is then an array too);
+    - `auth_token`: set when the frame is the `{"type":"auth","token":…}` form.
+    """
+
+    requests: list[Request] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    batch: bool = False
+    auth_token: str | None = None
+    auth_frame: bool = False
+
+
+def encode(obj: Any) -> bytes:
+    return orjson.dumps(obj)
+
+
+def response(req_id: Any, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": JSONRPC, "id": req_id, "result": result}
+
+
+def error_response(req_id: Any, err: GatewayError) -> dict[str, Any]:
+    return {"jsonrpc": JSONRPC, "id": req_id, "error": err.to_error()}
+
+
+def notification(method: str, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": JSONRPC, "method": method, "params": params}
+
+
+def _valid_id(value: Any) -> bool:
+    return (isinstance(value, str) and len(value) <= 256) or (
+        isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
+    )
+
+
+def to_request(obj: Any) -> Request:
+    """Validate one decoded request object; raises InvalidRequest naming the member at fault."""
+    if not isinstance(obj, dict):
+        raise InvalidRequest(f"request must be an object, got {type(obj).__name__ if obj is not None else 'null'}")
+    if "jsonrpc" in obj and obj["jsonrpc"] != JSONRPC:
+        raise InvalidRequest('jsonrpc: must be "2.0" when present')
+    req_id = obj.get("id", _NO_ID)
+    if req_id is not _NO_ID and not _valid_id(req_id):
+        raise InvalidRequest("id: must be a string (≤ 256 chars) or an integer")
+    method = obj.get("method")
+    if not isinstance(method, str) or not method:
+        raise InvalidRequest("method: required, a non-empty string")
+    if len(method) > 128:
+        raise InvalidRequest("method: at most 128 characters")
+    return Request(method=method, params=obj.get("params"), id=req_id)
+
+
+def _entry(obj: Any, frame: Frame) -> None:
+    try:
+        frame.requests.append(to_request(obj))
+    except InvalidRequest as exc:
+        # Echo the id when it was itself valid, so the client can match the error to its request.
+        rid = obj.get("id") if isinstance(obj, dict) and _valid_id(obj.get("id")) else None
+        frame.errors.append(error_response(rid, exc))
+
+
+def parse(text: str | bytes) -> Frame:
+    """Decode and validate a text frame. Never raises: problems come back as error responses."""
+    frame = Frame()
+    try:
+        obj = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        frame.errors.append(error_response(None, ParseError(f"parse error: {exc.msg} at position {exc.pos}")))
+        return frame
+    if isinstance(obj, list):
+        frame.batch = True
+        if not obj:
+            frame.batch = False
+            frame.errors.append(error_response(None, InvalidRequest("batch: must not be empty")))
+        elif len(obj) > MAX_BATCH:
+            frame.batch = False
+            frame.errors.append(error_response(None, InvalidRequest(f"batch: at most {MAX_BATCH} entries, got {len(obj)}")))
+        else:
+            for item in obj:
+                _entry(item, frame)
+        return frame
+    if isinstance(obj, dict) and obj.get("type") == "auth" and "method" not in obj:
+        frame.auth_frame = True
+        token = obj.get("token")
+        frame.auth_token = token if isinstance(token, str) else None
+        return frame
+    _entry(obj, frame)
+    return frame
