@@ -1,0 +1,163 @@
+"""A small local HTTP server that speaks the OpenAI wire format, for tests and benchmarks.
+
+    with FakeOpenAI() as api:                       # listens on 127.0.0.1:<free port>
+        api.base_url                                # "http://127.0.0.1:PORT/v1"
+        api.script(("status", 429, {"Retry-After": "0"}), ("ok",))   # per-request behaviours, in order
+        api.reply = "Hello there"                    # what chat completions stream
+        api.chunk_delay = 0.05                       # seconds between stream chunks
+
+Behaviours (each consumed by one request; when the script is empty, "ok"):
+    ("ok",)                         normal answer
+    ("status", code, headers)       an HTTP error with a JSON error body
+    ("cut", n)                      stream n chunks, then drop the connection mid-stream
+    ("hang", seconds)               accept and say nothing for that long (provider timeout)
+
+Endpoints: POST /v1/chat/completions (stream or not), POST /v1/embeddings (deterministic vectors
+from a hashed bag of words, so similar texts are similar). `requests` records every request body.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def bag_of_words_vector(text: str, dims: int) -> list[float]:
+    vec = [0.0] * dims
+    for word in re.findall(r"\w+", text.lower()):
+        h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+        vec[h % dims] += 1.0 if (h >> 32) & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+    return [v / norm for v in vec]
+
+
+class FakeOpenAI:
+    def __init__(self, dims: int = 64):
+        self.dims = dims
+        self.reply = "Hello from the fake model."
+        self.chunk_delay = 0.0
+        self.requests: list[dict[str, Any]] = []
+        self._script: deque[tuple[Any, ...]] = deque()
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def script(self, *behaviours: tuple[Any, ...]) -> None:
+        with self._lock:
+            self._script.extend(behaviours)
+
+    def _next(self) -> tuple[Any, ...]:
+        with self._lock:
+            return self._script.popleft() if self._script else ("ok",)
+
+    def count(self, path: str) -> int:
+        return sum(1 for r in self.requests if r["path"] == path)
+
+    def __enter__(self) -> "FakeOpenAI":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def _json(self, code: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+                body = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server API
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                path = self.path.split("?")[0]
+                api.requests.append({"path": path, "body": body})
+                behaviour = api._next()
+                kind = behaviour[0]
+                if kind == "status":
+                    code, headers = behaviour[1], (behaviour[2] if len(behaviour) > 2 else {})
+                    self._json(code, {"error": {"message": f"fake error {code}", "type": "fake", "code": code}},
+                               headers)
+                    return
+                if kind == "hang":
+                    time.sleep(behaviour[1])
+                    self.close_connection = True
+                    return
+                if path.endswith("/embeddings"):
+                    inputs = body.get("input")
+                    inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
+                    dims = int(body.get("dimensions") or api.dims)
+                    data = [{"object": "embedding", "index": i, "embedding": bag_of_words_vector(t, dims)}
+                            for i, t in enumerate(inputs)]
+                    self._json(200, {"object": "list", "data": data, "model": body.get("model", "fake"),
+                                     "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+                    return
+                if path.endswith("/chat/completions"):
+                    self._chat(body, cut=behaviour[1] if kind == "cut" else None)
+                    return
+                self._json(404, {"error": {"message": "no such endpoint"}})
+
+            def _chat(self, body: dict[str, Any], cut: int | None) -> None:
+                words = api.reply.split(" ")
+                pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+                model = body.get("model", "fake")
+                if not body.get("stream"):
+                    self._json(200, {"id": "c1", "object": "chat.completion", "model": model, "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": api.reply}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 5, "completion_tokens": len(pieces), "total_tokens": 5 + len(pieces)}})
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+
+                def event(obj: Any) -> None:
+                    data = f"data: {json.dumps(obj) if not isinstance(obj, str) else obj}\n\n".encode()
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+
+                for i, piece in enumerate(pieces):
+                    if cut is not None and i >= cut:
+                        self.close_connection = True
+                        self.wfile.flush()
+                        self.connection.shutdown(2)
+                        return
+                    event({"id": "c1", "object": "chat.completion.chunk", "model": model,
+                           "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+                    if api.chunk_delay:
+                        time.sleep(api.chunk_delay)
+                event({"id": "c1", "object": "chat.completion.chunk", "model": model,
+                       "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+                event({"id": "c1", "object": "chat.completion.chunk", "model": model, "choices": [],
+                       "usage": {"prompt_tokens": 5, "completion_tokens": len(pieces),
+                                 "total_tokens": 5 + len(pieces)}})
+                event("[DONE]")
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+        return Handler

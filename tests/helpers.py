@@ -1,0 +1,208 @@
+"""Test helpers: a real gateway (in-process or as a subprocess) and a real websockets JSON-RPC client.
+
+Nothing of our own code is faked. What lies outside this machine (an OpenAI-compatible API) is played
+by `tests/fake_openai.py`, a real local HTTP server speaking the wire format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+from websockets.asyncio.client import ClientConnection, connect
+
+from gateway.app import Gateway
+from gateway.config import Config, load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_config(state_dir: Path, **overrides: Any) -> Config:
+    """A Config for tests: port 0, given state dir, nothing from the developer's environment.
+
+    Memory is off unless `memory=True` (the core tests don't need the embedding model)."""
+    memory = overrides.pop("memory", False)
+    base: dict[str, Any] = {"stateDir": str(state_dir), "server.port": 0, "memory.enabled": memory,
+                            "chat.offlineDeltaDelay": 0.002, "memory.sync.watchDebounceMs": 100}
+    base.update(overrides)
+    return load_config(base, env={})
+
+
+class RpcError(Exception):
+    def __init__(self, error: dict[str, Any]):
+        super().__init__(f"{error.get('code')}: {error.get('message')}")
+        self.code = error.get("code")
+        self.message = error.get("message")
+        self.data = error.get("data") or {}
+
+
+class Client:
+    """A JSON-RPC client over a real websocket: `call` awaits the matching response, every
+    notification lands in `events`."""
+
+    def __init__(self, ws: ClientConnection):
+        self.ws = ws
+        self._ids = itertools.count(1)
+        self._pending: dict[Any, asyncio.Future[Any]] = {}
+        self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.raw: asyncio.Queue[Any] = asyncio.Queue()  # batch answers and id-less errors
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        with contextlib.suppress(Exception):
+            async for text in self.ws:
+                msg = orjson.loads(text)
+                if isinstance(msg, dict) and "method" in msg and "id" not in msg:
+                    self.events.put_nowait(msg)
+                elif isinstance(msg, dict) and msg.get("id") in self._pending:
+                    self._pending.pop(msg["id"]).set_result(msg)
+                else:
+                    self.raw.put_nowait(msg)
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError("connection closed"))
+
+    async def request(self, method: str, params: Any = None, timeout: float = 30) -> dict[str, Any]:
+        req_id = next(self._ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[req_id] = fut
+        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": req_id, "method": method}
+        if params is not None:
+            frame["params"] = params
+        await self.ws.send(orjson.dumps(frame).decode())
+        return await asyncio.wait_for(fut, timeout)
+
+    async def call(self, method: str, params: Any = None, timeout: float = 30) -> Any:
+        msg = await self.request(method, params, timeout)
+        if "error" in msg:
+            raise RpcError(msg["error"])
+        return msg["result"]
+
+    async def send_text(self, text: str) -> None:
+        await self.ws.send(text)
+
+    async def next_event(self, method: str | None = None, timeout: float = 10) -> dict[str, Any]:
+        while True:
+            ev = await asyncio.wait_for(self.events.get(), timeout)
+            if method is None or ev["method"] == method:
+                return ev
+
+    async def run_to_end(self, run_id: str, timeout: float = 20) -> list[dict[str, Any]]:
+        """Collect this run's events up to and including its terminal event."""
+        out = []
+        while True:
+            ev = await asyncio.wait_for(self.events.get(), timeout)
+            if ev["params"].get("runId") != run_id:
+                continue
+            out.append(ev)
+            if ev["method"] in ("chat.final", "chat.error", "chat.aborted"):
+                return out
+
+    async def close(self) -> None:
+        await self.ws.close()
+        self._reader.cancel()
+
+
+async def connect_client(url: str, token: str | None, how: str = "frame", **kw: Any) -> Client:
+    headers = {"Authorization": f"Bearer {token}"} if how == "header" and token else None
+    ws = await connect(url, additional_headers=headers, max_size=None, compression=None, **kw)
+    if how == "frame":
+        await ws.send(orjson.dumps({"type": "auth", "token": token}).decode())
+        ok = orjson.loads(await asyncio.wait_for(ws.recv(), 5))
+        assert ok.get("method") == "auth.ok", ok
+    return Client(ws)
+
+
+class RunningGateway:
+    def __init__(self, config: Config):
+        self.config = config
+        self.gw: Gateway | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.gw is not None
+        return self.gw.url
+
+    @property
+    def token(self) -> str:
+        return self.config.token or self.config.token_file.read_text().strip()
+
+    async def start(self) -> "RunningGateway":
+        self.gw = Gateway(self.config)
+        await self.gw.start()
+        # Reuse the bound port on restart so clients can reconnect to the same URL.
+        self.config.server.port = self.gw.port
+        return self
+
+    async def stop(self) -> None:
+        if self.gw is not None:
+            await self.gw.shutdown()
+            self.gw = None
+
+    async def restart(self) -> None:
+        await self.stop()
+        await self.start()
+
+    async def client(self, how: str = "frame") -> Client:
+        return await connect_client(self.url, self.token, how)
+
+
+class GatewayProcess:
+    """`jarvis serve` as a real subprocess, for signals and crash tests."""
+
+    def __init__(self, state_dir: Path, env: dict[str, str] | None = None, port: int = 0):
+        self.state_dir = state_dir
+        self.env = {**os.environ, "JARVIS_STATE_DIR": str(state_dir), **(env or {})}
+        self.env.pop("OPENAI_API_KEY", None) if "OPENAI_API_KEY" not in (env or {}) else None
+        self.port = port
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = state_dir / "serve.log"
+
+    def start(self, timeout: float = 30) -> "GatewayProcess":
+        import re
+        import time
+
+        fh = open(self.log, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port), "--log-format", "json"],
+            cwd=ROOT, env=self.env, stdout=fh, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.log.read_text(errors="replace")
+            m = re.findall(r"listening on ws://[^:]+:(\d+)/", text)
+            if m:
+                self.port = int(m[-1])
+                return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gateway exited with {self.proc.returncode}:\n{text}")
+            time.sleep(0.05)
+        raise TimeoutError(f"gateway did not start:\n{self.log.read_text(errors='replace')}")
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/"
+
+    @property
+    def token(self) -> str:
+        return (self.state_dir / "gateway.token").read_text().strip()
+
+    def signal(self, sig: int = signal.SIGTERM) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 20) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)

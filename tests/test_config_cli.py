@@ -1,0 +1,102 @@
+"""Config layering and validation; the CLI as a user runs it."""
+
+import os
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from gateway.config import ConfigError, load_config
+from tests.helpers import ROOT, GatewayProcess, connect_client
+
+
+def jarvis(*args, state_dir, env=None, timeout=60):
+    full_env = {**os.environ, "JARVIS_STATE_DIR": str(state_dir), **(env or {})}
+    full_env.pop("OPENAI_API_KEY", None)
+    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_layers_file_then_env_then_flags(tmp_path):
+    (tmp_path / "config.toml").write_text('[server]\nport = 1111\nhost = "127.0.0.2"\n[chat]\nmodel = "from-file"\n')
+    cfg = load_config({"stateDir": str(tmp_path)}, env={"JARVIS_PORT": "2222", "JARVIS_CHAT_MODEL": "from-env"})
+    assert (cfg.server.host, cfg.server.port, cfg.chat.model) == ("127.0.0.2", 2222, "from-env")
+    cfg = load_config({"stateDir": str(tmp_path), "server.port": 3333}, env={"JARVIS_PORT": "2222"})
+    assert cfg.server.port == 3333
+    assert cfg.chat_provider == "offline"
+    assert load_config({"stateDir": str(tmp_path)}, env={"OPENAI_BASE_URL": "http://x/v1"}).chat_provider == "openai"
+    assert cfg.workspace_dir == tmp_path / "workspace" and cfg.memory_db() == tmp_path / "agents/main/memory.sqlite"
+
+
+@pytest.mark.parametrize("toml,key", [
+    ("[server]\nport = 'x'\n", "server.port: must be an integer"),
+    ("[server]\nport = 70000\n", "server.port: must be <= 65535"),
+    ("[server]\nprot = 1\n", "server.prot: unknown key"),
+    ("[memory.search]\nmode = 'magic'\n", "memory.search.mode: must be one of"),
+    ("server = 3\n", "server: must be a table"),
+    ("[memory.chunking]\ntokens = 100\noverlap = 100\n", "memory.chunking.overlap"),
+    ("not toml [", "not valid TOML"),
+])
+def test_invalid_config_names_the_key(tmp_path, toml, key):
+    (tmp_path / "config.toml").write_text(toml)
+    with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("(", r"\(")):
+        load_config({"stateDir": str(tmp_path)}, env={})
+
+
+def test_cli_invalid_config_exits_2_with_the_key(tmp_path):
+    r = jarvis("serve", state_dir=tmp_path, env={"JARVIS_PORT": "many"})
+    assert r.returncode == 2 and "server.port: must be an integer" in r.stderr
+
+
+def test_cli_token_call_follow_and_rotate(tmp_path):
+    (tmp_path / "config.toml").write_text("[memory]\nenabled = false\n")
+    gp = GatewayProcess(tmp_path).start()
+    try:
+        port = str(gp.port)
+        token = jarvis("token", state_dir=tmp_path).stdout.strip()
+        assert token == gp.token and len(token) >= 32
+        assert oct((tmp_path / "gateway.token").stat().st_mode & 0o777) == "0o600"
+        r = jarvis("call", "sessions.create", '{"label":"cli"}', "--port", port, state_dir=tmp_path)
+        assert r.returncode == 0, r.stderr
+        key = orjson.loads(r.stdout)["sessionKey"]
+        r = jarvis("call", "chat.send", orjson.dumps({"sessionKey": key, "message": "from cli"}).decode(),
+                   "--follow", "--port", port, state_dir=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert '"method": "chat.delta"' in r.stdout and r.stdout.rstrip().endswith("}")
+        assert '"method": "chat.final"' in r.stdout
+        r = jarvis("call", "sessions.get", '{"sessionKey":"nope"}', "--port", port, state_dir=tmp_path)
+        assert r.returncode == 1 and "-32004" in r.stderr
+        r = jarvis("call", "sessions.get", "{bad", "--port", port, state_dir=tmp_path)
+        assert r.returncode == 2 and "not valid JSON" in r.stderr
+
+        new = jarvis("token", "--rotate", state_dir=tmp_path).stdout.strip()
+        assert new != token
+        r = jarvis("call", "system.health", "--port", port, state_dir=tmp_path)
+        assert r.returncode == 0, "the running gateway accepts the rotated token"
+        log = gp.log.read_text()
+        assert token not in log and new not in log, "tokens never reach the log"
+    finally:
+        gp.signal()
+        assert gp.wait(20) == 0
+
+
+def test_cli_call_without_gateway_exits_3(tmp_path):
+    jarvis("token", state_dir=tmp_path)
+    r = jarvis("call", "system.health", "--port", "1", state_dir=tmp_path)
+    assert r.returncode == 3 and "cannot reach the gateway" in r.stderr
+
+
+async def test_wrong_token_after_rotation_is_refused(tmp_path):
+    (tmp_path / "config.toml").write_text("[memory]\nenabled = false\n")
+    gp = GatewayProcess(tmp_path).start()
+    try:
+        old = gp.token
+        jarvis("token", "--rotate", state_dir=tmp_path)
+        with pytest.raises(AssertionError):
+            await connect_client(gp.url, old)
+        c = await connect_client(gp.url, gp.token)
+        assert (await c.call("system.health"))["status"] == "ok"
+        await c.close()
+    finally:
+        gp.kill()
