@@ -44,6 +44,7 @@ class FakeOpenAI:
         self.reply = "Hello from the fake model."
         self.chunk_delay = 0.0
         self.requests: list[dict[str, Any]] = []
+        self.chunk_times: list[float] = []  # time.monotonic() as each stream chunk was written
         self._script: deque[tuple[Any, ...]] = deque()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -149,6 +150,7 @@ class FakeOpenAI:
                         return
                     event({"id": "c1", "object": "chat.completion.chunk", "model": model,
                            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+                    api.chunk_times.append(time.monotonic())
                     if api.chunk_delay:
                         time.sleep(api.chunk_delay)
                 event({"id": "c1", "object": "chat.completion.chunk", "model": model,

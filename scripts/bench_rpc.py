@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""RPC throughput and latency of a real gateway, measured from a separate client process.
+
+    .venv/bin/python scripts/bench_rpc.py [--connections 50] [--seconds 20] [--depth 4] [--out FILE]
+
+Phase 1: N connections issue `system.health` for S seconds, each keeping `depth` requests in flight;
+prints requests/s and p50/p99 latency. Phase 2: a chat streamed from a local OpenAI-compatible server
+(in this process) through the gateway; prints the added latency of a `chat.delta` from the moment the
+provider wrote the chunk to the moment the client received it. The gateway runs as a subprocess
+(`jarvis serve`, memory off, offline defaults otherwise). Writes JSON (default bench-results/rpc.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import orjson  # noqa: E402
+from websockets.asyncio.client import connect  # noqa: E402
+
+from tests.fake_openai import FakeOpenAI  # noqa: E402
+from tests.helpers import GatewayProcess, connect_client  # noqa: E402
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+async def health_load(url: str, token: str, connections: int, seconds: float, depth: int) -> dict:
+    latencies: list[float] = []
+    errors = 0
+    stop_at = time.monotonic() + seconds
+
+    async def one_connection() -> None:
+        nonlocal errors
+        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"},
+                           compression=None, max_queue=None) as ws:
+            sent: dict[int, float] = {}
+            next_id = 0
+
+            async def send_one() -> None:
+                nonlocal next_id
+                next_id += 1
+                sent[next_id] = time.perf_counter()
+                await ws.send(b'{"id":%d,"method":"system.health"}' % next_id, text=True)
+
+            for _ in range(depth):
+                await send_one()
+            while sent:
+                msg = orjson.loads(await ws.recv())
+                t0 = sent.pop(msg["id"])
+                latencies.append(time.perf_counter() - t0)
+                if "error" in msg:
+                    errors += 1
+                if time.monotonic() < stop_at:
+                    await send_one()
+
+    t0 = time.monotonic()
+    await asyncio.gather(*(one_connection() for _ in range(connections)))
+    elapsed = time.monotonic() - t0
+    return {
+        "connections": connections, "depth": depth, "seconds": round(elapsed, 2), "requests": len(latencies),
+        "errors": errors, "rps": round(len(latencies) / elapsed, 1),
+        "p50_ms": round(pct(latencies, 50) * 1000, 2), "p99_ms": round(pct(latencies, 99) * 1000, 2),
+    }
+
+
+async def delta_latency(state: Path, words: int, chunk_delay: float) -> dict:
+    with FakeOpenAI() as api:
+        api.reply = " ".join(f"w{i}" for i in range(words))
+        api.chunk_delay = chunk_delay
+        (state / "config.toml").write_text("[memory]\nenabled = false\n")
+        gp = GatewayProcess(state, env={"OPENAI_BASE_URL": api.base_url}).start()
+        try:
+            c = await connect_client(gp.url, gp.token)
+            key = (await c.call("sessions.create"))["sessionKey"]
+            added: list[float] = []
+            for _ in range(5):
+                api.chunk_times.clear()
+                sent = await c.call("chat.send", {"sessionKey": key, "message": "stream please"})
+                received: list[float] = []
+                while True:
+                    ev = await c.next_event(timeout=30)
+                    if ev["method"] == "chat.delta":
+                        received.append(time.monotonic())
+                    if ev["method"] in ("chat.final", "chat.error"):
+                        break
+                added += [r - s for r, s in zip(received, api.chunk_times)]
+            await c.close()
+        finally:
+            gp.signal()
+            gp.wait(20)
+    return {"deltas": len(added), "p50_ms": round(pct(added, 50) * 1000, 2),
+            "p99_ms": round(pct(added, 99) * 1000, 2), "mean_ms": round(statistics.fmean(added) * 1000, 2)}
+
+
+async def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--connections", type=int, default=50)
+    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--depth", type=int, default=4, help="requests kept in flight per connection")
+    ap.add_argument("--out", default=str(ROOT / "bench-results" / "rpc.json"))
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        state = Path(tmp) / "state"
+        state.mkdir(mode=0o700)
+        (state / "config.toml").write_text("[memory]\nenabled = false\n[server]\nmaxConnections = 1024\n")
+        gp = GatewayProcess(state).start()
+        try:
+            load = await health_load(gp.url, gp.token, args.connections, args.seconds, args.depth)
+        finally:
+            gp.signal()
+            gp.wait(20)
+        (Path(tmp) / "chat").mkdir(mode=0o700)
+        delta = await delta_latency(Path(tmp) / "chat", words=60, chunk_delay=0.005)
+
+    result = {"system.health": load, "chat.delta": delta, "cpu_count": os.cpu_count()}
+    print(f"system.health  {load['connections']} connections × depth {load['depth']}, {load['seconds']} s: "
+          f"{load['rps']:,.0f} req/s   p50 {load['p50_ms']} ms   p99 {load['p99_ms']} ms   errors {load['errors']}")
+    print(f"chat.delta     provider → client added latency over {delta['deltas']} deltas: "
+          f"p50 {delta['p50_ms']} ms   p99 {delta['p99_ms']} ms")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
