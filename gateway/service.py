@@ -1,0 +1,263 @@
+"""`jarvis service install|uninstall|status` — run the gateway as a systemd user service — and `jarvis backup`.
+
+    jarvis service install [--dry-run]    render systemd/jarvis-gateway.service for this installation,
+                                          write ~/.config/systemd/user/jarvis-gateway.service,
+                                          systemctl --user daemon-reload && enable --now jarvis-gateway
+    jarvis service uninstall [--dry-run]  disable --now, remove the unit file, daemon-reload (state is kept)
+    jarvis service status [--dry-run]    systemctl --user status jarvis-gateway
+    jarvis backup DEST                    a consistent copy of the state dir, also while the gateway runs
+
+`--dry-run` prints the rendered unit and the commands instead of running them. Every command
+checks first that a user systemd is reachable and says so plainly (exit 1) when it is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import Config
+
+UNIT_NAME = "jarvis-gateway"
+UNIT_FILE = f"{UNIT_NAME}.service"
+TEMPLATE = Path(__file__).resolve().parent.parent / "systemd" / UNIT_FILE
+EXIT_OK, EXIT_ERROR = 0, 1
+# On SIGTERM the gateway gives running chats server.shutdownGrace, then waits up to 5 s for sockets to
+# close and up to 5 s for the server to wind down, then closes the index. systemd must wait longer.
+STOP_MARGIN_S = 25
+
+
+class ServiceError(Exception):
+    """Something the operator must fix; the message says what."""
+
+
+# ---- rendering ---------------------------------------------------------------------------------
+def find_jarvis() -> Path:
+    """The absolute path of this installation's `jarvis` executable."""
+    beside_python = Path(sys.executable).parent / "jarvis"
+    if beside_python.is_file() and os.access(beside_python, os.X_OK):
+        return beside_python.absolute()
+    found = shutil.which("jarvis")
+    if found:
+        return Path(found).absolute()
+    raise ServiceError(
+        f"cannot find the `jarvis` executable of this installation (looked beside {sys.executable} and on "
+        "PATH); install the package into its virtualenv first, e.g. `pip install .` or ./scripts/serve")
+
+
+def unit_dir() -> Path:
+    """Where systemd looks for the user's own units: $XDG_CONFIG_HOME/systemd/user."""
+    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config_home) / "systemd" / "user"
+
+
+def _unit_path_value(path: Path) -> str:
+    text = str(path)
+    if any(c.isspace() or c in "\"'\\" for c in text):
+        raise ServiceError(f"{text}: paths with spaces, quotes or backslashes cannot go into the unit file; "
+                           "use a plain path (e.g. --state-dir ~/.jarvis)")
+    return text.replace("%", "%%")  # '%' starts a systemd specifier
+
+
+def _is_within(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def render_unit(config: Config, jarvis: Path, template: Path = TEMPLATE) -> str:
+    """The unit text for this installation: template placeholders replaced by absolute paths."""
+    try:
+        text = template.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ServiceError(f"unit template not found at {template}; install jarvis from a source checkout "
+                           f"(pip install -e .) so that systemd/{UNIT_FILE} is available") from None
+    state_dir = config.state_dir.expanduser().absolute()
+    writable = [state_dir]
+    workspace = config.workspace_dir.expanduser().absolute()
+    if not _is_within(workspace, state_dir):
+        writable.append(workspace)
+    values = {
+        "@JARVIS@": _unit_path_value(jarvis),
+        "@STATE_DIR@": _unit_path_value(state_dir),
+        "@READ_WRITE_PATHS@": " ".join(_unit_path_value(p) for p in writable),
+        "@TIMEOUT_STOP_SEC@": str(math.ceil(config.server.shutdown_grace) + STOP_MARGIN_S),
+    }
+    # The template's leading comment explains the placeholders to people editing it by hand.
+    _, _, body = text.partition("\n\n")
+    text = (f"# Rendered by `jarvis service install` from {UNIT_FILE} for {values['@JARVIS@']}.\n"
+            "# Re-run `jarvis service install` after moving the installation or the state directory.\n"
+            "# Secrets (OPENAI_API_KEY=…) go into ~/.config/jarvis/env (mode 0600), not here.\n\n" + body)
+    for placeholder, value in values.items():
+        text = text.replace(placeholder, value)
+    return text
+
+
+# ---- systemctl ---------------------------------------------------------------------------------
+@dataclass
+class Plan:
+    """What a command will do: shown as is by --dry-run, run otherwise."""
+
+    commands: list[list[str]]
+    unit_path: Path | None = None
+    unit_text: str | None = None
+
+    def show(self) -> None:
+        if self.unit_text is not None:
+            print(f"# would write {self.unit_path}:")
+            print(self.unit_text.rstrip("\n"))
+            print()
+        elif self.unit_path is not None:
+            print(f"# would remove {self.unit_path}")
+        print("# would run:")
+        for cmd in self.commands:
+            print(shlex.join(cmd))
+
+
+def require_user_systemd() -> None:
+    """Raise ServiceError unless `systemctl --user` exists and can reach the user's service manager."""
+    if shutil.which("systemctl") is None:
+        raise ServiceError("systemctl not found: this system does not run systemd, so there is no user "
+                           "service manager; run `jarvis serve` under your own supervisor instead")
+    try:
+        probe = subprocess.run(["systemctl", "--user", "show-environment"], capture_output=True, text=True,
+                               timeout=15)
+    except subprocess.TimeoutExpired:
+        raise ServiceError("`systemctl --user` did not answer within 15 s") from None
+    if probe.returncode != 0:
+        why = (probe.stderr or probe.stdout).strip().splitlines()
+        raise ServiceError(
+            "cannot reach your user's systemd (`systemctl --user` failed: "
+            f"{why[-1] if why else f'exit {probe.returncode}'}). Log in through a session that starts "
+            "`systemd --user` (ssh or a desktop login, not `su`/`sudo -u`; XDG_RUNTIME_DIR must be set), "
+            "or in a container without systemd run `jarvis serve` under your own supervisor")
+
+
+def _run(cmd: list[str]) -> None:
+    print(f"$ {shlex.join(cmd)}", flush=True)
+    done = subprocess.run(cmd)
+    if done.returncode != 0:
+        raise ServiceError(f"`{shlex.join(cmd)}` failed with exit code {done.returncode}")
+
+
+def _write_unit(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+LINGER_NOTE = (
+    "By default systemd stops your user services when your last session ends (e.g. you log out of ssh).\n"
+    "To keep the gateway running without a login, and start it at boot, enable lingering once:\n"
+    "    loginctl enable-linger $USER     (may ask for your password or need sudo)\n")
+
+
+def cmd_install(args: argparse.Namespace, config: Config) -> int:
+    jarvis = find_jarvis()
+    unit_path = unit_dir() / UNIT_FILE
+    plan = Plan([["systemctl", "--user", "daemon-reload"],
+                 ["systemctl", "--user", "enable", "--now", UNIT_NAME]],
+                unit_path, render_unit(config, jarvis))
+    if args.dry_run:
+        plan.show()
+        print("# and to keep it running without a login session:\nloginctl enable-linger $USER")
+        return EXIT_OK
+    require_user_systemd()
+    # ReadWritePaths= must exist when the service starts, or systemd refuses to start it.
+    from .sessions.store import ensure_private_dir
+
+    ensure_private_dir(config.state_dir)
+    config.workspace_dir.mkdir(parents=True, exist_ok=True)
+    _write_unit(unit_path, plan.unit_text or "")
+    print(f"wrote {unit_path}")
+    for cmd in plan.commands:
+        _run(cmd)
+    env_file = Path.home() / ".config" / "jarvis" / "env"
+    print(f"\nJarvis Gateway is installed and started as the user service {UNIT_NAME}.\n"
+          f"  status:  systemctl --user status {UNIT_NAME}\n"
+          f"  logs:    journalctl --user -u {UNIT_NAME} -f\n"
+          f"  secrets: put OPENAI_API_KEY=… into {env_file} (mode 0600), then "
+          f"systemctl --user restart {UNIT_NAME}\n")
+    print(LINGER_NOTE, end="")
+    return EXIT_OK
+
+
+def cmd_uninstall(args: argparse.Namespace, config: Config) -> int:
+    unit_path = unit_dir() / UNIT_FILE
+    plan = Plan([["systemctl", "--user", "disable", "--now", UNIT_NAME],
+                 ["systemctl", "--user", "daemon-reload"]], unit_path)
+    if args.dry_run:
+        plan.show()
+        return EXIT_OK
+    require_user_systemd()
+    _run(plan.commands[0])
+    unit_path.unlink(missing_ok=True)
+    print(f"removed {unit_path}")
+    _run(plan.commands[1])
+    print(f"The state directory {config.state_dir} was left as it is.")
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace, config: Config) -> int:
+    cmd = ["systemctl", "--user", "status", UNIT_NAME, "--no-pager", "--lines=20"]
+    if args.dry_run:
+        Plan([cmd]).show()
+        return EXIT_OK
+    require_user_systemd()
+    unit_path = unit_dir() / UNIT_FILE
+    if not unit_path.exists():
+        print(f"{UNIT_NAME} is not installed (no {unit_path}); run `jarvis service install`.")
+        return EXIT_ERROR
+    done = subprocess.run(cmd)
+    print(f"\nlogs: journalctl --user -u {UNIT_NAME} -f")
+    return EXIT_OK if done.returncode == 0 else EXIT_ERROR  # systemctl status: 3 = not running
+
+
+def _service(args: argparse.Namespace, config: Config) -> int:
+    actions = {"install": cmd_install, "uninstall": cmd_uninstall, "status": cmd_status}
+    try:
+        return actions[args.action](args, config)
+    except ServiceError as exc:
+        print(f"jarvis service {args.action}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _backup(args: argparse.Namespace, config: Config) -> int:
+    from .backup import BackupError, backup_state
+
+    try:
+        report = backup_state(config, Path(args.dest))
+    except BackupError as exc:
+        print(f"jarvis backup: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print(report.summary())
+    return EXIT_OK
+
+
+def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    from .cli import _common
+
+    p = sub.add_parser("service", help="install, remove or inspect the systemd user service",
+                       description="Run the gateway as a systemd user service (see docs/operations.md).")
+    p.add_argument("action", choices=("install", "uninstall", "status"),
+                   help="install: write the unit and enable --now; uninstall: disable and remove it "
+                        "(state is kept); status: systemctl --user status")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the rendered unit and the commands instead of running them")
+    _common(p)
+    p.set_defaults(handler=_service)
+
+    p = sub.add_parser("backup", help="copy the state dir consistently (also while the gateway runs)",
+                       description="Copy config.toml, gateway.token, session metadata and transcripts, the "
+                                   "memory files and the memory index (SQLite online backup) into DEST, "
+                                   "a new directory. Restore: see docs/operations.md.")
+    p.add_argument("dest", help="a directory that does not exist yet (or is empty)")
+    _common(p)
+    p.set_defaults(handler=_backup)
