@@ -98,6 +98,8 @@ class EmbeddingsConfig:
 class ChunkingConfig:
     tokens: int = _f(400, ge=16, le=8192)
     overlap: int = _f(80, ge=0, le=4096)
+    session_tokens: int = _f(120, ge=16, le=8192, doc="target size of a transcript chunk (whole messages)")
+    session_overlap: int = _f(0, ge=0, le=16, doc="messages repeated at the start of the next transcript chunk")
 
 
 @dataclass
@@ -109,7 +111,10 @@ class SearchConfig:
     vector_weight: float = _f(1.0, ge=0.0)
     candidate_multiplier: int = _f(4, ge=1, le=50)
     snippet_chars: int = _f(700, ge=80, le=700)
-    fts_tokenizer: str = _f("unicode61", choices=("unicode61", "trigram", "porter"))
+    fts_tokenizer: str = _f("unicode61", choices=("unicode61", "trigram", "porter"),
+                            doc="trigram for CJK text; porter stems English words")
+    vector_backend: str = _f("auto", choices=("auto", "sqlite-vec", "numpy"),
+                             doc="auto: sqlite-vec when it loads, else numpy over stored vectors")
 
 
 @dataclass

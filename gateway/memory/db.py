@@ -1,0 +1,201 @@
+"""SQLite connections for the memory index, through aiosqlite (the event loop never waits on SQLite).
+
+Driver choice, once per process (`pick_driver`), in this order:
+
+1. the stock `sqlite3` module, when it can load extensions and sqlite-vec loads into it;
+2. `pysqlite3.dbapi2` (the pysqlite3-binary wheel) with sqlite-vec;
+3. no vector extension: vectors are float32 BLOBs in a plain table, searched with numpy.
+
+`aiosqlite.connect()` always uses the stock module, so connections are made with
+`aiosqlite.Connection(connector, iter_chunk_size)` and our own connector, which opens the database with
+the chosen module, loads sqlite-vec, and sets WAL, a busy timeout and `synchronous=NORMAL`.
+The database file is created 0600 inside a 0700 directory; SQLite gives its -wal/-shm files the
+database file's mode.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Iterable, Sequence
+
+import aiosqlite
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+@dataclass(frozen=True)
+class Driver:
+    name: str  # "sqlite3" or "pysqlite3"
+    module: ModuleType
+    vec: bool  # sqlite-vec loads into it
+    sqlite_version: str
+
+
+def _load_vec(conn: Any) -> None:
+    import sqlite_vec
+
+    conn.enable_load_extension(True)
+    try:
+        sqlite_vec.load(conn)
+    finally:
+        conn.enable_load_extension(False)
+
+
+def _modules() -> list[tuple[str, ModuleType]]:
+    mods: list[tuple[str, ModuleType]] = [("sqlite3", sqlite3)]
+    try:
+        import pysqlite3.dbapi2 as pysqlite3  # type: ignore[import-not-found]
+
+        mods.append(("pysqlite3", pysqlite3))
+    except ImportError:
+        pass
+    return mods
+
+
+def _has_fts5(conn: Any) -> bool:
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x)")
+        conn.execute("DROP TABLE temp.fts5_probe")
+        return True
+    except Exception:
+        return False
+
+
+@functools.lru_cache(maxsize=None)
+def pick_driver(want_vec: bool = True) -> Driver:
+    """The best SQLite module available here (see the module docstring)."""
+    usable: list[Driver] = []
+    for name, mod in _modules():
+        try:
+            conn = mod.connect(":memory:")
+        except Exception:  # pragma: no cover - a broken module
+            continue
+        try:
+            if not _has_fts5(conn):
+                continue
+            vec = False
+            if want_vec:
+                try:
+                    _load_vec(conn)
+                    conn.execute("SELECT vec_version()").fetchone()
+                    vec = True
+                except Exception:
+                    vec = False
+            drv = Driver(name, mod, vec, mod.sqlite_version)
+            if vec:
+                return drv
+            usable.append(drv)
+        finally:
+            conn.close()
+    if not usable:
+        raise RuntimeError("no SQLite module with FTS5 is available (need sqlite3 or pysqlite3 with FTS5)")
+    # Without sqlite-vec prefer the newest SQLite (trigram needs 3.34+).
+    return max(usable, key=lambda d: tuple(int(x) for x in d.sqlite_version.split(".")))
+
+
+def prepare_path(path: Path) -> None:
+    """Create the parent directory (0700) and the database file (0600) before SQLite opens it."""
+    parent = path.parent
+    if not parent.exists():
+        parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+    try:
+        os.chmod(parent, 0o700)
+    except OSError:
+        pass
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+    try:
+        os.chmod(path, 0o600)
+    except OSError:
+        pass
+
+
+def connect_sync(path: Path | str, driver: Driver, *, load_vec: bool = True, wal: bool = True) -> Any:
+    """A plain (blocking) connection configured like the async ones; used by the aiosqlite connector."""
+    conn = driver.module.connect(str(path), isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    if load_vec and driver.vec:
+        _load_vec(conn)
+    if wal:
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA temp_store = MEMORY")
+    conn.execute("PRAGMA cache_size = -32000")
+    return conn
+
+
+class Database:
+    """One aiosqlite connection in autocommit mode (transactions are explicit: `BEGIN IMMEDIATE`)."""
+
+    def __init__(self, path: Path, driver: Driver, *, use_vec: bool = True, wal: bool = True):
+        self.path = path
+        self.driver = driver
+        self.use_vec = use_vec and driver.vec
+        self.wal = wal
+        self.conn: aiosqlite.Connection | None = None
+
+    async def open(self) -> "Database":
+        prepare_path(self.path)
+        path, driver, use_vec, wal = self.path, self.driver, self.use_vec, self.wal
+        self.conn = await aiosqlite.Connection(
+            lambda: connect_sync(path, driver, load_vec=use_vec, wal=wal), 256
+        )
+        return self
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            conn, self.conn = self.conn, None
+            await conn.close()
+
+    @property
+    def c(self) -> aiosqlite.Connection:
+        if self.conn is None:
+            raise RuntimeError("memory database is closed")
+        return self.conn
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; returns the cursor's rowcount."""
+        cur = await self.c.execute(sql, params)
+        n = cur.rowcount
+        await cur.close()
+        return n
+
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        cur = await self.c.executemany(sql, rows)
+        await cur.close()
+
+    async def executescript(self, sql: str) -> None:
+        cur = await self.c.executescript(sql)
+        await cur.close()
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        return list(await self.c.execute_fetchall(sql, params))
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
+        rows = await self.c.execute_fetchall(sql, params)
+        return rows[0] if rows else None
+
+    async def scalar(self, sql: str, params: Sequence[Any] = (), default: Any = None) -> Any:
+        row = await self.fetchone(sql, params)
+        return default if row is None or row[0] is None else row[0]
+
+    async def begin(self) -> None:
+        await self.execute("BEGIN IMMEDIATE")
+
+    async def commit(self) -> None:
+        if self.c.in_transaction:
+            await self.execute("COMMIT")
+
+    async def rollback(self) -> None:
+        if self.c.in_transaction:
+            await self.execute("ROLLBACK")
+
+    async def insert_id(self, sql: str, params: Sequence[Any]) -> int:
+        row = await self.c.execute_insert(sql, params)
+        assert row is not None
+        return int(row[0])

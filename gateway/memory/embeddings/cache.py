@@ -1,0 +1,57 @@
+"""The embedding cache: (provider, model, sha256 of the text) → vector, in the index database.
+
+Unchanged text is never embedded twice, also across restarts and index rebuilds (a rebuild copies the
+cache into the new database). It is pruned to `cacheMaxEntries`, oldest entries first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..db import Database
+
+_IN_BATCH = 500
+
+
+class EmbeddingCache:
+    def __init__(self, db: Database, provider: str, model: str, max_entries: int):
+        self.db, self.provider, self.model, self.max_entries = db, provider, model, max_entries
+
+    async def get_many(self, hashes: list[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        if self.max_entries <= 0:
+            return out
+        uniq = list(dict.fromkeys(hashes))
+        for i in range(0, len(uniq), _IN_BATCH):
+            part = uniq[i:i + _IN_BATCH]
+            marks = ",".join("?" * len(part))
+            rows = await self.db.fetchall(
+                f"SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? AND hash IN ({marks})",
+                (self.provider, self.model, *part),
+            )
+            for h, blob in rows:
+                out[h] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    async def put_many(self, items: dict[str, np.ndarray]) -> None:
+        if self.max_entries <= 0 or not items:
+            return
+        await self.db.executemany(
+            "INSERT OR IGNORE INTO embedding_cache(provider, model, hash, dims, embedding) VALUES (?, ?, ?, ?, ?)",
+            [(self.provider, self.model, h, int(v.shape[0]), v.astype(np.float32).tobytes()) for h, v in items.items()],
+        )
+
+    async def count(self) -> int:
+        return int(await self.db.scalar("SELECT count(*) FROM embedding_cache", default=0))
+
+    async def prune(self) -> int:
+        """Delete the oldest entries beyond max_entries; returns how many."""
+        n = await self.count()
+        excess = n - max(self.max_entries, 0)
+        if excess <= 0:
+            return 0
+        await self.db.execute(
+            "DELETE FROM embedding_cache WHERE rowid IN (SELECT rowid FROM embedding_cache ORDER BY rowid LIMIT ?)",
+            (excess,),
+        )
+        return excess

@@ -1,0 +1,125 @@
+"""`openai`: the `/embeddings` endpoint of any OpenAI-compatible server (OpenAI, Ollama, vLLM, …).
+
+Requests carry up to `batchSize` texts. Retries are ours and bounded (`maxRetries`): connection errors,
+timeouts, 408/409/429 and 5xx are retried with exponential backoff, honouring `Retry-After` /
+`retry-after-ms` when the server sends one (up to MAX_WAIT seconds; a longer wait is reported to the
+caller instead, who retries the missing vectors later).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+from typing import Any
+
+import numpy as np
+
+from .base import EmbeddingError, EmbeddingProvider, normalise
+
+DEFAULT_MODEL = "text-embedding-3-small"
+KNOWN_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
+MAX_WAIT = 20.0
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """Seconds to wait from `retry-after-ms` or `Retry-After` (seconds or an HTTP date)."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if not ra:
+        return None
+    try:
+        return max(0.0, float(ra))
+    except ValueError:
+        pass
+    try:
+        dt = email.utils.parsedate_to_datetime(ra)
+        return max(0.0, dt.timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+class OpenAIEmbeddings(EmbeddingProvider):
+    name = "openai"
+    remote = True
+    max_chars = 24000
+
+    def __init__(self, *, model: str = "", dims: int = 0, api_key: str = "", base_url: str = "",
+                 timeout: float = 30.0, max_retries: int = 2, batch_size: int = 64) -> None:
+        import openai
+
+        if not api_key and not base_url:
+            raise ValueError("memory.embeddings: the openai provider needs an API key or a base URL "
+                             "(memory.embeddings.apiKey / baseUrl, or chat.apiKey / OPENAI_API_KEY)")
+        self._openai = openai
+        self.model = model or DEFAULT_MODEL
+        self.requested_dims = dims
+        self.dims = dims or KNOWN_DIMS.get(self.model, 0)
+        self.max_batch = batch_size
+        self.max_retries = max_retries
+        self.client = openai.AsyncOpenAI(api_key=api_key or "unused", base_url=base_url or None,
+                                         timeout=timeout, max_retries=0)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def _request(self, texts: list[str]) -> np.ndarray:
+        kwargs: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
+        if self.requested_dims:
+            kwargs["dimensions"] = self.requested_dims
+        resp = await self.client.embeddings.create(**kwargs)
+        data = sorted(resp.data, key=lambda d: d.index)
+        if len(data) != len(texts):
+            raise EmbeddingError(f"embedding server returned {len(data)} vectors for {len(texts)} texts")
+        return normalise(np.array([d.embedding for d in data], dtype=np.float32))
+
+    async def _with_retries(self, texts: list[str]) -> np.ndarray:
+        oa = self._openai
+        attempt = 0
+        while True:
+            wait: float | None = None
+            try:
+                return await self._request(texts)
+            except oa.APIStatusError as exc:
+                status = exc.status_code
+                retryable = status in (408, 409, 429) or status >= 500
+                wait = retry_after_seconds(getattr(exc.response, "headers", None))
+                err = EmbeddingError(f"embedding request failed: HTTP {status}", retryable, wait)
+            except oa.APIConnectionError as exc:  # includes timeouts
+                retryable = True
+                err = EmbeddingError(f"embedding server unreachable: {type(exc).__name__}", True, None)
+            except EmbeddingError:
+                raise
+            except oa.OpenAIError as exc:
+                raise EmbeddingError(f"embedding request failed: {exc}", retryable=False) from exc
+            if not retryable or attempt >= self.max_retries:
+                raise err
+            delay = wait if wait is not None else 0.5 * (2 ** attempt)
+            if delay > MAX_WAIT:
+                raise err
+            attempt += 1
+            await asyncio.sleep(delay)
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        out = []
+        for i in range(0, len(texts), self.max_batch):
+            part = [t[: self.max_chars] or " " for t in texts[i:i + self.max_batch]]
+            out.append(await self._with_retries(part))
+        vecs = np.vstack(out)
+        if self.dims and vecs.shape[1] != self.dims and not self.requested_dims and self.model not in KNOWN_DIMS:
+            raise EmbeddingError(f"embedding size changed from {self.dims} to {vecs.shape[1]}", retryable=False)
+        if not self.dims:
+            self.dims = int(vecs.shape[1])
+        elif vecs.shape[1] != self.dims:
+            raise EmbeddingError(f"expected {self.dims}-d embeddings from {self.model}, got {vecs.shape[1]}-d",
+                                 retryable=False)
+        return vecs

@@ -1,0 +1,366 @@
+"""Incremental sync of memory files and transcripts into one index database.
+
+For each source file: unchanged size and mtime → skip; else read and hash it; unchanged hash → only the
+stat is updated; else chunk it and diff the chunks against the stored ones (same lines and hash → kept
+as is). New chunks take their vectors from the embedding cache or the provider, in batches, before the
+write transaction (so the write lock is never held while embedding). Files that vanished lose their
+chunks. If the provider fails, chunks are stored anyway (full-text search works) with `embedded = 0`,
+and every later sync first retries those. Blocking work (stat, read, chunk) runs in a thread, SQLite
+work on the aiosqlite thread, embedding in the provider's thread: the event loop never waits on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import orjson
+
+from ..timeutil import now_iso
+from .chunking import Chunk, chunk_markdown, chunk_transcript, sha256
+from .db import Database
+from .embeddings import EmbeddingError, EmbeddingProvider
+from .embeddings.cache import EmbeddingCache
+from .schema import ensure_vector_table, get_meta, set_meta, vector_table
+from .sources import MEMORY, SESSIONS, SourceFile, scan_memory, scan_sessions
+from .vectors import VectorStore
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
+BATCH_CHUNKS = 2048
+BATCH_FILES = 512
+
+
+@dataclass
+class IndexSettings:
+    workspace: Path
+    sessions_dir: Path
+    tokens: int = 400
+    overlap: int = 80
+    session_tokens: int = 120
+    session_overlap: int = 0
+    vector_backend: str = "sqlite-vec"  # or "numpy" / "none"
+    cache_max_entries: int = 200_000
+
+
+@dataclass
+class SyncStats:
+    indexed: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    chunks_embedded: int = 0
+    cache_hits: int = 0
+    duration_ms: int = 0
+    missing_vectors: int = 0
+    embed_error: str | None = None
+    retry_after: float | None = None
+    changed: bool = False
+
+    def result(self) -> dict:
+        return {"indexed": self.indexed, "removed": self.removed, "unchanged": self.unchanged,
+                "chunksEmbedded": self.chunks_embedded, "cacheHits": self.cache_hits,
+                "durationMs": self.duration_ms}
+
+    def merge(self, other: "SyncStats") -> None:
+        for f in ("indexed", "removed", "unchanged", "chunks_embedded", "cache_hits"):
+            setattr(self, f, getattr(self, f) + getattr(other, f))
+        self.changed = self.changed or other.changed
+        self.embed_error = other.embed_error or self.embed_error
+
+
+@dataclass
+class _Work:
+    sf: SourceFile
+    file_hash: str
+    chunks: list[Chunk] | None  # None: content unchanged, only the stat moved
+
+
+def _read_and_chunk(files: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
+                    s: IndexSettings) -> list[_Work]:
+    """Blocking: hash each file, chunk those whose content changed (or all when forced)."""
+    out = []
+    for sf in files:
+        try:
+            data = sf.abs.read_bytes()
+        except OSError:
+            continue  # vanished between scan and read; the next sync removes it
+        h = sha256_bytes(data)
+        old = known.get(sf.path)
+        if old is not None and old[2] == h and not force:
+            out.append(_Work(sf, h, None))
+            continue
+        if sf.source == MEMORY:
+            chunks = chunk_markdown(data.decode("utf-8", errors="replace"), s.tokens, s.overlap)
+        else:
+            chunks = chunk_transcript(sf.abs, s.session_tokens, s.tokens, s.session_overlap)
+        out.append(_Work(sf, h, chunks))
+    return out
+
+
+def sha256_bytes(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+class Indexer:
+    def __init__(self, db: Database, provider: EmbeddingProvider, settings: IndexSettings):
+        self.db, self.provider, self.s = db, provider, settings
+        self.cache = EmbeddingCache(db, provider.name, provider.model, settings.cache_max_entries)
+        self.vectors: VectorStore | None = None
+
+    # ---- vectors -----------------------------------------------------------------------------------
+    @property
+    def embeds(self) -> bool:
+        return self.provider.enabled and self.s.vector_backend != "none"
+
+    async def _vector_store(self, dims: int) -> VectorStore:
+        if self.vectors is None or self.vectors.dims != dims:
+            existing = await vector_table(self.db)
+            if existing is None:
+                await ensure_vector_table(self.db, self.s.vector_backend, dims)
+            elif existing != (self.s.vector_backend, dims):
+                raise EmbeddingError(f"the index holds {existing[1]}-d vectors but the provider gives {dims}-d; "
+                                     "the index must be rebuilt", retryable=False)
+            self.vectors = VectorStore(self.db, self.s.vector_backend, dims)
+        return self.vectors
+
+    async def _embed(self, texts_by_hash: dict[str, str], stats: SyncStats) -> dict[str, np.ndarray]:
+        """Vectors for these texts: cache first, then the provider. Raises EmbeddingError."""
+        vecs = await self.cache.get_many(list(texts_by_hash))
+        stats.cache_hits += len(vecs)
+        todo = [h for h in texts_by_hash if h not in vecs]
+        step = max(1, self.provider.max_batch) * (8 if not self.provider.remote else 1)
+        for i in range(0, len(todo), step):
+            part = todo[i:i + step]
+            out = await self.provider.embed([texts_by_hash[h] for h in part])
+            fresh = {h: out[j] for j, h in enumerate(part)}
+            await self.cache.put_many(fresh)
+            vecs.update(fresh)
+            stats.chunks_embedded += len(part)
+        return vecs
+
+    # ---- sync ------------------------------------------------------------------------------------------
+    async def sync(self, *, force: bool = False, memory: bool = True, sessions: bool | set[str] = True,
+                   progress: Progress | None = None) -> SyncStats:
+        """One pass. `sessions`: True for all transcripts, a set of session keys, or False."""
+        t0 = time.perf_counter()
+        stats = SyncStats()
+        s = self.s
+        only = sessions if isinstance(sessions, set) else None
+        scanned: list[SourceFile] = []
+        if memory:
+            scanned += await asyncio.to_thread(scan_memory, s.workspace)
+        if sessions:
+            scanned += await asyncio.to_thread(scan_sessions, s.sessions_dir, only)
+
+        known_rows = await self.db.fetchall("SELECT path, source, session_key, size, mtime_ns, hash FROM files")
+        known: dict[str, tuple[int, int, str]] = {}
+        in_scope: set[str] = set()
+        for path, source, key, size, mtime, h in known_rows:
+            known[path] = (size, mtime, h)
+            if (source == MEMORY and memory) or (
+                    source == SESSIONS and sessions and (only is None or key in only)):
+                in_scope.add(path)
+
+        present = {sf.path for sf in scanned}
+        gone = sorted(in_scope - present)
+        if gone:
+            await self.db.begin()
+            try:
+                for path in gone:
+                    await self.db.execute("DELETE FROM chunks WHERE path = ?", (path,))
+                    await self.db.execute("DELETE FROM files WHERE path = ?", (path,))
+                await self.db.commit()
+            except BaseException:
+                await self.db.rollback()
+                raise
+            stats.removed = len(gone)
+            stats.changed = True
+
+        todo = []
+        for sf in scanned:
+            old = known.get(sf.path)
+            if not force and old is not None and old[0] == sf.size and old[1] == sf.mtime_ns:
+                stats.unchanged += 1
+            else:
+                todo.append(sf)
+
+        done = 0
+        total = len(todo)
+        if progress and total:
+            progress(0, total)
+        # Batches bounded by file count; chunk counts are bounded inside _write_batch.
+        for i in range(0, total, BATCH_FILES):
+            batch = todo[i:i + BATCH_FILES]
+            works = await asyncio.to_thread(_read_and_chunk, batch, known, force, s)
+            await self._write_batch(works, known, stats)
+            done += len(batch)
+            if progress:
+                progress(done, total)
+
+        if self.embeds and stats.embed_error is None:
+            await self.fill_missing(stats)
+        stats.missing_vectors = int(await self.db.scalar(
+            "SELECT count(*) FROM chunks WHERE embedded = 0", default=0)) if self.embeds else 0
+        await self.db.begin()
+        try:
+            if stats.changed:
+                gen = int(await get_meta(self.db, "generation", "0") or 0) + 1
+                await set_meta(self.db, "generation", str(gen))
+            await set_meta(self.db, "last_sync_at", now_iso())
+            await self.cache.prune()
+            await self.db.commit()
+        except BaseException:
+            await self.db.rollback()
+            raise
+        stats.duration_ms = int((time.perf_counter() - t0) * 1000)
+        return stats
+
+    async def _write_batch(self, works: list[_Work], known: dict[str, tuple[int, int, str]],
+                           stats: SyncStats) -> None:
+        changed = [w for w in works if w.chunks is not None]
+        # What is stored already for the changed files (to keep identical chunks and their vectors).
+        stored: dict[str, set[tuple[int, int, str]]] = {}
+        known_changed = [w.sf.path for w in changed if w.sf.path in known]
+        for i in range(0, len(known_changed), 500):
+            part = known_changed[i:i + 500]
+            rows = await self.db.fetchall(
+                f"SELECT path, start_line, end_line, hash FROM chunks WHERE path IN ({','.join('?' * len(part))})",
+                part)
+            for path, a, b, h in rows:
+                stored.setdefault(path, set()).add((a, b, h))
+
+        vecs: dict[str, np.ndarray] = {}
+        if self.embeds:
+            need: dict[str, str] = {}
+            for w in changed:
+                keep = stored.get(w.sf.path, set())
+                for c in w.chunks or ():
+                    if (c.start_line, c.end_line, c.hash) not in keep:
+                        need.setdefault(c.hash, c.text)
+            if need and stats.embed_error is None:
+                try:
+                    vecs = await self._embed(need, stats)
+                except EmbeddingError as exc:
+                    stats.embed_error = str(exc)
+                    stats.retry_after = exc.retry_after
+                    log.warning("embedding failed; indexing full text only for now: %s", exc)
+            if vecs:
+                dims = int(next(iter(vecs.values())).shape[0])
+                try:
+                    await self._vector_store(dims)
+                except EmbeddingError as exc:
+                    stats.embed_error = str(exc)
+                    vecs = {}
+
+        now = now_iso()
+        await self.db.begin()
+        try:
+            next_id = int(await self.db.scalar("SELECT max(id) FROM chunks", default=0)) + 1
+            for w in works:
+                sf = w.sf
+                if w.chunks is None:
+                    await self.db.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?",
+                                          (sf.size, sf.mtime_ns, sf.path))
+                    stats.unchanged += 1
+                    continue
+                rows = await self.db.fetchall(
+                    "SELECT id, start_line, end_line, hash FROM chunks WHERE path = ?", (sf.path,)
+                ) if sf.path in known else []
+                current = {(a, b, h): cid for cid, a, b, h in rows}
+                wanted = {(c.start_line, c.end_line, c.hash) for c in w.chunks}
+                stale = [cid for key, cid in current.items() if key not in wanted]
+                if stale:
+                    await self.db.executemany("DELETE FROM chunks WHERE id = ?", [(cid,) for cid in stale])
+                inserts, vec_rows = [], []
+                for c in w.chunks:
+                    key = (c.start_line, c.end_line, c.hash)
+                    if key in current:
+                        continue
+                    current[key] = next_id
+                    v = vecs.get(c.hash)
+                    inserts.append((next_id, sf.path, sf.source, sf.session_key, c.start_line, c.end_line,
+                                    c.hash, c.text, orjson.dumps(c.spans).decode() if c.spans else None,
+                                    1 if v is not None else 0))
+                    if v is not None:
+                        vec_rows.append((next_id, sf.source, sf.session_key, v))
+                    next_id += 1
+                if inserts:
+                    await self.db.executemany(
+                        "INSERT INTO chunks(id, path, source, session_key, start_line, end_line, hash, text, "
+                        "spans, embedded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", inserts)
+                if vec_rows and self.vectors is not None:
+                    await self.vectors.insert(vec_rows)
+                await self.db.execute(
+                    "INSERT OR REPLACE INTO files(path, source, session_key, size, mtime_ns, hash, chunks, "
+                    "indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (sf.path, sf.source, sf.session_key, sf.size, sf.mtime_ns, w.file_hash, len(w.chunks), now))
+                stats.indexed += 1
+                stats.changed = True
+            await self.db.commit()
+        except BaseException:
+            await self.db.rollback()
+            raise
+
+    async def fill_missing(self, stats: SyncStats) -> None:
+        """Give vectors to chunks stored without one (the provider was down when they were indexed)."""
+        last = 0
+        while True:
+            rows = await self.db.fetchall(
+                "SELECT id, source, session_key, hash, text FROM chunks WHERE embedded = 0 AND id > ? "
+                "ORDER BY id LIMIT ?", (last, BATCH_CHUNKS))
+            if not rows:
+                return
+            last = rows[-1][0]
+            try:
+                vecs = await self._embed({h: t for _, _, _, h, t in rows}, stats)
+            except EmbeddingError as exc:
+                stats.embed_error = str(exc)
+                stats.retry_after = exc.retry_after
+                return
+            if not vecs:
+                return
+            dims = int(next(iter(vecs.values())).shape[0])
+            try:
+                store = await self._vector_store(dims)
+            except EmbeddingError as exc:
+                stats.embed_error = str(exc)
+                return
+            await self.db.begin()
+            try:
+                # Only rows still present and still without a vector (a concurrent writer may have acted).
+                ids = [r[0] for r in rows]
+                live = {r[0] for r in await self.db.fetchall(
+                    f"SELECT id FROM chunks WHERE embedded = 0 AND id IN ({','.join('?' * len(ids))})", ids)}
+                todo = [(cid, src, key, vecs[h]) for cid, src, key, h, _ in rows if cid in live and h in vecs]
+                await store.insert(todo)
+                await self.db.executemany("UPDATE chunks SET embedded = 1 WHERE id = ?", [(r[0],) for r in todo])
+                await self.db.commit()
+            except BaseException:
+                await self.db.rollback()
+                raise
+            stats.changed = stats.changed or bool(todo)
+
+    async def forget(self, paths: list[str]) -> int:
+        """Remove these files' chunks and rows now; returns how many files were known."""
+        await self.db.begin()
+        try:
+            n = 0
+            for path in paths:
+                await self.db.execute("DELETE FROM chunks WHERE path = ?", (path,))
+                n += await self.db.execute("DELETE FROM files WHERE path = ?", (path,))
+            if n:
+                gen = int(await get_meta(self.db, "generation", "0") or 0) + 1
+                await set_meta(self.db, "generation", str(gen))
+            await self.db.commit()
+            return n
+        except BaseException:
+            await self.db.rollback()
+            raise

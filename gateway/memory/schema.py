@@ -1,0 +1,177 @@
+"""The memory index schema: named, ordered migrations recorded in the `migrations` table.
+
+    meta              key → value (index signature, FTS tokenizer, vector backend and dims, generation, last sync)
+    files             one row per indexed file: size, mtime, content hash
+    chunks            text, path, source, session key, 1-based inclusive line range, sha256, message spans,
+                      whether its vector is stored (`embedded`)
+    chunks_fts        FTS5 over chunks.text (external content; kept in step by triggers)
+    chunks_vec        vec0 (cosine; `source` partition key, `session_key` metadata) — or, without
+                      sqlite-vec, a plain table of float32 BLOBs searched with numpy
+    embedding_cache   (provider, model, text hash) → vector; pruned oldest-first
+
+Migrations are applied in order, each once, inside a transaction. A migration may take parameters from
+the `SchemaParams` (the FTS tokenizer); the vector table needs the embedding dimensions, which may only
+be known after the first embedding, so it is created by `ensure_vector_table` and recorded in `meta`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from ..timeutil import now_iso
+from .db import Database
+
+TOKENIZERS = {
+    "unicode61": "unicode61 remove_diacritics 2",
+    "porter": "porter unicode61 remove_diacritics 2",
+    "trigram": "trigram",
+}
+
+
+@dataclass(frozen=True)
+class SchemaParams:
+    tokenizer: str = "unicode61"
+
+
+async def _m001_meta(db: Database, p: SchemaParams) -> None:
+    await db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+
+
+async def _m002_files(db: Database, p: SchemaParams) -> None:
+    await db.execute(
+        """CREATE TABLE files (
+            path TEXT PRIMARY KEY,
+            source TEXT NOT NULL,
+            session_key TEXT,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            hash TEXT NOT NULL,
+            chunks INTEGER NOT NULL DEFAULT 0,
+            indexed_at TEXT NOT NULL
+        )"""
+    )
+
+
+async def _m003_chunks(db: Database, p: SchemaParams) -> None:
+    await db.execute(
+        """CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL,
+            source TEXT NOT NULL,
+            session_key TEXT,
+            start_line INTEGER NOT NULL,
+            end_line INTEGER NOT NULL,
+            hash TEXT NOT NULL,
+            text TEXT NOT NULL,
+            spans TEXT,
+            embedded INTEGER NOT NULL DEFAULT 0
+        )"""
+    )
+    await db.execute("CREATE INDEX chunks_path ON chunks(path)")
+    await db.execute("CREATE INDEX chunks_missing ON chunks(embedded) WHERE embedded = 0")
+
+
+async def _m004_fts(db: Database, p: SchemaParams) -> None:
+    tok = TOKENIZERS[p.tokenizer]
+    await db.execute(
+        f"CREATE VIRTUAL TABLE chunks_fts USING fts5(text, content='chunks', content_rowid='id', "
+        f"tokenize='{tok}')"
+    )
+    await db.execute(
+        "CREATE TRIGGER chunks_fts_ai AFTER INSERT ON chunks BEGIN "
+        "INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text); END"
+    )
+    await db.execute(
+        "CREATE TRIGGER chunks_fts_ad AFTER DELETE ON chunks BEGIN "
+        "INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); END"
+    )
+    await db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_tokenizer', ?)", (p.tokenizer,))
+
+
+async def _m005_embedding_cache(db: Database, p: SchemaParams) -> None:
+    await db.execute(
+        """CREATE TABLE embedding_cache (
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            dims INTEGER NOT NULL,
+            embedding BLOB NOT NULL,
+            PRIMARY KEY (provider, model, hash)
+        )"""
+    )
+
+
+Migration = Callable[[Database, SchemaParams], Awaitable[None]]
+
+MIGRATIONS: list[tuple[str, Migration]] = [
+    ("001_meta", _m001_meta),
+    ("002_files", _m002_files),
+    ("003_chunks", _m003_chunks),
+    ("004_chunks_fts", _m004_fts),
+    ("005_embedding_cache", _m005_embedding_cache),
+]
+
+
+async def migrate(db: Database, params: SchemaParams) -> list[str]:
+    """Apply pending migrations in order; returns the names applied."""
+    await db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    done = {r[0] for r in await db.fetchall("SELECT name FROM migrations")}
+    applied = []
+    for name, fn in MIGRATIONS:
+        if name in done:
+            continue
+        await db.begin()
+        try:
+            await fn(db, params)
+            await db.execute("INSERT INTO migrations(name, applied_at) VALUES (?, ?)", (name, now_iso()))
+            await db.commit()
+        except BaseException:
+            await db.rollback()
+            raise
+        applied.append(name)
+    return applied
+
+
+async def get_meta(db: Database, key: str, default: str | None = None) -> str | None:
+    row = await db.fetchone("SELECT value FROM meta WHERE key = ?", (key,))
+    return row[0] if row else default
+
+
+async def set_meta(db: Database, key: str, value: str) -> None:
+    await db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+
+async def vector_table(db: Database) -> tuple[str, int] | None:
+    """(backend, dims) of the existing vector table, or None when there is none yet."""
+    backend = await get_meta(db, "vec_backend")
+    dims = await get_meta(db, "vec_dims")
+    if not backend or not dims:
+        return None
+    return backend, int(dims)
+
+
+async def ensure_vector_table(db: Database, backend: str, dims: int) -> None:
+    """Create the vector table for `dims` (call inside a transaction). `backend`: sqlite-vec | numpy."""
+    existing = await vector_table(db)
+    if existing is not None:
+        if existing != (backend, dims):
+            raise RuntimeError(f"vector table is {existing}, wanted {(backend, dims)}; the index needs a rebuild")
+        return
+    if backend == "sqlite-vec":
+        await db.execute(
+            f"CREATE VIRTUAL TABLE chunks_vec USING vec0(chunk_id INTEGER PRIMARY KEY, "
+            f"embedding float[{int(dims)}] distance_metric=cosine, source TEXT partition key, "
+            f"session_key TEXT)"
+        )
+    else:
+        await db.execute(
+            "CREATE TABLE chunks_vec (chunk_id INTEGER PRIMARY KEY, source TEXT NOT NULL, "
+            "session_key TEXT NOT NULL, embedding BLOB NOT NULL)"
+        )
+    await db.execute(
+        "CREATE TRIGGER chunks_vec_ad AFTER DELETE ON chunks WHEN old.embedded = 1 BEGIN "
+        "DELETE FROM chunks_vec WHERE chunk_id = old.id; END"
+    )
+    await set_meta(db, "vec_backend", backend)
+    await set_meta(db, "vec_dims", str(int(dims)))

@@ -1,0 +1,388 @@
+"""Query handling, full-text and vector candidates, fusion, and snippets.
+
+Full text: the query is cut into words (Unicode `\\w+`), lowercased, stopwords dropped, and each word is
+quoted as an FTS5 string (`"word"`), so no query can be FTS5 syntax: quotes, `*`, `NEAR(`, `-`, `:` and
+parentheses only ever separate words. Words are OR-ed and ranked by BM25. With the default unicode61
+tokenizer, words of 5+ letters also match their light stem as a prefix (`"painting"` → `"paint"*`), so
+inflections meet. With the `trigram` tokenizer (CJK) a run of CJK characters becomes its overlapping
+3-character pieces.
+
+Vector: the query's embedding against `chunks_vec` (cosine), with the same source / session filter.
+
+Fusion: reciprocal rank fusion, Σ weight / (rrfK + rank), normalised by its largest possible value so
+that a chunk ranked first by every list scores 1; or a weighted blend of the BM25 score relative to the
+best one and the cosine similarity. fts-only scores are BM25 relative to the best hit; vector-only scores
+are the cosine similarity (clipped to [0, 1]).
+
+Snippets (≤ `snippetChars`): a chunk that fits is shown whole; otherwise the segment (a transcript
+message, or a markdown line) that matches the query best — query words weighted by their rarity among
+the candidates — plus its best neighbours, whole, until the budget is used. A single segment longer than
+the budget is cut around its first match.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import orjson
+
+from .db import Database
+from .embeddings import EmbeddingError, EmbeddingProvider
+from .stopwords import STOPWORDS
+from .vectors import VectorStore
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]")
+MAX_TERMS = 48
+
+
+def _is_cjk(word: str) -> bool:
+    return bool(_CJK.search(word))
+
+
+def light_stem(word: str) -> str:
+    """A conservative English suffix strip used only to widen matching by prefix."""
+    for suf in ("ing", "ed", "es", "s", "ly"):
+        if word.endswith(suf) and len(word) - len(suf) >= 4:
+            stem = word[: -len(suf)]
+            if suf in ("ing", "ed") and len(stem) > 4 and stem[-1] == stem[-2] and stem[-1] not in "aeiouls":
+                stem = stem[:-1]  # planned → plan(n), running → run(n)
+            return stem
+    return word
+
+
+def query_terms(text: str) -> list[str]:
+    """Distinct lowercased words of a query, stopwords and single Latin letters removed, in order."""
+    seen: dict[str, None] = {}
+    for w in _WORD.findall(text.lower()):
+        w = w.strip("_")
+        if not w or w in STOPWORDS or (len(w) == 1 and not _is_cjk(w) and not w.isdigit()):
+            continue
+        seen.setdefault(w, None)
+        if len(seen) >= MAX_TERMS:
+            break
+    return list(seen)
+
+
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def fts_query(terms: Sequence[str], tokenizer: str) -> str | None:
+    """An FTS5 MATCH expression that ORs the quoted terms; None when nothing is searchable."""
+    parts: list[str] = []
+    for t in terms:
+        if tokenizer == "trigram":
+            if _is_cjk(t):
+                if len(t) < 3:
+                    continue  # trigram cannot match shorter strings
+                grams = {t[i:i + 3] for i in range(len(t) - 2)}
+                parts.extend(_quote(g) for g in sorted(grams))
+            elif len(t) >= 3:
+                parts.append(_quote(t))
+        elif tokenizer == "porter":
+            parts.append(_quote(t))
+        else:
+            parts.append(_quote(t))
+            stem = light_stem(t)
+            if stem != t and not _is_cjk(t):
+                parts.append(_quote(stem) + "*")
+    if not parts:
+        return None
+    return " OR ".join(dict.fromkeys(parts))
+
+
+# ---- fusion ----------------------------------------------------------------------------------------
+
+@dataclass
+class Candidate:
+    id: int
+    score: float = 0.0
+    fts_rank: int | None = None
+    vec_rank: int | None = None
+    bm25: float | None = None
+    cosine: float | None = None
+
+
+def fuse(fts: Sequence[tuple[int, float]], vec: Sequence[tuple[int, float]], *, method: str = "rrf",
+         rrf_k: int = 60, text_weight: float = 1.0, vector_weight: float = 1.0) -> list[Candidate]:
+    """fts: (id, bm25) best first (bm25 negative, lower is better); vec: (id, cosine) best first."""
+    cands: dict[int, Candidate] = {}
+    for r, (cid, s) in enumerate(fts, start=1):
+        c = cands.setdefault(cid, Candidate(cid))
+        c.fts_rank, c.bm25 = r, s
+    for r, (cid, s) in enumerate(vec, start=1):
+        c = cands.setdefault(cid, Candidate(cid))
+        c.vec_rank, c.cosine = r, s
+    wt = text_weight if fts else 0.0
+    wv = vector_weight if vec else 0.0
+    if wt + wv == 0:
+        wt, wv = (1.0 if fts else 0.0), (1.0 if vec else 0.0)
+    best_bm25 = min((s for _, s in fts), default=0.0)
+    for c in cands.values():
+        if method == "rrf":
+            s = 0.0
+            if c.fts_rank is not None:
+                s += wt / (rrf_k + c.fts_rank)
+            if c.vec_rank is not None:
+                s += wv / (rrf_k + c.vec_rank)
+            c.score = s / ((wt + wv) / (rrf_k + 1))
+        else:
+            ft = (c.bm25 / best_bm25) if (c.bm25 is not None and best_bm25 < 0) else 0.0
+            vs = max(0.0, min(1.0, c.cosine)) if c.cosine is not None else 0.0
+            c.score = (wt * ft + wv * vs) / (wt + wv)
+        c.score = max(0.0, min(1.0, c.score))
+    return sorted(cands.values(), key=lambda c: (-c.score, c.fts_rank or 1 << 30, c.vec_rank or 1 << 30))
+
+
+def single_list_scores(items: Sequence[tuple[int, float]], kind: str) -> list[Candidate]:
+    out = []
+    if kind == "fts":
+        best = min((s for _, s in items), default=0.0)
+        for r, (cid, s) in enumerate(items, start=1):
+            out.append(Candidate(cid, (s / best) if best < 0 else 0.0, fts_rank=r, bm25=s))
+    else:
+        for r, (cid, s) in enumerate(items, start=1):
+            out.append(Candidate(cid, max(0.0, min(1.0, s)), vec_rank=r, cosine=s))
+    return out
+
+
+# ---- snippets --------------------------------------------------------------------------------------
+
+def term_weights(terms: Sequence[str], texts: Iterable[str]) -> dict[str, float]:
+    """IDF-like weight of each query term among the candidate texts (rarer → heavier)."""
+    texts = [t.lower() for t in texts]
+    n = max(1, len(texts))
+    out = {}
+    for t in terms:
+        df = sum(1 for x in texts if t in x)
+        out[t] = math.log(1.0 + (n + 1) / (df + 0.5))
+    return out
+
+
+def _term_patterns(terms: Sequence[str]) -> list[tuple[str, re.Pattern[str]]]:
+    pats = []
+    for t in terms:
+        if _is_cjk(t):
+            pats.append((t, re.compile(re.escape(t))))
+        else:
+            stem = light_stem(t)
+            pats.append((t, re.compile(r"(?<!\w)" + re.escape(stem), re.IGNORECASE)))
+    return pats
+
+
+@dataclass
+class Segment:
+    text: str
+    score: float = 0.0
+    first_hit: int = -1
+
+
+@dataclass
+class SnippetContext:
+    terms: list[str]
+    weights: dict[str, float] = field(default_factory=dict)
+    patterns: list[tuple[str, re.Pattern[str]]] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, terms: Sequence[str], texts: Iterable[str]) -> "SnippetContext":
+        terms = list(terms)
+        return cls(terms, term_weights(terms, texts), _term_patterns(terms))
+
+
+def _segments(text: str, spans: Sequence[Sequence[int]] | None) -> list[str]:
+    if spans:
+        offs = [int(s[1]) for s in spans] + [len(text) + 1]
+        return [text[offs[i]:offs[i + 1] - 1] for i in range(len(spans))]
+    return text.split("\n")
+
+
+def _score(seg: str, ctx: SnippetContext) -> Segment:
+    s = Segment(seg)
+    for term, pat in ctx.patterns:
+        m = pat.search(seg)
+        if m:
+            s.score += ctx.weights.get(term, 1.0)
+            if s.first_hit < 0 or m.start() < s.first_hit:
+                s.first_hit = m.start()
+    return s
+
+
+def _cut_around(text: str, pos: int, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    pos = max(0, pos)
+    start = max(0, min(pos - limit // 4, len(text) - limit))
+    if start > 0:
+        sp = text.find(" ", start, start + 40)
+        if sp != -1:
+            start = sp + 1
+    piece = text[start:start + limit - (1 if start > 0 else 0) - 1]
+    if start + len(piece) < len(text):
+        sp = piece.rfind(" ", len(piece) - 40)
+        if sp > 0:
+            piece = piece[:sp]
+        piece += "…"
+    if start > 0:
+        piece = "…" + piece
+    return piece[:limit]
+
+
+def snippet(text: str, spans: Sequence[Sequence[int]] | None, ctx: SnippetContext, limit: int = 700) -> str:
+    if len(text) <= limit:
+        return text
+    segs = [_score(s, ctx) for s in _segments(text, spans)]
+    scored = [i for i, s in enumerate(segs) if s.score > 0 and s.text.strip()]
+    if not scored:
+        best = next((i for i, s in enumerate(segs) if s.text.strip()), 0)
+    else:
+        best = max(scored, key=lambda i: (segs[i].score, -i))
+    if len(segs[best].text) >= limit:
+        return _cut_around(segs[best].text, segs[best].first_hit, limit)
+    chosen = {best}
+    used = len(segs[best].text)
+    lo, hi = best - 1, best + 1
+    while True:
+        options = []
+        if lo >= 0 and used + 1 + len(segs[lo].text) <= limit:
+            options.append((segs[lo].score, 0, lo))
+        if hi < len(segs) and used + 1 + len(segs[hi].text) <= limit:
+            options.append((segs[hi].score, 1, hi))
+        if not options:
+            break
+        _, _, pick = max(options)  # the better-matching neighbour; on a tie, the following one
+        chosen.add(pick)
+        used += 1 + len(segs[pick].text)
+        if pick == lo:
+            lo -= 1
+        else:
+            hi += 1
+    out = "\n".join(segs[i].text for i in sorted(chosen))
+    return out[:limit]
+
+
+# ---- the search itself -----------------------------------------------------------------------------
+
+@dataclass
+class SearchOptions:
+    mode: str = "hybrid"
+    fusion: str = "rrf"
+    rrf_k: int = 60
+    text_weight: float = 1.0
+    vector_weight: float = 1.0
+    candidate_multiplier: int = 4
+    snippet_chars: int = 700
+    tokenizer: str = "unicode61"
+
+
+class Searcher:
+    """Answers searches from one (read) connection. `vectors` is None when vectors cannot be used, and
+    `vector_problem` then says why (reported as `degraded`)."""
+
+    def __init__(self, db: Database, provider: EmbeddingProvider, opts: SearchOptions,
+                 vectors: VectorStore | None, vector_problem: str | None):
+        self.db, self.provider, self.opts = db, provider, opts
+        self.vectors, self.vector_problem = vectors, vector_problem
+        self._qcache: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        v = self._qcache.get(text)
+        if v is not None:
+            self._qcache.move_to_end(text)
+            return v
+        v = (await self.provider.embed([text]))[0]
+        self._qcache[text] = v
+        if len(self._qcache) > 256:
+            self._qcache.popitem(last=False)
+        return v
+
+    async def fts(self, terms: Sequence[str], n: int, sources: tuple[str, ...],
+                  session_key: str | None) -> list[tuple[int, float]]:
+        expr = fts_query(terms, self.opts.tokenizer)
+        if expr is None:
+            return []
+        where, params = ["chunks_fts MATCH ?"], [expr]
+        if len(sources) == 1:
+            where.append("c.source = ?")
+            params.append(sources[0])
+        if session_key is not None:
+            where.append("(c.source = 'memory' OR c.session_key = ?)")
+            params.append(session_key)
+        rows = await self.db.fetchall(
+            "SELECT f.rowid, bm25(chunks_fts) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
+            f"WHERE {' AND '.join(where)} ORDER BY r LIMIT ?", (*params, int(n)))
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
+                     session_key: str | None, mode: str, generation: str, vector_count: int,
+                     missing_vectors: int) -> dict[str, Any]:
+        o = self.opts
+        emb = {"provider": self.provider.name, "model": self.provider.model}
+        terms = query_terms(query)
+        if not terms:
+            return {"results": [], "mode": mode, "embeddings": emb}
+        n = max(k * o.candidate_multiplier, k)
+        degraded: list[str] = []
+        fts_hits: list[tuple[int, float]] = []
+        vec_hits: list[tuple[int, float]] = []
+        used = mode
+        if mode in ("hybrid", "vector"):
+            vec_ok = False
+            if self.vectors is None:
+                degraded.append(self.vector_problem or "no vector index")
+            else:
+                try:
+                    q = await self.embed_query(query)
+                    vec_hits = await self.vectors.knn(q, n, sources, session_key, generation, vector_count)
+                    vec_ok = True
+                except EmbeddingError as exc:
+                    degraded.append(f"embedding provider unavailable: {exc}")
+                if vec_ok and missing_vectors:
+                    degraded.append(f"{missing_vectors} chunks have no vector yet (the embedding provider "
+                                    "failed); they are found by full-text search only")
+            if not vec_ok:
+                used = "fts"  # fall back to full text, and say why
+        if used in ("hybrid", "fts"):
+            fts_hits = await self.fts(terms, n, sources, session_key)
+        if used == "hybrid":
+            cands = fuse(fts_hits, vec_hits, method=o.fusion, rrf_k=o.rrf_k,
+                         text_weight=o.text_weight, vector_weight=o.vector_weight)
+        elif used == "fts":
+            cands = single_list_scores(fts_hits, "fts")
+        else:
+            cands = single_list_scores(vec_hits, "vector")
+        cands = [c for c in cands if c.score >= min_score]
+        results = await self._materialise(cands, k, terms)
+        out: dict[str, Any] = {"results": results, "mode": used, "embeddings": emb}
+        if degraded:
+            out["degraded"] = "; ".join(degraded)
+        return out
+
+    async def _materialise(self, cands: list[Candidate], k: int, terms: Sequence[str]) -> list[dict[str, Any]]:
+        rows: dict[int, tuple] = {}
+        pool = cands[: k * 2]  # a few spare in case some rows vanished since the candidates were listed
+        if pool:
+            ids = [c.id for c in pool]
+            for r in await self.db.fetchall(
+                    "SELECT id, path, source, session_key, start_line, end_line, text, spans FROM chunks "
+                    f"WHERE id IN ({','.join('?' * len(ids))})", ids):
+                rows[int(r[0])] = r
+        picked = [(c, rows[c.id]) for c in pool if c.id in rows][:k]
+        ctx = SnippetContext.build(terms, [r[6] for _, r in picked])
+        out = []
+        for c, r in picked:
+            spans = orjson.loads(r[7]) if r[7] else None
+            item: dict[str, Any] = {
+                "path": r[1], "source": r[2], "startLine": int(r[4]), "endLine": int(r[5]),
+                "score": round(float(c.score), 6),
+                "snippet": snippet(r[6], spans, ctx, self.opts.snippet_chars),
+            }
+            if r[3]:
+                item["sessionKey"] = r[3]
+            out.append(item)
+        return out

@@ -1,0 +1,192 @@
+"""What the index may hold, and where it lives.
+
+    memory    MEMORY.md, memory.md and memory/**/*.md in the workspace → path relative to the workspace
+    sessions  <sessionsDir>/<sessionKey>.jsonl of the agent → path "sessions/<sessionKey>.jsonl"
+
+A symlink is followed only when its target stays inside the workspace and is a .md file. The same rules
+decide what `memory.get` may read, so it can never reach anything the index could not hold.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InvalidParams, NotFound
+from ..schema import SESSION_KEY
+
+MEMORY = "memory"
+SESSIONS = "sessions"
+SOURCES = (MEMORY, SESSIONS)
+ROOT_FILES = ("MEMORY.md", "memory.md")
+
+_SESSION_KEY = re.compile(SESSION_KEY)
+_IGNORED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".obsidian", ".trash"}
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: str  # the index path (see module docstring)
+    abs: Path
+    source: str
+    session_key: str | None
+    size: int
+    mtime_ns: int
+
+
+def session_path(session_key: str) -> str:
+    return f"{SESSIONS}/{session_key}.jsonl"
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+        return True
+    except ValueError:
+        return False
+
+
+def _memory_file(abs_path: Path, root: Path) -> os.stat_result | None:
+    """stat of a memory file when it is a regular .md file whose real path stays in the workspace."""
+    try:
+        real = abs_path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    if not _inside(real, root) or real.suffix.lower() != ".md":
+        return None
+    try:
+        st = real.stat()
+    except OSError:
+        return None
+    if not os.path.isfile(real):
+        return None
+    return st
+
+
+def scan_memory(workspace: Path) -> list[SourceFile]:
+    """Every memory file of the workspace (blocking: run in a thread)."""
+    try:
+        root = workspace.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return []
+    out: list[SourceFile] = []
+    seen: set[tuple[int, int]] = set()
+
+    def add(rel: str, abs_path: Path) -> None:
+        st = _memory_file(abs_path, root)
+        if st is None or (st.st_dev, st.st_ino) in seen:
+            return  # MEMORY.md and memory.md are one file on a case-insensitive filesystem
+        seen.add((st.st_dev, st.st_ino))
+        out.append(SourceFile(rel, abs_path, MEMORY, None, st.st_size, st.st_mtime_ns))
+
+    for name in ROOT_FILES:
+        add(name, workspace / name)
+    mem_dir = workspace / "memory"
+    if mem_dir.is_dir() and _inside(mem_dir.resolve(), root):
+        for dirpath, dirnames, filenames in os.walk(mem_dir):
+            dirnames[:] = sorted(d for d in dirnames if d not in _IGNORED_DIRS and not d.startswith("."))
+            for fn in sorted(filenames):
+                if fn.endswith(".md"):
+                    abs_path = Path(dirpath) / fn
+                    add(abs_path.relative_to(workspace).as_posix(), abs_path)
+    return out
+
+
+def scan_sessions(sessions_dir: Path, only: set[str] | None = None) -> list[SourceFile]:
+    """Every transcript `<sessionKey>.jsonl` (blocking: run in a thread). `only`: session keys."""
+    out: list[SourceFile] = []
+    try:
+        entries = list(os.scandir(sessions_dir))
+    except OSError:
+        return out
+    for e in entries:
+        if not e.name.endswith(".jsonl"):
+            continue
+        key = e.name[:-6]
+        if not _SESSION_KEY.fullmatch(key) or (only is not None and key not in only):
+            continue
+        try:
+            if not e.is_file(follow_symlinks=False):
+                continue
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        out.append(SourceFile(session_path(key), Path(e.path), SESSIONS, key, st.st_size, st.st_mtime_ns))
+    out.sort(key=lambda f: f.path)
+    return out
+
+
+_ALLOWED = "MEMORY.md, memory.md, memory/**/*.md or sessions/<sessionKey>.jsonl"
+
+
+def resolve_readable(path: str, workspace: Path, sessions_dir: Path) -> Path:
+    """Map a `memory.get` path onto the file it names, or raise InvalidParams / NotFound saying why."""
+    field = "params.path"
+    if not path or "\x00" in path:
+        raise InvalidParams(f"{field}: must be a non-empty path", field=field)
+    norm = path.replace("\\", "/")
+    if norm.startswith("/") or re.match(r"^[A-Za-z]:/", norm) or norm.startswith("~"):
+        raise InvalidParams(f"{field}: must be relative to the workspace (like memory/notes.md), "
+                            f"not an absolute path", field=field)
+    parts = norm.split("/")
+    if ".." in parts:
+        raise InvalidParams(f"{field}: must not contain '..'", field=field)
+    if any(p in ("", ".") for p in parts):
+        raise InvalidParams(f"{field}: must not contain empty or '.' segments", field=field)
+
+    if parts[0] == SESSIONS and len(parts) == 2 and parts[1].endswith(".jsonl"):
+        key = parts[1][:-6]
+        if not _SESSION_KEY.fullmatch(key):
+            raise InvalidParams(f"{field}: {key!r} is not a valid session key", field=field)
+        target = sessions_dir / parts[1]
+        if not target.is_file() or target.is_symlink():
+            raise NotFound(f"no transcript for session {key!r}", {"path": path})
+        return target
+
+    if not (norm in ROOT_FILES or (parts[0] == "memory" and len(parts) >= 2 and norm.endswith(".md"))):
+        if not norm.endswith((".md", ".jsonl")):
+            raise InvalidParams(f"{field}: only .md memory files and .jsonl transcripts can be read "
+                                f"({_ALLOWED})", field=field)
+        raise InvalidParams(f"{field}: not a memory path; allowed: {_ALLOWED}", field=field)
+    target = workspace / norm
+    try:
+        root = workspace.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise NotFound(f"memory file not found: {path}", {"path": path}) from None
+    if not os.path.lexists(target):
+        raise NotFound(f"memory file not found: {path}", {"path": path})
+    try:
+        real = target.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise NotFound(f"memory file not found: {path} (dangling symlink)", {"path": path}) from None
+    if not _inside(real, root):
+        raise InvalidParams(f"{field}: resolves outside the workspace (symlink); refused", field=field)
+    if real.suffix.lower() != ".md" or not real.is_file():
+        raise InvalidParams(f"{field}: resolves to something that is not a .md file; refused", field=field)
+    return real
+
+
+MAX_GET_CHARS = 256 * 1024
+
+
+def read_lines(target: Path, start: int, count: int) -> tuple[list[str], bool]:
+    """Lines start..start+count-1 (1-based) of a file, at most MAX_GET_CHARS in all (blocking).
+    Returns (lines, more) where `more` says lines remain after those returned."""
+    out: list[str] = []
+    total = 0
+    with open(target, "r", encoding="utf-8", errors="replace", newline="") as fh:
+        for no, line in enumerate(fh, start=1):
+            if no < start:
+                continue
+            if len(out) >= count:
+                return out, True
+            line = line.rstrip("\n").rstrip("\r")
+            if total + len(line) > MAX_GET_CHARS:
+                if not out:  # one giant line: cut it, continue on the next line
+                    out.append(line[:MAX_GET_CHARS])
+                return out, True
+            out.append(line)
+            total += len(line) + 1
+    return out, False
