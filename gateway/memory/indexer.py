@@ -12,7 +12,6 @@ work on the aiosqlite thread, embedding in the provider's thread: the event loop
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 import orjson
+import structlog
 
 from ..timeutil import now_iso
 from .chunking import Chunk, chunk_markdown, chunk_transcript, sha256
@@ -30,7 +30,7 @@ from .schema import ensure_vector_table, get_meta, set_meta, vector_table
 from .sources import MEMORY, SESSIONS, SourceFile, scan_memory, scan_sessions
 from .vectors import VectorStore
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("gateway.memory")
 
 Progress = Callable[[int, int], None]
 BATCH_CHUNKS = 2048
@@ -251,7 +251,7 @@ class Indexer:
                 except EmbeddingError as exc:
                     stats.embed_error = str(exc)
                     stats.retry_after = exc.retry_after
-                    log.warning("embedding failed; indexing full text only for now: %s", exc)
+                    log.warning("memory_embedding_failed", error=str(exc), note="indexed full text; vectors retried later")
             if vecs:
                 dims = int(next(iter(vecs.values())).shape[0])
                 try:

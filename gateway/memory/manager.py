@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import orjson
+import structlog
 
 from ..config import Config
 from ..errors import InvalidParams
@@ -40,7 +40,7 @@ from .sources import SESSIONS, SOURCES, read_lines, resolve_readable, session_pa
 from .vectors import VectorStore
 from .watcher import watch_memory
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("gateway.memory")
 
 MODES = ("hybrid", "fts", "vector")
 RETRY_MIN_S, RETRY_MAX_S = 15.0, 600.0
@@ -170,7 +170,7 @@ class MemoryManager:
         self._opened = True
         self.provider, self.provider_problem = create_provider(self.config)
         if self.provider_problem:
-            log.warning("memory embeddings: %s", self.provider_problem)
+            log.warning("memory_embeddings_problem", problem=self.provider_problem)
         want = self.cfg.search.vector_backend
         driver = pick_driver(want_vec=want in ("auto", "sqlite-vec"))
         if not self.provider.enabled:
@@ -180,7 +180,7 @@ class MemoryManager:
         else:
             self.backend = "numpy"
             if want == "sqlite-vec":
-                log.warning("memory: sqlite-vec cannot be loaded here; using numpy vector search")
+                log.warning("memory_sqlite_vec_unavailable", using="numpy")
         self._driver = driver
         if not self.cfg.enabled:
             return
@@ -195,7 +195,7 @@ class MemoryManager:
             self._needs_rebuild = True
             self._dirty_memory = self._dirty_all_sessions = True
             self._old_vectors_ok = _embedding_part(stored) == _embedding_part(sig)
-            log.info("memory index settings changed; the index will be rebuilt")
+            log.info("memory_index_rebuild_needed", reason="index settings changed")
         await self._open_live_state()
         await self._refresh_counts()
         if self.cfg.sync.on_start:
@@ -292,7 +292,7 @@ class MemoryManager:
                     req.future.set_exception(RuntimeError("memory sync cancelled"))
                 raise
             except Exception as exc:
-                log.exception("memory sync failed")
+                log.exception("memory_sync_failed")
                 if not req.future.done():
                     req.future.set_exception(exc)
             else:
@@ -308,7 +308,7 @@ class MemoryManager:
                 try:
                     p(done, total)
                 except Exception:  # a progress display must never break a sync
-                    log.debug("progress callback failed", exc_info=True)
+                    log.debug("memory_progress_callback_failed", exc_info=True)
         return cb
 
     async def _run_one(self, req: _Request) -> SyncStats:
@@ -397,7 +397,7 @@ class MemoryManager:
             raise
         finally:
             self._rebuilding = False
-        log.info("memory index rebuilt: %d files in %d ms", stats.indexed, stats.duration_ms)
+        log.info("memory_index_rebuilt", files=stats.indexed, duration_ms=stats.duration_ms)
         await self._after_sync(stats)
         return stats
 
@@ -456,7 +456,7 @@ class MemoryManager:
             except Exception:
                 if not self._rebuilding:
                     raise
-                log.debug("could not forget in the index being replaced", exc_info=True)
+                log.debug("memory_forget_old_index_failed", exc_info=True)
         await self._refresh_counts()
 
     # ---- the facade ------------------------------------------------------------------------------------
@@ -478,7 +478,7 @@ class MemoryManager:
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.warning("memory sync before search failed; answering from the index as it is", exc_info=True)
+            log.warning("memory_search_presync_failed", exc_info=True)
 
     async def search(self, query: str, k: int = 6, min_score: float = 0.0, sources: list[str] | None = None,
                      session_key: str | None = None, mode: str | None = None) -> dict:
@@ -569,7 +569,7 @@ class MemoryManager:
         try:
             res = await self.search(query[:2000], k=rc.max_results, min_score=rc.min_score)
         except Exception:
-            log.warning("memory recall failed", exc_info=True)
+            log.warning("memory_recall_failed", exc_info=True)
             return []
         budget = rc.max_tokens * CHARS_PER_TOKEN
         out = []
@@ -602,4 +602,4 @@ def _consume(fut: asyncio.Future) -> None:
 
 def _log_task_failure(task: asyncio.Task) -> None:
     if not task.cancelled() and task.exception() is not None:
-        log.warning("memory background task failed: %r", task.exception())
+        log.warning("memory_background_task_failed", error=repr(task.exception()))

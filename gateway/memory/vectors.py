@@ -14,14 +14,14 @@ Backends (reported as `memory.status.vector.backend`):
 from __future__ import annotations
 
 import asyncio
-import logging
 from dataclasses import dataclass
 
 import numpy as np
+import structlog
 
 from .db import Database
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("gateway.memory")
 
 MATRIX_THRESHOLD = 20_000
 
@@ -134,4 +134,4 @@ class VectorStore:
 
 def _log_failure(task: asyncio.Task) -> None:
     if not task.cancelled() and task.exception() is not None:
-        log.warning("vector matrix load failed: %r", task.exception())
+        log.warning("memory_vector_matrix_load_failed", error=repr(task.exception()))

@@ -7,15 +7,15 @@ A missing workspace is created (0700) so that memory files added later are seen.
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
 from typing import Callable
 
 from watchfiles import Change, awatch
+import structlog
 
 from .sources import ROOT_FILES
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("gateway.memory")
 
 
 def memory_filter(workspace: Path) -> Callable[[Change, str], bool]:
@@ -37,7 +37,7 @@ async def watch_memory(workspace: Path, on_change: Callable[[], None], stop: asy
     try:
         workspace.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
-        log.warning("memory watcher: cannot create workspace %s: %s", workspace, exc)
+        log.warning("memory_watcher_no_workspace", workspace=str(workspace), error=str(exc))
         return
     try:
         async for _changes in awatch(workspace, watch_filter=memory_filter(workspace), debounce=max(debounce_ms, 1),
@@ -48,4 +48,4 @@ async def watch_memory(workspace: Path, on_change: Callable[[], None], stop: asy
             on_change()
     except Exception as exc:  # e.g. inotify watch limit reached: memory still syncs on other triggers
         if not stop.is_set():
-            log.warning("memory watcher stopped: %s", exc)
+            log.warning("memory_watcher_stopped", error=str(exc))

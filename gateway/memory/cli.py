@@ -1,0 +1,142 @@
+"""`jarvis memory sync|search|status` — the memory methods, run directly on the state dir.
+
+These open the index themselves (WAL and a busy timeout make that safe while the gateway runs), so they
+work whether or not the gateway is up. `--json` prints exactly the result object of the matching
+method (`memory.sync`, `memory.search`, `memory.status`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import sys
+import time
+from typing import Any
+
+import orjson
+
+from ..config import Config
+from ..errors import GatewayError
+from .manager import MODES, MemoryManager
+
+
+def add_commands(subparsers: Any) -> None:
+    p = subparsers.add_parser("memory", help="index, search and inspect memory (works on the state dir directly)",
+                              description="Memory index commands; they work while the gateway runs, too.")
+    p.set_defaults(handler=run, memory_command=None)
+    sub = p.add_subparsers(dest="memory_command", metavar="{sync,search,status}")
+    s = sub.add_parser("sync", help="bring the index up to date now")
+    s.add_argument("--force", action="store_true", help="re-read and re-chunk every file (the cache avoids re-embedding)")
+    s.add_argument("--json", action="store_true", help="print the memory.sync result as JSON")
+    s = sub.add_parser("search", help="search memory files and transcripts")
+    s.add_argument("query", help="what to look for")
+    s.add_argument("--k", type=int, default=6, help="number of results (1..50, default 6)")
+    s.add_argument("--mode", choices=MODES, help="hybrid (default), fts or vector")
+    s.add_argument("--min-score", type=float, default=0.0, help="drop results below this score (0..1)")
+    s.add_argument("--source", action="append", choices=("memory", "sessions"), help="limit to a source")
+    s.add_argument("--json", action="store_true", help="print the memory.search result as JSON")
+    s = sub.add_parser("status", help="what the index holds")
+    s.add_argument("--json", action="store_true", help="print the memory.status result as JSON")
+
+
+class _Bar:
+    """A one-line progress bar on stderr, only when stderr is a terminal and the work is long."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.t0 = time.monotonic()
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.tty or total <= 0 or (time.monotonic() - self.t0 < 0.5 and done < total):
+            return
+        width = 30
+        fill = int(width * done / total)
+        sys.stderr.write(f"\rindexing [{'#' * fill}{'.' * (width - fill)}] {done}/{total} files")
+        sys.stderr.flush()
+        self.shown = True
+
+    def finish(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+
+
+def _cli_config(config: Config) -> Config:
+    mem = dataclasses.replace(config.memory, sync=dataclasses.replace(config.memory.sync, on_start=False, watch=False))
+    return dataclasses.replace(config, memory=mem)
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+async def _run(args: argparse.Namespace, config: Config) -> int:
+    mgr = MemoryManager(_cli_config(config))
+    await mgr.open()
+    try:
+        cmd = args.memory_command
+        if cmd == "sync":
+            bar = _Bar()
+            try:
+                res = await mgr.sync(force=args.force, progress=bar)
+            finally:
+                bar.finish()
+            if args.json:
+                _print_json(res)
+            else:
+                print(f"indexed {res['indexed']}, removed {res['removed']}, unchanged {res['unchanged']} files; "
+                      f"embedded {res['chunksEmbedded']} chunks ({res['cacheHits']} from cache) in {res['durationMs']} ms")
+                st = await mgr.status()
+                if st["vector"].get("missing"):
+                    print(f"warning: {st['vector']['missing']} chunks have no vector yet "
+                          f"({st['embeddings'].get('error', 'embedding provider failed')}); retried on the next sync",
+                          file=sys.stderr)
+        elif cmd == "search":
+            res = await mgr.search(args.query, k=args.k, min_score=args.min_score, sources=args.source,
+                                   mode=args.mode)
+            if args.json:
+                _print_json(res)
+            else:
+                if res.get("degraded"):
+                    print(f"(degraded: {res['degraded']})", file=sys.stderr)
+                if not res["results"]:
+                    print("no results")
+                for r in res["results"]:
+                    print(f"{r['score']:.3f}  {r['path']}:{r['startLine']}-{r['endLine']}")
+                    for line in r["snippet"].splitlines():
+                        print(f"    {line}")
+        else:
+            res = await mgr.status()
+            if args.json:
+                _print_json(res)
+            else:
+                e, v = res["embeddings"], res["vector"]
+                print(f"index:      {mgr.db_path}")
+                print(f"files:      {res['files']} (memory {res['sources']['memory']['files']}, "
+                      f"sessions {res['sources']['sessions']['files']})")
+                print(f"chunks:     {res['chunks']} (memory {res['sources']['memory']['chunks']}, "
+                      f"sessions {res['sources']['sessions']['chunks']})")
+                print(f"dirty:      {'yes' if res['dirty'] else 'no'}    last sync: {res['lastSyncAt'] or 'never'}")
+                print(f"embeddings: {e['provider']} {e['model']} ({e['dims']} dims)"
+                      + (f"  error: {e['error']}" if e.get("error") else ""))
+                print(f"vectors:    {v['backend']} ({'available' if v['available'] else 'unavailable'}"
+                      + (f", {v['missing']} missing" if v.get("missing") else "") + ")")
+                print(f"fts:        {res['fts']['tokenizer']}    cache: {res['cache']['entries']} embeddings")
+        return 0
+    finally:
+        await mgr.close()
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    if not getattr(args, "memory_command", None):
+        print("usage: jarvis memory {sync,search,status} …  (see jarvis memory --help)", file=sys.stderr)
+        return 2
+    if not config.memory.enabled:
+        print("jarvis: memory is disabled (memory.enabled = false)", file=sys.stderr)
+        return 1
+    try:
+        return asyncio.run(_run(args, config))
+    except GatewayError as exc:
+        print(f"jarvis: {exc.message}", file=sys.stderr)
+        return 2 if exc.code == -32602 else 1
