@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import time
 from dataclasses import dataclass
@@ -17,13 +18,16 @@ import structlog
 
 from . import __version__
 from .auth import TokenStore
-from .chat.providers import make_provider
+from .chat.providers import ChatProvider, make_provider
 from .chat.runner import ChatService
 from .config import Config
+from .errors import InvalidParams, NotFound
 from .events import EventBus
 from .methods import chat as _chat_methods  # noqa: F401  (registers methods)
 from .methods import sessions as _session_methods  # noqa: F401
+from .methods import memory as _memory_methods  # noqa: F401
 from .methods import system as _system_methods  # noqa: F401
+from .schema import AGENT_ID
 from .server import GatewayServer
 from .sessions.store import SessionStore, ensure_private_dir
 
@@ -33,15 +37,96 @@ if TYPE_CHECKING:  # pragma: no cover
 log = structlog.get_logger("gateway.app")
 
 
+AGENT_ID_RE = re.compile(AGENT_ID)
+
+
 @dataclass
-class Services:
-    config: Config
+class Agent:
+    """One agent's world: its own sessions, transcripts, memory index and chat runs."""
+
+    id: str
     sessions: SessionStore
     chat: ChatService
-    bus: EventBus
     memory: "MemoryManager | None"
-    started: float
-    connection_count: Callable[[], int]
+
+    def topic(self, session_key: str) -> str:
+        """Event-bus topic of a session; agent ids and session keys cannot contain '/'."""
+        return f"{self.id}/{session_key}"
+
+
+class Services:
+    """What handlers reach through `ctx.services`. Agents open lazily: `await services.agent(id)`."""
+
+    def __init__(self, config: Config, bus: EventBus, provider: ChatProvider):
+        self.config = config
+        self.bus = bus
+        self.provider = provider
+        self.started = time.monotonic()
+        self.connection_count: Callable[[], int] = lambda: 0
+        self.agents: dict[str, Agent] = {}
+        self._opening = asyncio.Lock()
+
+    @property
+    def default(self) -> Agent:
+        return self.agents[self.config.agent_id]
+
+    # The default agent's parts, for code that serves one agent (health, sd_notify, the CLI).
+    @property
+    def sessions(self) -> SessionStore:
+        return self.default.sessions
+
+    @property
+    def chat(self) -> ChatService:
+        return self.default.chat
+
+    @property
+    def memory(self) -> "MemoryManager | None":
+        return self.default.memory
+
+    async def agent(self, agent_id: str | None = None, create: bool = False) -> Agent:
+        """The agent `agent_id` (default: the configured one), opened on first use. An agent that
+        has no folder yet exists only once `create` is asked (sessions.create does)."""
+        agent_id = agent_id or self.config.agent_id
+        found = self.agents.get(agent_id)
+        if found is not None:
+            return found
+        if not AGENT_ID_RE.fullmatch(agent_id):
+            raise InvalidParams("params.agentId: must match [A-Za-z0-9._-]{1,64}", field="params.agentId")
+        async with self._opening:
+            if agent_id in self.agents:
+                return self.agents[agent_id]
+            exists = await asyncio.to_thread(self.config.agent_dir(agent_id).is_dir)
+            if not exists and not create and agent_id != self.config.agent_id:
+                raise NotFound(f"agent not found: {agent_id}", {"agentId": agent_id})
+            agent = await self._open_agent(agent_id)
+            self.agents[agent_id] = agent
+            return agent
+
+    async def _open_agent(self, agent_id: str) -> Agent:
+        cfg = self.config
+        sessions = SessionStore(cfg.sessions_dir(agent_id), agent_id)
+        await asyncio.to_thread(sessions.open_sync)
+        await asyncio.to_thread(cfg.agent_workspace(agent_id).mkdir, parents=True, exist_ok=True)
+        memory = None
+        if cfg.memory.enabled:
+            from .memory.manager import MemoryManager
+
+            memory = MemoryManager(cfg, agent_id)
+            await memory.open()
+        agent = Agent(agent_id, sessions, None, memory)  # type: ignore[arg-type]
+        agent.chat = ChatService(cfg, sessions, self.bus, self.provider, memory, topic=agent.topic)
+        log.info("agent open", agent=agent_id, memory=memory is not None)
+        return agent
+
+    async def close_runs(self, grace: float) -> None:
+        """Refuse new chat runs and abort the running ones (their partial replies are kept)."""
+        await asyncio.gather(*(a.chat.shutdown(grace) for a in self.agents.values()))
+
+    async def close(self) -> None:
+        await self.provider.close()
+        for a in self.agents.values():
+            if a.memory is not None:
+                await a.memory.close()
 
 
 class Gateway:
@@ -49,9 +134,13 @@ class Gateway:
         self.config = config
         self.services: Services | None = None
         self.server: GatewayServer | None = None
-        self.memory: "MemoryManager | None" = None
         self._stop = asyncio.Event()
         self._hooks: list[Callable[[str, dict[str, Any]], None]] = []
+
+    @property
+    def memory(self) -> "MemoryManager | None":
+        """The default agent's memory (None when disabled or not started)."""
+        return self.services.memory if self.services is not None and self.services.agents else None
 
     @property
     def port(self) -> int:
@@ -80,21 +169,11 @@ class Gateway:
     async def start(self) -> None:
         cfg = self.config
         ensure_private_dir(cfg.state_dir)
-        cfg.workspace_dir.mkdir(parents=True, exist_ok=True)
         tokens = TokenStore(cfg.token, cfg.token_file)
         await asyncio.to_thread(tokens.load)
-        sessions = SessionStore(cfg.sessions_dir(), cfg.agent_id)
-        await asyncio.to_thread(sessions.open_sync)
-        bus = EventBus()
-        if cfg.memory.enabled:
-            from .memory.manager import MemoryManager
-            from .methods import memory as _memory_methods  # noqa: F401
-
-            self.memory = MemoryManager(cfg)
-            await self.memory.open()
         provider = make_provider(cfg)
-        chat = ChatService(cfg, sessions, bus, provider, self.memory)
-        self.services = Services(cfg, sessions, chat, bus, self.memory, time.monotonic(), lambda: 0)
+        self.services = Services(cfg, EventBus(), provider)
+        await self.services.agent(cfg.agent_id, create=True)
         self.server = GatewayServer(self.services, tokens)
         self.services.connection_count = self.server.connection_count
         await self.server.start()
@@ -116,11 +195,11 @@ class Gateway:
         if self.server is not None:
             self.server.stop_accepting()
         if self.services is not None:
-            await self.services.chat.shutdown(grace)
+            await self.services.close_runs(grace)
         if self.server is not None:
             await self.server.close_all()
-        if self.memory is not None:
-            await self.memory.close()
+        if self.services is not None:
+            await self.services.close()
         log.info("gateway stopped")
 
 

@@ -171,6 +171,12 @@ class Config:
     def sessions_dir(self, agent_id: str | None = None) -> Path:
         return self.agent_dir(agent_id) / "sessions"
 
+    def agent_workspace(self, agent_id: str | None = None) -> Path:
+        """Where an agent's memory files live: the workspace itself for the default agent,
+        `<workspace>/agents/<id>/` for any other (outside the default agent's MEMORY.md/memory/)."""
+        agent_id = agent_id or self.agent_id
+        return self.workspace_dir if agent_id == self.agent_id else self.workspace_dir / "agents" / agent_id
+
     def memory_db(self, agent_id: str | None = None) -> Path:
         return self.agent_dir(agent_id) / "memory.sqlite"
 

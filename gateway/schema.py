@@ -224,3 +224,4 @@ class Obj(Field):
 
 
 SESSION_KEY = r"[A-Za-z0-9._-]{1,128}"
+AGENT_ID = r"[A-Za-z0-9._-]{1,64}"

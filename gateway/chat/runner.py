@@ -12,7 +12,7 @@ import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
@@ -47,8 +47,9 @@ class Run:
 
 class ChatService:
     def __init__(self, config: Config, sessions: SessionStore, bus: EventBus, provider: ChatProvider,
-                 memory: "MemoryManager | None" = None):
+                 memory: "MemoryManager | None" = None, topic: Callable[[str], str] = lambda key: key):
         self.config = config
+        self.topic = topic
         self.sessions = sessions
         self.bus = bus
         self.provider = provider
@@ -99,7 +100,6 @@ class ChatService:
             self._cancel(run)
         if tasks:
             await asyncio.wait(tasks, timeout=max(grace, 0.1))
-        await self.provider.close()
 
     # ---- internals -----------------------------------------------------------------------------
     def _prune_idem(self, now: float) -> None:
@@ -125,7 +125,7 @@ class ChatService:
         return True
 
     def _emit(self, run: Run, method: str, **params: Any) -> None:
-        self.bus.publish(run.session_key, method,
+        self.bus.publish(self.topic(run.session_key), method,
                          {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params})
 
     async def _prompt(self, session_key: str, user_text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -1,4 +1,8 @@
-"""sessions.* — create, list, get, history, delete, subscribe, unsubscribe."""
+"""sessions.* — create, list, get, update, history, delete, subscribe, unsubscribe.
+
+Every method takes an optional `agentId` (default: the configured agent, "main"); each agent has its
+own sessions, transcripts and memory index and never sees another's.
+"""
 
 from __future__ import annotations
 
@@ -6,74 +10,88 @@ import structlog
 
 from ..errors import NotFound
 from ..registry import CallContext, registry
-from ..schema import SESSION_KEY, Int, Obj, Str
+from ..schema import AGENT_ID, SESSION_KEY, Int, Obj, Str
 
 log = structlog.get_logger("gateway.sessions")
-KEY = Obj(sessionKey=Str(pattern=SESSION_KEY))
 
 
-def _subscribe(ctx: CallContext, key: str) -> None:
-    if ctx.connection is not None:
-        ctx.services.bus.subscribe(key, ctx.connection)
+def agent_param() -> Str:
+    return Str(pattern=AGENT_ID, optional=True, description="agent (default: main)")
 
 
-@registry.method("sessions.create", Obj(label=Str(0, 200, optional=True)),
+def with_agent(**fields) -> Obj:
+    return Obj(agentId=agent_param(), **fields)
+
+
+KEY = with_agent(sessionKey=Str(pattern=SESSION_KEY))
+
+
+@registry.method("sessions.create", with_agent(label=Str(0, 200, optional=True)),
                  "Create a session (key: a new UUID); the caller is subscribed to it.")
 async def create(ctx: CallContext, p: dict) -> dict:
-    session = await ctx.services.sessions.create(label=p["label"])
-    _subscribe(ctx, session["sessionKey"])
+    agent = await ctx.services.agent(p["agentId"], create=True)
+    session = await agent.sessions.create(label=p["label"])
+    if ctx.connection is not None:
+        ctx.services.bus.subscribe(agent.topic(session["sessionKey"]), ctx.connection)
     return session
 
 
-@registry.method("sessions.list", Obj(limit=Int(1, 500, default=50), offset=Int(0, default=0)),
+@registry.method("sessions.list", with_agent(limit=Int(1, 500, default=50), offset=Int(0, default=0)),
                  "Sessions, newest updatedAt first.")
 async def list_(ctx: CallContext, p: dict) -> dict:
-    sessions, total = await ctx.services.sessions.list(p["limit"], p["offset"])
+    agent = await ctx.services.agent(p["agentId"])
+    sessions, total = await agent.sessions.list(p["limit"], p["offset"])
     return {"sessions": sessions, "total": total}
 
 
 @registry.method("sessions.get", KEY, "One session's metadata.")
 async def get(ctx: CallContext, p: dict) -> dict:
-    return await ctx.services.sessions.get(p["sessionKey"])
+    agent = await ctx.services.agent(p["agentId"])
+    return await agent.sessions.get(p["sessionKey"])
 
 
-@registry.method("sessions.update", Obj(sessionKey=Str(pattern=SESSION_KEY), label=Str(0, 200)),
+@registry.method("sessions.update", with_agent(sessionKey=Str(pattern=SESSION_KEY), label=Str(0, 200)),
                  "Change a session's label.")
 async def update(ctx: CallContext, p: dict) -> dict:
-    return await ctx.services.sessions.update(p["sessionKey"], label=p["label"])
+    agent = await ctx.services.agent(p["agentId"])
+    return await agent.sessions.update(p["sessionKey"], label=p["label"])
 
 
 @registry.method("sessions.history",
-                 Obj(sessionKey=Str(pattern=SESSION_KEY), limit=Int(1, 1000, default=200),
-                     before=Str(1, 256, optional=True)),
+                 with_agent(sessionKey=Str(pattern=SESSION_KEY), limit=Int(1, 1000, default=200),
+                            before=Str(1, 256, optional=True)),
                  "Messages of a session, oldest first; `before` pages back from a message id.")
 async def history(ctx: CallContext, p: dict) -> dict:
-    return await ctx.services.sessions.history(p["sessionKey"], p["limit"], p["before"])
+    agent = await ctx.services.agent(p["agentId"])
+    return await agent.sessions.history(p["sessionKey"], p["limit"], p["before"])
 
 
 @registry.method("sessions.delete", KEY, "Delete a session: metadata, transcript and its memory chunks.")
 async def delete(ctx: CallContext, p: dict) -> dict:
-    s = ctx.services
+    agent = await ctx.services.agent(p["agentId"])
     key = p["sessionKey"]
-    await s.chat.abort(key, None)
-    await s.sessions.delete(key)
-    if s.memory is not None:
-        await s.memory.forget_session(key)
-    log.info("session deleted", session=key)
+    await agent.chat.abort(key, None)
+    await agent.sessions.delete(key)
+    if agent.memory is not None:
+        await agent.memory.forget_session(key)
+    log.info("session deleted", agent=agent.id, session=key)
     return {"deleted": True}
 
 
 @registry.method("sessions.subscribe", KEY, "Receive this session's chat events on this connection.")
 async def subscribe(ctx: CallContext, p: dict) -> dict:
+    agent = await ctx.services.agent(p["agentId"])
     key = p["sessionKey"]
-    if not await ctx.services.sessions.exists(key):
+    if not await agent.sessions.exists(key):
         raise NotFound(f"session not found: {key}", {"sessionKey": key})
-    _subscribe(ctx, key)
+    if ctx.connection is not None:
+        ctx.services.bus.subscribe(agent.topic(key), ctx.connection)
     return {"subscribed": True}
 
 
 @registry.method("sessions.unsubscribe", KEY, "Stop receiving this session's chat events here.")
 async def unsubscribe(ctx: CallContext, p: dict) -> dict:
+    agent = await ctx.services.agent(p["agentId"])
     if ctx.connection is not None:
-        ctx.services.bus.unsubscribe(p["sessionKey"], ctx.connection)
+        ctx.services.bus.unsubscribe(agent.topic(p["sessionKey"]), ctx.connection)
     return {"subscribed": False}
