@@ -1,0 +1,805 @@
+// The Jarvis web chat: sign-in, sessions, streamed chat, recalled memories, memory search.
+// All user and model text reaches the page through textContent / DOM building (see render.js).
+
+import { Codes, RpcClient, RpcError, gatewayUrl, randomId } from "./rpc.js";
+import { renderMarkdown } from "./render.js";
+
+const TOKEN_KEY = "jarvis.token";
+const $ = (id) => document.getElementById(id);
+
+const ui = {
+  signin: $("signin"),
+  signinForm: $("signin-form"),
+  tokenInput: $("token-input"),
+  rememberInput: $("remember-input"),
+  signinError: $("signin-error"),
+  signinButton: $("signin-button"),
+  app: $("app"),
+  connStatus: $("conn-status"),
+  connText: $("conn-text"),
+  reconnectNow: $("reconnect-now"),
+  signOut: $("sign-out"),
+  sessionsToggle: $("sessions-toggle"),
+  sidebar: $("sidebar"),
+  newSession: $("new-session"),
+  sessionList: $("session-list"),
+  sessionsError: $("sessions-error"),
+  sessionTitle: $("session-title"),
+  messages: $("messages"),
+  emptyState: $("empty-state"),
+  composer: $("composer"),
+  input: $("message-input"),
+  send: $("send-button"),
+  stop: $("stop-button"),
+  searchToggle: $("search-toggle"),
+  searchPanel: $("search-panel"),
+  searchClose: $("search-close"),
+  searchForm: $("search-form"),
+  searchInput: $("search-input"),
+  searchSource: $("search-source"),
+  searchStatus: $("search-status"),
+  searchResults: $("search-results"),
+  memoryDialog: $("memory-dialog"),
+  memoryTitle: $("memory-title"),
+  memoryMeta: $("memory-meta"),
+  memoryText: $("memory-text"),
+  memoryClose: $("memory-close"),
+  confirmDialog: $("confirm-dialog"),
+  confirmText: $("confirm-text"),
+  confirmOk: $("confirm-ok"),
+  confirmCancel: $("confirm-cancel"),
+};
+
+const rpc = new RpcClient(gatewayUrl());
+
+const state = {
+  sessions: [],
+  current: null, // sessionKey
+  subscribed: null, // sessionKey we are subscribed to on this connection
+  runs: new Map(), // runId → RunView (current session only)
+  activeRunId: null,
+  pendingSend: false,
+  openSeq: 0, // guards against out-of-order session loads
+};
+
+// ---- small DOM helpers ---------------------------------------------------------------------------
+
+function h(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (k in node && typeof v !== "string") node[k] = v;
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children) {
+    if (c === null || c === undefined || c === false) continue;
+    node.appendChild(typeof c === "string" ? document.createTextNode(c) : c);
+  }
+  return node;
+}
+
+function formatTime(iso) {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return "";
+  const today = new Date();
+  const sameDay = d.toDateString() === today.toDateString();
+  return sameDay
+    ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+    : d.toLocaleDateString([], { month: "short", day: "numeric" }) + " " +
+      d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+}
+
+function sessionName(s) {
+  if (s && s.label) return s.label;
+  return s ? "Untitled session" : "No session open";
+}
+
+function contentText(content) {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) {
+    return content.map((p) => (p && typeof p.text === "string" ? p.text : "")).join("");
+  }
+  return "";
+}
+
+function errorMessage(err) {
+  if (err instanceof RpcError) {
+    if (err.code === Codes.RATE_LIMITED && err.data.retryAfterMs) {
+      return `${err.message} (retry in ${Math.ceil(err.data.retryAfterMs / 1000)} s)`;
+    }
+    return err.message;
+  }
+  return String((err && err.message) || err);
+}
+
+// ---- token storage -------------------------------------------------------------------------------
+
+function storedToken() {
+  return sessionStorage.getItem(TOKEN_KEY) || localStorage.getItem(TOKEN_KEY);
+}
+
+function storeToken(token, remember) {
+  sessionStorage.setItem(TOKEN_KEY, token);
+  if (remember) localStorage.setItem(TOKEN_KEY, token);
+  else localStorage.removeItem(TOKEN_KEY);
+}
+
+function forgetToken() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  localStorage.removeItem(TOKEN_KEY);
+}
+
+// ---- sign-in and connection ----------------------------------------------------------------------
+
+function showSignin(message = "") {
+  ui.app.hidden = true;
+  ui.signin.hidden = false;
+  ui.signOut.hidden = true;
+  ui.searchToggle.hidden = true;
+  ui.sessionsToggle.hidden = true;
+  ui.signinError.textContent = message;
+  ui.signinButton.disabled = false;
+  ui.tokenInput.setAttribute("aria-invalid", message ? "true" : "false");
+  ui.tokenInput.focus();
+}
+
+function showApp() {
+  ui.signin.hidden = true;
+  ui.app.hidden = false;
+  ui.signOut.hidden = false;
+  ui.searchToggle.hidden = false;
+  ui.sessionsToggle.hidden = false;
+}
+
+ui.signinForm.addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const token = ui.tokenInput.value.trim();
+  if (!token) {
+    showSignin("Enter the gateway token.");
+    return;
+  }
+  ui.signinError.textContent = "";
+  ui.signinButton.disabled = true;
+  pendingSignin = { token, remember: ui.rememberInput.checked };
+  rpc.connect(token);
+});
+
+let pendingSignin = null; // token being tried from the form; stored only once the server accepts it
+
+ui.signOut.addEventListener("click", () => {
+  forgetToken();
+  rpc.disconnect();
+  state.subscribed = null;
+  ui.tokenInput.value = "";
+  showSignin("");
+});
+
+ui.reconnectNow.addEventListener("click", () => rpc.retryNow());
+
+const STATE_TEXT = {
+  idle: "Not connected",
+  connecting: "Connecting…",
+  open: "Connected",
+  refused: "Signed out",
+};
+
+rpc.addEventListener("state", (ev) => {
+  const { state: s, retryInMs } = ev.detail;
+  ui.connStatus.dataset.state = s;
+  ui.connText.textContent = s === "waiting"
+    ? `Disconnected — retrying in ${Math.max(1, Math.round(retryInMs / 1000))} s`
+    : STATE_TEXT[s] || s;
+  ui.reconnectNow.hidden = s !== "waiting";
+  updateComposer();
+  if (s !== "open") state.subscribed = null;
+});
+
+rpc.addEventListener("refused", (ev) => {
+  pendingSignin = null;
+  forgetToken();
+  showSignin(ev.detail.message);
+});
+
+rpc.addEventListener("open", async (ev) => {
+  if (pendingSignin) {
+    storeToken(pendingSignin.token, pendingSignin.remember);
+    pendingSignin = null;
+    ui.tokenInput.value = "";
+  }
+  showApp();
+  await loadSessions();
+  const key = keyFromHash();
+  if (key) {
+    await openSession(key, { reconnected: ev.detail.reconnected });
+  } else if (!state.current) {
+    renderChatShell(null);
+  }
+});
+
+rpc.addEventListener("notify", (ev) => {
+  const { method, params } = ev.detail;
+  if (method.startsWith("chat.")) onChatEvent(method, params);
+});
+
+// ---- sessions ------------------------------------------------------------------------------------
+
+async function loadSessions() {
+  try {
+    const res = await rpc.call("sessions.list", { limit: 200 });
+    state.sessions = res.sessions;
+    ui.sessionsError.textContent = "";
+  } catch (err) {
+    ui.sessionsError.textContent = `Could not load sessions: ${errorMessage(err)}`;
+  }
+  renderSessionList();
+}
+
+function upsertSession(session, { toTop = false } = {}) {
+  const i = state.sessions.findIndex((s) => s.sessionKey === session.sessionKey);
+  if (i >= 0) state.sessions.splice(i, 1);
+  if (toTop || i < 0) state.sessions.unshift(session);
+  else state.sessions.splice(i, 0, session);
+  renderSessionList();
+}
+
+function renderSessionList() {
+  const list = ui.sessionList;
+  list.replaceChildren();
+  if (!state.sessions.length) {
+    list.appendChild(h("li", { class: "hint", text: "No sessions yet." }));
+    return;
+  }
+  for (const s of state.sessions) {
+    const current = s.sessionKey === state.current;
+    const name = sessionName(s);
+    const openBtn = h("a", {
+      class: "session-open",
+      href: `#s=${encodeURIComponent(s.sessionKey)}`,
+      "aria-current": current ? "page" : null,
+      onclick: () => closeSidebarIfNarrow(),
+    },
+    h("span", { class: "session-name", text: name }),
+    h("span", { class: "session-meta", text: `${s.messageCount} msg · ${formatTime(s.updatedAt)}` }));
+    const renameBtn = h("button", {
+      type: "button", class: "icon-button", "aria-label": `Rename ${name}`, title: "Rename",
+      onclick: () => startRename(li, s),
+    }, h("span", { class: "icon icon-pencil", "aria-hidden": "true" }));
+    const deleteBtn = h("button", {
+      type: "button", class: "icon-button", "aria-label": `Delete ${name}`, title: "Delete",
+      onclick: () => deleteSession(s),
+    }, h("span", { class: "icon icon-trash", "aria-hidden": "true" }));
+    const li = h("li", { class: current ? "session current" : "session", "data-key": s.sessionKey },
+      openBtn, h("div", { class: "session-actions" }, renameBtn, deleteBtn));
+    list.appendChild(li);
+  }
+}
+
+function startRename(li, session) {
+  const input = h("input", {
+    type: "text", value: session.label || "", maxlength: "200", "aria-label": "Session name",
+    class: "rename-input",
+  });
+  const cancel = () => renderSessionList();
+  const form = h("form", { class: "rename-form" }, input,
+    h("button", { type: "submit", class: "primary", text: "Save" }),
+    h("button", { type: "button", text: "Cancel", onclick: cancel }));
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    try {
+      const updated = await rpc.call("sessions.update", { sessionKey: session.sessionKey, label: input.value.trim() });
+      upsertSession(updated);
+      if (updated.sessionKey === state.current) ui.sessionTitle.textContent = sessionName(updated);
+      ui.sessionsError.textContent = "";
+    } catch (err) {
+      ui.sessionsError.textContent = `Rename failed: ${errorMessage(err)}`;
+      renderSessionList();
+    }
+  });
+  input.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape") cancel();
+  });
+  li.replaceChildren(form);
+  input.focus();
+  input.select();
+}
+
+function confirmDialog(text) {
+  return new Promise((resolve) => {
+    ui.confirmText.textContent = text;
+    const done = (ok) => {
+      ui.confirmOk.removeEventListener("click", onOk);
+      ui.confirmCancel.removeEventListener("click", onCancel);
+      ui.confirmDialog.removeEventListener("close", onClose);
+      if (ui.confirmDialog.open) ui.confirmDialog.close();
+      resolve(ok);
+    };
+    const onOk = (ev) => { ev.preventDefault(); done(true); };
+    const onCancel = (ev) => { ev.preventDefault(); done(false); };
+    const onClose = () => done(false);
+    ui.confirmOk.addEventListener("click", onOk);
+    ui.confirmCancel.addEventListener("click", onCancel);
+    ui.confirmDialog.addEventListener("close", onClose);
+    ui.confirmDialog.showModal();
+    ui.confirmCancel.focus();
+  });
+}
+
+async function deleteSession(session) {
+  const ok = await confirmDialog(`“${sessionName(session)}” and its ${session.messageCount} messages will be deleted, together with what memory indexed from it.`);
+  if (!ok) return;
+  try {
+    await rpc.call("sessions.delete", { sessionKey: session.sessionKey });
+    state.sessions = state.sessions.filter((s) => s.sessionKey !== session.sessionKey);
+    if (state.current === session.sessionKey) {
+      state.current = null;
+      state.subscribed = null;
+      history.replaceState(null, "", location.pathname + location.search);
+      renderChatShell(null);
+    }
+    renderSessionList();
+    ui.newSession.focus();
+  } catch (err) {
+    ui.sessionsError.textContent = `Delete failed: ${errorMessage(err)}`;
+  }
+}
+
+ui.newSession.addEventListener("click", async () => {
+  try {
+    const session = await rpc.call("sessions.create", {});
+    upsertSession(session, { toTop: true });
+    if (state.subscribed) rpc.call("sessions.unsubscribe", { sessionKey: state.subscribed }).catch(() => {});
+    state.subscribed = session.sessionKey; // sessions.create subscribes the caller
+    location.hash = `s=${encodeURIComponent(session.sessionKey)}`;
+    closeSidebarIfNarrow();
+    ui.input.focus();
+  } catch (err) {
+    ui.sessionsError.textContent = `Could not create a session: ${errorMessage(err)}`;
+  }
+});
+
+function keyFromHash() {
+  const m = /^#s=([A-Za-z0-9._%-]{1,400})$/.exec(location.hash);
+  if (!m) return null;
+  try {
+    const key = decodeURIComponent(m[1]);
+    return /^[A-Za-z0-9._-]{1,128}$/.test(key) ? key : null;
+  } catch (_) {
+    return null;
+  }
+}
+
+window.addEventListener("hashchange", () => {
+  const key = keyFromHash();
+  if (rpc.isOpen && key && key !== state.current) openSession(key);
+});
+
+async function openSession(key, { reconnected = false } = {}) {
+  const seq = ++state.openSeq;
+  const switching = key !== state.current;
+  const previous = state.subscribed;
+  state.current = key;
+  renderSessionList();
+  if (switching || reconnected) {
+    state.runs.clear();
+    state.activeRunId = null;
+  }
+  try {
+    if (previous && previous !== key) {
+      rpc.call("sessions.unsubscribe", { sessionKey: previous }).catch(() => {});
+    }
+    const [session, , hist] = await Promise.all([
+      rpc.call("sessions.get", { sessionKey: key }),
+      state.subscribed === key ? null : rpc.call("sessions.subscribe", { sessionKey: key }),
+      rpc.call("sessions.history", { sessionKey: key, limit: 200 }),
+    ]);
+    if (seq !== state.openSeq) return;
+    state.subscribed = key;
+    upsertSession(session);
+    renderChatShell(session);
+    renderHistory(hist);
+  } catch (err) {
+    if (seq !== state.openSeq) return;
+    if (err instanceof RpcError && err.code === Codes.NOT_FOUND) {
+      state.current = null;
+      history.replaceState(null, "", location.pathname + location.search);
+      renderChatShell(null);
+      ui.sessionsError.textContent = "That session no longer exists.";
+      renderSessionList();
+    } else {
+      showNotice(`Could not open the session: ${errorMessage(err)}`);
+    }
+  }
+}
+
+// ---- chat rendering ------------------------------------------------------------------------------
+
+function renderChatShell(session) {
+  ui.sessionTitle.textContent = session ? sessionName(session) : "No session open";
+  ui.messages.replaceChildren();
+  if (!session) {
+    ui.emptyState.textContent = "Create a session or pick one to start chatting.";
+    ui.messages.appendChild(ui.emptyState);
+  }
+  updateComposer();
+}
+
+function renderHistory(hist) {
+  ui.messages.replaceChildren();
+  if (hist.hasMore) {
+    ui.messages.appendChild(h("p", { class: "hint center", text: "Older messages are not shown." }));
+  }
+  if (!hist.messages.length) {
+    ui.emptyState.textContent = "No messages yet. Say hello.";
+    ui.messages.appendChild(ui.emptyState);
+  }
+  for (const m of hist.messages) {
+    const text = contentText(m.content);
+    if (m.role === "user") {
+      ui.messages.appendChild(messageView("user", text, m.timestamp).node);
+    } else if (m.role === "assistant") {
+      ui.messages.appendChild(messageView("assistant", text, m.timestamp).node);
+    }
+  }
+  scrollToEnd(true);
+}
+
+function messageView(role, text, timestamp) {
+  const body = h("div", { class: "msg-body" });
+  const meta = h("div", { class: "msg-meta" },
+    h("span", { class: "msg-role", text: role === "user" ? "You" : "Jarvis" }),
+    timestamp ? h("time", { datetime: timestamp, text: formatTime(timestamp) }) : null);
+  const node = h("article", { class: `msg msg-${role}`, "aria-label": role === "user" ? "Your message" : "Reply" },
+    meta, body);
+  const view = { node, body, meta, text: "" };
+  setText(view, text, role === "assistant");
+  return view;
+}
+
+function setText(view, text, markdown) {
+  view.text = text;
+  view.body.replaceChildren(markdown ? renderMarkdown(text) : textParagraphs(text));
+}
+
+function textParagraphs(text) {
+  // User text as typed: keep line breaks, no markup interpretation at all.
+  const p = h("p", { class: "plain" });
+  p.textContent = text;
+  return p;
+}
+
+function removeEmptyState() {
+  if (ui.emptyState.parentNode) ui.emptyState.remove();
+}
+
+function nearBottom() {
+  const m = ui.messages;
+  return m.scrollHeight - m.scrollTop - m.clientHeight < 120;
+}
+
+function scrollToEnd(force = false) {
+  if (force || nearBottom()) ui.messages.scrollTop = ui.messages.scrollHeight;
+}
+
+function showNotice(text) {
+  ui.messages.appendChild(h("p", { class: "notice error", role: "alert", text }));
+  scrollToEnd(true);
+}
+
+function updateComposer() {
+  const ready = rpc.isOpen && Boolean(state.current);
+  const running = Boolean(state.activeRunId) || state.pendingSend;
+  ui.input.disabled = !ready;
+  ui.send.disabled = !ready || running;
+  ui.stop.hidden = !running;
+  ui.stop.disabled = !rpc.isOpen || !state.activeRunId;
+}
+
+// ---- sending and streaming -----------------------------------------------------------------------
+
+ui.input.addEventListener("keydown", (ev) => {
+  if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+    ev.preventDefault();
+    ui.composer.requestSubmit();
+  }
+});
+
+ui.composer.addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const text = ui.input.value;
+  if (!text.trim() || ui.send.disabled) return;
+  ui.input.value = "";
+  const view = messageView("user", text, new Date().toISOString());
+  view.node.classList.add("pending");
+  removeEmptyState();
+  ui.messages.appendChild(view.node);
+  scrollToEnd(true);
+  sendMessage(state.current, text, randomId(), view);
+});
+
+async function sendMessage(sessionKey, text, idempotencyKey, userView) {
+  state.pendingSend = true;
+  updateComposer();
+  clearFailure(userView);
+  try {
+    const res = await rpc.call("chat.send", { sessionKey, message: text, idempotencyKey });
+    userView.node.classList.remove("pending");
+    if (sessionKey !== state.current) return;
+    const run = ensureRun(res.runId, { ours: true });
+    run.userText = text;
+    if (!run.done) state.activeRunId = res.runId;
+  } catch (err) {
+    userView.node.classList.remove("pending");
+    showFailure(userView, `Not sent: ${errorMessage(err)}`, () => {
+      // same idempotency key: if the first attempt did reach the gateway, nothing runs twice
+      sendMessage(sessionKey, text, idempotencyKey, userView);
+    });
+  } finally {
+    state.pendingSend = false;
+    updateComposer();
+  }
+}
+
+function showFailure(view, message, retry) {
+  clearFailure(view);
+  const box = h("div", { class: "msg-error", role: "alert" },
+    h("span", { text: message }),
+    retry ? h("button", { type: "button", class: "retry", text: "Retry", onclick: retry }) : null);
+  view.node.appendChild(box);
+  view.errorBox = box;
+  scrollToEnd(true);
+}
+
+function clearFailure(view) {
+  if (view.errorBox) {
+    view.errorBox.remove();
+    view.errorBox = null;
+  }
+}
+
+/** A reply being streamed. Deltas are applied strictly in seq order. */
+function ensureRun(runId, { ours = false } = {}) {
+  let run = state.runs.get(runId);
+  if (run) return run;
+  const view = messageView("assistant", "", null);
+  view.node.classList.add("streaming");
+  view.node.setAttribute("aria-busy", "true");
+  removeEmptyState();
+  ui.messages.appendChild(view.node);
+  run = {
+    runId, view, ours, nextSeq: ours ? 1 : null, buffer: new Map(), text: "", done: false, userText: null,
+  };
+  state.runs.set(runId, run);
+  if (!ours && !state.activeRunId) state.activeRunId = runId;
+  updateComposer();
+  return run;
+}
+
+function finishRun(run) {
+  run.done = true;
+  run.view.node.classList.remove("streaming");
+  run.view.node.removeAttribute("aria-busy");
+  if (state.activeRunId === run.runId) state.activeRunId = null;
+  updateComposer();
+}
+
+function onChatEvent(method, p) {
+  if (!p || p.sessionKey !== state.current || !p.runId) return;
+  // A run we don't know yet while our own send is in flight is ours (its events can beat the answer).
+  const run = ensureRun(p.runId, { ours: state.pendingSend });
+  if (run.done) return;
+  if (method === "chat.delta") {
+    if (run.nextSeq === null) run.nextSeq = p.seq; // joined mid-run (another tab, or after a reconnect)
+    if (p.seq < run.nextSeq) return;
+    run.buffer.set(p.seq, p.delta);
+    let changed = false;
+    while (run.buffer.has(run.nextSeq)) {
+      run.text += run.buffer.get(run.nextSeq);
+      run.buffer.delete(run.nextSeq);
+      run.nextSeq += 1;
+      changed = true;
+    }
+    if (changed) {
+      const stick = nearBottom();
+      setText(run.view, run.text, true);
+      if (stick) scrollToEnd(true);
+    }
+    return;
+  }
+  const stick = nearBottom();
+  if (method === "chat.final") {
+    const msg = p.message || {};
+    setText(run.view, contentText(msg.content), true);
+    if (msg.timestamp) {
+      run.view.meta.appendChild(h("time", { datetime: msg.timestamp, text: formatTime(msg.timestamp) }));
+    }
+    if (Array.isArray(p.memory) && p.memory.length) run.view.node.appendChild(recalledView(p.memory));
+    finishRun(run);
+    loadSessions(); // message counts and order changed
+  } else if (method === "chat.error") {
+    const e = p.error || {};
+    if (run.text) setText(run.view, run.text, true);
+    run.view.node.classList.add("failed");
+    const retry = run.userText !== null
+      ? () => retryRun(run)
+      : null;
+    showFailure(run.view, `Reply failed: ${e.message || "unknown error"}${e.retryable ? "" : " (not retryable)"}`, retry);
+    finishRun(run);
+  } else if (method === "chat.aborted") {
+    const partial = typeof p.partial === "string" ? p.partial : run.text;
+    setText(run.view, partial, true);
+    run.view.node.appendChild(h("p", { class: "hint", text: "Stopped." }));
+    finishRun(run);
+  }
+  if (stick) scrollToEnd(true);
+}
+
+function retryRun(run) {
+  // Send the same words again as a new turn; the failed reply stays visible above.
+  const text = run.userText;
+  clearFailure(run.view);
+  const view = messageView("user", text, new Date().toISOString());
+  ui.messages.appendChild(view.node);
+  sendMessage(state.current, text, randomId(), view);
+}
+
+ui.stop.addEventListener("click", async () => {
+  const runId = state.activeRunId;
+  if (!runId) return;
+  ui.stop.disabled = true;
+  try {
+    await rpc.call("chat.abort", { sessionKey: state.current, runId });
+  } catch (err) {
+    showNotice(`Could not stop: ${errorMessage(err)}`);
+    updateComposer();
+  }
+});
+
+// ---- recalled memories and the memory dialog -----------------------------------------------------
+
+function recalledView(items) {
+  const list = h("ul", { class: "recalled-list" });
+  for (const m of items) {
+    const label = `${m.path}:${m.startLine}-${m.endLine}`;
+    list.appendChild(h("li", {},
+      h("button", {
+        type: "button", class: "memory-ref",
+        "aria-label": `Open recalled memory ${label}, score ${Number(m.score).toFixed(2)}`,
+        onclick: () => openMemory(m.path, m.startLine, m.endLine),
+      }, h("span", { class: "path", text: label }), h("span", { class: "score", text: Number(m.score).toFixed(2) }))));
+  }
+  return h("details", { class: "recalled" },
+    h("summary", { text: `Recalled from memory (${items.length})` }), list);
+}
+
+async function openMemory(path, startLine, endLine) {
+  const lines = Math.max(1, Math.min(1000, (endLine || startLine) - startLine + 1));
+  ui.memoryTitle.textContent = path;
+  ui.memoryMeta.textContent = `Lines ${startLine}–${endLine}… loading`;
+  ui.memoryText.textContent = "";
+  if (!ui.memoryDialog.open) ui.memoryDialog.showModal();
+  try {
+    const res = await rpc.call("memory.get", { path, from: startLine, lines });
+    const last = res.from + Math.max(0, res.text.split("\n").length - 1);
+    ui.memoryMeta.textContent = `Lines ${res.from}–${Math.max(res.from, Math.min(last, endLine || last))}` +
+      (res.truncated ? " (truncated)" : "");
+    ui.memoryText.textContent = path.endsWith(".jsonl") ? transcriptText(res.text) : res.text;
+  } catch (err) {
+    ui.memoryMeta.textContent = `Could not load it: ${errorMessage(err)}`;
+  }
+  ui.memoryText.focus();
+}
+
+function transcriptText(text) {
+  // Transcript chunks are JSONL; show them as "role: content" and keep anything unreadable as is.
+  return text.split("\n").filter((l) => l.trim()).map((line) => {
+    try {
+      const rec = JSON.parse(line);
+      if (rec.type === "message" && rec.message) {
+        return `${rec.message.role}: ${contentText(rec.message.content)}`;
+      }
+      if (rec.type === "session") return `(session started ${rec.createdAt || ""})`;
+      return line;
+    } catch (_) {
+      return line;
+    }
+  }).join("\n\n");
+}
+
+ui.memoryClose.addEventListener("click", () => ui.memoryDialog.close());
+ui.memoryDialog.addEventListener("click", (ev) => {
+  if (ev.target === ui.memoryDialog) ui.memoryDialog.close(); // backdrop click
+});
+
+// ---- memory search -------------------------------------------------------------------------------
+
+function setSearchOpen(open) {
+  ui.searchPanel.hidden = !open;
+  ui.searchToggle.setAttribute("aria-expanded", String(open));
+  ui.app.classList.toggle("with-search", open);
+  if (open) ui.searchInput.focus();
+  else ui.searchToggle.focus();
+}
+
+ui.searchToggle.addEventListener("click", () => setSearchOpen(ui.searchPanel.hidden));
+ui.searchClose.addEventListener("click", () => setSearchOpen(false));
+ui.searchPanel.addEventListener("keydown", (ev) => {
+  if (ev.key === "Escape") setSearchOpen(false);
+});
+
+ui.searchForm.addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const query = ui.searchInput.value.trim();
+  if (!query) {
+    ui.searchStatus.textContent = "Type something to search for.";
+    return;
+  }
+  const params = { query, k: 10 };
+  if (ui.searchSource.value !== "all") params.sources = [ui.searchSource.value];
+  ui.searchStatus.textContent = "Searching…";
+  ui.searchResults.replaceChildren();
+  try {
+    const res = await rpc.call("memory.search", params);
+    renderResults(res);
+  } catch (err) {
+    ui.searchStatus.textContent = err instanceof RpcError && err.code === Codes.METHOD_NOT_FOUND
+      ? "Memory is not enabled on this gateway."
+      : `Search failed: ${errorMessage(err)}`;
+  }
+});
+
+function renderResults(res) {
+  const n = res.results.length;
+  ui.searchStatus.textContent = n
+    ? `${n} result${n === 1 ? "" : "s"}${res.degraded ? ` (${res.mode}: ${res.degraded})` : ""}`
+    : "No results.";
+  for (const r of res.results) {
+    const label = `${r.path}:${r.startLine}-${r.endLine}`;
+    const actions = h("div", { class: "result-actions" },
+      h("button", { type: "button", class: "link-button", text: "Show lines", onclick: () => openMemory(r.path, r.startLine, r.endLine) }),
+      r.sessionKey
+        ? h("a", { href: `#s=${encodeURIComponent(r.sessionKey)}`, class: "link-button", text: "Open session" })
+        : null);
+    ui.searchResults.appendChild(h("li", { class: "result" },
+      h("div", { class: "result-head" },
+        h("span", { class: "path", text: label }),
+        h("span", { class: "badge", text: r.source }),
+        h("span", { class: "score", title: "score", text: Number(r.score).toFixed(2) })),
+      h("p", { class: "snippet", text: r.snippet }),
+      actions));
+  }
+}
+
+// ---- narrow screens: the sessions drawer ---------------------------------------------------------
+
+const narrow = window.matchMedia("(max-width: 760px)");
+
+function setSidebarOpen(open) {
+  ui.app.classList.toggle("sidebar-open", open);
+  ui.sessionsToggle.setAttribute("aria-expanded", String(open));
+  if (open) ui.newSession.focus();
+}
+
+function closeSidebarIfNarrow() {
+  if (narrow.matches) setSidebarOpen(false);
+}
+
+ui.sessionsToggle.addEventListener("click", () => setSidebarOpen(!ui.app.classList.contains("sidebar-open")));
+ui.sidebar.addEventListener("keydown", (ev) => {
+  if (ev.key === "Escape" && narrow.matches) {
+    setSidebarOpen(false);
+    ui.sessionsToggle.focus();
+  }
+});
+
+// ---- start ---------------------------------------------------------------------------------------
+
+const saved = storedToken();
+if (saved) {
+  ui.connText.textContent = "Connecting…";
+  rpc.connect(saved);
+} else {
+  showSignin("");
+}

@@ -1,0 +1,330 @@
+"""The web chat page in a real headless Chromium (Debian's /usr/bin/chromium) driven by Playwright.
+
+One gateway and one browser for the whole module (a fresh browser context, hence fresh storage, per
+test). The page is served with the gateway's real Content-Security-Policy, so the tests also prove that
+the page works without inline scripts or styles.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, RunningGateway, make_config
+
+CHROMIUM = os.environ.get("JARVIS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"BROWSER TESTS SKIPPED: Chromium not found at {CHROMIUM!r}. "
+                "Install it with `apt-get install chromium chromium-driver` (scripts/test does this as root) "
+                "or point JARVIS_CHROMIUM at a Chromium binary.", allow_module_level=True)
+if importlib.util.find_spec("playwright") is None:
+    pytest.skip("BROWSER TESTS SKIPPED: the playwright package is missing; `pip install -e .[dev]`.",
+                allow_module_level=True)
+
+import pytest_asyncio  # noqa: E402
+from playwright.async_api import Browser, Page, async_playwright, expect  # noqa: E402
+
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+expect.set_options(timeout=15_000)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def gateway(tmp_path_factory):
+    state = tmp_path_factory.mktemp("web") / "state"
+    gw = RunningGateway(make_config(state, memory=True, **{
+        "memory.sync.sessionDebounceMs": 100,
+        "chat.offlineDeltaDelay": 0.02,  # slow enough to watch the reply grow
+    }))
+    await gw.start()
+    try:
+        yield gw
+    finally:
+        await gw.stop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def browser():
+    async with async_playwright() as pw:
+        b = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            await b.close()
+
+
+class PageWatch:
+    """Everything the page did that a test must not miss: JS dialogs and uncaught errors."""
+
+    def __init__(self, page: Page):
+        self.page = page
+        self.dialogs: list[str] = []
+        self.errors: list[str] = []
+        page.on("dialog", self._on_dialog)
+        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+
+    async def _on_dialog(self, dialog) -> None:
+        self.dialogs.append(f"{dialog.type}: {dialog.message}")
+        await dialog.dismiss()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def page(browser: Browser, gateway: RunningGateway):
+    ctx = await browser.new_context(viewport={"width": 1280, "height": 800})
+    pg = await ctx.new_page()
+    pg.watch = PageWatch(pg)  # type: ignore[attr-defined]
+    await pg.goto(base_url(gateway))
+    try:
+        yield pg
+    finally:
+        assert pg.watch.errors == [], pg.watch.errors  # type: ignore[attr-defined]
+        await ctx.close()
+
+
+def base_url(gw: RunningGateway) -> str:
+    return f"http://127.0.0.1:{gw.gw.port}/"  # type: ignore[union-attr]
+
+
+async def sign_in(page: Page, token: str, remember: bool = False) -> None:
+    await page.get_by_label("Gateway token").fill(token)
+    if remember:
+        await page.get_by_label("Remember on this device").check()
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.locator("#conn-status")).to_have_attribute("data-state", "open")
+    await expect(page.locator("#app")).to_be_visible()
+
+
+async def new_session(page: Page) -> str:
+    await page.get_by_role("button", name="New session").click()
+    await page.wait_for_url(re.compile(r"#s=[A-Za-z0-9._-]+$"))
+    key = page.url.split("#s=", 1)[1]
+    await expect(page.locator("#message-input")).to_be_enabled()
+    return key
+
+
+async def send(page: Page, text: str) -> None:
+    box = page.get_by_label("Message", exact=True)
+    await box.fill(text)
+    await box.press("Enter")
+
+
+def replies(page: Page):
+    return page.locator("#messages .msg-assistant")
+
+
+async def wait_reply(page: Page, n: int) -> None:
+    """Wait until the n-th reply (1-based) has finished streaming."""
+    await expect(replies(page)).to_have_count(n)
+    await expect(replies(page).nth(n - 1)).not_to_have_class(re.compile(r"\bstreaming\b"))
+
+
+async def test_chat_flow_streams_and_survives_reload(page: Page, gateway: RunningGateway):
+    await sign_in(page, gateway.token)
+    assert await page.evaluate("sessionStorage.getItem('jarvis.token')") == gateway.token
+    assert await page.evaluate("localStorage.getItem('jarvis.token')") is None  # not asked to remember
+
+    key = await new_session(page)
+    await expect(page.locator("#session-list li.current")).to_have_attribute("data-key", key)
+
+    # Record every text the reply shows while it streams (a MutationObserver sees each delta land).
+    await page.evaluate("""() => {
+        window.__seen = [];
+        new MutationObserver(() => {
+            const r = document.querySelector('#messages .msg-assistant.streaming .msg-body');
+            if (r && r.textContent && window.__seen.at(-1) !== r.textContent) window.__seen.push(r.textContent);
+        }).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true});
+    }""")
+    await send(page, "The blue heron nests by the old mill.\nSecond line stays.")
+    user = page.locator("#messages .msg-user").last
+    await expect(user).to_contain_text("The blue heron nests by the old mill.")  # shown at once
+    await wait_reply(page, 1)
+    await expect(replies(page).first).to_contain_text("You wrote: “The blue heron nests by the old mill. Second line stays.”")
+    seen = await page.evaluate("window.__seen")
+    assert len(seen) >= 3, seen  # it grew in several steps…
+    assert all(b.startswith(a) for a, b in zip(seen, seen[1:])), seen  # …each one extending the last, in order
+    await expect(page.locator("#message-input")).to_have_value("")
+    await expect(page.locator("#session-list li.current .session-meta")).to_contain_text("2 msg")
+
+    # Shift+Enter makes a newline instead of sending.
+    box = page.get_by_label("Message", exact=True)
+    await box.type("line one")
+    await box.press("Shift+Enter")
+    await box.type("line two")
+    await expect(box).to_have_value("line one\nline two")
+    await expect(page.locator("#messages .msg-user")).to_have_count(1)
+    await box.fill("")
+
+    # Reload: the token in sessionStorage signs in again and the hash reopens the session with its history.
+    await page.reload()
+    await expect(page.locator("#conn-status")).to_have_attribute("data-state", "open")
+    assert page.url.endswith(f"#s={key}")
+    await expect(page.locator("#messages .msg-user")).to_have_count(1)
+    await expect(page.locator("#messages .msg-user")).to_contain_text("The blue heron nests by the old mill.")
+    await expect(replies(page)).to_have_count(1)
+    await expect(replies(page).first).to_contain_text("You wrote:")
+
+    # Rename the session; the new label shows in the list and the header and survives a reload.
+    await page.get_by_role("button", name="Rename Untitled session").first.click()
+    await page.get_by_label("Session name").fill("Birds")
+    await page.get_by_label("Session name").press("Enter")
+    await expect(page.locator("#session-title")).to_have_text("Birds")
+    await page.reload()
+    await expect(page.locator("#session-list li.current .session-name")).to_have_text("Birds")
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / "web-chat.png"))
+    assert page.watch.dialogs == []  # type: ignore[attr-defined]
+
+
+async def test_memory_search_and_recalled_memories(page: Page, gateway: RunningGateway):
+    await sign_in(page, gateway.token)
+    key = await new_session(page)
+    await send(page, "My sister Ingrid keeps seventeen lemon trees in Porto.")
+    await wait_reply(page, 1)
+
+    # The transcript is re-indexed shortly after chat.final; search until it shows up.
+    await page.get_by_role("button", name="Search memory").click()
+    await page.get_by_label("Query").fill("Ingrid lemon trees")
+    await page.get_by_label("Source").select_option("sessions")
+    result = page.locator("#search-results .result", has_text=f"sessions/{key}.jsonl")
+    for _ in range(40):
+        await page.get_by_role("button", name="Search", exact=True).click()
+        await expect(page.locator("#search-status")).not_to_have_text("Searching…")
+        if await result.count():
+            break
+        await page.wait_for_timeout(250)
+    await expect(result.first).to_be_visible()
+    await expect(result.first.locator(".snippet")).to_contain_text("Ingrid")
+    await expect(result.first.locator(".badge")).to_have_text("sessions")
+    await expect(result.first.locator(".path")).to_have_text(re.compile(rf"sessions/{key}\.jsonl:\d+-\d+"))
+    await page.get_by_role("button", name="Close memory search").click()
+
+    # The next reply recalls the earlier turn and lists it under the reply; opening it shows the lines.
+    await send(page, "How many lemon trees does Ingrid have?")
+    await wait_reply(page, 2)
+    recalled = replies(page).nth(1).locator("details.recalled")
+    await expect(recalled.locator("summary")).to_contain_text("Recalled from memory")
+    await recalled.locator("summary").click()
+    ref = recalled.locator("button.memory-ref", has_text=f"sessions/{key}.jsonl")
+    await ref.first.click()
+    dialog = page.get_by_role("dialog", name=f"sessions/{key}.jsonl")
+    await expect(dialog).to_be_visible()
+    await expect(dialog.locator("#memory-text")).to_contain_text("user: My sister Ingrid keeps seventeen lemon trees in Porto.")
+    await expect(dialog.locator("#memory-meta")).to_contain_text("Lines")
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / "web-memory.png"))
+    await dialog.get_by_role("button", name="Close").click()
+    await expect(dialog).to_be_hidden()
+
+
+async def test_markup_in_messages_renders_as_text(page: Page, gateway: RunningGateway):
+    await sign_in(page, gateway.token)
+    await new_session(page)
+    evil = "<img src=x onerror=alert(1)> [click](javascript:alert(2)) <script>alert(3)</script>"
+    await send(page, evil)
+    await wait_reply(page, 1)
+    await expect(page.locator("#messages .msg-user")).to_contain_text("<img src=x onerror=alert(1)>")
+    await expect(replies(page).first).to_contain_text("<img src=x onerror=alert(1)>")
+    assert await page.locator("#messages img").count() == 0
+    assert await page.locator("#messages script").count() == 0
+    assert await page.locator("#messages a").count() == 0  # javascript: is never a link
+    await page.reload()  # and the same from history
+    await expect(replies(page)).to_have_count(1)
+    assert await page.locator("#messages img").count() == 0
+    assert page.watch.dialogs == []  # type: ignore[attr-defined]
+
+
+async def test_links_and_code_render_safely(page: Page, gateway: RunningGateway):
+    await sign_in(page, gateway.token)
+    await new_session(page)
+    await send(page, "see https://example.com/docs and `x < y`")
+    await wait_reply(page, 1)
+    link = replies(page).first.locator("a", has_text="https://example.com/docs")
+    await expect(link).to_have_attribute("href", "https://example.com/docs")
+    await expect(link).to_have_attribute("rel", "noopener noreferrer")
+    await expect(replies(page).first.locator("code")).to_have_text("x < y")
+
+
+async def test_wrong_token_shows_error(page: Page, gateway: RunningGateway):
+    await page.get_by_label("Gateway token").fill("not-the-token")
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("alert").filter(has_text="refused")).to_be_visible()
+    await expect(page.locator("#app")).to_be_hidden()
+    await expect(page.get_by_label("Gateway token")).to_have_attribute("aria-invalid", "true")
+    assert await page.evaluate("sessionStorage.getItem('jarvis.token')") is None
+    # …and the right token then works, remembered on request.
+    await sign_in(page, gateway.token, remember=True)
+    assert await page.evaluate("localStorage.getItem('jarvis.token')") == gateway.token
+    await page.get_by_role("button", name="Sign out").click()
+    await expect(page.get_by_label("Gateway token")).to_be_visible()
+    assert await page.evaluate("localStorage.getItem('jarvis.token')") is None
+
+
+async def test_delete_session_asks_first(page: Page, gateway: RunningGateway):
+    await sign_in(page, gateway.token)
+    key = await new_session(page)
+    item = page.locator(f"#session-list li[data-key='{key}']")
+    await item.get_by_role("button", name=re.compile("^Delete")).click()
+    confirm = page.get_by_role("dialog", name="Delete session?")
+    await expect(confirm).to_be_visible()
+    await confirm.get_by_role("button", name="Cancel").click()
+    await expect(item).to_have_count(1)
+    await item.get_by_role("button", name=re.compile("^Delete")).click()
+    await confirm.get_by_role("button", name="Delete").click()
+    await expect(item).to_have_count(0)
+    await expect(page.locator("#session-title")).to_have_text("No session open")
+    client = await gateway.client()
+    try:
+        keys = [s["sessionKey"] for s in (await client.call("sessions.list"))["sessions"]]
+    finally:
+        await client.close()
+    assert key not in keys
+
+
+async def test_reconnects_after_gateway_restart(page: Page, gateway: RunningGateway):
+    await sign_in(page, gateway.token)
+    key = await new_session(page)
+    await send(page, "before the restart")
+    await wait_reply(page, 1)
+
+    await gateway.restart()  # same port, new process state: every socket is closed
+    status = page.locator("#conn-status")
+    await expect(status).to_have_attribute("data-state", "open")
+    assert page.url.endswith(f"#s={key}")
+    # Re-authenticated and re-subscribed: a new message streams its reply into this page.
+    await send(page, "after the restart")
+    await wait_reply(page, 2)
+    await expect(replies(page).nth(1)).to_contain_text("after the restart")
+    await expect(page.locator("#messages .msg-user")).to_have_count(2)
+
+
+async def test_narrow_screen_drawer(browser: Browser, gateway: RunningGateway):
+    ctx = await browser.new_context(viewport={"width": 360, "height": 740})
+    try:
+        pg = await ctx.new_page()
+        await pg.goto(base_url(gateway))
+        await sign_in(pg, gateway.token)
+        toggle = pg.get_by_role("button", name="Sessions")
+        await expect(toggle).to_have_attribute("aria-expanded", "false")
+        await expect(pg.get_by_role("button", name="New session")).not_to_be_in_viewport()
+        await toggle.click()
+        await expect(toggle).to_have_attribute("aria-expanded", "true")
+        await pg.get_by_role("button", name="New session").click()
+        await pg.wait_for_url(re.compile(r"#s="))
+        await expect(pg.get_by_role("button", name="New session")).not_to_be_in_viewport()
+        await send(pg, "hello from a phone")
+        await wait_reply(pg, 1)
+        width = await pg.evaluate("document.documentElement.scrollWidth")
+        assert width <= 360, f"page scrolls sideways at 360 px: {width}"
+        ARTIFACTS.mkdir(exist_ok=True)
+        await pg.screenshot(path=str(ARTIFACTS / "web-chat-360.png"))
+    finally:
+        await ctx.close()
