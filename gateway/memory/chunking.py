@@ -130,23 +130,25 @@ def chunk_messages(messages: Iterable[Message], tokens: int = 120, max_tokens: i
     is cut into pieces of its own (each piece keeps the message's line)."""
     target = max(16, tokens) * CHARS_PER_TOKEN
     hard = max(target, max_tokens * CHARS_PER_TOKEN)
-    units: list[tuple[int, str]] = []
+    units: list[tuple[int, str, bool]] = []  # (line, text, is a piece of a split message)
     for m in messages:
         t = m.text
         if len(t) <= hard:
-            units.append((m.line, t))
+            units.append((m.line, t, False))
         else:
-            units.extend((m.line, t[o:o + hard]) for o in range(0, len(t), hard))
+            units.extend((m.line, t[o:o + hard], True) for o in range(0, len(t), hard))
     chunks: list[Chunk] = []
     i, n = 0, len(units)
     while i < n:
-        j, size = i, 0
-        while j < n and (j == i or size + len(units[j][1]) + 1 <= target):
-            size += len(units[j][1]) + 1
-            j += 1
+        # Pieces of a split message stand alone; whole messages group up to the target size.
+        j, size = i + 1, len(units[i][1]) + 1
+        if not units[i][2]:
+            while j < n and not units[j][2] and size + len(units[j][1]) + 1 <= target:
+                size += len(units[j][1]) + 1
+                j += 1
         body = units[i:j]
         spans, parts, off = [], [], 0
-        for line, t in body:
+        for line, t, _ in body:
             spans.append((line, off))
             parts.append(t)
             off += len(t) + 1

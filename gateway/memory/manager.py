@@ -227,7 +227,8 @@ class MemoryManager:
         elif self._needs_rebuild and not self._old_vectors_ok:
             problem = "index is being rebuilt for a new embedding model; full-text results until it is done"
         elif vt is None:
-            problem = "no vectors stored yet"
+            problem = (f"embedding provider unavailable: {self._embed_error}" if self._embed_error
+                       else "no vectors stored yet")
         elif vt[0] != self.backend or (self.provider.dims and vt[1] != self.provider.dims):
             problem = "stored vectors do not match the embedding provider; the index will be rebuilt"
             self._needs_rebuild = True

@@ -316,7 +316,32 @@ class Searcher:
         rows = await self.db.fetchall(
             "SELECT f.rowid, bm25(chunks_fts) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
             f"WHERE {' AND '.join(where)} ORDER BY r LIMIT ?", (*params, int(n)))
-        return [(int(r[0]), float(r[1])) for r in rows]
+        hits = [(int(r[0]), float(r[1])) for r in rows]
+        if self.opts.tokenizer == "trigram" and len(hits) < n:
+            hits += await self._cjk_bigrams(terms, n - len(hits), {h[0] for h in hits}, where[1:], params[1:],
+                                            hits[-1][1] if hits else -1.0)
+        return hits
+
+    async def _cjk_bigrams(self, terms: Sequence[str], n: int, seen: set[int], where: list[str],
+                           params: list[Any], floor: float) -> list[tuple[int, float]]:
+        """Trigrams cannot match two-character CJK words; find those with LIKE (a scan), ranked below
+        every trigram hit by how many of the query's bigrams they contain."""
+        grams = sorted({t[i:i + 2] for t in terms if _is_cjk(t) for i in range(len(t) - 1)})[:16]
+        if not grams:
+            return []
+        likes = " OR ".join("c.text LIKE ?" for _ in grams)
+        rows = await self.db.fetchall(
+            f"SELECT c.id, c.text FROM chunks c WHERE ({likes})"
+            + "".join(f" AND {w}" for w in where) + " LIMIT ?",
+            (*[f"%{g}%" for g in grams], *params, 500))
+        scored = []
+        for cid, text in rows:
+            if cid in seen:
+                continue
+            matched = sum(1 for g in grams if g in text)
+            scored.append((int(cid), floor * matched / (len(grams) + 1)))
+        scored.sort(key=lambda r: r[1])
+        return scored[:n]
 
     async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
                      session_key: str | None, mode: str, generation: str, vector_count: int,

@@ -1,0 +1,543 @@
+"""Memory subsystem, driven through MemoryManager on real SQLite files and real files under tmp_path.
+
+The remote embedding provider is played by a real local HTTP server speaking the OpenAI wire format
+(tests/fake_openai.py), which these tests can take down, slow or hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from gateway.config import load_config
+from gateway.errors import InvalidParams, NotFound
+from gateway.memory.chunking import chunk_markdown, chunk_transcript
+from gateway.memory.manager import MemoryManager
+from gateway.memory.search import fts_query, query_terms
+from gateway.registry import CallContext, registry
+from gateway.sessions.transcript import append_sync, header, message_record
+from tests.fake_openai import FakeOpenAI
+
+
+def make_cfg(tmp_path: Path, **over):
+    base = {"stateDir": str(tmp_path / "state"), "memory.sync.onStart": False, "memory.sync.watch": False}
+    base.update(over)
+    return load_config(base, env={})
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def transcript(cfg, key: str, messages: list[tuple[str, str]]) -> Path:
+    d = cfg.sessions_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / f"{key}.jsonl"
+    recs = [] if p.exists() else [header(key, "main")]
+    n = len(p.read_text().splitlines()) if p.exists() else 0
+    recs += [message_record(f"m{n + i}", role, text) for i, (role, text) in enumerate(messages)]
+    append_sync(p, recs)
+    return p
+
+
+@pytest.fixture
+async def open_manager():
+    opened: list[MemoryManager] = []
+
+    async def make(cfg) -> MemoryManager:
+        m = MemoryManager(cfg)
+        await m.open()
+        opened.append(m)
+        return m
+
+    yield make
+    for m in opened:
+        await m.close()
+
+
+class ControlledAPI(FakeOpenAI):
+    """The fake OpenAI server, plus: `down` answers every request 503; `hold` (a threading.Event that is
+    clear) makes embedding requests wait until it is set."""
+
+    def __init__(self, dims: int = 32):
+        super().__init__(dims=dims)
+        self.down = False
+        self.hold: threading.Event | None = None
+
+    def _next(self):
+        if self.hold is not None:
+            self.hold.wait(30)
+        if self.down:
+            return ("status", 503, {})
+        return super()._next()
+
+
+@pytest.fixture
+def api():
+    with ControlledAPI() as a:
+        yield a
+        if a.hold is not None:
+            a.hold.set()
+
+
+def paths(res: dict) -> list[str]:
+    return [r["path"] for r in res["results"]]
+
+
+# ---- chunking ---------------------------------------------------------------------------------------
+
+def test_markdown_chunks_cover_every_line_and_break_at_headings():
+    sections = []
+    for s in range(6):
+        sections.append(f"## Section {s}\n" + "\n".join(f"fact {s}.{i}: " + "word " * 12 for i in range(8)))
+    text = "\n\n".join(sections) + "\n"
+    chunks = chunk_markdown(text, tokens=200, overlap=40)
+    lines = text.splitlines()
+    assert len(chunks) > 3
+    covered = set()
+    for c in chunks:
+        assert 1 <= c.start_line <= c.end_line <= len(lines)
+        assert c.text == "\n".join(lines[c.start_line - 1:c.end_line])
+        assert len(c.text) <= 200 * 4
+        covered.update(range(c.start_line, c.end_line + 1))
+    assert covered == set(range(1, len(lines) + 1))
+    # Most chunks start at a heading when one is within reach.
+    assert sum(c.text.startswith("## ") for c in chunks) >= len(sections) - 1
+
+
+def test_markdown_overlong_line_is_cut_but_keeps_its_line_number():
+    text = "intro\n" + "x" * 5000 + "\nend\n"
+    chunks = chunk_markdown(text, tokens=100, overlap=0)
+    long = [c for c in chunks if c.start_line == 2 and c.end_line == 2]
+    assert len(long) >= 10 and all(len(c.text) <= 400 for c in long)
+    assert "".join(c.text.split("\n")[0] for c in chunks if c.start_line == 2) == "x" * 5000
+
+
+def test_transcript_chunks_hold_whole_messages_with_jsonl_lines(tmp_path):
+    cfg = make_cfg(tmp_path)
+    msgs = [("user" if i % 2 == 0 else "assistant", f"message number {i} " + "blah " * (5 + i % 7)) for i in range(40)]
+    msgs[17] = ("user", "L" * 5000)  # too long for one chunk: the only message that may be split
+    p = transcript(cfg, "s1", msgs)
+    with open(p, "ab") as fh:
+        fh.write(b'{"type":"message","id":"torn","message":{"role":"user","content":"half')  # torn last line
+    chunks = chunk_transcript(p, tokens=120, max_tokens=400)
+    lines_seen: dict[int, int] = {}
+    for c in chunks:
+        assert c.spans and c.spans[0][0] == c.start_line and c.spans[-1][0] == c.end_line
+        for line, off in c.spans:
+            lines_seen[line] = lines_seen.get(line, 0) + 1
+    # Message i sits on JSONL line i + 2 (line 1 is the header); each appears once, except the long one.
+    assert sorted(lines_seen) == list(range(2, 42))
+    assert all(n == 1 for line, n in lines_seen.items() if line != 19)
+    assert lines_seen[19] == 4  # 5000 chars in pieces of at most 1600
+    for c in chunks:
+        if c.start_line == 19 or c.end_line == 19:
+            assert c.start_line == c.end_line == 19
+    assert not any("half" in c.text for c in chunks)
+
+
+# ---- query handling --------------------------------------------------------------------------------
+
+def test_queries_never_become_fts_syntax():
+    expr = fts_query(query_terms('NEAR(foo bar) "x" -y z* a:b OR AND NOT ) ('), "unicode61")
+    # Every term is a quoted string (prefix stars only after a closing quote), joined by OR.
+    for part in expr.split(" OR "):
+        assert part.startswith('"') and (part.endswith('"') or part.endswith('"*'))
+    assert query_terms("what did you do with the, of and to?") == []
+
+
+async def test_syntax_heavy_long_and_stopword_queries(tmp_path, open_manager):
+    cfg = make_cfg(tmp_path)
+    write(cfg.workspace_dir / "MEMORY.md", "The deploy key lives in the vault.\nNEAR the office: parking lot B.\n")
+    m = await open_manager(cfg)
+    await m.sync()
+    for q in ['"', '""', "*", "NEAR(", "-", ":", ")", "(", 'deploy" OR "x', "key*", "-vault", "col:umn",
+              "NEAR(deploy vault, 2)", "a AND OR NOT b", "^start", "{x y}", "'; DROP TABLE chunks; --", "\x00"]:
+        for mode in ("hybrid", "fts", "vector"):
+            res = await m.search(q, mode=mode)
+            assert isinstance(res["results"], list)
+    res = await m.search('where is the "deploy key"? (NEAR vault*)', mode="fts")
+    assert paths(res) == ["MEMORY.md"]
+    assert "deploy key" in res["results"][0]["snippet"]
+
+    res = await m.search("what was it that they were doing there?")
+    assert res["results"] == [] and "degraded" not in res
+
+    long_q = ("deploy vault parking " * 200)[:2000]
+    res = await m.search(long_q)
+    assert paths(res) == ["MEMORY.md"]
+    with pytest.raises(InvalidParams):
+        await m.search("x" * 2001)
+    with pytest.raises(InvalidParams):
+        await m.search("   ")
+
+
+async def test_cjk_with_trigram_tokenizer(tmp_path, open_manager):
+    cfg = make_cfg(tmp_path, **{"memory.search.ftsTokenizer": "trigram"})
+    write(cfg.workspace_dir / "memory" / "jp.md", "# 旅行\n\n東京タワーに行きました。夜景がきれいでした。\n")
+    write(cfg.workspace_dir / "memory" / "zh.md", "我喜欢在北京吃烤鸭。\n")
+    write(cfg.workspace_dir / "memory" / "en.md", "Notes about the garden and tomatoes.\n")
+    m = await open_manager(cfg)
+    await m.sync()
+    assert (await m.status())["fts"]["tokenizer"] == "trigram"
+    res = await m.search("東京タワーの夜景", mode="fts")
+    assert paths(res)[0] == "memory/jp.md"
+    res = await m.search("北京烤鸭", mode="fts")
+    assert paths(res)[0] == "memory/zh.md"
+    res = await m.search("tomatoes", mode="fts")
+    assert paths(res) == ["memory/en.md"]
+
+
+# ---- sync ------------------------------------------------------------------------------------------
+
+async def test_incremental_sync_follows_edits_adds_and_deletes(tmp_path, open_manager):
+    cfg = make_cfg(tmp_path)
+    ws = cfg.workspace_dir
+    write(ws / "MEMORY.md", "# About me\nI keep bees on the roof.\n")
+    write(ws / "memory" / "trips.md", "Trip to Porto in May.\n")
+    m = await open_manager(cfg)
+    first = await m.sync()
+    assert first["indexed"] == 2 and first["chunksEmbedded"] == 2 and first["removed"] == 0
+    assert paths(await m.search("bees roof", mode="fts")) == ["MEMORY.md"]
+
+    again = await m.sync()
+    assert again == {**again, "indexed": 0, "removed": 0, "unchanged": 2, "chunksEmbedded": 0}
+
+    write(ws / "memory" / "trips.md", "Trip to Kyoto in October.\n")
+    write(ws / "memory" / "sub" / "new.md", "The new espresso machine needs descaling.\n")
+    st = await m.sync()
+    assert st["indexed"] == 2 and st["unchanged"] == 1 and st["chunksEmbedded"] == 2
+    assert paths(await m.search("Porto", mode="fts")) == []
+    assert paths(await m.search("Kyoto", mode="fts")) == ["memory/trips.md"]
+    assert paths(await m.search("espresso descaling", mode="fts")) == ["memory/sub/new.md"]
+
+    # Touched but identical: hashed, not re-chunked, not re-embedded.
+    os.utime(ws / "MEMORY.md", None)
+    st = await m.sync()
+    assert st["indexed"] == 0 and st["chunksEmbedded"] == 0
+
+    (ws / "memory" / "trips.md").unlink()
+    st = await m.sync()
+    assert st["removed"] == 1
+    assert paths(await m.search("Kyoto", mode="fts")) == []
+    status = await m.status()
+    assert status["files"] == 2 and status["sources"]["memory"] == {"files": 2, "chunks": 2}
+    assert status["dirty"] is False and status["lastSyncAt"].endswith("Z")
+    assert m.health() == {"files": 2, "chunks": 2, "dirty": False}
+
+
+async def test_sessions_are_indexed_scheduled_and_forgotten(tmp_path, open_manager):
+    cfg = make_cfg(tmp_path, **{"memory.sync.sessionDebounceMs": 60_000})
+    transcript(cfg, "alpha", [("user", "My sister Ana moved to Berlin."), ("assistant", "Good to know!")])
+    transcript(cfg, "beta", [("user", "The boiler makes a clicking noise.")])
+    m = await open_manager(cfg)
+    await m.sync()
+    res = await m.search("Ana Berlin")
+    top = res["results"][0]
+    assert top["path"] == "sessions/alpha.jsonl" and top["sessionKey"] == "alpha"
+    assert (top["startLine"], top["endLine"]) == (2, 3)
+
+    # After a chat.final the session is dirty; a search before the debounce fires syncs it first.
+    transcript(cfg, "alpha", [("user", "Ana also adopted a greyhound.")])
+    m.schedule_session_sync("alpha")
+    assert m.health()["dirty"] is True
+    res = await m.search("greyhound", mode="fts")
+    assert paths(res) == ["sessions/alpha.jsonl"] and res["results"][0]["endLine"] == 4
+    assert m.health()["dirty"] is False
+
+    # Filters.
+    res = await m.search("boiler clicking Berlin", sources=["sessions"], session_key="beta", mode="fts")
+    assert paths(res) == ["sessions/beta.jsonl"]
+    res = await m.search("boiler", sources=["memory"])
+    assert res["results"] == []
+
+    await m.forget_session("alpha")
+    assert paths(await m.search("greyhound Berlin", mode="fts")) == []
+    assert (await m.status())["sources"]["sessions"]["files"] == 1
+
+
+async def test_deleted_transcript_is_removed_on_sync(tmp_path, open_manager):
+    cfg = make_cfg(tmp_path)
+    p = transcript(cfg, "gone", [("user", "temporary note about kayaks")])
+    m = await open_manager(cfg)
+    await m.sync()
+    p.unlink()
+    st = await m.sync()
+    assert st["removed"] == 1
+    assert (await m.search("kayaks", mode="fts"))["results"] == []
+
+
+async def test_concurrent_sync_requests_coalesce_and_keep_force(tmp_path, open_manager):
+    cfg = make_cfg(tmp_path)
+    for i in range(30):
+        write(cfg.workspace_dir / "memory" / f"n{i}.md", f"note {i} about topic{i}\n")
+    m = await open_manager(cfg)
+    results = await asyncio.gather(*(m.sync() for _ in range(5)), m.sync(force=True))
+    assert sum(r["indexed"] for r in results) >= 30
+    # The forced request was not dropped: its run re-read every file.
+    assert results[-1]["indexed"] + results[-1]["unchanged"] == 30
+    assert results[-1]["indexed"] == 30 or results[0]["indexed"] == 30
+    forced = await m.sync(force=True)
+    assert forced["indexed"] == 30 and forced["chunksEmbedded"] == 0 and forced["cacheHits"] == 0
+
+
+async def test_restart_uses_cache_and_reembeds_nothing(tmp_path, open_manager):
+    cfg = make_cfg(tmp_path)
+    for i in range(5):
+        write(cfg.workspace_dir / "memory" / f"d{i}.md", f"# Day {i}\nWent hiking on trail number {i}.\n")
+    m = await open_manager(cfg)
+    st = await m.sync()
+    assert st["chunksEmbedded"] == 5
+    await m.close()
+
+    m2 = await open_manager(cfg)
+    st = await m2.sync()
+    assert st["chunksEmbedded"] == 0 and st["indexed"] == 0 and st["unchanged"] == 5
+    st = await m2.sync(force=True)  # re-chunks everything: identical chunks are kept, nothing embedded
+    assert st["chunksEmbedded"] == 0 and st["indexed"] == 5
+    # A brand-new index over the same state dir's cache: every vector comes from the cache.
+    await m2.close()
+    cfg2 = make_cfg(tmp_path, **{"memory.chunking.tokens": 300})
+    m3 = await open_manager(cfg2)
+    st = await m3.sync()
+    assert st["chunksEmbedded"] == 0 and st["cacheHits"] == 5
+    assert (await m3.search("hiking trail"))["mode"] == "hybrid"
+
+
+async def test_database_file_modes(tmp_path, open_manager):
+    cfg = make_cfg(tmp_path)
+    m = await open_manager(cfg)
+    await m.sync()
+    db = cfg.memory_db()
+    assert stat.S_IMODE(db.stat().st_mode) == 0o600
+    assert stat.S_IMODE(db.parent.stat().st_mode) == 0o700
+
+
+async def test_numpy_vector_backend(tmp_path, open_manager):
+    cfg = make_cfg(tmp_path, **{"memory.search.vectorBackend": "numpy"})
+    write(cfg.workspace_dir / "memory" / "pets.md", "Our dog Rex loves chasing squirrels in the park.\n")
+    write(cfg.workspace_dir / "memory" / "car.md", "The car needs new winter tyres before December.\n")
+    m = await open_manager(cfg)
+    await m.sync()
+    st = await m.status()
+    assert st["vector"] == {"backend": "numpy", "available": True, "missing": 0}
+    res = await m.search("puppy playing outdoors", mode="vector")
+    assert res["mode"] == "vector" and paths(res)[0] == "memory/pets.md"
+    assert all(0.0 <= r["score"] <= 1.0 for r in res["results"])
+
+
+async def test_provider_none_is_full_text_only(tmp_path, open_manager):
+    cfg = make_cfg(tmp_path, **{"memory.embeddings.provider": "none"})
+    write(cfg.workspace_dir / "MEMORY.md", "Allergic to penicillin.\n")
+    m = await open_manager(cfg)
+    await m.sync()
+    res = await m.search("penicillin allergy")
+    assert paths(res) == ["MEMORY.md"] and res["mode"] == "fts" and "disabled" in res["degraded"]
+    st = await m.status()
+    assert st["vector"]["backend"] == "none" and st["embeddings"]["provider"] == "none"
+
+
+async def test_watcher_picks_up_new_memory_files(tmp_path, open_manager):
+    cfg = make_cfg(tmp_path, **{"memory.sync.watch": True, "memory.sync.watchDebounceMs": 50})
+    cfg.workspace_dir.mkdir(parents=True)
+    m = await open_manager(cfg)
+    await m.sync()
+    write(cfg.workspace_dir / "memory" / "w.md", "Watched file mentions zeppelins.\n")
+
+    async def until_found() -> None:
+        while True:
+            m.cfg.sync.on_search = False  # only the watcher may bring it in
+            if paths(await m.search("zeppelins", mode="fts")):
+                return
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(until_found(), timeout=20)
+
+
+# ---- memory.get ------------------------------------------------------------------------------------
+
+async def test_get_reads_only_indexable_paths(tmp_path, open_manager):
+    cfg = make_cfg(tmp_path)
+    ws = cfg.workspace_dir
+    write(ws / "MEMORY.md", "\n".join(f"line {i}" for i in range(1, 301)) + "\n")
+    write(ws / "memory" / "ok.md", "fine\n")
+    write(ws / "secret.txt", "not memory\n")
+    write(tmp_path / "outside.md", "outside the workspace\n")
+    (ws / "memory" / "escape.md").symlink_to(tmp_path / "outside.md")
+    (ws / "memory" / "inside.md").symlink_to(ws / "memory" / "ok.md")
+    (ws / "memory" / "txt.md").symlink_to(ws / "secret.txt")
+    transcript(cfg, "k1", [("user", "hello")])
+    m = await open_manager(cfg)
+
+    r = await m.get("MEMORY.md")
+    assert r["from"] == 1 and r["lines"] == 120 and r["truncated"] is True and r["nextFrom"] == 121
+    assert r["text"].splitlines()[0] == "line 1" and r["text"].splitlines()[-1] == "line 120"
+    r = await m.get("MEMORY.md", from_=290, lines=50)
+    assert r["text"].splitlines() == [f"line {i}" for i in range(290, 301)] and r["truncated"] is False
+    assert "nextFrom" not in r
+    assert (await m.get("memory/inside.md"))["text"] == "fine"
+    r = await m.get("sessions/k1.jsonl", from_=2, lines=1)
+    assert '"hello"' in r["text"]
+
+    bad = {
+        "../outside.md": "'..'",
+        "memory/../../outside.md": "'..'",
+        str(tmp_path / "outside.md"): "absolute",
+        "/etc/passwd": "absolute",
+        "secret.txt": ".md",
+        "memory/escape.md": "outside the workspace",
+        "memory/txt.md": "not a .md",
+        "notes/x.md": "not a memory path",
+        "sessions/../MEMORY.md": "'..'",
+        "sessions/bad key.jsonl": "session key",
+    }
+    for path, why in bad.items():
+        with pytest.raises(InvalidParams) as ei:
+            await m.get(path)
+        assert why in ei.value.message, (path, ei.value.message)
+    for path in ("memory/nope.md", "memory.md", "sessions/nosuch.jsonl"):
+        with pytest.raises(NotFound):
+            await m.get(path)
+
+
+# ---- model change, provider failures ---------------------------------------------------------------
+
+def openai_cfg(tmp_path, api, **over):
+    base = {"memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": api.base_url,
+            "memory.embeddings.apiKey": "test", "memory.embeddings.model": "fake-a",
+            "memory.embeddings.maxRetries": 1, "memory.embeddings.timeout": 10}
+    base.update(over)
+    return make_cfg(tmp_path, **base)
+
+
+async def test_provider_down_indexes_full_text_then_fills_vectors(tmp_path, api, open_manager):
+    cfg = openai_cfg(tmp_path, api)
+    write(cfg.workspace_dir / "MEMORY.md", "The wifi password is on the fridge.\n")
+    transcript(cfg, "s", [("user", "Remind me to call the plumber on Monday.")])
+    api.down = True
+    m = await open_manager(cfg)
+    st = await m.sync()
+    assert st["indexed"] == 2 and st["chunksEmbedded"] == 0
+    status = await m.status()
+    assert status["vector"]["missing"] == 2 and "503" in status["embeddings"]["error"]
+    res = await m.search("plumber Monday")
+    assert paths(res) == ["sessions/s.jsonl"]
+    assert res["mode"] == "fts" and "unavailable" in res["degraded"]
+
+    api.down = False
+    st = await m.sync()  # every sync retries the chunks that lack vectors
+    assert st["chunksEmbedded"] == 2 and st["indexed"] == 0
+    status = await m.status()
+    assert status["vector"] == {"backend": "sqlite-vec", "available": True, "missing": 0}
+    assert "error" not in status["embeddings"]
+    res = await m.search("plumber Monday")
+    assert res["mode"] == "hybrid" and "degraded" not in res and paths(res)[0] == "sessions/s.jsonl"
+    assert any("dimensions" not in r["body"] for r in api.requests if r["path"].endswith("/embeddings"))
+
+
+async def test_retry_after_is_honoured(tmp_path, api, open_manager):
+    cfg = openai_cfg(tmp_path, api)
+    write(cfg.workspace_dir / "MEMORY.md", "Rate limited text about llamas.\n")
+    api.script(("status", 429, {"Retry-After": "0"}))
+    m = await open_manager(cfg)
+    st = await m.sync()
+    assert st["chunksEmbedded"] == 1
+    assert api.count("/v1/embeddings") == 2
+
+
+async def test_model_change_rebuilds_while_search_keeps_answering(tmp_path, api, open_manager):
+    cfg = openai_cfg(tmp_path, api)
+    for i in range(8):
+        write(cfg.workspace_dir / "memory" / f"f{i}.md", f"Fact {i}: the lighthouse keeper number {i} likes tea.\n")
+    m = await open_manager(cfg)
+    await m.sync()
+    assert (await m.status())["embeddings"]["dims"] == 32
+    await m.close()
+
+    cfg_b = openai_cfg(tmp_path, api, **{"memory.embeddings.model": "fake-b", "memory.embeddings.dims": 48})
+    api.hold = threading.Event()  # embedding requests wait until released
+    m2 = await open_manager(cfg_b)
+    assert m2.health()["dirty"] is True
+    rebuild = asyncio.create_task(m2.sync())
+    await asyncio.sleep(0)
+    while not any(r["body"].get("model") == "fake-b" for r in api.requests if r["path"].endswith("/embeddings")):
+        await asyncio.sleep(0.01)  # the rebuild is now waiting on the embedding server
+    res = await m2.search("lighthouse keeper tea")
+    assert len(res["results"]) == 6 and res["mode"] == "fts" and "rebuil" in res["degraded"]
+    assert (await m2.status())["rebuilding"] is True
+    api.hold.set()
+    st = await rebuild
+    assert st["indexed"] == 8 and st["chunksEmbedded"] == 8
+    status = await m2.status()
+    assert status["embeddings"] == {"provider": "openai", "model": "fake-b", "dims": 48}
+    assert status["files"] == 8 and "rebuilding" not in status and status["vector"]["available"]
+    assert status["cache"]["entries"] == 16  # the old model's vectors were kept
+    res = await m2.search("lighthouse keeper tea")
+    assert res["mode"] == "hybrid" and "degraded" not in res
+    assert not Path(str(cfg_b.memory_db()) + ".rebuild").exists()
+
+
+# ---- the wire methods and the CLI ------------------------------------------------------------------
+
+async def test_methods_validate_and_call_the_manager(tmp_path, open_manager):
+    import gateway.methods.memory  # noqa: F401 - registers the methods
+
+    cfg = make_cfg(tmp_path)
+    write(cfg.workspace_dir / "MEMORY.md", "Birthday: 4 March.\n")
+    m = await open_manager(cfg)
+    ctx = CallContext(services=SimpleNamespace(memory=m))
+    st = await registry.dispatch(ctx, "memory.sync", {})
+    assert set(st) == {"indexed", "removed", "unchanged", "chunksEmbedded", "cacheHits", "durationMs"}
+    res = await registry.dispatch(ctx, "memory.search", {"query": "birthday", "k": 3})
+    assert set(res) == {"results", "mode", "embeddings"}
+    assert set(res["results"][0]) == {"path", "source", "startLine", "endLine", "score", "snippet"}
+    got = await registry.dispatch(ctx, "memory.get", {"path": "MEMORY.md", "from": 1, "lines": 5})
+    assert got["text"] == "Birthday: 4 March."
+    status = await registry.dispatch(ctx, "memory.status", None)
+    assert {"files", "chunks", "sources", "dirty", "lastSyncAt", "embeddings", "vector", "fts", "cache"} <= set(status)
+    for params, field in (({"query": "x", "k": 0}, "params.k"), ({"query": ""}, "params.query"),
+                          ({"query": "x", "mode": "magic"}, "params.mode"),
+                          ({"query": "x", "sources": ["web"]}, "params.sources[0]"),
+                          ({"path": "x.md", "lines": 0}, "params.lines")):
+        method = "memory.get" if "path" in params else "memory.search"
+        with pytest.raises(InvalidParams) as ei:
+            await registry.dispatch(ctx, method, params)
+        assert ei.value.field == field
+
+
+def test_cli_commands_print_method_results(tmp_path, capsys):
+    import argparse
+
+    import orjson
+
+    from gateway.memory import cli
+
+    cfg = load_config({"stateDir": str(tmp_path / "state")}, env={})
+    write(cfg.workspace_dir / "MEMORY.md", "The spare key is under the blue flowerpot.\n")
+    parser = argparse.ArgumentParser()
+    cli.add_commands(parser.add_subparsers(dest="command"))
+
+    def run(*argv: str) -> tuple[int, str]:
+        args = parser.parse_args(list(argv))
+        code = args.handler(args, cfg)
+        return code, capsys.readouterr().out
+
+    code, out = run("memory", "sync", "--json")
+    assert code == 0 and orjson.loads(out)["indexed"] == 1
+    code, out = run("memory", "search", "spare key flowerpot", "--k", "2", "--json")
+    res = orjson.loads(out)
+    assert code == 0 and res["results"][0]["path"] == "MEMORY.md" and res["mode"] == "hybrid"
+    code, out = run("memory", "status", "--json")
+    assert code == 0 and orjson.loads(out)["files"] == 1
+    code, out = run("memory", "search", "flowerpot")
+    assert code == 0 and "MEMORY.md:1-1" in out
+    code, _ = run("memory", "search", "x" * 2001)
+    assert code == 2
