@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fake_openai import FakeOpenAI
 from tests.helpers import ROOT, RunningGateway, make_config
 
 CHROMIUM = os.environ.get("JARVIS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -326,5 +327,60 @@ async def test_narrow_screen_drawer(browser: Browser, gateway: RunningGateway):
         assert width <= 360, f"page scrolls sideways at 360 px: {width}"
         ARTIFACTS.mkdir(exist_ok=True)
         await pg.screenshot(path=str(ARTIFACTS / "web-chat-360.png"))
+    finally:
+        await ctx.close()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def model_gateway(tmp_path):
+    """A second gateway whose chat model is a local fake OpenAI server we can make fail or crawl."""
+    with FakeOpenAI() as api:
+        gw = RunningGateway(make_config(tmp_path / "state", **{
+            "chat.baseUrl": api.base_url, "chat.model": "fake-model", "chat.maxRetries": 0}))
+        await gw.start()
+        try:
+            yield gw, api
+        finally:
+            await gw.stop()
+
+
+async def test_chat_error_retry_and_stop(browser: Browser, model_gateway):
+    gw, api = model_gateway
+    ctx = await browser.new_context()
+    try:
+        pg = await ctx.new_page()
+        watch = PageWatch(pg)
+        await pg.goto(base_url(gw))
+        await sign_in(pg, gw.token)
+        await new_session(pg)
+
+        # A failed reply is shown in place with a Retry button; retrying sends the words again.
+        api.script(("status", 429, {"Retry-After": "0"}))
+        api.reply = "Recovered just fine."
+        await send(pg, "please answer")
+        await wait_reply(pg, 1)
+        failed = replies(pg).first
+        await expect(failed).to_have_class(re.compile(r"\bfailed\b"))
+        await expect(failed.get_by_role("alert")).to_contain_text("Reply failed")
+        await failed.get_by_role("button", name="Retry").click()
+        await wait_reply(pg, 2)
+        await expect(replies(pg).nth(1)).to_have_text(re.compile("Recovered just fine."))
+        await expect(pg.locator("#messages .msg-user")).to_have_count(2)
+        await expect(failed.get_by_role("button", name="Retry")).to_have_count(0)
+
+        # Stop: a slow reply is aborted with the button; the partial text stays, marked as stopped.
+        api.reply = " ".join(f"word{i}" for i in range(200))
+        api.chunk_delay = 0.05
+        await send(pg, "talk for a long time")
+        stop = pg.get_by_role("button", name="Stop")
+        await expect(stop).to_be_enabled()
+        await expect(replies(pg).nth(2)).to_contain_text("word3")
+        await stop.click()
+        await wait_reply(pg, 3)
+        await expect(replies(pg).nth(2)).to_contain_text("Stopped.")
+        await expect(replies(pg).nth(2)).not_to_contain_text("word199")
+        await expect(stop).to_be_hidden()
+        await expect(pg.get_by_role("button", name="Send")).to_be_visible()
+        assert watch.errors == [] and watch.dialogs == []
     finally:
         await ctx.close()

@@ -682,9 +682,9 @@ async function openMemory(path, startLine, endLine) {
   if (!ui.memoryDialog.open) ui.memoryDialog.showModal();
   try {
     const res = await rpc.call("memory.get", { path, from: startLine, lines });
-    const last = res.from + Math.max(0, res.text.split("\n").length - 1);
-    ui.memoryMeta.textContent = `Lines ${res.from}–${Math.max(res.from, Math.min(last, endLine || last))}` +
-      (res.truncated ? " (truncated)" : "");
+    const shown = res.text.replace(/\n$/, "").split("\n").length;
+    ui.memoryMeta.textContent = `Lines ${res.from}–${res.from + Math.max(0, shown - 1)}` +
+      (res.truncated ? " (the file continues)" : "");
     ui.memoryText.textContent = path.endsWith(".jsonl") ? transcriptText(res.text) : res.text;
   } catch (err) {
     ui.memoryMeta.textContent = `Could not load it: ${errorMessage(err)}`;
