@@ -7,7 +7,7 @@ restarts it when `WATCHDOG=1` pings stop arriving (`WatchdogSec=`), shows `STATU
 `attach(gw)` wires this to the gateway's lifecycle phases:
 
     ready     (port bound, memory index open)  → READY=1 + STATUS=…, then a background task that
-              sends WATCHDOG=1 every WATCHDOG_USEC/2 and refreshes STATUS
+              sends WATCHDOG=1 every WATCHDOG_USEC/2 and STATUS=… whenever it changes
     stopping                                   → STOPPING=1 + STATUS=…, the task stops
 
 Outside systemd (no NOTIFY_SOCKET) everything here is a no-op. Nothing here ever raises into the
@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = structlog.get_logger("gateway.sdnotify")
 
-STATUS_REFRESH_S = 10.0  # how often STATUS= is refreshed when there is no faster watchdog tick
+STATUS_REFRESH_S = 10.0  # how often STATUS= is recomputed when the watchdog does not tick faster
 
 
 def notify_address(env: Mapping[str, str] | None = None) -> str | bytes | None:
@@ -108,6 +108,7 @@ class SystemdLink:
         self.watchdog_s = watchdog_s
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self._last_status = ""
 
     def on_phase(self, name: str, info: dict[str, Any]) -> None:
         try:
@@ -119,7 +120,7 @@ class SystemdLink:
             log.debug("sd_notify phase handling failed", phase=name, error=str(exc))
 
     def _on_ready(self) -> None:
-        self.notifier.send(READY=1, STATUS=self.status_sync())
+        self._send_status(self.status_sync(), READY=1)
         if self.watchdog_s is not None:
             self.notifier.send(WATCHDOG=1)
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="sd_notify")
@@ -132,9 +133,10 @@ class SystemdLink:
         self.notifier.send(STOPPING=1, STATUS="stopping: finishing running chats, closing connections")
 
     async def _loop(self) -> None:
-        """WATCHDOG=1 every interval (when asked for), STATUS= at least every STATUS_REFRESH_S."""
+        """Each tick: WATCHDOG=1 (when asked for), and STATUS= when it changed.
+
+        A tick is half the watchdog timeout, and at most STATUS_REFRESH_S."""
         tick = min(self.watchdog_s, STATUS_REFRESH_S) if self.watchdog_s is not None else STATUS_REFRESH_S
-        since_status = 0.0
         while not self._stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), tick)
@@ -142,14 +144,17 @@ class SystemdLink:
                 break
             try:
                 if self.watchdog_s is not None:
-                    # The event loop is alive (this ran), so the gateway can still answer.
+                    # This ran, so the event loop is not stuck and the gateway can still answer.
                     self.notifier.send(WATCHDOG=1)
-                since_status += tick
-                if since_status >= STATUS_REFRESH_S or self.watchdog_s is None:
-                    since_status = 0.0
-                    self.notifier.send(STATUS=await self.status())
+                status = await self.status()
+                if status != self._last_status:
+                    self._send_status(status)
             except Exception as exc:
                 log.debug("sd_notify loop step failed", error=str(exc))
+
+    def _send_status(self, status: str, **fields: Any) -> None:
+        self._last_status = status
+        self.notifier.send(**fields, STATUS=status)
 
     # ---- STATUS= text --------------------------------------------------------------------------
     def _connections(self) -> int:
