@@ -191,7 +191,10 @@ class GatewayServer:
         for conn in conns:
             conn.closing = True
         if conns:
-            await asyncio.wait([asyncio.create_task(conn._close(code, reason)) for conn in conns], timeout=5)
+            # Deliver what is already queued (e.g. the chat.aborted of a run stopped by this shutdown)
+            # before the close frame; bounded, so a client that stopped reading cannot hold it up.
+            await asyncio.wait([asyncio.create_task(conn.flush_and_close(code, reason)) for conn in conns],
+                               timeout=5)
         if self._server is not None:
             self._server.close(close_connections=True, code=code, reason=reason)
             with contextlib.suppress(Exception):
