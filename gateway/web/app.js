@@ -760,7 +760,10 @@ function renderResults(res) {
     const actions = h("div", { class: "result-actions" },
       h("button", { type: "button", class: "link-button", text: "Show lines", onclick: () => openMemory(r.path, r.startLine, r.endLine) }),
       r.sessionKey
-        ? h("a", { href: `#s=${encodeURIComponent(r.sessionKey)}`, class: "link-button", text: "Open session" })
+        ? h("a", {
+          href: `#s=${encodeURIComponent(r.sessionKey)}`, class: "link-button", text: "Open session",
+          onclick: () => { if (narrow.matches) setSearchOpen(false); },
+        })
         : null);
     ui.searchResults.appendChild(h("li", { class: "result" },
       h("div", { class: "result-head" },
