@@ -48,7 +48,11 @@ class BackupReport:
 
 
 def _private_dir(path: Path) -> None:
-    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    """Create `path` and every missing parent 0700 (mkdir's parents=True would apply the umask)."""
+    if path.is_dir():
+        return
+    _private_dir(path.parent)
+    path.mkdir(mode=DIR_MODE)
     os.chmod(path, DIR_MODE)
 
 
