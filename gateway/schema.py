@@ -223,5 +223,6 @@ class Obj(Field):
         return self.schema()
 
 
-SESSION_KEY = r"[A-Za-z0-9._-]{1,128}"
-AGENT_ID = r"[A-Za-z0-9._-]{1,64}"
+# Both name a file or folder: a name of dots only ("." / "..") would step out of its directory.
+SESSION_KEY = r"(?!\.+$)[A-Za-z0-9._-]{1,128}"
+AGENT_ID = r"(?!\.+$)[A-Za-z0-9._-]{1,64}"

@@ -49,7 +49,7 @@ class Connection:
     """One authenticated-or-not client. Implements the event bus's Subscriber."""
 
     __slots__ = ("ws", "connection_id", "peer", "subscriptions", "authed", "_out", "_out_bytes",
-                 "_wake", "_writer", "inflight", "server", "log", "closing")
+                 "_wake", "_writer", "inflight", "server", "log", "closing", "closer")
 
     def __init__(self, ws: ServerConnection, server: "GatewayServer"):
         self.ws = ws
@@ -64,6 +64,7 @@ class Connection:
         self._writer: asyncio.Task[None] | None = None
         self.inflight = 0
         self.closing = False
+        self.closer: asyncio.Task[None] | None = None
         self.log = log.bind(conn=self.connection_id)
 
     # ---- outgoing ------------------------------------------------------------------------------
@@ -101,7 +102,7 @@ class Connection:
         self.closing = True
         self._out.clear()
         self._out_bytes = 0
-        asyncio.create_task(self._close(code, reason))
+        self.closer = asyncio.create_task(self._close(code, reason))
 
     async def _close(self, code: int, reason: str) -> None:
         with contextlib.suppress(Exception):
@@ -282,6 +283,11 @@ class GatewayServer:
         except ConnectionClosed:
             pass
         finally:
+            if conn.closer is not None:
+                # Our close (1008 "slow consumer") must go out before returning from the handler,
+                # or websockets closes with a plain 1000 and the client never learns why.
+                with contextlib.suppress(Exception):
+                    await asyncio.wait([conn.closer], timeout=10)
             self.connections.discard(conn)
             self.services.bus.drop(conn)
             conn.closing = True

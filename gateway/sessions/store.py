@@ -23,12 +23,12 @@ from ..errors import InvalidParams, NotFound
 from ..timeutil import now_iso
 from . import transcript as tx
 
-SESSION_KEY_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
+SESSION_KEY_RE = re.compile(r"(?!\.+$)[A-Za-z0-9._-]{1,128}")  # not "." or "..": those leave the folder
 
 
 def check_session_key(key: str, field: str = "params.sessionKey") -> str:
     if not SESSION_KEY_RE.fullmatch(key):
-        raise InvalidParams(f"{field}: must match [A-Za-z0-9._-]{{1,128}}", field=field)
+        raise InvalidParams(f"{field}: must match [A-Za-z0-9._-]{{1,128}} and not be dots only", field=field)
     return key
 
 
