@@ -160,13 +160,16 @@ class ChatService:
                 else:
                     usage = item
             content = "".join(run.parts)
-            rec = tx.message_record(str(uuid.uuid4()), "assistant", content, run.run_id)
+            memory = [{"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"],
+                       "score": r["score"]} for r in recalled]
+            # What was recalled is kept with the reply, so history can show it later.
+            rec = tx.message_record(str(uuid.uuid4()), "assistant", content, run.run_id,
+                                    **({"memory": memory} if memory else {}))
             run.finalizing = True
             await self.sessions.append_messages(key, rec)
             final: dict[str, Any] = {
                 "message": {"id": rec["id"], "role": "assistant", "content": content, "timestamp": rec["timestamp"]},
-                "memory": [{"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"],
-                            "score": r["score"]} for r in recalled],
+                "memory": memory,
             }
             if usage is not None:
                 final["usage"] = usage.to_dict()

@@ -136,6 +136,7 @@ class MemoryManager:
         self._embed_error: str | None = None
         self._opened = False
         self._closed = False
+        self._startup: asyncio.Future | None = None
         self._old_vectors_ok = True
 
     # ---- configuration-derived -----------------------------------------------------------------------
@@ -199,7 +200,9 @@ class MemoryManager:
         await self._open_live_state()
         await self._refresh_counts()
         if self.cfg.sync.on_start:
-            self._request(force=False, memory=True, sessions=True)
+            # Searches wait for this first sync (see _sync_if_dirty): right after a start the index
+            # may lag the files, and the first chat turn should recall what is on disk.
+            self._startup = self._request(force=False, memory=True, sessions=True).future
         else:
             self._dirty_memory = self._dirty_all_sessions = True
         if self.cfg.sync.watch:
@@ -467,7 +470,14 @@ class MemoryManager:
         return stats.result()
 
     async def _sync_if_dirty(self) -> None:
-        if not self.dirty or not self.cfg.sync.on_search:
+        if not self.cfg.sync.on_search:
+            return
+        if self._startup is not None:
+            if not self._startup.done():
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._startup)
+            self._startup = None
+        if not self.dirty:
             return
         if self._needs_rebuild:
             self._request(force=False, memory=True, sessions=True)  # in the background; answer now

@@ -177,5 +177,7 @@ def read_messages(path: Path) -> list[dict[str, Any]]:
             item["runId"] = d["runId"]
         if d.get("aborted"):
             item["aborted"] = True
+        if isinstance(d.get("memory"), list) and d["memory"]:
+            item["memory"] = d["memory"]
         out.append(item)
     return out

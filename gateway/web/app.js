@@ -440,7 +440,9 @@ function renderHistory(hist) {
     if (m.role === "user") {
       ui.messages.appendChild(messageView("user", text, m.timestamp).node);
     } else if (m.role === "assistant") {
-      ui.messages.appendChild(messageView("assistant", text, m.timestamp).node);
+      const view = messageView("assistant", text, m.timestamp);
+      if (Array.isArray(m.memory) && m.memory.length) view.node.appendChild(recalledView(m.memory));
+      ui.messages.appendChild(view.node);
     }
   }
   scrollToEnd(true);

@@ -1,0 +1,86 @@
+"""Memory end to end through the WebSocket: chat turns become searchable, survive restarts, and are
+recalled into later turns."""
+
+import asyncio
+
+from tests.helpers import RunningGateway, make_config
+
+
+async def wait_for(predicate, timeout=10.0, interval=0.05):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = await predicate()
+        if result:
+            return result
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(interval)
+
+
+async def test_turns_are_indexed_recalled_and_survive_restart(tmp_path):
+    cfg = make_config(tmp_path / "state", memory=True, **{"memory.sync.sessionDebounceMs": 200})
+    cfg.workspace_dir.mkdir(parents=True)
+    (cfg.workspace_dir / "MEMORY.md").write_text("# About me\n\nMy sailing boat is called Seahorse.\n")
+    gw = await RunningGateway(cfg).start()
+    try:
+        c = await gw.client()
+        key = (await c.call("sessions.create"))["sessionKey"]
+        sent = await c.call("chat.send", {"sessionKey": key,
+                                          "message": "What is my sailing boat called again?"})
+        final = (await c.run_to_end(sent["runId"]))[-1]["params"]
+        recalled = final["memory"]
+        assert recalled and recalled[0]["path"] == "MEMORY.md"
+        assert recalled[0]["startLine"] <= 3 <= recalled[0]["endLine"] and 0 < recalled[0]["score"] <= 1
+        assert "Seahorse" in final["message"]["content"], "the offline responder shows what it recalled"
+        hist = await c.call("sessions.history", {"sessionKey": key})
+        assert hist["messages"][-1]["memory"] == recalled
+
+        sent = await c.call("chat.send", {"sessionKey": key, "message": "The marina fee is due on the ninth of March."})
+        await c.run_to_end(sent["runId"])
+
+        async def found():
+            res = await c.call("memory.search", {"query": "marina fee due", "sources": ["sessions"]})
+            return [r for r in res["results"] if r["path"] == f"sessions/{key}.jsonl"
+                    and "marina fee" in r["snippet"]]
+
+        hits = await wait_for(found)
+        assert hits[0]["sessionKey"] == key and hits[0]["source"] == "sessions"
+        line = hits[0]["startLine"]
+        got = await c.call("memory.get", {"path": f"sessions/{key}.jsonl", "from": line, "lines": 1})
+        assert got["path"] == f"sessions/{key}.jsonl" and got["from"] == line
+        status = await c.call("memory.status")
+        assert status["sources"]["sessions"]["files"] == 1 and status["sources"]["memory"]["files"] == 1
+        await c.close()
+
+        await gw.restart()
+        c = await gw.client()
+        stats = await c.call("memory.sync", {})
+        assert stats["chunksEmbedded"] == 0, "nothing re-embedded after a restart"
+        assert (await found()), "still found after a restart"
+        # A full re-read re-embeds nothing either: every vector comes from the cache.
+        forced = await c.call("memory.sync", {"force": True})
+        assert forced["chunksEmbedded"] == 0 and forced["cacheHits"] >= 0
+        await c.close()
+    finally:
+        await gw.stop()
+
+
+async def test_deleting_a_session_removes_it_from_search(tmp_path):
+    cfg = make_config(tmp_path / "state", memory=True, **{"memory.sync.sessionDebounceMs": 50})
+    gw = await RunningGateway(cfg).start()
+    try:
+        c = await gw.client()
+        key = (await c.call("sessions.create"))["sessionKey"]
+        sent = await c.call("chat.send", {"sessionKey": key, "message": "zanzibar pineapple festival"})
+        await c.run_to_end(sent["runId"])
+
+        async def hits():
+            res = await c.call("memory.search", {"query": "zanzibar pineapple", "mode": "fts"})
+            return res["results"]
+
+        assert await wait_for(hits)
+        await c.call("sessions.delete", {"sessionKey": key})
+        assert await hits() == []
+        await c.close()
+    finally:
+        await gw.stop()
