@@ -18,17 +18,21 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import orjson
+import structlog
 
-from ..errors import InvalidParams, NotFound
+from ..errors import Busy, InvalidParams, NotFound
+from ..schema import SESSION_KEY
 from ..timeutil import now_iso
 from . import transcript as tx
 
-SESSION_KEY_RE = re.compile(r"(?!\.+$)[A-Za-z0-9._-]{1,128}")  # not "." or "..": those leave the folder
+log = structlog.get_logger("gateway.sessions")
+
+SESSION_KEY_RE = re.compile(SESSION_KEY)  # not "." or "..": those leave the folder
 
 
 def check_session_key(key: str, field: str = "params.sessionKey") -> str:
     if not SESSION_KEY_RE.fullmatch(key):
-        raise InvalidParams(f"{field}: must match [A-Za-z0-9._-]{{1,128}} and not be dots only", field=field)
+        raise InvalidParams(f"{field}: must match [A-Za-z0-9._:-]{{1,128}} and not be dots only", field=field)
     return key
 
 
@@ -125,7 +129,8 @@ class SessionStore:
 
     async def _mutate(self, fn: Callable[[dict[str, dict[str, Any]]], Any]) -> Any:
         async with self._lock:
-            return await asyncio.to_thread(self._mutate_sync, fn)
+            with tx.disk_full_as_error("the session list"):
+                return await asyncio.to_thread(self._mutate_sync, fn)
 
     # ---- queries -------------------------------------------------------------------------------
     async def all(self) -> dict[str, dict[str, Any]]:
@@ -185,7 +190,13 @@ class SessionStore:
             s["updatedAt"] = now_iso()
             return dict(s)
 
-        return await self._mutate(bump)
+        try:
+            return await self._mutate(bump)
+        except tx.DiskFull as exc:
+            # The transcript line is durable and it is the record; only the counters lag. Failing here
+            # would tell the client "not saved" for a message that was, and a retry would store it twice.
+            log.warning("session list not updated", session=key, error=exc.message)
+            return {}
 
     async def delete(self, key: str) -> None:
         def rm(sessions: dict[str, dict[str, Any]]) -> None:

@@ -12,6 +12,8 @@ through `asyncio.to_thread` by the async wrappers; the sync functions are for th
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,30 @@ from typing import Any, Iterator
 
 import orjson
 
+from ..errors import InternalError
 from ..timeutil import now_iso
+
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+class DiskFull(InternalError):
+    """A write failed for lack of space (ENOSPC, EDQUOT, EFBIG). Nothing partial was kept, so the
+    client may retry once space is freed: a clear message instead of a bare internal error."""
+
+    def __init__(self, what: str, exc: OSError):
+        super().__init__(f"could not save {what}: the disk is full ({exc.strerror}); free some space and retry",
+                         {"retryable": True, "errno": errno.errorcode.get(exc.errno or 0, str(exc.errno))})
+
+
+@contextlib.contextmanager
+def disk_full_as_error(what: str):
+    """Turn an out-of-space OSError into DiskFull; other errors pass through unchanged."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in _NO_SPACE:
+            raise DiskFull(what, exc) from None
+        raise
 
 
 @dataclass(frozen=True)
@@ -149,7 +174,8 @@ class Transcript:
             if not self._repaired:
                 await asyncio.to_thread(repair, self.path)
                 self._repaired = True
-            await asyncio.to_thread(append_sync, self.path, list(records))
+            with disk_full_as_error("the message"):
+                await asyncio.to_thread(append_sync, self.path, list(records))
 
     async def records(self) -> list[Record]:
         return await asyncio.to_thread(lambda: list(iter_records(self.path)))
