@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import signal
 import time
@@ -18,9 +19,10 @@ import structlog
 
 from . import __version__
 from .auth import TokenStore
+from .chat.compaction import Compactor
 from .chat.providers import ChatProvider, make_provider
 from .chat.runner import ChatService
-from .config import Config
+from .config import Config, SessionsConfig
 from .errors import InvalidParams, NotFound
 from .events import EventBus
 from .methods import chat as _chat_methods  # noqa: F401  (registers methods)
@@ -29,6 +31,7 @@ from .methods import memory as _memory_methods  # noqa: F401
 from .methods import system as _system_methods  # noqa: F401
 from .schema import AGENT_ID
 from .server import GatewayServer
+from .sessions.retention import ephemeral_victims
 from .sessions.store import SessionStore, ensure_private_dir
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,6 +56,25 @@ class Agent:
         """Event-bus topic of a session; agent ids and session keys cannot contain '/'."""
         return f"{self.id}/{session_key}"
 
+    async def delete_session(self, key: str) -> None:
+        """Abort its run, remove metadata and transcript, and drop its memory chunks."""
+        await self.chat.abort(key, None)
+        await self.sessions.delete(key)
+        if self.memory is not None:
+            await self.memory.forget_session(key)
+
+    async def prune(self, config: SessionsConfig) -> list[str]:
+        """Delete the ephemeral sessions retention says should go."""
+        victims = ephemeral_victims(await self.sessions.all(), config)
+        for key in victims:
+            try:
+                await self.delete_session(key)
+            except NotFound:  # deleted meanwhile
+                continue
+        if victims:
+            log.info("ephemeral sessions pruned", agent=self.id, count=len(victims))
+        return victims
+
 
 class Services:
     """What handlers reach through `ctx.services`. Agents open lazily: `await services.agent(id)`."""
@@ -65,6 +87,25 @@ class Services:
         self.connection_count: Callable[[], int] = lambda: 0
         self.agents: dict[str, Agent] = {}
         self._opening = asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._pruner: asyncio.Task[None] | None = None
+
+    def start_background(self) -> None:
+        self._pruner = asyncio.create_task(self._prune_loop(), name="retention")
+
+    async def _prune_loop(self) -> None:
+        """Prune ephemeral sessions at start, then every sessions.pruneIntervalMinutes."""
+        interval = self.config.sessions.prune_interval_minutes * 60
+        while not self._stop.is_set():
+            for agent in list(self.agents.values()):
+                try:
+                    await agent.prune(self.config.sessions)
+                except Exception:  # retention must never take the gateway down; try next time
+                    log.exception("retention failed", agent=agent.id)
+            if interval <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), interval)
 
     @property
     def default(self) -> Agent:
@@ -114,13 +155,19 @@ class Services:
             memory = MemoryManager(cfg, agent_id)
             await memory.open()
         agent = Agent(agent_id, sessions, None, memory)  # type: ignore[arg-type]
-        agent.chat = ChatService(cfg, sessions, self.bus, self.provider, memory, topic=agent.topic)
+        compactor = Compactor(cfg, sessions, self.provider, memory, cfg.agent_workspace(agent_id))
+        agent.chat = ChatService(cfg, sessions, self.bus, self.provider, memory, topic=agent.topic,
+                                 compactor=compactor)
         log.info("agent open", agent=agent_id, memory=memory is not None)
         return agent
 
     async def close_runs(self, grace: float) -> None:
         """Refuse new chat runs and abort the running ones (their partial replies are kept)."""
+        self._stop.set()
         await asyncio.gather(*(a.chat.shutdown(grace) for a in self.agents.values()))
+        if self._pruner is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._pruner, max(grace, 0.1))
 
     async def close(self) -> None:
         await self.provider.close()
@@ -174,6 +221,7 @@ class Gateway:
         provider = make_provider(cfg)
         self.services = Services(cfg, EventBus(), provider)
         await self.services.agent(cfg.agent_id, create=True)
+        self.services.start_background()
         self.server = GatewayServer(self.services, tokens)
         self.services.connection_count = self.server.connection_count
         await self.server.start()

@@ -77,6 +77,17 @@ class ChatConfig:
     )
     idempotency_ttl: float = _f(600.0, ge=1.0, doc="seconds an idempotencyKey is remembered")
     offline_delta_delay: float = _f(0.01, ge=0.0, le=5.0, doc="seconds between the offline responder's deltas")
+    compact_budget_tokens: int = _f(6000, ge=0, doc="history size (≈ chars/4) past which older messages are "
+                                    "flushed into memory/YYYY-MM-DD.md; 0 = only by sessions.compact")
+    compact_keep_recent: int = _f(10, ge=1, le=1000, doc="messages kept verbatim when a session is compacted")
+
+
+@dataclass
+class SessionsConfig:
+    ephemeral_prefix: str = _f("hook:", doc="sessions whose key starts with this are pruned by age and count")
+    ephemeral_max_age_hours: float = _f(48.0, ge=0.0, doc="ephemeral sessions idle longer are deleted")
+    ephemeral_max_count: int = _f(500, ge=0, doc="at most this many ephemeral sessions are kept (newest)")
+    prune_interval_minutes: float = _f(10.0, ge=0.0, doc="how often to prune; 0 = at start and by sessions.prune only")
 
 
 @dataclass
@@ -154,6 +165,7 @@ class Config:
     log_format: str = _f("auto", choices=("auto", "json", "console"))
     server: ServerConfig = _f(factory=ServerConfig)
     chat: ChatConfig = _f(factory=ChatConfig)
+    sessions: SessionsConfig = _f(factory=SessionsConfig)
     memory: MemoryConfig = _f(factory=MemoryConfig)
 
     # ---- derived paths -------------------------------------------------------------------------

@@ -224,5 +224,5 @@ class Obj(Field):
 
 
 # Both name a file or folder: a name of dots only ("." / "..") would step out of its directory.
-SESSION_KEY = r"(?!\.+$)[A-Za-z0-9._-]{1,128}"
+SESSION_KEY = r"(?!\.+$)[A-Za-z0-9._:-]{1,128}"  # ":" for prefixes like "hook:"
 AGENT_ID = r"(?!\.+$)[A-Za-z0-9._-]{1,64}"

@@ -50,6 +50,7 @@ class ChatProvider:
 class OfflineResponder(ChatProvider):
     name = "offline"
     model = "offline-responder"
+    PREAMBLE = "I am Jarvis's offline responder, not a language model"
 
     def __init__(self, delta_delay: float = 0.01):
         self.delta_delay = delta_delay
@@ -60,7 +61,7 @@ class OfflineResponder(ChatProvider):
         if len(quoted) > 200:
             quoted = quoted[:199] + "…"
         lines = [
-            "I am Jarvis's offline responder, not a language model: no chat model is configured "
+            f"{OfflineResponder.PREAMBLE}: no chat model is configured "
             "(set OPENAI_API_KEY or OPENAI_BASE_URL to use one).",
             f"You wrote: “{quoted}”",
         ]

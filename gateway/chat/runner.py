@@ -22,6 +22,7 @@ from ..events import EventBus
 from ..sessions import transcript as tx
 from ..sessions.store import SessionStore
 from ..timeutil import now_iso
+from .compaction import Compactor, read_state
 from .providers import ChatProvider, Delta, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,9 +48,12 @@ class Run:
 
 class ChatService:
     def __init__(self, config: Config, sessions: SessionStore, bus: EventBus, provider: ChatProvider,
-                 memory: "MemoryManager | None" = None, topic: Callable[[str], str] = lambda key: key):
+                 memory: "MemoryManager | None" = None, topic: Callable[[str], str] = lambda key: key,
+                 compactor: Compactor | None = None):
         self.config = config
         self.topic = topic
+        self.compactor = compactor
+        self._background: set[asyncio.Task[Any]] = set()
         self.sessions = sessions
         self.bus = bus
         self.provider = provider
@@ -95,7 +99,7 @@ class ChatService:
     async def shutdown(self, grace: float) -> None:
         """Refuse new runs, abort the running ones and wait (up to `grace`) for them to persist."""
         self.closing = True
-        tasks = [r.task for r in self.active.values() if r.task is not None]
+        tasks = [r.task for r in self.active.values() if r.task is not None] + list(self._background)
         for run in list(self.active.values()):
             self._cancel(run)
         if tasks:
@@ -124,6 +128,13 @@ class ChatService:
         await asyncio.wait([run.task])
         return True
 
+    async def _compact_quietly(self, key: str) -> None:
+        assert self.compactor is not None
+        try:
+            await self.compactor.maybe_compact(key)
+        except Exception:  # the next turn tries again; the transcript is untouched
+            log.exception("compaction failed", session=key)
+
     def _emit(self, run: Run, method: str, **params: Any) -> None:
         self.bus.publish(self.topic(run.session_key), method,
                          {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params})
@@ -135,10 +146,14 @@ class ChatService:
                 recalled = await self.memory.recall(user_text)
             except Exception as exc:  # recall is best effort; the turn goes on without it
                 log.warning("recall failed", error=type(exc).__name__, session=session_key)
-        history = await self.sessions.transcript(session_key).messages()
-        history = [m for m in history if m["role"] in ("user", "assistant", "system") and m["content"]]
+        if self.compactor is not None:
+            await self.compactor.settled(session_key)
+        state = await asyncio.to_thread(read_state, self.sessions.transcript_path(session_key))
+        history = [m for m in state.pending if m["role"] in ("user", "assistant", "system") and m["content"]]
         history = history[-self.config.chat.history_messages :]
         system = self.config.chat.system_prompt
+        if state.summary:
+            system += "\n\n## Earlier in this conversation (summary)\n" + state.summary
         if recalled:
             system += "\n\n## Recalled memory\n" + "\n\n".join(
                 f"[{r['path']}:{r['startLine']}-{r['endLine']}]\n{r['snippet']}" for r in recalled)
@@ -177,6 +192,10 @@ class ChatService:
             log.info("chat run done", session=key, run=run.run_id, ms=int((time.monotonic() - started) * 1000))
             if self.memory is not None:
                 self.memory.schedule_session_sync(key)
+            if self.compactor is not None:
+                task = asyncio.create_task(self._compact_quietly(key))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
         except asyncio.CancelledError:
             partial = "".join(run.parts)
             if partial:

@@ -26,11 +26,15 @@ def with_agent(**fields) -> Obj:
 KEY = with_agent(sessionKey=Str(pattern=SESSION_KEY))
 
 
-@registry.method("sessions.create", with_agent(label=Str(0, 200, optional=True)),
-                 "Create a session (key: a new UUID); the caller is subscribed to it.")
+@registry.method("sessions.create",
+                 with_agent(label=Str(0, 200, optional=True),
+                            sessionKey=Str(pattern=SESSION_KEY, optional=True,
+                                           description="a key of your choosing (default: a new UUID); "
+                                                       "keys starting with sessions.ephemeralPrefix are pruned")),
+                 "Create a session; the caller is subscribed to it.")
 async def create(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"], create=True)
-    session = await agent.sessions.create(label=p["label"])
+    session = await agent.sessions.create(label=p["label"], key=p["sessionKey"])
     if ctx.connection is not None:
         ctx.services.bus.subscribe(agent.topic(session["sessionKey"]), ctx.connection)
     return session
@@ -69,13 +73,29 @@ async def history(ctx: CallContext, p: dict) -> dict:
 @registry.method("sessions.delete", KEY, "Delete a session: metadata, transcript and its memory chunks.")
 async def delete(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
-    key = p["sessionKey"]
-    await agent.chat.abort(key, None)
-    await agent.sessions.delete(key)
-    if agent.memory is not None:
-        await agent.memory.forget_session(key)
-    log.info("session deleted", agent=agent.id, session=key)
+    await agent.delete_session(p["sessionKey"])
+    log.info("session deleted", agent=agent.id, session=p["sessionKey"])
     return {"deleted": True}
+
+
+@registry.method("sessions.compact", KEY,
+                 "Flush all but the most recent messages into the day's memory file (memory/YYYY-MM-DD.md) "
+                 "now; the prompt carries on from the recent ones. → {compacted, path?, startLine?, endLine?}")
+async def compact(ctx: CallContext, p: dict) -> dict:
+    agent = await ctx.services.agent(p["agentId"])
+    key = p["sessionKey"]
+    if not await agent.sessions.exists(key):
+        raise NotFound(f"session not found: {key}", {"sessionKey": key})
+    assert agent.chat.compactor is not None
+    return await agent.chat.compactor.compact(key)
+
+
+@registry.method("sessions.prune", with_agent(),
+                 "Apply retention now: delete ephemeral sessions (key prefix sessions.ephemeralPrefix) that are "
+                 "older than ephemeralMaxAgeHours or beyond the newest ephemeralMaxCount. → {deleted:[keys]}")
+async def prune(ctx: CallContext, p: dict) -> dict:
+    agent = await ctx.services.agent(p["agentId"])
+    return {"deleted": await agent.prune(ctx.services.config.sessions)}
 
 
 @registry.method("sessions.subscribe", KEY, "Receive this session's chat events on this connection.")

@@ -154,6 +154,9 @@ class SessionStore:
     # ---- mutations -----------------------------------------------------------------------------
     async def create(self, label: str | None = None, key: str | None = None) -> dict[str, Any]:
         key = check_session_key(key) if key else str(uuid.uuid4())
+        exists = Busy(f"session already exists: {key}", {"sessionKey": key})
+        if await self.exists(key):
+            raise exists
         now = now_iso()
         session = {"sessionKey": key, "label": label, "createdAt": now, "updatedAt": now, "messageCount": 0}
         # The transcript header first, so a session listed in metadata always has its file.
@@ -162,6 +165,8 @@ class SessionStore:
             await self.transcript(key).append(tx.header(key, self.agent_id, now))
 
         def add(sessions: dict[str, dict[str, Any]]) -> None:
+            if key in sessions:
+                raise exists
             sessions[key] = session
 
         await self._mutate(add)

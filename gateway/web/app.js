@@ -365,7 +365,7 @@ function keyFromHash() {
   if (!m) return null;
   try {
     const key = decodeURIComponent(m[1]);
-    return /^[A-Za-z0-9._-]{1,128}$/.test(key) ? key : null;
+    return /^[A-Za-z0-9._:-]{1,128}$/.test(key) ? key : null;
   } catch (_) {
     return null;
   }
