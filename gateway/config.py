@@ -109,20 +109,27 @@ class EmbeddingsConfig:
 class ChunkingConfig:
     tokens: int = _f(400, ge=16, le=8192)
     overlap: int = _f(80, ge=0, le=4096)
-    session_tokens: int = _f(120, ge=16, le=8192, doc="target size of a transcript chunk (whole messages)")
+    session_tokens: int = _f(175, ge=16, le=8192, doc="target size of a transcript chunk (whole messages)")
     session_overlap: int = _f(0, ge=0, le=16, doc="messages repeated at the start of the next transcript chunk")
+    session_context: int = _f(150, ge=0, le=2048,
+                              doc="tokens of whole neighbouring messages on each side that join a transcript chunk as context")
 
 
 @dataclass
 class SearchConfig:
     mode: str = _f("hybrid", choices=("hybrid", "fts", "vector"))
-    fusion: str = _f("rrf", choices=("rrf", "weighted"))
+    fusion: str = _f("weighted", choices=("rrf", "weighted"),
+                     doc="weighted: blend of relative BM25 and cosine; rrf: reciprocal rank fusion")
     rrf_k: int = _f(60, ge=1)
     text_weight: float = _f(1.0, ge=0.0)
-    vector_weight: float = _f(1.0, ge=0.0)
+    vector_weight: float = _f(0.7, ge=0.0)
     candidate_multiplier: int = _f(4, ge=1, le=50)
     snippet_chars: int = _f(700, ge=80, le=700)
-    fts_tokenizer: str = _f("unicode61", choices=("unicode61", "trigram", "porter"),
+    context_weight: float = _f(0.6, ge=0.0, le=1.0,
+                               doc="BM25 weight of a chunk's neighbouring context relative to its own text")
+    segment_weight: float = _f(0.3, ge=0.0, le=4.0,
+                               doc="re-rank: weight of the best single message/line match (query words together)")
+    fts_tokenizer: str = _f("porter", choices=("unicode61", "trigram", "porter"),
                             doc="trigram for CJK text; porter stems English words")
     vector_backend: str = _f("auto", choices=("auto", "sqlite-vec", "numpy"),
                              doc="auto: sqlite-vec when it loads, else numpy over stored vectors")

@@ -132,7 +132,7 @@ def test_transcript_chunks_hold_whole_messages_with_jsonl_lines(tmp_path):
     lines_seen: dict[int, int] = {}
     for c in chunks:
         assert c.spans and c.spans[0][0] == c.start_line and c.spans[-1][0] == c.end_line
-        for line, off in c.spans:
+        for line, _where, _a, _b in c.spans:
             lines_seen[line] = lines_seen.get(line, 0) + 1
     # Message i sits on JSONL line i + 2 (line 1 is the header); each appears once, except the long one.
     assert sorted(lines_seen) == list(range(2, 42))

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Iterable
 
 from ..sessions.transcript import iter_records, message_text
+from ..timeutil import parse_iso
 
 CHARS_PER_TOKEN = 4
 # Bump when chunk boundaries change for the same settings: the index is then rebuilt.
-CHUNKER_VERSION = 3
+CHUNKER_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,21 @@ class Chunk:
     end_line: int
     text: str
     hash: str
-    # Transcripts: [(line, offset of the message in text)], one per message, in order.
-    spans: tuple[tuple[int, int], ...] | None = None
+    # Transcripts: one (line, where, start, end) per message in line order; `where` 0: the message is in
+    # `text` (the core), 1: in `context` (a neighbour); start/end index that string.
+    spans: tuple[tuple[int, int, int, int], ...] | None = None
+    # Searchable surroundings of the core text (transcripts: dates and neighbouring messages).
+    context: str = ""
+
+    @property
+    def text_hash(self) -> str:
+        """What the embedding cache is keyed by (the vector is of `text` alone)."""
+        return self.hash if not self.context else sha256(self.text)
+
+
+def make_chunk(start: int, end: int, text: str, spans=None, context: str = "") -> Chunk:
+    h = sha256(text if not context else text + "\n\x1f" + context)
+    return Chunk(start, end, text, h, spans, context)
 
 
 def sha256(text: str) -> str:
@@ -90,7 +104,7 @@ def chunk_markdown(text: str, tokens: int = 400, overlap: int = 80) -> list[Chun
         body = pieces[i:j]
         if any(p[1].strip() for p in body):
             chunk_text = "\n".join(p[1] for p in body)
-            chunks.append(Chunk(body[0][0], body[-1][0], chunk_text, sha256(chunk_text)))
+            chunks.append(make_chunk(body[0][0], body[-1][0], chunk_text))
         if j >= n:
             break
         k = j
@@ -108,6 +122,12 @@ class Message:
     line: int
     role: str
     text: str
+    date: str = ""  # "13 October 2023", from the message timestamp: searchable, not shown
+
+
+def _date_words(ts: object) -> str:
+    dt = parse_iso(ts) if isinstance(ts, str) else None
+    return f"{dt.day} {dt.strftime('%B')} {dt.year}" if dt else ""
 
 
 def read_messages(path: Path) -> list[Message]:
@@ -120,23 +140,31 @@ def read_messages(path: Path) -> list[Message]:
             continue
         text = message_text(m.get("content")).strip()
         if text:
-            out.append(Message(rec.line, str(m.get("role") or "user"), text))
+            out.append(Message(rec.line, str(m.get("role") or "user"), text, _date_words(d.get("timestamp"))))
     return out
 
 
 def chunk_messages(messages: Iterable[Message], tokens: int = 120, max_tokens: int = 400,
-                   overlap_messages: int = 0) -> list[Chunk]:
+                   overlap_messages: int = 0, context_tokens: int = 0) -> list[Chunk]:
     """Group whole messages into chunks of about `tokens` tokens. A message longer than `max_tokens`
-    is cut into pieces of its own (each piece keeps the message's line)."""
+    is cut into pieces of its own (each piece keeps the message's line).
+
+    `context_tokens`: whole neighbouring messages, up to this many tokens on each side, join the chunk as
+    its context: its line range covers them, snippets may show them, full-text search sees them (with
+    the dates of the core messages) at a lower weight; the core alone is embedded."""
     target = max(16, tokens) * CHARS_PER_TOKEN
     hard = max(target, max_tokens * CHARS_PER_TOKEN)
     units: list[tuple[int, str, bool]] = []  # (line, text, is a piece of a split message)
+    dates: list[str] = []
     for m in messages:
         t = m.text
         if len(t) <= hard:
             units.append((m.line, t, False))
+            dates.append(m.date)
         else:
-            units.extend((m.line, t[o:o + hard], True) for o in range(0, len(t), hard))
+            pieces = [(m.line, t[o:o + hard], True) for o in range(0, len(t), hard)]
+            units.extend(pieces)
+            dates.extend([m.date] * len(pieces))
     chunks: list[Chunk] = []
     i, n = 0, len(units)
     while i < n:
@@ -147,19 +175,51 @@ def chunk_messages(messages: Iterable[Message], tokens: int = 120, max_tokens: i
                 size += len(units[j][1]) + 1
                 j += 1
         body = units[i:j]
-        spans, parts, off = [], [], 0
-        for line, t, _ in body:
-            spans.append((line, off))
-            parts.append(t)
-            off += len(t) + 1
-        text = "\n".join(parts)
-        chunks.append(Chunk(body[0][0], body[-1][0], text, sha256(text), tuple(spans)))
+        text = "\n".join(u[1] for u in body)
+        pre, post = _window(units, i, j, context_tokens * CHARS_PER_TOKEN)
+        # The context column: the dates of the core messages, then the neighbours (whole messages).
+        ctx_parts: list[str] = []
+        when = " ".join(dict.fromkeys(d for d in dates[i:j] if d))
+        if when:
+            ctx_parts.append(when)
+        spans: list[tuple[int, int, int, int]] = []  # (line, 0 = text | 1 = context, start, end)
+        coff = len(when) + 1 if when else 0
+        for u in units[pre:i]:
+            spans.append((u[0], 1, coff, coff + len(u[1])))
+            ctx_parts.append(u[1])
+            coff += len(u[1]) + 1
+        off = 0
+        for u in body:
+            spans.append((u[0], 0, off, off + len(u[1])))
+            off += len(u[1]) + 1
+        for u in units[j:post]:
+            spans.append((u[0], 1, coff, coff + len(u[1])))
+            ctx_parts.append(u[1])
+            coff += len(u[1]) + 1
+        context = "\n".join(ctx_parts)
+        chunks.append(make_chunk(units[pre][0], units[post - 1][0], text, tuple(spans), context))
         if j >= n:
             break
         i = max(i + 1, j - overlap_messages) if overlap_messages else j
     return chunks
 
 
+def _window(units: list[tuple[int, str, bool]], i: int, j: int, budget: int) -> tuple[int, int]:
+    """Index range [pre, post) around the core [i, j): whole neighbouring messages, up to `budget`
+    characters on each side (split-message pieces never join a window)."""
+    if budget <= 0 or units[i][2]:
+        return i, j
+    pre, used = i, 0
+    while pre > 0 and not units[pre - 1][2] and used + len(units[pre - 1][1]) + 1 <= budget:
+        used += len(units[pre - 1][1]) + 1
+        pre -= 1
+    post, used = j, 0
+    while post < len(units) and not units[post][2] and used + len(units[post][1]) + 1 <= budget:
+        used += len(units[post][1]) + 1
+        post += 1
+    return pre, post
+
+
 def chunk_transcript(path: Path, tokens: int = 120, max_tokens: int = 400,
-                     overlap_messages: int = 0) -> list[Chunk]:
-    return chunk_messages(read_messages(path), tokens, max_tokens, overlap_messages)
+                     overlap_messages: int = 0, context_tokens: int = 0) -> list[Chunk]:
+    return chunk_messages(read_messages(path), tokens, max_tokens, overlap_messages, context_tokens)

@@ -45,6 +45,7 @@ class IndexSettings:
     overlap: int = 80
     session_tokens: int = 120
     session_overlap: int = 0
+    session_context: int = 0
     vector_backend: str = "sqlite-vec"  # or "numpy" / "none"
     cache_max_entries: int = 200_000
 
@@ -98,7 +99,7 @@ def _read_and_chunk(files: list[SourceFile], known: dict[str, tuple[int, int, st
         if sf.source == MEMORY:
             chunks = chunk_markdown(data.decode("utf-8", errors="replace"), s.tokens, s.overlap)
         else:
-            chunks = chunk_transcript(sf.abs, s.session_tokens, s.tokens, s.session_overlap)
+            chunks = chunk_transcript(sf.abs, s.session_tokens, s.tokens, s.session_overlap, s.session_context)
         out.append(_Work(sf, h, chunks))
     return out
 
@@ -244,7 +245,7 @@ class Indexer:
                 keep = stored.get(w.sf.path, set())
                 for c in w.chunks or ():
                     if (c.start_line, c.end_line, c.hash) not in keep:
-                        need.setdefault(c.hash, c.text)
+                        need.setdefault(c.text_hash, c.text)
             if need and stats.embed_error is None:
                 try:
                     vecs = await self._embed(need, stats)
@@ -285,17 +286,17 @@ class Indexer:
                     if key in current:
                         continue
                     current[key] = next_id
-                    v = vecs.get(c.hash)
+                    v = vecs.get(c.text_hash)
                     inserts.append((next_id, sf.path, sf.source, sf.session_key, c.start_line, c.end_line,
                                     c.hash, c.text, orjson.dumps(c.spans).decode() if c.spans else None,
-                                    1 if v is not None else 0))
+                                    1 if v is not None else 0, c.context))
                     if v is not None:
                         vec_rows.append((next_id, sf.source, sf.session_key, v))
                     next_id += 1
                 if inserts:
                     await self.db.executemany(
                         "INSERT INTO chunks(id, path, source, session_key, start_line, end_line, hash, text, "
-                        "spans, embedded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", inserts)
+                        "spans, embedded, context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", inserts)
                 if vec_rows and self.vectors is not None:
                     await self.vectors.insert(vec_rows)
                 await self.db.execute(
@@ -320,7 +321,7 @@ class Indexer:
                 return
             last = rows[-1][0]
             try:
-                vecs = await self._embed({h: t for _, _, _, h, t in rows}, stats)
+                vecs = await self._embed({sha256(t): t for _, _, _, _, t in rows}, stats)
             except EmbeddingError as exc:
                 stats.embed_error = str(exc)
                 stats.retry_after = exc.retry_after
@@ -339,7 +340,8 @@ class Indexer:
                 ids = [r[0] for r in rows]
                 live = {r[0] for r in await self.db.fetchall(
                     f"SELECT id FROM chunks WHERE embedded = 0 AND id IN ({','.join('?' * len(ids))})", ids)}
-                todo = [(cid, src, key, vecs[h]) for cid, src, key, h, _ in rows if cid in live and h in vecs]
+                todo = [(cid, src, key, vecs[sha256(t)]) for cid, src, key, _, t in rows
+                        if cid in live and sha256(t) in vecs]
                 await store.insert(todo)
                 await self.db.executemany("UPDATE chunks SET embedded = 1 WHERE id = ?", [(r[0],) for r in todo])
                 await self.db.commit()

@@ -144,7 +144,7 @@ class MemoryManager:
         c = self.cfg.chunking
         return IndexSettings(
             workspace=self.workspace, sessions_dir=self.sessions_dir, tokens=c.tokens, overlap=c.overlap,
-            session_tokens=c.session_tokens, session_overlap=c.session_overlap,
+            session_tokens=c.session_tokens, session_overlap=c.session_overlap, session_context=c.session_context,
             vector_backend=self.backend, cache_max_entries=self.cfg.embeddings.cache_max_entries)
 
     def _signature(self) -> str:
@@ -155,14 +155,16 @@ class MemoryManager:
             "provider": p.name, "model": p.model,
             "dims": self.cfg.embeddings.dims if p.name == "openai" else p.dims,
             "tokenizer": self.cfg.search.fts_tokenizer, "vectorBackend": self.backend,
-            "chunking": [c.tokens, c.overlap, c.session_tokens, c.session_overlap, CHUNKER_VERSION],
+            "chunking": [c.tokens, c.overlap, c.session_tokens, c.session_overlap, c.session_context,
+                         CHUNKER_VERSION],
         }, option=orjson.OPT_SORT_KEYS).decode()
 
     def _options(self) -> SearchOptions:
         s = self.cfg.search
         return SearchOptions(mode=s.mode, fusion=s.fusion, rrf_k=s.rrf_k, text_weight=s.text_weight,
                              vector_weight=s.vector_weight, candidate_multiplier=s.candidate_multiplier,
-                             snippet_chars=s.snippet_chars, tokenizer=self.tokenizer)
+                             snippet_chars=s.snippet_chars, tokenizer=self.tokenizer,
+                             context_weight=s.context_weight, segment_weight=s.segment_weight)
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     async def open(self) -> None:

@@ -3,8 +3,8 @@
     meta              key → value (index signature, FTS tokenizer, vector backend and dims, generation, last sync)
     files             one row per indexed file: size, mtime, content hash
     chunks            text, path, source, session key, 1-based inclusive line range, sha256, message spans,
-                      whether its vector is stored (`embedded`)
-    chunks_fts        FTS5 over chunks.text (external content; kept in step by triggers)
+                      whether its vector is stored (`embedded`), context (neighbouring text, search only)
+    chunks_fts        FTS5 over chunks.text and chunks.context (external content; kept in step by triggers)
     chunks_vec        vec0 (cosine; `source` partition key, `session_key` metadata) — or, without
                       sqlite-vec, a plain table of float32 BLOBs searched with numpy
     embedding_cache   (provider, model, text hash) → vector; pruned oldest-first
@@ -102,6 +102,29 @@ async def _m005_embedding_cache(db: Database, p: SchemaParams) -> None:
     )
 
 
+async def _m006_chunk_context(db: Database, p: SchemaParams) -> None:
+    """Chunks get a `context` (neighbouring text) that full-text search sees in a second, lighter column."""
+    tok = TOKENIZERS[(await get_meta(db, "fts_tokenizer")) or p.tokenizer]
+    await db.execute("ALTER TABLE chunks ADD COLUMN context TEXT NOT NULL DEFAULT ''")
+    await db.execute("DROP TRIGGER IF EXISTS chunks_fts_ai")
+    await db.execute("DROP TRIGGER IF EXISTS chunks_fts_ad")
+    await db.execute("DROP TABLE IF EXISTS chunks_fts")
+    await db.execute(
+        f"CREATE VIRTUAL TABLE chunks_fts USING fts5(text, context, content='chunks', content_rowid='id', "
+        f"tokenize='{tok}')"
+    )
+    await db.execute(
+        "CREATE TRIGGER chunks_fts_ai AFTER INSERT ON chunks BEGIN "
+        "INSERT INTO chunks_fts(rowid, text, context) VALUES (new.id, new.text, new.context); END"
+    )
+    await db.execute(
+        "CREATE TRIGGER chunks_fts_ad AFTER DELETE ON chunks BEGIN "
+        "INSERT INTO chunks_fts(chunks_fts, rowid, text, context) "
+        "VALUES ('delete', old.id, old.text, old.context); END"
+    )
+    await db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
+
+
 Migration = Callable[[Database, SchemaParams], Awaitable[None]]
 
 MIGRATIONS: list[tuple[str, Migration]] = [
@@ -110,6 +133,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("003_chunks", _m003_chunks),
     ("004_chunks_fts", _m004_fts),
     ("005_embedding_cache", _m005_embedding_cache),
+    ("006_chunk_context", _m006_chunk_context),
 ]
 
 

@@ -195,11 +195,11 @@ class SnippetContext:
         return cls(terms, term_weights(terms, texts), _term_patterns(terms))
 
 
-def _segments(text: str, spans: Sequence[Sequence[int]] | None) -> list[str]:
+def _segments(text: str, spans: Sequence[Sequence[int]] | None, context: str) -> list[tuple[str, bool]]:
+    """(segment, is core) in reading order: transcript messages (core and neighbours), or markdown lines."""
     if spans:
-        offs = [int(s[1]) for s in spans] + [len(text) + 1]
-        return [text[offs[i]:offs[i + 1] - 1] for i in range(len(spans))]
-    return text.split("\n")
+        return [((text if where == 0 else context)[a:b], where == 0) for _line, where, a, b in spans]
+    return [(line, True) for line in text.split("\n")]
 
 
 def _score(seg: str, ctx: SnippetContext) -> Segment:
@@ -233,15 +233,24 @@ def _cut_around(text: str, pos: int, limit: int) -> str:
     return piece[:limit]
 
 
-def snippet(text: str, spans: Sequence[Sequence[int]] | None, ctx: SnippetContext, limit: int = 700) -> str:
-    if len(text) <= limit:
-        return text
-    segs = [_score(s, ctx) for s in _segments(text, spans)]
-    scored = [i for i, s in enumerate(segs) if s.score > 0 and s.text.strip()]
-    if not scored:
-        best = next((i for i, s in enumerate(segs) if s.text.strip()), 0)
-    else:
+def window_text(text: str, spans: Sequence[Sequence[int]] | None, context: str) -> str:
+    return "\n".join(seg for seg, _ in _segments(text, spans, context))
+
+
+def snippet(text: str, spans: Sequence[Sequence[int]] | None, ctx: SnippetContext, limit: int = 700,
+            context: str = "") -> str:
+    """The best ≤ `limit` characters of a chunk: around its best-matching core segment, whole segments."""
+    raw = _segments(text, spans, context)
+    if sum(len(seg) + 1 for seg, _ in raw) - 1 <= limit:
+        return "\n".join(seg for seg, _ in raw)
+    segs = [_score(seg, ctx) for seg, _ in raw]
+    core = [i for i, (_, is_core) in enumerate(raw) if is_core and segs[i].text.strip()]
+    # Lead with the core's best match (neighbours then fill the room around it).
+    scored = [i for i in core if segs[i].score > 0]
+    if scored:
         best = max(scored, key=lambda i: (segs[i].score, -i))
+    else:
+        best = core[0] if core else 0
     if len(segs[best].text) >= limit:
         return _cut_around(segs[best].text, segs[best].first_hit, limit)
     chosen = {best}
@@ -250,20 +259,20 @@ def snippet(text: str, spans: Sequence[Sequence[int]] | None, ctx: SnippetContex
     while True:
         options = []
         if lo >= 0 and used + 1 + len(segs[lo].text) <= limit:
-            options.append((segs[lo].score, 0, lo))
+            options.append((raw[lo][1], segs[lo].score, 0, lo))
         if hi < len(segs) and used + 1 + len(segs[hi].text) <= limit:
-            options.append((segs[hi].score, 1, hi))
+            options.append((raw[hi][1], segs[hi].score, 1, hi))
         if not options:
             break
-        _, _, pick = max(options)  # the better-matching neighbour; on a tie, the following one
+        # Core before neighbours; then the better-matching side; on a tie, the following one.
+        pick = max(options)[3]
         chosen.add(pick)
         used += 1 + len(segs[pick].text)
         if pick == lo:
             lo -= 1
         else:
             hi += 1
-    out = "\n".join(segs[i].text for i in sorted(chosen))
-    return out[:limit]
+    return "\n".join(segs[i].text for i in sorted(chosen))[:limit]
 
 
 # ---- the search itself -----------------------------------------------------------------------------
@@ -278,6 +287,8 @@ class SearchOptions:
     candidate_multiplier: int = 4
     snippet_chars: int = 700
     tokenizer: str = "unicode61"
+    context_weight: float = 0.3
+    segment_weight: float = 0.0
 
 
 class Searcher:
@@ -314,8 +325,8 @@ class Searcher:
             where.append("(c.source = 'memory' OR c.session_key = ?)")
             params.append(session_key)
         rows = await self.db.fetchall(
-            "SELECT f.rowid, bm25(chunks_fts) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
-            f"WHERE {' AND '.join(where)} ORDER BY r LIMIT ?", (*params, int(n)))
+            "SELECT f.rowid, bm25(chunks_fts, 1.0, ?) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
+            f"WHERE {' AND '.join(where)} ORDER BY r LIMIT ?", (float(self.opts.context_weight), *params, int(n)))
         hits = [(int(r[0]), float(r[1])) for r in rows]
         if self.opts.tokenizer == "trigram" and len(hits) < n:
             hits += await self._cjk_bigrams(terms, n - len(hits), {h[0] for h in hits}, where[1:], params[1:],
@@ -381,31 +392,46 @@ class Searcher:
             cands = single_list_scores(fts_hits, "fts")
         else:
             cands = single_list_scores(vec_hits, "vector")
-        cands = [c for c in cands if c.score >= min_score]
-        results = await self._materialise(cands, k, terms)
+        results = await self._materialise(cands, k, terms, min_score, rerank=used != "vector")
         out: dict[str, Any] = {"results": results, "mode": used, "embeddings": emb}
         if degraded:
             out["degraded"] = "; ".join(degraded)
         return out
 
-    async def _materialise(self, cands: list[Candidate], k: int, terms: Sequence[str]) -> list[dict[str, Any]]:
+    async def _materialise(self, cands: list[Candidate], k: int, terms: Sequence[str], min_score: float,
+                           rerank: bool) -> list[dict[str, Any]]:
         rows: dict[int, tuple] = {}
-        pool = cands[: k * 2]  # a few spare in case some rows vanished since the candidates were listed
+        # The pool to re-rank (and a few spare in case rows vanished since the candidates were listed).
+        pool = cands[: max(k * 3, 20)] if rerank and self.opts.segment_weight > 0 else cands[: k * 2]
         if pool:
             ids = [c.id for c in pool]
             for r in await self.db.fetchall(
-                    "SELECT id, path, source, session_key, start_line, end_line, text, spans FROM chunks "
+                    "SELECT id, path, source, session_key, start_line, end_line, text, spans, context FROM chunks "
                     f"WHERE id IN ({','.join('?' * len(ids))})", ids):
                 rows[int(r[0])] = r
-        picked = [(c, rows[c.id]) for c in pool if c.id in rows][:k]
-        ctx = SnippetContext.build(terms, [r[6] for _, r in picked])
+        live = [(c, rows[c.id]) for c in pool if c.id in rows]
+        ctx = SnippetContext.build(terms, [r[6] for _, r in live])
+        if rerank and self.opts.segment_weight > 0 and live:
+            # Reward chunks where the query's words meet in one message (or line): the best single
+            # segment's weighted match, relative to the pool's best, blended into the fused score.
+            best = []
+            for c, r in live:
+                spans = orjson.loads(r[7]) if r[7] else None
+                best.append(max((_score(seg, ctx).score for seg, core in _segments(r[6], spans, r[8]) if core),
+                                default=0.0))
+            top = max(best) or 1.0
+            w = self.opts.segment_weight
+            for (c, _), b in zip(live, best):
+                c.score = (c.score + w * b / top) / (1.0 + w)
+            live.sort(key=lambda cr: -cr[0].score)
+        picked = [(c, r) for c, r in live if c.score >= min_score][:k]
         out = []
         for c, r in picked:
             spans = orjson.loads(r[7]) if r[7] else None
             item: dict[str, Any] = {
                 "path": r[1], "source": r[2], "startLine": int(r[4]), "endLine": int(r[5]),
                 "score": round(float(c.score), 6),
-                "snippet": snippet(r[6], spans, ctx, self.opts.snippet_chars),
+                "snippet": snippet(r[6], spans, ctx, self.opts.snippet_chars, r[8]),
             }
             if r[3]:
                 item["sessionKey"] = r[3]
