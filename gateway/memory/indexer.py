@@ -12,6 +12,7 @@ work on the aiosqlite thread, embedding in the provider's thread: the event loop
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,14 +198,25 @@ class Indexer:
         total = len(todo)
         if progress and total:
             progress(0, total)
-        # Batches bounded by file count; chunk counts are bounded inside _write_batch.
-        for i in range(0, total, BATCH_FILES):
-            batch = todo[i:i + BATCH_FILES]
-            works = await asyncio.to_thread(_read_and_chunk, batch, known, force, s)
-            await self._write_batch(works, known, stats)
-            done += len(batch)
-            if progress:
-                progress(done, total)
+        # Pipeline: while one batch is written (SQLite thread), the next is read, chunked and embedded
+        # (worker threads), so both cores stay busy on a large sync.
+        batches = [todo[i:i + BATCH_FILES] for i in range(0, total, BATCH_FILES)]
+        nxt = asyncio.create_task(self._prepare(batches[0], known, force, stats)) if batches else None
+        try:
+            for bi in range(len(batches)):
+                assert nxt is not None
+                works, vecs = await nxt
+                nxt = (asyncio.create_task(self._prepare(batches[bi + 1], known, force, stats))
+                       if bi + 1 < len(batches) else None)
+                await self._write_batch(works, known, vecs, stats)
+                done += len(batches[bi])
+                if progress:
+                    progress(done, total)
+        finally:
+            if nxt is not None and not nxt.done():
+                nxt.cancel()
+                with contextlib.suppress(BaseException):
+                    await nxt
 
         if self.embeds and stats.embed_error is None:
             await self.fill_missing(stats)
@@ -224,10 +236,12 @@ class Indexer:
         stats.duration_ms = int((time.perf_counter() - t0) * 1000)
         return stats
 
-    async def _write_batch(self, works: list[_Work], known: dict[str, tuple[int, int, str]],
-                           stats: SyncStats) -> None:
+    async def _prepare(self, batch: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
+                       stats: SyncStats) -> tuple[list[_Work], dict[str, np.ndarray]]:
+        """Read, hash and chunk a batch of files; embed the chunks that are new."""
+        works = await asyncio.to_thread(_read_and_chunk, batch, known, force, self.s)
         changed = [w for w in works if w.chunks is not None]
-        # What is stored already for the changed files (to keep identical chunks and their vectors).
+        # What is stored already for the changed files (identical chunks keep their rows and vectors).
         stored: dict[str, set[tuple[int, int, str]]] = {}
         known_changed = [w.sf.path for w in changed if w.sf.path in known]
         for i in range(0, len(known_changed), 500):
@@ -253,34 +267,35 @@ class Indexer:
                     stats.embed_error = str(exc)
                     stats.retry_after = exc.retry_after
                     log.warning("memory_embedding_failed", error=str(exc), note="indexed full text; vectors retried later")
-            if vecs:
-                dims = int(next(iter(vecs.values())).shape[0])
-                try:
-                    await self._vector_store(dims)
-                except EmbeddingError as exc:
-                    stats.embed_error = str(exc)
-                    vecs = {}
+        return works, vecs
 
+    async def _write_batch(self, works: list[_Work], known: dict[str, tuple[int, int, str]],
+                           vecs: dict[str, np.ndarray], stats: SyncStats) -> None:
+        if vecs:
+            dims = int(next(iter(vecs.values())).shape[0])
+            try:
+                await self._vector_store(dims)
+            except EmbeddingError as exc:
+                stats.embed_error = str(exc)
+                vecs = {}
         now = now_iso()
         await self.db.begin()
         try:
             next_id = int(await self.db.scalar("SELECT max(id) FROM chunks", default=0)) + 1
+            touched, stale, inserts, vec_rows, file_rows = [], [], [], [], []
             for w in works:
                 sf = w.sf
                 if w.chunks is None:
-                    await self.db.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?",
-                                          (sf.size, sf.mtime_ns, sf.path))
+                    touched.append((sf.size, sf.mtime_ns, sf.path))
                     stats.unchanged += 1
                     continue
-                rows = await self.db.fetchall(
-                    "SELECT id, start_line, end_line, hash FROM chunks WHERE path = ?", (sf.path,)
-                ) if sf.path in known else []
-                current = {(a, b, h): cid for cid, a, b, h in rows}
+                current: dict[tuple[int, int, str], int] = {}
+                if sf.path in known:
+                    for cid, a, b, h in await self.db.fetchall(
+                            "SELECT id, start_line, end_line, hash FROM chunks WHERE path = ?", (sf.path,)):
+                        current[(a, b, h)] = cid
                 wanted = {(c.start_line, c.end_line, c.hash) for c in w.chunks}
-                stale = [cid for key, cid in current.items() if key not in wanted]
-                if stale:
-                    await self.db.executemany("DELETE FROM chunks WHERE id = ?", [(cid,) for cid in stale])
-                inserts, vec_rows = [], []
+                stale.extend((cid,) for key, cid in current.items() if key not in wanted)
                 for c in w.chunks:
                     key = (c.start_line, c.end_line, c.hash)
                     if key in current:
@@ -293,18 +308,24 @@ class Indexer:
                     if v is not None:
                         vec_rows.append((next_id, sf.source, sf.session_key, v))
                     next_id += 1
-                if inserts:
-                    await self.db.executemany(
-                        "INSERT INTO chunks(id, path, source, session_key, start_line, end_line, hash, text, "
-                        "spans, embedded, context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", inserts)
-                if vec_rows and self.vectors is not None:
-                    await self.vectors.insert(vec_rows)
-                await self.db.execute(
-                    "INSERT OR REPLACE INTO files(path, source, session_key, size, mtime_ns, hash, chunks, "
-                    "indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (sf.path, sf.source, sf.session_key, sf.size, sf.mtime_ns, w.file_hash, len(w.chunks), now))
+                file_rows.append((sf.path, sf.source, sf.session_key, sf.size, sf.mtime_ns, w.file_hash,
+                                  len(w.chunks), now))
                 stats.indexed += 1
                 stats.changed = True
+            if touched:
+                await self.db.executemany("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?", touched)
+            if stale:
+                await self.db.executemany("DELETE FROM chunks WHERE id = ?", stale)
+            if inserts:
+                await self.db.executemany(
+                    "INSERT INTO chunks(id, path, source, session_key, start_line, end_line, hash, text, "
+                    "spans, embedded, context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", inserts)
+            if vec_rows and self.vectors is not None:
+                await self.vectors.insert(vec_rows)
+            if file_rows:
+                await self.db.executemany(
+                    "INSERT OR REPLACE INTO files(path, source, session_key, size, mtime_ns, hash, chunks, "
+                    "indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", file_rows)
             await self.db.commit()
         except BaseException:
             await self.db.rollback()

@@ -137,6 +137,7 @@ class MemoryManager:
         self._opened = False
         self._closed = False
         self._startup: asyncio.Future | None = None
+        self._warm_task: asyncio.Task | None = None
         self._old_vectors_ok = True
 
     # ---- configuration-derived -----------------------------------------------------------------------
@@ -205,6 +206,8 @@ class MemoryManager:
             # Searches wait for this first sync (see _sync_if_dirty): right after a start the index
             # may lag the files, and the first chat turn should recall what is on disk.
             self._startup = self._request(force=False, memory=True, sessions=True).future
+            self._warm_task = asyncio.create_task(self._warm_after(self._startup))
+            self._warm_task.add_done_callback(_log_task_failure)
         else:
             self._dirty_memory = self._dirty_all_sessions = True
         if self.cfg.sync.watch:
@@ -256,6 +259,10 @@ class MemoryManager:
                 await asyncio.wait_for(self._watch_task, timeout=5)
             except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
                 self._watch_task.cancel()
+        if self._warm_task is not None and not self._warm_task.done():
+            self._warm_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._warm_task
         if self._runner is not None and not self._runner.done():
             self._runner.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -271,6 +278,25 @@ class MemoryManager:
         if self.provider is not None:
             with contextlib.suppress(Exception):
                 await self.provider.close()
+
+    async def _warm_after(self, fut: asyncio.Future) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.shield(fut)
+        if not self._closed:
+            await self.warm()
+
+    async def warm(self) -> None:
+        """Load what searches need (the local model, the vector matrix of a large index) ahead of the
+        first search. Safe to call any time; cheap when already warm."""
+        if self._closed or not self.cfg.enabled or self.provider is None:
+            return
+        warm_model = getattr(self.provider, "warm", None)
+        if warm_model is not None:
+            await warm_model()
+        async with self._gate.shared():
+            if self.searcher is not None and self.searcher.vectors is not None and self.reader is not None:
+                gen = await get_meta(self.reader, "generation", "0") or "0"
+                await self.searcher.vectors.warm(gen, self._counts["vectors"])
 
     # ---- sync orchestration ------------------------------------------------------------------------
     def _request(self, *, force: bool, memory: bool, sessions: bool | set[str], progress=None) -> _Request:
@@ -475,7 +501,8 @@ class MemoryManager:
         if not self.cfg.sync.on_search:
             return
         if self._startup is not None:
-            if not self._startup.done():
+            # Not for a rebuild: the old index answers meanwhile.
+            if not self._startup.done() and not self._needs_rebuild:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._startup)
             self._startup = None

@@ -165,15 +165,16 @@ def term_weights(terms: Sequence[str], texts: Iterable[str]) -> dict[str, float]
     return out
 
 
-def _term_patterns(terms: Sequence[str]) -> list[tuple[str, re.Pattern[str]]]:
-    pats = []
-    for t in terms:
-        if _is_cjk(t):
-            pats.append((t, re.compile(re.escape(t))))
-        else:
-            stem = light_stem(t)
-            pats.append((t, re.compile(r"(?<!\w)" + re.escape(stem), re.IGNORECASE)))
-    return pats
+def _term_needles(terms: Sequence[str]) -> list[tuple[str, str, bool]]:
+    """(term, lowercase needle, must start a word): light stems match inflections as a prefix."""
+    return [(t, t, False) if _is_cjk(t) else (t, light_stem(t), True) for t in terms]
+
+
+def _find(hay: str, needle: str, word_start: bool) -> int:
+    i = hay.find(needle)
+    while i > 0 and word_start and (hay[i - 1].isalnum() or hay[i - 1] == "_"):
+        i = hay.find(needle, i + 1)
+    return i
 
 
 @dataclass
@@ -187,12 +188,12 @@ class Segment:
 class SnippetContext:
     terms: list[str]
     weights: dict[str, float] = field(default_factory=dict)
-    patterns: list[tuple[str, re.Pattern[str]]] = field(default_factory=list)
+    needles: list[tuple[str, str, bool]] = field(default_factory=list)
 
     @classmethod
     def build(cls, terms: Sequence[str], texts: Iterable[str]) -> "SnippetContext":
         terms = list(terms)
-        return cls(terms, term_weights(terms, texts), _term_patterns(terms))
+        return cls(terms, term_weights(terms, texts), _term_needles(terms))
 
 
 def _segments(text: str, spans: Sequence[Sequence[int]] | None, context: str) -> list[tuple[str, bool]]:
@@ -204,12 +205,13 @@ def _segments(text: str, spans: Sequence[Sequence[int]] | None, context: str) ->
 
 def _score(seg: str, ctx: SnippetContext) -> Segment:
     s = Segment(seg)
-    for term, pat in ctx.patterns:
-        m = pat.search(seg)
-        if m:
+    low = seg.lower()
+    for term, needle, word_start in ctx.needles:
+        i = _find(low, needle, word_start)
+        if i >= 0:
             s.score += ctx.weights.get(term, 1.0)
-            if s.first_hit < 0 or m.start() < s.first_hit:
-                s.first_hit = m.start()
+            if s.first_hit < 0 or i < s.first_hit:
+                s.first_hit = i
     return s
 
 

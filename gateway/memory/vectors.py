@@ -87,6 +87,12 @@ class VectorStore:
         self._matrix = m
         return m
 
+    async def warm(self, generation: str, count: int) -> None:
+        """Load the matrix now if searches will use it (so the first search does not wait or scan)."""
+        if self.backend == "numpy" or count > MATRIX_THRESHOLD:
+            if self._matrix is None or self._matrix.generation != generation:
+                await self._load(generation)
+
     def _start_load(self, generation: str) -> None:
         if self._loading is None or self._loading.done():
             self._loading = asyncio.create_task(self._load(generation))

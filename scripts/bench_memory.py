@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Memory index throughput and latency on synthetic notes and transcripts.
+
+For each size (chunks; default 1k, 10k, 100k), in a fresh state dir and a fresh process (so peak RSS
+is per size): write synthetic memory notes (about one chunk each) and transcripts (about ten chunks
+each), run a full sync with the configured embedder (local WordLlama by default), then a no-op re-sync,
+then search latency (hybrid, fts, vector) over generated queries. Separately, a no-op re-sync of 10,000
+files. Prints a table and writes JSON.
+
+    .venv/bin/python scripts/bench_memory.py                    # 1000,10000,100000
+    .venv/bin/python scripts/bench_memory.py --sizes 1000,10000 --queries 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+WORDS = """time person year way day thing man world life hand part child eye woman place work week case
+point government company number group problem fact garden kitchen coffee bicycle river mountain train
+station ticket doctor appointment birthday present sister brother mother father friend neighbour dog cat
+school teacher lesson guitar piano concert festival holiday beach island forest camping tent hiking boots
+recipe pasta bread cheese market vegetables tomato garlic onion soup dinner lunch breakfast project
+deadline meeting manager client contract invoice budget report presentation laptop keyboard screen phone
+battery charger password account bank loan mortgage rent apartment house roof window door garage car
+tyres engine insurance passport visa flight airport hotel museum painting gallery photo camera lens book
+novel chapter author library poem song album movie series episode actor theatre tickets football match
+team coach training marathon running swimming yoga gym diet sleep dream plan idea question answer""".split()
+NAMES = "Ana Ben Chloe Dev Emma Finn Gita Hugo Iris Jon Kai Lena Marco Nia Omar Pia Quinn Rosa Sam Tara".split()
+
+
+def sentence(rng: random.Random, n: int) -> str:
+    words = [rng.choice(WORDS) for _ in range(n)]
+    if rng.random() < 0.5:
+        words.insert(rng.randrange(len(words)), rng.choice(NAMES))
+    words.append(f"#{rng.randrange(10**6)}")  # makes texts unique, so nothing comes from the cache
+    return " ".join(words).capitalize() + "."
+
+
+def generate(cfg, chunks: int, rng: random.Random) -> tuple[int, int]:
+    """Write ~`chunks` chunks: 40% memory notes of one chunk, 60% transcripts of ~10 chunks."""
+    from gateway.sessions.transcript import append_sync, header, message_record
+
+    ws = cfg.workspace_dir / "memory"
+    sd = cfg.sessions_dir()
+    ws.mkdir(parents=True, exist_ok=True)
+    sd.mkdir(parents=True, exist_ok=True)
+    notes = int(chunks * 0.4)
+    for i in range(notes):
+        d = ws / f"{i // 500:03d}"
+        d.mkdir(exist_ok=True)
+        body = "\n".join(sentence(rng, 14) for _ in range(8))
+        (d / f"note-{i:06d}.md").write_text(f"# Note {i}\n\n{body}\n")
+    sessions = max(1, int(chunks * 0.6 / 10))
+    for s in range(sessions):
+        key = f"bench-{s:06d}"
+        recs = [header(key, "main")]
+        for m in range(50):
+            recs.append(message_record(f"{key}-{m}", "user" if m % 2 == 0 else "assistant", sentence(rng, 22)))
+        append_sync(sd / f"{key}.jsonl", recs)
+    return notes, sessions
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p * (len(s) - 1))))] if s else 0.0
+
+
+async def one_size(chunks: int, queries: int, seed: int) -> dict:
+    from gateway.config import load_config
+    from gateway.memory.manager import MemoryManager
+
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory(prefix=f"bench-memory-{chunks}-") as tmp:
+        cfg = load_config({"stateDir": tmp, "memory.sync.onStart": False, "memory.sync.watch": False}, env={})
+        t = time.perf_counter()
+        notes, sessions = generate(cfg, chunks, rng)
+        gen_s = time.perf_counter() - t
+        mgr = MemoryManager(cfg)
+        await mgr.open()
+        try:
+            t = time.perf_counter()
+            full = await mgr.sync()
+            full_s = time.perf_counter() - t
+            st = await mgr.status()
+            t = time.perf_counter()
+            noop = await mgr.sync()
+            noop_s = time.perf_counter() - t
+            await mgr.warm()
+            qs = [" ".join(rng.choice(WORDS + NAMES) for _ in range(rng.randint(2, 7))) for _ in range(queries)]
+            lat: dict[str, dict] = {}
+            for mode in ("hybrid", "fts", "vector"):
+                for q in qs[:10]:  # warm caches
+                    await mgr.search(q, k=6, mode=mode)
+                times = []
+                for q in qs:
+                    t = time.perf_counter()
+                    await mgr.search(q, k=6, mode=mode)
+                    times.append((time.perf_counter() - t) * 1000)
+                lat[mode] = {"p50Ms": round(statistics.median(times), 2), "p95Ms": round(pct(times, 0.95), 2)}
+        finally:
+            await mgr.close()
+    return {
+        "size": chunks, "files": st["files"], "chunks": st["chunks"], "notes": notes, "sessions": sessions,
+        "generateS": round(gen_s, 2), "fullSyncS": round(full_s, 2),
+        "chunksPerS": round(st["chunks"] / full_s, 1), "embedded": full["chunksEmbedded"],
+        "noopSyncMs": round(noop_s * 1000, 1), "noopUnchanged": noop["unchanged"],
+        "search": lat, "vectorBackend": st["vector"]["backend"],
+        "peakRssMb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+async def noop_files(files: int, seed: int) -> dict:
+    from gateway.config import load_config
+    from gateway.memory.manager import MemoryManager
+
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory(prefix="bench-memory-noop-") as tmp:
+        cfg = load_config({"stateDir": tmp, "memory.sync.onStart": False, "memory.sync.watch": False}, env={})
+        ws = cfg.workspace_dir / "memory"
+        for i in range(files):
+            d = ws / f"{i // 1000:02d}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / f"n{i:05d}.md").write_text(sentence(rng, 10) + "\n")
+        mgr = MemoryManager(cfg)
+        await mgr.open()
+        try:
+            await mgr.sync()
+            times = []
+            for _ in range(3):
+                t = time.perf_counter()
+                res = await mgr.sync()
+                times.append(time.perf_counter() - t)
+                assert res["unchanged"] == files and res["indexed"] == 0, res
+        finally:
+            await mgr.close()
+    return {"files": files, "noopSyncMs": round(statistics.median(times) * 1000, 1)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1000,10000,100000", help="comma-separated chunk counts")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--noop-files", type=int, default=10_000, help="files for the no-op re-sync case (0: skip)")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # run one size in this process, print JSON
+    ap.add_argument("--one-noop", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(asyncio.run(one_size(args.one, args.queries, args.seed))))
+        return 0
+    if args.one_noop:
+        print(json.dumps(asyncio.run(noop_files(args.one_noop, args.seed))))
+        return 0
+
+    results = []
+    for size in [int(s) for s in args.sizes.split(",") if s]:
+        print(f"size {size} …", file=sys.stderr)
+        out = subprocess.run([sys.executable, __file__, "--one", str(size), "--queries", str(args.queries),
+                              "--seed", str(args.seed)], capture_output=True, text=True, check=True)
+        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    noop = None
+    if args.noop_files:
+        print(f"no-op re-sync of {args.noop_files} files …", file=sys.stderr)
+        out = subprocess.run([sys.executable, __file__, "--one-noop", str(args.noop_files), "--seed", str(args.seed)],
+                             capture_output=True, text=True, check=True)
+        noop = json.loads(out.stdout.strip().splitlines()[-1])
+
+    print(f"{'chunks':>8} {'files':>7} {'sync s':>8} {'chunks/s':>9} {'noop ms':>8} "
+          f"{'hyb p50':>8} {'hyb p95':>8} {'fts p50':>8} {'fts p95':>8} {'vec p50':>8} {'vec p95':>8} {'RSS MB':>7}")
+    for r in results:
+        s = r["search"]
+        print(f"{r['chunks']:>8} {r['files']:>7} {r['fullSyncS']:>8} {r['chunksPerS']:>9} {r['noopSyncMs']:>8} "
+              f"{s['hybrid']['p50Ms']:>8} {s['hybrid']['p95Ms']:>8} {s['fts']['p50Ms']:>8} {s['fts']['p95Ms']:>8} "
+              f"{s['vector']['p50Ms']:>8} {s['vector']['p95Ms']:>8} {r['peakRssMb']:>7}")
+    if noop:
+        print(f"no-op re-sync of {noop['files']} files: {noop['noopSyncMs']} ms")
+    path = args.out or ROOT / "bench-results" / f"memory-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"sizes": results, "noop": noop}, indent=2))
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
