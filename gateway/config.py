@@ -101,7 +101,7 @@ class EmbeddingsConfig:
     timeout: float = _f(30.0, ge=0.1)
     max_retries: int = _f(2, ge=0, le=10)
     fallback: str = _f("none", choices=("local", "openai", "none"),
-                       doc="provider used when the primary fails")
+                       doc="provider used when the configured one cannot be set up (no API key, …)")
     cache_max_entries: int = _f(200_000, ge=0)
 
 

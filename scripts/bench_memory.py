@@ -3,8 +3,8 @@
 
 For each size (chunks; default 1k, 10k, 100k), in a fresh state dir and a fresh process (so peak RSS
 is per size): write synthetic memory notes (about one chunk each) and transcripts (about ten chunks
-each), run a full sync with the configured embedder (local WordLlama by default), then a no-op re-sync,
-then search latency (hybrid, fts, vector) over generated queries. Separately, a no-op re-sync of 10,000
+each) whose words follow Zipf's law over a 30k-word vocabulary (like real text), run a full sync with the configured embedder (local WordLlama by default), then a no-op re-sync,
+then search latency (hybrid, fts, vector) over generated queries of 2-6 content words. Separately, a no-op re-sync of 10,000
 files. Prints a table and writes JSON.
 
     .venv/bin/python scripts/bench_memory.py                    # 1000,10000,100000
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import json
 import random
 import resource
@@ -41,12 +42,45 @@ team coach training marathon running swimming yoga gym diet sleep dream plan ide
 NAMES = "Ana Ben Chloe Dev Emma Finn Gita Hugo Iris Jon Kai Lena Marco Nia Omar Pia Quinn Rosa Sam Tara".split()
 
 
+def _vocabulary(size: int = 30_000) -> list[str]:
+    """WORDS first, then pronounceable pseudo-words: a vocabulary to draw from with Zipf's law."""
+    syl = [c + v for c in "bcdfghjklmnprstvwz" for v in "aeiou"]
+    r = random.Random(1234)
+    out = list(dict.fromkeys(WORDS))
+    seen = set(out)
+    while len(out) < size:
+        w = "".join(r.choice(syl) for _ in range(r.randint(2, 4)))
+        if w not in seen:
+            seen.add(w)
+            out.append(w)
+    return out
+
+
+VOCAB = _vocabulary()
+# Zipf (s = 1.07) over the vocabulary, like the word frequencies of real text.
+_CUM: list[float] = []
+_acc = 0.0
+for _rank in range(1, len(VOCAB) + 1):
+    _acc += 1.0 / _rank ** 1.07
+    _CUM.append(_acc)
+
+
+def words(rng: random.Random, n: int, skip: int = 0) -> list[str]:
+    lo = _CUM[skip - 1] if skip else 0.0
+    return [VOCAB[bisect.bisect_left(_CUM, lo + rng.random() * (_CUM[-1] - lo))] for _ in range(n)]
+
+
 def sentence(rng: random.Random, n: int) -> str:
-    words = [rng.choice(WORDS) for _ in range(n)]
+    ws = words(rng, n)
     if rng.random() < 0.5:
-        words.insert(rng.randrange(len(words)), rng.choice(NAMES))
-    words.append(f"#{rng.randrange(10**6)}")  # makes texts unique, so nothing comes from the cache
-    return " ".join(words).capitalize() + "."
+        ws.insert(rng.randrange(len(ws)), rng.choice(NAMES))
+    ws.append(f"#{rng.randrange(10**6)}")  # makes texts unique, so nothing comes from the cache
+    return " ".join(ws).capitalize() + "."
+
+
+def query(rng: random.Random) -> str:
+    """A few content words (the most frequent words are like stopwords: people do not search for them)."""
+    return " ".join(words(rng, rng.randint(2, 6), skip=100))
 
 
 def generate(cfg, chunks: int, rng: random.Random) -> tuple[int, int]:
@@ -99,7 +133,7 @@ async def one_size(chunks: int, queries: int, seed: int) -> dict:
             noop = await mgr.sync()
             noop_s = time.perf_counter() - t
             await mgr.warm()
-            qs = [" ".join(rng.choice(WORDS + NAMES) for _ in range(rng.randint(2, 7))) for _ in range(queries)]
+            qs = [query(rng) for _ in range(queries)]
             lat: dict[str, dict] = {}
             for mode in ("hybrid", "fts", "vector"):
                 for q in qs[:10]:  # warm caches

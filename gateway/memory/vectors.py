@@ -4,7 +4,7 @@ Backends (reported as `memory.status.vector.backend`):
 
 - `sqlite-vec`: a vec0 table (`source` partition key, `session_key` metadata column). Small indexes are
   searched in SQL. sqlite-vec scans every vector on each query (about 0.5 µs per 256-d vector here), so
-  above MATRIX_THRESHOLD vectors the search uses an in-memory float32 matrix loaded from the same table
+  above MATRIX_THRESHOLD (4,096) vectors the search uses an in-memory float32 matrix loaded from the same table
   (numpy, ~10× faster), reloaded in the background when the index generation changes; SQL answers until
   the first load is done.
 - `numpy`: float32 BLOBs in a plain table, always searched with the in-memory matrix.
@@ -23,7 +23,7 @@ from .db import Database
 
 log = structlog.get_logger("gateway.memory")
 
-MATRIX_THRESHOLD = 20_000
+MATRIX_THRESHOLD = 4_096
 
 
 @dataclass
