@@ -172,6 +172,7 @@ class Services:
     async def close(self) -> None:
         await self.provider.close()
         for a in self.agents.values():
+            await a.sessions.close()
             if a.memory is not None:
                 await a.memory.close()
 

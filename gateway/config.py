@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, get_args, get_origin, get_type_hints
 
+from .schema import AGENT_ID
+
 
 class ConfigError(ValueError):
     """A configuration value is invalid. The message starts with the key."""
@@ -59,6 +61,7 @@ class ServerConfig:
     auth_timeout: float = _f(10.0, ge=0.1, doc="seconds to authenticate after connecting")
     shutdown_grace: float = _f(5.0, ge=0.0, doc="seconds running chats get to finish on shutdown")
     auth_failures_per_minute: int = _f(10, ge=1, doc="failed auths per peer address before rate limiting")
+    max_unauthenticated: int = _f(64, ge=1, doc="connections still authenticating (refused with 503 beyond)")
 
 
 @dataclass
@@ -88,6 +91,8 @@ class SessionsConfig:
     ephemeral_max_age_hours: float = _f(48.0, ge=0.0, doc="ephemeral sessions idle longer are deleted")
     ephemeral_max_count: int = _f(500, ge=0, doc="at most this many ephemeral sessions are kept (newest)")
     prune_interval_minutes: float = _f(10.0, ge=0.0, doc="how often to prune; 0 = at start and by sessions.prune only")
+    history_max_bytes: int = _f(2 << 20, ge=4096, doc="about how much content one sessions.history page may hold; "
+                                "keep it well under server.maxSendBuffer")
 
 
 @dataclass
@@ -218,7 +223,6 @@ ENV_VARS: dict[str, str] = {
     "JARVIS_CHAT_MODEL": "chat.model",
 }
 
-_AGENT_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
 def _coerce(key: str, value: Any, typ: Any, meta: Mapping[str, Any], from_text: bool) -> Any:
@@ -299,8 +303,8 @@ def _nest(dotted: str, value: Any) -> dict[str, Any]:
 
 
 def _validate(cfg: Config) -> None:
-    if not _AGENT_ID.match(cfg.agent_id):
-        raise ConfigError("agentId: must match [A-Za-z0-9._-]{1,64}")
+    if not re.fullmatch(AGENT_ID, cfg.agent_id):
+        raise ConfigError("agentId: must match [A-Za-z0-9._-]{1,64} and not be dots only")
     if cfg.memory.chunking.overlap >= cfg.memory.chunking.tokens:
         raise ConfigError("memory.chunking.overlap: must be smaller than memory.chunking.tokens")
     for origin in cfg.server.allowed_origins:

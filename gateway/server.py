@@ -155,6 +155,7 @@ class GatewayServer:
         self.tokens = tokens
         self.limiter = AuthLimiter(self.config.server.auth_failures_per_minute)
         self.connections: set[Connection] = set()
+        self.authenticating = 0  # connections that have not authenticated yet
         self._server: Server | None = None
         self.port = 0
         self.allowed_origins: set[str] = set()
@@ -219,6 +220,10 @@ class GatewayServer:
         if len(self.connections) >= self.config.server.max_connections:
             return _http(503, b"too many connections\n", "text/plain; charset=utf-8", {"Retry-After": "1"})
         authz = request.headers.get("Authorization")
+        if authz is None and self.authenticating >= self.config.server.max_unauthenticated:
+            # Sockets that never authenticate would otherwise hold every slot until authTimeout.
+            return _http(503, b"too many connections waiting to authenticate\n", "text/plain; charset=utf-8",
+                         {"Retry-After": "1"})
         if authz is not None:
             peer = _peer(ws)
             wait = self.limiter.blocked_for(peer)
@@ -269,8 +274,13 @@ class GatewayServer:
         self.connections.add(conn)
         conn._writer = asyncio.create_task(conn.writer())
         try:
-            if not conn.authed and not await self._authenticate(conn):
-                return
+            if not conn.authed:
+                self.authenticating += 1
+                try:
+                    if not await self._authenticate(conn):
+                        return
+                finally:
+                    self.authenticating -= 1
             ws.protocol.max_message_size = self.config.server.max_frame_bytes
             conn.log.debug("connection ready", peer=conn.peer)
             async for message in ws:

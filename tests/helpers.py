@@ -170,13 +170,14 @@ class GatewayProcess:
         import re
         import time
 
+        offset = self.log.stat().st_size if self.log.exists() else 0  # a restart appends to the log
         fh = open(self.log, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port), "--log-format", "json"],
             cwd=ROOT, env=self.env, stdout=fh, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            text = self.log.read_text(errors="replace")
+            text = self.log.read_bytes()[offset:].decode(errors="replace")
             m = re.findall(r"listening on ws://[^:]+:(\d+)/", text)
             if m:
                 self.port = int(m[-1])

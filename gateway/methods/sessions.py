@@ -67,7 +67,8 @@ async def update(ctx: CallContext, p: dict) -> dict:
                  "Messages of a session, oldest first; `before` pages back from a message id.")
 async def history(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
-    return await agent.sessions.history(p["sessionKey"], p["limit"], p["before"])
+    return await agent.sessions.history(p["sessionKey"], p["limit"], p["before"],
+                                        ctx.services.config.sessions.history_max_bytes)
 
 
 @registry.method("sessions.delete", KEY, "Delete a session: metadata, transcript and its memory chunks.")

@@ -14,6 +14,7 @@ import fcntl
 import os
 import re
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -22,7 +23,7 @@ import structlog
 
 from ..errors import Busy, InvalidParams, NotFound
 from ..schema import SESSION_KEY
-from ..timeutil import now_iso
+from ..timeutil import now_iso, to_iso
 from . import transcript as tx
 
 log = structlog.get_logger("gateway.sessions")
@@ -74,12 +75,45 @@ class SessionStore:
         self._transcripts: dict[str, tx.Transcript] = {}
         self._cache: dict[str, dict[str, Any]] = {}
         self._cache_stamp: tuple[int, int] | None = None
+        # Message counters bumped since the last write of sessions.json: key → [added, updatedAt].
+        # The transcript is the record; these are written in coalesced batches (see _flush_soon),
+        # and reconciled from the transcripts on open if a crash lost a batch.
+        self._bumps: dict[str, list[Any]] = {}
+        self._flusher: asyncio.Task[None] | None = None
+        self.flush_delay = 0.25
 
     # ---- files ---------------------------------------------------------------------------------
     def open_sync(self) -> None:
         ensure_private_dir(self.dir)
         if self.meta_path.exists():
             os.chmod(self.meta_path, 0o600)
+            self._reconcile_sync()
+
+    def _reconcile_sync(self) -> None:
+        """Recount the messages of transcripts written after sessions.json was (a crash can lose the
+        last coalesced counter update; the transcript is the record)."""
+        meta_mtime = self.meta_path.stat().st_mtime_ns
+        fixes: dict[str, tuple[int, str]] = {}
+        for key in self._read_sync():
+            path = self.dir / f"{key}.jsonl"
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
+            if st.st_mtime_ns > meta_mtime:
+                count = sum(1 for r in tx.iter_records(path) if r.data.get("type") == "message")
+                fixes[key] = (count, to_iso(datetime.fromtimestamp(st.st_mtime, timezone.utc)))
+        if not fixes:
+            return
+
+        def fix(sessions: dict[str, dict[str, Any]]) -> None:
+            for key, (count, updated) in fixes.items():
+                if key in sessions:
+                    sessions[key]["messageCount"] = count
+                    sessions[key]["updatedAt"] = max(sessions[key].get("updatedAt", ""), updated)
+
+        self._mutate_sync(fix)
+        log.info("session counters reconciled", sessions=len(fixes))
 
     def transcript_path(self, key: str) -> Path:
         return self.dir / f"{check_session_key(key)}.jsonl"
@@ -118,9 +152,11 @@ class SessionStore:
             self._cache_stamp = stamp
         return self._cache
 
-    def _mutate_sync(self, fn: Callable[[dict[str, dict[str, Any]]], Any]) -> Any:
+    def _mutate_sync(self, fn: Callable[[dict[str, dict[str, Any]]], Any],
+                     bumps: dict[str, list[Any]] | None = None) -> Any:
         with self._flock():
             sessions = {k: dict(v) for k, v in self._read_sync().items()}
+            _apply_bumps(sessions, bumps or {})
             result = fn(sessions)
             payload = orjson.dumps({"version": 1, "sessions": sessions}, option=orjson.OPT_INDENT_2)
             write_private_atomic(self.meta_path, payload)
@@ -128,14 +164,53 @@ class SessionStore:
             return result
 
     async def _mutate(self, fn: Callable[[dict[str, dict[str, Any]]], Any]) -> Any:
+        """Read-modify-write sessions.json; pending counter bumps ride along in the same write."""
         async with self._lock:
-            with tx.disk_full_as_error("the session list"):
-                return await asyncio.to_thread(self._mutate_sync, fn)
+            bumps, self._bumps = self._bumps, {}
+            try:
+                with tx.disk_full_as_error("the session list"):
+                    return await asyncio.to_thread(self._mutate_sync, fn, bumps)
+            except BaseException:
+                self._merge_back(bumps)
+                raise
+
+    def _merge_back(self, bumps: dict[str, list[Any]]) -> None:
+        for key, (added, updated) in bumps.items():
+            cur = self._bumps.setdefault(key, [0, updated])
+            cur[0] += added
+            cur[1] = max(cur[1], updated)
+
+    def _flush_soon(self) -> None:
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_later())
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(self.flush_delay)
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Write pending counter bumps now (also called on close)."""
+        if not self._bumps:
+            return
+        try:
+            await self._mutate(lambda sessions: None)
+        except tx.DiskFull as exc:  # kept in memory; the next write carries them
+            log.warning("session list not updated", error=exc.message)
+
+    async def close(self) -> None:
+        if self._flusher is not None and not self._flusher.done():
+            self._flusher.cancel()
+        await self.flush()
 
     # ---- queries -------------------------------------------------------------------------------
     async def all(self) -> dict[str, dict[str, Any]]:
         async with self._lock:
-            return dict(await asyncio.to_thread(self._read_sync))
+            sessions = await asyncio.to_thread(self._read_sync)
+            if not self._bumps:
+                return dict(sessions)
+            view = {k: dict(v) for k, v in sessions.items()}
+            _apply_bumps(view, self._bumps)
+            return view
 
     async def get(self, key: str) -> dict[str, Any]:
         sessions = await self.all()
@@ -184,26 +259,17 @@ class SessionStore:
         return await self._mutate(upd)
 
     async def append_messages(self, key: str, *records: dict[str, Any]) -> dict[str, Any]:
-        """Append message records durably, then bump messageCount/updatedAt."""
+        """Append message records durably; bump messageCount/updatedAt in memory, written soon.
+
+        The transcript line is the record. Counters are batched into one sessions.json write per
+        `flush_delay` instead of a locked rewrite + fsync per message, which serialised every chat."""
         await self.transcript(key).append(*records)
-
-        def bump(sessions: dict[str, dict[str, Any]]) -> dict[str, Any]:
-            s = sessions.get(key)
-            if s is None:  # deleted meanwhile: the transcript line stands, metadata stays gone
-                return {}
-            s["messageCount"] = int(s.get("messageCount", 0)) + len(records)
-            s["updatedAt"] = now_iso()
-            return dict(s)
-
-        try:
-            return await self._mutate(bump)
-        except tx.DiskFull as exc:
-            # The transcript line is durable and it is the record; only the counters lag. Failing here
-            # would tell the client "not saved" for a message that was, and a retry would store it twice.
-            log.warning("session list not updated", session=key, error=exc.message)
-            return {}
+        self._merge_back({key: [len(records), now_iso()]})
+        self._flush_soon()
 
     async def delete(self, key: str) -> None:
+        self._bumps.pop(key, None)
+
         def rm(sessions: dict[str, dict[str, Any]]) -> None:
             if key not in sessions and not self.transcript_path(key).exists():
                 raise NotFound(f"session not found: {key}", {"sessionKey": key})
@@ -214,7 +280,10 @@ class SessionStore:
         with contextlib.suppress(FileNotFoundError):
             await asyncio.to_thread(os.unlink, self.transcript_path(key))
 
-    async def history(self, key: str, limit: int, before: str | None) -> dict[str, Any]:
+    async def history(self, key: str, limit: int, before: str | None,
+                      max_bytes: int = 2 << 20) -> dict[str, Any]:
+        """The last `limit` messages before `before`, oldest first, and at most about `max_bytes`
+        of content (at least one message), so one answer never outgrows a client's buffer."""
         path = self.transcript_path(key)
         if not await asyncio.to_thread(path.exists):
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
@@ -224,8 +293,24 @@ class SessionStore:
             if idx is None:
                 raise NotFound(f"message not found in session {key}: {before}", {"before": before})
             messages = messages[:idx]
-        has_more = len(messages) > limit
-        page = messages[-limit:] if limit else []
+        page: list[dict[str, Any]] = []
+        size = 0
+        for m in reversed(messages[-limit:]):
+            size += len(m["content"]) * 2 + 256  # worst case for JSON-escaped text, plus the fields
+            if page and size > max_bytes:
+                break
+            page.append(m)
+        page.reverse()
+        has_more = len(messages) > len(page)
         for m in page:
             m.pop("line", None)
         return {"messages": page, "hasMore": has_more}
+
+
+def _apply_bumps(sessions: dict[str, dict[str, Any]], bumps: dict[str, list[Any]]) -> None:
+    for key, (added, updated) in bumps.items():
+        s = sessions.get(key)
+        if s is None:  # deleted meanwhile: the transcript line stands, metadata stays gone
+            continue
+        s["messageCount"] = int(s.get("messageCount", 0)) + added
+        s["updatedAt"] = max(s.get("updatedAt", ""), updated)
