@@ -61,7 +61,6 @@ class ServerConfig:
     auth_timeout: float = _f(10.0, ge=0.1, doc="seconds to authenticate after connecting")
     shutdown_grace: float = _f(5.0, ge=0.0, doc="seconds running chats get to finish on shutdown")
     auth_failures_per_minute: int = _f(10, ge=1, doc="failed auths per peer address before rate limiting")
-    max_unauthenticated: int = _f(64, ge=1, doc="connections still authenticating (refused with 503 beyond)")
 
 
 @dataclass

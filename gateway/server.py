@@ -155,7 +155,7 @@ class GatewayServer:
         self.tokens = tokens
         self.limiter = AuthLimiter(self.config.server.auth_failures_per_minute)
         self.connections: set[Connection] = set()
-        self.authenticating = 0  # connections that have not authenticated yet
+        self.evicting = 0  # connections closed to make room, not yet gone
         self._server: Server | None = None
         self.port = 0
         self.allowed_origins: set[str] = set()
@@ -202,6 +202,21 @@ class GatewayServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
 
+    def _evict(self) -> bool:
+        """At the connection limit, close a connection that has not authenticated yet, so
+        sockets that never authenticate cannot hold every slot until authTimeout. False if none."""
+        victim = next((c for c in self.connections if not c.authed and not c.closing), None)
+        if victim is None:
+            return False
+        log.warning("connection limit: closing an unauthenticated connection", peer=victim.peer)
+        self.evicting += 1
+        victim.close_soon(POLICY, "connection limit reached; authenticate sooner")
+        victim.closer.add_done_callback(lambda _: self._evicted())
+        return True
+
+    def _evicted(self) -> None:
+        self.evicting -= 1
+
     def connection_count(self) -> int:
         return len(self.connections)
 
@@ -217,13 +232,9 @@ class GatewayServer:
         if origin is not None and origin not in self.allowed_origins:
             log.warning("origin refused", origin=origin[:200], peer=_peer(ws))
             return _http(403, b"origin not allowed\n", "text/plain; charset=utf-8")
-        if len(self.connections) >= self.config.server.max_connections:
+        if len(self.connections) - self.evicting >= self.config.server.max_connections and not self._evict():
             return _http(503, b"too many connections\n", "text/plain; charset=utf-8", {"Retry-After": "1"})
         authz = request.headers.get("Authorization")
-        if authz is None and self.authenticating >= self.config.server.max_unauthenticated:
-            # Sockets that never authenticate would otherwise hold every slot until authTimeout.
-            return _http(503, b"too many connections waiting to authenticate\n", "text/plain; charset=utf-8",
-                         {"Retry-After": "1"})
         if authz is not None:
             peer = _peer(ws)
             wait = self.limiter.blocked_for(peer)
@@ -274,13 +285,8 @@ class GatewayServer:
         self.connections.add(conn)
         conn._writer = asyncio.create_task(conn.writer())
         try:
-            if not conn.authed:
-                self.authenticating += 1
-                try:
-                    if not await self._authenticate(conn):
-                        return
-                finally:
-                    self.authenticating -= 1
+            if not conn.authed and not await self._authenticate(conn):
+                return
             ws.protocol.max_message_size = self.config.server.max_frame_bytes
             conn.log.debug("connection ready", peer=conn.peer)
             async for message in ws:

@@ -204,13 +204,12 @@ class SessionStore:
 
     # ---- queries -------------------------------------------------------------------------------
     async def all(self) -> dict[str, dict[str, Any]]:
-        async with self._lock:
-            sessions = await asyncio.to_thread(self._read_sync)
-            if not self._bumps:
-                return dict(sessions)
-            view = {k: dict(v) for k, v in sessions.items()}
-            _apply_bumps(view, self._bumps)
-            return view
+        # No lock: sessions.json is only ever replaced whole (rename), so a read sees the old or the
+        # new file, and waiting behind a write's fsync would stall every reader.
+        sessions = await asyncio.to_thread(self._read_sync)
+        view = {k: dict(v) for k, v in sessions.items()}
+        _apply_bumps(view, self._bumps)
+        return view
 
     async def get(self, key: str) -> dict[str, Any]:
         sessions = await self.all()
