@@ -14,7 +14,6 @@ import fcntl
 import os
 import re
 import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -23,7 +22,7 @@ import structlog
 
 from ..errors import Busy, InvalidParams, NotFound
 from ..schema import SESSION_KEY
-from ..timeutil import now_iso, to_iso
+from ..timeutil import now_iso
 from . import transcript as tx
 
 log = structlog.get_logger("gateway.sessions")
@@ -101,8 +100,9 @@ class SessionStore:
             except FileNotFoundError:
                 continue
             if st.st_mtime_ns > meta_mtime:
-                count = sum(1 for r in tx.iter_records(path) if r.data.get("type") == "message")
-                fixes[key] = (count, to_iso(datetime.fromtimestamp(st.st_mtime, timezone.utc)))
+                stamps = [r.data.get("timestamp") for r in tx.iter_records(path) if r.data.get("type") == "message"]
+                last = next((t for t in reversed(stamps) if isinstance(t, str)), "")
+                fixes[key] = (len(stamps), last)
         if not fixes:
             return
 
@@ -263,7 +263,9 @@ class SessionStore:
         The transcript line is the record. Counters are batched into one sessions.json write per
         `flush_delay` instead of a locked rewrite + fsync per message, which serialised every chat."""
         await self.transcript(key).append(*records)
-        self._merge_back({key: [len(records), now_iso()]})
+        # updatedAt is the last message's own timestamp, which a recount after a crash finds too.
+        updated = max((r["timestamp"] for r in records if isinstance(r.get("timestamp"), str)), default=now_iso())
+        self._merge_back({key: [len(records), updated]})
         self._flush_soon()
 
     async def delete(self, key: str) -> None:
