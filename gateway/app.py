@@ -28,6 +28,7 @@ from .events import EventBus
 from .methods import chat as _chat_methods  # noqa: F401  (registers methods)
 from .methods import sessions as _session_methods  # noqa: F401
 from .methods import memory as _memory_methods  # noqa: F401
+from .methods import memory_extra as _memory_extra_methods  # noqa: F401
 from .methods import system as _system_methods  # noqa: F401
 from .schema import AGENT_ID
 from .server import GatewayServer

@@ -159,6 +159,7 @@ class RecallConfig:
 @dataclass
 class MemoryConfig:
     enabled: bool = _f(True)
+    image_max_bytes: int = _f(5 * 1024 * 1024, ge=1, doc="largest image memory.setImage accepts (decoded bytes)")
     embeddings: EmbeddingsConfig = _f(factory=EmbeddingsConfig)
     chunking: ChunkingConfig = _f(factory=ChunkingConfig)
     search: SearchConfig = _f(factory=SearchConfig)

@@ -105,7 +105,7 @@ class MemoryManager:
         self.cfg = config.memory
         self.agent_id = agent_id or config.agent_id
         self.db_path: Path = config.memory_db(self.agent_id)
-        self.workspace: Path = config.workspace_dir
+        self.workspace: Path = config.agent_workspace(self.agent_id)  # each agent indexes its own files
         self.sessions_dir: Path = config.sessions_dir(self.agent_id)
         self.provider: EmbeddingProvider | None = None
         self.provider_problem: str | None = None
@@ -494,6 +494,14 @@ class MemoryManager:
     # ---- the facade ------------------------------------------------------------------------------------
     async def sync(self, force: bool = False, progress=None) -> dict:
         req = self._request(force=force, memory=True, sessions=True, progress=progress)
+        stats: SyncStats = await asyncio.shield(req.future)
+        return stats.result()
+
+    async def sync_memory(self) -> dict:
+        """Re-index the memory files now (not the transcripts) and return when the index holds what is
+        on disk — for writers that must answer only once a change (or a delete) is searchable. Coalesces
+        with other syncs like every trigger does."""
+        req = self._request(force=False, memory=True, sessions=False)
         stats: SyncStats = await asyncio.shield(req.future)
         return stats.result()
 

@@ -1,6 +1,6 @@
 """What the index may hold, and where it lives.
 
-    memory    MEMORY.md, memory.md and memory/**/*.md in the workspace → path relative to the workspace
+    memory    MEMORY.md, memory.md, LEARNINGS.md and memory/**/*.md in the workspace → path relative to the workspace
     sessions  <sessionsDir>/<sessionKey>.jsonl of the agent → path "sessions/<sessionKey>.jsonl"
 
 A symlink is followed only when its target stays inside the workspace and is a .md file. The same rules
@@ -20,7 +20,7 @@ from ..schema import SESSION_KEY
 MEMORY = "memory"
 SESSIONS = "sessions"
 SOURCES = (MEMORY, SESSIONS)
-ROOT_FILES = ("MEMORY.md", "memory.md")
+ROOT_FILES = ("MEMORY.md", "memory.md", "LEARNINGS.md")
 
 _SESSION_KEY = re.compile(SESSION_KEY)
 _IGNORED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".obsidian", ".trash"}
@@ -118,7 +118,7 @@ def scan_sessions(sessions_dir: Path, only: set[str] | None = None) -> list[Sour
     return out
 
 
-_ALLOWED = "MEMORY.md, memory.md, memory/**/*.md or sessions/<sessionKey>.jsonl"
+_ALLOWED = "MEMORY.md, memory.md, LEARNINGS.md, memory/**/*.md or sessions/<sessionKey>.jsonl"
 
 
 def resolve_readable(path: str, workspace: Path, sessions_dir: Path) -> Path:

@@ -1,0 +1,134 @@
+"""The memory features beyond search, for one agent: keyed memories, time recall, learnings, images.
+
+`MemoryFeatures(manager, workspace)` is what the `memory.*` methods (methods/memory_extra.py) and
+`jarvis memory …` (cli_extra.py) call. Files go to the agent's workspace (keyed.py, learnings.py,
+images.py describe the layouts); every write re-indexes the memory files before it answers, so a
+change (or a delete) shows in search at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import UpstreamUnavailable
+from . import learnings, timerecall
+from .images import ImageStore, decode_image
+from .keyed import KeyedStore, check_category
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .manager import MemoryManager
+
+
+class MemoryFeatures:
+    def __init__(self, manager: "MemoryManager", workspace: Path):
+        self.mem = manager
+        self.workspace = workspace
+        self.keyed = KeyedStore(workspace)
+        self.images = ImageStore(workspace)
+
+    async def _reindex(self) -> None:
+        """Bring the index up to date with the memory files now (coalesces with other syncs)."""
+        await self.mem.sync_memory()
+
+    # ---- keyed memories ------------------------------------------------------------------------------
+    async def set(self, key: str, value: str, category: str | None) -> dict:
+        entry, replaced, moved = await asyncio.to_thread(self.keyed.set, key, value, category)
+        await self._reindex()
+        out = {**entry.full(), "replaced": replaced}
+        if moved:
+            out["movedFrom"] = moved
+        return out
+
+    async def get(self, key: str) -> dict:
+        return (await asyncio.to_thread(self.keyed.get, key)).full()
+
+    async def delete(self, key: str) -> dict:
+        entry = await asyncio.to_thread(self.keyed.delete, key)
+        await self._reindex()
+        return {"deleted": True, "key": entry.key, "category": entry.category, "path": entry.path}
+
+    async def list(self, category: str | None, limit: int, offset: int) -> dict:
+        return await asyncio.to_thread(self.keyed.list, category, limit, offset)
+
+    def _vectors_available(self) -> bool:
+        s = self.mem.searcher
+        return s is not None and getattr(s, "vectors", None) is not None
+
+    async def similar(self, key: str, k: int, min_score: float = 0.0, sources: list[str] | None = None) -> dict:
+        entry = await asyncio.to_thread(self.keyed.get, key)
+        query = " ".join([key.replace("-", " ").replace("_", " ").replace(".", " "), entry.value])[:2000]
+        mode = "vector" if self._vectors_available() else "hybrid"
+        res = await self.mem.search(query, k=min(50, k + 5), min_score=min_score,
+                                    sources=sources or ["memory"], mode=mode)
+        results = [r for r in res["results"] if r["path"] != entry.path][:k]
+        out = {"key": key, "path": entry.path, "results": results, "mode": res.get("mode", mode),
+               "embeddings": res.get("embeddings")}
+        if res.get("degraded"):
+            out["degraded"] = res["degraded"]
+        return out
+
+    # ---- time recall -----------------------------------------------------------------------------------
+    async def recall(self, from_: str | None, to: str | None, category: str | None, query: str | None,
+                     k: int, min_score: float = 0.0, sources: list[str] | None = None) -> dict:
+        start, stop = timerecall.period(from_, to)
+        if category is not None:
+            check_category(category)
+        srcs = tuple(sources or ("memory", "sessions"))
+        units = await asyncio.to_thread(timerecall.collect, self.workspace, self.mem.sessions_dir, start, stop,
+                                        category, srcs)
+        query = (query or "").strip() or None
+        vectors = None
+        degraded = None
+        if query and units:
+            units.sort(key=lambda u: u.ts, reverse=True)
+            vectors, degraded = await self._embed_units(query, units[:timerecall.MAX_EMBED])
+        results = timerecall.rank(units, query, k, min_score, vectors)
+        out: dict[str, Any] = {"results": results, "from": timerecall.to_iso(start) if start else None,
+                               "to": timerecall.to_iso(stop), "matched": len(units)}
+        if degraded:
+            out["degraded"] = degraded
+        return out
+
+    async def _embed_units(self, query: str, units: list) -> tuple[tuple[np.ndarray, np.ndarray] | None, str | None]:
+        p = self.mem.provider
+        if p is None or not p.enabled:
+            return None, "no embedding provider; ranked by words only"
+        try:
+            vecs = await p.embed([query] + [u.text[:2000] for u in units])
+        except Exception as exc:  # the provider failing must not fail recall: words still rank
+            return None, f"embedding provider unavailable ({exc}); ranked by words only"
+        vecs = np.asarray(vecs, dtype=np.float32)
+        return (vecs[0], vecs[1:]), None
+
+    # ---- learnings -------------------------------------------------------------------------------------
+    async def learn(self, category: str, text: str) -> dict:
+        out = await asyncio.to_thread(learnings.learn, self.workspace, category, text)
+        await self._reindex()
+        return out
+
+    # ---- images ----------------------------------------------------------------------------------------
+    def _max_image_bytes(self) -> int:
+        return int(getattr(self.mem.cfg, "image_max_bytes", 5 * 1024 * 1024))
+
+    async def set_image(self, key: str, image: str, description: str | None) -> dict:
+        data, mime = await asyncio.to_thread(decode_image, image, self._max_image_bytes())
+        out = await asyncio.to_thread(self.images.set, key, data, mime, description)
+        await self._reindex()
+        return out
+
+    async def get_image(self, key: str) -> dict:
+        return await asyncio.to_thread(self.images.get, key)
+
+    async def search_image(self, image: str, k: int) -> dict:
+        await asyncio.to_thread(decode_image, image, self._max_image_bytes())
+        p = self.mem.provider
+        if p is None or not getattr(p, "multimodal", False) or not hasattr(p, "embed_images"):
+            name = f"{p.name} ({p.model})" if p is not None and p.name else "none"
+            raise UpstreamUnavailable(
+                f"the configured embedding provider {name} cannot embed images; image search needs a "
+                f"multimodal embedding provider", retryable=False)
+        raise UpstreamUnavailable("image search is not implemented for this provider", retryable=False)

@@ -1,0 +1,209 @@
+"""Keyed memories: small named facts the assistant (or you) can set, read, list and delete by key.
+
+Layout, one markdown file per key, in the agent's workspace (so they are indexed like any memory file
+and you can edit them by hand):
+
+    memory/keyed/<category>/<key>.md
+
+    ---
+    key: favorite-color
+    category: preferences
+    created: 2026-11-22T10:00:00.000Z
+    updated: 2026-11-22T10:05:00.000Z
+    ---
+    # favorite-color
+
+    Navy blue.
+
+The folder decides the category and the file name the key (the front matter is informative; a file
+without it is still an entry, its dates then come from the file's mtime). A key is one entry across all
+categories: setting it under another category moves it. Keys match KEY_PATTERN (no `/`, no leading
+dot, at most 128 characters), so no path can be built from one; categories are the fixed CATEGORIES.
+Writes are atomic (temp + fsync + rename, 0600) under an flock, so the gateway and the CLI never lose
+each other's changes. Everything here blocks: call it in a thread.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import InvalidParams, NotFound
+from ..timeutil import now_iso, parse_iso, to_iso
+from .files import atomic_write, front_matter, locked, one_line, parse_front_matter, remove
+
+KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+CATEGORIES = ("general", "preferences", "facts", "people", "projects", "decisions", "tasks")
+DEFAULT_CATEGORY = "general"
+MAX_VALUE_CHARS = 20_000
+PREVIEW_CHARS = 160
+KEYED_DIR = "memory/keyed"
+
+_KEY = re.compile(KEY_PATTERN)
+
+
+@dataclass
+class Entry:
+    key: str
+    category: str
+    value: str
+    created: str
+    updated: str
+    path: str  # workspace-relative
+    abs: Path
+
+    def brief(self) -> dict:
+        return {"key": self.key, "category": self.category, "path": self.path,
+                "preview": one_line(self.value, PREVIEW_CHARS), "created": self.created, "updated": self.updated}
+
+    def full(self) -> dict:
+        return {"key": self.key, "category": self.category, "value": self.value, "path": self.path,
+                "created": self.created, "updated": self.updated}
+
+
+def check_key(key: str, field: str = "params.key") -> str:
+    if not isinstance(key, str) or not _KEY.fullmatch(key):
+        raise InvalidParams(f"{field}: must match {KEY_PATTERN} (letters, digits, '.', '_', '-'; "
+                            f"starting with a letter or digit; at most 128 characters)", field=field)
+    return key
+
+
+def check_category(category: str, field: str = "params.category") -> str:
+    if category not in CATEGORIES:
+        raise InvalidParams(f"{field}: unknown category {category!r}; must be one of {', '.join(CATEGORIES)}",
+                            field=field)
+    return category
+
+
+def _mtime_iso(path: Path) -> str:
+    try:
+        return to_iso(datetime.fromtimestamp(path.stat().st_mtime, timezone.utc))
+    except OSError:
+        return now_iso()
+
+
+def read_entry(abs_path: Path, key: str, category: str, rel: str) -> Entry | None:
+    try:
+        text = abs_path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    meta, body = parse_front_matter(text)
+    body = body.lstrip("\n")
+    first, _, rest = body.partition("\n")
+    if first.strip() == f"# {key}":
+        body = rest
+    fallback = _mtime_iso(abs_path)
+    created = meta.get("created", "")
+    updated = meta.get("updated", "")
+    return Entry(key, category, body.strip("\n"),
+                 created if parse_iso(created) else fallback, updated if parse_iso(updated) else fallback,
+                 rel, abs_path)
+
+
+def render(key: str, category: str, value: str, created: str, updated: str) -> bytes:
+    meta = {"key": key, "category": category, "created": created, "updated": updated}
+    return (front_matter(meta) + f"# {key}\n\n{value}\n").encode("utf-8")
+
+
+class KeyedStore:
+    def __init__(self, workspace: Path):
+        self.workspace = workspace
+        self.root = workspace / KEYED_DIR
+
+    def _file(self, category: str, key: str) -> Path:
+        return self.root / category / f"{key}.md"
+
+    def _rel(self, category: str, key: str) -> str:
+        return f"{KEYED_DIR}/{category}/{key}.md"
+
+    def _found(self, key: str) -> list[Entry]:
+        out = []
+        for cat in CATEGORIES:
+            p = self._file(cat, key)
+            if p.is_file() and not p.is_symlink():
+                e = read_entry(p, key, cat, self._rel(cat, key))
+                if e is not None:
+                    out.append(e)
+        out.sort(key=lambda e: e.updated, reverse=True)
+        return out
+
+    def find(self, key: str) -> Entry | None:
+        found = self._found(check_key(key))
+        return found[0] if found else None
+
+    def get(self, key: str) -> Entry:
+        e = self.find(key)
+        if e is None:
+            raise NotFound(f"no memory with key {key!r}", {"key": key})
+        return e
+
+    def set(self, key: str, value: str, category: str | None) -> tuple[Entry, bool, str | None]:
+        """Create or replace. Returns (entry, replaced, previous category when it moved)."""
+        check_key(key)
+        if category is not None:
+            check_category(category)
+        value = value.strip("\n")
+        if not value.strip():
+            raise InvalidParams("params.value: must not be blank", field="params.value")
+        with locked(self.root):
+            old = self._found(key)
+            cat = category or (old[0].category if old else DEFAULT_CATEGORY)
+            now = now_iso()
+            created = old[0].created if old else now
+            target = self._file(cat, key)
+            atomic_write(target, render(key, cat, value, created, now))
+            moved = None
+            for e in old:
+                if e.category != cat:
+                    remove(e.abs)
+                    moved = moved or e.category
+        entry = Entry(key, cat, value, created, now, self._rel(cat, key), target)
+        return entry, bool(old), moved
+
+    def delete(self, key: str) -> Entry:
+        check_key(key)
+        with locked(self.root):
+            found = self._found(key)
+            if not found:
+                raise NotFound(f"no memory with key {key!r}", {"key": key})
+            for e in found:
+                remove(e.abs)
+        return found[0]
+
+    def all(self, category: str | None = None) -> list[Entry]:
+        cats = (check_category(category),) if category else CATEGORIES
+        out: list[Entry] = []
+        for cat in cats:
+            folder = self.root / cat
+            try:
+                names = sorted(os.listdir(folder))
+            except OSError:
+                continue
+            for name in names:
+                if not name.endswith(".md"):
+                    continue
+                key = name[:-3]
+                p = folder / name
+                if not _KEY.fullmatch(key) or p.is_symlink() or not p.is_file():
+                    continue
+                e = read_entry(p, key, cat, self._rel(cat, key))
+                if e is not None:
+                    out.append(e)
+        out.sort(key=lambda e: (e.updated, e.key), reverse=True)
+        return out
+
+    def list(self, category: str | None, limit: int, offset: int) -> dict:
+        entries = self.all(category)
+        return {"memories": [e.brief() for e in entries[offset:offset + limit]], "total": len(entries)}
+
+
+def key_of_path(path: str) -> tuple[str, str] | None:
+    """(category, key) when `path` is a keyed memory file's workspace-relative path."""
+    parts = path.split("/")
+    if len(parts) == 4 and "/".join(parts[:2]) == KEYED_DIR and parts[2] in CATEGORIES \
+            and parts[3].endswith(".md") and _KEY.fullmatch(parts[3][:-3]):
+        return parts[2], parts[3][:-3]
+    return None

@@ -1,0 +1,123 @@
+"""memory.set/delete/list/similar/recall/learn/setImage/getImage/searchImage — thin: validate, call
+MemoryFeatures (memory/features.py) of the agent named by `agentId` (default: main).
+
+`memory.get {key}` (keyed read) is declared with the other `memory.get` form in methods/memory.py and
+lands in `features_for(...).get`.
+"""
+
+from __future__ import annotations
+
+from ..errors import NotFound
+from ..memory.features import MemoryFeatures
+from ..memory.keyed import CATEGORIES, KEY_PATTERN, MAX_VALUE_CHARS
+from ..memory.learnings import SECTIONS
+from ..registry import CallContext, registry
+from ..schema import Arr, Int, Num, Str
+from .sessions import with_agent
+
+
+async def features_for(ctx: CallContext, agent_id: str | None) -> MemoryFeatures:
+    agent = await ctx.services.agent(agent_id)
+    if agent.memory is None:
+        raise NotFound("memory is disabled (memory.enabled = false)")
+    return MemoryFeatures(agent.memory, ctx.services.config.agent_workspace(agent.id))
+
+
+def key_param(description: str = "the memory's key") -> Str:
+    return Str(1, 128, pattern=KEY_PATTERN, description=description)
+
+
+def category_param(description: str) -> Str:
+    return Str(choices=CATEGORIES, optional=True, description=description)
+
+
+SOURCES = Arr(Str(choices=("memory", "sessions")), 1, 2, unique=True, optional=True,
+              description="default: both")
+
+
+@registry.method("memory.set",
+                 with_agent(key=key_param("the memory's key (letters, digits, '.', '_', '-'; ≤128)"),
+                            value=Str(1, MAX_VALUE_CHARS, description="the text to remember"),
+                            category=category_param("default: the entry's current category, else general")),
+                 "Create or replace a keyed memory (memory/keyed/<category>/<key>.md); searchable at once. "
+                 "→ {key, category, value, path, created, updated, replaced, movedFrom?}")
+async def set_(ctx: CallContext, p: dict) -> dict:
+    return await (await features_for(ctx, p["agentId"])).set(p["key"], p["value"], p["category"])
+
+
+@registry.method("memory.delete", with_agent(key=key_param()),
+                 "Delete a keyed memory; it leaves search at once. → {deleted, key, category, path}")
+async def delete(ctx: CallContext, p: dict) -> dict:
+    return await (await features_for(ctx, p["agentId"])).delete(p["key"])
+
+
+@registry.method("memory.list",
+                 with_agent(category=category_param("only this category"), limit=Int(1, 500, default=50),
+                            offset=Int(0, default=0)),
+                 "Keyed memories, most recently updated first, with previews. "
+                 "→ {memories:[{key, category, path, preview, created, updated}], total}")
+async def list_(ctx: CallContext, p: dict) -> dict:
+    return await (await features_for(ctx, p["agentId"])).list(p["category"], p["limit"], p["offset"])
+
+
+@registry.method("memory.similar",
+                 with_agent(key=key_param("the stored memory to compare with"), k=Int(1, 50, default=5),
+                            minScore=Num(0, 1, default=0), sources=Arr(Str(choices=("memory", "sessions")), 1, 2,
+                                                                       unique=True, optional=True,
+                                                                       description="default: memory")),
+                 "Memories similar to a stored keyed memory (vector search on its text when vectors are "
+                 "available, else hybrid), the entry itself left out. → {key, path, results, mode, embeddings, degraded?}")
+async def similar(ctx: CallContext, p: dict) -> dict:
+    return await (await features_for(ctx, p["agentId"])).similar(p["key"], p["k"], p["minScore"], p["sources"])
+
+
+@registry.method("memory.recall",
+                 with_agent(**{"from": Str(1, 64, optional=True,
+                                           description="start: ISO date/datetime, 7d / 24h / 2w / 30m back, "
+                                                       "today, yesterday (default: the beginning)")},
+                            to=Str(1, 64, optional=True, description="end, same forms (default: now)"),
+                            category=category_param("only keyed memories of this category"),
+                            query=Str(0, 2000, optional=True, description="rank by relevance to this"),
+                            k=Int(1, 100, default=10), minScore=Num(0, 1, default=0),
+                            sources=SOURCES),
+                 "Memories and transcript messages from a period, newest first or ranked by a query. "
+                 "→ {results:[{path, source, kind, startLine, endLine, timestamp, snippet, score?, "
+                 "sessionKey?, role?, key?, category?}], from, to, matched, degraded?}")
+async def recall(ctx: CallContext, p: dict) -> dict:
+    f = await features_for(ctx, p["agentId"])
+    return await f.recall(p["from"], p["to"], p["category"], p["query"], p["k"], p["minScore"], p["sources"])
+
+
+@registry.method("memory.learn",
+                 with_agent(category=Str(1, 64, description="preferences, corrections, patterns or tools (or "
+                                                            "the section names: " + ", ".join(SECTIONS.values()) + ")"),
+                            text=Str(1, 1000, description="what was learned, one line")),
+                 "Record a learning in LEARNINGS.md; a near-duplicate (word Jaccard ≥ 0.8) in the same section "
+                 "refreshes its date instead. → {status:\"added\"|\"refreshed\", entry:{category, section, date, "
+                 "text, line, path}, similarity?}")
+async def learn(ctx: CallContext, p: dict) -> dict:
+    return await (await features_for(ctx, p["agentId"])).learn(p["category"], p["text"])
+
+
+@registry.method("memory.setImage",
+                 with_agent(key=key_param("the image's key"),
+                            image=Str(1, description="base64 PNG or JPEG (a data: URL prefix is allowed)"),
+                            description=Str(0, 4000, optional=True, description="indexed, so the image is searchable by it")),
+                 "Store an image (memory/images/<key>.png|jpg) with a searchable markdown sidecar "
+                 "(memory/images/<key>.md). → {key, mimeType, bytes, path, imagePath, description, created, updated, replaced}")
+async def set_image(ctx: CallContext, p: dict) -> dict:
+    return await (await features_for(ctx, p["agentId"])).set_image(p["key"], p["image"], p["description"])
+
+
+@registry.method("memory.getImage", with_agent(key=key_param("the image's key")),
+                 "A stored image. → {key, mimeType, image (base64), description, bytes, path, imagePath, created, updated}")
+async def get_image(ctx: CallContext, p: dict) -> dict:
+    return await (await features_for(ctx, p["agentId"])).get_image(p["key"])
+
+
+@registry.method("memory.searchImage",
+                 with_agent(image=Str(1, description="base64 PNG or JPEG"), k=Int(1, 50, default=6)),
+                 "Find memories similar to an image. Needs a multimodal embedding provider; otherwise "
+                 "-32050 with data.retryable = false.")
+async def search_image(ctx: CallContext, p: dict) -> dict:
+    return await (await features_for(ctx, p["agentId"])).search_image(p["image"], p["k"])
