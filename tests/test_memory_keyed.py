@@ -163,3 +163,48 @@ async def test_embedding_cache_is_pruned_after_a_rebuild(start_gateway, tmp_path
     assert "rebuilding" not in st and st["sources"]["memory"]["files"] == 12
     assert st["cache"]["entries"] == 5
     await c.close()
+
+
+def test_cli_keyed_learn_recall_and_images(tmp_path, capsys):
+    """`jarvis memory …` runs the same features on the state dir; --json prints the method's result."""
+    import argparse
+    import base64
+
+    import orjson
+
+    from gateway.config import load_config
+    from gateway.memory import cli
+
+    cfg = load_config({"stateDir": str(tmp_path / "state")}, env={})
+    parser = argparse.ArgumentParser()
+    cli.add_commands(parser.add_subparsers(dest="command"))
+
+    def run(*argv: str) -> tuple[int, str]:
+        args = parser.parse_args(list(argv))
+        code = args.handler(args, cfg)
+        return code, capsys.readouterr().out
+
+    code, out = run("memory", "set", "pet", "Our dog Biscuit is a beagle.", "--category", "facts", "--json")
+    assert code == 0 and orjson.loads(out)["path"] == "memory/keyed/facts/pet.md"
+    code, out = run("memory", "get", "pet")
+    assert code == 0 and "Biscuit" in out
+    code, out = run("memory", "list", "--json")
+    assert code == 0 and orjson.loads(out)["total"] == 1
+    code, out = run("memory", "search", "beagle", "--json")
+    assert orjson.loads(out)["results"][0]["path"] == "memory/keyed/facts/pet.md"
+    code, out = run("memory", "learn", "tools", "Check the weather tool before planning hikes", "--json")
+    assert code == 0 and orjson.loads(out)["status"] == "added"
+    code, out = run("memory", "recall", "--from", "1h", "--json")
+    assert {r["path"] for r in orjson.loads(out)["results"]} == {"memory/keyed/facts/pet.md", "LEARNINGS.md"}
+    img = tmp_path / "a.jpg"
+    img.write_bytes(b"\xff\xd8\xff\xe0" + b"\x00" * 20)
+    code, out = run("memory", "set-image", "snap", str(img), "--description", "a snapshot")
+    assert code == 0 and "memory/images/snap.jpg" in out
+    code, out = run("memory", "get-image", "snap", "--out", str(tmp_path / "b.jpg"), "--json")
+    assert code == 0 and base64.b64decode(orjson.loads(out)["image"]) == img.read_bytes()
+    assert (tmp_path / "b.jpg").read_bytes() == img.read_bytes()
+    code, out = run("memory", "delete", "pet")
+    assert code == 0 and "deleted pet" in out
+    assert run("memory", "get", "pet")[0] == 1, "not found"
+    assert run("memory", "learn", "gossip", "x")[0] == 2, "invalid params"
+    assert run("memory", "recall", "--from", "2d", "--to", "3d")[0] == 2

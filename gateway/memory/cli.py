@@ -1,4 +1,5 @@
 """`jarvis memory sync|search|status` — the memory methods, run directly on the state dir.
+(`set|get|delete|list|similar|recall|learn|set-image|get-image`: see cli_extra.py.)
 
 These open the index themselves (WAL and a busy timeout make that safe while the gateway runs), so they
 work whether or not the gateway is up. `--json` prints exactly the result object of the matching
@@ -18,6 +19,7 @@ import orjson
 
 from ..config import Config
 from ..errors import GatewayError
+from . import cli_extra
 from .manager import MODES, MemoryManager
 
 
@@ -25,7 +27,7 @@ def add_commands(subparsers: Any) -> None:
     p = subparsers.add_parser("memory", help="index, search and inspect memory (works on the state dir directly)",
                               description="Memory index commands; they work while the gateway runs, too.")
     p.set_defaults(handler=run, memory_command=None)
-    sub = p.add_subparsers(dest="memory_command", metavar="{sync,search,status}")
+    sub = p.add_subparsers(dest="memory_command", metavar="{sync,search,status," + ",".join(cli_extra.COMMANDS) + "}")
     s = sub.add_parser("sync", help="bring the index up to date now")
     s.add_argument("--force", action="store_true", help="re-read and re-chunk every file (the cache avoids re-embedding)")
     s.add_argument("--json", action="store_true", help="print the memory.sync result as JSON")
@@ -38,6 +40,7 @@ def add_commands(subparsers: Any) -> None:
     s.add_argument("--json", action="store_true", help="print the memory.search result as JSON")
     s = sub.add_parser("status", help="what the index holds")
     s.add_argument("--json", action="store_true", help="print the memory.status result as JSON")
+    cli_extra.add_commands(sub)
 
 
 class _Bar:
@@ -72,6 +75,8 @@ def _print_json(obj: Any) -> None:
 
 
 async def _run(args: argparse.Namespace, config: Config) -> int:
+    if args.memory_command in cli_extra.COMMANDS:
+        return await cli_extra.run(args, _cli_config(config))
     mgr = MemoryManager(_cli_config(config))
     await mgr.open()
     try:
@@ -130,7 +135,7 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     if not getattr(args, "memory_command", None):
-        print("usage: jarvis memory {sync,search,status} …  (see jarvis memory --help)", file=sys.stderr)
+        print("usage: jarvis memory {sync,search,status,set,get,delete,list,similar,recall,learn,set-image,get-image} …  (see jarvis memory --help)", file=sys.stderr)
         return 2
     if not config.memory.enabled:
         print("jarvis: memory is disabled (memory.enabled = false)", file=sys.stderr)

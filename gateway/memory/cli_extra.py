@@ -1,0 +1,134 @@
+"""`jarvis memory set|get|delete|list|similar|recall|learn|set-image|get-image` — the keyed-memory,
+recall, learnings and image methods, run directly on the state dir (like sync/search/status).
+
+`--json` prints exactly the result of the matching method; `--agent ID` picks the agent (default: main).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..config import Config
+from ..errors import InvalidParams, NotFound
+from .features import MemoryFeatures
+from .keyed import CATEGORIES, check_key
+from .learnings import SECTIONS
+
+COMMANDS = ("set", "get", "delete", "list", "similar", "recall", "learn", "set-image", "get-image")
+
+
+def add_commands(sub: Any) -> None:
+    def cmd(name: str, help_: str) -> argparse.ArgumentParser:
+        s = sub.add_parser(name, help=help_)
+        s.add_argument("--agent", default=None, help="agent id (default: main)")
+        s.add_argument("--json", action="store_true", help="print the method's result as JSON")
+        return s
+
+    s = cmd("set", "create or replace a keyed memory (memory.set)")
+    s.add_argument("key")
+    s.add_argument("value", help="the text; '-' reads it from stdin")
+    s.add_argument("--category", choices=CATEGORIES)
+    s = cmd("get", "show a keyed memory (memory.get {key})")
+    s.add_argument("key")
+    s = cmd("delete", "delete a keyed memory (memory.delete)")
+    s.add_argument("key")
+    s = cmd("list", "list keyed memories (memory.list)")
+    s.add_argument("--category", choices=CATEGORIES)
+    s.add_argument("--limit", type=int, default=50)
+    s.add_argument("--offset", type=int, default=0)
+    s = cmd("similar", "memories similar to a keyed memory (memory.similar)")
+    s.add_argument("key")
+    s.add_argument("--k", type=int, default=5)
+    s = cmd("recall", "memories and messages from a period (memory.recall)")
+    s.add_argument("--from", dest="from_", metavar="WHEN", help="2026-11-20, 2026-11-20T10:00Z, 7d, 24h, 2w, today …")
+    s.add_argument("--to", metavar="WHEN")
+    s.add_argument("--category", choices=CATEGORIES)
+    s.add_argument("--query")
+    s.add_argument("--k", type=int, default=10)
+    s = cmd("learn", "record a learning in LEARNINGS.md (memory.learn)")
+    s.add_argument("category", help=", ".join(SECTIONS))
+    s.add_argument("text")
+    s = cmd("set-image", "store an image file with a description (memory.setImage)")
+    s.add_argument("key")
+    s.add_argument("file", type=Path)
+    s.add_argument("--description")
+    s = cmd("get-image", "show a stored image's details, or write it out (memory.getImage)")
+    s.add_argument("key")
+    s.add_argument("--out", type=Path, help="write the image bytes to this file")
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def _check_range(name: str, value: int, lo: int, hi: int | None = None) -> None:
+    if value < lo or (hi is not None and value > hi):
+        raise InvalidParams(f"--{name}: must be between {lo} and {hi}" if hi else f"--{name}: must be >= {lo}")
+
+
+async def run(args: argparse.Namespace, config: Config) -> int:
+    from .manager import MemoryManager
+
+    agent = args.agent or config.agent_id
+    if agent != config.agent_id and not config.agent_dir(agent).is_dir():
+        raise NotFound(f"agent not found: {agent}")
+    mgr = MemoryManager(config, agent)
+    await mgr.open()
+    try:
+        f = MemoryFeatures(mgr, config.agent_workspace(agent))
+        c = args.memory_command
+        if c == "set":
+            value = sys.stdin.read() if args.value == "-" else args.value
+            res = await f.set(args.key, value, args.category)
+            text = f"{'replaced' if res['replaced'] else 'saved'} {res['key']} ({res['category']}) → {res['path']}"
+        elif c == "get":
+            res = await f.get(args.key)
+            text = f"{res['key']} ({res['category']}, updated {res['updated']})\n{res['value']}"
+        elif c == "delete":
+            res = await f.delete(args.key)
+            text = f"deleted {res['key']} ({res['path']})"
+        elif c == "list":
+            _check_range("limit", args.limit, 1, 500)
+            _check_range("offset", args.offset, 0)
+            res = await f.list(args.category, args.limit, args.offset)
+            text = "\n".join(f"{m['updated'][:10]}  {m['category']:<11} {m['key']}: {m['preview']}"
+                             for m in res["memories"]) or "no keyed memories"
+        elif c == "similar":
+            _check_range("k", args.k, 1, 50)
+            res = await f.similar(args.key, args.k)
+            text = "\n".join(f"{r['score']:.3f}  {r['path']}:{r['startLine']}-{r['endLine']}"
+                             for r in res["results"]) or "no results"
+        elif c == "recall":
+            _check_range("k", args.k, 1, 100)
+            res = await f.recall(args.from_, args.to, args.category, args.query, args.k)
+            text = "\n".join(f"{r['timestamp']}  {r['path']}:{r['startLine']}  {' '.join(r['snippet'].split())[:120]}"
+                             for r in res["results"]) or "nothing in that period"
+        elif c == "learn":
+            res = await f.learn(args.category, args.text)
+            e = res["entry"]
+            text = f"{res['status']}: [{e['date']}] {e['text']} ({e['section']}, LEARNINGS.md:{e['line']})"
+        elif c == "set-image":
+            check_key(args.key)
+            data = args.file.read_bytes()
+            res = await f.set_image(args.key, base64.b64encode(data).decode("ascii"), args.description)
+            text = f"saved {res['imagePath']} ({res['mimeType']}, {res['bytes']} bytes)"
+        else:
+            res = await f.get_image(args.key)
+            if args.out is not None:
+                args.out.write_bytes(base64.b64decode(res["image"]))
+            text = f"{res['imagePath']} ({res['mimeType']}, {res['bytes']} bytes)" + (
+                f"\n{res['description']}" if res["description"] else "") + (
+                f"\nwritten to {args.out}" if args.out is not None else "")
+        if args.json:
+            _print_json(res)
+        else:
+            print(text)
+        return 0
+    finally:
+        await mgr.close()
