@@ -138,14 +138,19 @@ class _Copier:
         self.report.indexes += 1
 
 
-def _memory_files(workspace: Path) -> list[Path]:
-    """The workspace's memory sources, relative: MEMORY.md, memory.md, memory/**/*.md (no symlinks)."""
-    found = [Path(name) for name in ("MEMORY.md", "memory.md") if (workspace / name).is_file()]
+def _memory_files(workspace: Path, _agents: bool = True) -> list[Path]:
+    """The workspace's memory sources, relative: MEMORY.md, memory.md, LEARNINGS.md, memory/**/*.md,
+    the images of memory/images/, and the same of every agent workspace agents/<id>/ (no symlinks)."""
+    found = [Path(name) for name in ("MEMORY.md", "memory.md", "LEARNINGS.md") if (workspace / name).is_file()]
     notes = workspace / "memory"
     if notes.is_dir() and not notes.is_symlink():
-        for path in sorted(notes.rglob("*.md")):
-            if path.is_file() and not path.is_symlink():
+        for path in sorted(notes.rglob("*")):
+            if path.is_file() and not path.is_symlink() and (
+                    path.suffix == ".md" or (path.parent == notes / "images" and path.suffix in (".png", ".jpg"))):
                 found.append(path.relative_to(workspace))
+    if _agents:
+        for agent in _subdirs(workspace / "agents"):
+            found += [agent.relative_to(workspace) / f for f in _memory_files(agent, _agents=False)]
     return found
 
 

@@ -208,3 +208,25 @@ def test_cli_keyed_learn_recall_and_images(tmp_path, capsys):
     assert run("memory", "get", "pet")[0] == 1, "not found"
     assert run("memory", "learn", "gossip", "x")[0] == 2, "invalid params"
     assert run("memory", "recall", "--from", "2d", "--to", "3d")[0] == 2
+
+
+async def test_backup_copies_keyed_memories_learnings_images_and_agent_workspaces(start_gateway, tmp_path):
+    import base64
+
+    from gateway.backup import backup_state
+
+    gw = await start_gateway(memory=True)
+    c = await gw.client()
+    await c.call("memory.set", {"key": "pet", "value": "Biscuit the beagle"})
+    await c.call("memory.learn", {"category": "tools", "text": "Use the map tool for directions"})
+    jpeg = b"\xff\xd8\xff\xe0" + b"\x00" * 16
+    await c.call("memory.setImage", {"key": "snap", "image": base64.b64encode(jpeg).decode()})
+    await c.call("sessions.create", {"agentId": "work"})
+    await c.call("memory.set", {"agentId": "work", "key": "vpn", "value": "Albatross"})
+    await c.close()
+    dest = tmp_path / "backup"
+    backup_state(gw.config, dest)
+    for rel in ("memory/keyed/general/pet.md", "LEARNINGS.md", "memory/images/snap.md",
+                "agents/work/memory/keyed/general/vpn.md"):
+        assert (dest / "workspace" / rel).read_bytes() == (gw.config.workspace_dir / rel).read_bytes(), rel
+    assert (dest / "workspace" / "memory/images/snap.jpg").read_bytes() == jpeg
