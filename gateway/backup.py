@@ -7,7 +7,8 @@ What is copied, into the same layout under DEST (a new directory; dirs 0700, fil
     agents/<agentId>/sessions/*.jsonl            up to the last complete line (appends are never torn)
     agents/<agentId>/memory.sqlite               SQLite online backup API: a transaction-consistent
                                                  snapshot, taken page by page without the vec extension
-    workspace/MEMORY.md, memory.md, memory/**/*.md   the notes the memory index is built from
+    workspace/MEMORY.md, memory.md, LEARNINGS.md, memory/**/*.md, memory/images/*.png|jpg,
+              agents/<id>/… (the same)      the notes the memory index is built from
 
 Session metadata is copied before the transcripts, so every session it lists has its transcript in the
 copy. The copy is assembled in DEST.partial-… and renamed to DEST at the end: an interrupted backup
