@@ -107,6 +107,8 @@ class EmbeddingsConfig:
     fallback: str = _f("none", choices=("local", "openai", "none"),
                        doc="provider used when the configured one cannot be set up (no API key, …)")
     cache_max_entries: int = _f(200_000, ge=0)
+    multimodal: bool = _f(False, doc="the openai endpoint's model embeds images too (e.g. llama.cpp serving "
+                          "Qwen3-VL-Embedding): enables memory.searchImage")
 
 
 @dataclass

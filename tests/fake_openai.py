@@ -13,11 +13,12 @@ Behaviours (each consumed by one request; when the script is empty, "ok"):
     ("hang", seconds)               accept and say nothing for that long (provider timeout)
 
 Endpoints: POST /v1/chat/completions (stream or not), POST /v1/embeddings (deterministic vectors
-from a hashed bag of words, so similar texts are similar). `requests` records every request body.
+from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too). `requests` records every request body.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
@@ -36,6 +37,14 @@ def bag_of_words_vector(text: str, dims: int) -> list[float]:
         vec[h % dims] += 1.0 if (h >> 32) & 1 else -1.0
     norm = math.sqrt(sum(v * v for v in vec)) or 1.0
     return [v / norm for v in vec]
+
+
+def input_vector(item: Any, dims: int) -> list[float]:
+    """A text's bag of words; an image part's (data URL) bag of 4-byte shingles of its bytes."""
+    if isinstance(item, dict) and item.get("type") == "image_url":
+        data = base64.b64decode(item["image_url"]["url"].split(",", 1)[1])
+        return bag_of_words_vector(" ".join(data[i:i + 4].hex() for i in range(0, len(data), 4)), dims)
+    return bag_of_words_vector(str(item), dims)
 
 
 class FakeOpenAI:
@@ -113,7 +122,7 @@ class FakeOpenAI:
                     inputs = body.get("input")
                     inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
                     dims = int(body.get("dimensions") or api.dims)
-                    data = [{"object": "embedding", "index": i, "embedding": bag_of_words_vector(t, dims)}
+                    data = [{"object": "embedding", "index": i, "embedding": input_vector(t, dims)}
                             for i, t in enumerate(inputs)]
                     self._json(200, {"object": "list", "data": data, "model": body.get("model", "fake"),
                                      "usage": {"prompt_tokens": 1, "total_tokens": 1}})

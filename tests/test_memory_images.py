@@ -14,11 +14,13 @@ import pytest
 from tests.helpers import RpcError
 
 
-def png(width: int = 2, height: int = 2) -> bytes:
+def png(width: int = 2, height: int = 2, rgb: tuple[int, int, int] = (255, 0, 0)) -> bytes:
+    """A real, valid PNG of one colour."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    raw = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+    raw = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
             + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
@@ -121,3 +123,31 @@ async def test_images_belong_to_their_agent(start_gateway):
     hits = (await c.call("memory.search", {"query": "Azores hiking", "mode": "fts", "agentId": "travel"}))["results"]
     assert [h["path"] for h in hits] == ["memory/images/map.md"]
     await c.close()
+
+
+
+async def test_search_image_with_a_multimodal_provider(start_gateway):
+    from tests.fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as api:
+        gw = await start_gateway(memory=True, **{
+            "memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": api.base_url,
+            "memory.embeddings.model": "fake-vl-embed", "memory.embeddings.multimodal": True})
+        c = await gw.client()
+        images = {"sunset": png(24, 24, (250, 90, 20)), "sea": png(40, 8, (10, 60, 200)),
+                  "forest": png(8, 40, (20, 140, 30))}
+        for key, data in images.items():
+            await c.call("memory.setImage", {"key": key, "image": b64(data),
+                                             "description": f"a photo: {key}"})
+        found = await c.call("memory.searchImage", {"image": b64(images["sea"]), "k": 2})
+        assert [r["key"] for r in found["results"]][0] == "sea" and len(found["results"]) == 2
+        top = found["results"][0]
+        assert top["score"] > 0.99 and top["score"] > found["results"][1]["score"]
+        assert top["description"] == "a photo: sea" and top["imagePath"] == "memory/images/sea.png"
+        assert found["embeddings"] == {"provider": "openai", "model": "fake-vl-embed"}
+        image_requests = lambda: [r for r in api.requests if r["path"] == "/v1/embeddings"  # noqa: E731
+                                  and isinstance(r["body"]["input"][0], dict)]
+        before = len(image_requests())
+        await c.call("memory.searchImage", {"image": b64(images["forest"])})
+        assert len(image_requests()) == before + 1, "stored images come from the cache; only the query is embedded"
+        await c.close()

@@ -9,6 +9,7 @@ change (or a delete) shows in search at once.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,8 @@ import numpy as np
 
 from ..errors import UpstreamUnavailable
 from . import learnings, timerecall
+from .embeddings.base import EmbeddingError
+from .embeddings.cache import EmbeddingCache
 from .images import ImageStore, decode_image
 from .keyed import KeyedStore, check_category
 
@@ -124,11 +127,34 @@ class MemoryFeatures:
         return await asyncio.to_thread(self.images.get, key)
 
     async def search_image(self, image: str, k: int) -> dict:
-        await asyncio.to_thread(decode_image, image, self._max_image_bytes())
+        """Stored images ranked by cosine similarity to `image`, embedded by a multimodal provider.
+
+        Stored images' vectors live in the embedding cache under ("image:" + sha256 of the bytes), so
+        each image is embedded once; a pruned entry is simply embedded again."""
+        query, mime = await asyncio.to_thread(decode_image, image, self._max_image_bytes())
         p = self.mem.provider
         if p is None or not getattr(p, "multimodal", False) or not hasattr(p, "embed_images"):
             name = f"{p.name} ({p.model})" if p is not None and p.name else "none"
             raise UpstreamUnavailable(
                 f"the configured embedding provider {name} cannot embed images; image search needs a "
-                f"multimodal embedding provider", retryable=False)
-        raise UpstreamUnavailable("image search is not implemented for this provider", retryable=False)
+                f"multimodal embedding provider (memory.embeddings.multimodal = true on an openai "
+                f"endpoint serving a vision embedding model)", retryable=False)
+        stored = await asyncio.to_thread(self.images.all)
+        cache = EmbeddingCache(self.mem.writer, p.name, p.model, self.mem.cfg.embeddings.cache_max_entries)
+        hashes = ["image:" + hashlib.sha256(data).hexdigest() for _, data in stored]
+        try:
+            vectors = await cache.get_many(hashes)
+            missing = [(h, data, s["mimeType"]) for h, (s, data) in zip(hashes, stored) if h not in vectors]
+            if missing:
+                fresh = await p.embed_images([(data, m) for _, data, m in missing])
+                new = {h: v for (h, _, _), v in zip(missing, fresh)}
+                await cache.put_many(new)
+                vectors.update(new)
+            q = (await p.embed_images([(query, mime)]))[0]
+        except EmbeddingError as exc:
+            raise UpstreamUnavailable(f"image embedding failed: {exc}", retryable=exc.retryable,
+                                      retry_after_ms=int(exc.retry_after * 1000) if exc.retry_after else None) from None
+        scored = sorted(((float(np.dot(vectors[h], q)), s) for h, (s, _) in zip(hashes, stored)),
+                        key=lambda t: t[0], reverse=True)
+        results = [{**s, "score": round(max(0.0, min(1.0, cos)), 6)} for cos, s in scored[:k]]
+        return {"results": results, "embeddings": {"provider": p.name, "model": p.model}}

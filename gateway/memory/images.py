@@ -37,7 +37,7 @@ from pathlib import Path
 from ..errors import InvalidParams, NotFound
 from ..timeutil import now_iso
 from .files import atomic_write, front_matter, locked, parse_front_matter, remove
-from .keyed import check_key
+from .keyed import KEY_PATTERN, check_key
 
 IMAGES_DIR = "memory/images"
 TYPES = {"image/png": "png", "image/jpeg": "jpg"}
@@ -123,8 +123,8 @@ class ImageStore:
         meta["description"] = _description(key, body)
         return meta
 
-    def get(self, key: str) -> dict:
-        check_key(key)
+    def _load(self, key: str) -> tuple[bytes, str, str, dict[str, str]] | None:
+        """(bytes, MIME type, file name, sidecar metadata) of a stored image, or None."""
         meta = self._read_meta(key) or {}
         candidates = [meta.get("file", "")] + [f"{key}.{e}" for e in TYPES.values()]
         for fname in candidates:
@@ -134,13 +134,34 @@ class ImageStore:
             if p.is_file() and not p.is_symlink():
                 data = p.read_bytes()
                 mime = sniff(data)
-                if mime is None:
-                    continue
-                return {"key": key, "mimeType": mime, "image": base64.b64encode(data).decode("ascii"),
-                        "description": meta.get("description", ""), "bytes": len(data),
-                        "path": f"{IMAGES_DIR}/{key}.md", "imagePath": f"{IMAGES_DIR}/{fname}",
-                        "created": meta.get("created"), "updated": meta.get("updated")}
-        raise NotFound(f"no image with key {key!r}", {"key": key})
+                if mime is not None:
+                    return data, mime, fname, meta
+        return None
+
+    def _summary(self, key: str, mime: str, fname: str, meta: dict[str, str], size: int) -> dict:
+        return {"key": key, "mimeType": mime, "description": meta.get("description", ""), "bytes": size,
+                "path": f"{IMAGES_DIR}/{key}.md", "imagePath": f"{IMAGES_DIR}/{fname}",
+                "created": meta.get("created"), "updated": meta.get("updated")}
+
+    def get(self, key: str) -> dict:
+        check_key(key)
+        found = self._load(key)
+        if found is None:
+            raise NotFound(f"no image with key {key!r}", {"key": key})
+        data, mime, fname, meta = found
+        return {**self._summary(key, mime, fname, meta, len(data)),
+                "image": base64.b64encode(data).decode("ascii")}
+
+    def all(self) -> list[tuple[dict, bytes]]:
+        """(summary, bytes) of every stored image, by key."""
+        out = []
+        for sidecar in sorted(self.root.glob("*.md")) if self.root.is_dir() else []:
+            key = sidecar.stem
+            found = self._load(key) if re.fullmatch(KEY_PATTERN, key) else None
+            if found is not None:
+                data, mime, fname, meta = found
+                out.append((self._summary(key, mime, fname, meta, len(data)), data))
+        return out
 
 
 def _description(key: str, body: str) -> str:

@@ -28,7 +28,7 @@ def _openai(cfg: Config) -> EmbeddingProvider:
     return OpenAIEmbeddings(
         model=e.model, dims=e.dims,
         api_key=e.api_key or cfg.chat.api_key, base_url=e.base_url or cfg.chat.base_url,
-        timeout=e.timeout, max_retries=e.max_retries, batch_size=e.batch_size,
+        timeout=e.timeout, max_retries=e.max_retries, batch_size=e.batch_size, multimodal=e.multimodal,
     )
 
 

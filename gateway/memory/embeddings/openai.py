@@ -9,6 +9,7 @@ caller instead, who retries the missing vectors later).
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import time
 from typing import Any
@@ -52,7 +53,8 @@ class OpenAIEmbeddings(EmbeddingProvider):
     max_chars = 24000
 
     def __init__(self, *, model: str = "", dims: int = 0, api_key: str = "", base_url: str = "",
-                 timeout: float = 30.0, max_retries: int = 2, batch_size: int = 64) -> None:
+                 timeout: float = 30.0, max_retries: int = 2, batch_size: int = 64,
+                 multimodal: bool = False) -> None:
         import openai
 
         if not api_key and not base_url:
@@ -64,13 +66,14 @@ class OpenAIEmbeddings(EmbeddingProvider):
         self.dims = dims or KNOWN_DIMS.get(self.model, 0)
         self.max_batch = batch_size
         self.max_retries = max_retries
+        self.multimodal = multimodal
         self.client = openai.AsyncOpenAI(api_key=api_key or "unused", base_url=base_url or None,
                                          timeout=timeout, max_retries=0)
 
     async def close(self) -> None:
         await self.client.close()
 
-    async def _request(self, texts: list[str]) -> np.ndarray:
+    async def _request(self, texts: list[Any]) -> np.ndarray:
         kwargs: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self.requested_dims:
             kwargs["dimensions"] = self.requested_dims
@@ -80,7 +83,7 @@ class OpenAIEmbeddings(EmbeddingProvider):
             raise EmbeddingError(f"embedding server returned {len(data)} vectors for {len(texts)} texts")
         return normalise(np.array([d.embedding for d in data], dtype=np.float32))
 
-    async def _with_retries(self, texts: list[str]) -> np.ndarray:
+    async def _with_retries(self, texts: list[Any]) -> np.ndarray:
         oa = self._openai
         attempt = 0
         while True:
@@ -108,12 +111,25 @@ class OpenAIEmbeddings(EmbeddingProvider):
             await asyncio.sleep(delay)
 
     async def embed(self, texts: list[str]) -> np.ndarray:
-        if not texts:
+        return await self._embed_inputs([t[: self.max_chars] or " " for t in texts])
+
+    async def embed_images(self, images: list[tuple[bytes, str]]) -> np.ndarray:
+        """Vectors for (bytes, MIME type) images, in the same space as the texts' (multimodal only).
+
+        Each image goes as one input item in the chat content-part form,
+        `{"type": "image_url", "image_url": {"url": "data:<mime>;base64,…"}}`."""
+        if not self.multimodal:
+            raise EmbeddingError(f"{self.model} is not configured as multimodal", retryable=False)
+        return await self._embed_inputs([
+            {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{base64.b64encode(data).decode()}"}}
+            for data, mime in images])
+
+    async def _embed_inputs(self, inputs: list[Any]) -> np.ndarray:
+        if not inputs:
             return np.zeros((0, self.dims), dtype=np.float32)
         out = []
-        for i in range(0, len(texts), self.max_batch):
-            part = [t[: self.max_chars] or " " for t in texts[i:i + self.max_batch]]
-            out.append(await self._with_retries(part))
+        for i in range(0, len(inputs), self.max_batch):
+            out.append(await self._with_retries(inputs[i:i + self.max_batch]))
         vecs = np.vstack(out)
         if self.dims and vecs.shape[1] != self.dims and not self.requested_dims and self.model not in KNOWN_DIMS:
             raise EmbeddingError(f"embedding size changed from {self.dims} to {vecs.shape[1]}", retryable=False)
