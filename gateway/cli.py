@@ -34,6 +34,19 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--log-format", choices=("auto", "json", "console"))
 
 
+def _common_on_leaves(p: argparse.ArgumentParser) -> None:
+    """Add the shared flags to every leaf command (`jarvis memory status --state-dir D`): on a parent
+    too, the leaf's default would overwrite what was given before the sub-command."""
+    subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        if not any(a.dest == "state_dir" for a in p._actions):
+            _common(p)
+        return
+    for action in subs:
+        for child in set(action.choices.values()):
+            _common_on_leaves(child)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jarvis", description="Jarvis Gateway: a self-hosted memory gateway for personal AI assistants.",
@@ -72,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         before = set(sub.choices)
         memory_cli.add_commands(sub)
         for name in set(sub.choices) - before:
-            _common(sub.choices[name])
+            _common_on_leaves(sub.choices[name])
     try:
         from . import service
     except ImportError:  # pragma: no cover

@@ -100,3 +100,18 @@ async def test_wrong_token_after_rotation_is_refused(tmp_path):
         await c.close()
     finally:
         gp.kill()
+
+
+def test_memory_commands_take_the_shared_flags_after_the_subcommand(tmp_path):
+    ws = tmp_path / "notes"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "garden.md").write_text("# Garden\n\nThe tomatoes go in the greenhouse in May.\n")
+    other = tmp_path / "elsewhere"  # JARVIS_STATE_DIR points here; the flag must win
+    r = jarvis("memory", "sync", "--state-dir", str(tmp_path / "state"), "--workspace", str(ws), state_dir=other)
+    assert r.returncode == 0, r.stderr
+    r = jarvis("memory", "search", "tomatoes greenhouse", "--json", "--state-dir", str(tmp_path / "state"),
+               "--workspace", str(ws), state_dir=other)
+    assert r.returncode == 0, r.stderr
+    result = orjson.loads(r.stdout)
+    assert result["results"][0]["path"] == "memory/garden.md" and result["mode"] == "hybrid"
+    assert (tmp_path / "state" / "agents" / "main" / "memory.sqlite").exists() and not other.exists()
