@@ -166,6 +166,21 @@ class GatewayProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = state_dir / "serve.log"
 
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls, state_dir: Path, config_toml: str = "", env: dict[str, str] | None = None):
+        """A started gateway with this config.toml (and no chat endpoint from the environment),
+        killed on exit."""
+        state_dir.mkdir(parents=True, exist_ok=True)
+        if config_toml:
+            (state_dir / "config.toml").write_text(config_toml)
+        proc = cls(state_dir, env={"OPENAI_BASE_URL": "", **(env or {})})
+        try:
+            proc.start()
+            yield proc
+        finally:
+            proc.kill()
+
     def start(self, timeout: float = 30) -> "GatewayProcess":
         import re
         import time

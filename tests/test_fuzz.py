@@ -41,15 +41,9 @@ def rss_kib(pid: int) -> int:
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
-    state = tmp_path_factory.mktemp("fuzz") / "state"
-    state.mkdir()
-    (state / "config.toml").write_text("[memory]\nenabled = false\n[chat]\nofflineDeltaDelay = 0.0\n")
-    proc = GatewayProcess(state, env={"OPENAI_BASE_URL": ""})
-    try:
-        proc.start()
+    config = "[memory]\nenabled = false\n[chat]\nofflineDeltaDelay = 0.0\n"
+    with GatewayProcess.running(tmp_path_factory.mktemp("fuzz") / "state", config) as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 def open_ws(gw: GatewayProcess):

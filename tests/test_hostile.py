@@ -29,18 +29,11 @@ SEND_BUFFER = 65536
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
-    state = tmp_path_factory.mktemp("hostile") / "state"
-    state.mkdir()
-    (state / "config.toml").write_text(
-        "[memory]\nenabled = false\n"
-        f"[server]\nmaxSendBuffer = {SEND_BUFFER}\nmaxConnections = {MAX_CONNECTIONS}\n"
-        "authFailuresPerMinute = 5\nauthTimeout = 2.0\n")
-    proc = GatewayProcess(state, env={"OPENAI_BASE_URL": ""})
-    try:
-        proc.start()
+    config = ("[memory]\nenabled = false\n"
+              f"[server]\nmaxSendBuffer = {SEND_BUFFER}\nmaxConnections = {MAX_CONNECTIONS}\n"
+              "authFailuresPerMinute = 5\nauthTimeout = 2.0\n")
+    with GatewayProcess.running(tmp_path_factory.mktemp("hostile") / "state", config) as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 @pytest.fixture
