@@ -541,3 +541,22 @@ def test_cli_commands_print_method_results(tmp_path, capsys):
     assert code == 0 and "MEMORY.md:1-1" in out
     code, _ = run("memory", "search", "x" * 2001)
     assert code == 2
+
+
+async def test_common_words_are_skipped_on_big_indexes(tmp_path, open_manager, monkeypatch):
+    from gateway.memory import search as search_mod
+
+    cfg = make_cfg(tmp_path)
+    for i in range(40):
+        write(cfg.workspace_dir / "memory" / f"c{i}.md", f"Weekly meeting notes, week {i}.\n")
+    write(cfg.workspace_dir / "memory" / "rare.md", "Weekly meeting about the zeppelin budget.\n")
+    m = await open_manager(cfg)
+    await m.sync()
+    s = m.searcher
+    terms = query_terms("weekly meeting zeppelin")
+    assert await s.prune_common(terms) == terms  # a small index searches every word
+    monkeypatch.setattr(search_mod, "PRUNE_MIN_CHUNKS", 10)  # as if this index were big
+    assert await s.prune_common(terms) == ["zeppelin"]  # rarest first, within the postings budget
+    res = await m.search("weekly meeting zeppelin", mode="fts")
+    assert paths(res)[0] == "memory/rare.md"
+    assert await s.prune_common(["weekly", "meeting"]) in (["weekly"], ["meeting"])  # the rarest always stays

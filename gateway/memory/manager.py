@@ -442,6 +442,8 @@ class MemoryManager:
         missing = int(await db.scalar("SELECT count(*) FROM chunks WHERE embedded = 0", default=0)) \
             if self.backend != "none" else 0
         self._counts = {"files": files, "chunks": chunks, "vectors": chunks - missing, "missing": missing}
+        if self.searcher is not None:
+            self.searcher.total_chunks = chunks
         self._generation = await get_meta(db, "generation", "0") or "0"
         self._last_sync_at = await get_meta(db, "last_sync_at")
 

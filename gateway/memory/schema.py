@@ -125,6 +125,11 @@ async def _m006_chunk_context(db: Database, p: SchemaParams) -> None:
     await db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
 
 
+async def _m007_fts_vocab(db: Database, p: SchemaParams) -> None:
+    """Per-term document counts, so searches can skip words that are in most chunks."""
+    await db.execute("CREATE VIRTUAL TABLE chunks_fts_rows USING fts5vocab(chunks_fts, 'row')")
+
+
 Migration = Callable[[Database, SchemaParams], Awaitable[None]]
 
 MIGRATIONS: list[tuple[str, Migration]] = [
@@ -134,6 +139,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("004_chunks_fts", _m004_fts),
     ("005_embedding_cache", _m005_embedding_cache),
     ("006_chunk_context", _m006_chunk_context),
+    ("007_fts_vocab", _m007_fts_vocab),
 ]
 
 

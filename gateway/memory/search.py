@@ -22,6 +22,7 @@ the budget is cut around its first match.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 from collections import OrderedDict
@@ -33,9 +34,12 @@ import orjson
 
 from .db import Database
 from .embeddings import EmbeddingError, EmbeddingProvider
+from .schema import TOKENIZERS
 from .stopwords import STOPWORDS
 from .vectors import VectorStore
 
+POSTINGS_BUDGET = 0.05  # of all chunks; see Searcher.prune_common
+PRUNE_MIN_CHUNKS = 20_000
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]")
 MAX_TERMS = 48
@@ -302,6 +306,9 @@ class Searcher:
         self.db, self.provider, self.opts = db, provider, opts
         self.vectors, self.vector_problem = vectors, vector_problem
         self._qcache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._tok_lock = asyncio.Lock()
+        self._tok_ready = False
+        self.total_chunks = 0  # kept current by the manager; enables common-term pruning on big indexes
 
     async def embed_query(self, text: str) -> np.ndarray:
         v = self._qcache.get(text)
@@ -314,8 +321,57 @@ class Searcher:
             self._qcache.popitem(last=False)
         return v
 
+    async def _index_tokens(self, terms: Sequence[str]) -> list[list[str]]:
+        """How the FTS tokenizer indexes each term (porter: its stem), via a scratch FTS5 table."""
+        async with self._tok_lock:
+            if not self._tok_ready:
+                tok = TOKENIZERS[self.opts.tokenizer]
+                await self.db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_fts USING fts5(x, tokenize='{tok}')")
+                await self.db.execute(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_vocab USING fts5vocab(temp, q_fts, 'instance')")
+                self._tok_ready = True
+            await self.db.execute("DELETE FROM temp.q_fts")
+            await self.db.executemany("INSERT INTO temp.q_fts(rowid, x) VALUES (?, ?)",
+                                      [(i + 1, t) for i, t in enumerate(terms)])
+            rows = await self.db.fetchall("SELECT doc, term FROM temp.q_vocab")
+        out: list[list[str]] = [[] for _ in terms]
+        for doc, term in rows:
+            out[int(doc) - 1].append(term)
+        return out
+
+    async def prune_common(self, terms: Sequence[str]) -> list[str]:
+        """On a big index, search the rarest words and skip common ones beyond a postings budget.
+
+        FTS5 scores every chunk that matches any OR-ed word, so a search costs about the sum of its
+        words' document counts. Words are taken rarest first while that sum stays within
+        POSTINGS_BUDGET of all chunks (the rarest always). Skipped words have the lowest IDF, so
+        they would have moved the ranking least; they still count in the re-ranking of the candidates
+        and in the vector search."""
+        total = self.total_chunks
+        if self.opts.tokenizer == "trigram" or len(terms) < 2 or total < PRUNE_MIN_CHUNKS:
+            return list(terms)
+        toks = await self._index_tokens(terms)
+        flat = sorted({t for ts in toks for t in ts})
+        if not flat:
+            return list(terms)
+        df = {t: 0 for t in flat}
+        for term, doc in await self.db.fetchall(
+                f"SELECT term, doc FROM chunks_fts_rows WHERE term IN ({','.join('?' * len(flat))})", flat):
+            df[term] = int(doc)
+        tdf = [sum(df[t] for t in ts) for ts in toks]
+        budget = POSTINGS_BUDGET * total
+        keep: set[int] = set()
+        used = 0
+        for i in sorted(range(len(terms)), key=lambda i: tdf[i]):
+            if keep and used + tdf[i] > budget:
+                break
+            keep.add(i)
+            used += tdf[i]
+        return [terms[i] for i in sorted(keep)]
+
     async def fts(self, terms: Sequence[str], n: int, sources: tuple[str, ...],
                   session_key: str | None) -> list[tuple[int, float]]:
+        terms = await self.prune_common(terms)
         expr = fts_query(terms, self.opts.tokenizer)
         if expr is None:
             return []

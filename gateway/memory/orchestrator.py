@@ -1,0 +1,206 @@
+"""SyncOrchestrator: every trigger of a memory sync goes through here, and all of them coalesce.
+
+Triggers (config `memory.sync.*`):
+
+| trigger | key | what runs |
+|---|---|---|
+| start | `onStart` | memory files + all transcripts, once, in the background |
+| file watch | `watch`, `watchDebounceMs` | memory files, after the watcher's debounce |
+| after `chat.final` | `sessionDebounceMs` | that session's transcript, debounced per session |
+| session start | `onSessionStart` | what is dirty, in the background, when a session is created |
+| search | `onSearch` | what is dirty, before the search answers |
+| interval | `intervalMinutes` (0 = off) | memory files + all transcripts, every N minutes |
+| flush after compaction | `forceOnFlush` | memory files + that transcript, forced (re-read even if size/mtime match) |
+| `memory.sync` | — | everything, forced when asked |
+
+Coalescing: at most one sync runs at a time. Requests arriving while it runs merge into ONE pending
+request (the union of what they ask for; `force` if any asked for it), which runs right after the
+current one — so N concurrent triggers cause at most two runs, and a forced request is never dropped.
+Every caller gets the result of the run that covered its request.
+
+What a run does is the owner's business (`run` callback); so is dirtiness (`is_dirty`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import structlog
+
+from .watcher import watch_memory
+
+log = structlog.get_logger("gateway.memory")
+
+
+@dataclass
+class SyncRequest:
+    """What one run must cover. `sessions` is True (all), a set of session keys, or False."""
+    future: asyncio.Future
+    force: bool = False
+    memory: bool = False
+    sessions: bool | set[str] = False
+    progress: list[Callable[[int, int], None]] = field(default_factory=list)
+    reasons: set[str] = field(default_factory=set)
+
+    def add(self, force: bool, memory: bool, sessions: bool | set[str], progress, reason: str) -> None:
+        self.force = self.force or force
+        self.memory = self.memory or memory
+        if sessions is True or self.sessions is True:
+            self.sessions = True
+        elif isinstance(sessions, set):
+            self.sessions = (self.sessions if isinstance(self.sessions, set) else set()) | sessions
+        if progress is not None:
+            self.progress.append(progress)
+        self.reasons.add(reason)
+
+
+class SyncOrchestrator:
+    def __init__(self, run: Callable[[SyncRequest], Awaitable[Any]], *, sync_cfg: Any,
+                 unavailable: Callable[[], str | None] = lambda: None):
+        """`run(req)` performs one sync; `unavailable()` returns why no sync can run now (or None)."""
+        self._run_one = run
+        self.cfg = sync_cfg
+        self._unavailable = unavailable
+        self._pending: SyncRequest | None = None
+        self._runner: asyncio.Task | None = None
+        self._running: SyncRequest | None = None
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._closed = False
+        self.runs = 0          # syncs started
+        self.requests = 0      # requests received (runs ≤ requests: the rest coalesced)
+        self.last_reasons: list[str] = []
+
+    # ---- the core: request and run ---------------------------------------------------------------
+    def request(self, *, force: bool = False, memory: bool = False, sessions: bool | set[str] = False,
+                progress=None, reason: str = "explicit") -> SyncRequest:
+        problem = "sync orchestrator is closed" if self._closed else self._unavailable()
+        if problem:
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_exception(RuntimeError(problem))
+            fut.exception()
+            return SyncRequest(fut)
+        self.requests += 1
+        if self._pending is None:
+            fut = asyncio.get_running_loop().create_future()
+            fut.add_done_callback(_consume)
+            self._pending = SyncRequest(fut)
+        self._pending.add(force, memory, sessions, progress, reason)
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.create_task(self._loop())
+        return self._pending
+
+    async def sync(self, **kw: Any) -> Any:
+        """Request a sync and wait for the run that covers it (the wait is cancellable; the run is not)."""
+        return await asyncio.shield(self.request(**kw).future)
+
+    async def _loop(self) -> None:
+        while self._pending is not None and not self._closed:
+            req, self._pending = self._pending, None
+            self._running = req
+            self.runs += 1
+            self.last_reasons = sorted(req.reasons)
+            try:
+                result = await self._run_one(req)
+            except asyncio.CancelledError:
+                if not req.future.done():
+                    req.future.set_exception(RuntimeError("memory sync cancelled"))
+                raise
+            except Exception as exc:
+                log.exception("memory_sync_failed", reasons=self.last_reasons)
+                if not req.future.done():
+                    req.future.set_exception(exc)
+            else:
+                if not req.future.done():
+                    req.future.set_result(result)
+            finally:
+                self._running = None
+
+    @property
+    def running(self) -> bool:
+        return self._running is not None
+
+    @property
+    def pending(self) -> bool:
+        return self._pending is not None
+
+    # ---- triggers -------------------------------------------------------------------------------------
+    def start(self, workspace: Path | None, on_memory_change: Callable[[], None]) -> None:
+        """Start the background triggers: file watch (`watch`) and the interval (`intervalMinutes`)."""
+        if self.cfg.watch and workspace is not None:
+            self._spawn(watch_memory(workspace, on_memory_change, self._stop, self.cfg.watch_debounce_ms))
+        if self.cfg.interval_minutes > 0:
+            self._spawn(self._interval(self.cfg.interval_minutes * 60.0))
+
+    def _spawn(self, coro) -> None:
+        t = asyncio.create_task(coro)
+        t.add_done_callback(_log_task_failure)
+        self._tasks.append(t)
+
+    async def _interval(self, seconds: float) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), timeout=seconds)
+            if self._stop.is_set():
+                return
+            self.request(memory=True, sessions=True, reason="interval")
+
+    def debounce(self, key: str, delay_s: float, fire: Callable[[], None]) -> None:
+        """Call `fire` once, `delay_s` after the last call with this key."""
+        if self._closed:
+            return
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+
+        def go() -> None:
+            self._timers.pop(key, None)
+            fire()
+
+        self._timers[key] = asyncio.get_running_loop().call_later(delay_s, go)
+
+    def cancel_debounce(self, key: str) -> None:
+        h = self._timers.pop(key, None)
+        if h is not None:
+            h.cancel()
+
+    def status(self) -> dict[str, Any]:
+        return {"running": self.running, "pending": self.pending, "runs": self.runs, "requests": self.requests,
+                "intervalMinutes": self.cfg.interval_minutes}
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        for h in self._timers.values():
+            h.cancel()
+        self._timers.clear()
+        for t in self._tasks:
+            try:
+                await asyncio.wait_for(t, timeout=5)
+            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                t.cancel()
+        if self._runner is not None and not self._runner.done():
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._runner
+        if self._pending is not None and not self._pending.future.done():
+            self._pending.future.set_exception(RuntimeError("memory manager closed"))
+        self._pending = None
+
+
+def _consume(fut: asyncio.Future) -> None:
+    """Mark a sync result's exception as seen (callers that do not wait still get it logged)."""
+    if not fut.cancelled():
+        fut.exception()
+
+
+def _log_task_failure(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("memory_background_task_failed", error=repr(task.exception()))
