@@ -1,0 +1,151 @@
+"""Pure ranking functions (ranking.py), the circuit breaker and QMD output parsing (backends.py, qmd.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gateway.memory.backends import BackendError, CircuitBreaker, merge
+from gateway.memory.qmd import parse_results, workspace_path
+from gateway.memory.ranking import (apply_time_decay, decay_factor, jaccard, mmr_rerank, mmr_select, path_date,
+                                    token_set)
+
+NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
+
+
+def res(path: str, score: float, snippet: str = "") -> dict:
+    return {"path": path, "source": "memory", "startLine": 1, "endLine": 1, "score": score, "snippet": snippet}
+
+
+def test_path_date_reads_day_files_only():
+    assert path_date("memory/2026-11-20.md") == datetime(2026, 11, 20, tzinfo=timezone.utc)
+    assert path_date("memory/journal/2025-01-02.md") == datetime(2025, 1, 2, tzinfo=timezone.utc)
+    assert path_date("MEMORY.md") is None
+    assert path_date("memory/keyed/facts/x.md") is None
+    assert path_date("memory/2026-13-40.md") is None
+    assert path_date("memory/notes-2026-11-20.md.bak") is None
+
+
+def test_decay_factor_halves_per_half_life_and_never_grows():
+    assert decay_factor(0, 30) == 1.0
+    assert decay_factor(30, 30) == pytest.approx(0.5)
+    assert decay_factor(60, 30) == pytest.approx(0.25)
+    assert decay_factor(-5, 30) == 1.0  # future-dated: no boost
+    with pytest.raises(ValueError):
+        decay_factor(1, 0)
+
+
+def test_time_decay_reorders_but_evergreen_files_keep_their_score():
+    results = [res("memory/2026-01-01.md", 0.9), res("MEMORY.md", 0.5), res("memory/2026-11-21.md", 0.6)]
+    dates = [path_date(r["path"]) for r in results]
+    out = apply_time_decay(results, dates, NOW, half_life_days=30)
+    assert [r["path"] for r in out] == ["memory/2026-11-21.md", "MEMORY.md", "memory/2026-01-01.md"]
+    assert out[1]["score"] == 0.5
+    assert out[0]["score"] == pytest.approx(0.6 * 0.5 ** (1 / 30), abs=1e-6)
+    assert results[0]["score"] == 0.9  # inputs untouched
+    with pytest.raises(ValueError):
+        apply_time_decay(results, dates[:2], NOW, 30)
+
+
+def test_jaccard_and_token_sets():
+    a, b = token_set("The cat sat on the mat"), token_set("the cat sat on a hat")
+    assert "a" not in b  # one-letter words are dropped
+    assert jaccard(a, b) == pytest.approx(4 / 6)
+    assert jaccard(frozenset(), frozenset()) == 0.0
+
+
+def test_mmr_drops_near_duplicates_with_jaccard():
+    results = [res("a.md", 0.9, "paris trip in may with anna"), res("b.md", 0.88, "paris trip in may with anna!"),
+               res("c.md", 0.7, "bought a new bicycle yesterday")]
+    out = mmr_rerank(results, k=2, lam=0.5)
+    assert [r["path"] for r in out] == ["a.md", "c.md"]
+    assert [r["path"] for r in mmr_rerank(results, k=3, lam=1.0)] == ["a.md", "b.md", "c.md"]
+
+
+def test_mmr_uses_vectors_when_every_result_has_one():
+    results = [res("a.md", 0.9, "x"), res("b.md", 0.85, "y"), res("c.md", 0.8, "z")]
+    vecs = {0: np.array([1.0, 0.0]), 1: np.array([0.99, 0.05]), 2: np.array([0.0, 1.0])}
+    assert [r["path"] for r in mmr_rerank(results, k=2, lam=0.5, vectors=vecs)] == ["a.md", "c.md"]
+    # Snippets are all different words, so without every vector Jaccard sees no duplicates.
+    assert [r["path"] for r in mmr_rerank(results, k=2, lam=0.5, vectors={0: vecs[0]})] == ["a.md", "b.md"]
+
+
+def test_mmr_select_bounds():
+    assert mmr_select([], 3, 0.5, lambda i, j: 0.0) == []
+    assert mmr_select([0.1, 0.5], 5, 0.7, lambda i, j: 0.0) == [1, 0]
+    with pytest.raises(ValueError):
+        mmr_select([1.0], 1, 1.5, lambda i, j: 0.0)
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_circuit_breaker_opens_then_half_opens_then_closes():
+    clock = Clock()
+    b = CircuitBreaker(failures=3, open_seconds=30, clock=clock)
+    for _ in range(2):
+        assert b.allow()
+        b.failure()
+    assert b.state == "closed"
+    b.success()
+    assert b.failures == 0
+    for _ in range(3):
+        assert b.allow()
+        b.failure()
+    assert b.state == "open" and not b.allow()
+    assert b.snapshot() == {"state": "open", "failures": 3, "openForS": 30.0}
+    clock.t += 30
+    assert b.state == "half-open"
+    assert b.allow() and not b.allow()  # one trial at a time
+    b.failure()  # the trial failed: open again for a full window
+    assert b.state == "open"
+    clock.t += 30
+    assert b.allow()
+    b.success()
+    assert b.snapshot() == {"state": "closed", "failures": 0}
+
+
+def test_merge_sorts_by_score_and_joins_degraded():
+    a = {"results": [res("MEMORY.md", 0.4)], "mode": "fts", "embeddings": {}, "degraded": "x"}
+    b = {"results": [res("sessions/s.jsonl", 0.8), res("sessions/t.jsonl", 0.1)], "mode": "hybrid", "embeddings": {}}
+    out = merge([a, b], 2, ["qmd failed"])
+    assert [r["score"] for r in out["results"]] == [0.8, 0.4]
+    assert out["degraded"] == "qmd failed; x"
+
+
+WS = Path("/home/u/ws")
+
+
+def test_qmd_paths_map_to_memory_files_only():
+    assert workspace_path("qmd://jarvis-main/memory/2026-11-20.md", "jarvis-main", WS) == "memory/2026-11-20.md"
+    assert workspace_path("jarvis-main/MEMORY.md", "jarvis-main", WS) == "MEMORY.md"
+    assert workspace_path("/home/u/ws/memory/a.md", "jarvis-main", WS) == "memory/a.md"
+    for bad in ("memory/../../etc/passwd.md", "/etc/passwd", "notes/x.md", "memory/x.txt", "", "memory//a.md"):
+        assert workspace_path(bad, "jarvis-main", WS) is None, bad
+
+
+def test_qmd_parse_results_defensively():
+    raw = (b'[{"docid":"#abc123","score":0.93,"file":"qmd://c/memory/2026-11-20.md","title":"t",'
+           b'"snippet":"@@ -12,3 @@ (11 before, 5 after)\\nline a\\nline b\\nline c"},'
+           b'{"file":"c/MEMORY.md","score":7,"line":4,"snippet":"' + b"x" * 900 + b'"},'
+           b'{"file":"c/../secret.md","score":0.5}, 42, {"score":0.2}, {"file":"c/memory/b.md","score":"high"}]')
+    out = parse_results(raw, "c", WS)
+    assert out[0] == {"path": "memory/2026-11-20.md", "source": "memory", "startLine": 12, "endLine": 14,
+                      "score": 0.93, "snippet": "line a\nline b\nline c"}
+    assert (out[1]["path"], out[1]["startLine"], out[1]["endLine"], out[1]["score"], len(out[1]["snippet"])) == \
+        ("MEMORY.md", 4, 4, 1.0, 700)
+    assert (out[2]["path"], out[2]["score"], out[2]["startLine"]) == ("memory/b.md", 0.0, 1)
+    assert len(out) == 3
+    assert parse_results(b"  \n", "c", WS) == []
+    with pytest.raises(BackendError, match="not JSON"):
+        parse_results(b"Error: something <html>", "c", WS)
+    with pytest.raises(BackendError, match="not a list"):
+        parse_results(b'{"oops": 1}', "c", WS)
