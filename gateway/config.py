@@ -139,6 +139,11 @@ class SearchConfig:
                             doc="trigram for CJK text; porter stems English words")
     vector_backend: str = _f("auto", choices=("auto", "sqlite-vec", "numpy"),
                              doc="auto: sqlite-vec when it loads, else numpy over stored vectors")
+    mmr: bool = _f(False, doc="re-rank by maximal marginal relevance to drop near-duplicate results")
+    mmr_lambda: float = _f(0.7, ge=0.0, le=1.0, doc="MMR: 1 = relevance only, 0 = diversity only")
+    time_decay: bool = _f(False, doc="scale scores by age: dated memory files and transcript messages; "
+                                     "MEMORY.md and other undated files never decay")
+    half_life_days: float = _f(30.0, ge=0.01, doc="time decay: age at which a score is halved")
 
 
 @dataclass
@@ -148,6 +153,31 @@ class SyncConfig:
     watch_debounce_ms: int = _f(500, ge=0)
     session_debounce_ms: int = _f(2000, ge=0, doc="delay after chat.final before a session is re-indexed")
     on_search: bool = _f(True, doc="sync before a search when the index is dirty")
+    on_session_start: bool = _f(True, doc="sync in the background when a session is created and the index is dirty")
+    interval_minutes: float = _f(0.0, ge=0.0, doc="sync everything every N minutes; 0 = off")
+    force_on_flush: bool = _f(True, doc="the sync after a compaction flush re-reads files even if size/mtime match")
+
+
+@dataclass
+class QmdConfig:
+    command: str = _f("qmd", doc="the qmd executable: a name looked up on PATH, or a path")
+    collection: str = _f("", doc="QMD collection of the agent's workspace; default jarvis-<agentId>")
+    timeout_ms: int = _f(10_000, ge=10, doc="per search; the process is killed after it")
+    update_timeout_ms: int = _f(600_000, ge=10, doc="per `qmd collection add` / `update` / `embed`")
+    embed: bool = _f(True, doc="run `qmd embed` after `qmd update` (needed for vsearch/query)")
+    hybrid_command: str = _f("query", choices=("query", "search", "vsearch"),
+                             doc="qmd subcommand for hybrid mode (fts → search, vector → vsearch)")
+
+
+@dataclass
+class BackendConfig:
+    kind: str = _f("builtin", choices=("builtin", "qmd"),
+                   doc="builtin: the SQLite index; qmd: the qmd CLI, falling back to builtin")
+    retries: int = _f(2, ge=0, le=10, doc="qmd: retries of a failed search before falling back")
+    retry_backoff_ms: int = _f(500, ge=0, doc="qmd: wait before retry n is n × this")
+    breaker_failures: int = _f(3, ge=1, doc="qmd: consecutive failed searches that open the circuit")
+    breaker_open_seconds: float = _f(30.0, ge=0.0, doc="qmd: how long an open circuit sends searches to builtin")
+    qmd: QmdConfig = _f(factory=QmdConfig)
 
 
 @dataclass
@@ -166,6 +196,7 @@ class MemoryConfig:
     chunking: ChunkingConfig = _f(factory=ChunkingConfig)
     search: SearchConfig = _f(factory=SearchConfig)
     sync: SyncConfig = _f(factory=SyncConfig)
+    backend: BackendConfig = _f(factory=BackendConfig)
     recall: RecallConfig = _f(factory=RecallConfig)
 
 
