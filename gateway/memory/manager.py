@@ -3,9 +3,13 @@
 Lifecycle: `open()` opens the index (migrations), and in the background runs the on-start sync and
 watches the workspace's memory files; `close()` stops every background task and closes the database.
 
-Sync requests from every trigger (start, file change, after `chat.final`, before a search when dirty,
-`memory.sync`) are coalesced: while one sync runs, later requests merge into a single pending one
+Sync requests from every trigger (start, file change, after `chat.final`, session start, before a search
+when dirty, the interval, a compaction flush, `memory.sync`) go through one SyncOrchestrator
+(orchestrator.py) and coalesce: while one sync runs, later requests merge into a single pending one
 (a `force` is kept), and each caller gets the result of the run that covered its request.
+
+Searches go to the configured backend (backends.py: the built-in index, or QMD with the built-in index
+as fallback), then through the optional re-ranking of ranking.py (MMR, time decay).
 
 A change of embedding provider/model/dims, chunking, FTS tokenizer or vector backend changes the index
 signature: the index is then rebuilt into `<db>.rebuild` (the embedding cache is copied over first) and
@@ -21,48 +25,33 @@ import asyncio
 import contextlib
 import os
 import time
-from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+import numpy as np
 import orjson
 import structlog
 
 from ..config import Config
 from ..errors import InvalidParams
 from .chunking import CHARS_PER_TOKEN, CHUNKER_VERSION
+from .backends import BuiltinBackend, CircuitBreaker, FallbackBackend
 from .db import Database, pick_driver
 from .embeddings import EmbeddingProvider, create_provider
 from .indexer import Indexer, IndexSettings, SyncStats
+from .orchestrator import SyncOrchestrator, SyncRequest
+from .qmd import QmdBackend
+from .ranking import apply_time_decay, message_time, mmr_rerank, path_date
 from .schema import SchemaParams, get_meta, migrate, set_meta, vector_table
 from .search import SearchOptions, Searcher
 from .sources import SESSIONS, SOURCES, read_lines, resolve_readable, session_path
 from .vectors import VectorStore
-from .watcher import watch_memory
 
 log = structlog.get_logger("gateway.memory")
 
 MODES = ("hybrid", "fts", "vector")
 RETRY_MIN_S, RETRY_MAX_S = 15.0, 600.0
-
-
-@dataclass
-class _Request:
-    future: asyncio.Future
-    force: bool = False
-    memory: bool = False
-    sessions: bool | set[str] = False
-    progress: list[Callable[[int, int], None]] = field(default_factory=list)
-
-    def add(self, force: bool, memory: bool, sessions: bool | set[str], progress) -> None:
-        self.force = self.force or force
-        self.memory = self.memory or memory
-        if sessions is True or self.sessions is True:
-            self.sessions = True
-        elif isinstance(sessions, set):
-            self.sessions = (self.sessions if isinstance(self.sessions, set) else set()) | sessions
-        if progress is not None:
-            self.progress.append(progress)
 
 
 class _Gate:
@@ -117,11 +106,11 @@ class MemoryManager:
         self.tokenizer = self.cfg.search.fts_tokenizer
         self._gate = _Gate()
         self._write_lock = asyncio.Lock()
-        self._pending: _Request | None = None
-        self._runner: asyncio.Task | None = None
-        self._stop = asyncio.Event()
-        self._watch_task: asyncio.Task | None = None
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self.orchestrator = SyncOrchestrator(self._run_one, sync_cfg=self.cfg.sync, unavailable=self._sync_unavailable)
+        self.search_backend: BuiltinBackend | FallbackBackend = BuiltinBackend(self._index_search)
+        self._backend_update: asyncio.Task | None = None
+        self._backend_update_again = False
+        self.decay_now: datetime | None = None  # time decay's "now"; None = the current time
         self._retry: asyncio.TimerHandle | None = None
         self._retry_delay = RETRY_MIN_S
         self._needs_rebuild = False
@@ -205,15 +194,46 @@ class MemoryManager:
         if self.cfg.sync.on_start:
             # Searches wait for this first sync (see _sync_if_dirty): right after a start the index
             # may lag the files, and the first chat turn should recall what is on disk.
-            self._startup = self._request(force=False, memory=True, sessions=True).future
+            self._startup = self._request(force=False, memory=True, sessions=True, reason="start").future
             self._warm_task = asyncio.create_task(self._warm_after(self._startup))
             self._warm_task.add_done_callback(_log_task_failure)
         else:
             self._dirty_memory = self._dirty_all_sessions = True
-        if self.cfg.sync.watch:
-            self._watch_task = asyncio.create_task(
-                watch_memory(self.workspace, self._on_memory_change, self._stop, self.cfg.sync.watch_debounce_ms))
-            self._watch_task.add_done_callback(_log_task_failure)
+        self.search_backend = self._make_backend()
+        if not isinstance(self.search_backend, BuiltinBackend):
+            self._update_backend()
+        self.orchestrator.start(self.workspace, self._on_memory_change)
+
+    def _make_backend(self) -> BuiltinBackend | FallbackBackend:
+        builtin = BuiltinBackend(self._index_search)
+        b = self.cfg.backend
+        if b.kind == "builtin":
+            return builtin
+        q = b.qmd
+        qmd = QmdBackend(command=q.command, collection=q.collection or f"jarvis-{self.agent_id}",
+                         workspace=self.workspace, timeout_s=q.timeout_ms / 1000.0,
+                         update_timeout_s=q.update_timeout_ms / 1000.0, embed=q.embed,
+                         hybrid_command=q.hybrid_command, snippet_chars=self.cfg.search.snippet_chars)
+        return FallbackBackend(qmd, builtin, retries=b.retries, backoff_ms=b.retry_backoff_ms,
+                               breaker=CircuitBreaker(b.breaker_failures, b.breaker_open_seconds))
+
+    def _update_backend(self) -> None:
+        """After a sync: let an external backend re-read the files, in the background, one at a time."""
+        if self._closed:
+            return
+        if self._backend_update is not None and not self._backend_update.done():
+            self._backend_update_again = True
+            return
+
+        async def go() -> None:
+            while True:
+                self._backend_update_again = False
+                await self.search_backend.after_sync()
+                if not self._backend_update_again or self._closed:
+                    return
+
+        self._backend_update = asyncio.create_task(go())
+        self._backend_update.add_done_callback(_log_task_failure)
 
     async def _open_live(self) -> None:
         self.writer = await Database(self.db_path, self._driver, use_vec=self.backend == "sqlite-vec").open()
@@ -248,29 +268,14 @@ class MemoryManager:
         if self._closed:
             return
         self._closed = True
-        self._stop.set()
-        for h in self._timers.values():
-            h.cancel()
-        self._timers.clear()
         if self._retry is not None:
             self._retry.cancel()
-        if self._watch_task is not None:
-            try:
-                await asyncio.wait_for(self._watch_task, timeout=5)
-            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
-                self._watch_task.cancel()
-        if self._warm_task is not None and not self._warm_task.done():
-            self._warm_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._warm_task
-        if self._runner is not None and not self._runner.done():
-            self._runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._runner
-        if self._pending is not None and not self._pending.future.done():
-            self._pending.future.set_exception(RuntimeError("memory manager closed"))
-            self._pending.future.exception()
-        self._pending = None
+        for task in (self._warm_task, self._backend_update):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        await self.orchestrator.close()
         for db in (self.reader, self.writer):
             if db is not None:
                 with contextlib.suppress(Exception):
@@ -299,39 +304,17 @@ class MemoryManager:
                 await self.searcher.vectors.warm(gen, self._counts["vectors"])
 
     # ---- sync orchestration ------------------------------------------------------------------------
-    def _request(self, *, force: bool, memory: bool, sessions: bool | set[str], progress=None) -> _Request:
-        if self._closed or not self.cfg.enabled:
-            fut = asyncio.get_running_loop().create_future()
-            fut.set_exception(RuntimeError("memory manager is closed" if self._closed else "memory is disabled"))
-            fut.exception()
-            return _Request(fut)
-        if self._pending is None:
-            fut = asyncio.get_running_loop().create_future()
-            fut.add_done_callback(_consume)
-            self._pending = _Request(fut)
-        self._pending.add(force, memory, sessions, progress)
-        if self._runner is None or self._runner.done():
-            self._runner = asyncio.create_task(self._run())
-        return self._pending
+    def _sync_unavailable(self) -> str | None:
+        if self._closed:
+            return "memory manager is closed"
+        return None if self.cfg.enabled else "memory is disabled"
 
-    async def _run(self) -> None:
-        while self._pending is not None and not self._closed:
-            req, self._pending = self._pending, None
-            try:
-                stats = await self._run_one(req)
-            except asyncio.CancelledError:
-                if not req.future.done():
-                    req.future.set_exception(RuntimeError("memory sync cancelled"))
-                raise
-            except Exception as exc:
-                log.exception("memory_sync_failed")
-                if not req.future.done():
-                    req.future.set_exception(exc)
-            else:
-                if not req.future.done():
-                    req.future.set_result(stats)
+    def _request(self, *, force: bool, memory: bool, sessions: bool | set[str], progress=None,
+                 reason: str = "explicit") -> SyncRequest:
+        return self.orchestrator.request(force=force, memory=memory, sessions=sessions, progress=progress,
+                                         reason=reason)
 
-    def _progress(self, req: _Request):
+    def _progress(self, req: SyncRequest):
         if not req.progress:
             return None
 
@@ -343,7 +326,7 @@ class MemoryManager:
                     log.debug("memory_progress_callback_failed", exc_info=True)
         return cb
 
-    async def _run_one(self, req: _Request) -> SyncStats:
+    async def _run_one(self, req: SyncRequest) -> SyncStats:
         if self._needs_rebuild:
             return await self._rebuild(self._progress(req))
         # Clear the dirty marks this run covers before it starts: changes during the run re-mark them.
@@ -371,6 +354,8 @@ class MemoryManager:
             self._schedule_retry(stats.retry_after)
         else:
             self._retry_delay = RETRY_MIN_S
+        if not isinstance(self.search_backend, BuiltinBackend):
+            self._update_backend()
 
     def _schedule_retry(self, retry_after: float | None) -> None:
         if self._closed or (self._retry is not None and not self._retry.cancelled()
@@ -379,7 +364,8 @@ class MemoryManager:
         delay = max(self._retry_delay, retry_after or 0.0)
         self._retry_delay = min(RETRY_MAX_S, self._retry_delay * 2)
         loop = asyncio.get_running_loop()
-        self._retry = loop.call_later(delay, lambda: self._request(force=False, memory=False, sessions=False))
+        self._retry = loop.call_later(delay, lambda: self._request(force=False, memory=False, sessions=False,
+                                                                    reason="embed-retry"))
 
     async def _rebuild(self, progress) -> SyncStats:
         """Index everything into a fresh database next to the live one, then swap it in."""
@@ -454,33 +440,44 @@ class MemoryManager:
     # ---- triggers ------------------------------------------------------------------------------------
     def _on_memory_change(self) -> None:
         self._dirty_memory = True
-        self._request(force=False, memory=True, sessions=False)
+        self._request(force=False, memory=True, sessions=False, reason="watch")
 
     def schedule_session_sync(self, session_key: str) -> None:
         """After a `chat.final`: re-index this session's transcript once things settle (debounced)."""
         if self._closed or not self.cfg.enabled:
             return
         self._dirty_sessions.add(session_key)
-        old = self._timers.pop(session_key, None)
-        if old is not None:
-            old.cancel()
-        loop = asyncio.get_running_loop()
-        delay = self.cfg.sync.session_debounce_ms / 1000.0
 
         def fire() -> None:
-            self._timers.pop(session_key, None)
             if session_key in self._dirty_sessions:
-                self._request(force=False, memory=False, sessions={session_key})
+                self._request(force=False, memory=False, sessions={session_key}, reason="chat.final")
 
-        self._timers[session_key] = loop.call_later(delay, fire)
+        self.orchestrator.debounce(session_key, self.cfg.sync.session_debounce_ms / 1000.0, fire)
+
+    def session_started(self, session_key: str) -> None:
+        """A session was created (`sync.onSessionStart`): bring a dirty index up to date in the
+        background, so the session's first turn recalls what is on disk."""
+        if self._closed or not self.cfg.enabled or not self.cfg.sync.on_session_start or not self.dirty:
+            return
+        if self._needs_rebuild:
+            self._request(force=False, memory=True, sessions=True, reason="session-start")
+            return
+        sessions: bool | set[str] = True if self._dirty_all_sessions else set(self._dirty_sessions)
+        self._request(force=False, memory=self._dirty_memory, sessions=sessions or False, reason="session-start")
+
+    async def sync_after_flush(self, session_key: str) -> dict:
+        """After a compaction flushed a session into memory/YYYY-MM-DD.md: index the flush and the
+        session's transcript now, forced when `sync.forceOnFlush` (re-read even if size/mtime match)."""
+        req = self._request(force=self.cfg.sync.force_on_flush, memory=True, sessions={session_key},
+                            reason="flush")
+        stats: SyncStats = await asyncio.shield(req.future)
+        return stats.result()
 
     async def forget_session(self, session_key: str) -> None:
         """After `sessions.delete`: drop the session's chunks now."""
         if not self.cfg.enabled or self.indexer is None:
             return
-        h = self._timers.pop(session_key, None)
-        if h is not None:
-            h.cancel()
+        self.orchestrator.cancel_debounce(session_key)
         self._dirty_sessions.discard(session_key)
         if self._rebuilding:
             self._forgotten.add(session_key)
@@ -495,7 +492,7 @@ class MemoryManager:
 
     # ---- the facade ------------------------------------------------------------------------------------
     async def sync(self, force: bool = False, progress=None) -> dict:
-        req = self._request(force=force, memory=True, sessions=True, progress=progress)
+        req = self._request(force=force, memory=True, sessions=True, progress=progress, reason="memory.sync")
         stats: SyncStats = await asyncio.shield(req.future)
         return stats.result()
 
@@ -503,7 +500,7 @@ class MemoryManager:
         """Re-index the memory files now (not the transcripts) and return when the index holds what is
         on disk — for writers that must answer only once a change (or a delete) is searchable. Coalesces
         with other syncs like every trigger does."""
-        req = self._request(force=False, memory=True, sessions=False)
+        req = self._request(force=False, memory=True, sessions=False, reason="write")
         stats: SyncStats = await asyncio.shield(req.future)
         return stats.result()
 
@@ -519,10 +516,10 @@ class MemoryManager:
         if not self.dirty:
             return
         if self._needs_rebuild:
-            self._request(force=False, memory=True, sessions=True)  # in the background; answer now
+            self._request(force=False, memory=True, sessions=True, reason="search")  # in the background
             return
         sessions: bool | set[str] = True if self._dirty_all_sessions else set(self._dirty_sessions)
-        req = self._request(force=False, memory=self._dirty_memory, sessions=sessions or False)
+        req = self._request(force=False, memory=self._dirty_memory, sessions=sessions or False, reason="search")
         try:
             await asyncio.shield(req.future)
         except asyncio.CancelledError:
@@ -551,12 +548,70 @@ class MemoryManager:
             return {"results": [], "mode": mode, "embeddings": self._embeddings_brief(),
                     "degraded": "memory is disabled"}
         await self._sync_if_dirty()
+        s = self.cfg.search
+        if not (s.mmr or s.time_decay):
+            return await self.search_backend.search(query, k=int(k), min_score=float(min_score), sources=srcs,
+                                                    session_key=session_key, mode=mode)
+        # Re-ranking: a pool a few times k, re-scored / re-ordered, then cut to k and minScore.
+        res = await self.search_backend.search(query, k=min(100, max(3 * int(k), 20)), min_score=0.0,
+                                               sources=srcs, session_key=session_key, mode=mode)
+        res["results"] = await self._rerank(res["results"], int(k), float(min_score))
+        return res
+
+    async def _index_search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
+                            session_key: str | None, mode: str) -> dict:
+        """The built-in backend: this manager's SQLite index."""
         async with self._gate.shared():
             assert self.searcher is not None
             gen = await get_meta(self.reader, "generation", "0") or "0"
             return await self.searcher.search(
-                query, k=int(k), min_score=float(min_score), sources=srcs, session_key=session_key, mode=mode,
+                query, k=k, min_score=min_score, sources=sources, session_key=session_key, mode=mode,
                 generation=gen, vector_count=self._counts["vectors"], missing_vectors=self._counts["missing"])
+
+    async def _rerank(self, results: list[dict], k: int, min_score: float) -> list[dict]:
+        s = self.cfg.search
+        if s.time_decay and results:
+            dates = await asyncio.to_thread(self._result_dates, results)
+            now = self.decay_now or datetime.now(timezone.utc)
+            results = apply_time_decay(results, dates, now, s.half_life_days)
+        results = [r for r in results if r["score"] >= min_score]
+        if s.mmr:
+            return mmr_rerank(results, k, s.mmr_lambda, await self._result_vectors(results))
+        return results[:k]
+
+    def _result_dates(self, results: list[dict]) -> list[datetime | None]:
+        """Blocking: a day file's date from its name; a transcript chunk's newest message timestamp."""
+        out: list[datetime | None] = []
+        for r in results:
+            d = path_date(r["path"]) if r.get("source") != SESSIONS else None
+            if r.get("source") == SESSIONS:
+                try:
+                    target = resolve_readable(r["path"], self.workspace, self.sessions_dir)
+                    lines, _ = read_lines(target, r["startLine"], r["endLine"] - r["startLine"] + 1)
+                except Exception:  # gone since it was indexed: treat as undated
+                    lines = []
+                stamps = [t for t in (message_time(line) for line in lines) if t is not None]
+                d = max(stamps) if stamps else None
+            out.append(d)
+        return out
+
+    async def _result_vectors(self, results: list[dict]) -> dict[int, Any] | None:
+        """Stored vectors of the results' chunks (index in `results` → vector), when there are any."""
+        if self.searcher is None or self.searcher.vectors is None or self.reader is None or not results:
+            return None
+        paths = sorted({r["path"] for r in results})
+        async with self._gate.shared():
+            rows = await self.reader.fetchall(
+                f"SELECT id, path, start_line, end_line FROM chunks WHERE path IN ({','.join('?' * len(paths))})",
+                paths)
+            ids = {(r[1], int(r[2]), int(r[3])): int(r[0]) for r in rows}
+            want = {i: ids.get((r["path"], r["startLine"], r["endLine"])) for i, r in enumerate(results)}
+            cids = sorted({c for c in want.values() if c is not None})
+            if not cids:
+                return None
+            vecs = {int(r[0]): np.frombuffer(r[1], dtype=np.float32) for r in await self.reader.fetchall(
+                f"SELECT chunk_id, embedding FROM chunks_vec WHERE chunk_id IN ({','.join('?' * len(cids))})", cids)}
+        return {i: vecs[c] for i, c in want.items() if c in vecs}
 
     async def get(self, path: str, from_: int = 1, lines: int = 120) -> dict:
         if from_ < 1:
@@ -603,6 +658,10 @@ class MemoryManager:
             "vector": vec,
             "fts": {"tokenizer": self.tokenizer},
             "cache": {"entries": cache},
+            "backend": self.search_backend.status(),
+            "ranking": {"mmr": self.cfg.search.mmr, "mmrLambda": self.cfg.search.mmr_lambda,
+                        "timeDecay": self.cfg.search.time_decay, "halfLifeDays": self.cfg.search.half_life_days},
+            "sync": self.orchestrator.status(),
         }
         if self._rebuilding or self._needs_rebuild:
             out["rebuilding"] = True
@@ -642,12 +701,6 @@ def _embedding_part(signature: str | None) -> tuple:
     except orjson.JSONDecodeError:
         return ()
     return (d.get("provider"), d.get("model"), d.get("dims"), d.get("vectorBackend"))
-
-
-def _consume(fut: asyncio.Future) -> None:
-    """Mark a sync result's exception as seen (callers that do not wait still get it logged)."""
-    if not fut.cancelled():
-        fut.exception()
 
 
 def _log_task_failure(task: asyncio.Task) -> None:

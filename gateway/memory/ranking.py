@@ -20,6 +20,9 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+import orjson
+
+from ..timeutil import parse_iso
 
 _DAY_FILE = re.compile(r"(?:^|/)(\d{4})-(\d{2})-(\d{2})\.md$")
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -35,6 +38,16 @@ def path_date(path: str) -> datetime | None:
         return datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=timezone.utc)
     except ValueError:  # 2026-13-45.md
         return None
+
+
+def message_time(line: str) -> datetime | None:
+    """The `timestamp` of a transcript line (PROTOCOL.md §6), or None for a header or a broken line."""
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    ts = rec.get("timestamp") if isinstance(rec, dict) and rec.get("type") == "message" else None
+    return parse_iso(ts) if isinstance(ts, str) else None
 
 
 def decay_factor(age_days: float, half_life_days: float) -> float:
