@@ -11,6 +11,12 @@ search latency (median, p95). Prints a table and writes JSON.
 
     .venv/bin/python scripts/bench_locomo.py                       # all five, hybrid/fts/vector
     .venv/bin/python scripts/bench_locomo.py --modes hybrid -o memory.search.rrfK=30
+    .venv/bin/python scripts/bench_locomo.py --modes hybrid --mmr --mmr-lambda 0.7
+    .venv/bin/python scripts/bench_locomo.py --modes hybrid --time-decay --half-life-days 30
+
+Time decay needs a "now": LoCoMo's sessions are dated 2022–2023, so against the real clock every item is
+years old and decays alike. The bench sets the manager's `decay_now` to the newest session date of the
+conversation — the moment a user would be asking, right after the last session.
 """
 
 from __future__ import annotations
@@ -77,6 +83,13 @@ def write_transcripts(conv_id: str, conv: dict, sessions_dir: Path) -> dict[str,
     return where
 
 
+def newest_session(conv: dict) -> datetime | None:
+    """The latest session date-time of a conversation (the bench's "now" for time decay)."""
+    stamps = [datetime.fromisoformat(parse_when(v).replace("Z", "+00:00"))
+              for k, v in conv.items() if re.fullmatch(r"session_\d+_date_time", k) and isinstance(v, str)]
+    return max(stamps) if stamps else None
+
+
 def evidence_ids(qa: dict, where: dict) -> list[str]:
     ids = []
     for e in qa.get("evidence") or []:
@@ -104,6 +117,7 @@ async def run_conversation(conv_path: Path, modes: list[str], overrides: dict[st
                            **overrides}, env={})
         where = write_transcripts(conv_id, conv, cfg.sessions_dir())
         mgr = MemoryManager(cfg)
+        mgr.decay_now = newest_session(conv)
         await mgr.open()
         try:
             t0 = time.perf_counter()
@@ -181,8 +195,20 @@ def main() -> int:
                     help="config override (dotted camelCase), e.g. memory.search.rrfK=30; default: none")
     ap.add_argument("--out", type=Path, help="JSON output (default bench-results/locomo-<time>.json)")
     ap.add_argument("--rows", action="store_true", help="include per-question rows in the JSON")
+    ap.add_argument("--mmr", action="store_true", help="memory.search.mmr = true")
+    ap.add_argument("--mmr-lambda", type=float, help="memory.search.mmrLambda (default 0.7)")
+    ap.add_argument("--time-decay", action="store_true", help="memory.search.timeDecay = true (now = newest session)")
+    ap.add_argument("--half-life-days", type=float, help="memory.search.halfLifeDays (default 30)")
     args = ap.parse_args()
     overrides = dict(s.split("=", 1) for s in args.set)
+    if args.mmr:
+        overrides["memory.search.mmr"] = "true"
+    if args.mmr_lambda is not None:
+        overrides["memory.search.mmrLambda"] = str(args.mmr_lambda)
+    if args.time_decay:
+        overrides["memory.search.timeDecay"] = "true"
+    if args.half_life_days is not None:
+        overrides["memory.search.halfLifeDays"] = str(args.half_life_days)
     convs = [Path(c) for c in args.convs] if args.convs else sorted(args.data.glob("conv-*.json"))
     rows: list[dict] = []
     meta = []

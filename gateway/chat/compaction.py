@@ -150,8 +150,8 @@ class Compactor:
             await self.sessions.transcript(session_key).append(marker)
             log.info("session compacted", session=session_key, messages=len(batch), path=rel)
         if self.memory is not None:
-            try:  # the index picks the flush up at once
-                await self.memory.sync()
+            try:  # the index picks the flush up at once (forced when memory.sync.forceOnFlush)
+                await self.memory.sync_after_flush(session_key)
             except Exception as exc:
                 log.warning("memory sync after compaction failed", error=str(exc))
         return {"compacted": len(batch), "path": rel, "startLine": start, "endLine": end}

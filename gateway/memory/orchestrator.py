@@ -171,7 +171,7 @@ class SyncOrchestrator:
 
     def status(self) -> dict[str, Any]:
         return {"running": self.running, "pending": self.pending, "runs": self.runs, "requests": self.requests,
-                "intervalMinutes": self.cfg.interval_minutes}
+                "lastReasons": self.last_reasons, "intervalMinutes": self.cfg.interval_minutes}
 
     async def close(self) -> None:
         if self._closed:

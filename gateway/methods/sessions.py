@@ -35,6 +35,8 @@ KEY = with_agent(sessionKey=Str(pattern=SESSION_KEY))
 async def create(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"], create=True)
     session = await agent.sessions.create(label=p["label"], key=p["sessionKey"])
+    if agent.memory is not None:  # memory.sync.onSessionStart: catch a dirty index up in the background
+        agent.memory.session_started(session["sessionKey"])
     if ctx.connection is not None:
         ctx.services.bus.subscribe(agent.topic(session["sessionKey"]), ctx.connection)
     return session
