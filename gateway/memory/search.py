@@ -382,9 +382,12 @@ class Searcher:
         if session_key is not None:
             where.append("(c.source = 'memory' OR c.session_key = ?)")
             params.append(session_key)
-        rows = await self.db.fetchall(
-            "SELECT f.rowid, bm25(chunks_fts, 1.0, ?) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
-            f"WHERE {' AND '.join(where)} ORDER BY r LIMIT ?", (float(self.opts.context_weight), *params, int(n)))
+        if len(where) == 1:  # no filter: no join (joining looks up every match, ~4x slower on big indexes)
+            sql = "SELECT rowid, bm25(chunks_fts, 1.0, ?) AS r FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY r LIMIT ?"
+        else:
+            sql = ("SELECT f.rowid, bm25(chunks_fts, 1.0, ?) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
+                   f"WHERE {' AND '.join(where)} ORDER BY r LIMIT ?")
+        rows = await self.db.fetchall(sql, (float(self.opts.context_weight), *params, int(n)))
         hits = [(int(r[0]), float(r[1])) for r in rows]
         if self.opts.tokenizer == "trigram" and len(hits) < n:
             hits += await self._cjk_bigrams(terms, n - len(hits), {h[0] for h in hits}, where[1:], params[1:],
@@ -425,6 +428,9 @@ class Searcher:
         fts_hits: list[tuple[int, float]] = []
         vec_hits: list[tuple[int, float]] = []
         used = mode
+        fts_task = None
+        if mode == "hybrid":  # full text on the SQLite thread while numpy does the vectors
+            fts_task = asyncio.create_task(self.fts(terms, n, sources, session_key))
         if mode in ("hybrid", "vector"):
             vec_ok = False
             if self.vectors is None:
@@ -436,12 +442,18 @@ class Searcher:
                     vec_ok = True
                 except EmbeddingError as exc:
                     degraded.append(f"embedding provider unavailable: {exc}")
+                except BaseException:
+                    if fts_task is not None:
+                        fts_task.cancel()
+                    raise
                 if vec_ok and missing_vectors:
                     degraded.append(f"{missing_vectors} chunks have no vector yet (the embedding provider "
                                     "failed); they are found by full-text search only")
             if not vec_ok:
                 used = "fts"  # fall back to full text, and say why
-        if used in ("hybrid", "fts"):
+        if fts_task is not None:
+            fts_hits = await fts_task
+        elif used in ("hybrid", "fts"):
             fts_hits = await self.fts(terms, n, sources, session_key)
         if used == "hybrid":
             cands = fuse(fts_hits, vec_hits, method=o.fusion, rrf_k=o.rrf_k,
