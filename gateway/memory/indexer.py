@@ -133,9 +133,11 @@ class Indexer:
             self.vectors = VectorStore(self.db, self.s.vector_backend, dims)
         return self.vectors
 
-    async def _embed(self, texts_by_hash: dict[str, str], stats: SyncStats) -> dict[str, np.ndarray]:
-        """Vectors for these texts: cache first, then the provider. Raises EmbeddingError."""
-        vecs = await self.cache.get_many(list(texts_by_hash))
+    async def _embed(self, texts_by_hash: dict[str, str], stats: SyncStats, rdb: Database | None = None,
+                     fresh_out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """Vectors for these texts: cache first, then the provider. Raises EmbeddingError.
+        With `fresh_out`, new vectors are collected there for the caller to cache (in its transaction)."""
+        vecs = await self.cache.get_many(list(texts_by_hash), rdb)
         stats.cache_hits += len(vecs)
         todo = [h for h in texts_by_hash if h not in vecs]
         step = max(1, self.provider.max_batch) * (8 if not self.provider.remote else 1)
@@ -143,7 +145,10 @@ class Indexer:
             part = todo[i:i + step]
             out = await self.provider.embed([texts_by_hash[h] for h in part])
             fresh = {h: out[j] for j, h in enumerate(part)}
-            await self.cache.put_many(fresh)
+            if fresh_out is not None:
+                fresh_out.update(fresh)
+            else:
+                await self.cache.put_many(fresh)
             vecs.update(fresh)
             stats.chunks_embedded += len(part)
         return vecs
@@ -200,15 +205,19 @@ class Indexer:
             progress(0, total)
         # Pipeline: while one batch is written (SQLite thread), the next is read, chunked and embedded
         # (worker threads), so both cores stay busy on a large sync.
+        # Preparing reads through its own connection: the writer's thread is busy with the previous batch.
         batches = [todo[i:i + BATCH_FILES] for i in range(0, total, BATCH_FILES)]
-        nxt = asyncio.create_task(self._prepare(batches[0], known, force, stats)) if batches else None
+        rdb = None
+        if len(batches) > 1:
+            rdb = await Database(self.db.path, self.db.driver, use_vec=False).open()
+        nxt = asyncio.create_task(self._prepare(batches[0], known, force, stats, rdb)) if batches else None
         try:
             for bi in range(len(batches)):
                 assert nxt is not None
-                works, vecs = await nxt
-                nxt = (asyncio.create_task(self._prepare(batches[bi + 1], known, force, stats))
+                works, vecs, fresh = await nxt
+                nxt = (asyncio.create_task(self._prepare(batches[bi + 1], known, force, stats, rdb))
                        if bi + 1 < len(batches) else None)
-                await self._write_batch(works, known, vecs, stats)
+                await self._write_batch(works, known, vecs, stats, fresh)
                 done += len(batches[bi])
                 if progress:
                     progress(done, total)
@@ -217,6 +226,8 @@ class Indexer:
                 nxt.cancel()
                 with contextlib.suppress(BaseException):
                     await nxt
+            if rdb is not None:
+                await rdb.close()
 
         if self.embeds and stats.embed_error is None:
             await self.fill_missing(stats)
@@ -237,7 +248,8 @@ class Indexer:
         return stats
 
     async def _prepare(self, batch: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
-                       stats: SyncStats) -> tuple[list[_Work], dict[str, np.ndarray]]:
+                       stats: SyncStats, rdb: Database | None = None
+                       ) -> tuple[list[_Work], dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Read, hash and chunk a batch of files; embed the chunks that are new."""
         works = await asyncio.to_thread(_read_and_chunk, batch, known, force, self.s)
         changed = [w for w in works if w.chunks is not None]
@@ -246,13 +258,14 @@ class Indexer:
         known_changed = [w.sf.path for w in changed if w.sf.path in known]
         for i in range(0, len(known_changed), 500):
             part = known_changed[i:i + 500]
-            rows = await self.db.fetchall(
+            rows = await (rdb or self.db).fetchall(
                 f"SELECT path, start_line, end_line, hash FROM chunks WHERE path IN ({','.join('?' * len(part))})",
                 part)
             for path, a, b, h in rows:
                 stored.setdefault(path, set()).add((a, b, h))
 
         vecs: dict[str, np.ndarray] = {}
+        fresh: dict[str, np.ndarray] = {}
         if self.embeds:
             need: dict[str, str] = {}
             for w in changed:
@@ -262,15 +275,16 @@ class Indexer:
                         need.setdefault(c.text_hash, c.text)
             if need and stats.embed_error is None:
                 try:
-                    vecs = await self._embed(need, stats)
+                    vecs = await self._embed(need, stats, rdb, fresh)
                 except EmbeddingError as exc:
                     stats.embed_error = str(exc)
                     stats.retry_after = exc.retry_after
                     log.warning("memory_embedding_failed", error=str(exc), note="indexed full text; vectors retried later")
-        return works, vecs
+        return works, vecs, fresh
 
     async def _write_batch(self, works: list[_Work], known: dict[str, tuple[int, int, str]],
-                           vecs: dict[str, np.ndarray], stats: SyncStats) -> None:
+                           vecs: dict[str, np.ndarray], stats: SyncStats,
+                           fresh: dict[str, np.ndarray] | None = None) -> None:
         if vecs:
             dims = int(next(iter(vecs.values())).shape[0])
             try:
@@ -326,6 +340,8 @@ class Indexer:
                 await self.db.executemany(
                     "INSERT OR REPLACE INTO files(path, source, session_key, size, mtime_ns, hash, chunks, "
                     "indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", file_rows)
+            if fresh:
+                await self.cache.put_many(fresh)
             await self.db.commit()
         except BaseException:
             await self.db.rollback()

@@ -17,7 +17,9 @@ class EmbeddingCache:
     def __init__(self, db: Database, provider: str, model: str, max_entries: int):
         self.db, self.provider, self.model, self.max_entries = db, provider, model, max_entries
 
-    async def get_many(self, hashes: list[str]) -> dict[str, np.ndarray]:
+    async def get_many(self, hashes: list[str], db: Database | None = None) -> dict[str, np.ndarray]:
+        """Cached vectors by text hash; `db`: another connection to the same file to read through."""
+        db = db or self.db
         out: dict[str, np.ndarray] = {}
         if self.max_entries <= 0:
             return out
@@ -25,7 +27,7 @@ class EmbeddingCache:
         for i in range(0, len(uniq), _IN_BATCH):
             part = uniq[i:i + _IN_BATCH]
             marks = ",".join("?" * len(part))
-            rows = await self.db.fetchall(
+            rows = await db.fetchall(
                 f"SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? AND hash IN ({marks})",
                 (self.provider, self.model, *part),
             )
