@@ -27,7 +27,8 @@ from .config import Config
 
 UNIT_NAME = "jarvis-gateway"
 UNIT_FILE = f"{UNIT_NAME}.service"
-TEMPLATE = Path(__file__).resolve().parent.parent / "systemd" / UNIT_FILE
+# gateway/jarvis-gateway.service links to systemd/ in a checkout and is a copy in a wheel.
+TEMPLATE = Path(__file__).parent / UNIT_FILE
 EXIT_OK, EXIT_ERROR = 0, 1
 # On SIGTERM the gateway gives running chats server.shutdownGrace, then waits up to 5 s for sockets to
 # close and up to 5 s for the server to wind down, then closes the index. systemd must wait longer.
