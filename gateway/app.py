@@ -58,9 +58,14 @@ class Agent:
         return f"{self.id}/{session_key}"
 
     async def delete_session(self, key: str) -> None:
-        """Abort its run, remove metadata and transcript, and drop its memory chunks."""
-        await self.chat.abort(key, None)
-        await self.sessions.delete(key)
+        """Abort its run, remove metadata and transcript, and drop its memory chunks.
+
+        Under the session's send lock: a chat.send in flight either finishes starting its run first
+        (which is then aborted here) or finds the session gone — it can never recreate the transcript."""
+        async with self.chat.session_lock(key):
+            await self.chat.abort(key, None)
+            await self.sessions.delete(key)
+        self.chat.forget(key)
         if self.memory is not None:
             await self.memory.forget_session(key)
 

@@ -336,3 +336,17 @@ async def test_http_routes(gateway):
     assert "default-src 'self'" in headers["Content-Security-Policy"]
     for path in ("/nope", "/static/../config.py", "/static/%2e%2e/app.py", "/static/"):
         assert (await asyncio.to_thread(get, path))[0] == 404, path
+
+
+async def test_delete_racing_a_send_never_brings_the_transcript_back(gateway, client):
+    for _ in range(5):
+        key = (await client.call("sessions.create"))["sessionKey"]
+        await client.send_text(orjson.dumps([
+            {"id": "s", "method": "chat.send", "params": {"sessionKey": key, "message": "racing"}},
+            {"id": "d", "method": "sessions.delete", "params": {"sessionKey": key}}]).decode())
+        answer = {a["id"]: a for a in await asyncio.wait_for(client.raw.get(), 5)}
+        assert answer["d"]["result"] == {"deleted": True}
+        if "result" in answer["s"]:
+            await client.run_to_end(answer["s"]["result"]["runId"])
+        await asyncio.sleep(0.05)
+        assert not (gateway.config.sessions_dir() / f"{key}.jsonl").exists()

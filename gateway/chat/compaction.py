@@ -118,6 +118,11 @@ class Compactor:
             return False
         return _tokens(state.pending) > c.compact_budget_tokens or len(state.pending) > c.history_messages
 
+    def forget(self, session_key: str) -> None:
+        lock = self._locks.get(session_key)
+        if lock is not None and not lock.locked():
+            del self._locks[session_key]
+
     async def settled(self, session_key: str) -> None:
         """Wait for a compaction of this session that is under way, if any."""
         lock = self._locks.get(session_key)

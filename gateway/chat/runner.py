@@ -67,8 +67,7 @@ class ChatService:
     async def send(self, session_key: str, message: str, idempotency_key: str | None) -> dict[str, Any]:
         if self.closing:
             raise UpstreamUnavailable("gateway is shutting down", retryable=True, retry_after_ms=1000)
-        lock = self._send_locks.setdefault(session_key, asyncio.Lock())
-        async with lock:  # make check-then-start atomic per session (the append awaits)
+        async with self.session_lock(session_key):  # check-then-start is atomic per session
             now = time.monotonic()
             if idempotency_key is not None:
                 self._prune_idem(now)
@@ -88,7 +87,28 @@ class ChatService:
                 self._idem[(session_key, idempotency_key)] = (run.run_id, now + self.config.chat.idempotency_ttl)
             self.active[session_key] = run
             run.task = asyncio.create_task(self._run(run, message), name=f"chat-run-{run.run_id}")
+            run.task.add_done_callback(lambda task: self._finished(run, task))
             return {"runId": run.run_id, "status": "started"}
+
+    def session_lock(self, session_key: str) -> asyncio.Lock:
+        """Serialises starting a run with deleting the session (see Agent.delete_session)."""
+        lock = self._send_locks.get(session_key)
+        if lock is None:
+            lock = self._send_locks[session_key] = asyncio.Lock()
+        return lock
+
+    def forget(self, session_key: str) -> None:
+        """The session is gone: drop its per-session state."""
+        self._send_locks.pop(session_key, None)
+        if self.compactor is not None:
+            self.compactor.forget(session_key)
+
+    def _finished(self, run: Run, task: asyncio.Task[None]) -> None:
+        # A task cancelled before its first step never ran _run's handlers: clean up and tell here.
+        if self.active.get(run.session_key) is run:
+            del self.active[run.session_key]
+        if task.cancelled():
+            self._emit(run, "chat.aborted", partial="")
 
     async def abort(self, session_key: str, run_id: str | None) -> bool:
         run = self.active.get(session_key)

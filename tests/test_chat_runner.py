@@ -1,0 +1,38 @@
+"""The chat service on its own (real session store and files): races the wire cannot time exactly."""
+
+import asyncio
+
+from gateway.chat.providers import OfflineResponder
+from gateway.chat.runner import ChatService
+from gateway.events import EventBus
+from gateway.sessions.store import SessionStore
+from tests.helpers import make_config
+
+
+class Recorder:
+    def __init__(self):
+        self.subscriptions: set[str] = set()
+        self.events: list[bytes] = []
+
+    def push(self, data: bytes) -> None:
+        self.events.append(data)
+
+
+async def test_abort_before_the_run_takes_its_first_step(tmp_path):
+    cfg = make_config(tmp_path / "state")
+    store = SessionStore(cfg.sessions_dir(), "main")
+    store.open_sync()
+    bus, rec = EventBus(), Recorder()
+    chat = ChatService(cfg, store, bus, OfflineResponder(0))
+    key = (await store.create())["sessionKey"]
+    bus.subscribe(key, rec)
+
+    started = await chat.send(key, "abort me at once", None)
+    assert await chat.abort(key, None) is True  # no yield in between: the task has not run a line
+    await asyncio.sleep(0.05)
+    assert key not in chat.active, "the session is free again"
+    assert any(b'"chat.aborted"' in e and started["runId"].encode() in e for e in rec.events)
+    again = await chat.send(key, "next", None)
+    assert again["status"] == "started"
+    await asyncio.wait_for(chat.active[key].task, 5)
+    await store.close()
