@@ -7,6 +7,11 @@ each) whose words follow Zipf's law over a 30k-word vocabulary (like real text),
 then search latency (hybrid, fts, vector) over generated queries of 2-6 content words. Separately, a no-op re-sync of 10,000
 files. Prints a table and writes JSON.
 
+Over the WebSocket (on by default; `--no-via-gateway` to skip): the real gateway (`jarvis serve`, a
+subprocess) is started on the synced state dir, and the same queries are sent as `memory.search`
+(hybrid, k = 6) round trips through the real websockets client, one at a time; p50/p95 of the round
+trip and the gateway's peak RSS are reported.
+
     .venv/bin/python scripts/bench_memory.py                    # 1000,10000,100000
     .venv/bin/python scripts/bench_memory.py --sizes 1000,10000 --queries 300
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import contextlib
 import json
 import random
 import resource
@@ -112,7 +118,33 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(round(p * (len(s) - 1))))] if s else 0.0
 
 
-async def one_size(chunks: int, queries: int, seed: int) -> dict:
+async def via_gateway(state_dir: Path, qs: list[str], mode: str = "hybrid") -> dict:
+    """memory.search round trips over the WebSocket to a `jarvis serve` subprocess on this state dir."""
+    from tests.helpers import GatewayProcess, connect_client
+
+    toml = "[memory.sync]\nonStart = false\nwatch = false\n"
+    with GatewayProcess.running(state_dir, toml) as gw:
+        c = await connect_client(gw.url, gw.token)
+        try:
+            for q in qs[:10]:  # warm: the vector matrix is loaded by the first search
+                await c.call("memory.search", {"query": q, "k": 6, "mode": mode}, timeout=120)
+            times = []
+            for q in qs:
+                t = time.perf_counter()
+                await c.call("memory.search", {"query": q, "k": 6, "mode": mode})
+                times.append((time.perf_counter() - t) * 1000)
+        finally:
+            await c.close()
+        rss = 0.0
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{gw.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    rss = int(line.split()[1]) / 1024
+    return {"p50Ms": round(statistics.median(times), 2), "p95Ms": round(pct(times, 0.95), 2),
+            "gatewayPeakRssMb": round(rss, 1)}
+
+
+async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True) -> dict:
     from gateway.config import load_config
     from gateway.memory.manager import MemoryManager
 
@@ -146,12 +178,13 @@ async def one_size(chunks: int, queries: int, seed: int) -> dict:
                 lat[mode] = {"p50Ms": round(statistics.median(times), 2), "p95Ms": round(pct(times, 0.95), 2)}
         finally:
             await mgr.close()
+        ws_lat = await via_gateway(Path(tmp), qs) if gateway else None
     return {
         "size": chunks, "files": st["files"], "chunks": st["chunks"], "notes": notes, "sessions": sessions,
         "generateS": round(gen_s, 2), "fullSyncS": round(full_s, 2),
         "chunksPerS": round(st["chunks"] / full_s, 1), "embedded": full["chunksEmbedded"],
         "noopSyncMs": round(noop_s * 1000, 1), "noopUnchanged": noop["unchanged"],
-        "search": lat, "vectorBackend": st["vector"]["backend"],
+        "search": lat, "wsHybrid": ws_lat, "vectorBackend": st["vector"]["backend"],
         "peakRssMb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
@@ -190,11 +223,13 @@ def main() -> int:
     ap.add_argument("--noop-files", type=int, default=10_000, help="files for the no-op re-sync case (0: skip)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--via-gateway", action=argparse.BooleanOptionalAction, default=True,
+                    help="also time memory.search over the WebSocket to a real gateway subprocess (default: on)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # run one size in this process, print JSON
     ap.add_argument("--one-noop", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(asyncio.run(one_size(args.one, args.queries, args.seed))))
+        print(json.dumps(asyncio.run(one_size(args.one, args.queries, args.seed, args.via_gateway))))
         return 0
     if args.one_noop:
         print(json.dumps(asyncio.run(noop_files(args.one_noop, args.seed))))
@@ -204,7 +239,8 @@ def main() -> int:
     for size in [int(s) for s in args.sizes.split(",") if s]:
         print(f"size {size} …", file=sys.stderr)
         out = subprocess.run([sys.executable, __file__, "--one", str(size), "--queries", str(args.queries),
-                              "--seed", str(args.seed)], capture_output=True, text=True, check=True)
+                              "--seed", str(args.seed), "--via-gateway" if args.via_gateway else "--no-via-gateway"],
+                             capture_output=True, text=True, check=True)
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
     noop = None
     if args.noop_files:
@@ -219,7 +255,8 @@ def main() -> int:
         s = r["search"]
         print(f"{r['chunks']:>8} {r['files']:>7} {r['fullSyncS']:>8} {r['chunksPerS']:>9} {r['noopSyncMs']:>8} "
               f"{s['hybrid']['p50Ms']:>8} {s['hybrid']['p95Ms']:>8} {s['fts']['p50Ms']:>8} {s['fts']['p95Ms']:>8} "
-              f"{s['vector']['p50Ms']:>8} {s['vector']['p95Ms']:>8} {r['peakRssMb']:>7}")
+              f"{s['vector']['p50Ms']:>8} {s['vector']['p95Ms']:>8} {r['peakRssMb']:>7}"
+              + (f" {w['p50Ms']:>8} {w['p95Ms']:>8} {w['gatewayPeakRssMb']:>7}" if (w := r.get("wsHybrid")) else ""))
     if noop:
         print(f"no-op re-sync of {noop['files']} files: {noop['noopSyncMs']} ms")
     path = args.out or ROOT / "bench-results" / f"memory-{time.strftime('%Y%m%d-%H%M%S')}.json"
