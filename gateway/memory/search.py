@@ -35,7 +35,7 @@ import orjson
 from .db import Database
 from .embeddings import EmbeddingError, EmbeddingProvider
 from .schema import TOKENIZERS
-from .stopwords import STOPWORDS
+from .stopwords import DATE_STOPWORDS, STOPWORDS
 from .vectors import VectorStore
 
 POSTINGS_BUDGET = 0.05  # of all chunks; see Searcher.prune_common
@@ -60,12 +60,25 @@ def light_stem(word: str) -> str:
     return word
 
 
+def _is_date_word(words: Sequence[str], i: int) -> bool:
+    """A stopword that is a month name here ("May" beside a number, or capitalised mid-sentence)."""
+    w = words[i]
+    if w.lower() not in DATE_STOPWORDS:
+        return False
+    near = words[max(0, i - 1):i] + words[i + 1:i + 2]
+    return any(x.isdigit() for x in near) or (i > 0 and w[:1].isupper() and not w.isupper())
+
+
 def query_terms(text: str) -> list[str]:
-    """Distinct lowercased words of a query, stopwords and single Latin letters removed, in order."""
+    """Distinct lowercased words of a query, stopwords and single Latin letters removed, in order.
+    A stopword that is a month name in a date ("in May 2023") is kept."""
     seen: dict[str, None] = {}
-    for w in _WORD.findall(text.lower()):
-        w = w.strip("_")
-        if not w or w in STOPWORDS or (len(w) == 1 and not _is_cjk(w) and not w.isdigit()):
+    words = [w.strip("_") for w in _WORD.findall(text)]
+    for i, orig in enumerate(words):
+        w = orig.lower()
+        if not w or (len(w) == 1 and not _is_cjk(w) and not w.isdigit()):
+            continue
+        if w in STOPWORDS and not _is_date_word(words, i):
             continue
         seen.setdefault(w, None)
         if len(seen) >= MAX_TERMS:

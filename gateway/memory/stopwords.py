@@ -18,3 +18,6 @@ you'll you're you've your yours yourself yourselves
 s t d ll m o re ve y don aren couldn didn doesn hadn hasn haven isn ma mightn mustn needn shan shouldn
 wasn weren won wouldn also just ever yet us may might must shall does tell told say said
 """.split())
+
+# Stopwords that are also month names: kept when the query uses them as one ("25 May, 2022").
+DATE_STOPWORDS = frozenset({"may"})
