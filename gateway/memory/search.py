@@ -308,6 +308,9 @@ class SearchOptions:
     tokenizer: str = "unicode61"
     context_weight: float = 0.3
     segment_weight: float = 0.0
+    # Re-rank: weight of the rarity-weighted share of the query's words found anywhere in the window
+    # (core and neighbours), beside segment_weight's best single message.
+    coverage_weight: float = 0.3
 
 
 class Searcher:
@@ -496,7 +499,8 @@ class Searcher:
         ctx = SnippetContext.build(terms, [r[6] for _, r in live])
         if rerank and self.opts.segment_weight > 0 and live:
             # Reward chunks where the query's words meet in one message (or line): the best single
-            # segment's weighted match, relative to the pool's best, blended into the fused score.
+            # segment's weighted match, relative to the pool's best, blended into the fused score; and
+            # chunks whose window (core and neighbours) covers more of the query's words.
             best = []
             for c, r in live:
                 spans = orjson.loads(r[7]) if r[7] else None
@@ -504,8 +508,11 @@ class Searcher:
                                 default=0.0))
             top = max(best) or 1.0
             w = self.opts.segment_weight
-            for (c, _), b in zip(live, best):
-                c.score = (c.score + w * b / top) / (1.0 + w)
+            cw = self.opts.coverage_weight
+            total = sum(ctx.weights.get(t, 1.0) for t in ctx.terms) or 1.0
+            for (c, r), b in zip(live, best):
+                cov = _score(r[6] + "\n" + (r[8] or ""), ctx).score / total if cw > 0 else 0.0
+                c.score = (c.score + w * b / top + cw * cov) / (1.0 + w + cw)
             live.sort(key=lambda cr: -cr[0].score)
         picked = [(c, r) for c, r in live if c.score >= min_score][:k]
         out = []
