@@ -153,7 +153,7 @@ class Services:
         cfg = self.config
         sessions = SessionStore(cfg.sessions_dir(agent_id), agent_id)
         await asyncio.to_thread(sessions.open_sync)
-        await asyncio.to_thread(cfg.agent_workspace(agent_id).mkdir, parents=True, exist_ok=True)
+        await asyncio.to_thread(cfg.agent_workspace(agent_id).mkdir, mode=0o700, parents=True, exist_ok=True)
         memory = None
         if cfg.memory.enabled:
             from .memory.manager import MemoryManager

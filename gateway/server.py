@@ -49,7 +49,7 @@ class Connection:
     """One authenticated-or-not client. Implements the event bus's Subscriber."""
 
     __slots__ = ("ws", "connection_id", "peer", "subscriptions", "authed", "_out", "_out_bytes",
-                 "_wake", "_writer", "inflight", "server", "log", "closing", "closer")
+                 "_wake", "_writer", "inflight", "server", "log", "closing", "closer", "tasks")
 
     def __init__(self, ws: ServerConnection, server: "GatewayServer"):
         self.ws = ws
@@ -65,6 +65,7 @@ class Connection:
         self.inflight = 0
         self.closing = False
         self.closer: asyncio.Task[None] | None = None
+        self.tasks: set[asyncio.Task[None]] = set()  # requests being handled
         self.log = log.bind(conn=self.connection_id)
 
     # ---- outgoing ------------------------------------------------------------------------------
@@ -156,6 +157,7 @@ class GatewayServer:
         self.limiter = AuthLimiter(self.config.server.auth_failures_per_minute)
         self.connections: set[Connection] = set()
         self.evicting = 0  # connections closed to make room, not yet gone
+        self.requests: set[asyncio.Task[None]] = set()  # every request being handled
         self._server: Server | None = None
         self.port = 0
         self.allowed_origins: set[str] = set()
@@ -189,6 +191,8 @@ class GatewayServer:
             self._server.close(close_connections=False)
 
     async def close_all(self, code: int = RESTART, reason: str = "server restarting") -> None:
+        if self.requests:  # let requests in flight finish (bounded) before storage closes
+            await asyncio.wait(list(self.requests), timeout=5)
         conns = list(self.connections)
         for conn in conns:
             conn.closing = True
@@ -377,13 +381,24 @@ class GatewayServer:
                         f"too many requests in flight on this connection (max {self.config.server.max_inflight})", 50)))
                 return
             conn.inflight += 1
-            asyncio.create_task(self._single(conn, req))
+            self._track(conn, self._single(conn, req))
             return
-        if conn.inflight >= self.config.server.max_inflight:
-            conn.send_obj(protocol.error_response(None, RateLimited("too many requests in flight", 50)))
+        # A batch counts as many requests as it holds.
+        n = max(1, len(frame.requests))
+        if conn.inflight + n > self.config.server.max_inflight:
+            conn.send_obj(protocol.error_response(None, RateLimited(
+                f"too many requests in flight on this connection (max {self.config.server.max_inflight})", 50)))
             return
-        conn.inflight += 1
-        asyncio.create_task(self._batch(conn, frame))
+        conn.inflight += n
+        self._track(conn, self._batch(conn, frame, n))
+
+    def _track(self, conn: Connection, coro: Any) -> None:
+        """Run a request as a task we keep hold of: shutdown waits for it before closing storage."""
+        task = asyncio.create_task(coro)
+        conn.tasks.add(task)
+        self.requests.add(task)
+        task.add_done_callback(conn.tasks.discard)
+        task.add_done_callback(self.requests.discard)
 
     async def _single(self, conn: Connection, req: protocol.Request) -> None:
         try:
@@ -393,14 +408,14 @@ class GatewayServer:
         finally:
             conn.inflight -= 1
 
-    async def _batch(self, conn: Connection, frame: protocol.Frame) -> None:
+    async def _batch(self, conn: Connection, frame: protocol.Frame, n: int) -> None:
         try:
             replies = await asyncio.gather(*(self._call(conn, r) for r in frame.requests))
             answer = [r for r in replies if r is not None] + frame.errors
             if answer:
                 conn.send_obj(answer)
         finally:
-            conn.inflight -= 1
+            conn.inflight -= n
 
     async def _call(self, conn: Connection, req: protocol.Request) -> dict[str, Any] | None:
         if req.method == "auth":

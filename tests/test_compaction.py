@@ -32,11 +32,13 @@ async def test_automatic_compaction_keeps_recent_messages_and_indexes_the_flush(
     await chat(c, key, "Remind me to buy new fenders.")  # 6 messages > window of 4 → compaction
 
     path = day_file(gw)
-    for _ in range(100):
-        if path.exists():
+    transcript = gw.config.sessions_dir() / f"{key}.jsonl"
+    for _ in range(200):  # compaction runs in the background after chat.final: wait for its marker
+        if any(r.data["type"] == "compaction" for r in tx.iter_records(transcript)):
             break
         await asyncio.sleep(0.05)
     text = path.read_text()
+    assert oct(path.stat().st_mode & 0o777) == "0o600", "summaries are as private as transcripts"
     assert text.startswith("# ") and "## Conversation “Boats”" in text
     assert "Seahorse is moored at Kinsale harbour" in text and "serviced in April by Dermot" in text
     assert "fenders" not in text, "the most recent messages stay verbatim, not flushed"

@@ -350,3 +350,14 @@ async def test_delete_racing_a_send_never_brings_the_transcript_back(gateway, cl
             await client.run_to_end(answer["s"]["result"]["runId"])
         await asyncio.sleep(0.05)
         assert not (gateway.config.sessions_dir() / f"{key}.jsonl").exists()
+
+
+async def test_a_batch_counts_as_many_requests_in_flight(start_gateway):
+    gw = await start_gateway(**{"server.maxInflight": 4})
+    c = await gw.client()
+    await c.send_text(orjson.dumps([{"id": i, "method": "system.health"} for i in range(5)]).decode())
+    err = await asyncio.wait_for(c.raw.get(), 5)
+    assert err["error"]["code"] == -32029 and "max 4" in err["error"]["message"]
+    await c.send_text(orjson.dumps([{"id": i, "method": "system.health"} for i in range(4)]).decode())
+    assert len(await asyncio.wait_for(c.raw.get(), 5)) == 4
+    await c.close()

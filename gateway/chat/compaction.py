@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from ..config import Config
+from ..memory.files import locked
 from ..sessions import transcript as tx
 from ..sessions.store import SessionStore
 from ..timeutil import now_iso, parse_iso
@@ -181,7 +182,12 @@ class Compactor:
         """Append the summary to memory/YYYY-MM-DD.md; return (relative path, first line, last line)."""
         day = datetime.now(timezone.utc).strftime("%Y-%m-%d")
         target = self.workspace / "memory" / f"{day}.md"
-        target.parent.mkdir(parents=True, exist_ok=True)
+        with locked(target):  # other sessions (and memory.set & co.) write the same day file
+            return self._append_locked(target, day, label, session_key, batch, summary)
+
+    @staticmethod
+    def _append_locked(target: Path, day: str, label: str, session_key: str, batch: list[dict[str, Any]],
+                       summary: str) -> tuple[str, int, int]:
         first = parse_iso(batch[0].get("timestamp") or "")
         last = parse_iso(batch[-1].get("timestamp") or "")
         span = f"{first:%H:%M}–{last:%H:%M} UTC" if first and last else ""
@@ -192,7 +198,8 @@ class Compactor:
             prefix = "\n"
         block = prefix + "\n" + section
         start = existing.count("\n") + prefix.count("\n") + 2  # the heading line
-        with open(target, "a", encoding="utf-8") as fh:
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # summaries are private
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
             fh.write(block)
             fh.flush()
             os.fsync(fh.fileno())

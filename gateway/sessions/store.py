@@ -198,8 +198,10 @@ class SessionStore:
             log.warning("session list not updated", error=exc.message)
 
     async def close(self) -> None:
+        # Let a flush under way finish (cancelling it mid-write would re-queue counts it had written).
         if self._flusher is not None and not self._flusher.done():
-            self._flusher.cancel()
+            with contextlib.suppress(Exception):
+                await self._flusher
         await self.flush()
 
     # ---- queries -------------------------------------------------------------------------------
