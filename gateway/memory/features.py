@@ -81,15 +81,19 @@ class MemoryFeatures:
         if category is not None:
             check_category(category)
         srcs = tuple(sources or ("memory", "sessions"))
-        units = await asyncio.to_thread(timerecall.collect, self.workspace, self.mem.sessions_dir, start, stop,
-                                        category, srcs)
+        def newest_first() -> list:
+            units = timerecall.collect(self.workspace, self.mem.sessions_dir, start, stop, category, srcs)
+            units.sort(key=lambda u: u.ts, reverse=True)
+            return units
+
+        # Reading, sorting and ranking every unit of a long period is real CPU: all of it in threads.
+        units = await asyncio.to_thread(newest_first)
         query = (query or "").strip() or None
         vectors = None
         degraded = None
         if query and units:
-            units.sort(key=lambda u: u.ts, reverse=True)
             vectors, degraded = await self._embed_units(query, units[:timerecall.MAX_EMBED])
-        results = timerecall.rank(units, query, k, min_score, vectors)
+        results = await asyncio.to_thread(timerecall.rank, units, query, k, min_score, vectors)
         out: dict[str, Any] = {"results": results, "from": timerecall.to_iso(start) if start else None,
                                "to": timerecall.to_iso(stop), "matched": len(units)}
         if degraded:
@@ -101,7 +105,7 @@ class MemoryFeatures:
         if p is None or not p.enabled:
             return None, "no embedding provider; ranked by words only"
         try:
-            vecs = await p.embed([query] + [u.text[:2000] for u in units])
+            vecs = await p.embed([query] + [u.text[:timerecall.EMBED_CHARS] for u in units])
         except Exception as exc:  # the provider failing must not fail recall: words still rank
             return None, f"embedding provider unavailable ({exc}); ranked by words only"
         vecs = np.asarray(vecs, dtype=np.float32)
@@ -139,16 +143,22 @@ class MemoryFeatures:
                 f"the configured embedding provider {name} cannot embed images; image search needs a "
                 f"multimodal embedding provider (memory.embeddings.multimodal = true on an openai "
                 f"endpoint serving a vision embedding model)", retryable=False)
-        stored = await asyncio.to_thread(self.images.all)
-        cache = EmbeddingCache(self.mem.writer, p.name, p.model, self.mem.cfg.embeddings.cache_max_entries)
-        hashes = ["image:" + hashlib.sha256(data).hexdigest() for _, data in stored]
+        def load() -> tuple[list, list[str]]:
+            stored = self.images.all()
+            return stored, ["image:" + hashlib.sha256(data).hexdigest() for _, data in stored]
+
+        stored, hashes = await asyncio.to_thread(load)
+        max_entries = self.mem.cfg.embeddings.cache_max_entries
         try:
-            vectors = await cache.get_many(hashes)
+            # Reads through the reader connection; the one write goes under the index's write lock,
+            # so it never lands inside a sync's transaction or on a writer a rebuild has closed.
+            vectors = await EmbeddingCache(self.mem.reader, p.name, p.model, max_entries).get_many(hashes)
             missing = [(h, data, s["mimeType"]) for h, (s, data) in zip(hashes, stored) if h not in vectors]
             if missing:
                 fresh = await p.embed_images([(data, m) for _, data, m in missing])
                 new = {h: v for (h, _, _), v in zip(missing, fresh)}
-                await cache.put_many(new)
+                async with self.mem._write_lock:
+                    await EmbeddingCache(self.mem.writer, p.name, p.model, max_entries).put_many(new)
                 vectors.update(new)
             q = (await p.embed_images([(query, mime)]))[0]
         except EmbeddingError as exc:

@@ -36,7 +36,8 @@ from .keyed import KeyedStore
 from .stopwords import STOPWORDS
 
 SNIPPET = 700
-MAX_EMBED = 4000
+MAX_EMBED = 1000  # the newest units of a period that a query also ranks by meaning
+EMBED_CHARS = 1000  # of each unit's text
 VECTOR_WEIGHT = 0.7
 _DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.md")
 _REL = re.compile(r"(\d{1,6})\s*(m|min|h|d|w)")

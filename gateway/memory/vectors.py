@@ -104,11 +104,13 @@ class VectorStore:
         q = np.ascontiguousarray(q, dtype=np.float32)
         m = self._matrix
         if self.backend == "numpy":
-            if m is None or m.generation != generation:
-                if self._loading is not None and not self._loading.done():
-                    m = await asyncio.shield(self._loading)
-                if m is None or m.generation != generation:
-                    m = await self._load(generation)
+            # Concurrent searches after a sync share one load (each would otherwise copy the matrix).
+            for _ in range(2):  # a load under way may be for the previous generation: then one more
+                if m is not None and m.generation == generation:
+                    break
+                self._start_load(generation)
+                assert self._loading is not None
+                m = await asyncio.shield(self._loading)
             return await asyncio.to_thread(_matrix_knn, m, q, n, sources, session_key)
         if count > MATRIX_THRESHOLD or m is not None:
             if m is None or m.generation != generation:
