@@ -3,6 +3,8 @@ recalled into later turns."""
 
 import asyncio
 
+import pytest
+
 from tests.helpers import RunningGateway, make_config
 
 
@@ -92,3 +94,31 @@ async def test_deleting_a_session_removes_it_from_search(tmp_path):
         await c.close()
     finally:
         await gw.stop()
+
+
+async def test_no_rebuild_under_another_process_holding_the_index(tmp_path):
+    from gateway.memory.manager import MemoryManager
+
+    cfg = make_config(tmp_path / "state", memory=True, **{"memory.sync.watch": False})
+    cfg.workspace_dir.mkdir(parents=True)
+    (cfg.workspace_dir / "MEMORY.md").write_text("# Notes\n\nThe gate code is 4711.\n")
+    live = MemoryManager(cfg)  # stands for the running gateway
+    await live.open()
+    await live.sync()
+    inode = cfg.memory_db().stat().st_ino
+
+    changed = make_config(tmp_path / "state", memory=True,
+                          **{"memory.sync.watch": False, "memory.sync.onStart": False,
+                             "memory.chunking.tokens": 200})  # new chunking: needs a rebuild
+    cli = MemoryManager(changed)
+    await cli.open()
+    with pytest.raises(RuntimeError, match="another process"):
+        await cli.sync()
+    assert cfg.memory_db().stat().st_ino == inode, "the live index was not swapped"
+    assert (await live.search("gate code"))["results"], "the live index still answers"
+    await live.close()
+
+    stats = await cli.sync()  # alone now: the rebuild goes ahead
+    assert stats["indexed"] >= 1 and cfg.memory_db().stat().st_ino != inode
+    assert (await cli.search("gate code"))["results"]
+    await cli.close()

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -106,6 +106,7 @@ class MemoryManager:
         self.tokenizer = self.cfg.search.fts_tokenizer
         self._gate = _Gate()
         self._write_lock = asyncio.Lock()
+        self._users_fd: int | None = None
         self.orchestrator = SyncOrchestrator(self._run_one, sync_cfg=self.cfg.sync, unavailable=self._sync_unavailable)
         self.search_backend: BuiltinBackend | FallbackBackend = BuiltinBackend(self._index_search)
         self._backend_update: asyncio.Task | None = None
@@ -177,6 +178,7 @@ class MemoryManager:
         self._driver = driver
         if not self.cfg.enabled:
             return
+        self._hold_index()
         await self._open_live()
         sig = self._signature()
         stored = await get_meta(self.writer, "index_signature")
@@ -276,6 +278,9 @@ class MemoryManager:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         await self.orchestrator.close()
+        if self._users_fd is not None:
+            os.close(self._users_fd)  # releases the shared lock
+            self._users_fd = None
         for db in (self.reader, self.writer):
             if db is not None:
                 with contextlib.suppress(Exception):
@@ -367,9 +372,34 @@ class MemoryManager:
         self._retry = loop.call_later(delay, lambda: self._request(force=False, memory=False, sessions=False,
                                                                     reason="embed-retry"))
 
+    def _hold_index(self) -> None:
+        """Hold a shared flock on `<db>.users` while this process has the index open, so that no other
+        process swaps a rebuilt database in under it (see _may_rebuild)."""
+        self.db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._users_fd = os.open(str(self.db_path) + ".users", os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self._users_fd, fcntl.LOCK_SH)
+
+    def _may_rebuild(self) -> bool:
+        """True when no other process has the index open (our shared lock upgrades, at once)."""
+        try:
+            fcntl.flock(self._users_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
     async def _rebuild(self, progress) -> SyncStats:
         """Index everything into a fresh database next to the live one, then swap it in."""
         assert self.provider is not None and self.writer is not None
+        if not self._may_rebuild():
+            raise RuntimeError("the index must be rebuilt for new settings, but another process (the running "
+                               "gateway, or a jarvis memory command) has it open; it is rebuilt by whichever "
+                               "has it alone — e.g. the gateway on its next sync once this command ends")
+        try:
+            return await self._rebuild_alone(progress)
+        finally:
+            fcntl.flock(self._users_fd, fcntl.LOCK_SH)
+
+    async def _rebuild_alone(self, progress) -> SyncStats:
         self._rebuilding = True
         self._forgotten.clear()
         self._dirty_memory = self._dirty_all_sessions = False
