@@ -78,6 +78,7 @@ class ChatService:
                 raise Busy(f"a run is already active in session {session_key}",
                            {"sessionKey": session_key, "runId": self.active[session_key].run_id})
             if not await self.sessions.exists(session_key):
+                self._send_locks.pop(session_key, None)  # no lock kept per key a client makes up
                 raise NotFound(f"session not found: {session_key}", {"sessionKey": session_key})
             run = Run(run_id=str(uuid.uuid4()), session_key=session_key)
             # Durable before the answer: if this raises (disk full), nothing was started or promised.

@@ -73,7 +73,7 @@ class SessionStore:
         self._lock = asyncio.Lock()
         self._transcripts: dict[str, tx.Transcript] = {}
         self._cache: dict[str, dict[str, Any]] = {}
-        self._cache_stamp: tuple[int, int] | None = None
+        self._cache_stamp: tuple[int, int, int] | None = None
         # Message counters bumped since the last write of sessions.json: key → [added, updatedAt].
         # The transcript is the record; these are written in coalesced batches (see _flush_soon),
         # and reconciled from the transcripts on open if a crash lost a batch.
@@ -141,7 +141,7 @@ class SessionStore:
         except FileNotFoundError:
             self._cache, self._cache_stamp = {}, None
             return {}
-        stamp = (st.st_mtime_ns, st.st_size)
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)  # every atomic replace is a new inode
         if stamp != self._cache_stamp:
             try:
                 data = orjson.loads(self.meta_path.read_bytes())
