@@ -36,6 +36,23 @@ def make_config(state_dir: Path, **overrides: Any) -> Config:
     return load_config(base, env={})
 
 
+def memory_cli(cfg: Config, capsys: Any):
+    """`run("memory", "sync", "--json")` → (exit code, stdout) through the real `jarvis memory` parser."""
+    import argparse
+
+    from gateway.memory import cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_commands(parser.add_subparsers(dest="command"))
+
+    def run(*argv: str) -> tuple[int, str]:
+        args = parser.parse_args(list(argv))
+        code = args.handler(args, cfg)
+        return code, capsys.readouterr().out
+
+    return run
+
+
 class RpcError(Exception):
     def __init__(self, error: dict[str, Any]):
         super().__init__(f"{error.get('code')}: {error.get('message')}")

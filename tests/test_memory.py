@@ -514,21 +514,13 @@ async def test_methods_validate_and_call_the_manager(tmp_path, open_manager):
 
 
 def test_cli_commands_print_method_results(tmp_path, capsys):
-    import argparse
-
     import orjson
 
-    from gateway.memory import cli
+    from tests.helpers import memory_cli
 
     cfg = load_config({"stateDir": str(tmp_path / "state")}, env={})
     write(cfg.workspace_dir / "MEMORY.md", "The spare key is under the blue flowerpot.\n")
-    parser = argparse.ArgumentParser()
-    cli.add_commands(parser.add_subparsers(dest="command"))
-
-    def run(*argv: str) -> tuple[int, str]:
-        args = parser.parse_args(list(argv))
-        code = args.handler(args, cfg)
-        return code, capsys.readouterr().out
+    run = memory_cli(cfg, capsys)
 
     code, out = run("memory", "sync", "--json")
     assert code == 0 and orjson.loads(out)["indexed"] == 1

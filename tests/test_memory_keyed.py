@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from tests.helpers import RpcError
+from tests.helpers import RpcError, memory_cli
 
 
 async def rpc_error(c, method, params) -> RpcError:
@@ -167,22 +167,14 @@ async def test_embedding_cache_is_pruned_after_a_rebuild(start_gateway, tmp_path
 
 def test_cli_keyed_learn_recall_and_images(tmp_path, capsys):
     """`jarvis memory …` runs the same features on the state dir; --json prints the method's result."""
-    import argparse
     import base64
 
     import orjson
 
     from gateway.config import load_config
-    from gateway.memory import cli
 
     cfg = load_config({"stateDir": str(tmp_path / "state")}, env={})
-    parser = argparse.ArgumentParser()
-    cli.add_commands(parser.add_subparsers(dest="command"))
-
-    def run(*argv: str) -> tuple[int, str]:
-        args = parser.parse_args(list(argv))
-        code = args.handler(args, cfg)
-        return code, capsys.readouterr().out
+    run = memory_cli(cfg, capsys)
 
     code, out = run("memory", "set", "pet", "Our dog Biscuit is a beagle.", "--category", "facts", "--json")
     assert code == 0 and orjson.loads(out)["path"] == "memory/keyed/facts/pet.md"

@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidParams
-from ..schema import SESSION_KEY
 from ..sessions import transcript as tx
 from ..timeutil import parse_iso, to_iso
 from . import learnings
 from .keyed import KeyedStore
+from .sources import scan_sessions
 from .stopwords import STOPWORDS
 
 SNIPPET = 700
@@ -41,7 +41,6 @@ EMBED_CHARS = 1000  # of each unit's text
 VECTOR_WEIGHT = 0.7
 _DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.md")
 _REL = re.compile(r"(\d{1,6})\s*(m|min|h|d|w)")
-_SESSION_KEY = re.compile(SESSION_KEY)
 _UNITS = {"m": "minutes", "min": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _IGNORED = {".git", ".obsidian", ".trash", "node_modules"}
 
@@ -191,23 +190,12 @@ def _learning_units(workspace: Path, start: datetime | None, stop: datetime) -> 
 
 def _message_units(sessions_dir: Path, start: datetime | None, stop: datetime) -> list[Unit]:
     out: list[Unit] = []
-    try:
-        entries = list(os.scandir(sessions_dir))
-    except OSError:
-        return out
-    for ent in entries:
-        if not ent.name.endswith(".jsonl") or not _SESSION_KEY.fullmatch(ent.name[:-6]):
-            continue
-        try:
-            if not ent.is_file(follow_symlinks=False):
-                continue
-            mtime = datetime.fromtimestamp(ent.stat(follow_symlinks=False).st_mtime, timezone.utc)
-        except OSError:
-            continue
+    for sf in scan_sessions(sessions_dir):
+        mtime = datetime.fromtimestamp(sf.mtime_ns / 1e9, timezone.utc)
         if start is not None and mtime < start:
             continue  # nothing was appended since before the period began
-        key = ent.name[:-6]
-        for rec in tx.iter_records(Path(ent.path)):
+        key = sf.session_key
+        for rec in tx.iter_records(sf.abs):
             d = rec.data
             if d.get("type") != "message" or not isinstance(d.get("message"), dict):
                 continue
@@ -218,7 +206,7 @@ def _message_units(sessions_dir: Path, start: datetime | None, stop: datetime) -
             if not text:
                 continue
             role = str(d["message"].get("role", ""))
-            out.append(Unit("message", f"sessions/{ent.name}", "sessions", rec.line, rec.line, ts, text, key,
+            out.append(Unit("message", sf.path, "sessions", rec.line, rec.line, ts, text, key,
                             extra={"role": role}))
     return out
 
