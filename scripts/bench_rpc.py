@@ -89,7 +89,7 @@ async def delta_latency(state: Path, words: int, chunk_delay: float) -> dict:
             added: list[float] = []
             for _ in range(5):
                 api.chunk_times.clear()
-                sent = await c.call("chat.send", {"sessionKey": key, "message": "stream please"})
+                await c.call("chat.send", {"sessionKey": key, "message": "stream please"})
                 received: list[float] = []
                 while True:
                     ev = await c.next_event(timeout=30)

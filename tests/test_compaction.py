@@ -3,7 +3,6 @@
 import asyncio
 from datetime import datetime, timedelta, timezone
 
-import orjson
 import pytest
 
 from gateway.config import SessionsConfig

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import os
 import socket
 import struct
 import time
-from pathlib import Path
 
 import orjson
 import pytest

@@ -21,7 +21,6 @@ from ..errors import Busy, GatewayError, NotFound, UpstreamUnavailable
 from ..events import EventBus
 from ..sessions import transcript as tx
 from ..sessions.store import SessionStore
-from ..timeutil import now_iso
 from .compaction import Compactor, read_state
 from .providers import ChatProvider, Delta, Usage
 
