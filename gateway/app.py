@@ -33,7 +33,8 @@ from .methods import system as _system_methods  # noqa: F401
 from .schema import AGENT_ID
 from .server import GatewayServer
 from .sessions.retention import ephemeral_victims
-from .sessions.store import SessionStore, ensure_private_dir
+from .fsutil import ensure_private_dir
+from .sessions.store import SessionStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from .memory.manager import MemoryManager

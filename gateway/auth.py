@@ -14,7 +14,7 @@ import time
 from collections import defaultdict, deque
 from pathlib import Path
 
-from .sessions.store import ensure_private_dir, write_private_atomic
+from .fsutil import atomic_write, ensure_private_dir
 
 
 def new_token() -> str:
@@ -35,7 +35,7 @@ def ensure_token_file(path: Path, rotate: bool = False) -> str:
     token = None if rotate else read_token_file(path)
     if token is None:
         token = new_token()
-        write_private_atomic(path, (token + "\n").encode())
+        atomic_write(path, (token + "\n").encode())
     elif path.stat().st_mode & 0o077:
         os.chmod(path, 0o600)
     return token

@@ -172,7 +172,7 @@ def cmd_install(args: argparse.Namespace, config: Config) -> int:
         return EXIT_OK
     require_user_systemd()
     # ReadWritePaths= must exist when the service starts, or systemd refuses to start it.
-    from .sessions.store import ensure_private_dir
+    from .fsutil import ensure_private_dir
 
     ensure_private_dir(config.state_dir)
     config.workspace_dir.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from ..config import Config
-from ..memory.files import locked
+from ..fsutil import locked
 from ..sessions import transcript as tx
 from ..sessions.store import SessionStore
 from ..timeutil import now_iso, parse_iso

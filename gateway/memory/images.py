@@ -36,7 +36,8 @@ from pathlib import Path
 
 from ..errors import InvalidParams, NotFound
 from ..timeutil import now_iso
-from .files import atomic_write, front_matter, locked, parse_front_matter, remove
+from ..fsutil import atomic_write, locked, remove
+from .files import front_matter, parse_front_matter
 from .keyed import KEY_PATTERN, check_key
 
 IMAGES_DIR = "memory/images"

@@ -33,7 +33,8 @@ from pathlib import Path
 
 from ..errors import InvalidParams, NotFound
 from ..timeutil import now_iso, parse_iso, to_iso
-from .files import atomic_write, front_matter, locked, one_line, parse_front_matter, remove
+from ..fsutil import atomic_write, locked, remove
+from .files import front_matter, one_line, parse_front_matter
 
 KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 CATEGORIES = ("general", "preferences", "facts", "people", "projects", "decisions", "tasks")

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import InvalidParams
-from .files import atomic_write, locked
+from ..fsutil import atomic_write, locked
 
 FILE = "LEARNINGS.md"
 SECTIONS = {"preferences": "User Preferences", "corrections": "Corrections",

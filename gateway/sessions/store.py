@@ -1,8 +1,8 @@
 """Session metadata in `sessions/sessions.json` and the transcripts beside it.
 
 sessions.json is replaced atomically (write a temp file, fsync, rename, fsync the folder) under an
-exclusive `flock` on `sessions.json.lock`, re-reading the file inside the lock, so two processes (the
-gateway and a CLI, say) never lose each other's changes. File modes are 0600. File work runs in a
+exclusive `flock` (fsutil.locked), re-reading the file inside the lock, so two processes (the gateway
+and a CLI, say) never lose each other's changes. File modes are 0600. File work runs in a
 thread; in-process writers are serialised by an asyncio lock.
 """
 
@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
 import re
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import orjson
 import structlog
 
 from ..errors import Busy, InvalidParams, NotFound
+from ..fsutil import atomic_write, ensure_private_dir, locked
 from ..schema import SESSION_KEY
 from ..timeutil import now_iso
 from . import transcript as tx
@@ -36,40 +36,11 @@ def check_session_key(key: str, field: str = "params.sessionKey") -> str:
     return key
 
 
-def ensure_private_dir(path: Path) -> None:
-    """Create `path` (and parents) as owner-only; tighten it if it exists with looser bits."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if path.stat().st_mode & 0o077:
-        os.chmod(path, 0o700)
-
-
-def write_private_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` atomically, mode 0600, durable once this returns."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 class SessionStore:
     def __init__(self, sessions_dir: Path, agent_id: str = "main"):
         self.dir = sessions_dir
         self.agent_id = agent_id
         self.meta_path = sessions_dir / "sessions.json"
-        self.lock_path = sessions_dir / "sessions.json.lock"
         self._lock = asyncio.Lock()
         self._transcripts: dict[str, tx.Transcript] = {}
         self._cache: dict[str, dict[str, Any]] = {}
@@ -124,16 +95,6 @@ class SessionStore:
             t = self._transcripts[key] = tx.Transcript(self.transcript_path(key))
         return t
 
-    @contextlib.contextmanager
-    def _flock(self) -> Iterator[None]:
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-
     def _read_sync(self) -> dict[str, dict[str, Any]]:
         """Read sessions.json, cached by (mtime_ns, size) so unchanged files are not re-parsed."""
         try:
@@ -154,12 +115,12 @@ class SessionStore:
 
     def _mutate_sync(self, fn: Callable[[dict[str, dict[str, Any]]], Any],
                      bumps: dict[str, list[Any]] | None = None) -> Any:
-        with self._flock():
+        with locked(self.meta_path):
             sessions = {k: dict(v) for k, v in self._read_sync().items()}
             _apply_bumps(sessions, bumps or {})
             result = fn(sessions)
             payload = orjson.dumps({"version": 1, "sessions": sessions}, option=orjson.OPT_INDENT_2)
-            write_private_atomic(self.meta_path, payload)
+            atomic_write(self.meta_path, payload)
             self._cache_stamp = None
             return result
 

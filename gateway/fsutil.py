@@ -1,0 +1,87 @@
+"""Durable little files: the one place for atomic owner-only writes, private folders and file locks.
+
+    atomic_write(path, data)   temp file in the same folder + fsync + rename + fsync of the folder, 0600
+    ensure_private_dir(path)   create (0700) and tighten an existing folder that is looser
+    locked(path)               an exclusive flock on `<dir>/.<name>.lock` (gateway and CLI agree)
+
+Every write moves the file's mtime forward (at least 1 ns past the old one): the memory indexer skips a
+file whose size and mtime did not change, and two same-size writes within one clock tick must not look
+alike. All of this is blocking: call it from a thread (or at start-up).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def ensure_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    ensure_dir(path.parent)
+    try:
+        old_mtime = path.stat().st_mtime_ns
+    except OSError:
+        old_mtime = None
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if old_mtime is not None and os.stat(tmp).st_mtime_ns <= old_mtime:
+            os.utime(tmp, ns=(old_mtime + 1, old_mtime + 1))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def remove(path: Path) -> bool:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    fsync_dir(path.parent)
+    return True
+
+
+def fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Exclusive lock for a read-modify-write of `path` (a flock on a hidden sibling lock file)."""
+    ensure_dir(path.parent)
+    lock = path.parent / f".{path.name}.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def ensure_private_dir(path: Path) -> None:
+    """Create `path` (and parents) as owner-only; tighten it if it exists with looser bits."""
+    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, DIR_MODE)
