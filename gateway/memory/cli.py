@@ -128,6 +128,7 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
                 print(f"vectors:    {v['backend']} ({'available' if v['available'] else 'unavailable'}"
                       + (f", {v['missing']} missing" if v.get("missing") else "") + ")")
                 print(f"fts:        {res['fts']['tokenizer']}    cache: {res['cache']['entries']} embeddings")
+                _print_backend_and_ranking(res)
         return 0
     finally:
         await mgr.close()
@@ -145,3 +146,19 @@ def run(args: argparse.Namespace, config: Config) -> int:
     except GatewayError as exc:
         print(f"jarvis: {exc.message}", file=sys.stderr)
         return 2 if exc.code == -32602 else 1
+
+
+def _print_backend_and_ranking(res: dict) -> None:
+    b = res.get("backend") or {}
+    line = f"backend:    {b.get('kind', 'builtin')}"
+    circuit = b.get("circuit")
+    if isinstance(circuit, dict):
+        line += f"    circuit: {circuit.get('state')} ({circuit.get('failures', 0)} failures)"
+    print(line)
+    r = res.get("ranking") or {}
+    mmr = f"mmr λ {r['mmrLambda']}" if r.get("mmr") else "mmr off"
+    decay = f"time decay, half-life {r['halfLifeDays']:g} d" if r.get("timeDecay") else "time decay off"
+    print(f"ranking:    {mmr}, {decay}")
+    s = res.get("sync") or {}
+    every = f"every {s['intervalMinutes']:g} min" if s.get("intervalMinutes") else "no interval"
+    print(f"sync:       {'running' if s.get('running') else 'idle'}, {s.get('runs', 0)} runs, {every}")
