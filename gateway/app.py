@@ -203,12 +203,7 @@ class Gateway:
 
     @property
     def url(self) -> str:
-        host = self.config.server.host
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"
-        if ":" in host:
-            host = f"[{host}]"
-        return f"ws://{host}:{self.port}/"
+        return self.config.ws_url(self.port)
 
     def on_phase(self, hook: Callable[[str, dict[str, Any]], None]) -> None:
         """Observe lifecycle phases ("ready", "stopping") — used by sd_notify."""

@@ -22,21 +22,12 @@ class CallError(Exception):
         self.exit_code = exit_code
 
 
-def default_url(config: Config) -> str:
-    host = config.server.host
-    if host in ("0.0.0.0", "::", ""):
-        host = "127.0.0.1"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"ws://{host}:{config.server.port}/"
-
-
 async def call(config: Config, method: str, params: Any, *, url: str | None = None, follow: bool = False,
                timeout: float = 120.0, on_result: Callable[[Any], None], on_event: Callable[[Any], None]) -> None:
     token = config.token or read_token_file(config.token_file)
     if not token:
         raise CallError(f"no token: {config.token_file} does not exist (start the gateway or run `jarvis token`)", 2)
-    url = url or default_url(config)
+    url = url or config.ws_url()
     ids = itertools.count(1)
     try:
         async with asyncio.timeout(timeout):

@@ -237,6 +237,15 @@ class Config:
     def memory_db(self, agent_id: str | None = None) -> Path:
         return self.agent_dir(agent_id) / "memory.sqlite"
 
+    def ws_url(self, port: int | None = None) -> str:
+        """The URL a local client uses: a wildcard bind is reached on loopback; IPv6 in brackets."""
+        host = self.server.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"ws://{host}:{self.server.port if port is None else port}/"
+
     @property
     def chat_provider(self) -> str:
         """The chat provider in effect: `auto` resolves by whether an endpoint is configured."""

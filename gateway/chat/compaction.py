@@ -150,16 +150,18 @@ class Compactor:
             summary = await self._summarise(batch)
             label = (await self.sessions.all()).get(session_key, {}).get("label") or session_key
             rel, start, end = await asyncio.to_thread(self._write_memory, label, session_key, batch, summary)
+            # Index the flush before the marker is written: once a compaction shows in the
+            # transcript, search finds what it flushed (forced when memory.sync.forceOnFlush).
+            if self.memory is not None:
+                try:
+                    await self.memory.sync_after_flush(session_key)
+                except Exception as exc:  # the file is written; the next sync indexes it
+                    log.warning("memory sync after compaction failed", error=str(exc))
             marker = {"type": "compaction", "id": str(uuid.uuid4()), "timestamp": now_iso(),
                       "throughId": batch[-1]["id"], "messages": len(batch), "path": rel,
                       "startLine": start, "endLine": end, "summary": summary}
             await self.sessions.transcript(session_key).append(marker)
             log.info("session compacted", session=session_key, messages=len(batch), path=rel)
-        if self.memory is not None:
-            try:  # the index picks the flush up at once (forced when memory.sync.forceOnFlush)
-                await self.memory.sync_after_flush(session_key)
-            except Exception as exc:
-                log.warning("memory sync after compaction failed", error=str(exc))
         return {"compacted": len(batch), "path": rel, "startLine": start, "endLine": end}
 
     async def _summarise(self, batch: list[dict[str, Any]]) -> str:

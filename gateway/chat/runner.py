@@ -104,7 +104,8 @@ class ChatService:
             self.compactor.forget(session_key)
 
     def _finished(self, run: Run, task: asyncio.Task[None]) -> None:
-        # A task cancelled before its first step never ran _run's handlers: clean up and tell here.
+        # The one place a finished run frees its session. A task cancelled before its first step
+        # never ran _run's handlers, so its abort is reported here too.
         if self.active.get(run.session_key) is run:
             del self.active[run.session_key]
         if task.cancelled():
@@ -239,6 +240,3 @@ class ChatService:
             msg = f"could not save the reply: {exc.strerror}" if isinstance(exc, OSError) else "internal error"
             self._emit(run, "chat.error", error={"code": -32603, "message": f"{msg} (errorId {error_id})",
                                                  "retryable": retryable})
-        finally:
-            if self.active.get(key) is run:
-                del self.active[key]

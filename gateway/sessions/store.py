@@ -175,13 +175,15 @@ class SessionStore:
         return view
 
     async def get(self, key: str) -> dict[str, Any]:
-        sessions = await self.all()
+        sessions = await asyncio.to_thread(self._read_sync)
         if key not in sessions:
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
-        return dict(sessions[key])
+        one = {key: dict(sessions[key])}
+        _apply_bumps(one, {key: self._bumps[key]} if key in self._bumps else {})
+        return one[key]
 
     async def exists(self, key: str) -> bool:
-        return key in await self.all()
+        return key in await asyncio.to_thread(self._read_sync)
 
     async def list(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
         sessions = sorted((await self.all()).values(), key=lambda s: (s.get("updatedAt", ""), s["sessionKey"]),
