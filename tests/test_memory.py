@@ -88,6 +88,11 @@ def api():
             a.hold.set()
 
 
+async def assert_fts_matches_chunks(m: MemoryManager) -> None:
+    """FTS5's own check that the full-text index holds exactly the chunks table's rows and terms."""
+    await m.writer.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
+
+
 def paths(res: dict) -> list[str]:
     return [r["path"] for r in res["results"]]
 
@@ -228,6 +233,7 @@ async def test_incremental_sync_follows_edits_adds_and_deletes(tmp_path, open_ma
     st = await m.sync()
     assert st["removed"] == 1
     assert paths(await m.search("Kyoto", mode="fts")) == []
+    await assert_fts_matches_chunks(m)
     status = await m.status()
     assert status["files"] == 2 and status["sources"]["memory"] == {"files": 2, "chunks": 2}
     assert status["dirty"] is False and status["lastSyncAt"].endswith("Z")
@@ -259,8 +265,10 @@ async def test_sessions_are_indexed_scheduled_and_forgotten(tmp_path, open_manag
     res = await m.search("boiler", sources=["memory"])
     assert res["results"] == []
 
+    await assert_fts_matches_chunks(m)
     await m.forget_session("alpha")
     assert paths(await m.search("greyhound Berlin", mode="fts")) == []
+    await assert_fts_matches_chunks(m)
     assert (await m.status())["sources"]["sessions"]["files"] == 1
 
 

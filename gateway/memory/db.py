@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import Any, Iterable, Sequence
 
 import aiosqlite
+import orjson
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -168,6 +169,26 @@ class Database:
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         cur = await self.c.executemany(sql, rows)
         await cur.close()
+
+    async def insert_rows(self, head: str, rows: Sequence[Sequence[Any]], vectors: Any = None) -> None:
+        """`head` ("INSERT INTO t(a, b, v)") for all `rows` in ONE statement: the rows go in as one JSON
+        array read with json_each. With `vectors` (a 2-d float32 array, one row per row), the last column
+        is that row's vector as a BLOB, cut out of one concatenated BLOB.
+
+        Why not executemany: it binds each row in Python and so takes the GIL back once per row; while
+        other threads run Python (chunking, embedding), each of those waits up to the switch interval,
+        and a bulk insert crawls (measured: 16 µs/row alone, 7 ms/row beside one busy thread; this way
+        30 and 37 µs). Values are JSON scalars: str, int, float or None."""
+        if not len(rows):
+            return
+        width = len(rows[0])
+        cols = [f"json_extract(j.value, '$[{i}]')" for i in range(width)]
+        params: tuple[Any, ...] = (orjson.dumps(rows).decode(),)
+        if vectors is not None:
+            size = int(vectors.shape[1]) * 4
+            cols.append(f"substr(?2, j.key * {size} + 1, {size})")
+            params += (vectors.astype("<f4", copy=False).tobytes(),)
+        await self.execute(f"{head} SELECT {', '.join(cols)} FROM json_each(?1) j", params)
 
     async def executescript(self, sql: str) -> None:
         cur = await self.c.executescript(sql)

@@ -181,8 +181,8 @@ class Indexer:
         if gone:
             await self.db.begin()
             try:
+                await self._delete_chunks("path", gone)
                 for path in gone:
-                    await self.db.execute("DELETE FROM chunks WHERE path = ?", (path,))
                     await self.db.execute("DELETE FROM files WHERE path = ?", (path,))
                 await self.db.commit()
             except BaseException:
@@ -251,7 +251,8 @@ class Indexer:
                        stats: SyncStats, rdb: Database | None = None
                        ) -> tuple[list[_Work], dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Read, hash and chunk a batch of files; embed the chunks that are new."""
-        works = await asyncio.to_thread(_read_and_chunk, batch, known, force, self.s)
+        mine = {sf.path: known[sf.path] for sf in batch if sf.path in known}
+        works = await asyncio.to_thread(_read_and_chunk, batch, mine, force, self.s)
         changed = [w for w in works if w.chunks is not None]
         # What is stored already for the changed files (identical chunks keep their rows and vectors).
         stored: dict[str, set[tuple[int, int, str]]] = {}
@@ -309,7 +310,7 @@ class Indexer:
                             "SELECT id, start_line, end_line, hash FROM chunks WHERE path = ?", (sf.path,)):
                         current[(a, b, h)] = cid
                 wanted = {(c.start_line, c.end_line, c.hash) for c in w.chunks}
-                stale.extend((cid,) for key, cid in current.items() if key not in wanted)
+                stale.extend(cid for key, cid in current.items() if key not in wanted)
                 for c in w.chunks:
                     key = (c.start_line, c.end_line, c.hash)
                     if key in current:
@@ -329,23 +330,39 @@ class Indexer:
             if touched:
                 await self.db.executemany("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?", touched)
             if stale:
-                await self.db.executemany("DELETE FROM chunks WHERE id = ?", stale)
+                await self._delete_chunks("id", stale)
             if inserts:
-                await self.db.executemany(
+                await self.db.insert_rows(
                     "INSERT INTO chunks(id, path, source, session_key, start_line, end_line, hash, text, "
-                    "spans, embedded, context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", inserts)
+                    "spans, embedded, context)", inserts)
+                await self.db.execute(
+                    "INSERT INTO chunks_fts(rowid, text, context) SELECT id, text, context FROM chunks "
+                    "WHERE id >= ? AND id <= ?", (inserts[0][0], inserts[-1][0]))
             if vec_rows and self.vectors is not None:
                 await self.vectors.insert(vec_rows)
             if file_rows:
-                await self.db.executemany(
+                await self.db.insert_rows(
                     "INSERT OR REPLACE INTO files(path, source, session_key, size, mtime_ns, hash, chunks, "
-                    "indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", file_rows)
+                    "indexed_at)", file_rows)
             if fresh:
                 await self.cache.put_many(fresh)
             await self.db.commit()
         except BaseException:
             await self.db.rollback()
             raise
+
+    async def _delete_chunks(self, column: str, values: list) -> None:
+        """Delete the chunks whose `column` ("id" or "path") is one of `values`, with their full-text rows
+        (inside the caller's transaction). One statement per 500 values: FTS5 flushes its pending terms
+        at every statement savepoint, so per-row statements would each leave an index segment."""
+        assert column in ("id", "path")
+        for i in range(0, len(values), 500):
+            part = list(values[i:i + 500])
+            where = f"{column} IN ({','.join('?' * len(part))})"
+            await self.db.execute(
+                "INSERT INTO chunks_fts(chunks_fts, rowid, text, context) "
+                f"SELECT 'delete', id, text, context FROM chunks WHERE {where}", part)
+            await self.db.execute(f"DELETE FROM chunks WHERE {where}", part)
 
     async def fill_missing(self, stats: SyncStats) -> None:
         """Give vectors to chunks stored without one (the provider was down when they were indexed)."""
@@ -392,8 +409,8 @@ class Indexer:
         await self.db.begin()
         try:
             n = 0
+            await self._delete_chunks("path", paths)
             for path in paths:
-                await self.db.execute("DELETE FROM chunks WHERE path = ?", (path,))
                 n += await self.db.execute("DELETE FROM files WHERE path = ?", (path,))
             if n:
                 gen = int(await get_meta(self.db, "generation", "0") or 0) + 1

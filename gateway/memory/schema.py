@@ -4,7 +4,8 @@
     files             one row per indexed file: size, mtime, content hash
     chunks            text, path, source, session key, 1-based inclusive line range, sha256, message spans,
                       whether its vector is stored (`embedded`), context (neighbouring text, search only)
-    chunks_fts        FTS5 over chunks.text and chunks.context (external content; kept in step by triggers)
+    chunks_fts        FTS5 over chunks.text and chunks.context (external content; the indexer keeps it in
+                      step, in bulk: one INSERT … SELECT per batch — see `Indexer._fts_add`/`_delete_chunks`)
     chunks_vec        vec0 (cosine; `source` partition key, `session_key` metadata) — or, without
                       sqlite-vec, a plain table of float32 BLOBs searched with numpy
     embedding_cache   (provider, model, text hash) → vector; pruned oldest-first
@@ -130,6 +131,14 @@ async def _m007_fts_vocab(db: Database, p: SchemaParams) -> None:
     await db.execute("CREATE VIRTUAL TABLE chunks_fts_rows USING fts5vocab(chunks_fts, 'row')")
 
 
+async def _m008_fts_bulk(db: Database, p: SchemaParams) -> None:
+    """No per-row FTS triggers: each row's trigger ran in its own statement savepoint, and FTS5 flushes its
+    pending terms at every savepoint, so each chunk became its own index segment (~90 µs of merging per
+    chunk). The indexer now adds and deletes FTS rows with one INSERT … SELECT per batch."""
+    await db.execute("DROP TRIGGER IF EXISTS chunks_fts_ai")
+    await db.execute("DROP TRIGGER IF EXISTS chunks_fts_ad")
+
+
 Migration = Callable[[Database, SchemaParams], Awaitable[None]]
 
 MIGRATIONS: list[tuple[str, Migration]] = [
@@ -140,6 +149,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("005_embedding_cache", _m005_embedding_cache),
     ("006_chunk_context", _m006_chunk_context),
     ("007_fts_vocab", _m007_fts_vocab),
+    ("008_fts_bulk", _m008_fts_bulk),
 ]
 
 

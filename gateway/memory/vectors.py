@@ -76,9 +76,9 @@ class VectorStore:
         """rows: (chunk_id, source, session_key, unit vector). Call inside a write transaction."""
         if not rows:
             return
-        data = [(cid, v.astype(np.float32).tobytes(), src, key or "") for cid, src, key, v in rows]
-        await self.db.executemany(
-            "INSERT INTO chunks_vec(chunk_id, embedding, source, session_key) VALUES (?, ?, ?, ?)", data)
+        await self.db.insert_rows("INSERT INTO chunks_vec(chunk_id, source, session_key, embedding)",
+                                  [(cid, src, key or "") for cid, src, key, _ in rows],
+                                  np.stack([v for *_, v in rows]))
 
     # ---- search --------------------------------------------------------------------------------
     async def _load(self, generation: str) -> _Matrix:

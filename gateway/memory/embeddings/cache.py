@@ -38,10 +38,13 @@ class EmbeddingCache:
     async def put_many(self, items: dict[str, np.ndarray]) -> None:
         if self.max_entries <= 0 or not items:
             return
-        await self.db.executemany(
-            "INSERT OR IGNORE INTO embedding_cache(provider, model, hash, dims, embedding) VALUES (?, ?, ?, ?, ?)",
-            [(self.provider, self.model, h, int(v.shape[0]), v.astype(np.float32).tobytes()) for h, v in items.items()],
-        )
+        by_dims: dict[int, list[tuple[str, np.ndarray]]] = {}
+        for h, v in items.items():
+            by_dims.setdefault(int(v.shape[0]), []).append((h, v))
+        for dims, part in by_dims.items():
+            await self.db.insert_rows(
+                "INSERT OR IGNORE INTO embedding_cache(provider, model, hash, dims, embedding)",
+                [(self.provider, self.model, h, dims) for h, _ in part], np.stack([v for _, v in part]))
 
     async def count(self) -> int:
         return int(await self.db.scalar("SELECT count(*) FROM embedding_cache", default=0))
