@@ -11,9 +11,11 @@ lines are the JSONL lines of its first and last message. Small groups of message
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Iterable
 
@@ -127,7 +129,12 @@ class Message:
 
 def _date_words(ts: object) -> str:
     dt = parse_iso(ts) if isinstance(ts, str) else None
-    return f"{dt.day} {dt.strftime('%B')} {dt.year}" if dt else ""
+    return _day_words(dt.year, dt.month, dt.day) if dt else ""
+
+
+@functools.lru_cache(maxsize=4096)
+def _day_words(year: int, month: int, day: int) -> str:
+    return f"{day} {date(year, month, day).strftime('%B')} {year}"  # strftime is the slow part
 
 
 def read_messages(path: Path) -> list[Message]:

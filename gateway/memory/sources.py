@@ -13,6 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ..errors import InvalidParams, NotFound
 from ..schema import SESSION_KEY
@@ -85,13 +86,41 @@ def scan_memory(workspace: Path) -> list[SourceFile]:
         add(name, workspace / name)
     mem_dir = workspace / "memory"
     if mem_dir.is_dir() and _inside(mem_dir.resolve(), root):
-        for dirpath, dirnames, filenames in os.walk(mem_dir):
-            dirnames[:] = sorted(d for d in dirnames if d not in _IGNORED_DIRS and not d.startswith("."))
-            for fn in sorted(filenames):
-                if fn.endswith(".md"):
-                    abs_path = Path(dirpath) / fn
-                    add(abs_path.relative_to(workspace).as_posix(), abs_path)
+        _walk_memory(mem_dir, "memory", add, out, seen)
     return out
+
+
+def _walk_memory(folder: Path, rel: str, add: Callable[[str, Path], None], out: list[SourceFile],
+                 seen: set[tuple[int, int]]) -> None:
+    """Depth-first, sorted, never into symlinked folders. A regular file reached through real folders
+    inside the workspace needs no resolving; a symlink gets the full check (`add`)."""
+    try:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return
+    folders = []
+    for e in entries:
+        try:
+            if e.is_dir(follow_symlinks=False):
+                if e.name not in _IGNORED_DIRS and not e.name.startswith("."):
+                    folders.append(e)
+                continue
+            if not e.name.endswith(".md"):
+                continue
+            if e.is_symlink():
+                add(f"{rel}/{e.name}", Path(e.path))
+                continue
+            if not e.is_file(follow_symlinks=False):
+                continue
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            out.append(SourceFile(f"{rel}/{e.name}", Path(e.path), MEMORY, None, st.st_size, st.st_mtime_ns))
+    for e in folders:  # files first, then sub-folders (as os.walk would)
+        _walk_memory(Path(e.path), f"{rel}/{e.name}", add, out, seen)
 
 
 def scan_sessions(sessions_dir: Path, only: set[str] | None = None) -> list[SourceFile]:
