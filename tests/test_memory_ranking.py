@@ -149,3 +149,37 @@ def test_qmd_parse_results_defensively():
         parse_results(b"Error: something <html>", "c", WS)
     with pytest.raises(BackendError, match="not a list"):
         parse_results(b'{"oops": 1}', "c", WS)
+
+
+def test_results_spread_over_files_gently():
+    from gateway.memory.search import Candidate, spread_over_files
+
+    def ranked(*items: tuple[str, float]) -> list:
+        return [(Candidate(i, score=s), (i, path)) for i, (path, s) in enumerate(items)]
+
+    pool = ranked(("a", 1.0), ("a", 0.95), ("a", 0.9), ("b", 0.88), ("c", 0.5))
+    order = lambda got: [r[0] for _, r in got]  # noqa: E731
+    assert order(spread_over_files(pool, 4, 1.0)) == [0, 1, 2, 3]  # off: plain ranking
+    # 0.9: the second "a" (0.95 * 0.9 = 0.855) gives way to "b" (0.88); a weak "c" does not jump ahead.
+    assert order(spread_over_files(pool, 4, 0.9)) == [0, 3, 1, 2]
+    assert order(spread_over_files(pool, 10, 0.9)) == [0, 3, 1, 2, 4]
+    assert [c.score for c, _ in spread_over_files(pool, 2, 0.9)] == [1.0, 0.88]  # scores are kept
+
+
+def test_snippet_shows_how_the_next_message_begins():
+    from gateway.memory.search import SnippetContext, snippet
+
+    msgs = ["Ana: I adopted a greyhound called Pixel last week.", "Ben: " + "lovely " * 30,
+            "Ana: She sleeps all day on the sofa and snores like a tractor every single night. " * 3]
+    text = "\n".join(msgs)
+    spans, off = [], 0
+    for line, m in enumerate(msgs, start=2):
+        spans.append((line, 0, off, off + len(m)))
+        off += len(m) + 1
+    ctx = SnippetContext.build(["greyhound"], [text])
+    out = snippet(text, spans, ctx, 360)
+    assert len(out) <= 360 and out.startswith(msgs[0] + "\n") and msgs[1] in out
+    tail = out.split("\n")[-1]
+    assert tail.startswith("Ana: She sleeps all day") and tail.endswith("…") and not tail.endswith(" …")
+    # No room for a useful start: nothing is added.
+    assert snippet(text, spans, ctx, len(msgs[0]) + len(msgs[1]) + 30) == msgs[0] + "\n" + msgs[1]

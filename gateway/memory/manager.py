@@ -155,7 +155,8 @@ class MemoryManager:
         return SearchOptions(mode=s.mode, fusion=s.fusion, rrf_k=s.rrf_k, text_weight=s.text_weight,
                              vector_weight=s.vector_weight, candidate_multiplier=s.candidate_multiplier,
                              snippet_chars=s.snippet_chars, tokenizer=self.tokenizer,
-                             context_weight=s.context_weight, segment_weight=s.segment_weight)
+                             context_weight=s.context_weight, segment_weight=s.segment_weight,
+                             file_diversity=s.file_diversity)
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     async def open(self) -> None:

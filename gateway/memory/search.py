@@ -252,6 +252,9 @@ def _cut_around(text: str, pos: int, limit: int) -> str:
     return piece[:limit]
 
 
+MIN_HEAD = 60  # characters of the next message worth showing (a name and the first words)
+
+
 def window_text(text: str, spans: Sequence[Sequence[int]] | None, context: str) -> str:
     return "\n".join(seg for seg, _ in _segments(text, spans, context))
 
@@ -291,7 +294,14 @@ def snippet(text: str, spans: Sequence[Sequence[int]] | None, ctx: SnippetContex
             lo -= 1
         else:
             hi += 1
-    return "\n".join(segs[i].text for i in sorted(chosen))[:limit]
+    out = "\n".join(segs[i].text for i in sorted(chosen))
+    # The room left shows how the next message begins (cut at a word, marked "…").
+    room = limit - len(out) - 1
+    if hi < len(segs) and room >= MIN_HEAD:
+        head = segs[hi].text[:room - 1]
+        sp = head.rfind(" ")
+        out += "\n" + (head[:sp] if sp > MIN_HEAD // 2 else head).rstrip() + "…"
+    return out[:limit]
 
 
 # ---- the search itself -----------------------------------------------------------------------------
@@ -311,6 +321,27 @@ class SearchOptions:
     # Re-rank: weight of the rarity-weighted share of the query's words found anywhere in the window
     # (core and neighbours), beside segment_weight's best single message.
     coverage_weight: float = 0.3
+    # Each result already picked from the same file scales a candidate's score by this (1 = off).
+    file_diversity: float = 1.0
+
+
+def spread_over_files(ranked: list[tuple[Candidate, tuple]], k: int, factor: float
+                      ) -> list[tuple[Candidate, tuple]]:
+    """The best `k` of `ranked` (best first; row[1] is the path), picked one at a time with each
+    candidate's score scaled by `factor` ** (results picked from its file so far): a gentle push
+    toward other conversations and notes, for questions whose answer is spread over several."""
+    if factor >= 1.0 or len(ranked) <= 1:
+        return ranked[:k]
+    left = list(ranked)
+    picked: list[tuple[Candidate, tuple]] = []
+    per_file: dict[str, int] = {}
+    while left and len(picked) < k:
+        best = max(range(len(left)),
+                   key=lambda i: (left[i][0].score * factor ** per_file.get(left[i][1][1], 0), -i))
+        c, r = left.pop(best)
+        picked.append((c, r))
+        per_file[r[1]] = per_file.get(r[1], 0) + 1
+    return picked
 
 
 class Searcher:
@@ -514,7 +545,8 @@ class Searcher:
                 cov = _score(r[6] + "\n" + (r[8] or ""), ctx).score / total if cw > 0 else 0.0
                 c.score = (c.score + w * b / top + cw * cov) / (1.0 + w + cw)
             live.sort(key=lambda cr: -cr[0].score)
-        picked = [(c, r) for c, r in live if c.score >= min_score][:k]
+        picked = spread_over_files([(c, r) for c, r in live if c.score >= min_score], k,
+                                   self.opts.file_diversity)
         out = []
         for c, r in picked:
             spans = orjson.loads(r[7]) if r[7] else None
