@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from gateway.config import load_config
@@ -560,3 +561,25 @@ async def test_common_words_are_skipped_on_big_indexes(tmp_path, open_manager, m
     res = await m.search("weekly meeting zeppelin", mode="fts")
     assert paths(res)[0] == "memory/rare.md"
     assert await s.prune_common(["weekly", "meeting"]) in (["weekly"], ["meeting"])  # the rarest always stays
+
+
+async def test_insert_rows_keeps_every_value_exact(tmp_path):
+    from gateway.memory.db import Database, pick_driver
+
+    db = await Database(tmp_path / "t.db", pick_driver(), use_vec=False).open()
+    try:
+        await db.execute("CREATE TABLE t (a INTEGER, b TEXT, c TEXT, v BLOB)")
+        vecs = np.arange(5000 * 4, dtype=np.float32).reshape(5000, 4)  # > one statement's rows
+        rows = [(i * 1_700_000_000_000_000_000 // 5000, f"text {i}", None if i % 2 else '{"x": [1]}')
+                for i in range(5000)]
+        await db.insert_rows("INSERT INTO t(a, b, c, v)", rows, vecs)
+        got = await db.fetchall("SELECT a, b, c, v FROM t ORDER BY rowid")
+        assert [g[:3] for g in got] == rows
+        assert all(np.array_equal(np.frombuffer(g[3], dtype=np.float32), vecs[i]) for i, g in enumerate(got))
+        # A NUL inside a string survives (older SQLite's json_extract would cut it).
+        await db.insert_rows("INSERT INTO t(a, b, c)", [(1, "before\x00after", "x"), (2, "plain", None)])
+        assert await db.fetchall("SELECT b FROM t WHERE a IN (1, 2) AND c IS NOT NULL OR b = 'plain'") \
+            == [("before\x00after",), ("plain",)]
+        await db.insert_rows("INSERT INTO t(a)", [])
+    finally:
+        await db.close()

@@ -171,24 +171,36 @@ class Database:
         await cur.close()
 
     async def insert_rows(self, head: str, rows: Sequence[Sequence[Any]], vectors: Any = None) -> None:
-        """`head` ("INSERT INTO t(a, b, v)") for all `rows` in ONE statement: the rows go in as one JSON
-        array read with json_each. With `vectors` (a 2-d float32 array, one row per row), the last column
-        is that row's vector as a BLOB, cut out of one concatenated BLOB.
+        """`head` ("INSERT INTO t(a, b, v)") for all `rows`, a few thousand rows per statement: the rows
+        go in as one JSON array read with json_each. With `vectors` (a 2-d float32 array, one row per
+        row), the last column is that row's vector as a BLOB, cut out of one concatenated BLOB.
 
         Why not executemany: it binds each row in Python and so takes the GIL back once per row; while
         other threads run Python (chunking, embedding), each of those waits up to the switch interval,
         and a bulk insert crawls (measured: 16 µs/row alone, 7 ms/row beside one busy thread; this way
-        30 and 37 µs). Values are JSON scalars: str, int, float or None."""
+        30 and 37 µs). Values are str, int or None. Rows holding a NUL character go through executemany:
+        json_extract of older SQLite versions cuts a string there."""
         if not len(rows):
             return
         width = len(rows[0])
+        if any(isinstance(v, str) and "\x00" in v for row in rows for v in row):
+            marks = ", ".join("?" * (width + (vectors is not None)))
+            data = ([(*row, vectors[i].astype("<f4", copy=False).tobytes()) for i, row in enumerate(rows)]
+                    if vectors is not None else rows)
+            await self.executemany(f"{head} VALUES ({marks})", data)
+            return
         cols = [f"json_extract(j.value, '$[{i}]')" for i in range(width)]
-        params: tuple[Any, ...] = (orjson.dumps(rows).decode(),)
+        size = 0
         if vectors is not None:
             size = int(vectors.shape[1]) * 4
             cols.append(f"substr(?2, j.key * {size} + 1, {size})")
-            params += (vectors.astype("<f4", copy=False).tobytes(),)
-        await self.execute(f"{head} SELECT {', '.join(cols)} FROM json_each(?1) j", params)
+        sql = f"{head} SELECT {', '.join(cols)} FROM json_each(?1) j"
+        step = max(1, min(4096, (32 << 20) // max(size, 1)))  # bound each bound value (~32 MB of vectors)
+        for i in range(0, len(rows), step):
+            params: tuple[Any, ...] = (orjson.dumps(rows[i:i + step]).decode(),)
+            if vectors is not None:
+                params += (vectors[i:i + step].astype("<f4", copy=False).tobytes(),)
+            await self.execute(sql, params)
 
     async def executescript(self, sql: str) -> None:
         cur = await self.c.executescript(sql)

@@ -44,7 +44,7 @@ from .orchestrator import SyncOrchestrator, SyncRequest
 from .qmd import QmdBackend
 from .ranking import apply_time_decay, message_time, mmr_rerank, path_date
 from .schema import SchemaParams, get_meta, migrate, set_meta, vector_table
-from .search import SearchOptions, Searcher
+from .search import SearchOptions, Searcher, spread_over_files
 from .sources import SESSIONS, SOURCES, read_lines, resolve_readable, session_path
 from .vectors import VectorStore
 
@@ -608,7 +608,8 @@ class MemoryManager:
         results = [r for r in results if r["score"] >= min_score]
         if s.mmr:
             return mmr_rerank(results, k, s.mmr_lambda, await self._result_vectors(results))
-        return results[:k]
+        # Decay re-sorted by score: spread over files again, as the searcher did.
+        return spread_over_files(results, k, s.file_diversity, score=lambda r: r["score"], path=lambda r: r["path"])
 
     def _result_dates(self, results: list[dict]) -> list[datetime | None]:
         """Blocking: a day file's date from its name; a transcript chunk's newest message timestamp."""

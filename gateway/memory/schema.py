@@ -5,7 +5,7 @@
     chunks            text, path, source, session key, 1-based inclusive line range, sha256, message spans,
                       whether its vector is stored (`embedded`), context (neighbouring text, search only)
     chunks_fts        FTS5 over chunks.text and chunks.context (external content; the indexer keeps it in
-                      step, in bulk: one INSERT … SELECT per batch — see `Indexer._fts_add`/`_delete_chunks`)
+                      step, in bulk: one INSERT … SELECT per batch — see `Indexer._write_batch`/`_delete_chunks`)
     chunks_vec        vec0 (cosine; `source` partition key, `session_key` metadata) — or, without
                       sqlite-vec, a plain table of float32 BLOBs searched with numpy
     embedding_cache   (provider, model, text hash) → vector; pruned oldest-first
@@ -134,7 +134,9 @@ async def _m007_fts_vocab(db: Database, p: SchemaParams) -> None:
 async def _m008_fts_bulk(db: Database, p: SchemaParams) -> None:
     """No per-row FTS triggers: each row's trigger ran in its own statement savepoint, and FTS5 flushes its
     pending terms at every savepoint, so each chunk became its own index segment (~90 µs of merging per
-    chunk). The indexer now adds and deletes FTS rows with one INSERT … SELECT per batch."""
+    chunk). The indexer now adds and deletes FTS rows with one INSERT … SELECT per batch. (So a version
+    from before this migration must not write to an index that has it: upgrade gateway and CLI together;
+    `jarvis memory sync --force` after a downgrade.)"""
     await db.execute("DROP TRIGGER IF EXISTS chunks_fts_ai")
     await db.execute("DROP TRIGGER IF EXISTS chunks_fts_ad")
 

@@ -27,7 +27,7 @@ import math
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import numpy as np
 import orjson
@@ -297,7 +297,7 @@ def snippet(text: str, spans: Sequence[Sequence[int]] | None, ctx: SnippetContex
     out = "\n".join(segs[i].text for i in sorted(chosen))
     # The room left shows how the next message begins (cut at a word, marked "…").
     room = limit - len(out) - 1
-    if hi < len(segs) and room >= MIN_HEAD:
+    if hi < len(segs) and room >= MIN_HEAD and segs[hi].text.strip():
         head = segs[hi].text[:room - 1]
         sp = head.rfind(" ")
         out += "\n" + (head[:sp] if sp > MIN_HEAD // 2 else head).rstrip() + "…"
@@ -325,22 +325,26 @@ class SearchOptions:
     file_diversity: float = 1.0
 
 
-def spread_over_files(ranked: list[tuple[Candidate, tuple]], k: int, factor: float
-                      ) -> list[tuple[Candidate, tuple]]:
-    """The best `k` of `ranked` (best first; row[1] is the path), picked one at a time with each
-    candidate's score scaled by `factor` ** (results picked from its file so far): a gentle push
-    toward other conversations and notes, for questions whose answer is spread over several."""
+T = TypeVar("T")
+
+
+def spread_over_files(ranked: list[T], k: int, factor: float,
+                      score: Callable[[T], float] = lambda cr: cr[0].score,
+                      path: Callable[[T], str] = lambda cr: cr[1][1]) -> list[T]:
+    """The best `k` of `ranked` (best first), picked one at a time with each item's score scaled by
+    `factor` ** (items picked from its file so far): a gentle push toward other conversations and notes,
+    for questions whose answer is spread over several. Items keep their own scores. The defaults read
+    (Candidate, chunk row) pairs; result dicts pass `score`/`path`."""
     if factor >= 1.0 or len(ranked) <= 1:
         return ranked[:k]
     left = list(ranked)
-    picked: list[tuple[Candidate, tuple]] = []
+    picked: list[T] = []
     per_file: dict[str, int] = {}
     while left and len(picked) < k:
-        best = max(range(len(left)),
-                   key=lambda i: (left[i][0].score * factor ** per_file.get(left[i][1][1], 0), -i))
-        c, r = left.pop(best)
-        picked.append((c, r))
-        per_file[r[1]] = per_file.get(r[1], 0) + 1
+        best = max(range(len(left)), key=lambda i: (score(left[i]) * factor ** per_file.get(path(left[i]), 0), -i))
+        item = left.pop(best)
+        picked.append(item)
+        per_file[path(item)] = per_file.get(path(item), 0) + 1
     return picked
 
 

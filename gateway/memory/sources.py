@@ -85,15 +85,18 @@ def scan_memory(workspace: Path) -> list[SourceFile]:
     for name in ROOT_FILES:
         add(name, workspace / name)
     mem_dir = workspace / "memory"
-    if mem_dir.is_dir() and _inside(mem_dir.resolve(), root):
-        _walk_memory(mem_dir, "memory", add, out, seen)
+    if mem_dir.is_dir():
+        _walk_memory(mem_dir, "memory", root, add, out, seen)
     return out
 
 
-def _walk_memory(folder: Path, rel: str, add: Callable[[str, Path], None], out: list[SourceFile],
+def _walk_memory(folder: Path, rel: str, root: Path, add: Callable[[str, Path], None], out: list[SourceFile],
                  seen: set[tuple[int, int]]) -> None:
-    """Depth-first, sorted, never into symlinked folders. A regular file reached through real folders
-    inside the workspace needs no resolving; a symlink gets the full check (`add`)."""
+    """Depth-first, sorted, never into symlinked folders. Each folder's real path must stay in the
+    workspace (one realpath per folder, so a folder swapped for a symlink mid-scan is caught); a regular
+    file in it then needs no resolving, and a symlinked file gets the full check (`add`)."""
+    if not _inside(Path(os.path.realpath(folder)), root):
+        return
     try:
         with os.scandir(folder) as it:
             entries = sorted(it, key=lambda e: e.name)
@@ -106,7 +109,7 @@ def _walk_memory(folder: Path, rel: str, add: Callable[[str, Path], None], out: 
                 if e.name not in _IGNORED_DIRS and not e.name.startswith("."):
                     folders.append(e)
                 continue
-            if not e.name.endswith(".md"):
+            if not e.name.endswith(".md") or e.name == ".md":
                 continue
             if e.is_symlink():
                 add(f"{rel}/{e.name}", Path(e.path))
@@ -120,7 +123,7 @@ def _walk_memory(folder: Path, rel: str, add: Callable[[str, Path], None], out: 
             seen.add((st.st_dev, st.st_ino))
             out.append(SourceFile(f"{rel}/{e.name}", Path(e.path), MEMORY, None, st.st_size, st.st_mtime_ns))
     for e in folders:  # files first, then sub-folders (as os.walk would)
-        _walk_memory(Path(e.path), f"{rel}/{e.name}", add, out, seen)
+        _walk_memory(Path(e.path), f"{rel}/{e.name}", root, add, out, seen)
 
 
 def scan_sessions(sessions_dir: Path, only: set[str] | None = None) -> list[SourceFile]:
