@@ -75,8 +75,10 @@ def scan_memory(workspace: Path) -> list[SourceFile]:
     out: list[SourceFile] = []
     seen: set[tuple[int, int]] = set()
 
-    def add(rel: str, abs_path: Path) -> None:
-        st = _memory_file(abs_path, root)
+    def add(rel: str, abs_path: Path, st: os.stat_result | None = None) -> None:
+        """`st`: the caller already knows it is a regular file inside the workspace; else it is checked."""
+        if st is None:
+            st = _memory_file(abs_path, root)
         if st is None or (st.st_dev, st.st_ino) in seen:
             return  # MEMORY.md and memory.md are one file on a case-insensitive filesystem
         seen.add((st.st_dev, st.st_ino))
@@ -86,12 +88,11 @@ def scan_memory(workspace: Path) -> list[SourceFile]:
         add(name, workspace / name)
     mem_dir = workspace / "memory"
     if mem_dir.is_dir():
-        _walk_memory(mem_dir, "memory", root, add, out, seen)
+        _walk_memory(mem_dir, "memory", root, add)
     return out
 
 
-def _walk_memory(folder: Path, rel: str, root: Path, add: Callable[[str, Path], None], out: list[SourceFile],
-                 seen: set[tuple[int, int]]) -> None:
+def _walk_memory(folder: Path, rel: str, root: Path, add: Callable[..., None]) -> None:
     """Depth-first, sorted, never into symlinked folders. Each folder's real path must stay in the
     workspace (one realpath per folder, so a folder swapped for a symlink mid-scan is caught); a regular
     file in it then needs no resolving, and a symlinked file gets the full check (`add`)."""
@@ -119,11 +120,9 @@ def _walk_memory(folder: Path, rel: str, root: Path, add: Callable[[str, Path], 
             st = e.stat(follow_symlinks=False)
         except OSError:
             continue
-        if (st.st_dev, st.st_ino) not in seen:
-            seen.add((st.st_dev, st.st_ino))
-            out.append(SourceFile(f"{rel}/{e.name}", Path(e.path), MEMORY, None, st.st_size, st.st_mtime_ns))
+        add(f"{rel}/{e.name}", Path(e.path), st)
     for e in folders:  # files first, then sub-folders (as os.walk would)
-        _walk_memory(Path(e.path), f"{rel}/{e.name}", root, add, out, seen)
+        _walk_memory(Path(e.path), f"{rel}/{e.name}", root, add)
 
 
 def scan_sessions(sessions_dir: Path, only: set[str] | None = None) -> list[SourceFile]:
