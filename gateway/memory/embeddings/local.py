@@ -100,96 +100,136 @@ def _keys(text: str) -> list[str]:
 
 class SegmentVectors:
     """A text's vector as the sum of its segments' rows in one matrix: the model's token table, a zero
-    row, then `capacity` rows holding the summed tokens of segments of several tokens. A segment of one
-    token is its token's row; one of several gets a row when seen a second time (until then its tokens'
-    rows are summed), and when rows run out the least recently used half is given back.
-    Thread-safe: one lock, taken per step of a few dozen texts, so a query never waits long."""
+    row, `capacity` rows holding the summed tokens of segments of several tokens, then `part_keys`
+    scratch rows. A segment of one token is its token's row; one of several gets a row when seen a
+    second time (until then a scratch row for the step holds its sum), and when rows run out the least
+    recently used half is given back. A step (a few dozen texts, at most `part_keys` segments) is a
+    handful of numpy calls: one gather of all its segments' rows, one sum per text by `reduceat`, and
+    all its unseen segments go through the BPE model in one call.
+    Thread-safe: one lock, taken per step, so a query never waits long."""
 
     def __init__(self, wl: Any, capacity: int = 65_536, part_keys: int = 4096) -> None:
         table = wl.embedding
         self.tok = _unpadded_tokenizer(wl)
-        self.base = table.shape[0]  # rows [0, base): tokens; base: zero; above: segments
+        self.base = table.shape[0]  # rows [0, base): tokens; base: zero; then segments; then scratch
         # Segments per locked step, and so at most this many new rows per step.
         self.part_keys = part_keys
         self.capacity = max(capacity, part_keys)
+        self.scratch = self.base + 1 + self.capacity
         # np.zeros: the OS hands out pages as rows are first written, so unused capacity costs nothing.
-        self.rows = np.zeros((self.base + 1 + self.capacity, table.shape[1]), dtype=np.float32)
+        self.rows = np.zeros((self.scratch + part_keys, table.shape[1]), dtype=np.float32)
         self.rows[:self.base] = table
         self.model = self.tok.model  # BPE without the normaliser: segments go in as they are
+        self.lead = np.zeros(self.base, dtype=bool)  # tokens that begin with "▁"
+        self.lead[[i for t, i in self.tok.get_vocab().items() if t.startswith("\u2581")]] = True
         self.index: dict[str, int] = {}
         self.seen: set[str] = set()
-        self.key_of: list[str | None] = [None] * len(self.rows)
-        self.free = list(range(len(self.rows) - 1, self.base, -1))  # pop() hands out low rows first
+        self.key_of: list[str | None] = [None] * self.scratch
+        self.free = list(range(self.scratch - 1, self.base, -1))  # pop() hands out low rows first
         self.stamp = np.zeros(len(self.rows), dtype=np.int64)
         self.clock = 0
         self.lock = threading.Lock()
 
     def embed(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.rows.shape[1]), dtype=np.float32)
-        plain = [i for i, t in enumerate(texts) if any(s in t for s in _SPECIALS)]
+        plain = [i for i, t in enumerate(texts) if "<" in t and any(s in t for s in _SPECIALS)]
         if plain:
             out[plain] = embed_texts(load_wordllama(), [texts[i] for i in plain])
         skip = set(plain)
-        part: list[tuple[int, list[str]]] = []
-        size = 0
+        where: list[int] = []  # the texts of this step, and their segments end to end
+        flat: list[str] = []
         for i, t in enumerate(texts):
             if i in skip or not t:
                 continue
             keys = _keys(t)
-            if size + len(keys) > self.part_keys and part:
-                self._embed_part(part, out)
-                part, size = [], 0
+            if len(flat) + len(keys) > self.part_keys and flat:
+                self._embed_part(where, flat, out)
+                where, flat = [], []
             if len(keys) > self.part_keys:  # one huge text of tiny words: the plain way
                 out[i] = embed_texts(load_wordllama(), [t])[0]
                 continue
-            part.append((i, keys))
-            size += len(keys)
-        if part:
-            self._embed_part(part, out)
+            where.append(i)
+            where.append(len(flat))
+            flat += keys
+        if flat:
+            self._embed_part(where, flat, out)
         return out
 
-    def _embed_part(self, part: list[tuple[int, list[str]]], out: np.ndarray) -> None:
-        size = sum(len(keys) for _, keys in part)  # at most this many new rows
+    def _embed_part(self, where: list[int], flat: list[str], out: np.ndarray) -> None:
+        """`where`: (text index, its first segment's position in `flat`) pairs, flattened."""
         with self.lock:
             self.clock += 1
-            if len(self.free) < size:
-                self._evict(max(size - len(self.free), self.capacity // 2))
+            if len(self.free) < len(flat):
+                self._evict(max(len(flat) - len(self.free), self.capacity // 2))
             if len(self.seen) > 4 * self.capacity:
                 self.seen.clear()
-            get = self.index.get
-            rows, stamp, clock = self.rows, self.stamp, self.clock
-            for i, keys in part:
-                vs = list(map(get, keys))
-                if None in vs:
-                    vs = self._resolve(keys, vs)
-                idx = np.asarray(vs, dtype=np.intp)
-                stamp[idx] = clock
-                np.sum(rows[idx], axis=0, dtype=np.float32, out=out[i])
+            vs = list(map(self.index.get, flat))
+            if None in vs:
+                self._resolve(flat, vs)
+            idx = np.array(vs, dtype=np.intp)
+            self.stamp[idx] = self.clock
+            got = self.rows[idx]
+            add = np.add.reduce
+            ends = where[3::2] + [len(flat)]
+            for i, a, b in zip(where[0::2], where[1::2], ends):
+                add(got[a:b], axis=0, out=out[i])  # (one `reduceat` is ten times slower)
 
-    def _resolve(self, keys: list[str], vs: list[int | None]) -> list[int]:
-        """Rows for the segments not indexed yet. One token: its row. Several: a row of their sum if
-        the segment was seen before (numbers and typos mostly are not), else the token rows themselves."""
-        extra: list[int] = []
+    def _resolve(self, flat: list[str], vs: list[int | None]) -> None:
+        """Fill in rows for the segments not indexed yet. One token: its row. Several: a row of their
+        sum if the segment was seen before (numbers and typos mostly are not), else a scratch row."""
+        todo: dict[str, list[int]] = {}  # unseen segment → its positions in `flat`
         j = -1
-        while None in vs:
-            j = vs.index(None, j + 1)  # scans in C: most segments are known
-            key = keys[j]
-            v = self.index.get(key)  # an earlier occurrence in this text
-            if v is None:
-                ids = [t.id for t in self.model.tokenize("\u2581" + key)]
-                if len(ids) == 1:
-                    v = self.index[key] = ids[0]
-                elif key in self.seen and self.free:
-                    v = self.free.pop()
-                    np.sum(self.rows[np.asarray(ids, dtype=np.intp)], axis=0, dtype=np.float32, out=self.rows[v])
-                    self.index[key] = v
-                    self.key_of[v] = key
+        try:
+            while True:
+                j = vs.index(None, j + 1)  # scans in C: most segments are known
+                todo.setdefault(flat[j], []).append(j)
+        except ValueError:
+            pass
+        keys = list(todo)
+        ids, starts = self._tokenize(keys)
+        lengths = np.diff(starts)
+        row = ids[starts[:-1]]  # right for segments of one token
+        multi = np.flatnonzero(lengths > 1)
+        if len(multi):
+            scratch = self.scratch
+            index, seen, free, key_of = self.index, self.seen, self.free, self.key_of
+            for n in multi.tolist():
+                key = keys[n]
+                if key in seen:
+                    v = index[key] = free.pop()
+                    key_of[v] = key
                 else:
-                    self.seen.add(key)
-                    v = ids[0]
-                    extra.extend(ids[1:])
-            vs[j] = v
-        return vs + extra  # type: ignore[operator]
+                    seen.add(key)
+                    v, scratch = scratch, scratch + 1
+                row[n] = v
+            for size in np.unique(lengths[multi]).tolist():  # one gather and one sum per token count
+                sel = multi[lengths[multi] == size]
+                tokens = ids[starts[sel][:, None] + np.arange(size)]
+                self.rows[row[sel]] = self.rows[tokens].sum(axis=1)
+        rows = row.tolist()
+        single = (lengths == 1).tolist()
+        for key, v, one in zip(keys, rows, single):
+            if one:
+                self.index[key] = v
+            for j in todo[key]:
+                vs[j] = v
+
+    def _tokenize(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids of the segments ("▁" + key) end to end, and where each segment's tokens start (plus
+        the end). Keys without a "▁" (nearly all) go through the tokenizer in one call, laid end to end,
+        with the GIL released: each then starts with the only token of its own that begins with "▁",
+        since no token spans the start of a run of "▁". The rest (runs of "▁": odd whitespace) one by one."""
+        lead = self.lead
+        plain = [k for k in keys if k and k[0] != "\u2581" and k[-1] != "\u2581"]
+        if plain:
+            ids = np.array(_encode(self.tok, [" ".join(plain)])[0].ids, dtype=np.intp)
+            starts = np.append(np.flatnonzero(lead[ids]), len(ids))
+            if len(plain) == len(keys):
+                return ids, starts
+            got = iter(np.split(ids, starts[1:-1]))
+        parts = [next(got) if k and k[0] != "\u2581" and k[-1] != "\u2581"
+                 else np.array([t.id for t in self.model.tokenize("\u2581" + k)], dtype=np.intp) for k in keys]
+        return np.concatenate(parts), np.cumsum([0] + [len(p) for p in parts])
 
     def _evict(self, n: int) -> None:
         """Give back the `n` least recently used segment rows (before a step looks anything up)."""
