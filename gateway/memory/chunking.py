@@ -17,9 +17,11 @@ import re
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
-from ..sessions.transcript import iter_records, message_text
+import orjson
+
+from ..sessions.transcript import message_text
 from ..timeutil import parse_iso
 
 CHARS_PER_TOKEN = 4
@@ -119,8 +121,7 @@ def chunk_markdown(text: str, tokens: int = 400, overlap: int = 80) -> list[Chun
     return chunks
 
 
-@dataclass(frozen=True)
-class Message:
+class Message(NamedTuple):
     line: int
     role: str
     text: str
@@ -128,8 +129,22 @@ class Message:
 
 
 def _date_words(ts: object) -> str:
-    dt = parse_iso(ts) if isinstance(ts, str) else None
+    if not isinstance(ts, str):
+        return ""
+    if len(ts) > 10 and ts[10] in "T ":  # ISO 8601: the date as written (parse_iso keeps the offset)
+        return _iso_day_words(ts[:10])
+    dt = parse_iso(ts)
     return _day_words(dt.year, dt.month, dt.day) if dt else ""
+
+
+@functools.lru_cache(maxsize=4096)
+def _iso_day_words(day: str) -> str:
+    """"2023-05-08" → "8 May 2023" ("" if it is no date)."""
+    try:
+        d = date.fromisoformat(day)
+    except ValueError:
+        return ""
+    return _day_words(d.year, d.month, d.day)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -137,17 +152,32 @@ def _day_words(year: int, month: int, day: int) -> str:
     return f"{day} {date(year, month, day).strftime('%B')} {year}"  # strftime is the slow part
 
 
-def read_messages(path: Path) -> list[Message]:
-    """Messages of a transcript with their JSONL line numbers (torn/corrupt lines are skipped)."""
+def read_messages(path: Path, data: bytes | None = None) -> list[Message]:
+    """Messages of a transcript with their JSONL line numbers (torn/corrupt lines are skipped).
+    `data`: the file's bytes when the caller has read them already."""
+    if data is None:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return []
+    lines = data.split(b"\n")
+    lines.pop()  # after the last newline: empty, or a torn line the writer never finished
     out: list[Message] = []
-    for rec in iter_records(path):
-        d = rec.data
-        m = d.get("message")
-        if d.get("type") != "message" or not isinstance(m, dict):
+    loads, decode_error = orjson.loads, orjson.JSONDecodeError
+    for no, raw in enumerate(lines, start=1):
+        try:
+            d = loads(raw)
+        except decode_error:
             continue
-        text = message_text(m.get("content")).strip()
+        if type(d) is not dict or d.get("type") != "message":
+            continue
+        m = d.get("message")
+        if type(m) is not dict:
+            continue
+        c = m.get("content")
+        text = (c if type(c) is str else message_text(c)).strip()
         if text:
-            out.append(Message(rec.line, str(m.get("role") or "user"), text, _date_words(d.get("timestamp"))))
+            out.append(Message(no, str(m.get("role") or "user"), text, _date_words(d.get("timestamp"))))
     return out
 
 
@@ -228,5 +258,5 @@ def _window(units: list[tuple[int, str, bool]], i: int, j: int, budget: int) -> 
 
 
 def chunk_transcript(path: Path, tokens: int = 120, max_tokens: int = 400,
-                     overlap_messages: int = 0, context_tokens: int = 0) -> list[Chunk]:
-    return chunk_messages(read_messages(path), tokens, max_tokens, overlap_messages, context_tokens)
+                     overlap_messages: int = 0, context_tokens: int = 0, data: bytes | None = None) -> list[Chunk]:
+    return chunk_messages(read_messages(path, data), tokens, max_tokens, overlap_messages, context_tokens)

@@ -100,7 +100,7 @@ def _read_and_chunk(files: list[SourceFile], known: dict[str, tuple[int, int, st
         if sf.source == MEMORY:
             chunks = chunk_markdown(data.decode("utf-8", errors="replace"), s.tokens, s.overlap)
         else:
-            chunks = chunk_transcript(sf.abs, s.session_tokens, s.tokens, s.session_overlap, s.session_context)
+            chunks = chunk_transcript(sf.abs, s.session_tokens, s.tokens, s.session_overlap, s.session_context, data)
         out.append(_Work(sf, h, chunks))
     return out
 
