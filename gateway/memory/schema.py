@@ -6,8 +6,9 @@
                       whether its vector is stored (`embedded`), context (neighbouring text, search only)
     chunks_fts        FTS5 over chunks.text and chunks.context (external content; the indexer keeps it in
                       step, in bulk: one INSERT … SELECT per batch — see `Indexer._write_batch`/`_delete_chunks`)
-    chunks_vec        vec0 (cosine; `source` partition key, `session_key` metadata) — or, without
-                      sqlite-vec, a plain table of float32 BLOBs searched with numpy
+    chunks_vec        vec0 (cosine; `source` and `session_key` metadata columns) — or, without
+                      sqlite-vec, a plain table of float32 BLOBs searched with numpy. (Indexes made before
+                      have `source` as a partition key, which halves insert speed; queries are the same.)
     embedding_cache   (provider, model, text hash) → vector; pruned oldest-first
 
 Migrations are applied in order, each once, inside a transaction. A migration may take parameters from
@@ -203,8 +204,7 @@ async def ensure_vector_table(db: Database, backend: str, dims: int) -> None:
     if backend == "sqlite-vec":
         await db.execute(
             f"CREATE VIRTUAL TABLE chunks_vec USING vec0(chunk_id INTEGER PRIMARY KEY, "
-            f"embedding float[{int(dims)}] distance_metric=cosine, source TEXT partition key, "
-            f"session_key TEXT)"
+            f"embedding float[{int(dims)}] distance_metric=cosine, source TEXT, session_key TEXT)"
         )
     else:
         await db.execute(

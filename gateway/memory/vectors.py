@@ -2,7 +2,7 @@
 
 Backends (reported as `memory.status.vector.backend`):
 
-- `sqlite-vec`: a vec0 table (`source` partition key, `session_key` metadata column). Small indexes are
+- `sqlite-vec`: a vec0 table (`source` and `session_key` metadata columns). Small indexes are
   searched in SQL. sqlite-vec scans every vector on each query (about 0.5 µs per 256-d vector here), so
   above MATRIX_THRESHOLD (4,096) vectors the search uses an in-memory float32 matrix loaded from the same table
   (numpy, ~10× faster), reloaded in the background when the index generation changes; SQL answers until
@@ -130,8 +130,8 @@ class VectorStore:
                 where.append("session_key = ?")
                 params.append(session_key)
             else:
-                # memory rows carry session_key ''; vec0 metadata filters take one comparison, so run
-                # both partitions separately and merge.
+                # memory rows carry session_key ''; vec0 filters cannot say "memory, or this session",
+                # so search each source on its own and merge.
                 mem = await self._sql_knn(q, n, ("memory",), None) if "memory" in sources else []
                 ses = await self._sql_knn(q, n, ("sessions",), session_key) if "sessions" in sources else []
                 return sorted(mem + ses, key=lambda r: -r[1])[:n]
