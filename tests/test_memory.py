@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import stat
 import threading
 from pathlib import Path
@@ -239,6 +240,25 @@ async def test_incremental_sync_follows_edits_adds_and_deletes(tmp_path, open_ma
     assert status["files"] == 2 and status["sources"]["memory"] == {"files": 2, "chunks": 2}
     assert status["dirty"] is False and status["lastSyncAt"].endswith("Z")
     assert m.health() == {"files": 2, "chunks": 2, "dirty": False}
+
+
+async def test_a_sync_batch_becomes_one_full_text_segment(tmp_path, open_manager):
+    """Several MiB of new text in one write transaction: FTS5 writes it as one segment (not one per MiB of
+    pending terms, each merged again later), and the index stays exact."""
+    cfg = make_cfg(tmp_path, **{"memory.embeddings.provider": "none"})
+    rng = random.Random(3)
+    vocab = [f"w{i}x" for i in range(20_000)]
+    for i in range(200):
+        write(cfg.workspace_dir / "memory" / f"n{i:03d}.md",
+              "\n".join(" ".join(rng.choice(vocab) for _ in range(15)) for _ in range(100)) + "\n")
+    m = await open_manager(cfg)
+    await m.sync()
+    chunks = await m.writer.scalar("SELECT count(*) FROM chunks")
+    text = await m.writer.scalar("SELECT sum(length(text)) FROM chunks")
+    assert chunks > 600 and text > 2_000_000
+    assert await m.writer.scalar("SELECT count(DISTINCT segid) FROM chunks_fts_idx") == 1
+    await assert_fts_matches_chunks(m)
+    assert paths(await m.search("w123x", mode="fts"))
 
 
 async def test_sessions_are_indexed_scheduled_and_forgotten(tmp_path, open_manager):
