@@ -199,6 +199,9 @@ class Indexer:
             else:
                 todo.append(sf)
 
+        # Load the embedding model (the local one: ~1 s) while the first files are read and chunked.
+        warm = getattr(self.provider, "warm", None) if todo and self.embeds else None
+        warming = asyncio.ensure_future(warm()) if warm is not None else None
         done = 0
         total = len(todo)
         if progress and total:
@@ -228,6 +231,9 @@ class Indexer:
                     await nxt
             if rdb is not None:
                 await rdb.close()
+            if warming is not None:
+                with contextlib.suppress(Exception):  # a provider that cannot load fails its embed calls
+                    await warming
 
         if self.embeds and stats.embed_error is None:
             await self.fill_missing(stats)

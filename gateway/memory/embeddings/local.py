@@ -281,4 +281,4 @@ class LocalEmbeddings(EmbeddingProvider):
         return await asyncio.to_thread(self.embed_sync, texts)
 
     async def warm(self) -> None:
-        await asyncio.to_thread(load_wordllama)
+        await asyncio.to_thread(segment_vectors)  # the model, its tokenizer and the segment rows
