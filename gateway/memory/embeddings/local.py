@@ -89,6 +89,7 @@ def embed_texts(wl: Any, texts: list[str]) -> np.ndarray:
 
 _SEGMENT = re.compile("\u2581+[^\u2581]*")  # a run of "▁" and what follows up to the next one
 _SPECIALS = ("<s>", "</s>", "<unk>")
+BATCH_TOKENIZE = 64  # unseen segments from which one tokenizer call beats one BPE call each
 
 
 def _keys(text: str) -> list[str]:
@@ -216,19 +217,21 @@ class SegmentVectors:
 
     def _tokenize(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Token ids of the segments ("▁" + key) end to end, and where each segment's tokens start (plus
-        the end). Keys without a "▁" (nearly all) go through the tokenizer in one call, laid end to end,
-        with the GIL released: each then starts with the only token of its own that begins with "▁",
-        since no token spans the start of a run of "▁". The rest (runs of "▁": odd whitespace) one by one."""
-        lead = self.lead
-        plain = [k for k in keys if k and k[0] != "\u2581" and k[-1] != "\u2581"]
+        the end). Many keys without a "▁" (a sync's batch) go through the tokenizer in one call, laid end
+        to end, with the GIL released: each then starts with the only token of its own that begins with
+        "▁", since no token spans the start of a run of "▁". A few (a query's), and runs of "▁" (odd
+        whitespace), go through the BPE model one by one: no call overhead, no wait to get the GIL back."""
+        plain = ([k for k in keys if k and k[0] != "\u2581" and k[-1] != "\u2581"]
+                 if len(keys) >= BATCH_TOKENIZE else [])
         if plain:
             ids = np.array(_encode(self.tok, [" ".join(plain)])[0].ids, dtype=np.intp)
-            starts = np.append(np.flatnonzero(lead[ids]), len(ids))
+            starts = np.append(np.flatnonzero(self.lead[ids]), len(ids))
             if len(plain) == len(keys):
                 return ids, starts
             got = iter(np.split(ids, starts[1:-1]))
-        parts = [next(got) if k and k[0] != "\u2581" and k[-1] != "\u2581"
-                 else np.array([t.id for t in self.model.tokenize("\u2581" + k)], dtype=np.intp) for k in keys]
+        tokenize = self.model.tokenize
+        parts = [next(got) if plain and k and k[0] != "\u2581" and k[-1] != "\u2581"
+                 else np.array([t.id for t in tokenize("\u2581" + k)], dtype=np.intp) for k in keys]
         return np.concatenate(parts), np.cumsum([0] + [len(p) for p in parts])
 
     def _evict(self, n: int) -> None:
