@@ -183,3 +183,9 @@ def test_snippet_shows_how_the_next_message_begins():
     assert tail.startswith("Ana: She sleeps all day") and tail.endswith("…") and not tail.endswith(" …")
     # No room for a useful start: nothing is added.
     assert snippet(text, spans, ctx, len(msgs[0]) + len(msgs[1]) + 30) == msgs[0] + "\n" + msgs[1]
+    # The match is in the last message and the one before is too long to show whole: its start leads.
+    ctx = SnippetContext.build(["tractor"], [text])
+    out = snippet(text, spans, ctx, len(msgs[2]) + 100)
+    head, rest = out.split("\n", 1)
+    assert rest == msgs[2] and head.startswith("Ben: lovely lovely") and head.endswith("…")
+    assert len(out) <= len(msgs[2]) + 100

@@ -16,8 +16,9 @@ are the cosine similarity (clipped to [0, 1]).
 
 Snippets (≤ `snippetChars`): a chunk that fits is shown whole; otherwise the segment (a transcript
 message, or a markdown line) that matches the query best — query words weighted by their rarity among
-the candidates — plus its best neighbours, whole, until the budget is used. A single segment longer than
-the budget is cut around its first match.
+the candidates — plus its best neighbours, whole, until the budget is used; 60 or more characters left
+show how the next segment begins, then the one before. A single segment longer than the budget is cut
+around its first match.
 """
 
 from __future__ import annotations
@@ -252,7 +253,7 @@ def _cut_around(text: str, pos: int, limit: int) -> str:
     return piece[:limit]
 
 
-MIN_HEAD = 60  # characters of the next message worth showing (a name and the first words)
+MIN_HEAD = 60  # characters of a neighbouring message worth showing (a name and the first words)
 
 
 def window_text(text: str, spans: Sequence[Sequence[int]] | None, context: str) -> str:
@@ -295,13 +296,20 @@ def snippet(text: str, spans: Sequence[Sequence[int]] | None, ctx: SnippetContex
         else:
             hi += 1
     out = "\n".join(segs[i].text for i in sorted(chosen))
-    # The room left shows how the next message begins (cut at a word, marked "…").
-    room = limit - len(out) - 1
-    if hi < len(segs) and room >= MIN_HEAD and segs[hi].text.strip():
-        head = segs[hi].text[:room - 1]
-        sp = head.rfind(" ")
-        out += "\n" + (head[:sp] if sp > MIN_HEAD // 2 else head).rstrip() + "…"
+    # The room left shows how the next message begins (cut at a word, marked "…"), then the one before.
+    for side in (hi, lo):
+        room = limit - len(out) - 1
+        if 0 <= side < len(segs) and room >= MIN_HEAD and segs[side].text.strip():
+            head = _head(segs[side].text, room - 1)
+            out = out + "\n" + head if side == hi else head + "\n" + out
     return out[:limit]
+
+
+def _head(text: str, n: int) -> str:
+    """The first ≤ n characters of `text` and "…", cut at a word when one ends in the second half."""
+    head = text[:n]
+    sp = head.rfind(" ")
+    return (head[:sp] if sp > n // 2 else head).rstrip() + "…"
 
 
 # ---- the search itself -----------------------------------------------------------------------------
