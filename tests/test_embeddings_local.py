@@ -49,6 +49,19 @@ def test_segment_vectors_equal_wordllamas_own_even_while_evicting():
     assert not np.any(reference([""]))  # an empty text stays a zero vector
 
 
+def test_many_unseen_words_at_once_even_beside_odd_whitespace():
+    # One step with hundreds of unseen words goes through the tokenizer in one call; segments that are
+    # runs of "▁" (double spaces, a trailing space, literal "▁") go one by one, beside them.
+    rng = random.Random(9)
+    texts = [" ".join(f"zq{rng.randrange(10**6)}x" for _ in range(60)) + tail
+             for tail in ("", "  double", " trailing ", " ▁lit▁ ▁▁", "\tta b  ")] * 3
+    sv = local.SegmentVectors(local.load_wordllama())
+    assert sum(len(local._keys(t)) for t in texts) >= 4 * local.BATCH_TOKENIZE
+    got = normalise(sv.embed(texts))
+    assert np.abs(got - reference(texts)).max() < 1e-5
+    assert np.abs(normalise(sv.embed(texts)) - got).max() < 1e-6  # again, from the cached rows
+
+
 def test_segment_vectors_are_thread_safe():
     texts = corpus()
     want = reference(texts)

@@ -104,9 +104,9 @@ class SegmentVectors:
     row, `capacity` rows holding the summed tokens of segments of several tokens, then `part_keys`
     scratch rows. A segment of one token is its token's row; one of several gets a row when seen a
     second time (until then a scratch row for the step holds its sum), and when rows run out the least
-    recently used half is given back. A step (a few dozen texts, at most `part_keys` segments) is a
-    handful of numpy calls: one gather of all its segments' rows, one sum per text by `reduceat`, and
-    all its unseen segments go through the BPE model in one call.
+    recently used half is given back. A step (a few dozen texts, at most `part_keys` segments) is one
+    gather of all its segments' rows and one sum per text, and a sync's many unseen segments go through
+    the tokenizer in one call (see `_tokenize`).
     Thread-safe: one lock, taken per step, so a query never waits long."""
 
     def __init__(self, wl: Any, capacity: int = 65_536, part_keys: int = 4096) -> None:
