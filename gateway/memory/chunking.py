@@ -19,9 +19,7 @@ from datetime import date
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
-import orjson
-
-from ..sessions.transcript import message_text
+from ..sessions.transcript import iter_records, message_text
 from ..timeutil import parse_iso
 
 CHARS_PER_TOKEN = 4
@@ -155,24 +153,10 @@ def _day_words(year: int, month: int, day: int) -> str:
 def read_messages(path: Path, data: bytes | None = None) -> list[Message]:
     """Messages of a transcript with their JSONL line numbers (torn/corrupt lines are skipped).
     `data`: the file's bytes when the caller has read them already."""
-    if data is None:
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return []
-    lines = data.split(b"\n")
-    lines.pop()  # after the last newline: empty, or a torn line the writer never finished
     out: list[Message] = []
-    loads, decode_error = orjson.loads, orjson.JSONDecodeError
-    for no, raw in enumerate(lines, start=1):
-        try:
-            d = loads(raw)
-        except decode_error:
-            continue
-        if type(d) is not dict or d.get("type") != "message":
-            continue
+    for no, d in iter_records(path, data):
         m = d.get("message")
-        if type(m) is not dict:
+        if d.get("type") != "message" or type(m) is not dict:
             continue
         c = m.get("content")
         text = (c if type(c) is str else message_text(c)).strip()

@@ -15,9 +15,8 @@ import asyncio
 import contextlib
 import errno
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 import orjson
 
@@ -47,8 +46,7 @@ def disk_full_as_error(what: str):
         raise
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     line: int  # 1-based line number in the file
     data: dict[str, Any]
 
@@ -68,24 +66,27 @@ def message_text(content: Any) -> str:
     return ""
 
 
-def iter_records(path: Path) -> Iterator[Record]:
+def iter_records(path: Path, data: bytes | None = None) -> Iterator[Record]:
     """Every complete, parseable JSON object line of a transcript, with its line number.
 
-    A torn or corrupt line is skipped (never fatal); a missing file yields nothing.
+    A torn or corrupt line is skipped (never fatal); a missing file yields nothing. `data`: the file's
+    bytes, when the caller has read them already.
     """
-    try:
-        with open(path, "rb") as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                if not raw.endswith(b"\n"):
-                    break  # torn tail: the writer never finished this line
-                try:
-                    obj = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    continue
-                if isinstance(obj, dict):
-                    yield Record(lineno, obj)
-    except FileNotFoundError:
-        return
+    if data is None:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return
+    lines = data.split(b"\n")
+    lines.pop()  # after the last newline: nothing, or a torn line the writer never finished
+    loads, error = orjson.loads, orjson.JSONDecodeError
+    for lineno, raw in enumerate(lines, start=1):
+        try:
+            obj = loads(raw)
+        except error:
+            continue
+        if type(obj) is dict:
+            yield Record(lineno, obj)
 
 
 def repair(path: Path) -> int:
