@@ -221,8 +221,8 @@ class SegmentVectors:
         to end, with the GIL released: each then starts with the only token of its own that begins with
         "▁", since no token spans the start of a run of "▁". A few (a query's), and runs of "▁" (odd
         whitespace), go through the BPE model one by one: no call overhead, no wait to get the GIL back."""
-        plain = ([k for k in keys if k and k[0] != "\u2581" and k[-1] != "\u2581"]
-                 if len(keys) >= BATCH_TOKENIZE else [])
+        joinable = [bool(k) and k[0] != "\u2581" and k[-1] != "\u2581" for k in keys]
+        plain = [k for k, ok in zip(keys, joinable) if ok] if len(keys) >= BATCH_TOKENIZE else []
         if plain:
             ids = np.array(_encode(self.tok, [" ".join(plain)])[0].ids, dtype=np.intp)
             starts = np.append(np.flatnonzero(self.lead[ids]), len(ids))
@@ -230,8 +230,8 @@ class SegmentVectors:
                 return ids, starts
             got = iter(np.split(ids, starts[1:-1]))
         tokenize = self.model.tokenize
-        parts = [next(got) if plain and k and k[0] != "\u2581" and k[-1] != "\u2581"
-                 else np.array([t.id for t in tokenize("\u2581" + k)], dtype=np.intp) for k in keys]
+        parts = [next(got) if plain and ok else np.array([t.id for t in tokenize("\u2581" + k)], dtype=np.intp)
+                 for k, ok in zip(keys, joinable)]
         return np.concatenate(parts), np.cumsum([0] + [len(p) for p in parts])
 
     def _evict(self, n: int) -> None:
