@@ -332,13 +332,25 @@ async def test_restart_uses_cache_and_reembeds_nothing(tmp_path, open_manager):
     assert st["chunksEmbedded"] == 0 and st["indexed"] == 0 and st["unchanged"] == 5
     st = await m2.sync(force=True)  # re-chunks everything: identical chunks are kept, nothing embedded
     assert st["chunksEmbedded"] == 0 and st["indexed"] == 5
-    # A brand-new index over the same state dir's cache: every vector comes from the cache.
-    await m2.close()
-    cfg2 = make_cfg(tmp_path, **{"memory.chunking.tokens": 300})
-    m3 = await open_manager(cfg2)
-    st = await m3.sync()
+    # The local model is not cached (it embeds faster than the cache would pay back).
+    assert (await m2.status())["cache"]["entries"] == 0
+
+
+async def test_a_rebuilt_index_takes_remote_vectors_from_the_cache(tmp_path, api, open_manager):
+    cfg = openai_cfg(tmp_path, api)
+    for i in range(5):
+        write(cfg.workspace_dir / "memory" / f"d{i}.md", f"# Day {i}\nWent hiking on trail number {i}.\n")
+    m = await open_manager(cfg)
+    st = await m.sync()
+    assert st["chunksEmbedded"] == 5 and (await m.status())["cache"]["entries"] == 5
+    await m.close()
+    calls = api.count("/v1/embeddings")
+    # New chunking settings rebuild the index over the same state dir: every vector comes from the cache.
+    m2 = await open_manager(openai_cfg(tmp_path, api, **{"memory.chunking.tokens": 300}))
+    st = await m2.sync()
     assert st["chunksEmbedded"] == 0 and st["cacheHits"] == 5
-    assert (await m3.search("hiking trail"))["mode"] == "hybrid"
+    assert api.count("/v1/embeddings") == calls
+    assert (await m2.search("hiking trail"))["mode"] == "hybrid"
 
 
 async def test_database_file_modes(tmp_path, open_manager):

@@ -62,14 +62,14 @@ async def test_turns_are_indexed_recalled_and_survive_restart(tmp_path):
         # A full re-read re-embeds nothing either: unchanged chunks keep their vectors.
         forced = await c.call("memory.sync", {"force": True})
         assert forced["chunksEmbedded"] == 0
-        # Text that leaves the index and comes back takes its vectors from the cache.
+        # Text that leaves the index and comes back is indexed again (the local model is not cached).
         notes = cfg.workspace_dir / "MEMORY.md"
         text = notes.read_text()
         notes.unlink()
         assert (await c.call("memory.sync", {}))["removed"] == 1
         notes.write_text(text)
         back = await c.call("memory.sync", {})
-        assert back["indexed"] == 1 and back["chunksEmbedded"] == 0 and back["cacheHits"] >= 1
+        assert back["indexed"] == 1 and back["chunksEmbedded"] >= 1 and back["cacheHits"] == 0
         await c.close()
     finally:
         await gw.stop()

@@ -142,27 +142,33 @@ async def test_agents_never_see_each_others_keyed_memories(start_gateway):
 
 
 async def test_embedding_cache_is_pruned_after_a_rebuild(start_gateway, tmp_path):
+    from tests.fake_openai import FakeOpenAI
+
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
     for i in range(12):
         (ws / "memory" / f"note{i}.md").write_text(f"# Note {i}\n\nThe topic of note {i} is item{i} and thing{i * 7}.\n")
-    gw = await start_gateway(memory=True, workspace=str(ws), **{"memory.embeddings.cacheMaxEntries": 1000})
-    c = await gw.client()
-    await c.call("memory.sync", {})
-    before = await c.call("memory.status")
-    assert before["cache"]["entries"] >= 12
-    await c.close()
-    await gw.stop()
+    with FakeOpenAI() as api:  # a remote provider: the local one is not cached
+        provider = {"memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": api.base_url,
+                    "memory.embeddings.apiKey": "test", "memory.embeddings.model": "fake-a"}
+        gw = await start_gateway(memory=True, workspace=str(ws), **provider,
+                                 **{"memory.embeddings.cacheMaxEntries": 1000})
+        c = await gw.client()
+        await c.call("memory.sync", {})
+        before = await c.call("memory.status")
+        assert before["cache"]["entries"] >= 12
+        await c.close()
+        await gw.stop()
 
-    # New chunking settings: the index is rebuilt, and the rebuilt cache keeps at most 5 entries.
-    gw2 = await start_gateway(memory=True, workspace=str(ws), **{"memory.embeddings.cacheMaxEntries": 5,
-                                                                 "memory.chunking.tokens": 300})
-    c = await gw2.client()
-    await c.call("memory.sync", {})
-    st = await c.call("memory.status")
-    assert "rebuilding" not in st and st["sources"]["memory"]["files"] == 12
-    assert st["cache"]["entries"] == 5
-    await c.close()
+        # New chunking settings: the index is rebuilt, and the rebuilt cache keeps at most 5 entries.
+        gw2 = await start_gateway(memory=True, workspace=str(ws), **provider,
+                                  **{"memory.embeddings.cacheMaxEntries": 5, "memory.chunking.tokens": 300})
+        c = await gw2.client()
+        await c.call("memory.sync", {})
+        st = await c.call("memory.status")
+        assert "rebuilding" not in st and st["sources"]["memory"]["files"] == 12
+        assert st["cache"]["entries"] == 5
+        await c.close()
 
 
 def test_cli_keyed_learn_recall_and_images(tmp_path, capsys):

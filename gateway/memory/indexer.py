@@ -114,7 +114,7 @@ def sha256_bytes(data: bytes) -> str:
 class Indexer:
     def __init__(self, db: Database, provider: EmbeddingProvider, settings: IndexSettings):
         self.db, self.provider, self.s = db, provider, settings
-        self.cache = EmbeddingCache(db, provider.name, provider.model, settings.cache_max_entries)
+        self.cache = EmbeddingCache(db, provider.name, provider.model, settings.cache_max_entries, provider.cached)
         self.vectors: VectorStore | None = None
 
     # ---- vectors -----------------------------------------------------------------------------------

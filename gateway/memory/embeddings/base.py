@@ -23,6 +23,8 @@ class EmbeddingProvider:
     dims: int = 0  # 0 until known (a remote model whose size is not configured)
     multimodal: bool = False
     remote: bool = False
+    # Keep its vectors in the embedding cache (worth it when embedding costs time or money).
+    cached: bool = True
     max_batch: int = 64
     # Per-text character cap applied before embedding (very long texts add little and cost a lot).
     max_chars: int = 8000

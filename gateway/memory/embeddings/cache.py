@@ -1,7 +1,8 @@
 """The embedding cache: (provider, model, sha256 of the text) → vector, in the index database.
 
-Unchanged text is never embedded twice, also across restarts and index rebuilds (a rebuild copies the
-cache into the new database). It is pruned to `cacheMaxEntries`, oldest entries first.
+Unchanged text is never embedded twice by a provider that is `cached` (a remote one), also across
+restarts and index rebuilds (a rebuild copies the cache into the new database). It is pruned to
+`cacheMaxEntries`, oldest entries first.
 """
 
 from __future__ import annotations
@@ -14,14 +15,15 @@ _IN_BATCH = 500
 
 
 class EmbeddingCache:
-    def __init__(self, db: Database, provider: str, model: str, max_entries: int):
+    def __init__(self, db: Database, provider: str, model: str, max_entries: int, enabled: bool = True):
         self.db, self.provider, self.model, self.max_entries = db, provider, model, max_entries
+        self.enabled = enabled and max_entries > 0  # else nothing is looked up or stored (pruning still is)
 
     async def get_many(self, hashes: list[str], db: Database | None = None) -> dict[str, np.ndarray]:
         """Cached vectors by text hash; `db`: another connection to the same file to read through."""
         db = db or self.db
         out: dict[str, np.ndarray] = {}
-        if self.max_entries <= 0:
+        if not self.enabled:
             return out
         uniq = list(dict.fromkeys(hashes))
         for i in range(0, len(uniq), _IN_BATCH):
@@ -36,7 +38,7 @@ class EmbeddingCache:
         return out
 
     async def put_many(self, items: dict[str, np.ndarray]) -> None:
-        if self.max_entries <= 0 or not items:
+        if not self.enabled or not items:
             return
         by_dims: dict[int, list[tuple[str, np.ndarray]]] = {}
         for h, v in items.items():

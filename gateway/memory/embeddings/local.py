@@ -264,6 +264,9 @@ class LocalEmbeddings(EmbeddingProvider):
     name = "local"
     model = DEFAULT_MODEL
     dims = 256
+    # Not cached: a chunk is embedded in ~0.1 ms, and the cache would hold a second copy of every vector
+    # (1 KiB a chunk, a fifth of the index) and write it on every sync.
+    cached = False
     max_batch = 512
     max_chars = 6000
 
