@@ -24,6 +24,7 @@ import asyncio
 import os
 import re
 import threading
+from itertools import compress, repeat
 from typing import Any
 
 import numpy as np
@@ -164,10 +165,10 @@ class SegmentVectors:
                 self._evict(max(len(flat) - len(self.free), self.capacity // 2))
             if len(self.seen) > 4 * self.capacity:
                 self.seen.clear()
-            vs = list(map(self.index.get, flat))
-            if None in vs:
-                self._resolve(flat, vs)
-            idx = np.array(vs, dtype=np.intp)
+            idx = np.fromiter(map(self.index.get, flat, repeat(-1, len(flat))), dtype=np.intp, count=len(flat))
+            unseen = np.flatnonzero(idx < 0)
+            if len(unseen):
+                self._resolve(flat, idx, unseen)
             self.stamp[idx] = self.clock
             got = self.rows[idx]
             add = np.add.reduce
@@ -175,17 +176,13 @@ class SegmentVectors:
             for i, a, b in zip(where[0::2], where[1::2], ends):
                 add(got[a:b], axis=0, out=out[i])  # (one `reduceat` is ten times slower)
 
-    def _resolve(self, flat: list[str], vs: list[int | None]) -> None:
-        """Fill in rows for the segments not indexed yet. One token: its row. Several: a row of their
-        sum if the segment was seen before (numbers and typos mostly are not), else a scratch row."""
+    def _resolve(self, flat: list[str], idx: np.ndarray, unseen: np.ndarray) -> None:
+        """Fill in the rows (`idx`, -1 at the positions `unseen`) of segments not indexed yet. One token:
+        its row. Several: a row of their sum if the segment was seen before (numbers and typos mostly
+        are not), else a scratch row."""
         todo: dict[str, list[int]] = {}  # unseen segment → its positions in `flat`
-        j = -1
-        try:
-            while True:
-                j = vs.index(None, j + 1)  # scans in C: most segments are known
-                todo.setdefault(flat[j], []).append(j)
-        except ValueError:
-            pass
+        for j in unseen.tolist():
+            todo.setdefault(flat[j], []).append(j)
         keys = list(todo)
         ids, starts = self._tokenize(keys)
         lengths = np.diff(starts)
@@ -207,13 +204,10 @@ class SegmentVectors:
                 sel = multi[lengths[multi] == size]
                 tokens = ids[starts[sel][:, None] + np.arange(size)]
                 self.rows[row[sel]] = self.rows[tokens].sum(axis=1)
-        rows = row.tolist()
-        single = (lengths == 1).tolist()
-        for key, v, one in zip(keys, rows, single):
-            if one:
-                self.index[key] = v
-            for j in todo[key]:
-                vs[j] = v
+        one = lengths == 1
+        self.index.update(zip(compress(keys, one.tolist()), row[one].tolist()))
+        places = todo.values()
+        idx[[j for js in places for j in js]] = np.repeat(row, list(map(len, places)))
 
     def _tokenize(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Token ids of the segments ("▁" + key) end to end, and where each segment's tokens start (plus
