@@ -612,6 +612,13 @@ async def test_insert_rows_keeps_every_value_exact(tmp_path):
         await db.insert_rows("INSERT INTO t(a, b, c)", [(1, "before\x00after", "x"), (2, "plain", None)])
         assert await db.fetchall("SELECT b FROM t WHERE a IN (1, 2) AND c IS NOT NULL OR b = 'plain'") \
             == [("before\x00after",), ("plain",)]
+        # Also with vectors, in a later statement of the same call: each row keeps its own vector.
+        await db.execute("DELETE FROM t")
+        rows = [(i, "nul\x00here" if i == 4098 else f"text {i}", None) for i in range(4100)]
+        await db.insert_rows("INSERT INTO t(a, b, c, v)", rows, vecs[:4100])
+        got = await db.fetchall("SELECT a, b, c, v FROM t ORDER BY a")
+        assert [g[:3] for g in got] == rows
+        assert all(np.array_equal(np.frombuffer(g[3], dtype=np.float32), vecs[i]) for i, g in enumerate(got))
         await db.insert_rows("INSERT INTO t(a)", [])
     finally:
         await db.close()

@@ -39,9 +39,9 @@ class Chunk:
     # Searchable surroundings of the core text (transcripts: dates and neighbouring messages).
     context: str = ""
 
-    @property
+    @functools.cached_property
     def text_hash(self) -> str:
-        """What the embedding cache is keyed by (the vector is of `text` alone)."""
+        """What the embedding cache is keyed by (the vector is of `text` alone). Computed once."""
         return self.hash if not self.context else sha256(self.text)
 
 

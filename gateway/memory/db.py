@@ -191,12 +191,6 @@ class Database:
         if not len(rows):
             return
         width = len(rows[0])
-        if any(isinstance(v, str) and "\x00" in v for row in rows for v in row):
-            marks = ", ".join("?" * (width + (vectors is not None)))
-            data = ([(*row, vectors[i].astype("<f4", copy=False).tobytes()) for i, row in enumerate(rows)]
-                    if vectors is not None else rows)
-            await self.executemany(f"{head} VALUES ({marks})", data)
-            return
         cols = [f"json_extract(j.value, '$[{i}]')" for i in range(width)]
         size = 0
         if vectors is not None:
@@ -205,7 +199,14 @@ class Database:
         sql = f"{head} SELECT {', '.join(cols)} FROM json_each(?1) j"
         step = max(1, min(4096, (32 << 20) // max(size, 1)))  # bound each bound value (~32 MB of vectors)
         for i in range(0, len(rows), step):
-            params: tuple[Any, ...] = (orjson.dumps(rows[i:i + step]).decode(),)
+            part = rows[i:i + step]
+            payload = orjson.dumps(part).decode()
+            if "\\u0000" in payload:  # a NUL (or, rarely, a text holding a backslash and "u0000")
+                marks = ", ".join("?" * (width + (vectors is not None)))
+                await self.executemany(f"{head} VALUES ({marks})", part if vectors is None else [
+                    (*row, vectors[i + n].astype("<f4", copy=False).tobytes()) for n, row in enumerate(part)])
+                continue
+            params: tuple[Any, ...] = (payload,)
             if vectors is not None:
                 params += (vectors[i:i + step].astype("<f4", copy=False).tobytes(),)
             await self.execute(sql, params)
