@@ -332,8 +332,14 @@ async def test_restart_uses_cache_and_reembeds_nothing(tmp_path, open_manager):
     assert st["chunksEmbedded"] == 0 and st["indexed"] == 0 and st["unchanged"] == 5
     st = await m2.sync(force=True)  # re-chunks everything: identical chunks are kept, nothing embedded
     assert st["chunksEmbedded"] == 0 and st["indexed"] == 5
-    # The local model is not cached (it embeds faster than the cache would pay back).
+    # The local model is not cached (it embeds faster than the cache would pay back) ...
     assert (await m2.status())["cache"]["entries"] == 0
+    # ... and its entries in an index from before are dropped; another provider's are kept.
+    for provider in ("local", "openai"):
+        await m2.writer.execute("INSERT INTO embedding_cache(provider, model, hash, dims, embedding) "
+                                "VALUES (?, 'wordllama-l2-supercat-256', 'h', 1, x'00000000')", (provider,))
+    await m2.sync()
+    assert await m2.writer.fetchall("SELECT provider FROM embedding_cache") == [("openai",)]
 
 
 async def test_a_rebuilt_index_takes_remote_vectors_from_the_cache(tmp_path, api, open_manager):

@@ -15,9 +15,11 @@ _IN_BATCH = 500
 
 
 class EmbeddingCache:
-    def __init__(self, db: Database, provider: str, model: str, max_entries: int, enabled: bool = True):
+    def __init__(self, db: Database, provider: str, model: str, max_entries: int, cached: bool = True):
+        """`cached`: False for a provider whose vectors are not worth keeping (the local model)."""
         self.db, self.provider, self.model, self.max_entries = db, provider, model, max_entries
-        self.enabled = enabled and max_entries > 0  # else nothing is looked up or stored (pruning still is)
+        self.cached = cached
+        self.enabled = cached and max_entries > 0  # else nothing is looked up or stored
 
     async def get_many(self, hashes: list[str], db: Database | None = None) -> dict[str, np.ndarray]:
         """Cached vectors by text hash; `db`: another connection to the same file to read through."""
@@ -52,13 +54,18 @@ class EmbeddingCache:
         return int(await self.db.scalar("SELECT count(*) FROM embedding_cache", default=0))
 
     async def prune(self) -> int:
-        """Delete the oldest entries beyond max_entries; returns how many."""
+        """Delete the oldest entries beyond max_entries, and any of this provider's when it is not
+        cached (an index from before it was so); returns how many."""
+        gone = 0
+        if not self.cached:
+            gone = await self.db.execute("DELETE FROM embedding_cache WHERE provider = ? AND model = ?",
+                                         (self.provider, self.model))
         n = await self.count()
         excess = n - max(self.max_entries, 0)
         if excess <= 0:
-            return 0
+            return gone
         await self.db.execute(
             "DELETE FROM embedding_cache WHERE rowid IN (SELECT rowid FROM embedding_cache ORDER BY rowid LIMIT ?)",
             (excess,),
         )
-        return excess
+        return excess + gone
