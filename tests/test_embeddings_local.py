@@ -17,7 +17,10 @@ LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"
 ODD = ["", " ", "  ", "a  b", " leading", "trailing ", "\ttab\tx", "line\nnext\n\n", "café ☕ 日本語のテキスト",
        "emoji 👩‍👩‍👧 ok", "a <s> b", "</s>", "<unk>x", "x" * 500, "http://example.com/" + "a/b" * 100,
        "▁literal▁ ▁▁", "  double  spaces  ", "\u00a0nbsp", "Ｆｕｌｌｗｉｄｔｈ", "I'm 2023-05-08, #12345!",
-       "tiny words " + "a " * 3000]
+       "tiny words " + "a " * 3000,
+       # Numbers are cut at each digit (no token holds a digit beside anything else).
+       "#123456.", "On 2023-05-08 at 3pm, $1,200.50 (v2.0b7, x86_64) was 42% off", "42", "7 ", "abc123def 9",
+       "1st 2nd 3rd 4th", "00:15:30", "٣ arabic digit", "123" * 400, "ends with 5", "-1 +2 =3 .4"]
 
 
 def corpus() -> list[str]:

@@ -93,10 +93,30 @@ _SPECIALS = ("<s>", "</s>", "<unk>")
 BATCH_TOKENIZE = 64  # unseen segments from which one tokenizer call beats one BPE call each
 
 
-def _keys(text: str) -> list[str]:
-    """The text's segments, each without its leading "▁" (a non-empty text)."""
+_DIGITS = re.compile("([0-9]+)")
+_DIGIT_KEYS = {d: " " + d for d in "0123456789"}
+
+
+def _keys(text: str, split_digits: bool = False) -> list[str]:
+    """The text's segments, each without its leading "▁" (a non-empty text). With `split_digits` (the
+    vocabulary has every ASCII digit as a token of its own and no other token holding one), a digit
+    ends every token, so a segment with digits is its tokens before the first digit, each digit, and
+    each piece between and after them: those pieces are keys of their own, marked by a leading space
+    (which no segment has) as having no "▁". So "#123456." is "#", " 1", …, " 6", " .", all soon cached,
+    and numbers (dates, amounts, ids) need no tokenizer and take no rows."""
     if text[0] != " " and "  " not in text and "\u2581" not in text:
-        return text.split(" ")  # the common case; splitting a word off a "▁" run would not be exact
+        # The common case; splitting a word off a "▁" run would not be exact.
+        if not split_digits or not _DIGITS.search(text):
+            return text.split(" ")
+        runs = _DIGITS.split(text)  # text, digits, text, …, digits, text
+        out = runs[0].split(" ")  # the last of these ("" if none) leads the first digits
+        for i in range(1, len(runs), 2):
+            out += map(_DIGIT_KEYS.__getitem__, runs[i])
+            words = runs[i + 1].split(" ")
+            if words[0]:
+                out.append(" " + words[0])  # right after the digits: no "▁"
+            out += words[1:]
+        return out
     return [seg[1:] for seg in _SEGMENT.findall("\u2581" + text.replace(" ", "\u2581"))]
 
 
@@ -123,7 +143,11 @@ class SegmentVectors:
         self.rows[:self.base] = table
         self.model = self.tok.model  # BPE without the normaliser: segments go in as they are
         self.lead = np.zeros(self.base, dtype=bool)  # tokens that begin with "▁"
-        self.lead[[i for t, i in self.tok.get_vocab().items() if t.startswith("\u2581")]] = True
+        vocab = self.tok.get_vocab()
+        self.lead[[i for t, i in vocab.items() if t.startswith("\u2581")]] = True
+        self.split_digits = all(d in vocab for d in "0123456789") and not any(
+            len(t) > 1 and any(c in "0123456789" for c in t) and not (t.startswith("<0x") and t.endswith(">"))
+            for t in vocab)  # byte tokens ("<0x35>") stand for bytes with no token, never for a digit
         self.index: dict[str, int] = {}
         self.seen: set[str] = set()
         self.key_of: list[str | None] = [None] * self.scratch
@@ -143,7 +167,7 @@ class SegmentVectors:
         for i, t in enumerate(texts):
             if i in skip or not t:
                 continue
-            keys = _keys(t)
+            keys = _keys(t, self.split_digits)
             if len(flat) + len(keys) > self.part_keys and flat:
                 self._embed_part(where, flat, out)
                 where, flat = [], []
@@ -210,12 +234,12 @@ class SegmentVectors:
         idx[[j for js in places for j in js]] = np.repeat(row, list(map(len, places)))
 
     def _tokenize(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Token ids of the segments ("▁" + key) end to end, and where each segment's tokens start (plus
-        the end). Many keys without a "▁" (a sync's batch) go through the tokenizer in one call, laid end
+        """Token ids of the segments ("▁" + key; a piece marked " " as it is) end to end, and where each
+        segment's tokens start (plus the end). Many keys without a "▁" (a sync's batch) go through the tokenizer in one call, laid end
         to end, with the GIL released: each then starts with the only token of its own that begins with
         "▁", since no token spans the start of a run of "▁". A few (a query's), and runs of "▁" (odd
         whitespace), go through the BPE model one by one: no call overhead, no wait to get the GIL back."""
-        joinable = [bool(k) and k[0] != "\u2581" and k[-1] != "\u2581" for k in keys]
+        joinable = [bool(k) and k[0] not in " \u2581" and k[-1] != "\u2581" for k in keys]
         plain = [k for k, ok in zip(keys, joinable) if ok] if len(keys) >= BATCH_TOKENIZE else []
         if plain:
             ids = np.array(_encode(self.tok, [" ".join(plain)])[0].ids, dtype=np.intp)
@@ -224,8 +248,9 @@ class SegmentVectors:
                 return ids, starts
             got = iter(np.split(ids, starts[1:-1]))
         tokenize = self.model.tokenize
-        parts = [next(got) if plain and ok else np.array([t.id for t in tokenize("\u2581" + k)], dtype=np.intp)
-                 for k, ok in zip(keys, joinable)]
+        parts = [next(got) if plain and ok else np.array(
+            [t.id for t in tokenize(k[1:] if k[:1] == " " else "\u2581" + k)], dtype=np.intp)  # " …": no "▁"
+            for k, ok in zip(keys, joinable)]
         return np.concatenate(parts), np.cumsum([0] + [len(p) for p in parts])
 
     def _evict(self, n: int) -> None:
