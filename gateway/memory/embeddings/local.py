@@ -202,7 +202,7 @@ class SegmentVectors:
 
     def _resolve(self, flat: list[str], idx: np.ndarray, unseen: np.ndarray) -> None:
         """Fill in the rows (`idx`, -1 at the positions `unseen`) of segments not indexed yet. One token:
-        its row. Several: a row of their sum if the segment was seen before (numbers and typos mostly
+        its row. Several: a row of their sum if the segment was seen before (typos and rare names mostly
         are not), else a scratch row."""
         todo: dict[str, list[int]] = {}  # unseen segment → its positions in `flat`
         for j in unseen.tolist():
@@ -235,10 +235,11 @@ class SegmentVectors:
 
     def _tokenize(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Token ids of the segments ("▁" + key; a piece marked " " as it is) end to end, and where each
-        segment's tokens start (plus the end). Many keys without a "▁" (a sync's batch) go through the tokenizer in one call, laid end
-        to end, with the GIL released: each then starts with the only token of its own that begins with
-        "▁", since no token spans the start of a run of "▁". A few (a query's), and runs of "▁" (odd
-        whitespace), go through the BPE model one by one: no call overhead, no wait to get the GIL back."""
+        segment's tokens start (plus the end). Many keys without a "▁" (a sync's batch) go through the
+        tokenizer in one call, laid end to end, with the GIL released: each then starts with the only
+        token of its own that begins with "▁", since no token spans the start of a run of "▁". A few (a
+        query's), runs of "▁" (odd whitespace) and marked pieces go through the BPE model one by one: no
+        call overhead, no wait to get the GIL back."""
         joinable = [bool(k) and k[0] not in " \u2581" and k[-1] != "\u2581" for k in keys]
         plain = [k for k, ok in zip(keys, joinable) if ok] if len(keys) >= BATCH_TOKENIZE else []
         if plain:
