@@ -65,6 +65,16 @@ def test_many_unseen_words_at_once_even_beside_odd_whitespace():
     assert np.abs(normalise(sv.embed(texts)) - got).max() < 1e-6  # again, from the cached rows
 
 
+def test_numbers_are_cut_at_each_digit_not_tokenised_or_cached():
+    sv = local.SegmentVectors(local.load_wordllama())
+    assert sv.split_digits  # the shipped vocabulary has the property the cut relies on
+    texts = ["paid #123456. on 2023-05-08 at 3pm", "#654321."]
+    got = normalise(sv.embed(texts))
+    assert np.abs(got - reference(texts)).max() < 1e-5
+    assert " 1" in sv.index and " ." in sv.index and "#" in sv.index
+    assert not any(k in sv.index or k in sv.seen for k in ("#123456.", "2023-05-08", "3pm", "#654321."))
+
+
 def test_segment_vectors_are_thread_safe():
     texts = corpus()
     want = reference(texts)

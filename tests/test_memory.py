@@ -318,7 +318,7 @@ async def test_concurrent_sync_requests_coalesce_and_keep_force(tmp_path, open_m
     assert forced["indexed"] == 30 and forced["chunksEmbedded"] == 0 and forced["cacheHits"] == 0
 
 
-async def test_restart_uses_cache_and_reembeds_nothing(tmp_path, open_manager):
+async def test_restart_reembeds_nothing_and_the_local_model_is_not_cached(tmp_path, open_manager):
     cfg = make_cfg(tmp_path)
     for i in range(5):
         write(cfg.workspace_dir / "memory" / f"d{i}.md", f"# Day {i}\nWent hiking on trail number {i}.\n")
