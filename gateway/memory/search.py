@@ -380,8 +380,10 @@ class Searcher:
             self._qcache.popitem(last=False)
         return v
 
-    async def _index_tokens(self, terms: Sequence[str]) -> list[list[str]]:
-        """How the FTS tokenizer indexes each term (porter: its stem), via a scratch FTS5 table."""
+    async def _token_counts(self, terms: Sequence[str]) -> tuple[list[list[str]], dict[str, int]]:
+        """How the FTS tokenizer indexes each term (porter: its stem), and in how many chunks each of
+        those tokens is: the terms go through a scratch FTS5 table. Two statements (each is a trip to
+        the SQLite thread, which a concurrent vector search makes slower)."""
         async with self._tok_lock:
             if not self._tok_ready:
                 tok = TOKENIZERS[self.opts.tokenizer]
@@ -389,14 +391,18 @@ class Searcher:
                 await self.db.execute(
                     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_vocab USING fts5vocab(temp, q_fts, 'instance')")
                 self._tok_ready = True
-            await self.db.execute("DELETE FROM temp.q_fts")
-            await self.db.executemany("INSERT INTO temp.q_fts(rowid, x) VALUES (?, ?)",
-                                      [(i + 1, t) for i, t in enumerate(terms)])
-            rows = await self.db.fetchall("SELECT doc, term FROM temp.q_vocab")
-        out: list[list[str]] = [[] for _ in terms]
-        for doc, term in rows:
-            out[int(doc) - 1].append(term)
-        return out
+            # Rows 1..n are this search's terms (rows past n are an earlier, longer search's: ignored).
+            await self.db.execute("INSERT OR REPLACE INTO temp.q_fts(rowid, x) SELECT key + 1, value FROM json_each(?)",
+                                  (orjson.dumps(list(terms)).decode(),))
+            rows = await self.db.fetchall(
+                "SELECT v.doc, v.term, (SELECT r.doc FROM chunks_fts_rows r WHERE r.term = v.term) "
+                "FROM temp.q_vocab v WHERE v.doc <= ?", (len(terms),))
+        toks: list[list[str]] = [[] for _ in terms]
+        df: dict[str, int] = {}
+        for doc, term, count in rows:
+            toks[int(doc) - 1].append(term)
+            df[term] = int(count or 0)
+        return toks, df
 
     async def prune_common(self, terms: Sequence[str]) -> list[str]:
         """On a big index, search the rarest words and skip common ones beyond a postings budget.
@@ -409,14 +415,9 @@ class Searcher:
         total = self.total_chunks
         if self.opts.tokenizer == "trigram" or len(terms) < 2 or total < PRUNE_MIN_CHUNKS:
             return list(terms)
-        toks = await self._index_tokens(terms)
-        flat = sorted({t for ts in toks for t in ts})
-        if not flat:
+        toks, df = await self._token_counts(terms)
+        if not df:
             return list(terms)
-        df = {t: 0 for t in flat}
-        for term, doc in await self.db.fetchall(
-                f"SELECT term, doc FROM chunks_fts_rows WHERE term IN ({','.join('?' * len(flat))})", flat):
-            df[term] = int(doc)
         tdf = [sum(df[t] for t in ts) for ts in toks]
         budget = POSTINGS_BUDGET * total
         keep: set[int] = set()
