@@ -392,8 +392,9 @@ class Searcher:
                     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_vocab USING fts5vocab(temp, q_fts, 'instance')")
                 self._tok_ready = True
             # Rows 1..n are this search's terms (rows past n are an earlier, longer search's: ignored).
-            await self.db.execute("INSERT OR REPLACE INTO temp.q_fts(rowid, x) SELECT key + 1, value FROM json_each(?)",
-                                  (orjson.dumps(list(terms)).decode(),))
+            await self.db.execute(
+                "INSERT OR REPLACE INTO temp.q_fts(rowid, x) SELECT key + 1, value FROM json_each(?)",
+                (orjson.dumps(list(terms)).decode(),))
             rows = await self.db.fetchall(
                 "SELECT v.doc, v.term, (SELECT r.doc FROM chunks_fts_rows r WHERE r.term = v.term) "
                 "FROM temp.q_vocab v WHERE v.doc <= ?", (len(terms),))
