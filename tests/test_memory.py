@@ -21,7 +21,7 @@ from gateway.config import load_config
 from gateway.errors import InvalidParams, NotFound
 from gateway.memory.chunking import chunk_markdown, chunk_transcript
 from gateway.memory.manager import MemoryManager
-from gateway.memory.search import fts_query, query_terms
+from gateway.memory.search import Searcher, fts_query, query_terms
 from gateway.registry import CallContext, registry
 from gateway.sessions.transcript import append_sync, header, message_record
 from tests.fake_openai import FakeOpenAI
@@ -599,6 +599,15 @@ async def test_common_words_are_skipped_on_big_indexes(tmp_path, open_manager, m
     res = await m.search("weekly meeting zeppelin", mode="fts")
     assert paths(res)[0] == "memory/rare.md"
     assert await s.prune_common(["weekly", "meeting"]) in (["weekly"], ["meeting"])  # the rarest always stays
+    # A new Searcher on the same connection (as after the first sync that stores vectors) may answer
+    # beside the old one: they share the connection's scratch table, and must not read each other's words.
+    s2 = Searcher(s.db, s.provider, s.opts, None, None)
+    s2.total_chunks = s.total_chunks
+    other = query_terms("budget notes week")
+    want = [await s.prune_common(terms), await s2.prune_common(other)]
+    assert want[0] == ["zeppelin"] and want[1] != want[0]
+    for _ in range(5):
+        assert await asyncio.gather(s.prune_common(terms), s2.prune_common(other)) == want
 
 
 async def test_insert_rows_keeps_every_value_exact(tmp_path):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence, TypeVar
@@ -356,6 +357,17 @@ def spread_over_files(ranked: list[T], k: int, factor: float,
     return picked
 
 
+@dataclass
+class _Scratch:
+    """A connection's scratch FTS5 table for tokenising query words. It belongs to the connection, and
+    a new Searcher may start on it while an old one still answers, so they share its lock."""
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    ready: bool = False
+
+
+_SCRATCH: weakref.WeakKeyDictionary[Database, _Scratch] = weakref.WeakKeyDictionary()
+
+
 class Searcher:
     """Answers searches from one (read) connection. `vectors` is None when vectors cannot be used, and
     `vector_problem` then says why (reported as `degraded`)."""
@@ -365,8 +377,7 @@ class Searcher:
         self.db, self.provider, self.opts = db, provider, opts
         self.vectors, self.vector_problem = vectors, vector_problem
         self._qcache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._tok_lock = asyncio.Lock()
-        self._tok_ready = False
+        self._scratch = _SCRATCH.setdefault(db, _Scratch())
         self.total_chunks = 0  # kept current by the manager; enables common-term pruning on big indexes
 
     async def embed_query(self, text: str) -> np.ndarray:
@@ -384,13 +395,14 @@ class Searcher:
         """How the FTS tokenizer indexes each term (porter: its stem), and in how many chunks each of
         those tokens is: the terms go through a scratch FTS5 table. Two statements (each is a trip to
         the SQLite thread, which a concurrent vector search makes slower)."""
-        async with self._tok_lock:
-            if not self._tok_ready:
+        scratch = self._scratch
+        async with scratch.lock:
+            if not scratch.ready:
                 tok = TOKENIZERS[self.opts.tokenizer]
                 await self.db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_fts USING fts5(x, tokenize='{tok}')")
                 await self.db.execute(
                     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_vocab USING fts5vocab(temp, q_fts, 'instance')")
-                self._tok_ready = True
+                scratch.ready = True
             # Rows 1..n are this search's terms (rows past n are an earlier, longer search's: ignored).
             await self.db.execute(
                 "INSERT OR REPLACE INTO temp.q_fts(rowid, x) SELECT key + 1, value FROM json_each(?)",
