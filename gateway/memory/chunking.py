@@ -38,16 +38,16 @@ class Chunk:
     spans: tuple[tuple[int, int, int, int], ...] | None = None
     # Searchable surroundings of the core text (transcripts: dates and neighbouring messages).
     context: str = ""
-
-    @functools.cached_property
-    def text_hash(self) -> str:
-        """What the embedding cache is keyed by (the vector is of `text` alone). Computed once."""
-        return self.hash if not self.context else sha256(self.text)
+    # What vectors are keyed by (the vector is of `text` alone): `hash` when there is no context.
+    text_hash: str = ""
 
 
 def make_chunk(start: int, end: int, text: str, spans=None, context: str = "") -> Chunk:
-    h = sha256(text if not context else text + "\n\x1f" + context)
-    return Chunk(start, end, text, h, spans, context)
+    """A chunk with its hashes (computed here, in the thread that chunks, not on the event loop)."""
+    if not context:
+        h = sha256(text)
+        return Chunk(start, end, text, h, spans, context, h)
+    return Chunk(start, end, text, sha256(text + "\n\x1f" + context), spans, context, sha256(text))
 
 
 def sha256(text: str) -> str:
