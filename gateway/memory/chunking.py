@@ -32,22 +32,21 @@ class Chunk:
     start_line: int
     end_line: int
     text: str
-    hash: str
+    hash: str  # of text and context: what decides whether a stored chunk is still the same
+    text_hash: str  # of `text` alone (what the vector is of): `hash` when there is no context
     # Transcripts: one (line, where, start, end) per message in line order; `where` 0: the message is in
     # `text` (the core), 1: in `context` (a neighbour); start/end index that string.
     spans: tuple[tuple[int, int, int, int], ...] | None = None
     # Searchable surroundings of the core text (transcripts: dates and neighbouring messages).
     context: str = ""
-    # What vectors are keyed by (the vector is of `text` alone): `hash` when there is no context.
-    text_hash: str = ""
 
 
 def make_chunk(start: int, end: int, text: str, spans=None, context: str = "") -> Chunk:
     """A chunk with its hashes (computed here, in the thread that chunks, not on the event loop)."""
     if not context:
         h = sha256(text)
-        return Chunk(start, end, text, h, spans, context, h)
-    return Chunk(start, end, text, sha256(text + "\n\x1f" + context), spans, context, sha256(text))
+        return Chunk(start, end, text, h, h, spans, context)
+    return Chunk(start, end, text, sha256(text + "\n\x1f" + context), sha256(text), spans, context)
 
 
 def sha256(text: str) -> str:
