@@ -11,6 +11,8 @@ Behaviours (each consumed by one request; when the script is empty, "ok"):
     ("status", code, headers)       an HTTP error with a JSON error body
     ("cut", n)                      stream n chunks, then drop the connection mid-stream
     ("hang", seconds)               accept and say nothing for that long (provider timeout)
+    ("wait", event[, seconds])      hold the request until the threading.Event is set (at most
+                                    `seconds`, default 30), then answer normally; `waiting` counts them
 
 Endpoints: POST /v1/chat/completions (stream or not), POST /v1/embeddings (deterministic vectors
 from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too). `requests` records every request body.
@@ -53,6 +55,7 @@ class FakeOpenAI:
         self.reply = "Hello from the fake model."
         self.chunk_delay = 0.0
         self.requests: list[dict[str, Any]] = []
+        self.waiting = 0  # requests held by a ("wait", …) behaviour right now
         self.chunk_times: list[float] = []  # time.monotonic() as each stream chunk was written
         self._script: deque[tuple[Any, ...]] = deque()
         self._lock = threading.Lock()
@@ -118,6 +121,14 @@ class FakeOpenAI:
                     time.sleep(behaviour[1])
                     self.close_connection = True
                     return
+                if kind == "wait":
+                    with api._lock:
+                        api.waiting += 1
+                    try:
+                        behaviour[1].wait(behaviour[2] if len(behaviour) > 2 else 30.0)
+                    finally:
+                        with api._lock:
+                            api.waiting -= 1
                 if path.endswith("/embeddings"):
                     inputs = body.get("input")
                     inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])

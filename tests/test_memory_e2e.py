@@ -2,9 +2,11 @@
 recalled into later turns."""
 
 import asyncio
+import threading
 
 import pytest
 
+from tests.fake_openai import FakeOpenAI
 from tests.helpers import RunningGateway, make_config
 
 
@@ -94,6 +96,58 @@ async def test_deleting_a_session_removes_it_from_search(tmp_path):
         await c.close()
     finally:
         await gw.stop()
+
+
+async def test_deleting_a_session_does_not_wait_for_a_running_sync(tmp_path):
+    """A sync holds the index while it embeds (a full one for many seconds): sessions.delete answers
+    at once, search leaves the session out from then on, and the chunks go once that sync is done."""
+    with FakeOpenAI() as api:
+        cfg = make_config(tmp_path / "state", memory=True, **{
+            "memory.sync.sessionDebounceMs": 50, "memory.recall.enabled": False,
+            "memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": api.base_url,
+            "memory.embeddings.apiKey": "test", "memory.embeddings.timeout": 60})
+        gw = await RunningGateway(cfg).start()
+        release = threading.Event()
+        try:
+            c = await gw.client()
+
+            async def search(query):
+                return (await c.call("memory.search", {"query": query, "mode": "fts"}))["results"]
+
+            async def idle():
+                st = (await c.call("memory.status"))["sync"]
+                return not st["running"] and not st["pending"]
+
+            key = (await c.call("sessions.create"))["sessionKey"]
+            await c.run_to_end((await c.call("chat.send", {"sessionKey": key,
+                                                           "message": "zanzibar pineapple festival"}))["runId"])
+            assert await wait_for(lambda: search("zanzibar pineapple"))
+            await wait_for(idle)
+
+            api.script(("wait", release))  # the next sync's embedding request is held
+            other = (await c.call("sessions.create"))["sessionKey"]
+            await c.run_to_end((await c.call("chat.send", {"sessionKey": other,
+                                                           "message": "a walrus named Gustav"}))["runId"])
+
+            async def held():
+                return api.waiting == 1
+            await wait_for(held)
+            assert (await c.call("memory.status"))["sync"]["running"]
+
+            deleted = await asyncio.wait_for(c.call("sessions.delete", {"sessionKey": key}), 10)
+            assert deleted == {"deleted": True}
+            assert await search("zanzibar pineapple") == [], "left out of search at once"
+            assert (await c.call("memory.status"))["sync"]["running"], "the held sync is still running"
+            release.set()
+            await wait_for(idle)
+            status = await c.call("memory.status")
+            assert status["sources"]["sessions"]["files"] == 1, "its chunks are gone from the index"
+            assert await search("zanzibar pineapple") == []
+            assert [r["sessionKey"] for r in await search("walrus Gustav")] == [other]
+            await c.close()
+        finally:
+            release.set()
+            await gw.stop()
 
 
 async def test_no_rebuild_under_another_process_holding_the_index(tmp_path):

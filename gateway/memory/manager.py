@@ -117,6 +117,8 @@ class MemoryManager:
         self._needs_rebuild = False
         self._rebuilding = False
         self._forgotten: set[str] = set()
+        # Deleted sessions whose chunks a sync must still drop: searches leave them out meanwhile.
+        self._hidden_sessions: set[str] = set()
         self._dirty_memory = False
         self._dirty_all_sessions = False
         self._dirty_sessions: set[str] = set()
@@ -245,7 +247,7 @@ class MemoryManager:
         self.reader = await Database(self.db_path, self._driver, use_vec=self.backend == "sqlite-vec").open()
         self.indexer = Indexer(self.writer, self.provider, self._settings())
         self.searcher = Searcher(self.reader, self.provider, self._options(), None,
-                                 "index is being rebuilt for new settings")
+                                 "index is being rebuilt for new settings", self._hidden_sessions)
 
     async def _open_live_state(self) -> None:
         """Bind vector search to the live index (when its vectors fit the current provider)."""
@@ -265,7 +267,8 @@ class MemoryManager:
             self._needs_rebuild = True
         else:
             vectors = VectorStore(self.reader, self.backend, vt[1])
-        self.searcher = Searcher(self.reader, self.provider, self._options(), vectors, problem)
+        self.searcher = Searcher(self.reader, self.provider, self._options(), vectors, problem,
+                                 self._hidden_sessions)
 
     async def close(self) -> None:
         if self._closed:
@@ -333,8 +336,14 @@ class MemoryManager:
         return cb
 
     async def _run_one(self, req: SyncRequest) -> SyncStats:
+        # Sessions deleted before this run starts have no transcript left to read: a run that covers them
+        # drops their chunks, and searches may show them again. (One deleted during the run may have been
+        # read before it went, so it stays hidden until the next run.)
+        hidden = set(self._hidden_sessions)
         if self._needs_rebuild:
-            return await self._rebuild(self._progress(req))
+            stats = await self._rebuild(self._progress(req))
+            self._hidden_sessions -= hidden
+            return stats
         # Clear the dirty marks this run covers before it starts: changes during the run re-mark them.
         if req.memory:
             self._dirty_memory = False
@@ -347,6 +356,8 @@ class MemoryManager:
             assert self.indexer is not None
             stats = await self.indexer.sync(force=req.force, memory=req.memory, sessions=req.sessions,
                                             progress=self._progress(req))
+        if req.sessions:
+            self._hidden_sessions -= hidden if req.sessions is True else hidden & req.sessions
         await self._after_sync(stats)
         return stats
 
@@ -505,13 +516,19 @@ class MemoryManager:
         return stats.result()
 
     async def forget_session(self, session_key: str) -> None:
-        """After `sessions.delete`: drop the session's chunks now."""
+        """After `sessions.delete` (its transcript is gone): drop the session's chunks now — or, while a
+        sync holds the index (a full one can take many seconds), leave the session out of search at once
+        and let a sync queued behind the running one drop them."""
         if not self.cfg.enabled or self.indexer is None:
             return
         self.orchestrator.cancel_debounce(session_key)
         self._dirty_sessions.discard(session_key)
         if self._rebuilding:
             self._forgotten.add(session_key)
+        elif self._write_lock.locked():
+            self._hidden_sessions.add(session_key)
+            self._request(force=False, memory=False, sessions={session_key}, reason="sessions.delete")
+            return
         async with self._write_lock:
             try:
                 await self.indexer.forget([session_path(session_key)])

@@ -370,12 +370,15 @@ _SCRATCH: weakref.WeakKeyDictionary[Database, _Scratch] = weakref.WeakKeyDiction
 
 class Searcher:
     """Answers searches from one (read) connection. `vectors` is None when vectors cannot be used, and
-    `vector_problem` then says why (reported as `degraded`)."""
+    `vector_problem` then says why (reported as `degraded`). Chunks of `hidden_sessions` (deleted
+    sessions a sync has yet to drop; the set is the caller's and may change) are left out."""
 
     def __init__(self, db: Database, provider: EmbeddingProvider, opts: SearchOptions,
-                 vectors: VectorStore | None, vector_problem: str | None):
+                 vectors: VectorStore | None, vector_problem: str | None,
+                 hidden_sessions: set[str] | None = None):
         self.db, self.provider, self.opts = db, provider, opts
         self.vectors, self.vector_problem = vectors, vector_problem
+        self.hidden_sessions = hidden_sessions if hidden_sessions is not None else set()
         self._qcache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._scratch = _SCRATCH.setdefault(db, _Scratch())
         self.total_chunks = 0  # kept current by the manager; enables common-term pruning on big indexes
@@ -552,7 +555,8 @@ class Searcher:
                     "SELECT id, path, source, session_key, start_line, end_line, text, spans, context FROM chunks "
                     f"WHERE id IN ({','.join('?' * len(ids))})", ids):
                 rows[int(r[0])] = r
-        live = [(c, rows[c.id]) for c in pool if c.id in rows]
+        hidden = self.hidden_sessions
+        live = [(c, rows[c.id]) for c in pool if c.id in rows and not (hidden and rows[c.id][3] in hidden)]
         ctx = SnippetContext.build(terms, [r[6] for _, r in live])
         if rerank and self.opts.segment_weight > 0 and live:
             # Reward chunks where the query's words meet in one message (or line): the best single
