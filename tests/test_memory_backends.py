@@ -191,6 +191,25 @@ async def test_a_missing_qmd_command_falls_back(gateway, tmp_path):
     assert "cannot run" in res["degraded"] and res["results"][0]["path"] == "MEMORY.md"
 
 
+async def test_qmd_and_transcript_results_are_spread_over_files(gateway, fake_qmd, tmp_path):
+    """QMD answers for the notes, the built-in index for transcripts; the merged list is spread over
+    files like the built-in one (fileDiversity), so lines of one note do not crowd out a transcript."""
+    g, c = await gateway(**qmd_config(fake_qmd, **{"memory.sync.sessionDebounceMs": 50}))
+    (tmp_path / "state" / "workspace" / "MEMORY.md").write_text(
+        "".join(f"Cabin wifi password, try number {i}.\n" for i in range(4)))
+    key = (await c.call("sessions.create"))["sessionKey"]
+    await c.run_to_end((await c.call("chat.send", {"sessionKey": key,
+                                                   "message": "The cabin wifi password is moose."}))["runId"])
+
+    async def indexed():
+        res = await c.call("memory.search", {"query": "cabin wifi password", "mode": "fts", "sources": ["sessions"]})
+        return bool(res["results"])
+    await until(indexed)
+    res = await c.call("memory.search", {"query": "cabin wifi password", "mode": "fts", "k": 3})
+    assert [r["score"] for r in res["results"]] == [1.0, 1.0, 1.0], "all equally good"
+    assert [r["path"] for r in res["results"]] == ["MEMORY.md", f"sessions/{key}.jsonl", "MEMORY.md"]
+
+
 async def test_builtin_is_the_default_backend(gateway):
     g, c = await gateway()
     st = await c.call("memory.status")

@@ -7,7 +7,7 @@
   `breakerOpenSeconds` and searches go straight to the built-in index; then one trial search is let
   through (half-open): success closes the circuit, failure opens it again. Transcripts are JSONL, which
   QMD does not index, so results from `sessions` always come from the built-in index and are merged with
-  QMD's by score.
+  QMD's by score, then spread over files (`fileDiversity`) as the built-in index spreads its own.
 
 A backend answers `search(...)` with the `memory.search` result shape and raises `BackendError` when it
 cannot answer (the fallback then does).
@@ -20,6 +20,8 @@ import time
 from typing import Any, Awaitable, Callable, Protocol
 
 import structlog
+
+from .search import spread_over_files
 
 log = structlog.get_logger("gateway.memory")
 
@@ -114,8 +116,9 @@ class FallbackBackend:
     """`primary` with bounded retries behind a circuit breaker; `fallback` answers when it cannot."""
 
     def __init__(self, primary: Any, fallback: Any, *, retries: int = 2, backoff_ms: int = 500,
-                 breaker: CircuitBreaker | None = None):
+                 breaker: CircuitBreaker | None = None, file_diversity: float = 1.0):
         self.primary, self.fallback = primary, fallback
+        self.file_diversity = file_diversity
         self.retries, self.backoff_s = retries, backoff_ms / 1000.0
         self.breaker = breaker or CircuitBreaker()
         self.name = primary.name
@@ -167,7 +170,7 @@ class FallbackBackend:
             answers.append(res)
         if rest:
             answers.append(await self.fallback.search(query, sources=rest, **kw))
-        return merge(answers, k, degraded)
+        return merge(answers, k, degraded, self.file_diversity)
 
     async def after_sync(self) -> None:
         await self.primary.after_sync()
@@ -180,11 +183,14 @@ class FallbackBackend:
         return out
 
 
-def merge(answers: list[dict[str, Any]], k: int, degraded: list[str]) -> dict[str, Any]:
-    """One `memory.search` answer from several: results by score, best k; `degraded` reasons joined."""
+def merge(answers: list[dict[str, Any]], k: int, degraded: list[str],
+          file_diversity: float = 1.0) -> dict[str, Any]:
+    """One `memory.search` answer from several: results by score, the best k spread over files
+    (`spread_over_files`); `degraded` reasons joined."""
     if not answers:
         return {"results": [], "mode": "fts", "embeddings": {"provider": "none", "model": ""}}
-    results = sorted((r for a in answers for r in a["results"]), key=lambda r: -r["score"])[:k]
+    ranked = sorted((r for a in answers for r in a["results"]), key=lambda r: -r["score"])
+    results = spread_over_files(ranked, k, file_diversity, score=lambda r: r["score"], path=lambda r: r["path"])
     out = {**answers[0], "results": results}
     reasons = degraded + [a["degraded"] for a in answers if a.get("degraded")]
     if reasons:

@@ -220,7 +220,8 @@ class MemoryManager:
                          update_timeout_s=q.update_timeout_ms / 1000.0, embed=q.embed,
                          hybrid_command=q.hybrid_command, snippet_chars=self.cfg.search.snippet_chars)
         return FallbackBackend(qmd, builtin, retries=b.retries, backoff_ms=b.retry_backoff_ms,
-                               breaker=CircuitBreaker(b.breaker_failures, b.breaker_open_seconds))
+                               breaker=CircuitBreaker(b.breaker_failures, b.breaker_open_seconds),
+                               file_diversity=self.cfg.search.file_diversity)
 
     def _update_backend(self) -> None:
         """After a sync: let an external backend re-read the files, in the background, one at a time."""
