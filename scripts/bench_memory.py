@@ -250,7 +250,8 @@ def main() -> int:
         noop = json.loads(out.stdout.strip().splitlines()[-1])
 
     print(f"{'chunks':>8} {'files':>7} {'sync s':>8} {'chunks/s':>9} {'noop ms':>8} "
-          f"{'hyb p50':>8} {'hyb p95':>8} {'fts p50':>8} {'fts p95':>8} {'vec p50':>8} {'vec p95':>8} {'RSS MB':>7}")
+          f"{'hyb p50':>8} {'hyb p95':>8} {'fts p50':>8} {'fts p95':>8} {'vec p50':>8} {'vec p95':>8} {'RSS MB':>7}"
+          + (f" {'ws p50':>8} {'ws p95':>8} {'gw RSS':>7}" if any(r.get("wsHybrid") for r in results) else ""))
     for r in results:
         s = r["search"]
         print(f"{r['chunks']:>8} {r['files']:>7} {r['fullSyncS']:>8} {r['chunksPerS']:>9} {r['noopSyncMs']:>8} "
