@@ -526,7 +526,7 @@ class MemoryManager:
         self._dirty_sessions.discard(session_key)
         if self._rebuilding:
             self._forgotten.add(session_key)
-        elif self._write_lock.locked():
+        elif self.orchestrator.running or self._write_lock.locked():
             self._hidden_sessions.add(session_key)
             self._request(force=False, memory=False, sessions={session_key}, reason="sessions.delete")
             return
