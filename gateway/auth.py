@@ -77,7 +77,10 @@ class TokenStore:
 
 
 class AuthLimiter:
-    """At most `per_minute` failed authentications per peer address in a sliding minute."""
+    """Counts failed authentications per peer address in a sliding minute.
+
+    It never refuses the right token: past `per_minute` failures, wrong tokens are answered with
+    "rate limited" instead of "invalid token" (and every wrong answer is slowed down by the server)."""
 
     def __init__(self, per_minute: int):
         self.per_minute = per_minute
@@ -89,19 +92,16 @@ class AuthLimiter:
             q.popleft()
         return q
 
-    def blocked_for(self, peer: str) -> float:
-        """Seconds until `peer` may try again (0 when it may now)."""
+    def failed(self, peer: str) -> float:
+        """Record a failure; → seconds until `peer` is back under its budget (0 when it is now)."""
         now = time.monotonic()
         q = self._window(peer, now)
-        if len(q) < self.per_minute:
-            if not q:
-                self._fails.pop(peer, None)
-            return 0.0
-        return max(0.0, q[0] + 60 - now)
-
-    def failed(self, peer: str) -> None:
-        now = time.monotonic()
-        self._window(peer, now).append(now)
+        q.append(now)
+        if len(q) > self.per_minute * 2:  # the window only needs to say when the budget frees up
+            q.popleft()
         if len(self._fails) > 10_000:  # bound memory under a flood of distinct peers
-            for key in [k for k, q in self._fails.items() if not q or q[-1] <= now - 60]:
+            for key in [k for k, v in self._fails.items() if not v or v[-1] <= now - 60]:
                 del self._fails[key]
+        if len(q) <= self.per_minute:
+            return 0.0
+        return max(0.001, q[-self.per_minute - 1] + 60 - now)

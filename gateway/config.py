@@ -60,7 +60,9 @@ class ServerConfig:
     ping_interval: float = _f(20.0, ge=0.0, doc="seconds; 0 disables keepalive pings")
     auth_timeout: float = _f(10.0, ge=0.1, doc="seconds to authenticate after connecting")
     shutdown_grace: float = _f(5.0, ge=0.0, doc="seconds running chats get to finish on shutdown")
-    auth_failures_per_minute: int = _f(10, ge=1, doc="failed auths per peer address before rate limiting")
+    auth_failures_per_minute: int = _f(10, ge=1, doc="wrong tokens per peer address and minute before further "
+                                       "wrong ones are answered 'rate limited' (the right token always gets in)")
+    auth_failure_delay: float = _f(1.0, ge=0.0, le=30.0, doc="seconds each wrong token waits for its answer")
 
 
 @dataclass

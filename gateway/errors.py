@@ -5,6 +5,7 @@
     -32601 MethodNotFound         no such method
     -32602 InvalidParams          message names the field and the rule, data.field the path
     -32603 InternalError          unexpected failure; data.errorId correlates with the log
+           DiskFull               a write failed for lack of space; data.retryable, data.errno
     -32001 Unauthenticated        no or wrong token (the socket then closes with 1008)
     -32004 NotFound               session, run, memory path
     -32009 Busy                   conflict, e.g. a run already active in the session
@@ -17,6 +18,7 @@ handler becomes an InternalError with a correlation id, and its traceback goes o
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 
@@ -109,3 +111,25 @@ class UpstreamUnavailable(GatewayError):
         super().__init__(message, data)
         self.retryable = retryable
         self.retry_after_ms = retry_after_ms
+
+
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+class DiskFull(InternalError):
+    """A write failed for lack of space (ENOSPC, EDQUOT, EFBIG, or SQLite's "database or disk is full").
+    Nothing partial was kept, so the client may retry once space is freed: a clear message instead of a
+    bare internal error."""
+
+    def __init__(self, what: str, cause: str, code: str):
+        super().__init__(f"could not save {what}: the disk is full ({code}: {cause}); free some space and retry",
+                         {"retryable": True, "errno": code})
+
+
+def disk_full(what: str, exc: BaseException) -> DiskFull | None:
+    """The DiskFull that `exc` amounts to, or None when it is some other failure."""
+    if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+        return DiskFull(what, exc.strerror or str(exc), errno.errorcode.get(exc.errno or 0, str(exc.errno)))
+    if type(exc).__name__ == "OperationalError" and "database or disk is full" in str(exc):
+        return DiskFull(what, "database or disk is full", "SQLITE_FULL")  # sqlite3 / pysqlite3
+    return None

@@ -25,7 +25,7 @@ from websockets.http11 import Request, Response
 
 from . import __version__, protocol
 from .auth import AuthLimiter, TokenStore
-from .errors import GatewayError, InternalError, InvalidRequest, RateLimited, Unauthenticated
+from .errors import GatewayError, InternalError, InvalidRequest, RateLimited, Unauthenticated, disk_full
 from .registry import CallContext, registry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -117,6 +117,20 @@ class Connection:
                 await self.ws.send(data, text=True)
         self.closing = True
         await self._close(code, reason)
+
+
+class _BadRequest(Exception):
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _one_header(headers: Headers, name: str) -> str | None:
+    """The header's value, None when absent; more than one is a bad request (which one would we trust?)."""
+    values = headers.get_all(name)
+    if len(values) > 1:
+        raise _BadRequest(f"duplicate {name} header")
+    return values[0] if values else None
 
 
 def _peer(ws: ServerConnection) -> str:
@@ -225,34 +239,52 @@ class GatewayServer:
         return len(self.connections)
 
     # ---- HTTP ----------------------------------------------------------------------------------
-    def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
+    async def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
+        try:
+            return await self._route_request(ws, request)
+        except _BadRequest as exc:
+            # One line, no traceback: a client sending odd headers must not be able to flood the log.
+            log.warning("bad request", reason=exc.reason, peer=_peer(ws))
+            return _http(400, f"{exc.reason}\n".encode(), "text/plain; charset=utf-8")
+
+    async def _route_request(self, ws: ServerConnection, request: Request) -> Response | None:
         path = request.path.split("?", 1)[0]
-        upgrade = request.headers.get("Upgrade", "").lower() == "websocket"
+        upgrade = (_one_header(request.headers, "Upgrade") or "").lower() == "websocket"
         if not upgrade:
             return self._http_route(path)
         if path != "/":
             return _http(404, b"not found\n", "text/plain; charset=utf-8")
-        origin = request.headers.get("Origin")
+        origin = _one_header(request.headers, "Origin")
         if origin is not None and origin not in self.allowed_origins:
             log.warning("origin refused", origin=origin[:200], peer=_peer(ws))
             return _http(403, b"origin not allowed\n", "text/plain; charset=utf-8")
         if len(self.connections) - self.evicting >= self.config.server.max_connections and not self._evict():
             return _http(503, b"too many connections\n", "text/plain; charset=utf-8", {"Retry-After": "1"})
-        authz = request.headers.get("Authorization")
+        authz = _one_header(request.headers, "Authorization")
         if authz is not None:
-            peer = _peer(ws)
-            wait = self.limiter.blocked_for(peer)
-            if wait:
-                return _http(429, b"too many failed authentications\n", "text/plain; charset=utf-8",
-                             {"Retry-After": str(int(wait) + 1)})
             scheme, _, token = authz.partition(" ")
             if scheme.lower() != "bearer" or not self.tokens.check(token.strip()):
-                self.limiter.failed(peer)
-                log.warning("auth failed", peer=peer, via="header")
+                wait = await self._auth_failed(_peer(ws), "header")
+                if wait:
+                    return _http(429, b"too many failed authentications; wrong tokens are refused for a while "
+                                      b"(the right one is always accepted)\n", "text/plain; charset=utf-8",
+                                 {"Retry-After": str(int(wait) + 1)})
                 return _http(401, b"invalid token\n", "text/plain; charset=utf-8",
                              {"WWW-Authenticate": 'Bearer realm="jarvis"'})
             ws.jarvis_authed = True  # type: ignore[attr-defined]
         return None
+
+    async def _auth_failed(self, peer: str, via: str) -> float:
+        """Count a wrong token and answer it slowly; → seconds the peer is over its failure budget (0: not).
+
+        Only wrong answers are slowed down or refused: the right token is always accepted at once, so
+        a local process guessing tokens cannot lock the owner out."""
+        over = self.limiter.failed(peer)
+        log.warning("auth failed", peer=peer, via=via, rateLimited=bool(over))
+        delay = self.config.server.auth_failure_delay
+        if delay:
+            await asyncio.sleep(delay)
+        return over
 
     def _http_route(self, path: str) -> Response:
         if path == "/healthz":
@@ -345,16 +377,14 @@ class GatewayServer:
                          Unauthenticated("authenticate first: send {\"type\":\"auth\",\"token\":…}"),
                          "unauthenticated")
             return False
-        wait = self.limiter.blocked_for(conn.peer)
-        if wait:
-            log.warning("auth rate limited", peer=conn.peer)
-            await refuse(req_id, RateLimited("too many failed authentications from this address",
-                                             int(wait * 1000) + 1), "rate limited")
-            return False
         if not self.tokens.check(token):
-            self.limiter.failed(conn.peer)
-            log.warning("auth failed", peer=conn.peer, via="frame")
-            await refuse(req_id, Unauthenticated("invalid token"), "invalid token")
+            wait = await self._auth_failed(conn.peer, "frame")
+            if wait:
+                await refuse(req_id, RateLimited("too many failed authentications from this address; wrong "
+                                                 "tokens are refused for a while (the right one is always "
+                                                 "accepted)", int(wait * 1000) + 1), "rate limited")
+            else:
+                await refuse(req_id, Unauthenticated("invalid token"), "invalid token")
             return False
         conn.authed = True
         result = {"connectionId": conn.connection_id, "server": self._auth_ok_server, "protocol": 1}
@@ -428,10 +458,14 @@ class GatewayServer:
             if req.is_notification:
                 return None
             return protocol.error_response(req.id, exc)
-        except Exception:
-            error_id = uuid.uuid4().hex[:12]
-            conn.log.exception("internal error", method=req.method, errorId=error_id)
+        except Exception as exc:
             if req.is_notification:
                 return None
+            full = disk_full(f"the changes of {req.method}", exc)
+            if full is not None:  # a cause the client can act on, not a bare "internal error"
+                conn.log.warning("disk full", method=req.method, error=str(exc))
+                return protocol.error_response(req.id, full)
+            error_id = uuid.uuid4().hex[:12]
+            conn.log.exception("internal error", method=req.method, errorId=error_id)
             return protocol.error_response(req.id, InternalError("internal error", {"errorId": error_id}))
         return None if req.is_notification else protocol.response(req.id, result)

@@ -1,6 +1,7 @@
 """End to end through a real gateway and the real websockets client."""
 
 import asyncio
+import time
 
 import orjson
 import pytest
@@ -97,16 +98,27 @@ async def test_preauth_frame_over_64k_closes_1009(gateway):
         assert ws.close_code == 1009
 
 
-async def test_failed_auths_are_rate_limited_per_peer(start_gateway):
-    gw = await start_gateway(**{"server.authFailuresPerMinute": 3})
+async def test_wrong_tokens_are_slowed_and_rate_limited_but_the_right_one_always_gets_in(start_gateway):
+    gw = await start_gateway(**{"server.authFailuresPerMinute": 3, "server.authFailureDelay": 0.2})
     for _ in range(3):
         async with connect(gw.url) as ws:
+            started = time.monotonic()
             await ws.send('{"type":"auth","token":"bad"}')
             assert orjson.loads(await ws.recv())["error"]["code"] == -32001
-    async with connect(gw.url) as ws:  # even the right token waits now
-        await ws.send(orjson.dumps({"type": "auth", "token": gw.token}).decode())
+            assert time.monotonic() - started >= 0.2  # every wrong answer is slowed down
+    async with connect(gw.url) as ws:  # past the budget, wrong tokens are "rate limited"
+        await ws.send('{"type":"auth","token":"bad"}')
         err = orjson.loads(await ws.recv())["error"]
         assert err["code"] == -32029 and err["data"]["retryAfterMs"] > 0
+    for _ in range(2):  # … and the owner's right token still gets in, at once
+        async with connect(gw.url) as ws:
+            started = time.monotonic()
+            await ws.send(orjson.dumps({"type": "auth", "token": gw.token}).decode())
+            assert orjson.loads(await ws.recv())["method"] == "auth.ok"
+            assert time.monotonic() - started < 0.2
+    async with connect(gw.url, additional_headers={"Authorization": f"Bearer {gw.token}"}) as ws:
+        await ws.send('{"id":1,"method":"system.health"}')
+        assert orjson.loads(await ws.recv())["result"]["status"] == "ok"
 
 
 async def test_origin_allow_list(gateway):

@@ -29,7 +29,7 @@ SEND_BUFFER = 65536
 def gw(tmp_path_factory):
     config = ("[memory]\nenabled = false\n"
               f"[server]\nmaxSendBuffer = {SEND_BUFFER}\nmaxConnections = {MAX_CONNECTIONS}\n"
-              "authFailuresPerMinute = 5\nauthTimeout = 2.0\n")
+              "authFailuresPerMinute = 5\nauthFailureDelay = 0.05\nauthTimeout = 2.0\n")
     with GatewayProcess.running(tmp_path_factory.mktemp("hostile") / "state", config) as proc:
         yield proc
 
@@ -226,11 +226,12 @@ async def test_slow_consumer_is_closed_at_the_buffer_limit_and_nobody_else_slows
 
 
 async def test_wrong_tokens_are_rate_limited_per_address_and_never_logged(gw, good):
-    """From 127.0.0.2: 5 wrong tokens, then even the right one gets -32029 (frame) / 429 (header);
-    127.0.0.1 is unaffected. Neither the wrong tokens nor the real one appear in the log."""
+    """From 127.0.0.2: 5 wrong tokens, then further wrong ones get -32029 (frame) / 429 (header), while
+    the right token still gets in from there (no lockout of the owner); 127.0.0.1 is unaffected. Neither
+    the wrong tokens nor the real one appear in the log."""
     other = ("127.0.0.2", 0)
-    wrong = [f"WRONG-TOKEN-{i}-{os.urandom(6).hex()}" for i in range(5)]
-    for i, token in enumerate(wrong):
+    wrong = [f"WRONG-TOKEN-{i}-{os.urandom(6).hex()}" for i in range(7)]
+    for i, token in enumerate(wrong[:5]):
         if i % 2:
             with pytest.raises(InvalidStatus) as exc:
                 async with connect(gw.url, additional_headers={"Authorization": f"Bearer {token}"},
@@ -245,13 +246,19 @@ async def test_wrong_tokens_are_rate_limited_per_address_and_never_logged(gw, go
                     await ws.recv()
                 assert ws.close_code == 1008
     async with connect(gw.url, local_addr=other) as ws:
-        await ws.send(orjson.dumps({"id": 1, "method": "auth", "params": {"token": gw.token}}).decode())
+        await ws.send(orjson.dumps({"id": 1, "method": "auth", "params": {"token": wrong[5]}}).decode())
         msg = orjson.loads(await ws.recv())
         assert msg["id"] == 1 and msg["error"]["code"] == -32029 and msg["error"]["data"]["retryAfterMs"] > 0
     with pytest.raises(InvalidStatus) as exc:
-        async with connect(gw.url, additional_headers={"Authorization": f"Bearer {gw.token}"}, local_addr=other):
+        async with connect(gw.url, additional_headers={"Authorization": f"Bearer {wrong[6]}"}, local_addr=other):
             pass
     assert exc.value.response.status_code == 429 and int(exc.value.response.headers["Retry-After"]) >= 1
+    async with connect(gw.url, local_addr=other) as ws:  # the owner is never locked out
+        await ws.send(orjson.dumps({"id": 1, "method": "auth", "params": {"token": gw.token}}).decode())
+        assert "result" in orjson.loads(await ws.recv())
+    async with connect(gw.url, additional_headers={"Authorization": f"Bearer {gw.token}"}, local_addr=other) as ws:
+        await ws.send('{"id":2,"method":"system.health"}')
+        assert orjson.loads(await ws.recv())["result"]["status"] == "ok"
     fresh = await connect_client(gw.url, gw.token)  # 127.0.0.1 is another address
     await served_quickly(fresh)
     await fresh.close()

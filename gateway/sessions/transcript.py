@@ -20,20 +20,8 @@ from typing import Any, Iterator, NamedTuple
 
 import orjson
 
-from ..errors import InternalError
+from ..errors import DiskFull, disk_full  # noqa: F401  (DiskFull: re-exported for callers)
 from ..timeutil import now_iso
-
-_NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
-
-
-class DiskFull(InternalError):
-    """A write failed for lack of space (ENOSPC, EDQUOT, EFBIG). Nothing partial was kept, so the
-    client may retry once space is freed: a clear message instead of a bare internal error."""
-
-    def __init__(self, what: str, exc: OSError):
-        super().__init__(f"could not save {what}: the disk is full ({exc.strerror}); free some space and retry",
-                         {"retryable": True, "errno": errno.errorcode.get(exc.errno or 0, str(exc.errno))})
-
 
 @contextlib.contextmanager
 def disk_full_as_error(what: str):
@@ -41,8 +29,9 @@ def disk_full_as_error(what: str):
     try:
         yield
     except OSError as exc:
-        if exc.errno in _NO_SPACE:
-            raise DiskFull(what, exc) from None
+        full = disk_full(what, exc)
+        if full is not None:
+            raise full from None
         raise
 
 
