@@ -9,6 +9,7 @@ import logging
 import sys
 
 import structlog
+from structlog.tracebacks import ExceptionDictTransformer
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -21,10 +22,12 @@ def setup(level: str = "info", fmt: str = "auto", stream=None) -> None:
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
+    # Tracebacks never carry frame locals: they would hold request params, message text and tokens.
     if use_json:
-        processors += [structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer()]
+        processors += [structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False)),
+                       structlog.processors.JSONRenderer()]
     else:
-        processors += [structlog.dev.ConsoleRenderer()]
+        processors += [structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)]
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),

@@ -9,6 +9,7 @@ An aborted run keeps its partial reply in the transcript, marked `"aborted": tru
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -45,6 +46,31 @@ class Run:
         return self.seq
 
 
+class KeyedLocks:
+    """One asyncio.Lock per key, kept only while somebody holds it or waits for it, so keys a client
+    makes up (a `sessions.delete` of a session that never existed) leave nothing behind."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, list[Any]] = {}  # key → [lock, holders + waiters]
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str):
+        entry = self._locks.get(key)
+        if entry is None:
+            entry = self._locks[key] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0 and self._locks.get(key) is entry:
+                del self._locks[key]
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
 class ChatService:
     def __init__(self, config: Config, sessions: SessionStore, bus: EventBus, provider: ChatProvider,
                  memory: "MemoryManager | None" = None, topic: Callable[[str], str] = lambda key: key,
@@ -59,7 +85,7 @@ class ChatService:
         self.memory = memory
         self.active: dict[str, Run] = {}  # sessionKey → run
         self._idem: dict[tuple[str, str], tuple[str, float]] = {}
-        self._send_locks: dict[str, asyncio.Lock] = {}
+        self._send_locks = KeyedLocks()
         self.closing = False
 
     # ---- public API ----------------------------------------------------------------------------
@@ -77,7 +103,6 @@ class ChatService:
                 raise Busy(f"a run is already active in session {session_key}",
                            {"sessionKey": session_key, "runId": self.active[session_key].run_id})
             if not await self.sessions.exists(session_key):
-                self._send_locks.pop(session_key, None)  # no lock kept per key a client makes up
                 raise NotFound(f"session not found: {session_key}", {"sessionKey": session_key})
             run = Run(run_id=str(uuid.uuid4()), session_key=session_key)
             # Durable before the answer: if this raises (disk full), nothing was started or promised.
@@ -90,16 +115,15 @@ class ChatService:
             run.task.add_done_callback(lambda task: self._finished(run, task))
             return {"runId": run.run_id, "status": "started"}
 
-    def session_lock(self, session_key: str) -> asyncio.Lock:
+    def session_lock(self, session_key: str) -> contextlib.AbstractAsyncContextManager[None]:
         """Serialises starting a run with deleting the session (see Agent.delete_session)."""
-        lock = self._send_locks.get(session_key)
-        if lock is None:
-            lock = self._send_locks[session_key] = asyncio.Lock()
-        return lock
+        return self._send_locks.hold(session_key)
 
     def forget(self, session_key: str) -> None:
-        """The session is gone: drop its per-session state."""
-        self._send_locks.pop(session_key, None)
+        """The session is gone: drop its per-session state. Idempotency keys belong to one life of a
+        session: a session created again under the same key starts with none."""
+        for idem in [k for k in self._idem if k[0] == session_key]:
+            del self._idem[idem]
         if self.compactor is not None:
             self.compactor.forget(session_key)
 

@@ -69,16 +69,32 @@ class Unit:
         return out
 
 
+def _end_of_day(day: datetime) -> datetime:
+    """The last microsecond of `day` (9999-12-31 included, where the next day does not exist)."""
+    try:
+        return day + timedelta(days=1) - timedelta(microseconds=1)
+    except OverflowError:
+        return datetime.max.replace(tzinfo=timezone.utc)
+
+
 def parse_when(value: str | None, field: str, *, end: bool, now: datetime) -> datetime | None:
     if value is None:
         return None
+    try:
+        return _parse_when(value, field, end=end, now=now)
+    except OverflowError:
+        raise InvalidParams(f"{field}: {value!r} is out of range (dates run from year 1 to 9999)",
+                            field=field) from None
+
+
+def _parse_when(value: str, field: str, *, end: bool, now: datetime) -> datetime:
     v = value.strip().lower()
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     if v == "now":
         return now
     if v in ("today", "yesterday"):
         start = today - timedelta(days=1 if v == "yesterday" else 0)
-        return (start + timedelta(days=1) - timedelta(microseconds=1)) if end else start
+        return _end_of_day(start) if end else start
     m = _REL.fullmatch(v)
     if m:
         return now - timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
@@ -88,7 +104,7 @@ def parse_when(value: str | None, field: str, *, end: bool, now: datetime) -> da
         except ValueError:
             day = None
         if day is not None:
-            return (day + timedelta(days=1) - timedelta(microseconds=1)) if end else day
+            return _end_of_day(day) if end else day
     elif "t" in v or " " in v:
         dt = parse_iso(value.strip())
         if dt is not None:
@@ -127,7 +143,7 @@ def _day_units(workspace: Path, start: datetime | None, stop: datetime) -> list[
                 day = datetime.strptime(m.group(1), "%Y-%m-%d").replace(tzinfo=timezone.utc)
             except ValueError:
                 continue
-            if day > stop or (start is not None and day + timedelta(days=1) <= start):
+            if day > stop or (start is not None and _end_of_day(day) < start):
                 continue
             p = Path(dirpath) / fn
             if p.is_symlink():
@@ -181,7 +197,7 @@ def _learning_units(workspace: Path, start: datetime | None, stop: datetime) -> 
             day = datetime.strptime(e["date"], "%Y-%m-%d").replace(tzinfo=timezone.utc)
         except ValueError:
             continue
-        if day > stop or (start is not None and day + timedelta(days=1) <= start):
+        if day > stop or (start is not None and _end_of_day(day) < start):
             continue
         out.append(Unit("learning", learnings.FILE, "memory", e["line"], e["line"], day, e["text"],
                         extra={"category": e["category"]}))
