@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import signal
 import time
@@ -33,7 +34,7 @@ from .methods import system as _system_methods  # noqa: F401
 from .schema import AGENT_ID
 from .server import GatewayServer
 from .sessions.retention import ephemeral_victims
-from .fsutil import ensure_private_dir
+from .fsutil import ensure_private_dir, lock_state_dir
 from .sessions.store import SessionStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -191,6 +192,7 @@ class Gateway:
         self.server: GatewayServer | None = None
         self._stop = asyncio.Event()
         self._hooks: list[Callable[[str, dict[str, Any]], None]] = []
+        self._lock_fd: int | None = None
 
     @property
     def memory(self) -> "MemoryManager | None":
@@ -219,6 +221,7 @@ class Gateway:
     async def start(self) -> None:
         cfg = self.config
         ensure_private_dir(cfg.state_dir)
+        self._lock_fd = lock_state_dir(cfg.state_dir)  # raises StateDirInUse when another gateway has it
         tokens = TokenStore(cfg.token, cfg.token_file)
         await asyncio.to_thread(tokens.load)
         provider = make_provider(cfg)
@@ -251,6 +254,9 @@ class Gateway:
             await self.server.close_all()
         if self.services is not None:
             await self.services.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
         log.info("gateway stopped")
 
 

@@ -150,8 +150,13 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
             return
         sdnotify.attach(gw)
 
+    from .fsutil import StateDirInUse
+
     try:
         return asyncio.run(serve(config, announce))
+    except StateDirInUse as exc:
+        print(f"jarvis: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except OSError as exc:
         print(f"jarvis: cannot serve on {config.server.host}:{config.server.port}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_ERROR

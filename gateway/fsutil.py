@@ -85,3 +85,32 @@ def ensure_private_dir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
     if path.stat().st_mode & 0o077:
         os.chmod(path, DIR_MODE)
+
+
+class StateDirInUse(RuntimeError):
+    """Another gateway serves this state dir (it holds `<stateDir>/gateway.lock`)."""
+
+    def __init__(self, state_dir: Path, pid: str):
+        self.pid = pid
+        super().__init__(f"another gateway (pid {pid or 'unknown'}) is serving {state_dir}; stop it first, "
+                         f"or give this one its own state dir (--state-dir / JARVIS_STATE_DIR)")
+
+
+def lock_state_dir(state_dir: Path) -> int:
+    """Take the exclusive serve lock of a state dir; → the fd that holds it (close it to release).
+
+    Two gateways on one state dir would both append to the same transcripts and swap the same index. The
+    lock file holds the owner's pid for the message the second one prints; the kernel drops the lock when
+    the process dies, so a crash never leaves it stale. `jarvis memory …` commands do not take it."""
+    ensure_private_dir(state_dir)
+    path = state_dir / "gateway.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        os.close(fd)
+        raise StateDirInUse(state_dir, pid) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd

@@ -149,6 +149,7 @@ class Compactor:
                 return {"compacted": 0}
             summary = await self._summarise(batch)
             label = (await self.sessions.all()).get(session_key, {}).get("label") or session_key
+            label = " ".join(str(label).split())  # one line: a label must not add headings to the file
             rel, start, end = await asyncio.to_thread(self._write_memory, label, session_key, batch, summary)
             # Index the flush before the marker is written: once a compaction shows in the
             # transcript, search finds what it flushed (forced when memory.sync.forceOnFlush).

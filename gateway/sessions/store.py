@@ -60,19 +60,17 @@ class SessionStore:
             self._reconcile_sync()
 
     def _reconcile_sync(self) -> None:
-        """Recount the messages of transcripts written after sessions.json was (a crash can lose the
-        last coalesced counter update; the transcript is the record)."""
-        meta_mtime = self.meta_path.stat().st_mtime_ns
+        """Recount every session's messages from its transcript (the record). A crash can lose the last
+        coalesced counter update, and file times cannot tell which sessions it hit: sessions.json may
+        have been rewritten for another session after this one's bump was lost."""
         fixes: dict[str, tuple[int, str]] = {}
-        for key in self._read_sync():
+        for key, meta in self._read_sync().items():
             path = self.dir / f"{key}.jsonl"
-            try:
-                st = path.stat()
-            except FileNotFoundError:
+            if not path.exists():
                 continue
-            if st.st_mtime_ns > meta_mtime:
-                stamps = [r.data.get("timestamp") for r in tx.iter_records(path) if r.data.get("type") == "message"]
-                last = next((t for t in reversed(stamps) if isinstance(t, str)), "")
+            stamps = [r.data.get("timestamp") for r in tx.iter_records(path) if r.data.get("type") == "message"]
+            last = next((t for t in reversed(stamps) if isinstance(t, str)), "")
+            if meta.get("messageCount") != len(stamps) or last > meta.get("updatedAt", ""):
                 fixes[key] = (len(stamps), last)
         if not fixes:
             return
@@ -200,16 +198,33 @@ class SessionStore:
         session = {"sessionKey": key, "label": label, "createdAt": now, "updatedAt": now, "messageCount": 0}
         # The transcript header first, so a session listed in metadata always has its file.
         path = self.transcript_path(key)
-        if not path.exists():
-            await self.transcript(key).append(tx.header(key, self.agent_id, now))
+        created = False
+        if not await asyncio.to_thread(path.exists):
+            created = True
+            try:
+                await self.transcript(key).append(tx.header(key, self.agent_id, now))
+            except BaseException:
+                self._drop_transcript(key)
+                raise
 
         def add(sessions: dict[str, dict[str, Any]]) -> None:
             if key in sessions:
                 raise exists
             sessions[key] = session
 
-        await self._mutate(add)
+        try:
+            await self._mutate(add)
+        except BaseException as exc:
+            # Not listed, so not a session: leave no orphan transcript behind (the disk may be full).
+            if created and exc is not exists:
+                self._drop_transcript(key)
+            raise
         return dict(session)
+
+    def _drop_transcript(self, key: str) -> None:
+        self._transcripts.pop(key, None)
+        with contextlib.suppress(OSError):
+            os.unlink(self.transcript_path(key))
 
     async def update(self, key: str, **changes: Any) -> dict[str, Any]:
         def upd(sessions: dict[str, dict[str, Any]]) -> dict[str, Any]:
