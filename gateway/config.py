@@ -57,6 +57,8 @@ class ServerConfig:
     preauth_frame_bytes: int = _f(64 << 10, ge=256, doc="largest frame before auth")
     max_inflight: int = _f(64, ge=1, doc="requests in flight per connection")
     max_send_buffer: int = _f(8 << 20, ge=64 << 10, doc="unsent bytes before a slow consumer is closed")
+    max_reply_bytes: int = _f(8 << 20, ge=64 << 10, doc="largest reply frame (a batch's answer included); a "
+                              "bigger one is answered with an error saying to ask for less")
     ping_interval: float = _f(20.0, ge=0.0, doc="seconds; 0 disables keepalive pings")
     auth_timeout: float = _f(10.0, ge=0.1, doc="seconds to authenticate after connecting")
     shutdown_grace: float = _f(5.0, ge=0.0, doc="seconds running chats get to finish on shutdown")
@@ -79,6 +81,7 @@ class ChatConfig:
         "You are Jarvis, a helpful personal assistant with long-term memory. "
         "Use the recalled memory below when it is relevant; say so when you do not know."
     )
+    max_reply_chars: int = _f(200_000, ge=1, doc="an assistant reply is cut here (chat.final says truncated)")
     idempotency_ttl: float = _f(600.0, ge=1.0, doc="seconds an idempotencyKey is remembered")
     offline_delta_delay: float = _f(0.01, ge=0.0, le=5.0, doc="seconds between the offline responder's deltas")
     compact_budget_tokens: int = _f(6000, ge=0, doc="history size (≈ chars/4) past which older messages are "
@@ -354,6 +357,9 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("agentId: must match [A-Za-z0-9._-]{1,64} and not be dots only")
     if cfg.memory.chunking.overlap >= cfg.memory.chunking.tokens:
         raise ConfigError("memory.chunking.overlap: must be smaller than memory.chunking.tokens")
+    if cfg.chat.max_reply_chars * 6 + (64 << 10) > cfg.server.max_reply_bytes:
+        raise ConfigError(f"chat.maxReplyChars: {cfg.chat.max_reply_chars} chars may encode to more than "
+                          f"server.maxReplyBytes ({cfg.server.max_reply_bytes}); lower it or raise maxReplyBytes")
     for origin in cfg.server.allowed_origins:
         if not re.match(r"^https?://[^/\s]+$", origin):
             raise ConfigError(f"server.allowedOrigins: {origin!r} is not an origin like http://host:port")

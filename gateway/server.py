@@ -25,7 +25,8 @@ from websockets.http11 import Request, Response
 
 from . import __version__, protocol
 from .auth import AuthLimiter, TokenStore
-from .errors import GatewayError, InternalError, InvalidRequest, RateLimited, Unauthenticated, disk_full
+from .errors import (GatewayError, InternalError, InvalidParams, InvalidRequest, RateLimited, Unauthenticated,
+                     disk_full)
 from .registry import CallContext, registry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,13 +73,15 @@ class Connection:
     def push(self, data: bytes) -> None:
         if self.closing:
             return
-        self._out.append(data)
-        self._out_bytes += len(data)
+        # What is still unsent from before this frame decides: a client that reads promptly is never
+        # closed for one big frame (replies are capped at server.maxReplyBytes), one that stopped reading is.
         buffered = self._out_bytes + _transport_buffer(self.ws)
         if buffered > self.server.config.server.max_send_buffer:
             self.log.warning("closing slow consumer", buffered=buffered)
             self.close_soon(POLICY, "slow consumer")
             return
+        self._out.append(data)
+        self._out_bytes += len(data)
         self._wake.set()
 
     def send_obj(self, obj: Any) -> None:
@@ -434,18 +437,47 @@ class GatewayServer:
         try:
             reply = await self._call(conn, req)
             if reply is not None:
-                conn.send_obj(reply)
+                data = protocol.encode(reply)
+                limit = self.config.server.max_reply_bytes
+                if len(data) > limit:
+                    conn.log.warning("reply too large", method=req.method, bytes=len(data))
+                    data = protocol.encode(protocol.error_response(req.id, InvalidParams(
+                        f"reply too large: {len(data)} bytes, over server.maxReplyBytes ({limit}); ask for "
+                        f"less (a smaller limit, lines or k) or page through it",
+                        data={"replyBytes": len(data), "maxReplyBytes": limit})))
+                conn.push(data)
         finally:
             conn.inflight -= 1
 
     async def _batch(self, conn: Connection, frame: protocol.Frame, n: int) -> None:
         try:
             replies = await asyncio.gather(*(self._call(conn, r) for r in frame.requests))
-            answer = [r for r in replies if r is not None] + frame.errors
-            if answer:
-                conn.send_obj(answer)
+            answers = [r for r in replies if r is not None] + frame.errors
+            if answers:
+                conn.push(self._fit_batch(conn, answers))
         finally:
             conn.inflight -= n
+
+    def _fit_batch(self, conn: Connection, answers: list[dict[str, Any]]) -> bytes:
+        """Encode a batch's answers into one frame of at most server.maxReplyBytes: answers past the
+        budget are replaced, in order, by errors asking to send that request again on its own."""
+        limit = self.config.server.max_reply_bytes
+        parts = [protocol.encode(a) for a in answers]
+        if sum(len(p) + 1 for p in parts) + 2 <= limit:
+            return b"[" + b",".join(parts) + b"]"
+        room = limit - 2 - 512 * len(parts)  # keep room for the errors that stand in for the rest
+        kept: list[bytes] = []
+        for answer, part in zip(answers, parts):
+            if len(part) + 1 <= room:
+                room -= len(part) + 1
+                kept.append(part)
+            else:
+                kept.append(protocol.encode(protocol.error_response(answer.get("id"), InvalidRequest(
+                    f"batch reply over server.maxReplyBytes ({limit}); send this request again on its own "
+                    f"or in a smaller batch", {"replyBytes": len(part), "maxReplyBytes": limit}))))
+        conn.log.warning("batch reply too large", answers=len(parts), replaced=sum(
+            1 for a, b in zip(parts, kept) if a is not b))
+        return b"[" + b",".join(kept) + b"]"
 
     async def _call(self, conn: Connection, req: protocol.Request) -> dict[str, Any] | None:
         if req.method == "auth":

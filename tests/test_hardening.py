@@ -155,3 +155,85 @@ for fmt in ("json", "console"):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("boom") >= 2 and "SECRET-TOKEN-123" not in out.stdout, out.stdout
+
+
+BIG = {"server.maxReplyBytes": 256 << 10, "server.maxSendBuffer": 256 << 10,
+       "sessions.historyMaxBytes": 100_000, "chat.maxReplyChars": 20_000}
+
+
+async def test_a_runaway_upstream_reply_is_cut_and_the_session_stays_readable(start_gateway):
+    from tests.fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as api:
+        api.reply = "runaway " * 40_000  # 320k chars, far past chat.maxReplyChars
+        gw = await start_gateway(**{"chat.baseUrl": api.base_url, "chat.model": "fake", **BIG})
+        c = await gw.client()
+        try:
+            key = (await c.call("sessions.create"))["sessionKey"]
+            sent = await c.call("chat.send", {"sessionKey": key, "message": "talk forever"})
+            events = await c.run_to_end(sent["runId"], timeout=60)
+            final = events[-1]["params"]
+            assert events[-1]["method"] == "chat.final" and final["truncated"] is True
+            assert len(final["message"]["content"]) == 20_000
+            assert "".join(e["params"]["delta"] for e in events if e["method"] == "chat.delta") \
+                == final["message"]["content"]
+            history = await c.call("sessions.history", {"sessionKey": key})
+            assert history["messages"][-1]["truncated"] is True
+            assert (await c.call("system.health"))["status"] == "ok"  # never closed as a slow consumer
+        finally:
+            await c.close()
+
+
+async def test_big_replies_are_refused_with_what_to_ask_for_not_closed(start_gateway):
+    gw = await start_gateway(**BIG)
+    c = await gw.client()
+    try:
+        key = (await c.call("sessions.create"))["sessionKey"]
+        for i in range(4):  # 4 × 90k chars of user messages: one history page holds about one
+            sent = await c.call("chat.send", {"sessionKey": key, "message": f"{i} " + "y" * 90_000})
+            await c.run_to_end(sent["runId"])
+        # A message bigger than a history page is shown shortened, never unreadable.
+        page = await c.call("sessions.history", {"sessionKey": key, "limit": 1000})
+        assert page["hasMore"] and len(orjson.dumps(page)) <= 256 << 10
+        # A batch of 50 pages (~5 MB) answers what fits and asks to resend the rest, on an open socket.
+        batch = [{"id": i, "method": "sessions.history", "params": {"sessionKey": key}} for i in range(50)]
+        await c.send_text(orjson.dumps(batch).decode())
+        answer = await asyncio.wait_for(c.raw.get(), 20)
+        assert len(answer) == 50 and len(orjson.dumps(answer)) <= 256 << 10
+        ok = [a for a in answer if "result" in a]
+        refused = [a for a in answer if "error" in a]
+        assert ok and refused and {a["error"]["code"] for a in refused} == {-32600}
+        assert "send this request again on its own" in refused[0]["error"]["message"]
+        assert sorted(a["id"] for a in answer) == list(range(50))
+        assert (await c.call("system.health"))["status"] == "ok"
+    finally:
+        await c.close()
+
+
+async def test_an_oversized_message_is_shortened_in_history_and_big_reads_are_refused(start_gateway):
+    gw = await start_gateway(memory=True, **{"memory.embeddings.provider": "none", **BIG})
+    c = await gw.client()
+    try:
+        key = (await c.call("sessions.create"))["sessionKey"]
+        # Written before chat.maxReplyChars existed: a 400k-char reply already in the transcript.
+        from gateway.sessions import transcript as tx
+
+        path = gw.config.sessions_dir() / f"{key}.jsonl"
+        tx.append_sync(path, [tx.message_record("m1", "assistant", "z" * 400_000)])
+        history = await c.call("sessions.history", {"sessionKey": key})
+        (m,) = history["messages"]
+        assert m["truncated"] is True and m["contentChars"] == 400_000 and len(m["content"]) < 100_000
+        # A single reply over server.maxReplyBytes (a 240 KB image is 320 KB of base64): an error that
+        # says what to do, on a socket that stays open.
+        import base64
+        import os
+
+        image = base64.b64encode(b"\x89PNG\r\n\x1a\n" + os.urandom(240_000)).decode()
+        await c.call("memory.setImage", {"key": "photo", "image": image, "description": "a photo"})
+        with pytest.raises(RpcError) as exc:
+            await c.call("memory.getImage", {"key": "photo"})
+        assert exc.value.code == -32602 and "server.maxReplyBytes" in exc.value.message
+        assert exc.value.data["replyBytes"] > exc.value.data["maxReplyBytes"] == 256 << 10
+        assert (await c.call("system.health"))["status"] == "ok"
+    finally:
+        await c.close()

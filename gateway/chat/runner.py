@@ -213,18 +213,31 @@ class ChatService:
         recalled: list[dict[str, Any]] = []
         try:
             messages, recalled = await self._prompt(key, user_text)
-            async for item in self.provider.stream(messages, recalled=recalled):
-                if isinstance(item, Delta):
-                    run.parts.append(item.text)
-                    self._emit(run, "chat.delta", delta=item.text)
-                else:
-                    usage = item
+            room = self.config.chat.max_reply_chars  # a runaway upstream must not make frames no one can read
+            truncated = False
+            async with contextlib.aclosing(self.provider.stream(messages, recalled=recalled)) as stream:
+                async for item in stream:
+                    if isinstance(item, Delta):
+                        text = item.text[:room]
+                        room -= len(text)
+                        if text:
+                            run.parts.append(text)
+                            self._emit(run, "chat.delta", delta=text)
+                        if room <= 0:
+                            truncated = True
+                            log.warning("chat reply cut at chat.maxReplyChars", session=key, run=run.run_id,
+                                        chars=self.config.chat.max_reply_chars)
+                            break
+                    else:
+                        usage = item
             content = "".join(run.parts)
             memory = [{"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"],
                        "score": r["score"]} for r in recalled]
             # What was recalled is kept with the reply, so history can show it later.
-            rec = tx.message_record(str(uuid.uuid4()), "assistant", content, run.run_id,
-                                    **({"memory": memory} if memory else {}))
+            extra: dict[str, Any] = {"memory": memory} if memory else {}
+            if truncated:
+                extra["truncated"] = True
+            rec = tx.message_record(str(uuid.uuid4()), "assistant", content, run.run_id, **extra)
             run.finalizing = True
             await self.sessions.append_messages(key, rec)
             final: dict[str, Any] = {
@@ -233,6 +246,8 @@ class ChatService:
             }
             if usage is not None:
                 final["usage"] = usage.to_dict()
+            if truncated:
+                final["truncated"] = True
             self._emit(run, "chat.final", **final)
             log.info("chat run done", session=key, run=run.run_id, ms=int((time.monotonic() - started) * 1000))
             if self.memory is not None:

@@ -268,24 +268,44 @@ class SessionStore:
         path = self.transcript_path(key)
         if not await asyncio.to_thread(path.exists):
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
-        messages = await asyncio.to_thread(tx.read_messages, path)
-        if before is not None:
-            idx = next((i for i, m in enumerate(messages) if m["id"] == before), None)
-            if idx is None:
-                raise NotFound(f"message not found in session {key}: {before}", {"before": before})
-            messages = messages[:idx]
-        page: list[dict[str, Any]] = []
-        size = 0
-        for m in reversed(messages[-limit:]):
-            size += len(m["content"]) * 2 + 256  # worst case for JSON-escaped text, plus the fields
-            if page and size > max_bytes:
-                break
-            page.append(m)
-        page.reverse()
-        has_more = len(messages) > len(page)
-        for m in page:
-            m.pop("line", None)
-        return {"messages": page, "hasMore": has_more}
+        return await asyncio.to_thread(_history_page, key, path, limit, before, max_bytes)
+
+
+def _history_page(key: str, path: Path, limit: int, before: str | None, max_bytes: int) -> dict[str, Any]:
+    """sessions.history's page, sized by the exact encoded bytes (in a thread: it encodes each message)."""
+    messages = tx.read_messages(path)
+    if before is not None:
+        idx = next((i for i, m in enumerate(messages) if m["id"] == before), None)
+        if idx is None:
+            raise NotFound(f"message not found in session {key}: {before}", {"before": before})
+        messages = messages[:idx]
+    page: list[dict[str, Any]] = []
+    size = 0
+    for m in reversed(messages[-limit:]):
+        m.pop("line", None)
+        n = len(orjson.dumps(m)) + 1
+        if n > max_bytes:  # one message bigger than a page (a runaway reply): show its start
+            m, n = _shorten(m, max_bytes)
+        size += n
+        if page and size > max_bytes:
+            break
+        page.append(m)
+    page.reverse()
+    return {"messages": page, "hasMore": len(messages) > len(page)}
+
+
+def _shorten(m: dict[str, Any], max_bytes: int) -> tuple[dict[str, Any], int]:
+    """`m` with its content cut so that it encodes to at most `max_bytes`; marked `truncated`, with the
+    full length in `contentChars` (the transcript keeps all of it)."""
+    full = m["content"]
+    out = {**m, "truncated": True, "contentChars": len(full)}
+    keep = max_bytes // 2
+    while True:
+        out["content"] = full[:keep]
+        n = len(orjson.dumps(out)) + 1
+        if n <= max_bytes or keep == 0:
+            return out, n
+        keep //= 2
 
 
 def _apply_bumps(sessions: dict[str, dict[str, Any]], bumps: dict[str, list[Any]]) -> None:

@@ -193,6 +193,8 @@ def read_messages(path: Path) -> list[dict[str, Any]]:
             item["runId"] = d["runId"]
         if d.get("aborted"):
             item["aborted"] = True
+        if d.get("truncated"):
+            item["truncated"] = True
         if isinstance(d.get("memory"), list) and d["memory"]:
             item["memory"] = d["memory"]
         out.append(item)
