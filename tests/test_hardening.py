@@ -237,3 +237,45 @@ async def test_an_oversized_message_is_shortened_in_history_and_big_reads_are_re
         assert (await c.call("system.health"))["status"] == "ok"
     finally:
         await c.close()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "zero-header"])
+async def test_a_damaged_index_is_set_aside_and_rebuilt_while_chat_serves(tmp_path, damage):
+    from tests.helpers import RunningGateway
+
+    cfg = make_config(tmp_path / "state", memory=True, **{"memory.embeddings.provider": "none"})
+    notes = cfg.workspace_dir / "memory"
+    notes.mkdir(parents=True)
+    for i in range(300):
+        notes.joinpath(f"note-{i:03}.md").write_text(f"# Note {i}\n\n" + f"filler words number {i} " * 40 + "\n")
+    (cfg.workspace_dir / "MEMORY.md").write_text("# Facts\n\nBjørn's birthday is on 14 June.\n")
+    gw = RunningGateway(cfg)
+    await gw.start()
+    c = await gw.client()
+    await c.call("memory.sync")
+    assert (await c.call("memory.status"))["files"] >= 301
+    await c.close()
+    await gw.stop()
+    db = cfg.memory_db()
+    assert db.stat().st_size > 200_000
+    if damage == "truncate":
+        with open(db, "r+b") as fh:
+            fh.truncate(100_000)
+    else:
+        with open(db, "r+b") as fh:
+            fh.write(b"\0" * 100)
+    await gw.start()  # serves instead of exiting with "database disk image is malformed"
+    try:
+        c = await gw.client()
+        key = (await c.call("sessions.create"))["sessionKey"]
+        sent = await c.call("chat.send", {"sessionKey": key, "message": "still there?"})
+        assert (await c.run_to_end(sent["runId"]))[-1]["method"] == "chat.final"
+        res = await c.call("memory.search", {"query": "Bjørn birthday"})
+        assert res["results"] and res["results"][0]["path"] == "MEMORY.md"
+        status = await c.call("memory.status")
+        assert status["files"] >= 301 and status["corrupt"]
+        aside = [p for p in db.parent.iterdir() if p.name.startswith("memory.sqlite.corrupt-")]
+        assert aside and status["corrupt"][-1]["movedTo"] == str([p for p in aside if not p.name.endswith(("-wal", "-shm"))][0])
+        await c.close()
+    finally:
+        await gw.stop()

@@ -31,6 +31,16 @@ WAL_CHECKPOINT_PAGES = 8192  # 32 MiB of 4 KiB pages; see connect_sync
 WAL_SIZE_LIMIT = 64 << 20
 
 
+_DAMAGE = ("malformed", "not a database", "corrupt")
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """True when `exc` is SQLite saying the file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB), from either
+    driver (sqlite3 or pysqlite3), as opposed to a busy database, a full disk or a bug."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    return "DatabaseError" in names and any(word in str(exc).lower() for word in _DAMAGE)
+
+
 @dataclass(frozen=True)
 class Driver:
     name: str  # "sqlite3" or "pysqlite3"

@@ -34,10 +34,10 @@ import orjson
 import structlog
 
 from ..config import Config
-from ..errors import InvalidParams
+from ..errors import InvalidParams, UpstreamUnavailable
 from .chunking import CHARS_PER_TOKEN, CHUNKER_VERSION
 from .backends import BuiltinBackend, CircuitBreaker, FallbackBackend
-from .db import Database, pick_driver
+from .db import Database, is_corruption, pick_driver
 from .embeddings import EmbeddingProvider, create_provider
 from .indexer import Indexer, IndexSettings, SyncStats
 from .orchestrator import SyncOrchestrator, SyncRequest
@@ -131,6 +131,8 @@ class MemoryManager:
         self._startup: asyncio.Future | None = None
         self._warm_task: asyncio.Task | None = None
         self._old_vectors_ok = True
+        self._corrupt: BaseException | None = None  # a damaged index met while serving; the next run rebuilds
+        self.corrupt_events: list[dict[str, str]] = []  # indexes set aside since start (memory.status)
 
     # ---- configuration-derived -----------------------------------------------------------------------
     def _settings(self) -> IndexSettings:
@@ -182,6 +184,28 @@ class MemoryManager:
         if not self.cfg.enabled:
             return
         self._hold_index()
+        try:
+            await self._open_index()
+        except Exception as exc:
+            if not is_corruption(exc):
+                raise
+            await self._set_aside(exc)
+            await self._open_index()
+        if self.cfg.sync.on_start:
+            # Searches wait for this first sync (see _sync_if_dirty): right after a start the index
+            # may lag the files, and the first chat turn should recall what is on disk.
+            self._startup = self._request(force=False, memory=True, sessions=True, reason="start").future
+            self._warm_task = asyncio.create_task(self._warm_after(self._startup))
+            self._warm_task.add_done_callback(_log_task_failure)
+        else:
+            self._dirty_memory = self._dirty_all_sessions = True
+        self.search_backend = self._make_backend()
+        if not isinstance(self.search_backend, BuiltinBackend):
+            self._update_backend()
+        self.orchestrator.start(self.workspace, self._on_memory_change)
+
+    async def _open_index(self) -> None:
+        """Open the live index (migrations), check its signature, bind search, read its counts."""
         await self._open_live()
         sig = self._signature()
         stored = await get_meta(self.writer, "index_signature")
@@ -195,19 +219,42 @@ class MemoryManager:
             self._old_vectors_ok = _embedding_part(stored) == _embedding_part(sig)
             log.info("memory_index_rebuild_needed", reason="index settings changed")
         await self._open_live_state()
-        await self._refresh_counts()
-        if self.cfg.sync.on_start:
-            # Searches wait for this first sync (see _sync_if_dirty): right after a start the index
-            # may lag the files, and the first chat turn should recall what is on disk.
-            self._startup = self._request(force=False, memory=True, sessions=True, reason="start").future
-            self._warm_task = asyncio.create_task(self._warm_after(self._startup))
-            self._warm_task.add_done_callback(_log_task_failure)
-        else:
-            self._dirty_memory = self._dirty_all_sessions = True
-        self.search_backend = self._make_backend()
-        if not isinstance(self.search_backend, BuiltinBackend):
-            self._update_backend()
-        self.orchestrator.start(self.workspace, self._on_memory_change)
+        await self._refresh_counts()  # reads every page of files and chunks: finds most damage now
+
+    async def _set_aside(self, exc: BaseException) -> None:
+        """The index file is damaged. It is derived data: move it (and its WAL) aside, keep it for a
+        post-mortem, and start an empty one that the next sync fills from the notes and transcripts.
+        The embedding cache lived in the same file; a remote provider re-embeds what it needs."""
+        for db in (self.reader, self.writer):
+            if db is not None:
+                with contextlib.suppress(Exception):
+                    await db.close()
+        self.reader = self.writer = None
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        aside = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                await asyncio.to_thread(os.replace, str(self.db_path) + suffix, str(aside) + suffix)
+        log.error("memory_index_corrupt", error=str(exc), moved_to=str(aside),
+                  action="rebuilding from memory files and transcripts")
+        self.corrupt_events.append({"at": stamp, "movedTo": str(aside), "error": str(exc)[:200]})
+        self._needs_rebuild = False
+        self._dirty_memory = self._dirty_all_sessions = True
+
+    async def _recover(self, exc: BaseException) -> SyncStats:
+        """A sync or search met a damaged index while serving: swap in an empty one, index everything."""
+        async with self._write_lock:
+            async with self._gate.exclusive():
+                await self._set_aside(exc)
+                await self._open_index()
+            self._corrupt = None
+            self._dirty_memory = self._dirty_all_sessions = False
+            self._dirty_sessions.clear()
+            assert self.indexer is not None
+            stats = await self.indexer.sync(force=True, memory=True, sessions=True)
+        self._hidden_sessions.clear()
+        await self._after_sync(stats)
+        return stats
 
     def _make_backend(self) -> BuiltinBackend | FallbackBackend:
         builtin = BuiltinBackend(self._index_search)
@@ -341,6 +388,8 @@ class MemoryManager:
         # drops their chunks, and searches may show them again. (One deleted during the run may have been
         # read before it went, so it stays hidden until the next run.)
         hidden = set(self._hidden_sessions)
+        if self._corrupt is not None:
+            return await self._recover(self._corrupt)
         if self._needs_rebuild:
             stats = await self._rebuild(self._progress(req))
             self._hidden_sessions -= hidden
@@ -353,10 +402,15 @@ class MemoryManager:
             self._dirty_sessions.clear()
         elif isinstance(req.sessions, set):
             self._dirty_sessions -= req.sessions
-        async with self._write_lock:
-            assert self.indexer is not None
-            stats = await self.indexer.sync(force=req.force, memory=req.memory, sessions=req.sessions,
-                                            progress=self._progress(req))
+        try:
+            async with self._write_lock:
+                assert self.indexer is not None
+                stats = await self.indexer.sync(force=req.force, memory=req.memory, sessions=req.sessions,
+                                                progress=self._progress(req))
+        except Exception as exc:
+            if not is_corruption(exc):
+                raise
+            return await self._recover(exc)
         if req.sessions:
             self._hidden_sessions -= hidden if req.sessions is True else hidden & req.sessions
         await self._after_sync(stats)
@@ -610,12 +664,21 @@ class MemoryManager:
     async def _index_search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
                             session_key: str | None, mode: str) -> dict:
         """The built-in backend: this manager's SQLite index."""
-        async with self._gate.shared():
-            assert self.searcher is not None
-            gen = await get_meta(self.reader, "generation", "0") or "0"
-            return await self.searcher.search(
-                query, k=k, min_score=min_score, sources=sources, session_key=session_key, mode=mode,
-                generation=gen, vector_count=self._counts["vectors"], missing_vectors=self._counts["missing"])
+        try:
+            async with self._gate.shared():
+                assert self.searcher is not None
+                gen = await get_meta(self.reader, "generation", "0") or "0"
+                return await self.searcher.search(
+                    query, k=k, min_score=min_score, sources=sources, session_key=session_key, mode=mode,
+                    generation=gen, vector_count=self._counts["vectors"], missing_vectors=self._counts["missing"])
+        except Exception as exc:
+            if not is_corruption(exc):
+                raise
+            if self._corrupt is None:
+                self._corrupt = exc
+                self._request(force=True, memory=True, sessions=True, reason="corrupt-index")
+            raise UpstreamUnavailable("the memory index is damaged; it is being rebuilt from the memory files "
+                                      "and transcripts — retry shortly", retryable=True, retry_after_ms=2000) from None
 
     async def _rerank(self, results: list[dict], k: int, min_score: float) -> list[dict]:
         s = self.cfg.search
@@ -713,8 +776,10 @@ class MemoryManager:
                         "timeDecay": self.cfg.search.time_decay, "halfLifeDays": self.cfg.search.half_life_days},
             "sync": self.orchestrator.status(),
         }
-        if self._rebuilding or self._needs_rebuild:
+        if self._rebuilding or self._needs_rebuild or self._corrupt is not None:
             out["rebuilding"] = True
+        if self.corrupt_events:
+            out["corrupt"] = self.corrupt_events[-5:]
         problem = self._embed_error or self.provider_problem
         if problem:
             out["embeddings"]["error"] = problem
