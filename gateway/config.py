@@ -100,6 +100,16 @@ class SessionsConfig:
 
 
 @dataclass
+class AgentsConfig:
+    max: int = _f(256, ge=1, doc="agents that may exist (folders under <stateDir>/agents); creating one more "
+                  "is refused")
+    max_open: int = _f(16, ge=1, doc="agents open at once (each holds its index, watcher and threads); opening "
+                       "one more closes the least recently used idle one, or is refused when none is idle")
+    idle_seconds: float = _f(300.0, ge=1.0, doc="an agent with no run, request or sync for this long is closed "
+                             "(reopened on its next use); the default agent stays open")
+
+
+@dataclass
 class EmbeddingsConfig:
     provider: str = _f("local", choices=("local", "openai", "none"))
     model: str = _f("", doc="model name; default per provider")
@@ -159,6 +169,10 @@ class SyncConfig:
     on_start: bool = _f(True)
     watch: bool = _f(True)
     watch_debounce_ms: int = _f(500, ge=0)
+    watch_mode: str = _f("auto", choices=("auto", "polling"),
+                         doc="auto: native file events, falling back to polling when they fail (inotify "
+                             "limits); polling: always poll (network filesystems)")
+    watch_poll_ms: int = _f(2000, ge=100, le=600_000, doc="how often polling looks at the memory files")
     session_debounce_ms: int = _f(2000, ge=0, doc="delay after chat.final before a session is re-indexed")
     on_search: bool = _f(True, doc="sync before a search when the index is dirty")
     on_session_start: bool = _f(True, doc="sync in the background when a session is created and the index is dirty")
@@ -219,6 +233,7 @@ class Config:
     server: ServerConfig = _f(factory=ServerConfig)
     chat: ChatConfig = _f(factory=ChatConfig)
     sessions: SessionsConfig = _f(factory=SessionsConfig)
+    agents: AgentsConfig = _f(factory=AgentsConfig)
     memory: MemoryConfig = _f(factory=MemoryConfig)
 
     # ---- derived paths -------------------------------------------------------------------------

@@ -485,7 +485,8 @@ class GatewayServer:
             return None if req.is_notification else protocol.response(req.id, result)
         ctx = CallContext(self.services, conn, req.reply_id)
         try:
-            result = await registry.dispatch(ctx, req.method, req.params)
+            with self.services.request_scope():
+                result = await registry.dispatch(ctx, req.method, req.params)
         except GatewayError as exc:
             if req.is_notification:
                 return None

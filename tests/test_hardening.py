@@ -279,3 +279,155 @@ async def test_a_damaged_index_is_set_aside_and_rebuilt_while_chat_serves(tmp_pa
         await c.close()
     finally:
         await gw.stop()
+
+
+async def wait_for(predicate, timeout: float = 15.0, step: float = 0.1):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(step)
+
+
+def _exhaust_inotify_instances() -> list[int]:
+    """Take every inotify instance this user may still create (fs.inotify.max_user_instances)."""
+    import ctypes
+    import os
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fds = []
+    for _ in range(100_000):
+        fd = libc.inotify_init1(os.O_CLOEXEC)
+        if fd < 0:
+            break
+        fds.append(fd)
+    return fds
+
+
+async def test_when_inotify_runs_out_the_watcher_polls_and_says_so(start_gateway):
+    import os
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux's")
+    fds = _exhaust_inotify_instances()
+    try:
+        gw = await start_gateway(memory=True, **{"memory.embeddings.provider": "none",
+                                                 "memory.sync.watchPollMs": 200})
+        c = await gw.client()
+
+        async def polling():
+            return (await c.call("memory.status"))["sync"]["watcher"]["mode"] == "polling"
+
+        await wait_for(polling)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    try:
+        status = await c.call("memory.status")
+        assert "native watching failed" in status["sync"]["watcher"]["error"]
+        assert (await c.call("system.health"))["memory"]["watcher"] == "polling"
+        (gw.config.workspace_dir / "MEMORY.md").write_text("# Facts\n\nThe spare key is under the blue pot.\n")
+
+        async def found():
+            # a search syncs a dirty index first; poll via memory.status so the watcher alone must see it
+            return (await c.call("memory.status"))["files"] >= 1
+
+        await wait_for(found)
+        res = await c.call("memory.search", {"query": "spare key"})
+        assert res["results"][0]["path"] == "MEMORY.md"
+    finally:
+        await c.close()
+
+
+async def test_polling_mode_sees_note_edits(start_gateway):
+    gw = await start_gateway(memory=True, **{"memory.embeddings.provider": "none",
+                                             "memory.sync.watchMode": "polling", "memory.sync.watchPollMs": 200})
+    c = await gw.client()
+    try:
+        assert (await c.call("memory.status"))["sync"]["watcher"] == {"mode": "polling"}
+        (gw.config.workspace_dir / "memory").mkdir(parents=True, exist_ok=True)
+        (gw.config.workspace_dir / "memory" / "boat.md").write_text("My boat is painted blue.\n")
+
+        async def indexed():
+            return (await c.call("memory.status"))["files"] >= 1
+
+        await wait_for(indexed)
+    finally:
+        await c.close()
+
+
+def _open_fds() -> int:
+    import os
+
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def test_agents_are_capped_and_the_least_recently_used_idle_one_is_closed(start_gateway):
+    gw = await start_gateway(memory=True, **{"memory.embeddings.provider": "none", "agents.maxOpen": 3,
+                                             "agents.max": 40})
+    c = await gw.client()
+    try:
+        keys = {}
+        await c.call("system.health")
+        for i in range(6):  # warm up: the first agents open lazily-loaded modules and pools
+            keys[f"a{i}"] = (await c.call("sessions.create", {"agentId": f"a{i}"}))["sessionKey"]
+        before = _open_fds()
+        for i in range(6, 36):
+            keys[f"a{i}"] = (await c.call("sessions.create", {"agentId": f"a{i}"}))["sessionKey"]
+            health = await c.call("system.health")
+            assert health["agents"] == {"open": 3, "maxOpen": 3}
+        assert _open_fds() <= before + 4  # 30 more agents, no more descriptors held
+        # Closed agents open again on demand, with everything they had.
+        for agent, key in list(keys.items())[:3]:
+            got = await c.call("sessions.get", {"agentId": agent, "sessionKey": key})
+            assert got["sessionKey"] == key
+        # agents.max: the 41st agent is refused with a clear error; existing ones still open.
+        for i in range(36, 39):
+            await c.call("sessions.create", {"agentId": f"a{i}"})
+        with pytest.raises(RpcError) as exc:
+            await c.call("sessions.create", {"agentId": "one-too-many"})
+        assert exc.value.code == -32009 and "agents.max" in exc.value.message
+    finally:
+        await c.close()
+
+
+async def test_when_every_open_agent_is_busy_another_is_refused_not_queued(start_gateway):
+    gw = await start_gateway(**{"agents.maxOpen": 2, "chat.offlineDeltaDelay": 0.5})
+    c = await gw.client()
+    try:
+        key = (await c.call("sessions.create", {"agentId": "busy"}))["sessionKey"]
+        sent = await c.call("chat.send", {"agentId": "busy", "sessionKey": key, "message": "talk slowly"})
+        with pytest.raises(RpcError) as exc:
+            await c.call("sessions.create", {"agentId": "other"})
+        assert exc.value.code == -32009 and "agents.maxOpen" in exc.value.message
+        await c.call("chat.abort", {"agentId": "busy", "sessionKey": key, "runId": sent["runId"]})
+        await c.run_to_end(sent["runId"])
+        assert (await c.call("sessions.create", {"agentId": "other"}))["sessionKey"]  # room once idle
+    finally:
+        await c.close()
+
+
+async def test_idle_agents_close_by_themselves_and_keep_their_idempotency_keys(start_gateway):
+    gw = await start_gateway(memory=True, **{"memory.embeddings.provider": "none", "agents.idleSeconds": 1})
+    c = await gw.client()
+    try:
+        key = (await c.call("sessions.create", {"agentId": "napper"}))["sessionKey"]
+        sent = await c.call("chat.send", {"agentId": "napper", "sessionKey": key, "message": "hi",
+                                          "idempotencyKey": "once"})
+        await c.run_to_end(sent["runId"])
+
+        async def closed():
+            return (await c.call("system.health"))["agents"]["open"] == 1
+
+        await wait_for(closed, timeout=20)
+        again = await c.call("chat.send", {"agentId": "napper", "sessionKey": key, "message": "hi",
+                                           "idempotencyKey": "once"})
+        assert again == {"runId": sent["runId"], "status": "duplicate"}
+        history = await c.call("sessions.history", {"agentId": "napper", "sessionKey": key})
+        assert [m["role"] for m in history["messages"]] == ["user", "assistant"]
+    finally:
+        await c.close()

@@ -74,7 +74,8 @@ class KeyedLocks:
 class ChatService:
     def __init__(self, config: Config, sessions: SessionStore, bus: EventBus, provider: ChatProvider,
                  memory: "MemoryManager | None" = None, topic: Callable[[str], str] = lambda key: key,
-                 compactor: Compactor | None = None):
+                 compactor: Compactor | None = None,
+                 idempotency: dict[tuple[str, str], tuple[str, float]] | None = None):
         self.config = config
         self.topic = topic
         self.compactor = compactor
@@ -84,7 +85,9 @@ class ChatService:
         self.provider = provider
         self.memory = memory
         self.active: dict[str, Run] = {}  # sessionKey → run
-        self._idem: dict[tuple[str, str], tuple[str, float]] = {}
+        # (sessionKey, idempotencyKey) → (runId, expiry); owned by the caller so that it outlives this
+        # service when an idle agent is closed and opened again.
+        self._idem: dict[tuple[str, str], tuple[str, float]] = {} if idempotency is None else idempotency
         self._send_locks = KeyedLocks()
         self.closing = False
 
@@ -149,6 +152,11 @@ class ChatService:
             self._cancel(run)
         if tasks:
             await asyncio.wait(tasks, timeout=max(grace, 0.1))
+
+    @property
+    def idle(self) -> bool:
+        """No run, no background work (compaction) and no send in progress."""
+        return not self.active and not self._background and not len(self._send_locks)
 
     # ---- internals -----------------------------------------------------------------------------
     def _prune_idem(self, now: float) -> None:

@@ -532,6 +532,8 @@ class MemoryManager:
 
     @property
     def dirty(self) -> bool:
+        if self.orchestrator.watch.mode == "stopped":  # nothing sees note edits: the index may lag them
+            self._dirty_memory = True
         return bool(self._needs_rebuild or self._dirty_memory or self._dirty_all_sessions or self._dirty_sessions)
 
     # ---- triggers ------------------------------------------------------------------------------------
@@ -807,7 +809,8 @@ class MemoryManager:
         return out
 
     def health(self) -> dict:
-        return {"files": self._counts["files"], "chunks": self._counts["chunks"], "dirty": self.dirty}
+        return {"files": self._counts["files"], "chunks": self._counts["chunks"], "dirty": self.dirty,
+                "watcher": self.orchestrator.watch.mode}
 
 
 def _embedding_part(signature: str | None) -> tuple:

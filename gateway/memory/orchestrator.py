@@ -31,7 +31,7 @@ from typing import Any, Awaitable, Callable
 
 import structlog
 
-from .watcher import watch_memory
+from .watcher import WatchState, watch_memory
 
 log = structlog.get_logger("gateway.memory")
 
@@ -75,6 +75,7 @@ class SyncOrchestrator:
         self.runs = 0          # syncs started
         self.requests = 0      # requests received (runs ≤ requests: the rest coalesced)
         self.last_reasons: list[str] = []
+        self.watch = WatchState()
 
     # ---- the core: request and run ---------------------------------------------------------------
     def request(self, *, force: bool = False, memory: bool = False, sessions: bool | set[str] = False,
@@ -133,7 +134,8 @@ class SyncOrchestrator:
     def start(self, workspace: Path | None, on_memory_change: Callable[[], None]) -> None:
         """Start the background triggers: file watch (`watch`) and the interval (`intervalMinutes`)."""
         if self.cfg.watch and workspace is not None:
-            self._spawn(watch_memory(workspace, on_memory_change, self._stop, self.cfg.watch_debounce_ms))
+            self._spawn(watch_memory(workspace, on_memory_change, self._stop, self.cfg.watch_debounce_ms,
+                                     mode=self.cfg.watch_mode, poll_ms=self.cfg.watch_poll_ms, state=self.watch))
         if self.cfg.interval_minutes > 0:
             self._spawn(self._interval(self.cfg.interval_minutes * 60.0))
 
@@ -171,7 +173,8 @@ class SyncOrchestrator:
 
     def status(self) -> dict[str, Any]:
         return {"running": self.running, "pending": self.pending, "runs": self.runs, "requests": self.requests,
-                "lastReasons": self.last_reasons, "intervalMinutes": self.cfg.interval_minutes}
+                "lastReasons": self.last_reasons, "intervalMinutes": self.cfg.interval_minutes,
+                "watcher": self.watch.to_dict()}
 
     async def close(self) -> None:
         if self._closed:

@@ -1,14 +1,16 @@
 """Watch the workspace's memory files (watchfiles) and call back, debounced, when one changes.
 
 The callback runs on the event loop and only schedules a sync. The loop ends when `stop` is set.
-A missing workspace is created (0700) so that memory files added later are seen.
+A missing workspace is created (0700) so that memory files added later are seen. Native watching that
+fails (inotify instances or watches exhausted) falls back to polling; `WatchState` says which runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from watchfiles import Change, awatch
 import structlog
@@ -32,20 +34,61 @@ def memory_filter(workspace: Path) -> Callable[[Change, str], bool]:
     return accept
 
 
+class WatchState:
+    """What the watcher is doing, for memory.status and system.health.
+
+    mode: "native" (inotify and friends), "polling" (stat every pollMs: the fallback when native
+    watching cannot start or dies — inotify instances or watches run out — or by choice, for network
+    filesystems), "stopped" (neither works: files are synced only on other triggers), "off"."""
+
+    def __init__(self) -> None:
+        self.mode = "off"
+        self.error: str | None = None
+        self.since: float | None = None
+
+    def set(self, mode: str, error: str | None = None) -> None:
+        self.mode, self.since = mode, time.time()
+        if error is not None:
+            self.error = error
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"mode": self.mode}
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
 async def watch_memory(workspace: Path, on_change: Callable[[], None], stop: asyncio.Event,
-                       debounce_ms: int = 500) -> None:
+                       debounce_ms: int = 500, *, mode: str = "auto", poll_ms: int = 2000,
+                       state: WatchState | None = None) -> None:
+    """Call `on_change` (debounced) when a memory file changes, until `stop` is set.
+
+    mode "auto": native watching, falling back to polling when it fails; "polling": poll only. A
+    watcher that fails marks memory changed, since edits may have been missed meanwhile."""
+    state = state or WatchState()
     try:
         workspace.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
         log.warning("memory_watcher_no_workspace", workspace=str(workspace), error=str(exc))
+        state.set("stopped", f"workspace unusable: {exc}")
         return
-    try:
-        async for _changes in awatch(workspace, watch_filter=memory_filter(workspace), debounce=max(debounce_ms, 1),
-                                     stop_event=stop, recursive=True, rust_timeout=1000,
-                                     ignore_permission_denied=True):
+    tries = ["native", "polling"] if mode == "auto" else ["polling"]
+    for how in tries:
+        state.set(how)
+        try:
+            async for _changes in awatch(workspace, watch_filter=memory_filter(workspace),
+                                         debounce=max(debounce_ms, 1), stop_event=stop, recursive=True,
+                                         rust_timeout=1000, ignore_permission_denied=True,
+                                         force_polling=how == "polling", poll_delay_ms=poll_ms):
+                if stop.is_set():
+                    break
+                on_change()
+            return  # stopped on purpose
+        except Exception as exc:  # e.g. inotify instances or watches ran out ("Too many open files")
             if stop.is_set():
-                break
-            on_change()
-    except Exception as exc:  # e.g. inotify watch limit reached: memory still syncs on other triggers
-        if not stop.is_set():
-            log.warning("memory_watcher_stopped", error=str(exc))
+                return
+            log.warning("memory_watcher_failed", mode=how, error=str(exc),
+                        next="polling" if how != tries[-1] else "none: memory files sync on other triggers")
+            state.error = f"{how} watching failed: {exc}"
+            on_change()  # edits may have been missed while it failed
+    state.set("stopped")

@@ -19,6 +19,7 @@ async def health(ctx: CallContext, p: dict) -> dict:
         "connections": s.connection_count(),
         "chat": {"provider": s.chat.provider.name, "model": s.chat.provider.model},
         "memory": memory,
+        "agents": {"open": len(s.agents), "maxOpen": s.config.agents.max_open},
     }
 
 
