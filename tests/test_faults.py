@@ -156,6 +156,8 @@ async def test_disk_full_while_appending(tmp_path, start_gateway):
                     await c.call("sessions.create", {"label": "y" * 200})
             assert "disk is full" in exc.value.message
             assert_whole_lines(sessions_dir)
+            listed = {s["sessionKey"] for s in (await c.call("sessions.list", {"limit": 500}))["sessions"]}
+            assert {p.stem for p in sessions_dir.glob("*.jsonl")} == listed  # no orphan transcript
             # free space: the same session works again
             for p in sessions_dir.glob("*.jsonl"):
                 if p.name != f"{key}.jsonl":
@@ -167,6 +169,26 @@ async def test_disk_full_while_appending(tmp_path, start_gateway):
             events = await c.run_to_end(sent["runId"])
             assert events[-1]["method"] == "chat.final"
             assert_whole_lines(sessions_dir)
+        finally:
+            await c.close()
+            await gw.stop()
+
+
+async def test_memory_writes_on_a_full_disk_name_the_cause(tmp_path, start_gateway):
+    from tests.helpers import make_config
+
+    workspace = make_config(tmp_path / "state").workspace_dir
+    with tiny_tmpfs(workspace, "32k"):
+        gw = await start_gateway(memory=True, **{"memory.embeddings.provider": "none"})
+        c = await gw.client()
+        try:
+            with pytest.raises(RpcError) as exc:
+                for i in range(40):
+                    await c.call("memory.set", {"key": f"k{i}", "value": "v" * 20_000})
+            assert exc.value.code == -32603 and "disk is full (ENOSPC" in exc.value.message, exc.value.message
+            assert exc.value.data["retryable"] is True and exc.value.data["errno"] == "ENOSPC"
+            assert "errorId" not in exc.value.data
+            assert (await c.call("system.health"))["status"] == "ok"
         finally:
             await c.close()
             await gw.stop()

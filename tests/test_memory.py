@@ -239,7 +239,7 @@ async def test_incremental_sync_follows_edits_adds_and_deletes(tmp_path, open_ma
     status = await m.status()
     assert status["files"] == 2 and status["sources"]["memory"] == {"files": 2, "chunks": 2}
     assert status["dirty"] is False and status["lastSyncAt"].endswith("Z")
-    assert m.health() == {"files": 2, "chunks": 2, "dirty": False}
+    assert m.health() == {"files": 2, "chunks": 2, "dirty": False, "watcher": "off"}
 
 
 async def test_a_sync_batch_becomes_one_full_text_segment(tmp_path, open_manager):
