@@ -4,7 +4,9 @@
     .venv/bin/python scripts/bench_rpc.py [--connections 50] [--seconds 20] [--depth 4] [--out FILE]
 
 Phase 1: N connections issue `system.health` for S seconds, each keeping `depth` requests in flight;
-prints requests/s and p50/p99 latency. Phase 2: a chat streamed from a local OpenAI-compatible server
+prints requests/s and p50/p99 latency — first against a bare websockets + orjson echo server (a
+subprocess answering each frame with a fixed result: the floor any server on this stack pays), then
+against the gateway, with the same client, and prints the gateway's throughput as a ratio of it. Phase 2: a chat streamed from a local OpenAI-compatible server
 (in this process) through the gateway; prints the added latency of a `chat.delta` from the moment the
 provider wrote the chunk to the moment the client received it. The gateway runs as a subprocess
 (`jarvis serve`, memory off, offline defaults otherwise). Writes JSON (default bench-results/rpc.json).
@@ -15,7 +17,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -77,6 +81,38 @@ async def health_load(url: str, token: str, connections: int, seconds: float, de
     }
 
 
+ECHO_SERVER = r"""
+import asyncio, orjson, sys
+from websockets.asyncio.server import serve
+
+RESULT = {"status": "ok", "version": "echo", "uptimeS": 0.0, "connections": 0}
+
+async def handler(ws):
+    async for message in ws:
+        req = orjson.loads(message)
+        await ws.send(orjson.dumps({"jsonrpc": "2.0", "id": req.get("id"), "result": RESULT}), text=True)
+
+async def main():
+    async with serve(handler, "127.0.0.1", 0, compression=None, max_queue=64) as server:
+        print("listening on ws://127.0.0.1:%d/" % next(iter(server.sockets)).getsockname()[1], flush=True)
+        await asyncio.Future()
+
+asyncio.run(main())
+"""
+
+
+async def echo_baseline(connections: int, seconds: float, depth: int) -> dict:
+    """The same load against a bare websockets + orjson echo server in its own process."""
+    proc = subprocess.Popen([sys.executable, "-c", ECHO_SERVER], stdout=subprocess.PIPE, text=True)
+    try:
+        line = await asyncio.to_thread(proc.stdout.readline)
+        port = int(re.search(r":(\d+)/", line).group(1))
+        return await health_load(f"ws://127.0.0.1:{port}/", "unused", connections, seconds, depth)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 async def delta_latency(state: Path, words: int, chunk_delay: float) -> dict:
     with FakeOpenAI() as api:
         api.reply = " ".join(f"w{i}" for i in range(words))
@@ -114,6 +150,7 @@ async def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "rpc.json"))
     args = ap.parse_args()
 
+    echo = await echo_baseline(args.connections, args.seconds, args.depth)
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp) / "state"
         state.mkdir(mode=0o700)
@@ -127,9 +164,13 @@ async def main() -> int:
         (Path(tmp) / "chat").mkdir(mode=0o700)
         delta = await delta_latency(Path(tmp) / "chat", words=60, chunk_delay=0.005)
 
-    result = {"system.health": load, "chat.delta": delta, "cpu_count": os.cpu_count()}
-    print(f"system.health  {load['connections']} connections × depth {load['depth']}, {load['seconds']} s: "
-          f"{load['rps']:,.0f} req/s   p50 {load['p50_ms']} ms   p99 {load['p99_ms']} ms   errors {load['errors']}")
+    ratio = round(load["rps"] / echo["rps"], 3) if echo["rps"] else float("nan")
+    result = {"system.health": load, "echo": echo, "ratioToEcho": ratio, "chat.delta": delta,
+              "cpu_count": os.cpu_count()}
+    for name, r in (("echo server", echo), ("system.health", load)):
+        print(f"{name:<14} {r['connections']} connections × depth {r['depth']}, {r['seconds']} s: "
+              f"{r['rps']:,.0f} req/s   p50 {r['p50_ms']} ms   p99 {r['p99_ms']} ms   errors {r['errors']}")
+    print(f"gateway / echo throughput: {ratio:.2f}×")
     print(f"chat.delta     provider → client added latency over {delta['deltas']} deltas: "
           f"p50 {delta['p50_ms']} ms   p99 {delta['p99_ms']} ms")
     out = Path(args.out)

@@ -91,6 +91,9 @@ class FakeOpenAI:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Each stream chunk goes out at once, as a real provider's does: with Nagle's algorithm a
+            # small write waits for the client's delayed ACK (~40 ms) and benchmarks measure that.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
@@ -139,7 +142,10 @@ class FakeOpenAI:
                                      "usage": {"prompt_tokens": 1, "total_tokens": 1}})
                     return
                 if path.endswith("/chat/completions"):
-                    self._chat(body, cut=behaviour[1] if kind == "cut" else None)
+                    try:
+                        self._chat(body, cut=behaviour[1] if kind == "cut" else None)
+                    except (BrokenPipeError, ConnectionResetError):  # the client stopped reading: fine
+                        self.close_connection = True
                     return
                 self._json(404, {"error": {"message": "no such endpoint"}})
 
@@ -183,3 +189,17 @@ class FakeOpenAI:
                 self.wfile.flush()
 
         return Handler
+
+
+if __name__ == "__main__":  # a separate process, so that a benchmark's client does not share its GIL
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(description="Serve the fake OpenAI API until stdin closes.")
+    ap.add_argument("--reply", default="Hello from the fake model.", help="what chat completions stream")
+    ap.add_argument("--repeat", type=int, default=1, help="the reply, this many times over")
+    args = ap.parse_args()
+    with FakeOpenAI() as fake:
+        fake.reply = args.reply * args.repeat
+        print(fake.base_url, flush=True)
+        sys.stdin.read()

@@ -225,6 +225,9 @@ class ChatService:
             truncated = False
             async with contextlib.aclosing(self.provider.stream(messages, recalled=recalled)) as stream:
                 async for item in stream:
+                    # A provider's client parses a buffered stream without yielding: let the rest of
+                    # the gateway run between chunks, or a fast upstream starves every other client.
+                    await asyncio.sleep(0)
                     if isinstance(item, Delta):
                         text = item.text[:room]
                         room -= len(text)
