@@ -1,7 +1,9 @@
 """Fan-out of server-pushed events to the connections subscribed to a session.
 
-Services publish; the server's connections subscribe. A subscriber's `push(data)` must not block: the
-server queues the bytes per connection and closes consumers that fall too far behind.
+Services publish (method, params); the server's connections subscribe and encode the frame (once per
+event, whatever the number of subscribers: `Event.frame` caches it). A subscriber's `deliver(event)`
+must not block: the server queues the bytes per connection and closes consumers that fall too far
+behind.
 """
 
 from __future__ import annotations
@@ -9,13 +11,20 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Protocol
 
-from . import protocol
+
+class Event:
+    __slots__ = ("method", "params", "frame")
+
+    def __init__(self, method: str, params: dict[str, Any]):
+        self.method = method
+        self.params = params
+        self.frame: bytes | None = None  # the encoded notification, set by the first subscriber that needs it
 
 
 class Subscriber(Protocol):
     subscriptions: set[str]
 
-    def push(self, data: bytes) -> None: ...
+    def deliver(self, event: Event) -> None: ...
 
 
 class EventBus:
@@ -45,7 +54,7 @@ class EventBus:
         subs = self._subs.get(session_key)
         if not subs:
             return 0
-        data = protocol.encode(protocol.notification(method, params))
+        event = Event(method, params)
         for sub in list(subs):
-            sub.push(data)
+            sub.deliver(event)
         return len(subs)

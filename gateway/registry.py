@@ -10,6 +10,7 @@ Handlers are declared in `gateway/methods/*` with the `method` decorator of a Re
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
@@ -17,7 +18,29 @@ from .errors import MethodNotFound
 from .schema import Obj
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .app import Services
+    from .config import Config
+    from .events import EventBus
+
+
+class Services(Protocol):
+    """What handlers and the server may use of the gateway's services (gateway/services.py has the
+    implementation; typing against this keeps registry and server free of imports of it)."""
+
+    config: "Config"
+    bus: "EventBus"
+    started: float
+    agents: dict[str, Any]
+    connection_count: Callable[[], int]
+
+    async def agent(self, agent_id: str | None = None, create: bool = False) -> Any: ...
+
+    def request_scope(self) -> contextlib.AbstractContextManager[None]: ...
+
+    @property
+    def memory(self) -> Any: ...
+
+    @property
+    def chat(self) -> Any: ...
 
 
 class Connection(Protocol):

@@ -12,10 +12,10 @@ from tests.helpers import make_config
 class Recorder:
     def __init__(self):
         self.subscriptions: set[str] = set()
-        self.events: list[bytes] = []
+        self.events: list[tuple[str, dict]] = []
 
-    def push(self, data: bytes) -> None:
-        self.events.append(data)
+    def deliver(self, event) -> None:
+        self.events.append((event.method, event.params))
 
 
 async def test_abort_before_the_run_takes_its_first_step(tmp_path):
@@ -31,7 +31,7 @@ async def test_abort_before_the_run_takes_its_first_step(tmp_path):
     assert await chat.abort(key, None) is True  # no yield in between: the task has not run a line
     await asyncio.sleep(0.05)
     assert key not in chat.active, "the session is free again"
-    assert any(b'"chat.aborted"' in e and started["runId"].encode() in e for e in rec.events)
+    assert ("chat.aborted", {"sessionKey": key, "runId": started["runId"], "seq": 1, "partial": ""}) in rec.events
     again = await chat.send(key, "next", None)
     assert again["status"] == "started"
     await asyncio.wait_for(chat.active[key].task, 5)

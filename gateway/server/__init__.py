@@ -1,0 +1,140 @@
+"""The WebSocket + HTTP server: a thin pump between sockets and the pure protocol.
+
+    http.py        plain HTTP on the same port: /healthz, the web page, /static/
+    handshake.py   the upgrade (Origin, duplicate headers, header auth) and the auth frame
+    connection.py  one client: outgoing queue, backpressure ("slow consumer"), closing
+    dispatch.py    text frame → protocol.parse → limits → registry → replies (size-capped)
+    __init__.py    GatewayServer: bind, accept, the read loop per connection, shutdown
+
+Data flows one way: socket → protocol → registry → method → service. The server never touches
+storage, and services never import the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+import structlog
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from .. import __version__, protocol
+from ..auth import TokenStore
+from ..errors import InvalidRequest
+from .connection import POLICY, RESTART, Connection
+from .dispatch import Dispatcher
+from .handshake import Handshake
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..registry import Services
+
+__all__ = ["GatewayServer"]
+
+log = structlog.get_logger("gateway.server")
+
+
+class GatewayServer:
+    def __init__(self, services: "Services", tokens: TokenStore):
+        self.services = services
+        self.config = services.config
+        self.connections: set[Connection] = set()
+        self.evicting = 0  # connections closed to make room, not yet gone
+        self._server: Server | None = None
+        self.port = 0
+        self.handshake = Handshake(self.config, tokens, {"name": "jarvis-gateway", "version": __version__},
+                                   self._make_room)
+        self.dispatch = Dispatcher(services, self.handshake.auth_ok)
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        c = self.config.server
+        self._server = await serve(
+            self._handle,
+            c.host,
+            c.port,
+            process_request=self.handshake.process_request,
+            max_size=c.preauth_frame_bytes,
+            ping_interval=c.ping_interval or None,
+            ping_timeout=c.ping_interval or None,
+            close_timeout=5,
+            compression=None,  # small JSON frames: deflate costs more CPU than it saves on loopback
+            max_queue=64,
+            server_header=f"jarvis-gateway/{__version__}",
+        )
+        sock = next(iter(self._server.sockets))
+        self.port = sock.getsockname()[1]
+        self.handshake.bound(self.port)
+
+    def stop_accepting(self) -> None:
+        if self._server is not None:
+            self._server.close(close_connections=False)
+
+    async def close_all(self, code: int = RESTART, reason: str = "server restarting") -> None:
+        requests = self.dispatch.requests
+        if requests:  # let requests in flight finish (bounded) before storage closes
+            await asyncio.wait(list(requests), timeout=5)
+        conns = list(self.connections)
+        for conn in conns:
+            conn.closing = True
+        if conns:
+            # Deliver what is already queued (e.g. the chat.aborted of a run stopped by this shutdown)
+            # before the close frame; bounded, so a client that stopped reading cannot hold it up.
+            await asyncio.wait([asyncio.create_task(conn.flush_and_close(code, reason)) for conn in conns],
+                               timeout=5)
+        if self._server is not None:
+            self._server.close(close_connections=True, code=code, reason=reason)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+
+    def _make_room(self) -> bool:
+        """Below the connection limit: yes. At it, close a connection that has not authenticated yet,
+        so sockets that never authenticate cannot hold every slot until authTimeout. False if none."""
+        if len(self.connections) - self.evicting < self.config.server.max_connections:
+            return True
+        victim = next((c for c in self.connections if not c.authed and not c.closing), None)
+        if victim is None:
+            return False
+        log.warning("connection limit: closing an unauthenticated connection", peer=victim.peer)
+        self.evicting += 1
+        victim.close_soon(POLICY, "connection limit reached; authenticate sooner")
+        victim.closer.add_done_callback(lambda _: self._evicted())
+        return True
+
+    def _evicted(self) -> None:
+        self.evicting -= 1
+
+    def connection_count(self) -> int:
+        return len(self.connections)
+
+    # ---- WebSocket -----------------------------------------------------------------------------
+    async def _handle(self, ws: ServerConnection) -> None:
+        conn = Connection(ws, self.config)
+        self.connections.add(conn)
+        conn._writer = asyncio.create_task(conn.writer())
+        try:
+            if not conn.authed and not await self.handshake.authenticate(conn):
+                return
+            ws.protocol.max_message_size = self.config.server.max_frame_bytes
+            conn.log.debug("connection ready", peer=conn.peer)
+            async for message in ws:
+                if conn.closing:
+                    break
+                if isinstance(message, bytes):
+                    conn.send_obj(protocol.error_response(None, InvalidRequest("binary frames are not accepted; send JSON as text")))
+                    continue
+                self.dispatch.on_text(conn, message)
+        except ConnectionClosed:
+            pass
+        finally:
+            if conn.closer is not None:
+                # Our close (1008 "slow consumer") must go out before returning from the handler,
+                # or websockets closes with a plain 1000 and the client never learns why.
+                with contextlib.suppress(Exception):
+                    await asyncio.wait([conn.closer], timeout=10)
+            self.connections.discard(conn)
+            self.services.bus.drop(conn)
+            conn.closing = True
+            if conn._writer is not None:
+                conn._writer.cancel()

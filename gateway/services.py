@@ -1,0 +1,283 @@
+"""What handlers reach through `ctx.services`: the agents (opened lazily, closed when idle), the chat
+provider, the event bus and the config.
+
+    services = Services(config, EventBus(), provider)
+    agent = await services.agent("main")        # opened on first use; agents.maxOpen, agents.max
+    with services.request_scope(): ...          # agents used inside count as busy (no idle close)
+
+Each Agent is one agent's world: its sessions, transcripts, memory index and chat runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+import structlog
+
+from .chat.compaction import Compactor
+from .chat.providers import ChatProvider
+from .chat.runner import ChatService
+from .config import Config, SessionsConfig
+from .errors import Busy, InvalidParams, NotFound
+from .events import EventBus
+from .schema import AGENT_ID
+from .sessions.retention import ephemeral_victims
+from .sessions.store import SessionStore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .memory.manager import MemoryManager
+
+log = structlog.get_logger("gateway.services")
+
+
+AGENT_ID_RE = re.compile(AGENT_ID)
+
+
+class _Held(list):
+    """Agents one request uses. Tasks started by the request (a chat run) inherit the context; once
+    the request is done `open` is False and their uses are no longer counted."""
+
+    open = True
+
+
+_HELD: contextvars.ContextVar[_Held | None] = contextvars.ContextVar("jarvis_held_agents", default=None)
+
+
+def _count_agents(agents_dir: Path) -> int:
+    try:
+        return sum(1 for e in os.scandir(agents_dir) if e.is_dir())
+    except FileNotFoundError:
+        return 0
+
+
+@dataclass
+class Agent:
+    """One agent's world: its own sessions, transcripts, memory index and chat runs."""
+
+    id: str
+    sessions: SessionStore
+    chat: ChatService
+    memory: "MemoryManager | None"
+
+    users: int = 0  # requests being handled that use this agent (see Services.request_scope)
+    last_used: float = 0.0  # time.monotonic() of the last use
+
+    def topic(self, session_key: str) -> str:
+        """Event-bus topic of a session; agent ids and session keys cannot contain '/'."""
+        return f"{self.id}/{session_key}"
+
+    @property
+    def idle(self) -> bool:
+        """Nothing would be cut short by closing it: no request, run, compaction or memory sync."""
+        if self.users or not self.chat.idle:
+            return False
+        return self.memory is None or not (self.memory.orchestrator.running or self.memory.orchestrator.pending)
+
+    async def close(self) -> None:
+        await self.sessions.close()
+        if self.memory is not None:
+            await self.memory.close()
+
+    async def delete_session(self, key: str) -> None:
+        """Abort its run, remove metadata and transcript, and drop its memory chunks.
+
+        Under the session's send lock: a chat.send in flight either finishes starting its run first
+        (which is then aborted here) or finds the session gone — it can never recreate the transcript."""
+        async with self.chat.session_lock(key):
+            await self.chat.abort(key, None)
+            await self.sessions.delete(key)
+        self.chat.forget(key)
+        if self.memory is not None:
+            await self.memory.forget_session(key)
+
+    async def prune(self, config: SessionsConfig) -> list[str]:
+        """Delete the ephemeral sessions retention says should go."""
+        victims = ephemeral_victims(await self.sessions.all(), config)
+        for key in victims:
+            try:
+                await self.delete_session(key)
+            except NotFound:  # deleted meanwhile
+                continue
+        if victims:
+            log.info("ephemeral sessions pruned", agent=self.id, count=len(victims))
+        return victims
+
+
+class Services:
+    """What handlers reach through `ctx.services`. Agents open lazily: `await services.agent(id)`."""
+
+    def __init__(self, config: Config, bus: EventBus, provider: ChatProvider):
+        self.config = config
+        self.bus = bus
+        self.provider = provider
+        self.started = time.monotonic()
+        self.connection_count: Callable[[], int] = lambda: 0
+        self.agents: dict[str, Agent] = {}  # open ones, least recently used first
+        self._idempotency: dict[str, dict[tuple[str, str], tuple[str, float]]] = {}  # outlives closing
+        self._opening = asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._pruner: asyncio.Task[None] | None = None
+        self._closer: asyncio.Task[None] | None = None
+
+    def start_background(self) -> None:
+        self._pruner = asyncio.create_task(self._prune_loop(), name="retention")
+        self._closer = asyncio.create_task(self._idle_loop(), name="idle-agents")
+
+    @contextlib.contextmanager
+    def request_scope(self):
+        """Wrap the handling of one request: agents it opens count as in use until it is done, so that
+        idle closing never closes an agent under a request."""
+        held = _Held()
+        token = _HELD.set(held)
+        try:
+            yield
+        finally:
+            _HELD.reset(token)
+            held.open = False
+            for agent in held:
+                agent.users -= 1
+                agent.last_used = time.monotonic()
+
+    async def _idle_loop(self) -> None:
+        """Close agents (other than the default) that were idle for agents.idleSeconds."""
+        idle_s = self.config.agents.idle_seconds
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), min(30.0, idle_s / 2))
+            if self._stop.is_set():
+                return
+            cutoff = time.monotonic() - idle_s
+            for agent in [a for a in self.agents.values() if a.last_used < cutoff]:
+                try:
+                    await self._close_agent(agent, cutoff=cutoff)
+                except Exception:  # closing is housekeeping: log, try again next round
+                    log.exception("closing an idle agent failed", agent=agent.id)
+
+    async def _prune_loop(self) -> None:
+        """Prune ephemeral sessions at start, then every sessions.pruneIntervalMinutes."""
+        interval = self.config.sessions.prune_interval_minutes * 60
+        while not self._stop.is_set():
+            for agent in list(self.agents.values()):
+                try:
+                    await agent.prune(self.config.sessions)
+                except Exception:  # retention must never take the gateway down; try next time
+                    log.exception("retention failed", agent=agent.id)
+            if interval <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), interval)
+
+    @property
+    def default(self) -> Agent:
+        return self.agents[self.config.agent_id]
+
+    # The default agent's parts, for code that serves one agent (health, sd_notify, the CLI).
+    @property
+    def sessions(self) -> SessionStore:
+        return self.default.sessions
+
+    @property
+    def chat(self) -> ChatService:
+        return self.default.chat
+
+    @property
+    def memory(self) -> "MemoryManager | None":
+        return self.default.memory
+
+    async def agent(self, agent_id: str | None = None, create: bool = False) -> Agent:
+        """The agent `agent_id` (default: the configured one), opened on first use. An agent that
+        has no folder yet exists only once `create` is asked (sessions.create does)."""
+        agent_id = agent_id or self.config.agent_id
+        found = self.agents.get(agent_id)
+        if found is None:
+            if not AGENT_ID_RE.fullmatch(agent_id):
+                raise InvalidParams("params.agentId: must match [A-Za-z0-9._-]{1,64}", field="params.agentId")
+            async with self._opening:
+                found = self.agents.get(agent_id)
+                if found is None:
+                    found = await self._open_new(agent_id, create)
+        self._use(found)
+        return found
+
+    def _use(self, agent: Agent) -> None:
+        agent.last_used = time.monotonic()
+        self.agents[agent.id] = self.agents.pop(agent.id)  # most recently used last
+        held = _HELD.get()
+        if held is not None and held.open and agent not in held:
+            held.append(agent)
+            agent.users += 1
+
+    async def _open_new(self, agent_id: str, create: bool) -> Agent:
+        """Open an agent (under _opening): check it exists or may be created, make room, open it."""
+        cfg = self.config
+        exists = await asyncio.to_thread(cfg.agent_dir(agent_id).is_dir)
+        if not exists and not create and agent_id != cfg.agent_id:
+            raise NotFound(f"agent not found: {agent_id}", {"agentId": agent_id})
+        if not exists and agent_id != cfg.agent_id:
+            count = await asyncio.to_thread(_count_agents, cfg.state_dir / "agents")
+            if count >= cfg.agents.max:
+                raise Busy(f"agent limit reached: {count} agents exist (agents.max = {cfg.agents.max}); use an "
+                           f"existing agentId or raise agents.max", {"agentId": agent_id, "max": cfg.agents.max})
+        while len(self.agents) >= cfg.agents.max_open:
+            victim = next((a for a in self.agents.values() if a.id != cfg.agent_id and a.idle), None)
+            if victim is None:
+                raise Busy(f"too many agents open at once (agents.maxOpen = {cfg.agents.max_open}) and none is "
+                           f"idle; retry when a run ends", {"agentId": agent_id, "maxOpen": cfg.agents.max_open})
+            await self._close_agent(victim, locked=True)
+        agent = await self._open_agent(agent_id)
+        self.agents[agent_id] = agent
+        return agent
+
+    async def _close_agent(self, agent: Agent, *, locked: bool = False, cutoff: float | None = None) -> None:
+        """Close an idle agent (never the default one); it is opened again on its next use."""
+        if agent.id == self.config.agent_id:
+            return
+        async with contextlib.nullcontext() if locked else self._opening:
+            if self.agents.get(agent.id) is not agent or not agent.idle:
+                return
+            if cutoff is not None and agent.last_used >= cutoff:
+                return
+            del self.agents[agent.id]
+            await agent.close()
+        log.info("agent closed", agent=agent.id, reason="idle" if cutoff is not None else "agents.maxOpen")
+
+    async def _open_agent(self, agent_id: str) -> Agent:
+        cfg = self.config
+        sessions = SessionStore(cfg.sessions_dir(agent_id), agent_id)
+        await asyncio.to_thread(sessions.open_sync)
+        await asyncio.to_thread(cfg.agent_workspace(agent_id).mkdir, mode=0o700, parents=True, exist_ok=True)
+        memory = None
+        if cfg.memory.enabled:
+            from .memory.manager import MemoryManager
+
+            memory = MemoryManager(cfg, agent_id)
+            await memory.open()
+        agent = Agent(agent_id, sessions, None, memory)  # type: ignore[arg-type]
+        compactor = Compactor(cfg, sessions, self.provider, memory, cfg.agent_workspace(agent_id))
+        agent.chat = ChatService(cfg, sessions, self.bus, self.provider, memory, topic=agent.topic,
+                                 compactor=compactor, idempotency=self._idempotency.setdefault(agent_id, {}))
+        log.info("agent open", agent=agent_id, memory=memory is not None)
+        return agent
+
+    async def close_runs(self, grace: float) -> None:
+        """Refuse new chat runs and abort the running ones (their partial replies are kept)."""
+        self._stop.set()
+        await asyncio.gather(*(a.chat.shutdown(grace) for a in self.agents.values()))
+        for task in (self._pruner, self._closer):
+            if task is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(task, max(grace, 0.1))
+
+    async def close(self) -> None:
+        await self.provider.close()
+        async with self._opening:
+            for a in list(self.agents.values()):
+                await a.close()
