@@ -246,8 +246,3 @@ class Database:
     async def rollback(self) -> None:
         if self.c.in_transaction:
             await self.execute("ROLLBACK")
-
-    async def insert_id(self, sql: str, params: Sequence[Any]) -> int:
-        row = await self.c.execute_insert(sql, params)
-        assert row is not None
-        return int(row[0])

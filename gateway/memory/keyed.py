@@ -199,12 +199,3 @@ class KeyedStore:
     def list(self, category: str | None, limit: int, offset: int) -> dict:
         entries = self.all(category)
         return {"memories": [e.brief() for e in entries[offset:offset + limit]], "total": len(entries)}
-
-
-def key_of_path(path: str) -> tuple[str, str] | None:
-    """(category, key) when `path` is a keyed memory file's workspace-relative path."""
-    parts = path.split("/")
-    if len(parts) == 4 and "/".join(parts[:2]) == KEYED_DIR and parts[2] in CATEGORIES \
-            and parts[3].endswith(".md") and _KEY.fullmatch(parts[3][:-3]):
-        return parts[2], parts[3][:-3]
-    return None

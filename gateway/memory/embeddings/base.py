@@ -40,9 +40,6 @@ class EmbeddingProvider:
     async def close(self) -> None:
         return None
 
-    def describe(self) -> dict:
-        return {"provider": self.name, "model": self.model}
-
 
 def normalise(vectors: np.ndarray) -> np.ndarray:
     v = np.asarray(vectors, dtype=np.float32)
