@@ -210,11 +210,16 @@ async def test_qmd_and_transcript_results_are_spread_over_files(gateway, fake_qm
     assert [r["path"] for r in res["results"]] == ["MEMORY.md", f"sessions/{key}.jsonl", "MEMORY.md"]
 
 
-async def test_builtin_is_the_default_backend(gateway):
+async def test_builtin_is_the_default_backend(gateway, fake_qmd, monkeypatch):
+    """With a working qmd on PATH and no backend configured, searches still go to the built-in index."""
+    monkeypatch.setenv("PATH", f"{fake_qmd.path.parent}{os.pathsep}{os.environ['PATH']}")
     g, c = await gateway()
     st = await c.call("memory.status")
     assert st["backend"] == {"kind": "builtin"}
     assert st["ranking"] == {"mmr": False, "mmrLambda": 0.7, "timeDecay": False, "halfLifeDays": 30.0}
+    res = await c.call("memory.search", {"query": "wifi password"})
+    assert res["results"][0]["path"] == "MEMORY.md" and "qmd" not in res.get("degraded", "")
+    assert fake_qmd.calls() == []  # qmd was never asked
 
 
 # ---- sync triggers ---------------------------------------------------------------------------------
@@ -242,11 +247,19 @@ async def test_session_start_syncs_a_dirty_index(gateway):
     assert st["sync"]["lastReasons"] == ["session-start"] and st["sources"]["memory"]["files"] == 1
 
 
-async def test_session_start_trigger_can_be_turned_off(gateway):
-    g, c = await gateway(**{"memory.sync.onStart": False, "memory.sync.onSessionStart": False})
+@pytest.mark.parametrize("on", [True, False])
+async def test_session_start_trigger_can_be_turned_off(gateway, on):
+    """The same dirty index, the trigger on or off: only 'on' asks for a sync when a session starts."""
+    g, c = await gateway(**{"memory.sync.onStart": False, "memory.sync.onSearch": False,
+                            "memory.sync.onSessionStart": on})
+    assert (await c.call("memory.status"))["dirty"] is True
     await c.call("sessions.create", {})
+    st = await c.call("memory.status")  # the trigger requests synchronously, or never
+    assert st["sync"]["requests"] == (1 if on else 0)
+    await asyncio.sleep(0.3)
     st = await c.call("memory.status")
-    assert st["dirty"] is True and st["sync"]["requests"] == 0  # the trigger requests synchronously, or never
+    assert st["dirty"] is (not on) or st["sync"]["running"]
+    assert ("session-start" in st["sync"]["lastReasons"]) is on
 
 
 async def test_interval_sync_fires(gateway):

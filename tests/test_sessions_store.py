@@ -8,6 +8,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from gateway.sessions import transcript as tx
 from tests.helpers import GatewayProcess, connect_client
 
 
@@ -50,7 +51,16 @@ async def test_history_pages_are_bounded_in_bytes(start_gateway):
         await c.run_to_end(sent["runId"])
     page = await c.call("sessions.history", {"sessionKey": key})
     assert page["hasMore"] is True and 1 <= len(page["messages"]) < 8
-    assert sum(len(m["content"]) for m in page["messages"]) <= 8192
+    # The bound is on the encoded messages, and it is tight: one more message would have passed it.
+    full = await c.call("sessions.history", {"sessionKey": key, "limit": len(page["messages"]) + 1})
+    assert full["hasMore"] is True and len(full["messages"]) == len(page["messages"])  # the byte bound cut it
+    unbounded = (await c.call("sessions.history", {"sessionKey": key}))["messages"]
+    assert sum(len(orjson.dumps(m)) + 1 for m in page["messages"]) <= 8192
+    everything = [m for m in tx.read_messages(gw.config.sessions_dir() / f"{key}.jsonl")]
+    older_one = everything[-len(page["messages"]) - 1]
+    older_one.pop("line", None)
+    assert sum(len(orjson.dumps(m)) + 1 for m in [older_one, *page["messages"]]) > 8192
+    assert unbounded == page["messages"]
     older = await c.call("sessions.history", {"sessionKey": key, "before": page["messages"][0]["id"]})
     assert older["messages"] and older["messages"][-1]["id"] != page["messages"][0]["id"]
     await c.close()
