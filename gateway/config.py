@@ -135,6 +135,9 @@ class SearchConfig:
                                doc="BM25 weight of a chunk's neighbouring context relative to its own text")
     segment_weight: float = _f(0.3, ge=0.0, le=4.0,
                                doc="re-rank: weight of the best single message/line match (query words together)")
+    coverage_weight: float = _f(0.3, ge=0.0, le=4.0,
+                                doc="re-rank: weight of the share of the query's words a whole window "
+                                    "(core and neighbours) contains")
     file_diversity: float = _f(0.9, ge=0.0, le=1.0,
                                doc="re-rank: each result already picked from a file scales the score of "
                                    "that file's other candidates by this (1 = off)")

@@ -75,7 +75,7 @@ def _is_heading(line: str) -> bool:
     return bool(_HEADING.match(line))
 
 
-def chunk_markdown(text: str, tokens: int = 400, overlap: int = 80) -> list[Chunk]:
+def chunk_markdown(text: str, tokens: int, overlap: int) -> list[Chunk]:
     max_chars = max(64, tokens * CHARS_PER_TOKEN)
     overlap_chars = max(0, min(overlap, tokens - 1)) * CHARS_PER_TOKEN
     pieces = _pieces(text, max_chars)
@@ -164,7 +164,7 @@ def read_messages(path: Path, data: bytes | None = None) -> list[Message]:
     return out
 
 
-def chunk_messages(messages: Iterable[Message], tokens: int = 120, max_tokens: int = 400,
+def chunk_messages(messages: Iterable[Message], tokens: int, max_tokens: int,
                    overlap_messages: int = 0, context_tokens: int = 0) -> list[Chunk]:
     """Group whole messages into chunks of about `tokens` tokens. A message longer than `max_tokens`
     is cut into pieces of its own (each piece keeps the message's line).
@@ -240,6 +240,6 @@ def _window(units: list[tuple[int, str, bool]], i: int, j: int, budget: int) -> 
     return pre, post
 
 
-def chunk_transcript(path: Path, tokens: int = 120, max_tokens: int = 400,
+def chunk_transcript(path: Path, tokens: int, max_tokens: int,
                      overlap_messages: int = 0, context_tokens: int = 0, data: bytes | None = None) -> list[Chunk]:
     return chunk_messages(read_messages(path, data), tokens, max_tokens, overlap_messages, context_tokens)

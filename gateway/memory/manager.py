@@ -134,11 +134,7 @@ class MemoryManager:
 
     # ---- configuration-derived -----------------------------------------------------------------------
     def _settings(self) -> IndexSettings:
-        c = self.cfg.chunking
-        return IndexSettings(
-            workspace=self.workspace, sessions_dir=self.sessions_dir, tokens=c.tokens, overlap=c.overlap,
-            session_tokens=c.session_tokens, session_overlap=c.session_overlap, session_context=c.session_context,
-            vector_backend=self.backend, cache_max_entries=self.cfg.embeddings.cache_max_entries)
+        return IndexSettings.from_config(self.cfg, self.workspace, self.sessions_dir, self.backend)
 
     def _signature(self) -> str:
         c = self.cfg.chunking
@@ -153,12 +149,7 @@ class MemoryManager:
         }, option=orjson.OPT_SORT_KEYS).decode()
 
     def _options(self) -> SearchOptions:
-        s = self.cfg.search
-        return SearchOptions(mode=s.mode, fusion=s.fusion, rrf_k=s.rrf_k, text_weight=s.text_weight,
-                             vector_weight=s.vector_weight, candidate_multiplier=s.candidate_multiplier,
-                             snippet_chars=s.snippet_chars, tokenizer=self.tokenizer,
-                             context_weight=s.context_weight, segment_weight=s.segment_weight,
-                             file_diversity=s.file_diversity)
+        return SearchOptions.from_config(self.cfg.search, self.tokenizer)
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     async def open(self) -> None:

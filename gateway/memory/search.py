@@ -29,7 +29,7 @@ import re
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
 
 import numpy as np
 import orjson
@@ -39,6 +39,9 @@ from .embeddings import EmbeddingError, EmbeddingProvider
 from .schema import TOKENIZERS
 from .stopwords import DATE_STOPWORDS, STOPWORDS
 from .vectors import VectorStore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import SearchConfig
 
 POSTINGS_BUDGET = 0.05  # of all chunks; see Searcher.prune_common
 PRUNE_MIN_CHUNKS = 20_000
@@ -128,8 +131,8 @@ class Candidate:
     cosine: float | None = None
 
 
-def fuse(fts: Sequence[tuple[int, float]], vec: Sequence[tuple[int, float]], *, method: str = "rrf",
-         rrf_k: int = 60, text_weight: float = 1.0, vector_weight: float = 1.0) -> list[Candidate]:
+def fuse(fts: Sequence[tuple[int, float]], vec: Sequence[tuple[int, float]], *, method: str,
+         rrf_k: int, text_weight: float, vector_weight: float) -> list[Candidate]:
     """fts: (id, bm25) best first (bm25 negative, lower is better); vec: (id, cosine) best first."""
     cands: dict[int, Candidate] = {}
     for r, (cid, s) in enumerate(fts, start=1):
@@ -315,23 +318,33 @@ def _head(text: str, n: int) -> str:
 
 # ---- the search itself -----------------------------------------------------------------------------
 
-@dataclass
+@dataclass(frozen=True)
 class SearchOptions:
-    mode: str = "hybrid"
-    fusion: str = "rrf"
-    rrf_k: int = 60
-    text_weight: float = 1.0
-    vector_weight: float = 1.0
-    candidate_multiplier: int = 4
-    snippet_chars: int = 700
-    tokenizer: str = "unicode61"
-    context_weight: float = 0.3
-    segment_weight: float = 0.0
+    """The search settings, built from the config (`memory.search.*`) by `from_config`: no defaults of
+    their own, so the config is the one place a default lives."""
+    mode: str
+    fusion: str
+    rrf_k: int
+    text_weight: float
+    vector_weight: float
+    candidate_multiplier: int
+    snippet_chars: int
+    tokenizer: str  # the live index's FTS tokenizer (normally `ftsTokenizer`; see MemoryManager)
+    context_weight: float
+    segment_weight: float
     # Re-rank: weight of the rarity-weighted share of the query's words found anywhere in the window
     # (core and neighbours), beside segment_weight's best single message.
-    coverage_weight: float = 0.3
+    coverage_weight: float
     # Each result already picked from the same file scales a candidate's score by this (1 = off).
-    file_diversity: float = 1.0
+    file_diversity: float
+
+    @classmethod
+    def from_config(cls, s: "SearchConfig", tokenizer: str | None = None) -> "SearchOptions":
+        return cls(mode=s.mode, fusion=s.fusion, rrf_k=s.rrf_k, text_weight=s.text_weight,
+                   vector_weight=s.vector_weight, candidate_multiplier=s.candidate_multiplier,
+                   snippet_chars=s.snippet_chars, tokenizer=tokenizer or s.fts_tokenizer,
+                   context_weight=s.context_weight, segment_weight=s.segment_weight,
+                   coverage_weight=s.coverage_weight, file_diversity=s.file_diversity)
 
 
 T = TypeVar("T")
