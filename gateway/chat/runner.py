@@ -156,6 +156,13 @@ class ChatService:
         except Exception:  # the next turn tries again; the transcript is untouched
             log.exception("compaction failed", session=key)
 
+    def _reply_marks(self) -> dict[str, Any]:
+        """Fields of a reply's transcript record: which provider wrote it, and whether it is memory."""
+        marks: dict[str, Any] = {"provider": self.provider.name}
+        if not getattr(self.provider, "replies_are_memory", True):
+            marks[tx.REMEMBER_FIELD] = False
+        return marks
+
     def _emit(self, run: Run, method: str, **params: Any) -> None:
         self.bus.publish(self.topic(run.session_key), method,
                          {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params})
@@ -200,7 +207,7 @@ class ChatService:
                        "score": r["score"]} for r in recalled]
             # What was recalled is kept with the reply, so history can show it later.
             rec = tx.message_record(str(uuid.uuid4()), "assistant", content, run.run_id,
-                                    **({"memory": memory} if memory else {}))
+                                    **({"memory": memory} if memory else {}), **self._reply_marks())
             run.finalizing = True
             await self.sessions.append_messages(key, rec)
             final: dict[str, Any] = {
@@ -220,7 +227,8 @@ class ChatService:
         except asyncio.CancelledError:
             partial = "".join(run.parts)
             if partial:
-                rec = tx.message_record(str(uuid.uuid4()), "assistant", partial, run.run_id, aborted=True)
+                rec = tx.message_record(str(uuid.uuid4()), "assistant", partial, run.run_id, aborted=True,
+                                        **self._reply_marks())
                 try:
                     await self.sessions.append_messages(key, rec)
                 except Exception as exc:
