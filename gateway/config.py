@@ -141,6 +141,9 @@ class SearchConfig:
     file_diversity: float = _f(0.9, ge=0.0, le=1.0,
                                doc="re-rank: each result already picked from a file scales the score of "
                                    "that file's other candidates by this (1 = off)")
+    question_weight: float = _f(0.5, ge=0.0, le=1.0,
+                                doc="re-rank: how much a question (or a message of only the query's own words) "
+                                    "counts as a match; a chunk of only such messages scores this much")
     fts_tokenizer: str = _f("porter", choices=("unicode61", "trigram", "porter"),
                             doc="trigram for CJK text; porter stems English words")
     vector_backend: str = _f("auto", choices=("auto", "sqlite-vec", "numpy"),

@@ -171,7 +171,7 @@ class ChatService:
         recalled: list[dict[str, Any]] = []
         if self.memory is not None and self.config.memory.recall.enabled:
             try:
-                recalled = await self.memory.recall(user_text)
+                recalled = await self.memory.recall(user_text, session_key)
             except Exception as exc:  # recall is best effort; the turn goes on without it
                 log.warning("recall failed", error=type(exc).__name__, session=session_key)
         if self.compactor is not None:

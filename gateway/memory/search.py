@@ -237,6 +237,57 @@ def _score(seg: str, ctx: SnippetContext) -> Segment:
     return s
 
 
+# "User: ", "Assistant: ", "Caroline: ": who spoke, at the start of a transcript message (see chunking).
+_LABEL = re.compile(r"^[^\W\d_][\w.'’-]*(?: [^\W\d_][\w.'’-]*){0,2}: ")
+
+
+def _body(seg: str) -> str:
+    """A segment without its speaker label."""
+    m = _LABEL.match(seg)
+    return seg[m.end():] if m else seg
+
+
+def query_stems(terms: Sequence[str]) -> frozenset[str]:
+    return frozenset(light_stem(t) for t in terms)
+
+
+def is_echo(seg: str, qstems: frozenset[str]) -> bool:
+    """A message (or line) that asks rather than tells: a question, or one whose words are all the
+    query's own (it adds nothing to what is asked). Such a segment is a poor answer to the query even
+    when it matches it best — typically the same question asked earlier."""
+    body = _body(seg).strip()
+    if not body:
+        return False
+    if body.endswith("?"):
+        return True
+    words = query_terms(body)
+    return bool(words) and all(light_stem(w) in qstems for w in words)
+
+
+def _only_asks(segs: Sequence[tuple[float, str, bool]], qstems: frozenset[str]) -> bool:
+    """A chunk whose core matches the query only in questions / echoes of it, with no statement in its
+    whole window (core or neighbours) that matches the query: it asks what the query asks and holds no
+    answer. (A question followed by its answer is not penalised: the answer is in the window.)"""
+    matched = [(seg, core) for sc, seg, core in segs if sc > 0]
+    if not any(core for _seg, core in matched):
+        return False
+    return all(is_echo(seg, qstems) for seg, _core in matched)
+
+
+@dataclass(frozen=True)
+class Exclude:
+    """Leave out the chunks of transcript `path` whose core holds a message with this text (the
+    message a chat turn answers: it must not be recalled as its own answer)."""
+    path: str
+    text: str
+
+    def hits(self, path: str, text: str, spans: Sequence[Sequence[int]] | None, context: str) -> bool:
+        if path != self.path or not spans:
+            return False
+        want = " ".join(self.text.split())
+        return any(core and " ".join(_body(seg).split()) == want for seg, core in _segments(text, spans, context))
+
+
 def _cut_around(text: str, pos: int, limit: int) -> str:
     if len(text) <= limit:
         return text
@@ -337,6 +388,9 @@ class SearchOptions:
     coverage_weight: float
     # Each result already picked from the same file scales a candidate's score by this (1 = off).
     file_diversity: float
+    # Re-rank: a question (or a message made only of the query's words) counts this much as a match,
+    # and a chunk whose core is only such messages scores this much (1 = off).
+    question_weight: float
 
     @classmethod
     def from_config(cls, s: "SearchConfig", tokenizer: str | None = None) -> "SearchOptions":
@@ -344,7 +398,8 @@ class SearchOptions:
                    vector_weight=s.vector_weight, candidate_multiplier=s.candidate_multiplier,
                    snippet_chars=s.snippet_chars, tokenizer=tokenizer or s.fts_tokenizer,
                    context_weight=s.context_weight, segment_weight=s.segment_weight,
-                   coverage_weight=s.coverage_weight, file_diversity=s.file_diversity)
+                   coverage_weight=s.coverage_weight, file_diversity=s.file_diversity,
+                   question_weight=s.question_weight)
 
 
 T = TypeVar("T")
@@ -506,7 +561,7 @@ class Searcher:
 
     async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
                      session_key: str | None, mode: str, generation: str, vector_count: int,
-                     missing_vectors: int) -> dict[str, Any]:
+                     missing_vectors: int, exclude: Exclude | None = None) -> dict[str, Any]:
         o = self.opts
         emb = {"provider": self.provider.name, "model": self.provider.model}
         terms = query_terms(query)
@@ -551,14 +606,14 @@ class Searcher:
             cands = single_list_scores(fts_hits, "fts")
         else:
             cands = single_list_scores(vec_hits, "vector")
-        results = await self._materialise(cands, k, terms, min_score, rerank=used != "vector")
+        results = await self._materialise(cands, k, terms, min_score, rerank=used != "vector", exclude=exclude)
         out: dict[str, Any] = {"results": results, "mode": used, "embeddings": emb}
         if degraded:
             out["degraded"] = "; ".join(degraded)
         return out
 
     async def _materialise(self, cands: list[Candidate], k: int, terms: Sequence[str], min_score: float,
-                           rerank: bool) -> list[dict[str, Any]]:
+                           rerank: bool, exclude: Exclude | None = None) -> list[dict[str, Any]]:
         rows: dict[int, tuple] = {}
         # The pool to re-rank (and a few spare in case rows vanished since the candidates were listed).
         pool = cands[: max(k * 3, 20)] if rerank and self.opts.segment_weight > 0 else cands[: k * 2]
@@ -570,23 +625,31 @@ class Searcher:
                 rows[int(r[0])] = r
         hidden = self.hidden_sessions
         live = [(c, rows[c.id]) for c in pool if c.id in rows and not (hidden and rows[c.id][3] in hidden)]
+        if exclude is not None:
+            live = [(c, r) for c, r in live
+                    if not exclude.hits(r[1], r[6], orjson.loads(r[7]) if r[7] else None, r[8])]
         ctx = SnippetContext.build(terms, [r[6] for _, r in live])
         if rerank and self.opts.segment_weight > 0 and live:
             # Reward chunks where the query's words meet in one message (or line): the best single
             # segment's weighted match, relative to the pool's best, blended into the fused score; and
             # chunks whose window (core and neighbours) covers more of the query's words.
-            best = []
+            best, asking = [], []
+            qw = self.opts.question_weight
+            qstems = query_stems(terms)
             for c, r in live:
                 spans = orjson.loads(r[7]) if r[7] else None
-                best.append(max((_score(seg, ctx).score for seg, core in _segments(r[6], spans, r[8]) if core),
-                                default=0.0))
+                segs = [(_score(seg, ctx).score, seg, core) for seg, core in _segments(r[6], spans, r[8])]
+                best.append(max((sc for sc, _seg, core in segs if core), default=0.0))
+                asking.append(qw < 1.0 and _only_asks(segs, qstems))
             top = max(best) or 1.0
             w = self.opts.segment_weight
             cw = self.opts.coverage_weight
             total = sum(ctx.weights.get(t, 1.0) for t in ctx.terms) or 1.0
-            for (c, r), b in zip(live, best):
+            for (c, r), b, e in zip(live, best, asking):
                 cov = _score(r[6] + "\n" + (r[8] or ""), ctx).score / total if cw > 0 else 0.0
                 c.score = (c.score + w * b / top + cw * cov) / (1.0 + w + cw)
+                if e:
+                    c.score *= qw
             live.sort(key=lambda cr: -cr[0].score)
         picked = spread_over_files([(c, r) for c, r in live if c.score >= min_score], k,
                                    self.opts.file_diversity)
