@@ -144,6 +144,9 @@ class SearchConfig:
     question_weight: float = _f(0.5, ge=0.0, le=1.0,
                                 doc="re-rank: how much a question (or a message of only the query's own words) "
                                     "counts as a match; a chunk of only such messages scores this much")
+    min_similarity: float = _f(0.25, ge=0.0, le=1.0,
+                               doc="a chunk that shares no word with the query is a hit only if its embedding's "
+                                   "cosine similarity to the query's is at least this (0 = every vector neighbour)")
     fts_tokenizer: str = _f("porter", choices=("unicode61", "trigram", "porter"),
                             doc="trigram for CJK text; porter stems English words")
     vector_backend: str = _f("auto", choices=("auto", "sqlite-vec", "numpy"),

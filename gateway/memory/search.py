@@ -391,6 +391,8 @@ class SearchOptions:
     # Re-rank: a question (or a message made only of the query's words) counts this much as a match,
     # and a chunk whose core is only such messages scores this much (1 = off).
     question_weight: float
+    # A candidate found only by its embedding needs at least this cosine similarity to the query.
+    min_similarity: float
 
     @classmethod
     def from_config(cls, s: "SearchConfig", tokenizer: str | None = None) -> "SearchOptions":
@@ -399,7 +401,7 @@ class SearchOptions:
                    snippet_chars=s.snippet_chars, tokenizer=tokenizer or s.fts_tokenizer,
                    context_weight=s.context_weight, segment_weight=s.segment_weight,
                    coverage_weight=s.coverage_weight, file_diversity=s.file_diversity,
-                   question_weight=s.question_weight)
+                   question_weight=s.question_weight, min_similarity=s.min_similarity)
 
 
 T = TypeVar("T")
@@ -606,6 +608,10 @@ class Searcher:
             cands = single_list_scores(fts_hits, "fts")
         else:
             cands = single_list_scores(vec_hits, "vector")
+        if o.min_similarity > 0:
+            # Not a hit: a chunk that shares no word with the query (not in the full-text list) and
+            # whose embedding is not close to the query's either.
+            cands = [c for c in cands if c.fts_rank is not None or (c.cosine or 0.0) >= o.min_similarity]
         results = await self._materialise(cands, k, terms, min_score, rerank=used != "vector", exclude=exclude)
         out: dict[str, Any] = {"results": results, "mode": used, "embeddings": emb}
         if degraded:
