@@ -661,3 +661,19 @@ def test_search_options_and_index_settings_have_no_defaults_of_their_own():
     st = IndexSettings.from_config(cfg.memory, Path("/w"), Path("/s"), "numpy")
     assert st.session_tokens == 99 and st.tokens == cfg.memory.chunking.tokens
     assert st.session_context == cfg.memory.chunking.session_context
+
+
+async def test_rank_fusion_is_the_default_and_the_blend_an_option(tmp_path, open_manager):
+    assert load_config({}, env={}).memory.search.fusion == "rrf"
+    for fusion in ("rrf", "weighted"):
+        cfg = make_cfg(tmp_path / fusion, **{"memory.search.fusion": fusion})
+        write(cfg.workspace_dir / "memory" / "pets.md", "Our dog Rex loves chasing squirrels in the park.\n")
+        write(cfg.workspace_dir / "memory" / "car.md", "The car needs new winter tyres before December.\n")
+        write(cfg.workspace_dir / "memory" / "garden.md", "Rex dug up the tulips in the garden again.\n")
+        m = await open_manager(cfg)
+        await m.sync()
+        res = await m.search("where does the dog Rex chase squirrels")
+        assert res["mode"] == "hybrid" and paths(res)[0] == "memory/pets.md", (fusion, res)
+        assert "memory/car.md" not in paths(res), "shares no word and is not close: not a hit"
+        assert all(0.0 < r["score"] <= 1.0 for r in res["results"])
+        assert res["results"][0]["score"] > res["results"][-1]["score"] or len(res["results"]) == 1

@@ -393,6 +393,8 @@ class SearchOptions:
     question_weight: float
     # A candidate found only by its embedding needs at least this cosine similarity to the query.
     min_similarity: float
+    # fusion "rrf": weight of the third ranked list, the re-rank's match (best message + coverage).
+    rerank_weight: float
 
     @classmethod
     def from_config(cls, s: "SearchConfig", tokenizer: str | None = None) -> "SearchOptions":
@@ -401,10 +403,20 @@ class SearchOptions:
                    snippet_chars=s.snippet_chars, tokenizer=tokenizer or s.fts_tokenizer,
                    context_weight=s.context_weight, segment_weight=s.segment_weight,
                    coverage_weight=s.coverage_weight, file_diversity=s.file_diversity,
-                   question_weight=s.question_weight, min_similarity=s.min_similarity)
+                   question_weight=s.question_weight, min_similarity=s.min_similarity,
+                   rerank_weight=s.rerank_weight)
 
 
 T = TypeVar("T")
+
+
+def _shared_ranks(values: Sequence[float]) -> list[int]:
+    """1-based rank of each value, highest first; equal values share the best rank of their group."""
+    vals = [round(v, 9) for v in values]
+    first: dict[float, int] = {}
+    for r, v in enumerate(sorted(vals, reverse=True), start=1):
+        first.setdefault(v, r)
+    return [first[v] for v in vals]
 
 
 def spread_over_files(ranked: list[T], k: int, factor: float,
@@ -612,14 +624,15 @@ class Searcher:
             # Not a hit: a chunk that shares no word with the query (not in the full-text list) and
             # whose embedding is not close to the query's either.
             cands = [c for c in cands if c.fts_rank is not None or (c.cosine or 0.0) >= o.min_similarity]
-        results = await self._materialise(cands, k, terms, min_score, rerank=used != "vector", exclude=exclude)
+        results = await self._materialise(cands, k, terms, min_score, rerank=used != "vector",
+                                          fused=used == "hybrid", exclude=exclude)
         out: dict[str, Any] = {"results": results, "mode": used, "embeddings": emb}
         if degraded:
             out["degraded"] = "; ".join(degraded)
         return out
 
     async def _materialise(self, cands: list[Candidate], k: int, terms: Sequence[str], min_score: float,
-                           rerank: bool, exclude: Exclude | None = None) -> list[dict[str, Any]]:
+                           rerank: bool, fused: bool = False, exclude: Exclude | None = None) -> list[dict[str, Any]]:
         rows: dict[int, tuple] = {}
         # The pool to re-rank (and a few spare in case rows vanished since the candidates were listed).
         pool = cands[: max(k * 3, 20)] if rerank and self.opts.segment_weight > 0 else cands[: k * 2]
@@ -651,9 +664,25 @@ class Searcher:
             w = self.opts.segment_weight
             cw = self.opts.coverage_weight
             total = sum(ctx.weights.get(t, 1.0) for t in ctx.terms) or 1.0
-            for (c, r), b, e in zip(live, best, asking):
-                cov = _score(r[6] + "\n" + (r[8] or ""), ctx).score / total if cw > 0 else 0.0
-                c.score = (c.score + w * b / top + cw * cov) / (1.0 + w + cw)
+            match = [w * b / top + (cw * _score(r[6] + "\n" + (r[8] or ""), ctx).score / total if cw > 0 else 0.0)
+                     for (c, r), b in zip(live, best)]
+            if fused and self.opts.fusion == "rrf":
+                # The match is a third ranked list beside full text and vectors (ties share a rank).
+                o = self.opts
+                rank = _shared_ranks(match)
+                kk = o.rrf_k
+                norm = (o.text_weight + o.vector_weight + o.rerank_weight) / (kk + 1) or 1.0
+                for (c, r), m in zip(live, rank):
+                    sc = o.rerank_weight / (kk + m)
+                    if c.fts_rank is not None:
+                        sc += o.text_weight / (kk + c.fts_rank)
+                    if c.vec_rank is not None:
+                        sc += o.vector_weight / (kk + c.vec_rank)
+                    c.score = min(1.0, sc / norm)
+            else:
+                for (c, r), m in zip(live, match):
+                    c.score = (c.score + m) / (1.0 + w + cw)
+            for (c, r), e in zip(live, asking):
                 if e:
                     c.score *= qw
             live.sort(key=lambda cr: -cr[0].score)
