@@ -285,7 +285,16 @@ class Exclude:
         if path != self.path or not spans:
             return False
         want = " ".join(self.text.split())
-        return any(core and " ".join(_body(seg).split()) == want for seg, core in _segments(text, spans, context))
+        # The message as indexed: with a speaker label ("User: …"), or as written when the transcript
+        # names its speakers itself ("Caroline: …").
+        # A message longer than a chunk is indexed in pieces: each is part of it.
+        for seg, core in _segments(text, spans, context):
+            if not core:
+                continue
+            body, whole = " ".join(_body(seg).split()), " ".join(seg.split())
+            if want in (body, whole) or (len(body) >= 200 and body in want):
+                return True
+        return False
 
 
 def _cut_around(text: str, pos: int, limit: int) -> str:
