@@ -264,14 +264,16 @@ def is_echo(seg: str, qstems: frozenset[str]) -> bool:
     return bool(words) and all(light_stem(w) in qstems for w in words)
 
 
-def _only_asks(segs: Sequence[tuple[float, str, bool]], qstems: frozenset[str]) -> bool:
+def _only_asks(core: Sequence[tuple[float, str]], others: Sequence[str], ctx: "SnippetContext",
+               qstems: frozenset[str]) -> bool:
     """A chunk whose core matches the query only in questions / echoes of it, with no statement in its
     whole window (core or neighbours) that matches the query: it asks what the query asks and holds no
-    answer. (A question followed by its answer is not penalised: the answer is in the window.)"""
-    matched = [(seg, core) for sc, seg, core in segs if sc > 0]
-    if not any(core for _seg, core in matched):
-        return False
-    return all(is_echo(seg, qstems) for seg, _core in matched)
+    answer. (A question followed by its answer is not penalised: the answer is in the window.)
+    `core`: (match score, text) of the core's segments; `others`: the neighbours' texts."""
+    matched = [seg for sc, seg in core if sc > 0]
+    if not matched or not all(is_echo(seg, qstems) for seg in matched):
+        return False  # the common case, decided without looking at the neighbours
+    return not any(_score(seg, ctx).score > 0 and not is_echo(seg, qstems) for seg in others)
 
 
 @dataclass(frozen=True)
@@ -666,9 +668,10 @@ class Searcher:
             qstems = query_stems(terms)
             for c, r in live:
                 spans = orjson.loads(r[7]) if r[7] else None
-                segs = [(_score(seg, ctx).score, seg, core) for seg, core in _segments(r[6], spans, r[8])]
-                best.append(max((sc for sc, _seg, core in segs if core), default=0.0))
-                asking.append(qw < 1.0 and _only_asks(segs, qstems))
+                raw = _segments(r[6], spans, r[8])
+                core = [(_score(seg, ctx).score, seg) for seg, is_core in raw if is_core]
+                best.append(max((sc for sc, _seg in core), default=0.0))
+                asking.append(qw < 1.0 and _only_asks(core, [seg for seg, is_core in raw if not is_core], ctx, qstems))
             top = max(best) or 1.0
             w = self.opts.segment_weight
             cw = self.opts.coverage_weight
