@@ -247,33 +247,39 @@ def _body(seg: str) -> str:
     return seg[m.end():] if m else seg
 
 
-def query_stems(terms: Sequence[str]) -> frozenset[str]:
-    return frozenset(light_stem(t) for t in terms)
+class EchoTest:
+    """Tells a message (or line) that asks rather than tells: a question, or one whose words are all
+    the query's own (it adds nothing to what is asked). Such a segment is a poor answer to the query
+    even when it matches it best — typically the same question asked earlier."""
 
+    def __init__(self, query_terms_: Sequence[str]):
+        self.stems = frozenset(light_stem(t) for t in query_terms_)
+        # A message made of the query's words and stopwords is about as long as a query: a longer
+        # one surely adds words (checked by length, not by finding every word: this runs per message).
+        self.max_len = 24 * len(self.stems) + 40
 
-def is_echo(seg: str, qstems: frozenset[str]) -> bool:
-    """A message (or line) that asks rather than tells: a question, or one whose words are all the
-    query's own (it adds nothing to what is asked). Such a segment is a poor answer to the query even
-    when it matches it best — typically the same question asked earlier."""
-    body = _body(seg).strip()
-    if not body:
-        return False
-    if body.endswith("?"):
-        return True
-    words = query_terms(body)
-    return bool(words) and all(light_stem(w) in qstems for w in words)
+    def __call__(self, seg: str) -> bool:
+        body = _body(seg).strip()
+        if not body:
+            return False
+        if body.endswith("?"):
+            return True
+        if len(body) > self.max_len:
+            return False
+        words = query_terms(body)
+        return bool(words) and all(light_stem(w) in self.stems for w in words)
 
 
 def _only_asks(core: Sequence[tuple[float, str]], others: Sequence[str], ctx: "SnippetContext",
-               qstems: frozenset[str]) -> bool:
+               is_echo: EchoTest) -> bool:
     """A chunk whose core matches the query only in questions / echoes of it, with no statement in its
     whole window (core or neighbours) that matches the query: it asks what the query asks and holds no
     answer. (A question followed by its answer is not penalised: the answer is in the window.)
     `core`: (match score, text) of the core's segments; `others`: the neighbours' texts."""
     matched = [seg for sc, seg in core if sc > 0]
-    if not matched or not all(is_echo(seg, qstems) for seg in matched):
+    if not matched or not all(is_echo(seg) for seg in matched):
         return False  # the common case, decided without looking at the neighbours
-    return not any(_score(seg, ctx).score > 0 and not is_echo(seg, qstems) for seg in others)
+    return not any(not is_echo(seg) and _score(seg, ctx).score > 0 for seg in others)
 
 
 @dataclass(frozen=True)
@@ -665,13 +671,13 @@ class Searcher:
             # chunks whose window (core and neighbours) covers more of the query's words.
             best, asking = [], []
             qw = self.opts.question_weight
-            qstems = query_stems(terms)
+            echo = EchoTest(terms)
             for c, r in live:
                 spans = orjson.loads(r[7]) if r[7] else None
                 raw = _segments(r[6], spans, r[8])
                 core = [(_score(seg, ctx).score, seg) for seg, is_core in raw if is_core]
                 best.append(max((sc for sc, _seg in core), default=0.0))
-                asking.append(qw < 1.0 and _only_asks(core, [seg for seg, is_core in raw if not is_core], ctx, qstems))
+                asking.append(qw < 1.0 and _only_asks(core, [seg for seg, is_core in raw if not is_core], ctx, echo))
             top = max(best) or 1.0
             w = self.opts.segment_weight
             cw = self.opts.coverage_weight
