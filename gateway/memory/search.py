@@ -266,8 +266,14 @@ class EchoTest:
             return True
         if len(body) > self.max_len:
             return False
-        words = query_terms(body)
-        return bool(words) and all(light_stem(w) in self.stems for w in words)
+        seen = False
+        for w in _WORD.findall(body.lower()):  # stops at the first word the query does not have
+            if w in STOPWORDS or (len(w) == 1 and not _is_cjk(w)):
+                continue
+            if light_stem(w.strip("_")) not in self.stems:
+                return False
+            seen = True
+        return seen
 
 
 def _only_asks(core: Sequence[tuple[float, str]], others: Sequence[str], ctx: "SnippetContext",
