@@ -282,7 +282,7 @@ def _only_asks(core: Sequence[tuple[float, str]], others: Sequence[str], ctx: "S
     whole window (core or neighbours) that matches the query: it asks what the query asks and holds no
     answer. (A question followed by its answer is not penalised: the answer is in the window.)
     `core`: (match score, text) of the core's segments; `others`: the neighbours' texts."""
-    matched = [seg for sc, seg in core if sc > 0]
+    matched = [seg for sc, seg in sorted(core, key=lambda x: -x[0]) if sc > 0]  # a statement is usually best
     if not matched or not all(is_echo(seg) for seg in matched):
         return False  # the common case, decided without looking at the neighbours
     return not any(not is_echo(seg) and _score(seg, ctx).score > 0 for seg in others)
