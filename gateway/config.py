@@ -139,20 +139,32 @@ class ChunkingConfig:
 @dataclass
 class SearchConfig:
     mode: str = _f("hybrid", choices=("hybrid", "fts", "vector"))
-    fusion: str = _f("weighted", choices=("rrf", "weighted"),
-                     doc="weighted: blend of relative BM25 and cosine; rrf: reciprocal rank fusion")
-    rrf_k: int = _f(60, ge=1)
+    fusion: str = _f("rrf", choices=("rrf", "weighted"),
+                     doc="rrf: weighted reciprocal rank fusion of the full-text, vector and re-rank lists; "
+                         "weighted: blend of relative BM25 and cosine (tuned with vectorWeight 0.7)")
+    rrf_k: int = _f(5, ge=1, doc="rrf: the k of weight / (k + rank); small k keeps the top ranks apart")
+    rerank_weight: float = _f(1.0, ge=0.0, doc="rrf: weight of the re-rank's ranked list (query words together in "
+                                             "one message, and the window's coverage of them)")
     text_weight: float = _f(1.0, ge=0.0)
-    vector_weight: float = _f(0.7, ge=0.0)
+    vector_weight: float = _f(0.5, ge=0.0, doc="weight of the vector list (rrf) or of the cosine (weighted)")
     candidate_multiplier: int = _f(4, ge=1, le=50)
     snippet_chars: int = _f(700, ge=80, le=700)
     context_weight: float = _f(0.6, ge=0.0, le=1.0,
                                doc="BM25 weight of a chunk's neighbouring context relative to its own text")
     segment_weight: float = _f(0.3, ge=0.0, le=4.0,
                                doc="re-rank: weight of the best single message/line match (query words together)")
+    coverage_weight: float = _f(0.3, ge=0.0, le=4.0,
+                                doc="re-rank: weight of the share of the query's words a whole window "
+                                    "(core and neighbours) contains")
     file_diversity: float = _f(0.9, ge=0.0, le=1.0,
                                doc="re-rank: each result already picked from a file scales the score of "
                                    "that file's other candidates by this (1 = off)")
+    question_weight: float = _f(0.5, ge=0.0, le=1.0,
+                                doc="re-rank: how much a question (or a message of only the query's own words) "
+                                    "counts as a match; a chunk of only such messages scores this much")
+    min_similarity: float = _f(0.25, ge=0.0, le=1.0,
+                               doc="a chunk that shares no word with the query is a hit only if its embedding's "
+                                   "cosine similarity to the query's is at least this (0 = every vector neighbour)")
     fts_tokenizer: str = _f("porter", choices=("unicode61", "trigram", "porter"),
                             doc="trigram for CJK text; porter stems English words")
     vector_backend: str = _f("auto", choices=("auto", "sqlite-vec", "numpy"),

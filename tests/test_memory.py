@@ -637,3 +637,43 @@ async def test_insert_rows_keeps_every_value_exact(tmp_path):
         await db.insert_rows("INSERT INTO t(a)", [])
     finally:
         await db.close()
+
+
+def test_search_options_and_index_settings_have_no_defaults_of_their_own():
+    """The config is the one source of truth: SearchOptions/IndexSettings are built from it, field by
+    field, and carry no defaults that could disagree with it."""
+    import dataclasses
+
+    from gateway.config import load_config
+    from gateway.memory.indexer import IndexSettings
+    from gateway.memory.search import SearchOptions
+
+    for cls in (SearchOptions, IndexSettings):
+        assert all(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                   for f in dataclasses.fields(cls)), cls
+    cfg = load_config({"memory.search.fusion": "weighted", "memory.search.vectorWeight": "0.42",
+                       "memory.search.coverageWeight": "0.11", "memory.chunking.sessionTokens": "99"}, env={})
+    opts = SearchOptions.from_config(cfg.memory.search)
+    for f in dataclasses.fields(SearchOptions):
+        want = getattr(cfg.memory.search, "fts_tokenizer" if f.name == "tokenizer" else f.name)
+        assert getattr(opts, f.name) == want, f.name
+    assert (opts.fusion, opts.vector_weight, opts.coverage_weight) == ("weighted", 0.42, 0.11)
+    st = IndexSettings.from_config(cfg.memory, Path("/w"), Path("/s"), "numpy")
+    assert st.session_tokens == 99 and st.tokens == cfg.memory.chunking.tokens
+    assert st.session_context == cfg.memory.chunking.session_context
+
+
+async def test_rank_fusion_is_the_default_and_the_blend_an_option(tmp_path, open_manager):
+    assert load_config({}, env={}).memory.search.fusion == "rrf"
+    for fusion in ("rrf", "weighted"):
+        cfg = make_cfg(tmp_path / fusion, **{"memory.search.fusion": fusion})
+        write(cfg.workspace_dir / "memory" / "pets.md", "Our dog Rex loves chasing squirrels in the park.\n")
+        write(cfg.workspace_dir / "memory" / "car.md", "The car needs new winter tyres before December.\n")
+        write(cfg.workspace_dir / "memory" / "garden.md", "Rex dug up the tulips in the garden again.\n")
+        m = await open_manager(cfg)
+        await m.sync()
+        res = await m.search("where does the dog Rex chase squirrels")
+        assert res["mode"] == "hybrid" and paths(res)[0] == "memory/pets.md", (fusion, res)
+        assert "memory/car.md" not in paths(res), "shares no word and is not close: not a hit"
+        assert all(0.0 < r["score"] <= 1.0 for r in res["results"])
+        assert res["results"][0]["score"] > res["results"][-1]["score"] or len(res["results"]) == 1

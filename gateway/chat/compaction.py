@@ -90,6 +90,8 @@ def extractive_summary(messages: list[dict[str, Any]]) -> str:
         text = m["content"]
         if m["role"] == "assistant" and text.startswith(OfflineResponder.PREAMBLE):
             continue  # the offline responder's echo carries nothing new
+        if m["role"] == "assistant":
+            text = tx.strip_recalled(text)  # a quoted recalled-memory block is already memory
         who = {"user": "User", "assistant": "Assistant"}.get(m["role"], m["role"].title())
         if text.strip():
             lines.append(f"- **{who}:** {_one_line(text, ITEM_CHARS if m['role'] == 'user' else ITEM_CHARS // 2)}")

@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator
 
 from ..config import Config
 from ..errors import UpstreamUnavailable
+from ..sessions.transcript import OFFLINE_PREAMBLE
 
 
 @dataclass(slots=True)
@@ -38,6 +39,9 @@ class Usage:
 class ChatProvider:
     name = "base"
     model = ""
+    # False: the replies are not memory (they only echo the question and what was recalled); the runner
+    # marks them `"remember": false` in the transcript and the memory index leaves them out.
+    replies_are_memory = True
 
     def stream(self, messages: list[dict[str, Any]], *, recalled: list[dict[str, Any]] | None = None
                ) -> AsyncIterator[Delta | Usage]:
@@ -50,7 +54,8 @@ class ChatProvider:
 class OfflineResponder(ChatProvider):
     name = "offline"
     model = "offline-responder"
-    PREAMBLE = "I am Jarvis's offline responder, not a language model"
+    replies_are_memory = False
+    PREAMBLE = OFFLINE_PREAMBLE
 
     def __init__(self, delta_delay: float = 0.01):
         self.delta_delay = delta_delay

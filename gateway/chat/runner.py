@@ -188,6 +188,13 @@ class ChatService:
         except Exception:  # the next turn tries again; the transcript is untouched
             log.exception("compaction failed", session=key)
 
+    def _reply_marks(self) -> dict[str, Any]:
+        """Fields of a reply's transcript record: which provider wrote it, and whether it is memory."""
+        marks: dict[str, Any] = {"provider": self.provider.name}
+        if not getattr(self.provider, "replies_are_memory", True):
+            marks[tx.REMEMBER_FIELD] = False
+        return marks
+
     def _emit(self, run: Run, method: str, **params: Any) -> None:
         self.bus.publish(self.topic(run.session_key), method,
                          {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params})
@@ -196,7 +203,7 @@ class ChatService:
         recalled: list[dict[str, Any]] = []
         if self.memory is not None and self.config.memory.recall.enabled:
             try:
-                recalled = await self.memory.recall(user_text)
+                recalled = await self.memory.recall(user_text, session_key)
             except Exception as exc:  # recall is best effort; the turn goes on without it
                 log.warning("recall failed", error=type(exc).__name__, session=session_key)
         if self.compactor is not None:
@@ -248,7 +255,8 @@ class ChatService:
             extra: dict[str, Any] = {"memory": memory} if memory else {}
             if truncated:
                 extra["truncated"] = True
-            rec = tx.message_record(str(uuid.uuid4()), "assistant", content, run.run_id, **extra)
+            rec = tx.message_record(str(uuid.uuid4()), "assistant", content, run.run_id, **extra,
+                                    **self._reply_marks())
             run.finalizing = True
             await self.sessions.append_messages(key, rec)
             final: dict[str, Any] = {
@@ -270,7 +278,8 @@ class ChatService:
         except asyncio.CancelledError:
             partial = "".join(run.parts)
             if partial:
-                rec = tx.message_record(str(uuid.uuid4()), "assistant", partial, run.run_id, aborted=True)
+                rec = tx.message_record(str(uuid.uuid4()), "assistant", partial, run.run_id, aborted=True,
+                                        **self._reply_marks())
                 try:
                     await self.sessions.append_messages(key, rec)
                 except Exception as exc:

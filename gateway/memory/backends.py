@@ -54,9 +54,9 @@ class BuiltinBackend:
         self._search = search_fn
 
     async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
-                     session_key: str | None, mode: str) -> dict[str, Any]:
+                     session_key: str | None, mode: str, exclude: Any = None) -> dict[str, Any]:
         return await self._search(query, k=k, min_score=min_score, sources=sources, session_key=session_key,
-                                  mode=mode)
+                                  mode=mode, exclude=exclude)
 
     async def after_sync(self) -> None:
         return None
@@ -141,7 +141,9 @@ class FallbackBackend:
         raise err
 
     async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
-                     session_key: str | None, mode: str) -> dict[str, Any]:
+                     session_key: str | None, mode: str, exclude: Any = None) -> dict[str, Any]:
+        """`exclude` (a transcript message to leave out) concerns the built-in index only: QMD never
+        holds transcripts."""
         mine = tuple(s for s in sources if s in self.primary.sources)
         rest = tuple(s for s in sources if s not in self.primary.sources)
         kw = dict(k=k, min_score=min_score, session_key=session_key, mode=mode)
@@ -166,10 +168,10 @@ class FallbackBackend:
                                 f"(last: {self.last_error}); answered by the built-in index")
             if res is None:
                 self.fallbacks += 1
-                res = await self.fallback.search(query, sources=mine, **kw)
+                res = await self.fallback.search(query, sources=mine, exclude=exclude, **kw)
             answers.append(res)
         if rest:
-            answers.append(await self.fallback.search(query, sources=rest, **kw))
+            answers.append(await self.fallback.search(query, sources=rest, exclude=exclude, **kw))
         return merge(answers, k, degraded, self.file_diversity)
 
     async def after_sync(self) -> None:

@@ -19,12 +19,12 @@ from datetime import date
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
-from ..sessions.transcript import iter_records, message_text
+from ..sessions.transcript import iter_records, memory_text
 from ..timeutil import parse_iso
 
 CHARS_PER_TOKEN = 4
 # Bump when chunk boundaries change for the same settings: the index is then rebuilt.
-CHUNKER_VERSION = 5
+CHUNKER_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def _is_heading(line: str) -> bool:
     return bool(_HEADING.match(line))
 
 
-def chunk_markdown(text: str, tokens: int = 400, overlap: int = 80) -> list[Chunk]:
+def chunk_markdown(text: str, tokens: int, overlap: int) -> list[Chunk]:
     max_chars = max(64, tokens * CHARS_PER_TOKEN)
     overlap_chars = max(0, min(overlap, tokens - 1)) * CHARS_PER_TOKEN
     pieces = _pieces(text, max_chars)
@@ -149,22 +149,42 @@ def _day_words(year: int, month: int, day: int) -> str:
     return f"{day} {date(year, month, day).strftime('%B')} {year}"  # strftime is the slow part
 
 
+ROLE_LABELS = {"user": "User", "assistant": "Assistant", "system": "System"}
+# "Caroline: …": a message that already starts with its speaker's name (imported chats, LoCoMo).
+_SPEAKER_TAG = re.compile(r"^[^\W\d_][\w.'’-]*(?: [^\W\d_][\w.'’-]*){0,2}: \S")
+NAMED_SHARE = 0.8  # of a transcript's messages starting with a speaker tag: the transcript names speakers
+
+
+def speaker_label(role: str, name: object = None) -> str:
+    """Who spoke, as a transcript chunk shows it: the message's `name` when it has one, else the role."""
+    if isinstance(name, str) and name.strip():
+        return " ".join(name.split())[:64]
+    return ROLE_LABELS.get(role, role[:1].upper() + role[1:] if role else "User")
+
+
 def read_messages(path: Path, data: bytes | None = None) -> list[Message]:
-    """Messages of a transcript with their JSONL line numbers (torn/corrupt lines are skipped).
-    `data`: the file's bytes when the caller has read them already."""
+    """The messages of a transcript that are memory (see `transcript.memory_text`: not the offline
+    responder's replies, not the recalled-memory blocks a reply quotes), with their JSONL line numbers
+    (torn/corrupt lines are skipped). Each text starts with who spoke ("User: …", "Assistant: …", or
+    the message's `name`), unless the transcript's messages already start with their speakers' names
+    ("Caroline: …"). `data`: the file's bytes when the caller has read them already."""
     out: list[Message] = []
+    labels: list[str] = []
     for no, d in iter_records(path, data):
-        m = d.get("message")
-        if d.get("type") != "message" or type(m) is not dict:
+        if d.get("type") != "message" or type(d.get("message")) is not dict:
             continue
-        c = m.get("content")
-        text = (c if type(c) is str else message_text(c)).strip()
+        text = memory_text(d)
         if text:
+            m = d["message"]
+            labels.append(speaker_label(str(m.get("role") or "user"), m.get("name")))
             out.append(Message(no, str(m.get("role") or "user"), text, _date_words(d.get("timestamp"))))
+    named = sum(1 for m in out if _SPEAKER_TAG.match(m.text)) >= NAMED_SHARE * len(out)
+    if out and not named:
+        out = [m._replace(text=f"{label}: {m.text}") for m, label in zip(out, labels)]
     return out
 
 
-def chunk_messages(messages: Iterable[Message], tokens: int = 120, max_tokens: int = 400,
+def chunk_messages(messages: Iterable[Message], tokens: int, max_tokens: int,
                    overlap_messages: int = 0, context_tokens: int = 0) -> list[Chunk]:
     """Group whole messages into chunks of about `tokens` tokens. A message longer than `max_tokens`
     is cut into pieces of its own (each piece keeps the message's line).
@@ -240,6 +260,6 @@ def _window(units: list[tuple[int, str, bool]], i: int, j: int, budget: int) -> 
     return pre, post
 
 
-def chunk_transcript(path: Path, tokens: int = 120, max_tokens: int = 400,
+def chunk_transcript(path: Path, tokens: int, max_tokens: int,
                      overlap_messages: int = 0, context_tokens: int = 0, data: bytes | None = None) -> list[Chunk]:
     return chunk_messages(read_messages(path, data), tokens, max_tokens, overlap_messages, context_tokens)

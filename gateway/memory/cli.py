@@ -35,7 +35,8 @@ def add_commands(subparsers: Any) -> None:
     s.add_argument("query", help="what to look for")
     s.add_argument("--k", type=int, default=6, help="number of results (1..50, default 6)")
     s.add_argument("--mode", choices=MODES, help="hybrid (default), fts or vector")
-    s.add_argument("--min-score", type=float, default=0.0, help="drop results below this score (0..1)")
+    s.add_argument("--min-score", type=float, default=0.0, help="drop results below this score (0..1); a chunk that shares no word with "
+                   "the query is a hit only if its cosine is at least memory.search.minSimilarity")
     s.add_argument("--source", action="append", choices=("memory", "sessions"), help="limit to a source")
     s.add_argument("--json", action="store_true", help="print the memory.search result as JSON")
     s = sub.add_parser("status", help="what the index holds")

@@ -16,7 +16,7 @@ import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import orjson
@@ -31,6 +31,9 @@ from .schema import ensure_vector_table, get_meta, set_meta, vector_table
 from .sources import MEMORY, SESSIONS, SourceFile, scan_memory, scan_sessions
 from .vectors import VectorStore
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import MemoryConfig
+
 log = structlog.get_logger("gateway.memory")
 
 Progress = Callable[[int, int], None]
@@ -38,17 +41,28 @@ BATCH_CHUNKS = 2048
 BATCH_FILES = 512
 
 
-@dataclass
+@dataclass(frozen=True)
 class IndexSettings:
+    """What the indexer needs, built from the config (`memory.chunking.*`, …) by `from_config`: no
+    defaults of its own, so the config is the one place a default lives."""
     workspace: Path
     sessions_dir: Path
-    tokens: int = 400
-    overlap: int = 80
-    session_tokens: int = 120
-    session_overlap: int = 0
-    session_context: int = 0
-    vector_backend: str = "sqlite-vec"  # or "numpy" / "none"
-    cache_max_entries: int = 200_000
+    tokens: int
+    overlap: int
+    session_tokens: int
+    session_overlap: int
+    session_context: int
+    vector_backend: str  # "sqlite-vec", "numpy" or "none": the one the manager picked
+    cache_max_entries: int
+
+    @classmethod
+    def from_config(cls, m: "MemoryConfig", workspace: Path, sessions_dir: Path,
+                    vector_backend: str) -> "IndexSettings":
+        c = m.chunking
+        return cls(workspace=workspace, sessions_dir=sessions_dir, tokens=c.tokens, overlap=c.overlap,
+                   session_tokens=c.session_tokens, session_overlap=c.session_overlap,
+                   session_context=c.session_context, vector_backend=vector_backend,
+                   cache_max_entries=m.embeddings.cache_max_entries)
 
 
 @dataclass

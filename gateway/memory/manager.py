@@ -44,7 +44,7 @@ from .orchestrator import SyncOrchestrator, SyncRequest
 from .qmd import QmdBackend
 from .ranking import apply_time_decay, message_time, mmr_rerank, path_date
 from .schema import SchemaParams, get_meta, migrate, set_meta, vector_table
-from .search import SearchOptions, Searcher, spread_over_files
+from .search import Exclude, SearchOptions, Searcher, spread_over_files
 from .sources import SESSIONS, SOURCES, read_lines, resolve_readable, session_path
 from .vectors import VectorStore
 
@@ -136,11 +136,7 @@ class MemoryManager:
 
     # ---- configuration-derived -----------------------------------------------------------------------
     def _settings(self) -> IndexSettings:
-        c = self.cfg.chunking
-        return IndexSettings(
-            workspace=self.workspace, sessions_dir=self.sessions_dir, tokens=c.tokens, overlap=c.overlap,
-            session_tokens=c.session_tokens, session_overlap=c.session_overlap, session_context=c.session_context,
-            vector_backend=self.backend, cache_max_entries=self.cfg.embeddings.cache_max_entries)
+        return IndexSettings.from_config(self.cfg, self.workspace, self.sessions_dir, self.backend)
 
     def _signature(self) -> str:
         c = self.cfg.chunking
@@ -155,12 +151,7 @@ class MemoryManager:
         }, option=orjson.OPT_SORT_KEYS).decode()
 
     def _options(self) -> SearchOptions:
-        s = self.cfg.search
-        return SearchOptions(mode=s.mode, fusion=s.fusion, rrf_k=s.rrf_k, text_weight=s.text_weight,
-                             vector_weight=s.vector_weight, candidate_multiplier=s.candidate_multiplier,
-                             snippet_chars=s.snippet_chars, tokenizer=self.tokenizer,
-                             context_weight=s.context_weight, segment_weight=s.segment_weight,
-                             file_diversity=s.file_diversity)
+        return SearchOptions.from_config(self.cfg.search, self.tokenizer)
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     async def open(self) -> None:
@@ -633,7 +624,8 @@ class MemoryManager:
             log.warning("memory_search_presync_failed", exc_info=True)
 
     async def search(self, query: str, k: int = 6, min_score: float = 0.0, sources: list[str] | None = None,
-                     session_key: str | None = None, mode: str | None = None) -> dict:
+                     session_key: str | None = None, mode: str | None = None,
+                     exclude: Exclude | None = None) -> dict:
         if not isinstance(query, str) or not query.strip():
             raise InvalidParams("params.query: must not be empty", field="params.query")
         if len(query) > 2000:
@@ -656,15 +648,15 @@ class MemoryManager:
         s = self.cfg.search
         if not (s.mmr or s.time_decay):
             return await self.search_backend.search(query, k=int(k), min_score=float(min_score), sources=srcs,
-                                                    session_key=session_key, mode=mode)
+                                                    session_key=session_key, mode=mode, exclude=exclude)
         # Re-ranking: a pool a few times k, re-scored / re-ordered, then cut to k and minScore.
         res = await self.search_backend.search(query, k=min(100, max(3 * int(k), 20)), min_score=0.0,
-                                               sources=srcs, session_key=session_key, mode=mode)
+                                               sources=srcs, session_key=session_key, mode=mode, exclude=exclude)
         res["results"] = await self._rerank(res["results"], int(k), float(min_score))
         return res
 
     async def _index_search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
-                            session_key: str | None, mode: str) -> dict:
+                            session_key: str | None, mode: str, exclude: Exclude | None = None) -> dict:
         """The built-in backend: this manager's SQLite index."""
         try:
             async with self._gate.shared():
@@ -672,7 +664,8 @@ class MemoryManager:
                 gen = await get_meta(self.reader, "generation", "0") or "0"
                 return await self.searcher.search(
                     query, k=k, min_score=min_score, sources=sources, session_key=session_key, mode=mode,
-                    generation=gen, vector_count=self._counts["vectors"], missing_vectors=self._counts["missing"])
+                    generation=gen, vector_count=self._counts["vectors"], missing_vectors=self._counts["missing"],
+                    exclude=exclude)
         except Exception as exc:
             if not is_corruption(exc):
                 raise
@@ -787,13 +780,16 @@ class MemoryManager:
             out["embeddings"]["error"] = problem
         return out
 
-    async def recall(self, query: str) -> list[dict]:
-        """The best few results for a chat turn, within the recall budget. Never raises."""
+    async def recall(self, query: str, session_key: str | None = None) -> list[dict]:
+        """The best few results for a chat turn, within the recall budget. Never raises.
+        `session_key`: the session of the turn; its message `query` (the one being answered, already in
+        the transcript) is never recalled as its own answer."""
         rc = self.cfg.recall
         if not (rc.enabled and self.cfg.enabled) or rc.max_results == 0 or not query.strip():
             return []
         try:
-            res = await self.search(query[:2000], k=rc.max_results, min_score=rc.min_score)
+            exclude = Exclude(session_path(session_key), query) if session_key else None
+            res = await self.search(query[:2000], k=rc.max_results, min_score=rc.min_score, exclude=exclude)
         except Exception:
             log.warning("memory_recall_failed", exc_info=True)
             return []

@@ -29,7 +29,7 @@ import re
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
 
 import numpy as np
 import orjson
@@ -39,6 +39,9 @@ from .embeddings import EmbeddingError, EmbeddingProvider
 from .schema import TOKENIZERS
 from .stopwords import DATE_STOPWORDS, STOPWORDS
 from .vectors import VectorStore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import SearchConfig
 
 POSTINGS_BUDGET = 0.05  # of all chunks; see Searcher.prune_common
 PRUNE_MIN_CHUNKS = 20_000
@@ -128,8 +131,8 @@ class Candidate:
     cosine: float | None = None
 
 
-def fuse(fts: Sequence[tuple[int, float]], vec: Sequence[tuple[int, float]], *, method: str = "rrf",
-         rrf_k: int = 60, text_weight: float = 1.0, vector_weight: float = 1.0) -> list[Candidate]:
+def fuse(fts: Sequence[tuple[int, float]], vec: Sequence[tuple[int, float]], *, method: str,
+         rrf_k: int, text_weight: float, vector_weight: float) -> list[Candidate]:
     """fts: (id, bm25) best first (bm25 negative, lower is better); vec: (id, cosine) best first."""
     cands: dict[int, Candidate] = {}
     for r, (cid, s) in enumerate(fts, start=1):
@@ -234,6 +237,80 @@ def _score(seg: str, ctx: SnippetContext) -> Segment:
     return s
 
 
+# "User: ", "Assistant: ", "Caroline: ": who spoke, at the start of a transcript message (see chunking).
+_LABEL = re.compile(r"^[^\W\d_][\w.'’-]*(?: [^\W\d_][\w.'’-]*){0,2}: ")
+
+
+def _body(seg: str) -> str:
+    """A segment without its speaker label."""
+    m = _LABEL.match(seg)
+    return seg[m.end():] if m else seg
+
+
+class EchoTest:
+    """Tells a message (or line) that asks rather than tells: a question, or one whose words are all
+    the query's own (it adds nothing to what is asked). Such a segment is a poor answer to the query
+    even when it matches it best — typically the same question asked earlier."""
+
+    def __init__(self, query_terms_: Sequence[str]):
+        self.stems = frozenset(light_stem(t) for t in query_terms_)
+        # A message made of the query's words and stopwords is about as long as a query: a longer
+        # one surely adds words (checked by length, not by finding every word: this runs per message).
+        self.max_len = 24 * len(self.stems) + 40
+
+    def __call__(self, seg: str) -> bool:
+        body = _body(seg).strip()
+        if not body:
+            return False
+        if body.endswith("?"):
+            return True
+        if len(body) > self.max_len:
+            return False
+        seen = False
+        for w in _WORD.findall(body.lower()):  # stops at the first word the query does not have
+            if w in STOPWORDS or (len(w) == 1 and not _is_cjk(w)):
+                continue
+            if light_stem(w.strip("_")) not in self.stems:
+                return False
+            seen = True
+        return seen
+
+
+def _only_asks(core: Sequence[tuple[float, str]], others: Sequence[str], ctx: "SnippetContext",
+               is_echo: EchoTest) -> bool:
+    """A chunk whose core matches the query only in questions / echoes of it, with no statement in its
+    whole window (core or neighbours) that matches the query: it asks what the query asks and holds no
+    answer. (A question followed by its answer is not penalised: the answer is in the window.)
+    `core`: (match score, text) of the core's segments; `others`: the neighbours' texts."""
+    matched = [seg for sc, seg in sorted(core, key=lambda x: -x[0]) if sc > 0]  # a statement is usually best
+    if not matched or not all(is_echo(seg) for seg in matched):
+        return False  # the common case, decided without looking at the neighbours
+    return not any(not is_echo(seg) and _score(seg, ctx).score > 0 for seg in others)
+
+
+@dataclass(frozen=True)
+class Exclude:
+    """Leave out the chunks of transcript `path` whose core holds a message with this text (the
+    message a chat turn answers: it must not be recalled as its own answer)."""
+    path: str
+    text: str
+
+    def hits(self, path: str, text: str, spans: Sequence[Sequence[int]] | None, context: str) -> bool:
+        if path != self.path or not spans:
+            return False
+        want = " ".join(self.text.split())
+        # The message as indexed: with a speaker label ("User: …"), or as written when the transcript
+        # names its speakers itself ("Caroline: …").
+        # A message longer than a chunk is indexed in pieces: each is part of it.
+        for seg, core in _segments(text, spans, context):
+            if not core:
+                continue
+            body, whole = " ".join(_body(seg).split()), " ".join(seg.split())
+            if want in (body, whole) or (len(body) >= 200 and body in want):
+                return True
+        return False
+
+
 def _cut_around(text: str, pos: int, limit: int) -> str:
     if len(text) <= limit:
         return text
@@ -315,26 +392,54 @@ def _head(text: str, n: int) -> str:
 
 # ---- the search itself -----------------------------------------------------------------------------
 
-@dataclass
+@dataclass(frozen=True)
 class SearchOptions:
-    mode: str = "hybrid"
-    fusion: str = "rrf"
-    rrf_k: int = 60
-    text_weight: float = 1.0
-    vector_weight: float = 1.0
-    candidate_multiplier: int = 4
-    snippet_chars: int = 700
-    tokenizer: str = "unicode61"
-    context_weight: float = 0.3
-    segment_weight: float = 0.0
+    """The search settings, built from the config (`memory.search.*`) by `from_config`: no defaults of
+    their own, so the config is the one place a default lives."""
+    mode: str
+    fusion: str
+    rrf_k: int
+    text_weight: float
+    vector_weight: float
+    candidate_multiplier: int
+    snippet_chars: int
+    tokenizer: str  # the live index's FTS tokenizer (normally `ftsTokenizer`; see MemoryManager)
+    context_weight: float
+    segment_weight: float
     # Re-rank: weight of the rarity-weighted share of the query's words found anywhere in the window
     # (core and neighbours), beside segment_weight's best single message.
-    coverage_weight: float = 0.3
+    coverage_weight: float
     # Each result already picked from the same file scales a candidate's score by this (1 = off).
-    file_diversity: float = 1.0
+    file_diversity: float
+    # Re-rank: a question (or a message made only of the query's words) counts this much as a match,
+    # and a chunk whose core is only such messages scores this much (1 = off).
+    question_weight: float
+    # A candidate found only by its embedding needs at least this cosine similarity to the query.
+    min_similarity: float
+    # fusion "rrf": weight of the third ranked list, the re-rank's match (best message + coverage).
+    rerank_weight: float
+
+    @classmethod
+    def from_config(cls, s: "SearchConfig", tokenizer: str | None = None) -> "SearchOptions":
+        return cls(mode=s.mode, fusion=s.fusion, rrf_k=s.rrf_k, text_weight=s.text_weight,
+                   vector_weight=s.vector_weight, candidate_multiplier=s.candidate_multiplier,
+                   snippet_chars=s.snippet_chars, tokenizer=tokenizer or s.fts_tokenizer,
+                   context_weight=s.context_weight, segment_weight=s.segment_weight,
+                   coverage_weight=s.coverage_weight, file_diversity=s.file_diversity,
+                   question_weight=s.question_weight, min_similarity=s.min_similarity,
+                   rerank_weight=s.rerank_weight)
 
 
 T = TypeVar("T")
+
+
+def _shared_ranks(values: Sequence[float]) -> list[int]:
+    """1-based rank of each value, highest first; equal values share the best rank of their group."""
+    vals = [round(v, 9) for v in values]
+    first: dict[float, int] = {}
+    for r, v in enumerate(sorted(vals, reverse=True), start=1):
+        first.setdefault(v, r)
+    return [first[v] for v in vals]
 
 
 def spread_over_files(ranked: list[T], k: int, factor: float,
@@ -493,7 +598,7 @@ class Searcher:
 
     async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
                      session_key: str | None, mode: str, generation: str, vector_count: int,
-                     missing_vectors: int) -> dict[str, Any]:
+                     missing_vectors: int, exclude: Exclude | None = None) -> dict[str, Any]:
         o = self.opts
         emb = {"provider": self.provider.name, "model": self.provider.model}
         terms = query_terms(query)
@@ -538,14 +643,19 @@ class Searcher:
             cands = single_list_scores(fts_hits, "fts")
         else:
             cands = single_list_scores(vec_hits, "vector")
-        results = await self._materialise(cands, k, terms, min_score, rerank=used != "vector")
+        if o.min_similarity > 0:
+            # Not a hit: a chunk that shares no word with the query (not in the full-text list) and
+            # whose embedding is not close to the query's either.
+            cands = [c for c in cands if c.fts_rank is not None or (c.cosine or 0.0) >= o.min_similarity]
+        results = await self._materialise(cands, k, terms, min_score, rerank=used != "vector",
+                                          fused=used == "hybrid", exclude=exclude)
         out: dict[str, Any] = {"results": results, "mode": used, "embeddings": emb}
         if degraded:
             out["degraded"] = "; ".join(degraded)
         return out
 
     async def _materialise(self, cands: list[Candidate], k: int, terms: Sequence[str], min_score: float,
-                           rerank: bool) -> list[dict[str, Any]]:
+                           rerank: bool, fused: bool = False, exclude: Exclude | None = None) -> list[dict[str, Any]]:
         rows: dict[int, tuple] = {}
         # The pool to re-rank (and a few spare in case rows vanished since the candidates were listed).
         pool = cands[: max(k * 3, 20)] if rerank and self.opts.segment_weight > 0 else cands[: k * 2]
@@ -557,23 +667,48 @@ class Searcher:
                 rows[int(r[0])] = r
         hidden = self.hidden_sessions
         live = [(c, rows[c.id]) for c in pool if c.id in rows and not (hidden and rows[c.id][3] in hidden)]
+        if exclude is not None:
+            live = [(c, r) for c, r in live
+                    if not exclude.hits(r[1], r[6], orjson.loads(r[7]) if r[7] else None, r[8])]
         ctx = SnippetContext.build(terms, [r[6] for _, r in live])
         if rerank and self.opts.segment_weight > 0 and live:
             # Reward chunks where the query's words meet in one message (or line): the best single
             # segment's weighted match, relative to the pool's best, blended into the fused score; and
             # chunks whose window (core and neighbours) covers more of the query's words.
-            best = []
+            best, asking = [], []
+            qw = self.opts.question_weight
+            echo = EchoTest(terms)
             for c, r in live:
                 spans = orjson.loads(r[7]) if r[7] else None
-                best.append(max((_score(seg, ctx).score for seg, core in _segments(r[6], spans, r[8]) if core),
-                                default=0.0))
+                raw = _segments(r[6], spans, r[8])
+                core = [(_score(seg, ctx).score, seg) for seg, is_core in raw if is_core]
+                best.append(max((sc for sc, _seg in core), default=0.0))
+                asking.append(qw < 1.0 and _only_asks(core, [seg for seg, is_core in raw if not is_core], ctx, echo))
             top = max(best) or 1.0
             w = self.opts.segment_weight
             cw = self.opts.coverage_weight
             total = sum(ctx.weights.get(t, 1.0) for t in ctx.terms) or 1.0
-            for (c, r), b in zip(live, best):
-                cov = _score(r[6] + "\n" + (r[8] or ""), ctx).score / total if cw > 0 else 0.0
-                c.score = (c.score + w * b / top + cw * cov) / (1.0 + w + cw)
+            match = [w * b / top + (cw * _score(r[6] + "\n" + (r[8] or ""), ctx).score / total if cw > 0 else 0.0)
+                     for (c, r), b in zip(live, best)]
+            if fused and self.opts.fusion == "rrf":
+                # The match is a third ranked list beside full text and vectors (ties share a rank).
+                o = self.opts
+                rank = _shared_ranks(match)
+                kk = o.rrf_k
+                norm = (o.text_weight + o.vector_weight + o.rerank_weight) / (kk + 1) or 1.0
+                for (c, r), m in zip(live, rank):
+                    sc = o.rerank_weight / (kk + m)
+                    if c.fts_rank is not None:
+                        sc += o.text_weight / (kk + c.fts_rank)
+                    if c.vec_rank is not None:
+                        sc += o.vector_weight / (kk + c.vec_rank)
+                    c.score = min(1.0, sc / norm)
+            else:
+                for (c, r), m in zip(live, match):
+                    c.score = (c.score + m) / (1.0 + w + cw)
+            for (c, r), e in zip(live, asking):
+                if e:
+                    c.score *= qw
             live.sort(key=lambda cr: -cr[0].score)
         picked = spread_over_files([(c, r) for c, r in live if c.score >= min_score], k,
                                    self.opts.file_diversity)

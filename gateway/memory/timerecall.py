@@ -218,7 +218,7 @@ def _message_units(sessions_dir: Path, start: datetime | None, stop: datetime) -
             ts = parse_iso(d.get("timestamp") or "")
             if ts is None or not _within(ts, start, stop):
                 continue
-            text = tx.message_text(d["message"].get("content")).strip()
+            text = tx.memory_text(d)  # not the offline responder's replies, nor quoted recalls
             if not text:
                 continue
             role = str(d["message"].get("role", ""))

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import errno
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
@@ -53,6 +54,58 @@ def message_text(content: Any) -> str:
                 parts.append(part)
         return "\n".join(parts)
     return ""
+
+
+# ---- what of a transcript is memory -------------------------------------------------------------
+# A reply whose record says `"remember": false` is not memory (the offline responder's replies: they
+# only repeat the question and what was recalled). Transcripts written before that field existed are
+# recognised by the offline responder's first words.
+REMEMBER_FIELD = "remember"
+OFFLINE_PREAMBLE = "I am Jarvis's offline responder, not a language model"
+
+# A recalled-memory block quoted in a reply: the offline responder's list ("From memory I recalled:",
+# then "- <path>:<a>-<b> (score 0.87): …" lines) and the prompt's own form ("## Recalled memory", then
+# "[<path>:<a>-<b>]" and the snippet up to a blank line), which a model may echo.
+_MEMPATH = r"(?:sessions/[A-Za-z0-9._-]+\.jsonl|[^\s\[\]:]+\.md)"
+_RECALL_LINE = re.compile(r"^\s*[-*] " + _MEMPATH + r":\d+-\d+ \(score [0-9.]+\):")
+_RECALL_HEAD = re.compile(r"^\s*\[" + _MEMPATH + r":\d+-\d+\]\s*$")
+_RECALL_TITLE = re.compile(r"^\s*(?:From memory I recalled:|#{1,6} Recalled memory)\s*$")
+
+
+def strip_recalled(text: str) -> str:
+    """`text` without the recalled-memory blocks it quotes (see above); other lines are kept as they are."""
+    if ":" not in text:
+        return text
+    out: list[str] = []
+    in_block = False
+    for line in text.split("\n"):
+        if in_block:
+            if line.strip():
+                continue
+            in_block = False
+        if _RECALL_TITLE.match(line) or _RECALL_LINE.match(line):
+            continue
+        if _RECALL_HEAD.match(line):
+            in_block = True
+            continue
+        out.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
+
+
+def memory_text(record: dict[str, Any]) -> str:
+    """The part of a message record that is memory ("" for none): the text of every user message; an
+    assistant reply's text without the recalled-memory blocks it quotes; nothing of a reply marked
+    `"remember": false` or written by the offline responder."""
+    m = record.get("message")
+    if type(m) is not dict or record.get(REMEMBER_FIELD) is False:
+        return ""
+    c = m.get("content")
+    text = (c if type(c) is str else message_text(c)).strip()
+    if m.get("role") == "assistant" and text:
+        if text.startswith(OFFLINE_PREAMBLE):
+            return ""
+        text = strip_recalled(text)
+    return text
 
 
 def iter_records(path: Path, data: bytes | None = None) -> Iterator[Record]:
