@@ -14,6 +14,12 @@ trip and the gateway's peak RSS are reported.
 
     .venv/bin/python scripts/bench_memory.py                    # 1000,10000,100000
     .venv/bin/python scripts/bench_memory.py --sizes 1000,10000 --queries 300
+    .venv/bin/python scripts/bench_memory.py --sizes 1000,10000,100000,1000000   # the scale run:
+        # 1.18M chunks in ~460k files; needs ~10 GB of disk and, on 2 cores, the better part of an hour
+
+Besides the table and the JSON it draws a PNG (matplotlib, a dev extra): search latency and peak RSS
+against corpus size, log-scaled, next to the JSON (`--chart` to put it elsewhere). Progress goes to
+stderr as each size runs.
 """
 
 from __future__ import annotations
@@ -225,6 +231,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--via-gateway", action=argparse.BooleanOptionalAction, default=True,
                     help="also time memory.search over the WebSocket to a real gateway subprocess (default: on)")
+    ap.add_argument("--chart", type=Path, help="PNG of latency and RSS against size (default: beside the JSON)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # run one size in this process, print JSON
     ap.add_argument("--one-noop", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -264,7 +271,59 @@ def main() -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"sizes": results, "noop": noop}, indent=2))
     print(f"wrote {path}", file=sys.stderr)
+    chart = args.chart or path.with_suffix(".png")
+    if draw_chart(results, chart):
+        print(f"wrote {chart}", file=sys.stderr)
     return 0
+
+
+def draw_chart(results: list[dict], path: Path) -> bool:
+    """Latency (p50, p95; in process and over the WebSocket) and peak RSS against corpus size."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no chart: matplotlib is not installed (it is in the dev extras: ./scripts/test sets it up)",
+              file=sys.stderr)
+        return False
+    xs = [r["chunks"] for r in results]
+    fig, (lat, mem) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)
+    for label, key, style in (("hybrid p50", "p50Ms", "o-"), ("hybrid p95", "p95Ms", "o--")):
+        lat.plot(xs, [r["search"]["hybrid"][key] for r in results], style, label=f"in process, {label}")
+    if all(r.get("wsHybrid") for r in results):
+        for label, key, style in (("p50", "p50Ms", "s-"), ("p95", "p95Ms", "s--")):
+            lat.plot(xs, [r["wsHybrid"][key] for r in results], style, label=f"memory.search over WebSocket, {label}")
+    for mode, style in (("fts", "^:"), ("vector", "v:")):
+        lat.plot(xs, [r["search"][mode]["p50Ms"] for r in results], style, label=f"{mode} p50", alpha=0.7)
+    lat.set(xscale="log", yscale="log", xlabel="chunks in the index", ylabel="ms", title="Search latency")
+    lat.grid(True, which="both", alpha=0.3)
+    lat.legend(fontsize=7)
+    mem.plot(xs, [r["peakRssMb"] for r in results], "o-", label="bench process (sync + search)")
+    if all(r.get("wsHybrid") for r in results):
+        mem.plot(xs, [r["wsHybrid"]["gatewayPeakRssMb"] for r in results], "s-", label="gateway serving searches")
+    mem.set(xscale="log", yscale="log", xlabel="chunks in the index", ylabel="MB", title="Peak RSS")
+    mem.grid(True, which="both", alpha=0.3)
+    mem.legend(fontsize=7)
+    import os
+
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
+
+    plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 10 else f"{v:g}")
+    for ax in (lat, mem):
+        ax.xaxis.set_major_locator(FixedLocator(xs))  # one tick per size measured
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(plain)
+            axis.set_minor_formatter(NullFormatter())
+    fig.suptitle(f"bench_memory.py — {os.cpu_count()} cores", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return True
 
 
 if __name__ == "__main__":
