@@ -24,6 +24,7 @@ from .db import Database
 log = structlog.get_logger("gateway.memory")
 
 MATRIX_THRESHOLD = 4_096
+LOAD_BATCH = 16_384  # rows per fetch while loading the matrix
 
 
 @dataclass
@@ -35,16 +36,47 @@ class _Matrix:
     session_keys: np.ndarray  # object
 
 
+class _MatrixBuilder:
+    """Fills a matrix batch by batch, so a load never holds every row as Python objects at once: at a
+    million vectors the rows alone (bytes and tuples) took more memory than the matrix they became."""
+
+    def __init__(self, dims: int, expected: int):
+        self.dims = dims
+        self.n = 0
+        cap = max(expected, 1)
+        self.ids = np.empty(cap, dtype=np.int64)
+        self.is_session = np.empty(cap, dtype=bool)
+        self.keys = np.empty(cap, dtype=object)
+        self.mat = np.empty((cap, dims), dtype=np.float32)
+
+    def add(self, rows: list[tuple]) -> None:
+        k = len(rows)
+        if self.n + k > len(self.ids):  # more rows than counted (a sync committed meanwhile): grow
+            cap = max(self.n + k, len(self.ids) * 5 // 4)
+            self.ids = np.resize(self.ids, cap)
+            self.is_session = np.resize(self.is_session, cap)
+            self.keys = np.resize(self.keys, cap)
+            self.mat = np.resize(self.mat, (cap, self.dims))
+        a, b = self.n, self.n + k
+        self.ids[a:b] = np.fromiter((r[0] for r in rows), dtype=np.int64, count=k)
+        self.is_session[a:b] = np.fromiter((r[1] == "sessions" for r in rows), dtype=bool, count=k)
+        self.keys[a:b] = [r[2] or "" for r in rows]
+        self.mat[a:b] = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32).reshape(k, self.dims)
+        self.n = b
+
+    def build(self, generation: str) -> _Matrix:
+        n = self.n
+        if n < len(self.ids):  # fewer rows than counted: trim (a copy only in that rare case)
+            return _Matrix(generation, self.ids[:n].copy(), self.mat[:n].copy(), self.is_session[:n].copy(),
+                           self.keys[:n].copy())
+        return _Matrix(generation, self.ids, self.mat, self.is_session, self.keys)
+
+
 def _load_matrix_rows(rows: list[tuple], generation: str, dims: int) -> _Matrix:
-    n = len(rows)
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
-    is_session = np.fromiter((r[1] == "sessions" for r in rows), dtype=bool, count=n)
-    keys = np.array([r[2] or "" for r in rows], dtype=object)
-    if n:
-        mat = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32).reshape(n, dims)
-    else:
-        mat = np.zeros((0, dims), dtype=np.float32)
-    return _Matrix(generation, ids, mat, is_session, keys)
+    b = _MatrixBuilder(dims, len(rows))
+    if rows:
+        b.add(rows)
+    return b.build(generation)
 
 
 def _matrix_knn(m: _Matrix, q: np.ndarray, n: int, sources: tuple[str, ...],
@@ -82,8 +114,12 @@ class VectorStore:
 
     # ---- search --------------------------------------------------------------------------------
     async def _load(self, generation: str) -> _Matrix:
-        rows = await self.db.fetchall("SELECT chunk_id, source, session_key, embedding FROM chunks_vec")
-        m = await asyncio.to_thread(_load_matrix_rows, rows, generation, self.dims)
+        expected = int(await self.db.scalar("SELECT count(*) FROM chunks_vec", default=0))
+        builder = _MatrixBuilder(self.dims, expected)
+        async with self.db.c.execute("SELECT chunk_id, source, session_key, embedding FROM chunks_vec") as cur:
+            while rows := await cur.fetchmany(LOAD_BATCH):
+                await asyncio.to_thread(builder.add, rows)
+        m = builder.build(generation)
         self._matrix = m
         return m
 
