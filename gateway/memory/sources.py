@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import NamedTuple, Callable
 
 from ..errors import InvalidParams, NotFound
 from ..schema import SESSION_KEY
@@ -27,14 +27,17 @@ _SESSION_KEY = re.compile(SESSION_KEY)
 _IGNORED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".obsidian", ".trash"}
 
 
-@dataclass(frozen=True)
-class SourceFile:
+class SourceFile(NamedTuple):
     path: str  # the index path (see module docstring)
-    abs: Path
+    abs_path: str  # where it is on disk (a str: a Path per file was half the cost of a no-op sync's scan)
     source: str
     session_key: str | None
     size: int
     mtime_ns: int
+
+    @property
+    def abs(self) -> Path:
+        return Path(self.abs_path)
 
 
 def session_path(session_key: str) -> str:
@@ -75,17 +78,17 @@ def scan_memory(workspace: Path) -> list[SourceFile]:
     out: list[SourceFile] = []
     seen: set[tuple[int, int]] = set()
 
-    def add(rel: str, abs_path: Path, st: os.stat_result | None = None) -> None:
+    def add(rel: str, abs_path: str, st: os.stat_result | None = None) -> None:
         """`st`: the caller already knows it is a regular file inside the workspace; else it is checked."""
         if st is None:
-            st = _memory_file(abs_path, root)
+            st = _memory_file(Path(abs_path), root)
         if st is None or (st.st_dev, st.st_ino) in seen:
             return  # MEMORY.md and memory.md are one file on a case-insensitive filesystem
         seen.add((st.st_dev, st.st_ino))
         out.append(SourceFile(rel, abs_path, MEMORY, None, st.st_size, st.st_mtime_ns))
 
     for name in ROOT_FILES:
-        add(name, workspace / name)
+        add(name, str(workspace / name))
     mem_dir = workspace / "memory"
     if mem_dir.is_dir():
         _walk_memory(mem_dir, "memory", root, add)
@@ -113,14 +116,14 @@ def _walk_memory(folder: Path, rel: str, root: Path, add: Callable[..., None]) -
             if not e.name.endswith(".md") or e.name == ".md":
                 continue
             if e.is_symlink():
-                add(f"{rel}/{e.name}", Path(e.path))
+                add(f"{rel}/{e.name}", e.path)
                 continue
             if not e.is_file(follow_symlinks=False):
                 continue
             st = e.stat(follow_symlinks=False)
         except OSError:
             continue
-        add(f"{rel}/{e.name}", Path(e.path), st)
+        add(f"{rel}/{e.name}", e.path, st)
     for e in folders:  # files first, then sub-folders (as os.walk would)
         _walk_memory(Path(e.path), f"{rel}/{e.name}", root, add)
 
@@ -144,7 +147,7 @@ def scan_sessions(sessions_dir: Path, only: set[str] | None = None) -> list[Sour
             st = e.stat(follow_symlinks=False)
         except OSError:
             continue
-        out.append(SourceFile(session_path(key), Path(e.path), SESSIONS, key, st.st_size, st.st_mtime_ns))
+        out.append(SourceFile(session_path(key), e.path, SESSIONS, key, st.st_size, st.st_mtime_ns))
     out.sort(key=lambda f: f.path)
     return out
 
