@@ -2,7 +2,8 @@
 
     jarvis serve [--host H] [--port P] [--state-dir D] [--workspace W]
     jarvis token [--rotate]
-    jarvis call METHOD [JSON] [--follow]
+    jarvis call METHOD [JSON] [--follow [--text]]
+    jarvis chat [MESSAGE] [--session KEY | --new]
     jarvis memory sync|search|status …
     jarvis config
 
@@ -69,13 +70,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("method", help="e.g. system.health, sessions.create, chat.send")
     p.add_argument("params", nargs="?", default=None, help="params as a JSON object (default {})")
     p.add_argument("--follow", action="store_true",
-                   help="after chat.send, print chat events until chat.final, chat.error or chat.aborted")
+                   help="after chat.send, print chat events until chat.final, chat.error or chat.aborted "
+                        "(exit code 1 on chat.error and chat.aborted)")
+    p.add_argument("--text", action="store_true",
+                   help="with --follow: print the reply as plain text while it streams instead of JSON events")
     p.add_argument("--url", help="gateway URL (default ws://HOST:PORT/ from the config)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
     _common(p)
 
     p = sub.add_parser("config", help="print the effective configuration (secrets hidden) and every key")
     _common(p)
+
+    from .chat import cli as chat_cli
+
+    chat_cli.add_commands(sub)
 
     try:
         from .memory import cli as memory_cli
@@ -196,16 +204,45 @@ def cmd_call(args: argparse.Namespace, config: Config) -> int:
         print("jarvis: params: must be a JSON object or array", file=sys.stderr)
         return EXIT_USAGE
 
+    if args.text and not args.follow:
+        print("jarvis: --text goes with --follow", file=sys.stderr)
+        return EXIT_USAGE
+    ended = {"method": None, "params": {}}
+
     def out(obj: Any) -> None:
         sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
         sys.stdout.flush()
 
+    def on_event(msg: Any) -> None:
+        if msg.get("method") in ("chat.final", "chat.error", "chat.aborted"):
+            ended["method"], ended["params"] = msg["method"], msg.get("params") or {}
+        if not args.text:
+            out(msg)
+            return
+        p = msg.get("params") or {}
+        if msg.get("method") == "chat.delta":
+            sys.stdout.write(str(p.get("delta", "")))
+        elif msg.get("method") in ("chat.final", "chat.error", "chat.aborted"):
+            sys.stdout.write("\n")
+        sys.stdout.flush()
+
+    def on_result(result: Any) -> None:
+        if not args.text:
+            out(result)
+
     try:
         asyncio.run(call(config, args.method, params, url=args.url, follow=args.follow,
-                         timeout=args.timeout, on_result=out, on_event=out))
+                         timeout=args.timeout, on_result=on_result, on_event=on_event))
     except CallError as exc:
         print(f"jarvis: {exc}", file=sys.stderr)
         return exc.exit_code
+    if ended["method"] == "chat.error":
+        err = ended["params"].get("error") or {}
+        print(f"jarvis: chat.error: {err.get('message', 'unknown error')}", file=sys.stderr)
+        return EXIT_ERROR
+    if ended["method"] == "chat.aborted":
+        print("jarvis: chat.aborted: the reply was stopped before it finished", file=sys.stderr)
+        return EXIT_ERROR
     return EXIT_OK
 
 
