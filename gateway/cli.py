@@ -5,7 +5,7 @@
     jarvis call METHOD [JSON] [--follow [--text]]
     jarvis chat [MESSAGE] [--session KEY | --new]
     jarvis memory sync|search|status …
-    jarvis config
+    jarvis config [--json] [--defaults]
 
 Exit codes: 0 ok, 1 the gateway answered with an error, 2 bad usage or invalid config, 3 cannot connect.
 """
@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from . import __version__
-from .config import Config, ConfigError, describe, load_config
+from .config import Config, ConfigError, load_config
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
 
@@ -78,7 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
     _common(p)
 
-    p = sub.add_parser("config", help="print the effective configuration (secrets hidden) and every key")
+    p = sub.add_parser("config", help="print the effective configuration as config.toml (secrets hidden)",
+                       description="Print the effective configuration (defaults, config.toml, environment, flags) "
+                                   "as TOML with the camelCase keys config.toml accepts, and the state dir in use. "
+                                   "Secrets are never printed.")
+    p.add_argument("--json", action="store_true", help="print it as JSON instead (stateDir and workspace included)")
+    p.add_argument("--defaults", action="store_true", help="print every key with its default and what it does")
     _common(p)
 
     from .chat import cli as chat_cli
@@ -179,16 +184,18 @@ def cmd_token(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_config(args: argparse.Namespace, config: Config) -> int:
-    import dataclasses
+    from . import configdump
 
-    data = dataclasses.asdict(config)
-    data["token"] = "(set)" if config.token else ""
-    data["chat"]["api_key"] = "(set)" if config.chat.api_key else ""
-    data["memory"]["embeddings"]["api_key"] = "(set)" if config.memory.embeddings.api_key else ""
-    print(orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2).decode())
-    print("\nkeys (config.toml, camelCase):", file=sys.stderr)
-    for key, default, doc in describe():
-        print(f"  {key} = {default!r}" + (f"  # {doc}" if doc else ""), file=sys.stderr)
+    if args.defaults:
+        if args.json:
+            sys.stdout.write(orjson.dumps(configdump.defaults_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        else:
+            sys.stdout.write(configdump.defaults_toml())
+    elif args.json:
+        data = configdump.to_json(config)
+        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        sys.stdout.write(configdump.to_toml(config))
     return EXIT_OK
 
 
