@@ -152,9 +152,11 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
     def announce(gw: Any) -> None:
         def on_phase(name: str, info: dict[str, Any]) -> None:
             if name == "ready":
+                from .client import token_command
+
                 where = "JARVIS_GATEWAY_TOKEN" if config.token else str(config.token_file)
                 print(f"Jarvis Gateway listening on {gw.url}  (web page: {gw.url.replace('ws', 'http', 1)})\n"
-                      f"token: {where}  (print it with `jarvis token`)", file=sys.stderr, flush=True)
+                      f"token: {where}  (print it with `{token_command(config)}`)", file=sys.stderr, flush=True)
 
         gw.on_phase(on_phase)
         try:

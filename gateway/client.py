@@ -17,6 +17,43 @@ from .config import Config
 TERMINAL = {"chat.final", "chat.error", "chat.aborted"}
 
 
+def jarvis_command() -> str:
+    """How to run this installation's `jarvis` from a shell, as it would be typed: `jarvis` when that is
+    what PATH finds, else the path of the one beside this Python (`.venv/bin/jarvis` from a checkout),
+    else `python -m gateway.cli`."""
+    import os
+    import shlex
+    import shutil
+    import sys
+    from pathlib import Path
+
+    beside = Path(sys.executable).parent / "jarvis"
+    on_path = shutil.which("jarvis")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        if on_path and Path(on_path).resolve() == beside.resolve():
+            return "jarvis"
+        try:
+            rel = beside.absolute().relative_to(Path.cwd())
+            return shlex.quote(str(rel))
+        except ValueError:
+            return shlex.quote(str(beside.absolute()))
+    if on_path:
+        return "jarvis"
+    return f"{shlex.quote(sys.executable)} -m gateway.cli"
+
+
+def token_command(config: Config) -> str:
+    """A command that prints this gateway's token when typed as is, state dir included when it is not
+    the default one."""
+    import shlex
+    from pathlib import Path
+
+    cmd = f"{jarvis_command()} token"
+    if config.state_dir.expanduser().absolute() != Path("~/.jarvis").expanduser().absolute():
+        cmd += f" --state-dir {shlex.quote(str(config.state_dir))}"
+    return cmd
+
+
 class CallError(Exception):
     def __init__(self, message: str, exit_code: int = 1):
         super().__init__(message)
@@ -27,7 +64,8 @@ async def call(config: Config, method: str, params: Any, *, url: str | None = No
                timeout: float = 120.0, on_result: Callable[[Any], None], on_event: Callable[[Any], None]) -> None:
     token = config.token or read_token_file(config.token_file)
     if not token:
-        raise CallError(f"no token: {config.token_file} does not exist (start the gateway or run `jarvis token`)", 2)
+        raise CallError(f"no token: {config.token_file} does not exist (start the gateway or run "
+                            f"`{token_command(config)}`)", 2)
     url = url or config.ws_url()
     ids = itertools.count(1)
     try:
@@ -88,14 +126,15 @@ class Connection:
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def open(cls, config: Config, url: str | None = None) -> "Connection":
+    async def open(cls, config: Config, url: str | None = None, open_timeout: float = 10) -> "Connection":
         token = config.token or read_token_file(config.token_file)
         if not token:
-            raise CallError(f"no token: {config.token_file} does not exist (start the gateway or run `jarvis token`)", 2)
+            raise CallError(f"no token: {config.token_file} does not exist (start the gateway or run "
+                            f"`{token_command(config)}`)", 2)
         url = url or config.ws_url()
         try:
             ws = await connect(url, additional_headers={"Authorization": f"Bearer {token}"},
-                               max_size=None, compression=None, open_timeout=10)
+                               max_size=None, compression=None, open_timeout=open_timeout)
         except InvalidStatus as exc:
             status = exc.response.status_code
             hint = " (wrong token?)" if status == 401 else ""
