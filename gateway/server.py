@@ -145,6 +145,12 @@ def _http(status: int, body: bytes, content_type: str, headers: dict[str, str] |
     return Response(status, HTTPStatus(status).phrase, h, body)
 
 
+def _origin_refusal(origin: str) -> str:
+    shown = origin[:200].replace("\n", " ").replace("\r", " ")
+    return (f"origin {shown} is not allowed: add it to server.allowedOrigins in config.toml "
+            f"(allowedOrigins = [\"{shown}\"] under [server]) and restart the gateway\n")
+
+
 def _json_http(status: int, obj: Any) -> Response:
     return _http(status, protocol.encode(obj), "application/json", {"Cache-Control": "no-store"})
 
@@ -229,13 +235,15 @@ class GatewayServer:
         path = request.path.split("?", 1)[0]
         upgrade = request.headers.get("Upgrade", "").lower() == "websocket"
         if not upgrade:
+            if path == "/healthz" and "?" in request.path:
+                return self._origin_probe(request.path.split("?", 1)[1])
             return self._http_route(path)
         if path != "/":
             return _http(404, b"not found\n", "text/plain; charset=utf-8")
         origin = request.headers.get("Origin")
         if origin is not None and origin not in self.allowed_origins:
             log.warning("origin refused", origin=origin[:200], peer=_peer(ws))
-            return _http(403, b"origin not allowed\n", "text/plain; charset=utf-8")
+            return _http(403, _origin_refusal(origin).encode(), "text/plain; charset=utf-8")
         if len(self.connections) - self.evicting >= self.config.server.max_connections and not self._evict():
             return _http(503, b"too many connections\n", "text/plain; charset=utf-8", {"Retry-After": "1"})
         authz = request.headers.get("Authorization")
@@ -253,6 +261,21 @@ class GatewayServer:
                              {"WWW-Authenticate": 'Bearer realm="jarvis"'})
             ws.jarvis_authed = True  # type: ignore[attr-defined]
         return None
+
+    def _origin_probe(self, query: str) -> Response:
+        """`GET /healthz?origin=O`: whether a browser page at origin O may open the WebSocket, and why not.
+        A page cannot read the body of a refused handshake, so the web page asks here when its socket
+        never opens."""
+        from urllib.parse import parse_qs
+
+        origin = (parse_qs(query).get("origin") or [""])[0][:200]
+        body: dict[str, Any] = {"status": "ok"}
+        if origin:
+            allowed = origin in self.allowed_origins
+            body["origin"] = {"origin": origin, "allowed": allowed, "setting": "server.allowedOrigins"}
+            if not allowed:
+                body["origin"]["reason"] = _origin_refusal(origin).strip()
+        return _json_http(200, body)
 
     def _http_route(self, path: str) -> Response:
         if path == "/healthz":
