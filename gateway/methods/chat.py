@@ -17,12 +17,13 @@ from .sessions import with_agent
 async def send(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
     key = p["sessionKey"]
+    # Before the message is appended: a sessions.json write after a transcript append would hide that
+    # append from the recount that repairs counters after a crash (it compares modification times).
+    await _name_after_first_message(agent, key, p["message"])
     result = await agent.chat.send(key, p["message"], p["idempotencyKey"])
     if ctx.connection is not None:
         # Synchronous, before the run task first runs: no event of this run can be missed.
         ctx.services.bus.subscribe(agent.topic(key), ctx.connection)
-    if result.get("status") == "started":
-        await _name_after_first_message(agent, key, p["message"])
     return result
 
 
@@ -44,7 +45,7 @@ async def _name_after_first_message(agent, key: str, message: str) -> None:
         session = await agent.sessions.get(key)
     except NotFound:
         return
-    if session.get("label") or session.get("messageCount", 0) > 1:
+    if session.get("label") or session.get("messageCount", 0) > 0:
         return
     label = label_from(message)
     if label:
