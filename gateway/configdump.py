@@ -40,6 +40,8 @@ def _plain(value: Any) -> Any:
         return str(value)
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
     return value
 
 
@@ -59,6 +61,10 @@ def toml_value(value: Any) -> str:
         return orjson.dumps(value).decode()  # JSON string escapes are valid TOML basic-string escapes
     if isinstance(value, list):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table
+        def key(k: str) -> str:
+            return k if k and all(c.isalnum() or c in "-_" for c in k) else orjson.dumps(k).decode()
+        return "{" + ", ".join(f"{key(str(k))} = {toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {type(value).__name__} as TOML")
 
 
