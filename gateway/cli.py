@@ -216,7 +216,7 @@ def cmd_call(args: argparse.Namespace, config: Config) -> int:
     if args.text and not args.follow:
         print("jarvis: --text goes with --follow", file=sys.stderr)
         return EXIT_USAGE
-    ended = {"method": None, "params": {}}
+    ended: dict[str, Any] = {"method": None, "params": {}, "streamed": False}
 
     def out(obj: Any) -> None:
         sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -231,8 +231,14 @@ def cmd_call(args: argparse.Namespace, config: Config) -> int:
         p = msg.get("params") or {}
         if msg.get("method") == "chat.delta":
             sys.stdout.write(str(p.get("delta", "")))
+            ended["streamed"] = True
         elif msg.get("method") in ("chat.final", "chat.error", "chat.aborted"):
-            sys.stdout.write("\n")
+            content = (p.get("message") or {}).get("content")
+            if msg["method"] == "chat.final" and not ended["streamed"] and isinstance(content, str):
+                sys.stdout.write(content)  # a reply that came in one piece, without deltas
+                ended["streamed"] = True
+            if ended["streamed"]:
+                sys.stdout.write("\n")
         sys.stdout.flush()
 
     def on_result(result: Any) -> None:
