@@ -262,21 +262,6 @@ class GatewayServer:
             ws.jarvis_authed = True  # type: ignore[attr-defined]
         return None
 
-    def _origin_probe(self, query: str) -> Response:
-        """`GET /healthz?origin=O`: whether a browser page at origin O may open the WebSocket, and why not.
-        A page cannot read the body of a refused handshake, so the web page asks here when its socket
-        never opens."""
-        from urllib.parse import parse_qs
-
-        origin = (parse_qs(query).get("origin") or [""])[0][:200]
-        body: dict[str, Any] = {"status": "ok"}
-        if origin:
-            allowed = origin in self.allowed_origins
-            body["origin"] = {"origin": origin, "allowed": allowed, "setting": "server.allowedOrigins"}
-            if not allowed:
-                body["origin"]["reason"] = _origin_refusal(origin).strip()
-        return _json_http(200, body)
-
     def _http_route(self, path: str) -> Response:
         if path == "/healthz":
             return _json_http(200, {"status": "ok"})
@@ -305,6 +290,21 @@ class GatewayServer:
         # Assets are small and change with upgrades: revalidate each load rather than risk a stale UI.
         return _http(200, target.read_bytes(), ctype,
                      {"Cache-Control": "no-cache", "Content-Security-Policy": CSP})
+
+    def _origin_probe(self, query: str) -> Response:
+        """`GET /healthz?origin=O`: whether a browser page at origin O may open the WebSocket, and why not.
+        A page cannot read the body of a refused handshake, so the web page asks here when its socket
+        never opens."""
+        from urllib.parse import parse_qs
+
+        origin = (parse_qs(query).get("origin") or [""])[0][:200]
+        body: dict[str, Any] = {"status": "ok"}
+        if origin:
+            allowed = origin in self.allowed_origins
+            body["origin"] = {"origin": origin, "allowed": allowed, "setting": "server.allowedOrigins"}
+            if not allowed:
+                body["origin"]["reason"] = _origin_refusal(origin).strip()
+        return _json_http(200, body)
 
     # ---- WebSocket -----------------------------------------------------------------------------
     async def _handle(self, ws: ServerConnection) -> None:
