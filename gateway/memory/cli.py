@@ -26,7 +26,7 @@ from .manager import MODES, MemoryManager
 
 
 def add_commands(subparsers: Any) -> None:
-    p = subparsers.add_parser("memory", help="index, search and inspect memory (works on the state dir directly)",
+    p = subparsers.add_parser("memory", help="index, search and inspect memory (on the state dir; status asks a running gateway)",
                               description="Memory index commands; they work on the state dir, while the gateway "
                                           "runs too. `status` asks the running gateway when one answers.")
     p.set_defaults(handler=run, memory_command=None)
