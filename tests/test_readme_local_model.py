@@ -65,3 +65,28 @@ def test_the_readme_environment_variant(tmp_path):
             assert r.returncode == 0 and r.stdout.startswith(api.reply), r.stderr
             health = orjson.loads(jarvis("call", "system.health", "--port", port, state_dir=state).stdout)
             assert health["chat"] == {"provider": "openai", "model": "llama3.2"}
+
+
+async def test_an_unreachable_embedding_server_is_named_with_the_reason(tmp_path):
+    import socket
+
+    from tests.helpers import RunningGateway, make_config
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    state = tmp_path / "state"
+    (state / "workspace").mkdir(parents=True)
+    (state / "workspace" / "MEMORY.md").write_text("# Me\n\nI live by the sea.\n")
+    gw = RunningGateway(make_config(state, memory=True, **{
+        "memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": dead,
+        "memory.embeddings.model": "nomic-embed-text", "memory.embeddings.maxRetries": 0}))
+    await gw.start()
+    try:
+        c = await gw.client()
+        await c.call("memory.sync", {})
+        status = await c.call("memory.status")
+        assert f"embedding server unreachable at {dead}: connection refused" in status["embeddings"]["error"]
+        await c.close()
+    finally:
+        await gw.stop()
