@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -35,7 +36,7 @@ def offline(tmp_path):
     state = tmp_path / "state"
     (state / "workspace" / "memory").mkdir(parents=True)
     (state / "workspace" / "memory" / "boat.md").write_text("# Boat\n\nMy sailing boat is painted blue.\n")
-    with GatewayProcess.running(state, "[chat]\nofflineDeltaDelay = 0.001\n") as gp:
+    with GatewayProcess.running(state, "[chat]\nofflineDeltaDelay = 0.001\n[memory.sync]\nsessionDebounceMs = 100\n") as gp:
         yield gp
 
 
@@ -69,6 +70,18 @@ def test_one_message_streams_the_reply_then_the_sources_and_the_session_continue
 
     r = jarvis("chat", "hello", "--session", "no-such-session", "--port", port, state_dir=state)
     assert r.returncode == 1 and "no session no-such-session" in r.stderr
+
+    # A transcript is cited by its session's name and date, not by sessions/<uuid>.jsonl.
+    deadline = time.monotonic() + 30
+    while True:
+        r = jarvis("chat", "Something else entirely, again", "--new", "--port", port, state_dir=state)
+        sources = r.stdout.splitlines()[-1]
+        if "session “Something else entirely”" in sources:
+            break
+        assert time.monotonic() < deadline, r.stdout
+        time.sleep(0.3)
+    assert re.search(r"session “Something else entirely”, \d{4}-\d\d-\d\d \(lines \d+-\d+\)", sources), sources
+    assert ".jsonl" not in sources
 
 
 def test_interactive_prompt_reads_messages_from_stdin(offline):

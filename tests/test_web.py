@@ -281,6 +281,8 @@ async def test_links_and_code_render_safely(page: Page, gateway: RunningGateway)
 
 
 async def test_wrong_token_shows_error(page: Page, gateway: RunningGateway):
+    # The sign-in page names a command that works as typed in a checkout.
+    await expect(page.locator("#signin-form .hint")).to_contain_text(".venv/bin/jarvis token")
     await page.get_by_label("Gateway token").fill("not-the-token")
     await page.get_by_role("button", name="Sign in").click()
     await expect(page.get_by_role("alert").filter(has_text="refused")).to_be_visible()
