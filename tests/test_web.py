@@ -341,6 +341,9 @@ async def test_narrow_screen_drawer(browser: Browser, gateway: RunningGateway):
         pg = await ctx.new_page()
         await pg.goto(base_url(gateway))
         await sign_in(pg, gateway.token)
+        # The offline banner starts folded to its first line on a phone; a tap unfolds it.
+        await expect(pg.locator("#offline-banner")).to_be_visible()
+        assert await pg.locator("#offline-details").evaluate("d => d.open") is False
         toggle = pg.get_by_role("button", name="Sessions")
         await expect(toggle).to_have_attribute("aria-expanded", "false")
         await expect(pg.get_by_role("button", name="New session")).not_to_be_in_viewport()

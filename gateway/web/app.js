@@ -292,7 +292,10 @@ async function loadHealth() {
     ui.modelBadge.textContent = offline ? "offline responder" : `${chat.provider} · ${chat.model}`;
     ui.modelBadge.dataset.provider = chat.provider || "";
     ui.modelBadge.hidden = false;
+    const wasHidden = ui.offlineBanner.hidden;
     ui.offlineBanner.hidden = !offline || sessionStorage.getItem(OFFLINE_DISMISSED) === "1";
+    // On a phone the explanation starts folded: the first line says it all, a tap shows how to fix it.
+    if (wasHidden && !ui.offlineBanner.hidden) $("offline-details").open = !narrow.matches;
   } catch (_) {
     ui.modelBadge.hidden = true;
   }
