@@ -178,4 +178,6 @@ def test_config_defaults_lists_every_key_with_its_default_and_doc(tmp_path):
     r = jarvis("config", "--defaults", "--json", state_dir=tmp_path)
     data = orjson.loads(r.stdout)
     assert set(data) == {key for key, _, _ in describe()} - {"stateDir"}
-    assert data["memory.search.rrfK"]["default"] == 60
+    defaults = {key: default for key, default, _ in describe()}
+    assert data["memory.search.rrfK"]["default"] == defaults["memory.search.rrfK"]
+    assert data["server.allowedOrigins"] == {"default": [], "doc": "extra browser Origins allowed to connect"}
