@@ -2,9 +2,10 @@
 
     jarvis serve [--host H] [--port P] [--state-dir D] [--workspace W]
     jarvis token [--rotate]
-    jarvis call METHOD [JSON] [--follow]
+    jarvis call METHOD [JSON] [--follow [--text]]
+    jarvis chat [MESSAGE] [--session KEY | --new]
     jarvis memory sync|search|status …
-    jarvis config
+    jarvis config [--json] [--defaults]
 
 Exit codes: 0 ok, 1 the gateway answered with an error, 2 bad usage or invalid config, 3 cannot connect.
 """
@@ -19,7 +20,7 @@ from typing import Any
 import orjson
 
 from . import __version__
-from .config import Config, ConfigError, describe, load_config
+from .config import Config, ConfigError, load_config
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
 
@@ -69,13 +70,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("method", help="e.g. system.health, sessions.create, chat.send")
     p.add_argument("params", nargs="?", default=None, help="params as a JSON object (default {})")
     p.add_argument("--follow", action="store_true",
-                   help="after chat.send, print chat events until chat.final, chat.error or chat.aborted")
+                   help="after chat.send, print chat events until chat.final, chat.error or chat.aborted "
+                        "(exit code 1 on chat.error and chat.aborted)")
+    p.add_argument("--text", action="store_true",
+                   help="with --follow: print the reply as plain text while it streams instead of JSON events")
     p.add_argument("--url", help="gateway URL (default ws://HOST:PORT/ from the config)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
     _common(p)
 
-    p = sub.add_parser("config", help="print the effective configuration (secrets hidden) and every key")
+    p = sub.add_parser("config", help="print the effective configuration as config.toml (secrets hidden)",
+                       description="Print the effective configuration (defaults, config.toml, environment, flags) "
+                                   "as TOML with the camelCase keys config.toml accepts, and the state dir in use. "
+                                   "Secrets are never printed.")
+    p.add_argument("--json", action="store_true", help="print it as JSON instead (stateDir and workspace included)")
+    p.add_argument("--defaults", action="store_true", help="print every key with its default and what it does")
     _common(p)
+
+    from .chat import cli as chat_cli
+
+    chat_cli.add_commands(sub)
 
     try:
         from .memory import cli as memory_cli
@@ -139,9 +152,11 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
     def announce(gw: Any) -> None:
         def on_phase(name: str, info: dict[str, Any]) -> None:
             if name == "ready":
+                from .client import token_command
+
                 where = "JARVIS_GATEWAY_TOKEN" if config.token else str(config.token_file)
                 print(f"Jarvis Gateway listening on {gw.url}  (web page: {gw.url.replace('ws', 'http', 1)})\n"
-                      f"token: {where}  (print it with `jarvis token`)", file=sys.stderr, flush=True)
+                      f"token: {where}  (print it with `{token_command(config)}`)", file=sys.stderr, flush=True)
 
         gw.on_phase(on_phase)
         try:
@@ -176,16 +191,18 @@ def cmd_token(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_config(args: argparse.Namespace, config: Config) -> int:
-    import dataclasses
+    from . import configdump
 
-    data = dataclasses.asdict(config)
-    data["token"] = "(set)" if config.token else ""
-    data["chat"]["api_key"] = "(set)" if config.chat.api_key else ""
-    data["memory"]["embeddings"]["api_key"] = "(set)" if config.memory.embeddings.api_key else ""
-    print(orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2).decode())
-    print("\nkeys (config.toml, camelCase):", file=sys.stderr)
-    for key, default, doc in describe():
-        print(f"  {key} = {default!r}" + (f"  # {doc}" if doc else ""), file=sys.stderr)
+    if args.defaults:
+        if args.json:
+            sys.stdout.write(orjson.dumps(configdump.defaults_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        else:
+            sys.stdout.write(configdump.defaults_toml())
+    elif args.json:
+        data = configdump.to_json(config)
+        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        sys.stdout.write(configdump.to_toml(config))
     return EXIT_OK
 
 
@@ -201,16 +218,51 @@ def cmd_call(args: argparse.Namespace, config: Config) -> int:
         print("jarvis: params: must be a JSON object or array", file=sys.stderr)
         return EXIT_USAGE
 
+    if args.text and not args.follow:
+        print("jarvis: --text goes with --follow", file=sys.stderr)
+        return EXIT_USAGE
+    ended: dict[str, Any] = {"method": None, "params": {}, "streamed": False}
+
     def out(obj: Any) -> None:
         sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
         sys.stdout.flush()
 
+    def on_event(msg: Any) -> None:
+        if msg.get("method") in ("chat.final", "chat.error", "chat.aborted"):
+            ended["method"], ended["params"] = msg["method"], msg.get("params") or {}
+        if not args.text:
+            out(msg)
+            return
+        p = msg.get("params") or {}
+        if msg.get("method") == "chat.delta":
+            sys.stdout.write(str(p.get("delta", "")))
+            ended["streamed"] = True
+        elif msg.get("method") in ("chat.final", "chat.error", "chat.aborted"):
+            content = (p.get("message") or {}).get("content")
+            if msg["method"] == "chat.final" and not ended["streamed"] and isinstance(content, str):
+                sys.stdout.write(content)  # a reply that came in one piece, without deltas
+                ended["streamed"] = True
+            if ended["streamed"]:
+                sys.stdout.write("\n")
+        sys.stdout.flush()
+
+    def on_result(result: Any) -> None:
+        if not args.text:
+            out(result)
+
     try:
         asyncio.run(call(config, args.method, params, url=args.url, follow=args.follow,
-                         timeout=args.timeout, on_result=out, on_event=out))
+                         timeout=args.timeout, on_result=on_result, on_event=on_event))
     except CallError as exc:
         print(f"jarvis: {exc}", file=sys.stderr)
         return exc.exit_code
+    if ended["method"] == "chat.error":
+        err = ended["params"].get("error") or {}
+        print(f"jarvis: chat.error: {err.get('message', 'unknown error')}", file=sys.stderr)
+        return EXIT_ERROR
+    if ended["method"] == "chat.aborted":
+        print("jarvis: chat.aborted: the reply was stopped before it finished", file=sys.stderr)
+        return EXIT_ERROR
     return EXIT_OK
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from typing import Any, Callable
 
@@ -16,6 +17,43 @@ from .config import Config
 TERMINAL = {"chat.final", "chat.error", "chat.aborted"}
 
 
+def jarvis_command() -> str:
+    """How to run this installation's `jarvis` from a shell, as it would be typed: `jarvis` when that is
+    what PATH finds, else the path of the one beside this Python (`.venv/bin/jarvis` from a checkout),
+    else `python -m gateway.cli`."""
+    import os
+    import shlex
+    import shutil
+    import sys
+    from pathlib import Path
+
+    beside = Path(sys.executable).parent / "jarvis"
+    on_path = shutil.which("jarvis")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        if on_path and Path(on_path).resolve() == beside.resolve():
+            return "jarvis"
+        try:
+            rel = beside.absolute().relative_to(Path.cwd())
+            return shlex.quote(str(rel))
+        except ValueError:
+            return shlex.quote(str(beside.absolute()))
+    if on_path:
+        return "jarvis"
+    return f"{shlex.quote(sys.executable)} -m gateway.cli"
+
+
+def token_command(config: Config) -> str:
+    """A command that prints this gateway's token when typed as is, state dir included when it is not
+    the default one."""
+    import shlex
+    from pathlib import Path
+
+    cmd = f"{jarvis_command()} token"
+    if config.state_dir.expanduser().absolute() != Path("~/.jarvis").expanduser().absolute():
+        cmd += f" --state-dir {shlex.quote(str(config.state_dir))}"
+    return cmd
+
+
 class CallError(Exception):
     def __init__(self, message: str, exit_code: int = 1):
         super().__init__(message)
@@ -26,7 +64,8 @@ async def call(config: Config, method: str, params: Any, *, url: str | None = No
                timeout: float = 120.0, on_result: Callable[[Any], None], on_event: Callable[[Any], None]) -> None:
     token = config.token or read_token_file(config.token_file)
     if not token:
-        raise CallError(f"no token: {config.token_file} does not exist (start the gateway or run `jarvis token`)", 2)
+        raise CallError(f"no token: {config.token_file} does not exist (start the gateway or run "
+                            f"`{token_command(config)}`)", 2)
     url = url or config.ws_url()
     ids = itertools.count(1)
     try:
@@ -37,6 +76,7 @@ async def call(config: Config, method: str, params: Any, *, url: str | None = No
                 await ws.send(orjson.dumps({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params}),
                               text=True)
                 run_id = None
+                early: list[dict[str, Any]] = []  # a run's events can beat chat.send's answer
                 async for raw in ws:
                     msg = orjson.loads(raw)
                     if isinstance(msg, dict) and msg.get("id") == req_id:
@@ -44,16 +84,24 @@ async def call(config: Config, method: str, params: Any, *, url: str | None = No
                             err = msg["error"]
                             raise CallError(f"error {err.get('code')}: {err.get('message')}", 1)
                         on_result(msg["result"])
-                        if not (follow and method == "chat.send"):
+                        if not (follow and method == "chat.send") or not isinstance(msg["result"], dict):
                             return
                         run_id = msg["result"].get("runId")
                         if msg["result"].get("status") == "duplicate":
                             return
-                    elif isinstance(msg, dict) and msg.get("method", "").startswith("chat."):
+                        for ev in early:
+                            if (ev.get("params") or {}).get("runId") == run_id:
+                                on_event(ev)
+                                if ev["method"] in TERMINAL:
+                                    return
+                        early.clear()
+                    elif follow and isinstance(msg, dict) and str(msg.get("method", "")).startswith("chat."):
                         p = msg.get("params") or {}
-                        if follow and (run_id is None or p.get("runId") == run_id):
+                        if run_id is None:
+                            early.append(msg)
+                        elif p.get("runId") == run_id:
                             on_event(msg)
-                            if msg["method"] in TERMINAL and run_id is not None:
+                            if msg["method"] in TERMINAL:
                                 return
     except TimeoutError:
         raise CallError(f"timed out after {timeout:g}s", 3) from None
@@ -63,3 +111,87 @@ async def call(config: Config, method: str, params: Any, *, url: str | None = No
         raise CallError(f"gateway refused the connection: HTTP {status}{hint}", 3) from None
     except (OSError, WebSocketException) as exc:
         raise CallError(f"cannot reach the gateway at {url}: {exc}", 3) from None
+
+
+class Connection:
+    """One authenticated connection kept open for several calls (`jarvis chat`): `call` awaits the
+    matching response, notifications land in `events`."""
+
+    def __init__(self, ws: Any, url: str):
+        self.ws = ws
+        self.url = url
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self.events: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def open(cls, config: Config, url: str | None = None, open_timeout: float = 10) -> "Connection":
+        token = config.token or read_token_file(config.token_file)
+        if not token:
+            raise CallError(f"no token: {config.token_file} does not exist (start the gateway or run "
+                            f"`{token_command(config)}`)", 2)
+        url = url or config.ws_url()
+        try:
+            ws = await connect(url, additional_headers={"Authorization": f"Bearer {token}"},
+                               max_size=None, compression=None, open_timeout=open_timeout)
+        except InvalidStatus as exc:
+            status = exc.response.status_code
+            hint = " (wrong token?)" if status == 401 else ""
+            raise CallError(f"gateway refused the connection: HTTP {status}{hint}", 3) from None
+        except (OSError, TimeoutError, WebSocketException) as exc:
+            raise CallError(f"cannot reach the gateway at {url}: {exc}", 3) from None
+        return cls(ws, url)
+
+    async def _read(self) -> None:
+        try:
+            async for raw in self.ws:
+                msg = orjson.loads(raw)
+                if not isinstance(msg, dict):
+                    continue
+                fut = self._pending.pop(msg.get("id"), None) if "id" in msg else None
+                if fut is not None:
+                    if not fut.done():
+                        fut.set_result(msg)
+                elif "method" in msg and "id" not in msg:
+                    self.events.put_nowait(msg)
+        except (WebSocketException, OSError):
+            pass
+        finally:
+            for fut in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(CallError(f"the gateway at {self.url} closed the connection", 3))
+            self._pending.clear()
+            self.events.put_nowait(None)  # end of events
+
+    async def call(self, method: str, params: Any = None) -> Any:
+        if self._reader.done():
+            raise CallError(f"the gateway at {self.url} closed the connection", 3)
+        req_id = next(self._ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[req_id] = fut
+        frame = {"jsonrpc": "2.0", "id": req_id, "method": method, "params": params or {}}
+        try:
+            await self.ws.send(orjson.dumps(frame), text=True)
+        except (WebSocketException, OSError) as exc:
+            self._pending.pop(req_id, None)
+            raise CallError(f"cannot reach the gateway at {self.url}: {exc}", 3) from None
+        msg = await fut
+        if "error" in msg:
+            err = msg["error"]
+            raise GatewayCallError(err)
+        return msg["result"]
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.ws.close()
+        self._reader.cancel()
+
+
+class GatewayCallError(CallError):
+    """The gateway answered a call with a JSON-RPC error."""
+
+    def __init__(self, error: dict[str, Any]):
+        super().__init__(f"error {error.get('code')}: {error.get('message')}", 1)
+        self.code = error.get("code")
+        self.error_message = error.get("message") or ""

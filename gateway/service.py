@@ -22,6 +22,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .config import Config
 
@@ -71,8 +72,88 @@ def _is_within(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
 
 
+# Settings with an environment variable of their own go into the unit as Environment= lines when a
+# flag or the environment sets them; secrets never do (they belong in ~/.config/jarvis/env).
+SECRET_VARS = ("JARVIS_GATEWAY_TOKEN", "OPENAI_API_KEY")
+
+
+def env_file() -> Path:
+    return Path.home() / ".config" / "jarvis" / "env"
+
+
+def _env_file_keys(path: Path) -> set[str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return set()
+    keys = set()
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            keys.add(line.split("=", 1)[0].strip().removeprefix("export ").strip())
+    return keys
+
+
+def _setting(config: Config, dotted: str) -> Any:
+    obj: Any = config
+    for part in dotted.split("."):
+        obj = getattr(obj, _snake(part))
+    return obj
+
+
+def _snake(name: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in name)
+
+
+def unit_settings(config: Config) -> tuple[dict[str, str], list[str]]:
+    """What `jarvis serve` in this shell would use but the service, reading only config.toml and
+    ~/.config/jarvis/env, would not: (Environment= variables for the unit, extra `serve` flags).
+
+    A setting counts when its effective value differs from what config.toml alone gives. Secrets that
+    differ raise ServiceError unless the env file sets them (the service then reads them there)."""
+    from .config import ENV_VARS, load_config
+
+    file_only = load_config({"stateDir": str(config.state_dir)}, env={})
+    variables: dict[str, str] = {}
+    in_env_file = _env_file_keys(env_file())
+    for var, key in ENV_VARS.items():
+        if key == "stateDir":
+            continue  # always written: Environment=JARVIS_STATE_DIR=
+        value, base = _setting(config, key), _setting(file_only, key)
+        if key == "workspace":
+            value, base = config.workspace_dir, file_only.workspace_dir
+        if value == base:
+            continue
+        if var in SECRET_VARS:
+            if var in in_env_file:
+                continue
+            raise ServiceError(
+                f"{var} is set in this shell, so `jarvis serve` here would use it, but the service would not: "
+                f"secrets never go into the unit file. Put it into {env_file()} (mode 0600), e.g.\n"
+                f"    install -d -m 700 {env_file().parent} && echo '{var}=…' >> {env_file()} "
+                f"&& chmod 600 {env_file()}\n"
+                f"or unset it for this command (env -u {var} jarvis service install)")
+        if isinstance(value, Path):
+            text = _unit_path_value(value.expanduser().absolute())
+        else:
+            text = _unit_env_value(var, str(value))
+        variables[var] = text
+    flags = ["--log-format", config.log_format if config.log_format != "auto" else "json"]
+    if config.log_level != file_only.log_level:
+        flags += ["--log-level", config.log_level]
+    return variables, flags
+
+
+def _unit_env_value(var: str, value: str) -> str:
+    if any(c in value for c in "\"'\\\n") or any(c.isspace() for c in value):
+        raise ServiceError(f"{var}={value!r}: values with spaces, quotes or backslashes cannot go into the unit "
+                           f"file; put {var} into {env_file()} instead")
+    return value.replace("%", "%%")
+
+
 def render_unit(config: Config, jarvis: Path, template: Path = TEMPLATE) -> str:
-    """The unit text for this installation: template placeholders replaced by absolute paths."""
+    """The unit text for this installation: template placeholders replaced by absolute paths, and
+    every setting that came from flags or the environment written into the unit."""
     try:
         text = template.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -83,18 +164,25 @@ def render_unit(config: Config, jarvis: Path, template: Path = TEMPLATE) -> str:
     workspace = config.workspace_dir.expanduser().absolute()
     if not _is_within(workspace, state_dir):
         writable.append(workspace)
+    variables, flags = unit_settings(config)
     values = {
-        "@JARVIS@": _unit_path_value(jarvis),
-        "@STATE_DIR@": _unit_path_value(state_dir),
-        "@READ_WRITE_PATHS@": " ".join(_unit_path_value(p) for p in writable),
-        "@TIMEOUT_STOP_SEC@": str(math.ceil(config.server.shutdown_grace) + STOP_MARGIN_S),
+        "{{JARVIS}}": _unit_path_value(jarvis),
+        "{{SERVE_ARGS}}": " ".join(flags),
+        "{{STATE_DIR}}": _unit_path_value(state_dir),
+        "{{ENVIRONMENT}}": "\n".join(f"Environment={k}={v}" for k, v in variables.items()),
+        "{{READ_WRITE_PATHS}}": " ".join(_unit_path_value(p) for p in writable),
+        "{{TIMEOUT_STOP_SEC}}": str(math.ceil(config.server.shutdown_grace) + STOP_MARGIN_S),
     }
     # The template's leading comment explains the placeholders to people editing it by hand.
     _, _, body = text.partition("\n\n")
-    text = (f"# Rendered by `jarvis service install` from {UNIT_FILE} for {values['@JARVIS@']}.\n"
+    text = (f"# Rendered by `jarvis service install` from {UNIT_FILE} for {values['{{JARVIS}}']}.\n"
             "# Re-run `jarvis service install` after moving the installation or the state directory.\n"
+            "# Settings given to `install` by flags or environment are the Environment= lines below;\n"
+            "# the others come from <stateDir>/config.toml.\n"
             "# Secrets (OPENAI_API_KEY=…) go into ~/.config/jarvis/env (mode 0600), not here.\n\n" + body)
     for placeholder, value in values.items():
+        if placeholder == "{{ENVIRONMENT}}" and not value:
+            text = text.replace(placeholder + "\n", "")
         text = text.replace(placeholder, value)
     return text
 
@@ -180,11 +268,10 @@ def cmd_install(args: argparse.Namespace, config: Config) -> int:
     print(f"wrote {unit_path}")
     for cmd in plan.commands:
         _run(cmd)
-    env_file = Path.home() / ".config" / "jarvis" / "env"
     print(f"\nJarvis Gateway is installed and started as the user service {UNIT_NAME}.\n"
           f"  status:  systemctl --user status {UNIT_NAME}\n"
           f"  logs:    journalctl --user -u {UNIT_NAME} -f\n"
-          f"  secrets: put OPENAI_API_KEY=… into {env_file} (mode 0600), then "
+          f"  secrets: put OPENAI_API_KEY=… into {env_file()} (mode 0600), then "
           f"systemctl --user restart {UNIT_NAME}\n")
     print(LINGER_NOTE, end="")
     return EXIT_OK

@@ -115,3 +115,69 @@ def test_memory_commands_take_the_shared_flags_after_the_subcommand(tmp_path):
     result = orjson.loads(r.stdout)
     assert result["results"][0]["path"] == "memory/garden.md" and result["mode"] == "hybrid"
     assert (tmp_path / "state" / "agents" / "main" / "memory.sqlite").exists() and not other.exists()
+
+
+def test_config_prints_toml_that_loads_back_to_the_same_config(tmp_path):
+    import dataclasses
+    import tomllib
+
+    state, ws = tmp_path / "state", tmp_path / "notes"
+    state.mkdir()
+    (state / "config.toml").write_text(
+        '[server]\nallowedOrigins = ["http://my-laptop:18789"]\nshutdownGrace = 7.5\n'
+        '[chat]\nsystemPrompt = "Say \\"hi\\"\\nthen\\tstop \\\\ ok"\n[memory.search]\nmmr = true\nrrfK = 30\n'
+        '[memory.backend.qmd]\ntimeoutMs = 500\n')
+    env = {"JARVIS_PORT": "28789", "JARVIS_CHAT_MODEL": "llama3.2", "OPENAI_API_KEY": ""}
+    r = jarvis("config", "--workspace", str(ws), state_dir=state, env=env)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    out = r.stdout
+    assert f"# state dir in use: {state}" in out
+    settings = [line for line in out.splitlines() if line and not line.startswith(("#", "["))]
+    for line in settings:
+        key, value = (part.strip() for part in line.split("=", 1))
+        assert "_" not in key, f"snake_case key: {line}"
+        assert not any(lit in value.split("  #")[0] for lit in ("True", "False", "None", "PosixPath")), line
+    parsed = tomllib.loads(out)
+    assert parsed["server"]["port"] == 28789 and parsed["chat"]["model"] == "llama3.2"
+    assert parsed["workspace"] == str(ws) and parsed["memory"]["backend"]["qmd"]["timeoutMs"] == 500
+
+    # Fed back as config.toml (with nothing from the environment) it is the same configuration.
+    again = tmp_path / "again"
+    again.mkdir()
+    (again / "config.toml").write_text(out)
+    from gateway.config import load_config
+
+    original = load_config({"stateDir": str(state), "workspace": str(ws)}, env=env)
+    reloaded = load_config({"stateDir": str(again)}, env={})
+    assert dataclasses.replace(reloaded, state_dir=original.state_dir) == original
+
+    # Without a workspace setting, the default one is shown as a comment, never `workspace = null`.
+    r = jarvis("config", state_dir=state)
+    assert f'# workspace = "{state / "workspace"}"' in r.stdout and "null" not in r.stdout
+
+    r = jarvis("config", "--json", state_dir=state, env={"JARVIS_GATEWAY_TOKEN": "sk-secret"})
+    assert r.returncode == 0, r.stderr
+    data = orjson.loads(r.stdout)
+    assert data["stateDir"] == str(state) and data["workspace"] == str(state / "workspace")
+    assert data["server"]["allowedOrigins"] == ["http://my-laptop:18789"] and data["memory"]["search"]["rrfK"] == 30
+    assert data["token"] == "(set)" and "sk-secret" not in r.stdout
+    r = jarvis("config", state_dir=state, env={"JARVIS_GATEWAY_TOKEN": "sk-secret"})
+    assert "# token = (set, hidden)" in r.stdout and "sk-secret" not in r.stdout
+
+
+def test_config_defaults_lists_every_key_with_its_default_and_doc(tmp_path):
+    import tomllib
+
+    from gateway.config import describe
+
+    r = jarvis("config", "--defaults", state_dir=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "port = 18789  # 0 picks a free port" in r.stdout.splitlines()
+    assert 'mode = "hybrid"  # one of hybrid, fts, vector' in r.stdout.splitlines()
+    tomllib.loads(r.stdout)
+    r = jarvis("config", "--defaults", "--json", state_dir=tmp_path)
+    data = orjson.loads(r.stdout)
+    assert set(data) == {key for key, _, _ in describe()} - {"stateDir"}
+    defaults = {key: default for key, default, _ in describe()}
+    assert data["memory.search.rrfK"]["default"] == defaults["memory.search.rrfK"]
+    assert data["server.allowedOrigins"] == {"default": [], "doc": "extra browser Origins allowed to connect"}

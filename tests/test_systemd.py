@@ -85,7 +85,7 @@ def test_rendered_unit_passes_systemd_analyze_verify(tmp_path):
         pytest.skip(f"{VENV_JARVIS} missing: install the package (./scripts/test does `pip install -e .`)")
     config = load_config({"stateDir": str(tmp_path / "state")}, env={})
     text = render_unit(config, VENV_JARVIS)
-    assert not re.search(r"@[A-Z_]+@", text), "a placeholder was left unrendered"
+    assert not re.search(r"\{\{[A-Z_]+\}\}", text), "a placeholder was left unrendered"
     unit = tmp_path / "jarvis-gateway.service"
     unit.write_text(text)
     # `--user` needs a runtime dir for the (never started) user manager it simulates.
@@ -100,7 +100,8 @@ def test_rendered_unit_passes_systemd_analyze_verify(tmp_path):
 def test_unit_template_declares_the_service_contract():
     lines = set(TEMPLATE.read_text().splitlines())
     for directive in ("Type=notify", "NotifyAccess=main", "Restart=on-failure", "EnvironmentFile=-%h/.config/jarvis/env",
-                      "ExecStart=@JARVIS@ serve --log-format json", "ReadWritePaths=@READ_WRITE_PATHS@",
+                      "ExecStart={{JARVIS}} serve {{SERVE_ARGS}}", "ReadWritePaths={{READ_WRITE_PATHS}}",
+                      "LimitNOFILE=8192",
                       "UMask=0077", "NoNewPrivileges=yes", "ProtectSystem=strict", "PrivateTmp=yes",
                       "WantedBy=default.target"):
         assert directive in lines, directive

@@ -31,8 +31,12 @@ import pytest_asyncio  # noqa: E402
 from playwright.async_api import Browser, Page, async_playwright, expect  # noqa: E402
 
 ARTIFACTS = ROOT / "test-artifacts"
+# JARVIS_DOCS_SCREENSHOTS=1 also writes the screenshots that docs/web.md shows into docs/screenshots/.
+DOCS_SHOTS = ROOT / "docs" / "screenshots" if os.environ.get("JARVIS_DOCS_SCREENSHOTS") == "1" else None
+# my-laptop resolves to this machine, to open the page under a host name the gateway does not admit.
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--host-resolver-rules=MAP my-laptop 127.0.0.1"]
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 expect.set_options(timeout=15_000)
@@ -88,6 +92,15 @@ async def page(browser: Browser, gateway: RunningGateway):
     finally:
         assert pg.watch.errors == [], pg.watch.errors  # type: ignore[attr-defined]
         await ctx.close()
+
+
+async def shot(page: Page, name: str) -> None:
+    """A screenshot into test-artifacts/ (and docs/screenshots/ with JARVIS_DOCS_SCREENSHOTS=1)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / name))
+    if DOCS_SHOTS is not None:
+        DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+        await page.screenshot(path=str(DOCS_SHOTS / name))
 
 
 def base_url(gw: RunningGateway) -> str:
@@ -172,16 +185,19 @@ async def test_chat_flow_streams_and_survives_reload(page: Page, gateway: Runnin
     await expect(replies(page)).to_have_count(1)
     await expect(replies(page).first).to_contain_text("You wrote:")
 
+    # The session is named after its first message, in the list and the header.
+    first = "The blue heron nests by the old mill."
+    await expect(page.locator("#session-title")).to_have_text(first)
+    await expect(page.locator("#session-list li.current .session-name")).to_have_text(first)
     # Rename the session; the new label shows in the list and the header and survives a reload.
-    await page.get_by_role("button", name="Rename Untitled session").first.click()
+    await page.locator("#session-list li.current").get_by_role("button", name=f"Rename {first}").click()
     await page.get_by_label("Session name").fill("Birds")
     await page.get_by_label("Session name").press("Enter")
     await expect(page.locator("#session-title")).to_have_text("Birds")
     await page.reload()
     await expect(page.locator("#session-list li.current .session-name")).to_have_text("Birds")
 
-    ARTIFACTS.mkdir(exist_ok=True)
-    await page.screenshot(path=str(ARTIFACTS / "web-chat.png"))
+    await shot(page, "web-chat.png")
     assert page.watch.dialogs == []  # type: ignore[attr-defined]
 
 
@@ -195,7 +211,7 @@ async def test_memory_search_and_recalled_memories(page: Page, gateway: RunningG
     await page.get_by_role("button", name="Search memory").click()
     await page.get_by_label("Query").fill("Ingrid lemon trees")
     await page.get_by_label("Source").select_option("sessions")
-    result = page.locator("#search-results .result", has_text=f"sessions/{key}.jsonl")
+    result = page.locator(f"#search-results .result:has(.path[title^='sessions/{key}.jsonl:'])")
     for _ in range(40):
         await page.get_by_role("button", name="Search", exact=True).click()
         await expect(page.locator("#search-status")).not_to_have_text("Searching…")
@@ -205,7 +221,11 @@ async def test_memory_search_and_recalled_memories(page: Page, gateway: RunningG
     await expect(result.first).to_be_visible()
     await expect(result.first.locator(".snippet")).to_contain_text("Ingrid")
     await expect(result.first.locator(".badge")).to_have_text("sessions")
-    await expect(result.first.locator(".path")).to_have_text(re.compile(rf"sessions/{key}\.jsonl:\d+-\d+"))
+    # Cited by the session's name and date, not sessions/<uuid>.jsonl; the file is in the tooltip.
+    label = "My sister Ingrid keeps seventeen lemon trees in Porto."
+    citation = re.compile(rf"^“{re.escape(label)}” · \w.* · lines? \d+(–\d+)?$")
+    await expect(result.first.locator(".path")).to_have_text(citation)
+    await expect(result.first.locator(".path")).to_have_attribute("title", re.compile(rf"sessions/{key}\.jsonl:\d+-\d+"))
     await page.get_by_role("button", name="Close memory search").click()
 
     # The next reply recalls the earlier turn and lists it under the reply; opening it shows the lines.
@@ -214,16 +234,21 @@ async def test_memory_search_and_recalled_memories(page: Page, gateway: RunningG
     recalled = replies(page).nth(1).locator("details.recalled")
     await expect(recalled.locator("summary")).to_contain_text("Recalled from memory")
     await recalled.locator("summary").click()
-    ref = recalled.locator("button.memory-ref", has_text=f"sessions/{key}.jsonl")
+    ref = recalled.locator("button.memory-ref", has_text=label)
+    await expect(ref.first.locator(".path")).to_have_text(citation)
     await ref.first.click()
-    dialog = page.get_by_role("dialog", name=f"sessions/{key}.jsonl")
+    dialog = page.get_by_role("dialog", name=re.compile(re.escape(label)))
     await expect(dialog).to_be_visible()
     await expect(dialog.locator("#memory-text")).to_contain_text("user: My sister Ingrid keeps seventeen lemon trees in Porto.")
     await expect(dialog.locator("#memory-meta")).to_contain_text("Lines")
-    ARTIFACTS.mkdir(exist_ok=True)
-    await page.screenshot(path=str(ARTIFACTS / "web-memory.png"))
+    await shot(page, "web-memory.png")
     await dialog.get_by_role("button", name="Close").click()
     await expect(dialog).to_be_hidden()
+
+    # Loaded from the transcript, the reply still lists what was recalled for it.
+    await page.reload()
+    await expect(replies(page)).to_have_count(2)
+    await expect(replies(page).nth(1).locator("details.recalled summary")).to_contain_text("Recalled from memory")
 
 
 async def test_markup_in_messages_renders_as_text(page: Page, gateway: RunningGateway):
@@ -237,7 +262,7 @@ async def test_markup_in_messages_renders_as_text(page: Page, gateway: RunningGa
     assert await page.locator("#messages img").count() == 0
     assert await page.locator("#messages script").count() == 0
     assert await page.locator("#messages a:not([href^='http'])").count() == 0  # javascript: is never a link
-    assert await page.get_by_role("link", name="click").count() == 0
+    assert await page.locator("#messages").get_by_role("link", name="click").count() == 0
     await page.reload()  # and the same from history
     await expect(replies(page)).to_have_count(1)
     assert await page.locator("#messages img").count() == 0
@@ -256,6 +281,8 @@ async def test_links_and_code_render_safely(page: Page, gateway: RunningGateway)
 
 
 async def test_wrong_token_shows_error(page: Page, gateway: RunningGateway):
+    # The sign-in page names a command that works as typed in a checkout.
+    await expect(page.locator("#signin-form .hint")).to_contain_text(".venv/bin/jarvis token")
     await page.get_by_label("Gateway token").fill("not-the-token")
     await page.get_by_role("button", name="Sign in").click()
     await expect(page.get_by_role("alert").filter(has_text="refused")).to_be_visible()
@@ -314,6 +341,9 @@ async def test_narrow_screen_drawer(browser: Browser, gateway: RunningGateway):
         pg = await ctx.new_page()
         await pg.goto(base_url(gateway))
         await sign_in(pg, gateway.token)
+        # The offline banner starts folded to its first line on a phone; a tap unfolds it.
+        await expect(pg.locator("#offline-banner")).to_be_visible()
+        assert await pg.locator("#offline-details").evaluate("d => d.open") is False
         toggle = pg.get_by_role("button", name="Sessions")
         await expect(toggle).to_have_attribute("aria-expanded", "false")
         await expect(pg.get_by_role("button", name="New session")).not_to_be_in_viewport()
@@ -326,8 +356,7 @@ async def test_narrow_screen_drawer(browser: Browser, gateway: RunningGateway):
         await wait_reply(pg, 1)
         width = await pg.evaluate("document.documentElement.scrollWidth")
         assert width <= 360, f"page scrolls sideways at 360 px: {width}"
-        ARTIFACTS.mkdir(exist_ok=True)
-        await pg.screenshot(path=str(ARTIFACTS / "web-chat-360.png"))
+        await shot(pg, "web-chat-360.png")
     finally:
         await ctx.close()
 
@@ -354,6 +383,10 @@ async def test_chat_error_retry_and_stop(browser: Browser, model_gateway):
         await pg.goto(base_url(gw))
         await sign_in(pg, gw.token)
         await new_session(pg)
+
+        # The badge names the provider and model; with a model configured there is no offline banner.
+        await expect(pg.locator("#model-badge")).to_have_text("openai · fake-model")
+        await expect(pg.locator("#offline-banner")).to_be_hidden()
 
         # A failed reply is shown in place with a Retry button; retrying sends the words again.
         api.script(("status", 429, {"Retry-After": "0"}))
@@ -385,3 +418,139 @@ async def test_chat_error_retry_and_stop(browser: Browser, model_gateway):
         assert watch.errors == [] and watch.dialogs == []
     finally:
         await ctx.close()
+
+
+async def test_offline_badge_and_banner_say_how_to_configure_a_model(page: Page, gateway: RunningGateway):
+    await sign_in(page, gateway.token)
+    await expect(page.locator("#model-badge")).to_have_text("offline responder")
+    banner = page.locator("#offline-banner")
+    await expect(banner).to_be_visible()
+    await expect(banner).to_contain_text("No chat model is configured")
+    await expect(banner).to_contain_text("config.toml")
+    await expect(banner).to_contain_text("OPENAI_BASE_URL")
+    await shot(page, "web-offline.png")
+    await banner.get_by_role("button", name="Dismiss").click()
+    await expect(banner).to_be_hidden()
+    await page.reload()
+    await expect(page.locator("#conn-status")).to_have_attribute("data-state", "open")
+    await expect(banner).to_be_hidden()  # for the rest of this tab's life
+
+
+async def test_a_refused_origin_is_explained(browser: Browser, gateway: RunningGateway):
+    ctx = await browser.new_context()
+    try:
+        pg = await ctx.new_page()
+        watch = PageWatch(pg)
+        port = gateway.gw.port  # type: ignore[union-attr]
+        origin = f"http://my-laptop:{port}"
+        await pg.goto(origin + "/")
+        await pg.get_by_label("Gateway token").fill(gateway.token)
+        await pg.get_by_role("button", name="Sign in").click()
+        banner = pg.locator("#origin-banner")
+        await expect(banner).to_be_visible()
+        await expect(banner).to_contain_text("refused this page's origin")
+        await expect(banner).to_contain_text(origin)
+        await expect(banner).to_contain_text("server.allowedOrigins")
+        await expect(pg.locator("#conn-status")).to_have_attribute("data-state", "blocked")
+        await expect(pg.locator("#conn-text")).to_have_text("Origin refused")
+        await expect(pg.locator("#signin-error")).to_contain_text("origin")
+        await pg.wait_for_timeout(1500)
+        await expect(pg.locator("#conn-status")).to_have_attribute("data-state", "blocked")  # no retry loop
+        await shot(pg, "web-origin-refused.png")
+        assert watch.errors == []
+    finally:
+        await ctx.close()
+
+
+async def test_copy_and_regenerate_a_reply(browser: Browser, gateway: RunningGateway):
+    ctx = await browser.new_context(permissions=["clipboard-read", "clipboard-write"])
+    try:
+        pg = await ctx.new_page()
+        watch = PageWatch(pg)
+        await pg.goto(base_url(gateway))
+        await sign_in(pg, gateway.token)
+        await new_session(pg)
+        await send(pg, "Copy me, please.")
+        await wait_reply(pg, 1)
+        reply = replies(pg).first
+        await reply.get_by_role("button", name="Copy reply").click()
+        await expect(reply.get_by_role("status")).to_have_text("Copied.")
+        copied = await pg.evaluate("navigator.clipboard.readText()")
+        assert copied.startswith("I am Jarvis's offline responder") and "Copy me, please." in copied
+
+        await reply.get_by_role("button", name="Regenerate reply").click()
+        await wait_reply(pg, 2)
+        await expect(pg.locator("#messages .msg-user")).to_have_count(2)
+        await expect(pg.locator("#messages .msg-user").nth(1)).to_have_text(re.compile("Copy me, please."))
+        await expect(replies(pg).nth(1)).to_contain_text("You wrote: “Copy me, please.”")
+        # After a reload the history's replies have the same buttons.
+        await pg.reload()
+        await expect(replies(pg)).to_have_count(2)
+        await expect(replies(pg).first.get_by_role("button", name="Regenerate reply")).to_be_visible()
+        assert watch.errors == []
+    finally:
+        await ctx.close()
+
+
+async def test_sidebar_search_and_date_groups(page: Page, gateway: RunningGateway):
+    client = await gateway.client()
+    try:
+        for label in ("Tax return 2026", "Garden planning", "Tax questions for Anna"):
+            await client.call("sessions.create", {"label": label})
+    finally:
+        await client.close()
+    await sign_in(page, gateway.token)
+    sidebar = page.locator("#session-list")
+    await expect(sidebar.locator("li.session-group").first).to_have_text("Today")
+    await page.get_by_label("Search sessions").fill("tax")
+    await expect(sidebar.locator("li.session .session-name")).to_have_text(["Tax questions for Anna", "Tax return 2026"])
+    await page.get_by_label("Search sessions").fill("no such thing")
+    await expect(sidebar).to_contain_text("No session matches")
+    await page.get_by_label("Search sessions").press("Escape")
+    await expect(sidebar.locator("li.session", has_text="Garden planning")).to_have_count(1)
+
+
+async def test_memory_panel_adds_edits_deletes_and_opens_notes(page: Page, gateway: RunningGateway):
+    (gateway.config.workspace_dir / "MEMORY.md").write_text("# About me\n\nI take my coffee black.\n")
+    await sign_in(page, gateway.token)
+    await page.get_by_role("button", name="Memories").click()
+    panel = page.locator("#search-panel")
+    await expect(panel.get_by_role("heading", name="Memories")).to_be_visible()
+
+    await panel.get_by_role("button", name="Add memory").click()
+    await panel.get_by_label("Key", exact=True).fill("bicycle")
+    await panel.get_by_label("Category").select_option("facts")
+    await panel.get_by_label("Text", exact=True).fill("My bicycle is a green Dutch roadster.")
+    await panel.get_by_role("button", name="Save").click()
+    item = panel.locator("li.memory-item[data-key='bicycle']")
+    await expect(item).to_contain_text("My bicycle is a green Dutch roadster.")
+    await expect(item.locator(".badge")).to_have_text("facts")
+    await expect(page.locator("#memories-status")).to_contain_text("Saved bicycle.")
+
+    await item.get_by_role("button", name="Edit memory bicycle").click()
+    await expect(panel.get_by_label("Key", exact=True)).to_have_value("bicycle")
+    await expect(panel.get_by_label("Text", exact=True)).to_have_value("My bicycle is a green Dutch roadster.")
+    await panel.get_by_label("Text", exact=True).fill("My bicycle is a red Dutch roadster now.")
+    await panel.get_by_role("button", name="Save").click()
+    await expect(page.locator("#memories-status")).to_contain_text("Updated bicycle.")
+    client = await gateway.client()
+    try:
+        assert (await client.call("memory.get", {"key": "bicycle"}))["value"].startswith("My bicycle is a red")
+        await shot(page, "web-memories.png")
+
+        await item.get_by_role("button", name="Edit memory bicycle").click()
+        await panel.get_by_role("button", name="Delete").click()
+        confirm = page.get_by_role("dialog", name="Delete memory?")
+        await confirm.get_by_role("button", name="Delete").click()
+        await expect(item).to_have_count(0)
+        await expect(page.locator("#memories-status")).to_contain_text("Deleted bicycle.")
+        with pytest.raises(Exception, match="-32004"):
+            await client.call("memory.get", {"key": "bicycle"})
+    finally:
+        await client.close()
+
+    # Notes: open a memory file by its path.
+    await panel.get_by_label("Note path").fill("MEMORY.md")
+    await panel.get_by_role("button", name="Open note").click()
+    dialog = page.get_by_role("dialog", name="MEMORY.md")
+    await expect(dialog.locator("#memory-text")).to_contain_text("I take my coffee black.")

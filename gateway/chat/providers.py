@@ -121,6 +121,7 @@ class OpenAIProvider(ChatProvider):
         from openai import AsyncOpenAI
 
         self.model = model
+        self.endpoint = (base_url or "https://api.openai.com/v1").rstrip("/")
         # Local servers (llama.cpp, Ollama, vLLM) accept any key; the SDK insists on a non-empty one.
         self.client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url or None,
                                   timeout=timeout, max_retries=max_retries)
@@ -142,20 +143,46 @@ class OpenAIProvider(ChatProvider):
                     if chunk.usage:
                         yield Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
         except openai.APITimeoutError:
-            raise UpstreamUnavailable("chat provider timed out", retryable=True) from None
+            raise UpstreamUnavailable(f"chat provider timed out at {self.endpoint}", retryable=True) from None
         except openai.APIStatusError as exc:
             status = exc.status_code
             retryable = status == 429 or status == 408 or status >= 500
-            raise UpstreamUnavailable(f"chat provider answered HTTP {status}: {_short(exc.message)}",
+            raise UpstreamUnavailable(f"chat provider at {self.endpoint} answered HTTP {status}: {_short(exc.message)}",
                                       retryable=retryable, retry_after_ms=_retry_after_ms(exc)) from None
         except openai.APIConnectionError as exc:
-            raise UpstreamUnavailable(f"chat provider unreachable: {_short(str(exc))}", retryable=True) from None
-        except Exception as exc:  # a stream cut mid-way surfaces as the HTTP library's own error
-            raise UpstreamUnavailable(f"chat provider failed: {type(exc).__name__}: {_short(str(exc))}",
+            raise UpstreamUnavailable(f"chat provider unreachable at {self.endpoint}: {connection_failure(exc)}",
                                       retryable=True) from None
+        except Exception as exc:  # a stream cut mid-way surfaces as the HTTP library's own error
+            raise UpstreamUnavailable(f"chat provider at {self.endpoint} failed: {type(exc).__name__}: "
+                                      f"{_short(str(exc))}", retryable=True) from None
 
     async def close(self) -> None:
         await self.client.close()
+
+
+def connection_failure(exc: BaseException) -> str:
+    """Why a connection failed, in a few words: the first cause in the chain that says more than
+    the SDK's own "Connection error."."""
+    import socket
+
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cur, socket.gaierror):
+            return "host name not found"
+        if isinstance(cur, (TimeoutError, socket.timeout)):
+            return "timed out"
+        text = str(cur)
+        if "Connection refused" in text or "Connect call failed" in text:
+            return "connection refused"
+        if "Name or service not known" in text or "nodename nor servname" in text or "getaddrinfo failed" in text:
+            return "host name not found"
+        cur = cur.__cause__ or cur.__context__
+    text = _short(str(exc))
+    return text.rstrip(".").lower() if text else type(exc).__name__
 
 
 def _short(text: str, n: int = 300) -> str:

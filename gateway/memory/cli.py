@@ -2,8 +2,10 @@
 (`set|get|delete|list|similar|recall|learn|set-image|get-image`: see cli_extra.py.)
 
 These open the index themselves (WAL and a busy timeout make that safe while the gateway runs), so they
-work whether or not the gateway is up. `--json` prints exactly the result object of the matching
-method (`memory.sync`, `memory.search`, `memory.status`).
+work whether or not the gateway is up. `status` first asks the running gateway (its dirty flag and sync
+runs are live state the index file does not hold) and reads the state dir only when none answers or
+with `--direct`. `--json` prints exactly the result object of the matching method (`memory.sync`,
+`memory.search`, `memory.status`). `--agent ID` and `--source` work as in cli_extra.py.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from .manager import MODES, MemoryManager
 
 
 def add_commands(subparsers: Any) -> None:
-    p = subparsers.add_parser("memory", help="index, search and inspect memory (works on the state dir directly)",
-                              description="Memory index commands; they work while the gateway runs, too.")
+    p = subparsers.add_parser("memory", help="index, search and inspect memory (on the state dir; status asks a running gateway)",
+                              description="Memory index commands; they work on the state dir, while the gateway "
+                                          "runs too. `status` asks the running gateway when one answers.")
     p.set_defaults(handler=run, memory_command=None)
     sub = p.add_subparsers(dest="memory_command", metavar="{sync,search,status," + ",".join(cli_extra.COMMANDS) + "}")
     s = sub.add_parser("sync", help="bring the index up to date now")
     s.add_argument("--force", action="store_true", help="re-read and re-chunk every file (the cache avoids re-embedding)")
+    cli_extra.agent_arg(s)
     s.add_argument("--json", action="store_true", help="print the memory.sync result as JSON")
     s = sub.add_parser("search", help="search memory files and transcripts")
     s.add_argument("query", help="what to look for")
@@ -37,9 +41,15 @@ def add_commands(subparsers: Any) -> None:
     s.add_argument("--mode", choices=MODES, help="hybrid (default), fts or vector")
     s.add_argument("--min-score", type=float, default=0.0, help="drop results below this score (0..1); a chunk that shares no word with "
                    "the query is a hit only if its cosine is at least memory.search.minSimilarity")
-    s.add_argument("--source", action="append", choices=("memory", "sessions"), help="limit to a source")
+    cli_extra.source_arg(s, "default: both")
+    cli_extra.agent_arg(s)
     s.add_argument("--json", action="store_true", help="print the memory.search result as JSON")
-    s = sub.add_parser("status", help="what the index holds")
+    s = sub.add_parser("status", help="what the index holds (asks the running gateway when one answers)",
+                       description="What the index holds. When a gateway answers at the configured address "
+                                   "(with this state dir's token), its own memory.status is shown, so dirty and "
+                                   "sync runs are the live ones; otherwise the index is read from the state dir.")
+    cli_extra.agent_arg(s)
+    s.add_argument("--direct", action="store_true", help="read the state dir even when a gateway is running")
     s.add_argument("--json", action="store_true", help="print the memory.status result as JSON")
     cli_extra.add_commands(sub)
 
@@ -78,7 +88,19 @@ def _print_json(obj: Any) -> None:
 async def _run(args: argparse.Namespace, config: Config) -> int:
     if args.memory_command in cli_extra.COMMANDS:
         return await cli_extra.run(args, _cli_config(config))
-    mgr = MemoryManager(_cli_config(config))
+    agent = cli_extra.check_agent(args, config)
+    if args.memory_command == "status" and not args.direct:
+        url = config.ws_url()
+        res = await _ask_gateway(config, "memory.status", {"agentId": agent})
+        if res is not None:
+            if args.json:
+                _print_json(res)
+            else:
+                print(f"gateway:    {url} (running; these are its live figures)")
+                print(f"index:      {config.memory_db(agent)}")
+                _print_status(res)
+            return 0
+    mgr = MemoryManager(_cli_config(config), agent)
     await mgr.open()
     try:
         cmd = args.memory_command
@@ -99,8 +121,8 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
                           f"({st['embeddings'].get('error', 'embedding provider failed')}); retried on the next sync",
                           file=sys.stderr)
         elif cmd == "search":
-            res = await mgr.search(args.query, k=args.k, min_score=args.min_score, sources=args.source,
-                                   mode=args.mode)
+            res = await mgr.search(args.query, k=args.k, min_score=args.min_score,
+                                   sources=cli_extra.sources_of(args), mode=args.mode)
             if args.json:
                 _print_json(res)
             else:
@@ -117,22 +139,51 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
             if args.json:
                 _print_json(res)
             else:
-                e, v = res["embeddings"], res["vector"]
+                print(f"gateway:    none answered at {config.ws_url()}; read from the state dir")
                 print(f"index:      {mgr.db_path}")
-                print(f"files:      {res['files']} (memory {res['sources']['memory']['files']}, "
-                      f"sessions {res['sources']['sessions']['files']})")
-                print(f"chunks:     {res['chunks']} (memory {res['sources']['memory']['chunks']}, "
-                      f"sessions {res['sources']['sessions']['chunks']})")
-                print(f"dirty:      {'yes' if res['dirty'] else 'no'}    last sync: {res['lastSyncAt'] or 'never'}")
-                print(f"embeddings: {e['provider']} {e['model']} ({e['dims']} dims)"
-                      + (f"  error: {e['error']}" if e.get("error") else ""))
-                print(f"vectors:    {v['backend']} ({'available' if v['available'] else 'unavailable'}"
-                      + (f", {v['missing']} missing" if v.get("missing") else "") + ")")
-                print(f"fts:        {res['fts']['tokenizer']}    cache: {res['cache']['entries']} embeddings")
-                _print_backend_and_ranking(res)
+                _print_status(res)
         return 0
     finally:
         await mgr.close()
+
+
+def _print_status(res: dict) -> None:
+    e, v = res["embeddings"], res["vector"]
+    print(f"files:      {res['files']} (memory {res['sources']['memory']['files']}, "
+          f"sessions {res['sources']['sessions']['files']})")
+    print(f"chunks:     {res['chunks']} (memory {res['sources']['memory']['chunks']}, "
+          f"sessions {res['sources']['sessions']['chunks']})")
+    print(f"dirty:      {'yes' if res['dirty'] else 'no'}    last sync: {res['lastSyncAt'] or 'never'}")
+    print(f"embeddings: {e['provider']} {e['model']} ({e['dims']} dims)"
+          + (f"  error: {e['error']}" if e.get("error") else ""))
+    print(f"vectors:    {v['backend']} ({'available' if v['available'] else 'unavailable'}"
+          + (f", {v['missing']} missing" if v.get("missing") else "") + ")")
+    print(f"fts:        {res['fts']['tokenizer']}    cache: {res['cache']['entries']} embeddings")
+    _print_backend_and_ranking(res)
+
+
+async def _ask_gateway(config: Config, method: str, params: dict) -> Any:
+    """The running gateway's answer, or None when no gateway of this state dir answers (nothing listens,
+    another gateway that refuses this token, or no token yet). Its errors are raised as GatewayError."""
+    from ..client import CallError, Connection, GatewayCallError
+    from ..errors import NotFound
+
+    if config.server.port == 0:
+        return None
+    try:
+        conn = await Connection.open(config, open_timeout=3)
+    except CallError:
+        return None
+    try:
+        return await asyncio.wait_for(conn.call(method, params), 30)
+    except GatewayCallError as exc:
+        if exc.code == -32004:
+            raise NotFound(exc.error_message) from None
+        raise GatewayError(exc.error_message) from None
+    except (CallError, TimeoutError):
+        return None
+    finally:
+        await conn.close()
 
 
 def run(args: argparse.Namespace, config: Config) -> int:

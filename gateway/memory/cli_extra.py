@@ -1,7 +1,8 @@
 """`jarvis memory set|get|delete|list|similar|recall|learn|set-image|get-image` — the keyed-memory,
 recall, learnings and image methods, run directly on the state dir (like sync/search/status).
 
-`--json` prints exactly the result of the matching method; `--agent ID` picks the agent (default: main).
+`--json` prints exactly the result of the matching method; `--agent ID` picks the agent (default: main);
+`--source memory,sessions` (or the flag repeated) limits similar and recall like search.
 """
 
 from __future__ import annotations
@@ -23,10 +24,42 @@ from .learnings import SECTIONS
 COMMANDS = ("set", "get", "delete", "list", "similar", "recall", "learn", "set-image", "get-image")
 
 
+SOURCES = ("memory", "sessions")
+
+
+def agent_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agent", default=None, metavar="ID", help="agent id (default: main)")
+
+
+def _sources(text: str) -> list[str]:
+    out = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [s for s in out if s not in SOURCES]
+    if bad or not out:
+        raise argparse.ArgumentTypeError(f"{text!r}: each source is one of {', '.join(SOURCES)}")
+    return out
+
+
+def source_arg(p: argparse.ArgumentParser, default_doc: str) -> None:
+    p.add_argument("--source", dest="source", action="extend", type=_sources, metavar="SOURCE",
+                   help=f"memory or sessions; repeat it or separate with commas for both ({default_doc})")
+
+
+def sources_of(args: argparse.Namespace) -> list[str] | None:
+    """The --source values, each once, in order; None when none was given."""
+    return list(dict.fromkeys(args.source)) if getattr(args, "source", None) else None
+
+
+def check_agent(args: argparse.Namespace, config: Config) -> str:
+    agent = getattr(args, "agent", None) or config.agent_id
+    if agent != config.agent_id and not config.agent_dir(agent).is_dir():
+        raise NotFound(f"agent not found: {agent}")
+    return agent
+
+
 def add_commands(sub: Any) -> None:
     def cmd(name: str, help_: str) -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=help_)
-        s.add_argument("--agent", default=None, help="agent id (default: main)")
+        agent_arg(s)
         s.add_argument("--json", action="store_true", help="print the method's result as JSON")
         return s
 
@@ -45,12 +78,14 @@ def add_commands(sub: Any) -> None:
     s = cmd("similar", "memories similar to a keyed memory (memory.similar)")
     s.add_argument("key")
     s.add_argument("--k", type=int, default=5)
+    source_arg(s, "default: memory")
     s = cmd("recall", "memories and messages from a period (memory.recall)")
     s.add_argument("--from", dest="from_", metavar="WHEN", help="2026-11-20, 2026-11-20T10:00Z, 7d, 24h, 2w, today …")
     s.add_argument("--to", metavar="WHEN")
     s.add_argument("--category", choices=CATEGORIES)
     s.add_argument("--query")
     s.add_argument("--k", type=int, default=10)
+    source_arg(s, "default: both")
     s = cmd("learn", "record a learning in LEARNINGS.md (memory.learn)")
     s.add_argument("category", help=", ".join(SECTIONS))
     s.add_argument("text")
@@ -75,9 +110,7 @@ def _check_range(name: str, value: int, lo: int, hi: int | None = None) -> None:
 async def run(args: argparse.Namespace, config: Config) -> int:
     from .manager import MemoryManager
 
-    agent = args.agent or config.agent_id
-    if agent != config.agent_id and not config.agent_dir(agent).is_dir():
-        raise NotFound(f"agent not found: {agent}")
+    agent = check_agent(args, config)
     mgr = MemoryManager(config, agent)
     await mgr.open()
     try:
@@ -101,12 +134,12 @@ async def run(args: argparse.Namespace, config: Config) -> int:
                              for m in res["memories"]) or "no keyed memories"
         elif c == "similar":
             _check_range("k", args.k, 1, 50)
-            res = await f.similar(args.key, args.k)
+            res = await f.similar(args.key, args.k, sources=sources_of(args))
             text = "\n".join(f"{r['score']:.3f}  {r['path']}:{r['startLine']}-{r['endLine']}"
                              for r in res["results"]) or "no results"
         elif c == "recall":
             _check_range("k", args.k, 1, 100)
-            res = await f.recall(args.from_, args.to, args.category, args.query, args.k)
+            res = await f.recall(args.from_, args.to, args.category, args.query, args.k, sources=sources_of(args))
             text = "\n".join(f"{r['timestamp']}  {r['path']}:{r['startLine']}  {' '.join(r['snippet'].split())[:120]}"
                              for r in res["results"]) or "nothing in that period"
         elif c == "learn":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import NotFound
 from ..registry import CallContext, registry
 from ..schema import SESSION_KEY, Str
 from .sessions import with_agent
@@ -16,11 +17,39 @@ from .sessions import with_agent
 async def send(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
     key = p["sessionKey"]
+    # Before the message is appended: a sessions.json write after a transcript append would hide that
+    # append from the recount that repairs counters after a crash (it compares modification times).
+    await _name_after_first_message(agent, key, p["message"])
     result = await agent.chat.send(key, p["message"], p["idempotencyKey"])
     if ctx.connection is not None:
         # Synchronous, before the run task first runs: no event of this run can be missed.
         ctx.services.bus.subscribe(agent.topic(key), ctx.connection)
     return result
+
+
+def label_from(message: str, limit: int = 60) -> str:
+    """A session name from its first message: the first line, whitespace folded, cut at a word."""
+    line = next((ln for ln in message.splitlines() if ln.strip()), "")
+    text = " ".join(line.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if " " in cut[limit // 2:]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,.;:-") + "…"
+
+
+async def _name_after_first_message(agent, key: str, message: str) -> None:
+    """A session created without a label is named after its first message (sessions.update renames it)."""
+    try:
+        session = await agent.sessions.get(key)
+    except NotFound:
+        return
+    if session.get("label") or session.get("messageCount", 0) > 0:
+        return
+    label = label_from(message)
+    if label:
+        await agent.sessions.update(key, label=label)
 
 
 @registry.method("chat.abort", with_agent(sessionKey=Str(pattern=SESSION_KEY), runId=Str(1, 64, optional=True)),

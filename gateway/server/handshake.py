@@ -21,7 +21,7 @@ from .. import protocol
 from ..auth import AuthLimiter, TokenStore
 from ..config import Config
 from ..errors import GatewayError, RateLimited, Unauthenticated
-from .http import route as http_route, text as http_text
+from .http import json as http_json, route as http_route, text as http_text
 from .connection import POLICY, Connection, peer_of
 
 log = structlog.get_logger("gateway.server")
@@ -31,6 +31,12 @@ class _BadRequest(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+def origin_refusal(origin: str) -> str:
+    shown = origin[:200].replace("\n", " ").replace("\r", " ")
+    return (f"origin {shown} is not allowed: add it to server.allowedOrigins in config.toml "
+            f"(allowedOrigins = [\"{shown}\"] under [server]) and restart the gateway")
 
 
 def _one_header(headers: Headers, name: str) -> str | None:
@@ -75,13 +81,15 @@ class Handshake:
         path = request.path.split("?", 1)[0]
         upgrade = (_one_header(request.headers, "Upgrade") or "").lower() == "websocket"
         if not upgrade:
+            if path == "/healthz" and "?" in request.path:
+                return self._origin_probe(request.path.split("?", 1)[1])
             return http_route(path)
         if path != "/":
             return http_text(404, "not found")
         origin = _one_header(request.headers, "Origin")
         if origin is not None and origin not in self.allowed_origins:
             log.warning("origin refused", origin=origin[:200], peer=peer_of(ws))
-            return http_text(403, "origin not allowed")
+            return http_text(403, origin_refusal(origin))
         if not self.make_room():
             return http_text(503, "too many connections", {"Retry-After": "1"})
         authz = _one_header(request.headers, "Authorization")
@@ -95,6 +103,21 @@ class Handshake:
                 return http_text(401, "invalid token", {"WWW-Authenticate": 'Bearer realm="jarvis"'})
             ws.jarvis_authed = True  # type: ignore[attr-defined]
         return None
+
+    def _origin_probe(self, query: str) -> Response:
+        """`GET /healthz?origin=O`: whether a browser page at origin O may open the WebSocket, and why not.
+        A page cannot read the body of a refused handshake, so the web page asks here when its socket
+        never opens."""
+        from urllib.parse import parse_qs
+
+        origin = (parse_qs(query).get("origin") or [""])[0][:200]
+        body: dict[str, Any] = {"status": "ok"}
+        if origin:
+            allowed = origin in self.allowed_origins
+            body["origin"] = {"origin": origin, "allowed": allowed, "setting": "server.allowedOrigins"}
+            if not allowed:
+                body["origin"]["reason"] = origin_refusal(origin)
+        return http_json(200, body)
 
     async def _auth_failed(self, peer: str, via: str) -> float:
         """Count a wrong token and answer it slowly; → seconds the peer is over its failure budget (0: not).

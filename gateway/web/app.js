@@ -1,4 +1,4 @@
-// The Jarvis web chat: sign-in, sessions, streamed chat, recalled memories, memory search.
+// The Jarvis web chat: sign-in, sessions, streamed chat, recalled memories, memory search, keyed memories.
 // All user and model text reaches the page through textContent / DOM building (see render.js).
 
 import { Codes, RpcClient, RpcError, gatewayUrl, randomId } from "./rpc.js";
@@ -32,6 +32,29 @@ const ui = {
   send: $("send-button"),
   stop: $("stop-button"),
   searchToggle: $("search-toggle"),
+  memoriesToggle: $("memories-toggle"),
+  modelBadge: $("model-badge"),
+  originBanner: $("origin-banner"),
+  originText: $("origin-text"),
+  offlineBanner: $("offline-banner"),
+  offlineDismiss: $("offline-dismiss"),
+  sessionFilter: $("session-filter"),
+  searchTitle: $("search-title"),
+  searchSection: $("search-section"),
+  memoriesSection: $("memories-section"),
+  memoryAdd: $("memory-add"),
+  noteForm: $("note-form"),
+  notePath: $("note-path"),
+  memoryForm: $("memory-form"),
+  memoryKey: $("memory-key"),
+  memoryCategory: $("memory-category"),
+  memoryValue: $("memory-value"),
+  memoryFormMeta: $("memory-form-meta"),
+  memoryDelete: $("memory-delete"),
+  memoryCancel: $("memory-cancel"),
+  memoriesStatus: $("memories-status"),
+  memoriesList: $("memories-list"),
+  confirmTitle: $("confirm-title"),
   searchPanel: $("search-panel"),
   searchClose: $("search-close"),
   searchForm: $("search-form"),
@@ -50,7 +73,15 @@ const ui = {
   confirmCancel: $("confirm-cancel"),
 };
 
-const rpc = new RpcClient(gatewayUrl());
+const rpc = new RpcClient(gatewayUrl(), { probe: probeOrigin });
+
+/** Asked when the socket closed before it opened: does the gateway refuse this page's Origin? */
+async function probeOrigin() {
+  const res = await fetch(`/healthz?origin=${encodeURIComponent(location.origin)}`, { cache: "no-store" });
+  if (!res.ok) return null;
+  const body = await res.json();
+  return body && body.origin && body.origin.allowed === false ? body.origin : null;
+}
 
 const state = {
   sessions: [],
@@ -60,7 +91,11 @@ const state = {
   activeRunId: null,
   pendingSend: false,
   openSeq: 0, // guards against out-of-order session loads
+  sessionInfo: new Map(), // sessionKey → session (also ones not in the loaded list), for citations
+  panel: null, // null | "search" | "memories"
 };
+
+const userTexts = new WeakMap(); // user message node → the text as typed (for Regenerate)
 
 // ---- small DOM helpers ---------------------------------------------------------------------------
 
@@ -139,7 +174,10 @@ function showSignin(message = "") {
   ui.signin.hidden = false;
   ui.signOut.hidden = true;
   ui.searchToggle.hidden = true;
+  ui.memoriesToggle.hidden = true;
   ui.sessionsToggle.hidden = true;
+  ui.modelBadge.hidden = true;
+  ui.offlineBanner.hidden = true;
   ui.signinError.textContent = message;
   ui.signinButton.disabled = false;
   ui.tokenInput.setAttribute("aria-invalid", message ? "true" : "false");
@@ -151,7 +189,9 @@ function showApp() {
   ui.app.hidden = false;
   ui.signOut.hidden = false;
   ui.searchToggle.hidden = false;
+  ui.memoriesToggle.hidden = false;
   ui.sessionsToggle.hidden = false;
+  ui.originBanner.hidden = true;
 }
 
 ui.signinForm.addEventListener("submit", (ev) => {
@@ -184,6 +224,7 @@ const STATE_TEXT = {
   connecting: "Connecting…",
   open: "Connected",
   refused: "Signed out",
+  blocked: "Origin refused",
 };
 
 rpc.addEventListener("state", (ev) => {
@@ -192,9 +233,23 @@ rpc.addEventListener("state", (ev) => {
   ui.connText.textContent = s === "waiting"
     ? `Disconnected — retrying in ${Math.max(1, Math.round(retryInMs / 1000))} s`
     : STATE_TEXT[s] || s;
-  ui.reconnectNow.hidden = s !== "waiting";
+  ui.reconnectNow.hidden = s !== "waiting" && s !== "blocked";
+  if (s === "open") ui.originBanner.hidden = true;
   updateComposer();
   if (s !== "open") state.subscribed = null;
+});
+
+rpc.addEventListener("blocked", (ev) => {
+  const origin = ev.detail.origin || location.origin;
+  const own = `http://127.0.0.1:${location.port || "80"}`;
+  ui.originText.textContent = ` This page is open as ${origin}, which the gateway does not admit, so it refused ` +
+    `the connection. To allow it, add it to server.allowedOrigins in the gateway's config.toml ` +
+    `([server] allowedOrigins = ["${origin}"]) and restart the gateway, or open the page as ${own}/.`;
+  ui.originBanner.hidden = false;
+  if (pendingSignin) {
+    ui.signinButton.disabled = false;
+    ui.signinError.textContent = "Not signed in: the gateway refused this page's origin (see above).";
+  }
 });
 
 rpc.addEventListener("refused", (ev) => {
@@ -210,6 +265,7 @@ rpc.addEventListener("open", async (ev) => {
     ui.tokenInput.value = "";
   }
   showApp();
+  loadHealth();
   await loadSessions();
   const key = keyFromHash();
   if (key) {
@@ -224,12 +280,41 @@ rpc.addEventListener("notify", (ev) => {
   if (method.startsWith("chat.")) onChatEvent(method, params);
 });
 
+// ---- the model badge and the offline banner ------------------------------------------------------
+
+const OFFLINE_DISMISSED = "jarvis.offlineBannerDismissed";
+
+async function loadHealth() {
+  try {
+    const health = await rpc.call("system.health");
+    const chat = health.chat || {};
+    const offline = chat.provider === "offline";
+    ui.modelBadge.textContent = offline ? "offline responder" : `${chat.provider} · ${chat.model}`;
+    ui.modelBadge.dataset.provider = chat.provider || "";
+    ui.modelBadge.hidden = false;
+    const wasHidden = ui.offlineBanner.hidden;
+    ui.offlineBanner.hidden = !offline || sessionStorage.getItem(OFFLINE_DISMISSED) === "1";
+    // On a phone the explanation starts folded: the first line says it all, a tap shows how to fix it.
+    if (wasHidden && !ui.offlineBanner.hidden) $("offline-details").open = !narrow.matches;
+  } catch (_) {
+    ui.modelBadge.hidden = true;
+  }
+}
+
+ui.offlineDismiss.addEventListener("click", () => {
+  sessionStorage.setItem(OFFLINE_DISMISSED, "1");
+  ui.offlineBanner.hidden = true;
+});
+
 // ---- sessions ------------------------------------------------------------------------------------
 
 async function loadSessions() {
   try {
     const res = await rpc.call("sessions.list", { limit: 200 });
     state.sessions = res.sessions;
+    for (const s of res.sessions) state.sessionInfo.set(s.sessionKey, s);
+    const current = res.sessions.find((s) => s.sessionKey === state.current);
+    if (current) ui.sessionTitle.textContent = sessionName(current); // named after its first message
     ui.sessionsError.textContent = "";
   } catch (err) {
     ui.sessionsError.textContent = `Could not load sessions: ${errorMessage(err)}`;
@@ -238,11 +323,27 @@ async function loadSessions() {
 }
 
 function upsertSession(session, { toTop = false } = {}) {
+  state.sessionInfo.set(session.sessionKey, session);
   const i = state.sessions.findIndex((s) => s.sessionKey === session.sessionKey);
   if (i >= 0) state.sessions.splice(i, 1);
   if (toTop || i < 0) state.sessions.unshift(session);
   else state.sessions.splice(i, 0, session);
   renderSessionList();
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** "Today", "Yesterday", "Previous 7 days", "Previous 30 days" or the month, by the session's last change. */
+function dateGroup(iso, now = new Date()) {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return "Older";
+  const startOfToday = new Date(now.getFullYear(), now.getMonth(), now.getDate()).getTime();
+  const t = d.getTime();
+  if (t >= startOfToday) return "Today";
+  if (t >= startOfToday - DAY_MS) return "Yesterday";
+  if (t >= startOfToday - 7 * DAY_MS) return "Previous 7 days";
+  if (t >= startOfToday - 30 * DAY_MS) return "Previous 30 days";
+  return d.toLocaleDateString([], { year: "numeric", month: "long" });
 }
 
 function renderSessionList() {
@@ -252,7 +353,21 @@ function renderSessionList() {
     list.appendChild(h("li", { class: "hint", text: "No sessions yet." }));
     return;
   }
-  for (const s of state.sessions) {
+  const query = ui.sessionFilter.value.trim().toLowerCase();
+  const shown = query
+    ? state.sessions.filter((s) => sessionName(s).toLowerCase().includes(query) || s.sessionKey.toLowerCase().includes(query))
+    : state.sessions;
+  if (!shown.length) {
+    list.appendChild(h("li", { class: "hint", text: `No session matches “${ui.sessionFilter.value.trim()}”.` }));
+    return;
+  }
+  let group = null;
+  for (const s of shown) {
+    const g = dateGroup(s.updatedAt);
+    if (g !== group) {
+      group = g;
+      list.appendChild(h("li", { class: "session-group", role: "presentation" }, h("h3", { text: g })));
+    }
     const current = s.sessionKey === state.current;
     const name = sessionName(s);
     const openBtn = h("a", {
@@ -276,6 +391,15 @@ function renderSessionList() {
     list.appendChild(li);
   }
 }
+
+ui.sessionFilter.addEventListener("input", () => renderSessionList());
+ui.sessionFilter.addEventListener("keydown", (ev) => {
+  if (ev.key === "Escape" && ui.sessionFilter.value) {
+    ev.stopPropagation();
+    ui.sessionFilter.value = "";
+    renderSessionList();
+  }
+});
 
 function startRename(li, session) {
   const input = h("input", {
@@ -306,8 +430,9 @@ function startRename(li, session) {
   input.select();
 }
 
-function confirmDialog(text) {
+function confirmDialog(text, title = "Delete session?") {
   return new Promise((resolve) => {
+    ui.confirmTitle.textContent = title;
     ui.confirmText.textContent = text;
     const done = (ok) => {
       ui.confirmOk.removeEventListener("click", onOk);
@@ -442,6 +567,7 @@ function renderHistory(hist) {
     } else if (m.role === "assistant") {
       const view = messageView("assistant", text, m.timestamp);
       if (Array.isArray(m.memory) && m.memory.length) view.node.appendChild(recalledView(m.memory));
+      view.node.appendChild(replyActions(view));
       ui.messages.appendChild(view.node);
     }
   }
@@ -457,7 +583,69 @@ function messageView(role, text, timestamp) {
     meta, body);
   const view = { node, body, meta, text: "" };
   setText(view, text, role === "assistant");
+  if (role === "user") userTexts.set(node, text);
   return view;
+}
+
+/** Copy and Regenerate under a finished reply. */
+function replyActions(view) {
+  const copied = h("span", { class: "hint copied", role: "status" });
+  const copy = h("button", {
+    type: "button", class: "link-button", text: "Copy", "aria-label": "Copy reply",
+    onclick: async () => {
+      copied.textContent = (await copyText(view.text)) ? "Copied." : "Could not copy: select the text instead.";
+      setTimeout(() => { copied.textContent = ""; }, 2500);
+    },
+  });
+  const regenerate = h("button", {
+    type: "button", class: "link-button regenerate", text: "Regenerate", "aria-label": "Regenerate reply",
+    title: "Send the message this reply answered again, for a new reply",
+    onclick: () => regenerateReply(view),
+  });
+  return h("div", { class: "msg-actions" }, copy, regenerate, copied);
+}
+
+async function copyText(text) {
+  try {
+    if (navigator.clipboard && window.isSecureContext) {
+      await navigator.clipboard.writeText(text);
+      return true;
+    }
+  } catch (_) {
+    /* fall back below */
+  }
+  // Pages opened under a plain-http host name are not a secure context: no async clipboard there.
+  const area = h("textarea", { class: "visually-hidden", "aria-hidden": "true" });
+  area.value = text;
+  document.body.appendChild(area);
+  area.select();
+  let ok = false;
+  try {
+    ok = document.execCommand("copy");
+  } catch (_) {
+    ok = false;
+  }
+  area.remove();
+  return ok;
+}
+
+function regenerateReply(view) {
+  if (!rpc.isOpen || !state.current || state.activeRunId || state.pendingSend) {
+    showNotice("Wait until the current reply has finished, then regenerate.");
+    return;
+  }
+  let node = view.node.previousElementSibling;
+  while (node && !userTexts.has(node)) node = node.previousElementSibling;
+  if (!node) {
+    showNotice("There is no message above this reply to send again.");
+    return;
+  }
+  const text = userTexts.get(node);
+  const userView = messageView("user", text, new Date().toISOString());
+  userView.node.classList.add("pending");
+  ui.messages.appendChild(userView.node);
+  scrollToEnd(true);
+  sendMessage(state.current, text, randomId(), userView);
 }
 
 function setText(view, text, markdown) {
@@ -618,8 +806,9 @@ function onChatEvent(method, p) {
       run.view.meta.appendChild(h("time", { datetime: msg.timestamp, text: formatTime(msg.timestamp) }));
     }
     if (Array.isArray(p.memory) && p.memory.length) run.view.node.appendChild(recalledView(p.memory));
+    run.view.node.appendChild(replyActions(run.view));
     finishRun(run);
-    loadSessions(); // message counts and order changed
+    loadSessions(); // message counts, order and a new session's name changed
   } else if (method === "chat.error") {
     const e = p.error || {};
     if (run.text) setText(run.view, run.text, true);
@@ -661,24 +850,65 @@ ui.stop.addEventListener("click", async () => {
 
 // ---- recalled memories and the memory dialog -----------------------------------------------------
 
+/** A session transcript's key from its memory path (`sessions/<key>.jsonl`), else null. */
+function transcriptKey(path) {
+  const m = /^sessions\/([A-Za-z0-9._-]{1,128})\.jsonl$/.exec(path || "");
+  return m ? m[1] : null;
+}
+
+function formatDate(iso) {
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? "" : d.toLocaleDateString([], { year: "numeric", month: "short", day: "numeric" });
+}
+
+/** How a memory location reads to a person: a transcript as its session's name and date, a file as
+ * path and lines. Fills `node` now, and again once an unknown session's details arrive. */
+function citationText(path, startLine, endLine, node) {
+  const lines = startLine === endLine ? `line ${startLine}` : `lines ${startLine}–${endLine}`;
+  const key = transcriptKey(path);
+  if (!key) {
+    node.textContent = `${path}:${startLine}-${endLine}`;
+    return;
+  }
+  const show = (session) => {
+    node.textContent = session
+      ? `“${sessionName(session)}” · ${formatDate(session.createdAt)} · ${lines}`
+      : `a deleted session · ${lines}`;
+  };
+  const known = state.sessionInfo.get(key);
+  if (known) {
+    show(known);
+    return;
+  }
+  node.textContent = `a session · ${lines}`;
+  rpc.call("sessions.get", { sessionKey: key }).then((session) => {
+    state.sessionInfo.set(key, session);
+    show(session);
+  }, () => show(null));
+}
+
 function recalledView(items) {
   const list = h("ul", { class: "recalled-list" });
   for (const m of items) {
-    const label = `${m.path}:${m.startLine}-${m.endLine}`;
-    list.appendChild(h("li", {},
-      h("button", {
-        type: "button", class: "memory-ref",
-        "aria-label": `Open recalled memory ${label}, score ${Number(m.score).toFixed(2)}`,
-        onclick: () => openMemory(m.path, m.startLine, m.endLine),
-      }, h("span", { class: "path", text: label }), h("span", { class: "score", text: Number(m.score).toFixed(2) }))));
+    const label = h("span", { class: "path", title: `${m.path}:${m.startLine}-${m.endLine}` });
+    citationText(m.path, m.startLine, m.endLine, label);
+    const button = h("button", {
+      type: "button", class: "memory-ref",
+      onclick: () => openMemory(m.path, m.startLine, m.endLine, label.textContent),
+    }, label, h("span", { class: "score", text: Number(m.score).toFixed(2) }));
+    const describe = () => button.setAttribute("aria-label",
+      `Open recalled memory ${label.textContent}, score ${Number(m.score).toFixed(2)}`);
+    describe();
+    new MutationObserver(describe).observe(label, { childList: true, characterData: true, subtree: true });
+    list.appendChild(h("li", {}, button));
   }
   return h("details", { class: "recalled" },
     h("summary", { text: `Recalled from memory (${items.length})` }), list);
 }
 
-async function openMemory(path, startLine, endLine) {
+async function openMemory(path, startLine, endLine, title = null) {
   const lines = Math.max(1, Math.min(1000, (endLine || startLine) - startLine + 1));
-  ui.memoryTitle.textContent = path;
+  ui.memoryTitle.textContent = title || path;
   ui.memoryMeta.textContent = `Lines ${startLine}–${endLine}… loading`;
   ui.memoryText.textContent = "";
   if (!ui.memoryDialog.open) ui.memoryDialog.showModal();
@@ -717,18 +947,38 @@ ui.memoryDialog.addEventListener("click", (ev) => {
 
 // ---- memory search -------------------------------------------------------------------------------
 
-function setSearchOpen(open) {
-  ui.searchPanel.hidden = !open;
-  ui.searchToggle.setAttribute("aria-expanded", String(open));
-  ui.app.classList.toggle("with-search", open);
-  if (open) ui.searchInput.focus();
-  else ui.searchToggle.focus();
+const PANEL_TITLES = { search: "Search memory", memories: "Memories" };
+
+/** The side panel shows memory search or the keyed memories; null closes it. */
+function setPanel(mode) {
+  const before = state.panel;
+  state.panel = mode;
+  ui.searchPanel.hidden = !mode;
+  ui.searchSection.hidden = mode !== "search";
+  ui.memoriesSection.hidden = mode !== "memories";
+  ui.searchToggle.setAttribute("aria-expanded", String(mode === "search"));
+  ui.memoriesToggle.setAttribute("aria-expanded", String(mode === "memories"));
+  ui.app.classList.toggle("with-search", Boolean(mode));
+  if (mode) {
+    ui.searchTitle.textContent = PANEL_TITLES[mode];
+    ui.searchClose.setAttribute("aria-label", mode === "search" ? "Close memory search" : "Close memories");
+  }
+  if (mode === "search") ui.searchInput.focus();
+  else if (mode === "memories") {
+    loadMemories();
+    ui.memoryAdd.focus();
+  } else if (before) (before === "memories" ? ui.memoriesToggle : ui.searchToggle).focus();
 }
 
-ui.searchToggle.addEventListener("click", () => setSearchOpen(ui.searchPanel.hidden));
-ui.searchClose.addEventListener("click", () => setSearchOpen(false));
+function setSearchOpen(open) {
+  setPanel(open ? "search" : null);
+}
+
+ui.searchToggle.addEventListener("click", () => setPanel(state.panel === "search" ? null : "search"));
+ui.memoriesToggle.addEventListener("click", () => setPanel(state.panel === "memories" ? null : "memories"));
+ui.searchClose.addEventListener("click", () => setPanel(null));
 ui.searchPanel.addEventListener("keydown", (ev) => {
-  if (ev.key === "Escape") setSearchOpen(false);
+  if (ev.key === "Escape") setPanel(null);
 });
 
 ui.searchForm.addEventListener("submit", async (ev) => {
@@ -758,9 +1008,10 @@ function renderResults(res) {
     ? `${n} result${n === 1 ? "" : "s"}${res.degraded ? ` (${res.mode}: ${res.degraded})` : ""}`
     : "No results.";
   for (const r of res.results) {
-    const label = `${r.path}:${r.startLine}-${r.endLine}`;
+    const label = h("span", { class: "path", title: `${r.path}:${r.startLine}-${r.endLine}` });
+    citationText(r.path, r.startLine, r.endLine, label);
     const actions = h("div", { class: "result-actions" },
-      h("button", { type: "button", class: "link-button", text: "Show lines", onclick: () => openMemory(r.path, r.startLine, r.endLine) }),
+      h("button", { type: "button", class: "link-button", text: "Show lines", onclick: () => openMemory(r.path, r.startLine, r.endLine, label.textContent) }),
       r.sessionKey
         ? h("a", {
           href: `#s=${encodeURIComponent(r.sessionKey)}`, class: "link-button", text: "Open session",
@@ -769,13 +1020,129 @@ function renderResults(res) {
         : null);
     ui.searchResults.appendChild(h("li", { class: "result" },
       h("div", { class: "result-head" },
-        h("span", { class: "path", text: label }),
+        label,
         h("span", { class: "badge", text: r.source }),
         h("span", { class: "score", title: "score", text: Number(r.score).toFixed(2) })),
       h("p", { class: "snippet", text: r.snippet }),
       actions));
   }
 }
+
+// ---- keyed memories (memory.list / get / set / delete) and notes ---------------------------------
+
+const CATEGORIES = ["general", "preferences", "facts", "people", "projects", "decisions", "tasks"];
+for (const c of CATEGORIES) ui.memoryCategory.appendChild(h("option", { value: c, text: c }));
+
+function memoryFailure(err) {
+  return err instanceof RpcError && err.code === Codes.METHOD_NOT_FOUND
+    ? "Memory is not enabled on this gateway."
+    : errorMessage(err);
+}
+
+async function loadMemories(status = "") {
+  ui.memoriesStatus.textContent = status || "Loading…";
+  try {
+    const res = await rpc.call("memory.list", { limit: 500 });
+    renderMemories(res, status);
+  } catch (err) {
+    ui.memoriesList.replaceChildren();
+    ui.memoriesStatus.textContent = `Could not load memories: ${memoryFailure(err)}`;
+  }
+}
+
+function renderMemories(res, status) {
+  const n = res.memories.length;
+  ui.memoriesStatus.textContent = (status ? status + " " : "") +
+    (n ? `${res.total} keyed memor${res.total === 1 ? "y" : "ies"}.` : "No keyed memories yet. Add one, or ask Jarvis to remember something.");
+  ui.memoriesList.replaceChildren();
+  for (const m of res.memories) {
+    ui.memoriesList.appendChild(h("li", { class: "memory-item", "data-key": m.key },
+      h("button", {
+        type: "button", class: "memory-open", "aria-label": `Edit memory ${m.key}`,
+        onclick: () => editMemory(m.key),
+      },
+      h("span", { class: "memory-item-head" },
+        h("span", { class: "memory-key", text: m.key }),
+        h("span", { class: "badge", text: m.category }),
+        h("span", { class: "hint", text: formatDate(m.updated) })),
+      h("span", { class: "memory-preview", text: m.preview })),
+      h("button", {
+        type: "button", class: "link-button", text: "Open file", "aria-label": `Open the file of ${m.key}`,
+        onclick: () => openMemory(m.path, 1, 200),
+      })));
+  }
+}
+
+function showMemoryForm(entry) {
+  ui.memoryForm.hidden = false;
+  ui.memoryForm.dataset.mode = entry ? "edit" : "add";
+  ui.memoryKey.value = entry ? entry.key : "";
+  ui.memoryKey.readOnly = Boolean(entry);
+  ui.memoryCategory.value = entry ? entry.category : "general";
+  ui.memoryValue.value = entry ? entry.value : "";
+  ui.memoryDelete.hidden = !entry;
+  ui.memoryFormMeta.textContent = entry
+    ? `${entry.path} · updated ${formatTime(entry.updated)}`
+    : "Saved as memory/keyed/<category>/<key>.md in the workspace; searchable at once.";
+  (entry ? ui.memoryValue : ui.memoryKey).focus();
+}
+
+async function editMemory(key) {
+  try {
+    showMemoryForm(await rpc.call("memory.get", { key }));
+  } catch (err) {
+    ui.memoriesStatus.textContent = `Could not open ${key}: ${memoryFailure(err)}`;
+  }
+}
+
+ui.memoryAdd.addEventListener("click", () => showMemoryForm(null));
+ui.memoryCancel.addEventListener("click", () => {
+  ui.memoryForm.hidden = true;
+  ui.memoryAdd.focus();
+});
+
+ui.memoryForm.addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const key = ui.memoryKey.value.trim();
+  const value = ui.memoryValue.value;
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(key)) {
+    ui.memoryFormMeta.textContent = "A key is letters, digits, '.', '_' and '-', starting with a letter or digit.";
+    ui.memoryKey.focus();
+    return;
+  }
+  if (!value.trim()) {
+    ui.memoryFormMeta.textContent = "Write what to remember.";
+    ui.memoryValue.focus();
+    return;
+  }
+  try {
+    const res = await rpc.call("memory.set", { key, value, category: ui.memoryCategory.value });
+    ui.memoryForm.hidden = true;
+    await loadMemories(`${res.replaced ? "Updated" : "Saved"} ${res.key}.`);
+  } catch (err) {
+    ui.memoryFormMeta.textContent = `Not saved: ${memoryFailure(err)}`;
+  }
+});
+
+ui.memoryDelete.addEventListener("click", async () => {
+  const key = ui.memoryKey.value;
+  const ok = await confirmDialog(`The memory “${key}” will be deleted from the workspace and from search.`,
+    "Delete memory?");
+  if (!ok) return;
+  try {
+    await rpc.call("memory.delete", { key });
+    ui.memoryForm.hidden = true;
+    await loadMemories(`Deleted ${key}.`);
+  } catch (err) {
+    ui.memoryFormMeta.textContent = `Not deleted: ${memoryFailure(err)}`;
+  }
+});
+
+ui.noteForm.addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const path = ui.notePath.value.trim();
+  if (path) openMemory(path, 1, 200);
+});
 
 // ---- narrow screens: the sessions drawer ---------------------------------------------------------
 

@@ -26,15 +26,24 @@ const BACKOFF_MAX_MS = 15000;
 
 /**
  * Events (EventTarget):
- *   "state"      detail {state, retryInMs?}   state: idle | connecting | open | waiting | refused
+ *   "state"      detail {state, retryInMs?}   state: idle | connecting | open | waiting | refused | blocked
  *   "open"       detail {reconnected, connectionId}
  *   "refused"    detail {message, code}        the token was refused; no reconnect until connect() again
+ *   "blocked"    detail {...probe result}     the socket never opened and `probe` says why (e.g. the
+ *                                              gateway refuses this page's Origin); no reconnect until
+ *                                              retryNow() or connect()
  *   "notify"     detail {method, params}       every server notification but auth.ok
  */
 export class RpcClient extends EventTarget {
-  constructor(url) {
+  /**
+   * @param url      the WebSocket URL
+   * @param probe    optional async () => reason|null, asked when a socket closes without ever opening:
+   *                 a reason stops the reconnecting (a browser cannot read why a handshake was refused)
+   */
+  constructor(url, { probe = null } = {}) {
     super();
     this.url = url;
+    this.probe = probe;
     this.token = null;
     this.ws = null;
     this.state = "idle";
@@ -65,7 +74,7 @@ export class RpcClient extends EventTarget {
 
   /** Try now instead of waiting for the backoff timer. */
   retryNow() {
-    if (this.state === "waiting") {
+    if (this.state === "waiting" || this.state === "blocked") {
       this._clearTimer();
       this._open();
     }
@@ -146,8 +155,12 @@ export class RpcClient extends EventTarget {
     }
     this.ws = ws;
     let authed = false;
+    let opened = false;
     let refusal = null;
-    ws.onopen = () => ws.send(JSON.stringify({ type: "auth", token: this.token }));
+    ws.onopen = () => {
+      opened = true;
+      ws.send(JSON.stringify({ type: "auth", token: this.token }));
+    };
     ws.onmessage = (ev) => {
       let msg;
       try {
@@ -198,6 +211,20 @@ export class RpcClient extends EventTarget {
               : "The gateway refused this token. Check it and try again.",
           },
         }));
+        return;
+      }
+      if (!opened && this.probe) {
+        const token = this.token;
+        const proceed = (reason) => {
+          if (this.token !== token || this.ws || this.timer !== null) return; // signed out or retried meanwhile
+          if (reason) {
+            this._setState("blocked", { reason });
+            this.dispatchEvent(new CustomEvent("blocked", { detail: reason }));
+          } else {
+            this._scheduleReconnect();
+          }
+        };
+        Promise.resolve().then(() => this.probe()).then(proceed, () => proceed(null));
         return;
       }
       this._scheduleReconnect();

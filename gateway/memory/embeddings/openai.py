@@ -67,6 +67,7 @@ class OpenAIEmbeddings(EmbeddingProvider):
         self.max_batch = batch_size
         self.max_retries = max_retries
         self.multimodal = multimodal
+        self.endpoint = (base_url or "https://api.openai.com/v1").rstrip("/")
         self.client = openai.AsyncOpenAI(api_key=api_key or "unused", base_url=base_url or None,
                                          timeout=timeout, max_retries=0)
 
@@ -94,10 +95,13 @@ class OpenAIEmbeddings(EmbeddingProvider):
                 status = exc.status_code
                 retryable = status in (408, 409, 429) or status >= 500
                 wait = retry_after_seconds(getattr(exc.response, "headers", None))
-                err = EmbeddingError(f"embedding request failed: HTTP {status}", retryable, wait)
+                err = EmbeddingError(f"embedding request to {self.endpoint} failed: HTTP {status}", retryable, wait)
             except oa.APIConnectionError as exc:  # includes timeouts
                 retryable = True
-                err = EmbeddingError(f"embedding server unreachable: {type(exc).__name__}", True, None)
+                from ...chat.providers import connection_failure
+
+                err = EmbeddingError(f"embedding server unreachable at {self.endpoint}: {connection_failure(exc)}",
+                                     True, None)
             except EmbeddingError:
                 raise
             except oa.OpenAIError as exc:

@@ -1,0 +1,338 @@
+"""`jarvis chat` — talk to the running gateway from a terminal.
+
+    jarvis chat                      an interactive prompt (Ctrl-D or /quit leaves, /new starts a new session)
+    jarvis chat "message"            one message: print the reply, then exit
+    jarvis chat - < question.txt     one message read from stdin
+    --session KEY                    continue that session
+    --new                            start a new session
+
+Without --session or --new, `jarvis chat` continues the session it used last (its key is kept in
+`<stateDir>/chat-session`), or starts one. The reply is printed as plain text while it streams, followed
+by one line listing what memory recalled for it. Exit codes: 0 the reply arrived; 1 the gateway
+answered with an error, or the reply ended in chat.error / chat.aborted; 2 bad usage; 3 cannot connect
+(or the connection was lost). Interactively, the exit code is that of the last message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ..client import CallError, Connection, GatewayCallError
+from ..config import Config
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
+NOT_FOUND = -32004
+
+
+def add_commands(sub: Any) -> None:
+    from ..cli import _common
+
+    p = sub.add_parser(
+        "chat", help="chat with the running gateway: an interactive prompt, or one message",
+        description="Chat with the running gateway. Without MESSAGE: an interactive prompt (Ctrl-D or /quit "
+                    "leaves, /new starts a new session, Ctrl-C stops a reply). With MESSAGE: send it, print the "
+                    "reply and exit. The reply streams as plain text, then one line lists the recalled sources. "
+                    "Without --session or --new, the session `jarvis chat` used last is continued.",
+        epilog="Exit codes: 0 ok; 1 the gateway answered with an error or the reply ended in chat.error or "
+               "chat.aborted; 2 bad usage; 3 cannot connect.")
+    p.add_argument("message", nargs="?", help="send this one message and exit ('-' reads it from stdin)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--session", metavar="KEY", help="continue this session (see `jarvis call sessions.list`)")
+    which.add_argument("--new", action="store_true", help="start a new session")
+    p.add_argument("--url", help="gateway URL (default ws://HOST:PORT/ from the config)")
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds to wait for the next part of a reply (default 120)")
+    _common(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    if args.message is not None and not args.message.strip():
+        print("jarvis chat: the message is empty", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return asyncio.run(_main(args, config))
+    except CallError as exc:
+        print(f"jarvis chat: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+# ---- the session in use ------------------------------------------------------------------------
+def _last_session_file(config: Config) -> Path:
+    return config.state_dir / "chat-session"
+
+
+def _remember(config: Config, key: str) -> None:
+    path = _last_session_file(config)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(key + "\n")
+    except OSError:
+        pass  # a read-only state dir only costs the "continue where I left off" convenience
+
+
+def _last_session(config: Config) -> str | None:
+    try:
+        key = _last_session_file(config).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return key or None
+
+
+class Chat:
+    def __init__(self, conn: Connection, config: Config, args: argparse.Namespace):
+        self.conn = conn
+        self.config = config
+        self.timeout = args.timeout
+        self.session: dict[str, Any] | None = None
+        self.run_id: str | None = None  # the run streaming now (Ctrl-C aborts it)
+        self.labels: dict[str, str] = {}
+
+    async def pick(self, key: str | None, new: bool) -> None:
+        """The session to talk in: KEY (must exist), a new one, or the one used last."""
+        if new:
+            self.session = None
+            return
+        explicit = key is not None
+        key = key or _last_session(self.config)
+        if key is None:
+            return
+        try:
+            self.session = await self.conn.call("sessions.get", {"sessionKey": key})
+        except GatewayCallError as exc:
+            if exc.code != NOT_FOUND:
+                raise
+            if explicit:
+                raise CallError(f"no session {key} (list them with `jarvis call sessions.list`; "
+                                "--new starts one)", EXIT_ERROR) from None
+            self.session = None  # the one used last was deleted: start afresh
+
+    async def ensure_session(self) -> str:
+        if self.session is None:
+            self.session = await self.conn.call("sessions.create", {})
+        key = self.session["sessionKey"]
+        _remember(self.config, key)
+        return key
+
+    def describe(self) -> str:
+        if self.session is None:
+            return "a new session"
+        label = self.session.get("label") or "untitled"
+        return f"session “{label}” ({self.session['sessionKey']}, {self.session.get('messageCount', 0)} messages)"
+
+    async def turn(self, text: str) -> int:
+        key = await self.ensure_session()
+        res = await self.conn.call("chat.send", {"sessionKey": key, "message": text,
+                                                 "idempotencyKey": str(uuid.uuid4())})
+        self.run_id = res["runId"]
+        out = sys.stdout
+        streamed = ""
+        try:
+            while True:
+                try:
+                    ev = await asyncio.wait_for(self.conn.events.get(), self.timeout)
+                except TimeoutError:
+                    raise CallError(f"no reply for {self.timeout:g}s", EXIT_CONNECT) from None
+                if ev is None:
+                    if streamed:
+                        out.write("\n")
+                    raise CallError(f"the gateway at {self.conn.url} closed the connection mid-reply", EXIT_CONNECT)
+                p = ev.get("params") or {}
+                if p.get("runId") != self.run_id:
+                    continue
+                method = ev.get("method")
+                if method == "chat.delta":
+                    delta = str(p.get("delta", ""))
+                    streamed += delta
+                    out.write(delta)
+                    out.flush()
+                elif method == "chat.final":
+                    content = _text((p.get("message") or {}).get("content"))
+                    if content.startswith(streamed):  # the stored text is what counts; print what is missing
+                        out.write(content[len(streamed):])
+                    elif not streamed:
+                        out.write(content)
+                    out.write("\n")
+                    sources = await self.sources(p.get("memory") or [])
+                    if sources:
+                        out.write(f"sources: {'; '.join(sources)}\n")
+                    out.flush()
+                    return EXIT_OK
+                elif method == "chat.error":
+                    if streamed:
+                        out.write("\n")
+                    out.flush()
+                    err = p.get("error") or {}
+                    again = " (retryable)" if err.get("retryable") else ""
+                    print(f"jarvis chat: the reply failed: {err.get('message', 'unknown error')}{again}",
+                          file=sys.stderr, flush=True)
+                    return EXIT_ERROR
+                elif method == "chat.aborted":
+                    if streamed:
+                        out.write("\n")
+                    out.flush()
+                    print("jarvis chat: the reply was aborted (the partial reply is kept in the session)",
+                          file=sys.stderr, flush=True)
+                    return EXIT_ERROR
+        finally:
+            self.run_id = None
+
+    def abort(self) -> None:
+        if self.run_id is not None and self.session is not None:
+            asyncio.ensure_future(self._abort(self.session["sessionKey"], self.run_id))
+
+    async def _abort(self, key: str, run_id: str) -> None:
+        try:
+            await self.conn.call("chat.abort", {"sessionKey": key, "runId": run_id})
+        except CallError:
+            pass
+
+    async def sources(self, memory: list[dict[str, Any]]) -> list[str]:
+        """`memory/garden.md:3-5`; a transcript as the session's label and date instead of its file name."""
+        out = []
+        for m in memory:
+            path, lines = str(m.get("path", "")), f"{m.get('startLine')}-{m.get('endLine')}"
+            if path.startswith("sessions/") and path.endswith(".jsonl"):
+                out.append(await self._session_label(path[len("sessions/"):-len(".jsonl")]) + f" (lines {lines})")
+            else:
+                out.append(f"{path}:{lines}")
+        return out
+
+    async def _session_label(self, key: str) -> str:
+        if key not in self.labels:
+            try:
+                s = await self.conn.call("sessions.get", {"sessionKey": key})
+                label = s.get("label") or "untitled session"
+                self.labels[key] = f"session “{label}”, {str(s.get('createdAt', ''))[:10]}"
+            except GatewayCallError:
+                self.labels[key] = f"sessions/{key}.jsonl"
+        return self.labels[key]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+async def _main(args: argparse.Namespace, config: Config) -> int:
+    conn = await Connection.open(config, args.url)
+    chat = Chat(conn, config, args)
+    try:
+        await chat.pick(args.session, args.new)
+        if args.message is not None:
+            text = sys.stdin.read() if args.message == "-" else args.message
+            if not text.strip():
+                print("jarvis chat: the message is empty", file=sys.stderr)
+                return EXIT_USAGE
+            return await _one(chat, text)
+        return await _interactive(chat)
+    finally:
+        await conn.close()
+
+
+async def _one(chat: Chat, text: str) -> int:
+    loop = asyncio.get_running_loop()
+    with _sigint(loop, chat.abort):
+        return await chat.turn(text)
+
+
+class _sigint:
+    """While active, Ctrl-C calls `handler` instead of raising KeyboardInterrupt."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, handler: Any):
+        self.loop, self.handler, self.installed = loop, handler, False
+
+    def __enter__(self) -> "_sigint":
+        try:
+            self.loop.add_signal_handler(signal.SIGINT, self.handler)
+            self.installed = True
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals
+            pass
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.installed:
+            self.loop.remove_signal_handler(signal.SIGINT)
+
+
+async def _read_line(prompt: str) -> str | None:
+    """input() in a daemon thread, so the event loop (pings, events) keeps running and a quit never
+    waits for a line. None at end of input."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[str | None] = loop.create_future()
+
+    def settle(value: str | None) -> None:
+        if not fut.done():
+            fut.set_result(value)
+
+    def read() -> None:
+        try:
+            line: str | None = input(prompt) if prompt else sys.stdin.readline()
+            if not prompt and line == "":
+                line = None
+        except (EOFError, OSError, ValueError):
+            line = None
+        loop.call_soon_threadsafe(settle, line)
+
+    threading.Thread(target=read, daemon=True, name="jarvis-chat-input").start()
+    return await fut
+
+
+async def _interactive(chat: Chat) -> int:
+    tty = sys.stdin.isatty()
+    if tty:
+        try:
+            import readline  # noqa: F401 - line editing and history for input()
+        except ImportError:  # pragma: no cover
+            pass
+        print(f"Jarvis chat, {chat.describe()}. Ctrl-D or /quit leaves, /new starts a new session, "
+              "Ctrl-C stops a reply.", file=sys.stderr, flush=True)
+    loop = asyncio.get_running_loop()
+    code = EXIT_OK
+    while True:
+        quit_ = asyncio.Event()
+        with _sigint(loop, quit_.set):
+            reading = asyncio.ensure_future(_read_line("you> " if tty else ""))
+            stop = asyncio.ensure_future(quit_.wait())
+            await asyncio.wait({reading, stop}, return_when=asyncio.FIRST_COMPLETED)
+            stop.cancel()
+        if not reading.done():  # Ctrl-C at the prompt
+            reading.cancel()
+            if tty:
+                print(file=sys.stderr)
+            return 130
+        line = reading.result()
+        if line is None:
+            if tty:
+                print(file=sys.stderr)
+            return code
+        text = line.rstrip("\n")
+        command = text.strip()
+        if not command:
+            continue
+        if command in ("/quit", "/exit"):
+            return code
+        if command == "/new":
+            chat.session = None
+            print("(a new session starts with your next message)", file=sys.stderr, flush=True)
+            continue
+        with _sigint(loop, chat.abort):
+            try:
+                code = await chat.turn(text)
+            except GatewayCallError as exc:  # e.g. -32009 busy: say so and keep the prompt
+                print(f"jarvis chat: {exc}", file=sys.stderr, flush=True)
+                code = exc.exit_code
+        if tty:
+            print(flush=True)

@@ -1,0 +1,156 @@
+"""`jarvis chat` and `jarvis call … --follow [--text]`, run as the real CLI against a real gateway process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+import orjson
+import pytest
+
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import ROOT, GatewayProcess, connect_client
+
+
+def jarvis(*args, state_dir, env=None, input=None, timeout=60):
+    full_env = {**os.environ, "JARVIS_STATE_DIR": str(state_dir), **(env or {})}
+    full_env.pop("OPENAI_API_KEY", None)
+    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, env=full_env, input=input,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def offline(tmp_path):
+    """A gateway with memory on and one note in the workspace, answering with the offline responder."""
+    state = tmp_path / "state"
+    (state / "workspace" / "memory").mkdir(parents=True)
+    (state / "workspace" / "memory" / "boat.md").write_text("# Boat\n\nMy sailing boat is painted blue.\n")
+    with GatewayProcess.running(state, "[chat]\nofflineDeltaDelay = 0.001\n[memory.sync]\nsessionDebounceMs = 100\n") as gp:
+        yield gp
+
+
+def test_one_message_streams_the_reply_then_the_sources_and_the_session_continues(offline):
+    state, port = offline.state_dir, str(offline.port)
+    r = jarvis("chat", "What colour is my sailing boat?", "--new", "--port", port, state_dir=state)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("I am Jarvis's offline responder"), r.stdout
+    assert "You wrote: “What colour is my sailing boat?”" in r.stdout
+    assert not r.stdout.lstrip().startswith("{"), "plain text, not JSON"
+    assert lines[-1].startswith("sources: memory/boat.md:"), r.stdout
+    key = (state / "chat-session").read_text().strip()
+
+    # Without --session or --new, the next message goes to the same session.
+    r = jarvis("chat", "And the sails?", "--port", port, state_dir=state)
+    assert r.returncode == 0, r.stderr
+    r = jarvis("call", "sessions.get", orjson.dumps({"sessionKey": key}).decode(), "--port", port, state_dir=state)
+    session = orjson.loads(r.stdout)
+    assert session["messageCount"] == 4
+    assert session["label"] == "What colour is my sailing boat?", "a new session is named after its first message"
+
+    # --new starts another one; --session picks one explicitly.
+    r = jarvis("chat", "Something else entirely", "--new", "--port", port, state_dir=state)
+    assert r.returncode == 0, r.stderr
+    assert (state / "chat-session").read_text().strip() != key
+    r = jarvis("chat", "Back to the boat", "--session", key, "--port", port, state_dir=state)
+    assert r.returncode == 0, r.stderr
+    r = jarvis("call", "sessions.get", orjson.dumps({"sessionKey": key}).decode(), "--port", port, state_dir=state)
+    assert orjson.loads(r.stdout)["messageCount"] == 6
+
+    r = jarvis("chat", "hello", "--session", "no-such-session", "--port", port, state_dir=state)
+    assert r.returncode == 1 and "no session no-such-session" in r.stderr
+
+    # A transcript is cited by its session's name and date, not by sessions/<uuid>.jsonl.
+    deadline = time.monotonic() + 30
+    while True:
+        r = jarvis("chat", "Something else entirely, again", "--new", "--port", port, state_dir=state)
+        sources = r.stdout.splitlines()[-1]
+        if "session “Something else entirely”" in sources:
+            break
+        assert time.monotonic() < deadline, r.stdout
+        time.sleep(0.3)
+    assert re.search(r"session “Something else entirely”, \d{4}-\d\d-\d\d \(lines \d+-\d+\)", sources), sources
+    assert ".jsonl" not in sources
+
+
+def test_interactive_prompt_reads_messages_from_stdin(offline):
+    state, port = offline.state_dir, str(offline.port)
+    r = jarvis("chat", "--new", "--port", port, state_dir=state,
+               input="The heron nests by the mill.\n\n/new\nA second session starts here.\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("I am Jarvis's offline responder") == 2
+    assert "You wrote: “The heron nests by the mill.”" in r.stdout
+    assert "You wrote: “A second session starts here.”" in r.stdout
+    r = jarvis("call", "sessions.list", "--port", port, state_dir=state)
+    labels = sorted(s["label"] for s in orjson.loads(r.stdout)["sessions"])
+    assert labels == ["A second session starts here.", "The heron nests by the mill."]
+
+
+def test_a_failing_provider_is_a_non_zero_exit_that_names_the_endpoint(tmp_path):
+    dead = f"http://127.0.0.1:{closed_port()}/v1"
+    state = tmp_path / "state"
+    with GatewayProcess.running(state, "[memory]\nenabled = false\n[chat]\nmaxRetries = 0\n",
+                                env={"OPENAI_BASE_URL": dead}) as gp:
+        port = str(gp.port)
+        r = jarvis("chat", "hello?", "--new", "--port", port, state_dir=state)
+        assert r.returncode == 1, (r.stdout, r.stderr)
+        assert f"chat provider unreachable at {dead}: connection refused" in r.stderr
+
+        key = orjson.loads(jarvis("call", "sessions.create", "--port", port, state_dir=state).stdout)["sessionKey"]
+        send = orjson.dumps({"sessionKey": key, "message": "hello?"}).decode()
+        r = jarvis("call", "chat.send", send, "--follow", "--port", port, state_dir=state)
+        assert r.returncode == 1 and '"method": "chat.error"' in r.stdout
+        assert f"chat provider unreachable at {dead}" in r.stderr
+        r = jarvis("call", "chat.send", send, "--follow", "--text", "--port", port, state_dir=state)
+        assert r.returncode == 1 and "{" not in r.stdout
+        assert "chat.error" in r.stderr
+
+
+def test_follow_text_prints_the_reply_as_plain_text(tmp_path):
+    state = tmp_path / "state"
+    with FakeOpenAI() as api, GatewayProcess.running(state, "[memory]\nenabled = false\n",
+                                                     env={"OPENAI_BASE_URL": api.base_url}) as gp:
+        api.reply = "Plain words from the model."
+        port = str(gp.port)
+        key = orjson.loads(jarvis("call", "sessions.create", "--port", port, state_dir=state).stdout)["sessionKey"]
+        send = orjson.dumps({"sessionKey": key, "message": "hi"}).decode()
+        r = jarvis("call", "chat.send", send, "--follow", "--text", "--port", port, state_dir=state)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "Plain words from the model.\n"
+        r = jarvis("call", "system.health", "--text", "--port", port, state_dir=state)
+        assert r.returncode == 2 and "--text goes with --follow" in r.stderr
+
+
+async def test_an_aborted_reply_exits_non_zero(tmp_path):
+    state = tmp_path / "state"
+    with GatewayProcess.running(state, "[memory]\nenabled = false\n[chat]\nofflineDeltaDelay = 0.5\n") as gp:
+        c = await connect_client(gp.url, gp.token)
+        try:
+            key = (await c.call("sessions.create", {}))["sessionKey"]
+            env = {**os.environ, "JARVIS_STATE_DIR": str(state)}
+            for argv in (["chat", "a slow reply please", "--session", key],
+                         ["call", "chat.send", orjson.dumps({"sessionKey": key, "message": "slow"}).decode(),
+                          "--follow"]):
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "gateway.cli", *argv, "--port", str(gp.port), cwd=ROOT, env=env,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                deadline = time.monotonic() + 30
+                while not (await c.call("chat.abort", {"sessionKey": key}))["aborted"]:
+                    assert time.monotonic() < deadline, "the run never started"
+                    await asyncio.sleep(0.05)
+                out, err = await asyncio.wait_for(proc.communicate(), 30)
+                assert proc.returncode == 1, (argv[0], out, err)
+                assert b"aborted" in err
+        finally:
+            await c.close()

@@ -1,0 +1,87 @@
+"""`jarvis memory …` as a user runs it: the real parser in a subprocess, next to a real gateway process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import orjson
+
+from tests.helpers import ROOT, GatewayProcess
+
+
+def jarvis(*args, state_dir, env=None, timeout=120):
+    full_env = {**os.environ, "JARVIS_STATE_DIR": str(state_dir), **(env or {})}
+    full_env.pop("OPENAI_API_KEY", None)
+    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_status_asks_the_running_gateway_and_agent_and_sources_work_everywhere(tmp_path):
+    state = tmp_path / "state"
+    (state / "workspace" / "memory").mkdir(parents=True)
+    (state / "workspace" / "memory" / "garden.md").write_text("# Garden\n\nThe tomatoes go in the greenhouse.\n")
+    with GatewayProcess.running(state, "[memory.search]\nmode = \"fts\"\n") as gp:
+        port = str(gp.port)
+        deadline = time.monotonic() + 60
+        while True:  # the gateway's sync on start runs in the background
+            live = orjson.loads(jarvis("memory", "status", "--json", "--port", port, state_dir=state).stdout)
+            if live["files"] == 1 and not live["sync"].get("running"):
+                break
+            assert time.monotonic() < deadline, live
+            time.sleep(0.2)
+        direct = orjson.loads(jarvis("memory", "status", "--json", "--direct", "--port", port, state_dir=state).stdout)
+        # The sync runs are the gateway's own (it synced on start); a fresh reader of the file has none.
+        assert live["sync"]["runs"] >= 1 and direct["sync"]["runs"] == 0
+        assert live["files"] == direct["files"] == 1
+        r = jarvis("memory", "status", "--port", port, state_dir=state)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[0] == f"gateway:    ws://127.0.0.1:{port}/ (running; these are its live figures)"
+
+        # A second agent: created through the gateway, then every memory command takes --agent.
+        r = jarvis("call", "sessions.create", '{"agentId":"work"}', "--port", port, state_dir=state)
+        assert r.returncode == 0, r.stderr
+        r = jarvis("memory", "set", "standup", "The standup is at nine on Mondays.", "--agent", "work",
+                   "--port", port, state_dir=state)
+        assert r.returncode == 0, r.stderr
+        r = jarvis("memory", "sync", "--agent", "work", "--json", "--port", port, state_dir=state)
+        assert r.returncode == 0, r.stderr
+        for extra in (["--source", "memory", "--source", "sessions"], ["--source", "memory,sessions"], []):
+            r = jarvis("memory", "search", "standup Mondays", "--agent", "work", "--json", *extra,
+                       "--port", port, state_dir=state)
+            assert r.returncode == 0, (extra, r.stderr)
+            paths = [x["path"] for x in orjson.loads(r.stdout)["results"]]
+            assert paths and all("garden" not in p for p in paths), paths  # the work agent's memory only
+        r = jarvis("memory", "status", "--agent", "work", "--json", "--port", port, state_dir=state)
+        assert orjson.loads(r.stdout)["sources"]["memory"]["files"] == 1
+        r = jarvis("memory", "recall", "--agent", "work", "--source", "memory,sessions", "--json",
+                   "--port", port, state_dir=state)
+        assert r.returncode == 0, r.stderr
+        r = jarvis("memory", "similar", "standup", "--agent", "work", "--source", "memory", "--source", "sessions",
+                   "--json", "--port", port, state_dir=state)
+        assert r.returncode == 0, r.stderr
+        r = jarvis("memory", "search", "x", "--source", "notes", state_dir=state)
+        assert r.returncode == 2 and "each source is one of memory, sessions" in r.stderr
+        r = jarvis("memory", "status", "--agent", "nobody", "--port", port, state_dir=state)
+        assert r.returncode == 1 and "agent not found: nobody" in r.stderr
+
+    # No gateway any more: status reads the state dir and says so.
+    r = jarvis("memory", "status", "--port", port, state_dir=state)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0].startswith(f"gateway:    none answered at ws://127.0.0.1:{port}/")
+
+
+def test_the_serve_banner_names_a_token_command_that_works_as_printed(tmp_path):
+    import re
+    import shlex
+
+    state = tmp_path / "state"
+    with GatewayProcess.running(state, "[memory]\nenabled = false\n") as gp:
+        log = gp.log.read_text()
+    command = re.search(r"print it with `([^`]+)`", log).group(1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JARVIS_")}  # nothing but what it says
+    done = subprocess.run(shlex.split(command), cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, (command, done.stderr)
+    assert done.stdout.strip() == (state / "gateway.token").read_text().strip()
