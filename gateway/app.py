@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
@@ -109,10 +110,56 @@ class Gateway:
         log.info("gateway stopped")
 
 
+def raise_open_file_limit() -> tuple[int, int]:
+    """Raise the soft limit on open files to the hard one (agents, connections and indexes each hold
+    descriptors; the systemd unit sets LimitNOFILE, a shell usually leaves the soft limit at 1024)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft, hard
+
+
+class LoopErrors:
+    """asyncio's exception handler, throttled: out of descriptors, the accept loop reports the same
+    error thousands of times a second, each with a traceback. Log each kind once per `every` seconds,
+    as one structured line with a count of what was left out."""
+
+    def __init__(self, every: float = 10.0):
+        self.every = every
+        self._last: dict[str, tuple[float, int]] = {}
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        kind = f"{context.get('message', '')}|{type(exc).__name__}:{getattr(exc, 'errno', '')}"
+        now = time.monotonic()
+        last, skipped = self._last.get(kind, (0.0, 0))
+        if now - last < self.every:
+            self._last[kind] = (last, skipped + 1)
+            return
+        self._last[kind] = (now, 0)
+        if len(self._last) > 1000:
+            self._last.clear()
+        # An OSError (out of descriptors, a reset socket) needs no traceback; anything else is a bug.
+        trace = exc if exc is not None and not isinstance(exc, OSError) else None
+        log.error("event loop error", message=context.get("message"), error=repr(exc) if exc else None,
+                  suppressed=skipped, exc_info=trace)
+
+
 async def serve(config: Config, on_gateway: Callable[[Gateway], None] | None = None) -> int:
     """Run until SIGTERM/SIGINT; exit code 0 on a clean stop."""
     gw = Gateway(config)
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(LoopErrors())
+    soft, _hard = raise_open_file_limit()
+    if soft < 4096:
+        log.warning("open file limit is low", limit=soft, hint="set LimitNOFILE (the unit does) or ulimit -n")
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, gw.stop)
     if on_gateway is not None:

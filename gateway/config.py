@@ -57,6 +57,8 @@ class ServerConfig:
     preauth_frame_bytes: int = _f(64 << 10, ge=256, doc="largest frame before auth")
     max_inflight: int = _f(64, ge=1, doc="requests in flight per connection")
     max_send_buffer: int = _f(8 << 20, ge=64 << 10, doc="unsent bytes before a slow consumer is closed")
+    slow_consumer_seconds: float = _f(30.0, ge=0.1, doc="a reply waits this long for a client to read what is "
+                                      "queued (over half of maxSendBuffer) before the client is closed as slow")
     max_reply_bytes: int = _f(8 << 20, ge=64 << 10, doc="largest reply frame (a batch's answer included); a "
                               "bigger one is answered with an error saying to ask for less")
     ping_interval: float = _f(20.0, ge=0.0, doc="seconds; 0 disables keepalive pings")
@@ -379,11 +381,20 @@ def _nest(dotted: str, value: Any) -> dict[str, Any]:
     return out
 
 
+MIN_TOKEN_CHARS = 16
+
+
 def _validate(cfg: Config) -> None:
     if not re.fullmatch(AGENT_ID, cfg.agent_id):
         raise ConfigError("agentId: must match [A-Za-z0-9._-]{1,64} and not be dots only")
     if cfg.memory.chunking.overlap >= cfg.memory.chunking.tokens:
         raise ConfigError("memory.chunking.overlap: must be smaller than memory.chunking.tokens")
+    if cfg.token and len(cfg.token) < MIN_TOKEN_CHARS:
+        raise ConfigError(f"token: at least {MIN_TOKEN_CHARS} characters (JARVIS_GATEWAY_TOKEN or config); a short "
+                          f"token can be guessed. Leave it unset to use the generated one (jarvis token)")
+    if cfg.sessions.history_max_bytes + (64 << 10) > cfg.server.max_reply_bytes:
+        raise ConfigError(f"sessions.historyMaxBytes: a page of {cfg.sessions.history_max_bytes} bytes does not fit "
+                          f"server.maxReplyBytes ({cfg.server.max_reply_bytes}) with room to spare; lower it")
     if cfg.chat.max_reply_chars * 6 + (64 << 10) > cfg.server.max_reply_bytes:
         raise ConfigError(f"chat.maxReplyChars: {cfg.chat.max_reply_chars} chars may encode to more than "
                           f"server.maxReplyBytes ({cfg.server.max_reply_bytes}); lower it or raise maxReplyBytes")

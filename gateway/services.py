@@ -26,7 +26,7 @@ from .chat.compaction import Compactor
 from .chat.providers import ChatProvider
 from .chat.runner import ChatService
 from .config import Config, SessionsConfig
-from .errors import Busy, InvalidParams, NotFound
+from .errors import Busy, InvalidParams, NotFound, UpstreamUnavailable
 from .events import EventBus
 from .schema import AGENT_ID
 from .sessions.retention import ephemeral_victims
@@ -79,7 +79,7 @@ class Agent:
         """Nothing would be cut short by closing it: no request, run, compaction or memory sync."""
         if self.users or not self.chat.idle:
             return False
-        return self.memory is None or not (self.memory.orchestrator.running or self.memory.orchestrator.pending)
+        return self.memory is None or not self.memory.orchestrator.busy
 
     async def close(self) -> None:
         await self.sessions.close()
@@ -166,8 +166,12 @@ class Services:
         interval = self.config.sessions.prune_interval_minutes * 60
         while not self._stop.is_set():
             for agent in list(self.agents.values()):
+                if self.agents.get(agent.id) is not agent:  # closed meanwhile: pruned when next open
+                    continue
                 try:
-                    await agent.prune(self.config.sessions)
+                    with self.request_scope():
+                        self._use(agent)  # counted as in use: idle closing waits for the prune
+                        await agent.prune(self.config.sessions)
                 except Exception:  # retention must never take the gateway down; try next time
                     log.exception("retention failed", agent=agent.id)
             if interval <= 0:
@@ -226,15 +230,23 @@ class Services:
             if count >= cfg.agents.max:
                 raise Busy(f"agent limit reached: {count} agents exist (agents.max = {cfg.agents.max}); use an "
                            f"existing agentId or raise agents.max", {"agentId": agent_id, "max": cfg.agents.max})
-        while len(self.agents) >= cfg.agents.max_open:
-            victim = next((a for a in self.agents.values() if a.id != cfg.agent_id and a.idle), None)
-            if victim is None:
-                raise Busy(f"too many agents open at once (agents.maxOpen = {cfg.agents.max_open}) and none is "
-                           f"idle; retry when a run ends", {"agentId": agent_id, "maxOpen": cfg.agents.max_open})
-            await self._close_agent(victim, locked=True)
+        if self._stop.is_set():
+            raise UpstreamUnavailable("gateway is shutting down", retryable=True, retry_after_ms=1000)
+        full = len(self.agents) >= cfg.agents.max_open
+        if full and self._victim() is None:
+            raise Busy(f"too many agents open at once (agents.maxOpen = {cfg.agents.max_open}) and none is idle "
+                       f"(each has a request, chat run, compaction or memory sync under way); retry shortly",
+                       {"agentId": agent_id, "maxOpen": cfg.agents.max_open})
+        # Open first: an open that fails (disk full, a damaged folder) must not cost another agent its place.
         agent = await self._open_agent(agent_id)
         self.agents[agent_id] = agent
+        while len(self.agents) > cfg.agents.max_open and (victim := self._victim()) is not None:
+            await self._close_agent(victim, locked=True)
         return agent
+
+    def _victim(self) -> Agent | None:
+        """The least recently used idle agent other than the default one."""
+        return next((a for a in self.agents.values() if a.id != self.config.agent_id and a.idle), None)
 
     async def _close_agent(self, agent: Agent, *, locked: bool = False, cutoff: float | None = None) -> None:
         """Close an idle agent (never the default one); it is opened again on its next use."""
@@ -246,7 +258,7 @@ class Services:
             if cutoff is not None and agent.last_used >= cutoff:
                 return
             del self.agents[agent.id]
-            await agent.close()
+            await asyncio.shield(agent.close())  # a cancelled caller must not leave it half closed
         log.info("agent closed", agent=agent.id, reason="idle" if cutoff is not None else "agents.maxOpen")
 
     async def _open_agent(self, agent_id: str) -> Agent:
@@ -259,7 +271,12 @@ class Services:
             from .memory.manager import MemoryManager
 
             memory = MemoryManager(cfg, agent_id)
-            await memory.open()
+            try:
+                await memory.open()
+            except BaseException:
+                await memory.close()  # its lock file, connections and watcher
+                await sessions.close()
+                raise
         agent = Agent(agent_id, sessions, None, memory)  # type: ignore[arg-type]
         compactor = Compactor(cfg, sessions, self.provider, memory, cfg.agent_workspace(agent_id))
         agent.chat = ChatService(cfg, sessions, self.bus, self.provider, memory, topic=agent.topic,

@@ -155,13 +155,13 @@ def test_config_prints_toml_that_loads_back_to_the_same_config(tmp_path):
     r = jarvis("config", state_dir=state)
     assert f'# workspace = "{state / "workspace"}"' in r.stdout and "null" not in r.stdout
 
-    r = jarvis("config", "--json", state_dir=state, env={"JARVIS_GATEWAY_TOKEN": "sk-secret"})
+    r = jarvis("config", "--json", state_dir=state, env={"JARVIS_GATEWAY_TOKEN": "sk-secret-0123456789"})
     assert r.returncode == 0, r.stderr
     data = orjson.loads(r.stdout)
     assert data["stateDir"] == str(state) and data["workspace"] == str(state / "workspace")
     assert data["server"]["allowedOrigins"] == ["http://my-laptop:18789"] and data["memory"]["search"]["rrfK"] == 30
     assert data["token"] == "(set)" and "sk-secret" not in r.stdout
-    r = jarvis("config", state_dir=state, env={"JARVIS_GATEWAY_TOKEN": "sk-secret"})
+    r = jarvis("config", state_dir=state, env={"JARVIS_GATEWAY_TOKEN": "sk-secret-0123456789"})
     assert "# token = (set, hidden)" in r.stdout and "sk-secret" not in r.stdout
 
 

@@ -99,6 +99,7 @@ async def test_message_counts_are_reconciled_from_transcripts_whatever_the_mtime
     data = orjson.loads(meta.read_bytes())
     data["sessions"][key]["messageCount"] = 1  # a lost counter write, in a file newer than the transcript
     meta.write_bytes(orjson.dumps(data))
+    (gateway.config.sessions_dir() / ".closed-cleanly").unlink()  # as after a SIGKILL: no clean close
     await gateway.start()
     c = await gateway.client()
     assert (await c.call("sessions.get", {"sessionKey": key}))["messageCount"] == 4
@@ -431,3 +432,99 @@ async def test_idle_agents_close_by_themselves_and_keep_their_idempotency_keys(s
         assert [m["role"] for m in history["messages"]] == ["user", "assistant"]
     finally:
         await c.close()
+
+
+async def test_a_client_that_pipelines_big_requests_and_reads_is_slowed_not_closed(start_gateway):
+    gw = await start_gateway(**BIG)  # maxSendBuffer = maxReplyBytes = 256 KiB, history pages ~100 KB
+    c = await gw.client()
+    try:
+        key = (await c.call("sessions.create"))["sessionKey"]
+        for i in range(3):
+            sent = await c.call("chat.send", {"sessionKey": key, "message": f"{i} " + "y" * 90_000})
+            await c.run_to_end(sent["runId"])
+        # 30 pages of ~100 KB (3 MB) asked for at once, and batches of 2 pages: far more than the buffer.
+        for i in range(30):
+            await c.send_text(orjson.dumps({"id": f"h{i}", "method": "sessions.history",
+                                            "params": {"sessionKey": key}}).decode())
+        for i in range(6):
+            batch = [{"id": f"b{i}-{j}", "method": "sessions.history", "params": {"sessionKey": key}} for j in range(2)]
+            await c.send_text(orjson.dumps(batch).decode())
+        # No call waits for these ids, so every answer lands in `raw`: 30 single answers and 6 batches.
+        answers = [await asyncio.wait_for(c.raw.get(), 20) for _ in range(36)]
+        singles = [a for a in answers if isinstance(a, dict)]
+        batches = [a for a in answers if isinstance(a, list)]
+        assert len(singles) == 30 and all("result" in a for a in singles)
+        assert len(batches) == 6 and all(len(b) == 2 and all("result" in m for m in b) for b in batches)
+        assert (await c.call("system.health"))["status"] == "ok"  # still open
+    finally:
+        await c.close()
+
+
+async def test_idle_closing_never_closes_an_agent_under_a_request(start_gateway):
+    """A memory.search on agent x held in its query embedding (the fake provider waits) for longer
+    than agents.idleSeconds: x has no run and no sync, only that request; it must stay open."""
+    import threading
+
+    from tests.fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as api:
+        gw = await start_gateway(memory=True, **{
+            "memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": api.base_url,
+            "memory.embeddings.apiKey": "k", "memory.embeddings.model": "fake-embed",
+            "memory.sync.onStart": False, "memory.sync.onSearch": False, "memory.sync.watch": False,
+            "agents.idleSeconds": 1})
+        c = await gw.client()
+        try:
+            await c.call("sessions.create", {"agentId": "x"})
+            notes = gw.config.agent_workspace("x")
+            (notes / "MEMORY.md").write_text("# x\n\nThe red kite nests in the old oak.\n")
+            await c.call("memory.sync", {"agentId": "x"})  # vectors exist, so a search embeds its query
+            release = threading.Event()
+            api.script(("wait", release, 30))
+            search = asyncio.create_task(c.call("memory.search", {"agentId": "x", "query": "anything"}, timeout=60))
+
+            async def held():
+                return api.waiting == 1
+
+            await wait_for(held)
+            await asyncio.sleep(2.5)  # several rounds of the idle closer (every 0.5 s here)
+            assert (await c.call("system.health"))["agents"]["open"] == 2
+            release.set()
+            res = await search
+            assert res["mode"] == "hybrid" and "degraded" not in res
+
+            async def closed_after():
+                return (await c.call("system.health"))["agents"]["open"] == 1
+
+            await wait_for(closed_after)  # and once the request is done, idle closing does its job
+        finally:
+            await c.close()
+
+
+def test_a_short_configured_token_is_refused():
+    from gateway.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError) as exc:
+        load_config({"token": "hunter2"}, env={})
+    assert str(exc.value).startswith("token: at least 16 characters")
+    assert load_config({"token": "x" * 16}, env={}).token == "x" * 16
+
+
+async def test_a_clean_close_skips_the_recount_and_a_crash_does_not(gateway):
+    c = await gateway.client()
+    key = (await c.call("sessions.create"))["sessionKey"]
+    sent = await c.call("chat.send", {"sessionKey": key, "message": "one"})
+    await c.run_to_end(sent["runId"])
+    await c.close()
+    await gateway.stop()
+    marker = gateway.config.sessions_dir() / ".closed-cleanly"
+    assert marker.exists()
+    meta = gateway.config.sessions_dir() / "sessions.json"
+    data = orjson.loads(meta.read_bytes())
+    data["sessions"][key]["messageCount"] = 7  # after a clean close the file is trusted as it is
+    meta.write_bytes(orjson.dumps(data))
+    await gateway.start()
+    assert not marker.exists()  # open: a crash from now on leaves no marker
+    c = await gateway.client()
+    assert (await c.call("sessions.get", {"sessionKey": key}))["messageCount"] == 7
+    await c.close()

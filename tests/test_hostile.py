@@ -29,7 +29,7 @@ SEND_BUFFER = 65536
 def gw(tmp_path_factory):
     config = ("[memory]\nenabled = false\n"
               f"[server]\nmaxSendBuffer = {SEND_BUFFER}\nmaxConnections = {MAX_CONNECTIONS}\n"
-              "authFailuresPerMinute = 5\nauthFailureDelay = 0.05\nauthTimeout = 2.0\n")
+              "authFailuresPerMinute = 5\nauthFailureDelay = 0.05\nauthTimeout = 2.0\nslowConsumerSeconds = 2.0\n")
     with GatewayProcess.running(tmp_path_factory.mktemp("hostile") / "state", config) as proc:
         yield proc
 
@@ -184,25 +184,34 @@ async def test_unauthenticated_flood_is_bounded_by_the_auth_timeout(gw, good):
 
 
 async def test_slow_consumer_is_closed_at_the_buffer_limit_and_nobody_else_slows(gw, good):
-    """A client pipelines requests and never reads: it is closed with 1008 "slow consumer" once
-    maxSendBuffer (64 KiB here) of answers is unsent; meanwhile another client is served at once."""
+    """A client pipelines requests for big answers and never reads: once maxSendBuffer (64 KiB here) of
+    answers is unsent (beyond what the kernel's buffers took) the gateway stops reading from it, and
+    after slowConsumerSeconds (2 s here) without progress closes it with 1008 "slow consumer";
+    meanwhile another client is served at once."""
     loop = asyncio.get_running_loop()
+    key = (await good.call("sessions.create"))["sessionKey"]
+    for i in range(3):  # a history page of ~540 KB: a few answers fill any socket buffer
+        sent = await good.call("chat.send", {"sessionKey": key, "message": f"{i} " + "h" * 90_000})
+        await good.run_to_end(sent["runId"])
     s = await loop.run_in_executor(None, raw_ws, gw, 4096)
     s.sendall(frame(orjson.dumps({"type": "auth", "token": gw.token})))
-    req = frame(orjson.dumps({"id": 1, "method": "system.methods"}))
+    req = frame(orjson.dumps({"id": 1, "method": "sessions.history", "params": {"sessionKey": key}}))
     log_mark = gw.log.stat().st_size
 
     def pipeline() -> int:
         sent = 0
         s.settimeout(2)
         try:
-            for _ in range(5000):  # bounded; each answer is several KiB
+            for _ in range(2000):  # bounded
                 s.sendall(req)
                 sent += 1
-                if sent % 200 == 0 and "slow consumer" in gw.log.read_text(errors="replace")[log_mark:]:
+                if sent % 20 == 0 and "slow consumer" in gw.log.read_text(errors="replace")[log_mark:]:
                     break
         except OSError:
             pass  # the server stopped reading us: we are being closed
+        deadline = time.monotonic() + 10  # and still do not read: the gateway must give up on us
+        while time.monotonic() < deadline and "slow consumer" not in gw.log.read_text(errors="replace")[log_mark:]:
+            time.sleep(0.2)
         return sent
 
     sender = loop.run_in_executor(None, pipeline)

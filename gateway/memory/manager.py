@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ import orjson
 import structlog
 
 from ..config import Config
-from ..errors import InvalidParams, UpstreamUnavailable
+from ..errors import Busy, InvalidParams, UpstreamUnavailable
 from .chunking import CHARS_PER_TOKEN, CHUNKER_VERSION
 from .backends import BuiltinBackend, CircuitBreaker, FallbackBackend
 from .db import Database, is_corruption, pick_driver
@@ -132,6 +133,7 @@ class MemoryManager:
         self._warm_task: asyncio.Task | None = None
         self._old_vectors_ok = True
         self._corrupt: BaseException | None = None  # a damaged index met while serving; the next run rebuilds
+        self._recovering = False  # that rebuild is under way: searches answer, saying they are incomplete
         self.corrupt_events: list[dict[str, str]] = []  # indexes set aside since start (memory.status)
 
     # ---- configuration-derived -----------------------------------------------------------------------
@@ -174,7 +176,7 @@ class MemoryManager:
         self._driver = driver
         if not self.cfg.enabled:
             return
-        self._hold_index()
+        await self._hold_index()
         try:
             await self._open_index()
         except Exception as exc:
@@ -221,11 +223,13 @@ class MemoryManager:
                 with contextlib.suppress(Exception):
                     await db.close()
         self.reader = self.writer = None
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        self.searcher = None  # searches say the index is being rebuilt until it is open again
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
         aside = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}")
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 await asyncio.to_thread(os.replace, str(self.db_path) + suffix, str(aside) + suffix)
+        await asyncio.to_thread(_keep_newest_aside, self.db_path, KEEP_CORRUPT)
         log.error("memory_index_corrupt", error=str(exc), moved_to=str(aside),
                   action="rebuilding from memory files and transcripts")
         self.corrupt_events.append({"at": stamp, "movedTo": str(aside), "error": str(exc)[:200]})
@@ -234,15 +238,19 @@ class MemoryManager:
 
     async def _recover(self, exc: BaseException) -> SyncStats:
         """A sync or search met a damaged index while serving: swap in an empty one, index everything."""
-        async with self._write_lock:
-            async with self._gate.exclusive():
-                await self._set_aside(exc)
-                await self._open_index()
-            self._corrupt = None
-            self._dirty_memory = self._dirty_all_sessions = False
-            self._dirty_sessions.clear()
-            assert self.indexer is not None
-            stats = await self.indexer.sync(force=True, memory=True, sessions=True)
+        self._recovering = True
+        try:
+            async with self._write_lock:
+                async with self._gate.exclusive():
+                    await self._set_aside(exc)
+                    await self._open_index()
+                self._corrupt = None
+                self._dirty_memory = self._dirty_all_sessions = False
+                self._dirty_sessions.clear()
+                assert self.indexer is not None
+                stats = await self.indexer.sync(force=True, memory=True, sessions=True)
+        finally:
+            self._recovering = False
         self._hidden_sessions.clear()
         await self._after_sync(stats)
         return stats
@@ -430,12 +438,24 @@ class MemoryManager:
         self._retry = loop.call_later(delay, lambda: self._request(force=False, memory=False, sessions=False,
                                                                     reason="embed-retry"))
 
-    def _hold_index(self) -> None:
+    async def _hold_index(self, wait_s: float = 10.0) -> None:
         """Hold a shared flock on `<db>.users` while this process has the index open, so that no other
-        process swaps a rebuilt database in under it (see _may_rebuild)."""
+        process swaps a rebuilt database in under it (see _may_rebuild). Another process rebuilding it
+        holds the lock exclusively: wait for it without blocking the event loop, then give up."""
         self.db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._users_fd = os.open(str(self.db_path) + ".users", os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(self._users_fd, fcntl.LOCK_SH)
+        fd = os.open(str(self.db_path) + ".users", os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise Busy(f"the memory index of agent {self.agent_id} is being rebuilt by another process "
+                               f"(a jarvis memory command); retry when it is done", {"agentId": self.agent_id})
+                await asyncio.sleep(0.1)
+        self._users_fd = fd
 
     def _may_rebuild(self) -> bool:
         """True when no other process has the index open (our shared lock upgrades, at once)."""
@@ -642,9 +662,15 @@ class MemoryManager:
                 raise InvalidParams(f"params.sources: unknown source {s!r} (memory, sessions)",
                                     field="params.sources")
         if not self.cfg.enabled or self.searcher is None:
-            return {"results": [], "mode": mode, "embeddings": self._embeddings_brief(),
-                    "degraded": "memory is disabled"}
+            why = "memory is disabled" if not self.cfg.enabled else "the memory index is being rebuilt after damage"
+            return {"results": [], "mode": mode, "embeddings": self._embeddings_brief(), "degraded": why}
         await self._sync_if_dirty()
+        if self._recovering:
+            res = await self.search_backend.search(query, k=int(k), min_score=float(min_score), sources=srcs,
+                                                   session_key=session_key, mode=mode, exclude=exclude)
+            res["degraded"] = ("the memory index was damaged and is being rebuilt from the memory files and "
+                               "transcripts; results are incomplete until it is done")
+            return res
         s = self.cfg.search
         if not (s.mmr or s.time_decay):
             return await self.search_backend.search(query, k=int(k), min_score=float(min_score), sources=srcs,
@@ -771,7 +797,7 @@ class MemoryManager:
                         "timeDecay": self.cfg.search.time_decay, "halfLifeDays": self.cfg.search.half_life_days},
             "sync": self.orchestrator.status(),
         }
-        if self._rebuilding or self._needs_rebuild or self._corrupt is not None:
+        if self._rebuilding or self._needs_rebuild or self._corrupt is not None or self._recovering:
             out["rebuilding"] = True
         if self.corrupt_events:
             out["corrupt"] = self.corrupt_events[-5:]
@@ -807,6 +833,19 @@ class MemoryManager:
     def health(self) -> dict:
         return {"files": self._counts["files"], "chunks": self._counts["chunks"], "dirty": self.dirty,
                 "watcher": self.orchestrator.watch.mode}
+
+
+KEEP_CORRUPT = 3  # damaged index files kept for a post-mortem; older ones are deleted
+
+
+def _keep_newest_aside(db_path: Path, keep: int) -> None:
+    """Blocking: delete all but the newest `keep` set-aside copies of the index (and their WAL files)."""
+    prefix = db_path.name + ".corrupt-"
+    stamps = sorted({p.name[len(prefix):].split("-", 1)[0] for p in db_path.parent.glob(prefix + "*")})
+    for stamp in stamps[:-keep] if keep else stamps:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(db_path.with_name(prefix + stamp + suffix))
 
 
 def _embedding_part(signature: str | None) -> tuple:

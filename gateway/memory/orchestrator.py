@@ -171,6 +171,11 @@ class SyncOrchestrator:
         if h is not None:
             h.cancel()
 
+    @property
+    def busy(self) -> bool:
+        """A sync runs or waits, or a debounced one (after chat.final, a file change) is due."""
+        return self.running or self.pending or bool(self._timers)
+
     def status(self) -> dict[str, Any]:
         return {"running": self.running, "pending": self.pending, "runs": self.runs, "requests": self.requests,
                 "lastReasons": self.last_reasons, "intervalMinutes": self.cfg.interval_minutes,

@@ -119,7 +119,8 @@ class GatewayServer:
             ws.protocol.max_message_size = self.config.server.max_frame_bytes
             conn.log.debug("connection ready", peer=conn.peer)
             async for message in ws:
-                if conn.closing:
+                # Backpressure: while the client is behind on reading, read no more requests from it.
+                if conn.closing or not await conn.wait_for_room(self.config.server.max_send_buffer):
                     break
                 if isinstance(message, bytes):
                     conn.send_obj(protocol.error_response(None, InvalidRequest("binary frames are not accepted; send JSON as text")))

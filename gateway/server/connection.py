@@ -35,7 +35,7 @@ class Connection:
     """One authenticated-or-not client. Implements the event bus's Subscriber."""
 
     __slots__ = ("ws", "connection_id", "peer", "subscriptions", "authed", "_out", "_out_bytes",
-                 "_wake", "_writer", "inflight", "config", "log", "closing", "closer", "tasks")
+                 "_wake", "_room", "_writer", "inflight", "config", "log", "closing", "closer", "tasks")
 
     def __init__(self, ws: ServerConnection, config: "Config"):
         self.ws = ws
@@ -47,6 +47,7 @@ class Connection:
         self._out: deque[bytes] = deque()
         self._out_bytes = 0
         self._wake = asyncio.Event()
+        self._room = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self.inflight = 0
         self.closing = False
@@ -58,10 +59,11 @@ class Connection:
     def push(self, data: bytes) -> None:
         if self.closing:
             return
-        # What is still unsent from before this frame decides: a client that reads promptly is never
-        # closed for one big frame (replies are capped at server.maxReplyBytes), one that stopped reading is.
+        # What is still unsent from before this frame decides. Replies wait for room first (send_reply)
+        # and the read loop stops reading while the client is behind, so this bound (a buffer and one
+        # largest reply) is reached only by events piling up for a client that does not read them.
         buffered = self._out_bytes + _transport_buffer(self.ws)
-        if buffered > self.config.server.max_send_buffer:
+        if buffered > self.config.server.max_send_buffer + self.config.server.max_reply_bytes:
             self.log.warning("closing slow consumer", buffered=buffered)
             self.close_soon(POLICY, "slow consumer")
             return
@@ -74,6 +76,33 @@ class Connection:
         if event.frame is None:
             event.frame = protocol.encode(protocol.notification(event.method, event.params))
         self.push(event.frame)
+
+    def unsent(self) -> int:
+        return self._out_bytes + _transport_buffer(self.ws)
+
+    async def wait_for_room(self, limit: int) -> bool:
+        """Wait until what is unsent is at most `limit` bytes; False (and the connection closed as a slow
+        consumer) when the client has not read it within server.slowConsumerSeconds."""
+        if self.unsent() <= limit or self.closing:
+            return not self.closing
+        try:
+            async with asyncio.timeout(self.config.server.slow_consumer_seconds):
+                while self.unsent() > limit and not self.closing:
+                    self._room.clear()
+                    await self._room.wait()
+        except TimeoutError:
+            self.log.warning("closing slow consumer", buffered=self.unsent())
+            self.close_soon(POLICY, "slow consumer")
+            return False
+        return not self.closing
+
+    async def send_reply(self, data: bytes) -> None:
+        """Queue a reply once the client has read most of what is queued (half of server.maxSendBuffer).
+
+        A client that pipelines many big requests is slowed down to its reading pace instead of being
+        closed; one that stops reading is closed as a slow consumer after server.slowConsumerSeconds."""
+        if await self.wait_for_room(self.config.server.max_send_buffer // 2):
+            self.push(data)
 
     def send_obj(self, obj: Any) -> None:
         self.push(protocol.encode(obj))
@@ -88,6 +117,7 @@ class Connection:
                     data = self._out.popleft()
                     self._out_bytes -= len(data)
                     await ws.send(data, text=True)
+                    self._room.set()  # replies waiting for room look again
         except ConnectionClosed:
             pass
 
@@ -95,6 +125,7 @@ class Connection:
         if self.closing:
             return
         self.closing = True
+        self._room.set()
         self._out.clear()
         self._out_bytes = 0
         self.closer = asyncio.create_task(self._close(code, reason))

@@ -78,7 +78,7 @@ class Dispatcher:
                         f"reply too large: {len(data)} bytes, over server.maxReplyBytes ({limit}); ask for "
                         f"less (a smaller limit, lines or k) or page through it",
                         data={"replyBytes": len(data), "maxReplyBytes": limit})))
-                conn.push(data)
+                await conn.send_reply(data)
         finally:
             conn.inflight -= 1
 
@@ -87,7 +87,7 @@ class Dispatcher:
             replies = await asyncio.gather(*(self._call(conn, r) for r in frame.requests))
             answers = [r for r in replies if r is not None] + frame.errors
             if answers:
-                conn.push(self._fit_batch(conn, answers))
+                await conn.send_reply(self._fit_batch(conn, answers))
         finally:
             conn.inflight -= n
 
@@ -98,18 +98,23 @@ class Dispatcher:
         parts = [protocol.encode(a) for a in answers]
         if sum(len(p) + 1 for p in parts) + 2 <= limit:
             return b"[" + b",".join(parts) + b"]"
-        room = limit - 2 - 512 * len(parts)  # keep room for the errors that stand in for the rest
+        stand_ins = [protocol.encode(protocol.error_response(answer.get("id"), InvalidRequest(
+            f"batch reply over server.maxReplyBytes ({limit}); send this request again on its own or in a "
+            f"smaller batch", {"replyBytes": len(part), "maxReplyBytes": limit})))
+            for answer, part in zip(answers, parts)]
+        # Room for every answer still to come as its stand-in, so the frame never passes the limit.
+        room = limit - 2 - sum(len(e) + 1 for e in stand_ins)
         kept: list[bytes] = []
-        for answer, part in zip(answers, parts):
+        for part, stand_in in zip(parts, stand_ins):
+            room += len(stand_in) + 1
             if len(part) + 1 <= room:
-                room -= len(part) + 1
                 kept.append(part)
+                room -= len(part) + 1
             else:
-                kept.append(protocol.encode(protocol.error_response(answer.get("id"), InvalidRequest(
-                    f"batch reply over server.maxReplyBytes ({limit}); send this request again on its own "
-                    f"or in a smaller batch", {"replyBytes": len(part), "maxReplyBytes": limit}))))
-        conn.log.warning("batch reply too large", answers=len(parts), replaced=sum(
-            1 for a, b in zip(parts, kept) if a is not b))
+                kept.append(stand_in)
+                room -= len(stand_in) + 1
+        conn.log.warning("batch reply too large", answers=len(parts),
+                         replaced=sum(1 for a, b in zip(parts, kept) if a is not b))
         return b"[" + b",".join(kept) + b"]"
 
     async def _call(self, conn: Connection, req: protocol.Request) -> dict[str, Any] | None:

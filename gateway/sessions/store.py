@@ -51,13 +51,23 @@ class SessionStore:
         self._bumps: dict[str, list[Any]] = {}
         self._flusher: asyncio.Task[None] | None = None
         self.flush_delay = 0.25
+        # Present only while nobody has the folder open and it was closed with every counter written.
+        self.clean_marker = sessions_dir / ".closed-cleanly"
+        self._clean_owner = False
 
     # ---- files ---------------------------------------------------------------------------------
     def open_sync(self) -> None:
+        """Open the folder. After a crash (no clean-close marker) every counter is recounted from the
+        transcripts; after a clean close (an idle agent reopened, a restart) that scan is skipped."""
         ensure_private_dir(self.dir)
+        try:
+            os.unlink(self.clean_marker)
+        except FileNotFoundError:
+            if self.meta_path.exists():
+                self._reconcile_sync()
+        self._clean_owner = True  # the marker is gone while we have it open; close() puts it back
         if self.meta_path.exists():
             os.chmod(self.meta_path, 0o600)
-            self._reconcile_sync()
 
     def _reconcile_sync(self) -> None:
         """Recount every session's messages from its transcript (the record). A crash can lose the last
@@ -162,6 +172,9 @@ class SessionStore:
             with contextlib.suppress(Exception):
                 await self._flusher
         await self.flush()
+        if self._clean_owner and not self._bumps:  # every counter is on disk: no recount next open
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(self.clean_marker.touch, 0o600)
 
     # ---- queries -------------------------------------------------------------------------------
     async def all(self) -> dict[str, dict[str, Any]]:
