@@ -53,6 +53,18 @@ def memory_cli(cfg: Config, capsys: Any):
     return run
 
 
+async def wait_for(predicate, timeout: float = 15.0, interval: float = 0.05):
+    """Await `predicate()` until it returns something truthy (returned), or fail after `timeout` s."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = await predicate()
+        if result:
+            return result
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(interval)
+
+
 class RpcError(Exception):
     def __init__(self, error: dict[str, Any]):
         super().__init__(f"{error.get('code')}: {error.get('message')}")

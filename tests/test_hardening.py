@@ -14,7 +14,7 @@ import sys
 import orjson
 import pytest
 
-from tests.helpers import ROOT, RpcError, make_config
+from tests.helpers import ROOT, RpcError, make_config, wait_for
 
 
 async def raw_http(port: int, head: str) -> tuple[int, bytes]:
@@ -282,15 +282,6 @@ async def test_a_damaged_index_is_set_aside_and_rebuilt_while_chat_serves(tmp_pa
         await gw.stop()
 
 
-async def wait_for(predicate, timeout: float = 15.0, step: float = 0.1):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(step)
 
 
 def _exhaust_inotify_instances() -> list[int]:

@@ -15,7 +15,7 @@ import asyncio
 import orjson
 
 from gateway.sessions.transcript import append_sync, header, message_record
-from tests.helpers import RunningGateway, make_config, memory_cli
+from tests.helpers import RunningGateway, make_config, memory_cli, wait_for
 
 NOTES = """# People
 
@@ -27,15 +27,6 @@ The dentist appointment is every second Tuesday at 9:30.
 QUESTION = "When is Bjørn's birthday?"
 
 
-async def wait_for(predicate, timeout=15.0, interval=0.05):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        result = await predicate()
-        if result:
-            return result
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(interval)
 
 
 def transcript_lines(cfg, key: str) -> list[dict]:

@@ -7,18 +7,9 @@ import threading
 import pytest
 
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import RunningGateway, make_config
+from tests.helpers import RunningGateway, make_config, wait_for
 
 
-async def wait_for(predicate, timeout=10.0, interval=0.05):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        result = await predicate()
-        if result:
-            return result
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(interval)
 
 
 async def test_turns_are_indexed_recalled_and_survive_restart(tmp_path):
