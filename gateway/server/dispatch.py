@@ -87,7 +87,10 @@ class Dispatcher:
             replies = await asyncio.gather(*(self._call(conn, r) for r in frame.requests))
             answers = [r for r in replies if r is not None] + frame.errors
             if answers:
-                await conn.send_reply(self._fit_batch(conn, answers))
+                # Encoding 50 answers of megabytes takes a while: in a thread, so the loop keeps serving.
+                data = (self._fit_batch(conn, answers) if len(answers) < 4
+                        else await asyncio.to_thread(self._fit_batch, conn, answers))
+                await conn.send_reply(data)
         finally:
             conn.inflight -= n
 
