@@ -77,7 +77,7 @@ class GatewayServer:
             await asyncio.wait(list(requests), timeout=5)
         conns = list(self.connections)
         for conn in conns:
-            conn.closing = True
+            conn.mark_closed()
         if conns:
             # Deliver what is already queued (e.g. the chat.aborted of a run stopped by this shutdown)
             # before the close frame; bounded, so a client that stopped reading cannot hold it up.
@@ -136,6 +136,6 @@ class GatewayServer:
                     await asyncio.wait([conn.closer], timeout=10)
             self.connections.discard(conn)
             self.services.bus.drop(conn)
-            conn.closing = True
+            conn.mark_closed()
             if conn._writer is not None:
                 conn._writer.cancel()

@@ -140,8 +140,13 @@ class Connection:
             while self._out:
                 data = self._out.popleft()
                 await self.ws.send(data, text=True)
-        self.closing = True
+        self.mark_closed()
         await self._close(code, reason)
+
+    def mark_closed(self) -> None:
+        """Nothing more goes out; replies waiting for room give up now."""
+        self.closing = True
+        self._room.set()
 
 
 def peer_of(ws: ServerConnection) -> str:
