@@ -121,8 +121,12 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
                           f"({st['embeddings'].get('error', 'embedding provider failed')}); retried on the next sync",
                           file=sys.stderr)
         elif cmd == "search":
-            res = await mgr.search(args.query, k=args.k, min_score=args.min_score,
-                                   sources=cli_extra.sources_of(args), mode=args.mode)
+            from ..methods.memory import SEARCH  # the method's own rules, so the CLI errors the same way
+
+            p = SEARCH.validate({"query": args.query, "k": args.k, "minScore": args.min_score,
+                                 "sources": cli_extra.sources_of(args), "mode": args.mode}, "params")
+            res = await mgr.search(p["query"], k=p["k"], min_score=p["minScore"], sources=p["sources"],
+                                   mode=p["mode"])
             if args.json:
                 _print_json(res)
             else:

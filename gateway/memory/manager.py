@@ -646,21 +646,9 @@ class MemoryManager:
     async def search(self, query: str, k: int = 6, min_score: float = 0.0, sources: list[str] | None = None,
                      session_key: str | None = None, mode: str | None = None,
                      exclude: Exclude | None = None) -> dict:
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidParams("params.query: must not be empty", field="params.query")
-        if len(query) > 2000:
-            raise InvalidParams(f"params.query: must be at most 2000 characters, got {len(query)}",
-                                field="params.query")
-        if not 1 <= int(k) <= 50:
-            raise InvalidParams(f"params.k: must be between 1 and 50, got {k}", field="params.k")
+        # The params were validated by the method's schema (memory.search, and the CLI through it).
         mode = mode or self.cfg.search.mode
-        if mode not in MODES:
-            raise InvalidParams(f"params.mode: must be one of {', '.join(MODES)}", field="params.mode")
         srcs = tuple(sorted(set(sources))) if sources else SOURCES
-        for s in srcs:
-            if s not in SOURCES:
-                raise InvalidParams(f"params.sources: unknown source {s!r} (memory, sessions)",
-                                    field="params.sources")
         if not self.cfg.enabled or self.searcher is None:
             why = "memory is disabled" if not self.cfg.enabled else "the memory index is being rebuilt after damage"
             return {"results": [], "mode": mode, "embeddings": self._embeddings_brief(), "degraded": why}
