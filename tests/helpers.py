@@ -40,7 +40,7 @@ def memory_cli(cfg: Config, capsys: Any):
     """`run("memory", "sync", "--json")` → (exit code, stdout) through the real `jarvis memory` parser."""
     import argparse
 
-    from gateway.memory import cli
+    from gateway.cli import memory as cli
 
     parser = argparse.ArgumentParser()
     cli.add_commands(parser.add_subparsers(dest="command"))

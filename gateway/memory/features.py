@@ -1,7 +1,7 @@
 """The memory features beyond search, for one agent: keyed memories, time recall, learnings, images.
 
 `MemoryFeatures(manager, workspace)` is what the `memory.*` methods (methods/memory_extra.py) and
-`jarvis memory …` (cli_extra.py) call. Files go to the agent's workspace (keyed.py, learnings.py,
+`jarvis memory …` (gateway/cli/notes.py) call. Files go to the agent's workspace (keyed.py, learnings.py,
 images.py describe the layouts); every write re-indexes the memory files before it answers, so a
 change (or a delete) shows in search at once.
 """

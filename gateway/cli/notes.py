@@ -17,9 +17,9 @@ import orjson
 
 from ..config import Config
 from ..errors import InvalidParams, NotFound
-from .features import MemoryFeatures
-from .keyed import CATEGORIES, check_key
-from .learnings import SECTIONS
+from ..memory.features import MemoryFeatures
+from ..memory.keyed import CATEGORIES, check_key
+from ..memory.learnings import SECTIONS
 
 COMMANDS = ("set", "get", "delete", "list", "similar", "recall", "learn", "set-image", "get-image")
 
@@ -108,7 +108,7 @@ def _check_range(name: str, value: int, lo: int, hi: int | None = None) -> None:
 
 
 async def run(args: argparse.Namespace, config: Config) -> int:
-    from .manager import MemoryManager
+    from ..memory.manager import MemoryManager
 
     agent = check_agent(args, config)
     mgr = MemoryManager(config, agent)

@@ -1,11 +1,11 @@
 """`jarvis memory sync|search|status` — the memory methods, run directly on the state dir.
-(`set|get|delete|list|similar|recall|learn|set-image|get-image`: see cli_extra.py.)
+(`set|get|delete|list|similar|recall|learn|set-image|get-image`: see notes.py.)
 
 These open the index themselves (WAL and a busy timeout make that safe while the gateway runs), so they
 work whether or not the gateway is up. `status` first asks the running gateway (its dirty flag and sync
 runs are live state the index file does not hold) and reads the state dir only when none answers or
 with `--direct`. `--json` prints exactly the result object of the matching method (`memory.sync`,
-`memory.search`, `memory.status`). `--agent ID` and `--source` work as in cli_extra.py.
+`memory.search`, `memory.status`). `--agent ID` and `--source` work as in notes.py.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import orjson
 
 from ..config import Config
 from ..errors import GatewayError
-from . import cli_extra
-from .manager import MODES, MemoryManager
+from . import notes
+from ..memory.manager import MODES, MemoryManager
 
 
 def add_commands(subparsers: Any) -> None:
@@ -30,10 +30,10 @@ def add_commands(subparsers: Any) -> None:
                               description="Memory index commands; they work on the state dir, while the gateway "
                                           "runs too. `status` asks the running gateway when one answers.")
     p.set_defaults(handler=run, memory_command=None)
-    sub = p.add_subparsers(dest="memory_command", metavar="{sync,search,status," + ",".join(cli_extra.COMMANDS) + "}")
+    sub = p.add_subparsers(dest="memory_command", metavar="{sync,search,status," + ",".join(notes.COMMANDS) + "}")
     s = sub.add_parser("sync", help="bring the index up to date now")
     s.add_argument("--force", action="store_true", help="re-read and re-chunk every file (the cache avoids re-embedding)")
-    cli_extra.agent_arg(s)
+    notes.agent_arg(s)
     s.add_argument("--json", action="store_true", help="print the memory.sync result as JSON")
     s = sub.add_parser("search", help="search memory files and transcripts")
     s.add_argument("query", help="what to look for")
@@ -41,17 +41,17 @@ def add_commands(subparsers: Any) -> None:
     s.add_argument("--mode", choices=MODES, help="hybrid (default), fts or vector")
     s.add_argument("--min-score", type=float, default=0.0, help="drop results below this score (0..1); a chunk that shares no word with "
                    "the query is a hit only if its cosine is at least memory.search.minSimilarity")
-    cli_extra.source_arg(s, "default: both")
-    cli_extra.agent_arg(s)
+    notes.source_arg(s, "default: both")
+    notes.agent_arg(s)
     s.add_argument("--json", action="store_true", help="print the memory.search result as JSON")
     s = sub.add_parser("status", help="what the index holds (asks the running gateway when one answers)",
                        description="What the index holds. When a gateway answers at the configured address "
                                    "(with this state dir's token), its own memory.status is shown, so dirty and "
                                    "sync runs are the live ones; otherwise the index is read from the state dir.")
-    cli_extra.agent_arg(s)
+    notes.agent_arg(s)
     s.add_argument("--direct", action="store_true", help="read the state dir even when a gateway is running")
     s.add_argument("--json", action="store_true", help="print the memory.status result as JSON")
-    cli_extra.add_commands(sub)
+    notes.add_commands(sub)
 
 
 class _Bar:
@@ -86,9 +86,9 @@ def _print_json(obj: Any) -> None:
 
 
 async def _run(args: argparse.Namespace, config: Config) -> int:
-    if args.memory_command in cli_extra.COMMANDS:
-        return await cli_extra.run(args, _cli_config(config))
-    agent = cli_extra.check_agent(args, config)
+    if args.memory_command in notes.COMMANDS:
+        return await notes.run(args, _cli_config(config))
+    agent = notes.check_agent(args, config)
     if args.memory_command == "status" and not args.direct:
         url = config.ws_url()
         res = await _ask_gateway(config, "memory.status", {"agentId": agent})
@@ -124,7 +124,7 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
             from ..methods.memory import SEARCH  # the method's own rules, so the CLI errors the same way
 
             p = SEARCH.validate({"query": args.query, "k": args.k, "minScore": args.min_score,
-                                 "sources": cli_extra.sources_of(args), "mode": args.mode}, "params")
+                                 "sources": notes.sources_of(args), "mode": args.mode}, "params")
             res = await mgr.search(p["query"], k=p["k"], min_score=p["minScore"], sources=p["sources"],
                                    mode=p["mode"])
             if args.json:

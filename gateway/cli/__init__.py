@@ -19,33 +19,11 @@ from typing import Any
 
 import orjson
 
-from . import __version__
-from .config import Config, ConfigError, load_config
+from .. import __version__
+from ..config import Config, ConfigError, load_config
+from .common import _common, _common_on_leaves
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("configuration (override config.toml and the environment)")
-    g.add_argument("--state-dir", metavar="DIR", help="state directory (env JARVIS_STATE_DIR, default ~/.jarvis)")
-    g.add_argument("--workspace", metavar="DIR", help="workspace with MEMORY.md and memory/ (env JARVIS_WORKSPACE)")
-    g.add_argument("--host", help="bind / connect address (env JARVIS_HOST, default 127.0.0.1)")
-    g.add_argument("--port", type=int, help="port (env JARVIS_PORT, default 18789; 0 = any free port)")
-    g.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
-    g.add_argument("--log-format", choices=("auto", "json", "console"))
-
-
-def _common_on_leaves(p: argparse.ArgumentParser) -> None:
-    """Add the shared flags to every leaf command (`jarvis memory status --state-dir D`): on a parent
-    too, the leaf's default would overwrite what was given before the sub-command."""
-    subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
-    if not subs:
-        if not any(a.dest == "state_dir" for a in p._actions):
-            _common(p)
-        return
-    for action in subs:
-        for child in set(action.choices.values()):
-            _common_on_leaves(child)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,25 +64,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--defaults", action="store_true", help="print every key with its default and what it does")
     _common(p)
 
-    from .chat import cli as chat_cli
+    from . import chat as chat_cli
 
     chat_cli.add_commands(sub)
 
-    try:
-        from .memory import cli as memory_cli
-    except ImportError:  # pragma: no cover - memory is part of the package
-        memory_cli = None
-    if memory_cli is not None:
-        before = set(sub.choices)
-        memory_cli.add_commands(sub)
-        for name in set(sub.choices) - before:
-            _common_on_leaves(sub.choices[name])
-    try:
-        from . import service
-    except ImportError:  # pragma: no cover
-        service = None
-    if service is not None:
-        service.add_commands(sub)
+    from . import memory as memory_cli
+    from . import service
+
+    before = set(sub.choices)
+    memory_cli.add_commands(sub)
+    for name in set(sub.choices) - before:
+        _common_on_leaves(sub.choices[name])
+    service.add_commands(sub)
     return parser
 
 
@@ -144,15 +115,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_serve(args: argparse.Namespace, config: Config) -> int:
-    from . import logs
-    from .app import serve
+    from .. import logs
+    from ..app import serve
 
     logs.setup(config.log_level, config.log_format)
 
     def announce(gw: Any) -> None:
         def on_phase(name: str, info: dict[str, Any]) -> None:
             if name == "ready":
-                from .client import token_command
+                from ..client import token_command
 
                 where = "JARVIS_GATEWAY_TOKEN" if config.token else str(config.token_file)
                 print(f"Jarvis Gateway listening on {gw.url}  (web page: {gw.url.replace('ws', 'http', 1)})\n"
@@ -160,12 +131,12 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
         gw.on_phase(on_phase)
         try:
-            from . import sdnotify
+            from .. import sdnotify
         except ImportError:  # pragma: no cover
             return
         sdnotify.attach(gw)
 
-    from .fsutil import StateDirInUse
+    from ..fsutil import StateDirInUse
 
     try:
         return asyncio.run(serve(config, announce))
@@ -178,7 +149,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_token(args: argparse.Namespace, config: Config) -> int:
-    from .auth import ensure_token_file
+    from ..auth import ensure_token_file
 
     if config.token and not args.rotate:
         print(config.token)
@@ -191,7 +162,7 @@ def cmd_token(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_config(args: argparse.Namespace, config: Config) -> int:
-    from . import configdump
+    from .. import configdump
 
     if args.defaults:
         if args.json:
@@ -207,7 +178,7 @@ def cmd_config(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_call(args: argparse.Namespace, config: Config) -> int:
-    from .client import CallError, call
+    from ..client import CallError, call
 
     try:
         params = orjson.loads(args.params) if args.params else {}
@@ -265,6 +236,3 @@ def cmd_call(args: argparse.Namespace, config: Config) -> int:
         return EXIT_ERROR
     return EXIT_OK
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -33,7 +33,7 @@ NOT_FOUND = -32004
 
 
 def add_commands(sub: Any) -> None:
-    from ..cli import _common
+    from .common import _common
 
     p = sub.add_parser(
         "chat", help="chat with the running gateway: an interactive prompt, or one message",

@@ -1,0 +1,7 @@
+"""`python -m gateway.cli …` is `jarvis …`."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

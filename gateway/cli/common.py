@@ -1,0 +1,28 @@
+"""Flags every `jarvis` command shares (they override config.toml and the environment)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("configuration (override config.toml and the environment)")
+    g.add_argument("--state-dir", metavar="DIR", help="state directory (env JARVIS_STATE_DIR, default ~/.jarvis)")
+    g.add_argument("--workspace", metavar="DIR", help="workspace with MEMORY.md and memory/ (env JARVIS_WORKSPACE)")
+    g.add_argument("--host", help="bind / connect address (env JARVIS_HOST, default 127.0.0.1)")
+    g.add_argument("--port", type=int, help="port (env JARVIS_PORT, default 18789; 0 = any free port)")
+    g.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+    g.add_argument("--log-format", choices=("auto", "json", "console"))
+
+
+def _common_on_leaves(p: argparse.ArgumentParser) -> None:
+    """Add the shared flags to every leaf command (`jarvis memory status --state-dir D`): on a parent
+    too, the leaf's default would overwrite what was given before the sub-command."""
+    subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        if not any(a.dest == "state_dir" for a in p._actions):
+            _common(p)
+        return
+    for action in subs:
+        for child in set(action.choices.values()):
+            _common_on_leaves(child)
