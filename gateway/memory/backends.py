@@ -31,11 +31,13 @@ class BackendError(Exception):
 
 
 class SearchBackend(Protocol):
+    """What the manager searches through: the built-in index, or QMD with it as the fallback."""
+
     name: str
     sources: tuple[str, ...]  # the sources this backend can search
 
     async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
-                     session_key: str | None, mode: str) -> dict[str, Any]: ...
+                     session_key: str | None, mode: str, exclude: Any = None) -> dict[str, Any]: ...
 
     async def after_sync(self) -> None: ...
 

@@ -37,7 +37,7 @@ import structlog
 from ..config import Config
 from ..errors import Busy, InvalidParams, UpstreamUnavailable
 from .chunking import CHARS_PER_TOKEN, CHUNKER_VERSION
-from .backends import BuiltinBackend, CircuitBreaker, FallbackBackend
+from .backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
 from .db import Database, is_corruption, pick_driver
 from .embeddings import EmbeddingProvider, create_provider
 from .indexer import Indexer, IndexSettings, SyncStats
@@ -109,7 +109,7 @@ class MemoryManager:
         self._write_lock = asyncio.Lock()
         self._users_fd: int | None = None
         self.orchestrator = SyncOrchestrator(self._run_one, sync_cfg=self.cfg.sync, unavailable=self._sync_unavailable)
-        self.search_backend: BuiltinBackend | FallbackBackend = BuiltinBackend(self._index_search)
+        self.search_backend: SearchBackend = BuiltinBackend(self._index_search)
         self._backend_update: asyncio.Task | None = None
         self._backend_update_again = False
         self.decay_now: datetime | None = None  # time decay's "now"; None = the current time
@@ -255,7 +255,7 @@ class MemoryManager:
         await self._after_sync(stats)
         return stats
 
-    def _make_backend(self) -> BuiltinBackend | FallbackBackend:
+    def _make_backend(self) -> SearchBackend:
         builtin = BuiltinBackend(self._index_search)
         b = self.cfg.backend
         if b.kind == "builtin":

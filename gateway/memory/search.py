@@ -334,10 +334,6 @@ def _cut_around(text: str, pos: int, limit: int) -> str:
 MIN_HEAD = 60  # characters of a neighbouring message worth showing (a name and the first words)
 
 
-def window_text(text: str, spans: Sequence[Sequence[int]] | None, context: str) -> str:
-    return "\n".join(seg for seg, _ in _segments(text, spans, context))
-
-
 def snippet(text: str, spans: Sequence[Sequence[int]] | None, ctx: SnippetContext, limit: int = 700,
             context: str = "") -> str:
     """The best ≤ `limit` characters of a chunk: around its best-matching core segment, whole segments."""
