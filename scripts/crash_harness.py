@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/crash_harness.py [--rounds 20] [--seed 1] [--notes 300] [--no-memory] [--out FILE]
 
-The logic (and what is checked) lives in tests/test_crash.py, which runs a reduced count in the
+The logic (and what is checked) lives in tests/system/crash/test_crash.py, which runs a reduced count in the
 suite. Everything runs on loopback in a temporary state dir. Writes JSON (default
 bench-results/crash.json) and exits non-zero if any check failed.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.test_crash import crash_rounds  # noqa: E402
+from tests.system.crash.test_crash import crash_rounds  # noqa: E402
 
 
 def main() -> int:

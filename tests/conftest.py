@@ -1,6 +1,31 @@
+"""Where tests live (a newcomer's map):
+
+    tests/unit/     one module on its own: protocol, chunk/rank/embed, the memory manager, the chat service
+    tests/rpc/      a real gateway on a free port, driven by the real websockets client, one feature a file
+    tests/cli/      `jarvis …` through its real parser (and as a process) against a real gateway
+    tests/system/   whole-system behaviour: crash (SIGKILL), fuzz, hostile clients and faults, browser
+                    (Chromium), systemd
+
+Markers, set here from the folder: `slow` (tests/system/) and `browser` (tests/system/browser/).
+`./scripts/test -m "not slow"` runs the quick part; `-m browser` only the page.
+"""
+
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+_HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        rel = Path(str(item.fspath)).resolve().relative_to(_HERE.resolve()).parts
+        if rel and rel[0] == "system":
+            item.add_marker(pytest.mark.slow)
+            if len(rel) > 1 and rel[1] == "browser":
+                item.add_marker(pytest.mark.browser)
 
 from tests.helpers import RunningGateway, make_config
 

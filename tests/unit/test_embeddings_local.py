@@ -11,8 +11,9 @@ import numpy as np
 
 from gateway.memory.embeddings import local
 from gateway.memory.embeddings.base import normalise
+from tests.helpers import ROOT
 
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"
+LOCOMO = ROOT.parent / "shared" / "bench" / "locomo"
 
 ODD = ["", " ", "  ", "a  b", " leading", "trailing ", "\ttab\tx", "line\nnext\n\n", "café ☕ 日本語のテキスト",
        "emoji 👩‍👩‍👧 ok", "a <s> b", "</s>", "<unk>x", "x" * 500, "http://example.com/" + "a/b" * 100,
