@@ -1,19 +1,24 @@
-"""Errors that cross the wire, one class per JSON-RPC code (PROTOCOL.md §2).
+"""The errors the gateway means to raise: one root, a class per kind of failure, no wire codes.
 
-    -32700 ParseError             malformed JSON (answered with id null)
-    -32600 InvalidRequest         not an object, bad id, binary frame, batch too large
-    -32601 MethodNotFound         no such method
-    -32602 InvalidParams          message names the field and the rule, data.field the path
-    -32603 InternalError          unexpected failure; data.errorId correlates with the log
-           DiskFull               a write failed for lack of space; data.retryable, data.errno
-    -32001 Unauthenticated        no or wrong token (the socket then closes with 1008)
-    -32004 NotFound               session, run, memory path
-    -32009 Busy                   conflict, e.g. a run already active in the session
-    -32029 RateLimited            data.retryAfterMs
-    -32050 UpstreamUnavailable    LLM or embedding provider; data.retryable, data.retryAfterMs
+    JarvisError                  root: its message is meant for the client; `data` carries details
+    ├── Invalid                  a value breaks a rule; `field` names it (the params path)
+    ├── NotFound                 a session, run, agent, message or memory path does not exist
+    ├── Conflict                 the state forbids it now: a run is active, the session exists, another
+    │                            process rebuilds the index, every open agent is busy, a limit is reached
+    ├── RateLimited              too many at once or too many failures; `data.retryAfterMs`
+    ├── Unavailable              an upstream (chat or embedding provider) or the gateway itself (shutting
+    │                            down, memory rebuilding) cannot serve now; `data.retryable`, `retryAfterMs`
+    ├── Unauthenticated          no or a wrong token
+    ├── DiskFull                 a write failed for lack of space; `data.retryable`, `data.errno`
+    └── ProtocolError            the frame itself (raised by protocol.py only)
+        ├── ParseError           not JSON
+        ├── InvalidRequest       not a request object, a bad id, a binary frame, a batch too large
+        ├── MethodNotFound       no such method
+        └── InternalError        anything unexpected; `data.errorId` correlates with the log
 
-Services raise these; the protocol layer turns them into error objects. Anything else that escapes a
-handler becomes an InternalError with a correlation id, and its traceback goes only to the log.
+Services and storage raise these. `protocol.code_of` maps each class to its JSON-RPC code at the wire
+(PROTOCOL.md §2), and nothing else knows the codes. Anything else that escapes a handler becomes an
+InternalError with a correlation id; its traceback goes only to the log.
 """
 
 from __future__ import annotations
@@ -22,8 +27,7 @@ import errno
 from typing import Any
 
 
-class GatewayError(Exception):
-    code: int = -32603
+class JarvisError(Exception):
     default_message = "internal error"
 
     def __init__(self, message: str | None = None, data: dict[str, Any] | None = None):
@@ -31,32 +35,10 @@ class GatewayError(Exception):
         self.data = data
         super().__init__(self.message)
 
-    def to_error(self) -> dict[str, Any]:
-        err: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data:
-            err["data"] = self.data
-        return err
 
+class Invalid(JarvisError):
+    """A value breaks a rule. `field` is the dotted path of the offending value, e.g. ``params.k``."""
 
-class ParseError(GatewayError):
-    code = -32700
-    default_message = "parse error"
-
-
-class InvalidRequest(GatewayError):
-    code = -32600
-    default_message = "invalid request"
-
-
-class MethodNotFound(GatewayError):
-    code = -32601
-    default_message = "method not found"
-
-
-class InvalidParams(GatewayError):
-    """Invalid params. `field` is the dotted path of the offending value, e.g. ``params.k``."""
-
-    code = -32602
     default_message = "invalid params"
 
     def __init__(self, message: str, field: str | None = None, data: dict[str, Any] | None = None):
@@ -67,44 +49,25 @@ class InvalidParams(GatewayError):
         self.field = field
 
 
-class InternalError(GatewayError):
-    code = -32603
-    default_message = "internal error"
-
-
-class Unauthenticated(GatewayError):
-    code = -32001
-    default_message = "unauthenticated"
-
-
-class NotFound(GatewayError):
-    code = -32004
+class NotFound(JarvisError):
     default_message = "not found"
 
 
-class Busy(GatewayError):
-    code = -32009
+class Conflict(JarvisError):
     default_message = "busy"
 
 
-class RateLimited(GatewayError):
-    code = -32029
+class RateLimited(JarvisError):
     default_message = "rate limited"
 
     def __init__(self, message: str | None = None, retry_after_ms: int = 1000):
         super().__init__(message, {"retryAfterMs": int(retry_after_ms)})
 
 
-class UpstreamUnavailable(GatewayError):
-    code = -32050
+class Unavailable(JarvisError):
     default_message = "upstream unavailable"
 
-    def __init__(
-        self,
-        message: str | None = None,
-        retryable: bool = True,
-        retry_after_ms: int | None = None,
-    ):
+    def __init__(self, message: str | None = None, retryable: bool = True, retry_after_ms: int | None = None):
         data: dict[str, Any] = {"retryable": retryable}
         if retry_after_ms is not None:
             data["retryAfterMs"] = int(retry_after_ms)
@@ -113,10 +76,34 @@ class UpstreamUnavailable(GatewayError):
         self.retry_after_ms = retry_after_ms
 
 
+class Unauthenticated(JarvisError):
+    default_message = "unauthenticated"
+
+
+class ProtocolError(JarvisError):
+    """The frame itself is wrong; raised by protocol.py (and the server for binary frames)."""
+
+
+class ParseError(ProtocolError):
+    default_message = "parse error"
+
+
+class InvalidRequest(ProtocolError):
+    default_message = "invalid request"
+
+
+class MethodNotFound(ProtocolError):
+    default_message = "method not found"
+
+
+class InternalError(ProtocolError):
+    default_message = "internal error"
+
+
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
-class DiskFull(InternalError):
+class DiskFull(JarvisError):
     """A write failed for lack of space (ENOSPC, EDQUOT, EFBIG, or SQLite's "database or disk is full").
     Nothing partial was kept, so the client may retry once space is freed: a clear message instead of a
     bare internal error."""

@@ -2,7 +2,8 @@
 no asyncio. Lenient on input (`"jsonrpc":"2.0"` optional), strict on output (always present).
 
     parse(text)  -> Frame: a single Request, a batch (list of Request | error response), or an error
-    response(id, result) / error_response(id, GatewayError) / notification(method, params)
+    response(id, result) / error_response(id, JarvisError) / notification(method, params)
+    code_of(JarvisError) -> int: the one place that maps the error classes to JSON-RPC codes
     encode(obj)  -> bytes (UTF-8 JSON, to be sent as a text frame)
 """
 
@@ -13,7 +14,8 @@ from typing import Any
 
 import orjson
 
-from .errors import GatewayError, InvalidRequest, ParseError
+from . import errors as e
+from .errors import InvalidRequest, JarvisError, ParseError
 
 JSONRPC = "2.0"
 MAX_BATCH = 50
@@ -60,8 +62,31 @@ def response(req_id: Any, result: Any) -> dict[str, Any]:
     return {"jsonrpc": JSONRPC, "id": req_id, "result": result}
 
 
-def error_response(req_id: Any, err: GatewayError) -> dict[str, Any]:
-    return {"jsonrpc": JSONRPC, "id": req_id, "error": err.to_error()}
+# PROTOCOL.md §2. Most specific class first: DiskFull and InternalError share -32603.
+CODES: tuple[tuple[type[JarvisError], int], ...] = (
+    (e.ParseError, -32700), (e.InvalidRequest, -32600), (e.MethodNotFound, -32601), (e.Invalid, -32602),
+    (e.DiskFull, -32603), (e.InternalError, -32603), (e.Unauthenticated, -32001), (e.NotFound, -32004),
+    (e.Conflict, -32009), (e.RateLimited, -32029), (e.Unavailable, -32050),
+)
+
+
+def code_of(err: JarvisError) -> int:
+    """The JSON-RPC error code of an error (-32603 for a class the table does not name)."""
+    for cls, code in CODES:
+        if isinstance(err, cls):
+            return code
+    return -32603
+
+
+def error_object(err: JarvisError) -> dict[str, Any]:
+    obj: dict[str, Any] = {"code": code_of(err), "message": err.message}
+    if err.data:
+        obj["data"] = err.data
+    return obj
+
+
+def error_response(req_id: Any, err: JarvisError) -> dict[str, Any]:
+    return {"jsonrpc": JSONRPC, "id": req_id, "error": error_object(err)}
 
 
 def notification(method: str, params: Any) -> dict[str, Any]:

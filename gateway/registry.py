@@ -5,7 +5,7 @@ Handlers are declared in `gateway/methods/*` with the `method` decorator of a Re
     @registry.method("sessions.get", Obj(sessionKey=Str(pattern=SESSION_KEY)), "Get one session.")
     async def sessions_get(ctx: CallContext, p: dict) -> dict: ...
 
-`p` is already validated with defaults filled in. Handlers raise GatewayError subclasses.
+`p` is already validated with defaults filled in. Handlers raise JarvisError subclasses.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from .chat.compaction import Compactor
 from .chat.providers import ChatProvider
 from .chat.runner import ChatService
 from .config import Config, SessionsConfig
-from .errors import Busy, InvalidParams, NotFound, UpstreamUnavailable
+from .errors import Conflict, Invalid, NotFound, Unavailable
 from .events import EventBus
 from .schema import AGENT_ID
 from .sessions.retention import ephemeral_victims
@@ -203,7 +203,7 @@ class Services:
         found = self.agents.get(agent_id)
         if found is None:
             if not AGENT_ID_RE.fullmatch(agent_id):
-                raise InvalidParams("params.agentId: must match [A-Za-z0-9._-]{1,64}", field="params.agentId")
+                raise Invalid("params.agentId: must match [A-Za-z0-9._-]{1,64}", field="params.agentId")
             async with self._opening:
                 found = self.agents.get(agent_id)
                 if found is None:
@@ -228,13 +228,13 @@ class Services:
         if not exists and agent_id != cfg.agent_id:
             count = await asyncio.to_thread(_count_agents, cfg.state_dir / "agents")
             if count >= cfg.agents.max:
-                raise Busy(f"agent limit reached: {count} agents exist (agents.max = {cfg.agents.max}); use an "
+                raise Conflict(f"agent limit reached: {count} agents exist (agents.max = {cfg.agents.max}); use an "
                            f"existing agentId or raise agents.max", {"agentId": agent_id, "max": cfg.agents.max})
         if self._stop.is_set():
-            raise UpstreamUnavailable("gateway is shutting down", retryable=True, retry_after_ms=1000)
+            raise Unavailable("gateway is shutting down", retryable=True, retry_after_ms=1000)
         full = len(self.agents) >= cfg.agents.max_open
         if full and self._victim() is None:
-            raise Busy(f"too many agents open at once (agents.maxOpen = {cfg.agents.max_open}) and none is idle "
+            raise Conflict(f"too many agents open at once (agents.maxOpen = {cfg.agents.max_open}) and none is idle "
                        f"(each has a request, chat run, compaction or memory sync under way); retry shortly",
                        {"agentId": agent_id, "maxOpen": cfg.agents.max_open})
         # Open first: an open that fails (disk full, a damaged folder) must not cost another agent its place.

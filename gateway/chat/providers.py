@@ -2,7 +2,7 @@
 
 A provider has capabilities as attributes (`name`, `model`) and one method, `stream(messages)`, an
 async iterator of `Delta(text)` items that may end with a `Usage`. Failures raise
-`UpstreamUnavailable` with `retryable` set; the runner turns that into `chat.error`.
+`Unavailable` with `retryable` set; the runner turns that into `chat.error`.
 
 - `OpenAIProvider`: any OpenAI-compatible `/chat/completions` endpoint, streamed. Retries before the
   first byte are the SDK's (bounded by `chat.maxRetries`, honouring `Retry-After`/`retry-after-ms`).
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 from ..config import Config
-from ..errors import UpstreamUnavailable
+from ..errors import Unavailable
 from ..sessions.transcript import OFFLINE_PREAMBLE
 
 
@@ -143,17 +143,17 @@ class OpenAIProvider(ChatProvider):
                     if chunk.usage:
                         yield Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
         except openai.APITimeoutError:
-            raise UpstreamUnavailable(f"chat provider timed out at {self.endpoint}", retryable=True) from None
+            raise Unavailable(f"chat provider timed out at {self.endpoint}", retryable=True) from None
         except openai.APIStatusError as exc:
             status = exc.status_code
             retryable = status == 429 or status == 408 or status >= 500
-            raise UpstreamUnavailable(f"chat provider at {self.endpoint} answered HTTP {status}: {_short(exc.message)}",
+            raise Unavailable(f"chat provider at {self.endpoint} answered HTTP {status}: {_short(exc.message)}",
                                       retryable=retryable, retry_after_ms=_retry_after_ms(exc)) from None
         except openai.APIConnectionError as exc:
-            raise UpstreamUnavailable(f"chat provider unreachable at {self.endpoint}: {connection_failure(exc)}",
+            raise Unavailable(f"chat provider unreachable at {self.endpoint}: {connection_failure(exc)}",
                                       retryable=True) from None
         except Exception as exc:  # a stream cut mid-way surfaces as the HTTP library's own error
-            raise UpstreamUnavailable(f"chat provider at {self.endpoint} failed: {type(exc).__name__}: "
+            raise Unavailable(f"chat provider at {self.endpoint} failed: {type(exc).__name__}: "
                                       f"{_short(str(exc))}", retryable=True) from None
 
     async def close(self) -> None:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import structlog
 
 from ..config import Config
-from ..errors import Busy, GatewayError, NotFound, UpstreamUnavailable
+from ..errors import Conflict, JarvisError, NotFound, Unavailable
+from ..protocol import code_of
 from ..events import EventBus
 from ..sessions import transcript as tx
 from ..sessions.store import SessionStore
@@ -94,7 +95,7 @@ class ChatService:
     # ---- public API ----------------------------------------------------------------------------
     async def send(self, session_key: str, message: str, idempotency_key: str | None) -> dict[str, Any]:
         if self.closing:
-            raise UpstreamUnavailable("gateway is shutting down", retryable=True, retry_after_ms=1000)
+            raise Unavailable("gateway is shutting down", retryable=True, retry_after_ms=1000)
         async with self.session_lock(session_key):  # check-then-start is atomic per session
             now = time.monotonic()
             if idempotency_key is not None:
@@ -103,7 +104,7 @@ class ChatService:
                 if hit is not None:
                     return {"runId": hit[0], "status": "duplicate"}
             if session_key in self.active:
-                raise Busy(f"a run is already active in session {session_key}",
+                raise Conflict(f"a run is already active in session {session_key}",
                            {"sessionKey": session_key, "runId": self.active[session_key].run_id})
             if not await self.sessions.exists(session_key):
                 raise NotFound(f"session not found: {session_key}", {"sessionKey": session_key})
@@ -288,10 +289,11 @@ class ChatService:
             log.info("chat run aborted", session=key, run=run.run_id)
             if partial and self.memory is not None:
                 self.memory.schedule_session_sync(key)
-        except GatewayError as exc:
+        except JarvisError as exc:
             retryable = bool((exc.data or {}).get("retryable", False))
-            self._emit(run, "chat.error", error={"code": exc.code, "message": exc.message, "retryable": retryable})
-            log.warning("chat run failed", session=key, run=run.run_id, code=exc.code, error=exc.message)
+            code = code_of(exc)  # the event carries the JSON-RPC code of the error (PROTOCOL.md §4)
+            self._emit(run, "chat.error", error={"code": code, "message": exc.message, "retryable": retryable})
+            log.warning("chat run failed", session=key, run=run.run_id, code=code, error=exc.message)
         except Exception as exc:  # a bug or the disk: tell the client, keep the loop alive
             error_id = uuid.uuid4().hex[:12]
             log.exception("chat run crashed", session=key, run=run.run_id, errorId=error_id)

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from ..config import Config
-from ..errors import GatewayError
+from ..errors import Invalid, JarvisError
 from . import notes
 from ..memory.manager import MODES, MemoryManager
 
@@ -168,7 +168,7 @@ def _print_status(res: dict) -> None:
 
 async def _ask_gateway(config: Config, method: str, params: dict) -> Any:
     """The running gateway's answer, or None when no gateway of this state dir answers (nothing listens,
-    another gateway that refuses this token, or no token yet). Its errors are raised as GatewayError."""
+    another gateway that refuses this token, or no token yet). Its errors are raised as JarvisError."""
     from ..client import CallError, Connection, GatewayCallError
     from ..errors import NotFound
 
@@ -183,7 +183,7 @@ async def _ask_gateway(config: Config, method: str, params: dict) -> Any:
     except GatewayCallError as exc:
         if exc.code == -32004:
             raise NotFound(exc.error_message) from None
-        raise GatewayError(exc.error_message) from None
+        raise JarvisError(exc.error_message) from None
     except (CallError, TimeoutError):
         return None
     finally:
@@ -199,9 +199,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
         return 1
     try:
         return asyncio.run(_run(args, config))
-    except GatewayError as exc:
+    except JarvisError as exc:
         print(f"jarvis: {exc.message}", file=sys.stderr)
-        return 2 if exc.code == -32602 else 1
+        return 2 if isinstance(exc, Invalid) else 1
 
 
 def _print_backend_and_ranking(res: dict) -> None:

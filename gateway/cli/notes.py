@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from ..config import Config
-from ..errors import InvalidParams, NotFound
+from ..errors import Invalid, NotFound
 from ..memory.features import MemoryFeatures
 from ..memory.keyed import CATEGORIES, check_key
 from ..memory.learnings import SECTIONS
@@ -104,7 +104,7 @@ def _print_json(obj: Any) -> None:
 
 def _check_range(name: str, value: int, lo: int, hi: int | None = None) -> None:
     if value < lo or (hi is not None and value > hi):
-        raise InvalidParams(f"--{name}: must be between {lo} and {hi}" if hi else f"--{name}: must be >= {lo}")
+        raise Invalid(f"--{name}: must be between {lo} and {hi}" if hi else f"--{name}: must be >= {lo}")
 
 
 async def run(args: argparse.Namespace, config: Config) -> int:

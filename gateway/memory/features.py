@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import UpstreamUnavailable
+from ..errors import Unavailable
 from . import learnings, timerecall
 from .embeddings.base import EmbeddingError
 from .embeddings.cache import EmbeddingCache
@@ -139,7 +139,7 @@ class MemoryFeatures:
         p = self.mem.provider
         if p is None or not getattr(p, "multimodal", False) or not hasattr(p, "embed_images"):
             name = f"{p.name} ({p.model})" if p is not None and p.name else "none"
-            raise UpstreamUnavailable(
+            raise Unavailable(
                 f"the configured embedding provider {name} cannot embed images; image search needs a "
                 f"multimodal embedding provider (memory.embeddings.multimodal = true on an openai "
                 f"endpoint serving a vision embedding model)", retryable=False)
@@ -162,7 +162,7 @@ class MemoryFeatures:
                 vectors.update(new)
             q = (await p.embed_images([(query, mime)]))[0]
         except EmbeddingError as exc:
-            raise UpstreamUnavailable(f"image embedding failed: {exc}", retryable=exc.retryable,
+            raise Unavailable(f"image embedding failed: {exc}", retryable=exc.retryable,
                                       retry_after_ms=int(exc.retry_after * 1000) if exc.retry_after else None) from None
         scored = sorted(((float(np.dot(vectors[h], q)), s) for h, (s, _) in zip(hashes, stored)),
                         key=lambda t: t[0], reverse=True)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..errors import InvalidParams, NotFound
+from ..errors import Invalid, NotFound
 from ..timeutil import now_iso, parse_iso, to_iso
 from ..fsutil import atomic_write, locked, remove
 from .files import front_matter, one_line, parse_front_matter
@@ -67,14 +67,14 @@ class Entry:
 
 def check_key(key: str, field: str = "params.key") -> str:
     if not isinstance(key, str) or not _KEY.fullmatch(key):
-        raise InvalidParams(f"{field}: must match {KEY_PATTERN} (letters, digits, '.', '_', '-'; "
+        raise Invalid(f"{field}: must match {KEY_PATTERN} (letters, digits, '.', '_', '-'; "
                             f"starting with a letter or digit; at most 128 characters)", field=field)
     return key
 
 
 def check_category(category: str, field: str = "params.category") -> str:
     if category not in CATEGORIES:
-        raise InvalidParams(f"{field}: unknown category {category!r}; must be one of {', '.join(CATEGORIES)}",
+        raise Invalid(f"{field}: unknown category {category!r}; must be one of {', '.join(CATEGORIES)}",
                             field=field)
     return category
 
@@ -148,7 +148,7 @@ class KeyedStore:
             check_category(category)
         value = value.strip("\n")
         if not value.strip():
-            raise InvalidParams("params.value: must not be blank", field="params.value")
+            raise Invalid("params.value: must not be blank", field="params.value")
         with locked(self.root):
             old = self._found(key)
             cat = category or (old[0].category if old else DEFAULT_CATEGORY)

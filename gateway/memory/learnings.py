@@ -24,7 +24,7 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..errors import InvalidParams
+from ..errors import Invalid
 from ..fsutil import atomic_write, locked
 
 FILE = "LEARNINGS.md"
@@ -43,7 +43,7 @@ def category_name(category: str, field: str = "params.category") -> str:
     found = _ALIASES.get(" ".join(str(category).split()).lower())
     if found is None:
         allowed = ", ".join(f"{k!r} ({v})" for k, v in SECTIONS.items())
-        raise InvalidParams(f"{field}: unknown learnings category {category!r}; must be one of {allowed}",
+        raise Invalid(f"{field}: unknown learnings category {category!r}; must be one of {allowed}",
                             field=field)
     return found
 
@@ -95,12 +95,12 @@ def learn(workspace: Path, category: str, text: str, today: str | None = None) -
     cat = category_name(category)
     text = " ".join(text.split())
     if not text:
-        raise InvalidParams("params.text: must not be blank", field="params.text")
+        raise Invalid("params.text: must not be blank", field="params.text")
     if len(text) > MAX_TEXT:
-        raise InvalidParams(f"params.text: must be at most {MAX_TEXT} characters, got {len(text)}",
+        raise Invalid(f"params.text: must be at most {MAX_TEXT} characters, got {len(text)}",
                             field="params.text")
     if not words(text):
-        raise InvalidParams("params.text: must contain at least one word", field="params.text")
+        raise Invalid("params.text: must contain at least one word", field="params.text")
     today = today or datetime.now(timezone.utc).strftime("%Y-%m-%d")
     path = workspace / FILE
     with locked(path):

@@ -35,7 +35,7 @@ import orjson
 import structlog
 
 from ..config import Config
-from ..errors import Busy, InvalidParams, UpstreamUnavailable
+from ..errors import Conflict, Invalid, Unavailable
 from .chunking import CHARS_PER_TOKEN, CHUNKER_VERSION
 from .backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
 from .db import Database, is_corruption, pick_driver
@@ -452,7 +452,7 @@ class MemoryManager:
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     os.close(fd)
-                    raise Busy(f"the memory index of agent {self.agent_id} is being rebuilt by another process "
+                    raise Conflict(f"the memory index of agent {self.agent_id} is being rebuilt by another process "
                                f"(a jarvis memory command); retry when it is done", {"agentId": self.agent_id})
                 await asyncio.sleep(0.1)
         self._users_fd = fd
@@ -469,7 +469,7 @@ class MemoryManager:
         """Index everything into a fresh database next to the live one, then swap it in."""
         assert self.provider is not None and self.writer is not None
         if not self._may_rebuild():
-            raise RuntimeError("the index must be rebuilt for new settings, but another process (the running "
+            raise Conflict("the index must be rebuilt for new settings, but another process (the running "
                                "gateway, or a jarvis memory command) has it open; it is rebuilt by whichever "
                                "has it alone — e.g. the gateway on its next sync once this command ends")
         try:
@@ -686,7 +686,7 @@ class MemoryManager:
             if self._corrupt is None:
                 self._corrupt = exc
                 self._request(force=True, memory=True, sessions=True, reason="corrupt-index")
-            raise UpstreamUnavailable("the memory index is damaged; it is being rebuilt from the memory files "
+            raise Unavailable("the memory index is damaged; it is being rebuilt from the memory files "
                                       "and transcripts — retry shortly", retryable=True, retry_after_ms=2000) from None
 
     async def _rerank(self, results: list[dict], k: int, min_score: float) -> list[dict]:
@@ -737,9 +737,9 @@ class MemoryManager:
 
     async def get(self, path: str, from_: int = 1, lines: int = 120) -> dict:
         if from_ < 1:
-            raise InvalidParams("params.from: must be >= 1", field="params.from")
+            raise Invalid("params.from: must be >= 1", field="params.from")
         if lines < 1:
-            raise InvalidParams("params.lines: must be >= 1", field="params.lines")
+            raise Invalid("params.lines: must be >= 1", field="params.lines")
         target = await asyncio.to_thread(resolve_readable, path, self.workspace, self.sessions_dir)
         got, more = await asyncio.to_thread(read_lines, target, from_, lines)
         out: dict[str, Any] = {"path": path, "text": "\n".join(got), "from": from_, "lines": len(got),

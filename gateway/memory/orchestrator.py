@@ -31,6 +31,7 @@ from typing import Any, Awaitable, Callable
 
 import structlog
 
+from ..errors import Unavailable
 from .watcher import WatchState, watch_memory
 
 log = structlog.get_logger("gateway.memory")
@@ -83,7 +84,7 @@ class SyncOrchestrator:
         problem = "sync orchestrator is closed" if self._closed else self._unavailable()
         if problem:
             fut = asyncio.get_running_loop().create_future()
-            fut.set_exception(RuntimeError(problem))
+            fut.set_exception(Unavailable(problem, retryable=False))
             fut.exception()
             return SyncRequest(fut)
         self.requests += 1
@@ -110,7 +111,7 @@ class SyncOrchestrator:
                 result = await self._run_one(req)
             except asyncio.CancelledError:
                 if not req.future.done():
-                    req.future.set_exception(RuntimeError("memory sync cancelled"))
+                    req.future.set_exception(Unavailable("memory sync cancelled: the gateway is stopping"))
                 raise
             except Exception as exc:
                 log.exception("memory_sync_failed", reasons=self.last_reasons)
@@ -199,7 +200,7 @@ class SyncOrchestrator:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._runner
         if self._pending is not None and not self._pending.future.done():
-            self._pending.future.set_exception(RuntimeError("memory manager closed"))
+            self._pending.future.set_exception(Unavailable("memory sync cancelled: the memory index was closed"))
         self._pending = None
 
 

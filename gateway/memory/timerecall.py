@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidParams
+from ..errors import Invalid
 from ..sessions import transcript as tx
 from ..timeutil import parse_iso, to_iso
 from . import learnings
@@ -83,7 +83,7 @@ def parse_when(value: str | None, field: str, *, end: bool, now: datetime) -> da
     try:
         return _parse_when(value, field, end=end, now=now)
     except OverflowError:
-        raise InvalidParams(f"{field}: {value!r} is out of range (dates run from year 1 to 9999)",
+        raise Invalid(f"{field}: {value!r} is out of range (dates run from year 1 to 9999)",
                             field=field) from None
 
 
@@ -109,7 +109,7 @@ def _parse_when(value: str, field: str, *, end: bool, now: datetime) -> datetime
         dt = parse_iso(value.strip())
         if dt is not None:
             return dt.astimezone(timezone.utc)
-    raise InvalidParams(f"{field}: {value!r} is not a time; use an ISO date or datetime (2026-11-20, "
+    raise Invalid(f"{field}: {value!r} is not a time; use an ISO date or datetime (2026-11-20, "
                         f"2026-11-20T10:00:00Z), a span back from now (30m, 24h, 7d, 2w), now, today or yesterday",
                         field=field)
 
@@ -119,7 +119,7 @@ def period(from_: str | None, to: str | None, now: datetime | None = None) -> tu
     start = parse_when(from_, "params.from", end=False, now=now)
     stop = parse_when(to, "params.to", end=True, now=now) or now
     if start is not None and start > stop:
-        raise InvalidParams(f"params.from: must not be after params.to ({to_iso(start)} > {to_iso(stop)})",
+        raise Invalid(f"params.from: must not be after params.to ({to_iso(start)} > {to_iso(stop)})",
                             field="params.from")
     return start, stop
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidParams, NotFound
+from ..errors import Invalid, NotFound
 from ..memory.keyed import KEY_PATTERN
 from ..registry import CallContext, registry
 from ..schema import SESSION_KEY, Arr, Bool, Int, Num, Str
@@ -52,7 +52,7 @@ async def search(ctx: CallContext, p: dict) -> dict:
 async def get(ctx: CallContext, p: dict) -> dict:
     if (p["path"] is None) == (p["key"] is None):
         field = "params.key" if p["key"] is not None else "params.path"
-        raise InvalidParams(f"params: give exactly one of path or key, not {'both' if p['key'] else 'neither'}",
+        raise Invalid(f"params: give exactly one of path or key, not {'both' if p['key'] else 'neither'}",
                             field=field)
     if p["key"] is not None:
         return await (await features_for(ctx, p["agentId"])).get(p["key"])

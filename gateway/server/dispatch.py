@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import structlog
 
 from .. import protocol
-from ..errors import GatewayError, InternalError, InvalidParams, InvalidRequest, RateLimited, disk_full
+from ..errors import InternalError, Invalid, InvalidRequest, JarvisError, RateLimited, disk_full
 from ..registry import CallContext, registry
 from .connection import Connection
 
@@ -74,7 +74,7 @@ class Dispatcher:
                 limit = self.config.server.max_reply_bytes
                 if len(data) > limit:
                     conn.log.warning("reply too large", method=req.method, bytes=len(data))
-                    data = protocol.encode(protocol.error_response(req.id, InvalidParams(
+                    data = protocol.encode(protocol.error_response(req.id, Invalid(
                         f"reply too large: {len(data)} bytes, over server.maxReplyBytes ({limit}); ask for "
                         f"less (a smaller limit, lines or k) or page through it",
                         data={"replyBytes": len(data), "maxReplyBytes": limit})))
@@ -128,7 +128,7 @@ class Dispatcher:
         try:
             with self.services.request_scope():
                 result = await registry.dispatch(ctx, req.method, req.params)
-        except GatewayError as exc:
+        except JarvisError as exc:
             if req.is_notification:
                 return None
             return protocol.error_response(req.id, exc)

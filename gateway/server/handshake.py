@@ -20,7 +20,7 @@ from websockets.http11 import Request, Response
 from .. import protocol
 from ..auth import AuthLimiter, TokenStore
 from ..config import Config
-from ..errors import GatewayError, RateLimited, Unauthenticated
+from ..errors import JarvisError, RateLimited, Unauthenticated
 from .http import json as http_json, route as http_route, text as http_text
 from .connection import POLICY, Connection, peer_of
 
@@ -140,7 +140,7 @@ class Handshake:
             await conn.flush_and_close(POLICY, "authentication timeout")
             return False
 
-        def refuse(req_id: Any, err: GatewayError, reason: str) -> Any:
+        def refuse(req_id: Any, err: JarvisError, reason: str) -> Any:
             conn.send_obj(protocol.error_response(req_id, err))
             return conn.flush_and_close(POLICY, reason)
 

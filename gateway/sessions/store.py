@@ -19,7 +19,7 @@ from typing import Any, Callable
 import orjson
 import structlog
 
-from ..errors import Busy, InvalidParams, NotFound
+from ..errors import Conflict, Invalid, NotFound
 from ..fsutil import atomic_write, ensure_private_dir, locked
 from ..schema import SESSION_KEY
 from ..timeutil import now_iso
@@ -32,7 +32,7 @@ SESSION_KEY_RE = re.compile(SESSION_KEY)  # not "." or "..": those leave the fol
 
 def check_session_key(key: str, field: str = "params.sessionKey") -> str:
     if not SESSION_KEY_RE.fullmatch(key):
-        raise InvalidParams(f"{field}: must match [A-Za-z0-9._:-]{{1,128}} and not be dots only", field=field)
+        raise Invalid(f"{field}: must match [A-Za-z0-9._:-]{{1,128}} and not be dots only", field=field)
     return key
 
 
@@ -204,7 +204,7 @@ class SessionStore:
     # ---- mutations -----------------------------------------------------------------------------
     async def create(self, label: str | None = None, key: str | None = None) -> dict[str, Any]:
         key = check_session_key(key) if key else str(uuid.uuid4())
-        exists = Busy(f"session already exists: {key}", {"sessionKey": key})
+        exists = Conflict(f"session already exists: {key}", {"sessionKey": key})
         if await self.exists(key):
             raise exists
         now = now_iso()

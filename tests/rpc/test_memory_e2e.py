@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from gateway.errors import Conflict
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import RunningGateway, make_config, wait_for
 
@@ -157,7 +158,7 @@ async def test_no_rebuild_under_another_process_holding_the_index(tmp_path):
                              "memory.chunking.tokens": 200})  # new chunking: needs a rebuild
     cli = MemoryManager(changed)
     await cli.open()
-    with pytest.raises(RuntimeError, match="another process"):
+    with pytest.raises(Conflict, match="another process"):
         await cli.sync()
     assert cfg.memory_db().stat().st_ino == inode, "the live index was not swapped"
     assert (await live.search("gate code"))["results"], "the live index still answers"

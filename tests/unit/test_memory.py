@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from gateway.config import load_config
-from gateway.errors import InvalidParams, NotFound
+from gateway.errors import Invalid, NotFound
 from gateway.memory.chunking import chunk_markdown, chunk_transcript
 from gateway.memory.manager import MemoryManager
 from gateway.memory.search import Searcher, fts_query, query_terms
@@ -185,7 +185,7 @@ async def test_syntax_heavy_long_and_stopword_queries(tmp_path, open_manager):
     import gateway.methods.memory  # noqa: F401 - registers the methods; they validate, not the manager
 
     ctx = CallContext(services=SimpleNamespace(memory=m))
-    with pytest.raises(InvalidParams) as ei:
+    with pytest.raises(Invalid) as ei:
         await registry.dispatch(ctx, "memory.search", {"query": "x" * 2001})
     assert ei.value.field == "params.query"
 
@@ -450,7 +450,7 @@ async def test_get_reads_only_indexable_paths(tmp_path, open_manager):
         "sessions/bad key.jsonl": "session key",
     }
     for path, why in bad.items():
-        with pytest.raises(InvalidParams) as ei:
+        with pytest.raises(Invalid) as ei:
             await m.get(path)
         assert why in ei.value.message, (path, ei.value.message)
     for path in ("memory/nope.md", "memory.md", "sessions/nosuch.jsonl"):
@@ -558,7 +558,7 @@ async def test_methods_validate_and_call_the_manager(tmp_path, open_manager):
                           ({"query": "x", "sources": ["web"]}, "params.sources[0]"),
                           ({"path": "x.md", "lines": 0}, "params.lines")):
         method = "memory.get" if "path" in params else "memory.search"
-        with pytest.raises(InvalidParams) as ei:
+        with pytest.raises(Invalid) as ei:
             await registry.dispatch(ctx, method, params)
         assert ei.value.field == field
 

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from gateway.errors import Unavailable
 from gateway.memory.orchestrator import SyncOrchestrator, SyncRequest
 
 
@@ -121,12 +122,12 @@ async def test_interval_trigger_fires_repeatedly():
 async def test_unavailable_and_closed_requests_fail_fast():
     rec = Recorder()
     orch = SyncOrchestrator(rec, sync_cfg=cfg(), unavailable=lambda: "memory is disabled")
-    with pytest.raises(RuntimeError, match="memory is disabled"):
+    with pytest.raises(Unavailable, match="memory is disabled"):
         await orch.sync(memory=True)
     await orch.close()
     orch2 = SyncOrchestrator(rec, sync_cfg=cfg())
     await orch2.close()
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(Unavailable, match="closed"):
         await orch2.sync(memory=True)
     assert rec.runs == []
 

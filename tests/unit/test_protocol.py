@@ -4,7 +4,7 @@ import orjson
 import pytest
 
 from gateway import protocol
-from gateway.errors import InvalidParams, NotFound
+from gateway.errors import Invalid, NotFound
 from gateway.schema import Arr, Int, Num, Obj, Str
 
 
@@ -86,7 +86,7 @@ SCHEMA = Obj(key=Str(1, 10, pattern=r"[a-z]+"), k=Int(1, 50, default=6), score=N
     ({"key": "abc", "extra": 1}, "params.extra", "unknown parameter"),
 ])
 def test_schema_errors_name_field_and_rule(params, field, fragment):
-    with pytest.raises(InvalidParams) as exc:
+    with pytest.raises(Invalid) as exc:
         SCHEMA.validate(params)
     assert exc.value.data["field"] == field
     assert fragment in exc.value.message and exc.value.message.startswith(field)
@@ -94,7 +94,7 @@ def test_schema_errors_name_field_and_rule(params, field, fragment):
 
 def test_schema_fills_defaults_and_renders_json_schema():
     assert SCHEMA.validate({"key": "abc"}) == {"key": "abc", "k": 6, "score": 0, "tags": None}
-    with pytest.raises(InvalidParams, match="must be an object, got array"):
+    with pytest.raises(Invalid, match="must be an object, got array"):
         SCHEMA.validate([1])
     js = SCHEMA.json_schema()
     assert js["required"] == ["key"] and js["properties"]["k"] == {"type": "integer", "default": 6,
