@@ -15,6 +15,8 @@ database file's mode.
 
 from __future__ import annotations
 
+import contextlib
+
 import functools
 import os
 import sqlite3
@@ -246,3 +248,15 @@ class Database:
     async def rollback(self) -> None:
         if self.c.in_transaction:
             await self.execute("ROLLBACK")
+
+    @contextlib.asynccontextmanager
+    async def transaction(self):
+        """`async with db.transaction():` — BEGIN IMMEDIATE; COMMIT on leaving, ROLLBACK on any exception
+        (a cancellation included), which is then re-raised."""
+        await self.begin()
+        try:
+            yield self
+        except BaseException:
+            await self.rollback()
+            raise
+        await self.commit()

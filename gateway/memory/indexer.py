@@ -193,15 +193,10 @@ class Indexer:
         present = {sf.path for sf in scanned}
         gone = sorted(in_scope - present)
         if gone:
-            await self.db.begin()
-            try:
+            async with self.db.transaction():
                 await self._delete_chunks("path", gone)
                 for path in gone:
                     await self.db.execute("DELETE FROM files WHERE path = ?", (path,))
-                await self.db.commit()
-            except BaseException:
-                await self.db.rollback()
-                raise
             stats.removed = len(gone)
             stats.changed = True
 
@@ -253,17 +248,12 @@ class Indexer:
             await self.fill_missing(stats)
         stats.missing_vectors = int(await self.db.scalar(
             "SELECT count(*) FROM chunks WHERE embedded = 0", default=0)) if self.embeds else 0
-        await self.db.begin()
-        try:
+        async with self.db.transaction():
             if stats.changed:
                 gen = int(await get_meta(self.db, "generation", "0") or 0) + 1
                 await set_meta(self.db, "generation", str(gen))
             await set_meta(self.db, "last_sync_at", now_iso())
             await self.cache.prune()
-            await self.db.commit()
-        except BaseException:
-            await self.db.rollback()
-            raise
         stats.duration_ms = int((time.perf_counter() - t0) * 1000)
         return stats
 
@@ -314,8 +304,7 @@ class Indexer:
                 stats.embed_error = str(exc)
                 vecs = {}
         now = now_iso()
-        await self.db.begin()
-        try:
+        async with self.db.transaction():
             next_id = int(await self.db.scalar("SELECT max(id) FROM chunks", default=0)) + 1
             touched, stale, inserts, vec_rows, file_rows = [], [], [], [], []
             for w in works:
@@ -366,10 +355,6 @@ class Indexer:
                     "indexed_at)", file_rows)
             if fresh:
                 await self.cache.put_many(fresh)
-            await self.db.commit()
-        except BaseException:
-            await self.db.rollback()
-            raise
 
     async def _delete_chunks(self, column: str, values: list) -> None:
         """Delete the chunks whose `column` ("id" or "path") is one of `values`, with their full-text rows
@@ -408,8 +393,7 @@ class Indexer:
             except EmbeddingError as exc:
                 stats.embed_error = str(exc)
                 return
-            await self.db.begin()
-            try:
+            async with self.db.transaction():
                 # Only rows still present and still without a vector (a concurrent writer may have acted).
                 ids = [r[0] for r in rows]
                 live = {r[0] for r in await self.db.fetchall(
@@ -418,16 +402,11 @@ class Indexer:
                         if cid in live and sha256(t) in vecs]
                 await store.insert(todo)
                 await self.db.executemany("UPDATE chunks SET embedded = 1 WHERE id = ?", [(r[0],) for r in todo])
-                await self.db.commit()
-            except BaseException:
-                await self.db.rollback()
-                raise
             stats.changed = stats.changed or bool(todo)
 
     async def forget(self, paths: list[str]) -> int:
         """Remove these files' chunks and rows now; returns how many files were known."""
-        await self.db.begin()
-        try:
+        async with self.db.transaction():
             n = 0
             await self._delete_chunks("path", paths)
             for path in paths:
@@ -435,8 +414,4 @@ class Indexer:
             if n:
                 gen = int(await get_meta(self.db, "generation", "0") or 0) + 1
                 await set_meta(self.db, "generation", str(gen))
-            await self.db.commit()
             return n
-        except BaseException:
-            await self.db.rollback()
-            raise

@@ -175,14 +175,9 @@ async def migrate(db: Database, params: SchemaParams) -> list[str]:
     for name, fn in MIGRATIONS:
         if name in done:
             continue
-        await db.begin()
-        try:
+        async with db.transaction():
             await fn(db, params)
             await db.execute("INSERT INTO migrations(name, applied_at) VALUES (?, ?)", (name, now_iso()))
-            await db.commit()
-        except BaseException:
-            await db.rollback()
-            raise
         applied.append(name)
     return applied
 
