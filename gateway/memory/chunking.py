@@ -49,8 +49,9 @@ def make_chunk(start: int, end: int, text: str, spans=None, context: str = "") -
     return Chunk(start, end, text, sha256(text + "\n\x1f" + context), sha256(text), spans, context)
 
 
-def sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def sha256(data: str | bytes) -> str:
+    """Hex SHA-256 of text (as UTF-8) or bytes: chunk, file and cache keys."""
+    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
 
 
 def _pieces(text: str, max_chars: int) -> list[tuple[int, str]]:

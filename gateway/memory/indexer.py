@@ -106,7 +106,7 @@ def _read_and_chunk(files: list[SourceFile], known: dict[str, tuple[int, int, st
             data = sf.abs.read_bytes()
         except OSError:
             continue  # vanished between scan and read; the next sync removes it
-        h = sha256_bytes(data)
+        h = sha256(data)
         old = known.get(sf.path)
         if old is not None and old[2] == h and not force:
             out.append(_Work(sf, h, None))
@@ -118,11 +118,6 @@ def _read_and_chunk(files: list[SourceFile], known: dict[str, tuple[int, int, st
         out.append(_Work(sf, h, chunks))
     return out
 
-
-def sha256_bytes(data: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(data).hexdigest()
 
 
 class Indexer:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..errors import Invalid
 from ..fsutil import atomic_write, locked
+from .ranking import jaccard
 
 FILE = "LEARNINGS.md"
 SECTIONS = {"preferences": "User Preferences", "corrections": "Corrections",
@@ -50,12 +51,6 @@ def category_name(category: str, field: str = "params.category") -> str:
 
 def words(text: str) -> set[str]:
     return set(re.findall(r"\w+", text.lower()))
-
-
-def jaccard(a: set[str], b: set[str]) -> float:
-    if not a and not b:
-        return 1.0
-    return len(a & b) / len(a | b)
 
 
 def _section_of(line: str) -> str | None:
@@ -113,7 +108,7 @@ def learn(workspace: Path, category: str, text: str, today: str | None = None) -
         for e in parse("\n".join(lines)):
             if e["category"] != cat:
                 continue
-            sim = jaccard(mine, words(e["text"]))
+            sim = jaccard(mine, words(e["text"]), empty=1.0)  # two wordless entries are the same
             if sim >= SIMILARITY and (best is None or sim > best[0]):
                 best = (sim, e)
         if best is not None:

@@ -36,6 +36,7 @@ import structlog
 
 from ..config import Config
 from ..errors import Conflict, Invalid, Unavailable
+from ..tasks import log_failure
 from .chunking import CHARS_PER_TOKEN, CHUNKER_VERSION
 from .backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
 from .db import Database, is_corruption, pick_driver
@@ -189,7 +190,7 @@ class MemoryManager:
             # may lag the files, and the first chat turn should recall what is on disk.
             self._startup = self._request(force=False, memory=True, sessions=True, reason="start").future
             self._warm_task = asyncio.create_task(self._warm_after(self._startup))
-            self._warm_task.add_done_callback(_log_task_failure)
+            self._warm_task.add_done_callback(log_failure("memory_background_task_failed"))
         else:
             self._dirty_memory = self._dirty_all_sessions = True
         self.search_backend = self._make_backend()
@@ -285,7 +286,7 @@ class MemoryManager:
                     return
 
         self._backend_update = asyncio.create_task(go())
-        self._backend_update.add_done_callback(_log_task_failure)
+        self._backend_update.add_done_callback(log_failure("memory_background_task_failed"))
 
     async def _open_live(self) -> None:
         self.writer = await Database(self.db_path, self._driver, use_vec=self.backend == "sqlite-vec").open()
@@ -843,7 +844,3 @@ def _embedding_part(signature: str | None) -> tuple:
         return ()
     return (d.get("provider"), d.get("model"), d.get("dims"), d.get("vectorBackend"))
 
-
-def _log_task_failure(task: asyncio.Task) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("memory_background_task_failed", error=repr(task.exception()))

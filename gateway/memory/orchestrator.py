@@ -32,6 +32,7 @@ from typing import Any, Awaitable, Callable
 import structlog
 
 from ..errors import Unavailable
+from ..tasks import log_failure
 from .watcher import WatchState, watch_memory
 
 log = structlog.get_logger("gateway.memory")
@@ -142,7 +143,7 @@ class SyncOrchestrator:
 
     def _spawn(self, coro) -> None:
         t = asyncio.create_task(coro)
-        t.add_done_callback(_log_task_failure)
+        t.add_done_callback(log_failure("memory_background_task_failed"))
         self._tasks.append(t)
 
     async def _interval(self, seconds: float) -> None:
@@ -209,7 +210,3 @@ def _consume(fut: asyncio.Future) -> None:
     if not fut.cancelled():
         fut.exception()
 
-
-def _log_task_failure(task: asyncio.Task) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("memory_background_task_failed", error=repr(task.exception()))

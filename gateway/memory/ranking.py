@@ -77,9 +77,10 @@ def token_set(text: str) -> frozenset[str]:
     return frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 1)
 
 
-def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:
+def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str], empty: float = 0.0) -> float:
+    """|a ∩ b| / |a ∪ b|; `empty` when both are empty (0: nothing in common; 1: equally nothing)."""
     if not a and not b:
-        return 0.0
+        return empty
     return len(a & b) / len(a | b)
 
 

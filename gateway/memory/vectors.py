@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import structlog
 
+from ..tasks import log_failure
 from .db import Database
 
 log = structlog.get_logger("gateway.memory")
@@ -132,7 +133,7 @@ class VectorStore:
     def _start_load(self, generation: str) -> None:
         if self._loading is None or self._loading.done():
             self._loading = asyncio.create_task(self._load(generation))
-            self._loading.add_done_callback(_log_failure)
+            self._loading.add_done_callback(log_failure("memory_vector_matrix_load_failed"))
 
     async def knn(self, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None,
                   generation: str, count: int) -> list[tuple[int, float]]:
@@ -175,7 +176,3 @@ class VectorStore:
             f"SELECT chunk_id, distance FROM chunks_vec WHERE {' AND '.join(where)} ORDER BY distance", params)
         return [(int(cid), 1.0 - float(dist)) for cid, dist in rows]
 
-
-def _log_failure(task: asyncio.Task) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("memory_vector_matrix_load_failed", error=repr(task.exception()))
