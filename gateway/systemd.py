@@ -1,16 +1,9 @@
-"""The systemd user unit: render it for this installation, find where it goes, run systemctl.
+"""The systemd user unit: render it for this installation (every setting that came from flags or the
+environment, LimitNOFILE, placeholders systemd cannot misread), find where it goes, run systemctl.
 
-The `jarvis service …` and `jarvis backup` commands built on this live in gateway/cli/service.py.
-
-    jarvis service install [--dry-run]    render systemd/jarvis-gateway.service for this installation,
-                                          write ~/.config/systemd/user/jarvis-gateway.service,
-                                          systemctl --user daemon-reload && enable --now jarvis-gateway
-    jarvis service uninstall [--dry-run]  disable --now, remove the unit file, daemon-reload (state is kept)
-    jarvis service status [--dry-run]    systemctl --user status jarvis-gateway
-    jarvis backup DEST                    a consistent copy of the state dir, also while the gateway runs
-
-`--dry-run` prints the rendered unit and the commands instead of running them. Every command
-checks first that a user systemd is reachable and says so plainly (exit 1) when it is not.
+The `jarvis service install|uninstall|status` and `jarvis backup` commands built on this are in
+gateway/cli/service.py. Every command checks first that a user systemd is reachable and says so
+plainly (exit 1) when it is not; `--dry-run` prints the unit and the commands instead.
 """
 
 from __future__ import annotations
