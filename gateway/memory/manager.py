@@ -135,7 +135,7 @@ class MemoryManager:
         self._old_vectors_ok = True
         self._corrupt: BaseException | None = None  # a damaged index met while serving; the next run rebuilds
         self._recovering = False  # that rebuild is under way: searches answer, saying they are incomplete
-        self.corrupt_events: list[dict[str, str]] = []  # indexes set aside since start (memory.status)
+        self.corrupt_events: list[dict[str, str]] = []  # indexes set aside since this manager opened (memory.status)
 
     # ---- configuration-derived -----------------------------------------------------------------------
     def _settings(self) -> IndexSettings:
