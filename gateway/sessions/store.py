@@ -217,7 +217,7 @@ class SessionStore:
             try:
                 await self.transcript(key).append(tx.header(key, self.agent_id, now))
             except BaseException:
-                self._drop_transcript(key)
+                await self._drop_transcript(key)
                 raise
 
         def add(sessions: dict[str, dict[str, Any]]) -> None:
@@ -230,14 +230,14 @@ class SessionStore:
         except BaseException as exc:
             # Not listed, so not a session: leave no orphan transcript behind (the disk may be full).
             if created and exc is not exists:
-                self._drop_transcript(key)
+                await self._drop_transcript(key)
             raise
         return dict(session)
 
-    def _drop_transcript(self, key: str) -> None:
+    async def _drop_transcript(self, key: str) -> None:
         self._transcripts.pop(key, None)
         with contextlib.suppress(OSError):
-            os.unlink(self.transcript_path(key))
+            await asyncio.to_thread(os.unlink, self.transcript_path(key))
 
     async def update(self, key: str, **changes: Any) -> dict[str, Any]:
         def upd(sessions: dict[str, dict[str, Any]]) -> dict[str, Any]:
