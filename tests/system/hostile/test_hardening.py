@@ -284,29 +284,60 @@ async def test_a_damaged_index_is_set_aside_and_rebuilt_while_chat_serves(tmp_pa
 
 
 
-def _exhaust_inotify_instances() -> list[int]:
-    """Take every inotify instance this user may still create (fs.inotify.max_user_instances)."""
-    import ctypes
-    import os
+_TAKE_INOTIFY = r"""
+import ctypes, os, resource, sys
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if hard == resource.RLIM_INFINITY or hard > soft:
+    soft = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+libc = ctypes.CDLL(None, use_errno=True)
+budget, taken, refused = soft - 64, 0, False
+while taken < budget:
+    if libc.inotify_init1(os.O_CLOEXEC) < 0:
+        refused = ctypes.get_errno() == 24  # EMFILE below our own fd budget: the user's instance limit
+        break
+    taken += 1
+print(taken, int(refused), flush=True)
+sys.stdin.read()  # hold them until the test closes our stdin
+"""
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    fds = []
-    for _ in range(100_000):
-        fd = libc.inotify_init1(os.O_CLOEXEC)
-        if fd < 0:
-            break
-        fds.append(fd)
-    return fds
+
+class InotifyExhausted:
+    """Take every inotify instance this user may still create (fs.inotify.max_user_instances).
+
+    Children hold them, each up to its own descriptor limit, so neither the test process's descriptors
+    nor a host with a limit above one process's descriptors (seen in CI) defeat the exhaustion. A host
+    whose limit is out of reach of `max_children` children skips, naming the sysctl."""
+
+    def __init__(self, max_children: int = 16):
+        self.max_children = max_children
+        self.children: list[subprocess.Popen] = []
+
+    def __enter__(self) -> "InotifyExhausted":
+        for _ in range(self.max_children):
+            child = subprocess.Popen([sys.executable, "-c", _TAKE_INOTIFY], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+            self.children.append(child)
+            _taken, refused = map(int, child.stdout.readline().split())
+            if refused:
+                return self
+        self.release()
+        pytest.skip(f"fs.inotify.max_user_instances is beyond what {self.max_children} processes can hold")
+
+    def release(self) -> None:
+        for child in self.children:
+            child.stdin.close()
+            child.wait(10)
+        self.children.clear()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 async def test_when_inotify_runs_out_the_watcher_polls_and_says_so(start_gateway):
-    import os
-    import sys
-
     if not sys.platform.startswith("linux"):
         pytest.skip("inotify is Linux's")
-    fds = _exhaust_inotify_instances()
-    try:
+    with InotifyExhausted():
         gw = await start_gateway(memory=True, **{"memory.embeddings.provider": "none",
                                                  "memory.sync.watchPollMs": 200})
         c = await gw.client()
@@ -315,9 +346,6 @@ async def test_when_inotify_runs_out_the_watcher_polls_and_says_so(start_gateway
             return (await c.call("memory.status"))["sync"]["watcher"]["mode"] == "polling"
 
         await wait_for(polling)
-    finally:
-        for fd in fds:
-            os.close(fd)
     try:
         status = await c.call("memory.status")
         assert "native watching failed" in status["sync"]["watcher"]["error"]
