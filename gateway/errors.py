@@ -1,7 +1,7 @@
 """The errors the gateway means to raise: one root, a class per kind of failure, no wire codes.
 
     JarvisError                  root: its message is meant for the client; `data` carries details
-    ├── Invalid                  a value breaks a rule; `field` names it (the params path)
+    ├── Invalid                  a value breaks a rule; `field` names it (`params.` added at the RPC edge)
     ├── NotFound                 a session, run, agent, message or memory path does not exist
     ├── Conflict                 the state forbids it now: a run is active, the session exists, another
     │                            process rebuilds the index, every open agent is busy, a limit is reached
@@ -37,16 +37,26 @@ class JarvisError(Exception):
 
 
 class Invalid(JarvisError):
-    """A value breaks a rule. `field` is the dotted path of the offending value, e.g. ``params.k``."""
+    """A value breaks a rule. `field` is the dotted path of the value within what the caller passed
+    (``k``, ``messages[2].content``; ``""`` for the whole of it) and `rule` what it breaks; the message
+    reads ``"k: must be <= 50"``. The RPC edge places the path under ``params`` (`within`)."""
 
     default_message = "invalid params"
 
-    def __init__(self, message: str, field: str | None = None, data: dict[str, Any] | None = None):
+    def __init__(self, rule: str, field: str | None = None, data: dict[str, Any] | None = None):
         data = dict(data or {})
         if field is not None:
             data["field"] = field
-        super().__init__(message, data or None)
+        super().__init__(f"{field}: {rule}" if field else rule, data or None)
+        self.rule = rule
         self.field = field
+
+    def within(self, parent: str) -> "Invalid":
+        """The same error with its field under `parent` (``k`` → ``params.k``; ``""`` → ``params``)."""
+        if self.field is None:
+            return self
+        field = f"{parent}.{self.field}" if self.field and not self.field.startswith("[") else parent + self.field
+        return Invalid(self.rule, field, {k: v for k, v in (self.data or {}).items() if k != "field"})
 
 
 class NotFound(JarvisError):

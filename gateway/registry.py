@@ -14,7 +14,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
-from .errors import MethodNotFound
+from .errors import Invalid, MethodNotFound
 from .schema import Obj
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -85,8 +85,10 @@ class Registry:
         spec = self.methods.get(name)
         if spec is None:
             raise MethodNotFound(f"method not found: {name[:100]}")
-        clean = spec.params.validate(params, "params")
-        return await spec.handler(ctx, clean)
+        try:
+            return await spec.handler(ctx, spec.params.validate(params))
+        except Invalid as exc:  # services name fields by what they were given; the client gave params
+            raise exc.within("params") from None
 
     def describe(self) -> list[dict[str, Any]]:
         return [

@@ -4,7 +4,7 @@
         sessionKey=Str(pattern=SESSION_KEY),
         limit=Int(1, 500, default=50),
     )
-    clean = PARAMS.validate(raw)          # raises Invalid("params.limit: must be <= 500", field=...)
+    clean = PARAMS.validate(raw)          # raises Invalid("must be <= 500", field="limit")
     PARAMS.json_schema()                  # {"type":"object","properties":{...},"required":[...],...}
 
 Defaults are filled in; unknown members are refused (a typo should not pass silently).
@@ -18,6 +18,10 @@ from typing import Any
 from .errors import Invalid
 
 _MISSING = object()
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
 
 
 def _type_name(value: Any) -> str:
@@ -58,7 +62,7 @@ class Field:
         return out
 
     def _wrong_type(self, value: Any, path: str) -> Invalid:
-        return Invalid(f"{path}: must be {self.json_type_phrase}, got {_type_name(value)}", field=path)
+        return Invalid(f"must be {self.json_type_phrase}, got {_type_name(value)}", field=path)
 
     @property
     def json_type_phrase(self) -> str:
@@ -80,14 +84,14 @@ class Str(Field):
         if not isinstance(value, str):
             raise self._wrong_type(value, path)
         if self.choices is not None and value not in self.choices:
-            raise Invalid(f"{path}: must be one of {', '.join(map(repr, self.choices))}", field=path)
+            raise Invalid(f"must be one of {', '.join(map(repr, self.choices))}", field=path)
         if len(value) < self.min_len:
             rule = "must not be empty" if self.min_len == 1 else f"must be at least {self.min_len} characters"
-            raise Invalid(f"{path}: {rule}", field=path)
+            raise Invalid(rule, field=path)
         if self.max_len is not None and len(value) > self.max_len:
-            raise Invalid(f"{path}: must be at most {self.max_len} characters, got {len(value)}", field=path)
+            raise Invalid(f"must be at most {self.max_len} characters, got {len(value)}", field=path)
         if self._re is not None and not self._re.fullmatch(value):
-            raise Invalid(f"{path}: must match {self.pattern}", field=path)
+            raise Invalid(f"must match {self.pattern}", field=path)
         return value
 
     def schema(self) -> dict[str, Any]:
@@ -112,9 +116,9 @@ class Int(Field):
 
     def _check(self, value: Any, path: str) -> Any:
         if self.minimum is not None and value < self.minimum:
-            raise Invalid(f"{path}: must be >= {self.minimum}, got {value}", field=path)
+            raise Invalid(f"must be >= {self.minimum}, got {value}", field=path)
         if self.maximum is not None and value > self.maximum:
-            raise Invalid(f"{path}: must be <= {self.maximum}, got {value}", field=path)
+            raise Invalid(f"must be <= {self.maximum}, got {value}", field=path)
         return value
 
     def validate(self, value: Any, path: str) -> Any:
@@ -163,12 +167,12 @@ class Arr(Field):
         if not isinstance(value, list):
             raise self._wrong_type(value, path)
         if len(value) < self.min_items:
-            raise Invalid(f"{path}: must have at least {self.min_items} item(s)", field=path)
+            raise Invalid(f"must have at least {self.min_items} item(s)", field=path)
         if self.max_items is not None and len(value) > self.max_items:
-            raise Invalid(f"{path}: must have at most {self.max_items} items", field=path)
+            raise Invalid(f"must have at most {self.max_items} items", field=path)
         out = [self.items.validate(v, f"{path}[{i}]") for i, v in enumerate(value)]
         if self.unique and len({repr(v) for v in out}) != len(out):
-            raise Invalid(f"{path}: items must be unique", field=path)
+            raise Invalid("items must be unique", field=path)
         return out
 
     def schema(self) -> dict[str, Any]:
@@ -190,23 +194,23 @@ class Obj(Field):
         super().__init__()
         self.fields: dict[str, Field] = {**(_fields or {}), **fields}
 
-    def validate(self, value: Any, path: str = "params") -> dict[str, Any]:
+    def validate(self, value: Any, path: str = "") -> dict[str, Any]:
         if value is None:
             value = {}
         if not isinstance(value, dict):
-            raise Invalid(f"{path}: must be an object, got {_type_name(value)}", field=path)
+            raise Invalid(f"must be an object, got {_type_name(value)}", field=path)
         unknown = [k for k in value if k not in self.fields]
         if unknown:
             allowed = ", ".join(self.fields) or "none"
-            raise Invalid(f"{path}.{unknown[0]}: unknown parameter (allowed: {allowed})",
-                                field=f"{path}.{unknown[0]}")
+            raise Invalid(f"unknown parameter (allowed: {allowed})",
+                          field=_join(path, unknown[0]))
         out: dict[str, Any] = {}
         for name, spec in self.fields.items():
-            sub = f"{path}.{name}"
+            sub = _join(path, name)
             if name in value and not (value[name] is None and spec.optional):
                 out[name] = spec.validate(value[name], sub)
             elif not spec.optional:
-                raise Invalid(f"{sub}: required", field=sub)
+                raise Invalid("required", field=sub)
             else:
                 out[name] = None if spec.default is _MISSING else spec.default
         return out

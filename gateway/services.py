@@ -203,7 +203,7 @@ class Services:
         found = self.agents.get(agent_id)
         if found is None:
             if not AGENT_ID_RE.fullmatch(agent_id):
-                raise Invalid("params.agentId: must match [A-Za-z0-9._-]{1,64}", field="params.agentId")
+                raise Invalid("must match [A-Za-z0-9._-]{1,64}", field="agentId")
             async with self._opening:
                 found = self.agents.get(agent_id)
                 if found is None:

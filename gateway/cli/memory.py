@@ -124,7 +124,7 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
             from ..methods.memory import SEARCH  # the method's own rules, so the CLI errors the same way
 
             p = SEARCH.validate({"query": args.query, "k": args.k, "minScore": args.min_score,
-                                 "sources": notes.sources_of(args), "mode": args.mode}, "params")
+                                 "sources": notes.sources_of(args), "mode": args.mode})
             res = await mgr.search(p["query"], k=p["k"], min_score=p["minScore"], sources=p["sources"],
                                    mode=p["mode"])
             if args.json:

@@ -53,30 +53,30 @@ def sniff(data: bytes) -> str | None:
     return None
 
 
-def decode_image(text: str, max_bytes: int, field: str = "params.image") -> tuple[bytes, str]:
+def decode_image(text: str, max_bytes: int, field: str = "image") -> tuple[bytes, str]:
     """(bytes, mimeType) of a base64 PNG/JPEG, or Invalid naming the rule that failed."""
     if not isinstance(text, str) or not text:
-        raise Invalid(f"{field}: must be a non-empty base64 string", field=field)
+        raise Invalid("must be a non-empty base64 string", field=field)
     m = re.match(r"data:([\w.+-]+/[\w.+-]+);base64,", text[:100])
     if m:
         text = text[m.end():]
     compact = re.sub(r"\s+", "", text)
     if len(compact) // 4 * 3 > max_bytes + 3:
-        raise Invalid(f"{field}: image too large: about {len(compact) // 4 * 3} bytes decoded, "
+        raise Invalid(f"image too large: about {len(compact) // 4 * 3} bytes decoded, "
                             f"at most {max_bytes} (memory.imageMaxBytes)", field=field,
                             data={"maxBytes": max_bytes})
     try:
         data = base64.b64decode(compact, validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise Invalid(f"{field}: not valid base64 ({exc})", field=field) from None
+        raise Invalid(f"not valid base64 ({exc})", field=field) from None
     if not data:
-        raise Invalid(f"{field}: decodes to no bytes", field=field)
+        raise Invalid("decodes to no bytes", field=field)
     if len(data) > max_bytes:
-        raise Invalid(f"{field}: image too large: {len(data)} bytes decoded, at most {max_bytes} "
+        raise Invalid(f"image too large: {len(data)} bytes decoded, at most {max_bytes} "
                             f"(memory.imageMaxBytes)", field=field, data={"maxBytes": max_bytes})
     mime = sniff(data)
     if mime is None:
-        raise Invalid(f"{field}: not a PNG or JPEG image (checked by its first bytes); only PNG and "
+        raise Invalid(f"not a PNG or JPEG image (checked by its first bytes); only PNG and "
                             f"JPEG are accepted", field=field)
     return data, mime
 
@@ -92,8 +92,8 @@ class ImageStore:
     def set(self, key: str, data: bytes, mime: str, description: str | None) -> dict:
         check_key(key)
         if description is not None and len(description.strip()) > MAX_DESCRIPTION:
-            raise Invalid(f"params.description: must be at most {MAX_DESCRIPTION} characters",
-                                field="params.description")
+            raise Invalid(f"must be at most {MAX_DESCRIPTION} characters",
+                                field="description")
         ext = TYPES[mime]
         with locked(self._sidecar(key)):
             old = self._read_meta(key)

@@ -65,16 +65,16 @@ class Entry:
                 "created": self.created, "updated": self.updated}
 
 
-def check_key(key: str, field: str = "params.key") -> str:
+def check_key(key: str, field: str = "key") -> str:
     if not isinstance(key, str) or not _KEY.fullmatch(key):
-        raise Invalid(f"{field}: must match {KEY_PATTERN} (letters, digits, '.', '_', '-'; "
+        raise Invalid(f"must match {KEY_PATTERN} (letters, digits, '.', '_', '-'; "
                             f"starting with a letter or digit; at most 128 characters)", field=field)
     return key
 
 
-def check_category(category: str, field: str = "params.category") -> str:
+def check_category(category: str, field: str = "category") -> str:
     if category not in CATEGORIES:
-        raise Invalid(f"{field}: unknown category {category!r}; must be one of {', '.join(CATEGORIES)}",
+        raise Invalid(f"unknown category {category!r}; must be one of {', '.join(CATEGORIES)}",
                             field=field)
     return category
 
@@ -148,7 +148,7 @@ class KeyedStore:
             check_category(category)
         value = value.strip("\n")
         if not value.strip():
-            raise Invalid("params.value: must not be blank", field="params.value")
+            raise Invalid("must not be blank", field="value")
         with locked(self.root):
             old = self._found(key)
             cat = category or (old[0].category if old else DEFAULT_CATEGORY)

@@ -39,12 +39,12 @@ _ENTRY = re.compile(r"^\s*[-*]\s+\[(\d{4}-\d{2}-\d{2})\]\s+(.*?)\s*$")
 _HEADING = re.compile(r"^##\s+(.+?)\s*#*\s*$")
 
 
-def category_name(category: str, field: str = "params.category") -> str:
+def category_name(category: str, field: str = "category") -> str:
     """The short name ("preferences", …) of a category given either way."""
     found = _ALIASES.get(" ".join(str(category).split()).lower())
     if found is None:
         allowed = ", ".join(f"{k!r} ({v})" for k, v in SECTIONS.items())
-        raise Invalid(f"{field}: unknown learnings category {category!r}; must be one of {allowed}",
+        raise Invalid(f"unknown learnings category {category!r}; must be one of {allowed}",
                             field=field)
     return found
 
@@ -90,12 +90,12 @@ def learn(workspace: Path, category: str, text: str, today: str | None = None) -
     cat = category_name(category)
     text = " ".join(text.split())
     if not text:
-        raise Invalid("params.text: must not be blank", field="params.text")
+        raise Invalid("must not be blank", field="text")
     if len(text) > MAX_TEXT:
-        raise Invalid(f"params.text: must be at most {MAX_TEXT} characters, got {len(text)}",
-                            field="params.text")
+        raise Invalid(f"must be at most {MAX_TEXT} characters, got {len(text)}",
+                            field="text")
     if not words(text):
-        raise Invalid("params.text: must contain at least one word", field="params.text")
+        raise Invalid("must contain at least one word", field="text")
     today = today or datetime.now(timezone.utc).strftime("%Y-%m-%d")
     path = workspace / FILE
     with locked(path):

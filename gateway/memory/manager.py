@@ -738,9 +738,9 @@ class MemoryManager:
 
     async def get(self, path: str, from_: int = 1, lines: int = 120) -> dict:
         if from_ < 1:
-            raise Invalid("params.from: must be >= 1", field="params.from")
+            raise Invalid("must be >= 1", field="from")
         if lines < 1:
-            raise Invalid("params.lines: must be >= 1", field="params.lines")
+            raise Invalid("must be >= 1", field="lines")
         target = await asyncio.to_thread(resolve_readable, path, self.workspace, self.sessions_dir)
         got, more = await asyncio.to_thread(read_lines, target, from_, lines)
         out: dict[str, Any] = {"path": path, "text": "\n".join(got), "from": from_, "lines": len(got),

@@ -83,7 +83,7 @@ def parse_when(value: str | None, field: str, *, end: bool, now: datetime) -> da
     try:
         return _parse_when(value, field, end=end, now=now)
     except OverflowError:
-        raise Invalid(f"{field}: {value!r} is out of range (dates run from year 1 to 9999)",
+        raise Invalid(f"{value!r} is out of range (dates run from year 1 to 9999)",
                             field=field) from None
 
 
@@ -109,18 +109,18 @@ def _parse_when(value: str, field: str, *, end: bool, now: datetime) -> datetime
         dt = parse_iso(value.strip())
         if dt is not None:
             return dt.astimezone(timezone.utc)
-    raise Invalid(f"{field}: {value!r} is not a time; use an ISO date or datetime (2026-11-20, "
+    raise Invalid(f"{value!r} is not a time; use an ISO date or datetime (2026-11-20, "
                         f"2026-11-20T10:00:00Z), a span back from now (30m, 24h, 7d, 2w), now, today or yesterday",
                         field=field)
 
 
 def period(from_: str | None, to: str | None, now: datetime | None = None) -> tuple[datetime | None, datetime]:
     now = now or datetime.now(timezone.utc)
-    start = parse_when(from_, "params.from", end=False, now=now)
-    stop = parse_when(to, "params.to", end=True, now=now) or now
+    start = parse_when(from_, "from", end=False, now=now)
+    stop = parse_when(to, "to", end=True, now=now) or now
     if start is not None and start > stop:
-        raise Invalid(f"params.from: must not be after params.to ({to_iso(start)} > {to_iso(stop)})",
-                            field="params.from")
+        raise Invalid(f"must not be after `to` ({to_iso(start)} > {to_iso(stop)})",
+                            field="from")
     return start, stop
 
 

@@ -51,9 +51,8 @@ async def search(ctx: CallContext, p: dict) -> dict:
                  "→ {key, category, value, path, created, updated}.")
 async def get(ctx: CallContext, p: dict) -> dict:
     if (p["path"] is None) == (p["key"] is None):
-        field = "params.key" if p["key"] is not None else "params.path"
-        raise Invalid(f"params: give exactly one of path or key, not {'both' if p['key'] else 'neither'}",
-                            field=field)
+        raise Invalid(f"give exactly one of path or key, not {'both' if p['key'] else 'neither'}",
+                      field="key" if p["key"] is not None else "path")
     if p["key"] is not None:
         return await (await features_for(ctx, p["agentId"])).get(p["key"])
     return await (await _memory(ctx, p)).get(p["path"], from_=p["from"], lines=p["lines"])

@@ -30,9 +30,9 @@ log = structlog.get_logger("gateway.sessions")
 SESSION_KEY_RE = re.compile(SESSION_KEY)  # not "." or "..": those leave the folder
 
 
-def check_session_key(key: str, field: str = "params.sessionKey") -> str:
+def check_session_key(key: str, field: str = "sessionKey") -> str:
     if not SESSION_KEY_RE.fullmatch(key):
-        raise Invalid(f"{field}: must match [A-Za-z0-9._:-]{{1,128}} and not be dots only", field=field)
+        raise Invalid(f"must match [A-Za-z0-9._:-]{{1,128}} and not be dots only", field=field)
     return key
 
 

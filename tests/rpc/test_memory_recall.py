@@ -83,7 +83,7 @@ async def test_bad_periods_are_refused_naming_the_field(start_gateway):
     gw = await start_gateway(memory=True)
     c = await gw.client()
     for params, field, words in (
-        ({"from": "2020-02-01", "to": "2020-01-01"}, "params.from", "must not be after params.to"),
+        ({"from": "2020-02-01", "to": "2020-01-01"}, "params.from", "must not be after `to`"),
         ({"from": "1h", "to": "2d"}, "params.from", "must not be after"),
         ({"from": "last tuesday"}, "params.from", "is not a time"),
         ({"to": "2020-13-45"}, "params.to", "is not a time"),

@@ -74,22 +74,33 @@ SCHEMA = Obj(key=Str(1, 10, pattern=r"[a-z]+"), k=Int(1, 50, default=6), score=N
 
 
 @pytest.mark.parametrize("params,field,fragment", [
-    ({}, "params.key", "required"),
-    ({"key": 5}, "params.key", "must be a string, got integer"),
-    ({"key": ""}, "params.key", "must not be empty"),
-    ({"key": "ABC"}, "params.key", "must match"),
-    ({"key": "abc", "k": "6"}, "params.k", "must be an integer, got string"),
-    ({"key": "abc", "k": True}, "params.k", "must be an integer, got boolean"),
-    ({"key": "abc", "k": 51}, "params.k", "must be <= 50"),
-    ({"key": "abc", "score": 2}, "params.score", "must be <= 1"),
-    ({"key": "abc", "tags": ["c"]}, "params.tags[0]", "must be one of"),
-    ({"key": "abc", "extra": 1}, "params.extra", "unknown parameter"),
+    ({}, "key", "required"),
+    ({"key": 5}, "key", "must be a string, got integer"),
+    ({"key": ""}, "key", "must not be empty"),
+    ({"key": "ABC"}, "key", "must match"),
+    ({"key": "abc", "k": "6"}, "k", "must be an integer, got string"),
+    ({"key": "abc", "k": True}, "k", "must be an integer, got boolean"),
+    ({"key": "abc", "k": 51}, "k", "must be <= 50"),
+    ({"key": "abc", "score": 2}, "score", "must be <= 1"),
+    ({"key": "abc", "tags": ["c"]}, "tags[0]", "must be one of"),
+    ({"key": "abc", "extra": 1}, "extra", "unknown parameter"),
 ])
 def test_schema_errors_name_field_and_rule(params, field, fragment):
     with pytest.raises(Invalid) as exc:
         SCHEMA.validate(params)
     assert exc.value.data["field"] == field
-    assert fragment in exc.value.message and exc.value.message.startswith(field)
+    assert fragment in exc.value.message and exc.value.message.startswith(f"{field}: ")
+    # At the RPC edge the same error names the params member, its rule and details unchanged.
+    wire = exc.value.within("params")
+    assert wire.field == wire.data["field"] == f"params.{field}"
+    assert wire.message == f"params.{field}: {exc.value.rule}"
+
+
+def test_invalid_within_places_the_whole_value_and_indexes():
+    assert Invalid("must be an object", field="").within("params").message == "params: must be an object"
+    assert Invalid("bad", field="[2].x").within("messages").field == "messages[2].x"
+    plain = Invalid("no field here")
+    assert plain.within("params") is plain and plain.message == "no field here"
 
 
 def test_schema_fills_defaults_and_renders_json_schema():
