@@ -1,154 +1,15 @@
 // The Jarvis web chat: sign-in, sessions, streamed chat, recalled memories, memory search, keyed memories.
 // All user and model text reaches the page through textContent / DOM building (see render.js).
 
-import { Codes, RpcClient, RpcError, gatewayUrl, randomId } from "./rpc.js";
+import { Codes, RpcError, randomId } from "./rpc.js";
 import { renderMarkdown } from "./render.js";
+import { narrow, rpc, state, ui } from "./state.js";
+import {
+  confirmDialog, contentText, errorMessage, formatDate, formatTime, h, sessionName,
+} from "./dom.js";
 
 const TOKEN_KEY = "jarvis.token";
-const $ = (id) => document.getElementById(id);
-
-const ui = {
-  signin: $("signin"),
-  signinForm: $("signin-form"),
-  tokenInput: $("token-input"),
-  rememberInput: $("remember-input"),
-  signinError: $("signin-error"),
-  signinButton: $("signin-button"),
-  app: $("app"),
-  connStatus: $("conn-status"),
-  connText: $("conn-text"),
-  reconnectNow: $("reconnect-now"),
-  signOut: $("sign-out"),
-  sessionsToggle: $("sessions-toggle"),
-  sidebar: $("sidebar"),
-  newSession: $("new-session"),
-  sessionList: $("session-list"),
-  sessionsError: $("sessions-error"),
-  sessionTitle: $("session-title"),
-  messages: $("messages"),
-  emptyState: $("empty-state"),
-  composer: $("composer"),
-  input: $("message-input"),
-  send: $("send-button"),
-  stop: $("stop-button"),
-  searchToggle: $("search-toggle"),
-  memoriesToggle: $("memories-toggle"),
-  modelBadge: $("model-badge"),
-  originBanner: $("origin-banner"),
-  originText: $("origin-text"),
-  offlineBanner: $("offline-banner"),
-  offlineDismiss: $("offline-dismiss"),
-  sessionFilter: $("session-filter"),
-  searchTitle: $("search-title"),
-  searchSection: $("search-section"),
-  memoriesSection: $("memories-section"),
-  memoryAdd: $("memory-add"),
-  noteForm: $("note-form"),
-  notePath: $("note-path"),
-  memoryForm: $("memory-form"),
-  memoryKey: $("memory-key"),
-  memoryCategory: $("memory-category"),
-  memoryValue: $("memory-value"),
-  memoryFormMeta: $("memory-form-meta"),
-  memoryDelete: $("memory-delete"),
-  memoryCancel: $("memory-cancel"),
-  memoriesStatus: $("memories-status"),
-  memoriesList: $("memories-list"),
-  confirmTitle: $("confirm-title"),
-  searchPanel: $("search-panel"),
-  searchClose: $("search-close"),
-  searchForm: $("search-form"),
-  searchInput: $("search-input"),
-  searchSource: $("search-source"),
-  searchStatus: $("search-status"),
-  searchResults: $("search-results"),
-  memoryDialog: $("memory-dialog"),
-  memoryTitle: $("memory-title"),
-  memoryMeta: $("memory-meta"),
-  memoryText: $("memory-text"),
-  memoryClose: $("memory-close"),
-  confirmDialog: $("confirm-dialog"),
-  confirmText: $("confirm-text"),
-  confirmOk: $("confirm-ok"),
-  confirmCancel: $("confirm-cancel"),
-};
-
-const rpc = new RpcClient(gatewayUrl(), { probe: probeOrigin });
-
-/** Asked when the socket closed before it opened: does the gateway refuse this page's Origin? */
-async function probeOrigin() {
-  const res = await fetch(`/healthz?origin=${encodeURIComponent(location.origin)}`, { cache: "no-store" });
-  if (!res.ok) return null;
-  const body = await res.json();
-  return body && body.origin && body.origin.allowed === false ? body.origin : null;
-}
-
-const state = {
-  sessions: [],
-  current: null, // sessionKey
-  subscribed: null, // sessionKey we are subscribed to on this connection
-  runs: new Map(), // runId → RunView (current session only)
-  activeRunId: null,
-  pendingSend: false,
-  openSeq: 0, // guards against out-of-order session loads
-  sessionInfo: new Map(), // sessionKey → session (also ones not in the loaded list), for citations
-  panel: null, // null | "search" | "memories"
-};
-
 const userTexts = new WeakMap(); // user message node → the text as typed (for Regenerate)
-
-// ---- small DOM helpers ---------------------------------------------------------------------------
-
-function h(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k === "class") node.className = v;
-    else if (k === "text") node.textContent = v;
-    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-    else if (k in node && typeof v !== "string") node[k] = v;
-    else node.setAttribute(k, v === true ? "" : v);
-  }
-  for (const c of children) {
-    if (c === null || c === undefined || c === false) continue;
-    node.appendChild(typeof c === "string" ? document.createTextNode(c) : c);
-  }
-  return node;
-}
-
-function formatTime(iso) {
-  const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return "";
-  const today = new Date();
-  const sameDay = d.toDateString() === today.toDateString();
-  return sameDay
-    ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
-    : d.toLocaleDateString([], { month: "short", day: "numeric" }) + " " +
-      d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-}
-
-function sessionName(s) {
-  if (s && s.label) return s.label;
-  return s ? "Untitled session" : "No session open";
-}
-
-function contentText(content) {
-  if (typeof content === "string") return content;
-  if (Array.isArray(content)) {
-    return content.map((p) => (p && typeof p.text === "string" ? p.text : "")).join("");
-  }
-  return "";
-}
-
-function errorMessage(err) {
-  if (err instanceof RpcError) {
-    if (err.code === Codes.RATE_LIMITED && err.data.retryAfterMs) {
-      return `${err.message} (retry in ${Math.ceil(err.data.retryAfterMs / 1000)} s)`;
-    }
-    return err.message;
-  }
-  return String((err && err.message) || err);
-}
 
 // ---- token storage -------------------------------------------------------------------------------
 
@@ -295,7 +156,7 @@ async function loadHealth() {
     const wasHidden = ui.offlineBanner.hidden;
     ui.offlineBanner.hidden = !offline || sessionStorage.getItem(OFFLINE_DISMISSED) === "1";
     // On a phone the explanation starts folded: the first line says it all, a tap shows how to fix it.
-    if (wasHidden && !ui.offlineBanner.hidden) $("offline-details").open = !narrow.matches;
+    if (wasHidden && !ui.offlineBanner.hidden) ui.offlineDetails.open = !narrow.matches;
   } catch (_) {
     ui.modelBadge.hidden = true;
   }
@@ -428,28 +289,6 @@ function startRename(li, session) {
   li.replaceChildren(form);
   input.focus();
   input.select();
-}
-
-function confirmDialog(text, title = "Delete session?") {
-  return new Promise((resolve) => {
-    ui.confirmTitle.textContent = title;
-    ui.confirmText.textContent = text;
-    const done = (ok) => {
-      ui.confirmOk.removeEventListener("click", onOk);
-      ui.confirmCancel.removeEventListener("click", onCancel);
-      ui.confirmDialog.removeEventListener("close", onClose);
-      if (ui.confirmDialog.open) ui.confirmDialog.close();
-      resolve(ok);
-    };
-    const onOk = (ev) => { ev.preventDefault(); done(true); };
-    const onCancel = (ev) => { ev.preventDefault(); done(false); };
-    const onClose = () => done(false);
-    ui.confirmOk.addEventListener("click", onOk);
-    ui.confirmCancel.addEventListener("click", onCancel);
-    ui.confirmDialog.addEventListener("close", onClose);
-    ui.confirmDialog.showModal();
-    ui.confirmCancel.focus();
-  });
 }
 
 async function deleteSession(session) {
@@ -856,11 +695,6 @@ function transcriptKey(path) {
   return m ? m[1] : null;
 }
 
-function formatDate(iso) {
-  const d = new Date(iso);
-  return Number.isNaN(d.getTime()) ? "" : d.toLocaleDateString([], { year: "numeric", month: "short", day: "numeric" });
-}
-
 /** How a memory location reads to a person: a transcript as its session's name and date, a file as
  * path and lines. Fills `node` now, and again once an unknown session's details arrive. */
 function citationText(path, startLine, endLine, node) {
@@ -1145,8 +979,6 @@ ui.noteForm.addEventListener("submit", (ev) => {
 });
 
 // ---- narrow screens: the sessions drawer ---------------------------------------------------------
-
-const narrow = window.matchMedia("(max-width: 760px)");
 
 function setSidebarOpen(open) {
   ui.app.classList.toggle("sidebar-open", open);
