@@ -1,163 +1,28 @@
-// The Jarvis web chat: sign-in, sessions, streamed chat, recalled memories, memory search, keyed memories.
+// The Jarvis web chat's entry point: imports the page's modules, each of which wires its own part of the
+// page, and joins them where one concern's event starts another's work. The modules:
+//   state.js     the one connection (rpc), the shared state and the page's elements by id (ui)
+//   dom.js       small shared helpers: h() to build DOM nodes, dates, names, errors, the confirm dialog
+//   signin.js    the token, sign in / out, connection status, a refused origin
+//   health.js    the model badge and the offline banner
+//   sessions.js  the sidebar: list, search, date groups, new / rename / delete, opening a session
+//   chat.js      the messages, composer, streaming replies, Stop, Copy / Regenerate, recalled memories
+//   memory.js    citations and the lines dialog, memory search, keyed memories, opening notes
+// None of them imports app.js; sessions.js imports chat.js and chat.js imports memory.js, never back.
 // All user and model text reaches the page through textContent / DOM building (see render.js).
 
 import { onReplyFinal } from "./chat.js";
+import { loadHealth } from "./health.js";
+import "./memory.js";
 import { loadSessions, resumeSessions } from "./sessions.js";
-import { narrow, rpc, state, ui } from "./state.js";
-
-const TOKEN_KEY = "jarvis.token";
-
-// ---- token storage -------------------------------------------------------------------------------
-
-function storedToken() {
-  return sessionStorage.getItem(TOKEN_KEY) || localStorage.getItem(TOKEN_KEY);
-}
-
-function storeToken(token, remember) {
-  sessionStorage.setItem(TOKEN_KEY, token);
-  if (remember) localStorage.setItem(TOKEN_KEY, token);
-  else localStorage.removeItem(TOKEN_KEY);
-}
-
-function forgetToken() {
-  sessionStorage.removeItem(TOKEN_KEY);
-  localStorage.removeItem(TOKEN_KEY);
-}
-
-// ---- sign-in and connection ----------------------------------------------------------------------
-
-function showSignin(message = "") {
-  ui.app.hidden = true;
-  ui.signin.hidden = false;
-  ui.signOut.hidden = true;
-  ui.searchToggle.hidden = true;
-  ui.memoriesToggle.hidden = true;
-  ui.sessionsToggle.hidden = true;
-  ui.modelBadge.hidden = true;
-  ui.offlineBanner.hidden = true;
-  ui.signinError.textContent = message;
-  ui.signinButton.disabled = false;
-  ui.tokenInput.setAttribute("aria-invalid", message ? "true" : "false");
-  ui.tokenInput.focus();
-}
-
-function showApp() {
-  ui.signin.hidden = true;
-  ui.app.hidden = false;
-  ui.signOut.hidden = false;
-  ui.searchToggle.hidden = false;
-  ui.memoriesToggle.hidden = false;
-  ui.sessionsToggle.hidden = false;
-  ui.originBanner.hidden = true;
-}
-
-ui.signinForm.addEventListener("submit", (ev) => {
-  ev.preventDefault();
-  const token = ui.tokenInput.value.trim();
-  if (!token) {
-    showSignin("Enter the gateway token.");
-    return;
-  }
-  ui.signinError.textContent = "";
-  ui.signinButton.disabled = true;
-  pendingSignin = { token, remember: ui.rememberInput.checked };
-  rpc.connect(token);
-});
-
-let pendingSignin = null; // token being tried from the form; stored only once the server accepts it
-
-ui.signOut.addEventListener("click", () => {
-  forgetToken();
-  rpc.disconnect();
-  state.subscribed = null;
-  ui.tokenInput.value = "";
-  showSignin("");
-});
-
-ui.reconnectNow.addEventListener("click", () => rpc.retryNow());
-
-const STATE_TEXT = {
-  idle: "Not connected",
-  connecting: "Connecting…",
-  open: "Connected",
-  refused: "Signed out",
-  blocked: "Origin refused",
-};
-
-rpc.addEventListener("state", (ev) => {
-  const { state: s, retryInMs } = ev.detail;
-  ui.connStatus.dataset.state = s;
-  ui.connText.textContent = s === "waiting"
-    ? `Disconnected — retrying in ${Math.max(1, Math.round(retryInMs / 1000))} s`
-    : STATE_TEXT[s] || s;
-  ui.reconnectNow.hidden = s !== "waiting" && s !== "blocked";
-  if (s === "open") ui.originBanner.hidden = true;
-});
-
-rpc.addEventListener("blocked", (ev) => {
-  const origin = ev.detail.origin || location.origin;
-  const own = `http://127.0.0.1:${location.port || "80"}`;
-  ui.originText.textContent = ` This page is open as ${origin}, which the gateway does not admit, so it refused ` +
-    `the connection. To allow it, add it to server.allowedOrigins in the gateway's config.toml ` +
-    `([server] allowedOrigins = ["${origin}"]) and restart the gateway, or open the page as ${own}/.`;
-  ui.originBanner.hidden = false;
-  if (pendingSignin) {
-    ui.signinButton.disabled = false;
-    ui.signinError.textContent = "Not signed in: the gateway refused this page's origin (see above).";
-  }
-});
-
-rpc.addEventListener("refused", (ev) => {
-  pendingSignin = null;
-  forgetToken();
-  showSignin(ev.detail.message);
-});
+import { signedIn, start } from "./signin.js";
+import { rpc } from "./state.js";
 
 rpc.addEventListener("open", async (ev) => {
-  if (pendingSignin) {
-    storeToken(pendingSignin.token, pendingSignin.remember);
-    pendingSignin = null;
-    ui.tokenInput.value = "";
-  }
-  showApp();
+  signedIn();
   loadHealth();
   await resumeSessions({ reconnected: ev.detail.reconnected });
 });
 
-// ---- the model badge and the offline banner ------------------------------------------------------
-
-const OFFLINE_DISMISSED = "jarvis.offlineBannerDismissed";
-
-async function loadHealth() {
-  try {
-    const health = await rpc.call("system.health");
-    const chat = health.chat || {};
-    const offline = chat.provider === "offline";
-    ui.modelBadge.textContent = offline ? "offline responder" : `${chat.provider} · ${chat.model}`;
-    ui.modelBadge.dataset.provider = chat.provider || "";
-    ui.modelBadge.hidden = false;
-    const wasHidden = ui.offlineBanner.hidden;
-    ui.offlineBanner.hidden = !offline || sessionStorage.getItem(OFFLINE_DISMISSED) === "1";
-    // On a phone the explanation starts folded: the first line says it all, a tap shows how to fix it.
-    if (wasHidden && !ui.offlineBanner.hidden) ui.offlineDetails.open = !narrow.matches;
-  } catch (_) {
-    ui.modelBadge.hidden = true;
-  }
-}
-
-ui.offlineDismiss.addEventListener("click", () => {
-  sessionStorage.setItem(OFFLINE_DISMISSED, "1");
-  ui.offlineBanner.hidden = true;
-});
-
 onReplyFinal(loadSessions);
 
-// ---- start ---------------------------------------------------------------------------------------
-
-const saved = storedToken();
-if (saved) {
-  ui.connText.textContent = "Connecting…";
-  rpc.connect(saved);
-} else {
-  showSignin("");
-}
+start();
