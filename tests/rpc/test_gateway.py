@@ -348,6 +348,13 @@ async def test_http_routes(gateway):
     assert "default-src 'self'" in headers["Content-Security-Policy"]
     for path in ("/nope", "/static/../config.py", "/static/%2e%2e/app.py", "/static/"):
         assert (await asyncio.to_thread(get, path))[0] == 404, path
+    # The page is ES modules importing each other from /static/: every one must come back as JavaScript.
+    from gateway.server.http import WEB_DIR
+    modules = sorted(p.name for p in WEB_DIR.glob("*.js"))
+    assert {"app.js", "state.js", "rpc.js", "render.js"} <= set(modules)
+    for name in modules:
+        status, headers, _ = await asyncio.to_thread(get, f"/static/{name}")
+        assert status == 200 and headers["Content-Type"] == "text/javascript; charset=utf-8", name
 
 
 async def test_delete_racing_a_send_never_brings_the_transcript_back(gateway, client):

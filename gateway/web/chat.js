@@ -1,0 +1,356 @@
+// The chat: the open session's messages, the composer (Enter sends, Shift+Enter a new line), chat.send,
+// replies streamed from chat.delta in seq order and replaced by chat.final, chat.error with Retry,
+// Stop (chat.abort), Copy and Regenerate under a reply, and the memories a reply recalled.
+// User text shows exactly as typed (textContent); replies go through render.js, which builds DOM nodes.
+
+import { randomId } from "./rpc.js";
+import { renderMarkdown } from "./render.js";
+import { rpc, state, ui } from "./state.js";
+import { contentText, errorMessage, formatTime, h, sessionName } from "./dom.js";
+import { citationText, openMemory } from "./memory.js";
+
+const userTexts = new WeakMap(); // user message node → the text as typed (for Regenerate)
+
+let afterReply = () => {};
+
+/** What to do once a reply is final: the session list changed (message counts, order, a new name). */
+export function onReplyFinal(fn) {
+  afterReply = fn;
+}
+
+rpc.addEventListener("state", () => updateComposer());
+
+rpc.addEventListener("notify", (ev) => {
+  const { method, params } = ev.detail;
+  if (method.startsWith("chat.")) onChatEvent(method, params);
+});
+
+// ---- chat rendering ------------------------------------------------------------------------------
+
+export function renderChatShell(session) {
+  ui.sessionTitle.textContent = session ? sessionName(session) : "No session open";
+  ui.messages.replaceChildren();
+  if (!session) {
+    ui.emptyState.textContent = "Create a session or pick one to start chatting.";
+    ui.messages.appendChild(ui.emptyState);
+  }
+  updateComposer();
+}
+
+export function renderHistory(hist) {
+  ui.messages.replaceChildren();
+  if (hist.hasMore) {
+    ui.messages.appendChild(h("p", { class: "hint center", text: "Older messages are not shown." }));
+  }
+  if (!hist.messages.length) {
+    ui.emptyState.textContent = "No messages yet. Say hello.";
+    ui.messages.appendChild(ui.emptyState);
+  }
+  for (const m of hist.messages) {
+    const text = contentText(m.content);
+    if (m.role === "user") {
+      ui.messages.appendChild(messageView("user", text, m.timestamp).node);
+    } else if (m.role === "assistant") {
+      const view = messageView("assistant", text, m.timestamp);
+      if (Array.isArray(m.memory) && m.memory.length) view.node.appendChild(recalledView(m.memory));
+      view.node.appendChild(replyActions(view));
+      ui.messages.appendChild(view.node);
+    }
+  }
+  scrollToEnd(true);
+}
+
+function messageView(role, text, timestamp) {
+  const body = h("div", { class: "msg-body" });
+  const meta = h("div", { class: "msg-meta" },
+    h("span", { class: "msg-role", text: role === "user" ? "You" : "Jarvis" }),
+    timestamp ? h("time", { datetime: timestamp, text: formatTime(timestamp) }) : null);
+  const node = h("article", { class: `msg msg-${role}`, "aria-label": role === "user" ? "Your message" : "Reply" },
+    meta, body);
+  const view = { node, body, meta, text: "" };
+  setText(view, text, role === "assistant");
+  if (role === "user") userTexts.set(node, text);
+  return view;
+}
+
+/** Copy and Regenerate under a finished reply. */
+function replyActions(view) {
+  const copied = h("span", { class: "hint copied", role: "status" });
+  const copy = h("button", {
+    type: "button", class: "link-button", text: "Copy", "aria-label": "Copy reply",
+    onclick: async () => {
+      copied.textContent = (await copyText(view.text)) ? "Copied." : "Could not copy: select the text instead.";
+      setTimeout(() => { copied.textContent = ""; }, 2500);
+    },
+  });
+  const regenerate = h("button", {
+    type: "button", class: "link-button regenerate", text: "Regenerate", "aria-label": "Regenerate reply",
+    title: "Send the message this reply answered again, for a new reply",
+    onclick: () => regenerateReply(view),
+  });
+  return h("div", { class: "msg-actions" }, copy, regenerate, copied);
+}
+
+async function copyText(text) {
+  try {
+    if (navigator.clipboard && window.isSecureContext) {
+      await navigator.clipboard.writeText(text);
+      return true;
+    }
+  } catch (_) {
+    /* fall back below */
+  }
+  // Pages opened under a plain-http host name are not a secure context: no async clipboard there.
+  const area = h("textarea", { class: "visually-hidden", "aria-hidden": "true" });
+  area.value = text;
+  document.body.appendChild(area);
+  area.select();
+  let ok = false;
+  try {
+    ok = document.execCommand("copy");
+  } catch (_) {
+    ok = false;
+  }
+  area.remove();
+  return ok;
+}
+
+function regenerateReply(view) {
+  if (!rpc.isOpen || !state.current || state.activeRunId || state.pendingSend) {
+    showNotice("Wait until the current reply has finished, then regenerate.");
+    return;
+  }
+  let node = view.node.previousElementSibling;
+  while (node && !userTexts.has(node)) node = node.previousElementSibling;
+  if (!node) {
+    showNotice("There is no message above this reply to send again.");
+    return;
+  }
+  const text = userTexts.get(node);
+  const userView = messageView("user", text, new Date().toISOString());
+  userView.node.classList.add("pending");
+  ui.messages.appendChild(userView.node);
+  scrollToEnd(true);
+  sendMessage(state.current, text, randomId(), userView);
+}
+
+function setText(view, text, markdown) {
+  view.text = text;
+  view.body.replaceChildren(markdown ? renderMarkdown(text) : textParagraphs(text));
+}
+
+function textParagraphs(text) {
+  // User text as typed: keep line breaks, no markup interpretation at all.
+  const p = h("p", { class: "plain" });
+  p.textContent = text;
+  return p;
+}
+
+function removeEmptyState() {
+  if (ui.emptyState.parentNode) ui.emptyState.remove();
+}
+
+function nearBottom() {
+  const m = ui.messages;
+  return m.scrollHeight - m.scrollTop - m.clientHeight < 120;
+}
+
+function scrollToEnd(force = false) {
+  if (force || nearBottom()) ui.messages.scrollTop = ui.messages.scrollHeight;
+}
+
+export function showNotice(text) {
+  ui.messages.appendChild(h("p", { class: "notice error", role: "alert", text }));
+  scrollToEnd(true);
+}
+
+export function updateComposer() {
+  const ready = rpc.isOpen && Boolean(state.current);
+  const running = Boolean(state.activeRunId) || state.pendingSend;
+  ui.input.disabled = !ready;
+  ui.send.disabled = !ready || running;
+  ui.stop.hidden = !running;
+  ui.stop.disabled = !rpc.isOpen || !state.activeRunId;
+}
+
+// ---- sending and streaming -----------------------------------------------------------------------
+
+ui.input.addEventListener("keydown", (ev) => {
+  if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+    ev.preventDefault();
+    ui.composer.requestSubmit();
+  }
+});
+
+ui.composer.addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const text = ui.input.value;
+  if (!text.trim() || ui.send.disabled) return;
+  ui.input.value = "";
+  const view = messageView("user", text, new Date().toISOString());
+  view.node.classList.add("pending");
+  removeEmptyState();
+  ui.messages.appendChild(view.node);
+  scrollToEnd(true);
+  sendMessage(state.current, text, randomId(), view);
+});
+
+async function sendMessage(sessionKey, text, idempotencyKey, userView) {
+  state.pendingSend = true;
+  updateComposer();
+  clearFailure(userView);
+  try {
+    const res = await rpc.call("chat.send", { sessionKey, message: text, idempotencyKey });
+    userView.node.classList.remove("pending");
+    if (sessionKey !== state.current) return;
+    const run = ensureRun(res.runId, { ours: true });
+    run.userText = text;
+    if (!run.done) state.activeRunId = res.runId;
+  } catch (err) {
+    userView.node.classList.remove("pending");
+    showFailure(userView, `Not sent: ${errorMessage(err)}`, () => {
+      // same idempotency key: if the first attempt did reach the gateway, nothing runs twice
+      sendMessage(sessionKey, text, idempotencyKey, userView);
+    });
+  } finally {
+    state.pendingSend = false;
+    updateComposer();
+  }
+}
+
+function showFailure(view, message, retry) {
+  clearFailure(view);
+  const box = h("div", { class: "msg-error", role: "alert" },
+    h("span", { text: message }),
+    retry ? h("button", { type: "button", class: "retry", text: "Retry", onclick: retry }) : null);
+  view.node.appendChild(box);
+  view.errorBox = box;
+  scrollToEnd(true);
+}
+
+function clearFailure(view) {
+  if (view.errorBox) {
+    view.errorBox.remove();
+    view.errorBox = null;
+  }
+}
+
+/** A reply being streamed. Deltas are applied strictly in seq order. */
+function ensureRun(runId, { ours = false } = {}) {
+  let run = state.runs.get(runId);
+  if (run) return run;
+  const view = messageView("assistant", "", null);
+  view.node.classList.add("streaming");
+  view.node.setAttribute("aria-busy", "true");
+  removeEmptyState();
+  ui.messages.appendChild(view.node);
+  run = {
+    runId, view, ours, nextSeq: ours ? 1 : null, buffer: new Map(), text: "", done: false, userText: null,
+  };
+  state.runs.set(runId, run);
+  if (!ours && !state.activeRunId) state.activeRunId = runId;
+  updateComposer();
+  return run;
+}
+
+function finishRun(run) {
+  run.done = true;
+  run.view.node.classList.remove("streaming");
+  run.view.node.removeAttribute("aria-busy");
+  if (state.activeRunId === run.runId) state.activeRunId = null;
+  updateComposer();
+}
+
+function onChatEvent(method, p) {
+  if (!p || p.sessionKey !== state.current || !p.runId) return;
+  // A run we don't know yet while our own send is in flight is ours (its events can beat the answer).
+  const run = ensureRun(p.runId, { ours: state.pendingSend });
+  if (run.done) return;
+  if (method === "chat.delta") {
+    if (run.nextSeq === null) run.nextSeq = p.seq; // joined mid-run (another tab, or after a reconnect)
+    if (p.seq < run.nextSeq) return;
+    run.buffer.set(p.seq, p.delta);
+    let changed = false;
+    while (run.buffer.has(run.nextSeq)) {
+      run.text += run.buffer.get(run.nextSeq);
+      run.buffer.delete(run.nextSeq);
+      run.nextSeq += 1;
+      changed = true;
+    }
+    if (changed) {
+      const stick = nearBottom();
+      setText(run.view, run.text, true);
+      if (stick) scrollToEnd(true);
+    }
+    return;
+  }
+  const stick = nearBottom();
+  if (method === "chat.final") {
+    const msg = p.message || {};
+    setText(run.view, contentText(msg.content), true);
+    if (msg.timestamp) {
+      run.view.meta.appendChild(h("time", { datetime: msg.timestamp, text: formatTime(msg.timestamp) }));
+    }
+    if (Array.isArray(p.memory) && p.memory.length) run.view.node.appendChild(recalledView(p.memory));
+    run.view.node.appendChild(replyActions(run.view));
+    finishRun(run);
+    afterReply(); // message counts, order and a new session's name changed
+  } else if (method === "chat.error") {
+    const e = p.error || {};
+    if (run.text) setText(run.view, run.text, true);
+    run.view.node.classList.add("failed");
+    const retry = run.userText !== null
+      ? () => retryRun(run)
+      : null;
+    showFailure(run.view, `Reply failed: ${e.message || "unknown error"}${e.retryable ? "" : " (not retryable)"}`, retry);
+    finishRun(run);
+  } else if (method === "chat.aborted") {
+    const partial = typeof p.partial === "string" ? p.partial : run.text;
+    setText(run.view, partial, true);
+    run.view.node.appendChild(h("p", { class: "hint", text: "Stopped." }));
+    finishRun(run);
+  }
+  if (stick) scrollToEnd(true);
+}
+
+function retryRun(run) {
+  // Send the same words again as a new turn; the failed reply stays visible above.
+  const text = run.userText;
+  clearFailure(run.view);
+  const view = messageView("user", text, new Date().toISOString());
+  ui.messages.appendChild(view.node);
+  sendMessage(state.current, text, randomId(), view);
+}
+
+ui.stop.addEventListener("click", async () => {
+  const runId = state.activeRunId;
+  if (!runId) return;
+  ui.stop.disabled = true;
+  try {
+    await rpc.call("chat.abort", { sessionKey: state.current, runId });
+  } catch (err) {
+    showNotice(`Could not stop: ${errorMessage(err)}`);
+    updateComposer();
+  }
+});
+
+// ---- recalled memories ---------------------------------------------------------------------------
+
+function recalledView(items) {
+  const list = h("ul", { class: "recalled-list" });
+  for (const m of items) {
+    const label = h("span", { class: "path", title: `${m.path}:${m.startLine}-${m.endLine}` });
+    citationText(m.path, m.startLine, m.endLine, label);
+    const button = h("button", {
+      type: "button", class: "memory-ref",
+      onclick: () => openMemory(m.path, m.startLine, m.endLine, label.textContent),
+    }, label, h("span", { class: "score", text: Number(m.score).toFixed(2) }));
+    const describe = () => button.setAttribute("aria-label",
+      `Open recalled memory ${label.textContent}, score ${Number(m.score).toFixed(2)}`);
+    describe();
+    new MutationObserver(describe).observe(label, { childList: true, characterData: true, subtree: true });
+    list.appendChild(h("li", {}, button));
+  }
+  return h("details", { class: "recalled" },
+    h("summary", { text: `Recalled from memory (${items.length})` }), list);
+}

@@ -1,0 +1,282 @@
+// Memory: how a memory location is cited (a transcript by its session's name and date, a file by path
+// and lines), the dialog that shows its lines (memory.get), and the side panel with memory search
+// (memory.search) and the keyed memories (memory.list / get / set / delete) with opening notes by path.
+
+import { Codes, RpcError } from "./rpc.js";
+import { narrow, rpc, state, ui } from "./state.js";
+import {
+  confirmDialog, contentText, errorMessage, formatDate, formatTime, h, sessionName,
+} from "./dom.js";
+
+// ---- citations and the lines dialog ---------------------------------------------------------------
+
+/** A session transcript's key from its memory path (`sessions/<key>.jsonl`), else null. */
+function transcriptKey(path) {
+  const m = /^sessions\/([A-Za-z0-9._-]{1,128})\.jsonl$/.exec(path || "");
+  return m ? m[1] : null;
+}
+
+/** How a memory location reads to a person: a transcript as its session's name and date, a file as
+ * path and lines. Fills `node` now, and again once an unknown session's details arrive. */
+export function citationText(path, startLine, endLine, node) {
+  const lines = startLine === endLine ? `line ${startLine}` : `lines ${startLine}–${endLine}`;
+  const key = transcriptKey(path);
+  if (!key) {
+    node.textContent = `${path}:${startLine}-${endLine}`;
+    return;
+  }
+  const show = (session) => {
+    node.textContent = session
+      ? `“${sessionName(session)}” · ${formatDate(session.createdAt)} · ${lines}`
+      : `a deleted session · ${lines}`;
+  };
+  const known = state.sessionInfo.get(key);
+  if (known) {
+    show(known);
+    return;
+  }
+  node.textContent = `a session · ${lines}`;
+  rpc.call("sessions.get", { sessionKey: key }).then((session) => {
+    state.sessionInfo.set(key, session);
+    show(session);
+  }, () => show(null));
+}
+
+/** The lines dialog: `lines` lines of a memory file or transcript from `startLine` (memory.get). */
+export async function openMemory(path, startLine, endLine, title = null) {
+  const lines = Math.max(1, Math.min(1000, (endLine || startLine) - startLine + 1));
+  ui.memoryTitle.textContent = title || path;
+  ui.memoryMeta.textContent = `Lines ${startLine}–${endLine}… loading`;
+  ui.memoryText.textContent = "";
+  if (!ui.memoryDialog.open) ui.memoryDialog.showModal();
+  try {
+    const res = await rpc.call("memory.get", { path, from: startLine, lines });
+    const shown = res.text.replace(/\n$/, "").split("\n").length;
+    ui.memoryMeta.textContent = `Lines ${res.from}–${res.from + Math.max(0, shown - 1)}` +
+      (res.truncated ? " (the file continues)" : "");
+    ui.memoryText.textContent = path.endsWith(".jsonl") ? transcriptText(res.text) : res.text;
+  } catch (err) {
+    ui.memoryMeta.textContent = `Could not load it: ${errorMessage(err)}`;
+  }
+  ui.memoryText.focus();
+}
+
+function transcriptText(text) {
+  // Transcript chunks are JSONL; show them as "role: content" and keep anything unreadable as is.
+  return text.split("\n").filter((l) => l.trim()).map((line) => {
+    try {
+      const rec = JSON.parse(line);
+      if (rec.type === "message" && rec.message) {
+        return `${rec.message.role}: ${contentText(rec.message.content)}`;
+      }
+      if (rec.type === "session") return `(session started ${rec.createdAt || ""})`;
+      return line;
+    } catch (_) {
+      return line;
+    }
+  }).join("\n\n");
+}
+
+ui.memoryClose.addEventListener("click", () => ui.memoryDialog.close());
+ui.memoryDialog.addEventListener("click", (ev) => {
+  if (ev.target === ui.memoryDialog) ui.memoryDialog.close(); // backdrop click
+});
+
+// ---- memory search -------------------------------------------------------------------------------
+
+const PANEL_TITLES = { search: "Search memory", memories: "Memories" };
+
+/** The side panel shows memory search or the keyed memories; null closes it. */
+function setPanel(mode) {
+  const before = state.panel;
+  state.panel = mode;
+  ui.searchPanel.hidden = !mode;
+  ui.searchSection.hidden = mode !== "search";
+  ui.memoriesSection.hidden = mode !== "memories";
+  ui.searchToggle.setAttribute("aria-expanded", String(mode === "search"));
+  ui.memoriesToggle.setAttribute("aria-expanded", String(mode === "memories"));
+  ui.app.classList.toggle("with-search", Boolean(mode));
+  if (mode) {
+    ui.searchTitle.textContent = PANEL_TITLES[mode];
+    ui.searchClose.setAttribute("aria-label", mode === "search" ? "Close memory search" : "Close memories");
+  }
+  if (mode === "search") ui.searchInput.focus();
+  else if (mode === "memories") {
+    loadMemories();
+    ui.memoryAdd.focus();
+  } else if (before) (before === "memories" ? ui.memoriesToggle : ui.searchToggle).focus();
+}
+
+function setSearchOpen(open) {
+  setPanel(open ? "search" : null);
+}
+
+ui.searchToggle.addEventListener("click", () => setPanel(state.panel === "search" ? null : "search"));
+ui.memoriesToggle.addEventListener("click", () => setPanel(state.panel === "memories" ? null : "memories"));
+ui.searchClose.addEventListener("click", () => setPanel(null));
+ui.searchPanel.addEventListener("keydown", (ev) => {
+  if (ev.key === "Escape") setPanel(null);
+});
+
+ui.searchForm.addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const query = ui.searchInput.value.trim();
+  if (!query) {
+    ui.searchStatus.textContent = "Type something to search for.";
+    return;
+  }
+  const params = { query, k: 10 };
+  if (ui.searchSource.value !== "all") params.sources = [ui.searchSource.value];
+  ui.searchStatus.textContent = "Searching…";
+  ui.searchResults.replaceChildren();
+  try {
+    const res = await rpc.call("memory.search", params);
+    renderResults(res);
+  } catch (err) {
+    ui.searchStatus.textContent = err instanceof RpcError && err.code === Codes.METHOD_NOT_FOUND
+      ? "Memory is not enabled on this gateway."
+      : `Search failed: ${errorMessage(err)}`;
+  }
+});
+
+function renderResults(res) {
+  const n = res.results.length;
+  ui.searchStatus.textContent = n
+    ? `${n} result${n === 1 ? "" : "s"}${res.degraded ? ` (${res.mode}: ${res.degraded})` : ""}`
+    : "No results.";
+  for (const r of res.results) {
+    const label = h("span", { class: "path", title: `${r.path}:${r.startLine}-${r.endLine}` });
+    citationText(r.path, r.startLine, r.endLine, label);
+    const actions = h("div", { class: "result-actions" },
+      h("button", { type: "button", class: "link-button", text: "Show lines", onclick: () => openMemory(r.path, r.startLine, r.endLine, label.textContent) }),
+      r.sessionKey
+        ? h("a", {
+          href: `#s=${encodeURIComponent(r.sessionKey)}`, class: "link-button", text: "Open session",
+          onclick: () => { if (narrow.matches) setSearchOpen(false); },
+        })
+        : null);
+    ui.searchResults.appendChild(h("li", { class: "result" },
+      h("div", { class: "result-head" },
+        label,
+        h("span", { class: "badge", text: r.source }),
+        h("span", { class: "score", title: "score", text: Number(r.score).toFixed(2) })),
+      h("p", { class: "snippet", text: r.snippet }),
+      actions));
+  }
+}
+
+// ---- keyed memories (memory.list / get / set / delete) and notes ---------------------------------
+
+const CATEGORIES = ["general", "preferences", "facts", "people", "projects", "decisions", "tasks"];
+for (const c of CATEGORIES) ui.memoryCategory.appendChild(h("option", { value: c, text: c }));
+
+function memoryFailure(err) {
+  return err instanceof RpcError && err.code === Codes.METHOD_NOT_FOUND
+    ? "Memory is not enabled on this gateway."
+    : errorMessage(err);
+}
+
+async function loadMemories(status = "") {
+  ui.memoriesStatus.textContent = status || "Loading…";
+  try {
+    const res = await rpc.call("memory.list", { limit: 500 });
+    renderMemories(res, status);
+  } catch (err) {
+    ui.memoriesList.replaceChildren();
+    ui.memoriesStatus.textContent = `Could not load memories: ${memoryFailure(err)}`;
+  }
+}
+
+function renderMemories(res, status) {
+  const n = res.memories.length;
+  ui.memoriesStatus.textContent = (status ? status + " " : "") +
+    (n ? `${res.total} keyed memor${res.total === 1 ? "y" : "ies"}.` : "No keyed memories yet. Add one, or ask Jarvis to remember something.");
+  ui.memoriesList.replaceChildren();
+  for (const m of res.memories) {
+    ui.memoriesList.appendChild(h("li", { class: "memory-item", "data-key": m.key },
+      h("button", {
+        type: "button", class: "memory-open", "aria-label": `Edit memory ${m.key}`,
+        onclick: () => editMemory(m.key),
+      },
+      h("span", { class: "memory-item-head" },
+        h("span", { class: "memory-key", text: m.key }),
+        h("span", { class: "badge", text: m.category }),
+        h("span", { class: "hint", text: formatDate(m.updated) })),
+      h("span", { class: "memory-preview", text: m.preview })),
+      h("button", {
+        type: "button", class: "link-button", text: "Open file", "aria-label": `Open the file of ${m.key}`,
+        onclick: () => openMemory(m.path, 1, 200),
+      })));
+  }
+}
+
+function showMemoryForm(entry) {
+  ui.memoryForm.hidden = false;
+  ui.memoryForm.dataset.mode = entry ? "edit" : "add";
+  ui.memoryKey.value = entry ? entry.key : "";
+  ui.memoryKey.readOnly = Boolean(entry);
+  ui.memoryCategory.value = entry ? entry.category : "general";
+  ui.memoryValue.value = entry ? entry.value : "";
+  ui.memoryDelete.hidden = !entry;
+  ui.memoryFormMeta.textContent = entry
+    ? `${entry.path} · updated ${formatTime(entry.updated)}`
+    : "Saved as memory/keyed/<category>/<key>.md in the workspace; searchable at once.";
+  (entry ? ui.memoryValue : ui.memoryKey).focus();
+}
+
+async function editMemory(key) {
+  try {
+    showMemoryForm(await rpc.call("memory.get", { key }));
+  } catch (err) {
+    ui.memoriesStatus.textContent = `Could not open ${key}: ${memoryFailure(err)}`;
+  }
+}
+
+ui.memoryAdd.addEventListener("click", () => showMemoryForm(null));
+ui.memoryCancel.addEventListener("click", () => {
+  ui.memoryForm.hidden = true;
+  ui.memoryAdd.focus();
+});
+
+ui.memoryForm.addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const key = ui.memoryKey.value.trim();
+  const value = ui.memoryValue.value;
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(key)) {
+    ui.memoryFormMeta.textContent = "A key is letters, digits, '.', '_' and '-', starting with a letter or digit.";
+    ui.memoryKey.focus();
+    return;
+  }
+  if (!value.trim()) {
+    ui.memoryFormMeta.textContent = "Write what to remember.";
+    ui.memoryValue.focus();
+    return;
+  }
+  try {
+    const res = await rpc.call("memory.set", { key, value, category: ui.memoryCategory.value });
+    ui.memoryForm.hidden = true;
+    await loadMemories(`${res.replaced ? "Updated" : "Saved"} ${res.key}.`);
+  } catch (err) {
+    ui.memoryFormMeta.textContent = `Not saved: ${memoryFailure(err)}`;
+  }
+});
+
+ui.memoryDelete.addEventListener("click", async () => {
+  const key = ui.memoryKey.value;
+  const ok = await confirmDialog(`The memory “${key}” will be deleted from the workspace and from search.`,
+    "Delete memory?");
+  if (!ok) return;
+  try {
+    await rpc.call("memory.delete", { key });
+    ui.memoryForm.hidden = true;
+    await loadMemories(`Deleted ${key}.`);
+  } catch (err) {
+    ui.memoryFormMeta.textContent = `Not deleted: ${memoryFailure(err)}`;
+  }
+});
+
+ui.noteForm.addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const path = ui.notePath.value.trim();
+  if (path) openMemory(path, 1, 200);
+});

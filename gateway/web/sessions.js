@@ -1,0 +1,256 @@
+// Sessions: the sidebar list (sessions.list, newest first, grouped by date, filtered by name as you type),
+// new / rename / delete (sessions.create / update / delete), the open session in the URL hash (#s=<key>)
+// and opening it (sessions.subscribe + sessions.history into the chat), and the drawer on narrow screens.
+
+import { Codes, RpcError } from "./rpc.js";
+import { narrow, rpc, state, ui } from "./state.js";
+import { confirmDialog, errorMessage, formatTime, h, sessionName } from "./dom.js";
+import { renderChatShell, renderHistory, showNotice } from "./chat.js";
+
+// A subscription lives as long as its connection.
+rpc.addEventListener("state", (ev) => {
+  if (ev.detail.state !== "open") state.subscribed = null;
+});
+
+// ---- sessions ------------------------------------------------------------------------------------
+
+/** sessions.list into the sidebar; also when a reply changed counts, order or a new session's name. */
+export async function loadSessions() {
+  try {
+    const res = await rpc.call("sessions.list", { limit: 200 });
+    state.sessions = res.sessions;
+    for (const s of res.sessions) state.sessionInfo.set(s.sessionKey, s);
+    const current = res.sessions.find((s) => s.sessionKey === state.current);
+    if (current) ui.sessionTitle.textContent = sessionName(current); // named after its first message
+    ui.sessionsError.textContent = "";
+  } catch (err) {
+    ui.sessionsError.textContent = `Could not load sessions: ${errorMessage(err)}`;
+  }
+  renderSessionList();
+}
+
+function upsertSession(session, { toTop = false } = {}) {
+  state.sessionInfo.set(session.sessionKey, session);
+  const i = state.sessions.findIndex((s) => s.sessionKey === session.sessionKey);
+  if (i >= 0) state.sessions.splice(i, 1);
+  if (toTop || i < 0) state.sessions.unshift(session);
+  else state.sessions.splice(i, 0, session);
+  renderSessionList();
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** "Today", "Yesterday", "Previous 7 days", "Previous 30 days" or the month, by the session's last change. */
+function dateGroup(iso, now = new Date()) {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return "Older";
+  const startOfToday = new Date(now.getFullYear(), now.getMonth(), now.getDate()).getTime();
+  const t = d.getTime();
+  if (t >= startOfToday) return "Today";
+  if (t >= startOfToday - DAY_MS) return "Yesterday";
+  if (t >= startOfToday - 7 * DAY_MS) return "Previous 7 days";
+  if (t >= startOfToday - 30 * DAY_MS) return "Previous 30 days";
+  return d.toLocaleDateString([], { year: "numeric", month: "long" });
+}
+
+function renderSessionList() {
+  const list = ui.sessionList;
+  list.replaceChildren();
+  if (!state.sessions.length) {
+    list.appendChild(h("li", { class: "hint", text: "No sessions yet." }));
+    return;
+  }
+  const query = ui.sessionFilter.value.trim().toLowerCase();
+  const shown = query
+    ? state.sessions.filter((s) => sessionName(s).toLowerCase().includes(query) || s.sessionKey.toLowerCase().includes(query))
+    : state.sessions;
+  if (!shown.length) {
+    list.appendChild(h("li", { class: "hint", text: `No session matches “${ui.sessionFilter.value.trim()}”.` }));
+    return;
+  }
+  let group = null;
+  for (const s of shown) {
+    const g = dateGroup(s.updatedAt);
+    if (g !== group) {
+      group = g;
+      list.appendChild(h("li", { class: "session-group", role: "presentation" }, h("h3", { text: g })));
+    }
+    const current = s.sessionKey === state.current;
+    const name = sessionName(s);
+    const openBtn = h("a", {
+      class: "session-open",
+      href: `#s=${encodeURIComponent(s.sessionKey)}`,
+      "aria-current": current ? "page" : null,
+      onclick: () => closeSidebarIfNarrow(),
+    },
+    h("span", { class: "session-name", text: name }),
+    h("span", { class: "session-meta", text: `${s.messageCount} msg · ${formatTime(s.updatedAt)}` }));
+    const renameBtn = h("button", {
+      type: "button", class: "icon-button", "aria-label": `Rename ${name}`, title: "Rename",
+      onclick: () => startRename(li, s),
+    }, h("span", { class: "icon icon-pencil", "aria-hidden": "true" }));
+    const deleteBtn = h("button", {
+      type: "button", class: "icon-button", "aria-label": `Delete ${name}`, title: "Delete",
+      onclick: () => deleteSession(s),
+    }, h("span", { class: "icon icon-trash", "aria-hidden": "true" }));
+    const li = h("li", { class: current ? "session current" : "session", "data-key": s.sessionKey },
+      openBtn, h("div", { class: "session-actions" }, renameBtn, deleteBtn));
+    list.appendChild(li);
+  }
+}
+
+ui.sessionFilter.addEventListener("input", () => renderSessionList());
+ui.sessionFilter.addEventListener("keydown", (ev) => {
+  if (ev.key === "Escape" && ui.sessionFilter.value) {
+    ev.stopPropagation();
+    ui.sessionFilter.value = "";
+    renderSessionList();
+  }
+});
+
+function startRename(li, session) {
+  const input = h("input", {
+    type: "text", value: session.label || "", maxlength: "200", "aria-label": "Session name",
+    class: "rename-input",
+  });
+  const cancel = () => renderSessionList();
+  const form = h("form", { class: "rename-form" }, input,
+    h("button", { type: "submit", class: "primary", text: "Save" }),
+    h("button", { type: "button", text: "Cancel", onclick: cancel }));
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    try {
+      const updated = await rpc.call("sessions.update", { sessionKey: session.sessionKey, label: input.value.trim() });
+      upsertSession(updated);
+      if (updated.sessionKey === state.current) ui.sessionTitle.textContent = sessionName(updated);
+      ui.sessionsError.textContent = "";
+    } catch (err) {
+      ui.sessionsError.textContent = `Rename failed: ${errorMessage(err)}`;
+      renderSessionList();
+    }
+  });
+  input.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape") cancel();
+  });
+  li.replaceChildren(form);
+  input.focus();
+  input.select();
+}
+
+async function deleteSession(session) {
+  const ok = await confirmDialog(`“${sessionName(session)}” and its ${session.messageCount} messages will be deleted, together with what memory indexed from it.`);
+  if (!ok) return;
+  try {
+    await rpc.call("sessions.delete", { sessionKey: session.sessionKey });
+    state.sessions = state.sessions.filter((s) => s.sessionKey !== session.sessionKey);
+    if (state.current === session.sessionKey) {
+      state.current = null;
+      state.subscribed = null;
+      history.replaceState(null, "", location.pathname + location.search);
+      renderChatShell(null);
+    }
+    renderSessionList();
+    ui.newSession.focus();
+  } catch (err) {
+    ui.sessionsError.textContent = `Delete failed: ${errorMessage(err)}`;
+  }
+}
+
+ui.newSession.addEventListener("click", async () => {
+  try {
+    const session = await rpc.call("sessions.create", {});
+    upsertSession(session, { toTop: true });
+    if (state.subscribed) rpc.call("sessions.unsubscribe", { sessionKey: state.subscribed }).catch(() => {});
+    state.subscribed = session.sessionKey; // sessions.create subscribes the caller
+    location.hash = `s=${encodeURIComponent(session.sessionKey)}`;
+    closeSidebarIfNarrow();
+    ui.input.focus();
+  } catch (err) {
+    ui.sessionsError.textContent = `Could not create a session: ${errorMessage(err)}`;
+  }
+});
+
+function keyFromHash() {
+  const m = /^#s=([A-Za-z0-9._%-]{1,400})$/.exec(location.hash);
+  if (!m) return null;
+  try {
+    const key = decodeURIComponent(m[1]);
+    return /^[A-Za-z0-9._:-]{1,128}$/.test(key) ? key : null;
+  } catch (_) {
+    return null;
+  }
+}
+
+window.addEventListener("hashchange", () => {
+  const key = keyFromHash();
+  if (rpc.isOpen && key && key !== state.current) openSession(key);
+});
+
+export async function openSession(key, { reconnected = false } = {}) {
+  const seq = ++state.openSeq;
+  const switching = key !== state.current;
+  const previous = state.subscribed;
+  state.current = key;
+  renderSessionList();
+  if (switching || reconnected) {
+    state.runs.clear();
+    state.activeRunId = null;
+  }
+  try {
+    if (previous && previous !== key) {
+      rpc.call("sessions.unsubscribe", { sessionKey: previous }).catch(() => {});
+    }
+    const [session, , hist] = await Promise.all([
+      rpc.call("sessions.get", { sessionKey: key }),
+      state.subscribed === key ? null : rpc.call("sessions.subscribe", { sessionKey: key }),
+      rpc.call("sessions.history", { sessionKey: key, limit: 200 }),
+    ]);
+    if (seq !== state.openSeq) return;
+    state.subscribed = key;
+    upsertSession(session);
+    renderChatShell(session);
+    renderHistory(hist);
+  } catch (err) {
+    if (seq !== state.openSeq) return;
+    if (err instanceof RpcError && err.code === Codes.NOT_FOUND) {
+      state.current = null;
+      history.replaceState(null, "", location.pathname + location.search);
+      renderChatShell(null);
+      ui.sessionsError.textContent = "That session no longer exists.";
+      renderSessionList();
+    } else {
+      showNotice(`Could not open the session: ${errorMessage(err)}`);
+    }
+  }
+}
+
+/** After (re)connecting: reload the list and open the session in the URL again (subscribe, history). */
+export async function resumeSessions({ reconnected }) {
+  await loadSessions();
+  const key = keyFromHash();
+  if (key) {
+    await openSession(key, { reconnected });
+  } else if (!state.current) {
+    renderChatShell(null);
+  }
+}
+
+// ---- narrow screens: the sessions drawer ---------------------------------------------------------
+
+function setSidebarOpen(open) {
+  ui.app.classList.toggle("sidebar-open", open);
+  ui.sessionsToggle.setAttribute("aria-expanded", String(open));
+  if (open) ui.newSession.focus();
+}
+
+function closeSidebarIfNarrow() {
+  if (narrow.matches) setSidebarOpen(false);
+}
+
+ui.sessionsToggle.addEventListener("click", () => setSidebarOpen(!ui.app.classList.contains("sidebar-open")));
+ui.sidebar.addEventListener("keydown", (ev) => {
+  if (ev.key === "Escape" && narrow.matches) {
+    setSidebarOpen(false);
+    ui.sessionsToggle.focus();
+  }
+});

@@ -1,0 +1,99 @@
+// The page's shared state: the one gateway connection, what the modules share about sessions, runs and
+// the side panel, and the page's elements looked up once by id. Every other module imports from here;
+// this module imports nothing of the page's own but rpc.js.
+
+import { RpcClient, gatewayUrl } from "./rpc.js";
+
+const $ = (id) => document.getElementById(id);
+
+export const ui = {
+  signin: $("signin"),
+  signinForm: $("signin-form"),
+  tokenInput: $("token-input"),
+  rememberInput: $("remember-input"),
+  signinError: $("signin-error"),
+  signinButton: $("signin-button"),
+  app: $("app"),
+  connStatus: $("conn-status"),
+  connText: $("conn-text"),
+  reconnectNow: $("reconnect-now"),
+  signOut: $("sign-out"),
+  sessionsToggle: $("sessions-toggle"),
+  sidebar: $("sidebar"),
+  newSession: $("new-session"),
+  sessionList: $("session-list"),
+  sessionsError: $("sessions-error"),
+  sessionTitle: $("session-title"),
+  messages: $("messages"),
+  emptyState: $("empty-state"),
+  composer: $("composer"),
+  input: $("message-input"),
+  send: $("send-button"),
+  stop: $("stop-button"),
+  searchToggle: $("search-toggle"),
+  memoriesToggle: $("memories-toggle"),
+  modelBadge: $("model-badge"),
+  originBanner: $("origin-banner"),
+  originText: $("origin-text"),
+  offlineBanner: $("offline-banner"),
+  offlineDismiss: $("offline-dismiss"),
+  offlineDetails: $("offline-details"),
+  sessionFilter: $("session-filter"),
+  searchTitle: $("search-title"),
+  searchSection: $("search-section"),
+  memoriesSection: $("memories-section"),
+  memoryAdd: $("memory-add"),
+  noteForm: $("note-form"),
+  notePath: $("note-path"),
+  memoryForm: $("memory-form"),
+  memoryKey: $("memory-key"),
+  memoryCategory: $("memory-category"),
+  memoryValue: $("memory-value"),
+  memoryFormMeta: $("memory-form-meta"),
+  memoryDelete: $("memory-delete"),
+  memoryCancel: $("memory-cancel"),
+  memoriesStatus: $("memories-status"),
+  memoriesList: $("memories-list"),
+  confirmTitle: $("confirm-title"),
+  searchPanel: $("search-panel"),
+  searchClose: $("search-close"),
+  searchForm: $("search-form"),
+  searchInput: $("search-input"),
+  searchSource: $("search-source"),
+  searchStatus: $("search-status"),
+  searchResults: $("search-results"),
+  memoryDialog: $("memory-dialog"),
+  memoryTitle: $("memory-title"),
+  memoryMeta: $("memory-meta"),
+  memoryText: $("memory-text"),
+  memoryClose: $("memory-close"),
+  confirmDialog: $("confirm-dialog"),
+  confirmText: $("confirm-text"),
+  confirmOk: $("confirm-ok"),
+  confirmCancel: $("confirm-cancel"),
+};
+
+/** Narrow screens (phones): the sessions drawer, a full-screen panel, folded banners. */
+export const narrow = window.matchMedia("(max-width: 760px)");
+
+/** Asked when the socket closed before it opened: does the gateway refuse this page's Origin? */
+async function probeOrigin() {
+  const res = await fetch(`/healthz?origin=${encodeURIComponent(location.origin)}`, { cache: "no-store" });
+  if (!res.ok) return null;
+  const body = await res.json();
+  return body && body.origin && body.origin.allowed === false ? body.origin : null;
+}
+
+export const rpc = new RpcClient(gatewayUrl(), { probe: probeOrigin });
+
+export const state = {
+  sessions: [],
+  current: null, // sessionKey
+  subscribed: null, // sessionKey we are subscribed to on this connection
+  runs: new Map(), // runId → RunView (current session only)
+  activeRunId: null,
+  pendingSend: false,
+  openSeq: 0, // guards against out-of-order session loads
+  sessionInfo: new Map(), // sessionKey → session (also ones not in the loaded list), for citations
+  panel: null, // null | "search" | "memories"
+};
