@@ -33,7 +33,7 @@ from .sessions.retention import ephemeral_victims
 from .sessions.store import SessionStore
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .memory.manager import MemoryManager
+    from .memory.service import MemoryManager
 
 log = structlog.get_logger("gateway.services")
 
@@ -268,7 +268,7 @@ class Services:
         await asyncio.to_thread(cfg.agent_workspace(agent_id).mkdir, mode=0o700, parents=True, exist_ok=True)
         memory = None
         if cfg.memory.enabled:
-            from .memory.manager import MemoryManager
+            from .memory.service import MemoryManager
 
             memory = MemoryManager(cfg, agent_id)
             try:

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gateway.config import load_config  # noqa: E402
-from gateway.memory.manager import MemoryManager  # noqa: E402
+from gateway.memory.service import MemoryManager  # noqa: E402
 from gateway.sessions.transcript import append_sync, header, message_record  # noqa: E402
 from gateway.timeutil import to_iso  # noqa: E402
 

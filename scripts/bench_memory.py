@@ -152,7 +152,7 @@ async def via_gateway(state_dir: Path, qs: list[str], mode: str = "hybrid") -> d
 
 async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True) -> dict:
     from gateway.config import load_config
-    from gateway.memory.manager import MemoryManager
+    from gateway.memory.service import MemoryManager
 
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix=f"bench-memory-{chunks}-") as tmp:
@@ -197,7 +197,7 @@ async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True) -
 
 async def noop_files(files: int, seed: int) -> dict:
     from gateway.config import load_config
-    from gateway.memory.manager import MemoryManager
+    from gateway.memory.service import MemoryManager
 
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="bench-memory-noop-") as tmp:

@@ -41,7 +41,7 @@ MAX_REQUESTS = 2_000_000  # a hard cap besides the time bound
 
 def memory_works() -> bool:
     try:
-        import gateway.memory.manager  # noqa: F401
+        import gateway.memory.service  # noqa: F401
         import gateway.methods.memory  # noqa: F401
     except Exception:
         return False

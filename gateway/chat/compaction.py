@@ -33,7 +33,7 @@ from ..timeutil import now_iso, parse_iso
 from .providers import ChatProvider, Delta, OfflineResponder
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..memory.manager import MemoryManager
+    from ..memory.service import MemoryManager
 
 log = structlog.get_logger("gateway.compaction")
 CHARS_PER_TOKEN = 4

@@ -27,7 +27,7 @@ from .compaction import Compactor, read_state
 from .providers import ChatProvider, Delta, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..memory.manager import MemoryManager
+    from ..memory.service import MemoryManager
 
 log = structlog.get_logger("gateway.chat")
 

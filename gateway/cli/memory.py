@@ -22,7 +22,7 @@ import orjson
 from ..config import Config
 from ..errors import Invalid, JarvisError
 from . import notes
-from ..memory.manager import MODES, MemoryManager
+from ..memory.service import MODES, MemoryManager
 
 
 def add_commands(subparsers: Any) -> None:

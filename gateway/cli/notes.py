@@ -17,9 +17,9 @@ import orjson
 
 from ..config import Config
 from ..errors import Invalid, NotFound
-from ..memory.features import MemoryFeatures
-from ..memory.keyed import CATEGORIES, check_key
-from ..memory.learnings import SECTIONS
+from ..memory.notes.service import MemoryNotes
+from ..memory.notes.keyed import CATEGORIES, check_key
+from ..memory.notes.learnings import SECTIONS
 
 COMMANDS = ("set", "get", "delete", "list", "similar", "recall", "learn", "set-image", "get-image")
 
@@ -108,13 +108,13 @@ def _check_range(name: str, value: int, lo: int, hi: int | None = None) -> None:
 
 
 async def run(args: argparse.Namespace, config: Config) -> int:
-    from ..memory.manager import MemoryManager
+    from ..memory.service import MemoryManager
 
     agent = check_agent(args, config)
     mgr = MemoryManager(config, agent)
     await mgr.open()
     try:
-        f = MemoryFeatures(mgr, config.agent_workspace(agent))
+        f = MemoryNotes(mgr, config.agent_workspace(agent))
         c = args.memory_command
         if c == "set":
             value = sys.stdin.read() if args.value == "-" else args.value

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from watchfiles import Change, awatch
 import structlog
 
-from .sources import ROOT_FILES
+from .index.sources import ROOT_FILES
 
 log = structlog.get_logger("gateway.memory")
 

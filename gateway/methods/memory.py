@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import Invalid, NotFound
-from ..memory.keyed import KEY_PATTERN
+from ..memory.notes.keyed import KEY_PATTERN
 from ..registry import CallContext, registry
 from ..schema import SESSION_KEY, Arr, Bool, Int, Num, Str
-from .memory_extra import features_for
+from .notes import notes_for
 from .sessions import with_agent
 
 
@@ -54,7 +54,7 @@ async def get(ctx: CallContext, p: dict) -> dict:
         raise Invalid(f"give exactly one of path or key, not {'both' if p['key'] else 'neither'}",
                       field="key" if p["key"] is not None else "path")
     if p["key"] is not None:
-        return await (await features_for(ctx, p["agentId"])).get(p["key"])
+        return await (await notes_for(ctx, p["agentId"])).get(p["key"])
     return await (await _memory(ctx, p)).get(p["path"], from_=p["from"], lines=p["lines"])
 
 

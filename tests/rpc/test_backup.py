@@ -40,7 +40,7 @@ def transcript_lines(state: Path, key: str) -> list[dict]:
 
 @pytest.mark.parametrize("memory", [False, True], ids=["memory-off", "memory-on"])
 async def test_backup_of_a_running_gateway_restores_into_a_working_gateway(tmp_path, memory):
-    if memory and importlib.util.find_spec("gateway.memory.manager") is None:
+    if memory and importlib.util.find_spec("gateway.memory.service") is None:
         pytest.skip("the memory index is not part of this build yet")
     state, dest = tmp_path / "state", tmp_path / "backup"
     state.mkdir(mode=0o700)

@@ -143,7 +143,7 @@ async def test_deleting_a_session_does_not_wait_for_a_running_sync(tmp_path):
 
 
 async def test_no_rebuild_under_another_process_holding_the_index(tmp_path):
-    from gateway.memory.manager import MemoryManager
+    from gateway.memory.service import MemoryManager
 
     cfg = make_config(tmp_path / "state", memory=True, **{"memory.sync.watch": False})
     cfg.workspace_dir.mkdir(parents=True)

@@ -19,9 +19,9 @@ import pytest
 
 from gateway.config import load_config
 from gateway.errors import Invalid, NotFound
-from gateway.memory.chunking import chunk_markdown, chunk_transcript
-from gateway.memory.manager import MemoryManager
-from gateway.memory.search import Searcher, fts_query, query_terms
+from gateway.memory.index.chunking import chunk_markdown, chunk_transcript
+from gateway.memory.service import MemoryManager
+from gateway.memory.search.searcher import Searcher, fts_query, query_terms
 from gateway.registry import CallContext, registry
 from gateway.sessions.transcript import append_sync, header, message_record
 from tests.fake_openai import FakeOpenAI
@@ -586,7 +586,7 @@ def test_cli_commands_print_method_results(tmp_path, capsys):
 
 
 async def test_common_words_are_skipped_on_big_indexes(tmp_path, open_manager, monkeypatch):
-    from gateway.memory import search as search_mod
+    from gateway.memory.search import searcher as search_mod
 
     cfg = make_cfg(tmp_path)
     for i in range(40):
@@ -614,7 +614,7 @@ async def test_common_words_are_skipped_on_big_indexes(tmp_path, open_manager, m
 
 
 async def test_insert_rows_keeps_every_value_exact(tmp_path):
-    from gateway.memory.db import Database, pick_driver
+    from gateway.memory.index.db import Database, pick_driver
 
     db = await Database(tmp_path / "t.db", pick_driver(), use_vec=False).open()
     try:
@@ -648,8 +648,8 @@ def test_search_options_and_index_settings_have_no_defaults_of_their_own():
     import dataclasses
 
     from gateway.config import load_config
-    from gateway.memory.indexer import IndexSettings
-    from gateway.memory.search import SearchOptions
+    from gateway.memory.index.indexer import IndexSettings
+    from gateway.memory.search.searcher import SearchOptions
 
     for cls in (SearchOptions, IndexSettings):
         assert all(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from gateway.errors import Unavailable
-from gateway.memory.orchestrator import SyncOrchestrator, SyncRequest
+from gateway.memory.sync import SyncOrchestrator, SyncRequest
 
 
 def cfg(**kw):

@@ -1,4 +1,4 @@
-"""Pure ranking functions (ranking.py), the circuit breaker and QMD output parsing (backends.py, qmd.py)."""
+"""Pure ranking functions (rerank.py), the circuit breaker and QMD output parsing (search/backends.py, search/qmd.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gateway.memory.backends import BackendError, CircuitBreaker, merge
-from gateway.memory.qmd import parse_results, workspace_path
-from gateway.memory.ranking import (apply_time_decay, decay_factor, jaccard, mmr_rerank, mmr_select, path_date,
+from gateway.memory.search.backends import BackendError, CircuitBreaker, merge
+from gateway.memory.search.qmd import parse_results, workspace_path
+from gateway.memory.rerank import (apply_time_decay, decay_factor, jaccard, mmr_rerank, mmr_select, path_date,
                                     token_set)
 
 NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
@@ -152,7 +152,7 @@ def test_qmd_parse_results_defensively():
 
 
 def test_results_spread_over_files_gently():
-    from gateway.memory.search import Candidate, spread_over_files
+    from gateway.memory.search.searcher import Candidate, spread_over_files
 
     def ranked(*items: tuple[str, float]) -> list:
         return [(Candidate(i, score=s), (i, path)) for i, (path, s) in enumerate(items)]
@@ -167,7 +167,7 @@ def test_results_spread_over_files_gently():
 
 
 def test_snippet_shows_how_the_next_message_begins():
-    from gateway.memory.search import SnippetContext, snippet
+    from gateway.memory.search.searcher import SnippetContext, snippet
 
     msgs = ["Ana: I adopted a greyhound called Pixel last week.", "Ben: " + "lovely " * 30,
             "Ana: She sleeps all day on the sofa and snores like a tractor every single night. " * 3]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..db import Database
+from ..index.db import Database
 
 _IN_BATCH = 500
 

@@ -48,7 +48,7 @@ offlineDeltaDelay = 0.03
 
 def memory_available() -> bool:
     try:
-        import gateway.memory.manager  # noqa: F401
+        import gateway.memory.service  # noqa: F401
         import gateway.methods.memory  # noqa: F401
     except Exception:
         return False

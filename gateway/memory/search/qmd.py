@@ -35,7 +35,7 @@ import orjson
 import structlog
 
 from .backends import BackendError
-from .sources import ROOT_FILES
+from ..index.sources import ROOT_FILES
 
 log = structlog.get_logger("gateway.memory")
 

@@ -1,26 +1,26 @@
 """memory.set/delete/list/similar/recall/learn/setImage/getImage/searchImage — thin: validate, call
-MemoryFeatures (memory/features.py) of the agent named by `agentId` (default: main).
+MemoryNotes (memory/notes/service.py) of the agent named by `agentId` (default: main).
 
 `memory.get {key}` (keyed read) is declared with the other `memory.get` form in methods/memory.py and
-lands in `features_for(...).get`.
+lands in `notes_for(...).get`.
 """
 
 from __future__ import annotations
 
 from ..errors import NotFound
-from ..memory.features import MemoryFeatures
-from ..memory.keyed import CATEGORIES, KEY_PATTERN, MAX_VALUE_CHARS
-from ..memory.learnings import SECTIONS
+from ..memory.notes.service import MemoryNotes
+from ..memory.notes.keyed import CATEGORIES, KEY_PATTERN, MAX_VALUE_CHARS
+from ..memory.notes.learnings import SECTIONS
 from ..registry import CallContext, registry
 from ..schema import Arr, Int, Num, Str
 from .sessions import with_agent
 
 
-async def features_for(ctx: CallContext, agent_id: str | None) -> MemoryFeatures:
+async def notes_for(ctx: CallContext, agent_id: str | None) -> MemoryNotes:
     agent = await ctx.services.agent(agent_id)
     if agent.memory is None:
         raise NotFound("memory is disabled (memory.enabled = false)")
-    return MemoryFeatures(agent.memory, ctx.services.config.agent_workspace(agent.id))
+    return MemoryNotes(agent.memory, ctx.services.config.agent_workspace(agent.id))
 
 
 def key_param(description: str = "the memory's key") -> Str:
@@ -42,13 +42,13 @@ SOURCES = Arr(Str(choices=("memory", "sessions")), 1, 2, unique=True, optional=T
                  "Create or replace a keyed memory (memory/keyed/<category>/<key>.md); searchable at once. "
                  "→ {key, category, value, path, created, updated, replaced, movedFrom?}")
 async def set_(ctx: CallContext, p: dict) -> dict:
-    return await (await features_for(ctx, p["agentId"])).set(p["key"], p["value"], p["category"])
+    return await (await notes_for(ctx, p["agentId"])).set(p["key"], p["value"], p["category"])
 
 
 @registry.method("memory.delete", with_agent(key=key_param()),
                  "Delete a keyed memory; it leaves search at once. → {deleted, key, category, path}")
 async def delete(ctx: CallContext, p: dict) -> dict:
-    return await (await features_for(ctx, p["agentId"])).delete(p["key"])
+    return await (await notes_for(ctx, p["agentId"])).delete(p["key"])
 
 
 @registry.method("memory.list",
@@ -57,7 +57,7 @@ async def delete(ctx: CallContext, p: dict) -> dict:
                  "Keyed memories, most recently updated first, with previews. "
                  "→ {memories:[{key, category, path, preview, created, updated}], total}")
 async def list_(ctx: CallContext, p: dict) -> dict:
-    return await (await features_for(ctx, p["agentId"])).list(p["category"], p["limit"], p["offset"])
+    return await (await notes_for(ctx, p["agentId"])).list(p["category"], p["limit"], p["offset"])
 
 
 @registry.method("memory.similar",
@@ -68,7 +68,7 @@ async def list_(ctx: CallContext, p: dict) -> dict:
                  "Memories similar to a stored keyed memory (vector search on its text when vectors are "
                  "available, else hybrid), the entry itself left out. → {key, path, results, mode, embeddings, degraded?}")
 async def similar(ctx: CallContext, p: dict) -> dict:
-    return await (await features_for(ctx, p["agentId"])).similar(p["key"], p["k"], p["minScore"], p["sources"])
+    return await (await notes_for(ctx, p["agentId"])).similar(p["key"], p["k"], p["minScore"], p["sources"])
 
 
 @registry.method("memory.recall",
@@ -84,7 +84,7 @@ async def similar(ctx: CallContext, p: dict) -> dict:
                  "→ {results:[{path, source, kind, startLine, endLine, timestamp, snippet, score?, "
                  "sessionKey?, role?, key?, category?}], from, to, matched, degraded?}")
 async def recall(ctx: CallContext, p: dict) -> dict:
-    f = await features_for(ctx, p["agentId"])
+    f = await notes_for(ctx, p["agentId"])
     return await f.recall(p["from"], p["to"], p["category"], p["query"], p["k"], p["minScore"], p["sources"])
 
 
@@ -96,7 +96,7 @@ async def recall(ctx: CallContext, p: dict) -> dict:
                  "refreshes its date instead. → {status:\"added\"|\"refreshed\", entry:{category, section, date, "
                  "text, line, path}, similarity?}")
 async def learn(ctx: CallContext, p: dict) -> dict:
-    return await (await features_for(ctx, p["agentId"])).learn(p["category"], p["text"])
+    return await (await notes_for(ctx, p["agentId"])).learn(p["category"], p["text"])
 
 
 @registry.method("memory.setImage",
@@ -106,13 +106,13 @@ async def learn(ctx: CallContext, p: dict) -> dict:
                  "Store an image (memory/images/<key>.png|jpg) with a searchable markdown sidecar "
                  "(memory/images/<key>.md). → {key, mimeType, bytes, path, imagePath, description, created, updated, replaced}")
 async def set_image(ctx: CallContext, p: dict) -> dict:
-    return await (await features_for(ctx, p["agentId"])).set_image(p["key"], p["image"], p["description"])
+    return await (await notes_for(ctx, p["agentId"])).set_image(p["key"], p["image"], p["description"])
 
 
 @registry.method("memory.getImage", with_agent(key=key_param("the image's key")),
                  "A stored image. → {key, mimeType, image (base64), description, bytes, path, imagePath, created, updated}")
 async def get_image(ctx: CallContext, p: dict) -> dict:
-    return await (await features_for(ctx, p["agentId"])).get_image(p["key"])
+    return await (await notes_for(ctx, p["agentId"])).get_image(p["key"])
 
 
 @registry.method("memory.searchImage",
@@ -120,4 +120,4 @@ async def get_image(ctx: CallContext, p: dict) -> dict:
                  "Find memories similar to an image. Needs a multimodal embedding provider; otherwise "
                  "-32050 with data.retryable = false.")
 async def search_image(ctx: CallContext, p: dict) -> dict:
-    return await (await features_for(ctx, p["agentId"])).search_image(p["image"], p["k"])
+    return await (await notes_for(ctx, p["agentId"])).search_image(p["image"], p["k"])

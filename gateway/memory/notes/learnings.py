@@ -15,7 +15,7 @@ section already says nearly the same: word-set Jaccard similarity >= 0.8 (words 
 runs), in which case that entry's date is refreshed instead (its text is kept). Categories are given as
 a short name (`preferences`, `corrections`, `patterns`, `tools`) or the section name (case-insensitive).
 The file stays human-editable: other lines are kept as they are; a missing section is appended. Writes
-are atomic under an flock (see files.py). Blocking: call from a thread.
+are atomic under an flock (see frontmatter.py). Blocking: call from a thread.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..errors import Invalid
-from ..fsutil import atomic_write, locked
-from .ranking import jaccard
+from ...errors import Invalid
+from ...fsutil import atomic_write, locked
+from ..rerank import jaccard
 
 FILE = "LEARNINGS.md"
 SECTIONS = {"preferences": "User Preferences", "corrections": "Corrections",

@@ -34,14 +34,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
 import numpy as np
 import orjson
 
-from .db import Database
-from .embeddings import EmbeddingError, EmbeddingProvider
-from .schema import TOKENIZERS
+from ..index.db import Database
+from ..embeddings import EmbeddingError, EmbeddingProvider
+from ..index.migrations import TOKENIZERS
 from .stopwords import DATE_STOPWORDS, STOPWORDS
-from .vectors import VectorStore
+from ..index.vectors import VectorStore
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config import SearchConfig
+    from ...config import SearchConfig
 
 POSTINGS_BUDGET = 0.05  # of all chunks; see Searcher.prune_common
 PRUNE_MIN_CHUNKS = 20_000

@@ -19,8 +19,8 @@ from datetime import date
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
-from ..sessions.transcript import iter_records, memory_text
-from ..timeutil import parse_iso
+from ...sessions.transcript import iter_records, memory_text
+from ...timeutil import parse_iso
 
 CHARS_PER_TOKEN = 4
 # Bump when chunk boundaries change for the same settings: the index is then rebuilt.

@@ -5,11 +5,11 @@ watches the workspace's memory files; `close()` stops every background task and 
 
 Sync requests from every trigger (start, file change, after `chat.final`, session start, before a search
 when dirty, the interval, a compaction flush, `memory.sync`) go through one SyncOrchestrator
-(orchestrator.py) and coalesce: while one sync runs, later requests merge into a single pending one
+(sync.py) and coalesce: while one sync runs, later requests merge into a single pending one
 (a `force` is kept), and each caller gets the result of the run that covered its request.
 
-Searches go to the configured backend (backends.py: the built-in index, or QMD with the built-in index
-as fallback), then through the optional re-ranking of ranking.py (MMR, time decay).
+Searches go to the configured backend (search/backends.py: the built-in index, or QMD with the built-in index
+as fallback), then through the optional re-ranking of rerank.py (MMR, time decay).
 
 A change of embedding provider/model/dims, chunking, FTS tokenizer or vector backend changes the index
 signature: the index is then rebuilt into `<db>.rebuild` (the embedding cache is copied over first) and
@@ -37,18 +37,18 @@ import structlog
 from ..config import Config
 from ..errors import Conflict, Invalid, Unavailable
 from ..tasks import log_failure
-from .chunking import CHARS_PER_TOKEN, CHUNKER_VERSION
-from .backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
-from .db import Database, is_corruption, pick_driver
+from .index.chunking import CHARS_PER_TOKEN, CHUNKER_VERSION
+from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
+from .index.db import Database, is_corruption, pick_driver
 from .embeddings import EmbeddingProvider, create_provider
-from .indexer import Indexer, IndexSettings, SyncStats
-from .orchestrator import SyncOrchestrator, SyncRequest
-from .qmd import QmdBackend
-from .ranking import apply_time_decay, message_time, mmr_rerank, path_date
-from .schema import SchemaParams, get_meta, migrate, set_meta, vector_table
-from .search import Exclude, SearchOptions, Searcher, spread_over_files
-from .sources import SESSIONS, SOURCES, read_lines, resolve_readable, session_path
-from .vectors import VectorStore
+from .index.indexer import Indexer, IndexSettings, SyncStats
+from .sync import SyncOrchestrator, SyncRequest
+from .search.qmd import QmdBackend
+from .rerank import apply_time_decay, message_time, mmr_rerank, path_date
+from .index.migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
+from .search.searcher import Exclude, SearchOptions, Searcher, spread_over_files
+from .index.sources import SESSIONS, SOURCES, read_lines, resolve_readable, session_path
+from .index.vectors import VectorStore
 
 log = structlog.get_logger("gateway.memory")
 

@@ -22,17 +22,17 @@ import numpy as np
 import orjson
 import structlog
 
-from ..timeutil import now_iso
+from ...timeutil import now_iso
 from .chunking import Chunk, chunk_markdown, chunk_transcript, sha256
 from .db import Database
-from .embeddings import EmbeddingError, EmbeddingProvider
-from .embeddings.cache import EmbeddingCache
-from .schema import ensure_vector_table, get_meta, set_meta, vector_table
+from ..embeddings import EmbeddingError, EmbeddingProvider
+from ..embeddings.cache import EmbeddingCache
+from .migrations import ensure_vector_table, get_meta, set_meta, vector_table
 from .sources import MEMORY, SESSIONS, SourceFile, scan_memory, scan_sessions
 from .vectors import VectorStore
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config import MemoryConfig
+    from ...config import MemoryConfig
 
 log = structlog.get_logger("gateway.memory")
 

@@ -27,13 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import Invalid
-from ..sessions import transcript as tx
-from ..timeutil import parse_iso, to_iso
+from ...errors import Invalid
+from ...sessions import transcript as tx
+from ...timeutil import parse_iso, to_iso
 from . import learnings
 from .keyed import KeyedStore
-from .sources import scan_sessions
-from .stopwords import STOPWORDS
+from ..index.sources import scan_sessions
+from ..search.stopwords import STOPWORDS
 
 SNIPPET = 700
 MAX_EMBED = 1000  # the newest units of a period that a query also ranks by meaning

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import NamedTuple, Callable
 
-from ..errors import Invalid, NotFound
-from ..schema import SESSION_KEY
+from ...errors import Invalid, NotFound
+from ...schema import SESSION_KEY
 
 MEMORY = "memory"
 SESSIONS = "sessions"

@@ -1,6 +1,6 @@
 """The memory features beyond search, for one agent: keyed memories, time recall, learnings, images.
 
-`MemoryFeatures(manager, workspace)` is what the `memory.*` methods (methods/memory_extra.py) and
+`MemoryNotes(manager, workspace)` is what the `memory.*` methods (methods/notes.py) and
 `jarvis memory …` (gateway/cli/notes.py) call. Files go to the agent's workspace (keyed.py, learnings.py,
 images.py describe the layouts); every write re-indexes the memory files before it answers, so a
 change (or a delete) shows in search at once.
@@ -15,18 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import Unavailable
+from ...errors import Unavailable
 from . import learnings, timerecall
-from .embeddings.base import EmbeddingError
-from .embeddings.cache import EmbeddingCache
+from ..embeddings.base import EmbeddingError
+from ..embeddings.cache import EmbeddingCache
 from .images import ImageStore, decode_image
 from .keyed import KeyedStore, check_category
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .manager import MemoryManager
+    from ..service import MemoryManager
 
 
-class MemoryFeatures:
+class MemoryNotes:
     def __init__(self, manager: "MemoryManager", workspace: Path):
         self.mem = manager
         self.workspace = workspace

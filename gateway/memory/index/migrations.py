@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
-from ..timeutil import now_iso
+from ...timeutil import now_iso
 from .db import Database
 
 TOKENIZERS = {

@@ -34,10 +34,10 @@ import hashlib
 import re
 from pathlib import Path
 
-from ..errors import Invalid, NotFound
-from ..timeutil import now_iso
-from ..fsutil import atomic_write, locked, remove
-from .files import front_matter, parse_front_matter
+from ...errors import Invalid, NotFound
+from ...timeutil import now_iso
+from ...fsutil import atomic_write, locked, remove
+from .frontmatter import front_matter, parse_front_matter
 from .keyed import KEY_PATTERN, check_key
 
 IMAGES_DIR = "memory/images"

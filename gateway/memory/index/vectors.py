@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import structlog
 
-from ..tasks import log_failure
+from ...tasks import log_failure
 from .db import Database
 
 log = structlog.get_logger("gateway.memory")

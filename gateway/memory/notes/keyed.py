@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..errors import Invalid, NotFound
-from ..timeutil import now_iso, parse_iso, to_iso
-from ..fsutil import atomic_write, locked, remove
-from .files import front_matter, one_line, parse_front_matter
+from ...errors import Invalid, NotFound
+from ...timeutil import now_iso, parse_iso, to_iso
+from ...fsutil import atomic_write, locked, remove
+from .frontmatter import front_matter, one_line, parse_front_matter
 
 KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 CATEGORIES = ("general", "preferences", "facts", "people", "projects", "decisions", "tasks")

@@ -1,6 +1,6 @@
 """Retrieval backends behind `MemoryManager.search`, chosen by `memory.backend.kind`.
 
-- `builtin` (default): the SQLite index of this package (FTS5 + vectors, see search.py).
+- `builtin` (default): the SQLite index of this package (FTS5 + vectors, see searcher.py).
 - `qmd`: the `qmd` command-line search tool (qmd.py) for the memory files, composed as
   `FallbackBackend(primary=qmd, fallback=builtin)`: bounded retries with linear backoff, and a circuit
   breaker — after `breakerFailures` consecutive failed searches the circuit opens for
@@ -21,7 +21,7 @@ from typing import Any, Awaitable, Callable, Protocol
 
 import structlog
 
-from .search import spread_over_files
+from .searcher import spread_over_files
 
 log = structlog.get_logger("gateway.memory")
 
