@@ -46,7 +46,9 @@ from .sync import SyncOrchestrator, SyncRequest
 from .search.qmd import QmdBackend
 from .rerank import apply_time_decay, message_time, mmr_rerank, path_date
 from .index.migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
-from .search.searcher import Exclude, SearchOptions, Searcher, spread_over_files
+from .search.fusion import spread_over_files
+from .search.searcher import SearchOptions, Searcher
+from .search.snippets import Exclude
 from .index.sources import SESSIONS, SOURCES, read_lines, resolve_readable, session_path
 from .index.vectors import VectorStore
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import orjson
 import structlog
 
-from ..errors import Conflict, Invalid, NotFound
+from ..errors import Conflict, DiskFull, Invalid, NotFound
 from ..fsutil import atomic_write, ensure_private_dir, locked
 from ..schema import SESSION_KEY
 from ..timeutil import now_iso
@@ -32,7 +32,7 @@ SESSION_KEY_RE = re.compile(SESSION_KEY)  # not "." or "..": those leave the fol
 
 def check_session_key(key: str, field: str = "sessionKey") -> str:
     if not SESSION_KEY_RE.fullmatch(key):
-        raise Invalid(f"must match [A-Za-z0-9._:-]{{1,128}} and not be dots only", field=field)
+        raise Invalid("must match [A-Za-z0-9._:-]{1,128} and not be dots only", field=field)
     return key
 
 
@@ -163,7 +163,7 @@ class SessionStore:
             return
         try:
             await self._mutate(lambda sessions: None)
-        except tx.DiskFull as exc:  # kept in memory; the next write carries them
+        except DiskFull as exc:  # kept in memory; the next write carries them
             log.warning("session list not updated", error=exc.message)
 
     async def close(self) -> None:

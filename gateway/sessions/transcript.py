@@ -20,7 +20,7 @@ from typing import Any, Iterator, NamedTuple
 
 import orjson
 
-from ..errors import DiskFull, disk_full  # noqa: F401  (DiskFull: re-exported for callers)
+from ..errors import disk_full
 from ..timeutil import now_iso
 
 @contextlib.contextmanager

@@ -21,7 +21,8 @@ from gateway.config import load_config
 from gateway.errors import Invalid, NotFound
 from gateway.memory.index.chunking import chunk_markdown, chunk_transcript
 from gateway.memory.service import MemoryManager
-from gateway.memory.search.searcher import Searcher, fts_query, query_terms
+from gateway.memory.search.query import fts_query, query_terms
+from gateway.memory.search.searcher import Searcher
 from gateway.registry import CallContext, registry
 from gateway.sessions.transcript import append_sync, header, message_record
 from tests.fake_openai import FakeOpenAI

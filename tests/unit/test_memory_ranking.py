@@ -152,7 +152,7 @@ def test_qmd_parse_results_defensively():
 
 
 def test_results_spread_over_files_gently():
-    from gateway.memory.search.searcher import Candidate, spread_over_files
+    from gateway.memory.search.fusion import Candidate, spread_over_files
 
     def ranked(*items: tuple[str, float]) -> list:
         return [(Candidate(i, score=s), (i, path)) for i, (path, s) in enumerate(items)]
@@ -167,7 +167,7 @@ def test_results_spread_over_files_gently():
 
 
 def test_snippet_shows_how_the_next_message_begins():
-    from gateway.memory.search.searcher import SnippetContext, snippet
+    from gateway.memory.search.snippets import SnippetContext, snippet
 
     msgs = ["Ana: I adopted a greyhound called Pixel last week.", "Ben: " + "lovely " * 30,
             "Ana: She sleeps all day on the sofa and snores like a tractor every single night. " * 3]

@@ -158,16 +158,16 @@ def resolve_readable(path: str, workspace: Path, sessions_dir: Path) -> Path:
     """Map a `memory.get` path onto the file it names, or raise Invalid / NotFound saying why."""
     field = "path"
     if not path or "\x00" in path:
-        raise Invalid(f"must be a non-empty path", field=field)
+        raise Invalid("must be a non-empty path", field=field)
     norm = path.replace("\\", "/")
     if norm.startswith("/") or re.match(r"^[A-Za-z]:/", norm) or norm.startswith("~"):
-        raise Invalid(f"must be relative to the workspace (like memory/notes.md), "
-                            f"not an absolute path", field=field)
+        raise Invalid("must be relative to the workspace (like memory/notes.md), "
+                            "not an absolute path", field=field)
     parts = norm.split("/")
     if ".." in parts:
-        raise Invalid(f"must not contain '..'", field=field)
+        raise Invalid("must not contain '..'", field=field)
     if any(p in ("", ".") for p in parts):
-        raise Invalid(f"must not contain empty or '.' segments", field=field)
+        raise Invalid("must not contain empty or '.' segments", field=field)
 
     if parts[0] == SESSIONS and len(parts) == 2 and parts[1].endswith(".jsonl"):
         key = parts[1][:-6]
@@ -180,7 +180,7 @@ def resolve_readable(path: str, workspace: Path, sessions_dir: Path) -> Path:
 
     if not (norm in ROOT_FILES or (parts[0] == "memory" and len(parts) >= 2 and norm.endswith(".md"))):
         if not norm.endswith((".md", ".jsonl")):
-            raise Invalid(f"only .md memory files and .jsonl transcripts can be read "
+            raise Invalid("only .md memory files and .jsonl transcripts can be read "
                                 f"({_ALLOWED})", field=field)
         raise Invalid(f"not a memory path; allowed: {_ALLOWED}", field=field)
     target = workspace / norm
@@ -195,9 +195,9 @@ def resolve_readable(path: str, workspace: Path, sessions_dir: Path) -> Path:
     except (OSError, RuntimeError):
         raise NotFound(f"memory file not found: {path} (dangling symlink)", {"path": path}) from None
     if not _inside(real, root):
-        raise Invalid(f"resolves outside the workspace (symlink); refused", field=field)
+        raise Invalid("resolves outside the workspace (symlink); refused", field=field)
     if real.suffix.lower() != ".md" or not real.is_file():
-        raise Invalid(f"resolves to something that is not a .md file; refused", field=field)
+        raise Invalid("resolves to something that is not a .md file; refused", field=field)
     return real
 
 

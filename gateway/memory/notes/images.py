@@ -73,11 +73,11 @@ def decode_image(text: str, max_bytes: int, field: str = "image") -> tuple[bytes
         raise Invalid("decodes to no bytes", field=field)
     if len(data) > max_bytes:
         raise Invalid(f"image too large: {len(data)} bytes decoded, at most {max_bytes} "
-                            f"(memory.imageMaxBytes)", field=field, data={"maxBytes": max_bytes})
+                            "(memory.imageMaxBytes)", field=field, data={"maxBytes": max_bytes})
     mime = sniff(data)
     if mime is None:
-        raise Invalid(f"not a PNG or JPEG image (checked by its first bytes); only PNG and "
-                            f"JPEG are accepted", field=field)
+        raise Invalid("not a PNG or JPEG image (checked by its first bytes); only PNG and "
+                            "JPEG are accepted", field=field)
     return data, mime
 
 

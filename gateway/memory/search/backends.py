@@ -21,7 +21,7 @@ from typing import Any, Awaitable, Callable, Protocol
 
 import structlog
 
-from .searcher import spread_over_files
+from .fusion import spread_over_files
 
 log = structlog.get_logger("gateway.memory")
 

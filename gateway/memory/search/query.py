@@ -1,0 +1,89 @@
+"""A query into full-text terms: words, stems, FTS5 syntax that cannot be injected.
+
+The query is cut into words (Unicode `\\w+`), lowercased, stopwords dropped, and each word is quoted as an
+FTS5 string (`"word"`), so no query can be FTS5 syntax: quotes, `*`, `NEAR(`, `-`, `:` and parentheses
+only ever separate words. Words are OR-ed and ranked by BM25. With the default unicode61 tokenizer,
+words of 5+ letters also match their light stem as a prefix (`"painting"` → `"paint"*`), so inflections
+meet. With the `trigram` tokenizer (CJK) a run of CJK characters becomes its overlapping 3-character
+pieces.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from .stopwords import DATE_STOPWORDS, STOPWORDS
+
+WORD = re.compile(r"\w+", re.UNICODE)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]")
+MAX_TERMS = 48
+
+
+def is_cjk(word: str) -> bool:
+    return bool(_CJK.search(word))
+
+
+def light_stem(word: str) -> str:
+    """A conservative English suffix strip used only to widen matching by prefix."""
+    for suf in ("ing", "ed", "es", "s", "ly"):
+        if word.endswith(suf) and len(word) - len(suf) >= 4:
+            stem = word[: -len(suf)]
+            if suf in ("ing", "ed") and len(stem) > 4 and stem[-1] == stem[-2] and stem[-1] not in "aeiouls":
+                stem = stem[:-1]  # planned → plan(n), running → run(n)
+            return stem
+    return word
+
+
+def _is_date_word(words: Sequence[str], i: int) -> bool:
+    """A stopword that is a month name here ("May" beside a number, or capitalised mid-sentence)."""
+    w = words[i]
+    if w.lower() not in DATE_STOPWORDS:
+        return False
+    near = words[max(0, i - 1):i] + words[i + 1:i + 2]
+    return any(x.isdigit() for x in near) or (i > 0 and w[:1].isupper() and not w.isupper())
+
+
+def query_terms(text: str) -> list[str]:
+    """Distinct lowercased words of a query, stopwords and single Latin letters removed, in order.
+    A stopword that is a month name in a date ("in May 2023") is kept."""
+    seen: dict[str, None] = {}
+    words = [w.strip("_") for w in WORD.findall(text)]
+    for i, orig in enumerate(words):
+        w = orig.lower()
+        if not w or (len(w) == 1 and not is_cjk(w) and not w.isdigit()):
+            continue
+        if w in STOPWORDS and not _is_date_word(words, i):
+            continue
+        seen.setdefault(w, None)
+        if len(seen) >= MAX_TERMS:
+            break
+    return list(seen)
+
+
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def fts_query(terms: Sequence[str], tokenizer: str) -> str | None:
+    """An FTS5 MATCH expression that ORs the quoted terms; None when nothing is searchable."""
+    parts: list[str] = []
+    for t in terms:
+        if tokenizer == "trigram":
+            if is_cjk(t):
+                if len(t) < 3:
+                    continue  # trigram cannot match shorter strings
+                grams = {t[i:i + 3] for i in range(len(t) - 2)}
+                parts.extend(_quote(g) for g in sorted(grams))
+            elif len(t) >= 3:
+                parts.append(_quote(t))
+        elif tokenizer == "porter":
+            parts.append(_quote(t))
+        else:
+            parts.append(_quote(t))
+            stem = light_stem(t)
+            if stem != t and not is_cjk(t):
+                parts.append(_quote(stem) + "*")
+    if not parts:
+        return None
+    return " OR ".join(dict.fromkeys(parts))
