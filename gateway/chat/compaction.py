@@ -15,7 +15,6 @@ back to extractive if the model fails).
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import uuid
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from ..config import Config
-from ..fsutil import locked
+from ..memory.layout import append_to_day_file
 from ..sessions import transcript as tx
 from ..sessions.store import SessionStore
 from ..timeutil import now_iso, parse_iso
@@ -184,29 +183,9 @@ class Compactor:
 
     def _write_memory(self, label: str, session_key: str, batch: list[dict[str, Any]],
                       summary: str) -> tuple[str, int, int]:
-        """Append the summary to memory/YYYY-MM-DD.md; return (relative path, first line, last line)."""
-        day = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-        target = self.workspace / "memory" / f"{day}.md"
-        with locked(target):  # other sessions (and memory.set & co.) write the same day file
-            return self._append_locked(target, day, label, session_key, batch, summary)
-
-    @staticmethod
-    def _append_locked(target: Path, day: str, label: str, session_key: str, batch: list[dict[str, Any]],
-                       summary: str) -> tuple[str, int, int]:
+        """Append the summary to today's day file; return (relative path, first line, last line)."""
         first = parse_iso(batch[0].get("timestamp") or "")
         last = parse_iso(batch[-1].get("timestamp") or "")
         span = f"{first:%H:%M}–{last:%H:%M} UTC" if first and last else ""
         section = f"## Conversation “{label}” {span}".rstrip() + f"\n\n<!-- session {session_key} -->\n{summary.strip()}\n"
-        existing = target.read_text(encoding="utf-8") if target.exists() else ""
-        prefix = "" if existing else f"# {day}\n"
-        if existing and not existing.endswith("\n"):
-            prefix = "\n"
-        block = prefix + "\n" + section
-        start = existing.count("\n") + prefix.count("\n") + 2  # the heading line
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # summaries are private
-        with os.fdopen(fd, "a", encoding="utf-8") as fh:
-            fh.write(block)
-            fh.flush()
-            os.fsync(fh.fileno())
-        end = start + section.rstrip("\n").count("\n")
-        return f"memory/{day}.md", start, end
+        return append_to_day_file(self.workspace, datetime.now(timezone.utc).strftime("%Y-%m-%d"), section)

@@ -16,7 +16,7 @@ Pure functions over result dicts (`{path, score, snippet, …}`); no I/O. The ma
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -24,20 +24,8 @@ import orjson
 
 from ..timeutil import parse_iso
 
-_DAY_FILE = re.compile(r"(?:^|/)(\d{4})-(\d{2})-(\d{2})\.md$")
 _WORD = re.compile(r"\w+", re.UNICODE)
 SECONDS_PER_DAY = 86_400.0
-
-
-def path_date(path: str) -> datetime | None:
-    """The date a day file is named after (`memory/2026-11-20.md` → 2026-11-20 00:00 UTC), else None."""
-    m = _DAY_FILE.search(path)
-    if not m:
-        return None
-    try:
-        return datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=timezone.utc)
-    except ValueError:  # 2026-13-45.md
-        return None
 
 
 def message_time(line: str) -> datetime | None:

@@ -44,7 +44,8 @@ from .embeddings import EmbeddingProvider, create_provider
 from .index.indexer import Indexer, IndexSettings, SyncStats
 from .sync import SyncOrchestrator, SyncRequest
 from .search.qmd import QmdBackend
-from .rerank import apply_time_decay, message_time, mmr_rerank, path_date
+from .layout import day_of
+from .rerank import apply_time_decay, message_time, mmr_rerank
 from .index.migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
 from .search.fusion import spread_over_files
 from .search.searcher import SearchOptions, Searcher
@@ -708,7 +709,7 @@ class MemoryManager:
         """Blocking: a day file's date from its name; a transcript chunk's newest message timestamp."""
         out: list[datetime | None] = []
         for r in results:
-            d = path_date(r["path"]) if r.get("source") != SESSIONS else None
+            d = day_of(r["path"]) if r.get("source") != SESSIONS else None
             if r.get("source") == SESSIONS:
                 try:
                     target = resolve_readable(r["path"], self.workspace, self.sessions_dir)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from watchfiles import Change, awatch
 import structlog
 
-from .index.sources import ROOT_FILES
+from .layout import NOTES_DIR, ROOT_FILES
 
 log = structlog.get_logger("gateway.memory")
 
@@ -28,7 +28,7 @@ def memory_filter(workspace: Path) -> Callable[[Change, str], bool]:
         if not path.startswith(prefix):
             return False
         rel = path[len(prefix):]
-        return rel in ROOT_FILES or rel == "memory" or (rel.startswith("memory/") and
+        return rel in ROOT_FILES or rel == NOTES_DIR or (rel.startswith(NOTES_DIR + "/") and
                                                         (rel.endswith(".md") or "." not in rel.rsplit("/", 1)[-1]))
 
     return accept

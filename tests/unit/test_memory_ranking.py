@@ -10,7 +10,8 @@ import pytest
 
 from gateway.memory.search.backends import BackendError, CircuitBreaker, merge
 from gateway.memory.search.qmd import parse_results, workspace_path
-from gateway.memory.rerank import (apply_time_decay, decay_factor, jaccard, mmr_rerank, mmr_select, path_date,
+from gateway.memory.layout import day_of
+from gateway.memory.rerank import (apply_time_decay, decay_factor, jaccard, mmr_rerank, mmr_select,
                                     token_set)
 
 NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
@@ -20,13 +21,13 @@ def res(path: str, score: float, snippet: str = "") -> dict:
     return {"path": path, "source": "memory", "startLine": 1, "endLine": 1, "score": score, "snippet": snippet}
 
 
-def test_path_date_reads_day_files_only():
-    assert path_date("memory/2026-11-20.md") == datetime(2026, 11, 20, tzinfo=timezone.utc)
-    assert path_date("memory/journal/2025-01-02.md") == datetime(2025, 1, 2, tzinfo=timezone.utc)
-    assert path_date("MEMORY.md") is None
-    assert path_date("memory/keyed/facts/x.md") is None
-    assert path_date("memory/2026-13-40.md") is None
-    assert path_date("memory/notes-2026-11-20.md.bak") is None
+def test_day_of_reads_day_files_only():
+    assert day_of("memory/2026-11-20.md") == datetime(2026, 11, 20, tzinfo=timezone.utc)
+    assert day_of("memory/journal/2025-01-02.md") == datetime(2025, 1, 2, tzinfo=timezone.utc)
+    assert day_of("MEMORY.md") is None
+    assert day_of("memory/keyed/facts/x.md") is None
+    assert day_of("memory/2026-13-40.md") is None
+    assert day_of("memory/notes-2026-11-20.md.bak") is None
 
 
 def test_decay_factor_halves_per_half_life_and_never_grows():
@@ -40,7 +41,7 @@ def test_decay_factor_halves_per_half_life_and_never_grows():
 
 def test_time_decay_reorders_but_evergreen_files_keep_their_score():
     results = [res("memory/2026-01-01.md", 0.9), res("MEMORY.md", 0.5), res("memory/2026-11-21.md", 0.6)]
-    dates = [path_date(r["path"]) for r in results]
+    dates = [day_of(r["path"]) for r in results]
     out = apply_time_decay(results, dates, NOW, half_life_days=30)
     assert [r["path"] for r in out] == ["memory/2026-11-21.md", "MEMORY.md", "memory/2026-01-01.md"]
     assert out[1]["score"] == 0.5

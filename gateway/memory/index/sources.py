@@ -16,11 +16,11 @@ from typing import NamedTuple, Callable
 
 from ...errors import Invalid, NotFound
 from ...schema import SESSION_KEY
+from ..layout import NOTES_DIR, ROOT_FILES, is_note
 
 MEMORY = "memory"
 SESSIONS = "sessions"
 SOURCES = (MEMORY, SESSIONS)
-ROOT_FILES = ("MEMORY.md", "memory.md", "LEARNINGS.md")
 
 _SESSION_KEY = re.compile(SESSION_KEY)
 _IGNORED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".obsidian", ".trash"}
@@ -88,9 +88,9 @@ def scan_memory(workspace: Path) -> list[SourceFile]:
 
     for name in ROOT_FILES:
         add(name, str(workspace / name))
-    mem_dir = workspace / "memory"
+    mem_dir = workspace / NOTES_DIR
     if mem_dir.is_dir():
-        _walk_memory(mem_dir, "memory", root, add)
+        _walk_memory(mem_dir, NOTES_DIR, root, add)
     return out
 
 
@@ -178,7 +178,7 @@ def resolve_readable(path: str, workspace: Path, sessions_dir: Path) -> Path:
             raise NotFound(f"no transcript for session {key!r}", {"path": path})
         return target
 
-    if not (norm in ROOT_FILES or (parts[0] == "memory" and len(parts) >= 2 and norm.endswith(".md"))):
+    if not is_note(norm):
         if not norm.endswith((".md", ".jsonl")):
             raise Invalid("only .md memory files and .jsonl transcripts can be read "
                                 f"({_ALLOWED})", field=field)

@@ -37,10 +37,10 @@ from pathlib import Path
 from ...errors import Invalid, NotFound
 from ...timeutil import now_iso
 from ...fsutil import atomic_write, locked, remove
+from ..layout import IMAGES_DIR
 from .frontmatter import front_matter, parse_front_matter
 from .keyed import KEY_PATTERN, check_key
 
-IMAGES_DIR = "memory/images"
 TYPES = {"image/png": "png", "image/jpeg": "jpg"}
 MAX_DESCRIPTION = 4000
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from ...errors import Invalid, NotFound
 from ...timeutil import now_iso, parse_iso, to_iso
 from ...fsutil import atomic_write, locked, remove
+from ..layout import KEYED_DIR
 from .frontmatter import front_matter, one_line, parse_front_matter
 
 KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
@@ -41,7 +42,6 @@ CATEGORIES = ("general", "preferences", "facts", "people", "projects", "decision
 DEFAULT_CATEGORY = "general"
 MAX_VALUE_CHARS = 20_000
 PREVIEW_CHARS = 160
-KEYED_DIR = "memory/keyed"
 
 _KEY = re.compile(KEY_PATTERN)
 

@@ -26,9 +26,9 @@ from pathlib import Path
 
 from ...errors import Invalid
 from ...fsutil import atomic_write, locked
+from ..layout import LEARNINGS_FILE
 from ..rerank import jaccard
 
-FILE = "LEARNINGS.md"
 SECTIONS = {"preferences": "User Preferences", "corrections": "Corrections",
             "patterns": "Successful Patterns", "tools": "Tool Usage"}
 SIMILARITY = 0.8
@@ -97,7 +97,7 @@ def learn(workspace: Path, category: str, text: str, today: str | None = None) -
     if not words(text):
         raise Invalid("must contain at least one word", field="text")
     today = today or datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    path = workspace / FILE
+    path = workspace / LEARNINGS_FILE
     with locked(path):
         try:
             lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -123,7 +123,7 @@ def learn(workspace: Path, category: str, text: str, today: str | None = None) -
             entry = {"category": cat, "section": SECTIONS[cat], "date": today, "text": text, "line": idx + 1}
             status, extra = "added", {}
         atomic_write(path, ("\n".join(lines).rstrip("\n") + "\n").encode("utf-8"))
-    return {"status": status, "entry": {**entry, "path": FILE}, **extra}
+    return {"status": status, "entry": {**entry, "path": LEARNINGS_FILE}, **extra}
 
 
 def _insert_at(lines: list[str], cat: str) -> int:

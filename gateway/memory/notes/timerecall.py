@@ -31,6 +31,7 @@ from ...errors import Invalid
 from ...sessions import transcript as tx
 from ...timeutil import parse_iso, to_iso
 from . import learnings
+from ..layout import LEARNINGS_FILE, NOTES_DIR, day_of
 from .keyed import KeyedStore
 from ..index.sources import scan_sessions
 from ..search.stopwords import STOPWORDS
@@ -39,7 +40,6 @@ SNIPPET = 700
 MAX_EMBED = 1000  # the newest units of a period that a query also ranks by meaning
 EMBED_CHARS = 1000  # of each unit's text
 VECTOR_WEIGHT = 0.7
-_DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.md")
 _REL = re.compile(r"(\d{1,6})\s*(m|min|h|d|w)")
 _UNITS = {"m": "minutes", "min": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _IGNORED = {".git", ".obsidian", ".trash", "node_modules"}
@@ -130,18 +130,14 @@ def _within(ts: datetime, start: datetime | None, stop: datetime) -> bool:
 
 def _day_units(workspace: Path, start: datetime | None, stop: datetime) -> list[Unit]:
     out: list[Unit] = []
-    mem = workspace / "memory"
+    mem = workspace / NOTES_DIR
     if not mem.is_dir():
         return out
     for dirpath, dirnames, filenames in os.walk(mem):
         dirnames[:] = sorted(d for d in dirnames if d not in _IGNORED and not d.startswith("."))
         for fn in filenames:
-            m = _DAY_FILE.fullmatch(fn)
-            if not m:
-                continue
-            try:
-                day = datetime.strptime(m.group(1), "%Y-%m-%d").replace(tzinfo=timezone.utc)
-            except ValueError:
+            day = day_of(fn)
+            if day is None:
                 continue
             if day > stop or (start is not None and _end_of_day(day) < start):
                 continue
@@ -186,7 +182,7 @@ def _keyed_units(workspace: Path, category: str | None, start: datetime | None, 
 
 
 def _learning_units(workspace: Path, start: datetime | None, stop: datetime) -> list[Unit]:
-    p = workspace / learnings.FILE
+    p = workspace / LEARNINGS_FILE
     try:
         text = p.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -199,7 +195,7 @@ def _learning_units(workspace: Path, start: datetime | None, stop: datetime) -> 
             continue
         if day > stop or (start is not None and _end_of_day(day) < start):
             continue
-        out.append(Unit("learning", learnings.FILE, "memory", e["line"], e["line"], day, e["text"],
+        out.append(Unit("learning", LEARNINGS_FILE, "memory", e["line"], e["line"], day, e["text"],
                         extra={"category": e["category"]}))
     return out
 

@@ -35,7 +35,7 @@ import orjson
 import structlog
 
 from .backends import BackendError
-from ..index.sources import ROOT_FILES
+from ..layout import is_note
 
 log = structlog.get_logger("gateway.memory")
 
@@ -181,9 +181,7 @@ def workspace_path(file: str, collection: str, workspace: Path) -> str | None:
     parts = p.split("/")
     if not p or p.startswith("/") or any(s in ("", ".", "..") for s in parts) or "\\" in p:
         return None
-    if p in ROOT_FILES or (parts[0] == "memory" and len(parts) > 1 and p.endswith(".md")):
-        return p
-    return None
+    return p if is_note(p) else None
 
 
 async def _kill(proc: asyncio.subprocess.Process) -> None:

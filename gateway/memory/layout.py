@@ -1,0 +1,70 @@
+"""Where memory lives in an agent's workspace: the one owner of those paths.
+
+    MEMORY.md, memory.md          the user's own notes (ROOT_FILES, with LEARNINGS.md)
+    LEARNINGS.md                  what the assistant learned about working with you (notes/learnings.py)
+    memory/**/*.md                notes; every one is indexed
+    memory/YYYY-MM-DD.md          a day file: compaction flushes (`append_to_day_file`), dated by its name
+    memory/keyed/<cat>/<key>.md   keyed memories (notes/keyed.py)
+    memory/images/<key>.*         images and their markdown sidecars (notes/images.py)
+
+Paths here are relative to the workspace, with `/` separators, as the index and the clients see them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..fsutil import locked
+
+ROOT_FILES = ("MEMORY.md", "memory.md", "LEARNINGS.md")
+NOTES_DIR = "memory"
+LEARNINGS_FILE = "LEARNINGS.md"
+KEYED_DIR = f"{NOTES_DIR}/keyed"
+IMAGES_DIR = f"{NOTES_DIR}/images"
+DAY_FILE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md")  # a file name; any folder under memory/
+
+
+def is_note(rel: str) -> bool:
+    """Whether a clean relative path (no `..`, no empty segments) names a memory file the index holds."""
+    return rel in ROOT_FILES or (rel.startswith(NOTES_DIR + "/") and rel.endswith(".md"))
+
+
+def day_file(day: str) -> str:
+    """The day file of `day` (YYYY-MM-DD)."""
+    return f"{NOTES_DIR}/{day}.md"
+
+
+def day_of(path: str) -> datetime | None:
+    """The day a day file is named after, as UTC midnight (`memory/2026-11-20.md` or `2026-11-20.md`
+    → 2026-11-20 00:00 UTC); None for any other name, or a date that does not exist (2026-13-45.md)."""
+    m = DAY_FILE.fullmatch(path.rsplit("/", 1)[-1])
+    if not m:
+        return None
+    try:
+        return datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
+def append_to_day_file(workspace: Path, day: str, section: str) -> tuple[str, int, int]:
+    """Blocking: append a `## …` section to the day file of `day` (created 0600 with a `# day` title),
+    durably, under the file's lock (other sessions and memory writers append to the same file).
+    Returns (relative path, first line, last line) of the section."""
+    rel = day_file(day)
+    target = workspace / rel
+    with locked(target):
+        existing = target.read_text(encoding="utf-8") if target.exists() else ""
+        prefix = "" if existing else f"# {day}\n"
+        if existing and not existing.endswith("\n"):
+            prefix = "\n"
+        block = prefix + "\n" + section
+        start = existing.count("\n") + prefix.count("\n") + 2  # the section's heading line
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # notes are private
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
+            fh.write(block)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return rel, start, start + section.rstrip("\n").count("\n")
