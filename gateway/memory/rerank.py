@@ -1,7 +1,8 @@
 """Optional re-ranking of search results: time decay and maximal marginal relevance (MMR).
 
-Pure functions over result dicts (`{path, score, snippet, …}`); no I/O. The manager applies them, when
-`memory.search.timeDecay` / `memory.search.mmr` are on, to a candidate pool a few times larger than `k`:
+Functions over result dicts (`{path, score, snippet, …}`), pure but for the two that read their inputs
+(`result_dates`, `stored_vectors`). The memory service applies them, when `memory.search.timeDecay` /
+`memory.search.mmr` are on, to a candidate pool a few times larger than `k`:
 
 - **Time decay**: `score × 0.5 ** (ageDays / halfLifeDays)`. The age is `now − date`, where a memory
   file's date comes from its name (`memory/YYYY-MM-DD.md`, any folder) and a transcript chunk's from the
@@ -17,12 +18,18 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 import orjson
 
 from ..timeutil import parse_iso
+from .index.sources import SESSIONS, read_lines, resolve_readable
+from .layout import day_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .index.db import Database
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 SECONDS_PER_DAY = 86_400.0
@@ -120,3 +127,36 @@ def mmr_rerank(results: Sequence[dict[str, Any]], k: int, lam: float,
     order = mmr_select([float(r["score"]) for r in results], k, lam, sim)
     return [results[i] for i in order]
 
+
+def result_dates(results: Sequence[dict[str, Any]], workspace: Path, sessions_dir: Path) -> list[datetime | None]:
+    """Blocking: a day file's date from its name; a transcript chunk's newest message timestamp."""
+    out: list[datetime | None] = []
+    for r in results:
+        if r.get("source") != SESSIONS:
+            out.append(day_of(r["path"]))
+            continue
+        try:
+            target = resolve_readable(r["path"], workspace, sessions_dir)
+            lines, _ = read_lines(target, r["startLine"], r["endLine"] - r["startLine"] + 1)
+        except Exception:  # gone since it was indexed: treat as undated
+            lines = []
+        stamps = [t for t in (message_time(line) for line in lines) if t is not None]
+        out.append(max(stamps) if stamps else None)
+    return out
+
+
+async def stored_vectors(db: "Database", results: Sequence[dict[str, Any]]) -> dict[int, np.ndarray] | None:
+    """Stored vectors of the results' chunks (index in `results` → vector), when there are any."""
+    if not results:
+        return None
+    paths = sorted({r["path"] for r in results})
+    rows = await db.fetchall(
+        f"SELECT id, path, start_line, end_line FROM chunks WHERE path IN ({','.join('?' * len(paths))})", paths)
+    ids = {(r[1], int(r[2]), int(r[3])): int(r[0]) for r in rows}
+    want = {i: ids.get((r["path"], r["startLine"], r["endLine"])) for i, r in enumerate(results)}
+    cids = sorted({c for c in want.values() if c is not None})
+    if not cids:
+        return None
+    vecs = {int(r[0]): np.frombuffer(r[1], dtype=np.float32) for r in await db.fetchall(
+        f"SELECT chunk_id, embedding FROM chunks_vec WHERE chunk_id IN ({','.join('?' * len(cids))})", cids)}
+    return {i: vecs[c] for i, c in want.items() if c in vecs}

@@ -23,35 +23,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
-import os
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import orjson
 import structlog
 
 from ..config import Config
-from ..errors import Conflict, Invalid, Unavailable
+from ..errors import Invalid, Unavailable
 from ..tasks import log_failure
-from .index.chunking import CHARS_PER_TOKEN, CHUNKER_VERSION
-from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
-from .index.db import Database, is_corruption, pick_driver
 from .embeddings import EmbeddingProvider, create_provider
+from .index.chunking import CHARS_PER_TOKEN
+from .index.db import Database, is_corruption, pick_driver
 from .index.indexer import Indexer, IndexSettings, SyncStats
-from .sync import SyncOrchestrator, SyncRequest
-from .search.qmd import QmdBackend
-from .layout import day_of
-from .rerank import apply_time_decay, message_time, mmr_rerank
 from .index.migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
+from .index.sources import SOURCES, read_lines, resolve_readable, session_path
+from .index.vectors import VectorStore
+from .rebuild import IndexUsers, build_fresh, index_signature, same_embeddings, set_aside, swap_in
+from .rerank import apply_time_decay, mmr_rerank, result_dates, stored_vectors
+from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
 from .search.fusion import spread_over_files
+from .search.qmd import QmdBackend
 from .search.searcher import SearchOptions, Searcher
 from .search.snippets import Exclude
-from .index.sources import SESSIONS, SOURCES, read_lines, resolve_readable, session_path
-from .index.vectors import VectorStore
+from .sync import DirtyMarks, SyncOrchestrator, SyncRequest
 
 log = structlog.get_logger("gateway.memory")
 
@@ -111,7 +106,7 @@ class MemoryManager:
         self.tokenizer = self.cfg.search.fts_tokenizer
         self._gate = _Gate()
         self._write_lock = asyncio.Lock()
-        self._users_fd: int | None = None
+        self._users = IndexUsers(self.db_path, self.agent_id)
         self.orchestrator = SyncOrchestrator(self._run_one, sync_cfg=self.cfg.sync, unavailable=self._sync_unavailable)
         self.search_backend: SearchBackend = BuiltinBackend(self._index_search)
         self._backend_update: asyncio.Task | None = None
@@ -124,9 +119,7 @@ class MemoryManager:
         self._forgotten: set[str] = set()
         # Deleted sessions whose chunks a sync must still drop: searches leave them out meanwhile.
         self._hidden_sessions: set[str] = set()
-        self._dirty_memory = False
-        self._dirty_all_sessions = False
-        self._dirty_sessions: set[str] = set()
+        self._dirty = DirtyMarks()
         self._counts: dict[str, int] = {"files": 0, "chunks": 0, "vectors": 0, "missing": 0}
         self._generation = "0"
         self._last_sync_at: str | None = None
@@ -145,16 +138,8 @@ class MemoryManager:
         return IndexSettings.from_config(self.cfg, self.workspace, self.sessions_dir, self.backend)
 
     def _signature(self) -> str:
-        c = self.cfg.chunking
-        p = self.provider
-        assert p is not None
-        return orjson.dumps({
-            "provider": p.name, "model": p.model,
-            "dims": self.cfg.embeddings.dims if p.name == "openai" else p.dims,
-            "tokenizer": self.cfg.search.fts_tokenizer, "vectorBackend": self.backend,
-            "chunking": [c.tokens, c.overlap, c.session_tokens, c.session_overlap, c.session_context,
-                         CHUNKER_VERSION],
-        }, option=orjson.OPT_SORT_KEYS).decode()
+        assert self.provider is not None
+        return index_signature(self.cfg, self.provider, self.backend)
 
     def _options(self) -> SearchOptions:
         return SearchOptions.from_config(self.cfg.search, self.tokenizer)
@@ -180,7 +165,7 @@ class MemoryManager:
         self._driver = driver
         if not self.cfg.enabled:
             return
-        await self._hold_index()
+        await self._users.hold()
         try:
             await self._open_index()
         except Exception as exc:
@@ -195,7 +180,7 @@ class MemoryManager:
             self._warm_task = asyncio.create_task(self._warm_after(self._startup))
             self._warm_task.add_done_callback(log_failure("memory_background_task_failed"))
         else:
-            self._dirty_memory = self._dirty_all_sessions = True
+            self._dirty.mark_all()
         self.search_backend = self._make_backend()
         if not isinstance(self.search_backend, BuiltinBackend):
             self._update_backend()
@@ -212,8 +197,8 @@ class MemoryManager:
             await set_meta(self.writer, "index_signature", sig)
         elif stored != sig:
             self._needs_rebuild = True
-            self._dirty_memory = self._dirty_all_sessions = True
-            self._old_vectors_ok = _embedding_part(stored) == _embedding_part(sig)
+            self._dirty.mark_all()
+            self._old_vectors_ok = same_embeddings(stored, sig)
             log.info("memory_index_rebuild_needed", reason="index settings changed")
         await self._open_live_state()
         await self._refresh_counts()  # reads every page of files and chunks: finds most damage now
@@ -228,17 +213,12 @@ class MemoryManager:
                     await db.close()
         self.reader = self.writer = None
         self.searcher = None  # searches say the index is being rebuilt until it is open again
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-        aside = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}")
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                await asyncio.to_thread(os.replace, str(self.db_path) + suffix, str(aside) + suffix)
-        await asyncio.to_thread(_keep_newest_aside, self.db_path, KEEP_CORRUPT)
+        stamp, aside = await set_aside(self.db_path)
         log.error("memory_index_corrupt", error=str(exc), moved_to=str(aside),
                   action="rebuilding from memory files and transcripts")
         self.corrupt_events.append({"at": stamp, "movedTo": str(aside), "error": str(exc)[:200]})
         self._needs_rebuild = False
-        self._dirty_memory = self._dirty_all_sessions = True
+        self._dirty.mark_all()
 
     async def _recover(self, exc: BaseException) -> SyncStats:
         """A sync or search met a damaged index while serving: swap in an empty one, index everything."""
@@ -249,8 +229,7 @@ class MemoryManager:
                     await self._set_aside(exc)
                     await self._open_index()
                 self._corrupt = None
-                self._dirty_memory = self._dirty_all_sessions = False
-                self._dirty_sessions.clear()
+                self._dirty.clear()
                 assert self.indexer is not None
                 stats = await self.indexer.sync(force=True, memory=True, sessions=True)
         finally:
@@ -291,11 +270,14 @@ class MemoryManager:
         self._backend_update = asyncio.create_task(go())
         self._backend_update.add_done_callback(log_failure("memory_background_task_failed"))
 
+    async def _open_db(self, path: Path) -> Database:
+        return await Database(path, self._driver, use_vec=self.backend == "sqlite-vec").open()
+
     async def _open_live(self) -> None:
-        self.writer = await Database(self.db_path, self._driver, use_vec=self.backend == "sqlite-vec").open()
+        self.writer = await self._open_db(self.db_path)
         await migrate(self.writer, SchemaParams(tokenizer=self.cfg.search.fts_tokenizer))
         self.tokenizer = await get_meta(self.writer, "fts_tokenizer", self.cfg.search.fts_tokenizer) or "unicode61"
-        self.reader = await Database(self.db_path, self._driver, use_vec=self.backend == "sqlite-vec").open()
+        self.reader = await self._open_db(self.db_path)
         self.indexer = Indexer(self.writer, self.provider, self._settings())
         self.searcher = Searcher(self.reader, self.provider, self._options(), None,
                                  "index is being rebuilt for new settings", self._hidden_sessions)
@@ -333,9 +315,7 @@ class MemoryManager:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         await self.orchestrator.close()
-        if self._users_fd is not None:
-            os.close(self._users_fd)  # releases the shared lock
-            self._users_fd = None
+        self._users.release()
         for db in (self.reader, self.writer):
             if db is not None:
                 with contextlib.suppress(Exception):
@@ -398,13 +378,7 @@ class MemoryManager:
             self._hidden_sessions -= hidden
             return stats
         # Clear the dirty marks this run covers before it starts: changes during the run re-mark them.
-        if req.memory:
-            self._dirty_memory = False
-        if req.sessions is True:
-            self._dirty_all_sessions = False
-            self._dirty_sessions.clear()
-        elif isinstance(req.sessions, set):
-            self._dirty_sessions -= req.sessions
+        self._dirty.covered(req.memory, req.sessions)
         try:
             async with self._write_lock:
                 assert self.indexer is not None
@@ -442,89 +416,38 @@ class MemoryManager:
         self._retry = loop.call_later(delay, lambda: self._request(force=False, memory=False, sessions=False,
                                                                     reason="embed-retry"))
 
-    async def _hold_index(self, wait_s: float = 10.0) -> None:
-        """Hold a shared flock on `<db>.users` while this process has the index open, so that no other
-        process swaps a rebuilt database in under it (see _may_rebuild). Another process rebuilding it
-        holds the lock exclusively: wait for it without blocking the event loop, then give up."""
-        self.db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(str(self.db_path) + ".users", os.O_RDWR | os.O_CREAT, 0o600)
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    os.close(fd)
-                    raise Conflict(f"the memory index of agent {self.agent_id} is being rebuilt by another process "
-                               f"(a jarvis memory command); retry when it is done", {"agentId": self.agent_id})
-                await asyncio.sleep(0.1)
-        self._users_fd = fd
-
-    def _may_rebuild(self) -> bool:
-        """True when no other process has the index open (our shared lock upgrades, at once)."""
-        try:
-            fcntl.flock(self._users_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
-
     async def _rebuild(self, progress) -> SyncStats:
-        """Index everything into a fresh database next to the live one, then swap it in."""
+        """Index everything into a fresh database next to the live one, then swap it in (rebuild.py)."""
         assert self.provider is not None and self.writer is not None
-        if not self._may_rebuild():
-            raise Conflict("the index must be rebuilt for new settings, but another process (the running "
-                               "gateway, or a jarvis memory command) has it open; it is rebuilt by whichever "
-                               "has it alone — e.g. the gateway on its next sync once this command ends")
-        try:
+        with self._users.alone():
             return await self._rebuild_alone(progress)
-        finally:
-            fcntl.flock(self._users_fd, fcntl.LOCK_SH)
 
     async def _rebuild_alone(self, progress) -> SyncStats:
         self._rebuilding = True
         self._forgotten.clear()
-        self._dirty_memory = self._dirty_all_sessions = False
-        self._dirty_sessions.clear()
-        tmp = self.db_path.with_name(self.db_path.name + ".rebuild")
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(str(tmp) + suffix)
-        tdb = await Database(tmp, self._driver, use_vec=self.backend == "sqlite-vec").open()
+        self._dirty.clear()
         try:
-            await migrate(tdb, SchemaParams(tokenizer=self.cfg.search.fts_tokenizer))
-            await tdb.execute("ATTACH DATABASE ? AS live", (str(self.db_path),))
+            tmp, tdb, indexer, stats = await build_fresh(
+                self.db_path, self._open_db, self.cfg.search.fts_tokenizer, self._signature(), self.provider,
+                self._settings(), progress)
             try:
-                await tdb.execute(
-                    "INSERT OR IGNORE INTO embedding_cache(provider, model, hash, dims, embedding) "
-                    "SELECT provider, model, hash, dims, embedding FROM live.embedding_cache ORDER BY rowid")
-            finally:
-                await tdb.execute("DETACH DATABASE live")
-            await set_meta(tdb, "index_signature", self._signature())
-            indexer = Indexer(tdb, self.provider, self._settings())
-            stats = await indexer.sync(force=True, memory=True, sessions=True, progress=progress)
-            async with self._write_lock:
-                if self._forgotten:
-                    await indexer.forget([session_path(k) for k in self._forgotten])
-                await tdb.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                await tdb.close()
-                async with self._gate.exclusive():
-                    for db in (self.reader, self.writer):
-                        if db is not None:
-                            await db.close()
-                    os.replace(tmp, self.db_path)
-                    for suffix in ("-wal", "-shm"):
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(str(self.db_path) + suffix)
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(str(tmp) + suffix)
-                    self._needs_rebuild = False
-                    await self._open_live()
-                    await self._open_live_state()
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await tdb.close()
-            raise
+                async with self._write_lock:
+                    if self._forgotten:
+                        await indexer.forget([session_path(k) for k in self._forgotten])
+                    await tdb.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    await tdb.close()
+                    async with self._gate.exclusive():
+                        for db in (self.reader, self.writer):
+                            if db is not None:
+                                await db.close()
+                        swap_in(tmp, self.db_path)
+                        self._needs_rebuild = False
+                        await self._open_live()
+                        await self._open_live_state()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await tdb.close()
+                raise
         finally:
             self._rebuilding = False
         log.info("memory_index_rebuilt", files=stats.indexed, duration_ms=stats.duration_ms)
@@ -548,22 +471,22 @@ class MemoryManager:
     @property
     def dirty(self) -> bool:
         if self.orchestrator.watch.mode == "stopped":  # nothing sees note edits: the index may lag them
-            self._dirty_memory = True
-        return bool(self._needs_rebuild or self._dirty_memory or self._dirty_all_sessions or self._dirty_sessions)
+            self._dirty.memory = True
+        return bool(self._needs_rebuild or self._dirty)
 
     # ---- triggers ------------------------------------------------------------------------------------
     def _on_memory_change(self) -> None:
-        self._dirty_memory = True
+        self._dirty.memory = True
         self._request(force=False, memory=True, sessions=False, reason="watch")
 
     def schedule_session_sync(self, session_key: str) -> None:
         """After a `chat.final`: re-index this session's transcript once things settle (debounced)."""
         if self._closed or not self.cfg.enabled:
             return
-        self._dirty_sessions.add(session_key)
+        self._dirty.sessions.add(session_key)
 
         def fire() -> None:
-            if session_key in self._dirty_sessions:
+            if session_key in self._dirty.sessions:
                 self._request(force=False, memory=False, sessions={session_key}, reason="chat.final")
 
         self.orchestrator.debounce(session_key, self.cfg.sync.session_debounce_ms / 1000.0, fire)
@@ -576,8 +499,7 @@ class MemoryManager:
         if self._needs_rebuild:
             self._request(force=False, memory=True, sessions=True, reason="session-start")
             return
-        sessions: bool | set[str] = True if self._dirty_all_sessions else set(self._dirty_sessions)
-        self._request(force=False, memory=self._dirty_memory, sessions=sessions or False, reason="session-start")
+        self._request(force=False, reason="session-start", **self._dirty.pending())
 
     async def sync_after_flush(self, session_key: str) -> dict:
         """After a compaction flushed a session into memory/YYYY-MM-DD.md: index the flush and the
@@ -594,7 +516,7 @@ class MemoryManager:
         if not self.cfg.enabled or self.indexer is None:
             return
         self.orchestrator.cancel_debounce(session_key)
-        self._dirty_sessions.discard(session_key)
+        self._dirty.sessions.discard(session_key)
         if self._rebuilding:
             self._forgotten.add(session_key)
         elif self.orchestrator.running or self._write_lock.locked():
@@ -638,8 +560,7 @@ class MemoryManager:
         if self._needs_rebuild:
             self._request(force=False, memory=True, sessions=True, reason="search")  # in the background
             return
-        sessions: bool | set[str] = True if self._dirty_all_sessions else set(self._dirty_sessions)
-        req = self._request(force=False, memory=self._dirty_memory, sessions=sessions or False, reason="search")
+        req = self._request(force=False, reason="search", **self._dirty.pending())
         try:
             await asyncio.shield(req.future)
         except asyncio.CancelledError:
@@ -696,48 +617,18 @@ class MemoryManager:
     async def _rerank(self, results: list[dict], k: int, min_score: float) -> list[dict]:
         s = self.cfg.search
         if s.time_decay and results:
-            dates = await asyncio.to_thread(self._result_dates, results)
+            dates = await asyncio.to_thread(result_dates, results, self.workspace, self.sessions_dir)
             now = self.decay_now or datetime.now(timezone.utc)
             results = apply_time_decay(results, dates, now, s.half_life_days)
         results = [r for r in results if r["score"] >= min_score]
         if s.mmr:
-            return mmr_rerank(results, k, s.mmr_lambda, await self._result_vectors(results))
+            vectors = None
+            if self.searcher is not None and self.searcher.vectors is not None and self.reader is not None:
+                async with self._gate.shared():
+                    vectors = await stored_vectors(self.reader, results)
+            return mmr_rerank(results, k, s.mmr_lambda, vectors)
         # Decay re-sorted by score: spread over files again, as the searcher did.
         return spread_over_files(results, k, s.file_diversity, score=lambda r: r["score"], path=lambda r: r["path"])
-
-    def _result_dates(self, results: list[dict]) -> list[datetime | None]:
-        """Blocking: a day file's date from its name; a transcript chunk's newest message timestamp."""
-        out: list[datetime | None] = []
-        for r in results:
-            d = day_of(r["path"]) if r.get("source") != SESSIONS else None
-            if r.get("source") == SESSIONS:
-                try:
-                    target = resolve_readable(r["path"], self.workspace, self.sessions_dir)
-                    lines, _ = read_lines(target, r["startLine"], r["endLine"] - r["startLine"] + 1)
-                except Exception:  # gone since it was indexed: treat as undated
-                    lines = []
-                stamps = [t for t in (message_time(line) for line in lines) if t is not None]
-                d = max(stamps) if stamps else None
-            out.append(d)
-        return out
-
-    async def _result_vectors(self, results: list[dict]) -> dict[int, Any] | None:
-        """Stored vectors of the results' chunks (index in `results` → vector), when there are any."""
-        if self.searcher is None or self.searcher.vectors is None or self.reader is None or not results:
-            return None
-        paths = sorted({r["path"] for r in results})
-        async with self._gate.shared():
-            rows = await self.reader.fetchall(
-                f"SELECT id, path, start_line, end_line FROM chunks WHERE path IN ({','.join('?' * len(paths))})",
-                paths)
-            ids = {(r[1], int(r[2]), int(r[3])): int(r[0]) for r in rows}
-            want = {i: ids.get((r["path"], r["startLine"], r["endLine"])) for i, r in enumerate(results)}
-            cids = sorted({c for c in want.values() if c is not None})
-            if not cids:
-                return None
-            vecs = {int(r[0]): np.frombuffer(r[1], dtype=np.float32) for r in await self.reader.fetchall(
-                f"SELECT chunk_id, embedding FROM chunks_vec WHERE chunk_id IN ({','.join('?' * len(cids))})", cids)}
-        return {i: vecs[c] for i, c in want.items() if c in vecs}
 
     async def get(self, path: str, from_: int = 1, lines: int = 120) -> dict:
         if from_ < 1:
@@ -825,25 +716,3 @@ class MemoryManager:
     def health(self) -> dict:
         return {"files": self._counts["files"], "chunks": self._counts["chunks"], "dirty": self.dirty,
                 "watcher": self.orchestrator.watch.mode}
-
-
-KEEP_CORRUPT = 3  # damaged index files kept for a post-mortem; older ones are deleted
-
-
-def _keep_newest_aside(db_path: Path, keep: int) -> None:
-    """Blocking: delete all but the newest `keep` set-aside copies of the index (and their WAL files)."""
-    prefix = db_path.name + ".corrupt-"
-    stamps = sorted({p.name[len(prefix):].split("-", 1)[0] for p in db_path.parent.glob(prefix + "*")})
-    for stamp in stamps[:-keep] if keep else stamps:
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(db_path.with_name(prefix + stamp + suffix))
-
-
-def _embedding_part(signature: str | None) -> tuple:
-    try:
-        d = orjson.loads(signature or "{}")
-    except orjson.JSONDecodeError:
-        return ()
-    return (d.get("provider"), d.get("model"), d.get("dims"), d.get("vectorBackend"))
-

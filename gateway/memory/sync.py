@@ -60,6 +60,42 @@ class SyncRequest:
         self.reasons.add(reason)
 
 
+class DirtyMarks:
+    """What changed since the index last covered it: the memory files, every transcript, some sessions.
+
+    A run clears the marks it covers before it starts (`covered`), so changes during the run mark
+    them again; `pending` is the request that would bring the index up to date."""
+
+    def __init__(self) -> None:
+        self.memory = False
+        self.all_sessions = False
+        self.sessions: set[str] = set()
+
+    def __bool__(self) -> bool:
+        return self.memory or self.all_sessions or bool(self.sessions)
+
+    def mark_all(self) -> None:
+        self.memory = self.all_sessions = True
+
+    def clear(self) -> None:
+        self.memory = self.all_sessions = False
+        self.sessions.clear()
+
+    def covered(self, memory: bool, sessions: bool | set[str]) -> None:
+        if memory:
+            self.memory = False
+        if sessions is True:
+            self.all_sessions = False
+            self.sessions.clear()
+        elif isinstance(sessions, set):
+            self.sessions -= sessions
+
+    def pending(self) -> dict[str, Any]:
+        """The `memory` and `sessions` of a request that covers every mark."""
+        sessions: bool | set[str] = True if self.all_sessions else set(self.sessions)
+        return {"memory": self.memory, "sessions": sessions or False}
+
+
 class SyncOrchestrator:
     def __init__(self, run: Callable[[SyncRequest], Awaitable[Any]], *, sync_cfg: Any,
                  unavailable: Callable[[], str | None] = lambda: None):

@@ -1,0 +1,172 @@
+"""Rebuilding the index: when it must happen, who may do it, and the files it leaves behind.
+
+- **Signature** (`index_signature`): the embedding provider, model and dims, the FTS tokenizer, the
+  vector backend and the chunking settings. A stored signature that differs means the index must be
+  rebuilt; when only its non-embedding part differs (`same_embeddings`), the old vectors still answer
+  meanwhile.
+- **Users lock** (`IndexUsers`): every process with the index open holds a shared flock on
+  `<db>.users`; a rebuild swaps a new file in only while its shared lock upgrades to exclusive at once,
+  i.e. no other process (the gateway, a `jarvis memory` command) has the index open.
+- **Fresh build** (`build_fresh`, `swap_in`): everything is indexed into `<db>.rebuild` (the embedding
+  cache copied over first, so unchanged text is not embedded again), which one rename puts in place.
+- **Damage** (`set_aside`): a corrupt index is derived data: it is moved to `<db>.corrupt-<stamp>`
+  (the newest KEEP_CORRUPT are kept for a post-mortem) and an empty one is filled from the sources.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+import orjson
+
+from ..errors import Conflict
+from .embeddings import EmbeddingProvider
+from .index.chunking import CHUNKER_VERSION
+from .index.db import Database
+from .index.indexer import Indexer, IndexSettings, SyncStats
+from .index.migrations import SchemaParams, migrate, set_meta
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import MemoryConfig
+
+KEEP_CORRUPT = 3  # damaged index files kept for a post-mortem; older ones are deleted
+WAL_SUFFIXES = ("-wal", "-shm")
+
+
+def index_signature(cfg: "MemoryConfig", provider: EmbeddingProvider, vector_backend: str) -> str:
+    c = cfg.chunking
+    return orjson.dumps({
+        "provider": provider.name, "model": provider.model,
+        "dims": cfg.embeddings.dims if provider.name == "openai" else provider.dims,
+        "tokenizer": cfg.search.fts_tokenizer, "vectorBackend": vector_backend,
+        "chunking": [c.tokens, c.overlap, c.session_tokens, c.session_overlap, c.session_context, CHUNKER_VERSION],
+    }, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def same_embeddings(a: str | None, b: str | None) -> bool:
+    """Whether two signatures embed alike (same provider, model, dims, vector backend)."""
+    return _embedding_part(a) == _embedding_part(b)
+
+
+def _embedding_part(signature: str | None) -> tuple:
+    try:
+        d = orjson.loads(signature or "{}")
+    except orjson.JSONDecodeError:
+        return ()
+    return (d.get("provider"), d.get("model"), d.get("dims"), d.get("vectorBackend"))
+
+
+class IndexUsers:
+    """The shared flock on `<db>.users` that this process holds while it has the index open."""
+
+    def __init__(self, db_path: Path, agent_id: str):
+        self.path = Path(str(db_path) + ".users")
+        self.agent_id = agent_id
+        self._fd: int | None = None
+
+    async def hold(self, wait_s: float = 10.0) -> None:
+        """Take the shared lock. Another process rebuilding the index holds it exclusively: wait for it
+        without blocking the event loop, then give up with Conflict."""
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise Conflict(f"the memory index of agent {self.agent_id} is being rebuilt by another process "
+                                   f"(a jarvis memory command); retry when it is done", {"agentId": self.agent_id})
+                await asyncio.sleep(0.1)
+        self._fd = fd
+
+    @contextlib.contextmanager
+    def alone(self):
+        """Exclusive for the duration, or Conflict at once when another process has the index open."""
+        assert self._fd is not None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Conflict("the index must be rebuilt for new settings, but another process (the running "
+                           "gateway, or a jarvis memory command) has it open; it is rebuilt by whichever "
+                           "has it alone — e.g. the gateway on its next sync once this command ends") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_SH)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+async def build_fresh(db_path: Path, open_db: Callable[[Path], "asyncio.Future[Database]"], tokenizer: str,
+                      signature: str, provider: EmbeddingProvider, settings: IndexSettings,
+                      progress) -> tuple[Path, Database, Indexer, SyncStats]:
+    """Index every source into `<db>.rebuild`, seeded with the live index's embedding cache. Returns the
+    new file, its open connection and indexer (for last changes before the swap) and the sync's stats."""
+    tmp = db_path.with_name(db_path.name + ".rebuild")
+    for suffix in ("",) + WAL_SUFFIXES:
+        _remove(str(tmp) + suffix)
+    tdb = await open_db(tmp)
+    try:
+        await migrate(tdb, SchemaParams(tokenizer=tokenizer))
+        await tdb.execute("ATTACH DATABASE ? AS live", (str(db_path),))
+        try:
+            await tdb.execute(
+                "INSERT OR IGNORE INTO embedding_cache(provider, model, hash, dims, embedding) "
+                "SELECT provider, model, hash, dims, embedding FROM live.embedding_cache ORDER BY rowid")
+        finally:
+            await tdb.execute("DETACH DATABASE live")
+        await set_meta(tdb, "index_signature", signature)
+        indexer = Indexer(tdb, provider, settings)
+        stats = await indexer.sync(force=True, memory=True, sessions=True, progress=progress)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await tdb.close()
+        raise
+    return tmp, tdb, indexer, stats
+
+
+def swap_in(tmp: Path, db_path: Path) -> None:
+    """Blocking: put a checkpointed, closed rebuild in place of the (closed) live index."""
+    os.replace(tmp, db_path)
+    for suffix in WAL_SUFFIXES:
+        _remove(str(db_path) + suffix)
+        _remove(str(tmp) + suffix)
+
+
+async def set_aside(db_path: Path) -> tuple[str, Path]:
+    """Move a damaged index (and its WAL) to `<db>.corrupt-<stamp>`, keeping the newest KEEP_CORRUPT
+    such copies. Returns (stamp, where it went)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    aside = db_path.with_name(f"{db_path.name}.corrupt-{stamp}")
+    for suffix in ("",) + WAL_SUFFIXES:
+        with contextlib.suppress(FileNotFoundError):
+            await asyncio.to_thread(os.replace, str(db_path) + suffix, str(aside) + suffix)
+    await asyncio.to_thread(_keep_newest_aside, db_path, KEEP_CORRUPT)
+    return stamp, aside
+
+
+def _keep_newest_aside(db_path: Path, keep: int) -> None:
+    """Blocking: delete all but the newest `keep` set-aside copies of the index (and their WAL files)."""
+    prefix = db_path.name + ".corrupt-"
+    stamps = sorted({p.name[len(prefix):].split("-", 1)[0] for p in db_path.parent.glob(prefix + "*")})
+    for stamp in stamps[:-keep] if keep else stamps:
+        for suffix in ("",) + WAL_SUFFIXES:
+            _remove(str(db_path.with_name(prefix + stamp + suffix)))
