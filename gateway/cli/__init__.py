@@ -130,10 +130,8 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
                       f"token: {where}  (print it with `{token_command(config)}`)", file=sys.stderr, flush=True)
 
         gw.on_phase(on_phase)
-        try:
-            from .. import sdnotify
-        except ImportError:  # pragma: no cover
-            return
+        from .. import sdnotify
+
         sdnotify.attach(gw)
 
     from ..fsutil import StateDirInUse
