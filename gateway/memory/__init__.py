@@ -1,0 +1,28 @@
+"""Long-term memory: notes and transcripts indexed into one SQLite file per agent, searched hybrid.
+
+    service.py        MemoryManager, the facade the gateway uses: open/close, search, get, status,
+                      recall, the sync triggers; owns the connections and the swap gate
+    sync.py           SyncOrchestrator (every trigger coalesces into one run at a time) and DirtyMarks
+    watcher.py        watchfiles on the workspace's memory files, polling as a fallback
+    rebuild.py        index signature, the cross-process users lock, fresh build + swap, set-aside
+    rerank.py         optional time decay and MMR, and the inputs they read
+    layout.py         where memory lives in a workspace (root files, memory/, day files, keyed/, images/)
+    index/            what the index holds and how it is written:
+        db.py             aiosqlite connections, driver choice (sqlite-vec), corruption detection
+        migrations.py     the schema as named, ordered migrations
+        sources.py        which files are indexed, and safe reads for memory.get
+        chunking.py       markdown and transcript chunks with line ranges
+        indexer.py        incremental sync: stat → hash → chunk diff → embed → one transaction
+        vectors.py        vector storage and exact KNN (sqlite-vec or an in-memory matrix)
+    search/           how it is searched:
+        query.py          words, stems and FTS5 strings that cannot be injected
+        fusion.py         reciprocal rank fusion (or weighted), spreading results over files
+        snippets.py       segment scoring, snippets, the echo test, Exclude
+        searcher.py       Searcher: candidates from FTS5 and vectors, fused and re-ranked
+        backends.py       the built-in backend, QMD with fallback, circuit breaker
+        qmd.py            the `qmd` command-line search tool as a backend
+        stopwords.py      words dropped from queries
+    notes/            memory the assistant writes: MemoryNotes (service.py) over keyed memories,
+                      learnings, images and time recall, with front matter helpers
+    embeddings/       providers (local WordLlama, OpenAI-compatible, none) and the embedding cache
+"""
