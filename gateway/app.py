@@ -31,6 +31,7 @@ from .services import Services
 
 if TYPE_CHECKING:  # pragma: no cover
     from .memory.service import MemoryManager
+    from .storage.postgres import Postgres
 
 log = structlog.get_logger("gateway.app")
 
@@ -43,6 +44,7 @@ class Gateway:
         self._stop = asyncio.Event()
         self._hooks: list[Callable[[str, dict[str, Any]], None]] = []
         self._lock_fd: int | None = None
+        self.pg: "Postgres | None" = None
 
     @property
     def memory(self) -> "MemoryManager | None":
@@ -75,7 +77,11 @@ class Gateway:
         tokens = TokenStore(cfg.token, cfg.token_file)
         await asyncio.to_thread(tokens.load)
         provider = make_provider(cfg)
-        self.services = Services(cfg, EventBus(), provider)
+        if cfg.storage.url:
+            from .storage.postgres import Postgres
+
+            self.pg = await Postgres(cfg.storage.url, cfg.storage.pool_size, cfg.storage.instance_id).open()
+        self.services = Services(cfg, EventBus(), provider, self.pg)
         await self.services.agent(cfg.agent_id, create=True)
         self.services.start_background()
         self.server = GatewayServer(self.services, tokens)
@@ -104,6 +110,9 @@ class Gateway:
             await self.server.close_all()
         if self.services is not None:
             await self.services.close()
+        if self.pg is not None:
+            await self.pg.close()
+            self.pg = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

@@ -237,6 +237,15 @@ class MemoryConfig:
 
 
 @dataclass
+class StorageConfig:
+    url: str = _f("", doc="JARVIS_DATABASE_URL. postgresql://user:pass@host/db puts session metadata, transcripts, "
+                          "idempotency keys and chat runs in PostgreSQL, so several gateways can serve the same "
+                          "sessions (docs/scaling.md); empty = files in the state dir")
+    pool_size: int = _f(10, ge=2, le=200, doc="PostgreSQL connections per gateway")
+    instance_id: str = _f("", doc="this gateway's name among several on one database; default host:pid")
+
+
+@dataclass
 class Config:
     state_dir: Path = _f(factory=lambda: Path("~/.jarvis").expanduser())
     workspace: Path | None = _f(None, doc="default <stateDir>/workspace")
@@ -249,6 +258,7 @@ class Config:
     sessions: SessionsConfig = _f(factory=SessionsConfig)
     agents: AgentsConfig = _f(factory=AgentsConfig)
     memory: MemoryConfig = _f(factory=MemoryConfig)
+    storage: StorageConfig = _f(factory=StorageConfig)
 
     # ---- derived paths -------------------------------------------------------------------------
     @property
@@ -300,6 +310,7 @@ ENV_VARS: dict[str, str] = {
     "OPENAI_API_KEY": "chat.apiKey",
     "OPENAI_BASE_URL": "chat.baseUrl",
     "JARVIS_CHAT_MODEL": "chat.model",
+    "JARVIS_DATABASE_URL": "storage.url",
 }
 
 
@@ -398,6 +409,8 @@ def _validate(cfg: Config) -> None:
     if cfg.chat.max_reply_chars * 6 + (64 << 10) > cfg.server.max_reply_bytes:
         raise ConfigError(f"chat.maxReplyChars: {cfg.chat.max_reply_chars} chars may encode to more than "
                           f"server.maxReplyBytes ({cfg.server.max_reply_bytes}); lower it or raise maxReplyBytes")
+    if cfg.storage.url and not re.match(r"^postgres(ql)?://", cfg.storage.url):
+        raise ConfigError("storage.url: must be a postgresql:// URL (or empty for files in the state dir)")
     for origin in cfg.server.allowed_origins:
         if not re.match(r"^https?://[^/\s]+$", origin):
             raise ConfigError(f"server.allowedOrigins: {origin!r} is not an origin like http://host:port")

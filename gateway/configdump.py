@@ -17,7 +17,7 @@ import orjson
 
 from .config import Config, _camel, load_config
 
-SECRETS = {"token", "chat.apiKey", "memory.embeddings.apiKey"}
+SECRETS = {"token", "chat.apiKey", "memory.embeddings.apiKey", "storage.url"}  # a URL may hold a password
 
 
 def _walk(obj: Any, prefix: str = ""):

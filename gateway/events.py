@@ -9,7 +9,7 @@ behind.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 
 class Event:
@@ -30,6 +30,7 @@ class Subscriber(Protocol):
 class EventBus:
     def __init__(self) -> None:
         self._subs: dict[str, set[Subscriber]] = defaultdict(set)
+        self.relay: Callable[[str, str, dict[str, Any]], None] | None = None
 
     def subscribe(self, session_key: str, sub: Subscriber) -> None:
         self._subs[session_key].add(sub)
@@ -51,6 +52,12 @@ class EventBus:
             self.unsubscribe(key, sub)
 
     def publish(self, session_key: str, method: str, params: dict[str, Any]) -> int:
+        """Deliver to this gateway's subscribers, and hand to `relay` (other gateways on one database)."""
+        if self.relay is not None:
+            self.relay(session_key, method, params)
+        return self.deliver_local(session_key, method, params)
+
+    def deliver_local(self, session_key: str, method: str, params: dict[str, Any]) -> int:
         subs = self._subs.get(session_key)
         if not subs:
             return 0

@@ -24,16 +24,20 @@ import structlog
 
 from .chat.compaction import Compactor
 from .chat.providers import ChatProvider
+from .chat.ledger import PgRunLedger, RunLedger
 from .chat.runner import ChatService
+from .cluster import Cluster
 from .config import Config, SessionsConfig
 from .errors import Conflict, Invalid, NotFound, Unavailable
 from .events import EventBus
 from .schema import AGENT_ID
 from .sessions.retention import ephemeral_victims
+from .sessions.pgstore import PgSessionStore
 from .sessions.store import SessionStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from .memory.service import MemoryManager
+    from .storage.postgres import Postgres
 
 log = structlog.get_logger("gateway.services")
 
@@ -63,7 +67,7 @@ class Agent:
     """One agent's world: its own sessions, transcripts, memory index and chat runs."""
 
     id: str
-    sessions: SessionStore
+    sessions: "SessionStore | PgSessionStore"
     chat: ChatService
     memory: "MemoryManager | None"
 
@@ -94,7 +98,7 @@ class Agent:
         async with self.chat.session_lock(key):
             await self.chat.abort(key, None)
             await self.sessions.delete(key)
-        self.chat.forget(key)
+        await self.chat.forget(key)
         if self.memory is not None:
             await self.memory.forget_session(key)
 
@@ -114,10 +118,12 @@ class Agent:
 class Services:
     """What handlers reach through `ctx.services`. Agents open lazily: `await services.agent(id)`."""
 
-    def __init__(self, config: Config, bus: EventBus, provider: ChatProvider):
+    def __init__(self, config: Config, bus: EventBus, provider: ChatProvider, pg: "Postgres | None" = None):
         self.config = config
         self.bus = bus
         self.provider = provider
+        self.pg = pg  # storage.url: sessions in PostgreSQL, shared with other gateways (cluster.py)
+        self.cluster = Cluster(self, pg) if pg is not None else None
         self.started = time.monotonic()
         self.connection_count: Callable[[], int] = lambda: 0
         self.agents: dict[str, Agent] = {}  # open ones, least recently used first
@@ -128,6 +134,8 @@ class Services:
         self._closer: asyncio.Task[None] | None = None
 
     def start_background(self) -> None:
+        if self.cluster is not None:
+            self.cluster.start()
         self._pruner = asyncio.create_task(self._prune_loop(), name="retention")
         self._closer = asyncio.create_task(self._idle_loop(), name="idle-agents")
 
@@ -170,7 +178,7 @@ class Services:
                     continue
                 try:
                     with self.request_scope():
-                        self._use(agent)  # counted as in use: idle closing waits for the prune
+                        self.use(agent)  # counted as in use: idle closing waits for the prune
                         await agent.prune(self.config.sessions)
                 except Exception:  # retention must never take the gateway down; try next time
                     log.exception("retention failed", agent=agent.id)
@@ -208,10 +216,10 @@ class Services:
                 found = self.agents.get(agent_id)
                 if found is None:
                     found = await self._open_new(agent_id, create)
-        self._use(found)
+        self.use(found)
         return found
 
-    def _use(self, agent: Agent) -> None:
+    def use(self, agent: Agent) -> None:
         agent.last_used = time.monotonic()
         self.agents[agent.id] = self.agents.pop(agent.id)  # most recently used last
         held = _HELD.get()
@@ -263,8 +271,14 @@ class Services:
 
     async def _open_agent(self, agent_id: str) -> Agent:
         cfg = self.config
-        sessions = SessionStore(cfg.sessions_dir(agent_id), agent_id)
-        await asyncio.to_thread(sessions.open_sync)
+        sessions: SessionStore | PgSessionStore
+        if self.pg is not None:
+            sessions = PgSessionStore(self.pg, cfg.sessions_dir(agent_id), agent_id)
+            ledger: RunLedger = PgRunLedger(self.pg, agent_id, cfg.chat.idempotency_ttl)
+        else:
+            sessions = SessionStore(cfg.sessions_dir(agent_id), agent_id)
+            ledger = RunLedger(cfg.chat.idempotency_ttl, self._idempotency.setdefault(agent_id, {}))
+        await sessions.open()
         await asyncio.to_thread(cfg.agent_workspace(agent_id).mkdir, mode=0o700, parents=True, exist_ok=True)
         memory = None
         if cfg.memory.enabled:
@@ -280,7 +294,9 @@ class Services:
         agent = Agent(agent_id, sessions, None, memory)  # type: ignore[arg-type]
         compactor = Compactor(cfg, sessions, self.provider, memory, cfg.agent_workspace(agent_id))
         agent.chat = ChatService(cfg, sessions, self.bus, self.provider, memory, topic=agent.topic,
-                                 compactor=compactor, idempotency=self._idempotency.setdefault(agent_id, {}))
+                                 compactor=compactor, ledger=ledger)
+        if self.cluster is not None:
+            self.cluster.attach(agent)
         log.info("agent open", agent=agent_id, memory=memory is not None)
         return agent
 
@@ -294,6 +310,8 @@ class Services:
                     await asyncio.wait_for(task, max(grace, 0.1))
 
     async def close(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.close()
         await self.provider.close()
         async with self._opening:
             for a in list(self.agents.values()):

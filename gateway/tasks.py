@@ -1,9 +1,11 @@
-"""Background tasks that must not fail silently: `task.add_done_callback(log_failure("event"))`."""
+"""asyncio helpers: background tasks that must not fail silently
+(`task.add_done_callback(log_failure("event"))`), and locks by key that leave nothing behind."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+import contextlib
+from typing import Any, Callable
 
 import structlog
 
@@ -18,3 +20,28 @@ def log_failure(event: str) -> Callable[[asyncio.Task], None]:
             log.warning(event, error=repr(task.exception()))
 
     return done
+
+
+class KeyedLocks:
+    """One asyncio.Lock per key, kept only while somebody holds it or waits for it, so keys a client
+    makes up (a `sessions.delete` of a session that never existed) leave nothing behind."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, list[Any]] = {}  # key → [lock, holders + waiters]
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str):
+        entry = self._locks.get(key)
+        if entry is None:
+            entry = self._locks[key] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0 and self._locks.get(key) is entry:
+                del self._locks[key]
+
+    def __len__(self) -> int:
+        return len(self._locks)

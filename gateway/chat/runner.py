@@ -13,7 +13,7 @@ import contextlib
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import structlog
 
@@ -22,8 +22,10 @@ from ..errors import Conflict, JarvisError, NotFound, Unavailable
 from ..protocol import code_of
 from ..events import EventBus
 from ..sessions import transcript as tx
+from ..tasks import KeyedLocks, log_failure
 from ..sessions.store import SessionStore
 from .compaction import Compactor, read_state
+from .ledger import RunLedger
 from .providers import ChatProvider, Delta, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,36 +49,11 @@ class Run:
         return self.seq
 
 
-class KeyedLocks:
-    """One asyncio.Lock per key, kept only while somebody holds it or waits for it, so keys a client
-    makes up (a `sessions.delete` of a session that never existed) leave nothing behind."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, list[Any]] = {}  # key → [lock, holders + waiters]
-
-    @contextlib.asynccontextmanager
-    async def hold(self, key: str):
-        entry = self._locks.get(key)
-        if entry is None:
-            entry = self._locks[key] = [asyncio.Lock(), 0]
-        entry[1] += 1
-        try:
-            async with entry[0]:
-                yield
-        finally:
-            entry[1] -= 1
-            if entry[1] == 0 and self._locks.get(key) is entry:
-                del self._locks[key]
-
-    def __len__(self) -> int:
-        return len(self._locks)
-
-
 class ChatService:
     def __init__(self, config: Config, sessions: SessionStore, bus: EventBus, provider: ChatProvider,
                  memory: "MemoryManager | None" = None, topic: Callable[[str], str] = lambda key: key,
                  compactor: Compactor | None = None,
-                 idempotency: dict[tuple[str, str], tuple[str, float]] | None = None):
+                 ledger: RunLedger | None = None):
         self.config = config
         self.topic = topic
         self.compactor = compactor
@@ -86,34 +63,39 @@ class ChatService:
         self.provider = provider
         self.memory = memory
         self.active: dict[str, Run] = {}  # sessionKey → run
-        # (sessionKey, idempotencyKey) → (runId, expiry); owned by the caller so that it outlives this
-        # service when an idle agent is closed and opened again.
-        self._idem: dict[tuple[str, str], tuple[str, float]] = {} if idempotency is None else idempotency
+        # Idempotency keys, and active runs across gateways when several share a database (ledger.py).
+        self.ledger = ledger or RunLedger(config.chat.idempotency_ttl)
         self._send_locks = KeyedLocks()
         self.closing = False
+        # Several gateways on one database: asks the gateway running (session, runId) to abort it.
+        self.request_abort: Callable[[str, str], Awaitable[None]] | None = None
 
     # ---- public API ----------------------------------------------------------------------------
     async def send(self, session_key: str, message: str, idempotency_key: str | None) -> dict[str, Any]:
         if self.closing:
             raise Unavailable("gateway is shutting down", retryable=True, retry_after_ms=1000)
         async with self.session_lock(session_key):  # check-then-start is atomic per session
-            now = time.monotonic()
             if idempotency_key is not None:
-                self._prune_idem(now)
-                hit = self._idem.get((session_key, idempotency_key))
+                hit = await self.ledger.seen(session_key, idempotency_key)
                 if hit is not None:
-                    return {"runId": hit[0], "status": "duplicate"}
+                    return {"runId": hit, "status": "duplicate"}
             if session_key in self.active:
-                raise Conflict(f"a run is already active in session {session_key}",
-                           {"sessionKey": session_key, "runId": self.active[session_key].run_id})
+                raise self._busy(session_key, self.active[session_key].run_id)
             if not await self.sessions.exists(session_key):
                 raise NotFound(f"session not found: {session_key}", {"sessionKey": session_key})
             run = Run(run_id=str(uuid.uuid4()), session_key=session_key)
-            # Durable before the answer: if this raises (disk full), nothing was started or promised.
-            await self.sessions.append_messages(
-                session_key, tx.message_record(str(uuid.uuid4()), "user", message, run.run_id))
-            if idempotency_key is not None:
-                self._idem[(session_key, idempotency_key)] = (run.run_id, now + self.config.chat.idempotency_ttl)
+            other = await self.ledger.claim(session_key, run.run_id)  # another gateway's run, if any
+            if other is not None:
+                raise self._busy(session_key, other)
+            try:
+                # Durable before the answer: if this raises (disk full), nothing was started or promised.
+                await self.sessions.append_messages(
+                    session_key, tx.message_record(str(uuid.uuid4()), "user", message, run.run_id))
+                if idempotency_key is not None:
+                    await self.ledger.remember(session_key, idempotency_key, run.run_id)
+            except BaseException:
+                await asyncio.shield(self.ledger.release(session_key, run.run_id))
+                raise
             self.active[session_key] = run
             run.task = asyncio.create_task(self._run(run, message), name=f"chat-run-{run.run_id}")
             run.task.add_done_callback(lambda task: self._finished(run, task))
@@ -123,11 +105,14 @@ class ChatService:
         """Serialises starting a run with deleting the session (see Agent.delete_session)."""
         return self._send_locks.hold(session_key)
 
-    def forget(self, session_key: str) -> None:
+    @staticmethod
+    def _busy(session_key: str, run_id: str) -> Conflict:
+        return Conflict(f"a run is already active in session {session_key}", {"sessionKey": session_key, "runId": run_id})
+
+    async def forget(self, session_key: str) -> None:
         """The session is gone: drop its per-session state. Idempotency keys belong to one life of a
         session: a session created again under the same key starts with none."""
-        for idem in [k for k in self._idem if k[0] == session_key]:
-            del self._idem[idem]
+        await self.ledger.forget_session(session_key)
         if self.compactor is not None:
             self.compactor.forget(session_key)
 
@@ -136,14 +121,27 @@ class ChatService:
         # never ran _run's handlers, so its abort is reported here too.
         if self.active.get(run.session_key) is run:
             del self.active[run.session_key]
-        if task.cancelled():
+        if task.cancelled():  # before its first step: _end never ran
+            if self.ledger.shared:
+                self._spawn(self.ledger.release(run.session_key, run.run_id))
             self._emit(run, "chat.aborted", partial="")
 
     async def abort(self, session_key: str, run_id: str | None) -> bool:
         run = self.active.get(session_key)
-        if run is None or (run_id is not None and run.run_id != run_id):
+        if run is None:
+            return await self._abort_elsewhere(session_key, run_id)
+        if run_id is not None and run.run_id != run_id:
             return False
         return await self._abort_run(run)
+
+    async def _abort_elsewhere(self, session_key: str, run_id: str | None) -> bool:
+        """The run is another gateway's (several on one database): ask it to abort; it reports
+        chat.aborted to every subscriber as usual."""
+        held = await self.ledger.holder(session_key)
+        if held is None or (run_id is not None and held[0] != run_id) or self.request_abort is None:
+            return False
+        await self.request_abort(session_key, held[0])
+        return True
 
     async def shutdown(self, grace: float) -> None:
         """Refuse new runs, abort the running ones and wait (up to `grace`) for them to persist."""
@@ -153,6 +151,8 @@ class ChatService:
             self._cancel(run)
         if tasks:
             await asyncio.wait(tasks, timeout=max(grace, 0.1))
+        if self._background:  # what the runs left behind (releasing a shared run) finishes too
+            await asyncio.wait(list(self._background), timeout=max(grace, 0.1))
 
     @property
     def idle(self) -> bool:
@@ -160,13 +160,11 @@ class ChatService:
         return not self.active and not self._background and not len(self._send_locks)
 
     # ---- internals -----------------------------------------------------------------------------
-    def _prune_idem(self, now: float) -> None:
-        # Entries are in insertion order, which is expiry order (one TTL): drop from the front.
-        while self._idem:
-            first = next(iter(self._idem))
-            if self._idem[first][1] >= now:
-                break
-            del self._idem[first]
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(log_failure("chat_background_task_failed"))
 
     def _cancel(self, run: Run) -> bool:
         if run.aborted or run.finalizing or run.task is None or run.task.done():
@@ -196,6 +194,16 @@ class ChatService:
             marks[tx.REMEMBER_FIELD] = False
         return marks
 
+    async def _end(self, run: Run, method: str, **params: Any) -> None:
+        """The run's last event. A run other gateways can see is released first, so that a client
+        answering chat.final at once through another gateway finds the session free."""
+        if self.ledger.shared:
+            try:
+                await asyncio.shield(self.ledger.release(run.session_key, run.run_id))
+            except Exception as exc:  # the database is unreachable: a gateway's sweep frees it later
+                log.warning("run not released", session=run.session_key, run=run.run_id, error=str(exc))
+        self._emit(run, method, **params)
+
     def _emit(self, run: Run, method: str, **params: Any) -> None:
         self.bus.publish(self.topic(run.session_key), method,
                          {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params})
@@ -209,7 +217,7 @@ class ChatService:
                 log.warning("recall failed", error=type(exc).__name__, session=session_key)
         if self.compactor is not None:
             await self.compactor.settled(session_key)
-        state = await asyncio.to_thread(read_state, self.sessions.transcript_path(session_key))
+        state = await asyncio.to_thread(read_state, await self.sessions.local_transcript(session_key))
         history = [m for m in state.pending if m["role"] in ("user", "assistant", "system") and m["content"]]
         history = history[-self.config.chat.history_messages :]
         system = self.config.chat.system_prompt
@@ -268,14 +276,12 @@ class ChatService:
                 final["usage"] = usage.to_dict()
             if truncated:
                 final["truncated"] = True
-            self._emit(run, "chat.final", **final)
+            await self._end(run, "chat.final", **final)
             log.info("chat run done", session=key, run=run.run_id, ms=int((time.monotonic() - started) * 1000))
             if self.memory is not None:
                 self.memory.schedule_session_sync(key)
             if self.compactor is not None:
-                task = asyncio.create_task(self._compact_quietly(key))
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
+                self._spawn(self._compact_quietly(key))
         except asyncio.CancelledError:
             partial = "".join(run.parts)
             if partial:
@@ -285,19 +291,19 @@ class ChatService:
                     await self.sessions.append_messages(key, rec)
                 except Exception as exc:
                     log.error("could not keep partial reply", session=key, run=run.run_id, error=str(exc))
-            self._emit(run, "chat.aborted", partial=partial)
+            await self._end(run, "chat.aborted", partial=partial)
             log.info("chat run aborted", session=key, run=run.run_id)
             if partial and self.memory is not None:
                 self.memory.schedule_session_sync(key)
         except JarvisError as exc:
             retryable = bool((exc.data or {}).get("retryable", False))
             code = code_of(exc)  # the event carries the JSON-RPC code of the error (PROTOCOL.md §4)
-            self._emit(run, "chat.error", error={"code": code, "message": exc.message, "retryable": retryable})
+            await self._end(run, "chat.error", error={"code": code, "message": exc.message, "retryable": retryable})
             log.warning("chat run failed", session=key, run=run.run_id, code=code, error=exc.message)
         except Exception as exc:  # a bug or the disk: tell the client, keep the loop alive
             error_id = uuid.uuid4().hex[:12]
             log.exception("chat run crashed", session=key, run=run.run_id, errorId=error_id)
             retryable = isinstance(exc, OSError)
             msg = f"could not save the reply: {exc.strerror}" if isinstance(exc, OSError) else "internal error"
-            self._emit(run, "chat.error", error={"code": -32603, "message": f"{msg} (errorId {error_id})",
-                                                 "retryable": retryable})
+            await self._end(run, "chat.error", error={"code": -32603, "message": f"{msg} (errorId {error_id})",
+                                                      "retryable": retryable})

@@ -94,8 +94,19 @@ class SessionStore:
         self._mutate_sync(fix)
         log.info("session counters reconciled", sessions=len(fixes))
 
+    async def open(self) -> None:
+        await asyncio.to_thread(self.open_sync)
+
     def transcript_path(self, key: str) -> Path:
         return self.dir / f"{check_session_key(key)}.jsonl"
+
+    async def local_transcript(self, key: str) -> Path:
+        """The transcript as a local file, for readers that take a path (here: the file itself)."""
+        return self.transcript_path(key)
+
+    async def append_records(self, key: str, *records: dict[str, Any]) -> None:
+        """Append non-message records (a compaction marker) durably; no counter changes."""
+        await self.transcript(key).append(*records)
 
     def transcript(self, key: str) -> tx.Transcript:
         t = self._transcripts.get(key)

@@ -1,0 +1,240 @@
+"""Sessions in PostgreSQL (`storage.url`), shared by every gateway on the database.
+
+The same interface as the file store (store.py). Metadata is a row of `sessions`; the transcript is
+its JSONL lines as rows of `transcript_lines`, appended in one transaction with the counters, so a
+line is acknowledged only once the database has it. Several gateways may append to one session: the
+`sessions` row lock orders their lines.
+
+Readers that take a file (the memory index, time recall, `memory.get sessions/…`, history pages,
+compaction) read a local mirror, `<sessionsDir>/<key>.jsonl`, with exactly the lines of the rows: derived
+data, brought up to date from the rows before it is read (`local_transcript`), when another gateway
+says a session grew (a `lines` notification), and for every session when the store opens. A mirror
+that disagrees with the rows is rewritten from them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+import structlog
+
+from ..errors import Conflict, NotFound
+from ..fsutil import atomic_write, ensure_private_dir
+from ..storage.postgres import Postgres
+from ..tasks import KeyedLocks
+from ..timeutil import now_iso
+from . import transcript as tx
+from .store import _history_page, check_session_key
+
+log = structlog.get_logger("gateway.sessions")
+
+_COLUMNS = "session_key, label, created_at, updated_at, message_count"
+
+
+def _meta(row: Any) -> dict[str, Any]:
+    return {"sessionKey": row["session_key"], "label": row["label"], "createdAt": row["created_at"],
+            "updatedAt": row["updated_at"], "messageCount": int(row["message_count"])}
+
+
+def _line(record: dict[str, Any]) -> str:
+    return orjson.dumps(record).decode()
+
+
+class PgSessionStore:
+    def __init__(self, pg: Postgres, sessions_dir: Path, agent_id: str = "main"):
+        self.pg = pg
+        self.dir = sessions_dir
+        self.agent_id = agent_id
+        self._mirrored: dict[str, int] = {}  # key → lines in the local mirror
+        self._mirror_locks = KeyedLocks()
+        self._closed = False
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+    async def open(self) -> None:
+        await asyncio.to_thread(ensure_private_dir, self.dir)
+        await self.refresh_mirrors()
+
+    async def refresh_mirrors(self) -> None:
+        """Bring every mirror up to date, and remove mirrors of sessions that no longer exist."""
+        rows = await self.pg.pool.fetch("SELECT session_key, line_count FROM sessions WHERE agent_id = $1",
+                                        self.agent_id)
+        live = {r["session_key"]: int(r["line_count"]) for r in rows}
+        local = await asyncio.to_thread(lambda: [p.stem for p in self.dir.glob("*.jsonl")])
+        for key in local:
+            if key not in live:
+                await self._drop_mirror(key)
+        for key in live:
+            await self._mirror(key)
+
+    async def flush(self) -> None:
+        """Nothing is pending: every change is written when it is made."""
+
+    async def close(self) -> None:
+        self._closed = True
+
+    # ---- the local mirror ------------------------------------------------------------------------
+    def transcript_path(self, key: str) -> Path:
+        return self.dir / f"{check_session_key(key)}.jsonl"
+
+    async def local_transcript(self, key: str) -> Path:
+        await self._mirror(key)
+        return self.transcript_path(key)
+
+    async def _mirror(self, key: str) -> None:
+        async with self._mirror_locks.hold(key):
+            path = self.transcript_path(key)
+            have = self._mirrored.get(key)
+            if have is None:
+                have = await asyncio.to_thread(_count_lines, path)
+            total = await self.pg.pool.fetchval(
+                "SELECT line_count FROM sessions WHERE agent_id = $1 AND session_key = $2", self.agent_id, key)
+            if total is None:
+                return
+            if have > total:  # not these rows' mirror (a session deleted and made again): rewrite it
+                have = 0
+            if have == total:
+                self._mirrored[key] = have
+                return
+            rows = await self.pg.pool.fetch(
+                "SELECT seq, line FROM transcript_lines WHERE agent_id = $1 AND session_key = $2 AND seq > $3 "
+                "ORDER BY seq", self.agent_id, key, have)
+            lines = [r["line"] for r in rows]
+            if [int(r["seq"]) for r in rows] != list(range(have + 1, have + 1 + len(lines))):
+                log.warning("transcript rows have gaps", session=key)
+            data = "".join(line + "\n" for line in lines).encode()
+            await asyncio.to_thread(_write_mirror, path, data, append=have > 0)
+            self._mirrored[key] = have + len(lines)
+
+    async def _drop_mirror(self, key: str) -> None:
+        async with self._mirror_locks.hold(key):
+            self._mirrored.pop(key, None)
+            with contextlib.suppress(FileNotFoundError):
+                await asyncio.to_thread(os.unlink, self.transcript_path(key))
+
+    async def grown(self, key: str) -> None:
+        """Another gateway appended to `key` (a `lines` notification): update its mirror."""
+        if not self._closed:
+            await self._mirror(key)
+
+    async def gone(self, key: str) -> None:
+        """Another gateway deleted `key`."""
+        await self._drop_mirror(key)
+
+    # ---- queries -------------------------------------------------------------------------------
+    async def all(self) -> dict[str, dict[str, Any]]:
+        rows = await self.pg.pool.fetch(f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = $1", self.agent_id)
+        return {r["session_key"]: _meta(r) for r in rows}
+
+    async def get(self, key: str) -> dict[str, Any]:
+        row = await self.pg.pool.fetchrow(f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = $1 AND session_key = $2",
+                                          self.agent_id, key)
+        if row is None:
+            raise NotFound(f"session not found: {key}", {"sessionKey": key})
+        return _meta(row)
+
+    async def exists(self, key: str) -> bool:
+        return bool(await self.pg.pool.fetchval(
+            "SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2", self.agent_id, key))
+
+    async def list(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+        async with self.pg.pool.acquire() as conn:
+            rows = await conn.fetch(f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = $1 "
+                                    f"ORDER BY updated_at DESC, session_key DESC LIMIT $2 OFFSET $3",
+                                    self.agent_id, limit, offset)
+            total = await conn.fetchval("SELECT count(*) FROM sessions WHERE agent_id = $1", self.agent_id)
+        return [_meta(r) for r in rows], int(total)
+
+    # ---- mutations -----------------------------------------------------------------------------
+    async def create(self, label: str | None = None, key: str | None = None) -> dict[str, Any]:
+        key = check_session_key(key) if key else str(uuid.uuid4())
+        now = now_iso()
+        header = _line(tx.header(key, self.agent_id, now))
+        async with self.pg.pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                f"INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, line_count) "
+                f"VALUES ($1, $2, $3, $4, $4, 1) ON CONFLICT DO NOTHING RETURNING {_COLUMNS}",
+                self.agent_id, key, label, now)
+            if row is None:
+                raise Conflict(f"session already exists: {key}", {"sessionKey": key})
+            await conn.execute("INSERT INTO transcript_lines(agent_id, session_key, seq, line) VALUES ($1, $2, 1, $3)",
+                               self.agent_id, key, header)
+        await self._drop_mirror(key)  # a mirror left by an older session of that name
+        await self._mirror(key)
+        return _meta(row)
+
+    async def update(self, key: str, **changes: Any) -> dict[str, Any]:
+        row = await self.pg.pool.fetchrow(
+            f"UPDATE sessions SET label = $3, updated_at = $4 WHERE agent_id = $1 AND session_key = $2 "
+            f"RETURNING {_COLUMNS}", self.agent_id, key, changes.get("label"), now_iso())
+        if row is None:
+            raise NotFound(f"session not found: {key}", {"sessionKey": key})
+        return _meta(row)
+
+    async def append_messages(self, key: str, *records: dict[str, Any]) -> None:
+        """Append message records: acknowledged once the database has committed them."""
+        updated = max((r["timestamp"] for r in records if isinstance(r.get("timestamp"), str)), default=now_iso())
+        await self._append(key, records, messages=len(records), updated=updated)
+
+    async def append_records(self, key: str, *records: dict[str, Any]) -> None:
+        await self._append(key, records, messages=0, updated=None)
+
+    async def _append(self, key: str, records: tuple[dict[str, Any], ...], *, messages: int,
+                      updated: str | None) -> None:
+        lines = [_line(r) for r in records]
+        async with self.pg.pool.acquire() as conn, conn.transaction():
+            end = await conn.fetchval(
+                "UPDATE sessions SET line_count = line_count + $3, message_count = message_count + $4, "
+                "updated_at = CASE WHEN $5::text IS NULL THEN updated_at ELSE greatest(updated_at, $5::text) END "
+                "WHERE agent_id = $1 AND session_key = $2 RETURNING line_count",
+                self.agent_id, key, len(lines), messages, updated)
+            if end is None:
+                raise NotFound(f"session not found: {key}", {"sessionKey": key})
+            start = int(end) - len(lines) + 1
+            await conn.executemany(
+                "INSERT INTO transcript_lines(agent_id, session_key, seq, line) VALUES ($1, $2, $3, $4)",
+                [(self.agent_id, key, start + i, line) for i, line in enumerate(lines)])
+            await self.pg.notify("lines", conn, agent=self.agent_id, key=key, seq=int(end))
+        await self._mirror(key)
+
+    async def delete(self, key: str) -> None:
+        async with self.pg.pool.acquire() as conn, conn.transaction():
+            gone = await conn.fetchval("DELETE FROM sessions WHERE agent_id = $1 AND session_key = $2 "
+                                       "RETURNING 1", self.agent_id, key)
+            if gone is None:
+                raise NotFound(f"session not found: {key}", {"sessionKey": key})
+            await conn.execute("DELETE FROM idempotency WHERE agent_id = $1 AND session_key = $2", self.agent_id, key)
+            await self.pg.notify("deleted", conn, agent=self.agent_id, key=key)
+        await self._drop_mirror(key)
+
+    async def history(self, key: str, limit: int, before: str | None,
+                      max_bytes: int = 2 << 20) -> dict[str, Any]:
+        if not await self.exists(key):
+            raise NotFound(f"session not found: {key}", {"sessionKey": key})
+        path = await self.local_transcript(key)
+        return await asyncio.to_thread(_history_page, key, path, limit, before, max_bytes)
+
+
+def _count_lines(path: Path) -> int:
+    """Complete lines in a mirror (a torn last line is not counted: it is rewritten)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0
+    if data and not data.endswith(b"\n"):
+        return 0  # damaged: rewrite it whole
+    return data.count(b"\n")
+
+
+def _write_mirror(path: Path, data: bytes, append: bool) -> None:
+    if append:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "ab") as fh:
+            fh.write(data)
+    else:
+        atomic_write(path, data)
