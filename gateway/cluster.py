@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = structlog.get_logger("gateway.cluster")
 
 SWEEP_S = 5.0
+MAX_REMOTE_RUNS = 10_000  # other gateways' runs followed at once (their partial replies, for a sweep)
 _ENDS = ("chat.final", "chat.error", "chat.aborted")
 
 
@@ -81,6 +82,8 @@ class Cluster:
         if method in _ENDS:
             self._remote.pop(run, None)
         else:
+            if run not in self._remote and len(self._remote) >= MAX_REMOTE_RUNS:
+                self._remote.pop(next(iter(self._remote)))  # the oldest: its end was never relayed
             seen = self._remote.setdefault(run, [0, []])
             seen[0] = max(seen[0], int(params.get("seq") or 0))
             if method == "chat.delta" and isinstance(params.get("delta"), str):

@@ -69,8 +69,8 @@ class PgSessionStore:
         for key in local:
             if key not in live:
                 await self._drop_mirror(key)
-        for key in live:
-            await self._mirror(key)
+        for key, total in live.items():
+            await self._mirror(key, total)
 
     async def flush(self) -> None:
         """Nothing is pending: every change is written when it is made."""
@@ -86,14 +86,16 @@ class PgSessionStore:
         await self._mirror(key)
         return self.transcript_path(key)
 
-    async def _mirror(self, key: str) -> None:
+    async def _mirror(self, key: str, total: int | None = None) -> None:
+        """Append to the mirror the rows it lacks (`total`: the session's line count, when known)."""
         async with self._mirror_locks.hold(key):
             path = self.transcript_path(key)
             have = self._mirrored.get(key)
             if have is None:
                 have = await asyncio.to_thread(_count_lines, path)
-            total = await self.pg.pool.fetchval(
-                "SELECT line_count FROM sessions WHERE agent_id = $1 AND session_key = $2", self.agent_id, key)
+            if total is None:
+                total = await self.pg.pool.fetchval(
+                    "SELECT line_count FROM sessions WHERE agent_id = $1 AND session_key = $2", self.agent_id, key)
             if total is None:
                 return
             if have > total:  # not these rows' mirror (a session deleted and made again): rewrite it

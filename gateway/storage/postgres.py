@@ -151,19 +151,19 @@ class Postgres:
     async def open(self) -> "Postgres":
         try:
             self.pool = await asyncpg.create_pool(self.url, min_size=1, max_size=self.pool_size,
-                                                  command_timeout=60)
+                                                  command_timeout=60, server_settings=self._name("pool"))
         except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
             raise Unavailable(f"PostgreSQL unreachable at {redact(self.url)}: {exc}", retryable=True) from None
         async with self.pool.acquire() as conn:
             applied = await migrate(conn)
         if applied:
             log.info("postgres schema migrated", applied=applied)
-        self._liveness = await asyncpg.connect(self.url)
+        self._liveness = await asyncpg.connect(self.url, server_settings=self._name("liveness"))
         if not await self._liveness.fetchval("SELECT pg_try_advisory_lock($1)", lock_key(self.instance_id)):
             raise Unavailable(f"another gateway runs as instance {self.instance_id!r} on this database; give "
                               f"each its own storage.instanceId", retryable=False)
         await self._listen()
-        self._sender = await asyncpg.connect(self.url)
+        self._sender = await asyncpg.connect(self.url, server_settings=self._name("relay"))
         self._watch = asyncio.create_task(self._keep_listening())
         self._workers = [asyncio.create_task(self._send_loop()), asyncio.create_task(self._receive_loop())]
         for task in [self._watch, *self._workers]:
@@ -171,8 +171,12 @@ class Postgres:
         log.info("postgres storage open", url=redact(self.url), instance=self.instance_id)
         return self
 
+    def _name(self, role: str) -> dict[str, str]:
+        """application_name of a connection, as pg_stat_activity shows it: jarvis:<instance>:<role>."""
+        return {"application_name": f"jarvis:{self.instance_id}:{role}"[:63]}
+
     async def _listen(self) -> None:
-        self._listener = await asyncpg.connect(self.url)
+        self._listener = await asyncpg.connect(self.url, server_settings=self._name("listen"))
         await self._listener.add_listener(CHANNEL, self._on_notify)
 
     async def _keep_listening(self) -> None:
@@ -181,7 +185,12 @@ class Postgres:
         while not self._closed:
             await asyncio.sleep(1.0)
             if self._listener is not None and not self._listener.is_closed():
-                continue
+                try:  # a dead server or network is only noticed when the connection is used
+                    await asyncio.wait_for(self._listener.execute("SELECT 1"), 5.0)
+                    continue
+                except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                    log.warning("postgres listener lost", error=str(exc))
+                    self._listener.terminate()
             try:
                 await self._listen()
             except (OSError, asyncpg.PostgresError) as exc:
@@ -241,7 +250,7 @@ class Postgres:
                 log.warning("postgres events not relayed", count=len(batch), error=str(exc))
                 with contextlib.suppress(Exception):
                     if self._sender is None or self._sender.is_closed():
-                        self._sender = await asyncpg.connect(self.url)
+                        self._sender = await asyncpg.connect(self.url, server_settings=self._name("relay"))
 
     async def _send_batch(self, batch: list[str]) -> None:
         assert self._sender is not None

@@ -176,3 +176,35 @@ async def test_a_wrong_database_url_is_a_clear_error(tmp_path):
     await gw.shutdown()
     assert "PostgreSQL unreachable at postgresql://nobody:***@127.0.0.1:1/none" in ei.value.message
     assert "secret" not in ei.value.message
+
+
+async def test_a_lost_listener_reconnects_and_catches_up(start_gateway, postgres_url):
+    import asyncpg
+
+    a, b = await pair(start_gateway, postgres_url)
+    ca, cb = await a.client(), await b.client()
+    try:
+        key = (await ca.call("sessions.create"))["sessionKey"]
+        await cb.call("sessions.subscribe", {"sessionKey": key})
+        admin = await asyncpg.connect(postgres_url)
+        try:  # the database drops B's LISTEN connection (a restart, a network blip)
+            killed = await admin.fetchval("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                          "WHERE application_name = 'jarvis:b:listen'")
+        finally:
+            await admin.close()
+        assert killed == 1
+        # What A appends while B is not listening reaches B's mirror once B listens again.
+        run = await ca.call("chat.send", {"sessionKey": key, "message": "written while B was deaf"})
+        await ca.run_to_end(run["runId"])
+        mirror = b.config.sessions_dir() / f"{key}.jsonl"
+
+        async def caught_up():
+            return mirror.exists() and "written while B was deaf" in mirror.read_text()
+
+        await wait_for(caught_up)
+        # And events flow again.
+        run = await ca.call("chat.send", {"sessionKey": key, "message": "and now?"})
+        assert (await cb.run_to_end(run["runId"]))[-1]["method"] == "chat.final"
+    finally:
+        await ca.close()
+        await cb.close()
