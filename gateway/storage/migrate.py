@@ -264,11 +264,29 @@ async def connect(url: str) -> asyncpg.Connection:
     try:
         return await asyncpg.connect(url, timeout=15)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError, ValueError) as exc:
-        reason = str(exc) or type(exc).__name__
-        password = _password(url)
-        if password:
-            reason = reason.replace(password, "***")
+        reason = _scrub(str(exc) or type(exc).__name__, url)
         raise MigrateError(f"PostgreSQL unreachable at {redact(url)}: {reason}", exit_code=3) from None
+
+
+AGAIN = "each session is copied whole or not at all: run the command again to go on"
+
+
+async def _clearly(url: str, work: Any) -> Report:
+    """`work`'s report, or a MigrateError that says what went wrong mid-way (a lost connection, a
+    refused statement, a full disk) instead of a traceback."""
+    try:
+        return await work
+    except (asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise MigrateError(f"PostgreSQL at {redact(url)}: {_scrub(str(exc), url)}; {AGAIN}") from None
+    except OSError as exc:
+        if exc.filename:
+            raise MigrateError(f"{exc.filename}: {exc.strerror or exc}; {AGAIN}") from None
+        raise MigrateError(f"PostgreSQL at {redact(url)}: {_scrub(str(exc), url)}; {AGAIN}", exit_code=3) from None
+
+
+def _scrub(text: str, url: str) -> str:
+    password = _password(url)
+    return text.replace(password, "***") if password else text
 
 
 def _password(url: str) -> str:
@@ -354,6 +372,10 @@ def _tick(progress: Progress | None, phase: str, done: int, total: int) -> None:
 async def to_postgres(state_dir: Path, url: str, *, dry_run: bool = False,
                       progress: Progress | None = None) -> Report:
     """Copy every agent's sessions under `state_dir` into the database at `url` (see the module doc)."""
+    return await _clearly(url, _to_postgres(state_dir, url, dry_run, progress))
+
+
+async def _to_postgres(state_dir: Path, url: str, dry_run: bool, progress: Progress | None) -> Report:
     files = _Files(state_dir)
     report = Report(f"files in {state_dir}", redact(url), dry_run)
     plan: list[tuple[str, str, dict[str, Any], bool]] = []  # (agent, key, sessions.json entry, clean)
@@ -425,6 +447,10 @@ def _verified(e: Entry, diff: str) -> None:
 async def to_files(url: str, state_dir: Path, *, dry_run: bool = False,
                    progress: Progress | None = None) -> Report:
     """Copy every session in the database at `url` into `state_dir`'s files (see the module doc)."""
+    return await _clearly(url, _to_files(url, state_dir, dry_run, progress))
+
+
+async def _to_files(url: str, state_dir: Path, dry_run: bool, progress: Progress | None) -> Report:
     files = _Files(state_dir)
     report = Report(redact(url), f"files in {state_dir}", dry_run)
     conn = await connect(url)

@@ -326,3 +326,22 @@ async def test_counters_of_a_state_dir_not_closed_cleanly_are_recounted_as_the_g
     await store.open()
     assert (await store.get("daily:standup"))["messageCount"] == 2
     await store.close()
+
+
+async def test_a_database_that_refuses_midway_is_a_clear_error(tmp_path, postgres_url):
+    # A role that may connect but not create the schema: the migrations fail, with no traceback.
+    import uuid
+
+    role = f"r_{uuid.uuid4().hex[:8]}"
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        await conn.execute(f"CREATE ROLE {role} LOGIN")
+    finally:
+        await conn.close()
+    url = postgres_url.replace("//postgres:@", f"//{role}:@", 1)
+    assert url != postgres_url
+    await make_state(tmp_path / "src")
+    r = await ajarvis("migrate", "--to", url, state_dir=tmp_path / "src")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"PostgreSQL at {redact(url)}: permission denied for schema public" in r.stderr
+    assert "run the command again to go on" in r.stderr and "Traceback" not in r.stderr
