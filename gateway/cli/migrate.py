@@ -45,7 +45,8 @@ line (a transcript write cut short by a crash, never read by the gateway) is not
 are reported. Memory indexes are not copied: they are derived data, rebuilt from the transcripts.
 """
 
-EPILOG = "Exit codes: 0 copied and checked, 1 conflicts or failures, 2 bad usage or state dir in use, 3 database unreachable."
+EPILOG = ("Exit codes: 0 copied and checked, 1 conflicts or failures, 2 bad usage or state dir in use, "
+          "3 database unreachable.")
 
 
 def add_commands(subparsers: Any) -> None:
@@ -190,7 +191,8 @@ def show(report: "mig.Report", verbose: bool = False) -> None:
             out.append("")
             for e in listed:
                 check = {True: "hash OK", False: "hash FAILED", None: ""}[e.verified]
-                line = f"{e.status:<10}  {e.name}  {_n(e.lines, 'line')}, {_n(e.bytes, 'byte')}, sha256 {e.sha256[:12]}…"
+                line = (f"{e.status:<10}  {e.name}  {_n(e.lines, 'line')}, {_n(e.bytes, 'byte')}, "
+                        f"sha256 {e.sha256[:12]}…")
                 out.append(line + (f"  {check}" if check else "") + (f"\n            {e.detail}" if e.detail else ""))
     torn = [e for e in report.entries if e.torn_bytes]
     if torn:
@@ -199,7 +201,8 @@ def show(report: "mig.Report", verbose: bool = False) -> None:
                    f"{_n(len(torn), 'transcript')}: bytes after the last newline, never read as a line):")
         out += [f"  {e.name}: {_n(e.torn_bytes, 'byte')}" for e in torn]
     if report.unlisted:
-        shown = ", ".join(report.unlisted[:5]) + (f" and {len(report.unlisted) - 5} more" if len(report.unlisted) > 5 else "")
+        more = len(report.unlisted) - 5
+        shown = ", ".join(report.unlisted[:5]) + (f" and {more} more" if more > 0 else "")
         out.append("")
         out.append(f"not sessions, not copied: {_n(len(report.unlisted), 'transcript file')} that sessions.json "
                    f"does not list (a gateway on PostgreSQL keeps such local mirrors): {shown}")

@@ -86,8 +86,15 @@ class Lines:
         return b"".join(line + b"\n" for line in self.lines)
 
     @property
+    def count(self) -> int:
+        return len(self.lines)
+
+    @property
     def nbytes(self) -> int:
         return len(self.data)
+
+    def digest(self) -> "Digest":
+        return Digest(self.count, self.sha256)
 
     @cached_property
     def sha256(self) -> str:
@@ -103,6 +110,14 @@ class Lines:
             except UnicodeDecodeError:
                 return f"line {n} is not UTF-8 text, which PostgreSQL text cannot store"
         return ""
+
+
+@dataclass(frozen=True)
+class Digest:
+    """What verification compares of a transcript, kept instead of its lines once they are copied."""
+
+    count: int
+    sha256: str
 
 
 def _messages(lines: Lines) -> tuple[int, str]:
@@ -131,12 +146,13 @@ def _meta(key: str, raw: dict[str, Any], lines: Lines, recount: bool) -> dict[st
     return meta
 
 
-def _difference(src_meta: dict[str, Any], src: Lines, dst_meta: dict[str, Any] | None, dst: Lines) -> str:
+def _difference(src_meta: dict[str, Any], src: Lines | Digest, dst_meta: dict[str, Any] | None,
+                dst: Lines) -> str:
     """What differs between a session at the source and at the destination ("" for nothing)."""
     out = []
-    if len(dst.lines) != len(src.lines) or dst.sha256 != src.sha256:
-        out.append(f"transcript: {len(dst.lines)} lines, sha256 {dst.sha256[:12]}… there; "
-                   f"{len(src.lines)} lines, sha256 {src.sha256[:12]}… here")
+    if dst.count != src.count or dst.sha256 != src.sha256:
+        out.append(f"transcript: {dst.count} lines, sha256 {dst.sha256[:12]}… there; "
+                   f"{src.count} lines, sha256 {src.sha256[:12]}… here")
     if dst_meta is None:
         out.append("metadata: missing there")
     else:
@@ -391,7 +407,7 @@ async def _to_postgres(state_dir: Path, url: str, dry_run: bool, progress: Progr
         else:
             report.schema = await migrate(conn)
         schema = await _has_schema(conn)
-        sources: dict[tuple[str, str], tuple[dict[str, Any], Lines]] = {}
+        sources: dict[tuple[str, str], tuple[dict[str, Any], Digest]] = {}
         for i, (agent, key, raw, clean) in enumerate(plan, start=1):
             _tick(progress, "copy", i - 1, len(plan))
             if not KEY_RE.fullmatch(key):  # not even a file name to read: "../x", say
@@ -416,7 +432,7 @@ async def _to_postgres(state_dir: Path, url: str, dry_run: bool, progress: Progr
                 e.status = WOULD_COPY
             elif await _db_insert(conn, agent, meta, lines):
                 e.status = COPIED
-                sources[(agent, key)] = (meta, lines)
+                sources[(agent, key)] = (meta, lines.digest())  # not the lines: all need not fit in memory
             else:
                 e.status, e.detail = CONFLICT, "created in the database meanwhile; left unchanged"
         _tick(progress, "copy", len(plan), len(plan))
@@ -424,9 +440,9 @@ async def _to_postgres(state_dir: Path, url: str, dry_run: bool, progress: Progr
         copied = report.of(COPIED)
         for i, e in enumerate(copied, start=1):
             _tick(progress, "verify", i - 1, len(copied))
-            meta, lines = sources[(e.agent, e.key)]
+            meta, digest = sources[(e.agent, e.key)]
             there = await _db_read(conn, e.agent, e.key)
-            diff = _difference(meta, lines, *there) if there else "gone from the database after copying"
+            diff = _difference(meta, digest, *there) if there else "gone from the database after copying"
             if there is not None and there[1].problem:
                 diff = there[1].problem
             _verified(e, diff)
@@ -460,7 +476,7 @@ async def _to_files(url: str, state_dir: Path, dry_run: bool, progress: Progress
         # One snapshot: sessions and their lines as they were at one moment, gateways serving or not.
         async with conn.transaction(isolation="repeatable_read", readonly=True):
             rows = await _db_sessions(conn)
-            sources: dict[tuple[str, str], tuple[dict[str, Any], Lines]] = {}
+            sources: dict[tuple[str, str], tuple[dict[str, Any], Digest]] = {}
             pending: dict[str, dict[str, dict[str, Any]]] = {}  # agent → key → metadata to list
             listed: dict[str, tuple[dict[str, dict[str, Any]], bool]] = {}
             for i, row in enumerate(rows, start=1):
@@ -500,7 +516,7 @@ async def _to_files(url: str, state_dir: Path, dry_run: bool, progress: Progress
                 if old != lines.data:
                     files.write_transcript(agent, key, lines)
                 pending.setdefault(agent, {})[key] = meta
-                sources[(agent, key)] = (meta, lines)
+                sources[(agent, key)] = (meta, lines.digest())  # not the lines: all need not fit in memory
                 e.status = COPIED
                 if sum(len(v) for v in pending.values()) >= META_BATCH:
                     _flush(files, pending)
@@ -513,7 +529,7 @@ async def _to_files(url: str, state_dir: Path, dry_run: bool, progress: Progress
     now_listed: dict[str, tuple[dict[str, dict[str, Any]], bool]] = {}
     for i, e in enumerate(copied, start=1):
         _tick(progress, "verify", i - 1, len(copied))
-        meta, lines = sources[(e.agent, e.key)]
+        meta, digest = sources[(e.agent, e.key)]
         if e.agent not in now_listed:
             now_listed[e.agent] = (files.listed(e.agent), files.clean(e.agent))
         entries, clean = now_listed[e.agent]
@@ -521,7 +537,7 @@ async def _to_files(url: str, state_dir: Path, dry_run: bool, progress: Progress
         if e.key not in entries or there is None:
             _verified(e, "not found in the state dir after copying")
             continue
-        _verified(e, _difference(meta, lines, _meta(e.key, entries[e.key], there, not clean), there))
+        _verified(e, _difference(meta, digest, _meta(e.key, entries[e.key], there, not clean), there))
     if copied:
         _tick(progress, "verify", len(copied), len(copied))
     return report

@@ -134,7 +134,8 @@ async def test_files_to_postgresql_and_back_is_byte_identical_and_running_it_aga
     store = SessionStore(back / "agents" / "main" / "sessions")
     await store.open()
     assert (await store.get("beta"))["messageCount"] == 6
-    assert [m["content"] for m in (await store.history("alpha", 10, None))["messages"]][0] == "Where do the tomatoes go?"
+    first = (await store.history("alpha", 10, None))["messages"][0]
+    assert first["content"] == "Where do the tomatoes go?"
     await store.close()
 
     # Again, both ways: everything is there already, nothing is written.
@@ -249,7 +250,8 @@ async def test_many_sessions_show_progress_on_stderr(tmp_path, postgres_url):
         key = f"s{n:03d}"
         listed[key] = {"sessionKey": key, "label": None, "createdAt": "2024-05-01T10:00:00.000Z",
                        "updatedAt": "2024-05-01T10:00:00.000Z", "messageCount": 0}
-        (sessions / f"{key}.jsonl").write_bytes(orjson.dumps(tx.header(key, "main", "2024-05-01T10:00:00.000Z")) + b"\n")
+        header = tx.header(key, "main", "2024-05-01T10:00:00.000Z")
+        (sessions / f"{key}.jsonl").write_bytes(orjson.dumps(header) + b"\n")
     (sessions / "sessions.json").write_bytes(orjson.dumps({"version": 1, "sessions": listed}))
     (sessions / ".closed-cleanly").touch()
     r = await ajarvis("migrate", "--to", postgres_url, state_dir=tmp_path / "src")
