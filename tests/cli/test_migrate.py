@@ -181,6 +181,21 @@ async def test_a_gateway_on_the_migrated_database_serves_the_sessions_history(tm
                                                                   "And after the move?"]
     finally:
         await c.close()
+    await after.stop()
+
+    # Back into the files of that gateway's state dir, which holds its local mirrors (<key>.jsonl with
+    # no sessions.json): a mirror equal to the rows, or holding their first part, is taken over.
+    fresh = tmp_path / "fresh"
+    mirror = fresh / "agents/main/sessions/alpha.jsonl"
+    data = mirror.read_bytes()
+    mirror.write_bytes(data[: data.index(b"\n") + 1])
+    r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=fresh)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "an unlisted transcript holding its first part (a mirror) was brought up to date" in r.stdout
+    assert "its transcript was there unlisted" in r.stdout
+    db = await database(postgres_url)
+    assert transcripts(fresh) == {k: v[1] for k, v in db.items()} and mirror.read_bytes() == data
+    assert set(metadata(fresh)) == set(db)
 
 
 async def test_a_session_that_differs_at_the_destination_is_refused_and_left_unchanged(tmp_path, postgres_url):
