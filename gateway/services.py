@@ -206,7 +206,8 @@ class Services:
 
     async def agent(self, agent_id: str | None = None, create: bool = False) -> Agent:
         """The agent `agent_id` (default: the configured one), opened on first use. An agent that
-        has no folder yet exists only once `create` is asked (sessions.create does)."""
+        has no folder yet (nor, with storage.url, sessions in the database) exists only once `create`
+        is asked (sessions.create does)."""
         agent_id = agent_id or self.config.agent_id
         found = self.agents.get(agent_id)
         if found is None:
@@ -231,6 +232,8 @@ class Services:
         """Open an agent (under _opening): check it exists or may be created, make room, open it."""
         cfg = self.config
         exists = await asyncio.to_thread(cfg.agent_dir(agent_id).is_dir)
+        if not exists and self.pg is not None:  # made through another gateway on the database
+            exists = bool(await self.pg.pool.fetchval("SELECT 1 FROM sessions WHERE agent_id = $1 LIMIT 1", agent_id))
         if not exists and not create and agent_id != cfg.agent_id:
             raise NotFound(f"agent not found: {agent_id}", {"agentId": agent_id})
         if not exists and agent_id != cfg.agent_id:

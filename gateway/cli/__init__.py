@@ -6,6 +6,7 @@
     jarvis chat [MESSAGE] [--session KEY | --new]
     jarvis memory sync|search|status …
     jarvis config [--json] [--defaults]
+    jarvis migrate --to postgresql://…|sqlite [--from URL] [--dry-run]
 
 Exit codes: 0 ok, 1 the gateway answered with an error, 2 bad usage or invalid config, 3 cannot connect.
 """
@@ -76,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     for name in set(sub.choices) - before:
         _common_on_leaves(sub.choices[name])
     service.add_commands(sub)
+
+    from . import migrate
+
+    migrate.add_commands(sub)
     return parser
 
 

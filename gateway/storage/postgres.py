@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import re
 import socket
 import uuid
 from typing import Any, Callable
@@ -101,12 +102,17 @@ def default_instance_id() -> str:
 
 
 def redact(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    head, sep, tail = url.partition("@")
-    if not sep or ":" not in head.split("//", 1)[-1]:
-        return url
-    scheme, _, userinfo = head.partition("//")
-    return f"{scheme}//{userinfo.split(':', 1)[0]}:***@{tail}"
+    """The URL without its password, for messages and logs: the one in the user info and a
+    `password=` query parameter. Everything up to the last `@` before the path counts as user info, so
+    a password typed with a raw `@` (which belongs percent-encoded) is still hidden whole."""
+    scheme, sep, rest = url.partition("//")
+    if sep:
+        end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+        userinfo, at, host = rest[:end].rpartition("@")
+        if at and ":" in userinfo:
+            rest = f"{userinfo.split(':', 1)[0]}:***@{host}{rest[end:]}"
+        url = f"{scheme}//{rest}"
+    return re.sub(r"([?&]password=)[^&#]*", r"\1***", url)
 
 
 async def migrate(conn: asyncpg.Connection) -> list[str]:

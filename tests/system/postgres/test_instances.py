@@ -57,6 +57,22 @@ async def test_a_session_made_on_one_gateway_is_served_by_the_other(start_gatewa
         await cb.close()
 
 
+async def test_an_agent_made_through_a_is_served_by_b(start_gateway, postgres_url):
+    # B has never seen the agent (no folder in its state dir): the database says it exists.
+    a, b = await pair(start_gateway, postgres_url)
+    ca, cb = await a.client(), await b.client()
+    try:
+        key = (await ca.call("sessions.create", {"agentId": "work", "label": "standup"}))["sessionKey"]
+        listed = await cb.call("sessions.list", {"agentId": "work"})
+        assert [(s["sessionKey"], s["label"]) for s in listed["sessions"]] == [(key, "standup")]
+        with pytest.raises(RpcError) as ei:
+            await cb.call("sessions.list", {"agentId": "nobody"})
+        assert ei.value.code == -32004
+    finally:
+        await ca.close()
+        await cb.close()
+
+
 async def test_a_subscriber_on_b_receives_a_run_started_on_a(start_gateway, postgres_url):
     a, b = await pair(start_gateway, postgres_url)
     ca, cb = await a.client(), await b.client()
