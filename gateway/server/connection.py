@@ -96,6 +96,10 @@ class Connection:
             return False
         return not self.closing
 
+    def has_room_for_reply(self) -> bool:
+        """Whether a reply may be queued now, without waiting (see send_reply)."""
+        return not self.closing and self.unsent() <= self.config.server.max_send_buffer // 2
+
     async def send_reply(self, data: bytes) -> None:
         """Queue a reply once the client has read most of what is queued (half of server.maxSendBuffer).
 
