@@ -5,12 +5,15 @@ Handlers are declared in `gateway/methods/*` with the `method` decorator of a Re
     @registry.method("sessions.get", Obj(sessionKey=Str(pattern=SESSION_KEY)), "Get one session.")
     async def sessions_get(ctx: CallContext, p: dict) -> dict: ...
 
-`p` is already validated with defaults filled in. Handlers raise JarvisError subclasses.
+`p` is already validated with defaults filled in. Handlers raise JarvisError subclasses. A handler
+that never waits (no I/O, nothing to await) is a plain function: the server answers it as soon as the
+request is read, without a task of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
@@ -57,7 +60,7 @@ class CallContext:
     request_id: Any = None
 
 
-Handler = Callable[[CallContext, dict[str, Any]], Awaitable[Any]]
+Handler = Callable[[CallContext, dict[str, Any]], Awaitable[Any] | Any]
 
 
 @dataclass
@@ -66,6 +69,7 @@ class MethodSpec:
     params: Obj
     handler: Handler
     description: str = ""
+    waits: bool = True  # an async handler; False for a plain function (see call_now)
 
 
 @dataclass
@@ -76,7 +80,8 @@ class Registry:
         def deco(fn: Handler) -> Handler:
             if name in self.methods:
                 raise ValueError(f"method {name} registered twice")
-            self.methods[name] = MethodSpec(name, params or Obj(), fn, description or (fn.__doc__ or "").strip())
+            self.methods[name] = MethodSpec(name, params or Obj(), fn, description or (fn.__doc__ or "").strip(),
+                                            waits=inspect.iscoroutinefunction(fn))
             return fn
 
         return deco
@@ -85,9 +90,18 @@ class Registry:
         spec = self.methods.get(name)
         if spec is None:
             raise MethodNotFound(f"method not found: {name[:100]}")
+        if not spec.waits:
+            return self.call_now(ctx, spec, params)
         try:
             return await spec.handler(ctx, spec.params.validate(params))
         except Invalid as exc:  # services name fields by what they were given; the client gave params
+            raise exc.within("params") from None
+
+    def call_now(self, ctx: CallContext, spec: MethodSpec, params: Any) -> Any:
+        """Call a handler that never waits (`spec.waits` is False) and return its result."""
+        try:
+            return spec.handler(ctx, spec.params.validate(params))
+        except Invalid as exc:
             raise exc.within("params") from None
 
     def describe(self) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from ..registry import CallContext, registry
 
 
 @registry.method("system.health", description="Liveness and a summary of the gateway's state.")
-async def health(ctx: CallContext, p: dict) -> dict:
+def health(ctx: CallContext, p: dict) -> dict:
     s = ctx.services
     memory = s.memory.health() if s.memory is not None else {"files": 0, "chunks": 0, "dirty": False}
     return {
@@ -24,5 +24,5 @@ async def health(ctx: CallContext, p: dict) -> dict:
 
 
 @registry.method("system.methods", description="Every method with the JSON Schema of its params.")
-async def methods(ctx: CallContext, p: dict) -> dict:
+def methods(ctx: CallContext, p: dict) -> dict:
     return {"methods": registry.describe()}

@@ -1,7 +1,8 @@
 """Requests in, replies out: limits → registry → replies, for one text frame at a time.
 
 Per connection, requests run as concurrent tasks (a slow `chat.send` never holds up `system.health`),
-bounded by `server.maxInflight`. A reply over `server.maxReplyBytes` is answered with an error that
+bounded by `server.maxInflight`; a request whose handler never waits (a plain function) is answered
+at once, without a task. A reply over `server.maxReplyBytes` is answered with an error that
 says to ask for less; a batch's answers that do not fit are replaced by errors asking to resend them.
 """
 
@@ -15,7 +16,7 @@ import structlog
 
 from .. import protocol
 from ..errors import InternalError, Invalid, InvalidRequest, JarvisError, RateLimited, disk_full
-from ..registry import CallContext, registry
+from ..registry import CallContext, MethodSpec, registry
 from .connection import Connection
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,6 +47,13 @@ class Dispatcher:
                     conn.send_obj(protocol.error_response(req.id, RateLimited(
                         f"too many requests in flight on this connection (max {self.config.server.max_inflight})", 50)))
                 return
+            spec = registry.methods.get(req.method)
+            if spec is not None and not spec.waits and conn.has_room_for_reply():
+                # Nothing to wait for: answered here. A task per request would cost more than the handler.
+                reply = self._call_now(conn, req, spec)
+                if reply is not None:
+                    conn.push(self._encode(conn, req, reply))
+                return
             conn.inflight += 1
             self._track(conn, self._single(conn, req))
             return
@@ -70,17 +78,21 @@ class Dispatcher:
         try:
             reply = await self._call(conn, req)
             if reply is not None:
-                data = protocol.encode(reply)
-                limit = self.config.server.max_reply_bytes
-                if len(data) > limit:
-                    conn.log.warning("reply too large", method=req.method, bytes=len(data))
-                    data = protocol.encode(protocol.error_response(req.id, Invalid(
-                        f"reply too large: {len(data)} bytes, over server.maxReplyBytes ({limit}); ask for "
-                        f"less (a smaller limit, lines or k) or page through it",
-                        data={"replyBytes": len(data), "maxReplyBytes": limit})))
-                await conn.send_reply(data)
+                await conn.send_reply(self._encode(conn, req, reply))
         finally:
             conn.inflight -= 1
+
+    def _encode(self, conn: Connection, req: protocol.Request, reply: dict[str, Any]) -> bytes:
+        """The reply's frame, or an error asking for less when it is over server.maxReplyBytes."""
+        data = protocol.encode(reply)
+        limit = self.config.server.max_reply_bytes
+        if len(data) > limit:
+            conn.log.warning("reply too large", method=req.method, bytes=len(data))
+            data = protocol.encode(protocol.error_response(req.id, Invalid(
+                f"reply too large: {len(data)} bytes, over server.maxReplyBytes ({limit}); ask for "
+                f"less (a smaller limit, lines or k) or page through it",
+                data={"replyBytes": len(data), "maxReplyBytes": limit})))
+        return data
 
     async def _batch(self, conn: Connection, frame: protocol.Frame, n: int) -> None:
         try:
@@ -128,18 +140,28 @@ class Dispatcher:
         try:
             with self.services.request_scope():
                 result = await registry.dispatch(ctx, req.method, req.params)
-        except JarvisError as exc:
-            if req.is_notification:
-                return None
-            return protocol.error_response(req.id, exc)
         except Exception as exc:
-            if req.is_notification:
-                return None
-            full = disk_full(f"the changes of {req.method}", exc)
-            if full is not None:  # a cause the client can act on, not a bare "internal error"
-                conn.log.warning("disk full", method=req.method, error=str(exc))
-                return protocol.error_response(req.id, full)
-            error_id = uuid.uuid4().hex[:12]
-            conn.log.exception("internal error", method=req.method, errorId=error_id)
-            return protocol.error_response(req.id, InternalError("internal error", {"errorId": error_id}))
+            return self._failed(conn, req, exc)
         return None if req.is_notification else protocol.response(req.id, result)
+
+    def _call_now(self, conn: Connection, req: protocol.Request, spec: MethodSpec) -> dict[str, Any] | None:
+        """_call for a handler that never waits. No request_scope: such a handler cannot open an agent."""
+        try:
+            result = registry.call_now(CallContext(self.services, conn, req.reply_id), spec, req.params)
+        except Exception as exc:
+            return self._failed(conn, req, exc)
+        return None if req.is_notification else protocol.response(req.id, result)
+
+    def _failed(self, conn: Connection, req: protocol.Request, exc: Exception) -> dict[str, Any] | None:
+        """The error answer to a request whose handler raised `exc` (None for a notification)."""
+        if req.is_notification:
+            return None
+        if isinstance(exc, JarvisError):
+            return protocol.error_response(req.id, exc)
+        full = disk_full(f"the changes of {req.method}", exc)
+        if full is not None:  # a cause the client can act on, not a bare "internal error"
+            conn.log.warning("disk full", method=req.method, error=str(exc))
+            return protocol.error_response(req.id, full)
+        error_id = uuid.uuid4().hex[:12]
+        conn.log.exception("internal error", method=req.method, errorId=error_id)
+        return protocol.error_response(req.id, InternalError("internal error", {"errorId": error_id}))

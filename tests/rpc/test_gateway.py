@@ -169,6 +169,14 @@ async def test_bad_input_gets_specific_errors_and_others_are_unaffected(gateway,
     await other.close()
 
 
+async def test_a_handler_that_never_waits_answers_with_the_same_errors(client):
+    # system.health is a plain function, answered without a task: its errors are the usual ones.
+    with pytest.raises(RpcError) as exc:
+        await client.call("system.health", {"x": 1})
+    assert exc.value.code == -32602 and exc.value.data["field"] == "params.x"
+    assert exc.value.message.startswith("params.x: unknown parameter")
+
+
 async def test_oversized_frame_closes_1009_and_others_go_on(gateway, client):
     other = await gateway.client()
     await client.send_text('{"id":1,"method":"system.health","params":{"x":"' + "y" * (1 << 20) + '"}}')
