@@ -10,25 +10,34 @@ Backends (reported as `memory.status.vector.backend`):
 - `numpy`: float32 BLOBs in a plain table, always searched with the in-memory matrix.
 - `none`: no vectors (no embedding provider).
 
-The in-memory matrix is int8 (`memory.status.vector.matrix`): each row is its vector v scaled by
-127 / max|v| and rounded (symmetric, one float32 scale per row), 256 bytes a 256-d row instead of 1,024
-— 1M vectors take ~280 MB with ids, scales and error bounds instead of ~1.04 GB. numpy has no int8 BLAS,
-so a search dequantises MATRIX_BLOCK_BYTES (4 MiB) of rows at a time into one float32 buffer and takes
-row dot products of the block (`np.vecdot`: one BLAS sdot a row, never a multi-threaded sgemv, which on
-a busy two-core machine can take a second for many small blocks). That ranks approximately; the best
-max(4n, 200) rows are re-scored in exact float32 cosine from the vectors stored in the table (point
-lookups, ~2 µs a row: only the shortlist is read), so scores and order are those of an exact search.
-The result is exact, not just likely so: each row also keeps ‖v − scale·q8‖, and by Cauchy–Schwarz its
-approximate score is within that × ‖query‖ (plus float rounding) of the exact one; rows outside the
-shortlist whose approximate score plus that bound still reaches the n-th exact score are re-scored too
-(on the bench's 118k chunks: none, for every query). Rows that left the table since the matrix was
-loaded are dropped from the results.
+The in-memory matrix is int8 (`memory.status.vector.matrix`): each row v is stored as round(v / scale)
+with scale = max|v| / 127 (symmetric, one float32 scale a row), and ‖v − scale·q8‖, its rounding error.
+A 256-d row takes 256 + 4 + 4 bytes instead of 1,024: 1M vectors ~281 MB with ids and filters instead
+of ~1.04 GB. Each batch is quantised as it is read, so no float32 copy of the whole matrix ever exists.
+
+A search first ranks every row approximately: numpy has no int8 BLAS, so MATRIX_BLOCK_BYTES (4 MiB) of
+rows at a time are converted into one float32 buffer and dotted row by row (`np.vecdot`, one sdot a
+row — one multi-threaded sgemv per block would be faster alone, but on a busy two-core machine OpenBLAS
+then took up to a second for a few hundred blocks); above PARALLEL_MIN_ROWS two threads take half each.
+The conversion, not memory, bounds this pass: about 1.1–1.5× the time of the float32 sgemv it replaces.
+
+Then the best max(2n, 16) rows are re-scored from the float32 vectors in the table, by the same sgemv as
+an exact search, so their scores are the exact ones. The order is exact too, not merely likely: by
+Cauchy–Schwarz an approximate score is within err·‖query‖ (plus float rounding) of the exact one, so
+every row outside the shortlist whose approximate score plus that bound still reaches the n-th exact
+score is re-scored as well (a second round; on the bench's 118k chunks the bound leaves about 2n rows in
+all). Reading is the cost: a vec0 point lookup walks its 1 MiB chunk blob's overflow pages, ~110 µs a
+row here (the numpy backend's plain table: ~5 µs), ~5 ms for n = 24; ids go in one statement through
+json_each (vec0 answers `chunk_id IN (…)` of more than one id with a full scan). Rows that left the
+table since the matrix was loaded are passed over.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,10 +52,12 @@ MATRIX_THRESHOLD = 4_096
 LOAD_BATCH = 16_384  # rows per fetch while loading the matrix
 MATRIX_FORM = "int8"  # memory.status.vector.matrix
 MATRIX_BLOCK_BYTES = 4 << 20  # float32 bytes dequantised at a time (fastest measured: 2–8 MiB)
-SHORTLIST_FACTOR, SHORTLIST_MIN = 4, 200  # rows re-scored exactly: max(4n, 200)
+SHORTLIST_FACTOR, SHORTLIST_MIN = 2, 16  # rows re-scored exactly: max(2n, 16), then what the bound asks for
 FETCH_BATCH = 8_192  # ids per statement when reading exact vectors
 _U = 2.0 ** -24  # float32 unit roundoff
 _vecdot = getattr(np, "vecdot", None)  # numpy >= 2.0; einsum before (also BLAS-free)
+PARALLEL_MIN_ROWS = 65_536  # from here the approximate pass runs on two threads
+_HELPERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="vectors") if (os.cpu_count() or 1) > 1 else None
 
 
 @dataclass
@@ -135,17 +146,32 @@ def _rowdot(block: np.ndarray, q: np.ndarray, out: np.ndarray) -> None:
         np.einsum("ij,j->i", block, q, out=out)
 
 
-def _approx_sims(m: _Matrix, q: np.ndarray) -> np.ndarray:
-    """scale · (int8 rows · q) for every row, a block of rows at a time through one float32 buffer."""
-    n, dims = m.mat.shape
-    sims = np.empty(n, dtype=np.float32)
+def _approx_part(m: _Matrix, q: np.ndarray, sims: np.ndarray, lo: int, hi: int) -> None:
+    """sims[lo:hi] = int8 rows · q, a block of rows at a time through one float32 buffer."""
+    dims = m.mat.shape[1]
     step = max(1, MATRIX_BLOCK_BYTES // (4 * max(dims, 1)))
-    buf = np.empty((min(step, n), dims), dtype=np.float32)
-    for a in range(0, n, step):
-        b = min(a + step, n)
+    buf = np.empty((min(step, hi - lo), dims), dtype=np.float32)
+    for a in range(lo, hi, step):
+        b = min(a + step, hi)
         blk = buf[:b - a]
         np.copyto(blk, m.mat[a:b], casting="unsafe")
         _rowdot(blk, q, sims[a:b])
+
+
+def _approx_sims(m: _Matrix, q: np.ndarray) -> np.ndarray:
+    """scale · (int8 rows · q) for every row; a big matrix in two halves on two threads (as the float32
+    sgemv did), since the int8 → float32 conversion, not memory, bounds it."""
+    n = m.mat.shape[0]
+    sims = np.empty(n, dtype=np.float32)
+    if n >= PARALLEL_MIN_ROWS and _HELPERS is not None:
+        half = n // 2
+        other = _HELPERS.submit(_approx_part, m, q, sims, half, n)
+        try:
+            _approx_part(m, q, sims, 0, half)
+        finally:
+            other.result()
+    else:
+        _approx_part(m, q, sims, 0, n)
     sims *= m.scale
     return sims
 
@@ -188,16 +214,18 @@ def _bound_misses(m: _Matrix, sims: np.ndarray, q: np.ndarray, done: np.ndarray,
 
 
 def _exact(vecs: np.ndarray, q: np.ndarray) -> np.ndarray:
-    out = np.empty(vecs.shape[0], dtype=np.float32)
-    if vecs.shape[0]:
-        _rowdot(vecs, q, out)
-    return out
+    """vecs · q by the same BLAS sgemv as a float32 matrix search, in whole groups of four rows (OpenBLAS
+    sums the rows of a ragged tail differently): the scores are then bit for bit those of the exact
+    search (measured: every row of 1–60, 200 and 1,001 random rows of 118k and 50,001-row matrices)."""
+    k = vecs.shape[0]
+    if k % 4:
+        vecs = np.concatenate([vecs, np.zeros((4 - k % 4, vecs.shape[1]), dtype=np.float32)])
+    return (vecs @ q)[:k] if k else np.empty(0, dtype=np.float32)
 
 
 def _top(ids: np.ndarray, scores: np.ndarray, n: int) -> list[tuple[int, float]]:
     order = np.argsort(-scores, kind="stable")[:n]
     return [(int(ids[i]), float(scores[i])) for i in order]
-
 
 
 class _Rescore:
@@ -226,8 +254,10 @@ class _Rescore:
         if live == 0:
             return np.empty(0, dtype=np.intp)
         size = min(self.size, live)
+        self.size *= 2  # rows keep vanishing (a big deletion): look twice as far each round
         idx = np.argpartition(-rest, size - 1)[:size]
         return idx[rest[idx] != -np.inf]
+
 
 class VectorStore:
     def __init__(self, db: Database, backend: str, dims: int):
@@ -299,7 +329,7 @@ class VectorStore:
             return []
         sims, rows = await asyncio.to_thread(_shortlist, m, q, n, sources, session_key)
         r = _Rescore(m, sims, q, n, rows.shape[0])
-        for _ in range(8):  # one round; a second when the error bound cannot rule out every other row
+        for _ in range(64):  # one round; a second when the error bound cannot rule out every other row
             if rows.size == 0:
                 break
             rows = np.sort(rows)  # ascending chunk ids: neighbouring pages of the table
