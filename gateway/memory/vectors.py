@@ -102,6 +102,7 @@ class _MatrixBuilder:
         self.ids = np.empty(cap, dtype=np.int64)
         self.is_session = np.empty(cap, dtype=bool)
         self.keys = np.empty(cap, dtype=object)
+        self.key_of: dict[str, str] = {}  # one str object per session key, not one per row
         self.mat = np.empty((cap, dims), dtype=np.int8)
         self.scale = np.empty(cap, dtype=np.float32)
         self.err = np.empty(cap, dtype=np.float32)
@@ -119,7 +120,8 @@ class _MatrixBuilder:
         a, b = self.n, self.n + k
         self.ids[a:b] = np.fromiter((r[0] for r in rows), dtype=np.int64, count=k)
         self.is_session[a:b] = np.fromiter((r[1] == "sessions" for r in rows), dtype=bool, count=k)
-        self.keys[a:b] = [r[2] or "" for r in rows]
+        same = self.key_of.setdefault
+        self.keys[a:b] = [same(k, k) for k in (r[2] or "" for r in rows)]
         v = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32).reshape(k, self.dims)
         self.mat[a:b], self.scale[a:b], self.err[a:b] = _quantise(v)
         self.n = b
