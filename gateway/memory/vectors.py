@@ -19,7 +19,7 @@ A search first ranks every row approximately: numpy has no int8 BLAS, so MATRIX_
 rows at a time are converted into one float32 buffer and dotted row by row (`np.vecdot`, one sdot a
 row — one multi-threaded sgemv per block would be faster alone, but on a busy two-core machine OpenBLAS
 then took up to a second for a few hundred blocks); above PARALLEL_MIN_ROWS two threads take half each.
-The conversion, not memory, bounds this pass: about 1.1–1.5× the time of the float32 sgemv it replaces.
+The conversion, not memory, bounds this pass: 1.1–1.2× the time of the float32 sgemv it replaced.
 
 Then the best max(2n, 16) rows are re-scored from the float32 vectors in the table, by the same sgemv as
 an exact search, so their scores are the exact ones. The order is exact too, not merely likely: by
@@ -334,7 +334,7 @@ class VectorStore:
         for _ in range(64):  # one round; a second when the error bound cannot rule out every other row
             if rows.size == 0:
                 break
-            rows = np.sort(rows)  # ascending chunk ids: neighbouring pages of the table
+            rows = np.sort(rows)  # load order, i.e. ascending chunk ids: neighbouring pages of the table
             found, vecs = await self._vectors(m.ids[rows])
             rows = await asyncio.to_thread(r.add, rows, found, vecs)
         return _top(r.ids, r.exact, n)
