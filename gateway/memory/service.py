@@ -665,6 +665,9 @@ class MemoryManager:
             "backend": self.backend,
             "available": bool(self.searcher is not None and self.searcher.vectors is not None),
             "missing": self._counts["missing"],
+            # The in-memory form vector searches use ("int8"), or None while they run in SQL.
+            "matrix": self.searcher.vectors.matrix_form
+            if self.searcher is not None and self.searcher.vectors is not None else None,
         }
         out: dict[str, Any] = {
             "files": sum(files_by.values()), "chunks": sum(chunks_by.values()),

@@ -379,7 +379,7 @@ async def test_numpy_vector_backend(tmp_path, open_manager):
     m = await open_manager(cfg)
     await m.sync()
     st = await m.status()
-    assert st["vector"] == {"backend": "numpy", "available": True, "missing": 0}
+    assert st["vector"] == {"backend": "numpy", "available": True, "missing": 0, "matrix": "int8"}
     res = await m.search("puppy playing outdoors", mode="vector")
     assert res["mode"] == "vector" and paths(res)[0] == "memory/pets.md"
     assert all(0.0 <= r["score"] <= 1.0 for r in res["results"])
@@ -487,7 +487,7 @@ async def test_provider_down_indexes_full_text_then_fills_vectors(tmp_path, api,
     st = await m.sync()  # every sync retries the chunks that lack vectors
     assert st["chunksEmbedded"] == 2 and st["indexed"] == 0
     status = await m.status()
-    assert status["vector"] == {"backend": "sqlite-vec", "available": True, "missing": 0}
+    assert status["vector"] == {"backend": "sqlite-vec", "available": True, "missing": 0, "matrix": None}
     assert "error" not in status["embeddings"]
     res = await m.search("plumber Monday")
     assert res["mode"] == "hybrid" and "degraded" not in res and paths(res)[0] == "sessions/s.jsonl"
