@@ -171,6 +171,9 @@ class SearchConfig:
                             doc="trigram for CJK text; porter stems English words")
     vector_backend: str = _f("auto", choices=("auto", "sqlite-vec", "numpy"),
                              doc="auto: sqlite-vec when it loads, else numpy over stored vectors")
+    vector_matrix: str = _f("auto", choices=("auto", "float32", "int8"),
+                            doc="the in-memory vector matrix of a big index: auto = int8 (a quarter of the memory, "
+                                "an exact float32 re-score of a shortlist) from 262,144 vectors, float32 below")
     mmr: bool = _f(False, doc="re-rank by maximal marginal relevance to drop near-duplicate results")
     mmr_lambda: float = _f(0.7, ge=0.0, le=1.0, doc="MMR: 1 = relevance only, 0 = diversity only")
     time_decay: bool = _f(False, doc="scale scores by age: dated memory files and transcript messages; "

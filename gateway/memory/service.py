@@ -299,7 +299,7 @@ class MemoryManager:
             problem = "stored vectors do not match the embedding provider; the index will be rebuilt"
             self._needs_rebuild = True
         else:
-            vectors = VectorStore(self.reader, self.backend, vt[1])
+            vectors = VectorStore(self.reader, self.backend, vt[1], self.cfg.search.vector_matrix)
         self.searcher = Searcher(self.reader, self.provider, self._options(), vectors, problem,
                                  self._hidden_sessions)
 

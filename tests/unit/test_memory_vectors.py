@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gateway.memory import vectors as vectors_mod
-from gateway.memory.db import Database, pick_driver
-from gateway.memory.schema import SchemaParams, ensure_vector_table, migrate
-from gateway.memory.vectors import VectorStore
+from gateway.memory.index import vectors as vectors_mod
+from gateway.memory.index.db import Database, pick_driver
+from gateway.memory.index.migrations import SchemaParams, ensure_vector_table, migrate
+from gateway.memory.index.vectors import VectorStore
 
 DIMS = 256
 N = 20_000
@@ -45,12 +45,12 @@ def exact_top(ids, vecs, q, k, allowed=None) -> list[tuple[int, float]]:
     return [(int(ids[i]), float(sims[i])) for i in order if sims[i] != -np.inf]
 
 
-async def open_store(tmp_path, backend: str, rows) -> tuple[Database, VectorStore]:
+async def open_store(tmp_path, backend: str, rows, matrix: str = "int8") -> tuple[Database, VectorStore]:
     db = await Database(tmp_path / "v.db", DRIVER, use_vec=backend == "sqlite-vec").open()
     await migrate(db, SchemaParams())
     async with db.transaction():
         await ensure_vector_table(db, backend, DIMS)
-        store = VectorStore(db, backend, DIMS)
+        store = VectorStore(db, backend, DIMS, matrix)
         await store.insert(rows)
     await store.warm("g1", len(rows))
     return db, store
@@ -154,5 +154,19 @@ async def test_rows_deleted_since_the_load_are_dropped_and_replaced(tmp_path):
         await db.execute(f"DELETE FROM chunks_vec WHERE chunk_id IN ({','.join('?' * len(gone))})", gone)
         got = await store.knn(q, K, ("memory", "sessions"), None, "g1", N)  # same generation: no reload
         assert_same(got, want[250:250 + K])
+    finally:
+        await db.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_auto_keeps_a_smaller_matrix_in_float32_and_searches_it_exactly(tmp_path, backend):
+    """Below INT8_MIN_ROWS ("auto"), memory is cheap and an exact sgemv is faster than re-scoring."""
+    ids, vecs, sources, keys = corpus()
+    db, store = await open_store(tmp_path, backend, rows_of(ids, vecs, sources, keys), matrix="auto")
+    try:
+        assert store.matrix_form == "float32" and store._matrix.mat.dtype == np.float32
+        for q in queries(vecs):
+            got = await store.knn(q, 10, ("memory", "sessions"), None, "g1", N)
+            assert_same(got, exact_top(ids, vecs, q, 10))
     finally:
         await db.close()

@@ -10,7 +10,9 @@ Backends (reported as `memory.status.vector.backend`):
 - `numpy`: float32 BLOBs in a plain table, always searched with the in-memory matrix.
 - `none`: no vectors (no embedding provider).
 
-The in-memory matrix is int8 (`memory.status.vector.matrix`): each row v is stored as round(v / scale)
+The in-memory matrix (`memory.status.vector.matrix`) is float32 — searched exactly by one sgemv —
+until it would hold INT8_MIN_ROWS (262,144) vectors, where float32 takes 256 MB at 256-d; from there it
+is int8 (`memory.search.vectorMatrix` = "auto"; "float32" or "int8" force one). An int8 row v is round(v / scale)
 with scale = max|v| / 127 (symmetric, one float32 scale a row), and ‖v − scale·q8‖, its rounding error.
 A 256-d row takes 256 + 4 + 4 bytes instead of 1,024: 1M vectors ~281 MB with ids and filters instead
 of ~1.04 GB. Each batch is quantised as it is read, so no float32 copy of the whole matrix ever exists.
@@ -50,7 +52,7 @@ log = structlog.get_logger("gateway.memory")
 
 MATRIX_THRESHOLD = 4_096
 LOAD_BATCH = 16_384  # rows per fetch while loading the matrix
-MATRIX_FORM = "int8"  # memory.status.vector.matrix
+INT8_MIN_ROWS = 262_144  # "auto": a matrix of this many vectors or more is int8
 MATRIX_BLOCK_BYTES = 4 << 20  # float32 bytes dequantised at a time (fastest measured: 2–8 MiB)
 SHORTLIST_FACTOR, SHORTLIST_MIN = 2, 16  # rows re-scored exactly: max(2n, 16), then what the bound asks for
 FETCH_BATCH = 8_192  # ids per statement when reading exact vectors
@@ -64,16 +66,17 @@ _HELPERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="vectors") if (o
 class _Matrix:
     generation: str
     ids: np.ndarray  # int64
-    mat: np.ndarray  # int8 (n, dims): round(v / scale)
-    scale: np.ndarray  # float32 (n,): max|v| / 127 (1 for a zero row)
-    err: np.ndarray  # float32 (n,): ‖v − scale·mat‖, the quantisation error of the row
+    mat: np.ndarray  # int8 (n, dims): round(v / scale); or float32 (n, dims): the vectors themselves
+    scale: np.ndarray | None  # int8: float32 (n,) max|v| / 127 (1 for a zero row)
+    err: np.ndarray | None  # int8: float32 (n,) ‖v − scale·mat‖, the quantisation error of the row
     is_session: np.ndarray  # bool
     session_keys: np.ndarray  # object
 
     def __post_init__(self) -> None:
         n = len(self.ids)
-        self.max_scale = float(self.scale.max()) if n else 0.0
-        self.max_err = float(self.err.max()) if n else 0.0
+        self.form = "int8" if self.mat.dtype == np.int8 else "float32"
+        self.max_scale = float(self.scale.max()) if n and self.scale is not None else 0.0
+        self.max_err = float(self.err.max()) if n and self.err is not None else 0.0
 
 
 def _quantise(v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -95,17 +98,18 @@ class _MatrixBuilder:
     million vectors the rows alone (bytes and tuples) took more memory than the matrix they became. Each
     batch is quantised as it comes: no float32 copy of the whole matrix is ever made."""
 
-    def __init__(self, dims: int, expected: int):
+    def __init__(self, dims: int, expected: int, int8: bool = True):
         self.dims = dims
+        self.int8 = int8
         self.n = 0
         cap = max(expected, 1)
         self.ids = np.empty(cap, dtype=np.int64)
         self.is_session = np.empty(cap, dtype=bool)
         self.keys = np.empty(cap, dtype=object)
         self.key_of: dict[str, str] = {}  # one str object per session key, not one per row
-        self.mat = np.empty((cap, dims), dtype=np.int8)
-        self.scale = np.empty(cap, dtype=np.float32)
-        self.err = np.empty(cap, dtype=np.float32)
+        self.mat = np.empty((cap, dims), dtype=np.int8 if int8 else np.float32)
+        self.scale = np.empty(cap if int8 else 0, dtype=np.float32)
+        self.err = np.empty(cap if int8 else 0, dtype=np.float32)
 
     def add(self, rows: list[tuple]) -> None:
         k = len(rows)
@@ -115,27 +119,33 @@ class _MatrixBuilder:
             self.is_session = np.resize(self.is_session, cap)
             self.keys = np.resize(self.keys, cap)
             self.mat = np.resize(self.mat, (cap, self.dims))
-            self.scale = np.resize(self.scale, cap)
-            self.err = np.resize(self.err, cap)
+            if self.int8:
+                self.scale = np.resize(self.scale, cap)
+                self.err = np.resize(self.err, cap)
         a, b = self.n, self.n + k
         self.ids[a:b] = np.fromiter((r[0] for r in rows), dtype=np.int64, count=k)
         self.is_session[a:b] = np.fromiter((r[1] == "sessions" for r in rows), dtype=bool, count=k)
         same = self.key_of.setdefault
         self.keys[a:b] = [same(k, k) for k in (r[2] or "" for r in rows)]
         v = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32).reshape(k, self.dims)
-        self.mat[a:b], self.scale[a:b], self.err[a:b] = _quantise(v)
+        if self.int8:
+            self.mat[a:b], self.scale[a:b], self.err[a:b] = _quantise(v)
+        else:
+            self.mat[a:b] = v
         self.n = b
 
     def build(self, generation: str) -> _Matrix:
         n = self.n
+        scale, err = (self.scale, self.err) if self.int8 else (None, None)
         if n < len(self.ids):  # fewer rows than counted: trim (a copy only in that rare case)
-            return _Matrix(generation, self.ids[:n].copy(), self.mat[:n].copy(), self.scale[:n].copy(),
-                           self.err[:n].copy(), self.is_session[:n].copy(), self.keys[:n].copy())
-        return _Matrix(generation, self.ids, self.mat, self.scale, self.err, self.is_session, self.keys)
+            return _Matrix(generation, self.ids[:n].copy(), self.mat[:n].copy(),
+                           None if scale is None else scale[:n].copy(), None if err is None else err[:n].copy(),
+                           self.is_session[:n].copy(), self.keys[:n].copy())
+        return _Matrix(generation, self.ids, self.mat, scale, err, self.is_session, self.keys)
 
 
-def _load_matrix_rows(rows: list[tuple], generation: str, dims: int) -> _Matrix:
-    b = _MatrixBuilder(dims, len(rows))
+def _load_matrix_rows(rows: list[tuple], generation: str, dims: int, int8: bool = True) -> _Matrix:
+    b = _MatrixBuilder(dims, len(rows), int8)
     if rows:
         b.add(rows)
     return b.build(generation)
@@ -225,6 +235,21 @@ def _exact(vecs: np.ndarray, q: np.ndarray) -> np.ndarray:
     return (vecs @ q)[:k] if k else np.empty(0, dtype=np.float32)
 
 
+def _float_knn(m: _Matrix, q: np.ndarray, n: int, sources: tuple[str, ...],
+               session_key: str | None) -> list[tuple[int, float]]:
+    """A float32 matrix: exact similarities of every row in one sgemv, the best n."""
+    if m.mat.shape[0] == 0:
+        return []
+    sims = m.mat @ q
+    mask = _mask(m, sources, session_key)
+    if mask is not None:
+        sims = np.where(mask, sims, -np.inf)
+    n = min(n, sims.shape[0])
+    idx = np.argpartition(-sims, n - 1)[:n] if n < sims.shape[0] else np.arange(sims.shape[0])
+    idx = idx[np.argsort(-sims[idx], kind="stable")]
+    return [(int(m.ids[i]), float(sims[i])) for i in idx if sims[i] != -np.inf]
+
+
 def _top(ids: np.ndarray, scores: np.ndarray, n: int) -> list[tuple[int, float]]:
     order = np.argsort(-scores, kind="stable")[:n]
     return [(int(ids[i]), float(scores[i])) for i in order]
@@ -262,8 +287,9 @@ class _Rescore:
 
 
 class VectorStore:
-    def __init__(self, db: Database, backend: str, dims: int):
+    def __init__(self, db: Database, backend: str, dims: int, matrix: str = "auto"):
         self.db, self.backend, self.dims = db, backend, dims
+        self.matrix = matrix  # memory.search.vectorMatrix: "auto", "float32" or "int8"
         self._matrix: _Matrix | None = None
         self._loading: asyncio.Task | None = None
 
@@ -278,7 +304,7 @@ class VectorStore:
     # ---- search --------------------------------------------------------------------------------
     async def _load(self, generation: str) -> _Matrix:
         expected = int(await self.db.scalar("SELECT count(*) FROM chunks_vec", default=0))
-        builder = _MatrixBuilder(self.dims, expected)
+        builder = _MatrixBuilder(self.dims, expected, self._int8(expected))
         async with self.db.c.execute("SELECT chunk_id, source, session_key, embedding FROM chunks_vec") as cur:
             while rows := await cur.fetchmany(LOAD_BATCH):
                 await asyncio.to_thread(builder.add, rows)
@@ -297,11 +323,16 @@ class VectorStore:
             self._loading = asyncio.create_task(self._load(generation))
             self._loading.add_done_callback(log_failure("memory_vector_matrix_load_failed"))
 
+    def _int8(self, rows: int) -> bool:
+        return self.matrix == "int8" or (self.matrix == "auto" and rows >= INT8_MIN_ROWS)
+
     @property
     def matrix_form(self) -> str | None:
         """`memory.status.vector.matrix`: the in-memory form searches use; None while they run in SQL
         (sqlite-vec below MATRIX_THRESHOLD vectors, or until the first load is done)."""
-        return MATRIX_FORM if self.backend == "numpy" or self._matrix is not None else None
+        if self._matrix is not None:
+            return self._matrix.form
+        return None
 
     async def knn(self, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None,
                   generation: str, count: int) -> list[tuple[int, float]]:
@@ -326,9 +357,12 @@ class VectorStore:
 
     async def _matrix_knn(self, m: _Matrix, q: np.ndarray, n: int, sources: tuple[str, ...],
                           session_key: str | None) -> list[tuple[int, float]]:
-        """Shortlist by the int8 matrix (in a thread), re-score it exactly from the table's vectors."""
+        """Shortlist by the int8 matrix (in a thread), re-score it exactly from the table's vectors; a
+        float32 matrix answers exactly at once."""
         if n <= 0:
             return []
+        if m.form == "float32":
+            return await asyncio.to_thread(_float_knn, m, q, n, sources, session_key)
         sims, rows = await asyncio.to_thread(_shortlist, m, q, n, sources, session_key)
         r = _Rescore(m, sims, q, n, rows.shape[0])
         for _ in range(64):  # one round; a second when the error bound cannot rule out every other row
