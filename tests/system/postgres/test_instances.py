@@ -26,6 +26,8 @@ async def test_a_session_made_on_one_gateway_is_served_by_the_other(start_gatewa
     a, b = await pair(start_gateway, postgres_url)
     ca, cb = await a.client(), await b.client()
     try:
+        assert (await cb.call("system.health"))["storage"] == {"engine": "postgresql", "instance": "b",
+                                                              "eventsDropped": 0}
         key = (await ca.call("sessions.create", {"label": "shared"}))["sessionKey"]
         listed = await cb.call("sessions.list")
         assert [s["sessionKey"] for s in listed["sessions"]] == [key] and listed["total"] == 1
