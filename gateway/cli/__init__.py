@@ -139,6 +139,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
         sdnotify.attach(gw)
 
+    from ..errors import JarvisError
     from ..fsutil import StateDirInUse
 
     try:
@@ -146,6 +147,9 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
     except StateDirInUse as exc:
         print(f"jarvis: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except JarvisError as exc:  # the gateway could not start: the database is unreachable, say
+        print(f"jarvis: cannot start: {exc.message}", file=sys.stderr)
+        return EXIT_ERROR
     except OSError as exc:
         print(f"jarvis: cannot serve on {config.server.host}:{config.server.port}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -226,3 +226,19 @@ async def test_a_lost_listener_reconnects_and_catches_up(start_gateway, postgres
     finally:
         await ca.close()
         await cb.close()
+
+
+def test_serve_with_an_unreachable_database_says_so_and_exits_1(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    env = {**os.environ, "JARVIS_STATE_DIR": str(tmp_path / "s"), "OPENAI_BASE_URL": "",
+           "JARVIS_DATABASE_URL": "postgresql://me:hunter2@127.0.0.1:1/db"}
+    proc = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--port", "0"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "jarvis: cannot start: PostgreSQL unreachable at postgresql://me:***@127.0.0.1:1/db" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout and "hunter2" not in proc.stderr + proc.stdout
