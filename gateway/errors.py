@@ -130,3 +130,26 @@ def disk_full(what: str, exc: BaseException) -> DiskFull | None:
     if type(exc).__name__ == "OperationalError" and "database or disk is full" in str(exc):
         return DiskFull(what, "database or disk is full", "SQLITE_FULL")  # sqlite3 / pysqlite3
     return None
+
+
+# Failures that mean the database (storage.url) cannot be reached now, by class name as for SQLite's
+# "disk full" above: errors.py does not import the driver.
+_UNREACHABLE = {"PostgresConnectionError", "ConnectionDoesNotExistError", "ConnectionFailureError",
+                "CannotConnectNowError", "TooManyConnectionsError", "InterfaceError",
+                "ObjectNotInPrerequisiteStateError",  # the database does not accept connections now
+                "AdminShutdownError", "CrashShutdownError",  # the server ended the connection
+                "InternalClientError"}  # the driver's state after a connection ended mid-operation
+_CONNECTION_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.EPIPE, errno.ETIMEDOUT, errno.EHOSTUNREACH,
+                      errno.ENETUNREACH, errno.ENOENT}  # ENOENT: a unix socket that is gone
+
+
+def storage_unreachable(exc: BaseException) -> Unavailable | None:
+    """The Unavailable that `exc` amounts to when it says the database cannot be reached, else None.
+    For a gateway on a database only (a refused connection is then the database's)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    driver = type(exc).__module__.startswith("asyncpg")
+    if (driver and names & _UNREACHABLE) or (isinstance(exc, ConnectionError) or (
+            isinstance(exc, OSError) and exc.errno in _CONNECTION_ERRNOS and driver)):
+        return Unavailable(f"the database cannot be reached ({type(exc).__name__}: {str(exc)[:200]}); retry shortly",
+                           retryable=True, retry_after_ms=1000)
+    return None

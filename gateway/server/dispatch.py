@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import structlog
 
 from .. import protocol
-from ..errors import InternalError, Invalid, InvalidRequest, JarvisError, RateLimited, disk_full
+from ..errors import (InternalError, Invalid, InvalidRequest, JarvisError, RateLimited, disk_full,
+                      storage_unreachable)
 from ..registry import CallContext, MethodSpec, registry
 from .connection import Connection
 
@@ -162,6 +163,10 @@ class Dispatcher:
         if full is not None:  # a cause the client can act on, not a bare "internal error"
             conn.log.warning("disk full", method=req.method, error=str(exc))
             return protocol.error_response(req.id, full)
+        down = storage_unreachable(exc) if self.services.pg is not None else None
+        if down is not None:
+            conn.log.warning("database unreachable", method=req.method, error=str(exc)[:200])
+            return protocol.error_response(req.id, down)
         error_id = uuid.uuid4().hex[:12]
         conn.log.exception("internal error", method=req.method, errorId=error_id)
         return protocol.error_response(req.id, InternalError("internal error", {"errorId": error_id}))

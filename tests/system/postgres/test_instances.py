@@ -242,3 +242,36 @@ def test_serve_with_an_unreachable_database_says_so_and_exits_1(tmp_path):
     assert proc.returncode == 1
     assert "jarvis: cannot start: PostgreSQL unreachable at postgresql://me:***@127.0.0.1:1/db" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout and "hunter2" not in proc.stderr + proc.stdout
+
+
+async def test_a_database_that_goes_away_is_a_retryable_error_and_service_resumes(start_gateway, postgres_url):
+    import asyncpg
+
+    a = await start_gateway("a", **{"storage.url": postgres_url, "storage.instanceId": "a"})
+    c = await a.client()
+    name = postgres_url.split("?")[0].rsplit("/", 1)[1]
+    admin_url = postgres_url.replace(f"/{name}", "/postgres")
+    admin = await asyncpg.connect(admin_url)
+    try:
+        key = (await c.call("sessions.create"))["sessionKey"]
+        await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name)
+        with pytest.raises(RpcError) as ei:
+            await c.call("sessions.get", {"sessionKey": key})
+        assert ei.value.code == -32050 and ei.value.data["retryable"] is True
+        assert "the database cannot be reached" in ei.value.message
+        await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+
+        async def back():
+            try:
+                return await c.call("sessions.get", {"sessionKey": key})
+            except RpcError as exc:
+                if exc.code == -32050:
+                    return None
+                raise
+
+        assert (await wait_for(back))["sessionKey"] == key
+    finally:
+        await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        await admin.close()
+        await c.close()
