@@ -647,7 +647,8 @@ class MemoryManager:
         p = self.provider
         return {"provider": p.name if p else self.cfg.embeddings.provider, "model": p.model if p else ""}
 
-    async def status(self) -> dict:
+    async def _status_counts(self) -> tuple[dict[str, int], dict[str, int], int, tuple[str, int] | None]:
+        """Files and chunks by source, cache entries, and the stored vectors' (backend, dims)."""
         if self.cfg.enabled and self.reader is not None:
             async with self._gate.shared():
                 await self._refresh_counts()
@@ -657,8 +658,11 @@ class MemoryManager:
                 chunks_by = {r[0]: int(r[1]) for r in rows}
                 cache = int(await self.reader.scalar("SELECT count(*) FROM embedding_cache", default=0))
                 vt = await vector_table(self.reader)
-        else:
-            files_by, chunks_by, cache, vt = {}, {}, 0, None
+            return files_by, chunks_by, cache, vt
+        return {}, {}, 0, None
+
+    async def status(self) -> dict:
+        files_by, chunks_by, cache, vt = await self._status_counts()
         p = self.provider
         dims = (vt[1] if vt else 0) or (p.dims if p else 0)
         vec: dict[str, Any] = {
