@@ -1,0 +1,145 @@
+"""The memory index in PostgreSQL (storage.url): one index per agent, shared by every gateway.
+
+Gateways A and B on one database (the `postgres_url` fixture) with one workspace folder, as
+docs/scaling.md asks of gateways sharing the index.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import RpcError, wait_for
+
+NOTES = """# Notes
+
+## Garden
+The apricot tree by the shed was planted in March 2021 and gives fruit in July.
+
+## Car
+The car is a blue Volvo V70; its next inspection is due in October.
+
+## Music
+Lena practises the cello every Tuesday evening with her teacher Mr Okafor.
+"""
+
+HOSTILE = ["'", "''", "\"", "a & b", "x | y", "!cello", "cello:*", "(cello", "cello)", "(a & !b) | c:*",
+           "it's Lena's cello", "<-> <2> cello", "\\'; DROP TABLE memory_chunks; --", "&|!():*'", "   ",
+           "the and of", "Mr. O'Kafor's (cello) & apricot | !tree:*"]
+
+
+async def pair(start_gateway, postgres_url, tmp_path, a: dict | None = None, b: dict | None = None):
+    common = {"storage.url": postgres_url, "memory": True, "workspace": str(tmp_path / "workspace"),
+              "memory.embeddings.provider": "local", "memory.sync.sessionDebounceMs": 50}
+    ga = await start_gateway("a", **{"storage.instanceId": "a", **common, **(a or {})})
+    gb = await start_gateway("b", **{"storage.instanceId": "b", **common, **(b or {})})
+    return ga, gb
+
+
+async def chat(client, key: str, message: str) -> None:
+    run = await client.call("chat.send", {"sessionKey": key, "message": message})
+    assert (await client.run_to_end(run["runId"]))[-1]["method"] == "chat.final"
+
+
+async def test_b_finds_what_a_indexed_without_indexing_it(start_gateway, postgres_url, tmp_path):
+    # B never syncs on its own: no start sync, no sync before a search, chat.final debounce far away.
+    quiet = {"memory.sync.onStart": False, "memory.sync.onSearch": False, "memory.sync.watch": False,
+             "memory.sync.sessionDebounceMs": 600_000}
+    a, b = await pair(start_gateway, postgres_url, tmp_path, b=quiet)
+    ca, cb = await a.client(), await b.client()
+    try:
+        key = (await ca.call("sessions.create"))["sessionKey"]
+        await chat(ca, key, "My sister Alejandra keeps bees in Oaxaca.")
+
+        async def indexed():
+            st = await ca.call("memory.status")
+            return st["sources"]["sessions"]["chunks"] > 0 and st["vector"]["missing"] == 0 and st
+
+        st_a = await wait_for(indexed)
+        for mode in ("hybrid", "fts", "vector"):
+            res = await cb.call("memory.search", {"query": "Where does Alejandra keep her bees?", "mode": mode,
+                                                  "sources": ["sessions"]})
+            assert res["mode"] == mode and "degraded" not in res, res
+            assert res["results"][0]["path"] == f"sessions/{key}.jsonl", (mode, res)
+            assert "Oaxaca" in res["results"][0]["snippet"]
+        st_b = await cb.call("memory.status")
+        assert st_b["sync"]["runs"] == 0  # B indexed nothing itself
+        assert not b.config.memory_db().exists() and not a.config.memory_db().exists()
+        assert st_b["vector"]["backend"] == st_a["vector"]["backend"] == "pgvector"
+        assert st_b["sources"] == st_a["sources"] and st_b["chunks"] == st_a["chunks"] > 0
+        assert st_b["embeddings"]["dims"] == 256 and st_b["vector"]["available"] is True
+        health = await cb.call("system.health")
+        assert health["memory"]["chunks"] == st_a["chunks"] if "memory" in health else True
+    finally:
+        await ca.close()
+        await cb.close()
+
+
+@pytest.mark.parametrize("provider", ["local", "none"])
+async def test_modes_get_status_and_a_second_sync(start_gateway, postgres_url, tmp_path, provider):
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    (ws / "MEMORY.md").write_text(NOTES)
+    a, b = await pair(start_gateway, postgres_url, tmp_path, a={"memory.embeddings.provider": provider},
+                      b={"memory.embeddings.provider": provider})
+    ca, cb = await a.client(), await b.client()
+    try:
+        first = await ca.call("memory.sync")
+        st = await ca.call("memory.status")
+        assert st["files"] >= 1 and st["sources"]["memory"]["chunks"] >= 1
+        assert st["vector"]["backend"] == ("pgvector" if provider == "local" else "none")
+        for c in (ca, cb):
+            for mode in ("hybrid", "fts", "vector"):
+                res = await c.call("memory.search", {"query": "when was the apricot tree planted", "mode": mode})
+                top = res["results"][0]
+                assert top["path"] == "MEMORY.md" and "apricot" in top["snippet"], (mode, res)
+                assert 0 < top["score"] <= 1
+                if provider == "none" and mode != "fts":  # no vectors: full text, saying why
+                    assert res["mode"] == "fts" and "disabled" in res["degraded"]
+                else:
+                    assert res["mode"] == mode and "degraded" not in res
+            got = await c.call("memory.get", {"path": top["path"], "from": top["startLine"], "lines": 40})
+            assert "apricot tree" in got["text"]
+        # Unrelated text finds nothing by full text.
+        assert (await cb.call("memory.search", {"query": "zeppelin xylophone", "mode": "fts"}))["results"] == []
+        # Nothing changed: a second sync (on either gateway) writes nothing and the counts stay.
+        again = await ca.call("memory.sync")
+        assert again["indexed"] == 0 and again["removed"] == 0, (first, again)
+        on_b = await cb.call("memory.sync")
+        assert on_b["indexed"] == 0 and on_b["removed"] == 0
+        st2 = await cb.call("memory.status")
+        assert (st2["files"], st2["chunks"], st2["sources"]) == (st["files"], st["chunks"], st["sources"])
+        # Hostile query text is only ever words.
+        for q in HOSTILE:
+            for mode in ("hybrid", "fts", "vector"):
+                res = await cb.call("memory.search", {"query": q, "mode": mode})
+                assert isinstance(res["results"], list)
+        res = await cb.call("memory.search", {"query": "Mr. O'Kafor's (cello) & !tuesday:*", "mode": "fts"})
+        assert res["results"] and "cello" in res["results"][0]["snippet"]
+    finally:
+        await ca.close()
+        await cb.close()
+
+
+async def test_a_deleted_session_leaves_the_index_of_every_gateway(start_gateway, postgres_url, tmp_path):
+    a, b = await pair(start_gateway, postgres_url, tmp_path, a={"memory.embeddings.provider": "none"},
+                      b={"memory.embeddings.provider": "none"})
+    ca, cb = await a.client(), await b.client()
+    try:
+        key = (await ca.call("sessions.create"))["sessionKey"]
+        await chat(ca, key, "The harbour master in Tromsø is called Sigrid Halvorsen.")
+
+        async def found():
+            res = await cb.call("memory.search", {"query": "harbour master Tromsø", "sources": ["sessions"]})
+            return res["results"]
+
+        assert (await wait_for(found))[0]["sessionKey"] == key
+        await cb.call("sessions.delete", {"sessionKey": key})
+        for c in (ca, cb):
+            res = await c.call("memory.search", {"query": "harbour master Tromsø", "sources": ["sessions"]})
+            assert res["results"] == []
+            assert (await c.call("memory.status"))["sources"]["sessions"]["chunks"] == 0
+        with pytest.raises(RpcError):
+            await ca.call("memory.get", {"path": f"sessions/{key}.jsonl"})
+    finally:
+        await ca.close()
+        await cb.close()
