@@ -25,7 +25,7 @@ from ..config import Config
 from ..tasks import log_failure
 from .embeddings import create_provider
 from .index.indexer import SyncStats
-from .pgindex import (FTS_CONFIG, PgIndexer, PgSearcher, PgVectorStore, ensure_vector_schema, get_meta,
+from .pgindex import (FTS_CONFIG, PgEmbeddingCache, PgIndexer, PgSearcher, PgVectorStore, ensure_vector_schema, get_meta,
                       set_meta)
 from .rebuild import same_embeddings
 from .search.backends import BuiltinBackend
@@ -200,8 +200,13 @@ class PgMemoryManager(MemoryManager):
             vt = ("pgvector", int(dims)) if dims else None
         return files_by, chunks_by, cache, vt
 
+    def embedding_caches(self, provider: str, model: str, max_entries: int) -> tuple[Any, Any]:
+        cache = PgEmbeddingCache(self.pool, provider, model, max_entries)
+        return cache, cache
+
     async def status(self) -> dict:
         out: dict[str, Any] = await super().status()
         out["fts"] = {"tokenizer": FTS_CONFIG, "engine": "postgresql"}
-        out["storage"] = "postgresql"
+        if self._vector_schema_problem and "error" not in out["embeddings"]:
+            out["embeddings"]["error"] = self._vector_schema_problem
         return out

@@ -33,6 +33,7 @@ from ..config import Config
 from ..errors import Invalid, Unavailable
 from ..tasks import log_failure
 from .embeddings import EmbeddingProvider, create_provider
+from .embeddings.cache import EmbeddingCache
 from .index.chunking import CHARS_PER_TOKEN
 from .index.db import Database, is_corruption, pick_driver
 from .index.indexer import Indexer, IndexSettings, SyncStats
@@ -642,6 +643,11 @@ class MemoryManager:
         if more:
             out["nextFrom"] = from_ + max(1, len(got))
         return out
+
+    def embedding_caches(self, provider: str, model: str, max_entries: int) -> tuple[Any, Any]:
+        """The embedding cache through the reader and through the writer (for image vectors)."""
+        return (EmbeddingCache(self.reader, provider, model, max_entries),
+                EmbeddingCache(self.writer, provider, model, max_entries))
 
     def _embeddings_brief(self) -> dict:
         p = self.provider

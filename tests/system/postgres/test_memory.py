@@ -143,3 +143,67 @@ async def test_a_deleted_session_leaves_the_index_of_every_gateway(start_gateway
     finally:
         await ca.close()
         await cb.close()
+
+
+async def test_syncs_of_one_agent_through_both_gateways_take_turns(start_gateway, postgres_url, tmp_path):
+    import asyncio
+
+    import asyncpg
+
+    ws = tmp_path / "workspace"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text(NOTES)
+    for i in range(30):
+        (ws / "memory" / f"note-{i}.md").write_text(f"# Note {i}\n\nThe locker code for box {i} is {1000 + i}.\n")
+    a, b = await pair(start_gateway, postgres_url, tmp_path)
+    ca, cb = await a.client(), await b.client()
+    try:
+        key = (await ca.call("sessions.create"))["sessionKey"]
+        await chat(ca, key, "Our neighbour Priyanka repairs old typewriters.")
+        results = await asyncio.gather(*(c.call("memory.sync", {"force": True}) for c in (ca, cb, ca, cb)))
+        assert all(r["indexed"] >= 0 for r in results)
+        conn = await asyncpg.connect(postgres_url)
+        try:
+            dupes = await conn.fetchval(
+                "SELECT count(*) FROM (SELECT agent_id, path, start_line, end_line, hash FROM memory_chunks "
+                "GROUP BY 1, 2, 3, 4, 5 HAVING count(*) > 1) d")
+            chunks = await conn.fetchval("SELECT count(*) FROM memory_chunks")
+            vectors = await conn.fetchval("SELECT count(*) FROM memory_vectors")
+            files = await conn.fetchval("SELECT count(*) FROM memory_files")
+            hnsw = await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'memory_vectors_hnsw_256'")
+        finally:
+            await conn.close()
+        assert dupes == 0 and chunks == vectors > 0 and files == 32 and hnsw == 1
+        for c in (ca, cb):
+            st = await c.call("memory.status")
+            assert (st["files"], st["chunks"], st["vector"]["missing"]) == (files, chunks, 0)
+            res = await c.call("memory.search", {"query": "locker code box 17"})
+            assert res["results"][0]["path"] == "memory/note-17.md"
+    finally:
+        await ca.close()
+        await cb.close()
+
+
+async def test_new_embedding_settings_rebuild_the_shared_index(start_gateway, postgres_url, tmp_path):
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    (ws / "MEMORY.md").write_text(NOTES)
+    common = {"storage.url": postgres_url, "memory": True, "workspace": str(ws)}
+    a = await start_gateway("a", **{"storage.instanceId": "a", **common, "memory.embeddings.provider": "none"})
+    ca = await a.client()
+    try:
+        await ca.call("memory.sync")
+        before = await ca.call("memory.status")
+        assert before["chunks"] > 0 and before["vector"]["backend"] == "none"
+    finally:
+        await ca.close()
+    b = await start_gateway("b", **{"storage.instanceId": "b", **common, "memory.embeddings.provider": "local"})
+    cb = await b.client()
+    try:
+        await cb.call("memory.sync")
+        st = await cb.call("memory.status")
+        assert st["chunks"] == before["chunks"] and st["vector"]["missing"] == 0 and st["vector"]["available"]
+        res = await cb.call("memory.search", {"query": "when was the apricot tree planted", "mode": "vector"})
+        assert res["mode"] == "vector" and res["results"][0]["path"] == "MEMORY.md"
+    finally:
+        await cb.close()
