@@ -133,6 +133,7 @@ class PgVectorStore:
     """Nearest chunks by cosine distance (`<=>`) through the HNSW index of the provider's dims."""
 
     matrix_form = None  # searched in the database, never in an in-process matrix
+    iterative: bool | None = None  # whether the server's pgvector has hnsw.iterative_scan
 
     def __init__(self, pool: asyncpg.Pool, agent_id: str, dims: int):
         self.pool, self.agent_id, self.dims = pool, agent_id, int(dims)
@@ -155,9 +156,16 @@ class PgVectorStore:
                f"WHERE {' AND '.join(where)} ORDER BY dist LIMIT ${len(params)}")
         async with self.pool.acquire() as conn:
             async with conn.transaction():
-                # Other agents' vectors share the HNSW graph: keep scanning until n of this agent's pass.
                 await conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(40, 2 * int(n)))}")
-                await conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+                if PgVectorStore.iterative is not False:
+                    # Other agents' vectors share the HNSW graph: keep scanning until n of this agent's
+                    # pass the filter (pgvector 0.8; an older one returns what ef_search finds).
+                    try:
+                        async with conn.transaction():
+                            await conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+                        PgVectorStore.iterative = True
+                    except asyncpg.PostgresError:
+                        PgVectorStore.iterative = False
                 rows = await conn.fetch(sql, *params)
         return [(int(r[0]), 1.0 - float(r[1])) for r in rows if r[1] is not None]
 
@@ -485,11 +493,15 @@ class PgIndexer(Indexer):
                                    [t[0] for t in todo])
             stats.changed = stats.changed or bool(todo)
 
-    async def forget(self, paths: list[str]) -> int:
-        """Remove these files' chunks and rows now (for every gateway); returns how many files were known."""
+    async def forget(self, paths: list[str], wait: bool = True) -> int | None:
+        """Remove these files' chunks and rows now (for every gateway); returns how many files were known,
+        or None (with `wait` False) when a sync of the agent holds its lock, on any gateway."""
         async with self.pool.acquire() as conn:
             async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock($1)", agent_lock(self.agent_id))
+                if wait:
+                    await conn.execute("SELECT pg_advisory_xact_lock($1)", agent_lock(self.agent_id))
+                elif not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", agent_lock(self.agent_id)):
+                    return None
                 await conn.execute("DELETE FROM memory_chunks WHERE agent_id = $1 AND path = ANY($2::text[])",
                                    self.agent_id, paths)
                 r = await conn.execute("DELETE FROM memory_files WHERE agent_id = $1 AND path = ANY($2::text[])",

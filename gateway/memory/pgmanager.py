@@ -25,6 +25,7 @@ from ..config import Config
 from ..tasks import log_failure
 from .embeddings import create_provider
 from .index.indexer import SyncStats
+from .index.sources import session_path
 from .pgindex import (FTS_CONFIG, PgEmbeddingCache, PgIndexer, PgSearcher, PgVectorStore, ensure_vector_schema, get_meta,
                       set_meta)
 from .rebuild import same_embeddings
@@ -132,6 +133,25 @@ class PgMemoryManager(MemoryManager):
             self._hidden_sessions -= hidden if req.sessions is True else hidden & req.sessions
         await self._after_sync(stats)
         return stats
+
+    async def forget_session(self, session_key: str) -> None:
+        """After `sessions.delete` here or through another gateway: drop the session's chunks for every
+        gateway now — or, while a sync of the agent runs (here, or on any gateway: it holds the agent's
+        lock and may have read the transcript before it went), leave the session out of search at once
+        and let a sync queued behind it drop them."""
+        if not self.cfg.enabled or self.indexer is None:
+            return
+        self.orchestrator.cancel_debounce(session_key)
+        self._dirty.sessions.discard(session_key)
+        if not (self._rebuilding or self.orchestrator.running or self._write_lock.locked()):
+            assert isinstance(self.indexer, PgIndexer)
+            async with self._write_lock:
+                gone = await self.indexer.forget([session_path(session_key)], wait=False)
+            if gone is not None:
+                await self._refresh_counts()
+                return
+        self._hidden_sessions.add(session_key)
+        self._request(force=False, memory=False, sessions={session_key}, reason="sessions.delete")
 
     async def _rebuild(self, progress) -> SyncStats:
         """New settings: drop the agent's rows, then index everything again (no file to swap)."""

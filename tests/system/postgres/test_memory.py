@@ -207,3 +207,36 @@ async def test_new_embedding_settings_rebuild_the_shared_index(start_gateway, po
         assert res["mode"] == "vector" and res["results"][0]["path"] == "MEMORY.md"
     finally:
         await cb.close()
+
+
+async def test_a_delete_while_a_sync_holds_the_agent_is_hidden_then_dropped(start_gateway, postgres_url, tmp_path):
+    import asyncpg
+
+    from gateway.memory.pgindex import agent_lock
+
+    a, b = await pair(start_gateway, postgres_url, tmp_path, a={"memory.embeddings.provider": "none"},
+                      b={"memory.embeddings.provider": "none"})
+    ca, cb = await a.client(), await b.client()
+    holder = await asyncpg.connect(postgres_url)
+    try:
+        key = (await ca.call("sessions.create"))["sessionKey"]
+        await chat(ca, key, "The ferry to Vlieland leaves at seven.")
+
+        async def found():
+            return (await ca.call("memory.search", {"query": "ferry Vlieland", "sources": ["sessions"]}))["results"]
+
+        await wait_for(found)
+        # As if another gateway were in the middle of a long sync of this agent.
+        await holder.execute("SELECT pg_advisory_lock($1)", agent_lock(a.config.agent_id))
+        await ca.call("sessions.delete", {"sessionKey": key})
+        assert (await ca.call("memory.search", {"query": "ferry Vlieland", "sources": ["sessions"]}))["results"] == []
+        await holder.execute("SELECT pg_advisory_unlock($1)", agent_lock(a.config.agent_id))
+
+        async def dropped():
+            return (await cb.call("memory.status"))["sources"]["sessions"]["chunks"] == 0
+
+        await wait_for(dropped)
+    finally:
+        await holder.close()
+        await ca.close()
+        await cb.close()
