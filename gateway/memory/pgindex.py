@@ -129,6 +129,24 @@ async def ensure_dims_index(conn: asyncpg.Connection, pool: asyncpg.Pool, dims: 
     done.add(dims)
 
 
+def _stale_mirrors(items: list[tuple[SourceFile, int | None]]) -> set[str]:
+    """Blocking: the paths whose file has fewer lines than `lines` (or whose session is gone: None)."""
+    out = set()
+    for sf, lines in items:
+        if lines is None:
+            out.add(sf.path)
+            continue
+        try:
+            with open(sf.abs, "rb") as f:
+                have = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+        except OSError:
+            out.add(sf.path)
+            continue
+        if have < lines:
+            out.add(sf.path)
+    return out
+
+
 class PgVectorStore:
     """Nearest chunks by cosine distance (`<=>`) through the HNSW index of the provider's dims."""
 
@@ -329,13 +347,23 @@ class PgIndexer(Indexer):
         if sessions:
             scanned += await asyncio.to_thread(scan_sessions, s.sessions_dir, only)
         known: dict[str, tuple[int, int, str]] = {}
+        known_keys: dict[str, str | None] = {}
         in_scope: set[str] = set()
         for path, source, key, size, mtime, h in await conn.fetch(
                 "SELECT path, source, session_key, size, mtime_ns, hash FROM memory_files WHERE agent_id = $1", agent):
             known[path] = (size, mtime, h)
+            known_keys[path] = key
             if (source == MEMORY and memory) or (source == SESSIONS and sessions and (only is None or key in only)):
                 in_scope.add(path)
         gone = sorted(in_scope - {sf.path for sf in scanned})
+        if gone:
+            # A transcript is gone when its session is, not when this gateway's mirror is missing (it
+            # may not have caught up with a session made through another gateway yet).
+            keys = [known_keys[p] for p in gone if known_keys.get(p)]
+            alive = {r[0] for r in await conn.fetch(
+                "SELECT session_key FROM sessions WHERE agent_id = $1 AND session_key = ANY($2::text[])",
+                agent, keys)} if keys else set()
+            gone = [p for p in gone if known_keys.get(p) not in alive]
         if gone:
             async with conn.transaction():
                 await conn.execute("DELETE FROM memory_chunks WHERE agent_id = $1 AND path = ANY($2::text[])", agent, gone)
@@ -349,6 +377,7 @@ class PgIndexer(Indexer):
                 stats.unchanged += 1
             else:
                 todo.append(sf)
+        todo = await self._skip_stale_mirrors(conn, todo, stats)
         total = len(todo)
         if progress and total:
             progress(0, total)
@@ -371,6 +400,23 @@ class PgIndexer(Indexer):
             await self.cache.prune(conn)
         stats.duration_ms = int((time.perf_counter() - t0) * 1000)
         return stats
+
+    async def _skip_stale_mirrors(self, conn: Any, todo: list[SourceFile], stats: SyncStats) -> list[SourceFile]:
+        """Leave out transcripts whose local mirror has fewer lines than the session (another gateway
+        appended and this one has not mirrored it yet: indexing it would replace newer chunks with
+        older ones) or whose session is gone. The mirror's update schedules the session's sync again."""
+        keys = [sf.session_key for sf in todo if sf.source == SESSIONS and sf.session_key]
+        if not keys:
+            return todo
+        counts = {r[0]: int(r[1]) for r in await conn.fetch(
+            "SELECT session_key, line_count FROM sessions WHERE agent_id = $1 AND session_key = ANY($2::text[])",
+            self.agent_id, keys)}
+        want = {sf.path: counts.get(sf.session_key or "") for sf in todo if sf.source == SESSIONS}
+        stale = await asyncio.to_thread(_stale_mirrors, [(sf, want[sf.path]) for sf in todo if sf.path in want])
+        if stale:
+            stats.unchanged += len(stale)
+            log.debug("memory_mirror_behind", files=len(stale))
+        return [sf for sf in todo if sf.path not in stale]
 
     async def _prepare_pg(self, conn: Any, batch: list[SourceFile], known: dict[str, tuple[int, int, str]],
                           force: bool, stats: SyncStats) -> tuple[list[_Work], dict[str, np.ndarray], dict[str, np.ndarray]]:

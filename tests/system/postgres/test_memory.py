@@ -65,6 +65,7 @@ async def test_b_finds_what_a_indexed_without_indexing_it(start_gateway, postgre
         assert st_b["sync"]["runs"] == 0  # B indexed nothing itself
         assert not b.config.memory_db().exists() and not a.config.memory_db().exists()
         assert st_b["vector"]["backend"] == st_a["vector"]["backend"] == "pgvector"
+        st_a = await ca.call("memory.status")  # both read the same rows (A may have synced again meanwhile)
         assert st_b["sources"] == st_a["sources"] and st_b["chunks"] == st_a["chunks"] > 0
         assert st_b["embeddings"]["dims"] == 256 and st_b["vector"]["available"] is True
         health = await cb.call("system.health")
@@ -238,5 +239,50 @@ async def test_a_delete_while_a_sync_holds_the_agent_is_hidden_then_dropped(star
         await wait_for(dropped)
     finally:
         await holder.close()
+        await ca.close()
+        await cb.close()
+
+
+async def test_a_mirror_behind_the_database_never_undoes_the_index(start_gateway, postgres_url, tmp_path):
+    a, b = await pair(start_gateway, postgres_url, tmp_path, a={"memory.embeddings.provider": "none"},
+                      b={"memory.embeddings.provider": "none", "memory.sync.sessionDebounceMs": 600_000})
+    ca, cb = await a.client(), await b.client()
+    try:
+        key = (await ca.call("sessions.create"))["sessionKey"]
+        await chat(ca, key, "The spare key hangs behind the barometer.")
+        await chat(ca, key, "And the boiler manual is in the blue folder.")
+
+        async def indexed():
+            res = await ca.call("memory.search", {"query": "boiler manual blue folder", "sources": ["sessions"]})
+            return res["results"]
+
+        await wait_for(indexed)
+        before = await ca.call("memory.status")
+        mirror = b.config.sessions_dir() / f"{key}.jsonl"
+
+        import asyncpg
+
+        conn = await asyncpg.connect(postgres_url)
+        try:
+            total = await conn.fetchval("SELECT line_count FROM sessions WHERE session_key = $1", key)
+        finally:
+            await conn.close()
+        assert total >= 4
+
+        async def mirrored():
+            return mirror.exists() and mirror.read_bytes().count(b"\n") == total
+
+        await wait_for(mirrored)
+        # B's mirror lags (two lines short), then is missing: B's syncs leave A's rows as they are.
+        lines = mirror.read_bytes().splitlines(keepends=True)
+        mirror.write_bytes(b"".join(lines[:2]))
+        assert (await cb.call("memory.sync"))["indexed"] == 0
+        mirror.unlink()
+        assert (await cb.call("memory.sync"))["removed"] == 0
+        after = await cb.call("memory.status")
+        assert after["sources"] == before["sources"]
+        res = await cb.call("memory.search", {"query": "boiler manual blue folder", "sources": ["sessions"]})
+        assert res["results"] and "boiler" in res["results"][0]["snippet"]
+    finally:
         await ca.close()
         await cb.close()
