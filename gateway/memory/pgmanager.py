@@ -17,6 +17,8 @@ turn, and a memory file one gateway lacks is removed by that gateway's sync.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -230,3 +232,35 @@ class PgMemoryManager(MemoryManager):
         if self._vector_schema_problem and "error" not in out["embeddings"]:
             out["embeddings"]["error"] = self._vector_schema_problem
         return out
+
+
+@contextlib.asynccontextmanager
+async def standalone_manager(config: Config, agent_id: str):
+    """An open MemoryManager outside the gateway (the `jarvis memory` commands): the PostgreSQL index
+    when `storage.url` is set (its own small pool; the schema migrated as a gateway would), else the
+    state dir's SQLite one."""
+    pool = None
+    if config.storage.url:
+        import asyncpg
+
+        from ..errors import Unavailable
+        from ..storage.postgres import migrate, redact
+
+        try:
+            pool = await asyncpg.create_pool(config.storage.url, min_size=1, max_size=4, command_timeout=60)
+        except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
+            raise Unavailable(f"PostgreSQL unreachable at {redact(config.storage.url)}: {exc}",
+                              retryable=True) from None
+        async with pool.acquire() as conn:
+            await migrate(conn)
+        mgr: MemoryManager = PgMemoryManager(config, agent_id, SimpleNamespace(pool=pool))  # type: ignore[arg-type]
+    else:
+        mgr = MemoryManager(config, agent_id)
+    try:
+        await mgr.open()
+        yield mgr
+    finally:
+        await mgr.close()
+        if pool is not None:
+            await pool.close()
+

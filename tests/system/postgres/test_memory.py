@@ -286,3 +286,49 @@ async def test_a_mirror_behind_the_database_never_undoes_the_index(start_gateway
     finally:
         await ca.close()
         await cb.close()
+
+
+async def test_jarvis_memory_commands_use_the_shared_index(start_gateway, postgres_url, tmp_path):
+    import asyncio
+    import os
+    import subprocess
+    import sys
+
+    import orjson
+
+    from tests.helpers import ROOT
+
+    a = await start_gateway("a", **{"storage.url": postgres_url, "storage.instanceId": "a", "memory": True,
+                                    "workspace": str(tmp_path / "workspace"), "memory.sync.sessionDebounceMs": 50})
+    ca = await a.client()
+    try:
+        key = (await ca.call("sessions.create"))["sessionKey"]
+        await chat(ca, key, "The wifi password of the cabin is written under the kettle.")
+
+        async def indexed():
+            res = await ca.call("memory.search", {"query": "cabin wifi password", "sources": ["sessions"]})
+            return res["results"]
+
+        await wait_for(indexed)
+    finally:
+        await ca.close()
+    state = tmp_path / "cli-state"  # another machine's state dir: no mirrors, no index of its own
+    env = {**os.environ, "JARVIS_STATE_DIR": str(state), "JARVIS_DATABASE_URL": postgres_url,
+           "JARVIS_WORKSPACE": str(tmp_path / "workspace")}
+    env.pop("OPENAI_API_KEY", None)
+
+    def jarvis(*args):
+        return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    r = await asyncio.to_thread(jarvis, "memory", "search", "cabin wifi password", "--json")
+    assert r.returncode == 0, r.stderr
+    assert orjson.loads(r.stdout)["results"][0]["sessionKey"] == key
+    r = await asyncio.to_thread(jarvis, "memory", "sync", "--json")  # its missing mirror removes nothing
+    assert r.returncode == 0 and orjson.loads(r.stdout)["removed"] == 0, r.stderr
+    r = await asyncio.to_thread(jarvis, "memory", "status", "--direct", "--json")
+    st = orjson.loads(r.stdout)
+    assert st["vector"]["backend"] == "pgvector" and st["sources"]["sessions"]["chunks"] > 0
+    r = await asyncio.to_thread(jarvis, "memory", "status", "--direct")
+    assert "index:      PostgreSQL postgresql://" in r.stdout and "PostgreSQL" in r.stdout, r.stdout
+    assert not list(state.rglob("memory.sqlite*"))
