@@ -222,6 +222,16 @@ class PgMemoryManager(MemoryManager):
             vt = ("pgvector", int(dims)) if dims else None
         return files_by, chunks_by, cache, vt
 
+    async def refresh_health(self) -> None:
+        if not self.cfg.enabled or self.indexer is None or self._closed:
+            return
+        try:
+            gen = await get_meta(self.pool, self.agent_id, "generation", "0") or "0"
+            if gen != self._generation:
+                await self._refresh_counts()
+        except Exception:  # health answers with the last counts while the database is away
+            log.debug("memory_health_counts_failed", exc_info=True)
+
     def embedding_caches(self, provider: str, model: str, max_entries: int) -> tuple[Any, Any]:
         cache = PgEmbeddingCache(self.pool, provider, model, max_entries)
         return cache, cache

@@ -726,6 +726,10 @@ class MemoryManager:
                         "score": r["score"], "snippet": snip})
         return out
 
+    async def refresh_health(self) -> None:
+        """Bring the counts health() reports up to date where another process may change the index
+        (the PostgreSQL index); this one's own syncs keep them current."""
+
     def health(self) -> dict:
         return {"files": self._counts["files"], "chunks": self._counts["chunks"], "dirty": self.dirty,
                 "watcher": self.orchestrator.watch.mode}

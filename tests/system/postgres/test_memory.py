@@ -68,8 +68,19 @@ async def test_b_finds_what_a_indexed_without_indexing_it(start_gateway, postgre
         st_a = await ca.call("memory.status")  # both read the same rows (A may have synced again meanwhile)
         assert st_b["sources"] == st_a["sources"] and st_b["chunks"] == st_a["chunks"] > 0
         assert st_b["embeddings"]["dims"] == 256 and st_b["vector"]["available"] is True
+        # B's health counts follow the shared index, though B never synced it.
+        before = (await cb.call("system.health"))["memory"]
+        key2 = (await ca.call("sessions.create"))["sessionKey"]
+        await chat(ca, key2, "Her bees make orange blossom honey.")
+
+        async def grown():
+            st = await ca.call("memory.status")
+            return st["files"] > before["files"] and st["vector"]["missing"] == 0
+
+        await wait_for(grown)
+        now_a = await ca.call("memory.status")
         health = await cb.call("system.health")
-        assert health["memory"]["chunks"] == st_a["chunks"] if "memory" in health else True
+        assert (health["memory"]["files"], health["memory"]["chunks"]) == (now_a["files"], now_a["chunks"])
     finally:
         await ca.close()
         await cb.close()
