@@ -21,6 +21,7 @@ gateways syncing one agent take turns and the second finds the work done (hashes
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from typing import Any, Sequence
 
@@ -40,6 +41,7 @@ from .search.searcher import SearchOptions, Searcher
 log = structlog.get_logger("gateway.memory")
 
 FTS_CONFIG = "english"
+IDF_COUNT_CAP = 10_000
 
 
 def agent_lock(agent_id: str) -> int:
@@ -55,16 +57,16 @@ def parse_vector(text: str) -> np.ndarray:
     return np.array(orjson.loads(text), dtype=np.float32)
 
 
-def tsquery_text(terms: Sequence[str]) -> str | None:
-    """A to_tsquery expression that ORs the terms, each a quoted lexeme: the terms are `\\w+` words
-    (query.py), and any quote or backslash is escaped anyway, so user text never becomes tsquery
+def tsquery_lexemes(terms: Sequence[str]) -> list[str]:
+    """Each term as a quoted to_tsquery lexeme (`'word'`), to be OR-ed: the terms are `\\w+` words
+    (query.py), and quotes and backslashes are dropped anyway, so user text never becomes tsquery
     syntax (`&`, `|`, `!`, `:*`, `<->`, parentheses)."""
     parts = []
     for t in terms:
         t = t.replace("\\", "").replace("'", "")
         if t:
             parts.append("'" + t + "'")
-    return " | ".join(dict.fromkeys(parts)) or None
+    return list(dict.fromkeys(parts))
 
 
 async def get_meta(db: Any, agent_id: str, key: str, default: str | None = None) -> str | None:
@@ -84,13 +86,9 @@ async def bump_generation(conn: asyncpg.Connection, agent_id: str) -> None:
 
 
 # ---- the vector table (pgvector) ------------------------------------------------------------------------
-_schema_ready: dict[int, set[int]] = {}  # id(pool) → dims whose HNSW index exists
-
-
 async def ensure_vector_schema(pool: asyncpg.Pool) -> str | None:
-    """The `vector` extension and `memory_vectors`; None when ready, else why vectors cannot be stored."""
-    if id(pool) in _schema_ready:
-        return None
+    """The `vector` extension and `memory_vectors` (when an agent's index opens); None when ready, else
+    why vectors cannot be stored."""
     try:
         async with pool.acquire() as conn:
             async with conn.transaction():
@@ -108,25 +106,19 @@ async def ensure_vector_schema(pool: asyncpg.Pool) -> str | None:
                 await conn.execute("CREATE INDEX IF NOT EXISTS memory_vectors_by_agent ON memory_vectors (agent_id, dims)")
     except asyncpg.PostgresError as exc:
         return f"pgvector is not available on the database server ({exc}); full-text search only"
-    _schema_ready[id(pool)] = set()
     return None
 
 
-async def ensure_dims_index(conn: asyncpg.Connection, pool: asyncpg.Pool, dims: int) -> None:
+async def ensure_dims_index(conn: asyncpg.Connection, dims: int) -> None:
     """The HNSW cosine index for vectors of `dims` dimensions, made when such vectors are first stored
     (an expression index per dimension count: a `vector` column without a fixed size cannot have one)."""
-    done = _schema_ready.setdefault(id(pool), set())
-    if dims in done:
-        return
     if not 0 < dims <= 2000:  # HNSW's limit for `vector`; larger ones are searched exactly
-        done.add(dims)
         return
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:memory-schema"))
         await conn.execute(
             f"CREATE INDEX IF NOT EXISTS memory_vectors_hnsw_{dims} ON memory_vectors "
             f"USING hnsw ((embedding::vector({dims})) vector_cosine_ops) WHERE dims = {dims}")
-    done.add(dims)
 
 
 def _stale_mirrors(items: list[tuple[SourceFile, int | None]]) -> set[str]:
@@ -210,14 +202,17 @@ class PgSearcher(Searcher):
 
     async def fts(self, terms: Sequence[str], n: int, sources: tuple[str, ...],
                   session_key: str | None) -> list[tuple[int, float]]:
-        """(id, -rank) best first: ts_rank_cd with the text at weight 1 and the context at
-        `contextWeight`, negated so that fusion reads it as it reads BM25 (lower is better)."""
-        expr = tsquery_text(terms)
-        if expr is None:
+        """(id, -score) best first, negated so that fusion reads it as it reads BM25 (lower is better).
+        The score is BM25-like: Σ over the query's words of idf(word) × ts_rank_cd(word), the rank with
+        the text at weight 1 and the context at `contextWeight`, normalised by the chunk's length and
+        saturating (flags 1|32), so a rare word counts for more than a common one, as in BM25."""
+        lexemes = tsquery_lexemes(terms)
+        if not lexemes:
             return []
+        idf = await self._idf(lexemes)
         w = float(self.opts.context_weight)
-        params: list[Any] = [self.agent_id, expr, [w, 0.0, 0.0, 1.0]]
-        where = ["c.agent_id = $1", "c.tsv @@ q"]
+        params: list[Any] = [self.agent_id, " | ".join(lexemes), [w, 0.0, 0.0, 1.0], lexemes, idf]
+        where = ["c.agent_id = $1", f"c.tsv @@ to_tsquery('{FTS_CONFIG}', $2)"]
         if len(sources) == 1:
             params.append(sources[0])
             where.append(f"c.source = ${len(params)}")
@@ -225,11 +220,27 @@ class PgSearcher(Searcher):
             params.append(session_key)
             where.append(f"(c.source = 'memory' OR c.session_key = ${len(params)})")
         params.append(int(n))
-        sql = (f"SELECT c.id, -(ts_rank_cd($3::float4[], c.tsv, q) + 1e-6) AS r "
-               f"FROM memory_chunks c, to_tsquery('{FTS_CONFIG}', $2) q "
-               f"WHERE {' AND '.join(where)} ORDER BY r, c.id LIMIT ${len(params)}")
+        sql = (f"SELECT c.id, -(1e-6 + (SELECT coalesce(sum(t.idf * ts_rank_cd($3::float4[], c.tsv, t.q, 33)), 0) "
+               f"FROM (SELECT to_tsquery('{FTS_CONFIG}', x.term) AS q, x.idf "
+               f"FROM unnest($4::text[], $5::float8[]) AS x(term, idf)) t WHERE c.tsv @@ t.q)) AS r "
+               f"FROM memory_chunks c WHERE {' AND '.join(where)} ORDER BY r, c.id LIMIT ${len(params)}")
         rows = await self.pool.fetch(sql, *params)
         return [(int(r[0]), float(r[1])) for r in rows]
+
+    async def _idf(self, lexemes: list[str]) -> list[float]:
+        """BM25's idf of each word among the agent's chunks (document counts capped at IDF_COUNT_CAP:
+        past it a word is common, and counting further would cost a scan)."""
+        rows = await self.pool.fetch(
+            f"SELECT (SELECT count(*) FROM (SELECT 1 FROM memory_chunks c WHERE c.agent_id = $1 "
+            f"AND c.tsv @@ to_tsquery('{FTS_CONFIG}', u.x) LIMIT {IDF_COUNT_CAP}) s) "
+            "FROM unnest($2::text[]) WITH ORDINALITY AS u(x, i) ORDER BY u.i", self.agent_id, lexemes)
+        total = max(self.total_chunks, 1)
+        out = []
+        for r in rows:
+            df = int(r[0])
+            n = max(total, df)
+            out.append(math.log(1.0 + (n - df + 0.5) / (df + 0.5)))
+        return out
 
     async def _chunk_rows(self, ids: list[int]) -> list[tuple]:
         rows = await self.pool.fetch(
@@ -293,6 +304,7 @@ class PgIndexer(Indexer):
                                       provider.cached)
         self.vectors = None
         self.vectors_ok = vectors_ok  # the vector table exists (pgvector on the server)
+        self._dims_indexed: set[int] = set()  # dims whose HNSW index this indexer has seen to
 
     @property
     def embeds(self) -> bool:
@@ -368,6 +380,7 @@ class PgIndexer(Indexer):
             async with conn.transaction():
                 await conn.execute("DELETE FROM memory_chunks WHERE agent_id = $1 AND path = ANY($2::text[])", agent, gone)
                 await conn.execute("DELETE FROM memory_files WHERE agent_id = $1 AND path = ANY($2::text[])", agent, gone)
+                await bump_generation(conn, agent)
             stats.removed = len(gone)
             stats.changed = True
         todo = []
@@ -394,8 +407,6 @@ class PgIndexer(Indexer):
         stats.missing_vectors = int(await conn.fetchval(
             "SELECT count(*) FROM memory_chunks WHERE agent_id = $1 AND NOT embedded", agent)) if self.embeds else 0
         async with conn.transaction():
-            if stats.changed:
-                await bump_generation(conn, agent)
             await set_meta(conn, agent, "last_sync_at", now_iso())
             await self.cache.prune(conn)
         stats.duration_ms = int((time.perf_counter() - t0) * 1000)
@@ -451,8 +462,9 @@ class PgIndexer(Indexer):
     async def _insert_vectors(self, conn: Any, rows: list[tuple[int, str, str | None, np.ndarray]]) -> None:
         if not rows:
             return
-        for dims in {int(v.shape[0]) for *_, v in rows}:
-            await ensure_dims_index(conn, self.pool, dims)
+        for dims in {int(v.shape[0]) for *_, v in rows} - self._dims_indexed:
+            await ensure_dims_index(conn, dims)
+            self._dims_indexed.add(dims)
         await conn.executemany(
             "INSERT INTO memory_vectors(chunk_id, agent_id, source, session_key, dims, embedding) "
             "VALUES ($1, $2, $3, $4, $5, $6::text::vector) ON CONFLICT (chunk_id) DO NOTHING",
@@ -515,6 +527,9 @@ class PgIndexer(Indexer):
                     "indexed_at = excluded.indexed_at", file_rows)
             if fresh:
                 await self.cache.put_many(fresh, conn)
+            if stale or inserts or file_rows:
+                # With the rows it counts: a reader that sees the new rows sees the new generation.
+                await bump_generation(conn, agent)
 
     async def _fill_missing_pg(self, conn: Any, stats: SyncStats) -> None:
         """Give vectors to chunks stored without one (the provider was down when they were indexed)."""
@@ -537,6 +552,8 @@ class PgIndexer(Indexer):
                 await self._insert_vectors(conn, todo)
                 await conn.execute("UPDATE memory_chunks SET embedded = true WHERE id = ANY($1::bigint[])",
                                    [t[0] for t in todo])
+                if todo:
+                    await bump_generation(conn, self.agent_id)
             stats.changed = stats.changed or bool(todo)
 
     async def forget(self, paths: list[str], wait: bool = True) -> int | None:

@@ -343,3 +343,41 @@ async def test_jarvis_memory_commands_use_the_shared_index(start_gateway, postgr
     r = await asyncio.to_thread(jarvis, "memory", "status", "--direct")
     assert "index:      PostgreSQL postgresql://" in r.stdout and "PostgreSQL" in r.stdout, r.stdout
     assert not list(state.rglob("memory.sqlite*"))
+
+
+async def test_full_text_ranks_a_rare_word_above_a_common_one(start_gateway, postgres_url, tmp_path):
+    # As BM25 does on SQLite: the one note with the rare word beats notes repeating the common one.
+    ws = tmp_path / "workspace"
+    (ws / "memory").mkdir(parents=True)
+    for i in range(12):
+        (ws / "memory" / f"garden-{i:02}.md").write_text(f"# Garden {i}\n\nThe garden path, the garden gate, "
+                                                        f"the garden bench and the garden shed number {i}.\n")
+    (ws / "memory" / "veg.md").write_text("# Veg\n\nThe zucchini bed is at the back, by the compost.\n")
+    a = await start_gateway("a", **{"storage.url": postgres_url, "storage.instanceId": "a", "memory": True,
+                                    "workspace": str(ws), "memory.embeddings.provider": "none"})
+    ca = await a.client()
+    try:
+        await ca.call("memory.sync")
+        res = await ca.call("memory.search", {"query": "garden zucchini", "mode": "fts", "k": 3})
+        assert res["results"][0]["path"] == "memory/veg.md", res
+        assert 0 < res["results"][0]["score"] <= 1 and len(res["results"]) == 3
+        # The full-text list itself (before the re-rank, which weighs rarity among the candidates too).
+        import asyncpg
+
+        from gateway.memory.index.sources import SOURCES
+        from gateway.memory.pgindex import PgSearcher
+        from gateway.memory.search.searcher import SearchOptions
+
+        pool = await asyncpg.create_pool(postgres_url, min_size=1, max_size=2)
+        try:
+            s = PgSearcher(pool, a.config.agent_id, None, SearchOptions.from_config(a.config.memory.search),  # type: ignore[arg-type]
+                           None, None)
+            s.total_chunks = 13
+            hits = await s.fts(["garden", "zucchini"], 5, SOURCES, None)
+            path = await pool.fetchval("SELECT path FROM memory_chunks WHERE id = $1", hits[0][0])
+            assert path == "memory/veg.md" and len(hits) == 5 and all(h[1] < 0 for h in hits)
+            assert [h[1] for h in hits] == sorted(h[1] for h in hits)
+        finally:
+            await pool.close()
+    finally:
+        await ca.close()
