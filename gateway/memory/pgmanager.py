@@ -29,7 +29,7 @@ from .embeddings import create_provider
 from .index.indexer import SyncStats
 from .index.sources import session_path
 from .pgindex import (FTS_CONFIG, PgEmbeddingCache, PgIndexer, PgSearcher, PgVectorStore, ensure_vector_schema, get_meta,
-                      set_meta)
+                      parse_vector, set_meta)
 from .rebuild import same_embeddings
 from .search.backends import BuiltinBackend
 from .search.snippets import Exclude
@@ -221,6 +221,18 @@ class PgMemoryManager(MemoryManager):
                                             self.agent_id)
             vt = ("pgvector", int(dims)) if dims else None
         return files_by, chunks_by, cache, vt
+
+    async def _stored_vectors(self, results: list[dict]) -> dict[int, Any] | None:
+        if not results or self.searcher is None or self.searcher.vectors is None:
+            return None
+        rows = await self.pool.fetch(
+            "SELECT c.path, c.start_line, c.end_line, v.embedding::text FROM memory_chunks c "
+            "JOIN memory_vectors v ON v.chunk_id = c.id WHERE c.agent_id = $1 AND c.path = ANY($2::text[])",
+            self.agent_id, sorted({r["path"] for r in results}))
+        vecs = {(r[0], int(r[1]), int(r[2])): parse_vector(r[3]) for r in rows}
+        out = {i: vecs[(r["path"], r["startLine"], r["endLine"])] for i, r in enumerate(results)
+               if (r["path"], r["startLine"], r["endLine"]) in vecs}
+        return out or None
 
     async def refresh_health(self) -> None:
         if not self.cfg.enabled or self.indexer is None or self._closed:

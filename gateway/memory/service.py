@@ -623,13 +623,16 @@ class MemoryManager:
             results = apply_time_decay(results, dates, now, s.half_life_days)
         results = [r for r in results if r["score"] >= min_score]
         if s.mmr:
-            vectors = None
-            if self.searcher is not None and self.searcher.vectors is not None and self.reader is not None:
-                async with self._gate.shared():
-                    vectors = await stored_vectors(self.reader, results)
-            return mmr_rerank(results, k, s.mmr_lambda, vectors)
+            return mmr_rerank(results, k, s.mmr_lambda, await self._stored_vectors(results))
         # Decay re-sorted by score: spread over files again, as the searcher did.
         return spread_over_files(results, k, s.file_diversity, score=lambda r: r["score"], path=lambda r: r["path"])
+
+    async def _stored_vectors(self, results: list[dict]) -> dict[int, Any] | None:
+        """The results' stored vectors (index in `results` → vector) for MMR, when vectors are in use."""
+        if self.searcher is not None and self.searcher.vectors is not None and self.reader is not None:
+            async with self._gate.shared():
+                return await stored_vectors(self.reader, results)
+        return None
 
     async def get(self, path: str, from_: int = 1, lines: int = 120) -> dict:
         if from_ < 1:

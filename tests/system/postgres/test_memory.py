@@ -381,3 +381,23 @@ async def test_full_text_ranks_a_rare_word_above_a_common_one(start_gateway, pos
             await pool.close()
     finally:
         await ca.close()
+
+
+async def test_mmr_reads_the_stored_vectors_from_postgresql(start_gateway, postgres_url, tmp_path):
+    ws = tmp_path / "workspace"
+    (ws / "memory").mkdir(parents=True)
+    for i, text in enumerate(["The cello lesson is on Tuesday.", "Lena's cello teacher is Mr Okafor.",
+                              "The cello case is in the hall.", "Tuesday is also bin day."]):
+        (ws / "memory" / f"n{i}.md").write_text(f"# Note {i}\n\n{text}\n")
+    a = await start_gateway("a", **{"storage.url": postgres_url, "storage.instanceId": "a", "memory": True,
+                                    "workspace": str(ws), "memory.search.mmr": True})
+    ca = await a.client()
+    try:
+        await ca.call("memory.sync")
+        res = await ca.call("memory.search", {"query": "cello Tuesday", "k": 3})
+        assert len(res["results"]) == 3 and len({r["path"] for r in res["results"]}) == 3
+        mem = a.gw.services.memory
+        vecs = await mem._stored_vectors(res["results"])
+        assert vecs is not None and sorted(vecs) == [0, 1, 2] and all(v.shape == (256,) for v in vecs.values())
+    finally:
+        await ca.close()
