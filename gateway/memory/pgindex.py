@@ -42,6 +42,7 @@ log = structlog.get_logger("gateway.memory")
 
 FTS_CONFIG = "english"
 IDF_COUNT_CAP = 10_000
+MAINTAIN_AFTER_FILES = 200  # a sync that changed this many files cleans up after itself (_maintain)
 
 
 def agent_lock(agent_id: str) -> int:
@@ -211,7 +212,13 @@ class PgSearcher(Searcher):
             return []
         idf = await self._idf(lexemes)
         w = float(self.opts.context_weight)
-        params: list[Any] = [self.agent_id, " | ".join(lexemes), [w, 0.0, 0.0, 1.0], lexemes, idf]
+        m = len(lexemes)
+        params: list[Any] = [self.agent_id, " | ".join(lexemes), [w, 0.0, 0.0, 1.0], *lexemes, *idf]
+        # One tsquery parameter per word, not an array unnested per row: each is a constant of the
+        # statement, so the GIN index serves the match and the statement is the same for every query
+        # of as many words (prepared once).
+        score = " + ".join(f"${4 + m + k}::float8 * ts_rank_cd($3::float4[], c.tsv, to_tsquery('{FTS_CONFIG}', ${4 + k}), 33)"
+                           for k in range(m))
         where = ["c.agent_id = $1", f"c.tsv @@ to_tsquery('{FTS_CONFIG}', $2)"]
         if len(sources) == 1:
             params.append(sources[0])
@@ -220,20 +227,19 @@ class PgSearcher(Searcher):
             params.append(session_key)
             where.append(f"(c.source = 'memory' OR c.session_key = ${len(params)})")
         params.append(int(n))
-        sql = (f"SELECT c.id, -(1e-6 + (SELECT coalesce(sum(t.idf * ts_rank_cd($3::float4[], c.tsv, t.q, 33)), 0) "
-               f"FROM (SELECT to_tsquery('{FTS_CONFIG}', x.term) AS q, x.idf "
-               f"FROM unnest($4::text[], $5::float8[]) AS x(term, idf)) t WHERE c.tsv @@ t.q)) AS r "
-               f"FROM memory_chunks c WHERE {' AND '.join(where)} ORDER BY r, c.id LIMIT ${len(params)}")
+        sql = (f"SELECT c.id, -(1e-6 + {score}) AS r FROM memory_chunks c "
+               f"WHERE {' AND '.join(where)} ORDER BY r, c.id LIMIT ${len(params)}")
         rows = await self.pool.fetch(sql, *params)
         return [(int(r[0]), float(r[1])) for r in rows]
 
     async def _idf(self, lexemes: list[str]) -> list[float]:
         """BM25's idf of each word among the agent's chunks (document counts capped at IDF_COUNT_CAP:
         past it a word is common, and counting further would cost a scan)."""
-        rows = await self.pool.fetch(
-            f"SELECT (SELECT count(*) FROM (SELECT 1 FROM memory_chunks c WHERE c.agent_id = $1 "
-            f"AND c.tsv @@ to_tsquery('{FTS_CONFIG}', u.x) LIMIT {IDF_COUNT_CAP}) s) "
-            "FROM unnest($2::text[]) WITH ORDINALITY AS u(x, i) ORDER BY u.i", self.agent_id, lexemes)
+        counts = ", ".join(f"(SELECT count(*) FROM (SELECT 1 FROM memory_chunks c WHERE c.agent_id = $1 AND "
+                           f"c.tsv @@ to_tsquery('{FTS_CONFIG}', ${k + 2}) LIMIT {IDF_COUNT_CAP}) s{k})"
+                           for k in range(len(lexemes)))
+        row = await self.pool.fetchrow(f"SELECT {counts}", self.agent_id, *lexemes)
+        rows = [(row[k],) for k in range(len(lexemes))]
         total = max(self.total_chunks, 1)
         out = []
         for r in rows:
@@ -409,6 +415,8 @@ class PgIndexer(Indexer):
         async with conn.transaction():
             await set_meta(conn, agent, "last_sync_at", now_iso())
             await self.cache.prune(conn)
+        if stats.indexed + stats.removed >= MAINTAIN_AFTER_FILES:
+            await self._maintain(conn)
         stats.duration_ms = int((time.perf_counter() - t0) * 1000)
         return stats
 
@@ -428,6 +436,18 @@ class PgIndexer(Indexer):
             stats.unchanged += len(stale)
             log.debug("memory_mirror_behind", files=len(stale))
         return [sf for sf in todo if sf.path not in stale]
+
+    async def _maintain(self, conn: Any) -> None:
+        """After a large sync: fold the GIN index's pending list into the index and refresh the planner's
+        statistics. Until autovacuum gets there, freshly inserted rows sit in the pending list, which the
+        planner prices so high that it scans every chunk of the agent instead of using the index."""
+        try:
+            await conn.execute("SELECT gin_clean_pending_list('memory_chunks_fts'::regclass)")
+            await conn.execute("ANALYZE memory_chunks")
+            if self.vectors_ok:
+                await conn.execute("ANALYZE memory_vectors")
+        except asyncpg.PostgresError as exc:  # not the tables' owner: autovacuum will do it
+            log.info("memory_index_maintenance_skipped", error=str(exc))
 
     async def _prepare_pg(self, conn: Any, batch: list[SourceFile], known: dict[str, tuple[int, int, str]],
                           force: bool, stats: SyncStats) -> tuple[list[_Work], dict[str, np.ndarray], dict[str, np.ndarray]]:

@@ -186,6 +186,11 @@ async def test_syncs_of_one_agent_through_both_gateways_take_turns(start_gateway
         finally:
             await conn.close()
         assert dupes == 0 and chunks == vectors > 0 and files == 32 and hnsw == 1
+        mem = a.gw.services.memory  # the upkeep after a large sync (200+ files) runs as the owner
+        async with mem.pool.acquire() as conn:
+            await mem.indexer._maintain(conn)
+            assert await conn.fetchval("SELECT last_analyze FROM pg_stat_user_tables "
+                                       "WHERE relname = 'memory_vectors'") is not None
         for c in (ca, cb):
             st = await c.call("memory.status")
             assert (st["files"], st["chunks"], st["vector"]["missing"]) == (files, chunks, 0)
