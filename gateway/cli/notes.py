@@ -108,12 +108,10 @@ def _check_range(name: str, value: int, lo: int, hi: int | None = None) -> None:
 
 
 async def run(args: argparse.Namespace, config: Config) -> int:
-    from ..memory.service import MemoryManager
+    from ..memory.pgmanager import standalone_manager
 
     agent = check_agent(args, config)
-    mgr = MemoryManager(config, agent)
-    await mgr.open()
-    try:
+    async with standalone_manager(config, agent) as mgr:
         f = MemoryNotes(mgr, config.agent_workspace(agent))
         c = args.memory_command
         if c == "set":
@@ -163,5 +161,3 @@ async def run(args: argparse.Namespace, config: Config) -> int:
         else:
             print(text)
         return 0
-    finally:
-        await mgr.close()

@@ -33,6 +33,7 @@ from ..config import Config
 from ..errors import Invalid, Unavailable
 from ..tasks import log_failure
 from .embeddings import EmbeddingProvider, create_provider
+from .embeddings.cache import EmbeddingCache
 from .index.chunking import CHARS_PER_TOKEN
 from .index.db import Database, is_corruption, pick_driver
 from .index.indexer import Indexer, IndexSettings, SyncStats
@@ -622,13 +623,16 @@ class MemoryManager:
             results = apply_time_decay(results, dates, now, s.half_life_days)
         results = [r for r in results if r["score"] >= min_score]
         if s.mmr:
-            vectors = None
-            if self.searcher is not None and self.searcher.vectors is not None and self.reader is not None:
-                async with self._gate.shared():
-                    vectors = await stored_vectors(self.reader, results)
-            return mmr_rerank(results, k, s.mmr_lambda, vectors)
+            return mmr_rerank(results, k, s.mmr_lambda, await self._stored_vectors(results))
         # Decay re-sorted by score: spread over files again, as the searcher did.
         return spread_over_files(results, k, s.file_diversity, score=lambda r: r["score"], path=lambda r: r["path"])
+
+    async def _stored_vectors(self, results: list[dict]) -> dict[int, Any] | None:
+        """The results' stored vectors (index in `results` → vector) for MMR, when vectors are in use."""
+        if self.searcher is not None and self.searcher.vectors is not None and self.reader is not None:
+            async with self._gate.shared():
+                return await stored_vectors(self.reader, results)
+        return None
 
     async def get(self, path: str, from_: int = 1, lines: int = 120) -> dict:
         if from_ < 1:
@@ -643,11 +647,17 @@ class MemoryManager:
             out["nextFrom"] = from_ + max(1, len(got))
         return out
 
+    def embedding_caches(self, provider: str, model: str, max_entries: int) -> tuple[Any, Any]:
+        """The embedding cache through the reader and through the writer (for image vectors)."""
+        return (EmbeddingCache(self.reader, provider, model, max_entries),
+                EmbeddingCache(self.writer, provider, model, max_entries))
+
     def _embeddings_brief(self) -> dict:
         p = self.provider
         return {"provider": p.name if p else self.cfg.embeddings.provider, "model": p.model if p else ""}
 
-    async def status(self) -> dict:
+    async def _status_counts(self) -> tuple[dict[str, int], dict[str, int], int, tuple[str, int] | None]:
+        """Files and chunks by source, cache entries, and the stored vectors' (backend, dims)."""
         if self.cfg.enabled and self.reader is not None:
             async with self._gate.shared():
                 await self._refresh_counts()
@@ -657,8 +667,11 @@ class MemoryManager:
                 chunks_by = {r[0]: int(r[1]) for r in rows}
                 cache = int(await self.reader.scalar("SELECT count(*) FROM embedding_cache", default=0))
                 vt = await vector_table(self.reader)
-        else:
-            files_by, chunks_by, cache, vt = {}, {}, 0, None
+            return files_by, chunks_by, cache, vt
+        return {}, {}, 0, None
+
+    async def status(self) -> dict:
+        files_by, chunks_by, cache, vt = await self._status_counts()
         p = self.provider
         dims = (vt[1] if vt else 0) or (p.dims if p else 0)
         vec: dict[str, Any] = {
@@ -715,6 +728,10 @@ class MemoryManager:
             out.append({"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"],
                         "score": r["score"], "snippet": snip})
         return out
+
+    async def refresh_health(self) -> None:
+        """Bring the counts health() reports up to date where another process may change the index
+        (the PostgreSQL index); this one's own syncs keep them current."""
 
     def health(self) -> dict:
         return {"files": self._counts["files"], "chunks": self._counts["chunks"], "dirty": self.dirty,

@@ -9,8 +9,10 @@ from ..registry import CallContext, registry
 
 
 @registry.method("system.health", description="Liveness and a summary of the gateway's state.")
-def health(ctx: CallContext, p: dict) -> dict:
+async def health(ctx: CallContext, p: dict) -> dict:
     s = ctx.services
+    if s.memory is not None:
+        await s.memory.refresh_health()  # a shared index may have changed through another gateway
     memory = s.memory.health() if s.memory is not None else {"files": 0, "chunks": 0, "dirty": False}
     return {
         "status": "ok",

@@ -10,6 +10,8 @@ Tables (named, ordered migrations, recorded in `jarvis_migrations` like the SQLi
     idempotency        (agent_id, session_key, idem_key) → run_id, expires_at
     runs               (agent_id, session_key) → run_id, instance_id: the one active run per session
     event_payloads     notification payloads too big for NOTIFY (8000 bytes), kept a minute
+    memory_*           each agent's memory index: files, chunks (tsvector), meta, embedding cache, and
+                       vectors (pgvector); see gateway/memory/pgindex.py
 
 Liveness: a gateway holds a session-level advisory lock on its own key (from its instance id) on one
 dedicated connection for as long as it runs; the lock goes when its process or its connection dies. So
@@ -87,6 +89,58 @@ MIGRATIONS: list[tuple[str, str]] = [
             id bigserial PRIMARY KEY,
             payload text NOT NULL,
             created_at timestamptz NOT NULL DEFAULT now()
+        );
+    """),
+    # The memory index shared by every gateway (gateway/memory/pgindex.py). Vectors live in
+    # `memory_vectors`, made with the `vector` extension when a gateway first needs it (pgindex.py), so
+    # that a server without pgvector still serves sessions and full-text search.
+    ("0003_memory_index", """
+        CREATE TABLE memory_files (
+            agent_id text NOT NULL,
+            path text NOT NULL,
+            source text NOT NULL,
+            session_key text,
+            size bigint NOT NULL,
+            mtime_ns bigint NOT NULL,
+            hash text NOT NULL,
+            chunks integer NOT NULL,
+            indexed_at text NOT NULL,
+            PRIMARY KEY (agent_id, path)
+        );
+        CREATE TABLE memory_chunks (
+            id bigserial PRIMARY KEY,
+            agent_id text NOT NULL,
+            path text NOT NULL,
+            source text NOT NULL,
+            session_key text,
+            start_line integer NOT NULL,
+            end_line integer NOT NULL,
+            hash text NOT NULL,
+            text text NOT NULL,
+            spans text,
+            context text,
+            embedded boolean NOT NULL DEFAULT false,
+            tsv tsvector GENERATED ALWAYS AS (
+                setweight(to_tsvector('english'::regconfig, text), 'A')
+                || setweight(to_tsvector('english'::regconfig, coalesce(context, '')), 'D')) STORED
+        );
+        CREATE INDEX memory_chunks_by_path ON memory_chunks (agent_id, path);
+        CREATE INDEX memory_chunks_unembedded ON memory_chunks (agent_id, id) WHERE NOT embedded;
+        CREATE INDEX memory_chunks_fts ON memory_chunks USING gin (tsv);
+        CREATE TABLE memory_meta (
+            agent_id text NOT NULL,
+            key text NOT NULL,
+            value text NOT NULL,
+            PRIMARY KEY (agent_id, key)
+        );
+        CREATE TABLE memory_embedding_cache (
+            provider text NOT NULL,
+            model text NOT NULL,
+            hash text NOT NULL,
+            dims integer NOT NULL,
+            embedding bytea NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (provider, model, hash)
         );
     """),
 ]

@@ -18,7 +18,6 @@ import numpy as np
 from ...errors import Unavailable
 from . import learnings, timerecall
 from ..embeddings.base import EmbeddingError
-from ..embeddings.cache import EmbeddingCache
 from .images import ImageStore, decode_image
 from .keyed import KeyedStore, check_category
 
@@ -152,13 +151,14 @@ class MemoryNotes:
         try:
             # Reads through the reader connection; the one write goes under the index's write lock,
             # so it never lands inside a sync's transaction or on a writer a rebuild has closed.
-            vectors = await EmbeddingCache(self.mem.reader, p.name, p.model, max_entries).get_many(hashes)
+            read_cache, write_cache = self.mem.embedding_caches(p.name, p.model, max_entries)
+            vectors = await read_cache.get_many(hashes)
             missing = [(h, data, s["mimeType"]) for h, (s, data) in zip(hashes, stored) if h not in vectors]
             if missing:
                 fresh = await p.embed_images([(data, m) for _, data, m in missing])
                 new = {h: v for (h, _, _), v in zip(missing, fresh)}
                 async with self.mem._write_lock:
-                    await EmbeddingCache(self.mem.writer, p.name, p.model, max_entries).put_many(new)
+                    await write_cache.put_many(new)
                 vectors.update(new)
             q = (await p.embed_images([(query, mime)]))[0]
         except EmbeddingError as exc:

@@ -261,16 +261,20 @@ class Searcher:
             out["degraded"] = "; ".join(degraded)
         return out
 
+    async def _chunk_rows(self, ids: list[int]) -> list[tuple]:
+        """The chunk rows of these ids (those still present): (id, path, source, session_key, start_line,
+        end_line, text, spans, context)."""
+        return await self.db.fetchall(
+            "SELECT id, path, source, session_key, start_line, end_line, text, spans, context FROM chunks "
+            f"WHERE id IN ({','.join('?' * len(ids))})", ids)
+
     async def _materialise(self, cands: list[Candidate], k: int, terms: Sequence[str], min_score: float,
                            rerank: bool, fused: bool = False, exclude: Exclude | None = None) -> list[dict[str, Any]]:
         rows: dict[int, tuple] = {}
         # The pool to re-rank (and a few spare in case rows vanished since the candidates were listed).
         pool = cands[: max(k * 3, 20)] if rerank and self.opts.segment_weight > 0 else cands[: k * 2]
         if pool:
-            ids = [c.id for c in pool]
-            for r in await self.db.fetchall(
-                    "SELECT id, path, source, session_key, start_line, end_line, text, spans, context FROM chunks "
-                    f"WHERE id IN ({','.join('?' * len(ids))})", ids):
+            for r in await self._chunk_rows([c.id for c in pool]):
                 rows[int(r[0])] = r
         hidden = self.hidden_sessions
         live = [(c, rows[c.id]) for c in pool if c.id in rows and not (hidden and rows[c.id][3] in hidden)]

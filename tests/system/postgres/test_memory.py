@@ -1,0 +1,408 @@
+"""The memory index in PostgreSQL (storage.url): one index per agent, shared by every gateway.
+
+Gateways A and B on one database (the `postgres_url` fixture) with one workspace folder, as
+docs/scaling.md asks of gateways sharing the index.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import RpcError, wait_for
+
+NOTES = """# Notes
+
+## Garden
+The apricot tree by the shed was planted in March 2021 and gives fruit in July.
+
+## Car
+The car is a blue Volvo V70; its next inspection is due in October.
+
+## Music
+Lena practises the cello every Tuesday evening with her teacher Mr Okafor.
+"""
+
+HOSTILE = ["'", "''", "\"", "a & b", "x | y", "!cello", "cello:*", "(cello", "cello)", "(a & !b) | c:*",
+           "it's Lena's cello", "<-> <2> cello", "\\'; DROP TABLE memory_chunks; --", "&|!():*'", "   ",
+           "the and of", "Mr. O'Kafor's (cello) & apricot | !tree:*"]
+
+
+async def pair(start_gateway, postgres_url, tmp_path, a: dict | None = None, b: dict | None = None):
+    common = {"storage.url": postgres_url, "memory": True, "workspace": str(tmp_path / "workspace"),
+              "memory.embeddings.provider": "local", "memory.sync.sessionDebounceMs": 50}
+    ga = await start_gateway("a", **{"storage.instanceId": "a", **common, **(a or {})})
+    gb = await start_gateway("b", **{"storage.instanceId": "b", **common, **(b or {})})
+    return ga, gb
+
+
+async def chat(client, key: str, message: str) -> None:
+    run = await client.call("chat.send", {"sessionKey": key, "message": message})
+    assert (await client.run_to_end(run["runId"]))[-1]["method"] == "chat.final"
+
+
+async def test_b_finds_what_a_indexed_without_indexing_it(start_gateway, postgres_url, tmp_path):
+    # B never syncs on its own: no start sync, no sync before a search, chat.final debounce far away.
+    quiet = {"memory.sync.onStart": False, "memory.sync.onSearch": False, "memory.sync.watch": False,
+             "memory.sync.sessionDebounceMs": 600_000}
+    a, b = await pair(start_gateway, postgres_url, tmp_path, b=quiet)
+    ca, cb = await a.client(), await b.client()
+    try:
+        key = (await ca.call("sessions.create"))["sessionKey"]
+        await chat(ca, key, "My sister Alejandra keeps bees in Oaxaca.")
+
+        async def indexed():
+            st = await ca.call("memory.status")
+            return st["sources"]["sessions"]["chunks"] > 0 and st["vector"]["missing"] == 0 and st
+
+        st_a = await wait_for(indexed)
+        for mode in ("hybrid", "fts", "vector"):
+            res = await cb.call("memory.search", {"query": "Where does Alejandra keep her bees?", "mode": mode,
+                                                  "sources": ["sessions"]})
+            assert res["mode"] == mode and "degraded" not in res, res
+            assert res["results"][0]["path"] == f"sessions/{key}.jsonl", (mode, res)
+            assert "Oaxaca" in res["results"][0]["snippet"]
+        st_b = await cb.call("memory.status")
+        assert st_b["sync"]["runs"] == 0  # B indexed nothing itself
+        assert not b.config.memory_db().exists() and not a.config.memory_db().exists()
+        assert st_b["vector"]["backend"] == st_a["vector"]["backend"] == "pgvector"
+        st_a = await ca.call("memory.status")  # both read the same rows (A may have synced again meanwhile)
+        assert st_b["sources"] == st_a["sources"] and st_b["chunks"] == st_a["chunks"] > 0
+        assert st_b["embeddings"]["dims"] == 256 and st_b["vector"]["available"] is True
+        # B's health counts follow the shared index, though B never synced it.
+        before = (await cb.call("system.health"))["memory"]
+        key2 = (await ca.call("sessions.create"))["sessionKey"]
+        await chat(ca, key2, "Her bees make orange blossom honey.")
+
+        async def grown():
+            st = await ca.call("memory.status")
+            return st["files"] > before["files"] and st["vector"]["missing"] == 0
+
+        await wait_for(grown)
+        now_a = await ca.call("memory.status")
+        health = await cb.call("system.health")
+        assert (health["memory"]["files"], health["memory"]["chunks"]) == (now_a["files"], now_a["chunks"])
+    finally:
+        await ca.close()
+        await cb.close()
+
+
+@pytest.mark.parametrize("provider", ["local", "none"])
+async def test_modes_get_status_and_a_second_sync(start_gateway, postgres_url, tmp_path, provider):
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    (ws / "MEMORY.md").write_text(NOTES)
+    a, b = await pair(start_gateway, postgres_url, tmp_path, a={"memory.embeddings.provider": provider},
+                      b={"memory.embeddings.provider": provider})
+    ca, cb = await a.client(), await b.client()
+    try:
+        first = await ca.call("memory.sync")
+        st = await ca.call("memory.status")
+        assert st["files"] >= 1 and st["sources"]["memory"]["chunks"] >= 1
+        assert st["vector"]["backend"] == ("pgvector" if provider == "local" else "none")
+        for c in (ca, cb):
+            for mode in ("hybrid", "fts", "vector"):
+                res = await c.call("memory.search", {"query": "when was the apricot tree planted", "mode": mode})
+                top = res["results"][0]
+                assert top["path"] == "MEMORY.md" and "apricot" in top["snippet"], (mode, res)
+                assert 0 < top["score"] <= 1
+                if provider == "none" and mode != "fts":  # no vectors: full text, saying why
+                    assert res["mode"] == "fts" and "disabled" in res["degraded"]
+                else:
+                    assert res["mode"] == mode and "degraded" not in res
+            got = await c.call("memory.get", {"path": top["path"], "from": top["startLine"], "lines": 40})
+            assert "apricot tree" in got["text"]
+        # Unrelated text finds nothing by full text.
+        assert (await cb.call("memory.search", {"query": "zeppelin xylophone", "mode": "fts"}))["results"] == []
+        # Nothing changed: a second sync (on either gateway) writes nothing and the counts stay.
+        again = await ca.call("memory.sync")
+        assert again["indexed"] == 0 and again["removed"] == 0, (first, again)
+        on_b = await cb.call("memory.sync")
+        assert on_b["indexed"] == 0 and on_b["removed"] == 0
+        st2 = await cb.call("memory.status")
+        assert (st2["files"], st2["chunks"], st2["sources"]) == (st["files"], st["chunks"], st["sources"])
+        # Hostile query text is only ever words.
+        for q in HOSTILE:
+            for mode in ("hybrid", "fts", "vector"):
+                res = await cb.call("memory.search", {"query": q, "mode": mode})
+                assert isinstance(res["results"], list)
+        res = await cb.call("memory.search", {"query": "Mr. O'Kafor's (cello) & !tuesday:*", "mode": "fts"})
+        assert res["results"] and "cello" in res["results"][0]["snippet"]
+    finally:
+        await ca.close()
+        await cb.close()
+
+
+async def test_a_deleted_session_leaves_the_index_of_every_gateway(start_gateway, postgres_url, tmp_path):
+    a, b = await pair(start_gateway, postgres_url, tmp_path, a={"memory.embeddings.provider": "none"},
+                      b={"memory.embeddings.provider": "none"})
+    ca, cb = await a.client(), await b.client()
+    try:
+        key = (await ca.call("sessions.create"))["sessionKey"]
+        await chat(ca, key, "The harbour master in Tromsø is called Sigrid Halvorsen.")
+
+        async def found():
+            res = await cb.call("memory.search", {"query": "harbour master Tromsø", "sources": ["sessions"]})
+            return res["results"]
+
+        assert (await wait_for(found))[0]["sessionKey"] == key
+        await cb.call("sessions.delete", {"sessionKey": key})
+        for c in (ca, cb):
+            res = await c.call("memory.search", {"query": "harbour master Tromsø", "sources": ["sessions"]})
+            assert res["results"] == []
+            assert (await c.call("memory.status"))["sources"]["sessions"]["chunks"] == 0
+        with pytest.raises(RpcError):
+            await ca.call("memory.get", {"path": f"sessions/{key}.jsonl"})
+    finally:
+        await ca.close()
+        await cb.close()
+
+
+async def test_syncs_of_one_agent_through_both_gateways_take_turns(start_gateway, postgres_url, tmp_path):
+    import asyncio
+
+    import asyncpg
+
+    ws = tmp_path / "workspace"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text(NOTES)
+    for i in range(30):
+        (ws / "memory" / f"note-{i}.md").write_text(f"# Note {i}\n\nThe locker code for box {i} is {1000 + i}.\n")
+    a, b = await pair(start_gateway, postgres_url, tmp_path)
+    ca, cb = await a.client(), await b.client()
+    try:
+        key = (await ca.call("sessions.create"))["sessionKey"]
+        await chat(ca, key, "Our neighbour Priyanka repairs old typewriters.")
+        results = await asyncio.gather(*(c.call("memory.sync", {"force": True}) for c in (ca, cb, ca, cb)))
+        assert all(r["indexed"] >= 0 for r in results)
+        conn = await asyncpg.connect(postgres_url)
+        try:
+            dupes = await conn.fetchval(
+                "SELECT count(*) FROM (SELECT agent_id, path, start_line, end_line, hash FROM memory_chunks "
+                "GROUP BY 1, 2, 3, 4, 5 HAVING count(*) > 1) d")
+            chunks = await conn.fetchval("SELECT count(*) FROM memory_chunks")
+            vectors = await conn.fetchval("SELECT count(*) FROM memory_vectors")
+            files = await conn.fetchval("SELECT count(*) FROM memory_files")
+            hnsw = await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'memory_vectors_hnsw_256'")
+        finally:
+            await conn.close()
+        assert dupes == 0 and chunks == vectors > 0 and files == 32 and hnsw == 1
+        mem = a.gw.services.memory  # the upkeep after a large sync (200+ files) runs as the owner
+        async with mem.pool.acquire() as conn:
+            await mem.indexer._maintain(conn)
+            assert await conn.fetchval("SELECT last_analyze FROM pg_stat_user_tables "
+                                       "WHERE relname = 'memory_vectors'") is not None
+        for c in (ca, cb):
+            st = await c.call("memory.status")
+            assert (st["files"], st["chunks"], st["vector"]["missing"]) == (files, chunks, 0)
+            res = await c.call("memory.search", {"query": "locker code box 17"})
+            assert res["results"][0]["path"] == "memory/note-17.md"
+    finally:
+        await ca.close()
+        await cb.close()
+
+
+async def test_new_embedding_settings_rebuild_the_shared_index(start_gateway, postgres_url, tmp_path):
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    (ws / "MEMORY.md").write_text(NOTES)
+    common = {"storage.url": postgres_url, "memory": True, "workspace": str(ws)}
+    a = await start_gateway("a", **{"storage.instanceId": "a", **common, "memory.embeddings.provider": "none"})
+    ca = await a.client()
+    try:
+        await ca.call("memory.sync")
+        before = await ca.call("memory.status")
+        assert before["chunks"] > 0 and before["vector"]["backend"] == "none"
+    finally:
+        await ca.close()
+    b = await start_gateway("b", **{"storage.instanceId": "b", **common, "memory.embeddings.provider": "local"})
+    cb = await b.client()
+    try:
+        await cb.call("memory.sync")
+        st = await cb.call("memory.status")
+        assert st["chunks"] == before["chunks"] and st["vector"]["missing"] == 0 and st["vector"]["available"]
+        res = await cb.call("memory.search", {"query": "when was the apricot tree planted", "mode": "vector"})
+        assert res["mode"] == "vector" and res["results"][0]["path"] == "MEMORY.md"
+    finally:
+        await cb.close()
+
+
+async def test_a_delete_while_a_sync_holds_the_agent_is_hidden_then_dropped(start_gateway, postgres_url, tmp_path):
+    import asyncpg
+
+    from gateway.memory.pgindex import agent_lock
+
+    a, b = await pair(start_gateway, postgres_url, tmp_path, a={"memory.embeddings.provider": "none"},
+                      b={"memory.embeddings.provider": "none"})
+    ca, cb = await a.client(), await b.client()
+    holder = await asyncpg.connect(postgres_url)
+    try:
+        key = (await ca.call("sessions.create"))["sessionKey"]
+        await chat(ca, key, "The ferry to Vlieland leaves at seven.")
+
+        async def found():
+            return (await ca.call("memory.search", {"query": "ferry Vlieland", "sources": ["sessions"]}))["results"]
+
+        await wait_for(found)
+        # As if another gateway were in the middle of a long sync of this agent.
+        await holder.execute("SELECT pg_advisory_lock($1)", agent_lock(a.config.agent_id))
+        await ca.call("sessions.delete", {"sessionKey": key})
+        assert (await ca.call("memory.search", {"query": "ferry Vlieland", "sources": ["sessions"]}))["results"] == []
+        await holder.execute("SELECT pg_advisory_unlock($1)", agent_lock(a.config.agent_id))
+
+        async def dropped():
+            return (await cb.call("memory.status"))["sources"]["sessions"]["chunks"] == 0
+
+        await wait_for(dropped)
+    finally:
+        await holder.close()
+        await ca.close()
+        await cb.close()
+
+
+async def test_a_mirror_behind_the_database_never_undoes_the_index(start_gateway, postgres_url, tmp_path):
+    a, b = await pair(start_gateway, postgres_url, tmp_path, a={"memory.embeddings.provider": "none"},
+                      b={"memory.embeddings.provider": "none", "memory.sync.sessionDebounceMs": 600_000})
+    ca, cb = await a.client(), await b.client()
+    try:
+        key = (await ca.call("sessions.create"))["sessionKey"]
+        await chat(ca, key, "The spare key hangs behind the barometer.")
+        await chat(ca, key, "And the boiler manual is in the blue folder.")
+
+        async def indexed():
+            res = await ca.call("memory.search", {"query": "boiler manual blue folder", "sources": ["sessions"]})
+            return res["results"]
+
+        await wait_for(indexed)
+        before = await ca.call("memory.status")
+        mirror = b.config.sessions_dir() / f"{key}.jsonl"
+
+        import asyncpg
+
+        conn = await asyncpg.connect(postgres_url)
+        try:
+            total = await conn.fetchval("SELECT line_count FROM sessions WHERE session_key = $1", key)
+        finally:
+            await conn.close()
+        assert total >= 4
+
+        async def mirrored():
+            return mirror.exists() and mirror.read_bytes().count(b"\n") == total
+
+        await wait_for(mirrored)
+        # B's mirror lags (two lines short), then is missing: B's syncs leave A's rows as they are.
+        lines = mirror.read_bytes().splitlines(keepends=True)
+        mirror.write_bytes(b"".join(lines[:2]))
+        assert (await cb.call("memory.sync"))["indexed"] == 0
+        mirror.unlink()
+        assert (await cb.call("memory.sync"))["removed"] == 0
+        after = await cb.call("memory.status")
+        assert after["sources"] == before["sources"]
+        res = await cb.call("memory.search", {"query": "boiler manual blue folder", "sources": ["sessions"]})
+        assert res["results"] and "boiler" in res["results"][0]["snippet"]
+    finally:
+        await ca.close()
+        await cb.close()
+
+
+async def test_jarvis_memory_commands_use_the_shared_index(start_gateway, postgres_url, tmp_path):
+    import asyncio
+    import os
+    import subprocess
+    import sys
+
+    import orjson
+
+    from tests.helpers import ROOT
+
+    a = await start_gateway("a", **{"storage.url": postgres_url, "storage.instanceId": "a", "memory": True,
+                                    "workspace": str(tmp_path / "workspace"), "memory.sync.sessionDebounceMs": 50})
+    ca = await a.client()
+    try:
+        key = (await ca.call("sessions.create"))["sessionKey"]
+        await chat(ca, key, "The wifi password of the cabin is written under the kettle.")
+
+        async def indexed():
+            res = await ca.call("memory.search", {"query": "cabin wifi password", "sources": ["sessions"]})
+            return res["results"]
+
+        await wait_for(indexed)
+    finally:
+        await ca.close()
+    state = tmp_path / "cli-state"  # another machine's state dir: no mirrors, no index of its own
+    env = {**os.environ, "JARVIS_STATE_DIR": str(state), "JARVIS_DATABASE_URL": postgres_url,
+           "JARVIS_WORKSPACE": str(tmp_path / "workspace")}
+    env.pop("OPENAI_API_KEY", None)
+
+    def jarvis(*args):
+        return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    r = await asyncio.to_thread(jarvis, "memory", "search", "cabin wifi password", "--json")
+    assert r.returncode == 0, r.stderr
+    assert orjson.loads(r.stdout)["results"][0]["sessionKey"] == key
+    r = await asyncio.to_thread(jarvis, "memory", "sync", "--json")  # its missing mirror removes nothing
+    assert r.returncode == 0 and orjson.loads(r.stdout)["removed"] == 0, r.stderr
+    r = await asyncio.to_thread(jarvis, "memory", "status", "--direct", "--json")
+    st = orjson.loads(r.stdout)
+    assert st["vector"]["backend"] == "pgvector" and st["sources"]["sessions"]["chunks"] > 0
+    r = await asyncio.to_thread(jarvis, "memory", "status", "--direct")
+    assert "index:      PostgreSQL postgresql://" in r.stdout and "PostgreSQL" in r.stdout, r.stdout
+    assert not list(state.rglob("memory.sqlite*"))
+
+
+async def test_full_text_ranks_a_rare_word_above_a_common_one(start_gateway, postgres_url, tmp_path):
+    # As BM25 does on SQLite: the one note with the rare word beats notes repeating the common one.
+    ws = tmp_path / "workspace"
+    (ws / "memory").mkdir(parents=True)
+    for i in range(12):
+        (ws / "memory" / f"garden-{i:02}.md").write_text(f"# Garden {i}\n\nThe garden path, the garden gate, "
+                                                        f"the garden bench and the garden shed number {i}.\n")
+    (ws / "memory" / "veg.md").write_text("# Veg\n\nThe zucchini bed is at the back, by the compost.\n")
+    a = await start_gateway("a", **{"storage.url": postgres_url, "storage.instanceId": "a", "memory": True,
+                                    "workspace": str(ws), "memory.embeddings.provider": "none"})
+    ca = await a.client()
+    try:
+        await ca.call("memory.sync")
+        res = await ca.call("memory.search", {"query": "garden zucchini", "mode": "fts", "k": 3})
+        assert res["results"][0]["path"] == "memory/veg.md", res
+        assert 0 < res["results"][0]["score"] <= 1 and len(res["results"]) == 3
+        # The full-text list itself (before the re-rank, which weighs rarity among the candidates too).
+        import asyncpg
+
+        from gateway.memory.index.sources import SOURCES
+        from gateway.memory.pgindex import PgSearcher
+        from gateway.memory.search.searcher import SearchOptions
+
+        pool = await asyncpg.create_pool(postgres_url, min_size=1, max_size=2)
+        try:
+            s = PgSearcher(pool, a.config.agent_id, None, SearchOptions.from_config(a.config.memory.search),  # type: ignore[arg-type]
+                           None, None)
+            s.total_chunks = 13
+            hits = await s.fts(["garden", "zucchini"], 5, SOURCES, None)
+            path = await pool.fetchval("SELECT path FROM memory_chunks WHERE id = $1", hits[0][0])
+            assert path == "memory/veg.md" and len(hits) == 5 and all(h[1] < 0 for h in hits)
+            assert [h[1] for h in hits] == sorted(h[1] for h in hits)
+        finally:
+            await pool.close()
+    finally:
+        await ca.close()
+
+
+async def test_mmr_reads_the_stored_vectors_from_postgresql(start_gateway, postgres_url, tmp_path):
+    ws = tmp_path / "workspace"
+    (ws / "memory").mkdir(parents=True)
+    for i, text in enumerate(["The cello lesson is on Tuesday.", "Lena's cello teacher is Mr Okafor.",
+                              "The cello case is in the hall.", "Tuesday is also bin day."]):
+        (ws / "memory" / f"n{i}.md").write_text(f"# Note {i}\n\n{text}\n")
+    a = await start_gateway("a", **{"storage.url": postgres_url, "storage.instanceId": "a", "memory": True,
+                                    "workspace": str(ws), "memory.search.mmr": True})
+    ca = await a.client()
+    try:
+        await ca.call("memory.sync")
+        res = await ca.call("memory.search", {"query": "cello Tuesday", "k": 3})
+        assert len(res["results"]) == 3 and len({r["path"] for r in res["results"]}) == 3
+        mem = a.gw.services.memory
+        vecs = await mem._stored_vectors(res["results"])
+        assert vecs is not None and sorted(vecs) == [0, 1, 2] and all(v.shape == (256,) for v in vecs.values())
+    finally:
+        await ca.close()
