@@ -461,22 +461,7 @@ class PgIndexer(Indexer):
                     "SELECT path, start_line, end_line, hash FROM memory_chunks WHERE agent_id = $1 AND path = ANY($2::text[])",
                     self.agent_id, paths):
                 stored.setdefault(path, set()).add((a, b, h))
-        vecs: dict[str, np.ndarray] = {}
-        fresh: dict[str, np.ndarray] = {}
-        if self.embeds:
-            need: dict[str, str] = {}
-            for w in changed:
-                keep = stored.get(w.sf.path, set())
-                for c in w.chunks or ():
-                    if (c.start_line, c.end_line, c.hash) not in keep:
-                        need.setdefault(c.text_hash, c.text)
-            if need and stats.embed_error is None:
-                try:
-                    vecs = await self._embed(need, stats, None, fresh)
-                except EmbeddingError as exc:
-                    stats.embed_error = str(exc)
-                    stats.retry_after = exc.retry_after
-                    log.warning("memory_embedding_failed", error=str(exc), note="indexed full text; vectors retried later")
+        vecs, fresh = await self._embed_new(changed, stored, stats)
         return works, vecs, fresh
 
     async def _insert_vectors(self, conn: Any, rows: list[tuple[int, str, str | None, np.ndarray]]) -> None:

@@ -24,14 +24,12 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from ..config import Config
-from ..tasks import log_failure
 from .embeddings import create_provider
 from .index.indexer import SyncStats
 from .index.sources import session_path
 from .pgindex import (FTS_CONFIG, PgEmbeddingCache, PgIndexer, PgSearcher, PgVectorStore, ensure_vector_schema, get_meta,
                       parse_vector, set_meta)
 from .rebuild import same_embeddings
-from .search.backends import BuiltinBackend
 from .search.snippets import Exclude
 from .service import MemoryManager
 from .sync import SyncRequest
@@ -66,16 +64,7 @@ class PgMemoryManager(MemoryManager):
             else:
                 self.backend = "pgvector"
         await self._open_index()
-        if self.cfg.sync.on_start:
-            self._startup = self._request(force=False, memory=True, sessions=True, reason="start").future
-            self._warm_task = asyncio.create_task(self._warm_after(self._startup))
-            self._warm_task.add_done_callback(log_failure("memory_background_task_failed"))
-        else:
-            self._dirty.mark_all()
-        self.search_backend = self._make_backend()
-        if not isinstance(self.search_backend, BuiltinBackend):
-            self._update_backend()
-        self.orchestrator.start(self.workspace, self._on_memory_change)
+        self._start_triggers()
 
     async def _open_index(self) -> None:
         assert self.provider is not None

@@ -174,6 +174,10 @@ class MemoryManager:
                 raise
             await self._set_aside(exc)
             await self._open_index()
+        self._start_triggers()
+
+    def _start_triggers(self) -> None:
+        """With the index open: the on-start sync (or dirty marks), the search backend, the watcher."""
         if self.cfg.sync.on_start:
             # Searches wait for this first sync (see _sync_if_dirty): right after a start the index
             # may lag the files, and the first chat turn should recall what is on disk.

@@ -270,23 +270,33 @@ class Indexer:
             for path, a, b, h in rows:
                 stored.setdefault(path, set()).add((a, b, h))
 
+        vecs, fresh = await self._embed_new(changed, stored, stats, rdb)
+        return works, vecs, fresh
+
+    async def _embed_new(self, changed: list[_Work], stored: dict[str, set[tuple[int, int, str]]],
+                         stats: SyncStats, rdb: Database | None = None
+                         ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Vectors for the chunks of `changed` files that are not stored already (same lines and hash
+        keep theirs): (vectors by text hash, the fresh ones to cache). A failing provider is noted in
+        `stats` and leaves the chunks without vectors (full text only) until a later sync."""
         vecs: dict[str, np.ndarray] = {}
         fresh: dict[str, np.ndarray] = {}
-        if self.embeds:
-            need: dict[str, str] = {}
-            for w in changed:
-                keep = stored.get(w.sf.path, set())
-                for c in w.chunks or ():
-                    if (c.start_line, c.end_line, c.hash) not in keep:
-                        need.setdefault(c.text_hash, c.text)
-            if need and stats.embed_error is None:
-                try:
-                    vecs = await self._embed(need, stats, rdb, fresh)
-                except EmbeddingError as exc:
-                    stats.embed_error = str(exc)
-                    stats.retry_after = exc.retry_after
-                    log.warning("memory_embedding_failed", error=str(exc), note="indexed full text; vectors retried later")
-        return works, vecs, fresh
+        if not self.embeds:
+            return vecs, fresh
+        need: dict[str, str] = {}
+        for w in changed:
+            keep = stored.get(w.sf.path, set())
+            for c in w.chunks or ():
+                if (c.start_line, c.end_line, c.hash) not in keep:
+                    need.setdefault(c.text_hash, c.text)
+        if need and stats.embed_error is None:
+            try:
+                vecs = await self._embed(need, stats, rdb, fresh)
+            except EmbeddingError as exc:
+                stats.embed_error = str(exc)
+                stats.retry_after = exc.retry_after
+                log.warning("memory_embedding_failed", error=str(exc), note="indexed full text; vectors retried later")
+        return vecs, fresh
 
     async def _write_batch(self, works: list[_Work], known: dict[str, tuple[int, int, str]],
                            vecs: dict[str, np.ndarray], stats: SyncStats,
