@@ -389,13 +389,7 @@ class PgIndexer(Indexer):
                 await bump_generation(conn, agent)
             stats.removed = len(gone)
             stats.changed = True
-        todo = []
-        for sf in scanned:
-            old = known.get(sf.path)
-            if not force and old is not None and old[0] == sf.size and old[1] == sf.mtime_ns:
-                stats.unchanged += 1
-            else:
-                todo.append(sf)
+        todo = self._to_read(scanned, known, force, stats)
         todo = await self._skip_stale_mirrors(conn, todo, stats)
         total = len(todo)
         if progress and total:

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from ..config import Config
-from .embeddings import create_provider
 from .index.indexer import SyncStats
 from .index.sources import session_path
 from .pgindex import (FTS_CONFIG, PgEmbeddingCache, PgIndexer, PgSearcher, PgVectorStore, ensure_vector_schema, get_meta,
@@ -51,9 +50,7 @@ class PgMemoryManager(MemoryManager):
         if self._opened:
             return
         self._opened = True
-        self.provider, self.provider_problem = create_provider(self.config)
-        if self.provider_problem:
-            log.warning("memory_embeddings_problem", problem=self.provider_problem)
+        self._make_provider()
         if not self.cfg.enabled:
             return
         self.backend = "none"

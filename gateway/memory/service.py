@@ -146,13 +146,17 @@ class MemoryManager:
         return SearchOptions.from_config(self.cfg.search, self.tokenizer)
 
     # ---- lifecycle ------------------------------------------------------------------------------------
+    def _make_provider(self) -> None:
+        """The configured embedding provider (or its fallback, with the reason kept for status)."""
+        self.provider, self.provider_problem = create_provider(self.config)
+        if self.provider_problem:
+            log.warning("memory_embeddings_problem", problem=self.provider_problem)
+
     async def open(self) -> None:
         if self._opened:
             return
         self._opened = True
-        self.provider, self.provider_problem = create_provider(self.config)
-        if self.provider_problem:
-            log.warning("memory_embeddings_problem", problem=self.provider_problem)
+        self._make_provider()
         want = self.cfg.search.vector_backend
         driver = pick_driver(want_vec=want in ("auto", "sqlite-vec"))
         if not self.provider.enabled:

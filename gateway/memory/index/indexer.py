@@ -195,13 +195,7 @@ class Indexer:
             stats.removed = len(gone)
             stats.changed = True
 
-        todo = []
-        for sf in scanned:
-            old = known.get(sf.path)
-            if not force and old is not None and old[0] == sf.size and old[1] == sf.mtime_ns:
-                stats.unchanged += 1
-            else:
-                todo.append(sf)
+        todo = self._to_read(scanned, known, force, stats)
 
         # Load the embedding model (the local one: ~1 s) while the first files are read and chunked.
         warm = getattr(self.provider, "warm", None) if todo and self.embeds else None
@@ -251,6 +245,20 @@ class Indexer:
             await self.cache.prune()
         stats.duration_ms = int((time.perf_counter() - t0) * 1000)
         return stats
+
+    @staticmethod
+    def _to_read(scanned: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
+                 stats: SyncStats) -> list[SourceFile]:
+        """The files to read: new ones, and those whose size or mtime moved (all of them when forced);
+        the others count as unchanged."""
+        todo = []
+        for sf in scanned:
+            old = known.get(sf.path)
+            if not force and old is not None and old[0] == sf.size and old[1] == sf.mtime_ns:
+                stats.unchanged += 1
+            else:
+                todo.append(sf)
+        return todo
 
     async def _prepare(self, batch: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
                        stats: SyncStats, rdb: Database | None = None
