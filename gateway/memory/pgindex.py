@@ -34,7 +34,8 @@ from ..storage.postgres import lock_key
 from ..timeutil import now_iso
 from .embeddings import EmbeddingError, EmbeddingProvider
 from .index.chunking import sha256
-from .index.indexer import BATCH_CHUNKS, BATCH_FILES, Indexer, IndexSettings, Progress, SyncStats, _read_and_chunk, _Work
+from .index.indexer import (BATCH_CHUNKS, BATCH_FILES, Indexer, IndexSettings, Progress, SyncStats, _read_and_chunk,
+                            _Work, chunk_diff)
 from .index.sources import MEMORY, SESSIONS, SourceFile, scan_memory, scan_sessions
 from .search.searcher import SearchOptions, Searcher
 
@@ -140,6 +141,17 @@ def _stale_mirrors(items: list[tuple[SourceFile, int | None]]) -> set[str]:
     return out
 
 
+def _filter(where: list[str], params: list[Any], sources: tuple[str, ...], session_key: str | None,
+            table: str) -> None:
+    """Add the source and session conditions of a search (`table`: the column prefix, e.g. "c.")."""
+    if len(sources) == 1:
+        params.append(sources[0])
+        where.append(f"{table}source = ${len(params)}")
+    if session_key is not None:
+        params.append(session_key)
+        where.append(f"({table}source = 'memory' OR {table}session_key = ${len(params)})")
+
+
 class PgVectorStore:
     """Nearest chunks by cosine distance (`<=>`) through the HNSW index of the provider's dims."""
 
@@ -156,12 +168,7 @@ class PgVectorStore:
                   generation: str, count: int) -> list[tuple[int, float]]:
         d = self.dims
         where, params = ["agent_id = $2", f"dims = {d}"], [vector_text(q), self.agent_id]
-        if len(sources) == 1:
-            params.append(sources[0])
-            where.append(f"source = ${len(params)}")
-        if session_key is not None:
-            params.append(session_key)
-            where.append(f"(source = 'memory' OR session_key = ${len(params)})")
+        _filter(where, params, sources, session_key, "")
         params.append(int(n))
         sql = (f"SELECT chunk_id, embedding::vector({d}) <=> $1::text::vector({d}) AS dist FROM memory_vectors "
                f"WHERE {' AND '.join(where)} ORDER BY dist LIMIT ${len(params)}")
@@ -220,12 +227,7 @@ class PgSearcher(Searcher):
         score = " + ".join(f"${4 + m + k}::float8 * ts_rank_cd($3::float4[], c.tsv, to_tsquery('{FTS_CONFIG}', ${4 + k}), 33)"
                            for k in range(m))
         where = ["c.agent_id = $1", f"c.tsv @@ to_tsquery('{FTS_CONFIG}', $2)"]
-        if len(sources) == 1:
-            params.append(sources[0])
-            where.append(f"c.source = ${len(params)}")
-        if session_key is not None:
-            params.append(session_key)
-            where.append(f"(c.source = 'memory' OR c.session_key = ${len(params)})")
+        _filter(where, params, sources, session_key, "c.")
         params.append(int(n))
         sql = (f"SELECT c.id, -(1e-6 + {score}) AS r FROM memory_chunks c "
                f"WHERE {' AND '.join(where)} ORDER BY r, c.id LIMIT ${len(params)}")
@@ -490,14 +492,10 @@ class PgIndexer(Indexer):
                             "SELECT id, start_line, end_line, hash FROM memory_chunks WHERE agent_id = $1 AND path = $2",
                             agent, sf.path):
                         current[(a, b, h)] = cid
-                wanted = {(c.start_line, c.end_line, c.hash) for c in w.chunks}
-                stale.extend(cid for key, cid in current.items() if key not in wanted)
-                for c in w.chunks:
-                    key = (c.start_line, c.end_line, c.hash)
-                    if key in current:
-                        continue
+                gone, new = chunk_diff(current, w.chunks)
+                stale.extend(gone)
+                for c in new:
                     cid = next(ids)
-                    current[key] = cid
                     v = vecs.get(c.text_hash)
                     inserts.append((cid, agent, sf.path, sf.source, sf.session_key, c.start_line, c.end_line, c.hash,
                                     c.text, orjson.dumps(c.spans).decode() if c.spans else None, c.context, v is not None))

@@ -120,6 +120,20 @@ def _read_and_chunk(files: list[SourceFile], known: dict[str, tuple[int, int, st
 
 
 
+def chunk_diff(current: dict[tuple[int, int, str], int], chunks: list[Chunk]) -> tuple[list[int], list[Chunk]]:
+    """Against a file's stored chunks (lines and hash → id): the ids no longer wanted, and the chunks
+    to insert. A chunk with the same lines and hash keeps its row (and vector)."""
+    wanted = {(c.start_line, c.end_line, c.hash) for c in chunks}
+    stale = [cid for key, cid in current.items() if key not in wanted]
+    new, seen = [], set(current)
+    for c in chunks:
+        key = (c.start_line, c.end_line, c.hash)
+        if key not in seen:
+            seen.add(key)
+            new.append(c)
+    return stale, new
+
+
 class Indexer:
     def __init__(self, db: Database, provider: EmbeddingProvider, settings: IndexSettings):
         self.db, self.provider, self.s = db, provider, settings
@@ -331,13 +345,9 @@ class Indexer:
                     for cid, a, b, h in await self.db.fetchall(
                             "SELECT id, start_line, end_line, hash FROM chunks WHERE path = ?", (sf.path,)):
                         current[(a, b, h)] = cid
-                wanted = {(c.start_line, c.end_line, c.hash) for c in w.chunks}
-                stale.extend(cid for key, cid in current.items() if key not in wanted)
-                for c in w.chunks:
-                    key = (c.start_line, c.end_line, c.hash)
-                    if key in current:
-                        continue
-                    current[key] = next_id
+                gone, new = chunk_diff(current, w.chunks)
+                stale.extend(gone)
+                for c in new:
                     v = vecs.get(c.text_hash)
                     inserts.append((next_id, sf.path, sf.source, sf.session_key, c.start_line, c.end_line,
                                     c.hash, c.text, orjson.dumps(c.spans).decode() if c.spans else None,
