@@ -43,12 +43,16 @@ class SessionStore:
         self.meta_path = sessions_dir / "sessions.json"
         self._lock = asyncio.Lock()
         self._transcripts: dict[str, tx.Transcript] = {}
-        self._cache: dict[str, dict[str, Any]] = {}
-        self._cache_stamp: tuple[int, int, int] | None = None
+        self._cached: tuple[tuple[int, int, int] | None, tuple[dict[str, dict[str, Any]], int]] = (None, ({}, 0))
         # Message counters bumped since the last write of sessions.json: key → [added, updatedAt].
         # The transcript is the record; these are written in coalesced batches (see _flush_soon),
         # and reconciled from the transcripts on open if a crash lost a batch.
         self._bumps: dict[str, list[Any]] = {}
+        # Bumps taken out of _bumps by a write, by the generation that write gives sessions.json. A
+        # reader that got an older file adds them (see _view), so no count ever goes missing mid-write;
+        # the last few stay, for readers whose file was read before a write and resumed after it.
+        self._written: dict[int, dict[str, list[Any]]] = {}
+        self._generation = 0
         self._flusher: asyncio.Task[None] | None = None
         self.flush_delay = 0.25
         # Present only while nobody has the folder open and it was closed with every counter written.
@@ -68,6 +72,7 @@ class SessionStore:
         self._clean_owner = True  # the marker is gone while we have it open; close() puts it back
         if self.meta_path.exists():
             os.chmod(self.meta_path, 0o600)
+        self._generation = self._read_generation_sync()[1]
 
     def _reconcile_sync(self) -> None:
         """Recount every session's messages from its transcript (the record). A crash can lose the last
@@ -115,44 +120,75 @@ class SessionStore:
         return t
 
     def _read_sync(self) -> dict[str, dict[str, Any]]:
-        """Read sessions.json, cached by (mtime_ns, size) so unchanged files are not re-parsed."""
+        return self._read_generation_sync()[0]
+
+    def _read_generation_sync(self) -> tuple[dict[str, dict[str, Any]], int]:
+        """sessions.json's sessions and the generation of the write that made it (0: none recorded),
+        cached by (inode, mtime_ns, size) so an unchanged file is not re-parsed."""
         try:
             st = self.meta_path.stat()
         except FileNotFoundError:
-            self._cache, self._cache_stamp = {}, None
-            return {}
+            return {}, 0
         stamp = (st.st_ino, st.st_mtime_ns, st.st_size)  # every atomic replace is a new inode
-        if stamp != self._cache_stamp:
+        cached_stamp, cached = self._cached  # one attribute: threads read and replace it whole
+        if stamp != cached_stamp:
             try:
                 data = orjson.loads(self.meta_path.read_bytes())
             except orjson.JSONDecodeError as exc:
                 raise RuntimeError(f"{self.meta_path} is not valid JSON ({exc}); restore it from a backup") from None
-            sessions = data.get("sessions", {}) if isinstance(data, dict) else {}
-            self._cache = {k: v for k, v in sessions.items() if isinstance(v, dict)}
-            self._cache_stamp = stamp
-        return self._cache
+            if not isinstance(data, dict):
+                data = {}
+            sessions = data.get("sessions", {})
+            generation = data.get("generation", 0)
+            cached = ({k: v for k, v in sessions.items() if isinstance(v, dict)} if isinstance(sessions, dict) else {},
+                      generation if type(generation) is int else 0)
+            self._cached = (stamp, cached)
+        return cached
 
     def _mutate_sync(self, fn: Callable[[dict[str, dict[str, Any]]], Any],
-                     bumps: dict[str, list[Any]] | None = None) -> Any:
+                     bumps: dict[str, list[Any]] | None = None, generation: int | None = None) -> Any:
         with locked(self.meta_path):
-            sessions = {k: dict(v) for k, v in self._read_sync().items()}
+            current, on_disk = self._read_generation_sync()
+            sessions = {k: dict(v) for k, v in current.items()}
             _apply_bumps(sessions, bumps or {})
             result = fn(sessions)
-            payload = orjson.dumps({"version": 1, "sessions": sessions}, option=orjson.OPT_INDENT_2)
+            generation = on_disk + 1 if generation is None else generation
+            payload = orjson.dumps({"version": 1, "generation": generation, "sessions": sessions},
+                                   option=orjson.OPT_INDENT_2)
             atomic_write(self.meta_path, payload)
-            self._cache_stamp = None
             return result
 
     async def _mutate(self, fn: Callable[[dict[str, dict[str, Any]]], Any]) -> Any:
         """Read-modify-write sessions.json; pending counter bumps ride along in the same write."""
         async with self._lock:
             bumps, self._bumps = self._bumps, {}
+            generation = self._generation + 1
+            self._written[generation] = bumps  # readers of the older file still count them
             try:
                 with tx.disk_full_as_error("the session list"):
-                    return await asyncio.to_thread(self._mutate_sync, fn, bumps)
+                    result = await asyncio.to_thread(self._mutate_sync, fn, bumps, generation)
             except BaseException:
+                del self._written[generation]
                 self._merge_back(bumps)
                 raise
+            self._generation = generation
+            for old in [g for g in self._written if g <= generation - 8]:
+                del self._written[old]
+            return result
+
+    async def _view(self, key: str | None = None) -> dict[str, dict[str, Any]]:
+        """Sessions as written plus the counts not yet on disk: those waiting for the next write, and
+        those of a write that finished after this read of the file. No lock: sessions.json is only ever
+        replaced whole (rename), so waiting behind a write's fsync would stall every reader for nothing."""
+        sessions, generation = await asyncio.to_thread(self._read_generation_sync)
+        if key is not None:
+            sessions = {key: sessions[key]} if key in sessions else {}
+        view = {k: dict(v) for k, v in sessions.items()}
+        for g, bumps in self._written.items():
+            if g > generation:
+                _apply_bumps(view, bumps)
+        _apply_bumps(view, self._bumps)
+        return view
 
     def _merge_back(self, bumps: dict[str, list[Any]]) -> None:
         for key, (added, updated) in bumps.items():
@@ -189,19 +225,12 @@ class SessionStore:
 
     # ---- queries -------------------------------------------------------------------------------
     async def all(self) -> dict[str, dict[str, Any]]:
-        # No lock: sessions.json is only ever replaced whole (rename), so a read sees the old or the
-        # new file, and waiting behind a write's fsync would stall every reader.
-        sessions = await asyncio.to_thread(self._read_sync)
-        view = {k: dict(v) for k, v in sessions.items()}
-        _apply_bumps(view, self._bumps)
-        return view
+        return await self._view()
 
     async def get(self, key: str) -> dict[str, Any]:
-        sessions = await asyncio.to_thread(self._read_sync)
-        if key not in sessions:
+        one = await self._view(key)
+        if key not in one:
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
-        one = {key: dict(sessions[key])}
-        _apply_bumps(one, {key: self._bumps[key]} if key in self._bumps else {})
         return one[key]
 
     async def exists(self, key: str) -> bool:

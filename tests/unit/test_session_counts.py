@@ -1,0 +1,45 @@
+"""Message counters while sessions.json is being written: a reader never sees a count go missing or
+counted twice (the cause of a flaky `jarvis chat` test: a reply's count vanished during a flush)."""
+
+import asyncio
+import fcntl
+import os
+
+import orjson
+
+from gateway.sessions.store import SessionStore
+from gateway.timeutil import now_iso
+
+
+def message(text: str) -> dict:
+    return {"type": "message", "id": os.urandom(4).hex(), "role": "user", "content": text, "timestamp": now_iso()}
+
+
+async def test_counts_stay_visible_while_a_write_of_them_is_under_way(tmp_path):
+    store = SessionStore(tmp_path / "sessions", "main")
+    store.open_sync()
+    key = (await store.create())["sessionKey"]
+    await store.append_messages(key, message("one"), message("two"))
+
+    # Another process holds the session list's lock: the flush carrying both counts waits mid-write.
+    fd = os.open(store.dir / ".sessions.json.lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        flush = asyncio.create_task(store.flush())
+        await asyncio.sleep(0.2)
+        assert not flush.done(), "the write waits for the lock"
+        assert (await store.get(key))["messageCount"] == 2
+        assert (await store.all())[key]["messageCount"] == 2
+        await store.append_messages(key, message("three"))
+        assert (await store.get(key))["messageCount"] == 3
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    await flush
+
+    assert (await store.get(key))["messageCount"] == 3, "written once, counted once"
+    on_disk = orjson.loads(store.meta_path.read_bytes())["sessions"][key]["messageCount"]
+    assert on_disk == 2, "the third is still waiting for the next write"
+    await store.close()
+    assert orjson.loads(store.meta_path.read_bytes())["sessions"][key]["messageCount"] == 3
+
