@@ -195,6 +195,9 @@ class SyncConfig:
     on_session_start: bool = _f(True, doc="sync in the background when a session is created and the index is dirty")
     interval_minutes: float = _f(0.0, ge=0.0, doc="sync everything every N minutes; 0 = off")
     force_on_flush: bool = _f(True, doc="the sync after a compaction flush re-reads files even if size/mtime match")
+    processes: int = _f(-1, ge=-1, le=64, doc="worker processes that read, chunk and embed (local model) a sync "
+                                              "of 1024 files or more while this one writes; -1 = one per core "
+                                              "but one, at most 8; 0 = none (threads only)")
 
 
 @dataclass

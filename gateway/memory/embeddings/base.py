@@ -28,6 +28,13 @@ class EmbeddingProvider:
     max_batch: int = 64
     # Per-text character cap applied before embedding (very long texts add little and cost a lot).
     max_chars: int = 8000
+    # `type(self)()` in another process gives the same vectors from `embed_sync`: a large sync may then
+    # embed in worker processes (CPU-bound Python holds the GIL, so threads would share one core).
+    portable: bool = False
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        """`embed` for a caller already off the event loop (portable providers only)."""
+        raise NotImplementedError
 
     @property
     def enabled(self) -> bool:

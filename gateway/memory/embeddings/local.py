@@ -289,6 +289,7 @@ class LocalEmbeddings(EmbeddingProvider):
     cached = False
     max_batch = 512
     max_chars = 6000
+    portable = True
 
     def __init__(self, model: str = "") -> None:
         if model and model != DEFAULT_MODEL:

@@ -1,0 +1,103 @@
+"""A large sync reads, chunks and embeds in worker processes (`memory.sync.processes`): the index it
+writes is the one threads write, and a worker that dies leaves the rest of the sync to threads."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import shutil
+import signal
+from pathlib import Path
+
+import numpy as np
+
+from gateway.config import load_config
+from gateway.memory.index.db import connect_sync, pick_driver
+from gateway.memory.index.indexer import PROCESS_MIN_FILES
+from gateway.memory.service import MemoryManager
+from gateway.sessions.transcript import append_sync, header, message_record
+
+WORDS = ("harbour sail keel mast rudder anchor tide chart compass lantern rope deck galley bunk "
+         "winch cleat buoy squall ferry island lighthouse gull pier jetty").split()
+
+
+def corpus(state: Path, notes: int) -> None:
+    rng = random.Random(7)
+    ws = state / "workspace" / "memory"
+    for i in range(notes):
+        d = ws / f"{i // 200:02d}"
+        d.mkdir(parents=True, exist_ok=True)
+        body = " ".join(rng.choice(WORDS) for _ in range(40))
+        (d / f"n{i:04d}.md").write_text(f"# Note {i}\n\n{body}\n")
+    sessions = state / "agents" / "main" / "sessions"
+    sessions.mkdir(parents=True)
+    for s in range(3):
+        key = f"s{s}"
+        append_sync(sessions / f"{key}.jsonl", [header(key, "main")] + [
+            message_record(f"{key}-{m}", "user" if m % 2 == 0 else "assistant",
+                           " ".join(rng.choice(WORDS) for _ in range(30))) for m in range(20)])
+
+
+async def index(state: Path, processes: int, progress=None) -> dict:
+    cfg = load_config({"stateDir": str(state), "memory.sync.onStart": False, "memory.sync.watch": False,
+                       "memory.sync.processes": processes}, env={})
+    mgr = MemoryManager(cfg)
+    await mgr.open()
+    try:
+        return await mgr.sync(progress=progress)
+    finally:
+        await mgr.close()
+
+
+def contents(state: Path) -> tuple[list[tuple], dict[tuple, np.ndarray]]:
+    conn = connect_sync(state / "agents" / "main" / "memory.sqlite", pick_driver())
+    try:
+        chunks = conn.execute("SELECT path, start_line, end_line, hash, text, context, embedded FROM chunks "
+                              "ORDER BY path, start_line").fetchall()
+        rows = conn.execute("SELECT c.path, c.start_line, c.end_line, c.hash, v.embedding FROM chunks c "
+                            "JOIN chunks_vec v ON v.chunk_id = c.id").fetchall()
+        vectors = {tuple(row[:4]): np.frombuffer(row[4], dtype="<f4") for row in rows}
+    finally:
+        conn.close()
+    return chunks, vectors
+
+
+async def test_worker_processes_write_the_index_threads_write(tmp_path):
+    threads, workers = tmp_path / "threads", tmp_path / "workers"
+    corpus(threads, PROCESS_MIN_FILES + 100)
+    shutil.copytree(threads, workers, symlinks=True)
+
+    by_threads = await index(threads, processes=0)
+    by_workers = await index(workers, processes=2)
+    assert by_workers["indexed"] == by_threads["indexed"] == PROCESS_MIN_FILES + 103
+    assert by_workers["chunksEmbedded"] == by_threads["chunksEmbedded"] > PROCESS_MIN_FILES
+
+    chunks_t, vectors_t = contents(threads)
+    chunks_w, vectors_w = contents(workers)
+    assert chunks_w == chunks_t
+    assert all(row[-1] == 1 for row in chunks_w), "every chunk has its vector"
+    assert vectors_w.keys() == vectors_t.keys() and len(vectors_w) == len(chunks_w)
+    for key, v in vectors_t.items():
+        np.testing.assert_allclose(vectors_w[key], v, atol=1e-6)
+
+    assert (await index(workers, processes=2))["unchanged"] == PROCESS_MIN_FILES + 103, "a re-sync reads nothing"
+
+
+async def test_a_killed_worker_leaves_the_rest_of_the_sync_to_threads(tmp_path):
+    state = tmp_path / "state"
+    corpus(state, PROCESS_MIN_FILES * 2)
+    killed: list[int] = []
+
+    def kill_the_workers(done: int, total: int) -> None:
+        if done and not killed:  # the first batch is written: its worker is alive and busy with the next
+            for child in multiprocessing.active_children():
+                os.kill(child.pid, signal.SIGKILL)
+                killed.append(child.pid)
+
+    stats = await index(state, processes=1, progress=kill_the_workers)
+    assert killed, "a worker process was running"
+    assert stats["indexed"] == PROCESS_MIN_FILES * 2 + 3
+    chunks, vectors = contents(state)
+    assert len({row[0] for row in chunks}) == PROCESS_MIN_FILES * 2 + 3
+    assert len(vectors) == len(chunks), "the batches after the kill have their vectors too"
