@@ -166,7 +166,8 @@ def _print_status(res: dict) -> None:
     print(f"embeddings: {e['provider']} {e['model']} ({e['dims']} dims)"
           + (f"  error: {e['error']}" if e.get("error") else ""))
     print(f"vectors:    {v['backend']} ({'available' if v['available'] else 'unavailable'}"
-          + (f", {v['missing']} missing" if v.get("missing") else "") + ")")
+          + (f", {v['missing']} missing" if v.get("missing") else "")
+          + (f", searched in memory as {v['matrix']}" if v.get("matrix") else "") + ")")
     print(f"fts:        {res['fts']['tokenizer']}    cache: {res['cache']['entries']} embeddings")
     _print_backend_and_ranking(res)
 

@@ -23,12 +23,13 @@ def test_status_asks_the_running_gateway_and_agent_and_sources_work_everywhere(t
     state = tmp_path / "state"
     (state / "workspace" / "memory").mkdir(parents=True)
     (state / "workspace" / "memory" / "garden.md").write_text("# Garden\n\nThe tomatoes go in the greenhouse.\n")
-    with GatewayProcess.running(state, "[memory.search]\nmode = \"fts\"\n") as gp:
+    with GatewayProcess.running(state, "[memory.search]\nmode = \"fts\"\nvectorBackend = \"numpy\"\n") as gp:
         port = str(gp.port)
         deadline = time.monotonic() + 60
         while True:  # the gateway's sync on start runs in the background
             live = orjson.loads(jarvis("memory", "status", "--json", "--port", port, state_dir=state).stdout)
-            if live["files"] == 1 and not live["sync"].get("running"):
+            # (and then warms up: numpy searches a matrix in memory, loaded after the sync)
+            if live["files"] == 1 and not live["sync"].get("running") and live["vector"].get("matrix"):
                 break
             assert time.monotonic() < deadline, live
             time.sleep(0.2)
@@ -39,6 +40,8 @@ def test_status_asks_the_running_gateway_and_agent_and_sources_work_everywhere(t
         r = jarvis("memory", "status", "--port", port, state_dir=state)
         assert r.returncode == 0, r.stderr
         assert r.stdout.splitlines()[0] == f"gateway:    ws://127.0.0.1:{port}/ (running; these are its live figures)"
+        assert live["vector"]["matrix"] == "float32", live["vector"]
+        assert "vectors:    numpy (available, searched in memory as float32)" in r.stdout, r.stdout
 
         # A second agent: created through the gateway, then every memory command takes --agent.
         r = jarvis("call", "sessions.create", '{"agentId":"work"}', "--port", port, state_dir=state)

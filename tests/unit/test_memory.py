@@ -681,3 +681,20 @@ async def test_rank_fusion_is_the_default_and_the_blend_an_option(tmp_path, open
         assert "memory/car.md" not in paths(res), "shares no word and is not close: not a hit"
         assert all(0.0 < r["score"] <= 1.0 for r in res["results"])
         assert res["results"][0]["score"] > res["results"][-1]["score"] or len(res["results"]) == 1
+
+
+async def test_mmr_reads_each_results_stored_vector(tmp_path, open_manager):
+    """The vectors MMR compares are the stored ones, found by point lookups (vec0 would answer
+    `chunk_id IN (…)` with a scan of every vector)."""
+    cfg = make_cfg(tmp_path, **{"memory.search.mmr": True})
+    for i, text in enumerate(["The cello lesson is on Tuesday.", "Lena's cello teacher is Mr Okafor.",
+                              "The cello case is in the hall.", "Tuesday is also bin day."]):
+        write(cfg.workspace_dir / "memory" / f"n{i}.md", f"# Note {i}\n\n{text}\n")
+    mem = await open_manager(cfg)
+    await mem.sync()
+    res = await mem.search("cello Tuesday", k=3)
+    vecs = await mem._stored_vectors(res["results"])
+    assert vecs is not None and sorted(vecs) == [0, 1, 2]
+    for v in vecs.values():
+        assert v.shape == (256,) and abs(float(np.linalg.norm(v)) - 1) < 1e-5
+    assert len({v.tobytes() for v in vecs.values()}) == 3, "each result its own vector"
