@@ -6,6 +6,8 @@ What crosses between them, all through the database (storage/postgres.py):
   delivers it to its own subscribers of that session. A client subscribed on B sees the run on A.
 - **transcripts**: a `lines` notification after each append; the other gateways update their local
   mirror and re-index the session's memory (debounced, like after a local `chat.final`).
+- **keyed memories** (`keyed`, after memory.set/delete): the other gateways rewrite or remove their
+  mirror file of that key (memory/notes/pgkeyed.py) and re-index their memory files.
 - **deletes** (`deleted`) and **aborts** (`abort`: `chat.abort` sent to a gateway that does not run the
   session's run asks the one that does).
 - **dead gateways**: every SWEEP_S seconds each gateway looks for runs held by an instance whose
@@ -54,6 +56,7 @@ class Cluster:
         pg.on("lines", lambda msg: self._to_agent(msg, "lines"))
         pg.on("deleted", lambda msg: self._to_agent(msg, "deleted"))
         pg.on("abort", lambda msg: self._to_agent(msg, "abort"))
+        pg.on("keyed", lambda msg: self._to_agent(msg, "keyed"))
         pg.on_reconnect(self._refresh_open_agents)
         self._sweeper = asyncio.create_task(self._sweep_loop(), name="cluster-sweeper")
         self._sweeper.add_done_callback(log_failure("cluster_sweeper_failed"))
@@ -112,11 +115,19 @@ class Cluster:
             run = agent.chat.active.get(key)
             if run is not None and run.run_id == msg.get("run"):
                 await agent.chat.abort(key, run.run_id)
+        elif kind == "keyed":
+            keyed_changed = getattr(agent.memory, "keyed_changed", None)
+            if keyed_changed is not None:
+                await keyed_changed(key)
 
     def _refresh_open_agents(self) -> None:
         for agent in list(self.services.agents.values()):
             task = asyncio.get_running_loop().create_task(agent.sessions.refresh_mirrors())
             task.add_done_callback(log_failure("cluster_mirror_refresh_failed"))
+            keyed_changed = getattr(agent.memory, "keyed_changed", None)
+            if keyed_changed is not None:
+                task = asyncio.get_running_loop().create_task(keyed_changed(None))
+                task.add_done_callback(log_failure("cluster_keyed_refresh_failed"))
 
     # ---- runs of gateways that died ---------------------------------------------------------------
     async def _sweep_loop(self) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from types import SimpleNamespace
+import os
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -28,6 +28,7 @@ from .index.indexer import SyncStats
 from .index.sources import session_path
 from .pgindex import (FTS_CONFIG, PgEmbeddingCache, PgIndexer, PgSearcher, PgVectorStore, ensure_vector_schema, get_meta,
                       parse_vector, set_meta)
+from .notes.pgkeyed import PgKeyedStore
 from .rebuild import same_embeddings
 from .search.snippets import Exclude
 from .service import MemoryManager
@@ -45,6 +46,7 @@ class PgMemoryManager(MemoryManager):
         self.pg = pg
         self.pool = pg.pool
         self._vector_schema_problem: str | None = None
+        self.keyed = PgKeyedStore(pg, self.agent_id, self.workspace)  # the record of memory.set & co.
 
     async def open(self) -> None:
         if self._opened:
@@ -113,6 +115,8 @@ class PgMemoryManager(MemoryManager):
             self._hidden_sessions -= hidden
             return stats
         self._dirty.covered(req.memory, req.sessions)
+        if req.memory:  # the keyed rows and this gateway's mirror files, before the files are indexed
+            await self.keyed.reconcile()
         async with self._write_lock:
             assert self.indexer is not None
             stats = await self.indexer.sync(force=req.force, memory=req.memory, sessions=req.sessions,
@@ -121,6 +125,14 @@ class PgMemoryManager(MemoryManager):
             self._hidden_sessions -= hidden if req.sessions is True else hidden & req.sessions
         await self._after_sync(stats)
         return stats
+
+    async def keyed_changed(self, key: str | None = None) -> None:
+        """Another gateway wrote or deleted keyed memory `key` (None: maybe any, notifications were
+        missed): update the mirror files, re-index."""
+        if self._closed or not self.cfg.enabled:
+            return
+        await self.keyed.reconcile(key)
+        self._on_memory_change()
 
     async def forget_session(self, session_key: str) -> None:
         """After `sessions.delete` here or through another gateway: drop the session's chunks for every
@@ -252,7 +264,7 @@ async def standalone_manager(config: Config, agent_id: str):
         import asyncpg
 
         from ..errors import Unavailable
-        from ..storage.postgres import migrate, redact
+        from ..storage.postgres import Postgres, migrate, redact
 
         try:
             pool = await asyncpg.create_pool(config.storage.url, min_size=1, max_size=4, command_timeout=60)
@@ -261,7 +273,10 @@ async def standalone_manager(config: Config, agent_id: str):
                               retryable=True) from None
         async with pool.acquire() as conn:
             await migrate(conn)
-        mgr: MemoryManager = PgMemoryManager(config, agent_id, SimpleNamespace(pool=pool))  # type: ignore[arg-type]
+        # Not opened as a gateway's (no liveness lock, no listener): its pool, to query and to notify.
+        pg = Postgres(config.storage.url, instance_id=f"cli:{os.getpid()}")
+        pg.pool = pool
+        mgr: MemoryManager = PgMemoryManager(config, agent_id, pg)
     else:
         mgr = MemoryManager(config, agent_id)
     try:

@@ -28,8 +28,9 @@ an exact search, so their scores are the exact ones. The order is exact too, not
 Cauchy–Schwarz an approximate score is within err·‖query‖ (plus float rounding) of the exact one, so
 every row outside the shortlist whose approximate score plus that bound still reaches the n-th exact
 score is re-scored as well (a second round; on the bench's 118k chunks the bound leaves about 2n rows in
-all). Reading is the cost: a vec0 point lookup walks its 1 MiB chunk blob's overflow pages, ~110 µs a
-row here (the numpy backend's plain table: ~5 µs), ~5 ms for n = 24; ids go in one statement through
+all). Reading is the cost: a vec0 point lookup walks its chunk blob's overflow pages, ~22 µs a row
+with 64 vectors a chunk (migrations.VEC_CHUNK_SIZE; ~127 µs in an index made before, with vec0's default
+of 1,024: ~5 ms for n = 24; the numpy backend's plain table: ~5 µs); ids go in one statement through
 json_each (vec0 answers `chunk_id IN (…)` of more than one id with a full scan). Rows that left the
 table since the matrix was loaded are passed over.
 """

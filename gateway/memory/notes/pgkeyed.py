@@ -1,0 +1,213 @@
+"""Keyed memories in PostgreSQL (`storage.url`): rows are the record, shared by every gateway; each
+gateway keeps the workspace files of keyed.py as a mirror, so the memory index, `memory.get` of a path
+and a person with an editor see them as before.
+
+    keyed_memories  (agent_id, key) → category, value, created, updated, deleted (a tombstone: a gateway
+                    that was down during a delete must remove its mirror, not bring the file back)
+
+Writes go to the row first (the answer waits for it), then to this gateway's mirror, then a `keyed`
+notification makes the other gateways bring their mirrors up to date (cluster.py). Every sync of the
+memory files first reconciles rows and mirrors (`reconcile`), by the front matter's `updated`, which is
+the version of the row a mirror was written from — never by clocks, which differ between machines:
+
+    file, no row                 → the file becomes a row (a new file, or a state dir moved to PostgreSQL)
+    row, no file                 → the file is written
+    both, same category and text → nothing
+    file edited by hand          → (its `updated` is the row's, its text is not) the row takes the file's text
+    file of an older version     → (its `updated` is older) the file is rewritten from the row
+    tombstone and a file         → removed, unless the file was made by hand after the delete (no front
+                                   matter, modified later): then it is a memory again
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...errors import Invalid, NotFound
+from ...fsutil import atomic_write, locked, remove
+from ...timeutil import now_iso, parse_iso
+from .frontmatter import parse_front_matter
+from .keyed import (CATEGORIES, DEFAULT_CATEGORY, Entry, KeyedStore, _mtime_iso, check_category, check_key,
+                    render)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...storage.postgres import Postgres
+
+_COLUMNS = "key, category, value, created, updated, deleted"
+
+
+class PgKeyedStore:
+    """KeyedStore's operations, async, on the `keyed_memories` rows of one agent."""
+
+    def __init__(self, pg: "Postgres", agent_id: str, workspace: Path):
+        self.pg = pg
+        self.agent_id = agent_id
+        self.files = KeyedStore(workspace)
+
+    def _entry(self, row: Any) -> Entry:
+        rel = self.files._rel(row["category"], row["key"])
+        return Entry(row["key"], row["category"], row["value"], row["created"], row["updated"], rel,
+                     self.files._file(row["category"], row["key"]))
+
+    async def find(self, key: str) -> Entry | None:
+        row = await self.pg.pool.fetchrow(
+            f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND key = $2 AND NOT deleted",
+            self.agent_id, check_key(key))
+        return self._entry(row) if row is not None else None
+
+    async def get(self, key: str) -> Entry:
+        e = await self.find(key)
+        if e is None:
+            raise NotFound(f"no memory with key {key!r}", {"key": key})
+        return e
+
+    async def set(self, key: str, value: str, category: str | None) -> tuple[Entry, bool, str | None]:
+        """Create or replace. Returns (entry, replaced, previous category when it moved)."""
+        check_key(key)
+        if category is not None:
+            check_category(category)
+        value = value.strip("\n")
+        if not value.strip():
+            raise Invalid("must not be blank", field="value")
+        now = now_iso()
+        async with self.pg.pool.acquire() as conn, conn.transaction():
+            old = await conn.fetchrow("SELECT category, created FROM keyed_memories WHERE agent_id = $1 "
+                                      "AND key = $2 AND NOT deleted FOR UPDATE", self.agent_id, key)
+            cat = category or (old["category"] if old else DEFAULT_CATEGORY)
+            created = old["created"] if old else now
+            row = await conn.fetchrow(
+                "INSERT INTO keyed_memories(agent_id, key, category, value, created, updated, deleted) "
+                "VALUES ($1, $2, $3, $4, $5, $6, false) ON CONFLICT (agent_id, key) DO UPDATE SET "
+                "category = $3, value = $4, created = $5, updated = $6, deleted = false "
+                f"RETURNING {_COLUMNS}", self.agent_id, key, cat, value, created, now)
+        entry = self._entry(row)
+        await asyncio.to_thread(self._mirror, entry)
+        await self._tell_others(key)
+        moved = old["category"] if old is not None and old["category"] != cat else None
+        return entry, old is not None, moved
+
+    async def delete(self, key: str) -> Entry:
+        check_key(key)
+        row = await self.pg.pool.fetchrow(
+            "UPDATE keyed_memories SET deleted = true, updated = $3 WHERE agent_id = $1 AND key = $2 "
+            f"AND NOT deleted RETURNING {_COLUMNS}", self.agent_id, key, now_iso())
+        if row is None:
+            raise NotFound(f"no memory with key {key!r}", {"key": key})
+        await asyncio.to_thread(self._unmirror, key)
+        await self._tell_others(key)
+        return self._entry(row)
+
+    async def list(self, category: str | None, limit: int, offset: int) -> dict:
+        where, args = "agent_id = $1 AND NOT deleted", [self.agent_id]
+        if category:
+            where += " AND category = $2"
+            args.append(check_category(category))
+        async with self.pg.pool.acquire() as conn:
+            total = await conn.fetchval(f"SELECT count(*) FROM keyed_memories WHERE {where}", *args)
+            rows = await conn.fetch(f"SELECT {_COLUMNS} FROM keyed_memories WHERE {where} "
+                                    f"ORDER BY updated DESC, key DESC LIMIT {int(limit)} OFFSET {int(offset)}", *args)
+        return {"memories": [self._entry(r).brief() for r in rows], "total": int(total)}
+
+    async def _tell_others(self, key: str) -> None:
+        with contextlib.suppress(Exception):  # they reconcile on their next sync of the memory files anyway
+            await self.pg.notify("keyed", agent=self.agent_id, key=key)
+
+    # ---- mirrors -------------------------------------------------------------------------------------
+    def _mirror(self, e: Entry) -> None:
+        """This gateway's file of `e` (and none in another category). Blocking."""
+        with locked(self.files.root):
+            target = self.files._file(e.category, e.key)
+            data = render(e.key, e.category, e.value, e.created, e.updated)
+            try:
+                same = target.read_bytes() == data
+            except OSError:
+                same = False
+            if not same:
+                atomic_write(target, data)
+            for cat in CATEGORIES:
+                if cat != e.category:
+                    remove(self.files._file(cat, e.key))
+
+    def _unmirror(self, key: str) -> None:
+        with locked(self.files.root):
+            for cat in CATEGORIES:
+                remove(self.files._file(cat, key))
+
+    async def reconcile(self, key: str | None = None) -> int:
+        """Bring rows and this gateway's mirror files into step (all keys, or one); returns how many
+        rows it wrote. See the module docstring for who wins."""
+        sql = f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1"
+        rows = await self.pg.pool.fetch(sql + (" AND key = $2" if key else ""), self.agent_id,
+                                        *((check_key(key),) if key else ()))
+        by_key = {r["key"]: r for r in rows}
+        files = await asyncio.to_thread(self._files, key)
+        imports: list[tuple[str, str, str, str, str]] = []
+        to_mirror: list[Entry] = []
+        to_remove: list[str] = []
+        for k in sorted(set(by_key) | set(files)):
+            row, found = by_key.get(k), files.get(k)
+            if found is None:
+                if row is not None and not row["deleted"]:
+                    to_mirror.append(self._entry(row))
+                continue
+            f, stamped = found
+            if row is None:
+                imports.append((k, f.category, f.value, f.created, f.updated))
+            elif row["deleted"]:
+                if stamped is None and _mtime_iso(f.abs) > row["updated"]:
+                    imports.append((k, f.category, f.value, now_iso(), now_iso()))  # made again by hand
+                else:
+                    to_remove.append(k)
+            elif (f.category, f.value) == (row["category"], row["value"]):
+                if self._stray(k, f.category):
+                    to_mirror.append(self._entry(row))
+            elif stamped is not None and stamped >= row["updated"]:
+                imports.append((k, f.category, f.value, row["created"], now_iso()))  # edited by hand
+            else:
+                to_mirror.append(self._entry(row))
+        wrote = 0
+        if imports:
+            async with self.pg.pool.acquire() as conn:
+                for k, cat, value, created, updated in imports:
+                    if not value.strip():
+                        continue
+                    row = await conn.fetchrow(
+                        "INSERT INTO keyed_memories(agent_id, key, category, value, created, updated, deleted) "
+                        "VALUES ($1, $2, $3, $4, $5, $6, false) ON CONFLICT (agent_id, key) DO UPDATE SET "
+                        "category = $3, value = $4, updated = $6, deleted = false "
+                        f"RETURNING {_COLUMNS}", self.agent_id, k, cat, value, created, updated)
+                    to_mirror.append(self._entry(row))  # its front matter now names this version
+                    wrote += 1
+        if to_mirror or to_remove:
+            def apply() -> None:
+                for e in to_mirror:
+                    self._mirror(e)
+                for k in to_remove:
+                    self._unmirror(k)
+            await asyncio.to_thread(apply)
+        for k, *_ in imports:
+            await self._tell_others(k)
+        return wrote
+
+    def _files(self, key: str | None) -> dict[str, tuple[Entry, str | None]]:
+        """The newest mirror file of each key (or of one), with its front matter's `updated` (None when it
+        has none: a file made by hand). Blocking."""
+        entries = self.files._found(key) if key else self.files.all()
+        out: dict[str, tuple[Entry, str | None]] = {}
+        for e in entries:  # newest first
+            if e.key in out:
+                continue
+            try:
+                meta, _ = parse_front_matter(e.abs.read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                continue
+            stamped = meta.get("updated")
+            out[e.key] = (e, stamped if isinstance(stamped, str) and parse_iso(stamped) else None)
+        return out
+
+    def _stray(self, key: str, category: str) -> bool:
+        """Whether a file of `key` lies in another category than `category` (a move another gateway made)."""
+        return any(self.files._file(cat, key).exists() for cat in CATEGORIES if cat != category)
