@@ -30,8 +30,8 @@ from ...errors import Invalid, NotFound
 from ...fsutil import atomic_write, locked, remove
 from ...timeutil import now_iso, parse_iso
 from .frontmatter import parse_front_matter
-from .keyed import (CATEGORIES, DEFAULT_CATEGORY, Entry, KeyedStore, _mtime_iso, check_category, check_key,
-                    render)
+from .keyed import (_KEY, CATEGORIES, DEFAULT_CATEGORY, Entry, KeyedStore, _mtime_iso, check_category,
+                    check_key, render)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...storage.postgres import Postgres
@@ -76,7 +76,7 @@ class PgKeyedStore:
         async with self.pg.pool.acquire() as conn, conn.transaction():
             old = await conn.fetchrow("SELECT category, created FROM keyed_memories WHERE agent_id = $1 "
                                       "AND key = $2 AND NOT deleted FOR UPDATE", self.agent_id, key)
-            cat = category or (old["category"] if old else DEFAULT_CATEGORY)
+            cat = category or (old["category"] if old and old["category"] in CATEGORIES else DEFAULT_CATEGORY)
             created = old["created"] if old else now
             row = await conn.fetchrow(
                 "INSERT INTO keyed_memories(agent_id, key, category, value, created, updated, deleted) "
@@ -142,7 +142,8 @@ class PgKeyedStore:
         sql = f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1"
         rows = await self.pg.pool.fetch(sql + (" AND key = $2" if key else ""), self.agent_id,
                                         *((check_key(key),) if key else ()))
-        by_key = {r["key"]: r for r in rows}
+        # A row no gateway could have written (edited in the database) must not name a path.
+        by_key = {r["key"]: r for r in rows if _KEY.fullmatch(r["key"]) and r["category"] in CATEGORIES}
         files = await asyncio.to_thread(self._files, key)
         imports: list[tuple[str, str, str, str, str]] = []
         to_mirror: list[Entry] = []
