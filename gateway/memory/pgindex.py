@@ -37,7 +37,7 @@ from .index.chunking import sha256
 from .index.indexer import (BATCH_CHUNKS, BATCH_FILES, Indexer, IndexSettings, Progress, SyncStats, _read_and_chunk,
                             _Work, chunk_diff)
 from .index.sources import MEMORY, SESSIONS, SourceFile, scan_memory, scan_sessions
-from .search.searcher import SearchOptions, Searcher
+from .search.searcher import PRUNE_MIN_CHUNKS, SearchOptions, Searcher, rarest_within_budget
 
 log = structlog.get_logger("gateway.memory")
 
@@ -206,7 +206,7 @@ class PgSearcher(Searcher):
         self.total_chunks = 0
 
     async def prune_common(self, terms: Sequence[str]) -> list[str]:
-        return list(terms)  # the GIN index answers OR-ed words without FTS5's per-posting cost
+        return list(terms)  # fts() prunes by the document counts it fetches for the idf anyway
 
     async def fts(self, terms: Sequence[str], n: int, sources: tuple[str, ...],
                   session_key: str | None) -> list[tuple[int, float]]:
@@ -217,7 +217,14 @@ class PgSearcher(Searcher):
         lexemes = tsquery_lexemes(terms)
         if not lexemes:
             return []
-        idf = await self._idf(lexemes)
+        counts = await self._doc_counts(lexemes)
+        # Ranking reads every matching chunk's tsvector (~4 µs a row, per word), so on a big index the
+        # rarest words are searched and common ones skipped past a postings budget, as FTS5's search does
+        # (Searcher.prune_common): they would move the ranking least, and still count in the re-ranking.
+        if len(lexemes) > 1 and self.total_chunks >= PRUNE_MIN_CHUNKS:
+            keep = rarest_within_budget(counts, self.total_chunks)
+            lexemes, counts = [lexemes[i] for i in keep], [counts[i] for i in keep]
+        idf = self._idf(counts)
         w = float(self.opts.context_weight)
         m = len(lexemes)
         params: list[Any] = [self.agent_id, " | ".join(lexemes), [w, 0.0, 0.0, 1.0], *lexemes, *idf]
@@ -234,21 +241,19 @@ class PgSearcher(Searcher):
         rows = await self.pool.fetch(sql, *params)
         return [(int(r[0]), float(r[1])) for r in rows]
 
-    async def _idf(self, lexemes: list[str]) -> list[float]:
-        """BM25's idf of each word among the agent's chunks (document counts capped at IDF_COUNT_CAP:
-        past it a word is common, and counting further would cost a scan)."""
+    async def _doc_counts(self, lexemes: list[str]) -> list[int]:
+        """How many of the agent's chunks hold each word, counted up to IDF_COUNT_CAP (past it a word is
+        common, and counting further would cost a scan)."""
         counts = ", ".join(f"(SELECT count(*) FROM (SELECT 1 FROM memory_chunks c WHERE c.agent_id = $1 AND "
                            f"c.tsv @@ to_tsquery('{FTS_CONFIG}', ${k + 2}) LIMIT {IDF_COUNT_CAP}) s{k})"
                            for k in range(len(lexemes)))
         row = await self.pool.fetchrow(f"SELECT {counts}", self.agent_id, *lexemes)
-        rows = [(row[k],) for k in range(len(lexemes))]
+        return [int(row[k]) for k in range(len(lexemes))]
+
+    def _idf(self, counts: list[int]) -> list[float]:
+        """BM25's idf of each word from its document count among the agent's chunks."""
         total = max(self.total_chunks, 1)
-        out = []
-        for r in rows:
-            df = int(r[0])
-            n = max(total, df)
-            out.append(math.log(1.0 + (n - df + 0.5) / (df + 0.5)))
-        return out
+        return [math.log(1.0 + (max(total, df) - df + 0.5) / (df + 0.5)) for df in counts]
 
     async def _chunk_rows(self, ids: list[int]) -> list[tuple]:
         rows = await self.pool.fetch(

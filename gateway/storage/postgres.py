@@ -160,6 +160,13 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         CREATE INDEX keyed_memories_by_updated ON keyed_memories (agent_id, updated DESC) WHERE NOT deleted;
     """),
+    # A chunk's tsvector (~1.9 KB with its context) went out of line, uncompressed, as the row's largest
+    # value: ranking then fetched it from the TOAST table for every candidate (~10 µs a row). Kept in the
+    # row (compressed) instead, with the text and context moved out first, full-text search is ~2.5x
+    # faster. Rows written before keep their storage until rewritten (a re-index).
+    ("0005_memory_tsvector_in_row", """
+        ALTER TABLE memory_chunks ALTER COLUMN tsv SET STORAGE MAIN;
+    """),
 ]
 
 

@@ -80,6 +80,20 @@ class _Scratch:
 _SCRATCH: weakref.WeakKeyDictionary[Database, _Scratch] = weakref.WeakKeyDictionary()
 
 
+def rarest_within_budget(doc_counts: Sequence[int], total: int) -> list[int]:
+    """The words to search (indexes into `doc_counts`, in order): rarest first while the sum of their
+    document counts stays within POSTINGS_BUDGET of all `total` chunks; the rarest always."""
+    budget = POSTINGS_BUDGET * total
+    keep: set[int] = set()
+    used = 0
+    for i in sorted(range(len(doc_counts)), key=lambda i: doc_counts[i]):
+        if keep and used + doc_counts[i] > budget:
+            break
+        keep.add(i)
+        used += doc_counts[i]
+    return sorted(keep)
+
+
 class Searcher:
     """Answers searches from one (read) connection. `vectors` is None when vectors cannot be used, and
     `vector_problem` then says why (reported as `degraded`). Chunks of `hidden_sessions` (deleted
@@ -147,15 +161,7 @@ class Searcher:
         if not df:
             return list(terms)
         tdf = [sum(df[t] for t in ts) for ts in toks]
-        budget = POSTINGS_BUDGET * total
-        keep: set[int] = set()
-        used = 0
-        for i in sorted(range(len(terms)), key=lambda i: tdf[i]):
-            if keep and used + tdf[i] > budget:
-                break
-            keep.add(i)
-            used += tdf[i]
-        return [terms[i] for i in sorted(keep)]
+        return [terms[i] for i in rarest_within_budget(tdf, total)]
 
     async def fts(self, terms: Sequence[str], n: int, sources: tuple[str, ...],
                   session_key: str | None) -> list[tuple[int, float]]:
