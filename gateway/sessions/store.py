@@ -164,17 +164,26 @@ class SessionStore:
             bumps, self._bumps = self._bumps, {}
             generation = self._generation + 1
             self._written[generation] = bumps  # readers of the older file still count them
-            try:
-                with tx.disk_full_as_error("the session list"):
-                    result = await asyncio.to_thread(self._mutate_sync, fn, bumps, generation)
-            except BaseException:
+            write = asyncio.ensure_future(asyncio.to_thread(self._mutate_sync, fn, bumps, generation))
+            # A cancelled caller does not stop the thread: what the write did decides what happens to
+            # the counts it carried (re-queueing counts already written would count them twice).
+            cancelled: asyncio.CancelledError | None = None
+            while not write.done():
+                try:
+                    await asyncio.wait([write])
+                except asyncio.CancelledError as exc:
+                    cancelled = exc
+            if write.exception() is None:
+                self._generation = generation
+                for old in [g for g in self._written if g <= generation - 8]:
+                    del self._written[old]
+            else:
                 del self._written[generation]
                 self._merge_back(bumps)
-                raise
-            self._generation = generation
-            for old in [g for g in self._written if g <= generation - 8]:
-                del self._written[old]
-            return result
+            if cancelled is not None:
+                raise cancelled
+            with tx.disk_full_as_error("the session list"):
+                return write.result()
 
     async def _view(self, key: str | None = None) -> dict[str, dict[str, Any]]:
         """Sessions as written plus the counts not yet on disk: those waiting for the next write, and
@@ -214,7 +223,7 @@ class SessionStore:
             log.warning("session list not updated", error=exc.message)
 
     async def close(self) -> None:
-        # Let a flush under way finish (cancelling it mid-write would re-queue counts it had written).
+        # Let a flush under way finish (a cancelled one would leave its write to its thread).
         if self._flusher is not None and not self._flusher.done():
             with contextlib.suppress(Exception):
                 await self._flusher

@@ -43,3 +43,29 @@ async def test_counts_stay_visible_while_a_write_of_them_is_under_way(tmp_path):
     await store.close()
     assert orjson.loads(store.meta_path.read_bytes())["sessions"][key]["messageCount"] == 3
 
+
+
+async def test_a_write_whose_caller_is_cancelled_still_counts_once(tmp_path):
+    store = SessionStore(tmp_path / "sessions", "main")
+    store.open_sync()
+    key = (await store.create())["sessionKey"]
+    await store.append_messages(key, message("one"), message("two"))
+
+    fd = os.open(store.dir / ".sessions.json.lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        flush = asyncio.create_task(store.flush())
+        await asyncio.sleep(0.2)
+        flush.cancel()  # the write itself waits in its thread for the lock, and goes on after it
+        await asyncio.sleep(0.05)
+        assert not flush.done(), "the caller waits for the write it started"
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    try:
+        await flush
+    except asyncio.CancelledError:
+        pass
+    assert flush.cancelled()
+    await store.close()  # writes whatever is still pending: nothing may be counted twice
+    assert orjson.loads(store.meta_path.read_bytes())["sessions"][key]["messageCount"] == 2
