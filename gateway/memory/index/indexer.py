@@ -78,7 +78,7 @@ class IndexSettings:
 def resolve_processes(setting: int) -> int:
     """`memory.sync.processes`: -1 → one per core but one (this process writes), at most 8; none below
     4 cores, where one worker and this process share the CPU no better than threads do (measured on 2
-    cores: 7.1k chunks/s with one worker, 7.3–7.8k without)."""
+    cores: 7.1k chunks/s with one worker, 7.3–8.1k without)."""
     if setting >= 0:
         return setting
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -279,15 +279,15 @@ class Indexer:
         # on one core), else in threads. Preparing reads through its own connection: the writer's thread
         # is busy with the previous batch.
         batches = collections.deque(todo[i:i + BATCH_FILES] for i in range(0, total, BATCH_FILES))
+        rdb = None
+        if len(batches) > 1:
+            rdb = await Database(self.db.path, self.db.driver, use_vec=False).open()
         workers = self._workers_for(total)
         pool = self._start_workers(workers) if workers else None
         self._workers_died = False
         # Load the embedding model (the local one: ~1 s) while the first files are read and chunked.
         warm = getattr(self.provider, "warm", None) if todo and self.embeds and pool is None else None
         warming = asyncio.ensure_future(warm()) if warm is not None else None
-        rdb = None
-        if len(batches) > 1:
-            rdb = await Database(self.db.path, self.db.driver, use_vec=False).open()
         pending: collections.deque[tuple[int, asyncio.Future]] = collections.deque()
 
         def submit() -> None:
@@ -362,8 +362,9 @@ class Indexer:
 
     def _workers_for(self, files: int) -> int:
         """How many worker processes a sync of `files` files gets: none when it is small or when they
-        could not embed (a provider that is not portable; with no provider they only read and chunk)."""
-        if files < PROCESS_MIN_FILES or (self.embeds and not self.provider.portable):
+        could not embed (a provider that is not portable, or whose vectors go through the embedding
+        cache, which is this process's; with no provider they only read and chunk)."""
+        if files < PROCESS_MIN_FILES or (self.embeds and (not self.provider.portable or self.provider.cached)):
             return 0
         return min(self.s.processes, -(-files // BATCH_FILES))
 
