@@ -2,6 +2,7 @@
 counted twice (the cause of a flaky `jarvis chat` test: a reply's count vanished during a flush)."""
 
 import asyncio
+import contextlib
 import fcntl
 import os
 
@@ -15,16 +16,29 @@ def message(text: str) -> dict:
     return {"type": "message", "id": os.urandom(4).hex(), "role": "user", "content": text, "timestamp": now_iso()}
 
 
-async def test_counts_stay_visible_while_a_write_of_them_is_under_way(tmp_path):
+async def a_session_with_two_messages(tmp_path) -> tuple[SessionStore, str]:
     store = SessionStore(tmp_path / "sessions", "main")
     store.open_sync()
     key = (await store.create())["sessionKey"]
     await store.append_messages(key, message("one"), message("two"))
+    return store, key
 
-    # Another process holds the session list's lock: the flush carrying both counts waits mid-write.
+
+@contextlib.contextmanager
+def list_locked(store: SessionStore):
+    """Hold the session list's lock as another process would: a write of sessions.json waits for it."""
     fd = os.open(store.dir / ".sessions.json.lock", os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+async def test_counts_stay_visible_while_a_write_of_them_is_under_way(tmp_path):
+    store, key = await a_session_with_two_messages(tmp_path)
+    with list_locked(store):  # the flush carrying both counts waits mid-write
         flush = asyncio.create_task(store.flush())
         await asyncio.sleep(0.2)
         assert not flush.done(), "the write waits for the lock"
@@ -32,9 +46,6 @@ async def test_counts_stay_visible_while_a_write_of_them_is_under_way(tmp_path):
         assert (await store.all())[key]["messageCount"] == 2
         await store.append_messages(key, message("three"))
         assert (await store.get(key))["messageCount"] == 3
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
     await flush
 
     assert (await store.get(key))["messageCount"] == 3, "written once, counted once"
@@ -44,24 +55,14 @@ async def test_counts_stay_visible_while_a_write_of_them_is_under_way(tmp_path):
     assert orjson.loads(store.meta_path.read_bytes())["sessions"][key]["messageCount"] == 3
 
 
-
 async def test_a_write_whose_caller_is_cancelled_still_counts_once(tmp_path):
-    store = SessionStore(tmp_path / "sessions", "main")
-    store.open_sync()
-    key = (await store.create())["sessionKey"]
-    await store.append_messages(key, message("one"), message("two"))
-
-    fd = os.open(store.dir / ".sessions.json.lock", os.O_RDWR)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    try:
+    store, key = await a_session_with_two_messages(tmp_path)
+    with list_locked(store):
         flush = asyncio.create_task(store.flush())
         await asyncio.sleep(0.2)
         flush.cancel()  # the write itself waits in its thread for the lock, and goes on after it
         await asyncio.sleep(0.05)
         assert not flush.done(), "the caller waits for the write it started"
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
     try:
         await flush
     except asyncio.CancelledError:

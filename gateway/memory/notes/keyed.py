@@ -79,6 +79,17 @@ def check_category(category: str, field: str = "category") -> str:
     return category
 
 
+def check_entry(key: str, value: str, category: str | None) -> str:
+    """Check what memory.set writes; returns the value without its leading and trailing blank lines."""
+    check_key(key)
+    if category is not None:
+        check_category(category)
+    value = value.strip("\n")
+    if not value.strip():
+        raise Invalid("must not be blank", field="value")
+    return value
+
+
 def _mtime_iso(path: Path) -> str:
     try:
         return to_iso(datetime.fromtimestamp(path.stat().st_mtime, timezone.utc))
@@ -143,12 +154,7 @@ class KeyedStore:
 
     def set(self, key: str, value: str, category: str | None) -> tuple[Entry, bool, str | None]:
         """Create or replace. Returns (entry, replaced, previous category when it moved)."""
-        check_key(key)
-        if category is not None:
-            check_category(category)
-        value = value.strip("\n")
-        if not value.strip():
-            raise Invalid("must not be blank", field="value")
+        value = check_entry(key, value, category)
         with locked(self.root):
             old = self._found(key)
             cat = category or (old[0].category if old else DEFAULT_CATEGORY)

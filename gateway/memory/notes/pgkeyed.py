@@ -26,12 +26,12 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import Invalid, NotFound
+from ...errors import NotFound
 from ...fsutil import atomic_write, locked, remove
 from ...timeutil import now_iso, parse_iso
 from .frontmatter import parse_front_matter
 from .keyed import (_KEY, CATEGORIES, DEFAULT_CATEGORY, Entry, KeyedStore, _mtime_iso, check_category,
-                    check_key, render)
+                    check_entry, check_key, render)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...storage.postgres import Postgres
@@ -66,12 +66,7 @@ class PgKeyedStore:
 
     async def set(self, key: str, value: str, category: str | None) -> tuple[Entry, bool, str | None]:
         """Create or replace. Returns (entry, replaced, previous category when it moved)."""
-        check_key(key)
-        if category is not None:
-            check_category(category)
-        value = value.strip("\n")
-        if not value.strip():
-            raise Invalid("must not be blank", field="value")
+        value = check_entry(key, value, category)
         now = now_iso()
         async with self.pg.pool.acquire() as conn, conn.transaction():
             old = await conn.fetchrow("SELECT category, created FROM keyed_memories WHERE agent_id = $1 "
