@@ -44,6 +44,7 @@ log = structlog.get_logger("gateway.memory")
 FTS_CONFIG = "english"
 IDF_COUNT_CAP = 10_000
 MAINTAIN_AFTER_FILES = 200  # a sync that changed this many files cleans up after itself (_maintain)
+BULK_LOAD_FILES = 1024  # a first sync of this many files builds the HNSW index after loading (_defer_dims_index)
 
 
 def agent_lock(agent_id: str) -> int:
@@ -111,13 +112,16 @@ async def ensure_vector_schema(pool: asyncpg.Pool) -> str | None:
     return None
 
 
-async def ensure_dims_index(conn: asyncpg.Connection, dims: int) -> None:
+async def ensure_dims_index(conn: asyncpg.Connection, dims: int, bulk: bool = False) -> None:
     """The HNSW cosine index for vectors of `dims` dimensions, made when such vectors are first stored
-    (an expression index per dimension count: a `vector` column without a fixed size cannot have one)."""
+    (an expression index per dimension count: a `vector` column without a fixed size cannot have one).
+    `bulk`: built over many rows, with more memory for the build (the graph fits, no spilling)."""
     if not 0 < dims <= 2000:  # HNSW's limit for `vector`; larger ones are searched exactly
         return
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:memory-schema"))
+        if bulk:
+            await conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
         await conn.execute(
             f"CREATE INDEX IF NOT EXISTS memory_vectors_hnsw_{dims} ON memory_vectors "
             f"USING hnsw ((embedding::vector({dims})) vector_cosine_ops) WHERE dims = {dims}")
@@ -402,13 +406,18 @@ class PgIndexer(Indexer):
         if progress and total:
             progress(0, total)
         done = 0
-        for i in range(0, total, BATCH_FILES):
-            batch = todo[i:i + BATCH_FILES]
-            works, vecs, fresh = await self._prepare_pg(conn, batch, known, force, stats)
-            await self._write_pg(conn, works, known, vecs, fresh, stats)
-            done += len(batch)
-            if progress:
-                progress(done, total)
+        deferred = await self._defer_dims_index(conn, total)
+        try:
+            for i in range(0, total, BATCH_FILES):
+                batch = todo[i:i + BATCH_FILES]
+                works, vecs, fresh = await self._prepare_pg(conn, batch, known, force, stats)
+                await self._write_pg(conn, works, known, vecs, fresh, stats)
+                done += len(batch)
+                if progress:
+                    progress(done, total)
+        finally:
+            if deferred is not None:
+                await ensure_dims_index(conn, deferred, bulk=True)
         if self.embeds and stats.embed_error is None:
             await self._fill_missing_pg(conn, stats)
         stats.missing_vectors = int(await conn.fetchval(
@@ -420,6 +429,22 @@ class PgIndexer(Indexer):
             await self._maintain(conn)
         stats.duration_ms = int((time.perf_counter() - t0) * 1000)
         return stats
+
+    async def _defer_dims_index(self, conn: Any, files: int) -> int | None:
+        """On a first large load (no vectors of the provider's dims stored yet, by any agent), drop their
+        HNSW index and build it after the load (returns the dims; None: nothing deferred). Inserting into
+        HNSW one vector at a time costs ~1.5 ms a vector on one core; building the index over the loaded
+        rows costs a fraction of that and can use parallel workers. Searches in between are exact."""
+        dims = int(self.provider.dims or 0)
+        if files < BULK_LOAD_FILES or not self.embeds or not 0 < dims <= 2000:
+            return None
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:memory-schema"))
+            if await conn.fetchval("SELECT 1 FROM memory_vectors WHERE dims = $1 LIMIT 1", dims):
+                return None
+            await conn.execute(f"DROP INDEX IF EXISTS memory_vectors_hnsw_{dims}")
+        self._dims_indexed.add(dims)
+        return dims
 
     async def _skip_stale_mirrors(self, conn: Any, todo: list[SourceFile], stats: SyncStats) -> list[SourceFile]:
         """Leave out transcripts whose local mirror has fewer lines than the session (another gateway

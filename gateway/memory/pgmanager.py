@@ -26,8 +26,8 @@ import structlog
 from ..config import Config
 from .index.indexer import SyncStats
 from .index.sources import session_path
-from .pgindex import (FTS_CONFIG, PgEmbeddingCache, PgIndexer, PgSearcher, PgVectorStore, ensure_vector_schema, get_meta,
-                      parse_vector, set_meta)
+from .pgindex import (FTS_CONFIG, PgEmbeddingCache, PgIndexer, PgSearcher, PgVectorStore, ensure_dims_index,
+                      ensure_vector_schema, get_meta, parse_vector, set_meta)
 from .notes.pgkeyed import PgKeyedStore
 from .rebuild import same_embeddings
 from .search.snippets import Exclude
@@ -104,6 +104,8 @@ class PgMemoryManager(MemoryManager):
                 self._needs_rebuild = True
             else:
                 vectors = PgVectorStore(self.pool, self.agent_id, int(dims))
+                async with self.pool.acquire() as conn:  # gone if a gateway died during a first bulk load
+                    await ensure_dims_index(conn, int(dims))
         self.searcher = PgSearcher(self.pool, self.agent_id, self.provider, self._options(), vectors, problem,
                                    self._hidden_sessions)
 

@@ -406,3 +406,40 @@ async def test_mmr_reads_the_stored_vectors_from_postgresql(start_gateway, postg
         assert vecs is not None and sorted(vecs) == [0, 1, 2] and all(v.shape == (256,) for v in vecs.values())
     finally:
         await ca.close()
+
+
+async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway, postgres_url, tmp_path):
+    """Past BULK_LOAD_FILES files into an empty vector table, the HNSW index is dropped for the load and
+    built over the loaded rows at its end; searches find the same things."""
+    import random
+
+    import asyncpg
+
+    from gateway.memory.pgindex import BULK_LOAD_FILES, ensure_dims_index
+
+    rng = random.Random(5)
+    words = ("apple bread cheese dentist email garden invoice jacket kettle ladder meeting nephew oven "
+             "parcel quilt recipe salad ticket umbrella violin window yoghurt zipper").split()
+    ws = tmp_path / "workspace"
+    for i in range(BULK_LOAD_FILES + 10):
+        d = ws / "memory" / f"{i // 200:02d}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"n{i:04d}.md").write_text(f"# Note {i}\n\n{' '.join(rng.choice(words) for _ in range(12))}\n")
+    (ws / "memory" / "boat.md").write_text("# Boat\n\nThe sailing boat is moored at the marina in Kiel.\n")
+    gw = await start_gateway("a", **{"storage.url": postgres_url, "storage.instanceId": "a", "memory": True,
+                                     "workspace": str(ws), "memory.sync.onStart": False, "memory.sync.watch": False})
+    c = await gw.client()
+    conn = await asyncpg.connect(postgres_url)
+    oid = "SELECT 'memory_vectors_hnsw_256'::regclass::oid"
+    try:
+        await ensure_dims_index(conn, 256)  # as an earlier, emptied index would have left it
+        before = await conn.fetchval(oid)
+        res = await c.call("memory.sync")
+        assert res["indexed"] == BULK_LOAD_FILES + 11
+        assert await conn.fetchval(oid) != before, "dropped for the load and built again after it"
+        assert await conn.fetchval("SELECT count(*) FROM memory_vectors") == BULK_LOAD_FILES + 11
+        found = await c.call("memory.search", {"query": "where is the sailing boat moored", "mode": "vector"})
+        assert found["results"] and found["results"][0]["path"] == "memory/boat.md", found
+    finally:
+        await conn.close()
+        await c.close()
