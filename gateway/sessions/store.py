@@ -48,11 +48,11 @@ class SessionStore:
         # The transcript is the record; these are written in coalesced batches (see _flush_soon),
         # and reconciled from the transcripts on open if a crash lost a batch.
         self._bumps: dict[str, list[Any]] = {}
-        # Bumps taken out of _bumps by a write, by the generation that write gives sessions.json. A
-        # reader that got an older file adds them (see _view), so no count ever goes missing mid-write;
+        # Bumps taken out of _bumps by a write, each with the generation that write gives sessions.json
+        # (None until its thread holds the file lock and knows it: the file's own plus one). A reader
+        # whose file is older adds them (see _view), so no count goes missing or counts twice mid-write;
         # the last few stay, for readers whose file was read before a write and resumed after it.
-        self._written: dict[int, dict[str, list[Any]]] = {}
-        self._generation = 0
+        self._written: list[list[Any]] = []  # [[bumps, generation | None], …], oldest first
         self._flusher: asyncio.Task[None] | None = None
         self.flush_delay = 0.25
         # Present only while nobody has the folder open and it was closed with every counter written.
@@ -72,7 +72,6 @@ class SessionStore:
         self._clean_owner = True  # the marker is gone while we have it open; close() puts it back
         if self.meta_path.exists():
             os.chmod(self.meta_path, 0o600)
-        self._generation = self._read_generation_sync()[1]
 
     def _reconcile_sync(self) -> None:
         """Recount every session's messages from its transcript (the record). A crash can lose the last
@@ -146,15 +145,18 @@ class SessionStore:
         return cached
 
     def _mutate_sync(self, fn: Callable[[dict[str, dict[str, Any]]], Any],
-                     bumps: dict[str, list[Any]] | None = None, generation: int | None = None) -> Any:
+                     written: list[Any] | None = None) -> Any:
+        """Under the file lock: read, apply `written`'s bumps and `fn`, write as the next generation
+        (published in `written` before the file is replaced, for `_view`)."""
         with locked(self.meta_path):
             current, on_disk = self._read_generation_sync()
             sessions = {k: dict(v) for k, v in current.items()}
-            _apply_bumps(sessions, bumps or {})
+            _apply_bumps(sessions, written[0] if written else {})
             result = fn(sessions)
-            generation = on_disk + 1 if generation is None else generation
-            payload = orjson.dumps({"version": 1, "generation": generation, "sessions": sessions},
+            payload = orjson.dumps({"version": 1, "generation": on_disk + 1, "sessions": sessions},
                                    option=orjson.OPT_INDENT_2)
+            if written is not None:
+                written[1] = on_disk + 1
             atomic_write(self.meta_path, payload)
             return result
 
@@ -162,11 +164,11 @@ class SessionStore:
         """Read-modify-write sessions.json; pending counter bumps ride along in the same write."""
         async with self._lock:
             bumps, self._bumps = self._bumps, {}
-            generation = self._generation + 1
-            self._written[generation] = bumps  # readers of the older file still count them
-            write = asyncio.ensure_future(asyncio.to_thread(self._mutate_sync, fn, bumps, generation))
-            # A cancelled caller does not stop the thread: what the write did decides what happens to
-            # the counts it carried (re-queueing counts already written would count them twice).
+            written = [bumps, None]
+            self._written.append(written)  # readers of an older file still count them
+            # An executor future, not a task: a loop shutting down cancels tasks, and the write must be
+            # settled by what its thread did (re-queueing counts already written would count them twice).
+            write = asyncio.get_running_loop().run_in_executor(None, self._mutate_sync, fn, written)
             cancelled: asyncio.CancelledError | None = None
             while not write.done():
                 try:
@@ -174,11 +176,9 @@ class SessionStore:
                 except asyncio.CancelledError as exc:
                     cancelled = exc
             if write.exception() is None:
-                self._generation = generation
-                for old in [g for g in self._written if g <= generation - 8]:
-                    del self._written[old]
+                del self._written[:-8]
             else:
-                del self._written[generation]
+                self._written.remove(written)
                 self._merge_back(bumps)
             if cancelled is not None:
                 raise cancelled
@@ -193,8 +193,10 @@ class SessionStore:
         if key is not None:
             sessions = {key: sessions[key]} if key in sessions else {}
         view = {k: dict(v) for k, v in sessions.items()}
-        for g, bumps in self._written.items():
-            if g > generation:
+        for bumps, written_as in self._written:
+            # A file of that generation or later was written from one holding these bumps (every
+            # writer, in any process, reads the file under the lock and writes the next generation).
+            if written_as is None or generation < written_as:
                 _apply_bumps(view, bumps)
         _apply_bumps(view, self._bumps)
         return view

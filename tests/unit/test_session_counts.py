@@ -70,3 +70,21 @@ async def test_a_write_whose_caller_is_cancelled_still_counts_once(tmp_path):
     assert flush.cancelled()
     await store.close()  # writes whatever is still pending: nothing may be counted twice
     assert orjson.loads(store.meta_path.read_bytes())["sessions"][key]["messageCount"] == 2
+
+
+async def test_a_write_by_another_process_in_between_neither_hides_nor_doubles_a_count(tmp_path):
+    store, key = await a_session_with_two_messages(tmp_path)
+    with list_locked(store):
+        flush = asyncio.create_task(store.flush())
+        await asyncio.sleep(0.2)
+        # Meanwhile another process (holding the lock) adds a session, as the next generation.
+        data = orjson.loads(store.meta_path.read_bytes())
+        data["generation"] = data.get("generation", 0) + 1
+        data["sessions"]["from-the-cli"] = {**data["sessions"][key], "sessionKey": "from-the-cli"}
+        store.meta_path.write_bytes(orjson.dumps(data))
+        assert (await store.get(key))["messageCount"] == 2
+    await flush
+    assert (await store.get(key))["messageCount"] == 2
+    sessions = orjson.loads(store.meta_path.read_bytes())["sessions"]
+    assert sessions[key]["messageCount"] == 2 and "from-the-cli" in sessions
+    await store.close()
