@@ -69,7 +69,10 @@ async def test_worker_processes_write_the_index_threads_write(tmp_path):
     shutil.copytree(threads, workers, symlinks=True)
 
     by_threads = await index(threads, processes=0)
-    by_workers = await index(workers, processes=2)
+    seen: set[int] = set()
+    by_workers = await index(workers, processes=2,
+                             progress=lambda done, total: seen.update(p.pid for p in multiprocessing.active_children()))
+    assert len(seen) == 2, "two worker processes prepared the batches"
     assert by_workers["indexed"] == by_threads["indexed"] == PROCESS_MIN_FILES + 103
     assert by_workers["chunksEmbedded"] == by_threads["chunksEmbedded"] > PROCESS_MIN_FILES
 
@@ -100,4 +103,4 @@ async def test_a_killed_worker_leaves_the_rest_of_the_sync_to_threads(tmp_path):
     assert stats["indexed"] == PROCESS_MIN_FILES * 2 + 3
     chunks, vectors = contents(state)
     assert len({row[0] for row in chunks}) == PROCESS_MIN_FILES * 2 + 3
-    assert len(vectors) == len(chunks), "the batches after the kill have their vectors too"
+    assert len(vectors) == len(chunks), "every chunk has its vector, those of the batches after the kill too"

@@ -81,8 +81,21 @@ def resolve_processes(setting: int) -> int:
     cores: 7.1k chunks/s with one worker, 7.3–8.1k without)."""
     if setting >= 0:
         return setting
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     return min(8, cores - 1) if cores >= 4 else 0
+
+
+def usable_cores() -> int:
+    """The cores this process may use: its CPU affinity, cut to a cgroup v2 CPU quota (a container
+    limited to 2 CPUs on a 32-core host has 2)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, int(int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return cores
 
 
 @dataclass
@@ -391,7 +404,7 @@ class Indexer:
         try:
             works, hashes, out, error = await asyncio.get_running_loop().run_in_executor(
                 pool, _prepare_in_worker, batch, mine, stored, force, self.s, embed)
-        except BrokenProcessPool as exc:
+        except (BrokenProcessPool, OSError) as exc:  # died, or could not start (processes start at submit)
             if not self._workers_died:
                 self._workers_died = True
                 log.warning("memory_sync_worker_died", error=str(exc) or type(exc).__name__,
