@@ -37,7 +37,7 @@ from .index.chunking import sha256
 from .index.indexer import (BATCH_CHUNKS, BATCH_FILES, Indexer, IndexSettings, Progress, SyncStats, _read_and_chunk,
                             _Work, chunk_diff)
 from .index.sources import MEMORY, SESSIONS, SourceFile, scan_memory, scan_sessions
-from .search.searcher import PRUNE_MIN_CHUNKS, SearchOptions, Searcher, rarest_within_budget
+from .search.searcher import POSTINGS_BUDGET, PRUNE_MIN_CHUNKS, SearchOptions, Searcher, rarest_within_budget
 
 log = structlog.get_logger("gateway.memory")
 
@@ -58,6 +58,12 @@ def vector_text(v: np.ndarray) -> str:
 
 def parse_vector(text: str) -> np.ndarray:
     return np.array(orjson.loads(text), dtype=np.float32)
+
+
+def _pg_text(text: str) -> str:
+    """`text` as PostgreSQL's `text` can hold it: a NUL character (a file or message may hold one) becomes
+    U+FFFD, one character for one, so the spans that index into the text stay right."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 def tsquery_lexemes(terms: Sequence[str]) -> list[str]:
@@ -248,8 +254,10 @@ class PgSearcher(Searcher):
     async def _doc_counts(self, lexemes: list[str]) -> list[int]:
         """How many of the agent's chunks hold each word, counted up to IDF_COUNT_CAP (past it a word is
         common, and counting further would cost a scan)."""
+        # Counted far enough for pruning to tell a word over the postings budget on any index size.
+        cap = max(IDF_COUNT_CAP, int(POSTINGS_BUDGET * self.total_chunks) + 1)
         counts = ", ".join(f"(SELECT count(*) FROM (SELECT 1 FROM memory_chunks c WHERE c.agent_id = $1 AND "
-                           f"c.tsv @@ to_tsquery('{FTS_CONFIG}', ${k + 2}) LIMIT {IDF_COUNT_CAP}) s{k})"
+                           f"c.tsv @@ to_tsquery('{FTS_CONFIG}', ${k + 2}) LIMIT {cap}) s{k})"
                            for k in range(len(lexemes)))
         row = await self.pool.fetchrow(f"SELECT {counts}", self.agent_id, *lexemes)
         return [int(row[k]) for k in range(len(lexemes))]
@@ -417,7 +425,7 @@ class PgIndexer(Indexer):
                     progress(done, total)
         finally:
             if deferred is not None:
-                await ensure_dims_index(conn, deferred, bulk=True)
+                await self._build_deferred_index(conn, deferred)
         if self.embeds and stats.embed_error is None:
             await self._fill_missing_pg(conn, stats)
         stats.missing_vectors = int(await conn.fetchval(
@@ -445,6 +453,18 @@ class PgIndexer(Indexer):
             await conn.execute(f"DROP INDEX IF EXISTS memory_vectors_hnsw_{dims}")
         self._dims_indexed.add(dims)
         return dims
+
+    async def _build_deferred_index(self, conn: Any, dims: int) -> None:
+        """The HNSW index dropped for a bulk load, built now: with more memory first, then (a server whose
+        shared memory cannot take a parallel build of that size, as in a container's small /dev/shm)
+        plainly. If that fails too, the next insert of such vectors, or the next open, tries again."""
+        for bulk in (True, False):
+            try:
+                await ensure_dims_index(conn, dims, bulk=bulk)
+                return
+            except asyncpg.PostgresError as exc:
+                log.warning("memory_vector_index_build_failed", dims=dims, bulk=bulk, error=str(exc))
+        self._dims_indexed.discard(dims)
 
     async def _skip_stale_mirrors(self, conn: Any, todo: list[SourceFile], stats: SyncStats) -> list[SourceFile]:
         """Leave out transcripts whose local mirror has fewer lines than the session (another gateway
@@ -528,7 +548,8 @@ class PgIndexer(Indexer):
                     cid = next(ids)
                     v = vecs.get(c.text_hash)
                     inserts.append((cid, agent, sf.path, sf.source, sf.session_key, c.start_line, c.end_line, c.hash,
-                                    c.text, orjson.dumps(c.spans).decode() if c.spans else None, c.context, v is not None))
+                                    _pg_text(c.text), orjson.dumps(c.spans).decode() if c.spans else None,
+                                    _pg_text(c.context), v is not None))
                     if v is not None:
                         vec_rows.append((cid, sf.source, sf.session_key, v))
                 file_rows.append((agent, sf.path, sf.source, sf.session_key, sf.size, sf.mtime_ns, w.file_hash,

@@ -118,7 +118,10 @@ class PgMemoryManager(MemoryManager):
             return stats
         self._dirty.covered(req.memory, req.sessions)
         if req.memory:  # the keyed rows and this gateway's mirror files, before the files are indexed
-            await self.keyed.reconcile()
+            try:
+                await self.keyed.reconcile()
+            except Exception as exc:  # the files are indexed as they are; the next sync tries again
+                log.warning("memory_keyed_reconcile_failed", error=str(exc) or type(exc).__name__)
         async with self._write_lock:
             assert self.indexer is not None
             stats = await self.indexer.sync(force=req.force, memory=req.memory, sessions=req.sessions,

@@ -603,6 +603,9 @@ async def test_common_words_are_skipped_on_big_indexes(tmp_path, open_manager, m
     res = await m.search("weekly meeting zeppelin", mode="fts")
     assert paths(res)[0] == "memory/rare.md"
     assert await s.prune_common(["weekly", "meeting"]) in (["weekly"], ["meeting"])  # the rarest always stays
+    # A word in no chunk finds nothing: it never stands in for the rarest word that does occur.
+    assert await s.prune_common(["weekly", "meeting", "xylophonic"]) in (["weekly", "xylophonic"],
+                                                                       ["meeting", "xylophonic"])
     # A new Searcher on the same connection (as after the first sync that stores vectors) may answer
     # beside the old one: they share the connection's scratch table, and must not read each other's words.
     s2 = Searcher(s.db, s.provider, s.opts, None, None)

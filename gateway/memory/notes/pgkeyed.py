@@ -8,15 +8,20 @@ and a person with an editor see them as before.
 Writes go to the row first (the answer waits for it), then to this gateway's mirror, then a `keyed`
 notification makes the other gateways bring their mirrors up to date (cluster.py). Every sync of the
 memory files first reconciles rows and mirrors (`reconcile`), by the front matter's `updated`, which is
-the version of the row a mirror was written from — never by clocks, which differ between machines:
+the version of the row a mirror was written from — not by clocks, which differ between machines:
 
     file, no row                 → the file becomes a row (a new file, or a state dir moved to PostgreSQL)
     row, no file                 → the file is written
-    both, same category and text → nothing
+    both, same category and text → nothing (the file is re-stamped if it names another version)
     file edited by hand          → (its `updated` is the row's, its text is not) the row takes the file's text
-    file of an older version     → (its `updated` is older) the file is rewritten from the row
+    any other file that differs  → (an older version's mirror, or a file made by hand for a key that has
+                                   a row) the file is rewritten from the row
     tombstone and a file         → removed, unless the file was made by hand after the delete (no front
-                                   matter, modified later): then it is a memory again
+                                   matter, and its mtime later than the delete: the one clock comparison)
+
+A file becomes a row only over the row as it was read (a write in between, through any gateway, wins)
+and only if memory.set would take its text; one that would not is skipped and logged. A gateway's own
+writes and reconciles take turns.
 """
 
 from __future__ import annotations
@@ -26,15 +31,19 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import NotFound
+import structlog
+
+from ...errors import Invalid, NotFound
 from ...fsutil import atomic_write, locked, remove
 from ...timeutil import now_iso, parse_iso
 from .frontmatter import parse_front_matter
-from .keyed import (_KEY, CATEGORIES, DEFAULT_CATEGORY, Entry, KeyedStore, _mtime_iso, check_category,
-                    check_entry, check_key, render)
+from .keyed import (_KEY, CATEGORIES, DEFAULT_CATEGORY, MAX_VALUE_CHARS, Entry, KeyedStore, _mtime_iso,
+                    check_category, check_entry, check_key, render)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...storage.postgres import Postgres
+
+log = structlog.get_logger("gateway.memory")
 
 _COLUMNS = "key, category, value, created, updated, deleted"
 
@@ -46,6 +55,9 @@ class PgKeyedStore:
         self.pg = pg
         self.agent_id = agent_id
         self.files = KeyedStore(workspace)
+        # This gateway's writes and reconciles of the agent's keyed memories take turns, so a reconcile
+        # never mirrors a row that a delete of this gateway has just removed, nor the other way round.
+        self._lock = asyncio.Lock()
 
     def _entry(self, row: Any) -> Entry:
         rel = self.files._rel(row["category"], row["key"])
@@ -67,6 +79,10 @@ class PgKeyedStore:
     async def set(self, key: str, value: str, category: str | None) -> tuple[Entry, bool, str | None]:
         """Create or replace. Returns (entry, replaced, previous category when it moved)."""
         value = check_entry(key, value, category)
+        async with self._lock:
+            return await self._set(key, value, category)
+
+    async def _set(self, key: str, value: str, category: str | None) -> tuple[Entry, bool, str | None]:
         now = now_iso()
         async with self.pg.pool.acquire() as conn, conn.transaction():
             old = await conn.fetchrow("SELECT category, created FROM keyed_memories WHERE agent_id = $1 "
@@ -86,6 +102,10 @@ class PgKeyedStore:
 
     async def delete(self, key: str) -> Entry:
         check_key(key)
+        async with self._lock:
+            return await self._delete(key)
+
+    async def _delete(self, key: str) -> Entry:
         row = await self.pg.pool.fetchrow(
             "UPDATE keyed_memories SET deleted = true, updated = $3 WHERE agent_id = $1 AND key = $2 "
             f"AND NOT deleted RETURNING {_COLUMNS}", self.agent_id, key, now_iso())
@@ -134,13 +154,17 @@ class PgKeyedStore:
     async def reconcile(self, key: str | None = None) -> int:
         """Bring rows and this gateway's mirror files into step (all keys, or one); returns how many
         rows it wrote. See the module docstring for who wins."""
+        async with self._lock:
+            return await self._reconcile(key)
+
+    async def _reconcile(self, key: str | None) -> int:
         sql = f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1"
         rows = await self.pg.pool.fetch(sql + (" AND key = $2" if key else ""), self.agent_id,
                                         *((check_key(key),) if key else ()))
         # A row no gateway could have written (edited in the database) must not name a path.
         by_key = {r["key"]: r for r in rows if _KEY.fullmatch(r["key"]) and r["category"] in CATEGORIES}
         files = await asyncio.to_thread(self._files, key)
-        imports: list[tuple[str, str, str, str, str]] = []
+        imports: list[tuple[Entry, str, str, Any]] = []  # (file, created, updated, the row it replaces)
         to_mirror: list[Entry] = []
         to_remove: list[str] = []
         for k in sorted(set(by_key) | set(files)):
@@ -151,32 +175,36 @@ class PgKeyedStore:
                 continue
             f, stamped = found
             if row is None:
-                imports.append((k, f.category, f.value, f.created, f.updated))
+                imports.append((f, f.created, f.updated, None))
             elif row["deleted"]:
                 if stamped is None and _mtime_iso(f.abs) > row["updated"]:
-                    imports.append((k, f.category, f.value, now_iso(), now_iso()))  # made again by hand
+                    imports.append((f, now_iso(), now_iso(), row))  # made again by hand
                 else:
                     to_remove.append(k)
             elif (f.category, f.value) == (row["category"], row["value"]):
-                if self._stray(k, f.category):
-                    to_mirror.append(self._entry(row))
-            elif stamped is not None and stamped >= row["updated"]:
-                imports.append((k, f.category, f.value, row["created"], now_iso()))  # edited by hand
+                if stamped != row["updated"] or self._stray(k, f.category):
+                    to_mirror.append(self._entry(row))  # the same memory: stamp it with this version
+            elif stamped == row["updated"]:
+                imports.append((f, row["created"], now_iso(), row))  # this version, edited by hand
             else:
-                to_mirror.append(self._entry(row))
+                to_mirror.append(self._entry(row))  # a mirror of an older version (or made by hand)
         wrote = 0
         if imports:
             async with self.pg.pool.acquire() as conn:
-                for k, cat, value, created, updated in imports:
-                    if not value.strip():
+                for f, created, updated, seen in imports:
+                    if not _importable(f):
                         continue
+                    # Only over the row as it was read: a write in between (any gateway) wins.
                     row = await conn.fetchrow(
                         "INSERT INTO keyed_memories(agent_id, key, category, value, created, updated, deleted) "
                         "VALUES ($1, $2, $3, $4, $5, $6, false) ON CONFLICT (agent_id, key) DO UPDATE SET "
                         "category = $3, value = $4, updated = $6, deleted = false "
-                        f"RETURNING {_COLUMNS}", self.agent_id, k, cat, value, created, updated)
-                    to_mirror.append(self._entry(row))  # its front matter now names this version
-                    wrote += 1
+                        "WHERE keyed_memories.updated = $7 AND keyed_memories.deleted = $8 "
+                        f"RETURNING {_COLUMNS}", self.agent_id, f.key, f.category, f.value.strip("\n"), created,
+                        updated, seen["updated"] if seen else None, seen["deleted"] if seen else None)
+                    if row is not None:
+                        to_mirror.append(self._entry(row))  # its front matter now names this version
+                        wrote += 1
         if to_mirror or to_remove:
             def apply() -> None:
                 for e in to_mirror:
@@ -184,8 +212,8 @@ class PgKeyedStore:
                 for k in to_remove:
                     self._unmirror(k)
             await asyncio.to_thread(apply)
-        for k, *_ in imports:
-            await self._tell_others(k)
+        for f, *_ in imports:
+            await self._tell_others(f.key)
         return wrote
 
     def _files(self, key: str | None) -> dict[str, tuple[Entry, str | None]]:
@@ -207,3 +235,17 @@ class PgKeyedStore:
     def _stray(self, key: str, category: str) -> bool:
         """Whether a file of `key` lies in another category than `category` (a move another gateway made)."""
         return any(self.files._file(cat, key).exists() for cat in CATEGORIES if cat != category)
+
+
+def _importable(f: Entry) -> bool:
+    """Whether a file may become a row: what memory.set would accept, and text PostgreSQL can hold."""
+    try:
+        check_entry(f.key, f.value, f.category)
+    except Invalid as exc:
+        log.warning("memory_keyed_file_skipped", path=f.path, error=exc.message)
+        return False
+    if len(f.value) > MAX_VALUE_CHARS or "\x00" in f.value:
+        log.warning("memory_keyed_file_skipped", path=f.path,
+                    error=f"longer than {MAX_VALUE_CHARS} characters or holding a NUL character")
+        return False
+    return True

@@ -82,12 +82,13 @@ _SCRATCH: weakref.WeakKeyDictionary[Database, _Scratch] = weakref.WeakKeyDiction
 
 def rarest_within_budget(doc_counts: Sequence[int], total: int) -> list[int]:
     """The words to search (indexes into `doc_counts`, in order): rarest first while the sum of their
-    document counts stays within POSTINGS_BUDGET of all `total` chunks; the rarest always."""
+    document counts stays within POSTINGS_BUDGET of all `total` chunks; the rarest word that occurs at
+    all always (a word in no chunk costs nothing and finds nothing, so it never uses up the choice)."""
     budget = POSTINGS_BUDGET * total
     keep: set[int] = set()
     used = 0
     for i in sorted(range(len(doc_counts)), key=lambda i: doc_counts[i]):
-        if keep and used + doc_counts[i] > budget:
+        if used and used + doc_counts[i] > budget:
             break
         keep.add(i)
         used += doc_counts[i]

@@ -159,3 +159,30 @@ async def test_jarvis_memory_set_on_the_database_reaches_a_running_gateway(start
         await wait_for(lambda: _exists(mirror(tmp_path, "b", "tasks", "bins")))
     finally:
         await cb.close()
+
+
+async def test_a_stale_mirror_from_a_fast_clock_and_a_file_postgresql_cannot_hold_change_no_row(
+        start_gateway, postgres_url, tmp_path):
+    a, b = await two(start_gateway, postgres_url, tmp_path)
+    ca, cb = await a.client(), await b.client()
+    try:
+        await ca.call("memory.set", {"key": "ferry", "value": "The ferry leaves at 7:40."})
+        await cb.call("memory.sync")
+        now = await cb.call("memory.set", {"key": "ferry", "value": "The ferry now leaves at 8:10."})
+        # A's mirror of the first version, as a gateway whose clock runs an hour fast would have
+        # stamped it: newer by the clock, an older version all the same.
+        path = mirror(tmp_path, "a", "general", "ferry")
+        path.write_text(f"---\nkey: ferry\ncategory: general\ncreated: {now['created']}\n"
+                        f"updated: 2999-01-01T00:00:00.000Z\n---\n# ferry\n\nThe ferry leaves at 7:40.\n")
+        # And a keyed file whose text PostgreSQL cannot hold: skipped, the sync goes on.
+        bad = mirror(tmp_path, "a", "general", "nul")
+        bad.write_bytes(b"# nul\n\nbefore\x00after\n")
+        res = await ca.call("memory.sync")
+        assert res["indexed"] >= 1
+        assert (await cb.call("memory.get", {"key": "ferry"}))["value"] == "The ferry now leaves at 8:10."
+        assert "8:10" in path.read_text()
+        with pytest.raises(RpcError):
+            await ca.call("memory.get", {"key": "nul"})
+    finally:
+        await ca.close()
+        await cb.close()
