@@ -234,18 +234,9 @@ def postgres_server():
         os.environ.setdefault("XDG_RUNTIME_DIR", tmp)
         base = get_server(Path(tmp) / "pg", cleanup_mode="delete").get_uri()
 
-        async def database(name: str) -> str:
-            import asyncpg
+        from gateway.storage.postgres import create_database
 
-            admin = await asyncpg.connect(base)
-            try:
-                await admin.execute(f'CREATE DATABASE "{name}"')
-            finally:
-                await admin.close()
-            head, _, query = base.partition("?")
-            return f"{head.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
-
-        yield database
+        yield lambda name: create_database(base, name)
 
 
 def main() -> int:

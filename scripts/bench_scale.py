@@ -225,14 +225,9 @@ def main() -> int:
 
         async def shared_database() -> str:
             """One database for every PostgreSQL setup (they only read): sessions copied, index built once."""
-            import asyncpg
+            from gateway.storage.postgres import create_database
 
-            admin = await asyncpg.connect(base)
-            await admin.execute('DROP DATABASE IF EXISTS "bench"')
-            await admin.execute('CREATE DATABASE "bench"')
-            await admin.close()
-            head, _, query = base.partition("?")
-            url = f"{head.rsplit('/', 1)[0]}/bench" + (f"?{query}" if query else "")
+            url = await create_database(base, "bench", replace=True)
             t = time.perf_counter()
             await copy_sessions_to_postgres(url, seed_dir / "agents" / "main" / "sessions")
             print(f"  sessions copied into PostgreSQL in {time.perf_counter() - t:.1f}s", file=sys.stderr)

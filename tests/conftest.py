@@ -89,13 +89,6 @@ async def postgres_url(postgres_server):
     """A fresh, empty database on the test server for one test: its URL."""
     import uuid
 
-    import asyncpg
+    from gateway.storage.postgres import create_database
 
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(postgres_server)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    base, _, query = postgres_server.partition("?")
-    yield f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+    yield await create_database(postgres_server, f"t_{uuid.uuid4().hex[:12]}")

@@ -193,6 +193,20 @@ def redact(url: str) -> str:
     return re.sub(r"([?&]password=)[^&#]*", r"\1***", url)
 
 
+async def create_database(server_url: str, name: str, replace: bool = False) -> str:
+    """Create database `name` on the server of `server_url` (the benchmarks' and tests' throwaway ones);
+    returns its URL: `server_url` with the database name swapped. `replace`: drop one of that name first."""
+    admin = await asyncpg.connect(server_url)
+    try:
+        if replace:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    head, _, query = server_url.partition("?")
+    return f"{head.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+
+
 async def migrate(conn: asyncpg.Connection) -> list[str]:
     """Apply the migrations not yet recorded, in order, each in its transaction; return their names.
     Several gateways starting at once take turns (an advisory lock held for the transaction)."""
