@@ -197,7 +197,8 @@ class SyncConfig:
     force_on_flush: bool = _f(True, doc="the sync after a compaction flush re-reads files even if size/mtime match")
     processes: int = _f(-1, ge=-1, le=64, doc="worker processes that read, chunk and embed (local model) a sync "
                                               "of 1024 files or more while this one writes; -1 = one per core "
-                                              "but one, at most 8, none below 4 cores; 0 = none (threads only)")
+                                              "but one, at most 4, none below 4 cores; 0 = none (threads only); "
+                                              "each takes ~280 MB while the sync runs")
 
 
 @dataclass
