@@ -21,6 +21,7 @@ gateways syncing one agent take turns and the second finds the work done (hashes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from typing import Any, Sequence
@@ -415,15 +416,24 @@ class PgIndexer(Indexer):
             progress(0, total)
         done = 0
         deferred = await self._defer_dims_index(conn, total)
+        # Pipeline: the next batch is read, chunked and embedded here while PostgreSQL writes this one.
+        batches = [todo[i:i + BATCH_FILES] for i in range(0, total, BATCH_FILES)]
+        nxt = asyncio.ensure_future(self._prepare_pg(batches[0], known, force, stats)) if batches else None
         try:
-            for i in range(0, total, BATCH_FILES):
-                batch = todo[i:i + BATCH_FILES]
-                works, vecs, fresh = await self._prepare_pg(conn, batch, known, force, stats)
+            for bi, batch in enumerate(batches):
+                assert nxt is not None
+                works, vecs, fresh = await nxt
+                nxt = (asyncio.ensure_future(self._prepare_pg(batches[bi + 1], known, force, stats))
+                       if bi + 1 < len(batches) else None)
                 await self._write_pg(conn, works, known, vecs, fresh, stats)
                 done += len(batch)
                 if progress:
                     progress(done, total)
         finally:
+            if nxt is not None and not nxt.done():
+                nxt.cancel()
+                with contextlib.suppress(BaseException):
+                    await nxt
             if deferred is not None:
                 await self._build_deferred_index(conn, deferred)
         if self.embeds and stats.embed_error is None:
@@ -495,15 +505,18 @@ class PgIndexer(Indexer):
         except asyncpg.PostgresError as exc:  # not the tables' owner: autovacuum will do it
             log.info("memory_index_maintenance_skipped", error=str(exc))
 
-    async def _prepare_pg(self, conn: Any, batch: list[SourceFile], known: dict[str, tuple[int, int, str]],
+    async def _prepare_pg(self, batch: list[SourceFile], known: dict[str, tuple[int, int, str]],
                           force: bool, stats: SyncStats) -> tuple[list[_Work], dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Read, hash and chunk a batch; embed what is new. Its reads go through the pool: the sync's own
+        connection is writing the previous batch meanwhile (other files; the agent's lock keeps other
+        gateways' syncs out)."""
         mine = {sf.path: known[sf.path] for sf in batch if sf.path in known}
         works = await asyncio.to_thread(_read_and_chunk, batch, mine, force, self.s)
         changed = [w for w in works if w.chunks is not None]
         stored: dict[str, set[tuple[int, int, str]]] = {}
         paths = [w.sf.path for w in changed if w.sf.path in known]
         if paths:
-            for path, a, b, h in await conn.fetch(
+            for path, a, b, h in await self.pool.fetch(
                     "SELECT path, start_line, end_line, hash FROM memory_chunks WHERE agent_id = $1 AND path = ANY($2::text[])",
                     self.agent_id, paths):
                 stored.setdefault(path, set()).add((a, b, h))
