@@ -257,23 +257,25 @@ class Indexer:
         stats = SyncStats()
         s = self.s
         only = sessions if isinstance(sessions, set) else None
-        scanned: list[SourceFile] = []
-        if memory:
-            scanned += await asyncio.to_thread(scan_memory, s.workspace)
-        if sessions:
-            scanned += await asyncio.to_thread(scan_sessions, s.sessions_dir, only)
 
         known_rows = await self.db.fetchall("SELECT path, source, session_key, size, mtime_ns, hash FROM files")
-        known: dict[str, tuple[int, int, str]] = {}
-        in_scope: set[str] = set()
-        for path, source, key, size, mtime, h in known_rows:
-            known[path] = (size, mtime, h)
-            if (source == MEMORY and memory) or (
-                    source == SESSIONS and sessions and (only is None or key in only)):
-                in_scope.add(path)
 
-        present = {sf.path for sf in scanned}
-        gone = sorted(in_scope - present)
+        def scan_and_compare() -> tuple[dict[str, tuple[int, int, str]], list[str], list[SourceFile]]:
+            """The files on disk against those indexed (in a thread: at 460k files this is a few hundred
+            milliseconds of Python, which the event loop must not wait on)."""
+            scanned = (scan_memory(s.workspace) if memory else []) + (
+                scan_sessions(s.sessions_dir, only) if sessions else [])
+            known: dict[str, tuple[int, int, str]] = {}
+            in_scope: set[str] = set()
+            for path, source, key, size, mtime, h in known_rows:
+                known[path] = (size, mtime, h)
+                if (source == MEMORY and memory) or (
+                        source == SESSIONS and sessions and (only is None or key in only)):
+                    in_scope.add(path)
+            gone = sorted(in_scope - {sf.path for sf in scanned})
+            return known, gone, self._to_read(scanned, known, force, stats)
+
+        known, gone, todo = await asyncio.to_thread(scan_and_compare)
         if gone:
             async with self.db.transaction():
                 await self._delete_chunks("path", gone)
@@ -281,8 +283,6 @@ class Indexer:
                     await self.db.execute("DELETE FROM files WHERE path = ?", (path,))
             stats.removed = len(gone)
             stats.changed = True
-
-        todo = self._to_read(scanned, known, force, stats)
 
         done = 0
         total = len(todo)
