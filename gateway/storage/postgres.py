@@ -12,7 +12,7 @@ Tables (named, ordered migrations, recorded in `jarvis_migrations` like the SQLi
     event_payloads     notification payloads too big for NOTIFY (8000 bytes), kept a minute
     memory_*           each agent's memory index: files, chunks (tsvector), meta, embedding cache, and
                        vectors (pgvector); see gateway/memory/pgindex.py
-    keyed_memories     (agent_id, key) → category, value, created, updated, deleted: memory.set and
+    keyed_memories     (agent_id, key) → category, value, created, updated, deleted, version: memory.set and
                        friends; the workspace files are each gateway's mirror (memory/notes/pgkeyed.py)
 
 Liveness: a gateway holds a session-level advisory lock on its own key (from its instance id) on one
@@ -146,7 +146,8 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
     """),
     # Keyed memories (memory.set/get/delete/list): rows are the record, workspace files a mirror per
-    # gateway (memory/notes/pgkeyed.py). A delete leaves a tombstone (deleted = true).
+    # gateway (memory/notes/pgkeyed.py). A delete leaves a tombstone (deleted = true); every write counts
+    # `version` up, which a mirror's front matter names.
     ("0004_keyed_memories", """
         CREATE TABLE keyed_memories (
             agent_id text NOT NULL,
@@ -156,6 +157,7 @@ MIGRATIONS: list[tuple[str, str]] = [
             created text NOT NULL,
             updated text NOT NULL,
             deleted boolean NOT NULL DEFAULT false,
+            version bigint NOT NULL DEFAULT 1,
             PRIMARY KEY (agent_id, key)
         );
         CREATE INDEX keyed_memories_by_updated ON keyed_memories (agent_id, updated DESC) WHERE NOT deleted;

@@ -115,8 +115,10 @@ def read_entry(abs_path: Path, key: str, category: str, rel: str) -> Entry | Non
                  rel, abs_path)
 
 
-def render(key: str, category: str, value: str, created: str, updated: str) -> bytes:
+def render(key: str, category: str, value: str, created: str, updated: str, version: int | None = None) -> bytes:
     meta = {"key": key, "category": category, "created": created, "updated": updated}
+    if version is not None:  # a mirror of a PostgreSQL row (pgkeyed.py): the row's version it was written from
+        meta["version"] = str(version)
     return (front_matter(meta) + f"# {key}\n\n{value}\n").encode("utf-8")
 
 

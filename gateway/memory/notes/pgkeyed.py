@@ -3,17 +3,18 @@ gateway keeps the workspace files of keyed.py as a mirror, so the memory index, 
 and a person with an editor see them as before.
 
     keyed_memories  (agent_id, key) → category, value, created, updated, deleted (a tombstone: a gateway
-                    that was down during a delete must remove its mirror, not bring the file back)
+                    that was down during a delete must remove its mirror, not bring the file back),
+                    version (counted up by every write)
 
 Writes go to the row first (the answer waits for it), then to this gateway's mirror, then a `keyed`
 notification makes the other gateways bring their mirrors up to date (cluster.py). Every sync of the
-memory files first reconciles rows and mirrors (`reconcile`), by the front matter's `updated`, which is
-the version of the row a mirror was written from — not by clocks, which differ between machines:
+memory files first reconciles rows and mirrors (`reconcile`), by the front matter's `version`: the
+version of the row a mirror was written from — not by clocks, which differ between machines:
 
     file, no row                 → the file becomes a row (a new file, or a state dir moved to PostgreSQL)
     row, no file                 → the file is written
     both, same category and text → nothing (the file is re-stamped if it names another version)
-    file edited by hand          → (its `updated` is the row's, its text is not) the row takes the file's text
+    file edited by hand          → (its `version` is the row's, its text is not) the row takes the file's text
     any other file that differs  → (an older version's mirror, or a file made by hand for a key that has
                                    a row) the file is rewritten from the row
     tombstone and a file         → removed, unless the file was made by hand after the delete (no front
@@ -35,7 +36,7 @@ import structlog
 
 from ...errors import Invalid, NotFound
 from ...fsutil import atomic_write, locked, remove
-from ...timeutil import now_iso, parse_iso
+from ...timeutil import now_iso
 from .frontmatter import parse_front_matter
 from .keyed import (_KEY, CATEGORIES, DEFAULT_CATEGORY, MAX_VALUE_CHARS, Entry, KeyedStore, _mtime_iso,
                     check_category, check_entry, check_key, render)
@@ -45,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = structlog.get_logger("gateway.memory")
 
-_COLUMNS = "key, category, value, created, updated, deleted"
+_COLUMNS = "key, category, value, created, updated, deleted, version"
 
 
 class PgKeyedStore:
@@ -92,10 +93,11 @@ class PgKeyedStore:
             row = await conn.fetchrow(
                 "INSERT INTO keyed_memories(agent_id, key, category, value, created, updated, deleted) "
                 "VALUES ($1, $2, $3, $4, $5, $6, false) ON CONFLICT (agent_id, key) DO UPDATE SET "
-                "category = $3, value = $4, created = $5, updated = $6, deleted = false "
+                "category = $3, value = $4, created = $5, updated = $6, deleted = false, "
+                "version = keyed_memories.version + 1 "
                 f"RETURNING {_COLUMNS}", self.agent_id, key, cat, value, created, now)
         entry = self._entry(row)
-        await asyncio.to_thread(self._mirror, entry)
+        await asyncio.to_thread(self._mirror, entry, row["version"])
         await self._tell_others(key)
         moved = old["category"] if old is not None and old["category"] != cat else None
         return entry, old is not None, moved
@@ -107,7 +109,8 @@ class PgKeyedStore:
 
     async def _delete(self, key: str) -> Entry:
         row = await self.pg.pool.fetchrow(
-            "UPDATE keyed_memories SET deleted = true, updated = $3 WHERE agent_id = $1 AND key = $2 "
+            "UPDATE keyed_memories SET deleted = true, updated = $3, version = version + 1 "
+            "WHERE agent_id = $1 AND key = $2 "
             f"AND NOT deleted RETURNING {_COLUMNS}", self.agent_id, key, now_iso())
         if row is None:
             raise NotFound(f"no memory with key {key!r}", {"key": key})
@@ -131,11 +134,11 @@ class PgKeyedStore:
             await self.pg.notify("keyed", agent=self.agent_id, key=key)
 
     # ---- mirrors -------------------------------------------------------------------------------------
-    def _mirror(self, e: Entry) -> None:
-        """This gateway's file of `e` (and none in another category). Blocking."""
+    def _mirror(self, e: Entry, version: int) -> None:
+        """This gateway's file of `e`, row version `version` (and none in another category). Blocking."""
         with locked(self.files.root):
             target = self.files._file(e.category, e.key)
-            data = render(e.key, e.category, e.value, e.created, e.updated)
+            data = render(e.key, e.category, e.value, e.created, e.updated, version)
             try:
                 same = target.read_bytes() == data
             except OSError:
@@ -165,13 +168,13 @@ class PgKeyedStore:
         by_key = {r["key"]: r for r in rows if _KEY.fullmatch(r["key"]) and r["category"] in CATEGORIES}
         files = await asyncio.to_thread(self._files, key)
         imports: list[tuple[Entry, str, str, Any]] = []  # (file, created, updated, the row it replaces)
-        to_mirror: list[Entry] = []
+        to_mirror: list[Any] = []  # rows
         to_remove: list[str] = []
         for k in sorted(set(by_key) | set(files)):
             row, found = by_key.get(k), files.get(k)
             if found is None:
                 if row is not None and not row["deleted"]:
-                    to_mirror.append(self._entry(row))
+                    to_mirror.append(row)
                 continue
             f, stamped = found
             if row is None:
@@ -182,12 +185,12 @@ class PgKeyedStore:
                 else:
                     to_remove.append(k)
             elif (f.category, f.value) == (row["category"], row["value"]):
-                if stamped != row["updated"] or self._stray(k, f.category):
-                    to_mirror.append(self._entry(row))  # the same memory: stamp it with this version
-            elif stamped == row["updated"]:
+                if stamped != row["version"] or self._stray(k, f.category):
+                    to_mirror.append(row)  # the same memory: stamp it with this version
+            elif stamped == row["version"]:
                 imports.append((f, row["created"], now_iso(), row))  # this version, edited by hand
             else:
-                to_mirror.append(self._entry(row))  # a mirror of an older version (or made by hand)
+                to_mirror.append(row)  # a mirror of an older version (or made by hand)
         wrote = 0
         if imports:
             async with self.pg.pool.acquire() as conn:
@@ -198,17 +201,18 @@ class PgKeyedStore:
                     row = await conn.fetchrow(
                         "INSERT INTO keyed_memories(agent_id, key, category, value, created, updated, deleted) "
                         "VALUES ($1, $2, $3, $4, $5, $6, false) ON CONFLICT (agent_id, key) DO UPDATE SET "
-                        "category = $3, value = $4, updated = $6, deleted = false "
-                        "WHERE keyed_memories.updated = $7 AND keyed_memories.deleted = $8 "
+                        "category = $3, value = $4, updated = $6, deleted = false, "
+                        "version = keyed_memories.version + 1 "
+                        "WHERE keyed_memories.version = $7 AND keyed_memories.deleted = $8 "
                         f"RETURNING {_COLUMNS}", self.agent_id, f.key, f.category, f.value.strip("\n"), created,
-                        updated, seen["updated"] if seen else None, seen["deleted"] if seen else None)
+                        updated, seen["version"] if seen else None, seen["deleted"] if seen else None)
                     if row is not None:
-                        to_mirror.append(self._entry(row))  # its front matter now names this version
+                        to_mirror.append(row)  # its front matter now names this version
                         wrote += 1
         if to_mirror or to_remove:
             def apply() -> None:
-                for e in to_mirror:
-                    self._mirror(e)
+                for row in to_mirror:
+                    self._mirror(self._entry(row), row["version"])
                 for k in to_remove:
                     self._unmirror(k)
             await asyncio.to_thread(apply)
@@ -216,11 +220,11 @@ class PgKeyedStore:
             await self._tell_others(f.key)
         return wrote
 
-    def _files(self, key: str | None) -> dict[str, tuple[Entry, str | None]]:
-        """The newest mirror file of each key (or of one), with its front matter's `updated` (None when it
-        has none: a file made by hand). Blocking."""
+    def _files(self, key: str | None) -> dict[str, tuple[Entry, int | None]]:
+        """The newest mirror file of each key (or of one), with the row version its front matter names
+        (None when it names none: a file made by hand, or by the files engine). Blocking."""
         entries = self.files._found(key) if key else self.files.all()
-        out: dict[str, tuple[Entry, str | None]] = {}
+        out: dict[str, tuple[Entry, int | None]] = {}
         for e in entries:  # newest first
             if e.key in out:
                 continue
@@ -228,8 +232,8 @@ class PgKeyedStore:
                 meta, _ = parse_front_matter(e.abs.read_text(encoding="utf-8", errors="replace"))
             except OSError:
                 continue
-            stamped = meta.get("updated")
-            out[e.key] = (e, stamped if isinstance(stamped, str) and parse_iso(stamped) else None)
+            stamped = meta.get("version")
+            out[e.key] = (e, int(stamped) if isinstance(stamped, str) and stamped.isdigit() else None)
         return out
 
     def _stray(self, key: str, category: str) -> bool:
