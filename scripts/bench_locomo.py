@@ -120,7 +120,7 @@ async def sessions_into_postgres(url: str, sessions_dir: Path) -> None:
         await migrate(conn)
         for path in sorted(sessions_dir.glob("*.jsonl")):
             lines = path.read_text(encoding="utf-8").splitlines()
-            when = json.loads(lines[0]).get("timestamp") or "2000-01-01T00:00:00.000Z"
+            when = json.loads(lines[0]).get("createdAt") or "2000-01-01T00:00:00.000Z"
             async with conn.transaction():
                 await conn.execute("INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, "
                                    "message_count, line_count) VALUES ('main', $1, NULL, $2, $2, $3, $3 + 1)",

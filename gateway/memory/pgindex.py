@@ -472,7 +472,7 @@ class PgIndexer(Indexer):
             try:
                 await ensure_dims_index(conn, dims, bulk=bulk)
                 return
-            except asyncpg.PostgresError as exc:
+            except Exception as exc:  # best effort, from a `finally`: never hide the sync's own outcome
                 log.warning("memory_vector_index_build_failed", dims=dims, bulk=bulk, error=str(exc))
         self._dims_indexed.discard(dims)
 
