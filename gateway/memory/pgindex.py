@@ -37,7 +37,7 @@ from .embeddings import EmbeddingError, EmbeddingProvider
 from .index.chunking import sha256
 from .index.indexer import (BATCH_CHUNKS, BATCH_FILES, Indexer, IndexSettings, Progress, SyncStats, _read_and_chunk,
                             _Work, chunk_diff)
-from .index.sources import MEMORY, SESSIONS, SourceFile, scan_memory, scan_sessions
+from .index.sources import SESSIONS, SourceFile
 from .search.searcher import POSTINGS_BUDGET, PRUNE_MIN_CHUNKS, SearchOptions, Searcher, rarest_within_budget
 
 log = structlog.get_logger("gateway.memory")
@@ -377,23 +377,11 @@ class PgIndexer(Indexer):
                     progress: Progress | None) -> SyncStats:
         t0 = time.perf_counter()
         stats = SyncStats()
-        s, agent = self.s, self.agent_id
-        only = sessions if isinstance(sessions, set) else None
-        scanned: list[SourceFile] = []
-        if memory:
-            scanned += await asyncio.to_thread(scan_memory, s.workspace)
-        if sessions:
-            scanned += await asyncio.to_thread(scan_sessions, s.sessions_dir, only)
-        known: dict[str, tuple[int, int, str]] = {}
-        known_keys: dict[str, str | None] = {}
-        in_scope: set[str] = set()
-        for path, source, key, size, mtime, h in await conn.fetch(
-                "SELECT path, source, session_key, size, mtime_ns, hash FROM memory_files WHERE agent_id = $1", agent):
-            known[path] = (size, mtime, h)
-            known_keys[path] = key
-            if (source == MEMORY and memory) or (source == SESSIONS and sessions and (only is None or key in only)):
-                in_scope.add(path)
-        gone = sorted(in_scope - {sf.path for sf in scanned})
+        agent = self.agent_id
+        rows = await conn.fetch(
+            "SELECT path, source, session_key, size, mtime_ns, hash FROM memory_files WHERE agent_id = $1", agent)
+        known, known_keys, gone, todo = await asyncio.to_thread(self.scan_and_compare, [tuple(r) for r in rows],
+                                                                memory, sessions, force, stats)
         if gone:
             # A transcript is gone when its session is, not when this gateway's mirror is missing (it
             # may not have caught up with a session made through another gateway yet).
@@ -409,7 +397,6 @@ class PgIndexer(Indexer):
                 await bump_generation(conn, agent)
             stats.removed = len(gone)
             stats.changed = True
-        todo = self._to_read(scanned, known, force, stats)
         todo = await self._skip_stale_mirrors(conn, todo, stats)
         total = len(todo)
         if progress and total:

@@ -255,27 +255,9 @@ class Indexer:
         """One pass. `sessions`: True for all transcripts, a set of session keys, or False."""
         t0 = time.perf_counter()
         stats = SyncStats()
-        s = self.s
-        only = sessions if isinstance(sessions, set) else None
-
         known_rows = await self.db.fetchall("SELECT path, source, session_key, size, mtime_ns, hash FROM files")
-
-        def scan_and_compare() -> tuple[dict[str, tuple[int, int, str]], list[str], list[SourceFile]]:
-            """The files on disk against those indexed (in a thread: at 460k files this is a few hundred
-            milliseconds of Python, which the event loop must not wait on)."""
-            scanned = (scan_memory(s.workspace) if memory else []) + (
-                scan_sessions(s.sessions_dir, only) if sessions else [])
-            known: dict[str, tuple[int, int, str]] = {}
-            in_scope: set[str] = set()
-            for path, source, key, size, mtime, h in known_rows:
-                known[path] = (size, mtime, h)
-                if (source == MEMORY and memory) or (
-                        source == SESSIONS and sessions and (only is None or key in only)):
-                    in_scope.add(path)
-            gone = sorted(in_scope - {sf.path for sf in scanned})
-            return known, gone, self._to_read(scanned, known, force, stats)
-
-        known, gone, todo = await asyncio.to_thread(scan_and_compare)
+        known, _, gone, todo = await asyncio.to_thread(self.scan_and_compare, known_rows, memory, sessions, force,
+                                                       stats)
         if gone:
             async with self.db.transaction():
                 await self._delete_chunks("path", gone)
@@ -348,6 +330,28 @@ class Indexer:
             await self.cache.prune()
         stats.duration_ms = int((time.perf_counter() - t0) * 1000)
         return stats
+
+    def scan_and_compare(self, known_rows: list, memory: bool, sessions: bool | set[str], force: bool,
+                         stats: SyncStats) -> tuple[dict[str, tuple[int, int, str]], dict[str, str | None],
+                                                    list[str], list[SourceFile]]:
+        """The files on disk against those indexed (`known_rows`: path, source, session key, size, mtime,
+        hash): (what is indexed by path, their session keys, the paths in scope that are gone, the files to
+        read). Blocking: at 460k files this is a few hundred milliseconds of Python, which the event loop
+        must not wait on."""
+        only = sessions if isinstance(sessions, set) else None
+        scanned = (scan_memory(self.s.workspace) if memory else []) + (
+            scan_sessions(self.s.sessions_dir, only) if sessions else [])
+        known: dict[str, tuple[int, int, str]] = {}
+        keys: dict[str, str | None] = {}
+        in_scope: set[str] = set()
+        for path, source, key, size, mtime, h in known_rows:
+            known[path] = (size, mtime, h)
+            keys[path] = key
+            if (source == MEMORY and memory) or (
+                    source == SESSIONS and sessions and (only is None or key in only)):
+                in_scope.add(path)
+        gone = sorted(in_scope - {sf.path for sf in scanned})
+        return known, keys, gone, self._to_read(scanned, known, force, stats)
 
     @staticmethod
     def _to_read(scanned: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
