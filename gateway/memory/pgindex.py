@@ -35,8 +35,7 @@ from ..storage.postgres import lock_key
 from ..timeutil import now_iso
 from .embeddings import EmbeddingError, EmbeddingProvider
 from .index.chunking import sha256
-from .index.indexer import (BATCH_CHUNKS, BATCH_FILES, Indexer, IndexSettings, Progress, SyncStats, _read_and_chunk,
-                            _Work, chunk_diff)
+from .index.indexer import BATCH_CHUNKS, Indexer, IndexSettings, Progress, SyncStats, _Work, chunk_diff
 from .index.sources import SESSIONS, SourceFile
 from .search.searcher import POSTINGS_BUDGET, PRUNE_MIN_CHUNKS, SearchOptions, Searcher, rarest_within_budget
 
@@ -403,24 +402,16 @@ class PgIndexer(Indexer):
             progress(0, total)
         done = 0
         deferred = await self._defer_dims_index(conn, total)
-        # Pipeline: the next batch is read, chunked and embedded here while PostgreSQL writes this one.
-        batches = [todo[i:i + BATCH_FILES] for i in range(0, total, BATCH_FILES)]
-        nxt = asyncio.ensure_future(self._prepare_pg(batches[0], known, force, stats)) if batches else None
+        # Indexer's pipeline (worker processes for a large sync, else one batch ahead in threads): the
+        # next batches are prepared while PostgreSQL writes this one, in its own process.
         try:
-            for bi, batch in enumerate(batches):
-                assert nxt is not None
-                works, vecs, fresh = await nxt
-                nxt = (asyncio.ensure_future(self._prepare_pg(batches[bi + 1], known, force, stats))
-                       if bi + 1 < len(batches) else None)
-                await self._write_pg(conn, works, known, vecs, fresh, stats)
-                done += len(batch)
-                if progress:
-                    progress(done, total)
+            async with contextlib.aclosing(self._prepared(todo, known, force, stats)) as prepared:
+                async for n, works, vecs, fresh in prepared:
+                    await self._write_pg(conn, works, known, vecs, fresh, stats)
+                    done += n
+                    if progress:
+                        progress(done, total)
         finally:
-            if nxt is not None and not nxt.done():
-                nxt.cancel()
-                with contextlib.suppress(BaseException):
-                    await nxt
             if deferred is not None:
                 await self._build_deferred_index(conn, deferred)
         if self.embeds and stats.embed_error is None:
@@ -492,23 +483,22 @@ class PgIndexer(Indexer):
         except asyncpg.PostgresError as exc:  # not the tables' owner: autovacuum will do it
             log.info("memory_index_maintenance_skipped", error=str(exc))
 
-    async def _prepare_pg(self, batch: list[SourceFile], known: dict[str, tuple[int, int, str]],
-                          force: bool, stats: SyncStats) -> tuple[list[_Work], dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Read, hash and chunk a batch; embed what is new. Its reads go through the pool: the sync's own
+    async def _prepare(self, batch: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
+                       stats: SyncStats, rdb: Any = None
+                       ) -> tuple[list[_Work], dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Indexer._prepare with this agent's rows: its reads go through the pool, as the sync's own
         connection is writing the previous batch meanwhile (other files; the agent's lock keeps other
         gateways' syncs out)."""
-        mine = {sf.path: known[sf.path] for sf in batch if sf.path in known}
-        works = await asyncio.to_thread(_read_and_chunk, batch, mine, force, self.s)
-        changed = [w for w in works if w.chunks is not None]
+        return await super()._prepare(batch, known, force, stats, None)
+
+    async def _stored_keys(self, paths: list[str], rdb: Any) -> dict[str, set[tuple[int, int, str]]]:
         stored: dict[str, set[tuple[int, int, str]]] = {}
-        paths = [w.sf.path for w in changed if w.sf.path in known]
         if paths:
             for path, a, b, h in await self.pool.fetch(
-                    "SELECT path, start_line, end_line, hash FROM memory_chunks WHERE agent_id = $1 AND path = ANY($2::text[])",
-                    self.agent_id, paths):
+                    "SELECT path, start_line, end_line, hash FROM memory_chunks WHERE agent_id = $1 "
+                    "AND path = ANY($2::text[])", self.agent_id, paths):
                 stored.setdefault(path, set()).add((a, b, h))
-        vecs, fresh = await self._embed_new(changed, stored, stats)
-        return works, vecs, fresh
+        return stored
 
     async def _insert_vectors(self, conn: Any, rows: list[tuple[int, str, str | None, np.ndarray]]) -> None:
         if not rows:

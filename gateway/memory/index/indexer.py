@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import numpy as np
 import orjson
@@ -266,57 +266,21 @@ class Indexer:
             stats.removed = len(gone)
             stats.changed = True
 
-        done = 0
-        total = len(todo)
+        total, done = len(todo), 0
         if progress and total:
             progress(0, total)
-        # Pipeline: while one batch is written (SQLite thread), the next ones are read, chunked and
-        # embedded: in worker processes for a large sync (that work is Python, which threads would run
-        # on one core), else in threads. Preparing reads through its own connection: the writer's thread
-        # is busy with the previous batch.
-        batches = collections.deque(todo[i:i + BATCH_FILES] for i in range(0, total, BATCH_FILES))
-        rdb = None
-        if len(batches) > 1:
-            rdb = await Database(self.db.path, self.db.driver, use_vec=False).open()
-        workers = self._workers_for(total)
-        pool = self._start_workers(workers) if workers else None
-        self._workers_died = False
-        # Load the embedding model (the local one: ~1 s) while the first files are read and chunked.
-        warm = getattr(self.provider, "warm", None) if todo and self.embeds and pool is None else None
-        warming = asyncio.ensure_future(warm()) if warm is not None else None
-        pending: collections.deque[tuple[int, asyncio.Future]] = collections.deque()
-
-        def submit() -> None:
-            if batches:
-                batch = batches.popleft()
-                elsewhere = pool is not None and not self._workers_died
-                pending.append((len(batch), asyncio.ensure_future(
-                    self._prepare_elsewhere(pool, batch, known, force, stats, rdb) if elsewhere
-                    else self._prepare(batch, known, force, stats, rdb))))
-
+        # Preparing reads through its own connection: the writer's thread is busy with the previous batch.
+        rdb = await Database(self.db.path, self.db.driver, use_vec=False).open() if total > BATCH_FILES else None
         try:
-            for _ in range(workers if pool is not None else 1):
-                submit()
-            while pending:
-                n, prepared = pending.popleft()
-                works, vecs, fresh = await prepared
-                submit()
-                await self._write_batch(works, known, vecs, stats, fresh)
-                done += n
-                if progress:
-                    progress(done, total)
+            async with contextlib.aclosing(self._prepared(todo, known, force, stats, rdb)) as prepared:
+                async for n, works, vecs, fresh in prepared:
+                    await self._write_batch(works, known, vecs, stats, fresh)
+                    done += n
+                    if progress:
+                        progress(done, total)
         finally:
-            for _, prepared in pending:
-                prepared.cancel()
-                with contextlib.suppress(BaseException):
-                    await prepared
-            if pool is not None:
-                await asyncio.to_thread(pool.shutdown, True, cancel_futures=True)
             if rdb is not None:
                 await rdb.close()
-            if warming is not None:
-                with contextlib.suppress(Exception):  # a provider that cannot load fails its embed calls
-                    await warming
 
         if self.embeds and stats.embed_error is None:
             await self.fill_missing(stats)
@@ -352,6 +316,49 @@ class Indexer:
                 in_scope.add(path)
         gone = sorted(in_scope - {sf.path for sf in scanned})
         return known, keys, gone, self._to_read(scanned, known, force, stats)
+
+    async def _prepared(self, todo: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
+                        stats: SyncStats, rdb: Any = None
+                        ) -> AsyncIterator[tuple[int, list[_Work], dict[str, np.ndarray], dict[str, np.ndarray]]]:
+        """The batches of `todo`, read, chunked and embedded, in order: (files, works, vectors, fresh
+        vectors to cache). A pipeline: while the caller writes one batch, the next ones are prepared, in
+        worker processes for a large sync (that work is Python, which threads would run on one core),
+        else one batch ahead in threads. Used with contextlib.aclosing: leaving it stops what is under way."""
+        batches = collections.deque(todo[i:i + BATCH_FILES] for i in range(0, len(todo), BATCH_FILES))
+        workers = self._workers_for(len(todo))
+        pool = self._start_workers(workers) if workers else None
+        self._workers_died = False
+        # Load the embedding model (the local one: ~1 s) while the first files are read and chunked.
+        warm = getattr(self.provider, "warm", None) if todo and self.embeds and pool is None else None
+        warming = asyncio.ensure_future(warm()) if warm is not None else None
+        pending: collections.deque[tuple[int, asyncio.Future]] = collections.deque()
+
+        def submit() -> None:
+            if batches:
+                batch = batches.popleft()
+                elsewhere = pool is not None and not self._workers_died
+                pending.append((len(batch), asyncio.ensure_future(
+                    self._prepare_elsewhere(pool, batch, known, force, stats, rdb) if elsewhere
+                    else self._prepare(batch, known, force, stats, rdb))))
+
+        try:
+            for _ in range(workers if pool is not None else 1):
+                submit()
+            while pending:
+                n, prepared = pending.popleft()
+                works, vecs, fresh = await prepared
+                submit()
+                yield n, works, vecs, fresh
+        finally:
+            for _, prepared in pending:
+                prepared.cancel()
+                with contextlib.suppress(BaseException):
+                    await prepared
+            if pool is not None:
+                await asyncio.to_thread(pool.shutdown, True, cancel_futures=True)
+            if warming is not None:
+                with contextlib.suppress(Exception):  # a provider that cannot load fails its embed calls
+                    await warming
 
     @staticmethod
     def _to_read(scanned: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,

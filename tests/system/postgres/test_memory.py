@@ -410,7 +410,10 @@ async def test_mmr_reads_the_stored_vectors_from_postgresql(start_gateway, postg
 
 async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway, postgres_url, tmp_path):
     """Past BULK_LOAD_FILES files into an empty vector table, the HNSW index is dropped for the load and
-    built over the loaded rows at its end; searches find the same things."""
+    built over the loaded rows at its end; searches find the same things. The batches are prepared in
+    worker processes."""
+    import asyncio
+    import multiprocessing
     import random
 
     import asyncpg
@@ -426,15 +429,27 @@ async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway
         d.mkdir(parents=True, exist_ok=True)
         (d / f"n{i:04d}.md").write_text(f"# Note {i}\n\n{' '.join(rng.choice(words) for _ in range(12))}\n")
     (ws / "memory" / "boat.md").write_text("# Boat\n\nThe sailing boat is moored at the marina in Kiel.\n")
+    # Two worker processes prepare the batches (Indexer's pipeline), as on a machine of 3+ cores.
     gw = await start_gateway("a", **{"storage.url": postgres_url, "storage.instanceId": "a", "memory": True,
-                                     "workspace": str(ws), "memory.sync.onStart": False, "memory.sync.watch": False})
+                                     "workspace": str(ws), "memory.sync.onStart": False, "memory.sync.watch": False,
+                                     "memory.sync.processes": 2})
     c = await gw.client()
     conn = await asyncpg.connect(postgres_url)
     oid = "SELECT 'memory_vectors_hnsw_256'::regclass::oid"
     try:
         await ensure_dims_index(conn, 256)  # as an earlier, emptied index would have left it
         before = await conn.fetchval(oid)
+        workers: set[int] = set()
+
+        async def watch_workers() -> None:
+            while True:
+                workers.update(p.pid for p in multiprocessing.active_children())
+                await asyncio.sleep(0.05)
+
+        watching = asyncio.create_task(watch_workers())
         res = await c.call("memory.sync")
+        watching.cancel()
+        assert len(workers) == 2, "two worker processes prepared the batches"
         assert res["indexed"] == BULK_LOAD_FILES + 11
         assert await conn.fetchval(oid) != before, "dropped for the load and built again after it"
         assert await conn.fetchval("SELECT count(*) FROM memory_vectors") == BULK_LOAD_FILES + 11
