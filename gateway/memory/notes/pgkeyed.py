@@ -191,7 +191,7 @@ class PgKeyedStore:
                 imports.append((f, row["created"], now_iso(), row))  # this version, edited by hand
             else:
                 to_mirror.append(row)  # a mirror of an older version (or made by hand)
-        wrote = 0
+        taken: list[str] = []
         if imports:
             async with self.pg.pool.acquire() as conn:
                 for f, created, updated, seen in imports:
@@ -208,7 +208,7 @@ class PgKeyedStore:
                         updated, seen["version"] if seen else None, seen["deleted"] if seen else None)
                     if row is not None:
                         to_mirror.append(row)  # its front matter now names this version
-                        wrote += 1
+                        taken.append(f.key)
         if to_mirror or to_remove:
             def apply() -> None:
                 for row in to_mirror:
@@ -216,9 +216,9 @@ class PgKeyedStore:
                 for k in to_remove:
                     self._unmirror(k)
             await asyncio.to_thread(apply)
-        for f, *_ in imports:
-            await self._tell_others(f.key)
-        return wrote
+        for k in taken:
+            await self._tell_others(k)
+        return len(taken)
 
     def _files(self, key: str | None) -> dict[str, tuple[Entry, int | None]]:
         """The newest mirror file of each key (or of one), with the row version its front matter names
