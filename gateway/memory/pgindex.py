@@ -124,6 +124,10 @@ async def ensure_dims_index(conn: asyncpg.Connection, dims: int, bulk: bool = Fa
     `bulk`: built over many rows, with more memory for the build (the graph fits, no spilling)."""
     if not 0 < dims <= 2000:  # HNSW's limit for `vector`; larger ones are searched exactly
         return
+    # Already there (the usual case, at every agent's open): no wait on the schema lock, which another
+    # gateway's index build may hold for minutes.
+    if await conn.fetchval(f"SELECT to_regclass('memory_vectors_hnsw_{dims}') IS NOT NULL"):
+        return
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:memory-schema"))
         if bulk:

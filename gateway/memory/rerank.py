@@ -26,6 +26,7 @@ import orjson
 
 from ..timeutil import parse_iso
 from .index.sources import SESSIONS, read_lines, resolve_readable
+from .index.vectors import read_vectors
 from .layout import day_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -157,8 +158,5 @@ async def stored_vectors(db: "Database", results: Sequence[dict[str, Any]]) -> d
     cids = sorted({c for c in want.values() if c is not None})
     if not cids:
         return None
-    # One point lookup per id through json_each: vec0 answers `chunk_id IN (…)` with a full scan.
-    vecs = {int(r[0]): np.frombuffer(r[1], dtype=np.float32) for r in await db.fetchall(
-        "SELECT v.chunk_id, v.embedding FROM json_each(?) AS j CROSS JOIN chunks_vec AS v ON v.chunk_id = j.value",
-        [orjson.dumps(cids).decode()])}
-    return {i: vecs[c] for i, c in want.items() if c in vecs}
+    blobs = await read_vectors(db, cids)
+    return {i: np.frombuffer(blobs[c], dtype=np.float32) for i, c in want.items() if c in blobs}

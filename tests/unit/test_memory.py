@@ -698,6 +698,10 @@ async def test_mmr_reads_each_results_stored_vector(tmp_path, open_manager):
     res = await mem.search("cello Tuesday", k=3)
     vecs = await mem._stored_vectors(res["results"])
     assert vecs is not None and sorted(vecs) == [0, 1, 2]
-    for v in vecs.values():
-        assert v.shape == (256,) and abs(float(np.linalg.norm(v)) - 1) < 1e-5
+    for i, v in vecs.items():  # each result's own chunk's vector, as stored
+        r = res["results"][i]
+        stored = await mem.reader.fetchall(
+            "SELECT v.embedding FROM chunks c JOIN chunks_vec v ON v.chunk_id = c.id "
+            "WHERE c.path = ? AND c.start_line = ? AND c.end_line = ?", (r["path"], r["startLine"], r["endLine"]))
+        assert len(stored) == 1 and v.tobytes() == stored[0][0]
     assert len({v.tobytes() for v in vecs.values()}) == 3, "each result its own vector"

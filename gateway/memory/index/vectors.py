@@ -42,6 +42,7 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import structlog
@@ -287,6 +288,19 @@ class _Rescore:
         return idx[rest[idx] != -np.inf]
 
 
+async def read_vectors(db: Database, ids: Sequence[int]) -> dict[int, bytes]:
+    """The stored vectors (float32 BLOBs) of these chunk ids, by id; ids without one are left out. Point
+    lookups, FETCH_BATCH ids a statement: vec0 answers `chunk_id IN (…)` of more than one id with a full
+    scan, a join on json_each looks each id up."""
+    blobs: dict[int, bytes] = {}
+    for a in range(0, len(ids), FETCH_BATCH):
+        for cid, blob in await db.fetchall(
+                "SELECT v.chunk_id, v.embedding FROM json_each(?) AS j CROSS JOIN chunks_vec AS v "
+                "ON v.chunk_id = j.value", [json.dumps(list(ids[a:a + FETCH_BATCH]))]):
+            blobs[int(cid)] = blob
+    return blobs
+
+
 class VectorStore:
     def __init__(self, db: Database, backend: str, dims: int, matrix: str = "auto"):
         self.db, self.backend, self.dims = db, backend, dims
@@ -375,16 +389,8 @@ class VectorStore:
         return _top(r.ids, r.exact, n)
 
     async def _vectors(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(which of `ids` are in the table, their float32 vectors): point lookups, one statement a batch
-        (vec0 answers `chunk_id IN (…)` of more than one id with a full scan; a join on json_each looks
-        each id up)."""
-        blobs: dict[int, bytes] = {}
-        for a in range(0, len(ids), FETCH_BATCH):
-            part = ids[a:a + FETCH_BATCH]
-            for cid, blob in await self.db.fetchall(
-                    "SELECT v.chunk_id, v.embedding FROM json_each(?) AS j CROSS JOIN chunks_vec AS v "
-                    "ON v.chunk_id = j.value", [json.dumps(part.tolist())]):
-                blobs[int(cid)] = blob
+        """(which of `ids` are in the table, their float32 vectors)."""
+        blobs = await read_vectors(self.db, ids.tolist())
         found = np.fromiter((int(i) in blobs for i in ids), dtype=bool, count=len(ids))
         data = b"".join(blobs[int(i)] for i in ids if int(i) in blobs)
         return found, np.frombuffer(data, dtype=np.float32).reshape(-1, self.dims)
