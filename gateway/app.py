@@ -27,6 +27,7 @@ from .methods import notes as _notes_methods  # noqa: F401
 from .methods import system as _system_methods  # noqa: F401
 from .fsutil import ensure_private_dir, lock_state_dir
 from .server import GatewayServer
+from .server.httpapi import HttpApi
 from .services import Services
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,6 +46,7 @@ class Gateway:
         self._hooks: list[Callable[[str, dict[str, Any]], None]] = []
         self._lock_fd: int | None = None
         self.pg: "Postgres | None" = None
+        self.http: HttpApi | None = None
 
     @property
     def memory(self) -> "MemoryManager | None":
@@ -87,8 +89,11 @@ class Gateway:
         self.server = GatewayServer(self.services, tokens)
         self.services.connection_count = self.server.connection_count
         await self.server.start()
+        self.http = HttpApi(cfg, tokens, self.server.handshake)
+        await self.http.start()
         log.info("gateway ready", url=self.url, version=__version__, chat=provider.name,
-                 memory=cfg.memory.enabled, state_dir=str(cfg.state_dir))
+                 memory=cfg.memory.enabled, state_dir=str(cfg.state_dir),
+                 http=self.http.url() if self.http.enabled else None)
         self._phase("ready", url=self.url)
 
     def stop(self) -> None:
@@ -104,8 +109,12 @@ class Gateway:
         log.info("gateway stopping", grace=grace)
         if self.server is not None:
             self.server.stop_accepting()
+        if self.http is not None:
+            self.http.stop_accepting()
         if self.services is not None:
             await self.services.close_runs(grace)
+        if self.http is not None:
+            await self.http.stop()
         if self.server is not None:
             await self.server.close_all()
         if self.services is not None:

@@ -67,6 +67,9 @@ class ServerConfig:
     auth_failures_per_minute: int = _f(10, ge=1, doc="wrong tokens per peer address and minute before further "
                                        "wrong ones are answered 'rate limited' (the right token always gets in)")
     auth_failure_delay: float = _f(1.0, ge=0.0, le=30.0, doc="seconds each wrong token waits for its answer")
+    http_port: int = _f(18790, ge=-1, le=65535, doc="the HTTP API listener (/mcp, /v1/...) on the same host; "
+                        "0 turns it off, -1 picks a free port")
+    http_max_body_bytes: int = _f(8 << 20, ge=1024, doc="largest HTTP API request body (413 past it)")
 
 
 @dataclass
@@ -313,6 +316,7 @@ ENV_VARS: dict[str, str] = {
     "JARVIS_WORKSPACE": "workspace",
     "JARVIS_HOST": "server.host",
     "JARVIS_PORT": "server.port",
+    "JARVIS_HTTP_PORT": "server.httpPort",
     "JARVIS_GATEWAY_TOKEN": "token",
     "OPENAI_API_KEY": "chat.apiKey",
     "OPENAI_BASE_URL": "chat.baseUrl",

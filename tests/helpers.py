@@ -31,7 +31,8 @@ def make_config(state_dir: Path, **overrides: Any) -> Config:
     Memory is off unless `memory=True` (the core tests don't need the embedding model)."""
     memory = overrides.pop("memory", False)
     base: dict[str, Any] = {"stateDir": str(state_dir), "server.port": 0, "memory.enabled": memory,
-                            "chat.offlineDeltaDelay": 0.002, "memory.sync.watchDebounceMs": 100}
+                            "chat.offlineDeltaDelay": 0.002, "memory.sync.watchDebounceMs": 100,
+                            "server.httpPort": 0}  # tests of the HTTP API ask for -1 (a free port)
     base.update(overrides)
     return load_config(base, env={})
 
@@ -164,6 +165,12 @@ class RunningGateway:
     def token(self) -> str:
         return self.config.token or self.config.token_file.read_text().strip()
 
+    @property
+    def http_url(self) -> str:
+        """The HTTP API listener's base URL (started with `server.httpPort = -1`)."""
+        assert self.gw is not None and self.gw.http is not None and self.gw.http.enabled
+        return self.gw.http.url()
+
     async def start(self) -> "RunningGateway":
         self.gw = Gateway(self.config)
         await self.gw.start()
@@ -189,10 +196,12 @@ class GatewayProcess:
 
     def __init__(self, state_dir: Path, env: dict[str, str] | None = None, port: int = 0):
         self.state_dir = state_dir
-        self.env = {**os.environ, "JARVIS_STATE_DIR": str(state_dir), **(env or {})}
+        # The HTTP API on a free port: several gateways (and test runs) side by side never collide.
+        self.env = {**os.environ, "JARVIS_STATE_DIR": str(state_dir), "JARVIS_HTTP_PORT": "-1", **(env or {})}
         self.env.pop("OPENAI_API_KEY", None) if "OPENAI_API_KEY" not in (env or {}) else None
         self.port = port
         self.proc: subprocess.Popen[bytes] | None = None
+        self.http_url: str | None = None
         self.log = state_dir / "serve.log"
 
     @classmethod
@@ -225,6 +234,8 @@ class GatewayProcess:
             m = re.findall(r"listening on ws://[^:]+:(\d+)/", text)
             if m:
                 self.port = int(m[-1])
+                http = re.findall(r"HTTP API \(MCP at /mcp, OpenAI-compatible at /v1\): (http://\S+)", text)
+                self.http_url = http[-1] if http else None
                 return self
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gateway exited with {self.proc.returncode}:\n{text}")

@@ -90,6 +90,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         "workspace": getattr(args, "workspace", None),
         "server.host": getattr(args, "host", None),
         "server.port": getattr(args, "port", None),
+        "server.httpPort": getattr(args, "http_port", None),
         "logLevel": getattr(args, "log_level", None),
         "logFormat": getattr(args, "log_format", None),
     }
@@ -131,8 +132,9 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
                 from ..client import token_command
 
                 where = "JARVIS_GATEWAY_TOKEN" if config.token else str(config.token_file)
-                print(f"Jarvis Gateway listening on {gw.url}  (web page: {gw.url.replace('ws', 'http', 1)})\n"
-                      f"token: {where}  (print it with `{token_command(config)}`)", file=sys.stderr, flush=True)
+                http = f"\nHTTP API (MCP at /mcp, OpenAI-compatible at /v1): {gw.http.url()}" if gw.http.enabled else ""
+                print(f"Jarvis Gateway listening on {gw.url}  (web page: {gw.url.replace('ws', 'http', 1)})"
+                      f"{http}\ntoken: {where}  (print it with `{token_command(config)}`)", file=sys.stderr, flush=True)
 
         gw.on_phase(on_phase)
         from .. import sdnotify
@@ -141,6 +143,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
     from ..errors import JarvisError
     from ..fsutil import StateDirInUse
+    from ..server.httpapi import ListenError
 
     try:
         return asyncio.run(serve(config, announce))
@@ -149,6 +152,9 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
         return EXIT_USAGE
     except JarvisError as exc:  # the gateway could not start: the database is unreachable, say
         print(f"jarvis: cannot start: {exc.message}", file=sys.stderr)
+        return EXIT_ERROR
+    except ListenError as exc:
+        print(f"jarvis: {exc.strerror}", file=sys.stderr)
         return EXIT_ERROR
     except OSError as exc:
         print(f"jarvis: cannot serve on {config.server.host}:{config.server.port}: {exc.strerror or exc}", file=sys.stderr)

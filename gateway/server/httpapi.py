@@ -1,0 +1,256 @@
+"""The HTTP API listener beside the WebSocket: uvicorn + Starlette in the gateway's own event loop.
+
+websockets parses only GET requests, so APIs that need POST (MCP's streamable HTTP at `/mcp`, the
+OpenAI-compatible `/v1/...`) get a second listener on `server.httpPort`, same host. Features add their
+routes and lifespans before `start()`:
+
+    api = HttpApi(config, tokens, handshake)
+    api.add_routes([Route("/v1/models", models)])       # Starlette routes
+    api.add_lifespan(session_manager.run)               # an async context held while serving
+    await api.start()                                   # bound, lifespans entered; before READY=1
+    await api.stop()                                    # with the gateway, after running chats ended
+
+Every request passes one ASGI guard first: the Origin allow-list of the WebSocket, the bearer token
+(wrong ones counted by the same per-address limiter), and a cap on the request body. Refusals are
+JSON in OpenAI's error shape, which MCP clients read as well as OpenAI SDKs do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable
+
+import orjson
+import structlog
+
+if TYPE_CHECKING:  # pragma: no cover
+    from starlette.routing import BaseRoute
+
+    from ..auth import TokenStore
+    from ..config import Config
+    from .handshake import Handshake
+
+log = structlog.get_logger("gateway.http")
+
+Scope = dict[str, Any]
+Receive = Callable[[], Any]
+Send = Callable[[dict[str, Any]], Any]
+
+
+def error_body(status: int, message: str, *, type_: str, code: str | None = None,
+               param: str | None = None) -> bytes:
+    """OpenAI's error shape: `{"error": {"message", "type", "param", "code"}}`."""
+    return orjson.dumps({"error": {"message": message, "type": type_, "param": param, "code": code}})
+
+
+async def send_error(send: Send, status: int, message: str, *, type_: str, code: str | None = None,
+                     param: str | None = None, headers: dict[str, str] | None = None) -> None:
+    body = error_body(status, message, type_=type_, code=code, param=param)
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+class ListenError(OSError):
+    """`server.httpPort` could not be bound; the message names the setting."""
+
+
+class BodyTooLarge(Exception):
+    """Raised from `receive()` when a request body passes `server.httpMaxBodyBytes`."""
+
+
+class Guard:
+    """ASGI middleware: Origin, bearer token, body size. Lifespan events pass through."""
+
+    def __init__(self, app: Callable, config: "Config", tokens: "TokenStore", handshake: "Handshake"):
+        self.app = app
+        self.config = config
+        self.tokens = tokens
+        self.handshake = handshake
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        peer = (scope.get("client") or ("?", 0))[0]
+        origin = headers.get("origin")
+        if origin is not None and origin not in self.handshake.allowed_origins:
+            from .handshake import origin_refusal
+
+            log.warning("origin refused", origin=origin[:200], peer=peer, api="http")
+            await send_error(send, 403, origin_refusal(origin), type_="permission_error", code="origin_not_allowed")
+            return
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not self.tokens.check(token.strip()):
+            wait = await self.handshake._auth_failed(peer, "http")
+            if wait:
+                await send_error(send, 429, "too many failed authentications; wrong tokens are refused for a while "
+                                 "(the right one is always accepted)", type_="rate_limit_error",
+                                 code="rate_limited", headers={"Retry-After": str(int(wait) + 1)})
+                return
+            message = ("invalid token" if scheme else
+                       "missing token: send Authorization: Bearer <gateway token> (`jarvis token` prints it)")
+            await send_error(send, 401, message, type_="authentication_error", code="invalid_api_key",
+                             headers={"WWW-Authenticate": 'Bearer realm="jarvis"'})
+            return
+        limit = self.config.server.http_max_body_bytes
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            await self._too_large(send, limit)
+            return
+        received = 0
+        started = False
+
+        async def counting_receive() -> dict[str, Any]:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise BodyTooLarge
+            return message
+
+        async def tracking_send(message: dict[str, Any]) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except BodyTooLarge:
+            if not started:
+                await self._too_large(send, limit)
+
+    @staticmethod
+    async def _too_large(send: Send, limit: int) -> None:
+        await send_error(send, 413, f"request body is over {limit} bytes (server.httpMaxBodyBytes)",
+                         type_="invalid_request_error", code="request_too_large")
+
+
+def _uvicorn_server(config: Any) -> Any:
+    """uvicorn's Server without its signal handlers: the gateway owns SIGTERM/SIGINT."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):  # type: ignore[override]
+            yield
+
+    return Server(config)
+
+
+class HttpApi:
+    def __init__(self, config: "Config", tokens: "TokenStore", handshake: "Handshake"):
+        self.config = config
+        self.tokens = tokens
+        self.handshake = handshake
+        self.routes: list["BaseRoute"] = []
+        self.lifespans: list[Callable[[], AsyncContextManager[Any]]] = []
+        self.port = 0
+        self._server: Any = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.server.http_port != 0
+
+    def add_routes(self, routes: list["BaseRoute"]) -> None:
+        self.routes.extend(routes)
+
+    def add_lifespan(self, factory: Callable[[], AsyncContextManager[Any]]) -> None:
+        self.lifespans.append(factory)
+
+    def url(self, path: str = "") -> str:
+        host = self.config.server.host
+        host = "127.0.0.1" if host in ("", "0.0.0.0") else ("[::1]" if host == "::" else host)
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}{path}"
+
+    def app(self) -> Callable:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import Response
+
+        lifespans = list(self.lifespans)
+
+        @contextlib.asynccontextmanager
+        async def lifespan(_app: Any):
+            async with contextlib.AsyncExitStack() as stack:
+                for factory in lifespans:
+                    await stack.enter_async_context(factory())
+                yield
+
+        async def not_found(request: Request, exc: Exception) -> Response:
+            return Response(error_body(404, f"no route {request.method} {request.url.path}",
+                                       type_="invalid_request_error", code="not_found"),
+                            404, media_type="application/json")
+
+        async def not_allowed(request: Request, exc: Exception) -> Response:
+            return Response(error_body(405, f"{request.method} is not allowed on {request.url.path}",
+                                       type_="invalid_request_error", code="method_not_allowed"),
+                            405, media_type="application/json")
+
+        app = Starlette(routes=self.routes, lifespan=lifespan,
+                        exception_handlers={404: not_found, 405: not_allowed})
+        return Guard(app, self.config, self.tokens, self.handshake)
+
+    async def start(self) -> None:
+        """Bind `server.httpPort` (-1: a free port), enter the lifespans, serve. Raises OSError with the
+        port in its message when it is taken."""
+        if not self.enabled:
+            return
+        import uvicorn
+
+        c = self.config.server
+        port = 0 if c.http_port < 0 else c.http_port
+        try:
+            sock = socket.create_server((c.host or "0.0.0.0", port), family=_family(c.host), reuse_port=False)
+        except OSError as exc:
+            raise ListenError(exc.errno, f"cannot serve the HTTP API on {c.host}:{port}: {exc.strerror} (set "
+                                         "server.httpPort to a free port, or 0 to turn it off)") from exc
+        sock.setblocking(False)
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.app(), lifespan="on", log_config=None, access_log=False, server_header=False,
+            limit_concurrency=c.max_connections, timeout_keep_alive=5,
+            timeout_graceful_shutdown=max(1.0, c.shutdown_grace + 1.0), h11_max_incomplete_event_size=64 << 10,
+            ws="none",
+        )
+        self._server = _uvicorn_server(config)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="http-api")
+        while not self._server.started:
+            if self._task.done():
+                await self._task  # its exception, e.g. a lifespan that failed
+                raise RuntimeError("the HTTP API listener stopped while starting")
+            await asyncio.sleep(0.01)
+        log.info("http api listening", url=self.url(), routes=[getattr(r, "path", "?") for r in self.routes])
+
+    def stop_accepting(self) -> None:
+        """Close the listener; requests in flight (a streaming reply) go on until `stop()`."""
+        if self._server is not None:
+            self._server.should_exit = True
+
+    async def stop(self) -> None:
+        if self._server is None or self._task is None:
+            return
+        self._server.should_exit = True
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), self.config.server.shutdown_grace + 5)
+        except (TimeoutError, asyncio.TimeoutError):
+            self._server.force_exit = True
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+        except Exception:
+            log.exception("http api stopped with an error")
+        self._server = self._task = None
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in (host or "") else socket.AF_INET

@@ -1,0 +1,68 @@
+"""The HTTP API listener (server.httpPort): one guard in front of /mcp and /v1 — bearer token, Origin
+allow-list, body cap — with errors in OpenAI's JSON shape; a busy port stops `jarvis serve` with one line."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import httpx2 as httpx
+
+from tests.helpers import ROOT
+
+
+async def test_the_listener_refuses_what_the_websocket_refuses_and_answers_in_openai_shape(start_gateway):
+    gw = await start_gateway(**{"server.httpPort": -1, "server.authFailureDelay": 0,
+                                "server.httpMaxBodyBytes": 4096})
+    base = gw.http_url
+    auth = {"Authorization": f"Bearer {gw.token}"}
+    async with httpx.AsyncClient(base_url=base) as http:
+        r = await http.get("/v1/nothing-here")
+        assert r.status_code == 401
+        assert r.headers["www-authenticate"].startswith("Bearer")
+        assert r.json()["error"]["code"] == "invalid_api_key"
+        assert "Authorization: Bearer" in r.json()["error"]["message"]
+
+        r = await http.get("/v1/nothing-here", headers={"Authorization": "Bearer wrong-token-1234567"})
+        assert (r.status_code, r.json()["error"]["message"]) == (401, "invalid token")
+
+        r = await http.get("/v1/nothing-here", headers={**auth, "Origin": "http://evil.example"})
+        assert r.status_code == 403
+        assert "server.allowedOrigins" in r.json()["error"]["message"]
+        own_page = f"http://127.0.0.1:{gw.gw.port}"
+        r = await http.get("/v1/nothing-here", headers={**auth, "Origin": own_page})
+        assert r.status_code == 404
+        assert r.json()["error"] == {"message": "no route GET /v1/nothing-here", "type": "invalid_request_error",
+                                     "param": None, "code": "not_found"}
+
+        r = await http.post("/v1/nothing-here", headers=auth, content=b"x" * 5000)
+        assert r.status_code == 413
+        assert "server.httpMaxBodyBytes" in r.json()["error"]["message"]
+
+    # The WebSocket is unaffected by the listener beside it.
+    c = await gw.client()
+    assert (await c.call("system.health"))["status"] == "ok"
+    await c.close()
+
+
+async def test_the_listener_stops_with_the_gateway(start_gateway):
+    gw = await start_gateway(**{"server.httpPort": -1})
+    port = gw.gw.http.port
+    await gw.stop()
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_a_busy_http_port_stops_serve_with_one_line_naming_the_setting(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {"PATH": "/usr/bin:/bin", "JARVIS_STATE_DIR": str(tmp_path / "state"), "HOME": str(tmp_path)}
+        proc = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--port", "0", "--http-port", str(port)],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"jarvis: cannot serve the HTTP API on 127.0.0.1:{port}: ")
+    assert "server.httpPort" in last
