@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
-from . import __version__
+from . import __version__, openai_api
 from .auth import TokenStore
 from .chat.providers import make_provider
 from .config import Config
@@ -90,6 +90,7 @@ class Gateway:
         self.services.connection_count = self.server.connection_count
         await self.server.start()
         self.http = HttpApi(cfg, tokens, self.server.handshake)
+        self.http.add_routes(openai_api.routes(self.services))
         await self.http.start()
         log.info("gateway ready", url=self.url, version=__version__, chat=provider.name,
                  memory=cfg.memory.enabled, state_dir=str(cfg.state_dir),

@@ -95,6 +95,14 @@ class ChatConfig:
 
 
 @dataclass
+class OpenAIApiConfig:
+    memory: bool = _f(True, doc="/v1/chat/completions adds recalled memory to the system prompt (per request: "
+                      "header X-Jarvis-Memory: off)")
+    capture: bool = _f(True, doc="/v1/chat/completions keeps each user message and reply in a session's "
+                       "transcript, indexed as memory (per request: header X-Jarvis-Capture: off)")
+
+
+@dataclass
 class SessionsConfig:
     ephemeral_prefix: str = _f("hook:", doc="sessions whose key starts with this are pruned by age and count")
     ephemeral_max_age_hours: float = _f(48.0, ge=0.0, doc="ephemeral sessions idle longer are deleted")
@@ -265,6 +273,7 @@ class Config:
     log_format: str = _f("auto", choices=("auto", "json", "console"))
     server: ServerConfig = _f(factory=ServerConfig)
     chat: ChatConfig = _f(factory=ChatConfig)
+    openai_api: OpenAIApiConfig = _f(factory=OpenAIApiConfig)
     sessions: SessionsConfig = _f(factory=SessionsConfig)
     agents: AgentsConfig = _f(factory=AgentsConfig)
     memory: MemoryConfig = _f(factory=MemoryConfig)

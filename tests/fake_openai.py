@@ -15,7 +15,9 @@ Behaviours (each consumed by one request; when the script is empty, "ok"):
                                     `seconds`, default 30), then answer normally; `waiting` counts them
 
 Endpoints: POST /v1/chat/completions (stream or not), POST /v1/embeddings (deterministic vectors
-from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too). `requests` records every request body.
+from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too),
+GET /v1/models (`models`, a list of ids). `requests` records every request body (and `headers`);
+`cancelled` counts the streams a client stopped reading mid-way. A server that is down: `closed_url()`.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ class FakeOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.waiting = 0  # requests held by a ("wait", …) behaviour right now
         self.chunk_times: list[float] = []  # time.monotonic() as each stream chunk was written
+        self.models = ["fake-model"]
+        self.cancelled = 0  # streams whose client hung up before the end
         self._script: deque[tuple[Any, ...]] = deque()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -77,6 +81,15 @@ class FakeOpenAI:
 
     def count(self, path: str) -> int:
         return sum(1 for r in self.requests if r["path"] == path)
+
+    @staticmethod
+    def closed_url() -> str:
+        """The base URL of a server that is down: a port nothing listens on."""
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
 
     def __enter__(self) -> "FakeOpenAI":
         self._thread.start()
@@ -108,11 +121,18 @@ class FakeOpenAI:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def do_GET(self) -> None:  # noqa: N802 - http.server API
+                if self.path.split("?")[0].endswith("/models"):
+                    self._json(200, {"object": "list", "data": [
+                        {"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in api.models]})
+                    return
+                self._json(404, {"error": {"message": "no such endpoint"}})
+
             def do_POST(self) -> None:  # noqa: N802 - http.server API
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 path = self.path.split("?")[0]
-                api.requests.append({"path": path, "body": body})
+                api.requests.append({"path": path, "body": body, "headers": dict(self.headers)})
                 behaviour = api._next()
                 kind = behaviour[0]
                 if kind == "status":
@@ -145,6 +165,8 @@ class FakeOpenAI:
                     try:
                         self._chat(body, cut=behaviour[1] if kind == "cut" else None)
                     except (BrokenPipeError, ConnectionResetError):  # the client stopped reading: fine
+                        with api._lock:
+                            api.cancelled += 1
                         self.close_connection = True
                     return
                 self._json(404, {"error": {"message": "no such endpoint"}})

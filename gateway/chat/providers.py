@@ -4,6 +4,11 @@ A provider has capabilities as attributes (`name`, `model`) and one method, `str
 async iterator of `Delta(text)` items that may end with a `Usage`. Failures raise
 `Unavailable` with `retryable` set; the runner turns that into `chat.error`.
 
+For the OpenAI-compatible endpoint (gateway/openai_api.py) a provider also answers
+`list_models()` (OpenAI model objects) and `relay(body, recalled)`: the client's request forwarded as
+it is, answered with OpenAI's own chunks (`stream: true`) or completion object. Its failures raise
+`UpstreamError`, an `Unavailable` that knows the HTTP status to answer with.
+
 - `OpenAIProvider`: any OpenAI-compatible `/chat/completions` endpoint, streamed. Retries before the
   first byte are the SDK's (bounded by `chat.maxRetries`, honouring `Retry-After`/`retry-after-ms`).
 - `OfflineResponder`: the default with no endpoint configured. It says plainly that it is not a
@@ -13,12 +18,19 @@ async iterator of `Delta(text)` items that may end with a `Usage`. Failures rais
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
+
+import structlog
 
 from ..config import Config
 from ..errors import Unavailable
 from ..sessions.transcript import OFFLINE_PREAMBLE
+
+log = structlog.get_logger("gateway.chat")
 
 
 @dataclass(slots=True)
@@ -36,6 +48,17 @@ class Usage:
                 "totalTokens": self.prompt_tokens + self.completion_tokens}
 
 
+class UpstreamError(Unavailable):
+    """The upstream failed a relayed request: `status` is what the endpoint answers (the upstream's own
+    4xx, 502 when it is down or failed, 504 when it is slow), `error` its OpenAI error object if any."""
+
+    def __init__(self, message: str, status: int, *, retryable: bool, retry_after_ms: int | None = None,
+                 error: dict[str, Any] | None = None):
+        super().__init__(message, retryable=retryable, retry_after_ms=retry_after_ms)
+        self.status = status
+        self.error = error
+
+
 class ChatProvider:
     name = "base"
     model = ""
@@ -46,6 +69,56 @@ class ChatProvider:
     def stream(self, messages: list[dict[str, Any]], *, recalled: list[dict[str, Any]] | None = None
                ) -> AsyncIterator[Delta | Usage]:
         raise NotImplementedError
+
+    async def list_models(self) -> list[dict]:
+        """OpenAI model objects `{"id", "object": "model", "created", "owned_by"}`: the configured model."""
+        return [{"id": self.model, "object": "model", "created": 0, "owned_by": self.name}]
+
+    async def relay(self, body: dict[str, Any], recalled: list[dict[str, Any]]) -> Any:
+        """Answer an OpenAI chat completions request: an async iterator of chunk objects when
+        `body["stream"]`, else one completion object. Built here on `stream()` (the model is this one);
+        a provider that speaks the wire format forwards the request instead."""
+        if body.get("model") not in (None, self.model):
+            raise UpstreamError(f"The model `{body.get('model')}` does not exist; GET /v1/models lists "
+                                f"{self.model!r}", 404, retryable=False,
+                                error={"type": "invalid_request_error", "param": "model",
+                                       "code": "model_not_found"})
+        chunks = self._chunks(body, recalled)
+        if body.get("stream"):
+            return chunks
+        text: list[str] = []
+        usage = None
+        async for chunk in chunks:
+            for choice in chunk["choices"]:
+                text.append(choice["delta"].get("content") or "")
+            usage = chunk.get("usage") or usage
+        return {"id": chunk["id"], "object": "chat.completion", "created": chunk["created"], "model": self.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text)},
+                             "logprobs": None, "finish_reason": "stop"}],
+                "usage": usage}
+
+    async def _chunks(self, body: dict[str, Any], recalled: list[dict[str, Any]]) -> AsyncIterator[dict]:
+        """`stream()` as OpenAI's chunks: the role first, the text, `finish_reason`, then the usage (always;
+        the endpoint drops it unless the client asked for it)."""
+        base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": self.model, "system_fingerprint": None}
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+        yield chunk({"role": "assistant", "content": ""})
+        usage = None
+        async with contextlib.aclosing(self.stream(body["messages"], recalled=recalled)) as items:
+            async for item in items:
+                if isinstance(item, Delta):
+                    yield chunk({"content": item.text})
+                else:
+                    usage = item
+        yield chunk({}, "stop")
+        if usage is not None:
+            yield {**base, "choices": [], "usage": {
+                "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.prompt_tokens + usage.completion_tokens}}
 
     async def close(self) -> None:
         return None
@@ -127,8 +200,6 @@ class OpenAIProvider(ChatProvider):
                                   timeout=timeout, max_retries=max_retries)
 
     async def stream(self, messages, *, recalled=None):
-        import openai
-
         try:
             stream = await self.client.chat.completions.create(
                 model=self.model, messages=messages, stream=True,
@@ -142,19 +213,59 @@ class OpenAIProvider(ChatProvider):
                             yield Delta(text)
                     if chunk.usage:
                         yield Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
-        except openai.APITimeoutError:
-            raise Unavailable(f"chat provider timed out at {self.endpoint}", retryable=True) from None
-        except openai.APIStatusError as exc:
+        except Exception as exc:
+            raise self.failure(exc) from None
+
+    def failure(self, exc: Exception) -> UpstreamError:
+        """What an exception of the SDK (or of its HTTP library, for a stream cut mid-way) means."""
+        import openai
+
+        if isinstance(exc, openai.APITimeoutError):
+            return UpstreamError(f"chat provider timed out at {self.endpoint}", 504, retryable=True)
+        if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             retryable = status == 429 or status == 408 or status >= 500
-            raise Unavailable(f"chat provider at {self.endpoint} answered HTTP {status}: {_short(exc.message)}",
-                                      retryable=retryable, retry_after_ms=_retry_after_ms(exc)) from None
-        except openai.APIConnectionError as exc:
-            raise Unavailable(f"chat provider unreachable at {self.endpoint}: {connection_failure(exc)}",
-                                      retryable=True) from None
-        except Exception as exc:  # a stream cut mid-way surfaces as the HTTP library's own error
-            raise Unavailable(f"chat provider at {self.endpoint} failed: {type(exc).__name__}: "
-                                      f"{_short(str(exc))}", retryable=True) from None
+            error = exc.body.get("error", exc.body) if isinstance(exc.body, dict) else None
+            return UpstreamError(f"chat provider at {self.endpoint} answered HTTP {status}: {_short(exc.message)}",
+                                 status if 400 <= status < 500 else 502, retryable=retryable,
+                                 retry_after_ms=_retry_after_ms(exc), error=error if isinstance(error, dict) else None)
+        if isinstance(exc, openai.APIConnectionError):
+            return UpstreamError(f"chat provider unreachable at {self.endpoint}: {connection_failure(exc)}", 502,
+                                 retryable=True)
+        return UpstreamError(f"chat provider at {self.endpoint} failed: {type(exc).__name__}: {_short(str(exc))}",
+                             502, retryable=True)
+
+    async def list_models(self) -> list[dict]:
+        """The upstream's /v1/models; the configured model when it has none to tell (or is down)."""
+        try:
+            page = await self.client.models.list()
+            models = [m.model_dump() for m in page.data]
+        except Exception as exc:
+            log.warning("upstream model list failed", endpoint=self.endpoint, error=str(self.failure(exc)))
+            models = []
+        return models or await super().list_models()
+
+    async def relay(self, body, recalled):
+        """The request as the client sent it (model, tools and the rest untouched), the answer as the
+        upstream sent it: raw chunk objects, or the completion object."""
+        import openai
+
+        try:
+            if not body.get("stream"):
+                return await self.client.post("/chat/completions", body=body, cast_to=object)
+            stream = await self.client.post("/chat/completions", body=body, cast_to=object, stream=True,
+                                            stream_cls=openai.AsyncStream[object])
+        except Exception as exc:
+            raise self.failure(exc) from None
+        return self._relay_chunks(stream)
+
+    async def _relay_chunks(self, stream: Any) -> AsyncIterator[dict]:
+        try:
+            async with stream:
+                async for chunk in stream:
+                    yield chunk
+        except Exception as exc:
+            raise self.failure(exc) from None
 
     async def close(self) -> None:
         await self.client.close()

@@ -4,6 +4,11 @@ send():  validate → idempotency → durably append the user message → start 
 run:     recall memory → prompt (system + recalled + last N messages) → stream deltas (`chat.delta`)
          → append the assistant message → `chat.final` (or `chat.error` / `chat.aborted`)
 An aborted run keeps its partial reply in the transcript, marked `"aborted": true`.
+
+A run may also relay a request of the OpenAI-compatible endpoint (`send(..., relay=...)`, see
+gateway/openai_api.py): the same recall, events and transcript, but the prompt is the client's and the
+reply comes from `relay.stream(recalled)`; `relay.capture` false writes nothing, `relay.listener` hears
+the run's events as a subscriber would.
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ class Run:
     parts: list[str] = field(default_factory=list)
     aborted: bool = False
     finalizing: bool = False  # the reply is being saved: too late to abort
+    capture: bool = True  # False: nothing goes to the transcript (a relayed request with capture off)
+    listener: Callable[[str, dict[str, Any]], None] | None = None  # hears every event of the run
+    # A relayed request's user message: written with the reply (or its partial), so that a request the
+    # upstream refused leaves nothing behind for the client's retry to write again.
+    pending: list[dict[str, Any]] = field(default_factory=list)
 
     def next_seq(self) -> int:
         self.seq += 1
@@ -71,7 +81,10 @@ class ChatService:
         self.request_abort: Callable[[str, str], Awaitable[None]] | None = None
 
     # ---- public API ----------------------------------------------------------------------------
-    async def send(self, session_key: str, message: str, idempotency_key: str | None) -> dict[str, Any]:
+    async def send(self, session_key: str, message: str | None, idempotency_key: str | None,
+                   relay: Any = None) -> dict[str, Any]:
+        """Start a run answering `message` (None: a relayed request whose last message is not the user's).
+        `relay`: the OpenAI-compatible endpoint's request (module docstring)."""
         if self.closing:
             raise Unavailable("gateway is shutting down", retryable=True, retry_after_ms=1000)
         async with self.session_lock(session_key):  # check-then-start is atomic per session
@@ -81,23 +94,29 @@ class ChatService:
                     return {"runId": hit, "status": "duplicate"}
             if session_key in self.active:
                 raise self._busy(session_key, self.active[session_key].run_id)
-            if not await self.sessions.exists(session_key):
-                raise NotFound(f"session not found: {session_key}", {"sessionKey": session_key})
             run = Run(run_id=str(uuid.uuid4()), session_key=session_key)
+            if relay is not None:
+                run.capture, run.listener = relay.capture, relay.listener
+            if run.capture and not await self.sessions.exists(session_key):
+                raise NotFound(f"session not found: {session_key}", {"sessionKey": session_key})
             other = await self.ledger.claim(session_key, run.run_id)  # another gateway's run, if any
             if other is not None:
                 raise self._busy(session_key, other)
             try:
                 # Durable before the answer: if this raises (disk full), nothing was started or promised.
-                await self.sessions.append_messages(
-                    session_key, tx.message_record(str(uuid.uuid4()), "user", message, run.run_id))
+                if run.capture and message is not None:
+                    record = tx.message_record(str(uuid.uuid4()), "user", message, run.run_id)
+                    if relay is None:
+                        await self.sessions.append_messages(session_key, record)
+                    else:
+                        run.pending.append(record)
                 if idempotency_key is not None:
                     await self.ledger.remember(session_key, idempotency_key, run.run_id)
             except BaseException:
                 await asyncio.shield(self.ledger.release(session_key, run.run_id))
                 raise
             self.active[session_key] = run
-            run.task = asyncio.create_task(self._run(run, message), name=f"chat-run-{run.run_id}")
+            run.task = asyncio.create_task(self._run(run, message or "", relay), name=f"chat-run-{run.run_id}")
             run.task.add_done_callback(lambda task: self._finished(run, task))
             return {"runId": run.run_id, "status": "started"}
 
@@ -205,16 +224,23 @@ class ChatService:
         self._emit(run, method, **params)
 
     def _emit(self, run: Run, method: str, **params: Any) -> None:
-        self.bus.publish(self.topic(run.session_key), method,
-                         {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params})
+        event = {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params}
+        self.bus.publish(self.topic(run.session_key), method, event)
+        if run.listener is not None:
+            run.listener(method, event)
+
+    async def recall(self, session_key: str, user_text: str) -> list[dict[str, Any]]:
+        """What memory recalls for a turn (memory.recall's budget); best effort, never raises."""
+        if self.memory is None or not self.config.memory.recall.enabled:
+            return []
+        try:
+            return await self.memory.recall(user_text, session_key)
+        except Exception as exc:  # recall is best effort; the turn goes on without it
+            log.warning("recall failed", error=type(exc).__name__, session=session_key)
+            return []
 
     async def _prompt(self, session_key: str, user_text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        recalled: list[dict[str, Any]] = []
-        if self.memory is not None and self.config.memory.recall.enabled:
-            try:
-                recalled = await self.memory.recall(user_text, session_key)
-            except Exception as exc:  # recall is best effort; the turn goes on without it
-                log.warning("recall failed", error=type(exc).__name__, session=session_key)
+        recalled = await self.recall(session_key, user_text)
         if self.compactor is not None:
             await self.compactor.settled(session_key)
         state = await asyncio.to_thread(read_state, await self.sessions.local_transcript(session_key))
@@ -223,23 +249,26 @@ class ChatService:
         system = self.config.chat.system_prompt
         if state.summary:
             system += "\n\n## Earlier in this conversation (summary)\n" + state.summary
-        if recalled:
-            system += "\n\n## Recalled memory\n" + "\n\n".join(
-                f"[{r['path']}:{r['startLine']}-{r['endLine']}]\n{r['snippet']}" for r in recalled)
+        system += memory_section(recalled)
         messages = [{"role": "system", "content": system}]
         messages += [{"role": m["role"], "content": m["content"]} for m in history]
         return messages, recalled
 
-    async def _run(self, run: Run, user_text: str) -> None:
+    async def _run(self, run: Run, user_text: str, relay: Any = None) -> None:
         key = run.session_key
         started = time.monotonic()
         usage: Usage | None = None
         recalled: list[dict[str, Any]] = []
         try:
-            messages, recalled = await self._prompt(key, user_text)
+            if relay is None:
+                messages, recalled = await self._prompt(key, user_text)
+                source = self.provider.stream(messages, recalled=recalled)
+            else:
+                recalled = await self.recall(key, relay.query) if relay.memory else []
+                source = relay.stream(recalled)
             room = self.config.chat.max_reply_chars  # a runaway upstream must not make frames no one can read
             truncated = False
-            async with contextlib.aclosing(self.provider.stream(messages, recalled=recalled)) as stream:
+            async with contextlib.aclosing(source) as stream:
                 async for item in stream:
                     # A provider's client parses a buffered stream without yielding: let the rest of
                     # the gateway run between chunks, or a fast upstream starves every other client.
@@ -267,7 +296,8 @@ class ChatService:
             rec = tx.message_record(str(uuid.uuid4()), "assistant", content, run.run_id, **extra,
                                     **self._reply_marks())
             run.finalizing = True
-            await self.sessions.append_messages(key, rec)
+            if run.capture:
+                await self.sessions.append_messages(key, *run.pending, rec)
             final: dict[str, Any] = {
                 "message": {"id": rec["id"], "role": "assistant", "content": content, "timestamp": rec["timestamp"]},
                 "memory": memory,
@@ -278,22 +308,22 @@ class ChatService:
                 final["truncated"] = True
             await self._end(run, "chat.final", **final)
             log.info("chat run done", session=key, run=run.run_id, ms=int((time.monotonic() - started) * 1000))
-            if self.memory is not None:
+            if self.memory is not None and run.capture:
                 self.memory.schedule_session_sync(key)
-            if self.compactor is not None:
+            if self.compactor is not None and relay is None:  # a relayed prompt is the client's, not ours
                 self._spawn(self._compact_quietly(key))
         except asyncio.CancelledError:
             partial = "".join(run.parts)
-            if partial:
+            if partial and run.capture:
                 rec = tx.message_record(str(uuid.uuid4()), "assistant", partial, run.run_id, aborted=True,
                                         **self._reply_marks())
                 try:
-                    await self.sessions.append_messages(key, rec)
+                    await self.sessions.append_messages(key, *run.pending, rec)
                 except Exception as exc:
                     log.error("could not keep partial reply", session=key, run=run.run_id, error=str(exc))
             await self._end(run, "chat.aborted", partial=partial)
             log.info("chat run aborted", session=key, run=run.run_id)
-            if partial and self.memory is not None:
+            if partial and run.capture and self.memory is not None:
                 self.memory.schedule_session_sync(key)
         except JarvisError as exc:
             retryable = bool((exc.data or {}).get("retryable", False))
@@ -307,3 +337,11 @@ class ChatService:
             msg = f"could not save the reply: {exc.strerror}" if isinstance(exc, OSError) else "internal error"
             await self._end(run, "chat.error", error={"code": -32603, "message": f"{msg} (errorId {error_id})",
                                                       "retryable": retryable})
+
+
+def memory_section(recalled: list[dict[str, Any]]) -> str:
+    """The recalled memory as it is added to a system prompt, each snippet under its citation."""
+    if not recalled:
+        return ""
+    return "\n\n## Recalled memory\n" + "\n\n".join(
+        f"[{r['path']}:{r['startLine']}-{r['endLine']}]\n{r['snippet']}" for r in recalled)

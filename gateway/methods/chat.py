@@ -19,7 +19,7 @@ async def send(ctx: CallContext, p: dict) -> dict:
     key = p["sessionKey"]
     # Before the message is appended: a sessions.json write after a transcript append would hide that
     # append from the recount that repairs counters after a crash (it compares modification times).
-    await _name_after_first_message(agent, key, p["message"])
+    await name_after_first_message(agent, key, p["message"])
     result = await agent.chat.send(key, p["message"], p["idempotencyKey"])
     if ctx.connection is not None:
         # Synchronous, before the run task first runs: no event of this run can be missed.
@@ -39,7 +39,7 @@ def label_from(message: str, limit: int = 60) -> str:
     return cut.rstrip(" ,.;:-") + "…"
 
 
-async def _name_after_first_message(agent, key: str, message: str) -> None:
+async def name_after_first_message(agent, key: str, message: str) -> None:
     """A session created without a label is named after its first message (sessions.update renames it)."""
     try:
         session = await agent.sessions.get(key)
