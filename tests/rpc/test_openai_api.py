@@ -114,3 +114,208 @@ async def test_a_completion_without_streaming(start_gateway, api):
     assert raw.headers["x-jarvis-session"] == "openai:user:alice" == done.model_extra["jarvis"]["session"]
     assert api.requests[-1]["body"].get("stream") is None  # passed through as the client sent it
     assert said(transcript(gw, "openai:user:alice")) == [("user", "the answer?"), ("assistant", "Forty-two.")]
+
+
+def memory_gateway_overrides(api) -> dict:
+    """Memory on, embedded by the fake upstream (a bag of words), sessions indexed right after a reply."""
+    return {"memory": True, "memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": api.base_url,
+            "memory.sync.sessionDebounceMs": 0}
+
+
+def chat_requests(api) -> list[dict]:
+    return [r["body"] for r in api.requests if r["path"].endswith("/chat/completions")]
+
+
+async def test_a_fact_told_in_one_conversation_is_recalled_in_another(start_gateway, api):
+    gw = await upstream_gateway(start_gateway, api, **memory_gateway_overrides(api))
+    c = await gw.client()
+    async with sdk(gw) as client:
+        api.reply = "Noted."
+        told = await client.chat.completions.with_raw_response.create(model="fake-model", messages=[
+            {"role": "user", "content": "Remember this: my bicycle lock combination is 7395."}])
+        first_session = told.headers["x-jarvis-session"]
+
+        async def indexed():
+            found = await c.call("memory.search", {"query": "bicycle lock combination", "sources": ["sessions"]})
+            return found["results"]
+        await wait_for(indexed)
+
+        api.reply = "It is 7395."
+        stream = await client.chat.completions.with_raw_response.create(
+            model="fake-model", stream=True, messages=[
+                {"role": "system", "content": "You are terse."},
+                {"role": "user", "content": "What is my bicycle lock combination?"}])
+        chunks = [ch async for ch in stream.parse()]
+    system = chat_requests(api)[-1]["messages"][0]
+    assert system["role"] == "system" and system["content"].startswith("You are terse.\n\n## Recalled memory\n")
+    assert "7395" in system["content"]
+    recalled = json.loads(stream.headers["x-jarvis-memory"])
+    assert recalled and recalled[0]["path"].startswith("sessions/")
+    assert set(recalled[0]) == {"path", "startLine", "endLine", "score"}
+    assert chunks[-1].model_extra["jarvis"]["memory"] == recalled
+    assert stream.headers["x-jarvis-session"] != first_session  # another conversation, another session
+    # Recall off for one request: nothing recalled, nothing added to the prompt.
+    async with sdk(gw, default_headers={"X-Jarvis-Memory": "off"}) as client:
+        raw = await client.chat.completions.with_raw_response.create(model="fake-model", messages=[
+            {"role": "user", "content": "What is my bicycle lock combination, again?"}])
+    assert raw.headers["x-jarvis-memory"] == "[]"
+    assert chat_requests(api)[-1]["messages"] == [
+        {"role": "user", "content": "What is my bicycle lock combination, again?"}]
+    await c.close()
+
+
+async def test_a_client_resending_the_history_stays_in_one_session_and_nothing_is_written_twice(start_gateway, api):
+    gw = await upstream_gateway(start_gateway, api)
+    history = [{"role": "system", "content": "You are Jarvis."}]
+    keys = set()
+    async with sdk(gw) as client:
+        for turn in range(4):  # the first request, then the whole history resent three times
+            api.reply = f"Answer number {turn}."
+            history.append({"role": "user", "content": f"Question number {turn}?"})
+            raw = await client.chat.completions.with_raw_response.create(model="fake-model", messages=history)
+            reply = raw.parse().choices[0].message.content
+            history.append({"role": "assistant", "content": reply})
+            keys.add(raw.headers["x-jarvis-session"])
+    assert len(keys) == 1
+    assert chat_requests(api)[-1]["messages"] == history[:-1]  # the upstream got the client's history as sent
+    expected = [(m["role"], m["content"]) for m in history[1:]]
+    assert said(transcript(gw, keys.pop())) == expected
+
+
+async def test_websocket_subscribers_see_the_relayed_run(start_gateway, api):
+    api.reply = "one two three"
+    gw = await upstream_gateway(start_gateway, api)
+    c = await gw.client()
+    await c.call("sessions.create", {"sessionKey": "desk"})  # the creator is subscribed
+    async with sdk(gw, default_headers={"X-Jarvis-Session": "desk"}) as client:
+        stream = await client.chat.completions.create(model="fake-model", stream=True,
+                                                      messages=[{"role": "user", "content": "count to three"}])
+        text = "".join([ch.choices[0].delta.content or "" async for ch in stream if ch.choices])
+    assert text == "one two three"
+    events = []
+    while not events or events[-1]["method"] != "chat.final":
+        events.append(await c.next_event())
+    assert [e["params"]["delta"] for e in events if e["method"] == "chat.delta"] == ["one ", "two ", "three"]
+    assert events[-1]["params"]["message"]["content"] == "one two three"
+    assert [e["params"]["seq"] for e in events] == list(range(1, len(events) + 1))
+    listed = await c.call("sessions.list")
+    assert [(s["sessionKey"], s["label"]) for s in listed["sessions"]] == [("desk", "count to three")]
+    await c.close()
+
+
+async def test_a_client_that_hangs_up_mid_stream_leaves_an_aborted_reply_and_cancels_the_upstream(start_gateway, api):
+    api.reply = " ".join(f"word{i}" for i in range(60))
+    api.chunk_delay = 0.05
+    gw = await upstream_gateway(start_gateway, api)
+    headers = {"Authorization": f"Bearer {gw.token}", "X-Jarvis-Session": "hangup"}
+    async with httpx.AsyncClient(base_url=gw.http_url, headers=headers) as http:
+        async with http.stream("POST", "/v1/chat/completions", json={
+                "model": "fake-model", "stream": True, "messages": [{"role": "user", "content": "talk a lot"}]}) as r:
+            got = b""
+            async for part in r.aiter_bytes():
+                got += part
+                if got.count(b"data: ") >= 3:
+                    break  # and hang up
+    records = await wait_for(lambda: _aborted(gw, "hangup"))
+    assert records[0]["message"] == {"role": "user", "content": "talk a lot"}
+    assert records[1]["aborted"] is True and records[1]["message"]["content"].startswith("word0 word1 ")
+    await wait_for(lambda: _true(api.cancelled == 1))  # the upstream saw its client go away
+    assert len(records[1]["message"]["content"].split()) < 60
+    assert gw.gw.services.agents["main"].chat.idle  # nothing left running
+
+
+async def _aborted(gw, key):
+    path = gw.config.sessions_dir() / f"{key}.jsonl"
+    if not path.exists():
+        return None
+    records = transcript(gw, key)
+    return records if records and records[-1].get("aborted") else None
+
+
+async def _true(value):
+    return value
+
+
+async def test_bad_requests_and_upstream_failures_are_openai_shaped_errors(start_gateway, api):
+    gw = await upstream_gateway(start_gateway, api, **{"chat.timeout": 0.5, "server.authFailureDelay": 0})
+    hello = [{"role": "user", "content": "hello"}]
+    async with openai.AsyncOpenAI(base_url=gw.http_url + "/v1", api_key="wrong-token-12345", max_retries=0) as bad:
+        with pytest.raises(openai.AuthenticationError) as exc:
+            await bad.chat.completions.create(model="fake-model", messages=hello)
+    assert exc.value.status_code == 401 and exc.value.code == "invalid_api_key"
+
+    auth = {"Authorization": f"Bearer {gw.token}"}
+    async with httpx.AsyncClient(base_url=gw.http_url, headers=auth) as http:
+        r = await http.post("/v1/chat/completions", content=b'{"model": "fake-model", "messages": [')
+        assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
+        assert r.json()["error"]["message"].startswith("the request body is not valid JSON")
+        r = await http.post("/v1/chat/completions", json={"model": "fake-model"})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "messages"
+        assert r.json()["error"]["type"] == "invalid_request_error"
+        r = await http.post("/v1/chat/completions", json={"model": "fake-model", "messages": [{"role": "robot"}]})
+        assert (r.status_code, r.json()["error"]["param"]) == (400, "messages[0].role")
+        r = await http.post("/v1/chat/completions", json={"messages": hello})
+        assert (r.status_code, r.json()["error"]["param"]) == (400, "model")
+        r = await http.post("/v1/chat/completions", json={"model": "fake-model", "messages": hello},
+                            headers={"X-Jarvis-Session": "../etc"})
+        assert (r.status_code, r.json()["error"]["param"]) == (400, "X-Jarvis-Session")
+
+        async def twenty_megabytes():  # chunked: no Content-Length for the guard to refuse up front
+            yield b'{"model": "fake-model", "messages": [{"role": "user", "content": "'
+            for _ in range(20 * 16):
+                yield b"x" * 65536
+            yield b'"}]}'
+        r = await http.post("/v1/chat/completions", content=twenty_megabytes())
+        assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+        assert api.count("/v1/chat/completions") == 0
+
+    async with sdk(gw) as client:
+        api.script(("status", 404))  # the upstream does not know the model: its 404, passed through
+        with pytest.raises(openai.NotFoundError):
+            await client.chat.completions.create(model="no-such-model", messages=hello)
+        api.script(("hang", 3))  # the upstream stalls past chat.timeout
+        with pytest.raises(openai.APIStatusError) as exc:
+            await client.chat.completions.create(model="fake-model", messages=hello, stream=True)
+        assert exc.value.status_code == 504 and exc.value.code == "upstream_timeout"
+        api.script(("status", 503))
+        with pytest.raises(openai.APIStatusError) as exc:
+            await client.chat.completions.create(model="fake-model", messages=hello)
+        assert exc.value.status_code == 502 and "HTTP 503" in exc.value.message
+
+        # Nothing of the failed requests was written: a retry writes the conversation once.
+        api.reply = "Hi."
+        done = await client.chat.completions.with_raw_response.create(model="fake-model", messages=hello)
+        assert said(transcript(gw, done.headers["x-jarvis-session"])) == [("user", "hello"), ("assistant", "Hi.")]
+
+    down = await upstream_gateway(start_gateway, api, state_name="down", **{"chat.baseUrl": FakeOpenAI.closed_url()})
+    async with sdk(down) as client:
+        with pytest.raises(openai.APIStatusError) as exc:
+            await client.chat.completions.create(model="fake-model", messages=hello)
+        assert exc.value.status_code == 502 and "unreachable" in exc.value.message
+        assert exc.value.code == "upstream_error"
+
+    offline = await start_gateway("offline", **{"server.httpPort": -1})
+    async with sdk(offline) as client:
+        with pytest.raises(openai.NotFoundError) as exc:
+            await client.chat.completions.create(model="gpt-4o", messages=hello)
+        assert exc.value.code == "model_not_found" and "offline-responder" in exc.value.message
+
+    c = await gw.client()  # the gateway is unaffected
+    assert (await c.call("system.health"))["status"] == "ok"
+    await c.close()
+
+
+async def test_capture_off_writes_nothing(start_gateway, api):
+    gw = await upstream_gateway(start_gateway, api)
+    hello = [{"role": "user", "content": "a private question"}]
+    async with sdk(gw, default_headers={"X-Jarvis-Capture": "off"}) as client:
+        raw = await client.chat.completions.with_raw_response.create(model="fake-model", messages=hello)
+    assert raw.parse().choices[0].message.content == api.reply
+    assert "x-jarvis-session" not in raw.headers
+    assert not list(gw.config.sessions_dir().glob("openai*.jsonl"))
+
+    off = await upstream_gateway(start_gateway, api, state_name="off", **{"openaiApi.capture": False})
+    async with sdk(off) as client:
+        stream = await client.chat.completions.create(model="fake-model", messages=hello, stream=True)
+        assert [ch async for ch in stream][-1].model_extra["jarvis"]["session"] is None
+    assert (await (await off.client()).call("sessions.list"))["total"] == 0
