@@ -319,3 +319,32 @@ async def test_capture_off_writes_nothing(start_gateway, api):
         stream = await client.chat.completions.create(model="fake-model", messages=hello, stream=True)
         assert [ch async for ch in stream][-1].model_extra["jarvis"]["session"] is None
     assert (await (await off.client()).call("sessions.list"))["total"] == 0
+
+
+async def test_a_second_request_to_a_busy_session_is_a_conflict_the_sdk_retries(start_gateway, api):
+    import threading
+
+    release = threading.Event()
+    api.script(("wait", release, 10))
+    gw = await upstream_gateway(start_gateway, api)
+    hello = [{"role": "user", "content": "one at a time"}]
+    async with sdk(gw, default_headers={"X-Jarvis-Session": "busy"}) as client:
+        first = asyncio.create_task(client.chat.completions.create(model="fake-model", messages=hello))
+        await wait_for(lambda: _true(api.waiting == 1))
+        with pytest.raises(openai.ConflictError) as exc:
+            await client.chat.completions.create(model="fake-model", messages=hello)
+        assert exc.value.code == "session_busy" and "busy" in exc.value.message
+        release.set()
+        assert (await first).choices[0].message.content == api.reply
+    # The SDK retries a 409 by itself: with its retries on, the second request simply waits its turn.
+    release.clear()
+    api.script(("wait", release, 10))
+    async with openai.AsyncOpenAI(base_url=gw.http_url + "/v1", api_key=gw.token, max_retries=3,
+                                  default_headers={"X-Jarvis-Session": "busy"}) as client:
+        first = asyncio.create_task(client.chat.completions.create(model="fake-model", messages=hello))
+        await wait_for(lambda: _true(api.waiting == 1))
+        second = asyncio.create_task(client.chat.completions.create(model="fake-model", messages=hello))
+        await asyncio.sleep(0.2)
+        release.set()
+        await asyncio.gather(first, second)
+    assert len(transcript(gw, "busy")) == 6
