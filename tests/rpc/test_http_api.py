@@ -66,3 +66,18 @@ def test_a_busy_http_port_stops_serve_with_one_line_naming_the_setting(tmp_path)
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"jarvis: cannot serve the HTTP API on 127.0.0.1:{port}: ")
     assert "server.httpPort" in last
+
+
+async def test_the_listeners_connections_send_small_writes_at_once(start_gateway):
+    """TCP_NODELAY on every connection: a streamed reply is many small writes, and with Nagle's algorithm
+    each waits for the client's delayed ACK of the one before (~40 ms a chunk). asyncio sets it only on
+    sockets whose protocol is IPPROTO_TCP, which socket.create_server's are not."""
+    gw = await start_gateway(**{"server.httpPort": -1})
+    async with httpx.AsyncClient(base_url=gw.http_url) as http:
+        r = await http.get("/v1/models", headers={"Authorization": f"Bearer {gw.token}"})
+        assert r.status_code == 200
+        connections = gw.gw.http._server.server_state.connections
+        assert connections  # the keep-alive connection this request came on
+        for conn in connections:
+            sock = conn.transport.get_extra_info("socket")
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
