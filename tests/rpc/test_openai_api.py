@@ -348,3 +348,17 @@ async def test_a_second_request_to_a_busy_session_is_a_conflict_the_sdk_retries(
         release.set()
         await asyncio.gather(first, second)
     assert len(transcript(gw, "busy")) == 6
+
+
+async def test_a_runaway_reply_is_cut_at_max_reply_chars_and_finishes_with_length(start_gateway, api):
+    api.reply = " ".join(f"word{i}" for i in range(200))
+    gw = await upstream_gateway(start_gateway, api, **{"chat.maxReplyChars": 50})
+    async with sdk(gw, default_headers={"X-Jarvis-Session": "runaway"}) as client:
+        stream = await client.chat.completions.create(model="fake-model", stream=True,
+                                                      messages=[{"role": "user", "content": "go on"}])
+        chunks = [ch async for ch in stream]
+    assert chunks[-1].choices[0].finish_reason == "length" and "jarvis" in chunks[-1].model_extra
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert len(text) < 200 * 6
+    kept = transcript(gw, "runaway")[-1]
+    assert kept["truncated"] is True and len(kept["message"]["content"]) == 50
