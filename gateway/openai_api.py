@@ -181,7 +181,7 @@ class Relay:
         self.agent, self.key, self.body = agent, key, body
         self.memory, self.capture = memory, capture
         last = body["messages"][-1]
-        self.user_text = text_of(last.get("content")) if last["role"] == "user" else None
+        self.user_text = (text_of(last.get("content")) or None) if last["role"] == "user" else None
         self.query = next((text_of(m.get("content")) for m in reversed(body["messages"]) if m["role"] == "user"), "")
         self.recalled: list[dict[str, Any]] = []
         self.error: UpstreamError | None = None
@@ -217,13 +217,13 @@ class Relay:
         try:
             answer = await self.agent.chat.provider.relay(body, recalled)
             if not self.body.get("stream"):
-                self.completion = answer
+                self.completion = _checked(answer, "completion")
                 for item in _items(answer):
                     yield item
                 return
             async with contextlib.aclosing(answer) as chunks:
                 async for chunk in chunks:
-                    await self._put(chunk)
+                    await self._put(_checked(chunk, "chunk"))
                     for item in _items(chunk):
                         yield item
         except UpstreamError as exc:
@@ -245,6 +245,12 @@ class Relay:
         if self.capture:
             headers["X-Jarvis-Session"] = self.key
         return headers
+
+
+def _checked(obj: Any, what: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise UpstreamError(f"the chat provider sent a {what} that is not a JSON object", 502, retryable=True)
+    return obj
 
 
 def _items(obj: dict[str, Any]) -> list[Delta | Usage]:
@@ -298,9 +304,7 @@ async def _frames(relay: Relay, first: tuple[Any, ...]) -> AsyncIterator[bytes]:
     while True:
         if item[0] == "chunk":
             chunk = last = item[1]
-            if not isinstance(chunk, dict):
-                pass
-            elif chunk.get("usage") and not chunk.get("choices") and not include_usage:
+            if chunk.get("usage") and not chunk.get("choices") and not include_usage:
                 pass  # the offline responder always counts; the client did not ask
             elif _is_tail(chunk):
                 held.append(chunk)

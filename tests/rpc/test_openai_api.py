@@ -362,3 +362,19 @@ async def test_a_runaway_reply_is_cut_at_max_reply_chars_and_finishes_with_lengt
     assert len(text) < 200 * 6
     kept = transcript(gw, "runaway")[-1]
     assert kept["truncated"] is True and len(kept["message"]["content"]) == 50
+
+
+async def test_an_upstream_that_breaks_off_mid_stream_ends_the_stream_with_an_error_event(start_gateway, api):
+    api.reply = "one two three four five six"
+    api.script(("cut", 3))
+    gw = await upstream_gateway(start_gateway, api)
+    got = []
+    async with sdk(gw, default_headers={"X-Jarvis-Session": "cut"}) as client:
+        stream = await client.chat.completions.create(model="fake-model", stream=True,
+                                                      messages=[{"role": "user", "content": "count"}])
+        with pytest.raises(openai.APIError) as exc:
+            async for ch in stream:
+                got.append(ch.choices[0].delta.content)
+    assert got == ["one ", "two ", "three "]
+    assert "chat provider" in exc.value.message
+    assert transcript(gw, "cut") == []  # a failed turn is not kept: the client's retry writes it once
