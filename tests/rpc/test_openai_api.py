@@ -378,3 +378,32 @@ async def test_an_upstream_that_breaks_off_mid_stream_ends_the_stream_with_an_er
     assert got == ["one ", "two ", "three "]
     assert "chat provider" in exc.value.message
     assert transcript(gw, "cut") == []  # a failed turn is not kept: the client's retry writes it once
+
+
+MALFORMED = [
+    (b"[]", None), (b'"hello"', None), (b"null", None), (b"", None),
+    (b'{"model": 5, "messages": [{"role": "user", "content": "hi"}]}', "model"),
+    (b'{"model": "", "messages": [{"role": "user", "content": "hi"}]}', "model"),
+    (b'{"model": "m", "messages": "hi"}', "messages"),
+    (b'{"model": "m", "messages": []}', "messages"),
+    (b'{"model": "m", "messages": [1]}', "messages[0]"),
+    (b'{"model": "m", "messages": [{"content": "hi"}]}', "messages[0].role"),
+    (b'{"model": "m", "messages": [{"role": "user", "content": 5}]}', "messages[0].content"),
+    (b'{"model": "m", "messages": [{"role": "user", "content": ["hi"]}]}', "messages[0].content"),
+    (b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": "yes"}', "stream"),
+    (b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream_options": []}', "stream_options"),
+    (b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": 1}}',
+     "stream_options"),
+    (b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "user": 5}', "user"),
+]
+
+
+async def test_each_malformed_request_is_a_400_naming_the_field(start_gateway, api):
+    gw = await upstream_gateway(start_gateway, api)
+    async with httpx.AsyncClient(base_url=gw.http_url, headers={"Authorization": f"Bearer {gw.token}"}) as http:
+        for body, param in MALFORMED:
+            r = await http.post("/v1/chat/completions", content=body, headers={"Content-Type": "application/json"})
+            error = r.json()["error"]
+            assert (r.status_code, error["type"], error["param"]) == (400, "invalid_request_error", param), body
+            assert error["message"].startswith(param + ":" if param else "the request body"), body
+    assert api.count("/v1/chat/completions") == 0 and not list(gw.config.sessions_dir().glob("openai*"))
