@@ -3,6 +3,7 @@
 On the HTTP API listener (server/httpapi.py: bearer token, Origin, body cap already checked):
 
     GET  /v1/models                 the chat provider's models (ChatProvider.list_models)
+    GET  /v1/models/{model}         one of them
     POST /v1/chat/completions       streaming (SSE as OpenAI sends it) or not
 
 A completion request is a chat run of the session it belongs to (chat/runner.py, `send(relay=...)`):
@@ -380,6 +381,15 @@ def routes(services: "Services") -> list["BaseRoute"]:
         agent = await services.agent()
         return JSONResponse({"object": "list", "data": await agent.chat.provider.list_models()})
 
+    async def model(request: Request) -> Response:
+        agent = await services.agent()
+        wanted = request.path_params["model"]
+        for found in await agent.chat.provider.list_models():
+            if found.get("id") == wanted:
+                return JSONResponse(found)
+        return ApiError(404, f"The model `{wanted}` does not exist; GET /v1/models lists them", param="model",
+                        code="model_not_found").response()
+
     async def completions(request: Request) -> Response:
         try:
             return await _complete(request)
@@ -432,6 +442,7 @@ def routes(services: "Services") -> list["BaseRoute"]:
                         media_type="application/json", headers=relay.headers())
 
     return [Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/models/{model:path}", model, methods=["GET"]),
             Route("/v1/chat/completions", completions, methods=["POST"])]
 
 

@@ -47,6 +47,11 @@ async def test_models_are_the_upstreams_or_the_offline_responders_own(start_gate
         models = await client.models.list()
     assert [m.id for m in models.data] == ["fake-model", "fake-large"]
     assert models.data[0].object == "model" and models.data[0].owned_by == "fake"
+    async with sdk(gw) as client:
+        assert (await client.models.retrieve("fake-large")).id == "fake-large"
+        with pytest.raises(openai.NotFoundError) as exc:
+            await client.models.retrieve("gpt-9")
+        assert exc.value.code == "model_not_found"
 
     offline = await start_gateway("offline", **{"server.httpPort": -1})
     async with sdk(offline) as client:
