@@ -236,6 +236,15 @@ class Relay:
         if not self.ended and self.run_id is not None:
             await self.agent.chat.abort(self.key, self.run_id)
 
+    def watch(self, receive: Any) -> "asyncio.Task[None]":
+        """A task that stops the run (and with it the upstream request) when the client goes away."""
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            await self.abort()
+
+        return asyncio.create_task(watch(), name=f"openai-watch-{self.run_id}")
+
     def jarvis(self) -> dict[str, Any]:
         """The extra field of the last chunk (or of the completion): session, run and recalled sources."""
         return {"session": self.key if self.capture else None, "runId": self.run_id,
@@ -348,12 +357,7 @@ def _event_stream(relay: Relay, first: tuple[Any, ...]) -> "Response":
             headers += [(k.lower().encode(), v.encode()) for k, v in relay.headers().items()]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
 
-            async def watch() -> None:  # a client that goes away stops the run (and the upstream request)
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                await relay.abort()
-
-            watcher = asyncio.create_task(watch())
+            watcher = relay.watch(receive)
             try:
                 async with contextlib.aclosing(_frames(relay, first)) as frames:
                     async for frame in frames:
@@ -422,15 +426,19 @@ def routes(services: "Services") -> list["BaseRoute"]:
             except JarvisError as exc:
                 raise ApiError(400, exc.message, code="invalid_request") from None
             relay.run_id = started["runId"]
+            watcher = relay.watch(request.receive)  # until the response is under way
             try:
                 first = await relay.get()
+                if not (body.get("stream") and first[0] == "chunk"):
+                    while first[0] != "end":
+                        first = await relay.get()
             except BaseException:
                 await asyncio.shield(relay.abort())
                 raise
-        if body.get("stream") and first[0] == "chunk":
+            finally:
+                watcher.cancel()
+        if first[0] == "chunk":
             return _event_stream(relay, first)
-        while first[0] != "end":
-            first = await relay.get()
         if first[1] == "chat.error":
             raise _failure(relay, first[2])
         if first[1] == "chat.aborted":

@@ -412,3 +412,22 @@ async def test_each_malformed_request_is_a_400_naming_the_field(start_gateway, a
             assert (r.status_code, error["type"], error["param"]) == (400, "invalid_request_error", param), body
             assert error["message"].startswith(param + ":" if param else "the request body"), body
     assert api.count("/v1/chat/completions") == 0 and not list(gw.config.sessions_dir().glob("openai*"))
+
+
+async def test_a_client_that_gives_up_on_a_completion_stops_its_run(start_gateway, api):
+    import threading
+
+    release = threading.Event()
+    api.script(("wait", release, 10))
+    gw = await upstream_gateway(start_gateway, api)
+    c = await gw.client()
+    await c.call("sessions.create", {"sessionKey": "impatient"})
+    async with sdk(gw, default_headers={"X-Jarvis-Session": "impatient"}, timeout=0.5) as client:
+        with pytest.raises(openai.APITimeoutError):
+            await client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "slow?"}])
+    aborted = await c.next_event("chat.aborted")
+    assert aborted["params"]["sessionKey"] == "impatient" and aborted["params"]["partial"] == ""
+    release.set()
+    assert transcript(gw, "impatient") == []  # nothing was said: nothing kept
+    await wait_for(lambda: _true(gw.gw.services.agents["main"].chat.idle))
+    await c.close()
