@@ -274,7 +274,8 @@ def _items(obj: dict[str, Any]) -> list[Delta | Usage]:
                 out.append(Delta(text))
     usage = obj.get("usage")
     if isinstance(usage, dict):
-        out.append(Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)))
+        with contextlib.suppress(TypeError, ValueError):  # counts that are not numbers: none told
+            out.append(Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)))
     return out
 
 
