@@ -3,6 +3,7 @@
     atomic_write(path, data)   temp file in the same folder + fsync + rename + fsync of the folder, 0600
     ensure_private_dir(path)   create (0700) and tighten an existing folder that is looser
     locked(path)               an exclusive flock on `<dir>/.<name>.lock` (gateway and CLI agree)
+    create_closed(path)        an empty 0600 file made without a descriptor of it ever being open under that name
 
 Every write moves the file's mtime forward (at least 1 ns past the old one): the memory indexer skips a
 file whose size and mtime did not change, and two same-size writes within one clock tick must not look
@@ -78,6 +79,30 @@ def locked(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def create_closed(path: Path, mode: int = FILE_MODE) -> bool:
+    """Create `path` empty with `mode` unless it exists; → whether it was created. Never opens `path`.
+
+    For files that others hold POSIX (fcntl) locks on, SQLite databases above all: those locks belong to
+    the process and the file, so closing ANY descriptor of the file drops every lock the process holds on
+    it — an `open()`+`close()` of a live database lets another process's SQLite believe it is alone,
+    checkpoint and unlink the WAL under our connections. The file is made under a temporary name, closed,
+    then linked into place (which fails, harmlessly, when the file appeared meanwhile)."""
+    if os.path.lexists(path):
+        return False
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".new", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    return True
 
 
 def ensure_private_dir(path: Path) -> None:

@@ -35,7 +35,7 @@ from ..tasks import log_failure
 from .embeddings import EmbeddingProvider, create_provider
 from .embeddings.cache import EmbeddingCache
 from .index.chunking import CHARS_PER_TOKEN
-from .index.db import Database, is_corruption, pick_driver
+from .index.db import Database, index_driver, is_corruption
 from .index.indexer import Indexer, IndexSettings, SyncStats
 from .index.migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
 from .index.sources import SOURCES, read_lines, resolve_readable, session_path
@@ -158,7 +158,7 @@ class MemoryManager:
         self._opened = True
         self._make_provider()
         want = self.cfg.search.vector_backend
-        driver = pick_driver(want_vec=want in ("auto", "sqlite-vec"))
+        driver = index_driver(want)
         if not self.provider.enabled:
             self.backend = "none"
         elif driver.vec and want != "numpy":
