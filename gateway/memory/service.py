@@ -216,10 +216,8 @@ class MemoryManager:
         """The index file is damaged. It is derived data: move it (and its WAL) aside, keep it for a
         post-mortem, and start an empty one that the next sync fills from the notes and transcripts.
         The embedding cache lived in the same file; a remote provider re-embeds what it needs."""
-        for db in (self.reader, self.writer):
-            if db is not None:
-                with contextlib.suppress(Exception):
-                    await db.close()
+        with contextlib.suppress(Exception):
+            await self._close_index()
         self.reader = self.writer = None
         self.searcher = None  # searches say the index is being rebuilt until it is open again
         stamp, aside = await set_aside(self.db_path)
@@ -291,6 +289,21 @@ class MemoryManager:
         self.searcher = Searcher(self.reader, self.provider, self._options(), None,
                                  "index is being rebuilt for new settings", self._hidden_sessions)
 
+    async def _close_index(self) -> None:
+        """Close the live index's connections, after stopping what still reads through them in the
+        background (a vector matrix load). Raises the first failure, after trying every connection."""
+        if self.searcher is not None and self.searcher.vectors is not None:
+            await self.searcher.vectors.close()
+        failed: BaseException | None = None
+        for db in (self.reader, self.writer):
+            if db is not None:
+                try:
+                    await db.close()
+                except Exception as exc:
+                    failed = failed or exc
+        if failed is not None:
+            raise failed
+
     async def _open_live_state(self) -> None:
         """Bind vector search to the live index (when its vectors fit the current provider)."""
         assert self.reader is not None and self.provider is not None
@@ -325,10 +338,8 @@ class MemoryManager:
                     await task
         await self.orchestrator.close()
         self._users.release()
-        for db in (self.reader, self.writer):
-            if db is not None:
-                with contextlib.suppress(Exception):
-                    await db.close()
+        with contextlib.suppress(Exception):
+            await self._close_index()
         if self.provider is not None:
             with contextlib.suppress(Exception):
                 await self.provider.close()
@@ -446,9 +457,7 @@ class MemoryManager:
                     await tdb.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                     await tdb.close()
                     async with self._gate.exclusive():
-                        for db in (self.reader, self.writer):
-                            if db is not None:
-                                await db.close()
+                        await self._close_index()
                         swap_in(tmp, self.db_path)
                         self._needs_rebuild = False
                         await self._open_live()

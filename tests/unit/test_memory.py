@@ -757,3 +757,29 @@ async def test_chunk_identity_migration_drops_duplicates(tmp_path):
                              "VALUES ('a.md', 'memory', 1, 3, 'h1', 'alpha')")
     finally:
         await db.close()
+
+
+async def test_closing_while_the_vector_matrix_loads_is_quiet(tmp_path, monkeypatch):
+    """`jarvis memory search` on a big index: the search starts loading the vector matrix in the
+    background and the command closes the index at once. The load must stop with the index, not fail
+    on the closed connection (issue 23: memory_vector_matrix_load_failed ... Connection closed)."""
+    import structlog.testing
+
+    from gateway.memory.index import vectors as vectors_mod
+    from gateway.memory.index.db import index_driver
+
+    if not index_driver("auto").vec:
+        pytest.skip("sqlite-vec is not available here")
+    monkeypatch.setattr(vectors_mod, "MATRIX_THRESHOLD", 8)  # a "big" index of a few hundred chunks
+    cfg = make_cfg(tmp_path)
+    for i in range(300):
+        write(cfg.workspace_dir / "memory" / f"n{i}.md", f"# Lamp {i}\n\nThe harbour lamp number {i} is violet.\n")
+    for _ in range(5):
+        m = MemoryManager(cfg)
+        await m.open()
+        await m.sync()
+        with structlog.testing.capture_logs() as logs:
+            assert (await m.search("harbour lamp", mode="vector"))["results"]
+            await m.close()
+            await asyncio.sleep(0.3)
+        assert [e for e in logs if e.get("log_level") in ("warning", "error")] == []
