@@ -53,6 +53,7 @@ log = structlog.get_logger("gateway.memory")
 
 MODES = ("hybrid", "fts", "vector")
 RETRY_MIN_S, RETRY_MAX_S = 15.0, 600.0
+SET_ASIDE_WAIT_S = 30.0  # for other processes to close a damaged index before it is moved aside
 
 
 class _Gate:
@@ -220,7 +221,8 @@ class MemoryManager:
             await self._close_index()
         self.reader = self.writer = None
         self.searcher = None  # searches say the index is being rebuilt until it is open again
-        stamp, aside = await set_aside(self.db_path)
+        async with self._users.alone_within(SET_ASIDE_WAIT_S, "the memory index is damaged and must be set aside"):
+            stamp, aside = await set_aside(self.db_path)
         log.error("memory_index_corrupt", error=str(exc), moved_to=str(aside),
                   action="rebuilding from memory files and transcripts")
         self.corrupt_events.append({"at": stamp, "movedTo": str(aside), "error": str(exc)[:200]})

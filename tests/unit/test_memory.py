@@ -783,3 +783,61 @@ async def test_closing_while_the_vector_matrix_loads_is_quiet(tmp_path, monkeypa
             await m.close()
             await asyncio.sleep(0.3)
         assert [e for e in logs if e.get("log_level") in ("warning", "error")] == []
+
+
+async def test_a_refused_rebuild_keeps_the_index_users_lock(tmp_path):
+    """Two processes have the index open (the gateway and a `jarvis memory` command; here two lock
+    holders, which conflict just the same). One wants it alone for a rebuild and is refused: it must
+    still count as a user, or the other one's rebuild would swap the file under its connections.
+    (A flock upgrade that is refused drops the shared lock: that was the bug.)"""
+    from gateway.errors import Conflict
+    from gateway.memory.rebuild import IndexUsers
+
+    gateway, cli = IndexUsers(tmp_path / "m.sqlite", "main"), IndexUsers(tmp_path / "m.sqlite", "main")
+    await gateway.hold()
+    await cli.hold()
+    try:
+        with pytest.raises(Conflict):
+            with gateway.alone():
+                pass
+        with pytest.raises(Conflict):
+            with cli.alone():
+                pass
+        cli.release()
+        with gateway.alone():  # alone now; and given back as shared, so a new user may come
+            pass
+        await cli.hold(wait_s=0)
+    finally:
+        gateway.release()
+        cli.release()
+
+
+async def test_a_damaged_index_is_set_aside_only_when_no_other_process_has_it_open(tmp_path):
+    """SQLite names a database's WAL by the path it opened: a process closing the moved-aside file last
+    would delete the WAL of the new index at that path. So the set-aside waits for the others to go."""
+    from gateway.memory.rebuild import IndexUsers
+
+    cfg = make_cfg(tmp_path, **{"memory.embeddings.provider": "none"})
+    write(cfg.workspace_dir / "MEMORY.md", "# Facts\n\nThe harbour lamp is violet.\n")
+    m = MemoryManager(cfg)
+    await m.open()
+    await m.sync()
+    await m.close()
+    db = cfg.memory_db()
+    with open(db, "r+b") as fh:
+        fh.write(b"\0" * 100)
+    other = IndexUsers(db, "main")  # a `jarvis memory` command with the damaged index open
+    await other.hold()
+    m = MemoryManager(cfg)
+    opening = asyncio.create_task(m.open())
+    try:
+        await asyncio.sleep(0.5)
+        assert not opening.done() and not list(db.parent.glob("memory.sqlite.corrupt-*"))
+        other.release()
+        await asyncio.wait_for(opening, 10)
+        assert list(db.parent.glob("memory.sqlite.corrupt-*"))
+        await m.sync()
+        assert (await m.search("harbour lamp"))["results"]
+    finally:
+        other.release()
+        await m.close()
