@@ -273,7 +273,7 @@ async def attack_outside_reader(gw: GatewayProcess, seconds: float) -> tuple[str
         tasks = [asyncio.create_task(chat(clients[i], keys[i])) for i in range(3)]
         tasks.append(asyncio.create_task(write_notes(clients[3])))
         await asyncio.sleep(seconds)
-        unlinked = unlinked_sqlite_files(gw.proc.pid)  # a WAL the outside reader deleted under the gateway
+        unlinked = gw.unlinked_sqlite_files()  # a WAL the outside reader deleted under the gateway
         gw.proc.kill()  # SIGKILL mid-work: whatever was answered before must be on disk
         gw.proc.wait(10)
         await asyncio.gather(*tasks, return_exceptions=True)  # their calls fail on the dead socket
@@ -316,19 +316,6 @@ async def attack_outside_reader(gw: GatewayProcess, seconds: float) -> tuple[str
               + ("; ".join(problems) if problems else "all there, integrity_check ok")
               + f"; restarted: {status['files']} files indexed")
     return result, not problems
-
-
-def unlinked_sqlite_files(pid: int) -> list[str]:
-    """The SQLite files (database, -wal, -shm) process `pid` has open that no longer have a name."""
-    found = []
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if ".sqlite" in target and target.endswith(" (deleted)"):
-            found.append(Path(target[:-len(" (deleted)")]).name)
-    return sorted(found)
 
 
 def reader_gateway(state: Path, embeddings: str) -> GatewayProcess:

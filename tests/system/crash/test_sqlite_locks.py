@@ -44,19 +44,6 @@ def _count(db: Path, sql: str) -> int:
         conn.close()
 
 
-def _deleted_fds(pid: int, db: Path) -> list[str]:
-    """The gateway's open descriptors of the index's files that no longer have a name."""
-    out = []
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(str(db)) and target.endswith("(deleted)"):
-            out.append(target)
-    return out
-
-
 async def _outside_reader_then_four_notes(gw: GatewayProcess, state: Path) -> Path:
     db = state / "agents" / "main" / "memory.sqlite"
     workspace = state / "workspace"
@@ -72,7 +59,7 @@ async def _outside_reader_then_four_notes(gw: GatewayProcess, state: Path) -> Pa
         assert (await c.call("memory.status", {}))["files"] == 5
     finally:
         await c.close()
-    assert _deleted_fds(gw.proc.pid, db) == [], "the gateway writes to an unlinked WAL"
+    assert gw.unlinked_sqlite_files() == [], "the gateway writes to an unlinked WAL"
     assert os.path.exists(f"{db}-wal") and os.path.exists(f"{db}-shm")
     # A fresh reader sees what the gateway committed.
     assert _count(db, "SELECT count(*) FROM files") == 5
@@ -93,7 +80,7 @@ async def test_outside_sqlite3_reader_sees_every_commit(tmp_path):
         finally:
             await c.close()
         assert _count(state / "agents" / "main" / "memory.sqlite", "SELECT count(*) FROM files") == 6
-        assert _deleted_fds(gw.proc.pid, state / "agents" / "main" / "memory.sqlite") == []
+        assert gw.unlinked_sqlite_files() == []
 
 
 async def test_backup_after_an_outside_reader_copies_every_commit(tmp_path):
@@ -106,7 +93,7 @@ async def test_backup_after_an_outside_reader_copies_every_commit(tmp_path):
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         # The backup's reader closed too: the gateway still has its WAL.
-        assert _deleted_fds(gw.proc.pid, state / "agents" / "main" / "memory.sqlite") == []
+        assert gw.unlinked_sqlite_files() == []
         direct = subprocess.run([sys.executable, "-m", "gateway.cli", "memory", "status", "--direct", "--json"],
                                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
         assert direct.returncode == 0, direct.stderr
