@@ -2,7 +2,7 @@
 
     gw = Gateway(config); await gw.start()      # state dir, token, sessions, memory, chat, bind
     await gw.wait_stopped()                      # until stop() (signals call it)
-    await gw.shutdown()                          # stop accepting, abort runs, close 1012, close memory
+    await gw.shutdown()                          # stop accepting, let runs finish (grace), close 1012, close memory
 """
 
 from __future__ import annotations
@@ -104,7 +104,8 @@ class Gateway:
         await self._stop.wait()
 
     async def shutdown(self) -> None:
-        """Stop accepting, abort running chats (partials kept), close sockets with 1012, close memory."""
+        """Stop accepting, refuse new chats, give running ones the grace to finish (then abort them, partials
+        kept), close sockets with 1012, close memory."""
         self._phase("stopping")
         grace = self.config.server.shutdown_grace
         log.info("gateway stopping", grace=grace)

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .config import Config
+from .memory.index.db import index_driver
 
 DIR_MODE, FILE_MODE = 0o700, 0o600
 COPY_CHUNK = 1 << 20
@@ -65,10 +66,14 @@ def _open_private(path: Path):
 
 
 class _Copier:
-    def __init__(self, source_root: Path, dest_root: Path, report: BackupReport):
+    def __init__(self, source_root: Path, dest_root: Path, report: BackupReport, sqlite: Any):
         self.source_root = source_root
         self.dest_root = dest_root
         self.report = report
+        # The SQLite module the gateway uses for the index: two SQLite libraries in one process do not
+        # see each other's POSIX locks, and one's close drops the other's (backup_state may run inside a
+        # process that has the index open).
+        self.sqlite_module = sqlite
 
     def _done(self, target: Path, src: Path) -> None:
         shutil.copystat(src, target, follow_symlinks=False)  # mtimes: an unchanged file is not re-indexed
@@ -119,6 +124,7 @@ class _Copier:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
         os.close(fd)
         try:
+            sqlite3 = self.sqlite_module
             source = sqlite3.connect(f"file:{src}?mode=ro", uri=True, timeout=30)
             try:
                 copy = sqlite3.connect(target)
@@ -129,7 +135,7 @@ class _Copier:
                     copy.close()
             finally:
                 source.close()
-        except sqlite3.Error as exc:
+        except self.sqlite_module.Error as exc:
             raise BackupError(f"{src}: SQLite backup failed: {exc}") from exc
         if check != "ok":
             raise BackupError(f"{src}: the copy of the memory index failed its integrity check: {check}")
@@ -171,7 +177,7 @@ def backup_state(config: Config, dest: Path) -> BackupReport:
     os.chmod(staging, DIR_MODE)
     report = BackupReport(dest)
     try:
-        copier = _Copier(state, staging, report)
+        copier = _Copier(state, staging, report, index_driver(config.memory.search.vector_backend).module)
         copier.whole_file(state / "config.toml", Path("config.toml"))
         copier.whole_file(config.token_file, Path("gateway.token"))
         for agent in _subdirs(state / "agents"):

@@ -63,7 +63,7 @@ class ServerConfig:
                               "bigger one is answered with an error saying to ask for less")
     ping_interval: float = _f(20.0, ge=0.0, doc="seconds; 0 disables keepalive pings")
     auth_timeout: float = _f(10.0, ge=0.1, doc="seconds to authenticate after connecting")
-    shutdown_grace: float = _f(5.0, ge=0.0, doc="seconds running chats get to finish on shutdown")
+    shutdown_grace: float = _f(5.0, ge=0.0, doc="seconds running chats get to finish on shutdown (new ones are refused); then they are aborted, partials kept")
     auth_failures_per_minute: int = _f(10, ge=1, doc="wrong tokens per peer address and minute before further "
                                        "wrong ones are answered 'rate limited' (the right token always gets in)")
     auth_failure_delay: float = _f(1.0, ge=0.0, le=30.0, doc="seconds each wrong token waits for its answer")

@@ -3,6 +3,8 @@
     atomic_write(path, data)   temp file in the same folder + fsync + rename + fsync of the folder, 0600
     ensure_private_dir(path)   create (0700) and tighten an existing folder that is looser
     locked(path)               an exclusive flock on `<dir>/.<name>.lock` (gateway and CLI agree)
+    create_closed(path)        an empty 0600 file made without a descriptor of it ever being open under that name
+    ofd_lock(fd, kind)         a whole-file lock of one open file description: atomic shared ⇄ exclusive
 
 Every write moves the file's mtime forward (at least 1 ns past the old one): the memory indexer skips a
 file whose size and mtime did not change, and two same-size writes within one clock tick must not look
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import struct
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -78,6 +81,55 @@ def locked(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def create_closed(path: Path, mode: int = FILE_MODE) -> bool:
+    """Create `path` empty with `mode` unless it exists; → whether it was created. Never opens `path`.
+
+    For files that others hold POSIX (fcntl) locks on, SQLite databases above all: those locks belong to
+    the process and the file, so closing ANY descriptor of the file drops every lock the process holds on
+    it — an `open()`+`close()` of a live database lets another process's SQLite believe it is alone,
+    checkpoint and unlink the WAL under our connections. The file is made under a temporary name, closed,
+    then linked into place (which fails, harmlessly, when the file appeared meanwhile)."""
+    if os.path.lexists(path):
+        return False
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".new", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    return True
+
+
+SHARED, EXCLUSIVE, UNLOCK = "shared", "exclusive", "unlock"
+_OFD_TYPES = {SHARED: fcntl.F_RDLCK, EXCLUSIVE: fcntl.F_WRLCK, UNLOCK: fcntl.F_UNLCK}
+
+
+def ofd_lock(fd: int, kind: str) -> bool:
+    """Lock the whole file of `fd` (SHARED, EXCLUSIVE or UNLOCK) without waiting; → False when another
+    descriptor holds a conflicting lock.
+
+    An open-file-description lock (Linux F_OFD_SETLK): it belongs to the descriptor like a flock, so no
+    close of another descriptor drops it (as it would a classic fcntl lock), and unlike a flock, turning a
+    shared lock into an exclusive one is atomic: a refused upgrade keeps the shared lock. (flock first
+    drops it: while the upgrade is refused, another process sees no lock at all and may take its own
+    exclusive one.) Where OFD locks do not exist, flock, with that weakness."""
+    cmd = getattr(fcntl, "F_OFD_SETLK", None)
+    try:
+        if cmd is None:  # pragma: no cover - not Linux
+            flag = {SHARED: fcntl.LOCK_SH, EXCLUSIVE: fcntl.LOCK_EX, UNLOCK: fcntl.LOCK_UN}[kind]
+            fcntl.flock(fd, flag | fcntl.LOCK_NB)
+        else:  # struct flock: l_type, l_whence, l_start, l_len (0: to the end), l_pid (0 for OFD locks)
+            fcntl.fcntl(fd, cmd, struct.pack("hhqqi4x", _OFD_TYPES[kind], os.SEEK_SET, 0, 0, 0))
+    except (BlockingIOError, PermissionError):  # EAGAIN / EACCES: held elsewhere
+        return False
+    return True
 
 
 def ensure_private_dir(path: Path) -> None:

@@ -309,7 +309,8 @@ class Services:
         return agent
 
     async def close_runs(self, grace: float) -> None:
-        """Refuse new chat runs and abort the running ones (their partial replies are kept)."""
+        """Refuse new chat runs; give the running ones `grace` seconds to finish, then abort them (their
+        partial replies are kept)."""
         self._stop.set()
         await asyncio.gather(*(a.chat.shutdown(grace) for a in self.agents.values()))
         for task in (self._pruner, self._closer):

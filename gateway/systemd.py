@@ -25,8 +25,9 @@ UNIT_FILE = f"{UNIT_NAME}.service"
 # gateway/jarvis-gateway.service links to systemd/ in a checkout and is a copy in a wheel.
 TEMPLATE = Path(__file__).parent / UNIT_FILE
 EXIT_OK, EXIT_ERROR = 0, 1
-# On SIGTERM the gateway gives running chats server.shutdownGrace, then waits up to 5 s for sockets to
-# close and up to 5 s for the server to wind down, then closes the index. systemd must wait longer.
+# On SIGTERM the gateway gives running chats server.shutdownGrace, then up to 5 s to save the replies it
+# aborted, up to 5 s for sockets to close and up to 5 s for the server to wind down, then closes the
+# index. systemd must wait longer.
 STOP_MARGIN_S = 25
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Chaos: the attacks of issue 15 against a real `jarvis serve`, with a bystander measuring the damage.
 
-    .venv/bin/python scripts/chaos.py [--agents 300] [--embeddings none|local] [--out FILE]
+    .venv/bin/python scripts/chaos.py [--agents 300] [--embeddings none|local] [--only NAME …] [--out FILE]
 
 Starts `jarvis serve` as a subprocess on loopback in a temporary state dir (and a local fake OpenAI
 server for the runaway upstream). A bystander connection calls `system.health` every 20 ms all along;
@@ -13,8 +13,14 @@ and the bystander's p99 during the attack:
 3. big replies a 50-request batch of `sessions.history` on a session of big messages; a runaway
                upstream streaming 2 MB into one reply
 4. auth        200 wrong tokens from 127.0.0.2, then the right token from there
+5. reader      an outside reader (the stock sqlite3 module, and plain reads of -wal/-shm) opening and
+               closing every SQLite file of the state dir every 100 ms while the gateway (its own state
+               dir) syncs new notes and chats in three sessions; then SIGKILL, and offline: every
+               acknowledged message is in its transcript once, every note whose memory.sync answered is
+               in the index, `PRAGMA integrity_check` is ok — then the gateway starts again on it
 
-Prints a table, writes JSON (default bench-results/chaos.json); exit 1 if an attack broke something.
+`--only` runs some of them (agents, big-batch, runaway, auth, corrupt, reader). Prints a table, writes
+JSON (default bench-results/chaos.json); exit 1 if an attack broke something.
 """
 
 from __future__ import annotations
@@ -23,10 +29,13 @@ import argparse
 import asyncio
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -38,6 +47,9 @@ from websockets.asyncio.client import connect  # noqa: E402
 from websockets.exceptions import InvalidStatus  # noqa: E402
 
 from tests.helpers import GatewayProcess, RpcError, connect_client  # noqa: E402
+
+
+ATTACKS = ("agents", "big-batch", "runaway", "auth", "corrupt", "reader")
 
 
 def proc_stats(pid: int) -> dict[str, int]:
@@ -185,6 +197,139 @@ async def attack_corrupt(gw: GatewayProcess, state: Path) -> tuple[str, GatewayP
             f"(before: {before}); {aside} damaged file(s) set aside"), gw
 
 
+class OutsideReader:
+    """Another process's reader of the state dir (a thread of this one): every `every` seconds, each
+    SQLite database under `root` opened with the stock sqlite3 module, queried and closed, and each
+    -wal/-shm file opened, read and closed as a copying tool would."""
+
+    def __init__(self, root: Path, every: float = 0.1):
+        self.root, self.every = root, every
+        self.opens = self.errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            for path in sorted(self.root.rglob("*.sqlite*")):
+                try:
+                    if path.name.endswith(".sqlite"):
+                        conn = sqlite3.connect(path, timeout=5)
+                        try:
+                            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                        finally:
+                            conn.close()
+                    elif path.name.endswith(("-wal", "-shm")):
+                        with open(path, "rb") as fh:
+                            fh.read(4096)
+                    else:
+                        continue
+                    self.opens += 1
+                except (OSError, sqlite3.Error):
+                    self.errors += 1  # busy, or a file that went away meanwhile: not the gateway's damage
+
+    def __enter__(self) -> "OutsideReader":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+async def attack_outside_reader(gw: GatewayProcess, seconds: float) -> tuple[str, bool]:
+    """Attack 5 (see the module docstring) on `gw`, a gateway of its own (see reader_gateway); it is
+    killed and started again. → (what happened, whether everything acknowledged was there)."""
+    state = gw.state_dir
+    sent: dict[str, list[str]] = {}  # session → acknowledged user messages
+    finals: dict[str, list[str]] = {}  # session → message ids of replies whose chat.final arrived
+    indexed: list[str] = []  # notes whose memory.sync answered after they were written
+    deadline = time.monotonic() + seconds
+
+    async def chat(c: Any, key: str) -> None:
+        i = 0
+        while time.monotonic() < deadline:
+            text = f"outside reader round {i} in {key[:8]}: the harbour lamp {i} is violet"
+            run = await c.call("chat.send", {"sessionKey": key, "message": text})
+            sent[key].append(text)
+            end = (await c.run_to_end(run["runId"], timeout=60))[-1]
+            if end["method"] == "chat.final":
+                finals[key].append(end["params"]["message"]["id"])
+            i += 1
+
+    async def write_notes(c: Any) -> None:
+        j = 0
+        while time.monotonic() < deadline:
+            rel = f"memory/reader-{j:04}.md"
+            (state / "workspace" / rel).write_text(f"# Reader note {j}\n\nquokka{j}zeta was written at round {j}.\n")
+            await c.call("memory.sync", {"force": j % 10 == 9}, timeout=120)
+            indexed.append(rel)
+            j += 1
+
+    with OutsideReader(state) as reader:
+        clients = [await connect_client(gw.url, gw.token) for _ in range(4)]
+        keys = [(await clients[i].call("sessions.create"))["sessionKey"] for i in range(3)]
+        for key in keys:
+            sent[key], finals[key] = [], []
+        tasks = [asyncio.create_task(chat(clients[i], keys[i])) for i in range(3)]
+        tasks.append(asyncio.create_task(write_notes(clients[3])))
+        await asyncio.sleep(seconds)
+        unlinked = gw.unlinked_sqlite_files()  # a WAL the outside reader deleted under the gateway
+        gw.proc.kill()  # SIGKILL mid-work: whatever was answered before must be on disk
+        gw.proc.wait(10)
+        await asyncio.gather(*tasks, return_exceptions=True)  # their calls fail on the dead socket
+        for c in clients:
+            await c.close()
+    problems: list[str] = []
+    sessions_dir = state / "agents" / "main" / "sessions"
+    for key in keys:
+        records = [orjson.loads(line) for line in (sessions_dir / f"{key}.jsonl").read_bytes().split(b"\n")
+                   if line.strip()]  # a torn last line would fail here too: there must be none
+        users = Counter(r["message"]["content"] for r in records if r.get("type") == "message"
+                        and r["message"]["role"] == "user")
+        ids = Counter(r["id"] for r in records if r.get("type") == "message")
+        problems += [f"{key[:8]}: acknowledged message seen {users[t]}x" for t in sent[key] if users[t] != 1]
+        problems += [f"{key[:8]}: reply {m} seen {ids[m]}x" for m in finals[key] if ids[m] != 1]
+    db = sqlite3.connect(state / "agents" / "main" / "memory.sqlite")
+    try:
+        check = db.execute("PRAGMA integrity_check").fetchone()[0]
+        files = {r[0] for r in db.execute("SELECT path FROM files")}
+        dups = db.execute("SELECT count(*) FROM (SELECT 1 FROM chunks GROUP BY path, start_line, end_line, hash "
+                          "HAVING count(*) > 1)").fetchone()[0]
+    finally:
+        db.close()
+    lost = [p for p in indexed if p not in files]
+    if unlinked:
+        problems.append(f"the gateway wrote to unlinked files: {', '.join(unlinked)}")
+    if check != "ok":
+        problems.append(f"integrity_check: {check}")
+    if lost:
+        problems.append(f"{len(lost)} indexed notes lost ({lost[0]} …)")
+    if dups:
+        problems.append(f"{dups} duplicated chunks")
+    gw.start(timeout=120)
+    c = await connect_client(gw.url, gw.token)
+    status = await c.call("memory.status")
+    await c.close()
+    acked = sum(len(v) for v in sent.values())
+    result = (f"{reader.opens} outside opens ({reader.errors} busy); SIGKILL after {acked} messages, "
+              f"{sum(len(v) for v in finals.values())} replies, {len(indexed)} notes synced: "
+              + ("; ".join(problems) if problems else "all there, integrity_check ok")
+              + f"; restarted: {status['files']} files indexed")
+    return result, not problems
+
+
+def reader_gateway(state: Path, embeddings: str) -> GatewayProcess:
+    """The gateway attack 5 works on: its own state dir, offline replies, 200 notes."""
+    state.mkdir()
+    (state / "config.toml").write_text(f'[memory.embeddings]\nprovider = "{embeddings}"\n'
+                                       '[chat]\nofflineDeltaDelay = 0.005\n')
+    notes = state / "workspace" / "memory"
+    notes.mkdir(parents=True)
+    for i in range(200):
+        (notes / f"note-{i:03}.md").write_text(f"# Note {i}\n\n" + f"some words about topic {i}. " * 50)
+    return GatewayProcess(state, env={"OPENAI_BASE_URL": ""}).start(timeout=120)
+
+
 async def main_async(args: argparse.Namespace) -> int:
     # The fake upstream runs in its own process: in this one it would share the bystander's GIL.
     fake = subprocess.Popen([sys.executable, "-m", "tests.fake_openai", "--reply", "runaway ", "--repeat",
@@ -197,54 +342,76 @@ async def main_async(args: argparse.Namespace) -> int:
         fake.wait(10)
 
 
+def _row(name: str, result: str, t0: float, before: dict, gw: GatewayProcess, p99_ms: float | None) -> dict[str, Any]:
+    return {"attack": name, "result": result, "seconds": round(time.perf_counter() - t0, 1), "before": before,
+            "after": proc_stats(gw.proc.pid) if gw.proc is not None and gw.proc.poll() is None else {},
+            "bystanderP99Ms": p99_ms}
+
+
 async def _run(args: argparse.Namespace, base_url: str) -> int:
     rows: list[dict[str, Any]] = []
+    only = set(args.only or ATTACKS)
     with tempfile.TemporaryDirectory(prefix="jarvis-chaos-") as tmp:
-        state = Path(tmp) / "state"
-        state.mkdir()
-        (state / "config.toml").write_text(
-            f'[memory.embeddings]\nprovider = "{args.embeddings}"\n'
-            '[chat]\nofflineDeltaDelay = 0.0\nmaxReplyChars = 200000\n')
-        notes = state / "workspace" / "memory"
-        notes.mkdir(parents=True)
-        for i in range(200):
-            (notes / f"note-{i:03}.md").write_text(f"# Note {i}\n\n" + f"some words about topic {i}. " * 50)
-        gw = GatewayProcess(state, env={"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "chaos",
-                                        "JARVIS_CHAT_MODEL": "fake"})
-        gw.start(timeout=120)
-        bystander = Bystander()
-        await bystander.start(gw)
-        attacks: list[tuple[str, Callable[[], Awaitable[str]]]] = [
-            ("1. agents", lambda: attack_agents(gw, args.agents)),
-            ("3. big batch", lambda: attack_big_replies(gw)),
-            ("3. runaway upstream", lambda: attack_runaway(gw)),
-            ("4. auth lockout", lambda: attack_auth(gw)),
-        ]
-        failed = False
-        for name, run in attacks:
-            before = proc_stats(gw.proc.pid)
-            mark = bystander.mark()
+        failed, bystander = False, None
+        if only - {"reader"}:
+            state = Path(tmp) / "state"
+            state.mkdir()
+            (state / "config.toml").write_text(
+                f'[memory.embeddings]\nprovider = "{args.embeddings}"\n'
+                '[chat]\nofflineDeltaDelay = 0.0\nmaxReplyChars = 200000\n')
+            notes = state / "workspace" / "memory"
+            notes.mkdir(parents=True)
+            for i in range(200):
+                (notes / f"note-{i:03}.md").write_text(f"# Note {i}\n\n" + f"some words about topic {i}. " * 50)
+            gw = GatewayProcess(state, env={"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "chaos",
+                                            "JARVIS_CHAT_MODEL": "fake"})
+            gw.start(timeout=120)
+            bystander = Bystander()
+            await bystander.start(gw)
+            attacks: list[tuple[str, Callable[[], Awaitable[str]]]] = [
+                (name, run) for key, name, run in [
+                    ("agents", "1. agents", lambda: attack_agents(gw, args.agents)),
+                    ("big-batch", "3. big batch", lambda: attack_big_replies(gw)),
+                    ("runaway", "3. runaway upstream", lambda: attack_runaway(gw)),
+                    ("auth", "4. auth lockout", lambda: attack_auth(gw)),
+                ] if key in only]
+            for name, run in attacks:
+                before = proc_stats(gw.proc.pid)
+                mark = bystander.mark()
+                t0 = time.perf_counter()
+                try:
+                    result = await run()
+                except Exception as exc:  # an attack that breaks the gateway is a finding, not a crash here
+                    result, failed = f"BROKE: {type(exc).__name__}: {exc}", True
+                rows.append({"attack": name, "result": result, "seconds": round(time.perf_counter() - t0, 1),
+                             "before": before, "after": proc_stats(gw.proc.pid),
+                             "bystanderP99Ms": round(p99(bystander.lat[mark:]), 2)})
+            await bystander.stop()
+            if "corrupt" in only:
+                before = proc_stats(gw.proc.pid)
+                t0 = time.perf_counter()
+                try:
+                    result, gw = await attack_corrupt(gw, state)
+                except Exception as exc:
+                    result, failed = f"BROKE: {type(exc).__name__}: {exc}", True
+                rows.append(_row("2. corrupt index", result, t0, before, gw, None))
+            gw.signal()
+            gw.wait()
+            failed = failed or bystander.failures > 0
+        if "reader" in only:
+            other = reader_gateway(Path(tmp) / "reader-state", args.embeddings)
+            watcher = Bystander()
+            await watcher.start(other)
+            before = proc_stats(other.proc.pid)
             t0 = time.perf_counter()
             try:
-                result = await run()
-            except Exception as exc:  # an attack that breaks the gateway is a finding, not a crash here
+                result, ok = await attack_outside_reader(other, args.reader_seconds)
+                failed = failed or not ok
+            except Exception as exc:
                 result, failed = f"BROKE: {type(exc).__name__}: {exc}", True
-            rows.append({"attack": name, "result": result, "seconds": round(time.perf_counter() - t0, 1),
-                         "before": before, "after": proc_stats(gw.proc.pid),
-                         "bystanderP99Ms": round(p99(bystander.lat[mark:]), 2)})
-        await bystander.stop()
-        before = proc_stats(gw.proc.pid)
-        t0 = time.perf_counter()
-        try:
-            result, gw = await attack_corrupt(gw, state)
-        except Exception as exc:
-            result, failed = f"BROKE: {type(exc).__name__}: {exc}", True
-        rows.append({"attack": "2. corrupt index", "result": result, "seconds": round(time.perf_counter() - t0, 1),
-                     "before": before, "after": proc_stats(gw.proc.pid) if gw.proc.poll() is None else {},
-                     "bystanderP99Ms": None})
-        gw.signal()
-        gw.wait()
-        failed = failed or bystander.failures > 0
+            await watcher.stop()  # its calls failed while the gateway was down (the SIGKILL): not counted
+            rows.append(_row("5. outside reader", result, t0, before, other, round(p99(watcher.lat), 2)))
+            other.kill()
 
     print(f"{'attack':<22} {'RSS MB':>11} {'fds':>11} {'threads':>9} {'p99 ms':>7}  result")
     for r in rows:
@@ -252,10 +419,11 @@ async def _run(args: argparse.Namespace, base_url: str) -> int:
         p = "—" if r["bystanderP99Ms"] is None else f"{r['bystanderP99Ms']:.1f}"
         print(f"{r['attack']:<22} {b.get('rssMB', 0):>4} → {a.get('rssMB', 0):<4} {b.get('fds', 0):>4} → "
               f"{a.get('fds', 0):<4} {b.get('threads', 0):>3} → {a.get('threads', 0):<3} {p:>7}  {r['result']}")
-    print(f"bystander: {bystander.failures} failed health calls")
+    failures = bystander.failures if bystander is not None else 0
+    print(f"bystander: {failures} failed health calls")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"rows": rows, "bystanderFailures": bystander.failures,
+    out.write_text(json.dumps({"rows": rows, "bystanderFailures": failures,
                                "agents": args.agents, "embeddings": args.embeddings}, indent=2))
     print(f"wrote {out}")
     return 1 if failed else 0
@@ -266,6 +434,9 @@ def main() -> int:
     ap.add_argument("--agents", type=int, default=300, help="distinct agents to create (default 300)")
     ap.add_argument("--embeddings", choices=("none", "local"), default="none",
                     help="memory embeddings of the gateway under attack (default none: FTS only, quicker)")
+    ap.add_argument("--only", nargs="+", choices=ATTACKS, help="run only these attacks (default: all)")
+    ap.add_argument("--reader-seconds", type=float, default=20.0,
+                    help="how long the outside reader attack works before its SIGKILL (default 20)")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "chaos.json"))
     return asyncio.run(main_async(ap.parse_args()))
 

@@ -258,6 +258,20 @@ class GatewayProcess:
         assert self.proc is not None
         return self.proc.wait(timeout)
 
+    def unlinked_sqlite_files(self) -> list[str]:
+        """The SQLite files (a database, its -wal, -shm) the gateway has open that no longer have a name:
+        a WAL deleted under it by another process means a fresh reader sees a stale index."""
+        assert self.proc is not None
+        found = []
+        for fd in os.listdir(f"/proc/{self.proc.pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{self.proc.pid}/fd/{fd}")
+            except OSError:
+                continue
+            if ".sqlite" in target and target.endswith(" (deleted)"):
+                found.append(Path(target[:-len(" (deleted)")]).name)
+        return sorted(found)
+
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()

@@ -9,6 +9,10 @@ A run may also relay a request of the OpenAI-compatible endpoint (`send(..., rel
 gateway/openai_api.py): the same recall, events and transcript, but the prompt is the client's and the
 reply comes from `relay.stream(recalled)`; `relay.capture` false writes nothing, `relay.listener` hears
 the run's events as a subscriber would.
+
+Shutdown: new sends are refused (retryable) at once, running replies get `server.shutdownGrace` to
+finish, and the ones still running then are aborted: their partial (even an empty one) is kept, marked
+`"abortReason": "shutdown"`, and `chat.aborted` says `reason: "shutdown"`.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = structlog.get_logger("gateway.chat")
 
+SAVE_TIMEOUT_S = 5.0  # at shutdown, for aborted runs to save their partial replies
+
 
 @dataclass
 class Run:
@@ -53,6 +59,7 @@ class Run:
     # A relayed request's user message: written with the reply (or its partial), so that a request the
     # upstream refused leaves nothing behind for the client's retry to write again.
     pending: list[dict[str, Any]] = field(default_factory=list)
+    abort_reason: str | None = None  # "shutdown" when the gateway stopped it
 
     def next_seq(self) -> int:
         self.seq += 1
@@ -85,9 +92,9 @@ class ChatService:
                    relay: Any = None) -> dict[str, Any]:
         """Start a run answering `message` (None: a relayed request whose last message is not the user's).
         `relay`: the OpenAI-compatible endpoint's request (module docstring)."""
-        if self.closing:
-            raise Unavailable("gateway is shutting down", retryable=True, retry_after_ms=1000)
+        self._refuse_if_closing()
         async with self.session_lock(session_key):  # check-then-start is atomic per session
+            self._refuse_if_closing()  # shutdown began while this send waited for the session
             if idempotency_key is not None:
                 hit = await self.ledger.seen(session_key, idempotency_key)
                 if hit is not None:
@@ -119,6 +126,11 @@ class ChatService:
             run.task = asyncio.create_task(self._run(run, message or "", relay), name=f"chat-run-{run.run_id}")
             run.task.add_done_callback(lambda task: self._finished(run, task))
             return {"runId": run.run_id, "status": "started"}
+
+    def _refuse_if_closing(self) -> None:
+        if self.closing:
+            raise Unavailable("the gateway is shutting down (restarting); send again once it is back",
+                              retryable=True, retry_after_ms=1000)
 
     def session_lock(self, session_key: str) -> contextlib.AbstractAsyncContextManager[None]:
         """Serialises starting a run with deleting the session (see Agent.delete_session)."""
@@ -163,15 +175,21 @@ class ChatService:
         return True
 
     async def shutdown(self, grace: float) -> None:
-        """Refuse new runs, abort the running ones and wait (up to `grace`) for them to persist."""
+        """Refuse new runs; let the running ones finish for up to `grace` seconds, then abort those still
+        running (partials kept) and wait up to SAVE_TIMEOUT_S for them to be saved."""
         self.closing = True
-        tasks = [r.task for r in self.active.values() if r.task is not None] + list(self._background)
+        tasks = [r.task for r in self.active.values() if r.task is not None]
+        if tasks and grace > 0:
+            await asyncio.wait(tasks, timeout=grace)
+        stopped = []
         for run in list(self.active.values()):
-            self._cancel(run)
-        if tasks:
-            await asyncio.wait(tasks, timeout=max(grace, 0.1))
+            if self._cancel(run, "shutdown"):
+                stopped.append(run.task)
+        pending = [t for t in tasks + stopped if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=SAVE_TIMEOUT_S)
         if self._background:  # what the runs left behind (releasing a shared run) finishes too
-            await asyncio.wait(list(self._background), timeout=max(grace, 0.1))
+            await asyncio.wait(list(self._background), timeout=SAVE_TIMEOUT_S)
 
     @property
     def idle(self) -> bool:
@@ -185,10 +203,11 @@ class ChatService:
         task.add_done_callback(self._background.discard)
         task.add_done_callback(log_failure("chat_background_task_failed"))
 
-    def _cancel(self, run: Run) -> bool:
+    def _cancel(self, run: Run, reason: str | None = None) -> bool:
         if run.aborted or run.finalizing or run.task is None or run.task.done():
             return False
         run.aborted = True
+        run.abort_reason = reason
         run.task.cancel()
         return True
 
@@ -314,14 +333,17 @@ class ChatService:
                 self._spawn(self._compact_quietly(key))
         except asyncio.CancelledError:
             partial = "".join(run.parts)
-            if partial and run.capture:
+            why = {"abortReason": run.abort_reason} if run.abort_reason else {}
+            # a reply a restart stopped shows in history, even before its first word
+            if (partial or why) and run.capture:
                 rec = tx.message_record(str(uuid.uuid4()), "assistant", partial, run.run_id, aborted=True,
-                                        **self._reply_marks())
+                                        **why, **self._reply_marks())
                 try:
                     await self.sessions.append_messages(key, *run.pending, rec)
                 except Exception as exc:
                     log.error("could not keep partial reply", session=key, run=run.run_id, error=str(exc))
-            await self._end(run, "chat.aborted", partial=partial)
+            await self._end(run, "chat.aborted", partial=partial,
+                            **({"reason": run.abort_reason} if run.abort_reason else {}))
             log.info("chat run aborted", session=key, run=run.run_id)
             if partial and run.capture and self.memory is not None:
                 self.memory.schedule_session_sync(key)

@@ -178,6 +178,9 @@ class PgVectorStore:
     async def warm(self, generation: str, count: int) -> None:
         return None
 
+    async def close(self) -> None:
+        return None  # nothing loads in the background
+
     async def knn(self, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None,
                   generation: str, count: int) -> list[tuple[int, float]]:
         d = self.dims

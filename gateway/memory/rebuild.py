@@ -4,20 +4,23 @@
   vector backend and the chunking settings. A stored signature that differs means the index must be
   rebuilt; when only its non-embedding part differs (`same_embeddings`), the old vectors still answer
   meanwhile.
-- **Users lock** (`IndexUsers`): every process with the index open holds a shared flock on
+- **Users lock** (`IndexUsers`): every process with the index open holds a shared lock on
   `<db>.users`; a rebuild swaps a new file in only while its shared lock upgrades to exclusive at once,
-  i.e. no other process (the gateway, a `jarvis memory` command) has the index open.
+  i.e. no other process (the gateway, a `jarvis memory` command) has the index open. An OFD lock, not
+  a flock: a refused flock upgrade drops the shared lock, and the other process could then swap.
 - **Fresh build** (`build_fresh`, `swap_in`): everything is indexed into `<db>.rebuild` (the embedding
   cache copied over first, so unchanged text is not embedded again), which one rename puts in place.
 - **Damage** (`set_aside`): a corrupt index is derived data: it is moved to `<db>.corrupt-<stamp>`
-  (the newest KEEP_CORRUPT are kept for a post-mortem) and an empty one is filled from the sources.
+  (the newest KEEP_CORRUPT are kept for a post-mortem) and an empty one is filled from the sources —
+  only while no other process has it open (the users lock, exclusive): SQLite names a database's WAL
+  by the path it opened, so another process closing the moved-aside file last would delete the WAL
+  of the new index at that path.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
 import time
 from datetime import datetime, timezone
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING, Callable
 import orjson
 
 from ..errors import Conflict
+from ..fsutil import EXCLUSIVE, SHARED, ofd_lock
 from .embeddings import EmbeddingProvider
 from .index.chunking import CHUNKER_VERSION
 from .index.db import Database
@@ -64,7 +68,8 @@ def _embedding_part(signature: str | None) -> tuple:
 
 
 class IndexUsers:
-    """The shared flock on `<db>.users` that this process holds while it has the index open."""
+    """The shared lock on `<db>.users` that this process holds while it has the index open (an OFD lock,
+    fsutil.ofd_lock: taking it alone and giving it back never leaves the process without it)."""
 
     def __init__(self, db_path: Path, agent_id: str):
         self.path = Path(str(db_path) + ".users")
@@ -76,38 +81,53 @@ class IndexUsers:
         without blocking the event loop, then give up with Conflict."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    os.close(fd)
-                    raise Conflict(f"the memory index of agent {self.agent_id} is being rebuilt by another process "
-                                   f"(a jarvis memory command); retry when it is done", {"agentId": self.agent_id})
-                await asyncio.sleep(0.1)
+        if not await _within(wait_s, lambda: ofd_lock(fd, SHARED)):
+            os.close(fd)
+            raise Conflict(f"the memory index of agent {self.agent_id} is being rebuilt by another process "
+                           f"(a jarvis memory command); retry when it is done", {"agentId": self.agent_id})
         self._fd = fd
 
     @contextlib.contextmanager
     def alone(self):
         """Exclusive for the duration, or Conflict at once when another process has the index open."""
         assert self._fd is not None
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not ofd_lock(self._fd, EXCLUSIVE):
             raise Conflict("the index must be rebuilt for new settings, but another process (the running "
                            "gateway, or a jarvis memory command) has it open; it is rebuilt by whichever "
-                           "has it alone — e.g. the gateway on its next sync once this command ends") from None
+                           "has it alone — e.g. the gateway on its next sync once this command ends")
         try:
             yield
         finally:
-            fcntl.flock(self._fd, fcntl.LOCK_SH)
+            ofd_lock(self._fd, SHARED)
+
+    @contextlib.asynccontextmanager
+    async def alone_within(self, wait_s: float, doing: str):
+        """Exclusive for the duration, waiting up to `wait_s` (without blocking the event loop) for the
+        other processes that have the index open to close it; Conflict after that, naming `doing`."""
+        fd = self._fd
+        assert fd is not None
+        if not await _within(wait_s, lambda: ofd_lock(fd, EXCLUSIVE)):
+            raise Conflict(f"{doing}, but another process (a jarvis memory command) still has the index "
+                           f"of agent {self.agent_id} open; retried when it is done", {"agentId": self.agent_id})
+        try:
+            yield
+        finally:
+            ofd_lock(fd, SHARED)
 
     def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+async def _within(wait_s: float, attempt: Callable[[], bool]) -> bool:
+    """`attempt()` every 100 ms until it succeeds (True) or `wait_s` passed (False)."""
+    deadline = time.monotonic() + wait_s
+    while not attempt():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
 
 
 def _remove(path: str) -> None:

@@ -35,7 +35,7 @@ from ..tasks import log_failure
 from .embeddings import EmbeddingProvider, create_provider
 from .embeddings.cache import EmbeddingCache
 from .index.chunking import CHARS_PER_TOKEN
-from .index.db import Database, is_corruption, pick_driver
+from .index.db import Database, index_driver, is_corruption
 from .index.indexer import Indexer, IndexSettings, SyncStats
 from .index.migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
 from .index.sources import SOURCES, read_lines, resolve_readable, session_path
@@ -53,6 +53,7 @@ log = structlog.get_logger("gateway.memory")
 
 MODES = ("hybrid", "fts", "vector")
 RETRY_MIN_S, RETRY_MAX_S = 15.0, 600.0
+SET_ASIDE_WAIT_S = 30.0  # for other processes to close a damaged index before it is moved aside
 
 
 class _Gate:
@@ -158,7 +159,7 @@ class MemoryManager:
         self._opened = True
         self._make_provider()
         want = self.cfg.search.vector_backend
-        driver = pick_driver(want_vec=want in ("auto", "sqlite-vec"))
+        driver = index_driver(want)
         if not self.provider.enabled:
             self.backend = "none"
         elif driver.vec and want != "numpy":
@@ -216,13 +217,12 @@ class MemoryManager:
         """The index file is damaged. It is derived data: move it (and its WAL) aside, keep it for a
         post-mortem, and start an empty one that the next sync fills from the notes and transcripts.
         The embedding cache lived in the same file; a remote provider re-embeds what it needs."""
-        for db in (self.reader, self.writer):
-            if db is not None:
-                with contextlib.suppress(Exception):
-                    await db.close()
+        with contextlib.suppress(Exception):
+            await self._close_index()
         self.reader = self.writer = None
         self.searcher = None  # searches say the index is being rebuilt until it is open again
-        stamp, aside = await set_aside(self.db_path)
+        async with self._users.alone_within(SET_ASIDE_WAIT_S, "the memory index is damaged and must be set aside"):
+            stamp, aside = await set_aside(self.db_path)
         log.error("memory_index_corrupt", error=str(exc), moved_to=str(aside),
                   action="rebuilding from memory files and transcripts")
         self.corrupt_events.append({"at": stamp, "movedTo": str(aside), "error": str(exc)[:200]})
@@ -291,6 +291,21 @@ class MemoryManager:
         self.searcher = Searcher(self.reader, self.provider, self._options(), None,
                                  "index is being rebuilt for new settings", self._hidden_sessions)
 
+    async def _close_index(self) -> None:
+        """Close the live index's connections, after stopping what still reads through them in the
+        background (a vector matrix load). Raises the first failure, after trying every connection."""
+        if self.searcher is not None and self.searcher.vectors is not None:
+            await self.searcher.vectors.close()
+        failed: BaseException | None = None
+        for db in (self.reader, self.writer):
+            if db is not None:
+                try:
+                    await db.close()
+                except Exception as exc:
+                    failed = failed or exc
+        if failed is not None:
+            raise failed
+
     async def _open_live_state(self) -> None:
         """Bind vector search to the live index (when its vectors fit the current provider)."""
         assert self.reader is not None and self.provider is not None
@@ -325,10 +340,8 @@ class MemoryManager:
                     await task
         await self.orchestrator.close()
         self._users.release()
-        for db in (self.reader, self.writer):
-            if db is not None:
-                with contextlib.suppress(Exception):
-                    await db.close()
+        with contextlib.suppress(Exception):
+            await self._close_index()
         if self.provider is not None:
             with contextlib.suppress(Exception):
                 await self.provider.close()
@@ -446,9 +459,7 @@ class MemoryManager:
                     await tdb.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                     await tdb.close()
                     async with self._gate.exclusive():
-                        for db in (self.reader, self.writer):
-                            if db is not None:
-                                await db.close()
+                        await self._close_index()
                         swap_in(tmp, self.db_path)
                         self._needs_rebuild = False
                         await self._open_live()

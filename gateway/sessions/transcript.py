@@ -245,6 +245,8 @@ def read_messages(path: Path) -> list[dict[str, Any]]:
             item["runId"] = d["runId"]
         if d.get("aborted"):
             item["aborted"] = True
+            if isinstance(d.get("abortReason"), str):
+                item["abortReason"] = d["abortReason"]
         if d.get("truncated"):
             item["truncated"] = True
         if isinstance(d.get("memory"), list) and d["memory"]:

@@ -53,11 +53,17 @@ export function renderHistory(hist) {
     } else if (m.role === "assistant") {
       const view = messageView("assistant", text, m.timestamp);
       if (Array.isArray(m.memory) && m.memory.length) view.node.appendChild(recalledView(m.memory));
+      if (m.aborted) view.node.appendChild(h("p", { class: "hint", text: stoppedText(m.abortReason) }));
       view.node.appendChild(replyActions(view));
       ui.messages.appendChild(view.node);
     }
   }
   scrollToEnd(true);
+}
+
+/** The note under a reply that was stopped before it finished. */
+function stoppedText(reason) {
+  return reason === "shutdown" ? "Stopped: the gateway restarted." : "Stopped.";
 }
 
 function messageView(role, text, timestamp) {
@@ -307,7 +313,7 @@ function onChatEvent(method, p) {
   } else if (method === "chat.aborted") {
     const partial = typeof p.partial === "string" ? p.partial : run.text;
     setText(run.view, partial, true);
-    run.view.node.appendChild(h("p", { class: "hint", text: "Stopped." }));
+    run.view.node.appendChild(h("p", { class: "hint", text: stoppedText(p.reason) }));
     finishRun(run);
   }
   if (stick) scrollToEnd(true);

@@ -181,6 +181,24 @@ async def test_transcript_chunks_keep_who_spoke(tmp_path):
         await gw.stop()
 
 
+async def test_a_chat_message_that_looks_like_a_speaker_label_keeps_who_spoke(tmp_path):
+    """The README's own example as a first message: "Remember:" is the user's word, not a speaker's name
+    (issue 23, point 5). Imported chats that name their speakers (no runId) still keep their names."""
+    cfg = make_config(tmp_path / "state", memory=True, **{"memory.sync.sessionDebounceMs": 50})
+    gw = await RunningGateway(cfg).start()
+    try:
+        c = await gw.client()
+        key = (await c.call("sessions.create"))["sessionKey"]
+        await turn(c, key, "Remember: my boat is blue.")
+        await c.call("memory.sync", {})
+        res = await c.call("memory.search", {"query": "boat blue", "sources": ["sessions"]})
+        hits = [r for r in res["results"] if r["sessionKey"] == key]
+        assert hits and "User: Remember: my boat is blue." in hits[0]["snippet"], res["results"]
+        await c.close()
+    finally:
+        await gw.stop()
+
+
 async def test_unrelated_hits_are_not_returned_by_default(tmp_path, capsys):
     cfg = make_config(tmp_path / "state", memory=True)
     ws = cfg.workspace_dir

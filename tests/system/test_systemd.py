@@ -159,14 +159,59 @@ async def test_watchdog_pid_of_another_process_means_no_pings(tmp_path):
     assert notify.with_key("WATCHDOG") == [], notify.messages
 
 
-async def test_sigterm_during_streaming_reply_aborts_keeps_partial_and_exits_cleanly(tmp_path):
+async def test_sigterm_lets_a_running_reply_finish_and_refuses_new_sends(tmp_path):
+    """`systemctl --user restart` during a reply: the reply finishes (within server.shutdownGrace), a
+    new chat.send meanwhile is refused with a retryable error, and only then do sockets close (1012)."""
     notify = NotifySocket(str(tmp_path / "notify.sock"))
     state = tmp_path / "state"
-    grace = 5.0
+    grace = 15.0
+    write_config(state, f"[memory]\nenabled = false\n\n[server]\nshutdownGrace = {grace}\n")
+    with FakeOpenAI() as api:
+        api.reply = " ".join(f"word{i}" for i in range(30))
+        api.chunk_delay = 0.05  # 1.5 s for the whole reply
+        gw = GatewayProcess(state, env={"NOTIFY_SOCKET": notify.address, "OPENAI_BASE_URL": api.base_url,
+                                        "OPENAI_API_KEY": "sk-test"})
+        try:
+            gw.start()
+            client = await connect_client(gw.url, gw.token)
+            key = (await client.call("sessions.create", {}))["sessionKey"]
+            other = (await client.call("sessions.create", {}))["sessionKey"]
+            run = await client.call("chat.send", {"sessionKey": key, "message": "tell me a story"})
+            await client.next_event("chat.delta")
+
+            signalled = time.monotonic()
+            gw.signal(signal.SIGTERM)
+            await asyncio.to_thread(notify.wait_for, "STOPPING", "1")
+            refused = await client.request("chat.send", {"sessionKey": other, "message": "and another"})
+            events = await client.run_to_end(run["runId"], timeout=grace)
+            await client.ws.wait_closed()
+            close_code = client.ws.close_code
+            code = await asyncio.to_thread(gw.wait, grace + 10)
+            exited_after = time.monotonic() - signalled
+            await client.close()
+        finally:
+            gw.kill()
+            notify.close()
+    assert code == 0, gw.log.read_text()
+    err = refused["error"]
+    assert err["code"] == -32050 and err["data"]["retryable"] is True and "shutting down" in err["message"], err
+    assert events[-1]["method"] == "chat.final", events[-1]
+    assert events[-1]["params"]["message"]["content"] == api.reply
+    assert close_code == 1012
+    assert exited_after < grace, f"took {exited_after:.1f} s to exit"  # no waiting once the reply was done
+    lines = [orjson.loads(line) for line in (state / "agents/main/sessions" / f"{key}.jsonl").read_text().splitlines()]
+    assert lines[-1]["message"] == {"role": "assistant", "content": api.reply} and "aborted" not in lines[-1]
+    assert not (state / "agents/main/sessions" / f"{other}.jsonl").read_text().count('"role":"user"')
+
+
+async def test_sigterm_aborts_a_reply_still_running_after_the_grace_and_keeps_it(tmp_path):
+    notify = NotifySocket(str(tmp_path / "notify.sock"))
+    state = tmp_path / "state"
+    grace = 2.0
     write_config(state, f"[memory]\nenabled = false\n\n[server]\nshutdownGrace = {grace}\n")
     with FakeOpenAI() as api:
         api.reply = " ".join(f"word{i}" for i in range(200))
-        api.chunk_delay = 0.1  # 20 s for the whole reply: SIGTERM certainly lands mid-stream
+        api.chunk_delay = 0.1  # 20 s for the whole reply: longer than the grace
         gw = GatewayProcess(state, env={"NOTIFY_SOCKET": notify.address, "OPENAI_BASE_URL": api.base_url,
                                         "OPENAI_API_KEY": "sk-test"})
         try:
@@ -190,20 +235,31 @@ async def test_sigterm_during_streaming_reply_aborts_keeps_partial_and_exits_cle
         finally:
             gw.kill()
     assert code == 0, gw.log.read_text()
-    assert exited_after < grace + 2, f"took {exited_after:.1f} s to exit"  # aborting needs no grace at all
+    assert grace - 0.2 < exited_after < grace + 3, f"took {exited_after:.1f} s to exit"  # the grace, then out
     aborted = events[-1]
     assert aborted["method"] == "chat.aborted", events
+    assert aborted["params"]["reason"] == "shutdown"
     partial = aborted["params"]["partial"]
-    assert partial.startswith("word0 word1 ")
+    assert partial.startswith("word0 word1 ") and len(partial.split()) > 10  # it went on streaming meanwhile
     assert close_code == 1012
 
     lines = [orjson.loads(line) for line in (state / "agents/main/sessions" / f"{key}.jsonl").read_text().splitlines()]
     last = lines[-1]
     assert last["type"] == "message" and last["runId"] == run["runId"]
     assert last["message"] == {"role": "assistant", "content": partial}
-    assert last["aborted"] is True
+    assert last["aborted"] is True and last["abortReason"] == "shutdown"
 
     notify.drain()
     notify.close()
     assert notify.with_key("STOPPING", "1"), notify.messages
     assert notify.with_key("READY", "1")[0] < notify.with_key("STOPPING", "1")[0]
+
+    # After the restart, history shows the reply as stopped by it.
+    with GatewayProcess.running(state) as again:
+        client = await connect_client(again.url, again.token)
+        try:
+            hist = await client.call("sessions.history", {"sessionKey": key})
+        finally:
+            await client.close()
+    reply = hist["messages"][-1]
+    assert reply["content"] == partial and reply["aborted"] is True and reply["abortReason"] == "shutdown"

@@ -705,3 +705,139 @@ async def test_mmr_reads_each_results_stored_vector(tmp_path, open_manager):
             "WHERE c.path = ? AND c.start_line = ? AND c.end_line = ?", (r["path"], r["startLine"], r["endLine"]))
         assert len(stored) == 1 and v.tobytes() == stored[0][0]
     assert len({v.tobytes() for v in vecs.values()}) == 3, "each result its own vector"
+
+
+async def test_two_indexers_racing_on_a_new_file_store_its_chunks_once(tmp_path, open_manager):
+    """The gateway (its watcher) and `jarvis memory set` (its own sync) both index a new keyed memory:
+    each began its sync before the other wrote, so neither knew the file. Issue 23: two identical hits."""
+    cfg = make_cfg(tmp_path, **{"memory.embeddings.provider": "none"})
+    gateway, cli = await open_manager(cfg), await open_manager(cfg)
+    write(cfg.workspace_dir / "memory" / "keyed" / "general" / "first.md", "# first\n\nthe very first note\n")
+    await asyncio.gather(gateway.sync(), cli.sync())
+    rows = await gateway.reader.fetchall("SELECT path, start_line, end_line, count(*) FROM chunks GROUP BY 1, 2, 3")
+    assert rows == [("memory/keyed/general/first.md", 1, 3, 1)]
+    res = await gateway.search("very first note")
+    assert len(res["results"]) == 1
+
+
+async def test_chunk_identity_migration_drops_duplicates(tmp_path):
+    """An index that a race left with duplicated chunks: migration 010 keeps one of each (with its
+    full-text and vector rows) and makes the identity unique, so no race can duplicate it again."""
+    from gateway.memory.index.db import Database, index_driver
+    from gateway.memory.index.migrations import MIGRATIONS, SchemaParams, ensure_vector_table, migrate
+
+    db = await Database(tmp_path / "m.sqlite", index_driver("numpy"), use_vec=False).open()
+    try:
+        assert "010_chunk_identity" in [name for name, _ in MIGRATIONS]
+        for name, fn in MIGRATIONS:  # the schema as it was before 010
+            if name == "010_chunk_identity":
+                break
+            await db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+            async with db.transaction():
+                await fn(db, SchemaParams())
+                await db.execute("INSERT INTO migrations VALUES (?, 'x')", (name,))
+        async with db.transaction():
+            await ensure_vector_table(db, "numpy", 2)
+        rows = [(1, "a.md", 1, 3, "h1", "alpha"), (2, "a.md", 1, 3, "h1", "alpha"), (3, "a.md", 4, 6, "h2", "beta"),
+                (4, "b.md", 1, 3, "h1", "alpha"), (5, "a.md", 1, 3, "h1", "alpha")]
+        for cid, path, a, b, h, text in rows:
+            await db.execute("INSERT INTO chunks(id, path, source, start_line, end_line, hash, text, embedded) "
+                             "VALUES (?, ?, 'memory', ?, ?, ?, ?, 1)", (cid, path, a, b, h, text))
+            await db.execute("INSERT INTO chunks_fts(rowid, text, context) VALUES (?, ?, '')", (cid, text))
+            await db.execute("INSERT INTO chunks_vec VALUES (?, 'memory', '', ?)",
+                             (cid, np.array([1, 0], dtype=np.float32).tobytes()))
+        assert await migrate(db, SchemaParams()) == ["010_chunk_identity"]
+        assert [r[0] for r in await db.fetchall("SELECT id FROM chunks ORDER BY id")] == [1, 3, 4]
+        assert [r[0] for r in await db.fetchall("SELECT chunk_id FROM chunks_vec ORDER BY 1")] == [1, 3, 4]
+        hits = await db.fetchall("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'alpha' ORDER BY 1")
+        assert [r[0] for r in hits] == [1, 4]
+        await db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        with pytest.raises(Exception, match="UNIQUE"):
+            await db.execute("INSERT INTO chunks(path, source, start_line, end_line, hash, text) "
+                             "VALUES ('a.md', 'memory', 1, 3, 'h1', 'alpha')")
+    finally:
+        await db.close()
+
+
+async def test_closing_while_the_vector_matrix_loads_is_quiet(tmp_path, monkeypatch):
+    """`jarvis memory search` on a big index: the search starts loading the vector matrix in the
+    background and the command closes the index at once. The load must stop with the index, not fail
+    on the closed connection (issue 23: memory_vector_matrix_load_failed ... Connection closed)."""
+    import structlog.testing
+
+    from gateway.memory.index import vectors as vectors_mod
+    from gateway.memory.index.db import index_driver
+
+    if not index_driver("auto").vec:
+        pytest.skip("sqlite-vec is not available here")
+    monkeypatch.setattr(vectors_mod, "MATRIX_THRESHOLD", 8)  # a "big" index of a few hundred chunks
+    cfg = make_cfg(tmp_path)
+    for i in range(300):
+        write(cfg.workspace_dir / "memory" / f"n{i}.md", f"# Lamp {i}\n\nThe harbour lamp number {i} is violet.\n")
+    for _ in range(5):
+        m = MemoryManager(cfg)
+        await m.open()
+        await m.sync()
+        with structlog.testing.capture_logs() as logs:
+            assert (await m.search("harbour lamp", mode="vector"))["results"]
+            await m.close()
+            await asyncio.sleep(0.3)
+        assert [e for e in logs if e.get("log_level") in ("warning", "error")] == []
+
+
+async def test_a_refused_rebuild_keeps_the_index_users_lock(tmp_path):
+    """Two processes have the index open (the gateway and a `jarvis memory` command; here two lock
+    holders, which conflict just the same). One wants it alone for a rebuild and is refused: it must
+    still count as a user, or the other one's rebuild would swap the file under its connections.
+    (A flock upgrade that is refused drops the shared lock: that was the bug.)"""
+    from gateway.errors import Conflict
+    from gateway.memory.rebuild import IndexUsers
+
+    gateway, cli = IndexUsers(tmp_path / "m.sqlite", "main"), IndexUsers(tmp_path / "m.sqlite", "main")
+    await gateway.hold()
+    await cli.hold()
+    try:
+        with pytest.raises(Conflict):
+            with gateway.alone():
+                pass
+        with pytest.raises(Conflict):
+            with cli.alone():
+                pass
+        cli.release()
+        with gateway.alone():  # alone now; and given back as shared, so a new user may come
+            pass
+        await cli.hold(wait_s=0)
+    finally:
+        gateway.release()
+        cli.release()
+
+
+async def test_a_damaged_index_is_set_aside_only_when_no_other_process_has_it_open(tmp_path):
+    """SQLite names a database's WAL by the path it opened: a process closing the moved-aside file last
+    would delete the WAL of the new index at that path. So the set-aside waits for the others to go."""
+    from gateway.memory.rebuild import IndexUsers
+
+    cfg = make_cfg(tmp_path, **{"memory.embeddings.provider": "none"})
+    write(cfg.workspace_dir / "MEMORY.md", "# Facts\n\nThe harbour lamp is violet.\n")
+    m = MemoryManager(cfg)
+    await m.open()
+    await m.sync()
+    await m.close()
+    db = cfg.memory_db()
+    with open(db, "r+b") as fh:
+        fh.write(b"\0" * 100)
+    other = IndexUsers(db, "main")  # a `jarvis memory` command with the damaged index open
+    await other.hold()
+    m = MemoryManager(cfg)
+    opening = asyncio.create_task(m.open())
+    try:
+        await asyncio.sleep(0.5)
+        assert not opening.done() and not list(db.parent.glob("memory.sqlite.corrupt-*"))
+        other.release()
+        await asyncio.wait_for(opening, 10)
+        assert list(db.parent.glob("memory.sqlite.corrupt-*"))
+        await m.sync()
+        assert (await m.search("harbour lamp"))["results"]
+    finally:
+        other.release()
+        await m.close()

@@ -167,10 +167,11 @@ def read_messages(path: Path, data: bytes | None = None) -> list[Message]:
     """The messages of a transcript that are memory (see `transcript.memory_text`: not the offline
     responder's replies, not the recalled-memory blocks a reply quotes), with their JSONL line numbers
     (torn/corrupt lines are skipped). Each text starts with who spoke ("User: …", "Assistant: …", or
-    the message's `name`), unless the transcript's messages already start with their speakers' names
-    ("Caroline: …"). `data`: the file's bytes when the caller has read them already."""
+    the message's `name`), unless it is an imported message (no runId: not written by a chat run) in a
+    transcript whose imported messages already start with their speakers' names ("Caroline: …"). `data`: the file's bytes when the caller has read them already."""
     out: list[Message] = []
     labels: list[str] = []
+    chat: list[bool] = []  # written by a chat run (it has a runId): the words are the speaker's own
     for no, d in iter_records(path, data):
         if d.get("type") != "message" or type(d.get("message")) is not dict:
             continue
@@ -178,11 +179,13 @@ def read_messages(path: Path, data: bytes | None = None) -> list[Message]:
         if text:
             m = d["message"]
             labels.append(speaker_label(str(m.get("role") or "user"), m.get("name")))
+            chat.append(bool(d.get("runId")))
             out.append(Message(no, str(m.get("role") or "user"), text, _date_words(d.get("timestamp"))))
-    named = sum(1 for m in out if _SPEAKER_TAG.match(m.text)) >= NAMED_SHARE * len(out)
-    if out and not named:
-        out = [m._replace(text=f"{label}: {m.text}") for m, label in zip(out, labels)]
-    return out
+    # Only messages that came from elsewhere (an imported chat) may name their speaker themselves: a
+    # chat's "Remember: my boat is blue." is the user's words, "Remember" no speaker.
+    imported = [m for m, c in zip(out, chat) if not c]
+    named = bool(imported) and sum(1 for m in imported if _SPEAKER_TAG.match(m.text)) >= NAMED_SHARE * len(imported)
+    return [m if named and not c else m._replace(text=f"{label}: {m.text}") for m, label, c in zip(out, labels, chat)]
 
 
 def chunk_messages(messages: Iterable[Message], tokens: int, max_tokens: int,

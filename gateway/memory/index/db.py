@@ -28,6 +28,8 @@ from typing import Any, Iterable, Sequence
 import aiosqlite
 import orjson
 
+from ...fsutil import create_closed
+
 BUSY_TIMEOUT_MS = 10_000
 WAL_CHECKPOINT_PAGES = 8192  # 32 MiB of 4 KiB pages; see connect_sync
 WAL_SIZE_LIMIT = 64 << 20
@@ -113,8 +115,18 @@ def pick_driver(want_vec: bool = True) -> Driver:
     return max(usable, key=lambda d: tuple(int(x) for x in d.sqlite_version.split(".")))
 
 
+def index_driver(vector_backend: str) -> Driver:
+    """The driver of the memory index for `memory.search.vectorBackend`: every opener of the index in a
+    process (the manager, `jarvis backup`) takes this one, so one SQLite library tracks its locks."""
+    return pick_driver(want_vec=vector_backend in ("auto", "sqlite-vec"))
+
+
 def prepare_path(path: Path) -> None:
-    """Create the parent directory (0700) and the database file (0600) before SQLite opens it."""
+    """Create the parent directory (0700) and the database file (0600) before SQLite opens it.
+
+    The file is never opened here, nor anywhere outside SQLite while the process may have it open: closing
+    any descriptor of it would drop the POSIX locks of this process's connections (fsutil.create_closed).
+    An existing file's mode is set by its path."""
     parent = path.parent
     if not parent.exists():
         parent.mkdir(parents=True, mode=0o700, exist_ok=True)
@@ -122,12 +134,12 @@ def prepare_path(path: Path) -> None:
         os.chmod(parent, 0o700)
     except OSError:
         pass
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    os.close(fd)
-    try:
-        os.chmod(path, 0o600)
-    except OSError:
-        pass
+    if not create_closed(path, 0o600):
+        try:
+            if os.stat(path).st_mode & 0o777 != 0o600:
+                os.chmod(path, 0o600)
+        except OSError:
+            pass
 
 
 def connect_sync(path: Path | str, driver: Driver, *, load_vec: bool = True, wal: bool = True) -> Any:

@@ -32,7 +32,7 @@ from .chunking import Chunk, chunk_markdown, chunk_transcript, sha256
 from .db import Database
 from ..embeddings import EmbeddingError, EmbeddingProvider
 from ..embeddings.cache import EmbeddingCache
-from .migrations import ensure_vector_table, get_meta, set_meta, vector_table
+from .migrations import delete_chunks, ensure_vector_table, get_meta, set_meta, vector_table
 from .sources import MEMORY, SESSIONS, SourceFile, scan_memory, scan_sessions
 from .vectors import VectorStore
 
@@ -260,7 +260,7 @@ class Indexer:
                                                        stats)
         if gone:
             async with self.db.transaction():
-                await self._delete_chunks("path", gone)
+                await delete_chunks(self.db, "path", gone)
                 for path in gone:
                     await self.db.execute("DELETE FROM files WHERE path = ?", (path,))
             stats.removed = len(gone)
@@ -274,7 +274,7 @@ class Indexer:
         try:
             async with contextlib.aclosing(self._prepared(todo, known, force, stats, rdb)) as prepared:
                 async for n, works, vecs, fresh in prepared:
-                    await self._write_batch(works, known, vecs, stats, fresh)
+                    await self._write_batch(works, vecs, stats, fresh)
                     done += n
                     if progress:
                         progress(done, total)
@@ -461,8 +461,7 @@ class Indexer:
                 log.warning("memory_embedding_failed", error=str(exc), note="indexed full text; vectors retried later")
         return vecs, fresh
 
-    async def _write_batch(self, works: list[_Work], known: dict[str, tuple[int, int, str]],
-                           vecs: dict[str, np.ndarray], stats: SyncStats,
+    async def _write_batch(self, works: list[_Work], vecs: dict[str, np.ndarray], stats: SyncStats,
                            fresh: dict[str, np.ndarray] | None = None) -> None:
         if vecs:
             dims = int(next(iter(vecs.values())).shape[0])
@@ -474,6 +473,10 @@ class Indexer:
         now = now_iso()
         async with self.db.transaction():
             next_id = int(await self.db.scalar("SELECT max(id) FROM chunks", default=0)) + 1
+            # What is stored now, read inside the write transaction, for every changed file, known at the
+            # start of this sync or not: another writer (the gateway's watcher and a `jarvis memory`
+            # command, both seeing a new file) may have stored it since.
+            stored = await self._current_chunks([w.sf.path for w in works if w.chunks is not None])
             touched, stale, inserts, vec_rows, file_rows = [], [], [], [], []
             for w in works:
                 sf = w.sf
@@ -481,12 +484,7 @@ class Indexer:
                     touched.append((sf.size, sf.mtime_ns, sf.path))
                     stats.unchanged += 1
                     continue
-                current: dict[tuple[int, int, str], int] = {}
-                if sf.path in known:
-                    for cid, a, b, h in await self.db.fetchall(
-                            "SELECT id, start_line, end_line, hash FROM chunks WHERE path = ?", (sf.path,)):
-                        current[(a, b, h)] = cid
-                gone, new = chunk_diff(current, w.chunks)
+                gone, new = chunk_diff(stored.get(sf.path, {}), w.chunks)
                 stale.extend(gone)
                 for c in new:
                     v = vecs.get(c.text_hash)
@@ -503,7 +501,7 @@ class Indexer:
             if touched:
                 await self.db.executemany("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?", touched)
             if stale:
-                await self._delete_chunks("id", stale)
+                await delete_chunks(self.db, "id", stale)
             if inserts:
                 await self.db.insert_rows(
                     "INSERT INTO chunks(id, path, source, session_key, start_line, end_line, hash, text, "
@@ -520,18 +518,16 @@ class Indexer:
             if fresh:
                 await self.cache.put_many(fresh)
 
-    async def _delete_chunks(self, column: str, values: list) -> None:
-        """Delete the chunks whose `column` ("id" or "path") is one of `values`, with their full-text rows
-        (inside the caller's transaction). One statement per 500 values: FTS5 flushes its pending terms
-        at every statement savepoint, so per-row statements would each leave an index segment."""
-        assert column in ("id", "path")
-        for i in range(0, len(values), 500):
-            part = list(values[i:i + 500])
-            where = f"{column} IN ({','.join('?' * len(part))})"
-            await self.db.execute(
-                "INSERT INTO chunks_fts(chunks_fts, rowid, text, context) "
-                f"SELECT 'delete', id, text, context FROM chunks WHERE {where}", part)
-            await self.db.execute(f"DELETE FROM chunks WHERE {where}", part)
+    async def _current_chunks(self, paths: list[str]) -> dict[str, dict[tuple[int, int, str], int]]:
+        """path → {(start line, end line, hash): chunk id} of the chunks stored for these files, in one
+        statement (the ids through json_each, each looked up in the identity index)."""
+        out: dict[str, dict[tuple[int, int, str], int]] = {}
+        if paths:
+            for path, cid, a, b, h in await self.db.fetchall(
+                    "SELECT c.path, c.id, c.start_line, c.end_line, c.hash FROM json_each(?) AS j "
+                    "CROSS JOIN chunks AS c ON c.path = j.value", [orjson.dumps(paths).decode()]):
+                out.setdefault(path, {})[(a, b, h)] = cid
+        return out
 
     async def fill_missing(self, stats: SyncStats) -> None:
         """Give vectors to chunks stored without one (the provider was down when they were indexed)."""
@@ -572,7 +568,7 @@ class Indexer:
         """Remove these files' chunks and rows now; returns how many files were known."""
         async with self.db.transaction():
             n = 0
-            await self._delete_chunks("path", paths)
+            await delete_chunks(self.db, "path", paths)
             for path in paths:
                 n += await self.db.execute("DELETE FROM files WHERE path = ?", (path,))
             if n:

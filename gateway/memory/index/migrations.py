@@ -3,9 +3,10 @@
     meta              key → value (index signature, FTS tokenizer, vector backend and dims, generation, last sync)
     files             one row per indexed file: size, mtime, content hash
     chunks            text, path, source, session key, 1-based inclusive line range, sha256, message spans,
-                      whether its vector is stored (`embedded`), context (neighbouring text, search only)
+                      whether its vector is stored (`embedded`), context (neighbouring text, search only);
+                      (path, line range, sha256) is unique: a chunk's identity
     chunks_fts        FTS5 over chunks.text and chunks.context (external content; the indexer keeps it in
-                      step, in bulk: one INSERT … SELECT per batch — see `Indexer._write_batch`/`_delete_chunks`)
+                      step, in bulk: one INSERT … SELECT per batch — see `Indexer._write_batch`/`delete_chunks`)
     chunks_vec        vec0 (cosine; `source` and `session_key` metadata columns; VEC_CHUNK_SIZE vectors a
                       chunk) — or, without
                       sqlite-vec, a plain table of float32 BLOBs searched with numpy. (Indexes made before
@@ -159,6 +160,22 @@ async def _m009_fts_hashsize(db: Database, p: SchemaParams) -> None:
     await db.execute(f"INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('hashsize', {FTS_HASHSIZE})")
 
 
+async def _m010_chunk_identity(db: Database, p: SchemaParams) -> None:
+    """A chunk is one (path, line range, hash): unique, so no race between two writers (the gateway and
+    a `jarvis memory` command, each sure the file was new) can store it twice. Copies a race left
+    behind are dropped first (the oldest row of each stays, with its full-text and vector rows). The
+    unique index starts with `path`, so it replaces the path index."""
+    dups = [r[0] for r in await db.fetchall(
+        "SELECT id FROM chunks WHERE id NOT IN "
+        "(SELECT min(id) FROM chunks GROUP BY path, start_line, end_line, hash) ORDER BY id")]
+    if dups:
+        await delete_chunks(db, "id", dups)
+        gen = int(await get_meta(db, "generation", "0") or 0) + 1
+        await set_meta(db, "generation", str(gen))
+    await db.execute("CREATE UNIQUE INDEX chunks_identity ON chunks(path, start_line, end_line, hash)")
+    await db.execute("DROP INDEX IF EXISTS chunks_path")
+
+
 Migration = Callable[[Database, SchemaParams], Awaitable[None]]
 
 MIGRATIONS: list[tuple[str, Migration]] = [
@@ -171,6 +188,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("007_fts_vocab", _m007_fts_vocab),
     ("008_fts_bulk", _m008_fts_bulk),
     ("009_fts_hashsize", _m009_fts_hashsize),
+    ("010_chunk_identity", _m010_chunk_identity),
 ]
 
 
@@ -187,6 +205,21 @@ async def migrate(db: Database, params: SchemaParams) -> list[str]:
             await db.execute("INSERT INTO migrations(name, applied_at) VALUES (?, ?)", (name, now_iso()))
         applied.append(name)
     return applied
+
+
+async def delete_chunks(db: Database, column: str, values: list) -> None:
+    """Delete the chunks whose `column` ("id" or "path") is one of `values`, with their full-text rows
+    (inside the caller's transaction; their vectors go by the chunks_vec_ad trigger). One statement per
+    500 values: FTS5 flushes its pending terms at every statement savepoint, so per-row statements would
+    each leave an index segment."""
+    assert column in ("id", "path")
+    for i in range(0, len(values), 500):
+        part = list(values[i:i + 500])
+        where = f"{column} IN ({','.join('?' * len(part))})"
+        await db.execute(
+            "INSERT INTO chunks_fts(chunks_fts, rowid, text, context) "
+            f"SELECT 'delete', id, text, context FROM chunks WHERE {where}", part)
+        await db.execute(f"DELETE FROM chunks WHERE {where}", part)
 
 
 async def get_meta(db: Database, key: str, default: str | None = None) -> str | None:

@@ -38,6 +38,7 @@ table since the matrix was loaded are passed over.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -337,6 +338,15 @@ class VectorStore:
         if self._loading is None or self._loading.done():
             self._loading = asyncio.create_task(self._load(generation))
             self._loading.add_done_callback(log_failure("memory_vector_matrix_load_failed"))
+
+    async def close(self) -> None:
+        """Stop a matrix load under way: its connection is about to close (the manager closing, an index
+        swap or set-aside), and a load reading on a closed connection fails."""
+        task, self._loading = self._loading, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def _int8(self, rows: int) -> bool:
         return self.matrix == "int8" or (self.matrix == "auto" and rows >= INT8_MIN_ROWS)
