@@ -1,7 +1,8 @@
 """Chat providers behind one small interface.
 
-A provider has capabilities as attributes (`name`, `model`) and one method, `stream(messages)`, an
-async iterator of `Delta(text)` items that may end with a `Usage`. Failures raise
+A provider has capabilities as attributes (`name`, `model`, `tools_supported`) and one method,
+`stream(messages, tools=...)`, an async iterator of `Delta(text)` items that may end with `ToolCalls`
+(the function calls the model made, their streamed argument fragments joined) and a `Usage`. Failures raise
 `Unavailable` with `retryable` set; the runner turns that into `chat.error`.
 
 - `OpenAIProvider`: any OpenAI-compatible `/chat/completions` endpoint, streamed. Retries before the
@@ -27,6 +28,26 @@ class Delta:
 
 
 @dataclass(slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text as the model wrote it, at most MAX_TOOL_ARGUMENT_CHARS kept
+    size: int  # characters the model sent for it (more than len(arguments) when cut)
+
+
+@dataclass(slots=True)
+class ToolCalls:
+    calls: list[ToolCall]
+
+
+MAX_TOOL_ARGUMENT_CHARS = 1 << 20  # what a runaway model's arguments may hold in memory
+
+
+class ToolsRejected(Exception):
+    """The provider refused a request because it offered tools (a local server without function calling)."""
+
+
+@dataclass(slots=True)
 class Usage:
     prompt_tokens: int
     completion_tokens: int
@@ -42,9 +63,11 @@ class ChatProvider:
     # False: the replies are not memory (they only echo the question and what was recalled); the runner
     # marks them `"remember": false` in the transcript and the memory index leaves them out.
     replies_are_memory = True
+    # Function calling: offered when True; a provider that refuses `tools` sets it False (remembered).
+    tools_supported = False
 
-    def stream(self, messages: list[dict[str, Any]], *, recalled: list[dict[str, Any]] | None = None
-               ) -> AsyncIterator[Delta | Usage]:
+    def stream(self, messages: list[dict[str, Any]], *, recalled: list[dict[str, Any]] | None = None,
+               tools: list[dict[str, Any]] | None = None) -> AsyncIterator[Delta | ToolCalls | Usage]:
         raise NotImplementedError
 
     async def close(self) -> None:
@@ -82,7 +105,7 @@ class OfflineResponder(ChatProvider):
             lines.append("Nothing in memory matched this message.")
         return "\n".join(lines)
 
-    async def stream(self, messages, *, recalled=None):
+    async def stream(self, messages, *, recalled=None, tools=None):
         user_text = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
         text = self.compose(user_text, recalled or [])
         # Stream in word-sized groups so clients exercise real incremental rendering.
@@ -95,7 +118,7 @@ class OfflineResponder(ChatProvider):
                 await asyncio.sleep(self.delta_delay)
             else:
                 await asyncio.sleep(0)
-        prompt_chars = sum(len(m["content"]) for m in messages)
+        prompt_chars = sum(len(m.get("content") or "") for m in messages)
         yield Usage(prompt_tokens=prompt_chars // 4, completion_tokens=len(text) // 4)
 
 
@@ -116,6 +139,7 @@ def _retry_after_ms(exc: Any) -> int | None:
 
 class OpenAIProvider(ChatProvider):
     name = "openai"
+    tools_supported = True
 
     def __init__(self, api_key: str, base_url: str, model: str, timeout: float, max_retries: int):
         from openai import AsyncOpenAI
@@ -126,13 +150,14 @@ class OpenAIProvider(ChatProvider):
         self.client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url or None,
                                   timeout=timeout, max_retries=max_retries)
 
-    async def stream(self, messages, *, recalled=None):
+    async def stream(self, messages, *, recalled=None, tools=None):
         import openai
 
+        calls: dict[int, _Pending] = {}
         try:
             stream = await self.client.chat.completions.create(
                 model=self.model, messages=messages, stream=True,
-                stream_options={"include_usage": True},
+                stream_options={"include_usage": True}, **({"tools": tools} if tools else {}),
             )
             async with stream:
                 async for chunk in stream:
@@ -140,15 +165,23 @@ class OpenAIProvider(ChatProvider):
                         text = getattr(choice.delta, "content", None)
                         if text:
                             yield Delta(text)
+                        for part in getattr(choice.delta, "tool_calls", None) or []:
+                            index = part.index if isinstance(getattr(part, "index", None), int) else len(calls)
+                            calls.setdefault(index, _Pending()).add(part)
                     if chunk.usage:
-                        yield Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+                        usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+                        if calls:  # the calls come before the usage, as they did on the wire
+                            yield _finished(calls)
+                            calls = {}
+                        yield usage
+            if calls:
+                yield _finished(calls)
+        except openai.APIStatusError as exc:
+            if tools and exc.status_code in (400, 404, 422, 501):  # before any output: the request itself
+                raise ToolsRejected(f"HTTP {exc.status_code}: {_short(exc.message)}") from None
+            raise self._unavailable(exc) from None
         except openai.APITimeoutError:
             raise Unavailable(f"chat provider timed out at {self.endpoint}", retryable=True) from None
-        except openai.APIStatusError as exc:
-            status = exc.status_code
-            retryable = status == 429 or status == 408 or status >= 500
-            raise Unavailable(f"chat provider at {self.endpoint} answered HTTP {status}: {_short(exc.message)}",
-                                      retryable=retryable, retry_after_ms=_retry_after_ms(exc)) from None
         except openai.APIConnectionError as exc:
             raise Unavailable(f"chat provider unreachable at {self.endpoint}: {connection_failure(exc)}",
                                       retryable=True) from None
@@ -156,8 +189,47 @@ class OpenAIProvider(ChatProvider):
             raise Unavailable(f"chat provider at {self.endpoint} failed: {type(exc).__name__}: "
                                       f"{_short(str(exc))}", retryable=True) from None
 
+    def _unavailable(self, exc: Any) -> Unavailable:
+        status = exc.status_code
+        retryable = status == 429 or status == 408 or status >= 500
+        return Unavailable(f"chat provider at {self.endpoint} answered HTTP {status}: {_short(exc.message)}",
+                           retryable=retryable, retry_after_ms=_retry_after_ms(exc))
+
     async def close(self) -> None:
         await self.client.close()
+
+
+class _Pending:
+    """A tool call being streamed: OpenAI sends the id and name first, then the arguments in fragments,
+    each piece naming its call by `index`."""
+
+    __slots__ = ("id", "name", "parts", "kept", "size")
+
+    def __init__(self) -> None:
+        self.id, self.name, self.parts, self.kept, self.size = "", "", [], 0, 0
+
+    def add(self, part: Any) -> None:
+        if getattr(part, "id", None):
+            self.id = str(part.id)
+        fn = getattr(part, "function", None)
+        if fn is None:
+            return
+        if getattr(fn, "name", None):
+            self.name = (self.name + str(fn.name))[:200]
+        piece = getattr(fn, "arguments", None)
+        if isinstance(piece, str) and piece:
+            self.size += len(piece)
+            room = MAX_TOOL_ARGUMENT_CHARS - self.kept
+            if room > 0:
+                self.parts.append(piece[:room])
+                self.kept += min(room, len(piece))
+
+    def done(self) -> ToolCall:
+        return ToolCall(self.id, self.name, "".join(self.parts), self.size)
+
+
+def _finished(calls: dict[int, _Pending]) -> ToolCalls:
+    return ToolCalls([calls[i].done() for i in sorted(calls)])
 
 
 def connection_failure(exc: BaseException) -> str:

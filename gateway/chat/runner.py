@@ -2,6 +2,7 @@
 
 send():  validate → idempotency → durably append the user message → start the run → {runId, started}
 run:     recall memory → prompt (system + recalled + last N messages) → stream deltas (`chat.delta`)
+         [→ tool calls: `chat.tool` events, calls and results in the transcript, stream again (tools.py)]
          → append the assistant message → `chat.final` (or `chat.error` / `chat.aborted`)
 An aborted run keeps its partial reply in the transcript, marked `"aborted": true`.
 """
@@ -26,7 +27,9 @@ from ..tasks import KeyedLocks, log_failure
 from ..sessions.store import SessionStore
 from .compaction import Compactor, read_state
 from .ledger import RunLedger
-from .providers import ChatProvider, Delta, Usage
+from .providers import ChatProvider, Delta, ToolCalls, ToolsRejected, Usage
+from ..tools.catalog import ToolOutcome
+from .tools import MAX_CALLS_PER_STEP, ChatTools, plain, replay, shown_arguments, tool_calls_message
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..memory.service import MemoryManager
@@ -43,6 +46,7 @@ class Run:
     parts: list[str] = field(default_factory=list)
     aborted: bool = False
     finalizing: bool = False  # the reply is being saved: too late to abort
+    found: list[dict[str, Any]] = field(default_factory=list)  # memory the tools found: {path, startLine, …}
 
     def next_seq(self) -> int:
         self.seq += 1
@@ -53,8 +57,9 @@ class ChatService:
     def __init__(self, config: Config, sessions: SessionStore, bus: EventBus, provider: ChatProvider,
                  memory: "MemoryManager | None" = None, topic: Callable[[str], str] = lambda key: key,
                  compactor: Compactor | None = None,
-                 ledger: RunLedger | None = None):
+                 ledger: RunLedger | None = None, tools: ChatTools | None = None):
         self.config = config
+        self.tools = tools
         self.topic = topic
         self.compactor = compactor
         self._background: set[asyncio.Task[Any]] = set()
@@ -147,6 +152,7 @@ class ChatService:
         """Refuse new runs, abort the running ones and wait (up to `grace`) for them to persist."""
         self.closing = True
         tasks = [r.task for r in self.active.values() if r.task is not None] + list(self._background)
+        tasks += list(self.tools.pending) if self.tools is not None else []
         for run in list(self.active.values()):
             self._cancel(run)
         if tasks:
@@ -157,7 +163,8 @@ class ChatService:
     @property
     def idle(self) -> bool:
         """No run, no background work (compaction) and no send in progress."""
-        return not self.active and not self._background and not len(self._send_locks)
+        return (not self.active and not self._background and not len(self._send_locks)
+                and (self.tools is None or not self.tools.pending))
 
     # ---- internals -----------------------------------------------------------------------------
     def _spawn(self, coro: Any) -> None:
@@ -208,7 +215,8 @@ class ChatService:
         self.bus.publish(self.topic(run.session_key), method,
                          {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params})
 
-    async def _prompt(self, session_key: str, user_text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def _prompt(self, session_key: str, user_text: str, with_tools: bool = False
+                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         recalled: list[dict[str, Any]] = []
         if self.memory is not None and self.config.memory.recall.enabled:
             try:
@@ -218,7 +226,8 @@ class ChatService:
         if self.compactor is not None:
             await self.compactor.settled(session_key)
         state = await asyncio.to_thread(read_state, await self.sessions.local_transcript(session_key))
-        history = [m for m in state.pending if m["role"] in ("user", "assistant", "system") and m["content"]]
+        history = [m for m in state.pending if m["role"] in ("user", "assistant", "system", "tool")
+                   and (m["content"] or m.get("toolCalls"))]
         history = history[-self.config.chat.history_messages :]
         system = self.config.chat.system_prompt
         if state.summary:
@@ -227,8 +236,94 @@ class ChatService:
             system += "\n\n## Recalled memory\n" + "\n\n".join(
                 f"[{r['path']}:{r['startLine']}-{r['endLine']}]\n{r['snippet']}" for r in recalled)
         messages = [{"role": "system", "content": system}]
-        messages += [{"role": m["role"], "content": m["content"]} for m in history]
+        messages += replay(history, with_tools)
         return messages, recalled
+
+    async def _converse(self, run: Run, messages: list[dict[str, Any]], recalled: list[dict[str, Any]],
+                        offered: list[dict[str, Any]] | None) -> tuple[Usage | None, bool]:
+        """Stream the reply; with tools, run the calls the model makes and stream again, at most
+        chat.maxToolSteps times. → (usage of all requests, whether the reply was cut)."""
+        key = run.session_key
+        room = self.config.chat.max_reply_chars  # a runaway upstream must not make frames no one can read
+        usage: Usage | None = None
+        steps = 0
+        limited = False
+        without_tools = False  # the provider refused tools: this run retries once without them
+        while True:
+            calls: ToolCalls | None = None
+            try:
+                async with contextlib.aclosing(self.provider.stream(messages, recalled=recalled,
+                                                                    tools=offered)) as stream:
+                    async for item in stream:
+                        # A provider's client parses a buffered stream without yielding: let the rest of
+                        # the gateway run between chunks, or a fast upstream starves every other client.
+                        await asyncio.sleep(0)
+                        if isinstance(item, Delta):
+                            text = item.text[:room]
+                            room -= len(text)
+                            if text:
+                                run.parts.append(text)
+                                self._emit(run, "chat.delta", delta=text)
+                            if room <= 0:
+                                log.warning("chat reply cut at chat.maxReplyChars", session=key, run=run.run_id,
+                                            chars=self.config.chat.max_reply_chars)
+                                return usage, True
+                        elif isinstance(item, ToolCalls):
+                            calls = item
+                        else:
+                            usage = item if usage is None else Usage(usage.prompt_tokens + item.prompt_tokens,
+                                                                     usage.completion_tokens + item.completion_tokens)
+            except ToolsRejected as exc:
+                if without_tools or run.parts:
+                    raise Unavailable(f"chat provider refused the request: {exc}", retryable=False) from None
+                log.warning("chat provider refused tools; retrying without them", provider=self.provider.name,
+                            error=str(exc))
+                without_tools, offered, messages = True, None, plain(messages)
+                continue
+            if without_tools:  # it answered without tools: remember, and never offer them again
+                self.provider.tools_supported = False
+            if calls is None or offered is None or not calls.calls:
+                break
+            steps += 1
+            await self._tool_step(run, messages, calls, offered)
+            if steps >= self.config.chat.max_tool_steps:
+                offered, limited = None, True  # one more round, without tools: the model must answer
+        if limited:
+            note = self.tools.limit_note() if self.tools is not None else ""
+            note = note[:room]
+            if note:
+                run.parts.append(note)
+                self._emit(run, "chat.delta", delta=note)
+        return usage, False
+
+    async def _tool_step(self, run: Run, messages: list[dict[str, Any]], calls: ToolCalls,
+                         offered: list[dict[str, Any]]) -> None:
+        """Record the model's calls, run each (a `chat.tool` event before and after), record the
+        results, and add both to `messages` for the next round."""
+        assert self.tools is not None
+        text, run.parts = "".join(run.parts), []  # this step's text belongs to its tool-calls message
+        wire = tool_calls_message(calls.calls, run.run_id)
+        rec = tx.message_record(str(uuid.uuid4()), "assistant", text, run.run_id, **self._reply_marks())
+        rec["message"]["tool_calls"] = wire
+        await self.sessions.append_messages(run.session_key, rec)
+        messages.append({"role": "assistant", "content": text or None, "tool_calls": wire})
+        for i, call in enumerate(calls.calls):
+            shown = shown_arguments(call.arguments)
+            self._emit(run, "chat.tool", callId=call.id, name=call.name, arguments=shown, status="running",
+                       summary=None)
+            if i < MAX_CALLS_PER_STEP:
+                outcome = await self.tools.call(call, offered)
+            else:
+                outcome = ToolOutcome(f"Error: at most {MAX_CALLS_PER_STEP} tool calls in one step", "skipped",
+                                      error=True)
+            run.found += outcome.memory
+            self._emit(run, "chat.tool", callId=call.id, name=call.name, arguments=shown,
+                       status="error" if outcome.error else "ok", summary=outcome.summary)
+            result = tx.message_record(str(uuid.uuid4()), "tool", outcome.text, run.run_id, tool=call.name,
+                                       **({"error": True} if outcome.error else {}), **{tx.REMEMBER_FIELD: False})
+            result["message"]["tool_call_id"] = call.id
+            await self.sessions.append_messages(run.session_key, result)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})
 
     async def _run(self, run: Run, user_text: str) -> None:
         key = run.session_key
@@ -236,30 +331,12 @@ class ChatService:
         usage: Usage | None = None
         recalled: list[dict[str, Any]] = []
         try:
-            messages, recalled = await self._prompt(key, user_text)
-            room = self.config.chat.max_reply_chars  # a runaway upstream must not make frames no one can read
-            truncated = False
-            async with contextlib.aclosing(self.provider.stream(messages, recalled=recalled)) as stream:
-                async for item in stream:
-                    # A provider's client parses a buffered stream without yielding: let the rest of
-                    # the gateway run between chunks, or a fast upstream starves every other client.
-                    await asyncio.sleep(0)
-                    if isinstance(item, Delta):
-                        text = item.text[:room]
-                        room -= len(text)
-                        if text:
-                            run.parts.append(text)
-                            self._emit(run, "chat.delta", delta=text)
-                        if room <= 0:
-                            truncated = True
-                            log.warning("chat reply cut at chat.maxReplyChars", session=key, run=run.run_id,
-                                        chars=self.config.chat.max_reply_chars)
-                            break
-                    else:
-                        usage = item
+            offered = self.tools.offer(self.provider) if self.tools is not None else None
+            messages, recalled = await self._prompt(key, user_text, with_tools=offered is not None)
+            usage, truncated = await self._converse(run, messages, recalled, offered)
             content = "".join(run.parts)
-            memory = [{"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"],
-                       "score": r["score"]} for r in recalled]
+            memory = _distinct([{"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"],
+                                 "score": r["score"]} for r in recalled] + run.found)
             # What was recalled is kept with the reply, so history can show it later.
             extra: dict[str, Any] = {"memory": memory} if memory else {}
             if truncated:
@@ -307,3 +384,15 @@ class ChatService:
             msg = f"could not save the reply: {exc.strerror}" if isinstance(exc, OSError) else "internal error"
             await self._end(run, "chat.error", error={"code": -32603, "message": f"{msg} (errorId {error_id})",
                                                       "retryable": retryable})
+
+
+def _distinct(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Memory references without repeats (the same lines found by recall and by a tool)."""
+    seen: set[tuple[Any, Any, Any]] = set()
+    out = []
+    for r in refs:
+        mark = (r.get("path"), r.get("startLine"), r.get("endLine"))
+        if mark not in seen:
+            seen.add(mark)
+            out.append(r)
+    return out
