@@ -219,3 +219,16 @@ async def test_the_offline_responder_works_without_tools(start_gateway):
     assert events[-1]["method"] == "chat.final"
     assert not any(e["method"] == "chat.tool" for e in events)
     await c.close()
+
+
+async def test_compaction_leaves_tool_results_out_of_the_summary(start_gateway, api):
+    gw = await _gateway(start_gateway, api, **{"chat.compactBudgetTokens": 0, "chat.compactKeepRecent": 1})
+    api.script(("tools", [("memory_list", {})]))
+    c = await gw.client()
+    key = (await c.call("sessions.create"))["sessionKey"]
+    await _turn(c, key, "what do you keep about me")
+    assert (await c.call("sessions.compact", {"sessionKey": key}))["compacted"] == 3
+    asked = _chat_requests(api)[-1]["messages"][-1]["content"]
+    assert asked.startswith("user: what do you keep about me")
+    assert "tool:" not in asked and "keyed memories" not in asked
+    await c.close()
