@@ -320,7 +320,8 @@ class ChatService:
             self._emit(run, "chat.tool", callId=call.id, name=call.name, arguments=shown,
                        status="error" if outcome.error else "ok", summary=outcome.summary)
             result = tx.message_record(str(uuid.uuid4()), "tool", outcome.text, run.run_id, tool=call.name,
-                                       **({"error": True} if outcome.error else {}), **{tx.REMEMBER_FIELD: False})
+                                       summary=outcome.summary, **({"error": True} if outcome.error else {}),
+                                       **{tx.REMEMBER_FIELD: False})
             result["message"]["tool_call_id"] = call.id
             await self.sessions.append_messages(run.session_key, result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})

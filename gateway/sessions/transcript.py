@@ -253,8 +253,9 @@ def read_messages(path: Path) -> list[dict[str, Any]]:
             item["toolCalls"] = m["tool_calls"]
         if isinstance(m.get("tool_call_id"), str):  # a tool's result
             item["toolCallId"] = m["tool_call_id"]
-            if isinstance(d.get("tool"), str):
-                item["tool"] = d["tool"]
+            for name in ("tool", "summary"):
+                if isinstance(d.get(name), str):
+                    item[name] = d[name]
             if d.get("error") is True:
                 item["error"] = True
         out.append(item)

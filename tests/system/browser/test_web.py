@@ -554,3 +554,37 @@ async def test_memory_panel_adds_edits_deletes_and_opens_notes(page: Page, gatew
     await panel.get_by_role("button", name="Open note").click()
     dialog = page.get_by_role("dialog", name="MEMORY.md")
     await expect(dialog.locator("#memory-text")).to_contain_text("I take my coffee black.")
+
+
+async def test_memory_tool_calls_show_as_one_line_each(browser: Browser, tmp_path):
+    with FakeOpenAI() as api:
+        gw = RunningGateway(make_config(tmp_path / "state", memory=True, **{
+            "chat.baseUrl": api.base_url, "chat.model": "fake-model", "memory.recall.enabled": False}))
+        await gw.start()
+        ctx = await browser.new_context()
+        try:
+            pg = await ctx.new_page()
+            watch = PageWatch(pg)
+            await pg.goto(base_url(gw))
+            await sign_in(pg, gw.token)
+            await new_session(pg)
+            api.script(("tools", [("memory_set", {"key": "boat.colour", "value": "The boat is dark green."})]),
+                       ("tools", [("memory_search", {"query": "boat colour"})]))
+            api.reply = "Your boat is dark green."
+            await send(pg, "Remember my boat is dark green")
+            await wait_reply(pg, 1)
+            expected = ['💾 memory_set "boat.colour" → stored boat.colour',
+                        re.compile(r'🔎 memory_search "boat colour" → \d+ results?')]
+            await expect(replies(pg).first.locator(".tool-call")).to_have_text(expected)
+            await expect(replies(pg).first.locator(".msg-body")).to_have_text("Your boat is dark green.")
+            # History shows the same lines after a reload.
+            await pg.reload()
+            await expect(pg.locator("#conn-status")).to_have_attribute("data-state", "open")
+            await expect(replies(pg)).to_have_count(1)
+            await expect(replies(pg).first.locator(".tool-call")).to_have_text(expected)
+            await expect(replies(pg).first.locator(".msg-body")).to_have_text("Your boat is dark green.")
+            await shot(pg, "web-tools.png")
+            assert watch.errors == [] and watch.dialogs == []
+        finally:
+            await ctx.close()
+            await gw.stop()
