@@ -214,6 +214,9 @@ class HttpApi:
         except OSError as exc:
             raise ListenError(exc.errno, f"cannot serve the HTTP API on {c.host}:{port}: {exc.strerror} (set "
                                          "server.httpPort to a free port, or 0 to turn it off)") from exc
+        # Each answer leaves at once: without it a keep-alive client (MCP, OpenAI SDKs) waits ~40 ms per
+        # request for its own delayed ACK of the answer's first segment (accepted sockets inherit it).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setblocking(False)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(

@@ -142,3 +142,29 @@ def test_jarvis_mcp_without_a_gateway_says_so_in_one_line(tmp_path):
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"jarvis mcp: cannot reach the gateway at ws://127.0.0.1:{port}/")
+
+
+async def test_keep_alive_round_trips_do_not_wait_for_a_delayed_ack(start_gateway):
+    """An MCP client keeps its connection open and sends each request in one write; the listener's
+    answers must leave at once (TCP_NODELAY), not ~40 ms later when the client's delayed ACK comes."""
+    import statistics
+    import time
+
+    gw = await start_gateway(**{"server.httpPort": -1})
+    port = gw.gw.http.port
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "memory_nope", "arguments": {}}}'
+    request = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {gw.token}\r\n"
+               "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+               f"MCP-Protocol-Version: 2025-06-18\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    times = []
+    for _ in range(15):
+        t0 = time.perf_counter()
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        answer = await reader.readexactly(length)
+        times.append(time.perf_counter() - t0)
+        assert head.startswith(b"HTTP/1.1 200") and b"unknown tool 'memory_nope'" in answer
+    writer.close()
+    assert statistics.median(times) < 0.025, [round(t * 1000, 1) for t in times]
