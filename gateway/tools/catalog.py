@@ -16,16 +16,20 @@ outcome with `error=True` saying why, never an exception.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 import orjson
+import structlog
 
 from ..errors import Invalid, JarvisError
 from ..methods import memory as _memory_methods  # noqa: F401  (registers memory.search/get)
 from ..methods import notes as _notes_methods  # noqa: F401  (registers memory.set/delete/list/recall)
 from ..registry import CallContext, Services, registry
 from ..schema import Obj
+
+log = structlog.get_logger("gateway.tools")
 
 Caller = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
@@ -42,8 +46,16 @@ class ToolOutcome:
     memory: list[dict[str, Any]] = field(default_factory=list)  # {path, startLine, endLine, score?} it found
 
 
+class CallFailed(Exception):
+    """A caller's method failed where it ran (the gateway, for `jarvis mcp`); the message says why."""
+
+
 class ToolError(Exception):
-    """A tool call that cannot run; its message is what the model reads."""
+    """A tool call that cannot run; its message is what the model reads, `summary` what people see."""
+
+    def __init__(self, message: str, summary: str = "bad arguments"):
+        super().__init__(message)
+        self.summary = summary
 
 
 @dataclass(frozen=True)
@@ -168,11 +180,15 @@ async def run_tool(name: str, arguments: Any, caller: Caller, *, agent: bool = F
         result = await caller(tool.method, sent)
         return await RENDER[name](result, params, caller)
     except ToolError as exc:
-        return _failed(str(exc), "bad arguments" if "argument" in str(exc) else "failed")
+        return _failed(str(exc), exc.summary)
     except JarvisError as exc:
         return _failed(f"{tool.method} failed: {exc.message}", "failed")
-    except Exception as exc:  # a remote call's error (jarvis mcp) or a bug: the model reads why
-        return _failed(f"{tool.method} failed: {_short(str(exc) or type(exc).__name__, 300)}", "failed")
+    except CallFailed as exc:
+        return _failed(f"{tool.method} failed: {_short(str(exc), 300)}", "failed")
+    except Exception:  # a bug: logged; the model reads that it failed, the run goes on
+        error_id = uuid.uuid4().hex[:12]
+        log.exception("memory tool crashed", tool=name, errorId=error_id)
+        return _failed(f"{tool.method} failed: internal error (errorId {error_id})", "failed")
 
 
 def _failed(text: str, summary: str) -> ToolOutcome:

@@ -20,7 +20,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from .. import __version__
-from .catalog import TOOLS, Caller, in_process, run_tool
+from .catalog import TOOLS, CallFailed, Caller, in_process, run_tool
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..client import Connection
@@ -83,15 +83,15 @@ class Forwarder:
         from ..client import CallError, GatewayCallError
 
         async with self._lock:
-            if self.conn is None or self.conn._reader.done():
+            if self.conn is None or self.conn.closed:
                 await self.connect()
         assert self.conn is not None
         try:
             return await self.conn.call(method, params)
         except GatewayCallError as exc:
-            raise RuntimeError(exc.error_message) from None
+            raise CallFailed(exc.error_message) from None
         except CallError as exc:
-            raise RuntimeError(f"{exc} (is the gateway still running?)") from None
+            raise CallFailed(f"{exc} (is the gateway still running?)") from None
 
     async def close(self) -> None:
         if self.conn is not None:

@@ -98,13 +98,17 @@ async def test_mcp_over_http_lists_the_tools_and_stores_finds_and_reads_a_memory
     assert (gw.config.agent_workspace("work") / "memory/keyed/general/dog.name.md").exists()
 
 
-async def test_mcp_over_http_refuses_a_wrong_token(start_gateway):
+async def test_mcp_over_http_refuses_a_wrong_token_and_a_10_mb_argument(start_gateway):
     gw = await start_gateway(**{"server.httpPort": -1, "server.authFailureDelay": 0})
+    accept = {"Accept": "application/json, text/event-stream"}
     async with httpx.AsyncClient() as http:
         r = await http.post(gw.http_url + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                            headers={"Authorization": "Bearer wrong-token-0123456789",
-                                     "Accept": "application/json, text/event-stream"})
-    assert r.status_code == 401 and r.json()["error"]["message"] == "invalid token"
+                            headers={"Authorization": "Bearer wrong-token-0123456789", **accept})
+        assert r.status_code == 401 and r.json()["error"]["message"] == "invalid token"
+        huge = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "memory_set", "arguments": {"key": "huge", "value": "x" * (10 << 20)}}}
+        r = await http.post(gw.http_url + "/mcp", json=huge, headers={"Authorization": f"Bearer {gw.token}", **accept})
+        assert r.status_code == 413 and "server.httpMaxBodyBytes" in r.json()["error"]["message"]
     with pytest.raises(Exception):
         async with http_client(gw, token="wrong-token-0123456789") as client:
             await client.list_tools()
