@@ -16,8 +16,8 @@ Behaviours (each consumed by one request; when the script is empty, "ok"):
     ("tools", [(name, arguments), …])   a model calling tools, streamed as OpenAI does: each call's id
                                     and name first, then its arguments (a dict is sent as JSON, a str
                                     as is) in 7-character fragments; finish_reason "tool_calls". Only
-                                    when the request offered `tools` (a model cannot call others);
-                                    otherwise the reply as usual
+                                    when the request offered `tools` and did not say tool_choice
+                                    "none" (a model cannot call tools then); otherwise the reply
 
 Endpoints: POST /v1/chat/completions (stream or not), POST /v1/embeddings (deterministic vectors
 from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too). `requests` records every request body.
@@ -149,7 +149,7 @@ class FakeOpenAI:
                     return
                 if path.endswith("/chat/completions"):
                     try:
-                        if kind == "tools" and body.get("tools") and body.get("stream"):
+                        if kind == "tools" and body.get("tools") and body.get("tool_choice") != "none" and body.get("stream"):
                             self._tool_calls(body, behaviour[1])
                             return
                         self._chat(body, cut=behaviour[1] if kind == "cut" else None)

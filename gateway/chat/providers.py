@@ -67,7 +67,8 @@ class ChatProvider:
     tools_supported = False
 
     def stream(self, messages: list[dict[str, Any]], *, recalled: list[dict[str, Any]] | None = None,
-               tools: list[dict[str, Any]] | None = None) -> AsyncIterator[Delta | ToolCalls | Usage]:
+               tools: list[dict[str, Any]] | None = None, tool_choice: str | None = None
+               ) -> AsyncIterator[Delta | ToolCalls | Usage]:
         raise NotImplementedError
 
     async def close(self) -> None:
@@ -105,7 +106,7 @@ class OfflineResponder(ChatProvider):
             lines.append("Nothing in memory matched this message.")
         return "\n".join(lines)
 
-    async def stream(self, messages, *, recalled=None, tools=None):
+    async def stream(self, messages, *, recalled=None, tools=None, tool_choice=None):
         user_text = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
         text = self.compose(user_text, recalled or [])
         # Stream in word-sized groups so clients exercise real incremental rendering.
@@ -150,7 +151,7 @@ class OpenAIProvider(ChatProvider):
         self.client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url or None,
                                   timeout=timeout, max_retries=max_retries)
 
-    async def stream(self, messages, *, recalled=None, tools=None):
+    async def stream(self, messages, *, recalled=None, tools=None, tool_choice=None):
         import openai
 
         calls: dict[int, _Pending] = {}
@@ -158,6 +159,7 @@ class OpenAIProvider(ChatProvider):
             stream = await self.client.chat.completions.create(
                 model=self.model, messages=messages, stream=True,
                 stream_options={"include_usage": True}, **({"tools": tools} if tools else {}),
+                **({"tool_choice": tool_choice} if tools and tool_choice else {}),
             )
             async with stream:
                 async for chunk in stream:

@@ -252,8 +252,9 @@ class ChatService:
         while True:
             calls: ToolCalls | None = None
             try:
-                async with contextlib.aclosing(self.provider.stream(messages, recalled=recalled,
-                                                                    tools=offered)) as stream:
+                choice = "none" if limited else None  # past the step limit the model must answer
+                async with contextlib.aclosing(self.provider.stream(messages, recalled=recalled, tools=offered,
+                                                                    tool_choice=choice)) as stream:
                     async for item in stream:
                         # A provider's client parses a buffered stream without yielding: let the rest of
                         # the gateway run between chunks, or a fast upstream starves every other client.
@@ -282,12 +283,13 @@ class ChatService:
                 continue
             if without_tools:  # it answered without tools: remember, and never offer them again
                 self.provider.tools_supported = False
-            if calls is None or offered is None or not calls.calls:
+            if calls is None or offered is None or limited or not calls.calls:
                 break
             steps += 1
             await self._tool_step(run, messages, calls, offered)
-            if steps >= self.config.chat.max_tool_steps:
-                offered, limited = None, True  # one more round, without tools: the model must answer
+            # One more round past the limit, the tools still described (the history holds their calls)
+            # but tool_choice "none": the model must answer.
+            limited = steps >= self.config.chat.max_tool_steps
         if limited:
             note = self.tools.limit_note() if self.tools is not None else ""
             note = note[:room]

@@ -6,10 +6,11 @@ A run with tools goes round at most `chat.maxToolSteps` times (runner.py drives 
     → transcript: {"role":"assistant","content":…,"tool_calls":[…]} and one {"role":"tool",…} per call
     → `chat.tool` events (status "running", then "ok" or "error" with a summary) → stream again
 
-Past the last step the model is asked once more without tools and the reply says the limit was reached.
-Every failure of a call (unknown tool, arguments that are not JSON, too large, the method's error)
-becomes the tool's result, so the model reads why and the run goes on. Writes run to the end even when
-the run is aborted (shielded), so an abort never leaves a memory half written.
+Past the last step the model is asked once more with tool_choice "none" (it must answer now) and the
+reply says the limit was reached. Every failure of a call (unknown tool, arguments that are not JSON,
+too large, the method's error) becomes the tool's result, so the model reads why and the run goes on.
+Writes run to the end even when the run is aborted (shielded), so an abort never leaves a memory half
+written.
 """
 
 from __future__ import annotations

@@ -138,7 +138,8 @@ async def test_a_model_calling_tools_forever_stops_at_the_step_limit_and_says_so
     events = await _turn(c, key, "list forever")
     assert sum(1 for e in events if e["method"] == "chat.tool" and e["params"]["status"] == "ok") == 3
     reqs = _chat_requests(api)
-    assert len(reqs) == 4 and "tools" not in reqs[-1], "the last round offers no tools: the model must answer"
+    assert len(reqs) == 4 and reqs[-1]["tool_choice"] == "none", "the last round: the model must answer"
+    assert all("tool_choice" not in r for r in reqs[:-1])
     content = events[-1]["params"]["message"]["content"]
     assert content.startswith("Here is what I know.")
     assert content.endswith("the limit of 3 tool steps for one reply was reached (chat.maxToolSteps).]")
