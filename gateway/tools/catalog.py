@@ -16,6 +16,7 @@ outcome with `error=True` saying why, never an exception.
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
@@ -247,7 +248,11 @@ def _hit(i: int, r: dict[str, Any], where: dict[str, str]) -> str:
         about.append(f"key {r['key']}")
     if r.get("score") is not None:
         about.append(f"score {r['score']:.2f}")
-    return f"[{i}] {cite} ({'; '.join(about)})\n    {_short(r.get('snippet', ''), SNIPPET_CHARS)}"
+    text = _FRONT_MATTER.sub("", " ".join(str(r.get("snippet", "")).split()), count=1)
+    return f"[{i}] {cite} ({'; '.join(about)})\n    {_short(text, SNIPPET_CHARS)}"
+
+
+_FRONT_MATTER = re.compile(r"^---\s(?:(?!---).)*---\s*")  # a keyed memory's own metadata: cited already
 
 
 async def _hits(result: dict, params: dict, caller: Caller, what: str) -> ToolOutcome:
