@@ -233,3 +233,15 @@ async def test_compaction_leaves_tool_results_out_of_the_summary(start_gateway, 
     assert asked.startswith("user: what do you keep about me")
     assert "tool:" not in asked and "keyed memories" not in asked
     await c.close()
+
+
+async def test_a_history_window_that_cuts_a_call_off_from_its_result_sends_neither(start_gateway, api):
+    gw = await _gateway(start_gateway, api, **{"chat.historyMessages": 3})
+    api.script(("tools", [("memory_list", {})]))
+    c = await gw.client()
+    key = (await c.call("sessions.create"))["sessionKey"]
+    await _turn(c, key, "what do you keep")
+    await _turn(c, key, "and now?")  # the window: the tool result, the reply, this message
+    sent = _chat_requests(api)[-1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "assistant", "user"]
+    await c.close()

@@ -15,6 +15,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from gateway.registry import registry
 from tests.helpers import ROOT
 
 NAMES = ["memory_search", "memory_get", "memory_set", "memory_delete", "memory_list", "memory_recall"]
@@ -39,6 +40,10 @@ async def _tools_and_round_trip(client: Client, key: str) -> None:
     tools = (await client.list_tools()).tools
     assert [t.name for t in tools] == NAMES
     by = {t.name: t for t in tools}
+    for t in tools:  # the schemas are the methods' own (memory.search's `mode` left out)
+        method = registry.methods[t.name.replace("_", ".")].params.json_schema()
+        method["properties"].pop("mode", None)
+        assert t.input_schema == method
     search = by["memory_search"]
     assert search.input_schema["required"] == ["query"]
     assert search.input_schema["properties"]["k"] == {"type": "integer", "default": 6, "description": "how many results",
