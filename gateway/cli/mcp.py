@@ -33,8 +33,13 @@ def add_commands(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    import sys
+
+    from .. import logs
     from ..tools.mcp import serve_stdio
 
+    # stdout carries MCP and nothing else: logs (warnings up, unless --log-level) go to stderr.
+    logs.setup(args.log_level or "warning", config.log_format, stream=sys.stderr)
     if args.token:
         config.token = args.token
     return asyncio.run(serve_stdio(config, args.url))
