@@ -66,7 +66,8 @@ def mount(api: "HttpApi", services: "Services") -> None:
 
 # ---- stdio: forward to the running gateway ------------------------------------------------------
 class Forwarder:
-    """A caller over one WebSocket connection to the gateway, opened again if it drops."""
+    """A caller over one WebSocket connection to the gateway, opened again if it drops (every memory
+    tool is idempotent, so a call the old connection lost may be sent again)."""
 
     def __init__(self, config: "Config", url: str | None):
         self.config = config
@@ -82,16 +83,20 @@ class Forwarder:
     async def __call__(self, method: str, params: dict[str, Any]) -> Any:
         from ..client import CallError, GatewayCallError
 
-        async with self._lock:
-            if self.conn is None or self.conn.closed:
-                await self.connect()
-        assert self.conn is not None
-        try:
-            return await self.conn.call(method, params)
-        except GatewayCallError as exc:
-            raise CallFailed(exc.error_message) from None
-        except CallError as exc:
-            raise CallFailed(f"{exc} (is the gateway still running?)") from None
+        for attempt in (1, 2):  # a gateway restarted since the last call: connect again, once
+            try:
+                async with self._lock:
+                    if self.conn is None or self.conn.closed:
+                        await self.connect()
+                assert self.conn is not None
+                return await self.conn.call(method, params)
+            except GatewayCallError as exc:
+                raise CallFailed(exc.error_message) from None
+            except CallError as exc:
+                if attempt == 2:
+                    raise CallFailed(f"{exc} (is the gateway still running?)") from None
+                if self.conn is not None:
+                    await self.conn.close()
 
     async def close(self) -> None:
         if self.conn is not None:

@@ -127,6 +127,13 @@ async def test_jarvis_mcp_over_stdio_forwards_to_the_gateway(start_gateway):
         huge = await client.call_tool("memory_set", {"key": "huge", "value": "x" * (10 << 20)})
         assert huge.is_error and text(huge).startswith("Error: arguments are ") and "the limit is" in text(huge)
         assert not (await client.call_tool("memory_list", {})).is_error
+        # The gateway restarts: the next call connects again.
+        await gw.restart()
+        assert not (await client.call_tool("memory_list", {})).is_error
+        # The gateway is gone: the call says so, and the client goes on.
+        await gw.stop()
+        gone = await client.call_tool("memory_list", {})
+        assert gone.is_error and "cannot reach the gateway" in text(gone) and "is the gateway still running?" in text(gone)
 
 
 async def test_jarvis_mcp_refused_by_the_gateway_says_why(start_gateway):
