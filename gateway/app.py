@@ -90,7 +90,11 @@ class Gateway:
         self.services.connection_count = self.server.connection_count
         await self.server.start()
         self.http = HttpApi(cfg, tokens, self.server.handshake)
-        self.http.add_routes(openai_api.routes(self.services))
+        self.http.add_routes(openai_api.routes(self.services))  # /v1: OpenAI-compatible, with memory
+        if self.http.enabled:
+            from .tools import mcp
+
+            mcp.mount(self.http, self.services)  # /mcp: the memory tools for MCP clients
         await self.http.start()
         log.info("gateway ready", url=self.url, version=__version__, chat=provider.name,
                  memory=cfg.memory.enabled, state_dir=str(cfg.state_dir),

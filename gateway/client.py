@@ -164,6 +164,11 @@ class Connection:
             self._pending.clear()
             self.events.put_nowait(None)  # end of events
 
+    @property
+    def closed(self) -> bool:
+        """The gateway closed the connection (or it was closed here)."""
+        return self._reader.done()
+
     async def call(self, method: str, params: Any = None) -> Any:
         if self._reader.done():
             raise CallError(f"the gateway at {self.url} closed the connection", 3)

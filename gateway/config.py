@@ -92,6 +92,11 @@ class ChatConfig:
     compact_budget_tokens: int = _f(6000, ge=0, doc="history size (≈ chars/4) past which older messages are "
                                     "flushed into memory/YYYY-MM-DD.md; 0 = only by sessions.compact")
     compact_keep_recent: int = _f(10, ge=1, le=1000, doc="messages kept verbatim when a session is compacted")
+    tools: bool | list[str] = _f(True, doc="memory tools the chat model may call (OpenAI-compatible providers): true "
+                                 "for all, false for none, or a list of names (memory_search, memory_get, "
+                                 "memory_set, memory_delete, memory_list, memory_recall)")
+    max_tool_steps: int = _f(5, ge=1, le=50, doc="rounds of tool calls in one run; past it the model must answer "
+                             "and the reply says the limit was reached")
 
 
 @dataclass
@@ -338,6 +343,13 @@ ENV_VARS: dict[str, str] = {
 def _coerce(key: str, value: Any, typ: Any, meta: Mapping[str, Any], from_text: bool) -> Any:
     """Check (and for env/CLI text, convert) one value against its declared type and rules."""
     origin = get_origin(typ)
+    if get_args(typ) == (bool, list[str]):  # true / false / a list of names
+        if isinstance(value, bool) or (from_text and isinstance(value, str)
+                                       and value.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off")):
+            return _coerce(key, value, bool, meta, from_text)
+        if not isinstance(value, (list, str)):
+            raise ConfigError(f"{key}: must be true, false or a list of tool names")
+        return _coerce(key, value, list[str], meta, from_text)
     if origin is list:
         if from_text and isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
@@ -426,6 +438,12 @@ def _validate(cfg: Config) -> None:
     if cfg.sessions.history_max_bytes + (64 << 10) > cfg.server.max_reply_bytes:
         raise ConfigError(f"sessions.historyMaxBytes: a page of {cfg.sessions.history_max_bytes} bytes does not fit "
                           f"server.maxReplyBytes ({cfg.server.max_reply_bytes}) with room to spare; lower it")
+    if isinstance(cfg.chat.tools, list):
+        from .tools.catalog import CATALOG
+
+        unknown = [t for t in cfg.chat.tools if t not in CATALOG]
+        if unknown:
+            raise ConfigError(f"chat.tools: unknown tool {unknown[0]!r} (known: {', '.join(CATALOG)}); or true / false")
     if cfg.chat.max_reply_chars * 6 + (64 << 10) > cfg.server.max_reply_bytes:
         raise ConfigError(f"chat.maxReplyChars: {cfg.chat.max_reply_chars} chars may encode to more than "
                           f"server.maxReplyBytes ({cfg.server.max_reply_bytes}); lower it or raise maxReplyBytes")

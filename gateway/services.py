@@ -26,6 +26,8 @@ from .chat.compaction import Compactor
 from .chat.providers import ChatProvider
 from .chat.ledger import PgRunLedger, RunLedger
 from .chat.runner import ChatService
+from .chat.tools import ChatTools
+from .tools.catalog import in_process
 from .cluster import Cluster
 from .config import Config, SessionsConfig
 from .errors import Conflict, Invalid, NotFound, Unavailable
@@ -301,8 +303,9 @@ class Services:
                 raise
         agent = Agent(agent_id, sessions, None, memory)  # type: ignore[arg-type]
         compactor = Compactor(cfg, sessions, self.provider, memory, cfg.agent_workspace(agent_id))
+        tools = ChatTools(cfg, in_process(self, agent_id)) if memory is not None else None
         agent.chat = ChatService(cfg, sessions, self.bus, self.provider, memory, topic=agent.topic,
-                                 compactor=compactor, ledger=ledger)
+                                 compactor=compactor, ledger=ledger, tools=tools)
         if self.cluster is not None:
             self.cluster.attach(agent)
         log.info("agent open", agent=agent_id, memory=memory is not None)

@@ -13,6 +13,11 @@ Behaviours (each consumed by one request; when the script is empty, "ok"):
     ("hang", seconds)               accept and say nothing for that long (provider timeout)
     ("wait", event[, seconds])      hold the request until the threading.Event is set (at most
                                     `seconds`, default 30), then answer normally; `waiting` counts them
+    ("tools", [(name, arguments), …])   a model calling tools, streamed as OpenAI does: each call's id
+                                    and name first, then its arguments (a dict is sent as JSON, a str
+                                    as is) in 7-character fragments; finish_reason "tool_calls". Only
+                                    when the request offered `tools` and did not say tool_choice
+                                    "none" (a model cannot call tools then); otherwise the reply
 
 Endpoints: POST /v1/chat/completions (stream or not), POST /v1/embeddings (deterministic vectors
 from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too),
@@ -57,6 +62,7 @@ class FakeOpenAI:
         self.reply = "Hello from the fake model."
         self.chunk_delay = 0.0
         self.requests: list[dict[str, Any]] = []
+        self.calls_made = 0  # tool calls streamed so far (their ids: call_0, call_1, …)
         self.waiting = 0  # requests held by a ("wait", …) behaviour right now
         self.chunk_times: list[float] = []  # time.monotonic() as each stream chunk was written
         self.models = ["fake-model"]
@@ -163,6 +169,9 @@ class FakeOpenAI:
                     return
                 if path.endswith("/chat/completions"):
                     try:
+                        if kind == "tools" and body.get("tools") and body.get("tool_choice") != "none" and body.get("stream"):
+                            self._tool_calls(body, behaviour[1])
+                            return
                         self._chat(body, cut=behaviour[1] if kind == "cut" else None)
                     except (BrokenPipeError, ConnectionResetError):  # the client stopped reading: fine
                         with api._lock:
@@ -171,15 +180,7 @@ class FakeOpenAI:
                     return
                 self._json(404, {"error": {"message": "no such endpoint"}})
 
-            def _chat(self, body: dict[str, Any], cut: int | None) -> None:
-                words = api.reply.split(" ")
-                pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
-                model = body.get("model", "fake")
-                if not body.get("stream"):
-                    self._json(200, {"id": "c1", "object": "chat.completion", "model": model, "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": api.reply}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 5, "completion_tokens": len(pieces), "total_tokens": 5 + len(pieces)}})
-                    return
+            def _start_stream(self) -> Any:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
@@ -190,6 +191,49 @@ class FakeOpenAI:
                     self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                     self.wfile.flush()
 
+                return event
+
+            def _end_stream(self, event: Any, model: str, finish: str, completion_tokens: int) -> None:
+                event({"id": "c1", "object": "chat.completion.chunk", "model": model,
+                       "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+                event({"id": "c1", "object": "chat.completion.chunk", "model": model, "choices": [],
+                       "usage": {"prompt_tokens": 5, "completion_tokens": completion_tokens,
+                                 "total_tokens": 5 + completion_tokens}})
+                event("[DONE]")
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+            def _tool_calls(self, body: dict[str, Any], calls: list[tuple[str, Any]]) -> None:
+                model = body.get("model", "fake")
+                event = self._start_stream()
+
+                def chunk(delta: dict[str, Any]) -> None:
+                    event({"id": "c1", "object": "chat.completion.chunk", "model": model,
+                           "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+
+                with api._lock:
+                    first = api.calls_made
+                    api.calls_made += len(calls)
+                for i, (name, arguments) in enumerate(calls):
+                    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+                    chunk({"role": "assistant", "content": None, "tool_calls": [
+                        {"index": i, "id": f"call_{first + i}", "type": "function",
+                         "function": {"name": name, "arguments": ""}}]})
+                    step = 7 if len(text) < 10_000 else 1 << 16  # a huge argument in big pieces
+                    for at in range(0, len(text), step):
+                        chunk({"tool_calls": [{"index": i, "function": {"arguments": text[at:at + step]}}]})
+                self._end_stream(event, model, "tool_calls", len(calls))
+
+            def _chat(self, body: dict[str, Any], cut: int | None) -> None:
+                words = api.reply.split(" ")
+                pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+                model = body.get("model", "fake")
+                if not body.get("stream"):
+                    self._json(200, {"id": "c1", "object": "chat.completion", "model": model, "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": api.reply}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 5, "completion_tokens": len(pieces), "total_tokens": 5 + len(pieces)}})
+                    return
+                event = self._start_stream()
                 for i, piece in enumerate(pieces):
                     if cut is not None and i >= cut:
                         self.close_connection = True
@@ -201,14 +245,7 @@ class FakeOpenAI:
                     api.chunk_times.append(time.monotonic())
                     if api.chunk_delay:
                         time.sleep(api.chunk_delay)
-                event({"id": "c1", "object": "chat.completion.chunk", "model": model,
-                       "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-                event({"id": "c1", "object": "chat.completion.chunk", "model": model, "choices": [],
-                       "usage": {"prompt_tokens": 5, "completion_tokens": len(pieces),
-                                 "total_tokens": 5 + len(pieces)}})
-                event("[DONE]")
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
+                self._end_stream(event, model, "stop", len(pieces))
 
         return Handler
 

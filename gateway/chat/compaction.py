@@ -167,6 +167,7 @@ class Compactor:
         return {"compacted": len(batch), "path": rel, "startLine": start, "endLine": end}
 
     async def _summarise(self, batch: list[dict[str, Any]]) -> str:
+        batch = [m for m in batch if m["role"] != "tool"]  # tool results quote memory that is already kept
         if isinstance(self.provider, OfflineResponder):
             return extractive_summary(batch)
         transcript = "\n".join(f"{m['role']}: {m['content']}" for m in batch)

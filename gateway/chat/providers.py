@@ -1,7 +1,8 @@
 """Chat providers behind one small interface.
 
-A provider has capabilities as attributes (`name`, `model`) and one method, `stream(messages)`, an
-async iterator of `Delta(text)` items that may end with a `Usage`. Failures raise
+A provider has capabilities as attributes (`name`, `model`, `tools_supported`) and one method,
+`stream(messages, tools=...)`, an async iterator of `Delta(text)` items that may end with `ToolCalls`
+(the function calls the model made, their streamed argument fragments joined) and a `Usage`. Failures raise
 `Unavailable` with `retryable` set; the runner turns that into `chat.error`.
 
 For the OpenAI-compatible endpoint (gateway/openai_api.py) a provider also answers
@@ -39,6 +40,26 @@ class Delta:
 
 
 @dataclass(slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text as the model wrote it, at most MAX_TOOL_ARGUMENT_CHARS kept
+    size: int  # characters the model sent for it (more than len(arguments) when cut)
+
+
+@dataclass(slots=True)
+class ToolCalls:
+    calls: list[ToolCall]
+
+
+MAX_TOOL_ARGUMENT_CHARS = 1 << 20  # what a runaway model's arguments may hold in memory
+
+
+class ToolsRejected(Exception):
+    """The provider refused a request because it offered tools (a local server without function calling)."""
+
+
+@dataclass(slots=True)
 class Usage:
     prompt_tokens: int
     completion_tokens: int
@@ -65,9 +86,12 @@ class ChatProvider:
     # False: the replies are not memory (they only echo the question and what was recalled); the runner
     # marks them `"remember": false` in the transcript and the memory index leaves them out.
     replies_are_memory = True
+    # Function calling: offered when True; a provider that refuses `tools` sets it False (remembered).
+    tools_supported = False
 
-    def stream(self, messages: list[dict[str, Any]], *, recalled: list[dict[str, Any]] | None = None
-               ) -> AsyncIterator[Delta | Usage]:
+    def stream(self, messages: list[dict[str, Any]], *, recalled: list[dict[str, Any]] | None = None,
+               tools: list[dict[str, Any]] | None = None, tool_choice: str | None = None
+               ) -> AsyncIterator[Delta | ToolCalls | Usage]:
         raise NotImplementedError
 
     async def list_models(self) -> list[dict]:
@@ -155,7 +179,7 @@ class OfflineResponder(ChatProvider):
             lines.append("Nothing in memory matched this message.")
         return "\n".join(lines)
 
-    async def stream(self, messages, *, recalled=None):
+    async def stream(self, messages, *, recalled=None, tools=None, tool_choice=None):
         user_text = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
         text = self.compose(user_text, recalled or [])
         # Stream in word-sized groups so clients exercise real incremental rendering.
@@ -168,7 +192,7 @@ class OfflineResponder(ChatProvider):
                 await asyncio.sleep(self.delta_delay)
             else:
                 await asyncio.sleep(0)
-        prompt_chars = sum(len(m["content"]) for m in messages)
+        prompt_chars = sum(len(m.get("content") or "") for m in messages)
         yield Usage(prompt_tokens=prompt_chars // 4, completion_tokens=len(text) // 4)
 
 
@@ -189,6 +213,7 @@ def _retry_after_ms(exc: Any) -> int | None:
 
 class OpenAIProvider(ChatProvider):
     name = "openai"
+    tools_supported = True
 
     def __init__(self, api_key: str, base_url: str, model: str, timeout: float, max_retries: int):
         from openai import AsyncOpenAI
@@ -199,11 +224,15 @@ class OpenAIProvider(ChatProvider):
         self.client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url or None,
                                   timeout=timeout, max_retries=max_retries)
 
-    async def stream(self, messages, *, recalled=None):
+    async def stream(self, messages, *, recalled=None, tools=None, tool_choice=None):
+        import openai
+
+        calls: dict[int, _Pending] = {}
         try:
             stream = await self.client.chat.completions.create(
                 model=self.model, messages=messages, stream=True,
-                stream_options={"include_usage": True},
+                stream_options={"include_usage": True}, **({"tools": tools} if tools else {}),
+                **({"tool_choice": tool_choice} if tools and tool_choice else {}),
             )
             async with stream:
                 async for chunk in stream:
@@ -211,8 +240,21 @@ class OpenAIProvider(ChatProvider):
                         text = getattr(choice.delta, "content", None)
                         if text:
                             yield Delta(text)
+                        for part in getattr(choice.delta, "tool_calls", None) or []:
+                            index = part.index if isinstance(getattr(part, "index", None), int) else len(calls)
+                            calls.setdefault(index, _Pending()).add(part)
                     if chunk.usage:
-                        yield Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+                        usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+                        if calls:  # the calls come before the usage, as they did on the wire
+                            yield _finished(calls)
+                            calls = {}
+                        yield usage
+            if calls:
+                yield _finished(calls)
+        except openai.APIStatusError as exc:
+            if tools and exc.status_code in (400, 404, 422, 501):  # before any output: the request itself
+                raise ToolsRejected(f"HTTP {exc.status_code}: {_short(exc.message)}") from None
+            raise self.failure(exc) from None
         except Exception as exc:
             raise self.failure(exc) from None
 
@@ -267,8 +309,42 @@ class OpenAIProvider(ChatProvider):
         except Exception as exc:
             raise self.failure(exc) from None
 
+
     async def close(self) -> None:
         await self.client.close()
+
+
+class _Pending:
+    """A tool call being streamed: OpenAI sends the id and name first, then the arguments in fragments,
+    each piece naming its call by `index`."""
+
+    __slots__ = ("id", "name", "parts", "kept", "size")
+
+    def __init__(self) -> None:
+        self.id, self.name, self.parts, self.kept, self.size = "", "", [], 0, 0
+
+    def add(self, part: Any) -> None:
+        if getattr(part, "id", None):
+            self.id = str(part.id)
+        fn = getattr(part, "function", None)
+        if fn is None:
+            return
+        if getattr(fn, "name", None):
+            self.name = (self.name + str(fn.name))[:200]
+        piece = getattr(fn, "arguments", None)
+        if isinstance(piece, str) and piece:
+            self.size += len(piece)
+            room = MAX_TOOL_ARGUMENT_CHARS - self.kept
+            if room > 0:
+                self.parts.append(piece[:room])
+                self.kept += min(room, len(piece))
+
+    def done(self) -> ToolCall:
+        return ToolCall(self.id, self.name, "".join(self.parts), self.size)
+
+
+def _finished(calls: dict[int, _Pending]) -> ToolCalls:
+    return ToolCalls([calls[i].done() for i in sorted(calls)])
 
 
 def connection_failure(exc: BaseException) -> str:

@@ -2,6 +2,7 @@
 
 send():  validate → idempotency → durably append the user message → start the run → {runId, started}
 run:     recall memory → prompt (system + recalled + last N messages) → stream deltas (`chat.delta`)
+         [→ tool calls: `chat.tool` events, calls and results in the transcript, stream again (tools.py)]
          → append the assistant message → `chat.final` (or `chat.error` / `chat.aborted`)
 An aborted run keeps its partial reply in the transcript, marked `"aborted": true`.
 
@@ -22,7 +23,7 @@ import contextlib
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 
 import structlog
 
@@ -35,7 +36,9 @@ from ..tasks import KeyedLocks, log_failure
 from ..sessions.store import SessionStore
 from .compaction import Compactor, read_state
 from .ledger import RunLedger
-from .providers import ChatProvider, Delta, Usage
+from .providers import ChatProvider, Delta, ToolCalls, ToolsRejected, Usage
+from ..tools.catalog import ToolOutcome
+from .tools import MAX_CALLS_PER_STEP, ChatTools, plain, replay, shown_arguments, tool_calls_message
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..memory.service import MemoryManager
@@ -60,6 +63,7 @@ class Run:
     # upstream refused leaves nothing behind for the client's retry to write again.
     pending: list[dict[str, Any]] = field(default_factory=list)
     abort_reason: str | None = None  # "shutdown" when the gateway stopped it
+    found: list[dict[str, Any]] = field(default_factory=list)  # memory the tools found: {path, startLine, …}
 
     def next_seq(self) -> int:
         self.seq += 1
@@ -70,8 +74,9 @@ class ChatService:
     def __init__(self, config: Config, sessions: SessionStore, bus: EventBus, provider: ChatProvider,
                  memory: "MemoryManager | None" = None, topic: Callable[[str], str] = lambda key: key,
                  compactor: Compactor | None = None,
-                 ledger: RunLedger | None = None):
+                 ledger: RunLedger | None = None, tools: ChatTools | None = None):
         self.config = config
+        self.tools = tools
         self.topic = topic
         self.compactor = compactor
         self._background: set[asyncio.Task[Any]] = set()
@@ -179,6 +184,7 @@ class ChatService:
         running (partials kept) and wait up to SAVE_TIMEOUT_S for them to be saved."""
         self.closing = True
         tasks = [r.task for r in self.active.values() if r.task is not None]
+        tasks += list(self.tools.pending) if self.tools is not None else []
         if tasks and grace > 0:
             await asyncio.wait(tasks, timeout=grace)
         stopped = []
@@ -194,7 +200,8 @@ class ChatService:
     @property
     def idle(self) -> bool:
         """No run, no background work (compaction) and no send in progress."""
-        return not self.active and not self._background and not len(self._send_locks)
+        return (not self.active and not self._background and not len(self._send_locks)
+                and (self.tools is None or not self.tools.pending))
 
     # ---- internals -----------------------------------------------------------------------------
     def _spawn(self, coro: Any) -> None:
@@ -258,20 +265,123 @@ class ChatService:
             log.warning("recall failed", error=type(exc).__name__, session=session_key)
             return []
 
-    async def _prompt(self, session_key: str, user_text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def _prompt(self, session_key: str, user_text: str, with_tools: bool = False
+                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         recalled = await self.recall(session_key, user_text)
         if self.compactor is not None:
             await self.compactor.settled(session_key)
         state = await asyncio.to_thread(read_state, await self.sessions.local_transcript(session_key))
-        history = [m for m in state.pending if m["role"] in ("user", "assistant", "system") and m["content"]]
+        history = [m for m in state.pending if m["role"] in ("user", "assistant", "system", "tool")
+                   and (m["content"] or m.get("toolCalls"))]
         history = history[-self.config.chat.history_messages :]
         system = self.config.chat.system_prompt
         if state.summary:
             system += "\n\n## Earlier in this conversation (summary)\n" + state.summary
         system += memory_section(recalled)
         messages = [{"role": "system", "content": system}]
-        messages += [{"role": m["role"], "content": m["content"]} for m in history]
+        messages += replay(history, with_tools)
         return messages, recalled
+
+    async def _pump(self, run: Run, source: AsyncIterator[Any], room: int
+                    ) -> tuple[int, Usage | None, ToolCalls | None]:
+        """Stream one answer of the provider (or a relay) into the run: deltas as `chat.delta`, at most
+        `room` characters (a runaway upstream must not make frames no one can read).
+        → (room left, its usage, the tool calls it ended with)."""
+        usage: Usage | None = None
+        calls: ToolCalls | None = None
+        async with contextlib.aclosing(source) as stream:
+            async for item in stream:
+                # A provider's client parses a buffered stream without yielding: let the rest of
+                # the gateway run between chunks, or a fast upstream starves every other client.
+                await asyncio.sleep(0)
+                if isinstance(item, Delta):
+                    text = item.text[:room]
+                    room -= len(text)
+                    if text:
+                        run.parts.append(text)
+                        self._emit(run, "chat.delta", delta=text)
+                    if room <= 0:
+                        log.warning("chat reply cut at chat.maxReplyChars", session=run.session_key,
+                                    run=run.run_id, chars=self.config.chat.max_reply_chars)
+                        break
+                elif isinstance(item, ToolCalls):
+                    calls = item
+                else:
+                    usage = item
+        return room, usage, calls
+
+    async def _converse(self, run: Run, messages: list[dict[str, Any]], recalled: list[dict[str, Any]],
+                        offered: list[dict[str, Any]] | None) -> tuple[Usage | None, bool]:
+        """Stream the reply; with tools, run the calls the model makes and stream again, at most
+        chat.maxToolSteps times. → (usage of all requests, whether the reply was cut)."""
+        room = self.config.chat.max_reply_chars
+        usage: Usage | None = None
+        steps = 0
+        limited = False
+        without_tools = False  # the provider refused tools: this run retries once without them
+        while True:
+            try:
+                choice = "none" if limited else None  # past the step limit the model must answer
+                room, used, calls = await self._pump(run, self.provider.stream(
+                    messages, recalled=recalled, tools=offered, tool_choice=choice), room)
+                if used is not None:
+                    usage = used if usage is None else Usage(usage.prompt_tokens + used.prompt_tokens,
+                                                              usage.completion_tokens + used.completion_tokens)
+                if room <= 0:
+                    return usage, True
+            except ToolsRejected as exc:
+                if without_tools or run.parts:
+                    raise Unavailable(f"chat provider refused the request: {exc}", retryable=False) from None
+                log.warning("chat provider refused tools; retrying without them", provider=self.provider.name,
+                            error=str(exc))
+                without_tools, offered, messages = True, None, plain(messages)
+                continue
+            if without_tools:  # it answered without tools: remember, and never offer them again
+                self.provider.tools_supported = False
+            if calls is None or offered is None or limited or not calls.calls:
+                break
+            steps += 1
+            await self._tool_step(run, messages, calls, offered)
+            # One more round past the limit, the tools still described (the history holds their calls)
+            # but tool_choice "none": the model must answer.
+            limited = steps >= self.config.chat.max_tool_steps
+        if limited:
+            note = self.tools.limit_note() if self.tools is not None else ""
+            note = note[:room]
+            if note:
+                run.parts.append(note)
+                self._emit(run, "chat.delta", delta=note)
+        return usage, False
+
+    async def _tool_step(self, run: Run, messages: list[dict[str, Any]], calls: ToolCalls,
+                         offered: list[dict[str, Any]]) -> None:
+        """Record the model's calls, run each (a `chat.tool` event before and after), record the
+        results, and add both to `messages` for the next round."""
+        assert self.tools is not None
+        text, run.parts = "".join(run.parts), []  # this step's text belongs to its tool-calls message
+        wire = tool_calls_message(calls.calls, run.run_id)
+        rec = tx.message_record(str(uuid.uuid4()), "assistant", text, run.run_id, **self._reply_marks())
+        rec["message"]["tool_calls"] = wire
+        await self.sessions.append_messages(run.session_key, rec)
+        messages.append({"role": "assistant", "content": text or None, "tool_calls": wire})
+        for i, call in enumerate(calls.calls):
+            shown = shown_arguments(call.arguments)
+            self._emit(run, "chat.tool", callId=call.id, name=call.name, arguments=shown, status="running",
+                       summary=None)
+            if i < MAX_CALLS_PER_STEP:
+                outcome = await self.tools.call(call, offered)
+            else:
+                outcome = ToolOutcome(f"Error: at most {MAX_CALLS_PER_STEP} tool calls in one step", "skipped",
+                                      error=True)
+            run.found += outcome.memory
+            self._emit(run, "chat.tool", callId=call.id, name=call.name, arguments=shown,
+                       status="error" if outcome.error else "ok", summary=outcome.summary)
+            result = tx.message_record(str(uuid.uuid4()), "tool", outcome.text, run.run_id, tool=call.name,
+                                       summary=outcome.summary, **({"error": True} if outcome.error else {}),
+                                       **{tx.REMEMBER_FIELD: False})
+            result["message"]["tool_call_id"] = call.id
+            await self.sessions.append_messages(run.session_key, result)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})
 
     async def _run(self, run: Run, user_text: str, relay: Any = None) -> None:
         key = run.session_key
@@ -280,34 +390,16 @@ class ChatService:
         recalled: list[dict[str, Any]] = []
         try:
             if relay is None:
-                messages, recalled = await self._prompt(key, user_text)
-                source = self.provider.stream(messages, recalled=recalled)
+                offered = self.tools.offer(self.provider) if self.tools is not None else None
+                messages, recalled = await self._prompt(key, user_text, with_tools=offered is not None)
+                usage, truncated = await self._converse(run, messages, recalled, offered)
             else:
                 recalled = await self.recall(key, relay.query) if relay.memory else []
-                source = relay.stream(recalled)
-            room = self.config.chat.max_reply_chars  # a runaway upstream must not make frames no one can read
-            truncated = False
-            async with contextlib.aclosing(source) as stream:
-                async for item in stream:
-                    # A provider's client parses a buffered stream without yielding: let the rest of
-                    # the gateway run between chunks, or a fast upstream starves every other client.
-                    await asyncio.sleep(0)
-                    if isinstance(item, Delta):
-                        text = item.text[:room]
-                        room -= len(text)
-                        if text:
-                            run.parts.append(text)
-                            self._emit(run, "chat.delta", delta=text)
-                        if room <= 0:
-                            truncated = True
-                            log.warning("chat reply cut at chat.maxReplyChars", session=key, run=run.run_id,
-                                        chars=self.config.chat.max_reply_chars)
-                            break
-                    else:
-                        usage = item
+                room, usage, _ = await self._pump(run, relay.stream(recalled), self.config.chat.max_reply_chars)
+                truncated = room <= 0
             content = "".join(run.parts)
-            memory = [{"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"],
-                       "score": r["score"]} for r in recalled]
+            memory = _distinct([{"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"],
+                                 "score": r["score"]} for r in recalled] + run.found)
             # What was recalled is kept with the reply, so history can show it later.
             extra: dict[str, Any] = {"memory": memory} if memory else {}
             if truncated:
@@ -367,3 +459,15 @@ def memory_section(recalled: list[dict[str, Any]]) -> str:
         return ""
     return "\n\n## Recalled memory\n" + "\n\n".join(
         f"[{r['path']}:{r['startLine']}-{r['endLine']}]\n{r['snippet']}" for r in recalled)
+
+
+def _distinct(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Memory references without repeats (the same lines found by recall and by a tool)."""
+    seen: set[tuple[Any, Any, Any]] = set()
+    out = []
+    for r in refs:
+        mark = (r.get("path"), r.get("startLine"), r.get("endLine"))
+        if mark not in seen:
+            seen.add(mark)
+            out.append(r)
+    return out

@@ -6,6 +6,7 @@
     jarvis chat [MESSAGE] [--session KEY | --new]
     jarvis memory sync|search|status …
     jarvis config [--json] [--defaults]
+    jarvis mcp [--url URL] [--token T]
     jarvis migrate --to postgresql://…|sqlite [--from URL] [--dry-run]
 
 Exit codes: 0 ok, 1 the gateway answered with an error, 2 bad usage or invalid config, 3 cannot connect.
@@ -81,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     from . import migrate
 
     migrate.add_commands(sub)
+
+    from . import mcp
+
+    mcp.add_commands(sub)
     return parser
 
 

@@ -8,7 +8,8 @@
 
 Without --session or --new, `jarvis chat` continues the session it used last (its key is kept in
 `<stateDir>/chat-session`), or starts one. The reply is printed as plain text while it streams, followed
-by one line listing what memory recalled for it. Exit codes: 0 the reply arrived; 1 the gateway
+by one line listing what memory recalled for it; each memory tool the model calls shows as one line
+(`🔎 memory_search "boat colour" → 3 results`). Exit codes: 0 the reply arrived; 1 the gateway
 answered with an error, or the reply ended in chat.error / chat.aborted; 2 bad usage; 3 cannot connect
 (or the connection was lost). Interactively, the exit code is that of the last message.
 """
@@ -155,6 +156,14 @@ class Chat:
                     streamed += delta
                     out.write(delta)
                     out.flush()
+                elif method == "chat.tool" and p.get("status") != "running":
+                    from ..tools.catalog import one_line
+
+                    # One line per call; what the model said before it is kept in the session as is.
+                    out.write(("\n" if streamed and not streamed.endswith("\n") else "") +
+                              one_line(str(p.get("name", "?")), p.get("arguments"), str(p.get("summary") or "")) + "\n")
+                    out.flush()
+                    streamed = ""
                 elif method == "chat.final":
                     content = _text((p.get("message") or {}).get("content"))
                     if content.startswith(streamed):  # the stored text is what counts; print what is missing

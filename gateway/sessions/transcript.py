@@ -251,5 +251,14 @@ def read_messages(path: Path) -> list[dict[str, Any]]:
             item["truncated"] = True
         if isinstance(d.get("memory"), list) and d["memory"]:
             item["memory"] = d["memory"]
+        if isinstance(m.get("tool_calls"), list) and m["tool_calls"]:  # the model called tools (OpenAI's shape)
+            item["toolCalls"] = m["tool_calls"]
+        if isinstance(m.get("tool_call_id"), str):  # a tool's result
+            item["toolCallId"] = m["tool_call_id"]
+            for name in ("tool", "summary"):
+                if isinstance(d.get(name), str):
+                    item[name] = d[name]
+            if d.get("error") is True:
+                item["error"] = True
         out.append(item)
     return out

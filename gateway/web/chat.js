@@ -1,6 +1,7 @@
 // The chat: the open session's messages, the composer (Enter sends, Shift+Enter a new line), chat.send,
 // replies streamed from chat.delta in seq order and replaced by chat.final, chat.error with Retry,
-// Stop (chat.abort), Copy and Regenerate under a reply, and the memories a reply recalled.
+// Stop (chat.abort), Copy and Regenerate under a reply, the memories a reply recalled, and one compact
+// line per memory tool the model called (chat.tool, in seq order with the deltas).
 // User text shows exactly as typed (textContent); replies go through render.js, which builds DOM nodes.
 
 import { randomId } from "./rpc.js";
@@ -46,12 +47,28 @@ export function renderHistory(hist) {
     ui.emptyState.textContent = "No messages yet. Say hello.";
     ui.messages.appendChild(ui.emptyState);
   }
+  let calls = new Map(); // tool call id → {name, arguments} of the calls a reply made
+  let lines = []; // their results, shown with the reply that follows
   for (const m of hist.messages) {
     const text = contentText(m.content);
     if (m.role === "user") {
       ui.messages.appendChild(messageView("user", text, m.timestamp).node);
+      lines = [];
+    } else if (m.role === "tool") {
+      const call = calls.get(m.toolCallId) || {};
+      lines.push({ callId: m.toolCallId, name: m.tool || call.name || "tool", arguments: call.arguments,
+        status: m.error ? "error" : "ok", summary: m.summary || "" });
+    } else if (m.role === "assistant" && Array.isArray(m.toolCalls) && !text) {
+      for (const c of m.toolCalls) {
+        let args = c.function && c.function.arguments;
+        try { args = JSON.parse(args); } catch { /* shown as written */ }
+        calls.set(c.id, { name: c.function && c.function.name, arguments: args });
+      }
     } else if (m.role === "assistant") {
       const view = messageView("assistant", text, m.timestamp);
+      for (const line of lines) toolLine(view, line);
+      lines = [];
+      calls = new Map();
       if (Array.isArray(m.memory) && m.memory.length) view.node.appendChild(recalledView(m.memory));
       if (m.aborted) view.node.appendChild(h("p", { class: "hint", text: stoppedText(m.abortReason) }));
       view.node.appendChild(replyActions(view));
@@ -272,16 +289,21 @@ function onChatEvent(method, p) {
   // A run we don't know yet while our own send is in flight is ours (its events can beat the answer).
   const run = ensureRun(p.runId, { ours: state.pendingSend });
   if (run.done) return;
-  if (method === "chat.delta") {
+  if (method === "chat.delta" || method === "chat.tool") {
     if (run.nextSeq === null) run.nextSeq = p.seq; // joined mid-run (another tab, or after a reconnect)
     if (p.seq < run.nextSeq) return;
-    run.buffer.set(p.seq, p.delta);
+    run.buffer.set(p.seq, method === "chat.delta" ? p.delta : p);
     let changed = false;
     while (run.buffer.has(run.nextSeq)) {
-      run.text += run.buffer.get(run.nextSeq);
+      const item = run.buffer.get(run.nextSeq);
+      if (typeof item === "string") {
+        run.text += item;
+        changed = true;
+      } else {
+        toolLine(run.view, item);
+      }
       run.buffer.delete(run.nextSeq);
       run.nextSeq += 1;
-      changed = true;
     }
     if (changed) {
       const stick = nearBottom();
@@ -340,6 +362,40 @@ ui.stop.addEventListener("click", async () => {
   }
 });
 
+// ---- memory tool calls --------------------------------------------------------------------------
+
+const TOOL_ICONS = {
+  memory_search: "🔎", memory_get: "📖", memory_set: "💾", memory_delete: "🗑️", memory_list: "📋",
+  memory_recall: "🕰️",
+};
+
+/** `🔎 memory_search "boat colour" → 3 results` (as `jarvis chat` prints it; "…" while it runs). */
+export function toolText(t) {
+  const args = t.arguments && typeof t.arguments === "object" ? t.arguments : {};
+  const main = ["query", "key", "path", "from", "category"].map((k) => args[k]).find((v) => v);
+  let shown = main ? String(main).replace(/\s+/g, " ") : "";
+  if (shown.length > 60) shown = shown.slice(0, 59) + "…";
+  const head = `${TOOL_ICONS[t.name] || "🔧"} ${t.name}${shown ? ` "${shown}"` : ""}`;
+  return t.status === "running" ? `${head} …` : `${head} → ${t.summary || t.status}`;
+}
+
+/** Add or update (by callId) the line of a tool call above the reply's text. */
+function toolLine(view, t) {
+  let list = view.node.querySelector(".tool-calls");
+  if (!list) {
+    list = h("ul", { class: "tool-calls", "aria-label": "Memory tools used" });
+    view.node.insertBefore(list, view.body);
+  }
+  let item = [...list.children].find((li) => li.dataset.callId === String(t.callId));
+  if (!item) {
+    item = h("li", { class: "tool-call" });
+    item.dataset.callId = String(t.callId);
+    list.appendChild(item);
+  }
+  item.textContent = toolText(t);
+  item.classList.toggle("failed", t.status === "error");
+}
+
 // ---- recalled memories ---------------------------------------------------------------------------
 
 function recalledView(items) {
@@ -350,9 +406,9 @@ function recalledView(items) {
     const button = h("button", {
       type: "button", class: "memory-ref",
       onclick: () => openMemory(m.path, m.startLine, m.endLine, label.textContent),
-    }, label, h("span", { class: "score", text: Number(m.score).toFixed(2) }));
-    const describe = () => button.setAttribute("aria-label",
-      `Open recalled memory ${label.textContent}, score ${Number(m.score).toFixed(2)}`);
+    }, label, typeof m.score === "number" ? h("span", { class: "score", text: m.score.toFixed(2) }) : null);
+    const scored = typeof m.score === "number" ? `, score ${m.score.toFixed(2)}` : "";
+    const describe = () => button.setAttribute("aria-label", `Open recalled memory ${label.textContent}${scored}`);
     describe();
     new MutationObserver(describe).observe(label, { childList: true, characterData: true, subtree: true });
     list.appendChild(h("li", {}, button));

@@ -154,3 +154,20 @@ async def test_an_aborted_reply_exits_non_zero(tmp_path):
                 assert b"aborted" in err
         finally:
             await c.close()
+
+
+def test_each_memory_tool_call_shows_as_one_line(tmp_path):
+    state = tmp_path / "state"
+    with FakeOpenAI() as api:
+        api.script(("tools", [("memory_set", {"key": "boat.colour", "value": "The boat is dark green."})]),
+                   ("tools", [("memory_search", {"query": "boat colour"})]))
+        api.reply = "Your boat is dark green."
+        with GatewayProcess.running(state, "[memory.recall]\nenabled = false\n",
+                                    env={"OPENAI_BASE_URL": api.base_url}) as gp:
+            r = jarvis("chat", "Remember my boat is dark green", "--new", "--port", str(gp.port), state_dir=state)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == '💾 memory_set "boat.colour" → stored boat.colour'
+    assert re.fullmatch(r'🔎 memory_search "boat colour" → \d+ results?', lines[1]), lines
+    assert lines[2] == "Your boat is dark green."
+    assert lines[3].startswith("sources: memory/keyed/general/boat.colour.md:")

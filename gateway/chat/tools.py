@@ -1,0 +1,120 @@
+"""The chat model's memory tools: what is offered, how calls run, how tool history replays.
+
+A run with tools goes round at most `chat.maxToolSteps` times (runner.py drives it):
+
+    stream(messages, tools) → text deltas … then ToolCalls
+    → transcript: {"role":"assistant","content":…,"tool_calls":[…]} and one {"role":"tool",…} per call
+    → `chat.tool` events (status "running", then "ok" or "error" with a summary) → stream again
+
+Past the last step the model is asked once more with tool_choice "none" (it must answer now) and the
+reply says the limit was reached. Every failure of a call (unknown tool, arguments that are not JSON,
+too large, the method's error) becomes the tool's result, so the model reads why and the run goes on.
+Writes run to the end even when the run is aborted (shielded), so an abort never leaves a memory half
+written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from ..tools.catalog import CATALOG, Caller, ToolOutcome, openai_tools, parse_arguments, run_tool, ToolError
+from .providers import MAX_TOOL_ARGUMENT_CHARS, ChatProvider, ToolCall
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import Config
+
+MAX_CALLS_PER_STEP = 16
+
+
+class ChatTools:
+    def __init__(self, config: "Config", caller: Caller):
+        self.config = config
+        self.caller = caller
+        self.pending: set[asyncio.Task[Any]] = set()  # writes that outlive an abort
+
+    def offer(self, provider: ChatProvider) -> list[dict[str, Any]] | None:
+        """The tools for this provider in OpenAI's shape; None when it has no function calling, or it
+        refused tools before, or chat.tools is false."""
+        chosen = self.config.chat.tools
+        if chosen is False or not provider.tools_supported:
+            return None
+        return openai_tools(None if chosen is True else list(chosen)) or None
+
+    def limit_note(self) -> str:
+        steps = self.config.chat.max_tool_steps
+        return (f"\n\n[Stopped using memory tools: the limit of {steps} tool step{'s' if steps != 1 else ''} "
+                "for one reply was reached (chat.maxToolSteps).]")
+
+    async def call(self, call: ToolCall, offered: list[dict[str, Any]]) -> ToolOutcome:
+        names = {t["function"]["name"] for t in offered}
+        if call.size > len(call.arguments) or call.size > MAX_TOOL_ARGUMENT_CHARS:
+            return ToolOutcome(f"Error: arguments are {call.size} characters; the limit is "
+                               f"{MAX_TOOL_ARGUMENT_CHARS}", "bad arguments", error=True)
+        if call.name in CATALOG and call.name not in names:
+            return ToolOutcome(f"Error: tool {call.name!r} is not enabled here (chat.tools); the tools are: "
+                               f"{', '.join(sorted(names))}", "not enabled", error=True)
+        task = asyncio.ensure_future(run_tool(call.name, call.arguments, self.caller))
+        if call.name in CATALOG and not CATALOG[call.name].read_only:
+            self.pending.add(task)
+            task.add_done_callback(self.pending.discard)
+            return await asyncio.shield(task)  # an abort does not cut a write in half
+        return await task
+
+
+SHOWN_ARGUMENT_CHARS = 2000
+
+
+def shown_arguments(raw: str) -> Any:
+    """The arguments as a `chat.tool` event shows them: the object, or the text (cut) when it is not
+    JSON or too long to show."""
+    if len(raw) <= SHOWN_ARGUMENT_CHARS:
+        try:
+            return parse_arguments(raw)
+        except ToolError:
+            pass
+    return raw[:200] + ("…" if len(raw) > 200 else "")
+
+
+def tool_calls_message(calls: list[ToolCall], run_id: str) -> list[dict[str, Any]]:
+    """OpenAI's `tool_calls` of an assistant message; calls without an id get one."""
+    out = []
+    for i, c in enumerate(calls):
+        call_id = c.id or f"call_{run_id[:8]}_{i}"
+        c.id = call_id
+        out.append({"id": call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}})
+    return out
+
+
+def replay(history: list[dict[str, Any]], with_tools: bool) -> list[dict[str, Any]]:
+    """Transcript messages (read_messages' shape) → OpenAI messages. With tools, tool calls and results
+    replay exactly, except calls whose results are not there (a run aborted mid-tool, a window that cut
+    them off): a provider refuses those. Without tools, only the text of messages is sent."""
+    if not with_tools:
+        return [{"role": m["role"], "content": m["content"]} for m in history
+                if m["role"] in ("user", "assistant", "system") and m["content"]]
+    answered = {m.get("toolCallId") for m in history if m["role"] == "tool"}
+    out: list[dict[str, Any]] = []
+    open_ids: set[str] = set()
+    for m in history:
+        role = m["role"]
+        if role == "tool":
+            if m.get("toolCallId") in open_ids:
+                out.append({"role": "tool", "tool_call_id": m["toolCallId"], "content": m["content"]})
+            continue
+        if role not in ("user", "assistant", "system"):
+            continue
+        calls = [c for c in m.get("toolCalls") or [] if isinstance(c, dict) and c.get("id") in answered]
+        if role == "assistant" and calls:
+            open_ids = {c["id"] for c in calls}
+            out.append({"role": "assistant", "content": m["content"] or None, "tool_calls": calls})
+        elif m["content"]:
+            open_ids = set()
+            out.append({"role": role, "content": m["content"]})
+    return out
+
+
+def plain(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI messages without tool calls and results, for a provider that refuses tools."""
+    return [{"role": m["role"], "content": m["content"]} for m in messages
+            if m["role"] != "tool" and m.get("content")]

@@ -1,0 +1,332 @@
+"""The memory tools: six names a model can call, each a registered `memory.*` method.
+
+    catalog = CATALOG                                # name → Tool, in the order a model sees them
+    tool = catalog["memory_search"]
+    tool.schema(agent=True)                          # JSON Schema, derived from the method's params
+    out = await run_tool("memory_search", {"query": "boat"}, caller)   # → ToolOutcome (never raises)
+
+A tool's parameters are its method's, from the registry (no second schema): some are left out
+(`hide`), and `agentId` only where a caller may choose the agent (MCP; the chat model uses its own).
+`caller(method, params)` runs the method: in process through the registry (the chat runner, /mcp) or
+over the WebSocket (`jarvis mcp`), so validation and errors are the method's own. The result becomes
+compact text a model reads, with citations (path:lines, session label and date), bounded at
+`RESULT_CHARS`; every failure — unknown tool, bad arguments, an error of the method — becomes an
+outcome with `error=True` saying why, never an exception.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+import orjson
+import structlog
+
+from ..errors import Invalid, JarvisError
+from ..methods import memory as _memory_methods  # noqa: F401  (registers memory.search/get)
+from ..methods import notes as _notes_methods  # noqa: F401  (registers memory.set/delete/list/recall)
+from ..registry import CallContext, Services, registry
+from ..schema import Obj
+
+log = structlog.get_logger("gateway.tools")
+
+Caller = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+RESULT_CHARS = 8000  # a tool result's text; a model's context is precious
+SNIPPET_CHARS = 400  # of each search/recall hit
+MAX_ARGUMENT_BYTES = 256 << 10  # a tool call's arguments, as JSON; memory_set's value is ≤ 100k chars
+
+
+@dataclass
+class ToolOutcome:
+    text: str  # what the model reads
+    summary: str  # a few words for people: "3 results", "stored boat.colour"
+    error: bool = False
+    memory: list[dict[str, Any]] = field(default_factory=list)  # {path, startLine, endLine, score?} it found
+
+
+class CallFailed(Exception):
+    """A caller's method failed where it ran (the gateway, for `jarvis mcp`); the message says why."""
+
+
+class ToolError(Exception):
+    """A tool call that cannot run; its message is what the model reads, `summary` what people see."""
+
+    def __init__(self, message: str, summary: str = "bad arguments"):
+        super().__init__(message)
+        self.summary = summary
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    method: str
+    description: str
+    read_only: bool
+    destructive: bool = False
+    idempotent: bool = True
+    hide: tuple[str, ...] = ()
+    emoji: str = "🔎"
+
+    def params(self, agent: bool) -> Obj:
+        spec = registry.methods[self.method].params
+        drop = set(self.hide) | (set() if agent else {"agentId"})
+        return Obj({k: f for k, f in spec.fields.items() if k not in drop})
+
+    def schema(self, agent: bool = False) -> dict[str, Any]:
+        return self.params(agent).json_schema()
+
+    def annotations(self) -> dict[str, bool]:
+        return {"readOnlyHint": self.read_only, "destructiveHint": self.destructive,
+                "idempotentHint": self.idempotent, "openWorldHint": False}
+
+
+TOOLS = [
+    Tool("memory_search", "memory.search",
+         "Search long-term memory: notes (MEMORY.md, memory/*.md, keyed memories) and past conversation "
+         "transcripts, by meaning and by words together. Use it before answering anything about the user, "
+         "their preferences, plans, people, or what was said before, and whenever you are unsure whether "
+         "something was discussed. Give a short plain-language query; narrow with `sources` "
+         "([\"memory\"] for notes only, [\"sessions\"] for conversations only). Each result cites "
+         "path:lines (and for conversations the session's name and date); read more of one with memory_get.",
+         read_only=True, hide=("mode",)),
+    Tool("memory_get", "memory.get",
+         "Read memory exactly: lines of a note or transcript by `path` (as memory_search cites it, e.g. "
+         "MEMORY.md or sessions/<key>.jsonl; `from` is the first line, `lines` how many), or one keyed "
+         "memory by its `key`. Give path or key, not both. Use it to read around a search hit or to fetch "
+         "a memory whose key you know.",
+         read_only=True, emoji="📖"),
+    Tool("memory_set", "memory.set",
+         "Store a fact to remember across conversations as a keyed memory, or replace the one with the "
+         "same key. Use it when the user tells you something lasting about themselves or asks you to "
+         "remember something: a short dotted key (`boat.colour`, `sister.birthday`), the fact as one or "
+         "a few plain sentences, and optionally a category. It is searchable at once. Setting the same "
+         "key again overwrites it, so read it first if you mean to add to it.",
+         read_only=False, destructive=True, idempotent=True, emoji="💾"),
+    Tool("memory_delete", "memory.delete",
+         "Delete a keyed memory by its key, when the user asks you to forget it or it is wrong and "
+         "should not be replaced. It leaves search at once; it cannot be undone.",
+         read_only=False, destructive=True, idempotent=True, emoji="🗑️"),
+    Tool("memory_list", "memory.list",
+         "List keyed memories, most recently updated first, with a preview of each (optionally one "
+         "category; page with limit and offset). Use it to see what you have stored about the user, or "
+         "to find a key to read, update or delete.",
+         read_only=True, emoji="📋"),
+    Tool("memory_recall", "memory.recall",
+         "Recall what was remembered or said in a period of time: notes, keyed memories and conversation "
+         "messages between `from` and `to` (ISO dates or datetimes, spans back from now like 24h, 7d, 2w, "
+         "or today / yesterday), newest first, or ranked by `query` when given. Use it for questions "
+         "about when, like 'what did we talk about yesterday' or 'what did I plan last week'.",
+         read_only=True, emoji="🕰️"),
+]
+CATALOG: dict[str, Tool] = {t.name: t for t in TOOLS}
+
+
+def openai_tools(names: list[str] | None = None) -> list[dict[str, Any]]:
+    """The tools in OpenAI's function-calling shape (the chat model's view: no agentId)."""
+    return [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                              "parameters": t.schema(agent=False)}}
+            for t in TOOLS if names is None or t.name in names]
+
+
+def in_process(services: Services, agent_id: str | None = None) -> Caller:
+    """A caller that runs methods in this process, as a request would (`agent_id`: always that agent)."""
+
+    async def call(method: str, params: dict[str, Any]) -> Any:
+        if agent_id is not None:
+            params = {**params, "agentId": agent_id}
+        with services.request_scope():
+            return await registry.dispatch(CallContext(services), method, params)
+
+    return call
+
+
+# ---- calling ----------------------------------------------------------------------------------------
+def parse_arguments(raw: Any) -> dict[str, Any]:
+    """A model's `arguments` (a JSON string, possibly empty) → an object; ToolError says what is wrong."""
+    if isinstance(raw, dict):
+        return raw
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}
+    if not isinstance(raw, str):
+        raise ToolError(f"arguments must be a JSON object, got {type(raw).__name__}")
+    if len(raw) > MAX_ARGUMENT_BYTES:
+        raise ToolError(f"arguments are {len(raw)} characters; the limit is {MAX_ARGUMENT_BYTES}")
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ToolError(f"arguments are not valid JSON ({exc}); send a JSON object") from None
+    if not isinstance(value, dict):
+        raise ToolError(f"arguments must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+async def run_tool(name: str, arguments: Any, caller: Caller, *, agent: bool = False) -> ToolOutcome:
+    """Validate, call the method, render the result. Never raises (but CancelledError)."""
+    tool = CATALOG.get(name)
+    if tool is None:
+        return _failed(f"unknown tool {name[:100]!r}; the tools are: {', '.join(CATALOG)}", "unknown tool")
+    try:
+        args = parse_arguments(arguments)
+        size = len(orjson.dumps(args))
+        if size > MAX_ARGUMENT_BYTES:
+            raise ToolError(f"arguments are {size} bytes; the limit is {MAX_ARGUMENT_BYTES}")
+        try:
+            params = tool.params(agent).validate(args)
+        except Invalid as exc:
+            raise ToolError(f"invalid arguments: {exc.message}") from None
+        sent = {k: v for k, v in params.items() if v is not None}
+        result = await caller(tool.method, sent)
+        return await RENDER[name](result, params, caller)
+    except ToolError as exc:
+        return _failed(str(exc), exc.summary)
+    except JarvisError as exc:
+        return _failed(f"{tool.method} failed: {exc.message}", "failed")
+    except CallFailed as exc:
+        return _failed(f"{tool.method} failed: {_short(str(exc), 300)}", "failed")
+    except Exception:  # a bug: logged; the model reads that it failed, the run goes on
+        error_id = uuid.uuid4().hex[:12]
+        log.exception("memory tool crashed", tool=name, errorId=error_id)
+        return _failed(f"{tool.method} failed: internal error (errorId {error_id})", "failed")
+
+
+def _failed(text: str, summary: str) -> ToolOutcome:
+    return ToolOutcome(f"Error: {text}", summary, error=True)
+
+
+# ---- rendering --------------------------------------------------------------------------------------
+def _short(text: Any, n: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _bounded(lines: list[str]) -> str:
+    out: list[str] = []
+    used = 0
+    for i, line in enumerate(lines):
+        if used + len(line) + 1 > RESULT_CHARS:
+            out.append(f"[… {len(lines) - i} more line(s) left out; ask for fewer or narrower results]")
+            break
+        out.append(line)
+        used += len(line) + 1
+    return "\n".join(out)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _ref(r: dict[str, Any]) -> dict[str, Any]:
+    out = {"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"]}
+    if r.get("score") is not None:
+        out["score"] = r["score"]
+    return out
+
+
+async def _sessions(results: list[dict[str, Any]], params: dict[str, Any], caller: Caller) -> dict[str, str]:
+    """sessionKey → 'session "label", date' for the transcripts among results."""
+    out: dict[str, str] = {}
+    for key in dict.fromkeys(r["sessionKey"] for r in results if r.get("sessionKey")):
+        try:
+            s = await caller("sessions.get", {"sessionKey": key, **({"agentId": params["agentId"]}
+                                                                    if params.get("agentId") else {})})
+        except Exception:  # deleted meanwhile: the citation still has its path
+            continue
+        label = _short(s.get("label") or key, 60)
+        out[key] = f'session "{label}", {str(s.get("updatedAt") or s.get("createdAt") or "")[:10]}'
+    return out
+
+
+def _hit(i: int, r: dict[str, Any], where: dict[str, str]) -> str:
+    cite = f"{r['path']}:{r['startLine']}-{r['endLine']}"
+    about = [where[r["sessionKey"]]] if r.get("sessionKey") in where else []
+    if r.get("timestamp"):
+        about.append(str(r["timestamp"])[:16].replace("T", " "))
+    if r.get("key"):
+        about.append(f"key {r['key']}")
+    if r.get("score") is not None:
+        about.append(f"score {r['score']:.2f}")
+    text = _FRONT_MATTER.sub("", " ".join(str(r.get("snippet", "")).split()), count=1)
+    return f"[{i}] {cite} ({'; '.join(about)})\n    {_short(text, SNIPPET_CHARS)}"
+
+
+_FRONT_MATTER = re.compile(r"^---\s(?:(?!---).)*---\s*")  # a keyed memory's own metadata: cited already
+
+
+async def _hits(result: dict, params: dict, caller: Caller, what: str) -> ToolOutcome:
+    results = result.get("results") or []
+    where = await _sessions(results, params, caller)
+    head = f"{_plural(len(results), 'result')} for {what}"
+    lines = [head + (f" ({result['degraded']})" if result.get("degraded") else "") + ":" if results
+             else f"No memory matched {what}." + (f" ({result['degraded']})" if result.get("degraded") else "")]
+    lines += [_hit(i, r, where) for i, r in enumerate(results, 1)]
+    return ToolOutcome(_bounded(lines), _plural(len(results), "result"), memory=[_ref(r) for r in results])
+
+
+async def _search(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+    return await _hits(result, params, caller, f"{params['query']!r}")
+
+
+async def _recall(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+    span = f"{(result.get('from') or 'the beginning')[:16]} – {str(result.get('to'))[:16]}".replace("T", " ")
+    what = f"{span}" + (f", query {params['query']!r}" if params.get("query") else "")
+    out = await _hits(result, params, caller, what)
+    if result.get("matched", 0) > len(result.get("results") or []):
+        out.text += f"\n({result['matched']} in the period; raise k or narrow it to see more)"
+    return out
+
+
+async def _get(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+    if "key" in result and "value" in result:  # a keyed memory
+        text = (f"{result['key']} ({result['category']}, updated {str(result.get('updated'))[:10]}, "
+                f"{result['path']}):\n{result['value']}")
+        return ToolOutcome(_bounded(text.split("\n")), f"read {result['key']}",
+                           memory=[{"path": result["path"], "startLine": 1, "endLine": 1}])
+    first, n = result["from"], result["lines"]
+    last = first + max(n, 1) - 1
+    lines = [f"{result['path']}:{first}-{last}" + (" (more follows: from=" + str(result["nextFrom"]) + ")"
+                                                   if result.get("truncated") else "") + ":"]
+    lines += [f"{first + i}: {line}" for i, line in enumerate(str(result.get("text", "")).split("\n"))] if n else []
+    return ToolOutcome(_bounded(lines), _plural(n, "line"),
+                       memory=[{"path": result["path"], "startLine": first, "endLine": last}] if n else [])
+
+
+async def _set(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+    verb = "Replaced" if result.get("replaced") else "Stored"
+    moved = f" (moved from {result['movedFrom']})" if result.get("movedFrom") else ""
+    return ToolOutcome(f"{verb} {result['key']} in {result['category']}{moved} at {result['path']}; "
+                       "searchable now.", f"{verb.lower()} {result['key']}")
+
+
+async def _delete(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+    return ToolOutcome(f"Deleted {result['key']} ({result['category']}, {result['path']}).",
+                       f"deleted {result['key']}")
+
+
+async def _list(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+    items, total = result.get("memories") or [], result.get("total", 0)
+    start = params.get("offset") or 0
+    head = (f"{total} keyed memor{'y' if total == 1 else 'ies'}" +
+            (f" in {params['category']}" if params.get("category") else "") +
+            (f"; showing {start + 1}-{start + len(items)}" if items and len(items) < total else "") +
+            (":" if items else "."))
+    lines = [head] + [f"- {m['key']} ({m['category']}, updated {str(m.get('updated'))[:10]}): "
+                      f"{_short(m.get('preview', ''), 200)}" for m in items]
+    return ToolOutcome(_bounded(lines), f"{len(items)} of {total}")
+
+
+RENDER: dict[str, Callable[[dict, dict, Caller], Awaitable[ToolOutcome]]] = {
+    "memory_search": _search, "memory_get": _get, "memory_set": _set, "memory_delete": _delete,
+    "memory_list": _list, "memory_recall": _recall,
+}
+
+
+def one_line(name: str, arguments: Any, summary: str) -> str:
+    """`🔎 memory_search "boat colour" → 3 results` — how people see a tool call."""
+    tool = CATALOG.get(name)
+    args = arguments if isinstance(arguments, dict) else {}
+    main = next((args[k] for k in ("query", "key", "path", "from", "category") if args.get(k)), "")
+    shown = f' "{_short(main, 60)}"' if main else ""
+    return f"{tool.emoji if tool else '🔧'} {name}{shown} → {summary}"

@@ -1,0 +1,186 @@
+"""MCP over the memory tool catalog, with the official SDK's own client: streamable HTTP at /mcp on the
+HTTP API listener (tools run in the gateway) and `jarvis mcp` over stdio (forwarding to the gateway's
+WebSocket). The same six tools, schemas and annotations either way; the token is required."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import httpx2 as httpx
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from gateway.registry import registry
+from tests.helpers import ROOT
+
+NAMES = ["memory_search", "memory_get", "memory_set", "memory_delete", "memory_list", "memory_recall"]
+
+
+def http_client(gw, token: str | None = None) -> Client:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token or gw.token}"})
+    return Client(streamable_http_client(gw.http_url + "/mcp", http_client=http))
+
+
+def stdio_client(gw, token: str | None = None) -> Client:
+    return Client(StdioServerParameters(command=sys.executable, cwd=str(ROOT),
+                                        args=["-m", "gateway.cli", "mcp", "--url", gw.url, "--token", token or gw.token],
+                                        env={"PATH": "/usr/bin:/bin", "HOME": str(gw.config.state_dir)}))
+
+
+def text(result) -> str:
+    return "\n".join(c.text for c in result.content)
+
+
+async def _tools_and_round_trip(client: Client, key: str) -> None:
+    tools = (await client.list_tools()).tools
+    assert [t.name for t in tools] == NAMES
+    by = {t.name: t for t in tools}
+    for t in tools:  # the schemas are the methods' own (memory.search's `mode` left out)
+        method = registry.methods[t.name.replace("_", ".")].params.json_schema()
+        method["properties"].pop("mode", None)
+        assert t.input_schema == method
+    search = by["memory_search"]
+    assert search.input_schema["required"] == ["query"]
+    assert search.input_schema["properties"]["k"] == {"type": "integer", "default": 6, "description": "how many results",
+                                                       "minimum": 1, "maximum": 50}
+    assert "agentId" in search.input_schema["properties"], "MCP clients may pick the agent"
+    assert "mode" not in search.input_schema["properties"]
+    assert (search.annotations.read_only_hint, search.annotations.destructive_hint) == (True, False)
+    assert (by["memory_set"].annotations.read_only_hint, by["memory_set"].annotations.destructive_hint,
+            by["memory_set"].annotations.idempotent_hint) == (False, True, True)
+    assert by["memory_delete"].annotations.destructive_hint is True
+    assert by["memory_recall"].annotations.read_only_hint is True
+    assert all(len(t.description) > 150 for t in tools), "a paragraph written for a model"
+
+    stored = await client.call_tool("memory_set", {"key": key, "value": "The boat is painted dark green.",
+                                                    "category": "facts"})
+    assert not stored.is_error, text(stored)
+    assert text(stored) == f"Stored {key} in facts at memory/keyed/facts/{key}.md; searchable now."
+
+    found = await client.call_tool("memory_search", {"query": "boat colour painted", "sources": ["memory"]})
+    assert not found.is_error
+    body = text(found)
+    assert body.startswith("1 result for 'boat colour painted':") or " results for " in body
+    assert f"memory/keyed/facts/{key}.md:" in body and "dark green" in body
+
+    got = await client.call_tool("memory_get", {"key": key})
+    assert text(got).startswith(f"{key} (facts, updated ") and text(got).endswith("The boat is painted dark green.")
+
+    listed = await client.call_tool("memory_list", {})
+    assert f"- {key} (facts, updated" in text(listed)
+
+    bad = await client.call_tool("memory_search", {"query": "", "k": 500})
+    assert bad.is_error and text(bad) == "Error: invalid arguments: query: must not be empty"
+    unknown = await client.call_tool("memory_forget_everything", {})
+    assert unknown.is_error and text(unknown).startswith("Error: unknown tool 'memory_forget_everything'")
+    missing = await client.call_tool("memory_get", {"key": "no.such.key"})
+    assert missing.is_error and "memory.get failed:" in text(missing) and "no.such.key" in text(missing)
+
+    gone = await client.call_tool("memory_delete", {"key": key})
+    assert text(gone) == f"Deleted {key} (facts, memory/keyed/facts/{key}.md)."
+
+
+async def test_mcp_over_http_lists_the_tools_and_stores_finds_and_reads_a_memory(start_gateway):
+    gw = await start_gateway(memory=True, **{"server.httpPort": -1})
+    c = await gw.client()
+    await c.call("sessions.create", {"agentId": "work"})  # agents come to be with their first session
+    await c.close()
+    async with http_client(gw) as client:
+        await _tools_and_round_trip(client, "boat.colour")
+        # Per agent: agentId names another agent's memory; the default agent's stays apart.
+        assert not (await client.call_tool("memory_set", {"key": "dog.name", "value": "Rex", "agentId": "work"})).is_error
+        ghost = await client.call_tool("memory_list", {"agentId": "ghost"})
+        assert ghost.is_error and text(ghost) == "Error: memory.list failed: agent not found: ghost"
+        other = await client.call_tool("memory_list", {"agentId": "work"})
+        assert "- dog.name (general" in text(other)
+        mine = await client.call_tool("memory_list", {})
+        assert "dog.name" not in text(mine)
+    assert (gw.config.agent_workspace("work") / "memory/keyed/general/dog.name.md").exists()
+
+
+async def test_mcp_over_http_refuses_a_wrong_token_and_a_10_mb_argument(start_gateway):
+    gw = await start_gateway(**{"server.httpPort": -1, "server.authFailureDelay": 0})
+    accept = {"Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient() as http:
+        r = await http.post(gw.http_url + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                            headers={"Authorization": "Bearer wrong-token-0123456789", **accept})
+        assert r.status_code == 401 and r.json()["error"]["message"] == "invalid token"
+        huge = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "memory_set", "arguments": {"key": "huge", "value": "x" * (10 << 20)}}}
+        r = await http.post(gw.http_url + "/mcp", json=huge, headers={"Authorization": f"Bearer {gw.token}", **accept})
+        assert r.status_code == 413 and "server.httpMaxBodyBytes" in r.json()["error"]["message"]
+    with pytest.raises(Exception):
+        async with http_client(gw, token="wrong-token-0123456789") as client:
+            await client.list_tools()
+
+
+async def test_jarvis_mcp_over_stdio_forwards_to_the_gateway(start_gateway):
+    gw = await start_gateway(memory=True)
+    async with stdio_client(gw) as client:
+        await _tools_and_round_trip(client, "boat.colour")
+        # A 10 MB argument: a clear tool error, the server still answers.
+        huge = await client.call_tool("memory_set", {"key": "huge", "value": "x" * (10 << 20)})
+        assert huge.is_error and text(huge).startswith("Error: arguments are ") and "the limit is" in text(huge)
+        assert not (await client.call_tool("memory_list", {})).is_error
+        # The gateway restarts: the next call connects again.
+        await gw.restart()
+        assert not (await client.call_tool("memory_list", {})).is_error
+        # The gateway is gone: the call says so, and the client goes on.
+        await gw.stop()
+        gone = await client.call_tool("memory_list", {})
+        assert gone.is_error and "cannot reach the gateway" in text(gone) and "is the gateway still running?" in text(gone)
+
+
+async def test_jarvis_mcp_refused_by_the_gateway_says_why(start_gateway):
+    gw = await start_gateway(**{"server.authFailureDelay": 0})
+    proc = await asyncio.create_subprocess_exec(  # not subprocess.run: the gateway shares this event loop
+        sys.executable, "-m", "gateway.cli", "mcp", "--url", gw.url, "--token", "wrong-token-0123456789",
+        cwd=ROOT, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    _out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 1
+    assert err.decode().strip() == "jarvis mcp: gateway refused the connection: HTTP 401 (wrong token?)"
+
+
+def test_jarvis_mcp_without_a_gateway_says_so_in_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    proc = subprocess.run([sys.executable, "-m", "gateway.cli", "mcp", "--url", f"ws://127.0.0.1:{port}/",
+                           "--token", "a-token-of-16-chars-or-more"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, input="")
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"jarvis mcp: cannot reach the gateway at ws://127.0.0.1:{port}/")
+
+
+async def test_keep_alive_round_trips_do_not_wait_for_a_delayed_ack(start_gateway):
+    """An MCP client keeps its connection open and sends each request in one write; the listener's
+    answers must leave at once (TCP_NODELAY), not ~40 ms later when the client's delayed ACK comes."""
+    import statistics
+    import time
+
+    gw = await start_gateway(**{"server.httpPort": -1})
+    port = gw.gw.http.port
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "memory_nope", "arguments": {}}}'
+    request = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {gw.token}\r\n"
+               "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+               f"MCP-Protocol-Version: 2025-06-18\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    times = []
+    for _ in range(15):
+        t0 = time.perf_counter()
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        answer = await reader.readexactly(length)
+        times.append(time.perf_counter() - t0)
+        assert head.startswith(b"HTTP/1.1 200") and b"unknown tool 'memory_nope'" in answer
+    writer.close()
+    assert statistics.median(times) < 0.025, [round(t * 1000, 1) for t in times]
