@@ -214,13 +214,10 @@ class HttpApi:
         except OSError as exc:
             raise ListenError(exc.errno, f"cannot serve the HTTP API on {c.host}:{port}: {exc.strerror} (set "
                                          "server.httpPort to a free port, or 0 to turn it off)") from exc
-        # Each answer leaves at once: without it a keep-alive client (MCP, OpenAI SDKs) waits ~40 ms per
-        # request for its own delayed ACK of the answer's first segment (accepted sockets inherit it).
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setblocking(False)
-        # Accepted connections inherit it: a streamed reply's small writes go out at once instead of
-        # waiting ~40 ms each for a delayed ACK (asyncio sets it only on IPPROTO_TCP sockets, and
-        # create_server's are protocol 0).
+        # Accepted connections inherit it: each answer and a streamed reply's small writes go out at once,
+        # instead of waiting ~40 ms each for a delayed ACK (asyncio sets it only on IPPROTO_TCP sockets,
+        # and create_server's are protocol 0).
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
