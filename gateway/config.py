@@ -199,6 +199,9 @@ class SyncConfig:
                                               "of 1024 files or more while this one writes; -1 = one per core "
                                               "but one, at most 4, none below 4 cores; 0 = none (threads only); "
                                               "each takes ~280 MB while the sync runs")
+    recheck_ms: int = _f(1000, ge=0, le=60_000, doc="a sync that would remove more than half of the index looks "
+                                                     "again after this pause, and removes only files that are "
+                                                     "still missing and whose absence a stat confirms")
 
 
 @dataclass

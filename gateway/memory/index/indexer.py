@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import errno
 import multiprocessing
 import os
 import time
@@ -33,7 +34,7 @@ from .db import Database
 from ..embeddings import EmbeddingError, EmbeddingProvider
 from ..embeddings.cache import EmbeddingCache
 from .migrations import ensure_vector_table, get_meta, set_meta, vector_table
-from .sources import MEMORY, SESSIONS, SourceFile, scan_memory, scan_sessions
+from .sources import MEMORY, SESSIONS, ScanError, SourceFile, scan_memory, scan_sessions
 from .vectors import VectorStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,6 +64,7 @@ class IndexSettings:
     vector_backend: str  # "sqlite-vec", "numpy" or "none": the one the manager picked
     cache_max_entries: int
     processes: int  # worker processes for a large sync (`memory.sync.processes`, resolved: 0 = none)
+    recheck_s: float  # the pause before a sync that would remove most of the index looks again
 
     @classmethod
     def from_config(cls, m: "MemoryConfig", workspace: Path, sessions_dir: Path,
@@ -72,7 +74,7 @@ class IndexSettings:
                    session_tokens=c.session_tokens, session_overlap=c.session_overlap,
                    session_context=c.session_context, vector_backend=vector_backend,
                    cache_max_entries=m.embeddings.cache_max_entries,
-                   processes=resolve_processes(m.sync.processes))
+                   processes=resolve_processes(m.sync.processes), recheck_s=m.sync.recheck_ms / 1000.0)
 
 
 def resolve_processes(setting: int) -> int:
@@ -303,19 +305,50 @@ class Indexer:
         read). Blocking: at 460k files this is a few hundred milliseconds of Python, which the event loop
         must not wait on."""
         only = sessions if isinstance(sessions, set) else None
-        scanned = (scan_memory(self.s.workspace) if memory else []) + (
-            scan_sessions(self.s.sessions_dir, only) if sessions else [])
         known: dict[str, tuple[int, int, str]] = {}
         keys: dict[str, str | None] = {}
         in_scope: set[str] = set()
+        indexed: set[str] = set()  # the sources of which files in scope are indexed
         for path, source, key, size, mtime, h in known_rows:
             known[path] = (size, mtime, h)
             keys[path] = key
             if (source == MEMORY and memory) or (
                     source == SESSIONS and sessions and (only is None or key in only)):
                 in_scope.add(path)
-        gone = sorted(in_scope - {sf.path for sf in scanned})
-        return known, keys, gone, self._to_read(scanned, known, force, stats)
+                indexed.add(source)
+        scanned = self._scan(memory, sessions, only, indexed)
+        gone = in_scope - {sf.path for sf in scanned}
+        if gone and 2 * len(gone) > len(known):
+            scanned, gone = self._recheck(memory, sessions, only, indexed, in_scope, len(gone), len(known))
+        return known, keys, sorted(gone), self._to_read(scanned, known, force, stats)
+
+    def _scan(self, memory: bool, sessions: bool | set[str], only: set[str] | None,
+              indexed: set[str]) -> list[SourceFile]:
+        """The source files on disk. Raises ScanError where a folder cannot be read, or where a root
+        folder is missing whose files are indexed: a disk or mount problem, not every file deleted."""
+        return (scan_memory(self.s.workspace, MEMORY in indexed) if memory else []) + (
+            scan_sessions(self.s.sessions_dir, only, SESSIONS in indexed) if sessions else [])
+
+    def _recheck(self, memory: bool, sessions: bool | set[str], only: set[str] | None, indexed: set[str],
+                 in_scope: set[str], missing: int, total: int) -> tuple[list[SourceFile], set[str]]:
+        """A sync about to remove more than half of the index: look again after a pause (a mount that
+        blinked, a folder moved away and back) and stat what is still missing. Only files still absent
+        (ENOENT) are removed; one that cannot be stat'ed stops the sync (ScanError)."""
+        log.warning("memory_sync_recheck", missing=missing, indexed=total, pause_s=self.s.recheck_s)
+        time.sleep(self.s.recheck_s)  # blocking: this runs in a thread
+        scanned = self._scan(memory, sessions, only, indexed)
+        gone = in_scope - {sf.path for sf in scanned}
+        for path in gone:
+            where = self.s.sessions_dir / path.split("/", 1)[1] if path.startswith(SESSIONS + "/") \
+                else self.s.workspace / path
+            try:
+                os.lstat(where)  # there but not indexable (a symlink now pointing out): gone from the index
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+                    raise ScanError("the file", where, exc) from None
+        if gone:
+            log.warning("memory_sync_removing_most", removing=len(gone), indexed=total)
+        return scanned, gone
 
     async def _prepared(self, todo: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
                         stats: SyncStats, rdb: Any = None
