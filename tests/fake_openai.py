@@ -13,6 +13,8 @@ Behaviours (each consumed by one request; when the script is empty, "ok"):
     ("hang", seconds)               accept and say nothing for that long (provider timeout)
     ("wait", event[, seconds])      hold the request until the threading.Event is set (at most
                                     `seconds`, default 30), then answer normally; `waiting` counts them
+    ("vectors", kind)               embeddings only: every vector of the answer is `kind`: "nan" (NaN
+                                    values, as Python's json writes them), "zero" (all zeros) or "null"
 
 Endpoints: POST /v1/chat/completions (stream or not), POST /v1/embeddings (deterministic vectors
 from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too). `requests` records every request body.
@@ -136,7 +138,9 @@ class FakeOpenAI:
                     inputs = body.get("input")
                     inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
                     dims = int(body.get("dimensions") or api.dims)
-                    data = [{"object": "embedding", "index": i, "embedding": input_vector(t, dims)}
+                    bad = {"nan": [math.nan] * dims, "zero": [0.0] * dims, "null": None}
+                    data = [{"object": "embedding", "index": i,
+                             "embedding": bad[behaviour[1]] if kind == "vectors" else input_vector(t, dims)}
                             for i, t in enumerate(inputs)]
                     self._json(200, {"object": "list", "data": data, "model": body.get("model", "fake"),
                                      "usage": {"prompt_tokens": 1, "total_tokens": 1}})

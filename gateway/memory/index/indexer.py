@@ -32,6 +32,7 @@ from ...timeutil import now_iso
 from .chunking import Chunk, chunk_markdown, chunk_transcript, sha256
 from .db import Database
 from ..embeddings import EmbeddingError, EmbeddingProvider
+from ..embeddings.base import check_vectors, provider_name, usable
 from ..embeddings.cache import EmbeddingCache
 from .migrations import ensure_vector_table, get_meta, set_meta, vector_table
 from .sources import MEMORY, SESSIONS, ScanError, SourceFile, scan_memory, scan_sessions
@@ -241,7 +242,9 @@ class Indexer:
         step = max(1, self.provider.max_batch) * (8 if not self.provider.remote else 1)
         for i in range(0, len(todo), step):
             part = todo[i:i + step]
-            out = await self.provider.embed([texts_by_hash[h] for h in part])
+            # Checked here for every provider (a third-party one too): nothing unusable is cached or stored.
+            out = check_vectors(await self.provider.embed([texts_by_hash[h] for h in part]),
+                                provider_name(self.provider), len(part))
             fresh = {h: out[j] for j, h in enumerate(part)}
             if fresh_out is not None:
                 fresh_out.update(fresh)
@@ -284,6 +287,8 @@ class Indexer:
             if rdb is not None:
                 await rdb.close()
 
+        if force and self.embeds:
+            await self._drop_unusable_vectors(stats)
         if self.embeds and stats.embed_error is None:
             await self.fill_missing(stats)
         stats.missing_vectors = int(await self.db.scalar(
@@ -565,6 +570,27 @@ class Indexer:
                 "INSERT INTO chunks_fts(chunks_fts, rowid, text, context) "
                 f"SELECT 'delete', id, text, context FROM chunks WHERE {where}", part)
             await self.db.execute(f"DELETE FROM chunks WHERE {where}", part)
+
+    async def _drop_unusable_vectors(self, stats: SyncStats) -> None:
+        """On a forced sync: drop the cache entries and stored vectors that are NaN or all zeros (stored
+        before providers' answers were checked; searches pass them over) so that fill_missing embeds
+        their chunks again."""
+        async with self.db.transaction():
+            await self.cache.purge_unusable()
+        if await vector_table(self.db) is None:
+            return
+        bad: list[int] = []
+        async with self.db.c.execute("SELECT chunk_id, embedding FROM chunks_vec") as cur:
+            while rows := await cur.fetchmany(BATCH_CHUNKS):
+                v = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+                ok = await asyncio.to_thread(usable, v)
+                bad.extend(int(r[0]) for r, good in zip(rows, ok) if not good)
+        if bad:
+            async with self.db.transaction():
+                await self.db.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in bad])
+                await self.db.executemany("UPDATE chunks SET embedded = 0 WHERE id = ?", [(i,) for i in bad])
+            log.warning("memory_unusable_vectors_dropped", chunks=len(bad), note="embedded again")
+            stats.changed = True
 
     async def fill_missing(self, stats: SyncStats) -> None:
         """Give vectors to chunks stored without one (the provider was down when they were indexed)."""
