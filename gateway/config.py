@@ -238,6 +238,10 @@ class RecallConfig:
 class MemoryConfig:
     enabled: bool = _f(True)
     image_max_bytes: int = _f(5 * 1024 * 1024, ge=1, doc="largest image memory.setImage accepts (decoded bytes)")
+    max_file_bytes: int = _f(10 * 1024 * 1024, ge=1024, le=1 << 40,
+                             doc="a memory file (MEMORY.md, memory/**/*.md) larger than this is not indexed: it is "
+                                 "skipped, logged and listed in memory.status `skipped` until it shrinks back under "
+                                 "it (transcripts are not capped)")
     embeddings: EmbeddingsConfig = _f(factory=EmbeddingsConfig)
     chunking: ChunkingConfig = _f(factory=ChunkingConfig)
     search: SearchConfig = _f(factory=SearchConfig)

@@ -53,6 +53,7 @@ log = structlog.get_logger("gateway.memory")
 
 MODES = ("hybrid", "fts", "vector")
 RETRY_MIN_S, RETRY_MAX_S = 15.0, 600.0
+SKIPPED_SHOWN = 20  # memory.status `skipped`: the largest files left out for their size, at most this many
 
 
 class _Gate:
@@ -103,6 +104,7 @@ class MemoryManager:
         self.writer: Database | None = None
         self.reader: Database | None = None
         self.indexer: Indexer | None = None
+        self._skipped: dict[str, int] = {}  # memory files left out for their size: path → bytes
         self.searcher: Searcher | None = None
         self.tokenizer = self.cfg.search.fts_tokenizer
         self._gate = _Gate()
@@ -404,6 +406,13 @@ class MemoryManager:
 
     async def _after_sync(self, stats: SyncStats) -> None:
         self._embed_error = stats.embed_error
+        if stats.skipped is not None:  # the memory files were scanned
+            cap = self.cfg.max_file_bytes
+            for path, size in stats.skipped.items():
+                if self._skipped.get(path) != size:  # logged once per file and size, not every sync
+                    log.warning("memory_file_skipped", path=path, bytes=size, max_file_bytes=cap,
+                                reason="larger than memory.maxFileBytes")
+            self._skipped = stats.skipped
         if self.searcher is not None and self.searcher.vectors is None and self.backend != "none" \
                 and not self._needs_rebuild:
             await self._open_live_state()
@@ -708,6 +717,10 @@ class MemoryManager:
             out["rebuilding"] = True
         if self.corrupt_events:
             out["corrupt"] = self.corrupt_events[-5:]
+        if self._skipped:
+            reason = f"larger than memory.maxFileBytes ({self.cfg.max_file_bytes} bytes)"
+            big = sorted(self._skipped.items(), key=lambda kv: (-kv[1], kv[0]))[:SKIPPED_SHOWN]
+            out["skipped"] = [{"path": p, "bytes": b, "reason": reason} for p, b in big]
         problem = self._embed_error or self.provider_problem
         if problem:
             out["embeddings"]["error"] = problem

@@ -66,6 +66,7 @@ class IndexSettings:
     cache_max_entries: int
     processes: int  # worker processes for a large sync (`memory.sync.processes`, resolved: 0 = none)
     recheck_s: float  # the pause before a sync that would remove most of the index looks again
+    max_file_bytes: int  # a memory file larger than this is skipped (`memory.maxFileBytes`)
 
     @classmethod
     def from_config(cls, m: "MemoryConfig", workspace: Path, sessions_dir: Path,
@@ -75,7 +76,8 @@ class IndexSettings:
                    session_tokens=c.session_tokens, session_overlap=c.session_overlap,
                    session_context=c.session_context, vector_backend=vector_backend,
                    cache_max_entries=m.embeddings.cache_max_entries,
-                   processes=resolve_processes(m.sync.processes), recheck_s=m.sync.recheck_ms / 1000.0)
+                   processes=resolve_processes(m.sync.processes), recheck_s=m.sync.recheck_ms / 1000.0,
+                   max_file_bytes=m.max_file_bytes)
 
 
 def resolve_processes(setting: int) -> int:
@@ -114,6 +116,8 @@ class SyncStats:
     embed_error: str | None = None
     retry_after: float | None = None
     changed: bool = False
+    # Memory files left out for their size, by path: their bytes (None: the memory files were not scanned).
+    skipped: dict[str, int] | None = None
 
     def result(self) -> dict:
         return {"indexed": self.indexed, "removed": self.removed, "unchanged": self.unchanged,
@@ -140,9 +144,11 @@ def _read_and_chunk(files: list[SourceFile], known: dict[str, tuple[int, int, st
     out = []
     for sf in files:
         try:
-            data = sf.abs.read_bytes()
+            data = read_capped(sf, s.max_file_bytes)
         except OSError:
             continue  # vanished between scan and read; the next sync removes it
+        if data is None:
+            continue  # grew past the cap since the scan; the next sync's scan skips it
         h = sha256(data)
         old = known.get(sf.path)
         if old is not None and old[2] == h and not force:
@@ -154,6 +160,16 @@ def _read_and_chunk(files: list[SourceFile], known: dict[str, tuple[int, int, st
             chunks = chunk_transcript(sf.abs, s.session_tokens, s.tokens, s.session_overlap, s.session_context, data)
         out.append(_Work(sf, h, chunks))
     return out
+
+
+def read_capped(sf: SourceFile, cap: int) -> bytes | None:
+    """The file's bytes; None for a memory file over `cap` bytes (at most cap + 1 bytes are read: a file
+    that grew since the scan never loads whole). Transcripts are not capped."""
+    if sf.source != MEMORY:
+        return sf.abs.read_bytes()
+    with open(sf.abs_path, "rb") as fh:
+        data = fh.read(cap + 1)
+    return None if len(data) > cap else data
 
 
 def _new_texts(changed: list[_Work], stored: dict[str, set[tuple[int, int, str]]]) -> dict[str, str]:
@@ -325,7 +341,16 @@ class Indexer:
         gone = in_scope - {sf.path for sf in scanned}
         if gone and 2 * len(gone) > len(known):
             scanned, gone = self._recheck(memory, sessions, only, indexed, in_scope, len(gone), len(known))
+        if memory:
+            scanned = self._skip_big(scanned, stats)
+            gone |= in_scope & set(stats.skipped or ())  # indexed while smaller: its chunks go
         return known, keys, sorted(gone), self._to_read(scanned, known, force, stats)
+
+    def _skip_big(self, scanned: list[SourceFile], stats: SyncStats) -> list[SourceFile]:
+        """The files less the memory files over `maxFileBytes`, which go to `stats.skipped`."""
+        cap = self.s.max_file_bytes
+        stats.skipped = {sf.path: sf.size for sf in scanned if sf.source == MEMORY and sf.size > cap}
+        return [sf for sf in scanned if sf.path not in stats.skipped] if stats.skipped else scanned
 
     def _scan(self, memory: bool, sessions: bool | set[str], only: set[str] | None,
               indexed: set[str]) -> list[SourceFile]:
