@@ -36,7 +36,7 @@ from .embeddings import EmbeddingProvider, create_provider
 from .embeddings.cache import EmbeddingCache
 from .index.chunking import CHARS_PER_TOKEN
 from .index.db import Database, is_corruption, pick_driver
-from .index.indexer import Indexer, IndexSettings, SyncStats
+from .index.indexer import TRIM_AFTER_BYTES, Indexer, IndexSettings, SyncStats, trim_heap
 from .index.migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
 from .index.sources import SOURCES, read_lines, resolve_readable, session_path
 from .index.vectors import VectorStore
@@ -413,6 +413,8 @@ class MemoryManager:
                     log.warning("memory_file_skipped", path=path, bytes=size, max_file_bytes=cap,
                                 reason="larger than memory.maxFileBytes")
             self._skipped = stats.skipped
+        if stats.bytes_read >= TRIM_AFTER_BYTES or stats.removed:
+            await asyncio.to_thread(trim_heap)
         if self.searcher is not None and self.searcher.vectors is None and self.backend != "none" \
                 and not self._needs_rebuild:
             await self._open_live_state()

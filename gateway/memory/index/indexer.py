@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import ctypes
 import errno
 import multiprocessing
 import os
@@ -91,6 +92,19 @@ def resolve_processes(setting: int) -> int:
     return min(4, cores - 1) if cores >= 4 else 0
 
 
+TRIM_AFTER_BYTES = 8 << 20
+
+
+def trim_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc; elsewhere nothing). After a sync that read
+    a big file, or removed one, what its texts and chunks took stays in malloc's arenas otherwise:
+    indexing a 50 MB note and deleting it left RSS 235 MB above where it began; trimmed, 44 MB."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 def usable_cores() -> int:
     """The cores this process may use: its CPU affinity, cut to a cgroup v2 CPU quota (a container
     limited to 2 CPUs on a 32-core host has 2)."""
@@ -118,6 +132,7 @@ class SyncStats:
     changed: bool = False
     # Memory files left out for their size, by path: their bytes (None: the memory files were not scanned).
     skipped: dict[str, int] | None = None
+    bytes_read: int = 0  # of the files read (new or changed)
 
     def result(self) -> dict:
         return {"indexed": self.indexed, "removed": self.removed, "unchanged": self.unchanged,
@@ -435,6 +450,7 @@ class Indexer:
                 stats.unchanged += 1
             else:
                 todo.append(sf)
+                stats.bytes_read += sf.size
         return todo
 
     async def _prepare(self, batch: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
