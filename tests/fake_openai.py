@@ -199,11 +199,15 @@ if __name__ == "__main__":  # a separate process, so that a benchmark's client d
     import argparse
     import sys
 
-    ap = argparse.ArgumentParser(description="Serve the fake OpenAI API until stdin closes.")
+    ap = argparse.ArgumentParser(description="Serve the fake OpenAI API until stdin closes. Each line on "
+                                             "stdin is a behaviour to script, as JSON (`[\"vectors\", \"nan\"]`), "
+                                             "answered `scripted` on stdout.")
     ap.add_argument("--reply", default="Hello from the fake model.", help="what chat completions stream")
     ap.add_argument("--repeat", type=int, default=1, help="the reply, this many times over")
     args = ap.parse_args()
     with FakeOpenAI() as fake:
         fake.reply = args.reply * args.repeat
         print(fake.base_url, flush=True)
-        sys.stdin.read()
+        for line in sys.stdin:
+            fake.script(tuple(json.loads(line)))
+            print("scripted", flush=True)
