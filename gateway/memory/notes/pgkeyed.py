@@ -55,6 +55,7 @@ class PgKeyedStore:
     def __init__(self, pg: "Postgres", agent_id: str, workspace: Path):
         self.pg = pg
         self.agent_id = agent_id
+        self.workspace = workspace
         self.files = KeyedStore(workspace)
         # This gateway's writes and reconciles of the agent's keyed memories take turns, so a reconcile
         # never mirrors a row that a delete of this gateway has just removed, nor the other way round.
@@ -161,6 +162,11 @@ class PgKeyedStore:
             return await self._reconcile(key)
 
     async def _reconcile(self, key: str | None) -> int:
+        if not await asyncio.to_thread(self.workspace.is_dir):
+            # An unmounted share: mirrors alone in a fresh folder there would read to the next sync as
+            # every other note deleted. The sync fails instead, naming the missing workspace.
+            log.warning("memory_keyed_reconcile_skipped", workspace=str(self.workspace), reason="workspace missing")
+            return 0
         sql = f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1"
         rows = await self.pg.pool.fetch(sql + (" AND key = $2" if key else ""), self.agent_id,
                                         *((check_key(key),) if key else ()))
