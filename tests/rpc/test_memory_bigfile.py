@@ -54,3 +54,20 @@ async def scenario_big_file(gw: RunningGateway) -> None:
 
 async def test_file_over_the_cap_is_skipped_and_shown(start_gateway):
     await scenario_big_file(await start_gateway(**BIG))
+
+
+async def test_time_recall_leaves_out_a_day_file_over_the_cap(start_gateway):
+    """memory.recall reads day files and LEARNINGS.md itself: one over the cap is left out there too,
+    never loaded whole."""
+    gw = await start_gateway(**BIG)
+    mem = gw.config.workspace_dir / "memory"
+    mem.mkdir(parents=True)
+    (mem / "2020-01-10.md").write_text("# 10 January\n\nBought a red kayak at the harbour.\n")
+    (mem / "2020-01-11.md").write_text(note(2 * CAP))
+    c = await gw.client()
+    res = await c.call("memory.recall", {"from": "2020-01-01", "to": "2020-01-31"})
+    assert {r["path"] for r in res["results"]} == {"memory/2020-01-10.md"}, res
+    (mem / "2020-01-11.md").write_text(note(CAP // 2))
+    res = await c.call("memory.recall", {"from": "2020-01-01", "to": "2020-01-31"})
+    assert {r["path"] for r in res["results"]} == {"memory/2020-01-10.md", "memory/2020-01-11.md"}, res
+    await c.close()
