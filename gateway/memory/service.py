@@ -397,6 +397,7 @@ class MemoryManager:
                                                 progress=self._progress(req))
         except Exception as exc:
             if not is_corruption(exc):
+                self._dirty.uncovered(req.memory, req.sessions)
                 raise
             return await self._recover(exc)
         if req.sessions:

@@ -91,6 +91,14 @@ class DirtyMarks:
         elif isinstance(sessions, set):
             self.sessions -= sessions
 
+    def uncovered(self, memory: bool, sessions: bool | set[str]) -> None:
+        """A run that failed covered nothing: its marks back, so the next trigger tries again."""
+        self.memory = self.memory or memory
+        if sessions is True:
+            self.all_sessions = True
+        elif isinstance(sessions, set):
+            self.sessions |= sessions
+
     def pending(self) -> dict[str, Any]:
         """The `memory` and `sessions` of a request that covers every mark."""
         sessions: bool | set[str] = True if self.all_sessions else set(self.sessions)

@@ -84,9 +84,11 @@ async def scenario_descriptors_exhausted(gw: RunningGateway) -> None:
     assert await indexed_paths(c) == {"MEMORY.md", *NOTES}
     st = await c.call("memory.status")
     assert st["files"] == 5 and "EMFILE" in st["sync"]["lastError"]["error"], st["sync"]
+    assert st["dirty"] is True, "a failed sync covered nothing: the next trigger must try again"
     stats = await c.call("memory.sync", {})  # descriptors back: a normal sync, nothing lost
     assert stats["removed"] == 0 and stats["unchanged"] == 5, stats
-    assert "lastError" not in (await c.call("memory.status"))["sync"]
+    st = await c.call("memory.status")
+    assert "lastError" not in st["sync"] and st["dirty"] is False, st
     await c.close()
 
 
