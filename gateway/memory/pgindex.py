@@ -310,10 +310,14 @@ class PgEmbeddingCache:
     async def purge_unusable(self, conn: Any) -> int:
         if not self.enabled:
             return 0
-        rows = await conn.fetch("SELECT hash, embedding FROM memory_embedding_cache WHERE provider = $1 AND model = $2",
-                                self.provider, self.model)
-        found = {r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows}
-        bad = list(set(found) - set(drop_unusable(found)))
+        bad: list[str] = []
+        last = ""
+        while rows := await conn.fetch(  # a batch at a time: the cache may hold gigabytes of vectors
+                "SELECT hash, embedding FROM memory_embedding_cache WHERE provider = $1 AND model = $2 "
+                "AND hash > $3 ORDER BY hash LIMIT 4096", self.provider, self.model, last):
+            last = rows[-1][0]
+            found = {r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows}
+            bad.extend(set(found) - set(drop_unusable(found)))
         if bad:
             await conn.execute("DELETE FROM memory_embedding_cache WHERE provider = $1 AND model = $2 "
                                "AND hash = ANY($3::text[])", self.provider, self.model, bad)

@@ -98,7 +98,7 @@ TRIM_AFTER_BYTES = 8 << 20
 def trim_heap() -> None:
     """Give the C heap's free pages back to the system (glibc; elsewhere nothing). After a sync that read
     a big file, or removed one, what its texts and chunks took stays in malloc's arenas otherwise:
-    indexing a 50 MB note and deleting it left RSS 235 MB above where it began; trimmed, 44 MB."""
+    indexing a 50 MB note and deleting it left RSS 235 MB above where it began; trimmed, 95 MB."""
     try:
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):  # not glibc
