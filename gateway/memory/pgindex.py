@@ -345,6 +345,8 @@ class PgIndexer(Indexer):
     """Indexer's pipeline (scan, stat and hash diff, `_read_and_chunk`, embedding through the cache) with
     PostgreSQL writes: the rows of one batch of files in one transaction."""
 
+    transcripts_are_sessions = False  # the sessions table decides which transcripts are gone
+
     def __init__(self, pool: asyncpg.Pool, agent_id: str, provider: EmbeddingProvider, settings: IndexSettings,
                  vectors_ok: bool):
         self.pool, self.agent_id, self.provider, self.s = pool, agent_id, provider, settings

@@ -241,6 +241,10 @@ def chunk_diff(current: dict[tuple[int, int, str], int], chunks: list[Chunk]) ->
 
 
 class Indexer:
+    # A transcript file that is gone means its session is gone. (Not so on PostgreSQL, where the session
+    # table says so and the files are one gateway's mirror, which may lag or be missing.)
+    transcripts_are_sessions = True
+
     def __init__(self, db: Database, provider: EmbeddingProvider, settings: IndexSettings):
         self.db, self.provider, self.s = db, provider, settings
         self.cache = EmbeddingCache(db, provider.name, provider.model, settings.cache_max_entries, provider.cached)
@@ -351,11 +355,13 @@ class Indexer:
             if (source == MEMORY and memory) or (
                     source == SESSIONS and sessions and (only is None or key in only)):
                 in_scope.add(path)
-                indexed.add(source)
+                if source == MEMORY or self.transcripts_are_sessions:
+                    indexed.add(source)
         scanned = self._scan(memory, sessions, only, indexed)
         gone = in_scope - {sf.path for sf in scanned}
-        if gone and 2 * len(gone) > len(known):
-            scanned, gone = self._recheck(memory, sessions, only, indexed, in_scope, len(gone), len(known))
+        at_risk = len(gone) if self.transcripts_are_sessions else sum(1 for p in gone if not p.startswith(SESSIONS + "/"))
+        if at_risk and 2 * at_risk > len(known):
+            scanned, gone = self._recheck(memory, sessions, only, indexed, in_scope, at_risk, len(known))
         if memory:
             scanned = self._skip_big(scanned, stats)
             gone |= in_scope & set(stats.skipped or ())  # indexed while smaller: its chunks go
