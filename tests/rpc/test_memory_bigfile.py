@@ -71,3 +71,20 @@ async def test_time_recall_leaves_out_a_day_file_over_the_cap(start_gateway):
     res = await c.call("memory.recall", {"from": "2020-01-01", "to": "2020-01-31"})
     assert {r["path"] for r in res["results"]} == {"memory/2020-01-10.md", "memory/2020-01-11.md"}, res
     await c.close()
+
+
+async def test_jarvis_memory_status_names_the_skipped_file(start_gateway, capsys):
+    """`jarvis memory status` asks the running gateway, which lists the skipped file."""
+    import asyncio
+
+    from tests.helpers import memory_cli
+
+    gw = await start_gateway(**BIG)
+    (gw.config.workspace_dir / "memory").mkdir(parents=True)
+    (gw.config.workspace_dir / "memory" / "huge.md").write_text(note(3 * CAP))
+    c = await gw.client()
+    await c.call("memory.sync", {})
+    await c.close()
+    run = memory_cli(gw.config, capsys)
+    code, out = await asyncio.to_thread(run, "memory", "status")
+    assert code == 0 and "skipped:    memory/huge.md (" in out and "memory.maxFileBytes" in out, out

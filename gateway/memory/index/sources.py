@@ -45,7 +45,6 @@ class ScanError(Unavailable):
                          "nothing was removed from the index", retryable=True, retry_after_ms=5000)
         assert self.data is not None
         self.data.update(path=str(path), errno=code)
-        self.path, self.errno = str(path), code
 
 
 class SourceFile(NamedTuple):
