@@ -114,6 +114,36 @@ async def scenario_workspace_gone(gw: RunningGateway) -> None:
     await c.close()
 
 
+async def scenario_mount_point_empty(gw: RunningGateway) -> None:
+    """A share that is not mounted leaves its mount point: an empty folder. With notes of it indexed,
+    that fails the sync (after the second look) instead of emptying the index; a file put in it says it
+    is empty on purpose, and then the notes go."""
+    c = await first_sync(gw)
+    ws = gw.config.workspace_dir
+    away = ws.with_name("share")
+    away.mkdir()
+    for p in list(ws.iterdir()):
+        p.rename(away / p.name)
+    try:
+        try:
+            got = await c.call("memory.sync", {})
+        except RpcError as exc:
+            got = exc
+    finally:
+        for p in list(away.iterdir()):
+            p.rename(ws / p.name)
+    assert isinstance(got, RpcError), f"an empty mount point read as every note deleted: {got}"
+    assert got.data["errno"] == "ENOMEDIUM" and "not mounted" in got.message, got.data
+    assert await indexed_paths(c) == {"MEMORY.md", *NOTES}
+    for p in list(ws.iterdir()):
+        p.rename(away / p.name)
+    (ws / "MEMORY.md").write_text("")  # empty on purpose
+    stats = await c.call("memory.sync", {})
+    assert stats["removed"] == 4, stats
+    assert await indexed_paths(c) == set()
+    await c.close()
+
+
 async def scenario_folder_blinks(gw: RunningGateway) -> None:
     """The memory folder is away for a moment (moved and back, a mount that blinked) while a sync
     scans: it would remove four of five files, so it looks again after `recheckMs` and removes none."""
@@ -149,6 +179,10 @@ async def test_descriptors_exhausted_fail_the_sync(start_gateway):
 
 async def test_missing_workspace_fails_the_sync(start_gateway):
     await scenario_workspace_gone(await start_gateway(**SETTINGS))
+
+
+async def test_empty_mount_point_fails_the_sync(start_gateway):
+    await scenario_mount_point_empty(await start_gateway(**SETTINGS, **{"memory.sync.recheckMs": 50}))
 
 
 async def test_folder_away_for_a_moment_removes_nothing(start_gateway):

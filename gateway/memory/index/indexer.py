@@ -36,7 +36,7 @@ from ..embeddings import EmbeddingError, EmbeddingProvider
 from ..embeddings.base import check_vectors, provider_name, usable
 from ..embeddings.cache import EmbeddingCache
 from .migrations import ensure_vector_table, get_meta, set_meta, vector_table
-from .sources import MEMORY, SESSIONS, ScanError, SourceFile, scan_memory, scan_sessions
+from .sources import MEMORY, SESSIONS, ScanError, SourceFile, folder_empty, scan_memory, scan_sessions
 from .vectors import VectorStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -384,11 +384,18 @@ class Indexer:
                  in_scope: set[str], missing: int, total: int) -> tuple[list[SourceFile], set[str]]:
         """A sync about to remove more than half of the index: look again after a pause (a mount that
         blinked, a folder moved away and back) and stat what is still missing. Only files still absent
-        (ENOENT) are removed; one that cannot be stat'ed stops the sync (ScanError)."""
+        (ENOENT) are removed; one that cannot be stat'ed stops the sync (ScanError). So does a workspace
+        left with nothing in it at all while notes of it are indexed: the empty mount point of a share
+        that is not mounted (a file put in it says it is empty on purpose)."""
         log.warning("memory_sync_recheck", missing=missing, indexed=total, pause_s=self.s.recheck_s)
         time.sleep(self.s.recheck_s)  # blocking: this runs in a thread
         scanned = self._scan(memory, sessions, only, indexed)
         gone = in_scope - {sf.path for sf in scanned}
+        notes = sum(1 for p in gone if not p.startswith(SESSIONS + "/"))
+        if notes and not any(sf.source == MEMORY for sf in scanned) and folder_empty(self.s.workspace):
+            raise ScanError("the workspace", self.s.workspace, OSError(
+                getattr(errno, "ENOMEDIUM", errno.ENOENT), f"empty while {notes} notes of it are indexed: a share "
+                "that is not mounted? Put a file in it to say it is empty on purpose"))
         for path in gone:
             where = self.s.sessions_dir / path.split("/", 1)[1] if path.startswith(SESSIONS + "/") \
                 else self.s.workspace / path

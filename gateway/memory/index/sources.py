@@ -89,6 +89,15 @@ def _memory_file(abs_path: Path, root: Path) -> os.stat_result | None:
     return st
 
 
+def folder_empty(folder: Path) -> bool:
+    """The folder exists and holds nothing at all (the mount point of a share that is not mounted)."""
+    try:
+        with os.scandir(folder) as it:
+            return next(it, None) is None
+    except OSError:
+        return False
+
+
 def _root(folder: Path, what: str, must_exist: bool) -> Path | None:
     """The real path of a root folder; None when it does not exist and need not (nothing of it indexed)."""
     try:

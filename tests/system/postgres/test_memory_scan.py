@@ -8,7 +8,8 @@ import shutil
 
 from tests.helpers import RpcError
 from tests.rpc.test_memory_scan import (NOTES, SETTINGS, first_sync, indexed_paths, scenario_descriptors_exhausted,
-                                        scenario_folder_blinks, scenario_real_deletion, scenario_workspace_gone)
+                                        scenario_folder_blinks, scenario_mount_point_empty, scenario_real_deletion,
+                                        scenario_workspace_gone)
 
 
 def pg(postgres_url, tmp_path, **extra):
@@ -21,6 +22,10 @@ async def test_descriptors_exhausted_fail_the_sync(start_gateway, postgres_url, 
 
 async def test_missing_workspace_fails_the_sync(start_gateway, postgres_url, tmp_path):
     await scenario_workspace_gone(await start_gateway(**pg(postgres_url, tmp_path)))
+
+
+async def test_empty_mount_point_fails_the_sync(start_gateway, postgres_url, tmp_path):
+    await scenario_mount_point_empty(await start_gateway(**pg(postgres_url, tmp_path, **{"memory.sync.recheckMs": 50})))
 
 
 async def test_folder_away_for_a_moment_removes_nothing(start_gateway, postgres_url, tmp_path):
@@ -55,4 +60,30 @@ async def test_keyed_mirrors_do_not_recreate_a_missing_workspace(start_gateway, 
     assert not recreated, "the mirrors made a new workspace where the mount was"
     assert (await c.call("memory.status"))["files"] == indexed
     assert await indexed_paths(c) >= {"MEMORY.md", *NOTES}
+    await c.close()
+
+
+async def test_keyed_mirrors_do_not_fill_an_empty_mount_point(start_gateway, postgres_url, tmp_path):
+    """The same with the share's empty mount point: mirrors written there would make it look mounted."""
+    gw = await start_gateway(**pg(postgres_url, tmp_path, **{"memory.sync.recheckMs": 50}))
+    c = await first_sync(gw)
+    await c.call("memory.set", {"key": "boat", "value": "The boat is called Seahorse.", "category": "facts"})
+    indexed = (await c.call("memory.status"))["files"]
+    ws = gw.config.workspace_dir
+    away = ws.with_name("share")
+    away.mkdir()
+    for p in list(ws.iterdir()):
+        p.rename(away / p.name)
+    try:
+        try:
+            got = await c.call("memory.sync", {})
+        except RpcError as exc:
+            got = exc
+        written = sorted(str(p.relative_to(ws)) for p in ws.rglob("*"))
+    finally:
+        shutil.rmtree(ws)
+        away.rename(ws)
+    assert isinstance(got, RpcError) and got.data["errno"] == "ENOMEDIUM", got
+    assert written == [], written
+    assert (await c.call("memory.status"))["files"] == indexed
     await c.close()
