@@ -14,8 +14,8 @@ and the bystander's p99 during the attack:
                upstream streaming 2 MB into one reply
 4. auth        200 wrong tokens from 127.0.0.2, then the right token from there
 5. scan        (issue 29.2) the workspace unreadable during a sync: the gateway's descriptors exhausted
-               (its RLIMIT_NOFILE lowered to what it holds), the workspace gone, memory/ away for 0.3 s
-               while a sync scans; none may remove a note
+               (its RLIMIT_NOFILE lowered to what it holds), the workspace gone, its mount point left
+               empty, memory/ away for 0.3 s while a sync scans; none may remove a note
 6. vectors     (issue 29.3) the embeddings server answers NaN vectors once, then zero vectors once, then
                is healthy: every search mode must keep answering, and the notes get their vectors back
                (needs the fake server's embeddings: `--embeddings openai`, chosen by itself when this
@@ -223,6 +223,17 @@ async def attack_scan(gw: GatewayProcess, state: Path) -> str:
     finally:
         ws.with_name("workspace.away").rename(ws)
     out.append(f"workspace gone: {err.code} {err.data.get('errno')}" if err else "workspace gone: sync SUCCEEDED")
+    share = ws.with_name("share")  # the share unmounted: its mount point stays, empty
+    share.mkdir()
+    for p in list(ws.iterdir()):
+        p.rename(share / p.name)
+    try:
+        err = await _sync_error(c)
+    finally:
+        for p in list(share.iterdir()):
+            p.rename(ws / p.name)
+        share.rmdir()
+    out.append(f"mount point empty: {err.code} {err.data.get('errno')}" if err else "mount point empty: sync SUCCEEDED")
     mem = ws / "memory"
     mem.rename(ws / "memory.away")
     try:
