@@ -215,6 +215,9 @@ class SyncConfig:
                                               "of 1024 files or more while this one writes; -1 = one per core "
                                               "but one, at most 4, none below 4 cores; 0 = none (threads only); "
                                               "each takes ~280 MB while the sync runs")
+    recheck_ms: int = _f(1000, ge=0, le=60_000, doc="a sync that would remove more than half of the index looks "
+                                                     "again after this pause, and removes only files that are "
+                                                     "still missing and whose absence a stat confirms")
 
 
 @dataclass
@@ -251,6 +254,10 @@ class RecallConfig:
 class MemoryConfig:
     enabled: bool = _f(True)
     image_max_bytes: int = _f(5 * 1024 * 1024, ge=1, doc="largest image memory.setImage accepts (decoded bytes)")
+    max_file_bytes: int = _f(10 * 1024 * 1024, ge=1024, le=1 << 40,
+                             doc="a memory file (MEMORY.md, memory/**/*.md) larger than this is not indexed: it is "
+                                 "skipped, logged and listed in memory.status `skipped` until it shrinks back under "
+                                 "it (transcripts are not capped)")
     embeddings: EmbeddingsConfig = _f(factory=EmbeddingsConfig)
     chunking: ChunkingConfig = _f(factory=ChunkingConfig)
     search: SearchConfig = _f(factory=SearchConfig)

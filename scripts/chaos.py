@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Chaos: the attacks of issue 15 against a real `jarvis serve`, with a bystander measuring the damage.
+"""Chaos: the attacks of issues 15 and 29 against a real `jarvis serve`, with a bystander measuring the damage.
 
-    .venv/bin/python scripts/chaos.py [--agents 300] [--embeddings none|local] [--only NAME …] [--out FILE]
+    .venv/bin/python scripts/chaos.py [--agents 300] [--embeddings none|local|openai] [--only NAME[,NAME]] [--out FILE]
 
 Starts `jarvis serve` as a subprocess on loopback in a temporary state dir (and a local fake OpenAI
 server for the runaway upstream). A bystander connection calls `system.health` every 20 ms all along;
@@ -19,8 +19,16 @@ and the bystander's p99 during the attack:
                acknowledged message is in its transcript once, every note whose memory.sync answered is
                in the index, `PRAGMA integrity_check` is ok — then the gateway starts again on it
 
-`--only` runs some of them (agents, big-batch, runaway, auth, corrupt, reader). Prints a table, writes
-JSON (default bench-results/chaos.json); exit 1 if an attack broke something.
+6. scan        (issue 29.2) the workspace unreadable during a sync: the gateway's descriptors exhausted
+               (its RLIMIT_NOFILE lowered to what it holds), the workspace gone, its mount point left
+               empty, memory/ away for 0.3 s while a sync scans; none may remove a note
+7. vectors     (issue 29.3) the embeddings server answers NaN vectors once, then zero vectors once, then
+               is healthy: every search mode must keep answering, and the notes get their vectors back
+               (needs the fake server's embeddings: `--embeddings openai`, chosen by itself when this
+               attack runs and `--embeddings` was left at none)
+
+`--only` runs some of them: agents, big-batch, runaway, auth, corrupt, reader, scan, vectors.
+Prints a table, writes JSON (default bench-results/chaos.json); exit 1 if an attack broke something.
 """
 
 from __future__ import annotations
@@ -49,7 +57,6 @@ from websockets.exceptions import InvalidStatus  # noqa: E402
 from tests.helpers import GatewayProcess, RpcError, connect_client  # noqa: E402
 
 
-ATTACKS = ("agents", "big-batch", "runaway", "auth", "corrupt", "reader")
 
 
 def proc_stats(pid: int) -> dict[str, int]:
@@ -330,13 +337,110 @@ def reader_gateway(state: Path, embeddings: str) -> GatewayProcess:
     return GatewayProcess(state, env={"OPENAI_BASE_URL": ""}).start(timeout=120)
 
 
+async def _sync_error(c: Any) -> RpcError | None:
+    try:
+        await c.call("memory.sync", timeout=120)
+    except RpcError as exc:
+        return exc
+    return None
+
+
+async def attack_scan(gw: GatewayProcess, state: Path) -> str:
+    """Issue 29.2: a scan that cannot read the workspace must fail the sync, never remove notes."""
+    import resource
+
+    c = await connect_client(gw.url, gw.token)
+    await c.call("memory.sync", timeout=120)
+    files = (await c.call("memory.status"))["files"]
+    out = []
+    soft, hard = resource.prlimit(gw.proc.pid, resource.RLIMIT_NOFILE)
+    resource.prlimit(gw.proc.pid, resource.RLIMIT_NOFILE, (len(os.listdir(f"/proc/{gw.proc.pid}/fd")), hard))
+    try:
+        err = await _sync_error(c)
+    finally:
+        resource.prlimit(gw.proc.pid, resource.RLIMIT_NOFILE, (soft, hard))
+    out.append(f"EMFILE: {err.code} {err.data.get('errno')}" if err else "EMFILE: sync SUCCEEDED")
+    ws = state / "workspace"
+    ws.rename(ws.with_name("workspace.away"))
+    try:
+        err = await _sync_error(c)
+    finally:
+        ws.with_name("workspace.away").rename(ws)
+    out.append(f"workspace gone: {err.code} {err.data.get('errno')}" if err else "workspace gone: sync SUCCEEDED")
+    share = ws.with_name("share")  # the share unmounted: its mount point stays, empty
+    share.mkdir()
+    for p in list(ws.iterdir()):
+        p.rename(share / p.name)
+    try:
+        err = await _sync_error(c)
+    finally:
+        for p in list(share.iterdir()):
+            p.rename(ws / p.name)
+        share.rmdir()
+    out.append(f"mount point empty: {err.code} {err.data.get('errno')}" if err else "mount point empty: sync SUCCEEDED")
+    mem = ws / "memory"
+    mem.rename(ws / "memory.away")
+    try:
+        sync = asyncio.ensure_future(c.call("memory.sync", timeout=120))
+        await asyncio.sleep(0.3)
+    finally:
+        (ws / "memory.away").rename(mem)
+    out.append(f"memory/ away 0.3 s: removed {(await sync)['removed']}")
+    stats = await c.call("memory.sync", timeout=120)
+    after = (await c.call("memory.status"))["files"]
+    await c.close()
+    if after != files or stats["removed"]:
+        raise AssertionError(f"notes lost: {files} → {after} files; " + "; ".join(out))
+    return "; ".join(out) + f"; files {files} → {after}"
+
+
+async def attack_vectors(gw: GatewayProcess, state: Path, script: Callable[[list], Awaitable[None]]) -> str:
+    """Issue 29.3: NaN then zero vectors once from the embeddings server must not poison search."""
+    c = await connect_client(gw.url, gw.token)
+    await c.call("memory.sync", timeout=120)
+    notes = state / "workspace" / "memory"
+    out = []
+    for kind in ("nan", "zero"):
+        (notes / f"chaos-{kind}.md").write_text(f"# {kind}\n\nThe {kind} heron nests by the quarry lake.\n")
+        await script(["vectors", kind])
+        await c.call("memory.sync", timeout=120)
+        st = await c.call("memory.status")
+        modes = []
+        for mode in ("hybrid", "vector"):
+            try:
+                res = await c.call("memory.search", {"query": f"{kind} heron quarry", "mode": mode})
+                modes.append(f"{mode} ok{' (degraded)' if res.get('degraded') else ''}")
+            except RpcError as exc:
+                modes.append(f"{mode} FAILED {exc.code}")
+        refused = "refused" if "none were stored" in st["embeddings"].get("error", "") else "NOT refused"
+        out.append(f"{kind}: {refused}, {st['vector']['missing']} without vectors, {', '.join(modes)}")
+    await c.call("memory.sync", timeout=120)  # healthy again
+    st = await c.call("memory.status")
+    res = await c.call("memory.search", {"query": "nan heron quarry", "mode": "vector"})
+    await c.close()
+    healed = st["vector"]["missing"] == 0 and not res.get("degraded") and \
+        res["results"] and res["results"][0]["path"] == "memory/chaos-nan.md"
+    if "FAILED" in " ".join(out) or not healed:
+        raise AssertionError("; ".join(out) + f"; healed: {healed}")
+    return "; ".join(out) + "; healthy again: 0 without vectors, vector search finds the notes"
+
+
+ATTACKS = ("agents", "big-batch", "runaway", "auth", "corrupt", "reader", "scan", "vectors")
+
+
 async def main_async(args: argparse.Namespace) -> int:
     # The fake upstream runs in its own process: in this one it would share the bystander's GIL.
     fake = subprocess.Popen([sys.executable, "-m", "tests.fake_openai", "--reply", "runaway ", "--repeat",
                              "250000"], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     base_url = fake.stdout.readline().strip()
+
+    async def script(behaviour: list) -> None:
+        fake.stdin.write(json.dumps(behaviour) + "\n")
+        fake.stdin.flush()
+        await asyncio.to_thread(fake.stdout.readline)  # "scripted"
+
     try:
-        return await _run(args, base_url)
+        return await _run(args, base_url, script)
     finally:
         fake.stdin.close()
         fake.wait(10)
@@ -348,16 +452,23 @@ def _row(name: str, result: str, t0: float, before: dict, gw: GatewayProcess, p9
             "bystanderP99Ms": p99_ms}
 
 
-async def _run(args: argparse.Namespace, base_url: str) -> int:
+async def _run(args: argparse.Namespace, base_url: str, script: Callable[[list], Awaitable[None]]) -> int:
     rows: list[dict[str, Any]] = []
-    only = set(args.only or ATTACKS)
+    only = set(args.only.split(",")) if args.only else set(ATTACKS)
+    if only - set(ATTACKS):
+        raise SystemExit(f"--only: unknown attack(s) {', '.join(sorted(only - set(ATTACKS)))}; "
+                         f"known: {', '.join(ATTACKS)}")
+    if "vectors" in only and args.embeddings == "none":
+        args.embeddings = "openai"  # the fake server's embeddings, which the attack scripts
     with tempfile.TemporaryDirectory(prefix="jarvis-chaos-") as tmp:
         failed, bystander = False, None
         if only - {"reader"}:
             state = Path(tmp) / "state"
             state.mkdir()
+            openai = f'baseUrl = "{base_url}"\napiKey = "chaos"\ndims = 64\nmaxRetries = 0\n' \
+                if args.embeddings == "openai" else ""
             (state / "config.toml").write_text(
-                f'[memory.embeddings]\nprovider = "{args.embeddings}"\n'
+                f'[memory.embeddings]\nprovider = "{args.embeddings}"\n{openai}'
                 '[chat]\nofflineDeltaDelay = 0.0\nmaxReplyChars = 200000\n')
             notes = state / "workspace" / "memory"
             notes.mkdir(parents=True)
@@ -368,14 +479,17 @@ async def _run(args: argparse.Namespace, base_url: str) -> int:
             gw.start(timeout=120)
             bystander = Bystander()
             await bystander.start(gw)
-            attacks: list[tuple[str, Callable[[], Awaitable[str]]]] = [
-                (name, run) for key, name, run in [
-                    ("agents", "1. agents", lambda: attack_agents(gw, args.agents)),
-                    ("big-batch", "3. big batch", lambda: attack_big_replies(gw)),
-                    ("runaway", "3. runaway upstream", lambda: attack_runaway(gw)),
-                    ("auth", "4. auth lockout", lambda: attack_auth(gw)),
-                ] if key in only]
-            for name, run in attacks:
+            attacks: list[tuple[str, str, Callable[[], Awaitable[str]]]] = [
+                ("agents", "1. agents", lambda: attack_agents(gw, args.agents)),
+                ("big-batch", "3. big batch", lambda: attack_big_replies(gw)),
+                ("runaway", "3. runaway upstream", lambda: attack_runaway(gw)),
+                ("auth", "4. auth lockout", lambda: attack_auth(gw)),
+                ("scan", "6. unreadable scan", lambda: attack_scan(gw, state)),
+                ("vectors", "7. NaN/zero vectors", lambda: attack_vectors(gw, state, script)),
+            ]
+            for key, name, run in attacks:
+                if key not in only:
+                    continue
                 before = proc_stats(gw.proc.pid)
                 mark = bystander.mark()
                 t0 = time.perf_counter()
@@ -383,9 +497,7 @@ async def _run(args: argparse.Namespace, base_url: str) -> int:
                     result = await run()
                 except Exception as exc:  # an attack that breaks the gateway is a finding, not a crash here
                     result, failed = f"BROKE: {type(exc).__name__}: {exc}", True
-                rows.append({"attack": name, "result": result, "seconds": round(time.perf_counter() - t0, 1),
-                             "before": before, "after": proc_stats(gw.proc.pid),
-                             "bystanderP99Ms": round(p99(bystander.lat[mark:]), 2)})
+                rows.append(_row(name, result, t0, before, gw, round(p99(bystander.lat[mark:]), 2)))
             await bystander.stop()
             if "corrupt" in only:
                 before = proc_stats(gw.proc.pid)
@@ -399,7 +511,9 @@ async def _run(args: argparse.Namespace, base_url: str) -> int:
             gw.wait()
             failed = failed or bystander.failures > 0
         if "reader" in only:
-            other = reader_gateway(Path(tmp) / "reader-state", args.embeddings)
+            # its own gateway, killed at the end; the fake server's embeddings are not needed there
+            other = reader_gateway(Path(tmp) / "reader-state", "none" if args.embeddings == "openai"
+                                   else args.embeddings)
             watcher = Bystander()
             await watcher.start(other)
             before = proc_stats(other.proc.pid)
@@ -432,9 +546,11 @@ async def _run(args: argparse.Namespace, base_url: str) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--agents", type=int, default=300, help="distinct agents to create (default 300)")
-    ap.add_argument("--embeddings", choices=("none", "local"), default="none",
-                    help="memory embeddings of the gateway under attack (default none: FTS only, quicker)")
-    ap.add_argument("--only", nargs="+", choices=ATTACKS, help="run only these attacks (default: all)")
+    ap.add_argument("--embeddings", choices=("none", "local", "openai"), default="none",
+                    help="memory embeddings of the gateway under attack (default none: FTS only, quicker; "
+                         "openai: the fake server's, chosen when the vectors attack runs)")
+    ap.add_argument("--only", default="", metavar="NAME[,NAME]",
+                    help=f"run only these attacks, of: {', '.join(ATTACKS)} (default all)")
     ap.add_argument("--reader-seconds", type=float, default=20.0,
                     help="how long the outside reader attack works before its SIGKILL (default 20)")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "chaos.json"))

@@ -17,7 +17,9 @@ Behaviours (each consumed by one request; when the script is empty, "ok"):
                                     and name first, then its arguments (a dict is sent as JSON, a str
                                     as is) in 7-character fragments; finish_reason "tool_calls". Only
                                     when the request offered `tools` and did not say tool_choice
-                                    "none" (a model cannot call tools then); otherwise the reply
+                                    "none" (a model cannot call tools then); otherwise the reply is normal
+    ("vectors", kind)               embeddings only: every vector of the answer is `kind`: "nan" (NaN
+                                    values, as Python's json writes them), "zero" (all zeros) or "null"
 
 Endpoints: POST /v1/chat/completions (stream or not), POST /v1/embeddings (deterministic vectors
 from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too),
@@ -162,7 +164,9 @@ class FakeOpenAI:
                     inputs = body.get("input")
                     inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
                     dims = int(body.get("dimensions") or api.dims)
-                    data = [{"object": "embedding", "index": i, "embedding": input_vector(t, dims)}
+                    bad = {"nan": [math.nan] * dims, "zero": [0.0] * dims, "null": None}
+                    data = [{"object": "embedding", "index": i,
+                             "embedding": bad[behaviour[1]] if kind == "vectors" else input_vector(t, dims)}
                             for i, t in enumerate(inputs)]
                     self._json(200, {"object": "list", "data": data, "model": body.get("model", "fake"),
                                      "usage": {"prompt_tokens": 1, "total_tokens": 1}})
@@ -254,11 +258,15 @@ if __name__ == "__main__":  # a separate process, so that a benchmark's client d
     import argparse
     import sys
 
-    ap = argparse.ArgumentParser(description="Serve the fake OpenAI API until stdin closes.")
+    ap = argparse.ArgumentParser(description="Serve the fake OpenAI API until stdin closes. Each line on "
+                                             "stdin is a behaviour to script, as JSON (`[\"vectors\", \"nan\"]`), "
+                                             "answered `scripted` on stdout.")
     ap.add_argument("--reply", default="Hello from the fake model.", help="what chat completions stream")
     ap.add_argument("--repeat", type=int, default=1, help="the reply, this many times over")
     args = ap.parse_args()
     with FakeOpenAI() as fake:
         fake.reply = args.reply * args.repeat
         print(fake.base_url, flush=True)
-        sys.stdin.read()
+        for line in sys.stdin:
+            fake.script(tuple(json.loads(line)))
+            print("scripted", flush=True)

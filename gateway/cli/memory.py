@@ -224,3 +224,7 @@ def _print_backend_and_ranking(res: dict) -> None:
     s = res.get("sync") or {}
     every = f"every {s['intervalMinutes']:g} min" if s.get("intervalMinutes") else "no interval"
     print(f"sync:       {'running' if s.get('running') else 'idle'}, {s.get('runs', 0)} runs, {every}")
+    if s.get("lastError"):
+        print(f"last sync failed at {s['lastError']['at']}: {s['lastError']['error']}")
+    for f in res.get("skipped") or ():
+        print(f"skipped:    {f['path']} ({f['bytes']:,} bytes): {f['reason']}")

@@ -34,6 +34,7 @@ import structlog
 from ..storage.postgres import lock_key
 from ..timeutil import now_iso
 from .embeddings import EmbeddingError, EmbeddingProvider
+from .embeddings.cache import drop_unusable
 from .index.chunking import sha256
 from .index.indexer import BATCH_CHUNKS, Indexer, IndexSettings, Progress, SyncStats, _Work, chunk_diff
 from .index.sources import SESSIONS, SourceFile
@@ -174,6 +175,7 @@ class PgVectorStore:
 
     def __init__(self, pool: asyncpg.Pool, agent_id: str, dims: int):
         self.pool, self.agent_id, self.dims = pool, agent_id, int(dims)
+        self.unusable: set[int] = set()  # chunk ids whose stored vector is zero (VectorStore.unusable)
 
     async def warm(self, generation: str, count: int) -> None:
         return None
@@ -202,7 +204,9 @@ class PgVectorStore:
                     except asyncpg.PostgresError:
                         PgVectorStore.iterative = False
                 rows = await conn.fetch(sql, *params)
-        return [(int(r[0]), 1.0 - float(r[1])) for r in rows if r[1] is not None]
+        # A zero vector stored before providers' answers were checked has a NaN distance: passed over.
+        self.unusable = {int(r[0]) for r in rows if r[1] is None or not math.isfinite(r[1])}
+        return [(int(r[0]), 1.0 - float(r[1])) for r in rows if r[1] is not None and math.isfinite(r[1])]
 
 
 class PgSearcher(Searcher):
@@ -295,16 +299,32 @@ class PgEmbeddingCache:
         rows = await self.pool.fetch(
             "SELECT hash, embedding FROM memory_embedding_cache WHERE provider = $1 AND model = $2 "
             "AND hash = ANY($3::text[])", self.provider, self.model, list(dict.fromkeys(hashes)))
-        return {r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows}
+        return drop_unusable({r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows})
 
     async def put_many(self, items: dict[str, np.ndarray], conn: Any = None) -> None:
         if not self.enabled or not items:
             return
         await (conn or self.pool).executemany(
             "INSERT INTO memory_embedding_cache(provider, model, hash, dims, embedding) VALUES ($1, $2, $3, $4, $5) "
-            "ON CONFLICT DO NOTHING",
+            "ON CONFLICT (provider, model, hash) DO UPDATE SET dims = excluded.dims, embedding = excluded.embedding",
             [(self.provider, self.model, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes())
              for h, v in items.items()])
+
+    async def purge_unusable(self, conn: Any) -> int:
+        if not self.enabled:
+            return 0
+        bad: list[str] = []
+        last = ""
+        while rows := await conn.fetch(  # a batch at a time: the cache may hold gigabytes of vectors
+                "SELECT hash, embedding FROM memory_embedding_cache WHERE provider = $1 AND model = $2 "
+                "AND hash > $3 ORDER BY hash LIMIT 4096", self.provider, self.model, last):
+            last = rows[-1][0]
+            found = {r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows}
+            bad.extend(set(found) - set(drop_unusable(found)))
+        if bad:
+            await conn.execute("DELETE FROM memory_embedding_cache WHERE provider = $1 AND model = $2 "
+                               "AND hash = ANY($3::text[])", self.provider, self.model, bad)
+        return len(bad)
 
     async def count(self) -> int:
         return int(await self.pool.fetchval("SELECT count(*) FROM memory_embedding_cache"))
@@ -327,6 +347,8 @@ class PgEmbeddingCache:
 class PgIndexer(Indexer):
     """Indexer's pipeline (scan, stat and hash diff, `_read_and_chunk`, embedding through the cache) with
     PostgreSQL writes: the rows of one batch of files in one transaction."""
+
+    transcripts_are_sessions = False  # the sessions table decides which transcripts are gone
 
     def __init__(self, pool: asyncpg.Pool, agent_id: str, provider: EmbeddingProvider, settings: IndexSettings,
                  vectors_ok: bool):
@@ -421,6 +443,8 @@ class PgIndexer(Indexer):
         finally:
             if deferred is not None:
                 await self._build_deferred_index(conn, deferred)
+        if force and self.embeds:
+            await self._drop_unusable_vectors_pg(conn, stats)
         if self.embeds and stats.embed_error is None:
             await self._fill_missing_pg(conn, stats)
         stats.missing_vectors = int(await conn.fetchval(
@@ -575,6 +599,20 @@ class PgIndexer(Indexer):
             if stale or inserts or file_rows:
                 # With the rows it counts: a reader that sees the new rows sees the new generation.
                 await bump_generation(conn, agent)
+
+    async def _drop_unusable_vectors_pg(self, conn: Any, stats: SyncStats) -> None:
+        """Indexer._drop_unusable_vectors: pgvector refuses NaN, so only zero vectors can be stored."""
+        await self.cache.purge_unusable(conn)
+        async with conn.transaction():
+            ids = [r[0] for r in await conn.fetch(
+                "DELETE FROM memory_vectors WHERE agent_id = $1 AND vector_norm(embedding) = 0 RETURNING chunk_id",
+                self.agent_id)]
+            if ids:
+                await conn.execute("UPDATE memory_chunks SET embedded = false WHERE id = ANY($1::bigint[])", ids)
+                await bump_generation(conn, self.agent_id)
+        if ids:
+            log.warning("memory_unusable_vectors_dropped", chunks=len(ids), note="embedded again")
+            stats.changed = True
 
     async def _fill_missing_pg(self, conn: Any, stats: SyncStats) -> None:
         """Give vectors to chunks stored without one (the provider was down when they were indexed)."""

@@ -122,10 +122,14 @@ class PgMemoryManager(MemoryManager):
                 await self.keyed.reconcile()
             except Exception as exc:  # the files are indexed as they are; the next sync tries again
                 log.warning("memory_keyed_reconcile_failed", error=str(exc) or type(exc).__name__)
-        async with self._write_lock:
-            assert self.indexer is not None
-            stats = await self.indexer.sync(force=req.force, memory=req.memory, sessions=req.sessions,
-                                            progress=self._progress(req))
+        try:
+            async with self._write_lock:
+                assert self.indexer is not None
+                stats = await self.indexer.sync(force=req.force, memory=req.memory, sessions=req.sessions,
+                                                progress=self._progress(req))
+        except Exception:
+            self._dirty.uncovered(req.memory, req.sessions)
+            raise
         if req.sessions:
             self._hidden_sessions -= hidden if req.sessions is True else hidden & req.sessions
         await self._after_sync(stats)

@@ -36,7 +36,7 @@ from .embeddings import EmbeddingProvider, create_provider
 from .embeddings.cache import EmbeddingCache
 from .index.chunking import CHARS_PER_TOKEN
 from .index.db import Database, index_driver, is_corruption
-from .index.indexer import Indexer, IndexSettings, SyncStats
+from .index.indexer import TRIM_AFTER_BYTES, Indexer, IndexSettings, SyncStats, trim_heap
 from .index.migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
 from .index.sources import SOURCES, read_lines, resolve_readable, session_path
 from .index.vectors import VectorStore
@@ -54,6 +54,7 @@ log = structlog.get_logger("gateway.memory")
 MODES = ("hybrid", "fts", "vector")
 RETRY_MIN_S, RETRY_MAX_S = 15.0, 600.0
 SET_ASIDE_WAIT_S = 30.0  # for other processes to close a damaged index before it is moved aside
+SKIPPED_SHOWN = 20  # memory.status `skipped`: the largest files left out for their size, at most this many
 
 
 class _Gate:
@@ -104,6 +105,7 @@ class MemoryManager:
         self.writer: Database | None = None
         self.reader: Database | None = None
         self.indexer: Indexer | None = None
+        self._skipped: dict[str, int] = {}  # memory files left out for their size: path → bytes
         self.searcher: Searcher | None = None
         self.tokenizer = self.cfg.search.fts_tokenizer
         self._gate = _Gate()
@@ -408,6 +410,7 @@ class MemoryManager:
                                                 progress=self._progress(req))
         except Exception as exc:
             if not is_corruption(exc):
+                self._dirty.uncovered(req.memory, req.sessions)
                 raise
             return await self._recover(exc)
         if req.sessions:
@@ -417,6 +420,15 @@ class MemoryManager:
 
     async def _after_sync(self, stats: SyncStats) -> None:
         self._embed_error = stats.embed_error
+        if stats.skipped is not None:  # the memory files were scanned
+            cap = self.cfg.max_file_bytes
+            for path, size in stats.skipped.items():
+                if self._skipped.get(path) != size:  # logged once per file and size, not every sync
+                    log.warning("memory_file_skipped", path=path, bytes=size, max_file_bytes=cap,
+                                reason="larger than memory.maxFileBytes")
+            self._skipped = stats.skipped
+        if stats.bytes_read >= TRIM_AFTER_BYTES or stats.removed:
+            await asyncio.to_thread(trim_heap)
         if self.searcher is not None and self.searcher.vectors is None and self.backend != "none" \
                 and not self._needs_rebuild:
             await self._open_live_state()
@@ -719,6 +731,10 @@ class MemoryManager:
             out["rebuilding"] = True
         if self.corrupt_events:
             out["corrupt"] = self.corrupt_events[-5:]
+        if self._skipped:
+            reason = f"larger than memory.maxFileBytes ({self.cfg.max_file_bytes} bytes)"
+            big = sorted(self._skipped.items(), key=lambda kv: (-kv[1], kv[0]))[:SKIPPED_SHOWN]
+            out["skipped"] = [{"path": p, "bytes": b, "reason": reason} for p, b in big]
         problem = self._embed_error or self.provider_problem
         if problem:
             out["embeddings"]["error"] = problem

@@ -31,8 +31,9 @@ from typing import Any, Awaitable, Callable
 
 import structlog
 
-from ..errors import Unavailable
+from ..errors import JarvisError, Unavailable
 from ..tasks import log_failure
+from ..timeutil import now_iso
 from .watcher import WatchState, watch_memory
 
 log = structlog.get_logger("gateway.memory")
@@ -90,6 +91,14 @@ class DirtyMarks:
         elif isinstance(sessions, set):
             self.sessions -= sessions
 
+    def uncovered(self, memory: bool, sessions: bool | set[str]) -> None:
+        """A run that failed covered nothing: its marks back, so the next trigger tries again."""
+        self.memory = self.memory or memory
+        if sessions is True:
+            self.all_sessions = True
+        elif isinstance(sessions, set):
+            self.sessions |= sessions
+
     def pending(self) -> dict[str, Any]:
         """The `memory` and `sessions` of a request that covers every mark."""
         sessions: bool | set[str] = True if self.all_sessions else set(self.sessions)
@@ -113,6 +122,7 @@ class SyncOrchestrator:
         self.runs = 0          # syncs started
         self.requests = 0      # requests received (runs ≤ requests: the rest coalesced)
         self.last_reasons: list[str] = []
+        self.last_error: dict[str, str] | None = None  # the last run's failure, until a run succeeds
         self.watch = WatchState()
 
     # ---- the core: request and run ---------------------------------------------------------------
@@ -151,10 +161,15 @@ class SyncOrchestrator:
                     req.future.set_exception(Unavailable("memory sync cancelled: the gateway is stopping"))
                 raise
             except Exception as exc:
-                log.exception("memory_sync_failed", reasons=self.last_reasons)
+                if isinstance(exc, JarvisError):  # said for the client (a folder that cannot be read)
+                    log.warning("memory_sync_failed", reasons=self.last_reasons, error=str(exc))
+                else:
+                    log.exception("memory_sync_failed", reasons=self.last_reasons)
+                self.last_error = {"at": now_iso(), "error": str(exc)}
                 if not req.future.done():
                     req.future.set_exception(exc)
             else:
+                self.last_error = None
                 if not req.future.done():
                     req.future.set_result(result)
             finally:
@@ -215,9 +230,12 @@ class SyncOrchestrator:
         return self.running or self.pending or bool(self._timers)
 
     def status(self) -> dict[str, Any]:
-        return {"running": self.running, "pending": self.pending, "runs": self.runs, "requests": self.requests,
-                "lastReasons": self.last_reasons, "intervalMinutes": self.cfg.interval_minutes,
-                "watcher": self.watch.to_dict()}
+        out = {"running": self.running, "pending": self.pending, "runs": self.runs, "requests": self.requests,
+               "lastReasons": self.last_reasons, "intervalMinutes": self.cfg.interval_minutes,
+               "watcher": self.watch.to_dict()}
+        if self.last_error is not None:
+            out["lastError"] = self.last_error
+        return out
 
     async def close(self) -> None:
         if self._closed:

@@ -170,3 +170,31 @@ async def test_auto_keeps_a_smaller_matrix_in_float32_and_searches_it_exactly(tm
             assert_same(got, exact_top(ids, vecs, q, 10))
     finally:
         await db.close()
+
+
+@pytest.mark.parametrize("matrix", ["int8", "float32", "sql"])
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_nan_and_zero_rows_are_passed_over(tmp_path, backend, matrix):
+    """Rows stored before providers' answers were checked (issue 29.3): a NaN and a zero vector never
+    fail a search nor come back as results, in the int8 and float32 matrices and in SQL (sqlite-vec
+    gives them NULL distances), and the store says which they are (`unusable`)."""
+    if matrix == "sql" and backend != "sqlite-vec":
+        pytest.skip("only sqlite-vec searches in SQL")
+    rng = np.random.default_rng(3)
+    n = 200 if matrix == "sql" else 6_000  # SQL below MATRIX_THRESHOLD, a matrix above it
+    vecs = unit(rng.standard_normal((n, DIMS), dtype=np.float32))
+    vecs[5] = np.nan
+    vecs[9] = 0.0
+    ids = np.arange(n, dtype=np.int64) + 1
+    rows = rows_of(ids, vecs, ["memory"] * n, [""] * n)
+    db, store = await open_store(tmp_path, backend, rows, "int8" if matrix == "sql" else matrix)
+    try:
+        for q in unit(rng.standard_normal((5, DIMS), dtype=np.float32)):
+            got = await store.knn(q, n, ("memory", "sessions"), None, "g1", n)
+            assert {cid for cid, _ in got}.isdisjoint({6, 10}) and len(got) == n - 2
+            assert all(np.isfinite(s) for _, s in got)
+            assert store.unusable == {6, 10}
+            if matrix != "sql":
+                assert store.matrix_form == matrix
+    finally:
+        await db.close()

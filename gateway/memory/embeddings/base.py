@@ -7,6 +7,8 @@ whether a retry may help and when.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -48,10 +50,45 @@ class EmbeddingProvider:
         return None
 
 
-def normalise(vectors: np.ndarray) -> np.ndarray:
-    v = np.asarray(vectors, dtype=np.float32)
-    if v.ndim == 1:
+def provider_name(p: EmbeddingProvider) -> str:
+    """How errors name a provider: "embedding provider openai (text-embedding-3-small)"."""
+    return f"embedding provider {p.name} ({p.model})"
+
+
+def usable(v: np.ndarray) -> np.ndarray:
+    """Which rows of a 2-d array are usable vectors: every value finite, not all zero. A NaN row makes
+    every cosine with it NaN (sqlite-vec answers NULL distances), a zero row has no direction."""
+    return np.isfinite(v).all(axis=1) & (np.abs(v).max(axis=1, initial=0.0) > 0)
+
+
+def check_vectors(vectors: Any, who: str, rows: int, dims: int = 0) -> np.ndarray:
+    """`vectors` as (rows, dims) float32 when every row is usable, else EmbeddingError naming `who` (the
+    provider and model) and what is wrong. Nothing of such a batch may be cached or stored: one bad
+    answer (then healthy again) must not poison searches for good."""
+    try:
+        v = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:  # ragged rows, nulls, strings
+        raise EmbeddingError(f"{who} returned malformed vectors ({exc}); none were stored") from None
+    if v.ndim == 1 and rows == 1:
         v = v.reshape(1, -1)
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return np.ascontiguousarray(v / norms, dtype=np.float32)
+    if v.ndim != 2 or v.shape[0] != rows or v.shape[1] == 0:
+        raise EmbeddingError(f"{who} returned malformed vectors (shape {v.shape} for {rows} texts); "
+                             "none were stored")
+    if dims and v.shape[1] != dims:
+        raise EmbeddingError(f"{who} returned {v.shape[1]}-d vectors, expected {dims}-d; none were stored",
+                             retryable=False)
+    ok = usable(v)
+    if not ok.all():
+        finite = np.isfinite(v).all(axis=1)
+        nan, zero = int((~finite).sum()), int((finite & ~ok).sum())
+        what = ", ".join(p for p in (f"{nan} with NaN or infinite values" if nan else "",
+                                     f"{zero} all zeros" if zero else "") if p)
+        raise EmbeddingError(f"{who} returned unusable vectors ({what}, of {rows}); none were stored, "
+                             "the chunks are retried later")
+    return np.ascontiguousarray(v)
+
+
+def normalise(vectors: Any, who: str = "the embedding provider") -> np.ndarray:
+    """Rows of unit length; raises EmbeddingError (check_vectors) for NaN, infinite or zero rows."""
+    v = check_vectors(vectors, who, 1 if isinstance(vectors, np.ndarray) and vectors.ndim == 1 else len(vectors))
+    return np.ascontiguousarray(v / np.linalg.norm(v, axis=1, keepdims=True), dtype=np.float32)

@@ -8,10 +8,22 @@ restarts and index rebuilds (a rebuild copies the cache into the new database). 
 from __future__ import annotations
 
 import numpy as np
+import structlog
 
 from ..index.db import Database
 
+log = structlog.get_logger("gateway.memory")
+
 _IN_BATCH = 500
+
+
+def drop_unusable(found: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Cached vectors less the unusable ones (NaN, infinite, all zeros: cached before providers' answers
+    were checked): those texts are embedded again and their entries replaced."""
+    good = {h: v for h, v in found.items() if np.isfinite(v).all() and v.any()}
+    if len(good) < len(found):
+        log.warning("memory_embedding_cache_unusable", dropped=len(found) - len(good))
+    return good
 
 
 class EmbeddingCache:
@@ -37,7 +49,7 @@ class EmbeddingCache:
             )
             for h, blob in rows:
                 out[h] = np.frombuffer(blob, dtype=np.float32)
-        return out
+        return drop_unusable(out)
 
     async def put_many(self, items: dict[str, np.ndarray]) -> None:
         if not self.enabled or not items:
@@ -47,8 +59,23 @@ class EmbeddingCache:
             by_dims.setdefault(int(v.shape[0]), []).append((h, v))
         for dims, part in by_dims.items():
             await self.db.insert_rows(
-                "INSERT OR IGNORE INTO embedding_cache(provider, model, hash, dims, embedding)",
+                # REPLACE: a fresh vector takes the place of an unusable one (drop_unusable) of the same text.
+                "INSERT OR REPLACE INTO embedding_cache(provider, model, hash, dims, embedding)",
                 [(self.provider, self.model, h, dims) for h, _ in part], np.stack([v for _, v in part]))
+
+    async def purge_unusable(self) -> int:
+        """Delete this provider's entries that are NaN, infinite or all zeros (a forced sync's check of
+        what was cached before providers' answers were checked); returns how many."""
+        if not self.enabled:
+            return 0
+        bad: list[tuple[int]] = []
+        async with self.db.c.execute("SELECT rowid, embedding FROM embedding_cache WHERE provider = ? AND model = ?",
+                                     (self.provider, self.model)) as cur:
+            while rows := await cur.fetchmany(4096):
+                bad.extend((r[0],) for r in rows if not drop_unusable({"": np.frombuffer(r[1], dtype=np.float32)}))
+        if bad:
+            await self.db.executemany("DELETE FROM embedding_cache WHERE rowid = ?", bad)
+        return len(bad)
 
     async def count(self) -> int:
         return int(await self.db.scalar("SELECT count(*) FROM embedding_cache", default=0))

@@ -299,10 +299,11 @@ class LocalEmbeddings(EmbeddingProvider):
         if not texts:
             return np.zeros((0, self.dims), dtype=np.float32)
         try:
-            vecs = segment_vectors().embed([t[: self.max_chars] for t in texts])
+            # "" has no token, so no direction: embedded as " " (as the openai provider sends it).
+            vecs = segment_vectors().embed([t[: self.max_chars] or " " for t in texts])
         except Exception as exc:  # pragma: no cover - the bundled model does not fail on text
             raise EmbeddingError(f"local embedding failed: {exc}", retryable=False) from exc
-        return normalise(vecs)
+        return normalise(vecs, f"embedding provider local ({self.model})")
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         return await asyncio.to_thread(self.embed_sync, texts)

@@ -82,7 +82,7 @@ class OpenAIEmbeddings(EmbeddingProvider):
         data = sorted(resp.data, key=lambda d: d.index)
         if len(data) != len(texts):
             raise EmbeddingError(f"embedding server returned {len(data)} vectors for {len(texts)} texts")
-        return normalise(np.array([d.embedding for d in data], dtype=np.float32))
+        return normalise([d.embedding for d in data], f"embedding provider openai ({self.model} at {self.endpoint})")
 
     async def _with_retries(self, texts: list[Any]) -> np.ndarray:
         oa = self._openai

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import ctypes
+import errno
 import multiprocessing
 import os
 import time
@@ -31,9 +33,10 @@ from ...timeutil import now_iso
 from .chunking import Chunk, chunk_markdown, chunk_transcript, sha256
 from .db import Database
 from ..embeddings import EmbeddingError, EmbeddingProvider
+from ..embeddings.base import check_vectors, provider_name, usable
 from ..embeddings.cache import EmbeddingCache
 from .migrations import delete_chunks, ensure_vector_table, get_meta, set_meta, vector_table
-from .sources import MEMORY, SESSIONS, SourceFile, scan_memory, scan_sessions
+from .sources import MEMORY, SESSIONS, ScanError, SourceFile, folder_empty, scan_memory, scan_sessions
 from .vectors import VectorStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,6 +66,8 @@ class IndexSettings:
     vector_backend: str  # "sqlite-vec", "numpy" or "none": the one the manager picked
     cache_max_entries: int
     processes: int  # worker processes for a large sync (`memory.sync.processes`, resolved: 0 = none)
+    recheck_s: float  # the pause before a sync that would remove most of the index looks again
+    max_file_bytes: int  # a memory file larger than this is skipped (`memory.maxFileBytes`)
 
     @classmethod
     def from_config(cls, m: "MemoryConfig", workspace: Path, sessions_dir: Path,
@@ -72,7 +77,8 @@ class IndexSettings:
                    session_tokens=c.session_tokens, session_overlap=c.session_overlap,
                    session_context=c.session_context, vector_backend=vector_backend,
                    cache_max_entries=m.embeddings.cache_max_entries,
-                   processes=resolve_processes(m.sync.processes))
+                   processes=resolve_processes(m.sync.processes), recheck_s=m.sync.recheck_ms / 1000.0,
+                   max_file_bytes=m.max_file_bytes)
 
 
 def resolve_processes(setting: int) -> int:
@@ -84,6 +90,19 @@ def resolve_processes(setting: int) -> int:
         return setting
     cores = usable_cores()
     return min(4, cores - 1) if cores >= 4 else 0
+
+
+TRIM_AFTER_BYTES = 8 << 20
+
+
+def trim_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc; elsewhere nothing). After a sync that read
+    a big file, or removed one, what its texts and chunks took stays in malloc's arenas otherwise:
+    indexing a 50 MB note and deleting it left RSS 235 MB above where it began; trimmed, 95 MB."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def usable_cores() -> int:
@@ -111,6 +130,9 @@ class SyncStats:
     embed_error: str | None = None
     retry_after: float | None = None
     changed: bool = False
+    # Memory files left out for their size, by path: their bytes (None: the memory files were not scanned).
+    skipped: dict[str, int] | None = None
+    bytes_read: int = 0  # of the files read (new or changed)
 
     def result(self) -> dict:
         return {"indexed": self.indexed, "removed": self.removed, "unchanged": self.unchanged,
@@ -137,9 +159,11 @@ def _read_and_chunk(files: list[SourceFile], known: dict[str, tuple[int, int, st
     out = []
     for sf in files:
         try:
-            data = sf.abs.read_bytes()
+            data = read_capped(sf, s.max_file_bytes)
         except OSError:
             continue  # vanished between scan and read; the next sync removes it
+        if data is None:
+            continue  # grew past the cap since the scan; the next sync's scan skips it
         h = sha256(data)
         old = known.get(sf.path)
         if old is not None and old[2] == h and not force:
@@ -151,6 +175,16 @@ def _read_and_chunk(files: list[SourceFile], known: dict[str, tuple[int, int, st
             chunks = chunk_transcript(sf.abs, s.session_tokens, s.tokens, s.session_overlap, s.session_context, data)
         out.append(_Work(sf, h, chunks))
     return out
+
+
+def read_capped(sf: SourceFile, cap: int) -> bytes | None:
+    """The file's bytes; None for a memory file over `cap` bytes (at most cap + 1 bytes are read: a file
+    that grew since the scan never loads whole). Transcripts are not capped."""
+    if sf.source != MEMORY:
+        return sf.abs.read_bytes()
+    with open(sf.abs_path, "rb") as fh:
+        data = fh.read(cap + 1)
+    return None if len(data) > cap else data
 
 
 def _new_texts(changed: list[_Work], stored: dict[str, set[tuple[int, int, str]]]) -> dict[str, str]:
@@ -207,6 +241,10 @@ def chunk_diff(current: dict[tuple[int, int, str], int], chunks: list[Chunk]) ->
 
 
 class Indexer:
+    # A transcript file that is gone means its session is gone. (Not so on PostgreSQL, where the session
+    # table says so and the files are one gateway's mirror, which may lag or be missing.)
+    transcripts_are_sessions = True
+
     def __init__(self, db: Database, provider: EmbeddingProvider, settings: IndexSettings):
         self.db, self.provider, self.s = db, provider, settings
         self.cache = EmbeddingCache(db, provider.name, provider.model, settings.cache_max_entries, provider.cached)
@@ -239,7 +277,9 @@ class Indexer:
         step = max(1, self.provider.max_batch) * (8 if not self.provider.remote else 1)
         for i in range(0, len(todo), step):
             part = todo[i:i + step]
-            out = await self.provider.embed([texts_by_hash[h] for h in part])
+            # Checked here for every provider (a third-party one too): nothing unusable is cached or stored.
+            out = check_vectors(await self.provider.embed([texts_by_hash[h] for h in part]),
+                                provider_name(self.provider), len(part))
             fresh = {h: out[j] for j, h in enumerate(part)}
             if fresh_out is not None:
                 fresh_out.update(fresh)
@@ -282,6 +322,8 @@ class Indexer:
             if rdb is not None:
                 await rdb.close()
 
+        if force and self.embeds:
+            await self._drop_unusable_vectors(stats)
         if self.embeds and stats.embed_error is None:
             await self.fill_missing(stats)
         stats.missing_vectors = int(await self.db.scalar(
@@ -303,19 +345,68 @@ class Indexer:
         read). Blocking: at 460k files this is a few hundred milliseconds of Python, which the event loop
         must not wait on."""
         only = sessions if isinstance(sessions, set) else None
-        scanned = (scan_memory(self.s.workspace) if memory else []) + (
-            scan_sessions(self.s.sessions_dir, only) if sessions else [])
         known: dict[str, tuple[int, int, str]] = {}
         keys: dict[str, str | None] = {}
         in_scope: set[str] = set()
+        indexed: set[str] = set()  # the sources of which files in scope are indexed
         for path, source, key, size, mtime, h in known_rows:
             known[path] = (size, mtime, h)
             keys[path] = key
             if (source == MEMORY and memory) or (
                     source == SESSIONS and sessions and (only is None or key in only)):
                 in_scope.add(path)
-        gone = sorted(in_scope - {sf.path for sf in scanned})
-        return known, keys, gone, self._to_read(scanned, known, force, stats)
+                if source == MEMORY or self.transcripts_are_sessions:
+                    indexed.add(source)
+        scanned = self._scan(memory, sessions, only, indexed)
+        gone = in_scope - {sf.path for sf in scanned}
+        at_risk = len(gone) if self.transcripts_are_sessions else sum(1 for p in gone if not p.startswith(SESSIONS + "/"))
+        if at_risk and 2 * at_risk > len(known):
+            scanned, gone = self._recheck(memory, sessions, only, indexed, in_scope, at_risk, len(known))
+        if memory:
+            scanned = self._skip_big(scanned, stats)
+            gone |= in_scope & set(stats.skipped or ())  # indexed while smaller: its chunks go
+        return known, keys, sorted(gone), self._to_read(scanned, known, force, stats)
+
+    def _skip_big(self, scanned: list[SourceFile], stats: SyncStats) -> list[SourceFile]:
+        """The files less the memory files over `maxFileBytes`, which go to `stats.skipped`."""
+        cap = self.s.max_file_bytes
+        stats.skipped = {sf.path: sf.size for sf in scanned if sf.source == MEMORY and sf.size > cap}
+        return [sf for sf in scanned if sf.path not in stats.skipped] if stats.skipped else scanned
+
+    def _scan(self, memory: bool, sessions: bool | set[str], only: set[str] | None,
+              indexed: set[str]) -> list[SourceFile]:
+        """The source files on disk. Raises ScanError where a folder cannot be read, or where a root
+        folder is missing whose files are indexed: a disk or mount problem, not every file deleted."""
+        return (scan_memory(self.s.workspace, MEMORY in indexed) if memory else []) + (
+            scan_sessions(self.s.sessions_dir, only, SESSIONS in indexed) if sessions else [])
+
+    def _recheck(self, memory: bool, sessions: bool | set[str], only: set[str] | None, indexed: set[str],
+                 in_scope: set[str], missing: int, total: int) -> tuple[list[SourceFile], set[str]]:
+        """A sync about to remove more than half of the index: look again after a pause (a mount that
+        blinked, a folder moved away and back) and stat what is still missing. Only files still absent
+        (ENOENT) are removed; one that cannot be stat'ed stops the sync (ScanError). So does a workspace
+        left with nothing in it at all while notes of it are indexed: the empty mount point of a share
+        that is not mounted (a file put in it says it is empty on purpose)."""
+        log.warning("memory_sync_recheck", missing=missing, indexed=total, pause_s=self.s.recheck_s)
+        time.sleep(self.s.recheck_s)  # blocking: this runs in a thread
+        scanned = self._scan(memory, sessions, only, indexed)
+        gone = in_scope - {sf.path for sf in scanned}
+        notes = sum(1 for p in gone if not p.startswith(SESSIONS + "/"))
+        if notes and not any(sf.source == MEMORY for sf in scanned) and folder_empty(self.s.workspace):
+            raise ScanError("the workspace", self.s.workspace, OSError(
+                getattr(errno, "ENOMEDIUM", errno.ENOENT), f"empty while {notes} notes of it are indexed: a share "
+                "that is not mounted? Put a file in it to say it is empty on purpose"))
+        for path in gone:
+            where = self.s.sessions_dir / path.split("/", 1)[1] if path.startswith(SESSIONS + "/") \
+                else self.s.workspace / path
+            try:
+                os.lstat(where)  # there but not indexable (a symlink now pointing out): gone from the index
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+                    raise ScanError("the file", where, exc) from None
+        if gone:
+            log.warning("memory_sync_removing_most", removing=len(gone), indexed=total)
+        return scanned, gone
 
     async def _prepared(self, todo: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
                         stats: SyncStats, rdb: Any = None
@@ -372,6 +463,7 @@ class Indexer:
                 stats.unchanged += 1
             else:
                 todo.append(sf)
+                stats.bytes_read += sf.size
         return todo
 
     async def _prepare(self, batch: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
@@ -528,6 +620,27 @@ class Indexer:
                     "CROSS JOIN chunks AS c ON c.path = j.value", [orjson.dumps(paths).decode()]):
                 out.setdefault(path, {})[(a, b, h)] = cid
         return out
+
+    async def _drop_unusable_vectors(self, stats: SyncStats) -> None:
+        """On a forced sync: drop the cache entries and stored vectors that are NaN or all zeros (stored
+        before providers' answers were checked; searches pass them over) so that fill_missing embeds
+        their chunks again."""
+        async with self.db.transaction():
+            await self.cache.purge_unusable()
+        if await vector_table(self.db) is None:
+            return
+        bad: list[int] = []
+        async with self.db.c.execute("SELECT chunk_id, embedding FROM chunks_vec") as cur:
+            while rows := await cur.fetchmany(BATCH_CHUNKS):
+                v = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+                ok = await asyncio.to_thread(usable, v)
+                bad.extend(int(r[0]) for r, good in zip(rows, ok) if not good)
+        if bad:
+            async with self.db.transaction():
+                await self.db.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in bad])
+                await self.db.executemany("UPDATE chunks SET embedded = 0 WHERE id = ?", [(i,) for i in bad])
+            log.warning("memory_unusable_vectors_dropped", chunks=len(bad), note="embedded again")
+            stats.changed = True
 
     async def fill_missing(self, stats: SyncStats) -> None:
         """Give vectors to chunks stored without one (the provider was down when they were indexed)."""

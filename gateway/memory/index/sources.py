@@ -5,16 +5,22 @@
 
 A symlink is followed only when its target stays inside the workspace and is a .md file. The same rules
 decide what `memory.get` may read, so it can never reach anything the index could not hold.
+
+A folder that cannot be listed (EMFILE, EACCES, EIO, a network mount gone) raises ScanError: a scan
+never reads "cannot look" as "nothing there", which a sync would take for every file deleted. A root
+(the workspace, the sessions folder) that does not exist is empty only when the caller says nothing
+of it was indexed (`must_exist`); a folder or file that vanishes while it is scanned is simply gone.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
 from typing import NamedTuple, Callable
 
-from ...errors import Invalid, NotFound
+from ...errors import Invalid, NotFound, Unavailable
 from ...schema import SESSION_KEY
 from ..layout import NOTES_DIR, ROOT_FILES, is_note
 
@@ -24,6 +30,21 @@ SOURCES = (MEMORY, SESSIONS)
 
 _SESSION_KEY = re.compile(SESSION_KEY)
 _IGNORED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".obsidian", ".trash"}
+
+
+_VANISHED = (errno.ENOENT, errno.ENOTDIR)
+
+
+class ScanError(Unavailable):
+    """A folder of the sources could not be read: the sync stops before it changes anything.
+    `data.path` names the folder, `data.errno` the failure (EMFILE, EACCES, EIO, ENOENT, …)."""
+
+    def __init__(self, what: str, path: Path | str, exc: OSError):
+        code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        super().__init__(f"memory sync stopped: cannot read {what} {path} ({code}: {exc.strerror or exc}); "
+                         "nothing was removed from the index", retryable=True, retry_after_ms=5000)
+        assert self.data is not None
+        self.data.update(path=str(path), errno=code)
 
 
 class SourceFile(NamedTuple):
@@ -68,11 +89,35 @@ def _memory_file(abs_path: Path, root: Path) -> os.stat_result | None:
     return st
 
 
-def scan_memory(workspace: Path) -> list[SourceFile]:
-    """Every memory file of the workspace (blocking: run in a thread)."""
+def folder_empty(folder: Path) -> bool:
+    """The folder exists and holds nothing at all (the mount point of a share that is not mounted)."""
     try:
-        root = workspace.resolve(strict=True)
-    except (OSError, RuntimeError):
+        with os.scandir(folder) as it:
+            return next(it, None) is None
+    except OSError:
+        return False
+
+
+def _root(folder: Path, what: str, must_exist: bool) -> Path | None:
+    """The real path of a root folder; None when it does not exist and need not (nothing of it indexed)."""
+    try:
+        root = folder.resolve(strict=True)
+        if not root.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory")
+        return root
+    except RuntimeError as exc:  # a symlink loop
+        raise ScanError(what, folder, OSError(errno.ELOOP, str(exc))) from None
+    except OSError as exc:
+        if exc.errno in _VANISHED and not must_exist:
+            return None
+        raise ScanError(what, folder, exc) from None
+
+
+def scan_memory(workspace: Path, must_exist: bool = False) -> list[SourceFile]:
+    """Every memory file of the workspace (blocking: run in a thread). Raises ScanError when a folder
+    cannot be read, or when the workspace is missing and `must_exist` (notes of it are indexed)."""
+    root = _root(workspace, "the workspace", must_exist)
+    if root is None:
         return []
     out: list[SourceFile] = []
     seen: set[tuple[int, int]] = set()
@@ -88,23 +133,24 @@ def scan_memory(workspace: Path) -> list[SourceFile]:
 
     for name in ROOT_FILES:
         add(name, str(workspace / name))
-    mem_dir = workspace / NOTES_DIR
-    if mem_dir.is_dir():
-        _walk_memory(mem_dir, NOTES_DIR, root, add)
+    _walk_memory(workspace / NOTES_DIR, NOTES_DIR, root, add)
     return out
 
 
 def _walk_memory(folder: Path, rel: str, root: Path, add: Callable[..., None]) -> None:
     """Depth-first, sorted, never into symlinked folders. Each folder's real path must stay in the
     workspace (one realpath per folder, so a folder swapped for a symlink mid-scan is caught); a regular
-    file in it then needs no resolving, and a symlinked file gets the full check (`add`)."""
+    file in it then needs no resolving, and a symlinked file gets the full check (`add`). A folder that
+    does not exist (any more) holds nothing; one that cannot be listed raises ScanError."""
     if not _inside(Path(os.path.realpath(folder)), root):
         return
     try:
         with os.scandir(folder) as it:
             entries = sorted(it, key=lambda e: e.name)
-    except OSError:
-        return
+    except OSError as exc:
+        if exc.errno in _VANISHED:
+            return
+        raise ScanError("the memory folder", folder, exc) from None
     folders = []
     for e in entries:
         try:
@@ -120,20 +166,26 @@ def _walk_memory(folder: Path, rel: str, root: Path, add: Callable[..., None]) -
             if not e.is_file(follow_symlinks=False):
                 continue
             st = e.stat(follow_symlinks=False)
-        except OSError:
-            continue
+        except OSError as exc:
+            if exc.errno in _VANISHED:
+                continue
+            raise ScanError("the memory file", e.path, exc) from None
         add(f"{rel}/{e.name}", e.path, st)
     for e in folders:  # files first, then sub-folders (as os.walk would)
         _walk_memory(Path(e.path), f"{rel}/{e.name}", root, add)
 
 
-def scan_sessions(sessions_dir: Path, only: set[str] | None = None) -> list[SourceFile]:
-    """Every transcript `<sessionKey>.jsonl` (blocking: run in a thread). `only`: session keys."""
+def scan_sessions(sessions_dir: Path, only: set[str] | None = None, must_exist: bool = False) -> list[SourceFile]:
+    """Every transcript `<sessionKey>.jsonl` (blocking: run in a thread). `only`: session keys. Raises
+    ScanError when the folder cannot be listed, or is missing and `must_exist` (transcripts indexed)."""
     out: list[SourceFile] = []
     try:
-        entries = list(os.scandir(sessions_dir))
-    except OSError:
-        return out
+        with os.scandir(sessions_dir) as it:
+            entries = list(it)
+    except OSError as exc:
+        if exc.errno in _VANISHED and not must_exist:
+            return out
+        raise ScanError("the sessions folder", sessions_dir, exc) from None
     for e in entries:
         if not e.name.endswith(".jsonl"):
             continue
@@ -144,8 +196,10 @@ def scan_sessions(sessions_dir: Path, only: set[str] | None = None) -> list[Sour
             if not e.is_file(follow_symlinks=False):
                 continue
             st = e.stat(follow_symlinks=False)
-        except OSError:
-            continue
+        except OSError as exc:
+            if exc.errno in _VANISHED:
+                continue
+            raise ScanError("the transcript", e.path, exc) from None
         out.append(SourceFile(session_path(key), e.path, SESSIONS, key, st.st_size, st.st_mtime_ns))
     out.sort(key=lambda f: f.path)
     return out

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ import numpy as np
 import structlog
 
 from ...tasks import log_failure
+from ..embeddings.base import usable
 from .db import Database
 
 log = structlog.get_logger("gateway.memory")
@@ -113,8 +115,14 @@ class _MatrixBuilder:
         self.mat = np.empty((cap, dims), dtype=np.int8 if int8 else np.float32)
         self.scale = np.empty(cap if int8 else 0, dtype=np.float32)
         self.err = np.empty(cap if int8 else 0, dtype=np.float32)
+        self.unusable: list[int] = []  # chunk ids whose stored vector is NaN or zero
 
     def add(self, rows: list[tuple]) -> None:
+        v = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32).reshape(len(rows), self.dims)
+        ok = usable(v)
+        if not ok.all():  # NaN or zero vectors stored before providers' answers were checked: left out
+            self.unusable.extend(int(r[0]) for r, good in zip(rows, ok) if not good)
+            rows, v = [r for r, good in zip(rows, ok) if good], v[ok]
         k = len(rows)
         if self.n + k > len(self.ids):  # more rows than counted (a sync committed meanwhile): grow
             cap = max(self.n + k, len(self.ids) * 5 // 4)
@@ -130,7 +138,6 @@ class _MatrixBuilder:
         self.is_session[a:b] = np.fromiter((r[1] == "sessions" for r in rows), dtype=bool, count=k)
         same = self.key_of.setdefault
         self.keys[a:b] = [same(k, k) for k in (r[2] or "" for r in rows)]
-        v = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32).reshape(k, self.dims)
         if self.int8:
             self.mat[a:b], self.scale[a:b], self.err[a:b] = _quantise(v)
         else:
@@ -308,6 +315,9 @@ class VectorStore:
         self.matrix = matrix  # memory.search.vectorMatrix: "auto", "float32" or "int8"
         self._matrix: _Matrix | None = None
         self._loading: asyncio.Task | None = None
+        # Chunk ids whose stored vector is unusable (NaN, zero: stored before providers' answers were
+        # checked), seen by the last matrix load or SQL search: passed over, and said in `degraded`.
+        self.unusable: set[int] = set()
 
     async def insert(self, rows: list[tuple[int, str, str | None, np.ndarray]]) -> None:
         """rows: (chunk_id, source, session_key, unit vector). Call inside a write transaction."""
@@ -326,6 +336,7 @@ class VectorStore:
                 await asyncio.to_thread(builder.add, rows)
         m = builder.build(generation)
         self._matrix = m
+        self.unusable = set(builder.unusable)
         return m
 
     async def warm(self, generation: str, count: int) -> None:
@@ -378,6 +389,7 @@ class VectorStore:
                 self._start_load(generation)  # answer from what we have meanwhile
             if m is not None and count > MATRIX_THRESHOLD // 2:
                 return await self._matrix_knn(m, q, n, sources, session_key)
+        self.unusable = set()  # what this search passes over
         return await self._sql_knn(q, n, sources, session_key)
 
     async def _matrix_knn(self, m: _Matrix, q: np.ndarray, n: int, sources: tuple[str, ...],
@@ -423,5 +435,11 @@ class VectorStore:
                 return sorted(mem + ses, key=lambda r: -r[1])[:n]
         rows = await self.db.fetchall(
             f"SELECT chunk_id, distance FROM chunks_vec WHERE {' AND '.join(where)} ORDER BY distance", params)
-        return [(int(cid), 1.0 - float(dist)) for cid, dist in rows]
+        out = []
+        for cid, dist in rows:  # sqlite-vec gives a NULL (or NaN) distance to a NaN or zero vector
+            if dist is None or not math.isfinite(dist):
+                self.unusable.add(int(cid))
+            else:
+                out.append((int(cid), 1.0 - float(dist)))
+        return out
 

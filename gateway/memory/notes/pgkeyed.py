@@ -37,6 +37,7 @@ import structlog
 from ...errors import Invalid, NotFound
 from ...fsutil import atomic_write, locked, remove
 from ...timeutil import now_iso
+from ..index.sources import folder_empty
 from .frontmatter import parse_front_matter
 from .keyed import (_KEY, CATEGORIES, DEFAULT_CATEGORY, MAX_VALUE_CHARS, Entry, KeyedStore, _mtime_iso,
                     check_category, check_entry, check_key, render)
@@ -55,6 +56,7 @@ class PgKeyedStore:
     def __init__(self, pg: "Postgres", agent_id: str, workspace: Path):
         self.pg = pg
         self.agent_id = agent_id
+        self.workspace = workspace
         self.files = KeyedStore(workspace)
         # This gateway's writes and reconciles of the agent's keyed memories take turns, so a reconcile
         # never mirrors a row that a delete of this gateway has just removed, nor the other way round.
@@ -160,7 +162,23 @@ class PgKeyedStore:
         async with self._lock:
             return await self._reconcile(key)
 
+    async def _unmounted(self) -> str | None:
+        """Why the workspace looks like a share that is not mounted (missing; or empty while notes of it
+        are indexed), else None."""
+        if not await asyncio.to_thread(self.workspace.is_dir):
+            return "workspace missing"
+        if await asyncio.to_thread(folder_empty, self.workspace) and await self.pg.pool.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM memory_files WHERE agent_id = $1 AND source = 'memory')", self.agent_id):
+            return "workspace empty while notes of it are indexed"
+        return None
+
     async def _reconcile(self, key: str | None) -> int:
+        why = await self._unmounted()
+        if why:
+            # Mirrors alone in a fresh folder, or in a share's empty mount point, would read to the next
+            # sync as every other note deleted. The sync fails instead, naming the workspace.
+            log.warning("memory_keyed_reconcile_skipped", workspace=str(self.workspace), reason=why)
+            return 0
         sql = f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1"
         rows = await self.pg.pool.fetch(sql + (" AND key = $2" if key else ""), self.agent_id,
                                         *((check_key(key),) if key else ()))

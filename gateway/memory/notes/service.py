@@ -91,7 +91,8 @@ class MemoryNotes:
             check_category(category)
         srcs = tuple(sources or ("memory", "sessions"))
         def newest_first() -> list:
-            units = timerecall.collect(self.workspace, self.mem.sessions_dir, start, stop, category, srcs)
+            units = timerecall.collect(self.workspace, self.mem.sessions_dir, start, stop, category, srcs,
+                                       self.mem.cfg.max_file_bytes)
             units.sort(key=lambda u: u.ts, reverse=True)
             return units
 

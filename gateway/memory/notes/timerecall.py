@@ -128,7 +128,7 @@ def _within(ts: datetime, start: datetime | None, stop: datetime) -> bool:
     return (start is None or ts >= start) and ts <= stop
 
 
-def _day_units(workspace: Path, start: datetime | None, stop: datetime) -> list[Unit]:
+def _day_units(workspace: Path, start: datetime | None, stop: datetime, max_bytes: int) -> list[Unit]:
     out: list[Unit] = []
     mem = workspace / NOTES_DIR
     if not mem.is_dir():
@@ -145,6 +145,8 @@ def _day_units(workspace: Path, start: datetime | None, stop: datetime) -> list[
             if p.is_symlink():
                 continue
             try:
+                if p.stat().st_size > max_bytes:  # skipped by the index too (memory.maxFileBytes)
+                    continue
                 lines = p.read_text(encoding="utf-8", errors="replace").splitlines()
             except OSError:
                 continue
@@ -181,9 +183,11 @@ def _keyed_units(workspace: Path, category: str | None, start: datetime | None, 
     return out
 
 
-def _learning_units(workspace: Path, start: datetime | None, stop: datetime) -> list[Unit]:
+def _learning_units(workspace: Path, start: datetime | None, stop: datetime, max_bytes: int) -> list[Unit]:
     p = workspace / LEARNINGS_FILE
     try:
+        if p.stat().st_size > max_bytes:
+            return []
         text = p.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return []
@@ -224,14 +228,15 @@ def _message_units(sessions_dir: Path, start: datetime | None, stop: datetime) -
 
 
 def collect(workspace: Path, sessions_dir: Path, start: datetime | None, stop: datetime,
-            category: str | None, sources: tuple[str, ...]) -> list[Unit]:
-    """Every unit in the period (blocking)."""
+            category: str | None, sources: tuple[str, ...], max_file_bytes: int) -> list[Unit]:
+    """Every unit in the period (blocking). Day files and LEARNINGS.md over `max_file_bytes`
+    (`memory.maxFileBytes`) are left out, as the index leaves them out: never loaded whole."""
     units: list[Unit] = []
     if "memory" in sources:
         units += _keyed_units(workspace, category, start, stop)
         if category is None:
-            units += _day_units(workspace, start, stop)
-            units += _learning_units(workspace, start, stop)
+            units += _day_units(workspace, start, stop, max_file_bytes)
+            units += _learning_units(workspace, start, stop, max_file_bytes)
     if "sessions" in sources and category is None:
         units += _message_units(sessions_dir, start, stop)
     return units

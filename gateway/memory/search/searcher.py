@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 
 from ..embeddings import EmbeddingError, EmbeddingProvider
+from ..embeddings.base import check_vectors, provider_name
 from ..index.db import Database
 from ..index.vectors import VectorStore
 from ..index.migrations import TOKENIZERS
@@ -115,7 +116,7 @@ class Searcher:
         if v is not None:
             self._qcache.move_to_end(text)
             return v
-        v = (await self.provider.embed([text]))[0]
+        v = check_vectors(await self.provider.embed([text]), provider_name(self.provider), 1)[0]
         self._qcache[text] = v
         if len(self._qcache) > 256:
             self._qcache.popitem(last=False)
@@ -241,6 +242,10 @@ class Searcher:
                     if fts_task is not None:
                         fts_task.cancel()
                     raise
+                bad = len(self.vectors.unusable) if vec_ok else 0
+                if bad:
+                    degraded.append(f"{bad} stored vectors are unusable (NaN or all zeros) and were passed over; "
+                                    "`memory.sync --force` embeds them again")
                 if vec_ok and missing_vectors:
                     degraded.append(f"{missing_vectors} chunks have no vector yet (the embedding provider "
                                     "failed); they are found by full-text search only")
