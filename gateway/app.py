@@ -99,6 +99,8 @@ class Gateway:
 
     async def shutdown(self) -> None:
         """Stop accepting, abort running chats (partials kept), close sockets with 1012, close memory."""
+        if self._lock_fd is None and self.services is None and self.server is None and self.pg is None:
+            return  # never started (the state dir is another gateway's): nothing to stop, nothing to say
         self._phase("stopping")
         grace = self.config.server.shutdown_grace
         log.info("gateway stopping", grace=grace)

@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="jarvis", description="Jarvis Gateway: a self-hosted memory gateway for personal AI assistants.",
         epilog="Configuration: <stateDir>/config.toml, then environment, then flags. See `jarvis config`.")
     parser.add_argument("--version", action="version", version=f"jarvis-gateway {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="what to do (each has its own --help)")
 
     p = sub.add_parser("serve", help="run the gateway (until SIGTERM/SIGINT)",
                        description="Run the gateway: JSON-RPC over WebSocket and the web page on one port.")
@@ -99,13 +99,18 @@ def config_from_args(args: argparse.Namespace) -> Config:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not args.command:
+    if not args.command:  # bare `jarvis`: what it can do is the answer, not an error
         parser.print_help()
-        return EXIT_USAGE
+        return EXIT_OK
     try:
         config = config_from_args(args)
     except ConfigError as exc:
-        print(f"jarvis: invalid configuration: {exc}", file=sys.stderr)
+        if len(exc.errors) == 1:
+            print(f"jarvis: invalid configuration: {exc}", file=sys.stderr)
+        else:
+            print(f"jarvis: invalid configuration ({len(exc.errors)} errors):", file=sys.stderr)
+            for err in exc.errors:
+                print(f"  {err}", file=sys.stderr)
         return EXIT_USAGE
     handler = {"serve": cmd_serve, "token": cmd_token, "call": cmd_call, "config": cmd_config}.get(args.command)
     if handler is None:
