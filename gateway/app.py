@@ -87,8 +87,8 @@ class Gateway:
         self.server = GatewayServer(self.services, tokens)
         self.services.connection_count = self.server.connection_count
         await self.server.start()
-        log.info("gateway ready", url=self.url, version=__version__, chat=provider.name,
-                 memory=cfg.memory.enabled, state_dir=str(cfg.state_dir))
+        log.info("gateway ready", url=self.url, version=__version__, chat=provider.name, chat_model=provider.model,
+                 chat_url=getattr(provider, "endpoint", None), memory=cfg.memory.enabled, state_dir=str(cfg.state_dir))
         self._phase("ready", url=self.url)
 
     def stop(self) -> None:

@@ -112,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
             for err in exc.errors:
                 print(f"  {err}", file=sys.stderr)
         return EXIT_USAGE
+    if args.command != "serve":  # a command's own output is on stdout; the library's log lines are not
+        from .. import logs
+
+        logs.setup(getattr(args, "log_level", None) or "warning", config.log_format)
     handler = {"serve": cmd_serve, "token": cmd_token, "call": cmd_call, "config": cmd_config}.get(args.command)
     if handler is None:
         handler = getattr(args, "handler", None)

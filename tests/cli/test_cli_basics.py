@@ -84,3 +84,32 @@ def test_memory_status_direct_does_not_say_none_answered(tmp_path):
     assert r.returncode == 0, r.stderr
     first = r.stdout.splitlines()[0]
     assert first == "gateway:    not asked (--direct); read from the state dir", r.stdout
+
+
+def test_the_gateway_log_names_the_chat_model_and_endpoint_and_each_sync_run(tmp_path):
+    import time
+
+    import orjson
+
+    state = tmp_path / "state"
+    (state / "workspace" / "memory").mkdir(parents=True)
+    (state / "workspace" / "memory" / "boat.md").write_text("# Boat\n\nMy sailing boat is painted blue.\n")
+    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "JARVIS_CHAT_MODEL": "llama-3.1-8b"}
+    with GatewayProcess.running(state, "[memory.search]\nmode = \"fts\"\n", env=env) as gp:
+        deadline = time.monotonic() + 60
+        while True:  # the sync on start runs in the background
+            lines = [orjson.loads(x) for x in gp.log.read_text().splitlines() if x.startswith("{")]
+            if any(x["event"] == "memory_sync_finished" for x in lines):
+                break
+            assert time.monotonic() < deadline, gp.log.read_text()
+            time.sleep(0.1)
+        # The CLI's own commands keep the library's log lines off stdout: --json stays JSON.
+        r = jarvis("memory", "sync", "--json", "--force", state_dir=state)
+        assert r.returncode == 0, r.stderr
+        assert orjson.loads(r.stdout)["indexed"] >= 1
+    ready = next(x for x in lines if x["event"] == "gateway ready")
+    assert (ready["chat"], ready["chat_model"], ready["chat_url"]) == ("openai", "llama-3.1-8b", "http://127.0.0.1:9/v1")
+    started = next(x for x in lines if x["event"] == "memory_sync_started")
+    finished = next(x for x in lines if x["event"] == "memory_sync_finished")
+    assert started["memory"] is True and started["reasons"]
+    assert finished["files_indexed"] == 1 and finished["chunks_embedded"] >= 1 and finished["seconds"] >= 0
