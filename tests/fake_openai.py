@@ -15,7 +15,9 @@ Behaviours (each consumed by one request; when the script is empty, "ok"):
                                     `seconds`, default 30), then answer normally; `waiting` counts them
 
 Endpoints: POST /v1/chat/completions (stream or not), POST /v1/embeddings (deterministic vectors
-from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too). `requests` records every request body.
+from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too), GET
+/v1/models (`api.models`, a list of ids; None answers 404 as many local servers do). `requests` records
+every request body.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class FakeOpenAI:
         self.dims = dims
         self.reply = "Hello from the fake model."
         self.chunk_delay = 0.0
+        self.models: list[str] | None = ["fake-large", "fake-small"]
         self.requests: list[dict[str, Any]] = []
         self.waiting = 0  # requests held by a ("wait", …) behaviour right now
         self.chunk_times: list[float] = []  # time.monotonic() as each stream chunk was written
@@ -107,6 +110,15 @@ class FakeOpenAI:
                     self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(body)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server API
+                path = self.path.split("?")[0]
+                api.requests.append({"path": path, "body": None})
+                if path.endswith("/models") and api.models is not None:
+                    self._json(200, {"object": "list", "data": [
+                        {"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in api.models]})
+                    return
+                self._json(404, {"error": {"message": "no such endpoint"}})
 
             def do_POST(self) -> None:  # noqa: N802 - http.server API
                 length = int(self.headers.get("Content-Length") or 0)

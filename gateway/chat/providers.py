@@ -1,8 +1,10 @@
 """Chat providers behind one small interface.
 
-A provider has capabilities as attributes (`name`, `model`) and one method, `stream(messages)`, an
-async iterator of `Delta(text)` items that may end with a `Usage`. Failures raise
-`Unavailable` with `retryable` set; the runner turns that into `chat.error`.
+A provider has capabilities as attributes (`name`, `model`) and two methods: `stream(messages)`, an
+async iterator of `Delta(text)` items that may end with a `Usage` (`model=` picks another model than
+the configured one, e.g. a session's), and `list_models()`, the models it offers as OpenAI model
+objects. Failures of `stream` raise `Unavailable` with `retryable` set; the runner turns that into
+`chat.error`. `list_models` never fails: without an answer from upstream it offers the configured model.
 
 - `OpenAIProvider`: any OpenAI-compatible `/chat/completions` endpoint, streamed. Retries before the
   first byte are the SDK's (bounded by `chat.maxRetries`, honouring `Retry-After`/`retry-after-ms`).
@@ -16,9 +18,13 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
+import structlog
+
 from ..config import Config
 from ..errors import Unavailable
 from ..sessions.transcript import OFFLINE_PREAMBLE
+
+log = structlog.get_logger("gateway.chat")
 
 
 @dataclass(slots=True)
@@ -43,9 +49,14 @@ class ChatProvider:
     # marks them `"remember": false` in the transcript and the memory index leaves them out.
     replies_are_memory = True
 
-    def stream(self, messages: list[dict[str, Any]], *, recalled: list[dict[str, Any]] | None = None
-               ) -> AsyncIterator[Delta | Usage]:
+    def stream(self, messages: list[dict[str, Any]], *, recalled: list[dict[str, Any]] | None = None,
+               model: str | None = None) -> AsyncIterator[Delta | Usage]:
         raise NotImplementedError
+
+    async def list_models(self) -> list[dict]:
+        """The models this provider offers, as OpenAI model objects
+        (`{"id", "object": "model", "created", "owned_by"}`); the configured one by default."""
+        return [model_object(self.model, self.name)]
 
     async def close(self) -> None:
         return None
@@ -82,7 +93,7 @@ class OfflineResponder(ChatProvider):
             lines.append("Nothing in memory matched this message.")
         return "\n".join(lines)
 
-    async def stream(self, messages, *, recalled=None):
+    async def stream(self, messages, *, recalled=None, model=None):
         user_text = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
         text = self.compose(user_text, recalled or [])
         # Stream in word-sized groups so clients exercise real incremental rendering.
@@ -97,6 +108,14 @@ class OfflineResponder(ChatProvider):
                 await asyncio.sleep(0)
         prompt_chars = sum(len(m["content"]) for m in messages)
         yield Usage(prompt_tokens=prompt_chars // 4, completion_tokens=len(text) // 4)
+
+
+MODELS_TIMEOUT_S = 10.0
+
+
+def model_object(model_id: str, owned_by: str, created: int | None = 0) -> dict:
+    """An OpenAI model object."""
+    return {"id": model_id, "object": "model", "created": int(created or 0), "owned_by": owned_by}
 
 
 def _retry_after_ms(exc: Any) -> int | None:
@@ -126,12 +145,26 @@ class OpenAIProvider(ChatProvider):
         self.client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url or None,
                                   timeout=timeout, max_retries=max_retries)
 
-    async def stream(self, messages, *, recalled=None):
+    async def list_models(self) -> list[dict]:
+        """The upstream's `/v1/models`; the configured model when it does not answer (many local servers
+        have no such route) or answers with nothing. The configured model is always among them."""
+        try:
+            page = await asyncio.wait_for(self.client.models.list(), MODELS_TIMEOUT_S)
+            models = [model_object(m.id, getattr(m, "owned_by", None) or "upstream", getattr(m, "created", 0))
+                      for m in page.data]
+        except Exception as exc:  # unreachable, 404, not JSON, too slow: the configured model still works
+            log.info("chat_models_unavailable", endpoint=self.endpoint, error=_short(str(exc)) or type(exc).__name__)
+            models = []
+        if self.model and not any(m["id"] == self.model for m in models):
+            models.insert(0, model_object(self.model, self.name))
+        return models
+
+    async def stream(self, messages, *, recalled=None, model=None):
         import openai
 
         try:
             stream = await self.client.chat.completions.create(
-                model=self.model, messages=messages, stream=True,
+                model=model or self.model, messages=messages, stream=True,
                 stream_options={"include_usage": True},
             )
             async with stream:

@@ -208,7 +208,8 @@ class ChatService:
         self.bus.publish(self.topic(run.session_key), method,
                          {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params})
 
-    async def _prompt(self, session_key: str, user_text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def _prompt(self, session_key: str, user_text: str, settings: dict[str, Any]
+                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         recalled: list[dict[str, Any]] = []
         if self.memory is not None and self.config.memory.recall.enabled:
             try:
@@ -220,7 +221,7 @@ class ChatService:
         state = await asyncio.to_thread(read_state, await self.sessions.local_transcript(session_key))
         history = [m for m in state.pending if m["role"] in ("user", "assistant", "system") and m["content"]]
         history = history[-self.config.chat.history_messages :]
-        system = self.config.chat.system_prompt
+        system = settings.get("systemPrompt") or self.config.chat.system_prompt
         if state.summary:
             system += "\n\n## Earlier in this conversation (summary)\n" + state.summary
         if recalled:
@@ -236,10 +237,12 @@ class ChatService:
         usage: Usage | None = None
         recalled: list[dict[str, Any]] = []
         try:
-            messages, recalled = await self._prompt(key, user_text)
+            settings = await self.sessions.get(key)  # the session's own model and system prompt, if set
+            messages, recalled = await self._prompt(key, user_text, settings)
             room = self.config.chat.max_reply_chars  # a runaway upstream must not make frames no one can read
             truncated = False
-            async with contextlib.aclosing(self.provider.stream(messages, recalled=recalled)) as stream:
+            model = settings.get("model") or None
+            async with contextlib.aclosing(self.provider.stream(messages, recalled=recalled, model=model)) as stream:
                 async for item in stream:
                     # A provider's client parses a buffered stream without yielding: let the rest of
                     # the gateway run between chunks, or a fast upstream starves every other client.

@@ -57,3 +57,12 @@ async def _name_after_first_message(agent, key: str, message: str) -> None:
 async def abort(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
     return {"aborted": await agent.chat.abort(p["sessionKey"], p["runId"])}
+
+
+@registry.method("chat.models", with_agent(),
+                 "The chat models the provider offers (the upstream's /v1/models, or the configured model when it "
+                 "has none) → {models: [{id, object, created, owned_by}], default}; a session's `model` picks one.")
+async def models(ctx: CallContext, p: dict) -> dict:
+    agent = await ctx.services.agent(p["agentId"])
+    provider = agent.chat.provider
+    return {"models": await provider.list_models(), "default": provider.model}
