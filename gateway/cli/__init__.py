@@ -3,7 +3,8 @@
     jarvis serve [--host H] [--port P] [--state-dir D] [--workspace W]
     jarvis token [--rotate]
     jarvis call METHOD [JSON] [--follow [--text]]
-    jarvis chat [MESSAGE] [--session KEY | --new]
+    jarvis chat [MESSAGE] [--session KEY | --new] [-m MODEL] [-s SYSTEM]
+    jarvis sessions list|show KEY|delete KEY|export KEY [--format md|jsonl]
     jarvis memory sync|search|status …
     jarvis config [--json] [--defaults]
     jarvis migrate --to postgresql://…|sqlite [--from URL] [--dry-run]
@@ -68,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     from . import chat as chat_cli
 
     chat_cli.add_commands(sub)
+
+    from . import sessions as sessions_cli
+
+    sessions_cli.add_commands(sub)
 
     from . import memory as memory_cli
     from . import service

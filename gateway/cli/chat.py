@@ -47,7 +47,7 @@ def add_commands(sub: Any) -> None:
                "chat.aborted; 2 bad usage; 3 cannot connect.")
     p.add_argument("message", nargs="?", help="send this one message and exit ('-' reads it from stdin)")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--session", metavar="KEY", help="continue this session (see `jarvis call sessions.list`)")
+    which.add_argument("--session", metavar="KEY", help="continue this session (see `jarvis sessions list`)")
     which.add_argument("--new", action="store_true", help="start a new session")
     p.add_argument("-m", "--model", metavar="NAME",
                    help="the chat model for this session, kept with it (see `jarvis call chat.models`; \"\" resets "
@@ -143,7 +143,7 @@ class Chat:
             if exc.code != NOT_FOUND:
                 raise
             if explicit:
-                raise CallError(f"no session {key} (list them with `jarvis call sessions.list`; "
+                raise CallError(f"no session {key} (list them with `jarvis sessions list`; "
                                 "--new starts one)", EXIT_ERROR) from None
             self.session = None  # the one used last was deleted: start afresh
 
