@@ -12,10 +12,17 @@ import { citationText, openMemory } from "./memory.js";
 const userTexts = new WeakMap(); // user message node → the text as typed (for Regenerate)
 
 let afterReply = () => {};
+let needSession = async () => null;
 
-/** What to do once a reply is final: the session list changed (message counts, order, a new name). */
+/** What to do once a reply is final, or a first message named its session: the session list changed
+ * (message counts, order, a new name). */
 export function onReplyFinal(fn) {
   afterReply = fn;
+}
+
+/** How to start a session when a message is typed with none open: resolves to its key (null: failed). */
+export function onNeedSession(fn) {
+  needSession = fn;
 }
 
 rpc.addEventListener("state", () => updateComposer());
@@ -27,11 +34,12 @@ rpc.addEventListener("notify", (ev) => {
 
 // ---- chat rendering ------------------------------------------------------------------------------
 
-export function renderChatShell(session) {
-  ui.sessionTitle.textContent = session ? sessionName(session) : "No session open";
+export function renderChatShell(session, { keepMessages = false } = {}) {
+  ui.sessionTitle.textContent = sessionName(session);
+  if (keepMessages) return updateComposer();
   ui.messages.replaceChildren();
   if (!session) {
-    ui.emptyState.textContent = "Create a session or pick one to start chatting.";
+    ui.emptyState.textContent = "Type a message to start a new session, or pick one from the list.";
     ui.messages.appendChild(ui.emptyState);
   }
   updateComposer();
@@ -51,13 +59,24 @@ export function renderHistory(hist) {
     if (m.role === "user") {
       ui.messages.appendChild(messageView("user", text, m.timestamp).node);
     } else if (m.role === "assistant") {
-      const view = messageView("assistant", text, m.timestamp);
+      // A reply cut off mid-way (Stop, a restart) may end in a half-written line: an empty bullet.
+      const view = messageView("assistant", m.aborted ? withoutDanglingLine(text) : text, m.timestamp);
+      if (m.aborted) view.node.appendChild(stoppedNote());
       if (Array.isArray(m.memory) && m.memory.length) view.node.appendChild(recalledView(m.memory));
       view.node.appendChild(replyActions(view));
       ui.messages.appendChild(view.node);
     }
   }
   scrollToEnd(true);
+}
+
+/** A partial reply without its last line when that holds only a list marker or whitespace. */
+function withoutDanglingLine(text) {
+  return text.replace(/\n[ \t]*(?:[-*+]|\d+[.)])?[ \t]*$/, "").trimEnd();
+}
+
+function stoppedNote() {
+  return h("p", { class: "hint stopped", text: "Stopped before it finished." });
 }
 
 function messageView(role, text, timestamp) {
@@ -165,7 +184,7 @@ export function showNotice(text) {
 }
 
 export function updateComposer() {
-  const ready = rpc.isOpen && Boolean(state.current);
+  const ready = rpc.isOpen; // with no session open, the first message starts one
   const running = Boolean(state.activeRunId) || state.pendingSend;
   ui.input.disabled = !ready;
   ui.send.disabled = !ready || running;
@@ -182,7 +201,7 @@ ui.input.addEventListener("keydown", (ev) => {
   }
 });
 
-ui.composer.addEventListener("submit", (ev) => {
+ui.composer.addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const text = ui.input.value;
   if (!text.trim() || ui.send.disabled) return;
@@ -192,7 +211,20 @@ ui.composer.addEventListener("submit", (ev) => {
   removeEmptyState();
   ui.messages.appendChild(view.node);
   scrollToEnd(true);
-  sendMessage(state.current, text, randomId(), view);
+  let key = state.current;
+  if (!key) {
+    state.pendingSend = true;
+    updateComposer();
+    key = await needSession();
+    state.pendingSend = false;
+    if (!key) {
+      view.node.remove();
+      ui.input.value = text; // not lost: the sidebar says why no session could be made
+      updateComposer();
+      return;
+    }
+  }
+  sendMessage(key, text, randomId(), view);
 });
 
 async function sendMessage(sessionKey, text, idempotencyKey, userView) {
@@ -202,6 +234,8 @@ async function sendMessage(sessionKey, text, idempotencyKey, userView) {
   try {
     const res = await rpc.call("chat.send", { sessionKey, message: text, idempotencyKey });
     userView.node.classList.remove("pending");
+    const info = state.sessionInfo.get(sessionKey);
+    if (info && !info.label) afterReply(); // the first message named the session: show it now
     if (sessionKey !== state.current) return;
     const run = ensureRun(res.runId, { ours: true });
     run.userText = text;
@@ -306,8 +340,8 @@ function onChatEvent(method, p) {
     finishRun(run);
   } else if (method === "chat.aborted") {
     const partial = typeof p.partial === "string" ? p.partial : run.text;
-    setText(run.view, partial, true);
-    run.view.node.appendChild(h("p", { class: "hint", text: "Stopped." }));
+    setText(run.view, withoutDanglingLine(partial), true);
+    run.view.node.appendChild(stoppedNote());
     finishRun(run);
   }
   if (stick) scrollToEnd(true);

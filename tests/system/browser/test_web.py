@@ -309,7 +309,7 @@ async def test_delete_session_asks_first(page: Page, gateway: RunningGateway):
     await item.get_by_role("button", name=re.compile("^Delete")).click()
     await confirm.get_by_role("button", name="Delete").click()
     await expect(item).to_have_count(0)
-    await expect(page.locator("#session-title")).to_have_text("No session open")
+    await expect(page.locator("#session-title")).to_have_text("New session")
     client = await gateway.client()
     try:
         keys = [s["sessionKey"] for s in (await client.call("sessions.list"))["sessions"]]
@@ -411,7 +411,7 @@ async def test_chat_error_retry_and_stop(browser: Browser, model_gateway):
         await expect(replies(pg).nth(2)).to_contain_text("word3")
         await stop.click()
         await wait_reply(pg, 3)
-        await expect(replies(pg).nth(2)).to_contain_text("Stopped.")
+        await expect(replies(pg).nth(2).locator(".stopped")).to_have_text("Stopped before it finished.")
         await expect(replies(pg).nth(2)).not_to_contain_text("word199")
         await expect(stop).to_be_hidden()
         await expect(pg.get_by_role("button", name="Send")).to_be_visible()
@@ -554,3 +554,58 @@ async def test_memory_panel_adds_edits_deletes_and_opens_notes(page: Page, gatew
     await panel.get_by_role("button", name="Open note").click()
     dialog = page.get_by_role("dialog", name="MEMORY.md")
     await expect(dialog.locator("#memory-text")).to_contain_text("I take my coffee black.")
+
+
+async def test_typing_into_the_empty_page_starts_a_session_and_a_bare_reload_reopens_it(page: Page, gateway: RunningGateway):
+    await sign_in(page, gateway.token)
+    # No session open: the composer still takes a message, and says so.
+    await expect(page.locator("#session-title")).to_have_text("New session")
+    await expect(page.locator("#empty-state")).to_contain_text("Type a message to start a new session")
+    await expect(page.locator("#message-input")).to_be_enabled()
+    # Watch the header: it must show the session's name while the reply is still streaming.
+    await page.evaluate("""() => {
+        window.__named = null;
+        new MutationObserver(() => {
+            const t = document.getElementById('session-title').textContent;
+            if (t.startsWith('Plant the tulips') && window.__named === null)
+                window.__named = document.querySelector('#messages .msg-assistant:not(.streaming)') === null;
+        }).observe(document.getElementById('session-title'), {subtree: true, childList: true, characterData: true});
+    }""")
+    await send(page, "Plant the tulips in October, twelve centimetres deep.")
+    await page.wait_for_url(re.compile(r"#s=[A-Za-z0-9._-]+$"))
+    key = page.url.split("#s=", 1)[1]
+    await wait_reply(page, 1)
+    label = "Plant the tulips in October, twelve centimetres deep."
+    await expect(page.locator("#session-title")).to_have_text(label)
+    assert await page.evaluate("window.__named") is True, "named only after the reply ended"
+    await expect(page.locator(f"#session-list li[data-key='{key}'] .session-name")).to_have_text(label)
+
+    # A reload of the bare address (no #s=) reopens the session this browser had open.
+    await page.goto(base_url(gateway))
+    await expect(page.locator("#conn-status")).to_have_attribute("data-state", "open")
+    await page.wait_for_url(re.compile(rf"#s={re.escape(key)}$"))
+    await expect(page.locator("#messages .msg-user")).to_have_text(re.compile("Plant the tulips"))
+    await expect(replies(page)).to_have_count(1)
+
+
+async def test_a_reply_cut_off_by_a_restart_shows_stopped_without_an_empty_bullet(page: Page, gateway: RunningGateway):
+    import uuid
+
+    from gateway.sessions import transcript as tx
+
+    client = await gateway.client()
+    try:
+        key = (await client.call("sessions.create", {"label": "Cut off"}))["sessionKey"]
+    finally:
+        await client.close()
+    # What a reply interrupted by a restart leaves in the transcript: the partial text, marked aborted.
+    agent = await gateway.gw.services.agent(gateway.config.agent_id)  # type: ignore[union-attr]
+    await agent.sessions.append_messages(key, tx.message_record(str(uuid.uuid4()), "user", "How do I plant bulbs?", "r1"))
+    await agent.sessions.append_messages(key, tx.message_record(
+        str(uuid.uuid4()), "assistant", "Three steps:\n\n- Dig a hole\n- ", "r1", aborted=True))
+    await page.goto(base_url(gateway) + f"#s={key}")
+    await sign_in(page, gateway.token)
+    reply = replies(page).first
+    await expect(reply.locator(".stopped")).to_have_text("Stopped before it finished.")
+    await expect(reply.locator("li")).to_have_count(1)
+    await expect(reply.locator("li")).to_have_text("Dig a hole")
