@@ -22,6 +22,7 @@ import structlog
 
 from ..config import Config
 from ..errors import Unavailable
+from ..memory.notes.keyed import snippet_value
 from ..sessions.transcript import OFFLINE_PREAMBLE
 
 log = structlog.get_logger("gateway.chat")
@@ -85,7 +86,7 @@ class OfflineResponder(ChatProvider):
             lines.append("")
             lines.append("From memory I recalled:")
             for r in recalled:
-                snippet = " ".join(str(r.get("snippet", "")).split())
+                snippet = " ".join(snippet_value(str(r["path"]), str(r.get("snippet", ""))).split())
                 if len(snippet) > 240:
                     snippet = snippet[:239] + "…"
                 lines.append(f"- {r['path']}:{r['startLine']}-{r['endLine']} (score {r['score']:.2f}): {snippet}")

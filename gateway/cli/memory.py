@@ -23,6 +23,7 @@ from ..config import Config
 from ..errors import Invalid, JarvisError
 from . import notes
 from ..memory.pgmanager import standalone_manager
+from ..memory.notes.keyed import snippet_value
 from ..memory.service import MODES
 
 
@@ -136,8 +137,9 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
                 if not res["results"]:
                     print("no results")
                 for r in res["results"]:
-                    print(f"{r['score']:.3f}  {r['path']}:{r['startLine']}-{r['endLine']}")
-                    for line in r["snippet"].splitlines():
+                    span = f"{r['startLine']}" + (f"–{r['endLine']}" if r["endLine"] != r["startLine"] else "")
+                    print(f"{r['score']:.3f}  {r['path']}:{span}")
+                    for line in snippet_value(r["path"], r["snippet"]).splitlines():
                         print(f"    {line}")
         else:
             res = await mgr.status()

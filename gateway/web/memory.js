@@ -22,7 +22,7 @@ export function citationText(path, startLine, endLine, node) {
   const lines = startLine === endLine ? `line ${startLine}` : `lines ${startLine}–${endLine}`;
   const key = transcriptKey(path);
   if (!key) {
-    node.textContent = `${path}:${startLine}-${endLine}`;
+    node.textContent = `${path}:${startLine === endLine ? startLine : `${startLine}–${endLine}`}`;
     return;
   }
   const show = (session) => {
@@ -139,6 +139,20 @@ ui.searchForm.addEventListener("submit", async (ev) => {
   }
 });
 
+/** What a keyed memory's result shows: its value, without the front matter (`---`, `key:`, `created:` …)
+ * and the `# key` heading its file starts with (gateway/memory/notes/keyed.py: snippet_value). */
+export function snippetValue(path, snippet) {
+  const m = /^memory\/keyed\/[^/]+\/([A-Za-z0-9][A-Za-z0-9._-]{0,127})\.md$/.exec(path || "");
+  if (!m) return snippet;
+  let lines = snippet.split("\n");
+  const start = lines.length && lines[0].trim() === "---" ? 1 : 0;
+  let end = start;
+  while (end < lines.length && /^(key|category|created|updated):/.test(lines[end])) end += 1;
+  if (end < lines.length && lines[end].trim() === "---" && (start || end)) lines = lines.slice(end + 1);
+  while (lines.length && (!lines[0].trim() || lines[0].trim() === `# ${m[1]}`)) lines.shift();
+  return lines.join("\n").trim() || snippet;
+}
+
 function renderResults(res) {
   const n = res.results.length;
   ui.searchStatus.textContent = n
@@ -160,7 +174,7 @@ function renderResults(res) {
         label,
         h("span", { class: "badge", text: r.source }),
         h("span", { class: "score", title: "score", text: Number(r.score).toFixed(2) })),
-      h("p", { class: "snippet", text: r.snippet }),
+      h("p", { class: "snippet", text: snippetValue(r.path, r.snippet) }),
       actions));
   }
 }

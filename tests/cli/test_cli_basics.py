@@ -113,3 +113,19 @@ def test_the_gateway_log_names_the_chat_model_and_endpoint_and_each_sync_run(tmp
     finished = next(x for x in lines if x["event"] == "memory_sync_finished")
     assert started["memory"] is True and started["reasons"]
     assert finished["files_indexed"] == 1 and finished["chunks_embedded"] >= 1 and finished["seconds"] >= 0
+
+
+def test_memory_search_shows_a_keyed_memorys_value_not_its_front_matter(tmp_path):
+    r = jarvis("memory", "set", "favorite-color", "Navy blue, like the sea at dusk.", "--category", "preferences",
+               state_dir=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = jarvis("memory", "search", "navy blue sea", "--source", "memory", state_dir=tmp_path)
+    assert r.returncode == 0, r.stderr
+    head, *snippet = r.stdout.splitlines()
+    assert head.endswith("memory/keyed/preferences/favorite-color.md:1–9"), r.stdout
+    assert snippet == ["    Navy blue, like the sea at dusk."], r.stdout
+    # --json keeps the method's result as it is: the file's text.
+    r = jarvis("memory", "search", "navy blue sea", "--source", "memory", "--json", state_dir=tmp_path)
+    import orjson
+
+    assert orjson.loads(r.stdout)["results"][0]["snippet"].startswith("---\nkey: favorite-color")

@@ -609,3 +609,20 @@ async def test_a_reply_cut_off_by_a_restart_shows_stopped_without_an_empty_bulle
     await expect(reply.locator(".stopped")).to_have_text("Stopped before it finished.")
     await expect(reply.locator("li")).to_have_count(1)
     await expect(reply.locator("li")).to_have_text("Dig a hole")
+
+
+async def test_a_keyed_memory_result_shows_its_value_not_its_front_matter(page: Page, gateway: RunningGateway):
+    client = await gateway.client()
+    try:
+        await client.call("memory.set", {"key": "spare-key", "value": "The spare key hangs behind the barometer.",
+                                         "category": "facts"})
+    finally:
+        await client.close()
+    await sign_in(page, gateway.token)
+    await page.get_by_role("button", name="Search memory").click()
+    await page.get_by_label("Query").fill("spare key barometer")
+    await page.get_by_label("Source").select_option("memory")
+    await page.get_by_role("button", name="Search", exact=True).click()
+    result = page.locator("#search-results .result:has(.path[title^='memory/keyed/facts/spare-key.md:'])")
+    await expect(result.locator(".snippet")).to_have_text("The spare key hangs behind the barometer.")
+    await expect(result.locator(".path")).to_have_text(re.compile(r"^memory/keyed/facts/spare-key\.md:\d+(–\d+)?$"))
