@@ -5,7 +5,7 @@
 
 import { randomId } from "./rpc.js";
 import { renderMarkdown } from "./render.js";
-import { rpc, state, ui } from "./state.js";
+import { narrow, rpc, state, ui } from "./state.js";
 import { contentText, errorMessage, formatTime, h, sessionName } from "./dom.js";
 import { citationText, openMemory } from "./memory.js";
 
@@ -25,7 +25,17 @@ export function onNeedSession(fn) {
   needSession = fn;
 }
 
-rpc.addEventListener("state", () => updateComposer());
+let offlineReason = "Not connected to the gateway";
+
+rpc.addEventListener("state", (ev) => {
+  const { state: s, retryInMs } = ev.detail;
+  offlineReason = s === "waiting" ? `Not connected — retrying in ${Math.max(1, Math.round(retryInMs / 1000))} s`
+    : s === "connecting" ? "Not connected — connecting…"
+      : s === "blocked" ? "Not connected — the gateway refused this page's origin"
+        : "Not connected to the gateway";
+  updateComposer();
+});
+narrow.addEventListener("change", () => updateComposer());
 
 rpc.addEventListener("notify", (ev) => {
   const { method, params } = ev.detail;
@@ -92,23 +102,35 @@ function messageView(role, text, timestamp) {
   return view;
 }
 
-/** Copy and Regenerate under a finished reply. */
+function iconButton(icon, label, tooltip, onclick, extra = "") {
+  return h("button", { type: "button", class: `icon-button quiet ${extra}`.trim(), "aria-label": label, title: tooltip, onclick },
+    h("span", { class: `icon icon-${icon}`, "aria-hidden": "true" }));
+}
+
+/** Copy `text`, then say so in `status` for a moment. */
+async function copyWithStatus(text, status) {
+  status.textContent = (await copyText(text)) ? "Copied." : "Could not copy: select the text instead.";
+  setTimeout(() => { status.textContent = ""; }, 2500);
+}
+
+/** Copy and Regenerate under a finished reply, as icon buttons with tooltips. */
 function replyActions(view) {
   const copied = h("span", { class: "hint copied", role: "status" });
-  const copy = h("button", {
-    type: "button", class: "link-button", text: "Copy", "aria-label": "Copy reply",
-    onclick: async () => {
-      copied.textContent = (await copyText(view.text)) ? "Copied." : "Could not copy: select the text instead.";
-      setTimeout(() => { copied.textContent = ""; }, 2500);
-    },
-  });
-  const regenerate = h("button", {
-    type: "button", class: "link-button regenerate", text: "Regenerate", "aria-label": "Regenerate reply",
-    title: "Send the message this reply answered again, for a new reply",
-    onclick: () => regenerateReply(view),
-  });
+  const copy = iconButton("copy", "Copy reply", "Copy the reply", () => copyWithStatus(view.text, copied));
+  const regenerate = iconButton("regenerate", "Regenerate reply", "Regenerate: ask again for another version of this reply",
+    () => regenerateReply(view), "regenerate");
   return h("div", { class: "msg-actions" }, copy, regenerate, copied);
 }
+
+// A code block's copy button (render.js draws it; the text is its block's code).
+ui.messages.addEventListener("click", (ev) => {
+  const button = ev.target.closest(".code-copy");
+  if (!button) return;
+  const block = button.closest(".code-block");
+  let status = block.querySelector(".copied");
+  if (!status) status = block.querySelector(".code-head").insertBefore(h("span", { class: "hint copied", role: "status" }), button);
+  copyWithStatus(block.querySelector("code").textContent, status);
+});
 
 async function copyText(text) {
   try {
@@ -183,9 +205,13 @@ export function showNotice(text) {
   scrollToEnd(true);
 }
 
+const PLACEHOLDER = { wide: "Message Jarvis — Enter to send, Shift+Enter for a new line", narrow: "Message Jarvis" };
+
 export function updateComposer() {
   const ready = rpc.isOpen; // with no session open, the first message starts one
   const running = Boolean(state.activeRunId) || state.pendingSend;
+  // Disconnected, the box says why it takes nothing (the status in the top bar may be folded away).
+  ui.input.placeholder = ready ? PLACEHOLDER[narrow.matches ? "narrow" : "wide"] : offlineReason;
   ui.input.disabled = !ready;
   ui.send.disabled = !ready || running;
   ui.stop.hidden = !running;

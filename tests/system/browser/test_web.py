@@ -190,6 +190,7 @@ async def test_chat_flow_streams_and_survives_reload(page: Page, gateway: Runnin
     await expect(page.locator("#session-title")).to_have_text(first)
     await expect(page.locator("#session-list li.current .session-name")).to_have_text(first)
     # Rename the session; the new label shows in the list and the header and survives a reload.
+    await page.locator("#session-list li.current").hover()  # the row's actions show under the pointer
     await page.locator("#session-list li.current").get_by_role("button", name=f"Rename {first}").click()
     await page.get_by_label("Session name").fill("Birds")
     await page.get_by_label("Session name").press("Enter")
@@ -301,11 +302,13 @@ async def test_delete_session_asks_first(page: Page, gateway: RunningGateway):
     await sign_in(page, gateway.token)
     key = await new_session(page)
     item = page.locator(f"#session-list li[data-key='{key}']")
+    await item.hover()  # the row's actions show under the pointer
     await item.get_by_role("button", name=re.compile("^Delete")).click()
     confirm = page.get_by_role("dialog", name="Delete session?")
     await expect(confirm).to_be_visible()
     await confirm.get_by_role("button", name="Cancel").click()
     await expect(item).to_have_count(1)
+    await item.hover()
     await item.get_by_role("button", name=re.compile("^Delete")).click()
     await confirm.get_by_role("button", name="Delete").click()
     await expect(item).to_have_count(0)
@@ -626,3 +629,98 @@ async def test_a_keyed_memory_result_shows_its_value_not_its_front_matter(page: 
     result = page.locator("#search-results .result:has(.path[title^='memory/keyed/facts/spare-key.md:'])")
     await expect(result.locator(".snippet")).to_have_text("The spare key hangs behind the barometer.")
     await expect(result.locator(".path")).to_have_text(re.compile(r"^memory/keyed/facts/spare-key\.md:\d+(–\d+)?$"))
+
+
+async def test_code_blocks_icon_buttons_and_a_disconnected_composer_on_a_phone(browser: Browser, model_gateway):
+    gw, api = model_gateway
+    ctx = await browser.new_context(viewport={"width": 390, "height": 844}, permissions=["clipboard-read", "clipboard-write"])
+    try:
+        pg = await ctx.new_page()
+        watch = PageWatch(pg)
+        await pg.goto(base_url(gw))
+        await sign_in(pg, gw.token)
+        # The header is one row: every control in it shares the brand's line.
+        header = pg.locator("header.topbar")
+        rows = await header.evaluate("""h => [...h.querySelectorAll('button:not([hidden]), .brand, #model-badge, #conn-status')]
+            .filter(e => e.offsetParent !== null).map(e => { const r = e.getBoundingClientRect(); return (r.top + r.bottom) / 2; })""")
+        assert len(rows) >= 6 and max(rows) - min(rows) < 8, rows  # their middles on one line
+        assert (await header.bounding_box())["height"] < 60
+        # The placeholder fits on one line of the box.
+        box = pg.get_by_label("Message", exact=True)
+        await expect(box).to_have_attribute("placeholder", "Message Jarvis")
+        fits = await box.evaluate("""t => { const s = getComputedStyle(t), c = document.createElement('canvas').getContext('2d');
+            c.font = `${s.fontSize} ${s.fontFamily}`;
+            return c.measureText(t.placeholder).width < t.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); }""")
+        assert fits
+
+        api.reply = "Run this:\n\n```python\nprint('hello')\n```\n\nThen check."
+        await send(pg, "show me code")
+        await wait_reply(pg, 1)
+        block = replies(pg).first.locator(".code-block")
+        await expect(block.locator(".code-lang")).to_have_text("python")
+        await block.get_by_role("button", name="Copy python code").click()
+        await expect(block.get_by_role("status")).to_have_text("Copied.")
+        assert await pg.evaluate("navigator.clipboard.readText()") == "print('hello')"
+        # Copy and Regenerate are icons with tooltips, not words.
+        for name, tip in (("Copy reply", "Copy the reply"), ("Regenerate reply", "Regenerate")):
+            button = replies(pg).first.get_by_role("button", name=name)
+            await expect(button).to_have_attribute("title", re.compile(tip))
+            await expect(button).to_have_text("")
+        await shot(pg, "web-chat-390.png")
+
+        # Disconnected, the composer says why it takes nothing.
+        await gw.stop()
+        await expect(box).to_be_disabled()
+        await expect(box).to_have_attribute("placeholder", re.compile(r"^Not connected — (retrying in \d+ s|connecting…)$"))
+        await gw.start()
+        await expect(box).to_be_enabled(timeout=30_000)
+        await expect(box).to_have_attribute("placeholder", "Message Jarvis")
+        assert watch.errors == []
+    finally:
+        await ctx.close()
+
+
+async def test_session_actions_show_on_hover_and_score_chips_never_wrap(browser: Browser, gateway: RunningGateway):
+    note = gateway.config.workspace_dir / "memory" / "projects"
+    note.mkdir(parents=True, exist_ok=True)
+    (note / "the-garden-shed-roof-needs-new-felt-before-the-autumn-storms.md").write_text(
+        "# Shed\n\nThe garden shed roof needs new felt before the autumn storms.\n")
+    client = await gateway.client()
+    try:
+        async def indexed():
+            res = await client.call("memory.search", {"query": "garden shed roof felt", "sources": ["memory"]})
+            return any("garden-shed" in r["path"] for r in res["results"])
+
+        from tests.helpers import wait_for
+
+        await wait_for(indexed, timeout=30)
+    finally:
+        await client.close()
+    ctx = await browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        pg = await ctx.new_page()
+        await pg.goto(base_url(gateway))
+        await sign_in(pg, gateway.token)
+        key = await new_session(pg)
+        await send(pg, "What does the garden shed roof need?")
+        await wait_reply(pg, 1)
+        # Rename and delete appear only on the row under the pointer (or with focus).
+        row = pg.locator(f"#session-list li[data-key='{key}']")
+        rename = row.get_by_role("button", name=re.compile("^Rename"))
+        await pg.mouse.move(900, 400)
+        await expect(rename).to_be_hidden()
+        await row.hover()
+        await expect(rename).to_be_visible()
+        await pg.mouse.move(900, 400)
+        await expect(rename).to_be_hidden()
+
+        # At 390 px a long citation wraps; its score chip stays whole on one line.
+        await pg.set_viewport_size({"width": 390, "height": 844})
+        recalled = replies(pg).first.locator("details.recalled")
+        await recalled.locator("summary").click()
+        chip = recalled.locator("button.memory-ref", has_text="garden-shed").first.locator(".score")
+        await expect(chip).to_be_visible()
+        lines = await chip.evaluate("s => s.getClientRects().length === 1 && s.getBoundingClientRect().height < 1.6 * parseFloat(getComputedStyle(s).fontSize)")
+        assert lines, "the score chip wrapped"
+    finally:
+        await ctx.close()
