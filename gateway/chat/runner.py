@@ -1,6 +1,9 @@
 """Chat runs: one active run per session, streamed to subscribers, every line durable before it is told.
 
 send():  validate → idempotency → durably append the user message → start the run → {runId, started}
+regenerate(): the same for the session's last reply, without a new user message: the run answers the
+         message that reply answered, and its reply is appended with `"replaces": <the first version's
+         id>` (transcripts stay append-only; history and prompts show the latest version)
 run:     recall memory → prompt (system + recalled + last N messages) → stream deltas (`chat.delta`)
          → append the assistant message → `chat.final` (or `chat.error` / `chat.aborted`)
 An aborted run keeps its partial reply in the transcript, marked `"aborted": true`.
@@ -18,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 import structlog
 
 from ..config import Config
-from ..errors import Conflict, JarvisError, NotFound, Unavailable
+from ..errors import Conflict, Invalid, JarvisError, NotFound, Unavailable
 from ..protocol import code_of
 from ..events import EventBus
 from ..sessions import transcript as tx
@@ -43,6 +46,7 @@ class Run:
     parts: list[str] = field(default_factory=list)
     aborted: bool = False
     finalizing: bool = False  # the reply is being saved: too late to abort
+    replaces: str | None = None  # regenerating: the first version's id of the reply it replaces
 
     def next_seq(self) -> int:
         self.seq += 1
@@ -72,6 +76,14 @@ class ChatService:
 
     # ---- public API ----------------------------------------------------------------------------
     async def send(self, session_key: str, message: str, idempotency_key: str | None) -> dict[str, Any]:
+        return await self._start(session_key, idempotency_key, message=message)
+
+    async def regenerate(self, session_key: str, message_id: str, idempotency_key: str | None) -> dict[str, Any]:
+        """A new version of the session's last reply (`message_id`: any version of it)."""
+        return await self._start(session_key, idempotency_key, regenerate=message_id)
+
+    async def _start(self, session_key: str, idempotency_key: str | None, *, message: str | None = None,
+                     regenerate: str | None = None) -> dict[str, Any]:
         if self.closing:
             raise Unavailable("gateway is shutting down", retryable=True, retry_after_ms=1000)
         async with self.session_lock(session_key):  # check-then-start is atomic per session
@@ -84,13 +96,17 @@ class ChatService:
             if not await self.sessions.exists(session_key):
                 raise NotFound(f"session not found: {session_key}", {"sessionKey": session_key})
             run = Run(run_id=str(uuid.uuid4()), session_key=session_key)
+            if regenerate is not None:
+                message, run.replaces = await self._question_of_last_reply(session_key, regenerate)
+            assert message is not None
             other = await self.ledger.claim(session_key, run.run_id)  # another gateway's run, if any
             if other is not None:
                 raise self._busy(session_key, other)
             try:
                 # Durable before the answer: if this raises (disk full), nothing was started or promised.
-                await self.sessions.append_messages(
-                    session_key, tx.message_record(str(uuid.uuid4()), "user", message, run.run_id))
+                if regenerate is None:
+                    await self.sessions.append_messages(
+                        session_key, tx.message_record(str(uuid.uuid4()), "user", message, run.run_id))
                 if idempotency_key is not None:
                     await self.ledger.remember(session_key, idempotency_key, run.run_id)
             except BaseException:
@@ -100,6 +116,19 @@ class ChatService:
             run.task = asyncio.create_task(self._run(run, message), name=f"chat-run-{run.run_id}")
             run.task.add_done_callback(lambda task: self._finished(run, task))
             return {"runId": run.run_id, "status": "started"}
+
+    async def _question_of_last_reply(self, session_key: str, message_id: str) -> tuple[str, str]:
+        """(the user message the session's last reply answered, that reply's first version's id)."""
+        path = await self.sessions.local_transcript(session_key)
+        messages = tx.chosen_versions(await asyncio.to_thread(tx.read_messages, path))
+        last = messages[-1] if messages else None
+        ids = {v["id"] for v in last.get("versions", [])} | {last["id"]} if last else set()
+        if last is None or last["role"] != "assistant" or message_id not in ids:
+            raise Invalid("only the session's last reply can be regenerated", field="messageId")
+        question = next((m for m in reversed(messages[:-1]) if m["role"] == "user"), None)
+        if question is None:
+            raise Invalid("the reply answers no message of this session", field="messageId")
+        return question["content"], last.get("replaces") or last["id"]
 
     def session_lock(self, session_key: str) -> contextlib.AbstractAsyncContextManager[None]:
         """Serialises starting a run with deleting the session (see Agent.delete_session)."""
@@ -208,8 +237,8 @@ class ChatService:
         self.bus.publish(self.topic(run.session_key), method,
                          {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params})
 
-    async def _prompt(self, session_key: str, user_text: str, settings: dict[str, Any]
-                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def _prompt(self, session_key: str, user_text: str, settings: dict[str, Any],
+                      replaces: str | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         recalled: list[dict[str, Any]] = []
         if self.memory is not None and self.config.memory.recall.enabled:
             try:
@@ -219,7 +248,11 @@ class ChatService:
         if self.compactor is not None:
             await self.compactor.settled(session_key)
         state = await asyncio.to_thread(read_state, await self.sessions.local_transcript(session_key))
-        history = [m for m in state.pending if m["role"] in ("user", "assistant", "system") and m["content"]]
+        pending = state.pending
+        if replaces is not None:  # regenerating: the conversation up to the reply being replaced
+            cut = next((i for i, m in enumerate(pending) if m["id"] == replaces or m.get("replaces") == replaces), None)
+            pending = pending[:cut]
+        history = [m for m in pending if m["role"] in ("user", "assistant", "system") and m["content"]]
         history = history[-self.config.chat.history_messages :]
         system = settings.get("systemPrompt") or self.config.chat.system_prompt
         if state.summary:
@@ -238,7 +271,7 @@ class ChatService:
         recalled: list[dict[str, Any]] = []
         try:
             settings = await self.sessions.get(key)  # the session's own model and system prompt, if set
-            messages, recalled = await self._prompt(key, user_text, settings)
+            messages, recalled = await self._prompt(key, user_text, settings, run.replaces)
             room = self.config.chat.max_reply_chars  # a runaway upstream must not make frames no one can read
             truncated = False
             model = settings.get("model") or None
@@ -267,6 +300,8 @@ class ChatService:
             extra: dict[str, Any] = {"memory": memory} if memory else {}
             if truncated:
                 extra["truncated"] = True
+            if run.replaces is not None:
+                extra["replaces"] = run.replaces
             rec = tx.message_record(str(uuid.uuid4()), "assistant", content, run.run_id, **extra,
                                     **self._reply_marks())
             run.finalizing = True
@@ -275,6 +310,8 @@ class ChatService:
                 "message": {"id": rec["id"], "role": "assistant", "content": content, "timestamp": rec["timestamp"]},
                 "memory": memory,
             }
+            if run.replaces is not None:
+                final["message"]["replaces"] = run.replaces
             if usage is not None:
                 final["usage"] = usage.to_dict()
             if truncated:
@@ -289,7 +326,7 @@ class ChatService:
             partial = "".join(run.parts)
             if partial:
                 rec = tx.message_record(str(uuid.uuid4()), "assistant", partial, run.run_id, aborted=True,
-                                        **self._reply_marks())
+                                        **({"replaces": run.replaces} if run.replaces else {}), **self._reply_marks())
                 try:
                     await self.sessions.append_messages(key, rec)
                 except Exception as exc:

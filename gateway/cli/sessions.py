@@ -137,8 +137,8 @@ def markdown(session: dict[str, Any], messages: list[dict[str, Any]]) -> str:
             notes.append("stopped")
         if m.get("truncated"):
             notes.append("shortened")
-        if m.get("replaces"):
-            notes.append("another version")
+        if m.get("versions"):
+            notes.append(f"regenerated: version {len(m['versions'])} of {len(m['versions'])}")
         extra = f" ({', '.join(notes)})" if notes else ""
         out += ["", f"## {ROLES.get(m['role'], m['role'])} · {str(m.get('timestamp', ''))[:19].replace('T', ' ')}"
                 f"{extra}", "", str(m.get("content", "")).rstrip()]

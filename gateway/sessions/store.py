@@ -346,7 +346,7 @@ class SessionStore:
 
 def _history_page(key: str, path: Path, limit: int, before: str | None, max_bytes: int) -> dict[str, Any]:
     """sessions.history's page, sized by the exact encoded bytes (in a thread: it encodes each message)."""
-    messages = tx.read_messages(path)
+    messages = tx.chosen_versions(tx.read_messages(path))
     if before is not None:
         idx = next((i for i, m in enumerate(messages) if m["id"] == before), None)
         if idx is None:

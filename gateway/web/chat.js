@@ -1,6 +1,7 @@
 // The chat: the open session's messages, the composer (Enter sends, Shift+Enter a new line), chat.send,
 // replies streamed from chat.delta in seq order and replaced by chat.final, chat.error with Retry,
-// Stop (chat.abort), Copy and Regenerate under a reply, and the memories a reply recalled.
+// Stop (chat.abort), Copy and Regenerate under a reply (chat.regenerate: a new version of the last reply,
+// streamed into it, with a ‹ 1/2 › switcher between its versions), and the memories a reply recalled.
 // User text shows exactly as typed (textContent); replies go through render.js, which builds DOM nodes.
 
 import { randomId } from "./rpc.js";
@@ -9,7 +10,7 @@ import { narrow, rpc, state, ui } from "./state.js";
 import { contentText, errorMessage, formatTime, h, sessionName } from "./dom.js";
 import { citationText, openMemory } from "./memory.js";
 
-const userTexts = new WeakMap(); // user message node → the text as typed (for Regenerate)
+const replyViews = new WeakMap(); // reply node → its view (versions, current id)
 
 let afterReply = () => {};
 let needSession = async () => null;
@@ -69,11 +70,11 @@ export function renderHistory(hist) {
     if (m.role === "user") {
       ui.messages.appendChild(messageView("user", text, m.timestamp).node);
     } else if (m.role === "assistant") {
-      // A reply cut off mid-way (Stop, a restart) may end in a half-written line: an empty bullet.
-      const view = messageView("assistant", m.aborted ? withoutDanglingLine(text) : text, m.timestamp);
-      if (m.aborted) view.node.appendChild(stoppedNote());
-      if (Array.isArray(m.memory) && m.memory.length) view.node.appendChild(recalledView(m.memory));
-      view.node.appendChild(replyActions(view));
+      const view = messageView("assistant", "", m.timestamp);
+      view.versions = Array.isArray(m.versions) && m.versions.length ? m.versions : [m];
+      view.id = m.id;
+      view.root = m.replaces || m.id;
+      showVersion(view, view.versions.length - 1);
       ui.messages.appendChild(view.node);
     }
   }
@@ -89,6 +90,33 @@ function stoppedNote() {
   return h("p", { class: "hint stopped", text: "Stopped before it finished." });
 }
 
+/** Show version `i` of a reply: its text (a half-written last line of a stopped one left out), "stopped",
+ * what it recalled, the version switcher and the actions. */
+function showVersion(view, i) {
+  const v = view.versions[i];
+  view.index = i;
+  view.node.dataset.root = view.root;
+  replyViews.set(view.node, view);
+  setText(view, v.aborted ? withoutDanglingLine(v.content) : v.content, true);
+  for (const old of view.node.querySelectorAll(":scope > .stopped, :scope > .recalled, :scope > .msg-actions")) old.remove();
+  if (v.aborted) view.node.appendChild(stoppedNote());
+  if (Array.isArray(v.memory) && v.memory.length) view.node.appendChild(recalledView(v.memory));
+  view.node.appendChild(replyActions(view));
+}
+
+function versionSwitcher(view) {
+  const n = view.versions.length;
+  if (n < 2) return null;
+  const go = (d) => showVersion(view, Math.min(n - 1, Math.max(0, view.index + d)));
+  return h("span", { class: "versions", role: "group", "aria-label": "Versions of this reply" },
+    h("button", { type: "button", class: "icon-button quiet", "aria-label": "Previous version", title: "Previous version",
+      disabled: view.index === 0, onclick: () => go(-1), text: "‹" }),
+    h("span", { class: "hint version-count", text: `${view.index + 1}/${n}`,
+      title: view.index === n - 1 ? "The conversation goes on from this version" : "An earlier version" }),
+    h("button", { type: "button", class: "icon-button quiet", "aria-label": "Next version", title: "Next version",
+      disabled: view.index === n - 1, onclick: () => go(1), text: "›" }));
+}
+
 function messageView(role, text, timestamp) {
   const body = h("div", { class: "msg-body" });
   const meta = h("div", { class: "msg-meta" },
@@ -98,7 +126,6 @@ function messageView(role, text, timestamp) {
     meta, body);
   const view = { node, body, meta, text: "" };
   setText(view, text, role === "assistant");
-  if (role === "user") userTexts.set(node, text);
   return view;
 }
 
@@ -119,7 +146,7 @@ function replyActions(view) {
   const copy = iconButton("copy", "Copy reply", "Copy the reply", () => copyWithStatus(view.text, copied));
   const regenerate = iconButton("regenerate", "Regenerate reply", "Regenerate: ask again for another version of this reply",
     () => regenerateReply(view), "regenerate");
-  return h("div", { class: "msg-actions" }, copy, regenerate, copied);
+  return h("div", { class: "msg-actions" }, versionSwitcher(view), copy, regenerate, copied);
 }
 
 // A code block's copy button (render.js draws it; the text is its block's code).
@@ -156,23 +183,28 @@ async function copyText(text) {
   return ok;
 }
 
-function regenerateReply(view) {
+/** chat.regenerate: the new version streams into this reply (the last one; the button shows on it only). */
+async function regenerateReply(view) {
   if (!rpc.isOpen || !state.current || state.activeRunId || state.pendingSend) {
     showNotice("Wait until the current reply has finished, then regenerate.");
     return;
   }
-  let node = view.node.previousElementSibling;
-  while (node && !userTexts.has(node)) node = node.previousElementSibling;
-  if (!node) {
-    showNotice("There is no message above this reply to send again.");
-    return;
+  clearFailure(view);
+  state.pendingSend = true;
+  state.regenerating = view; // its events may arrive before the answer: they stream into this reply
+  updateComposer();
+  try {
+    const res = await rpc.call("chat.regenerate", { sessionKey: state.current, messageId: view.id, idempotencyKey: randomId() });
+    const run = ensureRun(res.runId, { ours: true });
+    if (!run.done) state.activeRunId = res.runId;
+  } catch (err) {
+    if (state.regenerating === view) showVersion(view, view.index);
+    showFailure(view, `Could not regenerate: ${errorMessage(err)}`, () => regenerateReply(view));
+  } finally {
+    state.regenerating = null;
+    state.pendingSend = false;
+    updateComposer();
   }
-  const text = userTexts.get(node);
-  const userView = messageView("user", text, new Date().toISOString());
-  userView.node.classList.add("pending");
-  ui.messages.appendChild(userView.node);
-  scrollToEnd(true);
-  sendMessage(state.current, text, randomId(), userView);
 }
 
 function setText(view, text, markdown) {
@@ -299,13 +331,20 @@ function clearFailure(view) {
 function ensureRun(runId, { ours = false } = {}) {
   let run = state.runs.get(runId);
   if (run) return run;
-  const view = messageView("assistant", "", null);
+  const target = ours ? state.regenerating : null;
+  state.regenerating = null;
+  const view = target || messageView("assistant", "", null);
+  if (target) {
+    clearFailure(view);
+    setText(view, "", true);
+  }
   view.node.classList.add("streaming");
   view.node.setAttribute("aria-busy", "true");
   removeEmptyState();
-  ui.messages.appendChild(view.node);
+  if (!target) ui.messages.appendChild(view.node);
   run = {
     runId, view, ours, nextSeq: ours ? 1 : null, buffer: new Map(), text: "", done: false, userText: null,
+    regenerating: Boolean(target),
   };
   state.runs.set(runId, run);
   if (!ours && !state.activeRunId) state.activeRunId = runId;
@@ -347,27 +386,50 @@ function onChatEvent(method, p) {
   const stick = nearBottom();
   if (method === "chat.final") {
     const msg = p.message || {};
-    setText(run.view, contentText(msg.content), true);
-    if (msg.timestamp) {
-      run.view.meta.appendChild(h("time", { datetime: msg.timestamp, text: formatTime(msg.timestamp) }));
+    const version = { id: msg.id, content: contentText(msg.content), timestamp: msg.timestamp, memory: p.memory };
+    // A new version of a reply shown here (ours, or regenerated in another tab) joins that reply.
+    const root = msg.replaces ? ui.messages.querySelector(`.msg-assistant[data-root="${CSS.escape(msg.replaces)}"]`) : null;
+    let view = run.view;
+    if (root && replyViews.has(root)) {
+      if (root !== view.node) view.node.remove();
+      view = replyViews.get(root);
+      view.versions = [...view.versions, version];
+      view.node.classList.remove("streaming");
+      view.node.removeAttribute("aria-busy");
+    } else {
+      view.versions = [version];
+      view.root = msg.replaces || msg.id;
+      if (msg.timestamp) view.meta.appendChild(h("time", { datetime: msg.timestamp, text: formatTime(msg.timestamp) }));
     }
-    if (Array.isArray(p.memory) && p.memory.length) run.view.node.appendChild(recalledView(p.memory));
-    run.view.node.appendChild(replyActions(run.view));
+    view.id = msg.id;
+    showVersion(view, view.versions.length - 1);
     finishRun(run);
     afterReply(); // message counts, order and a new session's name changed
   } else if (method === "chat.error") {
     const e = p.error || {};
+    const why = `${e.message || "unknown error"}${e.retryable ? "" : " (not retryable)"}`;
+    if (run.regenerating) { // the reply keeps its versions; the new one failed
+      showVersion(run.view, run.view.index);
+      showFailure(run.view, `Regenerating failed: ${why}`, () => regenerateReply(run.view));
+      finishRun(run);
+      return;
+    }
     if (run.text) setText(run.view, run.text, true);
     run.view.node.classList.add("failed");
     const retry = run.userText !== null
       ? () => retryRun(run)
       : null;
-    showFailure(run.view, `Reply failed: ${e.message || "unknown error"}${e.retryable ? "" : " (not retryable)"}`, retry);
+    showFailure(run.view, `Reply failed: ${why}`, retry);
     finishRun(run);
   } else if (method === "chat.aborted") {
     const partial = typeof p.partial === "string" ? p.partial : run.text;
-    setText(run.view, withoutDanglingLine(partial), true);
-    run.view.node.appendChild(stoppedNote());
+    if (run.regenerating && run.view.versions) { // kept as a version, marked stopped
+      run.view.versions = [...run.view.versions, { content: partial, aborted: true, timestamp: new Date().toISOString() }];
+      showVersion(run.view, run.view.versions.length - 1);
+    } else {
+      setText(run.view, withoutDanglingLine(partial), true);
+      run.view.node.appendChild(stoppedNote());
+    }
     finishRun(run);
   }
   if (stick) scrollToEnd(true);

@@ -93,6 +93,7 @@ export const state = {
   runs: new Map(), // runId → RunView (current session only)
   activeRunId: null,
   pendingSend: false,
+  regenerating: null, // the reply view a chat.regenerate in flight streams into
   openSeq: 0, // guards against out-of-order session loads
   sessionInfo: new Map(), // sessionKey → session (also ones not in the loaded list), for citations
   panel: null, // null | "search" | "memories"

@@ -481,15 +481,27 @@ async def test_copy_and_regenerate_a_reply(browser: Browser, gateway: RunningGat
         copied = await pg.evaluate("navigator.clipboard.readText()")
         assert copied.startswith("I am Jarvis's offline responder") and "Copy me, please." in copied
 
+        # Regenerate: a second version of the same reply, not a second question.
         await reply.get_by_role("button", name="Regenerate reply").click()
-        await wait_reply(pg, 2)
-        await expect(pg.locator("#messages .msg-user")).to_have_count(2)
-        await expect(pg.locator("#messages .msg-user").nth(1)).to_have_text(re.compile("Copy me, please."))
-        await expect(replies(pg).nth(1)).to_contain_text("You wrote: “Copy me, please.”")
-        # After a reload the history's replies have the same buttons.
+        await expect(reply.locator(".version-count")).to_have_text("2/2")
+        await expect(reply).not_to_have_class(re.compile(r"\bstreaming\b"))
+        await expect(replies(pg)).to_have_count(1)
+        await expect(pg.locator("#messages .msg-user")).to_have_count(1)
+        await expect(reply).to_contain_text("You wrote: “Copy me, please.”")
+        await reply.get_by_role("button", name="Previous version").click()
+        await expect(reply.locator(".version-count")).to_have_text("1/2")
+        await expect(reply.get_by_role("button", name="Previous version")).to_be_disabled()
+        # After a reload the history shows the one reply with both versions and the same buttons.
         await pg.reload()
-        await expect(replies(pg)).to_have_count(2)
+        await expect(replies(pg)).to_have_count(1)
+        await expect(pg.locator("#messages .msg-user")).to_have_count(1)
+        await expect(replies(pg).first.locator(".version-count")).to_have_text("2/2")
         await expect(replies(pg).first.get_by_role("button", name="Regenerate reply")).to_be_visible()
+        # Only the last reply offers Regenerate.
+        await send(pg, "And another question.")
+        await wait_reply(pg, 2)
+        await expect(replies(pg).first.get_by_role("button", name="Regenerate reply")).to_be_hidden()
+        await expect(replies(pg).nth(1).get_by_role("button", name="Regenerate reply")).to_be_visible()
         assert watch.errors == []
     finally:
         await ctx.close()
@@ -722,5 +734,44 @@ async def test_session_actions_show_on_hover_and_score_chips_never_wrap(browser:
         await expect(chip).to_be_visible()
         lines = await chip.evaluate("s => s.getClientRects().length === 1 && s.getBoundingClientRect().height < 1.6 * parseFloat(getComputedStyle(s).fontSize)")
         assert lines, "the score chip wrapped"
+    finally:
+        await ctx.close()
+
+
+async def test_regenerate_streams_a_new_version_into_the_reply(browser: Browser, model_gateway):
+    gw, api = model_gateway
+    ctx = await browser.new_context()
+    try:
+        pg = await ctx.new_page()
+        watch = PageWatch(pg)
+        await pg.goto(base_url(gw))
+        await sign_in(pg, gw.token)
+        key = await new_session(pg)
+        api.reply = "Herons are wading birds."
+        await send(pg, "What is a heron?")
+        await wait_reply(pg, 1)
+        reply = replies(pg).first
+        api.reply = "A heron is a long-legged freshwater bird."
+        await reply.get_by_role("button", name="Regenerate reply").click()
+        await expect(reply.locator(".msg-body")).to_have_text("A heron is a long-legged freshwater bird.")
+        await expect(reply.locator(".version-count")).to_have_text("2/2")
+        await reply.get_by_role("button", name="Previous version").click()
+        await expect(reply.locator(".msg-body")).to_have_text("Herons are wading birds.")
+        await reply.get_by_role("button", name="Next version").click()
+        await expect(reply.locator(".msg-body")).to_have_text("A heron is a long-legged freshwater bird.")
+        await shot(pg, "web-regenerate.png")
+        # A failed regeneration keeps both versions and says so.
+        api.script(("status", 500))
+        await reply.get_by_role("button", name="Regenerate reply").click()
+        await expect(reply.get_by_role("alert")).to_contain_text("Regenerating failed")
+        await expect(reply.locator(".version-count")).to_have_text("2/2")
+        await expect(reply.locator(".msg-body")).to_have_text("A heron is a long-legged freshwater bird.")
+        client = await gw.client()
+        try:
+            hist = (await client.call("sessions.history", {"sessionKey": key}))["messages"]
+        finally:
+            await client.close()
+        assert [m["role"] for m in hist] == ["user", "assistant"] and len(hist[1]["versions"]) == 2
+        assert watch.errors == []
     finally:
         await ctx.close()
