@@ -530,7 +530,7 @@ async def test_memory_panel_adds_edits_deletes_and_opens_notes(page: Page, gatew
     await sign_in(page, gateway.token)
     await page.get_by_role("button", name="Memories").click()
     panel = page.locator("#search-panel")
-    await expect(panel.get_by_role("heading", name="Memories")).to_be_visible()
+    await expect(panel.get_by_role("heading", name="Memories", exact=True)).to_be_visible()
 
     await panel.get_by_role("button", name="Add memory").click()
     await panel.get_by_label("Key", exact=True).fill("bicycle")
@@ -564,11 +564,51 @@ async def test_memory_panel_adds_edits_deletes_and_opens_notes(page: Page, gatew
     finally:
         await client.close()
 
-    # Notes: open a memory file by its path.
-    await panel.get_by_label("Note path").fill("MEMORY.md")
-    await panel.get_by_role("button", name="Open note").click()
-    dialog = page.get_by_role("dialog", name="MEMORY.md")
-    await expect(dialog.locator("#memory-text")).to_contain_text("I take my coffee black.")
+    # Notes: the workspace's files are listed; one opens in the editor, is changed and saved.
+    note = panel.locator("#notes-list li[data-path='MEMORY.md']")
+    await expect(note).to_contain_text("MEMORY.md")
+    await expect(panel.locator("#notes-list li[data-path^='memory/keyed/']")).to_have_count(0)  # keyed: listed below
+    await note.get_by_role("button", name="Edit note MEMORY.md").click()
+    editor = page.get_by_role("dialog", name="MEMORY.md")
+    text = editor.get_by_label("Note text")
+    await expect(text).to_have_value("# About me\n\nI take my coffee black.")
+    await text.fill("# About me\n\nI take my coffee with oat milk now.")
+    await editor.get_by_role("button", name="Save").click()
+    await expect(editor.locator("#note-meta")).to_have_text(re.compile(r"^Saved MEMORY\.md"))
+    assert (gateway.config.workspace_dir / "MEMORY.md").read_text() == "# About me\n\nI take my coffee with oat milk now.\n"
+    await shot(page, "web-notes.png")
+    # Unsaved changes ask before the editor closes.
+    await text.fill("scribble")
+    await editor.get_by_role("button", name="Cancel").click()
+    confirm = page.get_by_role("dialog", name="Discard changes?")
+    await confirm.get_by_role("button", name="Cancel").click()
+    await expect(text).to_have_value("scribble")
+    await editor.get_by_role("button", name="Cancel").click()
+    await confirm.get_by_role("button", name="Delete").click()
+    await expect(editor).to_be_hidden()
+    client = await gateway.client()
+    try:
+        found = await client.call("memory.search", {"query": "oat milk", "mode": "fts", "sources": ["memory"]})
+        assert "MEMORY.md" in [r["path"] for r in found["results"]], "searchable once saved"
+    finally:
+        await client.close()
+
+    # A new note by its path: created on save, then listed.
+    await panel.get_by_label("Note path").fill("memory/trips/lisbon.md")
+    await panel.get_by_role("button", name="Open or create").click()
+    editor = page.get_by_role("dialog", name="memory/trips/lisbon.md")
+    await expect(editor.locator("#note-meta")).to_have_text("A new note: it is created when you save.")
+    await editor.get_by_label("Note text").fill("Tram 28 at dawn.")
+    await editor.get_by_role("button", name="Save").click()
+    await expect(editor.locator("#note-meta")).to_have_text(re.compile(r"^Created memory/trips/lisbon\.md"))
+    await expect(panel.locator("#notes-list li[data-path='memory/trips/lisbon.md']")).to_have_count(1)
+    # A path the gateway refuses is said plainly, and nothing is written.
+    await editor.get_by_role("button", name="Close").click()
+    await panel.get_by_label("Note path").fill("../outside.md")
+    await panel.get_by_role("button", name="Open or create").click()
+    editor = page.get_by_role("dialog", name="../outside.md")
+    await expect(editor.locator("#note-meta")).to_contain_text("must not contain '..'")
+    await expect(editor.get_by_role("button", name="Save")).to_be_disabled()
 
 
 async def test_typing_into_the_empty_page_starts_a_session_and_a_bare_reload_reopens_it(page: Page, gateway: RunningGateway):
