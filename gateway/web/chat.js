@@ -9,6 +9,7 @@ import { renderMarkdown } from "./render.js";
 import { narrow, rpc, state, ui } from "./state.js";
 import { contentText, errorMessage, formatTime, h, sessionName } from "./dom.js";
 import { citationText, openMemory } from "./memory.js";
+import { showSessionSettings } from "./settings.js";
 
 const replyViews = new WeakMap(); // reply node → its view (versions, current id)
 
@@ -47,6 +48,7 @@ rpc.addEventListener("notify", (ev) => {
 
 export function renderChatShell(session, { keepMessages = false } = {}) {
   ui.sessionTitle.textContent = sessionName(session);
+  showSessionSettings();
   if (keepMessages) return updateComposer();
   ui.messages.replaceChildren();
   if (!session) {

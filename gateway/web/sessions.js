@@ -7,6 +7,7 @@ import { Codes, RpcError } from "./rpc.js";
 import { narrow, rpc, state, ui } from "./state.js";
 import { confirmDialog, errorMessage, formatTime, h, sessionName } from "./dom.js";
 import { onNeedSession, renderChatShell, renderHistory, showNotice } from "./chat.js";
+import { newSessionSettings } from "./settings.js";
 
 const LAST_SESSION = "jarvis.lastSession"; // this browser's last open session, reopened on a bare reload
 
@@ -180,7 +181,7 @@ async function deleteSession(session) {
 /** sessions.create, subscribed (the caller is), listed first and remembered; null when it failed (said why). */
 async function createSession() {
   try {
-    const session = await rpc.call("sessions.create", {});
+    const session = await rpc.call("sessions.create", newSessionSettings());
     upsertSession(session, { toTop: true });
     if (state.subscribed) rpc.call("sessions.unsubscribe", { sessionKey: state.subscribed }).catch(() => {});
     state.subscribed = session.sessionKey; // sessions.create subscribes the caller

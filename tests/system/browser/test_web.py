@@ -815,3 +815,56 @@ async def test_regenerate_streams_a_new_version_into_the_reply(browser: Browser,
         assert watch.errors == []
     finally:
         await ctx.close()
+
+
+async def test_model_picker_and_system_prompt_are_kept_with_the_session(browser: Browser, model_gateway):
+    gw, api = model_gateway
+    ctx = await browser.new_context()
+    try:
+        pg = await ctx.new_page()
+        watch = PageWatch(pg)
+        await pg.goto(base_url(gw))
+        await sign_in(pg, gw.token)
+        picker = pg.get_by_label("Model", exact=True)
+        await expect(picker.locator("option")).to_have_text(["Default (fake-model)", "fake-large", "fake-small"])
+        # Chosen before the first message: the session is created with them.
+        await picker.select_option("fake-small")
+        await pg.get_by_role("button", name="System prompt").click()
+        dialog = pg.get_by_role("dialog", name="System prompt for this session")
+        await dialog.get_by_label("System prompt").fill("Answer like a pirate.")
+        await dialog.get_by_role("button", name="Save").click()
+        await expect(dialog).to_be_hidden()
+        api.reply = "Arr, herons be birds."
+        await send(pg, "What is a heron?")
+        await wait_reply(pg, 1)
+        body = api.requests[-1]["body"]
+        assert body["model"] == "fake-small" and body["messages"][0]["content"].startswith("Answer like a pirate.")
+        key = pg.url.split("#s=", 1)[1]
+        await shot(pg, "web-model-picker.png")
+
+        # Kept with the session: a reload shows them; switching back to the default is stored too.
+        await pg.reload()
+        await expect(picker).to_have_value("fake-small")
+        await expect(pg.get_by_role("button", name="System prompt (this session has its own)")).to_be_visible()
+        await picker.select_option("")
+        client = await gw.client()
+        try:
+            async def reset():
+                return "model" not in await client.call("sessions.get", {"sessionKey": key})
+
+            from tests.helpers import wait_for
+
+            await wait_for(reset)
+            assert (await client.call("sessions.get", {"sessionKey": key}))["systemPrompt"] == "Answer like a pirate."
+        finally:
+            await client.close()
+        await send(pg, "And where do they nest?")
+        await wait_reply(pg, 2)
+        assert api.requests[-1]["body"]["model"] == "fake-model"
+        # A new session starts with the defaults again.
+        await new_session(pg)
+        await expect(picker).to_have_value("")
+        await expect(pg.get_by_role("button", name="System prompt", exact=True)).to_be_visible()
+        assert watch.errors == []
+    finally:
+        await ctx.close()
