@@ -27,7 +27,7 @@ export async function loadModels() {
     const res = await rpc.call("chat.models");
     ui.modelPicker.replaceChildren(h("option", { value: "", text: `Default (${res.default})` }),
       ...res.models.filter((m) => m.id !== res.default).map((m) => h("option", { value: m.id, text: m.id })));
-    ui.modelPicker.hidden = false;
+    ui.modelPicker.hidden = res.models.length < 2; // one model (offline, or no /v1/models): nothing to pick
     showSessionSettings();
   } catch (_) {
     ui.modelPicker.hidden = true; // an older gateway without chat.models: nothing to pick
@@ -40,6 +40,7 @@ export function showSessionSettings() {
   const model = s ? s.model || "" : pending.model;
   if (model && ![...ui.modelPicker.options].some((o) => o.value === model)) {
     ui.modelPicker.appendChild(h("option", { value: model, text: model })); // set elsewhere, not listed upstream
+    ui.modelPicker.hidden = false;
   }
   ui.modelPicker.value = model;
   const prompt = s ? s.systemPrompt || "" : pending.systemPrompt;
