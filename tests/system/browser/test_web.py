@@ -7,6 +7,7 @@ the page works without inline scripts or styles.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -105,6 +106,22 @@ async def shot(page: Page, name: str) -> None:
 
 def base_url(gw: RunningGateway) -> str:
     return f"http://127.0.0.1:{gw.gw.port}/"  # type: ignore[union-attr]
+
+
+@contextlib.asynccontextmanager
+async def signed_in(browser: Browser, gw: RunningGateway, **context):
+    """A fresh browser context (viewport, permissions …) with a page signed in to `gw`; on leaving,
+    the page must have raised no error and no JS dialog."""
+    ctx = await browser.new_context(**context)
+    try:
+        pg = await ctx.new_page()
+        watch = PageWatch(pg)
+        await pg.goto(base_url(gw))
+        await sign_in(pg, gw.token)
+        yield pg
+        assert watch.errors == [] and watch.dialogs == [], (watch.errors, watch.dialogs)
+    finally:
+        await ctx.close()
 
 
 async def sign_in(page: Page, token: str, remember: bool = False) -> None:
@@ -379,12 +396,7 @@ async def model_gateway(tmp_path):
 
 async def test_chat_error_retry_and_stop(browser: Browser, model_gateway):
     gw, api = model_gateway
-    ctx = await browser.new_context()
-    try:
-        pg = await ctx.new_page()
-        watch = PageWatch(pg)
-        await pg.goto(base_url(gw))
-        await sign_in(pg, gw.token)
+    async with signed_in(browser, gw) as pg:
         await new_session(pg)
 
         # The badge names the provider and model; with a model configured there is no offline banner.
@@ -418,9 +430,6 @@ async def test_chat_error_retry_and_stop(browser: Browser, model_gateway):
         await expect(replies(pg).nth(2)).not_to_contain_text("word199")
         await expect(stop).to_be_hidden()
         await expect(pg.get_by_role("button", name="Send")).to_be_visible()
-        assert watch.errors == [] and watch.dialogs == []
-    finally:
-        await ctx.close()
 
 
 async def test_offline_badge_and_banner_say_how_to_configure_a_model(page: Page, gateway: RunningGateway):
@@ -466,12 +475,7 @@ async def test_a_refused_origin_is_explained(browser: Browser, gateway: RunningG
 
 
 async def test_copy_and_regenerate_a_reply(browser: Browser, gateway: RunningGateway):
-    ctx = await browser.new_context(permissions=["clipboard-read", "clipboard-write"])
-    try:
-        pg = await ctx.new_page()
-        watch = PageWatch(pg)
-        await pg.goto(base_url(gateway))
-        await sign_in(pg, gateway.token)
+    async with signed_in(browser, gateway, permissions=["clipboard-read", "clipboard-write"]) as pg:
         await new_session(pg)
         await send(pg, "Copy me, please.")
         await wait_reply(pg, 1)
@@ -502,9 +506,6 @@ async def test_copy_and_regenerate_a_reply(browser: Browser, gateway: RunningGat
         await wait_reply(pg, 2)
         await expect(replies(pg).first.get_by_role("button", name="Regenerate reply")).to_be_hidden()
         await expect(replies(pg).nth(1).get_by_role("button", name="Regenerate reply")).to_be_visible()
-        assert watch.errors == []
-    finally:
-        await ctx.close()
 
 
 async def test_sidebar_search_and_date_groups(page: Page, gateway: RunningGateway):
@@ -685,12 +686,8 @@ async def test_a_keyed_memory_result_shows_its_value_not_its_front_matter(page: 
 
 async def test_code_blocks_icon_buttons_and_a_disconnected_composer_on_a_phone(browser: Browser, model_gateway):
     gw, api = model_gateway
-    ctx = await browser.new_context(viewport={"width": 390, "height": 844}, permissions=["clipboard-read", "clipboard-write"])
-    try:
-        pg = await ctx.new_page()
-        watch = PageWatch(pg)
-        await pg.goto(base_url(gw))
-        await sign_in(pg, gw.token)
+    async with signed_in(browser, gw, viewport={"width": 390, "height": 844},
+                         permissions=["clipboard-read", "clipboard-write"]) as pg:
         # The header is one row: every control in it shares the brand's line.
         header = pg.locator("header.topbar")
         rows = await header.evaluate("""h => [...h.querySelectorAll('button:not([hidden]), .brand, #model-badge, #conn-status')]
@@ -727,9 +724,6 @@ async def test_code_blocks_icon_buttons_and_a_disconnected_composer_on_a_phone(b
         await gw.start()
         await expect(box).to_be_enabled(timeout=30_000)
         await expect(box).to_have_attribute("placeholder", "Message Jarvis")
-        assert watch.errors == []
-    finally:
-        await ctx.close()
 
 
 async def test_session_actions_show_on_hover_and_score_chips_never_wrap(browser: Browser, gateway: RunningGateway):
@@ -748,11 +742,7 @@ async def test_session_actions_show_on_hover_and_score_chips_never_wrap(browser:
         await wait_for(indexed, timeout=30)
     finally:
         await client.close()
-    ctx = await browser.new_context(viewport={"width": 1280, "height": 800})
-    try:
-        pg = await ctx.new_page()
-        await pg.goto(base_url(gateway))
-        await sign_in(pg, gateway.token)
+    async with signed_in(browser, gateway, viewport={"width": 1280, "height": 800}) as pg:
         key = await new_session(pg)
         await send(pg, "What does the garden shed roof need?")
         await wait_reply(pg, 1)
@@ -774,18 +764,11 @@ async def test_session_actions_show_on_hover_and_score_chips_never_wrap(browser:
         await expect(chip).to_be_visible()
         lines = await chip.evaluate("s => s.getClientRects().length === 1 && s.getBoundingClientRect().height < 1.6 * parseFloat(getComputedStyle(s).fontSize)")
         assert lines, "the score chip wrapped"
-    finally:
-        await ctx.close()
 
 
 async def test_regenerate_streams_a_new_version_into_the_reply(browser: Browser, model_gateway):
     gw, api = model_gateway
-    ctx = await browser.new_context()
-    try:
-        pg = await ctx.new_page()
-        watch = PageWatch(pg)
-        await pg.goto(base_url(gw))
-        await sign_in(pg, gw.token)
+    async with signed_in(browser, gw) as pg:
         key = await new_session(pg)
         api.reply = "Herons are wading birds."
         await send(pg, "What is a heron?")
@@ -812,19 +795,11 @@ async def test_regenerate_streams_a_new_version_into_the_reply(browser: Browser,
         finally:
             await client.close()
         assert [m["role"] for m in hist] == ["user", "assistant"] and len(hist[1]["versions"]) == 2
-        assert watch.errors == []
-    finally:
-        await ctx.close()
 
 
 async def test_model_picker_and_system_prompt_are_kept_with_the_session(browser: Browser, model_gateway):
     gw, api = model_gateway
-    ctx = await browser.new_context()
-    try:
-        pg = await ctx.new_page()
-        watch = PageWatch(pg)
-        await pg.goto(base_url(gw))
-        await sign_in(pg, gw.token)
+    async with signed_in(browser, gw) as pg:
         picker = pg.get_by_label("Model", exact=True)
         await expect(picker.locator("option")).to_have_text(["Default (fake-model)", "fake-large", "fake-small"])
         # Chosen before the first message: the session is created with them.
@@ -865,6 +840,3 @@ async def test_model_picker_and_system_prompt_are_kept_with_the_session(browser:
         await new_session(pg)
         await expect(picker).to_have_value("")
         await expect(pg.get_by_role("button", name="System prompt", exact=True)).to_be_visible()
-        assert watch.errors == []
-    finally:
-        await ctx.close()
