@@ -96,9 +96,9 @@ class Gateway:
 
             mcp.mount(self.http, self.services)  # /mcp: the memory tools for MCP clients
         await self.http.start()
-        log.info("gateway ready", url=self.url, version=__version__, chat=provider.name,
-                 memory=cfg.memory.enabled, state_dir=str(cfg.state_dir),
-                 http=self.http.url() if self.http.enabled else None)
+        log.info("gateway ready", url=self.url, version=__version__, chat=provider.name, chat_model=provider.model,
+                 chat_url=getattr(provider, "endpoint", None), memory=cfg.memory.enabled,
+                 state_dir=str(cfg.state_dir), http=self.http.url() if self.http.enabled else None)
         self._phase("ready", url=self.url)
 
     def stop(self) -> None:
@@ -110,6 +110,8 @@ class Gateway:
     async def shutdown(self) -> None:
         """Stop accepting, refuse new chats, give running ones the grace to finish (then abort them, partials
         kept), close sockets with 1012, close memory."""
+        if self._lock_fd is None and self.services is None and self.server is None and self.pg is None:
+            return  # never started (the state dir is another gateway's): nothing to stop, nothing to say
         self._phase("stopping")
         grace = self.config.server.shutdown_grace
         log.info("gateway stopping", grace=grace)

@@ -31,7 +31,12 @@ from .schema import AGENT_ID
 
 
 class ConfigError(ValueError):
-    """A configuration value is invalid. The message starts with the key."""
+    """A configuration value is invalid. The message starts with the key; when several are, `errors`
+    holds each one's message (the message joins them, one per line)."""
+
+    def __init__(self, message: str, errors: list[str] | None = None):
+        super().__init__(message)
+        self.errors = errors or [message]
 
 
 def _camel(name: str) -> str:
@@ -402,8 +407,9 @@ def _coerce(key: str, value: Any, typ: Any, meta: Mapping[str, Any], from_text: 
     raise ConfigError(f"{key}: unsupported type")  # pragma: no cover - declarations are ours
 
 
-def _apply(obj: Any, data: Mapping[str, Any], prefix: str, from_text: bool) -> None:
-    """Apply a nested mapping of camelCase keys onto dataclass `obj`, validating every value."""
+def _apply(obj: Any, data: Mapping[str, Any], prefix: str, from_text: bool, errors: list[str]) -> None:
+    """Apply a nested mapping of camelCase keys onto dataclass `obj`, validating every value; each bad
+    one is added to `errors` (and left at its default) so that all of them are reported at once."""
     hints = get_type_hints(type(obj))
     fields = {_camel(f.name): f for f in dataclasses.fields(obj)}
     for key, value in data.items():
@@ -411,14 +417,19 @@ def _apply(obj: Any, data: Mapping[str, Any], prefix: str, from_text: bool) -> N
         f = fields.get(key)
         if f is None:
             known = ", ".join(sorted(fields))
-            raise ConfigError(f"{full}: unknown key (known here: {known})")
+            errors.append(f"{full}: unknown key (known here: {known})")
+            continue
         typ = hints[f.name]
         if dataclasses.is_dataclass(typ):
             if not isinstance(value, Mapping):
-                raise ConfigError(f"{full}: must be a table")
-            _apply(getattr(obj, f.name), value, f"{full}.", from_text)
-        else:
+                errors.append(f"{full}: must be a table")
+                continue
+            _apply(getattr(obj, f.name), value, f"{full}.", from_text, errors)
+            continue
+        try:
             setattr(obj, f.name, _coerce(full, value, typ, f.metadata, from_text))
+        except ConfigError as exc:
+            errors.append(str(exc))
 
 
 def _nest(dotted: str, value: Any) -> dict[str, Any]:
@@ -473,6 +484,7 @@ def load_config(
     env = os.environ if env is None else env
     overrides = dict(overrides or {})
     cfg = Config()
+    errors: list[str] = []
 
     state_dir = overrides.get("stateDir") or env.get("JARVIS_STATE_DIR")
     if state_dir:
@@ -484,19 +496,25 @@ def load_config(
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
         data.pop("stateDir", None)  # the file lives in the state dir; it cannot move it
-        _apply(cfg, data, "", from_text=False)
+        _apply(cfg, data, "", False, errors)
 
     for var, key in ENV_VARS.items():
         if key == "stateDir":
             continue
         value = env.get(var)
         if value:
-            _apply(cfg, _nest(key, value), "", from_text=True)
+            _apply(cfg, _nest(key, value), "", True, errors)
     for key, value in overrides.items():
         if key == "stateDir" or value is None:
             continue
-        _apply(cfg, _nest(key, value), "", from_text=True)
-    _validate(cfg)
+        _apply(cfg, _nest(key, value), "", True, errors)
+    if not errors:  # the cross-field rules only mean something once every value is valid
+        try:
+            _validate(cfg)
+        except ConfigError as exc:
+            errors.append(str(exc))
+    if errors:
+        raise ConfigError("\n".join(errors), errors)
     return cfg
 
 

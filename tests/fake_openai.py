@@ -22,9 +22,10 @@ Behaviours (each consumed by one request; when the script is empty, "ok"):
                                     values, as Python's json writes them), "zero" (all zeros) or "null"
 
 Endpoints: POST /v1/chat/completions (stream or not), POST /v1/embeddings (deterministic vectors
-from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too),
-GET /v1/models (`models`, a list of ids). `requests` records every request body (and `headers`);
-`cancelled` counts the streams a client stopped reading mid-way. A server that is down: `closed_url()`.
+from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too), GET
+/v1/models (`models`, a list of ids; None answers 404 as many local servers do). `requests` records
+every request body (and `headers`); `cancelled` counts the streams a client stopped reading mid-way. A
+server that is down: `closed_url()`.
 """
 
 from __future__ import annotations
@@ -63,11 +64,11 @@ class FakeOpenAI:
         self.dims = dims
         self.reply = "Hello from the fake model."
         self.chunk_delay = 0.0
+        self.models: list[str] | None = ["fake-large", "fake-small"]
         self.requests: list[dict[str, Any]] = []
         self.calls_made = 0  # tool calls streamed so far (their ids: call_0, call_1, …)
         self.waiting = 0  # requests held by a ("wait", …) behaviour right now
         self.chunk_times: list[float] = []  # time.monotonic() as each stream chunk was written
-        self.models = ["fake-model"]
         self.cancelled = 0  # streams whose client hung up before the end
         self._script: deque[tuple[Any, ...]] = deque()
         self._lock = threading.Lock()
@@ -130,7 +131,9 @@ class FakeOpenAI:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:  # noqa: N802 - http.server API
-                if self.path.split("?")[0].endswith("/models"):
+                path = self.path.split("?")[0]
+                api.requests.append({"path": path, "body": None})
+                if path.endswith("/models") and api.models is not None:
                     self._json(200, {"object": "list", "data": [
                         {"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in api.models]})
                     return

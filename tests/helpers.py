@@ -47,8 +47,11 @@ def memory_cli(cfg: Config, capsys: Any):
     cli.add_commands(parser.add_subparsers(dest="command"))
 
     def run(*argv: str) -> tuple[int, str]:
+        import structlog
+
         args = parser.parse_args(list(argv))
-        code = args.handler(args, cfg)
+        with structlog.testing.capture_logs():  # `jarvis` sends log lines to stderr (cli.main); here, nowhere
+            code = args.handler(args, cfg)
         return code, capsys.readouterr().out
 
     return run

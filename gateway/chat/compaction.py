@@ -62,7 +62,7 @@ def read_state(path: Path) -> SessionState:
         d = rec.data
         if d.get("type") == "compaction" and isinstance(d.get("throughId"), str):
             through, summary = d["throughId"], d.get("summary") if isinstance(d.get("summary"), str) else None
-    messages = tx.read_messages(path)
+    messages = tx.chosen_versions(tx.read_messages(path))  # a regenerated reply: its latest version
     if through is None:
         return SessionState(messages, messages, None)
     idx = next((i for i, m in enumerate(messages) if m["id"] == through), None)

@@ -1,12 +1,15 @@
 """Chat providers behind one small interface.
 
-A provider has capabilities as attributes (`name`, `model`, `tools_supported`) and one method,
-`stream(messages, tools=...)`, an async iterator of `Delta(text)` items that may end with `ToolCalls`
-(the function calls the model made, their streamed argument fragments joined) and a `Usage`. Failures raise
-`Unavailable` with `retryable` set; the runner turns that into `chat.error`.
+A provider has capabilities as attributes (`name`, `model`, `tools_supported`) and two methods:
+`stream(messages, tools=..., model=...)`, an async iterator of `Delta(text)` items that may end with
+`ToolCalls` (the function calls the model made, their streamed argument fragments joined) and a `Usage`
+(`model=` picks another model than the configured one, e.g. a session's), and `list_models()`, the models
+it offers as OpenAI model objects. Failures of `stream` raise `Unavailable` with `retryable` set; the
+runner turns that into `chat.error`. `list_models` never fails: without an answer from upstream it offers
+the configured model.
 
 For the OpenAI-compatible endpoint (gateway/openai_api.py) a provider also answers
-`list_models()` (OpenAI model objects) and `relay(body, recalled)`: the client's request forwarded as
+`relay(body, recalled)`: the client's request forwarded as
 it is, answered with OpenAI's own chunks (`stream: true`) or completion object. Its failures raise
 `UpstreamError`, an `Unavailable` that knows the HTTP status to answer with.
 
@@ -29,6 +32,7 @@ import structlog
 
 from ..config import Config
 from ..errors import Unavailable
+from ..memory.notes.keyed import snippet_value
 from ..sessions.transcript import OFFLINE_PREAMBLE
 
 log = structlog.get_logger("gateway.chat")
@@ -90,13 +94,14 @@ class ChatProvider:
     tools_supported = False
 
     def stream(self, messages: list[dict[str, Any]], *, recalled: list[dict[str, Any]] | None = None,
-               tools: list[dict[str, Any]] | None = None, tool_choice: str | None = None
-               ) -> AsyncIterator[Delta | ToolCalls | Usage]:
+               tools: list[dict[str, Any]] | None = None, tool_choice: str | None = None,
+               model: str | None = None) -> AsyncIterator[Delta | ToolCalls | Usage]:
         raise NotImplementedError
 
     async def list_models(self) -> list[dict]:
-        """OpenAI model objects `{"id", "object": "model", "created", "owned_by"}`: the configured model."""
-        return [{"id": self.model, "object": "model", "created": 0, "owned_by": self.name}]
+        """The models this provider offers, as OpenAI model objects
+        (`{"id", "object": "model", "created", "owned_by"}`); the configured one by default."""
+        return [model_object(self.model, self.name)]
 
     async def relay(self, body: dict[str, Any], recalled: list[dict[str, Any]]) -> Any:
         """Answer an OpenAI chat completions request: an async iterator of chunk objects when
@@ -171,7 +176,7 @@ class OfflineResponder(ChatProvider):
             lines.append("")
             lines.append("From memory I recalled:")
             for r in recalled:
-                snippet = " ".join(str(r.get("snippet", "")).split())
+                snippet = " ".join(snippet_value(str(r["path"]), str(r.get("snippet", ""))).split())
                 if len(snippet) > 240:
                     snippet = snippet[:239] + "…"
                 lines.append(f"- {r['path']}:{r['startLine']}-{r['endLine']} (score {r['score']:.2f}): {snippet}")
@@ -179,7 +184,7 @@ class OfflineResponder(ChatProvider):
             lines.append("Nothing in memory matched this message.")
         return "\n".join(lines)
 
-    async def stream(self, messages, *, recalled=None, tools=None, tool_choice=None):
+    async def stream(self, messages, *, recalled=None, tools=None, tool_choice=None, model=None):
         user_text = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
         text = self.compose(user_text, recalled or [])
         # Stream in word-sized groups so clients exercise real incremental rendering.
@@ -194,6 +199,14 @@ class OfflineResponder(ChatProvider):
                 await asyncio.sleep(0)
         prompt_chars = sum(len(m.get("content") or "") for m in messages)
         yield Usage(prompt_tokens=prompt_chars // 4, completion_tokens=len(text) // 4)
+
+
+MODELS_TIMEOUT_S = 10.0
+
+
+def model_object(model_id: str, owned_by: str, created: int | None = 0) -> dict:
+    """An OpenAI model object."""
+    return {"id": model_id, "object": "model", "created": int(created or 0), "owned_by": owned_by}
 
 
 def _retry_after_ms(exc: Any) -> int | None:
@@ -224,13 +237,27 @@ class OpenAIProvider(ChatProvider):
         self.client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url or None,
                                   timeout=timeout, max_retries=max_retries)
 
-    async def stream(self, messages, *, recalled=None, tools=None, tool_choice=None):
+    async def list_models(self) -> list[dict]:
+        """The upstream's `/v1/models`; the configured model when it does not answer (many local servers
+        have no such route) or answers with nothing. The configured model is always among them."""
+        try:
+            page = await asyncio.wait_for(self.client.models.list(), MODELS_TIMEOUT_S)
+            models = [model_object(m.id, getattr(m, "owned_by", None) or "upstream", getattr(m, "created", 0))
+                      for m in page.data]
+        except Exception as exc:  # unreachable, 404, not JSON, too slow: the configured model still works
+            log.info("chat_models_unavailable", endpoint=self.endpoint, error=_short(str(exc)) or type(exc).__name__)
+            models = []
+        if self.model and not any(m["id"] == self.model for m in models):
+            models.insert(0, model_object(self.model, self.name))
+        return models
+
+    async def stream(self, messages, *, recalled=None, tools=None, tool_choice=None, model=None):
         import openai
 
         calls: dict[int, _Pending] = {}
         try:
             stream = await self.client.chat.completions.create(
-                model=self.model, messages=messages, stream=True,
+                model=model or self.model, messages=messages, stream=True,
                 stream_options={"include_usage": True}, **({"tools": tools} if tools else {}),
                 **({"tool_choice": tool_choice} if tools and tool_choice else {}),
             )
@@ -276,16 +303,6 @@ class OpenAIProvider(ChatProvider):
                                  retryable=True)
         return UpstreamError(f"chat provider at {self.endpoint} failed: {type(exc).__name__}: {_short(str(exc))}",
                              502, retryable=True)
-
-    async def list_models(self) -> list[dict]:
-        """The upstream's /v1/models; the configured model when it has none to tell (or is down)."""
-        try:
-            page = await self.client.models.list()
-            models = [m.model_dump() for m in page.data]
-        except Exception as exc:
-            log.warning("upstream model list failed", endpoint=self.endpoint, error=str(self.failure(exc)))
-            models = []
-        return models or await super().list_models()
 
     async def relay(self, body, recalled):
         """The request as the client sent it (model, tools and the rest untouched), the answer as the

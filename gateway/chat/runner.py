@@ -1,6 +1,9 @@
 """Chat runs: one active run per session, streamed to subscribers, every line durable before it is told.
 
 send():  validate → idempotency → durably append the user message → start the run → {runId, started}
+regenerate(): the same for the session's last reply, without a new user message: the run answers the
+         message that reply answered, and its reply is appended with `"replaces": <the first version's
+         id>` (transcripts stay append-only; history and prompts show the latest version)
 run:     recall memory → prompt (system + recalled + last N messages) → stream deltas (`chat.delta`)
          [→ tool calls: `chat.tool` events, calls and results in the transcript, stream again (tools.py)]
          → append the assistant message → `chat.final` (or `chat.error` / `chat.aborted`)
@@ -28,7 +31,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 import structlog
 
 from ..config import Config
-from ..errors import Conflict, JarvisError, NotFound, Unavailable
+from ..errors import Conflict, Invalid, JarvisError, NotFound, Unavailable
 from ..protocol import code_of
 from ..events import EventBus
 from ..sessions import transcript as tx
@@ -64,6 +67,7 @@ class Run:
     pending: list[dict[str, Any]] = field(default_factory=list)
     abort_reason: str | None = None  # "shutdown" when the gateway stopped it
     found: list[dict[str, Any]] = field(default_factory=list)  # memory the tools found: {path, startLine, …}
+    replaces: str | None = None  # regenerating: the first version's id of the reply it replaces
 
     def next_seq(self) -> int:
         self.seq += 1
@@ -97,6 +101,14 @@ class ChatService:
                    relay: Any = None) -> dict[str, Any]:
         """Start a run answering `message` (None: a relayed request whose last message is not the user's).
         `relay`: the OpenAI-compatible endpoint's request (module docstring)."""
+        return await self._start(session_key, idempotency_key, message=message, relay=relay)
+
+    async def regenerate(self, session_key: str, message_id: str, idempotency_key: str | None) -> dict[str, Any]:
+        """A new version of the session's last reply (`message_id`: any version of it)."""
+        return await self._start(session_key, idempotency_key, regenerate=message_id)
+
+    async def _start(self, session_key: str, idempotency_key: str | None, *, message: str | None = None,
+                     regenerate: str | None = None, relay: Any = None) -> dict[str, Any]:
         self._refuse_if_closing()
         async with self.session_lock(session_key):  # check-then-start is atomic per session
             self._refuse_if_closing()  # shutdown began while this send waited for the session
@@ -111,12 +123,14 @@ class ChatService:
                 run.capture, run.listener = relay.capture, relay.listener
             if run.capture and not await self.sessions.exists(session_key):
                 raise NotFound(f"session not found: {session_key}", {"sessionKey": session_key})
+            if regenerate is not None:
+                message, run.replaces = await self._question_of_last_reply(session_key, regenerate)
             other = await self.ledger.claim(session_key, run.run_id)  # another gateway's run, if any
             if other is not None:
                 raise self._busy(session_key, other)
             try:
                 # Durable before the answer: if this raises (disk full), nothing was started or promised.
-                if run.capture and message is not None:
+                if run.capture and message is not None and regenerate is None:
                     record = tx.message_record(str(uuid.uuid4()), "user", message, run.run_id)
                     if relay is None:
                         await self.sessions.append_messages(session_key, record)
@@ -136,6 +150,19 @@ class ChatService:
         if self.closing:
             raise Unavailable("the gateway is shutting down (restarting); send again once it is back",
                               retryable=True, retry_after_ms=1000)
+
+    async def _question_of_last_reply(self, session_key: str, message_id: str) -> tuple[str, str]:
+        """(the user message the session's last reply answered, that reply's first version's id)."""
+        path = await self.sessions.local_transcript(session_key)
+        messages = tx.chosen_versions(await asyncio.to_thread(tx.read_messages, path))
+        last = messages[-1] if messages else None
+        ids = {v["id"] for v in last.get("versions", [])} | {last["id"]} if last else set()
+        if last is None or last["role"] != "assistant" or message_id not in ids:
+            raise Invalid("only the session's last reply can be regenerated", field="messageId")
+        question = next((m for m in reversed(messages[:-1]) if m["role"] == "user"), None)
+        if question is None:
+            raise Invalid("the reply answers no message of this session", field="messageId")
+        return question["content"], last.get("replaces") or last["id"]
 
     def session_lock(self, session_key: str) -> contextlib.AbstractAsyncContextManager[None]:
         """Serialises starting a run with deleting the session (see Agent.delete_session)."""
@@ -265,16 +292,21 @@ class ChatService:
             log.warning("recall failed", error=type(exc).__name__, session=session_key)
             return []
 
-    async def _prompt(self, session_key: str, user_text: str, with_tools: bool = False
+    async def _prompt(self, session_key: str, user_text: str, settings: dict[str, Any],
+                      replaces: str | None = None, with_tools: bool = False
                       ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         recalled = await self.recall(session_key, user_text)
         if self.compactor is not None:
             await self.compactor.settled(session_key)
         state = await asyncio.to_thread(read_state, await self.sessions.local_transcript(session_key))
-        history = [m for m in state.pending if m["role"] in ("user", "assistant", "system", "tool")
+        pending = state.pending
+        if replaces is not None:  # regenerating: the conversation up to the reply being replaced
+            cut = next((i for i, m in enumerate(pending) if m["id"] == replaces or m.get("replaces") == replaces), None)
+            pending = pending[:cut]
+        history = [m for m in pending if m["role"] in ("user", "assistant", "system", "tool")
                    and (m["content"] or m.get("toolCalls"))]
         history = history[-self.config.chat.history_messages :]
-        system = self.config.chat.system_prompt
+        system = settings.get("systemPrompt") or self.config.chat.system_prompt
         if state.summary:
             system += "\n\n## Earlier in this conversation (summary)\n" + state.summary
         system += memory_section(recalled)
@@ -311,7 +343,8 @@ class ChatService:
         return room, usage, calls
 
     async def _converse(self, run: Run, messages: list[dict[str, Any]], recalled: list[dict[str, Any]],
-                        offered: list[dict[str, Any]] | None) -> tuple[Usage | None, bool]:
+                        offered: list[dict[str, Any]] | None, model: str | None = None
+                        ) -> tuple[Usage | None, bool]:
         """Stream the reply; with tools, run the calls the model makes and stream again, at most
         chat.maxToolSteps times. → (usage of all requests, whether the reply was cut)."""
         room = self.config.chat.max_reply_chars
@@ -323,7 +356,7 @@ class ChatService:
             try:
                 choice = "none" if limited else None  # past the step limit the model must answer
                 room, used, calls = await self._pump(run, self.provider.stream(
-                    messages, recalled=recalled, tools=offered, tool_choice=choice), room)
+                    messages, recalled=recalled, tools=offered, tool_choice=choice, model=model), room)
                 if used is not None:
                     usage = used if usage is None else Usage(usage.prompt_tokens + used.prompt_tokens,
                                                               usage.completion_tokens + used.completion_tokens)
@@ -390,9 +423,12 @@ class ChatService:
         recalled: list[dict[str, Any]] = []
         try:
             if relay is None:
+                settings = await self.sessions.get(key)  # the session's own model and system prompt, if set
                 offered = self.tools.offer(self.provider) if self.tools is not None else None
-                messages, recalled = await self._prompt(key, user_text, with_tools=offered is not None)
-                usage, truncated = await self._converse(run, messages, recalled, offered)
+                messages, recalled = await self._prompt(key, user_text, settings, run.replaces,
+                                                        with_tools=offered is not None)
+                usage, truncated = await self._converse(run, messages, recalled, offered,
+                                                        settings.get("model") or None)
             else:
                 recalled = await self.recall(key, relay.query) if relay.memory else []
                 room, usage, _ = await self._pump(run, relay.stream(recalled), self.config.chat.max_reply_chars)
@@ -404,6 +440,8 @@ class ChatService:
             extra: dict[str, Any] = {"memory": memory} if memory else {}
             if truncated:
                 extra["truncated"] = True
+            if run.replaces is not None:
+                extra["replaces"] = run.replaces
             rec = tx.message_record(str(uuid.uuid4()), "assistant", content, run.run_id, **extra,
                                     **self._reply_marks())
             run.finalizing = True
@@ -413,6 +451,8 @@ class ChatService:
                 "message": {"id": rec["id"], "role": "assistant", "content": content, "timestamp": rec["timestamp"]},
                 "memory": memory,
             }
+            if run.replaces is not None:
+                final["message"]["replaces"] = run.replaces
             if usage is not None:
                 final["usage"] = usage.to_dict()
             if truncated:
@@ -429,7 +469,8 @@ class ChatService:
             # a reply a restart stopped shows in history, even before its first word
             if (partial or why) and run.capture:
                 rec = tx.message_record(str(uuid.uuid4()), "assistant", partial, run.run_id, aborted=True,
-                                        **why, **self._reply_marks())
+                                        **why, **({"replaces": run.replaces} if run.replaces else {}),
+                                        **self._reply_marks())
                 try:
                     await self.sessions.append_messages(key, *run.pending, rec)
                 except Exception as exc:

@@ -3,7 +3,8 @@
     jarvis serve [--host H] [--port P] [--state-dir D] [--workspace W]
     jarvis token [--rotate]
     jarvis call METHOD [JSON] [--follow [--text]]
-    jarvis chat [MESSAGE] [--session KEY | --new]
+    jarvis chat [MESSAGE] [--session KEY | --new] [-m MODEL] [-s SYSTEM]
+    jarvis sessions list|show KEY|delete KEY|export KEY [--format md|jsonl]
     jarvis memory sync|search|status …
     jarvis config [--json] [--defaults]
     jarvis mcp [--url URL] [--token T]
@@ -33,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="jarvis", description="Jarvis Gateway: a self-hosted memory gateway for personal AI assistants.",
         epilog="Configuration: <stateDir>/config.toml, then environment, then flags. See `jarvis config`.")
     parser.add_argument("--version", action="version", version=f"jarvis-gateway {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="what to do (each has its own --help)")
 
     p = sub.add_parser("serve", help="run the gateway (until SIGTERM/SIGINT)",
                        description="Run the gateway: JSON-RPC over WebSocket and the web page on one port.")
@@ -70,6 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat_cli.add_commands(sub)
 
+    from . import sessions as sessions_cli
+
+    sessions_cli.add_commands(sub)
+
     from . import memory as memory_cli
     from . import service
 
@@ -105,14 +110,23 @@ def config_from_args(args: argparse.Namespace) -> Config:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not args.command:
+    if not args.command:  # bare `jarvis`: what it can do is the answer, not an error
         parser.print_help()
-        return EXIT_USAGE
+        return EXIT_OK
     try:
         config = config_from_args(args)
     except ConfigError as exc:
-        print(f"jarvis: invalid configuration: {exc}", file=sys.stderr)
+        if len(exc.errors) == 1:
+            print(f"jarvis: invalid configuration: {exc}", file=sys.stderr)
+        else:
+            print(f"jarvis: invalid configuration ({len(exc.errors)} errors):", file=sys.stderr)
+            for err in exc.errors:
+                print(f"  {err}", file=sys.stderr)
         return EXIT_USAGE
+    if args.command != "serve":  # a command's own output is on stdout; the library's log lines are not
+        from .. import logs
+
+        logs.setup(getattr(args, "log_level", None) or "warning", config.log_format)
     handler = {"serve": cmd_serve, "token": cmd_token, "call": cmd_call, "config": cmd_config}.get(args.command)
     if handler is None:
         handler = getattr(args, "handler", None)

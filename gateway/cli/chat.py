@@ -1,15 +1,17 @@
 """`jarvis chat` — talk to the running gateway from a terminal.
 
-    jarvis chat                      an interactive prompt (Ctrl-D or /quit leaves, /new starts a new session)
+    jarvis chat                      an interactive prompt (/help lists its commands; Ctrl-D or /quit leaves)
     jarvis chat "message"            one message: print the reply, then exit
     jarvis chat - < question.txt     one message read from stdin
     --session KEY                    continue that session
     --new                            start a new session
+    -m/--model NAME, -s/--system T   the session's model and system prompt (kept with the session)
 
 Without --session or --new, `jarvis chat` continues the session it used last (its key is kept in
 `<stateDir>/chat-session`), or starts one. The reply is printed as plain text while it streams, followed
-by one line listing what memory recalled for it; each memory tool the model calls shows as one line
-(`🔎 memory_search "boat colour" → 3 results`). Exit codes: 0 the reply arrived; 1 the gateway
+by one line listing what memory recalled for it (dimmed on a terminal, unless NO_COLOR is set); each
+memory tool the model calls shows as one line (`🔎 memory_search "boat colour" → 3 results`). Exit
+codes: 0 the reply arrived; 1 the gateway
 answered with an error, or the reply ended in chat.error / chat.aborted; 2 bad usage; 3 cannot connect
 (or the connection was lost). Interactively, the exit code is that of the last message.
 """
@@ -38,21 +40,48 @@ def add_commands(sub: Any) -> None:
 
     p = sub.add_parser(
         "chat", help="chat with the running gateway: an interactive prompt, or one message",
-        description="Chat with the running gateway. Without MESSAGE: an interactive prompt (Ctrl-D or /quit "
-                    "leaves, /new starts a new session, Ctrl-C stops a reply). With MESSAGE: send it, print the "
-                    "reply and exit. The reply streams as plain text, then one line lists the recalled sources. "
-                    "Without --session or --new, the session `jarvis chat` used last is continued.",
+        description="Chat with the running gateway. Without MESSAGE: an interactive prompt (/help lists its "
+                    "commands, Ctrl-D or /quit leaves, Ctrl-C stops a reply). With MESSAGE: send it, print the "
+                    "reply and exit. The reply streams as plain text, then one line lists the recalled sources "
+                    "(dimmed on a terminal; NO_COLOR turns colour off). Without --session or --new, the session "
+                    "`jarvis chat` used last is continued.",
         epilog="Exit codes: 0 ok; 1 the gateway answered with an error or the reply ended in chat.error or "
                "chat.aborted; 2 bad usage; 3 cannot connect.")
     p.add_argument("message", nargs="?", help="send this one message and exit ('-' reads it from stdin)")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--session", metavar="KEY", help="continue this session (see `jarvis call sessions.list`)")
+    which.add_argument("--session", metavar="KEY", help="continue this session (see `jarvis sessions list`)")
     which.add_argument("--new", action="store_true", help="start a new session")
+    p.add_argument("-m", "--model", metavar="NAME",
+                   help="the chat model for this session, kept with it (see `jarvis call chat.models`; \"\" resets "
+                        "it to the configured one)")
+    p.add_argument("-s", "--system", metavar="PROMPT",
+                   help="the system prompt for this session, kept with it (\"\" resets it to the configured one)")
     p.add_argument("--url", help="gateway URL (default ws://HOST:PORT/ from the config)")
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds to wait for the next part of a reply (default 120)")
     _common(p)
     p.set_defaults(handler=run)
+
+
+HELP = """commands (anything else is sent as a message; start it with // to send a line that begins with /):
+  /help           this list
+  /new            start a new session with the next message
+  /session [KEY]  show the session in use, or switch to session KEY
+  /quit, /exit    leave (so does Ctrl-D); Ctrl-C stops a reply"""
+
+
+def colour(stream: Any) -> bool:
+    """ANSI styling only on a terminal, and never when NO_COLOR is set (https://no-color.org)."""
+    return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
+
+
+def dim(text: str, stream: Any) -> str:
+    return f"\x1b[2m{text}\x1b[0m" if colour(stream) else text
+
+
+def lines(start: Any, end: Any) -> str:
+    """"2" for one line, "2–3" for a range."""
+    return f"{start}" if start == end else f"{start}–{end}"
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
@@ -95,6 +124,9 @@ class Chat:
         self.config = config
         self.timeout = args.timeout
         self.session: dict[str, Any] | None = None
+        # -m / -s: the session's own model and system prompt, set on the session in use before a turn.
+        self.settings = {name: value for name, value in (("model", args.model), ("systemPrompt", args.system))
+                         if value is not None}
         self.run_id: str | None = None  # the run streaming now (Ctrl-C aborts it)
         self.labels: dict[str, str] = {}
 
@@ -113,13 +145,16 @@ class Chat:
             if exc.code != NOT_FOUND:
                 raise
             if explicit:
-                raise CallError(f"no session {key} (list them with `jarvis call sessions.list`; "
+                raise CallError(f"no session {key} (list them with `jarvis sessions list`; "
                                 "--new starts one)", EXIT_ERROR) from None
             self.session = None  # the one used last was deleted: start afresh
 
     async def ensure_session(self) -> str:
         if self.session is None:
-            self.session = await self.conn.call("sessions.create", {})
+            self.session = await self.conn.call("sessions.create", dict(self.settings))
+        elif any(self.session.get(k, "") != v for k, v in self.settings.items()):
+            self.session = await self.conn.call("sessions.update", {"sessionKey": self.session["sessionKey"],
+                                                                    **self.settings})
         key = self.session["sessionKey"]
         _remember(self.config, key)
         return key
@@ -128,7 +163,9 @@ class Chat:
         if self.session is None:
             return "a new session"
         label = self.session.get("label") or "untitled"
-        return f"session “{label}” ({self.session['sessionKey']}, {self.session.get('messageCount', 0)} messages)"
+        model = f", model {self.session['model']}" if self.session.get("model") else ""
+        return (f"session “{label}” ({self.session['sessionKey']}, {self.session.get('messageCount', 0)} messages"
+                f"{model})")
 
     async def turn(self, text: str) -> int:
         key = await self.ensure_session()
@@ -173,7 +210,7 @@ class Chat:
                     out.write("\n")
                     sources = await self.sources(p.get("memory") or [])
                     if sources:
-                        out.write(f"sources: {'; '.join(sources)}\n")
+                        out.write(dim(f"sources: {'; '.join(sources)}", out) + "\n")
                     out.flush()
                     return EXIT_OK
                 elif method == "chat.error":
@@ -206,14 +243,15 @@ class Chat:
             pass
 
     async def sources(self, memory: list[dict[str, Any]]) -> list[str]:
-        """`memory/garden.md:3-5`; a transcript as the session's label and date instead of its file name."""
+        """`memory/garden.md:3–5`; a transcript as the session's label and date instead of its file name."""
         out = []
         for m in memory:
-            path, lines = str(m.get("path", "")), f"{m.get('startLine')}-{m.get('endLine')}"
+            path, span = str(m.get("path", "")), lines(m.get("startLine"), m.get("endLine"))
             if path.startswith("sessions/") and path.endswith(".jsonl"):
-                out.append(await self._session_label(path[len("sessions/"):-len(".jsonl")]) + f" (lines {lines})")
+                word = "line" if "–" not in span else "lines"
+                out.append(await self._session_label(path[len("sessions/"):-len(".jsonl")]) + f" ({word} {span})")
             else:
-                out.append(f"{path}:{lines}")
+                out.append(f"{path}:{span}")
         return out
 
     async def _session_label(self, key: str) -> str:
@@ -306,7 +344,7 @@ async def _interactive(chat: Chat) -> int:
             import readline  # noqa: F401 - line editing and history for input()
         except ImportError:  # pragma: no cover
             pass
-        print(f"Jarvis chat, {chat.describe()}. Ctrl-D or /quit leaves, /new starts a new session, "
+        print(f"Jarvis chat, {chat.describe()}. /help lists the commands, Ctrl-D or /quit leaves, "
               "Ctrl-C stops a reply.", file=sys.stderr, flush=True)
     loop = asyncio.get_running_loop()
     code = EXIT_OK
@@ -328,14 +366,14 @@ async def _interactive(chat: Chat) -> int:
                 print(file=sys.stderr)
             return code
         text = line.rstrip("\n")
-        command = text.strip()
-        if not command:
+        if not text.strip():
             continue
-        if command in ("/quit", "/exit"):
-            return code
-        if command == "/new":
-            chat.session = None
-            print("(a new session starts with your next message)", file=sys.stderr, flush=True)
+        if text.startswith("//"):
+            text = text[1:]  # a message that begins with "/"
+        elif text.startswith("/"):
+            done, code = await _command(chat, text.strip(), code)
+            if done:
+                return code
             continue
         with _sigint(loop, chat.abort):
             try:
@@ -345,3 +383,31 @@ async def _interactive(chat: Chat) -> int:
                 code = exc.exit_code
         if tty:
             print(flush=True)
+
+
+async def _command(chat: Chat, line: str, code: int) -> tuple[bool, int]:
+    """An interactive /command: (leave?, exit code). Never sent to the model."""
+    name, _, arg = line.partition(" ")
+    arg = arg.strip()
+    say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
+    if name in ("/quit", "/exit"):
+        return True, code
+    if name == "/help":
+        say(HELP)
+    elif name == "/new":
+        chat.session = None
+        say("(a new session starts with your next message)")
+    elif name == "/session" and not arg:
+        say(f"(in {chat.describe()})")
+    elif name == "/session":
+        try:
+            await chat.pick(arg, new=False)
+        except CallError as exc:
+            say(f"jarvis chat: {exc}")
+            return False, EXIT_ERROR
+        _remember(chat.config, arg)
+        say(f"(now in {chat.describe()})")
+    else:
+        say(f"jarvis chat: unknown command {name} (/help lists them; // sends a line that begins with /)")
+        return False, EXIT_USAGE
+    return False, code

@@ -23,15 +23,18 @@ from ..config import Config
 from ..errors import Invalid, JarvisError
 from . import notes
 from ..memory.pgmanager import standalone_manager
+from ..memory.notes.keyed import snippet_value
 from ..memory.service import MODES
 
 
 def add_commands(subparsers: Any) -> None:
     p = subparsers.add_parser("memory", help="index, search and inspect memory (on the state dir; status asks a running gateway)",
                               description="Memory index commands; they work on the state dir, while the gateway "
-                                          "runs too. `status` asks the running gateway when one answers.")
+                                          "runs too. `status` asks the running gateway when one answers.",
+                              epilog=notes.CATEGORY_TABLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.set_defaults(handler=run, memory_command=None)
-    sub = p.add_subparsers(dest="memory_command", metavar="{sync,search,status," + ",".join(notes.COMMANDS) + "}")
+    sub = p.add_subparsers(dest="memory_command", metavar="{sync,search,status," + ",".join(notes.COMMANDS) + "}",
+                           help="what to do (each has its own --help)")
     s = sub.add_parser("sync", help="bring the index up to date now")
     s.add_argument("--force", action="store_true", help="re-read and re-chunk every file (the cache avoids re-embedding)")
     notes.agent_arg(s)
@@ -134,15 +137,19 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
                 if not res["results"]:
                     print("no results")
                 for r in res["results"]:
-                    print(f"{r['score']:.3f}  {r['path']}:{r['startLine']}-{r['endLine']}")
-                    for line in r["snippet"].splitlines():
+                    span = f"{r['startLine']}" + (f"–{r['endLine']}" if r["endLine"] != r["startLine"] else "")
+                    print(f"{r['score']:.3f}  {r['path']}:{span}")
+                    for line in snippet_value(r["path"], r["snippet"]).splitlines():
                         print(f"    {line}")
         else:
             res = await mgr.status()
             if args.json:
                 _print_json(res)
             else:
-                print(f"gateway:    none answered at {config.ws_url()}; read from the state dir")
+                if args.direct:
+                    print("gateway:    not asked (--direct); read from the state dir")
+                else:
+                    print(f"gateway:    none answered at {config.ws_url()}; read from the state dir")
                 print(f"index:      {_index_location(config, mgr)}")
                 _print_status(res)
         return 0

@@ -56,45 +56,61 @@ def check_agent(args: argparse.Namespace, config: Config) -> str:
     return agent
 
 
+KEY_HELP = "the memory's name: letters, digits, '.', '_', '-'; at most 128 characters"
+SET_CATEGORY_HELP = ("the keyed memory's group, one of " + ", ".join(CATEGORIES) +
+                     " (default general; kept as memory/keyed/<category>/<key>.md)")
+LEARN_CATEGORY_HELP = ("the LEARNINGS.md section: " + ", ".join(f"{k} ({v})" for k, v in SECTIONS.items()))
+CATEGORY_TABLE = f"""two kinds of category, side by side:
+  memory set --category   what a fact is about; one file per key under memory/keyed/<category>/
+                          {", ".join(CATEGORIES)}
+  memory learn SECTION    how to work with you; a dated line in a section of LEARNINGS.md
+                          {", ".join(SECTIONS)}
+A fact about you ("my boat is blue") is a keyed memory; a lesson for the assistant ("answer in
+bullet points") is a learning."""
+
+
 def add_commands(sub: Any) -> None:
-    def cmd(name: str, help_: str) -> argparse.ArgumentParser:
-        s = sub.add_parser(name, help=help_)
+    def cmd(name: str, help_: str, epilog: str | None = None) -> argparse.ArgumentParser:
+        s = sub.add_parser(name, help=help_, description=help_, epilog=epilog,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         agent_arg(s)
         s.add_argument("--json", action="store_true", help="print the method's result as JSON")
         return s
 
-    s = cmd("set", "create or replace a keyed memory (memory.set)")
-    s.add_argument("key")
+    s = cmd("set", "create or replace a keyed memory (memory.set)", CATEGORY_TABLE)
+    s.add_argument("key", help=KEY_HELP)
     s.add_argument("value", help="the text; '-' reads it from stdin")
-    s.add_argument("--category", choices=CATEGORIES)
+    s.add_argument("--category", choices=CATEGORIES, metavar="CATEGORY", help=SET_CATEGORY_HELP)
     s = cmd("get", "show a keyed memory (memory.get {key})")
-    s.add_argument("key")
+    s.add_argument("key", help=KEY_HELP)
     s = cmd("delete", "delete a keyed memory (memory.delete)")
-    s.add_argument("key")
+    s.add_argument("key", help=KEY_HELP)
     s = cmd("list", "list keyed memories (memory.list)")
-    s.add_argument("--category", choices=CATEGORIES)
-    s.add_argument("--limit", type=int, default=50)
-    s.add_argument("--offset", type=int, default=0)
+    s.add_argument("--category", choices=CATEGORIES, metavar="CATEGORY", help="only this keyed-memory category: "
+                   + ", ".join(CATEGORIES))
+    s.add_argument("--limit", type=int, default=50, help="at most this many (1..500, default 50)")
+    s.add_argument("--offset", type=int, default=0, help="skip this many first (default 0)")
     s = cmd("similar", "memories similar to a keyed memory (memory.similar)")
-    s.add_argument("key")
-    s.add_argument("--k", type=int, default=5)
+    s.add_argument("key", help=KEY_HELP)
+    s.add_argument("--k", type=int, default=5, help="number of results (1..50, default 5)")
     source_arg(s, "default: memory")
     s = cmd("recall", "memories and messages from a period (memory.recall)")
     s.add_argument("--from", dest="from_", metavar="WHEN", help="2026-11-20, 2026-11-20T10:00Z, 7d, 24h, 2w, today …")
-    s.add_argument("--to", metavar="WHEN")
-    s.add_argument("--category", choices=CATEGORIES)
-    s.add_argument("--query")
-    s.add_argument("--k", type=int, default=10)
+    s.add_argument("--to", metavar="WHEN", help="end of the period (default: now), same forms as --from")
+    s.add_argument("--category", choices=CATEGORIES, metavar="CATEGORY",
+                   help="only keyed memories of this category: " + ", ".join(CATEGORIES))
+    s.add_argument("--query", help="rank what the period holds by this text")
+    s.add_argument("--k", type=int, default=10, help="number of results (1..100, default 10)")
     source_arg(s, "default: both")
-    s = cmd("learn", "record a learning in LEARNINGS.md (memory.learn)")
-    s.add_argument("category", help=", ".join(SECTIONS))
-    s.add_argument("text")
+    s = cmd("learn", "record a learning in LEARNINGS.md (memory.learn)", CATEGORY_TABLE)
+    s.add_argument("category", metavar="SECTION", help=LEARN_CATEGORY_HELP)
+    s.add_argument("text", help="the learning, one line (at most 1000 characters)")
     s = cmd("set-image", "store an image file with a description (memory.setImage)")
-    s.add_argument("key")
-    s.add_argument("file", type=Path)
-    s.add_argument("--description")
+    s.add_argument("key", help=KEY_HELP)
+    s.add_argument("file", type=Path, help="the image file (PNG or JPEG)")
+    s.add_argument("--description", help="what the image shows (indexed, so search finds the image)")
     s = cmd("get-image", "show a stored image's details, or write it out (memory.getImage)")
-    s.add_argument("key")
+    s.add_argument("key", help=KEY_HELP)
     s.add_argument("--out", type=Path, help="write the image bytes to this file")
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -37,6 +38,13 @@ from ..timeutil import now_iso
 from .watcher import WatchState, watch_memory
 
 log = structlog.get_logger("gateway.memory")
+
+
+def _summary(stats: Any) -> dict[str, Any]:
+    """A run's figures for its log line: files indexed / removed / unchanged, chunks embedded."""
+    return {"files_indexed": getattr(stats, "indexed", None), "files_removed": getattr(stats, "removed", None),
+            "files_unchanged": getattr(stats, "unchanged", None), "chunks_embedded": getattr(stats, "chunks_embedded", None),
+            "chunks_from_cache": getattr(stats, "cache_hits", None)}
 
 
 @dataclass
@@ -154,6 +162,9 @@ class SyncOrchestrator:
             self._running = req
             self.runs += 1
             self.last_reasons = sorted(req.reasons)
+            scope = {"memory": req.memory, "sessions": req.sessions if isinstance(req.sessions, bool) else len(req.sessions)}
+            log.info("memory_sync_started", reasons=self.last_reasons, force=req.force, **scope)
+            t0 = time.perf_counter()
             try:
                 result = await self._run_one(req)
             except asyncio.CancelledError:
@@ -170,6 +181,7 @@ class SyncOrchestrator:
                     req.future.set_exception(exc)
             else:
                 self.last_error = None
+                log.info("memory_sync_finished", seconds=round(time.perf_counter() - t0, 3), **_summary(result))
                 if not req.future.done():
                     req.future.set_result(result)
             finally:

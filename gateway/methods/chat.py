@@ -1,4 +1,4 @@
-"""chat.send, chat.abort."""
+"""chat.send, chat.regenerate, chat.abort, chat.models."""
 
 from __future__ import annotations
 
@@ -23,6 +23,23 @@ async def send(ctx: CallContext, p: dict) -> dict:
     result = await agent.chat.send(key, p["message"], p["idempotencyKey"])
     if ctx.connection is not None:
         # Synchronous, before the run task first runs: no event of this run can be missed.
+        ctx.services.bus.subscribe(agent.topic(key), ctx.connection)
+    return result
+
+
+@registry.method(
+    "chat.regenerate",
+    with_agent(sessionKey=Str(pattern=SESSION_KEY), messageId=Str(1, 256, description="the session's last reply "
+                                                                                         "(any of its versions)"),
+               idempotencyKey=Str(1, 256, optional=True)),
+    "Ask again for the session's last reply: a new version of it streams as chat.delta … chat.final (its message "
+    "has `replaces`: the first version's id); the transcript keeps every version, history shows the latest.",
+)
+async def regenerate(ctx: CallContext, p: dict) -> dict:
+    agent = await ctx.services.agent(p["agentId"])
+    key = p["sessionKey"]
+    result = await agent.chat.regenerate(key, p["messageId"], p["idempotencyKey"])
+    if ctx.connection is not None:
         ctx.services.bus.subscribe(agent.topic(key), ctx.connection)
     return result
 
@@ -57,3 +74,12 @@ async def name_after_first_message(agent, key: str, message: str) -> None:
 async def abort(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
     return {"aborted": await agent.chat.abort(p["sessionKey"], p["runId"])}
+
+
+@registry.method("chat.models", with_agent(),
+                 "The chat models the provider offers (the upstream's /v1/models, or the configured model when it "
+                 "has none) → {models: [{id, object, created, owned_by}], default}; a session's `model` picks one.")
+async def models(ctx: CallContext, p: dict) -> dict:
+    agent = await ctx.services.agent(p["agentId"])
+    provider = agent.chat.provider
+    return {"models": await provider.list_models(), "default": provider.model}

@@ -1,4 +1,4 @@
-"""memory.set/delete/list/similar/recall/learn/setImage/getImage/searchImage — thin: validate, call
+"""memory.set/delete/list/similar/recall/learn/setImage/getImage/searchImage/files/write — thin: validate, call
 MemoryNotes (memory/notes/service.py) of the agent named by `agentId` (default: main).
 
 `memory.get {key}` (keyed read) is declared with the other `memory.get` form in methods/memory.py and
@@ -8,6 +8,7 @@ lands in `notes_for(...).get`.
 from __future__ import annotations
 
 from ..errors import NotFound
+from ..memory.notes.files import MAX_NOTE_BYTES
 from ..memory.notes.service import MemoryNotes
 from ..memory.notes.keyed import CATEGORIES, KEY_PATTERN, MAX_VALUE_CHARS
 from ..memory.notes.learnings import SECTIONS
@@ -121,3 +122,21 @@ async def get_image(ctx: CallContext, p: dict) -> dict:
                  "-32050 with data.retryable = false.")
 async def search_image(ctx: CallContext, p: dict) -> dict:
     return await (await notes_for(ctx, p["agentId"])).search_image(p["image"], p["k"])
+
+
+@registry.method("memory.files", with_agent(),
+                 "The workspace's memory files (MEMORY.md, LEARNINGS.md, memory/**/*.md), sorted by path → "
+                 "{files: [{path, size, modified, writable}]}; read one with memory.get {path}.")
+async def files(ctx: CallContext, p: dict) -> dict:
+    return await (await notes_for(ctx, p["agentId"])).files()
+
+
+@registry.method("memory.write",
+                 with_agent(path=Str(1, 1024, description="MEMORY.md or memory/….md (not memory/keyed/ or "
+                                                          "memory/images/: memory.set and memory.setImage own those)"),
+                            content=Str(0, MAX_NOTE_BYTES, description=f"the whole new text (at most {MAX_NOTE_BYTES} "
+                                                                       "bytes of UTF-8)")),
+                 "Replace (or create) a note, atomically; the index holds the new text when this answers → "
+                 "{path, size, created}.")
+async def write(ctx: CallContext, p: dict) -> dict:
+    return await (await notes_for(ctx, p["agentId"])).write(p["path"], p["content"])

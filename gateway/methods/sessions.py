@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import structlog
 
-from ..errors import NotFound
+from ..errors import Invalid, NotFound
 from ..registry import CallContext, registry
 from ..schema import AGENT_ID, SESSION_KEY, Int, Obj, Str
+from ..sessions.store import SETTINGS
 
 log = structlog.get_logger("gateway.sessions")
 
@@ -24,17 +25,29 @@ def with_agent(**fields) -> Obj:
 
 
 KEY = with_agent(sessionKey=Str(pattern=SESSION_KEY))
+MAX_SYSTEM_PROMPT = 20_000
+
+
+def settings_params(how: str) -> dict[str, Str]:
+    return {"model": Str(0, 200, optional=True, description=f"the chat model for this session (see chat.models); {how}"),
+            "systemPrompt": Str(0, MAX_SYSTEM_PROMPT, optional=True,
+                                description=f"this session's system prompt instead of chat.systemPrompt; {how}")}
+
+
+def settings_of(p: dict) -> dict[str, str]:
+    return {name: p[name] for name in SETTINGS if p[name] is not None}
 
 
 @registry.method("sessions.create",
                  with_agent(label=Str(0, 200, optional=True),
                             sessionKey=Str(pattern=SESSION_KEY, optional=True,
                                            description="a key of your choosing (default: a new UUID); "
-                                                       "keys starting with sessions.ephemeralPrefix are pruned")),
+                                                       "keys starting with sessions.ephemeralPrefix are pruned"),
+                            **settings_params("default: the configured one")),
                  "Create a session; the caller is subscribed to it.")
 async def create(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"], create=True)
-    session = await agent.sessions.create(label=p["label"], key=p["sessionKey"])
+    session = await agent.sessions.create(label=p["label"], key=p["sessionKey"], settings=settings_of(p))
     if agent.memory is not None:  # memory.sync.onSessionStart: catch a dirty index up in the background
         agent.memory.session_started(session["sessionKey"])
     if ctx.connection is not None:
@@ -56,11 +69,17 @@ async def get(ctx: CallContext, p: dict) -> dict:
     return await agent.sessions.get(p["sessionKey"])
 
 
-@registry.method("sessions.update", with_agent(sessionKey=Str(pattern=SESSION_KEY), label=Str(0, 200)),
-                 "Change a session's label.")
+@registry.method("sessions.update",
+                 with_agent(sessionKey=Str(pattern=SESSION_KEY), label=Str(0, 200, optional=True),
+                            **settings_params('"" resets it to the configured one')),
+                 "Change a session's label, model or system prompt (the fields given; at least one).")
 async def update(ctx: CallContext, p: dict) -> dict:
+    changes = {"label": p["label"]} if p["label"] is not None else {}
+    changes.update(settings_of(p))
+    if not changes:
+        raise Invalid("give at least one of label, model, systemPrompt", field="label")
     agent = await ctx.services.agent(p["agentId"])
-    return await agent.sessions.update(p["sessionKey"], label=p["label"])
+    return await agent.sessions.update(p["sessionKey"], **changes)
 
 
 @registry.method("sessions.history",

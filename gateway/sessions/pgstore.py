@@ -34,12 +34,17 @@ from .store import _history_page, check_session_key
 
 log = structlog.get_logger("gateway.sessions")
 
-_COLUMNS = "session_key, label, created_at, updated_at, message_count"
+_COLUMNS = "session_key, label, created_at, updated_at, message_count, model, system_prompt"
+_SETTING_COLUMNS = {"model": "model", "systemPrompt": "system_prompt"}
 
 
 def _meta(row: Any) -> dict[str, Any]:
-    return {"sessionKey": row["session_key"], "label": row["label"], "createdAt": row["created_at"],
+    meta = {"sessionKey": row["session_key"], "label": row["label"], "createdAt": row["created_at"],
             "updatedAt": row["updated_at"], "messageCount": int(row["message_count"])}
+    for name, column in _SETTING_COLUMNS.items():  # only when set, as the file store keeps them
+        if row[column]:
+            meta[name] = row[column]
+    return meta
 
 
 def _line(record: dict[str, Any]) -> str:
@@ -153,15 +158,17 @@ class PgSessionStore:
         return [_meta(r) for r in rows], int(total)
 
     # ---- mutations -----------------------------------------------------------------------------
-    async def create(self, label: str | None = None, key: str | None = None) -> dict[str, Any]:
+    async def create(self, label: str | None = None, key: str | None = None,
+                     settings: dict[str, Any] | None = None) -> dict[str, Any]:
         key = check_session_key(key) if key else str(uuid.uuid4())
         now = now_iso()
         header = _line(tx.header(key, self.agent_id, now))
+        settings = settings or {}
         async with self.pg.pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(
-                f"INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, line_count) "
-                f"VALUES ($1, $2, $3, $4, $4, 1) ON CONFLICT DO NOTHING RETURNING {_COLUMNS}",
-                self.agent_id, key, label, now)
+                f"INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, line_count, model, "
+                f"system_prompt) VALUES ($1, $2, $3, $4, $4, 1, $5, $6) ON CONFLICT DO NOTHING RETURNING {_COLUMNS}",
+                self.agent_id, key, label, now, settings.get("model") or None, settings.get("systemPrompt") or None)
             if row is None:
                 raise Conflict(f"session already exists: {key}", {"sessionKey": key})
             await conn.execute("INSERT INTO transcript_lines(agent_id, session_key, seq, line) VALUES ($1, $2, 1, $3)",
@@ -171,9 +178,13 @@ class PgSessionStore:
         return _meta(row)
 
     async def update(self, key: str, **changes: Any) -> dict[str, Any]:
+        """Set the fields given (label, model, systemPrompt); a setting given as "" or None is reset."""
+        columns = {"label": "label", **_SETTING_COLUMNS}
+        sets = [f"{columns[name]} = ${i}" for i, name in enumerate(changes, start=4)]
+        values = [v if name == "label" else (v or None) for name, v in changes.items()]
         row = await self.pg.pool.fetchrow(
-            f"UPDATE sessions SET label = $3, updated_at = $4 WHERE agent_id = $1 AND session_key = $2 "
-            f"RETURNING {_COLUMNS}", self.agent_id, key, changes.get("label"), now_iso())
+            f"UPDATE sessions SET {', '.join(['updated_at = $3', *sets])} WHERE agent_id = $1 AND session_key = $2 "
+            f"RETURNING {_COLUMNS}", self.agent_id, key, now_iso(), *values)
         if row is None:
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
         return _meta(row)

@@ -30,6 +30,10 @@ log = structlog.get_logger("gateway.sessions")
 SESSION_KEY_RE = re.compile(SESSION_KEY)  # not "." or "..": those leave the folder
 
 
+SETTINGS = ("model", "systemPrompt")
+"""A session's own settings, kept with its metadata only when set (else the configured ones apply)."""
+
+
 def check_session_key(key: str, field: str = "sessionKey") -> str:
     if not SESSION_KEY_RE.fullmatch(key):
         raise Invalid("must match [A-Za-z0-9._:-]{1,128} and not be dots only", field=field)
@@ -253,13 +257,15 @@ class SessionStore:
         return [dict(s) for s in sessions[offset : offset + limit]], len(sessions)
 
     # ---- mutations -----------------------------------------------------------------------------
-    async def create(self, label: str | None = None, key: str | None = None) -> dict[str, Any]:
+    async def create(self, label: str | None = None, key: str | None = None,
+                     settings: dict[str, Any] | None = None) -> dict[str, Any]:
         key = check_session_key(key) if key else str(uuid.uuid4())
         exists = Conflict(f"session already exists: {key}", {"sessionKey": key})
         if await self.exists(key):
             raise exists
         now = now_iso()
-        session = {"sessionKey": key, "label": label, "createdAt": now, "updatedAt": now, "messageCount": 0}
+        session = {"sessionKey": key, "label": label, "createdAt": now, "updatedAt": now, "messageCount": 0,
+                   **{k: v for k, v in (settings or {}).items() if k in SETTINGS and v}}
         # The transcript header first, so a session listed in metadata always has its file.
         path = self.transcript_path(key)
         created = False
@@ -296,6 +302,9 @@ class SessionStore:
                 raise NotFound(f"session not found: {key}", {"sessionKey": key})
             s = sessions[key]
             s.update(changes)
+            for name in SETTINGS:  # a setting set to "" or None is reset: the configured one applies
+                if name in s and not s[name]:
+                    del s[name]
             s["updatedAt"] = now_iso()
             return dict(s)
 
@@ -337,7 +346,7 @@ class SessionStore:
 
 def _history_page(key: str, path: Path, limit: int, before: str | None, max_bytes: int) -> dict[str, Any]:
     """sessions.history's page, sized by the exact encoded bytes (in a thread: it encodes each message)."""
-    messages = tx.read_messages(path)
+    messages = tx.chosen_versions(tx.read_messages(path))
     if before is not None:
         idx = next((i for i, m in enumerate(messages) if m["id"] == before), None)
         if idx is None:

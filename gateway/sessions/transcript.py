@@ -260,5 +260,37 @@ def read_messages(path: Path) -> list[dict[str, Any]]:
                     item[name] = d[name]
             if d.get("error") is True:
                 item["error"] = True
+        if isinstance(d.get("replaces"), str):
+            item["replaces"] = d["replaces"]
         out.append(item)
+    return out
+
+
+VERSION_FIELDS = ("id", "content", "timestamp", "aborted", "abortReason", "truncated", "memory")
+
+
+def chosen_versions(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation as it goes on: a regenerated reply (records with `"replaces": <its first
+    version's id>`) appears once, at its first version's place, as its latest version, with every
+    version in `versions` (oldest first: {id, content, timestamp, aborted?, truncated?, memory?}).
+    Replies never regenerated are left as they are."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    kept: list[dict[str, Any]] = []
+    for m in messages:
+        root = m.get("replaces")
+        if root in groups:
+            groups[root].append(m)
+            continue
+        if m["role"] == "assistant":
+            groups[m["id"]] = [m]
+        kept.append(m)
+    out = []
+    for m in kept:
+        versions = groups.get(m["id"])
+        if versions and len(versions) > 1:
+            latest = {**versions[-1], "line": m.get("line", versions[-1].get("line"))}
+            latest["versions"] = [{k: v[k] for k in VERSION_FIELDS if k in v} for v in versions]
+            out.append(latest)
+        else:
+            out.append(m)
     return out

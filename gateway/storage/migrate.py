@@ -6,7 +6,8 @@
                                         <stateDir>/agents/<agentId>/sessions/
 
 Both return a `Report` and print nothing (gateway/cli/migrate.py shows it). What is copied, per session:
-its metadata (sessionKey, label, createdAt, updatedAt, messageCount) and its transcript, line by line,
+its metadata (sessionKey, label, createdAt, updatedAt, messageCount, and model and systemPrompt when
+the session has its own) and its transcript, line by line,
 byte for byte, in order (a row holds a line without its newline; `line_count` is set). Memory indexes
 are not copied: they are derived from the transcripts and rebuilt by the gateway that serves them.
 
@@ -47,6 +48,7 @@ import orjson
 from ..fsutil import atomic_write, ensure_private_dir, locked
 from ..schema import AGENT_ID, SESSION_KEY
 from ..sessions import transcript as tx
+from ..sessions.store import SETTINGS
 from .postgres import MIGRATIONS, migrate, redact
 
 AGENT_RE, KEY_RE = re.compile(AGENT_ID), re.compile(SESSION_KEY)
@@ -128,7 +130,7 @@ def _messages(lines: Lines) -> tuple[int, str]:
 
 
 def _meta(key: str, raw: dict[str, Any], lines: Lines, recount: bool) -> dict[str, Any]:
-    """The five fields a session's metadata has, from a sessions.json entry."""
+    """The fields a session's metadata has, from a sessions.json entry."""
     created = raw.get("createdAt")
     if not isinstance(created, str):  # an entry written by hand, say: the transcript header knows
         head = next(iter(tx.iter_records(Path(), lines.data[: lines.data.find(b"\n") + 1])), None)
@@ -139,6 +141,9 @@ def _meta(key: str, raw: dict[str, Any], lines: Lines, recount: bool) -> dict[st
     count = raw.get("messageCount")
     meta = {"sessionKey": key, "label": None if label is None else str(label), "createdAt": created,
             "updatedAt": updated, "messageCount": count if type(count) is int else 0}
+    for name in SETTINGS:  # kept only when set, as both stores keep them
+        if isinstance(raw.get(name), str) and raw[name]:
+            meta[name] = raw[name]
     if recount:  # SessionStore._reconcile_sync's rule
         n, last = _messages(lines)
         if meta["messageCount"] != n or last > meta["updatedAt"]:
@@ -325,20 +330,30 @@ async def _pending_migrations(conn: asyncpg.Connection) -> list[str]:
 
 
 def _row_meta(row: Any) -> dict[str, Any]:
-    return {"sessionKey": row["session_key"], "label": row["label"], "createdAt": row["created_at"],
+    meta = {"sessionKey": row["session_key"], "label": row["label"], "createdAt": row["created_at"],
             "updatedAt": row["updated_at"], "messageCount": int(row["message_count"])}
+    if row["model"]:
+        meta["model"] = row["model"]
+    if row["system_prompt"]:
+        meta["systemPrompt"] = row["system_prompt"]
+    return meta
+
+
+# The session's own settings (migration 0006): read through to_jsonb, which is NULL for a column a
+# database not yet migrated lacks (a dry run reads such a database as it is).
+_SETTINGS_COLS = "to_jsonb(sessions) ->> 'model' AS model, to_jsonb(sessions) ->> 'system_prompt' AS system_prompt"
 
 
 async def _db_sessions(conn: asyncpg.Connection, agent: str | None = None) -> list[Any]:
-    cols = "agent_id, session_key, label, created_at, updated_at, message_count, line_count"
+    cols = f"agent_id, session_key, label, created_at, updated_at, message_count, line_count, {_SETTINGS_COLS}"
     if agent is None:
         return await conn.fetch(f"SELECT {cols} FROM sessions ORDER BY agent_id, session_key")
     return await conn.fetch(f"SELECT {cols} FROM sessions WHERE agent_id = $1 ORDER BY session_key", agent)
 
 
 async def _db_read(conn: asyncpg.Connection, agent: str, key: str) -> tuple[dict[str, Any], Lines] | None:
-    row = await conn.fetchrow("SELECT session_key, label, created_at, updated_at, message_count, line_count "
-                              "FROM sessions WHERE agent_id = $1 AND session_key = $2", agent, key)
+    row = await conn.fetchrow(f"SELECT session_key, label, created_at, updated_at, message_count, line_count, "
+                              f"{_SETTINGS_COLS} FROM sessions WHERE agent_id = $1 AND session_key = $2", agent, key)
     if row is None:
         return None
     return _row_meta(row), await _db_lines(conn, agent, key, int(row["line_count"]))
@@ -362,10 +377,10 @@ async def _db_insert(conn: asyncpg.Connection, agent: str, meta: dict[str, Any],
     """Insert a session and its lines in one transaction; False if it exists (made meanwhile)."""
     async with conn.transaction():
         made = await conn.fetchval(
-            "INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, message_count, line_count) "
-            "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING 1",
+            "INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, message_count, line_count, "
+            "model, system_prompt) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING RETURNING 1",
             agent, meta["sessionKey"], meta["label"], meta["createdAt"], meta["updatedAt"], meta["messageCount"],
-            len(lines.lines))
+            len(lines.lines), meta.get("model"), meta.get("systemPrompt"))
         if not made:
             return False
         if lines.lines:

@@ -169,6 +169,10 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0005_memory_tsvector_in_row", """
         ALTER TABLE memory_chunks ALTER COLUMN tsv SET STORAGE MAIN;
     """),
+    # A session's own model and system prompt (sessions.create / sessions.update); NULL: the configured ones.
+    ("0006_session_settings", """
+        ALTER TABLE sessions ADD COLUMN model text, ADD COLUMN system_prompt text;
+    """),
 ]
 
 

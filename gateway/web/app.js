@@ -6,20 +6,24 @@
 //   health.js    the model badge and the offline banner
 //   sessions.js  the sidebar: list, search, date groups, new / rename / delete, opening a session
 //   chat.js      the messages, composer, streaming replies, Stop, Copy / Regenerate, recalled memories
-//   memory.js    citations and the lines dialog, memory search, keyed memories, opening notes
-// None of them imports app.js; sessions.js imports chat.js and chat.js imports memory.js, never back.
+//   memory.js    citations and the lines dialog, memory search, notes (list and editor), keyed memories
+//   settings.js  the open session's model picker (chat.models) and system prompt (sessions.update)
+// None of them imports app.js; sessions.js imports chat.js, chat.js imports memory.js and settings.js,
+// never back.
 // All user and model text reaches the page through textContent / DOM building (see render.js).
 
 import { onReplyFinal } from "./chat.js";
 import { loadHealth } from "./health.js";
 import "./memory.js";
 import { loadSessions, resumeSessions } from "./sessions.js";
+import { loadModels } from "./settings.js";
 import { signedIn, start } from "./signin.js";
 import { rpc } from "./state.js";
 
 rpc.addEventListener("open", async (ev) => {
   signedIn();
   loadHealth();
+  loadModels();
   await resumeSessions({ reconnected: ev.detail.reconnected });
 });
 

@@ -1,25 +1,44 @@
 // The chat: the open session's messages, the composer (Enter sends, Shift+Enter a new line), chat.send,
 // replies streamed from chat.delta in seq order and replaced by chat.final, chat.error with Retry,
-// Stop (chat.abort), Copy and Regenerate under a reply, the memories a reply recalled, and one compact
-// line per memory tool the model called (chat.tool, in seq order with the deltas).
+// Stop (chat.abort), Copy and Regenerate under a reply (chat.regenerate: a new version of the last reply,
+// streamed into it, with a ‹ 1/2 › switcher between its versions), the memories a reply recalled, and one
+// compact line per memory tool the model called (chat.tool, in seq order with the deltas).
 // User text shows exactly as typed (textContent); replies go through render.js, which builds DOM nodes.
 
 import { randomId } from "./rpc.js";
 import { renderMarkdown } from "./render.js";
-import { rpc, state, ui } from "./state.js";
+import { narrow, rpc, state, ui } from "./state.js";
 import { contentText, errorMessage, formatTime, h, sessionName } from "./dom.js";
 import { citationText, openMemory } from "./memory.js";
+import { showSessionSettings } from "./settings.js";
 
-const userTexts = new WeakMap(); // user message node → the text as typed (for Regenerate)
+const replyViews = new WeakMap(); // reply node → its view (versions, current id)
 
 let afterReply = () => {};
+let needSession = async () => null;
 
-/** What to do once a reply is final: the session list changed (message counts, order, a new name). */
+/** What to do once a reply is final, or a first message named its session: the session list changed
+ * (message counts, order, a new name). */
 export function onReplyFinal(fn) {
   afterReply = fn;
 }
 
-rpc.addEventListener("state", () => updateComposer());
+/** How to start a session when a message is typed with none open: resolves to its key (null: failed). */
+export function onNeedSession(fn) {
+  needSession = fn;
+}
+
+let offlineReason = "Not connected to the gateway";
+
+rpc.addEventListener("state", (ev) => {
+  const { state: s, retryInMs } = ev.detail;
+  offlineReason = s === "waiting" ? `Not connected — retrying in ${Math.max(1, Math.round(retryInMs / 1000))} s`
+    : s === "connecting" ? "Not connected — connecting…"
+      : s === "blocked" ? "Not connected — the gateway refused this page's origin"
+        : "Not connected to the gateway";
+  updateComposer();
+});
+narrow.addEventListener("change", () => updateComposer());
 
 rpc.addEventListener("notify", (ev) => {
   const { method, params } = ev.detail;
@@ -28,11 +47,13 @@ rpc.addEventListener("notify", (ev) => {
 
 // ---- chat rendering ------------------------------------------------------------------------------
 
-export function renderChatShell(session) {
-  ui.sessionTitle.textContent = session ? sessionName(session) : "No session open";
+export function renderChatShell(session, { keepMessages = false } = {}) {
+  ui.sessionTitle.textContent = sessionName(session);
+  showSessionSettings();
+  if (keepMessages) return updateComposer();
   ui.messages.replaceChildren();
   if (!session) {
-    ui.emptyState.textContent = "Create a session or pick one to start chatting.";
+    ui.emptyState.textContent = "Type a message to start a new session, or pick one from the list.";
     ui.messages.appendChild(ui.emptyState);
   }
   updateComposer();
@@ -65,22 +86,56 @@ export function renderHistory(hist) {
         calls.set(c.id, { name: c.function && c.function.name, arguments: args });
       }
     } else if (m.role === "assistant") {
-      const view = messageView("assistant", text, m.timestamp);
+      const view = messageView("assistant", "", m.timestamp);
       for (const line of lines) toolLine(view, line);
       lines = [];
       calls = new Map();
-      if (Array.isArray(m.memory) && m.memory.length) view.node.appendChild(recalledView(m.memory));
-      if (m.aborted) view.node.appendChild(h("p", { class: "hint", text: stoppedText(m.abortReason) }));
-      view.node.appendChild(replyActions(view));
+      view.versions = Array.isArray(m.versions) && m.versions.length ? m.versions : [m];
+      view.id = m.id;
+      view.root = m.replaces || m.id;
+      showVersion(view, view.versions.length - 1);
       ui.messages.appendChild(view.node);
     }
   }
   scrollToEnd(true);
 }
 
-/** The note under a reply that was stopped before it finished. */
-function stoppedText(reason) {
-  return reason === "shutdown" ? "Stopped: the gateway restarted." : "Stopped.";
+/** A partial reply without its last line when that holds only a list marker or whitespace. */
+function withoutDanglingLine(text) {
+  return text.replace(/\n[ \t]*(?:[-*+]|\d+[.)])?[ \t]*$/, "").trimEnd();
+}
+
+/** The note under a reply that was stopped before it finished (`reason` "shutdown": by a restart). */
+function stoppedNote(reason) {
+  const why = reason === "shutdown" ? " The gateway restarted." : "";
+  return h("p", { class: "hint stopped", text: `Stopped before it finished.${why}` });
+}
+
+/** Show version `i` of a reply: its text (a half-written last line of a stopped one left out), "stopped",
+ * what it recalled, the version switcher and the actions. */
+function showVersion(view, i) {
+  const v = view.versions[i];
+  view.index = i;
+  view.node.dataset.root = view.root;
+  replyViews.set(view.node, view);
+  setText(view, v.aborted ? withoutDanglingLine(v.content) : v.content, true);
+  for (const old of view.node.querySelectorAll(":scope > .stopped, :scope > .recalled, :scope > .msg-actions")) old.remove();
+  if (v.aborted) view.node.appendChild(stoppedNote(v.abortReason));
+  if (Array.isArray(v.memory) && v.memory.length) view.node.appendChild(recalledView(v.memory));
+  view.node.appendChild(replyActions(view));
+}
+
+function versionSwitcher(view) {
+  const n = view.versions.length;
+  if (n < 2) return null;
+  const go = (d) => showVersion(view, Math.min(n - 1, Math.max(0, view.index + d)));
+  return h("span", { class: "versions", role: "group", "aria-label": "Versions of this reply" },
+    h("button", { type: "button", class: "icon-button quiet", "aria-label": "Previous version", title: "Previous version",
+      disabled: view.index === 0, onclick: () => go(-1), text: "‹" }),
+    h("span", { class: "hint version-count", text: `${view.index + 1}/${n}`,
+      title: view.index === n - 1 ? "The conversation goes on from this version" : "An earlier version" }),
+    h("button", { type: "button", class: "icon-button quiet", "aria-label": "Next version", title: "Next version",
+      disabled: view.index === n - 1, onclick: () => go(1), text: "›" }));
 }
 
 function messageView(role, text, timestamp) {
@@ -92,27 +147,38 @@ function messageView(role, text, timestamp) {
     meta, body);
   const view = { node, body, meta, text: "" };
   setText(view, text, role === "assistant");
-  if (role === "user") userTexts.set(node, text);
   return view;
 }
 
-/** Copy and Regenerate under a finished reply. */
+function iconButton(icon, label, tooltip, onclick, extra = "") {
+  return h("button", { type: "button", class: `icon-button quiet ${extra}`.trim(), "aria-label": label, title: tooltip, onclick },
+    h("span", { class: `icon icon-${icon}`, "aria-hidden": "true" }));
+}
+
+/** Copy `text`, then say so in `status` for a moment. */
+async function copyWithStatus(text, status) {
+  status.textContent = (await copyText(text)) ? "Copied." : "Could not copy: select the text instead.";
+  setTimeout(() => { status.textContent = ""; }, 2500);
+}
+
+/** Copy and Regenerate under a finished reply, as icon buttons with tooltips. */
 function replyActions(view) {
   const copied = h("span", { class: "hint copied", role: "status" });
-  const copy = h("button", {
-    type: "button", class: "link-button", text: "Copy", "aria-label": "Copy reply",
-    onclick: async () => {
-      copied.textContent = (await copyText(view.text)) ? "Copied." : "Could not copy: select the text instead.";
-      setTimeout(() => { copied.textContent = ""; }, 2500);
-    },
-  });
-  const regenerate = h("button", {
-    type: "button", class: "link-button regenerate", text: "Regenerate", "aria-label": "Regenerate reply",
-    title: "Send the message this reply answered again, for a new reply",
-    onclick: () => regenerateReply(view),
-  });
-  return h("div", { class: "msg-actions" }, copy, regenerate, copied);
+  const copy = iconButton("copy", "Copy reply", "Copy the reply", () => copyWithStatus(view.text, copied));
+  const regenerate = iconButton("regenerate", "Regenerate reply", "Regenerate: ask again for another version of this reply",
+    () => regenerateReply(view), "regenerate");
+  return h("div", { class: "msg-actions" }, versionSwitcher(view), copy, regenerate, copied);
 }
+
+// A code block's copy button (render.js draws it; the text is its block's code).
+ui.messages.addEventListener("click", (ev) => {
+  const button = ev.target.closest(".code-copy");
+  if (!button) return;
+  const block = button.closest(".code-block");
+  let status = block.querySelector(".copied");
+  if (!status) status = block.querySelector(".code-head").insertBefore(h("span", { class: "hint copied", role: "status" }), button);
+  copyWithStatus(block.querySelector("code").textContent, status);
+});
 
 async function copyText(text) {
   try {
@@ -138,23 +204,28 @@ async function copyText(text) {
   return ok;
 }
 
-function regenerateReply(view) {
+/** chat.regenerate: the new version streams into this reply (the last one; the button shows on it only). */
+async function regenerateReply(view) {
   if (!rpc.isOpen || !state.current || state.activeRunId || state.pendingSend) {
     showNotice("Wait until the current reply has finished, then regenerate.");
     return;
   }
-  let node = view.node.previousElementSibling;
-  while (node && !userTexts.has(node)) node = node.previousElementSibling;
-  if (!node) {
-    showNotice("There is no message above this reply to send again.");
-    return;
+  clearFailure(view);
+  state.pendingSend = true;
+  state.regenerating = view; // its events may arrive before the answer: they stream into this reply
+  updateComposer();
+  try {
+    const res = await rpc.call("chat.regenerate", { sessionKey: state.current, messageId: view.id, idempotencyKey: randomId() });
+    const run = ensureRun(res.runId, { ours: true });
+    if (!run.done) state.activeRunId = res.runId;
+  } catch (err) {
+    if (state.regenerating === view) showVersion(view, view.index);
+    showFailure(view, `Could not regenerate: ${errorMessage(err)}`, () => regenerateReply(view));
+  } finally {
+    state.regenerating = null;
+    state.pendingSend = false;
+    updateComposer();
   }
-  const text = userTexts.get(node);
-  const userView = messageView("user", text, new Date().toISOString());
-  userView.node.classList.add("pending");
-  ui.messages.appendChild(userView.node);
-  scrollToEnd(true);
-  sendMessage(state.current, text, randomId(), userView);
 }
 
 function setText(view, text, markdown) {
@@ -187,9 +258,13 @@ export function showNotice(text) {
   scrollToEnd(true);
 }
 
+const PLACEHOLDER = { wide: "Message Jarvis — Enter to send, Shift+Enter for a new line", narrow: "Message Jarvis" };
+
 export function updateComposer() {
-  const ready = rpc.isOpen && Boolean(state.current);
+  const ready = rpc.isOpen; // with no session open, the first message starts one
   const running = Boolean(state.activeRunId) || state.pendingSend;
+  // Disconnected, the box says why it takes nothing (the status in the top bar may be folded away).
+  ui.input.placeholder = ready ? PLACEHOLDER[narrow.matches ? "narrow" : "wide"] : offlineReason;
   ui.input.disabled = !ready;
   ui.send.disabled = !ready || running;
   ui.stop.hidden = !running;
@@ -205,7 +280,7 @@ ui.input.addEventListener("keydown", (ev) => {
   }
 });
 
-ui.composer.addEventListener("submit", (ev) => {
+ui.composer.addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const text = ui.input.value;
   if (!text.trim() || ui.send.disabled) return;
@@ -215,7 +290,20 @@ ui.composer.addEventListener("submit", (ev) => {
   removeEmptyState();
   ui.messages.appendChild(view.node);
   scrollToEnd(true);
-  sendMessage(state.current, text, randomId(), view);
+  let key = state.current;
+  if (!key) {
+    state.pendingSend = true;
+    updateComposer();
+    key = await needSession();
+    state.pendingSend = false;
+    if (!key) {
+      view.node.remove();
+      ui.input.value = text; // not lost: the sidebar says why no session could be made
+      updateComposer();
+      return;
+    }
+  }
+  sendMessage(key, text, randomId(), view);
 });
 
 async function sendMessage(sessionKey, text, idempotencyKey, userView) {
@@ -225,6 +313,8 @@ async function sendMessage(sessionKey, text, idempotencyKey, userView) {
   try {
     const res = await rpc.call("chat.send", { sessionKey, message: text, idempotencyKey });
     userView.node.classList.remove("pending");
+    const info = state.sessionInfo.get(sessionKey);
+    if (info && !info.label) afterReply(); // the first message named the session: show it now
     if (sessionKey !== state.current) return;
     const run = ensureRun(res.runId, { ours: true });
     run.userText = text;
@@ -262,13 +352,20 @@ function clearFailure(view) {
 function ensureRun(runId, { ours = false } = {}) {
   let run = state.runs.get(runId);
   if (run) return run;
-  const view = messageView("assistant", "", null);
+  const target = ours ? state.regenerating : null;
+  state.regenerating = null;
+  const view = target || messageView("assistant", "", null);
+  if (target) {
+    clearFailure(view);
+    setText(view, "", true);
+  }
   view.node.classList.add("streaming");
   view.node.setAttribute("aria-busy", "true");
   removeEmptyState();
-  ui.messages.appendChild(view.node);
+  if (!target) ui.messages.appendChild(view.node);
   run = {
     runId, view, ours, nextSeq: ours ? 1 : null, buffer: new Map(), text: "", done: false, userText: null,
+    regenerating: Boolean(target),
   };
   state.runs.set(runId, run);
   if (!ours && !state.activeRunId) state.activeRunId = runId;
@@ -315,27 +412,51 @@ function onChatEvent(method, p) {
   const stick = nearBottom();
   if (method === "chat.final") {
     const msg = p.message || {};
-    setText(run.view, contentText(msg.content), true);
-    if (msg.timestamp) {
-      run.view.meta.appendChild(h("time", { datetime: msg.timestamp, text: formatTime(msg.timestamp) }));
+    const version = { id: msg.id, content: contentText(msg.content), timestamp: msg.timestamp, memory: p.memory };
+    // A new version of a reply shown here (ours, or regenerated in another tab) joins that reply.
+    const root = msg.replaces ? ui.messages.querySelector(`.msg-assistant[data-root="${CSS.escape(msg.replaces)}"]`) : null;
+    let view = run.view;
+    if (root && replyViews.has(root)) {
+      if (root !== view.node) view.node.remove();
+      view = replyViews.get(root);
+      view.versions = [...view.versions, version];
+      view.node.classList.remove("streaming");
+      view.node.removeAttribute("aria-busy");
+    } else {
+      view.versions = [version];
+      view.root = msg.replaces || msg.id;
+      if (msg.timestamp) view.meta.appendChild(h("time", { datetime: msg.timestamp, text: formatTime(msg.timestamp) }));
     }
-    if (Array.isArray(p.memory) && p.memory.length) run.view.node.appendChild(recalledView(p.memory));
-    run.view.node.appendChild(replyActions(run.view));
+    view.id = msg.id;
+    showVersion(view, view.versions.length - 1);
     finishRun(run);
     afterReply(); // message counts, order and a new session's name changed
   } else if (method === "chat.error") {
     const e = p.error || {};
+    const why = `${e.message || "unknown error"}${e.retryable ? "" : " (not retryable)"}`;
+    if (run.regenerating) { // the reply keeps its versions; the new one failed
+      showVersion(run.view, run.view.index);
+      showFailure(run.view, `Regenerating failed: ${why}`, () => regenerateReply(run.view));
+      finishRun(run);
+      return;
+    }
     if (run.text) setText(run.view, run.text, true);
     run.view.node.classList.add("failed");
     const retry = run.userText !== null
       ? () => retryRun(run)
       : null;
-    showFailure(run.view, `Reply failed: ${e.message || "unknown error"}${e.retryable ? "" : " (not retryable)"}`, retry);
+    showFailure(run.view, `Reply failed: ${why}`, retry);
     finishRun(run);
   } else if (method === "chat.aborted") {
     const partial = typeof p.partial === "string" ? p.partial : run.text;
-    setText(run.view, partial, true);
-    run.view.node.appendChild(h("p", { class: "hint", text: stoppedText(p.reason) }));
+    if (run.regenerating && run.view.versions) { // kept as a version, marked stopped
+      run.view.versions = [...run.view.versions, { content: partial, aborted: true, abortReason: p.reason,
+        timestamp: new Date().toISOString() }];
+      showVersion(run.view, run.view.versions.length - 1);
+    } else {
+      setText(run.view, withoutDanglingLine(partial), true);
+      run.view.node.appendChild(stoppedNote(p.reason));
+    }
     finishRun(run);
   }
   if (stick) scrollToEnd(true);

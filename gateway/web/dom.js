@@ -41,7 +41,7 @@ export function formatDate(iso) {
 
 export function sessionName(s) {
   if (s && s.label) return s.label;
-  return s ? "Untitled session" : "No session open";
+  return s ? "Untitled session" : "New session";
 }
 
 export function contentText(content) {

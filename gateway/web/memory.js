@@ -22,7 +22,7 @@ export function citationText(path, startLine, endLine, node) {
   const lines = startLine === endLine ? `line ${startLine}` : `lines ${startLine}–${endLine}`;
   const key = transcriptKey(path);
   if (!key) {
-    node.textContent = `${path}:${startLine}-${endLine}`;
+    node.textContent = `${path}:${startLine === endLine ? startLine : `${startLine}–${endLine}`}`;
     return;
   }
   const show = (session) => {
@@ -102,6 +102,7 @@ function setPanel(mode) {
   }
   if (mode === "search") ui.searchInput.focus();
   else if (mode === "memories") {
+    loadNotes();
     loadMemories();
     ui.memoryAdd.focus();
   } else if (before) (before === "memories" ? ui.memoriesToggle : ui.searchToggle).focus();
@@ -139,6 +140,20 @@ ui.searchForm.addEventListener("submit", async (ev) => {
   }
 });
 
+/** What a keyed memory's result shows: its value, without the front matter (`---`, `key:`, `created:` …)
+ * and the `# key` heading its file starts with (gateway/memory/notes/keyed.py: snippet_value). */
+export function snippetValue(path, snippet) {
+  const m = /^memory\/keyed\/[^/]+\/([A-Za-z0-9][A-Za-z0-9._-]{0,127})\.md$/.exec(path || "");
+  if (!m) return snippet;
+  let lines = snippet.split("\n");
+  const start = lines.length && lines[0].trim() === "---" ? 1 : 0;
+  let end = start;
+  while (end < lines.length && /^(key|category|created|updated):/.test(lines[end])) end += 1;
+  if (end < lines.length && lines[end].trim() === "---" && (start || end)) lines = lines.slice(end + 1);
+  while (lines.length && (!lines[0].trim() || lines[0].trim() === `# ${m[1]}`)) lines.shift();
+  return lines.join("\n").trim() || snippet;
+}
+
 function renderResults(res) {
   const n = res.results.length;
   ui.searchStatus.textContent = n
@@ -160,7 +175,7 @@ function renderResults(res) {
         label,
         h("span", { class: "badge", text: r.source }),
         h("span", { class: "score", title: "score", text: Number(r.score).toFixed(2) })),
-      h("p", { class: "snippet", text: r.snippet }),
+      h("p", { class: "snippet", text: snippetValue(r.path, r.snippet) }),
       actions));
   }
 }
@@ -275,8 +290,100 @@ ui.memoryDelete.addEventListener("click", async () => {
   }
 });
 
+// ---- notes: the workspace's files (memory.files), opened and saved in an editor (memory.write) -------
+
+function formatSize(bytes) {
+  return bytes < 1024 ? `${bytes} B` : `${(bytes / 1024).toFixed(bytes < 10240 ? 1 : 0)} KB`;
+}
+
+async function loadNotes() {
+  ui.notesStatus.textContent = "Loading…";
+  try {
+    const { files } = await rpc.call("memory.files", {});
+    const notes = files.filter((f) => !f.path.startsWith("memory/keyed/") && !f.path.startsWith("memory/images/"));
+    ui.notesList.replaceChildren(...notes.map((f) => h("li", { class: "note-item", "data-path": f.path },
+      h("button", {
+        type: "button", class: "note-open", "aria-label": `${f.writable ? "Edit" : "Read"} note ${f.path}`,
+        onclick: () => (f.writable ? editNote(f.path) : openMemory(f.path, 1, 1000)),
+      },
+      h("span", { class: "note-path", text: f.path }),
+      h("span", { class: "hint", text: `${formatSize(f.size)} · ${formatDate(f.modified)}${f.writable ? "" : " · read only"}` })))));
+    ui.notesStatus.textContent = notes.length ? "" : "No notes yet. Name one below to start it.";
+  } catch (err) {
+    ui.notesList.replaceChildren();
+    ui.notesStatus.textContent = `Could not list notes: ${memoryFailure(err)}`;
+  }
+}
+
+let editing = null; // the note open in the editor: {path, original}
+
+/** Open a note in the editor (memory.get, all of it); a path that does not exist yet starts a new note. */
+async function editNote(path) {
+  editing = { path, original: "" };
+  ui.noteTitle.textContent = path;
+  ui.noteText.value = "";
+  ui.noteText.readOnly = true;
+  ui.noteSave.disabled = true;
+  ui.noteMeta.textContent = "Loading…";
+  if (!ui.noteDialog.open) ui.noteDialog.showModal();
+  try {
+    const res = await rpc.call("memory.get", { path, from: 1, lines: 10000 });
+    if (res.truncated) {
+      ui.noteText.value = res.text;
+      ui.noteMeta.textContent = "Too long to edit here (only its start is shown); edit the file itself.";
+      return;
+    }
+    editing.original = res.text;
+    ui.noteText.value = res.text;
+    ui.noteMeta.textContent = "Saved in the workspace and searchable as soon as you save.";
+  } catch (err) {
+    if (!(err instanceof RpcError && err.code === Codes.NOT_FOUND)) {
+      ui.noteMeta.textContent = `Could not open it: ${memoryFailure(err)}`;
+      return;
+    }
+    ui.noteMeta.textContent = "A new note: it is created when you save.";
+  }
+  ui.noteText.readOnly = false;
+  ui.noteSave.disabled = false;
+  ui.noteText.focus();
+}
+
+ui.noteEditor.addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  if (!editing) return;
+  ui.noteSave.disabled = true;
+  ui.noteMeta.textContent = "Saving…";
+  try {
+    const text = ui.noteText.value;
+    const res = await rpc.call("memory.write", { path: editing.path, content: text.endsWith("\n") || !text ? text : text + "\n" });
+    editing.original = ui.noteText.value;
+    ui.noteMeta.textContent = `${res.created ? "Created" : "Saved"} ${res.path} (${formatSize(res.size)}).`;
+    loadNotes();
+  } catch (err) {
+    ui.noteMeta.textContent = `Not saved: ${memoryFailure(err)}`;
+  } finally {
+    ui.noteSave.disabled = false;
+  }
+});
+
+async function closeNote() {
+  if (editing && !ui.noteText.readOnly && ui.noteText.value !== editing.original) {
+    const ok = await confirmDialog("Your changes to this note are not saved.", "Discard changes?");
+    if (!ok) return;
+  }
+  editing = null;
+  ui.noteDialog.close();
+}
+
+ui.noteCancel.addEventListener("click", closeNote);
+ui.noteClose.addEventListener("click", closeNote);
+ui.noteDialog.addEventListener("cancel", (ev) => {
+  ev.preventDefault(); // Escape asks first too
+  closeNote();
+});
+
 ui.noteForm.addEventListener("submit", (ev) => {
   ev.preventDefault();
   const path = ui.notePath.value.trim();
-  if (path) openMemory(path, 1, 200);
+  if (path) editNote(path);
 });

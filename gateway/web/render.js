@@ -15,6 +15,24 @@ function el(tag, className, text) {
   return node;
 }
 
+/** A fenced block: a head with its language and a copy button (chat.js copies on its click), then the code. */
+function codeBlock(text, lang) {
+  const pre = el("pre", "md-code");
+  const code = el("code", null, text);
+  if (lang) code.dataset.lang = lang;
+  pre.appendChild(code);
+  const copy = el("button", "icon-button code-copy");
+  copy.type = "button";
+  copy.title = "Copy code";
+  copy.setAttribute("aria-label", lang ? `Copy ${lang} code` : "Copy code");
+  copy.appendChild(el("span", "icon icon-copy")).setAttribute("aria-hidden", "true");
+  const head = el("div", "code-head");
+  head.append(el("span", "code-lang", lang || "code"), copy);
+  const block = el("div", "code-block");
+  block.append(head, pre);
+  return block;
+}
+
 export function safeHref(raw) {
   try {
     const url = new URL(raw);
@@ -90,11 +108,7 @@ export function renderMarkdown(text) {
         body.push(lines[i]);
         i += 1;
       }
-      const pre = el("pre", "md-code");
-      const code = el("code", null, body.join("\n"));
-      if (fence[2]) code.dataset.lang = fence[2];
-      pre.appendChild(code);
-      frag.appendChild(pre);
+      frag.appendChild(codeBlock(body.join("\n"), fence[2]));
       continue;
     }
     if (!line.trim()) {

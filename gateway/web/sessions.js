@@ -1,11 +1,32 @@
 // Sessions: the sidebar list (sessions.list, newest first, grouped by date, filtered by name as you type),
 // new / rename / delete (sessions.create / update / delete), the open session in the URL hash (#s=<key>)
-// and opening it (sessions.subscribe + sessions.history into the chat), and the drawer on narrow screens.
+// and opening it (sessions.subscribe + sessions.history into the chat), the last session opened (reopened
+// by a reload without #s=), and the drawer on narrow screens.
 
 import { Codes, RpcError } from "./rpc.js";
 import { narrow, rpc, state, ui } from "./state.js";
 import { confirmDialog, errorMessage, formatTime, h, sessionName } from "./dom.js";
-import { renderChatShell, renderHistory, showNotice } from "./chat.js";
+import { onNeedSession, renderChatShell, renderHistory, showNotice } from "./chat.js";
+import { newSessionSettings } from "./settings.js";
+
+const LAST_SESSION = "jarvis.lastSession"; // this browser's last open session, reopened on a bare reload
+
+function rememberSession(key) {
+  try {
+    if (key) localStorage.setItem(LAST_SESSION, key);
+    else localStorage.removeItem(LAST_SESSION);
+  } catch (_) {
+    /* storage disabled: a reload then starts without a session */
+  }
+}
+
+function lastSession() {
+  try {
+    return localStorage.getItem(LAST_SESSION);
+  } catch (_) {
+    return null;
+  }
+}
 
 // A subscription lives as long as its connection.
 rpc.addEventListener("state", (ev) => {
@@ -143,6 +164,7 @@ async function deleteSession(session) {
   try {
     await rpc.call("sessions.delete", { sessionKey: session.sessionKey });
     state.sessions = state.sessions.filter((s) => s.sessionKey !== session.sessionKey);
+    if (lastSession() === session.sessionKey) rememberSession(null);
     if (state.current === session.sessionKey) {
       state.current = null;
       state.subscribed = null;
@@ -156,18 +178,39 @@ async function deleteSession(session) {
   }
 }
 
-ui.newSession.addEventListener("click", async () => {
+/** sessions.create, subscribed (the caller is), listed first and remembered; null when it failed (said why). */
+async function createSession() {
   try {
-    const session = await rpc.call("sessions.create", {});
+    const session = await rpc.call("sessions.create", newSessionSettings());
     upsertSession(session, { toTop: true });
     if (state.subscribed) rpc.call("sessions.unsubscribe", { sessionKey: state.subscribed }).catch(() => {});
     state.subscribed = session.sessionKey; // sessions.create subscribes the caller
-    location.hash = `s=${encodeURIComponent(session.sessionKey)}`;
-    closeSidebarIfNarrow();
-    ui.input.focus();
+    rememberSession(session.sessionKey);
+    ui.sessionsError.textContent = "";
+    return session;
   } catch (err) {
     ui.sessionsError.textContent = `Could not create a session: ${errorMessage(err)}`;
+    return null;
   }
+}
+
+ui.newSession.addEventListener("click", async () => {
+  const session = await createSession();
+  if (!session) return;
+  location.hash = `s=${encodeURIComponent(session.sessionKey)}`;
+  closeSidebarIfNarrow();
+  ui.input.focus();
+});
+
+// Typing into the empty chat starts a session: it becomes the open one before the message is sent.
+onNeedSession(async () => {
+  const session = await createSession();
+  if (!session) return null;
+  state.current = session.sessionKey;
+  history.replaceState(null, "", `#s=${encodeURIComponent(session.sessionKey)}`);
+  renderSessionList();
+  renderChatShell(session, { keepMessages: true });
+  return session.sessionKey;
 });
 
 function keyFromHash() {
@@ -207,12 +250,14 @@ export async function openSession(key, { reconnected = false } = {}) {
     ]);
     if (seq !== state.openSeq) return;
     state.subscribed = key;
+    rememberSession(key);
     upsertSession(session);
     renderChatShell(session);
     renderHistory(hist);
   } catch (err) {
     if (seq !== state.openSeq) return;
     if (err instanceof RpcError && err.code === Codes.NOT_FOUND) {
+      if (lastSession() === key) rememberSession(null);
       state.current = null;
       history.replaceState(null, "", location.pathname + location.search);
       renderChatShell(null);
@@ -224,10 +269,18 @@ export async function openSession(key, { reconnected = false } = {}) {
   }
 }
 
-/** After (re)connecting: reload the list and open the session in the URL again (subscribe, history). */
+/** After (re)connecting: reload the list and open the session in the URL again (subscribe, history);
+ * without one in the URL, the session this browser had open last, if it still exists. */
 export async function resumeSessions({ reconnected }) {
   await loadSessions();
-  const key = keyFromHash();
+  let key = keyFromHash();
+  if (!key && !state.current) {
+    const last = lastSession();
+    if (last && state.sessions.some((s) => s.sessionKey === last)) {
+      key = last;
+      history.replaceState(null, "", `#s=${encodeURIComponent(key)}`);
+    }
+  }
   if (key) {
     await openSession(key, { reconnected });
   } else if (!state.current) {

@@ -24,6 +24,14 @@ export const ui = {
   sessionList: $("session-list"),
   sessionsError: $("sessions-error"),
   sessionTitle: $("session-title"),
+  modelPicker: $("model-picker"),
+  promptButton: $("prompt-button"),
+  promptDialog: $("prompt-dialog"),
+  promptForm: $("prompt-form"),
+  promptText: $("prompt-text"),
+  promptMeta: $("prompt-meta"),
+  promptReset: $("prompt-reset"),
+  promptCancel: $("prompt-cancel"),
   messages: $("messages"),
   emptyState: $("empty-state"),
   composer: $("composer"),
@@ -43,6 +51,16 @@ export const ui = {
   searchSection: $("search-section"),
   memoriesSection: $("memories-section"),
   memoryAdd: $("memory-add"),
+  notesStatus: $("notes-status"),
+  notesList: $("notes-list"),
+  noteDialog: $("note-dialog"),
+  noteEditor: $("note-editor"),
+  noteTitle: $("note-title"),
+  noteText: $("note-text"),
+  noteMeta: $("note-meta"),
+  noteSave: $("note-save"),
+  noteCancel: $("note-cancel"),
+  noteClose: $("note-close"),
   noteForm: $("note-form"),
   notePath: $("note-path"),
   memoryForm: $("memory-form"),
@@ -93,6 +111,7 @@ export const state = {
   runs: new Map(), // runId → RunView (current session only)
   activeRunId: null,
   pendingSend: false,
+  regenerating: null, // the reply view a chat.regenerate in flight streams into
   openSeq: 0, // guards against out-of-order session loads
   sessionInfo: new Map(), // sessionKey → session (also ones not in the loaded list), for citations
   panel: null, // null | "search" | "memories"

@@ -48,7 +48,8 @@ def test_one_message_streams_the_reply_then_the_sources_and_the_session_continue
     assert lines[0].startswith("I am Jarvis's offline responder"), r.stdout
     assert "You wrote: “What colour is my sailing boat?”" in r.stdout
     assert not r.stdout.lstrip().startswith("{"), "plain text, not JSON"
-    assert lines[-1].startswith("sources: memory/boat.md:"), r.stdout
+    assert re.fullmatch(r"sources: memory/boat\.md:(\d+|\d+–\d+)", lines[-1]), r.stdout  # "3" or "1–3", never "3-3"
+    assert "\x1b[" not in r.stdout, "no colour when stdout is not a terminal"
     key = (state / "chat-session").read_text().strip()
 
     # Without --session or --new, the next message goes to the same session.
@@ -80,7 +81,7 @@ def test_one_message_streams_the_reply_then_the_sources_and_the_session_continue
             break
         assert time.monotonic() < deadline, r.stdout
         time.sleep(0.3)
-    assert re.search(r"session “Something else entirely”, \d{4}-\d\d-\d\d \(lines \d+-\d+\)", sources), sources
+    assert re.search(r"session “Something else entirely”, \d{4}-\d\d-\d\d \((line \d+|lines \d+–\d+)\)", sources), sources
     assert ".jsonl" not in sources
 
 
@@ -171,3 +172,78 @@ def test_each_memory_tool_call_shows_as_one_line(tmp_path):
     assert re.fullmatch(r'🔎 memory_search "boat colour" → \d+ results?', lines[1]), lines
     assert lines[2] == "Your boat is dark green."
     assert lines[3].startswith("sources: memory/keyed/general/boat.colour.md:")
+
+
+def test_slash_commands_are_commands_not_messages(offline):
+    state, port = offline.state_dir, str(offline.port)
+    other = orjson.loads(jarvis("call", "sessions.create", '{"label":"other"}', "--port", port,
+                                state_dir=state).stdout)["sessionKey"]
+    r = jarvis("chat", "--new", "--port", port, state_dir=state,
+               input=f"/help\nhello there\n/session\n/session {other}\n/bogus\n//etc is a path\n/quit\nnever sent\n")
+    assert r.returncode == 0, r.stderr
+    assert "/session [KEY]" in r.stderr and "/quit" in r.stderr  # the help
+    assert "unknown command /bogus" in r.stderr
+    assert "(now in session “other”" in r.stderr
+    assert r.stdout.count("I am Jarvis's offline responder") == 2
+    assert "/help" not in r.stdout and "never sent" not in r.stdout
+    sessions = orjson.loads(jarvis("call", "sessions.list", "--port", port, state_dir=state).stdout)["sessions"]
+    assert sorted(s["label"] for s in sessions) == ["hello there", "other"], "no session named /help"
+    history = orjson.loads(jarvis("call", "sessions.history", orjson.dumps({"sessionKey": other}).decode(),
+                                  "--port", port, state_dir=state).stdout)["messages"]
+    assert [m["content"] for m in history if m["role"] == "user"] == ["/etc is a path"]
+    assert (state / "chat-session").read_text().strip() == other, "the next `jarvis chat` continues there"
+    r = jarvis("chat", "--session", "no-such", "--port", port, state_dir=state, input="/session no-such\n")
+    assert r.returncode == 1
+
+
+def test_model_and_system_prompt_flags_are_kept_with_the_session(tmp_path):
+    state = tmp_path / "state"
+    with FakeOpenAI() as api, GatewayProcess.running(state, "[memory]\nenabled = false\n[chat]\nmodel = \"fake-model\"\n",
+                                                     env={"OPENAI_BASE_URL": api.base_url}) as gp:
+        port = str(gp.port)
+        r = jarvis("chat", "hi", "--new", "-m", "fake-small", "-s", "Answer in one word.", "--port", port, state_dir=state)
+        assert r.returncode == 0, r.stderr
+        body = api.requests[-1]["body"]
+        assert body["model"] == "fake-small" and body["messages"][0]["content"].startswith("Answer in one word.")
+        key = (state / "chat-session").read_text().strip()
+        session = orjson.loads(jarvis("call", "sessions.get", orjson.dumps({"sessionKey": key}).decode(),
+                                      "--port", port, state_dir=state).stdout)
+        assert (session["model"], session["systemPrompt"]) == ("fake-small", "Answer in one word.")
+        # The next message in that session keeps them without the flags; --model "" resets the model.
+        r = jarvis("chat", "and again", "--port", port, state_dir=state)
+        assert r.returncode == 0 and api.requests[-1]["body"]["model"] == "fake-small"
+        r = jarvis("chat", "once more", "--model", "", "--port", port, state_dir=state)
+        assert r.returncode == 0 and api.requests[-1]["body"]["model"] == "fake-model"
+        assert api.requests[-1]["body"]["messages"][0]["content"].startswith("Answer in one word.")
+
+
+def test_the_sources_line_is_dim_on_a_terminal_unless_no_color(offline):
+    import pty
+
+    state, port = offline.state_dir, str(offline.port)
+
+    def on_a_terminal(env):
+        leader, follower = pty.openpty()
+        full_env = {**os.environ, "JARVIS_STATE_DIR": str(state), **env}
+        proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "chat", "What colour is my sailing boat?",
+                                 "--new", "--port", port], cwd=ROOT, env=full_env, stdout=follower,
+                                stderr=subprocess.PIPE)
+        os.close(follower)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal closed with the process
+                break
+            if not chunk:
+                break
+            out += chunk
+        os.close(leader)
+        assert proc.wait(30) == 0, proc.stderr.read()
+        return out.decode()
+
+    env = {k: "" for k in ("NO_COLOR",)}
+    out = on_a_terminal(env)
+    assert "\x1b[2msources: memory/boat.md:" in out and out.rstrip().endswith("\x1b[0m"), repr(out)
+    out = on_a_terminal({"NO_COLOR": "1"})
+    assert "sources: memory/boat.md:" in out and "\x1b[" not in out, repr(out)

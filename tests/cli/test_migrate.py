@@ -18,6 +18,7 @@ from gateway.storage.postgres import redact
 from tests.helpers import ROOT
 
 TORN = b'{"type":"message","id":"half-writ'  # a write cut short by a crash: no newline
+SETTINGS = {"alpha": {"model": "llama3.1:8b", "systemPrompt": "Answer like a gardener."}}  # a session's own
 
 # agent → [(sessionKey, label, [(role, content), …])]
 SESSIONS = {
@@ -55,7 +56,7 @@ async def make_state(state: Path) -> None:
         store = SessionStore(state / "agents" / agent / "sessions", agent)
         await store.open()
         for key, label, messages in sessions:
-            await store.create(label=label, key=key)
+            await store.create(label=label, key=key, settings=SETTINGS.get(key))
             for i, (role, content) in enumerate(messages):
                 await store.append_messages(key, tx.message_record(f"{key}-{i}", role, content,
                                                                    timestamp=f"2024-05-01T10:{i:02d}:00.000Z"))
@@ -121,8 +122,10 @@ async def test_files_to_postgresql_and_back_is_byte_identical_and_running_it_aga
     assert {k: v[1] for k, v in db.items()} == want
     for name, (row, data) in db.items():
         assert row["line_count"] == data.count(b"\n")
+        own = {"model": row["model"], "systemPrompt": row["system_prompt"]} if row["model"] else {}
         assert {"sessionKey": row["session_key"], "label": row["label"], "createdAt": row["created_at"],
-                "updatedAt": row["updated_at"], "messageCount": row["message_count"]} == meta[name]
+                "updatedAt": row["updated_at"], "messageCount": row["message_count"], **own} == meta[name]
+    assert db["main/alpha"][0]["model"] == "llama3.1:8b", "a session's own settings are copied"
 
     r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=back)
     assert r.returncode == 0, r.stdout + r.stderr

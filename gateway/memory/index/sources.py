@@ -208,9 +208,8 @@ def scan_sessions(sessions_dir: Path, only: set[str] | None = None, must_exist: 
 _ALLOWED = "MEMORY.md, memory.md, LEARNINGS.md, memory/**/*.md or sessions/<sessionKey>.jsonl"
 
 
-def resolve_readable(path: str, workspace: Path, sessions_dir: Path) -> Path:
-    """Map a `memory.get` path onto the file it names, or raise Invalid / NotFound saying why."""
-    field = "path"
+def clean_relative(path: str, field: str = "path") -> str:
+    """`path` with `/` separators when it is a clean path relative to the workspace; else Invalid why."""
     if not path or "\x00" in path:
         raise Invalid("must be a non-empty path", field=field)
     norm = path.replace("\\", "/")
@@ -222,6 +221,14 @@ def resolve_readable(path: str, workspace: Path, sessions_dir: Path) -> Path:
         raise Invalid("must not contain '..'", field=field)
     if any(p in ("", ".") for p in parts):
         raise Invalid("must not contain empty or '.' segments", field=field)
+    return norm
+
+
+def resolve_readable(path: str, workspace: Path, sessions_dir: Path) -> Path:
+    """Map a `memory.get` path onto the file it names, or raise Invalid / NotFound saying why."""
+    field = "path"
+    norm = clean_relative(path, field)
+    parts = norm.split("/")
 
     if parts[0] == SESSIONS and len(parts) == 2 and parts[1].endswith(".jsonl"):
         key = parts[1][:-6]

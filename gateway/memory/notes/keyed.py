@@ -207,3 +207,26 @@ class KeyedStore:
     def list(self, category: str | None, limit: int, offset: int) -> dict:
         entries = self.all(category)
         return {"memories": [e.brief() for e in entries[offset:offset + limit]], "total": len(entries)}
+
+
+_KEYED_PATH = re.compile(rf"^{re.escape(KEYED_DIR)}/[^/]+/({KEY_PATTERN})\.md$")
+_META_LINE = re.compile(r"^(key|category|created|updated):")
+
+
+def snippet_value(path: str, snippet: str) -> str:
+    """What a search result of a keyed memory shows: its value, without the front matter (`---`,
+    `key:`, `created:` …) and the `# key` heading the file starts with. Other paths: the snippet as is."""
+    m = _KEYED_PATH.match(path)
+    if not m:
+        return snippet
+    lines = snippet.splitlines()
+    # The block, or its end when the snippet starts inside it: meta lines up to a closing `---`.
+    start = 1 if lines and lines[0].strip() == "---" else 0
+    end = start
+    while end < len(lines) and _META_LINE.match(lines[end]):
+        end += 1
+    if end < len(lines) and lines[end].strip() == "---" and (start or end):
+        lines = lines[end + 1:]
+    while lines and (not lines[0].strip() or lines[0].strip() == f"# {m.group(1)}"):
+        lines.pop(0)
+    return "\n".join(lines).strip() or snippet

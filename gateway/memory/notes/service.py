@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import Unavailable
-from . import learnings, timerecall
+from . import files, learnings, timerecall
 from ..embeddings.base import EmbeddingError
 from .images import ImageStore, decode_image
 from .keyed import KeyedStore, check_category
@@ -45,6 +45,15 @@ class MemoryNotes:
     async def _reindex(self) -> None:
         """Bring the index up to date with the memory files now (coalesces with other syncs)."""
         await self.mem.sync_memory()
+
+    # ---- notes as files (a notes browser and editor) ---------------------------------------------------
+    async def files(self) -> dict:
+        return {"files": await asyncio.to_thread(files.list_files, self.workspace)}
+
+    async def write(self, path: str, content: str) -> dict:
+        res = await asyncio.to_thread(files.write_file, self.workspace, path, content)
+        await self._reindex()
+        return res
 
     # ---- keyed memories ------------------------------------------------------------------------------
     async def set(self, key: str, value: str, category: str | None) -> dict:

@@ -7,6 +7,7 @@ the page works without inline scripts or styles.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -107,6 +108,22 @@ def base_url(gw: RunningGateway) -> str:
     return f"http://127.0.0.1:{gw.gw.port}/"  # type: ignore[union-attr]
 
 
+@contextlib.asynccontextmanager
+async def signed_in(browser: Browser, gw: RunningGateway, **context):
+    """A fresh browser context (viewport, permissions …) with a page signed in to `gw`; on leaving,
+    the page must have raised no error and no JS dialog."""
+    ctx = await browser.new_context(**context)
+    try:
+        pg = await ctx.new_page()
+        watch = PageWatch(pg)
+        await pg.goto(base_url(gw))
+        await sign_in(pg, gw.token)
+        yield pg
+        assert watch.errors == [] and watch.dialogs == [], (watch.errors, watch.dialogs)
+    finally:
+        await ctx.close()
+
+
 async def sign_in(page: Page, token: str, remember: bool = False) -> None:
     await page.get_by_label("Gateway token").fill(token)
     if remember:
@@ -190,6 +207,7 @@ async def test_chat_flow_streams_and_survives_reload(page: Page, gateway: Runnin
     await expect(page.locator("#session-title")).to_have_text(first)
     await expect(page.locator("#session-list li.current .session-name")).to_have_text(first)
     # Rename the session; the new label shows in the list and the header and survives a reload.
+    await page.locator("#session-list li.current").hover()  # the row's actions show under the pointer
     await page.locator("#session-list li.current").get_by_role("button", name=f"Rename {first}").click()
     await page.get_by_label("Session name").fill("Birds")
     await page.get_by_label("Session name").press("Enter")
@@ -301,15 +319,17 @@ async def test_delete_session_asks_first(page: Page, gateway: RunningGateway):
     await sign_in(page, gateway.token)
     key = await new_session(page)
     item = page.locator(f"#session-list li[data-key='{key}']")
+    await item.hover()  # the row's actions show under the pointer
     await item.get_by_role("button", name=re.compile("^Delete")).click()
     confirm = page.get_by_role("dialog", name="Delete session?")
     await expect(confirm).to_be_visible()
     await confirm.get_by_role("button", name="Cancel").click()
     await expect(item).to_have_count(1)
+    await item.hover()
     await item.get_by_role("button", name=re.compile("^Delete")).click()
     await confirm.get_by_role("button", name="Delete").click()
     await expect(item).to_have_count(0)
-    await expect(page.locator("#session-title")).to_have_text("No session open")
+    await expect(page.locator("#session-title")).to_have_text("New session")
     client = await gateway.client()
     try:
         keys = [s["sessionKey"] for s in (await client.call("sessions.list"))["sessions"]]
@@ -376,21 +396,10 @@ async def model_gateway(tmp_path):
             await gw.stop()
 
 
-async def signed_in_page(browser: Browser, gw: RunningGateway):
-    """A fresh browser context with a page signed in to `gw` and a new session open."""
-    ctx = await browser.new_context()
-    pg = await ctx.new_page()
-    watch = PageWatch(pg)
-    await pg.goto(base_url(gw))
-    await sign_in(pg, gw.token)
-    await new_session(pg)
-    return ctx, pg, watch
-
-
 async def test_chat_error_retry_and_stop(browser: Browser, model_gateway):
     gw, api = model_gateway
-    ctx, pg, watch = await signed_in_page(browser, gw)
-    try:
+    async with signed_in(browser, gw) as pg:
+        await new_session(pg)
 
         # The badge names the provider and model; with a model configured there is no offline banner.
         await expect(pg.locator("#model-badge")).to_have_text("openai · fake-model")
@@ -419,13 +428,10 @@ async def test_chat_error_retry_and_stop(browser: Browser, model_gateway):
         await expect(replies(pg).nth(2)).to_contain_text("word3")
         await stop.click()
         await wait_reply(pg, 3)
-        await expect(replies(pg).nth(2)).to_contain_text("Stopped.")
+        await expect(replies(pg).nth(2).locator(".stopped")).to_have_text("Stopped before it finished.")
         await expect(replies(pg).nth(2)).not_to_contain_text("word199")
         await expect(stop).to_be_hidden()
         await expect(pg.get_by_role("button", name="Send")).to_be_visible()
-        assert watch.errors == [] and watch.dialogs == []
-    finally:
-        await ctx.close()
 
 
 async def test_offline_badge_and_banner_say_how_to_configure_a_model(page: Page, gateway: RunningGateway):
@@ -471,12 +477,7 @@ async def test_a_refused_origin_is_explained(browser: Browser, gateway: RunningG
 
 
 async def test_copy_and_regenerate_a_reply(browser: Browser, gateway: RunningGateway):
-    ctx = await browser.new_context(permissions=["clipboard-read", "clipboard-write"])
-    try:
-        pg = await ctx.new_page()
-        watch = PageWatch(pg)
-        await pg.goto(base_url(gateway))
-        await sign_in(pg, gateway.token)
+    async with signed_in(browser, gateway, permissions=["clipboard-read", "clipboard-write"]) as pg:
         await new_session(pg)
         await send(pg, "Copy me, please.")
         await wait_reply(pg, 1)
@@ -486,18 +487,27 @@ async def test_copy_and_regenerate_a_reply(browser: Browser, gateway: RunningGat
         copied = await pg.evaluate("navigator.clipboard.readText()")
         assert copied.startswith("I am Jarvis's offline responder") and "Copy me, please." in copied
 
+        # Regenerate: a second version of the same reply, not a second question.
         await reply.get_by_role("button", name="Regenerate reply").click()
-        await wait_reply(pg, 2)
-        await expect(pg.locator("#messages .msg-user")).to_have_count(2)
-        await expect(pg.locator("#messages .msg-user").nth(1)).to_have_text(re.compile("Copy me, please."))
-        await expect(replies(pg).nth(1)).to_contain_text("You wrote: “Copy me, please.”")
-        # After a reload the history's replies have the same buttons.
+        await expect(reply.locator(".version-count")).to_have_text("2/2")
+        await expect(reply).not_to_have_class(re.compile(r"\bstreaming\b"))
+        await expect(replies(pg)).to_have_count(1)
+        await expect(pg.locator("#messages .msg-user")).to_have_count(1)
+        await expect(reply).to_contain_text("You wrote: “Copy me, please.”")
+        await reply.get_by_role("button", name="Previous version").click()
+        await expect(reply.locator(".version-count")).to_have_text("1/2")
+        await expect(reply.get_by_role("button", name="Previous version")).to_be_disabled()
+        # After a reload the history shows the one reply with both versions and the same buttons.
         await pg.reload()
-        await expect(replies(pg)).to_have_count(2)
+        await expect(replies(pg)).to_have_count(1)
+        await expect(pg.locator("#messages .msg-user")).to_have_count(1)
+        await expect(replies(pg).first.locator(".version-count")).to_have_text("2/2")
         await expect(replies(pg).first.get_by_role("button", name="Regenerate reply")).to_be_visible()
-        assert watch.errors == []
-    finally:
-        await ctx.close()
+        # Only the last reply offers Regenerate.
+        await send(pg, "And another question.")
+        await wait_reply(pg, 2)
+        await expect(replies(pg).first.get_by_role("button", name="Regenerate reply")).to_be_hidden()
+        await expect(replies(pg).nth(1).get_by_role("button", name="Regenerate reply")).to_be_visible()
 
 
 async def test_sidebar_search_and_date_groups(page: Page, gateway: RunningGateway):
@@ -523,7 +533,7 @@ async def test_memory_panel_adds_edits_deletes_and_opens_notes(page: Page, gatew
     await sign_in(page, gateway.token)
     await page.get_by_role("button", name="Memories").click()
     panel = page.locator("#search-panel")
-    await expect(panel.get_by_role("heading", name="Memories")).to_be_visible()
+    await expect(panel.get_by_role("heading", name="Memories", exact=True)).to_be_visible()
 
     await panel.get_by_role("button", name="Add memory").click()
     await panel.get_by_label("Key", exact=True).fill("bicycle")
@@ -557,17 +567,287 @@ async def test_memory_panel_adds_edits_deletes_and_opens_notes(page: Page, gatew
     finally:
         await client.close()
 
-    # Notes: open a memory file by its path.
-    await panel.get_by_label("Note path").fill("MEMORY.md")
-    await panel.get_by_role("button", name="Open note").click()
-    dialog = page.get_by_role("dialog", name="MEMORY.md")
-    await expect(dialog.locator("#memory-text")).to_contain_text("I take my coffee black.")
+    # Notes: the workspace's files are listed; one opens in the editor, is changed and saved.
+    note = panel.locator("#notes-list li[data-path='MEMORY.md']")
+    await expect(note).to_contain_text("MEMORY.md")
+    await expect(panel.locator("#notes-list li[data-path^='memory/keyed/']")).to_have_count(0)  # keyed: listed below
+    await note.get_by_role("button", name="Edit note MEMORY.md").click()
+    editor = page.get_by_role("dialog", name="MEMORY.md")
+    text = editor.get_by_label("Note text")
+    await expect(text).to_have_value("# About me\n\nI take my coffee black.")
+    await text.fill("# About me\n\nI take my coffee with oat milk now.")
+    await editor.get_by_role("button", name="Save").click()
+    await expect(editor.locator("#note-meta")).to_have_text(re.compile(r"^Saved MEMORY\.md"))
+    assert (gateway.config.workspace_dir / "MEMORY.md").read_text() == "# About me\n\nI take my coffee with oat milk now.\n"
+    await shot(page, "web-notes.png")
+    # Unsaved changes ask before the editor closes.
+    await text.fill("scribble")
+    await editor.get_by_role("button", name="Cancel").click()
+    confirm = page.get_by_role("dialog", name="Discard changes?")
+    await confirm.get_by_role("button", name="Cancel").click()
+    await expect(text).to_have_value("scribble")
+    await editor.get_by_role("button", name="Cancel").click()
+    await confirm.get_by_role("button", name="Delete").click()
+    await expect(editor).to_be_hidden()
+    client = await gateway.client()
+    try:
+        found = await client.call("memory.search", {"query": "oat milk", "mode": "fts", "sources": ["memory"]})
+        assert "MEMORY.md" in [r["path"] for r in found["results"]], "searchable once saved"
+    finally:
+        await client.close()
+
+    # A new note by its path: created on save, then listed.
+    await panel.get_by_label("Note path").fill("memory/trips/lisbon.md")
+    await panel.get_by_role("button", name="Open or create").click()
+    editor = page.get_by_role("dialog", name="memory/trips/lisbon.md")
+    await expect(editor.locator("#note-meta")).to_have_text("A new note: it is created when you save.")
+    await editor.get_by_label("Note text").fill("Tram 28 at dawn.")
+    await editor.get_by_role("button", name="Save").click()
+    await expect(editor.locator("#note-meta")).to_have_text(re.compile(r"^Created memory/trips/lisbon\.md"))
+    await expect(panel.locator("#notes-list li[data-path='memory/trips/lisbon.md']")).to_have_count(1)
+    # A path the gateway refuses is said plainly, and nothing is written.
+    await editor.get_by_role("button", name="Close").click()
+    await panel.get_by_label("Note path").fill("../outside.md")
+    await panel.get_by_role("button", name="Open or create").click()
+    editor = page.get_by_role("dialog", name="../outside.md")
+    await expect(editor.locator("#note-meta")).to_contain_text("must not contain '..'")
+    await expect(editor.get_by_role("button", name="Save")).to_be_disabled()
+
+
+async def test_typing_into_the_empty_page_starts_a_session_and_a_bare_reload_reopens_it(page: Page, gateway: RunningGateway):
+    await sign_in(page, gateway.token)
+    # No session open: the composer still takes a message, and says so.
+    await expect(page.locator("#session-title")).to_have_text("New session")
+    await expect(page.locator("#empty-state")).to_contain_text("Type a message to start a new session")
+    await expect(page.locator("#message-input")).to_be_enabled()
+    # Watch the header: it must show the session's name while the reply is still streaming.
+    await page.evaluate("""() => {
+        window.__named = null;
+        new MutationObserver(() => {
+            const t = document.getElementById('session-title').textContent;
+            if (t.startsWith('Plant the tulips') && window.__named === null)
+                window.__named = document.querySelector('#messages .msg-assistant:not(.streaming)') === null;
+        }).observe(document.getElementById('session-title'), {subtree: true, childList: true, characterData: true});
+    }""")
+    await send(page, "Plant the tulips in October, twelve centimetres deep.")
+    await page.wait_for_url(re.compile(r"#s=[A-Za-z0-9._-]+$"))
+    key = page.url.split("#s=", 1)[1]
+    await wait_reply(page, 1)
+    label = "Plant the tulips in October, twelve centimetres deep."
+    await expect(page.locator("#session-title")).to_have_text(label)
+    assert await page.evaluate("window.__named") is True, "named only after the reply ended"
+    await expect(page.locator(f"#session-list li[data-key='{key}'] .session-name")).to_have_text(label)
+
+    # A reload of the bare address (no #s=) reopens the session this browser had open.
+    await page.goto(base_url(gateway))
+    await expect(page.locator("#conn-status")).to_have_attribute("data-state", "open")
+    await page.wait_for_url(re.compile(rf"#s={re.escape(key)}$"))
+    await expect(page.locator("#messages .msg-user")).to_have_text(re.compile("Plant the tulips"))
+    await expect(replies(page)).to_have_count(1)
+
+
+async def test_a_reply_cut_off_by_a_restart_shows_stopped_without_an_empty_bullet(page: Page, gateway: RunningGateway):
+    import uuid
+
+    from gateway.sessions import transcript as tx
+
+    client = await gateway.client()
+    try:
+        key = (await client.call("sessions.create", {"label": "Cut off"}))["sessionKey"]
+    finally:
+        await client.close()
+    # What a reply interrupted by a restart leaves in the transcript: the partial text, marked aborted.
+    agent = await gateway.gw.services.agent(gateway.config.agent_id)  # type: ignore[union-attr]
+    await agent.sessions.append_messages(key, tx.message_record(str(uuid.uuid4()), "user", "How do I plant bulbs?", "r1"))
+    await agent.sessions.append_messages(key, tx.message_record(
+        str(uuid.uuid4()), "assistant", "Three steps:\n\n- Dig a hole\n- ", "r1", aborted=True))
+    await page.goto(base_url(gateway) + f"#s={key}")
+    await sign_in(page, gateway.token)
+    reply = replies(page).first
+    await expect(reply.locator(".stopped")).to_have_text("Stopped before it finished.")
+    await expect(reply.locator("li")).to_have_count(1)
+    await expect(reply.locator("li")).to_have_text("Dig a hole")
+
+
+async def test_a_keyed_memory_result_shows_its_value_not_its_front_matter(page: Page, gateway: RunningGateway):
+    client = await gateway.client()
+    try:
+        await client.call("memory.set", {"key": "spare-key", "value": "The spare key hangs behind the barometer.",
+                                         "category": "facts"})
+    finally:
+        await client.close()
+    await sign_in(page, gateway.token)
+    await page.get_by_role("button", name="Search memory").click()
+    await page.get_by_label("Query").fill("spare key barometer")
+    await page.get_by_label("Source").select_option("memory")
+    await page.get_by_role("button", name="Search", exact=True).click()
+    result = page.locator("#search-results .result:has(.path[title^='memory/keyed/facts/spare-key.md:'])")
+    await expect(result.locator(".snippet")).to_have_text("The spare key hangs behind the barometer.")
+    await expect(result.locator(".path")).to_have_text(re.compile(r"^memory/keyed/facts/spare-key\.md:\d+(–\d+)?$"))
+
+
+async def test_code_blocks_icon_buttons_and_a_disconnected_composer_on_a_phone(browser: Browser, model_gateway):
+    gw, api = model_gateway
+    async with signed_in(browser, gw, viewport={"width": 390, "height": 844},
+                         permissions=["clipboard-read", "clipboard-write"]) as pg:
+        # The header is one row: every control in it shares the brand's line.
+        header = pg.locator("header.topbar")
+        rows = await header.evaluate("""h => [...h.querySelectorAll('button:not([hidden]), .brand, #model-badge, #conn-status')]
+            .filter(e => e.offsetParent !== null).map(e => { const r = e.getBoundingClientRect(); return (r.top + r.bottom) / 2; })""")
+        assert len(rows) >= 6 and max(rows) - min(rows) < 8, rows  # their middles on one line
+        assert (await header.bounding_box())["height"] < 60
+        # The placeholder fits on one line of the box.
+        box = pg.get_by_label("Message", exact=True)
+        await expect(box).to_have_attribute("placeholder", "Message Jarvis")
+        fits = await box.evaluate("""t => { const s = getComputedStyle(t), c = document.createElement('canvas').getContext('2d');
+            c.font = `${s.fontSize} ${s.fontFamily}`;
+            return c.measureText(t.placeholder).width < t.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); }""")
+        assert fits
+
+        api.reply = "Run this:\n\n```python\nprint('hello')\n```\n\nThen check."
+        await send(pg, "show me code")
+        await wait_reply(pg, 1)
+        block = replies(pg).first.locator(".code-block")
+        await expect(block.locator(".code-lang")).to_have_text("python")
+        await block.get_by_role("button", name="Copy python code").click()
+        await expect(block.get_by_role("status")).to_have_text("Copied.")
+        assert await pg.evaluate("navigator.clipboard.readText()") == "print('hello')"
+        # Copy and Regenerate are icons with tooltips, not words.
+        for name, tip in (("Copy reply", "Copy the reply"), ("Regenerate reply", "Regenerate")):
+            button = replies(pg).first.get_by_role("button", name=name)
+            await expect(button).to_have_attribute("title", re.compile(tip))
+            await expect(button).to_have_text("")
+        await shot(pg, "web-chat-390.png")
+
+        # Disconnected, the composer says why it takes nothing.
+        await gw.stop()
+        await expect(box).to_be_disabled()
+        await expect(box).to_have_attribute("placeholder", re.compile(r"^Not connected — (retrying in \d+ s|connecting…)$"))
+        await gw.start()
+        await expect(box).to_be_enabled(timeout=30_000)
+        await expect(box).to_have_attribute("placeholder", "Message Jarvis")
+
+
+async def test_session_actions_show_on_hover_and_score_chips_never_wrap(browser: Browser, gateway: RunningGateway):
+    note = gateway.config.workspace_dir / "memory" / "projects"
+    note.mkdir(parents=True, exist_ok=True)
+    (note / "the-garden-shed-roof-needs-new-felt-before-the-autumn-storms.md").write_text(
+        "# Shed\n\nThe garden shed roof needs new felt before the autumn storms.\n")
+    client = await gateway.client()
+    try:
+        async def indexed():
+            res = await client.call("memory.search", {"query": "garden shed roof felt", "sources": ["memory"]})
+            return any("garden-shed" in r["path"] for r in res["results"])
+
+        from tests.helpers import wait_for
+
+        await wait_for(indexed, timeout=30)
+    finally:
+        await client.close()
+    async with signed_in(browser, gateway, viewport={"width": 1280, "height": 800}) as pg:
+        key = await new_session(pg)
+        await send(pg, "What does the garden shed roof need?")
+        await wait_reply(pg, 1)
+        # Rename and delete appear only on the row under the pointer (or with focus).
+        row = pg.locator(f"#session-list li[data-key='{key}']")
+        rename = row.get_by_role("button", name=re.compile("^Rename"))
+        await pg.mouse.move(900, 400)
+        await expect(rename).to_be_hidden()
+        await row.hover()
+        await expect(rename).to_be_visible()
+        await pg.mouse.move(900, 400)
+        await expect(rename).to_be_hidden()
+
+        # At 390 px a long citation wraps; its score chip stays whole on one line.
+        await pg.set_viewport_size({"width": 390, "height": 844})
+        recalled = replies(pg).first.locator("details.recalled")
+        await recalled.locator("summary").click()
+        chip = recalled.locator("button.memory-ref", has_text="garden-shed").first.locator(".score")
+        await expect(chip).to_be_visible()
+        lines = await chip.evaluate("s => s.getClientRects().length === 1 && s.getBoundingClientRect().height < 1.6 * parseFloat(getComputedStyle(s).fontSize)")
+        assert lines, "the score chip wrapped"
+
+
+async def test_regenerate_streams_a_new_version_into_the_reply(browser: Browser, model_gateway):
+    gw, api = model_gateway
+    async with signed_in(browser, gw) as pg:
+        key = await new_session(pg)
+        api.reply = "Herons are wading birds."
+        await send(pg, "What is a heron?")
+        await wait_reply(pg, 1)
+        reply = replies(pg).first
+        api.reply = "A heron is a long-legged freshwater bird."
+        await reply.get_by_role("button", name="Regenerate reply").click()
+        await expect(reply.locator(".msg-body")).to_have_text("A heron is a long-legged freshwater bird.")
+        await expect(reply.locator(".version-count")).to_have_text("2/2")
+        await reply.get_by_role("button", name="Previous version").click()
+        await expect(reply.locator(".msg-body")).to_have_text("Herons are wading birds.")
+        await reply.get_by_role("button", name="Next version").click()
+        await expect(reply.locator(".msg-body")).to_have_text("A heron is a long-legged freshwater bird.")
+        await shot(pg, "web-regenerate.png")
+        # A failed regeneration keeps both versions and says so.
+        api.script(("status", 500))
+        await reply.get_by_role("button", name="Regenerate reply").click()
+        await expect(reply.get_by_role("alert")).to_contain_text("Regenerating failed")
+        await expect(reply.locator(".version-count")).to_have_text("2/2")
+        await expect(reply.locator(".msg-body")).to_have_text("A heron is a long-legged freshwater bird.")
+        client = await gw.client()
+        try:
+            hist = (await client.call("sessions.history", {"sessionKey": key}))["messages"]
+        finally:
+            await client.close()
+        assert [m["role"] for m in hist] == ["user", "assistant"] and len(hist[1]["versions"]) == 2
+
+
+async def test_model_picker_and_system_prompt_are_kept_with_the_session(browser: Browser, model_gateway):
+    gw, api = model_gateway
+    async with signed_in(browser, gw) as pg:
+        picker = pg.get_by_label("Model", exact=True)
+        await expect(picker.locator("option")).to_have_text(["Default (fake-model)", "fake-large", "fake-small"])
+        # Chosen before the first message: the session is created with them.
+        await picker.select_option("fake-small")
+        await pg.get_by_role("button", name="System prompt").click()
+        dialog = pg.get_by_role("dialog", name="System prompt for this session")
+        await dialog.get_by_label("System prompt").fill("Answer like a pirate.")
+        await dialog.get_by_role("button", name="Save").click()
+        await expect(dialog).to_be_hidden()
+        api.reply = "Arr, herons be birds."
+        await send(pg, "What is a heron?")
+        await wait_reply(pg, 1)
+        body = api.requests[-1]["body"]
+        assert body["model"] == "fake-small" and body["messages"][0]["content"].startswith("Answer like a pirate.")
+        key = pg.url.split("#s=", 1)[1]
+        await shot(pg, "web-model-picker.png")
+
+        # Kept with the session: a reload shows them; switching back to the default is stored too.
+        await pg.reload()
+        await expect(picker).to_have_value("fake-small")
+        await expect(pg.get_by_role("button", name="System prompt (this session has its own)")).to_be_visible()
+        await picker.select_option("")
+        client = await gw.client()
+        try:
+            async def reset():
+                return "model" not in await client.call("sessions.get", {"sessionKey": key})
+
+            from tests.helpers import wait_for
+
+            await wait_for(reset)
+            assert (await client.call("sessions.get", {"sessionKey": key}))["systemPrompt"] == "Answer like a pirate."
+        finally:
+            await client.close()
+        await send(pg, "And where do they nest?")
+        await wait_reply(pg, 2)
+        assert api.requests[-1]["body"]["model"] == "fake-model"
+        # A new session starts with the defaults again.
+        await new_session(pg)
+        await expect(picker).to_have_value("")
+        await expect(pg.get_by_role("button", name="System prompt", exact=True)).to_be_visible()
 
 
 async def test_memory_tool_calls_show_as_one_line_each(browser: Browser, model_gateway):
     gw, api = model_gateway
-    ctx, pg, watch = await signed_in_page(browser, gw)
-    try:
+    async with signed_in(browser, gw) as pg:
+        await new_session(pg)
         api.script(("tools", [("memory_set", {"key": "boat.colour", "value": "The boat is dark green."})]),
                    ("tools", [("memory_search", {"query": "boat colour"})]))
         api.reply = "Your boat is dark green."
@@ -584,6 +864,3 @@ async def test_memory_tool_calls_show_as_one_line_each(browser: Browser, model_g
         await expect(replies(pg).first.locator(".tool-call")).to_have_text(expected)
         await expect(replies(pg).first.locator(".msg-body")).to_have_text("Your boat is dark green.")
         await shot(pg, "web-tools.png")
-        assert watch.errors == [] and watch.dialogs == []
-    finally:
-        await ctx.close()

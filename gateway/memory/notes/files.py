@@ -1,0 +1,70 @@
+"""The workspace's notes as files, for a notes browser and editor (`memory.files`, `memory.write`).
+
+    list_files(workspace)            every memory file the index holds: [{path, size, modified, writable}]
+    write_file(workspace, path, text)   replace (or create) one note, atomically
+
+Writable are `MEMORY.md` and `memory/**/*.md` — the same paths `memory.get` reads, less LEARNINGS.md
+(memory.learn keeps its sections) and `memory/keyed/` and `memory/images/` (memory.set and
+memory.setImage own those files, and with PostgreSQL they are mirrors of rows). A write is atomic
+(temp + fsync + rename) under the file's flock, never follows a symlink, never leaves the workspace,
+and holds at most MAX_NOTE_BYTES. Blocking: call in a thread; then re-index (the methods do).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ...errors import Invalid
+from ...fsutil import atomic_write, ensure_dir, locked
+from ..index.sources import clean_relative, scan_memory
+from ..layout import IMAGES_DIR, KEYED_DIR, NOTES_DIR
+
+MAX_NOTE_BYTES = 256 * 1024  # what memory.get returns of a file at most, so a note read is a note whole
+_OWNED = (KEYED_DIR + "/", IMAGES_DIR + "/")
+
+
+def writable(rel: str) -> bool:
+    return (rel == "MEMORY.md" or (rel.startswith(NOTES_DIR + "/") and rel.endswith(".md"))) and \
+        not rel.startswith(_OWNED)
+
+
+def list_files(workspace: Path) -> list[dict]:
+    out = []
+    for f in scan_memory(workspace):
+        modified = datetime.fromtimestamp(f.mtime_ns / 1e9, timezone.utc).isoformat(timespec="milliseconds")
+        out.append({"path": f.path, "size": f.size, "modified": modified.replace("+00:00", "Z"),
+                    "writable": writable(f.path)})
+    return out
+
+
+def write_file(workspace: Path, path: str, text: str) -> dict:
+    """Replace (or create) the note at `path` with `text`; → {path, size, created}."""
+    rel = clean_relative(path)
+    if not writable(rel):
+        owner = "memory.set" if rel.startswith(KEYED_DIR + "/") else \
+            "memory.setImage" if rel.startswith(IMAGES_DIR + "/") else None
+        raise Invalid(f"{rel} is written by {owner}; change it there" if owner else
+                      "only MEMORY.md and memory/**/*.md notes can be written", field="path")
+    data = text.encode("utf-8")
+    if len(data) > MAX_NOTE_BYTES:
+        raise Invalid(f"must be at most {MAX_NOTE_BYTES} bytes of UTF-8, got {len(data)}", field="content")
+    if "\x00" in text:
+        raise Invalid("must not contain NUL characters", field="content")
+    root = workspace.resolve()
+    target = workspace / rel
+    existing = target.parent
+    while not existing.exists() and existing != workspace:
+        existing = existing.parent
+    for folder in (existing, target.parent):  # before creating folders, and after (a swap meanwhile)
+        real_dir = Path(os.path.realpath(folder))
+        if real_dir != root and root not in real_dir.parents:
+            raise Invalid("its folder resolves outside the workspace (symlink); refused", field="path")
+        ensure_dir(target.parent)
+    with locked(target):
+        if target.is_symlink() or (target.exists() and not target.is_file()):
+            raise Invalid("is a symlink or not a regular file; refused", field="path")
+        created = not target.exists()
+        atomic_write(target, data)
+    return {"path": rel, "size": len(data), "created": created}
