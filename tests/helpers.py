@@ -187,8 +187,11 @@ class RunningGateway:
 class GatewayProcess:
     """`jarvis serve` as a real subprocess, for signals and crash tests."""
 
-    def __init__(self, state_dir: Path, env: dict[str, str] | None = None, port: int = 0):
+    def __init__(self, state_dir: Path, env: dict[str, str] | None = None, port: int = 0,
+                 nofile: int | None = None):
+        """`nofile`: the process's RLIMIT_NOFILE (soft and hard), as a unit's LimitNOFILE sets it."""
         self.state_dir = state_dir
+        self.nofile = nofile
         self.env = {**os.environ, "JARVIS_STATE_DIR": str(state_dir), **(env or {})}
         self.env.pop("OPENAI_API_KEY", None) if "OPENAI_API_KEY" not in (env or {}) else None
         self.port = port
@@ -197,13 +200,14 @@ class GatewayProcess:
 
     @classmethod
     @contextlib.contextmanager
-    def running(cls, state_dir: Path, config_toml: str = "", env: dict[str, str] | None = None):
+    def running(cls, state_dir: Path, config_toml: str = "", env: dict[str, str] | None = None,
+                nofile: int | None = None):
         """A started gateway with this config.toml (and no chat endpoint from the environment),
         killed on exit."""
         state_dir.mkdir(parents=True, exist_ok=True)
         if config_toml:
             (state_dir / "config.toml").write_text(config_toml)
-        proc = cls(state_dir, env={"OPENAI_BASE_URL": "", **(env or {})})
+        proc = cls(state_dir, env={"OPENAI_BASE_URL": "", **(env or {})}, nofile=nofile)
         try:
             proc.start()
             yield proc
@@ -218,7 +222,7 @@ class GatewayProcess:
         fh = open(self.log, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port), "--log-format", "json"],
-            cwd=ROOT, env=self.env, stdout=fh, stderr=subprocess.STDOUT)
+            cwd=ROOT, env=self.env, stdout=fh, stderr=subprocess.STDOUT, preexec_fn=self._limits)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.log.read_bytes()[offset:].decode(errors="replace")
@@ -230,6 +234,12 @@ class GatewayProcess:
                 raise RuntimeError(f"gateway exited with {self.proc.returncode}:\n{text}")
             time.sleep(0.05)
         raise TimeoutError(f"gateway did not start:\n{self.log.read_text(errors='replace')}")
+
+    def _limits(self) -> None:
+        if self.nofile is not None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     @property
     def url(self) -> str:

@@ -4,6 +4,7 @@
     handshake.py   the upgrade (Origin, duplicate headers, header auth) and the auth frame
     connection.py  one client: outgoing queue, backpressure ("slow consumer"), closing
     dispatch.py    text frame → protocol.parse → limits → registry → replies (size-capped)
+    admission.py   every socket counted from accept: pending upgrades bounded, descriptors kept in reserve
     __init__.py    GatewayServer: bind, accept, the read loop per connection, shutdown
 
 Data flows one way: socket → protocol → registry → method → service. The server never touches
@@ -14,15 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import Frame
 
 from .. import __version__, protocol
 from ..auth import TokenStore
 from ..errors import InvalidRequest
+from .admission import FULL, Admission
 from .connection import POLICY, RESTART, Connection
 from .dispatch import Dispatcher
 from .handshake import Handshake
@@ -33,6 +36,58 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["GatewayServer"]
 
 log = structlog.get_logger("gateway.server")
+
+PREAUTH_FRAMES = 32  # frames (an auth frame, pings) a socket may send before it has authenticated
+
+
+class GatedConnection(ServerConnection):
+    """websockets' connection, counted by Admission from accept to close, with a budget of bytes and
+    frames before authentication: a client that has not authenticated yet cannot make the gateway
+    parse and answer a flood of pings."""
+
+    def __init__(self, admission: Admission, preauth_bytes: int, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.admission = admission
+        self.preauth_bytes = preauth_bytes
+        self.preauth_frames = PREAUTH_FRAMES
+        self.jarvis_authed = False
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        if not self.admission.admit(self, peer_address(transport)):
+            transport.write(FULL)
+            transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.admission.gone(self)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if not self.jarvis_authed:
+            self.preauth_bytes -= len(data)
+            if self.preauth_bytes < 0:
+                self._flood("bytes")
+                return
+        super().data_received(data)
+
+    def process_event(self, event: Any) -> None:
+        if not self.jarvis_authed and isinstance(event, Frame):
+            self.preauth_frames -= 1
+            if self.preauth_frames < 0:
+                self._flood("frames")
+                return
+        super().process_event(event)
+
+    def _flood(self, what: str) -> None:
+        if not self.transport.is_closing():
+            log.warning("closing a socket that sent too much before authenticating", limit=what,
+                        peer=peer_address(self.transport))
+            self.transport.abort()
+
+
+def peer_address(transport: Any) -> str:
+    peer = transport.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) and peer else str(peer or "unknown")
 
 
 class GatewayServer:
@@ -46,15 +101,21 @@ class GatewayServer:
         self.handshake = Handshake(self.config, tokens, {"name": "jarvis-gateway", "version": __version__},
                                    self._make_room)
         self.dispatch = Dispatcher(services, self.handshake.auth_ok)
+        self.admission: Admission | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
         c = self.config.server
+        admission = self.admission = Admission(c)
+        # Before auth: the upgrade request (headers) and one auth frame, with room to spare.
+        preauth_bytes = c.preauth_frame_bytes + (64 << 10)
         self._server = await serve(
             self._handle,
             c.host,
             c.port,
+            create_connection=lambda *a, **kw: GatedConnection(admission, preauth_bytes, *a, **kw),
             process_request=self.handshake.process_request,
+            open_timeout=c.handshake_timeout,
             max_size=c.preauth_frame_bytes,
             ping_interval=c.ping_interval or None,
             ping_timeout=c.ping_interval or None,
@@ -110,6 +171,8 @@ class GatewayServer:
 
     # ---- WebSocket -----------------------------------------------------------------------------
     async def _handle(self, ws: ServerConnection) -> None:
+        if self.admission is not None:
+            self.admission.upgraded(ws)
         conn = Connection(ws, self.config)
         self.connections.add(conn)
         conn._writer = asyncio.create_task(conn.writer())

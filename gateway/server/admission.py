@@ -1,0 +1,108 @@
+"""Admission from accept: every TCP socket is counted from the moment it is accepted, not only once its
+WebSocket upgrade is done, so sockets that never send a byte cannot use up the file descriptors the
+gateway needs for its own files (sessions.json, transcripts, SQLite, locks).
+
+    pending     accepted, upgrade (or HTTP request) not finished: at most `server.maxPendingSockets`,
+                `server.maxPendingPerAddress` per client address; past either, the oldest is dropped
+                (a real client finishes its upgrade within a round trip; a half-open socket is the oldest)
+    all         every socket: at most RLIMIT_NOFILE − `server.fdReserve` − what was open at start; past it
+                the oldest pending one is dropped, or the new one answered HTTP 503 when none is pending
+
+The pending time itself is bounded by `server.handshakeTimeout`.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from collections import Counter
+from typing import Any
+
+import structlog
+
+from ..config import ServerConfig
+
+log = structlog.get_logger("gateway.server")
+
+FULL = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain\r\n"
+        b"Connection: close\r\nContent-Length: 31\r\n\r\ntoo many connections; retry soon")
+
+
+def open_descriptors() -> int:
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return len(os.listdir(folder))
+        except OSError:
+            continue
+    return 0
+
+
+def socket_budget(config: ServerConfig) -> tuple[int, int, int]:
+    """(sockets allowed at once, RLIMIT_NOFILE, descriptors reserved) for this process now."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)  # raised to the hard limit by app.serve
+    limit = soft if soft != resource.RLIM_INFINITY else 65536
+    reserve = config.fd_reserve or max(64, limit // 8)
+    return max(1, limit - reserve - open_descriptors()), limit, reserve
+
+
+class Admission:
+    """Counts sockets from accept to close; `admit` says whether a new one may stay."""
+
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        self.max_sockets, self.fd_limit, self.fd_reserve = socket_budget(config)
+        self.live: set[Any] = set()
+        self.pending: dict[Any, str] = {}  # insertion order: oldest first
+        self.per_address: Counter[str] = Counter()
+        self.dropped = 0  # pending sockets dropped to make room
+        self.refused = 0  # answered 503: every socket was upgraded already
+        if self.max_sockets < config.max_connections + config.max_pending_sockets:
+            log.warning("few file descriptors: fewer sockets than server.maxConnections + maxPendingSockets "
+                        "fit; raise LimitNOFILE", sockets=self.max_sockets, rlimitNofile=self.fd_limit,
+                        reserved=self.fd_reserve)
+
+    def admit(self, conn: Any, address: str) -> bool:
+        c = self.config
+        if self.per_address[address] >= c.max_pending_per_address:
+            self._drop(next(k for k, a in self.pending.items() if a == address), "per address")
+        if len(self.pending) >= c.max_pending_sockets:
+            self._drop(next(iter(self.pending)), "in total")
+        if len(self.live) >= self.max_sockets:
+            if not self.pending:
+                self.refused += 1
+                if self.refused == 1 or self.refused % 1000 == 0:
+                    log.warning("socket refused: descriptors are kept for the gateway's files", sockets=len(self.live),
+                                refused=self.refused)
+                return False
+            self._drop(next(iter(self.pending)), "descriptors")
+        self.live.add(conn)
+        self.pending[conn] = address
+        self.per_address[address] += 1
+        return True
+
+    def upgraded(self, conn: Any) -> None:
+        """The WebSocket upgrade is done: no longer pending (still counted among all sockets)."""
+        address = self.pending.pop(conn, None)
+        if address is not None:
+            self._uncount(address)
+
+    def gone(self, conn: Any) -> None:
+        self.upgraded(conn)
+        self.live.discard(conn)
+
+    def _drop(self, conn: Any, why: str) -> None:
+        self.dropped += 1
+        if self.dropped == 1 or self.dropped % 1000 == 0:
+            log.warning("pending socket dropped: too many sockets that did not finish their upgrade", limit=why,
+                        dropped=self.dropped, peer=self.pending.get(conn))
+        self.gone(conn)
+        conn.transport.abort()
+
+    def _uncount(self, address: str) -> None:
+        self.per_address[address] -= 1
+        if self.per_address[address] <= 0:
+            del self.per_address[address]
+
+    def stats(self) -> dict[str, int]:
+        return {"sockets": len(self.live), "pending": len(self.pending), "maxSockets": self.max_sockets,
+                "fdLimit": self.fd_limit, "dropped": self.dropped, "refused": self.refused}
