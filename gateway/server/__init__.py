@@ -26,7 +26,7 @@ from .. import __version__, protocol
 from ..auth import TokenStore
 from ..errors import InvalidRequest
 from .admission import FULL, Admission
-from .connection import POLICY, RESTART, Connection
+from .connection import CLOSE_TIMEOUT, POLICY, RESTART, Connection
 from .dispatch import Dispatcher
 from .handshake import Handshake
 
@@ -119,7 +119,7 @@ class GatewayServer:
             max_size=c.preauth_frame_bytes,
             ping_interval=c.ping_interval or None,
             ping_timeout=c.ping_interval or None,
-            close_timeout=5,
+            close_timeout=CLOSE_TIMEOUT,
             compression=None,  # small JSON frames: deflate costs more CPU than it saves on loopback
             max_queue=64,
             server_header=f"jarvis-gateway/{__version__}",

@@ -8,9 +8,12 @@ from __future__ import annotations
 import asyncio
 import socket
 
+import orjson
 import pytest
 
-from tests.helpers import GatewayProcess, RpcError, connect_client
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import GatewayProcess, RpcError, connect_client, wait_for
+from tests.system.hostile.test_hostile import frame, raw_ws
 
 
 async def half_open_flood(port: int, socks: list[socket.socket], n: int = 3000) -> None:
@@ -78,3 +81,97 @@ async def test_out_of_descriptors_is_a_retryable_error_naming_the_cause(tmp_path
         await asyncio.sleep(0.5)
         assert (await client.call("sessions.create", {"label": "after"}))["sessionKey"]
         await client.close()
+
+
+async def test_subscribers_that_never_read_are_torn_down(tmp_path):
+    # Five subscribers stop reading during a long reply of small deltas: they are flagged slow
+    # consumers, and websockets' close() used to wait for them to read (drain) before its own timeout
+    # started, so their sockets and buffers were held for good. Now the transport is aborted.
+    toml = ("[server]\nmaxSendBuffer = 65536\nmaxReplyBytes = 393216\n[chat]\nmaxReplyChars = 50000\n"
+            "timeout = 30\n[sessions]\nhistoryMaxBytes = 65536\n")
+    with FakeOpenAI() as api:
+        api.reply = "x " * 25_000  # 25k deltas of ~290 bytes (a long key): more than any socket buffer
+        env = {"OPENAI_BASE_URL": api.base_url, "OPENAI_API_KEY": "k"}
+        with GatewayProcess.running(tmp_path / "state", toml, env=env) as gw:
+            loop = asyncio.get_running_loop()
+            good = await connect_client(gw.url, gw.token)
+            key = (await good.call("sessions.create", {"sessionKey": "k" * 128}))["sessionKey"]
+            readers = []
+            for _ in range(5):
+                s = await loop.run_in_executor(None, raw_ws, gw, 4096)
+                s.sendall(frame(orjson.dumps({"type": "auth", "token": gw.token})))
+                s.sendall(frame(orjson.dumps({"id": 1, "method": "sessions.subscribe",
+                                              "params": {"sessionKey": key}})))
+                readers.append(s)
+            await wait_for(lambda: count_connections(good, 6))
+            sent = await good.call("chat.send", {"sessionKey": key, "message": "long one"})
+            events = await good.run_to_end(sent["runId"], timeout=60)
+            assert events[-1]["method"] == "chat.final"
+            assert gw.log.read_text().count("closing slow consumer") >= 5
+            # Torn down within the close timeout (5 s), while they still have not read a byte.
+            await wait_for(lambda: count_connections(good, 1), timeout=12)
+            for s in readers:
+                s.close()
+            await good.close()
+
+
+async def count_connections(client, want: int) -> bool:
+    return (await client.call("system.health"))["connections"] == want
+
+
+PING_FLOOD = r"""
+import base64, os, socket, sys, threading, time
+port, seconds = int(sys.argv[1]), float(sys.argv[2])
+ping = b"\x89\x80\0\0\0\0" * 2000  # masked empty pings
+cut = []
+def flood():
+    s = socket.create_connection(("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall((f"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    s.recv(4096)
+    s.setblocking(False)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            s.send(ping)
+            s.recv(1 << 16)  # read the pongs, as a flooder that wants to go on would
+        except BlockingIOError:
+            time.sleep(0.001)
+        except OSError:
+            cut.append(1)
+            return
+threads = [threading.Thread(target=flood) for _ in range(16)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(len(cut))
+"""
+
+
+async def test_a_preauth_ping_flood_does_not_slow_a_bystander(tmp_path):
+    # 16 sockets that upgrade, never authenticate and send pings as fast as they can used to push a
+    # bystander's system.health p50 to 571 ms: every ping was parsed and answered. Before auth a socket
+    # now has a budget of frames and bytes; past it, it is cut.
+    import statistics
+    import subprocess
+    import sys
+    import time
+
+    with GatewayProcess.running(tmp_path / "state") as gw:
+        good = await connect_client(gw.url, gw.token)
+        attacker = subprocess.Popen([sys.executable, "-c", PING_FLOOD, str(gw.port), "4"], stdout=subprocess.PIPE)
+        times = []
+        try:
+            end = time.monotonic() + 4
+            while time.monotonic() < end:
+                t0 = time.monotonic()
+                await good.call("system.health")
+                times.append(time.monotonic() - t0)
+                await asyncio.sleep(0.02)
+        finally:
+            out, _ = attacker.communicate(timeout=30)
+        p50 = statistics.median(times) * 1000
+        assert int(out) == 16, "every flooding socket is cut"
+        assert "closing a socket that sent too much before authenticating" in gw.log.read_text()
+        assert p50 < 100, f"bystander system.health p50 {p50:.0f} ms during the flood"
+        await good.close()
