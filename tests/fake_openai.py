@@ -13,6 +13,11 @@ Behaviours (each consumed by one request; when the script is empty, "ok"):
     ("hang", seconds)               accept and say nothing for that long (provider timeout)
     ("wait", event[, seconds])      hold the request until the threading.Event is set (at most
                                     `seconds`, default 30), then answer normally; `waiting` counts them
+    ("events", [payload, …])        stream exactly these SSE `data:` payloads (a dict is sent as JSON,
+                                    lone surrogates as \ud83d escapes; a str as it is), then [DONE]:
+                                    upstream data of any shape
+    ("comments", n, interval)       stream one chunk, then n SSE comment lines (": keep-alive"), one
+                                    every `interval` s, then the rest of the reply
 
 Endpoints: POST /v1/chat/completions (stream or not), POST /v1/embeddings (deterministic vectors
 from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too). `requests` records every request body.
@@ -143,13 +148,35 @@ class FakeOpenAI:
                     return
                 if path.endswith("/chat/completions"):
                     try:
-                        self._chat(body, cut=behaviour[1] if kind == "cut" else None)
+                        if kind == "events":
+                            self._events(behaviour[1])
+                        else:
+                            self._chat(body, cut=behaviour[1] if kind == "cut" else None,
+                                       comments=behaviour[1:] if kind == "comments" else None)
                     except (BrokenPipeError, ConnectionResetError):  # the client stopped reading: fine
                         self.close_connection = True
                     return
                 self._json(404, {"error": {"message": "no such endpoint"}})
 
-            def _chat(self, body: dict[str, Any], cut: int | None) -> None:
+            def _stream_head(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+
+            def _write(self, data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            def _events(self, payloads: list[Any]) -> None:
+                self._stream_head()
+                for obj in [*payloads, "[DONE]"]:
+                    self._write(f"data: {obj if isinstance(obj, str) else json.dumps(obj)}\n\n".encode())
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+            def _chat(self, body: dict[str, Any], cut: int | None,
+                      comments: tuple[Any, ...] | None = None) -> None:
                 words = api.reply.split(" ")
                 pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
                 model = body.get("model", "fake")
@@ -158,15 +185,10 @@ class FakeOpenAI:
                         {"index": 0, "message": {"role": "assistant", "content": api.reply}, "finish_reason": "stop"}],
                         "usage": {"prompt_tokens": 5, "completion_tokens": len(pieces), "total_tokens": 5 + len(pieces)}})
                     return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
+                self._stream_head()
 
                 def event(obj: Any) -> None:
-                    data = f"data: {json.dumps(obj) if not isinstance(obj, str) else obj}\n\n".encode()
-                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                    self.wfile.flush()
+                    self._write(f"data: {json.dumps(obj) if not isinstance(obj, str) else obj}\n\n".encode())
 
                 for i, piece in enumerate(pieces):
                     if cut is not None and i >= cut:
@@ -177,6 +199,10 @@ class FakeOpenAI:
                     event({"id": "c1", "object": "chat.completion.chunk", "model": model,
                            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
                     api.chunk_times.append(time.monotonic())
+                    if comments is not None and i == 0:  # a proxy that keeps the stream alive, forever-ish
+                        for _ in range(comments[0]):
+                            time.sleep(comments[1])
+                            self._write(b": keep-alive\n\n")
                     if api.chunk_delay:
                         time.sleep(api.chunk_delay)
                 event({"id": "c1", "object": "chat.completion.chunk", "model": model,

@@ -1,7 +1,8 @@
 """Chat providers behind one small interface.
 
 A provider has capabilities as attributes (`name`, `model`) and one method, `stream(messages)`, an
-async iterator of `Delta(text)` items that may end with a `Usage`. Failures raise
+async iterator of `Delta(text)` items that may end with a `Usage`, passed on as the upstream sent them:
+upstream.checked validates and repairs them before the runner uses them. Failures raise
 `Unavailable` with `retryable` set; the runner turns that into `chat.error`.
 
 - `OpenAIProvider`: any OpenAI-compatible `/chat/completions` endpoint, streamed. Retries before the
@@ -136,6 +137,7 @@ class OpenAIProvider(ChatProvider):
             )
             async with stream:
                 async for chunk in stream:
+                    # As sent: the runner checks shapes and repairs text (upstream.checked).
                     for choice in chunk.choices or []:
                         text = getattr(choice.delta, "content", None)
                         if text:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 import structlog
 
 from ..config import Config
-from ..errors import Conflict, JarvisError, NotFound, Unavailable
+from ..errors import Conflict, JarvisError, NotFound, Unavailable, out_of_descriptors
 from ..protocol import code_of
 from ..events import EventBus
 from ..sessions import transcript as tx
@@ -27,6 +27,7 @@ from ..sessions.store import SessionStore
 from .compaction import Compactor, read_state
 from .ledger import RunLedger
 from .providers import ChatProvider, Delta, Usage
+from .upstream import checked
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..memory.service import MemoryManager
@@ -239,7 +240,7 @@ class ChatService:
             messages, recalled = await self._prompt(key, user_text)
             room = self.config.chat.max_reply_chars  # a runaway upstream must not make frames no one can read
             truncated = False
-            async with contextlib.aclosing(self.provider.stream(messages, recalled=recalled)) as stream:
+            async with contextlib.aclosing(checked(self.provider.stream(messages, recalled=recalled))) as stream:
                 async for item in stream:
                     # A provider's client parses a buffered stream without yielding: let the rest of
                     # the gateway run between chunks, or a fast upstream starves every other client.
@@ -266,8 +267,7 @@ class ChatService:
                 extra["truncated"] = True
             rec = tx.message_record(str(uuid.uuid4()), "assistant", content, run.run_id, **extra,
                                     **self._reply_marks())
-            run.finalizing = True
-            await self.sessions.append_messages(key, rec)
+            # All of chat.final is made before the reply is saved: once saved, it is announced.
             final: dict[str, Any] = {
                 "message": {"id": rec["id"], "role": "assistant", "content": content, "timestamp": rec["timestamp"]},
                 "memory": memory,
@@ -276,6 +276,8 @@ class ChatService:
                 final["usage"] = usage.to_dict()
             if truncated:
                 final["truncated"] = True
+            run.finalizing = True
+            await self.sessions.append_messages(key, rec)
             await self._end(run, "chat.final", **final)
             log.info("chat run done", session=key, run=run.run_id, ms=int((time.monotonic() - started) * 1000))
             if self.memory is not None:
@@ -303,6 +305,11 @@ class ChatService:
         except Exception as exc:  # a bug or the disk: tell the client, keep the loop alive
             error_id = uuid.uuid4().hex[:12]
             log.exception("chat run crashed", session=key, run=run.run_id, errorId=error_id)
+            busy = out_of_descriptors("the transcript", exc)
+            if busy is not None:  # sockets hold every descriptor: retryable once some close
+                await self._end(run, "chat.error", error={"code": code_of(busy), "message": busy.message,
+                                                          "retryable": True})
+                return
             retryable = isinstance(exc, OSError)
             msg = f"could not save the reply: {exc.strerror}" if isinstance(exc, OSError) else "internal error"
             await self._end(run, "chat.error", error={"code": -32603, "message": f"{msg} (errorId {error_id})",
