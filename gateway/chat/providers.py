@@ -122,6 +122,7 @@ class OpenAIProvider(ChatProvider):
         from openai import AsyncOpenAI
 
         self.model = model
+        self.timeout = timeout
         self.endpoint = (base_url or "https://api.openai.com/v1").rstrip("/")
         # Local servers (llama.cpp, Ollama, vLLM) accept any key; the SDK insists on a non-empty one.
         self.client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url or None,
@@ -130,13 +131,16 @@ class OpenAIProvider(ChatProvider):
     async def stream(self, messages, *, recalled=None):
         import openai
 
+        from .upstream import paced  # upstream.py imports this module's Delta and Usage
+
         try:
             stream = await self.client.chat.completions.create(
                 model=self.model, messages=messages, stream=True,
                 stream_options={"include_usage": True},
             )
             async with stream:
-                async for chunk in stream:
+                # chat.timeout between chunks with content, not between bytes (see upstream.paced)
+                async for chunk in paced(stream, self.timeout, _has_content):
                     # As sent: the runner checks shapes and repairs text (upstream.checked).
                     for choice in chunk.choices or []:
                         text = getattr(choice.delta, "content", None)
@@ -146,6 +150,9 @@ class OpenAIProvider(ChatProvider):
                         yield Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
         except openai.APITimeoutError:
             raise Unavailable(f"chat provider timed out at {self.endpoint}", retryable=True) from None
+        except TimeoutError:
+            raise Unavailable(f"chat provider at {self.endpoint} sent no content for {self.timeout:g} s "
+                              f"(chat.timeout; keep-alive comments do not count)", retryable=True) from None
         except openai.APIStatusError as exc:
             status = exc.status_code
             retryable = status == 429 or status == 408 or status >= 500
@@ -160,6 +167,12 @@ class OpenAIProvider(ChatProvider):
 
     async def close(self) -> None:
         await self.client.close()
+
+
+def _has_content(chunk: Any) -> bool:
+    """Whether a stream chunk carries something: text, a tool call, or the usage."""
+    return bool(chunk.usage) or any(getattr(c.delta, "content", None) or getattr(c.delta, "tool_calls", None)
+                                    for c in chunk.choices or [])
 
 
 def connection_failure(exc: BaseException) -> str:

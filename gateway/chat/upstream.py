@@ -11,19 +11,25 @@ run, skip a `seq`, or turn a saved reply into an error:
                     else drops the usage (logged), the reply stands
 
 `checked(stream)` wraps any provider's stream and yields only `Delta(str)` and `Usage(int, int)`.
+`paced(chunks, seconds, has_content)` bounds the wait between chunks that carry content: keep-alive
+comments (or empty chunks) do not hold off the timeout.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable, TypeVar
 
 import structlog
 
 from .providers import Delta, Usage
 
 log = structlog.get_logger("gateway.chat")
+
+T = TypeVar("T")
+_END: Any = object()
 
 _LONE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
 
@@ -111,3 +117,19 @@ async def checked(stream: AsyncIterator[Any]) -> AsyncIterator[Delta | Usage]:
     rest = joiner.flush()
     if rest:
         yield Delta(rest)
+
+
+async def paced(chunks: AsyncIterator[T], seconds: float, has_content: Callable[[T], bool]) -> AsyncIterator[T]:
+    """`chunks` as they come; TimeoutError once `seconds` pass without one for which `has_content` is
+    true (an HTTP client's read timeout restarts with every byte, keep-alive comments included)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    it = aiter(chunks)
+    while True:
+        async with asyncio.timeout_at(deadline):
+            chunk = await anext(it, _END)
+        if chunk is _END:
+            return
+        yield chunk
+        if has_content(chunk):
+            deadline = loop.time() + seconds
