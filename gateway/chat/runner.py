@@ -126,6 +126,8 @@ class ChatService:
             if self.ledger.shared:
                 self._spawn(self.ledger.release(run.session_key, run.run_id))
             self._emit(run, "chat.aborted", partial="")
+            if self.memory is not None:
+                self.memory.schedule_session_sync(run.session_key)
 
     async def abort(self, session_key: str, run_id: str | None) -> bool:
         run = self.active.get(session_key)
@@ -295,7 +297,7 @@ class ChatService:
                     log.error("could not keep partial reply", session=key, run=run.run_id, error=str(exc))
             await self._end(run, "chat.aborted", partial=partial)
             log.info("chat run aborted", session=key, run=run.run_id)
-            if partial and self.memory is not None:
+            if self.memory is not None:  # the user message is in the transcript, partial reply or not
                 self.memory.schedule_session_sync(key)
         except JarvisError as exc:
             retryable = bool((exc.data or {}).get("retryable", False))
