@@ -70,6 +70,9 @@ class ChatService:
         self.closing = False
         # Several gateways on one database: asks the gateway running (session, runId) to abort it.
         self.request_abort: Callable[[str, str], Awaitable[None]] | None = None
+        # Runs of this gateway that ended while the database was unreachable: sessionKey → runId. Their
+        # claims are released as soon as the database answers again (_release_later).
+        self.unreleased: dict[str, str] = {}
 
     # ---- public API ----------------------------------------------------------------------------
     async def send(self, session_key: str, message: str, idempotency_key: str | None) -> dict[str, Any]:
@@ -86,6 +89,8 @@ class ChatService:
                 raise NotFound(f"session not found: {session_key}", {"sessionKey": session_key})
             run = Run(run_id=str(uuid.uuid4()), session_key=session_key)
             other = await self.ledger.claim(session_key, run.run_id)  # another gateway's run, if any
+            if other is not None and await self._release_dead(session_key, other):
+                other = await self.ledger.claim(session_key, run.run_id)
             if other is not None:
                 raise self._busy(session_key, other)
             try:
@@ -141,6 +146,8 @@ class ChatService:
         """The run is another gateway's (several on one database): ask it to abort; it reports
         chat.aborted to every subscriber as usual."""
         held = await self.ledger.holder(session_key)
+        if held is not None and (run_id is None or held[0] == run_id) and await self._release_dead(session_key, held[0]):
+            return True  # this gateway's run, ended while the database was away: its claim goes now
         if held is None or (run_id is not None and held[0] != run_id) or self.request_abort is None:
             return False
         await self.request_abort(session_key, held[0])
@@ -203,9 +210,32 @@ class ChatService:
         if self.ledger.shared:
             try:
                 await asyncio.shield(self.ledger.release(run.session_key, run.run_id))
-            except Exception as exc:  # the database is unreachable: a gateway's sweep frees it later
+            except Exception as exc:  # the database is unreachable: released as soon as it is back
                 log.warning("run not released", session=run.session_key, run=run.run_id, error=str(exc))
+                self.unreleased[run.session_key] = run.run_id
+                self._spawn(self._release_later(run.session_key, run.run_id))
         self._emit(run, method, **params)
+
+    async def _release_dead(self, session_key: str, run_id: str) -> bool:
+        """Release the claim of `run_id` if it is a run of this gateway that already ended (its release
+        failed while the database was away); → whether it was one."""
+        if self.unreleased.get(session_key) != run_id:
+            return False
+        await self.ledger.release(session_key, run_id)
+        if self.unreleased.get(session_key) == run_id:
+            del self.unreleased[session_key]
+        log.info("claim of an ended run released", session=session_key, run=run_id)
+        return True
+
+    async def _release_later(self, session_key: str, run_id: str) -> None:
+        """Retry a failed release until the database answers (every 0.5 s, up to 2 s apart), so the
+        session is free for the next chat.send as soon as the database is back."""
+        delay = 0.5
+        while not self.closing and self.unreleased.get(session_key) == run_id:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+            with contextlib.suppress(Exception):  # still unreachable: try again
+                await self._release_dead(session_key, run_id)
 
     def _emit(self, run: Run, method: str, **params: Any) -> None:
         self.bus.publish(self.topic(run.session_key), method,
