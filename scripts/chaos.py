@@ -14,6 +14,16 @@ and the bystander's p99 during the attack:
                upstream streaming 2 MB into one reply
 4. auth        200 wrong tokens from 127.0.0.2, then the right token from there
 
+and those of issue 29 (the gateway runs with the unit's LimitNOFILE=8192):
+
+5. half-open   non-blocking connects that never send a byte, as fast as they go for 5 s, while an
+               authenticated client creates sessions, chats and sets memories; then a new client connects
+6. non-readers 5 subscribers that stop reading during two long replies: torn down, memory released?
+6. ping flood  16 sockets that upgrade, never authenticate and send pings as fast as they can
+
+`--only half-open,ping-flood` runs only the named attacks (names: agents, big-batch, runaway, auth,
+corrupt, half-open, non-readers, ping-flood).
+
 Prints a table, writes JSON (default bench-results/chaos.json); exit 1 if an attack broke something.
 """
 
@@ -23,6 +33,9 @@ import argparse
 import asyncio
 import json
 import os
+import resource
+import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,7 +50,11 @@ import orjson  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 from websockets.exceptions import InvalidStatus  # noqa: E402
 
-from tests.helpers import GatewayProcess, RpcError, connect_client  # noqa: E402
+from tests.attacks import half_open_flood, ping_flood  # noqa: E402
+from tests.helpers import GatewayProcess, RpcError, connect_client, wait_for  # noqa: E402
+from tests.system.hostile.test_hostile import frame, raw_ws  # noqa: E402
+
+NOFILE = 8192  # the unit's LimitNOFILE
 
 
 def proc_stats(pid: int) -> dict[str, int]:
@@ -162,6 +179,83 @@ async def attack_auth(gw: GatewayProcess) -> str:
             f"{'accepted' if ok else 'REFUSED'} in {ms:.0f} ms (frame), {'accepted' if header_ok else 'REFUSED'} (header)")
 
 
+async def attack_half_open(gw: GatewayProcess) -> str:
+    c = await connect_client(gw.url, gw.token)
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    socks: list[socket.socket] = []
+    flood = asyncio.create_task(half_open_flood(gw.port, socks, n=min(12_000, soft - 200), batch=200))
+    codes: dict[str, int] = {}
+    peak = 0
+    try:
+        end = time.monotonic() + 5
+        i = 0
+        while time.monotonic() < end:
+            i += 1
+            for method, params in (("sessions.create", {}), ("memory.set", {"key": f"flood-{i}", "value": "v"})):
+                try:
+                    await c.call(method, params, timeout=10)
+                    codes["ok"] = codes.get("ok", 0) + 1
+                except RpcError as exc:
+                    codes[str(exc.code)] = codes.get(str(exc.code), 0) + 1
+            peak = max(peak, proc_stats(gw.proc.pid)["fds"])
+            await asyncio.sleep(0.05)
+        key = (await c.call("sessions.create"))["sessionKey"]
+        sent = await c.call("chat.send", {"sessionKey": key, "message": "during the flood"})
+        chat = (await c.run_to_end(sent["runId"], timeout=60))[-1]["method"]
+        t0 = time.perf_counter()
+        other = await connect_client(gw.url, gw.token, open_timeout=10)
+        joined = (time.perf_counter() - t0) * 1000
+        await other.close()
+    finally:
+        flood.cancel()
+        opened = len(socks)
+        for s in socks:
+            s.close()
+    await c.close()
+    return (f"{opened} half-open sockets; gateway fds peak {peak} of {NOFILE}; requests during it: {codes}; "
+            f"chat.send → {chat}; a new client got in in {joined:.0f} ms")
+
+
+async def attack_non_readers(gw: GatewayProcess) -> str:
+    loop = asyncio.get_running_loop()
+    c = await connect_client(gw.url, gw.token)
+    key = (await c.call("sessions.create", {"sessionKey": "n" * 128}))["sessionKey"]  # long key: big deltas
+    readers = []
+    for _ in range(5):
+        s = await loop.run_in_executor(None, raw_ws, gw, 4096)
+        s.sendall(frame(orjson.dumps({"type": "auth", "token": gw.token})))
+        s.sendall(frame(orjson.dumps({"id": 1, "method": "sessions.subscribe", "params": {"sessionKey": key}})))
+        readers.append(s)
+    base = (await c.call("system.health"))["connections"]
+    peak_rss = 0
+    for _ in range(2):
+        sent = await c.call("chat.send", {"sessionKey": key, "message": "never stop"})
+        await c.run_to_end(sent["runId"], timeout=120)
+        peak_rss = max(peak_rss, proc_stats(gw.proc.pid)["rssMB"])
+
+    async def torn_down():
+        return (await c.call("system.health"))["connections"] <= base - 5
+
+    t0 = time.perf_counter()
+    try:
+        await wait_for(torn_down, timeout=30)
+        gone = f"torn down {time.perf_counter() - t0:.1f} s after the replies"
+    except AssertionError:
+        gone = "STILL CONNECTED 30 s after the replies"
+    await c.close()
+    for s in readers:
+        s.close()
+    return f"5 subscribers that never read: {gone}; RSS peak {peak_rss} MB"
+
+
+async def attack_ping_flood(gw: GatewayProcess, bystander: "Bystander") -> str:
+    mark = bystander.mark()
+    flood = ping_flood(gw.port, 16, 5)
+    out, _ = await asyncio.get_running_loop().run_in_executor(None, flood.communicate)
+    p50 = statistics.median(bystander.lat[mark:]) * 1000 if len(bystander.lat) > mark else float("nan")
+    return f"16 flooding sockets, {int(out)} cut by the gateway; bystander system.health p50 {p50:.1f} ms"
+
+
 async def attack_corrupt(gw: GatewayProcess, state: Path) -> tuple[str, GatewayProcess]:
     c = await connect_client(gw.url, gw.token)
     await c.call("memory.sync", timeout=120)
@@ -202,26 +296,34 @@ async def _run(args: argparse.Namespace, base_url: str) -> int:
     with tempfile.TemporaryDirectory(prefix="jarvis-chaos-") as tmp:
         state = Path(tmp) / "state"
         state.mkdir()
+        # Send buffers small enough that a subscriber which stops reading during a long reply goes over
+        # maxSendBuffer + maxReplyBytes (with the kernel's buffers) and is flagged a slow consumer.
         (state / "config.toml").write_text(
             f'[memory.embeddings]\nprovider = "{args.embeddings}"\n'
-            '[chat]\nofflineDeltaDelay = 0.0\nmaxReplyChars = 200000\n')
+            '[chat]\nofflineDeltaDelay = 0.0\nmaxReplyChars = 200000\n'
+            '[server]\nmaxSendBuffer = 262144\nmaxReplyBytes = 2228224\n')
         notes = state / "workspace" / "memory"
         notes.mkdir(parents=True)
         for i in range(200):
             (notes / f"note-{i:03}.md").write_text(f"# Note {i}\n\n" + f"some words about topic {i}. " * 50)
         gw = GatewayProcess(state, env={"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "chaos",
-                                        "JARVIS_CHAT_MODEL": "fake"})
+                                        "JARVIS_CHAT_MODEL": "fake"}, nofile=NOFILE)
         gw.start(timeout=120)
         bystander = Bystander()
         await bystander.start(gw)
-        attacks: list[tuple[str, Callable[[], Awaitable[str]]]] = [
-            ("1. agents", lambda: attack_agents(gw, args.agents)),
-            ("3. big batch", lambda: attack_big_replies(gw)),
-            ("3. runaway upstream", lambda: attack_runaway(gw)),
-            ("4. auth lockout", lambda: attack_auth(gw)),
+        attacks: list[tuple[str, str, Callable[[], Awaitable[str]]]] = [
+            ("agents", "1. agents", lambda: attack_agents(gw, args.agents)),
+            ("big-batch", "3. big batch", lambda: attack_big_replies(gw)),
+            ("runaway", "3. runaway upstream", lambda: attack_runaway(gw)),
+            ("auth", "4. auth lockout", lambda: attack_auth(gw)),
+            ("half-open", "5. half-open flood", lambda: attack_half_open(gw)),
+            ("non-readers", "6. non-readers", lambda: attack_non_readers(gw)),
+            ("ping-flood", "6. pre-auth pings", lambda: attack_ping_flood(gw, bystander)),
         ]
         failed = False
-        for name, run in attacks:
+        for key, name, run in attacks:
+            if key not in args.only:
+                continue
             before = proc_stats(gw.proc.pid)
             mark = bystander.mark()
             t0 = time.perf_counter()
@@ -233,15 +335,16 @@ async def _run(args: argparse.Namespace, base_url: str) -> int:
                          "before": before, "after": proc_stats(gw.proc.pid),
                          "bystanderP99Ms": round(p99(bystander.lat[mark:]), 2)})
         await bystander.stop()
-        before = proc_stats(gw.proc.pid)
-        t0 = time.perf_counter()
-        try:
-            result, gw = await attack_corrupt(gw, state)
-        except Exception as exc:
-            result, failed = f"BROKE: {type(exc).__name__}: {exc}", True
-        rows.append({"attack": "2. corrupt index", "result": result, "seconds": round(time.perf_counter() - t0, 1),
-                     "before": before, "after": proc_stats(gw.proc.pid) if gw.proc.poll() is None else {},
-                     "bystanderP99Ms": None})
+        if "corrupt" in args.only:
+            before = proc_stats(gw.proc.pid)
+            t0 = time.perf_counter()
+            try:
+                result, gw = await attack_corrupt(gw, state)
+            except Exception as exc:
+                result, failed = f"BROKE: {type(exc).__name__}: {exc}", True
+            rows.append({"attack": "2. corrupt index", "result": result, "seconds": round(time.perf_counter() - t0, 1),
+                         "before": before, "after": proc_stats(gw.proc.pid) if gw.proc.poll() is None else {},
+                         "bystanderP99Ms": None})
         gw.signal()
         gw.wait()
         failed = failed or bystander.failures > 0
@@ -261,13 +364,23 @@ async def _run(args: argparse.Namespace, base_url: str) -> int:
     return 1 if failed else 0
 
 
+ATTACKS = ("agents", "big-batch", "runaway", "auth", "corrupt", "half-open", "non-readers", "ping-flood")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--agents", type=int, default=300, help="distinct agents to create (default 300)")
     ap.add_argument("--embeddings", choices=("none", "local"), default="none",
                     help="memory embeddings of the gateway under attack (default none: FTS only, quicker)")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "chaos.json"))
-    return asyncio.run(main_async(ap.parse_args()))
+    ap.add_argument("--only", default=",".join(ATTACKS),
+                    help=f"comma-separated attacks to run (default all: {','.join(ATTACKS)})")
+    args = ap.parse_args()
+    args.only = set(args.only.split(","))
+    unknown = args.only - set(ATTACKS)
+    if unknown:
+        ap.error(f"--only: unknown attack(s) {', '.join(sorted(unknown))}; choose from {', '.join(ATTACKS)}")
+    return asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":

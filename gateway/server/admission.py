@@ -3,8 +3,8 @@ WebSocket upgrade is done, so sockets that never send a byte cannot use up the f
 gateway needs for its own files (sessions.json, transcripts, SQLite, locks).
 
     pending     accepted, upgrade (or HTTP request) not finished: at most `server.maxPendingSockets`,
-                `server.maxPendingPerAddress` per client address; past either, the oldest is dropped
-                (a real client finishes its upgrade within a round trip; a half-open socket is the oldest)
+                `server.maxPendingPerAddress` per client address; past either, the oldest one that has
+                not sent a byte is dropped (else the oldest): a real client sends its request at once
     all         every socket: at most RLIMIT_NOFILE − `server.fdReserve` − what was open at start; past it
                 the oldest pending one is dropped, or the new one answered HTTP 503 when none is pending
 
@@ -53,6 +53,7 @@ class Admission:
         self.max_sockets, self.fd_limit, self.fd_reserve = socket_budget(config)
         self.live: set[Any] = set()
         self.pending: dict[Any, str] = {}  # insertion order: oldest first
+        self.silent: dict[Any, str] = {}  # the pending ones that have not sent a byte yet, oldest first
         self.per_address: Counter[str] = Counter()
         self.dropped = 0  # pending sockets dropped to make room
         self.refused = 0  # answered 503: every socket was upgraded already
@@ -64,9 +65,9 @@ class Admission:
     def admit(self, conn: Any, address: str) -> bool:
         c = self.config
         if self.per_address[address] >= c.max_pending_per_address:
-            self._drop(next(k for k, a in self.pending.items() if a == address), "per address")
+            self._drop(self._victim(address), "per address")
         if len(self.pending) >= c.max_pending_sockets:
-            self._drop(next(iter(self.pending)), "in total")
+            self._drop(self._victim(None), "in total")
         if len(self.live) >= self.max_sockets:
             if not self.pending:
                 self.refused += 1
@@ -74,14 +75,27 @@ class Admission:
                     log.warning("socket refused: descriptors are kept for the gateway's files", sockets=len(self.live),
                                 refused=self.refused)
                 return False
-            self._drop(next(iter(self.pending)), "descriptors")
+            self._drop(self._victim(None), "descriptors")
         self.live.add(conn)
-        self.pending[conn] = address
+        self.pending[conn] = self.silent[conn] = address
         self.per_address[address] += 1
         return True
 
+    def _victim(self, address: str | None) -> Any:
+        """The oldest pending socket (of `address`) that has sent nothing, else the oldest one."""
+        for table in (self.silent, self.pending):
+            for conn, a in table.items():
+                if address is None or a == address:
+                    return conn
+        raise AssertionError("no pending socket to drop")  # callers checked there is one
+
+    def talking(self, conn: Any) -> None:
+        """The socket sent its first bytes: dropped only after the silent ones."""
+        self.silent.pop(conn, None)
+
     def upgraded(self, conn: Any) -> None:
         """The WebSocket upgrade is done: no longer pending (still counted among all sockets)."""
+        self.silent.pop(conn, None)
         address = self.pending.pop(conn, None)
         if address is not None:
             self._uncount(address)

@@ -1,4 +1,4 @@
-"""Exhaustion and poisoned upstream data (issue 29): each test failed before its fix.
+"""Exhaustion (issue 29): each test failed before its fix.
 
 Half-open sockets and descriptors, clients that never read, pre-auth ping floods.
 """
@@ -11,20 +11,10 @@ import socket
 import orjson
 import pytest
 
+from tests.attacks import half_open_flood, ping_flood
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import GatewayProcess, RpcError, connect_client, wait_for
 from tests.system.hostile.test_hostile import frame, raw_ws
-
-
-async def half_open_flood(port: int, socks: list[socket.socket], n: int = 3000) -> None:
-    """Non-blocking connects that never send a byte, 50 every 20 ms, until `n` are open."""
-    while len(socks) < n:
-        for _ in range(50):
-            s = socket.socket()
-            s.setblocking(False)
-            s.connect_ex(("127.0.0.1", port))
-            socks.append(s)
-        await asyncio.sleep(0.02)
 
 
 async def test_half_open_flood_leaves_descriptors_for_the_gateways_own_files(tmp_path):
@@ -119,47 +109,16 @@ async def count_connections(client, want: int) -> bool:
     return (await client.call("system.health"))["connections"] == want
 
 
-PING_FLOOD = r"""
-import base64, os, socket, sys, threading, time
-port, seconds = int(sys.argv[1]), float(sys.argv[2])
-ping = b"\x89\x80\0\0\0\0" * 2000  # masked empty pings
-cut = []
-def flood():
-    s = socket.create_connection(("127.0.0.1", port))
-    key = base64.b64encode(os.urandom(16)).decode()
-    s.sendall((f"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-               f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
-    s.recv(4096)
-    s.setblocking(False)
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        try:
-            s.send(ping)
-            s.recv(1 << 16)  # read the pongs, as a flooder that wants to go on would
-        except BlockingIOError:
-            time.sleep(0.001)
-        except OSError:
-            cut.append(1)
-            return
-threads = [threading.Thread(target=flood) for _ in range(16)]
-[t.start() for t in threads]
-[t.join() for t in threads]
-print(len(cut))
-"""
-
-
 async def test_a_preauth_ping_flood_does_not_slow_a_bystander(tmp_path):
     # 16 sockets that upgrade, never authenticate and send pings as fast as they can used to push a
     # bystander's system.health p50 to 571 ms: every ping was parsed and answered. Before auth a socket
     # now has a budget of frames and bytes; past it, it is cut.
     import statistics
-    import subprocess
-    import sys
     import time
 
     with GatewayProcess.running(tmp_path / "state") as gw:
         good = await connect_client(gw.url, gw.token)
-        attacker = subprocess.Popen([sys.executable, "-c", PING_FLOOD, str(gw.port), "4"], stdout=subprocess.PIPE)
+        attacker = ping_flood(gw.port, 16, 4)
         times = []
         try:
             end = time.monotonic() + 4
