@@ -86,7 +86,8 @@ class ChatConfig:
     api_key: str = _f("", doc="OPENAI_API_KEY")
     base_url: str = _f("", doc="OPENAI_BASE_URL, any OpenAI-compatible endpoint")
     model: str = _f("gpt-4o-mini")
-    timeout: float = _f(60.0, ge=0.1, doc="seconds per provider request")
+    timeout: float = _f(60.0, ge=0.1, doc="seconds per provider request, and between streamed chunks with "
+                        "content (keep-alive comments do not count)")
     max_retries: int = _f(2, ge=0, le=10)
     history_messages: int = _f(20, ge=1, le=1000, doc="messages of the session sent with each turn")
     system_prompt: str = _f(
