@@ -220,9 +220,13 @@ class GatewayProcess:
 
         offset = self.log.stat().st_size if self.log.exists() else 0  # a restart appends to the log
         fh = open(self.log, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port), "--log-format", "json"],
-            cwd=ROOT, env=self.env, stdout=fh, stderr=subprocess.STDOUT, preexec_fn=self._limits)
+        cmd = ["-m", "gateway.cli", "serve", "--port", str(self.port), "--log-format", "json"]
+        if self.nofile is not None:  # set in the child, then exec (preexec_fn is unsafe with threads)
+            cmd = ["-c", "import os, resource, sys; n = int(sys.argv[1]); "
+                   "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)); "
+                   "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])", str(self.nofile), *cmd]
+        self.proc = subprocess.Popen([sys.executable, *cmd], cwd=ROOT, env=self.env, stdout=fh,
+                                     stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.log.read_bytes()[offset:].decode(errors="replace")
@@ -234,12 +238,6 @@ class GatewayProcess:
                 raise RuntimeError(f"gateway exited with {self.proc.returncode}:\n{text}")
             time.sleep(0.05)
         raise TimeoutError(f"gateway did not start:\n{self.log.read_text(errors='replace')}")
-
-    def _limits(self) -> None:
-        if self.nofile is not None:
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     @property
     def url(self) -> str:
