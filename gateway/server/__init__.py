@@ -25,8 +25,8 @@ from websockets.frames import Frame
 from .. import __version__, protocol
 from ..auth import TokenStore
 from ..errors import InvalidRequest
-from .admission import FULL, Admission
-from .connection import CLOSE_TIMEOUT, POLICY, RESTART, Connection
+from .admission import BACKLOG, FULL, Admission
+from .connection import CLOSE_TIMEOUT, POLICY, RESTART, Connection, peer_of
 from .dispatch import Dispatcher
 from .handshake import Handshake
 
@@ -56,7 +56,7 @@ class GatedConnection(ServerConnection):
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
-        if not self.admission.admit(self, peer_address(transport)):
+        if not self.admission.admit(self, peer_of(self)):
             transport.write(FULL)
             transport.close()
 
@@ -88,14 +88,8 @@ class GatedConnection(ServerConnection):
 
     def _flood(self, what: str) -> None:
         if not self.transport.is_closing():
-            log.warning("closing a socket that sent too much before authenticating", limit=what,
-                        peer=peer_address(self.transport))
+            self.admission.cut(peer_of(self), what)
             self.transport.abort()
-
-
-def peer_address(transport: Any) -> str:
-    peer = transport.get_extra_info("peername")
-    return str(peer[0]) if isinstance(peer, tuple) and peer else str(peer or "unknown")
 
 
 class GatewayServer:
@@ -124,6 +118,7 @@ class GatewayServer:
             create_connection=lambda *a, **kw: GatedConnection(admission, preauth_bytes, *a, **kw),
             process_request=self.handshake.process_request,
             open_timeout=c.handshake_timeout,
+            backlog=BACKLOG,
             max_size=c.preauth_frame_bytes,
             ping_interval=c.ping_interval or None,
             ping_timeout=c.ping_interval or None,

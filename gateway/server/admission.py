@@ -5,8 +5,9 @@ gateway needs for its own files (sessions.json, transcripts, SQLite, locks).
     pending     accepted, upgrade (or HTTP request) not finished: at most `server.maxPendingSockets`,
                 `server.maxPendingPerAddress` per client address; past either, the oldest one that has
                 not sent a byte is dropped (else the oldest): a real client sends its request at once
-    all         every socket: at most RLIMIT_NOFILE − `server.fdReserve` − what was open at start; past it
-                the oldest pending one is dropped, or the new one answered HTTP 503 when none is pending
+    all         every socket: at most RLIMIT_NOFILE − `server.fdReserve` − what was open at start − room
+                for sockets accepted but not counted yet (socket_budget); past it the oldest pending
+                one is dropped, or the new one answered HTTP 503 when none is pending
 
 The pending time itself is bounded by `server.handshakeTimeout`.
 """
@@ -24,6 +25,8 @@ from ..config import ServerConfig
 
 log = structlog.get_logger("gateway.server")
 
+BACKLOG = 100  # the listening socket's backlog: asyncio accepts this many at a time
+
 FULL = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain\r\n"
         b"Connection: close\r\nContent-Length: 31\r\n\r\ntoo many connections; retry soon")
 
@@ -38,11 +41,15 @@ def open_descriptors() -> int:
 
 
 def socket_budget(config: ServerConfig) -> tuple[int, int, int]:
-    """(sockets allowed at once, RLIMIT_NOFILE, descriptors reserved) for this process now."""
+    """(sockets allowed at once, RLIMIT_NOFILE, descriptors reserved) for this process now.
+
+    Room is left for sockets not counted yet: asyncio accepts up to BACKLOG at a time and makes their
+    connections a loop iteration later (by when another burst may be in), and a dropped socket's
+    descriptor is closed one iteration after it is dropped; so three bursts."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)  # raised to the hard limit by app.serve
     limit = soft if soft != resource.RLIM_INFINITY else 65536
     reserve = config.fd_reserve or max(64, limit // 8)
-    return max(1, limit - reserve - open_descriptors()), limit, reserve
+    return max(1, limit - reserve - open_descriptors() - 3 * BACKLOG), limit, reserve
 
 
 class Admission:
@@ -57,6 +64,7 @@ class Admission:
         self.per_address: Counter[str] = Counter()
         self.dropped = 0  # pending sockets dropped to make room
         self.refused = 0  # answered 503: every socket was upgraded already
+        self.flooded = 0  # cut for sending too much before authenticating
         if self.max_sockets < config.max_connections + config.max_pending_sockets:
             log.warning("few file descriptors: fewer sockets than server.maxConnections + maxPendingSockets "
                         "fit; raise LimitNOFILE", sockets=self.max_sockets, rlimitNofile=self.fd_limit,
@@ -112,11 +120,14 @@ class Admission:
         self.gone(conn)
         conn.transport.abort()
 
+    def cut(self, address: str, limit: str) -> None:
+        """A socket is cut for sending too much before authenticating (logged 1st and every 1000th)."""
+        self.flooded += 1
+        if self.flooded == 1 or self.flooded % 1000 == 0:
+            log.warning("closing a socket that sent too much before authenticating", limit=limit, peer=address,
+                        cut=self.flooded)
+
     def _uncount(self, address: str) -> None:
         self.per_address[address] -= 1
         if self.per_address[address] <= 0:
             del self.per_address[address]
-
-    def stats(self) -> dict[str, int]:
-        return {"sockets": len(self.live), "pending": len(self.pending), "maxSockets": self.max_sockets,
-                "fdLimit": self.fd_limit, "dropped": self.dropped, "refused": self.refused}
