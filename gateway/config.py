@@ -55,8 +55,8 @@ class ServerConfig:
     max_connections: int = _f(256, ge=1, doc="WebSocket connections at once (after the upgrade); at it an "
                               "unauthenticated one is closed to make room, else HTTP 503")
     max_pending_sockets: int = _f(128, ge=1, doc="accepted TCP connections that have not finished the WebSocket "
-                                  "upgrade (or their HTTP request), in total; past it the oldest that has not sent a byte (else "
-                                  "the oldest) is dropped")
+                                  "upgrade (or their HTTP request), in total; past it the oldest that has not "
+                                  "sent a byte (else the oldest) is dropped")
     max_pending_per_address: int = _f(32, ge=1, doc="the same, per client address; past it that address's oldest "
                                       "(silent first) is dropped")
     handshake_timeout: float = _f(3.0, ge=0.1, le=60.0, doc="seconds from accept to a finished upgrade (or HTTP "

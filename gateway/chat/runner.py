@@ -146,7 +146,8 @@ class ChatService:
         """The run is another gateway's (several on one database): ask it to abort; it reports
         chat.aborted to every subscriber as usual."""
         held = await self.ledger.holder(session_key)
-        if held is not None and (run_id is None or held[0] == run_id) and await self._release_dead(session_key, held[0]):
+        if (held is not None and (run_id is None or held[0] == run_id)
+                and await self._release_dead(session_key, held[0])):
             return True  # this gateway's run, ended while the database was away: its claim goes now
         if held is None or (run_id is not None and held[0] != run_id) or self.request_abort is None:
             return False
@@ -335,13 +336,14 @@ class ChatService:
             await self._end(run, "chat.error", error={"code": code, "message": exc.message, "retryable": retryable})
             log.warning("chat run failed", session=key, run=run.run_id, code=code, error=exc.message)
         except Exception as exc:  # a bug or the disk: tell the client, keep the loop alive
-            error_id = uuid.uuid4().hex[:12]
-            log.exception("chat run crashed", session=key, run=run.run_id, errorId=error_id)
             busy = out_of_descriptors("the transcript", exc)
-            if busy is not None:  # sockets hold every descriptor: retryable once some close
+            if busy is not None:  # every descriptor is in use: retryable once some close
+                log.warning("chat run failed: out of file descriptors", session=key, run=run.run_id, error=str(exc))
                 await self._end(run, "chat.error", error={"code": code_of(busy), "message": busy.message,
                                                           "retryable": True})
                 return
+            error_id = uuid.uuid4().hex[:12]
+            log.exception("chat run crashed", session=key, run=run.run_id, errorId=error_id)
             retryable = isinstance(exc, OSError)
             msg = f"could not save the reply: {exc.strerror}" if isinstance(exc, OSError) else "internal error"
             await self._end(run, "chat.error", error={"code": -32603, "message": f"{msg} (errorId {error_id})",
