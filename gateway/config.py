@@ -57,7 +57,18 @@ class ServerConfig:
     host: str = _f("127.0.0.1", doc="bind address; loopback by default")
     port: int = _f(18789, ge=0, le=65535, doc="0 picks a free port")
     allowed_origins: list[str] = _f(factory=list, doc="extra browser Origins allowed to connect")
-    max_connections: int = _f(256, ge=1)
+    max_connections: int = _f(256, ge=1, doc="WebSocket connections at once (after the upgrade); at it an "
+                              "unauthenticated one is closed to make room, else HTTP 503")
+    max_pending_sockets: int = _f(128, ge=1, doc="accepted TCP connections that have not finished the WebSocket "
+                                  "upgrade (or their HTTP request), in total; past it the oldest that has not "
+                                  "sent a byte (else the oldest) is dropped")
+    max_pending_per_address: int = _f(32, ge=1, doc="the same, per client address; past it that address's oldest "
+                                      "(silent first) is dropped")
+    handshake_timeout: float = _f(3.0, ge=0.1, le=60.0, doc="seconds from accept to a finished upgrade (or HTTP "
+                                  "answer) before the socket is dropped")
+    fd_reserve: int = _f(0, ge=0, doc="file descriptors kept for the gateway's own files (transcripts, "
+                         "sessions.json, SQLite, locks): sockets past RLIMIT_NOFILE minus these are refused "
+                         "with HTTP 503; 0 = an eighth of the limit, at least 64")
     max_frame_bytes: int = _f(1 << 20, ge=1024, doc="largest frame after auth")
     preauth_frame_bytes: int = _f(64 << 10, ge=256, doc="largest frame before auth")
     max_inflight: int = _f(64, ge=1, doc="requests in flight per connection")
@@ -84,7 +95,8 @@ class ChatConfig:
     api_key: str = _f("", doc="OPENAI_API_KEY")
     base_url: str = _f("", doc="OPENAI_BASE_URL, any OpenAI-compatible endpoint")
     model: str = _f("gpt-4o-mini")
-    timeout: float = _f(60.0, ge=0.1, doc="seconds per provider request")
+    timeout: float = _f(60.0, ge=0.1, doc="seconds per provider request, and between streamed chunks with "
+                        "content (keep-alive comments do not count)")
     max_retries: int = _f(2, ge=0, le=10)
     history_messages: int = _f(20, ge=1, le=1000, doc="messages of the session sent with each turn")
     system_prompt: str = _f(
@@ -467,6 +479,9 @@ def _validate(cfg: Config) -> None:
                           f"server.maxReplyBytes ({cfg.server.max_reply_bytes}); lower it or raise maxReplyBytes")
     if cfg.storage.url and not re.match(r"^postgres(ql)?://", cfg.storage.url):
         raise ConfigError("storage.url: must be a postgresql:// URL (or empty for files in the state dir)")
+    if cfg.server.max_pending_per_address > cfg.server.max_pending_sockets:
+        raise ConfigError(f"server.maxPendingPerAddress: must be <= server.maxPendingSockets "
+                          f"({cfg.server.max_pending_sockets})")
     for origin in cfg.server.allowed_origins:
         if not re.match(r"^https?://[^/\s]+$", origin):
             raise ConfigError(f"server.allowedOrigins: {origin!r} is not an origin like http://host:port")

@@ -7,7 +7,8 @@
     │                            process rebuilds the index, every open agent is busy, a limit is reached
     ├── RateLimited              too many at once or too many failures; `data.retryAfterMs`
     ├── Unavailable              an upstream (chat or embedding provider) or the gateway itself (shutting
-    │                            down, memory rebuilding) cannot serve now; `data.retryable`, `retryAfterMs`
+    │                            down, memory rebuilding, out of file descriptors) cannot serve now;
+    │                            `data.retryable`, `retryAfterMs`
     ├── Unauthenticated          no or a wrong token
     ├── DiskFull                 a write failed for lack of space; `data.retryable`, `data.errno`
     └── ProtocolError            the frame itself (raised by protocol.py only)
@@ -130,6 +131,23 @@ def disk_full(what: str, exc: BaseException) -> DiskFull | None:
     if type(exc).__name__ == "OperationalError" and "database or disk is full" in str(exc):
         return DiskFull(what, "database or disk is full", "SQLITE_FULL")  # sqlite3 / pysqlite3
     return None
+
+
+_NO_DESCRIPTORS = {errno.EMFILE, errno.ENFILE}
+
+
+def out_of_descriptors(what: str, exc: BaseException) -> "Unavailable | None":
+    """The retryable Unavailable that `exc` amounts to when the process (EMFILE) or the system (ENFILE)
+    has no file descriptor left, else None. Nothing was written; the same request succeeds once sockets
+    close, so the client is told to retry rather than shown a bare internal error."""
+    if not (isinstance(exc, OSError) and exc.errno in _NO_DESCRIPTORS):
+        return None
+    code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    err = Unavailable(f"could not open {what}: the gateway has too many files open ({code}: "
+                      f"{exc.strerror or exc}); retry shortly", retryable=True, retry_after_ms=1000)
+    assert err.data is not None
+    err.data["errno"] = code
+    return err
 
 
 # Failures that mean the database (storage.url) cannot be reached now, by class name as for SQLite's

@@ -27,7 +27,15 @@ and the bystander's p99 during the attack:
                (needs the fake server's embeddings: `--embeddings openai`, chosen by itself when this
                attack runs and `--embeddings` was left at none)
 
-`--only` runs some of them: agents, big-batch, runaway, auth, corrupt, reader, scan, vectors.
+8. half-open   (issue 29.1; this gateway runs with the unit's LimitNOFILE=8192) non-blocking connects
+               that never send a byte, as fast as they go for 5 s, while an authenticated client creates
+               sessions, chats and sets memories; then a new client connects
+9. non-readers (issue 29.6) 5 subscribers that stop reading during two long replies: torn down, memory
+               released?
+10. ping-flood (issue 29.6) 16 sockets that upgrade, never authenticate and send pings as fast as they can
+
+`--only` runs some of them: agents, big-batch, runaway, auth, corrupt, reader, scan, vectors, half-open,
+non-readers, ping-flood.
 Prints a table, writes JSON (default bench-results/chaos.json); exit 1 if an attack broke something.
 """
 
@@ -38,6 +46,9 @@ import asyncio
 import json
 import os
 import sqlite3
+import resource
+import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,7 +65,11 @@ import orjson  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 from websockets.exceptions import InvalidStatus  # noqa: E402
 
-from tests.helpers import GatewayProcess, RpcError, connect_client  # noqa: E402
+from tests.attacks import half_open_flood, ping_flood  # noqa: E402
+from tests.helpers import GatewayProcess, RpcError, connect_client, wait_for  # noqa: E402
+from tests.system.hostile.test_hostile import frame, raw_ws  # noqa: E402
+
+NOFILE = 8192  # the unit's LimitNOFILE
 
 
 
@@ -179,6 +194,83 @@ async def attack_auth(gw: GatewayProcess) -> str:
         header_ok = False
     return (f"wrong tokens answered {dict(sorted(codes.items()))}; right token from the same address: "
             f"{'accepted' if ok else 'REFUSED'} in {ms:.0f} ms (frame), {'accepted' if header_ok else 'REFUSED'} (header)")
+
+
+async def attack_half_open(gw: GatewayProcess) -> str:
+    c = await connect_client(gw.url, gw.token)
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    socks: list[socket.socket] = []
+    flood = asyncio.create_task(half_open_flood(gw.port, socks, n=min(12_000, soft - 200), batch=200))
+    codes: dict[str, int] = {}
+    peak = 0
+    try:
+        end = time.monotonic() + 5
+        i = 0
+        while time.monotonic() < end:
+            i += 1
+            for method, params in (("sessions.create", {}), ("memory.set", {"key": f"flood-{i}", "value": "v"})):
+                try:
+                    await c.call(method, params, timeout=10)
+                    codes["ok"] = codes.get("ok", 0) + 1
+                except RpcError as exc:
+                    codes[str(exc.code)] = codes.get(str(exc.code), 0) + 1
+            peak = max(peak, proc_stats(gw.proc.pid)["fds"])
+            await asyncio.sleep(0.05)
+        key = (await c.call("sessions.create"))["sessionKey"]
+        sent = await c.call("chat.send", {"sessionKey": key, "message": "during the flood"})
+        chat = (await c.run_to_end(sent["runId"], timeout=60))[-1]["method"]
+        t0 = time.perf_counter()
+        other = await connect_client(gw.url, gw.token, open_timeout=10)
+        joined = (time.perf_counter() - t0) * 1000
+        await other.close()
+    finally:
+        flood.cancel()
+        opened = len(socks)
+        for s in socks:
+            s.close()
+    await c.close()
+    return (f"{opened} half-open sockets; gateway fds peak {peak} of {NOFILE}; requests during it: {codes}; "
+            f"chat.send → {chat}; a new client got in in {joined:.0f} ms")
+
+
+async def attack_non_readers(gw: GatewayProcess) -> str:
+    loop = asyncio.get_running_loop()
+    c = await connect_client(gw.url, gw.token)
+    key = (await c.call("sessions.create", {"sessionKey": "n" * 128}))["sessionKey"]  # long key: big deltas
+    readers = []
+    for _ in range(5):
+        s = await loop.run_in_executor(None, raw_ws, gw, 4096)
+        s.sendall(frame(orjson.dumps({"type": "auth", "token": gw.token})))
+        s.sendall(frame(orjson.dumps({"id": 1, "method": "sessions.subscribe", "params": {"sessionKey": key}})))
+        readers.append(s)
+    base = (await c.call("system.health"))["connections"]
+    peak_rss = 0
+    for _ in range(2):
+        sent = await c.call("chat.send", {"sessionKey": key, "message": "never stop"})
+        await c.run_to_end(sent["runId"], timeout=120)
+        peak_rss = max(peak_rss, proc_stats(gw.proc.pid)["rssMB"])
+
+    async def torn_down():
+        return (await c.call("system.health"))["connections"] <= base - 5
+
+    t0 = time.perf_counter()
+    try:
+        await wait_for(torn_down, timeout=30)
+        gone = f"torn down {time.perf_counter() - t0:.1f} s after the replies"
+    except AssertionError:
+        gone = "STILL CONNECTED 30 s after the replies"
+    await c.close()
+    for s in readers:
+        s.close()
+    return f"5 subscribers that never read: {gone}; RSS peak {peak_rss} MB"
+
+
+async def attack_ping_flood(gw: GatewayProcess, bystander: "Bystander") -> str:
+    mark = bystander.mark()
+    flood = ping_flood(gw.port, 16, 5)
+    out, _ = await asyncio.get_running_loop().run_in_executor(None, flood.communicate)
+    p50 = statistics.median(bystander.lat[mark:]) * 1000 if len(bystander.lat) > mark else float("nan")
+    return f"16 flooding sockets, {int(out)} cut by the gateway; bystander system.health p50 {p50:.1f} ms"
 
 
 async def attack_corrupt(gw: GatewayProcess, state: Path) -> tuple[str, GatewayProcess]:
@@ -425,7 +517,8 @@ async def attack_vectors(gw: GatewayProcess, state: Path, script: Callable[[list
     return "; ".join(out) + "; healthy again: 0 without vectors, vector search finds the notes"
 
 
-ATTACKS = ("agents", "big-batch", "runaway", "auth", "corrupt", "reader", "scan", "vectors")
+ATTACKS = ("agents", "big-batch", "runaway", "auth", "corrupt", "reader", "scan", "vectors", "half-open",
+           "non-readers", "ping-flood")
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -454,10 +547,7 @@ def _row(name: str, result: str, t0: float, before: dict, gw: GatewayProcess, p9
 
 async def _run(args: argparse.Namespace, base_url: str, script: Callable[[list], Awaitable[None]]) -> int:
     rows: list[dict[str, Any]] = []
-    only = set(args.only.split(",")) if args.only else set(ATTACKS)
-    if only - set(ATTACKS):
-        raise SystemExit(f"--only: unknown attack(s) {', '.join(sorted(only - set(ATTACKS)))}; "
-                         f"known: {', '.join(ATTACKS)}")
+    only = args.only
     if "vectors" in only and args.embeddings == "none":
         args.embeddings = "openai"  # the fake server's embeddings, which the attack scripts
     with tempfile.TemporaryDirectory(prefix="jarvis-chaos-") as tmp:
@@ -469,13 +559,16 @@ async def _run(args: argparse.Namespace, base_url: str, script: Callable[[list],
                 if args.embeddings == "openai" else ""
             (state / "config.toml").write_text(
                 f'[memory.embeddings]\nprovider = "{args.embeddings}"\n{openai}'
-                '[chat]\nofflineDeltaDelay = 0.0\nmaxReplyChars = 200000\n')
+                '[chat]\nofflineDeltaDelay = 0.0\nmaxReplyChars = 200000\n'
+                # Send buffers small enough that a subscriber which stops reading during a long reply
+                # goes over maxSendBuffer + maxReplyBytes (with the kernel's buffers): a slow consumer.
+                '[server]\nmaxSendBuffer = 262144\nmaxReplyBytes = 2228224\n')
             notes = state / "workspace" / "memory"
             notes.mkdir(parents=True)
             for i in range(200):
                 (notes / f"note-{i:03}.md").write_text(f"# Note {i}\n\n" + f"some words about topic {i}. " * 50)
             gw = GatewayProcess(state, env={"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "chaos",
-                                            "JARVIS_CHAT_MODEL": "fake"})
+                                            "JARVIS_CHAT_MODEL": "fake"}, nofile=NOFILE)
             gw.start(timeout=120)
             bystander = Bystander()
             await bystander.start(gw)
@@ -486,6 +579,9 @@ async def _run(args: argparse.Namespace, base_url: str, script: Callable[[list],
                 ("auth", "4. auth lockout", lambda: attack_auth(gw)),
                 ("scan", "6. unreadable scan", lambda: attack_scan(gw, state)),
                 ("vectors", "7. NaN/zero vectors", lambda: attack_vectors(gw, state, script)),
+                ("half-open", "8. half-open flood", lambda: attack_half_open(gw)),
+                ("non-readers", "9. non-readers", lambda: attack_non_readers(gw)),
+                ("ping-flood", "10. pre-auth pings", lambda: attack_ping_flood(gw, bystander)),
             ]
             for key, name, run in attacks:
                 if key not in only:
@@ -554,7 +650,12 @@ def main() -> int:
     ap.add_argument("--reader-seconds", type=float, default=20.0,
                     help="how long the outside reader attack works before its SIGKILL (default 20)")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "chaos.json"))
-    return asyncio.run(main_async(ap.parse_args()))
+    args = ap.parse_args()
+    args.only = set(args.only.split(",")) if args.only else set(ATTACKS)
+    unknown = args.only - set(ATTACKS)
+    if unknown:
+        ap.error(f"--only: unknown attack(s) {', '.join(sorted(unknown))}; choose from {', '.join(ATTACKS)}")
+    return asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,11 @@ Behaviours (each consumed by one request; when the script is empty, "ok"):
                                     "none" (a model cannot call tools then); otherwise the reply is normal
     ("vectors", kind)               embeddings only: every vector of the answer is `kind`: "nan" (NaN
                                     values, as Python's json writes them), "zero" (all zeros) or "null"
+    ("events", [payload, …])        stream exactly these SSE `data:` payloads (a dict is sent as JSON,
+                                    lone surrogates as \ud83d escapes; a str as it is), then [DONE]:
+                                    upstream data of any shape
+    ("comments", n, interval)       stream one chunk, then n SSE comment lines (": keep-alive"), one
+                                    every `interval` s, then the rest of the reply
 
 Endpoints: POST /v1/chat/completions (stream or not), POST /v1/embeddings (deterministic vectors
 from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too), GET
@@ -178,14 +183,21 @@ class FakeOpenAI:
                     try:
                         if kind == "tools" and body.get("tools") and body.get("tool_choice") != "none" and body.get("stream"):
                             self._tool_calls(body, behaviour[1])
-                            return
-                        self._chat(body, cut=behaviour[1] if kind == "cut" else None)
+                        elif kind == "events":
+                            self._events(behaviour[1])
+                        else:
+                            self._chat(body, cut=behaviour[1] if kind == "cut" else None,
+                                       comments=behaviour[1:] if kind == "comments" else None)
                     except (BrokenPipeError, ConnectionResetError):  # the client stopped reading: fine
                         with api._lock:
                             api.cancelled += 1
                         self.close_connection = True
                     return
                 self._json(404, {"error": {"message": "no such endpoint"}})
+
+            def _write(self, data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
 
             def _start_stream(self) -> Any:
                 self.send_response(200)
@@ -194,9 +206,7 @@ class FakeOpenAI:
                 self.end_headers()
 
                 def event(obj: Any) -> None:
-                    data = f"data: {json.dumps(obj) if not isinstance(obj, str) else obj}\n\n".encode()
-                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                    self.wfile.flush()
+                    self._write(f"data: {json.dumps(obj) if not isinstance(obj, str) else obj}\n\n".encode())
 
                 return event
 
@@ -231,7 +241,14 @@ class FakeOpenAI:
                         chunk({"tool_calls": [{"index": i, "function": {"arguments": text[at:at + step]}}]})
                 self._end_stream(event, model, "tool_calls", len(calls))
 
-            def _chat(self, body: dict[str, Any], cut: int | None) -> None:
+            def _events(self, payloads: list[Any]) -> None:
+                event = self._start_stream()
+                for obj in [*payloads, "[DONE]"]:
+                    event(obj)
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+            def _chat(self, body: dict[str, Any], cut: int | None, comments: tuple[Any, ...] | None = None) -> None:
                 words = api.reply.split(" ")
                 pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
                 model = body.get("model", "fake")
@@ -250,6 +267,10 @@ class FakeOpenAI:
                     event({"id": "c1", "object": "chat.completion.chunk", "model": model,
                            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
                     api.chunk_times.append(time.monotonic())
+                    if comments is not None and i == 0:  # a proxy that keeps the stream alive, forever-ish
+                        for _ in range(comments[0]):
+                            time.sleep(comments[1])
+                            self._write(b": keep-alive\n\n")
                     if api.chunk_delay:
                         time.sleep(api.chunk_delay)
                 self._end_stream(event, model, "stop", len(pieces))

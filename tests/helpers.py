@@ -197,8 +197,11 @@ class RunningGateway:
 class GatewayProcess:
     """`jarvis serve` as a real subprocess, for signals and crash tests."""
 
-    def __init__(self, state_dir: Path, env: dict[str, str] | None = None, port: int = 0):
+    def __init__(self, state_dir: Path, env: dict[str, str] | None = None, port: int = 0,
+                 nofile: int | None = None):
+        """`nofile`: the process's RLIMIT_NOFILE (soft and hard), as a unit's LimitNOFILE sets it."""
         self.state_dir = state_dir
+        self.nofile = nofile
         # The HTTP API on a free port: several gateways (and test runs) side by side never collide.
         self.env = {**os.environ, "JARVIS_STATE_DIR": str(state_dir), "JARVIS_HTTP_PORT": "-1", **(env or {})}
         self.env.pop("OPENAI_API_KEY", None) if "OPENAI_API_KEY" not in (env or {}) else None
@@ -209,13 +212,14 @@ class GatewayProcess:
 
     @classmethod
     @contextlib.contextmanager
-    def running(cls, state_dir: Path, config_toml: str = "", env: dict[str, str] | None = None):
+    def running(cls, state_dir: Path, config_toml: str = "", env: dict[str, str] | None = None,
+                nofile: int | None = None):
         """A started gateway with this config.toml (and no chat endpoint from the environment),
         killed on exit."""
         state_dir.mkdir(parents=True, exist_ok=True)
         if config_toml:
             (state_dir / "config.toml").write_text(config_toml)
-        proc = cls(state_dir, env={"OPENAI_BASE_URL": "", **(env or {})})
+        proc = cls(state_dir, env={"OPENAI_BASE_URL": "", **(env or {})}, nofile=nofile)
         try:
             proc.start()
             yield proc
@@ -228,9 +232,13 @@ class GatewayProcess:
 
         offset = self.log.stat().st_size if self.log.exists() else 0  # a restart appends to the log
         fh = open(self.log, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port), "--log-format", "json"],
-            cwd=ROOT, env=self.env, stdout=fh, stderr=subprocess.STDOUT)
+        cmd = ["-m", "gateway.cli", "serve", "--port", str(self.port), "--log-format", "json"]
+        if self.nofile is not None:  # set in the child, then exec (preexec_fn is unsafe with threads)
+            cmd = ["-c", "import os, resource, sys; n = int(sys.argv[1]); "
+                   "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)); "
+                   "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])", str(self.nofile), *cmd]
+        self.proc = subprocess.Popen([sys.executable, *cmd], cwd=ROOT, env=self.env, stdout=fh,
+                                     stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.log.read_bytes()[offset:].decode(errors="replace")

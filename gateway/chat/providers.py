@@ -1,17 +1,19 @@
 """Chat providers behind one small interface.
 
 A provider has capabilities as attributes (`name`, `model`, `tools_supported`) and two methods:
-`stream(messages, tools=..., model=...)`, an async iterator of `Delta(text)` items that may end with
-`ToolCalls` (the function calls the model made, their streamed argument fragments joined) and a `Usage`
-(`model=` picks another model than the configured one, e.g. a session's), and `list_models()`, the models
-it offers as OpenAI model objects. Failures of `stream` raise `Unavailable` with `retryable` set; the
-runner turns that into `chat.error`. `list_models` never fails: without an answer from upstream it offers
-the configured model.
 
-For the OpenAI-compatible endpoint (gateway/openai_api.py) a provider also answers
-`relay(body, recalled)`: the client's request forwarded as
-it is, answered with OpenAI's own chunks (`stream: true`) or completion object. Its failures raise
-`UpstreamError`, an `Unavailable` that knows the HTTP status to answer with.
+- `stream(messages, tools=..., model=...)`: an async iterator of `Delta(text)` items that may end with
+  `ToolCalls` (the function calls the model made, their streamed argument fragments joined) and a
+  `Usage`, passed on as the upstream sent them (`upstream.checked` validates and repairs them before
+  the runner uses them). `model=` picks another model than the configured one (a session's). Failures
+  raise `Unavailable` with `retryable` set; the runner turns that into `chat.error`.
+- `list_models()`: the models it offers as OpenAI model objects. It never fails: without an answer
+  from upstream it offers the configured model.
+
+For the OpenAI-compatible endpoint (gateway/openai_api.py) a provider also answers `relay(body,
+recalled)`: the client's request forwarded as it is, answered with OpenAI's own chunks (`stream: true`)
+or completion object. Its failures raise `UpstreamError`, an `Unavailable` that knows the HTTP status
+to answer with.
 
 - `OpenAIProvider`: any OpenAI-compatible `/chat/completions` endpoint, streamed. Retries before the
   first byte are the SDK's (bounded by `chat.maxRetries`, honouring `Retry-After`/`retry-after-ms`).
@@ -232,6 +234,7 @@ class OpenAIProvider(ChatProvider):
         from openai import AsyncOpenAI
 
         self.model = model
+        self.timeout = timeout
         self.endpoint = (base_url or "https://api.openai.com/v1").rstrip("/")
         # Local servers (llama.cpp, Ollama, vLLM) accept any key; the SDK insists on a non-empty one.
         self.client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url or None,
@@ -254,6 +257,8 @@ class OpenAIProvider(ChatProvider):
     async def stream(self, messages, *, recalled=None, tools=None, tool_choice=None, model=None):
         import openai
 
+        from .upstream import paced  # upstream.py imports this module's Delta and Usage
+
         calls: dict[int, _Pending] = {}
         try:
             stream = await self.client.chat.completions.create(
@@ -262,7 +267,9 @@ class OpenAIProvider(ChatProvider):
                 **({"tool_choice": tool_choice} if tools and tool_choice else {}),
             )
             async with stream:
-                async for chunk in stream:
+                # chat.timeout between chunks with content, not between bytes (see upstream.paced)
+                async for chunk in paced(stream, self.timeout, _has_content):
+                    # As sent: the runner checks shapes and repairs text (upstream.checked).
                     for choice in chunk.choices or []:
                         text = getattr(choice.delta, "content", None)
                         if text:
@@ -278,6 +285,9 @@ class OpenAIProvider(ChatProvider):
                         yield usage
             if calls:
                 yield _finished(calls)
+        except TimeoutError:
+            raise UpstreamError(f"chat provider at {self.endpoint} sent no content for {self.timeout:g} s "
+                                f"(chat.timeout; keep-alive comments do not count)", 504, retryable=True) from None
         except openai.APIStatusError as exc:
             if tools and exc.status_code in (400, 404, 422, 501):  # before any output: the request itself
                 raise ToolsRejected(f"HTTP {exc.status_code}: {_short(exc.message)}") from None
@@ -362,6 +372,12 @@ class _Pending:
 
 def _finished(calls: dict[int, _Pending]) -> ToolCalls:
     return ToolCalls([calls[i].done() for i in sorted(calls)])
+
+
+def _has_content(chunk: Any) -> bool:
+    """Whether a stream chunk carries something: text, a tool call, or the usage."""
+    return bool(chunk.usage) or any(getattr(c.delta, "content", None) or getattr(c.delta, "tool_calls", None)
+                                    for c in chunk.choices or [])
 
 
 def connection_failure(exc: BaseException) -> str:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 import structlog
 
 from ..config import Config
-from ..errors import Conflict, Invalid, JarvisError, NotFound, Unavailable
+from ..errors import Conflict, Invalid, JarvisError, NotFound, Unavailable, out_of_descriptors
 from ..protocol import code_of
 from ..events import EventBus
 from ..sessions import transcript as tx
@@ -42,6 +42,7 @@ from .ledger import RunLedger
 from .providers import ChatProvider, Delta, ToolCalls, ToolsRejected, Usage
 from ..tools.catalog import ToolOutcome
 from .tools import MAX_CALLS_PER_STEP, ChatTools, plain, replay, shown_arguments, tool_calls_message
+from .upstream import checked
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..memory.service import MemoryManager
@@ -95,6 +96,9 @@ class ChatService:
         self.closing = False
         # Several gateways on one database: asks the gateway running (session, runId) to abort it.
         self.request_abort: Callable[[str, str], Awaitable[None]] | None = None
+        # Runs of this gateway that ended while the database was unreachable: sessionKey → runId. Their
+        # claims are released as soon as the database answers again (_release_later).
+        self.unreleased: dict[str, str] = {}
 
     # ---- public API ----------------------------------------------------------------------------
     async def send(self, session_key: str, message: str | None, idempotency_key: str | None,
@@ -126,6 +130,8 @@ class ChatService:
             if regenerate is not None:
                 message, run.replaces = await self._question_of_last_reply(session_key, regenerate)
             other = await self.ledger.claim(session_key, run.run_id)  # another gateway's run, if any
+            if other is not None and await self._release_dead(session_key, other):
+                other = await self.ledger.claim(session_key, run.run_id)
             if other is not None:
                 raise self._busy(session_key, other)
             try:
@@ -188,6 +194,8 @@ class ChatService:
             if self.ledger.shared:
                 self._spawn(self.ledger.release(run.session_key, run.run_id))
             self._emit(run, "chat.aborted", partial="")
+            if self.memory is not None:
+                self.memory.schedule_session_sync(run.session_key)
 
     async def abort(self, session_key: str, run_id: str | None) -> bool:
         run = self.active.get(session_key)
@@ -201,6 +209,9 @@ class ChatService:
         """The run is another gateway's (several on one database): ask it to abort; it reports
         chat.aborted to every subscriber as usual."""
         held = await self.ledger.holder(session_key)
+        if (held is not None and (run_id is None or held[0] == run_id)
+                and await self._release_dead(session_key, held[0])):
+            return True  # this gateway's run, ended while the database was away: its claim goes now
         if held is None or (run_id is not None and held[0] != run_id) or self.request_abort is None:
             return False
         await self.request_abort(session_key, held[0])
@@ -272,9 +283,32 @@ class ChatService:
         if self.ledger.shared:
             try:
                 await asyncio.shield(self.ledger.release(run.session_key, run.run_id))
-            except Exception as exc:  # the database is unreachable: a gateway's sweep frees it later
+            except Exception as exc:  # the database is unreachable: released as soon as it is back
                 log.warning("run not released", session=run.session_key, run=run.run_id, error=str(exc))
+                self.unreleased[run.session_key] = run.run_id
+                self._spawn(self._release_later(run.session_key, run.run_id))
         self._emit(run, method, **params)
+
+    async def _release_dead(self, session_key: str, run_id: str) -> bool:
+        """Release the claim of `run_id` if it is a run of this gateway that already ended (its release
+        failed while the database was away); → whether it was one."""
+        if self.unreleased.get(session_key) != run_id:
+            return False
+        await self.ledger.release(session_key, run_id)
+        if self.unreleased.get(session_key) == run_id:
+            del self.unreleased[session_key]
+        log.info("claim of an ended run released", session=session_key, run=run_id)
+        return True
+
+    async def _release_later(self, session_key: str, run_id: str) -> None:
+        """Retry a failed release until the database answers (every 0.5 s, up to 2 s apart), so the
+        session is free for the next chat.send as soon as the database is back."""
+        delay = 0.5
+        while not self.closing and self.unreleased.get(session_key) == run_id:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+            with contextlib.suppress(Exception):  # still unreachable: try again
+                await self._release_dead(session_key, run_id)
 
     def _emit(self, run: Run, method: str, **params: Any) -> None:
         event = {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params}
@@ -321,7 +355,7 @@ class ChatService:
         → (room left, its usage, the tool calls it ended with)."""
         usage: Usage | None = None
         calls: ToolCalls | None = None
-        async with contextlib.aclosing(source) as stream:
+        async with contextlib.aclosing(checked(source)) as stream:  # shapes checked, text repaired
             async for item in stream:
                 # A provider's client parses a buffered stream without yielding: let the rest of
                 # the gateway run between chunks, or a fast upstream starves every other client.
@@ -444,9 +478,7 @@ class ChatService:
                 extra["replaces"] = run.replaces
             rec = tx.message_record(str(uuid.uuid4()), "assistant", content, run.run_id, **extra,
                                     **self._reply_marks())
-            run.finalizing = True
-            if run.capture:
-                await self.sessions.append_messages(key, *run.pending, rec)
+            # All of chat.final is made before the reply is saved: once saved, it is announced.
             final: dict[str, Any] = {
                 "message": {"id": rec["id"], "role": "assistant", "content": content, "timestamp": rec["timestamp"]},
                 "memory": memory,
@@ -457,6 +489,9 @@ class ChatService:
                 final["usage"] = usage.to_dict()
             if truncated:
                 final["truncated"] = True
+            run.finalizing = True
+            if run.capture:
+                await self.sessions.append_messages(key, *run.pending, rec)
             await self._end(run, "chat.final", **final)
             log.info("chat run done", session=key, run=run.run_id, ms=int((time.monotonic() - started) * 1000))
             if self.memory is not None and run.capture:
@@ -478,7 +513,7 @@ class ChatService:
             await self._end(run, "chat.aborted", partial=partial,
                             **({"reason": run.abort_reason} if run.abort_reason else {}))
             log.info("chat run aborted", session=key, run=run.run_id)
-            if partial and run.capture and self.memory is not None:
+            if self.memory is not None and run.capture:  # the user message is in the transcript, partial reply or not
                 self.memory.schedule_session_sync(key)
         except JarvisError as exc:
             retryable = bool((exc.data or {}).get("retryable", False))
@@ -486,6 +521,12 @@ class ChatService:
             await self._end(run, "chat.error", error={"code": code, "message": exc.message, "retryable": retryable})
             log.warning("chat run failed", session=key, run=run.run_id, code=code, error=exc.message)
         except Exception as exc:  # a bug or the disk: tell the client, keep the loop alive
+            busy = out_of_descriptors("the transcript", exc)
+            if busy is not None:  # every descriptor is in use: retryable once some close
+                log.warning("chat run failed: out of file descriptors", session=key, run=run.run_id, error=str(exc))
+                await self._end(run, "chat.error", error={"code": code_of(busy), "message": busy.message,
+                                                          "retryable": True})
+                return
             error_id = uuid.uuid4().hex[:12]
             log.exception("chat run crashed", session=key, run=run.run_id, errorId=error_id)
             retryable = isinstance(exc, OSError)

@@ -4,6 +4,7 @@
     handshake.py   the upgrade (Origin, duplicate headers, header auth) and the auth frame
     connection.py  one client: outgoing queue, backpressure ("slow consumer"), closing
     dispatch.py    text frame → protocol.parse → limits → registry → replies (size-capped)
+    admission.py   every socket counted from accept: pending upgrades bounded, descriptors kept in reserve
     __init__.py    GatewayServer: bind, accept, the read loop per connection, shutdown
 
 Data flows one way: socket → protocol → registry → method → service. The server never touches
@@ -14,16 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import Frame
 
 from .. import __version__, protocol
 from ..auth import TokenStore
 from ..errors import InvalidRequest
-from .connection import POLICY, RESTART, Connection
+from .admission import BACKLOG, FULL, Admission
+from .connection import CLOSE_TIMEOUT, POLICY, RESTART, Connection, peer_of
 from .dispatch import Dispatcher
 from .handshake import Handshake
 
@@ -33,6 +36,60 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["GatewayServer"]
 
 log = structlog.get_logger("gateway.server")
+
+PREAUTH_FRAMES = 32  # frames (an auth frame, pings) a socket may send before it has authenticated
+PREAUTH_SLICE = 1024  # before auth, bytes are parsed this many at a time, so the frame budget cuts a
+                      # flood after one slice (~170 empty pings) rather than a whole read (~40,000)
+
+
+class GatedConnection(ServerConnection):
+    """websockets' connection, counted by Admission from accept to close, with a budget of bytes and
+    frames before authentication: a client that has not authenticated yet cannot make the gateway
+    parse and answer a flood of pings."""
+
+    def __init__(self, admission: Admission, preauth_bytes: int, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.admission = admission
+        self.preauth_bytes = preauth_bytes
+        self.preauth_frames = PREAUTH_FRAMES
+        self.jarvis_authed = False
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        if not self.admission.admit(self, peer_of(self)):
+            transport.write(FULL)
+            transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.admission.gone(self)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self.jarvis_authed:
+            super().data_received(data)
+            return
+        self.admission.talking(self)
+        self.preauth_bytes -= len(data)
+        if self.preauth_bytes < 0:
+            self._flood("bytes")
+            return
+        for i in range(0, len(data), PREAUTH_SLICE):
+            super().data_received(data[i:i + PREAUTH_SLICE])
+            if self.transport.is_closing():
+                return
+
+    def process_event(self, event: Any) -> None:
+        if not self.jarvis_authed and isinstance(event, Frame):
+            self.preauth_frames -= 1
+            if self.preauth_frames < 0:
+                self._flood("frames")
+                return
+        super().process_event(event)
+
+    def _flood(self, what: str) -> None:
+        if not self.transport.is_closing():
+            self.admission.cut(peer_of(self), what)
+            self.transport.abort()
 
 
 class GatewayServer:
@@ -46,19 +103,26 @@ class GatewayServer:
         self.handshake = Handshake(self.config, tokens, {"name": "jarvis-gateway", "version": __version__},
                                    self._make_room)
         self.dispatch = Dispatcher(services, self.handshake.auth_ok)
+        self.admission: Admission | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
         c = self.config.server
+        admission = self.admission = Admission(c)
+        # Before auth: the upgrade request (headers) and one auth frame, with room to spare.
+        preauth_bytes = c.preauth_frame_bytes + (64 << 10)
         self._server = await serve(
             self._handle,
             c.host,
             c.port,
+            create_connection=lambda *a, **kw: GatedConnection(admission, preauth_bytes, *a, **kw),
             process_request=self.handshake.process_request,
+            open_timeout=c.handshake_timeout,
+            backlog=BACKLOG,
             max_size=c.preauth_frame_bytes,
             ping_interval=c.ping_interval or None,
             ping_timeout=c.ping_interval or None,
-            close_timeout=5,
+            close_timeout=CLOSE_TIMEOUT,
             compression=None,  # small JSON frames: deflate costs more CPU than it saves on loopback
             max_queue=64,
             server_header=f"jarvis-gateway/{__version__}",
@@ -110,6 +174,8 @@ class GatewayServer:
 
     # ---- WebSocket -----------------------------------------------------------------------------
     async def _handle(self, ws: ServerConnection) -> None:
+        if self.admission is not None:
+            self.admission.upgraded(ws)
         conn = Connection(ws, self.config)
         self.connections.add(conn)
         conn._writer = asyncio.create_task(conn.writer())

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from .. import protocol
 
@@ -29,6 +30,9 @@ log = structlog.get_logger("gateway.server")
 POLICY = 1008
 TOO_BIG = 1009
 RESTART = 1012
+
+# Seconds a close (and what is flushed before it) may take before the socket is aborted.
+CLOSE_TIMEOUT = 5.0
 
 
 class Connection:
@@ -141,15 +145,26 @@ class Connection:
         self.closer = asyncio.create_task(self._close(code, reason))
 
     async def _close(self, code: int, reason: str) -> None:
+        """Close, and abort the socket if that takes longer than CLOSE_TIMEOUT. websockets' close()
+        first waits for the client to read what is queued (drain) and only then starts its own
+        timeout, so a client that never reads would hold the socket and its buffers for good."""
         with contextlib.suppress(Exception):
-            await self.ws.close(code, reason)
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await self.ws.close(code, reason)
+        self._abort()
+
+    def _abort(self) -> None:
+        if self.ws.state is not State.CLOSED:
+            self.log.warning("close timed out: socket aborted", peer=self.peer, unsent=self.unsent())
+            self.ws.transport.abort()
 
     async def flush_and_close(self, code: int, reason: str) -> None:
-        """Send what is queued (an error explaining why), then close."""
+        """Send what is queued (an error explaining why), then close (bounded: see _close)."""
         with contextlib.suppress(Exception):
-            while self._out:
-                data = self._out.popleft()
-                await self.ws.send(data, text=True)
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                while self._out:
+                    data = self._out.popleft()
+                    await self.ws.send(data, text=True)
         self.mark_closed()
         await self._close(code, reason)
 

@@ -16,7 +16,7 @@ import structlog
 
 from .. import protocol
 from ..errors import (InternalError, Invalid, InvalidRequest, JarvisError, RateLimited, disk_full,
-                      storage_unreachable)
+                      out_of_descriptors, storage_unreachable)
 from ..registry import CallContext, MethodSpec, registry
 from .connection import Connection
 
@@ -163,6 +163,10 @@ class Dispatcher:
         if full is not None:  # a cause the client can act on, not a bare "internal error"
             conn.log.warning("disk full", method=req.method, error=str(exc))
             return protocol.error_response(req.id, full)
+        busy = out_of_descriptors(f"what {req.method} needs", exc)
+        if busy is not None:  # sockets hold every descriptor: retry once some close
+            conn.log.warning("out of file descriptors", method=req.method, error=str(exc))
+            return protocol.error_response(req.id, busy)
         down = storage_unreachable(exc) if self.services.pg is not None else None
         if down is not None:
             conn.log.warning("database unreachable", method=req.method, error=str(exc)[:200])

@@ -172,6 +172,7 @@ class Handshake:
                 await refuse(req_id, Unauthenticated("invalid token"), "invalid token")
             return False
         conn.authed = True
+        ws.jarvis_authed = True  # type: ignore[attr-defined]  # GatedConnection: no pre-auth budget now
         result = self.auth_ok(conn)
         if frame.auth_frame:
             conn.send_obj(protocol.notification("auth.ok", result))
