@@ -286,14 +286,18 @@ class OpenAIProvider(ChatProvider):
             if calls:
                 yield _finished(calls)
         except TimeoutError:
-            raise UpstreamError(f"chat provider at {self.endpoint} sent no content for {self.timeout:g} s "
-                                f"(chat.timeout; keep-alive comments do not count)", 504, retryable=True) from None
+            raise self.silent() from None
         except openai.APIStatusError as exc:
             if tools and exc.status_code in (400, 404, 422, 501):  # before any output: the request itself
                 raise ToolsRejected(f"HTTP {exc.status_code}: {_short(exc.message)}") from None
             raise self.failure(exc) from None
         except Exception as exc:
             raise self.failure(exc) from None
+
+    def silent(self) -> UpstreamError:
+        """`paced` ran out: chat.timeout without a chunk that carries content."""
+        return UpstreamError(f"chat provider at {self.endpoint} sent no content for {self.timeout:g} s "
+                             f"(chat.timeout; keep-alive comments do not count)", 504, retryable=True)
 
     def failure(self, exc: Exception) -> UpstreamError:
         """What an exception of the SDK (or of its HTTP library, for a stream cut mid-way) means."""
@@ -329,10 +333,15 @@ class OpenAIProvider(ChatProvider):
         return self._relay_chunks(stream)
 
     async def _relay_chunks(self, stream: Any) -> AsyncIterator[dict]:
+        from .upstream import paced
+
         try:
             async with stream:
-                async for chunk in stream:
+                # chat.timeout between chunks with content, as for chat.send (keep-alive comments do not count)
+                async for chunk in paced(stream, self.timeout, _relay_has_content):
                     yield chunk
+        except TimeoutError:
+            raise self.silent() from None
         except Exception as exc:
             raise self.failure(exc) from None
 
@@ -378,6 +387,16 @@ def _has_content(chunk: Any) -> bool:
     """Whether a stream chunk carries something: text, a tool call, or the usage."""
     return bool(chunk.usage) or any(getattr(c.delta, "content", None) or getattr(c.delta, "tool_calls", None)
                                     for c in chunk.choices or [])
+
+
+def _relay_has_content(chunk: Any) -> bool:
+    """`_has_content` for a relayed chunk, a raw JSON object of any shape."""
+    if not isinstance(chunk, dict):
+        return True  # not ours to judge here: the endpoint refuses it
+    choices = chunk.get("choices")
+    return bool(chunk.get("usage")) or (isinstance(choices, list) and any(
+        isinstance(c, dict) and isinstance(c.get("delta"), dict)
+        and (c["delta"].get("content") or c["delta"].get("tool_calls")) for c in choices))
 
 
 def connection_failure(exc: BaseException) -> str:
