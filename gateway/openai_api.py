@@ -295,8 +295,17 @@ def _failure(relay: Relay, event: dict[str, Any]) -> ApiError:
 
 
 # ---- the response ------------------------------------------------------------------------------
+def _json(obj: Any) -> bytes:
+    """JSON of what the upstream sent. Its strings may hold lone surrogates (a pair split across chunks by
+    a proxy), which orjson refuses: they go out escaped (\\ud83d), as the upstream sent them."""
+    try:
+        return orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode()
+
+
 def _sse(obj: Any) -> bytes:
-    return b"data: " + orjson.dumps(obj) + b"\n\n"
+    return b"data: " + _json(obj) + b"\n\n"
 
 
 def _is_tail(chunk: dict[str, Any]) -> bool:
@@ -447,7 +456,7 @@ def routes(services: "Services") -> list["BaseRoute"]:
                            code="aborted", headers={"Retry-After": "1"})
         if body.get("stream"):  # an upstream stream with no chunk at all
             return _event_stream(relay, first)
-        return Response(orjson.dumps({**(relay.completion or {}), "jarvis": relay.jarvis()}), 200,
+        return Response(_json({**(relay.completion or {}), "jarvis": relay.jarvis()}), 200,
                         media_type="application/json", headers=relay.headers())
 
     return [Route("/v1/models", models, methods=["GET"]),

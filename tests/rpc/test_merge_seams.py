@@ -46,3 +46,32 @@ async def test_keepalive_comments_do_not_hold_a_relayed_stream_past_the_timeout(
     assert got == ["first "]
     assert "no content for 1.5 s" in exc.value.message
     assert elapsed < 3.5, f"ended after {elapsed:.1f} s"
+
+
+def chunk(content):
+    return {"id": "c1", "object": "chat.completion.chunk", "model": "fake-model",
+            "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}]}
+
+
+async def test_a_relayed_surrogate_split_across_chunks_reaches_the_client_as_sent(start_gateway, api):
+    # A proxy cutting by UTF-16 units: chat.send joins the halves (upstream.checked); the relay sends the
+    # upstream's chunks as they are, and orjson refused the lone surrogate: the SSE body broke off
+    # mid-stream without an error or [DONE], and a completion without streaming was a plain-text 500.
+    api.script(("events", [chunk("smile \ud83d"), chunk("\ude00 end")]))
+    gw = await relay_gateway(start_gateway, api)
+    headers = {"Authorization": f"Bearer {gw.token}", "X-Jarvis-Session": "split"}
+    async with httpx.AsyncClient(base_url=gw.http_url, headers=headers) as http:
+        async with http.stream("POST", "/v1/chat/completions", json={
+                "model": "fake-model", "stream": True, "messages": [{"role": "user", "content": "smile"}]}) as r:
+            body = (await r.aread()).decode()
+        assert body.endswith("data: [DONE]\n\n"), body
+        assert '"smile \\ud83d"' in body and '"\\ude00 end"' in body  # the halves as the upstream sent them
+
+        api.reply = "a lone \ud83d here"
+        r = await http.post("/v1/chat/completions", json={
+            "model": "fake-model", "messages": [{"role": "user", "content": "once more"}]})
+        assert r.status_code == 200, r.text
+        assert '"a lone \\ud83d here"' in r.text
+    history = await (await gw.client()).call("sessions.history", {"sessionKey": "split"})
+    assert [m["content"] for m in history["messages"] if m["role"] == "assistant"] == [
+        "smile \U0001F600 end", "a lone \ufffd here"]  # the transcript keeps the repaired text
