@@ -89,7 +89,7 @@ class Gateway:
         self.server = GatewayServer(self.services, tokens)
         self.services.connection_count = self.server.connection_count
         await self.server.start()
-        self.http = HttpApi(cfg, tokens, self.server.handshake)
+        self.http = HttpApi(cfg, tokens, self.server.handshake, self.server.admission)
         self.http.add_routes(openai_api.routes(self.services))  # /v1: OpenAI-compatible, with memory
         if self.http.enabled:
             from .tools import mcp

@@ -4,12 +4,15 @@ websockets parses only GET requests, so APIs that need POST (MCP's streamable HT
 OpenAI-compatible `/v1/...`) get a second listener on `server.httpPort`, same host. Features add their
 routes and lifespans before `start()`:
 
-    api = HttpApi(config, tokens, handshake)
+    api = HttpApi(config, tokens, handshake, admission)  # admission: the WebSocket's, one socket budget
     api.add_routes([Route("/v1/models", models)])       # Starlette routes
     api.add_lifespan(session_manager.run)               # an async context held while serving
     await api.start()                                   # bound, lifespans entered; before READY=1
     await api.stop()                                    # with the gateway, after running chats ended
 
+Every socket is counted from accept by the WebSocket listener's Admission (server.maxPendingSockets,
+server.maxPendingPerAddress, the descriptor budget) until its request's headers are in, and dropped when
+they are not in within server.handshakeTimeout (after a response too: an idle keep-alive connection).
 Every request passes one ASGI guard first: the Origin allow-list of the WebSocket, the bearer token
 (wrong ones counted by the same per-address limiter), and a cap on the request body. Refusals are
 JSON in OpenAI's error shape, which MCP clients read as well as OpenAI SDKs do.
@@ -30,6 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..auth import TokenStore
     from ..config import Config
+    from .admission import Admission
     from .handshake import Handshake
 
 log = structlog.get_logger("gateway.http")
@@ -132,6 +136,56 @@ class Guard:
                          type_="invalid_request_error", code="request_too_large")
 
 
+def _gated_protocol(admission: "Admission | None", timeout: float) -> type:
+    """uvicorn's h11 protocol, counted by `admission` from accept until a request's headers are in, and
+    dropped when no request is in progress for `timeout` seconds (a silent socket, headers trickled)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from .admission import FULL
+
+    class GatedProtocol(H11Protocol):
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._idle_timer: asyncio.TimerHandle | None = None
+            self._wait_for_request()
+            if admission is not None and not admission.admit(self, (self.client or ("?", 0))[0]):
+                transport.write(FULL)
+                transport.close()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
+            if admission is not None:
+                admission.gone(self)
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if admission is not None:
+                admission.talking(self)
+            super().data_received(data)
+            if self._in_request() and admission is not None:
+                admission.upgraded(self)  # the headers are in: no longer pending
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._wait_for_request()
+
+        def _in_request(self) -> bool:
+            return self.cycle is not None and not self.cycle.response_complete
+
+        def _wait_for_request(self) -> None:
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
+            self._idle_timer = self.loop.call_later(timeout, self._idle_check)
+
+        def _idle_check(self) -> None:
+            self._idle_timer = None
+            if not self._in_request() and not self.transport.is_closing():
+                self.transport.abort()
+
+    return GatedProtocol
+
+
 def _uvicorn_server(config: Any) -> Any:
     """uvicorn's Server without its signal handlers: the gateway owns SIGTERM/SIGINT."""
     import uvicorn
@@ -145,8 +199,10 @@ def _uvicorn_server(config: Any) -> Any:
 
 
 class HttpApi:
-    def __init__(self, config: "Config", tokens: "TokenStore", handshake: "Handshake"):
+    def __init__(self, config: "Config", tokens: "TokenStore", handshake: "Handshake",
+                 admission: "Admission | None" = None):
         self.config = config
+        self.admission = admission
         self.tokens = tokens
         self.handshake = handshake
         self.routes: list["BaseRoute"] = []
@@ -221,7 +277,7 @@ class HttpApi:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self.app(), lifespan="on", log_config=None, access_log=False, server_header=False,
+            self.app(), http=_gated_protocol(self.admission, c.handshake_timeout), lifespan="on", log_config=None, access_log=False, server_header=False,
             limit_concurrency=c.max_connections, timeout_keep_alive=5,
             timeout_graceful_shutdown=max(1.0, c.shutdown_grace + 1.0), h11_max_incomplete_event_size=64 << 10,
             ws="none",

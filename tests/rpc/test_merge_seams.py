@@ -75,3 +75,46 @@ async def test_a_relayed_surrogate_split_across_chunks_reaches_the_client_as_sen
     history = await (await gw.client()).call("sessions.history", {"sessionKey": "split"})
     assert [m["content"] for m in history["messages"] if m["role"] == "assistant"] == [
         "smile \U0001F600 end", "a lone \ufffd here"]  # the transcript keeps the repaired text
+
+
+async def _closed_within(reader, seconds: float) -> bool:
+    """Whether the gateway closed the socket (EOF or reset) within `seconds`."""
+    import asyncio
+
+    try:
+        async with asyncio.timeout(seconds):
+            while await reader.read(1024):
+                pass
+        return True
+    except ConnectionError:
+        return True
+    except TimeoutError:
+        return False
+
+
+async def test_the_http_listener_drops_sockets_that_never_finish_their_request(start_gateway):
+    # The WebSocket port counts every socket from accept (server.maxPendingSockets, handshakeTimeout);
+    # server.httpPort had no such bound: sockets that sent nothing, or a request line and then a header
+    # byte now and then, were held for good, and enough of them used up the descriptors.
+    import asyncio
+
+    gw = await start_gateway(**{"server.httpPort": -1, "server.handshakeTimeout": 0.5,
+                                "server.maxPendingSockets": 4, "server.maxPendingPerAddress": 4})
+    port = int(gw.http_url.rsplit(":", 1)[1])
+    slow_reader, slow = await asyncio.open_connection("127.0.0.1", port)
+    slow.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+    await slow.drain()
+    assert await _closed_within(slow_reader, 3.0), "a request whose headers never end is dropped"
+
+    idle = [await asyncio.open_connection("127.0.0.1", port) for _ in range(8)]
+    await asyncio.sleep(0.2)
+    closed = [await _closed_within(r, 0.05) for r, _ in idle[:4]]
+    assert closed == [True] * 4, "past maxPendingSockets the oldest silent ones are dropped"
+    assert await _closed_within(idle[-1][0], 3.0), "and the rest after server.handshakeTimeout"
+    for _, w in idle:
+        w.close()
+
+    async with httpx.AsyncClient(base_url=gw.http_url, headers={"Authorization": f"Bearer {gw.token}"}) as http:
+        assert (await http.get("/v1/models")).status_code == 200  # a real request still goes through
+        await asyncio.sleep(1.0)  # longer than handshakeTimeout: the keep-alive connection is reused or redone
+        assert (await http.get("/v1/models")).status_code == 200
