@@ -294,6 +294,13 @@ def _failure(relay: Relay, event: dict[str, Any]) -> ApiError:
     return ApiError(500, str(err.get("message", "internal error")), type_="server_error", code="internal_error")
 
 
+def _aborted(event: dict[str, Any]) -> ApiError:
+    """A run that ended in chat.aborted (the gateway stopping, or chat.abort from a WebSocket client)."""
+    why = "the gateway is stopping" if event.get("reason") == "shutdown" else "chat.abort stopped it"
+    return ApiError(503, f"the reply was aborted: {why}", type_="server_error", code="aborted",
+                    headers={"Retry-After": "1"})
+
+
 # ---- the response ------------------------------------------------------------------------------
 def _json(obj: Any) -> bytes:
     """JSON of what the upstream sent. Its strings may hold lone surrogates (a pair split across chunks by
@@ -335,14 +342,13 @@ async def _frames(relay: Relay, first: tuple[Any, ...]) -> AsyncIterator[bytes]:
                 yield _sse(chunk)
         else:
             method, event = item[1], item[2]
-            if method == "chat.error":
+            if method in ("chat.error", "chat.aborted"):
                 for h in held:
                     yield _sse(h)
-                failure = _failure(relay, event)  # OpenAI's mid-stream error: the SDK raises it
+                # OpenAI's mid-stream error: the SDK raises it (a stream that just ends reads as whole)
+                failure = _failure(relay, event) if method == "chat.error" else _aborted(event)
                 yield _sse({"error": {"message": failure.message, "type": failure.type, "param": failure.param,
                                       "code": failure.code}})
-                return
-            if method == "chat.aborted":
                 return
             if event.get("truncated") or not held:  # cut at chat.maxReplyChars, or the upstream sent no tail
                 held = [{"id": last.get("id", f"chatcmpl-{relay.run_id}"), "object": "chat.completion.chunk",
@@ -452,8 +458,7 @@ def routes(services: "Services") -> list["BaseRoute"]:
         if first[1] == "chat.error":
             raise _failure(relay, first[2])
         if first[1] == "chat.aborted":
-            raise ApiError(503, "the reply was aborted: the gateway is stopping", type_="server_error",
-                           code="aborted", headers={"Retry-After": "1"})
+            raise _aborted(first[2])
         if body.get("stream"):  # an upstream stream with no chunk at all
             return _event_stream(relay, first)
         return Response(_json({**(relay.completion or {}), "jarvis": relay.jarvis()}), 200,

@@ -118,3 +118,26 @@ async def test_the_http_listener_drops_sockets_that_never_finish_their_request(s
         assert (await http.get("/v1/models")).status_code == 200  # a real request still goes through
         await asyncio.sleep(1.0)  # longer than handshakeTimeout: the keep-alive connection is reused or redone
         assert (await http.get("/v1/models")).status_code == 200
+
+
+async def test_a_relayed_stream_the_shutdown_stops_ends_with_an_error_not_quietly(start_gateway, api):
+    # A restart during a streamed completion: past server.shutdownGrace the run is aborted (partial kept,
+    # chat.aborted reason "shutdown"), and the SSE body simply ended: no error, no [DONE], no
+    # finish_reason. The SDK ends such a stream without a word, so the client took half a reply as whole.
+    import asyncio
+
+    api.reply = " ".join(f"word{i}" for i in range(40))
+    api.chunk_delay = 0.2
+    gw = await relay_gateway(start_gateway, api, **{"server.shutdownGrace": 0.5})
+    got = []
+    async with sdk(gw, default_headers={"X-Jarvis-Session": "restart"}) as client:
+        stream = await client.chat.completions.create(model="fake-model", stream=True,
+                                                      messages=[{"role": "user", "content": "talk"}])
+        with pytest.raises(openai.APIError) as exc:
+            async for ch in stream:
+                got.append(ch.choices[0].delta.content)
+                if len(got) == 2:
+                    stopping = asyncio.create_task(gw.stop())
+    await stopping
+    assert 2 <= len(got) < 40
+    assert "stopping" in exc.value.message and exc.value.code == "aborted"
