@@ -263,10 +263,16 @@ def _checked(obj: Any, what: str) -> dict[str, Any]:
     return obj
 
 
+def _choices(obj: dict[str, Any]) -> list[Any]:
+    """The `choices` of a chunk or a completion; none when the upstream sent something else there."""
+    choices = obj.get("choices")
+    return choices if isinstance(choices, list) else []
+
+
 def _items(obj: dict[str, Any]) -> list[Delta | Usage]:
     """The text of the first choice and the usage in a chunk or a completion object."""
     out: list[Delta | Usage] = []
-    for choice in obj.get("choices") or []:
+    for choice in _choices(obj):
         if isinstance(choice, dict) and choice.get("index", 0) == 0:
             part = choice.get("delta") or choice.get("message") or {}
             text = part.get("content") if isinstance(part, dict) else None
@@ -274,7 +280,7 @@ def _items(obj: dict[str, Any]) -> list[Delta | Usage]:
                 out.append(Delta(text))
     usage = obj.get("usage")
     if isinstance(usage, dict):
-        with contextlib.suppress(TypeError, ValueError):  # counts that are not numbers: none told
+        with contextlib.suppress(TypeError, ValueError, OverflowError):  # counts that are not numbers: none told
             out.append(Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)))
     return out
 
@@ -317,7 +323,7 @@ def _sse(obj: Any) -> bytes:
 
 def _is_tail(chunk: dict[str, Any]) -> bool:
     """A chunk that may be the stream's last: no choices (usage) or one that finishes."""
-    choices = chunk.get("choices")
+    choices = _choices(chunk)
     return not choices or any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
 
 

@@ -141,3 +141,22 @@ async def test_a_relayed_stream_the_shutdown_stops_ends_with_an_error_not_quietl
     await stopping
     assert 2 <= len(got) < 40
     assert "stopping" in exc.value.message and exc.value.code == "aborted"
+
+
+async def test_relayed_chunks_of_odd_shapes_neither_break_the_stream_nor_crash_the_run(start_gateway, api, caplog):
+    # `choices` that is not a list, usage counts of Infinity (Python's json reads it): the relay's own
+    # reading of the chunks raised TypeError / OverflowError: the SSE body broke off without an error and
+    # the run was logged as crashed ("internal error"), although upstream.checked guards chat.send.
+    api.script(("events", [chunk("Hello"), {"id": "c1", "object": "chat.completion.chunk", "choices": 5},
+                           '{"id": "c1", "choices": [], "usage": {"prompt_tokens": Infinity, "completion_tokens": 1}}',
+                           chunk(" there")]))
+    gw = await relay_gateway(start_gateway, api)
+    headers = {"Authorization": f"Bearer {gw.token}", "X-Jarvis-Session": "odd"}
+    async with httpx.AsyncClient(base_url=gw.http_url, headers=headers) as http:
+        async with http.stream("POST", "/v1/chat/completions", json={
+                "model": "fake-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}) as r:
+            body = (await r.aread()).decode()
+    assert body.endswith("data: [DONE]\n\n"), body
+    assert '"choices":5' in body  # relayed as the upstream sent it
+    history = await (await gw.client()).call("sessions.history", {"sessionKey": "odd"})
+    assert [m["content"] for m in history["messages"]] == ["hi", "Hello there"]
