@@ -336,6 +336,8 @@ class ChatService:
         pending = state.pending
         if replaces is not None:  # regenerating: the conversation up to the reply being replaced
             cut = next((i for i, m in enumerate(pending) if m["id"] == replaces or m.get("replaces") == replaces), None)
+            while cut and (pending[cut - 1]["role"] == "tool" or pending[cut - 1].get("toolCalls")):
+                cut -= 1  # the replaced version's tool calls and results: the new one asks afresh
             pending = pending[:cut]
         history = [m for m in pending if m["role"] in ("user", "assistant", "system", "tool")
                    and (m["content"] or m.get("toolCalls"))]

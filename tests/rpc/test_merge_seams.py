@@ -160,3 +160,44 @@ async def test_relayed_chunks_of_odd_shapes_neither_break_the_stream_nor_crash_t
     assert '"choices":5' in body  # relayed as the upstream sent it
     history = await (await gw.client()).call("sessions.history", {"sessionKey": "odd"})
     assert [m["content"] for m in history["messages"]] == ["hi", "Hello there"]
+
+
+async def test_a_regenerated_reply_that_calls_tools_can_be_regenerated_again(start_gateway, api):
+    # chat.regenerate (issue 28) met the tool loop (issue 24): the new version's tool calls and results
+    # are appended after the reply it replaces, the new version is shown at the first version's place,
+    # so the conversation ended with a tool result: history showed the calls after the reply, and the
+    # reply could not be regenerated again ("only the session's last reply can be regenerated").
+    gw = await start_gateway(memory=True, **{"chat.baseUrl": api.base_url, "chat.model": "fake-model",
+                                             "memory.recall.enabled": False, "chat.maxRetries": 0})
+    c = await gw.client()
+    key = (await c.call("sessions.create"))["sessionKey"]
+    api.reply = "First answer."
+    sent = await c.call("chat.send", {"sessionKey": key, "message": "what do you know about boats?"})
+    v1 = (await c.run_to_end(sent["runId"], timeout=30))[-1]["params"]["message"]
+
+    api.script(("tools", [("memory_search", {"query": "boats"})]))
+    api.reply = "Second answer, after searching."
+    sent = await c.call("chat.regenerate", {"sessionKey": key, "messageId": v1["id"]})
+    events = await c.run_to_end(sent["runId"], timeout=30)
+    assert [e["method"] for e in events if e["method"] == "chat.tool"] == ["chat.tool", "chat.tool"]
+    v2 = events[-1]["params"]["message"]
+    assert v2["content"] == "Second answer, after searching."
+
+    history = (await c.call("sessions.history", {"sessionKey": key}))["messages"]
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"], history
+    assert history[1]["toolCalls"][0]["function"]["name"] == "memory_search"  # v2's call, before v2
+    assert history[-1]["id"] == v2["id"] and len(history[-1]["versions"]) == 2
+    api.reply = "Third answer."
+    sent = await c.call("chat.regenerate", {"sessionKey": key, "messageId": v2["id"]})
+    v3 = (await c.run_to_end(sent["runId"], timeout=30))[-1]["params"]["message"]
+    asked = [r for r in api.requests if r["path"].endswith("/chat/completions")][-1]["body"]["messages"]
+    assert [m["role"] for m in asked[1:]] == ["user"], "a new version answers the question afresh"
+    history = (await c.call("sessions.history", {"sessionKey": key}))["messages"]
+    assert [m["role"] for m in history] == ["user", "assistant"] and history[-1]["id"] == v3["id"]
+    assert v3["content"] == "Third answer." and v3["replaces"] == v1["id"]
+    # The next turn's prompt: the question, the latest version's own calls and results, its text.
+    sent = await c.call("chat.send", {"sessionKey": key, "message": "and now?"})
+    await c.run_to_end(sent["runId"], timeout=30)
+    prompt = [r for r in api.requests if r["path"].endswith("/chat/completions")][-1]["body"]["messages"]
+    assert [(m["role"], m.get("content")) for m in prompt[1:]] == [
+        ("user", "what do you know about boats?"), ("assistant", "Third answer."), ("user", "and now?")]
