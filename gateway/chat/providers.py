@@ -92,8 +92,10 @@ class ChatProvider:
     # False: the replies are not memory (they only echo the question and what was recalled); the runner
     # marks them `"remember": false` in the transcript and the memory index leaves them out.
     replies_are_memory = True
-    # Function calling: offered when True; a provider that refuses `tools` sets it False (remembered).
+    # Function calling: offered when True, except to the models that refused `tools` (remembered by the
+    # runner: a server may host models with and without function calling).
     tools_supported = False
+    tools_refused: frozenset[str] = frozenset()
 
     def stream(self, messages: list[dict[str, Any]], *, recalled: list[dict[str, Any]] | None = None,
                tools: list[dict[str, Any]] | None = None, tool_choice: str | None = None,

@@ -405,8 +405,8 @@ class ChatService:
                             error=str(exc))
                 without_tools, offered, messages = True, None, plain(messages)
                 continue
-            if without_tools:  # it answered without tools: remember, and never offer them again
-                self.provider.tools_supported = False
+            if without_tools:  # it answered without tools: remember, and never offer them to this model again
+                self.provider.tools_refused = self.provider.tools_refused | {model or self.provider.model}
             if calls is None or offered is None or limited or not calls.calls:
                 break
             steps += 1
@@ -460,7 +460,7 @@ class ChatService:
         try:
             if relay is None:
                 settings = await self.sessions.get(key)  # the session's own model and system prompt, if set
-                offered = self.tools.offer(self.provider) if self.tools is not None else None
+                offered = self.tools.offer(self.provider, settings.get("model")) if self.tools is not None else None
                 messages, recalled = await self._prompt(key, user_text, settings, run.replaces,
                                                         with_tools=offered is not None)
                 usage, truncated = await self._converse(run, messages, recalled, offered,

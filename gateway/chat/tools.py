@@ -33,11 +33,11 @@ class ChatTools:
         self.caller = caller
         self.pending: set[asyncio.Task[Any]] = set()  # writes that outlive an abort
 
-    def offer(self, provider: ChatProvider) -> list[dict[str, Any]] | None:
-        """The tools for this provider in OpenAI's shape; None when it has no function calling, or it
-        refused tools before, or chat.tools is false."""
+    def offer(self, provider: ChatProvider, model: str | None = None) -> list[dict[str, Any]] | None:
+        """The tools for this provider and model (None: its configured one) in OpenAI's shape; None when
+        it has no function calling, or the model refused tools before, or chat.tools is false."""
         chosen = self.config.chat.tools
-        if chosen is False or not provider.tools_supported:
+        if chosen is False or not provider.tools_supported or (model or provider.model) in provider.tools_refused:
             return None
         return openai_tools(None if chosen is True else list(chosen)) or None
 

@@ -201,3 +201,27 @@ async def test_a_regenerated_reply_that_calls_tools_can_be_regenerated_again(sta
     prompt = [r for r in api.requests if r["path"].endswith("/chat/completions")][-1]["body"]["messages"]
     assert [(m["role"], m.get("content")) for m in prompt[1:]] == [
         ("user", "what do you know about boats?"), ("assistant", "Third answer."), ("user", "and now?")]
+
+
+async def test_a_session_model_that_refuses_tools_does_not_turn_tools_off_for_every_model(start_gateway, api):
+    # A session's own model (issue 28) on a server hosting several (Ollama answers HTTP 400 "does not
+    # support tools" for some): the refusal (issue 24) was remembered for the whole provider, so every
+    # session lost its memory tools, those on models that have them too, until the gateway restarted.
+    gw = await start_gateway(memory=True, **{"chat.baseUrl": api.base_url, "chat.model": "fake-model",
+                                             "memory.recall.enabled": False, "chat.maxRetries": 0})
+    c = await gw.client()
+    small = (await c.call("sessions.create", {"model": "tiny-no-tools"}))["sessionKey"]
+    api.script(("status", 400, {}))
+    sent = await c.call("chat.send", {"sessionKey": small, "message": "hello"})
+    assert (await c.run_to_end(sent["runId"], timeout=30))[-1]["method"] == "chat.final"
+    sent = await c.call("chat.send", {"sessionKey": small, "message": "again"})
+    await c.run_to_end(sent["runId"], timeout=30)
+    reqs = [r["body"] for r in api.requests if r["path"].endswith("/chat/completions")]
+    assert [("tools" in r, r["model"]) for r in reqs] == [(True, "tiny-no-tools"), (False, "tiny-no-tools"),
+                                                          (False, "tiny-no-tools")], "remembered for that model"
+
+    other = (await c.call("sessions.create"))["sessionKey"]
+    sent = await c.call("chat.send", {"sessionKey": other, "message": "hello"})
+    await c.run_to_end(sent["runId"], timeout=30)
+    last = [r["body"] for r in api.requests if r["path"].endswith("/chat/completions")][-1]
+    assert last["model"] == "fake-model" and "tools" in last, "the configured model still gets its tools"
