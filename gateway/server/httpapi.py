@@ -263,6 +263,8 @@ class HttpApi:
             return
         import uvicorn
 
+        from .admission import BACKLOG  # admission's room for sockets not counted yet assumes it
+
         c = self.config.server
         port = 0 if c.http_port < 0 else c.http_port
         try:
@@ -278,7 +280,7 @@ class HttpApi:
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
             self.app(), http=_gated_protocol(self.admission, c.handshake_timeout), lifespan="on", log_config=None, access_log=False, server_header=False,
-            limit_concurrency=c.max_connections, timeout_keep_alive=5,
+            limit_concurrency=c.max_connections, timeout_keep_alive=5, backlog=BACKLOG,
             timeout_graceful_shutdown=max(1.0, c.shutdown_grace + 1.0), h11_max_incomplete_event_size=64 << 10,
             ws="none",
         )
