@@ -429,7 +429,9 @@ class ChatService:
         assert self.tools is not None
         text, run.parts = "".join(run.parts), []  # this step's text belongs to its tool-calls message
         wire = tool_calls_message(calls.calls, run.run_id)
-        rec = tx.message_record(str(uuid.uuid4()), "assistant", text, run.run_id, **self._reply_marks())
+        # A regeneration's steps name the reply they are for: they show (and replay) only with its new version.
+        of = {"regenerates": run.replaces} if run.replaces is not None else {}
+        rec = tx.message_record(str(uuid.uuid4()), "assistant", text, run.run_id, **of, **self._reply_marks())
         rec["message"]["tool_calls"] = wire
         await self.sessions.append_messages(run.session_key, rec)
         messages.append({"role": "assistant", "content": text or None, "tool_calls": wire})
@@ -447,7 +449,7 @@ class ChatService:
                        status="error" if outcome.error else "ok", summary=outcome.summary)
             result = tx.message_record(str(uuid.uuid4()), "tool", outcome.text, run.run_id, tool=call.name,
                                        summary=outcome.summary, **({"error": True} if outcome.error else {}),
-                                       **{tx.REMEMBER_FIELD: False})
+                                       **of, **{tx.REMEMBER_FIELD: False})
             result["message"]["tool_call_id"] = call.id
             await self.sessions.append_messages(run.session_key, result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})

@@ -262,6 +262,8 @@ def read_messages(path: Path) -> list[dict[str, Any]]:
                 item["error"] = True
         if isinstance(d.get("replaces"), str):
             item["replaces"] = d["replaces"]
+        if isinstance(d.get("regenerates"), str):  # a tool step of a regeneration (chosen_versions)
+            item["regenerates"] = d["regenerates"]
         out.append(item)
     return out
 
@@ -273,9 +275,9 @@ def chosen_versions(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The conversation as it goes on: a regenerated reply (records with `"replaces": <its first
     version's id>`) appears once, at its first version's place, as its latest version, with every
     version in `versions` (oldest first: {id, content, timestamp, aborted?, truncated?, memory?}).
-    The tool calls and results of a regenerated reply's versions (records of the version's run) go with
-    it: the latest version's just before it, the others' not at all. Replies never regenerated are left
-    as they are."""
+    The tool calls and results of a regenerated reply's versions (records of the version's run, or
+    marked `"regenerates": <first version's id>`) go with it: the latest version's just before it, the
+    others' (and a failed regeneration's) not at all. Replies never regenerated are left as they are."""
     groups: dict[str, list[dict[str, Any]]] = {}
     kept: list[dict[str, Any]] = []
     for m in messages:
@@ -287,11 +289,12 @@ def chosen_versions(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             groups[m["id"]] = [m]
         kept.append(m)
     regenerated = {g[0]["id"]: g for g in groups.values() if len(g) > 1}
-    run_of = {v["runId"]: root for root, g in regenerated.items() for v in g if v.get("runId")}
+    run_of = {v["runId"] for g in regenerated.values() for v in g if v.get("runId")}  # the versions' runs
     steps: dict[str, list[dict[str, Any]]] = {}  # a version's runId → its tool calls and results
     for m in kept:
-        if m.get("runId") in run_of and m["id"] not in regenerated and (m["role"] == "tool" or m.get("toolCalls")):
-            steps.setdefault(m["runId"], []).append(m)
+        if ((m.get("runId") in run_of and m["id"] not in regenerated or m.get("regenerates") in groups)
+                and (m["role"] == "tool" or m.get("toolCalls"))):
+            steps.setdefault(m.get("runId", ""), []).append(m)
     moved = {m["id"] for ms in steps.values() for m in ms}
     out = []
     for m in kept:
@@ -301,7 +304,8 @@ def chosen_versions(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if versions:
             latest = {**versions[-1], "line": m.get("line", versions[-1].get("line"))}
             latest["versions"] = [{k: v[k] for k in VERSION_FIELDS if k in v} for v in versions]
-            out += steps.get(versions[-1].get("runId", ""), [])
+            own = steps.get(versions[-1].get("runId", ""), [])
+            out += [{k: v for k, v in step.items() if k != "regenerates"} for step in own]
             out.append(latest)
         else:
             out.append(m)

@@ -225,3 +225,28 @@ async def test_a_session_model_that_refuses_tools_does_not_turn_tools_off_for_ev
     await c.run_to_end(sent["runId"], timeout=30)
     last = [r["body"] for r in api.requests if r["path"].endswith("/chat/completions")][-1]
     assert last["model"] == "fake-model" and "tools" in last, "the configured model still gets its tools"
+
+
+async def test_a_regeneration_that_fails_after_a_tool_call_leaves_the_reply_as_it_was(start_gateway, api):
+    # "A failed or aborted regeneration leaves the versions before it as they were": but its tool calls
+    # and results, appended before it failed, stayed after the reply; the conversation ended with a tool
+    # result, so the reply could not be regenerated again and history showed calls no reply answered.
+    gw = await start_gateway(memory=True, **{"chat.baseUrl": api.base_url, "chat.model": "fake-model",
+                                             "memory.recall.enabled": False, "chat.maxRetries": 0})
+    c = await gw.client()
+    key = (await c.call("sessions.create"))["sessionKey"]
+    api.reply = "First answer."
+    sent = await c.call("chat.send", {"sessionKey": key, "message": "what do you know about boats?"})
+    v1 = (await c.run_to_end(sent["runId"], timeout=30))[-1]["params"]["message"]
+
+    api.script(("tools", [("memory_search", {"query": "boats"})]), ("status", 500, {}))
+    sent = await c.call("chat.regenerate", {"sessionKey": key, "messageId": v1["id"]})
+    assert (await c.run_to_end(sent["runId"], timeout=30))[-1]["method"] == "chat.error"
+    history = (await c.call("sessions.history", {"sessionKey": key}))["messages"]
+    assert [(m["role"], m["content"]) for m in history] == [("user", "what do you know about boats?"),
+                                                            ("assistant", "First answer.")], history
+
+    api.reply = "Second answer."
+    sent = await c.call("chat.regenerate", {"sessionKey": key, "messageId": v1["id"]})
+    v2 = (await c.run_to_end(sent["runId"], timeout=30))[-1]["params"]["message"]
+    assert v2["content"] == "Second answer." and v2["replaces"] == v1["id"]
