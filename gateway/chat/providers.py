@@ -139,9 +139,13 @@ class ChatProvider:
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
             return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
 
+        from .upstream import content_text  # upstream.py imports this module's Delta and Usage
+
         yield chunk({"role": "assistant", "content": ""})
         usage = None
-        async with contextlib.aclosing(self.stream(body["messages"], recalled=recalled)) as items:
+        # stream() reads text contents, as chat.send makes them; a client may send a list of content parts
+        messages = [{**m, "content": content_text(m.get("content")) or ""} for m in body["messages"]]
+        async with contextlib.aclosing(self.stream(messages, recalled=recalled)) as items:
             async for item in items:
                 if isinstance(item, Delta):
                     yield chunk({"content": item.text})

@@ -250,3 +250,17 @@ async def test_a_regeneration_that_fails_after_a_tool_call_leaves_the_reply_as_i
     sent = await c.call("chat.regenerate", {"sessionKey": key, "messageId": v1["id"]})
     v2 = (await c.run_to_end(sent["runId"], timeout=30))[-1]["params"]["message"]
     assert v2["content"] == "Second answer." and v2["replaces"] == v1["id"]
+
+
+async def test_the_offline_responder_answers_a_relayed_message_made_of_content_parts(start_gateway):
+    # The OpenAI endpoint accepts content as a list of parts (as OpenAI does); the offline responder, the
+    # default without an upstream, read the last user message's content as a string: AttributeError, a
+    # crashed run and a 500 "internal error" for the most ordinary vision-style request.
+    gw = await start_gateway(**{"server.httpPort": -1})
+    async with httpx.AsyncClient(base_url=gw.http_url, headers={"Authorization": f"Bearer {gw.token}"}) as http:
+        r = await http.post("/v1/chat/completions", json={"model": "offline-responder", "messages": [
+            {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+            {"role": "user", "content": [{"type": "text", "text": "hello in parts"},
+                                         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]}]})
+    assert r.status_code == 200, r.text
+    assert "hello in parts" in r.json()["choices"][0]["message"]["content"]
