@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from tests.fake_openai import FakeOpenAI
+from tests.rpc.test_openai_api import sdk, upstream_gateway
 
 
 @pytest.fixture
@@ -19,21 +20,12 @@ def api():
         yield fake
 
 
-def sdk(gw, **kw) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=gw.http_url + "/v1", api_key=gw.token, max_retries=0, **kw)
-
-
-async def relay_gateway(start_gateway, api, **overrides):
-    return await start_gateway(**{"server.httpPort": -1, "chat.baseUrl": api.base_url, "chat.model": "fake-model",
-                                  "chat.maxRetries": 0, **overrides})
-
-
 async def test_keepalive_comments_do_not_hold_a_relayed_stream_past_the_timeout(start_gateway, api):
     # chat.send was paced (chat.timeout between chunks with content); the relay of the OpenAI endpoint
     # was not: an upstream sending only ": keep-alive" held the request and its session for good.
     api.reply = "first then the rest"
     api.script(("comments", 8, 0.5))
-    gw = await relay_gateway(start_gateway, api, **{"chat.timeout": 1.5})
+    gw = await upstream_gateway(start_gateway, api, **{"chat.timeout": 1.5})
     got = []
     t0 = time.monotonic()
     async with sdk(gw, default_headers={"X-Jarvis-Session": "kept-alive"}) as client:
@@ -48,6 +40,15 @@ async def test_keepalive_comments_do_not_hold_a_relayed_stream_past_the_timeout(
     assert elapsed < 3.5, f"ended after {elapsed:.1f} s"
 
 
+async def _streamed(gw, key: str, message: str) -> str:
+    """The raw SSE body of a streamed completion of `message` in session `key`."""
+    headers = {"Authorization": f"Bearer {gw.token}", "X-Jarvis-Session": key}
+    async with httpx.AsyncClient(base_url=gw.http_url, headers=headers) as http:
+        async with http.stream("POST", "/v1/chat/completions", json={
+                "model": "fake-model", "stream": True, "messages": [{"role": "user", "content": message}]}) as r:
+            return (await r.aread()).decode()
+
+
 def chunk(content):
     return {"id": "c1", "object": "chat.completion.chunk", "model": "fake-model",
             "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}]}
@@ -58,15 +59,12 @@ async def test_a_relayed_surrogate_split_across_chunks_reaches_the_client_as_sen
     # upstream's chunks as they are, and orjson refused the lone surrogate: the SSE body broke off
     # mid-stream without an error or [DONE], and a completion without streaming was a plain-text 500.
     api.script(("events", [chunk("smile \ud83d"), chunk("\ude00 end")]))
-    gw = await relay_gateway(start_gateway, api)
+    gw = await upstream_gateway(start_gateway, api)
+    body = await _streamed(gw, "split", "smile")
+    assert body.endswith("data: [DONE]\n\n"), body
+    assert '"smile \\ud83d"' in body and '"\\ude00 end"' in body  # the halves as the upstream sent them
     headers = {"Authorization": f"Bearer {gw.token}", "X-Jarvis-Session": "split"}
     async with httpx.AsyncClient(base_url=gw.http_url, headers=headers) as http:
-        async with http.stream("POST", "/v1/chat/completions", json={
-                "model": "fake-model", "stream": True, "messages": [{"role": "user", "content": "smile"}]}) as r:
-            body = (await r.aread()).decode()
-        assert body.endswith("data: [DONE]\n\n"), body
-        assert '"smile \\ud83d"' in body and '"\\ude00 end"' in body  # the halves as the upstream sent them
-
         api.reply = "a lone \ud83d here"
         r = await http.post("/v1/chat/completions", json={
             "model": "fake-model", "messages": [{"role": "user", "content": "once more"}]})
@@ -128,7 +126,7 @@ async def test_a_relayed_stream_the_shutdown_stops_ends_with_an_error_not_quietl
 
     api.reply = " ".join(f"word{i}" for i in range(40))
     api.chunk_delay = 0.2
-    gw = await relay_gateway(start_gateway, api, **{"server.shutdownGrace": 0.5})
+    gw = await upstream_gateway(start_gateway, api, **{"server.shutdownGrace": 0.5})
     got = []
     async with sdk(gw, default_headers={"X-Jarvis-Session": "restart"}) as client:
         stream = await client.chat.completions.create(model="fake-model", stream=True,
@@ -150,16 +148,23 @@ async def test_relayed_chunks_of_odd_shapes_neither_break_the_stream_nor_crash_t
     api.script(("events", [chunk("Hello"), {"id": "c1", "object": "chat.completion.chunk", "choices": 5},
                            '{"id": "c1", "choices": [], "usage": {"prompt_tokens": Infinity, "completion_tokens": 1}}',
                            chunk(" there")]))
-    gw = await relay_gateway(start_gateway, api)
-    headers = {"Authorization": f"Bearer {gw.token}", "X-Jarvis-Session": "odd"}
-    async with httpx.AsyncClient(base_url=gw.http_url, headers=headers) as http:
-        async with http.stream("POST", "/v1/chat/completions", json={
-                "model": "fake-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}) as r:
-            body = (await r.aread()).decode()
+    gw = await upstream_gateway(start_gateway, api)
+    body = await _streamed(gw, "odd", "hi")
     assert body.endswith("data: [DONE]\n\n"), body
     assert '"choices":5' in body  # relayed as the upstream sent it
     history = await (await gw.client()).call("sessions.history", {"sessionKey": "odd"})
     assert [m["content"] for m in history["messages"]] == ["hi", "Hello there"]
+
+
+async def _first_reply(start_gateway, api):
+    """A gateway with memory tools, a session, and its first reply (not using tools) → (client, key, reply)."""
+    gw = await start_gateway(memory=True, **{"chat.baseUrl": api.base_url, "chat.model": "fake-model",
+                                             "memory.recall.enabled": False, "chat.maxRetries": 0})
+    c = await gw.client()
+    key = (await c.call("sessions.create"))["sessionKey"]
+    api.reply = "First answer."
+    sent = await c.call("chat.send", {"sessionKey": key, "message": "what do you know about boats?"})
+    return c, key, (await c.run_to_end(sent["runId"], timeout=30))[-1]["params"]["message"]
 
 
 async def test_a_regenerated_reply_that_calls_tools_can_be_regenerated_again(start_gateway, api):
@@ -167,13 +172,7 @@ async def test_a_regenerated_reply_that_calls_tools_can_be_regenerated_again(sta
     # are appended after the reply it replaces, the new version is shown at the first version's place,
     # so the conversation ended with a tool result: history showed the calls after the reply, and the
     # reply could not be regenerated again ("only the session's last reply can be regenerated").
-    gw = await start_gateway(memory=True, **{"chat.baseUrl": api.base_url, "chat.model": "fake-model",
-                                             "memory.recall.enabled": False, "chat.maxRetries": 0})
-    c = await gw.client()
-    key = (await c.call("sessions.create"))["sessionKey"]
-    api.reply = "First answer."
-    sent = await c.call("chat.send", {"sessionKey": key, "message": "what do you know about boats?"})
-    v1 = (await c.run_to_end(sent["runId"], timeout=30))[-1]["params"]["message"]
+    c, key, v1 = await _first_reply(start_gateway, api)
 
     api.script(("tools", [("memory_search", {"query": "boats"})]))
     api.reply = "Second answer, after searching."
@@ -231,13 +230,7 @@ async def test_a_regeneration_that_fails_after_a_tool_call_leaves_the_reply_as_i
     # "A failed or aborted regeneration leaves the versions before it as they were": but its tool calls
     # and results, appended before it failed, stayed after the reply; the conversation ended with a tool
     # result, so the reply could not be regenerated again and history showed calls no reply answered.
-    gw = await start_gateway(memory=True, **{"chat.baseUrl": api.base_url, "chat.model": "fake-model",
-                                             "memory.recall.enabled": False, "chat.maxRetries": 0})
-    c = await gw.client()
-    key = (await c.call("sessions.create"))["sessionKey"]
-    api.reply = "First answer."
-    sent = await c.call("chat.send", {"sessionKey": key, "message": "what do you know about boats?"})
-    v1 = (await c.run_to_end(sent["runId"], timeout=30))[-1]["params"]["message"]
+    c, key, v1 = await _first_reply(start_gateway, api)
 
     api.script(("tools", [("memory_search", {"query": "boats"})]), ("status", 500, {}))
     sent = await c.call("chat.regenerate", {"sessionKey": key, "messageId": v1["id"]})
