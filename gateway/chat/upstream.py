@@ -7,6 +7,8 @@ run, skip a `seq`, or turn a saved reply into an error:
                     (logged once per run)
     surrogates      a pair split across two deltas (a proxy cutting by UTF-16 units) → joined: a
                     trailing high surrogate waits for the next delta; one that cannot pair → U+FFFD
+    tool calls      their id, name and arguments (fragments joined) the same: pairs made whole, lone
+                    surrogates → U+FFFD
     usage           token counts must be whole numbers ≥ 0 ("12" and 12.0 are repaired); anything
                     else drops the usage (logged), the reply stands
 
@@ -116,6 +118,10 @@ async def checked(stream: AsyncIterator[Any]) -> AsyncIterator[Delta | ToolCalls
                 rest = joiner.flush()
                 if rest:
                     yield Delta(rest)
+                for call in item.calls:  # whole now (fragments joined): a split pair is adjacent again
+                    arguments = _whole(call.arguments)
+                    call.size -= len(call.arguments) - len(arguments)
+                    call.arguments, call.name, call.id = arguments, _whole(call.name), _whole(call.id)
                 yield item
             else:
                 once("upstream item of an unknown kind: ignored", type=type(item).__name__)

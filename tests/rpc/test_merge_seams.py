@@ -257,3 +257,32 @@ async def test_the_offline_responder_answers_a_relayed_message_made_of_content_p
                                          {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]}]})
     assert r.status_code == 200, r.text
     assert "hello in parts" in r.json()["choices"][0]["message"]["content"]
+
+
+async def test_tool_arguments_with_a_surrogate_pair_split_across_fragments_are_joined(start_gateway, api):
+    # upstream.checked joins a surrogate pair split across two text deltas (issue 29), but tool call
+    # arguments (issue 24) came through as the halves: a str no JSON encoder takes, so the chat.tool
+    # event and the transcript line raised and the run crashed ("internal error") after the call.
+    def call(delta):
+        return {"id": "c1", "object": "chat.completion.chunk", "model": "fake-model",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+
+    api.script(("events", [
+        call({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_s", "type": "function",
+                                                   "function": {"name": "memory_set", "arguments": ""}}]}),
+        call({"tool_calls": [{"index": 0, "function": {"arguments": '{"key": "mood", "value": "happy \ud83d'}}]}),
+        call({"tool_calls": [{"index": 0, "function": {"arguments": '\ude00 today"}'}}]}),
+        {"id": "c1", "object": "chat.completion.chunk", "model": "fake-model",
+         "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]))
+    api.reply = "Noted."
+    gw = await start_gateway(memory=True, **{"chat.baseUrl": api.base_url, "chat.model": "fake-model",
+                                             "memory.recall.enabled": False, "chat.maxRetries": 0})
+    c = await gw.client()
+    key = (await c.call("sessions.create"))["sessionKey"]
+    sent = await c.call("chat.send", {"sessionKey": key, "message": "I am happy today"})
+    events = await c.run_to_end(sent["runId"], timeout=30)
+    assert events[-1]["method"] == "chat.final", events[-1]
+    tools = [e["params"] for e in events if e["method"] == "chat.tool"]
+    assert tools[-1]["status"] == "ok" and tools[-1]["arguments"]["value"] == "happy \U0001F600 today"
+    got = await c.call("memory.get", {"key": "mood"})
+    assert got["value"] == "happy \U0001F600 today"
