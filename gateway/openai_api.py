@@ -276,7 +276,7 @@ def _items(obj: dict[str, Any]) -> list[Delta | Usage]:
         if isinstance(choice, dict) and choice.get("index", 0) == 0:
             part = choice.get("delta") or choice.get("message") or {}
             text = part.get("content") if isinstance(part, dict) else None
-            if isinstance(text, str) and text:
+            if text:  # a string, or content parts: the run's upstream.checked takes their text
                 out.append(Delta(text))
     usage = obj.get("usage")
     if isinstance(usage, dict):

@@ -286,3 +286,15 @@ async def test_tool_arguments_with_a_surrogate_pair_split_across_fragments_are_j
     assert tools[-1]["status"] == "ok" and tools[-1]["arguments"]["value"] == "happy \U0001F600 today"
     got = await c.call("memory.get", {"key": "mood"})
     assert got["value"] == "happy \U0001F600 today"
+
+
+async def test_a_relayed_reply_sent_as_content_parts_is_kept_in_the_transcript(start_gateway, api):
+    # chat.send takes delta content given as a list of parts (upstream.checked, issue 29); the relay read
+    # only string content, so the client got the text and the transcript kept an empty reply.
+    api.script(("events", [chunk([{"type": "text", "text": "Hello "}, {"type": "image_url", "image_url": {"url": "x"}}]),
+                           chunk("there")]))
+    gw = await upstream_gateway(start_gateway, api)
+    body = await _streamed(gw, "parts", "hi")
+    assert body.endswith("data: [DONE]\n\n"), body
+    history = await (await gw.client()).call("sessions.history", {"sessionKey": "parts"})
+    assert [m["content"] for m in history["messages"]] == ["hi", "Hello there"]
