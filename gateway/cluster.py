@@ -1,13 +1,13 @@
 """Several gateways on one PostgreSQL database (`storage.url`) serving the same sessions.
 
-What crosses between them, all through the database (storage/postgres.py):
+What crosses between them, all through the database (storage/postgres/db.py):
 
 - **chat events**: every event this gateway publishes is relayed in order (NOTIFY); another gateway
   delivers it to its own subscribers of that session. A client subscribed on B sees the run on A.
 - **transcripts**: a `lines` notification after each append; the other gateways update their local
   mirror and re-index the session's memory (debounced, like after a local `chat.final`).
 - **keyed memories** (`keyed`, after memory.set/delete): the other gateways rewrite or remove their
-  mirror file of that key (memory/notes/pgkeyed.py) and re-index their memory files.
+  mirror file of that key (storage/postgres/keyed.py) and re-index their memory files.
 - **deletes** (`deleted`) and **aborts** (`abort`: `chat.abort` sent to a gateway that does not run the
   session's run asks the one that does).
 - **dead gateways**: every SWEEP_S seconds each gateway looks for runs held by an instance whose

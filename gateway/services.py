@@ -24,7 +24,6 @@ import structlog
 
 from .chat.compaction import Compactor
 from .chat.providers import ChatProvider
-from .chat.ledger import PgRunLedger, RunLedger
 from .chat.runner import ChatService
 from .chat.tools import ChatTools
 from .tools.catalog import in_process
@@ -34,8 +33,10 @@ from .errors import Conflict, Invalid, NotFound, Unavailable
 from .events import EventBus
 from .schema import AGENT_ID
 from .sessions.retention import ephemeral_victims
-from .sessions.pgstore import PgSessionStore
-from .sessions.store import SessionStore
+from .storage.files.ledger import LocalRunLedger
+from .storage.files.sessions import FileSessionStore as SessionStore
+from .storage.postgres.ledger import PgRunLedger
+from .storage.postgres.sessions import PgSessionStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from .memory.service import MemoryManager
@@ -279,10 +280,10 @@ class Services:
         sessions: SessionStore | PgSessionStore
         if self.pg is not None:
             sessions = PgSessionStore(self.pg, cfg.sessions_dir(agent_id), agent_id)
-            ledger: RunLedger = PgRunLedger(self.pg, agent_id, cfg.chat.idempotency_ttl)
+            ledger: LocalRunLedger | PgRunLedger = PgRunLedger(self.pg, agent_id, cfg.chat.idempotency_ttl)
         else:
             sessions = SessionStore(cfg.sessions_dir(agent_id), agent_id)
-            ledger = RunLedger(cfg.chat.idempotency_ttl, self._idempotency.setdefault(agent_id, {}))
+            ledger = LocalRunLedger(cfg.chat.idempotency_ttl, self._idempotency.setdefault(agent_id, {}))
         await sessions.open()
         await asyncio.to_thread(cfg.agent_workspace(agent_id).mkdir, mode=0o700, parents=True, exist_ok=True)
         memory = None

@@ -36,9 +36,9 @@ from ..protocol import code_of
 from ..events import EventBus
 from ..sessions import transcript as tx
 from ..tasks import KeyedLocks, log_failure
-from ..sessions.store import SessionStore
+from ..storage.files.sessions import FileSessionStore as SessionStore
 from .compaction import Compactor, read_state
-from .ledger import RunLedger
+from ..storage.files.ledger import LocalRunLedger as RunLedger
 from .providers import ChatProvider, Delta, ToolCalls, ToolsRejected, Usage
 from ..tools.catalog import ToolOutcome
 from .tools import MAX_CALLS_PER_STEP, ChatTools, plain, replay, shown_arguments, tool_calls_message

@@ -28,7 +28,7 @@ from .index.indexer import SyncStats
 from .index.sources import session_path
 from .pgindex import (FTS_CONFIG, PgEmbeddingCache, PgIndexer, PgSearcher, PgVectorStore, ensure_dims_index,
                       ensure_vector_schema, get_meta, parse_vector, set_meta)
-from .notes.pgkeyed import PgKeyedStore
+from ..storage.postgres.keyed import PgKeyedStore
 from .rebuild import same_embeddings
 from .search.snippets import Exclude
 from .service import MemoryManager

@@ -48,7 +48,7 @@ import orjson
 from ..fsutil import atomic_write, ensure_private_dir, locked
 from ..schema import AGENT_ID, SESSION_KEY
 from ..sessions import transcript as tx
-from ..sessions.store import SETTINGS
+from ..sessions.history import SETTINGS
 from .postgres import MIGRATIONS, migrate, redact
 
 AGENT_RE, KEY_RE = re.compile(AGENT_ID), re.compile(SESSION_KEY)

@@ -5,7 +5,7 @@ import asyncio
 from gateway.chat.providers import OfflineResponder
 from gateway.chat.runner import ChatService
 from gateway.events import EventBus
-from gateway.sessions.store import SessionStore
+from gateway.storage.files.sessions import FileSessionStore as SessionStore
 from tests.helpers import make_config
 
 

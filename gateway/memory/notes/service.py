@@ -3,7 +3,7 @@
 `MemoryNotes(manager, workspace)` is what the `memory.*` methods (methods/notes.py) and
 `jarvis memory …` (gateway/cli/notes.py) call. Files go to the agent's workspace (keyed.py, learnings.py,
 images.py describe the layouts; with PostgreSQL, keyed memories are rows and their files a mirror:
-pgkeyed.py); every write re-indexes the memory files before it answers, so a change (or a delete)
+storage/postgres/keyed.py); every write re-indexes the memory files before it answers, so a change (or a delete)
 shows in search at once.
 """
 
@@ -21,7 +21,7 @@ from . import files, learnings, timerecall
 from ..embeddings.base import EmbeddingError
 from .images import ImageStore, decode_image
 from .keyed import KeyedStore, check_category
-from .pgkeyed import PgKeyedStore
+from ...storage.postgres.keyed import PgKeyedStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..service import MemoryManager

@@ -13,7 +13,7 @@ Tables (named, ordered migrations, recorded in `jarvis_migrations` like the SQLi
     memory_*           each agent's memory index: files, chunks (tsvector), meta, embedding cache, and
                        vectors (pgvector); see gateway/memory/pgindex.py
     keyed_memories     (agent_id, key) → category, value, created, updated, deleted, version: memory.set and
-                       friends; the workspace files are each gateway's mirror (memory/notes/pgkeyed.py)
+                       friends; the workspace files are each gateway's mirror (storage/postgres/keyed.py)
 
 Liveness: a gateway holds a session-level advisory lock on its own key (from its instance id) on one
 dedicated connection for as long as it runs; the lock goes when its process or its connection dies. So
@@ -38,8 +38,8 @@ import asyncpg
 import orjson
 import structlog
 
-from ..errors import Unavailable
-from ..tasks import log_failure
+from ...errors import Unavailable
+from ...tasks import log_failure
 
 log = structlog.get_logger("gateway.storage")
 
@@ -146,7 +146,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
     """),
     # Keyed memories (memory.set/get/delete/list): rows are the record, workspace files a mirror per
-    # gateway (memory/notes/pgkeyed.py). A delete leaves a tombstone (deleted = true); every write counts
+    # gateway (storage/postgres/keyed.py). A delete leaves a tombstone (deleted = true); every write counts
     # `version` up, which a mirror's front matter names.
     ("0004_keyed_memories", """
         CREATE TABLE keyed_memories (

@@ -1,6 +1,6 @@
 """Sessions in PostgreSQL (`storage.url`), shared by every gateway on the database.
 
-The same interface as the file store (store.py). Metadata is a row of `sessions`; the transcript is
+The PostgreSQL engine's SessionStore (storage/base.py; the files engine's: storage/files/sessions.py). Metadata is a row of `sessions`; the transcript is
 its JSONL lines as rows of `transcript_lines`, appended in one transaction with the counters, so a
 line is acknowledged only once the database has it. Several gateways may append to one session: the
 `sessions` row lock orders their lines.
@@ -24,13 +24,13 @@ from typing import Any
 import orjson
 import structlog
 
-from ..errors import Conflict, NotFound
-from ..fsutil import atomic_write, ensure_private_dir
-from ..storage.postgres import Postgres
-from ..tasks import KeyedLocks
-from ..timeutil import now_iso
-from . import transcript as tx
-from .store import _history_page, check_session_key
+from ...errors import Conflict, NotFound
+from ...fsutil import atomic_write, ensure_private_dir
+from ...sessions import transcript as tx
+from ...sessions.history import check_session_key, history_page
+from ...tasks import KeyedLocks
+from ...timeutil import now_iso
+from .db import Postgres
 
 log = structlog.get_logger("gateway.sessions")
 
@@ -52,6 +52,8 @@ def _line(record: dict[str, Any]) -> str:
 
 
 class PgSessionStore:
+    """The PostgreSQL engine's SessionStore (storage/base.py)."""
+
     def __init__(self, pg: Postgres, sessions_dir: Path, agent_id: str = "main"):
         self.pg = pg
         self.dir = sessions_dir
@@ -230,7 +232,7 @@ class PgSessionStore:
         if not await self.exists(key):
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
         path = await self.local_transcript(key)
-        return await asyncio.to_thread(_history_page, key, path, limit, before, max_bytes)
+        return await asyncio.to_thread(history_page, key, path, limit, before, max_bytes)
 
 
 def _count_lines(path: Path) -> int:

@@ -37,13 +37,13 @@ import structlog
 from ...errors import Invalid, NotFound
 from ...fsutil import atomic_write, locked, remove
 from ...timeutil import now_iso
-from ..index.sources import folder_empty
-from .frontmatter import parse_front_matter
-from .keyed import (_KEY, CATEGORIES, DEFAULT_CATEGORY, MAX_VALUE_CHARS, Entry, KeyedStore, _mtime_iso,
+from ...memory.index.sources import folder_empty
+from ...memory.notes.frontmatter import parse_front_matter
+from ...memory.notes.keyed import (_KEY, CATEGORIES, DEFAULT_CATEGORY, MAX_VALUE_CHARS, Entry, KeyedStore, _mtime_iso,
                     check_category, check_entry, check_key, render)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...storage.postgres import Postgres
+    from .db import Postgres
 
 log = structlog.get_logger("gateway.memory")
 
