@@ -116,17 +116,15 @@ class Cluster:
             if run is not None and run.run_id == msg.get("run"):
                 await agent.chat.abort(key, run.run_id)
         elif kind == "keyed":
-            keyed_changed = getattr(agent.memory, "keyed_changed", None)
-            if keyed_changed is not None:
-                await keyed_changed(key)
+            if agent.memory is not None:
+                await agent.memory.keyed_changed(key)
 
     def _refresh_open_agents(self) -> None:
         for agent in list(self.services.agents.values()):
             task = asyncio.get_running_loop().create_task(agent.sessions.refresh_mirrors())
             task.add_done_callback(log_failure("cluster_mirror_refresh_failed"))
-            keyed_changed = getattr(agent.memory, "keyed_changed", None)
-            if keyed_changed is not None:
-                task = asyncio.get_running_loop().create_task(keyed_changed(None))
+            if agent.memory is not None:
+                task = asyncio.get_running_loop().create_task(agent.memory.keyed_changed(None))
                 task.add_done_callback(log_failure("cluster_keyed_refresh_failed"))
 
     # ---- runs of gateways that died ---------------------------------------------------------------

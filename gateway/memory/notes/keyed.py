@@ -122,7 +122,10 @@ def render(key: str, category: str, value: str, created: str, updated: str, vers
     return (front_matter(meta) + f"# {key}\n\n{value}\n").encode("utf-8")
 
 
-class KeyedStore:
+class KeyedFiles:
+    """Keyed memories as files, blocking: the files engine's record (storage/files/keyed.py wraps it
+    async) and the PostgreSQL engine's mirror (storage/postgres/keyed.py)."""
+
     def __init__(self, workspace: Path):
         self.workspace = workspace
         self.root = workspace / KEYED_DIR

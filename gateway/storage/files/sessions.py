@@ -226,6 +226,16 @@ class FileSessionStore:
             with contextlib.suppress(OSError):
                 await asyncio.to_thread(self.clean_marker.touch, 0o600)
 
+    # ---- other gateways: none share a state dir (it is locked), so nobody else changes these files ----
+    async def refresh_mirrors(self) -> None:
+        """The transcripts are the files themselves: nothing is mirrored."""
+
+    async def grown(self, key: str) -> None:
+        """Never called: no other gateway appends here."""
+
+    async def gone(self, key: str) -> None:
+        """Never called: no other gateway deletes here."""
+
     # ---- queries -------------------------------------------------------------------------------
     async def all(self) -> dict[str, dict[str, Any]]:
         return await self._view()
@@ -298,7 +308,7 @@ class FileSessionStore:
 
         return await self._mutate(upd)
 
-    async def append_messages(self, key: str, *records: dict[str, Any]) -> dict[str, Any]:
+    async def append_messages(self, key: str, *records: dict[str, Any]) -> None:
         """Append message records durably; bump messageCount/updatedAt in memory, written soon.
 
         The transcript line is the record. Counters are batched into one sessions.json write per

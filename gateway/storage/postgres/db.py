@@ -252,7 +252,9 @@ class Postgres:
         self._workers: list[asyncio.Task] = []
         self.dropped = 0  # events not relayed because the outbox was full (the database is too slow)
 
-    async def open(self) -> "Postgres":
+    async def open(self, serve: bool = True) -> "Postgres":
+        """Connect and migrate the schema. `serve`: a gateway's, which also holds its liveness lock,
+        listens to the others and relays its events; else a tool's: only the pool, to query and notify."""
         try:
             self.pool = await asyncpg.create_pool(self.url, min_size=1, max_size=self.pool_size,
                                                   command_timeout=60, server_settings=self._name("pool"))
@@ -262,6 +264,8 @@ class Postgres:
             applied = await migrate(conn)
         if applied:
             log.info("postgres schema migrated", applied=applied)
+        if not serve:
+            return self
         self._liveness = await asyncpg.connect(self.url, server_settings=self._name("liveness"))
         if not await self._liveness.fetchval("SELECT pg_try_advisory_lock($1)", lock_key(self.instance_id)):
             raise Unavailable(f"another gateway runs as instance {self.instance_id!r} on this database; give "
