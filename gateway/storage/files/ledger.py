@@ -34,9 +34,10 @@ class LocalRunLedger:
                 break
             del self._keys[first]
         hit = self._keys.get((session, key))
-        return hit[0] if hit is not None else None
+        return hit[0] if hit is not None and hit[1] >= now else None
 
     async def remember(self, session: str, key: str, run_id: str) -> None:
+        self._keys.pop((session, key), None)  # to the back: insertion order stays expiry order
         self._keys[(session, key)] = (run_id, time.monotonic() + self.ttl)
 
     async def claim(self, session: str, run_id: str) -> str | None:

@@ -102,7 +102,14 @@ class FileSessionStore:
 
     async def append_records(self, key: str, *records: dict[str, Any]) -> None:
         """Append non-message records (a compaction marker) durably; no counter changes."""
-        await self.transcript(key).append(*records)
+        await self._append(key, records)
+
+    async def _append(self, key: str, records: tuple[dict[str, Any], ...]) -> None:
+        """Append to the transcript of an existing session: a deleted one's is not made again."""
+        try:
+            await self.transcript(key).append(*records)
+        except FileNotFoundError:
+            raise NotFound(f"session not found: {key}", {"sessionKey": key}) from None
 
     def transcript(self, key: str) -> tx.Transcript:
         t = self._transcripts.get(key)
@@ -270,7 +277,7 @@ class FileSessionStore:
         if not await asyncio.to_thread(path.exists):
             created = True
             try:
-                await self.transcript(key).append(tx.header(key, self.agent_id, now))
+                await self.transcript(key).append(tx.header(key, self.agent_id, now), create=True)
             except BaseException:
                 await self._drop_transcript(key)
                 raise
@@ -313,7 +320,7 @@ class FileSessionStore:
 
         The transcript line is the record. Counters are batched into one sessions.json write per
         `flush_delay` instead of a locked rewrite + fsync per message, which serialised every chat."""
-        await self.transcript(key).append(*records)
+        await self._append(key, records)
         # updatedAt is the last message's own timestamp, which a recount after a crash finds too.
         updated = max((r["timestamp"] for r in records if isinstance(r.get("timestamp"), str)), default=now_iso())
         self._merge_back({key: [len(records), updated]})
