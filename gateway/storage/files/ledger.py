@@ -1,13 +1,6 @@
 """The files engine's RunLedger (storage/base.py): idempotency keys in this process's memory; active
 runs are the chat service's own table (one gateway on a state dir). The PostgreSQL engine's,
 storage/postgres/ledger.py, keeps both in the database so several gateways share them.
-
-    seen(session, key)          the run a live idempotency key started, or None
-    remember(session, key, run) record a key for `chat.idempotencyTtl` seconds
-    claim(session, run)         None when the session is free (now held by `run`); else the holder's id
-    release(session, run)       the run is over
-    holder(session)             (runId, instanceId) of the session's active run anywhere, or None
-    forget_session(session)     the session was deleted: its keys go (a new life starts with none)
 """
 
 from __future__ import annotations
