@@ -26,6 +26,27 @@ from ...timeutil import now_iso
 
 log = structlog.get_logger("gateway.sessions")
 
+CLEAN_MARKER = ".closed-cleanly"
+"""In the sessions folder while nobody has it open and every counter in sessions.json is exact."""
+
+
+def parse_sessions_file(data: bytes) -> tuple[dict[str, dict[str, Any]], int]:
+    """sessions.json's sessions and the generation of the write that made it (0: none recorded);
+    orjson.JSONDecodeError when it is not JSON. What is not a session's dict is left out."""
+    parsed = orjson.loads(data)
+    if not isinstance(parsed, dict):
+        parsed = {}
+    sessions = parsed.get("sessions", {})
+    generation = parsed.get("generation", 0)
+    return ({k: v for k, v in sessions.items() if isinstance(v, dict)} if isinstance(sessions, dict) else {},
+            generation if type(generation) is int else 0)
+
+
+def sessions_file(sessions: dict[str, dict[str, Any]], generation: int) -> bytes:
+    """sessions.json's bytes for `sessions`, written as `generation`."""
+    return orjson.dumps({"version": 1, "generation": generation, "sessions": sessions}, option=orjson.OPT_INDENT_2)
+
+
 class FileSessionStore:
     """The files engine's SessionStore (storage/base.py)."""
 
@@ -48,7 +69,7 @@ class FileSessionStore:
         self._flusher: asyncio.Task[None] | None = None
         self.flush_delay = 0.25
         # Present only while nobody has the folder open and it was closed with every counter written.
-        self.clean_marker = sessions_dir / ".closed-cleanly"
+        self.clean_marker = sessions_dir / CLEAN_MARKER
         self._clean_owner = False
 
     # ---- files ---------------------------------------------------------------------------------
@@ -131,15 +152,9 @@ class FileSessionStore:
         cached_stamp, cached = self._cached  # one attribute: threads read and replace it whole
         if stamp != cached_stamp:
             try:
-                data = orjson.loads(self.meta_path.read_bytes())
+                cached = parse_sessions_file(self.meta_path.read_bytes())
             except orjson.JSONDecodeError as exc:
                 raise RuntimeError(f"{self.meta_path} is not valid JSON ({exc}); restore it from a backup") from None
-            if not isinstance(data, dict):
-                data = {}
-            sessions = data.get("sessions", {})
-            generation = data.get("generation", 0)
-            cached = ({k: v for k, v in sessions.items() if isinstance(v, dict)} if isinstance(sessions, dict) else {},
-                      generation if type(generation) is int else 0)
             self._cached = (stamp, cached)
         return cached
 
@@ -152,8 +167,7 @@ class FileSessionStore:
             sessions = {k: dict(v) for k, v in current.items()}
             _apply_bumps(sessions, written[0] if written else {})
             result = fn(sessions)
-            payload = orjson.dumps({"version": 1, "generation": on_disk + 1, "sessions": sessions},
-                                   option=orjson.OPT_INDENT_2)
+            payload = sessions_file(sessions, on_disk + 1)
             if written is not None:
                 written[1] = on_disk + 1
             atomic_write(self.meta_path, payload)
