@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from .sessions import transcript as tx
+from .storage.postgres.ledger import claims, drop_claim
 from .tasks import log_failure
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -143,29 +144,20 @@ class Cluster:
     async def sweep(self) -> int:
         """End the runs of gateways that are gone; returns how many this gateway ended. Also free this
         gateway's own claims that no run holds any more (a release the database missed)."""
-        mine = await self.pg.pool.fetch("SELECT agent_id, session_key, run_id FROM runs WHERE instance_id = $1 "
-                                        "AND started_at < now() - interval '60 seconds'", self.pg.instance_id)
-        for r in mine:
-            agent = self.services.agents.get(r["agent_id"])
-            run = agent.chat.active.get(r["session_key"]) if agent is not None else None
-            if run is None or run.run_id != r["run_id"]:
-                await self.pg.pool.execute("DELETE FROM runs WHERE agent_id = $1 AND session_key = $2 AND "
-                                           "run_id = $3", r["agent_id"], r["session_key"], r["run_id"])
-        rows = await self.pg.pool.fetch("SELECT agent_id, session_key, run_id, instance_id FROM runs "
-                                        "WHERE instance_id <> $1", self.pg.instance_id)
+        for agent_id, key, run_id, _ in await claims(self.pg, mine=True, older_than_s=60):
+            agent = self.services.agents.get(agent_id)
+            run = agent.chat.active.get(key) if agent is not None else None
+            if run is None or run.run_id != run_id:
+                await drop_claim(self.pg, agent_id, key, run_id)
         alive: dict[str, bool] = {}
         ended = 0
-        for r in rows:
-            inst = r["instance_id"]
+        for agent_id, key, run_id, inst in await claims(self.pg, mine=False):
             if inst not in alive:
                 alive[inst] = await self.pg.is_alive(inst)
             if alive[inst]:
                 continue
-            claimed = await self.pg.pool.fetchval(
-                "DELETE FROM runs WHERE agent_id = $1 AND session_key = $2 AND run_id = $3 RETURNING 1",
-                r["agent_id"], r["session_key"], r["run_id"])
-            if claimed:
-                await self._end_orphan(r["agent_id"], r["session_key"], r["run_id"], inst)
+            if await drop_claim(self.pg, agent_id, key, run_id):
+                await self._end_orphan(agent_id, key, run_id, inst)
                 ended += 1
         return ended
 

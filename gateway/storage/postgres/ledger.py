@@ -46,8 +46,7 @@ class PgRunLedger:
         return held[0]
 
     async def release(self, session: str, run_id: str) -> None:
-        await self.pg.pool.execute("DELETE FROM runs WHERE agent_id = $1 AND session_key = $2 AND run_id = $3",
-                                   self.agent_id, session, run_id)
+        await drop_claim(self.pg, self.agent_id, session, run_id)
 
     async def holder(self, session: str) -> tuple[str, str] | None:
         row = await self.pg.pool.fetchrow("SELECT run_id, instance_id FROM runs WHERE agent_id = $1 AND "
@@ -57,3 +56,25 @@ class PgRunLedger:
     async def forget_session(self, session: str) -> None:
         await self.pg.pool.execute("DELETE FROM idempotency WHERE agent_id = $1 AND session_key = $2",
                                    self.agent_id, session)
+
+
+# ---- every agent's runs, for the cluster's sweep (cluster.py) -----------------------------------------
+async def claims(pg: Postgres, *, mine: bool, older_than_s: float = 0.0) -> list[tuple[str, str, str, str]]:
+    """(agent, session, run, instance) of the runs claimed by this gateway (`mine`) at least
+    `older_than_s` seconds ago, or of those claimed by the other gateways."""
+    if mine:
+        rows = await pg.pool.fetch("SELECT agent_id, session_key, run_id, instance_id FROM runs WHERE instance_id = $1 "
+                                   "AND started_at < now() - make_interval(secs => $2)", pg.instance_id,
+                                   float(older_than_s))
+    else:
+        rows = await pg.pool.fetch("SELECT agent_id, session_key, run_id, instance_id FROM runs "
+                                   "WHERE instance_id <> $1", pg.instance_id)
+    return [(r["agent_id"], r["session_key"], r["run_id"], r["instance_id"]) for r in rows]
+
+
+async def drop_claim(pg: Postgres, agent_id: str, session: str, run_id: str) -> bool:
+    """Remove a run's claim whoever holds it; True when this call removed it (the sweeper that ends
+    that run)."""
+    return bool(await pg.pool.fetchval(
+        "DELETE FROM runs WHERE agent_id = $1 AND session_key = $2 AND run_id = $3 RETURNING 1",
+        agent_id, session, run_id))
