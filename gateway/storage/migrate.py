@@ -51,6 +51,7 @@ from ..sessions import transcript as tx
 from ..sessions.history import SETTINGS
 from .files.sessions import CLEAN_MARKER, parse_sessions_file, sessions_file
 from .postgres import MIGRATIONS, migrate, redact
+from .postgres.sessions import row_meta
 
 AGENT_RE, KEY_RE = re.compile(AGENT_ID), re.compile(SESSION_KEY)
 META_BATCH = 1000  # sessions.json is rewritten after this many new sessions (and at each agent's end)
@@ -331,16 +332,6 @@ async def _pending_migrations(conn: asyncpg.Connection) -> list[str]:
     return [name for name, _ in MIGRATIONS if name not in done]
 
 
-def _row_meta(row: Any) -> dict[str, Any]:
-    meta = {"sessionKey": row["session_key"], "label": row["label"], "createdAt": row["created_at"],
-            "updatedAt": row["updated_at"], "messageCount": int(row["message_count"])}
-    if row["model"]:
-        meta["model"] = row["model"]
-    if row["system_prompt"]:
-        meta["systemPrompt"] = row["system_prompt"]
-    return meta
-
-
 # The session's own settings (migration 0006): read through to_jsonb, which is NULL for a column a
 # database not yet migrated lacks (a dry run reads such a database as it is).
 _SETTINGS_COLS = "to_jsonb(sessions) ->> 'model' AS model, to_jsonb(sessions) ->> 'system_prompt' AS system_prompt"
@@ -358,7 +349,7 @@ async def _db_read(conn: asyncpg.Connection, agent: str, key: str) -> tuple[dict
                               f"{_SETTINGS_COLS} FROM sessions WHERE agent_id = $1 AND session_key = $2", agent, key)
     if row is None:
         return None
-    return _row_meta(row), await _db_lines(conn, agent, key, int(row["line_count"]))
+    return row_meta(row), await _db_lines(conn, agent, key, int(row["line_count"]))
 
 
 async def _db_lines(conn: asyncpg.Connection, agent: str, key: str, line_count: int) -> Lines:
@@ -502,7 +493,7 @@ async def _to_files(url: str, state_dir: Path, dry_run: bool, progress: Progress
                 lines = await _db_lines(conn, agent, key, int(row["line_count"]))
                 e = _entry(agent, key, lines)
                 report.entries.append(e)
-                meta = _row_meta(row)
+                meta = row_meta(row)
                 if not AGENT_RE.fullmatch(agent) or not KEY_RE.fullmatch(key):
                     e.status, e.detail = FAILED, "its agent id or session key cannot name a file; not copied"
                     continue

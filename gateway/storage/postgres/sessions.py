@@ -38,10 +38,11 @@ _COLUMNS = "session_key, label, created_at, updated_at, message_count, model, sy
 _SETTING_COLUMNS = {"model": "model", "systemPrompt": "system_prompt"}
 
 
-def _meta(row: Any) -> dict[str, Any]:
+def row_meta(row: Any) -> dict[str, Any]:
+    """A `sessions` row as the session's metadata (the settings only when set, as the files engine keeps them)."""
     meta = {"sessionKey": row["session_key"], "label": row["label"], "createdAt": row["created_at"],
             "updatedAt": row["updated_at"], "messageCount": int(row["message_count"])}
-    for name, column in _SETTING_COLUMNS.items():  # only when set, as the file store keeps them
+    for name, column in _SETTING_COLUMNS.items():
         if row[column]:
             meta[name] = row[column]
     return meta
@@ -138,14 +139,14 @@ class PgSessionStore:
     # ---- queries -------------------------------------------------------------------------------
     async def all(self) -> dict[str, dict[str, Any]]:
         rows = await self.pg.pool.fetch(f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = $1", self.agent_id)
-        return {r["session_key"]: _meta(r) for r in rows}
+        return {r["session_key"]: row_meta(r) for r in rows}
 
     async def get(self, key: str) -> dict[str, Any]:
         row = await self.pg.pool.fetchrow(f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = $1 AND session_key = $2",
                                           self.agent_id, key)
         if row is None:
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
-        return _meta(row)
+        return row_meta(row)
 
     async def exists(self, key: str) -> bool:
         return bool(await self.pg.pool.fetchval(
@@ -157,7 +158,7 @@ class PgSessionStore:
                                     f"ORDER BY updated_at DESC, session_key DESC LIMIT $2 OFFSET $3",
                                     self.agent_id, limit, offset)
             total = await conn.fetchval("SELECT count(*) FROM sessions WHERE agent_id = $1", self.agent_id)
-        return [_meta(r) for r in rows], int(total)
+        return [row_meta(r) for r in rows], int(total)
 
     # ---- mutations -----------------------------------------------------------------------------
     async def create(self, label: str | None = None, key: str | None = None,
@@ -177,7 +178,7 @@ class PgSessionStore:
                                self.agent_id, key, header)
         await self._drop_mirror(key)  # a mirror left by an older session of that name
         await self._mirror(key)
-        return _meta(row)
+        return row_meta(row)
 
     async def update(self, key: str, **changes: Any) -> dict[str, Any]:
         """Set the fields given (label, model, systemPrompt); a setting given as "" or None is reset."""
@@ -189,7 +190,7 @@ class PgSessionStore:
             f"RETURNING {_COLUMNS}", self.agent_id, key, now_iso(), *values)
         if row is None:
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
-        return _meta(row)
+        return row_meta(row)
 
     async def append_messages(self, key: str, *records: dict[str, Any]) -> None:
         """Append message records: acknowledged once the database has committed them."""
