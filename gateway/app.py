@@ -29,10 +29,11 @@ from .fsutil import ensure_private_dir, lock_state_dir
 from .server import GatewayServer
 from .server.httpapi import HttpApi
 from .services import Services
+from .storage import open_storage
 
 if TYPE_CHECKING:  # pragma: no cover
     from .memory.service import MemoryManager
-    from .storage.postgres import Postgres
+    from .storage.base import Storage
 
 log = structlog.get_logger("gateway.app")
 
@@ -45,7 +46,7 @@ class Gateway:
         self._stop = asyncio.Event()
         self._hooks: list[Callable[[str, dict[str, Any]], None]] = []
         self._lock_fd: int | None = None
-        self.pg: "Postgres | None" = None
+        self.storage: "Storage | None" = None
         self.http: HttpApi | None = None
 
     @property
@@ -79,11 +80,8 @@ class Gateway:
         tokens = TokenStore(cfg.token, cfg.token_file)
         await asyncio.to_thread(tokens.load)
         provider = make_provider(cfg)
-        if cfg.storage.url:
-            from .storage.postgres import Postgres
-
-            self.pg = await Postgres(cfg.storage.url, cfg.storage.pool_size, cfg.storage.instance_id).open()
-        self.services = Services(cfg, EventBus(), provider, self.pg)
+        self.storage = await open_storage(cfg)
+        self.services = Services(cfg, EventBus(), provider, self.storage)
         await self.services.agent(cfg.agent_id, create=True)
         self.services.start_background()
         self.server = GatewayServer(self.services, tokens)
@@ -110,7 +108,7 @@ class Gateway:
     async def shutdown(self) -> None:
         """Stop accepting, refuse new chats, give running ones the grace to finish (then abort them, partials
         kept), close sockets with 1012, close memory."""
-        if self._lock_fd is None and self.services is None and self.server is None and self.pg is None:
+        if self._lock_fd is None and self.services is None and self.server is None and self.storage is None:
             return  # never started (the state dir is another gateway's): nothing to stop, nothing to say
         self._phase("stopping")
         grace = self.config.server.shutdown_grace
@@ -127,9 +125,9 @@ class Gateway:
             await self.server.close_all()
         if self.services is not None:
             await self.services.close()
-        if self.pg is not None:
-            await self.pg.close()
-            self.pg = None
+        if self.storage is not None:
+            await self.storage.close()
+            self.storage = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

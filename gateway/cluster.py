@@ -1,13 +1,13 @@
 """Several gateways on one PostgreSQL database (`storage.url`) serving the same sessions.
 
-What crosses between them, all through the database (storage/postgres.py):
+What crosses between them, all through the database (storage/postgres/db.py):
 
 - **chat events**: every event this gateway publishes is relayed in order (NOTIFY); another gateway
   delivers it to its own subscribers of that session. A client subscribed on B sees the run on A.
 - **transcripts**: a `lines` notification after each append; the other gateways update their local
   mirror and re-index the session's memory (debounced, like after a local `chat.final`).
 - **keyed memories** (`keyed`, after memory.set/delete): the other gateways rewrite or remove their
-  mirror file of that key (memory/notes/pgkeyed.py) and re-index their memory files.
+  mirror file of that key (storage/postgres/keyed.py) and re-index their memory files.
 - **deletes** (`deleted`) and **aborts** (`abort`: `chat.abort` sent to a gateway that does not run the
   session's run asks the one that does).
 - **dead gateways**: every SWEEP_S seconds each gateway looks for runs held by an instance whose
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from .sessions import transcript as tx
+from .storage.postgres.ledger import claims, drop_claim
 from .tasks import log_failure
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -116,17 +117,15 @@ class Cluster:
             if run is not None and run.run_id == msg.get("run"):
                 await agent.chat.abort(key, run.run_id)
         elif kind == "keyed":
-            keyed_changed = getattr(agent.memory, "keyed_changed", None)
-            if keyed_changed is not None:
-                await keyed_changed(key)
+            if agent.memory is not None:
+                await agent.memory.keyed_changed(key)
 
     def _refresh_open_agents(self) -> None:
         for agent in list(self.services.agents.values()):
             task = asyncio.get_running_loop().create_task(agent.sessions.refresh_mirrors())
             task.add_done_callback(log_failure("cluster_mirror_refresh_failed"))
-            keyed_changed = getattr(agent.memory, "keyed_changed", None)
-            if keyed_changed is not None:
-                task = asyncio.get_running_loop().create_task(keyed_changed(None))
+            if agent.memory is not None:
+                task = asyncio.get_running_loop().create_task(agent.memory.keyed_changed(None))
                 task.add_done_callback(log_failure("cluster_keyed_refresh_failed"))
 
     # ---- runs of gateways that died ---------------------------------------------------------------
@@ -145,29 +144,20 @@ class Cluster:
     async def sweep(self) -> int:
         """End the runs of gateways that are gone; returns how many this gateway ended. Also free this
         gateway's own claims that no run holds any more (a release the database missed)."""
-        mine = await self.pg.pool.fetch("SELECT agent_id, session_key, run_id FROM runs WHERE instance_id = $1 "
-                                        "AND started_at < now() - interval '60 seconds'", self.pg.instance_id)
-        for r in mine:
-            agent = self.services.agents.get(r["agent_id"])
-            run = agent.chat.active.get(r["session_key"]) if agent is not None else None
-            if run is None or run.run_id != r["run_id"]:
-                await self.pg.pool.execute("DELETE FROM runs WHERE agent_id = $1 AND session_key = $2 AND "
-                                           "run_id = $3", r["agent_id"], r["session_key"], r["run_id"])
-        rows = await self.pg.pool.fetch("SELECT agent_id, session_key, run_id, instance_id FROM runs "
-                                        "WHERE instance_id <> $1", self.pg.instance_id)
+        for agent_id, key, run_id, _ in await claims(self.pg, mine=True, older_than_s=60):
+            agent = self.services.agents.get(agent_id)
+            run = agent.chat.active.get(key) if agent is not None else None
+            if run is None or run.run_id != run_id:
+                await drop_claim(self.pg, agent_id, key, run_id)
         alive: dict[str, bool] = {}
         ended = 0
-        for r in rows:
-            inst = r["instance_id"]
+        for agent_id, key, run_id, inst in await claims(self.pg, mine=False):
             if inst not in alive:
                 alive[inst] = await self.pg.is_alive(inst)
             if alive[inst]:
                 continue
-            claimed = await self.pg.pool.fetchval(
-                "DELETE FROM runs WHERE agent_id = $1 AND session_key = $2 AND run_id = $3 RETURNING 1",
-                r["agent_id"], r["session_key"], r["run_id"])
-            if claimed:
-                await self._end_orphan(r["agent_id"], r["session_key"], r["run_id"], inst)
+            if await drop_claim(self.pg, agent_id, key, run_id):
+                await self._end_orphan(agent_id, key, run_id, inst)
                 ended += 1
         return ended
 

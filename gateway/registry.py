@@ -23,6 +23,7 @@ from .schema import Obj
 if TYPE_CHECKING:  # pragma: no cover
     from .config import Config
     from .events import EventBus
+    from .storage.base import Storage
 
 
 class Services(Protocol):
@@ -31,6 +32,7 @@ class Services(Protocol):
 
     config: "Config"
     bus: "EventBus"
+    storage: "Storage"
     started: float
     agents: dict[str, Any]
     connection_count: Callable[[], int]

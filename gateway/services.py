@@ -1,7 +1,7 @@
 """What handlers reach through `ctx.services`: the agents (opened lazily, closed when idle), the chat
 provider, the event bus and the config.
 
-    services = Services(config, EventBus(), provider)
+    services = Services(config, EventBus(), provider, await open_storage(config))
     agent = await services.agent("main")        # opened on first use; agents.maxOpen, agents.max
     with services.request_scope(): ...          # agents used inside count as busy (no idle close)
 
@@ -24,22 +24,18 @@ import structlog
 
 from .chat.compaction import Compactor
 from .chat.providers import ChatProvider
-from .chat.ledger import PgRunLedger, RunLedger
 from .chat.runner import ChatService
 from .chat.tools import ChatTools
 from .tools.catalog import in_process
-from .cluster import Cluster
 from .config import Config, SessionsConfig
 from .errors import Conflict, Invalid, NotFound, Unavailable
 from .events import EventBus
 from .schema import AGENT_ID
 from .sessions.retention import ephemeral_victims
-from .sessions.pgstore import PgSessionStore
-from .sessions.store import SessionStore
+from .storage.base import SessionStore, Storage
 
 if TYPE_CHECKING:  # pragma: no cover
     from .memory.service import MemoryManager
-    from .storage.postgres import Postgres
 
 log = structlog.get_logger("gateway.services")
 
@@ -69,7 +65,7 @@ class Agent:
     """One agent's world: its own sessions, transcripts, memory index and chat runs."""
 
     id: str
-    sessions: "SessionStore | PgSessionStore"
+    sessions: SessionStore
     chat: ChatService
     memory: "MemoryManager | None"
 
@@ -120,16 +116,15 @@ class Agent:
 class Services:
     """What handlers reach through `ctx.services`. Agents open lazily: `await services.agent(id)`."""
 
-    def __init__(self, config: Config, bus: EventBus, provider: ChatProvider, pg: "Postgres | None" = None):
+    def __init__(self, config: Config, bus: EventBus, provider: ChatProvider, storage: Storage):
         self.config = config
         self.bus = bus
         self.provider = provider
-        self.pg = pg  # storage.url: sessions in PostgreSQL, shared with other gateways (cluster.py)
-        self.cluster = Cluster(self, pg) if pg is not None else None
+        self.storage = storage  # open_storage(config): the files, or PostgreSQL shared with other gateways
+        self.cluster = storage.cluster(self)
         self.started = time.monotonic()
         self.connection_count: Callable[[], int] = lambda: 0
         self.agents: dict[str, Agent] = {}  # open ones, least recently used first
-        self._idempotency: dict[str, dict[tuple[str, str], tuple[str, float]]] = {}  # outlives closing
         self._opening = asyncio.Lock()
         self._stop = asyncio.Event()
         self._pruner: asyncio.Task[None] | None = None
@@ -234,8 +229,8 @@ class Services:
         """Open an agent (under _opening): check it exists or may be created, make room, open it."""
         cfg = self.config
         exists = await asyncio.to_thread(cfg.agent_dir(agent_id).is_dir)
-        if not exists and self.pg is not None:  # made through another gateway on the database
-            exists = bool(await self.pg.pool.fetchval("SELECT 1 FROM sessions WHERE agent_id = $1 LIMIT 1", agent_id))
+        if not exists:  # made through another gateway on the same storage
+            exists = await self.storage.has_agent(agent_id)
         if not exists and not create and agent_id != cfg.agent_id:
             raise NotFound(f"agent not found: {agent_id}", {"agentId": agent_id})
         if not exists and agent_id != cfg.agent_id:
@@ -276,25 +271,13 @@ class Services:
 
     async def _open_agent(self, agent_id: str) -> Agent:
         cfg = self.config
-        sessions: SessionStore | PgSessionStore
-        if self.pg is not None:
-            sessions = PgSessionStore(self.pg, cfg.sessions_dir(agent_id), agent_id)
-            ledger: RunLedger = PgRunLedger(self.pg, agent_id, cfg.chat.idempotency_ttl)
-        else:
-            sessions = SessionStore(cfg.sessions_dir(agent_id), agent_id)
-            ledger = RunLedger(cfg.chat.idempotency_ttl, self._idempotency.setdefault(agent_id, {}))
+        sessions = self.storage.sessions(agent_id)
+        ledger = self.storage.ledger(agent_id)
         await sessions.open()
         await asyncio.to_thread(cfg.agent_workspace(agent_id).mkdir, mode=0o700, parents=True, exist_ok=True)
         memory = None
         if cfg.memory.enabled:
-            from .memory.service import MemoryManager
-
-            if self.pg is not None:  # the index in PostgreSQL, shared with every gateway on it
-                from .memory.pgmanager import PgMemoryManager
-
-                memory = PgMemoryManager(cfg, agent_id, self.pg)
-            else:
-                memory = MemoryManager(cfg, agent_id)
+            memory = self.storage.memory(agent_id)
             try:
                 await memory.open()
             except BaseException:
@@ -304,8 +287,8 @@ class Services:
         agent = Agent(agent_id, sessions, None, memory)  # type: ignore[arg-type]
         compactor = Compactor(cfg, sessions, self.provider, memory, cfg.agent_workspace(agent_id))
         tools = ChatTools(cfg, in_process(self, agent_id)) if memory is not None else None
-        agent.chat = ChatService(cfg, sessions, self.bus, self.provider, memory, topic=agent.topic,
-                                 compactor=compactor, ledger=ledger, tools=tools)
+        agent.chat = ChatService(cfg, sessions, self.bus, self.provider, ledger, memory, topic=agent.topic,
+                                 compactor=compactor, tools=tools)
         if self.cluster is not None:
             self.cluster.attach(agent)
         log.info("agent open", agent=agent_id, memory=memory is not None)

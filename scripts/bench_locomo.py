@@ -142,7 +142,7 @@ async def opened_index(cfg, url: str | None):
         finally:
             await mgr.close()
         return
-    from gateway.memory.pgmanager import standalone_manager
+    from gateway.storage import standalone_manager
 
     await sessions_into_postgres(url, cfg.sessions_dir())
     async with standalone_manager(cfg, cfg.agent_id) as mgr:

@@ -149,7 +149,7 @@ async def index_into_postgres(url: str, seed: Path) -> dict:
     """The shared memory index of the gateways on `url`, built once from the seed's notes and
     transcripts (the transcripts are the rows just copied, so they are valid mirrors)."""
     from gateway.config import load_config
-    from gateway.memory.pgmanager import standalone_manager
+    from gateway.storage import standalone_manager
 
     cfg = load_config({"stateDir": str(seed), "storage.url": url, "memory.sync.onStart": False,
                        "memory.sync.watch": False}, env={})

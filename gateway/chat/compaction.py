@@ -27,7 +27,7 @@ import structlog
 from ..config import Config
 from ..memory.layout import append_to_day_file
 from ..sessions import transcript as tx
-from ..sessions.store import SessionStore
+from ..storage.base import SessionStore
 from ..timeutil import now_iso, parse_iso
 from .providers import ChatProvider, Delta, OfflineResponder
 

@@ -36,9 +36,8 @@ from ..protocol import code_of
 from ..events import EventBus
 from ..sessions import transcript as tx
 from ..tasks import KeyedLocks, log_failure
-from ..sessions.store import SessionStore
 from .compaction import Compactor, read_state
-from .ledger import RunLedger
+from ..storage.base import RunLedger, SessionStore
 from .providers import ChatProvider, Delta, ToolCalls, ToolsRejected, Usage
 from ..tools.catalog import ToolOutcome
 from .tools import MAX_CALLS_PER_STEP, ChatTools, plain, replay, shown_arguments, tool_calls_message
@@ -77,9 +76,9 @@ class Run:
 
 class ChatService:
     def __init__(self, config: Config, sessions: SessionStore, bus: EventBus, provider: ChatProvider,
-                 memory: "MemoryManager | None" = None, topic: Callable[[str], str] = lambda key: key,
-                 compactor: Compactor | None = None,
-                 ledger: RunLedger | None = None, tools: ChatTools | None = None):
+                 ledger: RunLedger, memory: "MemoryManager | None" = None,
+                 topic: Callable[[str], str] = lambda key: key, compactor: Compactor | None = None,
+                 tools: ChatTools | None = None):
         self.config = config
         self.tools = tools
         self.topic = topic
@@ -90,8 +89,8 @@ class ChatService:
         self.provider = provider
         self.memory = memory
         self.active: dict[str, Run] = {}  # sessionKey → run
-        # Idempotency keys, and active runs across gateways when several share a database (ledger.py).
-        self.ledger = ledger or RunLedger(config.chat.idempotency_ttl)
+        # Idempotency keys, and active runs across gateways when several share a database (storage/base.py).
+        self.ledger = ledger
         self._send_locks = KeyedLocks()
         self.closing = False
         # Several gateways on one database: asks the gateway running (session, runId) to abort it.

@@ -22,7 +22,7 @@ import orjson
 from ..config import Config
 from ..errors import Invalid, JarvisError
 from . import notes
-from ..memory.pgmanager import standalone_manager
+from ..storage import standalone_manager
 from ..memory.notes.keyed import snippet_value
 from ..memory.service import MODES
 

@@ -124,7 +124,7 @@ def _check_range(name: str, value: int, lo: int, hi: int | None = None) -> None:
 
 
 async def run(args: argparse.Namespace, config: Config) -> int:
-    from ..memory.pgmanager import standalone_manager
+    from ..storage import standalone_manager
 
     agent = check_agent(args, config)
     async with standalone_manager(config, agent) as mgr:

@@ -23,7 +23,7 @@
         qmd.py            the `qmd` command-line search tool as a backend
         stopwords.py      words dropped from queries
     notes/            memory the assistant writes: MemoryNotes (service.py) over keyed memories (files,
-                      or PostgreSQL rows with the files as a mirror: pgkeyed.py), learnings, images and
+                      or PostgreSQL rows with the files as a mirror: storage/postgres/keyed.py), learnings, images and
                       time recall, with front matter helpers
     embeddings/       providers (local WordLlama, OpenAI-compatible, none) and the embedding cache
 """

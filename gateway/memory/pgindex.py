@@ -1,6 +1,6 @@
 """The memory index in PostgreSQL (`storage.url`): one index per agent, shared by every gateway.
 
-Tables (migration 0003 in gateway/storage/postgres.py, all keyed by `agent_id`):
+Tables (migration 0003 in gateway/storage/postgres/db.py, all keyed by `agent_id`):
 
     memory_files            (agent_id, path) → source, session_key, size, mtime_ns, hash, chunks
     memory_chunks           id → agent_id, path, lines, hash, text, spans, context, embedded,

@@ -16,9 +16,6 @@ turn, and a memory file one gateway lacks is removed by that gateway's sync.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -28,7 +25,7 @@ from .index.indexer import SyncStats
 from .index.sources import session_path
 from .pgindex import (FTS_CONFIG, PgEmbeddingCache, PgIndexer, PgSearcher, PgVectorStore, ensure_dims_index,
                       ensure_vector_schema, get_meta, parse_vector, set_meta)
-from .notes.pgkeyed import PgKeyedStore
+from ..storage.postgres.keyed import PgKeyedStore
 from .rebuild import same_embeddings
 from .search.snippets import Exclude
 from .service import MemoryManager
@@ -46,7 +43,7 @@ class PgMemoryManager(MemoryManager):
         self.pg = pg
         self.pool = pg.pool
         self._vector_schema_problem: str | None = None
-        self.keyed = PgKeyedStore(pg, self.agent_id, self.workspace)  # the record of memory.set & co.
+        self.keyed: PgKeyedStore = PgKeyedStore(pg, self.agent_id, self.workspace)  # the record of memory.set & co.
 
     async def open(self) -> None:
         if self._opened:
@@ -261,38 +258,3 @@ class PgMemoryManager(MemoryManager):
         if self._vector_schema_problem and "error" not in out["embeddings"]:
             out["embeddings"]["error"] = self._vector_schema_problem
         return out
-
-
-@contextlib.asynccontextmanager
-async def standalone_manager(config: Config, agent_id: str):
-    """An open MemoryManager outside the gateway (the `jarvis memory` commands): the PostgreSQL index
-    when `storage.url` is set (its own small pool; the schema migrated as a gateway would), else the
-    state dir's SQLite one."""
-    pool = None
-    if config.storage.url:
-        import asyncpg
-
-        from ..errors import Unavailable
-        from ..storage.postgres import Postgres, migrate, redact
-
-        try:
-            pool = await asyncpg.create_pool(config.storage.url, min_size=1, max_size=4, command_timeout=60)
-        except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
-            raise Unavailable(f"PostgreSQL unreachable at {redact(config.storage.url)}: {exc}",
-                              retryable=True) from None
-        async with pool.acquire() as conn:
-            await migrate(conn)
-        # Not opened as a gateway's (no liveness lock, no listener): its pool, to query and to notify.
-        pg = Postgres(config.storage.url, instance_id=f"cli:{os.getpid()}")
-        pg.pool = pool
-        mgr: MemoryManager = PgMemoryManager(config, agent_id, pg)
-    else:
-        mgr = MemoryManager(config, agent_id)
-    try:
-        await mgr.open()
-        yield mgr
-    finally:
-        await mgr.close()
-        if pool is not None:
-            await pool.close()
-

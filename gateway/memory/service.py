@@ -31,6 +31,8 @@ import structlog
 
 from ..config import Config
 from ..errors import Invalid, Unavailable
+from ..storage.base import KeyedStore
+from ..storage.files.keyed import FileKeyedStore
 from ..tasks import log_failure
 from .embeddings import EmbeddingProvider, create_provider
 from .embeddings.cache import EmbeddingCache
@@ -99,6 +101,7 @@ class MemoryManager:
         self.db_path: Path = config.memory_db(self.agent_id)
         self.workspace: Path = config.agent_workspace(self.agent_id)  # each agent indexes its own files
         self.sessions_dir: Path = config.sessions_dir(self.agent_id)
+        self.keyed: KeyedStore = FileKeyedStore(self.workspace)  # memory.set & co.: the workspace files
         self.provider: EmbeddingProvider | None = None
         self.provider_problem: str | None = None
         self.backend = "none"
@@ -540,6 +543,10 @@ class MemoryManager:
                             reason="flush")
         stats: SyncStats = await asyncio.shield(req.future)
         return stats.result()
+
+    async def keyed_changed(self, key: str | None = None) -> None:
+        """Another gateway changed keyed memory `key`: none shares this state dir, so never called here
+        (the files engine's watcher sees edits of the files themselves)."""
 
     async def forget_session(self, session_key: str) -> None:
         """After `sessions.delete` (its transcript is gone): drop the session's chunks now — or, while a

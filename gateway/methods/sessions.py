@@ -11,7 +11,7 @@ import structlog
 from ..errors import Invalid, NotFound
 from ..registry import CallContext, registry
 from ..schema import AGENT_ID, SESSION_KEY, Int, Obj, Str
-from ..sessions.store import SETTINGS
+from ..sessions.history import SETTINGS
 
 log = structlog.get_logger("gateway.sessions")
 

@@ -22,8 +22,7 @@ async def health(ctx: CallContext, p: dict) -> dict:
         "chat": {"provider": s.chat.provider.name, "model": s.chat.provider.model},
         "memory": memory,
         "agents": {"open": len(s.agents), "maxOpen": s.config.agents.max_open},
-        "storage": ({"engine": "postgresql", "instance": s.pg.instance_id, "eventsDropped": s.pg.dropped}
-                    if s.pg is not None else {"engine": "files"}),
+        "storage": s.storage.status(),
     }
 
 

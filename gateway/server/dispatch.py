@@ -16,7 +16,7 @@ import structlog
 
 from .. import protocol
 from ..errors import (InternalError, Invalid, InvalidRequest, JarvisError, RateLimited, disk_full,
-                      out_of_descriptors, storage_unreachable)
+                      out_of_descriptors)
 from ..registry import CallContext, MethodSpec, registry
 from .connection import Connection
 
@@ -167,7 +167,7 @@ class Dispatcher:
         if busy is not None:  # sockets hold every descriptor: retry once some close
             conn.log.warning("out of file descriptors", method=req.method, error=str(exc))
             return protocol.error_response(req.id, busy)
-        down = storage_unreachable(exc) if self.services.pg is not None else None
+        down = self.services.storage.unreachable(exc)
         if down is not None:
             conn.log.warning("database unreachable", method=req.method, error=str(exc)[:200])
             return protocol.error_response(req.id, down)

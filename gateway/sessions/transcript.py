@@ -164,11 +164,12 @@ def _encode(record: dict[str, Any]) -> bytes:
     return orjson.dumps(record) + b"\n"
 
 
-def append_sync(path: Path, records: list[dict[str, Any]]) -> None:
+def append_sync(path: Path, records: list[dict[str, Any]], create: bool = True) -> None:
     """Append records as whole lines and fsync. On failure the file is cut back to where it was,
-    so no partial line is ever left behind (e.g. a full disk)."""
+    so no partial line is ever left behind (e.g. a full disk). `create` False: FileNotFoundError
+    when there is no file (a deleted session gets no new transcript)."""
     data = b"".join(_encode(r) for r in records)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | (os.O_CREAT if create else 0), 0o600)
     try:
         start = os.fstat(fd).st_size
         try:
@@ -211,13 +212,14 @@ class Transcript:
         self._lock = asyncio.Lock()
         self._repaired = False
 
-    async def append(self, *records: dict[str, Any]) -> None:
+    async def append(self, *records: dict[str, Any], create: bool = False) -> None:
+        """Append durably; FileNotFoundError when the file does not exist, unless `create`."""
         async with self._lock:
             if not self._repaired:
                 await asyncio.to_thread(repair, self.path)
                 self._repaired = True
             with disk_full_as_error("the message"):
-                await asyncio.to_thread(append_sync, self.path, list(records))
+                await asyncio.to_thread(append_sync, self.path, list(records), create)
 
     async def records(self) -> list[Record]:
         return await asyncio.to_thread(lambda: list(iter_records(self.path)))

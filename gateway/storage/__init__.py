@@ -1,7 +1,50 @@
-"""Where the gateway keeps what several gateways must share.
+"""Where the gateway keeps sessions, transcripts, runs and keyed memories: one interface, two engines.
 
-With no `storage.url` everything lives in the state dir (sessions.json, JSONL transcripts, one SQLite
-index per agent), for one gateway. With a postgresql:// URL, session metadata, transcripts,
-idempotency keys and active runs live in PostgreSQL (postgres.py), and any number of gateways serve
-the same sessions (gateway/cluster.py; docs/scaling.md).
+    base.py       the Protocols: SessionStore, RunLedger, KeyedStore, and Storage (an engine)
+    files/        no `storage.url`: everything in the state dir (sessions.json, JSONL transcripts, one
+                  SQLite index per agent), for one gateway
+    postgres/     a postgresql:// `storage.url`: everything several gateways share, in one database;
+                  any number of gateways serve the same sessions (gateway/cluster.py; docs/scaling.md)
+    migrate.py    `jarvis migrate`: copies sessions between the two
+
+`open_storage(config)` is the only place that chooses the engine; everything else asks the engine.
 """
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, AsyncIterator
+
+from ..config import Config
+from .base import Storage
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..memory.service import MemoryManager
+
+
+async def open_storage(config: Config, *, serve: bool = True) -> Storage:
+    """The engine `storage.url` names, open. `serve`: for a gateway; False: for a tool beside it (the
+    `jarvis memory` commands), which takes no part in coordinating gateways."""
+    if config.storage.url:
+        from .postgres.engine import PostgresStorage
+
+        return await PostgresStorage.open(config, serve=serve)
+    from .files.engine import FilesStorage
+
+    return FilesStorage(config)
+
+
+@contextlib.asynccontextmanager
+async def standalone_manager(config: Config, agent_id: str) -> AsyncIterator["MemoryManager"]:
+    """An open MemoryManager outside the gateway (the `jarvis memory` commands), on the engine
+    `storage.url` names."""
+    storage = await open_storage(config, serve=False)
+    try:
+        mgr = storage.memory(agent_id)
+        try:
+            await mgr.open()
+            yield mgr
+        finally:
+            await mgr.close()
+    finally:
+        await storage.close()

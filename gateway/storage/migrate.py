@@ -48,11 +48,12 @@ import orjson
 from ..fsutil import atomic_write, ensure_private_dir, locked
 from ..schema import AGENT_ID, SESSION_KEY
 from ..sessions import transcript as tx
-from ..sessions.store import SETTINGS
+from ..sessions.history import SETTINGS
+from .files.sessions import CLEAN_MARKER, parse_sessions_file, sessions_file
 from .postgres import MIGRATIONS, migrate, redact
+from .postgres.sessions import row_meta
 
 AGENT_RE, KEY_RE = re.compile(AGENT_ID), re.compile(SESSION_KEY)
-CLEAN_MARKER = ".closed-cleanly"  # SessionStore.clean_marker: every counter in sessions.json is exact
 META_BATCH = 1000  # sessions.json is rewritten after this many new sessions (and at each agent's end)
 
 COPIED, WOULD_COPY, IDENTICAL, CONFLICT, FAILED = "copied", "would copy", "identical", "conflict", "failed"
@@ -123,7 +124,7 @@ class Digest:
 
 
 def _messages(lines: Lines) -> tuple[int, str]:
-    """(message records, the last message timestamp) as SessionStore's recount finds them."""
+    """(message records, the last message timestamp) as FileSessionStore's recount finds them."""
     stamps = [r.data.get("timestamp") for r in tx.iter_records(Path(), lines.data)
               if r.data.get("type") == "message"]
     return len(stamps), next((t for t in reversed(stamps) if isinstance(t, str)), "")
@@ -144,7 +145,7 @@ def _meta(key: str, raw: dict[str, Any], lines: Lines, recount: bool) -> dict[st
     for name in SETTINGS:  # kept only when set, as both stores keep them
         if isinstance(raw.get(name), str) and raw[name]:
             meta[name] = raw[name]
-    if recount:  # SessionStore._reconcile_sync's rule
+    if recount:  # FileSessionStore._reconcile_sync's rule
         n, last = _messages(lines)
         if meta["messageCount"] != n or last > meta["updatedAt"]:
             meta["messageCount"], meta["updatedAt"] = n, max(meta["updatedAt"], last)
@@ -223,16 +224,17 @@ class _Files:
         return self.agents_dir / agent / "sessions"
 
     def listed(self, agent: str) -> dict[str, dict[str, Any]]:
-        """sessions.json's entries, as SessionStore reads them."""
+        """sessions.json's entries, as the files engine reads them."""
+        return self._listed(agent)[0]
+
+    def _listed(self, agent: str) -> tuple[dict[str, dict[str, Any]], int]:
         path = self.dir(agent) / "sessions.json"
         try:
-            data = orjson.loads(path.read_bytes())
+            return parse_sessions_file(path.read_bytes())
         except FileNotFoundError:
-            return {}
+            return {}, 0
         except orjson.JSONDecodeError as exc:
             raise MigrateError(f"{path} is not valid JSON ({exc}); restore it from a backup") from None
-        sessions = data.get("sessions", {}) if isinstance(data, dict) else {}
-        return {k: v for k, v in sessions.items() if isinstance(v, dict)} if isinstance(sessions, dict) else {}
 
     def clean(self, agent: str) -> bool:
         """Whether sessions.json's counters are exact (closed cleanly, or nothing to count)."""
@@ -263,16 +265,17 @@ class _Files:
         atomic_write(self.dir(agent) / f"{key}.jsonl", lines.data)
 
     def add_listed(self, agent: str, metas: dict[str, dict[str, Any]]) -> None:
-        """Add entries to sessions.json (under its lock, as SessionStore writes it); never replace one."""
+        """Add entries to sessions.json (under its lock, as the files engine writes it, as its next
+        generation); never replace one."""
         d = self.dir(agent)
         self.make_dir(agent)
         path = d / "sessions.json"
         fresh = not path.exists()
         with locked(path):
-            sessions = self.listed(agent)
+            sessions, generation = self._listed(agent)
             for key, meta in metas.items():
                 sessions.setdefault(key, meta)
-            atomic_write(path, orjson.dumps({"version": 1, "sessions": sessions}, option=orjson.OPT_INDENT_2))
+            atomic_write(path, sessions_file(sessions, generation + 1))
         if fresh:  # every counter written is exact: the first open need not recount
             (d / CLEAN_MARKER).touch(0o600)
 
@@ -329,16 +332,6 @@ async def _pending_migrations(conn: asyncpg.Connection) -> list[str]:
     return [name for name, _ in MIGRATIONS if name not in done]
 
 
-def _row_meta(row: Any) -> dict[str, Any]:
-    meta = {"sessionKey": row["session_key"], "label": row["label"], "createdAt": row["created_at"],
-            "updatedAt": row["updated_at"], "messageCount": int(row["message_count"])}
-    if row["model"]:
-        meta["model"] = row["model"]
-    if row["system_prompt"]:
-        meta["systemPrompt"] = row["system_prompt"]
-    return meta
-
-
 # The session's own settings (migration 0006): read through to_jsonb, which is NULL for a column a
 # database not yet migrated lacks (a dry run reads such a database as it is).
 _SETTINGS_COLS = "to_jsonb(sessions) ->> 'model' AS model, to_jsonb(sessions) ->> 'system_prompt' AS system_prompt"
@@ -356,7 +349,7 @@ async def _db_read(conn: asyncpg.Connection, agent: str, key: str) -> tuple[dict
                               f"{_SETTINGS_COLS} FROM sessions WHERE agent_id = $1 AND session_key = $2", agent, key)
     if row is None:
         return None
-    return _row_meta(row), await _db_lines(conn, agent, key, int(row["line_count"]))
+    return row_meta(row), await _db_lines(conn, agent, key, int(row["line_count"]))
 
 
 async def _db_lines(conn: asyncpg.Connection, agent: str, key: str, line_count: int) -> Lines:
@@ -500,7 +493,7 @@ async def _to_files(url: str, state_dir: Path, dry_run: bool, progress: Progress
                 lines = await _db_lines(conn, agent, key, int(row["line_count"]))
                 e = _entry(agent, key, lines)
                 report.entries.append(e)
-                meta = _row_meta(row)
+                meta = row_meta(row)
                 if not AGENT_RE.fullmatch(agent) or not KEY_RE.fullmatch(key):
                     e.status, e.detail = FAILED, "its agent id or session key cannot name a file; not copied"
                     continue

@@ -13,7 +13,7 @@ import asyncpg
 import orjson
 
 from gateway.sessions import transcript as tx
-from gateway.sessions.store import SessionStore
+from gateway.storage.files.sessions import FileSessionStore as SessionStore
 from gateway.storage.postgres import redact
 from tests.helpers import ROOT
 

@@ -5,7 +5,7 @@ import asyncio
 from gateway.chat.providers import OfflineResponder
 from gateway.chat.runner import ChatService
 from gateway.events import EventBus
-from gateway.sessions.store import SessionStore
+from gateway.storage.files.engine import FilesStorage
 from tests.helpers import make_config
 
 
@@ -20,10 +20,11 @@ class Recorder:
 
 async def test_abort_before_the_run_takes_its_first_step(tmp_path):
     cfg = make_config(tmp_path / "state")
-    store = SessionStore(cfg.sessions_dir(), "main")
-    store.open_sync()
+    storage = FilesStorage(cfg)
+    store = storage.sessions("main")
+    await store.open()
     bus, rec = EventBus(), Recorder()
-    chat = ChatService(cfg, store, bus, OfflineResponder(0))
+    chat = ChatService(cfg, store, bus, OfflineResponder(0), storage.ledger("main"))
     key = (await store.create())["sessionKey"]
     bus.subscribe(key, rec)
 

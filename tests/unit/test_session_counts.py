@@ -8,7 +8,7 @@ import os
 
 import orjson
 
-from gateway.sessions.store import SessionStore
+from gateway.storage.files.sessions import FileSessionStore as SessionStore
 from gateway.timeutil import now_iso
 
 

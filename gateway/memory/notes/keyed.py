@@ -117,12 +117,15 @@ def read_entry(abs_path: Path, key: str, category: str, rel: str) -> Entry | Non
 
 def render(key: str, category: str, value: str, created: str, updated: str, version: int | None = None) -> bytes:
     meta = {"key": key, "category": category, "created": created, "updated": updated}
-    if version is not None:  # a mirror of a PostgreSQL row (pgkeyed.py): the row's version it was written from
+    if version is not None:  # a mirror of a PostgreSQL row (storage/postgres/keyed.py): the row's version it was written from
         meta["version"] = str(version)
     return (front_matter(meta) + f"# {key}\n\n{value}\n").encode("utf-8")
 
 
-class KeyedStore:
+class KeyedFiles:
+    """Keyed memories as files, blocking: the files engine's record (storage/files/keyed.py wraps it
+    async) and the PostgreSQL engine's mirror (storage/postgres/keyed.py)."""
+
     def __init__(self, workspace: Path):
         self.workspace = workspace
         self.root = workspace / KEYED_DIR

@@ -3,7 +3,7 @@
 `MemoryNotes(manager, workspace)` is what the `memory.*` methods (methods/notes.py) and
 `jarvis memory …` (gateway/cli/notes.py) call. Files go to the agent's workspace (keyed.py, learnings.py,
 images.py describe the layouts; with PostgreSQL, keyed memories are rows and their files a mirror:
-pgkeyed.py); every write re-indexes the memory files before it answers, so a change (or a delete)
+storage/postgres/keyed.py); every write re-indexes the memory files before it answers, so a change (or a delete)
 shows in search at once.
 """
 
@@ -20,8 +20,7 @@ from ...errors import Unavailable
 from . import files, learnings, timerecall
 from ..embeddings.base import EmbeddingError
 from .images import ImageStore, decode_image
-from .keyed import KeyedStore, check_category
-from .pgkeyed import PgKeyedStore
+from .keyed import check_category
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..service import MemoryManager
@@ -31,16 +30,9 @@ class MemoryNotes:
     def __init__(self, manager: "MemoryManager", workspace: Path):
         self.mem = manager
         self.workspace = workspace
-        # Keyed memories: files in the workspace, or rows in PostgreSQL with the files as a mirror.
-        self._pg_keyed: PgKeyedStore | None = getattr(manager, "keyed", None)
-        self.keyed = KeyedStore(workspace)
+        # Keyed memories: the engine's (files in the workspace, or rows in PostgreSQL with the files as a mirror).
+        self.keyed = manager.keyed
         self.images = ImageStore(workspace)
-
-    async def _keyed(self, op: str, *args: Any) -> Any:
-        """KeyedStore.`op` (blocking: in a thread) or PgKeyedStore.`op` (async)."""
-        if self._pg_keyed is not None:
-            return await getattr(self._pg_keyed, op)(*args)
-        return await asyncio.to_thread(getattr(self.keyed, op), *args)
 
     async def _reindex(self) -> None:
         """Bring the index up to date with the memory files now (coalesces with other syncs)."""
@@ -57,7 +49,7 @@ class MemoryNotes:
 
     # ---- keyed memories ------------------------------------------------------------------------------
     async def set(self, key: str, value: str, category: str | None) -> dict:
-        entry, replaced, moved = await self._keyed("set", key, value, category)
+        entry, replaced, moved = await self.keyed.set(key, value, category)
         await self._reindex()
         out = {**entry.full(), "replaced": replaced}
         if moved:
@@ -65,22 +57,22 @@ class MemoryNotes:
         return out
 
     async def get(self, key: str) -> dict:
-        return (await self._keyed("get", key)).full()
+        return (await self.keyed.get(key)).full()
 
     async def delete(self, key: str) -> dict:
-        entry = await self._keyed("delete", key)
+        entry = await self.keyed.delete(key)
         await self._reindex()
         return {"deleted": True, "key": entry.key, "category": entry.category, "path": entry.path}
 
     async def list(self, category: str | None, limit: int, offset: int) -> dict:
-        return await self._keyed("list", category, limit, offset)
+        return await self.keyed.list(category, limit, offset)
 
     def _vectors_available(self) -> bool:
         s = self.mem.searcher
         return s is not None and getattr(s, "vectors", None) is not None
 
     async def similar(self, key: str, k: int, min_score: float = 0.0, sources: list[str] | None = None) -> dict:
-        entry = await self._keyed("get", key)
+        entry = await self.keyed.get(key)
         query = " ".join([key.replace("-", " ").replace("_", " ").replace(".", " "), entry.value])[:2000]
         mode = "vector" if self._vectors_available() else "hybrid"
         res = await self.mem.search(query, k=min(50, k + 5), min_score=min_score,

@@ -32,7 +32,7 @@ from ...sessions import transcript as tx
 from ...timeutil import parse_iso, to_iso
 from . import learnings
 from ..layout import LEARNINGS_FILE, NOTES_DIR, day_of
-from .keyed import KeyedStore
+from .keyed import KeyedFiles
 from ..index.sources import scan_sessions
 from ..search.stopwords import STOPWORDS
 
@@ -170,7 +170,7 @@ def _day_units(workspace: Path, start: datetime | None, stop: datetime, max_byte
 
 def _keyed_units(workspace: Path, category: str | None, start: datetime | None, stop: datetime) -> list[Unit]:
     out = []
-    for e in KeyedStore(workspace).all(category):
+    for e in KeyedFiles(workspace).all(category):
         ts = parse_iso(e.updated)
         if ts is None or not _within(ts, start, stop):
             continue

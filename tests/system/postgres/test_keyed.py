@@ -1,5 +1,5 @@
 """Keyed memories on PostgreSQL (storage.url): rows are the record for every gateway; each gateway's
-workspace files are a mirror it keeps in step (memory/notes/pgkeyed.py).
+workspace files are a mirror it keeps in step (storage/postgres/keyed.py).
 
 Here A and B have workspaces of their own, so what B knows of A's writes came through the database.
 """

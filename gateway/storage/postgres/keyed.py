@@ -37,13 +37,13 @@ import structlog
 from ...errors import Invalid, NotFound
 from ...fsutil import atomic_write, locked, remove
 from ...timeutil import now_iso
-from ..index.sources import folder_empty
-from .frontmatter import parse_front_matter
-from .keyed import (_KEY, CATEGORIES, DEFAULT_CATEGORY, MAX_VALUE_CHARS, Entry, KeyedStore, _mtime_iso,
+from ...memory.index.sources import folder_empty
+from ...memory.notes.frontmatter import parse_front_matter
+from ...memory.notes.keyed import (_KEY, CATEGORIES, DEFAULT_CATEGORY, MAX_VALUE_CHARS, Entry, KeyedFiles, _mtime_iso,
                     check_category, check_entry, check_key, render)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...storage.postgres import Postgres
+    from .db import Postgres
 
 log = structlog.get_logger("gateway.memory")
 
@@ -51,13 +51,13 @@ _COLUMNS = "key, category, value, created, updated, deleted, version"
 
 
 class PgKeyedStore:
-    """KeyedStore's operations, async, on the `keyed_memories` rows of one agent."""
+    """The PostgreSQL engine's KeyedStore (storage/base.py): the `keyed_memories` rows of one agent."""
 
     def __init__(self, pg: "Postgres", agent_id: str, workspace: Path):
         self.pg = pg
         self.agent_id = agent_id
         self.workspace = workspace
-        self.files = KeyedStore(workspace)
+        self.files = KeyedFiles(workspace)
         # This gateway's writes and reconciles of the agent's keyed memories take turns, so a reconcile
         # never mirrors a row that a delete of this gateway has just removed, nor the other way round.
         self._lock = asyncio.Lock()

@@ -1,6 +1,6 @@
 """Sessions in PostgreSQL (`storage.url`), shared by every gateway on the database.
 
-The same interface as the file store (store.py). Metadata is a row of `sessions`; the transcript is
+The PostgreSQL engine's SessionStore (storage/base.py; the files engine's: storage/files/sessions.py). Metadata is a row of `sessions`; the transcript is
 its JSONL lines as rows of `transcript_lines`, appended in one transaction with the counters, so a
 line is acknowledged only once the database has it. Several gateways may append to one session: the
 `sessions` row lock orders their lines.
@@ -24,13 +24,13 @@ from typing import Any
 import orjson
 import structlog
 
-from ..errors import Conflict, NotFound
-from ..fsutil import atomic_write, ensure_private_dir
-from ..storage.postgres import Postgres
-from ..tasks import KeyedLocks
-from ..timeutil import now_iso
-from . import transcript as tx
-from .store import _history_page, check_session_key
+from ...errors import Conflict, NotFound
+from ...fsutil import atomic_write, ensure_private_dir
+from ...sessions import transcript as tx
+from ...sessions.history import check_session_key, history_page
+from ...tasks import KeyedLocks
+from ...timeutil import now_iso
+from .db import Postgres
 
 log = structlog.get_logger("gateway.sessions")
 
@@ -38,10 +38,11 @@ _COLUMNS = "session_key, label, created_at, updated_at, message_count, model, sy
 _SETTING_COLUMNS = {"model": "model", "systemPrompt": "system_prompt"}
 
 
-def _meta(row: Any) -> dict[str, Any]:
+def row_meta(row: Any) -> dict[str, Any]:
+    """A `sessions` row as the session's metadata (the settings only when set, as the files engine keeps them)."""
     meta = {"sessionKey": row["session_key"], "label": row["label"], "createdAt": row["created_at"],
             "updatedAt": row["updated_at"], "messageCount": int(row["message_count"])}
-    for name, column in _SETTING_COLUMNS.items():  # only when set, as the file store keeps them
+    for name, column in _SETTING_COLUMNS.items():
         if row[column]:
             meta[name] = row[column]
     return meta
@@ -52,6 +53,8 @@ def _line(record: dict[str, Any]) -> str:
 
 
 class PgSessionStore:
+    """The PostgreSQL engine's SessionStore (storage/base.py)."""
+
     def __init__(self, pg: Postgres, sessions_dir: Path, agent_id: str = "main"):
         self.pg = pg
         self.dir = sessions_dir
@@ -136,14 +139,14 @@ class PgSessionStore:
     # ---- queries -------------------------------------------------------------------------------
     async def all(self) -> dict[str, dict[str, Any]]:
         rows = await self.pg.pool.fetch(f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = $1", self.agent_id)
-        return {r["session_key"]: _meta(r) for r in rows}
+        return {r["session_key"]: row_meta(r) for r in rows}
 
     async def get(self, key: str) -> dict[str, Any]:
         row = await self.pg.pool.fetchrow(f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = $1 AND session_key = $2",
                                           self.agent_id, key)
         if row is None:
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
-        return _meta(row)
+        return row_meta(row)
 
     async def exists(self, key: str) -> bool:
         return bool(await self.pg.pool.fetchval(
@@ -155,7 +158,7 @@ class PgSessionStore:
                                     f"ORDER BY updated_at DESC, session_key DESC LIMIT $2 OFFSET $3",
                                     self.agent_id, limit, offset)
             total = await conn.fetchval("SELECT count(*) FROM sessions WHERE agent_id = $1", self.agent_id)
-        return [_meta(r) for r in rows], int(total)
+        return [row_meta(r) for r in rows], int(total)
 
     # ---- mutations -----------------------------------------------------------------------------
     async def create(self, label: str | None = None, key: str | None = None,
@@ -175,7 +178,7 @@ class PgSessionStore:
                                self.agent_id, key, header)
         await self._drop_mirror(key)  # a mirror left by an older session of that name
         await self._mirror(key)
-        return _meta(row)
+        return row_meta(row)
 
     async def update(self, key: str, **changes: Any) -> dict[str, Any]:
         """Set the fields given (label, model, systemPrompt); a setting given as "" or None is reset."""
@@ -187,7 +190,7 @@ class PgSessionStore:
             f"RETURNING {_COLUMNS}", self.agent_id, key, now_iso(), *values)
         if row is None:
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
-        return _meta(row)
+        return row_meta(row)
 
     async def append_messages(self, key: str, *records: dict[str, Any]) -> None:
         """Append message records: acknowledged once the database has committed them."""
@@ -230,7 +233,7 @@ class PgSessionStore:
         if not await self.exists(key):
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
         path = await self.local_transcript(key)
-        return await asyncio.to_thread(_history_page, key, path, limit, before, max_bytes)
+        return await asyncio.to_thread(history_page, key, path, limit, before, max_bytes)
 
 
 def _count_lines(path: Path) -> int:

@@ -13,7 +13,7 @@ Tables (named, ordered migrations, recorded in `jarvis_migrations` like the SQLi
     memory_*           each agent's memory index: files, chunks (tsvector), meta, embedding cache, and
                        vectors (pgvector); see gateway/memory/pgindex.py
     keyed_memories     (agent_id, key) → category, value, created, updated, deleted, version: memory.set and
-                       friends; the workspace files are each gateway's mirror (memory/notes/pgkeyed.py)
+                       friends; the workspace files are each gateway's mirror (storage/postgres/keyed.py)
 
 Liveness: a gateway holds a session-level advisory lock on its own key (from its instance id) on one
 dedicated connection for as long as it runs; the lock goes when its process or its connection dies. So
@@ -38,8 +38,8 @@ import asyncpg
 import orjson
 import structlog
 
-from ..errors import Unavailable
-from ..tasks import log_failure
+from ...errors import Unavailable
+from ...tasks import log_failure
 
 log = structlog.get_logger("gateway.storage")
 
@@ -146,7 +146,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
     """),
     # Keyed memories (memory.set/get/delete/list): rows are the record, workspace files a mirror per
-    # gateway (memory/notes/pgkeyed.py). A delete leaves a tombstone (deleted = true); every write counts
+    # gateway (storage/postgres/keyed.py). A delete leaves a tombstone (deleted = true); every write counts
     # `version` up, which a mirror's front matter names.
     ("0004_keyed_memories", """
         CREATE TABLE keyed_memories (
@@ -252,7 +252,9 @@ class Postgres:
         self._workers: list[asyncio.Task] = []
         self.dropped = 0  # events not relayed because the outbox was full (the database is too slow)
 
-    async def open(self) -> "Postgres":
+    async def open(self, serve: bool = True) -> "Postgres":
+        """Connect and migrate the schema. `serve`: a gateway's, which also holds its liveness lock,
+        listens to the others and relays its events; else a tool's: only the pool, to query and notify."""
         try:
             self.pool = await asyncpg.create_pool(self.url, min_size=1, max_size=self.pool_size,
                                                   command_timeout=60, server_settings=self._name("pool"))
@@ -262,6 +264,8 @@ class Postgres:
             applied = await migrate(conn)
         if applied:
             log.info("postgres schema migrated", applied=applied)
+        if not serve:
+            return self
         self._liveness = await asyncpg.connect(self.url, server_settings=self._name("liveness"))
         if not await self._liveness.fetchval("SELECT pg_try_advisory_lock($1)", lock_key(self.instance_id)):
             raise Unavailable(f"another gateway runs as instance {self.instance_id!r} on this database; give "

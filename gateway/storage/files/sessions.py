@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import uuid
 from pathlib import Path
 from typing import Any, Callable
@@ -19,28 +18,38 @@ from typing import Any, Callable
 import orjson
 import structlog
 
-from ..errors import Conflict, DiskFull, Invalid, NotFound
-from ..fsutil import atomic_write, ensure_private_dir, locked
-from ..schema import SESSION_KEY
-from ..timeutil import now_iso
-from . import transcript as tx
+from ...errors import Conflict, DiskFull, NotFound
+from ...fsutil import atomic_write, ensure_private_dir, locked
+from ...sessions import transcript as tx
+from ...sessions.history import SETTINGS, check_session_key, history_page
+from ...timeutil import now_iso
 
 log = structlog.get_logger("gateway.sessions")
 
-SESSION_KEY_RE = re.compile(SESSION_KEY)  # not "." or "..": those leave the folder
+CLEAN_MARKER = ".closed-cleanly"
+"""In the sessions folder while nobody has it open and every counter in sessions.json is exact."""
 
 
-SETTINGS = ("model", "systemPrompt")
-"""A session's own settings, kept with its metadata only when set (else the configured ones apply)."""
+def parse_sessions_file(data: bytes) -> tuple[dict[str, dict[str, Any]], int]:
+    """sessions.json's sessions and the generation of the write that made it (0: none recorded);
+    orjson.JSONDecodeError when it is not JSON. What is not a session's dict is left out."""
+    parsed = orjson.loads(data)
+    if not isinstance(parsed, dict):
+        parsed = {}
+    sessions = parsed.get("sessions", {})
+    generation = parsed.get("generation", 0)
+    return ({k: v for k, v in sessions.items() if isinstance(v, dict)} if isinstance(sessions, dict) else {},
+            generation if type(generation) is int else 0)
 
 
-def check_session_key(key: str, field: str = "sessionKey") -> str:
-    if not SESSION_KEY_RE.fullmatch(key):
-        raise Invalid("must match [A-Za-z0-9._:-]{1,128} and not be dots only", field=field)
-    return key
+def sessions_file(sessions: dict[str, dict[str, Any]], generation: int) -> bytes:
+    """sessions.json's bytes for `sessions`, written as `generation`."""
+    return orjson.dumps({"version": 1, "generation": generation, "sessions": sessions}, option=orjson.OPT_INDENT_2)
 
 
-class SessionStore:
+class FileSessionStore:
+    """The files engine's SessionStore (storage/base.py)."""
+
     def __init__(self, sessions_dir: Path, agent_id: str = "main"):
         self.dir = sessions_dir
         self.agent_id = agent_id
@@ -60,7 +69,7 @@ class SessionStore:
         self._flusher: asyncio.Task[None] | None = None
         self.flush_delay = 0.25
         # Present only while nobody has the folder open and it was closed with every counter written.
-        self.clean_marker = sessions_dir / ".closed-cleanly"
+        self.clean_marker = sessions_dir / CLEAN_MARKER
         self._clean_owner = False
 
     # ---- files ---------------------------------------------------------------------------------
@@ -114,7 +123,14 @@ class SessionStore:
 
     async def append_records(self, key: str, *records: dict[str, Any]) -> None:
         """Append non-message records (a compaction marker) durably; no counter changes."""
-        await self.transcript(key).append(*records)
+        await self._append(key, records)
+
+    async def _append(self, key: str, records: tuple[dict[str, Any], ...]) -> None:
+        """Append to the transcript of an existing session: a deleted one's is not made again."""
+        try:
+            await self.transcript(key).append(*records)
+        except FileNotFoundError:
+            raise NotFound(f"session not found: {key}", {"sessionKey": key}) from None
 
     def transcript(self, key: str) -> tx.Transcript:
         t = self._transcripts.get(key)
@@ -136,15 +152,9 @@ class SessionStore:
         cached_stamp, cached = self._cached  # one attribute: threads read and replace it whole
         if stamp != cached_stamp:
             try:
-                data = orjson.loads(self.meta_path.read_bytes())
+                cached = parse_sessions_file(self.meta_path.read_bytes())
             except orjson.JSONDecodeError as exc:
                 raise RuntimeError(f"{self.meta_path} is not valid JSON ({exc}); restore it from a backup") from None
-            if not isinstance(data, dict):
-                data = {}
-            sessions = data.get("sessions", {})
-            generation = data.get("generation", 0)
-            cached = ({k: v for k, v in sessions.items() if isinstance(v, dict)} if isinstance(sessions, dict) else {},
-                      generation if type(generation) is int else 0)
             self._cached = (stamp, cached)
         return cached
 
@@ -157,8 +167,7 @@ class SessionStore:
             sessions = {k: dict(v) for k, v in current.items()}
             _apply_bumps(sessions, written[0] if written else {})
             result = fn(sessions)
-            payload = orjson.dumps({"version": 1, "generation": on_disk + 1, "sessions": sessions},
-                                   option=orjson.OPT_INDENT_2)
+            payload = sessions_file(sessions, on_disk + 1)
             if written is not None:
                 written[1] = on_disk + 1
             atomic_write(self.meta_path, payload)
@@ -238,6 +247,16 @@ class SessionStore:
             with contextlib.suppress(OSError):
                 await asyncio.to_thread(self.clean_marker.touch, 0o600)
 
+    # ---- other gateways: none share a state dir (it is locked), so nobody else changes these files ----
+    async def refresh_mirrors(self) -> None:
+        """The transcripts are the files themselves: nothing is mirrored."""
+
+    async def grown(self, key: str) -> None:
+        """Never called: no other gateway appends here."""
+
+    async def gone(self, key: str) -> None:
+        """Never called: no other gateway deletes here."""
+
     # ---- queries -------------------------------------------------------------------------------
     async def all(self) -> dict[str, dict[str, Any]]:
         return await self._view()
@@ -272,7 +291,7 @@ class SessionStore:
         if not await asyncio.to_thread(path.exists):
             created = True
             try:
-                await self.transcript(key).append(tx.header(key, self.agent_id, now))
+                await self.transcript(key).append(tx.header(key, self.agent_id, now), create=True)
             except BaseException:
                 await self._drop_transcript(key)
                 raise
@@ -310,12 +329,12 @@ class SessionStore:
 
         return await self._mutate(upd)
 
-    async def append_messages(self, key: str, *records: dict[str, Any]) -> dict[str, Any]:
+    async def append_messages(self, key: str, *records: dict[str, Any]) -> None:
         """Append message records durably; bump messageCount/updatedAt in memory, written soon.
 
         The transcript line is the record. Counters are batched into one sessions.json write per
         `flush_delay` instead of a locked rewrite + fsync per message, which serialised every chat."""
-        await self.transcript(key).append(*records)
+        await self._append(key, records)
         # updatedAt is the last message's own timestamp, which a recount after a crash finds too.
         updated = max((r["timestamp"] for r in records if isinstance(r.get("timestamp"), str)), default=now_iso())
         self._merge_back({key: [len(records), updated]})
@@ -341,44 +360,7 @@ class SessionStore:
         path = self.transcript_path(key)
         if not await asyncio.to_thread(path.exists):
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
-        return await asyncio.to_thread(_history_page, key, path, limit, before, max_bytes)
-
-
-def _history_page(key: str, path: Path, limit: int, before: str | None, max_bytes: int) -> dict[str, Any]:
-    """sessions.history's page, sized by the exact encoded bytes (in a thread: it encodes each message)."""
-    messages = tx.chosen_versions(tx.read_messages(path))
-    if before is not None:
-        idx = next((i for i, m in enumerate(messages) if m["id"] == before), None)
-        if idx is None:
-            raise NotFound(f"message not found in session {key}: {before}", {"before": before})
-        messages = messages[:idx]
-    page: list[dict[str, Any]] = []
-    size = 0
-    for m in reversed(messages[-limit:]):
-        m.pop("line", None)
-        n = len(orjson.dumps(m)) + 1
-        if n > max_bytes:  # one message bigger than a page (a runaway reply): show its start
-            m, n = _shorten(m, max_bytes)
-        size += n
-        if page and size > max_bytes:
-            break
-        page.append(m)
-    page.reverse()
-    return {"messages": page, "hasMore": len(messages) > len(page)}
-
-
-def _shorten(m: dict[str, Any], max_bytes: int) -> tuple[dict[str, Any], int]:
-    """`m` with its content cut so that it encodes to at most `max_bytes`; marked `truncated`, with the
-    full length in `contentChars` (the transcript keeps all of it)."""
-    full = m["content"]
-    out = {**m, "truncated": True, "contentChars": len(full)}
-    keep = max_bytes // 2
-    while True:
-        out["content"] = full[:keep]
-        n = len(orjson.dumps(out)) + 1
-        if n <= max_bytes or keep == 0:
-            return out, n
-        keep //= 2
+        return await asyncio.to_thread(history_page, key, path, limit, before, max_bytes)
 
 
 def _apply_bumps(sessions: dict[str, dict[str, Any]], bumps: dict[str, list[Any]]) -> None:

@@ -1,0 +1,126 @@
+"""What every storage engine provides: one Protocol per store, and the engine that makes them.
+
+Two engines implement these (storage/files/, storage/postgres/); `open_storage(config)` (storage/__init__.py)
+is the only place that chooses one. The rest of the gateway types against these Protocols only, and
+tests/contract/ runs one suite per store against both engines.
+
+Everything is async: a store that blocks (files) does its work in threads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..cluster import Cluster
+    from ..errors import Unavailable
+    from ..memory.notes.keyed import Entry
+    from ..memory.service import MemoryManager
+    from ..services import Services
+
+
+class SessionStore(Protocol):
+    """One agent's sessions: metadata (sessionKey, label, createdAt, updatedAt, messageCount and the own
+    settings in sessions/history.SETTINGS when set) and each session's append-only transcript.
+
+    Errors: NotFound for a session that does not exist, Conflict for `create` of one that does,
+    Invalid for a key outside the session key rule (sessions/history.check_session_key)."""
+
+    dir: Path  # where transcripts (or their local mirrors) are files
+    agent_id: str
+
+    async def open(self) -> None: ...
+    async def flush(self) -> None:
+        """Write what is pending now (counters the files engine batches)."""
+    async def close(self) -> None: ...
+
+    async def all(self) -> dict[str, dict[str, Any]]: ...
+    async def get(self, key: str) -> dict[str, Any]: ...
+    async def exists(self, key: str) -> bool: ...
+    async def list(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+        """A page of sessions, most recently updated first, and how many there are."""
+
+    async def create(self, label: str | None = None, key: str | None = None,
+                     settings: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A new session (a uuid key unless `key` is given) with its transcript header."""
+    async def update(self, key: str, **changes: Any) -> dict[str, Any]:
+        """Set label / model / systemPrompt; a setting given as "" or None is reset."""
+    async def append_messages(self, key: str, *records: dict[str, Any]) -> None:
+        """Append message records durably; messageCount grows by their number, updatedAt to the last
+        timestamp."""
+    async def append_records(self, key: str, *records: dict[str, Any]) -> None:
+        """Append non-message records (a compaction marker): no counter changes."""
+    async def delete(self, key: str) -> None: ...
+    async def history(self, key: str, limit: int, before: str | None,
+                      max_bytes: int = 2 << 20) -> dict[str, Any]:
+        """sessions.history's page: {"messages": […], "hasMore": bool}."""
+
+    def transcript_path(self, key: str) -> Path: ...
+    async def local_transcript(self, key: str) -> Path:
+        """The transcript as an up-to-date local file, for readers that take a path."""
+
+    # What another gateway on the same storage changed (the cluster calls these; alone, never).
+    async def refresh_mirrors(self) -> None: ...
+    async def grown(self, key: str) -> None: ...
+    async def gone(self, key: str) -> None: ...
+
+
+class RunLedger(Protocol):
+    """Which runs are active and which idempotency keys were used, for one agent.
+
+        seen(session, key)          the run a live idempotency key started, or None
+        remember(session, key, run) record a key for `chat.idempotencyTtl` seconds
+        claim(session, run)         None when the session is free (now held by `run`); else the holder's id
+        release(session, run)       the run is over
+        holder(session)             (runId, instanceId) of the session's active run anywhere, or None
+        forget_session(session)     the session was deleted: its keys go (a new life starts with none)
+    """
+
+    shared: bool  # other gateways see these records: a release must reach them even as a run is torn down
+    ttl: float
+
+    async def seen(self, session: str, key: str) -> str | None: ...
+    async def remember(self, session: str, key: str, run_id: str) -> None: ...
+    async def claim(self, session: str, run_id: str) -> str | None: ...
+    async def release(self, session: str, run_id: str) -> None: ...
+    async def holder(self, session: str) -> tuple[str, str] | None: ...
+    async def forget_session(self, session: str) -> None: ...
+
+
+class KeyedStore(Protocol):
+    """One agent's keyed memories (memory.set/get/delete/list): small named facts, one per key across
+    the categories (memory/notes/keyed.py has the rules and the file layout).
+
+    Errors: Invalid for a bad key, category or value, NotFound for a key that has no memory."""
+
+    async def find(self, key: str) -> Entry | None: ...
+    async def get(self, key: str) -> Entry: ...
+    async def set(self, key: str, value: str, category: str | None) -> tuple[Entry, bool, str | None]:
+        """Create or replace: (the entry, whether it replaced one, the category it moved from if it did)."""
+    async def delete(self, key: str) -> Entry: ...
+    async def list(self, category: str | None, limit: int, offset: int) -> dict[str, Any]:
+        """{"memories": [brief, …] newest first, "total": n}."""
+
+
+class Storage(Protocol):
+    """An engine: makes each agent's stores, and says what it is."""
+
+    name: str  # "files" or "postgresql", as system.health reports it
+    shared: bool  # several gateways may serve the same sessions (cluster.py)
+
+    async def close(self) -> None: ...
+    async def has_agent(self, agent_id: str) -> bool:
+        """The engine holds sessions of `agent_id` (beside its folder in the state dir)."""
+
+    def sessions(self, agent_id: str) -> SessionStore: ...
+    def ledger(self, agent_id: str) -> RunLedger: ...
+    def memory(self, agent_id: str) -> MemoryManager:
+        """The agent's memory (its index, and its keyed memories as `.keyed`), not yet opened."""
+
+    def cluster(self, services: Services) -> Cluster | None:
+        """What coordinates this gateway with the others on the same storage (None: alone)."""
+    def status(self) -> dict[str, Any]:
+        """system.health's `storage`."""
+    def unreachable(self, exc: BaseException) -> Unavailable | None:
+        """The error to answer when `exc` says the storage cannot be reached, else None."""

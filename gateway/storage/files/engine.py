@@ -1,0 +1,51 @@
+"""FilesStorage: the files engine (storage/base.py's Storage) for one gateway on a state dir."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...config import Config
+from .ledger import LocalRunLedger
+from .sessions import FileSessionStore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...cluster import Cluster
+    from ...errors import Unavailable
+    from ...memory.service import MemoryManager
+    from ...services import Services
+
+
+class FilesStorage:
+    name = "files"
+    shared = False
+
+    def __init__(self, config: Config):
+        self.config = config
+        # Each agent's idempotency keys, kept here so that they outlive a chat service closed with its idle agent.
+        self._idempotency: dict[str, dict[tuple[str, str], tuple[str, float]]] = {}
+
+    async def close(self) -> None:
+        """Nothing is held beyond each agent's own stores."""
+
+    async def has_agent(self, agent_id: str) -> bool:
+        return False  # an agent is its folder in the state dir, nothing more
+
+    def sessions(self, agent_id: str) -> FileSessionStore:
+        return FileSessionStore(self.config.sessions_dir(agent_id), agent_id)
+
+    def ledger(self, agent_id: str) -> LocalRunLedger:
+        return LocalRunLedger(self.config.chat.idempotency_ttl, self._idempotency.setdefault(agent_id, {}))
+
+    def memory(self, agent_id: str) -> "MemoryManager":
+        from ...memory.service import MemoryManager
+
+        return MemoryManager(self.config, agent_id)
+
+    def cluster(self, services: "Services") -> "Cluster | None":
+        return None  # one gateway: nothing to coordinate
+
+    def status(self) -> dict[str, Any]:
+        return {"engine": self.name}
+
+    def unreachable(self, exc: BaseException) -> "Unavailable | None":
+        return None  # a file error is a file error (disk full and the like are answered by the dispatcher)

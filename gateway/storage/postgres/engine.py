@@ -1,0 +1,68 @@
+"""PostgresStorage: the PostgreSQL engine (storage/base.py's Storage), shared by several gateways."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from ...config import Config
+from ...errors import Unavailable, storage_unreachable
+from .db import Postgres
+from .ledger import PgRunLedger
+from .sessions import PgSessionStore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...cluster import Cluster
+    from ...memory.pgmanager import PgMemoryManager
+    from ...services import Services
+
+
+class PostgresStorage:
+    name = "postgresql"
+    shared = True
+
+    def __init__(self, config: Config, pg: Postgres):
+        self.config = config
+        self.pg = pg
+
+    @classmethod
+    async def open(cls, config: Config, *, serve: bool = True) -> "PostgresStorage":
+        """`serve`: a gateway's (its liveness lock, listener and relay); else a tool's (`jarvis memory`):
+        a small pool, the schema migrated as a gateway would, to query and to notify."""
+        url = config.storage.url
+        assert url is not None
+        if serve:
+            pg = Postgres(url, config.storage.pool_size, config.storage.instance_id)
+        else:
+            pg = Postgres(url, 4, f"cli:{os.getpid()}")
+        return cls(config, await pg.open(serve=serve))
+
+    async def close(self) -> None:
+        await self.pg.close()
+
+    async def has_agent(self, agent_id: str) -> bool:
+        """Made through another gateway on the database (its folder here may not exist yet)."""
+        return bool(await self.pg.pool.fetchval("SELECT 1 FROM sessions WHERE agent_id = $1 LIMIT 1", agent_id))
+
+    def sessions(self, agent_id: str) -> PgSessionStore:
+        return PgSessionStore(self.pg, self.config.sessions_dir(agent_id), agent_id)
+
+    def ledger(self, agent_id: str) -> PgRunLedger:
+        return PgRunLedger(self.pg, agent_id, self.config.chat.idempotency_ttl)
+
+    def memory(self, agent_id: str) -> "PgMemoryManager":
+        """The index in PostgreSQL, shared with every gateway on it."""
+        from ...memory.pgmanager import PgMemoryManager
+
+        return PgMemoryManager(self.config, agent_id, self.pg)
+
+    def cluster(self, services: "Services") -> "Cluster":
+        from ...cluster import Cluster
+
+        return Cluster(services, self.pg)
+
+    def status(self) -> dict[str, Any]:
+        return {"engine": self.name, "instance": self.pg.instance_id, "eventsDropped": self.pg.dropped}
+
+    def unreachable(self, exc: BaseException) -> Unavailable | None:
+        return storage_unreachable(exc)
