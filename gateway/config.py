@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping, get_args, get_origin, get_type_hints
 
 from .schema import AGENT_ID
+from .tools.specs import CATALOG
 
 
 class ConfigError(ValueError):
@@ -469,8 +470,6 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"sessions.historyMaxBytes: a page of {cfg.sessions.history_max_bytes} bytes does not fit "
                           f"server.maxReplyBytes ({cfg.server.max_reply_bytes}) with room to spare; lower it")
     if isinstance(cfg.chat.tools, list):
-        from .tools.catalog import CATALOG
-
         unknown = [t for t in cfg.chat.tools if t not in CATALOG]
         if unknown:
             raise ConfigError(f"chat.tools: unknown tool {unknown[0]!r} (known: {', '.join(CATALOG)}); or true / false")

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 import orjson
 import structlog
 
-from .chat.providers import Delta, UpstreamError, Usage
+from .chat.providers import UpstreamError
+from .chat.stream import Delta, Usage
 from .chat.runner import memory_section
 from .errors import Conflict, JarvisError, Unavailable
 from .methods.chat import name_after_first_message

@@ -20,7 +20,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from .. import __version__
-from .catalog import TOOLS, CallFailed, Caller, in_process, run_tool
+from .catalog import TOOLS, CallFailed, Caller, in_process, run_tool, tool_schema
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..client import Connection
@@ -35,7 +35,7 @@ INSTRUCTIONS = ("Jarvis is the user's self-hosted long-term memory: notes, keyed
 
 def list_tools() -> list[types.Tool]:
     return [types.Tool(name=t.name, title=t.name.replace("_", " "), description=t.description,
-                       input_schema=t.schema(agent=True),
+                       input_schema=tool_schema(t, agent=True),
                        annotations=types.ToolAnnotations(read_only_hint=t.read_only, destructive_hint=t.destructive,
                                                          idempotent_hint=t.idempotent, open_world_hint=False))
             for t in TOOLS]

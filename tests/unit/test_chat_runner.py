@@ -3,6 +3,7 @@
 import asyncio
 
 from gateway.chat.providers import OfflineResponder
+from gateway.protocol import code_of
 from gateway.chat.runner import ChatService
 from gateway.events import EventBus
 from gateway.sessions.store import SessionStore
@@ -23,7 +24,7 @@ async def test_abort_before_the_run_takes_its_first_step(tmp_path):
     store = SessionStore(cfg.sessions_dir(), "main")
     store.open_sync()
     bus, rec = EventBus(), Recorder()
-    chat = ChatService(cfg, store, bus, OfflineResponder(0))
+    chat = ChatService(cfg, store, bus, OfflineResponder(0), error_code=code_of)
     key = (await store.create())["sessionKey"]
     bus.subscribe(key, rec)
 
