@@ -322,12 +322,12 @@ class ChatService:
         if run.listener is not None:
             run.listener(method, event)
 
-    async def recall(self, session_key: str, user_text: str) -> list[dict[str, Any]]:
+    async def recall_for_turn(self, session_key: str, user_text: str) -> list[dict[str, Any]]:
         """What memory recalls for a turn (memory.recall's budget); best effort, never raises."""
         if self.memory is None or not self.config.memory.recall.enabled:
             return []
         try:
-            return await self.memory.recall(user_text, session_key)
+            return await self.memory.recall_for_turn(user_text, session_key)
         except Exception as exc:  # recall is best effort; the turn goes on without it
             log.warning("recall failed", error=type(exc).__name__, session=session_key)
             return []
@@ -335,7 +335,7 @@ class ChatService:
     async def _prompt(self, session_key: str, user_text: str, settings: dict[str, Any],
                       replaces: str | None = None, with_tools: bool = False
                       ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        recalled = await self.recall(session_key, user_text)
+        recalled = await self.recall_for_turn(session_key, user_text)
         if self.compactor is not None:
             await self.compactor.settled(session_key)
         state = await asyncio.to_thread(read_state, await self.sessions.local_transcript(session_key))
@@ -470,7 +470,7 @@ class ChatService:
                 usage, truncated = await self._converse(run, messages, recalled, offered,
                                                         settings.get("model") or None)
             else:
-                recalled = await self.recall(key, relay.query) if relay.memory else []
+                recalled = await self.recall_for_turn(key, relay.query) if relay.memory else []
                 room, usage, _ = await self._pump(run, relay.stream(recalled), self.config.chat.max_reply_chars)
                 truncated = room <= 0
             content = "".join(run.parts)

@@ -153,7 +153,7 @@ async def run(args: argparse.Namespace, config: Config) -> int:
                              for r in res["results"]) or "no results"
         elif c == "recall":
             _check_range("k", args.k, 1, 100)
-            res = await f.recall(args.from_, args.to, args.category, args.query, args.k, sources=sources_of(args))
+            res = await f.recall_period(args.from_, args.to, args.category, args.query, args.k, sources=sources_of(args))
             text = "\n".join(f"{r['timestamp']}  {r['path']}:{r['startLine']}  {' '.join(r['snippet'].split())[:120]}"
                              for r in res["results"]) or "nothing in that period"
         elif c == "learn":

@@ -25,10 +25,9 @@ import orjson
 import structlog
 
 from ..errors import Invalid, JarvisError
-from ..methods import memory as _memory_methods  # noqa: F401  (registers memory.search/get)
-from ..methods import notes as _notes_methods  # noqa: F401  (registers memory.set/delete/list/recall)
+from ..methods import memory as _memory_methods  # noqa: F401  (registers the memory.* methods the tools run)
 from ..neterrors import short as _short
-from ..registry import CallContext, Services, registry
+from ..registry import CallContext, ServiceAccess, registry
 from ..schema import Obj
 from .specs import CATALOG, TOOLS, Tool
 
@@ -80,7 +79,7 @@ def openai_tools(names: list[str] | None = None) -> list[dict[str, Any]]:
             for t in TOOLS if names is None or t.name in names]
 
 
-def in_process(services: Services, agent_id: str | None = None) -> Caller:
+def in_process(services: ServiceAccess, agent_id: str | None = None) -> Caller:
     """A caller that runs methods in this process, as a request would (`agent_id`: always that agent)."""
 
     async def call(method: str, params: dict[str, Any]) -> Any:

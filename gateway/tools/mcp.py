@@ -25,7 +25,7 @@ from .catalog import TOOLS, CallFailed, Caller, in_process, run_tool, tool_schem
 if TYPE_CHECKING:  # pragma: no cover
     from ..client import Connection
     from ..config import Config
-    from ..registry import Services
+    from ..registry import ServiceAccess
     from ..server.httpapi import HttpApi
 
 INSTRUCTIONS = ("Jarvis is the user's self-hosted long-term memory: notes, keyed memories and past "
@@ -53,7 +53,7 @@ def build_server(caller: Caller) -> Server:
                   on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
 
-def mount(api: "HttpApi", services: "Services") -> None:
+def mount(api: "HttpApi", services: "ServiceAccess") -> None:
     """Streamable HTTP at /mcp: stateless (nothing held between requests), JSON answers."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
     from starlette.routing import Route
