@@ -402,7 +402,7 @@ def _coerce(key: str, value: Any, typ: Any, meta: Mapping[str, Any], from_text: 
             try:
                 value = int(value) if typ is int else float(value)
             except ValueError:
-                raise ConfigError(f"{key}: must be {'an integer' if typ is int else 'a number'}, got {value!r}")
+                raise ConfigError(f"{key}: must be {'an integer' if typ is int else 'a number'}, got {value!r}") from None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (typ is int and not isinstance(value, int)):
             raise ConfigError(f"{key}: must be {'an integer' if typ is int else 'a number'}")
         value = typ(value)

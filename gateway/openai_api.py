@@ -377,7 +377,6 @@ def _event_stream(relay: Relay, first: tuple[Any, ...]) -> "Response":
 
 # ---- the routes --------------------------------------------------------------------------------
 def routes(services: "Services") -> list["BaseRoute"]:
-    from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
