@@ -23,7 +23,6 @@ from .events import EventBus
 from .methods import chat as _chat_methods  # noqa: F401  (registers methods)
 from .methods import sessions as _session_methods  # noqa: F401
 from .methods import memory as _memory_methods  # noqa: F401
-from .methods import notes as _notes_methods  # noqa: F401
 from .methods import system as _system_methods  # noqa: F401
 from .fsutil import ensure_private_dir, lock_state_dir
 from .server import GatewayServer

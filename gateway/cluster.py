@@ -22,16 +22,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ContextManager, Protocol
 
 import structlog
 
+from .events import EventBus
 from .sessions import transcript as tx
 from .storage.postgres.ledger import claims, drop_claim
 from .tasks import log_failure
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .services import Agent, Services
     from .storage.postgres import Postgres
 
 log = structlog.get_logger("gateway.cluster")
@@ -41,18 +41,36 @@ MAX_REMOTE_RUNS = 10_000  # other gateways' runs followed at once (their partial
 _ENDS = ("chat.final", "chat.error", "chat.aborted")
 
 
+class Host(Protocol):
+    """What the cluster needs of the gateway that holds it (services.Services): the event bus, the
+    open agents (services.Agent: id, sessions, chat, memory, topic) and a way to open one."""
+
+    bus: EventBus
+    agents: dict[str, Any]
+
+    def request_scope(self) -> ContextManager[Any]: ...
+
+    async def agent(self, agent_id: str) -> Any: ...
+
+    def use(self, agent: Any) -> None: ...
+
+
 class Cluster:
-    def __init__(self, services: "Services", pg: "Postgres"):
+    """Wired by services.py through two declared hooks: `relay` is the event bus's relay, and
+    `abort_requester(agent_id)` each agent's ChatService `request_abort`."""
+
+    def __init__(self, services: Host, pg: "Postgres"):
         self.services = services
         self.pg = pg
+        self._relaying = False  # from start() to close()
         # Runs of other gateways seen through relayed events: (topic, runId) → [last seq, partial text].
         self._remote: dict[tuple[str, str], list[Any]] = {}
         self._sweeper: asyncio.Task | None = None
         self._stop = asyncio.Event()
 
     def start(self) -> None:
-        pg, bus = self.pg, self.services.bus
-        bus.relay = lambda topic, method, params: pg.send_ordered("event", t=topic, m=method, p=params)
+        pg = self.pg
+        self._relaying = True
         pg.on("event", self._on_event)
         pg.on("lines", lambda msg: self._to_agent(msg, "lines"))
         pg.on("deleted", lambda msg: self._to_agent(msg, "deleted"))
@@ -62,16 +80,21 @@ class Cluster:
         self._sweeper = asyncio.create_task(self._sweep_loop(), name="cluster-sweeper")
         self._sweeper.add_done_callback(log_failure("cluster_sweeper_failed"))
 
-    def attach(self, agent: "Agent") -> None:
-        """A newly opened agent: `chat.abort` of another gateway's run goes through the database."""
-        async def request_abort(session_key: str, run_id: str) -> None:
-            await self.pg.notify("abort", agent=agent.id, key=session_key, run=run_id)
+    def relay(self, topic: str, method: str, params: dict[str, Any]) -> None:
+        """The event bus's relay: every event published here goes, in order, to the other gateways."""
+        if self._relaying:
+            self.pg.send_ordered("event", t=topic, m=method, p=params)
 
-        agent.chat.request_abort = request_abort
+    def abort_requester(self, agent_id: str) -> Callable[[str, str], Awaitable[None]]:
+        """An agent's `request_abort`: `chat.abort` of another gateway's run goes through the database."""
+        async def request_abort(session_key: str, run_id: str) -> None:
+            await self.pg.notify("abort", agent=agent_id, key=session_key, run=run_id)
+
+        return request_abort
 
     async def close(self) -> None:
         self._stop.set()
-        self.services.bus.relay = None
+        self._relaying = False
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -102,7 +125,7 @@ class Cluster:
         task = asyncio.get_running_loop().create_task(self._handle(agent, kind, key, msg))
         task.add_done_callback(log_failure("cluster_notification_failed"))
 
-    async def _handle(self, agent: "Agent", kind: str, key: str, msg: dict[str, Any]) -> None:
+    async def _handle(self, agent: Any, kind: str, key: str, msg: dict[str, Any]) -> None:
         if kind == "lines":
             await agent.sessions.grown(key)
             if agent.memory is not None:

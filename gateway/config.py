@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping, get_args, get_origin, get_type_hints
 
 from .schema import AGENT_ID
+from .tools.specs import CATALOG
 
 
 class ConfigError(ValueError):
@@ -401,7 +402,7 @@ def _coerce(key: str, value: Any, typ: Any, meta: Mapping[str, Any], from_text: 
             try:
                 value = int(value) if typ is int else float(value)
             except ValueError:
-                raise ConfigError(f"{key}: must be {'an integer' if typ is int else 'a number'}, got {value!r}")
+                raise ConfigError(f"{key}: must be {'an integer' if typ is int else 'a number'}, got {value!r}") from None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (typ is int and not isinstance(value, int)):
             raise ConfigError(f"{key}: must be {'an integer' if typ is int else 'a number'}")
         value = typ(value)
@@ -469,8 +470,6 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"sessions.historyMaxBytes: a page of {cfg.sessions.history_max_bytes} bytes does not fit "
                           f"server.maxReplyBytes ({cfg.server.max_reply_bytes}) with room to spare; lower it")
     if isinstance(cfg.chat.tools, list):
-        from .tools.catalog import CATALOG
-
         unknown = [t for t in cfg.chat.tools if t not in CATALOG]
         if unknown:
             raise ConfigError(f"chat.tools: unknown tool {unknown[0]!r} (known: {', '.join(CATALOG)}); or true / false")

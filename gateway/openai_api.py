@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 import orjson
 import structlog
 
-from .chat.providers import Delta, UpstreamError, Usage
+from .chat.providers import UpstreamError
+from .chat.stream import Delta, Usage
 from .chat.runner import memory_section
 from .errors import Conflict, JarvisError, Unavailable
 from .methods.chat import name_after_first_message
@@ -397,7 +398,6 @@ def _event_stream(relay: Relay, first: tuple[Any, ...]) -> "Response":
 
 # ---- the routes --------------------------------------------------------------------------------
 def routes(services: "Services") -> list["BaseRoute"]:
-    from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 

@@ -26,8 +26,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .storage.base import Storage
 
 
-class Services(Protocol):
-    """What handlers and the server may use of the gateway's services (gateway/services.py has the
+class ServiceAccess(Protocol):
+    """What handlers and the server may use of the gateway's services (`services.Services` is the
     implementation; typing against this keeps registry and server free of imports of it)."""
 
     config: "Config"
@@ -57,7 +57,7 @@ class Connection(Protocol):
 
 @dataclass
 class CallContext:
-    services: "Services"
+    services: "ServiceAccess"
     connection: Connection | None = None
     request_id: Any = None
 

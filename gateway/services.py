@@ -30,6 +30,7 @@ from .tools.catalog import in_process
 from .config import Config, SessionsConfig
 from .errors import Conflict, Invalid, NotFound, Unavailable
 from .events import EventBus
+from .protocol import code_of
 from .schema import AGENT_ID
 from .sessions.retention import ephemeral_victims
 from .storage.base import SessionStore, Storage
@@ -122,6 +123,8 @@ class Services:
         self.provider = provider
         self.storage = storage  # open_storage(config): the files, or PostgreSQL shared with other gateways
         self.cluster = storage.cluster(self)
+        if self.cluster is not None:
+            bus.relay = self.cluster.relay
         self.started = time.monotonic()
         self.connection_count: Callable[[], int] = lambda: 0
         self.agents: dict[str, Agent] = {}  # open ones, least recently used first
@@ -288,9 +291,8 @@ class Services:
         compactor = Compactor(cfg, sessions, self.provider, memory, cfg.agent_workspace(agent_id))
         tools = ChatTools(cfg, in_process(self, agent_id)) if memory is not None else None
         agent.chat = ChatService(cfg, sessions, self.bus, self.provider, ledger, memory, topic=agent.topic,
-                                 compactor=compactor, tools=tools)
-        if self.cluster is not None:
-            self.cluster.attach(agent)
+                                 compactor=compactor, tools=tools, error_code=code_of,
+                                 request_abort=self.cluster.abort_requester(agent_id) if self.cluster else None)
         log.info("agent open", agent=agent_id, memory=memory is not None)
         return agent
 

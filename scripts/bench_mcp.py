@@ -71,7 +71,7 @@ async def bench(args: argparse.Namespace) -> dict:
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    from gateway.client import Connection
+    from gateway.cli.client import Connection
     from gateway.config import load_config
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-mcp-"))

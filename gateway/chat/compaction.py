@@ -29,7 +29,8 @@ from ..memory.layout import append_to_day_file
 from ..sessions import transcript as tx
 from ..storage.base import SessionStore
 from ..timeutil import now_iso, parse_iso
-from .providers import ChatProvider, Delta, OfflineResponder
+from .providers import ChatProvider, OfflineResponder
+from .stream import Delta
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..memory.service import MemoryManager

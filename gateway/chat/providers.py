@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 import structlog
@@ -35,44 +34,17 @@ import structlog
 from ..config import Config
 from ..errors import Unavailable
 from ..memory.notes.keyed import snippet_value
+from ..neterrors import connection_failure
+from ..neterrors import short as _short
 from ..sessions.transcript import OFFLINE_PREAMBLE
+from .stream import MAX_TOOL_ARGUMENT_CHARS, Delta, ToolCall, ToolCalls, Usage
+from .upstream import paced
 
 log = structlog.get_logger("gateway.chat")
 
 
-@dataclass(slots=True)
-class Delta:
-    text: str
-
-
-@dataclass(slots=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: str  # JSON text as the model wrote it, at most MAX_TOOL_ARGUMENT_CHARS kept
-    size: int  # characters the model sent for it (more than len(arguments) when cut)
-
-
-@dataclass(slots=True)
-class ToolCalls:
-    calls: list[ToolCall]
-
-
-MAX_TOOL_ARGUMENT_CHARS = 1 << 20  # what a runaway model's arguments may hold in memory
-
-
 class ToolsRejected(Exception):
     """The provider refused a request because it offered tools (a local server without function calling)."""
-
-
-@dataclass(slots=True)
-class Usage:
-    prompt_tokens: int
-    completion_tokens: int
-
-    def to_dict(self) -> dict[str, int]:
-        return {"promptTokens": self.prompt_tokens, "completionTokens": self.completion_tokens,
-                "totalTokens": self.prompt_tokens + self.completion_tokens}
 
 
 class UpstreamError(Unavailable):
@@ -263,7 +235,6 @@ class OpenAIProvider(ChatProvider):
     async def stream(self, messages, *, recalled=None, tools=None, tool_choice=None, model=None):
         import openai
 
-        from .upstream import paced  # upstream.py imports this module's Delta and Usage
 
         calls: dict[int, _Pending] = {}
         try:
@@ -403,36 +374,6 @@ def _relay_has_content(chunk: Any) -> bool:
     return bool(chunk.get("usage")) or (isinstance(choices, list) and any(
         isinstance(c, dict) and isinstance(c.get("delta"), dict)
         and (c["delta"].get("content") or c["delta"].get("tool_calls")) for c in choices))
-
-
-def connection_failure(exc: BaseException) -> str:
-    """Why a connection failed, in a few words: the first cause in the chain that says more than
-    the SDK's own "Connection error."."""
-    import socket
-
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if isinstance(cur, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(cur, socket.gaierror):
-            return "host name not found"
-        if isinstance(cur, (TimeoutError, socket.timeout)):
-            return "timed out"
-        text = str(cur)
-        if "Connection refused" in text or "Connect call failed" in text:
-            return "connection refused"
-        if "Name or service not known" in text or "nodename nor servname" in text or "getaddrinfo failed" in text:
-            return "host name not found"
-        cur = cur.__cause__ or cur.__context__
-    text = _short(str(exc))
-    return text.rstrip(".").lower() if text else type(exc).__name__
-
-
-def _short(text: str, n: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def make_provider(config: Config) -> ChatProvider:

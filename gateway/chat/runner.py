@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 import structlog
 
 from ..config import Config
-from ..errors import Conflict, Invalid, JarvisError, NotFound, Unavailable, out_of_descriptors
-from ..protocol import code_of
+from ..errors import Conflict, InternalError, Invalid, JarvisError, NotFound, Unavailable, out_of_descriptors
 from ..events import EventBus
 from ..sessions import transcript as tx
 from ..tasks import KeyedLocks, log_failure
 from .compaction import Compactor, read_state
 from ..storage.base import RunLedger, SessionStore
-from .providers import ChatProvider, Delta, ToolCalls, ToolsRejected, Usage
+from .providers import ChatProvider, ToolsRejected
+from .stream import Delta, ToolCalls, Usage
 from ..tools.catalog import ToolOutcome
 from .tools import MAX_CALLS_PER_STEP, ChatTools, plain, replay, shown_arguments, tool_calls_message
 from .upstream import checked
@@ -78,8 +78,12 @@ class ChatService:
     def __init__(self, config: Config, sessions: SessionStore, bus: EventBus, provider: ChatProvider,
                  ledger: RunLedger, memory: "MemoryManager | None" = None,
                  topic: Callable[[str], str] = lambda key: key, compactor: Compactor | None = None,
-                 tools: ChatTools | None = None):
+                 tools: ChatTools | None = None, *, error_code: Callable[[JarvisError], int],
+                 request_abort: Callable[[str, str], Awaitable[None]] | None = None):
         self.config = config
+        # The JSON-RPC code a chat.error event carries for an error (PROTOCOL.md §4): the wire layer's
+        # table (protocol.code_of), handed in so that the chat layer does not depend on the wire.
+        self.error_code = error_code
         self.tools = tools
         self.topic = topic
         self.compactor = compactor
@@ -93,8 +97,9 @@ class ChatService:
         self.ledger = ledger
         self._send_locks = KeyedLocks()
         self.closing = False
-        # Several gateways on one database: asks the gateway running (session, runId) to abort it.
-        self.request_abort: Callable[[str, str], Awaitable[None]] | None = None
+        # Several gateways on one database: asks the gateway running (session, runId) to abort it
+        # (cluster.Cluster.abort_requester).
+        self.request_abort = request_abort
         # Runs of this gateway that ended while the database was unreachable: sessionKey → runId. Their
         # claims are released as soon as the database answers again (_release_later).
         self.unreleased: dict[str, str] = {}
@@ -315,12 +320,12 @@ class ChatService:
         if run.listener is not None:
             run.listener(method, event)
 
-    async def recall(self, session_key: str, user_text: str) -> list[dict[str, Any]]:
+    async def recall_for_turn(self, session_key: str, user_text: str) -> list[dict[str, Any]]:
         """What memory recalls for a turn (memory.recall's budget); best effort, never raises."""
         if self.memory is None or not self.config.memory.recall.enabled:
             return []
         try:
-            return await self.memory.recall(user_text, session_key)
+            return await self.memory.recall_for_turn(user_text, session_key)
         except Exception as exc:  # recall is best effort; the turn goes on without it
             log.warning("recall failed", error=type(exc).__name__, session=session_key)
             return []
@@ -328,7 +333,7 @@ class ChatService:
     async def _prompt(self, session_key: str, user_text: str, settings: dict[str, Any],
                       replaces: str | None = None, with_tools: bool = False
                       ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        recalled = await self.recall(session_key, user_text)
+        recalled = await self.recall_for_turn(session_key, user_text)
         if self.compactor is not None:
             await self.compactor.settled(session_key)
         state = await asyncio.to_thread(read_state, await self.sessions.local_transcript(session_key))
@@ -467,7 +472,7 @@ class ChatService:
                 usage, truncated = await self._converse(run, messages, recalled, offered,
                                                         settings.get("model") or None)
             else:
-                recalled = await self.recall(key, relay.query) if relay.memory else []
+                recalled = await self.recall_for_turn(key, relay.query) if relay.memory else []
                 room, usage, _ = await self._pump(run, relay.stream(recalled), self.config.chat.max_reply_chars)
                 truncated = room <= 0
             content = "".join(run.parts)
@@ -520,21 +525,22 @@ class ChatService:
                 self.memory.schedule_session_sync(key)
         except JarvisError as exc:
             retryable = bool((exc.data or {}).get("retryable", False))
-            code = code_of(exc)  # the event carries the JSON-RPC code of the error (PROTOCOL.md §4)
+            code = self.error_code(exc)  # the event carries the JSON-RPC code of the error (PROTOCOL.md §4)
             await self._end(run, "chat.error", error={"code": code, "message": exc.message, "retryable": retryable})
             log.warning("chat run failed", session=key, run=run.run_id, code=code, error=exc.message)
         except Exception as exc:  # a bug or the disk: tell the client, keep the loop alive
             busy = out_of_descriptors("the transcript", exc)
             if busy is not None:  # every descriptor is in use: retryable once some close
                 log.warning("chat run failed: out of file descriptors", session=key, run=run.run_id, error=str(exc))
-                await self._end(run, "chat.error", error={"code": code_of(busy), "message": busy.message,
+                await self._end(run, "chat.error", error={"code": self.error_code(busy), "message": busy.message,
                                                           "retryable": True})
                 return
             error_id = uuid.uuid4().hex[:12]
             log.exception("chat run crashed", session=key, run=run.run_id, errorId=error_id)
             retryable = isinstance(exc, OSError)
             msg = f"could not save the reply: {exc.strerror}" if isinstance(exc, OSError) else "internal error"
-            await self._end(run, "chat.error", error={"code": -32603, "message": f"{msg} (errorId {error_id})",
+            crash = InternalError(f"{msg} (errorId {error_id})")
+            await self._end(run, "chat.error", error={"code": self.error_code(crash), "message": crash.message,
                                                       "retryable": retryable})
 
 

@@ -19,7 +19,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ..tools.catalog import CATALOG, Caller, ToolOutcome, openai_tools, parse_arguments, run_tool, ToolError
-from .providers import MAX_TOOL_ARGUMENT_CHARS, ChatProvider, ToolCall
+from .providers import ChatProvider
+from .stream import MAX_TOOL_ARGUMENT_CHARS, ToolCall
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Config

@@ -26,7 +26,7 @@ from typing import Any, AsyncIterator, Callable, TypeVar
 
 import structlog
 
-from .providers import Delta, ToolCalls, Usage
+from .stream import Delta, ToolCalls, Usage
 
 log = structlog.get_logger("gateway.chat")
 

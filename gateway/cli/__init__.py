@@ -24,7 +24,7 @@ import orjson
 
 from .. import __version__
 from ..config import Config, ConfigError, load_config
-from .common import _common, _common_on_leaves
+from .common import _common, _common_on_leaves, print_json
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
 
@@ -39,12 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="run the gateway (until SIGTERM/SIGINT)",
                        description="Run the gateway: JSON-RPC over WebSocket and the web page on one port.")
     _common(p)
+    p.set_defaults(handler=cmd_serve)
 
     p = sub.add_parser("token", help="print the gateway token (creating it if needed)",
                        description="Print the token from <stateDir>/gateway.token, creating it on first use.")
     p.add_argument("--rotate", action="store_true",
                    help="replace it with a new random token (a running gateway uses it for new connections)")
     _common(p)
+    p.set_defaults(handler=cmd_token)
 
     p = sub.add_parser("call", help="call a method on the running gateway and print the result",
                        description="Authenticate to the running gateway, call METHOD with JSON params, print the result.")
@@ -58,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--url", help="gateway URL (default ws://HOST:PORT/ from the config)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
     _common(p)
+    p.set_defaults(handler=cmd_call)
 
     p = sub.add_parser("config", help="print the effective configuration as config.toml (secrets hidden)",
                        description="Print the effective configuration (defaults, config.toml, environment, flags) "
@@ -66,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print it as JSON instead (stateDir and workspace included)")
     p.add_argument("--defaults", action="store_true", help="print every key with its default and what it does")
     _common(p)
+    p.set_defaults(handler=cmd_config)
 
     from . import chat as chat_cli
 
@@ -127,14 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         from .. import logs
 
         logs.setup(getattr(args, "log_level", None) or "warning", config.log_format)
-    handler = {"serve": cmd_serve, "token": cmd_token, "call": cmd_call, "config": cmd_config}.get(args.command)
-    if handler is None:
-        handler = getattr(args, "handler", None)
-    if handler is None:  # pragma: no cover
-        parser.print_help()
-        return EXIT_USAGE
     try:
-        return handler(args, config)
+        return args.handler(args, config)  # every command sets its handler (set_defaults) where it is declared
     except KeyboardInterrupt:
         return 130
 
@@ -148,7 +146,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
     def announce(gw: Any) -> None:
         def on_phase(name: str, info: dict[str, Any]) -> None:
             if name == "ready":
-                from ..client import token_command
+                from .client import token_command
 
                 where = "JARVIS_GATEWAY_TOKEN" if config.token else str(config.token_file)
                 http = f"\nHTTP API (MCP at /mcp, OpenAI-compatible at /v1): {gw.http.url()}" if gw.http.enabled else ""
@@ -156,7 +154,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
                       f"{http}\ntoken: {where}  (print it with `{token_command(config)}`)", file=sys.stderr, flush=True)
 
         gw.on_phase(on_phase)
-        from .. import sdnotify
+        from . import sdnotify
 
         sdnotify.attach(gw)
 
@@ -194,23 +192,22 @@ def cmd_token(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_config(args: argparse.Namespace, config: Config) -> int:
-    from .. import configdump
+    from . import configdump
 
     if args.defaults:
         if args.json:
-            sys.stdout.write(orjson.dumps(configdump.defaults_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+            print_json(configdump.defaults_json())
         else:
             sys.stdout.write(configdump.defaults_toml())
     elif args.json:
-        data = configdump.to_json(config)
-        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+        print_json(configdump.to_json(config))
     else:
         sys.stdout.write(configdump.to_toml(config))
     return EXIT_OK
 
 
 def cmd_call(args: argparse.Namespace, config: Config) -> int:
-    from ..client import CallError, call
+    from .client import CallError, call
 
     try:
         params = orjson.loads(args.params) if args.params else {}
@@ -226,15 +223,11 @@ def cmd_call(args: argparse.Namespace, config: Config) -> int:
         return EXIT_USAGE
     ended: dict[str, Any] = {"method": None, "params": {}, "streamed": False}
 
-    def out(obj: Any) -> None:
-        sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
-        sys.stdout.flush()
-
     def on_event(msg: Any) -> None:
         if msg.get("method") in ("chat.final", "chat.error", "chat.aborted"):
             ended["method"], ended["params"] = msg["method"], msg.get("params") or {}
         if not args.text:
-            out(msg)
+            print_json(msg)
             return
         p = msg.get("params") or {}
         if msg.get("method") == "chat.delta":
@@ -251,7 +244,7 @@ def cmd_call(args: argparse.Namespace, config: Config) -> int:
 
     def on_result(result: Any) -> None:
         if not args.text:
-            out(result)
+            print_json(result)
 
     try:
         asyncio.run(call(config, args.method, params, url=args.url, follow=args.follow,

@@ -28,7 +28,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..client import CallError, Connection, GatewayCallError
+from .client import CallError, Connection, GatewayCallError
 from ..config import Config
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3

@@ -1,8 +1,18 @@
-"""Flags every `jarvis` command shares (they override config.toml and the environment)."""
+"""What every `jarvis` command shares: the flags that override config.toml and the environment, and the
+one JSON printer (indented for people and `--json`, one line per object for JSONL)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Any
+
+import orjson
+
+
+def print_json(obj: Any, indent: bool = True) -> None:
+    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 if indent else None).decode() + "\n")
+    sys.stdout.flush()
 
 
 def _common(p: argparse.ArgumentParser) -> None:

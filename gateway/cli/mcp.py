@@ -36,7 +36,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     import sys
 
     from .. import logs
-    from ..tools.mcp import serve_stdio
+    from .mcpstdio import serve_stdio
 
     # stdout carries MCP and nothing else: logs (warnings up, unless --log-level) go to stderr.
     logs.setup(args.log_level or "warning", config.log_format, stream=sys.stderr)

@@ -17,11 +17,10 @@ import sys
 import time
 from typing import Any
 
-import orjson
-
 from ..config import Config
 from ..errors import Invalid, JarvisError
 from . import notes
+from .common import print_json
 from ..storage import standalone_manager
 from ..memory.notes.keyed import snippet_value
 from ..memory.service import MODES
@@ -85,10 +84,6 @@ def _cli_config(config: Config) -> Config:
     return dataclasses.replace(config, memory=mem)
 
 
-def _print_json(obj: Any) -> None:
-    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
-
-
 async def _run(args: argparse.Namespace, config: Config) -> int:
     if args.memory_command in notes.COMMANDS:
         return await notes.run(args, _cli_config(config))
@@ -98,7 +93,7 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
         res = await _ask_gateway(config, "memory.status", {"agentId": agent})
         if res is not None:
             if args.json:
-                _print_json(res)
+                print_json(res)
             else:
                 print(f"gateway:    {url} (running; these are its live figures)")
                 print(f"index:      {_index_location(config, None, agent)}")
@@ -113,7 +108,7 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
             finally:
                 bar.finish()
             if args.json:
-                _print_json(res)
+                print_json(res)
             else:
                 print(f"indexed {res['indexed']}, removed {res['removed']}, unchanged {res['unchanged']} files; "
                       f"embedded {res['chunksEmbedded']} chunks ({res['cacheHits']} from cache) in {res['durationMs']} ms")
@@ -130,7 +125,7 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
             res = await mgr.search(p["query"], k=p["k"], min_score=p["minScore"], sources=p["sources"],
                                    mode=p["mode"])
             if args.json:
-                _print_json(res)
+                print_json(res)
             else:
                 if res.get("degraded"):
                     print(f"(degraded: {res['degraded']})", file=sys.stderr)
@@ -144,7 +139,7 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
         else:
             res = await mgr.status()
             if args.json:
-                _print_json(res)
+                print_json(res)
             else:
                 if args.direct:
                     print("gateway:    not asked (--direct); read from the state dir")
@@ -182,7 +177,7 @@ def _print_status(res: dict) -> None:
 async def _ask_gateway(config: Config, method: str, params: dict) -> Any:
     """The running gateway's answer, or None when no gateway of this state dir answers (nothing listens,
     another gateway that refuses this token, or no token yet). Its errors are raised as JarvisError."""
-    from ..client import CallError, Connection, GatewayCallError
+    from .client import CallError, Connection, GatewayCallError
     from ..errors import NotFound
 
     if config.server.port == 0:

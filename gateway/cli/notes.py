@@ -13,13 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ..config import Config
 from ..errors import Invalid, NotFound
 from ..memory.notes.service import MemoryNotes
 from ..memory.notes.keyed import CATEGORIES, check_key
 from ..memory.notes.learnings import SECTIONS
+from .common import print_json
 
 COMMANDS = ("set", "get", "delete", "list", "similar", "recall", "learn", "set-image", "get-image")
 
@@ -114,10 +113,6 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--out", type=Path, help="write the image bytes to this file")
 
 
-def _print_json(obj: Any) -> None:
-    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
-
-
 def _check_range(name: str, value: int, lo: int, hi: int | None = None) -> None:
     if value < lo or (hi is not None and value > hi):
         raise Invalid(f"--{name}: must be between {lo} and {hi}" if hi else f"--{name}: must be >= {lo}")
@@ -153,7 +148,7 @@ async def run(args: argparse.Namespace, config: Config) -> int:
                              for r in res["results"]) or "no results"
         elif c == "recall":
             _check_range("k", args.k, 1, 100)
-            res = await f.recall(args.from_, args.to, args.category, args.query, args.k, sources=sources_of(args))
+            res = await f.recall_period(args.from_, args.to, args.category, args.query, args.k, sources=sources_of(args))
             text = "\n".join(f"{r['timestamp']}  {r['path']}:{r['startLine']}  {' '.join(r['snippet'].split())[:120]}"
                              for r in res["results"]) or "nothing in that period"
         elif c == "learn":
@@ -173,7 +168,7 @@ async def run(args: argparse.Namespace, config: Config) -> int:
                 f"\n{res['description']}" if res["description"] else "") + (
                 f"\nwritten to {args.out}" if args.out is not None else "")
         if args.json:
-            _print_json(res)
+            print_json(res)
         else:
             print(text)
         return 0

@@ -1,4 +1,4 @@
-"""`jarvis service install|uninstall|status` (the systemd user unit of gateway/systemd.py) and `jarvis backup`.
+"""`jarvis service install|uninstall|status` (the systemd user unit of cli/systemd.py) and `jarvis backup`.
 
     jarvis service install [--dry-run]    render systemd/jarvis-gateway.service for this installation,
                                           write ~/.config/systemd/user/jarvis-gateway.service,
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..config import Config
-from ..systemd import (EXIT_ERROR, EXIT_OK, UNIT_FILE, UNIT_NAME, Plan, ServiceError, _run, _write_unit,
+from .systemd import (EXIT_ERROR, EXIT_OK, UNIT_FILE, UNIT_NAME, Plan, ServiceError, _run, _write_unit,
                        env_file, find_jarvis, render_unit, require_user_systemd, unit_dir)
 from .common import _common
 
@@ -97,7 +97,7 @@ def _service(args: argparse.Namespace, config: Config) -> int:
 
 
 def _backup(args: argparse.Namespace, config: Config) -> int:
-    from ..backup import BackupError, backup_state
+    from .backup import BackupError, backup_state
 
     try:
         report = backup_state(config, Path(args.dest))

@@ -17,9 +17,8 @@ import asyncio
 import sys
 from typing import Any
 
-import orjson
-
-from ..client import CallError, Connection
+from .client import CallError, Connection
+from .common import print_json
 from ..config import Config
 
 HISTORY_PAGE = 1000
@@ -94,7 +93,7 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
             return _json({"session": session, "messages": messages})
         if cmd == "export" and args.format == "jsonl":
             for m in messages:
-                sys.stdout.write(orjson.dumps(m).decode() + "\n")
+                print_json(m, indent=False)
             return 0
         sys.stdout.write(markdown(session, messages))
         return 0
@@ -150,7 +149,7 @@ def markdown(session: dict[str, Any], messages: list[dict[str, Any]]) -> str:
 
 
 def _json(obj: Any) -> int:
-    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
+    print_json(obj)
     return 0
 
 

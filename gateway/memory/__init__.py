@@ -1,7 +1,11 @@
-"""Long-term memory: notes and transcripts indexed into one SQLite file per agent, searched hybrid.
+"""Long-term memory: notes and transcripts indexed per agent, searched hybrid. The index is one SQLite file
+per agent (the files engine) or rows in PostgreSQL shared by every gateway (`storage.url`).
 
     service.py        MemoryManager, the facade the gateway uses: open/close, search, get, status,
-                      recall, the sync triggers; owns the connections and the swap gate
+                      recall_for_turn, the sync triggers; owns the connections and the swap gate
+    pgmanager.py      PgMemoryManager: the same facade with its index in PostgreSQL (no file, no swap:
+                      a changed signature resets the agent's rows); standalone_manager for the CLI
+    pgindex.py        the PostgreSQL index: indexer, searcher, vectors (pgvector) and embedding cache
     sync.py           SyncOrchestrator (every trigger coalesces into one run at a time) and DirtyMarks
     watcher.py        watchfiles on the workspace's memory files, polling as a fallback
     rebuild.py        index signature, the cross-process users lock, fresh build + swap, set-aside
@@ -22,8 +26,8 @@
         backends.py       the built-in backend, QMD with fallback, circuit breaker
         qmd.py            the `qmd` command-line search tool as a backend
         stopwords.py      words dropped from queries
-    notes/            memory the assistant writes: MemoryNotes (service.py) over keyed memories (files,
-                      or PostgreSQL rows with the files as a mirror: storage/postgres/keyed.py), learnings, images and
-                      time recall, with front matter helpers
+    notes/            memory the assistant writes: MemoryNotes (service.py) over keyed memories (files:
+                      keyed.py, or PostgreSQL rows with the files as a mirror: storage/postgres/keyed.py),
+                      learnings, images and time recall (timerecall.py), with front matter helpers
     embeddings/       providers (local WordLlama, OpenAI-compatible, none) and the embedding cache
 """

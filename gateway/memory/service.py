@@ -747,7 +747,7 @@ class MemoryManager:
             out["embeddings"]["error"] = problem
         return out
 
-    async def recall(self, query: str, session_key: str | None = None) -> list[dict]:
+    async def recall_for_turn(self, query: str, session_key: str | None = None) -> list[dict]:
         """The best few results for a chat turn, within the recall budget. Never raises.
         `session_key`: the session of the turn; its message `query` (the one being answered, already in
         the transcript) is never recalled as its own answer."""

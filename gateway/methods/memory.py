@@ -1,14 +1,23 @@
-"""memory.search, memory.get, memory.status, memory.sync — thin: validate, call the MemoryManager."""
+"""The `memory.*` methods — thin: validate, then call the agent's memory.
+
+    memory.search, memory.get {path}, memory.status, memory.sync      → the MemoryManager (memory/service.py)
+    memory.get {key}, memory.set/delete/list/similar/recall/learn,
+    memory.setImage/getImage/searchImage, memory.files/write          → MemoryNotes (memory/notes/service.py)
+
+of the agent named by `agentId` (default: main).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..errors import Invalid, NotFound
-from ..memory.notes.keyed import KEY_PATTERN
+from ..memory.notes.files import MAX_NOTE_BYTES
+from ..memory.notes.keyed import CATEGORIES, KEY_PATTERN, MAX_VALUE_CHARS
+from ..memory.notes.learnings import SECTIONS
+from ..memory.notes.service import MemoryNotes
 from ..registry import CallContext, registry
 from ..schema import SESSION_KEY, Arr, Bool, Int, Num, Str
-from .notes import notes_for
 from .sessions import with_agent
 
 
@@ -19,6 +28,25 @@ async def _memory(ctx: CallContext, p: dict) -> Any:
     if mem is None:
         raise NotFound("memory is disabled (memory.enabled = false)")
     return mem
+
+
+async def notes_for(ctx: CallContext, agent_id: str | None) -> MemoryNotes:
+    agent = await ctx.services.agent(agent_id)
+    if agent.memory is None:
+        raise NotFound("memory is disabled (memory.enabled = false)")
+    return MemoryNotes(agent.memory, ctx.services.config.agent_workspace(agent.id))
+
+
+def key_param(description: str = "the memory's key") -> Str:
+    return Str(1, 128, pattern=KEY_PATTERN, description=description)
+
+
+def category_param(description: str) -> Str:
+    return Str(choices=CATEGORIES, optional=True, description=description)
+
+
+SOURCES = Arr(Str(choices=("memory", "sessions")), 1, 2, unique=True, optional=True,
+              description="default: both")
 
 
 SEARCH = with_agent(
@@ -67,3 +95,109 @@ async def status(ctx: CallContext, p: dict) -> dict:
                  "Bring the index up to date now; returns what changed.")
 async def sync(ctx: CallContext, p: dict) -> dict:
     return await (await _memory(ctx, p)).sync(force=p["force"])
+
+
+@registry.method("memory.set",
+                 with_agent(key=key_param("the memory's key (letters, digits, '.', '_', '-'; ≤128)"),
+                            value=Str(1, MAX_VALUE_CHARS, description="the text to remember"),
+                            category=category_param("default: the entry's current category, else general")),
+                 "Create or replace a keyed memory (memory/keyed/<category>/<key>.md); searchable at once. "
+                 "→ {key, category, value, path, created, updated, replaced, movedFrom?}")
+async def set_(ctx: CallContext, p: dict) -> dict:
+    return await (await notes_for(ctx, p["agentId"])).set(p["key"], p["value"], p["category"])
+
+
+@registry.method("memory.delete", with_agent(key=key_param()),
+                 "Delete a keyed memory; it leaves search at once. → {deleted, key, category, path}")
+async def delete(ctx: CallContext, p: dict) -> dict:
+    return await (await notes_for(ctx, p["agentId"])).delete(p["key"])
+
+
+@registry.method("memory.list",
+                 with_agent(category=category_param("only this category"), limit=Int(1, 500, default=50),
+                            offset=Int(0, default=0)),
+                 "Keyed memories, most recently updated first, with previews. "
+                 "→ {memories:[{key, category, path, preview, created, updated}], total}")
+async def list_(ctx: CallContext, p: dict) -> dict:
+    return await (await notes_for(ctx, p["agentId"])).list(p["category"], p["limit"], p["offset"])
+
+
+@registry.method("memory.similar",
+                 with_agent(key=key_param("the stored memory to compare with"), k=Int(1, 50, default=5),
+                            minScore=Num(0, 1, default=0), sources=Arr(Str(choices=("memory", "sessions")), 1, 2,
+                                                                       unique=True, optional=True,
+                                                                       description="default: memory")),
+                 "Memories similar to a stored keyed memory (vector search on its text when vectors are "
+                 "available, else hybrid), the entry itself left out. → {key, path, results, mode, embeddings, degraded?}")
+async def similar(ctx: CallContext, p: dict) -> dict:
+    return await (await notes_for(ctx, p["agentId"])).similar(p["key"], p["k"], p["minScore"], p["sources"])
+
+
+@registry.method("memory.recall",
+                 with_agent(**{"from": Str(1, 64, optional=True,
+                                           description="start: ISO date/datetime, 7d / 24h / 2w / 30m back, "
+                                                       "today, yesterday (default: the beginning)")},
+                            to=Str(1, 64, optional=True, description="end, same forms (default: now)"),
+                            category=category_param("only keyed memories of this category"),
+                            query=Str(0, 2000, optional=True, description="rank by relevance to this"),
+                            k=Int(1, 100, default=10), minScore=Num(0, 1, default=0),
+                            sources=SOURCES),
+                 "Memories and transcript messages from a period, newest first or ranked by a query. "
+                 "→ {results:[{path, source, kind, startLine, endLine, timestamp, snippet, score?, "
+                 "sessionKey?, role?, key?, category?}], from, to, matched, degraded?}")
+async def recall(ctx: CallContext, p: dict) -> dict:
+    f = await notes_for(ctx, p["agentId"])
+    return await f.recall_period(p["from"], p["to"], p["category"], p["query"], p["k"], p["minScore"], p["sources"])
+
+
+@registry.method("memory.learn",
+                 with_agent(category=Str(1, 64, description="preferences, corrections, patterns or tools (or "
+                                                            "the section names: " + ", ".join(SECTIONS.values()) + ")"),
+                            text=Str(1, 1000, description="what was learned, one line")),
+                 "Record a learning in LEARNINGS.md; a near-duplicate (word Jaccard ≥ 0.8) in the same section "
+                 "refreshes its date instead. → {status:\"added\"|\"refreshed\", entry:{category, section, date, "
+                 "text, line, path}, similarity?}")
+async def learn(ctx: CallContext, p: dict) -> dict:
+    return await (await notes_for(ctx, p["agentId"])).learn(p["category"], p["text"])
+
+
+@registry.method("memory.setImage",
+                 with_agent(key=key_param("the image's key"),
+                            image=Str(1, description="base64 PNG or JPEG (a data: URL prefix is allowed)"),
+                            description=Str(0, 4000, optional=True, description="indexed, so the image is searchable by it")),
+                 "Store an image (memory/images/<key>.png|jpg) with a searchable markdown sidecar "
+                 "(memory/images/<key>.md). → {key, mimeType, bytes, path, imagePath, description, created, updated, replaced}")
+async def set_image(ctx: CallContext, p: dict) -> dict:
+    return await (await notes_for(ctx, p["agentId"])).set_image(p["key"], p["image"], p["description"])
+
+
+@registry.method("memory.getImage", with_agent(key=key_param("the image's key")),
+                 "A stored image. → {key, mimeType, image (base64), description, bytes, path, imagePath, created, updated}")
+async def get_image(ctx: CallContext, p: dict) -> dict:
+    return await (await notes_for(ctx, p["agentId"])).get_image(p["key"])
+
+
+@registry.method("memory.searchImage",
+                 with_agent(image=Str(1, description="base64 PNG or JPEG"), k=Int(1, 50, default=6)),
+                 "Find memories similar to an image. Needs a multimodal embedding provider; otherwise "
+                 "-32050 with data.retryable = false.")
+async def search_image(ctx: CallContext, p: dict) -> dict:
+    return await (await notes_for(ctx, p["agentId"])).search_image(p["image"], p["k"])
+
+
+@registry.method("memory.files", with_agent(),
+                 "The workspace's memory files (MEMORY.md, LEARNINGS.md, memory/**/*.md), sorted by path → "
+                 "{files: [{path, size, modified, writable}]}; read one with memory.get {path}.")
+async def files(ctx: CallContext, p: dict) -> dict:
+    return await (await notes_for(ctx, p["agentId"])).files()
+
+
+@registry.method("memory.write",
+                 with_agent(path=Str(1, 1024, description="MEMORY.md or memory/….md (not memory/keyed/ or "
+                                                          "memory/images/: memory.set and memory.setImage own those)"),
+                            content=Str(0, MAX_NOTE_BYTES, description=f"the whole new text (at most {MAX_NOTE_BYTES} "
+                                                                       "bytes of UTF-8)")),
+                 "Replace (or create) a note, atomically; the index holds the new text when this answers → "
+                 "{path, size, created}.")
+async def write(ctx: CallContext, p: dict) -> dict:
+    return await (await notes_for(ctx, p["agentId"])).write(p["path"], p["content"])

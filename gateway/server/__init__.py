@@ -31,7 +31,7 @@ from .dispatch import Dispatcher
 from .handshake import Handshake
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..registry import Services
+    from ..registry import ServiceAccess
 
 __all__ = ["GatewayServer"]
 
@@ -93,7 +93,7 @@ class GatedConnection(ServerConnection):
 
 
 class GatewayServer:
-    def __init__(self, services: "Services", tokens: TokenStore):
+    def __init__(self, services: "ServiceAccess", tokens: TokenStore):
         self.services = services
         self.config = services.config
         self.connections: set[Connection] = set()

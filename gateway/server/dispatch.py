@@ -21,13 +21,13 @@ from ..registry import CallContext, MethodSpec, registry
 from .connection import Connection
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..registry import Services
+    from ..registry import ServiceAccess
 
 log = structlog.get_logger("gateway.server")
 
 
 class Dispatcher:
-    def __init__(self, services: "Services", auth_ok: Callable[[Connection], dict[str, Any]]):
+    def __init__(self, services: "ServiceAccess", auth_ok: Callable[[Connection], dict[str, Any]]):
         self.services = services
         self.config = services.config
         self.auth_ok = auth_ok

@@ -2,7 +2,7 @@
 
     catalog = CATALOG                                # name → Tool, in the order a model sees them
     tool = catalog["memory_search"]
-    tool.schema(agent=True)                          # JSON Schema, derived from the method's params
+    tool_schema(tool, agent=True)                    # JSON Schema, derived from the method's params
     out = await run_tool("memory_search", {"query": "boat"}, caller)   # → ToolOutcome (never raises)
 
 A tool's parameters are its method's, from the registry (no second schema): some are left out
@@ -25,10 +25,11 @@ import orjson
 import structlog
 
 from ..errors import Invalid, JarvisError
-from ..methods import memory as _memory_methods  # noqa: F401  (registers memory.search/get)
-from ..methods import notes as _notes_methods  # noqa: F401  (registers memory.set/delete/list/recall)
-from ..registry import CallContext, Services, registry
+from ..methods import memory as _memory_methods  # noqa: F401  (registers the memory.* methods the tools run)
+from ..neterrors import short as _short
+from ..registry import CallContext, ServiceAccess, registry
 from ..schema import Obj
+from .specs import CATALOG, TOOLS, Tool
 
 log = structlog.get_logger("gateway.tools")
 
@@ -59,79 +60,26 @@ class ToolError(Exception):
         self.summary = summary
 
 
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    method: str
-    description: str
-    read_only: bool
-    destructive: bool = False
-    idempotent: bool = True
-    hide: tuple[str, ...] = ()
-    emoji: str = "🔎"
-
-    def params(self, agent: bool) -> Obj:
-        spec = registry.methods[self.method].params
-        drop = set(self.hide) | (set() if agent else {"agentId"})
-        return Obj({k: f for k, f in spec.fields.items() if k not in drop})
-
-    def schema(self, agent: bool = False) -> dict[str, Any]:
-        return self.params(agent).json_schema()
-
-    def annotations(self) -> dict[str, bool]:
-        return {"readOnlyHint": self.read_only, "destructiveHint": self.destructive,
-                "idempotentHint": self.idempotent, "openWorldHint": False}
+def tool_params(tool: Tool, agent: bool) -> Obj:
+    """A tool's parameters: its method's, less `hide`, and less `agentId` unless a caller may choose it."""
+    spec = registry.methods[tool.method].params
+    drop = set(tool.hide) | (set() if agent else {"agentId"})
+    return Obj({k: f for k, f in spec.fields.items() if k not in drop})
 
 
-TOOLS = [
-    Tool("memory_search", "memory.search",
-         "Search long-term memory: notes (MEMORY.md, memory/*.md, keyed memories) and past conversation "
-         "transcripts, by meaning and by words together. Use it before answering anything about the user, "
-         "their preferences, plans, people, or what was said before, and whenever you are unsure whether "
-         "something was discussed. Give a short plain-language query; narrow with `sources` "
-         "([\"memory\"] for notes only, [\"sessions\"] for conversations only). Each result cites "
-         "path:lines (and for conversations the session's name and date); read more of one with memory_get.",
-         read_only=True, hide=("mode",)),
-    Tool("memory_get", "memory.get",
-         "Read memory exactly: lines of a note or transcript by `path` (as memory_search cites it, e.g. "
-         "MEMORY.md or sessions/<key>.jsonl; `from` is the first line, `lines` how many), or one keyed "
-         "memory by its `key`. Give path or key, not both. Use it to read around a search hit or to fetch "
-         "a memory whose key you know.",
-         read_only=True, emoji="📖"),
-    Tool("memory_set", "memory.set",
-         "Store a fact to remember across conversations as a keyed memory, or replace the one with the "
-         "same key. Use it when the user tells you something lasting about themselves or asks you to "
-         "remember something: a short dotted key (`boat.colour`, `sister.birthday`), the fact as one or "
-         "a few plain sentences, and optionally a category. It is searchable at once. Setting the same "
-         "key again overwrites it, so read it first if you mean to add to it.",
-         read_only=False, destructive=True, idempotent=True, emoji="💾"),
-    Tool("memory_delete", "memory.delete",
-         "Delete a keyed memory by its key, when the user asks you to forget it or it is wrong and "
-         "should not be replaced. It leaves search at once; it cannot be undone.",
-         read_only=False, destructive=True, idempotent=True, emoji="🗑️"),
-    Tool("memory_list", "memory.list",
-         "List keyed memories, most recently updated first, with a preview of each (optionally one "
-         "category; page with limit and offset). Use it to see what you have stored about the user, or "
-         "to find a key to read, update or delete.",
-         read_only=True, emoji="📋"),
-    Tool("memory_recall", "memory.recall",
-         "Recall what was remembered or said in a period of time: notes, keyed memories and conversation "
-         "messages between `from` and `to` (ISO dates or datetimes, spans back from now like 24h, 7d, 2w, "
-         "or today / yesterday), newest first, or ranked by `query` when given. Use it for questions "
-         "about when, like 'what did we talk about yesterday' or 'what did I plan last week'.",
-         read_only=True, emoji="🕰️"),
-]
-CATALOG: dict[str, Tool] = {t.name: t for t in TOOLS}
+def tool_schema(tool: Tool, agent: bool = False) -> dict[str, Any]:
+    """A tool's parameters as JSON Schema."""
+    return tool_params(tool, agent).json_schema()
 
 
 def openai_tools(names: list[str] | None = None) -> list[dict[str, Any]]:
     """The tools in OpenAI's function-calling shape (the chat model's view: no agentId)."""
     return [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                              "parameters": t.schema(agent=False)}}
+                                              "parameters": tool_schema(t, agent=False)}}
             for t in TOOLS if names is None or t.name in names]
 
 
-def in_process(services: Services, agent_id: str | None = None) -> Caller:
+def in_process(services: ServiceAccess, agent_id: str | None = None) -> Caller:
     """A caller that runs methods in this process, as a request would (`agent_id`: always that agent)."""
 
     async def call(method: str, params: dict[str, Any]) -> Any:
@@ -174,7 +122,7 @@ async def run_tool(name: str, arguments: Any, caller: Caller, *, agent: bool = F
         if size > MAX_ARGUMENT_BYTES:
             raise ToolError(f"arguments are {size} bytes; the limit is {MAX_ARGUMENT_BYTES}")
         try:
-            params = tool.params(agent).validate(args)
+            params = tool_params(tool, agent).validate(args)
         except Invalid as exc:
             raise ToolError(f"invalid arguments: {exc.message}") from None
         sent = {k: v for k, v in params.items() if v is not None}
@@ -197,11 +145,6 @@ def _failed(text: str, summary: str) -> ToolOutcome:
 
 
 # ---- rendering --------------------------------------------------------------------------------------
-def _short(text: Any, n: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
 def _bounded(lines: list[str]) -> str:
     out: list[str] = []
     used = 0

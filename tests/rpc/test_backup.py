@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway.backup import BackupError, backup_state
+from gateway.cli.backup import BackupError, backup_state
 from tests.helpers import ROOT, GatewayProcess, connect_client, make_config
 
 

@@ -3,7 +3,6 @@ which streams tool calls as OpenAI does (id and name first, arguments in fragmen
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
 import pytest

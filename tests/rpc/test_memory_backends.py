@@ -139,7 +139,7 @@ async def test_failures_retry_then_fall_back_and_open_the_circuit(gateway, fake_
     g, c = await gateway(**qmd_config(fake_qmd, **{"memory.backend.retries": 2, "memory.backend.breakerFailures": 3,
                                                     "memory.backend.breakerOpenSeconds": 1.5}))
     fake_qmd.mode("fail")
-    for i in range(3):
+    for _ in range(3):
         before = len(fake_qmd.calls("search"))
         res = await c.call("memory.search", {"query": "wifi password", "mode": "fts"})
         assert len(fake_qmd.calls("search")) - before == 3  # one try + two retries

@@ -15,7 +15,7 @@ import asyncio
 import orjson
 
 from gateway.sessions.transcript import append_sync, header, message_record
-from tests.helpers import RunningGateway, make_config, memory_cli, wait_for
+from tests.helpers import RunningGateway, make_config, memory_cli
 
 NOTES = """# People
 

@@ -211,7 +211,7 @@ def test_cli_keyed_learn_recall_and_images(tmp_path, capsys):
 async def test_backup_copies_keyed_memories_learnings_images_and_agent_workspaces(start_gateway, tmp_path):
     import base64
 
-    from gateway.backup import backup_state
+    from gateway.cli.backup import backup_state
 
     gw = await start_gateway(memory=True)
     c = await gw.client()

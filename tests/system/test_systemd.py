@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from gateway.config import load_config
-from gateway.systemd import TEMPLATE, render_unit
+from gateway.cli.systemd import TEMPLATE, render_unit
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import GatewayProcess, connect_client
 

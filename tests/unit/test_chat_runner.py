@@ -3,6 +3,7 @@
 import asyncio
 
 from gateway.chat.providers import OfflineResponder
+from gateway.protocol import code_of
 from gateway.chat.runner import ChatService
 from gateway.events import EventBus
 from gateway.storage.files.engine import FilesStorage
@@ -24,7 +25,7 @@ async def test_abort_before_the_run_takes_its_first_step(tmp_path):
     store = storage.sessions("main")
     await store.open()
     bus, rec = EventBus(), Recorder()
-    chat = ChatService(cfg, store, bus, OfflineResponder(0), storage.ledger("main"))
+    chat = ChatService(cfg, store, bus, OfflineResponder(0), storage.ledger("main"), error_code=code_of)
     key = (await store.create())["sessionKey"]
     bus.subscribe(key, rec)
 

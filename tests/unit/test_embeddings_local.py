@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import random
 import threading
-from pathlib import Path
 
 import numpy as np
 

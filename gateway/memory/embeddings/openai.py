@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ...neterrors import connection_failure
 from .base import EmbeddingError, EmbeddingProvider, normalise
 
 DEFAULT_MODEL = "text-embedding-3-small"
@@ -98,8 +99,6 @@ class OpenAIEmbeddings(EmbeddingProvider):
                 err = EmbeddingError(f"embedding request to {self.endpoint} failed: HTTP {status}", retryable, wait)
             except oa.APIConnectionError as exc:  # includes timeouts
                 retryable = True
-                from ...chat.providers import connection_failure
-
                 err = EmbeddingError(f"embedding server unreachable at {self.endpoint}: {connection_failure(exc)}",
                                      True, None)
             except EmbeddingError:

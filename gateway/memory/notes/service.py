@@ -1,6 +1,6 @@
 """The memory features beyond search, for one agent: keyed memories, time recall, learnings, images.
 
-`MemoryNotes(manager, workspace)` is what the `memory.*` methods (methods/notes.py) and
+`MemoryNotes(manager, workspace)` is what the `memory.*` methods (methods/memory.py) and
 `jarvis memory …` (gateway/cli/notes.py) call. Files go to the agent's workspace (keyed.py, learnings.py,
 images.py describe the layouts; with PostgreSQL, keyed memories are rows and their files a mirror:
 storage/postgres/keyed.py); every write re-indexes the memory files before it answers, so a change (or a delete)
@@ -85,7 +85,7 @@ class MemoryNotes:
         return out
 
     # ---- time recall -----------------------------------------------------------------------------------
-    async def recall(self, from_: str | None, to: str | None, category: str | None, query: str | None,
+    async def recall_period(self, from_: str | None, to: str | None, category: str | None, query: str | None,
                      k: int, min_score: float = 0.0, sources: list[str] | None = None) -> dict:
         start, stop = timerecall.period(from_, to)
         if category is not None:

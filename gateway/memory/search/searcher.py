@@ -301,7 +301,7 @@ class Searcher:
             best, asking = [], []
             qw = self.opts.question_weight
             echo = EchoTest(terms)
-            for c, r in live:
+            for _c, r in live:
                 spans = orjson.loads(r[7]) if r[7] else None
                 raw = segments(r[6], spans, r[8])
                 core = [(score_segment(seg, ctx).score, seg) for seg, is_core in raw if is_core]
@@ -312,14 +312,14 @@ class Searcher:
             cw = self.opts.coverage_weight
             total = sum(ctx.weights.get(t, 1.0) for t in ctx.terms) or 1.0
             match = [w * b / top + (cw * score_segment(r[6] + "\n" + (r[8] or ""), ctx).score / total if cw > 0 else 0.0)
-                     for (c, r), b in zip(live, best)]
+                     for (_c, r), b in zip(live, best)]
             if fused and self.opts.fusion == "rrf":
                 # The match is a third ranked list beside full text and vectors (ties share a rank).
                 o = self.opts
                 rank = shared_ranks(match)
                 kk = o.rrf_k
                 norm = (o.text_weight + o.vector_weight + o.rerank_weight) / (kk + 1) or 1.0
-                for (c, r), m in zip(live, rank):
+                for (c, _r), m in zip(live, rank):
                     sc = o.rerank_weight / (kk + m)
                     if c.fts_rank is not None:
                         sc += o.text_weight / (kk + c.fts_rank)
@@ -327,9 +327,9 @@ class Searcher:
                         sc += o.vector_weight / (kk + c.vec_rank)
                     c.score = min(1.0, sc / norm)
             else:
-                for (c, r), m in zip(live, match):
+                for (c, _r), m in zip(live, match):
                     c.score = (c.score + m) / (1.0 + w + cw)
-            for (c, r), e in zip(live, asking):
+            for (c, _r), e in zip(live, asking):
                 if e:
                     c.score *= qw
             live.sort(key=lambda cr: -cr[0].score)

@@ -404,7 +404,7 @@ def test_burst_keeps_memory_bounded_and_bystander_served(gw, conn, bystander):
             big = orjson.dumps({"id": 1, "method": "sessions.list", "params": {"x": "y" * 900_000}}).decode()
             deep = "[" * 50_000 + "]" * 50_000
             batch = orjson.dumps([{"id": i, "method": "nope", "params": list(range(200))} for i in range(50)]).decode()
-            for r in range(rounds):
+            for _ in range(rounds):
                 for c in conns:
                     for frame in (big, deep, batch, "{" * 1000, "\x00garbage"):
                         c.ws.send(frame)

@@ -9,11 +9,10 @@ import asyncio
 import socket
 
 import orjson
-import pytest
 
 from tests.attacks import half_open_flood, ping_flood
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import GatewayProcess, RpcError, connect_client, wait_for
+from tests.helpers import GatewayProcess, connect_client, wait_for
 from tests.system.hostile.test_hostile import frame, raw_ws
 
 

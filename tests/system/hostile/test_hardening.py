@@ -32,7 +32,7 @@ async def test_duplicate_handshake_headers_are_a_400_not_a_500(gateway, header):
     port = gateway.gw.port
     values = {"Origin": f"http://127.0.0.1:{port}", "Authorization": f"Bearer {gateway.token}",
               "Upgrade": "websocket"}
-    lines = [f"GET / HTTP/1.1", f"Host: 127.0.0.1:{port}", "Connection: Upgrade",
+    lines = ["GET / HTTP/1.1", f"Host: 127.0.0.1:{port}", "Connection: Upgrade",
              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"]
     lines += [f"{k}: {v}" for k, v in values.items() if k != header]
     lines += [f"{header}: {values[header]}", f"{header}: {values[header]}"]

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import structlog
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .app import Gateway
+    from ..app import Gateway
 
 log = structlog.get_logger("gateway.sdnotify")
 

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import Config
+from ..config import Config
 
 UNIT_NAME = "jarvis-gateway"
 UNIT_FILE = f"{UNIT_NAME}.service"
 # gateway/jarvis-gateway.service links to systemd/ in a checkout and is a copy in a wheel.
-TEMPLATE = Path(__file__).parent / UNIT_FILE
+TEMPLATE = Path(__file__).parent.parent / UNIT_FILE
 EXIT_OK, EXIT_ERROR = 0, 1
 # On SIGTERM the gateway gives running chats server.shutdownGrace, then up to 5 s to save the replies it
 # aborted, up to 5 s for sockets to close and up to 5 s for the server to wind down, then closes the
@@ -106,7 +106,7 @@ def unit_settings(config: Config) -> tuple[dict[str, str], list[str]]:
 
     A setting counts when its effective value differs from what config.toml alone gives. Secrets that
     differ raise ServiceError unless the env file sets them (the service then reads them there)."""
-    from .config import ENV_VARS, load_config
+    from ..config import ENV_VARS, load_config
 
     file_only = load_config({"stateDir": str(config.state_dir)}, env={})
     variables: dict[str, str] = {}

@@ -11,8 +11,8 @@ import orjson
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
-from .auth import read_token_file
-from .config import Config
+from ..auth import read_token_file
+from ..config import Config
 
 TERMINAL = {"chat.final", "chat.error", "chat.aborted"}
 

@@ -15,7 +15,7 @@ from typing import Any, get_type_hints
 
 import orjson
 
-from .config import Config, _camel, load_config
+from ..config import Config, _camel, load_config
 
 SECRETS = {"token", "chat.apiKey", "memory.embeddings.apiKey", "storage.url"}  # a URL may hold a password
 

@@ -1,0 +1,69 @@
+"""`jarvis mcp`'s server: the MCP server of tools/mcp.py on stdin/stdout, each tool call forwarded to the
+running gateway over its WebSocket (client.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from typing import Any
+
+from ..config import Config
+from ..tools.catalog import CallFailed
+from ..tools.mcp import build_server
+from .client import CallError, Connection, GatewayCallError
+
+
+class Forwarder:
+    """A caller over one WebSocket connection to the gateway, opened again if it drops (every memory
+    tool is idempotent, so a call the old connection lost may be sent again)."""
+
+    def __init__(self, config: Config, url: str | None):
+        self.config = config
+        self.url = url
+        self.conn: Connection | None = None
+        self._lock = asyncio.Lock()
+
+    async def connect(self) -> None:
+        self.conn = await Connection.open(self.config, self.url)
+
+    async def __call__(self, method: str, params: dict[str, Any]) -> Any:
+        for attempt in (1, 2):  # a gateway restarted since the last call: connect again, once
+            try:
+                async with self._lock:
+                    if self.conn is None or self.conn.closed:
+                        await self.connect()
+                assert self.conn is not None
+                return await self.conn.call(method, params)
+            except GatewayCallError as exc:
+                raise CallFailed(exc.error_message) from None
+            except CallError as exc:
+                if attempt == 2:
+                    raise CallFailed(f"{exc} (is the gateway still running?)") from None
+                if self.conn is not None:
+                    await self.conn.close()
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            await self.conn.close()
+
+
+async def serve_stdio(config: Config, url: str | None) -> int:
+    """`jarvis mcp`: connect to the gateway first (no gateway: one line on stderr, exit 1), then serve
+    MCP on stdin/stdout until stdin closes."""
+    from mcp.server.stdio import stdio_server
+
+    forward = Forwarder(config, url)
+    try:
+        await forward.connect()
+    except CallError as exc:
+        print(f"jarvis mcp: {exc}", file=sys.stderr, flush=True)
+        return 1
+    server = build_server(forward)
+    try:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+    finally:
+        with contextlib.suppress(Exception):
+            await forward.close()
+    return 0
