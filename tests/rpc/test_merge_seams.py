@@ -298,3 +298,41 @@ async def test_a_relayed_reply_sent_as_content_parts_is_kept_in_the_transcript(s
     assert body.endswith("data: [DONE]\n\n"), body
     history = await (await gw.client()).call("sessions.history", {"sessionKey": "parts"})
     assert [m["content"] for m in history["messages"]] == ["hi", "Hello there"]
+
+
+async def test_a_streaming_client_that_stops_reading_frees_its_session_and_the_upstream(start_gateway, api):
+    # The relay holds at most QUEUE_HIGH chunks for a slow client, then stops reading the upstream until
+    # the client reads: with no bound on that wait, a client that never read held the run (the session
+    # answered 409 to everyone), its upstream request and its chunks until the gateway stopped. A WebSocket subscriber
+    # that stops reading is closed after server.slowConsumerSeconds; so is this run now.
+    import asyncio
+
+    from tests.helpers import wait_for
+
+    api.reply = " ".join("x" * 999 for _ in range(6000))  # 6 MB: more than the socket buffers hold
+    gw = await upstream_gateway(start_gateway, api, **{"server.slowConsumerSeconds": 1.0,
+                                                       "chat.maxReplyChars": 5_000_000,
+                                                       "server.maxReplyBytes": 32 << 20})
+    port = int(gw.http_url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    body = b'{"model": "fake-model", "stream": true, "messages": [{"role": "user", "content": "all of it"}]}'
+    writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Authorization: Bearer " + gw.token.encode() + b"\r\nX-Jarvis-Session: stalled\r\n"
+                 b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    await writer.drain()  # and never read
+    chat = gw.gw.services.agents["main"].chat
+    await wait_for(lambda: _true("stalled" in chat.active), timeout=10)
+
+    async def freed():
+        return not chat.active
+
+    await wait_for(freed, timeout=10)
+    api.reply = "free again"
+    async with sdk(gw, default_headers={"X-Jarvis-Session": "stalled"}) as client:  # not 409 session_busy
+        done = await client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}])
+    assert done.choices[0].message.content == "free again"
+    writer.close()
+
+
+async def _true(value):
+    return value
