@@ -291,8 +291,8 @@ async def test_tool_arguments_with_a_surrogate_pair_split_across_fragments_are_j
 async def test_a_relayed_reply_sent_as_content_parts_is_kept_in_the_transcript(start_gateway, api):
     # chat.send takes delta content given as a list of parts (upstream.checked, issue 29); the relay read
     # only string content, so the client got the text and the transcript kept an empty reply.
-    api.script(("events", [chunk([{"type": "text", "text": "Hello "}, {"type": "image_url", "image_url": {"url": "x"}}]),
-                           chunk("there")]))
+    api.script(("events", [chunk([{"type": "text", "text": "Hello "},
+                                  {"type": "image_url", "image_url": {"url": "x"}}]), chunk("there")]))
     gw = await upstream_gateway(start_gateway, api)
     body = await _streamed(gw, "parts", "hi")
     assert body.endswith("data: [DONE]\n\n"), body
@@ -327,6 +327,8 @@ async def test_a_streaming_client_that_stops_reading_frees_its_session_and_the_u
         return not chat.active
 
     await wait_for(freed, timeout=10)
+    # Its socket, with megabytes unsent, was held too (uvicorn has no write timeout): dropped alike.
+    await wait_for(lambda: _true(not gw.gw.http._server.server_state.connections), timeout=10)
     api.reply = "free again"
     async with sdk(gw, default_headers={"X-Jarvis-Session": "stalled"}) as client:  # not 409 session_busy
         done = await client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}])
