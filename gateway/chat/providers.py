@@ -59,6 +59,7 @@ class ToolCalls:
 
 
 MAX_TOOL_ARGUMENT_CHARS = 1 << 20  # what a runaway model's arguments may hold in memory
+MAX_TOOL_CALLS = 64  # calls kept of one answer (16 run, the rest answered "skipped"); past it: dropped
 
 
 class ToolsRejected(Exception):
@@ -266,6 +267,7 @@ class OpenAIProvider(ChatProvider):
         from .upstream import paced  # upstream.py imports this module's Delta and Usage
 
         calls: dict[int, _Pending] = {}
+        dropped = 0  # calls past MAX_TOOL_CALLS: a runaway model's, never kept
         try:
             stream = await self.client.chat.completions.create(
                 model=model or self.model, messages=messages, stream=True,
@@ -282,6 +284,9 @@ class OpenAIProvider(ChatProvider):
                             yield Delta(text)
                         for part in getattr(choice.delta, "tool_calls", None) or []:
                             index = part.index if isinstance(getattr(part, "index", None), int) else len(calls)
+                            if index not in calls and len(calls) >= MAX_TOOL_CALLS:
+                                dropped += 1
+                                continue
                             calls.setdefault(index, _Pending()).add(part)
                     if chunk.usage:
                         usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
@@ -291,6 +296,9 @@ class OpenAIProvider(ChatProvider):
                         yield usage
             if calls:
                 yield _finished(calls)
+            if dropped:
+                log.warning("chat model streamed more tool calls than are kept: the rest dropped",
+                            kept=MAX_TOOL_CALLS, parts_dropped=dropped)
         except TimeoutError:
             raise self.silent() from None
         except openai.APIStatusError as exc:

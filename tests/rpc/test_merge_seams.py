@@ -338,3 +338,24 @@ async def test_a_streaming_client_that_stops_reading_frees_its_session_and_the_u
 
 async def _true(value):
     return value
+
+
+async def test_a_model_that_streams_hundreds_of_tool_calls_is_held_to_a_bounded_number(start_gateway, api):
+    # At most 16 calls run per step (the rest answered "skipped"), but every call streamed was kept (up to
+    # 1 MiB of arguments each), recorded in the transcript and told twice as chat.tool: a runaway or
+    # hostile upstream streaming thousands of calls made the gateway hold gigabytes and write as much.
+    from gateway.chat.providers import MAX_TOOL_CALLS
+
+    api.script(("tools", [("memory_list", {})] * (MAX_TOOL_CALLS + 100)))
+    api.reply = "Done."
+    gw = await start_gateway(memory=True, **{"chat.baseUrl": api.base_url, "chat.model": "fake-model",
+                                             "memory.recall.enabled": False, "chat.maxRetries": 0})
+    c = await gw.client()
+    key = (await c.call("sessions.create"))["sessionKey"]
+    sent = await c.call("chat.send", {"sessionKey": key, "message": "list everything, many times"})
+    events = await c.run_to_end(sent["runId"], timeout=60)
+    assert events[-1]["method"] == "chat.final", events[-1]
+    assert len([e for e in events if e["method"] == "chat.tool"]) == 2 * MAX_TOOL_CALLS
+    second = [r["body"] for r in api.requests if r["path"].endswith("/chat/completions")][1]["messages"]
+    assert len(second[-MAX_TOOL_CALLS - 1]["tool_calls"]) == MAX_TOOL_CALLS  # every call kept has its result
+    assert [m["role"] for m in second[-MAX_TOOL_CALLS:]] == ["tool"] * MAX_TOOL_CALLS
