@@ -156,12 +156,17 @@ async def test_relayed_chunks_of_odd_shapes_neither_break_the_stream_nor_crash_t
     assert [m["content"] for m in history["messages"]] == ["hi", "Hello there"]
 
 
-async def _first_reply(start_gateway, api):
-    """A gateway with memory tools, a session, and its first reply (not using tools) → (client, key, reply)."""
+async def _tool_session(start_gateway, api):
+    """A gateway with memory tools and the fake upstream, and a new session → (client, key)."""
     gw = await start_gateway(memory=True, **{"chat.baseUrl": api.base_url, "chat.model": "fake-model",
                                              "memory.recall.enabled": False, "chat.maxRetries": 0})
     c = await gw.client()
-    key = (await c.call("sessions.create"))["sessionKey"]
+    return c, (await c.call("sessions.create"))["sessionKey"]
+
+
+async def _first_reply(start_gateway, api):
+    """A gateway with memory tools, a session, and its first reply (not using tools) → (client, key, reply)."""
+    c, key = await _tool_session(start_gateway, api)
     api.reply = "First answer."
     sent = await c.call("chat.send", {"sessionKey": key, "message": "what do you know about boats?"})
     return c, key, (await c.run_to_end(sent["runId"], timeout=30))[-1]["params"]["message"]
@@ -275,10 +280,7 @@ async def test_tool_arguments_with_a_surrogate_pair_split_across_fragments_are_j
         {"id": "c1", "object": "chat.completion.chunk", "model": "fake-model",
          "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]))
     api.reply = "Noted."
-    gw = await start_gateway(memory=True, **{"chat.baseUrl": api.base_url, "chat.model": "fake-model",
-                                             "memory.recall.enabled": False, "chat.maxRetries": 0})
-    c = await gw.client()
-    key = (await c.call("sessions.create"))["sessionKey"]
+    c, key = await _tool_session(start_gateway, api)
     sent = await c.call("chat.send", {"sessionKey": key, "message": "I am happy today"})
     events = await c.run_to_end(sent["runId"], timeout=30)
     assert events[-1]["method"] == "chat.final", events[-1]
@@ -348,10 +350,7 @@ async def test_a_model_that_streams_hundreds_of_tool_calls_is_held_to_a_bounded_
 
     api.script(("tools", [("memory_list", {})] * (MAX_TOOL_CALLS + 100)))
     api.reply = "Done."
-    gw = await start_gateway(memory=True, **{"chat.baseUrl": api.base_url, "chat.model": "fake-model",
-                                             "memory.recall.enabled": False, "chat.maxRetries": 0})
-    c = await gw.client()
-    key = (await c.call("sessions.create"))["sessionKey"]
+    c, key = await _tool_session(start_gateway, api)
     sent = await c.call("chat.send", {"sessionKey": key, "message": "list everything, many times"})
     events = await c.run_to_end(sent["runId"], timeout=60)
     assert events[-1]["method"] == "chat.final", events[-1]
