@@ -59,7 +59,6 @@ class ToolCalls:
 
 
 MAX_TOOL_ARGUMENT_CHARS = 1 << 20  # what a runaway model's arguments may hold in memory
-MAX_TOOL_CALLS = 64  # calls kept of one answer (16 run, the rest answered "skipped"); past it: dropped
 
 
 class ToolsRejected(Exception):
@@ -362,6 +361,9 @@ class OpenAIProvider(ChatProvider):
 
     async def close(self) -> None:
         await self.client.close()
+
+
+MAX_TOOL_CALLS = 64  # calls kept of one answer (16 run, the rest answered "skipped"); past it: dropped
 
 
 class _Pending:
