@@ -210,7 +210,13 @@ class Relay:
         self._queue.put_nowait(("chunk", chunk))
         if self._queue.qsize() >= QUEUE_HIGH:  # the client reads slower than the upstream writes
             self._room.clear()
-            await self._room.wait()
+            wait = self.agent.chat.config.server.slow_consumer_seconds
+            try:  # as long as a WebSocket subscriber may take: a client that never reads holds nothing
+                async with asyncio.timeout(wait):
+                    await self._room.wait()
+            except TimeoutError:
+                raise Unavailable(f"the client read nothing of the stream for {wait:g} s "
+                                  "(server.slowConsumerSeconds): the reply was stopped", retryable=True) from None
 
     async def stream(self, recalled: list[dict[str, Any]]) -> AsyncIterator[Delta | Usage]:
         """The run's source: the upstream's answer; chunks go to the HTTP response, text to the run."""

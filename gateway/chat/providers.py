@@ -237,6 +237,7 @@ class OpenAIProvider(ChatProvider):
 
 
         calls: dict[int, _Pending] = {}
+        dropped = 0  # calls past MAX_TOOL_CALLS: a runaway model's, never kept
         try:
             stream = await self.client.chat.completions.create(
                 model=model or self.model, messages=messages, stream=True,
@@ -253,6 +254,9 @@ class OpenAIProvider(ChatProvider):
                             yield Delta(text)
                         for part in getattr(choice.delta, "tool_calls", None) or []:
                             index = part.index if isinstance(getattr(part, "index", None), int) else len(calls)
+                            if index not in calls and len(calls) >= MAX_TOOL_CALLS:
+                                dropped += 1
+                                continue
                             calls.setdefault(index, _Pending()).add(part)
                     if chunk.usage:
                         usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
@@ -262,6 +266,9 @@ class OpenAIProvider(ChatProvider):
                         yield usage
             if calls:
                 yield _finished(calls)
+            if dropped:
+                log.warning("chat model streamed more tool calls than are kept: the rest dropped",
+                            kept=MAX_TOOL_CALLS, parts_dropped=dropped)
         except TimeoutError:
             raise self.silent() from None
         except openai.APIStatusError as exc:
@@ -325,6 +332,9 @@ class OpenAIProvider(ChatProvider):
 
     async def close(self) -> None:
         await self.client.close()
+
+
+MAX_TOOL_CALLS = 64  # calls kept of one answer (16 run, the rest answered "skipped"); past it: dropped
 
 
 class _Pending:

@@ -136,9 +136,11 @@ class Guard:
                          type_="invalid_request_error", code="request_too_large")
 
 
-def _gated_protocol(admission: "Admission | None", timeout: float) -> type:
-    """uvicorn's h11 protocol, counted by `admission` from accept until a request's headers are in, and
-    dropped when no request is in progress for `timeout` seconds (a silent socket, headers trickled)."""
+def _gated_protocol(admission: "Admission | None", timeout: float, stalled: float) -> type:
+    """uvicorn's h11 protocol, counted by `admission` from accept until a request's headers are in,
+    dropped when no request is in progress for `timeout` seconds (a silent socket, headers trickled),
+    and when its writes stay paused (the client reads nothing) for `stalled` seconds: uvicorn has no
+    write timeout, so a client that stops reading a streamed answer would hold it for good."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     from .admission import FULL
@@ -147,14 +149,16 @@ def _gated_protocol(admission: "Admission | None", timeout: float) -> type:
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._idle_timer: asyncio.TimerHandle | None = None
+            self._stall_timer: asyncio.TimerHandle | None = None
             self._wait_for_request()
             if admission is not None and not admission.admit(self, (self.client or ("?", 0))[0]):
                 transport.write(FULL)
                 transport.close()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            if self._idle_timer is not None:
-                self._idle_timer.cancel()
+            for timer in (self._idle_timer, self._stall_timer):
+                if timer is not None:
+                    timer.cancel()
             if admission is not None:
                 admission.gone(self)
             super().connection_lost(exc)
@@ -165,6 +169,17 @@ def _gated_protocol(admission: "Admission | None", timeout: float) -> type:
             super().data_received(data)
             if self._in_request() and admission is not None:
                 admission.upgraded(self)  # the headers are in: no longer pending
+
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            if self._stall_timer is None:
+                self._stall_timer = self.loop.call_later(stalled, self.transport.abort)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            if self._stall_timer is not None:
+                self._stall_timer.cancel()
+                self._stall_timer = None
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -279,7 +294,8 @@ class HttpApi:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self.app(), http=_gated_protocol(self.admission, c.handshake_timeout), lifespan="on", log_config=None, access_log=False, server_header=False,
+            self.app(), http=_gated_protocol(self.admission, c.handshake_timeout, c.slow_consumer_seconds),
+            lifespan="on", log_config=None, access_log=False, server_header=False,
             limit_concurrency=c.max_connections, timeout_keep_alive=5, backlog=BACKLOG,
             timeout_graceful_shutdown=max(1.0, c.shutdown_grace + 1.0), h11_max_incomplete_event_size=64 << 10,
             ws="none",
