@@ -147,7 +147,7 @@ async def via_gateway(state_dir: Path, qs: list[str], mode: str = "hybrid") -> d
                 if line.startswith("VmHWM:"):
                     rss = int(line.split()[1]) / 1024
     return {"p50Ms": round(statistics.median(times), 2), "p95Ms": round(pct(times, 0.95), 2),
-            "gatewayPeakRssMb": round(rss, 1)}
+            "p99Ms": round(pct(times, 0.99), 2), "maxMs": round(max(times), 2), "gatewayPeakRssMb": round(rss, 1)}
 
 
 async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True) -> dict:
@@ -181,7 +181,8 @@ async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True) -
                     t = time.perf_counter()
                     await mgr.search(q, k=6, mode=mode)
                     times.append((time.perf_counter() - t) * 1000)
-                lat[mode] = {"p50Ms": round(statistics.median(times), 2), "p95Ms": round(pct(times, 0.95), 2)}
+                lat[mode] = {"p50Ms": round(statistics.median(times), 2), "p95Ms": round(pct(times, 0.95), 2),
+                             "p99Ms": round(pct(times, 0.99), 2)}
         finally:
             await mgr.close()
         ws_lat = await via_gateway(Path(tmp), qs) if gateway else None
@@ -258,13 +259,13 @@ def main() -> int:
 
     print(f"{'chunks':>8} {'files':>7} {'sync s':>8} {'chunks/s':>9} {'noop ms':>8} "
           f"{'hyb p50':>8} {'hyb p95':>8} {'fts p50':>8} {'fts p95':>8} {'vec p50':>8} {'vec p95':>8} {'RSS MB':>7}"
-          + (f" {'ws p50':>8} {'ws p95':>8} {'gw RSS':>7}" if any(r.get("wsHybrid") for r in results) else ""))
+          + (f" {'ws p50':>8} {'ws p95':>8} {'ws p99':>8} {'gw RSS':>7}" if any(r.get("wsHybrid") for r in results) else ""))
     for r in results:
         s = r["search"]
         print(f"{r['chunks']:>8} {r['files']:>7} {r['fullSyncS']:>8} {r['chunksPerS']:>9} {r['noopSyncMs']:>8} "
               f"{s['hybrid']['p50Ms']:>8} {s['hybrid']['p95Ms']:>8} {s['fts']['p50Ms']:>8} {s['fts']['p95Ms']:>8} "
               f"{s['vector']['p50Ms']:>8} {s['vector']['p95Ms']:>8} {r['peakRssMb']:>7}"
-              + (f" {w['p50Ms']:>8} {w['p95Ms']:>8} {w['gatewayPeakRssMb']:>7}" if (w := r.get("wsHybrid")) else ""))
+              + (f" {w['p50Ms']:>8} {w['p95Ms']:>8} {w.get('p99Ms', '')!s:>8} {w['gatewayPeakRssMb']:>7}" if (w := r.get("wsHybrid")) else ""))
     if noop:
         print(f"no-op re-sync of {noop['files']} files: {noop['noopSyncMs']} ms")
     path = args.out or ROOT / "bench-results" / f"memory-{time.strftime('%Y%m%d-%H%M%S')}.json"
