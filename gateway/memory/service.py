@@ -376,12 +376,20 @@ class MemoryManager:
         if warm_model is not None:
             await warm_model()
         async with self._gate.shared():
-            if self.searcher is not None and self.searcher.vectors is not None and self.reader is not None:
-                gen = await get_meta(self.reader, "generation", "0") or "0"
-                await self.searcher.vectors.warm(gen, self._counts["vectors"])
-                await self._ann_tick()
-                if (ann := self.searcher.vectors.ann) is not None:
-                    await ann.wait()
+            vectors = self.searcher.vectors if self.searcher is not None else None
+            if vectors is None or self.reader is None:
+                return
+            gen = await get_meta(self.reader, "generation", "0") or "0"
+            await self._ann_tick()
+            ann = vectors.ann if vectors.ann is not None and vectors.ann.started else None
+            if ann is not None:
+                await ann.wait_tried()  # its saved file opened, or a build begun
+            if ann is None or not ann.ready:  # the exact search answers until the graph is built
+                await vectors.warm(gen, self._counts["vectors"])
+        if ann is not None:  # outside the gate: a build takes minutes at a million vectors
+            await ann.wait()
+            if ann.ready:
+                vectors.drop_matrix()  # the graph answers now: ~0.3 GB at a million vectors given back
 
     # ---- sync orchestration ------------------------------------------------------------------------
     def _sync_unavailable(self) -> str | None:

@@ -192,3 +192,58 @@ async def test_searches_during_a_sync_see_only_committed_rows_and_then_the_new_o
         assert last in {g[0] for g in got}
     finally:
         await close_all(reader, writer)
+
+
+async def test_the_manager_builds_saves_and_reopens_the_graph(tmp_path):
+    """Through MemoryManager with the local embedder: the sync's index gets a graph at warm-up, searches
+    use it and give what the exact search gives, a restart opens the saved file, a deleted one is built
+    again, and a sync's new chunks are found through the graph."""
+    from gateway.memory.service import MemoryManager
+    from tests.unit.test_memory import make_cfg, write
+
+    topics = ["sailing boats on the lake", "baking sourdough bread", "repairing old bicycles",
+              "growing tomatoes in pots", "learning the cello", "hiking in the alps"]
+    cfg = make_cfg(tmp_path, **{"memory.search.annMinVectors": "1"})
+    for i in range(60):
+        write(cfg.workspace_dir / "memory" / f"n{i:02d}.md", f"# Note {i}\n\nToday: {topics[i % 6]}, part {i}.\n")
+
+    async def opened() -> MemoryManager:
+        m = MemoryManager(cfg)
+        await m.open()
+        return m
+
+    m = await opened()
+    try:
+        await m.sync()
+        await m.warm()
+        vectors = m.searcher.vectors
+        assert vectors.ann.ready and vectors.ann.origin == "built" and len(vectors.ann.index) == 60
+        assert vectors.matrix_form is None  # the graph answers: no matrix held beside it
+        got = await m.search("bread baking", k=5, mode="vector")
+        assert vectors.last_path == "ann" and got["results"]
+        assert all("sourdough" in r["snippet"] for r in got["results"][:5])
+        write(cfg.workspace_dir / "memory" / "new.md", "# New\n\nA harpsichord concert in Leipzig.\n")
+        await m.sync()
+        got = await m.search("harpsichord concert", k=1, mode="vector")
+        assert vectors.last_path == "ann" and got["results"][0]["path"] == "memory/new.md"
+    finally:
+        await m.close()
+    ann_file = cfg.memory_db(m.agent_id).with_name(cfg.memory_db(m.agent_id).name + ".ann")
+    assert ann_file.exists()
+
+    m = await opened()
+    try:
+        await m.warm()
+        assert m.searcher.vectors.ann.origin == "file" and len(m.searcher.vectors.ann.index) == 61
+    finally:
+        await m.close()
+
+    ann_file.unlink()
+    m = await opened()
+    try:
+        await m.warm()
+        assert m.searcher.vectors.ann.origin == "built" and len(m.searcher.vectors.ann.index) == 61
+        got = await m.search("harpsichord concert", k=1, mode="vector")
+        assert m.searcher.vectors.last_path == "ann" and got["results"][0]["path"] == "memory/new.md"
+    finally:
+        await m.close()

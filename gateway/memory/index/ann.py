@@ -42,6 +42,7 @@ EXPANSION_ADD = 64  # candidates while inserting (efConstruction)
 EXPANSION_SEARCH = 128  # candidates while searching (ef)
 CANDIDATES_FACTOR, CANDIDATES_MIN = 4, 40  # rows asked of the graph: max(4n, 40), re-scored exactly
 BUILD_BATCH = 8_192
+BUILD_THREADS = min(2, os.cpu_count() or 1)
 SAVE_EVERY_S = 300.0
 DEAD_SHARE = 0.25  # rebuild when rows no longer in the table pass this share of the graph
 
@@ -75,6 +76,7 @@ class AnnIndex:
         self._lock = threading.Lock()  # adds, removes and saves (searches run beside them)
         self._task: asyncio.Task | None = None
         self.started = False
+        self._tried = asyncio.Event()  # the saved file was tried: opened, or a build begun
         self.origin: str | None = None  # "file" (opened) or "built" (from the table), once ready
 
     # ---- writes (from the sync) ------------------------------------------------------------------------
@@ -108,6 +110,9 @@ class AnnIndex:
             self.started = True
             self._task = asyncio.create_task(self._open(db, generation, count))
 
+    async def wait_tried(self) -> None:
+        await self._tried.wait()
+
     async def wait(self) -> None:
         if self._task is not None:
             with contextlib.suppress(Exception):
@@ -137,16 +142,19 @@ class AnnIndex:
 
     async def _open(self, db: Database, generation: str, count: int) -> None:
         try:
-            ix = await asyncio.to_thread(self._restore, generation, count)
-        except Exception as exc:  # damaged beyond the CRC's reach: built again
-            log.warning("memory_ann_unreadable", path=str(self.path), error=str(exc))
-            ix = None
-        if ix is not None:
-            with self._lock:
-                self.index = ix
-            self.ready, self.origin = True, "file"
-            log.info("memory_ann_opened", rows=len(ix))
-            return
+            try:
+                ix = await asyncio.to_thread(self._restore, generation, count)
+            except Exception as exc:  # damaged beyond the CRC's reach: built again
+                log.warning("memory_ann_unreadable", path=str(self.path), error=str(exc))
+                ix = None
+            if ix is not None:
+                with self._lock:
+                    self.index = ix
+                self.ready, self.origin = True, "file"
+                log.info("memory_ann_opened", rows=len(ix))
+                return
+        finally:
+            self._tried.set()
         await self._build(db, generation, count)
 
     def _restore(self, generation: str, count: int):
@@ -186,8 +194,8 @@ class AnnIndex:
         ok = np.isfinite(vecs).all(axis=1) & (np.abs(vecs).sum(axis=1) > 0)
         with self._lock:
             new = ~np.asarray(ix.contains(ids), dtype=bool) & ok  # the sync may have added a newer one
-            if new.any():
-                ix.add(ids[new], vecs[new], threads=1)
+            if new.any():  # a build runs alone (the exact search answers): both cores of a small machine
+                ix.add(ids[new], vecs[new], threads=BUILD_THREADS)
 
     def _save(self, generation: str, count: int) -> None:
         with self._lock:

@@ -351,6 +351,11 @@ class VectorStore:
             if self._matrix is None or self._matrix.generation != generation:
                 await self._load(generation)
 
+    def drop_matrix(self) -> None:
+        """Give the matrix's memory back (the ANN graph answers); a search that needs it loads it again."""
+        if self._loading is None or self._loading.done():
+            self._matrix = None
+
     def _start_load(self, generation: str) -> None:
         if self._loading is None or self._loading.done():
             self._loading = asyncio.create_task(self._load(generation))
@@ -381,6 +386,11 @@ class VectorStore:
         """The n nearest chunks as (chunk_id, cosine similarity), best first."""
         q = np.ascontiguousarray(q, dtype=np.float32)
         m = self._matrix
+        if self.ann is not None and self.ann.ready and 0 < self.ann_min <= count:
+            hits = await self._ann_knn(q, n, sources, session_key)
+            if hits is not None:
+                self.last_path = "ann"
+                return hits
         if self.backend == "numpy":
             # Concurrent searches after a sync share one load (each would otherwise copy the matrix).
             for _ in range(2):  # a load under way may be for the previous generation: then one more
@@ -391,11 +401,6 @@ class VectorStore:
                 m = await asyncio.shield(self._loading)
             self.last_path = "matrix"
             return await self._matrix_knn(m, q, n, sources, session_key)
-        if self.ann is not None and self.ann.ready and 0 < self.ann_min <= count:
-            hits = await self._ann_knn(q, n, sources, session_key)
-            if hits is not None:
-                self.last_path = "ann"
-                return hits
         if count > MATRIX_THRESHOLD or m is not None:
             if m is None or m.generation != generation:
                 self._start_load(generation)  # answer from what we have meanwhile
