@@ -749,6 +749,11 @@ class MemoryManager:
             # The in-memory form vector searches use ("int8"), or None while they run in SQL.
             "matrix": self.searcher.vectors.matrix_form
             if self.searcher is not None and self.searcher.vectors is not None else None,
+            # The ANN graph of a big index: {"ready", "rows", "origin": "file" | "built"}; None below
+            # memory.search.annMinVectors.
+            "ann": self.searcher.vectors.ann.status()
+            if self.searcher is not None and self.searcher.vectors is not None
+            and self.searcher.vectors.ann is not None and self.searcher.vectors.ann.started else None,
         }
         out: dict[str, Any] = {
             "files": sum(files_by.values()), "chunks": sum(chunks_by.values()),

@@ -219,6 +219,7 @@ async def test_the_manager_builds_saves_and_reopens_the_graph(tmp_path):
         vectors = m.searcher.vectors
         assert vectors.ann.ready and vectors.ann.origin == "built" and len(vectors.ann.index) == 60
         assert vectors.matrix_form is None  # the graph answers: no matrix held beside it
+        assert (await m.status())["vector"]["ann"] == {"ready": True, "rows": 60, "origin": "built"}
         got = await m.search("bread baking", k=5, mode="vector")
         assert vectors.last_path == "ann" and got["results"]
         assert all("sourdough" in r["snippet"] for r in got["results"][:5])
@@ -247,3 +248,26 @@ async def test_the_manager_builds_saves_and_reopens_the_graph(tmp_path):
         assert m.searcher.vectors.last_path == "ann" and got["results"][0]["path"] == "memory/new.md"
     finally:
         await m.close()
+
+
+async def test_dead_rows_past_a_quarter_rebuild_the_graph_while_the_old_one_answers(tmp_path):
+    ids, vecs = corpus(4_000)
+    ann = AnnIndex(tmp_path / "v.db", DIMS)
+    writer, reader, _, store = await open_pair(tmp_path, ann, rows_of(ids, vecs))
+    try:
+        ann.start(reader, "1", 4_000)
+        await ann.wait()
+        old = ann.index
+        async with writer.transaction():
+            await writer.execute(f"DELETE FROM chunks_vec WHERE chunk_id IN ({','.join(map(str, ids[:2_000]))})")
+        await ann.after_sync(reader, "2", 2_000)
+        assert ann.ready and ann.index is old  # answering while the new graph is built
+        q = queries(vecs[2_000:], 1)[0]
+        got = await store.knn(q, K, ALL, None, "2", 2_000)
+        assert store.last_path == "ann" and {g[0] for g in got} <= set(ids[2_000:].tolist())
+        await ann.wait()
+        assert ann.index is not old and len(ann.index) == 2_000
+        got = await store.knn(q, K, ALL, None, "2", 2_000)
+        assert len({g[0] for g in got} & set(exact_ids(ids[2_000:], vecs[2_000:], q))) >= K - 1
+    finally:
+        await close_all(reader, writer)

@@ -70,6 +70,7 @@ class AnnIndex:
         self.meta_path = Path(str(db_path) + ".ann.json")
         self.dims = dims
         self.index = None
+        self._next = None  # a graph being built: the sync's adds go to it as well
         self.ready = False
         self.dirty = False
         self.saved_at = time.monotonic()
@@ -84,15 +85,14 @@ class AnnIndex:
         """Add or replace these rows (in a thread). Before the graph exists (it is being built or opened)
         the rows are left to that build, which reads the table after them or is caught up by generation."""
         with self._lock:
-            ix = self.index
-            if ix is None:
-                return
             ids = np.ascontiguousarray(ids, dtype=np.uint64)
-            there = np.asarray(ix.contains(ids), dtype=bool)
-            if there.any():
-                ix.remove(ids[there])
-            ix.add(ids, np.ascontiguousarray(vecs, dtype=np.float32), threads=1)
-            self.dirty = True
+            vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+            for ix in {id(x): x for x in (self.index, self._next) if x is not None}.values():
+                there = np.asarray(ix.contains(ids), dtype=bool)
+                if there.any():
+                    ix.remove(ids[there])
+                ix.add(ids, vecs, threads=1)
+                self.dirty = True
 
     # ---- search ----------------------------------------------------------------------------------------
     def search(self, q: np.ndarray, n: int) -> np.ndarray:
@@ -102,6 +102,9 @@ class AnnIndex:
             return np.empty(0, dtype=np.int64)
         count = min(max(CANDIDATES_FACTOR * n, CANDIDATES_MIN), len(ix))
         return np.asarray(ix.search(q, count, threads=1).keys, dtype=np.int64)
+
+    def status(self) -> dict:
+        return {"ready": self.ready, "rows": len(self.index) if self.index is not None else 0, "origin": self.origin}
 
     # ---- open, build, save -----------------------------------------------------------------------------
     def start(self, db: Database, generation: str, count: int) -> None:
@@ -133,9 +136,8 @@ class AnnIndex:
         """After a sync committed: rebuild when dead rows dominate; save now and then."""
         if not self.ready:
             return
-        if len(self.index) > count * (1 + DEAD_SHARE) + 1_000:
-            self.ready = False
-            self._task = asyncio.create_task(self._build(db, generation, count))
+        if len(self.index) > count * (1 + DEAD_SHARE) + 1_000 and (self._task is None or self._task.done()):
+            self._task = asyncio.create_task(self._build(db, generation, count))  # the old graph answers meanwhile
         elif self.dirty and time.monotonic() - self.saved_at >= SAVE_EVERY_S:
             with contextlib.suppress(OSError):
                 await asyncio.to_thread(self._save, generation, count)
@@ -177,12 +179,17 @@ class AnnIndex:
         """A new graph from every vector in the table; rows the sync adds meanwhile go in as well."""
         t = time.perf_counter()
         ix = _new_index(self.dims)
-        with self._lock:  # from here the sync's adds go to the new graph too
+        with self._lock:  # from here the sync's adds go to the new graph too; an old one answers meanwhile
+            self._next = ix
+        try:
+            async with db.c.execute("SELECT chunk_id, embedding FROM chunks_vec") as cur:
+                while rows := await cur.fetchmany(BUILD_BATCH):
+                    await asyncio.to_thread(self._add_rows, ix, rows)
+        finally:
+            with self._lock:
+                self._next = None
+        with self._lock:
             self.index = ix
-            self.ready = False
-        async with db.c.execute("SELECT chunk_id, embedding FROM chunks_vec") as cur:
-            while rows := await cur.fetchmany(BUILD_BATCH):
-                await asyncio.to_thread(self._add_rows, ix, rows)
         self.ready, self.origin = True, "built"
         log.info("memory_ann_built", rows=len(ix), seconds=round(time.perf_counter() - t, 1))
         with contextlib.suppress(OSError):
