@@ -16,7 +16,7 @@ trip (and p99, the slowest) and the gateway's peak RSS are reported.
     .venv/bin/python scripts/bench_memory.py                    # 1000,10000,100000
     .venv/bin/python scripts/bench_memory.py --sizes 1000,10000 --queries 300
     .venv/bin/python scripts/bench_memory.py --sizes 1000,10000,100000,1000000   # the scale run:
-        # 1.18M chunks in ~460k files; needs ~10 GB of disk and, on 2 cores, the better part of an hour
+        # 1.18M chunks in ~460k files; needs ~10 GB of disk and, on 2 cores, ~25 minutes
 
 Besides the table and the JSON it draws a PNG (matplotlib, a dev extra): search latency and peak RSS
 against corpus size, log-scaled, next to the JSON (`--chart` to put it elsewhere). Progress goes to
