@@ -271,3 +271,31 @@ async def test_dead_rows_past_a_quarter_rebuild_the_graph_while_the_old_one_answ
         assert len({g[0] for g in got} & set(exact_ids(ids[2_000:], vecs[2_000:], q))) >= K - 1
     finally:
         await close_all(reader, writer)
+
+
+async def test_a_sync_by_another_process_is_brought_in_by_a_rebuild(tmp_path):
+    """`jarvis memory sync` beside the gateway writes rows the gateway's graph never saw: a search at a
+    generation the graph does not know rebuilds it, the old graph answering meanwhile."""
+    ids, vecs = corpus(5_000)
+    ann = AnnIndex(tmp_path / "v.db", DIMS)
+    writer, reader, wstore, store = await open_pair(tmp_path, ann, rows_of(ids[:4_000], vecs[:4_000]))
+    try:
+        ann.start(reader, "1", 4_000)
+        await ann.wait()
+        async with writer.transaction():  # this process's sync: the graph follows it, no rebuild
+            await wstore.insert(rows_of(ids[4_000:4_500], vecs[4_000:4_500], 4_000))
+            ann.written("1", "2")
+        before = ann.index
+        await store.knn(vecs[4_100], K, ALL, None, "2", 4_500)
+        assert store.last_path == "ann" and ann.index is before and ann.known == ["1", "2"]
+        other = VectorStore(writer, BACKEND, DIMS)  # another process: no graph
+        async with writer.transaction():
+            await other.insert(rows_of(ids[4_500:], vecs[4_500:], 4_500))
+        got = await store.knn(vecs[4_900], 1, ALL, None, "3", 5_000)
+        assert store.last_path == "ann" and ann.index is before  # the old graph answers during the rebuild
+        await ann.wait()
+        assert ann.index is not before and len(ann.index) == 5_000 and ann.known == ["3"]
+        got = await store.knn(vecs[4_900], 1, ALL, None, "3", 5_000)
+        assert got[0][0] == int(ids[4_900])
+    finally:
+        await close_all(reader, writer)

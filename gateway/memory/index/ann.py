@@ -79,6 +79,10 @@ class AnnIndex:
         self.started = False
         self._tried = asyncio.Event()  # the saved file was tried: opened, or a build begun
         self.origin: str | None = None  # "file" (opened) or "built" (from the table), once ready
+        # Index generations whose every vector the graph holds: the one it was opened or built at, and
+        # each one this process's syncs wrote since. Another generation is another process's sync
+        # (`jarvis memory sync` beside the gateway), whose rows only a rebuild brings in.
+        self.known: list[str] = []
 
     # ---- writes (from the sync) ------------------------------------------------------------------------
     def add(self, ids: np.ndarray, vecs: np.ndarray) -> None:
@@ -93,6 +97,18 @@ class AnnIndex:
                     ix.remove(ids[there])
                 ix.add(ids, vecs, threads=1)
                 self.dirty = True
+
+    def written(self, prev: str, new: str) -> None:
+        """A sync of this process is about to commit generation `new` over `prev`."""
+        if self.started:
+            self.known = (self.known + [new])[-8:] if prev in self.known else self.known
+
+    def follow(self, db: Database, generation: str, count: int) -> None:
+        """Before a search at `generation`: a generation the graph does not know starts a rebuild (the old
+        graph answers meanwhile, without the other process's new rows)."""
+        if self.ready and generation not in self.known and (self._task is None or self._task.done()):
+            log.info("memory_ann_rebuild", reason="the index changed in another process", generation=generation)
+            self._task = asyncio.create_task(self._build(db, generation, count))
 
     # ---- search ----------------------------------------------------------------------------------------
     def search(self, q: np.ndarray, n: int) -> np.ndarray:
@@ -152,7 +168,7 @@ class AnnIndex:
             if ix is not None:
                 with self._lock:
                     self.index = ix
-                self.ready, self.origin = True, "file"
+                self.ready, self.origin, self.known = True, "file", [generation]
                 log.info("memory_ann_opened", rows=len(ix))
                 return
         finally:
@@ -181,6 +197,7 @@ class AnnIndex:
         ix = _new_index(self.dims)
         with self._lock:  # from here the sync's adds go to the new graph too; an old one answers meanwhile
             self._next = ix
+            self.known = [generation]
         try:
             async with db.c.execute("SELECT chunk_id, embedding FROM chunks_vec") as cur:
                 while rows := await cur.fetchmany(BUILD_BATCH):

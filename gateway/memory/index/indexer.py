@@ -334,6 +334,8 @@ class Indexer:
             if stats.changed:
                 gen = int(await get_meta(self.db, "generation", "0") or 0) + 1
                 await set_meta(self.db, "generation", str(gen))
+                if self.ann is not None:
+                    self.ann.written(str(gen - 1), str(gen))
             await set_meta(self.db, "last_sync_at", now_iso())
             await self.cache.prune()
         stats.duration_ms = int((time.perf_counter() - t0) * 1000)
@@ -689,4 +691,6 @@ class Indexer:
             if n:
                 gen = int(await get_meta(self.db, "generation", "0") or 0) + 1
                 await set_meta(self.db, "generation", str(gen))
+                if self.ann is not None:
+                    self.ann.written(str(gen - 1), str(gen))
             return n

@@ -387,6 +387,7 @@ class VectorStore:
         q = np.ascontiguousarray(q, dtype=np.float32)
         m = self._matrix
         if self.ann is not None and self.ann.ready and 0 < self.ann_min <= count:
+            self.ann.follow(self.db, generation, count)
             hits = await self._ann_knn(q, n, sources, session_key)
             if hits is not None:
                 self.last_path = "ann"
