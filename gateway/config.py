@@ -208,6 +208,10 @@ class SearchConfig:
     vector_matrix: str = _f("auto", choices=("auto", "float32", "int8"),
                             doc="the in-memory vector matrix of a big index: auto = int8 (a quarter of the memory, "
                                 "an exact float32 re-score of a shortlist) from 262,144 vectors, float32 below")
+    ann_min_vectors: int = _f(100_000, ge=0,
+                              doc="from this many stored vectors, vector search asks an approximate nearest-"
+                                  "neighbour graph (usearch HNSW, `<index>.ann`, derived data) for candidates "
+                                  "and re-scores them exactly; 0 = never (the exact matrix scan always)")
     mmr: bool = _f(False, doc="re-rank by maximal marginal relevance to drop near-duplicate results")
     mmr_lambda: float = _f(0.7, ge=0.0, le=1.0, doc="MMR: 1 = relevance only, 0 = diversity only")
     time_decay: bool = _f(False, doc="scale scores by age: dated memory files and transcript messages; "

@@ -3,19 +3,20 @@
 
 For each size (chunks; default 1k, 10k, 100k), in a fresh state dir and a fresh process (so peak RSS
 is per size): write synthetic memory notes (about one chunk each) and transcripts (about ten chunks
-each) whose words follow Zipf's law over a 30k-word vocabulary (like real text), run a full sync with the configured embedder (local WordLlama by default), then a no-op re-sync,
+each) whose words follow Zipf's law over a 30k-word vocabulary (like real text), run a full sync with the configured embedder (local WordLlama by default), then warm the index
+(load the vector matrix, or build the ANN graph of a big index: `warmS`), then a no-op re-sync,
 then search latency (hybrid, fts, vector) over generated queries of 2-6 content words. Separately, a no-op re-sync of 10,000
 files. Prints a table and writes JSON.
 
 Over the WebSocket (on by default; `--no-via-gateway` to skip): the real gateway (`jarvis serve`, a
 subprocess) is started on the synced state dir, and the same queries are sent as `memory.search`
 (hybrid, k = 6) round trips through the real websockets client, one at a time; p50/p95 of the round
-trip and the gateway's peak RSS are reported.
+trip (and p99, the slowest) and the gateway's peak RSS are reported.
 
     .venv/bin/python scripts/bench_memory.py                    # 1000,10000,100000
     .venv/bin/python scripts/bench_memory.py --sizes 1000,10000 --queries 300
     .venv/bin/python scripts/bench_memory.py --sizes 1000,10000,100000,1000000   # the scale run:
-        # 1.18M chunks in ~460k files; needs ~10 GB of disk and, on 2 cores, the better part of an hour
+        # 1.18M chunks in ~460k files; needs ~10 GB of disk and, on 2 cores, ~25 minutes
 
 Besides the table and the JSON it draws a PNG (matplotlib, a dev extra): search latency and peak RSS
 against corpus size, log-scaled, next to the JSON (`--chart` to put it elsewhere). Progress goes to
@@ -147,7 +148,7 @@ async def via_gateway(state_dir: Path, qs: list[str], mode: str = "hybrid") -> d
                 if line.startswith("VmHWM:"):
                     rss = int(line.split()[1]) / 1024
     return {"p50Ms": round(statistics.median(times), 2), "p95Ms": round(pct(times, 0.95), 2),
-            "gatewayPeakRssMb": round(rss, 1)}
+            "p99Ms": round(pct(times, 0.99), 2), "maxMs": round(max(times), 2), "gatewayPeakRssMb": round(rss, 1)}
 
 
 async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True) -> dict:
@@ -168,9 +169,11 @@ async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True) -
             full_s = time.perf_counter() - t
             st = await mgr.status()
             t = time.perf_counter()
+            await mgr.warm()  # the vector matrix, or the ANN graph built (big indexes): not beside the no-op
+            warm_s = time.perf_counter() - t
+            t = time.perf_counter()
             noop = await mgr.sync()
             noop_s = time.perf_counter() - t
-            await mgr.warm()
             qs = [query(rng) for _ in range(queries)]
             lat: dict[str, dict] = {}
             for mode in ("hybrid", "fts", "vector"):
@@ -181,7 +184,8 @@ async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True) -
                     t = time.perf_counter()
                     await mgr.search(q, k=6, mode=mode)
                     times.append((time.perf_counter() - t) * 1000)
-                lat[mode] = {"p50Ms": round(statistics.median(times), 2), "p95Ms": round(pct(times, 0.95), 2)}
+                lat[mode] = {"p50Ms": round(statistics.median(times), 2), "p95Ms": round(pct(times, 0.95), 2),
+                             "p99Ms": round(pct(times, 0.99), 2)}
         finally:
             await mgr.close()
         ws_lat = await via_gateway(Path(tmp), qs) if gateway else None
@@ -189,7 +193,7 @@ async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True) -
         "size": chunks, "files": st["files"], "chunks": st["chunks"], "notes": notes, "sessions": sessions,
         "generateS": round(gen_s, 2), "fullSyncS": round(full_s, 2),
         "chunksPerS": round(st["chunks"] / full_s, 1), "embedded": full["chunksEmbedded"],
-        "noopSyncMs": round(noop_s * 1000, 1), "noopUnchanged": noop["unchanged"],
+        "warmS": round(warm_s, 2), "noopSyncMs": round(noop_s * 1000, 1), "noopUnchanged": noop["unchanged"],
         "search": lat, "wsHybrid": ws_lat, "vectorBackend": st["vector"]["backend"],
         "peakRssMb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
@@ -258,13 +262,13 @@ def main() -> int:
 
     print(f"{'chunks':>8} {'files':>7} {'sync s':>8} {'chunks/s':>9} {'noop ms':>8} "
           f"{'hyb p50':>8} {'hyb p95':>8} {'fts p50':>8} {'fts p95':>8} {'vec p50':>8} {'vec p95':>8} {'RSS MB':>7}"
-          + (f" {'ws p50':>8} {'ws p95':>8} {'gw RSS':>7}" if any(r.get("wsHybrid") for r in results) else ""))
+          + (f" {'ws p50':>8} {'ws p95':>8} {'ws p99':>8} {'gw RSS':>7}" if any(r.get("wsHybrid") for r in results) else ""))
     for r in results:
         s = r["search"]
         print(f"{r['chunks']:>8} {r['files']:>7} {r['fullSyncS']:>8} {r['chunksPerS']:>9} {r['noopSyncMs']:>8} "
               f"{s['hybrid']['p50Ms']:>8} {s['hybrid']['p95Ms']:>8} {s['fts']['p50Ms']:>8} {s['fts']['p95Ms']:>8} "
               f"{s['vector']['p50Ms']:>8} {s['vector']['p95Ms']:>8} {r['peakRssMb']:>7}"
-              + (f" {w['p50Ms']:>8} {w['p95Ms']:>8} {w['gatewayPeakRssMb']:>7}" if (w := r.get("wsHybrid")) else ""))
+              + (f" {w['p50Ms']:>8} {w['p95Ms']:>8} {w.get('p99Ms', '')!s:>8} {w['gatewayPeakRssMb']:>7}" if (w := r.get("wsHybrid")) else ""))
     if noop:
         print(f"no-op re-sync of {noop['files']} files: {noop['noopSyncMs']} ms")
     path = args.out or ROOT / "bench-results" / f"memory-{time.strftime('%Y%m%d-%H%M%S')}.json"

@@ -171,6 +171,7 @@ class PgVectorStore:
     """Nearest chunks by cosine distance (`<=>`) through the HNSW index of the provider's dims."""
 
     matrix_form = None  # searched in the database, never in an in-process matrix
+    ann = None  # nor in a usearch graph: pgvector's HNSW index is the approximate search here
     iterative: bool | None = None  # whether the server's pgvector has hnsw.iterative_scan
 
     def __init__(self, pool: asyncpg.Pool, agent_id: str, dims: int):

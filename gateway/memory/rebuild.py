@@ -166,7 +166,7 @@ async def build_fresh(db_path: Path, open_db: Callable[[Path], "asyncio.Future[D
 def swap_in(tmp: Path, db_path: Path) -> None:
     """Blocking: put a checkpointed, closed rebuild in place of the (closed) live index."""
     os.replace(tmp, db_path)
-    for suffix in WAL_SUFFIXES:
+    for suffix in (*WAL_SUFFIXES, ".ann.json", ".ann"):  # the old index's ANN graph goes with it
         _remove(str(db_path) + suffix)
         _remove(str(tmp) + suffix)
 
@@ -179,6 +179,8 @@ async def set_aside(db_path: Path) -> tuple[str, Path]:
     for suffix in ("",) + WAL_SUFFIXES:
         with contextlib.suppress(FileNotFoundError):
             await asyncio.to_thread(os.replace, str(db_path) + suffix, str(aside) + suffix)
+    for suffix in (".ann.json", ".ann"):  # its ANN graph is derived from it: built again for the new one
+        await asyncio.to_thread(_remove, str(db_path) + suffix)
     await asyncio.to_thread(_keep_newest_aside, db_path, KEEP_CORRUPT)
     return stamp, aside
 

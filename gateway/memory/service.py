@@ -41,6 +41,7 @@ from .index.db import Database, index_driver, is_corruption
 from .index.indexer import TRIM_AFTER_BYTES, Indexer, IndexSettings, SyncStats, trim_heap
 from .index.migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
 from .index.sources import SOURCES, read_lines, resolve_readable, session_path
+from .index.ann import AnnIndex
 from .index.vectors import VectorStore
 from .rebuild import IndexUsers, build_fresh, index_signature, same_embeddings, set_aside, swap_in
 from .rerank import apply_time_decay, mmr_rerank, result_dates, stored_vectors
@@ -196,6 +197,10 @@ class MemoryManager:
             self._warm_task.add_done_callback(log_failure("memory_background_task_failed"))
         else:
             self._dirty.mark_all()
+            # Load the vector matrix (and the ANN graph) now: the first searches otherwise scan the
+            # whole vector table in SQL while it loads (~0.5 s a search at a million chunks).
+            self._warm_task = asyncio.create_task(self.warm())
+            self._warm_task.add_done_callback(log_failure("memory_background_task_failed"))
         self.search_backend = self._make_backend()
         if not isinstance(self.search_backend, BuiltinBackend):
             self._update_backend()
@@ -301,6 +306,8 @@ class MemoryManager:
         background (a vector matrix load). Raises the first failure, after trying every connection."""
         if self.searcher is not None and self.searcher.vectors is not None:
             await self.searcher.vectors.close()
+            if (ann := self.searcher.vectors.ann) is not None:
+                await ann.close(self._generation)
         failed: BaseException | None = None
         for db in (self.reader, self.writer):
             if db is not None:
@@ -328,7 +335,13 @@ class MemoryManager:
             problem = "stored vectors do not match the embedding provider; the index will be rebuilt"
             self._needs_rebuild = True
         else:
-            vectors = VectorStore(self.reader, self.backend, vt[1], self.cfg.search.vector_matrix)
+            ann = AnnIndex(self.db_path, vt[1]) if self.cfg.search.ann_min_vectors else None
+            vectors = VectorStore(self.reader, self.backend, vt[1], self.cfg.search.vector_matrix,
+                                  ann, self.cfg.search.ann_min_vectors)
+            if self.indexer is not None:  # the sync's writes keep the graph up to date
+                self.indexer.ann = ann
+                if self.indexer.vectors is not None:
+                    self.indexer.vectors.ann = ann
         self.searcher = Searcher(self.reader, self.provider, self._options(), vectors, problem,
                                  self._hidden_sessions)
 
@@ -366,9 +379,20 @@ class MemoryManager:
         if warm_model is not None:
             await warm_model()
         async with self._gate.shared():
-            if self.searcher is not None and self.searcher.vectors is not None and self.reader is not None:
-                gen = await get_meta(self.reader, "generation", "0") or "0"
-                await self.searcher.vectors.warm(gen, self._counts["vectors"])
+            vectors = self.searcher.vectors if self.searcher is not None else None
+            if vectors is None or self.reader is None:
+                return
+            gen = await get_meta(self.reader, "generation", "0") or "0"
+            await self._ann_tick()
+            ann = vectors.ann if vectors.ann is not None and vectors.ann.started else None
+            if ann is not None:
+                await ann.wait_tried()  # its saved file opened, or a build begun
+            if ann is None or not ann.ready:  # the exact search answers until the graph is built
+                await vectors.warm(gen, self._counts["vectors"])
+        if ann is not None:  # outside the gate: a build takes minutes at a million vectors
+            await ann.wait()
+            if ann.ready:
+                vectors.drop_matrix()  # the graph answers now: ~0.3 GB at a million vectors given back
 
     # ---- sync orchestration ------------------------------------------------------------------------
     def _sync_unavailable(self) -> str | None:
@@ -502,6 +526,19 @@ class MemoryManager:
             self.searcher.total_chunks = chunks
         self._generation = await get_meta(db, "generation", "0") or "0"
         self._last_sync_at = await get_meta(db, "last_sync_at")
+        await self._ann_tick()
+
+    async def _ann_tick(self) -> None:
+        """Open or build the ANN graph once the index is big enough for it; after a sync, save it now
+        and then (or rebuild it when deleted rows dominate)."""
+        vectors = self.searcher.vectors if self.searcher is not None else None
+        ann = vectors.ann if vectors is not None else None
+        if ann is None or self.reader is None or self._counts["vectors"] < self.cfg.search.ann_min_vectors:
+            return
+        if not ann.started:
+            ann.start(self.reader, self._generation, self._counts["vectors"])
+        else:
+            await ann.after_sync(self.reader, self._generation, self._counts["vectors"])
 
     @property
     def dirty(self) -> bool:
@@ -719,6 +756,11 @@ class MemoryManager:
             # The in-memory form vector searches use ("int8"), or None while they run in SQL.
             "matrix": self.searcher.vectors.matrix_form
             if self.searcher is not None and self.searcher.vectors is not None else None,
+            # The ANN graph of a big index: {"ready", "rows", "origin": "file" | "built"}; None below
+            # memory.search.annMinVectors.
+            "ann": self.searcher.vectors.ann.status()
+            if self.searcher is not None and self.searcher.vectors is not None
+            and self.searcher.vectors.ann is not None and self.searcher.vectors.ann.started else None,
         }
         out: dict[str, Any] = {
             "files": sum(files_by.values()), "chunks": sum(chunks_by.values()),

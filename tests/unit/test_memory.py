@@ -382,7 +382,8 @@ async def test_numpy_vector_backend(tmp_path, open_manager):
     assert res["mode"] == "vector" and paths(res)[0] == "memory/pets.md"
     assert all(0.0 <= r["score"] <= 1.0 for r in res["results"])
     st = await m.status()  # a small index's matrix stays float32 (int8 from 262,144 vectors)
-    assert st["vector"] == {"backend": "numpy", "available": True, "missing": 0, "matrix": "float32"}
+    assert st["vector"] == {"backend": "numpy", "available": True, "missing": 0, "matrix": "float32",
+                           "ann": None}
 
 
 async def test_provider_none_is_full_text_only(tmp_path, open_manager):
@@ -487,7 +488,8 @@ async def test_provider_down_indexes_full_text_then_fills_vectors(tmp_path, api,
     st = await m.sync()  # every sync retries the chunks that lack vectors
     assert st["chunksEmbedded"] == 2 and st["indexed"] == 0
     status = await m.status()
-    assert status["vector"] == {"backend": "sqlite-vec", "available": True, "missing": 0, "matrix": None}
+    assert status["vector"] == {"backend": "sqlite-vec", "available": True, "missing": 0, "matrix": None,
+                                "ann": None}
     assert "error" not in status["embeddings"]
     res = await m.search("plumber Monday")
     assert res["mode"] == "hybrid" and "degraded" not in res and paths(res)[0] == "sessions/s.jsonl"

@@ -37,6 +37,7 @@ from ..embeddings.base import check_vectors, provider_name, usable
 from ..embeddings.cache import EmbeddingCache
 from .migrations import delete_chunks, ensure_vector_table, get_meta, set_meta, vector_table
 from .sources import MEMORY, SESSIONS, ScanError, SourceFile, folder_empty, scan_memory, scan_sessions
+from .ann import AnnIndex
 from .vectors import VectorStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -249,6 +250,7 @@ class Indexer:
         self.db, self.provider, self.s = db, provider, settings
         self.cache = EmbeddingCache(db, provider.name, provider.model, settings.cache_max_entries, provider.cached)
         self.vectors: VectorStore | None = None
+        self.ann: AnnIndex | None = None  # the search side's graph, which this index's writes keep up to date
         self._workers_died = False  # this sync's worker processes died: it prepares in threads
 
     # ---- vectors -----------------------------------------------------------------------------------
@@ -264,7 +266,7 @@ class Indexer:
             elif existing != (self.s.vector_backend, dims):
                 raise EmbeddingError(f"the index holds {existing[1]}-d vectors but the provider gives {dims}-d; "
                                      "the index must be rebuilt", retryable=False)
-            self.vectors = VectorStore(self.db, self.s.vector_backend, dims)
+            self.vectors = VectorStore(self.db, self.s.vector_backend, dims, ann=self.ann)
         return self.vectors
 
     async def _embed(self, texts_by_hash: dict[str, str], stats: SyncStats, rdb: Database | None = None,
@@ -332,6 +334,8 @@ class Indexer:
             if stats.changed:
                 gen = int(await get_meta(self.db, "generation", "0") or 0) + 1
                 await set_meta(self.db, "generation", str(gen))
+                if self.ann is not None:
+                    self.ann.written(str(gen - 1), str(gen))
             await set_meta(self.db, "last_sync_at", now_iso())
             await self.cache.prune()
         stats.duration_ms = int((time.perf_counter() - t0) * 1000)
@@ -687,4 +691,6 @@ class Indexer:
             if n:
                 gen = int(await get_meta(self.db, "generation", "0") or 0) + 1
                 await set_meta(self.db, "generation", str(gen))
+                if self.ann is not None:
+                    self.ann.written(str(gen - 1), str(gen))
             return n

@@ -51,6 +51,7 @@ import structlog
 
 from ...tasks import log_failure
 from ..embeddings.base import usable
+from .ann import AnnIndex
 from .db import Database
 
 log = structlog.get_logger("gateway.memory")
@@ -310,9 +311,12 @@ async def read_vectors(db: Database, ids: Sequence[int]) -> dict[int, bytes]:
 
 
 class VectorStore:
-    def __init__(self, db: Database, backend: str, dims: int, matrix: str = "auto"):
+    def __init__(self, db: Database, backend: str, dims: int, matrix: str = "auto",
+                 ann: AnnIndex | None = None, ann_min: int = 0):
         self.db, self.backend, self.dims = db, backend, dims
         self.matrix = matrix  # memory.search.vectorMatrix: "auto", "float32" or "int8"
+        self.ann, self.ann_min = ann, ann_min  # the graph searches use from ann_min vectors (0: never)
+        self.last_path: str | None = None  # how the last search was answered: "ann", "matrix" or "sql"
         self._matrix: _Matrix | None = None
         self._loading: asyncio.Task | None = None
         # Chunk ids whose stored vector is unusable (NaN, zero: stored before providers' answers were
@@ -323,9 +327,11 @@ class VectorStore:
         """rows: (chunk_id, source, session_key, unit vector). Call inside a write transaction."""
         if not rows:
             return
+        vecs = np.stack([v for *_, v in rows])
         await self.db.insert_rows("INSERT INTO chunks_vec(chunk_id, source, session_key, embedding)",
-                                  [(cid, src, key or "") for cid, src, key, _ in rows],
-                                  np.stack([v for *_, v in rows]))
+                                  [(cid, src, key or "") for cid, src, key, _ in rows], vecs)
+        if self.ann is not None:  # the graph follows the sync (rows of a batch rolled back are re-scored away)
+            await asyncio.to_thread(self.ann.add, np.array([r[0] for r in rows], dtype=np.int64), vecs)
 
     # ---- search --------------------------------------------------------------------------------
     async def _load(self, generation: str) -> _Matrix:
@@ -344,6 +350,11 @@ class VectorStore:
         if self.backend == "numpy" or count > MATRIX_THRESHOLD:
             if self._matrix is None or self._matrix.generation != generation:
                 await self._load(generation)
+
+    def drop_matrix(self) -> None:
+        """Give the matrix's memory back (the ANN graph answers); a search that needs it loads it again."""
+        if self._loading is None or self._loading.done():
+            self._matrix = None
 
     def _start_load(self, generation: str) -> None:
         if self._loading is None or self._loading.done():
@@ -375,6 +386,12 @@ class VectorStore:
         """The n nearest chunks as (chunk_id, cosine similarity), best first."""
         q = np.ascontiguousarray(q, dtype=np.float32)
         m = self._matrix
+        if self.ann is not None and self.ann.ready and 0 < self.ann_min <= count:
+            self.ann.follow(self.db, generation, count)
+            hits = await self._ann_knn(q, n, sources, session_key)
+            if hits is not None:
+                self.last_path = "ann"
+                return hits
         if self.backend == "numpy":
             # Concurrent searches after a sync share one load (each would otherwise copy the matrix).
             for _ in range(2):  # a load under way may be for the previous generation: then one more
@@ -383,12 +400,15 @@ class VectorStore:
                 self._start_load(generation)
                 assert self._loading is not None
                 m = await asyncio.shield(self._loading)
+            self.last_path = "matrix"
             return await self._matrix_knn(m, q, n, sources, session_key)
         if count > MATRIX_THRESHOLD or m is not None:
             if m is None or m.generation != generation:
                 self._start_load(generation)  # answer from what we have meanwhile
             if m is not None and count > MATRIX_THRESHOLD // 2:
+                self.last_path = "matrix"
                 return await self._matrix_knn(m, q, n, sources, session_key)
+        self.last_path = "sql"
         self.unusable = set()  # what this search passes over
         return await self._sql_knn(q, n, sources, session_key)
 
@@ -409,6 +429,29 @@ class VectorStore:
             found, vecs = await self._vectors(m.ids[rows])
             rows = await asyncio.to_thread(r.add, rows, found, vecs)
         return _top(r.ids, r.exact, n)
+
+    async def _ann_knn(self, q: np.ndarray, n: int, sources: tuple[str, ...],
+                       session_key: str | None) -> list[tuple[int, float]] | None:
+        """Candidates from the graph, re-scored exactly from the table and filtered there; None when the
+        filter leaves fewer than n of them (a narrow filter: the exact search answers)."""
+        if n <= 0:
+            return []
+        assert self.ann is not None
+        cand = await asyncio.to_thread(self.ann.search, q, n)
+        if cand.size == 0:
+            return None
+        rows = await self.db.fetchall(
+            "SELECT v.chunk_id, v.source, v.session_key, v.embedding FROM json_each(?) AS j "
+            "CROSS JOIN chunks_vec AS v ON v.chunk_id = j.value", [json.dumps(np.sort(cand).tolist())])
+        keep = [r for r in rows if r[1] in sources
+                and (session_key is None or r[1] != "sessions" or r[2] == session_key)]
+        if len(keep) < n:
+            return None
+        ids = np.fromiter((r[0] for r in keep), dtype=np.int64, count=len(keep))
+        vecs = np.frombuffer(b"".join(r[3] for r in keep), dtype=np.float32).reshape(-1, self.dims)
+        scores = await asyncio.to_thread(_exact, vecs, q)
+        good = np.isfinite(scores)
+        return _top(ids[good], scores[good], n)
 
     async def _vectors(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(which of `ids` are in the table, their float32 vectors)."""
