@@ -69,6 +69,31 @@ async def wait_for(predicate, timeout: float = 15.0, interval: float = 0.05):
         await asyncio.sleep(interval)
 
 
+@contextlib.contextmanager
+def descriptors_exhausted(headroom: int = 4):
+    """This process (an in-process gateway runs in it) can open no file: the soft RLIMIT_NOFILE is
+    lowered to what is open plus `headroom`, and what is still free below it is taken (/dev/null), as
+    when half-open connections have used them all up. Both are given back on exit."""
+    import errno
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + headroom, hard))
+    taken = []
+    try:
+        while True:
+            try:
+                taken.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError as exc:
+                assert exc.errno == errno.EMFILE
+                break
+        yield
+    finally:
+        for fd in taken:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 class RpcError(Exception):
     def __init__(self, error: dict[str, Any]):
         super().__init__(f"{error.get('code')}: {error.get('message')}")

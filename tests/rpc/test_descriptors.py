@@ -3,41 +3,17 @@ retryable -32050 naming the cause, not a bare -32603, and succeed again once des
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import os
-import resource
 
 import pytest
 
-from tests.helpers import RpcError
-
-
-@contextlib.contextmanager
-def no_descriptors_left():
-    """This process (the gateway runs in it) can open no file: the soft RLIMIT_NOFILE is lowered
-    and what is still free below it is taken; both are given back on exit."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 4, hard))
-    taken = []
-    try:
-        while True:
-            try:
-                taken.append(os.open(os.devnull, os.O_RDONLY))
-            except OSError as exc:
-                assert exc.errno == errno.EMFILE
-                break
-        yield
-    finally:
-        for fd in taken:
-            os.close(fd)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+from tests.helpers import RpcError, descriptors_exhausted
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
 async def test_out_of_descriptors_is_a_retryable_error_naming_the_cause(client):
     key = (await client.call("sessions.create"))["sessionKey"]
-    with no_descriptors_left():
+    with descriptors_exhausted():
         with pytest.raises(RpcError) as created:
             await client.call("sessions.create", {"label": "no descriptors"})
         sent = await client.request("chat.send", {"sessionKey": key, "message": "hello"})

@@ -7,11 +7,8 @@ Every scenario runs on a real gateway with a real workspace; the PostgreSQL inde
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import resource
 
-from tests.helpers import RpcError, RunningGateway
+from tests.helpers import RpcError, RunningGateway, descriptors_exhausted
 
 NOTES = {
     "memory/garden.md": "# Garden\n\nThe apricot tree by the shed gives fruit in July.\n",
@@ -48,31 +45,11 @@ async def first_sync(gw: RunningGateway):
     return c
 
 
-@contextlib.contextmanager
-def descriptors_exhausted():
-    """Every descriptor this process may open taken (the limit lowered near what is open, the rest
-    filled with /dev/null), as when half-open connections have used them all up."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 32, hard))
-    taken = []
-    try:
-        while True:
-            try:
-                taken.append(os.open(os.devnull, os.O_RDONLY))
-            except OSError:
-                break
-        yield
-    finally:
-        for fd in taken:
-            os.close(fd)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-
 async def scenario_descriptors_exhausted(gw: RunningGateway) -> None:
     """The issue's case: with no descriptor left, the memory folder cannot be listed. The sync must fail
     naming the folder and EMFILE, and remove nothing."""
     c = await first_sync(gw)
-    with descriptors_exhausted():
+    with descriptors_exhausted(headroom=32):
         try:
             got = await c.call("memory.sync", {"force": True})
         except RpcError as exc:
