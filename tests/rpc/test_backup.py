@@ -18,6 +18,7 @@ import orjson
 import pytest
 
 from gateway.cli.backup import BackupError, backup_state
+from gateway.memory.index.db import index_driver
 from tests.helpers import ROOT, GatewayProcess, connect_client, make_config
 
 
@@ -114,7 +115,11 @@ def test_sqlite_index_is_copied_consistently_while_it_is_being_written(tmp_path)
     config = make_config(tmp_path / "state")
     db_path = config.memory_db()
     db_path.parent.mkdir(parents=True)
-    db = sqlite3.connect(db_path)
+    # The writer plays the gateway, so it writes through the gateway's SQLite library, as backup_state
+    # reads: two SQLite libraries in one process do not see each other's locks, and one may truncate
+    # the -shm the other has mapped (a SIGBUS, seen in CI where the two differ).
+    sqlite = index_driver(config.memory.search.vector_backend).module
+    db = sqlite.connect(db_path)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("CREATE TABLE chunks (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
     db.execute("CREATE TABLE totals (n INTEGER NOT NULL)")
@@ -124,7 +129,7 @@ def test_sqlite_index_is_copied_consistently_while_it_is_being_written(tmp_path)
 
     def writer() -> None:
         # Each transaction adds 50 chunks and bumps the total: a consistent copy has total == count.
-        w = sqlite3.connect(db_path, timeout=30)
+        w = sqlite.connect(db_path, timeout=30)
         while not stop.is_set():
             with w:
                 w.executemany("INSERT INTO chunks (text) VALUES (?)", [("x" * 500,)] * 50)
