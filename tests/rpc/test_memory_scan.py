@@ -7,6 +7,8 @@ Every scenario runs on a real gateway with a real workspace; the PostgreSQL inde
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from typing import Any
 
 from tests.helpers import RpcError, RunningGateway, descriptors_exhausted
 
@@ -45,15 +47,30 @@ async def first_sync(gw: RunningGateway):
     return c
 
 
+async def sync_or_error(c: Any, force: bool = False) -> Any:
+    """memory.sync's result, or the RpcError it answered."""
+    try:
+        return await c.call("memory.sync", {"force": force})
+    except RpcError as exc:
+        return exc
+
+
+def unmount(ws: Path) -> Path:
+    """The share at `ws` not mounted: its content moved to a sibling `share` folder (→ that folder),
+    the mount point left an empty folder."""
+    away = ws.with_name("share")
+    away.mkdir()
+    for p in list(ws.iterdir()):
+        p.rename(away / p.name)
+    return away
+
+
 async def scenario_descriptors_exhausted(gw: RunningGateway) -> None:
     """The issue's case: with no descriptor left, the memory folder cannot be listed. The sync must fail
     naming the folder and EMFILE, and remove nothing."""
     c = await first_sync(gw)
     with descriptors_exhausted(headroom=32):
-        try:
-            got = await c.call("memory.sync", {"force": True})
-        except RpcError as exc:
-            got = exc
+        got = await sync_or_error(c, force=True)
     assert isinstance(got, RpcError), f"the sync read 'cannot list' as 'all deleted': {got}"
     assert got.code == -32050 and got.data["retryable"] is True, got.data
     assert got.data["errno"] == "EMFILE" and got.data["path"].endswith("memory"), got.data
@@ -77,10 +94,7 @@ async def scenario_workspace_gone(gw: RunningGateway) -> None:
     away = ws.with_name(ws.name + ".away")
     ws.rename(away)
     try:
-        try:
-            got = await c.call("memory.sync", {})
-        except RpcError as exc:
-            got = exc
+        got = await sync_or_error(c)
     finally:
         away.rename(ws)
     assert isinstance(got, RpcError), f"a missing workspace read as every note deleted: {got}"
@@ -97,15 +111,9 @@ async def scenario_mount_point_empty(gw: RunningGateway) -> None:
     is empty on purpose, and then the notes go."""
     c = await first_sync(gw)
     ws = gw.config.workspace_dir
-    away = ws.with_name("share")
-    away.mkdir()
-    for p in list(ws.iterdir()):
-        p.rename(away / p.name)
+    away = unmount(ws)
     try:
-        try:
-            got = await c.call("memory.sync", {})
-        except RpcError as exc:
-            got = exc
+        got = await sync_or_error(c)
     finally:
         for p in list(away.iterdir()):
             p.rename(ws / p.name)

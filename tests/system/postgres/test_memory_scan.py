@@ -9,7 +9,7 @@ import shutil
 from tests.helpers import RpcError
 from tests.rpc.test_memory_scan import (NOTES, SETTINGS, first_sync, indexed_paths, scenario_descriptors_exhausted,
                                         scenario_folder_blinks, scenario_mount_point_empty, scenario_real_deletion,
-                                        scenario_workspace_gone)
+                                        scenario_workspace_gone, sync_or_error, unmount)
 
 
 def pg(postgres_url, tmp_path, **extra):
@@ -47,10 +47,7 @@ async def test_keyed_mirrors_do_not_recreate_a_missing_workspace(start_gateway, 
     ws = gw.config.workspace_dir
     ws.rename(ws.with_name("workspace.away"))
     try:
-        try:
-            got = await c.call("memory.sync", {})
-        except RpcError as exc:
-            got = exc
+        got = await sync_or_error(c)
         recreated = ws.exists()
     finally:
         if ws.exists():
@@ -70,15 +67,9 @@ async def test_keyed_mirrors_do_not_fill_an_empty_mount_point(start_gateway, pos
     await c.call("memory.set", {"key": "boat", "value": "The boat is called Seahorse.", "category": "facts"})
     indexed = (await c.call("memory.status"))["files"]
     ws = gw.config.workspace_dir
-    away = ws.with_name("share")
-    away.mkdir()
-    for p in list(ws.iterdir()):
-        p.rename(away / p.name)
+    away = unmount(ws)
     try:
-        try:
-            got = await c.call("memory.sync", {})
-        except RpcError as exc:
-            got = exc
+        got = await sync_or_error(c)
         written = sorted(str(p.relative_to(ws)) for p in ws.rglob("*"))
     finally:
         shutil.rmtree(ws)
