@@ -96,7 +96,7 @@ class Handshake:
         if authz is not None:
             scheme, _, token = authz.partition(" ")
             if scheme.lower() != "bearer" or not self.tokens.check(token.strip()):
-                wait = await self._auth_failed(peer_of(ws), "header")
+                wait = await self.auth_failed(peer_of(ws), "header")
                 if wait:
                     return http_text(429, "too many failed authentications; wrong tokens are refused for a while "
                                           "(the right one is always accepted)", {"Retry-After": str(int(wait) + 1)})
@@ -119,7 +119,7 @@ class Handshake:
                 body["origin"]["reason"] = origin_refusal(origin)
         return http_json(200, body)
 
-    async def _auth_failed(self, peer: str, via: str) -> float:
+    async def auth_failed(self, peer: str, via: str) -> float:
         """Count a wrong token and answer it slowly; → seconds the peer is over its failure budget (0: not).
 
         Only wrong answers are slowed down or refused: the right token is always accepted at once, so
@@ -163,7 +163,7 @@ class Handshake:
                          "unauthenticated")
             return False
         if not self.tokens.check(token):
-            wait = await self._auth_failed(conn.peer, "frame")
+            wait = await self.auth_failed(conn.peer, "frame")
             if wait:
                 await refuse(req_id, RateLimited("too many failed authentications from this address; wrong "
                                                  "tokens are refused for a while (the right one is always "

@@ -90,7 +90,7 @@ class Guard:
             return
         scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not self.tokens.check(token.strip()):
-            wait = await self.handshake._auth_failed(peer, "http")
+            wait = await self.handshake.auth_failed(peer, "http")
             if wait:
                 await send_error(send, 429, "too many failed authentications; wrong tokens are refused for a while "
                                  "(the right one is always accepted)", type_="rate_limit_error",

@@ -4,6 +4,7 @@ failed before its fix; real gateway, real clients, tests/fake_openai.py as the u
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import httpx2 as httpx
@@ -77,8 +78,6 @@ async def test_a_relayed_surrogate_split_across_chunks_reaches_the_client_as_sen
 
 async def _closed_within(reader, seconds: float) -> bool:
     """Whether the gateway closed the socket (EOF or reset) within `seconds`."""
-    import asyncio
-
     try:
         async with asyncio.timeout(seconds):
             while await reader.read(1024):
@@ -94,8 +93,6 @@ async def test_the_http_listener_drops_sockets_that_never_finish_their_request(s
     # The WebSocket port counts every socket from accept (server.maxPendingSockets, handshakeTimeout);
     # server.httpPort had no such bound: sockets that sent nothing, or a request line and then a header
     # byte now and then, were held for good, and enough of them used up the descriptors.
-    import asyncio
-
     gw = await start_gateway(**{"server.httpPort": -1, "server.handshakeTimeout": 2.0,
                                 "server.maxPendingSockets": 4, "server.maxPendingPerAddress": 4})
     port = int(gw.http_url.rsplit(":", 1)[1])
@@ -122,8 +119,6 @@ async def test_a_relayed_stream_the_shutdown_stops_ends_with_an_error_not_quietl
     # A restart during a streamed completion: past server.shutdownGrace the run is aborted (partial kept,
     # chat.aborted reason "shutdown"), and the SSE body simply ended: no error, no [DONE], no
     # finish_reason. The SDK ends such a stream without a word, so the client took half a reply as whole.
-    import asyncio
-
     api.reply = " ".join(f"word{i}" for i in range(40))
     api.chunk_delay = 0.2
     gw = await upstream_gateway(start_gateway, api, **{"server.shutdownGrace": 0.5})
@@ -307,8 +302,6 @@ async def test_a_streaming_client_that_stops_reading_frees_its_session_and_the_u
     # the client reads: with no bound on that wait, a client that never read held the run (the session
     # answered 409 to everyone), its upstream request and its chunks until the gateway stopped. A WebSocket subscriber
     # that stops reading is closed after server.slowConsumerSeconds; so is this run now.
-    import asyncio
-
     from tests.helpers import wait_for
 
     api.reply = " ".join("x" * 999 for _ in range(6000))  # 6 MB: more than the socket buffers hold
