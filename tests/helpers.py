@@ -70,28 +70,32 @@ async def wait_for(predicate, timeout: float = 15.0, interval: float = 0.05):
 
 
 @contextlib.contextmanager
-def descriptors_exhausted(headroom: int = 4):
-    """This process (an in-process gateway runs in it) can open no file: the soft RLIMIT_NOFILE is
-    lowered to what is open plus `headroom`, and what is still free below it is taken (/dev/null), as
-    when half-open connections have used them all up. Both are given back on exit."""
+def descriptors_exhausted():
+    """This process (an in-process gateway runs in it) can open no file, as when half-open connections
+    have used them all up: the soft RLIMIT_NOFILE is lowered to 3, below every descriptor already open
+    (which stay usable), so each new one is refused with EMFILE, even one whose number another thread
+    frees meanwhile. Any of 0-2 that is free is taken first (/dev/null). Both are given back on exit."""
     import errno
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + headroom, hard))
     taken = []
     try:
-        while True:
-            try:
-                taken.append(os.open(os.devnull, os.O_RDONLY))
-            except OSError as exc:
-                assert exc.errno == errno.EMFILE
-                break
+        while (fd := os.open(os.devnull, os.O_RDONLY)) < 3:
+            taken.append(fd)
+        os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (3, hard))
+        try:
+            os.close(os.open(os.devnull, os.O_RDONLY))
+        except OSError as exc:
+            assert exc.errno == errno.EMFILE
+        else:
+            raise AssertionError("a descriptor could still be opened")
         yield
     finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         for fd in taken:
             os.close(fd)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 class RpcError(Exception):

@@ -69,7 +69,7 @@ async def scenario_descriptors_exhausted(gw: RunningGateway) -> None:
     """The issue's case: with no descriptor left, the memory folder cannot be listed. The sync must fail
     naming the folder and EMFILE, and remove nothing."""
     c = await first_sync(gw)
-    with descriptors_exhausted(headroom=32):
+    with descriptors_exhausted():
         got = await sync_or_error(c, force=True)
     assert isinstance(got, RpcError), f"the sync read 'cannot list' as 'all deleted': {got}"
     assert got.code == -32050 and got.data["retryable"] is True, got.data
