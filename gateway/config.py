@@ -127,6 +127,8 @@ class OpenAIApiConfig:
 
 @dataclass
 class SessionsConfig:
+    max: int = _f(10_000, ge=1, doc="sessions one agent may hold; sessions.create past it answers -32009 "
+                  "(delete some, or raise this); ephemeral ones are pruned by their own limits")
     ephemeral_prefix: str = _f("hook:", doc="sessions whose key starts with this are pruned by age and count")
     ephemeral_max_age_hours: float = _f(48.0, ge=0.0, doc="ephemeral sessions idle longer are deleted")
     ephemeral_max_count: int = _f(500, ge=0, doc="at most this many ephemeral sessions are kept (newest)")

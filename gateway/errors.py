@@ -68,6 +68,14 @@ class Conflict(JarvisError):
     default_message = "busy"
 
 
+class SessionLimit(Conflict):
+    """An agent already holds `max` sessions: a new one is refused until some are deleted."""
+
+    def __init__(self, agent_id: str, max_sessions: int):
+        super().__init__(f"session limit reached: agent {agent_id!r} has {max_sessions} sessions (sessions.max); "
+                         f"delete some with sessions.delete or raise sessions.max", {"max": max_sessions})
+
+
 class RateLimited(JarvisError):
     default_message = "rate limited"
 

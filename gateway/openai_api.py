@@ -38,7 +38,7 @@ import structlog
 from .chat.providers import UpstreamError
 from .chat.stream import Delta, Usage
 from .chat.runner import memory_section
-from .errors import Conflict, JarvisError, Unavailable
+from .errors import Conflict, JarvisError, SessionLimit, Unavailable
 from .methods.chat import name_after_first_message
 from .schema import SESSION_KEY
 from .server.httpapi import BodyTooLarge, error_body
@@ -445,6 +445,8 @@ def routes(services: "Services") -> list["BaseRoute"]:
                 if capture:
                     await _ensure_session(agent, key, body)
                 started = await agent.chat.send(key, relay.user_text, None, relay=relay)
+            except SessionLimit as exc:
+                raise ApiError(409, exc.message, type_="conflict_error", code="session_limit") from None
             except Conflict as exc:
                 raise ApiError(409, f"{exc.message}; retry when it has ended", type_="conflict_error",
                                code="session_busy") from None
@@ -484,8 +486,13 @@ def routes(services: "Services") -> list["BaseRoute"]:
 async def _ensure_session(agent: "Agent", key: str, body: dict[str, Any]) -> None:
     """The session exists, named after the conversation's first user message."""
     if not await agent.sessions.exists(key):
-        with contextlib.suppress(Conflict):  # created by a request a moment ago
+        try:
             await agent.sessions.create(key=key)
+        except SessionLimit:
+            raise
+        except Conflict:
+            pass  # created by a request a moment ago
+        else:
             if agent.memory is not None:
                 agent.memory.session_started(key)
     first = next((text_of(m.get("content")) for m in body["messages"] if m["role"] == "user"), "")

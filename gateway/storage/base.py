@@ -28,11 +28,13 @@ class SessionStore(Protocol):
     """One agent's sessions: metadata (sessionKey, label, createdAt, updatedAt, messageCount and the own
     settings in sessions/history.SETTINGS when set) and each session's append-only transcript.
 
-    Errors: NotFound for a session that does not exist, Conflict for `create` of one that does,
-    Invalid for a key outside the session key rule (sessions/history.check_session_key)."""
+    Errors: NotFound for a session that does not exist, Conflict for `create` of one that does or past
+    the store's `max` sessions (SessionLimit), Invalid for a key outside the session key rule
+    (sessions/history.check_session_key)."""
 
     dir: Path  # where transcripts (or their local mirrors) are files
     agent_id: str
+    max: int  # sessions it may hold (config sessions.max)
 
     async def open(self) -> None: ...
     async def flush(self) -> None:

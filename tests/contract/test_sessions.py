@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import orjson
 import pytest
 
-from gateway.errors import Conflict, Invalid, NotFound
+from gateway.errors import Conflict, Invalid, NotFound, SessionLimit
 from gateway.sessions import transcript as tx
 
 
@@ -38,6 +39,22 @@ async def test_the_same_key_twice_is_a_conflict_and_a_bad_key_is_invalid(session
             await sessions.create(key=bad)
         assert err.value.data["field"] == "sessionKey"
     assert list(await sessions.all()) == ["once"]
+
+
+async def test_past_max_sessions_create_is_refused_exactly_and_leaves_no_transcript(sessions):
+    sessions.max = 3
+    made = await asyncio.gather(*(sessions.create(key=f"s{i}") for i in range(8)), return_exceptions=True)
+    refused = [r for r in made if isinstance(r, BaseException)]
+    assert len(refused) == 5 and all(isinstance(r, SessionLimit) for r in refused), refused
+    assert "sessions.max" in refused[0].message and refused[0].data == {"max": 3}
+    kept = set(await sessions.all())
+    assert len(kept) == 3
+    assert {p.stem for p in sessions.dir.glob("*.jsonl")} == kept, "a refused create left its transcript"
+    with pytest.raises(Conflict) as again:  # an existing key is still "already exists", not the limit
+        await sessions.create(key=sorted(kept)[0])
+    assert not isinstance(again.value, SessionLimit)
+    await sessions.delete(sorted(kept)[0])
+    assert (await sessions.create(key="after"))["sessionKey"] == "after"
 
 
 async def test_settings_are_kept_only_when_set_and_an_empty_one_resets(sessions):

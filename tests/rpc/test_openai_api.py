@@ -431,3 +431,27 @@ async def test_a_client_that_gives_up_on_a_completion_stops_its_run(start_gatewa
     assert transcript(gw, "impatient") == []  # nothing was said: nothing kept
     await wait_for(lambda: _true(gw.gw.services.agents["main"].chat.idle))
     await c.close()
+
+
+async def test_past_sessions_max_both_doors_refuse_a_new_session_and_keep_the_old_ones(start_gateway, api):
+    api.reply = "Noted."
+    gw = await upstream_gateway(start_gateway, api, **{"sessions.max": 2})
+    c = await gw.client()
+    first = (await c.call("sessions.create", {"label": "one"}))["sessionKey"]
+    async with sdk(gw) as client:
+        await client.chat.completions.create(model="fake-model", user="alice",
+                                             messages=[{"role": "user", "content": "hi"}])
+        with pytest.raises(openai.ConflictError) as refused:  # a third conversation: a third session
+            await client.chat.completions.create(model="fake-model", user="bob",
+                                                 messages=[{"role": "user", "content": "hi"}])
+        assert refused.value.code == "session_limit" and "sessions.max" in refused.value.message
+        again = await client.chat.completions.create(model="fake-model", user="alice",  # an existing one: fine
+                                                     messages=[{"role": "user", "content": "again"}])
+        assert again.choices[0].message.content == "Noted."
+    got = await c.request("sessions.create", {"label": "three"})
+    assert got["error"]["code"] == -32009 and got["error"]["data"] == {"max": 2}
+    assert "sessions.max" in got["error"]["message"]
+    assert {s["sessionKey"] for s in (await c.call("sessions.list"))["sessions"]} == {first, "openai:user:alice"}
+    await c.call("sessions.delete", {"sessionKey": first})
+    assert (await c.call("sessions.create", {"label": "room again"}))["sessionKey"]
+    await c.close()

@@ -31,7 +31,7 @@ class FilesStorage:
         return False  # an agent is its folder in the state dir, nothing more
 
     def sessions(self, agent_id: str) -> FileSessionStore:
-        return FileSessionStore(self.config.sessions_dir(agent_id), agent_id)
+        return FileSessionStore(self.config.sessions_dir(agent_id), agent_id, self.config.sessions.max)
 
     def ledger(self, agent_id: str) -> LocalRunLedger:
         return LocalRunLedger(self.config.chat.idempotency_ttl, self._idempotency.setdefault(agent_id, {}))

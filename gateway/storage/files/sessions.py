@@ -18,7 +18,7 @@ from typing import Any, Callable
 import orjson
 import structlog
 
-from ...errors import Conflict, DiskFull, NotFound
+from ...errors import Conflict, DiskFull, NotFound, SessionLimit
 from ...fsutil import atomic_write, ensure_private_dir, locked
 from ...sessions import transcript as tx
 from ...sessions.history import SETTINGS, check_session_key, history_page
@@ -50,9 +50,10 @@ def sessions_file(sessions: dict[str, dict[str, Any]], generation: int) -> bytes
 class FileSessionStore:
     """The files engine's SessionStore (storage/base.py)."""
 
-    def __init__(self, sessions_dir: Path, agent_id: str = "main"):
+    def __init__(self, sessions_dir: Path, agent_id: str = "main", max_sessions: int = 10_000):
         self.dir = sessions_dir
         self.agent_id = agent_id
+        self.max = max_sessions
         self.meta_path = sessions_dir / "sessions.json"
         self._lock = asyncio.Lock()
         self._transcripts: dict[str, tx.Transcript] = {}
@@ -299,6 +300,8 @@ class FileSessionStore:
         def add(sessions: dict[str, dict[str, Any]]) -> None:
             if key in sessions:
                 raise exists
+            if len(sessions) >= self.max:  # under the file lock: exact however many ask at once
+                raise SessionLimit(self.agent_id, self.max)
             sessions[key] = session
 
         try:

@@ -45,7 +45,7 @@ class PostgresStorage:
         return bool(await self.pg.pool.fetchval("SELECT 1 FROM sessions WHERE agent_id = $1 LIMIT 1", agent_id))
 
     def sessions(self, agent_id: str) -> PgSessionStore:
-        return PgSessionStore(self.pg, self.config.sessions_dir(agent_id), agent_id)
+        return PgSessionStore(self.pg, self.config.sessions_dir(agent_id), agent_id, self.config.sessions.max)
 
     def ledger(self, agent_id: str) -> PgRunLedger:
         return PgRunLedger(self.pg, agent_id, self.config.chat.idempotency_ttl)

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 import structlog
 
-from ...errors import Conflict, NotFound
+from ...errors import Conflict, NotFound, SessionLimit
 from ...fsutil import atomic_write, ensure_private_dir
 from ...sessions import transcript as tx
 from ...sessions.history import check_session_key, history_page
@@ -55,10 +55,11 @@ def _line(record: dict[str, Any]) -> str:
 class PgSessionStore:
     """The PostgreSQL engine's SessionStore (storage/base.py)."""
 
-    def __init__(self, pg: Postgres, sessions_dir: Path, agent_id: str = "main"):
+    def __init__(self, pg: Postgres, sessions_dir: Path, agent_id: str = "main", max_sessions: int = 10_000):
         self.pg = pg
         self.dir = sessions_dir
         self.agent_id = agent_id
+        self.max = max_sessions
         self._mirrored: dict[str, int] = {}  # key → lines in the local mirror
         self._mirror_locks = KeyedLocks()
         self._closed = False
@@ -168,6 +169,13 @@ class PgSessionStore:
         header = _line(tx.header(key, self.agent_id, now))
         settings = settings or {}
         async with self.pg.pool.acquire() as conn, conn.transaction():
+            # One creator of this agent's sessions at a time, on every gateway: the count is exact.
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('jarvis.sessions:' || $1))", self.agent_id)
+            if await conn.fetchval("SELECT count(*) FROM sessions WHERE agent_id = $1", self.agent_id) >= self.max:
+                if await conn.fetchval("SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2",
+                                       self.agent_id, key):
+                    raise Conflict(f"session already exists: {key}", {"sessionKey": key})
+                raise SessionLimit(self.agent_id, self.max)
             row = await conn.fetchrow(
                 f"INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, line_count, model, "
                 f"system_prompt) VALUES ($1, $2, $3, $4, $4, 1, $5, $6) ON CONFLICT DO NOTHING RETURNING {_COLUMNS}",
