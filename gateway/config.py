@@ -87,6 +87,8 @@ class ServerConfig:
     http_port: int = _f(18790, ge=-1, le=65535, doc="the HTTP API listener (/mcp, /v1/...) on the same host; "
                         "0 turns it off, -1 picks a free port")
     http_max_body_bytes: int = _f(8 << 20, ge=1024, doc="largest HTTP API request body (413 past it)")
+    http_body_timeout: float = _f(30.0, ge=0.1, le=3600.0, doc="seconds an HTTP API request body may take to "
+                                  "arrive, from its first read (408 past it: a trickled body holds nothing)")
 
 
 @dataclass

@@ -41,7 +41,7 @@ from .chat.runner import memory_section
 from .errors import Conflict, JarvisError, SessionLimit, Unavailable
 from .methods.chat import name_after_first_message
 from .schema import SESSION_KEY
-from .server.httpapi import BodyTooLarge, error_body
+from .server.httpapi import error_body
 
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.requests import Request
@@ -427,10 +427,6 @@ def routes(services: "Services") -> list["BaseRoute"]:
             return await _complete(request)
         except ApiError as exc:
             return exc.response()
-        except BodyTooLarge:
-            limit = config.server.http_max_body_bytes
-            return ApiError(413, f"request body is over {limit} bytes (server.httpMaxBodyBytes)",
-                            code="request_too_large").response()
 
     async def _complete(request: Request) -> Response:
         body = parse_request(await request.body())

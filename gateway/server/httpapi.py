@@ -62,8 +62,21 @@ class ListenError(OSError):
     """`server.httpPort` could not be bound; the message names the setting."""
 
 
-class BodyTooLarge(Exception):
-    """Raised from `receive()` when a request body passes `server.httpMaxBodyBytes`."""
+class BodyRefused(Exception):
+    """Raised from `receive()` for a request body past `server.httpMaxBodyBytes` (413) or not all in
+    within `server.httpBodyTimeout` of the first read (408: a client trickling it would hold the
+    request, its task and its socket for good)."""
+
+    def __init__(self, status: int, message: str, code: str):
+        super().__init__(message)
+        self.status, self.message, self.code = status, message, code
+
+    async def send_to(self, send: Send) -> None:
+        await send_error(send, self.status, self.message, type_="invalid_request_error", code=self.code)
+
+    @classmethod
+    def too_large(cls, limit: int) -> "BodyRefused":
+        return cls(413, f"request body is over {limit} bytes (server.httpMaxBodyBytes)", "request_too_large")
 
 
 class Guard:
@@ -104,18 +117,33 @@ class Guard:
         limit = self.config.server.http_max_body_bytes
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            await self._too_large(send, limit)
+            await BodyRefused.too_large(limit).send_to(send)
             return
+        timeout = self.config.server.http_body_timeout
         received = 0
         started = False
+        body_done = False
+        deadline: float | None = None
 
         async def counting_receive() -> dict[str, Any]:
-            nonlocal received
-            message = await receive()
+            nonlocal received, body_done, deadline
+            if body_done:  # after the body: waiting for a disconnect, as long as a response streams
+                return await receive()
+            if deadline is None:
+                deadline = asyncio.get_running_loop().time() + timeout
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                raise BodyRefused(408, f"request body not all received within {timeout:g} s "
+                                  "(server.httpBodyTimeout)", "request_timeout") from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
-                    raise BodyTooLarge
+                    raise BodyRefused.too_large(limit)
+                body_done = not message.get("more_body", False)
+            else:
+                body_done = True
             return message
 
         async def tracking_send(message: dict[str, Any]) -> None:
@@ -126,14 +154,9 @@ class Guard:
 
         try:
             await self.app(scope, counting_receive, tracking_send)
-        except BodyTooLarge:
+        except BodyRefused as exc:
             if not started:
-                await self._too_large(send, limit)
-
-    @staticmethod
-    async def _too_large(send: Send, limit: int) -> None:
-        await send_error(send, 413, f"request body is over {limit} bytes (server.httpMaxBodyBytes)",
-                         type_="invalid_request_error", code="request_too_large")
+                await exc.send_to(send)
 
 
 def _gated_protocol(admission: "Admission | None", timeout: float, stalled: float) -> type:
@@ -267,8 +290,13 @@ class HttpApi:
                                        type_="invalid_request_error", code="method_not_allowed"),
                             405, media_type="application/json")
 
+        async def refused(request: Request, exc: Exception) -> Response:
+            assert isinstance(exc, BodyRefused)  # a route read a body too big or too slow
+            return Response(error_body(exc.status, exc.message, type_="invalid_request_error", code=exc.code),
+                            exc.status, media_type="application/json")
+
         app = Starlette(routes=self.routes, lifespan=lifespan,
-                        exception_handlers={404: not_found, 405: not_allowed})
+                        exception_handlers={404: not_found, 405: not_allowed, BodyRefused: refused})
         return Guard(app, self.config, self.tokens, self.handshake)
 
     async def start(self) -> None:

@@ -81,3 +81,39 @@ async def test_the_listeners_connections_send_small_writes_at_once(start_gateway
         for conn in connections:
             sock = conn.transport.get_extra_info("socket")
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+async def test_a_trickled_body_is_answered_408_and_its_connection_closed(start_gateway):
+    """A client with the right token sending its body a byte at a time would hold the request for good."""
+    import asyncio
+
+    gw = await start_gateway(**{"server.httpPort": -1, "server.httpBodyTimeout": 1})
+    port = gw.gw.http.port
+    for path in ("/v1/chat/completions", "/mcp"):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {gw.token}\r\n"
+                     "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                     "Content-Length: 1000\r\n\r\n{".encode())
+        await writer.drain()
+
+        async def trickle(writer=writer):
+            while True:
+                await asyncio.sleep(0.2)
+                writer.write(b" ")
+                await writer.drain()
+
+        keeping_on = asyncio.create_task(trickle())
+        try:
+            answer = await asyncio.wait_for(reader.read(), 10)  # the answer, then EOF: closed
+        finally:
+            keeping_on.cancel()
+            writer.close()
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408"), (path, answer)
+        assert b"server.httpBodyTimeout" in body and b"request_timeout" in body, (path, body)
+    # A streamed answer outlives the deadline: it applies to the body, not the response.
+    async with httpx.AsyncClient(base_url=gw.http_url, timeout=10) as http:
+        r = await http.post("/v1/chat/completions", headers={"Authorization": f"Bearer {gw.token}"},
+                            json={"model": "offline-responder", "stream": True,
+                                  "messages": [{"role": "user", "content": "hello"}]})
+        assert r.status_code == 200 and r.text.rstrip().endswith("data: [DONE]")
