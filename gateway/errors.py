@@ -25,6 +25,7 @@ InternalError with a correlation id; its traceback goes only to the log.
 from __future__ import annotations
 
 import errno
+import os
 from typing import Any
 
 
@@ -147,7 +148,10 @@ _NO_DESCRIPTORS = {errno.EMFILE, errno.ENFILE}
 def out_of_descriptors(what: str, exc: BaseException) -> "Unavailable | None":
     """The retryable Unavailable that `exc` amounts to when the process (EMFILE) or the system (ENFILE)
     has no file descriptor left, else None. Nothing was written; the same request succeeds once sockets
-    close, so the client is told to retry rather than shown a bare internal error."""
+    close, so the client is told to retry rather than shown a bare internal error. SQLite says only
+    "unable to open database file" (SQLITE_CANTOPEN): that is this case when opening a file fails now."""
+    if type(exc).__name__ == "OperationalError" and "unable to open database file" in str(exc):
+        exc = _descriptors_left() or exc
     if not (isinstance(exc, OSError) and exc.errno in _NO_DESCRIPTORS):
         return None
     code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
@@ -156,6 +160,15 @@ def out_of_descriptors(what: str, exc: BaseException) -> "Unavailable | None":
     assert err.data is not None
     err.data["errno"] = code
     return err
+
+
+def _descriptors_left() -> OSError | None:
+    """The OSError of opening a file now, when that fails (EMFILE, ENFILE, …); None when it works."""
+    try:
+        os.close(os.open(os.devnull, os.O_RDONLY))
+    except OSError as exc:
+        return exc
+    return None
 
 
 # Failures that mean the database (storage.url) cannot be reached now, by class name as for SQLite's
