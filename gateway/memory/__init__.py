@@ -1,7 +1,7 @@
 """Long-term memory: notes and transcripts indexed per agent, searched hybrid. The index is one SQLite file
 per agent (the files engine) or rows in PostgreSQL shared by every gateway (`storage.url`).
 
-    service.py        MemoryManager, the facade the gateway uses: open/close, search, get, status,
+    service.py        MemoryService, the facade the gateway uses: open/close, search, get, status,
                       recall_for_turn, the sync triggers; owns the connections and the swap gate
     pgmanager.py      PgMemoryManager: the same facade with its index in PostgreSQL (no file, no swap:
                       a changed signature resets the agent's rows); standalone_manager for the CLI

@@ -35,7 +35,7 @@ from .embeddings import EmbeddingProvider
 from .index.chunking import CHUNKER_VERSION
 from .index.db import Database
 from .index.indexer import Indexer, IndexSettings, SyncStats
-from .index.migrations import SchemaParams, migrate, set_meta
+from ..storage.files.migrations import SchemaParams, migrate, set_meta
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import MemoryConfig

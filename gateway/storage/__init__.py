@@ -19,7 +19,7 @@ from ..config import Config
 from .base import Storage
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..memory.service import MemoryManager
+    from ..memory.service import MemoryService
 
 
 async def open_storage(config: Config, *, serve: bool = True) -> Storage:
@@ -35,9 +35,9 @@ async def open_storage(config: Config, *, serve: bool = True) -> Storage:
 
 
 @contextlib.asynccontextmanager
-async def standalone_manager(config: Config, agent_id: str) -> AsyncIterator["MemoryManager"]:
-    """An open MemoryManager outside the gateway (the `jarvis memory` commands), on the engine
-    `storage.url` names."""
+async def standalone_manager(config: Config, agent_id: str) -> AsyncIterator["MemoryService"]:
+    """An open MemoryService outside the gateway (the `jarvis memory` commands), on the engine
+    `storage.url` names (its MemoryIndex and KeyedStore)."""
     storage = await open_storage(config, serve=False)
     try:
         mgr = storage.memory(agent_id)
