@@ -794,7 +794,7 @@ async def test_a_refused_rebuild_keeps_the_index_users_lock(tmp_path):
     still count as a user, or the other one's rebuild would swap the file under its connections.
     (A flock upgrade that is refused drops the shared lock: that was the bug.)"""
     from gateway.errors import Conflict
-    from gateway.memory.rebuild import IndexUsers
+    from gateway.storage.files.rebuild import IndexUsers
 
     gateway, cli = IndexUsers(tmp_path / "m.sqlite", "main"), IndexUsers(tmp_path / "m.sqlite", "main")
     await gateway.hold()
@@ -818,7 +818,7 @@ async def test_a_refused_rebuild_keeps_the_index_users_lock(tmp_path):
 async def test_a_damaged_index_is_set_aside_only_when_no_other_process_has_it_open(tmp_path):
     """SQLite names a database's WAL by the path it opened: a process closing the moved-aside file last
     would delete the WAL of the new index at that path. So the set-aside waits for the others to go."""
-    from gateway.memory.rebuild import IndexUsers
+    from gateway.storage.files.rebuild import IndexUsers
 
     cfg = make_cfg(tmp_path, **{"memory.embeddings.provider": "none"})
     write(cfg.workspace_dir / "MEMORY.md", "# Facts\n\nThe harbour lamp is violet.\n")

@@ -5,7 +5,7 @@ a gate lets many searches in at once, or one swap of the file.
 
 A change of embedding provider/model/dims, chunking, FTS tokenizer or vector backend changes the index
 signature: the index is then rebuilt into `<db>.rebuild` (the embedding cache is copied over first) and
-swapped in with one rename (memory/rebuild.py). Searches keep answering from the old index meanwhile
+swapped in with one rename (rebuild.py). Searches keep answering from the old index meanwhile
 (full text only when its vectors no longer match the query embeddings) and wait only for the swap itself.
 
 A damaged file (at open, or met while serving) is derived data: it is set aside for a post-mortem and
@@ -34,7 +34,8 @@ from ...memory.index.db import Database, index_driver, is_corruption
 from ...memory.index.indexer import Indexer, IndexSettings, SyncStats
 from ...memory.index.sources import session_path
 from ...memory.index.vectors import VectorStore
-from ...memory.rebuild import IndexUsers, build_fresh, index_signature, same_embeddings, set_aside, swap_in
+from ...memory.signature import index_signature, same_embeddings
+from .rebuild import IndexUsers, build_fresh, set_aside, swap_in
 from ...memory.rerank import stored_vectors
 from ...memory.search.searcher import SearchOptions, Searcher
 from ...memory.search.snippets import Exclude

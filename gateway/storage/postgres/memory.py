@@ -29,7 +29,7 @@ from ...config import Config
 from ...memory.embeddings import EmbeddingProvider
 from ...memory.index.indexer import IndexSettings, SyncStats
 from ...memory.index.sources import session_path
-from ...memory.rebuild import index_signature, same_embeddings
+from ...memory.signature import index_signature, same_embeddings
 from ...memory.search.searcher import SearchOptions
 from ...memory.search.snippets import Exclude
 from ...memory.sync import DirtyMarks, SyncRequest
