@@ -1,6 +1,7 @@
-"""Where the gateway keeps sessions, transcripts, runs and keyed memories: one interface, two engines.
+"""Where the gateway keeps sessions, transcripts, runs, keyed memories and the memory index: one
+interface, two engines.
 
-    base.py       the Protocols: SessionStore, RunLedger, KeyedStore, and Storage (an engine)
+    base.py       the Protocols: SessionStore, RunLedger, KeyedStore, MemoryIndex, and Storage (an engine)
     files/        no `storage.url`: everything in the state dir (sessions.json, JSONL transcripts, one
                   SQLite index per agent), for one gateway
     postgres/     a postgresql:// `storage.url`: everything several gateways share, in one database;
