@@ -2,6 +2,7 @@
 interface, two engines.
 
     base.py       the Protocols: SessionStore, RunLedger, KeyedStore, MemoryIndex, and Storage (an engine)
+    index_base.py what both engines' memory indexes share (settings, signature check, after a sync)
     files/        no `storage.url`: everything in the state dir (sessions.json, JSONL transcripts, one
                   SQLite index per agent), for one gateway
     postgres/     a postgresql:// `storage.url`: everything several gateways share, in one database;

@@ -27,21 +27,20 @@ import structlog
 
 from ...config import Config
 from ...errors import Unavailable
-from ...memory.embeddings import EmbeddingProvider
 from ...memory.embeddings.cache import EmbeddingCache
 from ...memory.index.ann import AnnIndex
 from ...memory.index.db import Database, index_driver, is_corruption
-from ...memory.index.indexer import Indexer, IndexSettings, SyncStats
+from ...memory.index.indexer import Indexer, SyncStats
 from ...memory.index.sources import session_path
 from ...memory.index.vectors import VectorStore
-from ...memory.signature import index_signature, same_embeddings
-from .rebuild import IndexUsers, build_fresh, set_aside, swap_in
 from ...memory.rerank import stored_vectors
 from ...memory.search.searcher import SearchOptions, Searcher
 from ...memory.search.snippets import Exclude
-from ...memory.sync import DirtyMarks, SyncRequest
+from ...memory.sync import SyncRequest
 from ..base import IndexContext
+from ..index_base import IndexBase
 from .migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
+from .rebuild import IndexUsers, build_fresh, set_aside, swap_in
 
 log = structlog.get_logger("gateway.memory")
 
@@ -97,44 +96,22 @@ class _GatedCache:
             await EmbeddingCache(self.index.writer, *self.args).put_many(items)
 
 
-class FilesMemoryIndex:
+class FilesMemoryIndex(IndexBase):
     def __init__(self, config: Config, agent_id: str):
-        self.cfg = config.memory
-        self.agent_id = agent_id
+        super().__init__(config, agent_id)
         self.db_path: Path = config.memory_db(agent_id)
-        self.workspace: Path = config.agent_workspace(agent_id)
-        self.sessions_dir: Path = config.sessions_dir(agent_id)
-        self.provider: EmbeddingProvider | None = None
-        self.provider_problem: str | None = None
-        self.backend = "none"
         self.writer: Database | None = None
         self.reader: Database | None = None
         self.indexer: Indexer | None = None
-        self.searcher: Searcher | None = None
         self.tokenizer = self.cfg.search.fts_tokenizer
-        self.write_lock = asyncio.Lock()
         self._gate = _Gate()
         self._users = IndexUsers(self.db_path, agent_id)
-        self._marks = DirtyMarks()
-        self._hidden: set[str] = set()
         self._resync: Callable[[str], None] = lambda reason: None
-        self._needs_rebuild = False
-        self._rebuilding = False
         self._forgotten: set[str] = set()
-        self._old_vectors_ok = True
         self._corrupt: BaseException | None = None  # a damaged index met while serving; the next run rebuilds
         self._recovering = False  # that rebuild is under way: searches answer, saying they are incomplete
-        self._embed_error: str | None = None
-        self._generation = "0"
-        self.counts: dict[str, int] = {"files": 0, "chunks": 0, "vectors": 0, "missing": 0}
-        self.last_sync_at: str | None = None
-        self.corrupt_events: list[dict[str, str]] = []
 
     # ---- state the service reads ------------------------------------------------------------------------
-    @property
-    def needs_rebuild(self) -> bool:
-        return self._needs_rebuild
-
     @property
     def rebuilding(self) -> bool:
         return self._rebuilding or self._needs_rebuild or self._corrupt is not None or self._recovering
@@ -149,8 +126,8 @@ class FilesMemoryIndex:
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     async def open(self, ctx: IndexContext) -> None:
-        self.provider, self.provider_problem = ctx.provider, ctx.provider_problem
-        self._marks, self._hidden, self._resync = ctx.marks, ctx.hidden, ctx.resync
+        self._bind(ctx)
+        self._resync = ctx.resync
         provider = ctx.provider
         want = self.cfg.search.vector_backend
         driver = index_driver(want)
@@ -172,13 +149,6 @@ class FilesMemoryIndex:
             await self._set_aside(exc)
             await self._open_index()
 
-    def _settings(self) -> IndexSettings:
-        return IndexSettings.from_config(self.cfg, self.workspace, self.sessions_dir, self.backend)
-
-    def _signature(self) -> str:
-        assert self.provider is not None
-        return index_signature(self.cfg, self.provider, self.backend)
-
     def _options(self) -> SearchOptions:
         return SearchOptions.from_config(self.cfg.search, self.tokenizer)
 
@@ -186,17 +156,10 @@ class FilesMemoryIndex:
         """Open the live index (migrations), check its signature, bind search, read its counts."""
         await self._open_live()
         assert self.writer is not None
-        sig = self._signature()
         stored = await get_meta(self.writer, "index_signature")
         has_chunks = bool(await self.writer.scalar("SELECT 1 FROM chunks LIMIT 1"))
-        self._old_vectors_ok = True
-        if stored is None and not has_chunks:
-            await set_meta(self.writer, "index_signature", sig)
-        elif stored != sig:
-            self._needs_rebuild = True
-            self._marks.mark_all()
-            self._old_vectors_ok = same_embeddings(stored, sig)
-            log.info("memory_index_rebuild_needed", reason="index settings changed")
+        if self._compare_signature(stored, has_chunks):
+            await set_meta(self.writer, "index_signature", self._signature())
         await self._open_live_state()
         await self._refresh_counts()  # reads every page of files and chunks: finds most damage now
 
@@ -329,13 +292,6 @@ class FilesMemoryIndex:
             return await self._recover(exc)
         await self._after_sync(stats)
         return stats
-
-    async def _after_sync(self, stats: SyncStats) -> None:
-        self._embed_error = stats.embed_error
-        if self.searcher is not None and self.searcher.vectors is None and self.backend != "none" \
-                and not self._needs_rebuild:
-            await self._open_live_state()
-        await self._refresh_counts()
 
     async def _rebuild(self, progress: Any) -> SyncStats:
         """Index everything into a fresh database next to the live one, then swap it in (rebuild.py)."""

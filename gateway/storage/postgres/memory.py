@@ -18,22 +18,19 @@ turn, and a memory file one gateway lacks is removed by that gateway's sync.
 
 from __future__ import annotations
 
-import asyncio
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import structlog
 
 from ...config import Config
-from ...memory.embeddings import EmbeddingProvider
-from ...memory.index.indexer import IndexSettings, SyncStats
+from ...memory.index.indexer import SyncStats
 from ...memory.index.sources import session_path
-from ...memory.signature import index_signature, same_embeddings
 from ...memory.search.searcher import SearchOptions
 from ...memory.search.snippets import Exclude
-from ...memory.sync import DirtyMarks, SyncRequest
+from ...memory.sync import SyncRequest
 from ..base import IndexContext
+from ..index_base import IndexBase
 from .memindex import (FTS_CONFIG, PgEmbeddingCache, PgIndexer, PgSearcher, PgVectorStore, ensure_dims_index,
                        ensure_vector_schema, get_meta, parse_vector, set_meta)
 
@@ -43,34 +40,12 @@ if TYPE_CHECKING:  # pragma: no cover
 log = structlog.get_logger("gateway.memory")
 
 
-class PgMemoryIndex:
+class PgMemoryIndex(IndexBase):
     def __init__(self, config: Config, agent_id: str, pg: "Postgres"):
-        self.cfg = config.memory
-        self.agent_id = agent_id
+        super().__init__(config, agent_id)  # corrupt_events stays empty: PostgreSQL keeps its own data safe
         self.pool = pg.pool
-        self.workspace: Path = config.agent_workspace(agent_id)
-        self.sessions_dir: Path = config.sessions_dir(agent_id)
-        self.provider: EmbeddingProvider | None = None
-        self.provider_problem: str | None = None
-        self.backend = "none"
         self.indexer: PgIndexer | None = None
-        self.searcher: PgSearcher | None = None
-        self.write_lock = asyncio.Lock()
-        self._marks = DirtyMarks()
-        self._hidden: set[str] = set()
         self._vector_schema_problem: str | None = None
-        self._needs_rebuild = False
-        self._rebuilding = False
-        self._old_vectors_ok = True
-        self._embed_error: str | None = None
-        self._generation = "0"
-        self.counts: dict[str, int] = {"files": 0, "chunks": 0, "vectors": 0, "missing": 0}
-        self.last_sync_at: str | None = None
-        self.corrupt_events: list[dict[str, str]] = []  # never: PostgreSQL keeps its own data safe
-
-    @property
-    def needs_rebuild(self) -> bool:
-        return self._needs_rebuild
 
     @property
     def rebuilding(self) -> bool:
@@ -86,10 +61,9 @@ class PgMemoryIndex:
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     async def open(self, ctx: IndexContext) -> None:
-        self.provider, self.provider_problem = ctx.provider, ctx.provider_problem
-        self._marks, self._hidden = ctx.marks, ctx.hidden
+        self._bind(ctx)
         self.backend = "none"
-        if self.provider.enabled:
+        if ctx.provider.enabled:
             self._vector_schema_problem = await ensure_vector_schema(self.pool)
             if self._vector_schema_problem:
                 log.warning("memory_pgvector_unavailable", problem=self._vector_schema_problem)
@@ -97,29 +71,15 @@ class PgMemoryIndex:
                 self.backend = "pgvector"
         self.indexer = PgIndexer(self.pool, self.agent_id, self.provider, self._settings(),
                                  vectors_ok=self.backend == "pgvector")
-        sig = self._signature()
         stored = await get_meta(self.pool, self.agent_id, "index_signature")
         has_chunks = await self.pool.fetchval("SELECT 1 FROM memory_chunks WHERE agent_id = $1 LIMIT 1", self.agent_id)
-        self._old_vectors_ok = True
-        if stored is None and not has_chunks:
-            await set_meta(self.pool, self.agent_id, "index_signature", sig)
-        elif stored != sig:
-            self._needs_rebuild = True
-            self._marks.mark_all()
-            self._old_vectors_ok = same_embeddings(stored, sig)
-            log.info("memory_index_rebuild_needed", reason="index settings changed", storage="postgresql")
+        if self._compare_signature(stored, bool(has_chunks), storage="postgresql"):
+            await set_meta(self.pool, self.agent_id, "index_signature", self._signature())
         await self._open_live_state()
         await self._refresh_counts()
 
     async def close(self) -> None:
         """Nothing of its own: the pool is the engine's."""
-
-    def _settings(self) -> IndexSettings:
-        return IndexSettings.from_config(self.cfg, self.workspace, self.sessions_dir, self.backend)
-
-    def _signature(self) -> str:
-        assert self.provider is not None
-        return index_signature(self.cfg, self.provider, self.backend)
 
     async def _open_live_state(self) -> None:
         assert self.provider is not None
@@ -159,13 +119,6 @@ class PgMemoryIndex:
                                             progress=progress)
         await self._after_sync(stats)
         return stats
-
-    async def _after_sync(self, stats: SyncStats) -> None:
-        self._embed_error = stats.embed_error
-        if self.searcher is not None and self.searcher.vectors is None and self.backend != "none" \
-                and not self._needs_rebuild:
-            await self._open_live_state()
-        await self._refresh_counts()
 
     async def _rebuild(self, progress: Any) -> SyncStats:
         """New settings: drop the agent's rows, then index everything again (no file to swap)."""
