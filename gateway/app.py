@@ -31,7 +31,7 @@ from .services import Services
 from .storage import open_storage
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .memory.service import MemoryManager
+    from .memory.service import MemoryService
     from .storage.base import Storage
 
 log = structlog.get_logger("gateway.app")
@@ -49,7 +49,7 @@ class Gateway:
         self.http: HttpApi | None = None
 
     @property
-    def memory(self) -> "MemoryManager | None":
+    def memory(self) -> "MemoryService | None":
         """The default agent's memory (None when disabled or not started)."""
         return self.services.memory if self.services is not None and self.services.agents else None
 

@@ -36,7 +36,7 @@ from .sessions.retention import ephemeral_victims
 from .storage.base import SessionStore, Storage
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .memory.service import MemoryManager
+    from .memory.service import MemoryService
 
 log = structlog.get_logger("gateway.services")
 
@@ -68,7 +68,7 @@ class Agent:
     id: str
     sessions: SessionStore
     chat: ChatService
-    memory: "MemoryManager | None"
+    memory: "MemoryService | None"
 
     users: int = 0  # requests being handled that use this agent (see Services.request_scope)
     last_used: float = 0.0  # time.monotonic() of the last use
@@ -201,7 +201,7 @@ class Services:
         return self.default.chat
 
     @property
-    def memory(self) -> "MemoryManager | None":
+    def memory(self) -> "MemoryService | None":
         return self.default.memory
 
     async def agent(self, agent_id: str | None = None, create: bool = False) -> Agent:

@@ -153,7 +153,7 @@ async def via_gateway(state_dir: Path, qs: list[str], mode: str = "hybrid") -> d
 
 async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True) -> dict:
     from gateway.config import load_config
-    from gateway.memory.service import MemoryManager
+    from gateway.storage.files.engine import FilesStorage
 
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix=f"bench-memory-{chunks}-") as tmp:
@@ -161,7 +161,7 @@ async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True) -
         t = time.perf_counter()
         notes, sessions = generate(cfg, chunks, rng)
         gen_s = time.perf_counter() - t
-        mgr = MemoryManager(cfg)
+        mgr = FilesStorage(cfg).memory(cfg.agent_id)
         await mgr.open()
         try:
             t = time.perf_counter()
@@ -201,7 +201,7 @@ async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True) -
 
 async def noop_files(files: int, seed: int) -> dict:
     from gateway.config import load_config
-    from gateway.memory.service import MemoryManager
+    from gateway.storage.files.engine import FilesStorage
 
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="bench-memory-noop-") as tmp:
@@ -211,7 +211,7 @@ async def noop_files(files: int, seed: int) -> dict:
             d = ws / f"{i // 1000:02d}"
             d.mkdir(parents=True, exist_ok=True)
             (d / f"n{i:05d}.md").write_text(sentence(rng, 10) + "\n")
-        mgr = MemoryManager(cfg)
+        mgr = FilesStorage(cfg).memory(cfg.agent_id)
         await mgr.open()
         try:
             await mgr.sync()

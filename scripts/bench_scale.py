@@ -96,7 +96,7 @@ async def load(urls: list[str], make_params, method: str, connections: int, seco
 def build_corpus(chunks: int, seed: int, into: Path) -> dict:
     """Notes and transcripts in a files-engine state dir, with its memory index built."""
     from gateway.config import load_config
-    from gateway.memory.service import MemoryManager
+    from gateway.storage.files.engine import FilesStorage
 
     cfg = load_config({"stateDir": str(into), "memory.sync.onStart": False, "memory.sync.watch": False}, env={})
     notes, sessions = bench_memory.generate(cfg, chunks, random.Random(seed))
@@ -107,7 +107,7 @@ def build_corpus(chunks: int, seed: int, into: Path) -> dict:
     (cfg.sessions_dir() / "sessions.json").write_bytes(orjson.dumps({"version": 1, "sessions": meta}))
 
     async def index() -> dict:
-        mgr = MemoryManager(cfg)
+        mgr = FilesStorage(cfg).memory(cfg.agent_id)
         await mgr.open()
         try:
             t = time.perf_counter()

@@ -33,7 +33,7 @@ from .providers import ChatProvider, OfflineResponder
 from .stream import Delta
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..memory.service import MemoryManager
+    from ..memory.service import MemoryService
 
 log = structlog.get_logger("gateway.compaction")
 CHARS_PER_TOKEN = 4
@@ -104,7 +104,7 @@ def _tokens(messages: list[dict[str, Any]]) -> int:
 
 class Compactor:
     def __init__(self, config: Config, sessions: SessionStore, provider: ChatProvider,
-                 memory: "MemoryManager | None", workspace: Path):
+                 memory: "MemoryService | None", workspace: Path):
         self.config = config
         self.sessions = sessions
         self.provider = provider

@@ -38,13 +38,14 @@ from ..tasks import KeyedLocks, log_failure
 from .compaction import Compactor, read_state
 from ..storage.base import RunLedger, SessionStore
 from .providers import ChatProvider, ToolsRejected
+from .recall import recall_for_turn
 from .stream import Delta, ToolCalls, Usage
 from ..tools.catalog import ToolOutcome
 from .tools import MAX_CALLS_PER_STEP, ChatTools, plain, replay, shown_arguments, tool_calls_message
 from .upstream import checked
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..memory.service import MemoryManager
+    from ..memory.service import MemoryService
 
 log = structlog.get_logger("gateway.chat")
 
@@ -76,7 +77,7 @@ class Run:
 
 class ChatService:
     def __init__(self, config: Config, sessions: SessionStore, bus: EventBus, provider: ChatProvider,
-                 ledger: RunLedger, memory: "MemoryManager | None" = None,
+                 ledger: RunLedger, memory: "MemoryService | None" = None,
                  topic: Callable[[str], str] = lambda key: key, compactor: Compactor | None = None,
                  tools: ChatTools | None = None, *, error_code: Callable[[JarvisError], int],
                  request_abort: Callable[[str, str], Awaitable[None]] | None = None):
@@ -325,7 +326,7 @@ class ChatService:
         if self.memory is None or not self.config.memory.recall.enabled:
             return []
         try:
-            return await self.memory.recall_for_turn(user_text, session_key)
+            return await recall_for_turn(self.memory, user_text, session_key)
         except Exception as exc:  # recall is best effort; the turn goes on without it
             log.warning("recall failed", error=type(exc).__name__, session=session_key)
             return []

@@ -155,7 +155,7 @@ def _index_location(config: Config, mgr: Any, agent: str | None = None) -> str:
         from ..storage.postgres import redact
 
         return f"PostgreSQL {redact(config.storage.url)} (shared by the gateways on it)"
-    return str(mgr.db_path if mgr is not None else config.memory_db(agent))
+    return str(config.memory_db(mgr.agent_id if mgr is not None else agent))
 
 
 def _print_status(res: dict) -> None:

@@ -1,23 +1,22 @@
 """Long-term memory: notes and transcripts indexed per agent, searched hybrid. The index is one SQLite file
 per agent (the files engine) or rows in PostgreSQL shared by every gateway (`storage.url`).
 
-    service.py        MemoryManager, the facade the gateway uses: open/close, search, get, status,
-                      recall_for_turn, the sync triggers; owns the connections and the swap gate
-    pgmanager.py      PgMemoryManager: the same facade with its index in PostgreSQL (no file, no swap:
-                      a changed signature resets the agent's rows); standalone_manager for the CLI
-    pgindex.py        the PostgreSQL index: indexer, searcher, vectors (pgvector) and embedding cache
+    service.py        MemoryService, what the gateway uses: open/close, search → re-rank, get, status,
+                      the sync triggers; engine-neutral, above the engine's MemoryIndex
+                      (storage/base.py): storage/files/memory.py (SQLite) or storage/postgres/memory.py
     sync.py           SyncOrchestrator (every trigger coalesces into one run at a time) and DirtyMarks
     watcher.py        watchfiles on the workspace's memory files, polling as a fallback
-    rebuild.py        index signature, the cross-process users lock, fresh build + swap, set-aside
+    signature.py      the index signature: the settings that, changed, make an index be built anew
     rerank.py         optional time decay and MMR, and the inputs they read
     layout.py         where memory lives in a workspace (root files, memory/, day files, keyed/, images/)
     index/            what the index holds and how it is written:
         db.py             aiosqlite connections, driver choice (sqlite-vec), corruption detection
-        migrations.py     the schema as named, ordered migrations
+                          (the SQLite schema and its migrations: storage/files/migrations.py)
         sources.py        which files are indexed, and safe reads for memory.get
         chunking.py       markdown and transcript chunks with line ranges
         indexer.py        incremental sync: stat → hash → chunk diff → embed → one transaction
         vectors.py        vector storage and exact KNN (sqlite-vec or an in-memory matrix)
+        ann.py            the approximate (HNSW) graph of a big index, saved beside it
     search/           how it is searched:
         query.py          words, stems and FTS5 strings that cannot be injected
         fusion.py         reciprocal rank fusion (or weighted), spreading results over files

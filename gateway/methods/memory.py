@@ -1,6 +1,6 @@
 """The `memory.*` methods — thin: validate, then call the agent's memory.
 
-    memory.search, memory.get {path}, memory.status, memory.sync      → the MemoryManager (memory/service.py)
+    memory.search, memory.get {path}, memory.status, memory.sync      → the MemoryService (memory/service.py)
     memory.get {key}, memory.set/delete/list/similar/recall/learn,
     memory.setImage/getImage/searchImage, memory.files/write          → MemoryNotes (memory/notes/service.py)
 

@@ -1,6 +1,8 @@
-"""Where the gateway keeps sessions, transcripts, runs and keyed memories: one interface, two engines.
+"""Where the gateway keeps sessions, transcripts, runs, keyed memories and the memory index: one
+interface, two engines.
 
-    base.py       the Protocols: SessionStore, RunLedger, KeyedStore, and Storage (an engine)
+    base.py       the Protocols: SessionStore, RunLedger, KeyedStore, MemoryIndex, and Storage (an engine)
+    index_base.py what both engines' memory indexes share (settings, signature check, after a sync)
     files/        no `storage.url`: everything in the state dir (sessions.json, JSONL transcripts, one
                   SQLite index per agent), for one gateway
     postgres/     a postgresql:// `storage.url`: everything several gateways share, in one database;
@@ -19,7 +21,7 @@ from ..config import Config
 from .base import Storage
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..memory.service import MemoryManager
+    from ..memory.service import MemoryService
 
 
 async def open_storage(config: Config, *, serve: bool = True) -> Storage:
@@ -35,9 +37,9 @@ async def open_storage(config: Config, *, serve: bool = True) -> Storage:
 
 
 @contextlib.asynccontextmanager
-async def standalone_manager(config: Config, agent_id: str) -> AsyncIterator["MemoryManager"]:
-    """An open MemoryManager outside the gateway (the `jarvis memory` commands), on the engine
-    `storage.url` names."""
+async def standalone_manager(config: Config, agent_id: str) -> AsyncIterator["MemoryService"]:
+    """An open MemoryService outside the gateway (the `jarvis memory` commands), on the engine
+    `storage.url` names (its MemoryIndex and KeyedStore)."""
     storage = await open_storage(config, serve=False)
     try:
         mgr = storage.memory(agent_id)

@@ -9,17 +9,24 @@ Everything is async: a store that blocks (files) does its work in threads.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..errors import Unavailable
-    from ..memory.notes.keyed import Entry
+    import numpy as np
 
-# The memory manager, the gateway's Services and the Cluster sit above this layer (they use the stores);
+    from ..errors import Unavailable
+    from ..memory.embeddings.base import EmbeddingProvider
+    from ..memory.index.indexer import SyncStats
+    from ..memory.notes.keyed import Entry
+    from ..memory.search.snippets import Exclude
+    from ..memory.sync import DirtyMarks, SyncRequest
+
+# The memory service, the gateway's Services and the Cluster sit above this layer (they use the stores);
 # naming their classes here, even for type checkers only, would make an import cycle
 # (tests/unit/test_import_cycles.py). The engines' own modules name them.
-MemoryManager = Any
+MemoryService = Any
 Services = Any
 Cluster = Any
 
@@ -107,6 +114,83 @@ class KeyedStore(Protocol):
     async def delete(self, key: str) -> Entry: ...
     async def list(self, category: str | None, limit: int, offset: int) -> dict[str, Any]:
         """{"memories": [brief, …] newest first, "total": n}."""
+    async def reconcile(self, key: str | None = None) -> int:
+        """Bring the workspace files in line with the record before they are indexed (`key`: the one
+        another gateway changed; None: all). The number of files changed (0 where the files are the record)."""
+
+
+class EmbeddingCacheStore(Protocol):
+    """Vectors by text hash for one (provider, model): what is never embedded twice."""
+
+    async def get_many(self, hashes: list[str]) -> dict[str, np.ndarray]: ...
+    async def put_many(self, items: dict[str, np.ndarray]) -> None: ...
+
+
+@dataclass
+class IndexContext:
+    """What the memory service hands its index at open."""
+
+    provider: EmbeddingProvider
+    provider_problem: str | None  # why the configured provider is not the one in use
+    marks: DirtyMarks  # what the index lags behind the files: a rebuild or a set-aside marks everything
+    hidden: set[str]  # deleted sessions that searches leave out until a sync drops their chunks
+    resync: Callable[[str], None]  # ask for a forced sync of everything (the reason, for the log)
+
+
+class MemoryIndex(Protocol):
+    """One agent's memory index: the notes and transcripts as chunks with full text and vectors.
+
+    The memory service (memory/service.py) sits above it: triggers, sync coalescing, search backends,
+    re-ranking, status. The index does what depends on where it is kept: the writer (one sync request at
+    a time, a rebuild when the settings changed, recovery from damage), the reader (candidates from full
+    text and vectors, fused, as memory/search/searcher.py does on each engine), stored vectors for MMR,
+    counts, the embedding cache.
+    """
+
+    backend: str  # the vectors: "sqlite-vec", "numpy", "pgvector" or "none" (set by open)
+    counts: dict[str, int]  # files, chunks, vectors, missing: as of the last sync or refresh
+    last_sync_at: str | None
+    corrupt_events: list[dict[str, str]]  # indexes set aside as damaged since open (memory.status)
+
+    async def open(self, ctx: IndexContext) -> None:
+        """Open the index (its schema migrated), check its settings' signature (a changed one marks
+        everything dirty and sets `needs_rebuild`), read its counts."""
+    async def close(self) -> None: ...
+
+    @property
+    def needs_rebuild(self) -> bool:
+        """The settings changed: the next sync indexes everything anew (the old index answers meanwhile)."""
+    @property
+    def rebuilding(self) -> bool:
+        """A rebuild or recovery is pending or under way (memory.status `rebuilding`)."""
+    @property
+    def degraded(self) -> str | None:
+        """Why searches cannot reach the index now (it is being replaced after damage), else None."""
+    @property
+    def recovering(self) -> bool:
+        """A damaged index is being rebuilt: searches answer from what is there, saying so."""
+
+    async def sync(self, req: SyncRequest, progress: Any) -> SyncStats:
+        """Run one sync request (a rebuild instead when one is due): the writer, one at a time."""
+    async def forget_session(self, session_key: str, busy: bool) -> bool:
+        """Drop a deleted session's chunks now; False when that must wait for a sync (`busy`: one is
+        running), which the caller then queues."""
+    async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
+                     session_key: str | None, mode: str, exclude: Exclude | None = None) -> dict[str, Any]:
+        """The built-in search backend's answer (memory.search's shape)."""
+    async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
+        """The results' stored vectors (index in `results` → vector) for MMR; None without vectors."""
+    async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:
+        """Files and chunks by source, embedding cache entries, stored vector dims (0: none)."""
+    def status(self) -> dict[str, Any]:
+        """memory.status's engine-specific parts: `vector` (available, matrix, ann), `fts`, and an
+        `error` when the vectors cannot be used."""
+    def embedding_cache(self, provider: str, model: str, max_entries: int) -> EmbeddingCacheStore:
+        """The cache, for vectors embedded outside a sync (images)."""
+    async def warm(self) -> None:
+        """Load what searches need ahead of the first one (the vector matrix, the ANN graph)."""
+    async def refresh(self) -> None:
+        """Bring `counts` up to date where another process may change the index."""
 
 
 class Storage(Protocol):
@@ -121,8 +205,11 @@ class Storage(Protocol):
 
     def sessions(self, agent_id: str) -> SessionStore: ...
     def ledger(self, agent_id: str) -> RunLedger: ...
-    def memory(self, agent_id: str) -> MemoryManager:
-        """The agent's memory (its index, and its keyed memories as `.keyed`), not yet opened."""
+    def keyed(self, agent_id: str) -> KeyedStore: ...
+    def memory_index(self, agent_id: str) -> MemoryIndex:
+        """The agent's memory index, not yet opened."""
+    def memory(self, agent_id: str) -> MemoryService:
+        """The agent's memory service over `memory_index` and `keyed`, not yet opened."""
 
     def cluster(self, services: Services) -> Cluster | None:
         """What coordinates this gateway with the others on the same storage (None: alone)."""

@@ -1,6 +1,7 @@
 """The store contracts (gateway/storage/base.py), written once and run against every engine.
 
-Each test gets `storage`: an engine open on a fresh state dir — `files`, or `postgres` on a fresh
+Each test gets `storage`: an engine open on a fresh state dir (with the settings of the module's
+`CONFIG`, when it has one) — `files`, or `postgres` on a fresh
 database of the embedded PostgreSQL server (tests/conftest.py's `postgres_server`; where that cannot
 start, the postgres half is skipped, saying why).
 """
@@ -20,7 +21,7 @@ ENGINES = ["files", "postgres"]
 
 @pytest.fixture(params=ENGINES)
 async def storage(request, tmp_path):
-    overrides = {}
+    overrides = dict(getattr(request.module, "CONFIG", {}))  # a test module's own settings
     if request.param == "postgres":
         from gateway.storage.postgres import create_database
 

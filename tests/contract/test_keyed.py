@@ -12,7 +12,7 @@ from gateway.errors import Invalid, NotFound
 
 @pytest.fixture
 def keyed(storage):
-    return storage.memory("main").keyed
+    return storage.keyed("main")
 
 
 async def test_set_get_find_and_the_file_at_its_path(storage, keyed):

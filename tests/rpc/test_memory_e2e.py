@@ -143,12 +143,12 @@ async def test_deleting_a_session_does_not_wait_for_a_running_sync(tmp_path):
 
 
 async def test_no_rebuild_under_another_process_holding_the_index(tmp_path):
-    from gateway.memory.service import MemoryManager
+    from gateway.storage.files.engine import FilesStorage
 
     cfg = make_config(tmp_path / "state", memory=True, **{"memory.sync.watch": False})
     cfg.workspace_dir.mkdir(parents=True)
     (cfg.workspace_dir / "MEMORY.md").write_text("# Notes\n\nThe gate code is 4711.\n")
-    live = MemoryManager(cfg)  # stands for the running gateway
+    live = FilesStorage(cfg).memory(cfg.agent_id)  # stands for the running gateway
     await live.open()
     await live.sync()
     inode = cfg.memory_db().stat().st_ino
@@ -156,7 +156,7 @@ async def test_no_rebuild_under_another_process_holding_the_index(tmp_path):
     changed = make_config(tmp_path / "state", memory=True,
                           **{"memory.sync.watch": False, "memory.sync.onStart": False,
                              "memory.chunking.tokens": 200})  # new chunking: needs a rebuild
-    cli = MemoryManager(changed)
+    cli = FilesStorage(changed).memory(changed.agent_id)
     await cli.open()
     with pytest.raises(Conflict, match="another process"):
         await cli.sync()

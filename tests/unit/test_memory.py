@@ -1,4 +1,4 @@
-"""Memory subsystem, driven through MemoryManager on real SQLite files and real files under tmp_path.
+"""Memory subsystem, driven through MemoryService on real SQLite files and real files under tmp_path.
 
 The remote embedding provider is played by a real local HTTP server speaking the OpenAI wire format
 (tests/fake_openai.py), which these tests can take down, slow or hold.
@@ -20,7 +20,8 @@ import pytest
 from gateway.config import load_config
 from gateway.errors import Invalid, NotFound
 from gateway.memory.index.chunking import chunk_markdown, chunk_transcript
-from gateway.memory.service import MemoryManager
+from gateway.memory.service import MemoryService
+from gateway.storage.files.engine import FilesStorage
 from gateway.memory.search.query import fts_query, query_terms
 from gateway.memory.search.searcher import Searcher
 from gateway.registry import CallContext, registry
@@ -53,10 +54,10 @@ def transcript(cfg, key: str, messages: list[tuple[str, str]]) -> Path:
 
 @pytest.fixture
 async def open_manager():
-    opened: list[MemoryManager] = []
+    opened: list[MemoryService] = []
 
-    async def make(cfg) -> MemoryManager:
-        m = MemoryManager(cfg)
+    async def make(cfg) -> MemoryService:
+        m = FilesStorage(cfg).memory(cfg.agent_id)
         await m.open()
         opened.append(m)
         return m
@@ -91,9 +92,9 @@ def api():
             a.hold.set()
 
 
-async def assert_fts_matches_chunks(m: MemoryManager) -> None:
+async def assert_fts_matches_chunks(m: MemoryService) -> None:
     """FTS5's own check that the full-text index holds exactly the chunks table's rows and terms."""
-    await m.writer.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
+    await m.index.writer.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
 
 
 def paths(res: dict) -> list[str]:
@@ -257,10 +258,10 @@ async def test_a_sync_batch_becomes_one_full_text_segment(tmp_path, open_manager
               "\n".join(" ".join(rng.choice(vocab) for _ in range(15)) for _ in range(100)) + "\n")
     m = await open_manager(cfg)
     await m.sync()
-    chunks = await m.writer.scalar("SELECT count(*) FROM chunks")
-    text = await m.writer.scalar("SELECT sum(length(text)) FROM chunks")
+    chunks = await m.index.writer.scalar("SELECT count(*) FROM chunks")
+    text = await m.index.writer.scalar("SELECT sum(length(text)) FROM chunks")
     assert chunks > 600 and text > 2_000_000
-    assert await m.writer.scalar("SELECT count(DISTINCT segid) FROM chunks_fts_idx") == 1
+    assert await m.index.writer.scalar("SELECT count(DISTINCT segid) FROM chunks_fts_idx") == 1
     await assert_fts_matches_chunks(m)
     assert paths(await m.search("w123x", mode="fts"))
 
@@ -340,10 +341,10 @@ async def test_restart_reembeds_nothing_and_the_local_model_is_not_cached(tmp_pa
     assert (await m2.status())["cache"]["entries"] == 0
     # ... and its entries in an index from before are dropped; another provider's are kept.
     for provider in ("local", "openai"):
-        await m2.writer.execute("INSERT INTO embedding_cache(provider, model, hash, dims, embedding) "
+        await m2.index.writer.execute("INSERT INTO embedding_cache(provider, model, hash, dims, embedding) "
                                 "VALUES (?, 'wordllama-l2-supercat-256', 'h', 1, x'00000000')", (provider,))
     await m2.sync()
-    assert await m2.writer.fetchall("SELECT provider FROM embedding_cache") == [("openai",)]
+    assert await m2.index.writer.fetchall("SELECT provider FROM embedding_cache") == [("openai",)]
 
 
 async def test_a_rebuilt_index_takes_remote_vectors_from_the_cache(tmp_path, api, open_manager):
@@ -597,7 +598,7 @@ async def test_common_words_are_skipped_on_big_indexes(tmp_path, open_manager, m
     write(cfg.workspace_dir / "memory" / "rare.md", "Weekly meeting about the zeppelin budget.\n")
     m = await open_manager(cfg)
     await m.sync()
-    s = m.searcher
+    s = m.index.searcher
     terms = query_terms("weekly meeting zeppelin")
     assert await s.prune_common(terms) == terms  # a small index searches every word
     monkeypatch.setattr(search_mod, "PRUNE_MIN_CHUNKS", 10)  # as if this index were big
@@ -698,11 +699,11 @@ async def test_mmr_reads_each_results_stored_vector(tmp_path, open_manager):
     mem = await open_manager(cfg)
     await mem.sync()
     res = await mem.search("cello Tuesday", k=3)
-    vecs = await mem._stored_vectors(res["results"])
+    vecs = await mem.index.stored_vectors(res["results"])
     assert vecs is not None and sorted(vecs) == [0, 1, 2]
     for i, v in vecs.items():  # each result's own chunk's vector, as stored
         r = res["results"][i]
-        stored = await mem.reader.fetchall(
+        stored = await mem.index.reader.fetchall(
             "SELECT v.embedding FROM chunks c JOIN chunks_vec v ON v.chunk_id = c.id "
             "WHERE c.path = ? AND c.start_line = ? AND c.end_line = ?", (r["path"], r["startLine"], r["endLine"]))
         assert len(stored) == 1 and v.tobytes() == stored[0][0]
@@ -716,7 +717,7 @@ async def test_two_indexers_racing_on_a_new_file_store_its_chunks_once(tmp_path,
     gateway, cli = await open_manager(cfg), await open_manager(cfg)
     write(cfg.workspace_dir / "memory" / "keyed" / "general" / "first.md", "# first\n\nthe very first note\n")
     await asyncio.gather(gateway.sync(), cli.sync())
-    rows = await gateway.reader.fetchall("SELECT path, start_line, end_line, count(*) FROM chunks GROUP BY 1, 2, 3")
+    rows = await gateway.index.reader.fetchall("SELECT path, start_line, end_line, count(*) FROM chunks GROUP BY 1, 2, 3")
     assert rows == [("memory/keyed/general/first.md", 1, 3, 1)]
     res = await gateway.search("very first note")
     assert len(res["results"]) == 1
@@ -726,7 +727,7 @@ async def test_chunk_identity_migration_drops_duplicates(tmp_path):
     """An index that a race left with duplicated chunks: migration 010 keeps one of each (with its
     full-text and vector rows) and makes the identity unique, so no race can duplicate it again."""
     from gateway.memory.index.db import Database, index_driver
-    from gateway.memory.index.migrations import MIGRATIONS, SchemaParams, ensure_vector_table, migrate
+    from gateway.storage.files.migrations import MIGRATIONS, SchemaParams, ensure_vector_table, migrate
 
     db = await Database(tmp_path / "m.sqlite", index_driver("numpy"), use_vec=False).open()
     try:
@@ -777,7 +778,7 @@ async def test_closing_while_the_vector_matrix_loads_is_quiet(tmp_path, monkeypa
     for i in range(300):
         write(cfg.workspace_dir / "memory" / f"n{i}.md", f"# Lamp {i}\n\nThe harbour lamp number {i} is violet.\n")
     for _ in range(5):
-        m = MemoryManager(cfg)
+        m = FilesStorage(cfg).memory(cfg.agent_id)
         await m.open()
         await m.sync()
         with structlog.testing.capture_logs() as logs:
@@ -793,7 +794,7 @@ async def test_a_refused_rebuild_keeps_the_index_users_lock(tmp_path):
     still count as a user, or the other one's rebuild would swap the file under its connections.
     (A flock upgrade that is refused drops the shared lock: that was the bug.)"""
     from gateway.errors import Conflict
-    from gateway.memory.rebuild import IndexUsers
+    from gateway.storage.files.rebuild import IndexUsers
 
     gateway, cli = IndexUsers(tmp_path / "m.sqlite", "main"), IndexUsers(tmp_path / "m.sqlite", "main")
     await gateway.hold()
@@ -817,11 +818,11 @@ async def test_a_refused_rebuild_keeps_the_index_users_lock(tmp_path):
 async def test_a_damaged_index_is_set_aside_only_when_no_other_process_has_it_open(tmp_path):
     """SQLite names a database's WAL by the path it opened: a process closing the moved-aside file last
     would delete the WAL of the new index at that path. So the set-aside waits for the others to go."""
-    from gateway.memory.rebuild import IndexUsers
+    from gateway.storage.files.rebuild import IndexUsers
 
     cfg = make_cfg(tmp_path, **{"memory.embeddings.provider": "none"})
     write(cfg.workspace_dir / "MEMORY.md", "# Facts\n\nThe harbour lamp is violet.\n")
-    m = MemoryManager(cfg)
+    m = FilesStorage(cfg).memory(cfg.agent_id)
     await m.open()
     await m.sync()
     await m.close()
@@ -830,7 +831,7 @@ async def test_a_damaged_index_is_set_aside_only_when_no_other_process_has_it_op
         fh.write(b"\0" * 100)
     other = IndexUsers(db, "main")  # a `jarvis memory` command with the damaged index open
     await other.hold()
-    m = MemoryManager(cfg)
+    m = FilesStorage(cfg).memory(cfg.agent_id)
     opening = asyncio.create_task(m.open())
     try:
         await asyncio.sleep(0.5)

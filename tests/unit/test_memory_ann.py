@@ -11,7 +11,7 @@ import pytest
 
 from gateway.memory.index.ann import AnnIndex
 from gateway.memory.index.db import Database, pick_driver
-from gateway.memory.index.migrations import SchemaParams, ensure_vector_table, migrate
+from gateway.storage.files.migrations import SchemaParams, ensure_vector_table, migrate
 from gateway.memory.index.vectors import VectorStore
 
 DIMS = 256
@@ -195,10 +195,11 @@ async def test_searches_during_a_sync_see_only_committed_rows_and_then_the_new_o
 
 
 async def test_the_manager_builds_saves_and_reopens_the_graph(tmp_path):
-    """Through MemoryManager with the local embedder: the sync's index gets a graph at warm-up, searches
+    """Through MemoryService with the local embedder: the sync's index gets a graph at warm-up, searches
     use it and give what the exact search gives, a restart opens the saved file, a deleted one is built
     again, and a sync's new chunks are found through the graph."""
-    from gateway.memory.service import MemoryManager
+    from gateway.memory.service import MemoryService
+    from gateway.storage.files.engine import FilesStorage
     from tests.unit.test_memory import make_cfg, write
 
     topics = ["sailing boats on the lake", "baking sourdough bread", "repairing old bicycles",
@@ -207,8 +208,8 @@ async def test_the_manager_builds_saves_and_reopens_the_graph(tmp_path):
     for i in range(60):
         write(cfg.workspace_dir / "memory" / f"n{i:02d}.md", f"# Note {i}\n\nToday: {topics[i % 6]}, part {i}.\n")
 
-    async def opened() -> MemoryManager:
-        m = MemoryManager(cfg)
+    async def opened() -> MemoryService:
+        m = FilesStorage(cfg).memory(cfg.agent_id)
         await m.open()
         return m
 
@@ -216,7 +217,7 @@ async def test_the_manager_builds_saves_and_reopens_the_graph(tmp_path):
     try:
         await m.sync()
         await m.warm()
-        vectors = m.searcher.vectors
+        vectors = m.index.searcher.vectors
         assert vectors.ann.ready and vectors.ann.origin == "built" and len(vectors.ann.index) == 60
         assert vectors.matrix_form is None  # the graph answers: no matrix held beside it
         assert (await m.status())["vector"]["ann"] == {"ready": True, "rows": 60, "origin": "built"}
@@ -235,7 +236,7 @@ async def test_the_manager_builds_saves_and_reopens_the_graph(tmp_path):
     m = await opened()
     try:
         await m.warm()
-        assert m.searcher.vectors.ann.origin == "file" and len(m.searcher.vectors.ann.index) == 61
+        assert m.index.searcher.vectors.ann.origin == "file" and len(m.index.searcher.vectors.ann.index) == 61
     finally:
         await m.close()
 
@@ -243,9 +244,9 @@ async def test_the_manager_builds_saves_and_reopens_the_graph(tmp_path):
     m = await opened()
     try:
         await m.warm()
-        assert m.searcher.vectors.ann.origin == "built" and len(m.searcher.vectors.ann.index) == 61
+        assert m.index.searcher.vectors.ann.origin == "built" and len(m.index.searcher.vectors.ann.index) == 61
         got = await m.search("harpsichord concert", k=1, mode="vector")
-        assert m.searcher.vectors.last_path == "ann" and got["results"][0]["path"] == "memory/new.md"
+        assert m.index.searcher.vectors.last_path == "ann" and got["results"][0]["path"] == "memory/new.md"
     finally:
         await m.close()
 

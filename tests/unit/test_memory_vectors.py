@@ -10,7 +10,7 @@ import pytest
 
 from gateway.memory.index import vectors as vectors_mod
 from gateway.memory.index.db import Database, pick_driver
-from gateway.memory.index.migrations import SchemaParams, ensure_vector_table, migrate
+from gateway.storage.files.migrations import SchemaParams, ensure_vector_table, migrate
 from gateway.memory.index.vectors import VectorStore
 
 DIMS = 256

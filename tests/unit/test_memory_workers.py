@@ -15,7 +15,7 @@ import numpy as np
 from gateway.config import load_config
 from gateway.memory.index.db import connect_sync, pick_driver
 from gateway.memory.index.indexer import PROCESS_MIN_FILES
-from gateway.memory.service import MemoryManager
+from gateway.storage.files.engine import FilesStorage
 from gateway.sessions.transcript import append_sync, header, message_record
 
 WORDS = ("harbour sail keel mast rudder anchor tide chart compass lantern rope deck galley bunk "
@@ -42,7 +42,7 @@ def corpus(state: Path, notes: int) -> None:
 async def index(state: Path, processes: int, progress=None) -> dict:
     cfg = load_config({"stateDir": str(state), "memory.sync.onStart": False, "memory.sync.watch": False,
                        "memory.sync.processes": processes}, env={})
-    mgr = MemoryManager(cfg)
+    mgr = FilesStorage(cfg).memory(cfg.agent_id)
     await mgr.open()
     try:
         return await mgr.sync(progress=progress)

@@ -46,6 +46,10 @@ class EmbeddingProvider:
         """(len(texts), dims) float32, each row of unit length."""
         raise NotImplementedError
 
+    async def warm(self) -> None:
+        """Load what the first embedding needs (a local model) ahead of it."""
+        return None
+
     async def close(self) -> None:
         return None
 

@@ -35,7 +35,7 @@ from .db import Database
 from ..embeddings import EmbeddingError, EmbeddingProvider
 from ..embeddings.base import check_vectors, provider_name, usable
 from ..embeddings.cache import EmbeddingCache
-from .migrations import delete_chunks, ensure_vector_table, get_meta, set_meta, vector_table
+from ...storage.files.migrations import delete_chunks, ensure_vector_table, get_meta, set_meta, vector_table
 from .sources import MEMORY, SESSIONS, ScanError, SourceFile, folder_empty, scan_memory, scan_sessions
 from .ann import AnnIndex
 from .vectors import VectorStore

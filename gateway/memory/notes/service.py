@@ -23,11 +23,11 @@ from .images import ImageStore, decode_image
 from .keyed import check_category
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..service import MemoryManager
+    from ..service import MemoryService
 
 
 class MemoryNotes:
-    def __init__(self, manager: "MemoryManager", workspace: Path):
+    def __init__(self, manager: "MemoryService", workspace: Path):
         self.mem = manager
         self.workspace = workspace
         # Keyed memories: the engine's (files in the workspace, or rows in PostgreSQL with the files as a mirror).
@@ -68,8 +68,7 @@ class MemoryNotes:
         return await self.keyed.list(category, limit, offset)
 
     def _vectors_available(self) -> bool:
-        s = self.mem.searcher
-        return s is not None and getattr(s, "vectors", None) is not None
+        return bool(self.mem.index.status()["vector"]["available"])
 
     async def similar(self, key: str, k: int, min_score: float = 0.0, sources: list[str] | None = None) -> dict:
         entry = await self.keyed.get(key)
@@ -161,16 +160,13 @@ class MemoryNotes:
         stored, hashes = await asyncio.to_thread(load)
         max_entries = self.mem.cfg.embeddings.cache_max_entries
         try:
-            # Reads through the reader connection; the one write goes under the index's write lock,
-            # so it never lands inside a sync's transaction or on a writer a rebuild has closed.
-            read_cache, write_cache = self.mem.embedding_caches(p.name, p.model, max_entries)
-            vectors = await read_cache.get_many(hashes)
+            cache = self.mem.index.embedding_cache(p.name, p.model, max_entries)
+            vectors = await cache.get_many(hashes)
             missing = [(h, data, s["mimeType"]) for h, (s, data) in zip(hashes, stored) if h not in vectors]
             if missing:
                 fresh = await p.embed_images([(data, m) for _, data, m in missing])
                 new = {h: v for (h, _, _), v in zip(missing, fresh)}
-                async with self.mem._write_lock:
-                    await write_cache.put_many(new)
+                await cache.put_many(new)
                 vectors.update(new)
             q = (await p.embed_images([(query, mime)]))[0]
         except EmbeddingError as exc:

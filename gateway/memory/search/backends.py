@@ -1,4 +1,4 @@
-"""Retrieval backends behind `MemoryManager.search`, chosen by `memory.backend.kind`.
+"""Retrieval backends behind `MemoryService.search`, chosen by `memory.backend.kind`.
 
 - `builtin` (default): the SQLite index of this package (FTS5 + vectors, see searcher.py).
 - `qmd`: the `qmd` command-line search tool (qmd.py) for the memory files, composed as

@@ -20,7 +20,7 @@ from ..embeddings import EmbeddingError, EmbeddingProvider
 from ..embeddings.base import check_vectors, provider_name
 from ..index.db import Database
 from ..index.vectors import VectorStore
-from ..index.migrations import TOKENIZERS
+from ...storage.files.migrations import TOKENIZERS
 from .fusion import Candidate, fuse, shared_ranks, single_list_scores, spread_over_files
 from .query import fts_query, is_cjk, query_terms
 from .snippets import EchoTest, Exclude, SnippetContext, only_asks, score_segment, segments, snippet
@@ -43,7 +43,7 @@ class SearchOptions:
     vector_weight: float
     candidate_multiplier: int
     snippet_chars: int
-    tokenizer: str  # the live index's FTS tokenizer (normally `ftsTokenizer`; see MemoryManager)
+    tokenizer: str  # the live index's FTS tokenizer (normally `ftsTokenizer`; see MemoryService)
     context_weight: float
     segment_weight: float
     # Re-rank: weight of the rarity-weighted share of the query's words found anywhere in the window

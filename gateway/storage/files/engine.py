@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...config import Config
+from .keyed import FileKeyedStore
 from .ledger import LocalRunLedger
+from .memory import FilesMemoryIndex
 from .sessions import FileSessionStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...cluster import Cluster
     from ...errors import Unavailable
-    from ...memory.service import MemoryManager
+    from ...memory.service import MemoryService
     from ...services import Services
 
 
@@ -36,10 +38,16 @@ class FilesStorage:
     def ledger(self, agent_id: str) -> LocalRunLedger:
         return LocalRunLedger(self.config.chat.idempotency_ttl, self._idempotency.setdefault(agent_id, {}))
 
-    def memory(self, agent_id: str) -> "MemoryManager":
-        from ...memory.service import MemoryManager
+    def keyed(self, agent_id: str) -> FileKeyedStore:
+        return FileKeyedStore(self.config.agent_workspace(agent_id))
 
-        return MemoryManager(self.config, agent_id)
+    def memory_index(self, agent_id: str) -> FilesMemoryIndex:
+        return FilesMemoryIndex(self.config, agent_id)
+
+    def memory(self, agent_id: str) -> "MemoryService":
+        from ...memory.service import MemoryService
+
+        return MemoryService(self.config, agent_id, self.memory_index(agent_id), self.keyed(agent_id))
 
     def cluster(self, services: "Services") -> "Cluster | None":
         return None  # one gateway: nothing to coordinate

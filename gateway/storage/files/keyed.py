@@ -28,3 +28,7 @@ class FileKeyedStore:
 
     async def list(self, category: str | None, limit: int, offset: int) -> dict[str, Any]:
         return await asyncio.to_thread(self.files.list, category, limit, offset)
+
+    async def reconcile(self, key: str | None = None) -> int:
+        """Nothing to do: the files are the record."""
+        return 0

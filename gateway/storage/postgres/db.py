@@ -11,7 +11,7 @@ Tables (named, ordered migrations, recorded in `jarvis_migrations` like the SQLi
     runs               (agent_id, session_key) → run_id, instance_id: the one active run per session
     event_payloads     notification payloads too big for NOTIFY (8000 bytes), kept a minute
     memory_*           each agent's memory index: files, chunks (tsvector), meta, embedding cache, and
-                       vectors (pgvector); see gateway/memory/pgindex.py
+                       vectors (pgvector); see gateway/storage/postgres/memindex.py
     keyed_memories     (agent_id, key) → category, value, created, updated, deleted, version: memory.set and
                        friends; the workspace files are each gateway's mirror (storage/postgres/keyed.py)
 
@@ -93,8 +93,8 @@ MIGRATIONS: list[tuple[str, str]] = [
             created_at timestamptz NOT NULL DEFAULT now()
         );
     """),
-    # The memory index shared by every gateway (gateway/memory/pgindex.py). Vectors live in
-    # `memory_vectors`, made with the `vector` extension when a gateway first needs it (pgindex.py), so
+    # The memory index shared by every gateway (gateway/storage/postgres/memindex.py). Vectors live in
+    # `memory_vectors`, made with the `vector` extension when a gateway first needs it (memindex.py), so
     # that a server without pgvector still serves sessions and full-text search.
     ("0003_memory_index", """
         CREATE TABLE memory_files (

@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING, Any
 from ...config import Config
 from ...errors import Unavailable, storage_unreachable
 from .db import Postgres
+from .keyed import PgKeyedStore
 from .ledger import PgRunLedger
+from .memory import PgMemoryIndex
 from .sessions import PgSessionStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...cluster import Cluster
-    from ...memory.pgmanager import PgMemoryManager
+    from ...memory.service import MemoryService
     from ...services import Services
 
 
@@ -50,11 +52,18 @@ class PostgresStorage:
     def ledger(self, agent_id: str) -> PgRunLedger:
         return PgRunLedger(self.pg, agent_id, self.config.chat.idempotency_ttl)
 
-    def memory(self, agent_id: str) -> "PgMemoryManager":
-        """The index in PostgreSQL, shared with every gateway on it."""
-        from ...memory.pgmanager import PgMemoryManager
+    def keyed(self, agent_id: str) -> PgKeyedStore:
+        """Rows, with the workspace files a mirror."""
+        return PgKeyedStore(self.pg, agent_id, self.config.agent_workspace(agent_id))
 
-        return PgMemoryManager(self.config, agent_id, self.pg)
+    def memory_index(self, agent_id: str) -> PgMemoryIndex:
+        """The index in PostgreSQL, shared with every gateway on it."""
+        return PgMemoryIndex(self.config, agent_id, self.pg)
+
+    def memory(self, agent_id: str) -> "MemoryService":
+        from ...memory.service import MemoryService
+
+        return MemoryService(self.config, agent_id, self.memory_index(agent_id), self.keyed(agent_id))
 
     def cluster(self, services: "Services") -> "Cluster":
         from ...cluster import Cluster

@@ -187,8 +187,8 @@ async def test_syncs_of_one_agent_through_both_gateways_take_turns(start_gateway
             await conn.close()
         assert dupes == 0 and chunks == vectors > 0 and files == 32 and hnsw == 1
         mem = a.gw.services.memory  # the upkeep after a large sync (200+ files) runs as the owner
-        async with mem.pool.acquire() as conn:
-            await mem.indexer._maintain(conn)
+        async with mem.index.pool.acquire() as conn:
+            await mem.index.indexer._maintain(conn)
             assert await conn.fetchval("SELECT last_analyze FROM pg_stat_user_tables "
                                        "WHERE relname = 'memory_vectors'") is not None
         for c in (ca, cb):
@@ -229,7 +229,7 @@ async def test_new_embedding_settings_rebuild_the_shared_index(start_gateway, po
 async def test_a_delete_while_a_sync_holds_the_agent_is_hidden_then_dropped(start_gateway, postgres_url, tmp_path):
     import asyncpg
 
-    from gateway.memory.pgindex import agent_lock
+    from gateway.storage.postgres.memindex import agent_lock
 
     a, b = await pair(start_gateway, postgres_url, tmp_path, a={"memory.embeddings.provider": "none"},
                       b={"memory.embeddings.provider": "none"})
@@ -370,7 +370,7 @@ async def test_full_text_ranks_a_rare_word_above_a_common_one(start_gateway, pos
         import asyncpg
 
         from gateway.memory.index.sources import SOURCES
-        from gateway.memory.pgindex import PgSearcher
+        from gateway.storage.postgres.memindex import PgSearcher
         from gateway.memory.search.searcher import SearchOptions
 
         pool = await asyncpg.create_pool(postgres_url, min_size=1, max_size=2)
@@ -402,7 +402,7 @@ async def test_mmr_reads_the_stored_vectors_from_postgresql(start_gateway, postg
         res = await ca.call("memory.search", {"query": "cello Tuesday", "k": 3})
         assert len(res["results"]) == 3 and len({r["path"] for r in res["results"]}) == 3
         mem = a.gw.services.memory
-        vecs = await mem._stored_vectors(res["results"])
+        vecs = await mem.index.stored_vectors(res["results"])
         assert vecs is not None and sorted(vecs) == [0, 1, 2] and all(v.shape == (256,) for v in vecs.values())
     finally:
         await ca.close()
@@ -418,7 +418,7 @@ async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway
 
     import asyncpg
 
-    from gateway.memory.pgindex import BULK_LOAD_FILES, ensure_dims_index
+    from gateway.storage.postgres.memindex import BULK_LOAD_FILES, ensure_dims_index
 
     rng = random.Random(5)
     words = ("apple bread cheese dentist email garden invoice jacket kettle ladder meeting nephew oven "

@@ -1,9 +1,7 @@
-"""Rebuilding the index: when it must happen, who may do it, and the files it leaves behind.
+"""Rebuilding the SQLite index (the files engine's): when it must happen, who may do it, and the files it leaves behind.
 
-- **Signature** (`index_signature`): the embedding provider, model and dims, the FTS tokenizer, the
-  vector backend and the chunking settings. A stored signature that differs means the index must be
-  rebuilt; when only its non-embedding part differs (`same_embeddings`), the old vectors still answer
-  meanwhile.
+- **Signature** (memory/signature.py): a stored signature that differs from the settings' means the
+  index must be rebuilt.
 - **Users lock** (`IndexUsers`): every process with the index open holds a shared lock on
   `<db>.users`; a rebuild swaps a new file in only while its shared lock upgrades to exclusive at once,
   i.e. no other process (the gateway, a `jarvis memory` command) has the index open. An OFD lock, not
@@ -25,46 +23,17 @@ import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
-import orjson
-
-from ..errors import Conflict
-from ..fsutil import EXCLUSIVE, SHARED, ofd_lock
-from .embeddings import EmbeddingProvider
-from .index.chunking import CHUNKER_VERSION
-from .index.db import Database
-from .index.indexer import Indexer, IndexSettings, SyncStats
-from .index.migrations import SchemaParams, migrate, set_meta
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..config import MemoryConfig
+from ...errors import Conflict
+from ...fsutil import EXCLUSIVE, SHARED, ofd_lock
+from ...memory.embeddings import EmbeddingProvider
+from ...memory.index.db import Database
+from ...memory.index.indexer import Indexer, IndexSettings, SyncStats
+from .migrations import SchemaParams, migrate, set_meta
 
 KEEP_CORRUPT = 3  # damaged index files kept for a post-mortem; older ones are deleted
 WAL_SUFFIXES = ("-wal", "-shm")
-
-
-def index_signature(cfg: "MemoryConfig", provider: EmbeddingProvider, vector_backend: str) -> str:
-    c = cfg.chunking
-    return orjson.dumps({
-        "provider": provider.name, "model": provider.model,
-        "dims": cfg.embeddings.dims if provider.name == "openai" else provider.dims,
-        "tokenizer": cfg.search.fts_tokenizer, "vectorBackend": vector_backend,
-        "chunking": [c.tokens, c.overlap, c.session_tokens, c.session_overlap, c.session_context, CHUNKER_VERSION],
-    }, option=orjson.OPT_SORT_KEYS).decode()
-
-
-def same_embeddings(a: str | None, b: str | None) -> bool:
-    """Whether two signatures embed alike (same provider, model, dims, vector backend)."""
-    return _embedding_part(a) == _embedding_part(b)
-
-
-def _embedding_part(signature: str | None) -> tuple:
-    try:
-        d = orjson.loads(signature or "{}")
-    except orjson.JSONDecodeError:
-        return ()
-    return (d.get("provider"), d.get("model"), d.get("dims"), d.get("vectorBackend"))
 
 
 class IndexUsers:

@@ -1,4 +1,6 @@
-"""The memory index in PostgreSQL (`storage.url`): one index per agent, shared by every gateway.
+"""The memory index in PostgreSQL, its parts: indexer, searcher, vectors (pgvector), embedding cache.
+
+One index per agent, shared by every gateway; storage/postgres/memory.py puts the parts together.
 
 Tables (migration 0003 in gateway/storage/postgres/db.py, all keyed by `agent_id`):
 
@@ -31,14 +33,14 @@ import numpy as np
 import orjson
 import structlog
 
-from ..storage.postgres import lock_key
-from ..timeutil import now_iso
-from .embeddings import EmbeddingError, EmbeddingProvider
-from .embeddings.cache import drop_unusable
-from .index.chunking import sha256
-from .index.indexer import BATCH_CHUNKS, Indexer, IndexSettings, Progress, SyncStats, _Work, chunk_diff
-from .index.sources import SESSIONS, SourceFile
-from .search.searcher import POSTINGS_BUDGET, PRUNE_MIN_CHUNKS, SearchOptions, Searcher, rarest_within_budget
+from ...timeutil import now_iso
+from .db import lock_key
+from ...memory.embeddings import EmbeddingError, EmbeddingProvider
+from ...memory.embeddings.cache import drop_unusable
+from ...memory.index.chunking import sha256
+from ...memory.index.indexer import BATCH_CHUNKS, Indexer, IndexSettings, Progress, SyncStats, _Work, chunk_diff
+from ...memory.index.sources import SESSIONS, SourceFile
+from ...memory.search.searcher import POSTINGS_BUDGET, PRUNE_MIN_CHUNKS, SearchOptions, Searcher, rarest_within_budget
 
 log = structlog.get_logger("gateway.memory")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from ...timeutil import now_iso
-from .db import Database
+from ...memory.index.db import Database
 
 TOKENIZERS = {
     "unicode61": "unicode61 remove_diacritics 2",

@@ -1,0 +1,45 @@
+"""What memory recalls for a chat turn: the best few search results within `memory.recall`'s budget.
+
+Chat policy, not storage: the memory service answers the search; this decides how much of it a turn
+gets (`maxResults`, `minScore`, `maxTokens`) and that a turn never recalls its own question.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from ..memory.index.chunking import CHARS_PER_TOKEN
+from ..memory.index.sources import session_path
+from ..memory.search.snippets import Exclude
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..memory.service import MemoryService
+
+log = structlog.get_logger("gateway.chat")
+
+
+async def recall_for_turn(memory: "MemoryService", query: str, session_key: str | None = None) -> list[dict[str, Any]]:
+    """The best few results for a chat turn, within the recall budget. Never raises.
+    `session_key`: the session of the turn; its message `query` (the one being answered, already in
+    the transcript) is never recalled as its own answer."""
+    rc = memory.cfg.recall
+    if not (rc.enabled and memory.cfg.enabled) or rc.max_results == 0 or not query.strip():
+        return []
+    try:
+        exclude = Exclude(session_path(session_key), query) if session_key else None
+        res = await memory.search(query[:2000], k=rc.max_results, min_score=rc.min_score, exclude=exclude)
+    except Exception:
+        log.warning("memory_recall_failed", exc_info=True)
+        return []
+    budget = rc.max_tokens * CHARS_PER_TOKEN
+    out = []
+    for r in res["results"]:
+        if budget <= 0:
+            break
+        snip = r["snippet"][:budget]
+        budget -= len(snip)
+        out.append({"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"],
+                    "score": r["score"], "snippet": snip})
+    return out

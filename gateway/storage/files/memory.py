@@ -1,0 +1,430 @@
+"""FilesMemoryIndex: the files engine's memory index (storage/base.py's MemoryIndex), one SQLite file per agent.
+
+Two connections: a writer (sync) and a reader (search), so searches never wait for a sync's transaction;
+a gate lets many searches in at once, or one swap of the file.
+
+A change of embedding provider/model/dims, chunking, FTS tokenizer or vector backend changes the index
+signature: the index is then rebuilt into `<db>.rebuild` (the embedding cache is copied over first) and
+swapped in with one rename (rebuild.py). Searches keep answering from the old index meanwhile
+(full text only when its vectors no longer match the query embeddings) and wait only for the swap itself.
+
+A damaged file (at open, or met while serving) is derived data: it is set aside for a post-mortem and
+an empty index is filled again from the notes and transcripts. Other processes that hold the file open
+(`jarvis memory` beside a gateway) are seen through a shared flock (rebuild.IndexUsers).
+
+A big index gets an ANN graph (memory/index/ann.py), opened or built at warm-up and saved after syncs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import structlog
+
+from ...config import Config
+from ...errors import Unavailable
+from ...memory.embeddings.cache import EmbeddingCache
+from ...memory.index.ann import AnnIndex
+from ...memory.index.db import Database, index_driver, is_corruption
+from ...memory.index.indexer import Indexer, SyncStats
+from ...memory.index.sources import session_path
+from ...memory.index.vectors import VectorStore
+from ...memory.rerank import stored_vectors
+from ...memory.search.searcher import SearchOptions, Searcher
+from ...memory.search.snippets import Exclude
+from ...memory.sync import SyncRequest
+from ..base import IndexContext
+from ..index_base import IndexBase
+from .migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
+from .rebuild import IndexUsers, build_fresh, set_aside, swap_in
+
+log = structlog.get_logger("gateway.memory")
+
+SET_ASIDE_WAIT_S = 30.0  # for other processes to close a damaged index before it is moved aside
+
+
+class _Gate:
+    """Many searches at once, or one index swap."""
+
+    def __init__(self) -> None:
+        self._readers = 0
+        self._swapping = False
+        self._cond = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def shared(self):
+        async with self._cond:
+            await self._cond.wait_for(lambda: not self._swapping)
+            self._readers += 1
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self):
+        async with self._cond:
+            await self._cond.wait_for(lambda: not self._swapping)
+            self._swapping = True
+            await self._cond.wait_for(lambda: self._readers == 0)
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self._swapping = False
+                self._cond.notify_all()
+
+
+class _GatedCache:
+    """The embedding cache read through the reader, written through the writer under the write lock
+    (never inside a sync's transaction, never on a writer a rebuild has closed)."""
+
+    def __init__(self, index: "FilesMemoryIndex", provider: str, model: str, max_entries: int):
+        self.index, self.args = index, (provider, model, max_entries)
+
+    async def get_many(self, hashes: list[str]) -> dict[str, np.ndarray]:
+        return await EmbeddingCache(self.index.reader, *self.args).get_many(hashes)
+
+    async def put_many(self, items: dict[str, np.ndarray]) -> None:
+        async with self.index.write_lock:
+            await EmbeddingCache(self.index.writer, *self.args).put_many(items)
+
+
+class FilesMemoryIndex(IndexBase):
+    def __init__(self, config: Config, agent_id: str):
+        super().__init__(config, agent_id)
+        self.db_path: Path = config.memory_db(agent_id)
+        self.writer: Database | None = None
+        self.reader: Database | None = None
+        self.indexer: Indexer | None = None
+        self.tokenizer = self.cfg.search.fts_tokenizer
+        self._gate = _Gate()
+        self._users = IndexUsers(self.db_path, agent_id)
+        self._resync: Callable[[str], None] = lambda reason: None
+        self._forgotten: set[str] = set()
+        self._corrupt: BaseException | None = None  # a damaged index met while serving; the next run rebuilds
+        self._recovering = False  # that rebuild is under way: searches answer, saying they are incomplete
+
+    # ---- state the service reads ------------------------------------------------------------------------
+    @property
+    def rebuilding(self) -> bool:
+        return self._rebuilding or self._needs_rebuild or self._corrupt is not None or self._recovering
+
+    @property
+    def degraded(self) -> str | None:
+        return None if self.searcher is not None else "the memory index is being rebuilt after damage"
+
+    @property
+    def recovering(self) -> bool:
+        return self._recovering
+
+    # ---- lifecycle ------------------------------------------------------------------------------------
+    async def open(self, ctx: IndexContext) -> None:
+        self._bind(ctx)
+        self._resync = ctx.resync
+        provider = ctx.provider
+        want = self.cfg.search.vector_backend
+        driver = index_driver(want)
+        if not provider.enabled:
+            self.backend = "none"
+        elif driver.vec and want != "numpy":
+            self.backend = "sqlite-vec"
+        else:
+            self.backend = "numpy"
+            if want == "sqlite-vec":
+                log.warning("memory_sqlite_vec_unavailable", using="numpy")
+        self._driver = driver
+        await self._users.hold()
+        try:
+            await self._open_index()
+        except Exception as exc:
+            if not is_corruption(exc):
+                raise
+            await self._set_aside(exc)
+            await self._open_index()
+
+    def _options(self) -> SearchOptions:
+        return SearchOptions.from_config(self.cfg.search, self.tokenizer)
+
+    async def _open_index(self) -> None:
+        """Open the live index (migrations), check its signature, bind search, read its counts."""
+        await self._open_live()
+        assert self.writer is not None
+        stored = await get_meta(self.writer, "index_signature")
+        has_chunks = bool(await self.writer.scalar("SELECT 1 FROM chunks LIMIT 1"))
+        if self._compare_signature(stored, has_chunks):
+            await set_meta(self.writer, "index_signature", self._signature())
+        await self._open_live_state()
+        await self._refresh_counts()  # reads every page of files and chunks: finds most damage now
+
+    async def _set_aside(self, exc: BaseException) -> None:
+        """The index file is damaged. It is derived data: move it (and its WAL) aside, keep it for a
+        post-mortem, and start an empty one that the next sync fills from the notes and transcripts.
+        The embedding cache lived in the same file; a remote provider re-embeds what it needs."""
+        with contextlib.suppress(Exception):
+            await self._close_index()
+        self.reader = self.writer = None
+        self.searcher = None  # searches say the index is being rebuilt until it is open again
+        async with self._users.alone_within(SET_ASIDE_WAIT_S, "the memory index is damaged and must be set aside"):
+            stamp, aside = await set_aside(self.db_path)
+        log.error("memory_index_corrupt", error=str(exc), moved_to=str(aside),
+                  action="rebuilding from memory files and transcripts")
+        self.corrupt_events.append({"at": stamp, "movedTo": str(aside), "error": str(exc)[:200]})
+        self._needs_rebuild = False
+        self._marks.mark_all()
+
+    async def _recover(self, exc: BaseException) -> SyncStats:
+        """A sync or search met a damaged index while serving: swap in an empty one, index everything."""
+        self._recovering = True
+        try:
+            async with self.write_lock:
+                async with self._gate.exclusive():
+                    await self._set_aside(exc)
+                    await self._open_index()
+                self._corrupt = None
+                self._marks.clear()
+                assert self.indexer is not None
+                stats = await self.indexer.sync(force=True, memory=True, sessions=True)
+        finally:
+            self._recovering = False
+        self._hidden.clear()
+        await self._after_sync(stats)
+        return stats
+
+    async def _open_db(self, path: Path) -> Database:
+        return await Database(path, self._driver, use_vec=self.backend == "sqlite-vec").open()
+
+    async def _open_live(self) -> None:
+        self.writer = await self._open_db(self.db_path)
+        await migrate(self.writer, SchemaParams(tokenizer=self.cfg.search.fts_tokenizer))
+        self.tokenizer = await get_meta(self.writer, "fts_tokenizer", self.cfg.search.fts_tokenizer) or "unicode61"
+        self.reader = await self._open_db(self.db_path)
+        self.indexer = Indexer(self.writer, self.provider, self._settings())
+        self.searcher = Searcher(self.reader, self.provider, self._options(), None,
+                                 "index is being rebuilt for new settings", self._hidden)
+
+    async def _close_index(self) -> None:
+        """Close the live index's connections, after stopping what still reads through them in the
+        background (a vector matrix load). Raises the first failure, after trying every connection."""
+        if self.searcher is not None and self.searcher.vectors is not None:
+            await self.searcher.vectors.close()
+            if (ann := self.searcher.vectors.ann) is not None:
+                await ann.close(self._generation)
+        failed: BaseException | None = None
+        for db in (self.reader, self.writer):
+            if db is not None:
+                try:
+                    await db.close()
+                except Exception as exc:
+                    failed = failed or exc
+        if failed is not None:
+            raise failed
+
+    async def _open_live_state(self) -> None:
+        """Bind vector search to the live index (when its vectors fit the current provider)."""
+        assert self.reader is not None and self.provider is not None
+        problem = None
+        vectors = None
+        vt = await vector_table(self.reader)
+        if self.backend == "none":
+            problem = self.provider_problem or "embeddings are disabled (memory.embeddings.provider = none)"
+        elif self._needs_rebuild and not self._old_vectors_ok:
+            problem = "index is being rebuilt for a new embedding model; full-text results until it is done"
+        elif vt is None:
+            problem = (f"embedding provider unavailable: {self._embed_error}" if self._embed_error
+                       else "no vectors stored yet")
+        elif vt[0] != self.backend or (self.provider.dims and vt[1] != self.provider.dims):
+            problem = "stored vectors do not match the embedding provider; the index will be rebuilt"
+            self._needs_rebuild = True
+        else:
+            ann = AnnIndex(self.db_path, vt[1]) if self.cfg.search.ann_min_vectors else None
+            vectors = VectorStore(self.reader, self.backend, vt[1], self.cfg.search.vector_matrix,
+                                  ann, self.cfg.search.ann_min_vectors)
+            if self.indexer is not None:  # the sync's writes keep the graph up to date
+                self.indexer.ann = ann
+                if self.indexer.vectors is not None:
+                    self.indexer.vectors.ann = ann
+        self.searcher = Searcher(self.reader, self.provider, self._options(), vectors, problem, self._hidden)
+
+    async def close(self) -> None:
+        self._users.release()
+        with contextlib.suppress(Exception):
+            await self._close_index()
+
+    async def warm(self) -> None:
+        async with self._gate.shared():
+            vectors = self.searcher.vectors if self.searcher is not None else None
+            if vectors is None or self.reader is None:
+                return
+            gen = await get_meta(self.reader, "generation", "0") or "0"
+            await self._ann_tick()
+            ann = vectors.ann if vectors.ann is not None and vectors.ann.started else None
+            if ann is not None:
+                await ann.wait_tried()  # its saved file opened, or a build begun
+            if ann is None or not ann.ready:  # the exact search answers until the graph is built
+                await vectors.warm(gen, self.counts["vectors"])
+        if ann is not None:  # outside the gate: a build takes minutes at a million vectors
+            await ann.wait()
+            if ann.ready:
+                vectors.drop_matrix()  # the graph answers now: ~0.3 GB at a million vectors given back
+
+    # ---- the writer ---------------------------------------------------------------------------------
+    async def sync(self, req: SyncRequest, progress: Any) -> SyncStats:
+        if self._corrupt is not None:
+            return await self._recover(self._corrupt)
+        if self._needs_rebuild:
+            with self._users.alone():
+                return await self._rebuild(progress)
+        try:
+            async with self.write_lock:
+                assert self.indexer is not None
+                stats = await self.indexer.sync(force=req.force, memory=req.memory, sessions=req.sessions,
+                                                progress=progress)
+        except Exception as exc:
+            if not is_corruption(exc):
+                raise
+            return await self._recover(exc)
+        await self._after_sync(stats)
+        return stats
+
+    async def _rebuild(self, progress: Any) -> SyncStats:
+        """Index everything into a fresh database next to the live one, then swap it in (rebuild.py)."""
+        assert self.provider is not None and self.writer is not None
+        self._rebuilding = True
+        self._forgotten.clear()
+        self._marks.clear()
+        try:
+            tmp, tdb, indexer, stats = await build_fresh(
+                self.db_path, self._open_db, self.cfg.search.fts_tokenizer, self._signature(), self.provider,
+                self._settings(), progress)
+            try:
+                async with self.write_lock:
+                    if self._forgotten:
+                        await indexer.forget([session_path(k) for k in self._forgotten])
+                    await tdb.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    await tdb.close()
+                    async with self._gate.exclusive():
+                        await self._close_index()
+                        swap_in(tmp, self.db_path)
+                        self._needs_rebuild = False
+                        await self._open_live()
+                        await self._open_live_state()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await tdb.close()
+                raise
+        finally:
+            self._rebuilding = False
+        log.info("memory_index_rebuilt", files=stats.indexed, duration_ms=stats.duration_ms)
+        await self._after_sync(stats)
+        return stats
+
+    async def forget_session(self, session_key: str, busy: bool) -> bool:
+        if self.indexer is None:
+            return True
+        if self._rebuilding:
+            self._forgotten.add(session_key)
+        elif busy or self.write_lock.locked():
+            return False
+        async with self.write_lock:
+            try:
+                await self.indexer.forget([session_path(session_key)])
+            except Exception:
+                if not self._rebuilding:
+                    raise
+                log.debug("memory_forget_old_index_failed", exc_info=True)
+        await self._refresh_counts()
+        return True
+
+    async def _refresh_counts(self) -> None:
+        db = self.reader
+        if db is None:
+            return
+        files = int(await db.scalar("SELECT count(*) FROM files", default=0))
+        chunks = int(await db.scalar("SELECT count(*) FROM chunks", default=0))
+        missing = int(await db.scalar("SELECT count(*) FROM chunks WHERE embedded = 0", default=0)) \
+            if self.backend != "none" else 0
+        self.counts = {"files": files, "chunks": chunks, "vectors": chunks - missing, "missing": missing}
+        if self.searcher is not None:
+            self.searcher.total_chunks = chunks
+        self._generation = await get_meta(db, "generation", "0") or "0"
+        self.last_sync_at = await get_meta(db, "last_sync_at")
+        await self._ann_tick()
+
+    async def _ann_tick(self) -> None:
+        """Open or build the ANN graph once the index is big enough for it; after a sync, save it now
+        and then (or rebuild it when deleted rows dominate)."""
+        vectors = self.searcher.vectors if self.searcher is not None else None
+        ann = vectors.ann if vectors is not None else None
+        if ann is None or self.reader is None or self.counts["vectors"] < self.cfg.search.ann_min_vectors:
+            return
+        if not ann.started:
+            ann.start(self.reader, self._generation, self.counts["vectors"])
+        else:
+            await ann.after_sync(self.reader, self._generation, self.counts["vectors"])
+
+    async def refresh(self) -> None:
+        """Nothing: only this process writes the file, and its syncs keep the counts current."""
+
+    # ---- the reader ---------------------------------------------------------------------------------
+    async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
+                     session_key: str | None, mode: str, exclude: Exclude | None = None) -> dict[str, Any]:
+        try:
+            async with self._gate.shared():
+                assert self.searcher is not None and self.reader is not None
+                gen = await get_meta(self.reader, "generation", "0") or "0"
+                return await self.searcher.search(
+                    query, k=k, min_score=min_score, sources=sources, session_key=session_key, mode=mode,
+                    generation=gen, vector_count=self.counts["vectors"], missing_vectors=self.counts["missing"],
+                    exclude=exclude)
+        except Exception as exc:
+            if not is_corruption(exc):
+                raise
+            if self._corrupt is None:
+                self._corrupt = exc
+                self._resync("corrupt-index")  # which recovers
+            raise Unavailable("the memory index is damaged; it is being rebuilt from the memory files "
+                              "and transcripts — retry shortly", retryable=True, retry_after_ms=2000) from None
+
+    async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
+        if self.searcher is not None and self.searcher.vectors is not None and self.reader is not None:
+            async with self._gate.shared():
+                return await stored_vectors(self.reader, results)
+        return None
+
+    async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:
+        if self.reader is None:
+            return {}, {}, 0, 0
+        async with self._gate.shared():
+            await self._refresh_counts()
+            rows = await self.reader.fetchall("SELECT source, count(*) FROM files GROUP BY source")
+            files_by = {r[0]: int(r[1]) for r in rows}
+            rows = await self.reader.fetchall("SELECT source, count(*) FROM chunks GROUP BY source")
+            chunks_by = {r[0]: int(r[1]) for r in rows}
+            cache = int(await self.reader.scalar("SELECT count(*) FROM embedding_cache", default=0))
+            vt = await vector_table(self.reader)
+        return files_by, chunks_by, cache, vt[1] if vt else 0
+
+    def status(self) -> dict[str, Any]:
+        vectors = self.searcher.vectors if self.searcher is not None else None
+        return {
+            "vector": {
+                "available": vectors is not None,
+                # The in-memory form vector searches use ("int8"), or None while they run in SQL.
+                "matrix": vectors.matrix_form if vectors is not None else None,
+                # The ANN graph of a big index: {"ready", "rows", "origin": "file" | "built"}; None below
+                # memory.search.annMinVectors.
+                "ann": vectors.ann.status() if vectors is not None and vectors.ann is not None
+                and vectors.ann.started else None,
+            },
+            "fts": {"tokenizer": self.tokenizer},
+        }
+
+    def embedding_cache(self, provider: str, model: str, max_entries: int) -> _GatedCache:
+        return _GatedCache(self, provider, model, max_entries)

@@ -1,0 +1,235 @@
+"""PgMemoryIndex: the PostgreSQL engine's memory index (storage/base.py's MemoryIndex), one per agent
+for every gateway on the database. Its parts (indexer, searcher, vectors, cache) are memindex.py's.
+
+What differs from the files engine's index (storage/files/memory.py):
+
+- no `memory.sqlite`, no users flock, no rebuild-and-swap, no corruption set-aside (PostgreSQL keeps
+  its own data safe): a changed index signature deletes the agent's rows and re-syncs
+  (`PgIndexer.reset`), under the agent's advisory lock;
+- syncs of one agent by several gateways take turns on that lock; the second finds the files' hashes
+  unchanged and writes nothing but their stats;
+- a session deleted through any gateway loses its chunks for every gateway (`forget_session`);
+- the counts follow the index's `generation`, which any gateway may move (`refresh`, and each search).
+
+All gateways on one database must use the same memory settings (embedding provider, model, chunking)
+and the same workspace folder: the index is one per agent, so differing settings would rebuild it in
+turn, and a memory file one gateway lacks is removed by that gateway's sync.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import structlog
+
+from ...config import Config
+from ...memory.index.indexer import SyncStats
+from ...memory.index.sources import session_path
+from ...memory.search.searcher import SearchOptions
+from ...memory.search.snippets import Exclude
+from ...memory.sync import SyncRequest
+from ..base import IndexContext
+from ..index_base import IndexBase
+from .memindex import (FTS_CONFIG, PgEmbeddingCache, PgIndexer, PgSearcher, PgVectorStore, ensure_dims_index,
+                       ensure_vector_schema, get_meta, parse_vector, set_meta)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .db import Postgres
+
+log = structlog.get_logger("gateway.memory")
+
+
+class PgMemoryIndex(IndexBase):
+    def __init__(self, config: Config, agent_id: str, pg: "Postgres"):
+        super().__init__(config, agent_id)  # corrupt_events stays empty: PostgreSQL keeps its own data safe
+        self.pool = pg.pool
+        self.indexer: PgIndexer | None = None
+        self._vector_schema_problem: str | None = None
+
+    @property
+    def rebuilding(self) -> bool:
+        return self._rebuilding or self._needs_rebuild
+
+    @property
+    def degraded(self) -> str | None:
+        return None
+
+    @property
+    def recovering(self) -> bool:
+        return False
+
+    # ---- lifecycle ------------------------------------------------------------------------------------
+    async def open(self, ctx: IndexContext) -> None:
+        self._bind(ctx)
+        self.backend = "none"
+        if ctx.provider.enabled:
+            self._vector_schema_problem = await ensure_vector_schema(self.pool)
+            if self._vector_schema_problem:
+                log.warning("memory_pgvector_unavailable", problem=self._vector_schema_problem)
+            else:
+                self.backend = "pgvector"
+        self.indexer = PgIndexer(self.pool, self.agent_id, self.provider, self._settings(),
+                                 vectors_ok=self.backend == "pgvector")
+        stored = await get_meta(self.pool, self.agent_id, "index_signature")
+        has_chunks = await self.pool.fetchval("SELECT 1 FROM memory_chunks WHERE agent_id = $1 LIMIT 1", self.agent_id)
+        if self._compare_signature(stored, bool(has_chunks), storage="postgresql"):
+            await set_meta(self.pool, self.agent_id, "index_signature", self._signature())
+        await self._open_live_state()
+        await self._refresh_counts()
+
+    async def close(self) -> None:
+        """Nothing of its own: the pool is the engine's."""
+
+    async def _open_live_state(self) -> None:
+        assert self.provider is not None
+        problem = None
+        vectors = None
+        if self.backend == "none":
+            problem = (self._vector_schema_problem or self.provider_problem
+                       or "embeddings are disabled (memory.embeddings.provider = none)")
+        elif self._needs_rebuild and not self._old_vectors_ok:
+            problem = "index is being rebuilt for a new embedding model; full-text results until it is done"
+        else:
+            dims = await self.pool.fetchval("SELECT dims FROM memory_vectors WHERE agent_id = $1 LIMIT 1",
+                                            self.agent_id)
+            if dims is None:
+                problem = (f"embedding provider unavailable: {self._embed_error}" if self._embed_error
+                           else "no vectors stored yet")
+            elif self.provider.dims and dims != self.provider.dims:
+                problem = "stored vectors do not match the embedding provider; the index will be rebuilt"
+                self._needs_rebuild = True
+            else:
+                vectors = PgVectorStore(self.pool, self.agent_id, int(dims))
+                async with self.pool.acquire() as conn:  # gone if a gateway died during a first bulk load
+                    await ensure_dims_index(conn, int(dims))
+        opts = SearchOptions.from_config(self.cfg.search, self.cfg.search.fts_tokenizer)
+        self.searcher = PgSearcher(self.pool, self.agent_id, self.provider, opts, vectors, problem, self._hidden)
+
+    async def warm(self) -> None:
+        """Nothing to load: PostgreSQL holds the vectors and their HNSW index."""
+
+    # ---- the writer ---------------------------------------------------------------------------------
+    async def sync(self, req: SyncRequest, progress: Any) -> SyncStats:
+        if self._needs_rebuild:
+            return await self._rebuild(progress)
+        async with self.write_lock:
+            assert self.indexer is not None
+            stats = await self.indexer.sync(force=req.force, memory=req.memory, sessions=req.sessions,
+                                            progress=progress)
+        await self._after_sync(stats)
+        return stats
+
+    async def _rebuild(self, progress: Any) -> SyncStats:
+        """New settings: drop the agent's rows, then index everything again (no file to swap)."""
+        assert self.indexer is not None
+        self._rebuilding = True
+        self._marks.clear()
+        try:
+            async with self.write_lock:
+                await self.indexer.reset(self._signature())
+                self._needs_rebuild = False
+                self._old_vectors_ok = True
+                await self._open_live_state()
+                stats = await self.indexer.sync(force=True, memory=True, sessions=True, progress=progress)
+        finally:
+            self._rebuilding = False
+        log.info("memory_index_rebuilt", files=stats.indexed, duration_ms=stats.duration_ms, storage="postgresql")
+        await self._after_sync(stats)
+        return stats
+
+    async def forget_session(self, session_key: str, busy: bool) -> bool:
+        """For every gateway; while a sync of the agent runs (here, or on any gateway: it holds the agent's
+        lock and may have read the transcript before it went), False: a sync queued behind it drops them."""
+        if self.indexer is None:
+            return True
+        if self._rebuilding or busy or self.write_lock.locked():
+            return False
+        async with self.write_lock:
+            gone = await self.indexer.forget([session_path(session_key)], wait=False)
+        if gone is None:
+            return False
+        await self._refresh_counts()
+        return True
+
+    async def _refresh_counts(self) -> None:
+        if self.indexer is None:
+            return
+        row = await self.pool.fetchrow(
+            "SELECT (SELECT count(*) FROM memory_files WHERE agent_id = $1), "
+            "(SELECT count(*) FROM memory_chunks WHERE agent_id = $1), "
+            "(SELECT count(*) FROM memory_chunks WHERE agent_id = $1 AND NOT embedded), "
+            "(SELECT value FROM memory_meta WHERE agent_id = $1 AND key = 'generation'), "
+            "(SELECT value FROM memory_meta WHERE agent_id = $1 AND key = 'last_sync_at')", self.agent_id)
+        files, chunks = int(row[0]), int(row[1])
+        missing = int(row[2]) if self.backend != "none" else 0
+        self.counts = {"files": files, "chunks": chunks, "vectors": chunks - missing, "missing": missing}
+        if self.searcher is not None:
+            self.searcher.total_chunks = chunks
+        self._generation = row[3] or "0"
+        self.last_sync_at = row[4]
+
+    async def refresh(self) -> None:
+        if self.indexer is None:
+            return
+        try:
+            gen = await get_meta(self.pool, self.agent_id, "generation", "0") or "0"
+            if gen != self._generation:
+                await self._refresh_counts()
+        except Exception:  # health answers with the last counts while the database is away
+            log.debug("memory_health_counts_failed", exc_info=True)
+
+    # ---- the reader ---------------------------------------------------------------------------------
+    async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
+                     session_key: str | None, mode: str, exclude: Exclude | None = None) -> dict[str, Any]:
+        gen = await get_meta(self.pool, self.agent_id, "generation", "0") or "0"
+        if gen != self._generation:  # another gateway (or this one) changed the index since the counts
+            await self._refresh_counts()
+            if self.searcher is not None and self.searcher.vectors is None and self.backend != "none" \
+                    and not self._needs_rebuild:
+                await self._open_live_state()  # vectors stored meanwhile, by whichever gateway
+        assert self.searcher is not None
+        return await self.searcher.search(
+            query, k=k, min_score=min_score, sources=sources, session_key=session_key, mode=mode,
+            generation=gen, vector_count=self.counts["vectors"], missing_vectors=self.counts["missing"],
+            exclude=exclude)
+
+    async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
+        if not results or self.searcher is None or self.searcher.vectors is None:
+            return None
+        rows = await self.pool.fetch(
+            "SELECT c.path, c.start_line, c.end_line, v.embedding::text FROM memory_chunks c "
+            "JOIN memory_vectors v ON v.chunk_id = c.id WHERE c.agent_id = $1 AND c.path = ANY($2::text[])",
+            self.agent_id, sorted({r["path"] for r in results}))
+        vecs = {(r[0], int(r[1]), int(r[2])): parse_vector(r[3]) for r in rows}
+        out = {i: vecs[(r["path"], r["startLine"], r["endLine"])] for i, r in enumerate(results)
+               if (r["path"], r["startLine"], r["endLine"]) in vecs}
+        return out or None
+
+    async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:
+        if self.indexer is None:
+            return {}, {}, 0, 0
+        await self._refresh_counts()
+        files_by = {r[0]: int(r[1]) for r in await self.pool.fetch(
+            "SELECT source, count(*) FROM memory_files WHERE agent_id = $1 GROUP BY source", self.agent_id)}
+        chunks_by = {r[0]: int(r[1]) for r in await self.pool.fetch(
+            "SELECT source, count(*) FROM memory_chunks WHERE agent_id = $1 GROUP BY source", self.agent_id)}
+        cache = int(await self.pool.fetchval("SELECT count(*) FROM memory_embedding_cache"))
+        dims = 0
+        if self.backend == "pgvector":
+            dims = int(await self.pool.fetchval("SELECT dims FROM memory_vectors WHERE agent_id = $1 LIMIT 1",
+                                                self.agent_id) or 0)
+        return files_by, chunks_by, cache, dims
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "vector": {"available": self.searcher is not None and self.searcher.vectors is not None,
+                       "matrix": None, "ann": None},
+            "fts": {"tokenizer": FTS_CONFIG, "engine": "postgresql"},
+        }
+        if self._vector_schema_problem:
+            out["error"] = self._vector_schema_problem
+        return out
+
+    def embedding_cache(self, provider: str, model: str, max_entries: int) -> PgEmbeddingCache:
+        return PgEmbeddingCache(self.pool, provider, model, max_entries)
