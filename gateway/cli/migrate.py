@@ -4,16 +4,18 @@
     jarvis migrate --to postgresql [--dry-run] [--verbose]     (the URL from storage.url / JARVIS_DATABASE_URL)
     jarvis migrate --to sqlite [--from postgresql://…] [--dry-run] [--verbose]
 
-The copying and checking is gateway/storage/migrate.py; this takes the state dir's lock, shows
-progress on stderr and prints the report. Exit codes: 0 every session is at the destination and
-checked; 1 a conflict or a failed session (nothing was overwritten); 2 bad usage, or a gateway holds
-the state dir; 3 the database cannot be reached.
+The copying and checking is gateway/storage/migrate.py (through the storage engines' interface); this
+takes the state dir's lock, shows progress on stderr, prints the report and maps what happened to an
+exit code: 0 every session is at the destination and checked; 1 a conflict or a failed session (nothing
+was overwritten), or the copy could not go on (MigrateError); 2 bad usage, or a gateway holds the state
+dir; 3 the database cannot be reached (errors.Unavailable).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import re
 import sys
@@ -21,12 +23,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
+from ..errors import Unavailable
 from .common import _common
 
 if TYPE_CHECKING:  # imported when the command runs: other commands need not load asyncpg
     from ..storage import migrate as mig
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 FILES = ("sqlite", "files")  # the state dir's own engine: sessions.json + <key>.jsonl (and SQLite indexes)
 
 DESCRIPTION = """\
@@ -98,16 +101,17 @@ def run(args: argparse.Namespace, config: Config) -> int:
         print(f"jarvis: {exc}", file=sys.stderr)
         return EXIT_USAGE
     progress = _Progress()
+    config = dataclasses.replace(config, state_dir=state_dir)
     try:
         if into_files:
-            work = mig.to_files(url, state_dir, dry_run=args.dry_run, progress=progress)
+            work = mig.to_files(url, config, dry_run=args.dry_run, progress=progress)
         else:
-            work = mig.to_postgres(state_dir, url, dry_run=args.dry_run, progress=progress)
+            work = mig.to_postgres(config, url, dry_run=args.dry_run, progress=progress)
         report = asyncio.run(work)
-    except mig.MigrateError as exc:
+    except (mig.MigrateError, Unavailable) as exc:
         progress.finish()
         print(f"jarvis: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return EXIT_UNREACHABLE if isinstance(exc, Unavailable) else EXIT_ERROR
     finally:
         os.close(lock)
     progress.finish()

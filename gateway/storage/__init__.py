@@ -22,13 +22,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..memory.service import MemoryManager
 
 
-async def open_storage(config: Config, *, serve: bool = True) -> Storage:
+async def open_storage(config: Config, *, serve: bool = True, schema: bool = True) -> Storage:
     """The engine `storage.url` names, open. `serve`: for a gateway; False: for a tool beside it (the
-    `jarvis memory` commands), which takes no part in coordinating gateways."""
+    `jarvis memory` commands), which takes no part in coordinating gateways. `schema` False: its schema
+    is left as it is (`jarvis migrate`, whose dry run writes nothing, migrates it with `Storage.schema`)."""
     if config.storage.url:
         from .postgres.engine import PostgresStorage
 
-        return await PostgresStorage.open(config, serve=serve)
+        return await PostgresStorage.open(config, serve=serve, schema=schema)
     from .files.engine import FilesStorage
 
     return FilesStorage(config)

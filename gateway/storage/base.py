@@ -9,8 +9,9 @@ Everything is async: a store that blocks (files) does its work in threads.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..errors import Unavailable
@@ -22,6 +23,28 @@ if TYPE_CHECKING:  # pragma: no cover
 MemoryManager = Any
 Services = Any
 Cluster = Any
+
+
+@dataclass(frozen=True)
+class SessionCopy:
+    """A whole session as one engine hands it to another (`jarvis migrate`, storage/migrate.py)."""
+
+    meta: dict[str, Any]  # as `get` answers it
+    lines: tuple[bytes, ...] = ()  # the transcript's complete lines, in order, each without its newline
+    torn: int = 0  # bytes after the last newline (a write cut short by a crash): never read, not copied
+    problem: str = ""  # why `lines` is not a sound transcript ("" when it is): it is not copied
+
+
+ADDED, PRESENT, REFUSED = "added", "present", "refused"
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What `import_sessions` did with one session: ADDED; PRESENT (something of its key is there
+    already: nothing written); REFUSED (this engine cannot hold it as it is). `detail` says more."""
+
+    status: str
+    detail: str = ""
 
 
 class SessionStore(Protocol):
@@ -63,6 +86,15 @@ class SessionStore(Protocol):
     def transcript_path(self, key: str) -> Path: ...
     async def local_transcript(self, key: str) -> Path:
         """The transcript as an up-to-date local file, for readers that take a path."""
+
+    # Whole sessions in and out (`jarvis migrate`; beside no gateway: the store need not be opened).
+    async def export(self, key: str) -> SessionCopy | None:
+        """The session whole (metadata as `get` would answer it once the store is open), or None."""
+    async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> list[Imported]:
+        """Add whole sessions exactly as given (metadata, and the lines byte for byte), each whole or not
+        at all; never replace or change anything there. `dry_run`: say what would happen, write nothing."""
+    async def strays(self) -> list[str]:
+        """Keys of transcripts here that are no session (the files engine never shows them)."""
 
     # What another gateway on the same storage changed (the cluster calls these; alone, never).
     async def refresh_mirrors(self) -> None: ...
@@ -114,6 +146,10 @@ class Storage(Protocol):
     shared: bool  # several gateways may serve the same sessions (cluster.py)
 
     async def close(self) -> None: ...
+    async def agents(self) -> list[str]:
+        """Every agent this engine holds sessions of (`jarvis migrate`)."""
+    async def schema(self, apply: bool) -> list[str]:
+        """The schema migrations this engine's store lacks, applied when `apply` (those applied)."""
     async def has_agent(self, agent_id: str) -> bool:
         """The engine holds sessions of `agent_id` (beside its folder in the state dir)."""
 
