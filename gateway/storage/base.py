@@ -138,6 +138,13 @@ class KeyedStore(Protocol):
     async def list(self, category: str | None, limit: int, offset: int) -> dict[str, Any]:
         """{"memories": [brief, …] newest first, "total": n}."""
 
+    # Whole entries in and out (`jarvis migrate`).
+    async def entries(self) -> list[Entry]:
+        """Every keyed memory, whole."""
+    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> list[Imported]:
+        """Add keyed memories exactly as given (category, value, created, updated) under keys that are
+        free here; never replace or change one. `dry_run`: say what would happen, write nothing."""
+
 
 class Storage(Protocol):
     """An engine: makes each agent's stores, and says what it is."""
@@ -155,6 +162,9 @@ class Storage(Protocol):
 
     def sessions(self, agent_id: str) -> SessionStore: ...
     def ledger(self, agent_id: str) -> RunLedger: ...
+    def keyed(self, agent_id: str) -> KeyedStore:
+        """The agent's keyed memories alone, for a tool (`jarvis migrate`); a gateway reaches them
+        through its memory (`memory(agent_id).keyed`)."""
     def memory(self, agent_id: str) -> MemoryManager:
         """The agent's memory (its index, and its keyed memories as `.keyed`), not yet opened."""
 

@@ -5,15 +5,16 @@
     await to_files(url, config)      every session in the database → config.state_dir's files
 
 Both open the two sides with the engines of gateway/storage (open_storage) and copy through the
-SessionStore interface (storage/base.py: `export`, `import_sessions`, `strays`); neither knows a file
-format or a table. Both return a `Report` and print nothing (gateway/cli/migrate.py shows it). What is
-copied, per session: its metadata (sessionKey, label, createdAt, updatedAt, messageCount, and model and
-systemPrompt when the session has its own) and its transcript, line by line, byte for byte, in order.
+SessionStore and KeyedStore interfaces (storage/base.py: `export`, `import_sessions`, `strays`;
+`entries`, `import_entries`); neither knows a file format or a table. Both return a `Report` and print
+nothing (gateway/cli/migrate.py shows it). What is copied, per session: its metadata (sessionKey,
+label, createdAt, updatedAt, messageCount, and model and systemPrompt when the session has its own) and
+its transcript, line by line, byte for byte, in order; per keyed memory (memory.set): its category,
+value, created and updated (the same rules: never overwritten, compared, read back).
 
 Not copied, and why: memory indexes are derived from the transcripts and memory files, rebuilt by the
-gateway that serves them; keyed memories are workspace files on both engines (a gateway on PostgreSQL
-makes rows of the files it finds, storage/postgres/keyed.py); the run ledger holds only what lives while
-a gateway runs (active runs, idempotency keys of a few minutes), and none may run during a migration.
+gateway that serves them; the run ledger holds only what lives while a gateway runs (active runs,
+idempotency keys of a few minutes), and none may run during a migration.
 
 Rules:
 - Complete lines only. A transcript whose last line lacks its newline (a write torn by a crash) has
@@ -49,7 +50,7 @@ from ..config import Config
 from ..errors import Unavailable
 from ..schema import AGENT_ID, SESSION_KEY
 from . import open_storage
-from .base import ADDED, PRESENT, SessionCopy, SessionStore, Storage
+from .base import ADDED, PRESENT, KeyedStore, SessionCopy, SessionStore, Storage
 from .postgres import redact
 
 AGENT_RE, KEY_RE = re.compile(AGENT_ID), re.compile(SESSION_KEY)
@@ -117,6 +118,22 @@ class Entry:
 
 
 @dataclass
+class KeyedEntry:
+    """One keyed memory's outcome."""
+
+    agent: str
+    key: str
+    category: str
+    status: str = ""
+    detail: str = ""
+    verified: bool | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.agent}/{self.key}"
+
+
+@dataclass
 class Report:
     source: str  # where from and to, for people (a database URL without its password)
     destination: str
@@ -124,6 +141,7 @@ class Report:
     entries: list[Entry] = field(default_factory=list)
     unlisted: list[str] = field(default_factory=list)  # "agent/key.jsonl": transcripts that are no session
     schema: list[str] = field(default_factory=list)  # migrations applied (a dry run: that would be)
+    keyed: list[KeyedEntry] = field(default_factory=list)  # the keyed memories' outcomes
 
     @property
     def agents(self) -> list[str]:
@@ -134,7 +152,10 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return not self.of(CONFLICT, FAILED)
+        return not self.of(CONFLICT, FAILED) and not self.keyed_of(CONFLICT, FAILED)
+
+    def keyed_of(self, *statuses: str) -> list["KeyedEntry"]:
+        return [e for e in self.keyed if e.status in statuses]
 
 
 # ---- the two directions -----------------------------------------------------------------------------
@@ -307,3 +328,42 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
             e.status, e.detail = FAILED, f"the copy differs from its source: {diff}"
     if copied:
         _tick(progress, "verify", len(copied), len(copied))
+    for agent in agents:
+        if AGENT_RE.fullmatch(agent):
+            await _copy_keyed(src.keyed(agent), dst.keyed(agent), agent, report)
+
+
+def _keyed_difference(src: Any, dst: Any) -> str:
+    fields = [k for k in ("category", "value", "created", "updated") if getattr(src, k) != getattr(dst, k)]
+    return ", ".join(f"{k} {getattr(dst, k)!r} there, {getattr(src, k)!r} here" if k != "value" else
+                     f"value ({len(dst.value)} characters there, {len(src.value)} here)" for k in fields)
+
+
+async def _copy_keyed(src: KeyedStore, dst: KeyedStore, agent: str, report: Report) -> None:
+    """The agent's keyed memories: each copied whole with its timestamps, or left where it is taken."""
+    there = {e.key: e for e in await dst.entries()}
+    todo: list[tuple[KeyedEntry, Any]] = []
+    for e in sorted(await src.entries(), key=lambda e: e.key):
+        k = KeyedEntry(agent, e.key, e.category)
+        report.keyed.append(k)
+        if e.key in there:
+            diff = _keyed_difference(e, there[e.key])
+            k.status, k.detail = (CONFLICT, f"{diff}; left unchanged") if diff else (IDENTICAL, "")
+        else:
+            todo.append((k, e))
+    done = await dst.import_entries([e for _, e in todo], report.dry_run) if todo else []
+    for (k, _), outcome in zip(todo, done):
+        if outcome.status == ADDED:
+            k.status = WOULD_COPY if report.dry_run else COPIED
+        elif outcome.status == PRESENT:
+            k.status, k.detail = CONFLICT, f"{outcome.detail}; left unchanged"
+        else:
+            k.status, k.detail = FAILED, f"{outcome.detail}; not copied"
+    copied = [(k, e) for k, e in todo if k.status == COPIED]
+    if copied:
+        back = {e.key: e for e in await dst.entries()}
+        for k, e in copied:
+            diff = _keyed_difference(e, back[e.key]) if e.key in back else "not found there after copying"
+            k.verified = not diff
+            if diff:
+                k.status, k.detail = FAILED, f"the copy differs from its source: {diff}"

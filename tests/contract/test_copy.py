@@ -61,3 +61,32 @@ async def test_an_import_is_whole_per_session_and_what_the_engine_cannot_hold_is
     else:  # files hold any bytes
         assert done[1].status == ADDED and (await store.export("nul")).lines == nul.lines
     assert (await store.export("odd")).lines == fine.lines
+
+
+async def test_keyed_memories_import_elsewhere_whole_with_their_times_and_never_over_one(storage, tmp_path):
+    from gateway.memory.notes.keyed import Entry
+
+    mine = storage.keyed("main")
+    await mine.set("boat", "The boat is blue.", "facts")
+    await mine.set("color", "Navy.", None)
+    got = {e.key: e for e in await mine.entries()}
+    assert {k: (e.category, e.value) for k, e in got.items()} == {"boat": ("facts", "The boat is blue."),
+                                                                  "color": ("general", "Navy.")}
+    assert got["boat"].full() == (await mine.get("boat")).full()
+    old = Entry("old", "people", "Ada wrote the first program.", "2020-01-01T00:00:00.000Z",
+                "2021-06-01T00:00:00.000Z", "", tmp_path)
+    other = storage.keyed("other")
+    assert [i.status for i in await other.import_entries([old], dry_run=True)] == [ADDED]
+    assert await other.entries() == []
+    done = await other.import_entries([old, got["boat"], Entry("bad key!", "facts", "x", "", "", "", tmp_path)])
+    assert [i.status for i in done] == [ADDED, ADDED, REFUSED]
+    back = {e.key: e for e in await other.entries()}
+    assert {k: (e.category, e.value, e.created, e.updated) for k, e in back.items()} == {
+        "old": ("people", "Ada wrote the first program.", "2020-01-01T00:00:00.000Z", "2021-06-01T00:00:00.000Z"),
+        "boat": ("facts", "The boat is blue.", got["boat"].created, got["boat"].updated)}
+    changed = Entry("boat", "facts", "The boat is red.", old.created, old.updated, "", tmp_path)
+    assert [i.status for i in await other.import_entries([changed])] == [PRESENT]
+    assert (await other.get("boat")).value == "The boat is blue."
+    await other.delete("old")  # a deleted key stays taken on an engine that remembers deletes; never revived
+    again = await other.import_entries([old])
+    assert again[0].status in (ADDED, PRESENT) and (again[0].status == PRESENT) == (storage.name == "postgresql")

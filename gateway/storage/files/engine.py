@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...config import Config
 from ...schema import AGENT_ID
+from .keyed import FileKeyedStore
 from .ledger import LocalRunLedger
 from .sessions import FileSessionStore
 
@@ -54,6 +55,9 @@ class FilesStorage:
 
     def ledger(self, agent_id: str) -> LocalRunLedger:
         return LocalRunLedger(self.config.chat.idempotency_ttl, self._idempotency.setdefault(agent_id, {}))
+
+    def keyed(self, agent_id: str) -> FileKeyedStore:
+        return FileKeyedStore(self.config.agent_workspace(agent_id))
 
     def memory(self, agent_id: str) -> "MemoryManager":
         from ...memory.service import MemoryManager

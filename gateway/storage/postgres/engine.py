@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ...config import Config
 from ...errors import Unavailable, storage_unreachable
 from .db import Postgres, migrate, pending
+from .keyed import PgKeyedStore
 from .ledger import PgRunLedger
 from .sessions import PgSessionStore
 
@@ -43,9 +44,11 @@ class PostgresStorage:
 
     async def agents(self) -> list[str]:
         async with self.pg.pool.acquire() as conn:
-            if not await conn.fetchval("SELECT to_regclass('sessions') IS NOT NULL"):
+            tables = [t for t in ("sessions", "keyed_memories") if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", t)]
+            if not tables:
                 return []
-            return [r["agent_id"] for r in await conn.fetch("SELECT DISTINCT agent_id FROM sessions ORDER BY 1")]
+            union = " UNION ".join(f"SELECT agent_id FROM {t}" for t in tables)
+            return [r["agent_id"] for r in await conn.fetch(f"{union} ORDER BY 1")]
 
     async def schema(self, apply: bool) -> list[str]:
         async with self.pg.pool.acquire() as conn:
@@ -60,6 +63,9 @@ class PostgresStorage:
 
     def ledger(self, agent_id: str) -> PgRunLedger:
         return PgRunLedger(self.pg, agent_id, self.config.chat.idempotency_ttl)
+
+    def keyed(self, agent_id: str) -> PgKeyedStore:
+        return PgKeyedStore(self.pg, agent_id, self.config.agent_workspace(agent_id))
 
     def memory(self, agent_id: str) -> "PgMemoryManager":
         """The index in PostgreSQL, shared with every gateway on it."""
