@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import sys
-from typing import Any
+import time
+from typing import Any, AsyncIterator
 
 from ..config import Config
 from ..errors import Invalid, JarvisError
@@ -60,6 +62,29 @@ def add_commands(subparsers: Any) -> None:
     notes.add_commands(sub)
 
 
+@contextlib.asynccontextmanager
+async def _elapsed(what: str) -> AsyncIterator[None]:
+    """`what… Ns` on stderr while the work runs, only when stderr is a terminal and the work is long
+    (the method answers once, at the end: wherever it runs, there is no progress to show but time)."""
+    async def tick() -> None:
+        t0 = time.monotonic()
+        while True:
+            await asyncio.sleep(0.5)
+            sys.stderr.write(f"\r{what}… {time.monotonic() - t0:.0f} s")
+            sys.stderr.flush()
+
+    task = asyncio.create_task(tick()) if sys.stderr.isatty() else None
+    try:
+        yield
+    finally:
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
 def _cli_config(config: Config) -> Config:
     mem = dataclasses.replace(config.memory, sync=dataclasses.replace(config.memory.sync, on_start=False, watch=False))
     return dataclasses.replace(config, memory=mem)
@@ -73,7 +98,8 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
             return await notes.run(args, m)
         base = {"agentId": agent}
         if cmd == "sync":
-            res = await m.call("memory.sync", {**base, "force": args.force})
+            async with _elapsed("syncing memory"):
+                res = await m.call("memory.sync", {**base, "force": args.force})
             if args.json:
                 print_json(res)
             else:
