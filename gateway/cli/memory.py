@@ -92,10 +92,10 @@ def _cli_config(config: Config) -> Config:
 
 async def _run(args: argparse.Namespace, config: Config) -> int:
     cmd = args.memory_command
-    agent = getattr(args, "agent", None)
+    agent = getattr(args, "agent", None) or config.agent_id  # named: in process, no default agent is open
     async with methods(_cli_config(config), direct=cmd == "status" and args.direct) as m:
         if cmd in notes.COMMANDS:
-            return await notes.run(args, m)
+            return await notes.run(args, m, agent)
         base = {"agentId": agent}
         if cmd == "sync":
             async with _elapsed("syncing memory"):

@@ -108,10 +108,10 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--out", type=Path, help="write the image bytes to this file")
 
 
-async def run(args: argparse.Namespace, m: "Methods") -> int:
-    """One of COMMANDS, through the method of that name (`m.call`, cli/dispatch.py)."""
+async def run(args: argparse.Namespace, m: "Methods", agent: str) -> int:
+    """One of COMMANDS, through the method of that name (`m.call`, cli/dispatch.py), for `agent`."""
     c = args.memory_command
-    base = {"agentId": args.agent}
+    base = {"agentId": agent}
     if c == "set":
         value = sys.stdin.read() if args.value == "-" else args.value
         res = await m.call("memory.set", {**base, "key": args.key, "value": value, "category": args.category})

@@ -23,7 +23,8 @@ from .sessions import with_agent
 
 async def _memory(ctx: CallContext, p: dict) -> Any:
     """The memory of the agent named by params.agentId (default: the configured agent)."""
-    mem = (await ctx.services.agent(p.get("agentId"))).memory
+    mem = getattr(ctx.services, "memory", None) if p.get("agentId") is None \
+        else (await ctx.services.agent(p["agentId"])).memory
     if mem is None:
         raise NotFound("memory is disabled (memory.enabled = false)")
     return mem
