@@ -280,8 +280,8 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
     there = set(await dst.agents())
 
     plan: list[tuple[str, str]] = []
-    for agent in agents:
-        store = src.sessions(agent)
+    sources = {agent: src.sessions(agent) for agent in agents}  # one store each: it caches its session list
+    for agent, store in sources.items():
         plan += [(agent, key) for key in sorted(await store.all())]
         report.unlisted += [f"{agent}/{key}.jsonl" for key in await store.strays()]
 
@@ -293,7 +293,7 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
             report.entries.append(Entry(agent, key, FAILED, detail=f"not a valid {what} (no gateway could have "
                                                                    f"made it); not copied"))
             continue
-        copy = await src.sessions(agent).export(key)
+        copy = await sources[agent].export(key)
         if copy is None:
             report.entries.append(Entry(agent, key, FAILED, detail="gone from the source meanwhile; not copied"))
             continue

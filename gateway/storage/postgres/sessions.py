@@ -140,20 +140,20 @@ class PgSessionStore:
 
     # ---- whole sessions in and out (jarvis migrate) ----------------------------------------------
     async def export(self, key: str) -> SessionCopy | None:
-        """The row and its lines as of one moment (gateways may be appending meanwhile)."""
-        async with self.pg.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
-            row = await conn.fetchrow(f"SELECT {_COLUMNS}, line_count FROM sessions WHERE agent_id = $1 AND "
-                                      f"session_key = $2", self.agent_id, key)
-            if row is None:
-                return None
-            rows = await conn.fetch("SELECT seq, line FROM transcript_lines WHERE agent_id = $1 AND "
-                                    "session_key = $2 ORDER BY seq", self.agent_id, key)
-        lines = tuple(r["line"].encode() for r in rows)
+        """The row and its lines as of one moment (one statement: gateways may be appending meanwhile)."""
+        row = await self.pg.pool.fetchrow(
+            f"SELECT {_COLUMNS}, line_count, ARRAY(SELECT seq FROM transcript_lines t WHERE t.agent_id = $1 AND "
+            f"t.session_key = $2 ORDER BY seq) AS seqs, ARRAY(SELECT line FROM transcript_lines t WHERE "
+            f"t.agent_id = $1 AND t.session_key = $2 ORDER BY seq) AS lines FROM sessions WHERE agent_id = $1 AND "
+            f"session_key = $2", self.agent_id, key)
+        if row is None:
+            return None
+        lines = tuple(line.encode() for line in row["lines"])
         problem = ""
-        if [int(r["seq"]) for r in rows] != list(range(1, len(rows) + 1)):
+        if list(row["seqs"]) != list(range(1, len(lines) + 1)):
             problem = "its transcript rows have gaps in seq"
-        elif len(rows) != int(row["line_count"]):
-            problem = f"line_count is {row['line_count']} but it has {len(rows)} transcript rows"
+        elif len(lines) != int(row["line_count"]):
+            problem = f"line_count is {row['line_count']} but it has {len(lines)} transcript rows"
         elif any(b"\n" in line for line in lines):
             problem = "a transcript row holds a newline, so it is not one JSONL line"
         return SessionCopy(row_meta(row), lines, 0, problem)
@@ -161,28 +161,30 @@ class PgSessionStore:
     async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> list[Imported]:
         """Each session and its lines in one transaction; a key taken meanwhile is left as it is."""
         out = []
-        for copy in copies:
-            meta = copy.meta
-            problem = _text_problem(copy.lines)
-            if problem:
-                out.append(Imported(REFUSED, problem))
-            elif dry_run:
-                out.append(Imported(PRESENT if await self._exists_yet(meta["sessionKey"]) else ADDED))
-            else:
-                out.append(Imported(ADDED) if await self._insert(copy)
-                           else Imported(PRESENT, "created in the database meanwhile"))
+        async with self.pg.pool.acquire() as conn:  # one for the batch: a pool's reset per session costs
+            for copy in copies:
+                meta = copy.meta
+                problem = _text_problem(copy.lines)
+                if problem:
+                    out.append(Imported(REFUSED, problem))
+                elif dry_run:
+                    out.append(Imported(PRESENT if await self._exists_yet(conn, meta["sessionKey"]) else ADDED))
+                else:
+                    out.append(Imported(ADDED) if await self._insert(conn, copy)
+                               else Imported(PRESENT, "created in the database meanwhile"))
         return out
 
-    async def _exists_yet(self, key: str) -> bool:
+    async def _exists_yet(self, conn: asyncpg.Connection, key: str) -> bool:
         """Whether the session exists, in a database whose schema may not be made yet (a dry run's)."""
         try:
-            return await self.exists(key)
+            return bool(await conn.fetchval("SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2",
+                                            self.agent_id, key))
         except asyncpg.UndefinedTableError:
             return False
 
-    async def _insert(self, copy: SessionCopy) -> bool:
+    async def _insert(self, conn: asyncpg.Connection, copy: SessionCopy) -> bool:
         meta, key = copy.meta, copy.meta["sessionKey"]
-        async with self.pg.pool.acquire() as conn, conn.transaction():
+        async with conn.transaction():
             made = await conn.fetchval(
                 "INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, message_count, "
                 "line_count, model, system_prompt) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
