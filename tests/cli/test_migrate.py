@@ -406,3 +406,13 @@ async def test_keyed_memories_go_both_ways_with_their_times_and_a_different_one_
         assert await conn.fetchval("SELECT value FROM keyed_memories WHERE key = 'boat'") == "The boat is blue."
     finally:
         await conn.close()
+
+
+async def test_a_session_list_that_is_not_json_is_a_clear_error_naming_the_file(tmp_path, postgres_url):
+    src = tmp_path / "src"
+    await make_state(src)
+    (src / "agents/work/sessions/sessions.json").write_bytes(b'{"sessions": {"retro": ')
+    r = await ajarvis("migrate", "--to", postgres_url, state_dir=src)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"{src / 'agents/work/sessions/sessions.json'} is not valid JSON" in r.stderr, r.stderr
+    assert "restore it from a backup" in r.stderr and "Traceback" not in r.stderr
