@@ -1,35 +1,39 @@
-"""`jarvis memory sync|search|status` — the memory methods, run directly on the state dir.
+"""`jarvis memory sync|search|status` — the memory methods from a terminal.
 (`set|get|delete|list|similar|recall|learn|set-image|get-image`: see notes.py.)
 
-These open the index themselves (WAL and a busy timeout make that safe while the gateway runs), so they
-work whether or not the gateway is up. `status` first asks the running gateway (its dirty flag and sync
-runs are live state the index file does not hold) and reads the state dir only when none answers or
-with `--direct`. `--json` prints exactly the result object of the matching method (`memory.sync`,
-`memory.search`, `memory.status`). `--agent ID` and `--source` work as in notes.py.
+Each calls the method of that name through cli/dispatch.py: the running gateway's when one of this state
+dir answers (so `status` shows its live dirty flag and sync runs), else the same handler in this process
+on the state dir; `status --direct` reads the state dir even while a gateway runs. The method validates
+the params; `--json` prints exactly its result (`memory.sync`, `memory.search`, `memory.status`).
+`--agent ID` and `--source` work as in notes.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import sys
 import time
-from typing import Any
+from typing import Any, AsyncIterator
 
 from ..config import Config
 from ..errors import Invalid, JarvisError
-from . import notes
-from .common import print_json
-from ..storage import standalone_manager
 from ..memory.notes.keyed import snippet_value
 from ..memory.service import MODES
+from . import notes
+from .client import CallError
+from .common import print_json
+from .dispatch import methods
 
 
 def add_commands(subparsers: Any) -> None:
-    p = subparsers.add_parser("memory", help="index, search and inspect memory (on the state dir; status asks a running gateway)",
-                              description="Memory index commands; they work on the state dir, while the gateway "
-                                          "runs too. `status` asks the running gateway when one answers.",
+    p = subparsers.add_parser("memory", help="index, search and inspect memory (through the running gateway, else "
+                                             "on the state dir)",
+                              description="Memory commands: each calls the memory.* method of its name — the running "
+                                          "gateway's when one of this state dir answers, else the same method in "
+                                          "this process on the state dir.",
                               epilog=notes.CATEGORY_TABLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.set_defaults(handler=run, memory_command=None)
     sub = p.add_subparsers(dest="memory_command", metavar="{sync,search,status," + ",".join(notes.COMMANDS) + "}",
@@ -47,36 +51,38 @@ def add_commands(subparsers: Any) -> None:
     notes.source_arg(s, "default: both")
     notes.agent_arg(s)
     s.add_argument("--json", action="store_true", help="print the memory.search result as JSON")
-    s = sub.add_parser("status", help="what the index holds (asks the running gateway when one answers)",
+    s = sub.add_parser("status", help="what the index holds (the running gateway's live figures when one answers)",
                        description="What the index holds. When a gateway answers at the configured address "
                                    "(with this state dir's token), its own memory.status is shown, so dirty and "
-                                   "sync runs are the live ones; otherwise the index is read from the state dir.")
+                                   "sync runs are the live ones; otherwise (or with --direct) the index is read "
+                                   "from the state dir.")
     notes.agent_arg(s)
     s.add_argument("--direct", action="store_true", help="read the state dir even when a gateway is running")
     s.add_argument("--json", action="store_true", help="print the memory.status result as JSON")
     notes.add_commands(sub)
 
 
-class _Bar:
-    """A one-line progress bar on stderr, only when stderr is a terminal and the work is long."""
+@contextlib.asynccontextmanager
+async def _elapsed(what: str) -> AsyncIterator[None]:
+    """`what… Ns` on stderr while the work runs, only when stderr is a terminal and the work is long
+    (the method answers once, at the end: wherever it runs, there is no progress to show but time)."""
+    async def tick() -> None:
+        t0 = time.monotonic()
+        while True:
+            await asyncio.sleep(0.5)
+            sys.stderr.write(f"\r{what}… {time.monotonic() - t0:.0f} s")
+            sys.stderr.flush()
 
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-        self.t0 = time.monotonic()
-        self.shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.tty or total <= 0 or (time.monotonic() - self.t0 < 0.5 and done < total):
-            return
-        width = 30
-        fill = int(width * done / total)
-        sys.stderr.write(f"\rindexing [{'#' * fill}{'.' * (width - fill)}] {done}/{total} files")
-        sys.stderr.flush()
-        self.shown = True
-
-    def finish(self) -> None:
-        if self.shown:
-            sys.stderr.write("\n")
+    task = asyncio.create_task(tick()) if sys.stderr.isatty() else None
+    try:
+        yield
+    finally:
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
 
 
 def _cli_config(config: Config) -> Config:
@@ -85,45 +91,28 @@ def _cli_config(config: Config) -> Config:
 
 
 async def _run(args: argparse.Namespace, config: Config) -> int:
-    if args.memory_command in notes.COMMANDS:
-        return await notes.run(args, _cli_config(config))
-    agent = notes.check_agent(args, config)
-    if args.memory_command == "status" and not args.direct:
-        url = config.ws_url()
-        res = await _ask_gateway(config, "memory.status", {"agentId": agent})
-        if res is not None:
-            if args.json:
-                print_json(res)
-            else:
-                print(f"gateway:    {url} (running; these are its live figures)")
-                print(f"index:      {_index_location(config, None, agent)}")
-                _print_status(res)
-            return 0
-    async with standalone_manager(_cli_config(config), agent) as mgr:
-        cmd = args.memory_command
+    cmd = args.memory_command
+    agent = getattr(args, "agent", None) or config.agent_id  # named: in process, no default agent is open
+    async with methods(_cli_config(config), direct=cmd == "status" and args.direct) as m:
+        if cmd in notes.COMMANDS:
+            return await notes.run(args, m, agent)
+        base = {"agentId": agent}
         if cmd == "sync":
-            bar = _Bar()
-            try:
-                res = await mgr.sync(force=args.force, progress=bar)
-            finally:
-                bar.finish()
+            async with _elapsed("syncing memory"):
+                res = await m.call("memory.sync", {**base, "force": args.force})
             if args.json:
                 print_json(res)
             else:
                 print(f"indexed {res['indexed']}, removed {res['removed']}, unchanged {res['unchanged']} files; "
                       f"embedded {res['chunksEmbedded']} chunks ({res['cacheHits']} from cache) in {res['durationMs']} ms")
-                st = await mgr.status()
+                st = await m.call("memory.status", base)
                 if st["vector"].get("missing"):
                     print(f"warning: {st['vector']['missing']} chunks have no vector yet "
                           f"({st['embeddings'].get('error', 'embedding provider failed')}); retried on the next sync",
                           file=sys.stderr)
         elif cmd == "search":
-            from ..methods.memory import SEARCH  # the method's own rules, so the CLI errors the same way
-
-            p = SEARCH.validate({"query": args.query, "k": args.k, "minScore": args.min_score,
-                                 "sources": notes.sources_of(args), "mode": args.mode})
-            res = await mgr.search(p["query"], k=p["k"], min_score=p["minScore"], sources=p["sources"],
-                                   mode=p["mode"])
+            res = await m.call("memory.search", {**base, "query": args.query, "k": args.k, "minScore": args.min_score,
+                                                 "sources": notes.sources_of(args), "mode": args.mode})
             if args.json:
                 print_json(res)
             else:
@@ -137,25 +126,27 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
                     for line in snippet_value(r["path"], r["snippet"]).splitlines():
                         print(f"    {line}")
         else:
-            res = await mgr.status()
+            res = await m.call("memory.status", base)
             if args.json:
                 print_json(res)
             else:
-                if args.direct:
+                if m.gateway is not None:
+                    print(f"gateway:    {m.gateway} (running; these are its live figures)")
+                elif args.direct:
                     print("gateway:    not asked (--direct); read from the state dir")
                 else:
                     print(f"gateway:    none answered at {config.ws_url()}; read from the state dir")
-                print(f"index:      {_index_location(config, mgr)}")
+                print(f"index:      {_index_location(config, agent)}")
                 _print_status(res)
         return 0
 
 
-def _index_location(config: Config, mgr: Any, agent: str | None = None) -> str:
+def _index_location(config: Config, agent: str | None) -> str:
     if config.storage.url:
         from ..storage.postgres import redact
 
         return f"PostgreSQL {redact(config.storage.url)} (shared by the gateways on it)"
-    return str(config.memory_db(mgr.agent_id if mgr is not None else agent))
+    return str(config.memory_db(agent))
 
 
 def _print_status(res: dict) -> None:
@@ -174,30 +165,6 @@ def _print_status(res: dict) -> None:
     _print_backend_and_ranking(res)
 
 
-async def _ask_gateway(config: Config, method: str, params: dict) -> Any:
-    """The running gateway's answer, or None when no gateway of this state dir answers (nothing listens,
-    another gateway that refuses this token, or no token yet). Its errors are raised as JarvisError."""
-    from .client import CallError, Connection, GatewayCallError
-    from ..errors import NotFound
-
-    if config.server.port == 0:
-        return None
-    try:
-        conn = await Connection.open(config, open_timeout=3)
-    except CallError:
-        return None
-    try:
-        return await asyncio.wait_for(conn.call(method, params), 30)
-    except GatewayCallError as exc:
-        if exc.code == -32004:
-            raise NotFound(exc.error_message) from None
-        raise JarvisError(exc.error_message) from None
-    except (CallError, TimeoutError):
-        return None
-    finally:
-        await conn.close()
-
-
 def run(args: argparse.Namespace, config: Config) -> int:
     if not getattr(args, "memory_command", None):
         print("usage: jarvis memory {sync,search,status,set,get,delete,list,similar,recall,learn,set-image,get-image} …  (see jarvis memory --help)", file=sys.stderr)
@@ -210,6 +177,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
     except JarvisError as exc:
         print(f"jarvis: {exc.message}", file=sys.stderr)
         return 2 if isinstance(exc, Invalid) else 1
+    except CallError as exc:  # the gateway went away mid-call
+        print(f"jarvis: {exc}", file=sys.stderr)
+        return exc.exit_code
 
 
 def _print_backend_and_ranking(res: dict) -> None:

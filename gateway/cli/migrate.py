@@ -4,16 +4,18 @@
     jarvis migrate --to postgresql [--dry-run] [--verbose]     (the URL from storage.url / JARVIS_DATABASE_URL)
     jarvis migrate --to sqlite [--from postgresql://…] [--dry-run] [--verbose]
 
-The copying and checking is gateway/storage/migrate.py; this takes the state dir's lock, shows
-progress on stderr and prints the report. Exit codes: 0 every session is at the destination and
-checked; 1 a conflict or a failed session (nothing was overwritten); 2 bad usage, or a gateway holds
-the state dir; 3 the database cannot be reached.
+The copying and checking is gateway/storage/migrate.py (through the storage engines' interface); this
+takes the state dir's lock, shows progress on stderr, prints the report and maps what happened to an
+exit code: 0 every session is at the destination and checked; 1 a conflict or a failed session (nothing
+was overwritten), or the copy could not go on (MigrateError); 2 bad usage, or a gateway holds the state
+dir; 3 the database cannot be reached (errors.Unavailable).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import re
 import sys
@@ -21,17 +23,19 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
+from ..errors import Unavailable
 from .common import _common
 
 if TYPE_CHECKING:  # imported when the command runs: other commands need not load asyncpg
     from ..storage import migrate as mig
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 FILES = ("sqlite", "files")  # the state dir's own engine: sessions.json + <key>.jsonl (and SQLite indexes)
 
 DESCRIPTION = """\
-Copy every agent's sessions (metadata and transcripts) between this state dir and PostgreSQL, then
-check the copy: per session, the line count and a SHA-256 over the transcript bytes on both sides.
+Copy every agent's sessions (metadata and transcripts) and keyed memories (memory.set) between this
+state dir and PostgreSQL, through the storage engines' own interface, then check the copy: per session,
+the line count and a SHA-256 over the transcript bytes on both sides; per keyed memory, its fields.
 
   --to postgresql://…   from <stateDir>/agents/*/sessions into the database (its schema is created or
                         migrated first); then set storage.url (or JARVIS_DATABASE_URL) to that URL
@@ -40,9 +44,12 @@ check the copy: per session, the line count and a SHA-256 over the transcript by
 
 Stop the gateway first: the command refuses to run while one holds the state dir. Nothing at the
 destination is overwritten: a session already there with the same content is skipped (so running it
-again is safe), one with different content is reported and left alone (exit code 1). A torn last
-line (a transcript write cut short by a crash, never read by the gateway) is not copied; its bytes
-are reported. Memory indexes are not copied: they are derived data, rebuilt from the transcripts.
+again is safe), one with different content is reported and left alone (exit code 1); the same for a
+keyed memory. Each session is copied whole or not at all: an interrupted run goes on when run again.
+A torn last line (a transcript write cut short by a crash, never read by the gateway) is not copied;
+its bytes are reported. Memory indexes are not copied: they are derived data, rebuilt from the
+transcripts and memory files. Nor are active runs and idempotency keys: they live only while a
+gateway runs.
 """
 
 EPILOG = ("Exit codes: 0 copied and checked, 1 conflicts or failures, 2 bad usage or state dir in use, "
@@ -50,7 +57,8 @@ EPILOG = ("Exit codes: 0 copied and checked, 1 conflicts or failures, 2 bad usag
 
 
 def add_commands(subparsers: Any) -> None:
-    p = subparsers.add_parser("migrate", help="copy sessions between the state dir and PostgreSQL, and check the copy",
+    p = subparsers.add_parser("migrate", help="copy sessions and keyed memories between the state dir and PostgreSQL, "
+                                              "and check the copy",
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--to", required=True, metavar="URL|sqlite",
@@ -98,16 +106,17 @@ def run(args: argparse.Namespace, config: Config) -> int:
         print(f"jarvis: {exc}", file=sys.stderr)
         return EXIT_USAGE
     progress = _Progress()
+    config = dataclasses.replace(config, state_dir=state_dir)
     try:
         if into_files:
-            work = mig.to_files(url, state_dir, dry_run=args.dry_run, progress=progress)
+            work = mig.to_files(url, config, dry_run=args.dry_run, progress=progress)
         else:
-            work = mig.to_postgres(state_dir, url, dry_run=args.dry_run, progress=progress)
+            work = mig.to_postgres(config, url, dry_run=args.dry_run, progress=progress)
         report = asyncio.run(work)
-    except mig.MigrateError as exc:
+    except (mig.MigrateError, Unavailable) as exc:
         progress.finish()
         print(f"jarvis: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return EXIT_UNREACHABLE if isinstance(exc, Unavailable) else EXIT_ERROR
     finally:
         os.close(lock)
     progress.finish()
@@ -173,7 +182,7 @@ def show(report: "mig.Report", verbose: bool = False) -> None:
     if report.schema:
         out.append(("schema: would apply " if report.dry_run else "schema: applied ") + ", ".join(report.schema))
     if not report.entries:
-        out.append("no sessions found at the source; nothing to copy")
+        out.append("no sessions found at the source" + ("" if report.keyed else "; nothing to copy"))
     else:
         head = ("agent", "sessions", done, "identical", "conflict", "failed", "lines", "bytes", "hash check")
         rows = [_row(agent, [e for e in report.entries if e.agent == agent], report.dry_run)
@@ -194,6 +203,16 @@ def show(report: "mig.Report", verbose: bool = False) -> None:
                 line = (f"{e.status:<10}  {e.name}  {_n(e.lines, 'line')}, {_n(e.bytes, 'byte')}, "
                         f"sha256 {e.sha256[:12]}…")
                 out.append(line + (f"  {check}" if check else "") + (f"\n            {e.detail}" if e.detail else ""))
+    if report.keyed:
+        out.append("")
+        k = report.keyed
+        out.append(f"keyed memories: {len(k):,} ({len(report.keyed_of(mig.COPIED, mig.WOULD_COPY))} {done}, "
+                   f"{len(report.keyed_of(mig.IDENTICAL))} identical, {len(report.keyed_of(mig.CONFLICT))} in conflict, "
+                   f"{len(report.keyed_of(mig.FAILED))} failed)")
+        for e in (k if verbose else [e for e in k if e.detail or e.status in (mig.CONFLICT, mig.FAILED)]):
+            check = {True: "checked", False: "check FAILED", None: ""}[e.verified]
+            out.append(f"{e.status:<10}  keyed {e.name} ({e.category})" + (f"  {check}" if check else "")
+                       + (f"\n            {e.detail}" if e.detail else ""))
     torn = [e for e in report.entries if e.torn_bytes]
     if torn:
         out.append("")
@@ -240,7 +259,8 @@ def _verdict(report: "mig.Report") -> str:
 
     copied = len(report.of(mig.COPIED, mig.WOULD_COPY))
     same = len(report.of(mig.IDENTICAL))
-    conflicts, failed = len(report.of(mig.CONFLICT)), len(report.of(mig.FAILED))
+    conflicts = len(report.of(mig.CONFLICT)) + len(report.keyed_of(mig.CONFLICT))
+    failed = len(report.of(mig.FAILED)) + len(report.keyed_of(mig.FAILED))
     if report.dry_run:
         return (f"dry run: {_n(copied, 'session')} would be copied, {same} there already (identical), "
                 f"{conflicts} in conflict, {failed} cannot be copied")

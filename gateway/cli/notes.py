@@ -1,5 +1,6 @@
 """`jarvis memory set|get|delete|list|similar|recall|learn|set-image|get-image` — the keyed-memory,
-recall, learnings and image methods, run directly on the state dir (like sync/search/status).
+recall, learnings and image methods, through cli/dispatch.py like sync/search/status (the running
+gateway's when one answers, else in process on the state dir).
 
 `--json` prints exactly the result of the matching method; `--agent ID` picks the agent (default: main);
 `--source memory,sessions` (or the flag repeated) limits similar and recall like search.
@@ -11,14 +12,15 @@ import argparse
 import base64
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config import Config
-from ..errors import Invalid, NotFound
-from ..memory.notes.service import MemoryNotes
-from ..memory.notes.keyed import CATEGORIES, check_key
+from ..errors import NotFound
+from ..memory.notes.keyed import CATEGORIES
 from ..memory.notes.learnings import SECTIONS
 from .common import print_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .dispatch import Methods
 
 COMMANDS = ("set", "get", "delete", "list", "similar", "recall", "learn", "set-image", "get-image")
 
@@ -46,13 +48,6 @@ def source_arg(p: argparse.ArgumentParser, default_doc: str) -> None:
 def sources_of(args: argparse.Namespace) -> list[str] | None:
     """The --source values, each once, in order; None when none was given."""
     return list(dict.fromkeys(args.source)) if getattr(args, "source", None) else None
-
-
-def check_agent(args: argparse.Namespace, config: Config) -> str:
-    agent = getattr(args, "agent", None) or config.agent_id
-    if agent != config.agent_id and not config.agent_dir(agent).is_dir():
-        raise NotFound(f"agent not found: {agent}")
-    return agent
 
 
 KEY_HELP = "the memory's name: letters, digits, '.', '_', '-'; at most 128 characters"
@@ -113,62 +108,55 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--out", type=Path, help="write the image bytes to this file")
 
 
-def _check_range(name: str, value: int, lo: int, hi: int | None = None) -> None:
-    if value < lo or (hi is not None and value > hi):
-        raise Invalid(f"--{name}: must be between {lo} and {hi}" if hi else f"--{name}: must be >= {lo}")
-
-
-async def run(args: argparse.Namespace, config: Config) -> int:
-    from ..storage import standalone_manager
-
-    agent = check_agent(args, config)
-    async with standalone_manager(config, agent) as mgr:
-        f = MemoryNotes(mgr, config.agent_workspace(agent))
-        c = args.memory_command
-        if c == "set":
-            value = sys.stdin.read() if args.value == "-" else args.value
-            res = await f.set(args.key, value, args.category)
-            text = f"{'replaced' if res['replaced'] else 'saved'} {res['key']} ({res['category']}) → {res['path']}"
-        elif c == "get":
-            res = await f.get(args.key)
-            text = f"{res['key']} ({res['category']}, updated {res['updated']})\n{res['value']}"
-        elif c == "delete":
-            res = await f.delete(args.key)
-            text = f"deleted {res['key']} ({res['path']})"
-        elif c == "list":
-            _check_range("limit", args.limit, 1, 500)
-            _check_range("offset", args.offset, 0)
-            res = await f.list(args.category, args.limit, args.offset)
-            text = "\n".join(f"{m['updated'][:10]}  {m['category']:<11} {m['key']}: {m['preview']}"
-                             for m in res["memories"]) or "no keyed memories"
-        elif c == "similar":
-            _check_range("k", args.k, 1, 50)
-            res = await f.similar(args.key, args.k, sources=sources_of(args))
-            text = "\n".join(f"{r['score']:.3f}  {r['path']}:{r['startLine']}-{r['endLine']}"
-                             for r in res["results"]) or "no results"
-        elif c == "recall":
-            _check_range("k", args.k, 1, 100)
-            res = await f.recall_period(args.from_, args.to, args.category, args.query, args.k, sources=sources_of(args))
-            text = "\n".join(f"{r['timestamp']}  {r['path']}:{r['startLine']}  {' '.join(r['snippet'].split())[:120]}"
-                             for r in res["results"]) or "nothing in that period"
-        elif c == "learn":
-            res = await f.learn(args.category, args.text)
-            e = res["entry"]
-            text = f"{res['status']}: [{e['date']}] {e['text']} ({e['section']}, LEARNINGS.md:{e['line']})"
-        elif c == "set-image":
-            check_key(args.key)
+async def run(args: argparse.Namespace, m: "Methods", agent: str) -> int:
+    """One of COMMANDS, through the method of that name (`m.call`, cli/dispatch.py), for `agent`."""
+    c = args.memory_command
+    base = {"agentId": agent}
+    if c == "set":
+        value = sys.stdin.read() if args.value == "-" else args.value
+        res = await m.call("memory.set", {**base, "key": args.key, "value": value, "category": args.category})
+        text = f"{'replaced' if res['replaced'] else 'saved'} {res['key']} ({res['category']}) → {res['path']}"
+    elif c == "get":
+        res = await m.call("memory.get", {**base, "key": args.key})
+        text = f"{res['key']} ({res['category']}, updated {res['updated']})\n{res['value']}"
+    elif c == "delete":
+        res = await m.call("memory.delete", {**base, "key": args.key})
+        text = f"deleted {res['key']} ({res['path']})"
+    elif c == "list":
+        res = await m.call("memory.list", {**base, "category": args.category, "limit": args.limit,
+                                           "offset": args.offset})
+        text = "\n".join(f"{x['updated'][:10]}  {x['category']:<11} {x['key']}: {x['preview']}"
+                         for x in res["memories"]) or "no keyed memories"
+    elif c == "similar":
+        res = await m.call("memory.similar", {**base, "key": args.key, "k": args.k, "sources": sources_of(args)})
+        text = "\n".join(f"{r['score']:.3f}  {r['path']}:{r['startLine']}-{r['endLine']}"
+                         for r in res["results"]) or "no results"
+    elif c == "recall":
+        res = await m.call("memory.recall", {**base, "from": args.from_, "to": args.to, "category": args.category,
+                                             "query": args.query, "k": args.k, "sources": sources_of(args)})
+        text = "\n".join(f"{r['timestamp']}  {r['path']}:{r['startLine']}  {' '.join(r['snippet'].split())[:120]}"
+                         for r in res["results"]) or "nothing in that period"
+    elif c == "learn":
+        res = await m.call("memory.learn", {**base, "category": args.category, "text": args.text})
+        e = res["entry"]
+        text = f"{res['status']}: [{e['date']}] {e['text']} ({e['section']}, LEARNINGS.md:{e['line']})"
+    elif c == "set-image":
+        try:
             data = args.file.read_bytes()
-            res = await f.set_image(args.key, base64.b64encode(data).decode("ascii"), args.description)
-            text = f"saved {res['imagePath']} ({res['mimeType']}, {res['bytes']} bytes)"
-        else:
-            res = await f.get_image(args.key)
-            if args.out is not None:
-                args.out.write_bytes(base64.b64decode(res["image"]))
-            text = f"{res['imagePath']} ({res['mimeType']}, {res['bytes']} bytes)" + (
-                f"\n{res['description']}" if res["description"] else "") + (
-                f"\nwritten to {args.out}" if args.out is not None else "")
-        if args.json:
-            print_json(res)
-        else:
-            print(text)
-        return 0
+        except OSError as exc:
+            raise NotFound(f"{args.file}: {exc.strerror or exc}") from None
+        res = await m.call("memory.setImage", {**base, "key": args.key, "image": base64.b64encode(data).decode("ascii"),
+                                               "description": args.description})
+        text = f"saved {res['imagePath']} ({res['mimeType']}, {res['bytes']} bytes)"
+    else:
+        res = await m.call("memory.getImage", {**base, "key": args.key})
+        if args.out is not None:
+            args.out.write_bytes(base64.b64decode(res["image"]))
+        text = f"{res['imagePath']} ({res['mimeType']}, {res['bytes']} bytes)" + (
+            f"\n{res['description']}" if res["description"] else "") + (
+            f"\nwritten to {args.out}" if args.out is not None else "")
+    if args.json:
+        print_json(res)
+    else:
+        print(text)
+    return 0

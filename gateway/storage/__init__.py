@@ -24,13 +24,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..memory.service import MemoryService
 
 
-async def open_storage(config: Config, *, serve: bool = True) -> Storage:
+async def open_storage(config: Config, *, serve: bool = True, schema: bool = True) -> Storage:
     """The engine `storage.url` names, open. `serve`: for a gateway; False: for a tool beside it (the
-    `jarvis memory` commands), which takes no part in coordinating gateways."""
+    `jarvis memory` commands), which takes no part in coordinating gateways. `schema` False: its schema
+    is left as it is (`jarvis migrate`, whose dry run writes nothing, migrates it with `Storage.schema`)."""
     if config.storage.url:
         from .postgres.engine import PostgresStorage
 
-        return await PostgresStorage.open(config, serve=serve)
+        return await PostgresStorage.open(config, serve=serve, schema=schema)
     from .files.engine import FilesStorage
 
     return FilesStorage(config)
@@ -38,7 +39,7 @@ async def open_storage(config: Config, *, serve: bool = True) -> Storage:
 
 @contextlib.asynccontextmanager
 async def standalone_manager(config: Config, agent_id: str) -> AsyncIterator["MemoryService"]:
-    """An open MemoryService outside the gateway (the `jarvis memory` commands), on the engine
+    """An open MemoryService outside any gateway (scripts/bench_locomo.py, bench_scale.py), on the engine
     `storage.url` names (its MemoryIndex and KeyedStore)."""
     storage = await open_storage(config, serve=False)
     try:

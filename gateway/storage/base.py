@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -29,6 +29,28 @@ if TYPE_CHECKING:  # pragma: no cover
 MemoryService = Any
 Services = Any
 Cluster = Any
+
+
+@dataclass(frozen=True)
+class SessionCopy:
+    """A whole session as one engine hands it to another (`jarvis migrate`, storage/migrate.py)."""
+
+    meta: dict[str, Any]  # as `get` answers it
+    lines: tuple[bytes, ...] = ()  # the transcript's complete lines, in order, each without its newline
+    torn: int = 0  # bytes after the last newline (a write cut short by a crash): never read, not copied
+    problem: str = ""  # why `lines` is not a sound transcript ("" when it is): it is not copied
+
+
+ADDED, PRESENT, REFUSED = "added", "present", "refused"
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What `import_sessions` did with one session: ADDED; PRESENT (something of its key is there
+    already: nothing written); REFUSED (this engine cannot hold it as it is). `detail` says more."""
+
+    status: str
+    detail: str = ""
 
 
 class SessionStore(Protocol):
@@ -72,6 +94,15 @@ class SessionStore(Protocol):
     def transcript_path(self, key: str) -> Path: ...
     async def local_transcript(self, key: str) -> Path:
         """The transcript as an up-to-date local file, for readers that take a path."""
+
+    # Whole sessions in and out (`jarvis migrate`; beside no gateway: the store need not be opened).
+    async def export(self, key: str) -> SessionCopy | None:
+        """The session whole (metadata as `get` would answer it once the store is open), or None."""
+    async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> list[Imported]:
+        """Add whole sessions exactly as given (metadata, and the lines byte for byte), each whole or not
+        at all; never replace or change anything there. `dry_run`: say what would happen, write nothing."""
+    async def strays(self) -> list[str]:
+        """Keys of transcripts here that are no session (the files engine never shows them)."""
 
     # What another gateway on the same storage changed (the cluster calls these; alone, never).
     async def refresh_mirrors(self) -> None: ...
@@ -192,6 +223,13 @@ class MemoryIndex(Protocol):
     async def refresh(self) -> None:
         """Bring `counts` up to date where another process may change the index."""
 
+    # Whole entries in and out (`jarvis migrate`).
+    async def entries(self) -> list[Entry]:
+        """Every keyed memory, whole."""
+    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> list[Imported]:
+        """Add keyed memories exactly as given (category, value, created, updated) under keys that are
+        free here; never replace or change one. `dry_run`: say what would happen, write nothing."""
+
 
 class Storage(Protocol):
     """An engine: makes each agent's stores, and says what it is."""
@@ -200,12 +238,17 @@ class Storage(Protocol):
     shared: bool  # several gateways may serve the same sessions (cluster.py)
 
     async def close(self) -> None: ...
+    async def agents(self) -> list[str]:
+        """Every agent this engine holds sessions of (`jarvis migrate`)."""
+    async def schema(self, apply: bool) -> list[str]:
+        """The schema migrations this engine's store lacks, applied when `apply` (those applied)."""
     async def has_agent(self, agent_id: str) -> bool:
         """The engine holds sessions of `agent_id` (beside its folder in the state dir)."""
 
     def sessions(self, agent_id: str) -> SessionStore: ...
     def ledger(self, agent_id: str) -> RunLedger: ...
-    def keyed(self, agent_id: str) -> KeyedStore: ...
+    def keyed(self, agent_id: str) -> KeyedStore:
+        """The agent's keyed memories: its memory service's, and what `jarvis migrate` copies."""
     def memory_index(self, agent_id: str) -> MemoryIndex:
         """The agent's memory index, not yet opened."""
     def memory(self, agent_id: str) -> MemoryService:

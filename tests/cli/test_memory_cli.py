@@ -88,3 +88,31 @@ def test_the_serve_banner_names_a_token_command_that_works_as_printed(tmp_path):
     done = subprocess.run(shlex.split(command), cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, (command, done.stderr)
     assert done.stdout.strip() == (state / "gateway.token").read_text().strip()
+
+
+def test_each_command_calls_the_method_the_gateways_when_it_answers_else_the_same_one_in_process(tmp_path):
+    state = tmp_path / "state"
+    (state / "workspace").mkdir(parents=True)
+    bad = [("list", "--limit", "0"), ("search", "boat", "--k", "51"), ("recall", "--from", "2024-05-03", "--to", "2024-05-01")]
+    with GatewayProcess.running(state, "[memory.search]\nmode = \"fts\"\n") as gp:
+        port = str(gp.port)
+        runs = orjson.loads(jarvis("memory", "status", "--json", "--port", port, state_dir=state).stdout)["sync"]["runs"]
+        r = jarvis("memory", "sync", "--json", "--port", port, state_dir=state)
+        assert r.returncode == 0, r.stderr
+        live = orjson.loads(jarvis("memory", "status", "--json", "--port", port, state_dir=state).stdout)
+        assert live["sync"]["runs"] == runs + 1, "the sync ran in the gateway, not beside it"
+        r = jarvis("memory", "set", "boat", "The boat is blue.", "--port", port, state_dir=state)
+        assert r.returncode == 0, r.stderr
+        through = {args: jarvis("memory", *args, "--port", port, state_dir=state) for args in bad}
+    alone = {args: jarvis("memory", *args, "--port", port, state_dir=state) for args in bad}
+    # The method validates, on either path, with the same words and exit code (2: invalid params).
+    for args in bad:
+        assert through[args].returncode == alone[args].returncode == 2, (args, through[args].stderr)
+        assert through[args].stderr == alone[args].stderr and "params." in alone[args].stderr, alone[args].stderr
+    r = jarvis("memory", "get", "boat", "--json", "--port", port, state_dir=state)
+    assert r.returncode == 0 and orjson.loads(r.stdout)["value"] == "The boat is blue.", r.stderr
+    r = jarvis("memory", "get", "nothing", "--port", port, state_dir=state)
+    assert r.returncode == 1 and "nothing" in r.stderr
+    # In process, the sessions folder stays a gateway's: the killed one's lacks its clean-close marker,
+    # which tells the next gateway to recount, and the commands (opening the agent's memory) leave it so.
+    assert not (state / "agents" / "main" / "sessions" / ".closed-cleanly").exists()

@@ -365,3 +365,54 @@ async def test_a_database_that_refuses_midway_is_a_clear_error(tmp_path, postgre
     assert r.returncode == 1, r.stdout + r.stderr
     assert f"PostgreSQL at {redact(url)}: permission denied for schema public" in r.stderr
     assert "run the command again to go on" in r.stderr and "Traceback" not in r.stderr
+
+
+async def test_keyed_memories_go_both_ways_with_their_times_and_a_different_one_is_a_conflict(tmp_path, postgres_url):
+    from gateway.storage.files.keyed import FileKeyedStore
+
+    src, back = tmp_path / "src", tmp_path / "back"
+    await make_state(src)
+    await FileKeyedStore(src / "workspace").set("boat", "The boat is blue.", "facts")
+    await FileKeyedStore(src / "workspace" / "agents" / "work").set("standup", "Nine on Mondays.", None)
+    want = {e.key: e.full() for e in await FileKeyedStore(src / "workspace").entries()}
+
+    r = await ajarvis("migrate", "--to", postgres_url, state_dir=src)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "keyed memories: 2 (2 copied, 0 identical, 0 in conflict, 0 failed)" in r.stdout
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        rows = {(x["agent_id"], x["key"]): (x["category"], x["value"], x["created"], x["updated"])
+                for x in await conn.fetch("SELECT * FROM keyed_memories")}
+    finally:
+        await conn.close()
+    boat = want["boat"]
+    assert rows == {("main", "boat"): ("facts", "The boat is blue.", boat["created"], boat["updated"]),
+                    ("work", "standup"): ("general", "Nine on Mondays.", rows[("work", "standup")][2],
+                                          rows[("work", "standup")][3])}
+
+    r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=back)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert {e.key: e.full() for e in await FileKeyedStore(back / "workspace").entries()} == want
+    assert (await FileKeyedStore(back / "workspace" / "agents" / "work").get("standup")).value == "Nine on Mondays."
+    r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=back)
+    assert r.returncode == 0 and "keyed memories: 2 (0 copied, 2 identical" in r.stdout, r.stdout
+
+    await FileKeyedStore(src / "workspace").set("boat", "The boat is red now.", None)
+    r = await ajarvis("migrate", "--to", postgres_url, state_dir=src)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "conflict    keyed main/boat (facts)" in r.stdout and "FAILED: 1 in conflict" in r.stdout
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        assert await conn.fetchval("SELECT value FROM keyed_memories WHERE key = 'boat'") == "The boat is blue."
+    finally:
+        await conn.close()
+
+
+async def test_a_session_list_that_is_not_json_is_a_clear_error_naming_the_file(tmp_path, postgres_url):
+    src = tmp_path / "src"
+    await make_state(src)
+    (src / "agents/work/sessions/sessions.json").write_bytes(b'{"sessions": {"retro": ')
+    r = await ajarvis("migrate", "--to", postgres_url, state_dir=src)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"{src / 'agents/work/sessions/sessions.json'} is not valid JSON" in r.stderr, r.stderr
+    assert "restore it from a backup" in r.stderr and "Traceback" not in r.stderr

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
 from typing import TYPE_CHECKING, Any
 
 from ...config import Config
+from ...schema import AGENT_ID
 from .keyed import FileKeyedStore
 from .ledger import LocalRunLedger
 from .memory import FilesMemoryIndex
@@ -28,6 +31,22 @@ class FilesStorage:
 
     async def close(self) -> None:
         """Nothing is held beyond each agent's own stores."""
+
+    async def agents(self) -> list[str]:
+        """Every agent folder with a sessions folder (a link is no agent's)."""
+        root = self.config.state_dir / "agents"
+
+        def scan() -> list[str]:
+            if not root.is_dir():
+                return []
+            return sorted(p.name for p in root.iterdir() if re.fullmatch(AGENT_ID, p.name)
+                          and (p / "sessions").is_dir() and not p.is_symlink())
+
+        return await asyncio.to_thread(scan)
+
+    async def schema(self, apply: bool) -> list[str]:
+        """Files need none (each SQLite index migrates itself when its agent opens it)."""
+        return []
 
     async def has_agent(self, agent_id: str) -> bool:
         return False  # an agent is its folder in the state dir, nothing more

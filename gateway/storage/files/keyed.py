@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from ...memory.notes.keyed import Entry, KeyedFiles
+from ...errors import Invalid
+from ...fsutil import atomic_write, locked
+from ...memory.notes.keyed import Entry, KeyedFiles, check_entry, render
+from ..base import ADDED, PRESENT, REFUSED, Imported
 
 
 class FileKeyedStore:
@@ -32,3 +35,27 @@ class FileKeyedStore:
     async def reconcile(self, key: str | None = None) -> int:
         """Nothing to do: the files are the record."""
         return 0
+
+    async def entries(self) -> list[Entry]:
+        return await asyncio.to_thread(self.files.all)
+
+    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> list[Imported]:
+        return await asyncio.to_thread(self._import, entries, dry_run)
+
+    def _import(self, entries: Sequence[Entry], dry_run: bool) -> list[Imported]:
+        out = []
+        with locked(self.files.root):
+            for e in entries:
+                try:
+                    check_entry(e.key, e.value, e.category)
+                except Invalid as exc:
+                    out.append(Imported(REFUSED, exc.message))
+                    continue
+                if self.files._found(e.key):
+                    out.append(Imported(PRESENT, "a keyed memory of this key is there"))
+                    continue
+                if not dry_run:
+                    atomic_write(self.files._file(e.category, e.key),
+                                 render(e.key, e.category, e.value, e.created, e.updated))
+                out.append(Imported(ADDED))
+        return out

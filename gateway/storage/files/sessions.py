@@ -13,15 +13,16 @@ import contextlib
 import os
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Sequence
 
 import orjson
 import structlog
 
-from ...errors import Conflict, DiskFull, NotFound, SessionLimit
+from ...errors import Conflict, DiskFull, Invalid, NotFound, SessionLimit
 from ...fsutil import atomic_write, ensure_private_dir, locked
 from ...sessions import transcript as tx
 from ...sessions.history import SETTINGS, check_session_key, history_page
+from ..base import ADDED, PRESENT, REFUSED, Imported, SessionCopy
 from ...timeutil import now_iso
 
 log = structlog.get_logger("gateway.sessions")
@@ -45,6 +46,35 @@ def parse_sessions_file(data: bytes) -> tuple[dict[str, dict[str, Any]], int]:
 def sessions_file(sessions: dict[str, dict[str, Any]], generation: int) -> bytes:
     """sessions.json's bytes for `sessions`, written as `generation`."""
     return orjson.dumps({"version": 1, "generation": generation, "sessions": sessions}, option=orjson.OPT_INDENT_2)
+
+
+def count_messages(records: Iterable[tx.Record]) -> tuple[int, str]:
+    """(message records, the last message's timestamp or ""): a transcript's counters, as recounted."""
+    stamps = [r.data.get("timestamp") for r in records if r.data.get("type") == "message"]
+    return len(stamps), next((t for t in reversed(stamps) if isinstance(t, str)), "")
+
+
+def exported_meta(key: str, raw: dict[str, Any], data: bytes, recount: bool) -> dict[str, Any]:
+    """A sessions.json entry as the store serves it: the fields every session has (an entry written by
+    hand may lack some: the transcript header knows createdAt), the own settings when set, and with
+    `recount` (a folder not closed cleanly) the counters recounted from the transcript as `open` does."""
+    created = raw.get("createdAt")
+    if not isinstance(created, str):
+        head = next(iter(tx.iter_records(Path(), data[: data.find(b"\n") + 1])), None)
+        created = head.data.get("createdAt") if head and head.data.get("type") == "session" else None
+        created = created if isinstance(created, str) else ""
+    updated = raw.get("updatedAt") if isinstance(raw.get("updatedAt"), str) else created
+    label, count = raw.get("label"), raw.get("messageCount")
+    meta = {"sessionKey": key, "label": None if label is None else str(label), "createdAt": created,
+            "updatedAt": updated, "messageCount": count if type(count) is int else 0}
+    for name in SETTINGS:
+        if isinstance(raw.get(name), str) and raw[name]:
+            meta[name] = raw[name]
+    if recount:
+        n, last = count_messages(tx.iter_records(Path(), data))
+        if meta["messageCount"] != n or last > meta["updatedAt"]:
+            meta["messageCount"], meta["updatedAt"] = n, max(meta["updatedAt"], last)
+    return meta
 
 
 class FileSessionStore:
@@ -96,10 +126,9 @@ class FileSessionStore:
             path = self.dir / f"{key}.jsonl"
             if not path.exists():
                 continue
-            stamps = [r.data.get("timestamp") for r in tx.iter_records(path) if r.data.get("type") == "message"]
-            last = next((t for t in reversed(stamps) if isinstance(t, str)), "")
-            if meta.get("messageCount") != len(stamps) or last > meta.get("updatedAt", ""):
-                fixes[key] = (len(stamps), last)
+            count, last = count_messages(tx.iter_records(path))
+            if meta.get("messageCount") != count or last > meta.get("updatedAt", ""):
+                fixes[key] = (count, last)
         if not fixes:
             return
 
@@ -257,6 +286,84 @@ class FileSessionStore:
 
     async def gone(self, key: str) -> None:
         """Never called: no other gateway deletes here."""
+
+    # ---- whole sessions in and out (jarvis migrate) ----------------------------------------------
+    async def export(self, key: str) -> SessionCopy | None:
+        return await asyncio.to_thread(self._export_sync, key)
+
+    def _export_sync(self, key: str) -> SessionCopy | None:
+        raw = self._read_sync().get(key)
+        if raw is None:
+            return None
+        try:
+            data = self.transcript_path(key).read_bytes()
+        except FileNotFoundError:
+            data = b""
+        parts = data.split(b"\n")
+        lines = b"".join(line + b"\n" for line in parts[:-1])
+        meta = exported_meta(key, raw, lines, recount=not self.clean_marker.exists())
+        return SessionCopy(meta, tuple(parts[:-1]), len(parts[-1]))
+
+    async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> list[Imported]:
+        return await asyncio.to_thread(self._import_sync, copies, dry_run)
+
+    def _import_sync(self, copies: Sequence[SessionCopy], dry_run: bool) -> list[Imported]:
+        """Each transcript is written (atomically) before sessions.json lists it; then one write of
+        sessions.json lists them all. A transcript file that sessions.json does not list is in the way
+        unless its bytes are the first part of the session's (a mirror a gateway on PostgreSQL kept
+        here): that is brought up to date."""
+        listed = self._read_sync()
+        out: list[Imported] = []
+        add: dict[str, dict[str, Any]] = {}
+        for copy in copies:
+            key = copy.meta["sessionKey"]
+            if key in listed or key in add:
+                out.append(Imported(PRESENT, "a session with this key is there"))
+                continue
+            try:
+                path = self.transcript_path(key)
+            except Invalid as exc:  # no file could be named so
+                out.append(Imported(REFUSED, str(exc)))
+                continue
+            data = b"".join(line + b"\n" for line in copy.lines)
+            try:
+                old = path.read_bytes()
+            except FileNotFoundError:
+                old = None
+            if old is not None and not data.startswith(old):
+                out.append(Imported(PRESENT, "a transcript file sessions.json does not list is in the way (its "
+                                             "bytes are not a prefix of this session's)"))
+                continue
+            detail = ""
+            if old is not None:
+                detail = ("its transcript was there unlisted (a gateway's local mirror)" if old == data
+                          else "an unlisted transcript holding its first part (a mirror) was brought up to date")
+            if not dry_run:
+                if not add:
+                    for d in (self.dir.parent.parent, self.dir.parent, self.dir):
+                        ensure_private_dir(d)
+                if old != data:
+                    atomic_write(path, data)
+                add[key] = copy.meta
+            out.append(Imported(ADDED, detail))
+        if add:
+            fresh = not self.meta_path.exists()
+
+            def put(sessions: dict[str, dict[str, Any]]) -> None:
+                for k, meta in add.items():
+                    sessions.setdefault(k, dict(meta))
+
+            self._mutate_sync(put)
+            if fresh:  # every counter written is exact: the first open need not recount
+                self.clean_marker.touch(0o600)
+        return out
+
+    async def strays(self) -> list[str]:
+        def unlisted() -> list[str]:
+            listed = self._read_sync()
+            return sorted(p.stem for p in self.dir.glob("*.jsonl") if p.stem not in listed)
+
+        return await asyncio.to_thread(unlisted)
 
     # ---- queries -------------------------------------------------------------------------------
     async def all(self) -> dict[str, dict[str, Any]]:

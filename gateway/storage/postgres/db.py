@@ -231,6 +231,14 @@ async def migrate(conn: asyncpg.Connection) -> list[str]:
     return applied
 
 
+async def pending(conn: asyncpg.Connection) -> list[str]:
+    """The migrations not yet recorded (read only: nothing is created)."""
+    done: set[str] = set()
+    if await conn.fetchval("SELECT to_regclass('jarvis_migrations') IS NOT NULL"):
+        done = {r["name"] for r in await conn.fetch("SELECT name FROM jarvis_migrations")}
+    return [name for name, _ in MIGRATIONS if name not in done]
+
+
 class Postgres:
     """The shared database of a gateway: `await Postgres(url, …).open()`, then `pool`, `notify`, `on`."""
 
@@ -252,16 +260,19 @@ class Postgres:
         self._workers: list[asyncio.Task] = []
         self.dropped = 0  # events not relayed because the outbox was full (the database is too slow)
 
-    async def open(self, serve: bool = True) -> "Postgres":
-        """Connect and migrate the schema. `serve`: a gateway's, which also holds its liveness lock,
-        listens to the others and relays its events; else a tool's: only the pool, to query and notify."""
+    async def open(self, serve: bool = True, schema: bool = True) -> "Postgres":
+        """Connect and migrate the schema (`schema`; else leave it as it is). `serve`: a gateway's, which
+        also holds its liveness lock, listens to the others and relays its events; else a tool's: only
+        the pool, to query and notify."""
         try:
             self.pool = await asyncpg.create_pool(self.url, min_size=1, max_size=self.pool_size,
                                                   command_timeout=60, server_settings=self._name("pool"))
         except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
             raise Unavailable(f"PostgreSQL unreachable at {redact(self.url)}: {exc}", retryable=True) from None
-        async with self.pool.acquire() as conn:
-            applied = await migrate(conn)
+        applied: list[str] = []
+        if schema:
+            async with self.pool.acquire() as conn:
+                applied = await migrate(conn)
         if applied:
             log.info("postgres schema migrated", applied=applied)
         if not serve:

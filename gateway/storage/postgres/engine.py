@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...config import Config
 from ...errors import Unavailable, storage_unreachable
-from .db import Postgres
+from .db import Postgres, migrate, pending
 from .keyed import PgKeyedStore
 from .ledger import PgRunLedger
 from .memory import PgMemoryIndex
@@ -28,19 +28,32 @@ class PostgresStorage:
         self.pg = pg
 
     @classmethod
-    async def open(cls, config: Config, *, serve: bool = True) -> "PostgresStorage":
+    async def open(cls, config: Config, *, serve: bool = True, schema: bool = True) -> "PostgresStorage":
         """`serve`: a gateway's (its liveness lock, listener and relay); else a tool's (`jarvis memory`):
-        a small pool, the schema migrated as a gateway would, to query and to notify."""
+        a small pool, the schema migrated as a gateway would, to query and to notify. `schema` False:
+        the schema left as it is (`jarvis migrate` reads it, and migrates it with `schema(apply=True)`)."""
         url = config.storage.url
         assert url is not None
         if serve:
             pg = Postgres(url, config.storage.pool_size, config.storage.instance_id)
         else:
             pg = Postgres(url, 4, f"cli:{os.getpid()}")
-        return cls(config, await pg.open(serve=serve))
+        return cls(config, await pg.open(serve=serve, schema=schema))
 
     async def close(self) -> None:
         await self.pg.close()
+
+    async def agents(self) -> list[str]:
+        async with self.pg.pool.acquire() as conn:
+            tables = [t for t in ("sessions", "keyed_memories") if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", t)]
+            if not tables:
+                return []
+            union = " UNION ".join(f"SELECT agent_id FROM {t}" for t in tables)
+            return [r["agent_id"] for r in await conn.fetch(f"{union} ORDER BY 1")]
+
+    async def schema(self, apply: bool) -> list[str]:
+        async with self.pg.pool.acquire() as conn:
+            return await migrate(conn) if apply else await pending(conn)
 
     async def has_agent(self, agent_id: str) -> bool:
         """Made through another gateway on the database (its folder here may not exist yet)."""

@@ -30,14 +30,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
+import asyncpg
 import structlog
 
 from ...errors import Invalid, NotFound
 from ...fsutil import atomic_write, locked, remove
 from ...timeutil import now_iso
 from ...memory.index.sources import folder_empty
+from ..base import ADDED, PRESENT, REFUSED, Imported
 from ...memory.notes.frontmatter import parse_front_matter
 from ...memory.notes.keyed import (_KEY, CATEGORIES, DEFAULT_CATEGORY, MAX_VALUE_CHARS, Entry, KeyedFiles, _mtime_iso,
                     check_category, check_entry, check_key, render)
@@ -130,6 +132,45 @@ class PgKeyedStore:
             rows = await conn.fetch(f"SELECT {_COLUMNS} FROM keyed_memories WHERE {where} "
                                     f"ORDER BY updated DESC, key DESC LIMIT {int(limit)} OFFSET {int(offset)}", *args)
         return {"memories": [self._entry(r).brief() for r in rows], "total": int(total)}
+
+    async def entries(self) -> list[Entry]:
+        """(A database whose schema is not made yet, as a dry run finds it, holds none.)"""
+        try:
+            rows = await self.pg.pool.fetch(f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND NOT "
+                                            f"deleted ORDER BY updated DESC, key DESC", self.agent_id)
+        except asyncpg.UndefinedTableError:
+            return []
+        # A row no gateway could have written (edited in the database) names no file: it is not one.
+        return [self._entry(r) for r in rows if _KEY.fullmatch(r["key"]) and r["category"] in CATEGORIES]
+
+    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> list[Imported]:
+        """Rows only: this tool's workspace is no gateway's mirror (the gateways write theirs on their
+        next sync, told by a `keyed` notification)."""
+        out = []
+        for e in entries:
+            if not _importable(e):
+                out.append(Imported(REFUSED, "what memory.set would not take, or text PostgreSQL cannot hold"))
+                continue
+            if dry_run:
+                try:
+                    there = await self.pg.pool.fetchval("SELECT deleted FROM keyed_memories WHERE agent_id = $1 AND "
+                                                        "key = $2", self.agent_id, e.key)
+                except asyncpg.UndefinedTableError:  # no schema yet: nothing there
+                    there = None
+                out.append(Imported(ADDED) if there is None else Imported(PRESENT, _TAKEN[there]))
+                continue
+            there = await self.pg.pool.fetchval(
+                "INSERT INTO keyed_memories(agent_id, key, category, value, created, updated, deleted) "
+                "VALUES ($1, $2, $3, $4, $5, $6, false) ON CONFLICT (agent_id, key) DO NOTHING RETURNING 1",
+                self.agent_id, e.key, e.category, e.value.strip("\n"), e.created, e.updated)
+            if there is None:
+                deleted = await self.pg.pool.fetchval("SELECT deleted FROM keyed_memories WHERE agent_id = $1 AND "
+                                                      "key = $2", self.agent_id, e.key)
+                out.append(Imported(PRESENT, _TAKEN[bool(deleted)]))
+            else:
+                out.append(Imported(ADDED))
+                await self._tell_others(e.key)
+        return out
 
     async def _tell_others(self, key: str) -> None:
         with contextlib.suppress(Exception):  # they reconcile on their next sync of the memory files anyway
@@ -257,6 +298,10 @@ class PgKeyedStore:
     def _stray(self, key: str, category: str) -> bool:
         """Whether a file of `key` lies in another category than `category` (a move another gateway made)."""
         return any(self.files._file(cat, key).exists() for cat in CATEGORIES if cat != category)
+
+
+_TAKEN = {False: "a keyed memory of this key is there",
+          True: "this key was deleted there (its tombstone keeps other gateways from bringing it back)"}
 
 
 def _importable(f: Entry) -> bool:

@@ -19,8 +19,9 @@ import contextlib
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+import asyncpg
 import orjson
 import structlog
 
@@ -30,6 +31,7 @@ from ...sessions import transcript as tx
 from ...sessions.history import check_session_key, history_page
 from ...tasks import KeyedLocks
 from ...timeutil import now_iso
+from ..base import ADDED, PRESENT, REFUSED, Imported, SessionCopy
 from .db import Postgres
 
 log = structlog.get_logger("gateway.sessions")
@@ -137,6 +139,71 @@ class PgSessionStore:
         """Another gateway deleted `key`."""
         await self._drop_mirror(key)
 
+    # ---- whole sessions in and out (jarvis migrate) ----------------------------------------------
+    async def export(self, key: str) -> SessionCopy | None:
+        """The row and its lines as of one moment (one statement: gateways may be appending meanwhile)."""
+        row = await self.pg.pool.fetchrow(
+            f"SELECT {_COLUMNS}, line_count, ARRAY(SELECT seq FROM transcript_lines t WHERE t.agent_id = $1 AND "
+            f"t.session_key = $2 ORDER BY seq) AS seqs, ARRAY(SELECT line FROM transcript_lines t WHERE "
+            f"t.agent_id = $1 AND t.session_key = $2 ORDER BY seq) AS lines FROM sessions WHERE agent_id = $1 AND "
+            f"session_key = $2", self.agent_id, key)
+        if row is None:
+            return None
+        lines = tuple(line.encode() for line in row["lines"])
+        problem = ""
+        if list(row["seqs"]) != list(range(1, len(lines) + 1)):
+            problem = "its transcript rows have gaps in seq"
+        elif len(lines) != int(row["line_count"]):
+            problem = f"line_count is {row['line_count']} but it has {len(lines)} transcript rows"
+        elif any(b"\n" in line for line in lines):
+            problem = "a transcript row holds a newline, so it is not one JSONL line"
+        return SessionCopy(row_meta(row), lines, 0, problem)
+
+    async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> list[Imported]:
+        """Each session and its lines in one transaction; a key taken meanwhile is left as it is."""
+        out = []
+        async with self.pg.pool.acquire() as conn:  # one for the batch: a pool's reset per session costs
+            for copy in copies:
+                meta = copy.meta
+                problem = _text_problem(copy.lines)
+                if problem:
+                    out.append(Imported(REFUSED, problem))
+                elif dry_run:
+                    out.append(Imported(PRESENT if await self._exists_yet(conn, meta["sessionKey"]) else ADDED))
+                else:
+                    out.append(Imported(ADDED) if await self._insert(conn, copy)
+                               else Imported(PRESENT, "created in the database meanwhile"))
+        return out
+
+    async def _exists_yet(self, conn: asyncpg.Connection, key: str) -> bool:
+        """Whether the session exists, in a database whose schema may not be made yet (a dry run's)."""
+        try:
+            return bool(await conn.fetchval("SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2",
+                                            self.agent_id, key))
+        except asyncpg.UndefinedTableError:
+            return False
+
+    async def _insert(self, conn: asyncpg.Connection, copy: SessionCopy) -> bool:
+        meta, key = copy.meta, copy.meta["sessionKey"]
+        async with conn.transaction():
+            made = await conn.fetchval(
+                "INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, message_count, "
+                "line_count, model, system_prompt) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+                "ON CONFLICT DO NOTHING RETURNING 1",
+                self.agent_id, key, meta["label"], meta["createdAt"], meta["updatedAt"], meta["messageCount"],
+                len(copy.lines), meta.get("model"), meta.get("systemPrompt"))
+            if not made:
+                return False
+            if copy.lines:
+                await conn.copy_records_to_table(
+                    "transcript_lines", columns=["agent_id", "session_key", "seq", "line"],
+                    records=((self.agent_id, key, n, line.decode()) for n, line in enumerate(copy.lines, 1)))
+        return True
+
+    async def strays(self) -> list[str]:
+        """None: the files here are mirrors of rows, rewritten from them."""
+        return []
+
     # ---- queries -------------------------------------------------------------------------------
     async def all(self) -> dict[str, dict[str, Any]]:
         rows = await self.pg.pool.fetch(f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = $1", self.agent_id)
@@ -242,6 +309,18 @@ class PgSessionStore:
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
         path = await self.local_transcript(key)
         return await asyncio.to_thread(history_page, key, path, limit, before, max_bytes)
+
+
+def _text_problem(lines: Sequence[bytes]) -> str:
+    """Why PostgreSQL `text` cannot hold these lines, or ""."""
+    for n, line in enumerate(lines, start=1):
+        if b"\x00" in line:
+            return f"line {n} holds a NUL byte, which PostgreSQL text cannot store"
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            return f"line {n} is not UTF-8 text, which PostgreSQL text cannot store"
+    return ""
 
 
 def _count_lines(path: Path) -> int:

@@ -1,0 +1,81 @@
+"""The CLI's one path to storage: the gateway's own method handlers (gateway/methods/…), by name.
+
+    async with methods(config) as m:          # a gateway of this state dir answers: over its WebSocket;
+        res = await m.call("memory.search", {"query": "boat", "k": 3})   # none: in this process
+        m.gateway                              # the URL that answered, or None (in process)
+
+Either way the same handler validates the params and does the work, so a command behaves alike with
+and without a running gateway, and nothing here re-validates. Errors come back as the JarvisError
+the handler raised (over the wire: Invalid for -32602, NotFound for -32004, else JarvisError), so the
+commands map them to exit codes in one way.
+
+In process, the services are built from the state dir (cli/local.py's LocalServices).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any, AsyncIterator
+
+from ..config import Config
+from ..errors import Invalid, JarvisError, NotFound
+
+
+class Methods:
+    """Call a method by name: over `conn` (a gateway answered) or in process (`services`)."""
+
+    def __init__(self, conn: Any = None, services: Any = None):
+        self.conn = conn
+        self.services = services
+        self.gateway: str | None = conn.url if conn is not None else None
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        if self.conn is not None:
+            from .client import GatewayCallError
+
+            try:
+                return await self.conn.call(method, params)
+            except GatewayCallError as exc:
+                if exc.code == -32602:
+                    raise Invalid(exc.error_message) from None
+                if exc.code == -32004:
+                    raise NotFound(exc.error_message) from None
+                raise JarvisError(exc.error_message) from None
+        from ..registry import CallContext, registry
+
+        with self.services.request_scope():
+            return await registry.dispatch(CallContext(self.services), method, params)
+
+
+@contextlib.asynccontextmanager
+async def methods(config: Config, *, direct: bool = False) -> AsyncIterator[Methods]:
+    """The gateway of this state dir when one answers at the configured address with its token (unless
+    `direct`), else services in this process."""
+    conn = None if direct else await _connect(config)
+    if conn is not None:
+        try:
+            yield Methods(conn=conn)
+        finally:
+            await conn.close()
+        return
+    from .local import LocalServices
+
+    services = await LocalServices.open(config)
+    try:
+        yield Methods(services=services)
+    finally:
+        await services.close()
+
+
+async def _connect(config: Config) -> Any:
+    """A connection to the running gateway, or None when none of this state dir answers (nothing
+    listens, a gateway that refuses this token, or no token yet)."""
+    from .client import CallError, Connection
+
+    if config.server.port == 0:
+        return None
+    try:
+        return await Connection.open(config, open_timeout=3)
+    except (CallError, asyncio.TimeoutError):
+        return None
