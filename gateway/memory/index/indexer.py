@@ -297,9 +297,12 @@ class Indexer:
         """One pass. `sessions`: True for all transcripts, a set of session keys, or False."""
         t0 = time.perf_counter()
         stats = SyncStats()
-        known_rows = await self.db.fetchall("SELECT path, source, session_key, size, mtime_ns, hash FROM files")
+        # Without the hashes: they are needed only for the files to read (fetched then), and they are most
+        # of what this statement reads (a no-op sync of 100k files: 0.21 s with them, 0.07 s without).
+        known_rows = await self.db.fetchall("SELECT path, source, session_key, size, mtime_ns, NULL FROM files")
         known, _, gone, todo = await asyncio.to_thread(self.scan_and_compare, known_rows, memory, sessions, force,
                                                        stats)
+        await self._known_hashes(known, todo)
         if gone:
             async with self.db.transaction():
                 await delete_chunks(self.db, "path", gone)
@@ -340,6 +343,16 @@ class Indexer:
             await self.cache.prune()
         stats.duration_ms = int((time.perf_counter() - t0) * 1000)
         return stats
+
+    async def _known_hashes(self, known: dict[str, tuple[int, int, str]], todo: list[SourceFile]) -> None:
+        """Put the stored content hash into `known` for each file to read that is indexed already."""
+        paths = [sf.path for sf in todo if sf.path in known]
+        for i in range(0, len(paths), 50_000):
+            for path, h in await self.db.fetchall(
+                    "SELECT f.path, f.hash FROM json_each(?) AS j CROSS JOIN files AS f ON f.path = j.value",
+                    [orjson.dumps(paths[i:i + 50_000]).decode()]):
+                size, mtime, _ = known[path]
+                known[path] = (size, mtime, h)
 
     def scan_and_compare(self, known_rows: list, memory: bool, sessions: bool | set[str], force: bool,
                          stats: SyncStats) -> tuple[dict[str, tuple[int, int, str]], dict[str, str | None],
@@ -460,14 +473,14 @@ class Indexer:
                  stats: SyncStats) -> list[SourceFile]:
         """The files to read: new ones, and those whose size or mtime moved (all of them when forced);
         the others count as unchanged."""
-        todo = []
-        for sf in scanned:
-            old = known.get(sf.path)
-            if not force and old is not None and old[0] == sf.size and old[1] == sf.mtime_ns:
-                stats.unchanged += 1
-            else:
-                todo.append(sf)
-                stats.bytes_read += sf.size
+        if force:
+            todo = scanned
+        else:
+            get = known.get
+            # A SourceFile ends with (size, mtime_ns), as `known`'s values begin.
+            todo = [sf for sf in scanned if (old := get(sf[0])) is None or old[:2] != sf[4:]]
+        stats.unchanged += len(scanned) - len(todo)
+        stats.bytes_read += sum(sf.size for sf in todo)
         return todo
 
     async def _prepare(self, batch: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
