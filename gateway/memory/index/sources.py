@@ -36,6 +36,7 @@ _IGNORED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".obsidia
 
 _VANISHED = (errno.ENOENT, errno.ENOTDIR)
 _NAME = operator.attrgetter("name")
+_PATH = operator.itemgetter(0)
 
 
 class ScanError(Unavailable):
@@ -213,11 +214,13 @@ def scan_sessions(sessions_dir: Path, only: set[str] | None = None, must_exist: 
         if exc.errno in _VANISHED and not must_exist:
             return out
         raise ScanError("the sessions folder", sessions_dir, exc) from None
+    prefix = SESSIONS + "/"
     for e in entries:
-        if not e.name.endswith(".jsonl"):
+        name = e.name
+        if not name.endswith(".jsonl"):
             continue
-        key = e.name[:-6]
-        if not _SESSION_KEY.fullmatch(key) or (only is not None and key not in only):
+        key = name[:-6]
+        if (only is not None and key not in only) or not _SESSION_KEY.fullmatch(key):
             continue
         try:
             if not e.is_file(follow_symlinks=False):
@@ -227,8 +230,9 @@ def scan_sessions(sessions_dir: Path, only: set[str] | None = None, must_exist: 
             if exc.errno in _VANISHED:
                 continue
             raise ScanError("the transcript", e.path, exc) from None
-        out.append(_source_file((session_path(key), e.path, SESSIONS, key, st.st_size, st.st_mtime_ns)))
-    out.sort(key=lambda f: f.path)
+        # prefix + name is session_path(key)
+        out.append(_source_file((prefix + name, e.path, SESSIONS, key, st.st_size, st.st_mtime_ns)))
+    out.sort(key=_PATH)
     return out
 
 
