@@ -115,6 +115,7 @@ class Searcher:
         # the index generation `_counts_generation` (prune_common).
         self._counts: dict[str, tuple[int, int]] = {}
         self._counts_generation: str | None = None
+        self.generation: str | None = None  # the index generation the latest search was given
 
     async def embed_query(self, text: str) -> np.ndarray:
         v = self._qcache.get(text)
@@ -171,21 +172,22 @@ class Searcher:
         if generation is None or generation != self._counts_generation or len(self._counts) > COUNTS_CACHED:
             self._counts.clear()
             self._counts_generation = generation
-        todo = [t for t in terms if t not in self._counts]
+        have = {t: self._counts[t] for t in terms if t in self._counts}
+        todo = [t for t in terms if t not in have]
         if todo:
             toks, df = await self._token_counts(todo)
-            for t, ts in zip(todo, toks):
-                self._counts[t] = (len(ts), sum(df[x] for x in ts))
-        counts = [self._counts[t] for t in terms]
-        if generation is None:
-            self._counts.clear()
+            fresh = {t: (len(ts), sum(df[x] for x in ts)) for t, ts in zip(todo, toks)}
+            have.update(fresh)
+            if generation is not None and self._counts_generation == generation:  # (not if it changed meanwhile)
+                self._counts.update(fresh)
+        counts = [have[t] for t in terms]
         if not any(n for n, _ in counts):
             return list(terms)  # no word the tokenizer keeps: nothing to choose between
         return [terms[i] for i in rarest_within_budget([c for _, c in counts], total)]
 
     async def fts(self, terms: Sequence[str], n: int, sources: tuple[str, ...],
-                  session_key: str | None, generation: str | None = None) -> list[tuple[int, float]]:
-        terms = await self.prune_common(terms, generation)
+                  session_key: str | None) -> list[tuple[int, float]]:
+        terms = await self.prune_common(terms, self.generation)
         expr = fts_query(terms, self.opts.tokenizer)
         if expr is None:
             return []
@@ -234,6 +236,7 @@ class Searcher:
                      missing_vectors: int, exclude: Exclude | None = None) -> dict[str, Any]:
         o = self.opts
         emb = {"provider": self.provider.name, "model": self.provider.model}
+        self.generation = generation
         terms = query_terms(query)
         if not terms:
             return {"results": [], "mode": mode, "embeddings": emb}
@@ -244,7 +247,7 @@ class Searcher:
         used = mode
         fts_task = None
         if mode == "hybrid":  # full text on the SQLite thread while numpy does the vectors
-            fts_task = asyncio.create_task(self.fts(terms, n, sources, session_key, generation))
+            fts_task = asyncio.create_task(self.fts(terms, n, sources, session_key))
         if mode in ("hybrid", "vector"):
             vec_ok = False
             if self.vectors is None:
@@ -272,7 +275,7 @@ class Searcher:
         if fts_task is not None:
             fts_hits = await fts_task
         elif used in ("hybrid", "fts"):
-            fts_hits = await self.fts(terms, n, sources, session_key, generation)
+            fts_hits = await self.fts(terms, n, sources, session_key)
         if used == "hybrid":
             cands = fuse(fts_hits, vec_hits, method=o.fusion, rrf_k=o.rrf_k,
                          text_weight=o.text_weight, vector_weight=o.vector_weight)
