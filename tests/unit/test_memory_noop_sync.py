@@ -78,3 +78,51 @@ async def test_an_edit_that_keeps_the_size_is_indexed_and_a_touch_is_not(manager
     assert st["indexed"] == 1 and st["unchanged"] == 29
     assert paths(await m.search("quinces", mode="fts")) == ["memory/n07.md"]
     assert (await m.sync())["indexed"] == 0
+
+
+async def test_a_sync_of_some_sessions_reads_only_theirs(manager, tmp_path):
+    """The sync after a chat turn covers that session: it stats its transcript (not the folder's
+    listing) and reads its own rows; other files wait for their own sync; the removal guard still
+    weighs the whole index."""
+    from gateway.memory.index.sources import ScanError
+
+    m = manager
+    cfg = m.config
+    write(cfg.workspace_dir / "memory" / "note.md", "Apricots in July.\n")
+    for key in ("s1", "s2", "s3"):
+        transcript(cfg, key, [("user", f"session {key} talks about quinces")])
+    assert (await m.sync())["indexed"] == 4
+
+    transcript(cfg, "s1", [("assistant", "and about medlars")])
+    transcript(cfg, "s2", [("assistant", "and about medlars too")])
+    write(cfg.workspace_dir / "memory" / "note.md", "Apricots in August, and medlars.\n")
+    st = await m.orchestrator.sync(memory=False, sessions={"s1"})
+    assert (st.indexed, st.unchanged, st.removed) == (1, 0, 0)
+    found = {r["path"] for r in (await m.search("medlars", mode="fts"))["results"]}
+    assert found == {"sessions/s1.jsonl"}
+
+    # A symlink is not a transcript; a session without one is gone from the index.
+    sd = cfg.sessions_dir()
+    (sd / "s3.jsonl").unlink()
+    (sd / "s3.jsonl").symlink_to(sd / "s2.jsonl")
+    st = await m.orchestrator.sync(memory=False, sessions={"s3", "nope"})
+    assert (st.indexed, st.removed) == (0, 1)
+    assert scan_sessions(sd, {"s1", "s3", "../x"}) == scan_sessions(sd, None)[:1]
+
+    # Both remaining sessions gone at once: half of the 3 files indexed, not more; the guard stays quiet.
+    (sd / "s1.jsonl").unlink()
+    st = await m.orchestrator.sync(memory=False, sessions={"s1"})
+    assert st.removed == 1
+    # A sessions folder that is missing while transcripts are indexed stops the sync.
+    (sd / "s3.jsonl").unlink()
+    moved = sd.rename(tmp_path / "elsewhere")
+    try:
+        try:
+            await m.orchestrator.sync(memory=False, sessions={"s2"})
+        except ScanError as exc:
+            assert "sessions folder" in str(exc)
+        else:
+            raise AssertionError("the sync went on without the sessions folder")
+    finally:
+        moved.rename(sd)
+    assert {r["path"] for r in (await m.search("quinces", mode="fts"))["results"]} == {"sessions/s2.jsonl"}

@@ -36,7 +36,8 @@ from ..embeddings import EmbeddingError, EmbeddingProvider
 from ..embeddings.base import check_vectors, provider_name, usable
 from ..embeddings.cache import EmbeddingCache
 from .migrations import delete_chunks, ensure_vector_table, get_meta, set_meta, vector_table
-from .sources import MEMORY, SESSIONS, ScanError, SourceFile, folder_empty, scan_memory, scan_sessions
+from .sources import (MEMORY, SESSIONS, ScanError, SourceFile, folder_empty, scan_memory, scan_sessions,
+                      session_path)
 from .ann import AnnIndex
 from .vectors import VectorStore
 
@@ -297,11 +298,9 @@ class Indexer:
         """One pass. `sessions`: True for all transcripts, a set of session keys, or False."""
         t0 = time.perf_counter()
         stats = SyncStats()
-        # Without the hashes: they are needed only for the files to read (fetched then), and they are most
-        # of what this statement reads (a no-op sync of 100k files: 0.21 s with them, 0.07 s without).
-        known_rows = await self.db.fetchall("SELECT path, source, session_key, size, mtime_ns, NULL FROM files")
+        known_rows, indexed_total = await self._known_rows(memory, sessions)
         known, _, gone, todo = await asyncio.to_thread(self.scan_and_compare, known_rows, memory, sessions, force,
-                                                       stats)
+                                                       stats, indexed_total)
         await self._known_hashes(known, todo)
         if gone:
             async with self.db.transaction():
@@ -344,6 +343,30 @@ class Indexer:
         stats.duration_ms = int((time.perf_counter() - t0) * 1000)
         return stats
 
+    async def _known_rows(self, memory: bool, sessions: bool | set[str]) -> tuple[list, int | None]:
+        """The indexed files this sync covers (path, source, session key, size, mtime, and NULL for the
+        hash), and where that is not all of them, as much of the index's file count as the removal guard
+        needs (None: the rows are all of them). Without the hashes: they are needed only for
+        the files to read (fetched then), and they are most of what this statement reads (a no-op sync of
+        100k files: 0.21 s with them, 0.07 s without). A session's sync after chat.final (which the next
+        turn's recall may wait for) reads its own rows, not the whole table (460k rows at 1M chunks)."""
+        cols = "SELECT path, source, session_key, size, mtime_ns, NULL FROM files"
+        if memory and sessions is True:
+            return await self.db.fetchall(cols), None
+        rows = list(await self.db.fetchall(f"{cols} WHERE source = ?", (MEMORY,))) if memory else []
+        if sessions is True:
+            rows += await self.db.fetchall(f"{cols} WHERE source = ?", (SESSIONS,))
+        elif sessions:
+            rows += await self.db.fetchall(
+                "SELECT f.path, f.source, f.session_key, f.size, f.mtime_ns, NULL FROM json_each(?) AS j "
+                "CROSS JOIN files AS f ON f.path = j.value",
+                [orjson.dumps([session_path(k) for k in sorted(sessions)]).decode()])
+        # The guard (more than half of the index removed) compares 2 × the files gone in scope with the
+        # index's file count: counting up to 2 × the rows in scope + 1 decides it as the full count would.
+        total = await self.db.scalar("SELECT count(*) FROM (SELECT 1 FROM files LIMIT ?)", (2 * len(rows) + 1,),
+                                     default=0)
+        return rows, int(total)
+
     async def _known_hashes(self, known: dict[str, tuple[int, int, str]], todo: list[SourceFile]) -> None:
         """Put the stored content hash into `known` for each file to read that is indexed already."""
         paths = [sf.path for sf in todo if sf.path in known]
@@ -355,12 +378,13 @@ class Indexer:
                 known[path] = (size, mtime, h)
 
     def scan_and_compare(self, known_rows: list, memory: bool, sessions: bool | set[str], force: bool,
-                         stats: SyncStats) -> tuple[dict[str, tuple[int, int, str]], dict[str, str | None],
-                                                    list[str], list[SourceFile]]:
+                         stats: SyncStats, indexed_total: int | None = None
+                         ) -> tuple[dict[str, tuple[int, int, str]], dict[str, str | None], list[str], list[SourceFile]]:
         """The files on disk against those indexed (`known_rows`: path, source, session key, size, mtime,
-        hash): (what is indexed by path, their session keys, the paths in scope that are gone, the files to
-        read). Blocking: at 460k files this is a few hundred milliseconds of Python, which the event loop
-        must not wait on."""
+        hash; all of them, or at least those in scope with `indexed_total` the index's file count, or
+        enough of it to decide the removal guard): (what is indexed by path, their session keys, the paths
+        in scope that are gone, the files to read). Blocking: at 460k files this is a few hundred
+        milliseconds of Python, which the event loop must not wait on."""
         only = sessions if isinstance(sessions, set) else None
         # Comprehensions, not one loop of statements: at 460k files each Python step per row counts.
         known: dict[str, tuple[int, int, str]] = {r[0]: r[3:] for r in known_rows}
@@ -377,8 +401,9 @@ class Indexer:
         scanned = self._scan(memory, sessions, only, indexed)
         gone = in_scope - {sf.path for sf in scanned}
         at_risk = len(gone) if self.transcripts_are_sessions else sum(1 for p in gone if not p.startswith(SESSIONS + "/"))
-        if at_risk and 2 * at_risk > len(known):
-            scanned, gone = self._recheck(memory, sessions, only, indexed, in_scope, at_risk, len(known))
+        total = len(known) if indexed_total is None else max(indexed_total, len(known))
+        if at_risk and 2 * at_risk > total:
+            scanned, gone = self._recheck(memory, sessions, only, indexed, in_scope, at_risk, total)
         if memory:
             scanned = self._skip_big(scanned, stats)
             gone |= in_scope & set(stats.skipped or ())  # indexed while smaller: its chunks go

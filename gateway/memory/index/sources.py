@@ -19,6 +19,7 @@ import functools
 import operator
 import os
 import re
+import stat
 from pathlib import Path
 from typing import NamedTuple
 
@@ -206,6 +207,8 @@ class _MemoryScan:
 def scan_sessions(sessions_dir: Path, only: set[str] | None = None, must_exist: bool = False) -> list[SourceFile]:
     """Every transcript `<sessionKey>.jsonl` (blocking: run in a thread). `only`: session keys. Raises
     ScanError when the folder cannot be listed, or is missing and `must_exist` (transcripts indexed)."""
+    if only is not None and len(only) <= STAT_AT_MOST:
+        return _stat_sessions(sessions_dir, only, must_exist)
     out: list[SourceFile] = []
     try:
         with os.scandir(sessions_dir) as it:
@@ -232,6 +235,38 @@ def scan_sessions(sessions_dir: Path, only: set[str] | None = None, must_exist: 
             raise ScanError("the transcript", e.path, exc) from None
         # prefix + name is session_path(key)
         out.append(_source_file((prefix + name, e.path, SESSIONS, key, st.st_size, st.st_mtime_ns)))
+    out.sort(key=_PATH)
+    return out
+
+
+# A sync of this many sessions or fewer (the one after a chat turn) stats their transcripts instead of
+# listing the folder (60k transcripts at 1M chunks: ~30 ms, before the turn's next recall).
+STAT_AT_MOST = 64
+
+
+def _stat_sessions(sessions_dir: Path, only: set[str], must_exist: bool) -> list[SourceFile]:
+    """scan_sessions for a few session keys: each transcript stat'ed (not followed: a symlink is not a
+    transcript), the folder only checked, with the same errors as a listing."""
+    out: list[SourceFile] = []
+    try:
+        if not stat.S_ISDIR(os.stat(sessions_dir).st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory")
+    except OSError as exc:
+        if exc.errno in _VANISHED and not must_exist:
+            return out
+        raise ScanError("the sessions folder", sessions_dir, exc) from None
+    for key in only:
+        if not _SESSION_KEY.fullmatch(key):
+            continue
+        where = os.path.join(sessions_dir, key + ".jsonl")
+        try:
+            st = os.lstat(where)
+        except OSError as exc:
+            if exc.errno in _VANISHED:
+                continue
+            raise ScanError("the transcript", where, exc) from None
+        if stat.S_ISREG(st.st_mode):
+            out.append(_source_file((session_path(key), where, SESSIONS, key, st.st_size, st.st_mtime_ns)))
     out.sort(key=_PATH)
     return out
 
