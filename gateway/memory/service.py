@@ -16,7 +16,9 @@ signature: the index is then rebuilt into `<db>.rebuild` (the embedding cache is
 swapped in with one rename. Searches keep answering from the old index meanwhile (full text only when
 its vectors no longer match the query embeddings) and wait only for the swap itself.
 
-Two connections: a writer (sync) and a reader (search), so searches never wait for a sync's transaction.
+Three connections: a writer (sync) and two readers (search: full text and the rest on one, vector
+search's reads on the other), so searches never wait for a sync's transaction, and a hybrid search's
+vector reads run beside its full-text query instead of after it.
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ log = structlog.get_logger("gateway.memory")
 
 MODES = ("hybrid", "fts", "vector")
 RETRY_MIN_S, RETRY_MAX_S = 15.0, 600.0
+# The vector read connection's page cache: it reads ~40 vectors a search (and streams the table once when
+# it loads a matrix), so the 32 MB of the others would only hold pages read once.
+VECTOR_READER_CACHE_KB = 8000
 SET_ASIDE_WAIT_S = 30.0  # for other processes to close a damaged index before it is moved aside
 SKIPPED_SHOWN = 20  # memory.status `skipped`: the largest files left out for their size, at most this many
 
@@ -108,6 +113,9 @@ class MemoryManager:
         self.backend = "none"
         self.writer: Database | None = None
         self.reader: Database | None = None
+        # Vector search's own read connection: its reads (the ANN candidates' vectors, the matrix load)
+        # run beside full text's statements on `reader` instead of queued behind them (issue 27).
+        self.vector_reader: Database | None = None
         self.indexer: Indexer | None = None
         self._skipped: dict[str, int] = {}  # memory files left out for their size: path → bytes
         self.searcher: Searcher | None = None
@@ -309,7 +317,8 @@ class MemoryManager:
             if (ann := self.searcher.vectors.ann) is not None:
                 await ann.close(self._generation)
         failed: BaseException | None = None
-        for db in (self.reader, self.writer):
+        vector_reader, self.vector_reader = self.vector_reader, None
+        for db in (vector_reader, self.reader, self.writer):
             if db is not None:
                 try:
                     await db.close()
@@ -336,7 +345,10 @@ class MemoryManager:
             self._needs_rebuild = True
         else:
             ann = AnnIndex(self.db_path, vt[1]) if self.cfg.search.ann_min_vectors else None
-            vectors = VectorStore(self.reader, self.backend, vt[1], self.cfg.search.vector_matrix,
+            if self.vector_reader is None:
+                self.vector_reader = await self._open_db(self.db_path)
+                await self.vector_reader.execute(f"PRAGMA cache_size = -{VECTOR_READER_CACHE_KB}")
+            vectors = VectorStore(self.vector_reader, self.backend, vt[1], self.cfg.search.vector_matrix,
                                   ann, self.cfg.search.ann_min_vectors)
             if self.indexer is not None:  # the sync's writes keep the graph up to date
                 self.indexer.ann = ann

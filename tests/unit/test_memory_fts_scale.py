@@ -51,3 +51,37 @@ async def test_word_counts_are_kept_until_the_index_changes(manager):
     assert paths(res)[0] == "memory/rare.md"
     # Without a generation nothing is kept (a caller that cannot tell when the index changes).
     assert await s.prune_common(["weekly", "zeppelin"]) == ["weekly"] and s._counts == {}
+
+
+async def test_vector_reads_do_not_wait_behind_full_text(tmp_path):
+    """A hybrid search's vector reads go through their own connection: they answer while a long
+    statement holds the full-text (search) connection, where before they queued behind it."""
+    import asyncio
+    import time
+
+    cfg = make_cfg(tmp_path, **{"memory.search.annMinVectors": "1"})
+    topics = ["sailing boats on the lake", "baking sourdough bread", "repairing old bicycles"]
+    for i in range(30):
+        write(cfg.workspace_dir / "memory" / f"n{i:02d}.md", f"# Note {i}\n\nToday: {topics[i % 3]}, part {i}.\n")
+    m = MemoryManager(cfg)
+    await m.open()
+    try:
+        await m.sync()
+        await m.warm()
+        vectors = m.searcher.vectors
+        assert vectors.db is not m.reader and vectors.db is m.vector_reader
+        q = await m.searcher.embed_query("bread baking")
+        # About a second of work on the search connection's thread (a full-text query on a huge index).
+        slow = asyncio.ensure_future(m.reader.scalar(
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) "
+            "SELECT count(*) FROM c"))
+        await asyncio.sleep(0.05)
+        t = time.perf_counter()
+        hits = await vectors.knn(q, 5, ("memory", "sessions"), None, m._generation, m._counts["vectors"])
+        took = time.perf_counter() - t
+        assert not slow.done(), "the slow statement ended first: make it longer"
+        assert len(hits) == 5 and vectors.last_path == "ann" and took < 0.5
+        await slow
+    finally:
+        await m.close()
+    assert m.vector_reader is None  # closed with the index
