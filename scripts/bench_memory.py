@@ -11,7 +11,9 @@ files. Prints a table and writes JSON.
 Over the WebSocket (on by default; `--no-via-gateway` to skip): the real gateway (`jarvis serve`, a
 subprocess) is started on the synced state dir, and the same queries are sent as `memory.search`
 (hybrid, k = 6) round trips through the real websockets client, one at a time; p50/p95 of the round
-trip (and p99, the slowest) and the gateway's peak RSS are reported.
+trip (and p99, the slowest) and the gateway's peak RSS are reported. Then what memory recall adds to a
+chat turn: `--turns` turns (the offline responder, a new session each) timed from `chat.send` to the
+first `chat.delta`, on that gateway and on one started with `memory.recall.enabled = false`.
 
     .venv/bin/python scripts/bench_memory.py                    # 1000,10000,100000
     .venv/bin/python scripts/bench_memory.py --sizes 1000,10000 --queries 300
@@ -125,11 +127,13 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(round(p * (len(s) - 1))))] if s else 0.0
 
 
-async def via_gateway(state_dir: Path, qs: list[str], mode: str = "hybrid") -> dict:
-    """memory.search round trips over the WebSocket to a `jarvis serve` subprocess on this state dir."""
+async def via_gateway(state_dir: Path, qs: list[str], mode: str = "hybrid", turns: int = 50) -> dict:
+    """memory.search round trips over the WebSocket to a `jarvis serve` subprocess on this state dir; then
+    `turns` chat turns (the offline responder) timed from `chat.send` to the first `chat.delta`, with
+    memory recall on, and again on a gateway with recall off: what recall adds to a turn."""
     from tests.helpers import GatewayProcess, connect_client
 
-    toml = "[memory.sync]\nonStart = false\nwatch = false\n"
+    toml = "[memory.sync]\nonStart = false\nwatch = false\n[chat]\nprovider = \"offline\"\nofflineDeltaDelay = 0.0\n"
     with GatewayProcess.running(state_dir, toml) as gw:
         c = await connect_client(gw.url, gw.token)
         try:
@@ -140,6 +144,7 @@ async def via_gateway(state_dir: Path, qs: list[str], mode: str = "hybrid") -> d
                 t = time.perf_counter()
                 await c.call("memory.search", {"query": q, "k": 6, "mode": mode})
                 times.append((time.perf_counter() - t) * 1000)
+            recall_on = await first_delta_times(c, qs[:turns]) if turns else []
         finally:
             await c.close()
         rss = 0.0
@@ -147,11 +152,46 @@ async def via_gateway(state_dir: Path, qs: list[str], mode: str = "hybrid") -> d
             for line in Path(f"/proc/{gw.proc.pid}/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):
                     rss = int(line.split()[1]) / 1024
-    return {"p50Ms": round(statistics.median(times), 2), "p95Ms": round(pct(times, 0.95), 2),
-            "p99Ms": round(pct(times, 0.99), 2), "maxMs": round(max(times), 2), "gatewayPeakRssMb": round(rss, 1)}
+    out = {"p50Ms": round(statistics.median(times), 2), "p95Ms": round(pct(times, 0.95), 2),
+           "p99Ms": round(pct(times, 0.99), 2), "maxMs": round(max(times), 2), "gatewayPeakRssMb": round(rss, 1)}
+    if turns:
+        with GatewayProcess.running(state_dir, toml + "[memory.recall]\nenabled = false\n") as gw:
+            c = await connect_client(gw.url, gw.token)
+            try:
+                recall_off = await first_delta_times(c, qs[turns:2 * turns] or qs[:turns])
+            finally:
+                await c.close()
+        on50, on95, off50, off95 = (statistics.median(recall_on), pct(recall_on, 0.95),
+                                    statistics.median(recall_off), pct(recall_off, 0.95))
+        out["firstDelta"] = {"recallOnP50Ms": round(on50, 2), "recallOnP95Ms": round(on95, 2),
+                             "recallOffP50Ms": round(off50, 2), "recallOffP95Ms": round(off95, 2),
+                             "recallAddsP50Ms": round(on50 - off50, 2), "recallAddsP95Ms": round(on95 - off95, 2)}
+    return out
 
 
-async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True) -> dict:
+async def first_delta_times(c, qs: list[str]) -> list[float]:
+    """`chat.send` → the run's first `chat.delta`, in ms, one turn a new session (the offline responder);
+    each run is awaited to its end before the next turn, and the first two turns only warm up."""
+    times = []
+    for i, q in enumerate(qs[:2] + qs):
+        key = (await c.call("sessions.create"))["sessionKey"]
+        t = time.perf_counter()
+        run_id = (await c.call("chat.send", {"sessionKey": key, "message": q}))["runId"]
+        while True:  # a delta that came before chat.send's answer is counted when that answer came
+            ev = await c.next_event(timeout=60)
+            if ev["params"].get("runId") != run_id:
+                continue
+            if ev["method"] == "chat.delta":
+                break
+            if ev["method"] in ("chat.final", "chat.error", "chat.aborted"):
+                raise RuntimeError(f"the turn ended without a delta: {ev}")
+        if i >= 2:
+            times.append((time.perf_counter() - t) * 1000)
+        await c.run_to_end(run_id, timeout=60)
+    return times
+
+
+async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True, turns: int = 50) -> dict:
     from gateway.config import load_config
     from gateway.storage.files.engine import FilesStorage
 
@@ -188,7 +228,7 @@ async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True) -
                              "p99Ms": round(pct(times, 0.99), 2)}
         finally:
             await mgr.close()
-        ws_lat = await via_gateway(Path(tmp), qs) if gateway else None
+        ws_lat = await via_gateway(Path(tmp), qs, turns=turns) if gateway else None
     return {
         "size": chunks, "files": st["files"], "chunks": st["chunks"], "notes": notes, "sessions": sessions,
         "generateS": round(gen_s, 2), "fullSyncS": round(full_s, 2),
@@ -231,6 +271,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="1000,10000,100000", help="comma-separated chunk counts")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--noop-files", type=int, default=10_000, help="files for the no-op re-sync case (0: skip)")
+    ap.add_argument("--turns", type=int, default=50, help="chat turns timed with recall on and off (0: skip)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--via-gateway", action=argparse.BooleanOptionalAction, default=True,
@@ -240,7 +281,7 @@ def main() -> int:
     ap.add_argument("--one-noop", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(asyncio.run(one_size(args.one, args.queries, args.seed, args.via_gateway))))
+        print(json.dumps(asyncio.run(one_size(args.one, args.queries, args.seed, args.via_gateway, args.turns))))
         return 0
     if args.one_noop:
         print(json.dumps(asyncio.run(noop_files(args.one_noop, args.seed))))
@@ -250,7 +291,7 @@ def main() -> int:
     for size in [int(s) for s in args.sizes.split(",") if s]:
         print(f"size {size} …", file=sys.stderr)
         out = subprocess.run([sys.executable, __file__, "--one", str(size), "--queries", str(args.queries),
-                              "--seed", str(args.seed), "--via-gateway" if args.via_gateway else "--no-via-gateway"],
+                              "--seed", str(args.seed), "--turns", str(args.turns), "--via-gateway" if args.via_gateway else "--no-via-gateway"],
                              capture_output=True, text=True, check=True)
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
     noop = None
@@ -269,6 +310,11 @@ def main() -> int:
               f"{s['hybrid']['p50Ms']:>8} {s['hybrid']['p95Ms']:>8} {s['fts']['p50Ms']:>8} {s['fts']['p95Ms']:>8} "
               f"{s['vector']['p50Ms']:>8} {s['vector']['p95Ms']:>8} {r['peakRssMb']:>7}"
               + (f" {w['p50Ms']:>8} {w['p95Ms']:>8} {w.get('p99Ms', '')!s:>8} {w['gatewayPeakRssMb']:>7}" if (w := r.get("wsHybrid")) else ""))
+    for r in results:
+        if (fd := (r.get("wsHybrid") or {}).get("firstDelta")):
+            print(f"{r['chunks']:>8} chunks: chat.send → first chat.delta p50/p95 {fd['recallOnP50Ms']}/"
+                  f"{fd['recallOnP95Ms']} ms with recall, {fd['recallOffP50Ms']}/{fd['recallOffP95Ms']} ms without: "
+                  f"recall adds {fd['recallAddsP50Ms']}/{fd['recallAddsP95Ms']} ms")
     if noop:
         print(f"no-op re-sync of {noop['files']} files: {noop['noopSyncMs']} ms")
     path = args.out or ROOT / "bench-results" / f"memory-{time.strftime('%Y%m%d-%H%M%S')}.json"

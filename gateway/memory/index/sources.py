@@ -15,10 +15,13 @@ of it was indexed (`must_exist`); a folder or file that vanishes while it is sca
 from __future__ import annotations
 
 import errno
+import functools
+import operator
 import os
 import re
+import stat
 from pathlib import Path
-from typing import NamedTuple, Callable
+from typing import NamedTuple
 
 from ...errors import Invalid, NotFound, Unavailable
 from ...schema import SESSION_KEY
@@ -33,6 +36,8 @@ _IGNORED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".obsidia
 
 
 _VANISHED = (errno.ENOENT, errno.ENOTDIR)
+_NAME = operator.attrgetter("name")
+_PATH = operator.itemgetter(0)
 
 
 class ScanError(Unavailable):
@@ -119,65 +124,91 @@ def scan_memory(workspace: Path, must_exist: bool = False) -> list[SourceFile]:
     root = _root(workspace, "the workspace", must_exist)
     if root is None:
         return []
-    out: list[SourceFile] = []
-    seen: set[tuple[int, int]] = set()
-
-    def add(rel: str, abs_path: str, st: os.stat_result | None = None) -> None:
-        """`st`: the caller already knows it is a regular file inside the workspace; else it is checked."""
-        if st is None:
-            st = _memory_file(Path(abs_path), root)
-        if st is None or (st.st_dev, st.st_ino) in seen:
-            return  # MEMORY.md and memory.md are one file on a case-insensitive filesystem
-        seen.add((st.st_dev, st.st_ino))
-        out.append(SourceFile(rel, abs_path, MEMORY, None, st.st_size, st.st_mtime_ns))
-
+    scan = _MemoryScan(root)
     for name in ROOT_FILES:
-        add(name, str(workspace / name))
-    _walk_memory(workspace / NOTES_DIR, NOTES_DIR, root, add)
-    return out
+        scan.add(name, str(workspace / name))
+    scan.walk(workspace / NOTES_DIR, NOTES_DIR)
+    return scan.out
 
 
-def _walk_memory(folder: Path, rel: str, root: Path, add: Callable[..., None]) -> None:
-    """Depth-first, sorted, never into symlinked folders. Each folder's real path must stay in the
-    workspace (one realpath per folder, so a folder swapped for a symlink mid-scan is caught); a regular
-    file in it then needs no resolving, and a symlinked file gets the full check (`add`). A folder that
-    does not exist (any more) holds nothing; one that cannot be listed raises ScanError."""
-    if not _inside(Path(os.path.realpath(folder)), root):
-        return
-    try:
-        with os.scandir(folder) as it:
-            entries = sorted(it, key=lambda e: e.name)
-    except OSError as exc:
-        if exc.errno in _VANISHED:
+# A SourceFile from a tuple, in C: NamedTuple's own __new__ is a Python call, a quarter of the scan's
+# Python work per file.
+_source_file = functools.partial(tuple.__new__, SourceFile)
+
+
+class _MemoryScan:
+    """One scan of the memory files: what it found, and the (device, inode) of each, so that one file
+    reached twice (MEMORY.md and memory.md on a case-insensitive filesystem, a symlink to a note) counts
+    once."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.dev = root.stat().st_dev
+        self.out: list[SourceFile] = []
+        # A file's inode on the workspace's device, (device, inode) on another (a mount inside it):
+        # a set of ints is cheaper to fill than one of tuples.
+        self.seen: set[int | tuple[int, int]] = set()
+
+    def _ident(self, st: os.stat_result) -> int | tuple[int, int]:
+        return st.st_ino if st.st_dev == self.dev else (st.st_dev, st.st_ino)
+
+    def add(self, rel: str, abs_path: str) -> None:
+        """A file that may be a symlink or outside the workspace: checked (`_memory_file`)."""
+        st = _memory_file(Path(abs_path), self.root)
+        if st is not None and self._ident(st) not in self.seen:
+            self.seen.add(self._ident(st))
+            self.out.append(_source_file((rel, abs_path, MEMORY, None, st.st_size, st.st_mtime_ns)))
+
+    def walk(self, folder: Path, rel: str) -> None:
+        """Depth-first, sorted, never into symlinked folders. Each folder's real path must stay in the
+        workspace (one realpath per folder, so a folder swapped for a symlink mid-scan is caught); a
+        regular file in it then needs no resolving, and a symlinked file gets the full check (`add`). A
+        folder that does not exist (any more) holds nothing; one that cannot be listed raises ScanError."""
+        if not _inside(Path(os.path.realpath(folder)), self.root):
             return
-        raise ScanError("the memory folder", folder, exc) from None
-    folders = []
-    for e in entries:
         try:
-            if e.is_dir(follow_symlinks=False):
-                if e.name not in _IGNORED_DIRS and not e.name.startswith("."):
-                    folders.append(e)
-                continue
-            if not e.name.endswith(".md") or e.name == ".md":
-                continue
-            if e.is_symlink():
-                add(f"{rel}/{e.name}", e.path)
-                continue
-            if not e.is_file(follow_symlinks=False):
-                continue
-            st = e.stat(follow_symlinks=False)
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=_NAME)
         except OSError as exc:
             if exc.errno in _VANISHED:
-                continue
-            raise ScanError("the memory file", e.path, exc) from None
-        add(f"{rel}/{e.name}", e.path, st)
-    for e in folders:  # files first, then sub-folders (as os.walk would)
-        _walk_memory(Path(e.path), f"{rel}/{e.name}", root, add)
+                return
+            raise ScanError("the memory folder", folder, exc) from None
+        folders = []
+        prefix = rel + "/"
+        seen, out, dev = self.seen, self.out, self.dev
+        for e in entries:
+            # As little Python per file as it takes: a no-op sync of 460k files is mostly this loop.
+            name = e.name
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    if name not in _IGNORED_DIRS and not name.startswith("."):
+                        folders.append(e)
+                    continue
+                if not name.endswith(".md") or name == ".md":
+                    continue
+                if e.is_symlink():
+                    self.add(prefix + name, e.path)
+                    continue
+                if not e.is_file(follow_symlinks=False):
+                    continue
+                st = e.stat(follow_symlinks=False)
+            except OSError as exc:
+                if exc.errno in _VANISHED:
+                    continue
+                raise ScanError("the memory file", e.path, exc) from None
+            ident = st.st_ino if st.st_dev == dev else (st.st_dev, st.st_ino)
+            if ident not in seen:
+                seen.add(ident)
+                out.append(_source_file((prefix + name, e.path, MEMORY, None, st.st_size, st.st_mtime_ns)))
+        for e in folders:  # files first, then sub-folders (as os.walk would)
+            self.walk(Path(e.path), prefix + e.name)
 
 
 def scan_sessions(sessions_dir: Path, only: set[str] | None = None, must_exist: bool = False) -> list[SourceFile]:
     """Every transcript `<sessionKey>.jsonl` (blocking: run in a thread). `only`: session keys. Raises
     ScanError when the folder cannot be listed, or is missing and `must_exist` (transcripts indexed)."""
+    if only is not None and len(only) <= STAT_AT_MOST:
+        return _stat_sessions(sessions_dir, only, must_exist)
     out: list[SourceFile] = []
     try:
         with os.scandir(sessions_dir) as it:
@@ -186,11 +217,13 @@ def scan_sessions(sessions_dir: Path, only: set[str] | None = None, must_exist: 
         if exc.errno in _VANISHED and not must_exist:
             return out
         raise ScanError("the sessions folder", sessions_dir, exc) from None
+    prefix = SESSIONS + "/"
     for e in entries:
-        if not e.name.endswith(".jsonl"):
+        name = e.name
+        if not name.endswith(".jsonl"):
             continue
-        key = e.name[:-6]
-        if not _SESSION_KEY.fullmatch(key) or (only is not None and key not in only):
+        key = name[:-6]
+        if (only is not None and key not in only) or not _SESSION_KEY.fullmatch(key):
             continue
         try:
             if not e.is_file(follow_symlinks=False):
@@ -200,8 +233,41 @@ def scan_sessions(sessions_dir: Path, only: set[str] | None = None, must_exist: 
             if exc.errno in _VANISHED:
                 continue
             raise ScanError("the transcript", e.path, exc) from None
-        out.append(SourceFile(session_path(key), e.path, SESSIONS, key, st.st_size, st.st_mtime_ns))
-    out.sort(key=lambda f: f.path)
+        # prefix + name is session_path(key)
+        out.append(_source_file((prefix + name, e.path, SESSIONS, key, st.st_size, st.st_mtime_ns)))
+    out.sort(key=_PATH)
+    return out
+
+
+# A sync of this many sessions or fewer (the one after a chat turn) stats their transcripts instead of
+# listing the folder (60k transcripts at 1M chunks: ~30 ms, before the turn's next recall).
+STAT_AT_MOST = 64
+
+
+def _stat_sessions(sessions_dir: Path, only: set[str], must_exist: bool) -> list[SourceFile]:
+    """scan_sessions for a few session keys: each transcript stat'ed (not followed: a symlink is not a
+    transcript), the folder only checked, with the same errors as a listing."""
+    out: list[SourceFile] = []
+    try:
+        if not stat.S_ISDIR(os.stat(sessions_dir).st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory")
+    except OSError as exc:
+        if exc.errno in _VANISHED and not must_exist:
+            return out
+        raise ScanError("the sessions folder", sessions_dir, exc) from None
+    for key in only:
+        if not _SESSION_KEY.fullmatch(key):
+            continue
+        where = os.path.join(sessions_dir, key + ".jsonl")
+        try:
+            st = os.lstat(where)
+        except OSError as exc:
+            if exc.errno in _VANISHED:
+                continue
+            raise ScanError("the transcript", where, exc) from None
+        if stat.S_ISREG(st.st_mode):
+            out.append(_source_file((session_path(key), where, SESSIONS, key, st.st_size, st.st_mtime_ns)))
+    out.sort(key=_PATH)
     return out
 
 

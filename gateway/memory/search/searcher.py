@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 POSTINGS_BUDGET = 0.05  # of all chunks; see Searcher.prune_common
 PRUNE_MIN_CHUNKS = 20_000
+COUNTS_CACHED = 8192  # words whose document counts a Searcher keeps (per index generation)
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,11 @@ class Searcher:
         self._qcache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._scratch = _SCRATCH.setdefault(db, _Scratch())
         self.total_chunks = 0  # kept current by the manager; enables common-term pruning on big indexes
+        # Query word → (how many tokens the FTS tokenizer makes of it, their summed document counts), for
+        # the index generation `_counts_generation` (prune_common).
+        self._counts: dict[str, tuple[int, int]] = {}
+        self._counts_generation: str | None = None
+        self.generation: str | None = None  # the index generation the latest search was given
 
     async def embed_query(self, text: str) -> np.ndarray:
         v = self._qcache.get(text)
@@ -148,26 +154,40 @@ class Searcher:
             df[term] = int(count or 0)
         return toks, df
 
-    async def prune_common(self, terms: Sequence[str]) -> list[str]:
+    async def prune_common(self, terms: Sequence[str], generation: str | None = None) -> list[str]:
         """On a big index, search the rarest words and skip common ones beyond a postings budget.
 
         FTS5 scores every chunk that matches any OR-ed word, so a search costs about the sum of its
         words' document counts. Words are taken rarest first while that sum stays within
         POSTINGS_BUDGET of all chunks (the rarest always). Skipped words have the lowest IDF, so
         they would have moved the ranking least; they still count in the re-ranking of the candidates
-        and in the vector search."""
+        and in the vector search.
+
+        Counting a word's documents walks its whole postings list (fts5vocab), so the common words cost
+        the most to count: with the index's `generation`, the counts are kept until it changes (at 354k
+        chunks a search's words took ~2–3 ms to count, most of it for the words then skipped)."""
         total = self.total_chunks
         if self.opts.tokenizer == "trigram" or len(terms) < 2 or total < PRUNE_MIN_CHUNKS:
             return list(terms)
-        toks, df = await self._token_counts(terms)
-        if not df:
-            return list(terms)
-        tdf = [sum(df[t] for t in ts) for ts in toks]
-        return [terms[i] for i in rarest_within_budget(tdf, total)]
+        if generation is None or generation != self._counts_generation or len(self._counts) > COUNTS_CACHED:
+            self._counts.clear()
+            self._counts_generation = generation
+        have = {t: self._counts[t] for t in terms if t in self._counts}
+        todo = [t for t in terms if t not in have]
+        if todo:
+            toks, df = await self._token_counts(todo)
+            fresh = {t: (len(ts), sum(df[x] for x in ts)) for t, ts in zip(todo, toks)}
+            have.update(fresh)
+            if generation is not None and self._counts_generation == generation:  # (not if it changed meanwhile)
+                self._counts.update(fresh)
+        counts = [have[t] for t in terms]
+        if not any(n for n, _ in counts):
+            return list(terms)  # no word the tokenizer keeps: nothing to choose between
+        return [terms[i] for i in rarest_within_budget([c for _, c in counts], total)]
 
     async def fts(self, terms: Sequence[str], n: int, sources: tuple[str, ...],
                   session_key: str | None) -> list[tuple[int, float]]:
-        terms = await self.prune_common(terms)
+        terms = await self.prune_common(terms, self.generation)
         expr = fts_query(terms, self.opts.tokenizer)
         if expr is None:
             return []
@@ -216,6 +236,7 @@ class Searcher:
                      missing_vectors: int, exclude: Exclude | None = None) -> dict[str, Any]:
         o = self.opts
         emb = {"provider": self.provider.name, "model": self.provider.model}
+        self.generation = generation
         terms = query_terms(query)
         if not terms:
             return {"results": [], "mode": mode, "embeddings": emb}

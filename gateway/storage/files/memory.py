@@ -1,7 +1,9 @@
 """FilesMemoryIndex: the files engine's memory index (storage/base.py's MemoryIndex), one SQLite file per agent.
 
-Two connections: a writer (sync) and a reader (search), so searches never wait for a sync's transaction;
-a gate lets many searches in at once, or one swap of the file.
+Three connections: a writer (sync) and two readers (search: full text and the rest on one, vector
+search's reads on the other), so searches never wait for a sync's transaction, and a hybrid search's
+vector reads run beside its full-text query instead of after it; a gate lets many searches in at once,
+or one swap of the file.
 
 A change of embedding provider/model/dims, chunking, FTS tokenizer or vector backend changes the index
 signature: the index is then rebuilt into `<db>.rebuild` (the embedding cache is copied over first) and
@@ -44,6 +46,9 @@ from .rebuild import IndexUsers, build_fresh, set_aside, swap_in
 
 log = structlog.get_logger("gateway.memory")
 
+# The vector read connection's page cache: it reads ~40 vectors a search (and streams the table once when
+# it loads a matrix), so the 32 MB of the others would only hold pages read once.
+VECTOR_READER_CACHE_KB = 8000
 SET_ASIDE_WAIT_S = 30.0  # for other processes to close a damaged index before it is moved aside
 
 
@@ -102,6 +107,9 @@ class FilesMemoryIndex(IndexBase):
         self.db_path: Path = config.memory_db(agent_id)
         self.writer: Database | None = None
         self.reader: Database | None = None
+        # Vector search's own read connection: its reads (the ANN candidates' vectors, the matrix load)
+        # run beside full text's statements on `reader` instead of queued behind them (issue 27).
+        self.vector_reader: Database | None = None
         self.indexer: Indexer | None = None
         self.tokenizer = self.cfg.search.fts_tokenizer
         self._gate = _Gate()
@@ -217,7 +225,8 @@ class FilesMemoryIndex(IndexBase):
             if (ann := self.searcher.vectors.ann) is not None:
                 await ann.close(self._generation)
         failed: BaseException | None = None
-        for db in (self.reader, self.writer):
+        vector_reader, self.vector_reader = self.vector_reader, None
+        for db in (vector_reader, self.reader, self.writer):
             if db is not None:
                 try:
                     await db.close()
@@ -244,7 +253,10 @@ class FilesMemoryIndex(IndexBase):
             self._needs_rebuild = True
         else:
             ann = AnnIndex(self.db_path, vt[1]) if self.cfg.search.ann_min_vectors else None
-            vectors = VectorStore(self.reader, self.backend, vt[1], self.cfg.search.vector_matrix,
+            if self.vector_reader is None:
+                self.vector_reader = await self._open_db(self.db_path)
+                await self.vector_reader.execute(f"PRAGMA cache_size = -{VECTOR_READER_CACHE_KB}")
+            vectors = VectorStore(self.vector_reader, self.backend, vt[1], self.cfg.search.vector_matrix,
                                   ann, self.cfg.search.ann_min_vectors)
             if self.indexer is not None:  # the sync's writes keep the graph up to date
                 self.indexer.ann = ann

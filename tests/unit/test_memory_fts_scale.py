@@ -1,0 +1,88 @@
+"""Full text on a big index (issue 27): the words' document counts that choose what to search are kept
+per index generation, and a search's postings are bounded."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.memory.search import searcher as search_mod
+from gateway.memory.search.query import query_terms
+from gateway.storage.files.engine import FilesStorage
+from tests.unit.test_memory import make_cfg, paths, write
+
+
+@pytest.fixture
+async def manager(tmp_path, monkeypatch):
+    """A MemoryService with no embedding model, whose index counts as big (common words are pruned)."""
+    monkeypatch.setattr(search_mod, "PRUNE_MIN_CHUNKS", 10)
+    cfg = make_cfg(tmp_path, **{"memory.embeddings.provider": "none"})
+    m = FilesStorage(cfg).memory(cfg.agent_id)
+    await m.open()
+    yield m
+    await m.close()
+
+
+async def test_word_counts_are_kept_until_the_index_changes(manager):
+    m = manager
+    ws = m.config.workspace_dir
+    for i in range(40):
+        write(ws / "memory" / f"c{i}.md", f"Weekly meeting notes, week {i}.\n")
+    write(ws / "memory" / "rare.md", "Weekly meeting about the zeppelin budget.\n")
+    await m.sync()
+    terms = query_terms("weekly meeting zeppelin")
+    res = await m.search("weekly meeting zeppelin", mode="fts")
+    assert paths(res)[0] == "memory/rare.md"
+    s = m.index.searcher
+    gen = m.index._generation
+    assert s._counts_generation == gen and set(s._counts) == set(terms)
+    assert await s.prune_common(terms, gen) == ["zeppelin"]
+
+    # Zeppelins everywhere now: the next search counts again, and "weekly" is the rarest word.
+    for i in range(60):
+        write(ws / "memory" / f"z{i}.md", f"The zeppelin hangar, bay {i}.\n")
+    write(ws / "memory" / "rare.md", "Weekly zeppelin.\n")
+    await m.sync()
+    assert m.index._generation != gen
+    for i in range(40):
+        (ws / "memory" / f"c{i}.md").write_text(f"Monthly notes {i}.\n")
+    await m.sync()
+    assert await s.prune_common(["weekly", "zeppelin"], m.index._generation) == ["weekly"]
+    assert s._counts_generation == m.index._generation
+    res = await m.search("weekly zeppelin", mode="fts")
+    assert paths(res)[0] == "memory/rare.md"
+    # Without a generation nothing is kept (a caller that cannot tell when the index changes).
+    assert await s.prune_common(["weekly", "zeppelin"]) == ["weekly"] and s._counts == {}
+
+
+async def test_vector_reads_do_not_wait_behind_full_text(tmp_path):
+    """A hybrid search's vector reads go through their own connection: they answer while a long
+    statement holds the full-text (search) connection, where before they queued behind it."""
+    import asyncio
+    import time
+
+    cfg = make_cfg(tmp_path, **{"memory.search.annMinVectors": "1"})
+    topics = ["sailing boats on the lake", "baking sourdough bread", "repairing old bicycles"]
+    for i in range(30):
+        write(cfg.workspace_dir / "memory" / f"n{i:02d}.md", f"# Note {i}\n\nToday: {topics[i % 3]}, part {i}.\n")
+    m = FilesStorage(cfg).memory(cfg.agent_id)
+    await m.open()
+    try:
+        await m.sync()
+        await m.warm()
+        vectors = m.index.searcher.vectors
+        assert vectors.db is not m.index.reader and vectors.db is m.index.vector_reader
+        q = await m.index.searcher.embed_query("bread baking")
+        # About a second of work on the search connection's thread (a full-text query on a huge index).
+        slow = asyncio.ensure_future(m.index.reader.scalar(
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) "
+            "SELECT count(*) FROM c"))
+        await asyncio.sleep(0.05)
+        t = time.perf_counter()
+        hits = await vectors.knn(q, 5, ("memory", "sessions"), None, m.index._generation, m.index.counts["vectors"])
+        took = time.perf_counter() - t
+        assert not slow.done(), "the slow statement ended first: make it longer"
+        assert len(hits) == 5 and vectors.last_path == "ann" and took < 0.5
+        await slow
+    finally:
+        await m.close()
+    assert m.index.vector_reader is None  # closed with the index

@@ -1,0 +1,129 @@
+"""A sync compares what is on disk against what is indexed (issue 27: the no-op re-sync's per-file work).
+
+The scan builds its file list with as little Python per file as it takes, and the sync reads the stored
+content hashes only of the files it must read: these tests hold what that must not change — each file
+counted once however it is reached, the scan's order, and an edit that keeps a file's size still seen.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gateway.memory.index.sources import scan_memory, scan_sessions
+from gateway.storage.files.engine import FilesStorage
+from tests.unit.test_memory import make_cfg, paths, transcript, write
+
+
+@pytest.fixture
+async def manager(tmp_path):
+    """A MemoryService on make_cfg(tmp_path) with no embedding model (this is about which files)."""
+    cfg = make_cfg(tmp_path, **{"memory.embeddings.provider": "none"})
+    m = FilesStorage(cfg).memory(cfg.agent_id)
+    await m.open()
+    yield m
+    await m.close()
+
+
+async def test_a_note_reached_twice_is_indexed_once(manager):
+    m = manager
+    ws = m.config.workspace_dir
+    write(ws / "memory" / "b-bees.md", "The bees swarmed in June.\n")
+    os.link(ws / "memory" / "b-bees.md", ws / "memory" / "c-hardlink.md")  # one file, two names
+    (ws / "memory" / "a-link.md").symlink_to(ws / "memory" / "b-bees.md")  # and a symlink to it
+    write(ws / "memory" / "sub" / "z.md", "Quinces ripen in October.\n")
+    write(ws / "MEMORY.md", "# Me\n")
+    found = [sf.path for sf in scan_memory(ws)]
+    # The first name in the walk's order wins; root files first, then files before sub-folders.
+    assert found == ["MEMORY.md", "memory/a-link.md", "memory/sub/z.md"]
+    st = await m.sync()
+    assert st["indexed"] == 3
+    assert paths(await m.search("bees swarmed", mode="fts")) == ["memory/a-link.md"]
+
+
+def test_scan_order_and_fields_match_the_files_on_disk(tmp_path):
+    cfg = make_cfg(tmp_path)
+    ws = cfg.workspace_dir
+    for rel in ("memory/b.md", "memory/a.md", "memory/x/c.md", "memory/.hidden/d.md", "memory/e.txt"):
+        write(ws / rel, f"text of {rel}\n")
+    transcript(cfg, "s2", [("user", "hello")])
+    transcript(cfg, "s1", [("user", "hi")])
+    mem = scan_memory(ws)
+    assert [f.path for f in mem] == ["memory/a.md", "memory/b.md", "memory/x/c.md"]
+    for f in mem:
+        st = os.stat(f.abs_path)
+        assert (f.source, f.session_key, f.size, f.mtime_ns) == ("memory", None, st.st_size, st.st_mtime_ns)
+        assert f.abs == ws / f.path
+    sess = scan_sessions(cfg.sessions_dir())
+    assert [(f.path, f.source, f.session_key) for f in sess] == [
+        ("sessions/s1.jsonl", "sessions", "s1"), ("sessions/s2.jsonl", "sessions", "s2")]
+
+
+async def test_an_edit_that_keeps_the_size_is_indexed_and_a_touch_is_not(manager):
+    m = manager
+    ws = m.config.workspace_dir
+    for i in range(30):
+        write(ws / "memory" / f"n{i:02d}.md", f"Note {i:02d} about apricots.\n")
+    assert (await m.sync())["indexed"] == 30
+    again = await m.sync()
+    assert (again["indexed"], again["unchanged"], again["removed"]) == (0, 30, 0)
+
+    note = ws / "memory" / "n07.md"
+    before = os.stat(note)
+    note.write_text("Note 07 about quinces!.\n")  # the same number of bytes
+    os.utime(note, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+    assert os.stat(note).st_size == before.st_size
+    os.utime(ws / "memory" / "n08.md", None)  # touched, content unchanged
+    st = await m.sync()
+    assert st["indexed"] == 1 and st["unchanged"] == 29
+    assert paths(await m.search("quinces", mode="fts")) == ["memory/n07.md"]
+    assert (await m.sync())["indexed"] == 0
+
+
+async def test_a_sync_of_some_sessions_reads_only_theirs(manager, tmp_path):
+    """The sync after a chat turn covers that session: it stats its transcript (not the folder's
+    listing) and reads its own rows; other files wait for their own sync; the removal guard still
+    weighs the whole index."""
+    from gateway.memory.index.sources import ScanError
+
+    m = manager
+    cfg = m.config
+    write(cfg.workspace_dir / "memory" / "note.md", "Apricots in July.\n")
+    for key in ("s1", "s2", "s3"):
+        transcript(cfg, key, [("user", f"session {key} talks about quinces")])
+    assert (await m.sync())["indexed"] == 4
+
+    transcript(cfg, "s1", [("assistant", "and about medlars")])
+    transcript(cfg, "s2", [("assistant", "and about medlars too")])
+    write(cfg.workspace_dir / "memory" / "note.md", "Apricots in August, and medlars.\n")
+    st = await m.orchestrator.sync(memory=False, sessions={"s1"})
+    assert (st.indexed, st.unchanged, st.removed) == (1, 0, 0)
+    found = {r["path"] for r in (await m.search("medlars", mode="fts"))["results"]}
+    assert found == {"sessions/s1.jsonl"}
+
+    # A symlink is not a transcript; a session without one is gone from the index.
+    sd = cfg.sessions_dir()
+    (sd / "s3.jsonl").unlink()
+    (sd / "s3.jsonl").symlink_to(sd / "s2.jsonl")
+    st = await m.orchestrator.sync(memory=False, sessions={"s3", "nope"})
+    assert (st.indexed, st.removed) == (0, 1)
+    assert scan_sessions(sd, {"s1", "s3", "../x"}) == scan_sessions(sd, None)[:1]
+
+    # Both remaining sessions gone at once: half of the 3 files indexed, not more; the guard stays quiet.
+    (sd / "s1.jsonl").unlink()
+    st = await m.orchestrator.sync(memory=False, sessions={"s1"})
+    assert st.removed == 1
+    # A sessions folder that is missing while transcripts are indexed stops the sync.
+    (sd / "s3.jsonl").unlink()
+    moved = sd.rename(tmp_path / "elsewhere")
+    try:
+        try:
+            await m.orchestrator.sync(memory=False, sessions={"s2"})
+        except ScanError as exc:
+            assert "sessions folder" in str(exc)
+        else:
+            raise AssertionError("the sync went on without the sessions folder")
+    finally:
+        moved.rename(sd)
+    assert {r["path"] for r in (await m.search("quinces", mode="fts"))["results"]} == {"sessions/s2.jsonl"}
