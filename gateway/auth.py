@@ -18,7 +18,11 @@ from .fsutil import atomic_write, ensure_private_dir
 
 
 def new_token() -> str:
-    return secrets.token_urlsafe(32)
+    """43 URL-safe characters, never starting with "-": one that did (1 in 64) would be read as an
+    option when passed on a command line (`jarvis mcp --token …`, curl, wscat)."""
+    while (token := secrets.token_urlsafe(32)).startswith("-"):
+        pass
+    return token
 
 
 def read_token_file(path: Path) -> str | None:
