@@ -9,7 +9,10 @@ and without a running gateway, and nothing here re-validates. Errors come back a
 the handler raised (over the wire: Invalid for -32602, NotFound for -32004, else JarvisError), so the
 commands map them to exit codes in one way.
 
-In process, the services are built from the state dir (cli/local.py's LocalServices).
+In process, the services are built from the state dir (cli/local.py's LocalServices). A call whose
+request would not fit in one frame of the gateway (`server.maxFrameBytes`, 1 MiB, below
+`memory.imageMaxBytes`: `memory set-image` of a 2 MB photo) runs in process even while a gateway
+answers — the gateway would close the connection on it — as every command did beside a gateway before.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import asyncio
 import contextlib
 from typing import Any, AsyncIterator
 
+import orjson
+
 from ..config import Config
 from ..errors import Invalid, JarvisError, NotFound
 
@@ -25,13 +30,20 @@ from ..errors import Invalid, JarvisError, NotFound
 class Methods:
     """Call a method by name: over `conn` (a gateway answered) or in process (`services`)."""
 
-    def __init__(self, conn: Any = None, services: Any = None):
+    def __init__(self, conn: Any = None, services: Any = None, config: Config | None = None):
         self.conn = conn
         self.services = services
+        self.config = config  # to open services in process for a request too big for the gateway's frames
         self.gateway: str | None = conn.url if conn is not None else None
 
+    def _fits(self, method: str, params: dict[str, Any]) -> bool:
+        if self.config is None:
+            return True
+        frame = orjson.dumps({"jsonrpc": "2.0", "id": 1 << 40, "method": method, "params": params})
+        return len(frame) <= self.config.server.max_frame_bytes
+
     async def call(self, method: str, params: dict[str, Any]) -> Any:
-        if self.conn is not None:
+        if self.conn is not None and self._fits(method, params):
             from .client import GatewayCallError
 
             try:
@@ -42,6 +54,10 @@ class Methods:
                 if exc.code == -32004:
                     raise NotFound(exc.error_message) from None
                 raise JarvisError(exc.error_message) from None
+        if self.services is None:  # a gateway answers, but this request is too big for its frames
+            from .local import LocalServices
+
+            self.services = await LocalServices.open(self.config)  # type: ignore[arg-type]
         from ..registry import CallContext, registry
 
         with self.services.request_scope():
@@ -54,10 +70,13 @@ async def methods(config: Config, *, direct: bool = False) -> AsyncIterator[Meth
     `direct`), else services in this process."""
     conn = None if direct else await _connect(config)
     if conn is not None:
+        m = Methods(conn=conn, config=config)
         try:
-            yield Methods(conn=conn)
+            yield m
         finally:
             await conn.close()
+            if m.services is not None:
+                await m.services.close()
         return
     from .local import LocalServices
 

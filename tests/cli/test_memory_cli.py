@@ -116,3 +116,33 @@ def test_each_command_calls_the_method_the_gateways_when_it_answers_else_the_sam
     # In process, the sessions folder stays a gateway's: the killed one's lacks its clean-close marker,
     # which tells the next gateway to recount, and the commands (opening the agent's memory) leave it so.
     assert not (state / "agents" / "main" / "sessions" / ".closed-cleanly").exists()
+
+
+def test_an_image_too_big_for_one_frame_to_the_gateway_is_stored_as_without_one(tmp_path):
+    """memory.imageMaxBytes (5 MiB) is above server.maxFrameBytes (1 MiB): a 2 MB image, which the command
+    stores without a gateway, went over the running gateway's WebSocket in one frame and the gateway closed
+    the connection ("closed the connection", exit 3). It is stored in process, the same method's way."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    state = tmp_path / "state"
+    (state / "workspace").mkdir(parents=True)
+    image = tmp_path / "harbour.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+                      + chunk(b"tEXt", os.urandom(2_000_000)) + chunk(b"IEND", b""))
+    with GatewayProcess.running(state, "[memory.search]\nmode = \"fts\"\n") as gp:
+        port = str(gp.port)
+        r = jarvis("memory", "set-image", "harbour", str(image), "--description", "the harbour at dawn",
+                   "--port", port, state_dir=state)
+        assert r.returncode == 0, r.stderr
+        assert "saved memory/images/harbour.png" in r.stdout, r.stdout
+        r = jarvis("memory", "get-image", "harbour", "--out", str(tmp_path / "back.png"), "--port", port,
+                   state_dir=state)  # through the gateway: a reply may be bigger (server.maxReplyBytes)
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / "back.png").read_bytes() == image.read_bytes()
+        r = jarvis("memory", "search", "harbour dawn", "--json", "--port", port, state_dir=state)
+        assert r.returncode == 0, r.stderr
+        assert any("harbour" in x["path"] for x in orjson.loads(r.stdout)["results"]), r.stdout

@@ -151,3 +151,59 @@ async def test_search_image_with_a_multimodal_provider(start_gateway):
         await c.call("memory.searchImage", {"image": b64(images["forest"])})
         assert len(image_requests()) == before + 1, "stored images come from the cache; only the query is embedded"
         await c.close()
+
+
+async def test_image_search_while_a_damaged_index_waits_to_be_set_aside_is_a_clear_retryable_error(start_gateway):
+    """A damaged index met while serving is set aside once no other process has it open (a `jarvis
+    memory` command beside the gateway: up to 30 s). Meanwhile the index has no connection; image search
+    read the embedding cache through it anyway and failed with an internal error (-32603)."""
+    import asyncio
+    import os
+
+    from gateway.fsutil import SHARED, UNLOCK, ofd_lock
+    from tests.fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as api:
+        gw = await start_gateway(memory=True, **{
+            "memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": api.base_url,
+            "memory.embeddings.model": "fake-vl-embed", "memory.embeddings.multimodal": True,
+            "memory.search.mode": "fts", "memory.sync.onSearch": False})
+        c = await gw.client()
+        sea = png(40, 8, (10, 60, 200))
+        await c.call("memory.setImage", {"key": "sea", "image": b64(sea), "description": "a photo: the sea"})
+        notes = gw.config.workspace_dir / "memory"
+        for i in range(200):
+            (notes / f"note-{i:03}.md").write_text(f"# Note {i}\n\n" + f"harbour words number {i} " * 60 + "\n")
+        await c.call("memory.sync")
+        assert (await c.call("memory.searchImage", {"image": b64(sea)}))["results"][0]["key"] == "sea"
+
+        assert (await c.call("memory.search", {"query": "harbour", "k": 1}))["results"]
+
+        db = gw.config.memory_db()
+        users = os.open(str(db) + ".users", os.O_RDWR)  # another process has the index open
+        assert ofd_lock(users, SHARED)
+        try:
+            for path, keep in ((db, 4096), (db.with_name(db.name + "-wal"), 32)):  # all but the headers
+                if path.exists() and path.stat().st_size > keep:
+                    with open(path, "r+b") as fh:
+                        fh.seek(keep)
+                        fh.write(b"\xa5" * (path.stat().st_size - keep))
+            with pytest.raises(RpcError) as exc:
+                await c.call("memory.search", {"query": "harbour words number 7", "k": 3})
+            assert exc.value.code == -32050 and "damaged" in exc.value.message
+            await asyncio.sleep(0.5)  # the recovery has closed the index and waits for the other process
+            with pytest.raises(RpcError) as exc:
+                await c.call("memory.searchImage", {"image": b64(sea)})
+            assert exc.value.code != -32603, exc.value.message
+            assert exc.value.data.get("retryable") is True, exc.value.data
+        finally:
+            ofd_lock(users, UNLOCK)
+            os.close(users)
+        for _ in range(100):  # alone again: set aside, rebuilt, and image search answers again
+            try:
+                found = await c.call("memory.searchImage", {"image": b64(sea)})
+                break
+            except RpcError:
+                await asyncio.sleep(0.2)
+        assert found["results"][0]["key"] == "sea"
+        await c.close()

@@ -42,7 +42,13 @@ def is_corruption(exc: BaseException) -> bool:
     """True when `exc` is SQLite saying the file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB), from either
     driver (sqlite3 or pysqlite3), as opposed to a busy database, a full disk or a bug."""
     names = {c.__name__ for c in type(exc).__mro__}
-    return "DatabaseError" in names and any(word in str(exc).lower() for word in _DAMAGE)
+    text = str(exc).lower()
+    if "DatabaseError" in names and any(word in text for word in _DAMAGE):
+        return True
+    # FTS5 that cannot read its config from a damaged file, met by a connection's first full-text query:
+    # SQLite gives only "vtable constructor failed", as a DatabaseError (SQLITE_CORRUPT); a disk error
+    # there is an OperationalError (SQLITE_IOERR), not damage.
+    return type(exc).__name__ == "DatabaseError" and text.startswith("vtable constructor failed")
 
 
 @dataclass(frozen=True)

@@ -87,18 +87,31 @@ class _Gate:
 
 
 class _GatedCache:
-    """The embedding cache read through the reader, written through the writer under the write lock
-    (never inside a sync's transaction, never on a writer a rebuild has closed)."""
+    """The embedding cache read through the reader under the gate (never on a reader a swap is closing),
+    written through the writer under the write lock (never inside a sync's transaction, never on a
+    writer a rebuild has closed)."""
 
     def __init__(self, index: "FilesMemoryIndex", provider: str, model: str, max_entries: int):
         self.index, self.args = index, (provider, model, max_entries)
 
     async def get_many(self, hashes: list[str]) -> dict[str, np.ndarray]:
-        return await EmbeddingCache(self.index.reader, *self.args).get_many(hashes)
+        # A damaged index set aside has no reader until it is open again (which may wait up to
+        # SET_ASIDE_WAIT_S for another process): say so at once rather than fail on the missing one.
+        if self.index.reader is None:
+            raise _being_rebuilt()
+        async with self.index._gate.shared():  # not on a reader a swap is closing
+            if self.index.reader is None:
+                raise _being_rebuilt()
+            return await EmbeddingCache(self.index.reader, *self.args).get_many(hashes)
 
     async def put_many(self, items: dict[str, np.ndarray]) -> None:
         async with self.index.write_lock:
             await EmbeddingCache(self.index.writer, *self.args).put_many(items)
+
+
+def _being_rebuilt() -> Unavailable:
+    return Unavailable("the memory index was damaged and is being rebuilt from the memory files and transcripts; "
+                       "retry shortly", retryable=True, retry_after_ms=2000)
 
 
 class FilesMemoryIndex(IndexBase):

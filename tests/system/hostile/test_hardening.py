@@ -282,6 +282,41 @@ async def test_a_damaged_index_is_set_aside_and_rebuilt_while_chat_serves(tmp_pa
         await gw.stop()
 
 
+async def test_an_index_damaged_while_serving_before_any_full_text_search_is_set_aside_too(start_gateway):
+    """Damage met by the first full-text search of the reader: SQLite says only "vtable constructor
+    failed: chunks_fts" (FTS5 could not read its config from the damaged file). That was not taken for
+    damage: every search answered -32603 for good, and the index was never rebuilt."""
+    gw = await start_gateway(memory=True, **{"memory.embeddings.provider": "none", "memory.sync.onSearch": False})
+    notes = gw.config.workspace_dir / "memory"
+    notes.mkdir(parents=True, exist_ok=True)
+    for i in range(200):
+        (notes / f"note-{i:03}.md").write_text(f"# Note {i}\n\n" + f"harbour words number {i} " * 60 + "\n")
+    c = await gw.client()
+    try:
+        await c.call("memory.sync")
+        db = gw.config.memory_db()
+        for path, keep in ((db, 4096), (db.with_name(db.name + "-wal"), 32)):  # all but the headers
+            if path.exists() and path.stat().st_size > keep:
+                with open(path, "r+b") as fh:
+                    fh.seek(keep)
+                    fh.write(b"\xa5" * (path.stat().st_size - keep))
+        with pytest.raises(RpcError) as exc:
+            await c.call("memory.search", {"query": "harbour words number 7"})
+        assert exc.value.code == -32050 and "damaged" in exc.value.message, exc.value.message
+
+        async def rebuilt():
+            try:
+                res = await c.call("memory.search", {"query": "harbour words number 7"})
+            except RpcError:
+                return False
+            return bool(res["results"]) and "damaged" not in res.get("degraded", "")
+
+        await wait_for(rebuilt, timeout=30)
+        assert (await c.call("memory.status"))["corrupt"]
+    finally:
+        await c.close()
+
+
 
 
 _TAKE_INOTIFY = r"""
