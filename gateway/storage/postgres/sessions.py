@@ -32,7 +32,7 @@ from ...sessions.history import check_session_key, history_page
 from ...tasks import KeyedLocks
 from ...timeutil import now_iso
 from ..base import ADDED, PRESENT, REFUSED, Imported, SessionCopy
-from .db import Postgres
+from .db import Postgres, lock_key
 
 log = structlog.get_logger("gateway.sessions")
 
@@ -237,7 +237,7 @@ class PgSessionStore:
         settings = settings or {}
         async with self.pg.pool.acquire() as conn, conn.transaction():
             # One creator of this agent's sessions at a time, on every gateway: the count is exact.
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('jarvis.sessions:' || $1))", self.agent_id)
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key(f"jarvis:sessions:{self.agent_id}"))
             if await conn.fetchval("SELECT count(*) FROM sessions WHERE agent_id = $1", self.agent_id) >= self.max:
                 if await conn.fetchval("SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2",
                                        self.agent_id, key):
