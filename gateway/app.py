@@ -1,8 +1,8 @@
 """Wires the parts together; lifecycle in named phases: startup → serve → shutdown.
 
-    gw = Gateway(config); await gw.start()      # state dir, token, sessions, memory, chat, bind
-    await gw.wait_stopped()                      # until stop() (signals call it)
-    await gw.shutdown()                          # stop accepting, let runs finish (grace), close 1012, close memory
+gw = Gateway(config); await gw.start()      # state dir, token, sessions, memory, chat, bind
+await gw.wait_stopped()                      # until stop() (signals call it)
+await gw.shutdown()                          # stop accepting, let runs finish (grace), close 1012, close memory
 """
 
 from __future__ import annotations
@@ -93,9 +93,17 @@ class Gateway:
 
             mcp.mount(self.http, self.services)  # /mcp: the memory tools for MCP clients
         await self.http.start()
-        log.info("gateway ready", url=self.url, version=__version__, chat=provider.name, chat_model=provider.model,
-                 chat_url=getattr(provider, "endpoint", None), memory=cfg.memory.enabled,
-                 state_dir=str(cfg.state_dir), http=self.http.url() if self.http.enabled else None)
+        log.info(
+            "gateway ready",
+            url=self.url,
+            version=__version__,
+            chat=provider.name,
+            chat_model=provider.model,
+            chat_url=getattr(provider, "endpoint", None),
+            memory=cfg.memory.enabled,
+            state_dir=str(cfg.state_dir),
+            http=self.http.url() if self.http.enabled else None,
+        )
         self._phase("ready", url=self.url)
 
     def stop(self) -> None:
@@ -171,8 +179,13 @@ class LoopErrors:
             self._last.clear()
         # An OSError (out of descriptors, a reset socket) needs no traceback; anything else is a bug.
         trace = exc if exc is not None and not isinstance(exc, OSError) else None
-        log.error("event loop error", message=context.get("message"), error=repr(exc) if exc else None,
-                  suppressed=skipped, exc_info=trace)
+        log.error(
+            "event loop error",
+            message=context.get("message"),
+            error=repr(exc) if exc else None,
+            suppressed=skipped,
+            exc_info=trace,
+        )
 
 
 async def serve(config: Config, on_gateway: Callable[[Gateway], None] | None = None) -> int:

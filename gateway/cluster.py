@@ -87,6 +87,7 @@ class Cluster:
 
     def abort_requester(self, agent_id: str) -> Callable[[str, str], Awaitable[None]]:
         """An agent's `request_abort`: `chat.abort` of another gateway's run goes through the database."""
+
         async def request_abort(session_key: str, run_id: str) -> None:
             await self.pg.notify("abort", agent=agent_id, key=session_key, run=run_id)
 
@@ -192,11 +193,20 @@ class Cluster:
             seq, parts = self._remote.pop((topic, run_id), [0, []])
             partial = "".join(parts)
             try:
-                await agent.sessions.append_messages(key, tx.message_record(
-                    str(uuid.uuid4()), "assistant", partial, run_id, aborted=True,
-                    error=f"the gateway running it ({instance}) stopped"))
+                await agent.sessions.append_messages(
+                    key,
+                    tx.message_record(
+                        str(uuid.uuid4()),
+                        "assistant",
+                        partial,
+                        run_id,
+                        aborted=True,
+                        error=f"the gateway running it ({instance}) stopped",
+                    ),
+                )
             except Exception as exc:  # the session was deleted meanwhile: nothing to keep
                 log.info("orphaned run not recorded", session=key, error=str(exc))
-            self.services.bus.publish(topic, "chat.aborted", {"sessionKey": key, "runId": run_id, "seq": seq + 1,
-                                                              "partial": partial})
+            self.services.bus.publish(
+                topic, "chat.aborted", {"sessionKey": key, "runId": run_id, "seq": seq + 1, "partial": partial}
+            )
             log.warning("run of a stopped gateway ended", agent=agent_id, session=key, run=run_id, instance=instance)

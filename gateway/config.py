@@ -58,48 +58,96 @@ class ServerConfig:
     host: str = _f("127.0.0.1", doc="bind address; loopback by default")
     port: int = _f(18789, ge=0, le=65535, doc="0 picks a free port")
     allowed_origins: list[str] = _f(factory=list, doc="extra browser Origins allowed to connect")
-    max_connections: int = _f(256, ge=1, doc="WebSocket connections at once (after the upgrade); at it an "
-                              "unauthenticated one is closed to make room, else HTTP 503")
-    max_pending_sockets: int = _f(128, ge=1, doc="accepted TCP connections that have not finished the WebSocket "
-                                  "upgrade (or their HTTP request), in total; past it the oldest that has not "
-                                  "sent a byte (else the oldest) is dropped")
-    max_pending_per_address: int = _f(32, ge=1, doc="the same, per client address; past it that address's oldest "
-                                      "(silent first) is dropped")
-    handshake_timeout: float = _f(3.0, ge=0.1, le=60.0, doc="seconds from accept to a finished upgrade (or HTTP "
-                                  "answer) before the socket is dropped")
-    fd_reserve: int = _f(0, ge=0, doc="file descriptors kept for the gateway's own files (transcripts, "
-                         "sessions.json, SQLite, locks): sockets past RLIMIT_NOFILE minus these are refused "
-                         "with HTTP 503; 0 = an eighth of the limit, at least 64")
+    max_connections: int = _f(
+        256,
+        ge=1,
+        doc="WebSocket connections at once (after the upgrade); at it an "
+        "unauthenticated one is closed to make room, else HTTP 503",
+    )
+    max_pending_sockets: int = _f(
+        128,
+        ge=1,
+        doc="accepted TCP connections that have not finished the WebSocket "
+        "upgrade (or their HTTP request), in total; past it the oldest that has not "
+        "sent a byte (else the oldest) is dropped",
+    )
+    max_pending_per_address: int = _f(
+        32, ge=1, doc="the same, per client address; past it that address's oldest (silent first) is dropped"
+    )
+    handshake_timeout: float = _f(
+        3.0,
+        ge=0.1,
+        le=60.0,
+        doc="seconds from accept to a finished upgrade (or HTTP answer) before the socket is dropped",
+    )
+    fd_reserve: int = _f(
+        0,
+        ge=0,
+        doc="file descriptors kept for the gateway's own files (transcripts, "
+        "sessions.json, SQLite, locks): sockets past RLIMIT_NOFILE minus these are refused "
+        "with HTTP 503; 0 = an eighth of the limit, at least 64",
+    )
     max_frame_bytes: int = _f(1 << 20, ge=1024, doc="largest frame after auth")
     preauth_frame_bytes: int = _f(64 << 10, ge=256, doc="largest frame before auth")
     max_inflight: int = _f(64, ge=1, doc="requests in flight per connection")
     max_send_buffer: int = _f(8 << 20, ge=64 << 10, doc="unsent bytes before a slow consumer is closed")
-    slow_consumer_seconds: float = _f(30.0, ge=0.1, doc="a reply waits this long for a client to read what is "
-                                      "queued (over half of maxSendBuffer) before the client is closed as slow")
-    max_reply_bytes: int = _f(8 << 20, ge=64 << 10, doc="largest reply frame (a batch's answer included); a "
-                              "bigger one is answered with an error saying to ask for less")
+    slow_consumer_seconds: float = _f(
+        30.0,
+        ge=0.1,
+        doc="a reply waits this long for a client to read what is "
+        "queued (over half of maxSendBuffer) before the client is closed as slow",
+    )
+    max_reply_bytes: int = _f(
+        8 << 20,
+        ge=64 << 10,
+        doc="largest reply frame (a batch's answer included); a "
+        "bigger one is answered with an error saying to ask for less",
+    )
     ping_interval: float = _f(20.0, ge=0.0, doc="seconds; 0 disables keepalive pings")
     auth_timeout: float = _f(10.0, ge=0.1, doc="seconds to authenticate after connecting")
-    shutdown_grace: float = _f(5.0, ge=0.0, doc="seconds running chats get to finish on shutdown (new ones are refused); then they are aborted, partials kept")
-    auth_failures_per_minute: int = _f(10, ge=1, doc="wrong tokens per peer address and minute before further "
-                                       "wrong ones are answered 'rate limited' (the right token always gets in)")
+    shutdown_grace: float = _f(
+        5.0,
+        ge=0.0,
+        doc="seconds running chats get to finish on shutdown (new ones are refused); then they are aborted, partials kept",
+    )
+    auth_failures_per_minute: int = _f(
+        10,
+        ge=1,
+        doc="wrong tokens per peer address and minute before further "
+        "wrong ones are answered 'rate limited' (the right token always gets in)",
+    )
     auth_failure_delay: float = _f(1.0, ge=0.0, le=30.0, doc="seconds each wrong token waits for its answer")
-    http_port: int = _f(18790, ge=-1, le=65535, doc="the HTTP API listener (/mcp, /v1/...) on the same host; "
-                        "0 turns it off, -1 picks a free port")
+    http_port: int = _f(
+        18790,
+        ge=-1,
+        le=65535,
+        doc="the HTTP API listener (/mcp, /v1/...) on the same host; 0 turns it off, -1 picks a free port",
+    )
     http_max_body_bytes: int = _f(8 << 20, ge=1024, doc="largest HTTP API request body (413 past it)")
-    http_body_timeout: float = _f(30.0, ge=0.1, le=3600.0, doc="seconds an HTTP API request body may take to "
-                                  "arrive, from its first read (408 past it: a trickled body holds nothing)")
+    http_body_timeout: float = _f(
+        30.0,
+        ge=0.1,
+        le=3600.0,
+        doc="seconds an HTTP API request body may take to "
+        "arrive, from its first read (408 past it: a trickled body holds nothing)",
+    )
 
 
 @dataclass
 class ChatConfig:
-    provider: str = _f("auto", choices=("auto", "openai", "offline"),
-                       doc="auto: openai when an API key or base URL is set, else offline")
+    provider: str = _f(
+        "auto",
+        choices=("auto", "openai", "offline"),
+        doc="auto: openai when an API key or base URL is set, else offline",
+    )
     api_key: str = _f("", doc="OPENAI_API_KEY")
     base_url: str = _f("", doc="OPENAI_BASE_URL, any OpenAI-compatible endpoint")
     model: str = _f("gpt-4o-mini")
-    timeout: float = _f(60.0, ge=0.1, doc="seconds per provider request, and between streamed chunks with "
-                        "content (keep-alive comments do not count)")
+    timeout: float = _f(
+        60.0,
+        ge=0.1,
+        doc="seconds per provider request, and between streamed chunks with content (keep-alive comments do not count)",
+    )
     max_retries: int = _f(2, ge=0, le=10)
     history_messages: int = _f(20, ge=1, le=1000, doc="messages of the session sent with each turn")
     system_prompt: str = _f(
@@ -109,44 +157,76 @@ class ChatConfig:
     max_reply_chars: int = _f(200_000, ge=1, doc="an assistant reply is cut here (chat.final says truncated)")
     idempotency_ttl: float = _f(600.0, ge=1.0, doc="seconds an idempotencyKey is remembered")
     offline_delta_delay: float = _f(0.01, ge=0.0, le=5.0, doc="seconds between the offline responder's deltas")
-    compact_budget_tokens: int = _f(6000, ge=0, doc="history size (≈ chars/4) past which older messages are "
-                                    "flushed into memory/YYYY-MM-DD.md; 0 = only by sessions.compact")
+    compact_budget_tokens: int = _f(
+        6000,
+        ge=0,
+        doc="history size (≈ chars/4) past which older messages are "
+        "flushed into memory/YYYY-MM-DD.md; 0 = only by sessions.compact",
+    )
     compact_keep_recent: int = _f(10, ge=1, le=1000, doc="messages kept verbatim when a session is compacted")
-    tools: bool | list[str] = _f(True, doc="memory tools the chat model may call (OpenAI-compatible providers): true "
-                                 "for all, false for none, or a list of names (memory_search, memory_get, "
-                                 "memory_set, memory_delete, memory_list, memory_recall)")
-    max_tool_steps: int = _f(5, ge=1, le=50, doc="rounds of tool calls in one run; past it the model must answer "
-                             "and the reply says the limit was reached")
+    tools: bool | list[str] = _f(
+        True,
+        doc="memory tools the chat model may call (OpenAI-compatible providers): true "
+        "for all, false for none, or a list of names (memory_search, memory_get, "
+        "memory_set, memory_delete, memory_list, memory_recall)",
+    )
+    max_tool_steps: int = _f(
+        5,
+        ge=1,
+        le=50,
+        doc="rounds of tool calls in one run; past it the model must answer and the reply says the limit was reached",
+    )
 
 
 @dataclass
 class OpenAIApiConfig:
-    memory: bool = _f(True, doc="/v1/chat/completions adds recalled memory to the system prompt (per request: "
-                      "header X-Jarvis-Memory: off)")
-    capture: bool = _f(True, doc="/v1/chat/completions keeps each user message and reply in a session's "
-                       "transcript, indexed as memory (per request: header X-Jarvis-Capture: off)")
+    memory: bool = _f(
+        True,
+        doc="/v1/chat/completions adds recalled memory to the system prompt (per request: header X-Jarvis-Memory: off)",
+    )
+    capture: bool = _f(
+        True,
+        doc="/v1/chat/completions keeps each user message and reply in a session's "
+        "transcript, indexed as memory (per request: header X-Jarvis-Capture: off)",
+    )
 
 
 @dataclass
 class SessionsConfig:
-    max: int = _f(10_000, ge=1, doc="sessions one agent may hold; sessions.create past it answers -32009 "
-                  "(delete some, or raise this); ephemeral ones are pruned by their own limits")
+    max: int = _f(
+        10_000,
+        ge=1,
+        doc="sessions one agent may hold; sessions.create past it answers -32009 "
+        "(delete some, or raise this); ephemeral ones are pruned by their own limits",
+    )
     ephemeral_prefix: str = _f("hook:", doc="sessions whose key starts with this are pruned by age and count")
     ephemeral_max_age_hours: float = _f(48.0, ge=0.0, doc="ephemeral sessions idle longer are deleted")
     ephemeral_max_count: int = _f(500, ge=0, doc="at most this many ephemeral sessions are kept (newest)")
     prune_interval_minutes: float = _f(10.0, ge=0.0, doc="how often to prune; 0 = at start and by sessions.prune only")
-    history_max_bytes: int = _f(2 << 20, ge=4096, doc="about how much content one sessions.history page may hold; "
-                                "keep it well under server.maxSendBuffer")
+    history_max_bytes: int = _f(
+        2 << 20,
+        ge=4096,
+        doc="about how much content one sessions.history page may hold; keep it well under server.maxSendBuffer",
+    )
 
 
 @dataclass
 class AgentsConfig:
-    max: int = _f(256, ge=1, doc="agents that may exist (folders under <stateDir>/agents); creating one more "
-                  "is refused")
-    max_open: int = _f(16, ge=1, doc="agents open at once (each holds its index, watcher and threads); opening "
-                       "one more closes the least recently used idle one, or is refused when none is idle")
-    idle_seconds: float = _f(300.0, ge=1.0, doc="an agent with no run, request or sync for this long is closed "
-                             "(reopened on its next use); the default agent stays open")
+    max: int = _f(
+        256, ge=1, doc="agents that may exist (folders under <stateDir>/agents); creating one more is refused"
+    )
+    max_open: int = _f(
+        16,
+        ge=1,
+        doc="agents open at once (each holds its index, watcher and threads); opening "
+        "one more closes the least recently used idle one, or is refused when none is idle",
+    )
+    idle_seconds: float = _f(
+        300.0,
+        ge=1.0,
+        doc="an agent with no run, request or sync for this long is closed "
+        "(reopened on its next use); the default agent stays open",
+    )
 
 
 @dataclass
@@ -159,11 +239,17 @@ class EmbeddingsConfig:
     base_url: str = _f("", doc="defaults to chat.baseUrl")
     timeout: float = _f(30.0, ge=0.1)
     max_retries: int = _f(2, ge=0, le=10)
-    fallback: str = _f("none", choices=("local", "openai", "none"),
-                       doc="provider used when the configured one cannot be set up (no API key, …)")
+    fallback: str = _f(
+        "none",
+        choices=("local", "openai", "none"),
+        doc="provider used when the configured one cannot be set up (no API key, …)",
+    )
     cache_max_entries: int = _f(200_000, ge=0)
-    multimodal: bool = _f(False, doc="the openai endpoint's model embeds images too (e.g. llama.cpp serving "
-                          "Qwen3-VL-Embedding): enables memory.searchImage")
+    multimodal: bool = _f(
+        False,
+        doc="the openai endpoint's model embeds images too (e.g. llama.cpp serving "
+        "Qwen3-VL-Embedding): enables memory.searchImage",
+    )
 
 
 @dataclass
@@ -172,54 +258,95 @@ class ChunkingConfig:
     overlap: int = _f(80, ge=0, le=4096)
     session_tokens: int = _f(175, ge=16, le=8192, doc="target size of a transcript chunk (whole messages)")
     session_overlap: int = _f(0, ge=0, le=16, doc="messages repeated at the start of the next transcript chunk")
-    session_context: int = _f(150, ge=0, le=2048,
-                              doc="tokens of whole neighbouring messages on each side that join a transcript chunk as context")
+    session_context: int = _f(
+        150,
+        ge=0,
+        le=2048,
+        doc="tokens of whole neighbouring messages on each side that join a transcript chunk as context",
+    )
 
 
 @dataclass
 class SearchConfig:
     mode: str = _f("hybrid", choices=("hybrid", "fts", "vector"))
-    fusion: str = _f("rrf", choices=("rrf", "weighted"),
-                     doc="rrf: weighted reciprocal rank fusion of the full-text, vector and re-rank lists; "
-                         "weighted: blend of relative BM25 and cosine (tuned with vectorWeight 0.7)")
+    fusion: str = _f(
+        "rrf",
+        choices=("rrf", "weighted"),
+        doc="rrf: weighted reciprocal rank fusion of the full-text, vector and re-rank lists; "
+        "weighted: blend of relative BM25 and cosine (tuned with vectorWeight 0.7)",
+    )
     rrf_k: int = _f(5, ge=1, doc="rrf: the k of weight / (k + rank); small k keeps the top ranks apart")
-    rerank_weight: float = _f(1.0, ge=0.0, doc="rrf: weight of the re-rank's ranked list (query words together in "
-                                             "one message, and the window's coverage of them)")
+    rerank_weight: float = _f(
+        1.0,
+        ge=0.0,
+        doc="rrf: weight of the re-rank's ranked list (query words together in "
+        "one message, and the window's coverage of them)",
+    )
     text_weight: float = _f(1.0, ge=0.0)
     vector_weight: float = _f(0.5, ge=0.0, doc="weight of the vector list (rrf) or of the cosine (weighted)")
     candidate_multiplier: int = _f(4, ge=1, le=50)
     snippet_chars: int = _f(700, ge=80, le=700)
-    context_weight: float = _f(0.6, ge=0.0, le=1.0,
-                               doc="BM25 weight of a chunk's neighbouring context relative to its own text")
-    segment_weight: float = _f(0.3, ge=0.0, le=4.0,
-                               doc="re-rank: weight of the best single message/line match (query words together)")
-    coverage_weight: float = _f(0.3, ge=0.0, le=4.0,
-                                doc="re-rank: weight of the share of the query's words a whole window "
-                                    "(core and neighbours) contains")
-    file_diversity: float = _f(0.9, ge=0.0, le=1.0,
-                               doc="re-rank: each result already picked from a file scales the score of "
-                                   "that file's other candidates by this (1 = off)")
-    question_weight: float = _f(0.5, ge=0.0, le=1.0,
-                                doc="re-rank: how much a question (or a message of only the query's own words) "
-                                    "counts as a match; a chunk of only such messages scores this much")
-    min_similarity: float = _f(0.25, ge=0.0, le=1.0,
-                               doc="a chunk that shares no word with the query is a hit only if its embedding's "
-                                   "cosine similarity to the query's is at least this (0 = every vector neighbour)")
-    fts_tokenizer: str = _f("porter", choices=("unicode61", "trigram", "porter"),
-                            doc="trigram for CJK text; porter stems English words")
-    vector_backend: str = _f("auto", choices=("auto", "sqlite-vec", "numpy"),
-                             doc="auto: sqlite-vec when it loads, else numpy over stored vectors")
-    vector_matrix: str = _f("auto", choices=("auto", "float32", "int8"),
-                            doc="the in-memory vector matrix of a big index: auto = int8 (a quarter of the memory, "
-                                "an exact float32 re-score of a shortlist) from 262,144 vectors, float32 below")
-    ann_min_vectors: int = _f(100_000, ge=0,
-                              doc="from this many stored vectors, vector search asks an approximate nearest-"
-                                  "neighbour graph (usearch HNSW, `<index>.ann`, derived data) for candidates "
-                                  "and re-scores them exactly; 0 = never (the exact matrix scan always)")
+    context_weight: float = _f(
+        0.6, ge=0.0, le=1.0, doc="BM25 weight of a chunk's neighbouring context relative to its own text"
+    )
+    segment_weight: float = _f(
+        0.3, ge=0.0, le=4.0, doc="re-rank: weight of the best single message/line match (query words together)"
+    )
+    coverage_weight: float = _f(
+        0.3,
+        ge=0.0,
+        le=4.0,
+        doc="re-rank: weight of the share of the query's words a whole window (core and neighbours) contains",
+    )
+    file_diversity: float = _f(
+        0.9,
+        ge=0.0,
+        le=1.0,
+        doc="re-rank: each result already picked from a file scales the score of "
+        "that file's other candidates by this (1 = off)",
+    )
+    question_weight: float = _f(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        doc="re-rank: how much a question (or a message of only the query's own words) "
+        "counts as a match; a chunk of only such messages scores this much",
+    )
+    min_similarity: float = _f(
+        0.25,
+        ge=0.0,
+        le=1.0,
+        doc="a chunk that shares no word with the query is a hit only if its embedding's "
+        "cosine similarity to the query's is at least this (0 = every vector neighbour)",
+    )
+    fts_tokenizer: str = _f(
+        "porter", choices=("unicode61", "trigram", "porter"), doc="trigram for CJK text; porter stems English words"
+    )
+    vector_backend: str = _f(
+        "auto",
+        choices=("auto", "sqlite-vec", "numpy"),
+        doc="auto: sqlite-vec when it loads, else numpy over stored vectors",
+    )
+    vector_matrix: str = _f(
+        "auto",
+        choices=("auto", "float32", "int8"),
+        doc="the in-memory vector matrix of a big index: auto = int8 (a quarter of the memory, "
+        "an exact float32 re-score of a shortlist) from 262,144 vectors, float32 below",
+    )
+    ann_min_vectors: int = _f(
+        100_000,
+        ge=0,
+        doc="from this many stored vectors, vector search asks an approximate nearest-"
+        "neighbour graph (usearch HNSW, `<index>.ann`, derived data) for candidates "
+        "and re-scores them exactly; 0 = never (the exact matrix scan always)",
+    )
     mmr: bool = _f(False, doc="re-rank by maximal marginal relevance to drop near-duplicate results")
     mmr_lambda: float = _f(0.7, ge=0.0, le=1.0, doc="MMR: 1 = relevance only, 0 = diversity only")
-    time_decay: bool = _f(False, doc="scale scores by age: dated memory files and transcript messages; "
-                                     "MEMORY.md and other undated files never decay")
+    time_decay: bool = _f(
+        False,
+        doc="scale scores by age: dated memory files and transcript messages; "
+        "MEMORY.md and other undated files never decay",
+    )
     half_life_days: float = _f(30.0, ge=0.01, doc="time decay: age at which a score is halved")
 
 
@@ -228,22 +355,35 @@ class SyncConfig:
     on_start: bool = _f(True)
     watch: bool = _f(True)
     watch_debounce_ms: int = _f(500, ge=0)
-    watch_mode: str = _f("auto", choices=("auto", "polling"),
-                         doc="auto: native file events, falling back to polling when they fail (inotify "
-                             "limits); polling: always poll (network filesystems)")
+    watch_mode: str = _f(
+        "auto",
+        choices=("auto", "polling"),
+        doc="auto: native file events, falling back to polling when they fail (inotify "
+        "limits); polling: always poll (network filesystems)",
+    )
     watch_poll_ms: int = _f(2000, ge=100, le=600_000, doc="how often polling looks at the memory files")
     session_debounce_ms: int = _f(2000, ge=0, doc="delay after chat.final before a session is re-indexed")
     on_search: bool = _f(True, doc="sync before a search when the index is dirty")
     on_session_start: bool = _f(True, doc="sync in the background when a session is created and the index is dirty")
     interval_minutes: float = _f(0.0, ge=0.0, doc="sync everything every N minutes; 0 = off")
     force_on_flush: bool = _f(True, doc="the sync after a compaction flush re-reads files even if size/mtime match")
-    processes: int = _f(-1, ge=-1, le=64, doc="worker processes that read, chunk and embed (local model) a sync "
-                                              "of 1024 files or more while this one writes; -1 = one per core "
-                                              "but one, at most 4, none below 4 cores; 0 = none (threads only); "
-                                              "each takes ~280 MB while the sync runs")
-    recheck_ms: int = _f(1000, ge=0, le=60_000, doc="a sync that would remove more than half of the index looks "
-                                                     "again after this pause, and removes only files that are "
-                                                     "still missing and whose absence a stat confirms")
+    processes: int = _f(
+        -1,
+        ge=-1,
+        le=64,
+        doc="worker processes that read, chunk and embed (local model) a sync "
+        "of 1024 files or more while this one writes; -1 = one per core "
+        "but one, at most 4, none below 4 cores; 0 = none (threads only); "
+        "each takes ~280 MB while the sync runs",
+    )
+    recheck_ms: int = _f(
+        1000,
+        ge=0,
+        le=60_000,
+        doc="a sync that would remove more than half of the index looks "
+        "again after this pause, and removes only files that are "
+        "still missing and whose absence a stat confirms",
+    )
 
 
 @dataclass
@@ -253,14 +393,20 @@ class QmdConfig:
     timeout_ms: int = _f(10_000, ge=10, doc="per search; the process is killed after it")
     update_timeout_ms: int = _f(600_000, ge=10, doc="per `qmd collection add` / `update` / `embed`")
     embed: bool = _f(True, doc="run `qmd embed` after `qmd update` (needed for vsearch/query)")
-    hybrid_command: str = _f("query", choices=("query", "search", "vsearch"),
-                             doc="qmd subcommand for hybrid mode (fts → search, vector → vsearch)")
+    hybrid_command: str = _f(
+        "query",
+        choices=("query", "search", "vsearch"),
+        doc="qmd subcommand for hybrid mode (fts → search, vector → vsearch)",
+    )
 
 
 @dataclass
 class BackendConfig:
-    kind: str = _f("builtin", choices=("builtin", "qmd"),
-                   doc="builtin: the SQLite index; qmd: the qmd CLI, falling back to builtin")
+    kind: str = _f(
+        "builtin",
+        choices=("builtin", "qmd"),
+        doc="builtin: the SQLite index; qmd: the qmd CLI, falling back to builtin",
+    )
     retries: int = _f(2, ge=0, le=10, doc="qmd: retries of a failed search before falling back")
     retry_backoff_ms: int = _f(500, ge=0, doc="qmd: wait before retry n is n × this")
     breaker_failures: int = _f(3, ge=1, doc="qmd: consecutive failed searches that open the circuit")
@@ -280,10 +426,14 @@ class RecallConfig:
 class MemoryConfig:
     enabled: bool = _f(True)
     image_max_bytes: int = _f(5 * 1024 * 1024, ge=1, doc="largest image memory.setImage accepts (decoded bytes)")
-    max_file_bytes: int = _f(10 * 1024 * 1024, ge=1024, le=1 << 40,
-                             doc="a memory file (MEMORY.md, memory/**/*.md) larger than this is not indexed: it is "
-                                 "skipped, logged and listed in memory.status `skipped` until it shrinks back under "
-                                 "it (transcripts are not capped)")
+    max_file_bytes: int = _f(
+        10 * 1024 * 1024,
+        ge=1024,
+        le=1 << 40,
+        doc="a memory file (MEMORY.md, memory/**/*.md) larger than this is not indexed: it is "
+        "skipped, logged and listed in memory.status `skipped` until it shrinks back under "
+        "it (transcripts are not capped)",
+    )
     embeddings: EmbeddingsConfig = _f(factory=EmbeddingsConfig)
     chunking: ChunkingConfig = _f(factory=ChunkingConfig)
     search: SearchConfig = _f(factory=SearchConfig)
@@ -294,9 +444,12 @@ class MemoryConfig:
 
 @dataclass
 class StorageConfig:
-    url: str = _f("", doc="JARVIS_DATABASE_URL. postgresql://user:pass@host/db puts session metadata, transcripts, "
-                          "idempotency keys and chat runs in PostgreSQL, so several gateways can serve the same "
-                          "sessions (docs/scaling.md); empty = files in the state dir")
+    url: str = _f(
+        "",
+        doc="JARVIS_DATABASE_URL. postgresql://user:pass@host/db puts session metadata, transcripts, "
+        "idempotency keys and chat runs in PostgreSQL, so several gateways can serve the same "
+        "sessions (docs/scaling.md); empty = files in the state dir",
+    )
     pool_size: int = _f(10, ge=2, le=200, doc="PostgreSQL connections per gateway")
     instance_id: str = _f("", doc="this gateway's name among several on one database; default host:pid")
 
@@ -372,13 +525,15 @@ ENV_VARS: dict[str, str] = {
 }
 
 
-
 def _coerce(key: str, value: Any, typ: Any, meta: Mapping[str, Any], from_text: bool) -> Any:
     """Check (and for env/CLI text, convert) one value against its declared type and rules."""
     origin = get_origin(typ)
     if get_args(typ) == (bool, list[str]):  # true / false / a list of names
-        if isinstance(value, bool) or (from_text and isinstance(value, str)
-                                       and value.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off")):
+        if isinstance(value, bool) or (
+            from_text
+            and isinstance(value, str)
+            and value.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off")
+        ):
             return _coerce(key, value, bool, meta, from_text)
         if not isinstance(value, (list, str)):
             raise ConfigError(f"{key}: must be true, false or a list of tool names")
@@ -410,8 +565,14 @@ def _coerce(key: str, value: Any, typ: Any, meta: Mapping[str, Any], from_text: 
             try:
                 value = int(value) if typ is int else float(value)
             except ValueError:
-                raise ConfigError(f"{key}: must be {'an integer' if typ is int else 'a number'}, got {value!r}") from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (typ is int and not isinstance(value, int)):
+                raise ConfigError(
+                    f"{key}: must be {'an integer' if typ is int else 'a number'}, got {value!r}"
+                ) from None
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (typ is int and not isinstance(value, int))
+        ):
             raise ConfigError(f"{key}: must be {'an integer' if typ is int else 'a number'}")
         value = typ(value)
         if meta.get("ge") is not None and value < meta["ge"]:
@@ -472,23 +633,30 @@ def _validate(cfg: Config) -> None:
     if cfg.memory.chunking.overlap >= cfg.memory.chunking.tokens:
         raise ConfigError("memory.chunking.overlap: must be smaller than memory.chunking.tokens")
     if cfg.token and len(cfg.token) < MIN_TOKEN_CHARS:
-        raise ConfigError(f"token: at least {MIN_TOKEN_CHARS} characters (JARVIS_GATEWAY_TOKEN or config); a short "
-                          f"token can be guessed. Leave it unset to use the generated one (jarvis token)")
+        raise ConfigError(
+            f"token: at least {MIN_TOKEN_CHARS} characters (JARVIS_GATEWAY_TOKEN or config); a short "
+            f"token can be guessed. Leave it unset to use the generated one (jarvis token)"
+        )
     if cfg.sessions.history_max_bytes + (64 << 10) > cfg.server.max_reply_bytes:
-        raise ConfigError(f"sessions.historyMaxBytes: a page of {cfg.sessions.history_max_bytes} bytes does not fit "
-                          f"server.maxReplyBytes ({cfg.server.max_reply_bytes}) with room to spare; lower it")
+        raise ConfigError(
+            f"sessions.historyMaxBytes: a page of {cfg.sessions.history_max_bytes} bytes does not fit "
+            f"server.maxReplyBytes ({cfg.server.max_reply_bytes}) with room to spare; lower it"
+        )
     if isinstance(cfg.chat.tools, list):
         unknown = [t for t in cfg.chat.tools if t not in CATALOG]
         if unknown:
             raise ConfigError(f"chat.tools: unknown tool {unknown[0]!r} (known: {', '.join(CATALOG)}); or true / false")
     if cfg.chat.max_reply_chars * 6 + (64 << 10) > cfg.server.max_reply_bytes:
-        raise ConfigError(f"chat.maxReplyChars: {cfg.chat.max_reply_chars} chars may encode to more than "
-                          f"server.maxReplyBytes ({cfg.server.max_reply_bytes}); lower it or raise maxReplyBytes")
+        raise ConfigError(
+            f"chat.maxReplyChars: {cfg.chat.max_reply_chars} chars may encode to more than "
+            f"server.maxReplyBytes ({cfg.server.max_reply_bytes}); lower it or raise maxReplyBytes"
+        )
     if cfg.storage.url and not re.match(r"^postgres(ql)?://", cfg.storage.url):
         raise ConfigError("storage.url: must be a postgresql:// URL (or empty for files in the state dir)")
     if cfg.server.max_pending_per_address > cfg.server.max_pending_sockets:
-        raise ConfigError(f"server.maxPendingPerAddress: must be <= server.maxPendingSockets "
-                          f"({cfg.server.max_pending_sockets})")
+        raise ConfigError(
+            f"server.maxPendingPerAddress: must be <= server.maxPendingSockets ({cfg.server.max_pending_sockets})"
+        )
     for origin in cfg.server.allowed_origins:
         if not re.match(r"^https?://[^/\s]+$", origin):
             raise ConfigError(f"server.allowedOrigins: {origin!r} is not an origin like http://host:port")

@@ -73,8 +73,11 @@ class SessionLimit(Conflict):
     """An agent already holds `max` sessions: a new one is refused until some are deleted."""
 
     def __init__(self, agent_id: str, max_sessions: int):
-        super().__init__(f"session limit reached: agent {agent_id!r} has {max_sessions} sessions (sessions.max); "
-                         f"delete some with sessions.delete or raise sessions.max", {"max": max_sessions})
+        super().__init__(
+            f"session limit reached: agent {agent_id!r} has {max_sessions} sessions (sessions.max); "
+            f"delete some with sessions.delete or raise sessions.max",
+            {"max": max_sessions},
+        )
 
 
 class RateLimited(JarvisError):
@@ -129,8 +132,10 @@ class DiskFull(JarvisError):
     bare internal error."""
 
     def __init__(self, what: str, cause: str, code: str):
-        super().__init__(f"could not save {what}: the disk is full ({code}: {cause}); free some space and retry",
-                         {"retryable": True, "errno": code})
+        super().__init__(
+            f"could not save {what}: the disk is full ({code}: {cause}); free some space and retry",
+            {"retryable": True, "errno": code},
+        )
 
 
 def disk_full(what: str, exc: BaseException) -> DiskFull | None:
@@ -155,8 +160,11 @@ def out_of_descriptors(what: str, exc: BaseException) -> "Unavailable | None":
     if not (isinstance(exc, OSError) and exc.errno in _NO_DESCRIPTORS):
         return None
     code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
-    err = Unavailable(f"could not open {what}: the gateway has too many files open ({code}: "
-                      f"{exc.strerror or exc}); retry shortly", retryable=True, retry_after_ms=1000)
+    err = Unavailable(
+        f"could not open {what}: the gateway has too many files open ({code}: {exc.strerror or exc}); retry shortly",
+        retryable=True,
+        retry_after_ms=1000,
+    )
     assert err.data is not None
     err.data["errno"] = code
     return err
@@ -173,13 +181,27 @@ def _descriptors_left() -> OSError | None:
 
 # Failures that mean the database (storage.url) cannot be reached now, by class name as for SQLite's
 # "disk full" above: errors.py does not import the driver.
-_UNREACHABLE = {"PostgresConnectionError", "ConnectionDoesNotExistError", "ConnectionFailureError",
-                "CannotConnectNowError", "TooManyConnectionsError", "InterfaceError",
-                "ObjectNotInPrerequisiteStateError",  # the database does not accept connections now
-                "AdminShutdownError", "CrashShutdownError",  # the server ended the connection
-                "InternalClientError"}  # the driver's state after a connection ended mid-operation
-_CONNECTION_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.EPIPE, errno.ETIMEDOUT, errno.EHOSTUNREACH,
-                      errno.ENETUNREACH, errno.ENOENT}  # ENOENT: a unix socket that is gone
+_UNREACHABLE = {
+    "PostgresConnectionError",
+    "ConnectionDoesNotExistError",
+    "ConnectionFailureError",
+    "CannotConnectNowError",
+    "TooManyConnectionsError",
+    "InterfaceError",
+    "ObjectNotInPrerequisiteStateError",  # the database does not accept connections now
+    "AdminShutdownError",
+    "CrashShutdownError",  # the server ended the connection
+    "InternalClientError",
+}  # the driver's state after a connection ended mid-operation
+_CONNECTION_ERRNOS = {
+    errno.ECONNREFUSED,
+    errno.ECONNRESET,
+    errno.EPIPE,
+    errno.ETIMEDOUT,
+    errno.EHOSTUNREACH,
+    errno.ENETUNREACH,
+    errno.ENOENT,
+}  # ENOENT: a unix socket that is gone
 
 
 def storage_unreachable(exc: BaseException) -> Unavailable | None:
@@ -187,8 +209,12 @@ def storage_unreachable(exc: BaseException) -> Unavailable | None:
     For a gateway on a database only (a refused connection is then the database's)."""
     names = {cls.__name__ for cls in type(exc).__mro__}
     driver = type(exc).__module__.startswith("asyncpg")
-    if (driver and names & _UNREACHABLE) or (isinstance(exc, ConnectionError) or (
-            isinstance(exc, OSError) and exc.errno in _CONNECTION_ERRNOS and driver)):
-        return Unavailable(f"the database cannot be reached ({type(exc).__name__}: {str(exc)[:200]}); retry shortly",
-                           retryable=True, retry_after_ms=1000)
+    if (driver and names & _UNREACHABLE) or (
+        isinstance(exc, ConnectionError) or (isinstance(exc, OSError) and exc.errno in _CONNECTION_ERRNOS and driver)
+    ):
+        return Unavailable(
+            f"the database cannot be reached ({type(exc).__name__}: {str(exc)[:200]}); retry shortly",
+            retryable=True,
+            retry_after_ms=1000,
+        )
     return None

@@ -144,8 +144,10 @@ class StateDirInUse(RuntimeError):
 
     def __init__(self, state_dir: Path, pid: str):
         self.pid = pid
-        super().__init__(f"another gateway (pid {pid or 'unknown'}) is serving {state_dir}; stop it first, "
-                         f"or give this one its own state dir (--state-dir / JARVIS_STATE_DIR)")
+        super().__init__(
+            f"another gateway (pid {pid or 'unknown'}) is serving {state_dir}; stop it first, "
+            f"or give this one its own state dir (--state-dir / JARVIS_STATE_DIR)"
+        )
 
 
 def lock_state_dir(state_dir: Path) -> int:

@@ -24,8 +24,10 @@ def setup(level: str = "info", fmt: str = "auto", stream=None) -> None:
     ]
     # Tracebacks never carry frame locals: they would hold request params, message text and tokens.
     if use_json:
-        processors += [structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False)),
-                       structlog.processors.JSONRenderer()]
+        processors += [
+            structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False)),
+            structlog.processors.JSONRenderer(),
+        ]
     else:
         processors += [structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)]
     structlog.configure(
@@ -35,4 +37,6 @@ def setup(level: str = "info", fmt: str = "auto", stream=None) -> None:
         cache_logger_on_first_use=True,
     )
     # Libraries that use stdlib logging (websockets' handshake errors, openai) follow the same level.
-    logging.basicConfig(level=max(_LEVELS[level], logging.WARNING), stream=stream, format="%(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=max(_LEVELS[level], logging.WARNING), stream=stream, format="%(name)s %(levelname)s %(message)s"
+    )

@@ -1,7 +1,7 @@
 """Failures of the upstream HTTP APIs (the chat provider, the embedding provider) said in a few words.
 
-    connection_failure(exc) -> str   "connection refused", "host name not found", "timed out", …
-    short(text, n) -> str            one line of at most n characters, for a message or a log
+connection_failure(exc) -> str   "connection refused", "host name not found", "timed out", …
+short(text, n) -> str            one line of at most n characters, for a message or a log
 """
 
 from __future__ import annotations

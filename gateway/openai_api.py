@@ -62,8 +62,16 @@ _SESSION_KEY = re.compile(SESSION_KEY)
 class ApiError(Exception):
     """A request the endpoint answers with an OpenAI-shaped error."""
 
-    def __init__(self, status: int, message: str, *, type_: str = "invalid_request_error",
-                 code: str | None = None, param: str | None = None, headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type_: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
         self.status, self.message, self.type, self.code, self.param = status, message, type_, code, param
         self.headers = headers
@@ -71,8 +79,12 @@ class ApiError(Exception):
     def response(self) -> "Response":
         from starlette.responses import Response
 
-        return Response(error_body(self.status, self.message, type_=self.type, code=self.code, param=self.param),
-                        self.status, media_type="application/json", headers=self.headers)
+        return Response(
+            error_body(self.status, self.message, type_=self.type, code=self.code, param=self.param),
+            self.status,
+            media_type="application/json",
+            headers=self.headers,
+        )
 
 
 # ---- the request -------------------------------------------------------------------------------
@@ -86,31 +98,53 @@ def parse_request(raw: bytes) -> dict[str, Any]:
         raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
     model = body.get("model")
     if not isinstance(model, str) or not model:
-        raise ApiError(400, "model: required, a model id from GET /v1/models", param="model",
-                       code="missing_required_parameter" if model is None else "invalid_type")
+        raise ApiError(
+            400,
+            "model: required, a model id from GET /v1/models",
+            param="model",
+            code="missing_required_parameter" if model is None else "invalid_type",
+        )
     messages = body.get("messages")
     if messages is None:
-        raise ApiError(400, "messages: required, a list of {role, content}", param="messages",
-                       code="missing_required_parameter")
+        raise ApiError(
+            400, "messages: required, a list of {role, content}", param="messages", code="missing_required_parameter"
+        )
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "messages: must be a non-empty list", param="messages", code="invalid_type")
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             raise ApiError(400, f"messages[{i}]: must be an object", param=f"messages[{i}]", code="invalid_type")
         if m.get("role") not in ROLES:
-            raise ApiError(400, f"messages[{i}].role: must be one of {', '.join(ROLES)}",
-                           param=f"messages[{i}].role", code="invalid_value")
+            raise ApiError(
+                400,
+                f"messages[{i}].role: must be one of {', '.join(ROLES)}",
+                param=f"messages[{i}].role",
+                code="invalid_value",
+            )
         content = m.get("content")
-        if not (content is None or isinstance(content, str) or
-                (isinstance(content, list) and all(isinstance(p, dict) for p in content))):
-            raise ApiError(400, f"messages[{i}].content: must be a string or a list of content parts",
-                           param=f"messages[{i}].content", code="invalid_type")
+        if not (
+            content is None
+            or isinstance(content, str)
+            or (isinstance(content, list) and all(isinstance(p, dict) for p in content))
+        ):
+            raise ApiError(
+                400,
+                f"messages[{i}].content: must be a string or a list of content parts",
+                param=f"messages[{i}].content",
+                code="invalid_type",
+            )
     if not isinstance(body.get("stream", False), bool):
         raise ApiError(400, "stream: must be true or false", param="stream", code="invalid_type")
     options = body.get("stream_options")
-    if options is not None and not (isinstance(options, dict) and isinstance(options.get("include_usage", False), bool)):
-        raise ApiError(400, "stream_options: must be an object; include_usage true or false",
-                       param="stream_options", code="invalid_type")
+    if options is not None and not (
+        isinstance(options, dict) and isinstance(options.get("include_usage", False), bool)
+    ):
+        raise ApiError(
+            400,
+            "stream_options: must be an object; include_usage true or false",
+            param="stream_options",
+            code="invalid_type",
+        )
     if body.get("user") is not None and not isinstance(body["user"], str):
         raise ApiError(400, "user: must be a string", param="user", code="invalid_type")
     return body
@@ -129,8 +163,12 @@ def session_for(headers: Any, body: dict[str, Any]) -> str:
     given = headers.get("x-jarvis-session")
     if given is not None:
         if not _SESSION_KEY.fullmatch(given):
-            raise ApiError(400, "X-Jarvis-Session: must match [A-Za-z0-9._:-]{1,128} and not be dots only",
-                           param="X-Jarvis-Session", code="invalid_value")
+            raise ApiError(
+                400,
+                "X-Jarvis-Session: must match [A-Za-z0-9._:-]{1,128} and not be dots only",
+                param="X-Jarvis-Session",
+                code="invalid_value",
+            )
         return given
     user = body.get("user")
     if user:
@@ -165,8 +203,10 @@ def with_memory(messages: list[dict[str, Any]], recalled: list[dict[str, Any]]) 
 
 def memory_header(recalled: list[dict[str, Any]]) -> str:
     """Compact JSON of the recalled sources, ASCII (a header), whole entries up to MEMORY_HEADER_BYTES."""
-    entries = [{"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"],
-                "score": round(float(r["score"]), 4)} for r in recalled]
+    entries = [
+        {"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"], "score": round(float(r["score"]), 4)}
+        for r in recalled
+    ]
     while True:
         text = json.dumps(entries, separators=(",", ":"), ensure_ascii=True)
         if len(text) <= MEMORY_HEADER_BYTES or not entries:
@@ -215,8 +255,11 @@ class Relay:
                 async with asyncio.timeout(wait):
                     await self._room.wait()
             except TimeoutError:
-                raise Unavailable(f"the client read nothing of the stream for {wait:g} s "
-                                  "(server.slowConsumerSeconds): the reply was stopped", retryable=True) from None
+                raise Unavailable(
+                    f"the client read nothing of the stream for {wait:g} s "
+                    "(server.slowConsumerSeconds): the reply was stopped",
+                    retryable=True,
+                ) from None
 
     async def stream(self, recalled: list[dict[str, Any]]) -> AsyncIterator[Delta | Usage]:
         """The run's source: the upstream's answer; chunks go to the HTTP response, text to the run."""
@@ -245,6 +288,7 @@ class Relay:
 
     def watch(self, receive: Any) -> "asyncio.Task[None]":
         """A task that stops the run (and with it the upstream request) when the client goes away."""
+
         async def watch() -> None:
             while (await receive())["type"] != "http.disconnect":
                 pass
@@ -254,8 +298,11 @@ class Relay:
 
     def jarvis(self) -> dict[str, Any]:
         """The extra field of the last chunk (or of the completion): session, run and recalled sources."""
-        return {"session": self.key if self.capture else None, "runId": self.run_id,
-                "memory": json.loads(memory_header(self.recalled))}
+        return {
+            "session": self.key if self.capture else None,
+            "runId": self.run_id,
+            "memory": json.loads(memory_header(self.recalled)),
+        }
 
     def headers(self) -> dict[str, str]:
         headers = {"X-Jarvis-Memory": memory_header(self.recalled)}
@@ -300,9 +347,14 @@ def _failure(relay: Relay, event: dict[str, Any]) -> ApiError:
         code = "upstream_timeout" if exc.status == 504 else "upstream_error"
         message = error.get("message") if exc.status < 500 and isinstance(error.get("message"), str) else exc.message
         headers = {"Retry-After": str(max(1, exc.retry_after_ms // 1000))} if exc.retry_after_ms else None
-        return ApiError(exc.status, message, type_=str(error.get("type") or "upstream_error"),
-                        code=str(error.get("code") or code) if exc.status < 500 else code,
-                        param=error.get("param") if isinstance(error.get("param"), str) else None, headers=headers)
+        return ApiError(
+            exc.status,
+            message,
+            type_=str(error.get("type") or "upstream_error"),
+            code=str(error.get("code") or code) if exc.status < 500 else code,
+            param=error.get("param") if isinstance(error.get("param"), str) else None,
+            headers=headers,
+        )
     err = event.get("error", {})
     return ApiError(500, str(err.get("message", "internal error")), type_="server_error", code="internal_error")
 
@@ -310,8 +362,9 @@ def _failure(relay: Relay, event: dict[str, Any]) -> ApiError:
 def _aborted(event: dict[str, Any]) -> ApiError:
     """A run that ended in chat.aborted (the gateway stopping, or chat.abort from a WebSocket client)."""
     why = "the gateway is stopping" if event.get("reason") == "shutdown" else "chat.abort stopped it"
-    return ApiError(503, f"the reply was aborted: {why}", type_="server_error", code="aborted",
-                    headers={"Retry-After": "1"})
+    return ApiError(
+        503, f"the reply was aborted: {why}", type_="server_error", code="aborted", headers={"Retry-After": "1"}
+    )
 
 
 # ---- the response ------------------------------------------------------------------------------
@@ -360,14 +413,34 @@ async def _frames(relay: Relay, first: tuple[Any, ...]) -> AsyncIterator[bytes]:
                     yield _sse(h)
                 # OpenAI's mid-stream error: the SDK raises it (a stream that just ends reads as whole)
                 failure = _failure(relay, event) if method == "chat.error" else _aborted(event)
-                yield _sse({"error": {"message": failure.message, "type": failure.type, "param": failure.param,
-                                      "code": failure.code}})
+                yield _sse(
+                    {
+                        "error": {
+                            "message": failure.message,
+                            "type": failure.type,
+                            "param": failure.param,
+                            "code": failure.code,
+                        }
+                    }
+                )
                 return
             if event.get("truncated") or not held:  # cut at chat.maxReplyChars, or the upstream sent no tail
-                held = [{"id": last.get("id", f"chatcmpl-{relay.run_id}"), "object": "chat.completion.chunk",
-                         "created": last.get("created", 0), "model": last.get("model", relay.body["model"]),
-                         "choices": [{"index": 0, "delta": {}, "logprobs": None,
-                                      "finish_reason": "length" if event.get("truncated") else "stop"}]}]
+                held = [
+                    {
+                        "id": last.get("id", f"chatcmpl-{relay.run_id}"),
+                        "object": "chat.completion.chunk",
+                        "created": last.get("created", 0),
+                        "model": last.get("model", relay.body["model"]),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "delta": {},
+                                "logprobs": None,
+                                "finish_reason": "length" if event.get("truncated") else "stop",
+                            }
+                        ],
+                    }
+                ]
             held[-1] = {**held[-1], "jarvis": relay.jarvis()}
             for h in held:
                 yield _sse(h)
@@ -381,8 +454,11 @@ def _event_stream(relay: Relay, first: tuple[Any, ...]) -> "Response":
 
     class EventStream(Response):
         async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-            headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
-                       (b"x-accel-buffering", b"no")]
+            headers = [
+                (b"content-type", b"text/event-stream; charset=utf-8"),
+                (b"cache-control", b"no-cache"),
+                (b"x-accel-buffering", b"no"),
+            ]
             headers += [(k.lower().encode(), v.encode()) for k, v in relay.headers().items()]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
 
@@ -419,8 +495,12 @@ def routes(services: "Services") -> list["BaseRoute"]:
         for found in await agent.chat.provider.list_models():
             if found.get("id") == wanted:
                 return JSONResponse(found)
-        return ApiError(404, f"The model `{wanted}` does not exist; GET /v1/models lists them", param="model",
-                        code="model_not_found").response()
+        return ApiError(
+            404,
+            f"The model `{wanted}` does not exist; GET /v1/models lists them",
+            param="model",
+            code="model_not_found",
+        ).response()
 
     async def completions(request: Request) -> Response:
         try:
@@ -444,11 +524,13 @@ def routes(services: "Services") -> list["BaseRoute"]:
             except SessionLimit as exc:
                 raise ApiError(409, exc.message, type_="conflict_error", code="session_limit") from None
             except Conflict as exc:
-                raise ApiError(409, f"{exc.message}; retry when it has ended", type_="conflict_error",
-                               code="session_busy") from None
+                raise ApiError(
+                    409, f"{exc.message}; retry when it has ended", type_="conflict_error", code="session_busy"
+                ) from None
             except Unavailable as exc:
-                raise ApiError(503, exc.message, type_="server_error", code="unavailable",
-                               headers={"Retry-After": "1"}) from None
+                raise ApiError(
+                    503, exc.message, type_="server_error", code="unavailable", headers={"Retry-After": "1"}
+                ) from None
             except JarvisError as exc:
                 raise ApiError(400, exc.message, code="invalid_request") from None
             relay.run_id = started["runId"]
@@ -471,12 +553,18 @@ def routes(services: "Services") -> list["BaseRoute"]:
             raise _aborted(first[2])
         if body.get("stream"):  # an upstream stream with no chunk at all
             return _event_stream(relay, first)
-        return Response(_json({**(relay.completion or {}), "jarvis": relay.jarvis()}), 200,
-                        media_type="application/json", headers=relay.headers())
+        return Response(
+            _json({**(relay.completion or {}), "jarvis": relay.jarvis()}),
+            200,
+            media_type="application/json",
+            headers=relay.headers(),
+        )
 
-    return [Route("/v1/models", models, methods=["GET"]),
-            Route("/v1/models/{model:path}", model, methods=["GET"]),
-            Route("/v1/chat/completions", completions, methods=["POST"])]
+    return [
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model:path}", model, methods=["GET"]),
+        Route("/v1/chat/completions", completions, methods=["POST"]),
+    ]
 
 
 async def _ensure_session(agent: "Agent", key: str, body: dict[str, Any]) -> None:

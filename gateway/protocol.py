@@ -64,9 +64,17 @@ def response(req_id: Any, result: Any) -> dict[str, Any]:
 
 # PROTOCOL.md §2. Most specific class first: DiskFull and InternalError share -32603.
 CODES: tuple[tuple[type[JarvisError], int], ...] = (
-    (e.ParseError, -32700), (e.InvalidRequest, -32600), (e.MethodNotFound, -32601), (e.Invalid, -32602),
-    (e.DiskFull, -32603), (e.InternalError, -32603), (e.Unauthenticated, -32001), (e.NotFound, -32004),
-    (e.Conflict, -32009), (e.RateLimited, -32029), (e.Unavailable, -32050),
+    (e.ParseError, -32700),
+    (e.InvalidRequest, -32600),
+    (e.MethodNotFound, -32601),
+    (e.Invalid, -32602),
+    (e.DiskFull, -32603),
+    (e.InternalError, -32603),
+    (e.Unauthenticated, -32001),
+    (e.NotFound, -32004),
+    (e.Conflict, -32009),
+    (e.RateLimited, -32029),
+    (e.Unavailable, -32050),
 )
 
 
@@ -140,7 +148,9 @@ def parse(text: str | bytes) -> Frame:
             frame.errors.append(error_response(None, InvalidRequest("batch: must not be empty")))
         elif len(obj) > MAX_BATCH:
             frame.batch = False
-            frame.errors.append(error_response(None, InvalidRequest(f"batch: at most {MAX_BATCH} entries, got {len(obj)}")))
+            frame.errors.append(
+                error_response(None, InvalidRequest(f"batch: at most {MAX_BATCH} entries, got {len(obj)}"))
+            )
         else:
             for item in obj:
                 _entry(item, frame)

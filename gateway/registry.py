@@ -82,8 +82,13 @@ class Registry:
         def deco(fn: Handler) -> Handler:
             if name in self.methods:
                 raise ValueError(f"method {name} registered twice")
-            self.methods[name] = MethodSpec(name, params or Obj(), fn, description or (fn.__doc__ or "").strip(),
-                                            waits=inspect.iscoroutinefunction(fn))
+            self.methods[name] = MethodSpec(
+                name,
+                params or Obj(),
+                fn,
+                description or (fn.__doc__ or "").strip(),
+                waits=inspect.iscoroutinefunction(fn),
+            )
             return fn
 
         return deco

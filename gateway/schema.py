@@ -66,15 +66,28 @@ class Field:
 
     @property
     def json_type_phrase(self) -> str:
-        return {"string": "a string", "integer": "an integer", "number": "a number",
-                "boolean": "a boolean", "array": "an array", "object": "an object"}[self.json_type]
+        return {
+            "string": "a string",
+            "integer": "an integer",
+            "number": "a number",
+            "boolean": "a boolean",
+            "array": "an array",
+            "object": "an object",
+        }[self.json_type]
 
 
 class Str(Field):
     json_type = "string"
 
-    def __init__(self, min_len: int = 0, max_len: int | None = None, *, pattern: str | None = None,
-                 choices: tuple[str, ...] | None = None, **kw: Any):
+    def __init__(
+        self,
+        min_len: int = 0,
+        max_len: int | None = None,
+        *,
+        pattern: str | None = None,
+        choices: tuple[str, ...] | None = None,
+        **kw: Any,
+    ):
         super().__init__(**kw)
         self.min_len, self.max_len, self.choices = min_len, max_len, choices
         self.pattern = pattern
@@ -158,8 +171,9 @@ class Bool(Field):
 class Arr(Field):
     json_type = "array"
 
-    def __init__(self, items: Field, min_items: int = 0, max_items: int | None = None, *,
-                 unique: bool = False, **kw: Any):
+    def __init__(
+        self, items: Field, min_items: int = 0, max_items: int | None = None, *, unique: bool = False, **kw: Any
+    ):
         super().__init__(**kw)
         self.items, self.min_items, self.max_items, self.unique = items, min_items, max_items, unique
 
@@ -202,8 +216,7 @@ class Obj(Field):
         unknown = [k for k in value if k not in self.fields]
         if unknown:
             allowed = ", ".join(self.fields) or "none"
-            raise Invalid(f"unknown parameter (allowed: {allowed})",
-                          field=_join(path, unknown[0]))
+            raise Invalid(f"unknown parameter (allowed: {allowed})", field=_join(path, unknown[0]))
         out: dict[str, Any] = {}
         for name, spec in self.fields.items():
             sub = _join(path, name)

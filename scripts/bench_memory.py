@@ -76,7 +76,7 @@ VOCAB = _vocabulary()
 _CUM: list[float] = []
 _acc = 0.0
 for _rank in range(1, len(VOCAB) + 1):
-    _acc += 1.0 / _rank ** 1.07
+    _acc += 1.0 / _rank**1.07
     _CUM.append(_acc)
 
 
@@ -133,7 +133,7 @@ async def via_gateway(state_dir: Path, qs: list[str], mode: str = "hybrid", turn
     memory recall on, and again on a gateway with recall off: what recall adds to a turn."""
     from tests.helpers import GatewayProcess, connect_client
 
-    toml = "[memory.sync]\nonStart = false\nwatch = false\n[chat]\nprovider = \"offline\"\nofflineDeltaDelay = 0.0\n"
+    toml = '[memory.sync]\nonStart = false\nwatch = false\n[chat]\nprovider = "offline"\nofflineDeltaDelay = 0.0\n'
     with GatewayProcess.running(state_dir, toml) as gw:
         c = await connect_client(gw.url, gw.token)
         try:
@@ -152,20 +152,34 @@ async def via_gateway(state_dir: Path, qs: list[str], mode: str = "hybrid", turn
             for line in Path(f"/proc/{gw.proc.pid}/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):
                     rss = int(line.split()[1]) / 1024
-    out = {"p50Ms": round(statistics.median(times), 2), "p95Ms": round(pct(times, 0.95), 2),
-           "p99Ms": round(pct(times, 0.99), 2), "maxMs": round(max(times), 2), "gatewayPeakRssMb": round(rss, 1)}
+    out = {
+        "p50Ms": round(statistics.median(times), 2),
+        "p95Ms": round(pct(times, 0.95), 2),
+        "p99Ms": round(pct(times, 0.99), 2),
+        "maxMs": round(max(times), 2),
+        "gatewayPeakRssMb": round(rss, 1),
+    }
     if turns:
         with GatewayProcess.running(state_dir, toml + "[memory.recall]\nenabled = false\n") as gw:
             c = await connect_client(gw.url, gw.token)
             try:
-                recall_off = await first_delta_times(c, qs[turns:2 * turns] or qs[:turns])
+                recall_off = await first_delta_times(c, qs[turns : 2 * turns] or qs[:turns])
             finally:
                 await c.close()
-        on50, on95, off50, off95 = (statistics.median(recall_on), pct(recall_on, 0.95),
-                                    statistics.median(recall_off), pct(recall_off, 0.95))
-        out["firstDelta"] = {"recallOnP50Ms": round(on50, 2), "recallOnP95Ms": round(on95, 2),
-                             "recallOffP50Ms": round(off50, 2), "recallOffP95Ms": round(off95, 2),
-                             "recallAddsP50Ms": round(on50 - off50, 2), "recallAddsP95Ms": round(on95 - off95, 2)}
+        on50, on95, off50, off95 = (
+            statistics.median(recall_on),
+            pct(recall_on, 0.95),
+            statistics.median(recall_off),
+            pct(recall_off, 0.95),
+        )
+        out["firstDelta"] = {
+            "recallOnP50Ms": round(on50, 2),
+            "recallOnP95Ms": round(on95, 2),
+            "recallOffP50Ms": round(off50, 2),
+            "recallOffP95Ms": round(off95, 2),
+            "recallAddsP50Ms": round(on50 - off50, 2),
+            "recallAddsP95Ms": round(on95 - off95, 2),
+        }
     return out
 
 
@@ -224,17 +238,30 @@ async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True, t
                     t = time.perf_counter()
                     await mgr.search(q, k=6, mode=mode)
                     times.append((time.perf_counter() - t) * 1000)
-                lat[mode] = {"p50Ms": round(statistics.median(times), 2), "p95Ms": round(pct(times, 0.95), 2),
-                             "p99Ms": round(pct(times, 0.99), 2)}
+                lat[mode] = {
+                    "p50Ms": round(statistics.median(times), 2),
+                    "p95Ms": round(pct(times, 0.95), 2),
+                    "p99Ms": round(pct(times, 0.99), 2),
+                }
         finally:
             await mgr.close()
         ws_lat = await via_gateway(Path(tmp), qs, turns=turns) if gateway else None
     return {
-        "size": chunks, "files": st["files"], "chunks": st["chunks"], "notes": notes, "sessions": sessions,
-        "generateS": round(gen_s, 2), "fullSyncS": round(full_s, 2),
-        "chunksPerS": round(st["chunks"] / full_s, 1), "embedded": full["chunksEmbedded"],
-        "warmS": round(warm_s, 2), "noopSyncMs": round(noop_s * 1000, 1), "noopUnchanged": noop["unchanged"],
-        "search": lat, "wsHybrid": ws_lat, "vectorBackend": st["vector"]["backend"],
+        "size": chunks,
+        "files": st["files"],
+        "chunks": st["chunks"],
+        "notes": notes,
+        "sessions": sessions,
+        "generateS": round(gen_s, 2),
+        "fullSyncS": round(full_s, 2),
+        "chunksPerS": round(st["chunks"] / full_s, 1),
+        "embedded": full["chunksEmbedded"],
+        "warmS": round(warm_s, 2),
+        "noopSyncMs": round(noop_s * 1000, 1),
+        "noopUnchanged": noop["unchanged"],
+        "search": lat,
+        "wsHybrid": ws_lat,
+        "vectorBackend": st["vector"]["backend"],
         "peakRssMb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
@@ -274,8 +301,12 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=50, help="chat turns timed with recall on and off (0: skip)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--via-gateway", action=argparse.BooleanOptionalAction, default=True,
-                    help="also time memory.search over the WebSocket to a real gateway subprocess (default: on)")
+    ap.add_argument(
+        "--via-gateway",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time memory.search over the WebSocket to a real gateway subprocess (default: on)",
+    )
     ap.add_argument("--chart", type=Path, help="PNG of latency and RSS against size (default: beside the JSON)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # run one size in this process, print JSON
     ap.add_argument("--one-noop", type=int, help=argparse.SUPPRESS)
@@ -290,31 +321,64 @@ def main() -> int:
     results = []
     for size in [int(s) for s in args.sizes.split(",") if s]:
         print(f"size {size} …", file=sys.stderr)
-        out = subprocess.run([sys.executable, __file__, "--one", str(size), "--queries", str(args.queries),
-                              "--seed", str(args.seed), "--turns", str(args.turns), "--via-gateway" if args.via_gateway else "--no-via-gateway"],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--one",
+                str(size),
+                "--queries",
+                str(args.queries),
+                "--seed",
+                str(args.seed),
+                "--turns",
+                str(args.turns),
+                "--via-gateway" if args.via_gateway else "--no-via-gateway",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
     noop = None
     if args.noop_files:
         print(f"no-op re-sync of {args.noop_files} files …", file=sys.stderr)
-        out = subprocess.run([sys.executable, __file__, "--one-noop", str(args.noop_files), "--seed", str(args.seed)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--one-noop", str(args.noop_files), "--seed", str(args.seed)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         noop = json.loads(out.stdout.strip().splitlines()[-1])
 
-    print(f"{'chunks':>8} {'files':>7} {'sync s':>8} {'chunks/s':>9} {'noop ms':>8} "
-          f"{'hyb p50':>8} {'hyb p95':>8} {'fts p50':>8} {'fts p95':>8} {'vec p50':>8} {'vec p95':>8} {'RSS MB':>7}"
-          + (f" {'ws p50':>8} {'ws p95':>8} {'ws p99':>8} {'gw RSS':>7}" if any(r.get("wsHybrid") for r in results) else ""))
+    print(
+        f"{'chunks':>8} {'files':>7} {'sync s':>8} {'chunks/s':>9} {'noop ms':>8} "
+        f"{'hyb p50':>8} {'hyb p95':>8} {'fts p50':>8} {'fts p95':>8} {'vec p50':>8} {'vec p95':>8} {'RSS MB':>7}"
+        + (
+            f" {'ws p50':>8} {'ws p95':>8} {'ws p99':>8} {'gw RSS':>7}"
+            if any(r.get("wsHybrid") for r in results)
+            else ""
+        )
+    )
     for r in results:
         s = r["search"]
-        print(f"{r['chunks']:>8} {r['files']:>7} {r['fullSyncS']:>8} {r['chunksPerS']:>9} {r['noopSyncMs']:>8} "
-              f"{s['hybrid']['p50Ms']:>8} {s['hybrid']['p95Ms']:>8} {s['fts']['p50Ms']:>8} {s['fts']['p95Ms']:>8} "
-              f"{s['vector']['p50Ms']:>8} {s['vector']['p95Ms']:>8} {r['peakRssMb']:>7}"
-              + (f" {w['p50Ms']:>8} {w['p95Ms']:>8} {w.get('p99Ms', '')!s:>8} {w['gatewayPeakRssMb']:>7}" if (w := r.get("wsHybrid")) else ""))
+        print(
+            f"{r['chunks']:>8} {r['files']:>7} {r['fullSyncS']:>8} {r['chunksPerS']:>9} {r['noopSyncMs']:>8} "
+            f"{s['hybrid']['p50Ms']:>8} {s['hybrid']['p95Ms']:>8} {s['fts']['p50Ms']:>8} {s['fts']['p95Ms']:>8} "
+            f"{s['vector']['p50Ms']:>8} {s['vector']['p95Ms']:>8} {r['peakRssMb']:>7}"
+            + (
+                f" {w['p50Ms']:>8} {w['p95Ms']:>8} {w.get('p99Ms', '')!s:>8} {w['gatewayPeakRssMb']:>7}"
+                if (w := r.get("wsHybrid"))
+                else ""
+            )
+        )
     for r in results:
-        if (fd := (r.get("wsHybrid") or {}).get("firstDelta")):
-            print(f"{r['chunks']:>8} chunks: chat.send → first chat.delta p50/p95 {fd['recallOnP50Ms']}/"
-                  f"{fd['recallOnP95Ms']} ms with recall, {fd['recallOffP50Ms']}/{fd['recallOffP95Ms']} ms without: "
-                  f"recall adds {fd['recallAddsP50Ms']}/{fd['recallAddsP95Ms']} ms")
+        if fd := (r.get("wsHybrid") or {}).get("firstDelta"):
+            print(
+                f"{r['chunks']:>8} chunks: chat.send → first chat.delta p50/p95 {fd['recallOnP50Ms']}/"
+                f"{fd['recallOnP95Ms']} ms with recall, {fd['recallOffP50Ms']}/{fd['recallOffP95Ms']} ms without: "
+                f"recall adds {fd['recallAddsP50Ms']}/{fd['recallAddsP95Ms']} ms"
+            )
     if noop:
         print(f"no-op re-sync of {noop['files']} files: {noop['noopSyncMs']} ms")
     path = args.out or ROOT / "bench-results" / f"memory-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -335,8 +399,10 @@ def draw_chart(results: list[dict], path: Path) -> bool:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("no chart: matplotlib is not installed (it is in the dev extras: ./scripts/test sets it up)",
-              file=sys.stderr)
+        print(
+            "no chart: matplotlib is not installed (it is in the dev extras: ./scripts/test sets it up)",
+            file=sys.stderr,
+        )
         return False
     xs = [r["chunks"] for r in results]
     fig, (lat, mem) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)

@@ -48,9 +48,14 @@ def pct(values: list[float], p: float) -> float:
 async def one(client: openai.AsyncOpenAI, i: int) -> tuple[float, float]:
     t0 = time.perf_counter()
     first = None
-    stream = await client.chat.completions.create(model="fake-model", stream=True, messages=[
-        {"role": "system", "content": "You are a helpful assistant."},
-        {"role": "user", "content": f"Question {i}: when is Anna's birthday and what does she like?"}])
+    stream = await client.chat.completions.create(
+        model="fake-model",
+        stream=True,
+        messages=[
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": f"Question {i}: when is Anna's birthday and what does she like?"},
+        ],
+    )
     async for chunk in stream:
         if first is None and chunk.choices and chunk.choices[0].delta.content:
             first = time.perf_counter() - t0
@@ -59,8 +64,12 @@ async def one(client: openai.AsyncOpenAI, i: int) -> tuple[float, float]:
 
 def summary(times: list[tuple[float, float]]) -> dict:
     ttft, total = [t[0] * 1000 for t in times], [t[1] * 1000 for t in times]
-    return {"ttft_p50_ms": round(pct(ttft, 50), 2), "ttft_p95_ms": round(pct(ttft, 95), 2),
-            "total_p50_ms": round(pct(total, 50), 2), "total_p95_ms": round(pct(total, 95), 2)}
+    return {
+        "ttft_p50_ms": round(pct(ttft, 50), 2),
+        "ttft_p95_ms": round(pct(ttft, 95), 2),
+        "total_p50_ms": round(pct(total, 50), 2),
+        "total_p95_ms": round(pct(total, 95), 2),
+    }
 
 
 async def main() -> int:
@@ -72,8 +81,12 @@ async def main() -> int:
     args = ap.parse_args()
 
     reply = " ".join(f"w{i}" for i in range(args.words))
-    fake = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fake_openai.py"), "--reply", reply],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    fake = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "fake_openai.py"), "--reply", reply],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         upstream = (await asyncio.to_thread(fake.stdout.readline)).strip()
         with tempfile.TemporaryDirectory() as tmp:
@@ -82,8 +95,9 @@ async def main() -> int:
             (state / "workspace" / "MEMORY.md").write_text(NOTES)
             memory = "false" if args.no_memory else "true"
             (state / "config.toml").write_text(
-                f"[memory]\nenabled = {memory}\n[memory.embeddings]\nprovider = \"openai\"\n"
-                f"baseUrl = \"{upstream}\"\n[memory.sync]\nsessionDebounceMs = 0\n")
+                f'[memory]\nenabled = {memory}\n[memory.embeddings]\nprovider = "openai"\n'
+                f'baseUrl = "{upstream}"\n[memory.sync]\nsessionDebounceMs = 0\n'
+            )
             gp = GatewayProcess(state, env={"OPENAI_BASE_URL": upstream}).start()
             try:
                 result = await measure(upstream, gp, args.requests)
@@ -94,12 +108,15 @@ async def main() -> int:
         fake.stdin.close()
         fake.wait(10)
 
-    result.update({"requests": args.requests, "words": args.words, "memory": not args.no_memory,
-                   "cpu_count": os.cpu_count()})
+    result.update(
+        {"requests": args.requests, "words": args.words, "memory": not args.no_memory, "cpu_count": os.cpu_count()}
+    )
     d, g, a = result["direct"], result["gateway"], result["added"]
     for name, r in (("direct", d), ("gateway", g), ("added", a)):
-        print(f"{name:<8} time to first token p50 {r['ttft_p50_ms']:7.2f} ms  p95 {r['ttft_p95_ms']:7.2f} ms   "
-              f"total p50 {r['total_p50_ms']:7.2f} ms  p95 {r['total_p95_ms']:7.2f} ms")
+        print(
+            f"{name:<8} time to first token p50 {r['ttft_p50_ms']:7.2f} ms  p95 {r['ttft_p95_ms']:7.2f} ms   "
+            f"total p50 {r['total_p50_ms']:7.2f} ms  p95 {r['total_p95_ms']:7.2f} ms"
+        )
     print(f"recalled in the last request: {result['recalled']} sources")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -111,8 +128,10 @@ async def main() -> int:
 async def measure(upstream: str, gp: GatewayProcess, n: int) -> dict:
     assert gp.http_url is not None, "the gateway did not report its HTTP API listener"
     direct_times, gateway_times = [], []
-    async with openai.AsyncOpenAI(base_url=upstream, api_key="unused", max_retries=0) as direct, \
-            openai.AsyncOpenAI(base_url=gp.http_url + "/v1", api_key=gp.token, max_retries=0) as gateway:
+    async with (
+        openai.AsyncOpenAI(base_url=upstream, api_key="unused", max_retries=0) as direct,
+        openai.AsyncOpenAI(base_url=gp.http_url + "/v1", api_key=gp.token, max_retries=0) as gateway,
+    ):
         for i in range(3):  # warm both paths (connections, the index's first query)
             await one(direct, -i)
             await one(gateway, -i)
@@ -120,10 +139,15 @@ async def measure(upstream: str, gp: GatewayProcess, n: int) -> dict:
             direct_times.append(await one(direct, i))
             gateway_times.append(await one(gateway, i))
         raw = await gateway.chat.completions.with_raw_response.create(
-            model="fake-model", messages=[{"role": "user", "content": "When is Anna's birthday?"}])
+            model="fake-model", messages=[{"role": "user", "content": "When is Anna's birthday?"}]
+        )
     d, g = summary(direct_times), summary(gateway_times)
-    return {"direct": d, "gateway": g, "added": {k: round(g[k] - d[k], 2) for k in d},
-            "recalled": len(orjson.loads(raw.headers["x-jarvis-memory"]))}
+    return {
+        "direct": d,
+        "gateway": g,
+        "added": {k: round(g[k] - d[k], 2) for k in d},
+        "recalled": len(orjson.loads(raw.headers["x-jarvis-memory"])),
+    }
 
 
 if __name__ == "__main__":

@@ -49,8 +49,9 @@ async def health_load(url: str, token: str, connections: int, seconds: float, de
 
     async def one_connection() -> None:
         nonlocal errors
-        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"},
-                           compression=None, max_queue=None) as ws:
+        async with connect(
+            url, additional_headers={"Authorization": f"Bearer {token}"}, compression=None, max_queue=None
+        ) as ws:
             sent: dict[int, float] = {}
             next_id = 0
 
@@ -75,9 +76,14 @@ async def health_load(url: str, token: str, connections: int, seconds: float, de
     await asyncio.gather(*(one_connection() for _ in range(connections)))
     elapsed = time.monotonic() - t0
     return {
-        "connections": connections, "depth": depth, "seconds": round(elapsed, 2), "requests": len(latencies),
-        "errors": errors, "rps": round(len(latencies) / elapsed, 1),
-        "p50_ms": round(pct(latencies, 50) * 1000, 2), "p99_ms": round(pct(latencies, 99) * 1000, 2),
+        "connections": connections,
+        "depth": depth,
+        "seconds": round(elapsed, 2),
+        "requests": len(latencies),
+        "errors": errors,
+        "rps": round(len(latencies) / elapsed, 1),
+        "p50_ms": round(pct(latencies, 50) * 1000, 2),
+        "p99_ms": round(pct(latencies, 99) * 1000, 2),
     }
 
 
@@ -138,8 +144,12 @@ async def delta_latency(state: Path, words: int, chunk_delay: float) -> dict:
         finally:
             gp.signal()
             gp.wait(20)
-    return {"deltas": len(added), "p50_ms": round(pct(added, 50) * 1000, 2),
-            "p99_ms": round(pct(added, 99) * 1000, 2), "mean_ms": round(statistics.fmean(added) * 1000, 2)}
+    return {
+        "deltas": len(added),
+        "p50_ms": round(pct(added, 50) * 1000, 2),
+        "p99_ms": round(pct(added, 99) * 1000, 2),
+        "mean_ms": round(statistics.fmean(added) * 1000, 2),
+    }
 
 
 async def main() -> int:
@@ -165,14 +175,23 @@ async def main() -> int:
         delta = await delta_latency(Path(tmp) / "chat", words=60, chunk_delay=0.005)
 
     ratio = round(load["rps"] / echo["rps"], 3) if echo["rps"] else float("nan")
-    result = {"system.health": load, "echo": echo, "ratioToEcho": ratio, "chat.delta": delta,
-              "cpu_count": os.cpu_count()}
+    result = {
+        "system.health": load,
+        "echo": echo,
+        "ratioToEcho": ratio,
+        "chat.delta": delta,
+        "cpu_count": os.cpu_count(),
+    }
     for name, r in (("echo server", echo), ("system.health", load)):
-        print(f"{name:<14} {r['connections']} connections × depth {r['depth']}, {r['seconds']} s: "
-              f"{r['rps']:,.0f} req/s   p50 {r['p50_ms']} ms   p99 {r['p99_ms']} ms   errors {r['errors']}")
+        print(
+            f"{name:<14} {r['connections']} connections × depth {r['depth']}, {r['seconds']} s: "
+            f"{r['rps']:,.0f} req/s   p50 {r['p50_ms']} ms   p99 {r['p99_ms']} ms   errors {r['errors']}"
+        )
     print(f"gateway / echo throughput: {ratio:.2f}×")
-    print(f"chat.delta     provider → client added latency over {delta['deltas']} deltas: "
-          f"p50 {delta['p50_ms']} ms   p99 {delta['p99_ms']} ms")
+    print(
+        f"chat.delta     provider → client added latency over {delta['deltas']} deltas: "
+        f"p50 {delta['p50_ms']} ms   p99 {delta['p99_ms']} ms"
+    )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))

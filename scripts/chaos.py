@@ -72,8 +72,6 @@ from tests.system.hostile.test_hostile import frame, raw_ws  # noqa: E402
 NOFILE = 8192  # the unit's LimitNOFILE
 
 
-
-
 def proc_stats(pid: int) -> dict[str, int]:
     fields = {}
     with open(f"/proc/{pid}/status") as fh:
@@ -81,8 +79,11 @@ def proc_stats(pid: int) -> dict[str, int]:
             key, _, value = line.partition(":")
             if key in ("VmRSS", "Threads"):
                 fields[key] = int(value.split()[0])
-    return {"rssMB": round(fields.get("VmRSS", 0) / 1024), "fds": len(os.listdir(f"/proc/{pid}/fd")),
-            "threads": fields.get("Threads", 0)}
+    return {
+        "rssMB": round(fields.get("VmRSS", 0) / 1024),
+        "fds": len(os.listdir(f"/proc/{pid}/fd")),
+        "threads": fields.get("Threads", 0),
+    }
 
 
 def p99(values: list[float]) -> float:
@@ -136,8 +137,10 @@ async def attack_agents(gw: GatewayProcess, n: int) -> str:
             other += exc.code != -32009
     health = await c.call("system.health")
     await c.close()
-    return (f"{ok} created, {refused} refused (-32009 agents.max), {other} other errors; "
-            f"{health['agents']['open']} open (maxOpen {health['agents']['maxOpen']})")
+    return (
+        f"{ok} created, {refused} refused (-32009 agents.max), {other} other errors; "
+        f"{health['agents']['open']} open (maxOpen {health['agents']['maxOpen']})"
+    )
 
 
 async def attack_big_replies(gw: GatewayProcess) -> str:
@@ -166,8 +169,10 @@ async def attack_runaway(gw: GatewayProcess) -> str:
     history = await c.call("sessions.history", {"sessionKey": key})
     await c.close()
     chars = len(final["params"].get("message", {}).get("content", ""))
-    return (f"{final['method']} with {chars} chars, truncated={final['params'].get('truncated', False)}; "
-            f"history readable: {len(history['messages'])} messages")
+    return (
+        f"{final['method']} with {chars} chars, truncated={final['params'].get('truncated', False)}; "
+        f"history readable: {len(history['messages'])} messages"
+    )
 
 
 async def attack_auth(gw: GatewayProcess) -> str:
@@ -192,8 +197,10 @@ async def attack_auth(gw: GatewayProcess) -> str:
             header_ok = True
     except InvalidStatus:
         header_ok = False
-    return (f"wrong tokens answered {dict(sorted(codes.items()))}; right token from the same address: "
-            f"{'accepted' if ok else 'REFUSED'} in {ms:.0f} ms (frame), {'accepted' if header_ok else 'REFUSED'} (header)")
+    return (
+        f"wrong tokens answered {dict(sorted(codes.items()))}; right token from the same address: "
+        f"{'accepted' if ok else 'REFUSED'} in {ms:.0f} ms (frame), {'accepted' if header_ok else 'REFUSED'} (header)"
+    )
 
 
 async def attack_half_open(gw: GatewayProcess) -> str:
@@ -229,8 +236,10 @@ async def attack_half_open(gw: GatewayProcess) -> str:
         for s in socks:
             s.close()
     await c.close()
-    return (f"{opened} half-open sockets; gateway fds peak {peak} of {NOFILE}; requests during it: {codes}; "
-            f"chat.send → {chat}; a new client got in in {joined:.0f} ms")
+    return (
+        f"{opened} half-open sockets; gateway fds peak {peak} of {NOFILE}; requests during it: {codes}; "
+        f"chat.send → {chat}; a new client got in in {joined:.0f} ms"
+    )
 
 
 async def attack_non_readers(gw: GatewayProcess) -> str:
@@ -292,8 +301,10 @@ async def attack_corrupt(gw: GatewayProcess, state: Path) -> tuple[str, GatewayP
     status = await c.call("memory.status")
     await c.close()
     aside = len(status.get("corrupt", []))
-    return (f"gateway up, chat {'ok' if chat_ok else 'FAILED'}; index rebuilt: {status['chunks']} chunks "
-            f"(before: {before}); {aside} damaged file(s) set aside"), gw
+    return (
+        f"gateway up, chat {'ok' if chat_ok else 'FAILED'}; index rebuilt: {status['chunks']} chunks "
+        f"(before: {before}); {aside} damaged file(s) set aside"
+    ), gw
 
 
 class OutsideReader:
@@ -381,10 +392,12 @@ async def attack_outside_reader(gw: GatewayProcess, seconds: float) -> tuple[str
     problems: list[str] = []
     sessions_dir = state / "agents" / "main" / "sessions"
     for key in keys:
-        records = [orjson.loads(line) for line in (sessions_dir / f"{key}.jsonl").read_bytes().split(b"\n")
-                   if line.strip()]  # a torn last line would fail here too: there must be none
-        users = Counter(r["message"]["content"] for r in records if r.get("type") == "message"
-                        and r["message"]["role"] == "user")
+        records = [
+            orjson.loads(line) for line in (sessions_dir / f"{key}.jsonl").read_bytes().split(b"\n") if line.strip()
+        ]  # a torn last line would fail here too: there must be none
+        users = Counter(
+            r["message"]["content"] for r in records if r.get("type") == "message" and r["message"]["role"] == "user"
+        )
         ids = Counter(r["id"] for r in records if r.get("type") == "message")
         problems += [f"{key[:8]}: acknowledged message seen {users[t]}x" for t in sent[key] if users[t] != 1]
         problems += [f"{key[:8]}: reply {m} seen {ids[m]}x" for m in finals[key] if ids[m] != 1]
@@ -392,8 +405,9 @@ async def attack_outside_reader(gw: GatewayProcess, seconds: float) -> tuple[str
     try:
         check = db.execute("PRAGMA integrity_check").fetchone()[0]
         files = {r[0] for r in db.execute("SELECT path FROM files")}
-        dups = db.execute("SELECT count(*) FROM (SELECT 1 FROM chunks GROUP BY path, start_line, end_line, hash "
-                          "HAVING count(*) > 1)").fetchone()[0]
+        dups = db.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM chunks GROUP BY path, start_line, end_line, hash HAVING count(*) > 1)"
+        ).fetchone()[0]
     finally:
         db.close()
     lost = [p for p in indexed if p not in files]
@@ -410,18 +424,21 @@ async def attack_outside_reader(gw: GatewayProcess, seconds: float) -> tuple[str
     status = await c.call("memory.status")
     await c.close()
     acked = sum(len(v) for v in sent.values())
-    result = (f"{reader.opens} outside opens ({reader.errors} busy); SIGKILL after {acked} messages, "
-              f"{sum(len(v) for v in finals.values())} replies, {len(indexed)} notes synced: "
-              + ("; ".join(problems) if problems else "all there, integrity_check ok")
-              + f"; restarted: {status['files']} files indexed")
+    result = (
+        f"{reader.opens} outside opens ({reader.errors} busy); SIGKILL after {acked} messages, "
+        f"{sum(len(v) for v in finals.values())} replies, {len(indexed)} notes synced: "
+        + ("; ".join(problems) if problems else "all there, integrity_check ok")
+        + f"; restarted: {status['files']} files indexed"
+    )
     return result, not problems
 
 
 def reader_gateway(state: Path, embeddings: str) -> GatewayProcess:
     """The gateway attack 5 works on: its own state dir, offline replies, 200 notes."""
     state.mkdir()
-    (state / "config.toml").write_text(f'[memory.embeddings]\nprovider = "{embeddings}"\n'
-                                       '[chat]\nofflineDeltaDelay = 0.005\n')
+    (state / "config.toml").write_text(
+        f'[memory.embeddings]\nprovider = "{embeddings}"\n[chat]\nofflineDeltaDelay = 0.005\n'
+    )
     notes = state / "workspace" / "memory"
     notes.mkdir(parents=True)
     for i in range(200):
@@ -510,21 +527,41 @@ async def attack_vectors(gw: GatewayProcess, state: Path, script: Callable[[list
     st = await c.call("memory.status")
     res = await c.call("memory.search", {"query": "nan heron quarry", "mode": "vector"})
     await c.close()
-    healed = st["vector"]["missing"] == 0 and not res.get("degraded") and \
-        res["results"] and res["results"][0]["path"] == "memory/chaos-nan.md"
+    healed = (
+        st["vector"]["missing"] == 0
+        and not res.get("degraded")
+        and res["results"]
+        and res["results"][0]["path"] == "memory/chaos-nan.md"
+    )
     if "FAILED" in " ".join(out) or not healed:
         raise AssertionError("; ".join(out) + f"; healed: {healed}")
     return "; ".join(out) + "; healthy again: 0 without vectors, vector search finds the notes"
 
 
-ATTACKS = ("agents", "big-batch", "runaway", "auth", "corrupt", "reader", "scan", "vectors", "half-open",
-           "non-readers", "ping-flood")
+ATTACKS = (
+    "agents",
+    "big-batch",
+    "runaway",
+    "auth",
+    "corrupt",
+    "reader",
+    "scan",
+    "vectors",
+    "half-open",
+    "non-readers",
+    "ping-flood",
+)
 
 
 async def main_async(args: argparse.Namespace) -> int:
     # The fake upstream runs in its own process: in this one it would share the bystander's GIL.
-    fake = subprocess.Popen([sys.executable, "-m", "tests.fake_openai", "--reply", "runaway ", "--repeat",
-                             "250000"], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    fake = subprocess.Popen(
+        [sys.executable, "-m", "tests.fake_openai", "--reply", "runaway ", "--repeat", "250000"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     base_url = fake.stdout.readline().strip()
 
     async def script(behaviour: list) -> None:
@@ -540,9 +577,14 @@ async def main_async(args: argparse.Namespace) -> int:
 
 
 def _row(name: str, result: str, t0: float, before: dict, gw: GatewayProcess, p99_ms: float | None) -> dict[str, Any]:
-    return {"attack": name, "result": result, "seconds": round(time.perf_counter() - t0, 1), "before": before,
-            "after": proc_stats(gw.proc.pid) if gw.proc is not None and gw.proc.poll() is None else {},
-            "bystanderP99Ms": p99_ms}
+    return {
+        "attack": name,
+        "result": result,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "before": before,
+        "after": proc_stats(gw.proc.pid) if gw.proc is not None and gw.proc.poll() is None else {},
+        "bystanderP99Ms": p99_ms,
+    }
 
 
 async def _run(args: argparse.Namespace, base_url: str, script: Callable[[list], Awaitable[None]]) -> int:
@@ -555,20 +597,27 @@ async def _run(args: argparse.Namespace, base_url: str, script: Callable[[list],
         if only - {"reader"}:
             state = Path(tmp) / "state"
             state.mkdir()
-            openai = f'baseUrl = "{base_url}"\napiKey = "chaos"\ndims = 64\nmaxRetries = 0\n' \
-                if args.embeddings == "openai" else ""
+            openai = (
+                f'baseUrl = "{base_url}"\napiKey = "chaos"\ndims = 64\nmaxRetries = 0\n'
+                if args.embeddings == "openai"
+                else ""
+            )
             (state / "config.toml").write_text(
                 f'[memory.embeddings]\nprovider = "{args.embeddings}"\n{openai}'
-                '[chat]\nofflineDeltaDelay = 0.0\nmaxReplyChars = 200000\n'
+                "[chat]\nofflineDeltaDelay = 0.0\nmaxReplyChars = 200000\n"
                 # Send buffers small enough that a subscriber which stops reading during a long reply
                 # goes over maxSendBuffer + maxReplyBytes (with the kernel's buffers): a slow consumer.
-                '[server]\nmaxSendBuffer = 262144\nmaxReplyBytes = 2228224\n')
+                "[server]\nmaxSendBuffer = 262144\nmaxReplyBytes = 2228224\n"
+            )
             notes = state / "workspace" / "memory"
             notes.mkdir(parents=True)
             for i in range(200):
                 (notes / f"note-{i:03}.md").write_text(f"# Note {i}\n\n" + f"some words about topic {i}. " * 50)
-            gw = GatewayProcess(state, env={"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "chaos",
-                                            "JARVIS_CHAT_MODEL": "fake"}, nofile=NOFILE)
+            gw = GatewayProcess(
+                state,
+                env={"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "chaos", "JARVIS_CHAT_MODEL": "fake"},
+                nofile=NOFILE,
+            )
             gw.start(timeout=120)
             bystander = Bystander()
             await bystander.start(gw)
@@ -608,8 +657,9 @@ async def _run(args: argparse.Namespace, base_url: str, script: Callable[[list],
             failed = failed or bystander.failures > 0
         if "reader" in only:
             # its own gateway, killed at the end; the fake server's embeddings are not needed there
-            other = reader_gateway(Path(tmp) / "reader-state", "none" if args.embeddings == "openai"
-                                   else args.embeddings)
+            other = reader_gateway(
+                Path(tmp) / "reader-state", "none" if args.embeddings == "openai" else args.embeddings
+            )
             watcher = Bystander()
             await watcher.start(other)
             before = proc_stats(other.proc.pid)
@@ -627,14 +677,20 @@ async def _run(args: argparse.Namespace, base_url: str, script: Callable[[list],
     for r in rows:
         b, a = r["before"], r["after"]
         p = "—" if r["bystanderP99Ms"] is None else f"{r['bystanderP99Ms']:.1f}"
-        print(f"{r['attack']:<22} {b.get('rssMB', 0):>4} → {a.get('rssMB', 0):<4} {b.get('fds', 0):>4} → "
-              f"{a.get('fds', 0):<4} {b.get('threads', 0):>3} → {a.get('threads', 0):<3} {p:>7}  {r['result']}")
+        print(
+            f"{r['attack']:<22} {b.get('rssMB', 0):>4} → {a.get('rssMB', 0):<4} {b.get('fds', 0):>4} → "
+            f"{a.get('fds', 0):<4} {b.get('threads', 0):>3} → {a.get('threads', 0):<3} {p:>7}  {r['result']}"
+        )
     failures = bystander.failures if bystander is not None else 0
     print(f"bystander: {failures} failed health calls")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"rows": rows, "bystanderFailures": failures,
-                               "agents": args.agents, "embeddings": args.embeddings}, indent=2))
+    out.write_text(
+        json.dumps(
+            {"rows": rows, "bystanderFailures": failures, "agents": args.agents, "embeddings": args.embeddings},
+            indent=2,
+        )
+    )
     print(f"wrote {out}")
     return 1 if failed else 0
 
@@ -642,13 +698,25 @@ async def _run(args: argparse.Namespace, base_url: str, script: Callable[[list],
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--agents", type=int, default=300, help="distinct agents to create (default 300)")
-    ap.add_argument("--embeddings", choices=("none", "local", "openai"), default="none",
-                    help="memory embeddings of the gateway under attack (default none: FTS only, quicker; "
-                         "openai: the fake server's, chosen when the vectors attack runs)")
-    ap.add_argument("--only", default="", metavar="NAME[,NAME]",
-                    help=f"run only these attacks, of: {', '.join(ATTACKS)} (default all)")
-    ap.add_argument("--reader-seconds", type=float, default=20.0,
-                    help="how long the outside reader attack works before its SIGKILL (default 20)")
+    ap.add_argument(
+        "--embeddings",
+        choices=("none", "local", "openai"),
+        default="none",
+        help="memory embeddings of the gateway under attack (default none: FTS only, quicker; "
+        "openai: the fake server's, chosen when the vectors attack runs)",
+    )
+    ap.add_argument(
+        "--only",
+        default="",
+        metavar="NAME[,NAME]",
+        help=f"run only these attacks, of: {', '.join(ATTACKS)} (default all)",
+    )
+    ap.add_argument(
+        "--reader-seconds",
+        type=float,
+        default=20.0,
+        help="how long the outside reader attack works before its SIGKILL (default 20)",
+    )
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "chaos.json"))
     args = ap.parse_args()
     args.only = set(args.only.split(",")) if args.only else set(ATTACKS)

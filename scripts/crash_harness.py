@@ -33,8 +33,11 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="jarvis-crash-") as tmp:
         try:
-            res = asyncio.run(crash_rounds(Path(tmp), min(args.rounds, 200), args.seed, args.notes,
-                                           memory=False if args.no_memory else None))
+            res = asyncio.run(
+                crash_rounds(
+                    Path(tmp), min(args.rounds, 200), args.seed, args.notes, memory=False if args.no_memory else None
+                )
+            )
             res["ok"] = True
         except AssertionError as exc:
             res = {"ok": False, "error": str(exc)[:2000], "seed": args.seed}

@@ -85,14 +85,25 @@ class Ledger:
         self.outcomes: Counter[str] = Counter()
 
 
-async def chatter(url: str, token: str, stats: Stats, ledger: Ledger, key: str, stop_at: float, rng: random.Random,
-                  keys: list[str], memory: bool) -> None:
+async def chatter(
+    url: str,
+    token: str,
+    stats: Stats,
+    ledger: Ledger,
+    key: str,
+    stop_at: float,
+    rng: random.Random,
+    keys: list[str],
+    memory: bool,
+) -> None:
     c = await connect_client(url, token)
     try:
         n = 0
         while time.monotonic() < stop_at and stats.requests < MAX_REQUESTS:
             n += 1
-            text = f"soak {key[:8]} turn {n} " + " ".join(rng.choices(["alpha", "bravo", "delta", "kilo"], k=rng.randint(1, 12)))
+            text = f"soak {key[:8]} turn {n} " + " ".join(
+                rng.choices(["alpha", "bravo", "delta", "kilo"], k=rng.randint(1, 12))
+            )
             t0 = time.perf_counter()
             try:
                 r = await stats.call(c, "chat.send", {"sessionKey": key, "message": text})
@@ -128,7 +139,9 @@ async def chatter(url: str, token: str, stats: Stats, ledger: Ledger, key: str, 
         await c.close()
 
 
-async def subscriber(url: str, token: str, stats: Stats, ledger: Ledger, key: str, sid: str, done: asyncio.Event) -> None:
+async def subscriber(
+    url: str, token: str, stats: Stats, ledger: Ledger, key: str, sid: str, done: asyncio.Event
+) -> None:
     c = await connect_client(url, token)
     try:
         await stats.call(c, "sessions.subscribe", {"sessionKey": key})
@@ -144,8 +157,9 @@ async def subscriber(url: str, token: str, stats: Stats, ledger: Ledger, key: st
         await c.close()
 
 
-async def reader(url: str, token: str, stats: Stats, keys: list[str], stop_at: float, rng: random.Random,
-                 memory: bool) -> None:
+async def reader(
+    url: str, token: str, stats: Stats, keys: list[str], stop_at: float, rng: random.Random, memory: bool
+) -> None:
     c = await connect_client(url, token)
     try:
         while time.monotonic() < stop_at and stats.requests < MAX_REQUESTS:
@@ -158,8 +172,9 @@ async def reader(url: str, token: str, stats: Stats, keys: list[str], stop_at: f
                 elif roll < 0.85 or not memory:
                     await stats.call(c, "sessions.history", {"sessionKey": rng.choice(keys), "limit": 20})
                 else:
-                    await stats.call(c, "memory.search", {"query": rng.choice(["alpha", "bravo delta", "soak turn"]),
-                                                          "k": 5})
+                    await stats.call(
+                        c, "memory.search", {"query": rng.choice(["alpha", "bravo delta", "soak turn"]), "k": 5}
+                    )
             except (RpcError, TimeoutError):
                 pass
             await asyncio.sleep(rng.uniform(0.05, 0.25))
@@ -215,8 +230,11 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         state = Path(tmp) / "state"
         state.mkdir()
         cfg = f"[server]\nmaxConnections = {max(256, args.connections + 16)}\n[chat]\nofflineDeltaDelay = 0.01\n"
-        cfg += ('[memory]\nenabled = true\n[memory.embeddings]\nprovider = "none"\n' if memory
-                else "[memory]\nenabled = false\n")
+        cfg += (
+            '[memory]\nenabled = true\n[memory.embeddings]\nprovider = "none"\n'
+            if memory
+            else "[memory]\nenabled = false\n"
+        )
         (state / "config.toml").write_text(cfg)
         if memory:
             notes = state / "workspace" / "memory"
@@ -227,8 +245,10 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         stats, ledger = Stats(), Ledger()
         try:
             setup = await connect_client(gw.url, gw.token)
-            keys = [(await setup.call("sessions.create", {"label": f"soak {i}"}))["sessionKey"]
-                    for i in range(args.sessions)]
+            keys = [
+                (await setup.call("sessions.create", {"label": f"soak {i}"}))["sessionKey"]
+                for i in range(args.sessions)
+            ]
             await setup.close()
             rss_start = rss_kib(gw.proc.pid)
             n_sub = min(args.sessions, max(0, args.connections - args.sessions))
@@ -236,13 +256,19 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             t0 = time.monotonic()
             stop_at = t0 + args.seconds
             done = asyncio.Event()
-            subs = [asyncio.create_task(subscriber(gw.url, gw.token, stats, ledger, keys[i], f"s{i}", done))
-                    for i in range(n_sub)]
+            subs = [
+                asyncio.create_task(subscriber(gw.url, gw.token, stats, ledger, keys[i], f"s{i}", done))
+                for i in range(n_sub)
+            ]
             await asyncio.sleep(1.0)  # subscriptions in place before the first send
-            workers = [chatter(gw.url, gw.token, stats, ledger, keys[i], stop_at, random.Random(rng.random()), keys, memory)
-                       for i in range(args.sessions)]
-            workers += [reader(gw.url, gw.token, stats, keys, stop_at, random.Random(rng.random()), memory)
-                        for _ in range(n_read)]
+            workers = [
+                chatter(gw.url, gw.token, stats, ledger, keys[i], stop_at, random.Random(rng.random()), keys, memory)
+                for i in range(args.sessions)
+            ]
+            workers += [
+                reader(gw.url, gw.token, stats, keys, stop_at, random.Random(rng.random()), memory)
+                for _ in range(n_read)
+            ]
             health_conns = 0
 
             async def peek() -> None:
@@ -272,15 +298,25 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             problems.append("a traceback in the gateway log")
     total = sum(len(v) for k, v in stats.lat.items() if "→" not in k)
     return {
-        "seconds": round(elapsed, 1), "connections": args.connections, "connectionsSeenByServer": health_conns,
-        "sessions": args.sessions, "subscribers": n_sub, "readers": n_read, "memory": memory,
-        "requests": total, "rps": round(total / elapsed, 1),
-        "chatRuns": sum(len(t) for t in ledger.turns.values()), "outcomes": dict(ledger.outcomes),
-        "latencyMs": {m: {"n": len(v), "p50": round(pct(v, 50) * 1000, 1), "p99": round(pct(v, 99) * 1000, 1)}
-                      for m, v in sorted(stats.lat.items())},
+        "seconds": round(elapsed, 1),
+        "connections": args.connections,
+        "connectionsSeenByServer": health_conns,
+        "sessions": args.sessions,
+        "subscribers": n_sub,
+        "readers": n_read,
+        "memory": memory,
+        "requests": total,
+        "rps": round(total / elapsed, 1),
+        "chatRuns": sum(len(t) for t in ledger.turns.values()),
+        "outcomes": dict(ledger.outcomes),
+        "latencyMs": {
+            m: {"n": len(v), "p50": round(pct(v, 50) * 1000, 1), "p99": round(pct(v, 99) * 1000, 1)}
+            for m, v in sorted(stats.lat.items())
+        },
         "errorsByCode": dict(stats.errors),
         "rssKiB": {"start": rss_start, "end": rss_end},
-        "problems": problems, "ok": not problems,
+        "problems": problems,
+        "ok": not problems,
     }
 
 

@@ -1,8 +1,8 @@
 """Hostile clients shared by tests/system/hostile/test_exhaustion.py and scripts/chaos.py.
 
-    half_open_flood(port, socks, n)   non-blocking connects that never send a byte
-    ping_flood(port, sockets, s)      a subprocess: sockets that upgrade, never authenticate and send
-                                      pings as fast as they can; prints how many the gateway cut
+half_open_flood(port, socks, n)   non-blocking connects that never send a byte
+ping_flood(port, sockets, s)      a subprocess: sockets that upgrade, never authenticate and send
+                                  pings as fast as they can; prints how many the gateway cut
 """
 
 from __future__ import annotations
@@ -43,8 +43,9 @@ print(len(cut))
 
 def ping_flood(port: int, sockets: int = 16, seconds: float = 4.0) -> subprocess.Popen[bytes]:
     """Start the flood in its own process (in the caller's, it would share a bystander's GIL)."""
-    return subprocess.Popen([sys.executable, "-c", PING_FLOOD, str(port), str(sockets), str(seconds)],
-                            stdout=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", PING_FLOOD, str(port), str(sockets), str(seconds)], stdout=subprocess.PIPE
+    )
 
 
 async def half_open_flood(port: int, socks: list[socket.socket], n: int = 3000, batch: int = 50) -> None:

@@ -27,6 +27,7 @@ def pytest_collection_modifyitems(config, items):
             if len(rel) > 1 and rel[1] == "browser":
                 item.add_marker(pytest.mark.browser)
 
+
 from tests.helpers import RunningGateway, make_config
 
 

@@ -60,7 +60,7 @@ def input_vector(item: Any, dims: int) -> list[float]:
     """A text's bag of words; an image part's (data URL) bag of 4-byte shingles of its bytes."""
     if isinstance(item, dict) and item.get("type") == "image_url":
         data = base64.b64decode(item["image_url"]["url"].split(",", 1)[1])
-        return bag_of_words_vector(" ".join(data[i:i + 4].hex() for i in range(0, len(data), 4)), dims)
+        return bag_of_words_vector(" ".join(data[i : i + 4].hex() for i in range(0, len(data), 4)), dims)
     return bag_of_words_vector(str(item), dims)
 
 
@@ -139,8 +139,16 @@ class FakeOpenAI:
                 path = self.path.split("?")[0]
                 api.requests.append({"path": path, "body": None})
                 if path.endswith("/models") and api.models is not None:
-                    self._json(200, {"object": "list", "data": [
-                        {"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in api.models]})
+                    self._json(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [
+                                {"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"}
+                                for m in api.models
+                            ],
+                        },
+                    )
                     return
                 self._json(404, {"error": {"message": "no such endpoint"}})
 
@@ -153,8 +161,9 @@ class FakeOpenAI:
                 kind = behaviour[0]
                 if kind == "status":
                     code, headers = behaviour[1], (behaviour[2] if len(behaviour) > 2 else {})
-                    self._json(code, {"error": {"message": f"fake error {code}", "type": "fake", "code": code}},
-                               headers)
+                    self._json(
+                        code, {"error": {"message": f"fake error {code}", "type": "fake", "code": code}}, headers
+                    )
                     return
                 if kind == "hang":
                     time.sleep(behaviour[1])
@@ -173,21 +182,41 @@ class FakeOpenAI:
                     inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
                     dims = int(body.get("dimensions") or api.dims)
                     bad = {"nan": [math.nan] * dims, "zero": [0.0] * dims, "null": None}
-                    data = [{"object": "embedding", "index": i,
-                             "embedding": bad[behaviour[1]] if kind == "vectors" else input_vector(t, dims)}
-                            for i, t in enumerate(inputs)]
-                    self._json(200, {"object": "list", "data": data, "model": body.get("model", "fake"),
-                                     "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+                    data = [
+                        {
+                            "object": "embedding",
+                            "index": i,
+                            "embedding": bad[behaviour[1]] if kind == "vectors" else input_vector(t, dims),
+                        }
+                        for i, t in enumerate(inputs)
+                    ]
+                    self._json(
+                        200,
+                        {
+                            "object": "list",
+                            "data": data,
+                            "model": body.get("model", "fake"),
+                            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                        },
+                    )
                     return
                 if path.endswith("/chat/completions"):
                     try:
-                        if kind == "tools" and body.get("tools") and body.get("tool_choice") != "none" and body.get("stream"):
+                        if (
+                            kind == "tools"
+                            and body.get("tools")
+                            and body.get("tool_choice") != "none"
+                            and body.get("stream")
+                        ):
                             self._tool_calls(body, behaviour[1])
                         elif kind == "events":
                             self._events(behaviour[1])
                         else:
-                            self._chat(body, cut=behaviour[1] if kind == "cut" else None,
-                                       comments=behaviour[1:] if kind == "comments" else None)
+                            self._chat(
+                                body,
+                                cut=behaviour[1] if kind == "cut" else None,
+                                comments=behaviour[1:] if kind == "comments" else None,
+                            )
                     except (BrokenPipeError, ConnectionResetError):  # the client stopped reading: fine
                         with api._lock:
                             api.cancelled += 1
@@ -211,11 +240,27 @@ class FakeOpenAI:
                 return event
 
             def _end_stream(self, event: Any, model: str, finish: str, completion_tokens: int) -> None:
-                event({"id": "c1", "object": "chat.completion.chunk", "model": model,
-                       "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-                event({"id": "c1", "object": "chat.completion.chunk", "model": model, "choices": [],
-                       "usage": {"prompt_tokens": 5, "completion_tokens": completion_tokens,
-                                 "total_tokens": 5 + completion_tokens}})
+                event(
+                    {
+                        "id": "c1",
+                        "object": "chat.completion.chunk",
+                        "model": model,
+                        "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+                    }
+                )
+                event(
+                    {
+                        "id": "c1",
+                        "object": "chat.completion.chunk",
+                        "model": model,
+                        "choices": [],
+                        "usage": {
+                            "prompt_tokens": 5,
+                            "completion_tokens": completion_tokens,
+                            "total_tokens": 5 + completion_tokens,
+                        },
+                    }
+                )
                 event("[DONE]")
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
@@ -225,20 +270,37 @@ class FakeOpenAI:
                 event = self._start_stream()
 
                 def chunk(delta: dict[str, Any]) -> None:
-                    event({"id": "c1", "object": "chat.completion.chunk", "model": model,
-                           "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+                    event(
+                        {
+                            "id": "c1",
+                            "object": "chat.completion.chunk",
+                            "model": model,
+                            "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+                        }
+                    )
 
                 with api._lock:
                     first = api.calls_made
                     api.calls_made += len(calls)
                 for i, (name, arguments) in enumerate(calls):
                     text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-                    chunk({"role": "assistant", "content": None, "tool_calls": [
-                        {"index": i, "id": f"call_{first + i}", "type": "function",
-                         "function": {"name": name, "arguments": ""}}]})
+                    chunk(
+                        {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {
+                                    "index": i,
+                                    "id": f"call_{first + i}",
+                                    "type": "function",
+                                    "function": {"name": name, "arguments": ""},
+                                }
+                            ],
+                        }
+                    )
                     step = 7 if len(text) < 10_000 else 1 << 16  # a huge argument in big pieces
                     for at in range(0, len(text), step):
-                        chunk({"tool_calls": [{"index": i, "function": {"arguments": text[at:at + step]}}]})
+                        chunk({"tool_calls": [{"index": i, "function": {"arguments": text[at : at + step]}}]})
                 self._end_stream(event, model, "tool_calls", len(calls))
 
             def _events(self, payloads: list[Any]) -> None:
@@ -253,9 +315,26 @@ class FakeOpenAI:
                 pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
                 model = body.get("model", "fake")
                 if not body.get("stream"):
-                    self._json(200, {"id": "c1", "object": "chat.completion", "model": model, "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": api.reply}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 5, "completion_tokens": len(pieces), "total_tokens": 5 + len(pieces)}})
+                    self._json(
+                        200,
+                        {
+                            "id": "c1",
+                            "object": "chat.completion",
+                            "model": model,
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "message": {"role": "assistant", "content": api.reply},
+                                    "finish_reason": "stop",
+                                }
+                            ],
+                            "usage": {
+                                "prompt_tokens": 5,
+                                "completion_tokens": len(pieces),
+                                "total_tokens": 5 + len(pieces),
+                            },
+                        },
+                    )
                     return
                 event = self._start_stream()
                 for i, piece in enumerate(pieces):
@@ -264,8 +343,14 @@ class FakeOpenAI:
                         self.wfile.flush()
                         self.connection.shutdown(2)
                         return
-                    event({"id": "c1", "object": "chat.completion.chunk", "model": model,
-                           "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+                    event(
+                        {
+                            "id": "c1",
+                            "object": "chat.completion.chunk",
+                            "model": model,
+                            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+                        }
+                    )
                     api.chunk_times.append(time.monotonic())
                     if comments is not None and i == 0:  # a proxy that keeps the stream alive, forever-ish
                         for _ in range(comments[0]):
@@ -282,9 +367,11 @@ if __name__ == "__main__":  # a separate process, so that a benchmark's client d
     import argparse
     import sys
 
-    ap = argparse.ArgumentParser(description="Serve the fake OpenAI API until stdin closes. Each line on "
-                                             "stdin is a behaviour to script, as JSON (`[\"vectors\", \"nan\"]`), "
-                                             "answered `scripted` on stdout.")
+    ap = argparse.ArgumentParser(
+        description="Serve the fake OpenAI API until stdin closes. Each line on "
+        'stdin is a behaviour to script, as JSON (`["vectors", "nan"]`), '
+        "answered `scripted` on stdout."
+    )
     ap.add_argument("--reply", default="Hello from the fake model.", help="what chat completions stream")
     ap.add_argument("--repeat", type=int, default=1, help="the reply, this many times over")
     args = ap.parse_args()

@@ -30,9 +30,14 @@ def make_config(state_dir: Path, **overrides: Any) -> Config:
 
     Memory is off unless `memory=True` (the core tests don't need the embedding model)."""
     memory = overrides.pop("memory", False)
-    base: dict[str, Any] = {"stateDir": str(state_dir), "server.port": 0, "memory.enabled": memory,
-                            "chat.offlineDeltaDelay": 0.002, "memory.sync.watchDebounceMs": 100,
-                            "server.httpPort": 0}  # tests of the HTTP API ask for -1 (a free port)
+    base: dict[str, Any] = {
+        "stateDir": str(state_dir),
+        "server.port": 0,
+        "memory.enabled": memory,
+        "chat.offlineDeltaDelay": 0.002,
+        "memory.sync.watchDebounceMs": 100,
+        "server.httpPort": 0,
+    }  # tests of the HTTP API ask for -1 (a free port)
     base.update(overrides)
     return load_config(base, env={})
 
@@ -226,8 +231,7 @@ class RunningGateway:
 class GatewayProcess:
     """`jarvis serve` as a real subprocess, for signals and crash tests."""
 
-    def __init__(self, state_dir: Path, env: dict[str, str] | None = None, port: int = 0,
-                 nofile: int | None = None):
+    def __init__(self, state_dir: Path, env: dict[str, str] | None = None, port: int = 0, nofile: int | None = None):
         """`nofile`: the process's RLIMIT_NOFILE (soft and hard), as a unit's LimitNOFILE sets it."""
         self.state_dir = state_dir
         self.nofile = nofile
@@ -241,8 +245,9 @@ class GatewayProcess:
 
     @classmethod
     @contextlib.contextmanager
-    def running(cls, state_dir: Path, config_toml: str = "", env: dict[str, str] | None = None,
-                nofile: int | None = None):
+    def running(
+        cls, state_dir: Path, config_toml: str = "", env: dict[str, str] | None = None, nofile: int | None = None
+    ):
         """A started gateway with this config.toml (and no chat endpoint from the environment),
         killed on exit."""
         state_dir.mkdir(parents=True, exist_ok=True)
@@ -263,11 +268,17 @@ class GatewayProcess:
         fh = open(self.log, "ab")
         cmd = ["-m", "gateway.cli", "serve", "--port", str(self.port), "--log-format", "json"]
         if self.nofile is not None:  # set in the child, then exec (preexec_fn is unsafe with threads)
-            cmd = ["-c", "import os, resource, sys; n = int(sys.argv[1]); "
-                   "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)); "
-                   "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])", str(self.nofile), *cmd]
-        self.proc = subprocess.Popen([sys.executable, *cmd], cwd=ROOT, env=self.env, stdout=fh,
-                                     stderr=subprocess.STDOUT)
+            cmd = [
+                "-c",
+                "import os, resource, sys; n = int(sys.argv[1]); "
+                "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)); "
+                "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])",
+                str(self.nofile),
+                *cmd,
+            ]
+        self.proc = subprocess.Popen(
+            [sys.executable, *cmd], cwd=ROOT, env=self.env, stdout=fh, stderr=subprocess.STDOUT
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.log.read_bytes()[offset:].decode(errors="replace")
@@ -309,7 +320,7 @@ class GatewayProcess:
             except OSError:
                 continue
             if ".sqlite" in target and target.endswith(" (deleted)"):
-                found.append(Path(target[:-len(" (deleted)")]).name)
+                found.append(Path(target[: -len(" (deleted)")]).name)
         return sorted(found)
 
     def kill(self) -> None:

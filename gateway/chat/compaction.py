@@ -103,8 +103,14 @@ def _tokens(messages: list[dict[str, Any]]) -> int:
 
 
 class Compactor:
-    def __init__(self, config: Config, sessions: SessionStore, provider: ChatProvider,
-                 memory: "MemoryService | None", workspace: Path):
+    def __init__(
+        self,
+        config: Config,
+        sessions: SessionStore,
+        provider: ChatProvider,
+        memory: "MemoryService | None",
+        workspace: Path,
+    ):
         self.config = config
         self.sessions = sessions
         self.provider = provider
@@ -160,9 +166,17 @@ class Compactor:
                     await self.memory.sync_after_flush(session_key)
                 except Exception as exc:  # the file is written; the next sync indexes it
                     log.warning("memory sync after compaction failed", error=str(exc))
-            marker = {"type": "compaction", "id": str(uuid.uuid4()), "timestamp": now_iso(),
-                      "throughId": batch[-1]["id"], "messages": len(batch), "path": rel,
-                      "startLine": start, "endLine": end, "summary": summary}
+            marker = {
+                "type": "compaction",
+                "id": str(uuid.uuid4()),
+                "timestamp": now_iso(),
+                "throughId": batch[-1]["id"],
+                "messages": len(batch),
+                "path": rel,
+                "startLine": start,
+                "endLine": end,
+                "summary": summary,
+            }
             await self.sessions.append_records(session_key, marker)
             log.info("session compacted", session=session_key, messages=len(batch), path=rel)
         return {"compacted": len(batch), "path": rel, "startLine": start, "endLine": end}
@@ -172,8 +186,7 @@ class Compactor:
         if isinstance(self.provider, OfflineResponder):
             return extractive_summary(batch)
         transcript = "\n".join(f"{m['role']}: {m['content']}" for m in batch)
-        messages = [{"role": "system", "content": SUMMARY_PROMPT},
-                    {"role": "user", "content": transcript[-60_000:]}]
+        messages = [{"role": "system", "content": SUMMARY_PROMPT}, {"role": "user", "content": transcript[-60_000:]}]
         try:
             parts = [item.text async for item in self.provider.stream(messages) if isinstance(item, Delta)]
             text = "".join(parts).strip()
@@ -183,11 +196,14 @@ class Compactor:
             log.warning("model summary failed; using extractive", error=str(exc))
         return extractive_summary(batch)
 
-    def _write_memory(self, label: str, session_key: str, batch: list[dict[str, Any]],
-                      summary: str) -> tuple[str, int, int]:
+    def _write_memory(
+        self, label: str, session_key: str, batch: list[dict[str, Any]], summary: str
+    ) -> tuple[str, int, int]:
         """Append the summary to today's day file; return (relative path, first line, last line)."""
         first = parse_iso(batch[0].get("timestamp") or "")
         last = parse_iso(batch[-1].get("timestamp") or "")
         span = f"{first:%H:%M}–{last:%H:%M} UTC" if first and last else ""
-        section = f"## Conversation “{label}” {span}".rstrip() + f"\n\n<!-- session {session_key} -->\n{summary.strip()}\n"
+        section = (
+            f"## Conversation “{label}” {span}".rstrip() + f"\n\n<!-- session {session_key} -->\n{summary.strip()}\n"
+        )
         return append_to_day_file(self.workspace, datetime.now(timezone.utc).strftime("%Y-%m-%d"), section)

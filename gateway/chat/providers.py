@@ -51,8 +51,15 @@ class UpstreamError(Unavailable):
     """The upstream failed a relayed request: `status` is what the endpoint answers (the upstream's own
     4xx, 502 when it is down or failed, 504 when it is slow), `error` its OpenAI error object if any."""
 
-    def __init__(self, message: str, status: int, *, retryable: bool, retry_after_ms: int | None = None,
-                 error: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        message: str,
+        status: int,
+        *,
+        retryable: bool,
+        retry_after_ms: int | None = None,
+        error: dict[str, Any] | None = None,
+    ):
         super().__init__(message, retryable=retryable, retry_after_ms=retry_after_ms)
         self.status = status
         self.error = error
@@ -69,9 +76,15 @@ class ChatProvider:
     tools_supported = False
     tools_refused: frozenset[str] = frozenset()
 
-    def stream(self, messages: list[dict[str, Any]], *, recalled: list[dict[str, Any]] | None = None,
-               tools: list[dict[str, Any]] | None = None, tool_choice: str | None = None,
-               model: str | None = None) -> AsyncIterator[Delta | ToolCalls | Usage]:
+    def stream(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        recalled: list[dict[str, Any]] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
+        model: str | None = None,
+    ) -> AsyncIterator[Delta | ToolCalls | Usage]:
         raise NotImplementedError
 
     async def list_models(self) -> list[dict]:
@@ -84,10 +97,12 @@ class ChatProvider:
         `body["stream"]`, else one completion object. Built here on `stream()` (the model is this one);
         a provider that speaks the wire format forwards the request instead."""
         if body.get("model") not in (None, self.model):
-            raise UpstreamError(f"The model `{body.get('model')}` does not exist; GET /v1/models lists "
-                                f"{self.model!r}", 404, retryable=False,
-                                error={"type": "invalid_request_error", "param": "model",
-                                       "code": "model_not_found"})
+            raise UpstreamError(
+                f"The model `{body.get('model')}` does not exist; GET /v1/models lists {self.model!r}",
+                404,
+                retryable=False,
+                error={"type": "invalid_request_error", "param": "model", "code": "model_not_found"},
+            )
         chunks = self._chunks(body, recalled)
         if body.get("stream"):
             return chunks
@@ -97,16 +112,32 @@ class ChatProvider:
             for choice in chunk["choices"]:
                 text.append(choice["delta"].get("content") or "")
             usage = chunk.get("usage") or usage
-        return {"id": chunk["id"], "object": "chat.completion", "created": chunk["created"], "model": self.model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text)},
-                             "logprobs": None, "finish_reason": "stop"}],
-                "usage": usage}
+        return {
+            "id": chunk["id"],
+            "object": "chat.completion",
+            "created": chunk["created"],
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "".join(text)},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": usage,
+        }
 
     async def _chunks(self, body: dict[str, Any], recalled: list[dict[str, Any]]) -> AsyncIterator[dict]:
         """`stream()` as OpenAI's chunks: the role first, the text, `finish_reason`, then the usage (always;
         the endpoint drops it unless the client asked for it)."""
-        base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": self.model, "system_fingerprint": None}
+        base = {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": self.model,
+            "system_fingerprint": None,
+        }
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
             return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
@@ -125,9 +156,15 @@ class ChatProvider:
                     usage = item
         yield chunk({}, "stop")
         if usage is not None:
-            yield {**base, "choices": [], "usage": {
-                "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                "total_tokens": usage.prompt_tokens + usage.completion_tokens}}
+            yield {
+                **base,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": usage.prompt_tokens,
+                    "completion_tokens": usage.completion_tokens,
+                    "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+                },
+            }
 
     async def close(self) -> None:
         return None
@@ -215,16 +252,19 @@ class OpenAIProvider(ChatProvider):
         self.timeout = timeout
         self.endpoint = (base_url or "https://api.openai.com/v1").rstrip("/")
         # Local servers (llama.cpp, Ollama, vLLM) accept any key; the SDK insists on a non-empty one.
-        self.client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url or None,
-                                  timeout=timeout, max_retries=max_retries)
+        self.client = AsyncOpenAI(
+            api_key=api_key or "not-needed", base_url=base_url or None, timeout=timeout, max_retries=max_retries
+        )
 
     async def list_models(self) -> list[dict]:
         """The upstream's `/v1/models`; the configured model when it does not answer (many local servers
         have no such route) or answers with nothing. The configured model is always among them."""
         try:
             page = await asyncio.wait_for(self.client.models.list(), MODELS_TIMEOUT_S)
-            models = [model_object(m.id, getattr(m, "owned_by", None) or "upstream", getattr(m, "created", 0))
-                      for m in page.data]
+            models = [
+                model_object(m.id, getattr(m, "owned_by", None) or "upstream", getattr(m, "created", 0))
+                for m in page.data
+            ]
         except Exception as exc:  # unreachable, 404, not JSON, too slow: the configured model still works
             log.info("chat_models_unavailable", endpoint=self.endpoint, error=_short(str(exc)) or type(exc).__name__)
             models = []
@@ -235,13 +275,15 @@ class OpenAIProvider(ChatProvider):
     async def stream(self, messages, *, recalled=None, tools=None, tool_choice=None, model=None):
         import openai
 
-
         calls: dict[int, _Pending] = {}
         dropped = 0  # calls past MAX_TOOL_CALLS: a runaway model's, never kept
         try:
             stream = await self.client.chat.completions.create(
-                model=model or self.model, messages=messages, stream=True,
-                stream_options={"include_usage": True}, **({"tools": tools} if tools else {}),
+                model=model or self.model,
+                messages=messages,
+                stream=True,
+                stream_options={"include_usage": True},
+                **({"tools": tools} if tools else {}),
                 **({"tool_choice": tool_choice} if tools and tool_choice else {}),
             )
             async with stream:
@@ -267,8 +309,11 @@ class OpenAIProvider(ChatProvider):
             if calls:
                 yield _finished(calls)
             if dropped:
-                log.warning("chat model streamed more tool calls than are kept: the rest dropped",
-                            kept=MAX_TOOL_CALLS, parts_dropped=dropped)
+                log.warning(
+                    "chat model streamed more tool calls than are kept: the rest dropped",
+                    kept=MAX_TOOL_CALLS,
+                    parts_dropped=dropped,
+                )
         except TimeoutError:
             raise self.silent() from None
         except openai.APIStatusError as exc:
@@ -280,8 +325,12 @@ class OpenAIProvider(ChatProvider):
 
     def silent(self) -> UpstreamError:
         """`paced` ran out: chat.timeout without a chunk that carries content."""
-        return UpstreamError(f"chat provider at {self.endpoint} sent no content for {self.timeout:g} s "
-                             f"(chat.timeout; keep-alive comments do not count)", 504, retryable=True)
+        return UpstreamError(
+            f"chat provider at {self.endpoint} sent no content for {self.timeout:g} s "
+            f"(chat.timeout; keep-alive comments do not count)",
+            504,
+            retryable=True,
+        )
 
     def failure(self, exc: Exception) -> UpstreamError:
         """What an exception of the SDK (or of its HTTP library, for a stream cut mid-way) means."""
@@ -293,14 +342,20 @@ class OpenAIProvider(ChatProvider):
             status = exc.status_code
             retryable = status == 429 or status == 408 or status >= 500
             error = exc.body.get("error", exc.body) if isinstance(exc.body, dict) else None
-            return UpstreamError(f"chat provider at {self.endpoint} answered HTTP {status}: {_short(exc.message)}",
-                                 status if 400 <= status < 500 else 502, retryable=retryable,
-                                 retry_after_ms=_retry_after_ms(exc), error=error if isinstance(error, dict) else None)
+            return UpstreamError(
+                f"chat provider at {self.endpoint} answered HTTP {status}: {_short(exc.message)}",
+                status if 400 <= status < 500 else 502,
+                retryable=retryable,
+                retry_after_ms=_retry_after_ms(exc),
+                error=error if isinstance(error, dict) else None,
+            )
         if isinstance(exc, openai.APIConnectionError):
-            return UpstreamError(f"chat provider unreachable at {self.endpoint}: {connection_failure(exc)}", 502,
-                                 retryable=True)
-        return UpstreamError(f"chat provider at {self.endpoint} failed: {type(exc).__name__}: {_short(str(exc))}",
-                             502, retryable=True)
+            return UpstreamError(
+                f"chat provider unreachable at {self.endpoint}: {connection_failure(exc)}", 502, retryable=True
+            )
+        return UpstreamError(
+            f"chat provider at {self.endpoint} failed: {type(exc).__name__}: {_short(str(exc))}", 502, retryable=True
+        )
 
     async def relay(self, body, recalled):
         """The request as the client sent it (model, tools and the rest untouched), the answer as the
@@ -310,8 +365,9 @@ class OpenAIProvider(ChatProvider):
         try:
             if not body.get("stream"):
                 return await self.client.post("/chat/completions", body=body, cast_to=object)
-            stream = await self.client.post("/chat/completions", body=body, cast_to=object, stream=True,
-                                            stream_cls=openai.AsyncStream[object])
+            stream = await self.client.post(
+                "/chat/completions", body=body, cast_to=object, stream=True, stream_cls=openai.AsyncStream[object]
+            )
         except Exception as exc:
             raise self.failure(exc) from None
         return self._relay_chunks(stream)
@@ -328,7 +384,6 @@ class OpenAIProvider(ChatProvider):
             raise self.silent() from None
         except Exception as exc:
             raise self.failure(exc) from None
-
 
     async def close(self) -> None:
         await self.client.close()
@@ -372,8 +427,9 @@ def _finished(calls: dict[int, _Pending]) -> ToolCalls:
 
 def _has_content(chunk: Any) -> bool:
     """Whether a stream chunk carries something: text, a tool call, or the usage."""
-    return bool(chunk.usage) or any(getattr(c.delta, "content", None) or getattr(c.delta, "tool_calls", None)
-                                    for c in chunk.choices or [])
+    return bool(chunk.usage) or any(
+        getattr(c.delta, "content", None) or getattr(c.delta, "tool_calls", None) for c in chunk.choices or []
+    )
 
 
 def _relay_has_content(chunk: Any) -> bool:
@@ -381,9 +437,15 @@ def _relay_has_content(chunk: Any) -> bool:
     if not isinstance(chunk, dict):
         return True  # not ours to judge here: the endpoint refuses it
     choices = chunk.get("choices")
-    return bool(chunk.get("usage")) or (isinstance(choices, list) and any(
-        isinstance(c, dict) and isinstance(c.get("delta"), dict)
-        and (c["delta"].get("content") or c["delta"].get("tool_calls")) for c in choices))
+    return bool(chunk.get("usage")) or (
+        isinstance(choices, list)
+        and any(
+            isinstance(c, dict)
+            and isinstance(c.get("delta"), dict)
+            and (c["delta"].get("content") or c["delta"].get("tool_calls"))
+            for c in choices
+        )
+    )
 
 
 def make_provider(config: Config) -> ChatProvider:

@@ -40,6 +40,13 @@ async def recall_for_turn(memory: "MemoryService", query: str, session_key: str 
             break
         snip = r["snippet"][:budget]
         budget -= len(snip)
-        out.append({"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"],
-                    "score": r["score"], "snippet": snip})
+        out.append(
+            {
+                "path": r["path"],
+                "startLine": r["startLine"],
+                "endLine": r["endLine"],
+                "score": r["score"],
+                "snippet": snip,
+            }
+        )
     return out

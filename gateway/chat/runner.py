@@ -76,11 +76,21 @@ class Run:
 
 
 class ChatService:
-    def __init__(self, config: Config, sessions: SessionStore, bus: EventBus, provider: ChatProvider,
-                 ledger: RunLedger, memory: "MemoryService | None" = None,
-                 topic: Callable[[str], str] = lambda key: key, compactor: Compactor | None = None,
-                 tools: ChatTools | None = None, *, error_code: Callable[[JarvisError], int],
-                 request_abort: Callable[[str, str], Awaitable[None]] | None = None):
+    def __init__(
+        self,
+        config: Config,
+        sessions: SessionStore,
+        bus: EventBus,
+        provider: ChatProvider,
+        ledger: RunLedger,
+        memory: "MemoryService | None" = None,
+        topic: Callable[[str], str] = lambda key: key,
+        compactor: Compactor | None = None,
+        tools: ChatTools | None = None,
+        *,
+        error_code: Callable[[JarvisError], int],
+        request_abort: Callable[[str, str], Awaitable[None]] | None = None,
+    ):
         self.config = config
         # The JSON-RPC code a chat.error event carries for an error (PROTOCOL.md §4): the wire layer's
         # table (protocol.code_of), handed in so that the chat layer does not depend on the wire.
@@ -106,8 +116,9 @@ class ChatService:
         self.unreleased: dict[str, str] = {}
 
     # ---- public API ----------------------------------------------------------------------------
-    async def send(self, session_key: str, message: str | None, idempotency_key: str | None,
-                   relay: Any = None) -> dict[str, Any]:
+    async def send(
+        self, session_key: str, message: str | None, idempotency_key: str | None, relay: Any = None
+    ) -> dict[str, Any]:
         """Start a run answering `message` (None: a relayed request whose last message is not the user's).
         `relay`: the OpenAI-compatible endpoint's request (module docstring)."""
         return await self._start(session_key, idempotency_key, message=message, relay=relay)
@@ -116,8 +127,15 @@ class ChatService:
         """A new version of the session's last reply (`message_id`: any version of it)."""
         return await self._start(session_key, idempotency_key, regenerate=message_id)
 
-    async def _start(self, session_key: str, idempotency_key: str | None, *, message: str | None = None,
-                     regenerate: str | None = None, relay: Any = None) -> dict[str, Any]:
+    async def _start(
+        self,
+        session_key: str,
+        idempotency_key: str | None,
+        *,
+        message: str | None = None,
+        regenerate: str | None = None,
+        relay: Any = None,
+    ) -> dict[str, Any]:
         self._refuse_if_closing()
         async with self.session_lock(session_key):  # check-then-start is atomic per session
             self._refuse_if_closing()  # shutdown began while this send waited for the session
@@ -159,8 +177,11 @@ class ChatService:
 
     def _refuse_if_closing(self) -> None:
         if self.closing:
-            raise Unavailable("the gateway is shutting down (restarting); send again once it is back",
-                              retryable=True, retry_after_ms=1000)
+            raise Unavailable(
+                "the gateway is shutting down (restarting); send again once it is back",
+                retryable=True,
+                retry_after_ms=1000,
+            )
 
     async def _question_of_last_reply(self, session_key: str, message_id: str) -> tuple[str, str]:
         """(the user message the session's last reply answered, that reply's first version's id)."""
@@ -181,7 +202,9 @@ class ChatService:
 
     @staticmethod
     def _busy(session_key: str, run_id: str) -> Conflict:
-        return Conflict(f"a run is already active in session {session_key}", {"sessionKey": session_key, "runId": run_id})
+        return Conflict(
+            f"a run is already active in session {session_key}", {"sessionKey": session_key, "runId": run_id}
+        )
 
     async def forget(self, session_key: str) -> None:
         """The session is gone: drop its per-session state. Idempotency keys belong to one life of a
@@ -214,8 +237,11 @@ class ChatService:
         """The run is another gateway's (several on one database): ask it to abort; it reports
         chat.aborted to every subscriber as usual."""
         held = await self.ledger.holder(session_key)
-        if (held is not None and (run_id is None or held[0] == run_id)
-                and await self._release_dead(session_key, held[0])):
+        if (
+            held is not None
+            and (run_id is None or held[0] == run_id)
+            and await self._release_dead(session_key, held[0])
+        ):
             return True  # this gateway's run, ended while the database was away: its claim goes now
         if held is None or (run_id is not None and held[0] != run_id) or self.request_abort is None:
             return False
@@ -243,8 +269,12 @@ class ChatService:
     @property
     def idle(self) -> bool:
         """No run, no background work (compaction) and no send in progress."""
-        return (not self.active and not self._background and not len(self._send_locks)
-                and (self.tools is None or not self.tools.pending))
+        return (
+            not self.active
+            and not self._background
+            and not len(self._send_locks)
+            and (self.tools is None or not self.tools.pending)
+        )
 
     # ---- internals -----------------------------------------------------------------------------
     def _spawn(self, coro: Any) -> None:
@@ -331,9 +361,14 @@ class ChatService:
             log.warning("recall failed", error=type(exc).__name__, session=session_key)
             return []
 
-    async def _prompt(self, session_key: str, user_text: str, settings: dict[str, Any],
-                      replaces: str | None = None, with_tools: bool = False
-                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def _prompt(
+        self,
+        session_key: str,
+        user_text: str,
+        settings: dict[str, Any],
+        replaces: str | None = None,
+        with_tools: bool = False,
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         recalled = await self.recall_for_turn(session_key, user_text)
         if self.compactor is not None:
             await self.compactor.settled(session_key)
@@ -344,8 +379,11 @@ class ChatService:
             while cut and (pending[cut - 1]["role"] == "tool" or pending[cut - 1].get("toolCalls")):
                 cut -= 1  # the replaced version's tool calls and results: the new one asks afresh
             pending = pending[:cut]
-        history = [m for m in pending if m["role"] in ("user", "assistant", "system", "tool")
-                   and (m["content"] or m.get("toolCalls"))]
+        history = [
+            m
+            for m in pending
+            if m["role"] in ("user", "assistant", "system", "tool") and (m["content"] or m.get("toolCalls"))
+        ]
         history = history[-self.config.chat.history_messages :]
         system = settings.get("systemPrompt") or self.config.chat.system_prompt
         if state.summary:
@@ -355,8 +393,9 @@ class ChatService:
         messages += replay(history, with_tools)
         return messages, recalled
 
-    async def _pump(self, run: Run, source: AsyncIterator[Any], room: int
-                    ) -> tuple[int, Usage | None, ToolCalls | None]:
+    async def _pump(
+        self, run: Run, source: AsyncIterator[Any], room: int
+    ) -> tuple[int, Usage | None, ToolCalls | None]:
         """Stream one answer of the provider (or a relay) into the run: deltas as `chat.delta`, at most
         `room` characters (a runaway upstream must not make frames no one can read).
         → (room left, its usage, the tool calls it ended with)."""
@@ -374,8 +413,12 @@ class ChatService:
                         run.parts.append(text)
                         self._emit(run, "chat.delta", delta=text)
                     if room <= 0:
-                        log.warning("chat reply cut at chat.maxReplyChars", session=run.session_key,
-                                    run=run.run_id, chars=self.config.chat.max_reply_chars)
+                        log.warning(
+                            "chat reply cut at chat.maxReplyChars",
+                            session=run.session_key,
+                            run=run.run_id,
+                            chars=self.config.chat.max_reply_chars,
+                        )
                         break
                 elif isinstance(item, ToolCalls):
                     calls = item
@@ -383,9 +426,14 @@ class ChatService:
                     usage = item
         return room, usage, calls
 
-    async def _converse(self, run: Run, messages: list[dict[str, Any]], recalled: list[dict[str, Any]],
-                        offered: list[dict[str, Any]] | None, model: str | None = None
-                        ) -> tuple[Usage | None, bool]:
+    async def _converse(
+        self,
+        run: Run,
+        messages: list[dict[str, Any]],
+        recalled: list[dict[str, Any]],
+        offered: list[dict[str, Any]] | None,
+        model: str | None = None,
+    ) -> tuple[Usage | None, bool]:
         """Stream the reply; with tools, run the calls the model makes and stream again, at most
         chat.maxToolSteps times. → (usage of all requests, whether the reply was cut)."""
         room = self.config.chat.max_reply_chars
@@ -396,18 +444,27 @@ class ChatService:
         while True:
             try:
                 choice = "none" if limited else None  # past the step limit the model must answer
-                room, used, calls = await self._pump(run, self.provider.stream(
-                    messages, recalled=recalled, tools=offered, tool_choice=choice, model=model), room)
+                room, used, calls = await self._pump(
+                    run,
+                    self.provider.stream(messages, recalled=recalled, tools=offered, tool_choice=choice, model=model),
+                    room,
+                )
                 if used is not None:
-                    usage = used if usage is None else Usage(usage.prompt_tokens + used.prompt_tokens,
-                                                              usage.completion_tokens + used.completion_tokens)
+                    usage = (
+                        used
+                        if usage is None
+                        else Usage(
+                            usage.prompt_tokens + used.prompt_tokens, usage.completion_tokens + used.completion_tokens
+                        )
+                    )
                 if room <= 0:
                     return usage, True
             except ToolsRejected as exc:
                 if without_tools or run.parts:
                     raise Unavailable(f"chat provider refused the request: {exc}", retryable=False) from None
-                log.warning("chat provider refused tools; retrying without them", provider=self.provider.name,
-                            error=str(exc))
+                log.warning(
+                    "chat provider refused tools; retrying without them", provider=self.provider.name, error=str(exc)
+                )
                 without_tools, offered, messages = True, None, plain(messages)
                 continue
             if without_tools:  # it answered without tools: remember, and never offer them to this model again
@@ -427,8 +484,9 @@ class ChatService:
                 self._emit(run, "chat.delta", delta=note)
         return usage, False
 
-    async def _tool_step(self, run: Run, messages: list[dict[str, Any]], calls: ToolCalls,
-                         offered: list[dict[str, Any]]) -> None:
+    async def _tool_step(
+        self, run: Run, messages: list[dict[str, Any]], calls: ToolCalls, offered: list[dict[str, Any]]
+    ) -> None:
         """Record the model's calls, run each (a `chat.tool` event before and after), record the
         results, and add both to `messages` for the next round."""
         assert self.tools is not None
@@ -442,19 +500,36 @@ class ChatService:
         messages.append({"role": "assistant", "content": text or None, "tool_calls": wire})
         for i, call in enumerate(calls.calls):
             shown = shown_arguments(call.arguments)
-            self._emit(run, "chat.tool", callId=call.id, name=call.name, arguments=shown, status="running",
-                       summary=None)
+            self._emit(
+                run, "chat.tool", callId=call.id, name=call.name, arguments=shown, status="running", summary=None
+            )
             if i < MAX_CALLS_PER_STEP:
                 outcome = await self.tools.call(call, offered)
             else:
-                outcome = ToolOutcome(f"Error: at most {MAX_CALLS_PER_STEP} tool calls in one step", "skipped",
-                                      error=True)
+                outcome = ToolOutcome(
+                    f"Error: at most {MAX_CALLS_PER_STEP} tool calls in one step", "skipped", error=True
+                )
             run.found += outcome.memory
-            self._emit(run, "chat.tool", callId=call.id, name=call.name, arguments=shown,
-                       status="error" if outcome.error else "ok", summary=outcome.summary)
-            result = tx.message_record(str(uuid.uuid4()), "tool", outcome.text, run.run_id, tool=call.name,
-                                       summary=outcome.summary, **({"error": True} if outcome.error else {}),
-                                       **of, **{tx.REMEMBER_FIELD: False})
+            self._emit(
+                run,
+                "chat.tool",
+                callId=call.id,
+                name=call.name,
+                arguments=shown,
+                status="error" if outcome.error else "ok",
+                summary=outcome.summary,
+            )
+            result = tx.message_record(
+                str(uuid.uuid4()),
+                "tool",
+                outcome.text,
+                run.run_id,
+                tool=call.name,
+                summary=outcome.summary,
+                **({"error": True} if outcome.error else {}),
+                **of,
+                **{tx.REMEMBER_FIELD: False},
+            )
             result["message"]["tool_call_id"] = call.id
             await self.sessions.append_messages(run.session_key, result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})
@@ -468,25 +543,29 @@ class ChatService:
             if relay is None:
                 settings = await self.sessions.get(key)  # the session's own model and system prompt, if set
                 offered = self.tools.offer(self.provider, settings.get("model")) if self.tools is not None else None
-                messages, recalled = await self._prompt(key, user_text, settings, run.replaces,
-                                                        with_tools=offered is not None)
-                usage, truncated = await self._converse(run, messages, recalled, offered,
-                                                        settings.get("model") or None)
+                messages, recalled = await self._prompt(
+                    key, user_text, settings, run.replaces, with_tools=offered is not None
+                )
+                usage, truncated = await self._converse(run, messages, recalled, offered, settings.get("model") or None)
             else:
                 recalled = await self.recall_for_turn(key, relay.query) if relay.memory else []
                 room, usage, _ = await self._pump(run, relay.stream(recalled), self.config.chat.max_reply_chars)
                 truncated = room <= 0
             content = "".join(run.parts)
-            memory = _distinct([{"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"],
-                                 "score": r["score"]} for r in recalled] + run.found)
+            memory = _distinct(
+                [
+                    {"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"], "score": r["score"]}
+                    for r in recalled
+                ]
+                + run.found
+            )
             # What was recalled is kept with the reply, so history can show it later.
             extra: dict[str, Any] = {"memory": memory} if memory else {}
             if truncated:
                 extra["truncated"] = True
             if run.replaces is not None:
                 extra["replaces"] = run.replaces
-            rec = tx.message_record(str(uuid.uuid4()), "assistant", content, run.run_id, **extra,
-                                    **self._reply_marks())
+            rec = tx.message_record(str(uuid.uuid4()), "assistant", content, run.run_id, **extra, **self._reply_marks())
             # All of chat.final is made before the reply is saved: once saved, it is announced.
             final: dict[str, Any] = {
                 "message": {"id": rec["id"], "role": "assistant", "content": content, "timestamp": rec["timestamp"]},
@@ -512,15 +591,23 @@ class ChatService:
             why = {"abortReason": run.abort_reason} if run.abort_reason else {}
             # a reply a restart stopped shows in history, even before its first word
             if (partial or why) and run.capture:
-                rec = tx.message_record(str(uuid.uuid4()), "assistant", partial, run.run_id, aborted=True,
-                                        **why, **({"replaces": run.replaces} if run.replaces else {}),
-                                        **self._reply_marks())
+                rec = tx.message_record(
+                    str(uuid.uuid4()),
+                    "assistant",
+                    partial,
+                    run.run_id,
+                    aborted=True,
+                    **why,
+                    **({"replaces": run.replaces} if run.replaces else {}),
+                    **self._reply_marks(),
+                )
                 try:
                     await self.sessions.append_messages(key, *run.pending, rec)
                 except Exception as exc:
                     log.error("could not keep partial reply", session=key, run=run.run_id, error=str(exc))
-            await self._end(run, "chat.aborted", partial=partial,
-                            **({"reason": run.abort_reason} if run.abort_reason else {}))
+            await self._end(
+                run, "chat.aborted", partial=partial, **({"reason": run.abort_reason} if run.abort_reason else {})
+            )
             log.info("chat run aborted", session=key, run=run.run_id)
             if self.memory is not None and run.capture:  # the user message is in the transcript, partial reply or not
                 self.memory.schedule_session_sync(key)
@@ -533,16 +620,20 @@ class ChatService:
             busy = out_of_descriptors("the transcript", exc)
             if busy is not None:  # every descriptor is in use: retryable once some close
                 log.warning("chat run failed: out of file descriptors", session=key, run=run.run_id, error=str(exc))
-                await self._end(run, "chat.error", error={"code": self.error_code(busy), "message": busy.message,
-                                                          "retryable": True})
+                await self._end(
+                    run, "chat.error", error={"code": self.error_code(busy), "message": busy.message, "retryable": True}
+                )
                 return
             error_id = uuid.uuid4().hex[:12]
             log.exception("chat run crashed", session=key, run=run.run_id, errorId=error_id)
             retryable = isinstance(exc, OSError)
             msg = f"could not save the reply: {exc.strerror}" if isinstance(exc, OSError) else "internal error"
             crash = InternalError(f"{msg} (errorId {error_id})")
-            await self._end(run, "chat.error", error={"code": self.error_code(crash), "message": crash.message,
-                                                      "retryable": retryable})
+            await self._end(
+                run,
+                "chat.error",
+                error={"code": self.error_code(crash), "message": crash.message, "retryable": retryable},
+            )
 
 
 def memory_section(recalled: list[dict[str, Any]]) -> str:
@@ -550,7 +641,8 @@ def memory_section(recalled: list[dict[str, Any]]) -> str:
     if not recalled:
         return ""
     return "\n\n## Recalled memory\n" + "\n\n".join(
-        f"[{r['path']}:{r['startLine']}-{r['endLine']}]\n{r['snippet']}" for r in recalled)
+        f"[{r['path']}:{r['startLine']}-{r['endLine']}]\n{r['snippet']}" for r in recalled
+    )
 
 
 def _distinct(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -34,5 +34,8 @@ class Usage:
     completion_tokens: int
 
     def to_dict(self) -> dict[str, int]:
-        return {"promptTokens": self.prompt_tokens, "completionTokens": self.completion_tokens,
-                "totalTokens": self.prompt_tokens + self.completion_tokens}
+        return {
+            "promptTokens": self.prompt_tokens,
+            "completionTokens": self.completion_tokens,
+            "totalTokens": self.prompt_tokens + self.completion_tokens,
+        }

@@ -44,17 +44,26 @@ class ChatTools:
 
     def limit_note(self) -> str:
         steps = self.config.chat.max_tool_steps
-        return (f"\n\n[Stopped using memory tools: the limit of {steps} tool step{'s' if steps != 1 else ''} "
-                "for one reply was reached (chat.maxToolSteps).]")
+        return (
+            f"\n\n[Stopped using memory tools: the limit of {steps} tool step{'s' if steps != 1 else ''} "
+            "for one reply was reached (chat.maxToolSteps).]"
+        )
 
     async def call(self, call: ToolCall, offered: list[dict[str, Any]]) -> ToolOutcome:
         names = {t["function"]["name"] for t in offered}
         if call.size > len(call.arguments) or call.size > MAX_TOOL_ARGUMENT_CHARS:
-            return ToolOutcome(f"Error: arguments are {call.size} characters; the limit is "
-                               f"{MAX_TOOL_ARGUMENT_CHARS}", "bad arguments", error=True)
+            return ToolOutcome(
+                f"Error: arguments are {call.size} characters; the limit is {MAX_TOOL_ARGUMENT_CHARS}",
+                "bad arguments",
+                error=True,
+            )
         if call.name in CATALOG and call.name not in names:
-            return ToolOutcome(f"Error: tool {call.name!r} is not enabled here (chat.tools); the tools are: "
-                               f"{', '.join(sorted(names))}", "not enabled", error=True)
+            return ToolOutcome(
+                f"Error: tool {call.name!r} is not enabled here (chat.tools); the tools are: "
+                f"{', '.join(sorted(names))}",
+                "not enabled",
+                error=True,
+            )
         task = asyncio.ensure_future(run_tool(call.name, call.arguments, self.caller))
         if call.name in CATALOG and not CATALOG[call.name].read_only:
             self.pending.add(task)
@@ -92,8 +101,11 @@ def replay(history: list[dict[str, Any]], with_tools: bool) -> list[dict[str, An
     replay exactly, except calls whose results are not there (a run aborted mid-tool, a window that cut
     them off): a provider refuses those. Without tools, only the text of messages is sent."""
     if not with_tools:
-        return [{"role": m["role"], "content": m["content"]} for m in history
-                if m["role"] in ("user", "assistant", "system") and m["content"]]
+        return [
+            {"role": m["role"], "content": m["content"]}
+            for m in history
+            if m["role"] in ("user", "assistant", "system") and m["content"]
+        ]
     answered = {m.get("toolCallId") for m in history if m["role"] == "tool"}
     out: list[dict[str, Any]] = []
     open_ids: set[str] = set()
@@ -117,5 +129,4 @@ def replay(history: list[dict[str, Any]], with_tools: bool) -> list[dict[str, An
 
 def plain(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """OpenAI messages without tool calls and results, for a provider that refuses tools."""
-    return [{"role": m["role"], "content": m["content"]} for m in messages
-            if m["role"] != "tool" and m.get("content")]
+    return [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "tool" and m.get("content")]

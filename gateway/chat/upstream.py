@@ -42,8 +42,11 @@ def content_text(content: Any) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [p.get("text") for p in content
-                 if isinstance(p, dict) and p.get("type") in ("text", "output_text") and isinstance(p.get("text"), str)]
+        parts = [
+            p.get("text")
+            for p in content
+            if isinstance(p, dict) and p.get("type") in ("text", "output_text") and isinstance(p.get("text"), str)
+        ]
         return "".join(parts)
     return None
 
@@ -110,8 +113,11 @@ async def checked(stream: AsyncIterator[Any]) -> AsyncIterator[Delta | ToolCalls
             elif isinstance(item, Usage):
                 prompt, completion = token_count(item.prompt_tokens), token_count(item.completion_tokens)
                 if prompt is None or completion is None:
-                    once("upstream usage has token counts that are not whole numbers: dropped",
-                         promptTokens=repr(item.prompt_tokens)[:40], completionTokens=repr(item.completion_tokens)[:40])
+                    once(
+                        "upstream usage has token counts that are not whole numbers: dropped",
+                        promptTokens=repr(item.prompt_tokens)[:40],
+                        completionTokens=repr(item.completion_tokens)[:40],
+                    )
                     continue
                 yield Usage(prompt, completion)
             elif isinstance(item, ToolCalls):  # the model's calls end its answer: the text before them is whole

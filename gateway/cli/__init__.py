@@ -31,41 +31,64 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="jarvis", description="Jarvis Gateway: a self-hosted memory gateway for personal AI assistants.",
-        epilog="Configuration: <stateDir>/config.toml, then environment, then flags. See `jarvis config`.")
+        prog="jarvis",
+        description="Jarvis Gateway: a self-hosted memory gateway for personal AI assistants.",
+        epilog="Configuration: <stateDir>/config.toml, then environment, then flags. See `jarvis config`.",
+    )
     parser.add_argument("--version", action="version", version=f"jarvis-gateway {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="what to do (each has its own --help)")
 
-    p = sub.add_parser("serve", help="run the gateway (until SIGTERM/SIGINT)",
-                       description="Run the gateway: JSON-RPC over WebSocket and the web page on one port.")
+    p = sub.add_parser(
+        "serve",
+        help="run the gateway (until SIGTERM/SIGINT)",
+        description="Run the gateway: JSON-RPC over WebSocket and the web page on one port.",
+    )
     _common(p)
     p.set_defaults(handler=cmd_serve)
 
-    p = sub.add_parser("token", help="print the gateway token (creating it if needed)",
-                       description="Print the token from <stateDir>/gateway.token, creating it on first use.")
-    p.add_argument("--rotate", action="store_true",
-                   help="replace it with a new random token (a running gateway uses it for new connections)")
+    p = sub.add_parser(
+        "token",
+        help="print the gateway token (creating it if needed)",
+        description="Print the token from <stateDir>/gateway.token, creating it on first use.",
+    )
+    p.add_argument(
+        "--rotate",
+        action="store_true",
+        help="replace it with a new random token (a running gateway uses it for new connections)",
+    )
     _common(p)
     p.set_defaults(handler=cmd_token)
 
-    p = sub.add_parser("call", help="call a method on the running gateway and print the result",
-                       description="Authenticate to the running gateway, call METHOD with JSON params, print the result.")
+    p = sub.add_parser(
+        "call",
+        help="call a method on the running gateway and print the result",
+        description="Authenticate to the running gateway, call METHOD with JSON params, print the result.",
+    )
     p.add_argument("method", help="e.g. system.health, sessions.create, chat.send")
     p.add_argument("params", nargs="?", default=None, help="params as a JSON object (default {})")
-    p.add_argument("--follow", action="store_true",
-                   help="after chat.send, print chat events until chat.final, chat.error or chat.aborted "
-                        "(exit code 1 on chat.error and chat.aborted)")
-    p.add_argument("--text", action="store_true",
-                   help="with --follow: print the reply as plain text while it streams instead of JSON events")
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="after chat.send, print chat events until chat.final, chat.error or chat.aborted "
+        "(exit code 1 on chat.error and chat.aborted)",
+    )
+    p.add_argument(
+        "--text",
+        action="store_true",
+        help="with --follow: print the reply as plain text while it streams instead of JSON events",
+    )
     p.add_argument("--url", help="gateway URL (default ws://HOST:PORT/ from the config)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
     _common(p)
     p.set_defaults(handler=cmd_call)
 
-    p = sub.add_parser("config", help="print the effective configuration as config.toml (secrets hidden)",
-                       description="Print the effective configuration (defaults, config.toml, environment, flags) "
-                                   "as TOML with the camelCase keys config.toml accepts, and the state dir in use. "
-                                   "Secrets are never printed.")
+    p = sub.add_parser(
+        "config",
+        help="print the effective configuration as config.toml (secrets hidden)",
+        description="Print the effective configuration (defaults, config.toml, environment, flags) "
+        "as TOML with the camelCase keys config.toml accepts, and the state dir in use. "
+        "Secrets are never printed.",
+    )
     p.add_argument("--json", action="store_true", help="print it as JSON instead (stateDir and workspace included)")
     p.add_argument("--defaults", action="store_true", help="print every key with its default and what it does")
     _common(p)
@@ -150,8 +173,12 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
                 where = "JARVIS_GATEWAY_TOKEN" if config.token else str(config.token_file)
                 http = f"\nHTTP API (MCP at /mcp, OpenAI-compatible at /v1): {gw.http.url()}" if gw.http.enabled else ""
-                print(f"Jarvis Gateway listening on {gw.url}  (web page: {gw.url.replace('ws', 'http', 1)})"
-                      f"{http}\ntoken: {where}  (print it with `{token_command(config)}`)", file=sys.stderr, flush=True)
+                print(
+                    f"Jarvis Gateway listening on {gw.url}  (web page: {gw.url.replace('ws', 'http', 1)})"
+                    f"{http}\ntoken: {where}  (print it with `{token_command(config)}`)",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
         gw.on_phase(on_phase)
         from . import sdnotify
@@ -174,7 +201,9 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
         print(f"jarvis: {exc.strerror}", file=sys.stderr)
         return EXIT_ERROR
     except OSError as exc:
-        print(f"jarvis: cannot serve on {config.server.host}:{config.server.port}: {exc.strerror or exc}", file=sys.stderr)
+        print(
+            f"jarvis: cannot serve on {config.server.host}:{config.server.port}: {exc.strerror or exc}", file=sys.stderr
+        )
         return EXIT_ERROR
 
 
@@ -247,8 +276,18 @@ def cmd_call(args: argparse.Namespace, config: Config) -> int:
             print_json(result)
 
     try:
-        asyncio.run(call(config, args.method, params, url=args.url, follow=args.follow,
-                         timeout=args.timeout, on_result=on_result, on_event=on_event))
+        asyncio.run(
+            call(
+                config,
+                args.method,
+                params,
+                url=args.url,
+                follow=args.follow,
+                timeout=args.timeout,
+                on_result=on_result,
+                on_event=on_event,
+            )
+        )
     except CallError as exc:
         print(f"jarvis: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -260,4 +299,3 @@ def cmd_call(args: argparse.Namespace, config: Config) -> int:
         print("jarvis: chat.aborted: the reply was stopped before it finished", file=sys.stderr)
         return EXIT_ERROR
     return EXIT_OK
-

@@ -45,8 +45,10 @@ class BackupReport:
     bytes: int = 0
 
     def summary(self) -> str:
-        return (f"backed up {len(self.files)} files ({self.bytes / 1e6:.1f} MB) to {self.dest}: "
-                f"{self.transcripts} transcripts, {self.indexes} memory index(es)")
+        return (
+            f"backed up {len(self.files)} files ({self.bytes / 1e6:.1f} MB) to {self.dest}: "
+            f"{self.transcripts} transcripts, {self.indexes} memory index(es)"
+        )
 
 
 def _private_dir(path: Path) -> None:
@@ -152,8 +154,11 @@ def _memory_files(workspace: Path, _agents: bool = True) -> list[Path]:
     notes = workspace / "memory"
     if notes.is_dir() and not notes.is_symlink():
         for path in sorted(notes.rglob("*")):
-            if path.is_file() and not path.is_symlink() and (
-                    path.suffix == ".md" or (path.parent == notes / "images" and path.suffix in (".png", ".jpg"))):
+            if (
+                path.is_file()
+                and not path.is_symlink()
+                and (path.suffix == ".md" or (path.parent == notes / "images" and path.suffix in (".png", ".jpg")))
+            ):
                 found.append(path.relative_to(workspace))
     if _agents:
         for agent in _subdirs(workspace / "agents"):

@@ -39,26 +39,37 @@ def add_commands(sub: Any) -> None:
     from .common import _common
 
     p = sub.add_parser(
-        "chat", help="chat with the running gateway: an interactive prompt, or one message",
+        "chat",
+        help="chat with the running gateway: an interactive prompt, or one message",
         description="Chat with the running gateway. Without MESSAGE: an interactive prompt (/help lists its "
-                    "commands, Ctrl-D or /quit leaves, Ctrl-C stops a reply). With MESSAGE: send it, print the "
-                    "reply and exit. The reply streams as plain text, then one line lists the recalled sources "
-                    "(dimmed on a terminal; NO_COLOR turns colour off). Without --session or --new, the session "
-                    "`jarvis chat` used last is continued.",
+        "commands, Ctrl-D or /quit leaves, Ctrl-C stops a reply). With MESSAGE: send it, print the "
+        "reply and exit. The reply streams as plain text, then one line lists the recalled sources "
+        "(dimmed on a terminal; NO_COLOR turns colour off). Without --session or --new, the session "
+        "`jarvis chat` used last is continued.",
         epilog="Exit codes: 0 ok; 1 the gateway answered with an error or the reply ended in chat.error or "
-               "chat.aborted; 2 bad usage; 3 cannot connect.")
+        "chat.aborted; 2 bad usage; 3 cannot connect.",
+    )
     p.add_argument("message", nargs="?", help="send this one message and exit ('-' reads it from stdin)")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--session", metavar="KEY", help="continue this session (see `jarvis sessions list`)")
     which.add_argument("--new", action="store_true", help="start a new session")
-    p.add_argument("-m", "--model", metavar="NAME",
-                   help="the chat model for this session, kept with it (see `jarvis call chat.models`; \"\" resets "
-                        "it to the configured one)")
-    p.add_argument("-s", "--system", metavar="PROMPT",
-                   help="the system prompt for this session, kept with it (\"\" resets it to the configured one)")
+    p.add_argument(
+        "-m",
+        "--model",
+        metavar="NAME",
+        help='the chat model for this session, kept with it (see `jarvis call chat.models`; "" resets '
+        "it to the configured one)",
+    )
+    p.add_argument(
+        "-s",
+        "--system",
+        metavar="PROMPT",
+        help='the system prompt for this session, kept with it ("" resets it to the configured one)',
+    )
     p.add_argument("--url", help="gateway URL (default ws://HOST:PORT/ from the config)")
-    p.add_argument("--timeout", type=float, default=120.0,
-                   help="seconds to wait for the next part of a reply (default 120)")
+    p.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds to wait for the next part of a reply (default 120)"
+    )
     _common(p)
     p.set_defaults(handler=run)
 
@@ -80,7 +91,7 @@ def dim(text: str, stream: Any) -> str:
 
 
 def lines(start: Any, end: Any) -> str:
-    """"2" for one line, "2–3" for a range."""
+    """ "2" for one line, "2–3" for a range."""
     return f"{start}" if start == end else f"{start}–{end}"
 
 
@@ -125,8 +136,9 @@ class Chat:
         self.timeout = args.timeout
         self.session: dict[str, Any] | None = None
         # -m / -s: the session's own model and system prompt, set on the session in use before a turn.
-        self.settings = {name: value for name, value in (("model", args.model), ("systemPrompt", args.system))
-                         if value is not None}
+        self.settings = {
+            name: value for name, value in (("model", args.model), ("systemPrompt", args.system)) if value is not None
+        }
         self.run_id: str | None = None  # the run streaming now (Ctrl-C aborts it)
         self.labels: dict[str, str] = {}
 
@@ -145,16 +157,18 @@ class Chat:
             if exc.code != NOT_FOUND:
                 raise
             if explicit:
-                raise CallError(f"no session {key} (list them with `jarvis sessions list`; "
-                                "--new starts one)", EXIT_ERROR) from None
+                raise CallError(
+                    f"no session {key} (list them with `jarvis sessions list`; --new starts one)", EXIT_ERROR
+                ) from None
             self.session = None  # the one used last was deleted: start afresh
 
     async def ensure_session(self) -> str:
         if self.session is None:
             self.session = await self.conn.call("sessions.create", dict(self.settings))
         elif any(self.session.get(k, "") != v for k, v in self.settings.items()):
-            self.session = await self.conn.call("sessions.update", {"sessionKey": self.session["sessionKey"],
-                                                                    **self.settings})
+            self.session = await self.conn.call(
+                "sessions.update", {"sessionKey": self.session["sessionKey"], **self.settings}
+            )
         key = self.session["sessionKey"]
         _remember(self.config, key)
         return key
@@ -164,13 +178,15 @@ class Chat:
             return "a new session"
         label = self.session.get("label") or "untitled"
         model = f", model {self.session['model']}" if self.session.get("model") else ""
-        return (f"session “{label}” ({self.session['sessionKey']}, {self.session.get('messageCount', 0)} messages"
-                f"{model})")
+        return (
+            f"session “{label}” ({self.session['sessionKey']}, {self.session.get('messageCount', 0)} messages{model})"
+        )
 
     async def turn(self, text: str) -> int:
         key = await self.ensure_session()
-        res = await self.conn.call("chat.send", {"sessionKey": key, "message": text,
-                                                 "idempotencyKey": str(uuid.uuid4())})
+        res = await self.conn.call(
+            "chat.send", {"sessionKey": key, "message": text, "idempotencyKey": str(uuid.uuid4())}
+        )
         self.run_id = res["runId"]
         out = sys.stdout
         streamed = ""
@@ -197,14 +213,17 @@ class Chat:
                     from ..tools.catalog import one_line
 
                     # One line per call; what the model said before it is kept in the session as is.
-                    out.write(("\n" if streamed and not streamed.endswith("\n") else "") +
-                              one_line(str(p.get("name", "?")), p.get("arguments"), str(p.get("summary") or "")) + "\n")
+                    out.write(
+                        ("\n" if streamed and not streamed.endswith("\n") else "")
+                        + one_line(str(p.get("name", "?")), p.get("arguments"), str(p.get("summary") or ""))
+                        + "\n"
+                    )
                     out.flush()
                     streamed = ""
                 elif method == "chat.final":
                     content = _text((p.get("message") or {}).get("content"))
                     if content.startswith(streamed):  # the stored text is what counts; print what is missing
-                        out.write(content[len(streamed):])
+                        out.write(content[len(streamed) :])
                     elif not streamed:
                         out.write(content)
                     out.write("\n")
@@ -219,15 +238,21 @@ class Chat:
                     out.flush()
                     err = p.get("error") or {}
                     again = " (retryable)" if err.get("retryable") else ""
-                    print(f"jarvis chat: the reply failed: {err.get('message', 'unknown error')}{again}",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"jarvis chat: the reply failed: {err.get('message', 'unknown error')}{again}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     return EXIT_ERROR
                 elif method == "chat.aborted":
                     if streamed:
                         out.write("\n")
                     out.flush()
-                    print("jarvis chat: the reply was aborted (the partial reply is kept in the session)",
-                          file=sys.stderr, flush=True)
+                    print(
+                        "jarvis chat: the reply was aborted (the partial reply is kept in the session)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     return EXIT_ERROR
         finally:
             self.run_id = None
@@ -249,7 +274,7 @@ class Chat:
             path, span = str(m.get("path", "")), lines(m.get("startLine"), m.get("endLine"))
             if path.startswith("sessions/") and path.endswith(".jsonl"):
                 word = "line" if "–" not in span else "lines"
-                out.append(await self._session_label(path[len("sessions/"):-len(".jsonl")]) + f" ({word} {span})")
+                out.append(await self._session_label(path[len("sessions/") : -len(".jsonl")]) + f" ({word} {span})")
             else:
                 out.append(f"{path}:{span}")
         return out
@@ -344,8 +369,11 @@ async def _interactive(chat: Chat) -> int:
             import readline  # noqa: F401 - line editing and history for input()
         except ImportError:  # pragma: no cover
             pass
-        print(f"Jarvis chat, {chat.describe()}. /help lists the commands, Ctrl-D or /quit leaves, "
-              "Ctrl-C stops a reply.", file=sys.stderr, flush=True)
+        print(
+            f"Jarvis chat, {chat.describe()}. /help lists the commands, Ctrl-D or /quit leaves, Ctrl-C stops a reply.",
+            file=sys.stderr,
+            flush=True,
+        )
     loop = asyncio.get_running_loop()
     code = EXIT_OK
     while True:

@@ -60,21 +60,37 @@ class CallError(Exception):
         self.exit_code = exit_code
 
 
-async def call(config: Config, method: str, params: Any, *, url: str | None = None, follow: bool = False,
-               timeout: float = 120.0, on_result: Callable[[Any], None], on_event: Callable[[Any], None]) -> None:
+async def call(
+    config: Config,
+    method: str,
+    params: Any,
+    *,
+    url: str | None = None,
+    follow: bool = False,
+    timeout: float = 120.0,
+    on_result: Callable[[Any], None],
+    on_event: Callable[[Any], None],
+) -> None:
     token = config.token or read_token_file(config.token_file)
     if not token:
-        raise CallError(f"no token: {config.token_file} does not exist (start the gateway or run "
-                            f"`{token_command(config)}`)", 2)
+        raise CallError(
+            f"no token: {config.token_file} does not exist (start the gateway or run `{token_command(config)}`)", 2
+        )
     url = url or config.ws_url()
     ids = itertools.count(1)
     try:
         async with asyncio.timeout(timeout):
-            async with connect(url, additional_headers={"Authorization": f"Bearer {token}"},
-                               max_size=None, compression=None, open_timeout=10) as ws:
+            async with connect(
+                url,
+                additional_headers={"Authorization": f"Bearer {token}"},
+                max_size=None,
+                compression=None,
+                open_timeout=10,
+            ) as ws:
                 req_id = next(ids)
-                await ws.send(orjson.dumps({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params}),
-                              text=True)
+                await ws.send(
+                    orjson.dumps({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params}), text=True
+                )
                 run_id = None
                 early: list[dict[str, Any]] = []  # a run's events can beat chat.send's answer
                 async for raw in ws:
@@ -129,12 +145,18 @@ class Connection:
     async def open(cls, config: Config, url: str | None = None, open_timeout: float = 10) -> "Connection":
         token = config.token or read_token_file(config.token_file)
         if not token:
-            raise CallError(f"no token: {config.token_file} does not exist (start the gateway or run "
-                            f"`{token_command(config)}`)", 2)
+            raise CallError(
+                f"no token: {config.token_file} does not exist (start the gateway or run `{token_command(config)}`)", 2
+            )
         url = url or config.ws_url()
         try:
-            ws = await connect(url, additional_headers={"Authorization": f"Bearer {token}"},
-                               max_size=None, compression=None, open_timeout=open_timeout)
+            ws = await connect(
+                url,
+                additional_headers={"Authorization": f"Bearer {token}"},
+                max_size=None,
+                compression=None,
+                open_timeout=open_timeout,
+            )
         except InvalidStatus as exc:
             status = exc.response.status_code
             hint = " (wrong token?)" if status == 401 else ""

@@ -21,12 +21,22 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--workspace", metavar="DIR", help="workspace with MEMORY.md and memory/ (env JARVIS_WORKSPACE)")
     g.add_argument("--host", help="bind / connect address (env JARVIS_HOST, default 127.0.0.1)")
     g.add_argument("--port", type=int, help="port (env JARVIS_PORT, default 18789; 0 = any free port)")
-    g.add_argument("--http-port", type=int, metavar="PORT",
-                   help="HTTP API port for /mcp and /v1 (env JARVIS_HTTP_PORT, default 18790; 0 = off, -1 = any free port)")
-    g.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
-                   help="how much the gateway logs (config logLevel, default info)")
-    g.add_argument("--log-format", choices=("auto", "json", "console"),
-                   help="log lines as JSON or for a console; auto picks console on a terminal (config logFormat)")
+    g.add_argument(
+        "--http-port",
+        type=int,
+        metavar="PORT",
+        help="HTTP API port for /mcp and /v1 (env JARVIS_HTTP_PORT, default 18790; 0 = off, -1 = any free port)",
+    )
+    g.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        help="how much the gateway logs (config logLevel, default info)",
+    )
+    g.add_argument(
+        "--log-format",
+        choices=("auto", "json", "console"),
+        help="log lines as JSON or for a console; auto picks console on a terminal (config logFormat)",
+    )
 
 
 def _common_on_leaves(p: argparse.ArgumentParser) -> None:

@@ -62,8 +62,10 @@ def toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, dict):  # an inline table
+
         def key(k: str) -> str:
             return k if k and all(c.isalnum() or c in "-_" for c in k) else orjson.dumps(k).decode()
+
         return "{" + ", ".join(f"{key(str(k))} = {toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {type(value).__name__} as TOML")
 
@@ -106,7 +108,7 @@ def to_toml(config: Config) -> str:
             if value:
                 lines.append(f"# {name} = (set, hidden)" + ("  # from the environment" if key in from_outside else ""))
             else:
-                lines.append(f"{name} = \"\"")
+                lines.append(f'{name} = ""')
             continue
         notes = []
         if key in from_outside:
@@ -134,8 +136,11 @@ def to_json(config: Config) -> dict[str, Any]:
 
 
 def defaults_toml() -> str:
-    lines = ["# Every config.toml key with its default (`jarvis config --defaults`).",
-             "# The state dir is set with --state-dir or JARVIS_STATE_DIR, never in config.toml.", ""]
+    lines = [
+        "# Every config.toml key with its default (`jarvis config --defaults`).",
+        "# The state dir is set with --state-dir or JARVIS_STATE_DIR, never in config.toml.",
+        "",
+    ]
     section = ""
     for key, value, f in _walk(Config()):
         table, _, name = key.rpartition(".")
@@ -149,13 +154,19 @@ def defaults_toml() -> str:
         if choices:
             doc = (doc + "; " if doc else "") + "one of " + ", ".join(choices)
         if value is None:
-            lines.append(f"# {name} = \"…\"" + (f"  # {doc}" if doc else ""))
+            lines.append(f'# {name} = "…"' + (f"  # {doc}" if doc else ""))
             continue
         lines.append(f"{name} = {toml_value(value)}" + (f"  # {doc}" if doc else ""))
     return "\n".join(lines).replace("\n\n\n", "\n\n") + "\n"
 
 
 def defaults_json() -> dict[str, Any]:
-    return {key: {"default": _plain(value), "doc": f.metadata.get("doc", ""),
-                  **({"choices": list(f.metadata["choices"])} if f.metadata.get("choices") else {})}
-            for key, value, f in _walk(Config()) if key != "stateDir"}
+    return {
+        key: {
+            "default": _plain(value),
+            "doc": f.metadata.get("doc", ""),
+            **({"choices": list(f.metadata["choices"])} if f.metadata.get("choices") else {}),
+        }
+        for key, value, f in _walk(Config())
+        if key != "stateDir"
+    }

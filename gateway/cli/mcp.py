@@ -18,14 +18,16 @@ def add_commands(sub: Any) -> None:
     from .common import _common
 
     p = sub.add_parser(
-        "mcp", help="serve the memory tools to an MCP client over stdio (forwards to the running gateway)",
+        "mcp",
+        help="serve the memory tools to an MCP client over stdio (forwards to the running gateway)",
         description="Speak MCP (Model Context Protocol) on stdin/stdout for an MCP client such as Claude Desktop, "
-                    "Claude Code or Cursor: it lists six memory tools (memory_search, memory_get, memory_set, "
-                    "memory_delete, memory_list, memory_recall) and forwards each call to the running gateway over "
-                    "its WebSocket. Tools act on the gateway's default agent unless a call passes agentId. "
-                    "Over HTTP, the gateway serves the same tools itself at /mcp on server.httpPort.",
+        "Claude Code or Cursor: it lists six memory tools (memory_search, memory_get, memory_set, "
+        "memory_delete, memory_list, memory_recall) and forwards each call to the running gateway over "
+        "its WebSocket. Tools act on the gateway's default agent unless a call passes agentId. "
+        "Over HTTP, the gateway serves the same tools itself at /mcp on server.httpPort.",
         epilog="Example: claude mcp add jarvis -- jarvis mcp. Exit codes: 0 stdin closed; 1 no gateway to "
-               "forward to (one line on stderr). See docs/mcp.md.")
+        "forward to (one line on stderr). See docs/mcp.md.",
+    )
     p.add_argument("--url", help="gateway WebSocket URL (default ws://HOST:PORT/ from the config)")
     p.add_argument("--token", help="gateway token (default: JARVIS_GATEWAY_TOKEN, else <stateDir>/gateway.token)")
     _common(p)

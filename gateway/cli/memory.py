@@ -29,33 +29,49 @@ from .dispatch import methods
 
 
 def add_commands(subparsers: Any) -> None:
-    p = subparsers.add_parser("memory", help="index, search and inspect memory (through the running gateway, else "
-                                             "on the state dir)",
-                              description="Memory commands: each calls the memory.* method of its name — the running "
-                                          "gateway's when one of this state dir answers, else the same method in "
-                                          "this process on the state dir.",
-                              epilog=notes.CATEGORY_TABLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "memory",
+        help="index, search and inspect memory (through the running gateway, else on the state dir)",
+        description="Memory commands: each calls the memory.* method of its name — the running "
+        "gateway's when one of this state dir answers, else the same method in "
+        "this process on the state dir.",
+        epilog=notes.CATEGORY_TABLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.set_defaults(handler=run, memory_command=None)
-    sub = p.add_subparsers(dest="memory_command", metavar="{sync,search,status," + ",".join(notes.COMMANDS) + "}",
-                           help="what to do (each has its own --help)")
+    sub = p.add_subparsers(
+        dest="memory_command",
+        metavar="{sync,search,status," + ",".join(notes.COMMANDS) + "}",
+        help="what to do (each has its own --help)",
+    )
     s = sub.add_parser("sync", help="bring the index up to date now")
-    s.add_argument("--force", action="store_true", help="re-read and re-chunk every file (the cache avoids re-embedding)")
+    s.add_argument(
+        "--force", action="store_true", help="re-read and re-chunk every file (the cache avoids re-embedding)"
+    )
     notes.agent_arg(s)
     s.add_argument("--json", action="store_true", help="print the memory.sync result as JSON")
     s = sub.add_parser("search", help="search memory files and transcripts")
     s.add_argument("query", help="what to look for")
     s.add_argument("--k", type=int, default=6, help="number of results (1..50, default 6)")
     s.add_argument("--mode", choices=MODES, help="hybrid (default), fts or vector")
-    s.add_argument("--min-score", type=float, default=0.0, help="drop results below this score (0..1); a chunk that shares no word with "
-                   "the query is a hit only if its cosine is at least memory.search.minSimilarity")
+    s.add_argument(
+        "--min-score",
+        type=float,
+        default=0.0,
+        help="drop results below this score (0..1); a chunk that shares no word with "
+        "the query is a hit only if its cosine is at least memory.search.minSimilarity",
+    )
     notes.source_arg(s, "default: both")
     notes.agent_arg(s)
     s.add_argument("--json", action="store_true", help="print the memory.search result as JSON")
-    s = sub.add_parser("status", help="what the index holds (the running gateway's live figures when one answers)",
-                       description="What the index holds. When a gateway answers at the configured address "
-                                   "(with this state dir's token), its own memory.status is shown, so dirty and "
-                                   "sync runs are the live ones; otherwise (or with --direct) the index is read "
-                                   "from the state dir.")
+    s = sub.add_parser(
+        "status",
+        help="what the index holds (the running gateway's live figures when one answers)",
+        description="What the index holds. When a gateway answers at the configured address "
+        "(with this state dir's token), its own memory.status is shown, so dirty and "
+        "sync runs are the live ones; otherwise (or with --direct) the index is read "
+        "from the state dir.",
+    )
     notes.agent_arg(s)
     s.add_argument("--direct", action="store_true", help="read the state dir even when a gateway is running")
     s.add_argument("--json", action="store_true", help="print the memory.status result as JSON")
@@ -66,6 +82,7 @@ def add_commands(subparsers: Any) -> None:
 async def _elapsed(what: str) -> AsyncIterator[None]:
     """`what… Ns` on stderr while the work runs, only when stderr is a terminal and the work is long
     (the method answers once, at the end: wherever it runs, there is no progress to show but time)."""
+
     async def tick() -> None:
         t0 = time.monotonic()
         while True:
@@ -103,16 +120,29 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
             if args.json:
                 print_json(res)
             else:
-                print(f"indexed {res['indexed']}, removed {res['removed']}, unchanged {res['unchanged']} files; "
-                      f"embedded {res['chunksEmbedded']} chunks ({res['cacheHits']} from cache) in {res['durationMs']} ms")
+                print(
+                    f"indexed {res['indexed']}, removed {res['removed']}, unchanged {res['unchanged']} files; "
+                    f"embedded {res['chunksEmbedded']} chunks ({res['cacheHits']} from cache) in {res['durationMs']} ms"
+                )
                 st = await m.call("memory.status", base)
                 if st["vector"].get("missing"):
-                    print(f"warning: {st['vector']['missing']} chunks have no vector yet "
-                          f"({st['embeddings'].get('error', 'embedding provider failed')}); retried on the next sync",
-                          file=sys.stderr)
+                    print(
+                        f"warning: {st['vector']['missing']} chunks have no vector yet "
+                        f"({st['embeddings'].get('error', 'embedding provider failed')}); retried on the next sync",
+                        file=sys.stderr,
+                    )
         elif cmd == "search":
-            res = await m.call("memory.search", {**base, "query": args.query, "k": args.k, "minScore": args.min_score,
-                                                 "sources": notes.sources_of(args), "mode": args.mode})
+            res = await m.call(
+                "memory.search",
+                {
+                    **base,
+                    "query": args.query,
+                    "k": args.k,
+                    "minScore": args.min_score,
+                    "sources": notes.sources_of(args),
+                    "mode": args.mode,
+                },
+            )
             if args.json:
                 print_json(res)
             else:
@@ -151,23 +181,35 @@ def _index_location(config: Config, agent: str | None) -> str:
 
 def _print_status(res: dict) -> None:
     e, v = res["embeddings"], res["vector"]
-    print(f"files:      {res['files']} (memory {res['sources']['memory']['files']}, "
-          f"sessions {res['sources']['sessions']['files']})")
-    print(f"chunks:     {res['chunks']} (memory {res['sources']['memory']['chunks']}, "
-          f"sessions {res['sources']['sessions']['chunks']})")
+    print(
+        f"files:      {res['files']} (memory {res['sources']['memory']['files']}, "
+        f"sessions {res['sources']['sessions']['files']})"
+    )
+    print(
+        f"chunks:     {res['chunks']} (memory {res['sources']['memory']['chunks']}, "
+        f"sessions {res['sources']['sessions']['chunks']})"
+    )
     print(f"dirty:      {'yes' if res['dirty'] else 'no'}    last sync: {res['lastSyncAt'] or 'never'}")
-    print(f"embeddings: {e['provider']} {e['model']} ({e['dims']} dims)"
-          + (f"  error: {e['error']}" if e.get("error") else ""))
-    print(f"vectors:    {v['backend']} ({'available' if v['available'] else 'unavailable'}"
-          + (f", {v['missing']} missing" if v.get("missing") else "")
-          + (f", searched in memory as {v['matrix']}" if v.get("matrix") else "") + ")")
+    print(
+        f"embeddings: {e['provider']} {e['model']} ({e['dims']} dims)"
+        + (f"  error: {e['error']}" if e.get("error") else "")
+    )
+    print(
+        f"vectors:    {v['backend']} ({'available' if v['available'] else 'unavailable'}"
+        + (f", {v['missing']} missing" if v.get("missing") else "")
+        + (f", searched in memory as {v['matrix']}" if v.get("matrix") else "")
+        + ")"
+    )
     print(f"fts:        {res['fts']['tokenizer']}    cache: {res['cache']['entries']} embeddings")
     _print_backend_and_ranking(res)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
     if not getattr(args, "memory_command", None):
-        print("usage: jarvis memory {sync,search,status,set,get,delete,list,similar,recall,learn,set-image,get-image} …  (see jarvis memory --help)", file=sys.stderr)
+        print(
+            "usage: jarvis memory {sync,search,status,set,get,delete,list,similar,recall,learn,set-image,get-image} …  (see jarvis memory --help)",
+            file=sys.stderr,
+        )
         return 2
     if not config.memory.enabled:
         print("jarvis: memory is disabled (memory.enabled = false)", file=sys.stderr)

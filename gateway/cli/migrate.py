@@ -52,25 +52,45 @@ transcripts and memory files. Nor are active runs and idempotency keys: they liv
 gateway runs.
 """
 
-EPILOG = ("Exit codes: 0 copied and checked, 1 conflicts or failures, 2 bad usage or state dir in use, "
-          "3 database unreachable.")
+EPILOG = (
+    "Exit codes: 0 copied and checked, 1 conflicts or failures, 2 bad usage or state dir in use, "
+    "3 database unreachable."
+)
 
 
 def add_commands(subparsers: Any) -> None:
-    p = subparsers.add_parser("migrate", help="copy sessions and keyed memories between the state dir and PostgreSQL, "
-                                              "and check the copy",
-                              description=DESCRIPTION, epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--to", required=True, metavar="URL|sqlite",
-                   help="postgresql://user:pass@host/db to copy into that database (plain `postgresql`: the one "
-                        "storage.url / JARVIS_DATABASE_URL names, so the password stays out of the command line); "
-                        "sqlite to copy back into the state dir's files")
-    p.add_argument("--from", dest="source", metavar="URL",
-                   help="with --to sqlite: the database to copy from (default storage.url / JARVIS_DATABASE_URL)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="say what would be copied, skipped and refused; write nothing (not even the schema)")
-    p.add_argument("--verbose", "-v", action="store_true",
-                   help="list every session (by default only those with something to report)")
+    p = subparsers.add_parser(
+        "migrate",
+        help="copy sessions and keyed memories between the state dir and PostgreSQL, and check the copy",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--to",
+        required=True,
+        metavar="URL|sqlite",
+        help="postgresql://user:pass@host/db to copy into that database (plain `postgresql`: the one "
+        "storage.url / JARVIS_DATABASE_URL names, so the password stays out of the command line); "
+        "sqlite to copy back into the state dir's files",
+    )
+    p.add_argument(
+        "--from",
+        dest="source",
+        metavar="URL",
+        help="with --to sqlite: the database to copy from (default storage.url / JARVIS_DATABASE_URL)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say what would be copied, skipped and refused; write nothing (not even the schema)",
+    )
+    p.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="list every session (by default only those with something to report)",
+    )
     p.set_defaults(handler=run)
     _common(p)
 
@@ -83,8 +103,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
     if to.lower() in FILES:
         url = args.source or config.storage.url
         if not url:
-            return _usage("--to sqlite copies from a database: give --from postgresql://… or set storage.url "
-                          "(JARVIS_DATABASE_URL)")
+            return _usage(
+                "--to sqlite copies from a database: give --from postgresql://… or set storage.url "
+                "(JARVIS_DATABASE_URL)"
+            )
         into_files = True
     elif re.match(r"^postgres(ql)?(://|$)", to, re.IGNORECASE):
         if args.source:
@@ -177,57 +199,76 @@ def show(report: "mig.Report", verbose: bool = False) -> None:
 
     out: list[str] = []
     done = "would copy" if report.dry_run else "copied"
-    out.append(f"jarvis migrate: {report.source} → {report.destination}" + ("  (dry run: nothing written)"
-                                                                             if report.dry_run else ""))
+    out.append(
+        f"jarvis migrate: {report.source} → {report.destination}"
+        + ("  (dry run: nothing written)" if report.dry_run else "")
+    )
     if report.schema:
         out.append(("schema: would apply " if report.dry_run else "schema: applied ") + ", ".join(report.schema))
     if not report.entries:
         out.append("no sessions found at the source" + ("" if report.keyed else "; nothing to copy"))
     else:
         head = ("agent", "sessions", done, "identical", "conflict", "failed", "lines", "bytes", "hash check")
-        rows = [_row(agent, [e for e in report.entries if e.agent == agent], report.dry_run)
-                for agent in report.agents]
+        rows = [_row(agent, [e for e in report.entries if e.agent == agent], report.dry_run) for agent in report.agents]
         if len(rows) > 1:
             rows.append(_row("all", report.entries, report.dry_run))
         widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
         out.append("")
         for r in [head, *rows]:
-            out.append("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
-                                 for i, (c, w) in enumerate(zip(r, widths))).rstrip())
-        listed = report.entries if verbose else [e for e in report.entries if e.detail or e.status in
-                                                 (mig.CONFLICT, mig.FAILED)]
+            out.append(
+                "  ".join(
+                    str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))
+                ).rstrip()
+            )
+        listed = (
+            report.entries
+            if verbose
+            else [e for e in report.entries if e.detail or e.status in (mig.CONFLICT, mig.FAILED)]
+        )
         if listed:
             out.append("")
             for e in listed:
                 check = {True: "hash OK", False: "hash FAILED", None: ""}[e.verified]
-                line = (f"{e.status:<10}  {e.name}  {_n(e.lines, 'line')}, {_n(e.bytes, 'byte')}, "
-                        f"sha256 {e.sha256[:12]}…")
+                line = (
+                    f"{e.status:<10}  {e.name}  {_n(e.lines, 'line')}, {_n(e.bytes, 'byte')}, sha256 {e.sha256[:12]}…"
+                )
                 out.append(line + (f"  {check}" if check else "") + (f"\n            {e.detail}" if e.detail else ""))
     if report.keyed:
         out.append("")
         k = report.keyed
-        out.append(f"keyed memories: {len(k):,} ({len(report.keyed_of(mig.COPIED, mig.WOULD_COPY))} {done}, "
-                   f"{len(report.keyed_of(mig.IDENTICAL))} identical, {len(report.keyed_of(mig.CONFLICT))} in conflict, "
-                   f"{len(report.keyed_of(mig.FAILED))} failed)")
-        for e in (k if verbose else [e for e in k if e.detail or e.status in (mig.CONFLICT, mig.FAILED)]):
+        out.append(
+            f"keyed memories: {len(k):,} ({len(report.keyed_of(mig.COPIED, mig.WOULD_COPY))} {done}, "
+            f"{len(report.keyed_of(mig.IDENTICAL))} identical, {len(report.keyed_of(mig.CONFLICT))} in conflict, "
+            f"{len(report.keyed_of(mig.FAILED))} failed)"
+        )
+        for e in k if verbose else [e for e in k if e.detail or e.status in (mig.CONFLICT, mig.FAILED)]:
             check = {True: "checked", False: "check FAILED", None: ""}[e.verified]
-            out.append(f"{e.status:<10}  keyed {e.name} ({e.category})" + (f"  {check}" if check else "")
-                       + (f"\n            {e.detail}" if e.detail else ""))
+            out.append(
+                f"{e.status:<10}  keyed {e.name} ({e.category})"
+                + (f"  {check}" if check else "")
+                + (f"\n            {e.detail}" if e.detail else "")
+            )
     torn = [e for e in report.entries if e.torn_bytes]
     if torn:
         out.append("")
-        out.append(f"torn last lines not copied ({_n(sum(e.torn_bytes for e in torn), 'byte')} in "
-                   f"{_n(len(torn), 'transcript')}: bytes after the last newline, never read as a line):")
+        out.append(
+            f"torn last lines not copied ({_n(sum(e.torn_bytes for e in torn), 'byte')} in "
+            f"{_n(len(torn), 'transcript')}: bytes after the last newline, never read as a line):"
+        )
         out += [f"  {e.name}: {_n(e.torn_bytes, 'byte')}" for e in torn]
     if report.unlisted:
         more = len(report.unlisted) - 5
         shown = ", ".join(report.unlisted[:5]) + (f" and {more} more" if more > 0 else "")
         out.append("")
-        out.append(f"not sessions, not copied: {_n(len(report.unlisted), 'transcript file')} that sessions.json "
-                   f"does not list (a gateway on PostgreSQL keeps such local mirrors): {shown}")
+        out.append(
+            f"not sessions, not copied: {_n(len(report.unlisted), 'transcript file')} that sessions.json "
+            f"does not list (a gateway on PostgreSQL keeps such local mirrors): {shown}"
+        )
     out.append("")
-    out.append("memory indexes: not copied; they are derived data, rebuilt from the transcripts by the gateway\n"
-               "that serves them (`jarvis memory sync` does it at once)")
+    out.append(
+        "memory indexes: not copied; they are derived data, rebuilt from the transcripts by the gateway\n"
+        "that serves them (`jarvis memory sync` does it at once)"
+    )
     out.append(_verdict(report))
     sys.stdout.write("\n".join(out) + "\n")
     sys.stdout.flush()
@@ -250,8 +291,17 @@ def _row(agent: str, entries: "list[mig.Entry]", dry_run: bool) -> tuple[Any, ..
         check = "-"
     else:
         check = "OK" if moved else "-"
-    return (agent, len(entries), n(mig.COPIED, mig.WOULD_COPY), n(mig.IDENTICAL), n(mig.CONFLICT), n(mig.FAILED),
-            f"{sum(e.lines for e in moved):,}", f"{sum(e.bytes for e in moved):,}", check)
+    return (
+        agent,
+        len(entries),
+        n(mig.COPIED, mig.WOULD_COPY),
+        n(mig.IDENTICAL),
+        n(mig.CONFLICT),
+        n(mig.FAILED),
+        f"{sum(e.lines for e in moved):,}",
+        f"{sum(e.bytes for e in moved):,}",
+        check,
+    )
 
 
 def _verdict(report: "mig.Report") -> str:
@@ -262,10 +312,16 @@ def _verdict(report: "mig.Report") -> str:
     conflicts = len(report.of(mig.CONFLICT)) + len(report.keyed_of(mig.CONFLICT))
     failed = len(report.of(mig.FAILED)) + len(report.keyed_of(mig.FAILED))
     if report.dry_run:
-        return (f"dry run: {_n(copied, 'session')} would be copied, {same} there already (identical), "
-                f"{conflicts} in conflict, {failed} cannot be copied")
+        return (
+            f"dry run: {_n(copied, 'session')} would be copied, {same} there already (identical), "
+            f"{conflicts} in conflict, {failed} cannot be copied"
+        )
     if report.ok:
-        return (f"OK: {_n(copied, 'session')} copied and checked (line count and SHA-256 equal on both sides), "
-                f"{same} there already (identical, skipped)")
-    return (f"FAILED: {conflicts} in conflict, {failed} failed (listed above); nothing at the destination was "
-            f"overwritten. {_n(copied, 'session')} copied and checked, {same} there already.")
+        return (
+            f"OK: {_n(copied, 'session')} copied and checked (line count and SHA-256 equal on both sides), "
+            f"{same} there already (identical, skipped)"
+        )
+    return (
+        f"FAILED: {conflicts} in conflict, {failed} failed (listed above); nothing at the destination was "
+        f"overwritten. {_n(copied, 'session')} copied and checked, {same} there already."
+    )

@@ -41,8 +41,14 @@ def _sources(text: str) -> list[str]:
 
 
 def source_arg(p: argparse.ArgumentParser, default_doc: str) -> None:
-    p.add_argument("--source", dest="source", action="extend", type=_sources, metavar="SOURCE",
-                   help=f"memory or sessions; repeat it or separate with commas for both ({default_doc})")
+    p.add_argument(
+        "--source",
+        dest="source",
+        action="extend",
+        type=_sources,
+        metavar="SOURCE",
+        help=f"memory or sessions; repeat it or separate with commas for both ({default_doc})",
+    )
 
 
 def sources_of(args: argparse.Namespace) -> list[str] | None:
@@ -51,9 +57,12 @@ def sources_of(args: argparse.Namespace) -> list[str] | None:
 
 
 KEY_HELP = "the memory's name: letters, digits, '.', '_', '-'; at most 128 characters"
-SET_CATEGORY_HELP = ("the keyed memory's group, one of " + ", ".join(CATEGORIES) +
-                     " (default general; kept as memory/keyed/<category>/<key>.md)")
-LEARN_CATEGORY_HELP = ("the LEARNINGS.md section: " + ", ".join(f"{k} ({v})" for k, v in SECTIONS.items()))
+SET_CATEGORY_HELP = (
+    "the keyed memory's group, one of "
+    + ", ".join(CATEGORIES)
+    + " (default general; kept as memory/keyed/<category>/<key>.md)"
+)
+LEARN_CATEGORY_HELP = "the LEARNINGS.md section: " + ", ".join(f"{k} ({v})" for k, v in SECTIONS.items())
 CATEGORY_TABLE = f"""two kinds of category, side by side:
   memory set --category   what a fact is about; one file per key under memory/keyed/<category>/
                           {", ".join(CATEGORIES)}
@@ -65,8 +74,9 @@ bullet points") is a learning."""
 
 def add_commands(sub: Any) -> None:
     def cmd(name: str, help_: str, epilog: str | None = None) -> argparse.ArgumentParser:
-        s = sub.add_parser(name, help=help_, description=help_, epilog=epilog,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        s = sub.add_parser(
+            name, help=help_, description=help_, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
         agent_arg(s)
         s.add_argument("--json", action="store_true", help="print the method's result as JSON")
         return s
@@ -80,8 +90,12 @@ def add_commands(sub: Any) -> None:
     s = cmd("delete", "delete a keyed memory (memory.delete)")
     s.add_argument("key", help=KEY_HELP)
     s = cmd("list", "list keyed memories (memory.list)")
-    s.add_argument("--category", choices=CATEGORIES, metavar="CATEGORY", help="only this keyed-memory category: "
-                   + ", ".join(CATEGORIES))
+    s.add_argument(
+        "--category",
+        choices=CATEGORIES,
+        metavar="CATEGORY",
+        help="only this keyed-memory category: " + ", ".join(CATEGORIES),
+    )
     s.add_argument("--limit", type=int, default=50, help="at most this many (1..500, default 50)")
     s.add_argument("--offset", type=int, default=0, help="skip this many first (default 0)")
     s = cmd("similar", "memories similar to a keyed memory (memory.similar)")
@@ -91,8 +105,12 @@ def add_commands(sub: Any) -> None:
     s = cmd("recall", "memories and messages from a period (memory.recall)")
     s.add_argument("--from", dest="from_", metavar="WHEN", help="2026-11-20, 2026-11-20T10:00Z, 7d, 24h, 2w, today …")
     s.add_argument("--to", metavar="WHEN", help="end of the period (default: now), same forms as --from")
-    s.add_argument("--category", choices=CATEGORIES, metavar="CATEGORY",
-                   help="only keyed memories of this category: " + ", ".join(CATEGORIES))
+    s.add_argument(
+        "--category",
+        choices=CATEGORIES,
+        metavar="CATEGORY",
+        help="only keyed memories of this category: " + ", ".join(CATEGORIES),
+    )
     s.add_argument("--query", help="rank what the period holds by this text")
     s.add_argument("--k", type=int, default=10, help="number of results (1..100, default 10)")
     source_arg(s, "default: both")
@@ -123,19 +141,39 @@ async def run(args: argparse.Namespace, m: "Methods", agent: str) -> int:
         res = await m.call("memory.delete", {**base, "key": args.key})
         text = f"deleted {res['key']} ({res['path']})"
     elif c == "list":
-        res = await m.call("memory.list", {**base, "category": args.category, "limit": args.limit,
-                                           "offset": args.offset})
-        text = "\n".join(f"{x['updated'][:10]}  {x['category']:<11} {x['key']}: {x['preview']}"
-                         for x in res["memories"]) or "no keyed memories"
+        res = await m.call(
+            "memory.list", {**base, "category": args.category, "limit": args.limit, "offset": args.offset}
+        )
+        text = (
+            "\n".join(f"{x['updated'][:10]}  {x['category']:<11} {x['key']}: {x['preview']}" for x in res["memories"])
+            or "no keyed memories"
+        )
     elif c == "similar":
         res = await m.call("memory.similar", {**base, "key": args.key, "k": args.k, "sources": sources_of(args)})
-        text = "\n".join(f"{r['score']:.3f}  {r['path']}:{r['startLine']}-{r['endLine']}"
-                         for r in res["results"]) or "no results"
+        text = (
+            "\n".join(f"{r['score']:.3f}  {r['path']}:{r['startLine']}-{r['endLine']}" for r in res["results"])
+            or "no results"
+        )
     elif c == "recall":
-        res = await m.call("memory.recall", {**base, "from": args.from_, "to": args.to, "category": args.category,
-                                             "query": args.query, "k": args.k, "sources": sources_of(args)})
-        text = "\n".join(f"{r['timestamp']}  {r['path']}:{r['startLine']}  {' '.join(r['snippet'].split())[:120]}"
-                         for r in res["results"]) or "nothing in that period"
+        res = await m.call(
+            "memory.recall",
+            {
+                **base,
+                "from": args.from_,
+                "to": args.to,
+                "category": args.category,
+                "query": args.query,
+                "k": args.k,
+                "sources": sources_of(args),
+            },
+        )
+        text = (
+            "\n".join(
+                f"{r['timestamp']}  {r['path']}:{r['startLine']}  {' '.join(r['snippet'].split())[:120]}"
+                for r in res["results"]
+            )
+            or "nothing in that period"
+        )
     elif c == "learn":
         res = await m.call("memory.learn", {**base, "category": args.category, "text": args.text})
         e = res["entry"]
@@ -145,16 +183,20 @@ async def run(args: argparse.Namespace, m: "Methods", agent: str) -> int:
             data = args.file.read_bytes()
         except OSError as exc:
             raise NotFound(f"{args.file}: {exc.strerror or exc}") from None
-        res = await m.call("memory.setImage", {**base, "key": args.key, "image": base64.b64encode(data).decode("ascii"),
-                                               "description": args.description})
+        res = await m.call(
+            "memory.setImage",
+            {**base, "key": args.key, "image": base64.b64encode(data).decode("ascii"), "description": args.description},
+        )
         text = f"saved {res['imagePath']} ({res['mimeType']}, {res['bytes']} bytes)"
     else:
         res = await m.call("memory.getImage", {**base, "key": args.key})
         if args.out is not None:
             args.out.write_bytes(base64.b64decode(res["image"]))
-        text = f"{res['imagePath']} ({res['mimeType']}, {res['bytes']} bytes)" + (
-            f"\n{res['description']}" if res["description"] else "") + (
-            f"\nwritten to {args.out}" if args.out is not None else "")
+        text = (
+            f"{res['imagePath']} ({res['mimeType']}, {res['bytes']} bytes)"
+            + (f"\n{res['description']}" if res["description"] else "")
+            + (f"\nwritten to {args.out}" if args.out is not None else "")
+        )
     if args.json:
         print_json(res)
     else:

@@ -188,8 +188,7 @@ def _status_text(connections: int, health: Mapping[str, Any] | None, memory_on: 
     if health is None:
         return f"serving; {conns}; memory {'on' if memory_on else 'off'}"
     state = "dirty" if health.get("dirty") else "clean"
-    return (f"serving; {conns}; memory index: {health.get('files', 0)} files, "
-            f"{health.get('chunks', 0)} chunks, {state}")
+    return f"serving; {conns}; memory index: {health.get('files', 0)} files, {health.get('chunks', 0)} chunks, {state}"
 
 
 def attach(gw: "Gateway", env: Mapping[str, str] | None = None) -> SystemdLink | None:

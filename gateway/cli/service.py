@@ -1,11 +1,11 @@
 """`jarvis service install|uninstall|status` (the systemd user unit of cli/systemd.py) and `jarvis backup`.
 
-    jarvis service install [--dry-run]    render systemd/jarvis-gateway.service for this installation,
-                                          write ~/.config/systemd/user/jarvis-gateway.service,
-                                          systemctl --user daemon-reload && enable --now jarvis-gateway
-    jarvis service uninstall [--dry-run]  disable --now, remove the unit file, daemon-reload (state is kept)
-    jarvis service status [--dry-run]     systemctl --user status jarvis-gateway
-    jarvis backup DEST                    a consistent copy of the state dir, also while the gateway runs
+jarvis service install [--dry-run]    render systemd/jarvis-gateway.service for this installation,
+                                      write ~/.config/systemd/user/jarvis-gateway.service,
+                                      systemctl --user daemon-reload && enable --now jarvis-gateway
+jarvis service uninstall [--dry-run]  disable --now, remove the unit file, daemon-reload (state is kept)
+jarvis service status [--dry-run]     systemctl --user status jarvis-gateway
+jarvis backup DEST                    a consistent copy of the state dir, also while the gateway runs
 """
 
 from __future__ import annotations
@@ -16,23 +16,39 @@ import sys
 from pathlib import Path
 
 from ..config import Config
-from .systemd import (EXIT_ERROR, EXIT_OK, UNIT_FILE, UNIT_NAME, Plan, ServiceError, _run, _write_unit,
-                       env_file, find_jarvis, render_unit, require_user_systemd, unit_dir)
+from .systemd import (
+    EXIT_ERROR,
+    EXIT_OK,
+    UNIT_FILE,
+    UNIT_NAME,
+    Plan,
+    ServiceError,
+    _run,
+    _write_unit,
+    env_file,
+    find_jarvis,
+    render_unit,
+    require_user_systemd,
+    unit_dir,
+)
 from .common import _common
 
 
 LINGER_NOTE = (
     "By default systemd stops your user services when your last session ends (e.g. you log out of ssh).\n"
     "To keep the gateway running without a login, and start it at boot, enable lingering once:\n"
-    "    loginctl enable-linger $USER     (may ask for your password or need sudo)\n")
+    "    loginctl enable-linger $USER     (may ask for your password or need sudo)\n"
+)
 
 
 def cmd_install(args: argparse.Namespace, config: Config) -> int:
     jarvis = find_jarvis()
     unit_path = unit_dir() / UNIT_FILE
-    plan = Plan([["systemctl", "--user", "daemon-reload"],
-                 ["systemctl", "--user", "enable", "--now", UNIT_NAME]],
-                unit_path, render_unit(config, jarvis))
+    plan = Plan(
+        [["systemctl", "--user", "daemon-reload"], ["systemctl", "--user", "enable", "--now", UNIT_NAME]],
+        unit_path,
+        render_unit(config, jarvis),
+    )
     if args.dry_run:
         plan.show()
         print("# and to keep it running without a login session:\nloginctl enable-linger $USER")
@@ -47,19 +63,22 @@ def cmd_install(args: argparse.Namespace, config: Config) -> int:
     print(f"wrote {unit_path}")
     for cmd in plan.commands:
         _run(cmd)
-    print(f"\nJarvis Gateway is installed and started as the user service {UNIT_NAME}.\n"
-          f"  status:  systemctl --user status {UNIT_NAME}\n"
-          f"  logs:    journalctl --user -u {UNIT_NAME} -f\n"
-          f"  secrets: put OPENAI_API_KEY=… into {env_file()} (mode 0600), then "
-          f"systemctl --user restart {UNIT_NAME}\n")
+    print(
+        f"\nJarvis Gateway is installed and started as the user service {UNIT_NAME}.\n"
+        f"  status:  systemctl --user status {UNIT_NAME}\n"
+        f"  logs:    journalctl --user -u {UNIT_NAME} -f\n"
+        f"  secrets: put OPENAI_API_KEY=… into {env_file()} (mode 0600), then "
+        f"systemctl --user restart {UNIT_NAME}\n"
+    )
     print(LINGER_NOTE, end="")
     return EXIT_OK
 
 
 def cmd_uninstall(args: argparse.Namespace, config: Config) -> int:
     unit_path = unit_dir() / UNIT_FILE
-    plan = Plan([["systemctl", "--user", "disable", "--now", UNIT_NAME],
-                 ["systemctl", "--user", "daemon-reload"]], unit_path)
+    plan = Plan(
+        [["systemctl", "--user", "disable", "--now", UNIT_NAME], ["systemctl", "--user", "daemon-reload"]], unit_path
+    )
     if args.dry_run:
         plan.show()
         return EXIT_OK
@@ -109,20 +128,30 @@ def _backup(args: argparse.Namespace, config: Config) -> int:
 
 
 def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("service", help="install, remove or inspect the systemd user service",
-                       description="Run the gateway as a systemd user service (see docs/operations.md).")
-    p.add_argument("action", choices=("install", "uninstall", "status"),
-                   help="install: write the unit and enable --now; uninstall: disable and remove it "
-                        "(state is kept); status: systemctl --user status")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the rendered unit and the commands instead of running them")
+    p = sub.add_parser(
+        "service",
+        help="install, remove or inspect the systemd user service",
+        description="Run the gateway as a systemd user service (see docs/operations.md).",
+    )
+    p.add_argument(
+        "action",
+        choices=("install", "uninstall", "status"),
+        help="install: write the unit and enable --now; uninstall: disable and remove it "
+        "(state is kept); status: systemctl --user status",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the rendered unit and the commands instead of running them"
+    )
     _common(p)
     p.set_defaults(handler=_service)
 
-    p = sub.add_parser("backup", help="copy the state dir consistently (also while the gateway runs)",
-                       description="Copy config.toml, gateway.token, session metadata and transcripts, the "
-                                   "memory files and the memory index (SQLite online backup) into DEST, "
-                                   "a new directory. Restore: see docs/operations.md.")
+    p = sub.add_parser(
+        "backup",
+        help="copy the state dir consistently (also while the gateway runs)",
+        description="Copy config.toml, gateway.token, session metadata and transcripts, the "
+        "memory files and the memory index (SQLite online backup) into DEST, "
+        "a new directory. Restore: see docs/operations.md.",
+    )
     p.add_argument("dest", help="a directory that does not exist yet (or is empty)")
     _common(p)
     p.set_defaults(handler=_backup)

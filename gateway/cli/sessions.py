@@ -27,12 +27,16 @@ HISTORY_PAGE = 1000
 def add_commands(sub: Any) -> None:
     from .common import _common
 
-    p = sub.add_parser("sessions", help="list, show, export or delete sessions (through the running gateway)",
-                       description="Read and tidy conversations through the running gateway: list them, show one "
-                                   "with every message, export it as markdown or JSON lines, delete it.")
+    p = sub.add_parser(
+        "sessions",
+        help="list, show, export or delete sessions (through the running gateway)",
+        description="Read and tidy conversations through the running gateway: list them, show one "
+        "with every message, export it as markdown or JSON lines, delete it.",
+    )
     p.set_defaults(handler=run, sessions_command=None)
-    s = p.add_subparsers(dest="sessions_command", metavar="{list,show,delete,export}",
-                         help="what to do (each has its own --help)")
+    s = p.add_subparsers(
+        dest="sessions_command", metavar="{list,show,delete,export}", help="what to do (each has its own --help)"
+    )
     c = s.add_parser("list", help="the sessions, most recently active first")
     c.add_argument("--limit", type=int, default=50, help="at most this many (1..500, default 50)")
     c.add_argument("--offset", type=int, default=0, help="skip this many first (default 0)")
@@ -45,8 +49,12 @@ def add_commands(sub: Any) -> None:
     c.add_argument("--json", action="store_true", help="print the sessions.delete result as JSON")
     c = s.add_parser("export", help="print a session as markdown or JSON lines (redirect it to a file)")
     c.add_argument("key", help="the session key (see `jarvis sessions list`)")
-    c.add_argument("--format", choices=("md", "jsonl"), default="md",
-                   help="md: a readable document (default); jsonl: one message object per line")
+    c.add_argument(
+        "--format",
+        choices=("md", "jsonl"),
+        default="md",
+        help="md: a readable document (default); jsonl: one message object per line",
+    )
     for leaf in set(s.choices.values()):
         leaf.add_argument("--url", help="gateway URL (default ws://HOST:PORT/ from the config)")
         _common(leaf)
@@ -76,8 +84,10 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
                 return _json(res)
             for s in res["sessions"]:
                 model = f"  [{s['model']}]" if s.get("model") else ""
-                print(f"{s['updatedAt'][:16].replace('T', ' ')}  {s['messageCount']:>4} msg  {s['sessionKey']}  "
-                      f"{s.get('label') or 'Untitled session'}{model}")
+                print(
+                    f"{s['updatedAt'][:16].replace('T', ' ')}  {s['messageCount']:>4} msg  {s['sessionKey']}  "
+                    f"{s.get('label') or 'Untitled session'}{model}"
+                )
             shown = args.offset + len(res["sessions"])
             if not res["sessions"]:
                 print("no sessions" if res["total"] == 0 else f"no sessions past {args.offset} (of {res['total']})")
@@ -122,10 +132,13 @@ ROLES = {"user": "You", "assistant": "Jarvis", "system": "System"}
 
 def markdown(session: dict[str, Any], messages: list[dict[str, Any]]) -> str:
     """A session as a markdown document: a title, its details, then each message under a heading."""
-    out = [f"# {session.get('label') or 'Untitled session'}", "",
-           f"- session: `{session['sessionKey']}`",
-           f"- created: {session['createdAt']}, last active: {session['updatedAt']}",
-           f"- messages: {session['messageCount']}"]
+    out = [
+        f"# {session.get('label') or 'Untitled session'}",
+        "",
+        f"- session: `{session['sessionKey']}`",
+        f"- created: {session['createdAt']}, last active: {session['updatedAt']}",
+        f"- messages: {session['messageCount']}",
+    ]
     if session.get("model"):
         out.append(f"- model: {session['model']}")
     if session.get("systemPrompt"):
@@ -139,10 +152,16 @@ def markdown(session: dict[str, Any], messages: list[dict[str, Any]]) -> str:
         if m.get("versions"):
             notes.append(f"regenerated: version {len(m['versions'])} of {len(m['versions'])}")
         extra = f" ({', '.join(notes)})" if notes else ""
-        out += ["", f"## {ROLES.get(m['role'], m['role'])} · {str(m.get('timestamp', ''))[:19].replace('T', ' ')}"
-                f"{extra}", "", str(m.get("content", "")).rstrip()]
-        sources = [f"{r['path']}:{r['startLine']}" + (f"–{r['endLine']}" if r["endLine"] != r["startLine"] else "")
-                   for r in m.get("memory") or []]
+        out += [
+            "",
+            f"## {ROLES.get(m['role'], m['role'])} · {str(m.get('timestamp', ''))[:19].replace('T', ' ')}{extra}",
+            "",
+            str(m.get("content", "")).rstrip(),
+        ]
+        sources = [
+            f"{r['path']}:{r['startLine']}" + (f"–{r['endLine']}" if r["endLine"] != r["startLine"] else "")
+            for r in m.get("memory") or []
+        ]
         if sources:
             out += ["", f"*Sources: {'; '.join(sources)}*"]
     return "\n".join(out) + "\n"

@@ -46,7 +46,8 @@ def find_jarvis() -> Path:
         return Path(found).absolute()
     raise ServiceError(
         f"cannot find the `jarvis` executable of this installation (looked beside {sys.executable} and on "
-        "PATH); install the package into its virtualenv first, e.g. `pip install .` or ./scripts/serve")
+        "PATH); install the package into its virtualenv first, e.g. `pip install .` or ./scripts/serve"
+    )
 
 
 def unit_dir() -> Path:
@@ -58,8 +59,10 @@ def unit_dir() -> Path:
 def _unit_path_value(path: Path) -> str:
     text = str(path)
     if any(c.isspace() or c in "\"'\\" for c in text):
-        raise ServiceError(f"{text}: paths with spaces, quotes or backslashes cannot go into the unit file; "
-                           "use a plain path (e.g. --state-dir ~/.jarvis)")
+        raise ServiceError(
+            f"{text}: paths with spaces, quotes or backslashes cannot go into the unit file; "
+            "use a plain path (e.g. --state-dir ~/.jarvis)"
+        )
     return text.replace("%", "%%")  # '%' starts a systemd specifier
 
 
@@ -127,7 +130,8 @@ def unit_settings(config: Config) -> tuple[dict[str, str], list[str]]:
                 f"secrets never go into the unit file. Put it into {env_file()} (mode 0600), e.g.\n"
                 f"    install -d -m 700 {env_file().parent} && echo '{var}=…' >> {env_file()} "
                 f"&& chmod 600 {env_file()}\n"
-                f"or unset it for this command (env -u {var} jarvis service install)")
+                f"or unset it for this command (env -u {var} jarvis service install)"
+            )
         if isinstance(value, Path):
             text = _unit_path_value(value.expanduser().absolute())
         else:
@@ -141,8 +145,10 @@ def unit_settings(config: Config) -> tuple[dict[str, str], list[str]]:
 
 def _unit_env_value(var: str, value: str) -> str:
     if any(c in value for c in "\"'\\\n") or any(c.isspace() for c in value):
-        raise ServiceError(f"{var}={value!r}: values with spaces, quotes or backslashes cannot go into the unit "
-                           f"file; put {var} into {env_file()} instead")
+        raise ServiceError(
+            f"{var}={value!r}: values with spaces, quotes or backslashes cannot go into the unit "
+            f"file; put {var} into {env_file()} instead"
+        )
     return value.replace("%", "%%")
 
 
@@ -152,8 +158,10 @@ def render_unit(config: Config, jarvis: Path, template: Path = TEMPLATE) -> str:
     try:
         text = template.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ServiceError(f"unit template not found at {template}; install jarvis from a source checkout "
-                           f"(pip install -e .) so that systemd/{UNIT_FILE} is available") from None
+        raise ServiceError(
+            f"unit template not found at {template}; install jarvis from a source checkout "
+            f"(pip install -e .) so that systemd/{UNIT_FILE} is available"
+        ) from None
     state_dir = config.state_dir.expanduser().absolute()
     writable = [state_dir]
     workspace = config.workspace_dir.expanduser().absolute()
@@ -170,11 +178,13 @@ def render_unit(config: Config, jarvis: Path, template: Path = TEMPLATE) -> str:
     }
     # The template's leading comment explains the placeholders to people editing it by hand.
     _, _, body = text.partition("\n\n")
-    text = (f"# Rendered by `jarvis service install` from {UNIT_FILE} for {values['{{JARVIS}}']}.\n"
-            "# Re-run `jarvis service install` after moving the installation or the state directory.\n"
-            "# Settings given to `install` by flags or environment are the Environment= lines below;\n"
-            "# the others come from <stateDir>/config.toml.\n"
-            "# Secrets (OPENAI_API_KEY=…) go into ~/.config/jarvis/env (mode 0600), not here.\n\n" + body)
+    text = (
+        f"# Rendered by `jarvis service install` from {UNIT_FILE} for {values['{{JARVIS}}']}.\n"
+        "# Re-run `jarvis service install` after moving the installation or the state directory.\n"
+        "# Settings given to `install` by flags or environment are the Environment= lines below;\n"
+        "# the others come from <stateDir>/config.toml.\n"
+        "# Secrets (OPENAI_API_KEY=…) go into ~/.config/jarvis/env (mode 0600), not here.\n\n" + body
+    )
     for placeholder, value in values.items():
         if placeholder == "{{ENVIRONMENT}}" and not value:
             text = text.replace(placeholder + "\n", "")
@@ -206,11 +216,12 @@ class Plan:
 def require_user_systemd() -> None:
     """Raise ServiceError unless `systemctl --user` exists and can reach the user's service manager."""
     if shutil.which("systemctl") is None:
-        raise ServiceError("systemctl not found: this system does not run systemd, so there is no user "
-                           "service manager; run `jarvis serve` under your own supervisor instead")
+        raise ServiceError(
+            "systemctl not found: this system does not run systemd, so there is no user "
+            "service manager; run `jarvis serve` under your own supervisor instead"
+        )
     try:
-        probe = subprocess.run(["systemctl", "--user", "show-environment"], capture_output=True, text=True,
-                               timeout=15)
+        probe = subprocess.run(["systemctl", "--user", "show-environment"], capture_output=True, text=True, timeout=15)
     except subprocess.TimeoutExpired:
         raise ServiceError("`systemctl --user` did not answer within 15 s") from None
     if probe.returncode != 0:
@@ -219,7 +230,8 @@ def require_user_systemd() -> None:
             "cannot reach your user's systemd (`systemctl --user` failed: "
             f"{why[-1] if why else f'exit {probe.returncode}'}). Log in through a session that starts "
             "`systemd --user` (ssh or a desktop login, not `su`/`sudo -u`; XDG_RUNTIME_DIR must be set), "
-            "or in a container without systemd run `jarvis serve` under your own supervisor")
+            "or in a container without systemd run `jarvis serve` under your own supervisor"
+        )
 
 
 def _run(cmd: list[str]) -> None:

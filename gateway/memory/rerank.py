@@ -53,8 +53,9 @@ def decay_factor(age_days: float, half_life_days: float) -> float:
     return 0.5 ** (max(0.0, age_days) / half_life_days)
 
 
-def apply_time_decay(results: Sequence[dict[str, Any]], dates: Sequence[datetime | None], now: datetime,
-                     half_life_days: float) -> list[dict[str, Any]]:
+def apply_time_decay(
+    results: Sequence[dict[str, Any]], dates: Sequence[datetime | None], now: datetime, half_life_days: float
+) -> list[dict[str, Any]]:
     """New result dicts with decayed scores, best first (ties keep their order). `dates[i]` is the
     date of `results[i]`, None for evergreen items (unchanged score)."""
     if len(dates) != len(results):
@@ -87,8 +88,7 @@ def cosine(u: np.ndarray, v: np.ndarray) -> float:
     return float(np.dot(u, v) / (nu * nv))
 
 
-def mmr_select(relevance: Sequence[float], k: int, lam: float,
-               similarity: Callable[[int, int], float]) -> list[int]:
+def mmr_select(relevance: Sequence[float], k: int, lam: float, similarity: Callable[[int, int], float]) -> list[int]:
     """Indices of at most `k` items in MMR order. Ties go to the earlier (better-ranked) item."""
     if not 0.0 <= lam <= 1.0:
         raise ValueError("lambda must be in [0, 1]")
@@ -106,8 +106,9 @@ def mmr_select(relevance: Sequence[float], k: int, lam: float,
     return picked
 
 
-def mmr_rerank(results: Sequence[dict[str, Any]], k: int, lam: float,
-               vectors: Mapping[int, np.ndarray] | None = None) -> list[dict[str, Any]]:
+def mmr_rerank(
+    results: Sequence[dict[str, Any]], k: int, lam: float, vectors: Mapping[int, np.ndarray] | None = None
+) -> list[dict[str, Any]]:
     """At most `k` results in MMR order. `vectors[i]` is result i's stored vector; cosine is used only
     when every result has one, else Jaccard over the snippets' word sets."""
     n = len(results)
@@ -152,7 +153,8 @@ async def stored_vectors(db: "Database", results: Sequence[dict[str, Any]]) -> d
         return None
     paths = sorted({r["path"] for r in results})
     rows = await db.fetchall(
-        f"SELECT id, path, start_line, end_line FROM chunks WHERE path IN ({','.join('?' * len(paths))})", paths)
+        f"SELECT id, path, start_line, end_line FROM chunks WHERE path IN ({','.join('?' * len(paths))})", paths
+    )
     ids = {(r[1], int(r[2]), int(r[3])): int(r[0]) for r in rows}
     want = {i: ids.get((r["path"], r["startLine"], r["endLine"])) for i, r in enumerate(results)}
     cids = sorted({c for c in want.values() if c is not None})

@@ -86,8 +86,9 @@ class MemoryService:
         if not self.cfg.enabled:
             return
         self._index_open = True  # closed by close() even when opening fails half way
-        await self.index.open(IndexContext(self.provider, self.provider_problem, self._dirty, self._hidden_sessions,
-                                           self._resync))
+        await self.index.open(
+            IndexContext(self.provider, self.provider_problem, self._dirty, self._hidden_sessions, self._resync)
+        )
         self._start_triggers()
 
     def _resync(self, reason: str) -> None:
@@ -118,13 +119,24 @@ class MemoryService:
         if b.kind == "builtin":
             return builtin
         q = b.qmd
-        qmd = QmdBackend(command=q.command, collection=q.collection or f"jarvis-{self.agent_id}",
-                         workspace=self.workspace, timeout_s=q.timeout_ms / 1000.0,
-                         update_timeout_s=q.update_timeout_ms / 1000.0, embed=q.embed,
-                         hybrid_command=q.hybrid_command, snippet_chars=self.cfg.search.snippet_chars)
-        return FallbackBackend(qmd, builtin, retries=b.retries, backoff_ms=b.retry_backoff_ms,
-                               breaker=CircuitBreaker(b.breaker_failures, b.breaker_open_seconds),
-                               file_diversity=self.cfg.search.file_diversity)
+        qmd = QmdBackend(
+            command=q.command,
+            collection=q.collection or f"jarvis-{self.agent_id}",
+            workspace=self.workspace,
+            timeout_s=q.timeout_ms / 1000.0,
+            update_timeout_s=q.update_timeout_ms / 1000.0,
+            embed=q.embed,
+            hybrid_command=q.hybrid_command,
+            snippet_chars=self.cfg.search.snippet_chars,
+        )
+        return FallbackBackend(
+            qmd,
+            builtin,
+            retries=b.retries,
+            backoff_ms=b.retry_backoff_ms,
+            breaker=CircuitBreaker(b.breaker_failures, b.breaker_open_seconds),
+            file_diversity=self.cfg.search.file_diversity,
+        )
 
     def _update_backend(self) -> None:
         """After a sync: let an external backend re-read the files, in the background, one at a time."""
@@ -182,10 +194,12 @@ class MemoryService:
             return "memory manager is closed"
         return None if self.cfg.enabled else "memory is disabled"
 
-    def _request(self, *, force: bool, memory: bool, sessions: bool | set[str], progress=None,
-                 reason: str = "explicit") -> SyncRequest:
-        return self.orchestrator.request(force=force, memory=memory, sessions=sessions, progress=progress,
-                                         reason=reason)
+    def _request(
+        self, *, force: bool, memory: bool, sessions: bool | set[str], progress=None, reason: str = "explicit"
+    ) -> SyncRequest:
+        return self.orchestrator.request(
+            force=force, memory=memory, sessions=sessions, progress=progress, reason=reason
+        )
 
     def _progress(self, req: SyncRequest):
         if not req.progress:
@@ -197,6 +211,7 @@ class MemoryService:
                     p(done, total)
                 except Exception:  # a progress display must never break a sync
                     log.debug("memory_progress_callback_failed", exc_info=True)
+
         return cb
 
     async def _run_one(self, req: SyncRequest) -> SyncStats:
@@ -232,8 +247,13 @@ class MemoryService:
             cap = self.cfg.max_file_bytes
             for path, size in stats.skipped.items():
                 if self._skipped.get(path) != size:  # logged once per file and size, not every sync
-                    log.warning("memory_file_skipped", path=path, bytes=size, max_file_bytes=cap,
-                                reason="larger than memory.maxFileBytes")
+                    log.warning(
+                        "memory_file_skipped",
+                        path=path,
+                        bytes=size,
+                        max_file_bytes=cap,
+                        reason="larger than memory.maxFileBytes",
+                    )
             self._skipped = stats.skipped
         if stats.bytes_read >= TRIM_AFTER_BYTES or stats.removed:
             await asyncio.to_thread(trim_heap)
@@ -245,14 +265,18 @@ class MemoryService:
             self._update_backend()
 
     def _schedule_retry(self, retry_after: float | None) -> None:
-        if self._closed or (self._retry is not None and not self._retry.cancelled()
-                            and self._retry.when() > asyncio.get_running_loop().time()):
+        if self._closed or (
+            self._retry is not None
+            and not self._retry.cancelled()
+            and self._retry.when() > asyncio.get_running_loop().time()
+        ):
             return
         delay = max(self._retry_delay, retry_after or 0.0)
         self._retry_delay = min(RETRY_MAX_S, self._retry_delay * 2)
         loop = asyncio.get_running_loop()
-        self._retry = loop.call_later(delay, lambda: self._request(force=False, memory=False, sessions=False,
-                                                                    reason="embed-retry"))
+        self._retry = loop.call_later(
+            delay, lambda: self._request(force=False, memory=False, sessions=False, reason="embed-retry")
+        )
 
     @property
     def dirty(self) -> bool:
@@ -290,8 +314,7 @@ class MemoryService:
     async def sync_after_flush(self, session_key: str) -> dict:
         """After a compaction flushed a session into memory/YYYY-MM-DD.md: index the flush and the
         session's transcript now, forced when `sync.forceOnFlush` (re-read even if size/mtime match)."""
-        req = self._request(force=self.cfg.sync.force_on_flush, memory=True, sessions={session_key},
-                            reason="flush")
+        req = self._request(force=self.cfg.sync.force_on_flush, memory=True, sessions={session_key}, reason="flush")
         stats: SyncStats = await asyncio.shield(req.future)
         return stats.result()
 
@@ -352,9 +375,16 @@ class MemoryService:
         except Exception:
             log.warning("memory_search_presync_failed", exc_info=True)
 
-    async def search(self, query: str, k: int = 6, min_score: float = 0.0, sources: list[str] | None = None,
-                     session_key: str | None = None, mode: str | None = None,
-                     exclude: Exclude | None = None) -> dict:
+    async def search(
+        self,
+        query: str,
+        k: int = 6,
+        min_score: float = 0.0,
+        sources: list[str] | None = None,
+        session_key: str | None = None,
+        mode: str | None = None,
+        exclude: Exclude | None = None,
+    ) -> dict:
         # The params were validated by the method's schema (memory.search, and the CLI through it).
         mode = mode or self.cfg.search.mode
         srcs = tuple(sorted(set(sources))) if sources else SOURCES
@@ -363,18 +393,41 @@ class MemoryService:
             return {"results": [], "mode": mode, "embeddings": self._embeddings_brief(), "degraded": why}
         await self._sync_if_dirty()
         if self.index.recovering:
-            res = await self.search_backend.search(query, k=int(k), min_score=float(min_score), sources=srcs,
-                                                   session_key=session_key, mode=mode, exclude=exclude)
-            res["degraded"] = ("the memory index was damaged and is being rebuilt from the memory files and "
-                               "transcripts; results are incomplete until it is done")
+            res = await self.search_backend.search(
+                query,
+                k=int(k),
+                min_score=float(min_score),
+                sources=srcs,
+                session_key=session_key,
+                mode=mode,
+                exclude=exclude,
+            )
+            res["degraded"] = (
+                "the memory index was damaged and is being rebuilt from the memory files and "
+                "transcripts; results are incomplete until it is done"
+            )
             return res
         s = self.cfg.search
         if not (s.mmr or s.time_decay):
-            return await self.search_backend.search(query, k=int(k), min_score=float(min_score), sources=srcs,
-                                                    session_key=session_key, mode=mode, exclude=exclude)
+            return await self.search_backend.search(
+                query,
+                k=int(k),
+                min_score=float(min_score),
+                sources=srcs,
+                session_key=session_key,
+                mode=mode,
+                exclude=exclude,
+            )
         # Re-ranking: a pool a few times k, re-scored / re-ordered, then cut to k and minScore.
-        res = await self.search_backend.search(query, k=min(100, max(3 * int(k), 20)), min_score=0.0,
-                                               sources=srcs, session_key=session_key, mode=mode, exclude=exclude)
+        res = await self.search_backend.search(
+            query,
+            k=min(100, max(3 * int(k), 20)),
+            min_score=0.0,
+            sources=srcs,
+            session_key=session_key,
+            mode=mode,
+            exclude=exclude,
+        )
         res["results"] = await self._rerank(res["results"], int(k), float(min_score))
         return res
 
@@ -397,8 +450,13 @@ class MemoryService:
             raise Invalid("must be >= 1", field="lines")
         target = await asyncio.to_thread(resolve_readable, path, self.workspace, self.sessions_dir)
         got, more = await asyncio.to_thread(read_lines, target, from_, lines)
-        out: dict[str, Any] = {"path": path, "text": "\n".join(got), "from": from_, "lines": len(got),
-                               "truncated": more}
+        out: dict[str, Any] = {
+            "path": path,
+            "text": "\n".join(got),
+            "from": from_,
+            "lines": len(got),
+            "truncated": more,
+        }
         if more:
             out["nextFrom"] = from_ + max(1, len(got))
         return out
@@ -414,10 +472,14 @@ class MemoryService:
             files_by, chunks_by, cache, dims = {}, {}, 0, 0
         p = self.provider
         engine = self.index.status()
-        vec: dict[str, Any] = {"backend": self.index.backend, "missing": self.index.counts["missing"],
-                               **engine["vector"]}
+        vec: dict[str, Any] = {
+            "backend": self.index.backend,
+            "missing": self.index.counts["missing"],
+            **engine["vector"],
+        }
         out: dict[str, Any] = {
-            "files": sum(files_by.values()), "chunks": sum(chunks_by.values()),
+            "files": sum(files_by.values()),
+            "chunks": sum(chunks_by.values()),
             "sources": {s: {"files": files_by.get(s, 0), "chunks": chunks_by.get(s, 0)} for s in SOURCES},
             "dirty": self.dirty,
             "lastSyncAt": self.index.last_sync_at,
@@ -426,8 +488,12 @@ class MemoryService:
             "fts": engine["fts"],
             "cache": {"entries": cache},
             "backend": self.search_backend.status(),
-            "ranking": {"mmr": self.cfg.search.mmr, "mmrLambda": self.cfg.search.mmr_lambda,
-                        "timeDecay": self.cfg.search.time_decay, "halfLifeDays": self.cfg.search.half_life_days},
+            "ranking": {
+                "mmr": self.cfg.search.mmr,
+                "mmrLambda": self.cfg.search.mmr_lambda,
+                "timeDecay": self.cfg.search.time_decay,
+                "halfLifeDays": self.cfg.search.half_life_days,
+            },
             "sync": self.orchestrator.status(),
         }
         if self.index.rebuilding:
@@ -451,5 +517,9 @@ class MemoryService:
 
     def health(self) -> dict:
         counts = self.index.counts
-        return {"files": counts["files"], "chunks": counts["chunks"], "dirty": self.dirty,
-                "watcher": self.orchestrator.watch.mode}
+        return {
+            "files": counts["files"],
+            "chunks": counts["chunks"],
+            "dirty": self.dirty,
+            "watcher": self.orchestrator.watch.mode,
+        }

@@ -21,12 +21,17 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def index_signature(cfg: "MemoryConfig", provider: EmbeddingProvider, vector_backend: str) -> str:
     c = cfg.chunking
-    return orjson.dumps({
-        "provider": provider.name, "model": provider.model,
-        "dims": cfg.embeddings.dims if provider.name == "openai" else provider.dims,
-        "tokenizer": cfg.search.fts_tokenizer, "vectorBackend": vector_backend,
-        "chunking": [c.tokens, c.overlap, c.session_tokens, c.session_overlap, c.session_context, CHUNKER_VERSION],
-    }, option=orjson.OPT_SORT_KEYS).decode()
+    return orjson.dumps(
+        {
+            "provider": provider.name,
+            "model": provider.model,
+            "dims": cfg.embeddings.dims if provider.name == "openai" else provider.dims,
+            "tokenizer": cfg.search.fts_tokenizer,
+            "vectorBackend": vector_backend,
+            "chunking": [c.tokens, c.overlap, c.session_tokens, c.session_overlap, c.session_context, CHUNKER_VERSION],
+        },
+        option=orjson.OPT_SORT_KEYS,
+    ).decode()
 
 
 def same_embeddings(a: str | None, b: str | None) -> bool:

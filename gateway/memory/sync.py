@@ -42,14 +42,19 @@ log = structlog.get_logger("gateway.memory")
 
 def _summary(stats: Any) -> dict[str, Any]:
     """A run's figures for its log line: files indexed / removed / unchanged, chunks embedded."""
-    return {"files_indexed": getattr(stats, "indexed", None), "files_removed": getattr(stats, "removed", None),
-            "files_unchanged": getattr(stats, "unchanged", None), "chunks_embedded": getattr(stats, "chunks_embedded", None),
-            "chunks_from_cache": getattr(stats, "cache_hits", None)}
+    return {
+        "files_indexed": getattr(stats, "indexed", None),
+        "files_removed": getattr(stats, "removed", None),
+        "files_unchanged": getattr(stats, "unchanged", None),
+        "chunks_embedded": getattr(stats, "chunks_embedded", None),
+        "chunks_from_cache": getattr(stats, "cache_hits", None),
+    }
 
 
 @dataclass
 class SyncRequest:
     """What one run must cover. `sessions` is True (all), a set of session keys, or False."""
+
     future: asyncio.Future
     force: bool = False
     memory: bool = False
@@ -114,8 +119,13 @@ class DirtyMarks:
 
 
 class SyncOrchestrator:
-    def __init__(self, run: Callable[[SyncRequest], Awaitable[Any]], *, sync_cfg: Any,
-                 unavailable: Callable[[], str | None] = lambda: None):
+    def __init__(
+        self,
+        run: Callable[[SyncRequest], Awaitable[Any]],
+        *,
+        sync_cfg: Any,
+        unavailable: Callable[[], str | None] = lambda: None,
+    ):
         """`run(req)` performs one sync; `unavailable()` returns why no sync can run now (or None)."""
         self._run_one = run
         self.cfg = sync_cfg
@@ -127,15 +137,22 @@ class SyncOrchestrator:
         self._tasks: list[asyncio.Task] = []
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._closed = False
-        self.runs = 0          # syncs started
-        self.requests = 0      # requests received (runs ≤ requests: the rest coalesced)
+        self.runs = 0  # syncs started
+        self.requests = 0  # requests received (runs ≤ requests: the rest coalesced)
         self.last_reasons: list[str] = []
         self.last_error: dict[str, str] | None = None  # the last run's failure, until a run succeeds
         self.watch = WatchState()
 
     # ---- the core: request and run ---------------------------------------------------------------
-    def request(self, *, force: bool = False, memory: bool = False, sessions: bool | set[str] = False,
-                progress=None, reason: str = "explicit") -> SyncRequest:
+    def request(
+        self,
+        *,
+        force: bool = False,
+        memory: bool = False,
+        sessions: bool | set[str] = False,
+        progress=None,
+        reason: str = "explicit",
+    ) -> SyncRequest:
         problem = "sync orchestrator is closed" if self._closed else self._unavailable()
         if problem:
             fut = asyncio.get_running_loop().create_future()
@@ -162,7 +179,10 @@ class SyncOrchestrator:
             self._running = req
             self.runs += 1
             self.last_reasons = sorted(req.reasons)
-            scope = {"memory": req.memory, "sessions": req.sessions if isinstance(req.sessions, bool) else len(req.sessions)}
+            scope = {
+                "memory": req.memory,
+                "sessions": req.sessions if isinstance(req.sessions, bool) else len(req.sessions),
+            }
             log.info("memory_sync_started", reasons=self.last_reasons, force=req.force, **scope)
             t0 = time.perf_counter()
             try:
@@ -199,8 +219,17 @@ class SyncOrchestrator:
     def start(self, workspace: Path | None, on_memory_change: Callable[[], None]) -> None:
         """Start the background triggers: file watch (`watch`) and the interval (`intervalMinutes`)."""
         if self.cfg.watch and workspace is not None:
-            self._spawn(watch_memory(workspace, on_memory_change, self._stop, self.cfg.watch_debounce_ms,
-                                     mode=self.cfg.watch_mode, poll_ms=self.cfg.watch_poll_ms, state=self.watch))
+            self._spawn(
+                watch_memory(
+                    workspace,
+                    on_memory_change,
+                    self._stop,
+                    self.cfg.watch_debounce_ms,
+                    mode=self.cfg.watch_mode,
+                    poll_ms=self.cfg.watch_poll_ms,
+                    state=self.watch,
+                )
+            )
         if self.cfg.interval_minutes > 0:
             self._spawn(self._interval(self.cfg.interval_minutes * 60.0))
 
@@ -242,9 +271,15 @@ class SyncOrchestrator:
         return self.running or self.pending or bool(self._timers)
 
     def status(self) -> dict[str, Any]:
-        out = {"running": self.running, "pending": self.pending, "runs": self.runs, "requests": self.requests,
-               "lastReasons": self.last_reasons, "intervalMinutes": self.cfg.interval_minutes,
-               "watcher": self.watch.to_dict()}
+        out = {
+            "running": self.running,
+            "pending": self.pending,
+            "runs": self.runs,
+            "requests": self.requests,
+            "lastReasons": self.last_reasons,
+            "intervalMinutes": self.cfg.interval_minutes,
+            "watcher": self.watch.to_dict(),
+        }
         if self.last_error is not None:
             out["lastError"] = self.last_error
         return out
@@ -275,4 +310,3 @@ def _consume(fut: asyncio.Future) -> None:
     """Mark a sync result's exception as seen (callers that do not wait still get it logged)."""
     if not fut.cancelled():
         fut.exception()
-

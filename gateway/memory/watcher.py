@@ -27,9 +27,12 @@ def memory_filter(workspace: Path) -> Callable[[Change, str], bool]:
     def accept(change: Change, path: str) -> bool:
         if not path.startswith(prefix):
             return False
-        rel = path[len(prefix):]
-        return rel in ROOT_FILES or rel == NOTES_DIR or (rel.startswith(NOTES_DIR + "/") and
-                                                        (rel.endswith(".md") or "." not in rel.rsplit("/", 1)[-1]))
+        rel = path[len(prefix) :]
+        return (
+            rel in ROOT_FILES
+            or rel == NOTES_DIR
+            or (rel.startswith(NOTES_DIR + "/") and (rel.endswith(".md") or "." not in rel.rsplit("/", 1)[-1]))
+        )
 
     return accept
 
@@ -58,9 +61,16 @@ class WatchState:
         return out
 
 
-async def watch_memory(workspace: Path, on_change: Callable[[], None], stop: asyncio.Event,
-                       debounce_ms: int = 500, *, mode: str = "auto", poll_ms: int = 2000,
-                       state: WatchState | None = None) -> None:
+async def watch_memory(
+    workspace: Path,
+    on_change: Callable[[], None],
+    stop: asyncio.Event,
+    debounce_ms: int = 500,
+    *,
+    mode: str = "auto",
+    poll_ms: int = 2000,
+    state: WatchState | None = None,
+) -> None:
     """Call `on_change` (debounced) when a memory file changes, until `stop` is set.
 
     mode "auto": native watching, falling back to polling when it fails; "polling": poll only. A
@@ -76,10 +86,17 @@ async def watch_memory(workspace: Path, on_change: Callable[[], None], stop: asy
     for how in tries:
         state.set(how)
         try:
-            async for _changes in awatch(workspace, watch_filter=memory_filter(workspace),
-                                         debounce=max(debounce_ms, 1), stop_event=stop, recursive=True,
-                                         rust_timeout=1000, ignore_permission_denied=True,
-                                         force_polling=how == "polling", poll_delay_ms=poll_ms):
+            async for _changes in awatch(
+                workspace,
+                watch_filter=memory_filter(workspace),
+                debounce=max(debounce_ms, 1),
+                stop_event=stop,
+                recursive=True,
+                rust_timeout=1000,
+                ignore_permission_denied=True,
+                force_polling=how == "polling",
+                poll_delay_ms=poll_ms,
+            ):
                 if stop.is_set():
                     break
                 on_change()
@@ -87,8 +104,12 @@ async def watch_memory(workspace: Path, on_change: Callable[[], None], stop: asy
         except Exception as exc:  # e.g. inotify instances or watches ran out ("Too many open files")
             if stop.is_set():
                 return
-            log.warning("memory_watcher_failed", mode=how, error=str(exc),
-                        next="polling" if how != tries[-1] else "none: memory files sync on other triggers")
+            log.warning(
+                "memory_watcher_failed",
+                mode=how,
+                error=str(exc),
+                next="polling" if how != tries[-1] else "none: memory files sync on other triggers",
+            )
             state.error = f"{how} watching failed: {exc}"
             on_change()  # edits may have been missed while it failed
     state.set("stopped")

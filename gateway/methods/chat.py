@@ -10,8 +10,7 @@ from .sessions import with_agent
 
 @registry.method(
     "chat.send",
-    with_agent(sessionKey=Str(pattern=SESSION_KEY), message=Str(1, 100_000),
-               idempotencyKey=Str(1, 256, optional=True)),
+    with_agent(sessionKey=Str(pattern=SESSION_KEY), message=Str(1, 100_000), idempotencyKey=Str(1, 256, optional=True)),
     "Send a user message; the reply streams as chat.delta … chat.final to subscribers (the caller included).",
 )
 async def send(ctx: CallContext, p: dict) -> dict:
@@ -29,9 +28,11 @@ async def send(ctx: CallContext, p: dict) -> dict:
 
 @registry.method(
     "chat.regenerate",
-    with_agent(sessionKey=Str(pattern=SESSION_KEY), messageId=Str(1, 256, description="the session's last reply "
-                                                                                         "(any of its versions)"),
-               idempotencyKey=Str(1, 256, optional=True)),
+    with_agent(
+        sessionKey=Str(pattern=SESSION_KEY),
+        messageId=Str(1, 256, description="the session's last reply (any of its versions)"),
+        idempotencyKey=Str(1, 256, optional=True),
+    ),
     "Ask again for the session's last reply: a new version of it streams as chat.delta … chat.final (its message "
     "has `replaces`: the first version's id); the transcript keeps every version, history shows the latest.",
 )
@@ -51,7 +52,7 @@ def label_from(message: str, limit: int = 60) -> str:
     if len(text) <= limit:
         return text
     cut = text[: limit - 1]
-    if " " in cut[limit // 2:]:
+    if " " in cut[limit // 2 :]:
         cut = cut[: cut.rindex(" ")]
     return cut.rstrip(" ,.;:-") + "…"
 
@@ -69,16 +70,22 @@ async def name_after_first_message(agent, key: str, message: str) -> None:
         await agent.sessions.update(key, label=label)
 
 
-@registry.method("chat.abort", with_agent(sessionKey=Str(pattern=SESSION_KEY), runId=Str(1, 64, optional=True)),
-                 "Abort the session's active run (or that run only); the partial reply is kept.")
+@registry.method(
+    "chat.abort",
+    with_agent(sessionKey=Str(pattern=SESSION_KEY), runId=Str(1, 64, optional=True)),
+    "Abort the session's active run (or that run only); the partial reply is kept.",
+)
 async def abort(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
     return {"aborted": await agent.chat.abort(p["sessionKey"], p["runId"])}
 
 
-@registry.method("chat.models", with_agent(),
-                 "The chat models the provider offers (the upstream's /v1/models, or the configured model when it "
-                 "has none) → {models: [{id, object, created, owned_by}], default}; a session's `model` picks one.")
+@registry.method(
+    "chat.models",
+    with_agent(),
+    "The chat models the provider offers (the upstream's /v1/models, or the configured model when it "
+    "has none) → {models: [{id, object, created, owned_by}], default}; a session's `model` picks one.",
+)
 async def models(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
     provider = agent.chat.provider

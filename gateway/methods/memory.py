@@ -23,8 +23,11 @@ from .sessions import with_agent
 
 async def _memory(ctx: CallContext, p: dict) -> Any:
     """The memory of the agent named by params.agentId (default: the configured agent)."""
-    mem = getattr(ctx.services, "memory", None) if p.get("agentId") is None \
+    mem = (
+        getattr(ctx.services, "memory", None)
+        if p.get("agentId") is None
         else (await ctx.services.agent(p["agentId"])).memory
+    )
     if mem is None:
         raise NotFound("memory is disabled (memory.enabled = false)")
     return mem
@@ -45,42 +48,55 @@ def category_param(description: str) -> Str:
     return Str(choices=CATEGORIES, optional=True, description=description)
 
 
-SOURCES = Arr(Str(choices=("memory", "sessions")), 1, 2, unique=True, optional=True,
-              description="default: both")
+SOURCES = Arr(Str(choices=("memory", "sessions")), 1, 2, unique=True, optional=True, description="default: both")
 
 
 SEARCH = with_agent(
     query=Str(1, 2000, description="what to look for, in plain words"),
     k=Int(1, 50, default=6, description="how many results"),
     minScore=Num(0, 1, default=0, description="drop results scoring below this (scores are in [0,1])"),
-    sources=Arr(Str(choices=("memory", "sessions")), 1, 2, unique=True, optional=True,
-                description="default: both"),
-    sessionKey=Str(pattern=SESSION_KEY, optional=True,
-                   description="restrict transcript results to this session (memory files still count)"),
+    sources=Arr(Str(choices=("memory", "sessions")), 1, 2, unique=True, optional=True, description="default: both"),
+    sessionKey=Str(
+        pattern=SESSION_KEY,
+        optional=True,
+        description="restrict transcript results to this session (memory files still count)",
+    ),
     mode=Str(choices=("hybrid", "fts", "vector"), optional=True, description="default: memory.search.mode"),
 )
 
 
-@registry.method("memory.search", SEARCH,
-                 "Search memory files and transcripts (BM25 + vectors, fused); results with line ranges and snippets.")
+@registry.method(
+    "memory.search",
+    SEARCH,
+    "Search memory files and transcripts (BM25 + vectors, fused); results with line ranges and snippets.",
+)
 async def search(ctx: CallContext, p: dict) -> dict:
-    return await (await _memory(ctx, p)).search(p["query"], k=p["k"], min_score=p["minScore"], sources=p["sources"],
-                                     session_key=p["sessionKey"], mode=p["mode"])
+    return await (await _memory(ctx, p)).search(
+        p["query"], k=p["k"], min_score=p["minScore"], sources=p["sources"], session_key=p["sessionKey"], mode=p["mode"]
+    )
 
 
-@registry.method("memory.get",
-                 with_agent(path=Str(1, 1024, optional=True,
-                                     description="MEMORY.md, LEARNINGS.md, memory/….md or sessions/<sessionKey>.jsonl"),
-                            key=Str(1, 128, pattern=KEY_PATTERN, optional=True,
-                                    description="a keyed memory's key (give path or key, not both)"),
-                            **{"from": Int(1, default=1, description="first line, 1-based (path reads)")},
-                            lines=Int(1, 10_000, default=120, description="how many lines (path reads)")),
-                 "Read lines of a memory file or transcript the index may hold (path), or a keyed memory (key) "
-                 "→ {key, category, value, path, created, updated}.")
+@registry.method(
+    "memory.get",
+    with_agent(
+        path=Str(
+            1, 1024, optional=True, description="MEMORY.md, LEARNINGS.md, memory/….md or sessions/<sessionKey>.jsonl"
+        ),
+        key=Str(
+            1, 128, pattern=KEY_PATTERN, optional=True, description="a keyed memory's key (give path or key, not both)"
+        ),
+        **{"from": Int(1, default=1, description="first line, 1-based (path reads)")},
+        lines=Int(1, 10_000, default=120, description="how many lines (path reads)"),
+    ),
+    "Read lines of a memory file or transcript the index may hold (path), or a keyed memory (key) "
+    "→ {key, category, value, path, created, updated}.",
+)
 async def get(ctx: CallContext, p: dict) -> dict:
     if (p["path"] is None) == (p["key"] is None):
-        raise Invalid(f"give exactly one of path or key, not {'both' if p['key'] else 'neither'}",
-                      field="key" if p["key"] is not None else "path")
+        raise Invalid(
+            f"give exactly one of path or key, not {'both' if p['key'] else 'neither'}",
+            field="key" if p["key"] is not None else "path",
+        )
     if p["key"] is not None:
         return await (await notes_for(ctx, p["agentId"])).get(p["key"])
     return await (await _memory(ctx, p)).get(p["path"], from_=p["from"], lines=p["lines"])
@@ -91,113 +107,167 @@ async def status(ctx: CallContext, p: dict) -> dict:
     return await (await _memory(ctx, p)).status()
 
 
-@registry.method("memory.sync", with_agent(force=Bool(default=False, description="re-read every file")),
-                 "Bring the index up to date now; returns what changed.")
+@registry.method(
+    "memory.sync",
+    with_agent(force=Bool(default=False, description="re-read every file")),
+    "Bring the index up to date now; returns what changed.",
+)
 async def sync(ctx: CallContext, p: dict) -> dict:
     return await (await _memory(ctx, p)).sync(force=p["force"])
 
 
-@registry.method("memory.set",
-                 with_agent(key=key_param("the memory's key (letters, digits, '.', '_', '-'; ≤128)"),
-                            value=Str(1, MAX_VALUE_CHARS, description="the text to remember"),
-                            category=category_param("default: the entry's current category, else general")),
-                 "Create or replace a keyed memory (memory/keyed/<category>/<key>.md); searchable at once. "
-                 "→ {key, category, value, path, created, updated, replaced, movedFrom?}")
+@registry.method(
+    "memory.set",
+    with_agent(
+        key=key_param("the memory's key (letters, digits, '.', '_', '-'; ≤128)"),
+        value=Str(1, MAX_VALUE_CHARS, description="the text to remember"),
+        category=category_param("default: the entry's current category, else general"),
+    ),
+    "Create or replace a keyed memory (memory/keyed/<category>/<key>.md); searchable at once. "
+    "→ {key, category, value, path, created, updated, replaced, movedFrom?}",
+)
 async def set_(ctx: CallContext, p: dict) -> dict:
     return await (await notes_for(ctx, p["agentId"])).set(p["key"], p["value"], p["category"])
 
 
-@registry.method("memory.delete", with_agent(key=key_param()),
-                 "Delete a keyed memory; it leaves search at once. → {deleted, key, category, path}")
+@registry.method(
+    "memory.delete",
+    with_agent(key=key_param()),
+    "Delete a keyed memory; it leaves search at once. → {deleted, key, category, path}",
+)
 async def delete(ctx: CallContext, p: dict) -> dict:
     return await (await notes_for(ctx, p["agentId"])).delete(p["key"])
 
 
-@registry.method("memory.list",
-                 with_agent(category=category_param("only this category"), limit=Int(1, 500, default=50),
-                            offset=Int(0, default=0)),
-                 "Keyed memories, most recently updated first, with previews. "
-                 "→ {memories:[{key, category, path, preview, created, updated}], total}")
+@registry.method(
+    "memory.list",
+    with_agent(category=category_param("only this category"), limit=Int(1, 500, default=50), offset=Int(0, default=0)),
+    "Keyed memories, most recently updated first, with previews. "
+    "→ {memories:[{key, category, path, preview, created, updated}], total}",
+)
 async def list_(ctx: CallContext, p: dict) -> dict:
     return await (await notes_for(ctx, p["agentId"])).list(p["category"], p["limit"], p["offset"])
 
 
-@registry.method("memory.similar",
-                 with_agent(key=key_param("the stored memory to compare with"), k=Int(1, 50, default=5),
-                            minScore=Num(0, 1, default=0), sources=Arr(Str(choices=("memory", "sessions")), 1, 2,
-                                                                       unique=True, optional=True,
-                                                                       description="default: memory")),
-                 "Memories similar to a stored keyed memory (vector search on its text when vectors are "
-                 "available, else hybrid), the entry itself left out. → {key, path, results, mode, embeddings, degraded?}")
+@registry.method(
+    "memory.similar",
+    with_agent(
+        key=key_param("the stored memory to compare with"),
+        k=Int(1, 50, default=5),
+        minScore=Num(0, 1, default=0),
+        sources=Arr(
+            Str(choices=("memory", "sessions")), 1, 2, unique=True, optional=True, description="default: memory"
+        ),
+    ),
+    "Memories similar to a stored keyed memory (vector search on its text when vectors are "
+    "available, else hybrid), the entry itself left out. → {key, path, results, mode, embeddings, degraded?}",
+)
 async def similar(ctx: CallContext, p: dict) -> dict:
     return await (await notes_for(ctx, p["agentId"])).similar(p["key"], p["k"], p["minScore"], p["sources"])
 
 
-@registry.method("memory.recall",
-                 with_agent(**{"from": Str(1, 64, optional=True,
-                                           description="start: ISO date/datetime, 7d / 24h / 2w / 30m back, "
-                                                       "today, yesterday (default: the beginning)")},
-                            to=Str(1, 64, optional=True, description="end, same forms (default: now)"),
-                            category=category_param("only keyed memories of this category"),
-                            query=Str(0, 2000, optional=True, description="rank by relevance to this"),
-                            k=Int(1, 100, default=10), minScore=Num(0, 1, default=0),
-                            sources=SOURCES),
-                 "Memories and transcript messages from a period, newest first or ranked by a query. "
-                 "→ {results:[{path, source, kind, startLine, endLine, timestamp, snippet, score?, "
-                 "sessionKey?, role?, key?, category?}], from, to, matched, degraded?}")
+@registry.method(
+    "memory.recall",
+    with_agent(
+        **{
+            "from": Str(
+                1,
+                64,
+                optional=True,
+                description="start: ISO date/datetime, 7d / 24h / 2w / 30m back, "
+                "today, yesterday (default: the beginning)",
+            )
+        },
+        to=Str(1, 64, optional=True, description="end, same forms (default: now)"),
+        category=category_param("only keyed memories of this category"),
+        query=Str(0, 2000, optional=True, description="rank by relevance to this"),
+        k=Int(1, 100, default=10),
+        minScore=Num(0, 1, default=0),
+        sources=SOURCES,
+    ),
+    "Memories and transcript messages from a period, newest first or ranked by a query. "
+    "→ {results:[{path, source, kind, startLine, endLine, timestamp, snippet, score?, "
+    "sessionKey?, role?, key?, category?}], from, to, matched, degraded?}",
+)
 async def recall(ctx: CallContext, p: dict) -> dict:
     f = await notes_for(ctx, p["agentId"])
     return await f.recall_period(p["from"], p["to"], p["category"], p["query"], p["k"], p["minScore"], p["sources"])
 
 
-@registry.method("memory.learn",
-                 with_agent(category=Str(1, 64, description="preferences, corrections, patterns or tools (or "
-                                                            "the section names: " + ", ".join(SECTIONS.values()) + ")"),
-                            text=Str(1, 1000, description="what was learned, one line")),
-                 "Record a learning in LEARNINGS.md; a near-duplicate (word Jaccard ≥ 0.8) in the same section "
-                 "refreshes its date instead. → {status:\"added\"|\"refreshed\", entry:{category, section, date, "
-                 "text, line, path}, similarity?}")
+@registry.method(
+    "memory.learn",
+    with_agent(
+        category=Str(
+            1,
+            64,
+            description="preferences, corrections, patterns or tools (or "
+            "the section names: " + ", ".join(SECTIONS.values()) + ")",
+        ),
+        text=Str(1, 1000, description="what was learned, one line"),
+    ),
+    "Record a learning in LEARNINGS.md; a near-duplicate (word Jaccard ≥ 0.8) in the same section "
+    'refreshes its date instead. → {status:"added"|"refreshed", entry:{category, section, date, '
+    "text, line, path}, similarity?}",
+)
 async def learn(ctx: CallContext, p: dict) -> dict:
     return await (await notes_for(ctx, p["agentId"])).learn(p["category"], p["text"])
 
 
-@registry.method("memory.setImage",
-                 with_agent(key=key_param("the image's key"),
-                            image=Str(1, description="base64 PNG or JPEG (a data: URL prefix is allowed)"),
-                            description=Str(0, 4000, optional=True, description="indexed, so the image is searchable by it")),
-                 "Store an image (memory/images/<key>.png|jpg) with a searchable markdown sidecar "
-                 "(memory/images/<key>.md). → {key, mimeType, bytes, path, imagePath, description, created, updated, replaced}")
+@registry.method(
+    "memory.setImage",
+    with_agent(
+        key=key_param("the image's key"),
+        image=Str(1, description="base64 PNG or JPEG (a data: URL prefix is allowed)"),
+        description=Str(0, 4000, optional=True, description="indexed, so the image is searchable by it"),
+    ),
+    "Store an image (memory/images/<key>.png|jpg) with a searchable markdown sidecar "
+    "(memory/images/<key>.md). → {key, mimeType, bytes, path, imagePath, description, created, updated, replaced}",
+)
 async def set_image(ctx: CallContext, p: dict) -> dict:
     return await (await notes_for(ctx, p["agentId"])).set_image(p["key"], p["image"], p["description"])
 
 
-@registry.method("memory.getImage", with_agent(key=key_param("the image's key")),
-                 "A stored image. → {key, mimeType, image (base64), description, bytes, path, imagePath, created, updated}")
+@registry.method(
+    "memory.getImage",
+    with_agent(key=key_param("the image's key")),
+    "A stored image. → {key, mimeType, image (base64), description, bytes, path, imagePath, created, updated}",
+)
 async def get_image(ctx: CallContext, p: dict) -> dict:
     return await (await notes_for(ctx, p["agentId"])).get_image(p["key"])
 
 
-@registry.method("memory.searchImage",
-                 with_agent(image=Str(1, description="base64 PNG or JPEG"), k=Int(1, 50, default=6)),
-                 "Find memories similar to an image. Needs a multimodal embedding provider; otherwise "
-                 "-32050 with data.retryable = false.")
+@registry.method(
+    "memory.searchImage",
+    with_agent(image=Str(1, description="base64 PNG or JPEG"), k=Int(1, 50, default=6)),
+    "Find memories similar to an image. Needs a multimodal embedding provider; otherwise "
+    "-32050 with data.retryable = false.",
+)
 async def search_image(ctx: CallContext, p: dict) -> dict:
     return await (await notes_for(ctx, p["agentId"])).search_image(p["image"], p["k"])
 
 
-@registry.method("memory.files", with_agent(),
-                 "The workspace's memory files (MEMORY.md, LEARNINGS.md, memory/**/*.md), sorted by path → "
-                 "{files: [{path, size, modified, writable}]}; read one with memory.get {path}.")
+@registry.method(
+    "memory.files",
+    with_agent(),
+    "The workspace's memory files (MEMORY.md, LEARNINGS.md, memory/**/*.md), sorted by path → "
+    "{files: [{path, size, modified, writable}]}; read one with memory.get {path}.",
+)
 async def files(ctx: CallContext, p: dict) -> dict:
     return await (await notes_for(ctx, p["agentId"])).files()
 
 
-@registry.method("memory.write",
-                 with_agent(path=Str(1, 1024, description="MEMORY.md or memory/….md (not memory/keyed/ or "
-                                                          "memory/images/: memory.set and memory.setImage own those)"),
-                            content=Str(0, MAX_NOTE_BYTES, description=f"the whole new text (at most {MAX_NOTE_BYTES} "
-                                                                       "bytes of UTF-8)")),
-                 "Replace (or create) a note, atomically; the index holds the new text when this answers → "
-                 "{path, size, created}.")
+@registry.method(
+    "memory.write",
+    with_agent(
+        path=Str(
+            1,
+            1024,
+            description="MEMORY.md or memory/….md (not memory/keyed/ or "
+            "memory/images/: memory.set and memory.setImage own those)",
+        ),
+        content=Str(0, MAX_NOTE_BYTES, description=f"the whole new text (at most {MAX_NOTE_BYTES} bytes of UTF-8)"),
+    ),
+    "Replace (or create) a note, atomically; the index holds the new text when this answers → {path, size, created}.",
+)
 async def write(ctx: CallContext, p: dict) -> dict:
     return await (await notes_for(ctx, p["agentId"])).write(p["path"], p["content"])

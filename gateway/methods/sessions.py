@@ -29,22 +29,35 @@ MAX_SYSTEM_PROMPT = 20_000
 
 
 def settings_params(how: str) -> dict[str, Str]:
-    return {"model": Str(0, 200, optional=True, description=f"the chat model for this session (see chat.models); {how}"),
-            "systemPrompt": Str(0, MAX_SYSTEM_PROMPT, optional=True,
-                                description=f"this session's system prompt instead of chat.systemPrompt; {how}")}
+    return {
+        "model": Str(0, 200, optional=True, description=f"the chat model for this session (see chat.models); {how}"),
+        "systemPrompt": Str(
+            0,
+            MAX_SYSTEM_PROMPT,
+            optional=True,
+            description=f"this session's system prompt instead of chat.systemPrompt; {how}",
+        ),
+    }
 
 
 def settings_of(p: dict) -> dict[str, str]:
     return {name: p[name] for name in SETTINGS if p[name] is not None}
 
 
-@registry.method("sessions.create",
-                 with_agent(label=Str(0, 200, optional=True),
-                            sessionKey=Str(pattern=SESSION_KEY, optional=True,
-                                           description="a key of your choosing (default: a new UUID); "
-                                                       "keys starting with sessions.ephemeralPrefix are pruned"),
-                            **settings_params("default: the configured one")),
-                 "Create a session; the caller is subscribed to it.")
+@registry.method(
+    "sessions.create",
+    with_agent(
+        label=Str(0, 200, optional=True),
+        sessionKey=Str(
+            pattern=SESSION_KEY,
+            optional=True,
+            description="a key of your choosing (default: a new UUID); "
+            "keys starting with sessions.ephemeralPrefix are pruned",
+        ),
+        **settings_params("default: the configured one"),
+    ),
+    "Create a session; the caller is subscribed to it.",
+)
 async def create(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"], create=True)
     session = await agent.sessions.create(label=p["label"], key=p["sessionKey"], settings=settings_of(p))
@@ -55,8 +68,11 @@ async def create(ctx: CallContext, p: dict) -> dict:
     return session
 
 
-@registry.method("sessions.list", with_agent(limit=Int(1, 500, default=50), offset=Int(0, default=0)),
-                 "Sessions, newest updatedAt first.")
+@registry.method(
+    "sessions.list",
+    with_agent(limit=Int(1, 500, default=50), offset=Int(0, default=0)),
+    "Sessions, newest updatedAt first.",
+)
 async def list_(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
     sessions, total = await agent.sessions.list(p["limit"], p["offset"])
@@ -69,10 +85,15 @@ async def get(ctx: CallContext, p: dict) -> dict:
     return await agent.sessions.get(p["sessionKey"])
 
 
-@registry.method("sessions.update",
-                 with_agent(sessionKey=Str(pattern=SESSION_KEY), label=Str(0, 200, optional=True),
-                            **settings_params('"" resets it to the configured one')),
-                 "Change a session's label, model or system prompt (the fields given; at least one).")
+@registry.method(
+    "sessions.update",
+    with_agent(
+        sessionKey=Str(pattern=SESSION_KEY),
+        label=Str(0, 200, optional=True),
+        **settings_params('"" resets it to the configured one'),
+    ),
+    "Change a session's label, model or system prompt (the fields given; at least one).",
+)
 async def update(ctx: CallContext, p: dict) -> dict:
     changes = {"label": p["label"]} if p["label"] is not None else {}
     changes.update(settings_of(p))
@@ -82,14 +103,16 @@ async def update(ctx: CallContext, p: dict) -> dict:
     return await agent.sessions.update(p["sessionKey"], **changes)
 
 
-@registry.method("sessions.history",
-                 with_agent(sessionKey=Str(pattern=SESSION_KEY), limit=Int(1, 1000, default=200),
-                            before=Str(1, 256, optional=True)),
-                 "Messages of a session, oldest first; `before` pages back from a message id.")
+@registry.method(
+    "sessions.history",
+    with_agent(sessionKey=Str(pattern=SESSION_KEY), limit=Int(1, 1000, default=200), before=Str(1, 256, optional=True)),
+    "Messages of a session, oldest first; `before` pages back from a message id.",
+)
 async def history(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
-    return await agent.sessions.history(p["sessionKey"], p["limit"], p["before"],
-                                        ctx.services.config.sessions.history_max_bytes)
+    return await agent.sessions.history(
+        p["sessionKey"], p["limit"], p["before"], ctx.services.config.sessions.history_max_bytes
+    )
 
 
 @registry.method("sessions.delete", KEY, "Delete a session: metadata, transcript and its memory chunks.")
@@ -100,9 +123,12 @@ async def delete(ctx: CallContext, p: dict) -> dict:
     return {"deleted": True}
 
 
-@registry.method("sessions.compact", KEY,
-                 "Flush all but the most recent messages into the day's memory file (memory/YYYY-MM-DD.md) "
-                 "now; the prompt carries on from the recent ones. → {compacted, path?, startLine?, endLine?}")
+@registry.method(
+    "sessions.compact",
+    KEY,
+    "Flush all but the most recent messages into the day's memory file (memory/YYYY-MM-DD.md) "
+    "now; the prompt carries on from the recent ones. → {compacted, path?, startLine?, endLine?}",
+)
 async def compact(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
     key = p["sessionKey"]
@@ -112,9 +138,12 @@ async def compact(ctx: CallContext, p: dict) -> dict:
     return await agent.chat.compactor.compact(key)
 
 
-@registry.method("sessions.prune", with_agent(),
-                 "Apply retention now: delete ephemeral sessions (key prefix sessions.ephemeralPrefix) that are "
-                 "older than ephemeralMaxAgeHours or beyond the newest ephemeralMaxCount. → {deleted:[keys]}")
+@registry.method(
+    "sessions.prune",
+    with_agent(),
+    "Apply retention now: delete ephemeral sessions (key prefix sessions.ephemeralPrefix) that are "
+    "older than ephemeralMaxAgeHours or beyond the newest ephemeralMaxCount. → {deleted:[keys]}",
+)
 async def prune(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
     return {"deleted": await agent.prune(ctx.services.config.sessions)}

@@ -39,7 +39,7 @@ log = structlog.get_logger("gateway.server")
 
 PREAUTH_FRAMES = 32  # frames (an auth frame, pings) a socket may send before it has authenticated
 PREAUTH_SLICE = 1024  # before auth, bytes are parsed this many at a time, so the frame budget cuts a
-                      # flood after one slice (~170 empty pings) rather than a whole read (~40,000)
+# flood after one slice (~170 empty pings) rather than a whole read (~40,000)
 
 
 class GatedConnection(ServerConnection):
@@ -74,7 +74,7 @@ class GatedConnection(ServerConnection):
             self._flood("bytes")
             return
         for i in range(0, len(data), PREAUTH_SLICE):
-            super().data_received(data[i:i + PREAUTH_SLICE])
+            super().data_received(data[i : i + PREAUTH_SLICE])
             if self.transport.is_closing():
                 return
 
@@ -100,8 +100,9 @@ class GatewayServer:
         self.evicting = 0  # connections closed to make room, not yet gone
         self._server: Server | None = None
         self.port = 0
-        self.handshake = Handshake(self.config, tokens, {"name": "jarvis-gateway", "version": __version__},
-                                   self._make_room)
+        self.handshake = Handshake(
+            self.config, tokens, {"name": "jarvis-gateway", "version": __version__}, self._make_room
+        )
         self.dispatch = Dispatcher(services, self.handshake.auth_ok)
         self.admission: Admission | None = None
 
@@ -145,8 +146,7 @@ class GatewayServer:
         if conns:
             # Deliver what is already queued (e.g. the chat.aborted of a run stopped by this shutdown)
             # before the close frame; bounded, so a client that stopped reading cannot hold it up.
-            await asyncio.wait([asyncio.create_task(conn.flush_and_close(code, reason)) for conn in conns],
-                               timeout=5)
+            await asyncio.wait([asyncio.create_task(conn.flush_and_close(code, reason)) for conn in conns], timeout=5)
         if self._server is not None:
             self._server.close(close_connections=True, code=code, reason=reason)
             with contextlib.suppress(Exception):
@@ -189,7 +189,11 @@ class GatewayServer:
                 if conn.closing or not await conn.wait_for_room(self.config.server.max_send_buffer):
                     break
                 if isinstance(message, bytes):
-                    conn.send_obj(protocol.error_response(None, InvalidRequest("binary frames are not accepted; send JSON as text")))
+                    conn.send_obj(
+                        protocol.error_response(
+                            None, InvalidRequest("binary frames are not accepted; send JSON as text")
+                        )
+                    )
                     continue
                 self.dispatch.on_text(conn, message)
         except ConnectionClosed:

@@ -27,8 +27,10 @@ log = structlog.get_logger("gateway.server")
 
 BACKLOG = 100  # the listening socket's backlog: asyncio accepts this many at a time
 
-FULL = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain\r\n"
-        b"Connection: close\r\nContent-Length: 31\r\n\r\ntoo many connections; retry soon")
+FULL = (
+    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain\r\n"
+    b"Connection: close\r\nContent-Length: 31\r\n\r\ntoo many connections; retry soon"
+)
 
 
 def open_descriptors() -> int:
@@ -66,9 +68,13 @@ class Admission:
         self.refused = 0  # answered 503: every socket was upgraded already
         self.flooded = 0  # cut for sending too much before authenticating
         if self.max_sockets < config.max_connections + config.max_pending_sockets:
-            log.warning("few file descriptors: fewer sockets than server.maxConnections + maxPendingSockets "
-                        "fit; raise LimitNOFILE", sockets=self.max_sockets, rlimitNofile=self.fd_limit,
-                        reserved=self.fd_reserve)
+            log.warning(
+                "few file descriptors: fewer sockets than server.maxConnections + maxPendingSockets "
+                "fit; raise LimitNOFILE",
+                sockets=self.max_sockets,
+                rlimitNofile=self.fd_limit,
+                reserved=self.fd_reserve,
+            )
 
     def admit(self, conn: Any, address: str) -> bool:
         c = self.config
@@ -80,8 +86,11 @@ class Admission:
             if not self.pending:
                 self.refused += 1
                 if self.refused == 1 or self.refused % 1000 == 0:
-                    log.warning("socket refused: descriptors are kept for the gateway's files", sockets=len(self.live),
-                                refused=self.refused)
+                    log.warning(
+                        "socket refused: descriptors are kept for the gateway's files",
+                        sockets=len(self.live),
+                        refused=self.refused,
+                    )
                 return False
             self._drop(self._victim(None), "descriptors")
         self.live.add(conn)
@@ -115,8 +124,12 @@ class Admission:
     def _drop(self, conn: Any, why: str) -> None:
         self.dropped += 1
         if self.dropped == 1 or self.dropped % 1000 == 0:
-            log.warning("pending socket dropped: too many sockets that did not finish their upgrade", limit=why,
-                        dropped=self.dropped, peer=self.pending.get(conn))
+            log.warning(
+                "pending socket dropped: too many sockets that did not finish their upgrade",
+                limit=why,
+                dropped=self.dropped,
+                peer=self.pending.get(conn),
+            )
         self.gone(conn)
         conn.transport.abort()
 
@@ -124,8 +137,9 @@ class Admission:
         """A socket is cut for sending too much before authenticating (logged 1st and every 1000th)."""
         self.flooded += 1
         if self.flooded == 1 or self.flooded % 1000 == 0:
-            log.warning("closing a socket that sent too much before authenticating", limit=limit, peer=address,
-                        cut=self.flooded)
+            log.warning(
+                "closing a socket that sent too much before authenticating", limit=limit, peer=address, cut=self.flooded
+            )
 
     def _uncount(self, address: str) -> None:
         self.per_address[address] -= 1

@@ -38,8 +38,24 @@ CLOSE_TIMEOUT = 5.0
 class Connection:
     """One authenticated-or-not client. Implements the event bus's Subscriber."""
 
-    __slots__ = ("ws", "connection_id", "peer", "subscriptions", "authed", "_out", "_out_bytes",
-                 "_wake", "_room", "_writer", "inflight", "config", "log", "closing", "closer", "tasks")
+    __slots__ = (
+        "ws",
+        "connection_id",
+        "peer",
+        "subscriptions",
+        "authed",
+        "_out",
+        "_out_bytes",
+        "_wake",
+        "_room",
+        "_writer",
+        "inflight",
+        "config",
+        "log",
+        "closing",
+        "closer",
+        "tasks",
+    )
 
     def __init__(self, ws: ServerConnection, config: "Config"):
         self.ws = ws

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import structlog
 
 from .. import protocol
-from ..errors import (InternalError, Invalid, InvalidRequest, JarvisError, RateLimited, disk_full,
-                      out_of_descriptors)
+from ..errors import InternalError, Invalid, InvalidRequest, JarvisError, RateLimited, disk_full, out_of_descriptors
 from ..registry import CallContext, MethodSpec, registry
 from .connection import Connection
 
@@ -45,8 +44,15 @@ class Dispatcher:
             req = frame.requests[0]
             if conn.inflight >= self.config.server.max_inflight:
                 if not req.is_notification:
-                    conn.send_obj(protocol.error_response(req.id, RateLimited(
-                        f"too many requests in flight on this connection (max {self.config.server.max_inflight})", 50)))
+                    conn.send_obj(
+                        protocol.error_response(
+                            req.id,
+                            RateLimited(
+                                f"too many requests in flight on this connection (max {self.config.server.max_inflight})",
+                                50,
+                            ),
+                        )
+                    )
                 return
             spec = registry.methods.get(req.method)
             if spec is not None and not spec.waits and conn.has_room_for_reply():
@@ -61,8 +67,14 @@ class Dispatcher:
         # A batch counts as many requests as it holds.
         n = max(1, len(frame.requests))
         if conn.inflight + n > self.config.server.max_inflight:
-            conn.send_obj(protocol.error_response(None, RateLimited(
-                f"too many requests in flight on this connection (max {self.config.server.max_inflight})", 50)))
+            conn.send_obj(
+                protocol.error_response(
+                    None,
+                    RateLimited(
+                        f"too many requests in flight on this connection (max {self.config.server.max_inflight})", 50
+                    ),
+                )
+            )
             return
         conn.inflight += n
         self._track(conn, self._batch(conn, frame, n))
@@ -89,10 +101,16 @@ class Dispatcher:
         limit = self.config.server.max_reply_bytes
         if len(data) > limit:
             conn.log.warning("reply too large", method=req.method, bytes=len(data))
-            data = protocol.encode(protocol.error_response(req.id, Invalid(
-                f"reply too large: {len(data)} bytes, over server.maxReplyBytes ({limit}); ask for "
-                f"less (a smaller limit, lines or k) or page through it",
-                data={"replyBytes": len(data), "maxReplyBytes": limit})))
+            data = protocol.encode(
+                protocol.error_response(
+                    req.id,
+                    Invalid(
+                        f"reply too large: {len(data)} bytes, over server.maxReplyBytes ({limit}); ask for "
+                        f"less (a smaller limit, lines or k) or page through it",
+                        data={"replyBytes": len(data), "maxReplyBytes": limit},
+                    ),
+                )
+            )
         return data
 
     async def _batch(self, conn: Connection, frame: protocol.Frame, n: int) -> None:
@@ -101,8 +119,11 @@ class Dispatcher:
             answers = [r for r in replies if r is not None] + frame.errors
             if answers:
                 # Encoding 50 answers of megabytes takes a while: in a thread, so the loop keeps serving.
-                data = (self._fit_batch(conn, answers) if len(answers) < 4
-                        else await asyncio.to_thread(self._fit_batch, conn, answers))
+                data = (
+                    self._fit_batch(conn, answers)
+                    if len(answers) < 4
+                    else await asyncio.to_thread(self._fit_batch, conn, answers)
+                )
                 await conn.send_reply(data)
         finally:
             conn.inflight -= n
@@ -114,10 +135,19 @@ class Dispatcher:
         parts = [protocol.encode(a) for a in answers]
         if sum(len(p) + 1 for p in parts) + 2 <= limit:
             return b"[" + b",".join(parts) + b"]"
-        stand_ins = [protocol.encode(protocol.error_response(answer.get("id"), InvalidRequest(
-            f"batch reply over server.maxReplyBytes ({limit}); send this request again on its own or in a "
-            f"smaller batch", {"replyBytes": len(part), "maxReplyBytes": limit})))
-            for answer, part in zip(answers, parts)]
+        stand_ins = [
+            protocol.encode(
+                protocol.error_response(
+                    answer.get("id"),
+                    InvalidRequest(
+                        f"batch reply over server.maxReplyBytes ({limit}); send this request again on its own or in a "
+                        f"smaller batch",
+                        {"replyBytes": len(part), "maxReplyBytes": limit},
+                    ),
+                )
+            )
+            for answer, part in zip(answers, parts)
+        ]
         # Room for every answer still to come as its stand-in, so the frame never passes the limit.
         room = limit - 2 - sum(len(e) + 1 for e in stand_ins)
         kept: list[bytes] = []
@@ -129,8 +159,9 @@ class Dispatcher:
             else:
                 kept.append(stand_in)
                 room -= len(stand_in) + 1
-        conn.log.warning("batch reply too large", answers=len(parts),
-                         replaced=sum(1 for a, b in zip(parts, kept) if a is not b))
+        conn.log.warning(
+            "batch reply too large", answers=len(parts), replaced=sum(1 for a, b in zip(parts, kept) if a is not b)
+        )
         return b"[" + b",".join(kept) + b"]"
 
     async def _call(self, conn: Connection, req: protocol.Request) -> dict[str, Any] | None:

@@ -35,8 +35,10 @@ class _BadRequest(Exception):
 
 def origin_refusal(origin: str) -> str:
     shown = origin[:200].replace("\n", " ").replace("\r", " ")
-    return (f"origin {shown} is not allowed: add it to server.allowedOrigins in config.toml "
-            f"(allowedOrigins = [\"{shown}\"] under [server]) and restart the gateway")
+    return (
+        f"origin {shown} is not allowed: add it to server.allowedOrigins in config.toml "
+        f'(allowedOrigins = ["{shown}"] under [server]) and restart the gateway'
+    )
 
 
 def _one_header(headers: Headers, name: str) -> str | None:
@@ -48,8 +50,7 @@ def _one_header(headers: Headers, name: str) -> str | None:
 
 
 class Handshake:
-    def __init__(self, config: Config, tokens: TokenStore, server_info: dict[str, str],
-                 make_room: Callable[[], bool]):
+    def __init__(self, config: Config, tokens: TokenStore, server_info: dict[str, str], make_room: Callable[[], bool]):
         """`make_room()`: True when a connection may be accepted now (closing an idle one if need be)."""
         self.config = config
         self.tokens = tokens
@@ -61,8 +62,12 @@ class Handshake:
     def bound(self, port: int) -> None:
         """The port is known: the gateway's own page may connect from it."""
         c = self.config.server
-        self.allowed_origins = {f"http://127.0.0.1:{port}", f"http://localhost:{port}",
-                                f"http://[::1]:{port}", *c.allowed_origins}
+        self.allowed_origins = {
+            f"http://127.0.0.1:{port}",
+            f"http://localhost:{port}",
+            f"http://[::1]:{port}",
+            *c.allowed_origins,
+        }
         if c.host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::", ""):
             self.allowed_origins.add(f"http://{c.host}:{port}")
 
@@ -98,8 +103,12 @@ class Handshake:
             if scheme.lower() != "bearer" or not self.tokens.check(token.strip()):
                 wait = await self.auth_failed(peer_of(ws), "header")
                 if wait:
-                    return http_text(429, "too many failed authentications; wrong tokens are refused for a while "
-                                          "(the right one is always accepted)", {"Retry-After": str(int(wait) + 1)})
+                    return http_text(
+                        429,
+                        "too many failed authentications; wrong tokens are refused for a while "
+                        "(the right one is always accepted)",
+                        {"Retry-After": str(int(wait) + 1)},
+                    )
                 return http_text(401, "invalid token", {"WWW-Authenticate": 'Bearer realm="jarvis"'})
             ws.jarvis_authed = True  # type: ignore[attr-defined]
         return None
@@ -145,8 +154,7 @@ class Handshake:
             return conn.flush_and_close(POLICY, reason)
 
         if isinstance(message, bytes):
-            await refuse(None, Unauthenticated("authenticate first: send {\"type\":\"auth\",\"token\":…}"),
-                         "unauthenticated")
+            await refuse(None, Unauthenticated('authenticate first: send {"type":"auth","token":…}'), "unauthenticated")
             return False
         frame = protocol.parse(message)
         token: Any = None
@@ -158,16 +166,25 @@ class Handshake:
             req_id = req.reply_id
             token = req.params.get("token") if isinstance(req.params, dict) else None
         else:
-            await refuse(frame.requests[0].reply_id if frame.requests and not frame.batch else None,
-                         Unauthenticated("authenticate first: send {\"type\":\"auth\",\"token\":…}"),
-                         "unauthenticated")
+            await refuse(
+                frame.requests[0].reply_id if frame.requests and not frame.batch else None,
+                Unauthenticated('authenticate first: send {"type":"auth","token":…}'),
+                "unauthenticated",
+            )
             return False
         if not self.tokens.check(token):
             wait = await self.auth_failed(conn.peer, "frame")
             if wait:
-                await refuse(req_id, RateLimited("too many failed authentications from this address; wrong "
-                                                 "tokens are refused for a while (the right one is always "
-                                                 "accepted)", int(wait * 1000) + 1), "rate limited")
+                await refuse(
+                    req_id,
+                    RateLimited(
+                        "too many failed authentications from this address; wrong "
+                        "tokens are refused for a while (the right one is always "
+                        "accepted)",
+                        int(wait * 1000) + 1,
+                    ),
+                    "rate limited",
+                )
             else:
                 await refuse(req_id, Unauthenticated("invalid token"), "invalid token")
             return False

@@ -16,8 +16,10 @@ from websockets.http11 import Response
 from .. import protocol
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "connect-src 'self' ws: wss:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self' ws: wss:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
 PLACEHOLDER = b"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Jarvis Gateway</title></head>
 <body><h1>Jarvis Gateway</h1><p>The gateway is running. Connect a JSON-RPC client over WebSocket to this address.</p></body></html>"""
 TEXT = "text/plain; charset=utf-8"
@@ -49,10 +51,11 @@ def route(path: str) -> Response:
     if path in ("/", "/index.html"):
         index = WEB_DIR / "index.html"
         body = index.read_bytes() if index.is_file() else PLACEHOLDER
-        return response(200, body, "text/html; charset=utf-8",
-                        {"Content-Security-Policy": CSP, "Cache-Control": "no-cache"})
+        return response(
+            200, body, "text/html; charset=utf-8", {"Content-Security-Policy": CSP, "Cache-Control": "no-cache"}
+        )
     if path.startswith("/static/"):
-        return static(path[len("/static/"):])
+        return static(path[len("/static/") :])
     return text(404, "not found")
 
 

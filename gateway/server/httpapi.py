@@ -43,14 +43,21 @@ Receive = Callable[[], Any]
 Send = Callable[[dict[str, Any]], Any]
 
 
-def error_body(status: int, message: str, *, type_: str, code: str | None = None,
-               param: str | None = None) -> bytes:
+def error_body(status: int, message: str, *, type_: str, code: str | None = None, param: str | None = None) -> bytes:
     """OpenAI's error shape: `{"error": {"message", "type", "param", "code"}}`."""
     return orjson.dumps({"error": {"message": message, "type": type_, "param": param, "code": code}})
 
 
-async def send_error(send: Send, status: int, message: str, *, type_: str, code: str | None = None,
-                     param: str | None = None, headers: dict[str, str] | None = None) -> None:
+async def send_error(
+    send: Send,
+    status: int,
+    message: str,
+    *,
+    type_: str,
+    code: str | None = None,
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> None:
     body = error_body(status, message, type_=type_, code=code, param=param)
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
@@ -105,14 +112,29 @@ class Guard:
         if scheme.lower() != "bearer" or not self.tokens.check(token.strip()):
             wait = await self.handshake.auth_failed(peer, "http")
             if wait:
-                await send_error(send, 429, "too many failed authentications; wrong tokens are refused for a while "
-                                 "(the right one is always accepted)", type_="rate_limit_error",
-                                 code="rate_limited", headers={"Retry-After": str(int(wait) + 1)})
+                await send_error(
+                    send,
+                    429,
+                    "too many failed authentications; wrong tokens are refused for a while "
+                    "(the right one is always accepted)",
+                    type_="rate_limit_error",
+                    code="rate_limited",
+                    headers={"Retry-After": str(int(wait) + 1)},
+                )
                 return
-            message = ("invalid token" if scheme else
-                       "missing token: send Authorization: Bearer <gateway token> (`jarvis token` prints it)")
-            await send_error(send, 401, message, type_="authentication_error", code="invalid_api_key",
-                             headers={"WWW-Authenticate": 'Bearer realm="jarvis"'})
+            message = (
+                "invalid token"
+                if scheme
+                else "missing token: send Authorization: Bearer <gateway token> (`jarvis token` prints it)"
+            )
+            await send_error(
+                send,
+                401,
+                message,
+                type_="authentication_error",
+                code="invalid_api_key",
+                headers={"WWW-Authenticate": 'Bearer realm="jarvis"'},
+            )
             return
         limit = self.config.server.http_max_body_bytes
         declared = headers.get("content-length", "")
@@ -135,8 +157,11 @@ class Guard:
                 async with asyncio.timeout_at(deadline):
                     message = await receive()
             except TimeoutError:
-                raise BodyRefused(408, f"request body not all received within {timeout:g} s "
-                                  "(server.httpBodyTimeout)", "request_timeout") from None
+                raise BodyRefused(
+                    408,
+                    f"request body not all received within {timeout:g} s (server.httpBodyTimeout)",
+                    "request_timeout",
+                ) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
@@ -237,8 +262,9 @@ def _uvicorn_server(config: Any) -> Any:
 
 
 class HttpApi:
-    def __init__(self, config: "Config", tokens: "TokenStore", handshake: "Handshake",
-                 admission: "Admission | None" = None):
+    def __init__(
+        self, config: "Config", tokens: "TokenStore", handshake: "Handshake", admission: "Admission | None" = None
+    ):
         self.config = config
         self.admission = admission
         self.tokens = tokens
@@ -281,22 +307,42 @@ class HttpApi:
                 yield
 
         async def not_found(request: Request, exc: Exception) -> Response:
-            return Response(error_body(404, f"no route {request.method} {request.url.path}",
-                                       type_="invalid_request_error", code="not_found"),
-                            404, media_type="application/json")
+            return Response(
+                error_body(
+                    404,
+                    f"no route {request.method} {request.url.path}",
+                    type_="invalid_request_error",
+                    code="not_found",
+                ),
+                404,
+                media_type="application/json",
+            )
 
         async def not_allowed(request: Request, exc: Exception) -> Response:
-            return Response(error_body(405, f"{request.method} is not allowed on {request.url.path}",
-                                       type_="invalid_request_error", code="method_not_allowed"),
-                            405, media_type="application/json")
+            return Response(
+                error_body(
+                    405,
+                    f"{request.method} is not allowed on {request.url.path}",
+                    type_="invalid_request_error",
+                    code="method_not_allowed",
+                ),
+                405,
+                media_type="application/json",
+            )
 
         async def refused(request: Request, exc: Exception) -> Response:
             assert isinstance(exc, BodyRefused)  # a route read a body too big or too slow
-            return Response(error_body(exc.status, exc.message, type_="invalid_request_error", code=exc.code),
-                            exc.status, media_type="application/json")
+            return Response(
+                error_body(exc.status, exc.message, type_="invalid_request_error", code=exc.code),
+                exc.status,
+                media_type="application/json",
+            )
 
-        app = Starlette(routes=self.routes, lifespan=lifespan,
-                        exception_handlers={404: not_found, 405: not_allowed, BodyRefused: refused})
+        app = Starlette(
+            routes=self.routes,
+            lifespan=lifespan,
+            exception_handlers={404: not_found, 405: not_allowed, BodyRefused: refused},
+        )
         return Guard(app, self.config, self.tokens, self.handshake)
 
     async def start(self) -> None:
@@ -313,8 +359,11 @@ class HttpApi:
         try:
             sock = socket.create_server((c.host or "0.0.0.0", port), family=_family(c.host), reuse_port=False)
         except OSError as exc:
-            raise ListenError(exc.errno, f"cannot serve the HTTP API on {c.host}:{port}: {exc.strerror} (set "
-                                         "server.httpPort to a free port, or 0 to turn it off)") from exc
+            raise ListenError(
+                exc.errno,
+                f"cannot serve the HTTP API on {c.host}:{port}: {exc.strerror} (set "
+                "server.httpPort to a free port, or 0 to turn it off)",
+            ) from exc
         sock.setblocking(False)
         # Accepted connections inherit it: each answer and a streamed reply's small writes go out at once,
         # instead of waiting ~40 ms each for a delayed ACK (asyncio sets it only on IPPROTO_TCP sockets,
@@ -322,10 +371,17 @@ class HttpApi:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self.app(), http=_gated_protocol(self.admission, c.handshake_timeout, c.slow_consumer_seconds),
-            lifespan="on", log_config=None, access_log=False, server_header=False,
-            limit_concurrency=c.max_connections, timeout_keep_alive=5, backlog=BACKLOG,
-            timeout_graceful_shutdown=max(1.0, c.shutdown_grace + 1.0), h11_max_incomplete_event_size=64 << 10,
+            self.app(),
+            http=_gated_protocol(self.admission, c.handshake_timeout, c.slow_consumer_seconds),
+            lifespan="on",
+            log_config=None,
+            access_log=False,
+            server_header=False,
+            limit_concurrency=c.max_connections,
+            timeout_keep_alive=5,
+            backlog=BACKLOG,
+            timeout_graceful_shutdown=max(1.0, c.shutdown_grace + 1.0),
+            h11_max_incomplete_event_size=64 << 10,
             ws="none",
         )
         self._server = _uvicorn_server(config)

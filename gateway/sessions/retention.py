@@ -13,15 +13,17 @@ from ..timeutil import parse_iso
 _EPOCH = datetime.fromtimestamp(0, timezone.utc)
 
 
-def ephemeral_victims(sessions: dict[str, dict[str, Any]], cfg: SessionsConfig,
-                      now: datetime | None = None) -> list[str]:
+def ephemeral_victims(
+    sessions: dict[str, dict[str, Any]], cfg: SessionsConfig, now: datetime | None = None
+) -> list[str]:
     """Keys of the ephemeral sessions to delete, oldest first."""
     now = now or datetime.now(timezone.utc)
     prefix = cfg.ephemeral_prefix
     if not prefix:
         return []
-    eph = [(parse_iso(s.get("updatedAt") or "") or _EPOCH, key)
-           for key, s in sessions.items() if key.startswith(prefix)]
+    eph = [
+        (parse_iso(s.get("updatedAt") or "") or _EPOCH, key) for key, s in sessions.items() if key.startswith(prefix)
+    ]
     eph.sort(reverse=True)  # newest first
     cutoff = now - timedelta(hours=cfg.ephemeral_max_age_hours)
     keep = [(t, k) for t, k in eph if t >= cutoff][: cfg.ephemeral_max_count]

@@ -23,6 +23,7 @@ import orjson
 from ..errors import disk_full
 from ..timeutil import now_iso
 
+
 @contextlib.contextmanager
 def disk_full_as_error(what: str):
     """Turn an out-of-space OSError into DiskFull; other errors pass through unchanged."""
@@ -190,12 +191,18 @@ def append_sync(path: Path, records: list[dict[str, Any]], create: bool = True) 
 
 
 def header(session_key: str, agent_id: str, created_at: str | None = None) -> dict[str, Any]:
-    return {"type": "session", "version": 1, "sessionKey": session_key, "agentId": agent_id,
-            "createdAt": created_at or now_iso()}
+    return {
+        "type": "session",
+        "version": 1,
+        "sessionKey": session_key,
+        "agentId": agent_id,
+        "createdAt": created_at or now_iso(),
+    }
 
 
-def message_record(msg_id: str, role: str, content: str, run_id: str | None = None,
-                   timestamp: str | None = None, **extra: Any) -> dict[str, Any]:
+def message_record(
+    msg_id: str, role: str, content: str, run_id: str | None = None, timestamp: str | None = None, **extra: Any
+) -> dict[str, Any]:
     rec: dict[str, Any] = {"type": "message", "id": msg_id, "timestamp": timestamp or now_iso()}
     if run_id:
         rec["runId"] = run_id
@@ -294,8 +301,9 @@ def chosen_versions(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     run_of = {v["runId"] for g in regenerated.values() for v in g if v.get("runId")}  # the versions' runs
     steps: dict[str, list[dict[str, Any]]] = {}  # a version's runId → its tool calls and results
     for m in kept:
-        if ((m.get("runId") in run_of and m["id"] not in regenerated or m.get("regenerates") in groups)
-                and (m["role"] == "tool" or m.get("toolCalls"))):
+        if (m.get("runId") in run_of and m["id"] not in regenerated or m.get("regenerates") in groups) and (
+            m["role"] == "tool" or m.get("toolCalls")
+        ):
             steps.setdefault(m.get("runId", ""), []).append(m)
     moved = {m["id"] for ms in steps.values() for m in ms}
     out = []

@@ -68,6 +68,7 @@ class SessionStore(Protocol):
     async def open(self) -> None: ...
     async def flush(self) -> None:
         """Write what is pending now (counters the files engine batches)."""
+
     async def close(self) -> None: ...
 
     async def all(self) -> dict[str, dict[str, Any]]: ...
@@ -76,19 +77,23 @@ class SessionStore(Protocol):
     async def list(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
         """A page of sessions, most recently updated first, and how many there are."""
 
-    async def create(self, label: str | None = None, key: str | None = None,
-                     settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def create(
+        self, label: str | None = None, key: str | None = None, settings: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """A new session (a uuid key unless `key` is given) with its transcript header."""
+
     async def update(self, key: str, **changes: Any) -> dict[str, Any]:
         """Set label / model / systemPrompt; a setting given as "" or None is reset."""
+
     async def append_messages(self, key: str, *records: dict[str, Any]) -> None:
         """Append message records durably; messageCount grows by their number, updatedAt to the last
         timestamp."""
+
     async def append_records(self, key: str, *records: dict[str, Any]) -> None:
         """Append non-message records (a compaction marker): no counter changes."""
+
     async def delete(self, key: str) -> None: ...
-    async def history(self, key: str, limit: int, before: str | None,
-                      max_bytes: int = 2 << 20) -> dict[str, Any]:
+    async def history(self, key: str, limit: int, before: str | None, max_bytes: int = 2 << 20) -> dict[str, Any]:
         """sessions.history's page: {"messages": […], "hasMore": bool}."""
 
     def transcript_path(self, key: str) -> Path: ...
@@ -98,9 +103,11 @@ class SessionStore(Protocol):
     # Whole sessions in and out (`jarvis migrate`; beside no gateway: the store need not be opened).
     async def export(self, key: str) -> SessionCopy | None:
         """The session whole (metadata as `get` would answer it once the store is open), or None."""
+
     async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> list[Imported]:
         """Add whole sessions exactly as given (metadata, and the lines byte for byte), each whole or not
         at all; never replace or change anything there. `dry_run`: say what would happen, write nothing."""
+
     async def strays(self) -> list[str]:
         """Keys of transcripts here that are no session (the files engine never shows them)."""
 
@@ -113,12 +120,12 @@ class SessionStore(Protocol):
 class RunLedger(Protocol):
     """Which runs are active and which idempotency keys were used, for one agent.
 
-        seen(session, key)          the run a live idempotency key started, or None
-        remember(session, key, run) record a key for `chat.idempotencyTtl` seconds
-        claim(session, run)         None when the session is free (now held by `run`); else the holder's id
-        release(session, run)       the run is over
-        holder(session)             (runId, instanceId) of the session's active run anywhere, or None
-        forget_session(session)     the session was deleted: its keys go (a new life starts with none)
+    seen(session, key)          the run a live idempotency key started, or None
+    remember(session, key, run) record a key for `chat.idempotencyTtl` seconds
+    claim(session, run)         None when the session is free (now held by `run`); else the holder's id
+    release(session, run)       the run is over
+    holder(session)             (runId, instanceId) of the session's active run anywhere, or None
+    forget_session(session)     the session was deleted: its keys go (a new life starts with none)
     """
 
     shared: bool  # other gateways see these records: a release must reach them even as a run is torn down
@@ -142,9 +149,11 @@ class KeyedStore(Protocol):
     async def get(self, key: str) -> Entry: ...
     async def set(self, key: str, value: str, category: str | None) -> tuple[Entry, bool, str | None]:
         """Create or replace: (the entry, whether it replaced one, the category it moved from if it did)."""
+
     async def delete(self, key: str) -> Entry: ...
     async def list(self, category: str | None, limit: int, offset: int) -> dict[str, Any]:
         """{"memories": [brief, …] newest first, "total": n}."""
+
     async def reconcile(self, key: str | None = None) -> int:
         """Bring the workspace files in line with the record before they are indexed (`key`: the one
         another gateway changed; None: all). The number of files changed (0 where the files are the record)."""
@@ -186,46 +195,68 @@ class MemoryIndex(Protocol):
     async def open(self, ctx: IndexContext) -> None:
         """Open the index (its schema migrated), check its settings' signature (a changed one marks
         everything dirty and sets `needs_rebuild`), read its counts."""
+
     async def close(self) -> None: ...
 
     @property
     def needs_rebuild(self) -> bool:
         """The settings changed: the next sync indexes everything anew (the old index answers meanwhile)."""
+
     @property
     def rebuilding(self) -> bool:
         """A rebuild or recovery is pending or under way (memory.status `rebuilding`)."""
+
     @property
     def degraded(self) -> str | None:
         """Why searches cannot reach the index now (it is being replaced after damage), else None."""
+
     @property
     def recovering(self) -> bool:
         """A damaged index is being rebuilt: searches answer from what is there, saying so."""
 
     async def sync(self, req: SyncRequest, progress: Any) -> SyncStats:
         """Run one sync request (a rebuild instead when one is due): the writer, one at a time."""
+
     async def forget_session(self, session_key: str, busy: bool) -> bool:
         """Drop a deleted session's chunks now; False when that must wait for a sync (`busy`: one is
         running), which the caller then queues."""
-    async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
-                     session_key: str | None, mode: str, exclude: Exclude | None = None) -> dict[str, Any]:
+
+    async def search(
+        self,
+        query: str,
+        *,
+        k: int,
+        min_score: float,
+        sources: tuple[str, ...],
+        session_key: str | None,
+        mode: str,
+        exclude: Exclude | None = None,
+    ) -> dict[str, Any]:
         """The built-in search backend's answer (memory.search's shape)."""
+
     async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
         """The results' stored vectors (index in `results` → vector) for MMR; None without vectors."""
+
     async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:
         """Files and chunks by source, embedding cache entries, stored vector dims (0: none)."""
+
     def status(self) -> dict[str, Any]:
         """memory.status's engine-specific parts: `vector` (available, matrix, ann), `fts`, and an
         `error` when the vectors cannot be used."""
+
     def embedding_cache(self, provider: str, model: str, max_entries: int) -> EmbeddingCacheStore:
         """The cache, for vectors embedded outside a sync (images)."""
+
     async def warm(self) -> None:
         """Load what searches need ahead of the first one (the vector matrix, the ANN graph)."""
+
     async def refresh(self) -> None:
         """Bring `counts` up to date where another process may change the index."""
 
     # Whole entries in and out (`jarvis migrate`).
     async def entries(self) -> list[Entry]:
         """Every keyed memory, whole."""
+
     async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> list[Imported]:
         """Add keyed memories exactly as given (category, value, created, updated) under keys that are
         free here; never replace or change one. `dry_run`: say what would happen, write nothing."""
@@ -240,8 +271,10 @@ class Storage(Protocol):
     async def close(self) -> None: ...
     async def agents(self) -> list[str]:
         """Every agent this engine holds sessions of (`jarvis migrate`)."""
+
     async def schema(self, apply: bool) -> list[str]:
         """The schema migrations this engine's store lacks, applied when `apply` (those applied)."""
+
     async def has_agent(self, agent_id: str) -> bool:
         """The engine holds sessions of `agent_id` (beside its folder in the state dir)."""
 
@@ -249,14 +282,18 @@ class Storage(Protocol):
     def ledger(self, agent_id: str) -> RunLedger: ...
     def keyed(self, agent_id: str) -> KeyedStore:
         """The agent's keyed memories: its memory service's, and what `jarvis migrate` copies."""
+
     def memory_index(self, agent_id: str) -> MemoryIndex:
         """The agent's memory index, not yet opened."""
+
     def memory(self, agent_id: str) -> MemoryService:
         """The agent's memory service over `memory_index` and `keyed`, not yet opened."""
 
     def cluster(self, services: Services) -> Cluster | None:
         """What coordinates this gateway with the others on the same storage (None: alone)."""
+
     def status(self) -> dict[str, Any]:
         """system.health's `storage`."""
+
     def unreachable(self, exc: BaseException) -> Unavailable | None:
         """The error to answer when `exc` says the storage cannot be reached, else None."""

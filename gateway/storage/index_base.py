@@ -83,7 +83,11 @@ class IndexBase:
     async def _after_sync(self, stats: SyncStats) -> None:
         """Vectors stored for the first time are bound for search; the counts are read again."""
         self._embed_error = stats.embed_error
-        if self.searcher is not None and self.searcher.vectors is None and self.backend != "none" \
-                and not self._needs_rebuild:
+        if (
+            self.searcher is not None
+            and self.searcher.vectors is None
+            and self.backend != "none"
+            and not self._needs_rebuild
+        ):
             await self._open_live_state()
         await self._refresh_counts()

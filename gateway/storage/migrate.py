@@ -89,8 +89,10 @@ def _difference(src_meta: dict[str, Any], src: Digest, dst: SessionCopy) -> str:
     out = []
     there = Digest.of(dst.lines)
     if (there.count, there.sha256) != (src.count, src.sha256):
-        out.append(f"transcript: {there.count} lines, sha256 {there.sha256[:12]}… there; "
-                   f"{src.count} lines, sha256 {src.sha256[:12]}… here")
+        out.append(
+            f"transcript: {there.count} lines, sha256 {there.sha256[:12]}… there; "
+            f"{src.count} lines, sha256 {src.sha256[:12]}… here"
+        )
     fields = [k for k in src_meta if src_meta[k] != dst.meta.get(k)]
     if fields:
         out.append("metadata: " + ", ".join(f"{k} {dst.meta.get(k)!r} there, {src_meta[k]!r} here" for k in fields))
@@ -159,15 +161,13 @@ class Report:
 
 
 # ---- the two directions -----------------------------------------------------------------------------
-async def to_postgres(config: Config, url: str, *, dry_run: bool = False,
-                      progress: Progress | None = None) -> Report:
+async def to_postgres(config: Config, url: str, *, dry_run: bool = False, progress: Progress | None = None) -> Report:
     """Copy every agent's sessions in config.state_dir's files into the database at `url`."""
     report = Report(f"files in {config.state_dir}", redact(url), dry_run)
     return await _clearly(url, _between(_engine(config, ""), _engine(config, url), report, progress))
 
 
-async def to_files(url: str, config: Config, *, dry_run: bool = False,
-                   progress: Progress | None = None) -> Report:
+async def to_files(url: str, config: Config, *, dry_run: bool = False, progress: Progress | None = None) -> Report:
     """Copy every session in the database at `url` into config.state_dir's files."""
     report = Report(redact(url), f"files in {config.state_dir}", dry_run)
     return await _clearly(url, _between(_engine(config, url), _engine(config, ""), report, progress))
@@ -186,8 +186,7 @@ async def _open(config: Config) -> Storage:
     except Unavailable as exc:
         raise Unavailable(_scrub(exc.message, url), retryable=True) from None
     except (asyncpg.InterfaceError, ValueError) as exc:  # a URL asyncpg cannot use
-        raise Unavailable(f"PostgreSQL unreachable at {redact(url)}: {_scrub(str(exc), url)}",
-                          retryable=True) from None
+        raise Unavailable(f"PostgreSQL unreachable at {redact(url)}: {_scrub(str(exc), url)}", retryable=True) from None
 
 
 AGAIN = "each session is copied whole or not at all: run the command again to go on"
@@ -274,8 +273,10 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
     if pending and not agents:
         raise MigrateError(f"{report.source} holds no Jarvis sessions (its schema lacks {', '.join(pending)})")
     if pending:
-        raise MigrateError(f"{report.source} has an older schema (it lacks {', '.join(pending)}): start a gateway "
-                           f"of this version on it once, which migrates it, then run this again")
+        raise MigrateError(
+            f"{report.source} has an older schema (it lacks {', '.join(pending)}): start a gateway "
+            f"of this version on it once, which migrates it, then run this again"
+        )
     report.schema = await dst.schema(apply=not report.dry_run)
     there = set(await dst.agents())
 
@@ -290,8 +291,9 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
         _tick(progress, "copy", i - 1, len(plan))
         if not AGENT_RE.fullmatch(agent) or not KEY_RE.fullmatch(key):  # "../x", say: not even a file name
             what = "session key" if AGENT_RE.fullmatch(agent) else "agent id"
-            report.entries.append(Entry(agent, key, FAILED, detail=f"not a valid {what} (no gateway could have "
-                                                                   f"made it); not copied"))
+            report.entries.append(
+                Entry(agent, key, FAILED, detail=f"not a valid {what} (no gateway could have made it); not copied")
+            )
             continue
         copy = await sources[agent].export(key)
         if copy is None:
@@ -321,8 +323,11 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
         _tick(progress, "verify", i - 1, len(copied))
         meta, digest = copiers[e.agent].sources[(e.agent, e.key)]
         back = await copiers[e.agent].dst.export(e.key)
-        diff = "not found at the destination after copying" if back is None else (
-            back.problem or _difference(meta, digest, back))
+        diff = (
+            "not found at the destination after copying"
+            if back is None
+            else (back.problem or _difference(meta, digest, back))
+        )
         e.verified = not diff
         if diff:
             e.status, e.detail = FAILED, f"the copy differs from its source: {diff}"
@@ -335,8 +340,12 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
 
 def _keyed_difference(src: Any, dst: Any) -> str:
     fields = [k for k in ("category", "value", "created", "updated") if getattr(src, k) != getattr(dst, k)]
-    return ", ".join(f"{k} {getattr(dst, k)!r} there, {getattr(src, k)!r} here" if k != "value" else
-                     f"value ({len(dst.value)} characters there, {len(src.value)} here)" for k in fields)
+    return ", ".join(
+        f"{k} {getattr(dst, k)!r} there, {getattr(src, k)!r} here"
+        if k != "value"
+        else f"value ({len(dst.value)} characters there, {len(src.value)} here)"
+        for k in fields
+    )
 
 
 async def _copy_keyed(src: KeyedStore, dst: KeyedStore, agent: str, report: Report) -> None:

@@ -74,9 +74,14 @@ def tool_schema(tool: Tool, agent: bool = False) -> dict[str, Any]:
 
 def openai_tools(names: list[str] | None = None) -> list[dict[str, Any]]:
     """The tools in OpenAI's function-calling shape (the chat model's view: no agentId)."""
-    return [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                              "parameters": tool_schema(t, agent=False)}}
-            for t in TOOLS if names is None or t.name in names]
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": tool_schema(t, agent=False)},
+        }
+        for t in TOOLS
+        if names is None or t.name in names
+    ]
 
 
 def in_process(services: ServiceAccess, agent_id: str | None = None) -> Caller:
@@ -173,8 +178,9 @@ async def _sessions(results: list[dict[str, Any]], params: dict[str, Any], calle
     out: dict[str, str] = {}
     for key in dict.fromkeys(r["sessionKey"] for r in results if r.get("sessionKey")):
         try:
-            s = await caller("sessions.get", {"sessionKey": key, **({"agentId": params["agentId"]}
-                                                                    if params.get("agentId") else {})})
+            s = await caller(
+                "sessions.get", {"sessionKey": key, **({"agentId": params["agentId"]} if params.get("agentId") else {})}
+            )
         except Exception:  # deleted meanwhile: the citation still has its path
             continue
         label = _short(s.get("label") or key, 60)
@@ -202,8 +208,11 @@ async def _hits(result: dict, params: dict, caller: Caller, what: str) -> ToolOu
     results = result.get("results") or []
     where = await _sessions(results, params, caller)
     head = f"{_plural(len(results), 'result')} for {what}"
-    lines = [head + (f" ({result['degraded']})" if result.get("degraded") else "") + ":" if results
-             else f"No memory matched {what}." + (f" ({result['degraded']})" if result.get("degraded") else "")]
+    lines = [
+        head + (f" ({result['degraded']})" if result.get("degraded") else "") + ":"
+        if results
+        else f"No memory matched {what}." + (f" ({result['degraded']})" if result.get("degraded") else "")
+    ]
     lines += [_hit(i, r, where) for i, r in enumerate(results, 1)]
     return ToolOutcome(_bounded(lines), _plural(len(results), "result"), memory=[_ref(r) for r in results])
 
@@ -223,46 +232,66 @@ async def _recall(result: dict, params: dict, caller: Caller) -> ToolOutcome:
 
 async def _get(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     if "key" in result and "value" in result:  # a keyed memory
-        text = (f"{result['key']} ({result['category']}, updated {str(result.get('updated'))[:10]}, "
-                f"{result['path']}):\n{result['value']}")
-        return ToolOutcome(_bounded(text.split("\n")), f"read {result['key']}",
-                           memory=[{"path": result["path"], "startLine": 1, "endLine": 1}])
+        text = (
+            f"{result['key']} ({result['category']}, updated {str(result.get('updated'))[:10]}, "
+            f"{result['path']}):\n{result['value']}"
+        )
+        return ToolOutcome(
+            _bounded(text.split("\n")),
+            f"read {result['key']}",
+            memory=[{"path": result["path"], "startLine": 1, "endLine": 1}],
+        )
     first, n = result["from"], result["lines"]
     last = first + max(n, 1) - 1
-    lines = [f"{result['path']}:{first}-{last}" + (" (more follows: from=" + str(result["nextFrom"]) + ")"
-                                                   if result.get("truncated") else "") + ":"]
+    lines = [
+        f"{result['path']}:{first}-{last}"
+        + (" (more follows: from=" + str(result["nextFrom"]) + ")" if result.get("truncated") else "")
+        + ":"
+    ]
     lines += [f"{first + i}: {line}" for i, line in enumerate(str(result.get("text", "")).split("\n"))] if n else []
-    return ToolOutcome(_bounded(lines), _plural(n, "line"),
-                       memory=[{"path": result["path"], "startLine": first, "endLine": last}] if n else [])
+    return ToolOutcome(
+        _bounded(lines),
+        _plural(n, "line"),
+        memory=[{"path": result["path"], "startLine": first, "endLine": last}] if n else [],
+    )
 
 
 async def _set(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     verb = "Replaced" if result.get("replaced") else "Stored"
     moved = f" (moved from {result['movedFrom']})" if result.get("movedFrom") else ""
-    return ToolOutcome(f"{verb} {result['key']} in {result['category']}{moved} at {result['path']}; "
-                       "searchable now.", f"{verb.lower()} {result['key']}")
+    return ToolOutcome(
+        f"{verb} {result['key']} in {result['category']}{moved} at {result['path']}; searchable now.",
+        f"{verb.lower()} {result['key']}",
+    )
 
 
 async def _delete(result: dict, params: dict, caller: Caller) -> ToolOutcome:
-    return ToolOutcome(f"Deleted {result['key']} ({result['category']}, {result['path']}).",
-                       f"deleted {result['key']}")
+    return ToolOutcome(f"Deleted {result['key']} ({result['category']}, {result['path']}).", f"deleted {result['key']}")
 
 
 async def _list(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     items, total = result.get("memories") or [], result.get("total", 0)
     start = params.get("offset") or 0
-    head = (f"{total} keyed memor{'y' if total == 1 else 'ies'}" +
-            (f" in {params['category']}" if params.get("category") else "") +
-            (f"; showing {start + 1}-{start + len(items)}" if items and len(items) < total else "") +
-            (":" if items else "."))
-    lines = [head] + [f"- {m['key']} ({m['category']}, updated {str(m.get('updated'))[:10]}): "
-                      f"{_short(m.get('preview', ''), 200)}" for m in items]
+    head = (
+        f"{total} keyed memor{'y' if total == 1 else 'ies'}"
+        + (f" in {params['category']}" if params.get("category") else "")
+        + (f"; showing {start + 1}-{start + len(items)}" if items and len(items) < total else "")
+        + (":" if items else ".")
+    )
+    lines = [head] + [
+        f"- {m['key']} ({m['category']}, updated {str(m.get('updated'))[:10]}): {_short(m.get('preview', ''), 200)}"
+        for m in items
+    ]
     return ToolOutcome(_bounded(lines), f"{len(items)} of {total}")
 
 
 RENDER: dict[str, Callable[[dict, dict, Caller], Awaitable[ToolOutcome]]] = {
-    "memory_search": _search, "memory_get": _get, "memory_set": _set, "memory_delete": _delete,
-    "memory_list": _list, "memory_recall": _recall,
+    "memory_search": _search,
+    "memory_get": _get,
+    "memory_set": _set,
+    "memory_delete": _delete,
+    "memory_list": _list,
+    "memory_recall": _recall,
 }
 
 

@@ -23,17 +23,29 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..registry import ServiceAccess
     from ..server.httpapi import HttpApi
 
-INSTRUCTIONS = ("Jarvis is the user's self-hosted long-term memory: notes, keyed memories and past "
-                "conversations. Search it before answering questions about the user or earlier talks; "
-                "store lasting facts the user tells you with memory_set.")
+INSTRUCTIONS = (
+    "Jarvis is the user's self-hosted long-term memory: notes, keyed memories and past "
+    "conversations. Search it before answering questions about the user or earlier talks; "
+    "store lasting facts the user tells you with memory_set."
+)
 
 
 def list_tools() -> list[types.Tool]:
-    return [types.Tool(name=t.name, title=t.name.replace("_", " "), description=t.description,
-                       input_schema=tool_schema(t, agent=True),
-                       annotations=types.ToolAnnotations(read_only_hint=t.read_only, destructive_hint=t.destructive,
-                                                         idempotent_hint=t.idempotent, open_world_hint=False))
-            for t in TOOLS]
+    return [
+        types.Tool(
+            name=t.name,
+            title=t.name.replace("_", " "),
+            description=t.description,
+            input_schema=tool_schema(t, agent=True),
+            annotations=types.ToolAnnotations(
+                read_only_hint=t.read_only,
+                destructive_hint=t.destructive,
+                idempotent_hint=t.idempotent,
+                open_world_hint=False,
+            ),
+        )
+        for t in TOOLS
+    ]
 
 
 def build_server(caller: Caller) -> Server:
@@ -44,8 +56,9 @@ def build_server(caller: Caller) -> Server:
         out = await run_tool(params.name, params.arguments or {}, caller, agent=True)
         return types.CallToolResult(content=[types.TextContent(type="text", text=out.text)], is_error=out.error)
 
-    return Server("jarvis", version=__version__, instructions=INSTRUCTIONS,
-                  on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+    return Server(
+        "jarvis", version=__version__, instructions=INSTRUCTIONS, on_list_tools=on_list_tools, on_call_tool=on_call_tool
+    )
 
 
 def mount(api: "HttpApi", services: "ServiceAccess") -> None:
@@ -53,7 +66,11 @@ def mount(api: "HttpApi", services: "ServiceAccess") -> None:
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
     from starlette.routing import Route
 
-    manager = StreamableHTTPSessionManager(build_server(in_process(services)), json_response=True, stateless=True,
-                                           max_request_body_size=api.config.server.http_max_body_bytes)
+    manager = StreamableHTTPSessionManager(
+        build_server(in_process(services)),
+        json_response=True,
+        stateless=True,
+        max_request_body_size=api.config.server.http_max_body_bytes,
+    )
     api.add_routes([Route("/mcp", StreamableHTTPASGIApp(manager), methods=["GET", "POST", "DELETE"])])
     api.add_lifespan(manager.run)

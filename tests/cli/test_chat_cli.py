@@ -20,8 +20,15 @@ from tests.helpers import ROOT, GatewayProcess, connect_client
 def jarvis(*args, state_dir, env=None, input=None, timeout=60):
     full_env = {**os.environ, "JARVIS_STATE_DIR": str(state_dir), **(env or {})}
     full_env.pop("OPENAI_API_KEY", None)
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, env=full_env, input=input,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args],
+        cwd=ROOT,
+        env=full_env,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def closed_port() -> int:
@@ -36,7 +43,9 @@ def offline(tmp_path):
     state = tmp_path / "state"
     (state / "workspace" / "memory").mkdir(parents=True)
     (state / "workspace" / "memory" / "boat.md").write_text("# Boat\n\nMy sailing boat is painted blue.\n")
-    with GatewayProcess.running(state, "[chat]\nofflineDeltaDelay = 0.001\n[memory.sync]\nsessionDebounceMs = 100\n") as gp:
+    with GatewayProcess.running(
+        state, "[chat]\nofflineDeltaDelay = 0.001\n[memory.sync]\nsessionDebounceMs = 100\n"
+    ) as gp:
         yield gp
 
 
@@ -81,14 +90,22 @@ def test_one_message_streams_the_reply_then_the_sources_and_the_session_continue
             break
         assert time.monotonic() < deadline, r.stdout
         time.sleep(0.3)
-    assert re.search(r"session “Something else entirely”, \d{4}-\d\d-\d\d \((line \d+|lines \d+–\d+)\)", sources), sources
+    assert re.search(r"session “Something else entirely”, \d{4}-\d\d-\d\d \((line \d+|lines \d+–\d+)\)", sources), (
+        sources
+    )
     assert ".jsonl" not in sources
 
 
 def test_interactive_prompt_reads_messages_from_stdin(offline):
     state, port = offline.state_dir, str(offline.port)
-    r = jarvis("chat", "--new", "--port", port, state_dir=state,
-               input="The heron nests by the mill.\n\n/new\nA second session starts here.\n")
+    r = jarvis(
+        "chat",
+        "--new",
+        "--port",
+        port,
+        state_dir=state,
+        input="The heron nests by the mill.\n\n/new\nA second session starts here.\n",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("I am Jarvis's offline responder") == 2
     assert "You wrote: “The heron nests by the mill.”" in r.stdout
@@ -101,8 +118,9 @@ def test_interactive_prompt_reads_messages_from_stdin(offline):
 def test_a_failing_provider_is_a_non_zero_exit_that_names_the_endpoint(tmp_path):
     dead = f"http://127.0.0.1:{closed_port()}/v1"
     state = tmp_path / "state"
-    with GatewayProcess.running(state, "[memory]\nenabled = false\n[chat]\nmaxRetries = 0\n",
-                                env={"OPENAI_BASE_URL": dead}) as gp:
+    with GatewayProcess.running(
+        state, "[memory]\nenabled = false\n[chat]\nmaxRetries = 0\n", env={"OPENAI_BASE_URL": dead}
+    ) as gp:
         port = str(gp.port)
         r = jarvis("chat", "hello?", "--new", "--port", port, state_dir=state)
         assert r.returncode == 1, (r.stdout, r.stderr)
@@ -120,8 +138,10 @@ def test_a_failing_provider_is_a_non_zero_exit_that_names_the_endpoint(tmp_path)
 
 def test_follow_text_prints_the_reply_as_plain_text(tmp_path):
     state = tmp_path / "state"
-    with FakeOpenAI() as api, GatewayProcess.running(state, "[memory]\nenabled = false\n",
-                                                     env={"OPENAI_BASE_URL": api.base_url}) as gp:
+    with (
+        FakeOpenAI() as api,
+        GatewayProcess.running(state, "[memory]\nenabled = false\n", env={"OPENAI_BASE_URL": api.base_url}) as gp,
+    ):
         api.reply = "Plain words from the model."
         port = str(gp.port)
         key = orjson.loads(jarvis("call", "sessions.create", "--port", port, state_dir=state).stdout)["sessionKey"]
@@ -140,12 +160,22 @@ async def test_an_aborted_reply_exits_non_zero(tmp_path):
         try:
             key = (await c.call("sessions.create", {}))["sessionKey"]
             env = {**os.environ, "JARVIS_STATE_DIR": str(state)}
-            for argv in (["chat", "a slow reply please", "--session", key],
-                         ["call", "chat.send", orjson.dumps({"sessionKey": key, "message": "slow"}).decode(),
-                          "--follow"]):
+            for argv in (
+                ["chat", "a slow reply please", "--session", key],
+                ["call", "chat.send", orjson.dumps({"sessionKey": key, "message": "slow"}).decode(), "--follow"],
+            ):
                 proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "gateway.cli", *argv, "--port", str(gp.port), cwd=ROOT, env=env,
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                    sys.executable,
+                    "-m",
+                    "gateway.cli",
+                    *argv,
+                    "--port",
+                    str(gp.port),
+                    cwd=ROOT,
+                    env=env,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                )
                 deadline = time.monotonic() + 30
                 while not (await c.call("chat.abort", {"sessionKey": key}))["aborted"]:
                     assert time.monotonic() < deadline, "the run never started"
@@ -160,11 +190,14 @@ async def test_an_aborted_reply_exits_non_zero(tmp_path):
 def test_each_memory_tool_call_shows_as_one_line(tmp_path):
     state = tmp_path / "state"
     with FakeOpenAI() as api:
-        api.script(("tools", [("memory_set", {"key": "boat.colour", "value": "The boat is dark green."})]),
-                   ("tools", [("memory_search", {"query": "boat colour"})]))
+        api.script(
+            ("tools", [("memory_set", {"key": "boat.colour", "value": "The boat is dark green."})]),
+            ("tools", [("memory_search", {"query": "boat colour"})]),
+        )
         api.reply = "Your boat is dark green."
-        with GatewayProcess.running(state, "[memory.recall]\nenabled = false\n",
-                                    env={"OPENAI_BASE_URL": api.base_url}) as gp:
+        with GatewayProcess.running(
+            state, "[memory.recall]\nenabled = false\n", env={"OPENAI_BASE_URL": api.base_url}
+        ) as gp:
             r = jarvis("chat", "Remember my boat is dark green", "--new", "--port", str(gp.port), state_dir=state)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
@@ -176,10 +209,17 @@ def test_each_memory_tool_call_shows_as_one_line(tmp_path):
 
 def test_slash_commands_are_commands_not_messages(offline):
     state, port = offline.state_dir, str(offline.port)
-    other = orjson.loads(jarvis("call", "sessions.create", '{"label":"other"}', "--port", port,
-                                state_dir=state).stdout)["sessionKey"]
-    r = jarvis("chat", "--new", "--port", port, state_dir=state,
-               input=f"/help\nhello there\n/session\n/session {other}\n/bogus\n//etc is a path\n/quit\nnever sent\n")
+    other = orjson.loads(
+        jarvis("call", "sessions.create", '{"label":"other"}', "--port", port, state_dir=state).stdout
+    )["sessionKey"]
+    r = jarvis(
+        "chat",
+        "--new",
+        "--port",
+        port,
+        state_dir=state,
+        input=f"/help\nhello there\n/session\n/session {other}\n/bogus\n//etc is a path\n/quit\nnever sent\n",
+    )
     assert r.returncode == 0, r.stderr
     assert "/session [KEY]" in r.stderr and "/quit" in r.stderr  # the help
     assert "unknown command /bogus" in r.stderr
@@ -188,8 +228,11 @@ def test_slash_commands_are_commands_not_messages(offline):
     assert "/help" not in r.stdout and "never sent" not in r.stdout
     sessions = orjson.loads(jarvis("call", "sessions.list", "--port", port, state_dir=state).stdout)["sessions"]
     assert sorted(s["label"] for s in sessions) == ["hello there", "other"], "no session named /help"
-    history = orjson.loads(jarvis("call", "sessions.history", orjson.dumps({"sessionKey": other}).decode(),
-                                  "--port", port, state_dir=state).stdout)["messages"]
+    history = orjson.loads(
+        jarvis(
+            "call", "sessions.history", orjson.dumps({"sessionKey": other}).decode(), "--port", port, state_dir=state
+        ).stdout
+    )["messages"]
     assert [m["content"] for m in history if m["role"] == "user"] == ["/etc is a path"]
     assert (state / "chat-session").read_text().strip() == other, "the next `jarvis chat` continues there"
     r = jarvis("chat", "--session", "no-such", "--port", port, state_dir=state, input="/session no-such\n")
@@ -198,16 +241,25 @@ def test_slash_commands_are_commands_not_messages(offline):
 
 def test_model_and_system_prompt_flags_are_kept_with_the_session(tmp_path):
     state = tmp_path / "state"
-    with FakeOpenAI() as api, GatewayProcess.running(state, "[memory]\nenabled = false\n[chat]\nmodel = \"fake-model\"\n",
-                                                     env={"OPENAI_BASE_URL": api.base_url}) as gp:
+    with (
+        FakeOpenAI() as api,
+        GatewayProcess.running(
+            state, '[memory]\nenabled = false\n[chat]\nmodel = "fake-model"\n', env={"OPENAI_BASE_URL": api.base_url}
+        ) as gp,
+    ):
         port = str(gp.port)
-        r = jarvis("chat", "hi", "--new", "-m", "fake-small", "-s", "Answer in one word.", "--port", port, state_dir=state)
+        r = jarvis(
+            "chat", "hi", "--new", "-m", "fake-small", "-s", "Answer in one word.", "--port", port, state_dir=state
+        )
         assert r.returncode == 0, r.stderr
         body = api.requests[-1]["body"]
         assert body["model"] == "fake-small" and body["messages"][0]["content"].startswith("Answer in one word.")
         key = (state / "chat-session").read_text().strip()
-        session = orjson.loads(jarvis("call", "sessions.get", orjson.dumps({"sessionKey": key}).decode(),
-                                      "--port", port, state_dir=state).stdout)
+        session = orjson.loads(
+            jarvis(
+                "call", "sessions.get", orjson.dumps({"sessionKey": key}).decode(), "--port", port, state_dir=state
+            ).stdout
+        )
         assert (session["model"], session["systemPrompt"]) == ("fake-small", "Answer in one word.")
         # The next message in that session keeps them without the flags; --model "" resets the model.
         r = jarvis("chat", "and again", "--port", port, state_dir=state)
@@ -225,9 +277,13 @@ def test_the_sources_line_is_dim_on_a_terminal_unless_no_color(offline):
     def on_a_terminal(env):
         leader, follower = pty.openpty()
         full_env = {**os.environ, "JARVIS_STATE_DIR": str(state), **env}
-        proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "chat", "What colour is my sailing boat?",
-                                 "--new", "--port", port], cwd=ROOT, env=full_env, stdout=follower,
-                                stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "chat", "What colour is my sailing boat?", "--new", "--port", port],
+            cwd=ROOT,
+            env=full_env,
+            stdout=follower,
+            stderr=subprocess.PIPE,
+        )
         os.close(follower)
         out = b""
         while True:

@@ -15,8 +15,14 @@ from tests.helpers import ROOT, GatewayProcess
 def jarvis(*args, state_dir, env=None, timeout=60):
     full_env = {**os.environ, "JARVIS_STATE_DIR": str(state_dir), **(env or {})}
     full_env.pop("OPENAI_API_KEY", None)
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args],
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def undocumented(parser: argparse.ArgumentParser, path: str = "jarvis") -> list[str]:
@@ -55,8 +61,7 @@ def test_memory_set_and_learn_explain_both_kinds_of_category_side_by_side(tmp_pa
 
 
 def test_a_config_file_with_several_errors_lists_them_all(tmp_path):
-    (tmp_path / "config.toml").write_text(
-        "[server]\nport = 'x'\nprot = 1\n[memory.search]\nmode = 'magic'\n")
+    (tmp_path / "config.toml").write_text("[server]\nport = 'x'\nprot = 1\n[memory.search]\nmode = 'magic'\n")
     r = jarvis("config", state_dir=tmp_path)
     assert r.returncode == 2
     lines = r.stderr.splitlines()
@@ -79,7 +84,7 @@ def test_a_refused_second_serve_prints_only_its_one_message(tmp_path):
 
 def test_memory_status_direct_does_not_say_none_answered(tmp_path):
     state = tmp_path / "state"
-    with GatewayProcess.running(state, "[memory.search]\nmode = \"fts\"\n") as gp:
+    with GatewayProcess.running(state, '[memory.search]\nmode = "fts"\n') as gp:
         r = jarvis("memory", "status", "--direct", "--port", str(gp.port), state_dir=state)
     assert r.returncode == 0, r.stderr
     first = r.stdout.splitlines()[0]
@@ -95,7 +100,7 @@ def test_the_gateway_log_names_the_chat_model_and_endpoint_and_each_sync_run(tmp
     (state / "workspace" / "memory").mkdir(parents=True)
     (state / "workspace" / "memory" / "boat.md").write_text("# Boat\n\nMy sailing boat is painted blue.\n")
     env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "JARVIS_CHAT_MODEL": "llama-3.1-8b"}
-    with GatewayProcess.running(state, "[memory.search]\nmode = \"fts\"\n", env=env) as gp:
+    with GatewayProcess.running(state, '[memory.search]\nmode = "fts"\n', env=env) as gp:
         deadline = time.monotonic() + 60
         while True:  # the sync on start runs in the background
             lines = [orjson.loads(x) for x in gp.log.read_text().splitlines() if x.startswith("{")]
@@ -108,7 +113,11 @@ def test_the_gateway_log_names_the_chat_model_and_endpoint_and_each_sync_run(tmp
         assert r.returncode == 0, r.stderr
         assert orjson.loads(r.stdout)["indexed"] >= 1
     ready = next(x for x in lines if x["event"] == "gateway ready")
-    assert (ready["chat"], ready["chat_model"], ready["chat_url"]) == ("openai", "llama-3.1-8b", "http://127.0.0.1:9/v1")
+    assert (ready["chat"], ready["chat_model"], ready["chat_url"]) == (
+        "openai",
+        "llama-3.1-8b",
+        "http://127.0.0.1:9/v1",
+    )
     started = next(x for x in lines if x["event"] == "memory_sync_started")
     finished = next(x for x in lines if x["event"] == "memory_sync_finished")
     assert started["memory"] is True and started["reasons"]
@@ -116,8 +125,15 @@ def test_the_gateway_log_names_the_chat_model_and_endpoint_and_each_sync_run(tmp
 
 
 def test_memory_search_shows_a_keyed_memorys_value_not_its_front_matter(tmp_path):
-    r = jarvis("memory", "set", "favorite-color", "Navy blue, like the sea at dusk.", "--category", "preferences",
-               state_dir=tmp_path)
+    r = jarvis(
+        "memory",
+        "set",
+        "favorite-color",
+        "Navy blue, like the sea at dusk.",
+        "--category",
+        "preferences",
+        state_dir=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     r = jarvis("memory", "search", "navy blue sea", "--source", "memory", state_dir=tmp_path)
     assert r.returncode == 0, r.stderr

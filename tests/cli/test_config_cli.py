@@ -14,8 +14,14 @@ from tests.helpers import ROOT, GatewayProcess, connect_client
 def jarvis(*args, state_dir, env=None, timeout=60):
     full_env = {**os.environ, "JARVIS_STATE_DIR": str(state_dir), **(env or {})}
     full_env.pop("OPENAI_API_KEY", None)
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args],
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_layers_file_then_env_then_flags(tmp_path):
@@ -29,15 +35,18 @@ def test_layers_file_then_env_then_flags(tmp_path):
     assert cfg.workspace_dir == tmp_path / "workspace" and cfg.memory_db() == tmp_path / "agents/main/memory.sqlite"
 
 
-@pytest.mark.parametrize("toml,key", [
-    ("[server]\nport = 'x'\n", "server.port: must be an integer"),
-    ("[server]\nport = 70000\n", "server.port: must be <= 65535"),
-    ("[server]\nprot = 1\n", "server.prot: unknown key"),
-    ("[memory.search]\nmode = 'magic'\n", "memory.search.mode: must be one of"),
-    ("server = 3\n", "server: must be a table"),
-    ("[memory.chunking]\ntokens = 100\noverlap = 100\n", "memory.chunking.overlap"),
-    ("not toml [", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "toml,key",
+    [
+        ("[server]\nport = 'x'\n", "server.port: must be an integer"),
+        ("[server]\nport = 70000\n", "server.port: must be <= 65535"),
+        ("[server]\nprot = 1\n", "server.prot: unknown key"),
+        ("[memory.search]\nmode = 'magic'\n", "memory.search.mode: must be one of"),
+        ("server = 3\n", "server: must be a table"),
+        ("[memory.chunking]\ntokens = 100\noverlap = 100\n", "memory.chunking.overlap"),
+        ("not toml [", "not valid TOML"),
+    ],
+)
 def test_invalid_config_names_the_key(tmp_path, toml, key):
     (tmp_path / "config.toml").write_text(toml)
     with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("(", r"\(")):
@@ -60,8 +69,15 @@ def test_cli_token_call_follow_and_rotate(tmp_path):
         r = jarvis("call", "sessions.create", '{"label":"cli"}', "--port", port, state_dir=tmp_path)
         assert r.returncode == 0, r.stderr
         key = orjson.loads(r.stdout)["sessionKey"]
-        r = jarvis("call", "chat.send", orjson.dumps({"sessionKey": key, "message": "from cli"}).decode(),
-                   "--follow", "--port", port, state_dir=tmp_path)
+        r = jarvis(
+            "call",
+            "chat.send",
+            orjson.dumps({"sessionKey": key, "message": "from cli"}).decode(),
+            "--follow",
+            "--port",
+            port,
+            state_dir=tmp_path,
+        )
         assert r.returncode == 0, r.stderr
         assert '"method": "chat.delta"' in r.stdout and r.stdout.rstrip().endswith("}")
         assert '"method": "chat.final"' in r.stdout
@@ -109,8 +125,17 @@ def test_memory_commands_take_the_shared_flags_after_the_subcommand(tmp_path):
     other = tmp_path / "elsewhere"  # JARVIS_STATE_DIR points here; the flag must win
     r = jarvis("memory", "sync", "--state-dir", str(tmp_path / "state"), "--workspace", str(ws), state_dir=other)
     assert r.returncode == 0, r.stderr
-    r = jarvis("memory", "search", "tomatoes greenhouse", "--json", "--state-dir", str(tmp_path / "state"),
-               "--workspace", str(ws), state_dir=other)
+    r = jarvis(
+        "memory",
+        "search",
+        "tomatoes greenhouse",
+        "--json",
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--workspace",
+        str(ws),
+        state_dir=other,
+    )
     assert r.returncode == 0, r.stderr
     result = orjson.loads(r.stdout)
     assert result["results"][0]["path"] == "memory/garden.md" and result["mode"] == "hybrid"
@@ -126,7 +151,8 @@ def test_config_prints_toml_that_loads_back_to_the_same_config(tmp_path):
     (state / "config.toml").write_text(
         '[server]\nallowedOrigins = ["http://my-laptop:18789"]\nshutdownGrace = 7.5\n'
         '[chat]\nsystemPrompt = "Say \\"hi\\"\\nthen\\tstop \\\\ ok"\n[memory.search]\nmmr = true\nrrfK = 30\n'
-        '[memory.backend.qmd]\ntimeoutMs = 500\n')
+        "[memory.backend.qmd]\ntimeoutMs = 500\n"
+    )
     env = {"JARVIS_PORT": "28789", "JARVIS_CHAT_MODEL": "llama3.2", "OPENAI_API_KEY": ""}
     r = jarvis("config", "--workspace", str(ws), state_dir=state, env=env)
     assert r.returncode == 0 and r.stderr == "", r.stderr

@@ -15,15 +15,21 @@ from tests.helpers import ROOT, GatewayProcess
 def jarvis(*args, state_dir, env=None, timeout=120):
     full_env = {**os.environ, "JARVIS_STATE_DIR": str(state_dir), **(env or {})}
     full_env.pop("OPENAI_API_KEY", None)
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args],
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_status_asks_the_running_gateway_and_agent_and_sources_work_everywhere(tmp_path):
     state = tmp_path / "state"
     (state / "workspace" / "memory").mkdir(parents=True)
     (state / "workspace" / "memory" / "garden.md").write_text("# Garden\n\nThe tomatoes go in the greenhouse.\n")
-    with GatewayProcess.running(state, "[memory.search]\nmode = \"fts\"\nvectorBackend = \"numpy\"\n") as gp:
+    with GatewayProcess.running(state, '[memory.search]\nmode = "fts"\nvectorBackend = "numpy"\n') as gp:
         port = str(gp.port)
         deadline = time.monotonic() + 60
         while True:  # the gateway's sync on start runs in the background
@@ -46,24 +52,66 @@ def test_status_asks_the_running_gateway_and_agent_and_sources_work_everywhere(t
         # A second agent: created through the gateway, then every memory command takes --agent.
         r = jarvis("call", "sessions.create", '{"agentId":"work"}', "--port", port, state_dir=state)
         assert r.returncode == 0, r.stderr
-        r = jarvis("memory", "set", "standup", "The standup is at nine on Mondays.", "--agent", "work",
-                   "--port", port, state_dir=state)
+        r = jarvis(
+            "memory",
+            "set",
+            "standup",
+            "The standup is at nine on Mondays.",
+            "--agent",
+            "work",
+            "--port",
+            port,
+            state_dir=state,
+        )
         assert r.returncode == 0, r.stderr
         r = jarvis("memory", "sync", "--agent", "work", "--json", "--port", port, state_dir=state)
         assert r.returncode == 0, r.stderr
         for extra in (["--source", "memory", "--source", "sessions"], ["--source", "memory,sessions"], []):
-            r = jarvis("memory", "search", "standup Mondays", "--agent", "work", "--json", *extra,
-                       "--port", port, state_dir=state)
+            r = jarvis(
+                "memory",
+                "search",
+                "standup Mondays",
+                "--agent",
+                "work",
+                "--json",
+                *extra,
+                "--port",
+                port,
+                state_dir=state,
+            )
             assert r.returncode == 0, (extra, r.stderr)
             paths = [x["path"] for x in orjson.loads(r.stdout)["results"]]
             assert paths and all("garden" not in p for p in paths), paths  # the work agent's memory only
         r = jarvis("memory", "status", "--agent", "work", "--json", "--port", port, state_dir=state)
         assert orjson.loads(r.stdout)["sources"]["memory"]["files"] == 1
-        r = jarvis("memory", "recall", "--agent", "work", "--source", "memory,sessions", "--json",
-                   "--port", port, state_dir=state)
+        r = jarvis(
+            "memory",
+            "recall",
+            "--agent",
+            "work",
+            "--source",
+            "memory,sessions",
+            "--json",
+            "--port",
+            port,
+            state_dir=state,
+        )
         assert r.returncode == 0, r.stderr
-        r = jarvis("memory", "similar", "standup", "--agent", "work", "--source", "memory", "--source", "sessions",
-                   "--json", "--port", port, state_dir=state)
+        r = jarvis(
+            "memory",
+            "similar",
+            "standup",
+            "--agent",
+            "work",
+            "--source",
+            "memory",
+            "--source",
+            "sessions",
+            "--json",
+            "--port",
+            port,
+            state_dir=state,
+        )
         assert r.returncode == 0, r.stderr
         r = jarvis("memory", "search", "x", "--source", "notes", state_dir=state)
         assert r.returncode == 2 and "each source is one of memory, sessions" in r.stderr
@@ -93,10 +141,16 @@ def test_the_serve_banner_names_a_token_command_that_works_as_printed(tmp_path):
 def test_each_command_calls_the_method_the_gateways_when_it_answers_else_the_same_one_in_process(tmp_path):
     state = tmp_path / "state"
     (state / "workspace").mkdir(parents=True)
-    bad = [("list", "--limit", "0"), ("search", "boat", "--k", "51"), ("recall", "--from", "2024-05-03", "--to", "2024-05-01")]
-    with GatewayProcess.running(state, "[memory.search]\nmode = \"fts\"\n") as gp:
+    bad = [
+        ("list", "--limit", "0"),
+        ("search", "boat", "--k", "51"),
+        ("recall", "--from", "2024-05-03", "--to", "2024-05-01"),
+    ]
+    with GatewayProcess.running(state, '[memory.search]\nmode = "fts"\n') as gp:
         port = str(gp.port)
-        runs = orjson.loads(jarvis("memory", "status", "--json", "--port", port, state_dir=state).stdout)["sync"]["runs"]
+        runs = orjson.loads(jarvis("memory", "status", "--json", "--port", port, state_dir=state).stdout)["sync"][
+            "runs"
+        ]
         r = jarvis("memory", "sync", "--json", "--port", port, state_dir=state)
         assert r.returncode == 0, r.stderr
         live = orjson.loads(jarvis("memory", "status", "--json", "--port", port, state_dir=state).stdout)
@@ -131,16 +185,30 @@ def test_an_image_too_big_for_one_frame_to_the_gateway_is_stored_as_without_one(
     state = tmp_path / "state"
     (state / "workspace").mkdir(parents=True)
     image = tmp_path / "harbour.png"
-    image.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
-                      + chunk(b"tEXt", os.urandom(2_000_000)) + chunk(b"IEND", b""))
-    with GatewayProcess.running(state, "[memory.search]\nmode = \"fts\"\n") as gp:
+    image.write_bytes(
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+        + chunk(b"tEXt", os.urandom(2_000_000))
+        + chunk(b"IEND", b"")
+    )
+    with GatewayProcess.running(state, '[memory.search]\nmode = "fts"\n') as gp:
         port = str(gp.port)
-        r = jarvis("memory", "set-image", "harbour", str(image), "--description", "the harbour at dawn",
-                   "--port", port, state_dir=state)
+        r = jarvis(
+            "memory",
+            "set-image",
+            "harbour",
+            str(image),
+            "--description",
+            "the harbour at dawn",
+            "--port",
+            port,
+            state_dir=state,
+        )
         assert r.returncode == 0, r.stderr
         assert "saved memory/images/harbour.png" in r.stdout, r.stdout
-        r = jarvis("memory", "get-image", "harbour", "--out", str(tmp_path / "back.png"), "--port", port,
-                   state_dir=state)  # through the gateway: a reply may be bigger (server.maxReplyBytes)
+        r = jarvis(
+            "memory", "get-image", "harbour", "--out", str(tmp_path / "back.png"), "--port", port, state_dir=state
+        )  # through the gateway: a reply may be bigger (server.maxReplyBytes)
         assert r.returncode == 0, r.stderr
         assert (tmp_path / "back.png").read_bytes() == image.read_bytes()
         r = jarvis("memory", "search", "harbour dawn", "--json", "--port", port, state_dir=state)

@@ -23,15 +23,20 @@ SETTINGS = {"alpha": {"model": "llama3.1:8b", "systemPrompt": "Answer like a gar
 # agent → [(sessionKey, label, [(role, content), …])]
 SESSIONS = {
     "main": [
-        ("alpha", "Garden plans", [("user", "Where do the tomatoes go?"),
-                                   ("assistant", "In the greenhouse: Tomaten 🍅 und Gurken — ü, ß, 漢字.")]),
+        (
+            "alpha",
+            "Garden plans",
+            [
+                ("user", "Where do the tomatoes go?"),
+                ("assistant", "In the greenhouse: Tomaten 🍅 und Gurken — ü, ß, 漢字."),
+            ],
+        ),
         ("beta", None, [("user", "Remind me: the boat is blue."), ("assistant", "Noted: the boat is blue.")] * 3),
         ("torn", "A crash mid-write", [("user", "This one was cut short."), ("assistant", "So it was.")]),
         ("empty", "Nothing said yet", []),
     ],
     "work": [
-        ("daily:standup", "Standup", [("user", "The standup is at nine on Mondays."),
-                                      ("assistant", "x" * 100_000)]),
+        ("daily:standup", "Standup", [("user", "The standup is at nine on Mondays."), ("assistant", "x" * 100_000)]),
         ("retro", "Retro", [("user", "What went well?")]),
     ],
 }
@@ -42,8 +47,14 @@ def jarvis(*args: str, state_dir: Path, env: dict[str, str] | None = None, timeo
     for name in ("OPENAI_API_KEY", "JARVIS_DATABASE_URL"):
         if name not in (env or {}):
             full_env.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args],
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 async def ajarvis(*args: str, **kw):
@@ -58,8 +69,9 @@ async def make_state(state: Path) -> None:
         for key, label, messages in sessions:
             await store.create(label=label, key=key, settings=SETTINGS.get(key))
             for i, (role, content) in enumerate(messages):
-                await store.append_messages(key, tx.message_record(f"{key}-{i}", role, content,
-                                                                   timestamp=f"2024-05-01T10:{i:02d}:00.000Z"))
+                await store.append_messages(
+                    key, tx.message_record(f"{key}-{i}", role, content, timestamp=f"2024-05-01T10:{i:02d}:00.000Z")
+                )
         if agent == "main":  # a record that is not a message (compaction writes such)
             await store.append_records("beta", {"type": "compaction", "summary": "the boat is blue", "upTo": 4})
         await store.close()
@@ -90,8 +102,11 @@ async def database(url: str) -> dict[str, tuple[dict, bytes]]:
     try:
         out = {}
         for s in await conn.fetch("SELECT * FROM sessions ORDER BY agent_id, session_key"):
-            rows = await conn.fetch("SELECT seq, line FROM transcript_lines WHERE agent_id = $1 AND session_key = $2 "
-                                    "ORDER BY seq", s["agent_id"], s["session_key"])
+            rows = await conn.fetch(
+                "SELECT seq, line FROM transcript_lines WHERE agent_id = $1 AND session_key = $2 ORDER BY seq",
+                s["agent_id"],
+                s["session_key"],
+            )
             assert [r["seq"] for r in rows] == list(range(1, len(rows) + 1))
             out[f"{s['agent_id']}/{s['session_key']}"] = (dict(s), b"".join(r["line"].encode() + b"\n" for r in rows))
         return out
@@ -99,8 +114,9 @@ async def database(url: str) -> dict[str, tuple[dict, bytes]]:
         await conn.close()
 
 
-async def test_files_to_postgresql_and_back_is_byte_identical_and_running_it_again_changes_nothing(tmp_path,
-                                                                                                   postgres_url):
+async def test_files_to_postgresql_and_back_is_byte_identical_and_running_it_again_changes_nothing(
+    tmp_path, postgres_url
+):
     src, back = tmp_path / "src", tmp_path / "back"
     await make_state(src)
     want, meta = transcripts(src), metadata(src)
@@ -111,8 +127,11 @@ async def test_files_to_postgresql_and_back_is_byte_identical_and_running_it_aga
     out = r.stdout
     assert "schema: applied 0001_sessions, 0002_runs_and_idempotency" in out
     assert "OK: 6 sessions copied and checked" in out and "Traceback" not in r.stderr
-    table = {line.split()[0]: line.split() for line in out.splitlines()
-             if line.split() and line.split()[0] in ("agent", "main", "work", "all")}
+    table = {
+        line.split()[0]: line.split()
+        for line in out.splitlines()
+        if line.split() and line.split()[0] in ("agent", "main", "work", "all")
+    }
     assert table["main"][1:3] == ["4", "4"] and table["work"][1:3] == ["2", "2"] and table["all"][-1] == "OK"
     assert f"main/torn: {len(TORN)} bytes" in out  # the torn tail is reported, not copied
     assert "memory indexes: not copied" in out
@@ -123,8 +142,14 @@ async def test_files_to_postgresql_and_back_is_byte_identical_and_running_it_aga
     for name, (row, data) in db.items():
         assert row["line_count"] == data.count(b"\n")
         own = {"model": row["model"], "systemPrompt": row["system_prompt"]} if row["model"] else {}
-        assert {"sessionKey": row["session_key"], "label": row["label"], "createdAt": row["created_at"],
-                "updatedAt": row["updated_at"], "messageCount": row["message_count"], **own} == meta[name]
+        assert {
+            "sessionKey": row["session_key"],
+            "label": row["label"],
+            "createdAt": row["created_at"],
+            "updatedAt": row["updated_at"],
+            "messageCount": row["message_count"],
+            **own,
+        } == meta[name]
     assert db["main/alpha"][0]["model"] == "llama3.1:8b", "a session's own settings are copied"
 
     r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=back)
@@ -160,8 +185,10 @@ async def test_a_gateway_on_the_migrated_database_serves_the_sessions_history(tm
     want = {}
     for agent, sessions in SESSIONS.items():
         listed = await c.call("sessions.list", {"agentId": agent})
-        want[agent] = (listed, {key: await c.call("sessions.history", {"agentId": agent, "sessionKey": key})
-                                for key, _, _ in sessions})
+        want[agent] = (
+            listed,
+            {key: await c.call("sessions.history", {"agentId": agent, "sessionKey": key}) for key, _, _ in sessions},
+        )
     await c.close()
     await before.stop()
     assert [m["content"] for m in want["main"][1]["torn"]["messages"]] == ["This one was cut short.", "So it was."]
@@ -180,8 +207,11 @@ async def test_a_gateway_on_the_migrated_database_serves_the_sessions_history(tm
         run = await c.call("chat.send", {"sessionKey": "torn", "message": "And after the move?"})
         assert (await c.run_to_end(run["runId"]))[-1]["method"] == "chat.final"
         history = await c.call("sessions.history", {"sessionKey": "torn"})
-        assert [m["content"] for m in history["messages"]][:3] == ["This one was cut short.", "So it was.",
-                                                                  "And after the move?"]
+        assert [m["content"] for m in history["messages"]][:3] == [
+            "This one was cut short.",
+            "So it was.",
+            "And after the move?",
+        ]
     finally:
         await c.close()
     await after.stop()
@@ -241,8 +271,9 @@ async def test_dry_run_writes_nothing_and_says_what_would_be_copied(tmp_path, po
     src = tmp_path / "src"
     await make_state(src)
     # Plain "postgresql": the URL from storage.url / JARVIS_DATABASE_URL (no password on the command line).
-    r = await ajarvis("migrate", "--to", "postgresql", "--dry-run", state_dir=src,
-                      env={"JARVIS_DATABASE_URL": postgres_url})
+    r = await ajarvis(
+        "migrate", "--to", "postgresql", "--dry-run", state_dir=src, env={"JARVIS_DATABASE_URL": postgres_url}
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"→ {redact(postgres_url)}  (dry run: nothing written)" in r.stdout
     assert "schema: would apply 0001_sessions, 0002_runs_and_idempotency" in r.stdout
@@ -266,8 +297,13 @@ async def test_many_sessions_show_progress_on_stderr(tmp_path, postgres_url):
     listed = {}
     for n in range(120):
         key = f"s{n:03d}"
-        listed[key] = {"sessionKey": key, "label": None, "createdAt": "2024-05-01T10:00:00.000Z",
-                       "updatedAt": "2024-05-01T10:00:00.000Z", "messageCount": 0}
+        listed[key] = {
+            "sessionKey": key,
+            "label": None,
+            "createdAt": "2024-05-01T10:00:00.000Z",
+            "updatedAt": "2024-05-01T10:00:00.000Z",
+            "messageCount": 0,
+        }
         header = tx.header(key, "main", "2024-05-01T10:00:00.000Z")
         (sessions / f"{key}.jsonl").write_bytes(orjson.dumps(header) + b"\n")
     (sessions / "sessions.json").write_bytes(orjson.dumps({"version": 1, "sessions": listed}))
@@ -297,8 +333,11 @@ async def test_a_running_gateway_a_wrong_url_and_bad_usage_are_refused_clearly(t
         await conn.close()
 
     cases = [
-        (("--to", "postgresql://jarvis:s3cret@127.0.0.1:1/jarvis"), 3,
-         "PostgreSQL unreachable at postgresql://jarvis:***@127.0.0.1:1/jarvis"),
+        (
+            ("--to", "postgresql://jarvis:s3cret@127.0.0.1:1/jarvis"),
+            3,
+            "PostgreSQL unreachable at postgresql://jarvis:***@127.0.0.1:1/jarvis",
+        ),
         (("--to", postgres_url.replace("/t_", "/missing_", 1)), 3, 'database "missing_'),
         (("--to", "sqlite", "--from", "postgresql://jarvis:s3cret@127.0.0.1:1/jarvis"), 3, "PostgreSQL unreachable"),
         (("--to", "mysql://jarvis:s3cret@db/jarvis"), 2, "--to: give a postgresql:// URL or sqlite"),
@@ -381,14 +420,22 @@ async def test_keyed_memories_go_both_ways_with_their_times_and_a_different_one_
     assert "keyed memories: 2 (2 copied, 0 identical, 0 in conflict, 0 failed)" in r.stdout
     conn = await asyncpg.connect(postgres_url)
     try:
-        rows = {(x["agent_id"], x["key"]): (x["category"], x["value"], x["created"], x["updated"])
-                for x in await conn.fetch("SELECT * FROM keyed_memories")}
+        rows = {
+            (x["agent_id"], x["key"]): (x["category"], x["value"], x["created"], x["updated"])
+            for x in await conn.fetch("SELECT * FROM keyed_memories")
+        }
     finally:
         await conn.close()
     boat = want["boat"]
-    assert rows == {("main", "boat"): ("facts", "The boat is blue.", boat["created"], boat["updated"]),
-                    ("work", "standup"): ("general", "Nine on Mondays.", rows[("work", "standup")][2],
-                                          rows[("work", "standup")][3])}
+    assert rows == {
+        ("main", "boat"): ("facts", "The boat is blue.", boat["created"], boat["updated"]),
+        ("work", "standup"): (
+            "general",
+            "Nine on Mondays.",
+            rows[("work", "standup")][2],
+            rows[("work", "standup")][3],
+        ),
+    }
 
     r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=back)
     assert r.returncode == 0, r.stdout + r.stderr

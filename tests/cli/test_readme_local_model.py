@@ -24,8 +24,9 @@ def readme_section() -> str:
 def jarvis(*args, state_dir):
     env = {**os.environ, "JARVIS_STATE_DIR": str(state_dir)}
     env.pop("OPENAI_API_KEY", None)
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_the_readme_config_for_a_local_model_works(tmp_path):
@@ -78,9 +79,18 @@ async def test_an_unreachable_embedding_server_is_named_with_the_reason(tmp_path
     state = tmp_path / "state"
     (state / "workspace").mkdir(parents=True)
     (state / "workspace" / "MEMORY.md").write_text("# Me\n\nI live by the sea.\n")
-    gw = RunningGateway(make_config(state, memory=True, **{
-        "memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": dead,
-        "memory.embeddings.model": "nomic-embed-text", "memory.embeddings.maxRetries": 0}))
+    gw = RunningGateway(
+        make_config(
+            state,
+            memory=True,
+            **{
+                "memory.embeddings.provider": "openai",
+                "memory.embeddings.baseUrl": dead,
+                "memory.embeddings.model": "nomic-embed-text",
+                "memory.embeddings.maxRetries": 0,
+            },
+        )
+    )
     await gw.start()
     try:
         c = await gw.client()

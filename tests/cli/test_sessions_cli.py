@@ -41,8 +41,12 @@ def test_list_show_export_and_delete(gateway):
     assert r.stdout.count("\n## You · ") == 2 and r.stdout.count("\n## Jarvis · ") == 2
     assert "And what do they eat?" in r.stdout
     shown = orjson.loads(jarvis("sessions", "show", key, "--json", "--port", port, state_dir=state).stdout)
-    assert shown["session"]["sessionKey"] == key and [m["role"] for m in shown["messages"]] == \
-        ["user", "assistant", "user", "assistant"]
+    assert shown["session"]["sessionKey"] == key and [m["role"] for m in shown["messages"]] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
 
     r = jarvis("sessions", "export", key, "--format", "jsonl", "--port", port, state_dir=state)
     lines = [orjson.loads(x) for x in r.stdout.splitlines()]

@@ -17,8 +17,11 @@ def msg(role: str, content: str, timestamp: str) -> dict:
 
 async def test_an_exported_session_imports_elsewhere_as_the_same_session_and_never_twice(storage, sessions):
     await sessions.create(label="Garden", key="plans", settings={"model": "m1"})
-    await sessions.append_messages("plans", msg("user", "Where do the tomatoes go? ü 漢字", "2024-05-01T10:00:00.000Z"),
-                                   msg("assistant", "In the greenhouse.", "2024-05-01T10:01:00.000Z"))
+    await sessions.append_messages(
+        "plans",
+        msg("user", "Where do the tomatoes go? ü 漢字", "2024-05-01T10:00:00.000Z"),
+        msg("assistant", "In the greenhouse.", "2024-05-01T10:01:00.000Z"),
+    )
     await sessions.append_records("plans", {"type": "compaction", "summary": "tomatoes", "upTo": 1})
     assert await sessions.export("nothing") is None
     copy = await sessions.export("plans")
@@ -48,8 +51,13 @@ async def test_an_exported_session_imports_elsewhere_as_the_same_session_and_nev
 
 async def test_an_import_is_whole_per_session_and_what_the_engine_cannot_hold_is_refused_alone(storage):
     store = storage.sessions("main")
-    meta = {"sessionKey": "odd", "label": None, "createdAt": "2024-05-01T10:00:00.000Z",
-            "updatedAt": "2024-05-01T10:00:00.000Z", "messageCount": 0}
+    meta = {
+        "sessionKey": "odd",
+        "label": None,
+        "createdAt": "2024-05-01T10:00:00.000Z",
+        "updatedAt": "2024-05-01T10:00:00.000Z",
+        "messageCount": 0,
+    }
     header = tx.header("odd", "main", meta["createdAt"])
 
     fine = SessionCopy(meta, (orjson.dumps(header),))
@@ -70,11 +78,20 @@ async def test_keyed_memories_import_elsewhere_whole_with_their_times_and_never_
     await mine.set("boat", "The boat is blue.", "facts")
     await mine.set("color", "Navy.", None)
     got = {e.key: e for e in await mine.entries()}
-    assert {k: (e.category, e.value) for k, e in got.items()} == {"boat": ("facts", "The boat is blue."),
-                                                                  "color": ("general", "Navy.")}
+    assert {k: (e.category, e.value) for k, e in got.items()} == {
+        "boat": ("facts", "The boat is blue."),
+        "color": ("general", "Navy."),
+    }
     assert got["boat"].full() == (await mine.get("boat")).full()
-    old = Entry("old", "people", "Ada wrote the first program.", "2020-01-01T00:00:00.000Z",
-                "2021-06-01T00:00:00.000Z", "", tmp_path)
+    old = Entry(
+        "old",
+        "people",
+        "Ada wrote the first program.",
+        "2020-01-01T00:00:00.000Z",
+        "2021-06-01T00:00:00.000Z",
+        "",
+        tmp_path,
+    )
     other = storage.keyed("other")
     assert [i.status for i in await other.import_entries([old], dry_run=True)] == [ADDED]
     assert await other.entries() == []
@@ -83,7 +100,8 @@ async def test_keyed_memories_import_elsewhere_whole_with_their_times_and_never_
     back = {e.key: e for e in await other.entries()}
     assert {k: (e.category, e.value, e.created, e.updated) for k, e in back.items()} == {
         "old": ("people", "Ada wrote the first program.", "2020-01-01T00:00:00.000Z", "2021-06-01T00:00:00.000Z"),
-        "boat": ("facts", "The boat is blue.", got["boat"].created, got["boat"].updated)}
+        "boat": ("facts", "The boat is blue.", got["boat"].created, got["boat"].updated),
+    }
     changed = Entry("boat", "facts", "The boat is red.", old.created, old.updated, "", tmp_path)
     assert [i.status for i in await other.import_entries([changed])] == [PRESENT]
     assert (await other.get("boat")).value == "The boat is blue."

@@ -65,13 +65,16 @@ async def test_a_deleted_memory_is_gone_with_its_file(storage, keyed):
     assert replaced is False and again.category == "general"
 
 
-@pytest.mark.parametrize("key, value, category, field", [
-    ("../escape", "v", None, "key"),
-    (".hidden", "v", None, "key"),
-    ("k" * 129, "v", None, "key"),
-    ("fine", "   \n  ", None, "value"),
-    ("fine", "v", "no-such-category", "category"),
-])
+@pytest.mark.parametrize(
+    "key, value, category, field",
+    [
+        ("../escape", "v", None, "key"),
+        (".hidden", "v", None, "key"),
+        ("k" * 129, "v", None, "key"),
+        ("fine", "   \n  ", None, "value"),
+        ("fine", "v", "no-such-category", "category"),
+    ],
+)
 async def test_bad_input_names_its_field_and_writes_nothing(keyed, key, value, category, field):
     with pytest.raises(Invalid) as err:
         await keyed.set(key, value, category)

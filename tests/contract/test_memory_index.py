@@ -46,10 +46,12 @@ class Opened:
         req = SyncRequest(asyncio.get_running_loop().create_future(), force=force, memory=memory, sessions=sessions)
         return await self.index.sync(req, None)
 
-    async def search(self, query: str, mode: str = "hybrid", k: int = 6, sources=SOURCES,
-                     session_key: str | None = None) -> dict:
-        return await self.index.search(query, k=k, min_score=0.0, sources=tuple(sources), session_key=session_key,
-                                       mode=mode)
+    async def search(
+        self, query: str, mode: str = "hybrid", k: int = 6, sources=SOURCES, session_key: str | None = None
+    ) -> dict:
+        return await self.index.search(
+            query, k=k, min_score=0.0, sources=tuple(sources), session_key=session_key, mode=mode
+        )
 
     async def paths(self, query: str, mode: str = "hybrid", **kw) -> list[str]:
         return [r["path"] for r in (await self.search(query, mode, **kw))["results"]]
@@ -65,8 +67,12 @@ async def talk(sessions, *lines: str) -> str:
     """A session with these messages (user, assistant, …), its transcript on disk where the index reads it."""
     key = str(uuid.uuid4())
     await sessions.create(key=key)
-    records = [tx.message_record(str(uuid.uuid4()), "user" if i % 2 == 0 else "assistant", text,
-                                 timestamp=f"2030-01-01T10:00:{i:02d}.000Z") for i, text in enumerate(lines)]
+    records = [
+        tx.message_record(
+            str(uuid.uuid4()), "user" if i % 2 == 0 else "assistant", text, timestamp=f"2030-01-01T10:00:{i:02d}.000Z"
+        )
+        for i, text in enumerate(lines)
+    ]
     await sessions.append_messages(key, *records)
     await sessions.local_transcript(key)
     return key
@@ -104,7 +110,9 @@ async def test_a_changed_note_is_indexed_again_and_a_deleted_one_removed(storage
     write_note(storage, "memory/garden.md", GARDEN)
     await mem.sync()
     assert await mem.paths("teal", "fts") == ["memory/boat.md"]
-    write_note(storage, "memory/boat.md", "# Boat\n\nThe boat was repainted crimson last spring, with a long bowsprit.\n")
+    write_note(
+        storage, "memory/boat.md", "# Boat\n\nThe boat was repainted crimson last spring, with a long bowsprit.\n"
+    )
     stats = await mem.sync(memory=True, sessions=False)
     assert (stats.indexed, stats.unchanged) == (1, 1)
     assert await mem.paths("teal", "fts") == []
@@ -218,12 +226,21 @@ async def test_the_service_above_either_index_answers_the_same_shapes(storage, s
         res = await service.search("Ingrid Trondheim", mode="fts")
         assert res["results"][0]["path"] == session_path(key) and "degraded" not in res
         st = await service.status()
-        assert (st["files"], st["dirty"], st["sources"]["memory"]["files"], st["sources"]["sessions"]["files"]) \
-            == (2, False, 1, 1)
+        assert (st["files"], st["dirty"], st["sources"]["memory"]["files"], st["sources"]["sessions"]["files"]) == (
+            2,
+            False,
+            1,
+            1,
+        )
         assert st["vector"]["available"] is True and st["vector"]["missing"] == 0
         assert st["vector"]["backend"] == service.index.backend and st["embeddings"]["dims"] == service.provider.dims
         assert "rebuilding" not in st and "corrupt" not in st and st["lastSyncAt"]
-        assert service.health() == {"files": 2, "chunks": st["chunks"], "dirty": False, "watcher": st["sync"]["watcher"]["mode"]}
+        assert service.health() == {
+            "files": 2,
+            "chunks": st["chunks"],
+            "dirty": False,
+            "watcher": st["sync"]["watcher"]["mode"],
+        }
         await sessions.delete(key)
         await service.forget_session(key)
         assert (await service.status())["sources"]["sessions"]["files"] == 0

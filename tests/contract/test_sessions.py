@@ -70,8 +70,11 @@ async def test_settings_are_kept_only_when_set_and_an_empty_one_resets(sessions)
 
 async def test_appended_messages_count_and_date_the_session_and_other_records_do_not(sessions):
     await sessions.create(key="talk")
-    await sessions.append_messages("talk", msg("user", "hello", "2030-01-01T10:00:00.000Z"),
-                                   msg("assistant", "hi there", "2030-01-01T10:00:01.000Z"))
+    await sessions.append_messages(
+        "talk",
+        msg("user", "hello", "2030-01-01T10:00:00.000Z"),
+        msg("assistant", "hi there", "2030-01-01T10:00:01.000Z"),
+    )
     await sessions.append_records("talk", {"type": "compaction", "summary": "greetings"})
     await sessions.append_messages("talk", msg("user", "bye", "2030-01-01T10:00:02.000Z"))
     meta = await sessions.get("talk")
@@ -83,8 +86,9 @@ async def test_appended_messages_count_and_date_the_session_and_other_records_do
 
 async def test_history_pages_back_from_the_newest_message(sessions):
     await sessions.create(key="h")
-    records = [msg("user" if i % 2 == 0 else "assistant", f"message {i}", f"2030-01-01T10:00:{i:02d}.000Z")
-               for i in range(5)]
+    records = [
+        msg("user" if i % 2 == 0 else "assistant", f"message {i}", f"2030-01-01T10:00:{i:02d}.000Z") for i in range(5)
+    ]
     await sessions.append_messages("h", *records)
     last = await sessions.history("h", limit=2, before=None)
     assert [m["content"] for m in last["messages"]] == ["message 3", "message 4"] and last["hasMore"] is True

@@ -14,9 +14,15 @@ async def test_a_run_aborted_before_any_delta_still_indexes_the_user_message(sta
     release = threading.Event()
     with FakeOpenAI() as api:
         api.script(("wait", release, 20))
-        gw = await start_gateway(memory=True, **{"chat.baseUrl": api.base_url, "chat.maxRetries": 0,
-                                                 "memory.sync.sessionDebounceMs": 100,
-                                                 "memory.sync.onSearch": False})
+        gw = await start_gateway(
+            memory=True,
+            **{
+                "chat.baseUrl": api.base_url,
+                "chat.maxRetries": 0,
+                "memory.sync.sessionDebounceMs": 100,
+                "memory.sync.onSearch": False,
+            },
+        )
         c = await gw.client()
         try:
             key = (await c.call("sessions.create"))["sessionKey"]

@@ -26,8 +26,9 @@ def jarvis(*args: str, state_dir: Path | None = None) -> subprocess.CompletedPro
     env = {k: v for k, v in os.environ.items() if not k.startswith("JARVIS_")}
     if state_dir is not None:
         env["JARVIS_STATE_DIR"] = str(state_dir)
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def tree_modes(root: Path) -> dict[str, int]:

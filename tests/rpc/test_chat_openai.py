@@ -28,8 +28,13 @@ async def _chat(start_gateway, api, message="hello", **overrides):
 async def test_streams_the_reply_with_usage(start_gateway, api):
     api.reply = "The quick brown fox jumps"
     gw, events, records = await _chat(start_gateway, api, "tell me")
-    assert [e["params"]["delta"] for e in events if e["method"] == "chat.delta"] == \
-        ["The ", "quick ", "brown ", "fox ", "jumps"]
+    assert [e["params"]["delta"] for e in events if e["method"] == "chat.delta"] == [
+        "The ",
+        "quick ",
+        "brown ",
+        "fox ",
+        "jumps",
+    ]
     final = events[-1]["params"]
     assert final["message"]["content"] == "The quick brown fox jumps"
     assert final["usage"]["completionTokens"] == 5

@@ -21,8 +21,10 @@ def api():
 
 
 async def _gateway(start_gateway, api, **overrides):
-    return await start_gateway(memory=True, **{"chat.baseUrl": api.base_url, "chat.model": "fake-model",
-                                               "memory.recall.enabled": False, **overrides})
+    return await start_gateway(
+        memory=True,
+        **{"chat.baseUrl": api.base_url, "chat.model": "fake-model", "memory.recall.enabled": False, **overrides},
+    )
 
 
 async def _turn(c, key: str, message: str) -> list[dict]:
@@ -40,17 +42,25 @@ def _chat_requests(api) -> list[dict]:
 
 async def test_a_run_stores_a_memory_finds_it_and_its_transcript_replays(start_gateway, api):
     gw = await _gateway(start_gateway, api)
-    api.script(("tools", [("memory_set", {"key": "boat.colour", "value": "The boat is painted dark green.",
-                                          "category": "facts"})]),
-               ("tools", [("memory_search", {"query": "boat colour", "sources": ["memory"]})]))
+    api.script(
+        (
+            "tools",
+            [("memory_set", {"key": "boat.colour", "value": "The boat is painted dark green.", "category": "facts"})],
+        ),
+        ("tools", [("memory_search", {"query": "boat colour", "sources": ["memory"]})]),
+    )
     api.reply = "Noted: your boat is dark green."
     c = await gw.client()
     key = (await c.call("sessions.create"))["sessionKey"]
     events = await _turn(c, key, "My boat is dark green. Remember that, then check it.")
 
     tools = [e["params"] for e in events if e["method"] == "chat.tool"]
-    assert [(t["name"], t["status"]) for t in tools] == [("memory_set", "running"), ("memory_set", "ok"),
-                                                          ("memory_search", "running"), ("memory_search", "ok")]
+    assert [(t["name"], t["status"]) for t in tools] == [
+        ("memory_set", "running"),
+        ("memory_set", "ok"),
+        ("memory_search", "running"),
+        ("memory_search", "ok"),
+    ]
     assert tools[1]["summary"] == "stored boat.colour" and tools[1]["callId"] == "call_0"
     assert tools[3]["arguments"] == {"query": "boat colour", "sources": ["memory"]}
     assert tools[3]["summary"].endswith("result") or tools[3]["summary"].endswith("results")
@@ -59,7 +69,7 @@ async def test_a_run_stores_a_memory_finds_it_and_its_transcript_replays(start_g
     final = events[-1]
     assert final["method"] == "chat.final"
     assert final["params"]["message"]["content"] == "Noted: your boat is dark green."
-    assert {"path": "memory/keyed/facts/boat.colour.md"} .items() <= final["params"]["memory"][0].items()
+    assert {"path": "memory/keyed/facts/boat.colour.md"}.items() <= final["params"]["memory"][0].items()
     assert final["params"]["usage"]["completionTokens"] == 1 + 1 + 6, "usage of all three requests"
     assert (gw.config.agent_workspace("main") / "memory/keyed/facts/boat.colour.md").read_text().count("dark green")
 
@@ -68,10 +78,20 @@ async def test_a_run_stores_a_memory_finds_it_and_its_transcript_replays(start_g
     assert [t["function"]["name"] for t in reqs[0]["tools"]] == NAMES
     assert "agentId" not in reqs[0]["tools"][0]["function"]["parameters"]["properties"]
     second = reqs[1]["messages"]
-    assert second[-2] == {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_0", "type": "function", "function": {
-            "name": "memory_set",
-            "arguments": '{"key": "boat.colour", "value": "The boat is painted dark green.", "category": "facts"}'}}]}
+    assert second[-2] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_0",
+                "type": "function",
+                "function": {
+                    "name": "memory_set",
+                    "arguments": '{"key": "boat.colour", "value": "The boat is painted dark green.", "category": "facts"}',
+                },
+            }
+        ],
+    }
     assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == "call_0"
     assert second[-1]["content"].startswith("Stored boat.colour in facts")
     found = reqs[2]["messages"][-1]
@@ -81,8 +101,13 @@ async def test_a_run_stores_a_memory_finds_it_and_its_transcript_replays(start_g
     # The transcript keeps calls and results in OpenAI's shape, results out of the memory index.
     recs = _records(gw, key)
     assert [(r["message"]["role"], bool(r["message"].get("tool_calls"))) for r in recs] == [
-        ("user", False), ("assistant", True), ("tool", False), ("assistant", True), ("tool", False),
-        ("assistant", False)]
+        ("user", False),
+        ("assistant", True),
+        ("tool", False),
+        ("assistant", True),
+        ("tool", False),
+        ("assistant", False),
+    ]
     assert recs[2]["tool"] == "memory_set" and recs[2]["remember"] is False
     assert recs[2]["message"]["tool_call_id"] == "call_0"
 
@@ -103,17 +128,28 @@ async def test_a_run_stores_a_memory_finds_it_and_its_transcript_replays(start_g
 
 async def test_bad_tool_calls_become_tool_errors_and_the_run_finishes(start_gateway, api):
     gw = await _gateway(start_gateway, api)
-    api.script(("tools", [("memory_nuke", {"all": True}),
-                          ("memory_search", '{"query": "boat'),
-                          ("memory_set", {"key": "huge", "value": "x" * (10 << 20)}),
-                          ("memory_search", {"query": "boat", "k": 500})]))
+    api.script(
+        (
+            "tools",
+            [
+                ("memory_nuke", {"all": True}),
+                ("memory_search", '{"query": "boat'),
+                ("memory_set", {"key": "huge", "value": "x" * (10 << 20)}),
+                ("memory_search", {"query": "boat", "k": 500}),
+            ],
+        )
+    )
     api.reply = "Something went wrong with my tools."
     c = await gw.client()
     key = (await c.call("sessions.create"))["sessionKey"]
     events = await _turn(c, key, "try your tools")
     done = [e["params"] for e in events if e["method"] == "chat.tool" and e["params"]["status"] != "running"]
-    assert [(t["name"], t["status"]) for t in done] == [("memory_nuke", "error"), ("memory_search", "error"),
-                                                         ("memory_set", "error"), ("memory_search", "error")]
+    assert [(t["name"], t["status"]) for t in done] == [
+        ("memory_nuke", "error"),
+        ("memory_search", "error"),
+        ("memory_set", "error"),
+        ("memory_search", "error"),
+    ]
     assert events[-1]["method"] == "chat.final"
     results = [m["content"] for m in _chat_requests(api)[-1]["messages"] if m["role"] == "tool"]
     assert results[0].startswith("Error: unknown tool 'memory_nuke'; the tools are: memory_search, ")
@@ -180,10 +216,16 @@ async def test_a_provider_refusing_tools_is_retried_without_and_remembered(start
 
 async def test_abort_stops_a_run_mid_tool_and_the_next_run_replays_cleanly(start_gateway, api):
     with FakeOpenAI() as emb:
-        gw = await _gateway(start_gateway, api, **{"memory.embeddings.provider": "openai",
-                                                   "memory.embeddings.baseUrl": emb.base_url,
-                                                   "memory.embeddings.apiKey": "test",
-                                                   "memory.embeddings.model": "fake-emb"})
+        gw = await _gateway(
+            start_gateway,
+            api,
+            **{
+                "memory.embeddings.provider": "openai",
+                "memory.embeddings.baseUrl": emb.base_url,
+                "memory.embeddings.apiKey": "test",
+                "memory.embeddings.model": "fake-emb",
+            },
+        )
         (gw.config.agent_workspace("main") / "MEMORY.md").write_text("# Boat\n\nThe boat is green.\n")
         c = await gw.client()
         await c.call("memory.sync")  # vectors exist: a search embeds its query
@@ -195,6 +237,7 @@ async def test_abort_stops_a_run_mid_tool_and_the_next_run_replays_cleanly(start
 
         async def held():
             return emb.waiting == 1
+
         await wait_for(held)
         assert await c.call("chat.abort", {"sessionKey": key}) == {"aborted": True}
         events = await c.run_to_end(sent["runId"])
@@ -205,8 +248,9 @@ async def test_abort_stops_a_run_mid_tool_and_the_next_run_replays_cleanly(start
         events = await _turn(c, key, "and now?")
         assert events[-1]["method"] == "chat.final"
         replayed = _chat_requests(api)[-1]["messages"]
-        assert not any(m.get("tool_calls") or m["role"] == "tool" for m in replayed), \
+        assert not any(m.get("tool_calls") or m["role"] == "tool" for m in replayed), (
             "a call without its result is not sent (the provider would refuse it)"
+        )
         assert [m["content"] for m in replayed if m["role"] == "user"] == ["search please", "and now?"]
         await c.close()
 

@@ -59,8 +59,9 @@ async def test_automatic_compaction_keeps_recent_messages_and_indexes_the_flush(
 
 async def test_model_summary_and_prompt_carry_on_from_recent_messages(start_gateway):
     with FakeOpenAI() as api:
-        gw = await start_gateway(**{"chat.baseUrl": api.base_url, "chat.compactKeepRecent": 2,
-                                    "chat.compactBudgetTokens": 0})
+        gw = await start_gateway(
+            **{"chat.baseUrl": api.base_url, "chat.compactKeepRecent": 2, "chat.compactBudgetTokens": 0}
+        )
         c = await gw.client()
         key = (await c.call("sessions.create"))["sessionKey"]
         for i in range(3):
@@ -86,8 +87,14 @@ async def test_model_summary_and_prompt_carry_on_from_recent_messages(start_gate
 
 async def test_failed_model_summary_falls_back_to_extractive(start_gateway):
     with FakeOpenAI() as api:
-        gw = await start_gateway(**{"chat.baseUrl": api.base_url, "chat.compactKeepRecent": 1,
-                                    "chat.compactBudgetTokens": 0, "chat.maxRetries": 0})
+        gw = await start_gateway(
+            **{
+                "chat.baseUrl": api.base_url,
+                "chat.compactKeepRecent": 1,
+                "chat.compactBudgetTokens": 0,
+                "chat.maxRetries": 0,
+            }
+        )
         c = await gw.client()
         key = (await c.call("sessions.create"))["sessionKey"]
         await chat(c, key, "The spare key is under the blue flowerpot.")

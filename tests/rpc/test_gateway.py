@@ -31,7 +31,10 @@ async def test_wscat_flow_survives_restart(gateway, client):
     path = gateway.config.sessions_dir() / f"{key}.jsonl"
     lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     assert lines[0]["type"] == "session" and lines[0]["sessionKey"] == key and lines[0]["agentId"] == "main"
-    assert [(r["message"]["role"], r["runId"]) for r in lines[1:]] == [("user", sent["runId"]), ("assistant", sent["runId"])]
+    assert [(r["message"]["role"], r["runId"]) for r in lines[1:]] == [
+        ("user", sent["runId"]),
+        ("assistant", sent["runId"]),
+    ]
     assert lines[2]["message"]["content"] == content and lines[2]["id"] == final["params"]["message"]["id"]
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert oct(gateway.config.state_dir.stat().st_mode & 0o777) == "0o700"
@@ -67,11 +70,14 @@ async def test_wrong_token_header_is_401(gateway):
     assert exc.value.response.status_code == 401
 
 
-@pytest.mark.parametrize("first", [
-    {"type": "auth", "token": "wrong"},
-    {"id": 1, "method": "auth", "params": {"token": "wrong"}},
-    {"id": 1, "method": "system.health"},
-])
+@pytest.mark.parametrize(
+    "first",
+    [
+        {"type": "auth", "token": "wrong"},
+        {"id": 1, "method": "auth", "params": {"token": "wrong"}},
+        {"id": 1, "method": "system.health"},
+    ],
+)
 async def test_unauthenticated_frames_get_32001_and_1008(gateway, first):
     async with connect(gateway.url) as ws:
         await ws.send(orjson.dumps(first).decode())
@@ -187,12 +193,16 @@ async def test_oversized_frame_closes_1009_and_others_go_on(gateway, client):
 
 
 async def test_batches_and_notifications(client):
-    await client.send_text(orjson.dumps([
-        {"id": 1, "method": "system.health"},
-        {"method": "system.health"},
-        {"id": 2, "method": "nope"},
-        {"jsonrpc": "2.0", "id": 3, "method": "sessions.list", "params": {"limit": 1}},
-    ]).decode())
+    await client.send_text(
+        orjson.dumps(
+            [
+                {"id": 1, "method": "system.health"},
+                {"method": "system.health"},
+                {"id": 2, "method": "nope"},
+                {"jsonrpc": "2.0", "id": 3, "method": "sessions.list", "params": {"limit": 1}},
+            ]
+        ).decode()
+    )
     answer = await asyncio.wait_for(client.raw.get(), 5)
     by_id = {a["id"]: a for a in answer}
     assert set(by_id) == {1, 2, 3}, "notifications are not answered"
@@ -206,8 +216,18 @@ async def test_batches_and_notifications(client):
 
 async def test_system_methods_schemas_come_from_the_validators(client):
     methods = {m["name"]: m for m in (await client.call("system.methods"))["methods"]}
-    assert {"system.health", "sessions.create", "sessions.list", "sessions.get", "sessions.history",
-            "sessions.delete", "sessions.subscribe", "sessions.unsubscribe", "chat.send", "chat.abort"} <= set(methods)
+    assert {
+        "system.health",
+        "sessions.create",
+        "sessions.list",
+        "sessions.get",
+        "sessions.history",
+        "sessions.delete",
+        "sessions.subscribe",
+        "sessions.unsubscribe",
+        "chat.send",
+        "chat.abort",
+    } <= set(methods)
     send = methods["chat.send"]["params"]
     assert send["required"] == ["sessionKey", "message"]
     assert send["properties"]["message"]["maxLength"] == 100_000
@@ -358,6 +378,7 @@ async def test_http_routes(gateway):
         assert (await asyncio.to_thread(get, path))[0] == 404, path
     # The page is ES modules importing each other from /static/: every one must come back as JavaScript.
     from gateway.server.http import WEB_DIR
+
     modules = sorted(p.name for p in WEB_DIR.glob("*.js"))
     assert {"app.js", "state.js", "rpc.js", "render.js"} <= set(modules)
     for name in modules:
@@ -368,9 +389,14 @@ async def test_http_routes(gateway):
 async def test_delete_racing_a_send_never_brings_the_transcript_back(gateway, client):
     for _ in range(5):
         key = (await client.call("sessions.create"))["sessionKey"]
-        await client.send_text(orjson.dumps([
-            {"id": "s", "method": "chat.send", "params": {"sessionKey": key, "message": "racing"}},
-            {"id": "d", "method": "sessions.delete", "params": {"sessionKey": key}}]).decode())
+        await client.send_text(
+            orjson.dumps(
+                [
+                    {"id": "s", "method": "chat.send", "params": {"sessionKey": key, "message": "racing"}},
+                    {"id": "d", "method": "sessions.delete", "params": {"sessionKey": key}},
+                ]
+            ).decode()
+        )
         answer = {a["id"]: a for a in await asyncio.wait_for(client.raw.get(), 5)}
         assert answer["d"]["result"] == {"deleted": True}
         if "result" in answer["s"]:

@@ -13,8 +13,7 @@ from tests.helpers import ROOT
 
 
 async def test_the_listener_refuses_what_the_websocket_refuses_and_answers_in_openai_shape(start_gateway):
-    gw = await start_gateway(**{"server.httpPort": -1, "server.authFailureDelay": 0,
-                                "server.httpMaxBodyBytes": 4096})
+    gw = await start_gateway(**{"server.httpPort": -1, "server.authFailureDelay": 0, "server.httpMaxBodyBytes": 4096})
     base = gw.http_url
     auth = {"Authorization": f"Bearer {gw.token}"}
     async with httpx.AsyncClient(base_url=base) as http:
@@ -33,8 +32,12 @@ async def test_the_listener_refuses_what_the_websocket_refuses_and_answers_in_op
         own_page = f"http://127.0.0.1:{gw.gw.port}"
         r = await http.get("/v1/nothing-here", headers={**auth, "Origin": own_page})
         assert r.status_code == 404
-        assert r.json()["error"] == {"message": "no route GET /v1/nothing-here", "type": "invalid_request_error",
-                                     "param": None, "code": "not_found"}
+        assert r.json()["error"] == {
+            "message": "no route GET /v1/nothing-here",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "not_found",
+        }
 
         r = await http.post("/v1/nothing-here", headers=auth, content=b"x" * 5000)
         assert r.status_code == 413
@@ -60,8 +63,14 @@ def test_a_busy_http_port_stops_serve_with_one_line_naming_the_setting(tmp_path)
         busy.listen()
         port = busy.getsockname()[1]
         env = {"PATH": "/usr/bin:/bin", "JARVIS_STATE_DIR": str(tmp_path / "state"), "HOME": str(tmp_path)}
-        proc = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--port", "0", "--http-port", str(port)],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "gateway.cli", "serve", "--port", "0", "--http-port", str(port)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"jarvis: cannot serve the HTTP API on 127.0.0.1:{port}: ")
@@ -91,9 +100,11 @@ async def test_a_trickled_body_is_answered_408_and_its_connection_closed(start_g
     port = gw.gw.http.port
     for path in ("/v1/chat/completions", "/mcp"):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {gw.token}\r\n"
-                     "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
-                     "Content-Length: 1000\r\n\r\n{".encode())
+        writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {gw.token}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            "Content-Length: 1000\r\n\r\n{".encode()
+        )
         await writer.drain()
 
         async def trickle(writer=writer):
@@ -113,7 +124,9 @@ async def test_a_trickled_body_is_answered_408_and_its_connection_closed(start_g
         assert b"server.httpBodyTimeout" in body and b"request_timeout" in body, (path, body)
     # A streamed answer outlives the deadline: it applies to the body, not the response.
     async with httpx.AsyncClient(base_url=gw.http_url, timeout=10) as http:
-        r = await http.post("/v1/chat/completions", headers={"Authorization": f"Bearer {gw.token}"},
-                            json={"model": "offline-responder", "stream": True,
-                                  "messages": [{"role": "user", "content": "hello"}]})
+        r = await http.post(
+            "/v1/chat/completions",
+            headers={"Authorization": f"Bearer {gw.token}"},
+            json={"model": "offline-responder", "stream": True, "messages": [{"role": "user", "content": "hello"}]},
+        )
         assert r.status_code == 200 and r.text.rstrip().endswith("data: [DONE]")

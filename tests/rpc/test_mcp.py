@@ -27,9 +27,14 @@ def http_client(gw, token: str | None = None) -> Client:
 
 
 def stdio_client(gw, token: str | None = None) -> Client:
-    return Client(StdioServerParameters(command=sys.executable, cwd=str(ROOT),
-                                        args=["-m", "gateway.cli", "mcp", "--url", gw.url, "--token", token or gw.token],
-                                        env={"PATH": "/usr/bin:/bin", "HOME": str(gw.config.state_dir)}))
+    return Client(
+        StdioServerParameters(
+            command=sys.executable,
+            cwd=str(ROOT),
+            args=["-m", "gateway.cli", "mcp", "--url", gw.url, "--token", token or gw.token],
+            env={"PATH": "/usr/bin:/bin", "HOME": str(gw.config.state_dir)},
+        )
+    )
 
 
 def text(result) -> str:
@@ -46,19 +51,28 @@ async def _tools_and_round_trip(client: Client, key: str) -> None:
         assert t.input_schema == method
     search = by["memory_search"]
     assert search.input_schema["required"] == ["query"]
-    assert search.input_schema["properties"]["k"] == {"type": "integer", "default": 6, "description": "how many results",
-                                                       "minimum": 1, "maximum": 50}
+    assert search.input_schema["properties"]["k"] == {
+        "type": "integer",
+        "default": 6,
+        "description": "how many results",
+        "minimum": 1,
+        "maximum": 50,
+    }
     assert "agentId" in search.input_schema["properties"], "MCP clients may pick the agent"
     assert "mode" not in search.input_schema["properties"]
     assert (search.annotations.read_only_hint, search.annotations.destructive_hint) == (True, False)
-    assert (by["memory_set"].annotations.read_only_hint, by["memory_set"].annotations.destructive_hint,
-            by["memory_set"].annotations.idempotent_hint) == (False, True, True)
+    assert (
+        by["memory_set"].annotations.read_only_hint,
+        by["memory_set"].annotations.destructive_hint,
+        by["memory_set"].annotations.idempotent_hint,
+    ) == (False, True, True)
     assert by["memory_delete"].annotations.destructive_hint is True
     assert by["memory_recall"].annotations.read_only_hint is True
     assert all(len(t.description) > 150 for t in tools), "a paragraph written for a model"
 
-    stored = await client.call_tool("memory_set", {"key": key, "value": "The boat is painted dark green.",
-                                                    "category": "facts"})
+    stored = await client.call_tool(
+        "memory_set", {"key": key, "value": "The boat is painted dark green.", "category": "facts"}
+    )
     assert not stored.is_error, text(stored)
     assert text(stored) == f"Stored {key} in facts at memory/keyed/facts/{key}.md; searchable now."
 
@@ -93,7 +107,9 @@ async def test_mcp_over_http_lists_the_tools_and_stores_finds_and_reads_a_memory
     async with http_client(gw) as client:
         await _tools_and_round_trip(client, "boat.colour")
         # Per agent: agentId names another agent's memory; the default agent's stays apart.
-        assert not (await client.call_tool("memory_set", {"key": "dog.name", "value": "Rex", "agentId": "work"})).is_error
+        assert not (
+            await client.call_tool("memory_set", {"key": "dog.name", "value": "Rex", "agentId": "work"})
+        ).is_error
         ghost = await client.call_tool("memory_list", {"agentId": "ghost"})
         assert ghost.is_error and text(ghost) == "Error: memory.list failed: agent not found: ghost"
         other = await client.call_tool("memory_list", {"agentId": "work"})
@@ -107,11 +123,18 @@ async def test_mcp_over_http_refuses_a_wrong_token_and_a_10_mb_argument(start_ga
     gw = await start_gateway(**{"server.httpPort": -1, "server.authFailureDelay": 0})
     accept = {"Accept": "application/json, text/event-stream"}
     async with httpx.AsyncClient() as http:
-        r = await http.post(gw.http_url + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                            headers={"Authorization": "Bearer wrong-token-0123456789", **accept})
+        r = await http.post(
+            gw.http_url + "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"Authorization": "Bearer wrong-token-0123456789", **accept},
+        )
         assert r.status_code == 401 and r.json()["error"]["message"] == "invalid token"
-        huge = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "memory_set", "arguments": {"key": "huge", "value": "x" * (10 << 20)}}}
+        huge = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "memory_set", "arguments": {"key": "huge", "value": "x" * (10 << 20)}},
+        }
         r = await http.post(gw.http_url + "/mcp", json=huge, headers={"Authorization": f"Bearer {gw.token}", **accept})
         assert r.status_code == 413 and "server.httpMaxBodyBytes" in r.json()["error"]["message"]
     with pytest.raises(Exception):  # noqa: B017 - whatever the SDK's client raises on a 401: it lists nothing
@@ -133,14 +156,27 @@ async def test_jarvis_mcp_over_stdio_forwards_to_the_gateway(start_gateway):
         # The gateway is gone: the call says so, and the client goes on.
         await gw.stop()
         gone = await client.call_tool("memory_list", {})
-        assert gone.is_error and "cannot reach the gateway" in text(gone) and "is the gateway still running?" in text(gone)
+        assert (
+            gone.is_error and "cannot reach the gateway" in text(gone) and "is the gateway still running?" in text(gone)
+        )
 
 
 async def test_jarvis_mcp_refused_by_the_gateway_says_why(start_gateway):
     gw = await start_gateway(**{"server.authFailureDelay": 0})
     proc = await asyncio.create_subprocess_exec(  # not subprocess.run: the gateway shares this event loop
-        sys.executable, "-m", "gateway.cli", "mcp", "--url", gw.url, "--token", "wrong-token-0123456789",
-        cwd=ROOT, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "mcp",
+        "--url",
+        gw.url,
+        "--token",
+        "wrong-token-0123456789",
+        cwd=ROOT,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 1
     assert err.decode().strip() == "jarvis mcp: gateway refused the connection: HTTP 401 (wrong token?)"
@@ -152,9 +188,23 @@ def test_jarvis_mcp_without_a_gateway_says_so_in_one_line(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
-    proc = subprocess.run([sys.executable, "-m", "gateway.cli", "mcp", "--url", f"ws://127.0.0.1:{port}/",
-                           "--token", "a-token-of-16-chars-or-more"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60, input="")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "mcp",
+            "--url",
+            f"ws://127.0.0.1:{port}/",
+            "--token",
+            "a-token-of-16-chars-or-more",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input="",
+    )
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"jarvis mcp: cannot reach the gateway at ws://127.0.0.1:{port}/")
@@ -169,16 +219,20 @@ async def test_keep_alive_round_trips_do_not_wait_for_a_delayed_ack(start_gatewa
     gw = await start_gateway(**{"server.httpPort": -1})
     port = gw.gw.http.port
     body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "memory_nope", "arguments": {}}}'
-    request = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {gw.token}\r\n"
-               "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
-               f"MCP-Protocol-Version: 2025-06-18\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    request = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {gw.token}\r\n"
+        "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+        f"MCP-Protocol-Version: 2025-06-18\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     times = []
     for _ in range(15):
         t0 = time.perf_counter()
         writer.write(request)
         head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        length = next(
+            int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+        )
         answer = await reader.readexactly(length)
         times.append(time.perf_counter() - t0)
         assert head.startswith(b"HTTP/1.1 200") and b"unknown tool 'memory_nope'" in answer

@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers import RunningGateway, make_config
 
-FAKE_QMD = r'''#!__PYTHON__
+FAKE_QMD = r"""#!__PYTHON__
 import json, os, re, sys, time
 here = os.path.dirname(os.path.abspath(__file__))
 args = sys.argv[1:]
@@ -55,7 +55,7 @@ for root, _, files in os.walk(ws):
                 out.append({"docid": "#abc123", "score": round(hits / len(words), 2), "file": "qmd://%s/%s" % (name, rel),
                             "title": f, "snippet": "@@ -%d,1 @@ (0 before, 0 after)\n%s" % (no, line.rstrip("\n"))})
 print(json.dumps(sorted(out, key=lambda r: -r["score"])[:n]))
-'''
+"""
 
 
 @pytest.fixture
@@ -88,6 +88,7 @@ async def until(pred, timeout: float = 10.0) -> None:
     async def loop():
         while not await pred():
             await asyncio.sleep(0.02)
+
     await asyncio.wait_for(loop(), timeout)
 
 
@@ -99,8 +100,11 @@ async def gateway(tmp_path: Path):
         ws = tmp_path / "state" / "workspace"
         (ws / "memory").mkdir(parents=True, exist_ok=True)
         (ws / "MEMORY.md").write_text("# Notes\n\nThe wifi password is hunter2.\nThe boat is called Seagull.\n")
-        cfg = make_config(tmp_path / "state", memory=True, **{"memory.embeddings.provider": "none",
-                                                              "memory.sync.watch": False, **overrides})
+        cfg = make_config(
+            tmp_path / "state",
+            memory=True,
+            **{"memory.embeddings.provider": "none", "memory.sync.watch": False, **overrides},
+        )
         g = await RunningGateway(cfg).start()
         started.append(g)
         return g, await g.client()
@@ -111,8 +115,12 @@ async def gateway(tmp_path: Path):
 
 
 def qmd_config(fake, **kw):
-    return {"memory.backend.kind": "qmd", "memory.backend.qmd.command": str(fake.path),
-            "memory.backend.retryBackoffMs": 1, **kw}
+    return {
+        "memory.backend.kind": "qmd",
+        "memory.backend.qmd.command": str(fake.path),
+        "memory.backend.retryBackoffMs": 1,
+        **kw,
+    }
 
 
 async def test_qmd_backend_answers_and_is_kept_up_to_date(gateway, fake_qmd, monkeypatch):
@@ -121,11 +129,18 @@ async def test_qmd_backend_answers_and_is_kept_up_to_date(gateway, fake_qmd, mon
 
     async def updated():
         return bool(fake_qmd.calls("update")) and bool(fake_qmd.calls("embed"))
+
     await until(updated)  # the on-start sync was followed by qmd update + embed
     assert fake_qmd.calls("collection")[0].split(" ")[3:] == ["--name", "jarvis-main", "--mask", "**/*.md"]
     res = await c.call("memory.search", {"query": "wifi password", "mode": "fts", "sources": ["memory"]})
-    assert res["results"][0] == {"path": "MEMORY.md", "source": "memory", "startLine": 3, "endLine": 3,
-                                 "score": 1.0, "snippet": "The wifi password is hunter2."}
+    assert res["results"][0] == {
+        "path": "MEMORY.md",
+        "source": "memory",
+        "startLine": 3,
+        "endLine": 3,
+        "score": 1.0,
+        "snippet": "The wifi password is hunter2.",
+    }
     assert "degraded" not in res
     assert fake_qmd.calls("search")[-1] == "search wifi password --json -n 6 -c jarvis-main"
     st = await c.call("memory.status")
@@ -136,8 +151,16 @@ async def test_qmd_backend_answers_and_is_kept_up_to_date(gateway, fake_qmd, mon
 
 
 async def test_failures_retry_then_fall_back_and_open_the_circuit(gateway, fake_qmd):
-    g, c = await gateway(**qmd_config(fake_qmd, **{"memory.backend.retries": 2, "memory.backend.breakerFailures": 3,
-                                                    "memory.backend.breakerOpenSeconds": 1.5}))
+    g, c = await gateway(
+        **qmd_config(
+            fake_qmd,
+            **{
+                "memory.backend.retries": 2,
+                "memory.backend.breakerFailures": 3,
+                "memory.backend.breakerOpenSeconds": 1.5,
+            },
+        )
+    )
     fake_qmd.mode("fail")
     for _ in range(3):
         before = len(fake_qmd.calls("search"))
@@ -156,6 +179,7 @@ async def test_failures_retry_then_fall_back_and_open_the_circuit(gateway, fake_
 
     async def half_open():
         return (await c.call("memory.status"))["backend"]["circuit"]["state"] == "half-open"
+
     await until(half_open)
     fake_qmd.mode("ok")
     res = await c.call("memory.search", {"query": "wifi password", "mode": "fts"})
@@ -164,8 +188,7 @@ async def test_failures_retry_then_fall_back_and_open_the_circuit(gateway, fake_
 
 
 async def test_a_hanging_qmd_is_killed_after_the_timeout(gateway, fake_qmd):
-    g, c = await gateway(**qmd_config(fake_qmd, **{"memory.backend.retries": 0,
-                                                    "memory.backend.qmd.timeoutMs": 300}))
+    g, c = await gateway(**qmd_config(fake_qmd, **{"memory.backend.retries": 0, "memory.backend.qmd.timeoutMs": 300}))
     fake_qmd.mode("hang")
     res = await c.call("memory.search", {"query": "boat", "mode": "fts"})
     assert "qmd search timed out after 0.3 s" in res["degraded"]
@@ -185,8 +208,13 @@ async def test_garbage_output_falls_back(gateway, fake_qmd):
 
 
 async def test_a_missing_qmd_command_falls_back(gateway, tmp_path):
-    g, c = await gateway(**{"memory.backend.kind": "qmd", "memory.backend.retries": 0,
-                            "memory.backend.qmd.command": str(tmp_path / "no-such-qmd")})
+    g, c = await gateway(
+        **{
+            "memory.backend.kind": "qmd",
+            "memory.backend.retries": 0,
+            "memory.backend.qmd.command": str(tmp_path / "no-such-qmd"),
+        }
+    )
     res = await c.call("memory.search", {"query": "boat", "mode": "fts"})
     assert "cannot run" in res["degraded"] and res["results"][0]["path"] == "MEMORY.md"
 
@@ -196,14 +224,17 @@ async def test_qmd_and_transcript_results_are_spread_over_files(gateway, fake_qm
     files like the built-in one (fileDiversity), so lines of one note do not crowd out a transcript."""
     g, c = await gateway(**qmd_config(fake_qmd, **{"memory.sync.sessionDebounceMs": 50}))
     (tmp_path / "state" / "workspace" / "MEMORY.md").write_text(
-        "".join(f"Cabin wifi password, try number {i}.\n" for i in range(4)))
+        "".join(f"Cabin wifi password, try number {i}.\n" for i in range(4))
+    )
     key = (await c.call("sessions.create"))["sessionKey"]
-    await c.run_to_end((await c.call("chat.send", {"sessionKey": key,
-                                                   "message": "The cabin wifi password is moose."}))["runId"])
+    await c.run_to_end(
+        (await c.call("chat.send", {"sessionKey": key, "message": "The cabin wifi password is moose."}))["runId"]
+    )
 
     async def indexed():
         res = await c.call("memory.search", {"query": "cabin wifi password", "mode": "fts", "sources": ["sessions"]})
         return bool(res["results"])
+
     await until(indexed)
     res = await c.call("memory.search", {"query": "cabin wifi password", "mode": "fts", "k": 3})
     assert [r["score"] for r in res["results"]] == [1.0, 1.0, 1.0], "all equally good"
@@ -224,6 +255,7 @@ async def test_builtin_is_the_default_backend(gateway, fake_qmd, monkeypatch):
 
 # ---- sync triggers ---------------------------------------------------------------------------------
 
+
 async def test_fifty_concurrent_syncs_run_at_most_two(gateway):
     g, c = await gateway(**{"memory.sync.onStart": False})
     before = (await c.call("memory.status"))["sync"]
@@ -242,6 +274,7 @@ async def test_session_start_syncs_a_dirty_index(gateway):
     async def synced():
         st = await c.call("memory.status")
         return not st["dirty"] and st["sync"]["runs"] >= 1 and not st["sync"]["running"]
+
     await until(synced)
     st = await c.call("memory.status")
     assert st["sync"]["lastReasons"] == ["session-start"] and st["sources"]["memory"]["files"] == 1
@@ -250,8 +283,9 @@ async def test_session_start_syncs_a_dirty_index(gateway):
 @pytest.mark.parametrize("on", [True, False])
 async def test_session_start_trigger_can_be_turned_off(gateway, on):
     """The same dirty index, the trigger on or off: only 'on' asks for a sync when a session starts."""
-    g, c = await gateway(**{"memory.sync.onStart": False, "memory.sync.onSearch": False,
-                            "memory.sync.onSessionStart": on})
+    g, c = await gateway(
+        **{"memory.sync.onStart": False, "memory.sync.onSearch": False, "memory.sync.onSessionStart": on}
+    )
     assert (await c.call("memory.status"))["dirty"] is True
     await c.call("sessions.create", {})
     st = await c.call("memory.status")  # the trigger requests synchronously, or never
@@ -267,6 +301,7 @@ async def test_interval_sync_fires(gateway):
 
     async def ran():
         return "interval" in (await c.call("memory.status"))["sync"]["lastReasons"]
+
     await until(ran)
     assert (await c.call("memory.status"))["sync"]["intervalMinutes"] == 0.001
 
@@ -288,6 +323,7 @@ async def test_flush_sync_is_forced_when_configured(gateway, tmp_path, force):
 
 # ---- ranking -----------------------------------------------------------------------------------------
 
+
 async def test_time_decay_prefers_recent_day_files_and_spares_evergreen_ones(gateway, tmp_path):
     mem = tmp_path / "state" / "workspace" / "memory"
     mem.mkdir(parents=True, exist_ok=True)
@@ -298,8 +334,11 @@ async def test_time_decay_prefers_recent_day_files_and_spares_evergreen_ones(gat
     res = await c.call("memory.search", {"query": "red kayak garage", "mode": "fts", "k": 3})
     paths = [r["path"] for r in res["results"]]
     assert paths[0] == f"memory/{today}.md"
-    old = next(r for r in res["results"] if r["path"] == "memory/2019-03-01.md") if "memory/2019-03-01.md" in paths \
+    old = (
+        next(r for r in res["results"] if r["path"] == "memory/2019-03-01.md")
+        if "memory/2019-03-01.md" in paths
         else None
+    )
     assert old is None or old["score"] < 0.01
     res = await c.call("memory.search", {"query": "wifi password", "mode": "fts"})
     assert res["results"][0]["path"] == "MEMORY.md" and res["results"][0]["score"] == 1.0  # never decays

@@ -34,7 +34,8 @@ async def scenario_big_file(gw: RunningGateway) -> None:
     assert stats["indexed"] == 1, stats
     st = await c.call("memory.status")
     assert st["files"] == 1 and st["skipped"] == [
-        {"path": "memory/huge.md", "bytes": size, "reason": f"larger than memory.maxFileBytes ({CAP} bytes)"}], st
+        {"path": "memory/huge.md", "bytes": size, "reason": f"larger than memory.maxFileBytes ({CAP} bytes)"}
+    ], st
     assert await found(c, "zanzibar heron") == set()
 
     huge.write_text(note(CAP // 2))  # back under the cap: indexed again

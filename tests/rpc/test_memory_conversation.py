@@ -27,8 +27,6 @@ The dentist appointment is every second Tuesday at 9:30.
 QUESTION = "When is Bjørn's birthday?"
 
 
-
-
 def transcript_lines(cfg, key: str) -> list[dict]:
     return [orjson.loads(line) for line in (cfg.sessions_dir() / f"{key}.jsonl").read_bytes().splitlines()]
 
@@ -60,16 +58,16 @@ async def test_a_question_is_not_recalled_as_its_own_answer(tmp_path):
         await turn(c, key, "Good morning, Jarvis.")
         final = await turn(c, key, QUESTION)
         lines = transcript_lines(cfg, key)
-        asked = next(i for i, d in enumerate(lines, start=1)
-                     if d.get("message", {}).get("content") == QUESTION)
+        asked = next(i for i, d in enumerate(lines, start=1) if d.get("message", {}).get("content") == QUESTION)
         status = await c.call("memory.status")
         assert status["sources"]["sessions"]["files"] == 2, "the turn's own transcript was synced before recall"
 
         recalled = final["memory"]
         assert recalled, "the note is recalled"
         assert recalled[0]["path"] == "MEMORY.md", recalled
-        assert not any(r["path"] == f"sessions/{key}.jsonl" and r["startLine"] <= asked <= r["endLine"]
-                       for r in recalled), "the message being answered is not recalled"
+        assert not any(
+            r["path"] == f"sessions/{key}.jsonl" and r["startLine"] <= asked <= r["endLine"] for r in recalled
+        ), "the message being answered is not recalled"
         assert "14 June" in final["message"]["content"]
 
         # memory.search ranks the statement above the earlier identical question too.
@@ -99,27 +97,49 @@ async def test_offline_replies_and_quoted_recalls_are_not_memory(tmp_path):
         # A transcript written before replies were marked (an offline reply recognised by its first
         # words), and a model's reply that quotes the recalled-memory block of its prompt.
         old = "0ld-session"
-        append_sync(cfg.sessions_dir() / f"{old}.jsonl", [
-            header(old, "main"),
-            message_record("u1", "user", "Where do I keep the spare anchor?"),
-            message_record("a1", "assistant", "I am Jarvis's offline responder, not a language model: no chat "
-                           "model is configured.\nYou wrote: “Where do I keep the spare anchor?”\n\nFrom memory "
-                           "I recalled:\n- MEMORY.md:1-3 (score 0.41): # Boat My sailing boat is called Seahorse."),
-            message_record("a2", "assistant", "The anchor is in the forward locker, next to the fenders.\n\n"
-                           "## Recalled memory\n[MEMORY.md:1-3]\n# Boat\nMy sailing boat is called Seahorse.\n\n"
-                           "- sessions/other.jsonl:2-4 (score 0.50): User: the gangway rattles"),
-        ])
+        append_sync(
+            cfg.sessions_dir() / f"{old}.jsonl",
+            [
+                header(old, "main"),
+                message_record("u1", "user", "Where do I keep the spare anchor?"),
+                message_record(
+                    "a1",
+                    "assistant",
+                    "I am Jarvis's offline responder, not a language model: no chat "
+                    "model is configured.\nYou wrote: “Where do I keep the spare anchor?”\n\nFrom memory "
+                    "I recalled:\n- MEMORY.md:1-3 (score 0.41): # Boat My sailing boat is called Seahorse.",
+                ),
+                message_record(
+                    "a2",
+                    "assistant",
+                    "The anchor is in the forward locker, next to the fenders.\n\n"
+                    "## Recalled memory\n[MEMORY.md:1-3]\n# Boat\nMy sailing boat is called Seahorse.\n\n"
+                    "- sessions/other.jsonl:2-4 (score 0.50): User: the gangway rattles",
+                ),
+            ],
+        )
         await c.call("memory.sync", {})
 
         async def sessions_hits(query):
             res = await c.call("memory.search", {"query": query, "sources": ["sessions"], "mode": "fts"})
             return res["results"]
 
-        for query in ("offline responder language model", "recalled", "Seahorse sailing boat called",
-                      "gangway rattles", "chat model configured"):
+        for query in (
+            "offline responder language model",
+            "recalled",
+            "Seahorse sailing boat called",
+            "gangway rattles",
+            "chat model configured",
+        ):
             hits = await sessions_hits(query)
-            assert not [h for h in hits if "offline responder" in h["snippet"] or "recalled" in h["snippet"]
-                        or "Seahorse." in h["snippet"] or "gangway" in h["snippet"]], (query, hits)
+            assert not [
+                h
+                for h in hits
+                if "offline responder" in h["snippet"]
+                or "recalled" in h["snippet"]
+                or "Seahorse." in h["snippet"]
+                or "gangway" in h["snippet"]
+            ], (query, hits)
         # What the user said is memory, and so are a model's own words.
         fee = await sessions_hits("marina fee ninth of March")
         assert fee and fee[0]["sessionKey"] == key and "The marina fee for the Seahorse" in fee[0]["snippet"]
@@ -130,8 +150,9 @@ async def test_offline_replies_and_quoted_recalls_are_not_memory(tmp_path):
         # The next turn recalls the note, not an earlier reply that quoted it.
         final = await turn(c, key, "Remind me what my sailing boat is called")
         assert [r["path"] for r in final["memory"]][:1] == ["MEMORY.md"]
-        assert not any(r["path"].startswith("sessions/") and r["score"] >= final["memory"][0]["score"]
-                       for r in final["memory"][1:])
+        assert not any(
+            r["path"].startswith("sessions/") and r["score"] >= final["memory"][0]["score"] for r in final["memory"][1:]
+        )
         await c.close()
     finally:
         await gw.stop()
@@ -146,20 +167,28 @@ async def test_transcript_chunks_keep_who_spoke(tmp_path):
         await turn(c, key, "The marina fee is due on the ninth of March.")
         # An imported chat with a model's replies, and a message that names its speaker.
         chat = "imported-chat"
-        append_sync(cfg.sessions_dir() / f"{chat}.jsonl", [
-            header(chat, "main"),
-            message_record("m1", "user", "Which bulbs should go along the fence?"),
-            message_record("m2", "assistant", "Tulip bulbs do well along a sunny fence; plant them in October."),
-            {**message_record("m3", "user", "I planted forty daffodils by the shed."), "message": {
-                "role": "user", "name": "Kari", "content": "I planted forty daffodils by the shed."}},
-        ])
+        append_sync(
+            cfg.sessions_dir() / f"{chat}.jsonl",
+            [
+                header(chat, "main"),
+                message_record("m1", "user", "Which bulbs should go along the fence?"),
+                message_record("m2", "assistant", "Tulip bulbs do well along a sunny fence; plant them in October."),
+                {
+                    **message_record("m3", "user", "I planted forty daffodils by the shed."),
+                    "message": {"role": "user", "name": "Kari", "content": "I planted forty daffodils by the shed."},
+                },
+            ],
+        )
         # A transcript whose messages already start with their speaker's name keeps them as they are.
         named = "named-chat"
-        append_sync(cfg.sessions_dir() / f"{named}.jsonl", [
-            header(named, "main"),
-            message_record("n1", "user", "Caroline: I went to the pottery workshop on Saturday."),
-            message_record("n2", "assistant", "Melanie: How lovely! What did you make at the workshop?"),
-        ])
+        append_sync(
+            cfg.sessions_dir() / f"{named}.jsonl",
+            [
+                header(named, "main"),
+                message_record("n1", "user", "Caroline: I went to the pottery workshop on Saturday."),
+                message_record("n2", "assistant", "Melanie: How lovely! What did you make at the workshop?"),
+            ],
+        )
         await c.call("memory.sync", {})
 
         async def snippet(query, session):
@@ -204,11 +233,13 @@ async def test_unrelated_hits_are_not_returned_by_default(tmp_path, capsys):
     ws = cfg.workspace_dir
     (ws / "memory").mkdir(parents=True)
     (ws / "MEMORY.md").write_text(NOTES)
-    (ws / "memory" / "garden.md").write_text("# Garden\n\nThe tomatoes need water twice a week in July.\n"
-                                             "Compost goes in the left bin.\n")
+    (ws / "memory" / "garden.md").write_text(
+        "# Garden\n\nThe tomatoes need water twice a week in July.\nCompost goes in the left bin.\n"
+    )
     (ws / "memory" / "car.md").write_text("# Car\n\nThe Volvo's next service is due at 90,000 km.\n")
-    (ws / "memory" / "2026-11-20.md").write_text("# 20 November\n\nCalled the plumber about the kitchen sink; "
-                                                "he comes on Friday.\n")
+    (ws / "memory" / "2026-11-20.md").write_text(
+        "# 20 November\n\nCalled the plumber about the kitchen sink; he comes on Friday.\n"
+    )
     gw = await RunningGateway(cfg).start()
     try:
         c = await gw.client()

@@ -11,8 +11,6 @@ from tests.fake_openai import FakeOpenAI
 from tests.helpers import RunningGateway, make_config, wait_for
 
 
-
-
 async def test_turns_are_indexed_recalled_and_survive_restart(tmp_path):
     cfg = make_config(tmp_path / "state", memory=True, **{"memory.sync.sessionDebounceMs": 200})
     cfg.workspace_dir.mkdir(parents=True)
@@ -21,8 +19,7 @@ async def test_turns_are_indexed_recalled_and_survive_restart(tmp_path):
     try:
         c = await gw.client()
         key = (await c.call("sessions.create"))["sessionKey"]
-        sent = await c.call("chat.send", {"sessionKey": key,
-                                          "message": "What is my sailing boat called again?"})
+        sent = await c.call("chat.send", {"sessionKey": key, "message": "What is my sailing boat called again?"})
         final = (await c.run_to_end(sent["runId"]))[-1]["params"]
         recalled = final["memory"]
         assert recalled and recalled[0]["path"] == "MEMORY.md"
@@ -36,8 +33,7 @@ async def test_turns_are_indexed_recalled_and_survive_restart(tmp_path):
 
         async def found():
             res = await c.call("memory.search", {"query": "marina fee due", "sources": ["sessions"]})
-            return [r for r in res["results"] if r["path"] == f"sessions/{key}.jsonl"
-                    and "marina fee" in r["snippet"]]
+            return [r for r in res["results"] if r["path"] == f"sessions/{key}.jsonl" and "marina fee" in r["snippet"]]
 
         hits = await wait_for(found)
         assert hits[0]["sessionKey"] == key and hits[0]["source"] == "sessions"
@@ -52,7 +48,7 @@ async def test_turns_are_indexed_recalled_and_survive_restart(tmp_path):
         c = await gw.client()
         stats = await c.call("memory.sync", {})
         assert stats["chunksEmbedded"] == 0, "nothing re-embedded after a restart"
-        assert (await found()), "still found after a restart"
+        assert await found(), "still found after a restart"
         # A full re-read re-embeds nothing either: unchanged chunks keep their vectors.
         forced = await c.call("memory.sync", {"force": True})
         assert forced["chunksEmbedded"] == 0
@@ -94,10 +90,18 @@ async def test_deleting_a_session_does_not_wait_for_a_running_sync(tmp_path):
     """A sync holds the index while it embeds (a full one for many seconds): sessions.delete answers
     at once, search leaves the session out from then on, and the chunks go once that sync is done."""
     with FakeOpenAI() as api:
-        cfg = make_config(tmp_path / "state", memory=True, **{
-            "memory.sync.sessionDebounceMs": 50, "memory.recall.enabled": False,
-            "memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": api.base_url,
-            "memory.embeddings.apiKey": "test", "memory.embeddings.timeout": 60})
+        cfg = make_config(
+            tmp_path / "state",
+            memory=True,
+            **{
+                "memory.sync.sessionDebounceMs": 50,
+                "memory.recall.enabled": False,
+                "memory.embeddings.provider": "openai",
+                "memory.embeddings.baseUrl": api.base_url,
+                "memory.embeddings.apiKey": "test",
+                "memory.embeddings.timeout": 60,
+            },
+        )
         gw = await RunningGateway(cfg).start()
         release = threading.Event()
         try:
@@ -111,18 +115,21 @@ async def test_deleting_a_session_does_not_wait_for_a_running_sync(tmp_path):
                 return not st["running"] and not st["pending"]
 
             key = (await c.call("sessions.create"))["sessionKey"]
-            await c.run_to_end((await c.call("chat.send", {"sessionKey": key,
-                                                           "message": "zanzibar pineapple festival"}))["runId"])
+            await c.run_to_end(
+                (await c.call("chat.send", {"sessionKey": key, "message": "zanzibar pineapple festival"}))["runId"]
+            )
             assert await wait_for(lambda: search("zanzibar pineapple"))
             await wait_for(idle)
 
             api.script(("wait", release))  # the next sync's embedding request is held
             other = (await c.call("sessions.create"))["sessionKey"]
-            await c.run_to_end((await c.call("chat.send", {"sessionKey": other,
-                                                           "message": "a walrus named Gustav"}))["runId"])
+            await c.run_to_end(
+                (await c.call("chat.send", {"sessionKey": other, "message": "a walrus named Gustav"}))["runId"]
+            )
 
             async def held():
                 return api.waiting == 1
+
             await wait_for(held)
             assert (await c.call("memory.status"))["sync"]["running"]
 
@@ -153,9 +160,11 @@ async def test_no_rebuild_under_another_process_holding_the_index(tmp_path):
     await live.sync()
     inode = cfg.memory_db().stat().st_ino
 
-    changed = make_config(tmp_path / "state", memory=True,
-                          **{"memory.sync.watch": False, "memory.sync.onStart": False,
-                             "memory.chunking.tokens": 200})  # new chunking: needs a rebuild
+    changed = make_config(
+        tmp_path / "state",
+        memory=True,
+        **{"memory.sync.watch": False, "memory.sync.onStart": False, "memory.chunking.tokens": 200},
+    )  # new chunking: needs a rebuild
     cli = FilesStorage(changed).memory(changed.agent_id)
     await cli.open()
     with pytest.raises(Conflict, match="another process"):

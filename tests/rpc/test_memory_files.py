@@ -41,8 +41,9 @@ async def test_list_write_and_search_at_once(start_gateway):
         assert by_path["MEMORY.md"]["modified"].endswith("Z")
 
         # Replace a note: atomic, private, and searchable as soon as the write answers.
-        res = await c.call("memory.write", {"path": "memory/garden.md",
-                                            "content": "# Garden\n\nCucumbers climb the south fence.\n"})
+        res = await c.call(
+            "memory.write", {"path": "memory/garden.md", "content": "# Garden\n\nCucumbers climb the south fence.\n"}
+        )
         assert res == {"path": "memory/garden.md", "size": 43, "created": False}
         assert (ws / "memory/garden.md").read_text() == "# Garden\n\nCucumbers climb the south fence.\n"
         assert stat.S_IMODE((ws / "memory/garden.md").stat().st_mode) == 0o600
@@ -68,13 +69,16 @@ async def test_writes_outside_the_notes_are_refused_and_change_nothing(start_gat
     (ws / "memory" / "link.md").symlink_to(outside / "target.md")
     c = await gw.client()
     try:
-        for path, rule in (("../x.md", "must not contain '..'"), ("/etc/passwd", "not an absolute path"),
-                           ("notes.txt", "only MEMORY.md and memory/**/*.md"),
-                           ("LEARNINGS.md", "only MEMORY.md and memory/**/*.md"),
-                           ("memory/keyed/general/bike.md", "memory.set"),
-                           ("memory/images/cat.md", "memory.setImage"),
-                           ("memory/elsewhere/x.md", "outside the workspace"),
-                           ("memory/link.md", "symlink")):
+        for path, rule in (
+            ("../x.md", "must not contain '..'"),
+            ("/etc/passwd", "not an absolute path"),
+            ("notes.txt", "only MEMORY.md and memory/**/*.md"),
+            ("LEARNINGS.md", "only MEMORY.md and memory/**/*.md"),
+            ("memory/keyed/general/bike.md", "memory.set"),
+            ("memory/images/cat.md", "memory.setImage"),
+            ("memory/elsewhere/x.md", "outside the workspace"),
+            ("memory/link.md", "symlink"),
+        ):
             err = await refused(c, {"path": path, "content": "x"})
             assert err.code == -32602 and rule in err.message, (path, err.message)
             assert err.data.get("field") == "params.path", path

@@ -21,8 +21,12 @@ def png(width: int = 2, height: int = 2, rgb: tuple[int, int, int] = (255, 0, 0)
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     raw = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
 
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00" + b"\x00" * 64 + b"\xff\xd9"
@@ -37,8 +41,10 @@ async def test_set_get_search_and_restart(start_gateway):
     c = await gw.client()
     ws = gw.config.workspace_dir
     data = png()
-    made = await c.call("memory.setImage", {"key": "receipt", "image": b64(data),
-                                            "description": "Hotel receipt from the Lisbon trip, paid by card."})
+    made = await c.call(
+        "memory.setImage",
+        {"key": "receipt", "image": b64(data), "description": "Hotel receipt from the Lisbon trip, paid by card."},
+    )
     assert made["mimeType"] == "image/png" and made["bytes"] == len(data) and made["replaced"] is False
     assert made["path"] == "memory/images/receipt.md" and made["imagePath"] == "memory/images/receipt.png"
     assert (ws / made["imagePath"]).read_bytes() == data
@@ -50,11 +56,14 @@ async def test_set_get_search_and_restart(start_gateway):
     got = await c.call("memory.getImage", {"key": "receipt"})
     assert base64.b64decode(got["image"]) == data
     assert {k: got[k] for k in ("key", "mimeType", "bytes", "description")} == {
-        "key": "receipt", "mimeType": "image/png", "bytes": len(data),
-        "description": "Hotel receipt from the Lisbon trip, paid by card."}
+        "key": "receipt",
+        "mimeType": "image/png",
+        "bytes": len(data),
+        "description": "Hotel receipt from the Lisbon trip, paid by card.",
+    }
 
     # Replacing with a JPEG (given as a data URL, with line breaks) swaps the file.
-    wrapped = "data:image/jpeg;base64," + "\n".join(b64(JPEG)[i:i + 20] for i in range(0, len(b64(JPEG)), 20))
+    wrapped = "data:image/jpeg;base64," + "\n".join(b64(JPEG)[i : i + 20] for i in range(0, len(b64(JPEG)), 20))
     again = await c.call("memory.setImage", {"key": "receipt", "image": wrapped})
     assert again["mimeType"] == "image/jpeg" and again["replaced"] is True and again["created"] == made["created"]
     assert not (ws / "memory/images/receipt.png").exists() and (ws / "memory/images/receipt.jpg").is_file()
@@ -88,8 +97,9 @@ async def test_bad_images_are_refused_naming_the_rule(start_gateway):
             await c.call("memory.setImage", params)
         assert ei.value.code == -32602 and ei.value.data["field"] == field, (params.get("key"), ei.value.message)
         assert words in ei.value.message, ei.value.message
-    assert not (gw.config.workspace_dir / "memory" / "images").exists() or \
-        not any((gw.config.workspace_dir / "memory" / "images").glob("x.*"))
+    assert not (gw.config.workspace_dir / "memory" / "images").exists() or not any(
+        (gw.config.workspace_dir / "memory" / "images").glob("x.*")
+    )
     with pytest.raises(RpcError) as ei:
         await c.call("memory.getImage", {"key": "nothing-here"})
     assert ei.value.code == -32004
@@ -113,8 +123,10 @@ async def test_images_belong_to_their_agent(start_gateway):
     gw = await start_gateway(memory=True)
     c = await gw.client()
     await c.call("sessions.create", {"agentId": "travel"})
-    await c.call("memory.setImage", {"agentId": "travel", "key": "map", "image": b64(png()),
-                                     "description": "Hiking map of the Azores"})
+    await c.call(
+        "memory.setImage",
+        {"agentId": "travel", "key": "map", "image": b64(png()), "description": "Hiking map of the Azores"},
+    )
     assert (await c.call("memory.getImage", {"agentId": "travel", "key": "map"}))["bytes"] == len(png())
     with pytest.raises(RpcError) as ei:
         await c.call("memory.getImage", {"key": "map"})
@@ -125,28 +137,39 @@ async def test_images_belong_to_their_agent(start_gateway):
     await c.close()
 
 
-
 async def test_search_image_with_a_multimodal_provider(start_gateway):
     from tests.fake_openai import FakeOpenAI
 
     with FakeOpenAI() as api:
-        gw = await start_gateway(memory=True, **{
-            "memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": api.base_url,
-            "memory.embeddings.model": "fake-vl-embed", "memory.embeddings.multimodal": True})
+        gw = await start_gateway(
+            memory=True,
+            **{
+                "memory.embeddings.provider": "openai",
+                "memory.embeddings.baseUrl": api.base_url,
+                "memory.embeddings.model": "fake-vl-embed",
+                "memory.embeddings.multimodal": True,
+            },
+        )
         c = await gw.client()
-        images = {"sunset": png(24, 24, (250, 90, 20)), "sea": png(40, 8, (10, 60, 200)),
-                  "forest": png(8, 40, (20, 140, 30))}
+        images = {
+            "sunset": png(24, 24, (250, 90, 20)),
+            "sea": png(40, 8, (10, 60, 200)),
+            "forest": png(8, 40, (20, 140, 30)),
+        }
         for key, data in images.items():
-            await c.call("memory.setImage", {"key": key, "image": b64(data),
-                                             "description": f"a photo: {key}"})
+            await c.call("memory.setImage", {"key": key, "image": b64(data), "description": f"a photo: {key}"})
         found = await c.call("memory.searchImage", {"image": b64(images["sea"]), "k": 2})
         assert [r["key"] for r in found["results"]][0] == "sea" and len(found["results"]) == 2
         top = found["results"][0]
         assert top["score"] > 0.99 and top["score"] > found["results"][1]["score"]
         assert top["description"] == "a photo: sea" and top["imagePath"] == "memory/images/sea.png"
         assert found["embeddings"] == {"provider": "openai", "model": "fake-vl-embed"}
-        image_requests = lambda: [r for r in api.requests if r["path"] == "/v1/embeddings"  # noqa: E731
-                                  and isinstance(r["body"]["input"][0], dict)]
+        image_requests = lambda: [
+            r
+            for r in api.requests
+            if r["path"] == "/v1/embeddings"  # noqa: E731
+            and isinstance(r["body"]["input"][0], dict)
+        ]
         before = len(image_requests())
         await c.call("memory.searchImage", {"image": b64(images["forest"])})
         assert len(image_requests()) == before + 1, "stored images come from the cache; only the query is embedded"
@@ -164,10 +187,17 @@ async def test_image_search_while_a_damaged_index_waits_to_be_set_aside_is_a_cle
     from tests.fake_openai import FakeOpenAI
 
     with FakeOpenAI() as api:
-        gw = await start_gateway(memory=True, **{
-            "memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": api.base_url,
-            "memory.embeddings.model": "fake-vl-embed", "memory.embeddings.multimodal": True,
-            "memory.search.mode": "fts", "memory.sync.onSearch": False})
+        gw = await start_gateway(
+            memory=True,
+            **{
+                "memory.embeddings.provider": "openai",
+                "memory.embeddings.baseUrl": api.base_url,
+                "memory.embeddings.model": "fake-vl-embed",
+                "memory.embeddings.multimodal": True,
+                "memory.search.mode": "fts",
+                "memory.sync.onSearch": False,
+            },
+        )
         c = await gw.client()
         sea = png(40, 8, (10, 60, 200))
         await c.call("memory.setImage", {"key": "sea", "image": b64(sea), "description": "a photo: the sea"})

@@ -27,14 +27,18 @@ async def test_set_get_list_update_delete_and_search_at_once(start_gateway):
     c = await gw.client()
     ws = gw.config.workspace_dir
 
-    made = await c.call("memory.set", {"key": "favorite-color", "value": "Navy blue, never orange.",
-                                       "category": "preferences"})
+    made = await c.call(
+        "memory.set", {"key": "favorite-color", "value": "Navy blue, never orange.", "category": "preferences"}
+    )
     assert made["key"] == "favorite-color" and made["category"] == "preferences" and made["replaced"] is False
     assert made["path"] == "memory/keyed/preferences/favorite-color.md"
     f = ws / made["path"]
     assert f.is_file() and stat.S_IMODE(f.stat().st_mode) == 0o600
     text = f.read_text()
-    assert text.startswith("---\nkey: favorite-color\ncategory: preferences\n") and "\n# favorite-color\n\nNavy blue" in text
+    assert (
+        text.startswith("---\nkey: favorite-color\ncategory: preferences\n")
+        and "\n# favorite-color\n\nNavy blue" in text
+    )
     assert made["path"] in await fts(c, "navy orange"), "searchable as soon as memory.set answers"
 
     got = await c.call("memory.get", {"key": "favorite-color"})
@@ -66,8 +70,12 @@ async def test_set_get_list_update_delete_and_search_at_once(start_gateway):
     assert await fts(c, "forest green") == ["memory/keyed/facts/favorite-color.md"]
 
     deleted = await c.call("memory.delete", {"key": "favorite-color"})
-    assert deleted == {"deleted": True, "key": "favorite-color", "category": "facts",
-                       "path": "memory/keyed/facts/favorite-color.md"}
+    assert deleted == {
+        "deleted": True,
+        "key": "favorite-color",
+        "category": "facts",
+        "path": "memory/keyed/facts/favorite-color.md",
+    }
     assert await fts(c, "forest green") == [], "gone from search as soon as memory.delete answers"
     assert (await rpc_error(c, "memory.get", {"key": "favorite-color"})).code == -32004
     await c.close()
@@ -147,12 +155,19 @@ async def test_embedding_cache_is_pruned_after_a_rebuild(start_gateway, tmp_path
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
     for i in range(12):
-        (ws / "memory" / f"note{i}.md").write_text(f"# Note {i}\n\nThe topic of note {i} is item{i} and thing{i * 7}.\n")
+        (ws / "memory" / f"note{i}.md").write_text(
+            f"# Note {i}\n\nThe topic of note {i} is item{i} and thing{i * 7}.\n"
+        )
     with FakeOpenAI() as api:  # a remote provider: the local one is not cached
-        provider = {"memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": api.base_url,
-                    "memory.embeddings.apiKey": "test", "memory.embeddings.model": "fake-a"}
-        gw = await start_gateway(memory=True, workspace=str(ws), **provider,
-                                 **{"memory.embeddings.cacheMaxEntries": 1000})
+        provider = {
+            "memory.embeddings.provider": "openai",
+            "memory.embeddings.baseUrl": api.base_url,
+            "memory.embeddings.apiKey": "test",
+            "memory.embeddings.model": "fake-a",
+        }
+        gw = await start_gateway(
+            memory=True, workspace=str(ws), **provider, **{"memory.embeddings.cacheMaxEntries": 1000}
+        )
         c = await gw.client()
         await c.call("memory.sync", {})
         before = await c.call("memory.status")
@@ -161,8 +176,12 @@ async def test_embedding_cache_is_pruned_after_a_rebuild(start_gateway, tmp_path
         await gw.stop()
 
         # New chunking settings: the index is rebuilt, and the rebuilt cache keeps at most 5 entries.
-        gw2 = await start_gateway(memory=True, workspace=str(ws), **provider,
-                                  **{"memory.embeddings.cacheMaxEntries": 5, "memory.chunking.tokens": 300})
+        gw2 = await start_gateway(
+            memory=True,
+            workspace=str(ws),
+            **provider,
+            **{"memory.embeddings.cacheMaxEntries": 5, "memory.chunking.tokens": 300},
+        )
         c = await gw2.client()
         await c.call("memory.sync", {})
         st = await c.call("memory.status")
@@ -224,7 +243,11 @@ async def test_backup_copies_keyed_memories_learnings_images_and_agent_workspace
     await c.close()
     dest = tmp_path / "backup"
     backup_state(gw.config, dest)
-    for rel in ("memory/keyed/general/pet.md", "LEARNINGS.md", "memory/images/snap.md",
-                "agents/work/memory/keyed/general/vpn.md"):
+    for rel in (
+        "memory/keyed/general/pet.md",
+        "LEARNINGS.md",
+        "memory/images/snap.md",
+        "agents/work/memory/keyed/general/vpn.md",
+    ):
         assert (dest / "workspace" / rel).read_bytes() == (gw.config.workspace_dir / rel).read_bytes(), rel
     assert (dest / "workspace" / "memory/images/snap.jpg").read_bytes() == jpeg

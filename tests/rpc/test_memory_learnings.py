@@ -16,8 +16,10 @@ async def test_learn_adds_dedupes_indexes_and_persists(start_gateway, tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
     # A hand-edited file with an old entry: learning it again refreshes its date.
-    (ws / "LEARNINGS.md").write_text("# Learnings\n\nSome intro the user wrote.\n\n## Corrections\n\n"
-                                     "- [2020-01-01] The cat is called Miso, not Mochi.\n")
+    (ws / "LEARNINGS.md").write_text(
+        "# Learnings\n\nSome intro the user wrote.\n\n## Corrections\n\n"
+        "- [2020-01-01] The cat is called Miso, not Mochi.\n"
+    )
     gw = await start_gateway(memory=True, workspace=str(ws))
     c = await gw.client()
     today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
@@ -25,8 +27,9 @@ async def test_learn_adds_dedupes_indexes_and_persists(start_gateway, tmp_path):
     a = await c.call("memory.learn", {"category": "preferences", "text": "User prefers short answers in bullet points"})
     assert a["status"] == "added" and a["entry"]["section"] == "User Preferences" and a["entry"]["date"] == today
     assert a["entry"]["path"] == "LEARNINGS.md"
-    dup = await c.call("memory.learn", {"category": "User Preferences",
-                                        "text": "user prefers short answers in bullet points please"})
+    dup = await c.call(
+        "memory.learn", {"category": "User Preferences", "text": "user prefers short answers in bullet points please"}
+    )
     assert dup["status"] == "refreshed" and dup["similarity"] >= 0.8
     assert dup["entry"]["line"] == a["entry"]["line"] and dup["entry"]["text"] == a["entry"]["text"]
     other = await c.call("memory.learn", {"category": "preferences", "text": "User prefers long detailed essays"})
@@ -46,7 +49,9 @@ async def test_learn_adds_dedupes_indexes_and_persists(start_gateway, tmp_path):
     assert sorted(sections) == sorted(["Corrections", "User Preferences", "Successful Patterns", "Tool Usage"])
     prefs = text.split("## User Preferences")[1].split("\n## ")[0]
     assert re.findall(r"^- \[\d{4}-\d{2}-\d{2}\] .+$", prefs, re.M) == [
-        f"- [{today}] User prefers short answers in bullet points", f"- [{today}] User prefers long detailed essays"]
+        f"- [{today}] User prefers short answers in bullet points",
+        f"- [{today}] User prefers long detailed essays",
+    ]
     lines = text.splitlines()
     assert lines[tool["entry"]["line"] - 1] == f"- [{today}] User prefers short answers in bullet points"
 
@@ -62,7 +67,9 @@ async def test_learn_adds_dedupes_indexes_and_persists(start_gateway, tmp_path):
     c = await gw.client()
     again = await c.call("memory.learn", {"category": "patterns", "text": "summarise long threads before answering"})
     assert again["status"] == "refreshed"
-    assert (await c.call("memory.search", {"query": "bullet points", "mode": "fts"}))["results"][0]["path"] == "LEARNINGS.md"
+    assert (await c.call("memory.search", {"query": "bullet points", "mode": "fts"}))["results"][0][
+        "path"
+    ] == "LEARNINGS.md"
     await c.close()
 
 
@@ -89,7 +96,8 @@ async def test_learn_refuses_unknown_categories_and_keeps_agents_apart(start_gat
     hits = (await c.call("memory.search", {"query": "pytest", "mode": "fts", "agentId": "coder"}))["results"]
     assert [h["path"] for h in hits] == ["LEARNINGS.md"]
     # The same learning in the other agent is new there, not a refresh.
-    same = await c.call("memory.learn", {"agentId": "coder", "category": "tools",
-                                         "text": "Use the calendar tool for birthdays"})
+    same = await c.call(
+        "memory.learn", {"agentId": "coder", "category": "tools", "text": "Use the calendar tool for birthdays"}
+    )
     assert same["status"] == "added"
     await c.close()

@@ -23,10 +23,18 @@ PROBLEM = {"nan": "NaN or infinite", "zero": "all zeros", "null": "malformed"}
 
 
 def settings(api: FakeOpenAI) -> dict:
-    return {"memory": True, "memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": api.base_url,
-            "memory.embeddings.apiKey": "test", "memory.embeddings.dims": 64, "memory.embeddings.maxRetries": 0,
-            "memory.sync.onStart": False, "memory.sync.watch": False, "memory.sync.onSearch": False,
-            "memory.recall.enabled": False}
+    return {
+        "memory": True,
+        "memory.embeddings.provider": "openai",
+        "memory.embeddings.baseUrl": api.base_url,
+        "memory.embeddings.apiKey": "test",
+        "memory.embeddings.dims": 64,
+        "memory.embeddings.maxRetries": 0,
+        "memory.sync.onStart": False,
+        "memory.sync.watch": False,
+        "memory.sync.onSearch": False,
+        "memory.recall.enabled": False,
+    }
 
 
 async def search_all_modes(c) -> dict:
@@ -82,8 +90,12 @@ async def test_vectors_stored_before_the_check_are_passed_over_and_healed(start_
         await gw.stop()
         db = await Database(gw.config.memory_db(), pick_driver()).open()
         try:
-            ids = [r[0] for r in await db.fetchall(
-                "SELECT id FROM chunks WHERE path IN ('memory/garden.md', 'memory/car.md') ORDER BY path")]
+            ids = [
+                r[0]
+                for r in await db.fetchall(
+                    "SELECT id FROM chunks WHERE path IN ('memory/garden.md', 'memory/car.md') ORDER BY path"
+                )
+            ]
             assert len(ids) == 2
             for cid, v in zip(ids, (np.full(64, np.nan, np.float32), np.zeros(64, np.float32))):
                 await db.execute("UPDATE chunks_vec SET embedding = ? WHERE chunk_id = ?", (v.tobytes(), cid))

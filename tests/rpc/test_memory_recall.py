@@ -10,8 +10,7 @@ from tests.helpers import RpcError
 
 
 def write_transcript(path, key, messages):
-    lines = [{"type": "session", "version": 1, "sessionKey": key, "agentId": "main",
-              "createdAt": messages[0][0]}]
+    lines = [{"type": "session", "version": 1, "sessionKey": key, "agentId": "main", "createdAt": messages[0][0]}]
     for i, (ts, role, text) in enumerate(messages):
         lines.append({"type": "message", "id": f"m{i}", "timestamp": ts, "message": {"role": role, "content": text}})
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -22,21 +21,30 @@ async def test_recall_by_period_query_and_category(start_gateway, tmp_path):
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
     (ws / "memory" / "2020-01-10.md").write_text(
-        "# 2020-01-10\n\n## Morning\n\nDentist appointment moved to Friday.\n\n## Evening\n\nBought a kayak paddle.\n")
+        "# 2020-01-10\n\n## Morning\n\nDentist appointment moved to Friday.\n\n## Evening\n\nBought a kayak paddle.\n"
+    )
     (ws / "memory" / "2020-01-12.md").write_text("# 2020-01-12\n\nVisited the lighthouse museum.\n")
     (ws / "memory" / "notes.md").write_text("Undated notes never count for a period.\n")
     gw = await start_gateway(memory=True, workspace=str(ws))
-    write_transcript(gw.config.sessions_dir() / "old-chat.jsonl", "old-chat", [
-        ("2020-01-10T09:00:00.000Z", "user", "Remind me about the dentist on Friday"),
-        ("2020-01-10T09:00:01.000Z", "assistant", "Noted: dentist on Friday."),
-        ("2020-01-15T12:00:00.000Z", "user", "What about the kayak trip?"),
-    ])
+    write_transcript(
+        gw.config.sessions_dir() / "old-chat.jsonl",
+        "old-chat",
+        [
+            ("2020-01-10T09:00:00.000Z", "user", "Remind me about the dentist on Friday"),
+            ("2020-01-10T09:00:01.000Z", "assistant", "Noted: dentist on Friday."),
+            ("2020-01-15T12:00:00.000Z", "user", "What about the kayak trip?"),
+        ],
+    )
     c = await gw.client()
 
     res = await c.call("memory.recall", {"from": "2020-01-10", "to": "2020-01-10"})
     got = {(r["path"], r["startLine"]) for r in res["results"]}
-    assert got == {("memory/2020-01-10.md", 3), ("memory/2020-01-10.md", 7),
-                   ("sessions/old-chat.jsonl", 2), ("sessions/old-chat.jsonl", 3)}
+    assert got == {
+        ("memory/2020-01-10.md", 3),
+        ("memory/2020-01-10.md", 7),
+        ("sessions/old-chat.jsonl", 2),
+        ("sessions/old-chat.jsonl", 3),
+    }
     assert res["from"] == "2020-01-10T00:00:00.000Z" and res["to"] == "2020-01-10T23:59:59.999Z"
     stamps = [r["timestamp"] for r in res["results"]]
     assert stamps == sorted(stamps, reverse=True), "newest first without a query"
@@ -47,8 +55,9 @@ async def test_recall_by_period_query_and_category(start_gateway, tmp_path):
     assert section["endLine"] == 9 and section["snippet"] == "## Evening\n\nBought a kayak paddle."
 
     # Datetimes narrow to the message; a query ranks (and drops what matches nothing).
-    res = await c.call("memory.recall", {"from": "2020-01-10T09:00:00.500Z", "to": "2020-01-10T10:00:00Z",
-                                         "sources": ["sessions"]})
+    res = await c.call(
+        "memory.recall", {"from": "2020-01-10T09:00:00.500Z", "to": "2020-01-10T10:00:00Z", "sources": ["sessions"]}
+    )
     assert [r["startLine"] for r in res["results"]] == [3]
     res = await c.call("memory.recall", {"from": "2020-01-01", "to": "2020-01-31", "query": "kayak"})
     assert res["results"] and all("kayak" in r["snippet"].lower() for r in res["results"][:2])

@@ -20,8 +20,13 @@ NOTES = {
 }
 ROOT_NOTE = "# About me\n\nMy sailing boat is called Seahorse.\n"
 # No embedding model: these tests are about which files the index holds.
-SETTINGS = {"memory": True, "memory.embeddings.provider": "none", "memory.sync.onStart": False,
-            "memory.sync.watch": False, "memory.sync.onSearch": False}
+SETTINGS = {
+    "memory": True,
+    "memory.embeddings.provider": "none",
+    "memory.sync.onStart": False,
+    "memory.sync.watch": False,
+    "memory.sync.onSearch": False,
+}
 
 
 def write_notes(workspace) -> None:
@@ -33,8 +38,9 @@ def write_notes(workspace) -> None:
 
 
 async def indexed_paths(c) -> set[str]:
-    res = await c.call("memory.search", {"query": "cello apricot Volvo Seahorse Okafor", "k": 50,
-                                         "mode": "fts", "sources": ["memory"]})
+    res = await c.call(
+        "memory.search", {"query": "cello apricot Volvo Seahorse Okafor", "k": 50, "mode": "fts", "sources": ["memory"]}
+    )
     return {r["path"] for r in res["results"]}
 
 

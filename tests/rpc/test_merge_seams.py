@@ -30,8 +30,9 @@ async def test_keepalive_comments_do_not_hold_a_relayed_stream_past_the_timeout(
     got = []
     t0 = time.monotonic()
     async with sdk(gw, default_headers={"X-Jarvis-Session": "kept-alive"}) as client:
-        stream = await client.chat.completions.create(model="fake-model", stream=True,
-                                                      messages=[{"role": "user", "content": "hello"}])
+        stream = await client.chat.completions.create(
+            model="fake-model", stream=True, messages=[{"role": "user", "content": "hello"}]
+        )
         with pytest.raises(openai.APIError) as exc:
             async for ch in stream:
                 got.append(ch.choices[0].delta.content)
@@ -45,14 +46,21 @@ async def _streamed(gw, key: str, message: str) -> str:
     """The raw SSE body of a streamed completion of `message` in session `key`."""
     headers = {"Authorization": f"Bearer {gw.token}", "X-Jarvis-Session": key}
     async with httpx.AsyncClient(base_url=gw.http_url, headers=headers) as http:
-        async with http.stream("POST", "/v1/chat/completions", json={
-                "model": "fake-model", "stream": True, "messages": [{"role": "user", "content": message}]}) as r:
+        async with http.stream(
+            "POST",
+            "/v1/chat/completions",
+            json={"model": "fake-model", "stream": True, "messages": [{"role": "user", "content": message}]},
+        ) as r:
             return (await r.aread()).decode()
 
 
 def chunk(content):
-    return {"id": "c1", "object": "chat.completion.chunk", "model": "fake-model",
-            "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}]}
+    return {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "model": "fake-model",
+        "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}],
+    }
 
 
 async def test_a_relayed_surrogate_split_across_chunks_reaches_the_client_as_sent(start_gateway, api):
@@ -67,13 +75,16 @@ async def test_a_relayed_surrogate_split_across_chunks_reaches_the_client_as_sen
     headers = {"Authorization": f"Bearer {gw.token}", "X-Jarvis-Session": "split"}
     async with httpx.AsyncClient(base_url=gw.http_url, headers=headers) as http:
         api.reply = "a lone \ud83d here"
-        r = await http.post("/v1/chat/completions", json={
-            "model": "fake-model", "messages": [{"role": "user", "content": "once more"}]})
+        r = await http.post(
+            "/v1/chat/completions", json={"model": "fake-model", "messages": [{"role": "user", "content": "once more"}]}
+        )
         assert r.status_code == 200, r.text
         assert '"a lone \\ud83d here"' in r.text
     history = await (await gw.client()).call("sessions.history", {"sessionKey": "split"})
     assert [m["content"] for m in history["messages"] if m["role"] == "assistant"] == [
-        "smile \U0001F600 end", "a lone \ufffd here"]  # the transcript keeps the repaired text
+        "smile \U0001f600 end",
+        "a lone \ufffd here",
+    ]  # the transcript keeps the repaired text
 
 
 async def _closed_within(reader, seconds: float) -> bool:
@@ -93,8 +104,14 @@ async def test_the_http_listener_drops_sockets_that_never_finish_their_request(s
     # The WebSocket port counts every socket from accept (server.maxPendingSockets, handshakeTimeout);
     # server.httpPort had no such bound: sockets that sent nothing, or a request line and then a header
     # byte now and then, were held for good, and enough of them used up the descriptors.
-    gw = await start_gateway(**{"server.httpPort": -1, "server.handshakeTimeout": 2.0,
-                                "server.maxPendingSockets": 4, "server.maxPendingPerAddress": 4})
+    gw = await start_gateway(
+        **{
+            "server.httpPort": -1,
+            "server.handshakeTimeout": 2.0,
+            "server.maxPendingSockets": 4,
+            "server.maxPendingPerAddress": 4,
+        }
+    )
     port = int(gw.http_url.rsplit(":", 1)[1])
     slow_reader, slow = await asyncio.open_connection("127.0.0.1", port)
     slow.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
@@ -124,8 +141,9 @@ async def test_a_relayed_stream_the_shutdown_stops_ends_with_an_error_not_quietl
     gw = await upstream_gateway(start_gateway, api, **{"server.shutdownGrace": 0.5})
     got = []
     async with sdk(gw, default_headers={"X-Jarvis-Session": "restart"}) as client:
-        stream = await client.chat.completions.create(model="fake-model", stream=True,
-                                                      messages=[{"role": "user", "content": "talk"}])
+        stream = await client.chat.completions.create(
+            model="fake-model", stream=True, messages=[{"role": "user", "content": "talk"}]
+        )
         with pytest.raises(openai.APIError) as exc:
             async for ch in stream:
                 got.append(ch.choices[0].delta.content)
@@ -140,9 +158,17 @@ async def test_relayed_chunks_of_odd_shapes_neither_break_the_stream_nor_crash_t
     # `choices` that is not a list, usage counts of Infinity (Python's json reads it): the relay's own
     # reading of the chunks raised TypeError / OverflowError: the SSE body broke off without an error and
     # the run was logged as crashed ("internal error"), although upstream.checked guards chat.send.
-    api.script(("events", [chunk("Hello"), {"id": "c1", "object": "chat.completion.chunk", "choices": 5},
-                           '{"id": "c1", "choices": [], "usage": {"prompt_tokens": Infinity, "completion_tokens": 1}}',
-                           chunk(" there")]))
+    api.script(
+        (
+            "events",
+            [
+                chunk("Hello"),
+                {"id": "c1", "object": "chat.completion.chunk", "choices": 5},
+                '{"id": "c1", "choices": [], "usage": {"prompt_tokens": Infinity, "completion_tokens": 1}}',
+                chunk(" there"),
+            ],
+        )
+    )
     gw = await upstream_gateway(start_gateway, api)
     body = await _streamed(gw, "odd", "hi")
     assert body.endswith("data: [DONE]\n\n"), body
@@ -153,8 +179,15 @@ async def test_relayed_chunks_of_odd_shapes_neither_break_the_stream_nor_crash_t
 
 async def _tool_session(start_gateway, api):
     """A gateway with memory tools and the fake upstream, and a new session → (client, key)."""
-    gw = await start_gateway(memory=True, **{"chat.baseUrl": api.base_url, "chat.model": "fake-model",
-                                             "memory.recall.enabled": False, "chat.maxRetries": 0})
+    gw = await start_gateway(
+        memory=True,
+        **{
+            "chat.baseUrl": api.base_url,
+            "chat.model": "fake-model",
+            "memory.recall.enabled": False,
+            "chat.maxRetries": 0,
+        },
+    )
     c = await gw.client()
     return c, (await c.call("sessions.create"))["sessionKey"]
 
@@ -199,15 +232,25 @@ async def test_a_regenerated_reply_that_calls_tools_can_be_regenerated_again(sta
     await c.run_to_end(sent["runId"], timeout=30)
     prompt = [r for r in api.requests if r["path"].endswith("/chat/completions")][-1]["body"]["messages"]
     assert [(m["role"], m.get("content")) for m in prompt[1:]] == [
-        ("user", "what do you know about boats?"), ("assistant", "Third answer."), ("user", "and now?")]
+        ("user", "what do you know about boats?"),
+        ("assistant", "Third answer."),
+        ("user", "and now?"),
+    ]
 
 
 async def test_a_session_model_that_refuses_tools_does_not_turn_tools_off_for_every_model(start_gateway, api):
     # A session's own model (issue 28) on a server hosting several (Ollama answers HTTP 400 "does not
     # support tools" for some): the refusal (issue 24) was remembered for the whole provider, so every
     # session lost its memory tools, those on models that have them too, until the gateway restarted.
-    gw = await start_gateway(memory=True, **{"chat.baseUrl": api.base_url, "chat.model": "fake-model",
-                                             "memory.recall.enabled": False, "chat.maxRetries": 0})
+    gw = await start_gateway(
+        memory=True,
+        **{
+            "chat.baseUrl": api.base_url,
+            "chat.model": "fake-model",
+            "memory.recall.enabled": False,
+            "chat.maxRetries": 0,
+        },
+    )
     c = await gw.client()
     small = (await c.call("sessions.create", {"model": "tiny-no-tools"}))["sessionKey"]
     api.script(("status", 400, {}))
@@ -216,8 +259,11 @@ async def test_a_session_model_that_refuses_tools_does_not_turn_tools_off_for_ev
     sent = await c.call("chat.send", {"sessionKey": small, "message": "again"})
     await c.run_to_end(sent["runId"], timeout=30)
     reqs = [r["body"] for r in api.requests if r["path"].endswith("/chat/completions")]
-    assert [("tools" in r, r["model"]) for r in reqs] == [(True, "tiny-no-tools"), (False, "tiny-no-tools"),
-                                                          (False, "tiny-no-tools")], "remembered for that model"
+    assert [("tools" in r, r["model"]) for r in reqs] == [
+        (True, "tiny-no-tools"),
+        (False, "tiny-no-tools"),
+        (False, "tiny-no-tools"),
+    ], "remembered for that model"
 
     other = (await c.call("sessions.create"))["sessionKey"]
     sent = await c.call("chat.send", {"sessionKey": other, "message": "hello"})
@@ -236,8 +282,10 @@ async def test_a_regeneration_that_fails_after_a_tool_call_leaves_the_reply_as_i
     sent = await c.call("chat.regenerate", {"sessionKey": key, "messageId": v1["id"]})
     assert (await c.run_to_end(sent["runId"], timeout=30))[-1]["method"] == "chat.error"
     history = (await c.call("sessions.history", {"sessionKey": key}))["messages"]
-    assert [(m["role"], m["content"]) for m in history] == [("user", "what do you know about boats?"),
-                                                            ("assistant", "First answer.")], history
+    assert [(m["role"], m["content"]) for m in history] == [
+        ("user", "what do you know about boats?"),
+        ("assistant", "First answer."),
+    ], history
 
     api.reply = "Second answer."
     sent = await c.call("chat.regenerate", {"sessionKey": key, "messageId": v1["id"]})
@@ -251,10 +299,22 @@ async def test_the_offline_responder_answers_a_relayed_message_made_of_content_p
     # crashed run and a 500 "internal error" for the most ordinary vision-style request.
     gw = await start_gateway(**{"server.httpPort": -1})
     async with httpx.AsyncClient(base_url=gw.http_url, headers={"Authorization": f"Bearer {gw.token}"}) as http:
-        r = await http.post("/v1/chat/completions", json={"model": "offline-responder", "messages": [
-            {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
-            {"role": "user", "content": [{"type": "text", "text": "hello in parts"},
-                                         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]}]})
+        r = await http.post(
+            "/v1/chat/completions",
+            json={
+                "model": "offline-responder",
+                "messages": [
+                    {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "hello in parts"},
+                            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}},
+                        ],
+                    },
+                ],
+            },
+        )
     assert r.status_code == 200, r.text
     assert "hello in parts" in r.json()["choices"][0]["message"]["content"]
 
@@ -264,32 +324,66 @@ async def test_tool_arguments_with_a_surrogate_pair_split_across_fragments_are_j
     # arguments (issue 24) came through as the halves: a str no JSON encoder takes, so the chat.tool
     # event and the transcript line raised and the run crashed ("internal error") after the call.
     def call(delta):
-        return {"id": "c1", "object": "chat.completion.chunk", "model": "fake-model",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        return {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "model": "fake-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+        }
 
-    api.script(("events", [
-        call({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_s", "type": "function",
-                                                   "function": {"name": "memory_set", "arguments": ""}}]}),
-        call({"tool_calls": [{"index": 0, "function": {"arguments": '{"key": "mood", "value": "happy \ud83d'}}]}),
-        call({"tool_calls": [{"index": 0, "function": {"arguments": '\ude00 today"}'}}]}),
-        {"id": "c1", "object": "chat.completion.chunk", "model": "fake-model",
-         "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]))
+    api.script(
+        (
+            "events",
+            [
+                call(
+                    {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "call_s",
+                                "type": "function",
+                                "function": {"name": "memory_set", "arguments": ""},
+                            }
+                        ],
+                    }
+                ),
+                call(
+                    {"tool_calls": [{"index": 0, "function": {"arguments": '{"key": "mood", "value": "happy \ud83d'}}]}
+                ),
+                call({"tool_calls": [{"index": 0, "function": {"arguments": '\ude00 today"}'}}]}),
+                {
+                    "id": "c1",
+                    "object": "chat.completion.chunk",
+                    "model": "fake-model",
+                    "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+                },
+            ],
+        )
+    )
     api.reply = "Noted."
     c, key = await _tool_session(start_gateway, api)
     sent = await c.call("chat.send", {"sessionKey": key, "message": "I am happy today"})
     events = await c.run_to_end(sent["runId"], timeout=30)
     assert events[-1]["method"] == "chat.final", events[-1]
     tools = [e["params"] for e in events if e["method"] == "chat.tool"]
-    assert tools[-1]["status"] == "ok" and tools[-1]["arguments"]["value"] == "happy \U0001F600 today"
+    assert tools[-1]["status"] == "ok" and tools[-1]["arguments"]["value"] == "happy \U0001f600 today"
     got = await c.call("memory.get", {"key": "mood"})
-    assert got["value"] == "happy \U0001F600 today"
+    assert got["value"] == "happy \U0001f600 today"
 
 
 async def test_a_relayed_reply_sent_as_content_parts_is_kept_in_the_transcript(start_gateway, api):
     # chat.send takes delta content given as a list of parts (upstream.checked, issue 29); the relay read
     # only string content, so the client got the text and the transcript kept an empty reply.
-    api.script(("events", [chunk([{"type": "text", "text": "Hello "},
-                                  {"type": "image_url", "image_url": {"url": "x"}}]), chunk("there")]))
+    api.script(
+        (
+            "events",
+            [
+                chunk([{"type": "text", "text": "Hello "}, {"type": "image_url", "image_url": {"url": "x"}}]),
+                chunk("there"),
+            ],
+        )
+    )
     gw = await upstream_gateway(start_gateway, api)
     body = await _streamed(gw, "parts", "hi")
     assert body.endswith("data: [DONE]\n\n"), body
@@ -305,15 +399,19 @@ async def test_a_streaming_client_that_stops_reading_frees_its_session_and_the_u
     from tests.helpers import wait_for
 
     api.reply = " ".join("x" * 999 for _ in range(6000))  # 6 MB: more than the socket buffers hold
-    gw = await upstream_gateway(start_gateway, api, **{"server.slowConsumerSeconds": 1.0,
-                                                       "chat.maxReplyChars": 5_000_000,
-                                                       "server.maxReplyBytes": 32 << 20})
+    gw = await upstream_gateway(
+        start_gateway,
+        api,
+        **{"server.slowConsumerSeconds": 1.0, "chat.maxReplyChars": 5_000_000, "server.maxReplyBytes": 32 << 20},
+    )
     port = int(gw.http_url.rsplit(":", 1)[1])
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     body = b'{"model": "fake-model", "stream": true, "messages": [{"role": "user", "content": "all of it"}]}'
-    writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Authorization: Bearer " + gw.token.encode() + b"\r\nX-Jarvis-Session: stalled\r\n"
-                 b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    writer.write(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + gw.token.encode() + b"\r\nX-Jarvis-Session: stalled\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
     await writer.drain()  # and never read
     chat = gw.gw.services.agents["main"].chat
     await wait_for(lambda: _true("stalled" in chat.active), timeout=10)

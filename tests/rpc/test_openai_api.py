@@ -36,8 +36,15 @@ def said(records: list[dict]) -> list[tuple[str, str]]:
 
 
 async def upstream_gateway(start_gateway, api, **overrides):
-    return await start_gateway(**{"server.httpPort": -1, "chat.baseUrl": api.base_url, "chat.model": "fake-model",
-                                  "chat.maxRetries": 0, **overrides})
+    return await start_gateway(
+        **{
+            "server.httpPort": -1,
+            "chat.baseUrl": api.base_url,
+            "chat.model": "fake-model",
+            "chat.maxRetries": 0,
+            **overrides,
+        }
+    )
 
 
 async def test_models_are_the_upstreams_or_the_offline_responders_own(start_gateway, api):
@@ -65,8 +72,13 @@ async def test_a_streamed_completion_is_relayed_and_kept_in_the_transcript(start
     tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
     async with sdk(gw) as client:
         raw = await client.chat.completions.with_raw_response.create(
-            model="fake-large", stream=True, stream_options={"include_usage": True}, tools=tools, temperature=0.3,
-            messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "tell me a story"}])
+            model="fake-large",
+            stream=True,
+            stream_options={"include_usage": True},
+            tools=tools,
+            temperature=0.3,
+            messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "tell me a story"}],
+        )
         chunks = [c async for c in raw.parse()]
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "The quick brown fox"
     finishing = [c for c in chunks if c.choices and c.choices[0].finish_reason]
@@ -81,7 +93,10 @@ async def test_a_streamed_completion_is_relayed_and_kept_in_the_transcript(start
     sent = api.requests[-1]["body"]
     assert sent["model"] == "fake-large" and sent["tools"] == tools and sent["temperature"] == 0.3
     assert sent["stream_options"] == {"include_usage": True}
-    assert sent["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "tell me a story"}]
+    assert sent["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "tell me a story"},
+    ]
     # Written before the last chunk went out (the run's chat.final comes after the transcript line).
     assert said(transcript(gw, key)) == [("user", "tell me a story"), ("assistant", "The quick brown fox")]
     session = await (await gw.client()).call("sessions.get", {"sessionKey": key})
@@ -91,14 +106,20 @@ async def test_a_streamed_completion_is_relayed_and_kept_in_the_transcript(start
 async def test_without_include_usage_no_usage_chunk_and_the_stream_ends_with_done(start_gateway, api):
     gw = await start_gateway(**{"server.httpPort": -1})  # the offline responder: works out of the box
     async with httpx.AsyncClient(base_url=gw.http_url, headers={"Authorization": f"Bearer {gw.token}"}) as http:
-        async with http.stream("POST", "/v1/chat/completions", json={
-                "model": "offline-responder", "stream": True,
-                "messages": [{"role": "user", "content": "hello there"}]}) as r:
+        async with http.stream(
+            "POST",
+            "/v1/chat/completions",
+            json={
+                "model": "offline-responder",
+                "stream": True,
+                "messages": [{"role": "user", "content": "hello there"}],
+            },
+        ) as r:
             assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
             body = (await r.aread()).decode()
     events = body.split("\n\n")
     assert events[-2:] == ["data: [DONE]", ""]
-    chunks = [json.loads(e[len("data: "):]) for e in events[:-2]]
+    chunks = [json.loads(e[len("data: ") :]) for e in events[:-2]]
     assert all(e.startswith("data: ") for e in events[:-2])
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
     assert all(c["object"] == "chat.completion.chunk" and c["choices"] for c in chunks)  # no usage chunk
@@ -112,7 +133,8 @@ async def test_a_completion_without_streaming(start_gateway, api):
     gw = await upstream_gateway(start_gateway, api)
     async with sdk(gw) as client:
         raw = await client.chat.completions.with_raw_response.create(
-            model="fake-model", user="alice", messages=[{"role": "user", "content": "the answer?"}])
+            model="fake-model", user="alice", messages=[{"role": "user", "content": "the answer?"}]
+        )
         done = raw.parse()
     assert done.object == "chat.completion" and done.choices[0].message.content == "Forty-two."
     assert done.choices[0].finish_reason == "stop" and done.usage.total_tokens > 0
@@ -123,8 +145,12 @@ async def test_a_completion_without_streaming(start_gateway, api):
 
 def memory_gateway_overrides(api) -> dict:
     """Memory on, embedded by the fake upstream (a bag of words), sessions indexed right after a reply."""
-    return {"memory": True, "memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": api.base_url,
-            "memory.sync.sessionDebounceMs": 0}
+    return {
+        "memory": True,
+        "memory.embeddings.provider": "openai",
+        "memory.embeddings.baseUrl": api.base_url,
+        "memory.sync.sessionDebounceMs": 0,
+    }
 
 
 def chat_requests(api) -> list[dict]:
@@ -136,20 +162,27 @@ async def test_a_fact_told_in_one_conversation_is_recalled_in_another(start_gate
     c = await gw.client()
     async with sdk(gw) as client:
         api.reply = "Noted."
-        told = await client.chat.completions.with_raw_response.create(model="fake-model", messages=[
-            {"role": "user", "content": "Remember this: my bicycle lock combination is 7395."}])
+        told = await client.chat.completions.with_raw_response.create(
+            model="fake-model",
+            messages=[{"role": "user", "content": "Remember this: my bicycle lock combination is 7395."}],
+        )
         first_session = told.headers["x-jarvis-session"]
 
         async def indexed():
             found = await c.call("memory.search", {"query": "bicycle lock combination", "sources": ["sessions"]})
             return found["results"]
+
         await wait_for(indexed)
 
         api.reply = "It is 7395."
         stream = await client.chat.completions.with_raw_response.create(
-            model="fake-model", stream=True, messages=[
+            model="fake-model",
+            stream=True,
+            messages=[
                 {"role": "system", "content": "You are terse."},
-                {"role": "user", "content": "What is my bicycle lock combination?"}])
+                {"role": "user", "content": "What is my bicycle lock combination?"},
+            ],
+        )
         chunks = [ch async for ch in stream.parse()]
     system = chat_requests(api)[-1]["messages"][0]
     assert system["role"] == "system" and system["content"].startswith("You are terse.\n\n## Recalled memory\n")
@@ -161,11 +194,13 @@ async def test_a_fact_told_in_one_conversation_is_recalled_in_another(start_gate
     assert stream.headers["x-jarvis-session"] != first_session  # another conversation, another session
     # Recall off for one request: nothing recalled, nothing added to the prompt.
     async with sdk(gw, default_headers={"X-Jarvis-Memory": "off"}) as client:
-        raw = await client.chat.completions.with_raw_response.create(model="fake-model", messages=[
-            {"role": "user", "content": "What is my bicycle lock combination, again?"}])
+        raw = await client.chat.completions.with_raw_response.create(
+            model="fake-model", messages=[{"role": "user", "content": "What is my bicycle lock combination, again?"}]
+        )
     assert raw.headers["x-jarvis-memory"] == "[]"
     assert chat_requests(api)[-1]["messages"] == [
-        {"role": "user", "content": "What is my bicycle lock combination, again?"}]
+        {"role": "user", "content": "What is my bicycle lock combination, again?"}
+    ]
     await c.close()
 
 
@@ -193,8 +228,9 @@ async def test_websocket_subscribers_see_the_relayed_run(start_gateway, api):
     c = await gw.client()
     await c.call("sessions.create", {"sessionKey": "desk"})  # the creator is subscribed
     async with sdk(gw, default_headers={"X-Jarvis-Session": "desk"}) as client:
-        stream = await client.chat.completions.create(model="fake-model", stream=True,
-                                                      messages=[{"role": "user", "content": "count to three"}])
+        stream = await client.chat.completions.create(
+            model="fake-model", stream=True, messages=[{"role": "user", "content": "count to three"}]
+        )
         text = "".join([ch.choices[0].delta.content or "" async for ch in stream if ch.choices])
     assert text == "one two three"
     events = []
@@ -214,8 +250,11 @@ async def test_a_client_that_hangs_up_mid_stream_leaves_an_aborted_reply_and_can
     gw = await upstream_gateway(start_gateway, api)
     headers = {"Authorization": f"Bearer {gw.token}", "X-Jarvis-Session": "hangup"}
     async with httpx.AsyncClient(base_url=gw.http_url, headers=headers) as http:
-        async with http.stream("POST", "/v1/chat/completions", json={
-                "model": "fake-model", "stream": True, "messages": [{"role": "user", "content": "talk a lot"}]}) as r:
+        async with http.stream(
+            "POST",
+            "/v1/chat/completions",
+            json={"model": "fake-model", "stream": True, "messages": [{"role": "user", "content": "talk a lot"}]},
+        ) as r:
             got = b""
             async for part in r.aiter_bytes():
                 got += part
@@ -261,8 +300,11 @@ async def test_bad_requests_and_upstream_failures_are_openai_shaped_errors(start
         assert (r.status_code, r.json()["error"]["param"]) == (400, "messages[0].role")
         r = await http.post("/v1/chat/completions", json={"messages": hello})
         assert (r.status_code, r.json()["error"]["param"]) == (400, "model")
-        r = await http.post("/v1/chat/completions", json={"model": "fake-model", "messages": hello},
-                            headers={"X-Jarvis-Session": "../etc"})
+        r = await http.post(
+            "/v1/chat/completions",
+            json={"model": "fake-model", "messages": hello},
+            headers={"X-Jarvis-Session": "../etc"},
+        )
         assert (r.status_code, r.json()["error"]["param"]) == (400, "X-Jarvis-Session")
 
         async def twenty_megabytes():  # chunked: no Content-Length for the guard to refuse up front
@@ -270,6 +312,7 @@ async def test_bad_requests_and_upstream_failures_are_openai_shaped_errors(start
             for _ in range(20 * 16):
                 yield b"x" * 65536
             yield b'"}]}'
+
         r = await http.post("/v1/chat/completions", content=twenty_megabytes())
         assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
         assert api.count("/v1/chat/completions") == 0
@@ -344,8 +387,9 @@ async def test_a_second_request_to_a_busy_session_is_a_conflict_the_sdk_retries(
     # The SDK retries a 409 by itself: with its retries on, the second request simply waits its turn.
     release.clear()
     api.script(("wait", release, 10))
-    async with openai.AsyncOpenAI(base_url=gw.http_url + "/v1", api_key=gw.token, max_retries=3,
-                                  default_headers={"X-Jarvis-Session": "busy"}) as client:
+    async with openai.AsyncOpenAI(
+        base_url=gw.http_url + "/v1", api_key=gw.token, max_retries=3, default_headers={"X-Jarvis-Session": "busy"}
+    ) as client:
         first = asyncio.create_task(client.chat.completions.create(model="fake-model", messages=hello))
         await wait_for(lambda: _true(api.waiting == 1))
         second = asyncio.create_task(client.chat.completions.create(model="fake-model", messages=hello))
@@ -359,8 +403,9 @@ async def test_a_runaway_reply_is_cut_at_max_reply_chars_and_finishes_with_lengt
     api.reply = " ".join(f"word{i}" for i in range(200))
     gw = await upstream_gateway(start_gateway, api, **{"chat.maxReplyChars": 50})
     async with sdk(gw, default_headers={"X-Jarvis-Session": "runaway"}) as client:
-        stream = await client.chat.completions.create(model="fake-model", stream=True,
-                                                      messages=[{"role": "user", "content": "go on"}])
+        stream = await client.chat.completions.create(
+            model="fake-model", stream=True, messages=[{"role": "user", "content": "go on"}]
+        )
         chunks = [ch async for ch in stream]
     assert chunks[-1].choices[0].finish_reason == "length" and "jarvis" in chunks[-1].model_extra
     text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
@@ -375,8 +420,9 @@ async def test_an_upstream_that_breaks_off_mid_stream_ends_the_stream_with_an_er
     gw = await upstream_gateway(start_gateway, api)
     got = []
     async with sdk(gw, default_headers={"X-Jarvis-Session": "cut"}) as client:
-        stream = await client.chat.completions.create(model="fake-model", stream=True,
-                                                      messages=[{"role": "user", "content": "count"}])
+        stream = await client.chat.completions.create(
+            model="fake-model", stream=True, messages=[{"role": "user", "content": "count"}]
+        )
         with pytest.raises(openai.APIError) as exc:
             async for ch in stream:
                 got.append(ch.choices[0].delta.content)
@@ -386,7 +432,10 @@ async def test_an_upstream_that_breaks_off_mid_stream_ends_the_stream_with_an_er
 
 
 MALFORMED = [
-    (b"[]", None), (b'"hello"', None), (b"null", None), (b"", None),
+    (b"[]", None),
+    (b'"hello"', None),
+    (b"null", None),
+    (b"", None),
     (b'{"model": 5, "messages": [{"role": "user", "content": "hi"}]}', "model"),
     (b'{"model": "", "messages": [{"role": "user", "content": "hi"}]}', "model"),
     (b'{"model": "m", "messages": "hi"}', "messages"),
@@ -397,8 +446,10 @@ MALFORMED = [
     (b'{"model": "m", "messages": [{"role": "user", "content": ["hi"]}]}', "messages[0].content"),
     (b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": "yes"}', "stream"),
     (b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream_options": []}', "stream_options"),
-    (b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": 1}}',
-     "stream_options"),
+    (
+        b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": 1}}',
+        "stream_options",
+    ),
     (b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "user": 5}', "user"),
 ]
 
@@ -439,14 +490,19 @@ async def test_past_sessions_max_both_doors_refuse_a_new_session_and_keep_the_ol
     c = await gw.client()
     first = (await c.call("sessions.create", {"label": "one"}))["sessionKey"]
     async with sdk(gw) as client:
-        await client.chat.completions.create(model="fake-model", user="alice",
-                                             messages=[{"role": "user", "content": "hi"}])
+        await client.chat.completions.create(
+            model="fake-model", user="alice", messages=[{"role": "user", "content": "hi"}]
+        )
         with pytest.raises(openai.ConflictError) as refused:  # a third conversation: a third session
-            await client.chat.completions.create(model="fake-model", user="bob",
-                                                 messages=[{"role": "user", "content": "hi"}])
+            await client.chat.completions.create(
+                model="fake-model", user="bob", messages=[{"role": "user", "content": "hi"}]
+            )
         assert refused.value.code == "session_limit" and "sessions.max" in refused.value.message
-        again = await client.chat.completions.create(model="fake-model", user="alice",  # an existing one: fine
-                                                     messages=[{"role": "user", "content": "again"}])
+        again = await client.chat.completions.create(
+            model="fake-model",
+            user="alice",  # an existing one: fine
+            messages=[{"role": "user", "content": "again"}],
+        )
         assert again.choices[0].message.content == "Noted."
     got = await c.request("sessions.create", {"label": "three"})
     assert got["error"]["code"] == -32009 and got["error"]["data"] == {"max": 2}

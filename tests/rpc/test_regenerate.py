@@ -42,14 +42,20 @@ async def test_regenerate_records_a_version_and_history_and_prompts_follow_the_l
         # The transcript: one question, two versions of the answer (append-only).
         records = [r.data for r in tx.iter_records(gw.config.sessions_dir() / f"{key}.jsonl")]
         messages = [r for r in records if r.get("type") == "message"]
-        assert [(m["message"]["role"], m.get("replaces")) for m in messages] == \
-            [("user", None), ("assistant", None), ("assistant", first["id"])]
+        assert [(m["message"]["role"], m.get("replaces")) for m in messages] == [
+            ("user", None),
+            ("assistant", None),
+            ("assistant", first["id"]),
+        ]
 
         # History shows the latest version in the first one's place, with every version.
         hist = (await c.call("sessions.history", {"sessionKey": key}))["messages"]
         assert [m["role"] for m in hist] == ["user", "assistant"]
         assert hist[1]["id"] == second["id"] and hist[1]["content"] == second["content"]
-        assert [v["content"] for v in hist[1]["versions"]] == ["Herons are wading birds.", "A heron is a long-legged bird."]
+        assert [v["content"] for v in hist[1]["versions"]] == [
+            "Herons are wading birds.",
+            "A heron is a long-legged bird.",
+        ]
 
         # The conversation goes on from the latest version.
         api.reply = "By rivers."

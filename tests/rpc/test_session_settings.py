@@ -19,8 +19,9 @@ def api():
 async def _settings_round_trip(gw, api) -> None:
     c = await gw.client()
     try:
-        s = await c.call("sessions.create", {"label": "pirate", "model": "fake-small",
-                                             "systemPrompt": "You answer like a pirate."})
+        s = await c.call(
+            "sessions.create", {"label": "pirate", "model": "fake-small", "systemPrompt": "You answer like a pirate."}
+        )
         key = s["sessionKey"]
         assert (s["model"], s["systemPrompt"]) == ("fake-small", "You answer like a pirate.")
         assert (await c.call("sessions.list"))["sessions"][0]["model"] == "fake-small"
@@ -73,8 +74,7 @@ async def test_a_session_keeps_its_model_and_system_prompt_on_the_file_store(sta
 
 @pytest.mark.slow
 async def test_a_session_keeps_its_model_and_system_prompt_on_postgresql(start_gateway, api, postgres_url):
-    gw = await start_gateway(**{"chat.baseUrl": api.base_url, "chat.model": "fake-model",
-                                "storage.url": postgres_url})
+    gw = await start_gateway(**{"chat.baseUrl": api.base_url, "chat.model": "fake-model", "storage.url": postgres_url})
     await _settings_round_trip(gw, api)
 
 

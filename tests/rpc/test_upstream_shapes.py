@@ -15,8 +15,13 @@ from tests.fake_openai import FakeOpenAI
 def chunk(content=None, usage=None, **delta):
     body = {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": []}
     if content is not None or delta:
-        body["choices"] = [{"index": 0, "delta": {**({"content": content} if content is not None else {}), **delta},
-                            "finish_reason": None}]
+        body["choices"] = [
+            {
+                "index": 0,
+                "delta": {**({"content": content} if content is not None else {}), **delta},
+                "finish_reason": None,
+            }
+        ]
     if usage is not None:
         body["usage"] = usage
     return body
@@ -47,28 +52,34 @@ def deltas(events):
 
 async def test_a_surrogate_pair_split_across_two_deltas_is_joined(start_gateway, api):
     # A proxy splitting by UTF-16 units sent "\ud83d" and "\ude00" in two chunks: -32603, partial lost.
-    events, messages = await run_events(start_gateway, api, [
-        chunk("smile \ud83d"), chunk("\ude00 and a lone \udc00 one"), chunk(" end \ud83d")])
+    events, messages = await run_events(
+        start_gateway, api, [chunk("smile \ud83d"), chunk("\ude00 and a lone \udc00 one"), chunk(" end \ud83d")]
+    )
     assert events[-1]["method"] == "chat.final", events[-1]
-    text = "smile \U0001F600 and a lone \ufffd one end \ufffd"
+    text = "smile \U0001f600 and a lone \ufffd one end \ufffd"
     assert "".join(deltas(events)) == text
     assert events[-1]["params"]["message"]["content"] == text
-    assert messages[-1] == {"role": "assistant", "content": text} | {k: messages[-1][k] for k in messages[-1]
-                                                                     if k not in ("role", "content")}
+    assert messages[-1] == {"role": "assistant", "content": text} | {
+        k: messages[-1][k] for k in messages[-1] if k not in ("role", "content")
+    }
 
 
 async def test_usage_with_bad_token_counts_never_turns_a_saved_reply_into_an_error(start_gateway, api):
     # Usage with string counts: the reply was fsynced, then chat.error was sent (a retry duplicated it).
-    events, messages = await run_events(start_gateway, api, [
-        chunk("Hello"), chunk(usage={"prompt_tokens": "12", "completion_tokens": "many", "total_tokens": None})])
+    events, messages = await run_events(
+        start_gateway,
+        api,
+        [chunk("Hello"), chunk(usage={"prompt_tokens": "12", "completion_tokens": "many", "total_tokens": None})],
+    )
     assert events[-1]["method"] == "chat.final", events[-1]
     assert "usage" not in events[-1]["params"]
     assert [m["content"] for m in messages if m["role"] == "assistant"] == ["Hello"]
 
 
 async def test_usage_counts_that_are_whole_numbers_in_disguise_are_repaired(start_gateway, api):
-    events, _ = await run_events(start_gateway, api, [
-        chunk("Hi"), chunk(usage={"prompt_tokens": "12", "completion_tokens": 3.0})])
+    events, _ = await run_events(
+        start_gateway, api, [chunk("Hi"), chunk(usage={"prompt_tokens": "12", "completion_tokens": 3.0})]
+    )
     assert events[-1]["method"] == "chat.final"
     assert events[-1]["params"]["usage"] == {"promptTokens": 12, "completionTokens": 3, "totalTokens": 15}
 
@@ -76,10 +87,23 @@ async def test_usage_counts_that_are_whole_numbers_in_disguise_are_repaired(star
 async def test_delta_content_that_is_not_a_string(start_gateway, api):
     # A list of parts: its text parts are the text; an int or a dict is ignored (and logged), never
     # forwarded as the delta.
-    events, messages = await run_events(start_gateway, api, [
-        chunk([{"type": "text", "text": "Hello "}, {"type": "image_url", "image_url": {"url": "x"}},
-               {"type": "text", "text": "there"}]),
-        chunk(5), chunk({"text": "no"}), chunk(True), chunk("!")])
+    events, messages = await run_events(
+        start_gateway,
+        api,
+        [
+            chunk(
+                [
+                    {"type": "text", "text": "Hello "},
+                    {"type": "image_url", "image_url": {"url": "x"}},
+                    {"type": "text", "text": "there"},
+                ]
+            ),
+            chunk(5),
+            chunk({"text": "no"}),
+            chunk(True),
+            chunk("!"),
+        ],
+    )
     assert events[-1]["method"] == "chat.final", events[-1]
     assert deltas(events) == ["Hello there", "!"]
     assert messages[-1]["content"] == "Hello there!"

@@ -91,23 +91,40 @@ def test_rendered_unit_passes_systemd_analyze_verify(tmp_path):
     # `--user` needs a runtime dir for the (never started) user manager it simulates.
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
-    done = subprocess.run(["systemd-analyze", "--user", "verify", str(unit)], capture_output=True, text=True,
-                          env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)}, timeout=60)
+    done = subprocess.run(
+        ["systemd-analyze", "--user", "verify", str(unit)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
+        timeout=60,
+    )
     complaints = [line for line in (done.stdout + done.stderr).splitlines() if unit.name in line]
     assert done.returncode == 0 and not complaints, done.stdout + done.stderr
 
 
 def test_unit_template_declares_the_service_contract():
     lines = set(TEMPLATE.read_text().splitlines())
-    for directive in ("Type=notify", "NotifyAccess=main", "Restart=on-failure", "EnvironmentFile=-%h/.config/jarvis/env",
-                      "ExecStart={{JARVIS}} serve {{SERVE_ARGS}}", "ReadWritePaths={{READ_WRITE_PATHS}}",
-                      "LimitNOFILE=8192",
-                      "UMask=0077", "NoNewPrivileges=yes", "ProtectSystem=strict", "PrivateTmp=yes",
-                      "WantedBy=default.target"):
+    for directive in (
+        "Type=notify",
+        "NotifyAccess=main",
+        "Restart=on-failure",
+        "EnvironmentFile=-%h/.config/jarvis/env",
+        "ExecStart={{JARVIS}} serve {{SERVE_ARGS}}",
+        "ReadWritePaths={{READ_WRITE_PATHS}}",
+        "LimitNOFILE=8192",
+        "UMask=0077",
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "PrivateTmp=yes",
+        "WantedBy=default.target",
+    ):
         assert directive in lines, directive
     config = load_config({"server.shutdownGrace": 5.0}, env={})
-    stop = next(line for line in render_unit(config, Path("/opt/jarvis/bin/jarvis")).splitlines()
-                if line.startswith("TimeoutStopSec="))
+    stop = next(
+        line
+        for line in render_unit(config, Path("/opt/jarvis/bin/jarvis")).splitlines()
+        if line.startswith("TimeoutStopSec=")
+    )
     assert int(stop.split("=")[1]) > config.server.shutdown_grace + 10  # grace + closing sockets + margin
 
 
@@ -144,8 +161,9 @@ async def test_watchdog_pid_of_another_process_means_no_pings(tmp_path):
     notify = NotifySocket(str(tmp_path / "notify.sock"))
     state = tmp_path / "state"
     write_config(state, "[memory]\nenabled = false\n")
-    gw = GatewayProcess(state, env={"NOTIFY_SOCKET": notify.address, "WATCHDOG_USEC": "100000",
-                                    "WATCHDOG_PID": str(os.getpid())})  # the test's pid, not the gateway's
+    gw = GatewayProcess(
+        state, env={"NOTIFY_SOCKET": notify.address, "WATCHDOG_USEC": "100000", "WATCHDOG_PID": str(os.getpid())}
+    )  # the test's pid, not the gateway's
     try:
         gw.start()
         await asyncio.to_thread(notify.wait_for, "READY", "1")
@@ -169,8 +187,9 @@ async def test_sigterm_lets_a_running_reply_finish_and_refuses_new_sends(tmp_pat
     with FakeOpenAI() as api:
         api.reply = " ".join(f"word{i}" for i in range(30))
         api.chunk_delay = 0.05  # 1.5 s for the whole reply
-        gw = GatewayProcess(state, env={"NOTIFY_SOCKET": notify.address, "OPENAI_BASE_URL": api.base_url,
-                                        "OPENAI_API_KEY": "sk-test"})
+        gw = GatewayProcess(
+            state, env={"NOTIFY_SOCKET": notify.address, "OPENAI_BASE_URL": api.base_url, "OPENAI_API_KEY": "sk-test"}
+        )
         try:
             gw.start()
             client = await connect_client(gw.url, gw.token)
@@ -212,8 +231,9 @@ async def test_sigterm_aborts_a_reply_still_running_after_the_grace_and_keeps_it
     with FakeOpenAI() as api:
         api.reply = " ".join(f"word{i}" for i in range(200))
         api.chunk_delay = 0.1  # 20 s for the whole reply: longer than the grace
-        gw = GatewayProcess(state, env={"NOTIFY_SOCKET": notify.address, "OPENAI_BASE_URL": api.base_url,
-                                        "OPENAI_API_KEY": "sk-test"})
+        gw = GatewayProcess(
+            state, env={"NOTIFY_SOCKET": notify.address, "OPENAI_BASE_URL": api.base_url, "OPENAI_API_KEY": "sk-test"}
+        )
         try:
             gw.start()
             client = await connect_client(gw.url, gw.token)

@@ -13,13 +13,41 @@ from tests.helpers import ROOT
 
 LOCOMO = ROOT.parent / "shared" / "bench" / "locomo"
 
-ODD = ["", " ", "  ", "a  b", " leading", "trailing ", "\ttab\tx", "line\nnext\n\n", "café ☕ 日本語のテキスト",
-       "emoji 👩‍👩‍👧 ok", "a <s> b", "</s>", "<unk>x", "x" * 500, "http://example.com/" + "a/b" * 100,
-       "▁literal▁ ▁▁", "  double  spaces  ", "\u00a0nbsp", "Ｆｕｌｌｗｉｄｔｈ", "I'm 2023-05-08, #12345!",
-       "tiny words " + "a " * 3000,
-       # Numbers are cut at each digit (no token holds a digit beside anything else).
-       "#123456.", "On 2023-05-08 at 3pm, $1,200.50 (v2.0b7, x86_64) was 42% off", "42", "7 ", "abc123def 9",
-       "1st 2nd 3rd 4th", "00:15:30", "٣ arabic digit", "123" * 400, "ends with 5", "-1 +2 =3 .4"]
+ODD = [
+    "",
+    " ",
+    "  ",
+    "a  b",
+    " leading",
+    "trailing ",
+    "\ttab\tx",
+    "line\nnext\n\n",
+    "café ☕ 日本語のテキスト",
+    "emoji 👩‍👩‍👧 ok",
+    "a <s> b",
+    "</s>",
+    "<unk>x",
+    "x" * 500,
+    "http://example.com/" + "a/b" * 100,
+    "▁literal▁ ▁▁",
+    "  double  spaces  ",
+    "\u00a0nbsp",
+    "Ｆｕｌｌｗｉｄｔｈ",
+    "I'm 2023-05-08, #12345!",
+    "tiny words " + "a " * 3000,
+    # Numbers are cut at each digit (no token holds a digit beside anything else).
+    "#123456.",
+    "On 2023-05-08 at 3pm, $1,200.50 (v2.0b7, x86_64) was 42% off",
+    "42",
+    "7 ",
+    "abc123def 9",
+    "1st 2nd 3rd 4th",
+    "00:15:30",
+    "٣ arabic digit",
+    "123" * 400,
+    "ends with 5",
+    "-1 +2 =3 .4",
+]
 
 
 def corpus() -> list[str]:
@@ -52,7 +80,7 @@ def test_segment_vectors_equal_wordllamas_own_even_while_evicting():
     for capacity, part in ((65_536, 4096), (64, 64)):
         sv = local.SegmentVectors(local.load_wordllama(), capacity=capacity, part_keys=part)
         for _ in range(2):  # cold, then with rows cached
-            got = normalise(np.concatenate([sv.embed(texts[i:i + 97]) for i in range(0, len(texts), 97)]))
+            got = normalise(np.concatenate([sv.embed(texts[i : i + 97]) for i in range(0, len(texts), 97)]))
             assert np.abs(got - want).max() < 1e-5
     assert not np.any(reference([""]))  # an empty text stays a zero vector
 
@@ -61,8 +89,10 @@ def test_many_unseen_words_at_once_even_beside_odd_whitespace():
     # One step with hundreds of unseen words goes through the tokenizer in one call; segments that are
     # runs of "▁" (double spaces, a trailing space, literal "▁") go one by one, beside them.
     rng = random.Random(9)
-    texts = [" ".join(f"zq{rng.randrange(10**6)}x" for _ in range(60)) + tail
-             for tail in ("", "  double", " trailing ", " ▁lit▁ ▁▁", "\tta b  ")] * 3
+    texts = [
+        " ".join(f"zq{rng.randrange(10**6)}x" for _ in range(60)) + tail
+        for tail in ("", "  double", " trailing ", " ▁lit▁ ▁▁", "\tta b  ")
+    ] * 3
     sv = local.SegmentVectors(local.load_wordllama())
     assert sum(len(local._keys(t)) for t in texts) >= 4 * local.BATCH_TOKENIZE
     got = normalise(sv.embed(texts))
@@ -90,7 +120,7 @@ def test_segment_vectors_are_thread_safe():
         order = list(range(len(texts)))
         random.Random(seed).shuffle(order)
         for i in range(0, len(order), 50):
-            idx = order[i:i + 50]
+            idx = order[i : i + 50]
             got = normalise(sv.embed([texts[j] for j in idx]))
             errors.append(float(np.abs(got - want[idx]).max()))
 

@@ -2,8 +2,10 @@
 
 from gateway.memory.notes.keyed import snippet_value
 
-FILE = ("---\nkey: favorite-color\ncategory: preferences\ncreated: 2026-11-22T10:00:00.000Z\n"
-        "updated: 2026-11-22T10:05:00.000Z\n---\n# favorite-color\n\nNavy blue.\n\nNot black.\n")
+FILE = (
+    "---\nkey: favorite-color\ncategory: preferences\ncreated: 2026-11-22T10:00:00.000Z\n"
+    "updated: 2026-11-22T10:05:00.000Z\n---\n# favorite-color\n\nNavy blue.\n\nNot black.\n"
+)
 PATH = "memory/keyed/preferences/favorite-color.md"
 
 

@@ -103,6 +103,7 @@ def paths(res: dict) -> list[str]:
 
 # ---- chunking ---------------------------------------------------------------------------------------
 
+
 def test_markdown_chunks_cover_every_line_and_break_at_headings():
     sections = []
     for s in range(6):
@@ -114,7 +115,7 @@ def test_markdown_chunks_cover_every_line_and_break_at_headings():
     covered = set()
     for c in chunks:
         assert 1 <= c.start_line <= c.end_line <= len(lines)
-        assert c.text == "\n".join(lines[c.start_line - 1:c.end_line])
+        assert c.text == "\n".join(lines[c.start_line - 1 : c.end_line])
         assert len(c.text) <= 200 * 4
         covered.update(range(c.start_line, c.end_line + 1))
     assert covered == set(range(1, len(lines) + 1))
@@ -155,6 +156,7 @@ def test_transcript_chunks_hold_whole_messages_with_jsonl_lines(tmp_path):
 
 # ---- query handling --------------------------------------------------------------------------------
 
+
 def test_queries_never_become_fts_syntax():
     expr = fts_query(query_terms('NEAR(foo bar) "x" -y z* a:b OR AND NOT ) ('), "unicode61")
     # Every term is a quoted string (prefix stars only after a closing quote), joined by OR.
@@ -168,8 +170,26 @@ async def test_syntax_heavy_long_and_stopword_queries(tmp_path, open_manager):
     write(cfg.workspace_dir / "MEMORY.md", "The deploy key lives in the vault.\nNEAR the office: parking lot B.\n")
     m = await open_manager(cfg)
     await m.sync()
-    for q in ['"', '""', "*", "NEAR(", "-", ":", ")", "(", 'deploy" OR "x', "key*", "-vault", "col:umn",
-              "NEAR(deploy vault, 2)", "a AND OR NOT b", "^start", "{x y}", "'; DROP TABLE chunks; --", "\x00"]:
+    for q in [
+        '"',
+        '""',
+        "*",
+        "NEAR(",
+        "-",
+        ":",
+        ")",
+        "(",
+        'deploy" OR "x',
+        "key*",
+        "-vault",
+        "col:umn",
+        "NEAR(deploy vault, 2)",
+        "a AND OR NOT b",
+        "^start",
+        "{x y}",
+        "'; DROP TABLE chunks; --",
+        "\x00",
+    ]:
         for mode in ("hybrid", "fts", "vector"):
             res = await m.search(q, mode=mode)
             assert isinstance(res["results"], list)
@@ -209,6 +229,7 @@ async def test_cjk_with_trigram_tokenizer(tmp_path, open_manager):
 
 
 # ---- sync ------------------------------------------------------------------------------------------
+
 
 async def test_incremental_sync_follows_edits_adds_and_deletes(tmp_path, open_manager):
     cfg = make_cfg(tmp_path)
@@ -254,8 +275,10 @@ async def test_a_sync_batch_becomes_one_full_text_segment(tmp_path, open_manager
     rng = random.Random(3)
     vocab = [f"w{i}x" for i in range(20_000)]
     for i in range(200):
-        write(cfg.workspace_dir / "memory" / f"n{i:03d}.md",
-              "\n".join(" ".join(rng.choice(vocab) for _ in range(15)) for _ in range(100)) + "\n")
+        write(
+            cfg.workspace_dir / "memory" / f"n{i:03d}.md",
+            "\n".join(" ".join(rng.choice(vocab) for _ in range(15)) for _ in range(100)) + "\n",
+        )
     m = await open_manager(cfg)
     await m.sync()
     chunks = await m.index.writer.scalar("SELECT count(*) FROM chunks")
@@ -341,8 +364,11 @@ async def test_restart_reembeds_nothing_and_the_local_model_is_not_cached(tmp_pa
     assert (await m2.status())["cache"]["entries"] == 0
     # ... and its entries in an index from before are dropped; another provider's are kept.
     for provider in ("local", "openai"):
-        await m2.index.writer.execute("INSERT INTO embedding_cache(provider, model, hash, dims, embedding) "
-                                "VALUES (?, 'wordllama-l2-supercat-256', 'h', 1, x'00000000')", (provider,))
+        await m2.index.writer.execute(
+            "INSERT INTO embedding_cache(provider, model, hash, dims, embedding) "
+            "VALUES (?, 'wordllama-l2-supercat-256', 'h', 1, x'00000000')",
+            (provider,),
+        )
     await m2.sync()
     assert await m2.index.writer.fetchall("SELECT provider FROM embedding_cache") == [("openai",)]
 
@@ -383,8 +409,7 @@ async def test_numpy_vector_backend(tmp_path, open_manager):
     assert res["mode"] == "vector" and paths(res)[0] == "memory/pets.md"
     assert all(0.0 <= r["score"] <= 1.0 for r in res["results"])
     st = await m.status()  # a small index's matrix stays float32 (int8 from 262,144 vectors)
-    assert st["vector"] == {"backend": "numpy", "available": True, "missing": 0, "matrix": "float32",
-                           "ann": None}
+    assert st["vector"] == {"backend": "numpy", "available": True, "missing": 0, "matrix": "float32", "ann": None}
 
 
 async def test_provider_none_is_full_text_only(tmp_path, open_manager):
@@ -416,6 +441,7 @@ async def test_watcher_picks_up_new_memory_files(tmp_path, open_manager):
 
 
 # ---- memory.get ------------------------------------------------------------------------------------
+
 
 async def test_get_reads_only_indexable_paths(tmp_path, open_manager):
     cfg = make_cfg(tmp_path)
@@ -463,10 +489,16 @@ async def test_get_reads_only_indexable_paths(tmp_path, open_manager):
 
 # ---- model change, provider failures ---------------------------------------------------------------
 
+
 def openai_cfg(tmp_path, api, **over):
-    base = {"memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": api.base_url,
-            "memory.embeddings.apiKey": "test", "memory.embeddings.model": "fake-a",
-            "memory.embeddings.maxRetries": 1, "memory.embeddings.timeout": 10}
+    base = {
+        "memory.embeddings.provider": "openai",
+        "memory.embeddings.baseUrl": api.base_url,
+        "memory.embeddings.apiKey": "test",
+        "memory.embeddings.model": "fake-a",
+        "memory.embeddings.maxRetries": 1,
+        "memory.embeddings.timeout": 10,
+    }
     base.update(over)
     return make_cfg(tmp_path, **base)
 
@@ -489,8 +521,7 @@ async def test_provider_down_indexes_full_text_then_fills_vectors(tmp_path, api,
     st = await m.sync()  # every sync retries the chunks that lack vectors
     assert st["chunksEmbedded"] == 2 and st["indexed"] == 0
     status = await m.status()
-    assert status["vector"] == {"backend": "sqlite-vec", "available": True, "missing": 0, "matrix": None,
-                                "ann": None}
+    assert status["vector"] == {"backend": "sqlite-vec", "available": True, "missing": 0, "matrix": None, "ann": None}
     assert "error" not in status["embeddings"]
     res = await m.search("plumber Monday")
     assert res["mode"] == "hybrid" and "degraded" not in res and paths(res)[0] == "sessions/s.jsonl"
@@ -541,6 +572,7 @@ async def test_model_change_rebuilds_while_search_keeps_answering(tmp_path, api,
 
 # ---- the wire methods and the CLI ------------------------------------------------------------------
 
+
 async def test_methods_validate_and_call_the_manager(tmp_path, open_manager):
     import gateway.methods.memory  # noqa: F401 - registers the methods
 
@@ -557,10 +589,13 @@ async def test_methods_validate_and_call_the_manager(tmp_path, open_manager):
     assert got["text"] == "Birthday: 4 March."
     status = await registry.dispatch(ctx, "memory.status", None)
     assert {"files", "chunks", "sources", "dirty", "lastSyncAt", "embeddings", "vector", "fts", "cache"} <= set(status)
-    for params, field in (({"query": "x", "k": 0}, "params.k"), ({"query": ""}, "params.query"),
-                          ({"query": "x", "mode": "magic"}, "params.mode"),
-                          ({"query": "x", "sources": ["web"]}, "params.sources[0]"),
-                          ({"path": "x.md", "lines": 0}, "params.lines")):
+    for params, field in (
+        ({"query": "x", "k": 0}, "params.k"),
+        ({"query": ""}, "params.query"),
+        ({"query": "x", "mode": "magic"}, "params.mode"),
+        ({"query": "x", "sources": ["web"]}, "params.sources[0]"),
+        ({"path": "x.md", "lines": 0}, "params.lines"),
+    ):
         method = "memory.get" if "path" in params else "memory.search"
         with pytest.raises(Invalid) as ei:
             await registry.dispatch(ctx, method, params)
@@ -607,8 +642,10 @@ async def test_common_words_are_skipped_on_big_indexes(tmp_path, open_manager, m
     assert paths(res)[0] == "memory/rare.md"
     assert await s.prune_common(["weekly", "meeting"]) in (["weekly"], ["meeting"])  # the rarest always stays
     # A word in no chunk finds nothing: it never stands in for the rarest word that does occur.
-    assert await s.prune_common(["weekly", "meeting", "xylophonic"]) in (["weekly", "xylophonic"],
-                                                                       ["meeting", "xylophonic"])
+    assert await s.prune_common(["weekly", "meeting", "xylophonic"]) in (
+        ["weekly", "xylophonic"],
+        ["meeting", "xylophonic"],
+    )
     # A new Searcher on the same connection (as after the first sync that stores vectors) may answer
     # beside the old one: they share the connection's scratch table, and must not read each other's words.
     s2 = Searcher(s.db, s.provider, s.opts, None, None)
@@ -627,16 +664,19 @@ async def test_insert_rows_keeps_every_value_exact(tmp_path):
     try:
         await db.execute("CREATE TABLE t (a INTEGER, b TEXT, c TEXT, v BLOB)")
         vecs = np.arange(5000 * 4, dtype=np.float32).reshape(5000, 4)  # > one statement's rows
-        rows = [(i * 1_700_000_000_000_000_000 // 5000, f"text {i}", None if i % 2 else '{"x": [1]}')
-                for i in range(5000)]
+        rows = [
+            (i * 1_700_000_000_000_000_000 // 5000, f"text {i}", None if i % 2 else '{"x": [1]}') for i in range(5000)
+        ]
         await db.insert_rows("INSERT INTO t(a, b, c, v)", rows, vecs)
         got = await db.fetchall("SELECT a, b, c, v FROM t ORDER BY rowid")
         assert [g[:3] for g in got] == rows
         assert all(np.array_equal(np.frombuffer(g[3], dtype=np.float32), vecs[i]) for i, g in enumerate(got))
         # A NUL inside a string survives (older SQLite's json_extract would cut it).
         await db.insert_rows("INSERT INTO t(a, b, c)", [(1, "before\x00after", "x"), (2, "plain", None)])
-        assert await db.fetchall("SELECT b FROM t WHERE a IN (1, 2) AND c IS NOT NULL OR b = 'plain'") \
-            == [("before\x00after",), ("plain",)]
+        assert await db.fetchall("SELECT b FROM t WHERE a IN (1, 2) AND c IS NOT NULL OR b = 'plain'") == [
+            ("before\x00after",),
+            ("plain",),
+        ]
         # Also with vectors, in a later statement of the same call: each row keeps its own vector.
         await db.execute("DELETE FROM t")
         rows = [(i, "nul\x00here" if i == 4098 else f"text {i}", None) for i in range(4100)]
@@ -659,10 +699,19 @@ def test_search_options_and_index_settings_have_no_defaults_of_their_own():
     from gateway.memory.search.searcher import SearchOptions
 
     for cls in (SearchOptions, IndexSettings):
-        assert all(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-                   for f in dataclasses.fields(cls)), cls
-    cfg = load_config({"memory.search.fusion": "weighted", "memory.search.vectorWeight": "0.42",
-                       "memory.search.coverageWeight": "0.11", "memory.chunking.sessionTokens": "99"}, env={})
+        assert all(
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            for f in dataclasses.fields(cls)
+        ), cls
+    cfg = load_config(
+        {
+            "memory.search.fusion": "weighted",
+            "memory.search.vectorWeight": "0.42",
+            "memory.search.coverageWeight": "0.11",
+            "memory.chunking.sessionTokens": "99",
+        },
+        env={},
+    )
     opts = SearchOptions.from_config(cfg.memory.search)
     for f in dataclasses.fields(SearchOptions):
         want = getattr(cfg.memory.search, "fts_tokenizer" if f.name == "tokenizer" else f.name)
@@ -693,8 +742,14 @@ async def test_mmr_reads_each_results_stored_vector(tmp_path, open_manager):
     """The vectors MMR compares are the stored ones, found by point lookups (vec0 would answer
     `chunk_id IN (…)` with a scan of every vector)."""
     cfg = make_cfg(tmp_path, **{"memory.search.mmr": True})
-    for i, text in enumerate(["The cello lesson is on Tuesday.", "Lena's cello teacher is Mr Okafor.",
-                              "The cello case is in the hall.", "Tuesday is also bin day."]):
+    for i, text in enumerate(
+        [
+            "The cello lesson is on Tuesday.",
+            "Lena's cello teacher is Mr Okafor.",
+            "The cello case is in the hall.",
+            "Tuesday is also bin day.",
+        ]
+    ):
         write(cfg.workspace_dir / "memory" / f"n{i}.md", f"# Note {i}\n\n{text}\n")
     mem = await open_manager(cfg)
     await mem.sync()
@@ -705,7 +760,9 @@ async def test_mmr_reads_each_results_stored_vector(tmp_path, open_manager):
         r = res["results"][i]
         stored = await mem.index.reader.fetchall(
             "SELECT v.embedding FROM chunks c JOIN chunks_vec v ON v.chunk_id = c.id "
-            "WHERE c.path = ? AND c.start_line = ? AND c.end_line = ?", (r["path"], r["startLine"], r["endLine"]))
+            "WHERE c.path = ? AND c.start_line = ? AND c.end_line = ?",
+            (r["path"], r["startLine"], r["endLine"]),
+        )
         assert len(stored) == 1 and v.tobytes() == stored[0][0]
     assert len({v.tobytes() for v in vecs.values()}) == 3, "each result its own vector"
 
@@ -717,7 +774,9 @@ async def test_two_indexers_racing_on_a_new_file_store_its_chunks_once(tmp_path,
     gateway, cli = await open_manager(cfg), await open_manager(cfg)
     write(cfg.workspace_dir / "memory" / "keyed" / "general" / "first.md", "# first\n\nthe very first note\n")
     await asyncio.gather(gateway.sync(), cli.sync())
-    rows = await gateway.index.reader.fetchall("SELECT path, start_line, end_line, count(*) FROM chunks GROUP BY 1, 2, 3")
+    rows = await gateway.index.reader.fetchall(
+        "SELECT path, start_line, end_line, count(*) FROM chunks GROUP BY 1, 2, 3"
+    )
     assert rows == [("memory/keyed/general/first.md", 1, 3, 1)]
     res = await gateway.search("very first note")
     assert len(res["results"]) == 1
@@ -741,14 +800,24 @@ async def test_chunk_identity_migration_drops_duplicates(tmp_path):
                 await db.execute("INSERT INTO migrations VALUES (?, 'x')", (name,))
         async with db.transaction():
             await ensure_vector_table(db, "numpy", 2)
-        rows = [(1, "a.md", 1, 3, "h1", "alpha"), (2, "a.md", 1, 3, "h1", "alpha"), (3, "a.md", 4, 6, "h2", "beta"),
-                (4, "b.md", 1, 3, "h1", "alpha"), (5, "a.md", 1, 3, "h1", "alpha")]
+        rows = [
+            (1, "a.md", 1, 3, "h1", "alpha"),
+            (2, "a.md", 1, 3, "h1", "alpha"),
+            (3, "a.md", 4, 6, "h2", "beta"),
+            (4, "b.md", 1, 3, "h1", "alpha"),
+            (5, "a.md", 1, 3, "h1", "alpha"),
+        ]
         for cid, path, a, b, h, text in rows:
-            await db.execute("INSERT INTO chunks(id, path, source, start_line, end_line, hash, text, embedded) "
-                             "VALUES (?, ?, 'memory', ?, ?, ?, ?, 1)", (cid, path, a, b, h, text))
+            await db.execute(
+                "INSERT INTO chunks(id, path, source, start_line, end_line, hash, text, embedded) "
+                "VALUES (?, ?, 'memory', ?, ?, ?, ?, 1)",
+                (cid, path, a, b, h, text),
+            )
             await db.execute("INSERT INTO chunks_fts(rowid, text, context) VALUES (?, ?, '')", (cid, text))
-            await db.execute("INSERT INTO chunks_vec VALUES (?, 'memory', '', ?)",
-                             (cid, np.array([1, 0], dtype=np.float32).tobytes()))
+            await db.execute(
+                "INSERT INTO chunks_vec VALUES (?, 'memory', '', ?)",
+                (cid, np.array([1, 0], dtype=np.float32).tobytes()),
+            )
         assert await migrate(db, SchemaParams()) == ["010_chunk_identity"]
         assert [r[0] for r in await db.fetchall("SELECT id FROM chunks ORDER BY id")] == [1, 3, 4]
         assert [r[0] for r in await db.fetchall("SELECT chunk_id FROM chunks_vec ORDER BY 1")] == [1, 3, 4]
@@ -756,8 +825,10 @@ async def test_chunk_identity_migration_drops_duplicates(tmp_path):
         assert [r[0] for r in hits] == [1, 4]
         await db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
         with pytest.raises(Exception, match="UNIQUE"):
-            await db.execute("INSERT INTO chunks(path, source, start_line, end_line, hash, text) "
-                             "VALUES ('a.md', 'memory', 1, 3, 'h1', 'alpha')")
+            await db.execute(
+                "INSERT INTO chunks(path, source, start_line, end_line, hash, text) "
+                "VALUES ('a.md', 'memory', 1, 3, 'h1', 'alpha')"
+            )
     finally:
         await db.close()
 

@@ -44,8 +44,10 @@ def queries(vecs: np.ndarray, count: int = 100, seed: int = 2) -> np.ndarray:
 
 
 def rows_of(ids, vecs, first: int = 0):
-    return [(int(i), "sessions" if (first + j) % 3 else "memory", f"s{(first + j) % 7}", v)
-            for j, (i, v) in enumerate(zip(ids, vecs))]
+    return [
+        (int(i), "sessions" if (first + j) % 3 else "memory", f"s{(first + j) % 7}", v)
+        for j, (i, v) in enumerate(zip(ids, vecs))
+    ]
 
 
 def exact_ids(ids, vecs, q, k=K) -> list[int]:
@@ -202,8 +204,14 @@ async def test_the_manager_builds_saves_and_reopens_the_graph(tmp_path):
     from gateway.storage.files.engine import FilesStorage
     from tests.unit.test_memory import make_cfg, write
 
-    topics = ["sailing boats on the lake", "baking sourdough bread", "repairing old bicycles",
-              "growing tomatoes in pots", "learning the cello", "hiking in the alps"]
+    topics = [
+        "sailing boats on the lake",
+        "baking sourdough bread",
+        "repairing old bicycles",
+        "growing tomatoes in pots",
+        "learning the cello",
+        "hiking in the alps",
+    ]
     cfg = make_cfg(tmp_path, **{"memory.search.annMinVectors": "1"})
     for i in range(60):
         write(cfg.workspace_dir / "memory" / f"n{i:02d}.md", f"# Note {i}\n\nToday: {topics[i % 6]}, part {i}.\n")

@@ -73,9 +73,12 @@ async def test_vector_reads_do_not_wait_behind_full_text(tmp_path):
         assert vectors.db is not m.index.reader and vectors.db is m.index.vector_reader
         q = await m.index.searcher.embed_query("bread baking")
         # About a second of work on the search connection's thread (a full-text query on a huge index).
-        slow = asyncio.ensure_future(m.index.reader.scalar(
-            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) "
-            "SELECT count(*) FROM c"))
+        slow = asyncio.ensure_future(
+            m.index.reader.scalar(
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) "
+                "SELECT count(*) FROM c"
+            )
+        )
         await asyncio.sleep(0.05)
         t = time.perf_counter()
         hits = await vectors.knn(q, 5, ("memory", "sessions"), None, m.index._generation, m.index.counts["vectors"])

@@ -57,7 +57,9 @@ def test_scan_order_and_fields_match_the_files_on_disk(tmp_path):
         assert f.abs == ws / f.path
     sess = scan_sessions(cfg.sessions_dir())
     assert [(f.path, f.source, f.session_key) for f in sess] == [
-        ("sessions/s1.jsonl", "sessions", "s1"), ("sessions/s2.jsonl", "sessions", "s2")]
+        ("sessions/s1.jsonl", "sessions", "s1"),
+        ("sessions/s2.jsonl", "sessions", "s2"),
+    ]
 
 
 async def test_an_edit_that_keeps_the_size_is_indexed_and_a_touch_is_not(manager):

@@ -38,8 +38,7 @@ async def test_fifty_concurrent_requests_cause_at_most_two_runs():
     rec = Recorder()
     orch = SyncOrchestrator(rec, sync_cfg=cfg())
     try:
-        results = await asyncio.gather(*(orch.sync(memory=True, sessions={f"s{i % 5}"}, reason="t")
-                                         for i in range(50)))
+        results = await asyncio.gather(*(orch.sync(memory=True, sessions={f"s{i % 5}"}, reason="t") for i in range(50)))
         assert 1 <= len(rec.runs) <= 2
         assert orch.requests == 50 and orch.runs == len(rec.runs)
         assert all(r["run"] in (1, 2) for r in results)
@@ -107,9 +106,11 @@ async def test_interval_trigger_fires_repeatedly():
     orch = SyncOrchestrator(rec, sync_cfg=cfg(interval_minutes=0.0005))  # 30 ms
     orch.start(None, lambda: None)
     try:
+
         async def two_runs():
             while len(rec.runs) < 2:
                 await asyncio.sleep(0.01)
+
         await asyncio.wait_for(two_runs(), timeout=10)
         assert all(r.reasons == {"interval"} and r.memory and r.sessions is True for r in rec.runs[:2])
     finally:

@@ -11,8 +11,7 @@ import pytest
 from gateway.memory.search.backends import BackendError, CircuitBreaker, merge
 from gateway.memory.search.qmd import parse_results, workspace_path
 from gateway.memory.layout import day_of
-from gateway.memory.rerank import (apply_time_decay, decay_factor, jaccard, mmr_rerank, mmr_select,
-                                    token_set)
+from gateway.memory.rerank import apply_time_decay, decay_factor, jaccard, mmr_rerank, mmr_select, token_set
 
 NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
 
@@ -59,8 +58,11 @@ def test_jaccard_and_token_sets():
 
 
 def test_mmr_drops_near_duplicates_with_jaccard():
-    results = [res("a.md", 0.9, "paris trip in may with anna"), res("b.md", 0.88, "paris trip in may with anna!"),
-               res("c.md", 0.7, "bought a new bicycle yesterday")]
+    results = [
+        res("a.md", 0.9, "paris trip in may with anna"),
+        res("b.md", 0.88, "paris trip in may with anna!"),
+        res("c.md", 0.7, "bought a new bicycle yesterday"),
+    ]
     out = mmr_rerank(results, k=2, lam=0.5)
     assert [r["path"] for r in out] == ["a.md", "c.md"]
     assert [r["path"] for r in mmr_rerank(results, k=3, lam=1.0)] == ["a.md", "b.md", "c.md"]
@@ -134,15 +136,28 @@ def test_qmd_paths_map_to_memory_files_only():
 
 
 def test_qmd_parse_results_defensively():
-    raw = (b'[{"docid":"#abc123","score":0.93,"file":"qmd://c/memory/2026-11-20.md","title":"t",'
-           b'"snippet":"@@ -12,3 @@ (11 before, 5 after)\\nline a\\nline b\\nline c"},'
-           b'{"file":"c/MEMORY.md","score":7,"line":4,"snippet":"' + b"x" * 900 + b'"},'
-           b'{"file":"c/../secret.md","score":0.5}, 42, {"score":0.2}, {"file":"c/memory/b.md","score":"high"}]')
+    raw = (
+        b'[{"docid":"#abc123","score":0.93,"file":"qmd://c/memory/2026-11-20.md","title":"t",'
+        b'"snippet":"@@ -12,3 @@ (11 before, 5 after)\\nline a\\nline b\\nline c"},'
+        b'{"file":"c/MEMORY.md","score":7,"line":4,"snippet":"' + b"x" * 900 + b'"},'
+        b'{"file":"c/../secret.md","score":0.5}, 42, {"score":0.2}, {"file":"c/memory/b.md","score":"high"}]'
+    )
     out = parse_results(raw, "c", WS)
-    assert out[0] == {"path": "memory/2026-11-20.md", "source": "memory", "startLine": 12, "endLine": 14,
-                      "score": 0.93, "snippet": "line a\nline b\nline c"}
-    assert (out[1]["path"], out[1]["startLine"], out[1]["endLine"], out[1]["score"], len(out[1]["snippet"])) == \
-        ("MEMORY.md", 4, 4, 1.0, 700)
+    assert out[0] == {
+        "path": "memory/2026-11-20.md",
+        "source": "memory",
+        "startLine": 12,
+        "endLine": 14,
+        "score": 0.93,
+        "snippet": "line a\nline b\nline c",
+    }
+    assert (out[1]["path"], out[1]["startLine"], out[1]["endLine"], out[1]["score"], len(out[1]["snippet"])) == (
+        "MEMORY.md",
+        4,
+        4,
+        1.0,
+        700,
+    )
     assert (out[2]["path"], out[2]["score"], out[2]["startLine"]) == ("memory/b.md", 0.0, 1)
     assert len(out) == 3
     assert parse_results(b"  \n", "c", WS) == []
@@ -170,8 +185,11 @@ def test_results_spread_over_files_gently():
 def test_snippet_shows_how_the_next_message_begins():
     from gateway.memory.search.snippets import SnippetContext, snippet
 
-    msgs = ["Ana: I adopted a greyhound called Pixel last week.", "Ben: " + "lovely " * 30,
-            "Ana: She sleeps all day on the sofa and snores like a tractor every single night. " * 3]
+    msgs = [
+        "Ana: I adopted a greyhound called Pixel last week.",
+        "Ben: " + "lovely " * 30,
+        "Ana: She sleeps all day on the sofa and snores like a tractor every single night. " * 3,
+    ]
     text = "\n".join(msgs)
     spans, off = [], 0
     for line, m in enumerate(msgs, start=2):

@@ -153,7 +153,7 @@ async def test_rows_deleted_since_the_load_are_dropped_and_replaced(tmp_path):
         gone = [w[0] for w in want[:250]]  # more than the shortlist: the search must look further
         await db.execute(f"DELETE FROM chunks_vec WHERE chunk_id IN ({','.join('?' * len(gone))})", gone)
         got = await store.knn(q, K, ("memory", "sessions"), None, "g1", N)  # same generation: no reload
-        assert_same(got, want[250:250 + K])
+        assert_same(got, want[250 : 250 + K])
     finally:
         await db.close()
 

@@ -18,8 +18,10 @@ from gateway.memory.index.indexer import PROCESS_MIN_FILES
 from gateway.storage.files.engine import FilesStorage
 from gateway.sessions.transcript import append_sync, header, message_record
 
-WORDS = ("harbour sail keel mast rudder anchor tide chart compass lantern rope deck galley bunk "
-         "winch cleat buoy squall ferry island lighthouse gull pier jetty").split()
+WORDS = (
+    "harbour sail keel mast rudder anchor tide chart compass lantern rope deck galley bunk "
+    "winch cleat buoy squall ferry island lighthouse gull pier jetty"
+).split()
 
 
 def corpus(state: Path, notes: int) -> None:
@@ -34,14 +36,28 @@ def corpus(state: Path, notes: int) -> None:
     sessions.mkdir(parents=True)
     for s in range(3):
         key = f"s{s}"
-        append_sync(sessions / f"{key}.jsonl", [header(key, "main")] + [
-            message_record(f"{key}-{m}", "user" if m % 2 == 0 else "assistant",
-                           " ".join(rng.choice(WORDS) for _ in range(30))) for m in range(20)])
+        append_sync(
+            sessions / f"{key}.jsonl",
+            [header(key, "main")]
+            + [
+                message_record(
+                    f"{key}-{m}", "user" if m % 2 == 0 else "assistant", " ".join(rng.choice(WORDS) for _ in range(30))
+                )
+                for m in range(20)
+            ],
+        )
 
 
 async def index(state: Path, processes: int, progress=None) -> dict:
-    cfg = load_config({"stateDir": str(state), "memory.sync.onStart": False, "memory.sync.watch": False,
-                       "memory.sync.processes": processes}, env={})
+    cfg = load_config(
+        {
+            "stateDir": str(state),
+            "memory.sync.onStart": False,
+            "memory.sync.watch": False,
+            "memory.sync.processes": processes,
+        },
+        env={},
+    )
     mgr = FilesStorage(cfg).memory(cfg.agent_id)
     await mgr.open()
     try:
@@ -53,10 +69,13 @@ async def index(state: Path, processes: int, progress=None) -> dict:
 def contents(state: Path) -> tuple[list[tuple], dict[tuple, np.ndarray]]:
     conn = connect_sync(state / "agents" / "main" / "memory.sqlite", pick_driver())
     try:
-        chunks = conn.execute("SELECT path, start_line, end_line, hash, text, context, embedded FROM chunks "
-                              "ORDER BY path, start_line").fetchall()
-        rows = conn.execute("SELECT c.path, c.start_line, c.end_line, c.hash, v.embedding FROM chunks c "
-                            "JOIN chunks_vec v ON v.chunk_id = c.id").fetchall()
+        chunks = conn.execute(
+            "SELECT path, start_line, end_line, hash, text, context, embedded FROM chunks ORDER BY path, start_line"
+        ).fetchall()
+        rows = conn.execute(
+            "SELECT c.path, c.start_line, c.end_line, c.hash, v.embedding FROM chunks c "
+            "JOIN chunks_vec v ON v.chunk_id = c.id"
+        ).fetchall()
         vectors = {tuple(row[:4]): np.frombuffer(row[4], dtype="<f4") for row in rows}
     finally:
         conn.close()
@@ -70,8 +89,9 @@ async def test_worker_processes_write_the_index_threads_write(tmp_path):
 
     by_threads = await index(threads, processes=0)
     seen: set[int] = set()
-    by_workers = await index(workers, processes=2,
-                             progress=lambda done, total: seen.update(p.pid for p in multiprocessing.active_children()))
+    by_workers = await index(
+        workers, processes=2, progress=lambda done, total: seen.update(p.pid for p in multiprocessing.active_children())
+    )
     assert len(seen) == 2, "two worker processes prepared the batches"
     assert by_workers["indexed"] == by_threads["indexed"] == PROCESS_MIN_FILES + 103
     assert by_workers["chunksEmbedded"] == by_threads["chunksEmbedded"] > PROCESS_MIN_FILES

@@ -19,18 +19,21 @@ def test_notification_has_no_id():
     assert f.requests[0].is_notification
 
 
-@pytest.mark.parametrize("text,code,fragment", [
-    ("{nope", -32700, "parse error"),
-    ("42", -32600, "must be an object"),
-    ('"x"', -32600, "must be an object"),
-    ("null", -32600, "must be an object"),
-    ('{"id":1.5,"method":"a"}', -32600, "id:"),
-    ('{"id":true,"method":"a"}', -32600, "id:"),
-    ('{"id":1,"method":""}', -32600, "method:"),
-    ('{"id":1,"method":5}', -32600, "method:"),
-    ('{"jsonrpc":"1.0","id":1,"method":"a"}', -32600, "jsonrpc"),
-    ("[]", -32600, "must not be empty"),
-])
+@pytest.mark.parametrize(
+    "text,code,fragment",
+    [
+        ("{nope", -32700, "parse error"),
+        ("42", -32600, "must be an object"),
+        ('"x"', -32600, "must be an object"),
+        ("null", -32600, "must be an object"),
+        ('{"id":1.5,"method":"a"}', -32600, "id:"),
+        ('{"id":true,"method":"a"}', -32600, "id:"),
+        ('{"id":1,"method":""}', -32600, "method:"),
+        ('{"id":1,"method":5}', -32600, "method:"),
+        ('{"jsonrpc":"1.0","id":1,"method":"a"}', -32600, "jsonrpc"),
+        ("[]", -32600, "must not be empty"),
+    ],
+)
 def test_invalid_frames(text, code, fragment):
     f = protocol.parse(text)
     assert not f.requests
@@ -64,27 +67,37 @@ def test_auth_frame():
 def test_outgoing_shapes_are_strict():
     assert protocol.response(1, {"a": 1}) == {"jsonrpc": "2.0", "id": 1, "result": {"a": 1}}
     err = protocol.error_response("x", NotFound("session not found: k", {"sessionKey": "k"}))
-    assert err == {"jsonrpc": "2.0", "id": "x", "error": {"code": -32004, "message": "session not found: k",
-                                                          "data": {"sessionKey": "k"}}}
+    assert err == {
+        "jsonrpc": "2.0",
+        "id": "x",
+        "error": {"code": -32004, "message": "session not found: k", "data": {"sessionKey": "k"}},
+    }
     assert protocol.notification("chat.delta", {}) == {"jsonrpc": "2.0", "method": "chat.delta", "params": {}}
 
 
-SCHEMA = Obj(key=Str(1, 10, pattern=r"[a-z]+"), k=Int(1, 50, default=6), score=Num(0, 1, default=0),
-             tags=Arr(Str(choices=("a", "b")), optional=True))
+SCHEMA = Obj(
+    key=Str(1, 10, pattern=r"[a-z]+"),
+    k=Int(1, 50, default=6),
+    score=Num(0, 1, default=0),
+    tags=Arr(Str(choices=("a", "b")), optional=True),
+)
 
 
-@pytest.mark.parametrize("params,field,fragment", [
-    ({}, "key", "required"),
-    ({"key": 5}, "key", "must be a string, got integer"),
-    ({"key": ""}, "key", "must not be empty"),
-    ({"key": "ABC"}, "key", "must match"),
-    ({"key": "abc", "k": "6"}, "k", "must be an integer, got string"),
-    ({"key": "abc", "k": True}, "k", "must be an integer, got boolean"),
-    ({"key": "abc", "k": 51}, "k", "must be <= 50"),
-    ({"key": "abc", "score": 2}, "score", "must be <= 1"),
-    ({"key": "abc", "tags": ["c"]}, "tags[0]", "must be one of"),
-    ({"key": "abc", "extra": 1}, "extra", "unknown parameter"),
-])
+@pytest.mark.parametrize(
+    "params,field,fragment",
+    [
+        ({}, "key", "required"),
+        ({"key": 5}, "key", "must be a string, got integer"),
+        ({"key": ""}, "key", "must not be empty"),
+        ({"key": "ABC"}, "key", "must match"),
+        ({"key": "abc", "k": "6"}, "k", "must be an integer, got string"),
+        ({"key": "abc", "k": True}, "k", "must be an integer, got boolean"),
+        ({"key": "abc", "k": 51}, "k", "must be <= 50"),
+        ({"key": "abc", "score": 2}, "score", "must be <= 1"),
+        ({"key": "abc", "tags": ["c"]}, "tags[0]", "must be one of"),
+        ({"key": "abc", "extra": 1}, "extra", "unknown parameter"),
+    ],
+)
 def test_schema_errors_name_field_and_rule(params, field, fragment):
     with pytest.raises(Invalid) as exc:
         SCHEMA.validate(params)
@@ -108,6 +121,10 @@ def test_schema_fills_defaults_and_renders_json_schema():
     with pytest.raises(Invalid, match="must be an object, got array"):
         SCHEMA.validate([1])
     js = SCHEMA.json_schema()
-    assert js["required"] == ["key"] and js["properties"]["k"] == {"type": "integer", "default": 6,
-                                                                    "minimum": 1, "maximum": 50}
+    assert js["required"] == ["key"] and js["properties"]["k"] == {
+        "type": "integer",
+        "default": 6,
+        "minimum": 1,
+        "maximum": 50,
+    }
     assert js["additionalProperties"] is False

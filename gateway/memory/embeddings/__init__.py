@@ -15,8 +15,17 @@ from .local import LocalEmbeddings, load_wordllama
 from .none import NoEmbeddings
 from .openai import OpenAIEmbeddings
 
-__all__ = ["EmbeddingError", "EmbeddingProvider", "create_provider", "normalise", "load_wordllama",
-           "LocalEmbeddings", "NoEmbeddings", "OpenAIEmbeddings", "PROVIDERS"]
+__all__ = [
+    "EmbeddingError",
+    "EmbeddingProvider",
+    "create_provider",
+    "normalise",
+    "load_wordllama",
+    "LocalEmbeddings",
+    "NoEmbeddings",
+    "OpenAIEmbeddings",
+    "PROVIDERS",
+]
 
 
 def _local(cfg: Config) -> EmbeddingProvider:
@@ -26,9 +35,14 @@ def _local(cfg: Config) -> EmbeddingProvider:
 def _openai(cfg: Config) -> EmbeddingProvider:
     e = cfg.memory.embeddings
     return OpenAIEmbeddings(
-        model=e.model, dims=e.dims,
-        api_key=e.api_key or cfg.chat.api_key, base_url=e.base_url or cfg.chat.base_url,
-        timeout=e.timeout, max_retries=e.max_retries, batch_size=e.batch_size, multimodal=e.multimodal,
+        model=e.model,
+        dims=e.dims,
+        api_key=e.api_key or cfg.chat.api_key,
+        base_url=e.base_url or cfg.chat.base_url,
+        timeout=e.timeout,
+        max_retries=e.max_retries,
+        batch_size=e.batch_size,
+        multimodal=e.multimodal,
     )
 
 

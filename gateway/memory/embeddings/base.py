@@ -76,19 +76,21 @@ def check_vectors(vectors: Any, who: str, rows: int, dims: int = 0) -> np.ndarra
     if v.ndim == 1 and rows == 1:
         v = v.reshape(1, -1)
     if v.ndim != 2 or v.shape[0] != rows or v.shape[1] == 0:
-        raise EmbeddingError(f"{who} returned malformed vectors (shape {v.shape} for {rows} texts); "
-                             "none were stored")
+        raise EmbeddingError(f"{who} returned malformed vectors (shape {v.shape} for {rows} texts); none were stored")
     if dims and v.shape[1] != dims:
-        raise EmbeddingError(f"{who} returned {v.shape[1]}-d vectors, expected {dims}-d; none were stored",
-                             retryable=False)
+        raise EmbeddingError(
+            f"{who} returned {v.shape[1]}-d vectors, expected {dims}-d; none were stored", retryable=False
+        )
     ok = usable(v)
     if not ok.all():
         finite = np.isfinite(v).all(axis=1)
         nan, zero = int((~finite).sum()), int((finite & ~ok).sum())
-        what = ", ".join(p for p in (f"{nan} with NaN or infinite values" if nan else "",
-                                     f"{zero} all zeros" if zero else "") if p)
-        raise EmbeddingError(f"{who} returned unusable vectors ({what}, of {rows}); none were stored, "
-                             "the chunks are retried later")
+        what = ", ".join(
+            p for p in (f"{nan} with NaN or infinite values" if nan else "", f"{zero} all zeros" if zero else "") if p
+        )
+        raise EmbeddingError(
+            f"{who} returned unusable vectors ({what}, of {rows}); none were stored, the chunks are retried later"
+        )
     return np.ascontiguousarray(v)
 
 

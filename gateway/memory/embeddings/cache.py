@@ -41,7 +41,7 @@ class EmbeddingCache:
             return out
         uniq = list(dict.fromkeys(hashes))
         for i in range(0, len(uniq), _IN_BATCH):
-            part = uniq[i:i + _IN_BATCH]
+            part = uniq[i : i + _IN_BATCH]
             marks = ",".join("?" * len(part))
             rows = await db.fetchall(
                 f"SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? AND hash IN ({marks})",
@@ -61,7 +61,9 @@ class EmbeddingCache:
             await self.db.insert_rows(
                 # REPLACE: a fresh vector takes the place of an unusable one (drop_unusable) of the same text.
                 "INSERT OR REPLACE INTO embedding_cache(provider, model, hash, dims, embedding)",
-                [(self.provider, self.model, h, dims) for h, _ in part], np.stack([v for _, v in part]))
+                [(self.provider, self.model, h, dims) for h, _ in part],
+                np.stack([v for _, v in part]),
+            )
 
     async def purge_unusable(self) -> int:
         """Delete this provider's entries that are NaN, infinite or all zeros (a forced sync's check of
@@ -69,8 +71,9 @@ class EmbeddingCache:
         if not self.enabled:
             return 0
         bad: list[tuple[int]] = []
-        async with self.db.c.execute("SELECT rowid, embedding FROM embedding_cache WHERE provider = ? AND model = ?",
-                                     (self.provider, self.model)) as cur:
+        async with self.db.c.execute(
+            "SELECT rowid, embedding FROM embedding_cache WHERE provider = ? AND model = ?", (self.provider, self.model)
+        ) as cur:
             while rows := await cur.fetchmany(4096):
                 bad.extend((r[0],) for r in rows if not drop_unusable({"": np.frombuffer(r[1], dtype=np.float32)}))
         if bad:
@@ -85,8 +88,9 @@ class EmbeddingCache:
         cached (an index from before it was so); returns how many."""
         gone = 0
         if not self.cached:
-            gone = await self.db.execute("DELETE FROM embedding_cache WHERE provider = ? AND model = ?",
-                                         (self.provider, self.model))
+            gone = await self.db.execute(
+                "DELETE FROM embedding_cache WHERE provider = ? AND model = ?", (self.provider, self.model)
+            )
         n = await self.count()
         excess = n - max(self.max_entries, 0)
         if excess <= 0:

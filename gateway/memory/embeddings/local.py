@@ -140,14 +140,15 @@ class SegmentVectors:
         self.scratch = self.base + 1 + self.capacity
         # np.zeros: the OS hands out pages as rows are first written, so unused capacity costs nothing.
         self.rows = np.zeros((self.scratch + part_keys, table.shape[1]), dtype=np.float32)
-        self.rows[:self.base] = table
+        self.rows[: self.base] = table
         self.model = self.tok.model  # BPE without the normaliser: segments go in as they are
         self.lead = np.zeros(self.base, dtype=bool)  # tokens that begin with "▁"
         vocab = self.tok.get_vocab()
         self.lead[[i for t, i in vocab.items() if t.startswith("\u2581")]] = True
         self.split_digits = all(d in vocab for d in "0123456789") and not any(
             len(t) > 1 and any(c in "0123456789" for c in t) and not (t.startswith("<0x") and t.endswith(">"))
-            for t in vocab)  # byte tokens ("<0x35>") stand for bytes with no token, never for a digit
+            for t in vocab
+        )  # byte tokens ("<0x35>") stand for bytes with no token, never for a digit
         self.index: dict[str, int] = {}
         self.seen: set[str] = set()
         self.key_of: list[str | None] = [None] * self.scratch
@@ -249,14 +250,19 @@ class SegmentVectors:
                 return ids, starts
             got = iter(np.split(ids, starts[1:-1]))
         tokenize = self.model.tokenize
-        parts = [next(got) if plain and ok else np.array(
-            [t.id for t in tokenize(k[1:] if k[:1] == " " else "\u2581" + k)], dtype=np.intp)  # " …": no "▁"
-            for k, ok in zip(keys, joinable)]
+        parts = [
+            next(got)
+            if plain and ok
+            else np.array(
+                [t.id for t in tokenize(k[1:] if k[:1] == " " else "\u2581" + k)], dtype=np.intp
+            )  # " …": no "▁"
+            for k, ok in zip(keys, joinable)
+        ]
         return np.concatenate(parts), np.cumsum([0] + [len(p) for p in parts])
 
     def _evict(self, n: int) -> None:
         """Give back the `n` least recently used segment rows (before a step looks anything up)."""
-        used = np.flatnonzero(np.asarray([k is not None for k in self.key_of[self.base + 1:]])) + self.base + 1
+        used = np.flatnonzero(np.asarray([k is not None for k in self.key_of[self.base + 1 :]])) + self.base + 1
         n = min(n, len(used))
         victims = used[np.argpartition(self.stamp[used], n - 1)[:n]] if n < len(used) else used
         for r in victims.tolist():

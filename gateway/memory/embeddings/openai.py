@@ -53,14 +53,25 @@ class OpenAIEmbeddings(EmbeddingProvider):
     remote = True
     max_chars = 24000
 
-    def __init__(self, *, model: str = "", dims: int = 0, api_key: str = "", base_url: str = "",
-                 timeout: float = 30.0, max_retries: int = 2, batch_size: int = 64,
-                 multimodal: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        model: str = "",
+        dims: int = 0,
+        api_key: str = "",
+        base_url: str = "",
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        batch_size: int = 64,
+        multimodal: bool = False,
+    ) -> None:
         import openai
 
         if not api_key and not base_url:
-            raise ValueError("memory.embeddings: the openai provider needs an API key or a base URL "
-                             "(memory.embeddings.apiKey / baseUrl, or chat.apiKey / OPENAI_API_KEY)")
+            raise ValueError(
+                "memory.embeddings: the openai provider needs an API key or a base URL "
+                "(memory.embeddings.apiKey / baseUrl, or chat.apiKey / OPENAI_API_KEY)"
+            )
         self._openai = openai
         self.model = model or DEFAULT_MODEL
         self.requested_dims = dims
@@ -69,8 +80,9 @@ class OpenAIEmbeddings(EmbeddingProvider):
         self.max_retries = max_retries
         self.multimodal = multimodal
         self.endpoint = (base_url or "https://api.openai.com/v1").rstrip("/")
-        self.client = openai.AsyncOpenAI(api_key=api_key or "unused", base_url=base_url or None,
-                                         timeout=timeout, max_retries=0)
+        self.client = openai.AsyncOpenAI(
+            api_key=api_key or "unused", base_url=base_url or None, timeout=timeout, max_retries=0
+        )
 
     async def close(self) -> None:
         await self.client.close()
@@ -99,15 +111,16 @@ class OpenAIEmbeddings(EmbeddingProvider):
                 err = EmbeddingError(f"embedding request to {self.endpoint} failed: HTTP {status}", retryable, wait)
             except oa.APIConnectionError as exc:  # includes timeouts
                 retryable = True
-                err = EmbeddingError(f"embedding server unreachable at {self.endpoint}: {connection_failure(exc)}",
-                                     True, None)
+                err = EmbeddingError(
+                    f"embedding server unreachable at {self.endpoint}: {connection_failure(exc)}", True, None
+                )
             except EmbeddingError:
                 raise
             except oa.OpenAIError as exc:
                 raise EmbeddingError(f"embedding request failed: {exc}", retryable=False) from exc
             if not retryable or attempt >= self.max_retries:
                 raise err
-            delay = wait if wait is not None else 0.5 * (2 ** attempt)
+            delay = wait if wait is not None else 0.5 * (2**attempt)
             if delay > MAX_WAIT:
                 raise err
             attempt += 1
@@ -123,22 +136,26 @@ class OpenAIEmbeddings(EmbeddingProvider):
         `{"type": "image_url", "image_url": {"url": "data:<mime>;base64,…"}}`."""
         if not self.multimodal:
             raise EmbeddingError(f"{self.model} is not configured as multimodal", retryable=False)
-        return await self._embed_inputs([
-            {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{base64.b64encode(data).decode()}"}}
-            for data, mime in images])
+        return await self._embed_inputs(
+            [
+                {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{base64.b64encode(data).decode()}"}}
+                for data, mime in images
+            ]
+        )
 
     async def _embed_inputs(self, inputs: list[Any]) -> np.ndarray:
         if not inputs:
             return np.zeros((0, self.dims), dtype=np.float32)
         out = []
         for i in range(0, len(inputs), self.max_batch):
-            out.append(await self._with_retries(inputs[i:i + self.max_batch]))
+            out.append(await self._with_retries(inputs[i : i + self.max_batch]))
         vecs = np.vstack(out)
         if self.dims and vecs.shape[1] != self.dims and not self.requested_dims and self.model not in KNOWN_DIMS:
             raise EmbeddingError(f"embedding size changed from {self.dims} to {vecs.shape[1]}", retryable=False)
         if not self.dims:
             self.dims = int(vecs.shape[1])
         elif vecs.shape[1] != self.dims:
-            raise EmbeddingError(f"expected {self.dims}-d embeddings from {self.model}, got {vecs.shape[1]}-d",
-                                 retryable=False)
+            raise EmbeddingError(
+                f"expected {self.dims}-d embeddings from {self.model}, got {vecs.shape[1]}-d", retryable=False
+            )
         return vecs

@@ -50,8 +50,14 @@ DEAD_SHARE = 0.25  # rebuild when rows no longer in the table pass this share of
 def _new_index(dims: int):
     from usearch.index import Index
 
-    return Index(ndim=dims, metric="cos", dtype="i8", connectivity=CONNECTIVITY,
-                 expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
+    return Index(
+        ndim=dims,
+        metric="cos",
+        dtype="i8",
+        connectivity=CONNECTIVITY,
+        expansion_add=EXPANSION_ADD,
+        expansion_search=EXPANSION_SEARCH,
+    )
 
 
 def _crc(path: Path) -> int:
@@ -180,9 +186,13 @@ class AnnIndex:
             meta = json.loads(self.meta_path.read_text())
         except (OSError, ValueError):
             return None
-        if (meta.get("generation") != generation or meta.get("dims") != self.dims
-                or not self.path.exists() or self.path.stat().st_size != meta.get("bytes")
-                or _crc(self.path) != meta.get("crc")):
+        if (
+            meta.get("generation") != generation
+            or meta.get("dims") != self.dims
+            or not self.path.exists()
+            or self.path.stat().st_size != meta.get("bytes")
+            or _crc(self.path) != meta.get("crc")
+        ):
             log.info("memory_ann_stale", path=str(self.path))
             return None
         ix = _new_index(self.dims)
@@ -228,8 +238,13 @@ class AnnIndex:
                 self.meta_path.unlink()  # no meta: the file is not trusted until the new one is whole
             self.index.save(str(tmp))
             os.replace(tmp, self.path)
-            meta = {"generation": generation, "dims": self.dims, "rows": len(self.index),
-                    "bytes": self.path.stat().st_size, "crc": _crc(self.path)}
+            meta = {
+                "generation": generation,
+                "dims": self.dims,
+                "rows": len(self.index),
+                "bytes": self.path.stat().st_size,
+                "crc": _crc(self.path),
+            }
             mtmp = self.meta_path.with_name(self.meta_path.name + ".tmp")
             mtmp.write_text(json.dumps(meta))
             os.replace(mtmp, self.meta_path)

@@ -65,7 +65,7 @@ def _pieces(text: str, max_chars: int) -> list[tuple[int, str]]:
             out.append((no, line))
         else:
             for off in range(0, len(line), max_chars):
-                out.append((no, line[off:off + max_chars]))
+                out.append((no, line[off : off + max_chars]))
     return out
 
 
@@ -137,7 +137,7 @@ def _date_words(ts: object) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _iso_day_words(day: str) -> str:
-    """"2023-05-08" → "8 May 2023" ("" if it is no date)."""
+    """ "2023-05-08" → "8 May 2023" ("" if it is no date)."""
     try:
         d = date.fromisoformat(day)
     except ValueError:
@@ -188,8 +188,9 @@ def read_messages(path: Path, data: bytes | None = None) -> list[Message]:
     return [m if named and not c else m._replace(text=f"{label}: {m.text}") for m, label, c in zip(out, labels, chat)]
 
 
-def chunk_messages(messages: Iterable[Message], tokens: int, max_tokens: int,
-                   overlap_messages: int = 0, context_tokens: int = 0) -> list[Chunk]:
+def chunk_messages(
+    messages: Iterable[Message], tokens: int, max_tokens: int, overlap_messages: int = 0, context_tokens: int = 0
+) -> list[Chunk]:
     """Group whole messages into chunks of about `tokens` tokens. A message longer than `max_tokens`
     is cut into pieces of its own (each piece keeps the message's line).
 
@@ -206,7 +207,7 @@ def chunk_messages(messages: Iterable[Message], tokens: int, max_tokens: int,
             units.append((m.line, t, False))
             dates.append(m.date)
         else:
-            pieces = [(m.line, t[o:o + hard], True) for o in range(0, len(t), hard)]
+            pieces = [(m.line, t[o : o + hard], True) for o in range(0, len(t), hard)]
             units.extend(pieces)
             dates.extend([m.date] * len(pieces))
     chunks: list[Chunk] = []
@@ -264,6 +265,12 @@ def _window(units: list[tuple[int, str, bool]], i: int, j: int, budget: int) -> 
     return pre, post
 
 
-def chunk_transcript(path: Path, tokens: int, max_tokens: int,
-                     overlap_messages: int = 0, context_tokens: int = 0, data: bytes | None = None) -> list[Chunk]:
+def chunk_transcript(
+    path: Path,
+    tokens: int,
+    max_tokens: int,
+    overlap_messages: int = 0,
+    context_tokens: int = 0,
+    data: bytes | None = None,
+) -> list[Chunk]:
     return chunk_messages(read_messages(path, data), tokens, max_tokens, overlap_messages, context_tokens)

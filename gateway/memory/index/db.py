@@ -181,9 +181,7 @@ class Database:
     async def open(self) -> "Database":
         prepare_path(self.path)
         path, driver, use_vec, wal = self.path, self.driver, self.use_vec, self.wal
-        self.conn = await aiosqlite.Connection(
-            lambda: connect_sync(path, driver, load_vec=use_vec, wal=wal), 256
-        )
+        self.conn = await aiosqlite.Connection(lambda: connect_sync(path, driver, load_vec=use_vec, wal=wal), 256)
         return self
 
     async def close(self) -> None:
@@ -229,16 +227,20 @@ class Database:
         sql = f"{head} SELECT {', '.join(cols)} FROM json_each(?1) j"
         step = max(1, min(4096, (32 << 20) // max(size, 1)))  # bound each bound value (~32 MB of vectors)
         for i in range(0, len(rows), step):
-            part = rows[i:i + step]
+            part = rows[i : i + step]
             payload = orjson.dumps(part).decode()
             if "\\u0000" in payload:  # a NUL (or, rarely, a text holding a backslash and "u0000")
                 marks = ", ".join("?" * (width + (vectors is not None)))
-                await self.executemany(f"{head} VALUES ({marks})", part if vectors is None else [
-                    (*row, vectors[i + n].astype("<f4", copy=False).tobytes()) for n, row in enumerate(part)])
+                await self.executemany(
+                    f"{head} VALUES ({marks})",
+                    part
+                    if vectors is None
+                    else [(*row, vectors[i + n].astype("<f4", copy=False).tobytes()) for n, row in enumerate(part)],
+                )
                 continue
             params: tuple[Any, ...] = (payload,)
             if vectors is not None:
-                params += (vectors[i:i + step].astype("<f4", copy=False).tobytes(),)
+                params += (vectors[i : i + step].astype("<f4", copy=False).tobytes(),)
             await self.execute(sql, params)
 
     async def executescript(self, sql: str) -> None:

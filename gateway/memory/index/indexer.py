@@ -36,8 +36,7 @@ from ..embeddings import EmbeddingError, EmbeddingProvider
 from ..embeddings.base import check_vectors, provider_name, usable
 from ..embeddings.cache import EmbeddingCache
 from ...storage.files.migrations import delete_chunks, ensure_vector_table, get_meta, set_meta, vector_table
-from .sources import (MEMORY, SESSIONS, ScanError, SourceFile, folder_empty, scan_memory, scan_sessions,
-                      session_path)
+from .sources import MEMORY, SESSIONS, ScanError, SourceFile, folder_empty, scan_memory, scan_sessions, session_path
 from .ann import AnnIndex
 from .vectors import VectorStore
 
@@ -58,6 +57,7 @@ PROCESS_MIN_FILES = 2 * BATCH_FILES
 class IndexSettings:
     """What the indexer needs, built from the config (`memory.chunking.*`, …) by `from_config`: no
     defaults of its own, so the config is the one place a default lives."""
+
     workspace: Path
     sessions_dir: Path
     tokens: int
@@ -72,15 +72,24 @@ class IndexSettings:
     max_file_bytes: int  # a memory file larger than this is skipped (`memory.maxFileBytes`)
 
     @classmethod
-    def from_config(cls, m: "MemoryConfig", workspace: Path, sessions_dir: Path,
-                    vector_backend: str) -> "IndexSettings":
+    def from_config(
+        cls, m: "MemoryConfig", workspace: Path, sessions_dir: Path, vector_backend: str
+    ) -> "IndexSettings":
         c = m.chunking
-        return cls(workspace=workspace, sessions_dir=sessions_dir, tokens=c.tokens, overlap=c.overlap,
-                   session_tokens=c.session_tokens, session_overlap=c.session_overlap,
-                   session_context=c.session_context, vector_backend=vector_backend,
-                   cache_max_entries=m.embeddings.cache_max_entries,
-                   processes=resolve_processes(m.sync.processes), recheck_s=m.sync.recheck_ms / 1000.0,
-                   max_file_bytes=m.max_file_bytes)
+        return cls(
+            workspace=workspace,
+            sessions_dir=sessions_dir,
+            tokens=c.tokens,
+            overlap=c.overlap,
+            session_tokens=c.session_tokens,
+            session_overlap=c.session_overlap,
+            session_context=c.session_context,
+            vector_backend=vector_backend,
+            cache_max_entries=m.embeddings.cache_max_entries,
+            processes=resolve_processes(m.sync.processes),
+            recheck_s=m.sync.recheck_ms / 1000.0,
+            max_file_bytes=m.max_file_bytes,
+        )
 
 
 def resolve_processes(setting: int) -> int:
@@ -137,9 +146,14 @@ class SyncStats:
     bytes_read: int = 0  # of the files read (new or changed)
 
     def result(self) -> dict:
-        return {"indexed": self.indexed, "removed": self.removed, "unchanged": self.unchanged,
-                "chunksEmbedded": self.chunks_embedded, "cacheHits": self.cache_hits,
-                "durationMs": self.duration_ms}
+        return {
+            "indexed": self.indexed,
+            "removed": self.removed,
+            "unchanged": self.unchanged,
+            "chunksEmbedded": self.chunks_embedded,
+            "cacheHits": self.cache_hits,
+            "durationMs": self.duration_ms,
+        }
 
     def merge(self, other: "SyncStats") -> None:
         for f in ("indexed", "removed", "unchanged", "chunks_embedded", "cache_hits"):
@@ -155,8 +169,9 @@ class _Work:
     chunks: list[Chunk] | None  # None: content unchanged, only the stat moved
 
 
-def _read_and_chunk(files: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
-                    s: IndexSettings) -> list[_Work]:
+def _read_and_chunk(
+    files: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool, s: IndexSettings
+) -> list[_Work]:
     """Blocking: hash each file, chunk those whose content changed (or all when forced)."""
     out = []
     for sf in files:
@@ -213,9 +228,14 @@ def _worker_start(provider_type: type[EmbeddingProvider] | None) -> None:
             _worker_provider.embed_sync(["warm"])
 
 
-def _prepare_in_worker(batch: list[SourceFile], known: dict[str, tuple[int, int, str]],
-                       stored: dict[str, set[tuple[int, int, str]]], force: bool, s: IndexSettings, embed: bool
-                       ) -> tuple[list[_Work], list[str], np.ndarray | None, EmbeddingError | None]:
+def _prepare_in_worker(
+    batch: list[SourceFile],
+    known: dict[str, tuple[int, int, str]],
+    stored: dict[str, set[tuple[int, int, str]]],
+    force: bool,
+    s: IndexSettings,
+    embed: bool,
+) -> tuple[list[_Work], list[str], np.ndarray | None, EmbeddingError | None]:
     """In a worker process: read, hash and chunk a batch, and embed what is new. Returns the works, the
     text hashes embedded, their vectors (one row each) and the provider's error, if it failed."""
     works = _read_and_chunk(batch, known, force, s)
@@ -265,13 +285,21 @@ class Indexer:
             if existing is None:
                 await ensure_vector_table(self.db, self.s.vector_backend, dims)
             elif existing != (self.s.vector_backend, dims):
-                raise EmbeddingError(f"the index holds {existing[1]}-d vectors but the provider gives {dims}-d; "
-                                     "the index must be rebuilt", retryable=False)
+                raise EmbeddingError(
+                    f"the index holds {existing[1]}-d vectors but the provider gives {dims}-d; "
+                    "the index must be rebuilt",
+                    retryable=False,
+                )
             self.vectors = VectorStore(self.db, self.s.vector_backend, dims, ann=self.ann)
         return self.vectors
 
-    async def _embed(self, texts_by_hash: dict[str, str], stats: SyncStats, rdb: Database | None = None,
-                     fresh_out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    async def _embed(
+        self,
+        texts_by_hash: dict[str, str],
+        stats: SyncStats,
+        rdb: Database | None = None,
+        fresh_out: dict[str, np.ndarray] | None = None,
+    ) -> dict[str, np.ndarray]:
         """Vectors for these texts: cache first, then the provider. Raises EmbeddingError.
         With `fresh_out`, new vectors are collected there for the caller to cache (in its transaction)."""
         vecs = await self.cache.get_many(list(texts_by_hash), rdb)
@@ -279,10 +307,11 @@ class Indexer:
         todo = [h for h in texts_by_hash if h not in vecs]
         step = max(1, self.provider.max_batch) * (8 if not self.provider.remote else 1)
         for i in range(0, len(todo), step):
-            part = todo[i:i + step]
+            part = todo[i : i + step]
             # Checked here for every provider (a third-party one too): nothing unusable is cached or stored.
-            out = check_vectors(await self.provider.embed([texts_by_hash[h] for h in part]),
-                                provider_name(self.provider), len(part))
+            out = check_vectors(
+                await self.provider.embed([texts_by_hash[h] for h in part]), provider_name(self.provider), len(part)
+            )
             fresh = {h: out[j] for j, h in enumerate(part)}
             if fresh_out is not None:
                 fresh_out.update(fresh)
@@ -293,14 +322,21 @@ class Indexer:
         return vecs
 
     # ---- sync ------------------------------------------------------------------------------------------
-    async def sync(self, *, force: bool = False, memory: bool = True, sessions: bool | set[str] = True,
-                   progress: Progress | None = None) -> SyncStats:
+    async def sync(
+        self,
+        *,
+        force: bool = False,
+        memory: bool = True,
+        sessions: bool | set[str] = True,
+        progress: Progress | None = None,
+    ) -> SyncStats:
         """One pass. `sessions`: True for all transcripts, a set of session keys, or False."""
         t0 = time.perf_counter()
         stats = SyncStats()
         known_rows, indexed_total = await self._known_rows(memory, sessions)
-        known, _, gone, todo = await asyncio.to_thread(self.scan_and_compare, known_rows, memory, sessions, force,
-                                                       stats, indexed_total)
+        known, _, gone, todo = await asyncio.to_thread(
+            self.scan_and_compare, known_rows, memory, sessions, force, stats, indexed_total
+        )
         await self._known_hashes(known, todo)
         if gone:
             async with self.db.transaction():
@@ -330,8 +366,9 @@ class Indexer:
             await self._drop_unusable_vectors(stats)
         if self.embeds and stats.embed_error is None:
             await self.fill_missing(stats)
-        stats.missing_vectors = int(await self.db.scalar(
-            "SELECT count(*) FROM chunks WHERE embedded = 0", default=0)) if self.embeds else 0
+        stats.missing_vectors = (
+            int(await self.db.scalar("SELECT count(*) FROM chunks WHERE embedded = 0", default=0)) if self.embeds else 0
+        )
         async with self.db.transaction():
             if stats.changed:
                 gen = int(await get_meta(self.db, "generation", "0") or 0) + 1
@@ -360,11 +397,13 @@ class Indexer:
             rows += await self.db.fetchall(
                 "SELECT f.path, f.source, f.session_key, f.size, f.mtime_ns, NULL FROM json_each(?) AS j "
                 "CROSS JOIN files AS f ON f.path = j.value",
-                [orjson.dumps([session_path(k) for k in sorted(sessions)]).decode()])
+                [orjson.dumps([session_path(k) for k in sorted(sessions)]).decode()],
+            )
         # The guard (more than half of the index removed) compares 2 × the files gone in scope with the
         # index's file count: counting up to 2 × the rows in scope + 1 decides it as the full count would.
-        total = await self.db.scalar("SELECT count(*) FROM (SELECT 1 FROM files LIMIT ?)", (2 * len(rows) + 1,),
-                                     default=0)
+        total = await self.db.scalar(
+            "SELECT count(*) FROM (SELECT 1 FROM files LIMIT ?)", (2 * len(rows) + 1,), default=0
+        )
         return rows, int(total)
 
     async def _known_hashes(self, known: dict[str, tuple[int, int, str]], todo: list[SourceFile]) -> None:
@@ -372,14 +411,21 @@ class Indexer:
         paths = [sf.path for sf in todo if sf.path in known]
         for i in range(0, len(paths), 50_000):
             for path, h in await self.db.fetchall(
-                    "SELECT f.path, f.hash FROM json_each(?) AS j CROSS JOIN files AS f ON f.path = j.value",
-                    [orjson.dumps(paths[i:i + 50_000]).decode()]):
+                "SELECT f.path, f.hash FROM json_each(?) AS j CROSS JOIN files AS f ON f.path = j.value",
+                [orjson.dumps(paths[i : i + 50_000]).decode()],
+            ):
                 size, mtime, _ = known[path]
                 known[path] = (size, mtime, h)
 
-    def scan_and_compare(self, known_rows: list, memory: bool, sessions: bool | set[str], force: bool,
-                         stats: SyncStats, indexed_total: int | None = None
-                         ) -> tuple[dict[str, tuple[int, int, str]], dict[str, str | None], list[str], list[SourceFile]]:
+    def scan_and_compare(
+        self,
+        known_rows: list,
+        memory: bool,
+        sessions: bool | set[str],
+        force: bool,
+        stats: SyncStats,
+        indexed_total: int | None = None,
+    ) -> tuple[dict[str, tuple[int, int, str]], dict[str, str | None], list[str], list[SourceFile]]:
         """The files on disk against those indexed (`known_rows`: path, source, session key, size, mtime,
         hash; all of them, or at least those in scope with `indexed_total` the index's file count, or
         enough of it to decide the removal guard): (what is indexed by path, their session keys, the paths
@@ -393,14 +439,19 @@ class Indexer:
             in_scope = set(known)
             present = {r[1] for r in known_rows}
         else:
-            in_scope = {r[0] for r in known_rows if (r[1] == MEMORY and memory) or (
-                r[1] == SESSIONS and sessions and (only is None or r[2] in only))}
+            in_scope = {
+                r[0]
+                for r in known_rows
+                if (r[1] == MEMORY and memory) or (r[1] == SESSIONS and sessions and (only is None or r[2] in only))
+            }
             present = {r[1] for r in known_rows if r[0] in in_scope}
         # The sources of which files in scope are indexed (transcripts count only where they are sessions).
         indexed = {src for src in present if src == MEMORY or self.transcripts_are_sessions}
         scanned = self._scan(memory, sessions, only, indexed)
         gone = in_scope - {sf.path for sf in scanned}
-        at_risk = len(gone) if self.transcripts_are_sessions else sum(1 for p in gone if not p.startswith(SESSIONS + "/"))
+        at_risk = (
+            len(gone) if self.transcripts_are_sessions else sum(1 for p in gone if not p.startswith(SESSIONS + "/"))
+        )
         total = len(known) if indexed_total is None else max(indexed_total, len(known))
         if at_risk and 2 * at_risk > total:
             scanned, gone = self._recheck(memory, sessions, only, indexed, in_scope, at_risk, total)
@@ -415,15 +466,25 @@ class Indexer:
         stats.skipped = {sf.path: sf.size for sf in scanned if sf.source == MEMORY and sf.size > cap}
         return [sf for sf in scanned if sf.path not in stats.skipped] if stats.skipped else scanned
 
-    def _scan(self, memory: bool, sessions: bool | set[str], only: set[str] | None,
-              indexed: set[str]) -> list[SourceFile]:
+    def _scan(
+        self, memory: bool, sessions: bool | set[str], only: set[str] | None, indexed: set[str]
+    ) -> list[SourceFile]:
         """The source files on disk. Raises ScanError where a folder cannot be read, or where a root
         folder is missing whose files are indexed: a disk or mount problem, not every file deleted."""
         return (scan_memory(self.s.workspace, MEMORY in indexed) if memory else []) + (
-            scan_sessions(self.s.sessions_dir, only, SESSIONS in indexed) if sessions else [])
+            scan_sessions(self.s.sessions_dir, only, SESSIONS in indexed) if sessions else []
+        )
 
-    def _recheck(self, memory: bool, sessions: bool | set[str], only: set[str] | None, indexed: set[str],
-                 in_scope: set[str], missing: int, total: int) -> tuple[list[SourceFile], set[str]]:
+    def _recheck(
+        self,
+        memory: bool,
+        sessions: bool | set[str],
+        only: set[str] | None,
+        indexed: set[str],
+        in_scope: set[str],
+        missing: int,
+        total: int,
+    ) -> tuple[list[SourceFile], set[str]]:
         """A sync about to remove more than half of the index: look again after a pause (a mount that
         blinked, a folder moved away and back) and stat what is still missing. Only files still absent
         (ENOENT) are removed; one that cannot be stat'ed stops the sync (ScanError). So does a workspace
@@ -435,12 +496,21 @@ class Indexer:
         gone = in_scope - {sf.path for sf in scanned}
         notes = sum(1 for p in gone if not p.startswith(SESSIONS + "/"))
         if notes and not any(sf.source == MEMORY for sf in scanned) and folder_empty(self.s.workspace):
-            raise ScanError("the workspace", self.s.workspace, OSError(
-                getattr(errno, "ENOMEDIUM", errno.ENOENT), f"empty while {notes} notes of it are indexed: a share "
-                "that is not mounted? Put a file in it to say it is empty on purpose"))
+            raise ScanError(
+                "the workspace",
+                self.s.workspace,
+                OSError(
+                    getattr(errno, "ENOMEDIUM", errno.ENOENT),
+                    f"empty while {notes} notes of it are indexed: a share "
+                    "that is not mounted? Put a file in it to say it is empty on purpose",
+                ),
+            )
         for path in gone:
-            where = self.s.sessions_dir / path.split("/", 1)[1] if path.startswith(SESSIONS + "/") \
+            where = (
+                self.s.sessions_dir / path.split("/", 1)[1]
+                if path.startswith(SESSIONS + "/")
                 else self.s.workspace / path
+            )
             try:
                 os.lstat(where)  # there but not indexable (a symlink now pointing out): gone from the index
             except OSError as exc:
@@ -450,14 +520,19 @@ class Indexer:
             log.warning("memory_sync_removing_most", removing=len(gone), indexed=total)
         return scanned, gone
 
-    async def _prepared(self, todo: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
-                        stats: SyncStats, rdb: Any = None
-                        ) -> AsyncIterator[tuple[int, list[_Work], dict[str, np.ndarray], dict[str, np.ndarray]]]:
+    async def _prepared(
+        self,
+        todo: list[SourceFile],
+        known: dict[str, tuple[int, int, str]],
+        force: bool,
+        stats: SyncStats,
+        rdb: Any = None,
+    ) -> AsyncIterator[tuple[int, list[_Work], dict[str, np.ndarray], dict[str, np.ndarray]]]:
         """The batches of `todo`, read, chunked and embedded, in order: (files, works, vectors, fresh
         vectors to cache). A pipeline: while the caller writes one batch, the next ones are prepared, in
         worker processes for a large sync (that work is Python, which threads would run on one core),
         else one batch ahead in threads. Used with contextlib.aclosing: leaving it stops what is under way."""
-        batches = collections.deque(todo[i:i + BATCH_FILES] for i in range(0, len(todo), BATCH_FILES))
+        batches = collections.deque(todo[i : i + BATCH_FILES] for i in range(0, len(todo), BATCH_FILES))
         workers = self._workers_for(len(todo))
         pool = self._start_workers(workers) if workers else None
         self._workers_died = False
@@ -470,9 +545,16 @@ class Indexer:
             if batches:
                 batch = batches.popleft()
                 elsewhere = pool is not None and not self._workers_died
-                pending.append((len(batch), asyncio.ensure_future(
-                    self._prepare_elsewhere(pool, batch, known, force, stats, rdb) if elsewhere
-                    else self._prepare(batch, known, force, stats, rdb))))
+                pending.append(
+                    (
+                        len(batch),
+                        asyncio.ensure_future(
+                            self._prepare_elsewhere(pool, batch, known, force, stats, rdb)
+                            if elsewhere
+                            else self._prepare(batch, known, force, stats, rdb)
+                        ),
+                    )
+                )
 
         try:
             for _ in range(workers if pool is not None else 1):
@@ -494,8 +576,9 @@ class Indexer:
                     await warming
 
     @staticmethod
-    def _to_read(scanned: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
-                 stats: SyncStats) -> list[SourceFile]:
+    def _to_read(
+        scanned: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool, stats: SyncStats
+    ) -> list[SourceFile]:
         """The files to read: new ones, and those whose size or mtime moved (all of them when forced);
         the others count as unchanged."""
         if force:
@@ -508,9 +591,14 @@ class Indexer:
         stats.bytes_read += sum(sf.size for sf in todo)
         return todo
 
-    async def _prepare(self, batch: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
-                       stats: SyncStats, rdb: Database | None = None
-                       ) -> tuple[list[_Work], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    async def _prepare(
+        self,
+        batch: list[SourceFile],
+        known: dict[str, tuple[int, int, str]],
+        force: bool,
+        stats: SyncStats,
+        rdb: Database | None = None,
+    ) -> tuple[list[_Work], dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Read, hash and chunk a batch of files (in a thread); embed the chunks that are new."""
         mine = {sf.path: known[sf.path] for sf in batch if sf.path in known}
         works = await asyncio.to_thread(_read_and_chunk, batch, mine, force, self.s)
@@ -530,17 +618,25 @@ class Indexer:
     def _start_workers(self, workers: int) -> ProcessPoolExecutor | None:
         """`workers` processes (None where processes cannot be started: threads prepare instead)."""
         try:
-            return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_worker_start,
-                                       initargs=(type(self.provider) if self.embeds else None,))
+            return ProcessPoolExecutor(
+                workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_worker_start,
+                initargs=(type(self.provider) if self.embeds else None,),
+            )
         except (OSError, ValueError, ImportError, NotImplementedError) as exc:  # no processes here: threads do it
             log.warning("memory_sync_workers_unavailable", error=str(exc))
             return None
 
-    async def _prepare_elsewhere(self, pool: ProcessPoolExecutor, batch: list[SourceFile],
-                                 known: dict[str, tuple[int, int, str]], force: bool, stats: SyncStats,
-                                 rdb: Database | None
-                                 ) -> tuple[list[_Work], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    async def _prepare_elsewhere(
+        self,
+        pool: ProcessPoolExecutor,
+        batch: list[SourceFile],
+        known: dict[str, tuple[int, int, str]],
+        force: bool,
+        stats: SyncStats,
+        rdb: Database | None,
+    ) -> tuple[list[_Work], dict[str, np.ndarray], dict[str, np.ndarray]]:
         """`_prepare` in a worker process: reading, chunking and embedding all happen there. (What is
         stored is looked up first, for every known file of the batch: which ones changed is only known
         after reading.) A worker that died (killed, out of memory) leaves the batch to a thread."""
@@ -549,12 +645,14 @@ class Indexer:
         embed = self.embeds and stats.embed_error is None
         try:
             works, hashes, out, error = await asyncio.get_running_loop().run_in_executor(
-                pool, _prepare_in_worker, batch, mine, stored, force, self.s, embed)
+                pool, _prepare_in_worker, batch, mine, stored, force, self.s, embed
+            )
         except (BrokenProcessPool, OSError) as exc:  # died, or could not start (processes start at submit)
             if not self._workers_died:
                 self._workers_died = True
-                log.warning("memory_sync_worker_died", error=str(exc) or type(exc).__name__,
-                            note="this sync goes on in threads")
+                log.warning(
+                    "memory_sync_worker_died", error=str(exc) or type(exc).__name__, note="this sync goes on in threads"
+                )
             return await self._prepare(batch, known, force, stats, rdb)
         if error is not None and stats.embed_error is None:
             stats.embed_error, stats.retry_after = str(error), error.retry_after
@@ -567,17 +665,21 @@ class Indexer:
         """(start line, end line, hash) of the chunks stored for these files, by path."""
         stored: dict[str, set[tuple[int, int, str]]] = {}
         for i in range(0, len(paths), 500):
-            part = paths[i:i + 500]
+            part = paths[i : i + 500]
             rows = await (rdb or self.db).fetchall(
-                f"SELECT path, start_line, end_line, hash FROM chunks WHERE path IN ({','.join('?' * len(part))})",
-                part)
+                f"SELECT path, start_line, end_line, hash FROM chunks WHERE path IN ({','.join('?' * len(part))})", part
+            )
             for path, a, b, h in rows:
                 stored.setdefault(path, set()).add((a, b, h))
         return stored
 
-    async def _embed_new(self, changed: list[_Work], stored: dict[str, set[tuple[int, int, str]]],
-                         stats: SyncStats, rdb: Database | None = None
-                         ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    async def _embed_new(
+        self,
+        changed: list[_Work],
+        stored: dict[str, set[tuple[int, int, str]]],
+        stats: SyncStats,
+        rdb: Database | None = None,
+    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Vectors for the chunks of `changed` files that are not stored already (same lines and hash
         keep theirs): (vectors by text hash, the fresh ones to cache). A failing provider is noted in
         `stats` and leaves the chunks without vectors (full text only) until a later sync."""
@@ -595,8 +697,13 @@ class Indexer:
                 log.warning("memory_embedding_failed", error=str(exc), note="indexed full text; vectors retried later")
         return vecs, fresh
 
-    async def _write_batch(self, works: list[_Work], vecs: dict[str, np.ndarray], stats: SyncStats,
-                           fresh: dict[str, np.ndarray] | None = None) -> None:
+    async def _write_batch(
+        self,
+        works: list[_Work],
+        vecs: dict[str, np.ndarray],
+        stats: SyncStats,
+        fresh: dict[str, np.ndarray] | None = None,
+    ) -> None:
         if vecs:
             dims = int(next(iter(vecs.values())).shape[0])
             try:
@@ -622,14 +729,27 @@ class Indexer:
                 stale.extend(gone)
                 for c in new:
                     v = vecs.get(c.text_hash)
-                    inserts.append((next_id, sf.path, sf.source, sf.session_key, c.start_line, c.end_line,
-                                    c.hash, c.text, orjson.dumps(c.spans).decode() if c.spans else None,
-                                    1 if v is not None else 0, c.context))
+                    inserts.append(
+                        (
+                            next_id,
+                            sf.path,
+                            sf.source,
+                            sf.session_key,
+                            c.start_line,
+                            c.end_line,
+                            c.hash,
+                            c.text,
+                            orjson.dumps(c.spans).decode() if c.spans else None,
+                            1 if v is not None else 0,
+                            c.context,
+                        )
+                    )
                     if v is not None:
                         vec_rows.append((next_id, sf.source, sf.session_key, v))
                     next_id += 1
-                file_rows.append((sf.path, sf.source, sf.session_key, sf.size, sf.mtime_ns, w.file_hash,
-                                  len(w.chunks), now))
+                file_rows.append(
+                    (sf.path, sf.source, sf.session_key, sf.size, sf.mtime_ns, w.file_hash, len(w.chunks), now)
+                )
                 stats.indexed += 1
                 stats.changed = True
             if touched:
@@ -639,16 +759,21 @@ class Indexer:
             if inserts:
                 await self.db.insert_rows(
                     "INSERT INTO chunks(id, path, source, session_key, start_line, end_line, hash, text, "
-                    "spans, embedded, context)", inserts)
+                    "spans, embedded, context)",
+                    inserts,
+                )
                 await self.db.execute(
                     "INSERT INTO chunks_fts(rowid, text, context) SELECT id, text, context FROM chunks "
-                    "WHERE id >= ? AND id <= ?", (inserts[0][0], inserts[-1][0]))
+                    "WHERE id >= ? AND id <= ?",
+                    (inserts[0][0], inserts[-1][0]),
+                )
             if vec_rows and self.vectors is not None:
                 await self.vectors.insert(vec_rows)
             if file_rows:
                 await self.db.insert_rows(
-                    "INSERT OR REPLACE INTO files(path, source, session_key, size, mtime_ns, hash, chunks, "
-                    "indexed_at)", file_rows)
+                    "INSERT OR REPLACE INTO files(path, source, session_key, size, mtime_ns, hash, chunks, indexed_at)",
+                    file_rows,
+                )
             if fresh:
                 await self.cache.put_many(fresh)
 
@@ -658,8 +783,10 @@ class Indexer:
         out: dict[str, dict[tuple[int, int, str], int]] = {}
         if paths:
             for path, cid, a, b, h in await self.db.fetchall(
-                    "SELECT c.path, c.id, c.start_line, c.end_line, c.hash FROM json_each(?) AS j "
-                    "CROSS JOIN chunks AS c ON c.path = j.value", [orjson.dumps(paths).decode()]):
+                "SELECT c.path, c.id, c.start_line, c.end_line, c.hash FROM json_each(?) AS j "
+                "CROSS JOIN chunks AS c ON c.path = j.value",
+                [orjson.dumps(paths).decode()],
+            ):
                 out.setdefault(path, {})[(a, b, h)] = cid
         return out
 
@@ -690,7 +817,9 @@ class Indexer:
         while True:
             rows = await self.db.fetchall(
                 "SELECT id, source, session_key, hash, text FROM chunks WHERE embedded = 0 AND id > ? "
-                "ORDER BY id LIMIT ?", (last, BATCH_CHUNKS))
+                "ORDER BY id LIMIT ?",
+                (last, BATCH_CHUNKS),
+            )
             if not rows:
                 return
             last = rows[-1][0]
@@ -711,10 +840,17 @@ class Indexer:
             async with self.db.transaction():
                 # Only rows still present and still without a vector (a concurrent writer may have acted).
                 ids = [r[0] for r in rows]
-                live = {r[0] for r in await self.db.fetchall(
-                    f"SELECT id FROM chunks WHERE embedded = 0 AND id IN ({','.join('?' * len(ids))})", ids)}
-                todo = [(cid, src, key, vecs[sha256(t)]) for cid, src, key, _, t in rows
-                        if cid in live and sha256(t) in vecs]
+                live = {
+                    r[0]
+                    for r in await self.db.fetchall(
+                        f"SELECT id FROM chunks WHERE embedded = 0 AND id IN ({','.join('?' * len(ids))})", ids
+                    )
+                }
+                todo = [
+                    (cid, src, key, vecs[sha256(t)])
+                    for cid, src, key, _, t in rows
+                    if cid in live and sha256(t) in vecs
+                ]
                 await store.insert(todo)
                 await self.db.executemany("UPDATE chunks SET embedded = 1 WHERE id = ?", [(r[0],) for r in todo])
             stats.changed = stats.changed or bool(todo)

@@ -46,8 +46,12 @@ class ScanError(Unavailable):
 
     def __init__(self, what: str, path: Path | str, exc: OSError):
         code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
-        super().__init__(f"memory sync stopped: cannot read {what} {path} ({code}: {exc.strerror or exc}); "
-                         "nothing was removed from the index", retryable=True, retry_after_ms=5000)
+        super().__init__(
+            f"memory sync stopped: cannot read {what} {path} ({code}: {exc.strerror or exc}); "
+            "nothing was removed from the index",
+            retryable=True,
+            retry_after_ms=5000,
+        )
         assert self.data is not None
         self.data.update(path=str(path), errno=code)
 
@@ -280,8 +284,7 @@ def clean_relative(path: str, field: str = "path") -> str:
         raise Invalid("must be a non-empty path", field=field)
     norm = path.replace("\\", "/")
     if norm.startswith("/") or re.match(r"^[A-Za-z]:/", norm) or norm.startswith("~"):
-        raise Invalid("must be relative to the workspace (like memory/notes.md), "
-                            "not an absolute path", field=field)
+        raise Invalid("must be relative to the workspace (like memory/notes.md), not an absolute path", field=field)
     parts = norm.split("/")
     if ".." in parts:
         raise Invalid("must not contain '..'", field=field)
@@ -307,8 +310,7 @@ def resolve_readable(path: str, workspace: Path, sessions_dir: Path) -> Path:
 
     if not is_note(norm):
         if not norm.endswith((".md", ".jsonl")):
-            raise Invalid("only .md memory files and .jsonl transcripts can be read "
-                                f"({_ALLOWED})", field=field)
+            raise Invalid(f"only .md memory files and .jsonl transcripts can be read ({_ALLOWED})", field=field)
         raise Invalid(f"not a memory path; allowed: {_ALLOWED}", field=field)
     target = workspace / norm
     try:

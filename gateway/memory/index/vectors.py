@@ -62,7 +62,7 @@ INT8_MIN_ROWS = 262_144  # "auto": a matrix of this many vectors or more is int8
 MATRIX_BLOCK_BYTES = 4 << 20  # float32 bytes dequantised at a time (fastest measured: 2–8 MiB)
 SHORTLIST_FACTOR, SHORTLIST_MIN = 2, 16  # rows re-scored exactly: max(2n, 16), then what the bound asks for
 FETCH_BATCH = 8_192  # ids per statement when reading exact vectors
-_U = 2.0 ** -24  # float32 unit roundoff
+_U = 2.0**-24  # float32 unit roundoff
 _vecdot = getattr(np, "vecdot", None)  # numpy >= 2.0; einsum before (also BLAS-free)
 PARALLEL_MIN_ROWS = 65_536  # from here the approximate pass runs on two threads
 _HELPERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="vectors") if (os.cpu_count() or 1) > 1 else None
@@ -149,9 +149,15 @@ class _MatrixBuilder:
         n = self.n
         scale, err = (self.scale, self.err) if self.int8 else (None, None)
         if n < len(self.ids):  # fewer rows than counted: trim (a copy only in that rare case)
-            return _Matrix(generation, self.ids[:n].copy(), self.mat[:n].copy(),
-                           None if scale is None else scale[:n].copy(), None if err is None else err[:n].copy(),
-                           self.is_session[:n].copy(), self.keys[:n].copy())
+            return _Matrix(
+                generation,
+                self.ids[:n].copy(),
+                self.mat[:n].copy(),
+                None if scale is None else scale[:n].copy(),
+                None if err is None else err[:n].copy(),
+                self.is_session[:n].copy(),
+                self.keys[:n].copy(),
+            )
         return _Matrix(generation, self.ids, self.mat, scale, err, self.is_session, self.keys)
 
 
@@ -176,7 +182,7 @@ def _approx_part(m: _Matrix, q: np.ndarray, sims: np.ndarray, lo: int, hi: int) 
     buf = np.empty((min(step, hi - lo), dims), dtype=np.float32)
     for a in range(lo, hi, step):
         b = min(a + step, hi)
-        blk = buf[:b - a]
+        blk = buf[: b - a]
         np.copyto(blk, m.mat[a:b], casting="unsafe")
         _rowdot(blk, q, sims[a:b])
 
@@ -209,8 +215,9 @@ def _mask(m: _Matrix, sources: tuple[str, ...], session_key: str | None) -> np.n
     return mask
 
 
-def _shortlist(m: _Matrix, q: np.ndarray, n: int, sources: tuple[str, ...],
-               session_key: str | None) -> tuple[np.ndarray, np.ndarray]:
+def _shortlist(
+    m: _Matrix, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None
+) -> tuple[np.ndarray, np.ndarray]:
     """(approximate similarity of every row, -inf where filtered out; the rows to re-score exactly)."""
     if m.mat.shape[0] == 0:
         return np.empty(0, dtype=np.float32), np.empty(0, dtype=np.intp)
@@ -246,8 +253,9 @@ def _exact(vecs: np.ndarray, q: np.ndarray) -> np.ndarray:
     return (vecs @ q)[:k] if k else np.empty(0, dtype=np.float32)
 
 
-def _float_knn(m: _Matrix, q: np.ndarray, n: int, sources: tuple[str, ...],
-               session_key: str | None) -> list[tuple[int, float]]:
+def _float_knn(
+    m: _Matrix, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None
+) -> list[tuple[int, float]]:
     """A float32 matrix: exact similarities of every row in one sgemv, the best n."""
     if m.mat.shape[0] == 0:
         return []
@@ -304,15 +312,17 @@ async def read_vectors(db: Database, ids: Sequence[int]) -> dict[int, bytes]:
     blobs: dict[int, bytes] = {}
     for a in range(0, len(ids), FETCH_BATCH):
         for cid, blob in await db.fetchall(
-                "SELECT v.chunk_id, v.embedding FROM json_each(?) AS j CROSS JOIN chunks_vec AS v "
-                "ON v.chunk_id = j.value", [json.dumps(list(ids[a:a + FETCH_BATCH]))]):
+            "SELECT v.chunk_id, v.embedding FROM json_each(?) AS j CROSS JOIN chunks_vec AS v ON v.chunk_id = j.value",
+            [json.dumps(list(ids[a : a + FETCH_BATCH]))],
+        ):
             blobs[int(cid)] = blob
     return blobs
 
 
 class VectorStore:
-    def __init__(self, db: Database, backend: str, dims: int, matrix: str = "auto",
-                 ann: AnnIndex | None = None, ann_min: int = 0):
+    def __init__(
+        self, db: Database, backend: str, dims: int, matrix: str = "auto", ann: AnnIndex | None = None, ann_min: int = 0
+    ):
         self.db, self.backend, self.dims = db, backend, dims
         self.matrix = matrix  # memory.search.vectorMatrix: "auto", "float32" or "int8"
         self.ann, self.ann_min = ann, ann_min  # the graph searches use from ann_min vectors (0: never)
@@ -328,8 +338,11 @@ class VectorStore:
         if not rows:
             return
         vecs = np.stack([v for *_, v in rows])
-        await self.db.insert_rows("INSERT INTO chunks_vec(chunk_id, source, session_key, embedding)",
-                                  [(cid, src, key or "") for cid, src, key, _ in rows], vecs)
+        await self.db.insert_rows(
+            "INSERT INTO chunks_vec(chunk_id, source, session_key, embedding)",
+            [(cid, src, key or "") for cid, src, key, _ in rows],
+            vecs,
+        )
         if self.ann is not None:  # the graph follows the sync (rows of a batch rolled back are re-scored away)
             await asyncio.to_thread(self.ann.add, np.array([r[0] for r in rows], dtype=np.int64), vecs)
 
@@ -381,8 +394,9 @@ class VectorStore:
             return self._matrix.form
         return None
 
-    async def knn(self, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None,
-                  generation: str, count: int) -> list[tuple[int, float]]:
+    async def knn(
+        self, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None, generation: str, count: int
+    ) -> list[tuple[int, float]]:
         """The n nearest chunks as (chunk_id, cosine similarity), best first."""
         q = np.ascontiguousarray(q, dtype=np.float32)
         m = self._matrix
@@ -412,8 +426,9 @@ class VectorStore:
         self.unusable = set()  # what this search passes over
         return await self._sql_knn(q, n, sources, session_key)
 
-    async def _matrix_knn(self, m: _Matrix, q: np.ndarray, n: int, sources: tuple[str, ...],
-                          session_key: str | None) -> list[tuple[int, float]]:
+    async def _matrix_knn(
+        self, m: _Matrix, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None
+    ) -> list[tuple[int, float]]:
         """Shortlist by the int8 matrix (in a thread), re-score it exactly from the table's vectors; a
         float32 matrix answers exactly at once."""
         if n <= 0:
@@ -430,8 +445,9 @@ class VectorStore:
             rows = await asyncio.to_thread(r.add, rows, found, vecs)
         return _top(r.ids, r.exact, n)
 
-    async def _ann_knn(self, q: np.ndarray, n: int, sources: tuple[str, ...],
-                       session_key: str | None) -> list[tuple[int, float]] | None:
+    async def _ann_knn(
+        self, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None
+    ) -> list[tuple[int, float]] | None:
         """Candidates from the graph, re-scored exactly from the table and filtered there; None when the
         filter leaves fewer than n of them (a narrow filter: the exact search answers)."""
         if n <= 0:
@@ -442,9 +458,12 @@ class VectorStore:
             return None
         rows = await self.db.fetchall(
             "SELECT v.chunk_id, v.source, v.session_key, v.embedding FROM json_each(?) AS j "
-            "CROSS JOIN chunks_vec AS v ON v.chunk_id = j.value", [json.dumps(np.sort(cand).tolist())])
-        keep = [r for r in rows if r[1] in sources
-                and (session_key is None or r[1] != "sessions" or r[2] == session_key)]
+            "CROSS JOIN chunks_vec AS v ON v.chunk_id = j.value",
+            [json.dumps(np.sort(cand).tolist())],
+        )
+        keep = [
+            r for r in rows if r[1] in sources and (session_key is None or r[1] != "sessions" or r[2] == session_key)
+        ]
         if len(keep) < n:
             return None
         ids = np.fromiter((r[0] for r in keep), dtype=np.int64, count=len(keep))
@@ -460,8 +479,9 @@ class VectorStore:
         data = b"".join(blobs[int(i)] for i in ids if int(i) in blobs)
         return found, np.frombuffer(data, dtype=np.float32).reshape(-1, self.dims)
 
-    async def _sql_knn(self, q: np.ndarray, n: int, sources: tuple[str, ...],
-                       session_key: str | None) -> list[tuple[int, float]]:
+    async def _sql_knn(
+        self, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None
+    ) -> list[tuple[int, float]]:
         where, params = ["embedding MATCH ?", "k = ?"], [q.tobytes(), int(n)]
         if len(sources) == 1:
             where.append("source = ?")
@@ -477,7 +497,8 @@ class VectorStore:
                 ses = await self._sql_knn(q, n, ("sessions",), session_key) if "sessions" in sources else []
                 return sorted(mem + ses, key=lambda r: -r[1])[:n]
         rows = await self.db.fetchall(
-            f"SELECT chunk_id, distance FROM chunks_vec WHERE {' AND '.join(where)} ORDER BY distance", params)
+            f"SELECT chunk_id, distance FROM chunks_vec WHERE {' AND '.join(where)} ORDER BY distance", params
+        )
         out = []
         for cid, dist in rows:  # sqlite-vec gives a NULL (or NaN) distance to a NaN or zero vector
             if dist is None or not math.isfinite(dist):
@@ -485,4 +506,3 @@ class VectorStore:
             else:
                 out.append((int(cid), 1.0 - float(dist)))
         return out
-

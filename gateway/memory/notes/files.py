@@ -26,16 +26,18 @@ _OWNED = (KEYED_DIR + "/", IMAGES_DIR + "/")
 
 
 def writable(rel: str) -> bool:
-    return (rel == "MEMORY.md" or (rel.startswith(NOTES_DIR + "/") and rel.endswith(".md"))) and \
-        not rel.startswith(_OWNED)
+    return (rel == "MEMORY.md" or (rel.startswith(NOTES_DIR + "/") and rel.endswith(".md"))) and not rel.startswith(
+        _OWNED
+    )
 
 
 def list_files(workspace: Path) -> list[dict]:
     out = []
     for f in scan_memory(workspace):
         modified = datetime.fromtimestamp(f.mtime_ns / 1e9, timezone.utc).isoformat(timespec="milliseconds")
-        out.append({"path": f.path, "size": f.size, "modified": modified.replace("+00:00", "Z"),
-                    "writable": writable(f.path)})
+        out.append(
+            {"path": f.path, "size": f.size, "modified": modified.replace("+00:00", "Z"), "writable": writable(f.path)}
+        )
     return out
 
 
@@ -43,10 +45,19 @@ def write_file(workspace: Path, path: str, text: str) -> dict:
     """Replace (or create) the note at `path` with `text`; → {path, size, created}."""
     rel = clean_relative(path)
     if not writable(rel):
-        owner = "memory.set" if rel.startswith(KEYED_DIR + "/") else \
-            "memory.setImage" if rel.startswith(IMAGES_DIR + "/") else None
-        raise Invalid(f"{rel} is written by {owner}; change it there" if owner else
-                      "only MEMORY.md and memory/**/*.md notes can be written", field="path")
+        owner = (
+            "memory.set"
+            if rel.startswith(KEYED_DIR + "/")
+            else "memory.setImage"
+            if rel.startswith(IMAGES_DIR + "/")
+            else None
+        )
+        raise Invalid(
+            f"{rel} is written by {owner}; change it there"
+            if owner
+            else "only MEMORY.md and memory/**/*.md notes can be written",
+            field="path",
+        )
     data = text.encode("utf-8")
     if len(data) > MAX_NOTE_BYTES:
         raise Invalid(f"must be at most {MAX_NOTE_BYTES} bytes of UTF-8, got {len(data)}", field="content")

@@ -21,7 +21,7 @@ def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
         k, sep, v = line.partition(":")
         if sep and k.strip():
             meta[k.strip()] = v.strip()
-    return meta, text[m.end():]
+    return meta, text[m.end() :]
 
 
 def front_matter(meta: dict[str, str]) -> str:

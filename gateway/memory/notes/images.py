@@ -59,12 +59,14 @@ def decode_image(text: str, max_bytes: int, field: str = "image") -> tuple[bytes
         raise Invalid("must be a non-empty base64 string", field=field)
     m = re.match(r"data:([\w.+-]+/[\w.+-]+);base64,", text[:100])
     if m:
-        text = text[m.end():]
+        text = text[m.end() :]
     compact = re.sub(r"\s+", "", text)
     if len(compact) // 4 * 3 > max_bytes + 3:
-        raise Invalid(f"image too large: about {len(compact) // 4 * 3} bytes decoded, "
-                            f"at most {max_bytes} (memory.imageMaxBytes)", field=field,
-                            data={"maxBytes": max_bytes})
+        raise Invalid(
+            f"image too large: about {len(compact) // 4 * 3} bytes decoded, at most {max_bytes} (memory.imageMaxBytes)",
+            field=field,
+            data={"maxBytes": max_bytes},
+        )
     try:
         data = base64.b64decode(compact, validate=True)
     except (binascii.Error, ValueError) as exc:
@@ -72,12 +74,16 @@ def decode_image(text: str, max_bytes: int, field: str = "image") -> tuple[bytes
     if not data:
         raise Invalid("decodes to no bytes", field=field)
     if len(data) > max_bytes:
-        raise Invalid(f"image too large: {len(data)} bytes decoded, at most {max_bytes} "
-                            "(memory.imageMaxBytes)", field=field, data={"maxBytes": max_bytes})
+        raise Invalid(
+            f"image too large: {len(data)} bytes decoded, at most {max_bytes} (memory.imageMaxBytes)",
+            field=field,
+            data={"maxBytes": max_bytes},
+        )
     mime = sniff(data)
     if mime is None:
-        raise Invalid("not a PNG or JPEG image (checked by its first bytes); only PNG and "
-                            "JPEG are accepted", field=field)
+        raise Invalid(
+            "not a PNG or JPEG image (checked by its first bytes); only PNG and JPEG are accepted", field=field
+        )
     return data, mime
 
 
@@ -92,8 +98,7 @@ class ImageStore:
     def set(self, key: str, data: bytes, mime: str, description: str | None) -> dict:
         check_key(key)
         if description is not None and len(description.strip()) > MAX_DESCRIPTION:
-            raise Invalid(f"must be at most {MAX_DESCRIPTION} characters",
-                                field="description")
+            raise Invalid(f"must be at most {MAX_DESCRIPTION} characters", field="description")
         ext = TYPES[mime]
         with locked(self._sidecar(key)):
             old = self._read_meta(key)
@@ -106,15 +111,30 @@ class ImageStore:
             for other in TYPES.values():
                 if other != ext:
                     remove(self.root / f"{key}.{other}")
-            meta = {"key": key, "mimeType": mime, "file": fname, "bytes": str(len(data)),
-                    "sha256": hashlib.sha256(data).hexdigest(), "created": created, "updated": now}
+            meta = {
+                "key": key,
+                "mimeType": mime,
+                "file": fname,
+                "bytes": str(len(data)),
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "created": created,
+                "updated": now,
+            }
             body = f"# Image {key}\n\n![{key}]({fname})\n"
             if description:
                 body += f"\n{description}\n"
             atomic_write(self._sidecar(key), (front_matter(meta) + body).encode("utf-8"))
-        return {"key": key, "mimeType": mime, "bytes": len(data), "path": f"{IMAGES_DIR}/{key}.md",
-                "imagePath": f"{IMAGES_DIR}/{fname}", "description": description, "created": created,
-                "updated": now, "replaced": bool(old)}
+        return {
+            "key": key,
+            "mimeType": mime,
+            "bytes": len(data),
+            "path": f"{IMAGES_DIR}/{key}.md",
+            "imagePath": f"{IMAGES_DIR}/{fname}",
+            "description": description,
+            "created": created,
+            "updated": now,
+            "replaced": bool(old),
+        }
 
     def _read_meta(self, key: str) -> dict[str, str] | None:
         p = self._sidecar(key)
@@ -140,9 +160,16 @@ class ImageStore:
         return None
 
     def _summary(self, key: str, mime: str, fname: str, meta: dict[str, str], size: int) -> dict:
-        return {"key": key, "mimeType": mime, "description": meta.get("description", ""), "bytes": size,
-                "path": f"{IMAGES_DIR}/{key}.md", "imagePath": f"{IMAGES_DIR}/{fname}",
-                "created": meta.get("created"), "updated": meta.get("updated")}
+        return {
+            "key": key,
+            "mimeType": mime,
+            "description": meta.get("description", ""),
+            "bytes": size,
+            "path": f"{IMAGES_DIR}/{key}.md",
+            "imagePath": f"{IMAGES_DIR}/{fname}",
+            "created": meta.get("created"),
+            "updated": meta.get("updated"),
+        }
 
     def get(self, key: str) -> dict:
         check_key(key)
@@ -150,8 +177,7 @@ class ImageStore:
         if found is None:
             raise NotFound(f"no image with key {key!r}", {"key": key})
         data, mime, fname, meta = found
-        return {**self._summary(key, mime, fname, meta, len(data)),
-                "image": base64.b64encode(data).decode("ascii")}
+        return {**self._summary(key, mime, fname, meta, len(data)), "image": base64.b64encode(data).decode("ascii")}
 
     def all(self) -> list[tuple[dict, bytes]]:
         """(summary, bytes) of every stored image, by key."""

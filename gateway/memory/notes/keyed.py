@@ -57,25 +57,39 @@ class Entry:
     abs: Path
 
     def brief(self) -> dict:
-        return {"key": self.key, "category": self.category, "path": self.path,
-                "preview": one_line(self.value, PREVIEW_CHARS), "created": self.created, "updated": self.updated}
+        return {
+            "key": self.key,
+            "category": self.category,
+            "path": self.path,
+            "preview": one_line(self.value, PREVIEW_CHARS),
+            "created": self.created,
+            "updated": self.updated,
+        }
 
     def full(self) -> dict:
-        return {"key": self.key, "category": self.category, "value": self.value, "path": self.path,
-                "created": self.created, "updated": self.updated}
+        return {
+            "key": self.key,
+            "category": self.category,
+            "value": self.value,
+            "path": self.path,
+            "created": self.created,
+            "updated": self.updated,
+        }
 
 
 def check_key(key: str, field: str = "key") -> str:
     if not isinstance(key, str) or not _KEY.fullmatch(key):
-        raise Invalid(f"must match {KEY_PATTERN} (letters, digits, '.', '_', '-'; "
-                            f"starting with a letter or digit; at most 128 characters)", field=field)
+        raise Invalid(
+            f"must match {KEY_PATTERN} (letters, digits, '.', '_', '-'; "
+            f"starting with a letter or digit; at most 128 characters)",
+            field=field,
+        )
     return key
 
 
 def check_category(category: str, field: str = "category") -> str:
     if category not in CATEGORIES:
-        raise Invalid(f"unknown category {category!r}; must be one of {', '.join(CATEGORIES)}",
-                            field=field)
+        raise Invalid(f"unknown category {category!r}; must be one of {', '.join(CATEGORIES)}", field=field)
     return category
 
 
@@ -110,14 +124,22 @@ def read_entry(abs_path: Path, key: str, category: str, rel: str) -> Entry | Non
     fallback = _mtime_iso(abs_path)
     created = meta.get("created", "")
     updated = meta.get("updated", "")
-    return Entry(key, category, body.strip("\n"),
-                 created if parse_iso(created) else fallback, updated if parse_iso(updated) else fallback,
-                 rel, abs_path)
+    return Entry(
+        key,
+        category,
+        body.strip("\n"),
+        created if parse_iso(created) else fallback,
+        updated if parse_iso(updated) else fallback,
+        rel,
+        abs_path,
+    )
 
 
 def render(key: str, category: str, value: str, created: str, updated: str, version: int | None = None) -> bytes:
     meta = {"key": key, "category": category, "created": created, "updated": updated}
-    if version is not None:  # a mirror of a PostgreSQL row (storage/postgres/keyed.py): the row's version it was written from
+    if (
+        version is not None
+    ):  # a mirror of a PostgreSQL row (storage/postgres/keyed.py): the row's version it was written from
         meta["version"] = str(version)
     return (front_matter(meta) + f"# {key}\n\n{value}\n").encode("utf-8")
 
@@ -209,7 +231,7 @@ class KeyedFiles:
 
     def list(self, category: str | None, limit: int, offset: int) -> dict:
         entries = self.all(category)
-        return {"memories": [e.brief() for e in entries[offset:offset + limit]], "total": len(entries)}
+        return {"memories": [e.brief() for e in entries[offset : offset + limit]], "total": len(entries)}
 
 
 _KEYED_PATH = re.compile(rf"^{re.escape(KEYED_DIR)}/[^/]+/({KEY_PATTERN})\.md$")
@@ -229,7 +251,7 @@ def snippet_value(path: str, snippet: str) -> str:
     while end < len(lines) and _META_LINE.match(lines[end]):
         end += 1
     if end < len(lines) and lines[end].strip() == "---" and (start or end):
-        lines = lines[end + 1:]
+        lines = lines[end + 1 :]
     while lines and (not lines[0].strip() or lines[0].strip() == f"# {m.group(1)}"):
         lines.pop(0)
     return "\n".join(lines).strip() or snippet

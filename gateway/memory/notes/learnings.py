@@ -29,8 +29,12 @@ from ...fsutil import atomic_write, locked
 from ..layout import LEARNINGS_FILE
 from ..rerank import jaccard
 
-SECTIONS = {"preferences": "User Preferences", "corrections": "Corrections",
-            "patterns": "Successful Patterns", "tools": "Tool Usage"}
+SECTIONS = {
+    "preferences": "User Preferences",
+    "corrections": "Corrections",
+    "patterns": "Successful Patterns",
+    "tools": "Tool Usage",
+}
 SIMILARITY = 0.8
 MAX_TEXT = 1000
 
@@ -44,8 +48,7 @@ def category_name(category: str, field: str = "category") -> str:
     found = _ALIASES.get(" ".join(str(category).split()).lower())
     if found is None:
         allowed = ", ".join(f"{k!r} ({v})" for k, v in SECTIONS.items())
-        raise Invalid(f"unknown learnings category {category!r}; must be one of {allowed}",
-                            field=field)
+        raise Invalid(f"unknown learnings category {category!r}; must be one of {allowed}", field=field)
     return found
 
 
@@ -74,8 +77,9 @@ def parse(text: str) -> list[dict]:
             continue
         m = _ENTRY.match(line)
         if m and current:
-            out.append({"category": current, "section": SECTIONS[current], "date": m.group(1),
-                        "text": m.group(2), "line": no})
+            out.append(
+                {"category": current, "section": SECTIONS[current], "date": m.group(1), "text": m.group(2), "line": no}
+            )
     return out
 
 
@@ -92,8 +96,7 @@ def learn(workspace: Path, category: str, text: str, today: str | None = None) -
     if not text:
         raise Invalid("must not be blank", field="text")
     if len(text) > MAX_TEXT:
-        raise Invalid(f"must be at most {MAX_TEXT} characters, got {len(text)}",
-                            field="text")
+        raise Invalid(f"must be at most {MAX_TEXT} characters, got {len(text)}", field="text")
     if not words(text):
         raise Invalid("must contain at least one word", field="text")
     today = today or datetime.now(timezone.utc).strftime("%Y-%m-%d")

@@ -74,25 +74,41 @@ class MemoryNotes:
         entry = await self.keyed.get(key)
         query = " ".join([key.replace("-", " ").replace("_", " ").replace(".", " "), entry.value])[:2000]
         mode = "vector" if self._vectors_available() else "hybrid"
-        res = await self.mem.search(query, k=min(50, k + 5), min_score=min_score,
-                                    sources=sources or ["memory"], mode=mode)
+        res = await self.mem.search(
+            query, k=min(50, k + 5), min_score=min_score, sources=sources or ["memory"], mode=mode
+        )
         results = [r for r in res["results"] if r["path"] != entry.path][:k]
-        out = {"key": key, "path": entry.path, "results": results, "mode": res.get("mode", mode),
-               "embeddings": res.get("embeddings")}
+        out = {
+            "key": key,
+            "path": entry.path,
+            "results": results,
+            "mode": res.get("mode", mode),
+            "embeddings": res.get("embeddings"),
+        }
         if res.get("degraded"):
             out["degraded"] = res["degraded"]
         return out
 
     # ---- time recall -----------------------------------------------------------------------------------
-    async def recall_period(self, from_: str | None, to: str | None, category: str | None, query: str | None,
-                     k: int, min_score: float = 0.0, sources: list[str] | None = None) -> dict:
+    async def recall_period(
+        self,
+        from_: str | None,
+        to: str | None,
+        category: str | None,
+        query: str | None,
+        k: int,
+        min_score: float = 0.0,
+        sources: list[str] | None = None,
+    ) -> dict:
         start, stop = timerecall.period(from_, to)
         if category is not None:
             check_category(category)
         srcs = tuple(sources or ("memory", "sessions"))
+
         def newest_first() -> list:
-            units = timerecall.collect(self.workspace, self.mem.sessions_dir, start, stop, category, srcs,
-                                       self.mem.cfg.max_file_bytes)
+            units = timerecall.collect(
+                self.workspace, self.mem.sessions_dir, start, stop, category, srcs, self.mem.cfg.max_file_bytes
+            )
             units.sort(key=lambda u: u.ts, reverse=True)
             return units
 
@@ -102,10 +118,14 @@ class MemoryNotes:
         vectors = None
         degraded = None
         if query and units:
-            vectors, degraded = await self._embed_units(query, units[:timerecall.MAX_EMBED])
+            vectors, degraded = await self._embed_units(query, units[: timerecall.MAX_EMBED])
         results = await asyncio.to_thread(timerecall.rank, units, query, k, min_score, vectors)
-        out: dict[str, Any] = {"results": results, "from": timerecall.to_iso(start) if start else None,
-                               "to": timerecall.to_iso(stop), "matched": len(units)}
+        out: dict[str, Any] = {
+            "results": results,
+            "from": timerecall.to_iso(start) if start else None,
+            "to": timerecall.to_iso(stop),
+            "matched": len(units),
+        }
         if degraded:
             out["degraded"] = degraded
         return out
@@ -115,7 +135,7 @@ class MemoryNotes:
         if p is None or not p.enabled:
             return None, "no embedding provider; ranked by words only"
         try:
-            vecs = await p.embed([query] + [u.text[:timerecall.EMBED_CHARS] for u in units])
+            vecs = await p.embed([query] + [u.text[: timerecall.EMBED_CHARS] for u in units])
         except Exception as exc:  # the provider failing must not fail recall: words still rank
             return None, f"embedding provider unavailable ({exc}); ranked by words only"
         vecs = np.asarray(vecs, dtype=np.float32)
@@ -152,7 +172,10 @@ class MemoryNotes:
             raise Unavailable(
                 f"the configured embedding provider {name} cannot embed images; image search needs a "
                 f"multimodal embedding provider (memory.embeddings.multimodal = true on an openai "
-                f"endpoint serving a vision embedding model)", retryable=False)
+                f"endpoint serving a vision embedding model)",
+                retryable=False,
+            )
+
         def load() -> tuple[list, list[str]]:
             stored = self.images.all()
             return stored, ["image:" + hashlib.sha256(data).hexdigest() for _, data in stored]
@@ -170,9 +193,13 @@ class MemoryNotes:
                 vectors.update(new)
             q = (await p.embed_images([(query, mime)]))[0]
         except EmbeddingError as exc:
-            raise Unavailable(f"image embedding failed: {exc}", retryable=exc.retryable,
-                                      retry_after_ms=int(exc.retry_after * 1000) if exc.retry_after else None) from None
-        scored = sorted(((float(np.dot(vectors[h], q)), s) for h, (s, _) in zip(hashes, stored)),
-                        key=lambda t: t[0], reverse=True)
+            raise Unavailable(
+                f"image embedding failed: {exc}",
+                retryable=exc.retryable,
+                retry_after_ms=int(exc.retry_after * 1000) if exc.retry_after else None,
+            ) from None
+        scored = sorted(
+            ((float(np.dot(vectors[h], q)), s) for h, (s, _) in zip(hashes, stored)), key=lambda t: t[0], reverse=True
+        )
         results = [{**s, "score": round(max(0.0, min(1.0, cos)), 6)} for cos, s in scored[:k]]
         return {"results": results, "embeddings": {"provider": p.name, "model": p.model}}

@@ -58,9 +58,15 @@ class Unit:
     extra: dict[str, Any] | None = None
 
     def result(self, score: float | None) -> dict:
-        out: dict[str, Any] = {"path": self.path, "source": self.source, "kind": self.kind,
-                               "startLine": self.start, "endLine": self.end, "timestamp": to_iso(self.ts),
-                               "snippet": self.text[:SNIPPET]}
+        out: dict[str, Any] = {
+            "path": self.path,
+            "source": self.source,
+            "kind": self.kind,
+            "startLine": self.start,
+            "endLine": self.end,
+            "timestamp": to_iso(self.ts),
+            "snippet": self.text[:SNIPPET],
+        }
         if score is not None:
             out["score"] = round(float(score), 4)
         if self.session_key:
@@ -83,8 +89,7 @@ def parse_when(value: str | None, field: str, *, end: bool, now: datetime) -> da
     try:
         return _parse_when(value, field, end=end, now=now)
     except OverflowError:
-        raise Invalid(f"{value!r} is out of range (dates run from year 1 to 9999)",
-                            field=field) from None
+        raise Invalid(f"{value!r} is out of range (dates run from year 1 to 9999)", field=field) from None
 
 
 def _parse_when(value: str, field: str, *, end: bool, now: datetime) -> datetime:
@@ -109,9 +114,11 @@ def _parse_when(value: str, field: str, *, end: bool, now: datetime) -> datetime
         dt = parse_iso(value.strip())
         if dt is not None:
             return dt.astimezone(timezone.utc)
-    raise Invalid(f"{value!r} is not a time; use an ISO date or datetime (2026-11-20, "
-                        f"2026-11-20T10:00:00Z), a span back from now (30m, 24h, 7d, 2w), now, today or yesterday",
-                        field=field)
+    raise Invalid(
+        f"{value!r} is not a time; use an ISO date or datetime (2026-11-20, "
+        f"2026-11-20T10:00:00Z), a span back from now (30m, 24h, 7d, 2w), now, today or yesterday",
+        field=field,
+    )
 
 
 def period(from_: str | None, to: str | None, now: datetime | None = None) -> tuple[datetime | None, datetime]:
@@ -119,8 +126,7 @@ def period(from_: str | None, to: str | None, now: datetime | None = None) -> tu
     start = parse_when(from_, "from", end=False, now=now)
     stop = parse_when(to, "to", end=True, now=now) or now
     if start is not None and start > stop:
-        raise Invalid(f"must not be after `to` ({to_iso(start)} > {to_iso(stop)})",
-                            field="from")
+        raise Invalid(f"must not be after `to` ({to_iso(start)} > {to_iso(stop)})", field="from")
     return start, stop
 
 
@@ -159,8 +165,8 @@ def _day_units(workspace: Path, start: datetime | None, stop: datetime, max_byte
                     first = no
             sections.append((first, len(lines)))
             for a, b in sections:
-                body = "\n".join(lines[a - 1:b]).strip()
-                if not body or all(ln.startswith("#") or not ln.strip() for ln in lines[a - 1:b]):
+                body = "\n".join(lines[a - 1 : b]).strip()
+                if not body or all(ln.startswith("#") or not ln.strip() for ln in lines[a - 1 : b]):
                     continue
                 while b > a and not lines[b - 1].strip():
                     b -= 1
@@ -178,8 +184,18 @@ def _keyed_units(workspace: Path, category: str | None, start: datetime | None, 
             n = len(e.abs.read_text(encoding="utf-8", errors="replace").splitlines())
         except OSError:
             continue
-        out.append(Unit("keyed", e.path, "memory", 1, max(1, n), ts, f"{e.key}: {e.value}",
-                        extra={"key": e.key, "category": e.category}))
+        out.append(
+            Unit(
+                "keyed",
+                e.path,
+                "memory",
+                1,
+                max(1, n),
+                ts,
+                f"{e.key}: {e.value}",
+                extra={"key": e.key, "category": e.category},
+            )
+        )
     return out
 
 
@@ -199,8 +215,18 @@ def _learning_units(workspace: Path, start: datetime | None, stop: datetime, max
             continue
         if day > stop or (start is not None and _end_of_day(day) < start):
             continue
-        out.append(Unit("learning", LEARNINGS_FILE, "memory", e["line"], e["line"], day, e["text"],
-                        extra={"category": e["category"]}))
+        out.append(
+            Unit(
+                "learning",
+                LEARNINGS_FILE,
+                "memory",
+                e["line"],
+                e["line"],
+                day,
+                e["text"],
+                extra={"category": e["category"]},
+            )
+        )
     return out
 
 
@@ -222,13 +248,19 @@ def _message_units(sessions_dir: Path, start: datetime | None, stop: datetime) -
             if not text:
                 continue
             role = str(d["message"].get("role", ""))
-            out.append(Unit("message", sf.path, "sessions", rec.line, rec.line, ts, text, key,
-                            extra={"role": role}))
+            out.append(Unit("message", sf.path, "sessions", rec.line, rec.line, ts, text, key, extra={"role": role}))
     return out
 
 
-def collect(workspace: Path, sessions_dir: Path, start: datetime | None, stop: datetime,
-            category: str | None, sources: tuple[str, ...], max_file_bytes: int) -> list[Unit]:
+def collect(
+    workspace: Path,
+    sessions_dir: Path,
+    start: datetime | None,
+    stop: datetime,
+    category: str | None,
+    sources: tuple[str, ...],
+    max_file_bytes: int,
+) -> list[Unit]:
     """Every unit in the period (blocking). Day files and LEARNINGS.md over `max_file_bytes`
     (`memory.maxFileBytes`) are left out, as the index leaves them out: never loaded whole."""
     units: list[Unit] = []
@@ -255,16 +287,18 @@ def lexical_scores(units: list[Unit], words: list[str]) -> list[float]:
     hits = []
     for u in units:
         bag = set(re.findall(r"\w+", u.text.lower()))
-        hits.append([w in bag or (st is not None and any(t.startswith(st) for t in bag))
-                     for w, st in zip(words, stems)])
+        hits.append(
+            [w in bag or (st is not None and any(t.startswith(st) for t in bag)) for w, st in zip(words, stems)]
+        )
     n = len(units)
     idf = [math.log(1 + (n + 1) / (1 + sum(h[j] for h in hits))) for j in range(len(words))]
     total = sum(idf) or 1.0
     return [sum(idf[j] for j, hit in enumerate(h) if hit) / total for h in hits]
 
 
-def rank(units: list[Unit], query: str | None, k: int, min_score: float,
-         vectors: tuple[np.ndarray, np.ndarray] | None) -> list[dict]:
+def rank(
+    units: list[Unit], query: str | None, k: int, min_score: float, vectors: tuple[np.ndarray, np.ndarray] | None
+) -> list[dict]:
     """Results: newest first without a query; else by score. `vectors`: (query vec, unit vecs)."""
     if not query:
         units = sorted(units, key=lambda u: (u.ts, u.path, -u.start), reverse=True)

@@ -36,8 +36,17 @@ class SearchBackend(Protocol):
     name: str
     sources: tuple[str, ...]  # the sources this backend can search
 
-    async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
-                     session_key: str | None, mode: str, exclude: Any = None) -> dict[str, Any]: ...
+    async def search(
+        self,
+        query: str,
+        *,
+        k: int,
+        min_score: float,
+        sources: tuple[str, ...],
+        session_key: str | None,
+        mode: str,
+        exclude: Any = None,
+    ) -> dict[str, Any]: ...
 
     async def after_sync(self) -> None: ...
 
@@ -49,16 +58,27 @@ SearchFn = Callable[..., Awaitable[dict[str, Any]]]
 
 class BuiltinBackend:
     """The built-in SQLite index; `search_fn` is the manager's own index search."""
+
     name = "builtin"
     sources = ("memory", "sessions")
 
     def __init__(self, search_fn: SearchFn):
         self._search = search_fn
 
-    async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
-                     session_key: str | None, mode: str, exclude: Any = None) -> dict[str, Any]:
-        return await self._search(query, k=k, min_score=min_score, sources=sources, session_key=session_key,
-                                  mode=mode, exclude=exclude)
+    async def search(
+        self,
+        query: str,
+        *,
+        k: int,
+        min_score: float,
+        sources: tuple[str, ...],
+        session_key: str | None,
+        mode: str,
+        exclude: Any = None,
+    ) -> dict[str, Any]:
+        return await self._search(
+            query, k=k, min_score=min_score, sources=sources, session_key=session_key, mode=mode, exclude=exclude
+        )
 
     async def after_sync(self) -> None:
         return None
@@ -117,8 +137,16 @@ class CircuitBreaker:
 class FallbackBackend:
     """`primary` with bounded retries behind a circuit breaker; `fallback` answers when it cannot."""
 
-    def __init__(self, primary: Any, fallback: Any, *, retries: int = 2, backoff_ms: int = 500,
-                 breaker: CircuitBreaker | None = None, file_diversity: float = 1.0):
+    def __init__(
+        self,
+        primary: Any,
+        fallback: Any,
+        *,
+        retries: int = 2,
+        backoff_ms: int = 500,
+        breaker: CircuitBreaker | None = None,
+        file_diversity: float = 1.0,
+    ):
         self.primary, self.fallback = primary, fallback
         self.file_diversity = file_diversity
         self.retries, self.backoff_s = retries, backoff_ms / 1000.0
@@ -142,8 +170,17 @@ class FallbackBackend:
         assert err is not None
         raise err
 
-    async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
-                     session_key: str | None, mode: str, exclude: Any = None) -> dict[str, Any]:
+    async def search(
+        self,
+        query: str,
+        *,
+        k: int,
+        min_score: float,
+        sources: tuple[str, ...],
+        session_key: str | None,
+        mode: str,
+        exclude: Any = None,
+    ) -> dict[str, Any]:
         """`exclude` (a transcript message to leave out) concerns the built-in index only: QMD never
         holds transcripts."""
         mine = tuple(s for s in sources if s in self.primary.sources)
@@ -166,8 +203,10 @@ class FallbackBackend:
                 else:
                     self.breaker.success()
             else:
-                degraded.append(f"{self.primary.name} circuit open after {self.breaker.failures} failures "
-                                f"(last: {self.last_error}); answered by the built-in index")
+                degraded.append(
+                    f"{self.primary.name} circuit open after {self.breaker.failures} failures "
+                    f"(last: {self.last_error}); answered by the built-in index"
+                )
             if res is None:
                 self.fallbacks += 1
                 res = await self.fallback.search(query, sources=mine, exclude=exclude, **kw)
@@ -180,15 +219,18 @@ class FallbackBackend:
         await self.primary.after_sync()
 
     def status(self) -> dict[str, Any]:
-        out = {**self.primary.status(), "fallback": self.fallback.name, "circuit": self.breaker.snapshot(),
-               "fallbacks": self.fallbacks}
+        out = {
+            **self.primary.status(),
+            "fallback": self.fallback.name,
+            "circuit": self.breaker.snapshot(),
+            "fallbacks": self.fallbacks,
+        }
         if self.last_error:
             out["lastError"] = self.last_error
         return out
 
 
-def merge(answers: list[dict[str, Any]], k: int, degraded: list[str],
-          file_diversity: float = 1.0) -> dict[str, Any]:
+def merge(answers: list[dict[str, Any]], k: int, degraded: list[str], file_diversity: float = 1.0) -> dict[str, Any]:
     """One `memory.search` answer from several: results by score, the best k spread over files
     (`spread_over_files`); `degraded` reasons joined."""
     if not answers:

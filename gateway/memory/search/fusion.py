@@ -22,8 +22,15 @@ class Candidate:
     cosine: float | None = None
 
 
-def fuse(fts: Sequence[tuple[int, float]], vec: Sequence[tuple[int, float]], *, method: str,
-         rrf_k: int, text_weight: float, vector_weight: float) -> list[Candidate]:
+def fuse(
+    fts: Sequence[tuple[int, float]],
+    vec: Sequence[tuple[int, float]],
+    *,
+    method: str,
+    rrf_k: int,
+    text_weight: float,
+    vector_weight: float,
+) -> list[Candidate]:
     """fts: (id, bm25) best first (bm25 negative, lower is better); vec: (id, cosine) best first."""
     cands: dict[int, Candidate] = {}
     for r, (cid, s) in enumerate(fts, start=1):
@@ -77,9 +84,13 @@ def shared_ranks(values: Sequence[float]) -> list[int]:
     return [first[v] for v in vals]
 
 
-def spread_over_files(ranked: list[T], k: int, factor: float,
-                      score: Callable[[T], float] = lambda cr: cr[0].score,
-                      path: Callable[[T], str] = lambda cr: cr[1][1]) -> list[T]:
+def spread_over_files(
+    ranked: list[T],
+    k: int,
+    factor: float,
+    score: Callable[[T], float] = lambda cr: cr[0].score,
+    path: Callable[[T], str] = lambda cr: cr[1][1],
+) -> list[T]:
     """The best `k` of `ranked` (best first), picked one at a time with each item's score scaled by
     `factor` ** (items picked from its file so far): a gentle push toward other conversations and notes,
     for questions whose answer is spread over several. Items keep their own scores. The defaults read

@@ -49,8 +49,18 @@ class QmdBackend:
     name = "qmd"
     sources = ("memory",)
 
-    def __init__(self, *, command: str, collection: str, workspace: Path, timeout_s: float,
-                 update_timeout_s: float, embed: bool, hybrid_command: str = "query", snippet_chars: int = 700):
+    def __init__(
+        self,
+        *,
+        command: str,
+        collection: str,
+        workspace: Path,
+        timeout_s: float,
+        update_timeout_s: float,
+        embed: bool,
+        hybrid_command: str = "query",
+        snippet_chars: int = 700,
+    ):
         self.command, self.collection, self.workspace = command, collection, workspace
         self.timeout_s, self.update_timeout_s = timeout_s, update_timeout_s
         self.embed, self.hybrid_command = embed, hybrid_command
@@ -65,8 +75,13 @@ class QmdBackend:
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         try:
             proc = await asyncio.create_subprocess_exec(
-                self.command, *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, limit=MAX_OUTPUT)
+                self.command,
+                *args,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                limit=MAX_OUTPUT,
+            )
         except (FileNotFoundError, PermissionError) as exc:
             raise BackendError(f"cannot run {self.command!r}: {exc.strerror or exc}") from None
         try:
@@ -86,8 +101,16 @@ class QmdBackend:
         if self._collection_ready:
             return
         try:
-            await self.run("collection", "add", str(self.workspace), "--name", self.collection, "--mask", "**/*.md",
-                           timeout_s=self.update_timeout_s)
+            await self.run(
+                "collection",
+                "add",
+                str(self.workspace),
+                "--name",
+                self.collection,
+                "--mask",
+                "**/*.md",
+                timeout_s=self.update_timeout_s,
+            )
         except BackendError as exc:
             if "exist" not in str(exc).lower():  # "collection … already exists" is what we want
                 raise
@@ -107,13 +130,17 @@ class QmdBackend:
                 log.warning("memory_qmd_update_failed", error=str(exc))
 
     # ---- search ---------------------------------------------------------------------------------
-    async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
-                     session_key: str | None, mode: str) -> dict[str, Any]:
+    async def search(
+        self, query: str, *, k: int, min_score: float, sources: tuple[str, ...], session_key: str | None, mode: str
+    ) -> dict[str, Any]:
         sub = SUBCOMMANDS.get(mode, self.hybrid_command)
         q = " " + query if query.startswith("-") else query
         out = await self.run(sub, q, "--json", "-n", str(int(k)), "-c", self.collection)
-        results = [r for r in parse_results(out, self.collection, self.workspace, self.snippet_chars)
-                   if r["score"] >= min_score]
+        results = [
+            r
+            for r in parse_results(out, self.collection, self.workspace, self.snippet_chars)
+            if r["score"] >= min_score
+        ]
         results.sort(key=lambda r: -r["score"])
         return {"results": results[:k], "mode": mode, "embeddings": {"provider": "qmd", "model": sub}}
 
@@ -159,25 +186,31 @@ def _one(item: Any, collection: str, workspace: Path, snippet_chars: int) -> dic
     m = _HEADER.match(snippet)
     if m:
         start, count = int(m.group(1)), int(m.group(2)) if m.group(2) else None
-        snippet = snippet[m.end():]
+        snippet = snippet[m.end() :]
     elif isinstance(item.get("line"), int) and not isinstance(item.get("line"), bool) and item["line"] > 0:
         start = item["line"]
     start = max(1, start)
     lines = snippet.rstrip("\n").count("\n") + 1 if snippet else 1
     end = start + max(1, count if count else lines) - 1
-    return {"path": path, "source": "memory", "startLine": start, "endLine": end,
-            "score": round(score, 6), "snippet": snippet.strip("\n")[:snippet_chars]}
+    return {
+        "path": path,
+        "source": "memory",
+        "startLine": start,
+        "endLine": end,
+        "score": round(score, 6),
+        "snippet": snippet.strip("\n")[:snippet_chars],
+    }
 
 
 def workspace_path(file: str, collection: str, workspace: Path) -> str | None:
     """QMD's display path → our workspace-relative memory path, or None when it is not one."""
     p = file.strip()
     if p.startswith("qmd://"):
-        p = p[len("qmd://"):]
+        p = p[len("qmd://") :]
     if p.startswith(collection + "/"):
-        p = p[len(collection) + 1:]
+        p = p[len(collection) + 1 :]
     elif p.startswith(str(workspace).rstrip("/") + "/"):
-        p = p[len(str(workspace).rstrip("/")) + 1:]
+        p = p[len(str(workspace).rstrip("/")) + 1 :]
     parts = p.split("/")
     if not p or p.startswith("/") or any(s in ("", ".", "..") for s in parts) or "\\" in p:
         return None

@@ -40,7 +40,7 @@ def _is_date_word(words: Sequence[str], i: int) -> bool:
     w = words[i]
     if w.lower() not in DATE_STOPWORDS:
         return False
-    near = words[max(0, i - 1):i] + words[i + 1:i + 2]
+    near = words[max(0, i - 1) : i] + words[i + 1 : i + 2]
     return any(x.isdigit() for x in near) or (i > 0 and w[:1].isupper() and not w.isupper())
 
 
@@ -73,7 +73,7 @@ def fts_query(terms: Sequence[str], tokenizer: str) -> str | None:
             if is_cjk(t):
                 if len(t) < 3:
                     continue  # trigram cannot match shorter strings
-                grams = {t[i:i + 3] for i in range(len(t) - 2)}
+                grams = {t[i : i + 3] for i in range(len(t) - 2)}
                 parts.extend(_quote(g) for g in sorted(grams))
             elif len(t) >= 3:
                 parts.append(_quote(t))

@@ -37,6 +37,7 @@ COUNTS_CACHED = 8192  # words whose document counts a Searcher keeps (per index 
 class SearchOptions:
     """The search settings, built from the config (`memory.search.*`) by `from_config`: no defaults of
     their own, so the config is the one place a default lives."""
+
     mode: str
     fusion: str
     rrf_k: int
@@ -62,19 +63,30 @@ class SearchOptions:
 
     @classmethod
     def from_config(cls, s: "SearchConfig", tokenizer: str | None = None) -> "SearchOptions":
-        return cls(mode=s.mode, fusion=s.fusion, rrf_k=s.rrf_k, text_weight=s.text_weight,
-                   vector_weight=s.vector_weight, candidate_multiplier=s.candidate_multiplier,
-                   snippet_chars=s.snippet_chars, tokenizer=tokenizer or s.fts_tokenizer,
-                   context_weight=s.context_weight, segment_weight=s.segment_weight,
-                   coverage_weight=s.coverage_weight, file_diversity=s.file_diversity,
-                   question_weight=s.question_weight, min_similarity=s.min_similarity,
-                   rerank_weight=s.rerank_weight)
+        return cls(
+            mode=s.mode,
+            fusion=s.fusion,
+            rrf_k=s.rrf_k,
+            text_weight=s.text_weight,
+            vector_weight=s.vector_weight,
+            candidate_multiplier=s.candidate_multiplier,
+            snippet_chars=s.snippet_chars,
+            tokenizer=tokenizer or s.fts_tokenizer,
+            context_weight=s.context_weight,
+            segment_weight=s.segment_weight,
+            coverage_weight=s.coverage_weight,
+            file_diversity=s.file_diversity,
+            question_weight=s.question_weight,
+            min_similarity=s.min_similarity,
+            rerank_weight=s.rerank_weight,
+        )
 
 
 @dataclass
 class _Scratch:
     """A connection's scratch FTS5 table for tokenising query words. It belongs to the connection, and
     a new Searcher may start on it while an old one still answers, so they share its lock."""
+
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     ready: bool = False
 
@@ -102,9 +114,15 @@ class Searcher:
     `vector_problem` then says why (reported as `degraded`). Chunks of `hidden_sessions` (deleted
     sessions a sync has yet to drop; the set is the caller's and may change) are left out."""
 
-    def __init__(self, db: Database, provider: EmbeddingProvider, opts: SearchOptions,
-                 vectors: VectorStore | None, vector_problem: str | None,
-                 hidden_sessions: set[str] | None = None):
+    def __init__(
+        self,
+        db: Database,
+        provider: EmbeddingProvider,
+        opts: SearchOptions,
+        vectors: VectorStore | None,
+        vector_problem: str | None,
+        hidden_sessions: set[str] | None = None,
+    ):
         self.db, self.provider, self.opts = db, provider, opts
         self.vectors, self.vector_problem = vectors, vector_problem
         self.hidden_sessions = hidden_sessions if hidden_sessions is not None else set()
@@ -138,15 +156,19 @@ class Searcher:
                 tok = TOKENIZERS[self.opts.tokenizer]
                 await self.db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_fts USING fts5(x, tokenize='{tok}')")
                 await self.db.execute(
-                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_vocab USING fts5vocab(temp, q_fts, 'instance')")
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_vocab USING fts5vocab(temp, q_fts, 'instance')"
+                )
                 scratch.ready = True
             # Rows 1..n are this search's terms (rows past n are an earlier, longer search's: ignored).
             await self.db.execute(
                 "INSERT OR REPLACE INTO temp.q_fts(rowid, x) SELECT key + 1, value FROM json_each(?)",
-                (orjson.dumps(list(terms)).decode(),))
+                (orjson.dumps(list(terms)).decode(),),
+            )
             rows = await self.db.fetchall(
                 "SELECT v.doc, v.term, (SELECT r.doc FROM chunks_fts_rows r WHERE r.term = v.term) "
-                "FROM temp.q_vocab v WHERE v.doc <= ?", (len(terms),))
+                "FROM temp.q_vocab v WHERE v.doc <= ?",
+                (len(terms),),
+            )
         toks: list[list[str]] = [[] for _ in terms]
         df: dict[str, int] = {}
         for doc, term, count in rows:
@@ -185,8 +207,9 @@ class Searcher:
             return list(terms)  # no word the tokenizer keeps: nothing to choose between
         return [terms[i] for i in rarest_within_budget([c for _, c in counts], total)]
 
-    async def fts(self, terms: Sequence[str], n: int, sources: tuple[str, ...],
-                  session_key: str | None) -> list[tuple[int, float]]:
+    async def fts(
+        self, terms: Sequence[str], n: int, sources: tuple[str, ...], session_key: str | None
+    ) -> list[tuple[int, float]]:
         terms = await self.prune_common(terms, self.generation)
         expr = fts_query(terms, self.opts.tokenizer)
         if expr is None:
@@ -201,27 +224,31 @@ class Searcher:
         if len(where) == 1:  # no filter: no join (joining looks up every match, ~4x slower on big indexes)
             sql = "SELECT rowid, bm25(chunks_fts, 1.0, ?) AS r FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY r LIMIT ?"
         else:
-            sql = ("SELECT f.rowid, bm25(chunks_fts, 1.0, ?) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
-                   f"WHERE {' AND '.join(where)} ORDER BY r LIMIT ?")
+            sql = (
+                "SELECT f.rowid, bm25(chunks_fts, 1.0, ?) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
+                f"WHERE {' AND '.join(where)} ORDER BY r LIMIT ?"
+            )
         rows = await self.db.fetchall(sql, (float(self.opts.context_weight), *params, int(n)))
         hits = [(int(r[0]), float(r[1])) for r in rows]
         if self.opts.tokenizer == "trigram" and len(hits) < n:
-            hits += await self._cjk_bigrams(terms, n - len(hits), {h[0] for h in hits}, where[1:], params[1:],
-                                            hits[-1][1] if hits else -1.0)
+            hits += await self._cjk_bigrams(
+                terms, n - len(hits), {h[0] for h in hits}, where[1:], params[1:], hits[-1][1] if hits else -1.0
+            )
         return hits
 
-    async def _cjk_bigrams(self, terms: Sequence[str], n: int, seen: set[int], where: list[str],
-                           params: list[Any], floor: float) -> list[tuple[int, float]]:
+    async def _cjk_bigrams(
+        self, terms: Sequence[str], n: int, seen: set[int], where: list[str], params: list[Any], floor: float
+    ) -> list[tuple[int, float]]:
         """Trigrams cannot match two-character CJK words; find those with LIKE (a scan), ranked below
         every trigram hit by how many of the query's bigrams they contain."""
-        grams = sorted({t[i:i + 2] for t in terms if is_cjk(t) for i in range(len(t) - 1)})[:16]
+        grams = sorted({t[i : i + 2] for t in terms if is_cjk(t) for i in range(len(t) - 1)})[:16]
         if not grams:
             return []
         likes = " OR ".join("c.text LIKE ?" for _ in grams)
         rows = await self.db.fetchall(
-            f"SELECT c.id, c.text FROM chunks c WHERE ({likes})"
-            + "".join(f" AND {w}" for w in where) + " LIMIT ?",
-            (*[f"%{g}%" for g in grams], *params, 500))
+            f"SELECT c.id, c.text FROM chunks c WHERE ({likes})" + "".join(f" AND {w}" for w in where) + " LIMIT ?",
+            (*[f"%{g}%" for g in grams], *params, 500),
+        )
         scored = []
         for cid, text in rows:
             if cid in seen:
@@ -231,9 +258,20 @@ class Searcher:
         scored.sort(key=lambda r: r[1])
         return scored[:n]
 
-    async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
-                     session_key: str | None, mode: str, generation: str, vector_count: int,
-                     missing_vectors: int, exclude: Exclude | None = None) -> dict[str, Any]:
+    async def search(
+        self,
+        query: str,
+        *,
+        k: int,
+        min_score: float,
+        sources: tuple[str, ...],
+        session_key: str | None,
+        mode: str,
+        generation: str,
+        vector_count: int,
+        missing_vectors: int,
+        exclude: Exclude | None = None,
+    ) -> dict[str, Any]:
         o = self.opts
         emb = {"provider": self.provider.name, "model": self.provider.model}
         self.generation = generation
@@ -265,11 +303,15 @@ class Searcher:
                     raise
                 bad = len(self.vectors.unusable) if vec_ok else 0
                 if bad:
-                    degraded.append(f"{bad} stored vectors are unusable (NaN or all zeros) and were passed over; "
-                                    "`memory.sync --force` embeds them again")
+                    degraded.append(
+                        f"{bad} stored vectors are unusable (NaN or all zeros) and were passed over; "
+                        "`memory.sync --force` embeds them again"
+                    )
                 if vec_ok and missing_vectors:
-                    degraded.append(f"{missing_vectors} chunks have no vector yet (the embedding provider "
-                                    "failed); they are found by full-text search only")
+                    degraded.append(
+                        f"{missing_vectors} chunks have no vector yet (the embedding provider "
+                        "failed); they are found by full-text search only"
+                    )
             if not vec_ok:
                 used = "fts"  # fall back to full text, and say why
         if fts_task is not None:
@@ -277,8 +319,14 @@ class Searcher:
         elif used in ("hybrid", "fts"):
             fts_hits = await self.fts(terms, n, sources, session_key)
         if used == "hybrid":
-            cands = fuse(fts_hits, vec_hits, method=o.fusion, rrf_k=o.rrf_k,
-                         text_weight=o.text_weight, vector_weight=o.vector_weight)
+            cands = fuse(
+                fts_hits,
+                vec_hits,
+                method=o.fusion,
+                rrf_k=o.rrf_k,
+                text_weight=o.text_weight,
+                vector_weight=o.vector_weight,
+            )
         elif used == "fts":
             cands = single_list_scores(fts_hits, "fts")
         else:
@@ -287,8 +335,9 @@ class Searcher:
             # Not a hit: a chunk that shares no word with the query (not in the full-text list) and
             # whose embedding is not close to the query's either.
             cands = [c for c in cands if c.fts_rank is not None or (c.cosine or 0.0) >= o.min_similarity]
-        results = await self._materialise(cands, k, terms, min_score, rerank=used != "vector",
-                                          fused=used == "hybrid", exclude=exclude)
+        results = await self._materialise(
+            cands, k, terms, min_score, rerank=used != "vector", fused=used == "hybrid", exclude=exclude
+        )
         out: dict[str, Any] = {"results": results, "mode": used, "embeddings": emb}
         if degraded:
             out["degraded"] = "; ".join(degraded)
@@ -299,10 +348,20 @@ class Searcher:
         end_line, text, spans, context)."""
         return await self.db.fetchall(
             "SELECT id, path, source, session_key, start_line, end_line, text, spans, context FROM chunks "
-            f"WHERE id IN ({','.join('?' * len(ids))})", ids)
+            f"WHERE id IN ({','.join('?' * len(ids))})",
+            ids,
+        )
 
-    async def _materialise(self, cands: list[Candidate], k: int, terms: Sequence[str], min_score: float,
-                           rerank: bool, fused: bool = False, exclude: Exclude | None = None) -> list[dict[str, Any]]:
+    async def _materialise(
+        self,
+        cands: list[Candidate],
+        k: int,
+        terms: Sequence[str],
+        min_score: float,
+        rerank: bool,
+        fused: bool = False,
+        exclude: Exclude | None = None,
+    ) -> list[dict[str, Any]]:
         rows: dict[int, tuple] = {}
         # The pool to re-rank (and a few spare in case rows vanished since the candidates were listed).
         pool = cands[: max(k * 3, 20)] if rerank and self.opts.segment_weight > 0 else cands[: k * 2]
@@ -312,8 +371,7 @@ class Searcher:
         hidden = self.hidden_sessions
         live = [(c, rows[c.id]) for c in pool if c.id in rows and not (hidden and rows[c.id][3] in hidden)]
         if exclude is not None:
-            live = [(c, r) for c, r in live
-                    if not exclude.hits(r[1], r[6], orjson.loads(r[7]) if r[7] else None, r[8])]
+            live = [(c, r) for c, r in live if not exclude.hits(r[1], r[6], orjson.loads(r[7]) if r[7] else None, r[8])]
         ctx = SnippetContext.build(terms, [r[6] for _, r in live])
         if rerank and self.opts.segment_weight > 0 and live:
             # Reward chunks where the query's words meet in one message (or line): the best single
@@ -332,8 +390,10 @@ class Searcher:
             w = self.opts.segment_weight
             cw = self.opts.coverage_weight
             total = sum(ctx.weights.get(t, 1.0) for t in ctx.terms) or 1.0
-            match = [w * b / top + (cw * score_segment(r[6] + "\n" + (r[8] or ""), ctx).score / total if cw > 0 else 0.0)
-                     for (_c, r), b in zip(live, best)]
+            match = [
+                w * b / top + (cw * score_segment(r[6] + "\n" + (r[8] or ""), ctx).score / total if cw > 0 else 0.0)
+                for (_c, r), b in zip(live, best)
+            ]
             if fused and self.opts.fusion == "rrf":
                 # The match is a third ranked list beside full text and vectors (ties share a rank).
                 o = self.opts
@@ -354,13 +414,15 @@ class Searcher:
                 if e:
                     c.score *= qw
             live.sort(key=lambda cr: -cr[0].score)
-        picked = spread_over_files([(c, r) for c, r in live if c.score >= min_score], k,
-                                   self.opts.file_diversity)
+        picked = spread_over_files([(c, r) for c, r in live if c.score >= min_score], k, self.opts.file_diversity)
         out = []
         for c, r in picked:
             spans = orjson.loads(r[7]) if r[7] else None
             item: dict[str, Any] = {
-                "path": r[1], "source": r[2], "startLine": int(r[4]), "endLine": int(r[5]),
+                "path": r[1],
+                "source": r[2],
+                "startLine": int(r[4]),
+                "endLine": int(r[5]),
                 "score": round(float(c.score), 6),
                 "snippet": snippet(r[6], spans, ctx, self.opts.snippet_chars, r[8]),
             }

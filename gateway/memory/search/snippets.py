@@ -88,7 +88,7 @@ _LABEL = re.compile(r"^[^\W\d_][\w.'’-]*(?: [^\W\d_][\w.'’-]*){0,2}: ")
 def message_body(seg: str) -> str:
     """A segment without its speaker label."""
     m = _LABEL.match(seg)
-    return seg[m.end():] if m else seg
+    return seg[m.end() :] if m else seg
 
 
 class EchoTest:
@@ -120,8 +120,9 @@ class EchoTest:
         return seen
 
 
-def only_asks(core: Sequence[tuple[float, str]], others: Sequence[str], ctx: "SnippetContext",
-               is_echo: EchoTest) -> bool:
+def only_asks(
+    core: Sequence[tuple[float, str]], others: Sequence[str], ctx: "SnippetContext", is_echo: EchoTest
+) -> bool:
     """A chunk whose core matches the query only in questions / echoes of it, with no statement in its
     whole window (core or neighbours) that matches the query: it asks what the query asks and holds no
     answer. (A question followed by its answer is not penalised: the answer is in the window.)
@@ -136,6 +137,7 @@ def only_asks(core: Sequence[tuple[float, str]], others: Sequence[str], ctx: "Sn
 class Exclude:
     """Leave out the chunks of transcript `path` whose core holds a message with this text (the
     message a chat turn answers: it must not be recalled as its own answer)."""
+
     path: str
     text: str
 
@@ -164,7 +166,7 @@ def _cut_around(text: str, pos: int, limit: int) -> str:
         sp = text.find(" ", start, start + 40)
         if sp != -1:
             start = sp + 1
-    piece = text[start:start + limit - (1 if start > 0 else 0) - 1]
+    piece = text[start : start + limit - (1 if start > 0 else 0) - 1]
     if start + len(piece) < len(text):
         sp = piece.rfind(" ", len(piece) - 40)
         if sp > 0:
@@ -178,8 +180,9 @@ def _cut_around(text: str, pos: int, limit: int) -> str:
 MIN_HEAD = 60  # characters of a neighbouring message worth showing (a name and the first words)
 
 
-def snippet(text: str, spans: Sequence[Sequence[int]] | None, ctx: SnippetContext, limit: int = 700,
-            context: str = "") -> str:
+def snippet(
+    text: str, spans: Sequence[Sequence[int]] | None, ctx: SnippetContext, limit: int = 700, context: str = ""
+) -> str:
     """The best ≤ `limit` characters of a chunk: around its best-matching core segment, whole segments."""
     raw = segments(text, spans, context)
     if sum(len(seg) + 1 for seg, _ in raw) - 1 <= limit:

@@ -4,7 +4,8 @@ English function words (the usual NLTK list) plus a few words that questions are
 ("what did … say about …"). A query made only of these has nothing to search for.
 """
 
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all am an and any are aren't as at be because been before being below
 between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during
 each few for from further had hadn't has hasn't have haven't having he he'd he'll he's her here here's
@@ -17,7 +18,8 @@ when's where where's which while who who's whom why why's will with won't would 
 you'll you're you've your yours yourself yourselves
 s t d ll m o re ve y don aren couldn didn doesn hadn hasn haven isn ma mightn mustn needn shan shouldn
 wasn weren won wouldn also just ever yet us may might must shall does tell told say said
-""".split())
+""".split()
+)
 
 # Stopwords that are also month names: kept when the query uses them as one ("25 May, 2022").
 DATE_STOPWORDS = frozenset({"may"})

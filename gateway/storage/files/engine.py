@@ -39,8 +39,11 @@ class FilesStorage:
         def scan() -> list[str]:
             if not root.is_dir():
                 return []
-            return sorted(p.name for p in root.iterdir() if re.fullmatch(AGENT_ID, p.name)
-                          and (p / "sessions").is_dir() and not p.is_symlink())
+            return sorted(
+                p.name
+                for p in root.iterdir()
+                if re.fullmatch(AGENT_ID, p.name) and (p / "sessions").is_dir() and not p.is_symlink()
+            )
 
         return await asyncio.to_thread(scan)
 

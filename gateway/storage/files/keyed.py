@@ -55,7 +55,8 @@ class FileKeyedStore:
                     out.append(Imported(PRESENT, "a keyed memory of this key is there"))
                     continue
                 if not dry_run:
-                    atomic_write(self.files._file(e.category, e.key),
-                                 render(e.key, e.category, e.value, e.created, e.updated))
+                    atomic_write(
+                        self.files._file(e.category, e.key), render(e.key, e.category, e.value, e.created, e.updated)
+                    )
                 out.append(Imported(ADDED))
         return out

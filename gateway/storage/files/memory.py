@@ -110,8 +110,11 @@ class _GatedCache:
 
 
 def _being_rebuilt() -> Unavailable:
-    return Unavailable("the memory index was damaged and is being rebuilt from the memory files and transcripts; "
-                       "retry shortly", retryable=True, retry_after_ms=2000)
+    return Unavailable(
+        "the memory index was damaged and is being rebuilt from the memory files and transcripts; retry shortly",
+        retryable=True,
+        retry_after_ms=2000,
+    )
 
 
 class FilesMemoryIndex(IndexBase):
@@ -194,8 +197,12 @@ class FilesMemoryIndex(IndexBase):
         self.searcher = None  # searches say the index is being rebuilt until it is open again
         async with self._users.alone_within(SET_ASIDE_WAIT_S, "the memory index is damaged and must be set aside"):
             stamp, aside = await set_aside(self.db_path)
-        log.error("memory_index_corrupt", error=str(exc), moved_to=str(aside),
-                  action="rebuilding from memory files and transcripts")
+        log.error(
+            "memory_index_corrupt",
+            error=str(exc),
+            moved_to=str(aside),
+            action="rebuilding from memory files and transcripts",
+        )
         self.corrupt_events.append({"at": stamp, "movedTo": str(aside), "error": str(exc)[:200]})
         self._needs_rebuild = False
         self._marks.mark_all()
@@ -227,8 +234,9 @@ class FilesMemoryIndex(IndexBase):
         self.tokenizer = await get_meta(self.writer, "fts_tokenizer", self.cfg.search.fts_tokenizer) or "unicode61"
         self.reader = await self._open_db(self.db_path)
         self.indexer = Indexer(self.writer, self.provider, self._settings())
-        self.searcher = Searcher(self.reader, self.provider, self._options(), None,
-                                 "index is being rebuilt for new settings", self._hidden)
+        self.searcher = Searcher(
+            self.reader, self.provider, self._options(), None, "index is being rebuilt for new settings", self._hidden
+        )
 
     async def _close_index(self) -> None:
         """Close the live index's connections, after stopping what still reads through them in the
@@ -259,8 +267,9 @@ class FilesMemoryIndex(IndexBase):
         elif self._needs_rebuild and not self._old_vectors_ok:
             problem = "index is being rebuilt for a new embedding model; full-text results until it is done"
         elif vt is None:
-            problem = (f"embedding provider unavailable: {self._embed_error}" if self._embed_error
-                       else "no vectors stored yet")
+            problem = (
+                f"embedding provider unavailable: {self._embed_error}" if self._embed_error else "no vectors stored yet"
+            )
         elif vt[0] != self.backend or (self.provider.dims and vt[1] != self.provider.dims):
             problem = "stored vectors do not match the embedding provider; the index will be rebuilt"
             self._needs_rebuild = True
@@ -269,8 +278,14 @@ class FilesMemoryIndex(IndexBase):
             if self.vector_reader is None:
                 self.vector_reader = await self._open_db(self.db_path)
                 await self.vector_reader.execute(f"PRAGMA cache_size = -{VECTOR_READER_CACHE_KB}")
-            vectors = VectorStore(self.vector_reader, self.backend, vt[1], self.cfg.search.vector_matrix,
-                                  ann, self.cfg.search.ann_min_vectors)
+            vectors = VectorStore(
+                self.vector_reader,
+                self.backend,
+                vt[1],
+                self.cfg.search.vector_matrix,
+                ann,
+                self.cfg.search.ann_min_vectors,
+            )
             if self.indexer is not None:  # the sync's writes keep the graph up to date
                 self.indexer.ann = ann
                 if self.indexer.vectors is not None:
@@ -309,8 +324,9 @@ class FilesMemoryIndex(IndexBase):
         try:
             async with self.write_lock:
                 assert self.indexer is not None
-                stats = await self.indexer.sync(force=req.force, memory=req.memory, sessions=req.sessions,
-                                                progress=progress)
+                stats = await self.indexer.sync(
+                    force=req.force, memory=req.memory, sessions=req.sessions, progress=progress
+                )
         except Exception as exc:
             if not is_corruption(exc):
                 raise
@@ -326,8 +342,14 @@ class FilesMemoryIndex(IndexBase):
         self._marks.clear()
         try:
             tmp, tdb, indexer, stats = await build_fresh(
-                self.db_path, self._open_db, self.cfg.search.fts_tokenizer, self._signature(), self.provider,
-                self._settings(), progress)
+                self.db_path,
+                self._open_db,
+                self.cfg.search.fts_tokenizer,
+                self._signature(),
+                self.provider,
+                self._settings(),
+                progress,
+            )
             try:
                 async with self.write_lock:
                     if self._forgotten:
@@ -373,8 +395,11 @@ class FilesMemoryIndex(IndexBase):
             return
         files = int(await db.scalar("SELECT count(*) FROM files", default=0))
         chunks = int(await db.scalar("SELECT count(*) FROM chunks", default=0))
-        missing = int(await db.scalar("SELECT count(*) FROM chunks WHERE embedded = 0", default=0)) \
-            if self.backend != "none" else 0
+        missing = (
+            int(await db.scalar("SELECT count(*) FROM chunks WHERE embedded = 0", default=0))
+            if self.backend != "none"
+            else 0
+        )
         self.counts = {"files": files, "chunks": chunks, "vectors": chunks - missing, "missing": missing}
         if self.searcher is not None:
             self.searcher.total_chunks = chunks
@@ -398,24 +423,45 @@ class FilesMemoryIndex(IndexBase):
         """Nothing: only this process writes the file, and its syncs keep the counts current."""
 
     # ---- the reader ---------------------------------------------------------------------------------
-    async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
-                     session_key: str | None, mode: str, exclude: Exclude | None = None) -> dict[str, Any]:
+    async def search(
+        self,
+        query: str,
+        *,
+        k: int,
+        min_score: float,
+        sources: tuple[str, ...],
+        session_key: str | None,
+        mode: str,
+        exclude: Exclude | None = None,
+    ) -> dict[str, Any]:
         try:
             async with self._gate.shared():
                 assert self.searcher is not None and self.reader is not None
                 gen = await get_meta(self.reader, "generation", "0") or "0"
                 return await self.searcher.search(
-                    query, k=k, min_score=min_score, sources=sources, session_key=session_key, mode=mode,
-                    generation=gen, vector_count=self.counts["vectors"], missing_vectors=self.counts["missing"],
-                    exclude=exclude)
+                    query,
+                    k=k,
+                    min_score=min_score,
+                    sources=sources,
+                    session_key=session_key,
+                    mode=mode,
+                    generation=gen,
+                    vector_count=self.counts["vectors"],
+                    missing_vectors=self.counts["missing"],
+                    exclude=exclude,
+                )
         except Exception as exc:
             if not is_corruption(exc):
                 raise
             if self._corrupt is None:
                 self._corrupt = exc
                 self._resync("corrupt-index")  # which recovers
-            raise Unavailable("the memory index is damaged; it is being rebuilt from the memory files "
-                              "and transcripts — retry shortly", retryable=True, retry_after_ms=2000) from None
+            raise Unavailable(
+                "the memory index is damaged; it is being rebuilt from the memory files "
+                "and transcripts — retry shortly",
+                retryable=True,
+                retry_after_ms=2000,
+            ) from None
 
     async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
         if self.searcher is not None and self.searcher.vectors is not None and self.reader is not None:
@@ -445,8 +491,9 @@ class FilesMemoryIndex(IndexBase):
                 "matrix": vectors.matrix_form if vectors is not None else None,
                 # The ANN graph of a big index: {"ready", "rows", "origin": "file" | "built"}; None below
                 # memory.search.annMinVectors.
-                "ann": vectors.ann.status() if vectors is not None and vectors.ann is not None
-                and vectors.ann.started else None,
+                "ann": vectors.ann.status()
+                if vectors is not None and vectors.ann is not None and vectors.ann.started
+                else None,
             },
             "fts": {"tokenizer": self.tokenizer},
         }

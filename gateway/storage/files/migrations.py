@@ -88,8 +88,7 @@ async def _m003_chunks(db: Database, p: SchemaParams) -> None:
 async def _m004_fts(db: Database, p: SchemaParams) -> None:
     tok = TOKENIZERS[p.tokenizer]
     await db.execute(
-        f"CREATE VIRTUAL TABLE chunks_fts USING fts5(text, content='chunks', content_rowid='id', "
-        f"tokenize='{tok}')"
+        f"CREATE VIRTUAL TABLE chunks_fts USING fts5(text, content='chunks', content_rowid='id', tokenize='{tok}')"
     )
     await db.execute(
         "CREATE TRIGGER chunks_fts_ai AFTER INSERT ON chunks BEGIN "
@@ -165,9 +164,13 @@ async def _m010_chunk_identity(db: Database, p: SchemaParams) -> None:
     a `jarvis memory` command, each sure the file was new) can store it twice. Copies a race left
     behind are dropped first (the oldest row of each stays, with its full-text and vector rows). The
     unique index starts with `path`, so it replaces the path index."""
-    dups = [r[0] for r in await db.fetchall(
-        "SELECT id FROM chunks WHERE id NOT IN "
-        "(SELECT min(id) FROM chunks GROUP BY path, start_line, end_line, hash) ORDER BY id")]
+    dups = [
+        r[0]
+        for r in await db.fetchall(
+            "SELECT id FROM chunks WHERE id NOT IN "
+            "(SELECT min(id) FROM chunks GROUP BY path, start_line, end_line, hash) ORDER BY id"
+        )
+    ]
     if dups:
         await delete_chunks(db, "id", dups)
         gen = int(await get_meta(db, "generation", "0") or 0) + 1
@@ -214,11 +217,13 @@ async def delete_chunks(db: Database, column: str, values: list) -> None:
     each leave an index segment."""
     assert column in ("id", "path")
     for i in range(0, len(values), 500):
-        part = list(values[i:i + 500])
+        part = list(values[i : i + 500])
         where = f"{column} IN ({','.join('?' * len(part))})"
         await db.execute(
             "INSERT INTO chunks_fts(chunks_fts, rowid, text, context) "
-            f"SELECT 'delete', id, text, context FROM chunks WHERE {where}", part)
+            f"SELECT 'delete', id, text, context FROM chunks WHERE {where}",
+            part,
+        )
         await db.execute(f"DELETE FROM chunks WHERE {where}", part)
 
 

@@ -52,8 +52,11 @@ class IndexUsers:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         if not await _within(wait_s, lambda: ofd_lock(fd, SHARED)):
             os.close(fd)
-            raise Conflict(f"the memory index of agent {self.agent_id} is being rebuilt by another process "
-                           f"(a jarvis memory command); retry when it is done", {"agentId": self.agent_id})
+            raise Conflict(
+                f"the memory index of agent {self.agent_id} is being rebuilt by another process "
+                f"(a jarvis memory command); retry when it is done",
+                {"agentId": self.agent_id},
+            )
         self._fd = fd
 
     @contextlib.contextmanager
@@ -61,9 +64,11 @@ class IndexUsers:
         """Exclusive for the duration, or Conflict at once when another process has the index open."""
         assert self._fd is not None
         if not ofd_lock(self._fd, EXCLUSIVE):
-            raise Conflict("the index must be rebuilt for new settings, but another process (the running "
-                           "gateway, or a jarvis memory command) has it open; it is rebuilt by whichever "
-                           "has it alone — e.g. the gateway on its next sync once this command ends")
+            raise Conflict(
+                "the index must be rebuilt for new settings, but another process (the running "
+                "gateway, or a jarvis memory command) has it open; it is rebuilt by whichever "
+                "has it alone — e.g. the gateway on its next sync once this command ends"
+            )
         try:
             yield
         finally:
@@ -76,8 +81,11 @@ class IndexUsers:
         fd = self._fd
         assert fd is not None
         if not await _within(wait_s, lambda: ofd_lock(fd, EXCLUSIVE)):
-            raise Conflict(f"{doing}, but another process (a jarvis memory command) still has the index "
-                           f"of agent {self.agent_id} open; retried when it is done", {"agentId": self.agent_id})
+            raise Conflict(
+                f"{doing}, but another process (a jarvis memory command) still has the index "
+                f"of agent {self.agent_id} open; retried when it is done",
+                {"agentId": self.agent_id},
+            )
         try:
             yield
         finally:
@@ -104,9 +112,15 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
-async def build_fresh(db_path: Path, open_db: Callable[[Path], "asyncio.Future[Database]"], tokenizer: str,
-                      signature: str, provider: EmbeddingProvider, settings: IndexSettings,
-                      progress) -> tuple[Path, Database, Indexer, SyncStats]:
+async def build_fresh(
+    db_path: Path,
+    open_db: Callable[[Path], "asyncio.Future[Database]"],
+    tokenizer: str,
+    signature: str,
+    provider: EmbeddingProvider,
+    settings: IndexSettings,
+    progress,
+) -> tuple[Path, Database, Indexer, SyncStats]:
     """Index every source into `<db>.rebuild`, seeded with the live index's embedding cache. Returns the
     new file, its open connection and indexer (for last changes before the swap) and the sync's stats."""
     tmp = db_path.with_name(db_path.name + ".rebuild")
@@ -119,7 +133,8 @@ async def build_fresh(db_path: Path, open_db: Callable[[Path], "asyncio.Future[D
         try:
             await tdb.execute(
                 "INSERT OR IGNORE INTO embedding_cache(provider, model, hash, dims, embedding) "
-                "SELECT provider, model, hash, dims, embedding FROM live.embedding_cache ORDER BY rowid")
+                "SELECT provider, model, hash, dims, embedding FROM live.embedding_cache ORDER BY rowid"
+            )
         finally:
             await tdb.execute("DETACH DATABASE live")
         await set_meta(tdb, "index_signature", signature)
@@ -157,7 +172,7 @@ async def set_aside(db_path: Path) -> tuple[str, Path]:
 def _keep_newest_aside(db_path: Path, keep: int) -> None:
     """Blocking: delete all but the newest `keep` set-aside copies of the index (and their WAL files)."""
     prefix = db_path.name + ".corrupt-"
-    stamps = sorted({p.name[len(prefix):].split("-", 1)[0] for p in db_path.parent.glob(prefix + "*")})
+    stamps = sorted({p.name[len(prefix) :].split("-", 1)[0] for p in db_path.parent.glob(prefix + "*")})
     for stamp in stamps[:-keep] if keep else stamps:
         for suffix in ("",) + WAL_SUFFIXES:
             _remove(str(db_path.with_name(prefix + stamp + suffix)))

@@ -39,8 +39,10 @@ def parse_sessions_file(data: bytes) -> tuple[dict[str, dict[str, Any]], int]:
         parsed = {}
     sessions = parsed.get("sessions", {})
     generation = parsed.get("generation", 0)
-    return ({k: v for k, v in sessions.items() if isinstance(v, dict)} if isinstance(sessions, dict) else {},
-            generation if type(generation) is int else 0)
+    return (
+        {k: v for k, v in sessions.items() if isinstance(v, dict)} if isinstance(sessions, dict) else {},
+        generation if type(generation) is int else 0,
+    )
 
 
 def sessions_file(sessions: dict[str, dict[str, Any]], generation: int) -> bytes:
@@ -65,8 +67,13 @@ def exported_meta(key: str, raw: dict[str, Any], data: bytes, recount: bool) -> 
         created = created if isinstance(created, str) else ""
     updated = raw.get("updatedAt") if isinstance(raw.get("updatedAt"), str) else created
     label, count = raw.get("label"), raw.get("messageCount")
-    meta = {"sessionKey": key, "label": None if label is None else str(label), "createdAt": created,
-            "updatedAt": updated, "messageCount": count if type(count) is int else 0}
+    meta = {
+        "sessionKey": key,
+        "label": None if label is None else str(label),
+        "createdAt": created,
+        "updatedAt": updated,
+        "messageCount": count if type(count) is int else 0,
+    }
     for name in SETTINGS:
         if isinstance(raw.get(name), str) and raw[name]:
             meta[name] = raw[name]
@@ -188,8 +195,7 @@ class FileSessionStore:
             self._cached = (stamp, cached)
         return cached
 
-    def _mutate_sync(self, fn: Callable[[dict[str, dict[str, Any]]], Any],
-                     written: list[Any] | None = None) -> Any:
+    def _mutate_sync(self, fn: Callable[[dict[str, dict[str, Any]]], Any], written: list[Any] | None = None) -> Any:
         """Under the file lock: read, apply `written`'s bumps and `fn`, write as the next generation
         (published in `written` before the file is replaced, for `_view`)."""
         with locked(self.meta_path):
@@ -331,13 +337,21 @@ class FileSessionStore:
             except FileNotFoundError:
                 old = None
             if old is not None and not data.startswith(old):
-                out.append(Imported(PRESENT, "a transcript file sessions.json does not list is in the way (its "
-                                             "bytes are not a prefix of this session's)"))
+                out.append(
+                    Imported(
+                        PRESENT,
+                        "a transcript file sessions.json does not list is in the way (its "
+                        "bytes are not a prefix of this session's)",
+                    )
+                )
                 continue
             detail = ""
             if old is not None:
-                detail = ("its transcript was there unlisted (a gateway's local mirror)" if old == data
-                          else "an unlisted transcript holding its first part (a mirror) was brought up to date")
+                detail = (
+                    "its transcript was there unlisted (a gateway's local mirror)"
+                    if old == data
+                    else "an unlisted transcript holding its first part (a mirror) was brought up to date"
+                )
             if not dry_run:
                 if not add:
                     for d in (self.dir.parent.parent, self.dir.parent, self.dir):
@@ -379,20 +393,28 @@ class FileSessionStore:
         return key in await asyncio.to_thread(self._read_sync)
 
     async def list(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
-        sessions = sorted((await self.all()).values(), key=lambda s: (s.get("updatedAt", ""), s["sessionKey"]),
-                          reverse=True)
+        sessions = sorted(
+            (await self.all()).values(), key=lambda s: (s.get("updatedAt", ""), s["sessionKey"]), reverse=True
+        )
         return [dict(s) for s in sessions[offset : offset + limit]], len(sessions)
 
     # ---- mutations -----------------------------------------------------------------------------
-    async def create(self, label: str | None = None, key: str | None = None,
-                     settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def create(
+        self, label: str | None = None, key: str | None = None, settings: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         key = check_session_key(key) if key else str(uuid.uuid4())
         exists = Conflict(f"session already exists: {key}", {"sessionKey": key})
         if await self.exists(key):
             raise exists
         now = now_iso()
-        session = {"sessionKey": key, "label": label, "createdAt": now, "updatedAt": now, "messageCount": 0,
-                   **{k: v for k, v in (settings or {}).items() if k in SETTINGS and v}}
+        session = {
+            "sessionKey": key,
+            "label": label,
+            "createdAt": now,
+            "updatedAt": now,
+            "messageCount": 0,
+            **{k: v for k, v in (settings or {}).items() if k in SETTINGS and v},
+        }
         # The transcript header first, so a session listed in metadata always has its file.
         path = self.transcript_path(key)
         created = False
@@ -463,8 +485,7 @@ class FileSessionStore:
         with contextlib.suppress(FileNotFoundError):
             await asyncio.to_thread(os.unlink, self.transcript_path(key))
 
-    async def history(self, key: str, limit: int, before: str | None,
-                      max_bytes: int = 2 << 20) -> dict[str, Any]:
+    async def history(self, key: str, limit: int, before: str | None, max_bytes: int = 2 << 20) -> dict[str, Any]:
         """The last `limit` messages before `before`, oldest first, and at most about `max_bytes`
         of content (at least one message), so one answer never outgrows a client's buffer."""
         path = self.transcript_path(key)

@@ -49,7 +49,9 @@ PAYLOAD_TTL_S = 60
 OUTBOX_MAX = 10_000  # events waiting to be relayed; past it they are dropped (and counted)
 
 MIGRATIONS: list[tuple[str, str]] = [
-    ("0001_sessions", """
+    (
+        "0001_sessions",
+        """
         CREATE TABLE sessions (
             agent_id text NOT NULL,
             session_key text NOT NULL,
@@ -69,8 +71,11 @@ MIGRATIONS: list[tuple[str, str]] = [
             PRIMARY KEY (agent_id, session_key, seq),
             FOREIGN KEY (agent_id, session_key) REFERENCES sessions ON DELETE CASCADE
         );
-    """),
-    ("0002_runs_and_idempotency", """
+    """,
+    ),
+    (
+        "0002_runs_and_idempotency",
+        """
         CREATE TABLE runs (
             agent_id text NOT NULL,
             session_key text NOT NULL,
@@ -92,11 +97,14 @@ MIGRATIONS: list[tuple[str, str]] = [
             payload text NOT NULL,
             created_at timestamptz NOT NULL DEFAULT now()
         );
-    """),
+    """,
+    ),
     # The memory index shared by every gateway (gateway/storage/postgres/memindex.py). Vectors live in
     # `memory_vectors`, made with the `vector` extension when a gateway first needs it (memindex.py), so
     # that a server without pgvector still serves sessions and full-text search.
-    ("0003_memory_index", """
+    (
+        "0003_memory_index",
+        """
         CREATE TABLE memory_files (
             agent_id text NOT NULL,
             path text NOT NULL,
@@ -144,11 +152,14 @@ MIGRATIONS: list[tuple[str, str]] = [
             created_at timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (provider, model, hash)
         );
-    """),
+    """,
+    ),
     # Keyed memories (memory.set/get/delete/list): rows are the record, workspace files a mirror per
     # gateway (storage/postgres/keyed.py). A delete leaves a tombstone (deleted = true); every write counts
     # `version` up, which a mirror's front matter names.
-    ("0004_keyed_memories", """
+    (
+        "0004_keyed_memories",
+        """
         CREATE TABLE keyed_memories (
             agent_id text NOT NULL,
             key text NOT NULL,
@@ -161,18 +172,25 @@ MIGRATIONS: list[tuple[str, str]] = [
             PRIMARY KEY (agent_id, key)
         );
         CREATE INDEX keyed_memories_by_updated ON keyed_memories (agent_id, updated DESC) WHERE NOT deleted;
-    """),
+    """,
+    ),
     # A chunk's tsvector (~1.9 KB with its context) went out of line, uncompressed, as the row's largest
     # value: ranking then fetched it from the TOAST table for every candidate (~10 µs a row). Kept in the
     # row (compressed) instead, with the text and context moved out first, full-text search is ~2.5x
     # faster. Rows written before keep their storage until rewritten (a re-index).
-    ("0005_memory_tsvector_in_row", """
+    (
+        "0005_memory_tsvector_in_row",
+        """
         ALTER TABLE memory_chunks ALTER COLUMN tsv SET STORAGE MAIN;
-    """),
+    """,
+    ),
     # A session's own model and system prompt (sessions.create / sessions.update); NULL: the configured ones.
-    ("0006_session_settings", """
+    (
+        "0006_session_settings",
+        """
         ALTER TABLE sessions ADD COLUMN model text, ADD COLUMN system_prompt text;
-    """),
+    """,
+    ),
 ]
 
 
@@ -219,8 +237,10 @@ async def migrate(conn: asyncpg.Connection) -> list[str]:
     applied: list[str] = []
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:migrations"))
-        await conn.execute("CREATE TABLE IF NOT EXISTS jarvis_migrations "
-                           "(name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS jarvis_migrations "
+            "(name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
         done = {r["name"] for r in await conn.fetch("SELECT name FROM jarvis_migrations")}
         for name, sql in MIGRATIONS:
             if name in done:
@@ -265,8 +285,9 @@ class Postgres:
         also holds its liveness lock, listens to the others and relays its events; else a tool's: only
         the pool, to query and notify."""
         try:
-            self.pool = await asyncpg.create_pool(self.url, min_size=1, max_size=self.pool_size,
-                                                  command_timeout=60, server_settings=self._name("pool"))
+            self.pool = await asyncpg.create_pool(
+                self.url, min_size=1, max_size=self.pool_size, command_timeout=60, server_settings=self._name("pool")
+            )
         except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
             raise Unavailable(f"PostgreSQL unreachable at {redact(self.url)}: {exc}", retryable=True) from None
         applied: list[str] = []
@@ -279,8 +300,11 @@ class Postgres:
             return self
         self._liveness = await asyncpg.connect(self.url, server_settings=self._name("liveness"))
         if not await self._liveness.fetchval("SELECT pg_try_advisory_lock($1)", lock_key(self.instance_id)):
-            raise Unavailable(f"another gateway runs as instance {self.instance_id!r} on this database; give "
-                              f"each its own storage.instanceId", retryable=False)
+            raise Unavailable(
+                f"another gateway runs as instance {self.instance_id!r} on this database; give "
+                f"each its own storage.instanceId",
+                retryable=False,
+            )
         await self._listen()
         self._sender = await asyncpg.connect(self.url, server_settings=self._name("relay"))
         self._watch = asyncio.create_task(self._keep_listening())
@@ -341,8 +365,9 @@ class Postgres:
             msg = await self._inbox.get()
             if "ref" in msg:
                 try:
-                    payload = await self.pool.fetchval("SELECT payload FROM event_payloads WHERE id = $1",
-                                                       int(msg["ref"]))
+                    payload = await self.pool.fetchval(
+                        "SELECT payload FROM event_payloads WHERE id = $1", int(msg["ref"])
+                    )
                 except (OSError, asyncpg.PostgresError) as exc:
                     log.warning("postgres notification lost", error=str(exc))
                     continue
@@ -376,8 +401,9 @@ class Postgres:
         args = []
         for payload in batch:
             if len(payload.encode()) > MAX_NOTIFY_BYTES:
-                ref = await self._sender.fetchval("INSERT INTO event_payloads(payload) VALUES ($1) RETURNING id",
-                                                  payload)
+                ref = await self._sender.fetchval(
+                    "INSERT INTO event_payloads(payload) VALUES ($1) RETURNING id", payload
+                )
                 payload = orjson.dumps({"o": self.instance_id, "ref": ref}).decode()
             args.append((CHANNEL, payload))
         await self._sender.executemany("SELECT pg_notify($1, $2)", args)
@@ -419,8 +445,9 @@ class Postgres:
     async def prune(self) -> None:
         """Housekeeping: big payloads are read within moments; expired idempotency keys are dead."""
         assert self.pool is not None
-        await self.pool.execute("DELETE FROM event_payloads WHERE created_at < now() - make_interval(secs => $1)",
-                                float(PAYLOAD_TTL_S))
+        await self.pool.execute(
+            "DELETE FROM event_payloads WHERE created_at < now() - make_interval(secs => $1)", float(PAYLOAD_TTL_S)
+        )
         await self.pool.execute("DELETE FROM idempotency WHERE expires_at < now()")
 
     async def close(self) -> None:

@@ -45,7 +45,11 @@ class PostgresStorage:
 
     async def agents(self) -> list[str]:
         async with self.pg.pool.acquire() as conn:
-            tables = [t for t in ("sessions", "keyed_memories") if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", t)]
+            tables = [
+                t
+                for t in ("sessions", "keyed_memories")
+                if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", t)
+            ]
             if not tables:
                 return []
             union = " UNION ".join(f"SELECT agent_id FROM {t}" for t in tables)

@@ -41,8 +41,19 @@ from ...timeutil import now_iso
 from ...memory.index.sources import folder_empty
 from ..base import ADDED, PRESENT, REFUSED, Imported
 from ...memory.notes.frontmatter import parse_front_matter
-from ...memory.notes.keyed import (_KEY, CATEGORIES, DEFAULT_CATEGORY, MAX_VALUE_CHARS, Entry, KeyedFiles, _mtime_iso,
-                    check_category, check_entry, check_key, render)
+from ...memory.notes.keyed import (
+    _KEY,
+    CATEGORIES,
+    DEFAULT_CATEGORY,
+    MAX_VALUE_CHARS,
+    Entry,
+    KeyedFiles,
+    _mtime_iso,
+    check_category,
+    check_entry,
+    check_key,
+    render,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .db import Postgres
@@ -66,13 +77,22 @@ class PgKeyedStore:
 
     def _entry(self, row: Any) -> Entry:
         rel = self.files._rel(row["category"], row["key"])
-        return Entry(row["key"], row["category"], row["value"], row["created"], row["updated"], rel,
-                     self.files._file(row["category"], row["key"]))
+        return Entry(
+            row["key"],
+            row["category"],
+            row["value"],
+            row["created"],
+            row["updated"],
+            rel,
+            self.files._file(row["category"], row["key"]),
+        )
 
     async def find(self, key: str) -> Entry | None:
         row = await self.pg.pool.fetchrow(
             f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND key = $2 AND NOT deleted",
-            self.agent_id, check_key(key))
+            self.agent_id,
+            check_key(key),
+        )
         return self._entry(row) if row is not None else None
 
     async def get(self, key: str) -> Entry:
@@ -90,8 +110,12 @@ class PgKeyedStore:
     async def _set(self, key: str, value: str, category: str | None) -> tuple[Entry, bool, str | None]:
         now = now_iso()
         async with self.pg.pool.acquire() as conn, conn.transaction():
-            old = await conn.fetchrow("SELECT category, created FROM keyed_memories WHERE agent_id = $1 "
-                                      "AND key = $2 AND NOT deleted FOR UPDATE", self.agent_id, key)
+            old = await conn.fetchrow(
+                "SELECT category, created FROM keyed_memories WHERE agent_id = $1 "
+                "AND key = $2 AND NOT deleted FOR UPDATE",
+                self.agent_id,
+                key,
+            )
             cat = category or (old["category"] if old and old["category"] in CATEGORIES else DEFAULT_CATEGORY)
             created = old["created"] if old else now
             row = await conn.fetchrow(
@@ -99,7 +123,14 @@ class PgKeyedStore:
                 "VALUES ($1, $2, $3, $4, $5, $6, false) ON CONFLICT (agent_id, key) DO UPDATE SET "
                 "category = $3, value = $4, created = $5, updated = $6, deleted = false, "
                 "version = keyed_memories.version + 1 "
-                f"RETURNING {_COLUMNS}", self.agent_id, key, cat, value, created, now)
+                f"RETURNING {_COLUMNS}",
+                self.agent_id,
+                key,
+                cat,
+                value,
+                created,
+                now,
+            )
         entry = self._entry(row)
         await asyncio.to_thread(self._mirror, entry, row["version"])
         await self._tell_others(key)
@@ -115,7 +146,11 @@ class PgKeyedStore:
         row = await self.pg.pool.fetchrow(
             "UPDATE keyed_memories SET deleted = true, updated = $3, version = version + 1 "
             "WHERE agent_id = $1 AND key = $2 "
-            f"AND NOT deleted RETURNING {_COLUMNS}", self.agent_id, key, now_iso())
+            f"AND NOT deleted RETURNING {_COLUMNS}",
+            self.agent_id,
+            key,
+            now_iso(),
+        )
         if row is None:
             raise NotFound(f"no memory with key {key!r}", {"key": key})
         await asyncio.to_thread(self._unmirror, key)
@@ -129,15 +164,21 @@ class PgKeyedStore:
             args.append(check_category(category))
         async with self.pg.pool.acquire() as conn:
             total = await conn.fetchval(f"SELECT count(*) FROM keyed_memories WHERE {where}", *args)
-            rows = await conn.fetch(f"SELECT {_COLUMNS} FROM keyed_memories WHERE {where} "
-                                    f"ORDER BY updated DESC, key DESC LIMIT {int(limit)} OFFSET {int(offset)}", *args)
+            rows = await conn.fetch(
+                f"SELECT {_COLUMNS} FROM keyed_memories WHERE {where} "
+                f"ORDER BY updated DESC, key DESC LIMIT {int(limit)} OFFSET {int(offset)}",
+                *args,
+            )
         return {"memories": [self._entry(r).brief() for r in rows], "total": int(total)}
 
     async def entries(self) -> list[Entry]:
         """(A database whose schema is not made yet, as a dry run finds it, holds none.)"""
         try:
-            rows = await self.pg.pool.fetch(f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND NOT "
-                                            f"deleted ORDER BY updated DESC, key DESC", self.agent_id)
+            rows = await self.pg.pool.fetch(
+                f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND NOT "
+                f"deleted ORDER BY updated DESC, key DESC",
+                self.agent_id,
+            )
         except asyncpg.UndefinedTableError:
             return []
         # A row no gateway could have written (edited in the database) names no file: it is not one.
@@ -153,8 +194,9 @@ class PgKeyedStore:
                 continue
             if dry_run:
                 try:
-                    there = await self.pg.pool.fetchval("SELECT deleted FROM keyed_memories WHERE agent_id = $1 AND "
-                                                        "key = $2", self.agent_id, e.key)
+                    there = await self.pg.pool.fetchval(
+                        "SELECT deleted FROM keyed_memories WHERE agent_id = $1 AND key = $2", self.agent_id, e.key
+                    )
                 except asyncpg.UndefinedTableError:  # no schema yet: nothing there
                     there = None
                 out.append(Imported(ADDED) if there is None else Imported(PRESENT, _TAKEN[there]))
@@ -162,10 +204,17 @@ class PgKeyedStore:
             there = await self.pg.pool.fetchval(
                 "INSERT INTO keyed_memories(agent_id, key, category, value, created, updated, deleted) "
                 "VALUES ($1, $2, $3, $4, $5, $6, false) ON CONFLICT (agent_id, key) DO NOTHING RETURNING 1",
-                self.agent_id, e.key, e.category, e.value.strip("\n"), e.created, e.updated)
+                self.agent_id,
+                e.key,
+                e.category,
+                e.value.strip("\n"),
+                e.created,
+                e.updated,
+            )
             if there is None:
-                deleted = await self.pg.pool.fetchval("SELECT deleted FROM keyed_memories WHERE agent_id = $1 AND "
-                                                      "key = $2", self.agent_id, e.key)
+                deleted = await self.pg.pool.fetchval(
+                    "SELECT deleted FROM keyed_memories WHERE agent_id = $1 AND key = $2", self.agent_id, e.key
+                )
                 out.append(Imported(PRESENT, _TAKEN[bool(deleted)]))
             else:
                 out.append(Imported(ADDED))
@@ -209,7 +258,8 @@ class PgKeyedStore:
         if not await asyncio.to_thread(self.workspace.is_dir):
             return "workspace missing"
         if await asyncio.to_thread(folder_empty, self.workspace) and await self.pg.pool.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM memory_files WHERE agent_id = $1 AND source = 'memory')", self.agent_id):
+            "SELECT EXISTS (SELECT 1 FROM memory_files WHERE agent_id = $1 AND source = 'memory')", self.agent_id
+        ):
             return "workspace empty while notes of it are indexed"
         return None
 
@@ -221,8 +271,9 @@ class PgKeyedStore:
             log.warning("memory_keyed_reconcile_skipped", workspace=str(self.workspace), reason=why)
             return 0
         sql = f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1"
-        rows = await self.pg.pool.fetch(sql + (" AND key = $2" if key else ""), self.agent_id,
-                                        *((check_key(key),) if key else ()))
+        rows = await self.pg.pool.fetch(
+            sql + (" AND key = $2" if key else ""), self.agent_id, *((check_key(key),) if key else ())
+        )
         # A row no gateway could have written (edited in the database) must not name a path.
         by_key = {r["key"]: r for r in rows if _KEY.fullmatch(r["key"]) and r["category"] in CATEGORIES}
         files = await asyncio.to_thread(self._files, key)
@@ -263,17 +314,27 @@ class PgKeyedStore:
                         "category = $3, value = $4, updated = $6, deleted = false, "
                         "version = keyed_memories.version + 1 "
                         "WHERE keyed_memories.version = $7 AND keyed_memories.deleted = $8 "
-                        f"RETURNING {_COLUMNS}", self.agent_id, f.key, f.category, f.value.strip("\n"), created,
-                        updated, seen["version"] if seen else None, seen["deleted"] if seen else None)
+                        f"RETURNING {_COLUMNS}",
+                        self.agent_id,
+                        f.key,
+                        f.category,
+                        f.value.strip("\n"),
+                        created,
+                        updated,
+                        seen["version"] if seen else None,
+                        seen["deleted"] if seen else None,
+                    )
                     if row is not None:
                         to_mirror.append(row)  # its front matter now names this version
                         taken.append(f.key)
         if to_mirror or to_remove:
+
             def apply() -> None:
                 for row in to_mirror:
                     self._mirror(self._entry(row), row["version"])
                 for k in to_remove:
                     self._unmirror(k)
+
             await asyncio.to_thread(apply)
         for k in taken:
             await self._tell_others(k)
@@ -300,8 +361,10 @@ class PgKeyedStore:
         return any(self.files._file(cat, key).exists() for cat in CATEGORIES if cat != category)
 
 
-_TAKEN = {False: "a keyed memory of this key is there",
-          True: "this key was deleted there (its tombstone keeps other gateways from bringing it back)"}
+_TAKEN = {
+    False: "a keyed memory of this key is there",
+    True: "this key was deleted there (its tombstone keeps other gateways from bringing it back)",
+}
 
 
 def _importable(f: Entry) -> bool:
@@ -312,7 +375,10 @@ def _importable(f: Entry) -> bool:
         log.warning("memory_keyed_file_skipped", path=f.path, error=exc.message)
         return False
     if len(f.value) > MAX_VALUE_CHARS or "\x00" in f.value:
-        log.warning("memory_keyed_file_skipped", path=f.path,
-                    error=f"longer than {MAX_VALUE_CHARS} characters or holding a NUL character")
+        log.warning(
+            "memory_keyed_file_skipped",
+            path=f.path,
+            error=f"longer than {MAX_VALUE_CHARS} characters or holding a NUL character",
+        )
         return False
     return True

@@ -23,7 +23,11 @@ class PgRunLedger:
     async def seen(self, session: str, key: str) -> str | None:
         return await self.pg.pool.fetchval(
             "SELECT run_id FROM idempotency WHERE agent_id = $1 AND session_key = $2 AND idem_key = $3 "
-            "AND expires_at > now()", self.agent_id, session, key)
+            "AND expires_at > now()",
+            self.agent_id,
+            session,
+            key,
+        )
 
     async def remember(self, session: str, key: str, run_id: str) -> None:
         await self.pg.pool.execute(
@@ -31,13 +35,22 @@ class PgRunLedger:
             "VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5)) "
             "ON CONFLICT (agent_id, session_key, idem_key) DO UPDATE "
             "SET run_id = excluded.run_id, expires_at = excluded.expires_at",
-            self.agent_id, session, key, run_id, float(self.ttl))
+            self.agent_id,
+            session,
+            key,
+            run_id,
+            float(self.ttl),
+        )
 
     async def claim(self, session: str, run_id: str) -> str | None:
         row: Any = await self.pg.pool.fetchrow(
             "INSERT INTO runs(agent_id, session_key, run_id, instance_id) VALUES ($1, $2, $3, $4) "
             "ON CONFLICT (agent_id, session_key) DO NOTHING RETURNING run_id",
-            self.agent_id, session, run_id, self.pg.instance_id)
+            self.agent_id,
+            session,
+            run_id,
+            self.pg.instance_id,
+        )
         if row is not None:
             return None
         held = await self.holder(session)
@@ -49,13 +62,15 @@ class PgRunLedger:
         await drop_claim(self.pg, self.agent_id, session, run_id)
 
     async def holder(self, session: str) -> tuple[str, str] | None:
-        row = await self.pg.pool.fetchrow("SELECT run_id, instance_id FROM runs WHERE agent_id = $1 AND "
-                                          "session_key = $2", self.agent_id, session)
+        row = await self.pg.pool.fetchrow(
+            "SELECT run_id, instance_id FROM runs WHERE agent_id = $1 AND session_key = $2", self.agent_id, session
+        )
         return (row["run_id"], row["instance_id"]) if row is not None else None
 
     async def forget_session(self, session: str) -> None:
-        await self.pg.pool.execute("DELETE FROM idempotency WHERE agent_id = $1 AND session_key = $2",
-                                   self.agent_id, session)
+        await self.pg.pool.execute(
+            "DELETE FROM idempotency WHERE agent_id = $1 AND session_key = $2", self.agent_id, session
+        )
 
 
 # ---- every agent's runs, for the cluster's sweep (cluster.py) -----------------------------------------
@@ -63,18 +78,27 @@ async def claims(pg: Postgres, *, mine: bool, older_than_s: float = 0.0) -> list
     """(agent, session, run, instance) of the runs claimed by this gateway (`mine`) at least
     `older_than_s` seconds ago, or of those claimed by the other gateways."""
     if mine:
-        rows = await pg.pool.fetch("SELECT agent_id, session_key, run_id, instance_id FROM runs WHERE instance_id = $1 "
-                                   "AND started_at < now() - make_interval(secs => $2)", pg.instance_id,
-                                   float(older_than_s))
+        rows = await pg.pool.fetch(
+            "SELECT agent_id, session_key, run_id, instance_id FROM runs WHERE instance_id = $1 "
+            "AND started_at < now() - make_interval(secs => $2)",
+            pg.instance_id,
+            float(older_than_s),
+        )
     else:
-        rows = await pg.pool.fetch("SELECT agent_id, session_key, run_id, instance_id FROM runs "
-                                   "WHERE instance_id <> $1", pg.instance_id)
+        rows = await pg.pool.fetch(
+            "SELECT agent_id, session_key, run_id, instance_id FROM runs WHERE instance_id <> $1", pg.instance_id
+        )
     return [(r["agent_id"], r["session_key"], r["run_id"], r["instance_id"]) for r in rows]
 
 
 async def drop_claim(pg: Postgres, agent_id: str, session: str, run_id: str) -> bool:
     """Remove a run's claim whoever holds it; True when this call removed it (the sweeper that ends
     that run)."""
-    return bool(await pg.pool.fetchval(
-        "DELETE FROM runs WHERE agent_id = $1 AND session_key = $2 AND run_id = $3 RETURNING 1",
-        agent_id, session, run_id))
+    return bool(
+        await pg.pool.fetchval(
+            "DELETE FROM runs WHERE agent_id = $1 AND session_key = $2 AND run_id = $3 RETURNING 1",
+            agent_id,
+            session,
+            run_id,
+        )
+    )

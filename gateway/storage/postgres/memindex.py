@@ -87,14 +87,21 @@ async def get_meta(db: Any, agent_id: str, key: str, default: str | None = None)
 
 
 async def set_meta(db: Any, agent_id: str, key: str, value: str) -> None:
-    await db.execute("INSERT INTO memory_meta(agent_id, key, value) VALUES ($1, $2, $3) "
-                     "ON CONFLICT (agent_id, key) DO UPDATE SET value = excluded.value", agent_id, key, value)
+    await db.execute(
+        "INSERT INTO memory_meta(agent_id, key, value) VALUES ($1, $2, $3) "
+        "ON CONFLICT (agent_id, key) DO UPDATE SET value = excluded.value",
+        agent_id,
+        key,
+        value,
+    )
 
 
 async def bump_generation(conn: asyncpg.Connection, agent_id: str) -> None:
     await conn.execute(
         "INSERT INTO memory_meta(agent_id, key, value) VALUES ($1, 'generation', '1') "
-        "ON CONFLICT (agent_id, key) DO UPDATE SET value = (memory_meta.value::bigint + 1)::text", agent_id)
+        "ON CONFLICT (agent_id, key) DO UPDATE SET value = (memory_meta.value::bigint + 1)::text",
+        agent_id,
+    )
 
 
 # ---- the vector table (pgvector) ------------------------------------------------------------------------
@@ -115,7 +122,9 @@ async def ensure_vector_schema(pool: asyncpg.Pool) -> str | None:
                         dims integer NOT NULL,
                         embedding vector NOT NULL
                     )""")
-                await conn.execute("CREATE INDEX IF NOT EXISTS memory_vectors_by_agent ON memory_vectors (agent_id, dims)")
+                await conn.execute(
+                    "CREATE INDEX IF NOT EXISTS memory_vectors_by_agent ON memory_vectors (agent_id, dims)"
+                )
     except asyncpg.PostgresError as exc:
         return f"pgvector is not available on the database server ({exc}); full-text search only"
     return None
@@ -137,7 +146,8 @@ async def ensure_dims_index(conn: asyncpg.Connection, dims: int, bulk: bool = Fa
             await conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
         await conn.execute(
             f"CREATE INDEX IF NOT EXISTS memory_vectors_hnsw_{dims} ON memory_vectors "
-            f"USING hnsw ((embedding::vector({dims})) vector_cosine_ops) WHERE dims = {dims}")
+            f"USING hnsw ((embedding::vector({dims})) vector_cosine_ops) WHERE dims = {dims}"
+        )
 
 
 def _stale_mirrors(items: list[tuple[SourceFile, int | None]]) -> set[str]:
@@ -158,8 +168,7 @@ def _stale_mirrors(items: list[tuple[SourceFile, int | None]]) -> set[str]:
     return out
 
 
-def _filter(where: list[str], params: list[Any], sources: tuple[str, ...], session_key: str | None,
-            table: str) -> None:
+def _filter(where: list[str], params: list[Any], sources: tuple[str, ...], session_key: str | None, table: str) -> None:
     """Add the source and session conditions of a search (`table`: the column prefix, e.g. "c.")."""
     if len(sources) == 1:
         params.append(sources[0])
@@ -186,14 +195,17 @@ class PgVectorStore:
     async def close(self) -> None:
         return None  # nothing loads in the background
 
-    async def knn(self, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None,
-                  generation: str, count: int) -> list[tuple[int, float]]:
+    async def knn(
+        self, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None, generation: str, count: int
+    ) -> list[tuple[int, float]]:
         d = self.dims
         where, params = ["agent_id = $2", f"dims = {d}"], [vector_text(q), self.agent_id]
         _filter(where, params, sources, session_key, "")
         params.append(int(n))
-        sql = (f"SELECT chunk_id, embedding::vector({d}) <=> $1::text::vector({d}) AS dist FROM memory_vectors "
-               f"WHERE {' AND '.join(where)} ORDER BY dist LIMIT ${len(params)}")
+        sql = (
+            f"SELECT chunk_id, embedding::vector({d}) <=> $1::text::vector({d}) AS dist FROM memory_vectors "
+            f"WHERE {' AND '.join(where)} ORDER BY dist LIMIT ${len(params)}"
+        )
         async with self.pool.acquire() as conn:
             async with conn.transaction():
                 await conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(40, 2 * int(n)))}")
@@ -216,11 +228,19 @@ class PgSearcher(Searcher):
     """Searcher over an agent's rows in PostgreSQL: full text by tsvector, vectors by pgvector; fusion,
     re-rank and snippets are Searcher's."""
 
-    def __init__(self, pool: asyncpg.Pool, agent_id: str, provider: EmbeddingProvider, opts: SearchOptions,
-                 vectors: PgVectorStore | None, vector_problem: str | None,
-                 hidden_sessions: set[str] | None = None):
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        agent_id: str,
+        provider: EmbeddingProvider,
+        opts: SearchOptions,
+        vectors: PgVectorStore | None,
+        vector_problem: str | None,
+        hidden_sessions: set[str] | None = None,
+    ):
         # Not Searcher.__init__: it binds a SQLite connection's scratch table.
         from collections import OrderedDict
+
         self.db = pool  # type: ignore[assignment]
         self.pool, self.agent_id = pool, agent_id
         self.provider, self.opts = provider, opts
@@ -232,8 +252,9 @@ class PgSearcher(Searcher):
     async def prune_common(self, terms: Sequence[str]) -> list[str]:
         return list(terms)  # fts() prunes by the document counts it fetches for the idf anyway
 
-    async def fts(self, terms: Sequence[str], n: int, sources: tuple[str, ...],
-                  session_key: str | None) -> list[tuple[int, float]]:
+    async def fts(
+        self, terms: Sequence[str], n: int, sources: tuple[str, ...], session_key: str | None
+    ) -> list[tuple[int, float]]:
         """(id, -score) best first, negated so that fusion reads it as it reads BM25 (lower is better).
         The score is BM25-like: Σ over the query's words of idf(word) × ts_rank_cd(word), the rank with
         the text at weight 1 and the context at `contextWeight`, normalised by the chunk's length and
@@ -255,13 +276,17 @@ class PgSearcher(Searcher):
         # One tsquery parameter per word, not an array unnested per row: each is a constant of the
         # statement, so the GIN index serves the match and the statement is the same for every query
         # of as many words (prepared once).
-        score = " + ".join(f"${4 + m + k}::float8 * ts_rank_cd($3::float4[], c.tsv, to_tsquery('{FTS_CONFIG}', ${4 + k}), 33)"
-                           for k in range(m))
+        score = " + ".join(
+            f"${4 + m + k}::float8 * ts_rank_cd($3::float4[], c.tsv, to_tsquery('{FTS_CONFIG}', ${4 + k}), 33)"
+            for k in range(m)
+        )
         where = ["c.agent_id = $1", f"c.tsv @@ to_tsquery('{FTS_CONFIG}', $2)"]
         _filter(where, params, sources, session_key, "c.")
         params.append(int(n))
-        sql = (f"SELECT c.id, -(1e-6 + {score}) AS r FROM memory_chunks c "
-               f"WHERE {' AND '.join(where)} ORDER BY r, c.id LIMIT ${len(params)}")
+        sql = (
+            f"SELECT c.id, -(1e-6 + {score}) AS r FROM memory_chunks c "
+            f"WHERE {' AND '.join(where)} ORDER BY r, c.id LIMIT ${len(params)}"
+        )
         rows = await self.pool.fetch(sql, *params)
         return [(int(r[0]), float(r[1])) for r in rows]
 
@@ -270,9 +295,11 @@ class PgSearcher(Searcher):
         common, and counting further would cost a scan)."""
         # Counted far enough for pruning to tell a word over the postings budget on any index size.
         cap = max(IDF_COUNT_CAP, int(POSTINGS_BUDGET * self.total_chunks) + 1)
-        counts = ", ".join(f"(SELECT count(*) FROM (SELECT 1 FROM memory_chunks c WHERE c.agent_id = $1 AND "
-                           f"c.tsv @@ to_tsquery('{FTS_CONFIG}', ${k + 2}) LIMIT {cap}) s{k})"
-                           for k in range(len(lexemes)))
+        counts = ", ".join(
+            f"(SELECT count(*) FROM (SELECT 1 FROM memory_chunks c WHERE c.agent_id = $1 AND "
+            f"c.tsv @@ to_tsquery('{FTS_CONFIG}', ${k + 2}) LIMIT {cap}) s{k})"
+            for k in range(len(lexemes))
+        )
         row = await self.pool.fetchrow(f"SELECT {counts}", self.agent_id, *lexemes)
         return [int(row[k]) for k in range(len(lexemes))]
 
@@ -284,7 +311,10 @@ class PgSearcher(Searcher):
     async def _chunk_rows(self, ids: list[int]) -> list[tuple]:
         rows = await self.pool.fetch(
             "SELECT id, path, source, session_key, start_line, end_line, text, spans, context FROM memory_chunks "
-            "WHERE id = ANY($1::bigint[]) AND agent_id = $2", list(ids), self.agent_id)
+            "WHERE id = ANY($1::bigint[]) AND agent_id = $2",
+            list(ids),
+            self.agent_id,
+        )
         return [tuple(r) for r in rows]
 
 
@@ -301,7 +331,11 @@ class PgEmbeddingCache:
             return {}
         rows = await self.pool.fetch(
             "SELECT hash, embedding FROM memory_embedding_cache WHERE provider = $1 AND model = $2 "
-            "AND hash = ANY($3::text[])", self.provider, self.model, list(dict.fromkeys(hashes)))
+            "AND hash = ANY($3::text[])",
+            self.provider,
+            self.model,
+            list(dict.fromkeys(hashes)),
+        )
         return drop_unusable({r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows})
 
     async def put_many(self, items: dict[str, np.ndarray], conn: Any = None) -> None:
@@ -310,8 +344,11 @@ class PgEmbeddingCache:
         await (conn or self.pool).executemany(
             "INSERT INTO memory_embedding_cache(provider, model, hash, dims, embedding) VALUES ($1, $2, $3, $4, $5) "
             "ON CONFLICT (provider, model, hash) DO UPDATE SET dims = excluded.dims, embedding = excluded.embedding",
-            [(self.provider, self.model, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes())
-             for h, v in items.items()])
+            [
+                (self.provider, self.model, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes())
+                for h, v in items.items()
+            ],
+        )
 
     async def purge_unusable(self, conn: Any) -> int:
         if not self.enabled:
@@ -319,14 +356,22 @@ class PgEmbeddingCache:
         bad: list[str] = []
         last = ""
         while rows := await conn.fetch(  # a batch at a time: the cache may hold gigabytes of vectors
-                "SELECT hash, embedding FROM memory_embedding_cache WHERE provider = $1 AND model = $2 "
-                "AND hash > $3 ORDER BY hash LIMIT 4096", self.provider, self.model, last):
+            "SELECT hash, embedding FROM memory_embedding_cache WHERE provider = $1 AND model = $2 "
+            "AND hash > $3 ORDER BY hash LIMIT 4096",
+            self.provider,
+            self.model,
+            last,
+        ):
             last = rows[-1][0]
             found = {r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows}
             bad.extend(set(found) - set(drop_unusable(found)))
         if bad:
-            await conn.execute("DELETE FROM memory_embedding_cache WHERE provider = $1 AND model = $2 "
-                               "AND hash = ANY($3::text[])", self.provider, self.model, bad)
+            await conn.execute(
+                "DELETE FROM memory_embedding_cache WHERE provider = $1 AND model = $2 AND hash = ANY($3::text[])",
+                self.provider,
+                self.model,
+                bad,
+            )
         return len(bad)
 
     async def count(self) -> int:
@@ -336,14 +381,18 @@ class PgEmbeddingCache:
         db = conn or self.pool
         gone = 0
         if not self.cached:
-            r = await db.execute("DELETE FROM memory_embedding_cache WHERE provider = $1 AND model = $2",
-                                 self.provider, self.model)
+            r = await db.execute(
+                "DELETE FROM memory_embedding_cache WHERE provider = $1 AND model = $2", self.provider, self.model
+            )
             gone = int(r.split()[-1])
         excess = int(await db.fetchval("SELECT count(*) FROM memory_embedding_cache")) - max(self.max_entries, 0)
         if excess <= 0:
             return gone
-        await db.execute("DELETE FROM memory_embedding_cache WHERE ctid IN (SELECT ctid FROM memory_embedding_cache "
-                         "ORDER BY created_at LIMIT $1)", excess)
+        await db.execute(
+            "DELETE FROM memory_embedding_cache WHERE ctid IN (SELECT ctid FROM memory_embedding_cache "
+            "ORDER BY created_at LIMIT $1)",
+            excess,
+        )
         return gone + excess
 
 
@@ -353,12 +402,18 @@ class PgIndexer(Indexer):
 
     transcripts_are_sessions = False  # the sessions table decides which transcripts are gone
 
-    def __init__(self, pool: asyncpg.Pool, agent_id: str, provider: EmbeddingProvider, settings: IndexSettings,
-                 vectors_ok: bool):
+    def __init__(
+        self, pool: asyncpg.Pool, agent_id: str, provider: EmbeddingProvider, settings: IndexSettings, vectors_ok: bool
+    ):
         self.pool, self.agent_id, self.provider, self.s = pool, agent_id, provider, settings
         self.db = None  # type: ignore[assignment]
-        self.cache = PgEmbeddingCache(pool, provider.name, provider.model, settings.cache_max_entries,  # type: ignore[assignment]
-                                      provider.cached)
+        self.cache = PgEmbeddingCache(
+            pool,
+            provider.name,
+            provider.model,
+            settings.cache_max_entries,  # type: ignore[assignment]
+            provider.cached,
+        )
         self.vectors = None
         self.vectors_ok = vectors_ok  # the vector table exists (pgvector on the server)
         self._dims_indexed: set[int] = set()  # dims whose HNSW index this indexer has seen to
@@ -396,35 +451,57 @@ class PgIndexer(Indexer):
         finally:
             await self._unlock(conn)
 
-    async def sync(self, *, force: bool = False, memory: bool = True, sessions: bool | set[str] = True,
-                   progress: Progress | None = None) -> SyncStats:
+    async def sync(
+        self,
+        *,
+        force: bool = False,
+        memory: bool = True,
+        sessions: bool | set[str] = True,
+        progress: Progress | None = None,
+    ) -> SyncStats:
         conn = await self._locked()
         try:
             return await self._sync(conn, force, memory, sessions, progress)
         finally:
             await self._unlock(conn)
 
-    async def _sync(self, conn: Any, force: bool, memory: bool, sessions: bool | set[str],
-                    progress: Progress | None) -> SyncStats:
+    async def _sync(
+        self, conn: Any, force: bool, memory: bool, sessions: bool | set[str], progress: Progress | None
+    ) -> SyncStats:
         t0 = time.perf_counter()
         stats = SyncStats()
         agent = self.agent_id
         rows = await conn.fetch(
-            "SELECT path, source, session_key, size, mtime_ns, hash FROM memory_files WHERE agent_id = $1", agent)
-        known, known_keys, gone, todo = await asyncio.to_thread(self.scan_and_compare, [tuple(r) for r in rows],
-                                                                memory, sessions, force, stats)
+            "SELECT path, source, session_key, size, mtime_ns, hash FROM memory_files WHERE agent_id = $1", agent
+        )
+        known, known_keys, gone, todo = await asyncio.to_thread(
+            self.scan_and_compare, [tuple(r) for r in rows], memory, sessions, force, stats
+        )
         if gone:
             # A transcript is gone when its session is, not when this gateway's mirror is missing (it
             # may not have caught up with a session made through another gateway yet).
             keys = [known_keys[p] for p in gone if known_keys.get(p)]
-            alive = {r[0] for r in await conn.fetch(
-                "SELECT session_key FROM sessions WHERE agent_id = $1 AND session_key = ANY($2::text[])",
-                agent, keys)} if keys else set()
+            alive = (
+                {
+                    r[0]
+                    for r in await conn.fetch(
+                        "SELECT session_key FROM sessions WHERE agent_id = $1 AND session_key = ANY($2::text[])",
+                        agent,
+                        keys,
+                    )
+                }
+                if keys
+                else set()
+            )
             gone = [p for p in gone if known_keys.get(p) not in alive]
         if gone:
             async with conn.transaction():
-                await conn.execute("DELETE FROM memory_chunks WHERE agent_id = $1 AND path = ANY($2::text[])", agent, gone)
-                await conn.execute("DELETE FROM memory_files WHERE agent_id = $1 AND path = ANY($2::text[])", agent, gone)
+                await conn.execute(
+                    "DELETE FROM memory_chunks WHERE agent_id = $1 AND path = ANY($2::text[])", agent, gone
+                )
+                await conn.execute(
+                    "DELETE FROM memory_files WHERE agent_id = $1 AND path = ANY($2::text[])", agent, gone
+                )
                 await bump_generation(conn, agent)
             stats.removed = len(gone)
             stats.changed = True
@@ -450,8 +527,11 @@ class PgIndexer(Indexer):
             await self._drop_unusable_vectors_pg(conn, stats)
         if self.embeds and stats.embed_error is None:
             await self._fill_missing_pg(conn, stats)
-        stats.missing_vectors = int(await conn.fetchval(
-            "SELECT count(*) FROM memory_chunks WHERE agent_id = $1 AND NOT embedded", agent)) if self.embeds else 0
+        stats.missing_vectors = (
+            int(await conn.fetchval("SELECT count(*) FROM memory_chunks WHERE agent_id = $1 AND NOT embedded", agent))
+            if self.embeds
+            else 0
+        )
         async with conn.transaction():
             await set_meta(conn, agent, "last_sync_at", now_iso())
             await self.cache.prune(conn)
@@ -495,9 +575,14 @@ class PgIndexer(Indexer):
         keys = [sf.session_key for sf in todo if sf.source == SESSIONS and sf.session_key]
         if not keys:
             return todo
-        counts = {r[0]: int(r[1]) for r in await conn.fetch(
-            "SELECT session_key, line_count FROM sessions WHERE agent_id = $1 AND session_key = ANY($2::text[])",
-            self.agent_id, keys)}
+        counts = {
+            r[0]: int(r[1])
+            for r in await conn.fetch(
+                "SELECT session_key, line_count FROM sessions WHERE agent_id = $1 AND session_key = ANY($2::text[])",
+                self.agent_id,
+                keys,
+            )
+        }
         want = {sf.path: counts.get(sf.session_key or "") for sf in todo if sf.source == SESSIONS}
         stale = await asyncio.to_thread(_stale_mirrors, [(sf, want[sf.path]) for sf in todo if sf.path in want])
         if stale:
@@ -517,9 +602,14 @@ class PgIndexer(Indexer):
         except asyncpg.PostgresError as exc:  # not the tables' owner: autovacuum will do it
             log.info("memory_index_maintenance_skipped", error=str(exc))
 
-    async def _prepare(self, batch: list[SourceFile], known: dict[str, tuple[int, int, str]], force: bool,
-                       stats: SyncStats, rdb: Any = None
-                       ) -> tuple[list[_Work], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    async def _prepare(
+        self,
+        batch: list[SourceFile],
+        known: dict[str, tuple[int, int, str]],
+        force: bool,
+        stats: SyncStats,
+        rdb: Any = None,
+    ) -> tuple[list[_Work], dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Indexer._prepare with this agent's rows: its reads go through the pool, as the sync's own
         connection is writing the previous batch meanwhile (other files; the agent's lock keeps other
         gateways' syncs out)."""
@@ -529,8 +619,11 @@ class PgIndexer(Indexer):
         stored: dict[str, set[tuple[int, int, str]]] = {}
         if paths:
             for path, a, b, h in await self.pool.fetch(
-                    "SELECT path, start_line, end_line, hash FROM memory_chunks WHERE agent_id = $1 "
-                    "AND path = ANY($2::text[])", self.agent_id, paths):
+                "SELECT path, start_line, end_line, hash FROM memory_chunks WHERE agent_id = $1 "
+                "AND path = ANY($2::text[])",
+                self.agent_id,
+                paths,
+            ):
                 stored.setdefault(path, set()).add((a, b, h))
         return stored
 
@@ -543,16 +636,32 @@ class PgIndexer(Indexer):
         await conn.executemany(
             "INSERT INTO memory_vectors(chunk_id, agent_id, source, session_key, dims, embedding) "
             "VALUES ($1, $2, $3, $4, $5, $6::text::vector) ON CONFLICT (chunk_id) DO NOTHING",
-            [(cid, self.agent_id, src, key, int(v.shape[0]), vector_text(v)) for cid, src, key, v in rows])
+            [(cid, self.agent_id, src, key, int(v.shape[0]), vector_text(v)) for cid, src, key, v in rows],
+        )
 
-    async def _write_pg(self, conn: Any, works: list[_Work], known: dict[str, tuple[int, int, str]],
-                        vecs: dict[str, np.ndarray], fresh: dict[str, np.ndarray], stats: SyncStats) -> None:
+    async def _write_pg(
+        self,
+        conn: Any,
+        works: list[_Work],
+        known: dict[str, tuple[int, int, str]],
+        vecs: dict[str, np.ndarray],
+        fresh: dict[str, np.ndarray],
+        stats: SyncStats,
+    ) -> None:
         agent = self.agent_id
         now = now_iso()
         n_new = sum(len(w.chunks or ()) for w in works)
         async with conn.transaction():
-            ids = iter([r[0] for r in await conn.fetch(
-                "SELECT nextval('memory_chunks_id_seq') FROM generate_series(1, $1)", n_new)] if n_new else [])
+            ids = iter(
+                [
+                    r[0]
+                    for r in await conn.fetch(
+                        "SELECT nextval('memory_chunks_id_seq') FROM generate_series(1, $1)", n_new
+                    )
+                ]
+                if n_new
+                else []
+            )
             touched, stale, inserts, vec_rows, file_rows = [], [], [], [], []
             for w in works:
                 sf = w.sf
@@ -563,32 +672,51 @@ class PgIndexer(Indexer):
                 current: dict[tuple[int, int, str], int] = {}
                 if sf.path in known:
                     for cid, a, b, h in await conn.fetch(
-                            "SELECT id, start_line, end_line, hash FROM memory_chunks WHERE agent_id = $1 AND path = $2",
-                            agent, sf.path):
+                        "SELECT id, start_line, end_line, hash FROM memory_chunks WHERE agent_id = $1 AND path = $2",
+                        agent,
+                        sf.path,
+                    ):
                         current[(a, b, h)] = cid
                 gone, new = chunk_diff(current, w.chunks)
                 stale.extend(gone)
                 for c in new:
                     cid = next(ids)
                     v = vecs.get(c.text_hash)
-                    inserts.append((cid, agent, sf.path, sf.source, sf.session_key, c.start_line, c.end_line, c.hash,
-                                    _pg_text(c.text), orjson.dumps(c.spans).decode() if c.spans else None,
-                                    _pg_text(c.context), v is not None))
+                    inserts.append(
+                        (
+                            cid,
+                            agent,
+                            sf.path,
+                            sf.source,
+                            sf.session_key,
+                            c.start_line,
+                            c.end_line,
+                            c.hash,
+                            _pg_text(c.text),
+                            orjson.dumps(c.spans).decode() if c.spans else None,
+                            _pg_text(c.context),
+                            v is not None,
+                        )
+                    )
                     if v is not None:
                         vec_rows.append((cid, sf.source, sf.session_key, v))
-                file_rows.append((agent, sf.path, sf.source, sf.session_key, sf.size, sf.mtime_ns, w.file_hash,
-                                  len(w.chunks), now))
+                file_rows.append(
+                    (agent, sf.path, sf.source, sf.session_key, sf.size, sf.mtime_ns, w.file_hash, len(w.chunks), now)
+                )
                 stats.indexed += 1
                 stats.changed = True
             if touched:
-                await conn.executemany("UPDATE memory_files SET size = $3, mtime_ns = $4 WHERE agent_id = $1 AND path = $2",
-                                       touched)
+                await conn.executemany(
+                    "UPDATE memory_files SET size = $3, mtime_ns = $4 WHERE agent_id = $1 AND path = $2", touched
+                )
             if stale:
                 await conn.execute("DELETE FROM memory_chunks WHERE id = ANY($1::bigint[])", stale)
             if inserts:
                 await conn.executemany(
                     "INSERT INTO memory_chunks(id, agent_id, path, source, session_key, start_line, end_line, hash, "
-                    "text, spans, context, embedded) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)", inserts)
+                    "text, spans, context, embedded) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                    inserts,
+                )
             await self._insert_vectors(conn, vec_rows)
             if file_rows:
                 await conn.executemany(
@@ -596,7 +724,9 @@ class PgIndexer(Indexer):
                     "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (agent_id, path) DO UPDATE SET "
                     "source = excluded.source, session_key = excluded.session_key, size = excluded.size, "
                     "mtime_ns = excluded.mtime_ns, hash = excluded.hash, chunks = excluded.chunks, "
-                    "indexed_at = excluded.indexed_at", file_rows)
+                    "indexed_at = excluded.indexed_at",
+                    file_rows,
+                )
             if fresh:
                 await self.cache.put_many(fresh, conn)
             if stale or inserts or file_rows:
@@ -607,9 +737,13 @@ class PgIndexer(Indexer):
         """Indexer._drop_unusable_vectors: pgvector refuses NaN, so only zero vectors can be stored."""
         await self.cache.purge_unusable(conn)
         async with conn.transaction():
-            ids = [r[0] for r in await conn.fetch(
-                "DELETE FROM memory_vectors WHERE agent_id = $1 AND vector_norm(embedding) = 0 RETURNING chunk_id",
-                self.agent_id)]
+            ids = [
+                r[0]
+                for r in await conn.fetch(
+                    "DELETE FROM memory_vectors WHERE agent_id = $1 AND vector_norm(embedding) = 0 RETURNING chunk_id",
+                    self.agent_id,
+                )
+            ]
             if ids:
                 await conn.execute("UPDATE memory_chunks SET embedded = false WHERE id = ANY($1::bigint[])", ids)
                 await bump_generation(conn, self.agent_id)
@@ -623,7 +757,11 @@ class PgIndexer(Indexer):
         while True:
             rows = await conn.fetch(
                 "SELECT id, source, session_key, text FROM memory_chunks WHERE agent_id = $1 AND NOT embedded "
-                "AND id > $2 ORDER BY id LIMIT $3", self.agent_id, last, BATCH_CHUNKS)
+                "AND id > $2 ORDER BY id LIMIT $3",
+                self.agent_id,
+                last,
+                BATCH_CHUNKS,
+            )
             if not rows:
                 return
             last = rows[-1][0]
@@ -636,8 +774,9 @@ class PgIndexer(Indexer):
             todo = [(r[0], r[1], r[2], vecs[sha256(r[3])]) for r in rows if sha256(r[3]) in vecs]
             async with conn.transaction():
                 await self._insert_vectors(conn, todo)
-                await conn.execute("UPDATE memory_chunks SET embedded = true WHERE id = ANY($1::bigint[])",
-                                   [t[0] for t in todo])
+                await conn.execute(
+                    "UPDATE memory_chunks SET embedded = true WHERE id = ANY($1::bigint[])", [t[0] for t in todo]
+                )
                 if todo:
                     await bump_generation(conn, self.agent_id)
             stats.changed = stats.changed or bool(todo)
@@ -651,10 +790,12 @@ class PgIndexer(Indexer):
                     await conn.execute("SELECT pg_advisory_xact_lock($1)", agent_lock(self.agent_id))
                 elif not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", agent_lock(self.agent_id)):
                     return None
-                await conn.execute("DELETE FROM memory_chunks WHERE agent_id = $1 AND path = ANY($2::text[])",
-                                   self.agent_id, paths)
-                r = await conn.execute("DELETE FROM memory_files WHERE agent_id = $1 AND path = ANY($2::text[])",
-                                       self.agent_id, paths)
+                await conn.execute(
+                    "DELETE FROM memory_chunks WHERE agent_id = $1 AND path = ANY($2::text[])", self.agent_id, paths
+                )
+                r = await conn.execute(
+                    "DELETE FROM memory_files WHERE agent_id = $1 AND path = ANY($2::text[])", self.agent_id, paths
+                )
                 n = int(r.split()[-1])
                 if n:
                     await bump_generation(conn, self.agent_id)

@@ -31,8 +31,18 @@ from ...memory.search.snippets import Exclude
 from ...memory.sync import SyncRequest
 from ..base import IndexContext
 from ..index_base import IndexBase
-from .memindex import (FTS_CONFIG, PgEmbeddingCache, PgIndexer, PgSearcher, PgVectorStore, ensure_dims_index,
-                       ensure_vector_schema, get_meta, parse_vector, set_meta)
+from .memindex import (
+    FTS_CONFIG,
+    PgEmbeddingCache,
+    PgIndexer,
+    PgSearcher,
+    PgVectorStore,
+    ensure_dims_index,
+    ensure_vector_schema,
+    get_meta,
+    parse_vector,
+    set_meta,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .db import Postgres
@@ -69,8 +79,9 @@ class PgMemoryIndex(IndexBase):
                 log.warning("memory_pgvector_unavailable", problem=self._vector_schema_problem)
             else:
                 self.backend = "pgvector"
-        self.indexer = PgIndexer(self.pool, self.agent_id, self.provider, self._settings(),
-                                 vectors_ok=self.backend == "pgvector")
+        self.indexer = PgIndexer(
+            self.pool, self.agent_id, self.provider, self._settings(), vectors_ok=self.backend == "pgvector"
+        )
         stored = await get_meta(self.pool, self.agent_id, "index_signature")
         has_chunks = await self.pool.fetchval("SELECT 1 FROM memory_chunks WHERE agent_id = $1 LIMIT 1", self.agent_id)
         if self._compare_signature(stored, bool(has_chunks), storage="postgresql"):
@@ -86,16 +97,23 @@ class PgMemoryIndex(IndexBase):
         problem = None
         vectors = None
         if self.backend == "none":
-            problem = (self._vector_schema_problem or self.provider_problem
-                       or "embeddings are disabled (memory.embeddings.provider = none)")
+            problem = (
+                self._vector_schema_problem
+                or self.provider_problem
+                or "embeddings are disabled (memory.embeddings.provider = none)"
+            )
         elif self._needs_rebuild and not self._old_vectors_ok:
             problem = "index is being rebuilt for a new embedding model; full-text results until it is done"
         else:
-            dims = await self.pool.fetchval("SELECT dims FROM memory_vectors WHERE agent_id = $1 LIMIT 1",
-                                            self.agent_id)
+            dims = await self.pool.fetchval(
+                "SELECT dims FROM memory_vectors WHERE agent_id = $1 LIMIT 1", self.agent_id
+            )
             if dims is None:
-                problem = (f"embedding provider unavailable: {self._embed_error}" if self._embed_error
-                           else "no vectors stored yet")
+                problem = (
+                    f"embedding provider unavailable: {self._embed_error}"
+                    if self._embed_error
+                    else "no vectors stored yet"
+                )
             elif self.provider.dims and dims != self.provider.dims:
                 problem = "stored vectors do not match the embedding provider; the index will be rebuilt"
                 self._needs_rebuild = True
@@ -115,8 +133,9 @@ class PgMemoryIndex(IndexBase):
             return await self._rebuild(progress)
         async with self.write_lock:
             assert self.indexer is not None
-            stats = await self.indexer.sync(force=req.force, memory=req.memory, sessions=req.sessions,
-                                            progress=progress)
+            stats = await self.indexer.sync(
+                force=req.force, memory=req.memory, sessions=req.sessions, progress=progress
+            )
         await self._after_sync(stats)
         return stats
 
@@ -160,7 +179,9 @@ class PgMemoryIndex(IndexBase):
             "(SELECT count(*) FROM memory_chunks WHERE agent_id = $1), "
             "(SELECT count(*) FROM memory_chunks WHERE agent_id = $1 AND NOT embedded), "
             "(SELECT value FROM memory_meta WHERE agent_id = $1 AND key = 'generation'), "
-            "(SELECT value FROM memory_meta WHERE agent_id = $1 AND key = 'last_sync_at')", self.agent_id)
+            "(SELECT value FROM memory_meta WHERE agent_id = $1 AND key = 'last_sync_at')",
+            self.agent_id,
+        )
         files, chunks = int(row[0]), int(row[1])
         missing = int(row[2]) if self.backend != "none" else 0
         self.counts = {"files": files, "chunks": chunks, "vectors": chunks - missing, "missing": missing}
@@ -180,19 +201,40 @@ class PgMemoryIndex(IndexBase):
             log.debug("memory_health_counts_failed", exc_info=True)
 
     # ---- the reader ---------------------------------------------------------------------------------
-    async def search(self, query: str, *, k: int, min_score: float, sources: tuple[str, ...],
-                     session_key: str | None, mode: str, exclude: Exclude | None = None) -> dict[str, Any]:
+    async def search(
+        self,
+        query: str,
+        *,
+        k: int,
+        min_score: float,
+        sources: tuple[str, ...],
+        session_key: str | None,
+        mode: str,
+        exclude: Exclude | None = None,
+    ) -> dict[str, Any]:
         gen = await get_meta(self.pool, self.agent_id, "generation", "0") or "0"
         if gen != self._generation:  # another gateway (or this one) changed the index since the counts
             await self._refresh_counts()
-            if self.searcher is not None and self.searcher.vectors is None and self.backend != "none" \
-                    and not self._needs_rebuild:
+            if (
+                self.searcher is not None
+                and self.searcher.vectors is None
+                and self.backend != "none"
+                and not self._needs_rebuild
+            ):
                 await self._open_live_state()  # vectors stored meanwhile, by whichever gateway
         assert self.searcher is not None
         return await self.searcher.search(
-            query, k=k, min_score=min_score, sources=sources, session_key=session_key, mode=mode,
-            generation=gen, vector_count=self.counts["vectors"], missing_vectors=self.counts["missing"],
-            exclude=exclude)
+            query,
+            k=k,
+            min_score=min_score,
+            sources=sources,
+            session_key=session_key,
+            mode=mode,
+            generation=gen,
+            vector_count=self.counts["vectors"],
+            missing_vectors=self.counts["missing"],
+            exclude=exclude,
+        )
 
     async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
         if not results or self.searcher is None or self.searcher.vectors is None:
@@ -200,31 +242,49 @@ class PgMemoryIndex(IndexBase):
         rows = await self.pool.fetch(
             "SELECT c.path, c.start_line, c.end_line, v.embedding::text FROM memory_chunks c "
             "JOIN memory_vectors v ON v.chunk_id = c.id WHERE c.agent_id = $1 AND c.path = ANY($2::text[])",
-            self.agent_id, sorted({r["path"] for r in results}))
+            self.agent_id,
+            sorted({r["path"] for r in results}),
+        )
         vecs = {(r[0], int(r[1]), int(r[2])): parse_vector(r[3]) for r in rows}
-        out = {i: vecs[(r["path"], r["startLine"], r["endLine"])] for i, r in enumerate(results)
-               if (r["path"], r["startLine"], r["endLine"]) in vecs}
+        out = {
+            i: vecs[(r["path"], r["startLine"], r["endLine"])]
+            for i, r in enumerate(results)
+            if (r["path"], r["startLine"], r["endLine"]) in vecs
+        }
         return out or None
 
     async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:
         if self.indexer is None:
             return {}, {}, 0, 0
         await self._refresh_counts()
-        files_by = {r[0]: int(r[1]) for r in await self.pool.fetch(
-            "SELECT source, count(*) FROM memory_files WHERE agent_id = $1 GROUP BY source", self.agent_id)}
-        chunks_by = {r[0]: int(r[1]) for r in await self.pool.fetch(
-            "SELECT source, count(*) FROM memory_chunks WHERE agent_id = $1 GROUP BY source", self.agent_id)}
+        files_by = {
+            r[0]: int(r[1])
+            for r in await self.pool.fetch(
+                "SELECT source, count(*) FROM memory_files WHERE agent_id = $1 GROUP BY source", self.agent_id
+            )
+        }
+        chunks_by = {
+            r[0]: int(r[1])
+            for r in await self.pool.fetch(
+                "SELECT source, count(*) FROM memory_chunks WHERE agent_id = $1 GROUP BY source", self.agent_id
+            )
+        }
         cache = int(await self.pool.fetchval("SELECT count(*) FROM memory_embedding_cache"))
         dims = 0
         if self.backend == "pgvector":
-            dims = int(await self.pool.fetchval("SELECT dims FROM memory_vectors WHERE agent_id = $1 LIMIT 1",
-                                                self.agent_id) or 0)
+            dims = int(
+                await self.pool.fetchval("SELECT dims FROM memory_vectors WHERE agent_id = $1 LIMIT 1", self.agent_id)
+                or 0
+            )
         return files_by, chunks_by, cache, dims
 
     def status(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "vector": {"available": self.searcher is not None and self.searcher.vectors is not None,
-                       "matrix": None, "ann": None},
+            "vector": {
+                "available": self.searcher is not None and self.searcher.vectors is not None,
+                "matrix": None,
+                "ann": None,
+            },
             "fts": {"tokenizer": FTS_CONFIG, "engine": "postgresql"},
         }
         if self._vector_schema_problem:

@@ -42,8 +42,13 @@ _SETTING_COLUMNS = {"model": "model", "systemPrompt": "system_prompt"}
 
 def row_meta(row: Any) -> dict[str, Any]:
     """A `sessions` row as the session's metadata (the settings only when set, as the files engine keeps them)."""
-    meta = {"sessionKey": row["session_key"], "label": row["label"], "createdAt": row["created_at"],
-            "updatedAt": row["updated_at"], "messageCount": int(row["message_count"])}
+    meta = {
+        "sessionKey": row["session_key"],
+        "label": row["label"],
+        "createdAt": row["created_at"],
+        "updatedAt": row["updated_at"],
+        "messageCount": int(row["message_count"]),
+    }
     for name, column in _SETTING_COLUMNS.items():
         if row[column]:
             meta[name] = row[column]
@@ -73,8 +78,9 @@ class PgSessionStore:
 
     async def refresh_mirrors(self) -> None:
         """Bring every mirror up to date, and remove mirrors of sessions that no longer exist."""
-        rows = await self.pg.pool.fetch("SELECT session_key, line_count FROM sessions WHERE agent_id = $1",
-                                        self.agent_id)
+        rows = await self.pg.pool.fetch(
+            "SELECT session_key, line_count FROM sessions WHERE agent_id = $1", self.agent_id
+        )
         live = {r["session_key"]: int(r["line_count"]) for r in rows}
         local = await asyncio.to_thread(lambda: [p.stem for p in self.dir.glob("*.jsonl")])
         for key in local:
@@ -106,7 +112,8 @@ class PgSessionStore:
                 have = await asyncio.to_thread(_count_lines, path)
             if total is None:
                 total = await self.pg.pool.fetchval(
-                    "SELECT line_count FROM sessions WHERE agent_id = $1 AND session_key = $2", self.agent_id, key)
+                    "SELECT line_count FROM sessions WHERE agent_id = $1 AND session_key = $2", self.agent_id, key
+                )
             if total is None:
                 return
             if have > total:  # not these rows' mirror (a session deleted and made again): rewrite it
@@ -116,7 +123,11 @@ class PgSessionStore:
                 return
             rows = await self.pg.pool.fetch(
                 "SELECT seq, line FROM transcript_lines WHERE agent_id = $1 AND session_key = $2 AND seq > $3 "
-                "ORDER BY seq", self.agent_id, key, have)
+                "ORDER BY seq",
+                self.agent_id,
+                key,
+                have,
+            )
             lines = [r["line"] for r in rows]
             if [int(r["seq"]) for r in rows] != list(range(have + 1, have + 1 + len(lines))):
                 log.warning("transcript rows have gaps", session=key)
@@ -146,7 +157,10 @@ class PgSessionStore:
             f"SELECT {_COLUMNS}, line_count, ARRAY(SELECT seq FROM transcript_lines t WHERE t.agent_id = $1 AND "
             f"t.session_key = $2 ORDER BY seq) AS seqs, ARRAY(SELECT line FROM transcript_lines t WHERE "
             f"t.agent_id = $1 AND t.session_key = $2 ORDER BY seq) AS lines FROM sessions WHERE agent_id = $1 AND "
-            f"session_key = $2", self.agent_id, key)
+            f"session_key = $2",
+            self.agent_id,
+            key,
+        )
         if row is None:
             return None
         lines = tuple(line.encode() for line in row["lines"])
@@ -171,15 +185,21 @@ class PgSessionStore:
                 elif dry_run:
                     out.append(Imported(PRESENT if await self._exists_yet(conn, meta["sessionKey"]) else ADDED))
                 else:
-                    out.append(Imported(ADDED) if await self._insert(conn, copy)
-                               else Imported(PRESENT, "created in the database meanwhile"))
+                    out.append(
+                        Imported(ADDED)
+                        if await self._insert(conn, copy)
+                        else Imported(PRESENT, "created in the database meanwhile")
+                    )
         return out
 
     async def _exists_yet(self, conn: asyncpg.Connection, key: str) -> bool:
         """Whether the session exists, in a database whose schema may not be made yet (a dry run's)."""
         try:
-            return bool(await conn.fetchval("SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2",
-                                            self.agent_id, key))
+            return bool(
+                await conn.fetchval(
+                    "SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2", self.agent_id, key
+                )
+            )
         except asyncpg.UndefinedTableError:
             return False
 
@@ -190,14 +210,24 @@ class PgSessionStore:
                 "INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, message_count, "
                 "line_count, model, system_prompt) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
                 "ON CONFLICT DO NOTHING RETURNING 1",
-                self.agent_id, key, meta["label"], meta["createdAt"], meta["updatedAt"], meta["messageCount"],
-                len(copy.lines), meta.get("model"), meta.get("systemPrompt"))
+                self.agent_id,
+                key,
+                meta["label"],
+                meta["createdAt"],
+                meta["updatedAt"],
+                meta["messageCount"],
+                len(copy.lines),
+                meta.get("model"),
+                meta.get("systemPrompt"),
+            )
             if not made:
                 return False
             if copy.lines:
                 await conn.copy_records_to_table(
-                    "transcript_lines", columns=["agent_id", "session_key", "seq", "line"],
-                    records=((self.agent_id, key, n, line.decode()) for n, line in enumerate(copy.lines, 1)))
+                    "transcript_lines",
+                    columns=["agent_id", "session_key", "seq", "line"],
+                    records=((self.agent_id, key, n, line.decode()) for n, line in enumerate(copy.lines, 1)),
+                )
         return True
 
     async def strays(self) -> list[str]:
@@ -210,27 +240,36 @@ class PgSessionStore:
         return {r["session_key"]: row_meta(r) for r in rows}
 
     async def get(self, key: str) -> dict[str, Any]:
-        row = await self.pg.pool.fetchrow(f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = $1 AND session_key = $2",
-                                          self.agent_id, key)
+        row = await self.pg.pool.fetchrow(
+            f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = $1 AND session_key = $2", self.agent_id, key
+        )
         if row is None:
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
         return row_meta(row)
 
     async def exists(self, key: str) -> bool:
-        return bool(await self.pg.pool.fetchval(
-            "SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2", self.agent_id, key))
+        return bool(
+            await self.pg.pool.fetchval(
+                "SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2", self.agent_id, key
+            )
+        )
 
     async def list(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
         async with self.pg.pool.acquire() as conn:
-            rows = await conn.fetch(f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = $1 "
-                                    f"ORDER BY updated_at DESC, session_key DESC LIMIT $2 OFFSET $3",
-                                    self.agent_id, limit, offset)
+            rows = await conn.fetch(
+                f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = $1 "
+                f"ORDER BY updated_at DESC, session_key DESC LIMIT $2 OFFSET $3",
+                self.agent_id,
+                limit,
+                offset,
+            )
             total = await conn.fetchval("SELECT count(*) FROM sessions WHERE agent_id = $1", self.agent_id)
         return [row_meta(r) for r in rows], int(total)
 
     # ---- mutations -----------------------------------------------------------------------------
-    async def create(self, label: str | None = None, key: str | None = None,
-                     settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def create(
+        self, label: str | None = None, key: str | None = None, settings: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         key = check_session_key(key) if key else str(uuid.uuid4())
         now = now_iso()
         header = _line(tx.header(key, self.agent_id, now))
@@ -239,18 +278,29 @@ class PgSessionStore:
             # One creator of this agent's sessions at a time, on every gateway: the count is exact.
             await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key(f"jarvis:sessions:{self.agent_id}"))
             if await conn.fetchval("SELECT count(*) FROM sessions WHERE agent_id = $1", self.agent_id) >= self.max:
-                if await conn.fetchval("SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2",
-                                       self.agent_id, key):
+                if await conn.fetchval(
+                    "SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2", self.agent_id, key
+                ):
                     raise Conflict(f"session already exists: {key}", {"sessionKey": key})
                 raise SessionLimit(self.agent_id, self.max)
             row = await conn.fetchrow(
                 f"INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, line_count, model, "
                 f"system_prompt) VALUES ($1, $2, $3, $4, $4, 1, $5, $6) ON CONFLICT DO NOTHING RETURNING {_COLUMNS}",
-                self.agent_id, key, label, now, settings.get("model") or None, settings.get("systemPrompt") or None)
+                self.agent_id,
+                key,
+                label,
+                now,
+                settings.get("model") or None,
+                settings.get("systemPrompt") or None,
+            )
             if row is None:
                 raise Conflict(f"session already exists: {key}", {"sessionKey": key})
-            await conn.execute("INSERT INTO transcript_lines(agent_id, session_key, seq, line) VALUES ($1, $2, 1, $3)",
-                               self.agent_id, key, header)
+            await conn.execute(
+                "INSERT INTO transcript_lines(agent_id, session_key, seq, line) VALUES ($1, $2, 1, $3)",
+                self.agent_id,
+                key,
+                header,
+            )
         await self._drop_mirror(key)  # a mirror left by an older session of that name
         await self._mirror(key)
         return row_meta(row)
@@ -262,7 +312,12 @@ class PgSessionStore:
         values = [v if name == "label" else (v or None) for name, v in changes.items()]
         row = await self.pg.pool.fetchrow(
             f"UPDATE sessions SET {', '.join(['updated_at = $3', *sets])} WHERE agent_id = $1 AND session_key = $2 "
-            f"RETURNING {_COLUMNS}", self.agent_id, key, now_iso(), *values)
+            f"RETURNING {_COLUMNS}",
+            self.agent_id,
+            key,
+            now_iso(),
+            *values,
+        )
         if row is None:
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
         return row_meta(row)
@@ -275,36 +330,43 @@ class PgSessionStore:
     async def append_records(self, key: str, *records: dict[str, Any]) -> None:
         await self._append(key, records, messages=0, updated=None)
 
-    async def _append(self, key: str, records: tuple[dict[str, Any], ...], *, messages: int,
-                      updated: str | None) -> None:
+    async def _append(
+        self, key: str, records: tuple[dict[str, Any], ...], *, messages: int, updated: str | None
+    ) -> None:
         lines = [_line(r) for r in records]
         async with self.pg.pool.acquire() as conn, conn.transaction():
             end = await conn.fetchval(
                 "UPDATE sessions SET line_count = line_count + $3, message_count = message_count + $4, "
                 "updated_at = CASE WHEN $5::text IS NULL THEN updated_at ELSE greatest(updated_at, $5::text) END "
                 "WHERE agent_id = $1 AND session_key = $2 RETURNING line_count",
-                self.agent_id, key, len(lines), messages, updated)
+                self.agent_id,
+                key,
+                len(lines),
+                messages,
+                updated,
+            )
             if end is None:
                 raise NotFound(f"session not found: {key}", {"sessionKey": key})
             start = int(end) - len(lines) + 1
             await conn.executemany(
                 "INSERT INTO transcript_lines(agent_id, session_key, seq, line) VALUES ($1, $2, $3, $4)",
-                [(self.agent_id, key, start + i, line) for i, line in enumerate(lines)])
+                [(self.agent_id, key, start + i, line) for i, line in enumerate(lines)],
+            )
             await self.pg.notify("lines", conn, agent=self.agent_id, key=key, seq=int(end))
         await self._mirror(key)
 
     async def delete(self, key: str) -> None:
         async with self.pg.pool.acquire() as conn, conn.transaction():
-            gone = await conn.fetchval("DELETE FROM sessions WHERE agent_id = $1 AND session_key = $2 "
-                                       "RETURNING 1", self.agent_id, key)
+            gone = await conn.fetchval(
+                "DELETE FROM sessions WHERE agent_id = $1 AND session_key = $2 RETURNING 1", self.agent_id, key
+            )
             if gone is None:
                 raise NotFound(f"session not found: {key}", {"sessionKey": key})
             await conn.execute("DELETE FROM idempotency WHERE agent_id = $1 AND session_key = $2", self.agent_id, key)
             await self.pg.notify("deleted", conn, agent=self.agent_id, key=key)
         await self._drop_mirror(key)
 
-    async def history(self, key: str, limit: int, before: str | None,
-                      max_bytes: int = 2 << 20) -> dict[str, Any]:
+    async def history(self, key: str, limit: int, before: str | None, max_bytes: int = 2 << 20) -> dict[str, Any]:
         if not await self.exists(key):
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
         path = await self.local_transcript(key)

@@ -21,12 +21,16 @@ from tests.helpers import ROOT, RunningGateway, make_config
 
 CHROMIUM = os.environ.get("JARVIS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 if not Path(CHROMIUM).exists():
-    pytest.skip(f"BROWSER TESTS SKIPPED: Chromium not found at {CHROMIUM!r}. "
-                "Install it with `apt-get install chromium chromium-driver` (scripts/test does this as root) "
-                "or point JARVIS_CHROMIUM at a Chromium binary.", allow_module_level=True)
+    pytest.skip(
+        f"BROWSER TESTS SKIPPED: Chromium not found at {CHROMIUM!r}. "
+        "Install it with `apt-get install chromium chromium-driver` (scripts/test does this as root) "
+        "or point JARVIS_CHROMIUM at a Chromium binary.",
+        allow_module_level=True,
+    )
 if importlib.util.find_spec("playwright") is None:
-    pytest.skip("BROWSER TESTS SKIPPED: the playwright package is missing; `pip install -e .[dev]`.",
-                allow_module_level=True)
+    pytest.skip(
+        "BROWSER TESTS SKIPPED: the playwright package is missing; `pip install -e .[dev]`.", allow_module_level=True
+    )
 
 import pytest_asyncio  # noqa: E402
 from playwright.async_api import Browser, Page, async_playwright, expect  # noqa: E402
@@ -35,9 +39,17 @@ ARTIFACTS = ROOT / "test-artifacts"
 # JARVIS_DOCS_SCREENSHOTS=1 also writes the screenshots that docs/web.md shows into docs/screenshots/.
 DOCS_SHOTS = ROOT / "docs" / "screenshots" if os.environ.get("JARVIS_DOCS_SCREENSHOTS") == "1" else None
 # my-laptop resolves to this machine, to open the page under a host name the gateway does not admit.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--host-resolver-rules=MAP my-laptop 127.0.0.1"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--host-resolver-rules=MAP my-laptop 127.0.0.1",
+]
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 expect.set_options(timeout=15_000)
@@ -46,10 +58,16 @@ expect.set_options(timeout=15_000)
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def gateway(tmp_path_factory):
     state = tmp_path_factory.mktemp("web") / "state"
-    gw = RunningGateway(make_config(state, memory=True, **{
-        "memory.sync.sessionDebounceMs": 100,
-        "chat.offlineDeltaDelay": 0.02,  # slow enough to watch the reply grow
-    }))
+    gw = RunningGateway(
+        make_config(
+            state,
+            memory=True,
+            **{
+                "memory.sync.sessionDebounceMs": 100,
+                "chat.offlineDeltaDelay": 0.02,  # slow enough to watch the reply grow
+            },
+        )
+    )
     await gw.start()
     try:
         yield gw
@@ -177,7 +195,9 @@ async def test_chat_flow_streams_and_survives_reload(page: Page, gateway: Runnin
     user = page.locator("#messages .msg-user").last
     await expect(user).to_contain_text("The blue heron nests by the old mill.")  # shown at once
     await wait_reply(page, 1)
-    await expect(replies(page).first).to_contain_text("You wrote: “The blue heron nests by the old mill. Second line stays.”")
+    await expect(replies(page).first).to_contain_text(
+        "You wrote: “The blue heron nests by the old mill. Second line stays.”"
+    )
     seen = await page.evaluate("window.__seen")
     assert len(seen) >= 3, seen  # it grew in several steps…
     assert all(b.startswith(a) for a, b in zip(seen, seen[1:])), seen  # …each one extending the last, in order
@@ -243,7 +263,9 @@ async def test_memory_search_and_recalled_memories(page: Page, gateway: RunningG
     label = "My sister Ingrid keeps seventeen lemon trees in Porto."
     citation = re.compile(rf"^“{re.escape(label)}” · \w.* · lines? \d+(–\d+)?$")
     await expect(result.first.locator(".path")).to_have_text(citation)
-    await expect(result.first.locator(".path")).to_have_attribute("title", re.compile(rf"sessions/{key}\.jsonl:\d+-\d+"))
+    await expect(result.first.locator(".path")).to_have_attribute(
+        "title", re.compile(rf"sessions/{key}\.jsonl:\d+-\d+")
+    )
     await page.get_by_role("button", name="Close memory search").click()
 
     # The next reply recalls the earlier turn and lists it under the reply; opening it shows the lines.
@@ -257,7 +279,9 @@ async def test_memory_search_and_recalled_memories(page: Page, gateway: RunningG
     await ref.first.click()
     dialog = page.get_by_role("dialog", name=re.compile(re.escape(label)))
     await expect(dialog).to_be_visible()
-    await expect(dialog.locator("#memory-text")).to_contain_text("user: My sister Ingrid keeps seventeen lemon trees in Porto.")
+    await expect(dialog.locator("#memory-text")).to_contain_text(
+        "user: My sister Ingrid keeps seventeen lemon trees in Porto."
+    )
     await expect(dialog.locator("#memory-meta")).to_contain_text("Lines")
     await shot(page, "web-memory.png")
     await dialog.get_by_role("button", name="Close").click()
@@ -386,9 +410,18 @@ async def model_gateway(tmp_path):
     """A second gateway whose chat model is a local fake OpenAI server we can make fail, crawl or call
     memory tools (memory on, proactive recall off)."""
     with FakeOpenAI() as api:
-        gw = RunningGateway(make_config(tmp_path / "state", memory=True, **{
-            "chat.baseUrl": api.base_url, "chat.model": "fake-model", "chat.maxRetries": 0,
-            "memory.recall.enabled": False}))
+        gw = RunningGateway(
+            make_config(
+                tmp_path / "state",
+                memory=True,
+                **{
+                    "chat.baseUrl": api.base_url,
+                    "chat.model": "fake-model",
+                    "chat.maxRetries": 0,
+                    "memory.recall.enabled": False,
+                },
+            )
+        )
         await gw.start()
         try:
             yield gw, api
@@ -521,7 +554,9 @@ async def test_sidebar_search_and_date_groups(page: Page, gateway: RunningGatewa
     sidebar = page.locator("#session-list")
     await expect(sidebar.locator("li.session-group").first).to_have_text("Today")
     await page.get_by_label("Search sessions").fill("tax")
-    await expect(sidebar.locator("li.session .session-name")).to_have_text(["Tax questions for Anna", "Tax return 2026"])
+    await expect(sidebar.locator("li.session .session-name")).to_have_text(
+        ["Tax questions for Anna", "Tax return 2026"]
+    )
     await page.get_by_label("Search sessions").fill("no such thing")
     await expect(sidebar).to_contain_text("No session matches")
     await page.get_by_label("Search sessions").press("Escape")
@@ -578,7 +613,9 @@ async def test_memory_panel_adds_edits_deletes_and_opens_notes(page: Page, gatew
     await text.fill("# About me\n\nI take my coffee with oat milk now.")
     await editor.get_by_role("button", name="Save").click()
     await expect(editor.locator("#note-meta")).to_have_text(re.compile(r"^Saved MEMORY\.md"))
-    assert (gateway.config.workspace_dir / "MEMORY.md").read_text() == "# About me\n\nI take my coffee with oat milk now.\n"
+    assert (
+        gateway.config.workspace_dir / "MEMORY.md"
+    ).read_text() == "# About me\n\nI take my coffee with oat milk now.\n"
     await shot(page, "web-notes.png")
     # Unsaved changes ask before the editor closes.
     await text.fill("scribble")
@@ -614,7 +651,9 @@ async def test_memory_panel_adds_edits_deletes_and_opens_notes(page: Page, gatew
     await expect(editor.get_by_role("button", name="Save")).to_be_disabled()
 
 
-async def test_typing_into_the_empty_page_starts_a_session_and_a_bare_reload_reopens_it(page: Page, gateway: RunningGateway):
+async def test_typing_into_the_empty_page_starts_a_session_and_a_bare_reload_reopens_it(
+    page: Page, gateway: RunningGateway
+):
     await sign_in(page, gateway.token)
     # No session open: the composer still takes a message, and says so.
     await expect(page.locator("#session-title")).to_have_text("New session")
@@ -658,9 +697,12 @@ async def test_a_reply_cut_off_by_a_restart_shows_stopped_without_an_empty_bulle
         await client.close()
     # What a reply interrupted by a restart leaves in the transcript: the partial text, marked aborted.
     agent = await gateway.gw.services.agent(gateway.config.agent_id)  # type: ignore[union-attr]
-    await agent.sessions.append_messages(key, tx.message_record(str(uuid.uuid4()), "user", "How do I plant bulbs?", "r1"))
-    await agent.sessions.append_messages(key, tx.message_record(
-        str(uuid.uuid4()), "assistant", "Three steps:\n\n- Dig a hole\n- ", "r1", aborted=True))
+    await agent.sessions.append_messages(
+        key, tx.message_record(str(uuid.uuid4()), "user", "How do I plant bulbs?", "r1")
+    )
+    await agent.sessions.append_messages(
+        key, tx.message_record(str(uuid.uuid4()), "assistant", "Three steps:\n\n- Dig a hole\n- ", "r1", aborted=True)
+    )
     await page.goto(base_url(gateway) + f"#s={key}")
     await sign_in(page, gateway.token)
     reply = replies(page).first
@@ -672,8 +714,10 @@ async def test_a_reply_cut_off_by_a_restart_shows_stopped_without_an_empty_bulle
 async def test_a_keyed_memory_result_shows_its_value_not_its_front_matter(page: Page, gateway: RunningGateway):
     client = await gateway.client()
     try:
-        await client.call("memory.set", {"key": "spare-key", "value": "The spare key hangs behind the barometer.",
-                                         "category": "facts"})
+        await client.call(
+            "memory.set",
+            {"key": "spare-key", "value": "The spare key hangs behind the barometer.", "category": "facts"},
+        )
     finally:
         await client.close()
     await sign_in(page, gateway.token)
@@ -688,8 +732,9 @@ async def test_a_keyed_memory_result_shows_its_value_not_its_front_matter(page: 
 
 async def test_code_blocks_icon_buttons_and_a_disconnected_composer_on_a_phone(browser: Browser, model_gateway):
     gw, api = model_gateway
-    async with signed_in(browser, gw, viewport={"width": 390, "height": 844},
-                         permissions=["clipboard-read", "clipboard-write"]) as pg:
+    async with signed_in(
+        browser, gw, viewport={"width": 390, "height": 844}, permissions=["clipboard-read", "clipboard-write"]
+    ) as pg:
         # The header is one row: every control in it shares the brand's line.
         header = pg.locator("header.topbar")
         rows = await header.evaluate("""h => [...h.querySelectorAll('button:not([hidden]), .brand, #model-badge, #conn-status')]
@@ -722,7 +767,9 @@ async def test_code_blocks_icon_buttons_and_a_disconnected_composer_on_a_phone(b
         # Disconnected, the composer says why it takes nothing.
         await gw.stop()
         await expect(box).to_be_disabled()
-        await expect(box).to_have_attribute("placeholder", re.compile(r"^Not connected — (retrying in \d+ s|connecting…)$"))
+        await expect(box).to_have_attribute(
+            "placeholder", re.compile(r"^Not connected — (retrying in \d+ s|connecting…)$")
+        )
         await gw.start()
         await expect(box).to_be_enabled(timeout=30_000)
         await expect(box).to_have_attribute("placeholder", "Message Jarvis")
@@ -732,9 +779,11 @@ async def test_session_actions_show_on_hover_and_score_chips_never_wrap(browser:
     note = gateway.config.workspace_dir / "memory" / "projects"
     note.mkdir(parents=True, exist_ok=True)
     (note / "the-garden-shed-roof-needs-new-felt-before-the-autumn-storms.md").write_text(
-        "# Shed\n\nThe garden shed roof needs new felt before the autumn storms.\n")
+        "# Shed\n\nThe garden shed roof needs new felt before the autumn storms.\n"
+    )
     client = await gateway.client()
     try:
+
         async def indexed():
             res = await client.call("memory.search", {"query": "garden shed roof felt", "sources": ["memory"]})
             return any("garden-shed" in r["path"] for r in res["results"])
@@ -764,7 +813,9 @@ async def test_session_actions_show_on_hover_and_score_chips_never_wrap(browser:
         await recalled.locator("summary").click()
         chip = recalled.locator("button.memory-ref", has_text="garden-shed").first.locator(".score")
         await expect(chip).to_be_visible()
-        lines = await chip.evaluate("s => s.getClientRects().length === 1 && s.getBoundingClientRect().height < 1.6 * parseFloat(getComputedStyle(s).fontSize)")
+        lines = await chip.evaluate(
+            "s => s.getClientRects().length === 1 && s.getBoundingClientRect().height < 1.6 * parseFloat(getComputedStyle(s).fontSize)"
+        )
         assert lines, "the score chip wrapped"
 
 
@@ -826,6 +877,7 @@ async def test_model_picker_and_system_prompt_are_kept_with_the_session(browser:
         await picker.select_option("")
         client = await gw.client()
         try:
+
             async def reset():
                 return "model" not in await client.call("sessions.get", {"sessionKey": key})
 
@@ -848,13 +900,17 @@ async def test_memory_tool_calls_show_as_one_line_each(browser: Browser, model_g
     gw, api = model_gateway
     async with signed_in(browser, gw) as pg:
         await new_session(pg)
-        api.script(("tools", [("memory_set", {"key": "boat.colour", "value": "The boat is dark green."})]),
-                   ("tools", [("memory_search", {"query": "boat colour"})]))
+        api.script(
+            ("tools", [("memory_set", {"key": "boat.colour", "value": "The boat is dark green."})]),
+            ("tools", [("memory_search", {"query": "boat colour"})]),
+        )
         api.reply = "Your boat is dark green."
         await send(pg, "Remember my boat is dark green")
         await wait_reply(pg, 1)
-        expected = ['💾 memory_set "boat.colour" → stored boat.colour',
-                    re.compile(r'🔎 memory_search "boat colour" → \d+ results?')]
+        expected = [
+            '💾 memory_set "boat.colour" → stored boat.colour',
+            re.compile(r'🔎 memory_search "boat colour" → \d+ results?'),
+        ]
         await expect(replies(pg).first.locator(".tool-call")).to_have_text(expected)
         await expect(replies(pg).first.locator(".msg-body")).to_have_text("Your boat is dark green.")
         # History shows the same lines after a reload.

@@ -61,8 +61,9 @@ def write_notes(workspace: Path, n: int) -> None:
     rng = random.Random(7)
     words = "boat river lamp garden orbit violet ledger quartz harbor meadow signal copper".split()
     for i in range(n):
-        paras = ["\n".join(f"- {' '.join(rng.choices(words, k=12))} note{i} item{j}" for j in range(8))
-                 for _ in range(4)]
+        paras = [
+            "\n".join(f"- {' '.join(rng.choices(words, k=12))} note{i} item{j}" for j in range(8)) for _ in range(4)
+        ]
         (notes / f"note-{i:04d}.md").write_text(f"# Note {i}\n\n" + "\n\n".join(paras) + "\n")
 
 
@@ -178,8 +179,9 @@ def index_rows(db: Path) -> tuple[Counter, dict[str, int], int]:
     return chunks, files, fts
 
 
-async def crash_rounds(base: Path, rounds: int, seed: int = 1, notes: int = 150,
-                       memory: bool | None = None) -> dict[str, Any]:
+async def crash_rounds(
+    base: Path, rounds: int, seed: int = 1, notes: int = 150, memory: bool | None = None
+) -> dict[str, Any]:
     memory = memory_available() if memory is None else memory
     rng = random.Random(seed)
     state = base / "state"
@@ -230,8 +232,14 @@ async def crash_rounds(base: Path, rounds: int, seed: int = 1, notes: int = 150,
             env = {**os.environ, "JARVIS_STATE_DIR": str(fresh), "OPENAI_BASE_URL": ""}
             env.pop("OPENAI_API_KEY", None)
             t_sync = time.monotonic()
-            subprocess.run([sys.executable, "-m", "gateway.cli", "memory", "sync", "--force"], cwd=ROOT, env=env,
-                           check=True, capture_output=True, timeout=300)
+            subprocess.run(
+                [sys.executable, "-m", "gateway.cli", "memory", "sync", "--force"],
+                cwd=ROOT,
+                env=env,
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
             results["freshForcedSyncSeconds"] = round(time.monotonic() - t_sync, 2)  # vs. the kill delays
             got_chunks, got_files, got_fts = index_rows(state / "agents" / "main" / "memory.sqlite")
             want_chunks, want_files, want_fts = index_rows(fresh / "agents" / "main" / "memory.sqlite")
@@ -243,9 +251,11 @@ async def crash_rounds(base: Path, rounds: int, seed: int = 1, notes: int = 150,
             results["index"] = {"files": len(got_files), "chunks": sum(got_chunks.values())}
     finally:
         gw.kill()
-    results["acknowledged"] = {"sessions": len(ledger.sessions),
-                               "userMessages": sum(len(v) for v in ledger.users.values()),
-                               "finals": sum(len(v) for v in ledger.finals.values())}
+    results["acknowledged"] = {
+        "sessions": len(ledger.sessions),
+        "userMessages": sum(len(v) for v in ledger.users.values()),
+        "finals": sum(len(v) for v in ledger.finals.values()),
+    }
     results["seconds"] = round(time.monotonic() - t0, 1)
     return results
 

@@ -89,13 +89,25 @@ async def test_backup_after_an_outside_reader_copies_every_commit(tmp_path):
     with GatewayProcess.running(state, CONFIG) as gw:
         await _outside_reader_then_four_notes(gw, state)
         env = {**os.environ, "JARVIS_STATE_DIR": str(state)}
-        done = subprocess.run([sys.executable, "-m", "gateway.cli", "backup", str(dest)], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "gateway.cli", "backup", str(dest)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
         # The backup's reader closed too: the gateway still has its WAL.
         assert gw.unlinked_sqlite_files() == []
-        direct = subprocess.run([sys.executable, "-m", "gateway.cli", "memory", "status", "--direct", "--json"],
-                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        direct = subprocess.run(
+            [sys.executable, "-m", "gateway.cli", "memory", "status", "--direct", "--json"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert direct.returncode == 0, direct.stderr
         assert '"files": 5' in direct.stdout
     assert _count(dest / "agents" / "main" / "memory.sqlite", "SELECT count(*) FROM files") == 5

@@ -26,8 +26,11 @@ from websockets.sync.client import connect
 
 from tests.helpers import GatewayProcess
 
-FUZZ = settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")), deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 KNOWN_CODES = {-32700, -32600, -32601, -32602, -32001, -32004, -32009, -32029, -32050}
 MAX_FRAME = 1 << 20
 
@@ -47,8 +50,13 @@ def gw(tmp_path_factory):
 
 
 def open_ws(gw: GatewayProcess):
-    ws = connect(gw.url, additional_headers={"Authorization": f"Bearer {gw.token}"}, max_size=None,
-                 compression=None, open_timeout=10)
+    ws = connect(
+        gw.url,
+        additional_headers={"Authorization": f"Bearer {gw.token}"},
+        max_size=None,
+        compression=None,
+        open_timeout=10,
+    )
     return ws.__enter__()  # the context-manager form, kept open across examples
 
 
@@ -139,25 +147,71 @@ def expected_single(obj: Any) -> tuple[int, Any]:
     if not isinstance(obj, dict):
         return 1, None
     if "id" not in obj:
-        well = ("jsonrpc" not in obj or obj["jsonrpc"] == "2.0") and isinstance(obj.get("method"), str) \
+        well = (
+            ("jsonrpc" not in obj or obj["jsonrpc"] == "2.0")
+            and isinstance(obj.get("method"), str)
             and 0 < len(obj["method"]) <= 128
+        )
         return (0, None) if well else (1, None)
     return 1, (obj["id"] if valid_id(obj["id"]) else None)
 
 
 # ---- strategies ---------------------------------------------------------------------------------
-METHODS = ["system.health", "system.methods", "sessions.create", "sessions.list", "sessions.get",
-           "sessions.update", "sessions.history", "sessions.delete", "sessions.subscribe",
-           "sessions.unsubscribe", "chat.send", "chat.abort", "memory.search", "memory.get", "auth", ""]
+METHODS = [
+    "system.health",
+    "system.methods",
+    "sessions.create",
+    "sessions.list",
+    "sessions.get",
+    "sessions.update",
+    "sessions.history",
+    "sessions.delete",
+    "sessions.subscribe",
+    "sessions.unsubscribe",
+    "chat.send",
+    "chat.abort",
+    "memory.search",
+    "memory.get",
+    "auth",
+    "",
+]
 
-json_scalars = st.none() | st.booleans() | st.integers(-2**70, 2**70) | \
-    st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=40)
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=5)
-                           | st.dictionaries(st.text(max_size=12), inner, max_size=5), max_leaves=20)
-ids = st.none() | st.integers(-2**64, 2**64) | st.text(max_size=300) | st.floats(allow_nan=False, allow_infinity=False) \
-    | st.booleans() | st.lists(st.integers(), max_size=2)
-param_keys = st.sampled_from(["sessionKey", "message", "limit", "offset", "label", "before", "runId", "query", "k",
-                              "token", "idempotencyKey", "path"]) | st.text(max_size=10)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=40)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+    max_leaves=20,
+)
+ids = (
+    st.none()
+    | st.integers(-(2**64), 2**64)
+    | st.text(max_size=300)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.booleans()
+    | st.lists(st.integers(), max_size=2)
+)
+param_keys = st.sampled_from(
+    [
+        "sessionKey",
+        "message",
+        "limit",
+        "offset",
+        "label",
+        "before",
+        "runId",
+        "query",
+        "k",
+        "token",
+        "idempotencyKey",
+        "path",
+    ]
+) | st.text(max_size=10)
 
 
 @st.composite
@@ -215,14 +269,23 @@ def test_random_json_frames_get_wellformed_answers(conn, value):
 
 def wrong_type_values(json_type: str) -> st.SearchStrategy[Any]:
     candidates = {
-        "string": st.integers() | st.booleans() | st.floats(allow_nan=False, allow_infinity=False)
-        | st.lists(st.text(max_size=3), max_size=3) | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+        "string": st.integers()
+        | st.booleans()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.lists(st.text(max_size=3), max_size=3)
+        | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
         # integral floats (1.0) are accepted as integers, so wrong means not-integral or not a number
-        "integer": st.text(max_size=8) | st.booleans() | st.floats(allow_nan=False, allow_infinity=False).filter(
-            lambda f: not f.is_integer()) | st.lists(st.integers(), max_size=3) | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+        "integer": st.text(max_size=8)
+        | st.booleans()
+        | st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: not f.is_integer())
+        | st.lists(st.integers(), max_size=3)
+        | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
         "number": st.text(max_size=8) | st.booleans() | st.lists(st.integers(), max_size=3),
         "boolean": st.integers() | st.text(max_size=8) | st.lists(st.booleans(), max_size=2),
-        "array": st.integers() | st.text(max_size=8) | st.booleans() | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+        "array": st.integers()
+        | st.text(max_size=8)
+        | st.booleans()
+        | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
         "object": st.integers() | st.text(max_size=8) | st.booleans() | st.lists(st.integers(), max_size=2),
     }
     return candidates[json_type]
@@ -256,8 +319,9 @@ def param_cases(conn):
         props = m["params"].get("properties", {})
         required = m["params"].get("required", [])
         for name, schema in props.items():
-            cases.append((m["name"], name, schema, {r: valid_value(props[r]) for r in required if r != name},
-                          name in required))
+            cases.append(
+                (m["name"], name, schema, {r: valid_value(props[r]) for r in required if r != name}, name in required)
+            )
     assert len(cases) >= 15, "system.methods lists the params of every method"
     return cases
 
@@ -282,8 +346,15 @@ def test_wrong_type_for_every_param_is_32602_naming_it(conn, param_cases, data):
 
 def test_every_method_and_param_was_covered(param_cases):
     """The wrong-type property samples from this list: make sure it spans every method."""
-    assert {c[0] for c in param_cases} >= {"sessions.get", "sessions.history", "chat.send", "chat.abort",
-                                           "sessions.list", "sessions.create", "sessions.update"}
+    assert {c[0] for c in param_cases} >= {
+        "sessions.get",
+        "sessions.history",
+        "chat.send",
+        "chat.abort",
+        "sessions.list",
+        "sessions.create",
+        "sessions.update",
+    }
 
 
 @pytest.mark.parametrize("depth", [1025, 10_000, 100_000])
@@ -304,8 +375,11 @@ def test_nesting_just_under_the_parser_limit_is_answered(conn):
     text = '{"id":1,"method":"sessions.list","params":{"limit":' + "[" * 1000 + "]" * 1000 + "}}"
     answers = conn.exchange(text, expect=1)
     assert answers[0]["error"]["code"] == -32602 and answers[0]["error"]["data"]["field"] == "params.limit"
-    batch = "[" + ",".join(['{"id":%d,"method":"system.health","params":%s}' % (i, "[" * 900 + "]" * 900)
-                            for i in range(50)]) + "]"
+    batch = (
+        "["
+        + ",".join(['{"id":%d,"method":"system.health","params":%s}' % (i, "[" * 900 + "]" * 900) for i in range(50)])
+        + "]"
+    )
     answers = conn.exchange(batch, expect=1)
     assert len(answers[0]) == 50 and all(a["error"]["code"] == -32602 for a in answers[0])
 
@@ -328,16 +402,19 @@ def test_huge_strings_near_the_frame_limit(conn, filler):
     assert answers[0]["error"]["code"] == -32600 and answers[0]["id"] == 1
 
 
-@pytest.mark.parametrize("text,code,count", [
-    ("[]", -32600, None),
-    ("[" + ",".join(["1"] * 51) + "]", -32600, None),
-    ("[1,2,3]", None, 3),
-    ("[[],[{}],{\"id\":1}]", None, 3),
-    ('[{"method":"system.health"},{"method":"system.health"}]', None, 0),
-    ('[{"id":1,"method":"system.health"},{"method":"nope"},{"id":2}]', None, 2),
-    ('[{"type":"auth","token":"x"}]', None, 1),
-    ("[" + ",".join(['{"id":%d,"method":"system.health"}' % i for i in range(50)]) + "]", None, 50),
-])
+@pytest.mark.parametrize(
+    "text,code,count",
+    [
+        ("[]", -32600, None),
+        ("[" + ",".join(["1"] * 51) + "]", -32600, None),
+        ("[1,2,3]", None, 3),
+        ('[[],[{}],{"id":1}]', None, 3),
+        ('[{"method":"system.health"},{"method":"system.health"}]', None, 0),
+        ('[{"id":1,"method":"system.health"},{"method":"nope"},{"id":2}]', None, 2),
+        ('[{"type":"auth","token":"x"}]', None, 1),
+        ("[" + ",".join(['{"id":%d,"method":"system.health"}' % i for i in range(50)]) + "]", None, 50),
+    ],
+)
 def test_invalid_and_edge_batches(conn, text, code, count):
     answers = conn.exchange(text, expect=0 if count == 0 else 1)
     if code is not None:

@@ -50,8 +50,10 @@ async def test_subscribers_that_never_read_are_torn_down(tmp_path):
     # Five subscribers stop reading during a long reply of small deltas: they are flagged slow
     # consumers, and websockets' close() used to wait for them to read (drain) before its own timeout
     # started, so their sockets and buffers were held for good. Now the transport is aborted.
-    toml = ("[server]\nmaxSendBuffer = 65536\nmaxReplyBytes = 393216\n[chat]\nmaxReplyChars = 50000\n"
-            "timeout = 30\n[sessions]\nhistoryMaxBytes = 65536\n")
+    toml = (
+        "[server]\nmaxSendBuffer = 65536\nmaxReplyBytes = 393216\n[chat]\nmaxReplyChars = 50000\n"
+        "timeout = 30\n[sessions]\nhistoryMaxBytes = 65536\n"
+    )
     with FakeOpenAI() as api:
         api.reply = "x " * 25_000  # 25k deltas of ~290 bytes (a long key): more than any socket buffer
         env = {"OPENAI_BASE_URL": api.base_url, "OPENAI_API_KEY": "k"}
@@ -63,8 +65,7 @@ async def test_subscribers_that_never_read_are_torn_down(tmp_path):
             for _ in range(5):
                 s = await loop.run_in_executor(None, raw_ws, gw, 4096)
                 s.sendall(frame(orjson.dumps({"type": "auth", "token": gw.token})))
-                s.sendall(frame(orjson.dumps({"id": 1, "method": "sessions.subscribe",
-                                              "params": {"sessionKey": key}})))
+                s.sendall(frame(orjson.dumps({"id": 1, "method": "sessions.subscribe", "params": {"sessionKey": key}})))
                 readers.append(s)
             await wait_for(lambda: count_connections(good, 6))
             sent = await good.call("chat.send", {"sessionKey": key, "message": "long one"})

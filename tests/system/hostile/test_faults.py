@@ -57,8 +57,9 @@ async def test_500_then_success_is_retried(start_gateway, api):
     assert msgs == [("user", "try again"), ("assistant", "recovered fine")]
 
 
-@pytest.mark.parametrize("status,retryable", [(500, True), (502, True), (503, True), (408, True),
-                                              (400, False), (404, False), (422, False)])
+@pytest.mark.parametrize(
+    "status,retryable", [(500, True), (502, True), (503, True), (408, True), (400, False), (404, False), (422, False)]
+)
 async def test_http_errors_end_in_chat_error_with_retryable_right(start_gateway, api, status, retryable):
     api.script(*[("status", status, {"Retry-After": "0"})] * 3)
     gw = await start_gateway(**{"chat.baseUrl": api.base_url, "chat.maxRetries": 1})
@@ -97,8 +98,9 @@ async def test_endpoint_refusing_connections_is_retryable(start_gateway):
 @contextlib.contextmanager
 def tiny_tmpfs(path, size: str = "64k"):
     path.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
-                       capture_output=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)], capture_output=True
+    )
     if r.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({r.stderr.decode().strip()}); needs root")
     try:

@@ -30,10 +30,14 @@ async def raw_http(port: int, head: str) -> tuple[int, bytes]:
 @pytest.mark.parametrize("header", ["Origin", "Authorization", "Upgrade"])
 async def test_duplicate_handshake_headers_are_a_400_not_a_500(gateway, header):
     port = gateway.gw.port
-    values = {"Origin": f"http://127.0.0.1:{port}", "Authorization": f"Bearer {gateway.token}",
-              "Upgrade": "websocket"}
-    lines = ["GET / HTTP/1.1", f"Host: 127.0.0.1:{port}", "Connection: Upgrade",
-             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"]
+    values = {"Origin": f"http://127.0.0.1:{port}", "Authorization": f"Bearer {gateway.token}", "Upgrade": "websocket"}
+    lines = [
+        "GET / HTTP/1.1",
+        f"Host: 127.0.0.1:{port}",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version: 13",
+    ]
     lines += [f"{k}: {v}" for k, v in values.items() if k != header]
     lines += [f"{header}: {values[header]}", f"{header}: {values[header]}"]
     status, body = await raw_http(port, "\r\n".join(lines) + "\r\n\r\n")
@@ -49,8 +53,9 @@ async def test_deleting_made_up_sessions_keeps_no_lock(gateway, client):
         with pytest.raises(RpcError) as exc:
             await client.call("sessions.delete", {"sessionKey": f"nope-{i}"})
         assert exc.value.code == -32004
-    await asyncio.gather(*(client.request("chat.send", {"sessionKey": f"nope-{i}", "message": "hi"})
-                           for i in range(50)))
+    await asyncio.gather(
+        *(client.request("chat.send", {"sessionKey": f"nope-{i}", "message": "hi"}) for i in range(50))
+    )
     assert len(chat._send_locks) == 0
 
 
@@ -110,8 +115,14 @@ async def test_a_second_gateway_on_the_same_state_dir_exits_2_naming_the_holder(
     import os
 
     env = {**os.environ, "JARVIS_STATE_DIR": str(gateway.config.state_dir), "OPENAI_BASE_URL": ""}
-    r = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--port", "0"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "serve", "--port", "0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2, r.stderr
     assert f"pid {os.getpid()}" in r.stderr and str(gateway.config.state_dir) in r.stderr
     await gateway.restart()  # the lock goes with the gateway that held it
@@ -158,8 +169,12 @@ for fmt in ("json", "console"):
     assert out.stdout.count("boom") >= 2 and "SECRET-TOKEN-123" not in out.stdout, out.stdout
 
 
-BIG = {"server.maxReplyBytes": 256 << 10, "server.maxSendBuffer": 256 << 10,
-       "sessions.historyMaxBytes": 100_000, "chat.maxReplyChars": 20_000}
+BIG = {
+    "server.maxReplyBytes": 256 << 10,
+    "server.maxSendBuffer": 256 << 10,
+    "sessions.historyMaxBytes": 100_000,
+    "chat.maxReplyChars": 20_000,
+}
 
 
 async def test_a_runaway_upstream_reply_is_cut_and_the_session_stays_readable(start_gateway):
@@ -176,8 +191,10 @@ async def test_a_runaway_upstream_reply_is_cut_and_the_session_stays_readable(st
             final = events[-1]["params"]
             assert events[-1]["method"] == "chat.final" and final["truncated"] is True
             assert len(final["message"]["content"]) == 20_000
-            assert "".join(e["params"]["delta"] for e in events if e["method"] == "chat.delta") \
+            assert (
+                "".join(e["params"]["delta"] for e in events if e["method"] == "chat.delta")
                 == final["message"]["content"]
+            )
             history = await c.call("sessions.history", {"sessionKey": key})
             assert history["messages"][-1]["truncated"] is True
             assert (await c.call("system.health"))["status"] == "ok"  # never closed as a slow consumer
@@ -276,7 +293,9 @@ async def test_a_damaged_index_is_set_aside_and_rebuilt_while_chat_serves(tmp_pa
         status = await c.call("memory.status")
         assert status["files"] >= 301 and status["corrupt"]
         aside = [p for p in db.parent.iterdir() if p.name.startswith("memory.sqlite.corrupt-")]
-        assert aside and status["corrupt"][-1]["movedTo"] == str([p for p in aside if not p.name.endswith(("-wal", "-shm"))][0])
+        assert aside and status["corrupt"][-1]["movedTo"] == str(
+            [p for p in aside if not p.name.endswith(("-wal", "-shm"))][0]
+        )
         await c.close()
     finally:
         await gw.stop()
@@ -317,8 +336,6 @@ async def test_an_index_damaged_while_serving_before_any_full_text_search_is_set
         await c.close()
 
 
-
-
 _TAKE_INOTIFY = r"""
 import ctypes, os, resource, sys
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -354,11 +371,14 @@ class InotifyExhausted:
         with open("/proc/sys/fs/inotify/max_user_instances") as f:
             limit = int(f.read())
         if limit > self.MAX_LIMIT:
-            pytest.skip(f"fs.inotify.max_user_instances is {limit}: too many to exhaust in a test "
-                        f"(the polling fallback is still covered by test_polling_mode_sees_note_edits)")
+            pytest.skip(
+                f"fs.inotify.max_user_instances is {limit}: too many to exhaust in a test "
+                f"(the polling fallback is still covered by test_polling_mode_sees_note_edits)"
+            )
         for _ in range(self.max_children):
-            child = subprocess.Popen([sys.executable, "-c", _TAKE_INOTIFY], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+            child = subprocess.Popen(
+                [sys.executable, "-c", _TAKE_INOTIFY], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
             self.children.append(child)
             _taken, refused = map(int, child.stdout.readline().split())
             if refused:
@@ -380,8 +400,7 @@ async def test_when_inotify_runs_out_the_watcher_polls_and_says_so(start_gateway
     if not sys.platform.startswith("linux"):
         pytest.skip("inotify is Linux's")
     with InotifyExhausted():
-        gw = await start_gateway(memory=True, **{"memory.embeddings.provider": "none",
-                                                 "memory.sync.watchPollMs": 200})
+        gw = await start_gateway(memory=True, **{"memory.embeddings.provider": "none", "memory.sync.watchPollMs": 200})
         c = await gw.client()
 
         async def polling():
@@ -406,8 +425,10 @@ async def test_when_inotify_runs_out_the_watcher_polls_and_says_so(start_gateway
 
 
 async def test_polling_mode_sees_note_edits(start_gateway):
-    gw = await start_gateway(memory=True, **{"memory.embeddings.provider": "none",
-                                             "memory.sync.watchMode": "polling", "memory.sync.watchPollMs": 200})
+    gw = await start_gateway(
+        memory=True,
+        **{"memory.embeddings.provider": "none", "memory.sync.watchMode": "polling", "memory.sync.watchPollMs": 200},
+    )
     c = await gw.client()
     try:
         assert (await c.call("memory.status"))["sync"]["watcher"] == {"mode": "polling"}
@@ -429,8 +450,9 @@ def _open_fds() -> int:
 
 
 async def test_agents_are_capped_and_the_least_recently_used_idle_one_is_closed(start_gateway):
-    gw = await start_gateway(memory=True, **{"memory.embeddings.provider": "none", "agents.maxOpen": 3,
-                                             "agents.max": 40})
+    gw = await start_gateway(
+        memory=True, **{"memory.embeddings.provider": "none", "agents.maxOpen": 3, "agents.max": 40}
+    )
     c = await gw.client()
     try:
         keys = {}
@@ -478,16 +500,18 @@ async def test_idle_agents_close_by_themselves_and_keep_their_idempotency_keys(s
     c = await gw.client()
     try:
         key = (await c.call("sessions.create", {"agentId": "napper"}))["sessionKey"]
-        sent = await c.call("chat.send", {"agentId": "napper", "sessionKey": key, "message": "hi",
-                                          "idempotencyKey": "once"})
+        sent = await c.call(
+            "chat.send", {"agentId": "napper", "sessionKey": key, "message": "hi", "idempotencyKey": "once"}
+        )
         await c.run_to_end(sent["runId"])
 
         async def closed():
             return (await c.call("system.health"))["agents"]["open"] == 1
 
         await wait_for(closed, timeout=20)
-        again = await c.call("chat.send", {"agentId": "napper", "sessionKey": key, "message": "hi",
-                                           "idempotencyKey": "once"})
+        again = await c.call(
+            "chat.send", {"agentId": "napper", "sessionKey": key, "message": "hi", "idempotencyKey": "once"}
+        )
         assert again == {"runId": sent["runId"], "status": "duplicate"}
         history = await c.call("sessions.history", {"agentId": "napper", "sessionKey": key})
         assert [m["role"] for m in history["messages"]] == ["user", "assistant"]
@@ -505,8 +529,9 @@ async def test_a_client_that_pipelines_big_requests_and_reads_is_slowed_not_clos
             await c.run_to_end(sent["runId"])
         # 30 pages of ~100 KB (3 MB) asked for at once, and batches of 2 pages: far more than the buffer.
         for i in range(30):
-            await c.send_text(orjson.dumps({"id": f"h{i}", "method": "sessions.history",
-                                            "params": {"sessionKey": key}}).decode())
+            await c.send_text(
+                orjson.dumps({"id": f"h{i}", "method": "sessions.history", "params": {"sessionKey": key}}).decode()
+            )
         for i in range(6):
             batch = [{"id": f"b{i}-{j}", "method": "sessions.history", "params": {"sessionKey": key}} for j in range(2)]
             await c.send_text(orjson.dumps(batch).decode())
@@ -529,11 +554,19 @@ async def test_idle_closing_never_closes_an_agent_under_a_request(start_gateway)
     from tests.fake_openai import FakeOpenAI
 
     with FakeOpenAI() as api:
-        gw = await start_gateway(memory=True, **{
-            "memory.embeddings.provider": "openai", "memory.embeddings.baseUrl": api.base_url,
-            "memory.embeddings.apiKey": "k", "memory.embeddings.model": "fake-embed",
-            "memory.sync.onStart": False, "memory.sync.onSearch": False, "memory.sync.watch": False,
-            "agents.idleSeconds": 1})
+        gw = await start_gateway(
+            memory=True,
+            **{
+                "memory.embeddings.provider": "openai",
+                "memory.embeddings.baseUrl": api.base_url,
+                "memory.embeddings.apiKey": "k",
+                "memory.embeddings.model": "fake-embed",
+                "memory.sync.onStart": False,
+                "memory.sync.onSearch": False,
+                "memory.sync.watch": False,
+                "agents.idleSeconds": 1,
+            },
+        )
         c = await gw.client()
         try:
             await c.call("sessions.create", {"agentId": "x"})

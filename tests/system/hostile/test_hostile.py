@@ -27,9 +27,11 @@ SEND_BUFFER = 65536
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
-    config = ("[memory]\nenabled = false\n"
-              f"[server]\nmaxSendBuffer = {SEND_BUFFER}\nmaxConnections = {MAX_CONNECTIONS}\n"
-              "authFailuresPerMinute = 5\nauthFailureDelay = 0.05\nauthTimeout = 2.0\nslowConsumerSeconds = 2.0\n")
+    config = (
+        "[memory]\nenabled = false\n"
+        f"[server]\nmaxSendBuffer = {SEND_BUFFER}\nmaxConnections = {MAX_CONNECTIONS}\n"
+        "authFailuresPerMinute = 5\nauthFailureDelay = 0.05\nauthTimeout = 2.0\nslowConsumerSeconds = 2.0\n"
+    )
     with GatewayProcess.running(tmp_path_factory.mktemp("hostile") / "state", config) as proc:
         yield proc
 
@@ -65,8 +67,12 @@ def raw_ws(gw: GatewayProcess, rcvbuf: int | None = None, headers: dict[str, str
     s.connect(("127.0.0.1", gw.port))
     key = base64.b64encode(os.urandom(16)).decode()
     extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-    s.sendall((f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{gw.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-               f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n").encode())
+    s.sendall(
+        (
+            f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{gw.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n"
+        ).encode()
+    )
     head = b""
     while b"\r\n\r\n" not in head:
         chunk = s.recv(1)  # byte by byte: read nothing past the handshake
@@ -117,8 +123,8 @@ def read_frames(s: socket.socket, deadline: float) -> list[tuple[int, bytes]]:
                 n, pos = struct.unpack("!Q", buf[2:10])[0], 10
             if len(buf) < pos + n:
                 break
-            out.append((op, buf[pos:pos + n]))
-            buf = buf[pos + n:]
+            out.append((op, buf[pos : pos + n]))
+            buf = buf[pos + n :]
             if op == 8:
                 return out
     return out
@@ -243,8 +249,7 @@ async def test_wrong_tokens_are_rate_limited_per_address_and_never_logged(gw, go
     for i, token in enumerate(wrong[:5]):
         if i % 2:
             with pytest.raises(InvalidStatus) as exc:
-                async with connect(gw.url, additional_headers={"Authorization": f"Bearer {token}"},
-                                   local_addr=other):
+                async with connect(gw.url, additional_headers={"Authorization": f"Bearer {token}"}, local_addr=other):
                     pass
             assert exc.value.response.status_code == 401
         else:
@@ -279,8 +284,10 @@ async def test_wrong_tokens_are_rate_limited_per_address_and_never_logged(gw, go
         assert token[:16] not in log
 
 
-@pytest.mark.parametrize("origin", ["http://evil.example", "null", "http://127.0.0.1.evil.example:1",
-                                    "https://localhost", "http://localhost:1"])
+@pytest.mark.parametrize(
+    "origin",
+    ["http://evil.example", "null", "http://127.0.0.1.evil.example:1", "https://localhost", "http://localhost:1"],
+)
 async def test_cross_site_origin_is_403_even_with_the_right_token(gw, good, origin):
     with pytest.raises(InvalidStatus) as exc:
         async with connect(gw.url, origin=origin, additional_headers={"Authorization": f"Bearer {gw.token}"}):
@@ -289,14 +296,17 @@ async def test_cross_site_origin_is_403_even_with_the_right_token(gw, good, orig
     await served_quickly(good)
 
 
-@pytest.mark.parametrize("first", [
-    '[{"id":1,"method":"auth","params":{"token":"%s"}}]',  # auth inside a batch is not an auth frame
-    '{"type":"auth","token":["%s"]}',
-    '{"id":1,"method":"auth","params":["%s"]}',
-    '{"type":"auth","token":"%s","method":"system.health"}',
-    '{"id":1,"method":"sessions.list","params":{"token":"%s"}}',
-    "not json %s",
-])
+@pytest.mark.parametrize(
+    "first",
+    [
+        '[{"id":1,"method":"auth","params":{"token":"%s"}}]',  # auth inside a batch is not an auth frame
+        '{"type":"auth","token":["%s"]}',
+        '{"id":1,"method":"auth","params":["%s"]}',
+        '{"type":"auth","token":"%s","method":"system.health"}',
+        '{"id":1,"method":"sessions.list","params":{"token":"%s"}}',
+        "not json %s",
+    ],
+)
 async def test_preauth_junk_gets_32001_and_1008(gw, good, first):
     async with connect(gw.url) as ws:
         await ws.send(first % gw.token)
@@ -323,17 +333,41 @@ async def test_preauth_binary_and_oversized_frames(gw, good):
     await served_quickly(good)
 
 
-TRAVERSAL_KEYS = ["../x", "a/b", "..", ".", "...", "../../etc/passwd", "/etc/passwd", "a\\b", "x\x00y",
-                  "%2e%2e", "．．", "a" * 129, "", " ", "sessions.json/..", "C:\\x", "~root"]
+TRAVERSAL_KEYS = [
+    "../x",
+    "a/b",
+    "..",
+    ".",
+    "...",
+    "../../etc/passwd",
+    "/etc/passwd",
+    "a\\b",
+    "x\x00y",
+    "%2e%2e",
+    "．．",
+    "a" * 129,
+    "",
+    " ",
+    "sessions.json/..",
+    "C:\\x",
+    "~root",
+]
 
 
 async def test_path_traversal_in_session_keys_is_refused(gw, good):
     state = gw.state_dir
     sessions_dir = state / "agents" / "main" / "sessions"
     before = sorted(p for p in state.parent.rglob("*") if "serve.log" not in p.name)
-    calls = [("sessions.get", {}), ("sessions.history", {}), ("sessions.delete", {}), ("sessions.subscribe", {}),
-             ("sessions.unsubscribe", {}), ("sessions.update", {"label": "x"}), ("chat.abort", {}),
-             ("chat.send", {"message": "escape?"})]
+    calls = [
+        ("sessions.get", {}),
+        ("sessions.history", {}),
+        ("sessions.delete", {}),
+        ("sessions.subscribe", {}),
+        ("sessions.unsubscribe", {}),
+        ("sessions.update", {"label": "x"}),
+        ("chat.abort", {}),
+        ("chat.send", {"message": "escape?"}),
+    ]
     for key in TRAVERSAL_KEYS:
         for method, extra in calls:
             with pytest.raises(RpcError) as exc:
@@ -363,8 +397,16 @@ async def test_memory_get_refuses_paths_outside_the_workspace(tmp_path):
         proc.start()
         c = await connect_client(proc.url, proc.token)
         assert "fine" in (await c.call("memory.get", {"path": "MEMORY.md"}))["text"]
-        for path in ["../secret.md", "/etc/passwd", "memory/../../secret.md", "memory/link.md",
-                     "../gateway.token", "sessions/../../gateway.token", "memory/%2e%2e/x.md", "gateway.token"]:
+        for path in [
+            "../secret.md",
+            "/etc/passwd",
+            "memory/../../secret.md",
+            "memory/link.md",
+            "../gateway.token",
+            "sessions/../../gateway.token",
+            "memory/%2e%2e/x.md",
+            "gateway.token",
+        ]:
             with pytest.raises(RpcError) as exc:
                 await c.call("memory.get", {"path": path})
             assert exc.value.code in (-32602, -32004), (path, exc.value.code)
@@ -380,8 +422,12 @@ async def test_path_traversal_in_agent_ids_is_refused(gw, good, agent):
     state dir itself and give it the default agent's workspace (its memory) — refused as -32602."""
     state = gw.state_dir
     before = sorted(p for p in state.parent.rglob("*") if "serve.log" not in p.name)
-    for method, params in [("sessions.create", {}), ("sessions.list", {}), ("sessions.get", {"sessionKey": "k"}),
-                           ("chat.send", {"sessionKey": "k", "message": "hi"})]:
+    for method, params in [
+        ("sessions.create", {}),
+        ("sessions.list", {}),
+        ("sessions.get", {"sessionKey": "k"}),
+        ("chat.send", {"sessionKey": "k", "message": "hi"}),
+    ]:
         with pytest.raises(RpcError) as exc:
             await good.call(method, {"agentId": agent, **params})
         assert exc.value.code == -32602 and exc.value.data["field"] == "params.agentId", (method, exc.value.message)

@@ -26,14 +26,17 @@ async def test_a_session_made_on_one_gateway_is_served_by_the_other(start_gatewa
     a, b = await pair(start_gateway, postgres_url)
     ca, cb = await a.client(), await b.client()
     try:
-        assert (await cb.call("system.health"))["storage"] == {"engine": "postgresql", "instance": "b",
-                                                              "eventsDropped": 0}
+        assert (await cb.call("system.health"))["storage"] == {
+            "engine": "postgresql",
+            "instance": "b",
+            "eventsDropped": 0,
+        }
         key = (await ca.call("sessions.create", {"label": "shared"}))["sessionKey"]
         listed = await cb.call("sessions.list")
         assert [s["sessionKey"] for s in listed["sessions"]] == [key] and listed["total"] == 1
         # A turn on each gateway; both transcripts are one.
         for c in (ca, cb):
-            run = (await c.call("chat.send", {"sessionKey": key, "message": f"hello from {c is ca and 'a' or 'b'}"}))
+            run = await c.call("chat.send", {"sessionKey": key, "message": f"hello from {c is ca and 'a' or 'b'}"})
             events = await c.run_to_end(run["runId"])
             assert events[-1]["method"] == "chat.final"
         for c in (ca, cb):
@@ -99,10 +102,12 @@ async def test_one_run_per_session_and_idempotency_hold_across_gateways(start_ga
     ca, cb = await a.client(), await b.client()
     try:
         key = (await ca.call("sessions.create"))["sessionKey"]
-        first = await ca.call("chat.send", {"sessionKey": key, "message": "a long question " * 20,
-                                            "idempotencyKey": "k-1"})
-        again = await cb.call("chat.send", {"sessionKey": key, "message": "a long question " * 20,
-                                            "idempotencyKey": "k-1"})
+        first = await ca.call(
+            "chat.send", {"sessionKey": key, "message": "a long question " * 20, "idempotencyKey": "k-1"}
+        )
+        again = await cb.call(
+            "chat.send", {"sessionKey": key, "message": "a long question " * 20, "idempotencyKey": "k-1"}
+        )
         assert again == {"runId": first["runId"], "status": "duplicate"}
         with pytest.raises(RpcError) as ei:
             await cb.call("chat.send", {"sessionKey": key, "message": "and another"})
@@ -130,8 +135,12 @@ async def test_one_run_per_session_and_idempotency_hold_across_gateways(start_ga
 
 
 async def test_a_memory_made_through_a_is_found_through_b(start_gateway, postgres_url):
-    a, b = await pair(start_gateway, postgres_url, memory=True, **{"memory.embeddings.provider": "none",
-                                                                    "memory.sync.sessionDebounceMs": 50})
+    a, b = await pair(
+        start_gateway,
+        postgres_url,
+        memory=True,
+        **{"memory.embeddings.provider": "none", "memory.sync.sessionDebounceMs": 50},
+    )
     ca, cb = await a.client(), await b.client()
     try:
         key = (await ca.call("sessions.create"))["sessionKey"]
@@ -152,8 +161,9 @@ async def test_a_memory_made_through_a_is_found_through_b(start_gateway, postgre
 async def test_killing_a_mid_run_leaves_b_serving_and_the_run_aborted(start_gateway, postgres_url, tmp_path):
     state = tmp_path / "killed"
     state.mkdir()
-    (state / "config.toml").write_text('[storage]\ninstanceId = "doomed"\n[chat]\nofflineDeltaDelay = 0.2\n'
-                                       '[memory]\nenabled = false\n')
+    (state / "config.toml").write_text(
+        '[storage]\ninstanceId = "doomed"\n[chat]\nofflineDeltaDelay = 0.2\n[memory]\nenabled = false\n'
+    )
     proc = GatewayProcess(state, env={"OPENAI_BASE_URL": "", "JARVIS_DATABASE_URL": postgres_url}).start()
     b = await start_gateway("b", **{"storage.url": postgres_url, "storage.instanceId": "b"})
     ca = await connect_client(proc.url, proc.token)
@@ -169,7 +179,8 @@ async def test_killing_a_mid_run_leaves_b_serving_and_the_run_aborted(start_gate
         # B notices the dead gateway, ends its run for every subscriber and in the transcript.
         aborted = await cb.next_event("chat.aborted", timeout=30)
         assert aborted["params"]["runId"] == run["runId"] and aborted["params"]["partial"].startswith(
-            first["params"]["delta"])
+            first["params"]["delta"]
+        )
         history = (await cb.call("sessions.history", {"sessionKey": key}))["messages"]
         assert [m["role"] for m in history] == ["user", "assistant"]
         assert history[0]["content"].startswith("explain the tides")  # acknowledged, so kept
@@ -206,8 +217,10 @@ async def test_a_lost_listener_reconnects_and_catches_up(start_gateway, postgres
         await cb.call("sessions.subscribe", {"sessionKey": key})
         admin = await asyncpg.connect(postgres_url)
         try:  # the database drops B's LISTEN connection (a restart, a network blip)
-            killed = await admin.fetchval("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                                          "WHERE application_name = 'jarvis:b:listen'")
+            killed = await admin.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name = 'jarvis:b:listen'"
+            )
         finally:
             await admin.close()
         assert killed == 1
@@ -235,10 +248,20 @@ def test_serve_with_an_unreachable_database_says_so_and_exits_1(tmp_path):
 
     from tests.helpers import ROOT
 
-    env = {**os.environ, "JARVIS_STATE_DIR": str(tmp_path / "s"), "OPENAI_BASE_URL": "",
-           "JARVIS_DATABASE_URL": "postgresql://me:hunter2@127.0.0.1:1/db"}
-    proc = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--port", "0"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    env = {
+        **os.environ,
+        "JARVIS_STATE_DIR": str(tmp_path / "s"),
+        "OPENAI_BASE_URL": "",
+        "JARVIS_DATABASE_URL": "postgresql://me:hunter2@127.0.0.1:1/db",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "serve", "--port", "0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1
     assert "jarvis: cannot start: PostgreSQL unreachable at postgresql://me:***@127.0.0.1:1/db" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout and "hunter2" not in proc.stderr + proc.stdout

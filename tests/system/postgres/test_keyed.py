@@ -16,8 +16,14 @@ QUIET = {"memory.sync.onStart": False, "memory.sync.watch": False}
 
 async def two(start_gateway, postgres_url, tmp_path):
     def cfg(name: str) -> dict:
-        return {"storage.url": postgres_url, "storage.instanceId": name, "memory": True,
-                "workspace": str(tmp_path / f"workspace-{name}"), **QUIET}
+        return {
+            "storage.url": postgres_url,
+            "storage.instanceId": name,
+            "memory": True,
+            "workspace": str(tmp_path / f"workspace-{name}"),
+            **QUIET,
+        }
+
     return await start_gateway("a", **cfg("a")), await start_gateway("b", **cfg("b"))
 
 
@@ -25,18 +31,21 @@ def mirror(tmp_path, gateway: str, category: str, key: str):
     return tmp_path / f"workspace-{gateway}" / "memory" / "keyed" / category / f"{key}.md"
 
 
-async def test_a_memory_set_through_a_is_read_listed_found_and_deleted_through_b(start_gateway, postgres_url,
-                                                                                 tmp_path):
+async def test_a_memory_set_through_a_is_read_listed_found_and_deleted_through_b(start_gateway, postgres_url, tmp_path):
     a, b = await two(start_gateway, postgres_url, tmp_path)
     ca, cb = await a.client(), await b.client()
     try:
-        saved = await ca.call("memory.set", {"key": "boat-colour", "value": "The sailing boat is painted teal.",
-                                             "category": "facts"})
+        saved = await ca.call(
+            "memory.set", {"key": "boat-colour", "value": "The sailing boat is painted teal.", "category": "facts"}
+        )
         assert saved["replaced"] is False and saved["path"] == "memory/keyed/facts/boat-colour.md"
 
         got = await cb.call("memory.get", {"key": "boat-colour"})
         assert (got["value"], got["category"], got["created"]) == (
-            "The sailing boat is painted teal.", "facts", saved["created"])
+            "The sailing boat is painted teal.",
+            "facts",
+            saved["created"],
+        )
         listed = await cb.call("memory.list", {})
         assert [m["key"] for m in listed["memories"]] == ["boat-colour"] and listed["total"] == 1
 
@@ -49,8 +58,9 @@ async def test_a_memory_set_through_a_is_read_listed_found_and_deleted_through_b
         assert "painted teal" in text["text"]
 
         # Moved to another category through B: one row, each mirror follows.
-        moved = await cb.call("memory.set", {"key": "boat-colour", "value": "The sailing boat is now white.",
-                                             "category": "general"})
+        moved = await cb.call(
+            "memory.set", {"key": "boat-colour", "value": "The sailing boat is now white.", "category": "general"}
+        )
         assert moved["replaced"] is True and moved["movedFrom"] == "facts" and moved["created"] == saved["created"]
         assert (await ca.call("memory.get", {"key": "boat-colour"}))["value"] == "The sailing boat is now white."
         await wait_for(lambda: _exists(mirror(tmp_path, "a", "general", "boat-colour")))
@@ -110,9 +120,12 @@ async def test_files_and_rows_are_reconciled_by_version_not_by_clock(start_gatew
         # A delete leaves a tombstone: B's mirror, written back while B was not told, goes again.
         await ca.call("memory.delete", {"key": "dentist"})
         await wait_for(lambda: _gone(b_path))
-        b_path.write_text(path.read_text() if path.exists() else
-                          f"---\nkey: dentist\ncategory: people\ncreated: {got['created']}\n"
-                          f"updated: {got['updated']}\nversion: 2\n---\n# dentist\n\nDr Imani Osei, on Mill Lane.\n")
+        b_path.write_text(
+            path.read_text()
+            if path.exists()
+            else f"---\nkey: dentist\ncategory: people\ncreated: {got['created']}\n"
+            f"updated: {got['updated']}\nversion: 2\n---\n# dentist\n\nDr Imani Osei, on Mill Lane.\n"
+        )
         await cb.call("memory.sync")
         assert not b_path.exists()
         with pytest.raises(RpcError):
@@ -131,8 +144,9 @@ async def test_the_rows_survive_in_the_database(start_gateway, postgres_url, tmp
         await ca.close()
     conn = await asyncpg.connect(postgres_url)
     try:
-        row = await conn.fetchrow("SELECT category, value, deleted FROM keyed_memories "
-                                  "WHERE agent_id = 'main' AND key = 'wifi'")
+        row = await conn.fetchrow(
+            "SELECT category, value, deleted FROM keyed_memories WHERE agent_id = 'main' AND key = 'wifi'"
+        )
     finally:
         await conn.close()
     assert tuple(row) == ("general", "The guest network is called Lighthouse.", False)
@@ -149,11 +163,31 @@ async def test_jarvis_memory_set_on_the_database_reaches_a_running_gateway(start
     _, b = await two(start_gateway, postgres_url, tmp_path)
     cb = await b.client()
     try:
-        env = {**os.environ, "JARVIS_STATE_DIR": str(tmp_path / "cli-state"), "JARVIS_DATABASE_URL": postgres_url,
-               "JARVIS_WORKSPACE": str(tmp_path / "workspace-cli")}
+        env = {
+            **os.environ,
+            "JARVIS_STATE_DIR": str(tmp_path / "cli-state"),
+            "JARVIS_DATABASE_URL": postgres_url,
+            "JARVIS_WORKSPACE": str(tmp_path / "workspace-cli"),
+        }
         r = await asyncio.to_thread(
-            subprocess.run, [sys.executable, "-m", "gateway.cli", "memory", "set", "bins", "Bins go out on Thursday.",
-                             "--category", "tasks"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+            subprocess.run,
+            [
+                sys.executable,
+                "-m",
+                "gateway.cli",
+                "memory",
+                "set",
+                "bins",
+                "Bins go out on Thursday.",
+                "--category",
+                "tasks",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
         assert (await cb.call("memory.get", {"key": "bins"}))["value"] == "Bins go out on Thursday."
         await wait_for(lambda: _exists(mirror(tmp_path, "b", "tasks", "bins")))
@@ -162,7 +196,8 @@ async def test_jarvis_memory_set_on_the_database_reaches_a_running_gateway(start
 
 
 async def test_a_stale_mirror_from_a_fast_clock_and_a_file_postgresql_cannot_hold_change_no_row(
-        start_gateway, postgres_url, tmp_path):
+    start_gateway, postgres_url, tmp_path
+):
     a, b = await two(start_gateway, postgres_url, tmp_path)
     ca, cb = await a.client(), await b.client()
     try:
@@ -172,8 +207,10 @@ async def test_a_stale_mirror_from_a_fast_clock_and_a_file_postgresql_cannot_hol
         # A's mirror of the first version, as a gateway whose clock runs fast would have stamped it:
         # newer by the clock, an older version all the same.
         path = mirror(tmp_path, "a", "general", "ferry")
-        path.write_text(f"---\nkey: ferry\ncategory: general\ncreated: {now['created']}\n"
-                        f"updated: 2999-01-01T00:00:00.000Z\nversion: 1\n---\n# ferry\n\nThe ferry leaves at 7:40.\n")
+        path.write_text(
+            f"---\nkey: ferry\ncategory: general\ncreated: {now['created']}\n"
+            f"updated: 2999-01-01T00:00:00.000Z\nversion: 1\n---\n# ferry\n\nThe ferry leaves at 7:40.\n"
+        )
         # And a keyed file whose text PostgreSQL cannot hold: skipped, the sync goes on.
         bad = mirror(tmp_path, "a", "general", "nul")
         bad.write_bytes(b"# nul\n\nbefore\x00after\n")

@@ -10,15 +10,21 @@ from tests.fake_openai import FakeOpenAI
 from tests.helpers import RpcError, wait_for
 
 
-async def test_a_run_that_lost_the_database_frees_its_session_once_the_database_is_back(start_gateway,
-                                                                                       postgres_url):
+async def test_a_run_that_lost_the_database_frees_its_session_once_the_database_is_back(start_gateway, postgres_url):
     import asyncpg
 
     release = threading.Event()
     with FakeOpenAI() as api:
         api.script(("wait", release, 30))
-        gw = await start_gateway("a", **{"storage.url": postgres_url, "storage.instanceId": "a",
-                                         "chat.baseUrl": api.base_url, "chat.maxRetries": 0})
+        gw = await start_gateway(
+            "a",
+            **{
+                "storage.url": postgres_url,
+                "storage.instanceId": "a",
+                "chat.baseUrl": api.base_url,
+                "chat.maxRetries": 0,
+            },
+        )
         c = await gw.client()
         name = postgres_url.split("?")[0].rsplit("/", 1)[1]
         admin = await asyncpg.connect(postgres_url.replace(f"/{name}", "/postgres"))

@@ -22,14 +22,35 @@ The car is a blue Volvo V70; its next inspection is due in October.
 Lena practises the cello every Tuesday evening with her teacher Mr Okafor.
 """
 
-HOSTILE = ["'", "''", "\"", "a & b", "x | y", "!cello", "cello:*", "(cello", "cello)", "(a & !b) | c:*",
-           "it's Lena's cello", "<-> <2> cello", "\\'; DROP TABLE memory_chunks; --", "&|!():*'", "   ",
-           "the and of", "Mr. O'Kafor's (cello) & apricot | !tree:*"]
+HOSTILE = [
+    "'",
+    "''",
+    '"',
+    "a & b",
+    "x | y",
+    "!cello",
+    "cello:*",
+    "(cello",
+    "cello)",
+    "(a & !b) | c:*",
+    "it's Lena's cello",
+    "<-> <2> cello",
+    "\\'; DROP TABLE memory_chunks; --",
+    "&|!():*'",
+    "   ",
+    "the and of",
+    "Mr. O'Kafor's (cello) & apricot | !tree:*",
+]
 
 
 async def pair(start_gateway, postgres_url, tmp_path, a: dict | None = None, b: dict | None = None):
-    common = {"storage.url": postgres_url, "memory": True, "workspace": str(tmp_path / "workspace"),
-              "memory.embeddings.provider": "local", "memory.sync.sessionDebounceMs": 50}
+    common = {
+        "storage.url": postgres_url,
+        "memory": True,
+        "workspace": str(tmp_path / "workspace"),
+        "memory.embeddings.provider": "local",
+        "memory.sync.sessionDebounceMs": 50,
+    }
     ga = await start_gateway("a", **{"storage.instanceId": "a", **common, **(a or {})})
     gb = await start_gateway("b", **{"storage.instanceId": "b", **common, **(b or {})})
     return ga, gb
@@ -42,8 +63,12 @@ async def chat(client, key: str, message: str) -> None:
 
 async def test_b_finds_what_a_indexed_without_indexing_it(start_gateway, postgres_url, tmp_path):
     # B never syncs on its own: no start sync, no sync before a search, chat.final debounce far away.
-    quiet = {"memory.sync.onStart": False, "memory.sync.onSearch": False, "memory.sync.watch": False,
-             "memory.sync.sessionDebounceMs": 600_000}
+    quiet = {
+        "memory.sync.onStart": False,
+        "memory.sync.onSearch": False,
+        "memory.sync.watch": False,
+        "memory.sync.sessionDebounceMs": 600_000,
+    }
     a, b = await pair(start_gateway, postgres_url, tmp_path, b=quiet)
     ca, cb = await a.client(), await b.client()
     try:
@@ -56,8 +81,9 @@ async def test_b_finds_what_a_indexed_without_indexing_it(start_gateway, postgre
 
         st_a = await wait_for(indexed)
         for mode in ("hybrid", "fts", "vector"):
-            res = await cb.call("memory.search", {"query": "Where does Alejandra keep her bees?", "mode": mode,
-                                                  "sources": ["sessions"]})
+            res = await cb.call(
+                "memory.search", {"query": "Where does Alejandra keep her bees?", "mode": mode, "sources": ["sessions"]}
+            )
             assert res["mode"] == mode and "degraded" not in res, res
             assert res["results"][0]["path"] == f"sessions/{key}.jsonl", (mode, res)
             assert "Oaxaca" in res["results"][0]["snippet"]
@@ -91,8 +117,13 @@ async def test_modes_get_status_and_a_second_sync(start_gateway, postgres_url, t
     ws = tmp_path / "workspace"
     ws.mkdir()
     (ws / "MEMORY.md").write_text(NOTES)
-    a, b = await pair(start_gateway, postgres_url, tmp_path, a={"memory.embeddings.provider": provider},
-                      b={"memory.embeddings.provider": provider})
+    a, b = await pair(
+        start_gateway,
+        postgres_url,
+        tmp_path,
+        a={"memory.embeddings.provider": provider},
+        b={"memory.embeddings.provider": provider},
+    )
     ca, cb = await a.client(), await b.client()
     try:
         first = await ca.call("memory.sync")
@@ -133,8 +164,13 @@ async def test_modes_get_status_and_a_second_sync(start_gateway, postgres_url, t
 
 
 async def test_a_deleted_session_leaves_the_index_of_every_gateway(start_gateway, postgres_url, tmp_path):
-    a, b = await pair(start_gateway, postgres_url, tmp_path, a={"memory.embeddings.provider": "none"},
-                      b={"memory.embeddings.provider": "none"})
+    a, b = await pair(
+        start_gateway,
+        postgres_url,
+        tmp_path,
+        a={"memory.embeddings.provider": "none"},
+        b={"memory.embeddings.provider": "none"},
+    )
     ca, cb = await a.client(), await b.client()
     try:
         key = (await ca.call("sessions.create"))["sessionKey"]
@@ -178,7 +214,8 @@ async def test_syncs_of_one_agent_through_both_gateways_take_turns(start_gateway
         try:
             dupes = await conn.fetchval(
                 "SELECT count(*) FROM (SELECT agent_id, path, start_line, end_line, hash FROM memory_chunks "
-                "GROUP BY 1, 2, 3, 4, 5 HAVING count(*) > 1) d")
+                "GROUP BY 1, 2, 3, 4, 5 HAVING count(*) > 1) d"
+            )
             chunks = await conn.fetchval("SELECT count(*) FROM memory_chunks")
             vectors = await conn.fetchval("SELECT count(*) FROM memory_vectors")
             files = await conn.fetchval("SELECT count(*) FROM memory_files")
@@ -189,8 +226,10 @@ async def test_syncs_of_one_agent_through_both_gateways_take_turns(start_gateway
         mem = a.gw.services.memory  # the upkeep after a large sync (200+ files) runs as the owner
         async with mem.index.pool.acquire() as conn:
             await mem.index.indexer._maintain(conn)
-            assert await conn.fetchval("SELECT last_analyze FROM pg_stat_user_tables "
-                                       "WHERE relname = 'memory_vectors'") is not None
+            assert (
+                await conn.fetchval("SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'memory_vectors'")
+                is not None
+            )
         for c in (ca, cb):
             st = await c.call("memory.status")
             assert (st["files"], st["chunks"], st["vector"]["missing"]) == (files, chunks, 0)
@@ -231,8 +270,13 @@ async def test_a_delete_while_a_sync_holds_the_agent_is_hidden_then_dropped(star
 
     from gateway.storage.postgres.memindex import agent_lock
 
-    a, b = await pair(start_gateway, postgres_url, tmp_path, a={"memory.embeddings.provider": "none"},
-                      b={"memory.embeddings.provider": "none"})
+    a, b = await pair(
+        start_gateway,
+        postgres_url,
+        tmp_path,
+        a={"memory.embeddings.provider": "none"},
+        b={"memory.embeddings.provider": "none"},
+    )
     ca, cb = await a.client(), await b.client()
     holder = await asyncpg.connect(postgres_url)
     try:
@@ -260,8 +304,13 @@ async def test_a_delete_while_a_sync_holds_the_agent_is_hidden_then_dropped(star
 
 
 async def test_a_mirror_behind_the_database_never_undoes_the_index(start_gateway, postgres_url, tmp_path):
-    a, b = await pair(start_gateway, postgres_url, tmp_path, a={"memory.embeddings.provider": "none"},
-                      b={"memory.embeddings.provider": "none", "memory.sync.sessionDebounceMs": 600_000})
+    a, b = await pair(
+        start_gateway,
+        postgres_url,
+        tmp_path,
+        a={"memory.embeddings.provider": "none"},
+        b={"memory.embeddings.provider": "none", "memory.sync.sessionDebounceMs": 600_000},
+    )
     ca, cb = await a.client(), await b.client()
     try:
         key = (await ca.call("sessions.create"))["sessionKey"]
@@ -314,8 +363,16 @@ async def test_jarvis_memory_commands_use_the_shared_index(start_gateway, postgr
 
     from tests.helpers import ROOT
 
-    a = await start_gateway("a", **{"storage.url": postgres_url, "storage.instanceId": "a", "memory": True,
-                                    "workspace": str(tmp_path / "workspace"), "memory.sync.sessionDebounceMs": 50})
+    a = await start_gateway(
+        "a",
+        **{
+            "storage.url": postgres_url,
+            "storage.instanceId": "a",
+            "memory": True,
+            "workspace": str(tmp_path / "workspace"),
+            "memory.sync.sessionDebounceMs": 50,
+        },
+    )
     ca = await a.client()
     try:
         key = (await ca.call("sessions.create"))["sessionKey"]
@@ -329,13 +386,18 @@ async def test_jarvis_memory_commands_use_the_shared_index(start_gateway, postgr
     finally:
         await ca.close()
     state = tmp_path / "cli-state"  # another machine's state dir: no mirrors, no index of its own
-    env = {**os.environ, "JARVIS_STATE_DIR": str(state), "JARVIS_DATABASE_URL": postgres_url,
-           "JARVIS_WORKSPACE": str(tmp_path / "workspace")}
+    env = {
+        **os.environ,
+        "JARVIS_STATE_DIR": str(state),
+        "JARVIS_DATABASE_URL": postgres_url,
+        "JARVIS_WORKSPACE": str(tmp_path / "workspace"),
+    }
     env.pop("OPENAI_API_KEY", None)
 
     def jarvis(*args):
-        return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
 
     r = await asyncio.to_thread(jarvis, "memory", "search", "cabin wifi password", "--json")
     assert r.returncode == 0, r.stderr
@@ -355,11 +417,20 @@ async def test_full_text_ranks_a_rare_word_above_a_common_one(start_gateway, pos
     ws = tmp_path / "workspace"
     (ws / "memory").mkdir(parents=True)
     for i in range(12):
-        (ws / "memory" / f"garden-{i:02}.md").write_text(f"# Garden {i}\n\nThe garden path, the garden gate, "
-                                                        f"the garden bench and the garden shed number {i}.\n")
+        (ws / "memory" / f"garden-{i:02}.md").write_text(
+            f"# Garden {i}\n\nThe garden path, the garden gate, the garden bench and the garden shed number {i}.\n"
+        )
     (ws / "memory" / "veg.md").write_text("# Veg\n\nThe zucchini bed is at the back, by the compost.\n")
-    a = await start_gateway("a", **{"storage.url": postgres_url, "storage.instanceId": "a", "memory": True,
-                                    "workspace": str(ws), "memory.embeddings.provider": "none"})
+    a = await start_gateway(
+        "a",
+        **{
+            "storage.url": postgres_url,
+            "storage.instanceId": "a",
+            "memory": True,
+            "workspace": str(ws),
+            "memory.embeddings.provider": "none",
+        },
+    )
     ca = await a.client()
     try:
         await ca.call("memory.sync")
@@ -375,8 +446,14 @@ async def test_full_text_ranks_a_rare_word_above_a_common_one(start_gateway, pos
 
         pool = await asyncpg.create_pool(postgres_url, min_size=1, max_size=2)
         try:
-            s = PgSearcher(pool, a.config.agent_id, None, SearchOptions.from_config(a.config.memory.search),  # type: ignore[arg-type]
-                           None, None)
+            s = PgSearcher(
+                pool,
+                a.config.agent_id,
+                None,
+                SearchOptions.from_config(a.config.memory.search),  # type: ignore[arg-type]
+                None,
+                None,
+            )
             s.total_chunks = 13
             hits = await s.fts(["garden", "zucchini"], 5, SOURCES, None)
             path = await pool.fetchval("SELECT path FROM memory_chunks WHERE id = $1", hits[0][0])
@@ -391,11 +468,25 @@ async def test_full_text_ranks_a_rare_word_above_a_common_one(start_gateway, pos
 async def test_mmr_reads_the_stored_vectors_from_postgresql(start_gateway, postgres_url, tmp_path):
     ws = tmp_path / "workspace"
     (ws / "memory").mkdir(parents=True)
-    for i, text in enumerate(["The cello lesson is on Tuesday.", "Lena's cello teacher is Mr Okafor.",
-                              "The cello case is in the hall.", "Tuesday is also bin day."]):
+    for i, text in enumerate(
+        [
+            "The cello lesson is on Tuesday.",
+            "Lena's cello teacher is Mr Okafor.",
+            "The cello case is in the hall.",
+            "Tuesday is also bin day.",
+        ]
+    ):
         (ws / "memory" / f"n{i}.md").write_text(f"# Note {i}\n\n{text}\n")
-    a = await start_gateway("a", **{"storage.url": postgres_url, "storage.instanceId": "a", "memory": True,
-                                    "workspace": str(ws), "memory.search.mmr": True})
+    a = await start_gateway(
+        "a",
+        **{
+            "storage.url": postgres_url,
+            "storage.instanceId": "a",
+            "memory": True,
+            "workspace": str(ws),
+            "memory.search.mmr": True,
+        },
+    )
     ca = await a.client()
     try:
         await ca.call("memory.sync")
@@ -421,8 +512,10 @@ async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway
     from gateway.storage.postgres.memindex import BULK_LOAD_FILES, ensure_dims_index
 
     rng = random.Random(5)
-    words = ("apple bread cheese dentist email garden invoice jacket kettle ladder meeting nephew oven "
-             "parcel quilt recipe salad ticket umbrella violin window yoghurt zipper").split()
+    words = (
+        "apple bread cheese dentist email garden invoice jacket kettle ladder meeting nephew oven "
+        "parcel quilt recipe salad ticket umbrella violin window yoghurt zipper"
+    ).split()
     ws = tmp_path / "workspace"
     for i in range(BULK_LOAD_FILES + 10):
         d = ws / "memory" / f"{i // 200:02d}"
@@ -430,9 +523,18 @@ async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway
         (d / f"n{i:04d}.md").write_text(f"# Note {i}\n\n{' '.join(rng.choice(words) for _ in range(12))}\n")
     (ws / "memory" / "boat.md").write_text("# Boat\n\nThe sailing boat is moored at the marina in Kiel.\n")
     # Two worker processes prepare the batches (Indexer's pipeline), as on a machine of 3+ cores.
-    gw = await start_gateway("a", **{"storage.url": postgres_url, "storage.instanceId": "a", "memory": True,
-                                     "workspace": str(ws), "memory.sync.onStart": False, "memory.sync.watch": False,
-                                     "memory.sync.processes": 2})
+    gw = await start_gateway(
+        "a",
+        **{
+            "storage.url": postgres_url,
+            "storage.instanceId": "a",
+            "memory": True,
+            "workspace": str(ws),
+            "memory.sync.onStart": False,
+            "memory.sync.watch": False,
+            "memory.sync.processes": 2,
+        },
+    )
     c = await gw.client()
     conn = await asyncpg.connect(postgres_url)
     oid = "SELECT 'memory_vectors_hnsw_256'::regclass::oid"

@@ -13,8 +13,9 @@ from tests.rpc.test_memory_poison import scenario_bad_answer_once, settings
 @pytest.mark.parametrize("kind", ["nan", "zero"])
 async def test_bad_vectors_once_are_refused_then_healed(start_gateway, postgres_url, tmp_path, kind):
     with FakeOpenAI() as api:
-        gw = await start_gateway(**settings(api), **{"storage.url": postgres_url,
-                                                     "workspace": str(tmp_path / "workspace")})
+        gw = await start_gateway(
+            **settings(api), **{"storage.url": postgres_url, "workspace": str(tmp_path / "workspace")}
+        )
         await scenario_bad_answer_once(gw, api, kind)
 
 
@@ -29,8 +30,9 @@ async def test_vectors_stored_before_the_check_are_healed_by_a_forced_sync(start
     from tests.rpc.test_memory_scan import write_notes
 
     with FakeOpenAI() as api:
-        gw = await start_gateway(**settings(api), **{"storage.url": postgres_url,
-                                                     "workspace": str(tmp_path / "workspace")})
+        gw = await start_gateway(
+            **settings(api), **{"storage.url": postgres_url, "workspace": str(tmp_path / "workspace")}
+        )
         write_notes(gw.config.workspace_dir)
         c = await gw.client()
         await c.call("memory.sync", {})
@@ -38,9 +40,12 @@ async def test_vectors_stored_before_the_check_are_healed_by_a_forced_sync(start
         try:
             await conn.execute(
                 "UPDATE memory_vectors SET embedding = $1::text::vector WHERE chunk_id IN "
-                "(SELECT id FROM memory_chunks WHERE path = 'memory/garden.md')", "[" + ",".join(["0"] * 64) + "]")
-            await conn.execute("UPDATE memory_embedding_cache SET embedding = $1",
-                               np.full(64, np.nan, np.float32).tobytes())
+                "(SELECT id FROM memory_chunks WHERE path = 'memory/garden.md')",
+                "[" + ",".join(["0"] * 64) + "]",
+            )
+            await conn.execute(
+                "UPDATE memory_embedding_cache SET embedding = $1", np.full(64, np.nan, np.float32).tobytes()
+            )
             await search_all_modes(c)  # none fails
             before = api.count("/v1/embeddings")
             await c.call("memory.sync", {"force": True})

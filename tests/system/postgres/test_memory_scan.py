@@ -7,9 +7,19 @@ from __future__ import annotations
 import shutil
 
 from tests.helpers import RpcError
-from tests.rpc.test_memory_scan import (NOTES, SETTINGS, first_sync, indexed_paths, scenario_descriptors_exhausted,
-                                        scenario_folder_blinks, scenario_mount_point_empty, scenario_real_deletion,
-                                        scenario_workspace_gone, sync_or_error, unmount)
+from tests.rpc.test_memory_scan import (
+    NOTES,
+    SETTINGS,
+    first_sync,
+    indexed_paths,
+    scenario_descriptors_exhausted,
+    scenario_folder_blinks,
+    scenario_mount_point_empty,
+    scenario_real_deletion,
+    scenario_workspace_gone,
+    sync_or_error,
+    unmount,
+)
 
 
 def pg(postgres_url, tmp_path, **extra):
