@@ -77,10 +77,12 @@ class IndexBase:
     async def _open_live_state(self) -> None:
         raise NotImplementedError
 
-    async def _refresh_counts(self) -> None:
+    async def _refresh_counts(self, delta: dict[str, int] | None = None) -> None:
+        """Read the counts again; `delta` (files, chunks, missing) is what the sync just done changed,
+        for an engine that may add it instead of counting everything."""
         raise NotImplementedError
 
-    async def _after_sync(self, stats: SyncStats) -> None:
+    async def _after_sync(self, stats: SyncStats, delta: dict[str, int] | None = None) -> None:
         """Vectors stored for the first time are bound for search; the counts are read again."""
         self._embed_error = stats.embed_error
         if (
@@ -90,4 +92,4 @@ class IndexBase:
             and not self._needs_rebuild
         ):
             await self._open_live_state()
-        await self._refresh_counts()
+        await self._refresh_counts(delta)

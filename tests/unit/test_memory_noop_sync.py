@@ -129,3 +129,44 @@ async def test_a_sync_of_some_sessions_reads_only_theirs(manager, tmp_path):
     finally:
         moved.rename(sd)
     assert {r["path"] for r in (await m.search("quinces", mode="fts"))["results"]} == {"sessions/s2.jsonl"}
+
+
+async def test_a_sync_of_some_sessions_adds_their_change_to_the_counts(tmp_path):
+    """The sync after a chat turn (which the next turn's recall waits for) does not count the whole
+    index: it adds the change of its own files' rows. The counts stay exact; a full sync counts whole."""
+    cfg = make_cfg(tmp_path)  # the local model: embedded chunks, so `missing` is counted too
+    m = FilesStorage(cfg).memory(cfg.agent_id)
+    await m.open()
+    try:
+        await _counts_follow_session_syncs(m, cfg)
+    finally:
+        await m.close()
+
+
+async def _counts_follow_session_syncs(m, cfg) -> None:
+    db = m.index.reader
+
+    async def counted() -> dict[str, int]:
+        files = await db.scalar("SELECT count(*) FROM files")
+        chunks = await db.scalar("SELECT count(*) FROM chunks")
+        missing = await db.scalar("SELECT count(*) FROM chunks WHERE embedded = 0")
+        return {"files": files, "chunks": chunks, "vectors": chunks - missing, "missing": missing}
+
+    write(cfg.workspace_dir / "memory" / "note.md", "Apricots in July.\n")
+    for key in ("s1", "s2"):
+        transcript(cfg, key, [("user", f"session {key} talks about quinces")])
+    await m.sync()
+    assert m.index.counts == await counted() and m.index.counts["files"] == 3
+
+    m.index.counts["files"] += 1000  # were the whole index counted again, this would be gone
+    transcript(cfg, "s1", [("assistant", "and about medlars " * 200)] * 6)  # s1 grows by several chunks
+    transcript(cfg, "s3", [("user", "a new session about figs")])
+    (cfg.sessions_dir() / "s2.jsonl").unlink()
+    st = await m.orchestrator.sync(memory=False, sessions={"s1", "s2", "s3"})
+    assert (st.indexed, st.removed) == (2, 1)
+    want = await counted()
+    assert want["chunks"] > 4 and want["files"] == 3
+    assert m.index.counts == {**want, "files": want["files"] + 1000}, "not the change of these sessions' rows"
+
+    await m.sync(force=True)  # a full sync counts whole
+    assert m.index.counts == await counted()

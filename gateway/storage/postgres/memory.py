@@ -171,7 +171,8 @@ class PgMemoryIndex(IndexBase):
         await self._refresh_counts()
         return True
 
-    async def _refresh_counts(self) -> None:
+    async def _refresh_counts(self, delta: dict[str, int] | None = None) -> None:
+        """Counted whole, `delta` or not: other gateways write the same rows."""
         if self.indexer is None:
             return
         row = await self.pool.fetchrow(
