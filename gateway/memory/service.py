@@ -61,6 +61,7 @@ class MemoryService:
         self.orchestrator = SyncOrchestrator(self._run_one, sync_cfg=self.cfg.sync, unavailable=self._sync_unavailable)
         self.search_backend: SearchBackend = BuiltinBackend(self.index.search)
         self._backend_update: asyncio.Task | None = None
+        self._health_refresh: asyncio.Task | None = None
         self._backend_update_again = False
         self.decay_now: datetime | None = None  # time decay's "now"; None = the current time
         self._retry: asyncio.TimerHandle | None = None
@@ -162,7 +163,7 @@ class MemoryService:
         self._closed = True
         if self._retry is not None:
             self._retry.cancel()
-        for task in (self._warm_task, self._backend_update):
+        for task in (self._warm_task, self._backend_update, self._health_refresh):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -515,7 +516,15 @@ class MemoryService:
         if self.cfg.enabled and self._index_open and not self._closed:
             await self.index.refresh()
 
+    def _refresh_health_soon(self) -> None:
+        """One refresh at a time, in the background: health never waits for the database."""
+        if self.index.shared and not self._closed and (self._health_refresh is None or self._health_refresh.done()):
+            self._health_refresh = asyncio.create_task(self.refresh_health())
+            self._health_refresh.add_done_callback(log_failure("memory_background_task_failed"))
+
     def health(self) -> dict:
+        """The counts as last read; on a shared index a refresh starts for the next caller."""
+        self._refresh_health_soon()
         counts = self.index.counts
         return {
             "files": counts["files"],

@@ -188,6 +188,7 @@ class MemoryIndex(Protocol):
     """
 
     backend: str  # the vectors: "sqlite-vec", "numpy", "pgvector" or "none" (set by open)
+    shared: bool  # other processes write it too (PostgreSQL): `refresh` reads what they changed
     counts: dict[str, int]  # files, chunks, vectors, missing: as of the last sync or refresh
     last_sync_at: str | None
     corrupt_events: list[dict[str, str]]  # indexes set aside as damaged since open (memory.status)

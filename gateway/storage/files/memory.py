@@ -121,6 +121,8 @@ def _being_rebuilt() -> Unavailable:
 
 
 class FilesMemoryIndex(IndexBase):
+    shared = False  # only this process writes the file (the users lock)
+
     def __init__(self, config: Config, agent_id: str):
         super().__init__(config, agent_id)
         self.db_path: Path = config.memory_db(agent_id)

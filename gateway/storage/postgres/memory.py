@@ -51,6 +51,8 @@ log = structlog.get_logger("gateway.memory")
 
 
 class PgMemoryIndex(IndexBase):
+    shared = True  # every gateway on the database writes the agent's rows
+
     def __init__(self, config: Config, agent_id: str, pg: "Postgres"):
         super().__init__(config, agent_id)  # corrupt_events stays empty: PostgreSQL keeps its own data safe
         self.pool = pg.pool
