@@ -393,7 +393,9 @@ class MemoryService:
         if why:
             return {"results": [], "mode": mode, "embeddings": self._embeddings_brief(), "degraded": why}
         await self._sync_if_dirty()
-        if self.index.recovering:
+        s = self.cfg.search
+        recovering = self.index.recovering
+        if recovering or not (s.mmr or s.time_decay):
             res = await self.search_backend.search(
                 query,
                 k=int(k),
@@ -403,22 +405,12 @@ class MemoryService:
                 mode=mode,
                 exclude=exclude,
             )
-            res["degraded"] = (
-                "the memory index was damaged and is being rebuilt from the memory files and "
-                "transcripts; results are incomplete until it is done"
-            )
+            if recovering:  # no re-ranking either: results are incomplete
+                res["degraded"] = (
+                    "the memory index was damaged and is being rebuilt from the memory files and "
+                    "transcripts; results are incomplete until it is done"
+                )
             return res
-        s = self.cfg.search
-        if not (s.mmr or s.time_decay):
-            return await self.search_backend.search(
-                query,
-                k=int(k),
-                min_score=float(min_score),
-                sources=srcs,
-                session_key=session_key,
-                mode=mode,
-                exclude=exclude,
-            )
         # Re-ranking: a pool a few times k, re-scored / re-ordered, then cut to k and minScore.
         res = await self.search_backend.search(
             query,

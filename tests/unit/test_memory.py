@@ -52,21 +52,6 @@ def transcript(cfg, key: str, messages: list[tuple[str, str]]) -> Path:
     return p
 
 
-@pytest.fixture
-async def open_manager():
-    opened: list[MemoryService] = []
-
-    async def make(cfg) -> MemoryService:
-        m = FilesStorage(cfg).memory(cfg.agent_id)
-        await m.open()
-        opened.append(m)
-        return m
-
-    yield make
-    for m in opened:
-        await m.close()
-
-
 class ControlledAPI(FakeOpenAI):
     """The fake OpenAI server, plus: `down` answers every request 503; `hold` (a threading.Event that is
     clear) makes embedding requests wait until it is set."""

@@ -12,14 +12,10 @@ from tests.unit.test_memory import make_cfg, paths, write
 
 
 @pytest.fixture
-async def manager(tmp_path, monkeypatch):
+async def manager(tmp_path, monkeypatch, open_manager):
     """A MemoryService with no embedding model, whose index counts as big (common words are pruned)."""
     monkeypatch.setattr(search_mod, "PRUNE_MIN_CHUNKS", 10)
-    cfg = make_cfg(tmp_path, **{"memory.embeddings.provider": "none"})
-    m = FilesStorage(cfg).memory(cfg.agent_id)
-    await m.open()
-    yield m
-    await m.close()
+    return await open_manager(make_cfg(tmp_path, **{"memory.embeddings.provider": "none"}))
 
 
 async def test_word_counts_are_kept_until_the_index_changes(manager):

@@ -12,18 +12,13 @@ import os
 import pytest
 
 from gateway.memory.index.sources import scan_memory, scan_sessions
-from gateway.storage.files.engine import FilesStorage
 from tests.unit.test_memory import make_cfg, paths, transcript, write
 
 
 @pytest.fixture
-async def manager(tmp_path):
+async def manager(tmp_path, open_manager):
     """A MemoryService on make_cfg(tmp_path) with no embedding model (this is about which files)."""
-    cfg = make_cfg(tmp_path, **{"memory.embeddings.provider": "none"})
-    m = FilesStorage(cfg).memory(cfg.agent_id)
-    await m.open()
-    yield m
-    await m.close()
+    return await open_manager(make_cfg(tmp_path, **{"memory.embeddings.provider": "none"}))
 
 
 async def test_a_note_reached_twice_is_indexed_once(manager):
@@ -131,19 +126,11 @@ async def test_a_sync_of_some_sessions_reads_only_theirs(manager, tmp_path):
     assert {r["path"] for r in (await m.search("quinces", mode="fts"))["results"]} == {"sessions/s2.jsonl"}
 
 
-async def test_a_sync_of_some_sessions_adds_their_change_to_the_counts(tmp_path):
+async def test_a_sync_of_some_sessions_adds_their_change_to_the_counts(tmp_path, open_manager):
     """The sync after a chat turn (which the next turn's recall waits for) does not count the whole
     index: it adds the change of its own files' rows. The counts stay exact; a full sync counts whole."""
     cfg = make_cfg(tmp_path)  # the local model: embedded chunks, so `missing` is counted too
-    m = FilesStorage(cfg).memory(cfg.agent_id)
-    await m.open()
-    try:
-        await _counts_follow_session_syncs(m, cfg)
-    finally:
-        await m.close()
-
-
-async def _counts_follow_session_syncs(m, cfg) -> None:
+    m = await open_manager(cfg)
     db = m.index.reader
 
     async def counted() -> dict[str, int]:

@@ -1,0 +1,24 @@
+"""Fixtures the unit tests share."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.memory.service import MemoryService
+from gateway.storage.files.engine import FilesStorage
+
+
+@pytest.fixture
+async def open_manager():
+    """`m = await open_manager(cfg)`: the files engine's MemoryService on `cfg`, opened; closed at the end."""
+    opened: list[MemoryService] = []
+
+    async def make(cfg) -> MemoryService:
+        m = FilesStorage(cfg).memory(cfg.agent_id)
+        await m.open()
+        opened.append(m)
+        return m
+
+    yield make
+    for m in opened:
+        await m.close()
