@@ -157,3 +157,38 @@ async def test_a_sync_of_some_sessions_adds_their_change_to_the_counts(tmp_path,
 
     await m.sync(force=True)  # a full sync counts whole
     assert m.index.counts == await counted()
+
+
+async def test_a_sync_that_writes_nothing_leaves_the_counts_and_a_forced_one_counts_whole(tmp_path, open_manager):
+    """A no-op sync of a big index must not count it whole (1.18M chunks: ~0.1 s of a 2 s budget):
+    nothing it did changed a count. A forced sync (the way to repair anything) counts whole."""
+    m = await open_manager(make_cfg(tmp_path, **{"memory.embeddings.provider": "none"}))
+    for i in range(5):
+        write(m.config.workspace_dir / "memory" / f"n{i}.md", f"Note {i} about figs.\n")
+    await m.sync()
+    right = dict(m.index.counts)
+    m.index.counts["files"] += 1000  # were the index counted again, this would be gone
+    assert (await m.sync())["unchanged"] == 5
+    assert m.index.counts == {**right, "files": right["files"] + 1000}
+    await m.sync(force=True)
+    assert m.index.counts == right
+
+
+async def test_a_note_over_a_cap_lowered_since_it_was_indexed_goes_at_the_next_sync(tmp_path, open_manager):
+    """The sync keeps only the files whose signature (size, mtime, path) the index does not hold; a note
+    indexed under a higher `memory.maxFileBytes` has the same signature as before, yet must go once the
+    cap is lowered (the index gives no signature for a note over the cap)."""
+    cfg = make_cfg(tmp_path, **{"memory.embeddings.provider": "none"})
+    ws = cfg.workspace_dir
+    write(ws / "memory" / "big.md", "The pelican ledger.\n" + "Nothing happened today.\n" * 300)
+    write(ws / "memory" / "small.md", "A pelican once, in June.\n")
+    m = await open_manager(cfg)
+    assert (await m.sync())["indexed"] == 2
+    await m.close()
+
+    m = await open_manager(make_cfg(tmp_path, **{"memory.embeddings.provider": "none", "memory.maxFileBytes": 4096}))
+    st = await m.sync()
+    assert (st["indexed"], st["removed"], st["unchanged"]) == (0, 1, 1), st
+    assert paths(await m.search("pelican", mode="fts")) == ["memory/small.md"]
+    assert [s["path"] for s in (await m.status())["skipped"]] == ["memory/big.md"]
+    assert (await m.sync())["removed"] == 0  # and it stays out

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import itertools
 import operator
 import os
 import re
@@ -54,6 +55,7 @@ class ScanError(Unavailable):
         )
         assert self.data is not None
         self.data.update(path=str(path), errno=code)
+        self.vanished = exc.errno in _VANISHED  # not there (rather than not readable)
 
 
 class SourceFile(NamedTuple):
@@ -71,6 +73,11 @@ class SourceFile(NamedTuple):
 
 def session_path(session_key: str) -> str:
     return f"{SESSIONS}/{session_key}.jsonl"
+
+
+def session_key_of(path: str) -> str | None:
+    """The session key of a transcript's index path (None for a memory file)."""
+    return path[len(SESSIONS) + 1 : -6] if path.startswith(SESSIONS + "/") else None
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -107,8 +114,8 @@ def folder_empty(folder: Path) -> bool:
         return False
 
 
-def _root(folder: Path, what: str, must_exist: bool) -> Path | None:
-    """The real path of a root folder; None when it does not exist and need not (nothing of it indexed)."""
+def _root(folder: Path, what: str) -> Path:
+    """The real path of a root folder. Raises ScanError (`vanished` when it does not exist)."""
     try:
         root = folder.resolve(strict=True)
         if not root.is_dir():
@@ -117,58 +124,95 @@ def _root(folder: Path, what: str, must_exist: bool) -> Path | None:
     except RuntimeError as exc:  # a symlink loop
         raise ScanError(what, folder, OSError(errno.ELOOP, str(exc))) from None
     except OSError as exc:
-        if exc.errno in _VANISHED and not must_exist:
-            return None
         raise ScanError(what, folder, exc) from None
 
 
-def scan_memory(workspace: Path, must_exist: bool = False) -> list[SourceFile]:
-    """Every memory file of the workspace (blocking: run in a thread). Raises ScanError when a folder
-    cannot be read, or when the workspace is missing and `must_exist` (notes of it are indexed)."""
-    root = _root(workspace, "the workspace", must_exist)
-    if root is None:
-        return []
-    scan = _MemoryScan(root)
-    for name in ROOT_FILES:
-        scan.add(name, str(workspace / name))
-    scan.walk(workspace / NOTES_DIR, NOTES_DIR)
-    return scan.out
+def signature(size: int, mtime_ns: int, path: str) -> str:
+    """One file as the index last saw it: equal signatures, same path, size and mtime (no need to read
+    it). `SIGNATURE_SQL` is the same text built by the database from a row of `files`."""
+    return f"{size}:{mtime_ns}:{path}"
 
 
-# A SourceFile from a tuple, in C: NamedTuple's own __new__ is a Python call, a quarter of the scan's
-# Python work per file.
-_source_file = functools.partial(tuple.__new__, SourceFile)
+SIGNATURE_SQL = "size || ':' || mtime_ns || ':' || path"
 
 
-class _MemoryScan:
-    """One scan of the memory files: what it found, and the (device, inode) of each, so that one file
-    reached twice (MEMORY.md and memory.md on a case-insensitive filesystem, a symlink to a note) counts
-    once."""
+class Scan:
+    """One scan of the sources: `signatures`, the signature of every file found, in scan order (memory
+    files depth-first and sorted, then transcripts by path). Blocking: run in a thread. A no-op sync of
+    460k files is mostly this scan, so a file costs one stat and one string; `files()` makes SourceFiles
+    only of those asked for (the ones whose signature the index does not know).
 
-    def __init__(self, root: Path):
-        self.root = root
-        self.dev = root.stat().st_dev
-        self.out: list[SourceFile] = []
-        # A file's inode on the workspace's device, (device, inode) on another (a mount inside it):
-        # a set of ints is cheaper to fill than one of tuples.
-        self.seen: set[int | tuple[int, int]] = set()
+    Memory files: one file reached twice (MEMORY.md and memory.md on a case-insensitive filesystem, a
+    symlink or hard link to a note) counts once, by (device, inode): the first name in the walk's order.
+    A root folder (the workspace, the sessions folder) that does not exist is noted in `missing`, with the
+    error to raise should the caller have files of it indexed (`check`)."""
 
-    def _ident(self, st: os.stat_result) -> int | tuple[int, int]:
-        return st.st_ino if st.st_dev == self.dev else (st.st_dev, st.st_ino)
+    def __init__(self, workspace: Path | None = None, sessions_dir: Path | None = None):
+        self.workspace = workspace or Path()
+        self.sessions_dir = sessions_dir or Path()
+        self.signatures: list[str] = []
+        self.missing: dict[str, ScanError] = {}
 
-    def add(self, rel: str, abs_path: str) -> None:
+    @property
+    def paths(self) -> list[str]:
+        return [sig.split(":", 2)[2] for sig in self.signatures]
+
+    def check(self, indexed: set[str]) -> None:
+        """Raise ScanError when a root folder is missing whose files (`indexed`: sources) are indexed:
+        a disk or mount problem, not every file deleted."""
+        for source, exc in self.missing.items():
+            if source in indexed:
+                raise exc
+
+    def files(self, known: set[str] | None = None) -> list[SourceFile]:
+        """The files found whose signature is not in `known` (None: all of them), in scan order."""
+        sigs = self.signatures if known is None else list(itertools.filterfalse(known.__contains__, self.signatures))
+        ws, sd, out = str(self.workspace), str(self.sessions_dir), []
+        for sig in sigs:
+            size, mtime, path = sig.split(":", 2)
+            if path.startswith(_SESSIONS_PREFIX):
+                name = path[len(_SESSIONS_PREFIX) :]
+                sf = (path, os.path.join(sd, name), SESSIONS, name[:-6], int(size), int(mtime))
+            else:
+                sf = (path, os.path.join(ws, path), MEMORY, None, int(size), int(mtime))
+            out.append(_source_file(sf))
+        return out
+
+    # ---- memory files --------------------------------------------------------------------------------
+    def memory(self) -> Scan:
+        """Every memory file of the workspace. Raises ScanError when a folder cannot be read."""
+        try:
+            root = _root(self.workspace, "the workspace")
+        except ScanError as exc:
+            if exc.vanished:
+                self.missing[MEMORY] = exc
+                return self
+            raise
+        self._root, self._dev = root, root.stat().st_dev
+        # A file's inode on the workspace's device, (device, inode) on another (a mount inside it): a set
+        # of ints is cheaper to fill than one of tuples.
+        self._seen: set[int | tuple[int, int]] = set()
+        for name in ROOT_FILES:
+            self._add(name, self.workspace / name)
+        self._walk(self.workspace / NOTES_DIR, NOTES_DIR)
+        return self
+
+    def _add(self, rel: str, abs_path: Path) -> None:
         """A file that may be a symlink or outside the workspace: checked (`_memory_file`)."""
-        st = _memory_file(Path(abs_path), self.root)
-        if st is not None and self._ident(st) not in self.seen:
-            self.seen.add(self._ident(st))
-            self.out.append(_source_file((rel, abs_path, MEMORY, None, st.st_size, st.st_mtime_ns)))
+        st = _memory_file(abs_path, self._root)
+        if st is None:
+            return
+        ident = st.st_ino if st.st_dev == self._dev else (st.st_dev, st.st_ino)
+        if ident not in self._seen:
+            self._seen.add(ident)
+            self.signatures.append(f"{st.st_size}:{st.st_mtime_ns}:{rel}")
 
-    def walk(self, folder: Path, rel: str) -> None:
+    def _walk(self, folder: Path, rel: str) -> None:
         """Depth-first, sorted, never into symlinked folders. Each folder's real path must stay in the
         workspace (one realpath per folder, so a folder swapped for a symlink mid-scan is caught); a
-        regular file in it then needs no resolving, and a symlinked file gets the full check (`add`). A
+        regular file in it then needs no resolving, and a symlinked file gets the full check (`_add`). A
         folder that does not exist (any more) holds nothing; one that cannot be listed raises ScanError."""
-        if not _inside(Path(os.path.realpath(folder)), self.root):
+        if not _inside(Path(os.path.realpath(folder)), self._root):
             return
         try:
             with os.scandir(folder) as it:
@@ -179,23 +223,23 @@ class _MemoryScan:
             raise ScanError("the memory folder", folder, exc) from None
         folders = []
         prefix = rel + "/"
-        seen, out, dev = self.seen, self.out, self.dev
+        seen, dev, add = self._seen, self._dev, self.signatures.append
         for e in entries:
-            # As little Python per file as it takes: a no-op sync of 460k files is mostly this loop.
+            # As little Python per file as it takes: a regular file is the common case, asked first.
             name = e.name
             try:
-                if e.is_dir(follow_symlinks=False):
+                if e.is_file(follow_symlinks=False):
+                    if not name.endswith(".md") or name == ".md":
+                        continue
+                    st = e.stat(follow_symlinks=False)
+                elif e.is_dir(follow_symlinks=False):
                     if name not in _IGNORED_DIRS and not name.startswith("."):
                         folders.append(e)
                     continue
-                if not name.endswith(".md") or name == ".md":
+                else:
+                    if e.is_symlink() and name.endswith(".md") and name != ".md":
+                        self._add(prefix + name, Path(e.path))
                     continue
-                if e.is_symlink():
-                    self.add(prefix + name, e.path)
-                    continue
-                if not e.is_file(follow_symlinks=False):
-                    continue
-                st = e.stat(follow_symlinks=False)
             except OSError as exc:
                 if exc.errno in _VANISHED:
                     continue
@@ -203,76 +247,104 @@ class _MemoryScan:
             ident = st.st_ino if st.st_dev == dev else (st.st_dev, st.st_ino)
             if ident not in seen:
                 seen.add(ident)
-                out.append(_source_file((prefix + name, e.path, MEMORY, None, st.st_size, st.st_mtime_ns)))
+                add(f"{st.st_size}:{st.st_mtime_ns}:{prefix}{name}")
         for e in folders:  # files first, then sub-folders (as os.walk would)
-            self.walk(Path(e.path), prefix + e.name)
+            self._walk(Path(e.path), prefix + e.name)
 
+    # ---- transcripts ---------------------------------------------------------------------------------
+    def sessions(self, only: set[str] | None = None) -> Scan:
+        """Every transcript `<sessionKey>.jsonl` (`only`: these session keys), in path order. Raises
+        ScanError when the folder cannot be listed."""
+        start = len(self.signatures)
+        if only is not None and len(only) <= STAT_AT_MOST:
+            self._stat_sessions(only)
+        else:
+            self._list_sessions(only)
+        self.signatures[start:] = sorted(self.signatures[start:], key=_path_of)
+        return self
 
-def scan_sessions(sessions_dir: Path, only: set[str] | None = None, must_exist: bool = False) -> list[SourceFile]:
-    """Every transcript `<sessionKey>.jsonl` (blocking: run in a thread). `only`: session keys. Raises
-    ScanError when the folder cannot be listed, or is missing and `must_exist` (transcripts indexed)."""
-    if only is not None and len(only) <= STAT_AT_MOST:
-        return _stat_sessions(sessions_dir, only, must_exist)
-    out: list[SourceFile] = []
-    try:
-        with os.scandir(sessions_dir) as it:
-            entries = list(it)
-    except OSError as exc:
-        if exc.errno in _VANISHED and not must_exist:
-            return out
-        raise ScanError("the sessions folder", sessions_dir, exc) from None
-    prefix = SESSIONS + "/"
-    for e in entries:
-        name = e.name
-        if not name.endswith(".jsonl"):
-            continue
-        key = name[:-6]
-        if (only is not None and key not in only) or not _SESSION_KEY.fullmatch(key):
-            continue
+    def _no_folder(self, exc: OSError) -> None:
+        """The sessions folder cannot be read: missing (noted), or ScanError."""
+        error = ScanError("the sessions folder", self.sessions_dir, exc)
+        if not error.vanished:
+            raise error from None
+        self.missing[SESSIONS] = error
+
+    def _list_sessions(self, only: set[str] | None) -> None:
         try:
-            if not e.is_file(follow_symlinks=False):
-                continue
-            st = e.stat(follow_symlinks=False)
+            with os.scandir(self.sessions_dir) as it:
+                entries = list(it)
         except OSError as exc:
-            if exc.errno in _VANISHED:
+            return self._no_folder(exc)
+        add, match = self.signatures.append, _SESSION_KEY.fullmatch
+        for e in entries:
+            name = e.name
+            if not name.endswith(".jsonl"):
                 continue
-            raise ScanError("the transcript", e.path, exc) from None
-        # prefix + name is session_path(key)
-        out.append(_source_file((prefix + name, e.path, SESSIONS, key, st.st_size, st.st_mtime_ns)))
-    out.sort(key=_PATH)
-    return out
+            key = name[:-6]
+            if (only is not None and key not in only) or not match(key):
+                continue
+            try:
+                if not e.is_file(follow_symlinks=False):
+                    continue
+                st = e.stat(follow_symlinks=False)
+            except OSError as exc:
+                if exc.errno in _VANISHED:
+                    continue
+                raise ScanError("the transcript", e.path, exc) from None
+            add(f"{st.st_size}:{st.st_mtime_ns}:{_SESSIONS_PREFIX}{name}")  # the path is session_path(key)
 
+    def _stat_sessions(self, only: set[str]) -> None:
+        """A few session keys: each transcript stat'ed (not followed: a symlink is not a transcript),
+        the folder only checked, with the same errors as a listing."""
+        try:
+            if not stat.S_ISDIR(os.stat(self.sessions_dir).st_mode):
+                raise NotADirectoryError(errno.ENOTDIR, "not a directory")
+        except OSError as exc:
+            return self._no_folder(exc)
+        for key in only:
+            if not _SESSION_KEY.fullmatch(key):
+                continue
+            where = os.path.join(self.sessions_dir, key + ".jsonl")
+            try:
+                st = os.lstat(where)
+            except OSError as exc:
+                if exc.errno in _VANISHED:
+                    continue
+                raise ScanError("the transcript", where, exc) from None
+            if stat.S_ISREG(st.st_mode):
+                self.signatures.append(f"{st.st_size}:{st.st_mtime_ns}:{session_path(key)}")
+
+
+_SESSIONS_PREFIX = SESSIONS + "/"
+
+
+def _path_of(sig: str) -> str:
+    return sig.split(":", 2)[2]
+
+
+# A SourceFile from a tuple, in C: NamedTuple's own __new__ is a Python call.
+_source_file = functools.partial(tuple.__new__, SourceFile)
 
 # A sync of this many sessions or fewer (the one after a chat turn) stats their transcripts instead of
 # listing the folder (60k transcripts at 1M chunks: ~30 ms, before the turn's next recall).
 STAT_AT_MOST = 64
 
 
-def _stat_sessions(sessions_dir: Path, only: set[str], must_exist: bool) -> list[SourceFile]:
-    """scan_sessions for a few session keys: each transcript stat'ed (not followed: a symlink is not a
-    transcript), the folder only checked, with the same errors as a listing."""
-    out: list[SourceFile] = []
-    try:
-        if not stat.S_ISDIR(os.stat(sessions_dir).st_mode):
-            raise NotADirectoryError(errno.ENOTDIR, "not a directory")
-    except OSError as exc:
-        if exc.errno in _VANISHED and not must_exist:
-            return out
-        raise ScanError("the sessions folder", sessions_dir, exc) from None
-    for key in only:
-        if not _SESSION_KEY.fullmatch(key):
-            continue
-        where = os.path.join(sessions_dir, key + ".jsonl")
-        try:
-            st = os.lstat(where)
-        except OSError as exc:
-            if exc.errno in _VANISHED:
-                continue
-            raise ScanError("the transcript", where, exc) from None
-        if stat.S_ISREG(st.st_mode):
-            out.append(_source_file((session_path(key), where, SESSIONS, key, st.st_size, st.st_mtime_ns)))
-    out.sort(key=_PATH)
-    return out
+def scan_memory(workspace: Path, must_exist: bool = False) -> list[SourceFile]:
+    """Every memory file of the workspace, in walk order (see Scan). Raises ScanError when a folder
+    cannot be read, or when the workspace is missing and `must_exist`."""
+    scan = Scan(workspace=workspace).memory()
+    scan.check({MEMORY} if must_exist else set())
+    return scan.files()
+
+
+def scan_sessions(sessions_dir: Path, only: set[str] | None = None, must_exist: bool = False) -> list[SourceFile]:
+    """Every transcript `<sessionKey>.jsonl`, in path order (see Scan; `only`: these session keys). Raises
+    ScanError when the folder cannot be listed, or is missing and `must_exist`."""
+    scan = Scan(sessions_dir=sessions_dir).sessions(only)
+    scan.check({SESSIONS} if must_exist else set())
+    return scan.files()
 
 
 _ALLOWED = "MEMORY.md, memory.md, LEARNINGS.md, memory/**/*.md or sessions/<sessionKey>.jsonl"

@@ -342,6 +342,8 @@ class FilesMemoryIndex(IndexBase):
                 raise
             return await self._recover(exc)
         delta = {k: after[k] - before[k] for k in after} if before is not None and after is not None else None
+        if delta is None and not stats.changed and not req.force:  # nothing written: the counts stand
+            delta = {"files": 0, "chunks": 0, "missing": 0}
         await self._after_sync(stats, delta)
         return stats
 
@@ -416,7 +418,7 @@ class FilesMemoryIndex(IndexBase):
 
     async def _refresh_counts(self, delta: dict[str, int] | None = None) -> None:
         """Count the index whole, or add `delta`: only this process writes the file (the users lock), and
-        every open, rebuild and full sync counts whole."""
+        every open, rebuild, forced sync and full sync that wrote something counts whole."""
         db = self.reader
         if db is None:
             return

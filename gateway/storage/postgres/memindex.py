@@ -38,8 +38,17 @@ from .db import lock_key
 from ...memory.embeddings import EmbeddingError, EmbeddingProvider
 from ...memory.embeddings.cache import drop_unusable
 from ...memory.index.chunking import sha256
-from ...memory.index.indexer import BATCH_CHUNKS, Indexer, IndexSettings, Progress, SyncStats, _Work, chunk_diff
-from ...memory.index.sources import SESSIONS, SourceFile
+from ...memory.index.indexer import (
+    BATCH_CHUNKS,
+    Indexed,
+    Indexer,
+    IndexSettings,
+    Progress,
+    SyncStats,
+    _Work,
+    chunk_diff,
+)
+from ...memory.index.sources import MEMORY, SESSIONS, SIGNATURE_SQL, SourceFile, session_key_of, session_path
 from ...memory.search.searcher import POSTINGS_BUDGET, PRUNE_MIN_CHUNKS, SearchOptions, Searcher, rarest_within_budget
 
 log = structlog.get_logger("gateway.memory")
@@ -422,6 +431,57 @@ class PgIndexer(Indexer):
     def embeds(self) -> bool:
         return self.provider.enabled and self.s.vector_backend != "none" and self.vectors_ok
 
+    # ---- what the index holds (Indexer.compare's questions, asked of PostgreSQL) --------------------------
+    @staticmethod
+    def _where(memory: bool, sessions: bool | set[str]) -> tuple[str, list[Any]]:
+        """The rows of memory_files a sync covers: a condition after `agent_id = $1`, and its arguments."""
+        if sessions is not True and sessions:
+            paths = [session_path(k) for k in sorted(sessions)]
+            return ("(source = 'memory' OR path = ANY($2::text[]))" if memory else "path = ANY($2::text[])"), [paths]
+        sources = [src for src, on in ((MEMORY, memory), (SESSIONS, sessions)) if on]
+        return "source = ANY($2::text[])", [sources]
+
+    async def _indexed(self, db: Any, memory: bool, sessions: bool | set[str]) -> Indexed:
+        where, args = self._where(memory, sessions)
+        signatures: set[str] = set()
+        sources: set[str] = set()
+        count = 0
+        for source, n, sigs in await db.fetch(
+            f"SELECT source, count(*), array_agg({SIGNATURE_SQL}) FILTER (WHERE source <> 'memory' OR size <= $3) "
+            f"FROM memory_files WHERE agent_id = $1 AND {where} GROUP BY source",
+            self.agent_id,
+            *args,
+            self.s.max_file_bytes,
+        ):
+            signatures.update(sigs or ())
+            sources.add(source)
+            count += n
+        total = None
+        if not (memory and sessions is True):
+            total = int(
+                await db.fetchval(
+                    "SELECT count(*) FROM (SELECT 1 FROM memory_files WHERE agent_id = $1 LIMIT $2) AS t",
+                    self.agent_id,
+                    2 * count + 1,
+                )
+            )
+        return Indexed(signatures, sources, count, total)
+
+    async def _rows_of(self, db: Any, paths: list[str]) -> dict[str, tuple[int, int, str]]:
+        rows = await db.fetch(
+            "SELECT path, size, mtime_ns, hash FROM memory_files WHERE agent_id = $1 AND path = ANY($2::text[])",
+            self.agent_id,
+            paths,
+        )
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+    async def _paths_in_scope(self, db: Any, memory: bool, sessions: bool | set[str]) -> set[str]:
+        where, args = self._where(memory, sessions)
+        paths = await db.fetchval(
+            f"SELECT array_agg(path) FROM memory_files WHERE agent_id = $1 AND {where}", self.agent_id, *args
+        )
+        return set(paths or ())
+
     async def _locked(self) -> Any:
         """A pool connection holding the agent's sync lock (session-level; the pool's reset on release
         drops it should the holder be cancelled before unlocking)."""
@@ -471,16 +531,11 @@ class PgIndexer(Indexer):
         t0 = time.perf_counter()
         stats = SyncStats()
         agent = self.agent_id
-        rows = await conn.fetch(
-            "SELECT path, source, session_key, size, mtime_ns, hash FROM memory_files WHERE agent_id = $1", agent
-        )
-        known, known_keys, gone, todo = await asyncio.to_thread(
-            self.scan_and_compare, [tuple(r) for r in rows], memory, sessions, force, stats
-        )
+        known, gone, todo = await self.compare(conn, memory, sessions, force, stats)
         if gone:
             # A transcript is gone when its session is, not when this gateway's mirror is missing (it
             # may not have caught up with a session made through another gateway yet).
-            keys = [known_keys[p] for p in gone if known_keys.get(p)]
+            keys = [k for k in map(session_key_of, gone) if k]
             alive = (
                 {
                     r[0]
@@ -493,7 +548,7 @@ class PgIndexer(Indexer):
                 if keys
                 else set()
             )
-            gone = [p for p in gone if known_keys.get(p) not in alive]
+            gone = [p for p in gone if session_key_of(p) not in alive]
         if gone:
             async with conn.transaction():
                 await conn.execute(
