@@ -281,27 +281,34 @@ class Scan:
 
     def _list_sessions(self, only: set[str] | None) -> None:
         try:
-            with os.scandir(self.sessions_dir) as it:
-                entries = list(it)
+            fd = os.open(self.sessions_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             return self._no_folder(exc)
-        add, match = self.signatures.append, _SESSION_KEY.fullmatch
-        for e in entries:
-            name = e.name
-            if not name.endswith(".jsonl"):
-                continue
-            key = name[:-6]
-            if (only is not None and key not in only) or not match(key):
-                continue
+        try:
             try:
-                if not e.is_file(follow_symlinks=False):
-                    continue
-                st = e.stat(follow_symlinks=False)
+                with os.scandir(fd) as it:  # each transcript stat'ed relative to the folder (see _walk)
+                    entries = list(it)
             except OSError as exc:
-                if exc.errno in _VANISHED:
+                return self._no_folder(exc)
+            add, match = self.signatures.append, _SESSION_KEY.fullmatch
+            for e in entries:
+                name = e.name
+                if not name.endswith(".jsonl"):
                     continue
-                raise ScanError("the transcript", e.path, exc) from None
-            add(f"{st.st_size}:{st.st_mtime_ns}:{_SESSIONS_PREFIX}{name}")  # the path is session_path(key)
+                key = name[:-6]
+                if (only is not None and key not in only) or not match(key):
+                    continue
+                try:
+                    if not e.is_file(follow_symlinks=False):
+                        continue
+                    st = e.stat(follow_symlinks=False)
+                except OSError as exc:
+                    if exc.errno in _VANISHED:
+                        continue
+                    raise ScanError("the transcript", os.path.join(self.sessions_dir, name), exc) from None
+                add(f"{st.st_size}:{st.st_mtime_ns}:{_SESSIONS_PREFIX}{name}")  # the path is session_path(key)
+        finally:
+            os.close(fd)
 
     def _stat_sessions(self, only: set[str]) -> None:
         """A few session keys: each transcript stat'ed (not followed: a symlink is not a transcript),
