@@ -192,3 +192,29 @@ async def test_a_note_over_a_cap_lowered_since_it_was_indexed_goes_at_the_next_s
     assert paths(await m.search("pelican", mode="fts")) == ["memory/small.md"]
     assert [s["path"] for s in (await m.status())["skipped"]] == ["memory/big.md"]
     assert (await m.sync())["removed"] == 0  # and it stays out
+
+
+async def test_the_index_is_compared_a_window_of_rows_at_a_time(tmp_path, open_manager, monkeypatch):
+    """The files table is read for the comparison a window of rowids at a time (2^17; here 4, so that
+    thirty notes and three transcripts span many windows, some of them empty after deletes): every file
+    is still compared, by source, by session, and what is gone is found."""
+    from gateway.memory.index import indexer
+
+    monkeypatch.setattr(indexer, "_WINDOW", 4)
+    m = await open_manager(make_cfg(tmp_path, **{"memory.embeddings.provider": "none"}))
+    cfg = m.config
+    notes = [write(cfg.workspace_dir / "memory" / f"n{i:02d}.md", f"Note {i} about plums.\n") for i in range(30)]
+    for key in ("s1", "s2", "s3"):
+        transcript(cfg, key, [("user", f"session {key} about damsons")])
+    assert (await m.sync())["indexed"] == 33
+    for note in notes[3:12]:
+        note.unlink()
+    write(cfg.workspace_dir / "memory" / "n20.md", "Note 20 about greengages now.\n")
+    st = await m.sync()
+    assert (st["indexed"], st["removed"], st["unchanged"]) == (1, 9, 23), st
+    transcript(cfg, "s2", [("assistant", "and sloes")])
+    st = await m.orchestrator.sync(memory=False, sessions={"s2", "s3"})
+    assert (st.indexed, st.unchanged, st.removed) == (1, 1, 0)
+    st = await m.orchestrator.sync(memory=True, sessions=False)
+    assert (st.indexed, st.unchanged, st.removed) == (0, 21, 0)
+    assert paths(await m.search("greengages", mode="fts")) == ["memory/n20.md"]
