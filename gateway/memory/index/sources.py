@@ -8,8 +8,8 @@ decide what `memory.get` may read, so it can never reach anything the index coul
 
 A folder that cannot be listed (EMFILE, EACCES, EIO, a network mount gone) raises ScanError: a scan
 never reads "cannot look" as "nothing there", which a sync would take for every file deleted. A root
-(the workspace, the sessions folder) that does not exist is empty only when the caller says nothing
-of it was indexed (`must_exist`); a folder or file that vanishes while it is scanned is simply gone.
+(the workspace, the sessions folder) that does not exist is empty only when nothing of it was indexed
+(`Scan.check`, `must_exist`); a folder or file that vanishes while it is scanned is simply gone.
 """
 
 from __future__ import annotations
