@@ -48,6 +48,8 @@ def _summary(stats: Any) -> dict[str, Any]:
         "files_unchanged": getattr(stats, "unchanged", None),
         "chunks_embedded": getattr(stats, "chunks_embedded", None),
         "chunks_from_cache": getattr(stats, "cache_hits", None),
+        "compare_ms": getattr(stats, "compare_ms", None),  # what changed (scan_ms of it: the files on disk)
+        "scan_ms": getattr(stats, "scan_ms", None),
     }
 
 

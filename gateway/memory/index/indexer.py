@@ -153,6 +153,8 @@ class SyncStats:
     # Memory files left out for their size, by path: their bytes (None: the memory files were not scanned).
     skipped: dict[str, int] | None = None
     bytes_read: int = 0  # of the files read (new or changed)
+    compare_ms: int = 0  # of duration_ms: finding what changed (the scan and the index's signatures, at once)
+    scan_ms: int = 0  # of compare_ms: the scan of the files on disk
 
     def result(self) -> dict:
         return {
@@ -409,9 +411,17 @@ class Indexer:
         the files whose signature is not among them (in a thread: at 460k files the scan is the sync), and
         only those are looked up again. What is gone is worked out only when the files found do not add
         up to the files indexed (`_gone`)."""
+        t0 = time.perf_counter()
         only = sessions if isinstance(sessions, set) else None
+
+        def scan_timed() -> Scan:
+            t = time.perf_counter()
+            scan = self._scan(memory, sessions, only)
+            stats.scan_ms = int((time.perf_counter() - t) * 1000)
+            return scan
+
         # The scan (a thread) and the index's signatures (SQLite's thread) at once.
-        scanning = asyncio.ensure_future(asyncio.to_thread(self._scan, memory, sessions, only))
+        scanning = asyncio.ensure_future(asyncio.to_thread(scan_timed))
         try:
             indexed = await self._indexed(db, memory, sessions)
         except BaseException:
@@ -447,6 +457,7 @@ class Indexer:
                 gone |= stats.skipped.keys() & known.keys()  # indexed while smaller: its chunks go
         stats.unchanged += unchanged
         stats.bytes_read += sum(sf.size for sf in files)
+        stats.compare_ms = int((time.perf_counter() - t0) * 1000)
         return known, sorted(gone), files
 
     async def _in_scope(
