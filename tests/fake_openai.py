@@ -28,7 +28,8 @@ Behaviours (each consumed by one request; when the script is empty, "ok"):
 
 Endpoints: POST /v1/chat/completions (stream or not), POST /v1/embeddings (deterministic vectors
 from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too), GET
-/v1/models (`models`, a list of ids; None answers 404 as many local servers do). `requests` records
+/v1/models (`models`, a list of ids; None answers 404 as many local servers do; `models_delay`
+seconds before it answers). `requests` records
 every request body (and `headers`); `cancelled` counts the streams a client stopped reading mid-way. A
 server that is down: `closed_url()`.
 """
@@ -70,6 +71,7 @@ class FakeOpenAI:
         self.reply = "Hello from the fake model."
         self.chunk_delay = 0.0
         self.models: list[str] | None = ["fake-large", "fake-small"]
+        self.models_delay = 0.0
         self.requests: list[dict[str, Any]] = []
         self.calls_made = 0  # tool calls streamed so far (their ids: call_0, call_1, …)
         self.waiting = 0  # requests held by a ("wait", …) behaviour right now
@@ -138,6 +140,8 @@ class FakeOpenAI:
             def do_GET(self) -> None:  # noqa: N802 - http.server API
                 path = self.path.split("?")[0]
                 api.requests.append({"path": path, "body": None})
+                if path.endswith("/models") and api.models_delay:
+                    time.sleep(api.models_delay)
                 if path.endswith("/models") and api.models is not None:
                     self._json(
                         200,

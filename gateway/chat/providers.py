@@ -8,7 +8,9 @@ A provider has capabilities as attributes (`name`, `model`, `tools_supported`) a
   the runner uses them). `model=` picks another model than the configured one (a session's). Failures
   raise `Unavailable` with `retryable` set; the runner turns that into `chat.error`.
 - `list_models()`: the models it offers as OpenAI model objects. It never fails: without an answer
-  from upstream it offers the configured model.
+  from upstream it offers the configured model. The upstream's answer is kept MODELS_TTL_S seconds, so
+  a client polling `GET /v1/models` (or `chat.models`) does not make every poll an upstream request;
+  a failure is not kept, and callers that ask while a request is out share its answer.
 
 For the OpenAI-compatible endpoint (gateway/openai_api.py) a provider also answers `relay(body,
 recalled)`: the client's request forwarded as it is, answered with OpenAI's own chunks (`stream: true`)
@@ -219,6 +221,7 @@ class OfflineResponder(ChatProvider):
 
 
 MODELS_TIMEOUT_S = 10.0
+MODELS_TTL_S = 60.0  # how long the upstream's model list is kept (a new model shows up within a minute)
 
 
 def model_object(model_id: str, owned_by: str, created: int | None = 0) -> dict:
@@ -255,10 +258,24 @@ class OpenAIProvider(ChatProvider):
         self.client = AsyncOpenAI(
             api_key=api_key or "not-needed", base_url=base_url or None, timeout=timeout, max_retries=max_retries
         )
+        self._models: tuple[float, list[dict]] | None = None  # (time.monotonic() of the answer, its models)
+        self._models_request: asyncio.Task[list[dict]] | None = None  # the one out now
 
     async def list_models(self) -> list[dict]:
         """The upstream's `/v1/models`; the configured model when it does not answer (many local servers
         have no such route) or answers with nothing. The configured model is always among them."""
+        if self._models is not None and time.monotonic() - self._models[0] < MODELS_TTL_S:
+            models = list(self._models[1])
+        else:
+            if self._models_request is None or self._models_request.done():
+                self._models_request = asyncio.create_task(self._upstream_models())
+            # Shielded: a caller that goes away does not cancel the others' answer.
+            models = list(await asyncio.shield(self._models_request))
+        if self.model and not any(m["id"] == self.model for m in models):
+            models.insert(0, model_object(self.model, self.name))
+        return models
+
+    async def _upstream_models(self) -> list[dict]:
         try:
             page = await asyncio.wait_for(self.client.models.list(), MODELS_TIMEOUT_S)
             models = [
@@ -267,9 +284,8 @@ class OpenAIProvider(ChatProvider):
             ]
         except Exception as exc:  # unreachable, 404, not JSON, too slow: the configured model still works
             log.info("chat_models_unavailable", endpoint=self.endpoint, error=_short(str(exc)) or type(exc).__name__)
-            models = []
-        if self.model and not any(m["id"] == self.model for m in models):
-            models.insert(0, model_object(self.model, self.name))
+            return []  # not kept: the next call asks again
+        self._models = (time.monotonic(), models)
         return models
 
     async def stream(self, messages, *, recalled=None, tools=None, tool_choice=None, model=None):
@@ -386,6 +402,8 @@ class OpenAIProvider(ChatProvider):
             raise self.failure(exc) from None
 
     async def close(self) -> None:
+        if self._models_request is not None:
+            self._models_request.cancel()
         await self.client.close()
 
 

@@ -60,6 +60,58 @@ class CallError(Exception):
         self.exit_code = exit_code
 
 
+class CallTimeout(CallError):
+    """Connected, but no answer to a call within its method's limit (a stuck gateway, or something else
+    listening on the port)."""
+
+
+# How long `Connection.call` waits for the answer, per method (seconds; None: as long as it takes).
+# Reads of the store answer in milliseconds (docs/performance.md), so 10 s means something is wrong.
+# A method that may embed text waits on the embedding provider: one request's worst case is
+# embeddings.timeout × (maxRetries + 1) plus backoff, ~92 s at the defaults, and a 256 KiB memory.write
+# is up to 4 batches. memory.sync grows with the workspace (a first sync of a large one with a remote
+# embedder runs for an hour): no limit; Ctrl-C stops the command. Anything else (writes of the store,
+# chat.send's acknowledgement, chat.abort): 60 s.
+READ_TIMEOUT = 10.0
+EMBED_TIMEOUT = 600.0
+DEFAULT_TIMEOUT = 60.0
+CALL_TIMEOUTS: dict[str, float | None] = {
+    **dict.fromkeys(
+        (
+            "system.health",
+            "system.methods",
+            "sessions.list",
+            "sessions.get",
+            "sessions.history",
+            "memory.get",
+            "memory.list",
+            "memory.getImage",
+            "memory.status",
+            "memory.files",
+        ),
+        READ_TIMEOUT,
+    ),
+    **dict.fromkeys(
+        (
+            "memory.search",
+            "memory.set",
+            "memory.similar",
+            "memory.recall",
+            "memory.learn",
+            "memory.setImage",
+            "memory.searchImage",
+            "memory.write",
+        ),
+        EMBED_TIMEOUT,
+    ),
+    "memory.sync": None,
+}
+
+
+def call_timeout(method: str) -> float | None:
+    return CALL_TIMEOUTS.get(method, DEFAULT_TIMEOUT)
+
+
 async def call(
     config: Config,
     method: str,
@@ -130,8 +182,9 @@ async def call(
 
 
 class Connection:
-    """One authenticated connection kept open for several calls (`jarvis chat`): `call` awaits the
-    matching response, notifications land in `events`."""
+    """One authenticated connection kept open for several calls (`jarvis chat`, `sessions`, `memory`,
+    `mcp`): `call` awaits the matching response, for at most its method's limit (CALL_TIMEOUTS), and
+    notifications land in `events`."""
 
     def __init__(self, ws: Any, url: str):
         self.ws = ws
@@ -203,7 +256,13 @@ class Connection:
         except (WebSocketException, OSError) as exc:
             self._pending.pop(req_id, None)
             raise CallError(f"cannot reach the gateway at {self.url}: {exc}", 3) from None
-        msg = await fut
+        limit = call_timeout(method)
+        try:
+            async with asyncio.timeout(limit):
+                msg = await fut
+        except TimeoutError:
+            self._pending.pop(req_id, None)
+            raise CallTimeout(f"the gateway at {self.url} did not answer {method} within {limit:g}s", 3) from None
         if "error" in msg:
             err = msg["error"]
             raise GatewayCallError(err)

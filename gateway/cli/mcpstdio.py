@@ -11,7 +11,7 @@ from typing import Any
 from ..config import Config
 from ..tools.catalog import CallFailed
 from ..tools.mcp import build_server
-from .client import CallError, Connection, GatewayCallError
+from .client import CallError, CallTimeout, Connection, GatewayCallError
 
 
 class Forwarder:
@@ -37,6 +37,8 @@ class Forwarder:
                 return await self.conn.call(method, params)
             except GatewayCallError as exc:
                 raise CallFailed(exc.error_message) from None
+            except CallTimeout as exc:  # connected but unanswered: a new connection would wait as long again
+                raise CallFailed(str(exc)) from None
             except CallError as exc:
                 if attempt == 2:
                     raise CallFailed(f"{exc} (is the gateway still running?)") from None

@@ -7,7 +7,8 @@
 The copying and checking is gateway/storage/migrate.py (through the storage engines' interface); this
 takes the state dir's lock, shows progress on stderr, prints the report and maps what happened to an
 exit code: 0 every session is at the destination and checked; 1 a conflict or a failed session (nothing
-was overwritten), or the copy could not go on (MigrateError); 2 bad usage, or a gateway holds the state
+was overwritten), or the copy could not go on or start (MigrateError: e.g. more sessions than the
+destination's sessions.max, refused before any is copied); 2 bad usage, or a gateway holds the state
 dir; 3 the database cannot be reached (errors.Unavailable).
 """
 
@@ -46,6 +47,8 @@ Stop the gateway first: the command refuses to run while one holds the state dir
 destination is overwritten: a session already there with the same content is skipped (so running it
 again is safe), one with different content is reported and left alone (exit code 1); the same for a
 keyed memory. Each session is copied whole or not at all: an interrupted run goes on when run again.
+An agent that would hold more sessions at the destination than its sessions.max (those there plus
+the new ones) is refused before any session is copied (exit code 1).
 A torn last line (a transcript write cut short by a crash, never read by the gateway) is not copied;
 its bytes are reported. Memory indexes are not copied: they are derived data, rebuilt from the
 transcripts and memory files. Nor are active runs and idempotency keys: they live only while a
@@ -53,7 +56,8 @@ gateway runs.
 """
 
 EPILOG = (
-    "Exit codes: 0 copied and checked, 1 conflicts or failures, 2 bad usage or state dir in use, "
+    "Exit codes: 0 copied and checked, 1 conflicts or failures, or over the destination's sessions.max "
+    "(nothing copied), 2 bad usage or state dir in use, "
     "3 database unreachable."
 )
 

@@ -29,6 +29,8 @@ Rules:
   whose source is not a sound transcript, fails alone and is not copied.
 - Transcripts that are no session (the source's `strays`) are not copied and are reported (`unlisted`).
 - Each session is copied whole or not at all, so an interrupted run is resumed by running it again.
+- An agent that would hold more sessions at the destination than its `sessions.max` (there already +
+  new) stops the migration before any session is written (MigrateError naming the numbers).
 
 The caller holds the state dir's lock (gateway.fsutil.lock_state_dir), so no gateway changes it meanwhile.
 Errors: MigrateError (the copy cannot start or go on: the message says why), errors.Unavailable (the
@@ -285,6 +287,8 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
     for agent, store in sources.items():
         plan += [(agent, key) for key in sorted(await store.all())]
         report.unlisted += [f"{agent}/{key}.jsonl" for key in await store.strays()]
+    targets = {agent: dst.sessions(agent) for agent in agents if AGENT_RE.fullmatch(agent)}
+    await _check_room(plan, targets, there)
 
     copiers: dict[str, _Copier] = {}
     for i, (agent, key) in enumerate(plan, start=1):
@@ -305,7 +309,7 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
         if agent not in copiers:
             for other in copiers.values():  # one agent at a time: the last one's batch goes first
                 await other.flush()
-            copiers[agent] = _Copier(dst.sessions(agent), report, report.dry_run)
+            copiers[agent] = _Copier(targets[agent], report, report.dry_run)
         existing = await copiers[agent].dst.export(key) if agent in there else None
         if existing is not None:
             diff = _difference(copy.meta, digest, existing)
@@ -336,6 +340,31 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
     for agent in agents:
         if AGENT_RE.fullmatch(agent):
             await _copy_keyed(src.keyed(agent), dst.keyed(agent), agent, report)
+
+
+async def _check_room(plan: list[tuple[str, str]], targets: dict[str, SessionStore], there: set[str]) -> None:
+    """Refuse before any session is written when an agent would hold more sessions at the destination
+    than its `sessions.max` (copied anyway, they would leave its gateway refusing every sessions.create;
+    the check is here, not per session, so a migration is never left half done by it)."""
+    coming: dict[str, set[str]] = {}
+    for agent, key in plan:
+        if KEY_RE.fullmatch(key):
+            coming.setdefault(agent, set()).add(key)
+    over, limit = [], 0
+    for agent, store in targets.items():
+        present = set(await store.all()) if agent in there else set()
+        new = coming.get(agent, set()) - present
+        if new and len(present) + len(new) > store.max:
+            limit = store.max
+            over.append(
+                f"agent {agent!r} would hold {len(present) + len(new):,} ({len(new):,} to copy, "
+                f"{len(present):,} there already)"
+            )
+    if over:
+        raise MigrateError(
+            f"sessions.max is {limit:,} at the destination: {'; '.join(over)}; raise sessions.max "
+            "(config.toml [sessions] max) or delete sessions there, then run this again; nothing was copied"
+        )
 
 
 def _keyed_difference(src: Any, dst: Any) -> str:

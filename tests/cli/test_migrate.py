@@ -267,6 +267,44 @@ async def test_a_session_that_differs_at_the_destination_is_refused_and_left_unc
     assert transcripts(other)["main/alpha"] == transcripts(src)["main/alpha"]  # the others were copied
 
 
+async def test_more_sessions_than_the_destination_may_hold_are_refused_before_any_is_copied(tmp_path, postgres_url):
+    """sessions.max is per agent; the check counts what is there already and what would be new (a session
+    there already, identical, is not counted twice), so a migration is refused whole or runs whole."""
+    src = tmp_path / "src"
+    await make_state(src)  # main: 4 sessions, work: 2
+    (src / "config.toml").write_text("[sessions]\nmax = 3\n")
+    for dry in ((), ("--dry-run",)):
+        r = await ajarvis("migrate", "--to", postgres_url, *dry, state_dir=src)
+        assert r.returncode == 1 and r.stdout == "", r.stdout + r.stderr
+        assert r.stderr == (
+            "jarvis: sessions.max is 3 at the destination: agent 'main' would hold 4 (4 to copy, 0 there "
+            "already); raise sessions.max (config.toml [sessions] max) or delete sessions there, then run this "
+            "again; nothing was copied\n"
+        )
+    assert await database(postgres_url) == {}
+
+    (src / "config.toml").write_text("[sessions]\nmax = 4\n")
+    for _ in range(2):  # the second time all 6 are there already: nothing new, nothing over
+        r = await ajarvis("migrate", "--to", postgres_url, state_dir=src)
+        assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK: 0 sessions copied and checked" in r.stdout and "6 there already" in r.stdout
+
+    # Into files: a state dir whose main agent has 2 sessions of its own.
+    other = tmp_path / "other"
+    store = SessionStore(other / "agents" / "main" / "sessions")
+    await store.open()
+    for key in ("x1", "x2"):
+        await store.create(key=key)
+    await store.close()
+    (other / "config.toml").write_text("[sessions]\nmax = 5\n")
+    before = transcripts(other), metadata(other)
+    r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=other)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "sessions.max is 5 at the destination: agent 'main' would hold 6 (4 to copy, 2 there already)" in r.stderr
+    assert (transcripts(other), metadata(other)) == before
+    assert not (other / "agents" / "work").exists()
+
+
 async def test_dry_run_writes_nothing_and_says_what_would_be_copied(tmp_path, postgres_url):
     src = tmp_path / "src"
     await make_state(src)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import orjson
 import pytest
 
@@ -69,8 +71,6 @@ def test_list_show_export_and_delete(gateway):
 
 def test_a_long_session_is_read_page_by_page(gateway):
     """sessions.history pages backwards; show and export put the pages back in order."""
-    import asyncio
-
     from tests.helpers import connect_client
 
     async def fill() -> str:
@@ -86,3 +86,34 @@ def test_a_long_session_is_read_page_by_page(gateway):
     r = jarvis("sessions", "export", key, "--format", "jsonl", "--port", str(gateway.port), state_dir=gateway.state_dir)
     users = [orjson.loads(x)["content"] for x in r.stdout.splitlines() if '"role":"user"' in x]
     assert users == [f"message {i}" for i in range(1, 551)]
+
+
+async def test_a_gateway_that_never_answers_is_an_error_not_a_hang(tmp_path):
+    """Something accepts the WebSocket and the token but never answers (a stuck gateway, a wrong process
+    on the port): each command ends with one line naming the URL, the method and the limit, exit 3."""
+    import time
+
+    from websockets.asyncio.server import serve
+
+    from gateway.cli.client import READ_TIMEOUT
+
+    async def silent(ws):
+        await ws.wait_closed()  # take every request, answer none
+
+    jarvis("token", state_dir=tmp_path)
+    async with serve(silent, "127.0.0.1", 0) as server:
+        port = str(server.sockets[0].getsockname()[1])
+        t0 = time.monotonic()
+        listed, status = await asyncio.gather(
+            asyncio.to_thread(jarvis, "sessions", "list", "--port", port, state_dir=tmp_path),
+            asyncio.to_thread(jarvis, "memory", "status", "--port", port, state_dir=tmp_path),
+        )
+        took = time.monotonic() - t0
+    url = f"ws://127.0.0.1:{port}/"
+    assert listed.returncode == 3 and listed.stderr == (
+        f"jarvis sessions: the gateway at {url} did not answer sessions.list within {READ_TIMEOUT:g}s\n"
+    ), listed.stderr
+    assert status.returncode == 3 and status.stderr == (
+        f"jarvis: the gateway at {url} did not answer memory.status within {READ_TIMEOUT:g}s\n"
+    ), status.stderr
+    assert READ_TIMEOUT <= took < READ_TIMEOUT + 20

@@ -238,3 +238,33 @@ async def test_keep_alive_round_trips_do_not_wait_for_a_delayed_ack(start_gatewa
         assert head.startswith(b"HTTP/1.1 200") and b"unknown tool 'memory_nope'" in answer
     writer.close()
     assert statistics.median(times) < 0.025, [round(t * 1000, 1) for t in times]
+
+
+async def test_jarvis_mcp_against_a_gateway_that_never_answers_says_so_once(tmp_path):
+    """Connected, but no answer: the tool call ends at memory.list's limit with a clear error, and is not
+    sent again on a new connection (that would only wait as long again)."""
+    import time
+
+    from websockets.asyncio.server import serve
+
+    from gateway.cli.client import READ_TIMEOUT
+
+    async def silent(ws):
+        await ws.wait_closed()  # take every request, answer none
+
+    async with serve(silent, "127.0.0.1", 0) as server:
+        url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+        params = StdioServerParameters(
+            command=sys.executable,
+            cwd=str(ROOT),
+            args=["-m", "gateway.cli", "mcp", "--url", url, "--token", "t" * 32],
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        )
+        async with Client(params) as client:
+            t0 = time.monotonic()
+            stuck = await client.call_tool("memory_list", {})
+            took = time.monotonic() - t0
+    assert stuck.is_error and text(stuck) == (
+        f"Error: memory.list failed: the gateway at {url} did not answer memory.list within {READ_TIMEOUT:g}s"
+    ), text(stuck)
+    assert READ_TIMEOUT <= took < 2 * READ_TIMEOUT

@@ -66,6 +66,32 @@ async def test_models_are_the_upstreams_or_the_offline_responders_own(start_gate
     assert [(m.id, m.object, m.owned_by) for m in models.data] == [("offline-responder", "model", "offline")]
 
 
+async def test_the_upstreams_models_are_kept_a_while_and_a_failure_is_not(start_gateway, api, monkeypatch):
+    """A client polling GET /v1/models does not make every poll an upstream request."""
+    from gateway.chat import providers
+
+    api.models = None  # the upstream has no /v1/models (404): asked again each time
+    gw = await upstream_gateway(start_gateway, api)
+    async with sdk(gw) as client:
+        for _ in range(2):
+            assert [m.id for m in (await client.models.list()).data] == ["fake-model"]
+        assert api.count("/v1/models") == 2
+
+        api.models = ["fake-model", "fake-large"]
+        assert [m.id for m in (await client.models.list()).data] == ["fake-model", "fake-large"]
+        assert [m.id for m in (await client.models.list()).data] == ["fake-model", "fake-large"]
+        assert (await client.models.retrieve("fake-large")).id == "fake-large"
+        assert api.count("/v1/models") == 3, "one upstream request for the three"
+
+        api.models = ["fake-model", "fake-large", "fake-new"]
+        monkeypatch.setattr(providers, "MODELS_TTL_S", 0.5)
+        await asyncio.sleep(0.6)
+        api.models_delay = 1.0  # the upstream is slow: the polls that come meanwhile wait for its one answer
+        lists = await asyncio.gather(*(client.models.list() for _ in range(5)))
+        assert [[m.id for m in page.data] for page in lists] == [["fake-model", "fake-large", "fake-new"]] * 5
+        assert api.count("/v1/models") == 4, "past the TTL: asked once more, for all five"
+
+
 async def test_a_streamed_completion_is_relayed_and_kept_in_the_transcript(start_gateway, api):
     api.reply = "The quick brown fox"
     gw = await upstream_gateway(start_gateway, api)

@@ -78,7 +78,10 @@ async def test_a_session_keeps_its_model_and_system_prompt_on_postgresql(start_g
     await _settings_round_trip(gw, api)
 
 
-async def test_chat_models_lists_the_upstreams_models_or_the_configured_one(start_gateway, api):
+async def test_chat_models_lists_the_upstreams_models_or_the_configured_one(start_gateway, api, monkeypatch):
+    from gateway.chat import providers
+
+    monkeypatch.setattr(providers, "MODELS_TTL_S", 0)  # every call asks the upstream (it changes below)
     gw = await start_gateway(**{"chat.baseUrl": api.base_url, "chat.model": "fake-model"})
     c = await gw.client()
     try:
