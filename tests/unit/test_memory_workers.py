@@ -124,3 +124,36 @@ async def test_a_killed_worker_leaves_the_rest_of_the_sync_to_threads(tmp_path):
     chunks, vectors = contents(state)
     assert len({row[0] for row in chunks}) == PROCESS_MIN_FILES * 2 + 3
     assert len(vectors) == len(chunks), "every chunk has its vector, those of the batches after the kill too"
+
+
+def _half_a_result() -> None:
+    """Runs in a pool worker: write the start of a result message (a header promising 1 MiB, then two
+    bytes) into the pool's result pipe, then die — a worker killed while it wrote its result."""
+    import struct
+    import sys
+
+    frame = sys._getframe()
+    while frame is not None and "result_queue" not in frame.f_locals:  # concurrent.futures' _process_worker
+        frame = frame.f_back
+    assert frame is not None
+    os.write(frame.f_locals["result_queue"]._writer.fileno(), struct.pack("!i", 1 << 20) + b"\x80\x04")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+async def test_a_worker_killed_mid_result_breaks_the_pool_instead_of_hanging():
+    """CPython's pool reads the half-written message forever (its manager thread blocks in recv, the
+    batch never ends, the sync neither; seen as a 40-minute hang of the test above). The sync's watch on
+    its workers breaks the pool itself, so the batch goes to a thread and the pool shuts down."""
+    import asyncio
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    import pytest
+
+    from gateway.memory.index.indexer import _watched
+
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    fut = asyncio.get_running_loop().run_in_executor(pool, _half_a_result)
+    with pytest.raises(BrokenProcessPool):
+        await asyncio.wait_for(_watched(pool, fut), 30)
+    await asyncio.wait_for(asyncio.to_thread(pool.shutdown, True), 30)  # its manager thread is not stuck

@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import errno
 import multiprocessing
+import multiprocessing.connection
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -217,6 +218,55 @@ def _read_and_chunk(
             chunks = chunk_transcript(sf.abs, s.session_tokens, s.tokens, s.session_overlap, s.session_context, data)
         out.append(_Work(sf, h, chunks))
     return out
+
+
+# A worker found dead this long while its batch is still pending: the pool is taken for broken (_watched).
+WORKER_DEAD_GRACE_S = 2.0
+
+
+async def _watched(pool: ProcessPoolExecutor, fut: asyncio.Future) -> Any:
+    """The result of a worker's future. A worker killed while it was writing its result leaves half a
+    message in the result pipe, and CPython's pool then waits for the rest forever (its manager thread
+    blocks in recv; the batch never ends, nor does the sync, nor the process's exit). So: a worker seen
+    dead for WORKER_DEAD_GRACE_S while the future is still pending breaks the pool here — every worker
+    killed and the parent's end of the result pipe closed, so the read ends (EOFError) and the pool fails
+    its futures with BrokenProcessPool, which the caller turns into threads."""
+    dead_since: float | None = None
+    try:
+        while True:
+            done, _ = await asyncio.wait({fut}, timeout=WORKER_DEAD_GRACE_S / 4)
+            if done:
+                return fut.result()
+            procs = _workers_of(pool)
+            if not _any_dead(procs):
+                dead_since = None
+                continue
+            now = time.monotonic()
+            dead_since = dead_since or now
+            if now - dead_since >= WORKER_DEAD_GRACE_S:
+                log.warning("memory_sync_worker_pool_stuck", note="a worker died mid-result; the pool is broken here")
+                for p in procs:
+                    with contextlib.suppress(Exception):
+                        p.kill()
+                with contextlib.suppress(Exception):
+                    pool._result_queue._writer.close()  # type: ignore[attr-defined]
+                dead_since = now
+    except asyncio.CancelledError:
+        fut.cancel()
+        raise
+
+
+def _any_dead(procs: list) -> bool:
+    """Whether one of these processes has ended (its sentinel is ready; nothing is reaped here)."""
+    try:
+        return bool(multiprocessing.connection.wait([p.sentinel for p in procs], timeout=0))
+    except (OSError, ValueError):  # a sentinel closed meanwhile: the pool itself saw to that process
+        return False
+
+
+def _workers_of(pool: ProcessPoolExecutor) -> list:
+    """The pool's worker processes (a private attribute of CPython's pool; none known: an empty list)."""
+    return list((getattr(pool, "_processes", None) or {}).values())
 
 
 def read_capped(sf: SourceFile, cap: int) -> bytes | None:
@@ -712,8 +762,11 @@ class Indexer:
         stored = await self._stored_keys(list(mine), rdb)
         embed = self.embeds and stats.embed_error is None
         try:
-            works, hashes, out, error = await asyncio.get_running_loop().run_in_executor(
-                pool, _prepare_in_worker, batch, mine, stored, force, self.s, embed
+            works, hashes, out, error = await _watched(
+                pool,
+                asyncio.get_running_loop().run_in_executor(
+                    pool, _prepare_in_worker, batch, mine, stored, force, self.s, embed
+                ),
             )
         except (BrokenProcessPool, OSError) as exc:  # died, or could not start (processes start at submit)
             if not self._workers_died:
