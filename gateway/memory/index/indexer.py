@@ -486,7 +486,7 @@ class Indexer:
         async def looked_at(scan: Scan) -> tuple[list[SourceFile], dict[str, tuple[int, int, str]]]:
             """The files of the scan the index does not know as they are, and their rows (if indexed)."""
             files = await asyncio.to_thread(scan.files, None if force else indexed.signatures)
-            return files, await self._rows_of(db, [sf.path for sf in files])
+            return files, (await self._rows_of(db, [sf.path for sf in files]) if indexed.count else {})
 
         files, known = await looked_at(scan)
         gone: set[str] = set()
