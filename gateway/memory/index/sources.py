@@ -205,7 +205,7 @@ class Scan:
         ident = st.st_ino if st.st_dev == self._dev else (st.st_dev, st.st_ino)
         if ident not in self._seen:
             self._seen.add(ident)
-            self.signatures.append(f"{st.st_size}:{st.st_mtime_ns}:{rel}")
+            self.signatures.append(signature(st.st_size, st.st_mtime_ns, rel))
 
     def _walk(self, folder: str, rel: str) -> None:
         """Depth-first, sorted, never into symlinked folders. Each folder's real path must stay in the
@@ -254,7 +254,7 @@ class Scan:
                 ident = st.st_ino if st.st_dev == dev else (st.st_dev, st.st_ino)
                 if ident not in seen:
                     seen.add(ident)
-                    add(f"{st.st_size}:{st.st_mtime_ns}:{prefix}{name}")
+                    add(f"{st.st_size}:{st.st_mtime_ns}:{prefix}{name}")  # signature(), inlined
         finally:
             os.close(fd)
         for name in folders:  # files first, then sub-folders (as os.walk would)
@@ -306,7 +306,7 @@ class Scan:
                     if exc.errno in _VANISHED:
                         continue
                     raise ScanError("the transcript", os.path.join(self.sessions_dir, name), exc) from None
-                add(f"{st.st_size}:{st.st_mtime_ns}:{_SESSIONS_PREFIX}{name}")  # the path is session_path(key)
+                add(f"{st.st_size}:{st.st_mtime_ns}:{_SESSIONS_PREFIX}{name}")  # signature(…, session_path(key))
         finally:
             os.close(fd)
 
@@ -329,7 +329,7 @@ class Scan:
                     continue
                 raise ScanError("the transcript", where, exc) from None
             if stat.S_ISREG(st.st_mode):
-                self.signatures.append(f"{st.st_size}:{st.st_mtime_ns}:{session_path(key)}")
+                self.signatures.append(signature(st.st_size, st.st_mtime_ns, session_path(key)))
 
 
 _SESSIONS_PREFIX = SESSIONS + "/"
