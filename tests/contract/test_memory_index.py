@@ -246,3 +246,31 @@ async def test_the_service_above_either_index_answers_the_same_shapes(storage, s
         assert (await service.status())["sources"]["sessions"]["files"] == 0
     finally:
         await service.close()
+
+
+async def test_every_hit_is_dated_by_when_it_was_said(storage, sessions, mem):
+    """A transcript hit carries its newest core message's timestamp; a note its dated heading, its day
+    file's name or its front matter; an undated note its modification time."""
+    import os
+
+    write_note(storage, "memory/log.md", "# Log\n\n## 2029-03-01\n\nThe kayak is painted ochre.\n")
+    write_note(storage, "memory/2029-04-02.md", "# 2029-04-02\n\nThe canoe got a new seat.\n")
+    write_note(
+        storage,
+        "memory/keyed/facts/bike.md",
+        "---\nkey: bike\nupdated: 2029-05-03T08:00:00.000Z\n---\n# bike\n\nA steel gravel bike.\n",
+    )
+    write_note(storage, "memory/plain.md", "# Plain\n\nThe rowing machine lives in the cellar.\n")
+    os.utime(storage.config.agent_workspace("main") / "memory/plain.md", (1_900_000_000, 1_900_000_000))
+    await talk(sessions, "The dinghy is moored at pier nine.", "Pier nine, noted.")
+    await mem.sync()
+
+    async def date_of(query: str) -> str:
+        hit = (await mem.search(query, mode="fts", k=1))["results"][0]
+        return hit["date"]
+
+    assert await date_of("kayak ochre") == "2029-03-01T00:00:00.000Z"
+    assert await date_of("canoe seat") == "2029-04-02T00:00:00.000Z"
+    assert await date_of("gravel bike") == "2029-05-03T08:00:00.000Z"
+    assert await date_of("rowing machine cellar") == "2030-03-17T17:46:40.000Z"  # its mtime
+    assert await date_of("dinghy pier") == "2030-01-01T10:00:01.000Z"  # the newest core message

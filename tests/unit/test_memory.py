@@ -569,7 +569,7 @@ async def test_methods_validate_and_call_the_manager(tmp_path, open_manager):
     assert set(st) == {"indexed", "removed", "unchanged", "chunksEmbedded", "cacheHits", "durationMs"}
     res = await registry.dispatch(ctx, "memory.search", {"query": "birthday", "k": 3})
     assert set(res) == {"results", "mode", "embeddings"}
-    assert set(res["results"][0]) == {"path", "source", "startLine", "endLine", "score", "snippet"}
+    assert set(res["results"][0]) == {"path", "source", "startLine", "endLine", "score", "snippet", "date"}
     got = await registry.dispatch(ctx, "memory.get", {"path": "MEMORY.md", "from": 1, "lines": 5})
     assert got["text"] == "Birthday: 4 March."
     status = await registry.dispatch(ctx, "memory.status", None)
@@ -803,7 +803,7 @@ async def test_chunk_identity_migration_drops_duplicates(tmp_path):
                 "INSERT INTO chunks_vec VALUES (?, 'memory', '', ?)",
                 (cid, np.array([1, 0], dtype=np.float32).tobytes()),
             )
-        assert await migrate(db, SchemaParams()) == ["010_chunk_identity"]
+        assert await migrate(db, SchemaParams()) == ["010_chunk_identity", "011_chunk_date"]
         assert [r[0] for r in await db.fetchall("SELECT id FROM chunks ORDER BY id")] == [1, 3, 4]
         assert [r[0] for r in await db.fetchall("SELECT chunk_id FROM chunks_vec ORDER BY 1")] == [1, 3, 4]
         hits = await db.fetchall("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'alpha' ORDER BY 1")
@@ -900,3 +900,44 @@ async def test_a_damaged_index_is_set_aside_only_when_no_other_process_has_it_op
     finally:
         other.release()
         await m.close()
+
+
+def test_a_note_is_dated_by_its_heading_its_day_file_or_its_front_matter():
+    from gateway.memory.index.chunking import note_date, text_date
+
+    assert text_date("## 2026-03-01 — moved") == "2026-03-01T00:00:00.000Z"
+    assert text_date("# Tuesday 3rd March 2026") == "2026-03-03T00:00:00.000Z"
+    assert text_date("### Sept. 9, 2025: the boat") == "2025-09-09T00:00:00.000Z"
+    assert text_date("# 2026-02-30") is None and text_date("# Notes 12 of 2026") is None
+    assert note_date("memory/journal/2026-01-05.md", "anything") == "2026-01-05T00:00:00.000Z"
+    keyed = "---\nkey: boat\nupdated: 2026-11-22T10:05:00.000Z\n---\n# boat\n\nblue\n"
+    assert note_date("memory/keyed/general/boat.md", keyed) == "2026-11-22T10:05:00.000Z"
+    assert note_date("memory/trip.md", "---\ndate: 2025-07-04\n---\n# Trip\n") == "2025-07-04T00:00:00.000Z"
+    assert note_date("MEMORY.md", "# Me\n\nno date here\n") is None
+    pad = " It rained all day and the harbour was quiet, so nothing else happened worth writing down."
+    sections = ["# Journal", "## 2026-01-05", "The boat is blue." + pad, "## 2026-02-01", "The boat is green." + pad]
+    text = "\n\n".join([*sections, "## Someday", "A trip." + pad]) + "\n"
+    chunks = chunk_markdown(text, tokens=30, overlap=0, file_date="F")
+
+    def date_of(words: str) -> str | None:
+        return next(c.date for c in chunks if words in c.text)
+
+    assert date_of("boat is blue") == "2026-01-05T00:00:00.000Z"
+    assert date_of("boat is green") == "2026-02-01T00:00:00.000Z"
+    assert date_of("A trip") == "F"  # under no dated heading: the note's own date
+
+
+def test_a_transcript_chunk_is_dated_by_its_newest_core_message(tmp_path):
+    from gateway.sessions import transcript as tx
+
+    path = tmp_path / "s.jsonl"
+    tx.append_sync(
+        path,
+        [
+            tx.header("s", "main", "2026-01-01T00:00:00.000Z"),
+            tx.message_record("a", "user", "The gate code is 1234.", timestamp="2026-01-01T09:00:00+01:00"),
+            tx.message_record("b", "assistant", "Noted.", timestamp="2026-01-01T08:00:45Z"),
+        ],
+    )
+    [chunk] = chunk_transcript(path, 400, 400)
+    assert chunk.date == "2026-01-01T08:00:45.000Z"  # the offset one is 08:00:00 UTC

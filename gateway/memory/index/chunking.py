@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Iterable, NamedTuple
 
 from ...sessions.transcript import iter_records, memory_text
-from ...timeutil import parse_iso
+from ...timeutil import parse_iso, to_iso
+from ..layout import day_of
+from ..notes.frontmatter import parse_front_matter
 
 CHARS_PER_TOKEN = 4
 # Bump when chunk boundaries change for the same settings: the index is then rebuilt.
-CHUNKER_VERSION = 6
+CHUNKER_VERSION = 7
 
 
 @dataclass(frozen=True)
@@ -39,14 +41,19 @@ class Chunk:
     spans: tuple[tuple[int, int, int, int], ...] | None = None
     # Searchable surroundings of the core text (transcripts: dates and neighbouring messages).
     context: str = ""
+    # When it was said (ISO 8601 UTC, as timeutil writes it): a transcript chunk's newest core message; a
+    # note's dated heading, day file or front matter. None: the file's modification time stands in.
+    date: str | None = None
 
 
-def make_chunk(start: int, end: int, text: str, spans=None, context: str = "") -> Chunk:
-    """A chunk with its hashes (computed here, in the thread that chunks, not on the event loop)."""
-    if not context:
+def make_chunk(start: int, end: int, text: str, spans=None, context: str = "", date: str | None = None) -> Chunk:
+    """A chunk with its hashes (computed here, in the thread that chunks, not on the event loop). Its
+    date is part of its identity (a note's dated heading above it may change while its text does not)."""
+    if not context and date is None:
         h = sha256(text)
-        return Chunk(start, end, text, h, h, spans, context)
-    return Chunk(start, end, text, sha256(text + "\n\x1f" + context), sha256(text), spans, context)
+        return Chunk(start, end, text, h, h, spans, context, date)
+    key = text + "\n\x1f" + context + ("\n\x1e" + date if date else "")
+    return Chunk(start, end, text, sha256(key), sha256(text), spans, context, date)
 
 
 def sha256(data: str | bytes) -> str:
@@ -76,10 +83,77 @@ def _is_heading(line: str) -> bool:
     return bool(_HEADING.match(line))
 
 
-def chunk_markdown(text: str, tokens: int, overlap: int) -> list[Chunk]:
+_MONTHS = {
+    m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1)
+}
+_ISO_DAY = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
+_MONTH = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+_DAY_MONTH_YEAR = re.compile(r"(?<!\d)(\d{1,2})(?:st|nd|rd|th)?\s+" + _MONTH + r",?\s+(\d{4})(?!\d)", re.I)
+_MONTH_DAY_YEAR = re.compile(_MONTH + r"\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})(?!\d)", re.I)
+
+
+def _iso_day(year: int, month: int, day: int) -> str | None:
+    try:
+        return date(year, month, day).isoformat() + "T00:00:00.000Z"
+    except ValueError:
+        return None
+
+
+def text_date(text: str) -> str | None:
+    """The first date written in `text` ("2026-03-01", "1 March 2026", "March 1st, 2026") as UTC midnight
+    in ISO 8601, or None."""
+    if m := _ISO_DAY.search(text):
+        return _iso_day(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    if m := _DAY_MONTH_YEAR.search(text):
+        return _iso_day(int(m.group(3)), _MONTHS[m.group(2).lower()[:3]], int(m.group(1)))
+    if m := _MONTH_DAY_YEAR.search(text):
+        return _iso_day(int(m.group(3)), _MONTHS[m.group(1).lower()[:3]], int(m.group(2)))
+    return None
+
+
+def note_date(path: str, text: str) -> str | None:
+    """A note's own date: the day its day file is named after (`memory/2026-03-01.md`), else its front
+    matter's `updated`, `date` or `created` (keyed memories, image sidecars, imported notes); None for
+    an undated note (the file's modification time stands in)."""
+    if day := day_of(path):
+        return to_iso(day)
+    if text.startswith("---"):
+        meta, _body = parse_front_matter(text)
+        for key in ("updated", "date", "created"):
+            value = meta.get(key, "").strip("'\"")
+            if value and (dt := parse_iso(value) or (parse_iso(value[:10]) if len(value) >= 10 else None)):
+                return to_iso(dt)
+    return None
+
+
+def _heading_level(line: str) -> int:
+    stripped = line.lstrip()
+    return len(stripped) - len(stripped.lstrip("#"))
+
+
+def heading_dates(pieces: list[tuple[int, str]]) -> dict[int, str]:
+    """Line number → the date of the dated heading it sits under (`## 2026-03-01`, `# Tuesday 3 March
+    2026`): a dated heading holds until the next heading of its level or above."""
+    out: dict[int, str] = {}
+    stack: list[tuple[int, str | None]] = []  # (level, date) of the headings in effect
+    for no, line in pieces:
+        if _is_heading(line):
+            level = _heading_level(line)
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, text_date(line)))
+        current = next((d for _lvl, d in reversed(stack) if d), None)
+        if current:
+            out[no] = current
+    return out
+
+
+def chunk_markdown(text: str, tokens: int, overlap: int, file_date: str | None = None) -> list[Chunk]:
+    """`file_date`: the note's own date (`note_date`), for chunks under no dated heading."""
     max_chars = max(64, tokens * CHARS_PER_TOKEN)
     overlap_chars = max(0, min(overlap, tokens - 1)) * CHARS_PER_TOKEN
     pieces = _pieces(text, max_chars)
+    dated = heading_dates(pieces) if "#" in text else {}
     n = len(pieces)
     chunks: list[Chunk] = []
     i = 0
@@ -106,7 +180,8 @@ def chunk_markdown(text: str, tokens: int, overlap: int) -> list[Chunk]:
         body = pieces[i:j]
         if any(p[1].strip() for p in body):
             chunk_text = "\n".join(p[1] for p in body)
-            chunks.append(make_chunk(body[0][0], body[-1][0], chunk_text))
+            when = max((dated[p[0]] for p in body if p[0] in dated), default=file_date) if dated else file_date
+            chunks.append(make_chunk(body[0][0], body[-1][0], chunk_text, date=when))
         if j >= n:
             break
         k = j
@@ -124,6 +199,17 @@ class Message(NamedTuple):
     role: str
     text: str
     date: str = ""  # "13 October 2023", from the message timestamp: searchable, not shown
+    when: str = ""  # the timestamp as timeutil writes it (ISO 8601 UTC): the chunk's date
+
+
+def iso_timestamp(ts: object) -> str:
+    """A transcript timestamp as timeutil writes it ("" if it is none): most already are."""
+    if not isinstance(ts, str):
+        return ""
+    if len(ts) == 24 and ts[-1] == "Z" and ts[10] == "T":
+        return ts
+    dt = parse_iso(ts)
+    return to_iso(dt) if dt else ""
 
 
 def _date_words(ts: object) -> str:
@@ -180,7 +266,8 @@ def read_messages(path: Path, data: bytes | None = None) -> list[Message]:
             m = d["message"]
             labels.append(speaker_label(str(m.get("role") or "user"), m.get("name")))
             chat.append(bool(d.get("runId")))
-            out.append(Message(no, str(m.get("role") or "user"), text, _date_words(d.get("timestamp"))))
+            ts = d.get("timestamp")
+            out.append(Message(no, str(m.get("role") or "user"), text, _date_words(ts), iso_timestamp(ts)))
     # Only messages that came from elsewhere (an imported chat) may name their speaker themselves: a
     # chat's "Remember: my boat is blue." is the user's words, "Remember" no speaker.
     imported = [m for m, c in zip(out, chat) if not c]
@@ -201,15 +288,18 @@ def chunk_messages(
     hard = max(target, max_tokens * CHARS_PER_TOKEN)
     units: list[tuple[int, str, bool]] = []  # (line, text, is a piece of a split message)
     dates: list[str] = []
+    whens: list[str] = []
     for m in messages:
         t = m.text
         if len(t) <= hard:
             units.append((m.line, t, False))
             dates.append(m.date)
+            whens.append(m.when)
         else:
             pieces = [(m.line, t[o : o + hard], True) for o in range(0, len(t), hard)]
             units.extend(pieces)
             dates.extend([m.date] * len(pieces))
+            whens.extend([m.when] * len(pieces))
     chunks: list[Chunk] = []
     i, n = 0, len(units)
     while i < n:
@@ -242,7 +332,8 @@ def chunk_messages(
             ctx_parts.append(u[1])
             coff += len(u[1]) + 1
         context = "\n".join(ctx_parts)
-        chunks.append(make_chunk(units[pre][0], units[post - 1][0], text, tuple(spans), context))
+        newest = max(whens[i:j]) or None  # ISO 8601 UTC strings sort as times
+        chunks.append(make_chunk(units[pre][0], units[post - 1][0], text, tuple(spans), context, newest))
         if j >= n:
             break
         i = max(i + 1, j - overlap_messages) if overlap_messages else j

@@ -31,7 +31,7 @@ import orjson
 import structlog
 
 from ...timeutil import now_iso
-from .chunking import Chunk, chunk_markdown, chunk_transcript, sha256
+from .chunking import Chunk, chunk_markdown, chunk_transcript, note_date, sha256
 from .db import Database
 from ..embeddings import EmbeddingError, EmbeddingProvider
 from ..embeddings.base import check_vectors, provider_name, usable
@@ -213,7 +213,8 @@ def _read_and_chunk(
             out.append(_Work(sf, h, None))
             continue
         if sf.source == MEMORY:
-            chunks = chunk_markdown(data.decode("utf-8", errors="replace"), s.tokens, s.overlap)
+            text = data.decode("utf-8", errors="replace")
+            chunks = chunk_markdown(text, s.tokens, s.overlap, note_date(sf.path, text))
         else:
             chunks = chunk_transcript(sf.abs, s.session_tokens, s.tokens, s.session_overlap, s.session_context, data)
         out.append(_Work(sf, h, chunks))
@@ -863,6 +864,7 @@ class Indexer:
                             orjson.dumps(c.spans).decode() if c.spans else None,
                             1 if v is not None else 0,
                             c.context,
+                            c.date,
                         )
                     )
                     if v is not None:
@@ -880,7 +882,7 @@ class Indexer:
             if inserts:
                 await self.db.insert_rows(
                     "INSERT INTO chunks(id, path, source, session_key, start_line, end_line, hash, text, "
-                    "spans, embedded, context)",
+                    "spans, embedded, context, date)",
                     inserts,
                 )
                 await self.db.execute(

@@ -11,11 +11,13 @@ import asyncio
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import orjson
 
+from ...timeutil import to_iso
 from ..embeddings import EmbeddingError, EmbeddingProvider
 from ..embeddings.base import check_vectors, provider_name
 from ..index.db import Database
@@ -92,6 +94,15 @@ class _Scratch:
 
 
 _SCRATCH: weakref.WeakKeyDictionary[Database, _Scratch] = weakref.WeakKeyDictionary()
+
+
+def chunk_date(date: str | None, mtime_ns: int | None) -> str | None:
+    """A hit's date: when its chunk was said, else its file's modification time."""
+    if date:
+        return date
+    if mtime_ns:
+        return to_iso(datetime.fromtimestamp(int(mtime_ns) / 1e9, timezone.utc))
+    return None
 
 
 def rarest_within_budget(doc_counts: Sequence[int], total: int) -> list[int]:
@@ -345,10 +356,11 @@ class Searcher:
 
     async def _chunk_rows(self, ids: list[int]) -> list[tuple]:
         """The chunk rows of these ids (those still present): (id, path, source, session_key, start_line,
-        end_line, text, spans, context)."""
+        end_line, text, spans, context, date, the file's mtime_ns)."""
         return await self.db.fetchall(
-            "SELECT id, path, source, session_key, start_line, end_line, text, spans, context FROM chunks "
-            f"WHERE id IN ({','.join('?' * len(ids))})",
+            "SELECT c.id, c.path, c.source, c.session_key, c.start_line, c.end_line, c.text, c.spans, c.context, "
+            "c.date, f.mtime_ns FROM chunks c LEFT JOIN files f ON f.path = c.path "
+            f"WHERE c.id IN ({','.join('?' * len(ids))})",
             ids,
         )
 
@@ -428,5 +440,8 @@ class Searcher:
             }
             if r[3]:
                 item["sessionKey"] = r[3]
+            when = chunk_date(r[9], r[10])
+            if when:
+                item["date"] = when
             out.append(item)
         return out

@@ -3,7 +3,8 @@
     meta              key → value (index signature, FTS tokenizer, vector backend and dims, generation, last sync)
     files             one row per indexed file: size, mtime, content hash
     chunks            text, path, source, session key, 1-based inclusive line range, sha256, message spans,
-                      whether its vector is stored (`embedded`), context (neighbouring text, search only);
+                      whether its vector is stored (`embedded`), context (neighbouring text, search only),
+                      date (when it was said; NULL: the file's mtime);
                       (path, line range, sha256) is unique: a chunk's identity
     chunks_fts        FTS5 over chunks.text and chunks.context (external content; the indexer keeps it in
                       step, in bulk: one INSERT … SELECT per batch — see `Indexer._write_batch`/`delete_chunks`)
@@ -179,6 +180,12 @@ async def _m010_chunk_identity(db: Database, p: SchemaParams) -> None:
     await db.execute("DROP INDEX IF EXISTS chunks_path")
 
 
+async def _m011_chunk_date(db: Database, p: SchemaParams) -> None:
+    """When a chunk was said (ISO 8601 UTC; NULL: its file's modification time stands in), so that every
+    search hit is dated. Filled by the rebuild that the chunker's new version causes."""
+    await db.execute("ALTER TABLE chunks ADD COLUMN date TEXT")
+
+
 Migration = Callable[[Database, SchemaParams], Awaitable[None]]
 
 MIGRATIONS: list[tuple[str, Migration]] = [
@@ -192,6 +199,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("008_fts_bulk", _m008_fts_bulk),
     ("009_fts_hashsize", _m009_fts_hashsize),
     ("010_chunk_identity", _m010_chunk_identity),
+    ("011_chunk_date", _m011_chunk_date),
 ]
 
 

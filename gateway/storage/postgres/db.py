@@ -191,6 +191,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE sessions ADD COLUMN model text, ADD COLUMN system_prompt text;
     """,
     ),
+    # When a chunk was said (ISO 8601 UTC; NULL: its file's modification time stands in): every search hit
+    # is dated. Filled by the re-index the chunker's new version causes.
+    (
+        "0007_memory_chunk_date",
+        """
+        ALTER TABLE memory_chunks ADD COLUMN date text;
+    """,
+    ),
 ]
 
 

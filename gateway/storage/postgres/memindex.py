@@ -319,8 +319,9 @@ class PgSearcher(Searcher):
 
     async def _chunk_rows(self, ids: list[int]) -> list[tuple]:
         rows = await self.pool.fetch(
-            "SELECT id, path, source, session_key, start_line, end_line, text, spans, context FROM memory_chunks "
-            "WHERE id = ANY($1::bigint[]) AND agent_id = $2",
+            "SELECT c.id, c.path, c.source, c.session_key, c.start_line, c.end_line, c.text, c.spans, c.context, "
+            "c.date, f.mtime_ns FROM memory_chunks c LEFT JOIN memory_files f ON f.agent_id = c.agent_id "
+            "AND f.path = c.path WHERE c.id = ANY($1::bigint[]) AND c.agent_id = $2",
             list(ids),
             self.agent_id,
         )
@@ -751,6 +752,7 @@ class PgIndexer(Indexer):
                             orjson.dumps(c.spans).decode() if c.spans else None,
                             _pg_text(c.context),
                             v is not None,
+                            c.date,
                         )
                     )
                     if v is not None:
@@ -769,7 +771,7 @@ class PgIndexer(Indexer):
             if inserts:
                 await conn.executemany(
                     "INSERT INTO memory_chunks(id, agent_id, path, source, session_key, start_line, end_line, hash, "
-                    "text, spans, context, embedded) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                    "text, spans, context, embedded, date) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                     inserts,
                 )
             await self._insert_vectors(conn, vec_rows)
