@@ -24,7 +24,8 @@ from ..index.db import Database
 from ..index.vectors import VectorStore
 from ...storage.files.migrations import TOKENIZERS
 from .fusion import Candidate, fuse, shared_ranks, single_list_scores, spread_over_files
-from .query import fts_query, is_cjk, query_terms
+from .query import answer_type_terms, fts_query, is_cjk, query_terms
+from .related import RELATED_WEIGHT, related_terms
 from .snippets import EchoTest, Exclude, SnippetContext, only_asks, score_segment, segments, snippet
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -282,7 +283,9 @@ class Searcher:
         vector_count: int,
         missing_vectors: int,
         exclude: Exclude | None = None,
+        spare: int = 0,
     ) -> dict[str, Any]:
+        """The best `k` results, then up to `spare` more: candidates and re-rank are those of `k`."""
         o = self.opts
         emb = {"provider": self.provider.name, "model": self.provider.model}
         self.generation = generation
@@ -329,6 +332,13 @@ class Searcher:
             fts_hits = await fts_task
         elif used in ("hybrid", "fts"):
             fts_hits = await self.fts(terms, n, sources, session_key)
+        related = related_terms(terms) if used in ("hybrid", "fts") else []
+        if related:
+            # What the query's related words find (search/related.py) ranks after what its own words
+            # find: it fills in where the words differ, and never displaces a hit of the query's own.
+            seen = {cid for cid, _ in fts_hits}
+            more = [(cid, s * RELATED_WEIGHT) for cid, s in await self.fts(related, n, sources, session_key)]
+            fts_hits = fts_hits + [h for h in more if h[0] not in seen][: max(0, n - len(fts_hits))]
         if used == "hybrid":
             cands = fuse(
                 fts_hits,
@@ -347,7 +357,16 @@ class Searcher:
             # whose embedding is not close to the query's either.
             cands = [c for c in cands if c.fts_rank is not None or (c.cosine or 0.0) >= o.min_similarity]
         results = await self._materialise(
-            cands, k, terms, min_score, rerank=used != "vector", fused=used == "hybrid", exclude=exclude
+            cands,
+            k,
+            terms,
+            related,
+            min_score,
+            rerank=used != "vector",
+            fused=used == "hybrid",
+            exclude=exclude,
+            answer_types=answer_type_terms(query),
+            spare=spare,
         )
         out: dict[str, Any] = {"results": results, "mode": used, "embeddings": emb}
         if degraded:
@@ -369,10 +388,13 @@ class Searcher:
         cands: list[Candidate],
         k: int,
         terms: Sequence[str],
+        related: Sequence[str],
         min_score: float,
         rerank: bool,
         fused: bool = False,
         exclude: Exclude | None = None,
+        answer_types: frozenset[str] = frozenset(),
+        spare: int = 0,
     ) -> list[dict[str, Any]]:
         rows: dict[int, tuple] = {}
         # The pool to re-rank (and a few spare in case rows vanished since the candidates were listed).
@@ -384,7 +406,7 @@ class Searcher:
         live = [(c, rows[c.id]) for c in pool if c.id in rows and not (hidden and rows[c.id][3] in hidden)]
         if exclude is not None:
             live = [(c, r) for c, r in live if not exclude.hits(r[1], r[6], orjson.loads(r[7]) if r[7] else None, r[8])]
-        ctx = SnippetContext.build(terms, [r[6] for _, r in live])
+        ctx = SnippetContext.build(terms, [r[6] for _, r in live], answer_types, related)
         if rerank and self.opts.segment_weight > 0 and live:
             # Reward chunks where the query's words meet in one message (or line): the best single
             # segment's weighted match, relative to the pool's best, blended into the fused score; and
@@ -426,7 +448,9 @@ class Searcher:
                 if e:
                     c.score *= qw
             live.sort(key=lambda cr: -cr[0].score)
-        picked = spread_over_files([(c, r) for c, r in live if c.score >= min_score], k, self.opts.file_diversity)
+        picked = spread_over_files(
+            [(c, r) for c, r in live if c.score >= min_score], k + spare, self.opts.file_diversity
+        )
         out = []
         for c, r in picked:
             spans = orjson.loads(r[7]) if r[7] else None
