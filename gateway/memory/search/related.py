@@ -2,7 +2,8 @@
 memory says "manager"; "teeth" and "dentist"; "where do I live" and "moved into the flat". Full-text
 search finds only the words it is given, and a small local embedding model does not bridge such pairs
 reliably, so a search also looks for the related words of each query word (`related_terms`) — as a
-second, lighter list: what the query's own words find always ranks first (search/searcher.py).
+lighter list of its own in the rank fusion (RELATED_LIST_WEIGHT of the query's own words' list), and at
+RELATED_WEIGHT of their rarity in the re-rank's match (search/searcher.py, search/snippets.py).
 
 Each group is one thing named several ways (synonyms, the role and the person, the thing and what one
 does with it). A word may sit in several groups. Keep groups tight: a loose association ("car" and
@@ -92,6 +93,8 @@ RELATED = _build()
 # A related word counts this much of what the query's own word would (in the re-rank's match), and its
 # full-text hits rank after the query's own.
 RELATED_WEIGHT = 0.6
+# The weight of their full-text list in rank fusion, beside the query's own words' (1).
+RELATED_LIST_WEIGHT = 0.15
 
 
 def related_terms(terms: Iterable[str]) -> list[str]:

@@ -25,7 +25,7 @@ from ..index.vectors import VectorStore
 from ...storage.files.migrations import TOKENIZERS
 from .fusion import Candidate, fuse, shared_ranks, single_list_scores, spread_over_files
 from .query import answer_type_terms, fts_query, is_cjk, query_terms
-from .related import RELATED_WEIGHT, related_terms
+from .related import RELATED_LIST_WEIGHT, RELATED_WEIGHT, related_terms
 from .snippets import EchoTest, Exclude, SnippetContext, only_asks, score_segment, segments, snippet
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -333,12 +333,8 @@ class Searcher:
         elif used in ("hybrid", "fts"):
             fts_hits = await self.fts(terms, n, sources, session_key)
         related = related_terms(terms) if used in ("hybrid", "fts") else []
-        if related:
-            # What the query's related words find (search/related.py) ranks after what its own words
-            # find: it fills in where the words differ, and never displaces a hit of the query's own.
-            seen = {cid for cid, _ in fts_hits}
-            more = [(cid, s * RELATED_WEIGHT) for cid, s in await self.fts(related, n, sources, session_key)]
-            fts_hits = fts_hits + [h for h in more if h[0] not in seen][: max(0, n - len(fts_hits))]
+        # What the query's related words find (search/related.py): a lighter list of its own.
+        related_hits = await self.fts(related, n, sources, session_key) if related else []
         if used == "hybrid":
             cands = fuse(
                 fts_hits,
@@ -347,15 +343,24 @@ class Searcher:
                 rrf_k=o.rrf_k,
                 text_weight=o.text_weight,
                 vector_weight=o.vector_weight,
+                related=related_hits,
+                related_weight=o.text_weight * RELATED_LIST_WEIGHT,
             )
         elif used == "fts":
-            cands = single_list_scores(fts_hits, "fts")
+            # One list: what the related words find ranks after what the query's own words find.
+            seen = {cid for cid, _ in fts_hits}
+            more = [(cid, s * RELATED_WEIGHT) for cid, s in related_hits if cid not in seen]
+            cands = single_list_scores(fts_hits + more[: max(0, n - len(fts_hits))], "fts")
         else:
             cands = single_list_scores(vec_hits, "vector")
         if o.min_similarity > 0:
             # Not a hit: a chunk that shares no word with the query (not in the full-text list) and
             # whose embedding is not close to the query's either.
-            cands = [c for c in cands if c.fts_rank is not None or (c.cosine or 0.0) >= o.min_similarity]
+            cands = [
+                c
+                for c in cands
+                if c.fts_rank is not None or c.related_rank is not None or (c.cosine or 0.0) >= o.min_similarity
+            ]
         results = await self._materialise(
             cands,
             k,
@@ -440,6 +445,8 @@ class Searcher:
                         sc += o.text_weight / (kk + c.fts_rank)
                     if c.vec_rank is not None:
                         sc += o.vector_weight / (kk + c.vec_rank)
+                    if c.related_rank is not None:
+                        sc += o.text_weight * RELATED_LIST_WEIGHT / (kk + c.related_rank)
                     c.score = min(1.0, sc / norm)
             else:
                 for (c, _r), m in zip(live, match):

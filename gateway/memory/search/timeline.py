@@ -34,6 +34,7 @@ import numpy as np
 
 from ...timeutil import parse_iso
 from .query import query_terms
+from .related import related_terms
 from .snippets import SnippetContext, matched_terms
 
 Intent = Literal["present", "past", "event"]
@@ -111,7 +112,8 @@ class _Hit:
 
 def _hits(results: Sequence[dict[str, Any]], query: str, vectors: Mapping[int, np.ndarray] | None) -> list[_Hit]:
     snips = [r.get("snippet") or "" for r in results]
-    ctx = SnippetContext.build(query_terms(query), snips)
+    terms = query_terms(query)
+    ctx = SnippetContext.build(terms, snips, related=related_terms(terms))
     out = []
     for i, (r, snip) in enumerate(zip(results, snips)):
         sents = sentences(snip)
