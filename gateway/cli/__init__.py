@@ -16,6 +16,7 @@ Exit codes: 0 ok, 1 the gateway answered with an error, 2 bad usage or invalid c
 from __future__ import annotations
 
 import argparse
+import errno
 import asyncio
 import sys
 from typing import Any
@@ -201,8 +202,12 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
         print(f"jarvis: {exc.strerror}", file=sys.stderr)
         return EXIT_ERROR
     except OSError as exc:
+        hint = ""
+        if exc.errno == errno.EADDRINUSE or "address already in use" in str(exc).lower():
+            hint = " (another program listens there: choose a free port with --port, JARVIS_PORT or server.port)"
         print(
-            f"jarvis: cannot serve on {config.server.host}:{config.server.port}: {exc.strerror or exc}", file=sys.stderr
+            f"jarvis: cannot serve on {config.server.host}:{config.server.port}: {exc.strerror or exc}{hint}",
+            file=sys.stderr,
         )
         return EXIT_ERROR
 
