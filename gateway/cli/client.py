@@ -174,6 +174,8 @@ async def call(
                                 return
     except TimeoutError:
         raise CallError(f"timed out after {timeout:g}s", 3) from None
+    except BrokenPipeError:  # our own stdout closed (`| head`), not the gateway: the caller's to handle
+        raise
     except InvalidStatus as exc:
         status = exc.response.status_code
         hint = " (wrong token?)" if status == 401 else ""
