@@ -34,7 +34,8 @@ def test_what_time_a_question_asks_about(query, intent):
 
 def test_time_words_and_answer_kinds_are_not_what_a_question_is_about():
     assert query_terms("Where do I live now?") == ["live"]
-    assert query_terms("What was my old phone number?") == ["phone", "number"]
+    assert query_terms("What's my current phone number?") == ["phone", "number"]
+    assert query_terms("What was my first phone number?") == ["first", "phone", "number"]
     assert query_terms("now?") == ["now"]  # nothing else: searched as it is
     assert answer_type_terms("What colour is my canoe?") == {"colour"}
     assert answer_type_terms("Which basketball team do I cheer for?") == {"team"}
