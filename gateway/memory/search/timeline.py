@@ -34,7 +34,7 @@ import numpy as np
 
 from ...timeutil import parse_iso
 from ..index.chunking import text_date
-from .query import query_terms
+from .query import answer_type_terms, query_terms
 from .related import related_terms
 from .snippets import SnippetContext, matched_terms
 
@@ -113,10 +113,18 @@ class _Hit:
     said: list[str] = field(default_factory=list)  # the dates of the hits merged into this one
 
 
-def _hits(results: Sequence[dict[str, Any]], query: str, vectors: Mapping[int, np.ndarray] | None) -> list[_Hit]:
-    snips = [r.get("snippet") or "" for r in results]
+def _context(results: Sequence[dict[str, Any]], query: str) -> SnippetContext:
+    """The query's terms (and related words), weighted by their rarity among the results, as the re-rank
+    weighs them (answer kinds and related words count less)."""
     terms = query_terms(query)
-    ctx = SnippetContext.build(terms, snips, related=related_terms(terms))
+    snips = [r.get("snippet") or "" for r in results]
+    return SnippetContext.build(terms, snips, answer_type_terms(query), related_terms(terms))
+
+
+def _hits(
+    results: Sequence[dict[str, Any]], ctx: SnippetContext, vectors: Mapping[int, np.ndarray] | None
+) -> list[_Hit]:
+    snips = [r.get("snippet") or "" for r in results]
     out = []
     for i, (r, snip) in enumerate(zip(results, snips)):
         sents = sentences(snip)
@@ -149,9 +157,12 @@ def _repeats(a: _Hit, b: _Hit) -> bool:
     return a.text == b.text or any(s in b.text for s in a.long) or any(s in a.text for s in b.long)
 
 
-def _same_subject(a: _Hit, b: _Hit) -> bool:
-    """Whether two hits are about the same subject: their stored vectors close, or (without vectors)
-    their words overlapping."""
+def _same_subject(a: _Hit, b: _Hit, kinds: frozenset[str]) -> bool:
+    """Whether `b` is about what `a` is: their stored vectors close (or, without vectors, their words
+    overlapping) — unless `b` matched the question only in the word that names the kind of answer
+    ("name" in "What's my cat's name?") where `a` matched what it is about ("cat")."""
+    if b.terms and b.terms <= kinds and not a.terms <= kinds:
+        return False
     if a.vec is not None and b.vec is not None:
         return float(a.vec @ b.vec) >= SAME_SUBJECT_COSINE
     if not a.words or not b.words:
@@ -200,14 +211,17 @@ def arrange(
         key=lambda i: (-float(results[i].get("score") or 0.0), sign * _epoch(results[i].get("date"))),
     )
     by_rank = {new: vectors[old] for new, old in enumerate(ranked) if vectors and old in vectors}
-    hits = _merge_repeats(_hits([results[i] for i in ranked], query, by_rank))
+    ordered = [results[i] for i in ranked]
+    ctx = _context(ordered, query)
+    kinds = answer_type_terms(query)
+    hits = _merge_repeats(_hits(ordered, ctx, by_rank))
     later = later_terms(query) if intent == "past" else frozenset()
     # Each hit's place: its own score, or just above the best-ranked hit it overtakes.
     place = {id(h): h.score for h in hits}
     newer_of: dict[int, str] = {}
     for i, a in enumerate(hits[:TOP_CONTESTED] if intent != "event" else []):
         for b in hits[i + 1 : WINDOW]:
-            if b.asks or b.score < RELEVANT_ENOUGH * a.score or not _same_subject(a, b):
+            if b.asks or b.score < RELEVANT_ENOUGH * a.score or not _same_subject(a, b, kinds):
                 continue
             if intent == "present":
                 if _last(a) and _last(b) > _last(a):
