@@ -64,7 +64,11 @@ WINDOW = 5
 # ("has/have" asks what happened so far — "Where has she camped?" —, a modal what might be: no state.)
 _PRESENT_TENSE = re.compile(r"\b(?:am|is|are|do|does)\b|\w'(?:s|re|m)\b", re.I)
 _YEAR = re.compile(r"\b(?:19|20)\d\d\b")
-_NOT_A_STATE = re.compile(r"\b(?:has|have|had|would|could|might|will|should|did|was|were)\b", re.I)
+_PARTICIPLE = r"(?:\w+ed|been|gone|done|seen|taken|made|read|got|gotten|become|begun|known|won|lost|left|met|bought|sold|had|written|given|eaten|driven|ridden|worn|grown|heard|felt|found|kept|told|thought|taught|brought|built|spent|sent)"
+# A perfect ("has she camped", "have I been"), a modal ("would", "might"), or the past tense: no state.
+_NOT_A_STATE = re.compile(
+    rf"\b(?:(?:has|have|had)\s+(?:\w+\s+){{0,2}}?{_PARTICIPLE}|would|could|might|will|should|did|was|were)\b", re.I
+)
 
 
 def temporal_intent(query: str) -> Intent:
