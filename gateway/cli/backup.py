@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from ..memory.index.db import index_driver
+from ..storage.files.memory.db import index_driver
 
 DIR_MODE, FILE_MODE = 0o700, 0o600
 COPY_CHUNK = 1 << 20

@@ -1,7 +1,7 @@
 """Optional re-ranking of search results: time decay and maximal marginal relevance (MMR).
 
 Functions over result dicts (`{path, score, snippet, date, …}`), pure but for `stored_vectors`, which
-reads its inputs. The memory service applies them, when `memory.search.timeDecay` /
+reads its inputs from the engine's ChunkReader. The memory service applies them, when `memory.search.timeDecay` /
 `memory.search.mmr` are on, to a candidate pool a few times larger than `k`:
 
 - **Time decay**: `score × 0.5 ** (ageDays / halfLifeDays)`. The age is `now − date` (the hit's `date`)
@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..timeutil import parse_iso
 from .index.sources import SESSIONS
-from .index.vectors import read_vectors
 from .layout import day_of
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .index.db import Database
+from .ports import ChunkReader
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 SECONDS_PER_DAY = 86_400.0
@@ -125,18 +122,10 @@ def mmr_rerank(
     return [results[i] for i in order]
 
 
-async def stored_vectors(db: "Database", results: Sequence[dict[str, Any]]) -> dict[int, np.ndarray] | None:
+async def stored_vectors(reader: ChunkReader, results: Sequence[dict[str, Any]]) -> dict[int, np.ndarray] | None:
     """Stored vectors of the results' chunks (index in `results` → vector), when there are any."""
     if not results:
         return None
-    paths = sorted({r["path"] for r in results})
-    rows = await db.fetchall(
-        f"SELECT id, path, start_line, end_line FROM chunks WHERE path IN ({','.join('?' * len(paths))})", paths
-    )
-    ids = {(r[1], int(r[2]), int(r[3])): int(r[0]) for r in rows}
-    want = {i: ids.get((r["path"], r["startLine"], r["endLine"])) for i, r in enumerate(results)}
-    cids = sorted({c for c in want.values() if c is not None})
-    if not cids:
-        return None
-    blobs = await read_vectors(db, cids)
-    return {i: np.frombuffer(blobs[c], dtype=np.float32) for i, c in want.items() if c in blobs}
+    keys = [(r["path"], int(r["startLine"]), int(r["endLine"])) for r in results]
+    vecs = await reader.vectors_at(sorted(set(keys)))
+    return {i: vecs[key] for i, key in enumerate(keys) if key in vecs} or None

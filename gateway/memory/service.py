@@ -1,5 +1,5 @@
 """The memory service the rest of the gateway uses: `MemoryService(config, agent_id, index, keyed)`,
-engine-neutral above the engine's MemoryIndex (storage/base.py; `Storage.memory(agent_id)` makes one).
+engine-neutral above the engine's MemoryIndex (memory/ports.py; `Storage.memory(agent_id)` makes one).
 
 Lifecycle: `open()` picks the embedding provider and opens the index, and in the background runs the
 on-start sync and watches the workspace's memory files; `close()` stops every background task and
@@ -27,16 +27,17 @@ import structlog
 
 from ..config import Config
 from ..errors import Invalid
-from ..storage.base import IndexContext, KeyedStore, MemoryIndex
 from ..tasks import log_failure
 from .embeddings import EmbeddingProvider, create_provider
-from .index.indexer import TRIM_AFTER_BYTES, SyncStats, trim_heap
+from .index.settings import SyncStats
+from .index.workers import TRIM_AFTER_BYTES, trim_heap
 from .index.sources import SOURCES, read_lines, resolve_readable
 from .rerank import apply_time_decay, decay_dates, mmr_rerank
 from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
 from .search.qmd import QmdBackend
 from .search.timeline import arrange
 from .notes.keyed import snippet_value
+from .ports import IndexContext, KeyedMemories, MemoryIndex
 from .search.snippets import Exclude
 from .sync import DirtyMarks, SyncOrchestrator, SyncRequest
 
@@ -53,14 +54,14 @@ POOL_SPARE = 5
 
 
 class MemoryService:
-    def __init__(self, config: Config, agent_id: str, index: MemoryIndex, keyed: KeyedStore):
+    def __init__(self, config: Config, agent_id: str, index: MemoryIndex, keyed: KeyedMemories):
         self.config = config
         self.cfg = config.memory
         self.agent_id = agent_id
         self.workspace: Path = config.agent_workspace(agent_id)  # each agent indexes its own files
         self.sessions_dir: Path = config.sessions_dir(agent_id)
         self.index = index
-        self.keyed = keyed  # memory.set & co.
+        self.keyed = keyed  # memory.set & co. (notes/service.py), reconciled before a sync indexes them
         self.provider: EmbeddingProvider | None = None
         self.provider_problem: str | None = None
         self._skipped: dict[str, int] = {}  # memory files left out for their size: path → bytes

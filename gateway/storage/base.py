@@ -4,24 +4,27 @@ Two engines implement these (storage/files/, storage/postgres/); `open_storage(c
 is the only place that chooses one. The rest of the gateway types against these Protocols only, and
 tests/contract/ runs one suite per store against both engines.
 
-Everything is async: a store that blocks (files) does its work in threads.
+Everything is async: a store that blocks (files) does its work in threads. The memory index is held to
+the memory feature's ports (memory/ports.py: MemoryIndex, and the narrow ports its pipeline writes and
+searches through), which each engine's memory package implements.
 """
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
+
+# What the memory feature asks of an engine is declared with it, in its ports (memory never imports
+# storage): named here too, as part of what an engine provides.
+from ..memory.ports import EmbeddingCacheStore as EmbeddingCacheStore
+from ..memory.ports import IndexContext as IndexContext
+from ..memory.ports import KeyedMemories, MemoryIndex
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-
     from ..errors import Unavailable
-    from ..memory.embeddings.base import EmbeddingProvider
-    from ..memory.index.indexer import SyncStats
     from ..memory.notes.keyed import Entry
-    from ..memory.search.snippets import Exclude
-    from ..memory.sync import DirtyMarks, SyncRequest
 
 # The memory service, the gateway's Services and the Cluster sit above this layer (they use the stores);
 # naming their classes here, even for type checkers only, would make an import cycle
@@ -74,7 +77,7 @@ class SessionStore(Protocol):
     async def all(self) -> dict[str, dict[str, Any]]: ...
     async def get(self, key: str) -> dict[str, Any]: ...
     async def exists(self, key: str) -> bool: ...
-    async def list(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+    async def list(self, limit: int, offset: int) -> tuple[builtins.list[dict[str, Any]], int]:
         """A page of sessions, most recently updated first, and how many there are."""
 
     async def create(
@@ -104,11 +107,11 @@ class SessionStore(Protocol):
     async def export(self, key: str) -> SessionCopy | None:
         """The session whole (metadata as `get` would answer it once the store is open), or None."""
 
-    async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> list[Imported]:
+    async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> builtins.list[Imported]:
         """Add whole sessions exactly as given (metadata, and the lines byte for byte), each whole or not
         at all; never replace or change anything there. `dry_run`: say what would happen, write nothing."""
 
-    async def strays(self) -> list[str]:
+    async def strays(self) -> builtins.list[str]:
         """Keys of transcripts here that are no session (the files engine never shows them)."""
 
     # What another gateway on the same storage changed (the cluster calls these; alone, never).
@@ -139,128 +142,15 @@ class RunLedger(Protocol):
     async def forget_session(self, session: str) -> None: ...
 
 
-class KeyedStore(Protocol):
-    """One agent's keyed memories (memory.set/get/delete/list): small named facts, one per key across
-    the categories (memory/notes/keyed.py has the rules and the file layout).
-
-    Errors: Invalid for a bad key, category or value, NotFound for a key that has no memory."""
-
-    async def find(self, key: str) -> Entry | None: ...
-    async def get(self, key: str) -> Entry: ...
-    async def set(self, key: str, value: str, category: str | None) -> tuple[Entry, bool, str | None]:
-        """Create or replace: (the entry, whether it replaced one, the category it moved from if it did)."""
-
-    async def delete(self, key: str) -> Entry: ...
-    async def list(self, category: str | None, limit: int, offset: int) -> dict[str, Any]:
-        """{"memories": [brief, …] newest first, "total": n}."""
-
-    async def reconcile(self, key: str | None = None) -> int:
-        """Bring the workspace files in line with the record before they are indexed (`key`: the one
-        another gateway changed; None: all). The number of files changed (0 where the files are the record)."""
-
-
-class EmbeddingCacheStore(Protocol):
-    """Vectors by text hash for one (provider, model): what is never embedded twice."""
-
-    async def get_many(self, hashes: list[str]) -> dict[str, np.ndarray]: ...
-    async def put_many(self, items: dict[str, np.ndarray]) -> None: ...
-
-
-@dataclass
-class IndexContext:
-    """What the memory service hands its index at open."""
-
-    provider: EmbeddingProvider
-    provider_problem: str | None  # why the configured provider is not the one in use
-    marks: DirtyMarks  # what the index lags behind the files: a rebuild or a set-aside marks everything
-    hidden: set[str]  # deleted sessions that searches leave out until a sync drops their chunks
-    resync: Callable[[str], None]  # ask for a forced sync of everything (the reason, for the log)
-
-
-class MemoryIndex(Protocol):
-    """One agent's memory index: the notes and transcripts as chunks with full text and vectors.
-
-    The memory service (memory/service.py) sits above it: triggers, sync coalescing, search backends,
-    re-ranking, status. The index does what depends on where it is kept: the writer (one sync request at
-    a time, a rebuild when the settings changed, recovery from damage), the reader (candidates from full
-    text and vectors, fused, as memory/search/searcher.py does on each engine), stored vectors for MMR,
-    counts, the embedding cache.
-    """
-
-    backend: str  # the vectors: "sqlite-vec", "numpy", "pgvector" or "none" (set by open)
-    shared: bool  # other processes write it too (PostgreSQL): `refresh` reads what they changed
-    counts: dict[str, int]  # files, chunks, vectors, missing: as of the last sync or refresh
-    last_sync_at: str | None
-    corrupt_events: list[dict[str, str]]  # indexes set aside as damaged since open (memory.status)
-
-    async def open(self, ctx: IndexContext) -> None:
-        """Open the index (its schema migrated), check its settings' signature (a changed one marks
-        everything dirty and sets `needs_rebuild`), read its counts."""
-
-    async def close(self) -> None: ...
-
-    @property
-    def needs_rebuild(self) -> bool:
-        """The settings changed: the next sync indexes everything anew (the old index answers meanwhile)."""
-
-    @property
-    def rebuilding(self) -> bool:
-        """A rebuild or recovery is pending or under way (memory.status `rebuilding`)."""
-
-    @property
-    def degraded(self) -> str | None:
-        """Why searches cannot reach the index now (it is being replaced after damage), else None."""
-
-    @property
-    def recovering(self) -> bool:
-        """A damaged index is being rebuilt: searches answer from what is there, saying so."""
-
-    async def sync(self, req: SyncRequest, progress: Any) -> SyncStats:
-        """Run one sync request (a rebuild instead when one is due): the writer, one at a time."""
-
-    async def forget_session(self, session_key: str, busy: bool) -> bool:
-        """Drop a deleted session's chunks now; False when that must wait for a sync (`busy`: one is
-        running), which the caller then queues."""
-
-    async def search(
-        self,
-        query: str,
-        *,
-        k: int,
-        min_score: float,
-        sources: tuple[str, ...],
-        session_key: str | None,
-        mode: str,
-        exclude: Exclude | None = None,
-        spare: int = 0,
-    ) -> dict[str, Any]:
-        """The built-in search backend's answer (memory.search's shape): the best k, plus up to `spare`
-        more after them, ranked as for k (the memory service's room to fold repeats into one)."""
-
-    async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
-        """The results' stored vectors (index in `results` → vector) for MMR; None without vectors."""
-
-    async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:
-        """Files and chunks by source, embedding cache entries, stored vector dims (0: none)."""
-
-    def status(self) -> dict[str, Any]:
-        """memory.status's engine-specific parts: `vector` (available, matrix, ann), `fts`, and an
-        `error` when the vectors cannot be used."""
-
-    def embedding_cache(self, provider: str, model: str, max_entries: int) -> EmbeddingCacheStore:
-        """The cache, for vectors embedded outside a sync (images)."""
-
-    async def warm(self) -> None:
-        """Load what searches need ahead of the first one (the vector matrix, the ANN graph)."""
-
-    async def refresh(self) -> None:
-        """Bring `counts` up to date where another process may change the index."""
+class KeyedStore(KeyedMemories, Protocol):
+    """One agent's keyed memories: what the memory feature asks of them (memory/ports.py's KeyedMemories:
+    find, get, set, delete, list, reconcile), and whole entries in and out for `jarvis migrate`."""
 
     # Whole entries in and out (`jarvis migrate`).
-    async def entries(self) -> list[Entry]:
+    async def entries(self) -> builtins.list[Entry]:
         """Every keyed memory, whole."""
 
-    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> list[Imported]:
+    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> builtins.list[Imported]:
         """Add keyed memories exactly as given (category, value, created, updated) under keys that are
         free here; never replace or change one. `dry_run`: say what would happen, write nothing."""
 

@@ -1,4 +1,4 @@
-"""IndexBase: what both engines' memory indexes (files/memory.py, postgres/memory.py) share.
+"""IndexBase: what both engines' memory indexes (files/memory/index.py, postgres/memory/index.py) share.
 
 The settings an index is built with and their signature, the check of a stored signature, the state
 the memory service reads (`counts`, `needs_rebuild`, …) and the step after each sync. Each engine gives
@@ -14,11 +14,11 @@ import structlog
 
 from ..config import Config
 from ..memory.embeddings import EmbeddingProvider
-from ..memory.index.indexer import IndexSettings, SyncStats
+from ..memory.index.settings import IndexSettings, SyncStats
+from ..memory.ports import IndexContext
 from ..memory.search.searcher import Searcher
 from ..memory.signature import index_signature, same_embeddings
 from ..memory.sync import DirtyMarks
-from .base import IndexContext
 
 log = structlog.get_logger("gateway.memory")
 

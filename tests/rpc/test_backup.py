@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from gateway.cli.backup import BackupError, backup_state
-from gateway.memory.index.db import index_driver
+from gateway.storage.files.memory.db import index_driver
 from tests.helpers import ROOT, GatewayProcess, connect_client, make_config
 
 

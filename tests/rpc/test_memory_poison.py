@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gateway.memory.index.db import Database, pick_driver
+from gateway.storage.files.memory.db import Database, pick_driver
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import RunningGateway
 from tests.rpc.test_memory_scan import write_notes

@@ -23,7 +23,6 @@ from gateway.memory.index.chunking import chunk_markdown, chunk_transcript
 from gateway.memory.service import MemoryService
 from gateway.storage.files.engine import FilesStorage
 from gateway.memory.search.query import fts_query, query_terms
-from gateway.memory.search.searcher import Searcher
 from gateway.registry import CallContext, registry
 from gateway.sessions.transcript import append_sync, header, message_record
 from tests.fake_openai import FakeOpenAI
@@ -610,7 +609,8 @@ def test_cli_commands_print_method_results(tmp_path, capsys):
 
 
 async def test_common_words_are_skipped_on_big_indexes(tmp_path, open_manager, monkeypatch):
-    from gateway.memory.search import searcher as search_mod
+    from gateway.memory.search import pruning
+    from gateway.storage.files.memory.fulltext import Fts5Search
 
     cfg = make_cfg(tmp_path)
     for i in range(40):
@@ -618,32 +618,32 @@ async def test_common_words_are_skipped_on_big_indexes(tmp_path, open_manager, m
     write(cfg.workspace_dir / "memory" / "rare.md", "Weekly meeting about the zeppelin budget.\n")
     m = await open_manager(cfg)
     await m.sync()
-    s = m.index.searcher
+    s = m.index.searcher.text  # the FTS5 full text
+    total = m.index.searcher.total_chunks
     terms = query_terms("weekly meeting zeppelin")
-    assert await s.prune_common(terms) == terms  # a small index searches every word
-    monkeypatch.setattr(search_mod, "PRUNE_MIN_CHUNKS", 10)  # as if this index were big
-    assert await s.prune_common(terms) == ["zeppelin"]  # rarest first, within the postings budget
+    assert await s.prune_common(terms, total) == terms  # a small index searches every word
+    monkeypatch.setattr(pruning, "PRUNE_MIN_CHUNKS", 10)  # as if this index were big
+    assert await s.prune_common(terms, total) == ["zeppelin"]  # rarest first, within the postings budget
     res = await m.search("weekly meeting zeppelin", mode="fts")
     assert paths(res)[0] == "memory/rare.md"
-    assert await s.prune_common(["weekly", "meeting"]) in (["weekly"], ["meeting"])  # the rarest always stays
+    assert await s.prune_common(["weekly", "meeting"], total) in (["weekly"], ["meeting"])  # the rarest always stays
     # A word in no chunk finds nothing: it never stands in for the rarest word that does occur.
-    assert await s.prune_common(["weekly", "meeting", "xylophonic"]) in (
+    assert await s.prune_common(["weekly", "meeting", "xylophonic"], total) in (
         ["weekly", "xylophonic"],
         ["meeting", "xylophonic"],
     )
-    # A new Searcher on the same connection (as after the first sync that stores vectors) may answer
+    # A new search on the same connection (as after the first sync that stores vectors) may answer
     # beside the old one: they share the connection's scratch table, and must not read each other's words.
-    s2 = Searcher(s.db, s.provider, s.opts, None, None)
-    s2.total_chunks = s.total_chunks
+    s2 = Fts5Search(s.db, s.tokenizer, s.context_weight)
     other = query_terms("budget notes week")
-    want = [await s.prune_common(terms), await s2.prune_common(other)]
+    want = [await s.prune_common(terms, total), await s2.prune_common(other, total)]
     assert want[0] == ["zeppelin"] and want[1] != want[0]
     for _ in range(5):
-        assert await asyncio.gather(s.prune_common(terms), s2.prune_common(other)) == want
+        assert await asyncio.gather(s.prune_common(terms, total), s2.prune_common(other, total)) == want
 
 
 async def test_insert_rows_keeps_every_value_exact(tmp_path):
-    from gateway.memory.index.db import Database, pick_driver
+    from gateway.storage.files.memory.db import Database, pick_driver
 
     db = await Database(tmp_path / "t.db", pick_driver(), use_vec=False).open()
     try:
@@ -680,7 +680,7 @@ def test_search_options_and_index_settings_have_no_defaults_of_their_own():
     import dataclasses
 
     from gateway.config import load_config
-    from gateway.memory.index.indexer import IndexSettings
+    from gateway.memory.index.settings import IndexSettings
     from gateway.memory.search.searcher import SearchOptions
 
     for cls in (SearchOptions, IndexSettings):
@@ -770,8 +770,8 @@ async def test_two_indexers_racing_on_a_new_file_store_its_chunks_once(tmp_path,
 async def test_chunk_identity_migration_drops_duplicates(tmp_path):
     """An index that a race left with duplicated chunks: migration 010 keeps one of each (with its
     full-text and vector rows) and makes the identity unique, so no race can duplicate it again."""
-    from gateway.memory.index.db import Database, index_driver
-    from gateway.storage.files.migrations import MIGRATIONS, SchemaParams, ensure_vector_table, migrate
+    from gateway.storage.files.memory.db import Database, index_driver
+    from gateway.storage.files.memory.migrations import MIGRATIONS, SchemaParams, ensure_vector_table, migrate
 
     db = await Database(tmp_path / "m.sqlite", index_driver("numpy"), use_vec=False).open()
     try:
@@ -824,8 +824,8 @@ async def test_closing_while_the_vector_matrix_loads_is_quiet(tmp_path, monkeypa
     on the closed connection (issue 23: memory_vector_matrix_load_failed ... Connection closed)."""
     import structlog.testing
 
-    from gateway.memory.index import vectors as vectors_mod
-    from gateway.memory.index.db import index_driver
+    from gateway.storage.files.memory import vectors as vectors_mod
+    from gateway.storage.files.memory.db import index_driver
 
     if not index_driver("auto").vec:
         pytest.skip("sqlite-vec is not available here")
@@ -850,7 +850,7 @@ async def test_a_refused_rebuild_keeps_the_index_users_lock(tmp_path):
     still count as a user, or the other one's rebuild would swap the file under its connections.
     (A flock upgrade that is refused drops the shared lock: that was the bug.)"""
     from gateway.errors import Conflict
-    from gateway.storage.files.rebuild import IndexUsers
+    from gateway.storage.files.memory.rebuild import IndexUsers
 
     gateway, cli = IndexUsers(tmp_path / "m.sqlite", "main"), IndexUsers(tmp_path / "m.sqlite", "main")
     await gateway.hold()
@@ -874,7 +874,7 @@ async def test_a_refused_rebuild_keeps_the_index_users_lock(tmp_path):
 async def test_a_damaged_index_is_set_aside_only_when_no_other_process_has_it_open(tmp_path):
     """SQLite names a database's WAL by the path it opened: a process closing the moved-aside file last
     would delete the WAL of the new index at that path. So the set-aside waits for the others to go."""
-    from gateway.storage.files.rebuild import IndexUsers
+    from gateway.storage.files.memory.rebuild import IndexUsers
 
     cfg = make_cfg(tmp_path, **{"memory.embeddings.provider": "none"})
     write(cfg.workspace_dir / "MEMORY.md", "# Facts\n\nThe harbour lamp is violet.\n")

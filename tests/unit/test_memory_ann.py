@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gateway.memory.index.ann import AnnIndex
-from gateway.memory.index.db import Database, pick_driver
-from gateway.storage.files.migrations import SchemaParams, ensure_vector_table, migrate
-from gateway.memory.index.vectors import VectorStore
+from gateway.storage.files.memory.ann import AnnIndex
+from gateway.storage.files.memory.db import Database, pick_driver
+from gateway.storage.files.memory.migrations import SchemaParams, ensure_vector_table, migrate
+from gateway.storage.files.memory.vectors import VectorStore
 
 DIMS = 256
 N = 12_000

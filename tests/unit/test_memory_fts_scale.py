@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.memory.search import searcher as search_mod
+from gateway.memory.search import pruning
 from gateway.memory.search.query import query_terms
 from gateway.storage.files.engine import FilesStorage
 from tests.unit.test_memory import make_cfg, paths, write
@@ -14,7 +14,7 @@ from tests.unit.test_memory import make_cfg, paths, write
 @pytest.fixture
 async def manager(tmp_path, monkeypatch, open_manager):
     """A MemoryService with no embedding model, whose index counts as big (common words are pruned)."""
-    monkeypatch.setattr(search_mod, "PRUNE_MIN_CHUNKS", 10)
+    monkeypatch.setattr(pruning, "PRUNE_MIN_CHUNKS", 10)
     return await open_manager(make_cfg(tmp_path, **{"memory.embeddings.provider": "none"}))
 
 
@@ -28,10 +28,11 @@ async def test_word_counts_are_kept_until_the_index_changes(manager):
     terms = query_terms("weekly meeting zeppelin")
     res = await m.search("weekly meeting zeppelin", mode="fts")
     assert paths(res)[0] == "memory/rare.md"
-    s = m.index.searcher
+    s = m.index.searcher.text  # the FTS5 full text: it keeps the words' counts
+    total = m.index.searcher.total_chunks
     gen = m.index._generation
     assert s._counts_generation == gen and set(s._counts) == set(terms)
-    assert await s.prune_common(terms, gen) == ["zeppelin"]
+    assert await s.prune_common(terms, total, gen) == ["zeppelin"]
 
     # Zeppelins everywhere now: the next search counts again, and "weekly" is the rarest word.
     for i in range(60):
@@ -42,12 +43,13 @@ async def test_word_counts_are_kept_until_the_index_changes(manager):
     for i in range(40):
         (ws / "memory" / f"c{i}.md").write_text(f"Monthly notes {i}.\n")
     await m.sync()
-    assert await s.prune_common(["weekly", "zeppelin"], m.index._generation) == ["weekly"]
+    total = m.index.searcher.total_chunks
+    assert await s.prune_common(["weekly", "zeppelin"], total, m.index._generation) == ["weekly"]
     assert s._counts_generation == m.index._generation
     res = await m.search("weekly zeppelin", mode="fts")
     assert paths(res)[0] == "memory/rare.md"
     # Without a generation nothing is kept (a caller that cannot tell when the index changes).
-    assert await s.prune_common(["weekly", "zeppelin"]) == ["weekly"] and s._counts == {}
+    assert await s.prune_common(["weekly", "zeppelin"], total) == ["weekly"] and s._counts == {}
 
 
 async def test_vector_reads_do_not_wait_behind_full_text(tmp_path):
@@ -65,8 +67,12 @@ async def test_vector_reads_do_not_wait_behind_full_text(tmp_path):
     try:
         await m.sync()
         await m.warm()
-        vectors = m.index.searcher.vectors
-        assert vectors.db is not m.index.reader and vectors.db is m.index.vector_reader
+        vectors = m.index.vectors
+        assert (
+            vectors is m.index.searcher.vectors
+            and vectors.db is not m.index.reader
+            and vectors.db is m.index.vector_reader
+        )
         q = await m.index.searcher.embed_query("bread baking")
         # About a second of work on the search connection's thread (a full-text query on a huge index).
         slow = asyncio.ensure_future(

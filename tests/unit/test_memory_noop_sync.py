@@ -198,9 +198,9 @@ async def test_the_index_is_compared_a_window_of_rows_at_a_time(tmp_path, open_m
     """The files table is read for the comparison a window of rowids at a time (2^17; here 4, so that
     thirty notes and three transcripts span many windows, some of them empty after deletes): every file
     is still compared, by source, by session, and what is gone is found."""
-    from gateway.memory.index import indexer
+    from gateway.storage.files.memory import store
 
-    monkeypatch.setattr(indexer, "_WINDOW", 4)
+    monkeypatch.setattr(store, "WINDOW", 4)
     m = await open_manager(make_cfg(tmp_path, **{"memory.embeddings.provider": "none"}))
     cfg = m.config
     notes = [write(cfg.workspace_dir / "memory" / f"n{i:02d}.md", f"Note {i} about plums.\n") for i in range(30)]

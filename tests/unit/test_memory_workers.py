@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from gateway.config import load_config
-from gateway.memory.index.db import connect_sync, pick_driver
-from gateway.memory.index.indexer import PROCESS_MIN_FILES
+from gateway.storage.files.memory.db import connect_sync, pick_driver
+from gateway.memory.index.pipeline import PROCESS_MIN_FILES
 from gateway.storage.files.engine import FilesStorage
 from gateway.sessions.transcript import append_sync, header, message_record
 
@@ -150,10 +150,10 @@ async def test_a_worker_killed_mid_result_breaks_the_pool_instead_of_hanging():
 
     import pytest
 
-    from gateway.memory.index.indexer import _watched
+    from gateway.memory.index.workers import watched
 
     pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
     fut = asyncio.get_running_loop().run_in_executor(pool, _half_a_result)
     with pytest.raises(BrokenProcessPool):
-        await asyncio.wait_for(_watched(pool, fut), 30)
+        await asyncio.wait_for(watched(pool, fut), 30)
     await asyncio.wait_for(asyncio.to_thread(pool.shutdown, True), 30)  # its manager thread is not stuck

@@ -10,6 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import structlog
+
+log = structlog.get_logger("gateway.memory")
 
 
 class EmbeddingError(RuntimeError):
@@ -98,3 +101,12 @@ def normalise(vectors: Any, who: str = "the embedding provider") -> np.ndarray:
     """Rows of unit length; raises EmbeddingError (check_vectors) for NaN, infinite or zero rows."""
     v = check_vectors(vectors, who, 1 if isinstance(vectors, np.ndarray) and vectors.ndim == 1 else len(vectors))
     return np.ascontiguousarray(v / np.linalg.norm(v, axis=1, keepdims=True), dtype=np.float32)
+
+
+def drop_unusable(found: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Cached vectors less the unusable ones (NaN, infinite, all zeros: cached before providers' answers
+    were checked): those texts are embedded again and their entries replaced."""
+    good = {h: v for h, v in found.items() if np.isfinite(v).all() and v.any()}
+    if len(good) < len(found):
+        log.warning("memory_embedding_cache_unusable", dropped=len(found) - len(good))
+    return good

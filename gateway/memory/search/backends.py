@@ -1,6 +1,6 @@
 """Retrieval backends behind `MemoryService.search`, chosen by `memory.backend.kind`.
 
-- `builtin` (default): the SQLite index of this package (FTS5 + vectors, see searcher.py).
+- `builtin` (default): the engine's index (full text + vectors, see searcher.py).
 - `qmd`: the `qmd` command-line search tool (qmd.py) for the memory files, composed as
   `FallbackBackend(primary=qmd, fallback=builtin)`: bounded retries with linear backoff, and a circuit
   breaker — after `breakerFailures` consecutive failed searches the circuit opens for

@@ -1,16 +1,16 @@
-"""The search itself: full-text and vector candidates from one read connection, fused and re-ranked.
+"""The search itself: full-text and vector candidates from the engine's index, fused and re-ranked.
 
-Full text goes through query.py's terms; vector search is the query's embedding against `chunks_vec`
-(cosine), with the same source / session filter; fusion.py merges both lists; snippets.py scores the
-segments of the best candidates (the re-rank) and cuts their snippets.
+Full text goes through query.py's terms to the engine's FullText (FTS5's BM25, or PostgreSQL's
+ts_rank_cd weighted alike); vector search is the query's embedding against its VectorSearch (cosine),
+with the same source / session filter; fusion.py merges both lists; snippets.py scores the segments of
+the best candidates (the re-rank) and cuts their snippets from the rows the ChunkReader gives.
 """
 
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -20,20 +20,14 @@ import orjson
 from ...timeutil import to_iso
 from ..embeddings import EmbeddingError, EmbeddingProvider
 from ..embeddings.base import check_vectors, provider_name
-from ..index.db import Database
-from ..index.vectors import VectorStore
-from ...storage.files.migrations import TOKENIZERS
+from ..ports import ChunkReader, FullText, VectorSearch
 from .fusion import Candidate, fuse, shared_ranks, single_list_scores, spread_over_files
-from .query import answer_type_terms, fts_query, is_cjk, query_terms
+from .query import answer_type_terms, query_terms
 from .related import RELATED_LIST_WEIGHT, RELATED_WEIGHT, related_terms
 from .snippets import EchoTest, Exclude, SnippetContext, only_asks, score_segment, segments, snippet
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...config import SearchConfig
-
-POSTINGS_BUDGET = 0.05  # of all chunks; see Searcher.prune_common
-PRUNE_MIN_CHUNKS = 20_000
-COUNTS_CACHED = 8192  # words whose document counts a Searcher keeps (per index generation)
 
 
 @dataclass(frozen=True)
@@ -85,18 +79,6 @@ class SearchOptions:
         )
 
 
-@dataclass
-class _Scratch:
-    """A connection's scratch FTS5 table for tokenising query words. It belongs to the connection, and
-    a new Searcher may start on it while an old one still answers, so they share its lock."""
-
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    ready: bool = False
-
-
-_SCRATCH: weakref.WeakKeyDictionary[Database, _Scratch] = weakref.WeakKeyDictionary()
-
-
 def chunk_date(date: str | None, mtime_ns: int | None) -> str | None:
     """A hit's date: when its chunk was said, else its file's modification time."""
     if date:
@@ -106,45 +88,27 @@ def chunk_date(date: str | None, mtime_ns: int | None) -> str | None:
     return None
 
 
-def rarest_within_budget(doc_counts: Sequence[int], total: int) -> list[int]:
-    """The words to search (indexes into `doc_counts`, in order): rarest first while the sum of their
-    document counts stays within POSTINGS_BUDGET of all `total` chunks; the rarest word that occurs at
-    all always (a word in no chunk costs nothing and finds nothing, so it never uses up the choice)."""
-    budget = POSTINGS_BUDGET * total
-    keep: set[int] = set()
-    used = 0
-    for i in sorted(range(len(doc_counts)), key=lambda i: doc_counts[i]):
-        if used and used + doc_counts[i] > budget:
-            break
-        keep.add(i)
-        used += doc_counts[i]
-    return sorted(keep)
-
-
 class Searcher:
-    """Answers searches from one (read) connection. `vectors` is None when vectors cannot be used, and
-    `vector_problem` then says why (reported as `degraded`). Chunks of `hidden_sessions` (deleted
-    sessions a sync has yet to drop; the set is the caller's and may change) are left out."""
+    """Answers searches over one engine's index: its full text (FullText), its vectors (VectorSearch, None
+    when vectors cannot be used, and `vector_problem` then says why, reported as `degraded`) and its
+    chunk rows (ChunkReader). Chunks of `hidden_sessions` (deleted sessions a sync has yet to drop; the
+    set is the caller's and may change) are left out. The same class on every engine: never subclassed."""
 
     def __init__(
         self,
-        db: Database,
+        text: FullText,
+        rows: ChunkReader,
         provider: EmbeddingProvider,
         opts: SearchOptions,
-        vectors: VectorStore | None,
+        vectors: VectorSearch | None,
         vector_problem: str | None,
         hidden_sessions: set[str] | None = None,
     ):
-        self.db, self.provider, self.opts = db, provider, opts
+        self.text, self.rows, self.provider, self.opts = text, rows, provider, opts
         self.vectors, self.vector_problem = vectors, vector_problem
         self.hidden_sessions = hidden_sessions if hidden_sessions is not None else set()
         self._qcache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._scratch = _SCRATCH.setdefault(db, _Scratch())
-        self.total_chunks = 0  # kept current by the manager; enables common-term pruning on big indexes
-        # Query word → (how many tokens the FTS tokenizer makes of it, their summed document counts), for
-        # the index generation `_counts_generation` (prune_common).
-        self._counts: dict[str, tuple[int, int]] = {}
-        self._counts_generation: str | None = None
+        self.total_chunks = 0  # kept current by the index; enables common-term pruning on big indexes
         self.generation: str | None = None  # the index generation the latest search was given
 
     async def embed_query(self, text: str) -> np.ndarray:
@@ -158,117 +122,12 @@ class Searcher:
             self._qcache.popitem(last=False)
         return v
 
-    async def _token_counts(self, terms: Sequence[str]) -> tuple[list[list[str]], dict[str, int]]:
-        """How the FTS tokenizer indexes each term (porter: its stem), and in how many chunks each of
-        those tokens is: the terms go through a scratch FTS5 table. Two statements (each is a trip to
-        the SQLite thread, which a concurrent vector search makes slower)."""
-        scratch = self._scratch
-        async with scratch.lock:
-            if not scratch.ready:
-                tok = TOKENIZERS[self.opts.tokenizer]
-                await self.db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_fts USING fts5(x, tokenize='{tok}')")
-                await self.db.execute(
-                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_vocab USING fts5vocab(temp, q_fts, 'instance')"
-                )
-                scratch.ready = True
-            # Rows 1..n are this search's terms (rows past n are an earlier, longer search's: ignored).
-            await self.db.execute(
-                "INSERT OR REPLACE INTO temp.q_fts(rowid, x) SELECT key + 1, value FROM json_each(?)",
-                (orjson.dumps(list(terms)).decode(),),
-            )
-            rows = await self.db.fetchall(
-                "SELECT v.doc, v.term, (SELECT r.doc FROM chunks_fts_rows r WHERE r.term = v.term) "
-                "FROM temp.q_vocab v WHERE v.doc <= ?",
-                (len(terms),),
-            )
-        toks: list[list[str]] = [[] for _ in terms]
-        df: dict[str, int] = {}
-        for doc, term, count in rows:
-            toks[int(doc) - 1].append(term)
-            df[term] = int(count or 0)
-        return toks, df
-
-    async def prune_common(self, terms: Sequence[str], generation: str | None = None) -> list[str]:
-        """On a big index, search the rarest words and skip common ones beyond a postings budget.
-
-        FTS5 scores every chunk that matches any OR-ed word, so a search costs about the sum of its
-        words' document counts. Words are taken rarest first while that sum stays within
-        POSTINGS_BUDGET of all chunks (the rarest always). Skipped words have the lowest IDF, so
-        they would have moved the ranking least; they still count in the re-ranking of the candidates
-        and in the vector search.
-
-        Counting a word's documents walks its whole postings list (fts5vocab), so the common words cost
-        the most to count: with the index's `generation`, the counts are kept until it changes (at 354k
-        chunks a search's words took ~2–3 ms to count, most of it for the words then skipped)."""
-        total = self.total_chunks
-        if self.opts.tokenizer == "trigram" or len(terms) < 2 or total < PRUNE_MIN_CHUNKS:
-            return list(terms)
-        if generation is None or generation != self._counts_generation or len(self._counts) > COUNTS_CACHED:
-            self._counts.clear()
-            self._counts_generation = generation
-        have = {t: self._counts[t] for t in terms if t in self._counts}
-        todo = [t for t in terms if t not in have]
-        if todo:
-            toks, df = await self._token_counts(todo)
-            fresh = {t: (len(ts), sum(df[x] for x in ts)) for t, ts in zip(todo, toks)}
-            have.update(fresh)
-            if generation is not None and self._counts_generation == generation:  # (not if it changed meanwhile)
-                self._counts.update(fresh)
-        counts = [have[t] for t in terms]
-        if not any(n for n, _ in counts):
-            return list(terms)  # no word the tokenizer keeps: nothing to choose between
-        return [terms[i] for i in rarest_within_budget([c for _, c in counts], total)]
-
     async def fts(
         self, terms: Sequence[str], n: int, sources: tuple[str, ...], session_key: str | None
     ) -> list[tuple[int, float]]:
-        terms = await self.prune_common(terms, self.generation)
-        expr = fts_query(terms, self.opts.tokenizer)
-        if expr is None:
-            return []
-        where, params = ["chunks_fts MATCH ?"], [expr]
-        if len(sources) == 1:
-            where.append("c.source = ?")
-            params.append(sources[0])
-        if session_key is not None:
-            where.append("(c.source = 'memory' OR c.session_key = ?)")
-            params.append(session_key)
-        if len(where) == 1:  # no filter: no join (joining looks up every match, ~4x slower on big indexes)
-            sql = "SELECT rowid, bm25(chunks_fts, 1.0, ?) AS r FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY r LIMIT ?"
-        else:
-            sql = (
-                "SELECT f.rowid, bm25(chunks_fts, 1.0, ?) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
-                f"WHERE {' AND '.join(where)} ORDER BY r LIMIT ?"
-            )
-        rows = await self.db.fetchall(sql, (float(self.opts.context_weight), *params, int(n)))
-        hits = [(int(r[0]), float(r[1])) for r in rows]
-        if self.opts.tokenizer == "trigram" and len(hits) < n:
-            hits += await self._cjk_bigrams(
-                terms, n - len(hits), {h[0] for h in hits}, where[1:], params[1:], hits[-1][1] if hits else -1.0
-            )
-        return hits
-
-    async def _cjk_bigrams(
-        self, terms: Sequence[str], n: int, seen: set[int], where: list[str], params: list[Any], floor: float
-    ) -> list[tuple[int, float]]:
-        """Trigrams cannot match two-character CJK words; find those with LIKE (a scan), ranked below
-        every trigram hit by how many of the query's bigrams they contain."""
-        grams = sorted({t[i : i + 2] for t in terms if is_cjk(t) for i in range(len(t) - 1)})[:16]
-        if not grams:
-            return []
-        likes = " OR ".join("c.text LIKE ?" for _ in grams)
-        rows = await self.db.fetchall(
-            f"SELECT c.id, c.text FROM chunks c WHERE ({likes})" + "".join(f" AND {w}" for w in where) + " LIMIT ?",
-            (*[f"%{g}%" for g in grams], *params, 500),
+        return await self.text.search(
+            terms, n, sources, session_key, generation=self.generation, total=self.total_chunks
         )
-        scored = []
-        for cid, text in rows:
-            if cid in seen:
-                continue
-            matched = sum(1 for g in grams if g in text)
-            scored.append((int(cid), floor * matched / (len(grams) + 1)))
-        scored.sort(key=lambda r: r[1])
-        return scored[:n]
 
     async def search(
         self,
@@ -378,16 +237,6 @@ class Searcher:
             out["degraded"] = "; ".join(degraded)
         return out
 
-    async def _chunk_rows(self, ids: list[int]) -> list[tuple]:
-        """The chunk rows of these ids (those still present): (id, path, source, session_key, start_line,
-        end_line, text, spans, context, date, the file's mtime_ns)."""
-        return await self.db.fetchall(
-            "SELECT c.id, c.path, c.source, c.session_key, c.start_line, c.end_line, c.text, c.spans, c.context, "
-            "c.date, f.mtime_ns FROM chunks c LEFT JOIN files f ON f.path = c.path "
-            f"WHERE c.id IN ({','.join('?' * len(ids))})",
-            ids,
-        )
-
     async def _materialise(
         self,
         cands: list[Candidate],
@@ -405,7 +254,7 @@ class Searcher:
         # The pool to re-rank (and a few spare in case rows vanished since the candidates were listed).
         pool = cands[: max(k * 3, 20)] if rerank and self.opts.segment_weight > 0 else cands[: k * 2]
         if pool:
-            for r in await self._chunk_rows([c.id for c in pool]):
+            for r in await self.rows.chunk_rows([c.id for c in pool]):
                 rows[int(r[0])] = r
         hidden = self.hidden_sessions
         live = [(c, rows[c.id]) for c in pool if c.id in rows and not (hidden and rows[c.id][3] in hidden)]

@@ -5,9 +5,9 @@ db.py        the pool, the schema and its migrations (the memory index's too), i
 sessions.py  SessionStore: sessions and transcript rows, a local mirror file per transcript
 ledger.py    RunLedger: active runs and idempotency keys
 keyed.py     KeyedStore: keyed memories as rows, the workspace files a mirror
-memory.py    MemoryIndex: one index per agent shared by every gateway (no file, no swap: a changed
-             signature resets the agent's rows, under its advisory lock)
-memindex.py  its parts: PgIndexer, PgSearcher, PgVectorStore (pgvector), PgEmbeddingCache
+memory/      MemoryIndex: one index per agent shared by every gateway (no file, no swap: a changed
+             signature resets the agent's rows, under its advisory lock), and the ports the memory
+             pipeline writes and searches through (memory/ports.py), in PostgreSQL's SQL
 """
 
 from .db import MIGRATIONS, Postgres, create_database, lock_key, migrate, redact

@@ -11,7 +11,8 @@ Tables (named, ordered migrations, recorded in `jarvis_migrations` like the SQLi
     runs               (agent_id, session_key) → run_id, instance_id: the one active run per session
     event_payloads     notification payloads too big for NOTIFY (8000 bytes), kept a minute
     memory_*           each agent's memory index: files, chunks (tsvector), meta, embedding cache, and
-                       vectors (pgvector); see gateway/storage/postgres/memindex.py
+                       vectors (pgvector: VECTOR_MIGRATIONS, applied where the server has it, and an
+                       HNSW index per dimension count); see gateway/storage/postgres/memory/
     keyed_memories     (agent_id, key) → category, value, created, updated, deleted, version: memory.set and
                        friends; the workspace files are each gateway's mirror (storage/postgres/keyed.py)
 
@@ -99,9 +100,9 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
     """,
     ),
-    # The memory index shared by every gateway (gateway/storage/postgres/memindex.py). Vectors live in
-    # `memory_vectors`, made with the `vector` extension when a gateway first needs it (memindex.py), so
-    # that a server without pgvector still serves sessions and full-text search.
+    # The memory index shared by every gateway (gateway/storage/postgres/memory/). Vectors live in
+    # `memory_vectors`, made with the `vector` extension when a gateway first needs it (VECTOR_MIGRATIONS),
+    # so that a server without pgvector still serves sessions and full-text search.
     (
         "0003_memory_index",
         """
@@ -202,6 +203,30 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 
+# What needs the `vector` extension (pgvector), which a server may lack: applied when an agent's memory
+# index first opens with embeddings on (`migrate_vectors`) and recorded like the others; a server without
+# pgvector leaves it pending and searches full text only. (Databases whose table an older version made
+# outside the migrations record it on their next open: every statement is IF NOT EXISTS.)
+VECTOR_MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0008_memory_vectors",
+        """
+        CREATE EXTENSION IF NOT EXISTS vector;
+        CREATE TABLE IF NOT EXISTS memory_vectors (
+            chunk_id bigint PRIMARY KEY REFERENCES memory_chunks(id) ON DELETE CASCADE,
+            agent_id text NOT NULL,
+            source text NOT NULL,
+            session_key text,
+            dims integer NOT NULL,
+            embedding vector NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS memory_vectors_by_agent ON memory_vectors (agent_id, dims);
+    """,
+    ),
+]
+HNSW_MAX_DIMS = 2000  # HNSW's limit for `vector`; larger ones are searched exactly
+
+
 def lock_key(name: str) -> int:
     """A signed 64-bit advisory lock key for a name."""
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
@@ -257,6 +282,63 @@ async def migrate(conn: asyncpg.Connection) -> list[str]:
             await conn.execute("INSERT INTO jarvis_migrations(name) VALUES ($1)", name)
             applied.append(name)
     return applied
+
+
+async def migrate_vectors(pool: asyncpg.Pool) -> str | None:
+    """Apply VECTOR_MIGRATIONS not yet recorded; None when vectors can be stored, else why not."""
+    names = [name for name, _ in VECTOR_MIGRATIONS]
+    try:
+        async with pool.acquire() as conn:
+            done = await conn.fetchval("SELECT count(*) FROM jarvis_migrations WHERE name = ANY($1::text[])", names)
+            if done == len(names):
+                return None
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:migrations"))
+                applied = {r["name"] for r in await conn.fetch("SELECT name FROM jarvis_migrations")}
+                for name, sql in VECTOR_MIGRATIONS:
+                    if name not in applied:
+                        await conn.execute(sql)
+                        await conn.execute("INSERT INTO jarvis_migrations(name) VALUES ($1)", name)
+    except asyncpg.PostgresError as exc:
+        return f"pgvector is not available on the database server ({exc}); full-text search only"
+    return None
+
+
+def dims_index(dims: int) -> str:
+    return f"memory_vectors_hnsw_{int(dims)}"
+
+
+async def ensure_dims_index(conn: asyncpg.Connection, dims: int, bulk: bool = False) -> None:
+    """The HNSW cosine index for vectors of `dims` dimensions, the one schema object made per dimension
+    count, when such vectors are first stored (an expression index: a `vector` column without a fixed size
+    cannot have one). `bulk`: built over many rows, with more memory for the build (the graph fits, no
+    spilling)."""
+    if not 0 < dims <= HNSW_MAX_DIMS:
+        return
+    # Already there (the usual case, at every agent's open): no wait on the schema lock, which another
+    # gateway's index build may hold for minutes.
+    if await conn.fetchval(f"SELECT to_regclass('{dims_index(dims)}') IS NOT NULL"):
+        return
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:memory-schema"))
+        if bulk:
+            await conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
+        await conn.execute(
+            f"CREATE INDEX IF NOT EXISTS {dims_index(dims)} ON memory_vectors "
+            f"USING hnsw ((embedding::vector({int(dims)})) vector_cosine_ops) WHERE dims = {int(dims)}"
+        )
+
+
+async def drop_dims_index_for_load(conn: asyncpg.Connection, dims: int) -> bool:
+    """Before a first bulk load of `dims`-d vectors (none stored yet, by any agent): drop their HNSW index,
+    for `ensure_dims_index(bulk=True)` to build over the loaded rows. False (nothing dropped) when such
+    vectors are stored already."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:memory-schema"))
+        if await conn.fetchval("SELECT 1 FROM memory_vectors WHERE dims = $1 LIMIT 1", dims):
+            return False
+        await conn.execute(f"DROP INDEX IF EXISTS {dims_index(dims)}")
+    return True
 
 
 async def pending(conn: asyncpg.Connection) -> list[str]:

@@ -229,7 +229,7 @@ async def test_syncs_of_one_agent_through_both_gateways_take_turns(start_gateway
         assert dupes == 0 and chunks == vectors > 0 and files == 32 and hnsw == 1
         mem = a.gw.services.memory  # the upkeep after a large sync (200+ files) runs as the owner
         async with mem.index.pool.acquire() as conn:
-            await mem.index.indexer._maintain(conn)
+            await mem.index.store.maintain(conn)
             assert (
                 await conn.fetchval("SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'memory_vectors'")
                 is not None
@@ -272,7 +272,7 @@ async def test_new_embedding_settings_rebuild_the_shared_index(start_gateway, po
 async def test_a_delete_while_a_sync_holds_the_agent_is_hidden_then_dropped(start_gateway, postgres_url, tmp_path):
     import asyncpg
 
-    from gateway.storage.postgres.memindex import agent_lock
+    from gateway.storage.postgres.memory.agent import agent_lock
 
     a, b = await pair(
         start_gateway,
@@ -445,21 +445,12 @@ async def test_full_text_ranks_a_rare_word_above_a_common_one(start_gateway, pos
         import asyncpg
 
         from gateway.memory.index.sources import SOURCES
-        from gateway.storage.postgres.memindex import PgSearcher
-        from gateway.memory.search.searcher import SearchOptions
+        from gateway.storage.postgres.memory.fulltext import PgFullText
 
         pool = await asyncpg.create_pool(postgres_url, min_size=1, max_size=2)
         try:
-            s = PgSearcher(
-                pool,
-                a.config.agent_id,
-                None,
-                SearchOptions.from_config(a.config.memory.search),  # type: ignore[arg-type]
-                None,
-                None,
-            )
-            s.total_chunks = 13
-            hits = await s.fts(["garden", "zucchini"], 5, SOURCES, None)
+            text = PgFullText(pool, a.config.agent_id, a.config.memory.search.context_weight)
+            hits = await text.search(["garden", "zucchini"], 5, SOURCES, None, generation=None, total=13)
             path = await pool.fetchval("SELECT path FROM memory_chunks WHERE id = $1", hits[0][0])
             assert path == "memory/veg.md" and len(hits) == 5 and all(h[1] < 0 for h in hits)
             assert [h[1] for h in hits] == sorted(h[1] for h in hits)
@@ -513,7 +504,8 @@ async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway
 
     import asyncpg
 
-    from gateway.storage.postgres.memindex import BULK_LOAD_FILES, ensure_dims_index
+    from gateway.storage.postgres.db import ensure_dims_index
+    from gateway.storage.postgres.memory.store import BULK_LOAD_FILES
 
     rng = random.Random(5)
     words = (
@@ -526,7 +518,7 @@ async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway
         d.mkdir(parents=True, exist_ok=True)
         (d / f"n{i:04d}.md").write_text(f"# Note {i}\n\n{' '.join(rng.choice(words) for _ in range(12))}\n")
     (ws / "memory" / "boat.md").write_text("# Boat\n\nThe sailing boat is moored at the marina in Kiel.\n")
-    # Two worker processes prepare the batches (Indexer's pipeline), as on a machine of 3+ cores.
+    # Two worker processes prepare the batches (the memory pipeline), as on a machine of 3+ cores.
     gw = await start_gateway(
         "a",
         **{

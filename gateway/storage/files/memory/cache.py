@@ -8,22 +8,11 @@ restarts and index rebuilds (a rebuild copies the cache into the new database). 
 from __future__ import annotations
 
 import numpy as np
-import structlog
 
-from ..index.db import Database
-
-log = structlog.get_logger("gateway.memory")
+from ....memory.embeddings.base import drop_unusable
+from .db import Database
 
 _IN_BATCH = 500
-
-
-def drop_unusable(found: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Cached vectors less the unusable ones (NaN, infinite, all zeros: cached before providers' answers
-    were checked): those texts are embedded again and their entries replaced."""
-    good = {h: v for h, v in found.items() if np.isfinite(v).all() and v.any()}
-    if len(good) < len(found):
-        log.warning("memory_embedding_cache_unusable", dropped=len(found) - len(good))
-    return good
 
 
 class EmbeddingCache:
@@ -32,10 +21,11 @@ class EmbeddingCache:
         self.db, self.provider, self.model, self.max_entries = db, provider, model, max_entries
         self.cached = cached
         self.enabled = cached and max_entries > 0  # else nothing is looked up or stored
+        self.reader: Database | None = None  # another connection to the same file that lookups read through
 
-    async def get_many(self, hashes: list[str], db: Database | None = None) -> dict[str, np.ndarray]:
-        """Cached vectors by text hash; `db`: another connection to the same file to read through."""
-        db = db or self.db
+    async def get_many(self, hashes: list[str]) -> dict[str, np.ndarray]:
+        """Cached vectors by text hash."""
+        db = self.reader or self.db
         out: dict[str, np.ndarray] = {}
         if not self.enabled:
             return out

@@ -7,7 +7,7 @@
                       date (when it was said; NULL: the file's mtime);
                       (path, line range, sha256) is unique: a chunk's identity
     chunks_fts        FTS5 over chunks.text and chunks.context (external content; the indexer keeps it in
-                      step, in bulk: one INSERT … SELECT per batch — see `Indexer._write_batch`/`delete_chunks`)
+                      step, in bulk: one INSERT … SELECT per batch — see `store.SqliteChunks.write`/`delete_chunks`)
     chunks_vec        vec0 (cosine; `source` and `session_key` metadata columns; VEC_CHUNK_SIZE vectors a
                       chunk) — or, without
                       sqlite-vec, a plain table of float32 BLOBs searched with numpy. (Indexes made before
@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
-from ...timeutil import now_iso
-from ...memory.index.db import Database
+from ....timeutil import now_iso
+from .db import Database
 
 TOKENIZERS = {
     "unicode61": "unicode61 remove_diacritics 2",

@@ -1,11 +1,12 @@
-"""PgMemoryIndex: the PostgreSQL engine's memory index (storage/base.py's MemoryIndex), one per agent
-for every gateway on the database. Its parts (indexer, searcher, vectors, cache) are memindex.py's.
+"""PgMemoryIndex: the PostgreSQL engine's memory index (memory/ports.py's MemoryIndex), one per agent
+for every gateway on the database: the memory pipeline (memory/index/pipeline.py) over this package's
+PgIndexStore, the searcher (memory/search/searcher.py) over its PgFullText, PgVectorSearch, PgChunkReader.
 
-What differs from the files engine's index (storage/files/memory.py):
+What differs from the files engine's index (storage/files/memory/):
 
 - no `memory.sqlite`, no users flock, no rebuild-and-swap, no corruption set-aside (PostgreSQL keeps
   its own data safe): a changed index signature deletes the agent's rows and re-syncs
-  (`PgIndexer.reset`), under the agent's advisory lock;
+  (`PgIndexStore.reset`), under the agent's advisory lock;
 - syncs of one agent by several gateways take turns on that lock; the second finds the files' hashes
   unchanged and writes nothing but their stats;
 - a session deleted through any gateway loses its chunks for every gateway (`forget_session`);
@@ -23,29 +24,26 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import structlog
 
-from ...config import Config
-from ...memory.index.indexer import SyncStats
-from ...memory.index.sources import session_path
-from ...memory.search.searcher import SearchOptions
-from ...memory.search.snippets import Exclude
-from ...memory.sync import SyncRequest
-from ..base import IndexContext
-from ..index_base import IndexBase
-from .memindex import (
-    FTS_CONFIG,
-    PgEmbeddingCache,
-    PgIndexer,
-    PgSearcher,
-    PgVectorStore,
-    ensure_dims_index,
-    ensure_vector_schema,
-    get_meta,
-    parse_vector,
-    set_meta,
-)
+from ....config import Config
+from ....memory.index.pipeline import IndexPipeline
+from ....memory.index.settings import SyncStats
+from ....memory.index.sources import session_path
+from ....memory.ports import IndexContext
+from ....memory.rerank import stored_vectors
+from ....memory.search.searcher import SearchOptions, Searcher
+from ....memory.search.snippets import Exclude
+from ....memory.sync import SyncRequest
+from ...index_base import IndexBase
+from ..db import ensure_dims_index, migrate_vectors
+from .agent import get_meta, set_meta
+from .cache import PgEmbeddingCache
+from .fulltext import FTS_CONFIG, PgFullText
+from .reader import PgChunkReader
+from .store import PgIndexStore
+from .vectors import PgVectorSearch
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .db import Postgres
+    from ..db import Postgres
 
 log = structlog.get_logger("gateway.memory")
 
@@ -55,8 +53,10 @@ class PgMemoryIndex(IndexBase):
 
     def __init__(self, config: Config, agent_id: str, pg: "Postgres"):
         super().__init__(config, agent_id)  # corrupt_events stays empty: PostgreSQL keeps its own data safe
+        assert pg.pool is not None, "the engine's pool is open"
         self.pool = pg.pool
-        self.indexer: PgIndexer | None = None
+        self.store: PgIndexStore | None = None
+        self.pipeline: IndexPipeline | None = None
         self._vector_schema_problem: str | None = None
 
     @property
@@ -76,14 +76,14 @@ class PgMemoryIndex(IndexBase):
         self._bind(ctx)
         self.backend = "none"
         if ctx.provider.enabled:
-            self._vector_schema_problem = await ensure_vector_schema(self.pool)
+            self._vector_schema_problem = await migrate_vectors(self.pool)
             if self._vector_schema_problem:
                 log.warning("memory_pgvector_unavailable", problem=self._vector_schema_problem)
             else:
                 self.backend = "pgvector"
-        self.indexer = PgIndexer(
-            self.pool, self.agent_id, self.provider, self._settings(), vectors_ok=self.backend == "pgvector"
-        )
+        settings = self._settings()
+        self.store = PgIndexStore(self.pool, self.agent_id, ctx.provider, settings)
+        self.pipeline = IndexPipeline(self.store, ctx.provider, settings)
         stored = await get_meta(self.pool, self.agent_id, "index_signature")
         has_chunks = await self.pool.fetchval("SELECT 1 FROM memory_chunks WHERE agent_id = $1 LIMIT 1", self.agent_id)
         if self._compare_signature(stored, bool(has_chunks), storage="postgresql"):
@@ -120,11 +120,19 @@ class PgMemoryIndex(IndexBase):
                 problem = "stored vectors do not match the embedding provider; the index will be rebuilt"
                 self._needs_rebuild = True
             else:
-                vectors = PgVectorStore(self.pool, self.agent_id, int(dims))
+                vectors = PgVectorSearch(self.pool, self.agent_id, int(dims))
                 async with self.pool.acquire() as conn:  # gone if a gateway died during a first bulk load
                     await ensure_dims_index(conn, int(dims))
         opts = SearchOptions.from_config(self.cfg.search, self.cfg.search.fts_tokenizer)
-        self.searcher = PgSearcher(self.pool, self.agent_id, self.provider, opts, vectors, problem, self._hidden)
+        self.searcher = Searcher(
+            PgFullText(self.pool, self.agent_id, opts.context_weight),
+            PgChunkReader(self.pool, self.agent_id),
+            self.provider,
+            opts,
+            vectors,
+            problem,
+            self._hidden,
+        )
 
     async def warm(self) -> None:
         """Nothing to load: PostgreSQL holds the vectors and their HNSW index."""
@@ -134,8 +142,8 @@ class PgMemoryIndex(IndexBase):
         if self._needs_rebuild:
             return await self._rebuild(progress)
         async with self.write_lock:
-            assert self.indexer is not None
-            stats = await self.indexer.sync(
+            assert self.pipeline is not None
+            stats = await self.pipeline.sync(
                 force=req.force, memory=req.memory, sessions=req.sessions, progress=progress
             )
         await self._after_sync(stats)
@@ -143,16 +151,16 @@ class PgMemoryIndex(IndexBase):
 
     async def _rebuild(self, progress: Any) -> SyncStats:
         """New settings: drop the agent's rows, then index everything again (no file to swap)."""
-        assert self.indexer is not None
+        assert self.store is not None and self.pipeline is not None
         self._rebuilding = True
         self._marks.clear()
         try:
             async with self.write_lock:
-                await self.indexer.reset(self._signature())
+                await self.store.reset(self._signature())
                 self._needs_rebuild = False
                 self._old_vectors_ok = True
                 await self._open_live_state()
-                stats = await self.indexer.sync(force=True, memory=True, sessions=True, progress=progress)
+                stats = await self.pipeline.sync(force=True, memory=True, sessions=True, progress=progress)
         finally:
             self._rebuilding = False
         log.info("memory_index_rebuilt", files=stats.indexed, duration_ms=stats.duration_ms, storage="postgresql")
@@ -162,12 +170,12 @@ class PgMemoryIndex(IndexBase):
     async def forget_session(self, session_key: str, busy: bool) -> bool:
         """For every gateway; while a sync of the agent runs (here, or on any gateway: it holds the agent's
         lock and may have read the transcript before it went), False: a sync queued behind it drops them."""
-        if self.indexer is None:
+        if self.store is None:
             return True
         if self._rebuilding or busy or self.write_lock.locked():
             return False
         async with self.write_lock:
-            gone = await self.indexer.forget([session_path(session_key)], wait=False)
+            gone = await self.store.forget([session_path(session_key)], wait=False)
         if gone is None:
             return False
         await self._refresh_counts()
@@ -175,7 +183,7 @@ class PgMemoryIndex(IndexBase):
 
     async def _refresh_counts(self, delta: dict[str, int] | None = None) -> None:
         """Counted whole, `delta` or not: other gateways write the same rows."""
-        if self.indexer is None:
+        if self.store is None:
             return
         row = await self.pool.fetchrow(
             "SELECT (SELECT count(*) FROM memory_files WHERE agent_id = $1), "
@@ -194,7 +202,7 @@ class PgMemoryIndex(IndexBase):
         self.last_sync_at = row[4]
 
     async def refresh(self) -> None:
-        if self.indexer is None:
+        if self.store is None:
             return
         try:
             gen = await get_meta(self.pool, self.agent_id, "generation", "0") or "0"
@@ -242,24 +250,12 @@ class PgMemoryIndex(IndexBase):
         )
 
     async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
-        if not results or self.searcher is None or self.searcher.vectors is None:
+        if self.searcher is None or self.searcher.vectors is None:
             return None
-        rows = await self.pool.fetch(
-            "SELECT c.path, c.start_line, c.end_line, v.embedding::text FROM memory_chunks c "
-            "JOIN memory_vectors v ON v.chunk_id = c.id WHERE c.agent_id = $1 AND c.path = ANY($2::text[])",
-            self.agent_id,
-            sorted({r["path"] for r in results}),
-        )
-        vecs = {(r[0], int(r[1]), int(r[2])): parse_vector(r[3]) for r in rows}
-        out = {
-            i: vecs[(r["path"], r["startLine"], r["endLine"])]
-            for i, r in enumerate(results)
-            if (r["path"], r["startLine"], r["endLine"]) in vecs
-        }
-        return out or None
+        return await stored_vectors(self.searcher.rows, results)
 
     async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:
-        if self.indexer is None:
+        if self.store is None:
             return {}, {}, 0, 0
         await self._refresh_counts()
         files_by = {

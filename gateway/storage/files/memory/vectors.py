@@ -49,8 +49,8 @@ from typing import Sequence
 import numpy as np
 import structlog
 
-from ...tasks import log_failure
-from ..embeddings.base import usable
+from ....tasks import log_failure
+from ....memory.embeddings.base import usable
 from .ann import AnnIndex
 from .db import Database
 

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Sequence
 import aiosqlite
 import orjson
 
-from ...fsutil import create_closed
+from ....fsutil import create_closed
 
 BUSY_TIMEOUT_MS = 10_000
 WAL_CHECKPOINT_PAGES = 8192  # 32 MiB of 4 KiB pages; see connect_sync

@@ -19,7 +19,6 @@ A big index gets an ANN graph (memory/index/ann.py), opened or built at warm-up 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from pathlib import Path
 from typing import Any, Callable
@@ -27,97 +26,36 @@ from typing import Any, Callable
 import numpy as np
 import structlog
 
-from ...config import Config
-from ...errors import Unavailable
-from ...memory.embeddings.cache import EmbeddingCache
-from ...memory.index.ann import AnnIndex
-from ...memory.index.db import Database, index_driver, is_corruption
-from ...memory.index.indexer import Indexer, SyncStats
-from ...memory.index.sources import session_path
-from ...memory.index.vectors import VectorStore
-from ...memory.rerank import stored_vectors
-from ...memory.search.searcher import SearchOptions, Searcher
-from ...memory.search.snippets import Exclude
-from ...memory.sync import SyncRequest
-from ..base import IndexContext
-from ..index_base import IndexBase
+from ....config import Config
+from ....errors import Unavailable
+from ....memory.index.pipeline import IndexPipeline
+from ....memory.index.settings import SyncStats
+from ....memory.index.sources import session_path
+from ....memory.ports import IndexContext
+from ....memory.rerank import stored_vectors
+from ....memory.search.searcher import SearchOptions, Searcher
+from ....memory.search.snippets import Exclude
+from ....memory.sync import SyncRequest
+from ...index_base import IndexBase
+from .ann import AnnIndex
+from .db import Database, index_driver, is_corruption
+from .fulltext import Fts5Search
+from .gate import Gate, GatedCache
 from .migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
+from .reader import SqliteChunkReader
 from .rebuild import IndexUsers, build_fresh, set_aside, swap_in
+from .store import SqliteIndexStore
+from .vectors import VectorStore
 
 log = structlog.get_logger("gateway.memory")
 
 # The vector read connection's page cache: it reads ~40 vectors a search (and streams the table once when
 # it loads a matrix), so the 32 MB of the others would only hold pages read once.
 VECTOR_READER_CACHE_KB = 8000
-SET_ASIDE_WAIT_S = 30.0
+SET_ASIDE_WAIT_S = 30.0  # for other processes to close a damaged index before it is moved aside
 # A sync of at most this many sessions and no notes (the one after a chat turn, which the next turn's recall
 # waits for) counts the rows of its own files before and after instead of the whole index (~40 ms at 1M).
-SCOPED_COUNT_MAX = 64  # for other processes to close a damaged index before it is moved aside
-
-
-class _Gate:
-    """Many searches at once, or one index swap."""
-
-    def __init__(self) -> None:
-        self._readers = 0
-        self._swapping = False
-        self._cond = asyncio.Condition()
-
-    @contextlib.asynccontextmanager
-    async def shared(self):
-        async with self._cond:
-            await self._cond.wait_for(lambda: not self._swapping)
-            self._readers += 1
-        try:
-            yield
-        finally:
-            async with self._cond:
-                self._readers -= 1
-                self._cond.notify_all()
-
-    @contextlib.asynccontextmanager
-    async def exclusive(self):
-        async with self._cond:
-            await self._cond.wait_for(lambda: not self._swapping)
-            self._swapping = True
-            await self._cond.wait_for(lambda: self._readers == 0)
-        try:
-            yield
-        finally:
-            async with self._cond:
-                self._swapping = False
-                self._cond.notify_all()
-
-
-class _GatedCache:
-    """The embedding cache read through the reader under the gate (never on a reader a swap is closing),
-    written through the writer under the write lock (never inside a sync's transaction, never on a
-    writer a rebuild has closed)."""
-
-    def __init__(self, index: "FilesMemoryIndex", provider: str, model: str, max_entries: int):
-        self.index, self.args = index, (provider, model, max_entries)
-
-    async def get_many(self, hashes: list[str]) -> dict[str, np.ndarray]:
-        # A damaged index set aside has no reader until it is open again (which may wait up to
-        # SET_ASIDE_WAIT_S for another process): say so at once rather than fail on the missing one.
-        if self.index.reader is None:
-            raise _being_rebuilt()
-        async with self.index._gate.shared():  # not on a reader a swap is closing
-            if self.index.reader is None:
-                raise _being_rebuilt()
-            return await EmbeddingCache(self.index.reader, *self.args).get_many(hashes)
-
-    async def put_many(self, items: dict[str, np.ndarray]) -> None:
-        async with self.index.write_lock:
-            await EmbeddingCache(self.index.writer, *self.args).put_many(items)
-
-
-def _being_rebuilt() -> Unavailable:
-    return Unavailable(
-        "the memory index was damaged and is being rebuilt from the memory files and transcripts; retry shortly",
-        retryable=True,
-        retry_after_ms=2000,
-    )
+SCOPED_COUNT_MAX = 64
 
 
 class FilesMemoryIndex(IndexBase):
@@ -131,9 +69,11 @@ class FilesMemoryIndex(IndexBase):
         # Vector search's own read connection: its reads (the ANN candidates' vectors, the matrix load)
         # run beside full text's statements on `reader` instead of queued behind them (issue 27).
         self.vector_reader: Database | None = None
-        self.indexer: Indexer | None = None
+        self.store: SqliteIndexStore | None = None  # the writer's side of the index, as the pipeline writes it
+        self.pipeline: IndexPipeline | None = None
+        self.vectors: VectorStore | None = None  # the search side's vectors (None: not usable now)
         self.tokenizer = self.cfg.search.fts_tokenizer
-        self._gate = _Gate()
+        self._gate = Gate()
         self._users = IndexUsers(self.db_path, agent_id)
         self._resync: Callable[[str], None] = lambda reason: None
         self._forgotten: set[str] = set()
@@ -222,8 +162,8 @@ class FilesMemoryIndex(IndexBase):
                     await self._open_index()
                 self._corrupt = None
                 self._marks.clear()
-                assert self.indexer is not None
-                stats = await self.indexer.sync(force=True, memory=True, sessions=True)
+                assert self.pipeline is not None
+                stats = await self.pipeline.sync(force=True, memory=True, sessions=True)
         finally:
             self._recovering = False
         self._hidden.clear()
@@ -238,17 +178,32 @@ class FilesMemoryIndex(IndexBase):
         await migrate(self.writer, SchemaParams(tokenizer=self.cfg.search.fts_tokenizer))
         self.tokenizer = await get_meta(self.writer, "fts_tokenizer", self.cfg.search.fts_tokenizer) or "unicode61"
         self.reader = await self._open_db(self.db_path)
-        self.indexer = Indexer(self.writer, self.provider, self._settings())
-        self.searcher = Searcher(
-            self.reader, self.provider, self._options(), None, "index is being rebuilt for new settings", self._hidden
+        assert self.provider is not None
+        settings = self._settings()
+        self.store = SqliteIndexStore(self.writer, self.provider, settings)
+        self.pipeline = IndexPipeline(self.store, self.provider, settings)
+        self.vectors = None
+        self.searcher = self._searcher(None, "index is being rebuilt for new settings")
+
+    def _searcher(self, vectors: VectorStore | None, problem: str | None) -> Searcher:
+        assert self.reader is not None and self.provider is not None
+        opts = self._options()
+        return Searcher(
+            Fts5Search(self.reader, opts.tokenizer, opts.context_weight),
+            SqliteChunkReader(self.reader),
+            self.provider,
+            opts,
+            vectors,
+            problem,
+            self._hidden,
         )
 
     async def _close_index(self) -> None:
         """Close the live index's connections, after stopping what still reads through them in the
         background (a vector matrix load). Raises the first failure, after trying every connection."""
-        if self.searcher is not None and self.searcher.vectors is not None:
-            await self.searcher.vectors.close()
-            if (ann := self.searcher.vectors.ann) is not None:
+        if self.vectors is not None:
+            await self.vectors.close()
+            if (ann := self.vectors.ann) is not None:
                 await ann.close(self._generation)
         failed: BaseException | None = None
         vector_reader, self.vector_reader = self.vector_reader, None
@@ -291,11 +246,10 @@ class FilesMemoryIndex(IndexBase):
                 ann,
                 self.cfg.search.ann_min_vectors,
             )
-            if self.indexer is not None:  # the sync's writes keep the graph up to date
-                self.indexer.ann = ann
-                if self.indexer.vectors is not None:
-                    self.indexer.vectors.ann = ann
-        self.searcher = Searcher(self.reader, self.provider, self._options(), vectors, problem, self._hidden)
+            if self.store is not None:  # the sync's writes keep the graph up to date
+                self.store.ann = ann
+        self.vectors = vectors
+        self.searcher = self._searcher(vectors, problem)
 
     async def close(self) -> None:
         self._users.release()
@@ -304,7 +258,7 @@ class FilesMemoryIndex(IndexBase):
 
     async def warm(self) -> None:
         async with self._gate.shared():
-            vectors = self.searcher.vectors if self.searcher is not None else None
+            vectors = self.vectors
             if vectors is None or self.reader is None:
                 return
             gen = await get_meta(self.reader, "generation", "0") or "0"
@@ -331,9 +285,9 @@ class FilesMemoryIndex(IndexBase):
             scope = [session_path(key) for key in sorted(req.sessions)]
         try:
             async with self.write_lock:
-                assert self.indexer is not None
+                assert self.pipeline is not None
                 before = await self._counts_of(scope) if scope else None
-                stats = await self.indexer.sync(
+                stats = await self.pipeline.sync(
                     force=req.force, memory=req.memory, sessions=req.sessions, progress=progress
                 )
                 after = await self._counts_of(scope) if scope else None
@@ -368,7 +322,7 @@ class FilesMemoryIndex(IndexBase):
         self._forgotten.clear()
         self._marks.clear()
         try:
-            tmp, tdb, indexer, stats = await build_fresh(
+            tmp, tdb, store, stats = await build_fresh(
                 self.db_path,
                 self._open_db,
                 self.cfg.search.fts_tokenizer,
@@ -380,7 +334,7 @@ class FilesMemoryIndex(IndexBase):
             try:
                 async with self.write_lock:
                     if self._forgotten:
-                        await indexer.forget([session_path(k) for k in self._forgotten])
+                        await store.files.remove([session_path(k) for k in self._forgotten])
                     await tdb.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                     await tdb.close()
                     async with self._gate.exclusive():
@@ -400,7 +354,7 @@ class FilesMemoryIndex(IndexBase):
         return stats
 
     async def forget_session(self, session_key: str, busy: bool) -> bool:
-        if self.indexer is None:
+        if self.store is None:
             return True
         if self._rebuilding:
             self._forgotten.add(session_key)
@@ -408,7 +362,7 @@ class FilesMemoryIndex(IndexBase):
             return False
         async with self.write_lock:
             try:
-                await self.indexer.forget([session_path(session_key)])
+                await self.store.files.remove([session_path(session_key)])
             except Exception:
                 if not self._rebuilding:
                     raise
@@ -444,8 +398,7 @@ class FilesMemoryIndex(IndexBase):
     async def _ann_tick(self) -> None:
         """Open or build the ANN graph once the index is big enough for it; after a sync, save it now
         and then (or rebuild it when deleted rows dominate)."""
-        vectors = self.searcher.vectors if self.searcher is not None else None
-        ann = vectors.ann if vectors is not None else None
+        ann = self.vectors.ann if self.vectors is not None else None
         if ann is None or self.reader is None or self.counts["vectors"] < self.cfg.search.ann_min_vectors:
             return
         if not ann.started:
@@ -500,9 +453,9 @@ class FilesMemoryIndex(IndexBase):
             ) from None
 
     async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
-        if self.searcher is not None and self.searcher.vectors is not None and self.reader is not None:
+        if self.searcher is not None and self.vectors is not None:
             async with self._gate.shared():
-                return await stored_vectors(self.reader, results)
+                return await stored_vectors(self.searcher.rows, results)
         return None
 
     async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:
@@ -519,7 +472,7 @@ class FilesMemoryIndex(IndexBase):
         return files_by, chunks_by, cache, vt[1] if vt else 0
 
     def status(self) -> dict[str, Any]:
-        vectors = self.searcher.vectors if self.searcher is not None else None
+        vectors = self.vectors
         return {
             "vector": {
                 "available": vectors is not None,
@@ -534,5 +487,7 @@ class FilesMemoryIndex(IndexBase):
             "fts": {"tokenizer": self.tokenizer},
         }
 
-    def embedding_cache(self, provider: str, model: str, max_entries: int) -> _GatedCache:
-        return _GatedCache(self, provider, model, max_entries)
+    def embedding_cache(self, provider: str, model: str, max_entries: int) -> GatedCache:
+        return GatedCache(
+            self._gate, self.write_lock, lambda: self.reader, lambda: self.writer, provider, model, max_entries
+        )

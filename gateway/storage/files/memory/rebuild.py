@@ -23,14 +23,16 @@ import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import AsyncIterator, Awaitable, Callable, Iterator
 
-from ...errors import Conflict
-from ...fsutil import EXCLUSIVE, SHARED, ofd_lock
-from ...memory.embeddings import EmbeddingProvider
-from ...memory.index.db import Database
-from ...memory.index.indexer import Indexer, IndexSettings, SyncStats
+from ....errors import Conflict
+from ....fsutil import EXCLUSIVE, SHARED, ofd_lock
+from ....memory.embeddings import EmbeddingProvider
+from ....memory.index.pipeline import IndexPipeline
+from ....memory.index.settings import IndexSettings, Progress, SyncStats
+from .db import Database
 from .migrations import SchemaParams, migrate, set_meta
+from .store import SqliteIndexStore
 
 KEEP_CORRUPT = 3  # damaged index files kept for a post-mortem; older ones are deleted
 WAL_SUFFIXES = ("-wal", "-shm")
@@ -60,7 +62,7 @@ class IndexUsers:
         self._fd = fd
 
     @contextlib.contextmanager
-    def alone(self):
+    def alone(self) -> Iterator[None]:
         """Exclusive for the duration, or Conflict at once when another process has the index open."""
         assert self._fd is not None
         if not ofd_lock(self._fd, EXCLUSIVE):
@@ -75,7 +77,7 @@ class IndexUsers:
             ofd_lock(self._fd, SHARED)
 
     @contextlib.asynccontextmanager
-    async def alone_within(self, wait_s: float, doing: str):
+    async def alone_within(self, wait_s: float, doing: str) -> AsyncIterator[None]:
         """Exclusive for the duration, waiting up to `wait_s` (without blocking the event loop) for the
         other processes that have the index open to close it; Conflict after that, naming `doing`."""
         fd = self._fd
@@ -114,15 +116,15 @@ def _remove(path: str) -> None:
 
 async def build_fresh(
     db_path: Path,
-    open_db: Callable[[Path], "asyncio.Future[Database]"],
+    open_db: Callable[[Path], Awaitable[Database]],
     tokenizer: str,
     signature: str,
     provider: EmbeddingProvider,
     settings: IndexSettings,
-    progress,
-) -> tuple[Path, Database, Indexer, SyncStats]:
+    progress: Progress | None,
+) -> tuple[Path, Database, SqliteIndexStore, SyncStats]:
     """Index every source into `<db>.rebuild`, seeded with the live index's embedding cache. Returns the
-    new file, its open connection and indexer (for last changes before the swap) and the sync's stats."""
+    new file, its open connection and store (for last changes before the swap) and the sync's stats."""
     tmp = db_path.with_name(db_path.name + ".rebuild")
     for suffix in ("",) + WAL_SUFFIXES:
         _remove(str(tmp) + suffix)
@@ -138,13 +140,15 @@ async def build_fresh(
         finally:
             await tdb.execute("DETACH DATABASE live")
         await set_meta(tdb, "index_signature", signature)
-        indexer = Indexer(tdb, provider, settings)
-        stats = await indexer.sync(force=True, memory=True, sessions=True, progress=progress)
+        store = SqliteIndexStore(tdb, provider, settings)
+        stats = await IndexPipeline(store, provider, settings).sync(
+            force=True, memory=True, sessions=True, progress=progress
+        )
     except BaseException:
         with contextlib.suppress(Exception):
             await tdb.close()
         raise
-    return tmp, tdb, indexer, stats
+    return tmp, tdb, store, stats
 
 
 def swap_in(tmp: Path, db_path: Path) -> None:

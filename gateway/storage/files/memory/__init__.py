@@ -1,0 +1,20 @@
+"""The files engine's memory index: one SQLite file per agent (FilesMemoryIndex), and its parts.
+
+index.py       FilesMemoryIndex (storage/base.py's MemoryIndex): connections, the swap gate, rebuild
+               and recovery, counts, the ANN graph's warm-up
+gate.py        many searches or one swap; the embedding cache read through the gate
+store.py       the index as the memory pipeline writes it (memory/ports.py's IndexStore): files rows,
+               chunk rows with their full-text rows, vectors — the SQL of a sync
+fulltext.py    FTS5 search (BM25), common words pruned on a big index
+reader.py      the chunk rows a search shows, and their stored vectors
+vectors.py     vector storage and exact KNN (sqlite-vec, or an in-memory float32 / int8 matrix)
+ann.py         the approximate (HNSW) graph of a big index, saved beside it
+cache.py       the embedding cache table
+db.py          aiosqlite connections, driver choice (sqlite-vec), corruption detection
+migrations.py  the schema as named, ordered migrations
+rebuild.py     the users lock, fresh build + swap, setting a damaged file aside
+"""
+
+from .index import FilesMemoryIndex
+
+__all__ = ["FilesMemoryIndex"]

@@ -1,0 +1,160 @@
+"""Full-text search over FTS5 (memory/ports.py's FullText): BM25 over `chunks_fts`, the chunk's text at
+weight 1 and its context at `contextWeight`.
+
+User text reaches `MATCH` only through query.py's `fts_query` (quoted words). On a big index the rarest
+words are searched and the common ones skipped past a postings budget (memory/search/pruning.py): a
+word's document count comes from the FTS5 vocabulary table, after the tokenizer has made its tokens of it
+(a scratch FTS5 table on the reading connection), and is kept per index generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import orjson
+
+from ....memory.search import pruning
+from ....memory.search.query import fts_query, is_cjk
+from .db import Database
+from .migrations import TOKENIZERS
+
+COUNTS_CACHED = 8192  # words whose document counts a search keeps (per index generation)
+
+
+@dataclass
+class _Scratch:
+    """A connection's scratch FTS5 table for tokenising query words. It belongs to the connection, and
+    a new search may start on it while an old one still answers, so they share its lock."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    ready: bool = False
+
+
+_SCRATCH: weakref.WeakKeyDictionary[Database, _Scratch] = weakref.WeakKeyDictionary()
+
+
+class Fts5Search:
+    """FTS5 full text through one reading connection."""
+
+    def __init__(self, db: Database, tokenizer: str, context_weight: float):
+        self.db, self.tokenizer, self.context_weight = db, tokenizer, context_weight
+        self._scratch = _SCRATCH.setdefault(db, _Scratch())
+        # Query word → (how many tokens the FTS tokenizer makes of it, their summed document counts), for
+        # the index generation `_counts_generation` (prune_common).
+        self._counts: dict[str, tuple[int, int]] = {}
+        self._counts_generation: str | None = None
+
+    async def _token_counts(self, terms: Sequence[str]) -> tuple[list[list[str]], dict[str, int]]:
+        """How the FTS tokenizer indexes each term (porter: its stem), and in how many chunks each of
+        those tokens is: the terms go through a scratch FTS5 table. Two statements (each is a trip to
+        the SQLite thread, which a concurrent vector search makes slower)."""
+        scratch = self._scratch
+        async with scratch.lock:
+            if not scratch.ready:
+                tok = TOKENIZERS[self.tokenizer]
+                await self.db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_fts USING fts5(x, tokenize='{tok}')")
+                await self.db.execute(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_vocab USING fts5vocab(temp, q_fts, 'instance')"
+                )
+                scratch.ready = True
+            # Rows 1..n are this search's terms (rows past n are an earlier, longer search's: ignored).
+            await self.db.execute(
+                "INSERT OR REPLACE INTO temp.q_fts(rowid, x) SELECT key + 1, value FROM json_each(?)",
+                (orjson.dumps(list(terms)).decode(),),
+            )
+            rows = await self.db.fetchall(
+                "SELECT v.doc, v.term, (SELECT r.doc FROM chunks_fts_rows r WHERE r.term = v.term) "
+                "FROM temp.q_vocab v WHERE v.doc <= ?",
+                (len(terms),),
+            )
+        toks: list[list[str]] = [[] for _ in terms]
+        df: dict[str, int] = {}
+        for doc, term, count in rows:
+            toks[int(doc) - 1].append(term)
+            df[term] = int(count or 0)
+        return toks, df
+
+    async def prune_common(self, terms: Sequence[str], total: int, generation: str | None = None) -> list[str]:
+        """On a big index, the rarest words within the postings budget (pruning.py).
+
+        Counting a word's documents walks its whole postings list (fts5vocab), so the common words cost
+        the most to count: with the index's `generation`, the counts are kept until it changes (at 354k
+        chunks a search's words took ~2–3 ms to count, most of it for the words then skipped)."""
+        if self.tokenizer == "trigram" or not pruning.prunes(len(terms), total):
+            return list(terms)
+        if generation is None or generation != self._counts_generation or len(self._counts) > COUNTS_CACHED:
+            self._counts.clear()
+            self._counts_generation = generation
+        have = {t: self._counts[t] for t in terms if t in self._counts}
+        todo = [t for t in terms if t not in have]
+        if todo:
+            toks, df = await self._token_counts(todo)
+            fresh = {t: (len(ts), sum(df[x] for x in ts)) for t, ts in zip(todo, toks)}
+            have.update(fresh)
+            if generation is not None and self._counts_generation == generation:  # (not if it changed meanwhile)
+                self._counts.update(fresh)
+        counts = [have[t] for t in terms]
+        if not any(n for n, _ in counts):
+            return list(terms)  # no word the tokenizer keeps: nothing to choose between
+        return [terms[i] for i in pruning.rarest_within_budget([c for _, c in counts], total)]
+
+    async def search(
+        self,
+        terms: Sequence[str],
+        n: int,
+        sources: tuple[str, ...],
+        session_key: str | None,
+        *,
+        generation: str | None,
+        total: int,
+    ) -> list[tuple[int, float]]:
+        terms = await self.prune_common(terms, total, generation)
+        expr = fts_query(terms, self.tokenizer)
+        if expr is None:
+            return []
+        where, params = ["chunks_fts MATCH ?"], [expr]
+        if len(sources) == 1:
+            where.append("c.source = ?")
+            params.append(sources[0])
+        if session_key is not None:
+            where.append("(c.source = 'memory' OR c.session_key = ?)")
+            params.append(session_key)
+        if len(where) == 1:  # no filter: no join (joining looks up every match, ~4x slower on big indexes)
+            sql = "SELECT rowid, bm25(chunks_fts, 1.0, ?) AS r FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY r LIMIT ?"
+        else:
+            sql = (
+                "SELECT f.rowid, bm25(chunks_fts, 1.0, ?) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
+                f"WHERE {' AND '.join(where)} ORDER BY r LIMIT ?"
+            )
+        rows = await self.db.fetchall(sql, (float(self.context_weight), *params, int(n)))
+        hits = [(int(r[0]), float(r[1])) for r in rows]
+        if self.tokenizer == "trigram" and len(hits) < n:
+            hits += await self._cjk_bigrams(
+                terms, n - len(hits), {h[0] for h in hits}, where[1:], params[1:], hits[-1][1] if hits else -1.0
+            )
+        return hits
+
+    async def _cjk_bigrams(
+        self, terms: Sequence[str], n: int, seen: set[int], where: list[str], params: list[Any], floor: float
+    ) -> list[tuple[int, float]]:
+        """Trigrams cannot match two-character CJK words; find those with LIKE (a scan), ranked below
+        every trigram hit by how many of the query's bigrams they contain."""
+        grams = sorted({t[i : i + 2] for t in terms if is_cjk(t) for i in range(len(t) - 1)})[:16]
+        if not grams:
+            return []
+        likes = " OR ".join("c.text LIKE ?" for _ in grams)
+        rows = await self.db.fetchall(
+            f"SELECT c.id, c.text FROM chunks c WHERE ({likes})" + "".join(f" AND {w}" for w in where) + " LIMIT ?",
+            (*[f"%{g}%" for g in grams], *params, 500),
+        )
+        scored = []
+        for cid, text in rows:
+            if cid in seen:
+                continue
+            matched = sum(1 for g in grams if g in text)
+            scored.append((int(cid), floor * matched / (len(grams) + 1)))
+        scored.sort(key=lambda r: r[1])
+        return scored[:n]

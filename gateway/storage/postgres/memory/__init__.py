@@ -1,0 +1,19 @@
+"""The PostgreSQL engine's memory index: one per agent, shared by every gateway (PgMemoryIndex), and its parts.
+
+    index.py     PgMemoryIndex (storage/base.py's MemoryIndex): open, signature reset, counts that follow
+                 the agent's generation, searches
+    store.py     the index as the memory pipeline writes it (memory/ports.py's IndexStore): files and chunk
+                 rows under the agent's advisory lock, the bulk load's deferred HNSW index, upkeep
+    fulltext.py  tsvector search ranked BM25-like (ts_rank_cd × idf)
+    vectors.py   pgvector search (`<=>` through the HNSW index of the provider's dims)
+    reader.py    the chunk rows a search shows, and their stored vectors
+    cache.py     the embedding cache table
+    agent.py     the agent's lock and meta rows, PostgreSQL's text rule, the search filter
+
+Its schema is the engine's (storage/postgres/db.py): the memory tables' migrations, the vector table's
+(applied where the server has pgvector), the HNSW index per dimension count.
+"""
+
+from .index import PgMemoryIndex
+
+__all__ = ["PgMemoryIndex"]
