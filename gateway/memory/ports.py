@@ -49,7 +49,7 @@ class Indexed(NamedTuple):
 
     signatures: set[str]  # `sources.signature` of each file (not of a memory file over maxFileBytes)
     sources: set[str]  # the sources with files
-    count: int  # the files
+    files: int  # how many
     total: int | None  # where that is not the whole index: at least as much of its file count as the
     # removal guard needs (None: these are all of its files)
 

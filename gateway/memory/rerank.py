@@ -107,7 +107,7 @@ def mmr_rerank(
     if vectors is not None and n and all(i in vectors for i in range(n)):
         m = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in range(n)])
         norms = np.linalg.norm(m, axis=1, keepdims=True)
-        m = m / np.where(norms == 0, 1.0, norms)
+        m = (m / np.where(norms == 0, 1.0, norms)).astype(np.float32, copy=False)
         sims = m @ m.T
 
         def sim(i: int, j: int) -> float:

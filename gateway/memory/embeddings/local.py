@@ -111,7 +111,7 @@ def _keys(text: str, split_digits: bool = False) -> list[str]:
         runs = _DIGITS.split(text)  # text, digits, text, …, digits, text
         out = runs[0].split(" ")  # the last of these ("" if none) leads the first digits
         for i in range(1, len(runs), 2):
-            out += map(_DIGIT_KEYS.__getitem__, runs[i])
+            out += [_DIGIT_KEYS[d] for d in runs[i]]
             words = runs[i + 1].split(" ")
             if words[0]:
                 out.append(" " + words[0])  # right after the digits: no "▁"

@@ -59,11 +59,11 @@ class Changes:
         async def looked_at(scan: Scan) -> tuple[list[SourceFile], dict[str, FileStat]]:
             """The files of the scan the index does not know as they are, and their rows (if indexed)."""
             files = await asyncio.to_thread(scan.files, None if force else indexed.signatures)
-            return files, (await self.rows.rows_of([sf.path for sf in files]) if indexed.count else {})
+            return files, (await self.rows.rows_of([sf.path for sf in files]) if indexed.files else {})
 
         files, known = await looked_at(scan)
         gone: set[str] = set()
-        if len(scan.signatures) - len(files) + len(known) != indexed.count:  # some indexed file not found
+        if len(scan.signatures) - len(files) + len(known) != indexed.files:  # some indexed file not found
             in_scope = await self.rows.paths_in_scope(memory, sessions)
             again, gone = await asyncio.to_thread(
                 self._gone, scan, in_scope, indexed.total, memory, sessions, only, roots

@@ -170,6 +170,7 @@ class Scan:
         ws, sd, out = str(self.workspace), str(self.sessions_dir), []
         for sig in sigs:
             size, mtime, path = sig.split(":", 2)
+            sf: tuple[str, str, str, str | None, int, int]
             if path.startswith(_SESSIONS_PREFIX):
                 name = path[len(_SESSIONS_PREFIX) :]
                 sf = (path, os.path.join(sd, name), SESSIONS, name[:-6], int(size), int(mtime))

@@ -10,6 +10,7 @@ shows in search at once.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,7 +71,9 @@ class MemoryNotes:
     def _vectors_available(self) -> bool:
         return bool(self.mem.index.status()["vector"]["available"])
 
-    async def similar(self, key: str, k: int, min_score: float = 0.0, sources: list[str] | None = None) -> dict:
+    async def similar(
+        self, key: str, k: int, min_score: float = 0.0, sources: builtins.list[str] | None = None
+    ) -> dict:
         entry = await self.keyed.get(key)
         query = " ".join([key.replace("-", " ").replace("_", " ").replace(".", " "), entry.value])[:2000]
         mode = "vector" if self._vectors_available() else "hybrid"
@@ -98,7 +101,7 @@ class MemoryNotes:
         query: str | None,
         k: int,
         min_score: float = 0.0,
-        sources: list[str] | None = None,
+        sources: builtins.list[str] | None = None,
     ) -> dict:
         start, stop = timerecall.period(from_, to)
         if category is not None:
@@ -130,7 +133,9 @@ class MemoryNotes:
             out["degraded"] = degraded
         return out
 
-    async def _embed_units(self, query: str, units: list) -> tuple[tuple[np.ndarray, np.ndarray] | None, str | None]:
+    async def _embed_units(
+        self, query: str, units: builtins.list
+    ) -> tuple[tuple[np.ndarray, np.ndarray] | None, str | None]:
         p = self.mem.provider
         if p is None or not p.enabled:
             return None, "no embedding provider; ranked by words only"

@@ -58,10 +58,10 @@ SearchFn = Callable[..., Awaitable[dict[str, Any]]]
 
 
 class BuiltinBackend:
-    """The built-in SQLite index; `search_fn` is the manager's own index search."""
+    """The built-in index (the engine's); `search_fn` is the memory service's own index search."""
 
     name = "builtin"
-    sources = ("memory", "sessions")
+    sources: tuple[str, ...] = ("memory", "sessions")
 
     def __init__(self, search_fn: SearchFn):
         self._search = search_fn

@@ -9,7 +9,7 @@ the cosine similarity (clipped to [0, 1]).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 
 @dataclass
@@ -96,12 +96,20 @@ def shared_ranks(values: Sequence[float]) -> list[int]:
     return [first[v] for v in vals]
 
 
+def _score_of(cr: Any) -> float:
+    return float(cr[0].score)  # (Candidate, row)
+
+
+def _path_of(cr: Any) -> str:
+    return str(cr[1][1])  # (Candidate, row): the row's path
+
+
 def spread_over_files(
     ranked: list[T],
     k: int,
     factor: float,
-    score: Callable[[T], float] = lambda cr: cr[0].score,
-    path: Callable[[T], str] = lambda cr: cr[1][1],
+    score: Callable[[T], float] = _score_of,
+    path: Callable[[T], str] = _path_of,
 ) -> list[T]:
     """The best `k` of `ranked` (best first), picked one at a time with each item's score scaled by
     `factor` ** (items picked from its file so far): a gentle push toward other conversations and notes,

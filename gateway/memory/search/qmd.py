@@ -190,7 +190,7 @@ def _one(item: Any, collection: str, workspace: Path, snippet_chars: int) -> dic
     score = item.get("score")
     score = float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else 0.0
     score = 0.0 if score != score else max(0.0, min(1.0, score))  # NaN → 0
-    snippet = item.get("snippet") if isinstance(item.get("snippet"), str) else ""
+    snippet = item["snippet"] if isinstance(item.get("snippet"), str) else ""
     start, count = 1, None
     m = _HEADER.match(snippet)
     if m:

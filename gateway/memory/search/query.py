@@ -40,7 +40,7 @@ def _is_date_word(words: Sequence[str], i: int) -> bool:
     w = words[i]
     if w.lower() not in DATE_STOPWORDS:
         return False
-    near = words[max(0, i - 1) : i] + words[i + 1 : i + 2]
+    near = [*words[max(0, i - 1) : i], *words[i + 1 : i + 2]]
     return any(x.isdigit() for x in near) or (i > 0 and w[:1].isupper() and not w.isupper())
 
 

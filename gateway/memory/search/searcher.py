@@ -20,7 +20,7 @@ import orjson
 from ...timeutil import to_iso
 from ..embeddings import EmbeddingError, EmbeddingProvider
 from ..embeddings.base import check_vectors, provider_name
-from ..ports import ChunkReader, FullText, VectorSearch
+from ..ports import ChunkReader, ChunkRow, FullText, VectorSearch
 from .fusion import Candidate, fuse, shared_ranks, single_list_scores, spread_over_files
 from .query import answer_type_terms, query_terms
 from .related import RELATED_LIST_WEIGHT, RELATED_WEIGHT, related_terms
@@ -250,7 +250,7 @@ class Searcher:
         answer_types: frozenset[str] = frozenset(),
         spare: int = 0,
     ) -> list[dict[str, Any]]:
-        rows: dict[int, tuple] = {}
+        rows: dict[int, ChunkRow] = {}
         # The pool to re-rank (and a few spare in case rows vanished since the candidates were listed).
         pool = cands[: max(k * 3, 20)] if rerank and self.opts.segment_weight > 0 else cands[: k * 2]
         if pool:
@@ -298,8 +298,8 @@ class Searcher:
                         sc += o.text_weight * RELATED_LIST_WEIGHT / (kk + c.related_rank)
                     c.score = min(1.0, sc / norm)
             else:
-                for (c, _r), m in zip(live, match):
-                    c.score = (c.score + m) / (1.0 + w + cw)
+                for (c, _r), mt in zip(live, match):
+                    c.score = (c.score + mt) / (1.0 + w + cw)
             for (c, _r), e in zip(live, asking):
                 if e:
                     c.score *= qw

@@ -96,7 +96,7 @@ def _norm(text: str) -> str:
 
 def sentences(snippet: str) -> list[str]:
     """The snippet's sentences, without the speaker labels ("User: …") and the "…" of a cut."""
-    out = []
+    out: list[str] = []
     for line in snippet.split("\n"):
         line = _SPEAKER.sub("", line).strip(" …")
         out.extend(s.strip() for s in _SENTENCE.findall(line) if len(s.strip()) > 1)

@@ -4,6 +4,7 @@ record. Their work blocks (flock, fsync), so each call runs in a thread."""
 from __future__ import annotations
 
 import asyncio
+import builtins
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -36,13 +37,13 @@ class FileKeyedStore:
         """Nothing to do: the files are the record."""
         return 0
 
-    async def entries(self) -> list[Entry]:
+    async def entries(self) -> builtins.list[Entry]:
         return await asyncio.to_thread(self.files.all)
 
-    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> list[Imported]:
+    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> builtins.list[Imported]:
         return await asyncio.to_thread(self._import, entries, dry_run)
 
-    def _import(self, entries: Sequence[Entry], dry_run: bool) -> list[Imported]:
+    def _import(self, entries: Sequence[Entry], dry_run: bool) -> builtins.list[Imported]:
         out = []
         with locked(self.files.root):
             for e in entries:

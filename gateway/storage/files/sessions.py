@@ -67,7 +67,7 @@ def exported_meta(key: str, raw: dict[str, Any], data: bytes, recount: bool) -> 
         created = created if isinstance(created, str) else ""
     updated = raw.get("updatedAt") if isinstance(raw.get("updatedAt"), str) else created
     label, count = raw.get("label"), raw.get("messageCount")
-    meta = {
+    meta: dict[str, Any] = {
         "sessionKey": key,
         "label": None if label is None else str(label),
         "createdAt": created,

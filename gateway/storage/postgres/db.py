@@ -12,7 +12,7 @@ Tables (named, ordered migrations, recorded in `jarvis_migrations` like the SQLi
     event_payloads     notification payloads too big for NOTIFY (8000 bytes), kept a minute
     memory_*           each agent's memory index: files, chunks (tsvector), meta, embedding cache, and
                        vectors (pgvector: VECTOR_MIGRATIONS, applied where the server has it, and an
-                       HNSW index per dimension count); see gateway/storage/postgres/memory/
+                       HNSW index per dimension count: memory/vectors.py); see gateway/storage/postgres/memory/
     keyed_memories     (agent_id, key) → category, value, created, updated, deleted, version: memory.set and
                        friends; the workspace files are each gateway's mirror (storage/postgres/keyed.py)
 
@@ -224,7 +224,6 @@ VECTOR_MIGRATIONS: list[tuple[str, str]] = [
     """,
     ),
 ]
-HNSW_MAX_DIMS = 2000  # HNSW's limit for `vector`; larger ones are searched exactly
 
 
 def lock_key(name: str) -> int:
@@ -304,43 +303,6 @@ async def migrate_vectors(pool: asyncpg.Pool) -> str | None:
     return None
 
 
-def dims_index(dims: int) -> str:
-    return f"memory_vectors_hnsw_{int(dims)}"
-
-
-async def ensure_dims_index(conn: asyncpg.Connection, dims: int, bulk: bool = False) -> None:
-    """The HNSW cosine index for vectors of `dims` dimensions, the one schema object made per dimension
-    count, when such vectors are first stored (an expression index: a `vector` column without a fixed size
-    cannot have one). `bulk`: built over many rows, with more memory for the build (the graph fits, no
-    spilling)."""
-    if not 0 < dims <= HNSW_MAX_DIMS:
-        return
-    # Already there (the usual case, at every agent's open): no wait on the schema lock, which another
-    # gateway's index build may hold for minutes.
-    if await conn.fetchval(f"SELECT to_regclass('{dims_index(dims)}') IS NOT NULL"):
-        return
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:memory-schema"))
-        if bulk:
-            await conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
-        await conn.execute(
-            f"CREATE INDEX IF NOT EXISTS {dims_index(dims)} ON memory_vectors "
-            f"USING hnsw ((embedding::vector({int(dims)})) vector_cosine_ops) WHERE dims = {int(dims)}"
-        )
-
-
-async def drop_dims_index_for_load(conn: asyncpg.Connection, dims: int) -> bool:
-    """Before a first bulk load of `dims`-d vectors (none stored yet, by any agent): drop their HNSW index,
-    for `ensure_dims_index(bulk=True)` to build over the loaded rows. False (nothing dropped) when such
-    vectors are stored already."""
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:memory-schema"))
-        if await conn.fetchval("SELECT 1 FROM memory_vectors WHERE dims = $1 LIMIT 1", dims):
-            return False
-        await conn.execute(f"DROP INDEX IF EXISTS {dims_index(dims)}")
-    return True
-
-
 async def pending(conn: asyncpg.Connection) -> list[str]:
     """The migrations not yet recorded (read only: nothing is created)."""
     done: set[str] = set()
@@ -356,7 +318,7 @@ class Postgres:
         self.url = url
         self.pool_size = pool_size
         self.instance_id = instance_id or default_instance_id()
-        self.pool: asyncpg.Pool | None = None
+        self._pool: asyncpg.Pool | None = None
         self._liveness: asyncpg.Connection | None = None
         self._listener: asyncpg.Connection | None = None
         self._handlers: dict[str, list[Callable[[dict[str, Any]], Any]]] = {}
@@ -370,12 +332,19 @@ class Postgres:
         self._workers: list[asyncio.Task] = []
         self.dropped = 0  # events not relayed because the outbox was full (the database is too slow)
 
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The connection pool, once `open` made it."""
+        if self._pool is None:
+            raise Unavailable("PostgreSQL storage is not open", retryable=False)
+        return self._pool
+
     async def open(self, serve: bool = True, schema: bool = True) -> "Postgres":
         """Connect and migrate the schema (`schema`; else leave it as it is). `serve`: a gateway's, which
         also holds its liveness lock, listens to the others and relays its events; else a tool's: only
         the pool, to query and notify."""
         try:
-            self.pool = await asyncpg.create_pool(
+            self._pool = await asyncpg.create_pool(
                 self.url, min_size=1, max_size=self.pool_size, command_timeout=60, server_settings=self._name("pool")
             )
         except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
@@ -450,7 +419,6 @@ class Postgres:
 
     async def _receive_loop(self) -> None:
         """Dispatch notifications in the order they came, fetching those too big for NOTIFY."""
-        assert self.pool is not None
         while True:
             msg = await self._inbox.get()
             if "ref" in msg:
@@ -510,21 +478,18 @@ class Postgres:
 
     async def notify(self, kind: str, conn: asyncpg.Connection | None = None, **fields: Any) -> None:
         """Tell the other instances (inside `conn`'s transaction: delivered when it commits)."""
-        assert self.pool is not None
         payload = self.message(kind, **fields)
         async with contextlib.AsyncExitStack() as stack:
-            if conn is None:
-                conn = await stack.enter_async_context(self.pool.acquire())
+            db = conn if conn is not None else await stack.enter_async_context(self.pool.acquire())
             if len(payload.encode()) > MAX_NOTIFY_BYTES:
-                ref = await conn.fetchval("INSERT INTO event_payloads(payload) VALUES ($1) RETURNING id", payload)
+                ref = await db.fetchval("INSERT INTO event_payloads(payload) VALUES ($1) RETURNING id", payload)
                 payload = self.message(kind, ref=ref)
-            await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, payload)
+            await db.execute("SELECT pg_notify($1, $2)", CHANNEL, payload)
 
     async def is_alive(self, instance_id: str) -> bool:
         """Whether the gateway running as `instance_id` still holds its liveness lock."""
         if instance_id == self.instance_id:
             return True
-        assert self.pool is not None
         key = lock_key(instance_id)
         async with self.pool.acquire() as conn:
             if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
@@ -534,7 +499,6 @@ class Postgres:
 
     async def prune(self) -> None:
         """Housekeeping: big payloads are read within moments; expired idempotency keys are dead."""
-        assert self.pool is not None
         await self.pool.execute(
             "DELETE FROM event_payloads WHERE created_at < now() - make_interval(secs => $1)", float(PAYLOAD_TTL_S)
         )
@@ -553,9 +517,9 @@ class Postgres:
             if conn is not None:
                 with contextlib.suppress(Exception):
                     await conn.close()
-        if self.pool is not None:
+        if self._pool is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.pool.close(), 10)
+                await asyncio.wait_for(self._pool.close(), 10)
 
     async def _drain(self) -> None:
         while not self._outbox.empty():

@@ -28,6 +28,7 @@ writes and reconciles take turns.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -171,7 +172,7 @@ class PgKeyedStore:
             )
         return {"memories": [self._entry(r).brief() for r in rows], "total": int(total)}
 
-    async def entries(self) -> list[Entry]:
+    async def entries(self) -> builtins.list[Entry]:
         """(A database whose schema is not made yet, as a dry run finds it, holds none.)"""
         try:
             rows = await self.pg.pool.fetch(
@@ -184,7 +185,7 @@ class PgKeyedStore:
         # A row no gateway could have written (edited in the database) names no file: it is not one.
         return [self._entry(r) for r in rows if _KEY.fullmatch(r["key"]) and r["category"] in CATEGORIES]
 
-    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> list[Imported]:
+    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> builtins.list[Imported]:
         """Rows only: this tool's workspace is no gateway's mirror (the gateways write theirs on their
         next sync, told by a `keyed` notification)."""
         out = []

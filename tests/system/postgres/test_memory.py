@@ -504,7 +504,7 @@ async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway
 
     import asyncpg
 
-    from gateway.storage.postgres.db import ensure_dims_index
+    from gateway.storage.postgres.memory.vectors import ensure_dims_index
     from gateway.storage.postgres.memory.store import BULK_LOAD_FILES
 
     rng = random.Random(5)

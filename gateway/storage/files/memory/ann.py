@@ -29,11 +29,12 @@ import threading
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import structlog
 
-from .db import Database
+from .db import Database, batches
 
 log = structlog.get_logger("gateway.memory")
 
@@ -75,8 +76,8 @@ class AnnIndex:
         self.path = Path(str(db_path) + ".ann")
         self.meta_path = Path(str(db_path) + ".ann.json")
         self.dims = dims
-        self.index = None
-        self._next = None  # a graph being built: the sync's adds go to it as well
+        self.index: Any = None  # usearch's Index, once opened or built
+        self._next: Any = None  # a graph being built: the sync's adds go to it as well
         self.ready = False
         self.dirty = False
         self.saved_at = time.monotonic()
@@ -98,7 +99,7 @@ class AnnIndex:
             ids = np.ascontiguousarray(ids, dtype=np.uint64)
             vecs = np.ascontiguousarray(vecs, dtype=np.float32)
             for ix in {id(x): x for x in (self.index, self._next) if x is not None}.values():
-                there = np.asarray(ix.contains(ids), dtype=bool)
+                there = np.asarray(ix.contains(ids), dtype=np.bool_)
                 if there.any():
                     ix.remove(ids[there])
                 ix.add(ids, vecs, threads=1)
@@ -210,7 +211,7 @@ class AnnIndex:
             self.known = [generation]
         try:
             async with db.c.execute("SELECT chunk_id, embedding FROM chunks_vec") as cur:
-                while rows := await cur.fetchmany(BUILD_BATCH):
+                async for rows in batches(cur, BUILD_BATCH):
                     await asyncio.to_thread(self._add_rows, ix, rows)
         finally:
             with self._lock:

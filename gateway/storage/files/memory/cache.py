@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....memory.embeddings.base import drop_unusable
-from .db import Database
+from .db import Database, batches
 
 _IN_BATCH = 500
 
@@ -64,7 +64,7 @@ class EmbeddingCache:
         async with self.db.c.execute(
             "SELECT rowid, embedding FROM embedding_cache WHERE provider = ? AND model = ?", (self.provider, self.model)
         ) as cur:
-            while rows := await cur.fetchmany(4096):
+            async for rows in batches(cur, 4096):
                 bad.extend((r[0],) for r in rows if not drop_unusable({"": np.frombuffer(r[1], dtype=np.float32)}))
         if bad:
             await self.db.executemany("DELETE FROM embedding_cache WHERE rowid = ?", bad)

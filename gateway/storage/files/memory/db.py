@@ -23,7 +23,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterable, Sequence
+from typing import Any, AsyncIterator, Iterable, Sequence, cast
 
 import aiosqlite
 import orjson
@@ -72,7 +72,7 @@ def _load_vec(conn: Any) -> None:
 def _modules() -> list[tuple[str, ModuleType]]:
     mods: list[tuple[str, ModuleType]] = [("sqlite3", sqlite3)]
     try:
-        import pysqlite3.dbapi2 as pysqlite3  # type: ignore[import-not-found]
+        import pysqlite3.dbapi2 as pysqlite3
 
         mods.append(("pysqlite3", pysqlite3))
     except ImportError:
@@ -168,6 +168,12 @@ def connect_sync(path: Path | str, driver: Driver, *, load_vec: bool = True, wal
     return conn
 
 
+async def batches(cur: aiosqlite.Cursor, size: int) -> AsyncIterator[list[tuple]]:
+    """The rows of an open cursor, `size` at a time (plain tuples: no row factory is set)."""
+    while rows := await cur.fetchmany(size):
+        yield cast("list[tuple]", rows)
+
+
 class Database:
     """One aiosqlite connection in autocommit mode (transactions are explicit: `BEGIN IMMEDIATE`)."""
 
@@ -248,10 +254,11 @@ class Database:
         await cur.close()
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        return list(await self.c.execute_fetchall(sql, params))
+        # Plain tuples: no row factory is set (aiosqlite types them as sqlite3.Row).
+        return cast("list[tuple]", list(await self.c.execute_fetchall(sql, params)))
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
-        rows = await self.c.execute_fetchall(sql, params)
+        rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
 
     async def scalar(self, sql: str, params: Sequence[Any] = (), default: Any = None) -> Any:

@@ -25,7 +25,7 @@ from ....memory.ports import ChunkKey, FileStat, Indexed, Scope, Unembedded, Vec
 from ....timeutil import now_iso
 from .ann import AnnIndex
 from .cache import EmbeddingCache
-from .db import Database
+from .db import Database, batches
 from .migrations import delete_chunks, ensure_vector_table, get_meta, set_meta, vector_table
 from .vectors import VectorStore
 
@@ -261,7 +261,7 @@ class SqliteChunks:
             return 0
         bad: list[int] = []
         async with self.db.c.execute("SELECT chunk_id, embedding FROM chunks_vec") as cur:
-            while rows := await cur.fetchmany(BATCH_CHUNKS):
+            async for rows in batches(cur, BATCH_CHUNKS):
                 v = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
                 ok = await asyncio.to_thread(usable, v)
                 bad.extend(int(r[0]) for r, good in zip(rows, ok) if not good)

@@ -52,7 +52,7 @@ import structlog
 from ....tasks import log_failure
 from ....memory.embeddings.base import usable
 from .ann import AnnIndex
-from .db import Database
+from .db import Database, batches
 
 log = structlog.get_logger("gateway.memory")
 
@@ -201,6 +201,7 @@ def _approx_sims(m: _Matrix, q: np.ndarray) -> np.ndarray:
             other.result()
     else:
         _approx_part(m, q, sims, 0, n)
+    assert m.scale is not None  # an int8 matrix
     sims *= m.scale
     return sims
 
@@ -238,6 +239,7 @@ def _bound_misses(m: _Matrix, sims: np.ndarray, q: np.ndarray, done: np.ndarray,
     rnd = 2 * m.mat.shape[1] * _U * 127 * q1
     cand = np.flatnonzero(sims >= nth - (m.max_err * qn + rnd * m.max_scale))
     if cand.size:
+        assert m.err is not None and m.scale is not None  # an int8 matrix
         cand = cand[sims[cand] + m.err[cand] * qn + rnd * m.scale[cand] >= nth]
         cand = cand[~np.isin(cand, done)]
     return cand
@@ -333,7 +335,7 @@ class VectorStore:
         # checked), seen by the last matrix load or SQL search: passed over, and said in `degraded`.
         self.unusable: set[int] = set()
 
-    async def insert(self, rows: list[tuple[int, str, str | None, np.ndarray]]) -> None:
+    async def insert(self, rows: Sequence[tuple[int, str, str | None, np.ndarray]]) -> None:
         """rows: (chunk_id, source, session_key, unit vector). Call inside a write transaction."""
         if not rows:
             return
@@ -351,7 +353,7 @@ class VectorStore:
         expected = int(await self.db.scalar("SELECT count(*) FROM chunks_vec", default=0))
         builder = _MatrixBuilder(self.dims, expected, self._int8(expected))
         async with self.db.c.execute("SELECT chunk_id, source, session_key, embedding FROM chunks_vec") as cur:
-            while rows := await cur.fetchmany(LOAD_BATCH):
+            async for rows in batches(cur, LOAD_BATCH):
                 await asyncio.to_thread(builder.add, rows)
         m = builder.build(generation)
         self._matrix = m
@@ -414,6 +416,7 @@ class VectorStore:
                 self._start_load(generation)
                 assert self._loading is not None
                 m = await asyncio.shield(self._loading)
+            assert m is not None
             self.last_path = "matrix"
             return await self._matrix_knn(m, q, n, sources, session_key)
         if count > MATRIX_THRESHOLD or m is not None:

@@ -1,9 +1,13 @@
-"""What every part of an agent's PostgreSQL index shares: the agent's lock, its meta rows (the index
-signature, its generation, the last sync), PostgreSQL's rule for text, the search filter."""
+"""What every part of an agent's PostgreSQL index shares: the agent's lock and the sync's connection that
+holds it, its meta rows (the index signature, its generation, the last sync), the removal of files,
+PostgreSQL's rule for text, the search filter."""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, AsyncIterator
+
+import asyncpg
 
 from ..db import lock_key
 
@@ -54,3 +58,34 @@ def search_filter(
     if session_key is not None:
         params.append(session_key)
         where.append(f"({table}source = 'memory' OR {table}session_key = ${len(params)})")
+
+
+class SyncSession:
+    """The connection a sync holds the agent's lock on; between syncs, the pool answers."""
+
+    def __init__(self, pool: asyncpg.Pool, agent_id: str):
+        self.pool, self.agent_id = pool, agent_id
+        self.conn: Any = None
+
+    @property
+    def db(self) -> Any:
+        return self.conn if self.conn is not None else self.pool
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[Any]:
+        """The sync's connection, or one of the pool's for as long as it is needed."""
+        if self.conn is not None:
+            yield self.conn
+        else:
+            async with self.pool.acquire() as conn:
+                yield conn
+
+
+async def remove_files(conn: Any, agent_id: str, paths: list[str]) -> int:
+    """Drop these files' chunks (their vectors by cascade) and rows; how many files were indexed."""
+    await conn.execute("DELETE FROM memory_chunks WHERE agent_id = $1 AND path = ANY($2::text[])", agent_id, paths)
+    r = await conn.execute("DELETE FROM memory_files WHERE agent_id = $1 AND path = ANY($2::text[])", agent_id, paths)
+    n = int(r.split()[-1])
+    if n:
+        await bump_generation(conn, agent_id)
+    return n

@@ -34,13 +34,13 @@ from ....memory.search.searcher import SearchOptions, Searcher
 from ....memory.search.snippets import Exclude
 from ....memory.sync import SyncRequest
 from ...index_base import IndexBase
-from ..db import ensure_dims_index, migrate_vectors
+from ..db import migrate_vectors
 from .agent import get_meta, set_meta
 from .cache import PgEmbeddingCache
 from .fulltext import FTS_CONFIG, PgFullText
 from .reader import PgChunkReader
 from .store import PgIndexStore
-from .vectors import PgVectorSearch
+from .vectors import PgVectorSearch, ensure_dims_index
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..db import Postgres
@@ -53,7 +53,6 @@ class PgMemoryIndex(IndexBase):
 
     def __init__(self, config: Config, agent_id: str, pg: "Postgres"):
         super().__init__(config, agent_id)  # corrupt_events stays empty: PostgreSQL keeps its own data safe
-        assert pg.pool is not None, "the engine's pool is open"
         self.pool = pg.pool
         self.store: PgIndexStore | None = None
         self.pipeline: IndexPipeline | None = None

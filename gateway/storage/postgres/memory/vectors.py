@@ -1,15 +1,20 @@
 """Vector search in PostgreSQL (memory/ports.py's VectorSearch): the nearest chunks by cosine distance
-(pgvector's `<=>`) through the HNSW index of the provider's dimensions (db.py's `ensure_dims_index`)."""
+(pgvector's `<=>`) through the HNSW index of the provider's dimensions, the one schema object made per
+dimension count (`ensure_dims_index`; the vector table itself is db.py's VECTOR_MIGRATIONS)."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import asyncpg
 import numpy as np
 import orjson
 
+from ..db import lock_key
 from .agent import search_filter
+
+HNSW_MAX_DIMS = 2000  # HNSW's limit for `vector`; larger ones are searched exactly
 
 
 def vector_text(v: np.ndarray) -> str:
@@ -19,6 +24,43 @@ def vector_text(v: np.ndarray) -> str:
 
 def parse_vector(text: str) -> np.ndarray:
     return np.array(orjson.loads(text), dtype=np.float32)
+
+
+def dims_index(dims: int) -> str:
+    return f"memory_vectors_hnsw_{int(dims)}"
+
+
+async def ensure_dims_index(conn: asyncpg.Connection, dims: int, bulk: bool = False) -> None:
+    """The HNSW cosine index for vectors of `dims` dimensions, the one schema object made per dimension
+    count, when such vectors are first stored (an expression index: a `vector` column without a fixed size
+    cannot have one). `bulk`: built over many rows, with more memory for the build (the graph fits, no
+    spilling)."""
+    if not 0 < dims <= HNSW_MAX_DIMS:
+        return
+    # Already there (the usual case, at every agent's open): no wait on the schema lock, which another
+    # gateway's index build may hold for minutes.
+    if await conn.fetchval(f"SELECT to_regclass('{dims_index(dims)}') IS NOT NULL"):
+        return
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:memory-schema"))
+        if bulk:
+            await conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
+        await conn.execute(
+            f"CREATE INDEX IF NOT EXISTS {dims_index(dims)} ON memory_vectors "
+            f"USING hnsw ((embedding::vector({int(dims)})) vector_cosine_ops) WHERE dims = {int(dims)}"
+        )
+
+
+async def drop_dims_index_for_load(conn: asyncpg.Connection, dims: int) -> bool:
+    """Before a first bulk load of `dims`-d vectors (none stored yet, by any agent): drop their HNSW index,
+    for `ensure_dims_index(bulk=True)` to build over the loaded rows. False (nothing dropped) when such
+    vectors are stored already."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:memory-schema"))
+        if await conn.fetchval("SELECT 1 FROM memory_vectors WHERE dims = $1 LIMIT 1", dims):
+            return False
+        await conn.execute(f"DROP INDEX IF EXISTS {dims_index(dims)}")
+    return True
 
 
 class PgVectorSearch:
@@ -32,7 +74,8 @@ class PgVectorSearch:
         self, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None, generation: str, count: int
     ) -> list[tuple[int, float]]:
         d = self.dims
-        where, params = ["agent_id = $2", f"dims = {d}"], [vector_text(q), self.agent_id]
+        where = ["agent_id = $2", f"dims = {d}"]
+        params: list[Any] = [vector_text(q), self.agent_id]
         search_filter(where, params, sources, session_key, "")
         params.append(int(n))
         sql = (

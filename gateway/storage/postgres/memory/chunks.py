@@ -1,0 +1,177 @@
+"""`memory_chunks` and `memory_vectors` of an agent (memory/ports.py's ChunkStore): written a batch at a
+time through the sync's connection, read beside it through the pool."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import orjson
+
+from ....memory.ports import ChunkKey, Unembedded, VectorRow, WriteBatch
+from .agent import SyncSession, bump_generation, pg_text
+from .cache import PgEmbeddingCache
+from .vectors import ensure_dims_index, vector_text
+
+
+class PgChunks:
+    """The agent's chunk rows and their vectors."""
+
+    def __init__(self, session: SyncSession, cache: PgEmbeddingCache):
+        self.s, self.cache = session, cache
+        self.dims_indexed: set[int] = set()  # dims whose HNSW index this store has seen to
+
+    async def stored(self, paths: list[str]) -> dict[str, set[ChunkKey]]:
+        """Through the pool: the sync's own connection is writing the previous batch meanwhile (other
+        files; the agent's lock keeps other gateways' syncs out)."""
+        stored: dict[str, set[ChunkKey]] = {}
+        if paths:
+            for path, a, b, h in await self.s.pool.fetch(
+                "SELECT path, start_line, end_line, hash FROM memory_chunks WHERE agent_id = $1 "
+                "AND path = ANY($2::text[])",
+                self.s.agent_id,
+                paths,
+            ):
+                stored.setdefault(path, set()).add((a, b, h))
+        return stored
+
+    async def write(self, paths: list[str], plan: Callable[[dict[str, dict[ChunkKey, int]]], WriteBatch]) -> None:
+        agent = self.s.agent_id
+        async with self.s.connection() as conn:
+            async with conn.transaction():
+                current: dict[str, dict[ChunkKey, int]] = {}
+                if paths:
+                    for path, cid, a, b, h in await conn.fetch(
+                        "SELECT path, id, start_line, end_line, hash FROM memory_chunks WHERE agent_id = $1 "
+                        "AND path = ANY($2::text[])",
+                        agent,
+                        paths,
+                    ):
+                        current.setdefault(path, {})[(a, b, h)] = cid
+                batch = plan(current)
+                n_new = len(batch.chunks)
+                ids = [
+                    r[0]
+                    for r in (
+                        await conn.fetch("SELECT nextval('memory_chunks_id_seq') FROM generate_series(1, $1)", n_new)
+                        if n_new
+                        else []
+                    )
+                ]
+                inserts, vec_rows = [], []
+                for cid, (sf, c, v) in zip(ids, batch.chunks):
+                    inserts.append(
+                        (
+                            cid,
+                            agent,
+                            sf.path,
+                            sf.source,
+                            sf.session_key,
+                            c.start_line,
+                            c.end_line,
+                            c.hash,
+                            pg_text(c.text),
+                            orjson.dumps(c.spans).decode() if c.spans else None,
+                            pg_text(c.context),
+                            v is not None,
+                            c.date,
+                        )
+                    )
+                    if v is not None:
+                        vec_rows.append(VectorRow(cid, sf.source, sf.session_key, v))
+                if batch.touched:
+                    await conn.executemany(
+                        "UPDATE memory_files SET size = $3, mtime_ns = $4 WHERE agent_id = $1 AND path = $2",
+                        [(agent, sf.path, sf.size, sf.mtime_ns) for sf in batch.touched],
+                    )
+                if batch.stale:
+                    await conn.execute("DELETE FROM memory_chunks WHERE id = ANY($1::bigint[])", batch.stale)
+                if inserts:
+                    await conn.executemany(
+                        "INSERT INTO memory_chunks(id, agent_id, path, source, session_key, start_line, end_line, "
+                        "hash, text, spans, context, embedded, date) "
+                        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                        inserts,
+                    )
+                await self._insert_vectors(conn, vec_rows)
+                if batch.files:
+                    await conn.executemany(
+                        "INSERT INTO memory_files(agent_id, path, source, session_key, size, mtime_ns, hash, chunks, "
+                        "indexed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (agent_id, path) DO "
+                        "UPDATE SET source = excluded.source, session_key = excluded.session_key, "
+                        "size = excluded.size, mtime_ns = excluded.mtime_ns, hash = excluded.hash, "
+                        "chunks = excluded.chunks, indexed_at = excluded.indexed_at",
+                        [
+                            (agent, sf.path, sf.source, sf.session_key, sf.size, sf.mtime_ns, h, n, batch.now)
+                            for sf, h, n in batch.files
+                        ],
+                    )
+                if batch.fresh:
+                    await self.cache.put_many(batch.fresh, conn)
+                if batch.stale or inserts or batch.files:
+                    await bump_generation(conn, agent)
+
+    async def ready_vectors(self, dims: int) -> None:
+        """The HNSW index of `dims`-d vectors (the vector column holds any size: nothing to refuse)."""
+        if dims not in self.dims_indexed:
+            async with self.s.connection() as conn:
+                await ensure_dims_index(conn, dims)
+            self.dims_indexed.add(dims)
+
+    async def _insert_vectors(self, conn: Any, rows: list[VectorRow]) -> None:
+        if rows:
+            await conn.executemany(
+                "INSERT INTO memory_vectors(chunk_id, agent_id, source, session_key, dims, embedding) "
+                "VALUES ($1, $2, $3, $4, $5, $6::text::vector) ON CONFLICT (chunk_id) DO NOTHING",
+                [
+                    (r.id, self.s.agent_id, r.source, r.session_key, int(r.vector.shape[0]), vector_text(r.vector))
+                    for r in rows
+                ],
+            )
+
+    async def unembedded(self, after: int, limit: int) -> list[Unembedded]:
+        return [
+            Unembedded(*r)
+            for r in await self.s.db.fetch(
+                "SELECT id, source, session_key, text FROM memory_chunks WHERE agent_id = $1 AND NOT embedded "
+                "AND id > $2 ORDER BY id LIMIT $3",
+                self.s.agent_id,
+                after,
+                limit,
+            )
+        ]
+
+    async def add_vectors(self, rows: list[VectorRow]) -> int:
+        async with self.s.connection() as conn:
+            async with conn.transaction():
+                await self._insert_vectors(conn, rows)
+                await conn.execute(
+                    "UPDATE memory_chunks SET embedded = true WHERE id = ANY($1::bigint[])", [r.id for r in rows]
+                )
+                if rows:
+                    await bump_generation(conn, self.s.agent_id)
+        return len(rows)
+
+    async def count_unembedded(self) -> int:
+        return int(
+            await self.s.db.fetchval(
+                "SELECT count(*) FROM memory_chunks WHERE agent_id = $1 AND NOT embedded", self.s.agent_id
+            )
+        )
+
+    async def drop_unusable(self) -> int:
+        """pgvector refuses NaN, so only zero vectors can be stored."""
+        async with self.s.connection() as conn:
+            await self.cache.purge_unusable(conn)
+            async with conn.transaction():
+                ids = [
+                    r[0]
+                    for r in await conn.fetch(
+                        "DELETE FROM memory_vectors WHERE agent_id = $1 AND vector_norm(embedding) = 0 "
+                        "RETURNING chunk_id",
+                        self.s.agent_id,
+                    )
+                ]
+                if ids:
+                    await conn.execute("UPDATE memory_chunks SET embedded = false WHERE id = ANY($1::bigint[])", ids)
+                    await bump_generation(conn, self.s.agent_id)
+        return len(ids)

@@ -1,0 +1,118 @@
+"""The layers of the memory index, held at the level of packages (test_import_cycles.py sees modules only).
+
+memory/ thinks and storage/ stores: the memory feature declares the ports an engine implements
+(memory/ports.py) and imports nothing of storage/, each engine's memory package keeps to itself, and the
+one pipeline and the one searcher are never subclassed. Every import counts, as in test_import_cycles.py:
+at the top, deferred inside a function, or under `if TYPE_CHECKING:`."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+from tests.unit.test_import_cycles import ROOT, _imports, _modules
+
+# What the memory feature and the engines may not import: the doors, and what sits above the services.
+ABOVE = (
+    "gateway.app",
+    "gateway.cli",
+    "gateway.server",
+    "gateway.methods",
+    "gateway.registry",
+    "gateway.openai_api",
+    "gateway.tools",
+    "gateway.chat",
+)
+# The composition of an agent: an engine makes the memory service and the cluster (storage/base.py's Storage).
+COMPOSERS = {"gateway.storage.files.engine", "gateway.storage.postgres.engine"}
+
+# Modules past ~450 lines, each one concern: named here, so a new one (or one that grew) is a decision.
+ONE_CONCERN = {
+    "gateway/memory/service.py": "MemoryService: the memory feature as the gateway sees it",
+    "gateway/storage/files/memory/index.py": "FilesMemoryIndex: one SQLite file as an agent's MemoryIndex",
+    "gateway/storage/files/memory/vectors.py": "vector storage and exact KNN over SQLite (the matrix and its int8 form)",
+    "gateway/storage/files/sessions.py": "FileSessionStore: sessions.json and the transcripts beside it",
+    "gateway/storage/postgres/db.py": "the PostgreSQL connection: pool, schema migrations, liveness, notifications",
+}
+MAX_LINES = 450
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def _under(name: str, *packages: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def _offending(graph: dict[str, set[str]], importer: str, forbidden: tuple[str, ...]) -> list[str]:
+    return sorted(
+        f"{m} → {d}"
+        for m, deps in graph.items()
+        if _under(m, importer)
+        for d in deps
+        if _under(d, *forbidden) and not _under(d, importer)
+    )
+
+
+def test_the_graph_sees_the_packages(graph):
+    assert graph["gateway.storage.files.memory.store"] and graph["gateway.memory.index.pipeline"]
+    assert _offending({"gateway.memory.x": {"gateway.storage.base"}}, "gateway.memory", ("gateway.storage",)) == [
+        "gateway.memory.x → gateway.storage.base"
+    ]
+
+
+def test_memory_never_imports_storage(graph):
+    assert _offending(graph, "gateway.memory", ("gateway.storage",)) == []
+
+
+def test_memory_and_storage_never_import_the_doors(graph):
+    for package in ("gateway.memory", "gateway.storage"):
+        assert _offending(graph, package, ABOVE) == [], package
+    for package in ("gateway.memory", "gateway.storage"):
+        up = [
+            e
+            for e in _offending(graph, package, ("gateway.services", "gateway.cluster"))
+            if e.split()[0] not in COMPOSERS
+        ]
+        assert up == [], package
+
+
+def test_each_engine_keeps_to_its_own_memory_package(graph):
+    assert _offending(graph, "gateway.storage.files", ("gateway.storage.postgres",)) == []
+    assert _offending(graph, "gateway.storage.postgres", ("gateway.storage.files",)) == []
+
+
+def test_the_pipeline_and_the_searcher_are_never_subclassed():
+    """One pipeline, one searcher: an engine gives ports, it does not override the algorithm. (And no class
+    of the PostgreSQL engine derives from one of the files engine.)"""
+    for name in _modules():
+        if _under(name, "gateway.storage", "gateway.memory"):
+            importlib.import_module(name)
+    from gateway.memory.index.pipeline import IndexPipeline
+    from gateway.memory.search.searcher import Searcher
+
+    assert IndexPipeline.__subclasses__() == [] and Searcher.__subclasses__() == []
+    for name in _modules():
+        if not _under(name, "gateway.storage.postgres"):
+            continue
+        for cls in vars(importlib.import_module(name)).values():
+            if inspect.isclass(cls) and cls.__module__ == name:
+                foreign = [b.__module__ for b in cls.__mro__ if _under(b.__module__, "gateway.storage.files")]
+                assert foreign == [], f"{name}.{cls.__name__} derives from {foreign}"
+
+
+def test_modules_past_the_size_are_one_named_concern():
+    long = {
+        str(path.relative_to(ROOT.parent)): n
+        for package in ("memory", "storage")
+        for path in (ROOT / package).rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    unnamed = {path: n for path, n in long.items() if path not in ONE_CONCERN}
+    assert unnamed == {}, f"past {MAX_LINES} lines: split by concern, or name its one concern in ONE_CONCERN"
+    assert set(ONE_CONCERN) - set(long) == set(), "ONE_CONCERN names a module that is no longer long: drop it"
