@@ -143,13 +143,23 @@ class PgChunks:
     async def add_vectors(self, rows: list[VectorRow]) -> int:
         async with self.s.connection() as conn:
             async with conn.transaction():
-                await self._insert_vectors(conn, rows)
+                # Only rows still present and still without a vector (a `forget` may have run between).
+                live = {
+                    r[0]
+                    for r in await conn.fetch(
+                        "SELECT id FROM memory_chunks WHERE agent_id = $1 AND NOT embedded AND id = ANY($2::bigint[])",
+                        self.s.agent_id,
+                        [r.id for r in rows],
+                    )
+                }
+                todo = [r for r in rows if r.id in live]
+                await self._insert_vectors(conn, todo)
                 await conn.execute(
-                    "UPDATE memory_chunks SET embedded = true WHERE id = ANY($1::bigint[])", [r.id for r in rows]
+                    "UPDATE memory_chunks SET embedded = true WHERE id = ANY($1::bigint[])", [r.id for r in todo]
                 )
-                if rows:
+                if todo:
                     await bump_generation(conn, self.s.agent_id)
-        return len(rows)
+        return len(todo)
 
     async def count_unembedded(self) -> int:
         return int(
