@@ -45,9 +45,10 @@ def _camel(name: str) -> str:
     return head + "".join(p.title() for p in rest)
 
 
-# Validation rules, attached to fields via metadata: ge/le bounds and a set of allowed choices.
-def _f(default: Any = dataclasses.MISSING, *, ge=None, le=None, choices=None, factory=None, doc=""):
-    meta = {"ge": ge, "le": le, "choices": choices, "doc": doc}
+# Validation rules, attached to fields via metadata: ge/le bounds and a set of allowed choices; `registry`:
+# the value names something registered above this layer (its registry checks it: see the field).
+def _f(default: Any = dataclasses.MISSING, *, ge=None, le=None, choices=None, factory=None, doc="", registry=""):
+    meta = {"ge": ge, "le": le, "choices": choices, "doc": doc, "registry": registry}
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
@@ -231,7 +232,9 @@ class AgentsConfig:
 
 @dataclass
 class EmbeddingsConfig:
-    provider: str = _f("local", choices=("local", "openai", "none"))
+    # Embedding providers are registered by name (memory/embeddings/registry.py: the built-in local,
+    # openai and none, and plugins'): the registry, not this file, holds the names to `check_config`.
+    provider: str = _f("local", doc="a registered embedding provider", registry="embedding providers")
     model: str = _f("", doc="model name; default per provider")
     dims: int = _f(0, ge=0, doc="requested dimensions (openai); 0 = the model's own")
     batch_size: int = _f(64, ge=1, le=4096, doc="items per embedding request")
@@ -241,8 +244,8 @@ class EmbeddingsConfig:
     max_retries: int = _f(2, ge=0, le=10)
     fallback: str = _f(
         "none",
-        choices=("local", "openai", "none"),
         doc="provider used when the configured one cannot be set up (no API key, …)",
+        registry="embedding providers",
     )
     cache_max_entries: int = _f(200_000, ge=0)
     multimodal: bool = _f(

@@ -146,19 +146,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = config_from_args(args)
     except ConfigError as exc:
-        if len(exc.errors) == 1:
-            print(f"jarvis: invalid configuration: {exc}", file=sys.stderr)
-        else:
-            print(f"jarvis: invalid configuration ({len(exc.errors)} errors):", file=sys.stderr)
-            for err in exc.errors:
-                print(f"  {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return _invalid(exc)
     if args.command != "serve":  # a command's own output is on stdout; the library's log lines are not
         from .. import logs
 
         logs.setup(getattr(args, "log_level", None) or "warning", config.log_format)
     try:
         return args.handler(args, config)  # every command sets its handler (set_defaults) where it is declared
+    except ConfigError as exc:  # a name only a registry above config.py holds (an embedding provider's)
+        return _invalid(exc)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `jarvis … | head`: the reader has what it wanted; that is no failure
@@ -167,10 +163,22 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
 
 
+def _invalid(exc: ConfigError) -> int:
+    if len(exc.errors) == 1:
+        print(f"jarvis: invalid configuration: {exc}", file=sys.stderr)
+    else:
+        print(f"jarvis: invalid configuration ({len(exc.errors)} errors):", file=sys.stderr)
+        for err in exc.errors:
+            print(f"  {err}", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def cmd_serve(args: argparse.Namespace, config: Config) -> int:
     from .. import logs
     from ..app import serve
+    from ..memory.embeddings.registry import check_config
 
+    check_config(config)  # before anything starts: the embedding providers a plugin may have added
     logs.setup(config.log_level, config.log_format)
 
     def announce(gw: Any) -> None:
@@ -232,8 +240,10 @@ def cmd_token(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_config(args: argparse.Namespace, config: Config) -> int:
+    from ..memory.embeddings.registry import check_config
     from . import configdump
 
+    check_config(config)  # the effective configuration is a valid one
     if args.defaults:
         if args.json:
             print_json(configdump.defaults_json())

@@ -150,7 +150,7 @@ def defaults_toml() -> str:
             lines += ["", f"[{table}]"]
             section = table
         doc = f.metadata.get("doc", "")
-        choices = f.metadata.get("choices")
+        choices = _choices(f)
         if choices:
             doc = (doc + "; " if doc else "") + "one of " + ", ".join(choices)
         if value is None:
@@ -160,12 +160,21 @@ def defaults_toml() -> str:
     return "\n".join(lines).replace("\n\n\n", "\n\n") + "\n"
 
 
+def _choices(f: dataclasses.Field) -> tuple[str, ...]:
+    """A key's allowed values: its own choices, or what is registered (embedding providers, plugins too)."""
+    if f.metadata.get("registry") == "embedding providers":
+        from ..memory.embeddings.registry import providers
+
+        return tuple(providers())
+    return tuple(f.metadata.get("choices") or ())
+
+
 def defaults_json() -> dict[str, Any]:
     return {
         key: {
             "default": _plain(value),
             "doc": f.metadata.get("doc", ""),
-            **({"choices": list(f.metadata["choices"])} if f.metadata.get("choices") else {}),
+            **({"choices": list(choices)} if (choices := _choices(f)) else {}),
         }
         for key, value, f in _walk(Config())
         if key != "stateDir"

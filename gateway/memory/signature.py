@@ -25,7 +25,7 @@ def index_signature(cfg: "MemoryConfig", provider: EmbeddingProvider, vector_bac
         {
             "provider": provider.name,
             "model": provider.model,
-            "dims": cfg.embeddings.dims if provider.name == "openai" else provider.dims,
+            "dims": provider.signature_dims,
             "tokenizer": cfg.search.fts_tokenizer,
             "vectorBackend": vector_backend,
             "chunking": [c.tokens, c.overlap, c.session_tokens, c.session_overlap, c.session_context, CHUNKER_VERSION],

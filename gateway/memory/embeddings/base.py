@@ -45,6 +45,12 @@ class EmbeddingProvider:
     def enabled(self) -> bool:
         return True
 
+    @property
+    def signature_dims(self) -> int:
+        """The dimensions the index signature records (signature.py): its own, or what a provider that
+        learns its size from its first answer was asked for."""
+        return self.dims
+
     async def embed(self, texts: list[str]) -> np.ndarray:
         """(len(texts), dims) float32, each row of unit length."""
         raise NotImplementedError

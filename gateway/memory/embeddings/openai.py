@@ -126,6 +126,10 @@ class OpenAIEmbeddings(EmbeddingProvider):
             attempt += 1
             await asyncio.sleep(delay)
 
+    @property
+    def signature_dims(self) -> int:
+        return self.requested_dims
+
     async def embed(self, texts: list[str]) -> np.ndarray:
         return await self._embed_inputs([t[: self.max_chars] or " " for t in texts])
 
