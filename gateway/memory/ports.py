@@ -28,6 +28,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, Sequence
 
+import orjson
+
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
@@ -58,6 +60,24 @@ class NewChunk(NamedTuple):
     file: SourceFile
     chunk: Chunk
     vector: np.ndarray | None  # None: stored without one (`embedded` false), filled by a later sync
+
+    def columns(self, text: Callable[[str], str] = str) -> tuple[Any, ...]:
+        """Its row as every engine stores it: path, source, session_key, start_line, end_line, hash, text,
+        spans (JSON), context, date (`text`: what the engine's text columns need done to a string)."""
+        sf, c = self.file, self.chunk
+        spans = orjson.dumps(c.spans).decode() if c.spans else None
+        return (
+            sf.path,
+            sf.source,
+            sf.session_key,
+            c.start_line,
+            c.end_line,
+            c.hash,
+            text(c.text),
+            spans,
+            text(c.context),
+            c.date,
+        )
 
 
 @dataclass

@@ -160,26 +160,10 @@ class SqliteChunks:
             next_id = int(await self.db.scalar("SELECT max(id) FROM chunks", default=0)) + 1
             batch = plan(await self._current(paths))
             inserts, vec_rows = [], []
-            for sf, c, v in batch.chunks:
-                spans = orjson.dumps(c.spans).decode() if c.spans else None
-                inserts.append(
-                    (
-                        next_id,
-                        sf.path,
-                        sf.source,
-                        sf.session_key,
-                        c.start_line,
-                        c.end_line,
-                        c.hash,
-                        c.text,
-                        spans,
-                        1 if v is not None else 0,
-                        c.context,
-                        c.date,
-                    )
-                )
-                if v is not None:
-                    vec_rows.append((next_id, sf.source, sf.session_key, v))
+            for new in batch.chunks:
+                inserts.append((next_id, *new.columns(), 1 if new.vector is not None else 0))
+                if new.vector is not None:
+                    vec_rows.append((next_id, new.file.source, new.file.session_key, new.vector))
                 next_id += 1
             if batch.touched:
                 await self.db.executemany(
@@ -191,7 +175,7 @@ class SqliteChunks:
             if inserts:
                 await self.db.insert_rows(
                     "INSERT INTO chunks(id, path, source, session_key, start_line, end_line, hash, text, "
-                    "spans, embedded, context, date)",
+                    "spans, context, date, embedded)",
                     inserts,
                 )
                 await self.db.execute(

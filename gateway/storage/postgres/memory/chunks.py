@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import orjson
 
 from ....memory.ports import ChunkKey, Unembedded, VectorRow, WriteBatch
 from .agent import SyncSession, bump_generation, pg_text
@@ -58,26 +57,10 @@ class PgChunks:
                     )
                 ]
                 inserts, vec_rows = [], []
-                for cid, (sf, c, v) in zip(ids, batch.chunks):
-                    inserts.append(
-                        (
-                            cid,
-                            agent,
-                            sf.path,
-                            sf.source,
-                            sf.session_key,
-                            c.start_line,
-                            c.end_line,
-                            c.hash,
-                            pg_text(c.text),
-                            orjson.dumps(c.spans).decode() if c.spans else None,
-                            pg_text(c.context),
-                            v is not None,
-                            c.date,
-                        )
-                    )
-                    if v is not None:
-                        vec_rows.append(VectorRow(cid, sf.source, sf.session_key, v))
+                for cid, new in zip(ids, batch.chunks):
+                    inserts.append((cid, agent, *new.columns(pg_text), new.vector is not None))
+                    if new.vector is not None:
+                        vec_rows.append(VectorRow(cid, new.file.source, new.file.session_key, new.vector))
                 if batch.touched:
                     await conn.executemany(
                         "UPDATE memory_files SET size = $3, mtime_ns = $4 WHERE agent_id = $1 AND path = $2",
@@ -88,7 +71,7 @@ class PgChunks:
                 if inserts:
                     await conn.executemany(
                         "INSERT INTO memory_chunks(id, agent_id, path, source, session_key, start_line, end_line, "
-                        "hash, text, spans, context, embedded, date) "
+                        "hash, text, spans, context, date, embedded) "
                         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                         inserts,
                     )
