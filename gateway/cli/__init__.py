@@ -60,7 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace it with a new random token (a running gateway uses it for new connections)",
     )
     _common(p)
-    p.set_defaults(handler=cmd_token)
+    p.set_defaults(handler=cmd_token, token_command=None)
+    from . import access
+
+    access.add_token_commands(p)
 
     p = sub.add_parser(
         "call",
@@ -121,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import mcp
 
     mcp.add_commands(sub)
+    access.add_commands(sub)  # jarvis audit (jarvis token's sub-commands are added with it above)
     return parser
 
 
@@ -220,6 +224,12 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_token(args: argparse.Namespace, config: Config) -> int:
     from ..auth import ensure_token_file
+
+    if args.token_command:  # create | list | revoke: other principals (cli/access.py)
+        from . import access
+
+        args.config = config
+        return access.run_token(args, config)
 
     if config.token and not args.rotate:
         print(config.token)

@@ -15,6 +15,7 @@ from ..chat.providers import OfflineResponder
 from ..config import Config
 from ..events import EventBus
 from ..methods import memory as _memory_methods  # noqa: F401  (registers the memory.* methods)
+from ..methods import principals as _principal_methods  # noqa: F401  (principals.*, audit.list)
 from ..services import Agent, Services
 from ..storage import open_storage
 
