@@ -51,9 +51,11 @@ def _camel(name: str) -> str:
     return head + "".join(p.title() for p in rest)
 
 
-# Validation rules, attached to fields via metadata: ge/le bounds and a set of allowed choices.
-def _f(default: Any = dataclasses.MISSING, *, ge=None, le=None, choices=None, factory=None, doc=""):
-    meta = {"ge": ge, "le": le, "choices": choices, "doc": doc}
+# Validation rules, attached to fields via metadata: ge/le bounds, a set of allowed choices, and for a
+# setting where 0 turns something off, the least value that turns it on (`on_from`: a period of 1e-300
+# seconds would spin a loop).
+def _f(default: Any = dataclasses.MISSING, *, ge=None, le=None, choices=None, on_from=None, factory=None, doc=""):
+    meta = {"ge": ge, "le": le, "choices": choices, "on_from": on_from, "doc": doc}
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
@@ -109,7 +111,9 @@ class ServerConfig:
         doc="largest reply frame (a batch's answer included); a "
         "bigger one is answered with an error saying to ask for less",
     )
-    ping_interval: float = _f(20.0, ge=0.0, doc="seconds; 0 disables keepalive pings")
+    ping_interval: float = _f(
+        20.0, ge=0.0, on_from=1.0, doc="seconds between keepalive pings (and to wait for the pong); 0 disables them"
+    )
     auth_timeout: float = _f(10.0, ge=0.1, doc="seconds to authenticate after connecting")
     shutdown_grace: float = _f(
         5.0,
@@ -208,7 +212,9 @@ class SessionsConfig:
     ephemeral_prefix: str = _f("hook:", doc="sessions whose key starts with this are pruned by age and count")
     ephemeral_max_age_hours: float = _f(48.0, ge=0.0, doc="ephemeral sessions idle longer are deleted")
     ephemeral_max_count: int = _f(500, ge=0, doc="at most this many ephemeral sessions are kept (newest)")
-    prune_interval_minutes: float = _f(10.0, ge=0.0, doc="how often to prune; 0 = at start and by sessions.prune only")
+    prune_interval_minutes: float = _f(
+        10.0, ge=0.0, on_from=0.001, doc="how often to prune; 0 = at start and by sessions.prune only"
+    )
     history_max_bytes: int = _f(
         2 << 20,
         ge=4096,
@@ -371,7 +377,7 @@ class SyncConfig:
     session_debounce_ms: int = _f(2000, ge=0, doc="delay after chat.final before a session is re-indexed")
     on_search: bool = _f(True, doc="sync before a search when the index is dirty")
     on_session_start: bool = _f(True, doc="sync in the background when a session is created and the index is dirty")
-    interval_minutes: float = _f(0.0, ge=0.0, doc="sync everything every N minutes; 0 = off")
+    interval_minutes: float = _f(0.0, ge=0.0, on_from=0.001, doc="sync everything every N minutes; 0 = off")
     force_on_flush: bool = _f(True, doc="the sync after a compaction flush re-reads files even if size/mtime match")
     processes: int = _f(
         -1,
@@ -572,6 +578,8 @@ def _number(key: str, value: Any, typ: type, meta: Mapping[str, Any], from_text:
         raise ConfigError(f"{key}: must be >= {low}, got {_shown(value)}")
     if not value <= high:
         raise ConfigError(f"{key}: must be <= {high}, got {_shown(value)}")
+    if meta.get("on_from") is not None and value != 0 and not value >= meta["on_from"]:
+        raise ConfigError(f"{key}: must be 0 (off) or at least {meta['on_from']}, got {_shown(value)}")
     return typ(value)
 
 

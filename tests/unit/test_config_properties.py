@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from gateway import config as config_module
 from gateway.auth import token_problem
 from gateway.config import ENV_VARS, Config, ConfigError, load_config
-from tests.helpers import RunningGateway, make_config
+from tests.helpers import RunningGateway, examples, make_config
 
 
 def _walk(obj: Any, prefix: str = "") -> list[tuple[str, Any, dataclasses.Field]]:
@@ -116,7 +116,7 @@ def near_values(key: str) -> list[Any]:
     near: list[Any] = []  # values close to the rules of this key, beside the hostile ones
     if meta.get("choices"):
         near += list(meta["choices"])
-    for bound in ("ge", "le"):
+    for bound in ("ge", "le", "on_from"):
         if meta.get(bound) is not None:
             b = meta[bound]
             near += [b, b - 1, b + 1, b * 2, b / 2, b - 1e-9, float(b)]
@@ -181,6 +181,8 @@ def check_accepted(cfg: Config, key: str) -> None:
             assert obj >= meta["ge"], (key, obj)
         if meta.get("le") is not None:
             assert obj <= meta["le"], (key, obj)
+        if meta.get("on_from") is not None and obj:
+            assert obj >= meta["on_from"], (key, obj)
     texts = [obj] if isinstance(obj, str) else [str(obj)] if isinstance(obj, Path) else []
     texts += [t for t in obj if isinstance(t, str)] if isinstance(obj, list) else []
     for t in texts:
@@ -190,7 +192,7 @@ def check_accepted(cfg: Config, key: str) -> None:
         assert token_problem(obj) is None, obj  # the one token rule (auth.py)
 
 
-HYPO = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+HYPO = settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @HYPO
@@ -213,6 +215,7 @@ def test_every_key_takes_a_hostile_value_or_refuses_it_naming_the_key(tmp_path, 
     [
         ("[server]\nhandshakeTimeout = nan\n", "server.handshakeTimeout: must be a finite number"),
         ("[server]\npingInterval = inf\n", "server.pingInterval: must be a finite number"),
+        ("[server]\npingInterval = 1e-300\n", "server.pingInterval: must be 0 (off) or at least 1.0"),
         ("[server]\nshutdownGrace = nan\n", "server.shutdownGrace: must be a finite number"),
         ("[chat]\ntimeout = -inf\n", "chat.timeout: must be a finite number"),
         ("[memory.search]\nrrfK = 18446744073709551616\n", "memory.search.rrfK: must be <="),
@@ -297,7 +300,7 @@ async def run_gateway(state: Path, key: str, value: Any) -> str:
 
 
 @settings(
-    max_examples=25,
+    max_examples=examples(25),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
@@ -307,6 +310,7 @@ async def run_gateway(state: Path, key: str, value: Any) -> str:
 @example(case=("server.authTimeout", math.inf))
 @example(case=("server.pingInterval", math.nan))
 @example(case=("chat.offlineDeltaDelay", math.nan))
+@example(case=("server.pingInterval", 5e-324))  # every connection closed at once: "keepalive ping timeout"
 async def test_accepted_values_start_a_working_gateway(tmp_path, monkeypatch, case):
     monkeypatch.chdir(tmp_path)  # a relative workspace lands here, not in the checkout
     key, value = case
