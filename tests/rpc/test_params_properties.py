@@ -345,7 +345,7 @@ def crashes(logs: list[dict[str, Any]], records: list[logging.LogRecord]) -> lis
     return bad
 
 
-@settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 async def test_every_method_takes_hostile_params_alike_on_both_engines(engines, caplog, data):
     files, pg = engines

@@ -18,6 +18,7 @@ from websockets.asyncio.client import connect
 
 from gateway.auth import TOKEN_RULE, TokenError, read_token_file, token_problem
 from gateway.config import ConfigError, load_config
+from tests.helpers import examples
 
 TOKEN = "tok-EN_123.abc~!XYZ/+="
 
@@ -106,7 +107,7 @@ async def gw(start_gateway):
     )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(candidate=presented())
 async def test_every_door_gives_the_same_answer_to_the_same_token(gw, candidate):
     answers = await door_answers(gw, candidate)

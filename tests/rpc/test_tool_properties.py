@@ -32,6 +32,9 @@ async def mcp(start_gateway):
         async def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
             body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})  # \\ud800 escapes
             r = await http.post("/mcp", content=body, headers={**ACCEPT, "Authorization": f"Bearer {gw.token}"})
+            if len(body) > gw.config.server.http_max_body_bytes:  # several 1 MB strings, escaped: too big to read
+                assert r.status_code == 413 and "server.httpMaxBodyBytes" in r.text, r.text[:300]
+                return {"result": {"content": [], "refused": True}}
             if has_surrogate(params):  # the SDK's JSON parser refuses a lone surrogate's escape: -32700
                 assert r.status_code == 400 and r.json()["error"]["code"] == -32700, r.text[:300]
                 return {"result": {"content": [], "refused": True}}
