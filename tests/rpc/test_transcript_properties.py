@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import RpcError, examples
+from tests.hostile_values import logged_failures
 
 JSON = st.recursive(
     st.none()
@@ -141,11 +142,6 @@ async def gw(start_gateway):
             await c.close()
 
 
-def crashes(logs: list[dict[str, Any]], records: list[logging.LogRecord]) -> list[Any]:
-    bad: list[Any] = [e for e in logs if e.get("exc_info") or e.get("log_level") in ("error", "critical")]
-    return bad + [r.getMessage() for r in records if r.levelno >= logging.ERROR]
-
-
 async def read_everything(gw, c, key: str) -> None:
     """Every reader of the session's transcript, through its public door."""
     history = await c.call("sessions.history", {"sessionKey": key})
@@ -206,7 +202,7 @@ async def test_every_reader_takes_any_json_in_any_field(gw, caplog, data):
         finally:
             await c.call("sessions.delete", {"sessionKey": key})
     event(f"{len(lines)} odd line(s)")
-    assert not crashes(logs, caplog.records), (crashes(logs, caplog.records), lines)
+    assert not logged_failures(logs, caplog.records), (logged_failures(logs, caplog.records), lines)
 
 
 @settings(max_examples=examples(3), deadline=None, suppress_health_check=list(HealthCheck))
@@ -247,4 +243,4 @@ async def test_migrate_carries_odd_lines_to_postgresql_where_every_reader_takes_
                     await read_everything(pg, c, key)
             finally:
                 await c.close()
-        assert not crashes(logs, []), crashes(logs, [])
+        assert not logged_failures(logs, []), logged_failures(logs, [])

@@ -28,6 +28,7 @@ from gateway import config as config_module
 from gateway.auth import token_problem
 from gateway.config import ENV_VARS, Config, ConfigError, load_config
 from tests.helpers import RunningGateway, examples, make_config
+from tests.hostile_values import logged_failures
 
 
 def _walk(obj: Any, prefix: str = "") -> list[tuple[str, Any, dataclasses.Field]]:
@@ -294,8 +295,7 @@ async def run_gateway(state: Path, key: str, value: Any) -> str:
                 await c.close()
             finally:
                 await gw.stop()
-    broken = [e for e in logs if e.get("exc_info") or e.get("log_level") in ("error", "critical")]
-    assert not broken, broken
+    assert not logged_failures(logs, []), logged_failures(logs, [])
     return "started"
 
 
