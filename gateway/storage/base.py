@@ -232,8 +232,10 @@ class MemoryIndex(Protocol):
         session_key: str | None,
         mode: str,
         exclude: Exclude | None = None,
+        spare: int = 0,
     ) -> dict[str, Any]:
-        """The built-in search backend's answer (memory.search's shape)."""
+        """The built-in search backend's answer (memory.search's shape): the best k, plus up to `spare`
+        more after them, ranked as for k (the memory service's room to fold repeats into one)."""
 
     async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
         """The results' stored vectors (index in `results` → vector) for MMR; None without vectors."""

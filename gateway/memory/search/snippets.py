@@ -17,7 +17,11 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from .query import WORD, is_cjk, light_stem
+from .related import RELATED_WEIGHT
 from .stopwords import STOPWORDS
+
+
+ANSWER_TYPE_WEIGHT = 0.3
 
 
 def term_weights(terms: Sequence[str], texts: Iterable[str]) -> dict[str, float]:
@@ -57,9 +61,26 @@ class SnippetContext:
     needles: list[tuple[str, str, bool]] = field(default_factory=list)
 
     @classmethod
-    def build(cls, terms: Sequence[str], texts: Iterable[str]) -> "SnippetContext":
+    def build(
+        cls,
+        terms: Sequence[str],
+        texts: Iterable[str],
+        answer_types: Iterable[str] = (),
+        related: Sequence[str] = (),
+    ) -> "SnippetContext":
+        """`answer_types`: terms that only name the kind of answer (query.answer_type_terms): they count
+        ANSWER_TYPE_WEIGHT of their rarity. `related`: words related to the terms (search/related.py),
+        matched too, at RELATED_WEIGHT of their rarity; `terms` stays the query's own."""
         terms = list(terms)
-        return cls(terms, term_weights(terms, texts), _term_needles(terms))
+        texts = list(texts)
+        weights = term_weights(terms, texts)
+        for t in answer_types:
+            if t in weights and len(terms) > 1:
+                weights[t] *= ANSWER_TYPE_WEIGHT
+        extra = [w for w in related if w not in weights]
+        for w, v in term_weights(extra, texts).items():
+            weights[w] = v * RELATED_WEIGHT
+        return cls(terms, weights, _term_needles(terms + extra))
 
 
 def segments(text: str, spans: Sequence[Sequence[int]] | None, context: str) -> list[tuple[str, bool]]:
@@ -79,6 +100,12 @@ def score_segment(seg: str, ctx: SnippetContext) -> Segment:
             if s.first_hit < 0 or i < s.first_hit:
                 s.first_hit = i
     return s
+
+
+def matched_terms(text: str, ctx: SnippetContext) -> frozenset[str]:
+    """The query terms `text` contains (light stems as word prefixes, as segments are scored)."""
+    low = text.lower()
+    return frozenset(term for term, needle, word_start in ctx.needles if _find(low, needle, word_start) >= 0)
 
 
 # "User: ", "Assistant: ", "Caroline: ": who spoke, at the start of a transcript message (see chunking).
