@@ -543,7 +543,10 @@ it is exact as a float too, and it is far past any sensible count, size or durat
 
 
 def _shown(value: Any, limit: int = 60) -> str:
-    """`value` as an error message quotes it: repr, cut to `limit` characters."""
+    """`value` as an error message quotes it: repr, cut to `limit` characters (a huge integer by its size:
+    repr() of one past 4,300 digits raises)."""
+    if isinstance(value, int) and not -(10**30) < value < 10**30:
+        return f"an integer of {value.bit_length()} bits"
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -568,7 +571,7 @@ def _number(key: str, value: Any, typ: type, meta: Mapping[str, Any], from_text:
         except ValueError:
             raise ConfigError(f"{key}: must be {kind}, got {_shown(value)}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (typ is int and not isinstance(value, int)):
-        raise ConfigError(f"{key}: must be {kind}, got {_shown(value)}")
+        raise ConfigError(f"{key}: must be {kind}")
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{key}: must be a finite number, got {value}")
     low, high = meta.get("ge"), meta.get("le")
@@ -766,7 +769,7 @@ def load_config(
     if path.exists():
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a 5,000-digit number
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
         data.pop("stateDir", None)  # the file lives in the state dir; it cannot move it
         _apply(cfg, data, "", False, errors)

@@ -61,7 +61,7 @@ ODD_TEXT = st.sampled_from(
 )
 NUMBERS = st.one_of(
     st.sampled_from([math.nan, math.inf, -math.inf, -0.0, 1e-300, 5e-324, 1e308, -1e308]),
-    st.sampled_from([2**31, 2**53 + 1, 2**63 - 1, 2**63, 2**64, -(2**63) - 1, 10**30]),
+    st.sampled_from([2**31, 2**53 + 1, 2**63 - 1, 2**63, 2**64, -(2**63) - 1, 10**30, 10**5000]),
     st.integers(-(2**70), 2**70),
     st.floats(allow_nan=True, allow_infinity=True),
     st.integers(-3, 70_000),
@@ -79,7 +79,7 @@ def toml_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
-        return str(v)
+        return str(v) if -(10**4000) < v < 10**4000 else "9" * 5000  # str() of more digits raises
     if isinstance(v, float):
         return "nan" if v != v else ("inf" if v == math.inf else "-inf" if v == -math.inf else repr(v))
     if isinstance(v, str):
@@ -204,6 +204,9 @@ def test_every_key_takes_a_hostile_value_or_refuses_it_naming_the_key(tmp_path, 
         cfg = load(tmp_path, key, route, value)
     except ConfigError as exc:
         assert exc.errors, exc
+        if route == "toml" and "9" * 5000 in toml_value(value):
+            assert "not valid TOML" in str(exc), exc  # the parser cannot say which key; it names the file
+            return
         for err in exc.errors:
             assert err.startswith(f"{key}:") or f"{key}" in err.split(":", 1)[0] or key in err, (key, err)
             assert len(err) < 600, "the message quotes a bounded part of the value"
