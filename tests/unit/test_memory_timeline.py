@@ -34,7 +34,8 @@ def test_what_time_a_question_asks_about(query, intent):
 
 def test_time_words_and_answer_kinds_are_not_what_a_question_is_about():
     assert query_terms("Where do I live now?") == ["live"]
-    assert query_terms("What was my old phone number?") == ["phone", "number"]
+    assert query_terms("What's my current phone number?") == ["phone", "number"]
+    assert query_terms("What was my first phone number?") == ["first", "phone", "number"]
     assert query_terms("now?") == ["now"]  # nothing else: searched as it is
     assert answer_type_terms("What colour is my canoe?") == {"colour"}
     assert answer_type_terms("Which basketball team do I cheer for?") == {"team"}
@@ -130,3 +131,13 @@ def test_arrange_keeps_every_statement_and_orders_scores(items, query, with_vect
     scores = [r["score"] for r in out]
     assert scores == sorted(scores, reverse=True) and all(0.0 <= s <= 1.0 for s in scores)
     assert sum(r.get("said", 1) for r in out) <= len(items)
+
+
+def test_a_hit_matching_only_the_kind_of_answer_does_not_supersede_one_about_the_subject():
+    car = hit("sessions/a.jsonl", 0.9, "2025-01-01T10:00:00.000Z", "User: My car is a blue Subaru Forester.")
+    music = hit("sessions/b.jsonl", 0.8, "2025-06-01T10:00:00.000Z", "User: What kind of music is this?")
+    music["snippet"] = "User: This kind of jazz is lovely."
+    close = {0: np.array([1.0, 0.1]), 1: np.array([1.0, 0.2])}
+    assert paths(arrange([car, music], "What kind of car do I have?", close)) == ["a", "b"]
+    newer_car = {**music, "snippet": "User: I sold the Subaru and bought a green Volvo car of the kind I like."}
+    assert paths(arrange([car, newer_car], "What kind of car do I have?", close)) == ["b", "a"]

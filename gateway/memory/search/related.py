@@ -74,7 +74,7 @@ flight flying fly plane
 hotel accommodation
 passport visa
 favourite favorite prefer preferred
-colour color painted paint
+colour color
 hometown grew raised born
 language speak speaking learn learning course lesson lessons level
 """

@@ -459,6 +459,7 @@ class Searcher:
             [(c, r) for c, r in live if c.score >= min_score], k + spare, self.opts.file_diversity
         )
         out = []
+        shown: dict[str, set[int]] = {}  # a transcript's lines the results so far show
         for c, r in picked:
             spans = orjson.loads(r[7]) if r[7] else None
             item: dict[str, Any] = {
@@ -467,7 +468,7 @@ class Searcher:
                 "startLine": int(r[4]),
                 "endLine": int(r[5]),
                 "score": round(float(c.score), 6),
-                "snippet": snippet(r[6], spans, ctx, self.opts.snippet_chars, r[8]),
+                "snippet": snippet(r[6], spans, ctx, self.opts.snippet_chars, r[8], shown.setdefault(r[1], set())),
             }
             if r[3]:
                 item["sessionKey"] = r[3]

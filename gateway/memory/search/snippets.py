@@ -208,10 +208,29 @@ MIN_HEAD = 60  # characters of a neighbouring message worth showing (a name and 
 
 
 def snippet(
-    text: str, spans: Sequence[Sequence[int]] | None, ctx: SnippetContext, limit: int = 700, context: str = ""
+    text: str,
+    spans: Sequence[Sequence[int]] | None,
+    ctx: SnippetContext,
+    limit: int = 700,
+    context: str = "",
+    shown: set[int] | None = None,
 ) -> str:
-    """The best ≤ `limit` characters of a chunk: around its best-matching core segment, whole segments."""
+    """The best ≤ `limit` characters of a chunk: around its best-matching core segment, whole segments.
+    `shown`: the lines of this transcript that better-ranked results of the same search show already
+    (overlapping windows hold the same messages): those are left out unless nothing else is left, and
+    the lines this snippet shows are added."""
     raw = segments(text, spans, context)
+    lines = [int(sp[0]) for sp in spans] if spans and len(spans) == len(raw) else None
+    if lines and shown and not all(n in shown for n, (_, is_core) in zip(lines, raw) if is_core):
+        keep = [i for i, n in enumerate(lines) if n not in shown]
+        raw, lines = [raw[i] for i in keep], [lines[i] for i in keep]
+    out = _snippet(raw, ctx, limit)
+    if lines is not None and shown is not None:
+        shown.update(n for (seg, _), n in zip(raw, lines) if seg and seg in out)
+    return out
+
+
+def _snippet(raw: list[tuple[str, bool]], ctx: SnippetContext, limit: int) -> str:
     if sum(len(seg) + 1 for seg, _ in raw) - 1 <= limit:
         return "\n".join(seg for seg, _ in raw)
     segs = [score_segment(seg, ctx) for seg, _ in raw]

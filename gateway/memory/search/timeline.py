@@ -33,7 +33,8 @@ from typing import Any, Literal, Mapping, Sequence
 import numpy as np
 
 from ...timeutil import parse_iso
-from .query import query_terms
+from ..index.chunking import text_date
+from .query import answer_type_terms, query_terms
 from .related import related_terms
 from .snippets import SnippetContext, matched_terms
 
@@ -55,22 +56,28 @@ SAME_SUBJECT_COSINE = 0.35  # stored vectors this close: two hits are about the 
 SAME_SUBJECT_WORDS = 0.3  # without vectors: the Jaccard overlap of their words instead
 RELEVANT_ENOUGH = 0.5  # a hit takes another's place only if it scores at least this share of it
 TOP_CONTESTED = 3  # only the best few hits can be overtaken: the answer's place is what is contested
-# ...and only by a hit among the first this many: for the present, the order of what is shown first
-# changes, not what it is; the past reaches a little deeper for the oldest statement.
-WINDOW_PRESENT = 5
-WINDOW_PAST = 10
+# ...and only by a hit among the first this many: the order of what is shown first changes, not what it is.
+WINDOW = 5
 
 
 # The verb a question is asked in: "Where do I live?" asks what holds; "When did I go?" about an event.
 # ("has/have" asks what happened so far — "Where has she camped?" —, a modal what might be: no state.)
 _PRESENT_TENSE = re.compile(r"\b(?:am|is|are|do|does)\b|\w'(?:s|re|m)\b", re.I)
-_NOT_A_STATE = re.compile(r"\b(?:has|have|had|would|could|might|will|should|did|was|were)\b", re.I)
+_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
+_PARTICIPLE = r"(?:\w+ed|been|gone|done|seen|taken|made|read|got|gotten|become|begun|known|won|lost|left|met|bought|sold|had|written|given|eaten|driven|ridden|worn|grown|heard|felt|found|kept|told|thought|taught|brought|built|spent|sent)"
+# A perfect ("has she camped", "have I been"), a modal ("would", "might"), or the past tense: no state.
+_NOT_A_STATE = re.compile(
+    rf"\b(?:(?:has|have|had)\s+(?:\w+\s+){{0,2}}?{_PARTICIPLE}|would|could|might|will|should|did|was|were)\b", re.I
+)
 
 
 def temporal_intent(query: str) -> Intent:
     """What time a question asks about: the present ("Where do I live?", "Am I still a member?", "What's
     my code now?"), the past ("Where did I live before Ottawa?", "What was my old number?"), or an event
-    ("When did I go to Rome?", "What did she paint?"): only then does no statement supersede another."""
+    ("When did I go to Rome?", "What did she paint?", "What happened on 7 July 2023?" — a question that
+    names its date): only then does no statement supersede another."""
+    if text_date(query) or _YEAR.search(query):
+        return "event"
     if _PRESENT.search(query):
         return "present"
     if _PAST.search(query):
@@ -102,7 +109,7 @@ class _Hit:
     score: float
     date: str  # ISO 8601 (sorts as time); "" when undated
     text: str  # the snippet, normalised
-    long: list[str]  # its sentences of DUPLICATE_SENTENCE_CHARS or more, normalised
+    long: list[str]  # its sentences of DUPLICATE_SENTENCE_CHARS or more with a word of the query, normalised
     words: frozenset[str]
     asks: bool
     vec: np.ndarray | None
@@ -110,10 +117,18 @@ class _Hit:
     said: list[str] = field(default_factory=list)  # the dates of the hits merged into this one
 
 
-def _hits(results: Sequence[dict[str, Any]], query: str, vectors: Mapping[int, np.ndarray] | None) -> list[_Hit]:
-    snips = [r.get("snippet") or "" for r in results]
+def _context(results: Sequence[dict[str, Any]], query: str) -> SnippetContext:
+    """The query's terms (and related words), weighted by their rarity among the results, as the re-rank
+    weighs them (answer kinds and related words count less)."""
     terms = query_terms(query)
-    ctx = SnippetContext.build(terms, snips, related=related_terms(terms))
+    snips = [r.get("snippet") or "" for r in results]
+    return SnippetContext.build(terms, snips, answer_type_terms(query), related_terms(terms))
+
+
+def _hits(
+    results: Sequence[dict[str, Any]], ctx: SnippetContext, vectors: Mapping[int, np.ndarray] | None
+) -> list[_Hit]:
+    snips = [r.get("snippet") or "" for r in results]
     out = []
     for i, (r, snip) in enumerate(zip(results, snips)):
         sents = sentences(snip)
@@ -127,7 +142,7 @@ def _hits(results: Sequence[dict[str, Any]], query: str, vectors: Mapping[int, n
                 float(r.get("score") or 0.0),
                 str(r.get("date") or ""),
                 _norm(snip),
-                [_norm(s) for s in sents if len(s) >= DUPLICATE_SENTENCE_CHARS],
+                [_norm(s) for s in sents if len(s) >= DUPLICATE_SENTENCE_CHARS and matched_terms(s, ctx)],
                 frozenset(w for w in _WORD.findall(snip.lower()) if len(w) > 2),
                 bool(sents) and all(s.endswith("?") for s in sents),
                 v,
@@ -139,15 +154,19 @@ def _hits(results: Sequence[dict[str, Any]], query: str, vectors: Mapping[int, n
 
 def _repeats(a: _Hit, b: _Hit) -> bool:
     """The same statement said again: in another file (overlapping windows of one transcript show
-    different parts of it), the same text or a shared sentence of DUPLICATE_SENTENCE_CHARS or more."""
+    different parts of it), the same text, or a shared sentence of DUPLICATE_SENTENCE_CHARS or more that
+    holds a word of the question (not a pleasantry both happen to say)."""
     if a.result.get("path") == b.result.get("path"):
         return False
     return a.text == b.text or any(s in b.text for s in a.long) or any(s in a.text for s in b.long)
 
 
-def _same_subject(a: _Hit, b: _Hit) -> bool:
-    """Whether two hits are about the same subject: their stored vectors close, or (without vectors)
-    their words overlapping."""
+def _same_subject(a: _Hit, b: _Hit, kinds: frozenset[str]) -> bool:
+    """Whether `b` is about what `a` is: their stored vectors close (or, without vectors, their words
+    overlapping) — unless `b` matched the question only in the word that names the kind of answer
+    ("name" in "What's my cat's name?") where `a` matched what it is about ("cat")."""
+    if b.terms and b.terms <= kinds and not a.terms <= kinds:
+        return False
     if a.vec is not None and b.vec is not None:
         return float(a.vec @ b.vec) >= SAME_SUBJECT_COSINE
     if not a.words or not b.words:
@@ -196,15 +215,17 @@ def arrange(
         key=lambda i: (-float(results[i].get("score") or 0.0), sign * _epoch(results[i].get("date"))),
     )
     by_rank = {new: vectors[old] for new, old in enumerate(ranked) if vectors and old in vectors}
-    hits = _merge_repeats(_hits([results[i] for i in ranked], query, by_rank))
+    ordered = [results[i] for i in ranked]
+    ctx = _context(ordered, query)
+    kinds = answer_type_terms(query)
+    hits = _merge_repeats(_hits(ordered, ctx, by_rank))
     later = later_terms(query) if intent == "past" else frozenset()
     # Each hit's place: its own score, or just above the best-ranked hit it overtakes.
     place = {id(h): h.score for h in hits}
     newer_of: dict[int, str] = {}
-    window = WINDOW_PRESENT if intent == "present" else WINDOW_PAST
     for i, a in enumerate(hits[:TOP_CONTESTED] if intent != "event" else []):
-        for b in hits[i + 1 : window]:
-            if b.asks or b.score < RELEVANT_ENOUGH * a.score or not _same_subject(a, b):
+        for b in hits[i + 1 : WINDOW]:
+            if b.asks or b.score < RELEVANT_ENOUGH * a.score or not _same_subject(a, b, kinds):
                 continue
             if intent == "present":
                 if _last(a) and _last(b) > _last(a):
