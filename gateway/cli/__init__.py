@@ -196,14 +196,18 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
         sdnotify.attach(gw)
 
+    from ..auth import TokenError
     from ..errors import JarvisError
     from ..fsutil import StateDirInUse
     from ..server.httpapi import ListenError
 
     try:
         return asyncio.run(serve(config, announce))
-    except StateDirInUse as exc:
+    except (StateDirInUse, TokenError) as exc:
         print(f"jarvis: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigError as exc:  # a value only the gateway's start could judge (what the database driver takes)
+        print(f"jarvis: invalid configuration: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except JarvisError as exc:  # the gateway could not start: the database is unreachable, say
         print(f"jarvis: cannot start: {exc.message}", file=sys.stderr)
@@ -223,7 +227,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_token(args: argparse.Namespace, config: Config) -> int:
-    from ..auth import ensure_token_file
+    from ..auth import TokenError, ensure_token_file
 
     if args.token_command:  # create | list | revoke: other principals (cli/access.py)
         from . import access
@@ -237,7 +241,11 @@ def cmd_token(args: argparse.Namespace, config: Config) -> int:
     if config.token and args.rotate:
         print("jarvis: the token is set by JARVIS_GATEWAY_TOKEN or config; change it there", file=sys.stderr)
         return EXIT_USAGE
-    print(ensure_token_file(config.token_file, rotate=args.rotate))
+    try:
+        print(ensure_token_file(config.token_file, rotate=args.rotate))
+    except TokenError as exc:
+        print(f"jarvis: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 

@@ -11,7 +11,7 @@ import orjson
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
-from ..auth import read_token_file
+from ..auth import TokenError, read_token_file
 from ..config import Config
 from ..neterrors import connection_failure
 
@@ -113,6 +113,20 @@ def call_timeout(method: str) -> float | None:
     return CALL_TIMEOUTS.get(method, DEFAULT_TIMEOUT)
 
 
+def client_token(config: Config) -> str:
+    """The token to present: the configured one, else the token file's; CallError (exit 2) when there is
+    none or the file's breaks the token rule."""
+    try:
+        token = config.token or read_token_file(config.token_file)
+    except TokenError as exc:
+        raise CallError(str(exc), 2) from None
+    if not token:
+        raise CallError(
+            f"no token: {config.token_file} does not exist (start the gateway or run `{token_command(config)}`)", 2
+        )
+    return token
+
+
 async def call(
     config: Config,
     method: str,
@@ -124,11 +138,7 @@ async def call(
     on_result: Callable[[Any], None],
     on_event: Callable[[Any], None],
 ) -> None:
-    token = config.token or read_token_file(config.token_file)
-    if not token:
-        raise CallError(
-            f"no token: {config.token_file} does not exist (start the gateway or run `{token_command(config)}`)", 2
-        )
+    token = client_token(config)
     url = url or config.ws_url()
     ids = itertools.count(1)
     try:
@@ -211,11 +221,7 @@ class Connection:
 
     @classmethod
     async def open(cls, config: Config, url: str | None = None, open_timeout: float = 10) -> "Connection":
-        token = config.token or read_token_file(config.token_file)
-        if not token:
-            raise CallError(
-                f"no token: {config.token_file} does not exist (start the gateway or run `{token_command(config)}`)", 2
-            )
+        token = client_token(config)
         url = url or config.ws_url()
         try:
             ws = await connect(

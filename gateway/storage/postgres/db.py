@@ -38,6 +38,7 @@ import asyncpg
 import orjson
 import structlog
 
+from ...config import ConfigError
 from ...errors import Unavailable
 from ...tasks import log_failure
 
@@ -325,6 +326,9 @@ class Postgres:
             )
         except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
             raise Unavailable(f"PostgreSQL unreachable at {redact(self.url)}: {exc}", retryable=True) from None
+        except ValueError as exc:  # the driver's own reading of the URL (a parameter it does not know, …)
+            why = str(exc).replace(self.url, redact(self.url))[:300]
+            raise ConfigError(f"storage.url: the PostgreSQL driver cannot use it: {why}") from None
         applied: list[str] = []
         if schema:
             async with self.pool.acquire() as conn:
