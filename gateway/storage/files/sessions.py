@@ -368,8 +368,8 @@ class FileSessionStore:
                     sessions.setdefault(k, dict(meta))
 
             self._mutate_sync(put)
-            if fresh:  # every counter written is exact: the first open need not recount
-                self.clean_marker.touch(0o600)
+            if fresh and not self._clean_owner:  # every counter is exact: the first open need not recount
+                self.clean_marker.touch(0o600)  # (an open store's marker is its close's to put back)
         return out
 
     async def strays(self) -> list[str]:
