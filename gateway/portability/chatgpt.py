@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .conversation import Conversation, Fields, Turn, message_id
+from .conversation import Conversation, Fields, Turn, dict_or_empty, message_id
 
 SOURCE = "chatgpt"
 _HIDDEN_TYPES = {
@@ -122,7 +122,7 @@ def _render(f: Fields, msg: dict[str, Any], at: str) -> tuple[str, str, str]:
     assert content is not None and role is not None
     ctype = f.text(content.get("content_type"), f"{at}.content.content_type")
     assert ctype is not None
-    meta = msg.get("metadata") if isinstance(msg.get("metadata"), dict) else {}
+    meta = dict_or_empty(msg.get("metadata"))
     recipient = msg.get("recipient")
     if role == "system":
         return role, "", "system message"
@@ -175,8 +175,7 @@ def _part(part: dict[str, Any]) -> str:
         bits = [str(part.get("asset_pointer") or "no pointer")]
         if isinstance(part.get("width"), int) and isinstance(part.get("height"), int):
             bits.append(f"{part['width']}×{part['height']}")
-        meta = part.get("metadata") if isinstance(part.get("metadata"), dict) else {}
-        dalle = meta.get("dalle") if isinstance(meta.get("dalle"), dict) else {}
+        dalle = dict_or_empty(dict_or_empty(part.get("metadata")).get("dalle"))
         if isinstance(dalle.get("prompt"), str) and dalle["prompt"].strip():
             bits.append(f"generated from: {dalle['prompt'].strip()}")
         return f"[image: {', '.join(bits)}]"

@@ -77,12 +77,12 @@ def _branch(f: Fields, messages: list[Any]) -> list[int]:
     they carry no parent ids (older exports: one line of messages)."""
     ids: dict[str, int] = {}
     parents: dict[int, str] = {}
-    for i, m in enumerate(messages):
+    for n, m in enumerate(messages):
         if isinstance(m, dict):
             if isinstance(m.get("uuid"), str):
-                ids[m["uuid"]] = i
+                ids[m["uuid"]] = n
             if isinstance(m.get("parent_message_uuid"), str):
-                parents[i] = m["parent_message_uuid"]
+                parents[n] = m["parent_message_uuid"]
     if not parents or not messages:
         return list(range(len(messages)))
     chain: list[int] = []

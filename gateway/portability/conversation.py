@@ -13,6 +13,7 @@ record says where it came from:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -86,7 +87,7 @@ class Conversation:
     turns: list[Turn]
     skipped: Counter[str] = field(default_factory=Counter)  # messages left out, by why
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         return session_key(self.source, self.id)
 
@@ -177,6 +178,11 @@ class Fields:
         if parsed is None or not 1990 <= parsed.year <= 2200:
             raise self.fail(at, f"{value[:40]!r} is not an ISO 8601 time between 1990 and 2200")
         return to_iso(parsed)
+
+
+def dict_or_empty(value: Any) -> dict[str, Any]:
+    """`value` when it is an object, else {} (for optional parts a reader only looks into)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _kind(value: Any) -> str:

@@ -7,9 +7,9 @@ How it runs:
 
 - **Streamed.** A thread reads the export's one big JSON array an element at a time (jsonarray.py) and
   converts each conversation (chatgpt.py / claude.py) into a batch of at most `Limits.batch` conversations
-  or `Limits.batch_bytes` of transcript; the event loop only writes batches. Memory holds one batch and
-  the read buffer: bounded by the batch size and the largest conversation (`Limits.conversation_bytes`),
-  whatever the export's size.
+  or `Limits.batch_bytes` of JSON; the event loop only writes batches, while the next one is read. Memory
+  holds two batches and the read buffer: bounded by the batch size and the largest conversation
+  (`Limits.conversation_bytes`), whatever the export's size.
 - **Whole or not at all, per conversation.** New conversations go in through `import_sessions` (a batch:
   each session whole; the files engine writes sessions.json once per batch); new turns of a conversation
   already here go in through `append_messages` (one durable append, one transaction on PostgreSQL).
@@ -29,21 +29,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 import zipfile
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import orjson
 
 from ..errors import SessionLimit, Unavailable
-from ..sessions import transcript as tx
 from ..storage.base import ADDED, SessionCopy, SessionStore
 from . import chatgpt, claude
-from .conversation import BadExport, Conversation
+from .conversation import BadExport, Conversation, dict_or_empty
 from .jsonarray import Malformed, elements
 from .reading import open_conversations
 
@@ -144,7 +142,7 @@ class _Batches:
         out: list[Conversation] = []
         size = 0
         try:
-            for element in self._iter():
+            for element in self._elements:
                 self._index = element.index + 1
                 try:
                     obj = orjson.loads(element.data)
@@ -171,9 +169,6 @@ class _Batches:
                 conversation={"index": self._index},
             )
         return out, None
-
-    def _iter(self) -> Iterator[Any]:
-        return self._elements
 
     def close(self) -> None:
         self._opened.__exit__(None, None, None)
@@ -239,7 +234,10 @@ async def import_export(
     def report() -> dict[str, Any]:
         return {**tally.as_dict(), "durationMs": round((time.monotonic() - started) * 1000)}
 
+    # The next batch is read and converted (in a thread) while this one is written: two batches in memory.
+    ahead: asyncio.Future[tuple[list[Conversation], BadExport | None]] | None = None
     try:
+        ahead = asyncio.ensure_future(asyncio.to_thread(batches.next))
         while True:
             if stopping():
                 raise Unavailable(
@@ -247,7 +245,8 @@ async def import_export(
                     f"caller left); run it again to go on: what was imported is kept, and found",
                     retryable=True,
                 )
-            batch, error = await asyncio.to_thread(batches.next)
+            batch, error = await ahead
+            ahead = asyncio.ensure_future(asyncio.to_thread(batches.next)) if batch and error is None else None
             try:
                 await _write(store, batch, agent_id, known, tally, dry_run)
             except SessionLimit as exc:
@@ -263,6 +262,10 @@ async def import_export(
         exc.data = {**(exc.data or {}), "done": report()}
         raise
     finally:
+        if ahead is not None:  # its thread reads the file: let it finish before the file closes
+            await asyncio.wait([ahead])
+            if not ahead.cancelled():
+                ahead.exception()  # retrieved: a read-ahead nobody needs fails quietly
         await asyncio.to_thread(batches.close)
     tell(final=True)
     return report()
@@ -273,11 +276,15 @@ async def _write(
 ) -> None:
     """One batch: new conversations whole through import_sessions, new turns through append_messages."""
     new: list[Conversation] = []
+    pending: set[str] = set()
     for conv in batch:
         tally.found += 1
         tally.messages_skipped.update(conv.skipped)
         if not conv.turns:
             tally.skip(conv.ref, "no messages to import")
+            continue
+        if conv.key in pending:
+            tally.skip(conv.ref, "the export holds this conversation twice: the first one was taken")
             continue
         if conv.key not in known:
             if len(known) >= store.max:
@@ -287,6 +294,7 @@ async def _write(
                 await _add(store, new, agent_id, known, tally)
                 raise SessionLimit(agent_id, store.max)
             known.add(conv.key)
+            pending.add(conv.key)
             new.append(conv)
             continue
         await _extend(store, conv, tally, dry_run)
@@ -323,7 +331,7 @@ async def _extend(store: SessionStore, conv: Conversation, tally: Tally, dry_run
         tally.skip(conv.ref, "its session was deleted while the import ran")
         return
     have, head = await asyncio.to_thread(_existing_ids, copy.lines)
-    imported = head.get("imported") if isinstance(head.get("imported"), dict) else {}
+    imported = dict_or_empty(head.get("imported"))
     if imported.get("source") != conv.source or imported.get("conversationId") != conv.id:
         tally.skip(conv.ref, f"session {conv.key} is there and was not imported from this conversation")
         return
@@ -339,10 +347,3 @@ async def _extend(store: SessionStore, conv: Conversation, tally: Tally, dry_run
     tally.extended += 1
     tally.messages_added += len(fresh)
     tally.dates(fresh)
-
-
-def new_import_id() -> str:
-    return uuid.uuid4().hex[:12]
-
-
-__all__ = ["Limits", "Tally", "import_export", "new_import_id", "tx"]

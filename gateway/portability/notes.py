@@ -19,6 +19,7 @@ Everything here blocks: run it in a thread.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -123,7 +124,7 @@ def vault_files(source: Path) -> Iterator[tuple[str, Callable[[], bytes], int]]:
                 continue
             if any(parts[i : i + 2] in _SKIP_DIRS for i in range(len(parts) - 1)):
                 continue
-            yield rel, (lambda info=info: zf.read(info)), info.file_size
+            yield rel, functools.partial(zf.read, info), info.file_size
 
 
 def _common_root(names: list[str]) -> str:

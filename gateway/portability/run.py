@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..errors import SessionLimit, Unavailable
 from ..storage.base import KeyedStore, SessionStore
 from . import archive, importer, notes, transcripts
 from .conversation import BadExport
@@ -91,16 +92,19 @@ async def _import_jsonl(target: Target, path: Path, dry_run: bool, progress: Pro
     tally = transcripts.SessionsTally()
     tick = _ticker(progress, lambda t: {"phase": "sessions", "sessions": t.found, "added": t.added})
     if path.is_dir() or path.suffix.lower() == ".jsonl":
+        limit = target.limits.conversation_bytes
         incoming = (
-            transcripts.folder_sessions(path, target.agent_id)
+            transcripts.folder_sessions(path, target.agent_id, limit)
             if path.is_dir()
-            else iter([await asyncio.to_thread(_one_file, path, target.agent_id)])
+            else iter([await asyncio.to_thread(_one_file, path, target.agent_id, limit)])
         )
         await _sessions(target, incoming, dry_run, tally, tick)
         return {"sessions": tally.as_dict()}
     opened = await asyncio.to_thread(transcripts.Archive, path)
     try:
-        await _sessions(target, opened.sessions(target.agent_id), dry_run, tally, tick)
+        await _sessions(
+            target, opened.sessions(target.agent_id, target.limits.conversation_bytes), dry_run, tally, tick
+        )
         out: dict[str, Any] = {"sessions": tally.as_dict(), "manifest": _brief(opened.manifest)}
         entries = await asyncio.to_thread(opened.keyed)
         if target.keyed is not None:
@@ -123,13 +127,17 @@ async def _sessions(target: Target, incoming: Any, dry_run: bool, tally: Any, ti
             tally=tally,
             max_bytes=target.limits.conversation_bytes,
             tick=lambda: tick(tally),
+            stopping=target.stopping,
         )
-    except BadExport as exc:
+    except (BadExport, SessionLimit, Unavailable) as exc:
         exc.data = {**(exc.data or {}), "done": {"sessions": tally.as_dict()}}
         raise
 
 
-def _one_file(path: Path, agent_id: str) -> transcripts.Incoming:
+def _one_file(path: Path, agent_id: str, max_bytes: int) -> transcripts.Incoming:
+    size = path.stat().st_size
+    if size > max_bytes:
+        return transcripts.Incoming(path.stem, [], [], None, path.name, oversize=size)
     return transcripts.parse_lines(path.read_bytes(), path.name, agent_id, path.stem)
 
 

@@ -15,6 +15,7 @@ differs); a note is placed as notes.place says (never over a file changed here).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import zipfile
 from collections.abc import Iterator
@@ -24,14 +25,14 @@ from typing import Any, Callable
 
 import orjson
 
-from ..errors import Invalid, SessionLimit
+from ..errors import Invalid, SessionLimit, Unavailable
 from ..memory.layout import KEYED_DIR
 from ..memory.notes.keyed import Entry
 from ..sessions import transcript as tx
 from ..sessions.history import check_session_key
 from ..storage.base import ADDED, PRESENT, KeyedStore, SessionCopy, SessionStore
 from .archive import FORMAT, VERSION
-from .conversation import BadExport
+from .conversation import BadExport, dict_or_empty
 from .notes import NotesTally, copy_files, is_exported_note
 
 SHOWN = 50
@@ -47,6 +48,7 @@ class Incoming:
     records: list[dict[str, Any]]
     meta: dict[str, Any] | None
     where: str
+    oversize: int = 0  # its bytes, when over the most one session may be: not read, skipped
 
 
 @dataclass
@@ -126,7 +128,7 @@ def derived_meta(inc: Incoming) -> dict[str, Any]:
     head = inc.records[0]
     stamps = [r["timestamp"] for r in inc.records if r.get("type") == "message" and isinstance(r.get("timestamp"), str)]
     created = head.get("createdAt") if isinstance(head.get("createdAt"), str) else (min(stamps) if stamps else "")
-    imported = head.get("imported") if isinstance(head.get("imported"), dict) else {}
+    imported = dict_or_empty(head.get("imported"))
     title = imported.get("title")
     return {
         "sessionKey": inc.key,
@@ -149,7 +151,11 @@ def _meta_from(raw: Any, key: str) -> dict[str, Any] | None:
     return meta
 
 
-def folder_sessions(folder: Path, agent_id: str) -> Iterator[Incoming]:
+def _too_big(key: str, where: str, size: int) -> Incoming:
+    return Incoming(key, [], [], None, where, oversize=size)
+
+
+def folder_sessions(folder: Path, agent_id: str, max_bytes: int) -> Iterator[Incoming]:
     """Every `*.jsonl` of a folder, with sessions.json's (or index.jsonl's) metadata where it has some."""
     metas: dict[str, Any] = {}
     sj = folder / "sessions.json"
@@ -164,6 +170,9 @@ def folder_sessions(folder: Path, agent_id: str) -> Iterator[Incoming]:
         metas.update(_index(ij.read_bytes(), str(ij)))
     for path in sorted(folder.glob("*.jsonl")):
         if path.name == "index.jsonl" or path.is_symlink() or not path.is_file():
+            continue
+        if path.stat().st_size > max_bytes:
+            yield _too_big(path.stem, str(path), path.stat().st_size)
             continue
         inc = parse_lines(path.read_bytes(), str(path), agent_id, path.stem)
         inc.meta = _meta_from(metas.get(inc.key), inc.key)
@@ -215,10 +224,15 @@ class Archive:
         )
         self.note_names = sorted(n for n in names if n.startswith("notes/") and not n.endswith("/"))
 
-    def sessions(self, agent_id: str) -> Iterator[Incoming]:
+    def sessions(self, agent_id: str, max_bytes: int) -> Iterator[Incoming]:
         for name in self.session_names:
             where = f"{self.name}:{name}"
-            inc = parse_lines(self._read(name, where), where, agent_id, name[len("sessions/") : -len(".jsonl")])
+            stem = name[len("sessions/") : -len(".jsonl")]
+            size = self.zf.getinfo(name).file_size
+            if size > max_bytes:
+                yield _too_big(stem, where, size)
+                continue
+            inc = parse_lines(self._read(name, where), where, agent_id, stem)
             inc.meta = _meta_from(self.metas.get(inc.key), inc.key)
             yield inc
 
@@ -244,7 +258,7 @@ class Archive:
     def notes(self) -> Iterator[tuple[str, Callable[[], bytes], int]]:
         for name in self.note_names:
             info = self.zf.getinfo(name)
-            yield name[len("notes/") :], (lambda name=name: self._read(name, f"{self.name}:{name}")), info.file_size
+            yield name[len("notes/") :], functools.partial(self._read, name, f"{self.name}:{name}"), info.file_size
 
     def _read(self, name: str, where: str) -> bytes:
         try:
@@ -267,20 +281,26 @@ async def import_sessions(
     tally: SessionsTally,
     max_bytes: int,
     tick: Callable[[], None] = lambda: None,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> None:
     """Each incoming session: added whole, extended with what it has more, or left (see the docstring).
     `incoming` blocks: each item is read in a thread."""
     known = set((await store.all()).keys())
     end = object()
     while True:
+        if stopping():
+            raise Unavailable(
+                f"the import stopped after {tally.found} sessions (the gateway is stopping, or its caller "
+                f"left); run it again to go on: what was imported is kept, and found",
+                retryable=True,
+            )
         inc = await asyncio.to_thread(next, incoming, end)
         if inc is end:
             return
         assert isinstance(inc, Incoming)
         tally.found += 1
-        size = sum(len(line) for line in inc.lines)
-        if size > max_bytes:
-            tally.skip(inc.key, f"{size} bytes, over the {max_bytes} one session may be")
+        if inc.oversize:
+            tally.skip(inc.key, f"{inc.oversize} bytes, over the {max_bytes} one session may be")
             continue
         if inc.key in known:
             await _extend(store, inc, dry_run, tally)
