@@ -3,8 +3,10 @@
 They read and write files on the gateway's machine, as the gateway's user, by path: the namespace is the
 gateway owner's (issue 33's scopes will require `admin` for it), and a path is taken only from a caller on
 the same machine (a loopback connection, or `jarvis` in process), never from a remote client holding the
-token. Files do not travel through the WebSocket (a frame is 1 MiB): the CLI hands the gateway the path
-of the export, and the gateway reads it where it lies. The work is gateway/portability/.
+token. The CLI hands the gateway the path of the export and the gateway reads it where it lies (an export
+is hundreds of MB, a frame 1 MiB). A client elsewhere — the web page in a browser — sends the file in
+pieces instead (`admin.upload`, portability/uploads.py) and imports the upload (`admin.import {upload}`).
+The work is gateway/portability/.
 
 While an import or export runs, its caller gets `admin.import.progress` / `admin.export.progress`
 notifications (about four a second at most); the gateway keeps answering everyone meanwhile (the reading
@@ -14,6 +16,8 @@ and converting run in threads). One import or export at a time per agent: a seco
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import ipaddress
 import os
 from pathlib import Path
@@ -23,15 +27,22 @@ import structlog
 
 from ..errors import Conflict, Invalid
 from ..events import Event
+from ..portability import uploads
 from ..portability.run import SOURCES, Target, run_export, run_import
 from ..registry import CallContext, registry
-from ..schema import Bool, Str
+from ..schema import Bool, Int, Obj, Str
 from .sessions import with_agent
 
 log = structlog.get_logger("gateway.admin")
 
 PATH = 4096
 _busy: set[str] = set()  # agents with an import or export under way in this process
+_uploads: dict[Path, uploads.Uploads] = {}  # per state dir (one gateway per process; tests run several)
+
+
+def _uploads_of(ctx: CallContext) -> uploads.Uploads:
+    folder = ctx.services.config.state_dir / "uploads"
+    return _uploads.setdefault(folder, uploads.Uploads(folder))
 
 
 def local_path(ctx: CallContext, raw: str, field: str = "path") -> Path:
@@ -112,10 +123,12 @@ class _One:
         path=Str(
             1,
             PATH,
+            optional=True,
             description="absolute path on the gateway's machine: the export's .zip or conversations.json "
             "(chatgpt, claude); a vault folder or .zip (markdown); a transcript .jsonl, a folder of them, or a "
             "Jarvis export .zip (jsonl)",
         ),
+        upload=Str(32, 32, optional=True, description="instead of path: an uploadId of admin.upload, complete"),
         dryRun=Bool(
             default=False,
             description="say what would be imported (counts, dates, what is left out and why); write nothing",
@@ -132,28 +145,75 @@ class _One:
     "→ the report: what was added, extended, unchanged, left out and why, the date range, and `index` (the sync).",
 )
 async def import_(ctx: CallContext, p: dict) -> dict:
-    path = local_path(ctx, p["path"])
+    if (p["path"] is None) == (p["upload"] is None):
+        raise Invalid("give exactly one of path and upload", "path")
     if p["folder"] is not None and p["source"] != "markdown":
         raise Invalid("goes with source markdown only", "folder")
-    kind = await asyncio.to_thread(_kind, path)
-    if kind is None:
-        raise Invalid("no such file or folder on the gateway's machine", "path")
-    if p["source"] == "markdown" and not (kind == "folder" or path.suffix.lower() == ".zip"):
-        raise Invalid("markdown: must be a vault folder or a .zip of one", "path")
-    target = await _target(ctx, p["agentId"], create=not p["dryRun"])
-    with _One(target.agent_id):
-        base = {"agentId": target.agent_id, "source": p["source"], "path": str(path)}
-        log.info("import started", agent=target.agent_id, source=p["source"], dry_run=p["dryRun"])
-        report = await run_import(
-            target,
-            p["source"],
-            path,
-            dry_run=p["dryRun"],
-            folder=p["folder"],
-            progress=_progress(ctx, "admin.import.progress", base),
-        )
-        log.info("import done", agent=target.agent_id, source=p["source"], duration_ms=report["durationMs"])
-        return report
+    upload = None
+    if p["upload"] is not None:
+        upload = await asyncio.to_thread(_uploads_of(ctx).take, p["upload"])
+        path, field = upload.path, "upload"
+    else:
+        path, field = local_path(ctx, p["path"]), "path"
+    try:
+        kind = await asyncio.to_thread(_kind, path)
+        if kind is None:
+            raise Invalid("no such file or folder on the gateway's machine", field)
+        if p["source"] == "markdown" and not (kind == "folder" or path.suffix.lower() == ".zip"):
+            raise Invalid("markdown: must be a vault folder or a .zip of one", field)
+        target = await _target(ctx, p["agentId"], create=not p["dryRun"])
+        with _One(target.agent_id):
+            base = {"agentId": target.agent_id, "source": p["source"], "path": path.name if upload else str(path)}
+            log.info("import started", agent=target.agent_id, source=p["source"], dry_run=p["dryRun"])
+            report = await run_import(
+                target,
+                p["source"],
+                path,
+                dry_run=p["dryRun"],
+                folder=p["folder"],
+                progress=_progress(ctx, "admin.import.progress", base),
+            )
+            log.info("import done", agent=target.agent_id, source=p["source"], duration_ms=report["durationMs"])
+            if upload is not None:
+                report["path"] = upload.path.name
+            return report
+    finally:
+        if upload is not None:
+            await asyncio.to_thread(_uploads_of(ctx).done, upload)
+
+
+@registry.method(
+    "admin.upload",
+    Obj(
+        uploadId=Str(32, 32, optional=True, description="the upload to add to (none: start one)"),
+        name=Str(1, 255, optional=True, description="first piece: the file's name (.zip, .json or .jsonl)"),
+        offset=Int(0, description="the bytes sent before this piece (pieces go in order, once)"),
+        data=Str(0, 1_000_000, description=f"the piece, base64 (at most {uploads.PIECE_BYTES} bytes decoded)"),
+    ),
+    "Send a file to the gateway in pieces, for admin.import {upload}: the first piece names the file and "
+    "starts an upload, the next name its uploadId. → {uploadId, bytes (received so far)}. Admin; at most "
+    f"{uploads.MAX_BYTES >> 20} MiB an upload and {uploads.MAX_OPEN} at once; one left alone "
+    f"{uploads.IDLE_S:.0f} s is dropped.",
+)
+async def upload(ctx: CallContext, p: dict) -> dict:
+    try:
+        data = base64.b64decode(p["data"], validate=True)
+    except (binascii.Error, ValueError):
+        raise Invalid("must be base64", "data") from None
+    if len(data) > uploads.PIECE_BYTES:
+        raise Invalid(f"a piece is at most {uploads.PIECE_BYTES} bytes decoded, got {len(data)}", "data")
+    store = _uploads_of(ctx)
+    if p["uploadId"] is None:
+        if p["name"] is None:
+            raise Invalid("the first piece names the file (no uploadId: a new upload)", "name")
+        if p["offset"] != 0:
+            raise Invalid("must be 0 for the first piece", "offset")
+        up = await asyncio.to_thread(store.start, p["name"])
+        if data:
+            up = await asyncio.to_thread(store.append, up.id, 0, data)
+    else:
+        up = await asyncio.to_thread(store.append, p["uploadId"], p["offset"], data)
+    return {"uploadId": up.id, "bytes": up.size}
 
 
 @registry.method(

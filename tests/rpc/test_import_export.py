@@ -276,6 +276,7 @@ async def test_an_export_never_overwrites_and_never_leaves_half_a_file(start_gat
 async def test_paths_are_taken_only_from_a_caller_on_the_gateways_machine(start_gateway, tmp_path):
     """The methods read and write files where the gateway runs: a remote caller with the token may not
     name them. (A caller at another address, driven through the registry as the server would.)"""
+    from gateway.errors import Invalid
     from gateway.registry import CallContext, registry
 
     gw = await start_gateway()
@@ -292,8 +293,74 @@ async def test_paths_are_taken_only_from_a_caller_on_the_gateways_machine(start_
         ("admin.import", {"source": "jsonl", "path": str(tmp_path)}),
         ("admin.export", {"path": str(tmp_path / "x.zip")}),
     ):
-        with pytest.raises(Exception) as err:
+        with pytest.raises(Invalid) as err:
             with services.request_scope():
                 await registry.dispatch(CallContext(services, Remote()), method, params)
         assert "only from a caller on that machine" in str(err.value)
     assert not (tmp_path / "x.zip").exists()
+
+
+async def test_a_client_elsewhere_uploads_an_export_in_pieces_and_imports_it(start_gateway, tmp_path):
+    """The web page's way in: admin.upload pieces in order (any caller: the file travels, no path is named),
+    then admin.import {upload}; the upload is gone afterwards, whatever came of the import."""
+    import base64
+
+    from gateway.portability import uploads
+
+    gw = await start_gateway()
+    c = await gw.client()
+    convs, _ = chatgpt_sample()
+    data = chatgpt_zip(tmp_path / "chatgpt.zip", convs).read_bytes()
+    piece = 4096
+    first = await c.call(
+        "admin.upload", {"name": "My ChatGPT export.zip", "offset": 0, "data": base64.b64encode(data[:piece]).decode()}
+    )
+    up = first["uploadId"]
+    assert first["bytes"] == piece
+    folder = gw.config.state_dir / "uploads" / up
+    assert folder.stat().st_mode & 0o777 == 0o700 and (folder / "My ChatGPT export.zip").stat().st_mode & 0o777 == 0o600
+    with pytest.raises(RpcError) as err:  # a piece sent again
+        await c.call("admin.upload", {"uploadId": up, "offset": 0, "data": base64.b64encode(data[:piece]).decode()})
+    assert err.value.data["field"] == "params.offset" and f"must be {piece}" in err.value.message
+    for at in range(piece, len(data), piece):
+        res = await c.call(
+            "admin.upload", {"uploadId": up, "offset": at, "data": base64.b64encode(data[at : at + piece]).decode()}
+        )
+    assert res["bytes"] == len(data)
+    report = await c.call("admin.import", {"source": "chatgpt", "upload": up})
+    assert report["conversations"]["added"] == 2 and report["path"] == "My ChatGPT export.zip"
+    assert not folder.exists()
+    with pytest.raises(RpcError) as err:
+        await c.call("admin.import", {"source": "chatgpt", "upload": up})
+    assert err.value.code == -32004
+
+    # A bad export through an upload: named as the person named it; the upload is gone too.
+    broken = await c.call(
+        "admin.upload", {"name": "conversations.json", "offset": 0, "data": base64.b64encode(b'[{"x": 1}').decode()}
+    )
+    with pytest.raises(RpcError) as err:
+        await c.call("admin.import", {"source": "chatgpt", "upload": broken["uploadId"]})
+    assert err.value.message.startswith("conversations.json: ")
+    assert not (gw.config.state_dir / "uploads" / broken["uploadId"]).exists()
+
+    for params, field in (
+        ({"name": "notes.txt", "offset": 0, "data": ""}, "params.name"),
+        ({"offset": 0, "data": ""}, "params.name"),
+        ({"name": "a.zip", "offset": 0, "data": "not base64!"}, "params.data"),
+        (
+            {"name": "a.zip", "offset": 0, "data": base64.b64encode(b"x" * (uploads.PIECE_BYTES + 1)).decode()},
+            "params.data",
+        ),
+        ({"source": "chatgpt", "path": str(tmp_path), "upload": up}, None),
+    ):
+        method = "admin.import" if "source" in params else "admin.upload"
+        with pytest.raises(RpcError) as err:
+            await c.call(method, params)
+        assert err.value.code == -32602 and (field is None or err.value.data["field"] == field), err.value.message
+    held = [
+        await c.call("admin.upload", {"name": f"{i}.zip", "offset": 0, "data": ""}) for i in range(uploads.MAX_OPEN)
+    ]
+    with pytest.raises(RpcError) as err:
+        await c.call("admin.upload", {"name": "one-more.zip", "offset": 0, "data": ""})
+    assert err.value.code == -32009 and "uploads are under way" in err.value.message
+    assert len(held) == uploads.MAX_OPEN

@@ -96,7 +96,6 @@ async def test_a_newer_export_adds_only_new_conversations_and_new_turns(start_ga
 
     # Later: the trip conversation went on; the runs one was continued on another branch; one is new.
     newer, _ = chatgpt_sample()
-    trip = ChatGPTConversation.__new__(ChatGPTConversation)
     mapping = newer[0]["mapping"]
     last = newer[0]["current_node"]
     add = {
@@ -125,7 +124,6 @@ async def test_a_newer_export_adds_only_new_conversations_and_new_turns(start_ga
         mapping[last]["children"].append(node)
         last = node
     newer[0]["current_node"] = last
-    del trip
     runs = newer[1]
     old_path_end = runs["current_node"]
     first_user = next(
@@ -321,3 +319,33 @@ async def test_one_import_at_a_time_per_agent_and_the_gateway_answers_meanwhile(
         await asyncio.sleep(0.02)
     assert (await first)["conversations"]["added"] == 1500
     assert slowest < 0.5, f"system.health took {slowest:.3f}s during the import"
+
+
+async def test_an_import_whose_caller_leaves_stops_and_running_it_again_resumes(start_gateway, tmp_path):
+    from tests.helpers import wait_for
+    from tests.vendor_exports import generated_export
+
+    gw = await start_gateway()
+    path = tmp_path / "conversations.json"
+    path.write_bytes(generated_export(3000, turns=4))
+    first = await gw.client()
+    task = asyncio.create_task(first.call("admin.import", {"source": "chatgpt", "path": str(path)}, timeout=120))
+    await first.next_event("admin.import.progress", timeout=30)
+    await first.close()  # Ctrl-C: the import stops at its next batch
+    with pytest.raises((ConnectionError, asyncio.CancelledError)):  # its answer never comes
+        await task
+    second = await gw.client()
+
+    async def resumed():
+        try:
+            return await second.call("admin.import", {"source": "chatgpt", "path": str(path)}, timeout=120)
+        except RpcError as exc:
+            assert exc.code == -32009, exc.message  # the first one is still winding down
+            return None
+
+    report = await wait_for(resumed, timeout=60, interval=0.1)
+    c = report["conversations"]
+    assert 0 < c["unchanged"] < 3000 and c["added"] + c["unchanged"] == 3000, c
+    assert (await second.call("sessions.list"))["total"] == 3000
+    lines = {p.name: p.read_bytes().count(b"\n") for p in gw.config.sessions_dir("main").glob("*.jsonl")}
+    assert len(lines) == 3000 and set(lines.values()) == {5}, "every conversation whole, none twice"
