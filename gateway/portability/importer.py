@@ -159,9 +159,11 @@ class _Batches:
                     break
         except BadExport as exc:
             return out, exc
-        except Malformed as exc:
-            ref = {"index": exc.index} if exc.index is not None else None
-            return out, BadExport(exc.message, where=self.name, conversation=ref)
+        except Malformed as exc:  # its message names the conversation already
+            bad = BadExport(exc.message, where=self.name)
+            if exc.index is not None:
+                bad.data = {**(bad.data or {}), "conversation": {"index": exc.index}}
+            return out, bad
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
             return out, BadExport(
                 f"cannot be read past byte {self.tally.bytes_read} ({exc}); the export is damaged or truncated",
@@ -237,7 +239,7 @@ async def import_export(
     # The next batch is read and converted (in a thread) while this one is written: two batches in memory.
     ahead: asyncio.Future[tuple[list[Conversation], BadExport | None]] | None = None
     try:
-        ahead = asyncio.ensure_future(asyncio.to_thread(batches.next))
+        reading = ahead = asyncio.ensure_future(asyncio.to_thread(batches.next))
         while True:
             if stopping():
                 raise Unavailable(
@@ -245,8 +247,10 @@ async def import_export(
                     f"caller left); run it again to go on: what was imported is kept, and found",
                     retryable=True,
                 )
-            batch, error = await ahead
-            ahead = asyncio.ensure_future(asyncio.to_thread(batches.next)) if batch and error is None else None
+            batch, error = await reading
+            ahead = None
+            if batch and error is None:
+                reading = ahead = asyncio.ensure_future(asyncio.to_thread(batches.next))
             try:
                 await _write(store, batch, agent_id, known, tally, dry_run)
             except SessionLimit as exc:

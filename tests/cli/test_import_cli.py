@@ -42,7 +42,10 @@ def test_import_and_export_without_a_gateway(tmp_path):
     listed = orjson.loads((sessions / "sessions.json").read_bytes())["sessions"]
     assert set(listed) == {session_key("chatgpt", c["id"]) for c in convs[:2]}
     assert (sessions / ".closed-cleanly").exists(), "closed as a gateway closes it: counters exact"
-    trip = [orjson.loads(line) for line in (sessions / f"{session_key('chatgpt', convs[0]['id'])}.jsonl").read_bytes().splitlines()]
+    trip = [
+        orjson.loads(line)
+        for line in (sessions / f"{session_key('chatgpt', convs[0]['id'])}.jsonl").read_bytes().splitlines()
+    ]
     assert [m["id"] for m in trip[1:]] == [e[0] for e in expect[convs[0]["id"]]]
 
     r = jarvis("import", "chatgpt", str(export), state_dir=state)
@@ -93,8 +96,15 @@ def test_import_through_a_running_gateway_and_a_gateway_that_does_not_answer(tmp
 
 def test_progress_reads_as_one_line():
     line = progress_line(
-        {"phase": "reading", "bytesRead": 52_000_000, "bytesTotal": 208_000_000, "conversations": 1200,
-         "added": 900, "extended": 0, "messagesAdded": 24_000}
+        {
+            "phase": "reading",
+            "bytesRead": 52_000_000,
+            "bytesTotal": 208_000_000,
+            "conversations": 1200,
+            "added": 900,
+            "extended": 0,
+            "messagesAdded": 24_000,
+        }
     )
     assert line == "reading 25% (52.0 MB of 208.0 MB) · 1,200 conversations · 900 added · 24,000 messages"
     assert progress_line({"phase": "indexing"}) == "indexing what came in…"
