@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import Invalid
-from ..schema import SESSION_KEY
+from ..schema import SESSION_KEY, type_name
 from ..sessions import transcript as tx
 from ..timeutil import now_iso, parse_iso, to_iso
 
@@ -141,21 +141,21 @@ class Fields:
         if value is None and null:
             return None
         if not isinstance(value, dict):
-            raise self.fail(at, f"must be an object, not {_kind(value)}")
+            raise self.fail(at, f"must be an object, got {type_name(value)}")
         return value
 
     def arr(self, value: Any, at: str, *, null: bool = False) -> list[Any] | None:
         if value is None and null:
             return None
         if not isinstance(value, list):
-            raise self.fail(at, f"must be an array, not {_kind(value)}")
+            raise self.fail(at, f"must be an array, got {type_name(value)}")
         return value
 
     def text(self, value: Any, at: str, *, null: bool = False) -> str | None:
         if value is None and null:
             return None
         if not isinstance(value, str):
-            raise self.fail(at, f"must be a string, not {_kind(value)}")
+            raise self.fail(at, f"must be a string, got {type_name(value)}")
         return value
 
     def epoch(self, value: Any, at: str) -> str | None:
@@ -163,7 +163,7 @@ class Fields:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(at, f"must be a number (Unix seconds) or null, not {_kind(value)}")
+            raise self.fail(at, f"must be a number (Unix seconds) or null, got {type_name(value)}")
         if not math.isfinite(value) or not _EARLIEST <= value <= _LATEST:
             raise self.fail(at, f"{value!r} is not a date between 1990 and 2200 in Unix seconds")
         return to_iso(datetime.fromtimestamp(value, tz=timezone.utc))
@@ -173,7 +173,7 @@ class Fields:
         if value is None and null:
             return None
         if not isinstance(value, str):
-            raise self.fail(at, f"must be an ISO 8601 time, not {_kind(value)}")
+            raise self.fail(at, f"must be an ISO 8601 time, got {type_name(value)}")
         parsed = parse_iso(value)
         if parsed is None or not 1990 <= parsed.year <= 2200:
             raise self.fail(at, f"{value[:40]!r} is not an ISO 8601 time between 1990 and 2200")
@@ -183,19 +183,3 @@ class Fields:
 def dict_or_empty(value: Any) -> dict[str, Any]:
     """`value` when it is an object, else {} (for optional parts a reader only looks into)."""
     return value if isinstance(value, dict) else {}
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__

@@ -63,8 +63,9 @@ class Limits:
 
 
 @dataclass
-class Tally:
-    """What an import did (or, dry, would do): the report's numbers and named lists."""
+class Counts:
+    """How many sessions an import found, added, extended, left unchanged and skipped (the first SHOWN
+    skipped named, with why): what every import's report counts (transcripts.py's too)."""
 
     found: int = 0
     added: int = 0
@@ -72,18 +73,27 @@ class Tally:
     unchanged: int = 0
     skipped: int = 0
     messages_added: int = 0
-    messages_skipped: Counter[str] = field(default_factory=Counter)
     skipped_list: list[dict[str, Any]] = field(default_factory=list)
-    branched: list[dict[str, Any]] = field(default_factory=list)
-    first: str | None = None
-    last: str | None = None
-    bytes_read: int = 0
-    bytes_total: int = 0
 
     def skip(self, ref: dict[str, Any], reason: str) -> None:
         self.skipped += 1
         if len(self.skipped_list) < SHOWN:
             self.skipped_list.append({**ref, "reason": reason})
+
+    def counts(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in ("found", "added", "extended", "unchanged", "skipped")}
+
+
+@dataclass
+class Tally(Counts):
+    """What a vendor's import did (or, dry, would do): the report's numbers and named lists."""
+
+    messages_skipped: Counter[str] = field(default_factory=Counter)
+    branched: list[dict[str, Any]] = field(default_factory=list)
+    first: str | None = None
+    last: str | None = None
+    bytes_read: int = 0
+    bytes_total: int = 0
 
     def dates(self, turns: list[Any]) -> None:
         for t in turns:
@@ -94,13 +104,7 @@ class Tally:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "conversations": {
-                "found": self.found,
-                "added": self.added,
-                "extended": self.extended,
-                "unchanged": self.unchanged,
-                "skipped": self.skipped,
-            },
+            "conversations": self.counts(),
             "messages": {"added": self.messages_added, "skipped": sum(self.messages_skipped.values())},
             "skippedMessages": dict(self.messages_skipped.most_common()),
             "skippedConversations": self.skipped_list,

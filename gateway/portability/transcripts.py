@@ -19,7 +19,7 @@ import functools
 import time
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,9 +33,9 @@ from ..sessions.history import check_session_key
 from ..storage.base import ADDED, PRESENT, KeyedStore, SessionCopy, SessionStore
 from .archive import FORMAT, VERSION
 from .conversation import BadExport, dict_or_empty
+from .importer import SHOWN, Counts
 from .notes import NotesTally, copy_files, is_exported_note
 
-SHOWN = 50
 ARCHIVE_STATE = "memory/.jarvis-import-notes.json"  # an archive's notes as they were copied (notes.copy_files)
 
 
@@ -52,30 +52,9 @@ class Incoming:
 
 
 @dataclass
-class SessionsTally:
-    found: int = 0
-    added: int = 0
-    extended: int = 0
-    unchanged: int = 0
-    skipped: int = 0
-    messages_added: int = 0
-    named: list[dict[str, Any]] = field(default_factory=list)
-
-    def skip(self, key: str, reason: str) -> None:
-        self.skipped += 1
-        if len(self.named) < SHOWN:
-            self.named.append({"sessionKey": key, "reason": reason})
-
+class SessionsTally(Counts):
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "found": self.found,
-            "added": self.added,
-            "extended": self.extended,
-            "unchanged": self.unchanged,
-            "skipped": self.skipped,
-            "messagesAdded": self.messages_added,
-            "skippedSessions": self.named,
-        }
+        return {**self.counts(), "messagesAdded": self.messages_added, "skippedSessions": self.skipped_list}
 
 
 # ---- reading ----------------------------------------------------------------------------------------
@@ -179,18 +158,24 @@ def folder_sessions(folder: Path, agent_id: str, max_bytes: int) -> Iterator[Inc
         yield inc
 
 
-def _index(data: bytes, where: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def json_lines(data: bytes, where: str) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of a JSON-lines file; BadExport naming the line that is
+    not JSON."""
     for n, line in enumerate(data.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            meta = orjson.loads(line)
+            yield n, orjson.loads(line)
         except orjson.JSONDecodeError:
             raise BadExport("is not JSON", where=where, at=f"line {n}") from None
-        if isinstance(meta, dict) and isinstance(meta.get("sessionKey"), str):
-            out[meta["sessionKey"]] = meta
-    return out
+
+
+def _index(data: bytes, where: str) -> dict[str, Any]:
+    return {
+        meta["sessionKey"]: meta
+        for _, meta in json_lines(data, where)
+        if isinstance(meta, dict) and isinstance(meta.get("sessionKey"), str)
+    }
 
 
 class Archive:
@@ -241,13 +226,7 @@ class Archive:
             return []
         out = []
         where = f"{self.name}:keyed.jsonl"
-        for n, line in enumerate(self._read("keyed.jsonl", where).splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                raise BadExport("is not JSON", where=where, at=f"line {n}") from None
+        for n, rec in json_lines(self._read("keyed.jsonl", where), where):
             fields = ("key", "category", "value", "created", "updated")
             if not isinstance(rec, dict) or not all(isinstance(rec.get(k), str) for k in fields):
                 raise BadExport(f"must be an object with string {', '.join(fields)}", where=where, at=f"line {n}")
@@ -300,7 +279,7 @@ async def import_sessions(
         assert isinstance(inc, Incoming)
         tally.found += 1
         if inc.oversize:
-            tally.skip(inc.key, f"{inc.oversize} bytes, over the {max_bytes} one session may be")
+            tally.skip({"sessionKey": inc.key}, f"{inc.oversize} bytes, over the {max_bytes} one session may be")
             continue
         if inc.key in known:
             await _extend(store, inc, dry_run, tally)
@@ -319,18 +298,18 @@ async def import_sessions(
                 if not dry_run:
                     await store.local_transcript(inc.key)
             else:
-                tally.skip(inc.key, result.detail or result.status)
+                tally.skip({"sessionKey": inc.key}, result.detail or result.status)
         tick()
 
 
 async def _extend(store: SessionStore, inc: Incoming, dry_run: bool, tally: SessionsTally) -> None:
     copy = await store.export(inc.key)
     if copy is None:
-        tally.skip(inc.key, "deleted while the import ran")
+        tally.skip({"sessionKey": inc.key}, "deleted while the import ran")
         return
     have = await asyncio.to_thread(_records, copy.lines)
     if have != inc.records[: len(have)]:
-        tally.skip(inc.key, "a session of this key is here with other messages: left as it is")
+        tally.skip({"sessionKey": inc.key}, "a session of this key is here with other messages: left as it is")
         return
     rest = inc.records[len(have) :]
     if not rest:
