@@ -21,6 +21,7 @@ from .errors import Invalid, MethodNotFound
 from .schema import Obj
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .access import Principals
     from .config import Config
     from .events import Event, EventBus
     from .storage.base import Storage
@@ -33,6 +34,7 @@ class ServiceAccess(Protocol):
     config: "Config"
     bus: "EventBus"
     storage: "Storage"
+    principals: "Principals"
     started: float
     agents: dict[str, Any]
     connection_count: Callable[[], int]

@@ -36,6 +36,7 @@ import structlog
 from ..config import Config
 from ..errors import Unavailable
 from ..memory.notes.keyed import snippet_value
+from ..memory.present import heading
 from ..neterrors import connection_failure
 from ..neterrors import short as _short
 from ..sessions.transcript import OFFLINE_PREAMBLE
@@ -198,7 +199,7 @@ class OfflineResponder(ChatProvider):
                 snippet = " ".join(snippet_value(str(r["path"]), str(r.get("snippet", ""))).split())
                 if len(snippet) > 240:
                     snippet = snippet[:239] + "…"
-                lines.append(f"- {r['path']}:{r['startLine']}-{r['endLine']} (score {r['score']:.2f}): {snippet}")
+                lines.append(f"- {heading(r)} (score {r['score']:.2f}): {snippet}")
         else:
             lines.append("Nothing in memory matched this message.")
         return "\n".join(lines)

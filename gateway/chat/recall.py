@@ -40,13 +40,20 @@ async def recall_for_turn(memory: "MemoryService", query: str, session_key: str 
             break
         snip = r["snippet"][:budget]
         budget -= len(snip)
-        out.append(
-            {
-                "path": r["path"],
-                "startLine": r["startLine"],
-                "endLine": r["endLine"],
-                "score": r["score"],
-                "snippet": snip,
-            }
-        )
+        out.append({**{f: r[f] for f in RECALLED if f in r}, "snippet": snip})
     return out
+
+
+# What a recalled hit keeps of a search result: where it is, when it was said and how it stands.
+RECALLED = (
+    "path",
+    "startLine",
+    "endLine",
+    "score",
+    "date",
+    "sessionKey",
+    "said",
+    "firstSaid",
+    "lastSaid",
+    "supersededBy",
+)

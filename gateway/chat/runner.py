@@ -38,6 +38,7 @@ from ..tasks import KeyedLocks, log_failure
 from .compaction import Compactor, read_state
 from ..storage.base import RunLedger, SessionStore
 from .providers import ChatProvider, ToolsRejected
+from ..memory.present import heading
 from .recall import recall_for_turn
 from .stream import Delta, ToolCalls, Usage
 from ..tools.catalog import ToolOutcome
@@ -356,7 +357,15 @@ class ChatService:
         if self.memory is None or not self.config.memory.recall.enabled:
             return []
         try:
-            return await recall_for_turn(self.memory, user_text, session_key)
+            recalled = await recall_for_turn(self.memory, user_text, session_key)
+            labels: dict[str, str] = {}
+            for key in dict.fromkeys(r["sessionKey"] for r in recalled if r.get("sessionKey")):
+                with contextlib.suppress(Exception):  # deleted meanwhile: the citation keeps its path
+                    labels[key] = (await self.sessions.get(key)).get("label") or ""
+            for r in recalled:
+                if labels.get(r.get("sessionKey") or ""):
+                    r["session"] = labels[r["sessionKey"]]
+            return recalled
         except Exception as exc:  # recall is best effort; the turn goes on without it
             log.warning("recall failed", error=type(exc).__name__, session=session_key)
             return []
@@ -554,7 +563,13 @@ class ChatService:
             content = "".join(run.parts)
             memory = _distinct(
                 [
-                    {"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"], "score": r["score"]}
+                    {
+                        "path": r["path"],
+                        "startLine": r["startLine"],
+                        "endLine": r["endLine"],
+                        "score": r["score"],
+                        **{f: r[f] for f in ("date", "supersededBy") if r.get(f)},
+                    }
                     for r in recalled
                 ]
                 + run.found
@@ -637,12 +652,12 @@ class ChatService:
 
 
 def memory_section(recalled: list[dict[str, Any]]) -> str:
-    """The recalled memory as it is added to a system prompt, each snippet under its citation."""
+    """The recalled memory as it is added to a system prompt, each snippet under its citation: when it
+    was said, in which conversation, where (memory/present.py). Newer statements come first where
+    hits disagree, and an older one says what superseded it."""
     if not recalled:
         return ""
-    return "\n\n## Recalled memory\n" + "\n\n".join(
-        f"[{r['path']}:{r['startLine']}-{r['endLine']}]\n{r['snippet']}" for r in recalled
-    )
+    return "\n\n## Recalled memory\n" + "\n\n".join(f"[{heading(r)}]\n{r['snippet']}" for r in recalled)
 
 
 def _distinct(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -18,6 +18,9 @@ Exit codes: 0 ok, 1 the gateway answered with an error, 2 bad usage or invalid c
 from __future__ import annotations
 
 import argparse
+import os
+import contextlib
+import errno
 import asyncio
 import sys
 from typing import Any
@@ -59,7 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace it with a new random token (a running gateway uses it for new connections)",
     )
     _common(p)
-    p.set_defaults(handler=cmd_token)
+    p.set_defaults(handler=cmd_token, token_command=None)
+    from . import access
+
+    access.add_token_commands(p)
 
     p = sub.add_parser(
         "call",
@@ -120,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import mcp
 
     mcp.add_commands(sub)
+    access.add_commands(sub)  # jarvis audit (jarvis token's sub-commands are added with it above)
 
     from . import portability
 
@@ -164,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args, config)  # every command sets its handler (set_defaults) where it is declared
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `jarvis … | head`: the reader has what it wanted; that is no failure
+        with contextlib.suppress(OSError):  # (and Python's exit flush must not fail on the closed pipe)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 def cmd_serve(args: argparse.Namespace, config: Config) -> int:
@@ -207,14 +218,24 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
         print(f"jarvis: {exc.strerror}", file=sys.stderr)
         return EXIT_ERROR
     except OSError as exc:
+        hint = ""
+        if exc.errno == errno.EADDRINUSE or "address already in use" in str(exc).lower():
+            hint = " (another program listens there: choose a free port with --port, JARVIS_PORT or server.port)"
         print(
-            f"jarvis: cannot serve on {config.server.host}:{config.server.port}: {exc.strerror or exc}", file=sys.stderr
+            f"jarvis: cannot serve on {config.server.host}:{config.server.port}: {exc.strerror or exc}{hint}",
+            file=sys.stderr,
         )
         return EXIT_ERROR
 
 
 def cmd_token(args: argparse.Namespace, config: Config) -> int:
     from ..auth import ensure_token_file
+
+    if args.token_command:  # create | list | revoke: other principals (cli/access.py)
+        from . import access
+
+        args.config = config
+        return access.run_token(args, config)
 
     if config.token and not args.rotate:
         print(config.token)

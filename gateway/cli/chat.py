@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -426,6 +427,9 @@ async def _command(chat: Chat, line: str, code: int) -> tuple[bool, int]:
         chat.session = None
         say("(a new session starts with your next message)")
     elif name == "/session" and not arg:
+        if chat.session is not None:  # as it is now: the label and count move with every turn
+            with contextlib.suppress(CallError):
+                chat.session = await chat.conn.call("sessions.get", {"sessionKey": chat.session["sessionKey"]})
         say(f"(in {chat.describe()})")
     elif name == "/session":
         try:

@@ -13,6 +13,7 @@ from websockets.exceptions import InvalidStatus, WebSocketException
 
 from ..auth import read_token_file
 from ..config import Config
+from ..neterrors import connection_failure
 
 TERMINAL = {"chat.final", "chat.error", "chat.aborted"}
 
@@ -176,12 +177,26 @@ async def call(
                                 return
     except TimeoutError:
         raise CallError(f"timed out after {timeout:g}s", 3) from None
+    except BrokenPipeError:  # our own stdout closed (`| head`), not the gateway: the caller's to handle
+        raise
     except InvalidStatus as exc:
         status = exc.response.status_code
         hint = " (wrong token?)" if status == 401 else ""
         raise CallError(f"gateway refused the connection: HTTP {status}{hint}", 3) from None
     except (OSError, WebSocketException) as exc:
-        raise CallError(f"cannot reach the gateway at {url}: {exc}", 3) from None
+        raise unreachable(url, exc) from None
+
+
+def unreachable(url: str, exc: BaseException) -> CallError:
+    """The gateway at `url` did not take the connection, said so a person knows what to do."""
+    why = connection_failure(exc)
+    if why == "connection refused":
+        return CallError(
+            f"the gateway is not running at {url} (connection refused): start it with `jarvis serve` "
+            "(./scripts/serve in a checkout), or point at a running one with --url",
+            3,
+        )
+    return CallError(f"cannot reach the gateway at {url}: {why}", 3)
 
 
 class Connection:
@@ -218,7 +233,7 @@ class Connection:
             hint = " (wrong token?)" if status == 401 else ""
             raise CallError(f"gateway refused the connection: HTTP {status}{hint}", 3) from None
         except (OSError, TimeoutError, WebSocketException) as exc:
-            raise CallError(f"cannot reach the gateway at {url}: {exc}", 3) from None
+            raise unreachable(url, exc) from None
         return cls(ws, url)
 
     async def _read(self) -> None:
@@ -258,7 +273,7 @@ class Connection:
             await self.ws.send(orjson.dumps(frame), text=True)
         except (WebSocketException, OSError) as exc:
             self._pending.pop(req_id, None)
-            raise CallError(f"cannot reach the gateway at {self.url}: {exc}", 3) from None
+            raise unreachable(self.url, exc) from None
         limit = call_timeout(method)
         try:
             async with asyncio.timeout(limit):

@@ -18,6 +18,7 @@ from ..config import Config
 from ..events import EventBus
 from ..methods import admin as _admin_methods  # noqa: F401  (registers the admin.* methods)
 from ..methods import memory as _memory_methods  # noqa: F401  (registers the memory.* methods)
+from ..methods import principals as _principal_methods  # noqa: F401  (principals.*, audit.list)
 from ..services import Agent, Services
 from ..storage import open_storage
 

@@ -41,7 +41,8 @@ class Forwarder:
                 raise CallFailed(str(exc)) from None
             except CallError as exc:
                 if attempt == 2:
-                    raise CallFailed(f"{exc} (is the gateway still running?)") from None
+                    said = "not running" in str(exc)  # it says so already, and what to do
+                    raise CallFailed(str(exc) if said else f"{exc} (is the gateway still running?)") from None
                 if self.conn is not None:
                     await self.conn.close()
 

@@ -8,6 +8,7 @@ per agent (the files engine) or rows in PostgreSQL shared by every gateway (`sto
     watcher.py        watchfiles on the workspace's memory files, polling as a fallback
     signature.py      the index signature: the settings that, changed, make an index be built anew
     rerank.py         optional time decay and MMR, and the inputs they read
+    present.py        how a hit is cited to a reader: date, conversation, where, how it stands
     layout.py         where memory lives in a workspace (root files, memory/, day files, keyed/, images/)
     index/            what the index holds and how it is written:
         db.py             aiosqlite connections, driver choice (sqlite-vec), corruption detection
@@ -22,6 +23,8 @@ per agent (the files engine) or rows in PostgreSQL shared by every gateway (`sto
         fusion.py         reciprocal rank fusion (or weighted), spreading results over files
         snippets.py       segment scoring, snippets, the echo test, Exclude
         searcher.py       Searcher: candidates from FTS5 and vectors, fused and re-ranked
+        timeline.py       what is true now: the question's time, repeats folded, the latest statement first
+        related.py        words people use for the same thing (boss/manager): a lighter second list
         backends.py       the built-in backend, QMD with fallback, circuit breaker
         qmd.py            the `qmd` command-line search tool as a backend
         stopwords.py      words dropped from queries

@@ -1,13 +1,13 @@
 """Optional re-ranking of search results: time decay and maximal marginal relevance (MMR).
 
-Functions over result dicts (`{path, score, snippet, …}`), pure but for the two that read their inputs
-(`result_dates`, `stored_vectors`). The memory service applies them, when `memory.search.timeDecay` /
+Functions over result dicts (`{path, score, snippet, date, …}`), pure but for `stored_vectors`, which
+reads its inputs. The memory service applies them, when `memory.search.timeDecay` /
 `memory.search.mmr` are on, to a candidate pool a few times larger than `k`:
 
-- **Time decay**: `score × 0.5 ** (ageDays / halfLifeDays)`. The age is `now − date`, where a memory
-  file's date comes from its name (`memory/YYYY-MM-DD.md`, any folder) and a transcript chunk's from the
-  newest message timestamp it covers. Undated items — `MEMORY.md`, `LEARNINGS.md`, keyed memories and
-  other evergreen files — never decay; nor does anything dated in the future (age is clamped at 0).
+- **Time decay**: `score × 0.5 ** (ageDays / halfLifeDays)`. The age is `now − date` (the hit's `date`)
+  for a transcript chunk (its newest message) and a day file (`memory/YYYY-MM-DD.md`, any folder);
+  other notes — `MEMORY.md`, `LEARNINGS.md`, keyed memories and other evergreen files — never decay
+  (`decay_dates`); nor does anything dated in the future (age is clamped at 0).
 - **MMR**: picks, one at a time, the item maximising `λ · score − (1 − λ) · max similarity to the items
   already picked`, so near-duplicates make room for something new. Similarity is the cosine of stored
   vectors when every item has one, else the Jaccard overlap of the items' word sets. `λ = 1` is plain
@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
-import orjson
 
 from ..timeutil import parse_iso
-from .index.sources import SESSIONS, read_lines, resolve_readable
+from .index.sources import SESSIONS
 from .index.vectors import read_vectors
 from .layout import day_of
 
@@ -36,14 +34,11 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 SECONDS_PER_DAY = 86_400.0
 
 
-def message_time(line: str) -> datetime | None:
-    """The `timestamp` of a transcript line (PROTOCOL.md §6), or None for a header or a broken line."""
-    try:
-        rec = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    ts = rec.get("timestamp") if isinstance(rec, dict) and rec.get("type") == "message" else None
-    return parse_iso(ts) if isinstance(ts, str) else None
+def decay_dates(results: Sequence[dict[str, Any]]) -> list[datetime | None]:
+    """The date each result decays by: a transcript chunk's or a day file's, None for evergreen notes."""
+    return [
+        parse_iso(r.get("date") or "") if r.get("source") == SESSIONS or day_of(r["path"]) else None for r in results
+    ]
 
 
 def decay_factor(age_days: float, half_life_days: float) -> float:
@@ -128,23 +123,6 @@ def mmr_rerank(
 
     order = mmr_select([float(r["score"]) for r in results], k, lam, sim)
     return [results[i] for i in order]
-
-
-def result_dates(results: Sequence[dict[str, Any]], workspace: Path, sessions_dir: Path) -> list[datetime | None]:
-    """Blocking: a day file's date from its name; a transcript chunk's newest message timestamp."""
-    out: list[datetime | None] = []
-    for r in results:
-        if r.get("source") != SESSIONS:
-            out.append(day_of(r["path"]))
-            continue
-        try:
-            target = resolve_readable(r["path"], workspace, sessions_dir)
-            lines, _ = read_lines(target, r["startLine"], r["endLine"] - r["startLine"] + 1)
-        except Exception:  # gone since it was indexed: treat as undated
-            lines = []
-        stamps = [t for t in (message_time(line) for line in lines) if t is not None]
-        out.append(max(stamps) if stamps else None)
-    return out
 
 
 async def stored_vectors(db: "Database", results: Sequence[dict[str, Any]]) -> dict[int, np.ndarray] | None:

@@ -32,10 +32,11 @@ from ..tasks import log_failure
 from .embeddings import EmbeddingProvider, create_provider
 from .index.indexer import TRIM_AFTER_BYTES, SyncStats, trim_heap
 from .index.sources import SOURCES, read_lines, resolve_readable
-from .rerank import apply_time_decay, mmr_rerank, result_dates
+from .rerank import apply_time_decay, decay_dates, mmr_rerank
 from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
-from .search.fusion import spread_over_files
 from .search.qmd import QmdBackend
+from .search.timeline import arrange
+from .notes.keyed import snippet_value
 from .search.snippets import Exclude
 from .sync import DirtyMarks, SyncOrchestrator, SyncRequest
 
@@ -44,6 +45,11 @@ log = structlog.get_logger("gateway.memory")
 MODES = ("hybrid", "fts", "vector")
 RETRY_MIN_S, RETRY_MAX_S = 15.0, 600.0
 SKIPPED_SHOWN = 20  # memory.status `skipped`: the largest files left out for their size, at most this many
+
+
+# A search asks its backend for this many results beyond k, ranked as for k: room for the arrangement
+# (repeats folded into one leave places to fill) and the optional re-ranking.
+POOL_SPARE = 5
 
 
 class MemoryService:
@@ -393,48 +399,45 @@ class MemoryService:
         if why:
             return {"results": [], "mode": mode, "embeddings": self._embeddings_brief(), "degraded": why}
         await self._sync_if_dirty()
-        s = self.cfg.search
         recovering = self.index.recovering
-        if recovering or not (s.mmr or s.time_decay):
-            res = await self.search_backend.search(
-                query,
-                k=int(k),
-                min_score=float(min_score),
-                sources=srcs,
-                session_key=session_key,
-                mode=mode,
-                exclude=exclude,
-            )
-            if recovering:  # no re-ranking either: results are incomplete
-                res["degraded"] = (
-                    "the memory index was damaged and is being rebuilt from the memory files and "
-                    "transcripts; results are incomplete until it is done"
-                )
-            return res
-        # Re-ranking: a pool a few times k, re-scored / re-ordered, then cut to k and minScore.
+        # A pool a few times k, arranged by what was said when (search/timeline.py), re-ranked if so
+        # configured, then cut to k and minScore.
         res = await self.search_backend.search(
             query,
-            k=min(100, max(3 * int(k), 20)),
-            min_score=0.0,
+            k=int(k),
+            spare=0 if recovering else self._spare(int(k)),
+            min_score=float(min_score) if recovering else 0.0,
             sources=srcs,
             session_key=session_key,
             mode=mode,
             exclude=exclude,
         )
-        res["results"] = await self._rerank(res["results"], int(k), float(min_score))
+        for r in res["results"]:  # a keyed memory shows its value, not its front matter, to every reader
+            r["snippet"] = snippet_value(r["path"], r["snippet"])
+        if recovering:  # no re-ranking either: results are incomplete
+            res["degraded"] = (
+                "the memory index was damaged and is being rebuilt from the memory files and "
+                "transcripts; results are incomplete until it is done"
+            )
+            return res
+        res["results"] = await self._rerank(query, res["results"], int(k), float(min_score))
         return res
 
-    async def _rerank(self, results: list[dict], k: int, min_score: float) -> list[dict]:
+    def _spare(self, k: int) -> int:
+        """Results asked beyond k: POOL_SPARE, or the pool MMR and time decay choose from (3k, at least 20)."""
+        s = self.cfg.search
+        return min(100, max(3 * k, 20)) - k if (s.mmr or s.time_decay) else POOL_SPARE
+
+    async def _rerank(self, query: str, results: list[dict], k: int, min_score: float) -> list[dict]:
         s = self.cfg.search
         if s.time_decay and results:
-            dates = await asyncio.to_thread(result_dates, results, self.workspace, self.sessions_dir)
             now = self.decay_now or datetime.now(timezone.utc)
-            results = apply_time_decay(results, dates, now, s.half_life_days)
-        results = [r for r in results if r["score"] >= min_score]
+            results = apply_time_decay(results, decay_dates(results), now, s.half_life_days)
+        vectors = await self.index.stored_vectors(results) if len(results) > 1 else None
+        results = [r for r in arrange(results, query, vectors) if r["score"] >= min_score]
         if s.mmr:
             return mmr_rerank(results, k, s.mmr_lambda, await self.index.stored_vectors(results))
-        # Decay re-sorted by score: spread over files again, as the searcher did.
-        return spread_over_files(results, k, s.file_diversity, score=lambda r: r["score"], path=lambda r: r["path"])
+        return results[:k]
 
     async def get(self, path: str, from_: int = 1, lines: int = 120) -> dict:
         if from_ < 1:

@@ -1,7 +1,7 @@
 """admin.* — bring history in, take memory out: `admin.import` and `admin.export`.
 
 They read and write files on the gateway's machine, as the gateway's user, by path: the namespace is the
-gateway owner's (issue 33's scopes will require `admin` for it), and a path is taken only from a caller on
+gateway owner's (`admin` in principals.METHOD_SCOPES), and a path is taken only from a caller on
 the same machine (a loopback connection, or `jarvis` in process), never from a remote client holding the
 token. The CLI hands the gateway the path of the export and the gateway reads it where it lies (an export
 is hundreds of MB, a frame 1 MiB). A client elsewhere — the web page in a browser — sends the file in

@@ -361,8 +361,8 @@ class HttpApi:
         except OSError as exc:
             raise ListenError(
                 exc.errno,
-                f"cannot serve the HTTP API on {c.host}:{port}: {exc.strerror} (set "
-                "server.httpPort to a free port, or 0 to turn it off)",
+                f"cannot serve the HTTP API on {c.host}:{port}: {exc.strerror} (choose a free port with "
+                "--http-port, JARVIS_HTTP_PORT or server.httpPort, or 0 to turn it off)",
             ) from exc
         sock.setblocking(False)
         # Accepted connections inherit it: each answer and a streamed reply's small writes go out at once,

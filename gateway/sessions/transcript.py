@@ -64,11 +64,14 @@ REMEMBER_FIELD = "remember"
 OFFLINE_PREAMBLE = "I am Jarvis's offline responder, not a language model"
 
 # A recalled-memory block quoted in a reply: the offline responder's list ("From memory I recalled:",
-# then "- <path>:<a>-<b> (score 0.87): …" lines) and the prompt's own form ("## Recalled memory", then
-# "[<path>:<a>-<b>]" and the snippet up to a blank line), which a model may echo.
+# then "- <citation> (score 0.87): …" lines) and the prompt's own form ("## Recalled memory", then
+# "[<citation>]" and the snippet up to a blank line), which a model may echo. A citation is
+# memory/present.py's heading — "2025-11-08 · session "…" · <path>:<a>-<b> · said 3 times, …" — or,
+# from before it, the bare "<path>:<a>-<b>".
 _MEMPATH = r"(?:sessions/[A-Za-z0-9._-]+\.jsonl|[^\s\[\]:]+\.md)"
-_RECALL_LINE = re.compile(r"^\s*[-*] " + _MEMPATH + r":\d+-\d+ \(score [0-9.]+\):")
-_RECALL_HEAD = re.compile(r"^\s*\[" + _MEMPATH + r":\d+-\d+\]\s*$")
+_CITE = r'(?:\d{4}-\d{2}-\d{2} · )?(?:session ".*?" · )?' + _MEMPATH + r":\d+-\d+(?: · [^\]\n(]*)?"
+_RECALL_LINE = re.compile(r"^\s*[-*] " + _CITE + r" \(score [0-9.]+\):")
+_RECALL_HEAD = re.compile(r"^\s*\[" + _CITE + r"\]\s*$")
 _RECALL_TITLE = re.compile(r"^\s*(?:From memory I recalled:|#{1,6} Recalled memory)\s*$")
 
 

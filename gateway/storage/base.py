@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..memory.notes.keyed import Entry
     from ..memory.search.snippets import Exclude
     from ..memory.sync import DirtyMarks, SyncRequest
+    from ..principals import Principal
 
 # The memory service, the gateway's Services and the Cluster sit above this layer (they use the stores);
 # naming their classes here, even for type checkers only, would make an import cycle
@@ -241,8 +242,10 @@ class MemoryIndex(Protocol):
         session_key: str | None,
         mode: str,
         exclude: Exclude | None = None,
+        spare: int = 0,
     ) -> dict[str, Any]:
-        """The built-in search backend's answer (memory.search's shape)."""
+        """The built-in search backend's answer (memory.search's shape): the best k, plus up to `spare`
+        more after them, ranked as for k (the memory service's room to fold repeats into one)."""
 
     async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
         """The results' stored vectors (index in `results` → vector) for MMR; None without vectors."""
@@ -262,6 +265,42 @@ class MemoryIndex(Protocol):
 
     async def refresh(self) -> None:
         """Bring `counts` up to date where another process may change the index."""
+
+
+class PrincipalStore(Protocol):
+    """The principals other than the owner (gateway/principals.py): one set per storage, shared by
+    every gateway of a PostgreSQL database. Revoked ones are kept (listed as revoked) until their name is
+    given to a new principal."""
+
+    async def all(self) -> list[Principal]:
+        """Every principal, revoked ones too. A stored record that is not one is left out and logged,
+        saying where it is."""
+
+    async def add(self, principal: Principal) -> None:
+        """Store a new principal; Conflict when a live one has its name (a revoked one is replaced)."""
+
+    async def revoke(self, name: str, when: str) -> Principal:
+        """Mark `name` revoked at `when` (ISO 8601); NotFound when no live principal has that name."""
+
+    async def touch(self, name: str, when: str) -> None:
+        """Record when the principal's token was last used (best effort)."""
+
+    async def version(self) -> str:
+        """A value that changes whenever the set does (another process's or gateway's change too): the
+        gateway polls it to follow revocations."""
+
+
+class AuditLog(Protocol):
+    """Every write and delete of memory and sessions and every principal change: who (principal), what
+    (method), on what (`target`: a key, path, session or name — never a message body, a memory's value or
+    a token), through which door, when. Append-only."""
+
+    async def append(self, entry: dict[str, Any]) -> None:
+        """Record one entry: {at, principal, method, door, agent?, target?, ok}."""
+
+    async def read(self, since: str | None, principal: str | None, limit: int) -> list[dict[str, Any]]:
+        """Entries at or after `since` (ISO 8601), of `principal` when given, oldest first, the newest
+        `limit` of them."""
 
 
 class Storage(Protocol):
@@ -293,6 +332,12 @@ class Storage(Protocol):
 
     def cluster(self, services: Services) -> Cluster | None:
         """What coordinates this gateway with the others on the same storage (None: alone)."""
+
+    def principals(self) -> PrincipalStore:
+        """Who may call the gateway besides its owner (gateway/principals.py)."""
+
+    def audit(self) -> AuditLog:
+        """The record of writes, deletes and principal changes."""
 
     def status(self) -> dict[str, Any]:
         """system.health's `storage`."""

@@ -26,6 +26,7 @@ import structlog
 
 from ..errors import Invalid, JarvisError
 from ..methods import memory as _memory_methods  # noqa: F401  (registers the memory.* methods the tools run)
+from ..memory.present import heading
 from ..neterrors import short as _short
 from ..registry import CallContext, ServiceAccess, registry
 from ..schema import Obj
@@ -170,11 +171,13 @@ def _ref(r: dict[str, Any]) -> dict[str, Any]:
     out = {"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"]}
     if r.get("score") is not None:
         out["score"] = r["score"]
+    if r.get("date") or r.get("timestamp"):
+        out["date"] = r.get("date") or r.get("timestamp")
     return out
 
 
 async def _sessions(results: list[dict[str, Any]], params: dict[str, Any], caller: Caller) -> dict[str, str]:
-    """sessionKey → 'session "label", date' for the transcripts among results."""
+    """sessionKey → its label, for the transcripts among results."""
     out: dict[str, str] = {}
     for key in dict.fromkeys(r["sessionKey"] for r in results if r.get("sessionKey")):
         try:
@@ -183,22 +186,20 @@ async def _sessions(results: list[dict[str, Any]], params: dict[str, Any], calle
             )
         except Exception:  # deleted meanwhile: the citation still has its path
             continue
-        label = _short(s.get("label") or key, 60)
-        out[key] = f'session "{label}", {str(s.get("updatedAt") or s.get("createdAt") or "")[:10]}'
+        out[key] = _short(s.get("label") or key, 60)
     return out
 
 
 def _hit(i: int, r: dict[str, Any], where: dict[str, str]) -> str:
-    cite = f"{r['path']}:{r['startLine']}-{r['endLine']}"
-    about = [where[r["sessionKey"]]] if r.get("sessionKey") in where else []
-    if r.get("timestamp"):
-        about.append(str(r["timestamp"])[:16].replace("T", " "))
-    if r.get("key"):
-        about.append(f"key {r['key']}")
+    """One result: its citation (memory/present.py: when, which conversation, where, how it stands),
+    then what it says."""
+    hit = {**r, "date": r.get("date") or r.get("timestamp"), "session": where.get(r.get("sessionKey") or "")}
+    about = [f"key {r['key']}"] if r.get("key") else []
     if r.get("score") is not None:
         about.append(f"score {r['score']:.2f}")
     text = _FRONT_MATTER.sub("", " ".join(str(r.get("snippet", "")).split()), count=1)
-    return f"[{i}] {cite} ({'; '.join(about)})\n    {_short(text, SNIPPET_CHARS)}"
+    tail = f" ({'; '.join(about)})" if about else ""
+    return f"[{i}] {heading(hit)}{tail}\n    {_short(text, SNIPPET_CHARS)}"
 
 
 _FRONT_MATTER = re.compile(r"^---\s(?:(?!---).)*---\s*")  # a keyed memory's own metadata: cited already

@@ -303,3 +303,32 @@ def test_the_sources_line_is_dim_on_a_terminal_unless_no_color(offline):
     assert "\x1b[2msources: memory/boat.md:" in out and out.rstrip().endswith("\x1b[0m"), repr(out)
     out = on_a_terminal({"NO_COLOR": "1"})
     assert "sources: memory/boat.md:" in out and "\x1b[" not in out, repr(out)
+
+
+def test_session_shows_the_label_and_count_as_they_are_now(offline):
+    """`/session` after a turn: the label the first message gave the session and its messages so far, not
+    what was known when the session was opened."""
+    state, port = offline.state_dir, str(offline.port)
+    r = jarvis("chat", "--new", "--port", port, state_dir=state, input="the heron nests by the mill\n/session\n")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"\(in session “the heron nests by the mill” \([\w-]+, 2 messages\)\)", r.stderr), r.stderr
+
+
+def test_follow_into_a_reader_that_stops_early_is_no_error(offline):
+    """`jarvis call … --follow | head -1`: the reader closing the pipe ends the command quietly, exit 0."""
+    state, port = offline.state_dir, str(offline.port)
+    key = orjson.loads(jarvis("call", "sessions.create", "--port", port, state_dir=state).stdout)["sessionKey"]
+    send = orjson.dumps({"sessionKey": key, "message": "tell me about the boat"}).decode()
+    env = {**os.environ, "JARVIS_STATE_DIR": str(state)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "call", "chat.send", send, "--follow", "--port", port],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().strip() == b"{"
+    proc.stdout.close()  # what `head -1` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 0 and err == "", err

@@ -140,8 +140,8 @@ def test_memory_search_shows_a_keyed_memorys_value_not_its_front_matter(tmp_path
     head, *snippet = r.stdout.splitlines()
     assert head.endswith("memory/keyed/preferences/favorite-color.md:1–9"), r.stdout
     assert snippet == ["    Navy blue, like the sea at dusk."], r.stdout
-    # --json keeps the method's result as it is: the file's text.
+    # --json is the method's result: the wire shows the value too (every reader of a hit does).
     r = jarvis("memory", "search", "navy blue sea", "--source", "memory", "--json", state_dir=tmp_path)
     import orjson
 
-    assert orjson.loads(r.stdout)["results"][0]["snippet"].startswith("---\nkey: favorite-color")
+    assert orjson.loads(r.stdout)["results"][0]["snippet"] == "Navy blue, like the sea at dusk."

@@ -97,10 +97,14 @@ def test_cli_token_call_follow_and_rotate(tmp_path):
         assert gp.wait(20) == 0
 
 
-def test_cli_call_without_gateway_exits_3(tmp_path):
+def test_cli_call_without_gateway_exits_3_and_says_how_to_start_it(tmp_path):
     jarvis("token", state_dir=tmp_path)
     r = jarvis("call", "system.health", "--port", "1", state_dir=tmp_path)
-    assert r.returncode == 3 and "cannot reach the gateway" in r.stderr
+    assert r.returncode == 3 and r.stderr.strip().splitlines() == [
+        "jarvis: the gateway is not running at ws://127.0.0.1:1/ (connection refused): start it with "
+        "`jarvis serve` (./scripts/serve in a checkout), or point at a running one with --url"
+    ]
+    assert "Errno" not in r.stderr
 
 
 async def test_wrong_token_after_rotation_is_refused(tmp_path):

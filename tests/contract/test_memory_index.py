@@ -274,3 +274,15 @@ async def test_every_hit_is_dated_by_when_it_was_said(storage, sessions, mem):
     assert await date_of("gravel bike") == "2029-05-03T08:00:00.000Z"
     assert await date_of("rowing machine cellar") == "2030-03-17T17:46:40.000Z"  # its mtime
     assert await date_of("dinghy pier") == "2030-01-01T10:00:01.000Z"  # the newest core message
+
+
+async def test_a_question_in_other_words_finds_the_statement_by_related_words(storage, mem):
+    """'boss' finds 'manager' (search/related.py), after what the question's own words find."""
+    write_note(storage, "memory/work.md", "# Work\n\nMy manager at the waterworks is Nadia Okafor.\n")
+    write_note(storage, "memory/boss.md", "# Bossa nova\n\nThe boss of the band plays bossa nova.\n")
+    write_note(storage, "memory/garden.md", GARDEN)
+    await mem.sync()
+    for mode in ("fts", "hybrid"):
+        assert (await mem.paths("Who is my boss?", mode))[:2] == ["memory/boss.md", "memory/work.md"], mode
+        assert (await mem.paths("Who's my supervisor?", mode))[:1] == ["memory/work.md"], mode
+        assert await mem.paths("quantum chromodynamics", mode) == [], mode

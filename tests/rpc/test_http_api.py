@@ -4,6 +4,8 @@ allow-list, body cap — with errors in OpenAI's JSON shape; a busy port stops `
 from __future__ import annotations
 
 import socket
+
+import pytest
 import subprocess
 import sys
 
@@ -57,14 +59,28 @@ async def test_the_listener_stops_with_the_gateway(start_gateway):
         assert s.connect_ex(("127.0.0.1", port)) != 0
 
 
-def test_a_busy_http_port_stops_serve_with_one_line_naming_the_setting(tmp_path):
+@pytest.mark.parametrize(
+    "flag, other, head, names",
+    [
+        (
+            "--http-port",
+            "--port",
+            "cannot serve the HTTP API on",
+            ("--http-port", "JARVIS_HTTP_PORT", "server.httpPort"),
+        ),
+        ("--port", "--http-port", "cannot serve on", ("--port", "JARVIS_PORT", "server.port")),
+    ],
+)
+def test_a_busy_port_stops_serve_with_one_line_naming_the_flag_the_variable_and_the_key(
+    tmp_path, flag, other, head, names
+):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
         env = {"PATH": "/usr/bin:/bin", "JARVIS_STATE_DIR": str(tmp_path / "state"), "HOME": str(tmp_path)}
         proc = subprocess.run(
-            [sys.executable, "-m", "gateway.cli", "serve", "--port", "0", "--http-port", str(port)],
+            [sys.executable, "-m", "gateway.cli", "serve", other, "0", flag, str(port)],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -73,8 +89,8 @@ def test_a_busy_http_port_stops_serve_with_one_line_naming_the_setting(tmp_path)
         )
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"jarvis: cannot serve the HTTP API on 127.0.0.1:{port}: ")
-    assert "server.httpPort" in last
+    assert last.startswith(f"jarvis: {head} 127.0.0.1:{port}: ")
+    assert all(name in last for name in names), last
 
 
 async def test_the_listeners_connections_send_small_writes_at_once(start_gateway):

@@ -157,7 +157,9 @@ async def test_jarvis_mcp_over_stdio_forwards_to_the_gateway(start_gateway):
         await gw.stop()
         gone = await client.call_tool("memory_list", {})
         assert (
-            gone.is_error and "cannot reach the gateway" in text(gone) and "is the gateway still running?" in text(gone)
+            gone.is_error
+            and "the gateway is not running at" in text(gone)
+            and "start it with `jarvis serve`" in text(gone)
         )
 
 
@@ -207,7 +209,7 @@ def test_jarvis_mcp_without_a_gateway_says_so_in_one_line(tmp_path):
     )
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"jarvis mcp: cannot reach the gateway at ws://127.0.0.1:{port}/")
+    assert len(lines) == 1 and lines[0].startswith(f"jarvis mcp: the gateway is not running at ws://127.0.0.1:{port}/")
 
 
 async def test_keep_alive_round_trips_do_not_wait_for_a_delayed_ack(start_gateway):

@@ -142,7 +142,8 @@ async def test_qmd_backend_answers_and_is_kept_up_to_date(gateway, fake_qmd, mon
         "snippet": "The wifi password is hunter2.",
     }
     assert "degraded" not in res
-    assert fake_qmd.calls("search")[-1] == "search wifi password --json -n 6 -c jarvis-main"
+    # k 6 asks the backend for 5 spare results (memory/service.py POOL_SPARE), arranged, then cut to 6.
+    assert fake_qmd.calls("search")[-1] == "search wifi password --json -n 11 -c jarvis-main"
     st = await c.call("memory.status")
     assert st["backend"]["kind"] == "qmd" and st["backend"]["collection"] == "jarvis-main"
     assert st["backend"]["circuit"] == {"state": "closed", "failures": 0}

@@ -46,6 +46,7 @@ class SearchBackend(Protocol):
         session_key: str | None,
         mode: str,
         exclude: Any = None,
+        spare: int = 0,
     ) -> dict[str, Any]: ...
 
     async def after_sync(self) -> None: ...
@@ -75,9 +76,17 @@ class BuiltinBackend:
         session_key: str | None,
         mode: str,
         exclude: Any = None,
+        spare: int = 0,
     ) -> dict[str, Any]:
         return await self._search(
-            query, k=k, min_score=min_score, sources=sources, session_key=session_key, mode=mode, exclude=exclude
+            query,
+            k=k,
+            min_score=min_score,
+            sources=sources,
+            session_key=session_key,
+            mode=mode,
+            exclude=exclude,
+            spare=spare,
         )
 
     async def after_sync(self) -> None:
@@ -180,12 +189,13 @@ class FallbackBackend:
         session_key: str | None,
         mode: str,
         exclude: Any = None,
+        spare: int = 0,
     ) -> dict[str, Any]:
         """`exclude` (a transcript message to leave out) concerns the built-in index only: QMD never
         holds transcripts."""
         mine = tuple(s for s in sources if s in self.primary.sources)
         rest = tuple(s for s in sources if s not in self.primary.sources)
-        kw = dict(k=k, min_score=min_score, session_key=session_key, mode=mode)
+        kw = dict(k=k, min_score=min_score, session_key=session_key, mode=mode, spare=spare)
         answers: list[dict[str, Any]] = []
         degraded: list[str] = []
         if mine:
@@ -213,7 +223,7 @@ class FallbackBackend:
             answers.append(res)
         if rest:
             answers.append(await self.fallback.search(query, sources=rest, exclude=exclude, **kw))
-        return merge(answers, k, degraded, self.file_diversity)
+        return merge(answers, k + spare, degraded, self.file_diversity)
 
     async def after_sync(self) -> None:
         await self.primary.after_sync()

@@ -20,6 +20,7 @@ class Candidate:
     vec_rank: int | None = None
     bm25: float | None = None
     cosine: float | None = None
+    related_rank: int | None = None  # rank in the full-text list of the query's related words
 
 
 def fuse(
@@ -30,8 +31,11 @@ def fuse(
     rrf_k: int,
     text_weight: float,
     vector_weight: float,
+    related: Sequence[tuple[int, float]] = (),
+    related_weight: float = 0.0,
 ) -> list[Candidate]:
-    """fts: (id, bm25) best first (bm25 negative, lower is better); vec: (id, cosine) best first."""
+    """fts: (id, bm25) best first (bm25 negative, lower is better); vec: (id, cosine) best first;
+    related: what the query's related words find (search/related.py), a lighter third list."""
     cands: dict[int, Candidate] = {}
     for r, (cid, s) in enumerate(fts, start=1):
         c = cands.setdefault(cid, Candidate(cid))
@@ -39,6 +43,10 @@ def fuse(
     for r, (cid, s) in enumerate(vec, start=1):
         c = cands.setdefault(cid, Candidate(cid))
         c.vec_rank, c.cosine = r, s
+    best_related = min((s for _, s in related), default=0.0)
+    for r, (cid, _s) in enumerate(related, start=1):
+        c = cands.setdefault(cid, Candidate(cid))
+        c.related_rank = r
     wt = text_weight if fts else 0.0
     wv = vector_weight if vec else 0.0
     if wt + wv == 0:
@@ -51,9 +59,13 @@ def fuse(
                 s += wt / (rrf_k + c.fts_rank)
             if c.vec_rank is not None:
                 s += wv / (rrf_k + c.vec_rank)
+            if c.related_rank is not None:
+                s += related_weight / (rrf_k + c.related_rank)
             c.score = s / ((wt + wv) / (rrf_k + 1))
         else:
             ft = (c.bm25 / best_bm25) if (c.bm25 is not None and best_bm25 < 0) else 0.0
+            if c.related_rank is not None and best_related < 0:
+                ft = max(ft, related_weight * dict(related)[c.id] / best_related)
             vs = max(0.0, min(1.0, c.cosine)) if c.cosine is not None else 0.0
             c.score = (wt * ft + wv * vs) / (wt + wv)
         c.score = max(0.0, min(1.0, c.score))

@@ -131,10 +131,19 @@ class QmdBackend:
 
     # ---- search ---------------------------------------------------------------------------------
     async def search(
-        self, query: str, *, k: int, min_score: float, sources: tuple[str, ...], session_key: str | None, mode: str
+        self,
+        query: str,
+        *,
+        k: int,
+        min_score: float,
+        sources: tuple[str, ...],
+        session_key: str | None,
+        mode: str,
+        spare: int = 0,
     ) -> dict[str, Any]:
         sub = SUBCOMMANDS.get(mode, self.hybrid_command)
         q = " " + query if query.startswith("-") else query
+        k += spare
         out = await self.run(sub, q, "--json", "-n", str(int(k)), "-c", self.collection)
         results = [
             r

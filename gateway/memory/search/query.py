@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from .stopwords import DATE_STOPWORDS, STOPWORDS
+from .stopwords import DATE_STOPWORDS, STOPWORDS, TIME_WORDS
 
 WORD = re.compile(r"\w+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]")
@@ -46,8 +46,10 @@ def _is_date_word(words: Sequence[str], i: int) -> bool:
 
 def query_terms(text: str) -> list[str]:
     """Distinct lowercased words of a query, stopwords and single Latin letters removed, in order.
-    A stopword that is a month name in a date ("in May 2023") is kept."""
+    A stopword that is a month name in a date ("in May 2023") is kept. Words that only say which time
+    is asked about (TIME_WORDS: "now", "originally", "old", …) are left out unless nothing else is left."""
     seen: dict[str, None] = {}
+    timely: dict[str, None] = {}
     words = [w.strip("_") for w in WORD.findall(text)]
     for i, orig in enumerate(words):
         w = orig.lower()
@@ -55,10 +57,28 @@ def query_terms(text: str) -> list[str]:
             continue
         if w in STOPWORDS and not _is_date_word(words, i):
             continue
-        seen.setdefault(w, None)
+        (timely if w in TIME_WORDS else seen).setdefault(w, None)
         if len(seen) >= MAX_TERMS:
             break
-    return list(seen)
+    return list(seen or timely)[:MAX_TERMS]
+
+
+# "What colour is my canoe?", "Which city am I in?", "What kind of car do I have?": the noun the question
+# word asks for names the kind of answer, and the statement that answers seldom repeats it ("she's forest
+# green now"). The re-rank counts such a word for less (snippets.SnippetContext).
+_AUX = r"(?:is|are|was|were|do|does|did|can|could|will|would|am|has|have|had|should)"
+_ANSWER_TYPE = re.compile(rf"^\W*(?:what|which)\s+((?:(?!{_AUX}\b)\w+\s+){{0,2}}?(?!{_AUX}\b)\w+)\s+{_AUX}\b", re.I)
+
+
+def answer_type_terms(text: str) -> frozenset[str]:
+    """The query term that only names the kind of answer wanted: the head noun after "what"/"which"
+    ("which basketball team" → team; "what kind of car" → kind)."""
+    m = _ANSWER_TYPE.match(text)
+    if not m:
+        return frozenset()
+    words = m.group(1).lower().split()
+    head = words[0] if len(words) > 2 and words[1] == "of" else words[-1]
+    return frozenset(query_terms(head))
 
 
 def _quote(term: str) -> str:

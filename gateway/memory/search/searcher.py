@@ -24,7 +24,8 @@ from ..index.db import Database
 from ..index.vectors import VectorStore
 from ...storage.files.migrations import TOKENIZERS
 from .fusion import Candidate, fuse, shared_ranks, single_list_scores, spread_over_files
-from .query import fts_query, is_cjk, query_terms
+from .query import answer_type_terms, fts_query, is_cjk, query_terms
+from .related import RELATED_LIST_WEIGHT, RELATED_WEIGHT, related_terms
 from .snippets import EchoTest, Exclude, SnippetContext, only_asks, score_segment, segments, snippet
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -282,7 +283,9 @@ class Searcher:
         vector_count: int,
         missing_vectors: int,
         exclude: Exclude | None = None,
+        spare: int = 0,
     ) -> dict[str, Any]:
+        """The best `k` results, then up to `spare` more: candidates and re-rank are those of `k`."""
         o = self.opts
         emb = {"provider": self.provider.name, "model": self.provider.model}
         self.generation = generation
@@ -329,6 +332,9 @@ class Searcher:
             fts_hits = await fts_task
         elif used in ("hybrid", "fts"):
             fts_hits = await self.fts(terms, n, sources, session_key)
+        related = related_terms(terms) if used in ("hybrid", "fts") else []
+        # What the query's related words find (search/related.py): a lighter list of its own.
+        related_hits = await self.fts(related, n, sources, session_key) if related else []
         if used == "hybrid":
             cands = fuse(
                 fts_hits,
@@ -337,17 +343,35 @@ class Searcher:
                 rrf_k=o.rrf_k,
                 text_weight=o.text_weight,
                 vector_weight=o.vector_weight,
+                related=related_hits,
+                related_weight=o.text_weight * RELATED_LIST_WEIGHT,
             )
         elif used == "fts":
-            cands = single_list_scores(fts_hits, "fts")
+            # One list: what the related words find ranks after what the query's own words find.
+            seen = {cid for cid, _ in fts_hits}
+            more = [(cid, s * RELATED_WEIGHT) for cid, s in related_hits if cid not in seen]
+            cands = single_list_scores(fts_hits + more[: max(0, n - len(fts_hits))], "fts")
         else:
             cands = single_list_scores(vec_hits, "vector")
         if o.min_similarity > 0:
             # Not a hit: a chunk that shares no word with the query (not in the full-text list) and
             # whose embedding is not close to the query's either.
-            cands = [c for c in cands if c.fts_rank is not None or (c.cosine or 0.0) >= o.min_similarity]
+            cands = [
+                c
+                for c in cands
+                if c.fts_rank is not None or c.related_rank is not None or (c.cosine or 0.0) >= o.min_similarity
+            ]
         results = await self._materialise(
-            cands, k, terms, min_score, rerank=used != "vector", fused=used == "hybrid", exclude=exclude
+            cands,
+            k,
+            terms,
+            related,
+            min_score,
+            rerank=used != "vector",
+            fused=used == "hybrid",
+            exclude=exclude,
+            answer_types=answer_type_terms(query),
+            spare=spare,
         )
         out: dict[str, Any] = {"results": results, "mode": used, "embeddings": emb}
         if degraded:
@@ -369,10 +393,13 @@ class Searcher:
         cands: list[Candidate],
         k: int,
         terms: Sequence[str],
+        related: Sequence[str],
         min_score: float,
         rerank: bool,
         fused: bool = False,
         exclude: Exclude | None = None,
+        answer_types: frozenset[str] = frozenset(),
+        spare: int = 0,
     ) -> list[dict[str, Any]]:
         rows: dict[int, tuple] = {}
         # The pool to re-rank (and a few spare in case rows vanished since the candidates were listed).
@@ -384,7 +411,7 @@ class Searcher:
         live = [(c, rows[c.id]) for c in pool if c.id in rows and not (hidden and rows[c.id][3] in hidden)]
         if exclude is not None:
             live = [(c, r) for c, r in live if not exclude.hits(r[1], r[6], orjson.loads(r[7]) if r[7] else None, r[8])]
-        ctx = SnippetContext.build(terms, [r[6] for _, r in live])
+        ctx = SnippetContext.build(terms, [r[6] for _, r in live], answer_types, related)
         if rerank and self.opts.segment_weight > 0 and live:
             # Reward chunks where the query's words meet in one message (or line): the best single
             # segment's weighted match, relative to the pool's best, blended into the fused score; and
@@ -418,6 +445,8 @@ class Searcher:
                         sc += o.text_weight / (kk + c.fts_rank)
                     if c.vec_rank is not None:
                         sc += o.vector_weight / (kk + c.vec_rank)
+                    if c.related_rank is not None:
+                        sc += o.text_weight * RELATED_LIST_WEIGHT / (kk + c.related_rank)
                     c.score = min(1.0, sc / norm)
             else:
                 for (c, _r), m in zip(live, match):
@@ -426,8 +455,11 @@ class Searcher:
                 if e:
                     c.score *= qw
             live.sort(key=lambda cr: -cr[0].score)
-        picked = spread_over_files([(c, r) for c, r in live if c.score >= min_score], k, self.opts.file_diversity)
+        picked = spread_over_files(
+            [(c, r) for c, r in live if c.score >= min_score], k + spare, self.opts.file_diversity
+        )
         out = []
+        shown: dict[str, set[int]] = {}  # a transcript's lines the results so far show
         for c, r in picked:
             spans = orjson.loads(r[7]) if r[7] else None
             item: dict[str, Any] = {
@@ -436,7 +468,7 @@ class Searcher:
                 "startLine": int(r[4]),
                 "endLine": int(r[5]),
                 "score": round(float(c.score), 6),
-                "snippet": snippet(r[6], spans, ctx, self.opts.snippet_chars, r[8]),
+                "snippet": snippet(r[6], spans, ctx, self.opts.snippet_chars, r[8], shown.setdefault(r[1], set())),
             }
             if r[3]:
                 item["sessionKey"] = r[3]

@@ -17,7 +17,11 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from .query import WORD, is_cjk, light_stem
+from .related import RELATED_WEIGHT
 from .stopwords import STOPWORDS
+
+
+ANSWER_TYPE_WEIGHT = 0.3
 
 
 def term_weights(terms: Sequence[str], texts: Iterable[str]) -> dict[str, float]:
@@ -57,9 +61,26 @@ class SnippetContext:
     needles: list[tuple[str, str, bool]] = field(default_factory=list)
 
     @classmethod
-    def build(cls, terms: Sequence[str], texts: Iterable[str]) -> "SnippetContext":
+    def build(
+        cls,
+        terms: Sequence[str],
+        texts: Iterable[str],
+        answer_types: Iterable[str] = (),
+        related: Sequence[str] = (),
+    ) -> "SnippetContext":
+        """`answer_types`: terms that only name the kind of answer (query.answer_type_terms): they count
+        ANSWER_TYPE_WEIGHT of their rarity. `related`: words related to the terms (search/related.py),
+        matched too, at RELATED_WEIGHT of their rarity; `terms` stays the query's own."""
         terms = list(terms)
-        return cls(terms, term_weights(terms, texts), _term_needles(terms))
+        texts = list(texts)
+        weights = term_weights(terms, texts)
+        for t in answer_types:
+            if t in weights and len(terms) > 1:
+                weights[t] *= ANSWER_TYPE_WEIGHT
+        extra = [w for w in related if w not in weights]
+        for w, v in term_weights(extra, texts).items():
+            weights[w] = v * RELATED_WEIGHT
+        return cls(terms, weights, _term_needles(terms + extra))
 
 
 def segments(text: str, spans: Sequence[Sequence[int]] | None, context: str) -> list[tuple[str, bool]]:
@@ -79,6 +100,12 @@ def score_segment(seg: str, ctx: SnippetContext) -> Segment:
             if s.first_hit < 0 or i < s.first_hit:
                 s.first_hit = i
     return s
+
+
+def matched_terms(text: str, ctx: SnippetContext) -> frozenset[str]:
+    """The query terms `text` contains (light stems as word prefixes, as segments are scored)."""
+    low = text.lower()
+    return frozenset(term for term, needle, word_start in ctx.needles if _find(low, needle, word_start) >= 0)
 
 
 # "User: ", "Assistant: ", "Caroline: ": who spoke, at the start of a transcript message (see chunking).
@@ -181,10 +208,29 @@ MIN_HEAD = 60  # characters of a neighbouring message worth showing (a name and 
 
 
 def snippet(
-    text: str, spans: Sequence[Sequence[int]] | None, ctx: SnippetContext, limit: int = 700, context: str = ""
+    text: str,
+    spans: Sequence[Sequence[int]] | None,
+    ctx: SnippetContext,
+    limit: int = 700,
+    context: str = "",
+    shown: set[int] | None = None,
 ) -> str:
-    """The best ≤ `limit` characters of a chunk: around its best-matching core segment, whole segments."""
+    """The best ≤ `limit` characters of a chunk: around its best-matching core segment, whole segments.
+    `shown`: the lines of this transcript that better-ranked results of the same search show already
+    (overlapping windows hold the same messages): those are left out unless nothing else is left, and
+    the lines this snippet shows are added."""
     raw = segments(text, spans, context)
+    lines = [int(sp[0]) for sp in spans] if spans and len(spans) == len(raw) else None
+    if lines and shown and not all(n in shown for n, (_, is_core) in zip(lines, raw) if is_core):
+        keep = [i for i, n in enumerate(lines) if n not in shown]
+        raw, lines = [raw[i] for i in keep], [lines[i] for i in keep]
+    out = _snippet(raw, ctx, limit)
+    if lines is not None and shown is not None:
+        shown.update(n for (seg, _), n in zip(raw, lines) if seg and seg in out)
+    return out
+
+
+def _snippet(raw: list[tuple[str, bool]], ctx: SnippetContext, limit: int) -> str:
     if sum(len(seg) + 1 for seg, _ in raw) - 1 <= limit:
         return "\n".join(seg for seg, _ in raw)
     segs = [score_segment(seg, ctx) for seg, _ in raw]

@@ -23,3 +23,13 @@ wasn weren won wouldn also just ever yet us may might must shall does tell told 
 
 # Stopwords that are also month names: kept when the query uses them as one ("25 May, 2022").
 DATE_STOPWORDS = frozenset({"may"})
+
+# Words that say a question asks about the present ("Where do I live now?", "my current role", "these
+# days"), not what it is about: left out of the words searched — they matched every "now" of the memory
+# — unless nothing else is left. search/timeline.py reads the question's time from them. (Words of the
+# past — "first", "old", "originally" — stay: "his first two turtles" is what a question is about.)
+TIME_WORDS = frozenset(
+    """
+now nowadays currently current days still anymore moment today lately recently latest
+""".split()
+)

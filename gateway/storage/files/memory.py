@@ -467,6 +467,7 @@ class FilesMemoryIndex(IndexBase):
         session_key: str | None,
         mode: str,
         exclude: Exclude | None = None,
+        spare: int = 0,
     ) -> dict[str, Any]:
         try:
             async with self._gate.shared():
@@ -483,6 +484,7 @@ class FilesMemoryIndex(IndexBase):
                     vector_count=self.counts["vectors"],
                     missing_vectors=self.counts["missing"],
                     exclude=exclude,
+                    spare=spare,
                 )
         except Exception as exc:
             if not is_corruption(exc):

@@ -199,6 +199,33 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE memory_chunks ADD COLUMN date text;
     """,
     ),
+    # Principals (gateway/principals.py): one set for every gateway on the database, the token's hash only;
+    # `changed` moves on every change but a token's use, so a gateway polling max(changed) sees revocations.
+    # The audit log: who wrote or deleted what, through which door (storage/postgres/principals.py).
+    (
+        "0008_principals_and_audit",
+        """
+        CREATE SEQUENCE principal_changes;
+        CREATE TABLE principals (
+            name text PRIMARY KEY,
+            token_hash text NOT NULL UNIQUE,
+            agents text[],
+            scopes text[] NOT NULL,
+            created text NOT NULL,
+            expires text,
+            revoked text,
+            last_used text,
+            changed bigint NOT NULL DEFAULT nextval('principal_changes')
+        );
+        CREATE TABLE audit (
+            id bigserial PRIMARY KEY,
+            at text NOT NULL,
+            principal text NOT NULL,
+            entry jsonb NOT NULL
+        );
+        CREATE INDEX audit_by_at ON audit (at);
+    """,
+    ),
 ]
 
 

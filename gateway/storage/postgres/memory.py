@@ -214,6 +214,7 @@ class PgMemoryIndex(IndexBase):
         session_key: str | None,
         mode: str,
         exclude: Exclude | None = None,
+        spare: int = 0,
     ) -> dict[str, Any]:
         gen = await get_meta(self.pool, self.agent_id, "generation", "0") or "0"
         if gen != self._generation:  # another gateway (or this one) changed the index since the counts
@@ -237,6 +238,7 @@ class PgMemoryIndex(IndexBase):
             vector_count=self.counts["vectors"],
             missing_vectors=self.counts["missing"],
             exclude=exclude,
+            spare=spare,
         )
 
     async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:

@@ -1,0 +1,258 @@
+"""What is true now: hits that say something about the same subject, ordered by when it was said.
+
+A memory of a life holds old and new statements side by side ("the code is 4826", months later "the code
+is 7340"). Relevance alone cannot tell them apart — they match the question equally well, and the old
+one was often said more plainly — so after the search ranks a pool of hits, `arrange` re-orders it:
+
+1. **One hit per statement.** Hits of different files that repeat each other (the same text, or a
+   shared sentence of 25+ characters) become one: the best-ranked stays and says how often and when it
+   was said (`said`, `firstSaid`, `lastSaid`). (Overlapping windows of one transcript are not
+   repeats: they show different parts of it.)
+2. **What the question asks about** (`temporal_intent`): the present ("now", "still", "current", or a
+   question in the present tense: "Where do I live?"), the past ("before", "used to", "originally",
+   "first", "old", "previous", "last year", …), or an event ("When did I go to Rome?", "Where has she
+   camped?"), where no statement supersedes another.
+3. **The latest statement wins** for the present: a hit about the same subject as one of the best three
+   but older (their stored vectors close; itself scoring at least half of it; among the first five, so
+   that the order of what is shown changes, not what it is) takes that hit's place, just above it, and
+   the older is marked `supersededBy` (the newer one's date). For the past the older leads instead,
+   and "before X" puts what names X after the rest. Equally relevant hits are ordered the same way.
+4. A hit that only asks (every sentence a question) never takes another's place: a question asked again
+   is not a newer statement.
+
+Pure functions over result dicts (`{score, date, snippet, …}`) and their stored vectors (index → vector;
+without them, the overlap of the snippets' words stands in).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+
+from ...timeutil import parse_iso
+from ..index.chunking import text_date
+from .query import answer_type_terms, query_terms
+from .related import related_terms
+from .snippets import SnippetContext, matched_terms
+
+Intent = Literal["present", "past", "event"]
+
+# Words that say which time a question is about. They are not what it is about, so they are left out of
+# the words searched (stopwords.TIME_WORDS) and decide the intent here.
+_PAST = re.compile(
+    r"\b(?:before|used to|originally|original|initially|at first|first|formerly|former|previous(?:ly)?|"
+    r"prior|earlier|old|older|ago|back then|back when|in the past|"
+    r"last (?:year|spring|summer|fall|autumn|winter|month|week|time))\b",
+    re.I,
+)
+# These ask what holds now, whatever else the question says ("Am I still a member?", "my current role").
+_PRESENT = re.compile(r"\b(?:now|nowadays|currently|current|these days|still|anymore|any more|at the moment)\b", re.I)
+
+DUPLICATE_SENTENCE_CHARS = 25  # a shared sentence this long makes two hits one statement
+SAME_SUBJECT_COSINE = 0.35  # stored vectors this close: two hits are about the same subject
+SAME_SUBJECT_WORDS = 0.3  # without vectors: the Jaccard overlap of their words instead
+RELEVANT_ENOUGH = 0.5  # a hit takes another's place only if it scores at least this share of it
+TOP_CONTESTED = 3  # only the best few hits can be overtaken: the answer's place is what is contested
+# ...and only by a hit among the first this many: the order of what is shown first changes, not what it is.
+WINDOW = 5
+
+
+# The verb a question is asked in: "Where do I live?" asks what holds; "When did I go?" about an event.
+# ("has/have" asks what happened so far — "Where has she camped?" —, a modal what might be: no state.)
+_PRESENT_TENSE = re.compile(r"\b(?:am|is|are|do|does)\b|\w'(?:s|re|m)\b", re.I)
+_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
+_PARTICIPLE = r"(?:\w+ed|been|gone|done|seen|taken|made|read|got|gotten|become|begun|known|won|lost|left|met|bought|sold|had|written|given|eaten|driven|ridden|worn|grown|heard|felt|found|kept|told|thought|taught|brought|built|spent|sent)"
+# A perfect ("has she camped", "have I been"), a modal ("would", "might"), or the past tense: no state.
+_NOT_A_STATE = re.compile(
+    rf"\b(?:(?:has|have|had)\s+(?:\w+\s+){{0,2}}?{_PARTICIPLE}|would|could|might|will|should|did|was|were)\b", re.I
+)
+
+
+def temporal_intent(query: str) -> Intent:
+    """What time a question asks about: the present ("Where do I live?", "Am I still a member?", "What's
+    my code now?"), the past ("Where did I live before Ottawa?", "What was my old number?"), or an event
+    ("When did I go to Rome?", "What did she paint?", "What happened on 7 July 2023?" — a question that
+    names its date): only then does no statement supersede another."""
+    if text_date(query) or _YEAR.search(query):
+        return "event"
+    if _PRESENT.search(query):
+        return "present"
+    if _PAST.search(query):
+        return "past"
+    return "present" if _PRESENT_TENSE.search(query) and not _NOT_A_STATE.search(query) else "event"
+
+
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+_SPEAKER = re.compile(r"^\s*(?:[A-Z][\w .'’-]{0,30}):\s+")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def sentences(snippet: str) -> list[str]:
+    """The snippet's sentences, without the speaker labels ("User: …") and the "…" of a cut."""
+    out = []
+    for line in snippet.split("\n"):
+        line = _SPEAKER.sub("", line).strip(" …")
+        out.extend(s.strip() for s in _SENTENCE.findall(line) if len(s.strip()) > 1)
+    return out
+
+
+@dataclass
+class _Hit:
+    result: dict[str, Any]
+    score: float
+    date: str  # ISO 8601 (sorts as time); "" when undated
+    text: str  # the snippet, normalised
+    long: list[str]  # its sentences of DUPLICATE_SENTENCE_CHARS or more with a word of the query, normalised
+    words: frozenset[str]
+    asks: bool
+    vec: np.ndarray | None
+    terms: frozenset[str]  # the query terms it contains
+    said: list[str] = field(default_factory=list)  # the dates of the hits merged into this one
+
+
+def _context(results: Sequence[dict[str, Any]], query: str) -> SnippetContext:
+    """The query's terms (and related words), weighted by their rarity among the results, as the re-rank
+    weighs them (answer kinds and related words count less)."""
+    terms = query_terms(query)
+    snips = [r.get("snippet") or "" for r in results]
+    return SnippetContext.build(terms, snips, answer_type_terms(query), related_terms(terms))
+
+
+def _hits(
+    results: Sequence[dict[str, Any]], ctx: SnippetContext, vectors: Mapping[int, np.ndarray] | None
+) -> list[_Hit]:
+    snips = [r.get("snippet") or "" for r in results]
+    out = []
+    for i, (r, snip) in enumerate(zip(results, snips)):
+        sents = sentences(snip)
+        v = vectors.get(i) if vectors else None
+        if v is not None:
+            n = float(np.linalg.norm(v))
+            v = v / n if n > 0 else None
+        out.append(
+            _Hit(
+                r,
+                float(r.get("score") or 0.0),
+                str(r.get("date") or ""),
+                _norm(snip),
+                [_norm(s) for s in sents if len(s) >= DUPLICATE_SENTENCE_CHARS and matched_terms(s, ctx)],
+                frozenset(w for w in _WORD.findall(snip.lower()) if len(w) > 2),
+                bool(sents) and all(s.endswith("?") for s in sents),
+                v,
+                matched_terms(snip, ctx),
+            )
+        )
+    return out
+
+
+def _repeats(a: _Hit, b: _Hit) -> bool:
+    """The same statement said again: in another file (overlapping windows of one transcript show
+    different parts of it), the same text, or a shared sentence of DUPLICATE_SENTENCE_CHARS or more that
+    holds a word of the question (not a pleasantry both happen to say)."""
+    if a.result.get("path") == b.result.get("path"):
+        return False
+    return a.text == b.text or any(s in b.text for s in a.long) or any(s in a.text for s in b.long)
+
+
+def _same_subject(a: _Hit, b: _Hit, kinds: frozenset[str]) -> bool:
+    """Whether `b` is about what `a` is: their stored vectors close (or, without vectors, their words
+    overlapping) — unless `b` matched the question only in the word that names the kind of answer
+    ("name" in "What's my cat's name?") where `a` matched what it is about ("cat")."""
+    if b.terms and b.terms <= kinds and not a.terms <= kinds:
+        return False
+    if a.vec is not None and b.vec is not None:
+        return float(a.vec @ b.vec) >= SAME_SUBJECT_COSINE
+    if not a.words or not b.words:
+        return False
+    return len(a.words & b.words) / len(a.words | b.words) >= SAME_SUBJECT_WORDS
+
+
+def _merge_repeats(hits: list[_Hit]) -> list[_Hit]:
+    """One hit per statement: a hit repeating a better-ranked one is folded into it."""
+    kept: list[_Hit] = []
+    for h in hits:
+        into = next((k for k in kept if _repeats(k, h)), None)
+        if into is None:
+            h.said = [h.date] if h.date else []
+            kept.append(h)
+        elif h.date:
+            into.said.append(h.date)
+    return kept
+
+
+def _last(h: _Hit) -> str:
+    """When the hit's statement was last said (merged repeats included)."""
+    return max(h.said, default=h.date)
+
+
+_BEFORE = re.compile(r"\b(?:before|prior to|until)\s+(\w+(?:\s+\w+)?)", re.I)
+
+
+def later_terms(query: str) -> frozenset[str]:
+    """What a question about the past names as the later state ("before Ottawa" → ottawa)."""
+    return frozenset(t for m in _BEFORE.finditer(query) for t in query_terms(m.group(1)))
+
+
+def arrange(
+    results: Sequence[dict[str, Any]], query: str, vectors: Mapping[int, np.ndarray] | None = None
+) -> list[dict[str, Any]]:
+    """The results (best first) re-ordered as the module says, annotated; new dicts, scores kept in
+    [0, 1] and non-increasing."""
+    if not results:
+        return []
+    intent = temporal_intent(query)
+    # Equally relevant hits: the newer first for the present, the older for the past.
+    sign = {"present": -1, "past": 1, "event": 0}[intent]
+    ranked = sorted(
+        range(len(results)),
+        key=lambda i: (-float(results[i].get("score") or 0.0), sign * _epoch(results[i].get("date"))),
+    )
+    by_rank = {new: vectors[old] for new, old in enumerate(ranked) if vectors and old in vectors}
+    ordered = [results[i] for i in ranked]
+    ctx = _context(ordered, query)
+    kinds = answer_type_terms(query)
+    hits = _merge_repeats(_hits(ordered, ctx, by_rank))
+    later = later_terms(query) if intent == "past" else frozenset()
+    # Each hit's place: its own score, or just above the best-ranked hit it overtakes.
+    place = {id(h): h.score for h in hits}
+    newer_of: dict[int, str] = {}
+    for i, a in enumerate(hits[:TOP_CONTESTED] if intent != "event" else []):
+        for b in hits[i + 1 : WINDOW]:
+            if b.asks or b.score < RELEVANT_ENOUGH * a.score or not _same_subject(a, b, kinds):
+                continue
+            if intent == "present":
+                if _last(a) and _last(b) > _last(a):
+                    place[id(b)] = max(place[id(b)], place[id(a)] + 1e-6)
+                    newer_of[id(a)] = max(newer_of.get(id(a), ""), _last(b))
+            elif (later and a.terms & later and not b.terms & later) or (
+                not (later and b.terms & later) and _last(a) and _last(b) and _last(b) < _last(a)
+            ):
+                # The past: the older first, and before what the question names as the later state.
+                place[id(b)] = max(place[id(b)], place[id(a)] + 1e-6)
+    order = sorted(hits, key=lambda h: -place[id(h)])
+    out = []
+    ceiling = 1.0
+    for h in order:
+        r = dict(h.result)
+        # Scores stay in [0, 1] and follow the new order (a hit that moved up takes the score it overtook).
+        ceiling = min(ceiling, max(h.score, min(1.0, place[id(h)])))
+        r["score"] = round(ceiling, 6)
+        if len(h.said) > 1:
+            r["said"] = len(h.said)
+            r["firstSaid"], r["lastSaid"] = min(h.said), max(h.said)
+        if id(h) in newer_of:
+            r["supersededBy"] = newer_of[id(h)]
+        out.append(r)
+    return out
+
+
+def _epoch(date: object) -> float:
+    dt = parse_iso(date) if isinstance(date, str) and date else None
+    return dt.timestamp() if dt else 0.0

@@ -1,0 +1,143 @@
+"""search/timeline.py: what a question asks about, one hit per statement, the latest statement first."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.memory.present import heading
+from gateway.memory.search.query import answer_type_terms, query_terms
+from gateway.memory.search.timeline import arrange, later_terms, temporal_intent
+
+
+@pytest.mark.parametrize(
+    "query, intent",
+    [
+        ("Where do I live these days?", "present"),
+        ("What's my cell number?", "present"),
+        ("Am I still a member at the climbing gym?", "present"),
+        ("What kind of car do I have now?", "present"),
+        ("Where did I live before Ottawa?", "past"),
+        ("What was my old phone number?", "past"),
+        ("What colour was my canoe originally?", "past"),
+        ("Which city did I live in last spring?", "past"),
+        ("When did Caroline go to the LGBTQ support group?", "event"),
+        ("Where has Melanie camped?", "event"),
+        ("Would Caroline likely have Dr. Seuss books on her bookshelf?", "event"),
+    ],
+)
+def test_what_time_a_question_asks_about(query, intent):
+    assert temporal_intent(query) == intent
+
+
+def test_time_words_and_answer_kinds_are_not_what_a_question_is_about():
+    assert query_terms("Where do I live now?") == ["live"]
+    assert query_terms("What's my current phone number?") == ["phone", "number"]
+    assert query_terms("What was my first phone number?") == ["first", "phone", "number"]
+    assert query_terms("now?") == ["now"]  # nothing else: searched as it is
+    assert answer_type_terms("What colour is my canoe?") == {"colour"}
+    assert answer_type_terms("Which basketball team do I cheer for?") == {"team"}
+    assert answer_type_terms("What kind of car do I have now?") == {"kind"}
+    assert answer_type_terms("What does Melanie do to destress?") == frozenset()
+    assert later_terms("Where did I work before Northpine Health?") == {"northpine", "health"}
+
+
+def hit(path: str, score: float, date: str, snippet: str) -> dict:
+    return {"path": path, "startLine": 2, "endLine": 3, "score": score, "date": date, "snippet": snippet}
+
+
+# Three statements about the gate code (the same subject: close vectors) and one about the weather.
+OLD = hit("sessions/a.jsonl", 0.9, "2025-01-01T10:00:00.000Z", "User: The gate code is 4826.")
+NEW = hit("sessions/b.jsonl", 0.7, "2025-06-01T10:00:00.000Z", "User: New gate, the code is now 7340.")
+ASK = hit("sessions/c.jsonl", 0.8, "2025-09-01T10:00:00.000Z", "User: What's the gate code again?")
+RAIN = hit("sessions/d.jsonl", 0.6, "2025-12-01T10:00:00.000Z", "User: It rained all day.")
+VECTORS = {0: np.array([1.0, 0.1]), 1: np.array([0.9, 0.3]), 2: np.array([1.0, 0.2]), 3: np.array([0.0, 1.0])}
+
+
+def paths(results: list[dict]) -> list[str]:
+    return [r["path"][9] for r in results]
+
+
+def test_the_latest_statement_about_the_same_subject_comes_first_for_the_present():
+    out = arrange([OLD, NEW, ASK, RAIN], "What's the gate code?", VECTORS)
+    assert paths(out) == ["b", "a", "c", "d"]  # the question asked later does not overtake
+    assert out[1]["supersededBy"] == NEW["date"] and "supersededBy" not in out[0]
+    scores = [r["score"] for r in out]
+    assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
+    assert out[0]["score"] == pytest.approx(0.9, abs=1e-5)  # it took the place (and score) it overtook
+
+
+def test_the_past_puts_the_older_first_and_an_event_keeps_the_search_order():
+    assert paths(arrange([NEW, OLD], "What was the old gate code?", {0: VECTORS[1], 1: VECTORS[0]})) == ["a", "b"]
+    assert paths(arrange([OLD, NEW], "When did they change the gate code?", VECTORS)) == ["a", "b"]
+    # "before X": what names X goes after the rest, whatever the dates.
+    moved = [
+        hit("sessions/x.jsonl", 0.9, "2025-03-01T00:00:00.000Z", "User: I moved to Ottawa."),
+        hit("sessions/y.jsonl", 0.8, "2025-05-01T00:00:00.000Z", "User: I moved to Montreal."),
+    ]
+    out = arrange(moved, "Where did I live before Ottawa?", {0: np.array([1.0, 0.0]), 1: np.array([1.0, 0.1])})
+    assert paths(out) == ["y", "x"]
+
+
+def test_unrelated_hits_are_not_reordered_and_without_vectors_words_decide():
+    far = {0: np.array([1.0, 0.0]), 1: np.array([0.0, 1.0])}
+    assert paths(arrange([OLD, RAIN], "What's the gate code?", far)) == ["a", "d"]
+    assert paths(arrange([OLD, NEW], "What's the gate code?")) == ["b", "a"]  # "gate", "code" shared
+
+
+def test_a_statement_said_in_several_sessions_is_one_hit_that_says_so():
+    said = "The code of the back gate is 4826."  # 25+ characters: a statement, not a phrase
+    first = hit("sessions/a.jsonl", 0.9, "2025-01-01T10:00:00.000Z", f"User: {said}")
+    again = hit("sessions/e.jsonl", 0.5, "2025-03-01T10:00:00.000Z", f"Assistant: Sure. {said}")
+    same_file = hit("sessions/a.jsonl", 0.4, "2025-01-01T10:01:00.000Z", f"User: {said}")
+    out = arrange([first, again, same_file], "When was the gate code set?")
+    assert [(r["path"], r.get("said")) for r in out] == [("sessions/a.jsonl", 2), ("sessions/a.jsonl", None)]
+    assert (out[0]["firstSaid"], out[0]["lastSaid"]) == (first["date"], again["date"])
+
+
+def test_a_hit_is_cited_with_its_date_conversation_and_standing():
+    r = {**OLD, "session": "Gate", "said": 3, "lastSaid": "2025-03-01T00:00:00.000Z", "supersededBy": NEW["date"]}
+    assert heading(r) == (
+        '2025-01-01 · session "Gate" · sessions/a.jsonl:2-3 · said 3 times, last 2025-03-01 · superseded by 2025-06-01'
+    )
+    assert heading({"path": "MEMORY.md", "startLine": 1, "endLine": 4}) == "MEMORY.md:1-4"
+
+
+dates = st.one_of(st.just(""), st.datetimes().map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%S.000Z")), st.text(max_size=12))
+results = st.lists(
+    st.fixed_dictionaries(
+        {
+            "path": st.sampled_from(["sessions/a.jsonl", "sessions/b.jsonl", "MEMORY.md", "memory/x.md"]),
+            "startLine": st.integers(1, 9),
+            "endLine": st.integers(1, 9),
+            "score": st.floats(0, 1),
+            "date": dates,
+            "snippet": st.text(max_size=200),
+        }
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(results, st.text(max_size=80), st.booleans())
+def test_arrange_keeps_every_statement_and_orders_scores(items, query, with_vectors):
+    vectors = {i: np.array([float(i % 3), 1.0, 0.5]) for i in range(len(items))} if with_vectors else None
+    out = arrange(items, query, vectors)
+    assert len(out) <= len(items) and (out or not items)
+    assert all(any(r["snippet"] == i["snippet"] and r["path"] == i["path"] for i in items) for r in out)
+    scores = [r["score"] for r in out]
+    assert scores == sorted(scores, reverse=True) and all(0.0 <= s <= 1.0 for s in scores)
+    assert sum(r.get("said", 1) for r in out) <= len(items)
+
+
+def test_a_hit_matching_only_the_kind_of_answer_does_not_supersede_one_about_the_subject():
+    car = hit("sessions/a.jsonl", 0.9, "2025-01-01T10:00:00.000Z", "User: My car is a blue Subaru Forester.")
+    music = hit("sessions/b.jsonl", 0.8, "2025-06-01T10:00:00.000Z", "User: What kind of music is this?")
+    music["snippet"] = "User: This kind of jazz is lovely."
+    close = {0: np.array([1.0, 0.1]), 1: np.array([1.0, 0.2])}
+    assert paths(arrange([car, music], "What kind of car do I have?", close)) == ["a", "b"]
+    newer_car = {**music, "snippet": "User: I sold the Subaru and bought a green Volvo car of the kind I like."}
+    assert paths(arrange([car, newer_car], "What kind of car do I have?", close)) == ["b", "a"]
