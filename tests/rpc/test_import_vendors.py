@@ -80,8 +80,18 @@ async def test_a_chatgpt_export_imports_line_by_line_and_again_adds_nothing(star
     hits = (await c.call("memory.search", {"query": "Memmo Alfama hotel room", "k": 3}))["results"]
     assert hits and hits[0]["sessionKey"] == trip["sessionKey"]
     assert hits[0]["date"] == expect[convs[0]["id"]][-1][3], "found with the date it was said"
+    chat = await c.call("sessions.create", {})
+    run = await c.call(
+        "chat.send", {"sessionKey": chat["sessionKey"], "message": "Which hotel room did I have in Lisbon?"}
+    )
+    final = (await c.run_to_end(run["runId"]))[-1]["params"]
+    assert final["memory"][0]["path"] == f"sessions/{trip['sessionKey']}.jsonl"
+    assert final["memory"][0]["date"] == expect[convs[0]["id"]][-1][3], "recalled in chat with its real date"
+    assert '2023-03-14 · session "Voyage à Lisbonne' in final["message"]["content"]
 
     before = {p.name: p.read_bytes() for p in gw.config.sessions_dir("main").glob("*.jsonl")}
+    await c.call("sessions.delete", {"sessionKey": chat["sessionKey"]})
+    before.pop(f"{chat['sessionKey']}.jsonl")
     again = await c.call("admin.import", {"source": "chatgpt", "path": str(export)})
     assert again["conversations"] == {"found": 3, "added": 0, "extended": 0, "unchanged": 2, "skipped": 1}
     assert again["messages"]["added"] == 0 and again["index"] is None
