@@ -24,6 +24,7 @@ from .methods import sessions as _session_methods  # noqa: F401
 from .methods import memory as _memory_methods  # noqa: F401
 from .methods import system as _system_methods  # noqa: F401
 from .methods import principals as _principal_methods  # noqa: F401
+from .methods import admin as _admin_methods  # noqa: F401
 from .fsutil import ensure_private_dir, lock_state_dir
 from .server import GatewayServer
 from .server.httpapi import HttpApi

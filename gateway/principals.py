@@ -68,6 +68,9 @@ METHOD_SCOPES: dict[str, str] = {
     "principals.list": "admin",
     "principals.revoke": "admin",
     "audit.list": "admin",
+    "admin.import": "admin",
+    "admin.upload": "admin",
+    "admin.export": "admin",
 }
 # What a scope brings with it: admin is every scope but proxy (acting for others is asked for by name).
 IMPLIES = {"admin": frozenset({"read", "write", "chat", "admin"})}

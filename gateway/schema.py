@@ -53,7 +53,8 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
+    """The JSON name of a value's type, as errors say it ("null", "integer", "object", …)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -91,7 +92,7 @@ class Field:
         return out
 
     def _wrong_type(self, value: Any, path: str) -> Invalid:
-        return Invalid(f"must be {self.json_type_phrase}, got {_type_name(value)}", field=path)
+        return Invalid(f"must be {self.json_type_phrase}, got {type_name(value)}", field=path)
 
     @property
     def json_type_phrase(self) -> str:
@@ -250,7 +251,7 @@ class Obj(Field):
         if value is None:
             value = {}
         if not isinstance(value, dict):
-            raise Invalid(f"must be an object, got {_type_name(value)}", field=path)
+            raise Invalid(f"must be an object, got {type_name(value)}", field=path)
         unknown = [k for k in value if k not in self.fields]
         if unknown:
             allowed = ", ".join(self.fields) or "none"

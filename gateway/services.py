@@ -192,6 +192,11 @@ class Services:
                 await asyncio.wait_for(self._stop.wait(), interval)
 
     @property
+    def stopping(self) -> bool:
+        """close_runs was called: the gateway is shutting down."""
+        return self._stop.is_set()
+
+    @property
     def default(self) -> Agent:
         return self.agents[self.config.agent_id]
 

@@ -9,6 +9,8 @@
     jarvis config [--json] [--defaults]
     jarvis mcp [--url URL] [--token T]
     jarvis migrate --to postgresql://…|sqlite [--from URL] [--dry-run]
+    jarvis import chatgpt|claude|markdown|jsonl PATH [--agent A] [--dry-run] [--json]
+    jarvis export [--agent A] [--out FILE.zip] [--json]
 
 Exit codes: 0 ok, 1 the gateway answered with an error, 2 bad usage or invalid config, 3 cannot connect.
 """
@@ -125,6 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     mcp.add_commands(sub)
     access.add_commands(sub)  # jarvis audit (jarvis token's sub-commands are added with it above)
+
+    from . import portability
+
+    portability.add_commands(sub)
     return parser
 
 

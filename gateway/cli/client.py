@@ -71,8 +71,8 @@ class CallTimeout(CallError):
 # A method that may embed text waits on the embedding provider: one request's worst case is
 # embeddings.timeout × (maxRetries + 1) plus backoff, ~92 s at the defaults, and a 256 KiB memory.write
 # is up to 4 batches. memory.sync grows with the workspace (a first sync of a large one with a remote
-# embedder runs for an hour): no limit; Ctrl-C stops the command. Anything else (writes of the store,
-# chat.send's acknowledgement, chat.abort): 60 s.
+# embedder runs for an hour): no limit; Ctrl-C stops the command (so do admin.import and admin.export).
+# Anything else (writes of the store, chat.send's acknowledgement, chat.abort): 60 s.
 READ_TIMEOUT = 10.0
 EMBED_TIMEOUT = 600.0
 DEFAULT_TIMEOUT = 60.0
@@ -106,6 +106,9 @@ CALL_TIMEOUTS: dict[str, float | None] = {
         EMBED_TIMEOUT,
     ),
     "memory.sync": None,
+    # An import or export takes as long as the export is big (progress notifications show it moving).
+    "admin.import": None,
+    "admin.export": None,
 }
 
 
@@ -302,3 +305,4 @@ class GatewayCallError(CallError):
         super().__init__(f"error {error.get('code')}: {error.get('message')}", 1)
         self.code = error.get("code")
         self.error_message = error.get("message") or ""
+        self.data = error.get("data") if isinstance(error.get("data"), dict) else None

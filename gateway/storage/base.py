@@ -9,6 +9,7 @@ Everything is async: a store that blocks (files) does its work in threads.
 
 from __future__ import annotations
 
+import builtins  # `list` inside SessionStore and KeyedStore is their method: the type is builtins.list
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
@@ -75,7 +76,7 @@ class SessionStore(Protocol):
     async def all(self) -> dict[str, dict[str, Any]]: ...
     async def get(self, key: str) -> dict[str, Any]: ...
     async def exists(self, key: str) -> bool: ...
-    async def list(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+    async def list(self, limit: int, offset: int) -> tuple[builtins.list[dict[str, Any]], int]:
         """A page of sessions, most recently updated first, and how many there are."""
 
     async def create(
@@ -105,11 +106,11 @@ class SessionStore(Protocol):
     async def export(self, key: str) -> SessionCopy | None:
         """The session whole (metadata as `get` would answer it once the store is open), or None."""
 
-    async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> list[Imported]:
+    async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> builtins.list[Imported]:
         """Add whole sessions exactly as given (metadata, and the lines byte for byte), each whole or not
         at all; never replace or change anything there. `dry_run`: say what would happen, write nothing."""
 
-    async def strays(self) -> list[str]:
+    async def strays(self) -> builtins.list[str]:
         """Keys of transcripts here that are no session (the files engine never shows them)."""
 
     # What another gateway on the same storage changed (the cluster calls these; alone, never).
@@ -158,6 +159,14 @@ class KeyedStore(Protocol):
     async def reconcile(self, key: str | None = None) -> int:
         """Bring the workspace files in line with the record before they are indexed (`key`: the one
         another gateway changed; None: all). The number of files changed (0 where the files are the record)."""
+
+    # Whole entries in and out (`jarvis migrate`, `jarvis export` / `import jsonl`).
+    async def entries(self) -> builtins.list[Entry]:
+        """Every keyed memory, whole."""
+
+    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> builtins.list[Imported]:
+        """Add keyed memories exactly as given (category, value, created, updated) under keys that are
+        free here; never replace or change one. `dry_run`: say what would happen, write nothing."""
 
 
 class EmbeddingCacheStore(Protocol):
@@ -256,14 +265,6 @@ class MemoryIndex(Protocol):
 
     async def refresh(self) -> None:
         """Bring `counts` up to date where another process may change the index."""
-
-    # Whole entries in and out (`jarvis migrate`).
-    async def entries(self) -> list[Entry]:
-        """Every keyed memory, whole."""
-
-    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> list[Imported]:
-        """Add keyed memories exactly as given (category, value, created, updated) under keys that are
-        free here; never replace or change one. `dry_run`: say what would happen, write nothing."""
 
 
 class PrincipalStore(Protocol):

@@ -239,7 +239,7 @@ class KeyedFiles:
 
 
 _KEYED_PATH = re.compile(rf"^{re.escape(KEYED_DIR)}/[^/]+/({KEY_PATTERN})\.md$")
-_META_LINE = re.compile(r"^(key|category|created|updated):")
+_META_LINE = re.compile(r"^(key|category|created|updated|version):")  # version: a PostgreSQL mirror's (render)
 
 
 def snippet_value(path: str, snippet: str) -> str:
