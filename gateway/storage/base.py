@@ -11,7 +11,7 @@ searches through), which each engine's memory package implements.
 
 from __future__ import annotations
 
-import builtins
+import builtins  # `list` inside SessionStore and KeyedStore is their method: the type is builtins.list
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
@@ -25,6 +25,7 @@ from ..memory.ports import KeyedMemories, MemoryIndex
 if TYPE_CHECKING:  # pragma: no cover
     from ..errors import Unavailable
     from ..memory.notes.keyed import Entry
+    from ..principals import Principal
 
 # The memory service, the gateway's Services and the Cluster sit above this layer (they use the stores);
 # naming their classes here, even for type checkers only, would make an import cycle
@@ -146,13 +147,49 @@ class KeyedStore(KeyedMemories, Protocol):
     """One agent's keyed memories: what the memory feature asks of them (memory/ports.py's KeyedMemories:
     find, get, set, delete, list, reconcile), and whole entries in and out for `jarvis migrate`."""
 
-    # Whole entries in and out (`jarvis migrate`).
+    # Whole entries in and out (`jarvis migrate`, `jarvis export` / `import jsonl`).
     async def entries(self) -> builtins.list[Entry]:
         """Every keyed memory, whole."""
 
     async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> builtins.list[Imported]:
         """Add keyed memories exactly as given (category, value, created, updated) under keys that are
         free here; never replace or change one. `dry_run`: say what would happen, write nothing."""
+
+
+class PrincipalStore(Protocol):
+    """The principals other than the owner (gateway/principals.py): one set per storage, shared by
+    every gateway of a PostgreSQL database. Revoked ones are kept (listed as revoked) until their name is
+    given to a new principal."""
+
+    async def all(self) -> list[Principal]:
+        """Every principal, revoked ones too. A stored record that is not one is left out and logged,
+        saying where it is."""
+
+    async def add(self, principal: Principal) -> None:
+        """Store a new principal; Conflict when a live one has its name (a revoked one is replaced)."""
+
+    async def revoke(self, name: str, when: str) -> Principal:
+        """Mark `name` revoked at `when` (ISO 8601); NotFound when no live principal has that name."""
+
+    async def touch(self, name: str, when: str) -> None:
+        """Record when the principal's token was last used (best effort)."""
+
+    async def version(self) -> str:
+        """A value that changes whenever the set does (another process's or gateway's change too): the
+        gateway polls it to follow revocations."""
+
+
+class AuditLog(Protocol):
+    """Every write and delete of memory and sessions and every principal change: who (principal), what
+    (method), on what (`target`: a key, path, session or name — never a message body, a memory's value or
+    a token), through which door, when. Append-only."""
+
+    async def append(self, entry: dict[str, Any]) -> None:
+        """Record one entry: {at, principal, method, door, agent?, target?, ok}."""
+
+    async def read(self, since: str | None, principal: str | None, limit: int) -> list[dict[str, Any]]:
+        """Entries at or after `since` (ISO 8601), of `principal` when given, oldest first, the newest
+        `limit` of them."""
 
 
 class Storage(Protocol):
@@ -184,6 +221,12 @@ class Storage(Protocol):
 
     def cluster(self, services: Services) -> Cluster | None:
         """What coordinates this gateway with the others on the same storage (None: alone)."""
+
+    def principals(self) -> PrincipalStore:
+        """Who may call the gateway besides its owner (gateway/principals.py)."""
+
+    def audit(self) -> AuditLog:
+        """The record of writes, deletes and principal changes."""
 
     def status(self) -> dict[str, Any]:
         """system.health's `storage`."""
