@@ -20,7 +20,7 @@ from ....memory.embeddings import EmbeddingError, EmbeddingProvider
 from ....memory.embeddings.base import usable
 from ....memory.index.pipeline import BATCH_CHUNKS, BATCH_FILES
 from ....memory.index.settings import IndexSettings, SyncStats
-from ....memory.index.sources import MEMORY, SESSIONS, SIGNATURE_SQL, session_path
+from ....memory.index.sources import MEMORY, SESSIONS, SIGNATURE_SQL, SourceFile, session_path
 from ....memory.ports import ChunkKey, FileStat, Indexed, Scope, Unembedded, VectorRow, WriteBatch
 from ....timeutil import now_iso
 from .ann import AnnIndex
@@ -108,7 +108,7 @@ class SqliteFileRows:
     async def confirm_gone(self, paths: list[str]) -> list[str]:
         return paths  # the files are the record
 
-    async def ready(self, files: list[Any]) -> list[Any]:
+    async def ready(self, files: list[SourceFile]) -> list[SourceFile]:
         return files
 
     async def remove(self, paths: list[str]) -> int:
