@@ -699,6 +699,29 @@ def _is_host(host: str) -> bool:
     return len(name) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in name.split("."))
 
 
+HTTP_URL_SETTINGS = ("chat.baseUrl", "memory.embeddings.baseUrl")  # every setting that is an endpoint's URL
+
+
+def _http_url_problem(url: str) -> str | None:
+    """Why `url` is no http(s) endpoint a client can call (as far as one can tell without calling it)."""
+    from urllib.parse import urlsplit
+
+    example = "e.g. http://127.0.0.1:11434/v1"
+    if not re.match(r"^https?://", url, re.I):
+        return f"must be an http:// or https:// URL ({example}), got {_shown(url)}"
+    if re.search(r"[\x00-\x20\x7f]", url):
+        return "must not contain spaces or control characters (percent-encode them)"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError when the port is not a number in 0..65535
+    except ValueError as exc:
+        return f"not a valid URL: {exc}"
+    host = parts.hostname or ""
+    if not host or not (_is_host(host) or ":" in host):  # (":": an IPv6 address, as [::1])
+        return f"must name a host ({example}), got {_shown(url)}"
+    return None
+
+
 def _database_url_problem(url: str) -> str | None:
     """Why `url` is no PostgreSQL URL the driver can use (as far as one can tell without connecting)."""
     from urllib.parse import parse_qs, urlsplit
@@ -717,6 +740,14 @@ def _database_url_problem(url: str) -> str | None:
         if mode not in _SSLMODES:
             return f"sslmode must be one of {', '.join(_SSLMODES)}, got {_shown(mode)}"
     return None
+
+
+def _setting(cfg: Config, dotted: str) -> Any:
+    """The value of a dotted camelCase key ("chat.baseUrl")."""
+    obj: Any = cfg
+    for part in dotted.split("."):
+        obj = getattr(obj, re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), part))
+    return obj
 
 
 def _validate(cfg: Config) -> None:
@@ -743,6 +774,12 @@ def _validate(cfg: Config) -> None:
             f"chat.maxReplyChars: {cfg.chat.max_reply_chars} chars may encode to more than "
             f"server.maxReplyBytes ({cfg.server.max_reply_bytes}); lower it or raise maxReplyBytes"
         )
+    for key in HTTP_URL_SETTINGS:
+        url = _setting(cfg, key)
+        if url:
+            problem = _http_url_problem(url)
+            if problem:
+                raise ConfigError(f"{key}: {problem}")
     if cfg.storage.url:
         problem = _database_url_problem(cfg.storage.url)
         if problem:
