@@ -440,6 +440,12 @@ class MemoryConfig:
     sync: SyncConfig = _f(factory=SyncConfig)
     backend: BackendConfig = _f(factory=BackendConfig)
     recall: RecallConfig = _f(factory=RecallConfig)
+    redact_secrets: bool = _f(
+        True,
+        doc="mask API keys, private keys, bearer tokens and passwords said in a conversation in what memory "
+        "indexes, recalls into prompts and returns to memory tools and MCP clients (the transcript keeps "
+        "the words); changing it rebuilds the index",
+    )
 
 
 @dataclass

@@ -294,7 +294,7 @@ class Services:
                 raise
         agent = Agent(agent_id, sessions, None, memory)  # type: ignore[arg-type]
         compactor = Compactor(cfg, sessions, self.provider, memory, cfg.agent_workspace(agent_id))
-        tools = ChatTools(cfg, in_process(self, agent_id)) if memory is not None else None
+        tools = ChatTools(cfg, in_process(self, agent_id, door="model")) if memory is not None else None
         agent.chat = ChatService(
             cfg,
             sessions,

@@ -61,7 +61,7 @@ class Methods:
         from ..registry import CallContext, registry
 
         with self.services.request_scope():
-            return await registry.dispatch(CallContext(self.services), method, params)
+            return await registry.dispatch(CallContext(self.services, door="cli"), method, params)
 
 
 @contextlib.asynccontextmanager

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+VERSION = 1  # bump when what is found changes: indexes holding masked text are rebuilt (memory/signature.py)
 MASK = "[redacted: {}]"
 _MASKED = re.compile(r"\[redacted: [^\]\n]{1,40}\]")
 
