@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
+    from ..config import Config
     from ..errors import Unavailable
     from ..memory.embeddings.base import EmbeddingProvider
     from ..memory.index.indexer import SyncStats
-    from ..memory.notes.keyed import Entry
+    from ..memory.notes.keyed import Entry, KeyedCopy, Version
     from ..memory.search.snippets import Exclude
     from ..memory.sync import DirtyMarks, SyncRequest
 
@@ -42,6 +43,20 @@ class SessionCopy:
 
 
 ADDED, PRESENT, REFUSED = "added", "present", "refused"
+
+
+@dataclass(frozen=True)
+class VersionLimits:
+    """How much of a keyed memory's (or a note's) past is kept: `memory.versions.keep` versions, the
+    current one included, and `memory.versions.maxBytes` of their text; the oldest go first."""
+
+    keep: int = 20
+    max_bytes: int = 1 << 20
+
+
+def version_limits(config: Config) -> VersionLimits:
+    v = config.memory.versions
+    return VersionLimits(v.keep, v.max_bytes)
 
 
 @dataclass(frozen=True)
@@ -141,18 +156,58 @@ class RunLedger(Protocol):
 
 class KeyedStore(Protocol):
     """One agent's keyed memories (memory.set/get/delete/list): small named facts, one per key across
-    the categories (memory/notes/keyed.py has the rules and the file layout).
+    the categories (memory/notes/keyed.py has the rules and the file layout), with their versions and a
+    trash.
 
-    Errors: Invalid for a bad key, category or value, NotFound for a key that has no memory."""
+    Every write of a value is a version (memory/notes/keyed.Version: value, category, when, the door it
+    came through), numbered from 1 per key; a key keeps its last `VersionLimits` of them. A delete moves
+    the memory, versions and all, to the trash, from which `untrash` brings it back whole; only `purge`
+    removes it (the gateway purges what was deleted `memory.trashDays` ago). Setting a key that is in
+    the trash takes it out: its trashed value stays a version. `by`: the door a write came through.
+
+    Errors: Invalid for a bad key, category or value, NotFound for a key that has no memory (and, for
+    the trash, none there), Conflict for `untrash` of a key that is live."""
 
     async def find(self, key: str) -> Entry | None: ...
     async def get(self, key: str) -> Entry: ...
-    async def set(self, key: str, value: str, category: str | None) -> tuple[Entry, bool, str | None]:
+    async def set(self, key: str, value: str, category: str | None, by: str = "") -> tuple[Entry, bool, str | None]:
         """Create or replace: (the entry, whether it replaced one, the category it moved from if it did)."""
 
-    async def delete(self, key: str) -> Entry: ...
+    async def delete(self, key: str, by: str = "") -> Entry:
+        """Move the memory to the trash; the entry as it was."""
+
     async def list(self, category: str | None, limit: int, offset: int) -> dict[str, Any]:
         """{"memories": [brief, …] newest first, "total": n}."""
+
+    async def history(self, key: str) -> list[Version]:
+        """The key's kept versions, newest first (the first is its value now, or when it was deleted),
+        live or in the trash (what memory.history and an export read)."""
+
+    async def trash(self) -> list[KeyedCopy]:
+        """What is in the trash (each whole: entry, versions, when deleted and by which door), the most
+        recently deleted first."""
+
+    async def untrash(self, key: str) -> Entry:
+        """Bring a trashed memory back whole: value, category, created and updated as they were."""
+
+    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> list[str]:
+        """Remove from the trash for good: `keys` (each must be there), or all; with `before`, only what
+        was deleted before that time. The keys purged."""
+
+    # Whole entries in and out (`jarvis migrate`).
+    async def entries(self) -> list[Entry]:
+        """Every keyed memory (not the trash), whole."""
+
+    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> list[Imported]:
+        """Add keyed memories exactly as given (category, value, created, updated) under keys that are
+        free here; never replace or change one. `dry_run`: say what would happen, write nothing."""
+
+    async def copies(self) -> list[KeyedCopy]:
+        """Every keyed memory and everything in the trash, each with its versions."""
+
+    async def import_copies(self, copies: Sequence[KeyedCopy], dry_run: bool = False) -> list[Imported]:
+        """`import_entries` with the versions and the trash: each added exactly as given (a trashed one
+        into the trash) under a key that is free here, live and in the trash."""
 
     async def reconcile(self, key: str | None = None) -> int:
         """Bring the workspace files in line with the record before they are indexed (`key`: the one
@@ -255,14 +310,6 @@ class MemoryIndex(Protocol):
 
     async def refresh(self) -> None:
         """Bring `counts` up to date where another process may change the index."""
-
-    # Whole entries in and out (`jarvis migrate`).
-    async def entries(self) -> list[Entry]:
-        """Every keyed memory, whole."""
-
-    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> list[Imported]:
-        """Add keyed memories exactly as given (category, value, created, updated) under keys that are
-        free here; never replace or change one. `dry_run`: say what would happen, write nothing."""
 
 
 class Storage(Protocol):

@@ -12,8 +12,11 @@ Tables (named, ordered migrations, recorded in `jarvis_migrations` like the SQLi
     event_payloads     notification payloads too big for NOTIFY (8000 bytes), kept a minute
     memory_*           each agent's memory index: files, chunks (tsvector), meta, embedding cache, and
                        vectors (pgvector); see gateway/storage/postgres/memindex.py
-    keyed_memories     (agent_id, key) → category, value, created, updated, deleted, version: memory.set and
-                       friends; the workspace files are each gateway's mirror (storage/postgres/keyed.py)
+    keyed_memories     (agent_id, key) → category, value, created, updated, deleted, version, trashed_at,
+                       trashed_by: memory.set and friends; the workspace files are each gateway's mirror
+                       (storage/postgres/keyed.py)
+    keyed_versions     (agent_id, key, version) → category, value, at, by_door, principal: what each
+                       keyed memory was (memory.history)
 
 Liveness: a gateway holds a session-level advisory lock on its own key (from its instance id) on one
 dedicated connection for as long as it runs; the lock goes when its process or its connection dies. So
@@ -197,6 +200,27 @@ MIGRATIONS: list[tuple[str, str]] = [
         "0007_memory_chunk_date",
         """
         ALTER TABLE memory_chunks ADD COLUMN date text;
+    """,
+    ),
+    # Keyed memories keep their versions (every write: value, category, when, the door it came through,
+    # who once principals exist), and a delete is a trash: the tombstone keeps its value and says when it
+    # was trashed, until a purge empties it (storage/postgres/keyed.py).
+    (
+        "0008_keyed_versions_and_trash",
+        """
+        CREATE TABLE keyed_versions (
+            agent_id text NOT NULL,
+            key text NOT NULL,
+            version bigint NOT NULL,
+            category text NOT NULL,
+            value text NOT NULL,
+            at text NOT NULL,
+            by_door text NOT NULL DEFAULT '',
+            principal text,
+            PRIMARY KEY (agent_id, key, version)
+        );
+        ALTER TABLE keyed_memories ADD COLUMN trashed_at text, ADD COLUMN trashed_by text NOT NULL DEFAULT '';
+        CREATE INDEX keyed_memories_trash ON keyed_memories (agent_id, trashed_at) WHERE trashed_at IS NOT NULL;
     """,
     ),
 ]
