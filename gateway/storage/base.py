@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from ..config import Config
     from ..errors import Unavailable
     from ..memory.embeddings.base import EmbeddingProvider
     from ..memory.index.indexer import SyncStats
@@ -43,20 +42,6 @@ class SessionCopy:
 
 
 ADDED, PRESENT, REFUSED = "added", "present", "refused"
-
-
-@dataclass(frozen=True)
-class VersionLimits:
-    """How much of a keyed memory's (or a note's) past is kept: `memory.versions.keep` versions, the
-    current one included, and `memory.versions.maxBytes` of their text; the oldest go first."""
-
-    keep: int = 20
-    max_bytes: int = 1 << 20
-
-
-def version_limits(config: Config) -> VersionLimits:
-    v = config.memory.versions
-    return VersionLimits(v.keep, v.max_bytes)
 
 
 @dataclass(frozen=True)
@@ -160,7 +145,7 @@ class KeyedStore(Protocol):
     trash.
 
     Every write of a value is a version (memory/notes/keyed.Version: value, category, when, the door it
-    came through), numbered from 1 per key; a key keeps its last `VersionLimits` of them. A delete moves
+    came through), numbered from 1 per key; a key keeps its last `memory.versions` of them. A delete moves
     the memory, versions and all, to the trash, from which `untrash` brings it back whole; only `purge`
     removes it (the gateway purges what was deleted `memory.trashDays` ago). Setting a key that is in
     the trash takes it out: its trashed value stays a version. `by`: the door a write came through.

@@ -10,7 +10,8 @@ SessionStore and KeyedStore interfaces (storage/base.py: `export`, `import_sessi
 nothing (gateway/cli/migrate.py shows it). What is copied, per session: its metadata (sessionKey,
 label, createdAt, updatedAt, messageCount, and model and systemPrompt when the session has its own) and
 its transcript, line by line, byte for byte, in order; per keyed memory (memory.set): its category,
-value, created and updated (the same rules: never overwritten, compared, read back).
+value, created and updated and its versions, and the keyed memories in the trash the same way, into the
+trash (the same rules: never overwritten, compared, read back).
 
 Not copied, and why: memory indexes are derived from the transcripts and memory files, rebuilt by the
 gateway that serves them; the run ledger holds only what lives while a gateway runs (active runs,
@@ -52,6 +53,7 @@ from ..config import Config
 from ..errors import Unavailable
 from ..schema import AGENT_ID, SESSION_KEY
 from . import open_storage
+from ..memory.notes.keyed import KeyedCopy
 from .base import ADDED, PRESENT, KeyedStore, SessionCopy, SessionStore, Storage
 from .postgres import redact
 
@@ -128,6 +130,7 @@ class KeyedEntry:
     agent: str
     key: str
     category: str
+    trashed: bool = False  # it is in the trash (copied there)
     status: str = ""
     detail: str = ""
     verified: bool | None = None
@@ -367,29 +370,38 @@ async def _check_room(plan: list[tuple[str, str]], targets: dict[str, SessionSto
         )
 
 
-def _keyed_difference(src: Any, dst: Any) -> str:
-    fields = [k for k in ("category", "value", "created", "updated") if getattr(src, k) != getattr(dst, k)]
-    return ", ".join(
-        f"{k} {getattr(dst, k)!r} there, {getattr(src, k)!r} here"
+def _keyed_difference(src: KeyedCopy, dst: KeyedCopy) -> str:
+    a, b = src.entry, dst.entry
+    fields = [k for k in ("category", "value", "created", "updated") if getattr(a, k) != getattr(b, k)]
+    out = [
+        f"{k} {getattr(b, k)!r} there, {getattr(a, k)!r} here"
         if k != "value"
-        else f"value ({len(dst.value)} characters there, {len(src.value)} here)"
+        else f"value ({len(b.value)} characters there, {len(a.value)} here)"
         for k in fields
-    )
+    ]
+    if (src.deleted is None) != (dst.deleted is None):
+        out.append(
+            f"{'in the trash' if dst.deleted else 'live'} there, {'in the trash' if src.deleted else 'live'} here"
+        )
+    if [v.full() for v in src.versions] != [v.full() for v in dst.versions]:
+        out.append(f"versions ({len(dst.versions)} there, {len(src.versions)} here)")
+    return ", ".join(out)
 
 
 async def _copy_keyed(src: KeyedStore, dst: KeyedStore, agent: str, report: Report) -> None:
-    """The agent's keyed memories: each copied whole with its timestamps, or left where it is taken."""
-    there = {e.key: e for e in await dst.entries()}
-    todo: list[tuple[KeyedEntry, Any]] = []
-    for e in sorted(await src.entries(), key=lambda e: e.key):
-        k = KeyedEntry(agent, e.key, e.category)
+    """The agent's keyed memories and its trash: each copied whole with its timestamps and versions, or
+    left where it is taken."""
+    there = {c.entry.key: c for c in await dst.copies()}
+    todo: list[tuple[KeyedEntry, KeyedCopy]] = []
+    for e in sorted(await src.copies(), key=lambda c: c.entry.key):
+        k = KeyedEntry(agent, e.entry.key, e.entry.category, trashed=e.deleted is not None)
         report.keyed.append(k)
-        if e.key in there:
-            diff = _keyed_difference(e, there[e.key])
+        if e.entry.key in there:
+            diff = _keyed_difference(e, there[e.entry.key])
             k.status, k.detail = (CONFLICT, f"{diff}; left unchanged") if diff else (IDENTICAL, "")
         else:
             todo.append((k, e))
-    done = await dst.import_entries([e for _, e in todo], report.dry_run) if todo else []
+    done = await dst.import_copies([e for _, e in todo], report.dry_run) if todo else []
     for (k, _), outcome in zip(todo, done):
         if outcome.status == ADDED:
             k.status = WOULD_COPY if report.dry_run else COPIED
@@ -399,9 +411,10 @@ async def _copy_keyed(src: KeyedStore, dst: KeyedStore, agent: str, report: Repo
             k.status, k.detail = FAILED, f"{outcome.detail}; not copied"
     copied = [(k, e) for k, e in todo if k.status == COPIED]
     if copied:
-        back = {e.key: e for e in await dst.entries()}
+        back = {c.entry.key: c for c in await dst.copies()}
         for k, e in copied:
-            diff = _keyed_difference(e, back[e.key]) if e.key in back else "not found there after copying"
+            key = e.entry.key
+            diff = _keyed_difference(e, back[key]) if key in back else "not found there after copying"
             k.verified = not diff
             if diff:
                 k.status, k.detail = FAILED, f"the copy differs from its source: {diff}"

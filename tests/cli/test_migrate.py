@@ -444,14 +444,20 @@ async def test_a_database_that_refuses_midway_is_a_clear_error(tmp_path, postgre
     assert "run the command again to go on" in r.stderr and "Traceback" not in r.stderr
 
 
-async def test_keyed_memories_go_both_ways_with_their_times_and_a_different_one_is_a_conflict(tmp_path, postgres_url):
-    from gateway.storage.files.keyed import FileKeyedStore
+def files_keyed(state: Path, agent: str = "main"):
+    """The files engine's keyed memories of `agent` in the state dir `state`."""
+    from gateway.storage.files.engine import FilesStorage
+    from tests.helpers import make_config
 
+    return FilesStorage(make_config(state)).keyed(agent)
+
+
+async def test_keyed_memories_go_both_ways_with_their_times_and_a_different_one_is_a_conflict(tmp_path, postgres_url):
     src, back = tmp_path / "src", tmp_path / "back"
     await make_state(src)
-    await FileKeyedStore(src / "workspace").set("boat", "The boat is blue.", "facts")
-    await FileKeyedStore(src / "workspace" / "agents" / "work").set("standup", "Nine on Mondays.", None)
-    want = {e.key: e.full() for e in await FileKeyedStore(src / "workspace").entries()}
+    await files_keyed(src).set("boat", "The boat is blue.", "facts")
+    await files_keyed(src, "work").set("standup", "Nine on Mondays.", None)
+    want = {e.key: e.full() for e in await files_keyed(src).entries()}
 
     r = await ajarvis("migrate", "--to", postgres_url, state_dir=src)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -477,12 +483,12 @@ async def test_keyed_memories_go_both_ways_with_their_times_and_a_different_one_
 
     r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=back)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert {e.key: e.full() for e in await FileKeyedStore(back / "workspace").entries()} == want
-    assert (await FileKeyedStore(back / "workspace" / "agents" / "work").get("standup")).value == "Nine on Mondays."
+    assert {e.key: e.full() for e in await files_keyed(back).entries()} == want
+    assert (await files_keyed(back, "work").get("standup")).value == "Nine on Mondays."
     r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=back)
     assert r.returncode == 0 and "keyed memories: 2 (0 copied, 2 identical" in r.stdout, r.stdout
 
-    await FileKeyedStore(src / "workspace").set("boat", "The boat is red now.", None)
+    await files_keyed(src).set("boat", "The boat is red now.", None)
     r = await ajarvis("migrate", "--to", postgres_url, state_dir=src)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "conflict    keyed main/boat (facts)" in r.stdout and "FAILED: 1 in conflict" in r.stdout

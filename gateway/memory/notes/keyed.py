@@ -30,13 +30,16 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from ...errors import Invalid, NotFound
 from ...timeutil import now_iso, parse_iso, to_iso
 from ...fsutil import atomic_write, locked, remove
 from ..layout import KEYED_DIR
 from .frontmatter import front_matter, one_line, parse_front_matter
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...config import Config
 
 KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 CATEGORIES = ("general", "preferences", "facts", "people", "projects", "decisions", "tasks")
@@ -128,26 +131,42 @@ class KeyedCopy:
         return {**self.entry.brief(), "deletedAt": self.deleted, "deletedBy": self.deleted_by}
 
 
-def next_version(versions: Sequence[Version], value: str, category: str, at: str, by: str) -> list[Version]:
-    """`versions` (oldest first) with a write of `value` added, unless it is what the newest already holds."""
-    if versions and (versions[-1].value, versions[-1].category) == (value, category):
-        return list(versions)
-    return [*versions, Version((versions[-1].version if versions else 0) + 1, value, category, at, by)]
+@dataclass(frozen=True)
+class VersionLimits:
+    """How much of a keyed memory's (or a note's) past is kept: `memory.versions.keep` versions, the
+    current one included, and `memory.versions.maxBytes` of their text; the oldest go first."""
+
+    keep: int = 20
+    max_bytes: int = 1 << 20
+
+    @classmethod
+    def of(cls, config: "Config") -> "VersionLimits":
+        return cls(config.memory.versions.keep, config.memory.versions.max_bytes)
 
 
-def kept(versions: Sequence[Version], keep: int, max_bytes: int) -> list[Version]:
-    """The newest of `versions` (oldest first) within `keep` and `max_bytes` of values (UTF-8); the
-    newest always stays (memory.versions.keep, memory.versions.maxBytes)."""
-    out: list[Version] = []
+T = TypeVar("T")
+
+
+def kept(versions: Sequence[T], limits: VersionLimits, text: Callable[[T], str]) -> list[T]:
+    """The newest of `versions` (oldest first) within the limits, counting `text` of each (UTF-8); the
+    newest always stays."""
+    out: list[T] = []
     used = 0
     for v in reversed(versions):
-        size = len(v.value.encode("utf-8"))
-        if out and (len(out) >= keep or used + size > max_bytes):
+        size = len(text(v).encode("utf-8"))
+        if out and (len(out) >= limits.keep or used + size > limits.max_bytes):
             break
         out.append(v)
         used += size
     out.reverse()
     return out
+
+
+def next_version(versions: Sequence[Version], value: str, category: str, at: str, by: str) -> list[Version]:
+    """`versions` (oldest first) with a write of `value` added, unless it is what the newest already holds."""
+    if versions and (versions[-1].value, versions[-1].category) == (value, category):
+        return list(versions)
+    return [*versions, Version((versions[-1].version if versions else 0) + 1, value, category, at, by)]
 
 
 def check_key(key: str, field: str = "key") -> str:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...config import Config
 from ...schema import AGENT_ID
-from ..base import version_limits
+from ...memory.notes.keyed import VersionLimits
 from .keyed import FileKeyedStore
 from .ledger import LocalRunLedger
 from .memory import FilesMemoryIndex
@@ -63,7 +63,7 @@ class FilesStorage:
 
     def keyed(self, agent_id: str) -> FileKeyedStore:
         history = self.config.agent_dir(agent_id) / "history" / "keyed"
-        return FileKeyedStore(self.config.agent_workspace(agent_id), history, version_limits(self.config))
+        return FileKeyedStore(self.config.agent_workspace(agent_id), history, VersionLimits.of(self.config))
 
     def memory_index(self, agent_id: str) -> FilesMemoryIndex:
         return FilesMemoryIndex(self.config, agent_id)

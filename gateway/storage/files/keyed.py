@@ -31,6 +31,7 @@ from ...memory.notes.keyed import (
     KeyedCopy,
     KeyedFiles,
     Version,
+    VersionLimits,
     check_entry,
     check_key,
     kept,
@@ -38,7 +39,7 @@ from ...memory.notes.keyed import (
     render,
 )
 from ...timeutil import now_iso
-from ..base import ADDED, PRESENT, REFUSED, Imported, VersionLimits
+from ..base import ADDED, PRESENT, REFUSED, Imported
 
 
 @dataclass
@@ -74,7 +75,7 @@ class FileKeyedStore:
             return
         for folder in (self.history_dir.parent.parent, self.history_dir.parent, self.history_dir):
             ensure_private_dir(folder)  # agents/<id>/history/keyed, each owner-only
-        versions = kept(h.versions, self.limits.keep, self.limits.max_bytes)
+        versions = kept(h.versions, self.limits, lambda v: v.value)
         data = {"key": key, "versions": [v.full() for v in versions], "trashed": h.trashed}
         atomic_write(self._hist(key), orjson.dumps(data))
 

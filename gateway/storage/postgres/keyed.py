@@ -44,7 +44,7 @@ from ...errors import Conflict, Invalid, NotFound
 from ...fsutil import atomic_write, locked, remove
 from ...timeutil import now_iso
 from ...memory.index.sources import folder_empty
-from ..base import ADDED, PRESENT, REFUSED, Imported, VersionLimits
+from ..base import ADDED, PRESENT, REFUSED, Imported
 from ...memory.notes.frontmatter import parse_front_matter
 from ...memory.notes.keyed import (
     _KEY,
@@ -55,6 +55,7 @@ from ...memory.notes.keyed import (
     KeyedCopy,
     KeyedFiles,
     Version,
+    VersionLimits,
     _mtime_iso,
     check_category,
     check_entry,
@@ -207,7 +208,9 @@ class PgKeyedStore:
         """Store the write of `value` over the row as it was (`seen`), within the limits: what the
         versions table lacks is added, what falls out of the limits is dropped."""
         stored = (await self._versions(conn, [key])).get(key, [])
-        target = kept(next_version(self._settled(seen, stored), value, category, at, by), *self._limit_args())
+        target = kept(
+            next_version(self._settled(seen, stored), value, category, at, by), self.limits, lambda v: v.value
+        )
         have = {v.version for v in stored}
         keep = {v.version for v in target}
         new = [v for v in target if v.version not in have]
@@ -225,9 +228,6 @@ class PgKeyedStore:
                 key,
                 gone,
             )
-
-    def _limit_args(self) -> tuple[int, int]:
-        return self.limits.keep, self.limits.max_bytes
 
     def _copy(self, row: Any, versions: list[Version]) -> KeyedCopy:
         """A row whole: live, or in the trash (its entry as it was when deleted)."""
