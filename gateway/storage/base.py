@@ -39,6 +39,7 @@ class SessionCopy:
     lines: tuple[bytes, ...] = ()  # the transcript's complete lines, in order, each without its newline
     torn: int = 0  # bytes after the last newline (a write cut short by a crash): never read, not copied
     problem: str = ""  # why `lines` is not a sound transcript ("" when it is): it is not copied
+    deleted: str | None = None  # when it went to the trash (None: it is live)
 
 
 ADDED, PRESENT, REFUSED = "added", "present", "refused"
@@ -57,9 +58,13 @@ class SessionStore(Protocol):
     """One agent's sessions: metadata (sessionKey, label, createdAt, updatedAt, messageCount and the own
     settings in sessions/history.SETTINGS when set) and each session's append-only transcript.
 
-    Errors: NotFound for a session that does not exist, Conflict for `create` of one that does or past
-    the store's `max` sessions (SessionLimit), Invalid for a key outside the session key rule
-    (sessions/history.check_session_key)."""
+    A delete moves a session, metadata and transcript, to the trash (`memory.trashDays`), from which
+    `restore` brings it back whole; only `purge` (or `delete(trash=False)`: retention) removes it. A key
+    in the trash is taken: `create` of it is a Conflict until it is restored or purged.
+
+    Errors: NotFound for a session that does not exist (for the trash: is not there), Conflict for
+    `create` of one that does or past the store's `max` sessions (SessionLimit), Invalid for a key
+    outside the session key rule (sessions/history.check_session_key)."""
 
     dir: Path  # where transcripts (or their local mirrors) are files
     agent_id: str
@@ -92,7 +97,19 @@ class SessionStore(Protocol):
     async def append_records(self, key: str, *records: dict[str, Any]) -> None:
         """Append non-message records (a compaction marker): no counter changes."""
 
-    async def delete(self, key: str) -> None: ...
+    async def delete(self, key: str, trash: bool = True) -> None:
+        """To the trash (its transcript's chunks leave the index); `trash=False`: gone for good."""
+
+    async def trash(self) -> list[dict[str, Any]]:
+        """The trashed sessions' metadata with `deletedAt`, the most recently deleted first."""
+
+    async def restore(self, key: str) -> dict[str, Any]:
+        """Bring a trashed session back whole (SessionLimit past `max`); its metadata."""
+
+    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> list[str]:
+        """Remove from the trash for good: `keys` (each must be there), or all; with `before`, only what
+        was deleted before that time. The keys purged."""
+
     async def history(self, key: str, limit: int, before: str | None, max_bytes: int = 2 << 20) -> dict[str, Any]:
         """sessions.history's page: {"messages": […], "hasMore": bool}."""
 
@@ -102,11 +119,13 @@ class SessionStore(Protocol):
 
     # Whole sessions in and out (`jarvis migrate`; beside no gateway: the store need not be opened).
     async def export(self, key: str) -> SessionCopy | None:
-        """The session whole (metadata as `get` would answer it once the store is open), or None."""
+        """The session whole (metadata as `get` would answer it once the store is open), live or in the
+        trash (`deleted` set), or None."""
 
     async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> list[Imported]:
-        """Add whole sessions exactly as given (metadata, and the lines byte for byte), each whole or not
-        at all; never replace or change anything there. `dry_run`: say what would happen, write nothing."""
+        """Add whole sessions exactly as given (metadata, and the lines byte for byte; a `deleted` one into
+        the trash), each whole or not at all; never replace or change anything there (live or in the
+        trash). `dry_run`: say what would happen, write nothing."""
 
     async def strays(self) -> list[str]:
         """Keys of transcripts here that are no session (the files engine never shows them)."""

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from ...errors import Invalid, NotFound, Unavailable
-from ...timeutil import now_iso, parse_iso, to_iso
+from ...timeutil import days_after, now_iso
 from . import files, learnings, timerecall
 from ..embeddings.base import EmbeddingError
 from .history import NoteHistory, NoteVersion
@@ -104,8 +103,7 @@ class MemoryNotes:
         return (await self.keyed.get(key)).full()
 
     def _expires(self, deleted: str | None) -> str | None:
-        when = parse_iso(deleted or "")
-        return to_iso(when + timedelta(days=self.mem.cfg.trash_days)) if when else None
+        return days_after(deleted, self.mem.cfg.trash_days)
 
     async def delete(self, key: str, by: str = "") -> dict:
         entry = await self.keyed.delete(key, by)

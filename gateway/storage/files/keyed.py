@@ -133,9 +133,7 @@ class FileKeyedStore:
         return await asyncio.to_thread(self._history, key)
 
     def _history(self, key: str) -> list[Version]:
-        check_key(key)
-        with locked(self.files.root):
-            live, h = self._state(key)
+        live, h = self._state(check_key(key))  # reads only (every write is atomic): no lock
         if not h.versions:
             raise NotFound(f"no memory with key {key!r}, and none in the trash", {"key": key})
         return list(reversed(h.versions))
@@ -194,16 +192,14 @@ class FileKeyedStore:
         return KeyedCopy(entry, tuple(h.versions), t.get("at"), t.get("by") or "")
 
     async def trash(self) -> list[KeyedCopy]:
-        def run() -> list[KeyedCopy]:
-            with locked(self.files.root):
-                return self._trashed()
-
-        return await asyncio.to_thread(run)
+        return await asyncio.to_thread(self._trashed)  # reads only: no lock (which would make the folder)
 
     async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> list[str]:
         return await asyncio.to_thread(self._purge, keys, before)
 
     def _purge(self, keys: Sequence[str] | None, before: str | None) -> list[str]:
+        if not keys and not self._keys():  # nothing kept: the lock (and the folder it makes) is not needed
+            return []
         with locked(self.files.root):
             trashed = {c.entry.key: c for c in self._trashed()}
             if keys is not None:
@@ -229,9 +225,8 @@ class FileKeyedStore:
 
     async def copies(self) -> list[KeyedCopy]:
         def run() -> list[KeyedCopy]:
-            with locked(self.files.root):
-                live = [self._copy(e.key, self._settle(self._load(e.key), e), e) for e in self.files.all()]
-                return live + self._trashed()
+            live = [self._copy(e.key, self._settle(self._load(e.key), e), e) for e in self.files.all()]
+            return live + self._trashed()
 
         return await asyncio.to_thread(run)
 

@@ -17,6 +17,8 @@ Tables (named, ordered migrations, recorded in `jarvis_migrations` like the SQLi
                        (storage/postgres/keyed.py)
     keyed_versions     (agent_id, key, version) → category, value, at, by_door, principal: what each
                        keyed memory was (memory.history)
+    sessions_trash,    deleted sessions (sessions.delete) with deleted_at, and their lines: moved here
+    transcript_trash   whole, and back by sessions.restore; purged after memory.trashDays
 
 Liveness: a gateway holds a session-level advisory lock on its own key (from its instance id) on one
 dedicated connection for as long as it runs; the lock goes when its process or its connection dies. So
@@ -221,6 +223,34 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         ALTER TABLE keyed_memories ADD COLUMN trashed_at text, ADD COLUMN trashed_by text NOT NULL DEFAULT '';
         CREATE INDEX keyed_memories_trash ON keyed_memories (agent_id, trashed_at) WHERE trashed_at IS NOT NULL;
+    """,
+    ),
+    # Deleted sessions go to a trash: their row and lines move here whole (one transaction), and back on
+    # a restore (storage/postgres/sessions.py).
+    (
+        "0009_session_trash",
+        """
+        CREATE TABLE sessions_trash (
+            agent_id text NOT NULL,
+            session_key text NOT NULL,
+            label text,
+            created_at text NOT NULL,
+            updated_at text NOT NULL,
+            message_count integer NOT NULL DEFAULT 0,
+            line_count bigint NOT NULL DEFAULT 0,
+            model text,
+            system_prompt text,
+            deleted_at text NOT NULL,
+            PRIMARY KEY (agent_id, session_key)
+        );
+        CREATE TABLE transcript_trash (
+            agent_id text NOT NULL,
+            session_key text NOT NULL,
+            seq bigint NOT NULL,
+            line text NOT NULL,
+            PRIMARY KEY (agent_id, session_key, seq),
+            FOREIGN KEY (agent_id, session_key) REFERENCES sessions_trash ON DELETE CASCADE
+        );
     """,
     ),
 ]
