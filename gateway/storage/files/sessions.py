@@ -336,14 +336,19 @@ class FileSessionStore:
             keys = {only} if only is not None else set(trash) | files
             changed = False
             for key in sorted(keys):
-                moved = self._trashed_file(key)
+                moved, live = self._trashed_file(key), self.transcript_path(key)
                 if key in listed:
-                    if key in files and not self.transcript_path(key).exists():
-                        self._move(moved, self.transcript_path(key))
+                    if key in files and not live.exists():
+                        self._move(moved, live)
+                    elif key in files:
+                        remove(moved)  # a second copy (a backup taken while it was restored)
                     if key in trash:
                         del trash[key]
                         changed = True
-                elif key not in trash and key in files:
+                elif key in trash:
+                    if key not in files and live.exists():
+                        self._move(live, moved)  # (a backup taken while it was restored)
+                elif key in files:
                     remove(moved)  # a purge's leftover
             if changed:
                 self._write_trash_sync(trash)
