@@ -235,7 +235,8 @@ def show(report: "mig.Report", verbose: bool = False) -> None:
             for e in listed:
                 check = {True: "hash OK", False: "hash FAILED", None: ""}[e.verified]
                 line = (
-                    f"{e.status:<10}  {e.name}  {_n(e.lines, 'line')}, {_n(e.bytes, 'byte')}, sha256 {e.sha256[:12]}…"
+                    f"{e.status:<10}  {e.name}{' (in the trash)' if e.trashed else ''}  {_n(e.lines, 'line')}, "
+                    f"{_n(e.bytes, 'byte')}, sha256 {e.sha256[:12]}…"
                 )
                 out.append(line + (f"  {check}" if check else "") + (f"\n            {e.detail}" if e.detail else ""))
     if report.keyed:

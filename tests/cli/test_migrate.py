@@ -507,3 +507,55 @@ async def test_a_session_list_that_is_not_json_is_a_clear_error_naming_the_file(
     assert r.returncode == 1, r.stdout + r.stderr
     assert f"{src / 'agents/work/sessions/sessions.json'} is not valid JSON" in r.stderr, r.stderr
     assert "restore it from a backup" in r.stderr and "Traceback" not in r.stderr
+
+
+async def test_the_trash_and_versions_go_both_ways(tmp_path, start_gateway, postgres_url):
+    """Versions of keyed memories, trashed keyed memories and trashed sessions: files → PostgreSQL →
+    files, each where it was (live or in the trash), whole; a second run finds them identical."""
+    src = await start_gateway("src", memory=True)
+    c = await src.client()
+    for value in ("The boat is teal.", "The boat is white."):
+        await c.call("memory.set", {"key": "boat", "value": value, "category": "facts"})
+    await c.call("memory.set", {"key": "old", "value": "An old fact."})
+    await c.call("memory.delete", {"key": "old"})
+    keys = []
+    for label in ("kept", "binned"):
+        key = (await c.call("sessions.create", {"label": label}))["sessionKey"]
+        await c.run_to_end((await c.call("chat.send", {"sessionKey": key, "message": f"the {label} one"}))["runId"])
+        keys.append(key)
+    await c.call("sessions.delete", {"sessionKey": keys[1]})
+
+    async def seen(c) -> dict:
+        return {
+            "sessions": (await c.call("sessions.list"))["sessions"],
+            "trash": [
+                {k: v for k, v in s.items() if k != "expiresAt"} for s in (await c.call("sessions.trash"))["sessions"]
+            ],
+            "keyedTrash": [m["key"] for m in (await c.call("memory.trash"))["memories"]],
+            "boat": (await c.call("memory.history", {"key": "boat"}))["versions"],
+            "old": (await c.call("memory.history", {"key": "old"}))["versions"],
+        }
+
+    want = await seen(c)
+    await c.close()
+    await src.stop()
+
+    r = await ajarvis("migrate", "--to", postgres_url, state_dir=tmp_path / "src")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "keyed memories: 2 (2 copied" in r.stdout
+    mid = await start_gateway("mid", memory=True, **{"storage.url": postgres_url})
+    c = await mid.client()
+    assert await seen(c) == want
+    await c.close()
+    await mid.stop()
+
+    r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=tmp_path / "back")
+    assert r.returncode == 0, r.stdout + r.stderr
+    back = await start_gateway("back", memory=True)
+    c = await back.client()
+    assert await seen(c) == want
+    restored = await c.call("sessions.restore", {"sessionKey": keys[1]})
+    assert restored["label"] == "binned"
+    await c.close()
+    r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=tmp_path / "src")
+    assert r.returncode == 0 and "0 copied" in r.stdout and "2 identical" in r.stdout, r.stdout
