@@ -1,6 +1,6 @@
 // Small helpers the page's modules share: building DOM nodes (text only ever as textContent or text
-// nodes, never markup), dates and times, session names, message text, error messages, and the
-// confirmation dialog.
+// nodes, never markup), dates and times, session names, message text, error messages, the
+// confirmation dialog and the undo toast.
 
 import { Codes, RpcError } from "./rpc.js";
 import { ui } from "./state.js";
@@ -84,3 +84,37 @@ export function confirmDialog(text, title = "Delete session?") {
     ui.confirmCancel.focus();
   });
 }
+
+const UNDO_MS = 12_000;
+let undoTimer = null;
+let undoAction = null;
+
+/** "Deleted … · Undo" at the bottom of the page for a few seconds after a delete; `undo` (async) brings
+ * it back. A newer one replaces it; the thing stays in the trash either way. */
+export function showUndo(text, undo) {
+  clearTimeout(undoTimer);
+  undoAction = undo;
+  ui.undoText.textContent = text;
+  ui.undoButton.disabled = false;
+  ui.undoToast.hidden = false;
+  undoTimer = setTimeout(hideUndo, UNDO_MS);
+}
+
+function hideUndo() {
+  clearTimeout(undoTimer);
+  undoAction = null;
+  ui.undoToast.hidden = true;
+}
+
+ui.undoButton.addEventListener("click", async () => {
+  const undo = undoAction;
+  if (!undo) return;
+  ui.undoButton.disabled = true;
+  try {
+    await undo();
+    hideUndo();
+  } catch (err) {
+    ui.undoText.textContent = `Could not undo: ${errorMessage(err)}`;
+    ui.undoButton.disabled = false;
+  }
+});
