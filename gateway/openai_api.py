@@ -40,7 +40,7 @@ from .chat.stream import Delta, Usage
 from .chat.runner import memory_section
 from .errors import Conflict, JarvisError, SessionLimit, Unavailable
 from .methods.chat import name_after_first_message
-from .schema import SESSION_KEY
+from .schema import SESSION_KEY, text_problem
 from .server.httpapi import error_body
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -133,6 +133,16 @@ def parse_request(raw: bytes) -> dict[str, Any]:
                 param=f"messages[{i}].content",
                 code="invalid_type",
             )
+    # What the endpoint keeps of the messages — the last one when it is the user's (the transcript) and the
+    # first user message (it names the session) — follows the text rule of every method's params
+    # (schema.py); the rest only goes upstream, so an upstream's odd reply, resent, bricks nothing.
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    for i in sorted({users[0], len(messages) - 1} if users else set()):
+        problem = text_problem(text_of(messages[i].get("content"))) if messages[i]["role"] == "user" else None
+        if problem:
+            raise ApiError(
+                400, f"messages[{i}].content: {problem}", param=f"messages[{i}].content", code="invalid_value"
+            )
     if not isinstance(body.get("stream", False), bool):
         raise ApiError(400, "stream: must be true or false", param="stream", code="invalid_type")
     options = body.get("stream_options")
@@ -147,6 +157,10 @@ def parse_request(raw: bytes) -> dict[str, Any]:
         )
     if body.get("user") is not None and not isinstance(body["user"], str):
         raise ApiError(400, "user: must be a string", param="user", code="invalid_type")
+    for name in ("model", "user"):
+        problem = text_problem(body[name]) if isinstance(body.get(name), str) else None
+        if problem:
+            raise ApiError(400, f"{name}: {problem}", param=name, code="invalid_value")
     return body
 
 

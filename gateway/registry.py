@@ -21,8 +21,9 @@ from .errors import Invalid, MethodNotFound
 from .schema import Obj
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .access import Principals
     from .config import Config
-    from .events import EventBus
+    from .events import Event, EventBus
     from .storage.base import Storage
 
 
@@ -33,9 +34,14 @@ class ServiceAccess(Protocol):
     config: "Config"
     bus: "EventBus"
     storage: "Storage"
+    principals: "Principals"
     started: float
     agents: dict[str, Any]
     connection_count: Callable[[], int]
+
+    @property
+    def stopping(self) -> bool:
+        """The gateway is shutting down: long work (an import) stops at its next step."""
 
     async def agent(self, agent_id: str | None = None, create: bool = False) -> Any: ...
 
@@ -49,10 +55,16 @@ class ServiceAccess(Protocol):
 
 
 class Connection(Protocol):
-    """What a handler may know about the calling connection (implemented by the server)."""
+    """What a handler may know about the calling connection (implemented by the server; the CLI's
+    in-process calls pass their own, cli/dispatch.py)."""
 
     connection_id: str
     subscriptions: set[str]
+    peer: str  # the client's address ("local": the CLI in this process)
+    closing: bool  # the client went away: long work for it (an import) may stop
+
+    def deliver(self, event: "Event") -> None:
+        """Send a notification to this caller (chat events, an import's progress); never blocks."""
 
 
 @dataclass

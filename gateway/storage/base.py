@@ -9,6 +9,7 @@ Everything is async: a store that blocks (files) does its work in threads.
 
 from __future__ import annotations
 
+import builtins  # `list` inside SessionStore and KeyedStore is their method: the type is builtins.list
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
@@ -22,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..memory.notes.keyed import Entry, KeyedCopy, Version
     from ..memory.search.snippets import Exclude
     from ..memory.sync import DirtyMarks, SyncRequest
+    from ..principals import Principal
 
 # The memory service, the gateway's Services and the Cluster sit above this layer (they use the stores);
 # naming their classes here, even for type checkers only, would make an import cycle
@@ -79,7 +81,7 @@ class SessionStore(Protocol):
     async def all(self) -> dict[str, dict[str, Any]]: ...
     async def get(self, key: str) -> dict[str, Any]: ...
     async def exists(self, key: str) -> bool: ...
-    async def list(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+    async def list(self, limit: int, offset: int) -> tuple[builtins.list[dict[str, Any]], int]:
         """A page of sessions, most recently updated first, and how many there are."""
 
     async def create(
@@ -100,13 +102,13 @@ class SessionStore(Protocol):
     async def delete(self, key: str, trash: bool = True) -> None:
         """To the trash (its transcript's chunks leave the index); `trash=False`: gone for good."""
 
-    async def trash(self) -> list[dict[str, Any]]:
+    async def trash(self) -> builtins.list[dict[str, Any]]:
         """The trashed sessions' metadata with `deletedAt`, the most recently deleted first."""
 
     async def restore(self, key: str) -> dict[str, Any]:
         """Bring a trashed session back whole (SessionLimit past `max`); its metadata."""
 
-    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> list[str]:
+    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> builtins.list[str]:
         """Remove from the trash for good: `keys` (each must be there), or all; with `before`, only what
         was deleted before that time. The keys purged."""
 
@@ -122,12 +124,12 @@ class SessionStore(Protocol):
         """The session whole (metadata as `get` would answer it once the store is open), live or in the
         trash (`deleted` set), or None."""
 
-    async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> list[Imported]:
+    async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> builtins.list[Imported]:
         """Add whole sessions exactly as given (metadata, and the lines byte for byte; a `deleted` one into
         the trash), each whole or not at all; never replace or change anything there (live or in the
         trash). `dry_run`: say what would happen, write nothing."""
 
-    async def strays(self) -> list[str]:
+    async def strays(self) -> builtins.list[str]:
         """Keys of transcripts here that are no session (the files engine never shows them)."""
 
     # What another gateway on the same storage changed (the cluster calls these; alone, never).
@@ -183,33 +185,33 @@ class KeyedStore(Protocol):
     async def list(self, category: str | None, limit: int, offset: int) -> dict[str, Any]:
         """{"memories": [brief, …] newest first, "total": n}."""
 
-    async def history(self, key: str) -> list[Version]:
+    async def history(self, key: str) -> builtins.list[Version]:
         """The key's kept versions, newest first (the first is its value now, or when it was deleted),
         live or in the trash (what memory.history and an export read)."""
 
-    async def trash(self) -> list[KeyedCopy]:
+    async def trash(self) -> builtins.list[KeyedCopy]:
         """What is in the trash (each whole: entry, versions, when deleted and by which door), the most
         recently deleted first."""
 
     async def untrash(self, key: str) -> Entry:
         """Bring a trashed memory back whole: value, category, created and updated as they were."""
 
-    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> list[str]:
+    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> builtins.list[str]:
         """Remove from the trash for good: `keys` (each must be there), or all; with `before`, only what
         was deleted before that time. The keys purged."""
 
-    # Whole entries in and out (`jarvis migrate`).
-    async def entries(self) -> list[Entry]:
+    # Whole entries in and out (`jarvis migrate`, `jarvis export` / `import jsonl`).
+    async def entries(self) -> builtins.list[Entry]:
         """Every keyed memory (not the trash), whole."""
 
-    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> list[Imported]:
+    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> builtins.list[Imported]:
         """Add keyed memories exactly as given (category, value, created, updated) under keys that are
         free here; never replace or change one. `dry_run`: say what would happen, write nothing."""
 
-    async def copies(self) -> list[KeyedCopy]:
+    async def copies(self) -> builtins.list[KeyedCopy]:
         """Every keyed memory and everything in the trash, each with its versions."""
 
-    async def import_copies(self, copies: Sequence[KeyedCopy], dry_run: bool = False) -> list[Imported]:
+    async def import_copies(self, copies: Sequence[KeyedCopy], dry_run: bool = False) -> builtins.list[Imported]:
         """`import_entries` with the versions and the trash: each added exactly as given (a trashed one
         into the trash) under a key that is free here, live and in the trash."""
 
@@ -316,6 +318,42 @@ class MemoryIndex(Protocol):
         """Bring `counts` up to date where another process may change the index."""
 
 
+class PrincipalStore(Protocol):
+    """The principals other than the owner (gateway/principals.py): one set per storage, shared by
+    every gateway of a PostgreSQL database. Revoked ones are kept (listed as revoked) until their name is
+    given to a new principal."""
+
+    async def all(self) -> list[Principal]:
+        """Every principal, revoked ones too. A stored record that is not one is left out and logged,
+        saying where it is."""
+
+    async def add(self, principal: Principal) -> None:
+        """Store a new principal; Conflict when a live one has its name (a revoked one is replaced)."""
+
+    async def revoke(self, name: str, when: str) -> Principal:
+        """Mark `name` revoked at `when` (ISO 8601); NotFound when no live principal has that name."""
+
+    async def touch(self, name: str, when: str) -> None:
+        """Record when the principal's token was last used (best effort)."""
+
+    async def version(self) -> str:
+        """A value that changes whenever the set does (another process's or gateway's change too): the
+        gateway polls it to follow revocations."""
+
+
+class AuditLog(Protocol):
+    """Every write and delete of memory and sessions and every principal change: who (principal), what
+    (method), on what (`target`: a key, path, session or name — never a message body, a memory's value or
+    a token), through which door, when. Append-only."""
+
+    async def append(self, entry: dict[str, Any]) -> None:
+        """Record one entry: {at, principal, method, door, agent?, target?, ok}."""
+
+    async def read(self, since: str | None, principal: str | None, limit: int) -> list[dict[str, Any]]:
+        """Entries at or after `since` (ISO 8601), of `principal` when given, oldest first, the newest
+        `limit` of them."""
+
+
 class Storage(Protocol):
     """An engine: makes each agent's stores, and says what it is."""
 
@@ -345,6 +383,12 @@ class Storage(Protocol):
 
     def cluster(self, services: Services) -> Cluster | None:
         """What coordinates this gateway with the others on the same storage (None: alone)."""
+
+    def principals(self) -> PrincipalStore:
+        """Who may call the gateway besides its owner (gateway/principals.py)."""
+
+    def audit(self) -> AuditLog:
+        """The record of writes, deletes and principal changes."""
 
     def status(self) -> dict[str, Any]:
         """system.health's `storage`."""

@@ -136,13 +136,13 @@ async def _run_tool(name: str, arguments: Any, caller: Caller, agent: bool) -> T
         return _failed(f"unknown tool {name[:100]!r}; the tools are: {', '.join(CATALOG)}", "unknown tool")
     try:
         args = parse_arguments(arguments)
-        size = len(orjson.dumps(args))
-        if size > MAX_ARGUMENT_BYTES:
-            raise ToolError(f"arguments are {size} bytes; the limit is {MAX_ARGUMENT_BYTES}")
-        try:
+        try:  # first: what the schema refuses (an integer past 64 bits, …) is not serialisable either
             params = tool_params(tool, agent).validate(args)
         except Invalid as exc:
             raise ToolError(f"invalid arguments: {exc.message}") from None
+        size = len(orjson.dumps(params))
+        if size > MAX_ARGUMENT_BYTES:
+            raise ToolError(f"arguments are {size} bytes; the limit is {MAX_ARGUMENT_BYTES}")
         sent = {k: v for k, v in params.items() if v is not None}
         result = await caller(tool.method, sent)
         return await RENDER[name](result, params, caller)

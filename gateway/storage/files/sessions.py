@@ -496,13 +496,14 @@ class FileSessionStore:
                     for d in (self.dir.parent.parent, self.dir.parent, self.dir):
                         ensure_private_dir(d)
                 if old != data:
-                    atomic_write(path, data)
+                    atomic_write(path, data, sync_dir=False)  # the folder is synced once, below
                 add[key] = copy.meta
             out.append(Imported(ADDED, detail))
         if trashed:
             with locked(self.meta_path):
                 self._write_trash_sync({**self._read_trash_sync(), **trashed})
         if add:
+            fsync_dir(self.dir)  # every transcript's name is durable before sessions.json lists it
             fresh = not self.meta_path.exists()
 
             def put(sessions: dict[str, dict[str, Any]]) -> None:
@@ -510,8 +511,8 @@ class FileSessionStore:
                     sessions.setdefault(k, dict(meta))
 
             self._mutate_sync(put)
-            if fresh:  # every counter written is exact: the first open need not recount
-                self.clean_marker.touch(0o600)
+            if fresh and not self._clean_owner:  # every counter is exact: the first open need not recount
+                self.clean_marker.touch(0o600)  # (an open store's marker is its close's to put back)
         return out
 
     async def strays(self) -> list[str]:

@@ -12,6 +12,7 @@ from ...memory.notes.keyed import VersionLimits
 from .keyed import PgKeyedStore
 from .ledger import PgRunLedger
 from .memory import PgMemoryIndex
+from .principals import PgAuditLog, PgPrincipalStore
 from .sessions import PgSessionStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,6 +88,14 @@ class PostgresStorage:
         from ...cluster import Cluster
 
         return Cluster(services, self.pg)
+
+    def principals(self) -> PgPrincipalStore:
+        assert self.pg.pool is not None
+        return PgPrincipalStore(self.pg.pool)
+
+    def audit(self) -> PgAuditLog:
+        assert self.pg.pool is not None
+        return PgAuditLog(self.pg.pool)
 
     def status(self) -> dict[str, Any]:
         return {"engine": self.name, "instance": self.pg.instance_id, "eventsDropped": self.pg.dropped}
