@@ -14,6 +14,8 @@ Their work blocks (flock, fsync), so each call runs in a thread, under the keyed
 
 from __future__ import annotations
 
+import builtins
+
 import asyncio
 import contextlib
 import os
@@ -129,10 +131,10 @@ class FileKeyedStore:
     async def list(self, category: str | None, limit: int, offset: int) -> dict[str, Any]:
         return await asyncio.to_thread(self.files.list, category, limit, offset)
 
-    async def history(self, key: str) -> list[Version]:
+    async def history(self, key: str) -> builtins.list[Version]:
         return await asyncio.to_thread(self._history, key)
 
-    def _history(self, key: str) -> list[Version]:
+    def _history(self, key: str) -> builtins.list[Version]:
         live, h = self._state(check_key(key))  # reads only (every write is atomic): no lock
         if not h.versions:
             raise NotFound(f"no memory with key {key!r}, and none in the trash", {"key": key})
@@ -156,14 +158,14 @@ class FileKeyedStore:
             self._save(key, _History(h.versions, None))
         return Entry(key, v.category, v.value, created, updated, self.files._rel(v.category, key), path)
 
-    def _keys(self) -> list[str]:
+    def _keys(self) -> builtins.list[str]:
         try:
             names = os.listdir(self.history_dir)
         except OSError:
             return []
         return sorted(n[:-5] for n in names if n.endswith(".json") and _KEY.fullmatch(n[:-5]))
 
-    def _trashed(self) -> list[KeyedCopy]:
+    def _trashed(self) -> builtins.list[KeyedCopy]:
         """Every key in the trash, the longest deleted last."""
         out = []
         for key in self._keys():
@@ -191,13 +193,13 @@ class FileKeyedStore:
         )
         return KeyedCopy(entry, tuple(h.versions), t.get("at"), t.get("by") or "")
 
-    async def trash(self) -> list[KeyedCopy]:
+    async def trash(self) -> builtins.list[KeyedCopy]:
         return await asyncio.to_thread(self._trashed)  # reads only: no lock (which would make the folder)
 
-    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> list[str]:
+    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> builtins.list[str]:
         return await asyncio.to_thread(self._purge, keys, before)
 
-    def _purge(self, keys: Sequence[str] | None, before: str | None) -> list[str]:
+    def _purge(self, keys: Sequence[str] | None, before: str | None) -> builtins.list[str]:
         if not keys and not self._keys():  # nothing kept: the lock (and the folder it makes) is not needed
             return []
         with locked(self.files.root):
@@ -220,23 +222,23 @@ class FileKeyedStore:
         return 0
 
     # ---- whole memories in and out (jarvis migrate) ------------------------------------------------
-    async def entries(self) -> list[Entry]:
+    async def entries(self) -> builtins.list[Entry]:
         return await asyncio.to_thread(self.files.all)
 
-    async def copies(self) -> list[KeyedCopy]:
-        def run() -> list[KeyedCopy]:
+    async def copies(self) -> builtins.list[KeyedCopy]:
+        def run() -> builtins.list[KeyedCopy]:
             live = [self._copy(e.key, self._settle(self._load(e.key), e), e) for e in self.files.all()]
             return live + self._trashed()
 
         return await asyncio.to_thread(run)
 
-    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> list[Imported]:
+    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> builtins.list[Imported]:
         return await self.import_copies([KeyedCopy(e, ()) for e in entries], dry_run)
 
-    async def import_copies(self, copies: Sequence[KeyedCopy], dry_run: bool = False) -> list[Imported]:
+    async def import_copies(self, copies: Sequence[KeyedCopy], dry_run: bool = False) -> builtins.list[Imported]:
         return await asyncio.to_thread(self._import, copies, dry_run)
 
-    def _import(self, copies: Sequence[KeyedCopy], dry_run: bool) -> list[Imported]:
+    def _import(self, copies: Sequence[KeyedCopy], dry_run: bool) -> builtins.list[Imported]:
         out = []
         with locked(self.files.root):
             for c in copies:

@@ -19,6 +19,8 @@ trash; a transcript in the trash that nothing lists was being purged and goes.
 
 from __future__ import annotations
 
+import builtins
+
 import asyncio
 import contextlib
 import os
@@ -353,8 +355,8 @@ class FileSessionStore:
             if changed:
                 self._write_trash_sync(trash)
 
-    async def trash(self) -> list[dict[str, Any]]:
-        def run() -> list[dict[str, Any]]:
+    async def trash(self) -> builtins.list[dict[str, Any]]:
+        def run() -> builtins.list[dict[str, Any]]:
             listed = self._read_sync()
             items = [
                 exported_meta(k, v, b"", False) | {"deletedAt": v.get("deletedAt", "")}
@@ -382,8 +384,8 @@ class FileSessionStore:
         self._transcripts.pop(key, None)
         return meta
 
-    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> list[str]:
-        def run() -> list[str]:
+    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> builtins.list[str]:
+        def run() -> builtins.list[str]:
             with locked(self.meta_path):
                 listed = self._read_sync()
                 trash = {k: v for k, v in self._read_trash_sync().items() if k not in listed}

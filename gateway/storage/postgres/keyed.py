@@ -31,6 +31,8 @@ writes and reconciles take turns.
 
 from __future__ import annotations
 
+import builtins
+
 import asyncio
 import contextlib
 from dataclasses import replace
@@ -180,7 +182,7 @@ class PgKeyedStore:
         return self._entry(seen)
 
     # ---- versions and the trash ----------------------------------------------------------------------
-    async def _versions(self, conn: Any, keys: Sequence[str]) -> dict[str, list[Version]]:
+    async def _versions(self, conn: Any, keys: Sequence[str]) -> dict[str, builtins.list[Version]]:
         """The stored versions of `keys`, oldest first."""
         rows = await conn.fetch(
             f"SELECT {_VERSION_COLUMNS} FROM keyed_versions WHERE agent_id = $1 AND key = ANY($2::text[]) "
@@ -196,7 +198,7 @@ class PgKeyedStore:
         return out
 
     @staticmethod
-    def _settled(row: Any, versions: list[Version]) -> list[Version]:
+    def _settled(row: Any, versions: builtins.list[Version]) -> builtins.list[Version]:
         """The versions with the row's value the newest (taken as one, by "", for a row from before
         versions were kept); a purged tombstone (no trash, no value) adds none."""
         if row is None or (row["deleted"] and row["trashed_at"] is None):
@@ -229,7 +231,7 @@ class PgKeyedStore:
                 gone,
             )
 
-    def _copy(self, row: Any, versions: list[Version]) -> KeyedCopy:
+    def _copy(self, row: Any, versions: builtins.list[Version]) -> KeyedCopy:
         """A row whole: live, or in the trash (its entry as it was when deleted)."""
         settled = self._settled(row, versions)
         if not row["deleted"]:
@@ -246,7 +248,7 @@ class PgKeyedStore:
         )
         return KeyedCopy(entry, tuple(settled), row["trashed_at"], row["trashed_by"])
 
-    async def history(self, key: str) -> list[Version]:
+    async def history(self, key: str) -> builtins.list[Version]:
         check_key(key)
         async with self.pg.pool.acquire() as conn:
             row = await conn.fetchrow(
@@ -257,7 +259,7 @@ class PgKeyedStore:
             raise NotFound(f"no memory with key {key!r}, and none in the trash", {"key": key})
         return list(reversed(versions))
 
-    async def trash(self) -> list[KeyedCopy]:
+    async def trash(self) -> builtins.list[KeyedCopy]:
         async with self.pg.pool.acquire() as conn:
             rows = await conn.fetch(
                 f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND deleted AND trashed_at IS NOT NULL "
@@ -297,9 +299,10 @@ class PgKeyedStore:
         await self._tell_others(key)
         return entry
 
-    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> list[str]:
+    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> builtins.list[str]:
         async with self._lock, self.pg.pool.acquire() as conn, conn.transaction():
-            where, args = "agent_id = $1 AND deleted AND trashed_at IS NOT NULL", [self.agent_id]
+            where = "agent_id = $1 AND deleted AND trashed_at IS NOT NULL"
+            args: builtins.list[Any] = [self.agent_id]
             if keys is not None:
                 args.append(list(keys))
                 where += f" AND key = ANY(${len(args)}::text[])"
@@ -339,7 +342,7 @@ class PgKeyedStore:
             )
         return {"memories": [self._entry(r).brief() for r in rows], "total": int(total)}
 
-    async def entries(self) -> list[Entry]:
+    async def entries(self) -> builtins.list[Entry]:
         """(A database whose schema is not made yet, as a dry run finds it, holds none.)"""
         try:
             rows = await self.pg.pool.fetch(
@@ -352,7 +355,7 @@ class PgKeyedStore:
         # A row no gateway could have written (edited in the database) names no file: it is not one.
         return [self._entry(r) for r in rows if _KEY.fullmatch(r["key"]) and r["category"] in CATEGORIES]
 
-    async def copies(self) -> list[KeyedCopy]:
+    async def copies(self) -> builtins.list[KeyedCopy]:
         try:
             async with self.pg.pool.acquire() as conn:
                 rows = await conn.fetch(
@@ -366,10 +369,10 @@ class PgKeyedStore:
             return []
         return [self._copy(r, versions.get(r["key"], [])) for r in rows]
 
-    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> list[Imported]:
+    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> builtins.list[Imported]:
         return await self.import_copies([KeyedCopy(e, ()) for e in entries], dry_run)
 
-    async def import_copies(self, copies: Sequence[KeyedCopy], dry_run: bool = False) -> list[Imported]:
+    async def import_copies(self, copies: Sequence[KeyedCopy], dry_run: bool = False) -> builtins.list[Imported]:
         """Rows only: this tool's workspace is no gateway's mirror (the gateways write theirs on their
         next sync, told by a `keyed` notification). Each memory with its versions in one transaction."""
         out = []

@@ -14,6 +14,8 @@ that disagrees with the rows is rewritten from them.
 
 from __future__ import annotations
 
+import builtins
+
 import asyncio
 import contextlib
 import os
@@ -262,7 +264,7 @@ class PgSessionStore:
         )
 
     # ---- the trash -------------------------------------------------------------------------------
-    async def trash(self) -> list[dict[str, Any]]:
+    async def trash(self) -> builtins.list[dict[str, Any]]:
         rows = await self.pg.pool.fetch(
             f"SELECT {_COLUMNS}, deleted_at FROM sessions_trash WHERE agent_id = $1 "
             "ORDER BY deleted_at DESC, session_key DESC",
@@ -307,9 +309,10 @@ class PgSessionStore:
         await self._mirror(key)
         return row_meta(row)
 
-    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> list[str]:
+    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> builtins.list[str]:
         async with self.pg.pool.acquire() as conn, conn.transaction():
-            where, args = "agent_id = $1", [self.agent_id]
+            where = "agent_id = $1"
+            args: builtins.list[Any] = [self.agent_id]
             if keys is not None:
                 args.append(list(keys))
                 where += f" AND session_key = ANY(${len(args)}::text[])"
