@@ -19,7 +19,7 @@ from ..memory.notes.learnings import SECTIONS
 from ..memory.notes.service import MemoryNotes
 from ..registry import CallContext, registry
 from ..schema import SESSION_KEY, Arr, Bool, Int, Num, Str
-from .sessions import with_agent
+from .sessions import purge_target, with_agent
 
 
 async def _memory(ctx: CallContext, p: dict) -> Any:
@@ -223,9 +223,8 @@ async def trash(ctx: CallContext, p: dict) -> dict:
     "Remove keyed memories from the trash for good: one (key) or all (all: true). → {purged:[keys]}",
 )
 async def purge(ctx: CallContext, p: dict) -> dict:
-    if (p["key"] is not None) != p["all"]:
-        return await (await notes_for(ctx, p["agentId"])).purge(p["key"])
-    raise Invalid("give key, or all: true, not both" if p["all"] else "give key, or all: true", field="key")
+    keys = purge_target(p, "key")
+    return await (await notes_for(ctx, p["agentId"])).purge(keys)
 
 
 @registry.method(

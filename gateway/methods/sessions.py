@@ -169,14 +169,16 @@ async def restore(ctx: CallContext, p: dict) -> dict:
     "Remove sessions from the trash for good: one (sessionKey) or all (all: true). → {purged:[keys]}",
 )
 async def purge(ctx: CallContext, p: dict) -> dict:
-    if (p["sessionKey"] is not None) == p["all"]:
-        raise Invalid(
-            "give sessionKey, or all: true, not both" if p["all"] else "give sessionKey, or all: true",
-            field="sessionKey",
-        )
+    keys = purge_target(p, "sessionKey")
     agent = await ctx.services.agent(p["agentId"])
-    keys = [p["sessionKey"]] if p["sessionKey"] is not None else None
     return {"purged": await agent.sessions.purge(keys)}
+
+
+def purge_target(p: dict, field: str) -> list[str] | None:
+    """What a purge names: [the one in `field`], or None for all (`all: true`); exactly one of them."""
+    if (p[field] is not None) == p["all"]:
+        raise Invalid(f"give {field}, or all: true" + (", not both" if p["all"] else ""), field=field)
+    return [p[field]] if p[field] is not None else None
 
 
 @registry.method(

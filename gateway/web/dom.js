@@ -118,3 +118,17 @@ ui.undoButton.addEventListener("click", async () => {
     ui.undoButton.disabled = false;
   }
 });
+
+/** One row of a trash list: what was deleted (`name`: text or a node), `meta` (when), and its Restore and
+ * Delete forever buttons (`label` names it for screen readers). */
+export function trashRow(key, name, meta, label, onRestore, onPurge) {
+  return h("li", { class: "trash-item", "data-key": key },
+    h("span", { class: "trash-name" }, name),
+    h("span", { class: "hint", text: meta }),
+    h("span", { class: "trash-actions" },
+      h("button", { type: "button", class: "link-button", text: "Restore", "aria-label": `Restore ${label}`, onclick: onRestore }),
+      h("button", {
+        type: "button", class: "link-button danger-text", text: "Delete forever",
+        "aria-label": `Delete ${label} forever`, onclick: onPurge,
+      })));
+}

@@ -6,7 +6,7 @@
 import { Codes, RpcError } from "./rpc.js";
 import { narrow, rpc, state, ui } from "./state.js";
 import {
-  confirmDialog, contentText, errorMessage, formatDate, formatTime, h, sessionName, showUndo,
+  confirmDialog, contentText, errorMessage, formatDate, formatTime, h, sessionName, showUndo, trashRow,
 } from "./dom.js";
 
 // ---- citations and the lines dialog ---------------------------------------------------------------
@@ -343,20 +343,13 @@ async function loadMemoryTrash() {
     const res = await rpc.call("memory.trash", { limit: 500 });
     ui.memoryTrashList.replaceChildren();
     for (const m of res.memories) {
-      ui.memoryTrashList.appendChild(h("li", { class: "trash-item", "data-key": m.key },
-        h("span", { class: "trash-name" }, h("span", { class: "memory-key", text: m.key }), ` ${m.preview}`),
-        h("span", { class: "hint", text: `${m.category} · deleted ${formatTime(m.deletedAt)}` }),
-        h("span", { class: "trash-actions" },
-          h("button", {
-            type: "button", class: "link-button", text: "Restore", "aria-label": `Restore memory ${m.key}`,
-            onclick: () => restoreMemory(m.key).catch((err) => {
-              ui.memoryTrashStatus.textContent = `Not restored: ${memoryFailure(err)}`;
-            }),
-          }),
-          h("button", {
-            type: "button", class: "link-button danger-text", text: "Delete forever",
-            "aria-label": `Delete memory ${m.key} forever`, onclick: () => purgeMemory(m.key),
-          }))));
+      const name = h("span", {}, h("span", { class: "memory-key", text: m.key }), ` ${m.preview}`);
+      ui.memoryTrashList.appendChild(trashRow(m.key, name, `${m.category} · deleted ${formatTime(m.deletedAt)}`,
+        `memory ${m.key}`,
+        () => restoreMemory(m.key).catch((err) => {
+          ui.memoryTrashStatus.textContent = `Not restored: ${memoryFailure(err)}`;
+        }),
+        () => purgeMemory(m.key)));
     }
     ui.memoryTrashStatus.textContent = res.total
       ? `${res.total} deleted memor${res.total === 1 ? "y" : "ies"}.`

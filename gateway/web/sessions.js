@@ -5,7 +5,7 @@
 
 import { Codes, RpcError } from "./rpc.js";
 import { narrow, rpc, state, ui } from "./state.js";
-import { confirmDialog, errorMessage, formatTime, h, sessionName, showUndo } from "./dom.js";
+import { confirmDialog, errorMessage, formatTime, h, sessionName, showUndo, trashRow } from "./dom.js";
 import { onNeedSession, renderChatShell, renderHistory, showNotice } from "./chat.js";
 import { newSessionSettings } from "./settings.js";
 
@@ -197,20 +197,12 @@ async function loadSessionTrash() {
     ui.sessionTrashList.replaceChildren();
     for (const s of res.sessions) {
       const name = sessionName(s);
-      ui.sessionTrashList.appendChild(h("li", { class: "trash-item", "data-key": s.sessionKey },
-        h("span", { class: "trash-name", text: name }),
-        h("span", { class: "hint", text: `${s.messageCount} msg · deleted ${formatTime(s.deletedAt)}` }),
-        h("span", { class: "trash-actions" },
-          h("button", {
-            type: "button", class: "link-button", text: "Restore", "aria-label": `Restore ${name}`,
-            onclick: () => restoreSession(s.sessionKey).catch((err) => {
-              ui.sessionTrashStatus.textContent = `Not restored: ${errorMessage(err)}`;
-            }),
-          }),
-          h("button", {
-            type: "button", class: "link-button danger-text", text: "Delete forever",
-            "aria-label": `Delete ${name} forever`, onclick: () => purgeSession(s),
-          }))));
+      ui.sessionTrashList.appendChild(trashRow(s.sessionKey, name,
+        `${s.messageCount} msg · deleted ${formatTime(s.deletedAt)}`, name,
+        () => restoreSession(s.sessionKey).catch((err) => {
+          ui.sessionTrashStatus.textContent = `Not restored: ${errorMessage(err)}`;
+        }),
+        () => purgeSession(s)));
     }
     ui.sessionTrashStatus.textContent = res.total
       ? `${res.total} deleted session${res.total === 1 ? "" : "s"}, kept until ${formatTime(res.sessions[res.sessions.length - 1].expiresAt)} or later.`

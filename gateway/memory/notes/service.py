@@ -149,8 +149,8 @@ class MemoryNotes:
             "total": len(trashed),
         }
 
-    async def purge(self, key: str | None) -> dict:
-        return {"purged": await self.keyed.purge([key] if key is not None else None)}
+    async def purge(self, keys: list[str] | None) -> dict:
+        return {"purged": await self.keyed.purge(keys)}
 
     async def list(self, category: str | None, limit: int, offset: int) -> dict:
         return await self.keyed.list(category, limit, offset)

@@ -37,7 +37,7 @@ import os
 import re
 import socket
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import asyncpg
 import orjson
@@ -282,6 +282,33 @@ MIGRATIONS: list[tuple[str, str]] = [
     """,
     ),
 ]
+
+
+async def trash_filter(
+    conn: asyncpg.Connection,
+    columns: tuple[str, str, str],
+    where: str,
+    agent_id: str,
+    keys: Sequence[str] | None,
+    before: str | None,
+    missing: Callable[[str], Exception],
+) -> tuple[str, list[Any]]:
+    """A purge's WHERE and its arguments ($1: `agent_id`): of the rows `where` of a trash (`columns`: its
+    table, key column, deleted-at column), those of `keys` (each must be there, else `missing(key)` is
+    raised) deleted before `before`."""
+    table, key_column, at_column = columns
+    args: list[Any] = [agent_id]
+    if keys is not None:
+        args.append(list(keys))
+        where += f" AND {key_column} = ANY(${len(args)}::text[])"
+        there = {r[0] for r in await conn.fetch(f"SELECT {key_column} FROM {table} WHERE {where}", *args)}
+        absent = [k for k in keys if k not in there]
+        if absent:
+            raise missing(absent[0])
+    if before is not None:
+        args.append(before)
+        where += f" AND {at_column} < ${len(args)}"
+    return where, args
 
 
 def lock_key(name: str) -> int:

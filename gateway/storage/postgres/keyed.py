@@ -67,6 +67,8 @@ from ...memory.notes.keyed import (
     render,
 )
 
+from .db import trash_filter
+
 if TYPE_CHECKING:  # pragma: no cover
     from .db import Postgres
 
@@ -259,16 +261,20 @@ class PgKeyedStore:
             raise NotFound(f"no memory with key {key!r}, and none in the trash", {"key": key})
         return list(reversed(versions))
 
-    async def trash(self) -> builtins.list[KeyedCopy]:
+    async def _copies(self, where: str, order: str) -> builtins.list[KeyedCopy]:
+        """The rows `where` (after `agent_id = $1 AND`) whole, with their versions (a row no gateway could
+        have written, edited in the database, names no file: it is left out)."""
         async with self.pg.pool.acquire() as conn:
             rows = await conn.fetch(
-                f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND deleted AND trashed_at IS NOT NULL "
-                "ORDER BY trashed_at DESC, key DESC",
+                f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND {where} ORDER BY {order}",
                 self.agent_id,
             )
             rows = [r for r in rows if _KEY.fullmatch(r["key"]) and r["category"] in CATEGORIES]
             versions = await self._versions(conn, [r["key"] for r in rows])
         return [self._copy(r, versions.get(r["key"], [])) for r in rows]
+
+    async def trash(self) -> builtins.list[KeyedCopy]:
+        return await self._copies("deleted AND trashed_at IS NOT NULL", "trashed_at DESC, key DESC")
 
     async def untrash(self, key: str) -> Entry:
         check_key(key)
@@ -301,18 +307,15 @@ class PgKeyedStore:
 
     async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> builtins.list[str]:
         async with self._lock, self.pg.pool.acquire() as conn, conn.transaction():
-            where = "agent_id = $1 AND deleted AND trashed_at IS NOT NULL"
-            args: builtins.list[Any] = [self.agent_id]
-            if keys is not None:
-                args.append(list(keys))
-                where += f" AND key = ANY(${len(args)}::text[])"
-                there = {r["key"] for r in await conn.fetch(f"SELECT key FROM keyed_memories WHERE {where}", *args)}
-                missing = [k for k in keys if k not in there]
-                if missing:
-                    raise NotFound(f"no memory with key {missing[0]!r} in the trash", {"key": missing[0]})
-            if before is not None:
-                args.append(before)
-                where += f" AND trashed_at < ${len(args)}"
+            where, args = await trash_filter(
+                conn,
+                ("keyed_memories", "key", "trashed_at"),
+                "agent_id = $1 AND deleted AND trashed_at IS NOT NULL",
+                self.agent_id,
+                keys,
+                before,
+                lambda k: NotFound(f"no memory with key {k!r} in the trash", {"key": k}),
+            )
             # The tombstone stays (other gateways' mirrors must still go); its value and versions do not.
             gone = [
                 r["key"]
@@ -357,17 +360,9 @@ class PgKeyedStore:
 
     async def copies(self) -> builtins.list[KeyedCopy]:
         try:
-            async with self.pg.pool.acquire() as conn:
-                rows = await conn.fetch(
-                    f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND (NOT deleted OR trashed_at IS "
-                    "NOT NULL) ORDER BY key",
-                    self.agent_id,
-                )
-                rows = [r for r in rows if _KEY.fullmatch(r["key"]) and r["category"] in CATEGORIES]
-                versions = await self._versions(conn, [r["key"] for r in rows])
+            return await self._copies("(NOT deleted OR trashed_at IS NOT NULL)", "key")
         except asyncpg.UndefinedTableError:  # a database whose schema is not made yet holds none
             return []
-        return [self._copy(r, versions.get(r["key"], [])) for r in rows]
 
     async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> builtins.list[Imported]:
         return await self.import_copies([KeyedCopy(e, ()) for e in entries], dry_run)

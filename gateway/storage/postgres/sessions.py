@@ -34,7 +34,7 @@ from ...sessions.history import check_session_key, history_page, in_trash
 from ...tasks import KeyedLocks
 from ...timeutil import now_iso
 from ..base import ADDED, PRESENT, REFUSED, Imported, SessionCopy
-from .db import Postgres, lock_key
+from .db import Postgres, lock_key, trash_filter
 
 log = structlog.get_logger("gateway.sessions")
 
@@ -311,21 +311,15 @@ class PgSessionStore:
 
     async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> builtins.list[str]:
         async with self.pg.pool.acquire() as conn, conn.transaction():
-            where = "agent_id = $1"
-            args: builtins.list[Any] = [self.agent_id]
-            if keys is not None:
-                args.append(list(keys))
-                where += f" AND session_key = ANY(${len(args)}::text[])"
-                there = {
-                    r["session_key"]
-                    for r in await conn.fetch(f"SELECT session_key FROM sessions_trash WHERE {where}", *args)
-                }
-                missing = [k for k in keys if k not in there]
-                if missing:
-                    raise NotFound(f"no session {missing[0]} in the trash", {"sessionKey": missing[0]})
-            if before is not None:
-                args.append(before)
-                where += f" AND deleted_at < ${len(args)}"
+            where, args = await trash_filter(
+                conn,
+                ("sessions_trash", "session_key", "deleted_at"),
+                "agent_id = $1",
+                self.agent_id,
+                keys,
+                before,
+                lambda k: NotFound(f"no session {k} in the trash", {"sessionKey": k}),
+            )
             gone = await conn.fetch(f"DELETE FROM sessions_trash WHERE {where} RETURNING session_key", *args)
         return sorted(r["session_key"] for r in gone)
 
