@@ -72,6 +72,13 @@ class CallContext:
     services: "ServiceAccess"
     connection: Connection | None = None
     request_id: Any = None
+    door: str = ""  # how the call came in: "model" (a chat model's tool call), "mcp", "cli"; "" : below
+
+    @property
+    def via(self) -> str:
+        """The door a write is recorded as coming through (memory versions): `door`, else "websocket"
+        for a connection's request, "internal" for the gateway's own calls."""
+        return self.door or ("websocket" if self.connection is not None else "internal")
 
 
 Handler = Callable[[CallContext, dict[str, Any]], Awaitable[Any] | Any]

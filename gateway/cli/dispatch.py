@@ -97,7 +97,9 @@ class Methods:
         from ..registry import CallContext, registry
 
         with self.services.request_scope():
-            return await registry.dispatch(CallContext(self.services, LocalCaller(on_event)), method, params)
+            return await registry.dispatch(
+                CallContext(self.services, LocalCaller(on_event), door="cli"), method, params
+            )
 
     async def _pump(self, on_event: OnEvent) -> None:
         while True:

@@ -62,7 +62,7 @@ async def serve_stdio(config: Config, url: str | None) -> int:
     except CallError as exc:
         print(f"jarvis mcp: {exc}", file=sys.stderr, flush=True)
         return 1
-    server = build_server(forward)
+    server = build_server(forward, redact=config.memory.redact_secrets)
     try:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())

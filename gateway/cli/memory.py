@@ -1,5 +1,5 @@
 """`jarvis memory sync|search|status` — the memory methods from a terminal.
-(`set|get|delete|list|similar|recall|learn|set-image|get-image`: see notes.py.)
+(`set|get|delete|list|history|restore|trash|purge|similar|recall|learn|set-image|get-image`: see notes.py.)
 
 Each calls the method of that name through cli/dispatch.py: the running gateway's when one of this state
 dir answers (so `status` shows its live dirty flag and sync runs), else the same handler in this process

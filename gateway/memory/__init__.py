@@ -9,6 +9,7 @@ per agent (the files engine) or rows in PostgreSQL shared by every gateway (`sto
     signature.py      the index signature: the settings that, changed, make an index be built anew
     rerank.py         optional time decay and MMR, and the inputs they read
     present.py        how a hit is cited to a reader: date, conversation, where, how it stands
+    secrets.py        secrets said in a conversation found and masked (memory.redactSecrets): pure
     layout.py         where memory lives in a workspace (root files, memory/, day files, keyed/, images/)
     index/            what the index holds and how it is written:
         db.py             aiosqlite connections, driver choice (sqlite-vec), corruption detection
@@ -29,7 +30,8 @@ per agent (the files engine) or rows in PostgreSQL shared by every gateway (`sto
         qmd.py            the `qmd` command-line search tool as a backend
         stopwords.py      words dropped from queries
     notes/            memory the assistant writes: MemoryNotes (service.py) over keyed memories (files:
-                      keyed.py, or PostgreSQL rows with the files as a mirror: storage/postgres/keyed.py),
-                      learnings, images and time recall (timerecall.py), with front matter helpers
+                      keyed.py, or PostgreSQL rows with the files as a mirror: storage/postgres/keyed.py;
+                      their versions and trash), notes' versions (history.py), learnings, images and time
+                      recall (timerecall.py), with front matter helpers
     embeddings/       providers (local WordLlama, OpenAI-compatible, none) and the embedding cache
 """

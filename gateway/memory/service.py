@@ -351,6 +351,15 @@ class MemoryService:
             self._hidden_sessions.add(session_key)
             self._request(force=False, memory=False, sessions={session_key}, reason="sessions.delete")
 
+    async def session_restored(self, session_key: str) -> None:
+        """After `sessions.restore`: index the session's transcript again, now (searchable when this
+        returns)."""
+        if not self.cfg.enabled or not self._index_open:
+            return
+        self._hidden_sessions.discard(session_key)
+        req = self._request(force=False, memory=False, sessions={session_key}, reason="sessions.restore")
+        await asyncio.shield(req.future)
+
     # ---- the facade ------------------------------------------------------------------------------------
     async def sync(self, force: bool = False, progress=None) -> dict:
         req = self._request(force=force, memory=True, sessions=True, progress=progress, reason="memory.sync")

@@ -27,6 +27,7 @@ import structlog
 from ..errors import Invalid, JarvisError
 from ..methods import memory as _memory_methods  # noqa: F401  (registers the memory.* methods the tools run)
 from ..memory.present import heading
+from ..memory.secrets import mask
 from ..neterrors import short as _short
 from ..registry import CallContext, ServiceAccess, registry
 from ..schema import Obj
@@ -85,14 +86,15 @@ def openai_tools(names: list[str] | None = None) -> list[dict[str, Any]]:
     ]
 
 
-def in_process(services: ServiceAccess, agent_id: str | None = None) -> Caller:
-    """A caller that runs methods in this process, as a request would (`agent_id`: always that agent)."""
+def in_process(services: ServiceAccess, agent_id: str | None = None, door: str = "") -> Caller:
+    """A caller that runs methods in this process, as a request would (`agent_id`: always that agent;
+    `door`: what the methods record as the writer, CallContext.via)."""
 
     async def call(method: str, params: dict[str, Any]) -> Any:
         if agent_id is not None:
             params = {**params, "agentId": agent_id}
         with services.request_scope():
-            return await registry.dispatch(CallContext(services), method, params)
+            return await registry.dispatch(CallContext(services, door=door), method, params)
 
     return call
 
@@ -117,8 +119,18 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     return value
 
 
-async def run_tool(name: str, arguments: Any, caller: Caller, *, agent: bool = False) -> ToolOutcome:
-    """Validate, call the method, render the result. Never raises (but CancelledError)."""
+async def run_tool(
+    name: str, arguments: Any, caller: Caller, *, agent: bool = False, redact: bool = True
+) -> ToolOutcome:
+    """Validate, call the method, render the result. Never raises (but CancelledError).
+    `redact` (memory.redactSecrets): secrets in what the model or MCP client reads are masked."""
+    out = await _run_tool(name, arguments, caller, agent)
+    if redact:
+        out.text = mask(out.text)
+    return out
+
+
+async def _run_tool(name: str, arguments: Any, caller: Caller, agent: bool) -> ToolOutcome:
     tool = CATALOG.get(name)
     if tool is None:
         return _failed(f"unknown tool {name[:100]!r}; the tools are: {', '.join(CATALOG)}", "unknown tool")

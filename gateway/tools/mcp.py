@@ -48,12 +48,12 @@ def list_tools() -> list[types.Tool]:
     ]
 
 
-def build_server(caller: Caller) -> Server:
+def build_server(caller: Caller, redact: bool = True) -> Server:
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=list_tools())
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        out = await run_tool(params.name, params.arguments or {}, caller, agent=True)
+        out = await run_tool(params.name, params.arguments or {}, caller, agent=True, redact=redact)
         return types.CallToolResult(content=[types.TextContent(type="text", text=out.text)], is_error=out.error)
 
     return Server(
@@ -67,7 +67,7 @@ def mount(api: "HttpApi", services: "ServiceAccess") -> None:
     from starlette.routing import Route
 
     manager = StreamableHTTPSessionManager(
-        build_server(in_process(services)),
+        build_server(in_process(services, door="mcp"), redact=services.config.memory.redact_secrets),
         json_response=True,
         stateless=True,
         max_request_body_size=api.config.server.http_max_body_bytes,

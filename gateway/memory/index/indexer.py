@@ -80,6 +80,7 @@ class IndexSettings:
     processes: int  # worker processes for a large sync (`memory.sync.processes`, resolved: 0 = none)
     recheck_s: float  # the pause before a sync that would remove most of the index looks again
     max_file_bytes: int  # a memory file larger than this is skipped (`memory.maxFileBytes`)
+    redact: bool  # secrets in transcript messages are masked before they are chunks (`memory.redactSecrets`)
 
     @classmethod
     def from_config(
@@ -99,6 +100,7 @@ class IndexSettings:
             processes=resolve_processes(m.sync.processes),
             recheck_s=m.sync.recheck_ms / 1000.0,
             max_file_bytes=m.max_file_bytes,
+            redact=m.redact_secrets,
         )
 
 
@@ -216,7 +218,9 @@ def _read_and_chunk(
             text = data.decode("utf-8", errors="replace")
             chunks = chunk_markdown(text, s.tokens, s.overlap, note_date(sf.path, text))
         else:
-            chunks = chunk_transcript(sf.abs, s.session_tokens, s.tokens, s.session_overlap, s.session_context, data)
+            chunks = chunk_transcript(
+                sf.abs, s.session_tokens, s.tokens, s.session_overlap, s.session_context, data, s.redact
+            )
         out.append(_Work(sf, h, chunks))
     return out
 

@@ -84,6 +84,7 @@ async def test_idempotency_keys_belong_to_one_life_of_a_session(client):
     with pytest.raises(RpcError) as exc:  # the session is gone: not a "duplicate" of its old message
         await client.call("chat.send", {"sessionKey": "s1", "message": "again", "idempotencyKey": "k1"})
     assert exc.value.code == -32004
+    await client.call("sessions.purge", {"sessionKey": "s1"})  # out of the trash: the key is free again
     await client.call("sessions.create", {"sessionKey": "s1"})
     sent = await client.call("chat.send", {"sessionKey": "s1", "message": "new life", "idempotencyKey": "k1"})
     assert sent["status"] == "started"
