@@ -12,7 +12,7 @@ A provider has capabilities as attributes (`name`, `model`, `tools_supported`) a
   a client polling `GET /v1/models` (or `chat.models`) does not make every poll an upstream request;
   a failure is not kept, and callers that ask while a request is out share its answer.
 
-For the OpenAI-compatible endpoint (gateway/openai_api.py) a provider also answers `relay(body,
+For the OpenAI-compatible endpoint (gateway/doors/openai.py) a provider also answers `relay(body,
 recalled)`: the client's request forwarded as it is, answered with OpenAI's own chunks (`stream: true`)
 or completion object. Its failures raise `UpstreamError`, an `Unavailable` that knows the HTTP status
 to answer with.

@@ -1,4 +1,4 @@
-"""`jarvis mcp`'s server: the MCP server of tools/mcp.py on stdin/stdout, each tool call forwarded to the
+"""`jarvis mcp`'s server: the MCP server of doors/mcp.py on stdin/stdout, each tool call forwarded to the
 running gateway over its WebSocket (client.py)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from ..config import Config
 from ..tools.catalog import CallFailed
-from ..tools.mcp import build_server
+from ..doors.mcp import build_server
 from .client import CallError, CallTimeout, Connection, GatewayCallError
 
 

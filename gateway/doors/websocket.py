@@ -27,7 +27,7 @@ from ..auth import TokenStore
 from ..errors import InvalidRequest
 from .admission import BACKLOG, FULL, Admission
 from .connection import CLOSE_TIMEOUT, POLICY, RESTART, Connection, peer_of
-from .dispatch import Dispatcher
+from .jsonrpc import Dispatcher
 from .handshake import Handshake
 
 if TYPE_CHECKING:  # pragma: no cover

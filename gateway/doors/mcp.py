@@ -17,11 +17,11 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from .. import __version__
-from .catalog import TOOLS, Caller, in_process, run_tool, tool_schema
+from ..tools.catalog import TOOLS, Caller, in_process, run_tool, tool_schema
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..registry import ServiceAccess
-    from ..server.httpapi import HttpApi
+    from .httpapi import HttpApi
 
 INSTRUCTIONS = (
     "Jarvis is the user's self-hosted long-term memory: notes, keyed memories and past "

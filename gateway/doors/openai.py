@@ -1,6 +1,6 @@
 """The OpenAI-compatible endpoint with memory: any OpenAI client gets recall and capture.
 
-On the HTTP API listener (server/httpapi.py: bearer token, Origin, body cap already checked):
+On the HTTP API listener (doors/httpapi.py: bearer token, Origin, body cap already checked):
 
     GET  /v1/models                 the chat provider's models (ChatProvider.list_models)
     GET  /v1/models/{model}         one of them
@@ -35,20 +35,20 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 import orjson
 import structlog
 
-from .chat.providers import UpstreamError
-from .chat.stream import Delta, Usage
-from .chat.runner import memory_section
-from .errors import Conflict, JarvisError, SessionLimit, Unavailable
-from .methods.chat import name_after_first_message
-from .schema import SESSION_KEY
-from .server.httpapi import error_body
+from ..chat.providers import UpstreamError
+from ..chat.stream import Delta, Usage
+from ..chat.runner import memory_section
+from ..errors import Conflict, JarvisError, SessionLimit, Unavailable
+from ..methods.chat import name_after_first_message
+from ..schema import SESSION_KEY
+from .httpapi import error_body
 
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import BaseRoute
 
-    from .services import Agent, Services
+    from ..services import Agent, Services
 
 log = structlog.get_logger("gateway.openai_api")
 
