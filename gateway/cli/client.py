@@ -11,6 +11,7 @@ import orjson
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
+from .. import protocol
 from ..auth import read_token_file
 from ..config import Config
 from ..neterrors import connection_failure
@@ -296,3 +297,4 @@ class GatewayCallError(CallError):
         super().__init__(f"error {error.get('code')}: {error.get('message')}", 1)
         self.code = error.get("code")
         self.error_message = error.get("message") or ""
+        self.error = protocol.error_of(error)  # what the gateway raised, as its class

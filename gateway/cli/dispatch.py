@@ -4,10 +4,10 @@
         res = await m.call("memory.search", {"query": "boat", "k": 3})   # none: in this process
         m.gateway                              # the URL that answered, or None (in process)
 
-Either way the same handler validates the params and does the work, so a command behaves alike with
-and without a running gateway, and nothing here re-validates. Errors come back as the JarvisError
-the handler raised (over the wire: Invalid for -32602, NotFound for -32004, else JarvisError), so the
-commands map them to exit codes in one way.
+Either way the call takes the one path (dispatcher.py) — the gateway's WebSocket door, or the CLI door
+in process — so a command behaves alike with and without a running gateway, and nothing here
+re-validates. Errors come back as the JarvisError of the one error value (over the wire rebuilt from its
+JSON-RPC code by `protocol.error_of`), so the commands map them to exit codes in one way.
 
 In process, the services are built from the state dir (cli/local.py's LocalServices). A call whose
 request would not fit in one frame of the gateway (`server.maxFrameBytes`, 1 MiB, below
@@ -23,8 +23,8 @@ from typing import Any, AsyncIterator
 
 import orjson
 
+from ..calls import Call, Door
 from ..config import Config
-from ..errors import Invalid, JarvisError, NotFound
 
 
 class Methods:
@@ -49,19 +49,12 @@ class Methods:
             try:
                 return await self.conn.call(method, params)
             except GatewayCallError as exc:
-                if exc.code == -32602:
-                    raise Invalid(exc.error_message) from None
-                if exc.code == -32004:
-                    raise NotFound(exc.error_message) from None
-                raise JarvisError(exc.error_message) from None
+                raise exc.error from None
         if self.services is None:  # a gateway answers, but this request is too big for its frames
             from .local import LocalServices
 
             self.services = await LocalServices.open(self.config)  # type: ignore[arg-type]
-        from ..registry import CallContext, registry
-
-        with self.services.request_scope():
-            return await registry.dispatch(CallContext(self.services), method, params)
+        return await self.services.calls.perform(Call(Door.CLI, method, params))
 
 
 @contextlib.asynccontextmanager

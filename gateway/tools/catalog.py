@@ -7,15 +7,18 @@
 
 A tool's parameters are its method's, from the registry (no second schema): some are left out
 (`hide`), and `agentId` only where a caller may choose the agent (MCP; the chat model uses its own).
-`caller(method, params)` runs the method: in process through the registry (the chat runner, /mcp) or
-over the WebSocket (`jarvis mcp`), so validation and errors are the method's own. The result becomes
-compact text a model reads, with citations (path:lines, session label and date), bounded at
-`RESULT_CHARS`; every failure — unknown tool, bad arguments, an error of the method — becomes an
-outcome with `error=True` saying why, never an exception.
+`caller(method, params)` runs the method through the one path of a call (dispatcher.py): in process as
+the chat model's tool door or the /mcp door, or over the WebSocket (`jarvis mcp`), so validation and
+errors are the method's own; this module only turns arguments into params (refusing the ones a tool
+does not offer) and the result, or the one error value, into text a model reads: compact, with
+citations (memory/present.py), bounded at `RESULT_CHARS`. Every failure — unknown tool, bad arguments,
+an error of the method — becomes an outcome with `error=True` saying why (`tool_error`), never an
+exception.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -24,11 +27,11 @@ from typing import Any, Awaitable, Callable
 import orjson
 import structlog
 
-from ..errors import Invalid, JarvisError
+from ..errors import InternalError, Invalid, JarvisError
 from ..methods import memory as _memory_methods  # noqa: F401  (registers the memory.* methods the tools run)
 from ..memory.present import heading
 from ..neterrors import short as _short
-from ..registry import CallContext, ServiceAccess, registry
+from ..registry import registry
 from ..schema import Obj
 from .specs import CATALOG, TOOLS, Tool
 
@@ -47,10 +50,6 @@ class ToolOutcome:
     summary: str  # a few words for people: "3 results", "stored boat.colour"
     error: bool = False
     memory: list[dict[str, Any]] = field(default_factory=list)  # {path, startLine, endLine, score?} it found
-
-
-class CallFailed(Exception):
-    """A caller's method failed where it ran (the gateway, for `jarvis mcp`); the message says why."""
 
 
 class ToolError(Exception):
@@ -85,18 +84,6 @@ def openai_tools(names: list[str] | None = None) -> list[dict[str, Any]]:
     ]
 
 
-def in_process(services: ServiceAccess, agent_id: str | None = None) -> Caller:
-    """A caller that runs methods in this process, as a request would (`agent_id`: always that agent)."""
-
-    async def call(method: str, params: dict[str, Any]) -> Any:
-        if agent_id is not None:
-            params = {**params, "agentId": agent_id}
-        with services.request_scope():
-            return await registry.dispatch(CallContext(services), method, params)
-
-    return call
-
-
 # ---- calling ----------------------------------------------------------------------------------------
 def parse_arguments(raw: Any) -> dict[str, Any]:
     """A model's `arguments` (a JSON string, possibly empty) → an object; ToolError says what is wrong."""
@@ -118,32 +105,48 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
 
 
 async def run_tool(name: str, arguments: Any, caller: Caller, *, agent: bool = False) -> ToolOutcome:
-    """Validate, call the method, render the result. Never raises (but CancelledError)."""
+    """Turn the arguments into params, call the method, render the result. Never raises (but
+    CancelledError)."""
     tool = CATALOG.get(name)
     if tool is None:
         return _failed(f"unknown tool {name[:100]!r}; the tools are: {', '.join(CATALOG)}", "unknown tool")
     try:
         args = parse_arguments(arguments)
-        size = len(orjson.dumps(args))
+        size = _json_size(args)
         if size > MAX_ARGUMENT_BYTES:
             raise ToolError(f"arguments are {size} bytes; the limit is {MAX_ARGUMENT_BYTES}")
-        try:
-            params = tool_params(tool, agent).validate(args)
-        except Invalid as exc:
-            raise ToolError(f"invalid arguments: {exc.message}") from None
-        sent = {k: v for k, v in params.items() if v is not None}
-        result = await caller(tool.method, sent)
-        return await RENDER[name](result, params, caller)
+        tool_params(tool, agent).refuse_unknown(args)  # what the tool does not offer (agentId, `hide`)
+        result = await caller(tool.method, {k: v for k, v in args.items() if v is not None})
+        return await RENDER[name](result, args, caller)
     except ToolError as exc:
         return _failed(str(exc), exc.summary)
     except JarvisError as exc:
-        return _failed(f"{tool.method} failed: {exc.message}", "failed")
-    except CallFailed as exc:
-        return _failed(f"{tool.method} failed: {_short(str(exc), 300)}", "failed")
-    except Exception:  # a bug: logged; the model reads that it failed, the run goes on
+        return tool_error(tool.method, exc)
+    except Exception:  # a bug in rendering the result: logged; the model reads that it failed, the run goes on
         error_id = uuid.uuid4().hex[:12]
         log.exception("memory tool crashed", tool=name, errorId=error_id)
-        return _failed(f"{tool.method} failed: internal error (errorId {error_id})", "failed")
+        return tool_error(tool.method, InternalError("internal error", {"errorId": error_id}))
+
+
+def tool_error(method: str, err: JarvisError) -> ToolOutcome:
+    """The one error value of a tool's call, as the model (or MCP client) reads it: an argument at fault
+    by its name among the tool's arguments, any other failure as the method's."""
+    if isinstance(err, Invalid):
+        field = (err.field or "").removeprefix("params").lstrip(".")
+        return _failed(
+            f"invalid arguments: {field}: {err.rule}" if field else f"invalid arguments: {err.rule}", "bad arguments"
+        )
+    error_id = (err.data or {}).get("errorId")
+    return _failed(f"{method} failed: {err.message}" + (f" (errorId {error_id})" if error_id else ""), "failed")
+
+
+def _json_size(value: Any) -> int:
+    """The size of `value` as JSON. Python's encoder for what orjson refuses (an integer past 64 bits):
+    such a value must reach the method's validation, which says what is wrong with it."""
+    try:
+        return len(orjson.dumps(value))
+    except TypeError:  # orjson.JSONEncodeError
+        return len(json.dumps(value, ensure_ascii=False).encode())
 
 
 def _failed(text: str, summary: str) -> ToolOutcome:

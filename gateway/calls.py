@@ -1,0 +1,97 @@
+"""What a call of the gateway is, whichever door it came in by: who calls, through which door, which
+method, with which params. Data only; `dispatcher.py` runs it.
+
+    Call(Door.WEBSOCKET, "memory.search", {"query": "boat"}, connection=conn)
+    Call(Door.TOOL, "memory.get", {"key": "boat.colour", "agentId": "main"})
+
+Every door (gateway/doors/), the chat model's tool calls and `jarvis` in process make one of these and
+hand it to the one dispatcher; a handler sees its call through `CallContext`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .config import Config
+    from .events import Event, EventBus
+    from .storage.base import Storage
+
+
+class Door(StrEnum):
+    """Where a call came in. `jarvis call`, `jarvis mcp` (stdio) and the web page reach the gateway over
+    its WebSocket, so their calls are WEBSOCKET calls there."""
+
+    WEBSOCKET = "websocket"  # JSON-RPC over the WebSocket
+    OPENAI = "openai"  # /v1 on the HTTP API listener
+    MCP = "mcp"  # /mcp on the HTTP API listener
+    TOOL = "tool"  # the chat model's own tool calls, in a chat run
+    CLI = "cli"  # `jarvis …` in process, when no gateway of the state dir answers
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling. Today every door admits only holders of the gateway token, who are the owner
+    and may call every method; principals with scopes (checked in `Dispatcher.admit`) come next."""
+
+    name: str = "owner"
+
+
+OWNER = Principal()
+
+
+class Connection(Protocol):
+    """What a handler may know of the door a call came through that hears events: a WebSocket
+    connection, or /v1's relay of one request. Subscribing it to a session (events.EventBus) makes it
+    hear that session's chat events."""
+
+    connection_id: str
+    subscriptions: set[str]
+
+    def deliver(self, event: "Event") -> None: ...
+
+
+@dataclass(slots=True)
+class Call:
+    door: Door
+    method: str
+    params: Any = None
+    principal: Principal = OWNER
+    connection: Connection | None = None  # what hears the events this call subscribes to
+    request_id: Any = None  # the door's id of the request, for its logs
+
+
+class ServiceAccess(Protocol):
+    """What handlers and the doors may use of the gateway's services (`services.Services` is the
+    implementation; typing against this keeps the methods and the doors free of imports of it)."""
+
+    config: "Config"
+    bus: "EventBus"
+    storage: "Storage"
+    started: float
+    agents: dict[str, Any]
+    connection_count: Callable[[], int]
+    calls: Any  # the one path of a call: dispatcher.Dispatcher (typed there; it imports this module)
+
+    async def agent(self, agent_id: str | None = None, create: bool = False) -> Any: ...
+
+    def request_scope(self) -> contextlib.AbstractContextManager[None]: ...
+
+    @property
+    def memory(self) -> Any: ...
+
+    @property
+    def chat(self) -> Any: ...
+
+
+@dataclass(slots=True)
+class CallContext:
+    """What a handler is given beside its validated params."""
+
+    services: "ServiceAccess"
+    connection: Connection | None = None
+    door: Door = Door.WEBSOCKET
+    principal: Principal = OWNER
