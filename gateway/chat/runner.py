@@ -9,10 +9,9 @@ run:     recall memory → prompt (system + recalled + last N messages) → stre
          → append the assistant message → `chat.final` (or `chat.error` / `chat.aborted`)
 An aborted run keeps its partial reply in the transcript, marked `"aborted": true`.
 
-A run may also relay a request of the OpenAI-compatible endpoint (`send(..., relay=...)`, see
-gateway/openai_api.py): the same recall, events and transcript, but the prompt is the client's and the
-reply comes from `relay.stream(recalled)`; `relay.capture` false writes nothing, `relay.listener` hears
-the run's events as a subscriber would.
+A run may also relay a request of the OpenAI-compatible door (`relay(key, turn)`, chat/relay.py): the
+same recall, events and transcript, but the prompt is the client's and the reply comes from
+`turn.stream(provider, recalled)`; `turn.capture` false writes nothing.
 
 Shutdown: new sends are refused (retryable) at once, running replies get `server.shutdownGrace` to
 finish, and the ones still running then are aborted: their partial (even an empty one) is kept, marked
@@ -31,15 +30,16 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 import structlog
 
 from ..config import Config
-from ..errors import Conflict, InternalError, Invalid, JarvisError, NotFound, Unavailable, out_of_descriptors
+from ..errors import InternalError, RunActive, Invalid, JarvisError, NotFound, Unavailable, out_of_descriptors
 from ..events import EventBus
 from ..sessions import transcript as tx
 from ..tasks import KeyedLocks, log_failure
 from .compaction import Compactor, read_state
 from ..storage.base import RunLedger, SessionStore
 from .providers import ChatProvider, ToolsRejected
-from ..memory.present import heading
+from ..memory.present import prompt_section
 from .recall import recall_for_turn
+from .relay import RelayedTurn
 from .stream import Delta, ToolCalls, Usage
 from ..tools.catalog import ToolOutcome
 from .tools import MAX_CALLS_PER_STEP, ChatTools, plain, replay, shown_arguments, tool_calls_message
@@ -63,7 +63,6 @@ class Run:
     aborted: bool = False
     finalizing: bool = False  # the reply is being saved: too late to abort
     capture: bool = True  # False: nothing goes to the transcript (a relayed request with capture off)
-    listener: Callable[[str, dict[str, Any]], None] | None = None  # hears every event of the run
     # A relayed request's user message: written with the reply (or its partial), so that a request the
     # upstream refused leaves nothing behind for the client's retry to write again.
     pending: list[dict[str, Any]] = field(default_factory=list)
@@ -117,12 +116,13 @@ class ChatService:
         self.unreleased: dict[str, str] = {}
 
     # ---- public API ----------------------------------------------------------------------------
-    async def send(
-        self, session_key: str, message: str | None, idempotency_key: str | None, relay: Any = None
-    ) -> dict[str, Any]:
-        """Start a run answering `message` (None: a relayed request whose last message is not the user's).
-        `relay`: the OpenAI-compatible endpoint's request (module docstring)."""
-        return await self._start(session_key, idempotency_key, message=message, relay=relay)
+    async def send(self, session_key: str, message: str, idempotency_key: str | None) -> dict[str, Any]:
+        """Start a run answering `message`."""
+        return await self._start(session_key, idempotency_key, message=message)
+
+    async def relay(self, session_key: str, turn: RelayedTurn) -> dict[str, Any]:
+        """Start a run relaying a request of the OpenAI-compatible door (chat/relay.py)."""
+        return await self._start(session_key, None, message=turn.user_text, relay=turn)
 
     async def regenerate(self, session_key: str, message_id: str, idempotency_key: str | None) -> dict[str, Any]:
         """A new version of the session's last reply (`message_id`: any version of it)."""
@@ -135,7 +135,7 @@ class ChatService:
         *,
         message: str | None = None,
         regenerate: str | None = None,
-        relay: Any = None,
+        relay: RelayedTurn | None = None,
     ) -> dict[str, Any]:
         self._refuse_if_closing()
         async with self.session_lock(session_key):  # check-then-start is atomic per session
@@ -148,7 +148,7 @@ class ChatService:
                 raise self._busy(session_key, self.active[session_key].run_id)
             run = Run(run_id=str(uuid.uuid4()), session_key=session_key)
             if relay is not None:
-                run.capture, run.listener = relay.capture, relay.listener
+                run.capture = relay.capture
             if run.capture and not await self.sessions.exists(session_key):
                 raise NotFound(f"session not found: {session_key}", {"sessionKey": session_key})
             if regenerate is not None:
@@ -202,10 +202,8 @@ class ChatService:
         return self._send_locks.hold(session_key)
 
     @staticmethod
-    def _busy(session_key: str, run_id: str) -> Conflict:
-        return Conflict(
-            f"a run is already active in session {session_key}", {"sessionKey": session_key, "runId": run_id}
-        )
+    def _busy(session_key: str, run_id: str) -> RunActive:
+        return RunActive(session_key, run_id)
 
     async def forget(self, session_key: str) -> None:
         """The session is gone: drop its per-session state. Idempotency keys belong to one life of a
@@ -349,8 +347,6 @@ class ChatService:
     def _emit(self, run: Run, method: str, **params: Any) -> None:
         event = {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params}
         self.bus.publish(self.topic(run.session_key), method, event)
-        if run.listener is not None:
-            run.listener(method, event)
 
     async def recall_for_turn(self, session_key: str, user_text: str) -> list[dict[str, Any]]:
         """What memory recalls for a turn (memory.recall's budget); best effort, never raises."""
@@ -397,7 +393,7 @@ class ChatService:
         system = settings.get("systemPrompt") or self.config.chat.system_prompt
         if state.summary:
             system += "\n\n## Earlier in this conversation (summary)\n" + state.summary
-        system += memory_section(recalled)
+        system += prompt_section(recalled)
         messages = [{"role": "system", "content": system}]
         messages += replay(history, with_tools)
         return messages, recalled
@@ -543,7 +539,7 @@ class ChatService:
             await self.sessions.append_messages(run.session_key, result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})
 
-    async def _run(self, run: Run, user_text: str, relay: Any = None) -> None:
+    async def _run(self, run: Run, user_text: str, relay: RelayedTurn | None = None) -> None:
         key = run.session_key
         started = time.monotonic()
         usage: Usage | None = None
@@ -558,7 +554,9 @@ class ChatService:
                 usage, truncated = await self._converse(run, messages, recalled, offered, settings.get("model") or None)
             else:
                 recalled = await self.recall_for_turn(key, relay.query) if relay.memory else []
-                room, usage, _ = await self._pump(run, relay.stream(recalled), self.config.chat.max_reply_chars)
+                room, usage, _ = await self._pump(
+                    run, relay.stream(self.provider, recalled), self.config.chat.max_reply_chars
+                )
                 truncated = room <= 0
             content = "".join(run.parts)
             memory = _distinct(
@@ -649,15 +647,6 @@ class ChatService:
                 "chat.error",
                 error={"code": self.error_code(crash), "message": crash.message, "retryable": retryable},
             )
-
-
-def memory_section(recalled: list[dict[str, Any]]) -> str:
-    """The recalled memory as it is added to a system prompt, each snippet under its citation: when it
-    was said, in which conversation, where (memory/present.py). Newer statements come first where
-    hits disagree, and an older one says what superseded it."""
-    if not recalled:
-        return ""
-    return "\n\n## Recalled memory\n" + "\n\n".join(f"[{heading(r)}]\n{r['snippet']}" for r in recalled)
 
 
 def _distinct(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:

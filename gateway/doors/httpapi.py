@@ -15,7 +15,9 @@ server.maxPendingPerAddress, the descriptor budget) until its request's headers 
 they are not in within server.handshakeTimeout (after a response too: an idle keep-alive connection).
 Every request passes one ASGI guard first: the Origin allow-list of the WebSocket, the bearer token
 (wrong ones counted by the same per-address limiter), and a cap on the request body. Refusals are
-JSON in OpenAI's error shape, which MCP clients read as well as OpenAI SDKs do.
+JSON in OpenAI's error shape, which MCP clients read as well as OpenAI SDKs do; so is the one error
+value of a call (dispatcher.py) that a route answers over HTTP (`http_error`: its class's status,
+`Retry-After` for what may be retried).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable
 
 import orjson
 import structlog
+
+from .. import errors as e
 
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.routing import BaseRoute
@@ -63,6 +67,54 @@ async def send_error(
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
+
+
+# The one error value of a call (dispatcher.py) over HTTP, by its class (most specific first): the status,
+# OpenAI's error `type`, and its `code`.
+HTTP_ERRORS: tuple[tuple[type[e.JarvisError], int, str, str], ...] = (
+    (e.Invalid, 400, "invalid_request_error", "invalid_value"),
+    (e.ParseError, 400, "invalid_request_error", "invalid_json"),
+    (e.InvalidRequest, 400, "invalid_request_error", "invalid_request"),
+    (e.Unauthenticated, 401, "authentication_error", "invalid_api_key"),
+    (e.MethodNotFound, 404, "invalid_request_error", "not_found"),
+    (e.NotFound, 404, "invalid_request_error", "not_found"),
+    (e.SessionLimit, 409, "conflict_error", "session_limit"),
+    (e.RunActive, 409, "conflict_error", "session_busy"),
+    (e.Conflict, 409, "conflict_error", "conflict"),
+    (e.RateLimited, 429, "rate_limit_error", "rate_limited"),
+    (e.DiskFull, 507, "server_error", "insufficient_storage"),
+    (e.Unavailable, 503, "server_error", "unavailable"),
+)
+
+
+def http_error(
+    err: e.JarvisError, *, param: str | None = None, message: str | None = None
+) -> tuple[int, bytes, dict[str, str]]:
+    """(status, body, headers) of an error value: 500 `internal_error` for a class the table does not
+    name; `Retry-After` (whole seconds, at least 1) when the error says when to retry or is retryable."""
+    status, type_, code = next(
+        ((s, t, c) for cls, s, t, c in HTTP_ERRORS if isinstance(err, cls)), (500, "server_error", "internal_error")
+    )
+    if isinstance(err, e.Invalid):
+        code = _invalid_code(err.rule)
+    data = err.data or {}
+    headers: dict[str, str] = {}
+    if isinstance(data.get("retryAfterMs"), int):
+        headers["Retry-After"] = str(max(1, -(-data["retryAfterMs"] // 1000)))
+    elif isinstance(err, e.Unavailable) and err.retryable:
+        headers["Retry-After"] = "1"
+    text = message or err.message
+    if data.get("errorId"):
+        text += f" (errorId {data['errorId']})"
+    return status, error_body(status, text, type_=type_, code=code, param=param), headers
+
+
+def _invalid_code(rule: str) -> str:
+    if rule.startswith("required"):
+        return "missing_required_parameter"
+    if rule.startswith(("must be a ", "must be an ", "must be true or false")):
+        return "invalid_type"
+    return "invalid_value"
 
 
 class ListenError(OSError):

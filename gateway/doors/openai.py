@@ -1,21 +1,17 @@
-"""The OpenAI-compatible endpoint with memory: any OpenAI client gets recall and capture.
+"""The OpenAI-compatible door: any OpenAI client gets recall and capture.
 
 On the HTTP API listener (doors/httpapi.py: bearer token, Origin, body cap already checked):
 
-    GET  /v1/models                 the chat provider's models (ChatProvider.list_models)
-    GET  /v1/models/{model}         one of them
-    POST /v1/chat/completions       streaming (SSE as OpenAI sends it) or not
+    GET  /v1/models                 the chat provider's models      → the call chat.models
+    GET  /v1/models/{model}         one of them                     → the call chat.models
+    POST /v1/chat/completions       streaming (SSE) or not          → the call chat.relay
 
-A completion request is a chat run of the session it belongs to (chat/runner.py, `send(relay=...)`):
-the last user message is recalled against memory as chat.send does, the recalled memory goes into the
-client's system prompt, the request goes to the upstream as the client sent it (ChatProvider.relay),
-its answer comes back as the upstream sent it, WebSocket subscribers of the session see chat.delta …
-chat.final, and the user message and the reply are appended to the transcript and indexed.
-
-Which session: `X-Jarvis-Session`, else the `user` field (`openai:user:<user>`), else one per
-conversation: `openai:<hash of the system prompt and the first user message>`, so that a client resending
-the whole history each turn stays in one session. Only the last message (when it is the user's) and the
-reply are written: the history a client resends was written by the turns before.
+The door only translates: the HTTP request into a call of the one path (dispatcher.py, Door.OPENAI),
+and the call's result, its stream, or its one error value (`httpapi.http_error`: status, OpenAI's JSON
+error, Retry-After) into the HTTP answer. A completion request is the call `chat.relay` (chat/relay.py):
+the body, `X-Jarvis-Session`, and whether to recall and capture; the method validates the body and
+runs the turn as a chat run of its session, the upstream's chunks coming back through this door's
+`RelayChannel`, the run's events as to any subscriber of the session.
 
 What was recalled is told in the `X-Jarvis-Memory` response header (compact JSON, at most
 MEMORY_HEADER_BYTES) and in a `jarvis` field of the last chunk (or of the completion object).
@@ -27,40 +23,37 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
-import re
+import uuid
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import orjson
 import structlog
 
+from ..calls import Call, Door
 from ..chat.providers import UpstreamError
-from ..chat.stream import Delta, Usage
-from ..chat.runner import memory_section
-from ..errors import Conflict, JarvisError, SessionLimit, Unavailable
-from ..methods.chat import name_after_first_message
-from ..schema import SESSION_KEY
-from .httpapi import error_body
+from ..chat.relay import choices
+from ..errors import Invalid, JarvisError, NotFound, Unavailable
+from ..memory.present import references
+from .httpapi import error_body, http_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import BaseRoute
 
-    from ..services import Agent, Services
+    from ..calls import ServiceAccess
+    from ..events import Event
 
 log = structlog.get_logger("gateway.openai_api")
 
 MEMORY_HEADER_BYTES = 4096  # X-Jarvis-Memory: whole entries only, the best first
-ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 QUEUE_HIGH = 256  # chunks waiting for a slow client before the upstream is no longer read
-_USER_KEY = re.compile(r"[A-Za-z0-9._-]{1,64}")
-_SESSION_KEY = re.compile(SESSION_KEY)
+_ENDS = ("chat.final", "chat.error", "chat.aborted")
 
 
 class ApiError(Exception):
-    """A request the endpoint answers with an OpenAI-shaped error."""
+    """An answer in OpenAI's error shape."""
 
     def __init__(
         self,
@@ -76,6 +69,21 @@ class ApiError(Exception):
         self.status, self.message, self.type, self.code, self.param = status, message, type_, code, param
         self.headers = headers
 
+    @classmethod
+    def of(cls, err: JarvisError) -> "ApiError":
+        """The one error value of a call of this door, with `param` and the message naming what the
+        client sent: a member of its body, or the X-Jarvis-Session header."""
+        param = message = None
+        if isinstance(err, Invalid) and err.field is not None:
+            field = err.field.removeprefix("params.")
+            if field == "request":  # the body itself
+                return cls(400, f"the request body {err.rule}", code="invalid_json")
+            param = "X-Jarvis-Session" if field == "session" else field.removeprefix("request.")
+            message = f"{param}: {err.rule}"
+        status, body, headers = http_error(err, param=param, message=message)
+        error = orjson.loads(body)["error"]
+        return cls(status, error["message"], type_=error["type"], code=error["code"], param=param, headers=headers)
+
     def response(self) -> "Response":
         from starlette.responses import Response
 
@@ -87,126 +95,9 @@ class ApiError(Exception):
         )
 
 
-# ---- the request -------------------------------------------------------------------------------
-def parse_request(raw: bytes) -> dict[str, Any]:
-    """The request body, checked as far as the endpoint relies on it; the rest is the upstream's to judge."""
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise ApiError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise ApiError(
-            400,
-            "model: required, a model id from GET /v1/models",
-            param="model",
-            code="missing_required_parameter" if model is None else "invalid_type",
-        )
-    messages = body.get("messages")
-    if messages is None:
-        raise ApiError(
-            400, "messages: required, a list of {role, content}", param="messages", code="missing_required_parameter"
-        )
-    if not isinstance(messages, list) or not messages:
-        raise ApiError(400, "messages: must be a non-empty list", param="messages", code="invalid_type")
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise ApiError(400, f"messages[{i}]: must be an object", param=f"messages[{i}]", code="invalid_type")
-        if m.get("role") not in ROLES:
-            raise ApiError(
-                400,
-                f"messages[{i}].role: must be one of {', '.join(ROLES)}",
-                param=f"messages[{i}].role",
-                code="invalid_value",
-            )
-        content = m.get("content")
-        if not (
-            content is None
-            or isinstance(content, str)
-            or (isinstance(content, list) and all(isinstance(p, dict) for p in content))
-        ):
-            raise ApiError(
-                400,
-                f"messages[{i}].content: must be a string or a list of content parts",
-                param=f"messages[{i}].content",
-                code="invalid_type",
-            )
-    if not isinstance(body.get("stream", False), bool):
-        raise ApiError(400, "stream: must be true or false", param="stream", code="invalid_type")
-    options = body.get("stream_options")
-    if options is not None and not (
-        isinstance(options, dict) and isinstance(options.get("include_usage", False), bool)
-    ):
-        raise ApiError(
-            400,
-            "stream_options: must be an object; include_usage true or false",
-            param="stream_options",
-            code="invalid_type",
-        )
-    if body.get("user") is not None and not isinstance(body["user"], str):
-        raise ApiError(400, "user: must be a string", param="user", code="invalid_type")
-    return body
-
-
-def text_of(content: Any) -> str:
-    """A message's text: the string, or its text parts joined (images and audio have none)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p["text"] for p in content if p.get("type") == "text" and isinstance(p.get("text"), str))
-    return ""
-
-
-def session_for(headers: Any, body: dict[str, Any]) -> str:
-    given = headers.get("x-jarvis-session")
-    if given is not None:
-        if not _SESSION_KEY.fullmatch(given):
-            raise ApiError(
-                400,
-                "X-Jarvis-Session: must match [A-Za-z0-9._:-]{1,128} and not be dots only",
-                param="X-Jarvis-Session",
-                code="invalid_value",
-            )
-        return given
-    user = body.get("user")
-    if user:
-        return "openai:user:" + (user if _USER_KEY.fullmatch(user) else _digest(user))
-    messages = body["messages"]
-    system = next((text_of(m.get("content")) for m in messages if m["role"] in ("system", "developer")), "")
-    first = next((text_of(m.get("content")) for m in messages if m["role"] == "user"), "")
-    return "openai:" + _digest(json.dumps([system, first]))
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def with_memory(messages: list[dict[str, Any]], recalled: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The client's messages with the recalled memory at the end of its system prompt (one added first
-    when it has none)."""
-    section = memory_section(recalled)
-    if not section:
-        return messages
-    first = messages[0]
-    if first["role"] in ("system", "developer"):
-        content = first.get("content")
-        if isinstance(content, list):
-            content = [*content, {"type": "text", "text": section}]
-        else:
-            content = (content or "") + section
-        return [{**first, "content": content}, *messages[1:]]
-    note = "Use the recalled memory below when it is relevant." + section
-    return [{"role": "system", "content": note}, *messages]
-
-
 def memory_header(recalled: list[dict[str, Any]]) -> str:
     """Compact JSON of the recalled sources, ASCII (a header), whole entries up to MEMORY_HEADER_BYTES."""
-    entries = [
-        {"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"], "score": round(float(r["score"]), 4)}
-        for r in recalled
-    ]
+    entries = references(recalled)
     while True:
         text = json.dumps(entries, separators=(",", ":"), ensure_ascii=True)
         if len(text) <= MEMORY_HEADER_BYTES or not entries:
@@ -214,43 +105,38 @@ def memory_header(recalled: list[dict[str, Any]]) -> str:
         entries.pop()
 
 
-# ---- one request as a chat run -------------------------------------------------------------------
-class Relay:
-    """A completion request as the chat runner sees it (`ChatService.send(relay=...)`), and the
-    channel between the run and the HTTP response: chunks and the run's last event, in order."""
+# ---- one request's channel -------------------------------------------------------------------------------
+class RelayChannel:
+    """The door's end of a relayed request (chat/relay.py's RelaySink), and the request's connection to
+    the event bus (subscribed to its session like a WebSocket client): the upstream's chunks and the
+    run's last event, in order, for the HTTP answer."""
 
-    def __init__(self, agent: "Agent", key: str, body: dict[str, Any], *, memory: bool, capture: bool):
-        self.agent, self.key, self.body = agent, key, body
-        self.memory, self.capture = memory, capture
-        last = body["messages"][-1]
-        self.user_text = (text_of(last.get("content")) or None) if last["role"] == "user" else None
-        self.query = next((text_of(m.get("content")) for m in reversed(body["messages"]) if m["role"] == "user"), "")
-        self.recalled: list[dict[str, Any]] = []
-        self.error: UpstreamError | None = None
-        self.completion: dict[str, Any] | None = None
+    def __init__(self, slow_consumer_seconds: float):
+        self.connection_id = "openai-" + uuid.uuid4().hex[:12]
+        self.subscriptions: set[str] = set()
+        self.slow_consumer_seconds = slow_consumer_seconds
         self.run_id: str | None = None
+        self.session_key: str | None = None
+        self.capture = True
+        self.completion: dict[str, Any] | None = None
+        self.error: UpstreamError | None = None
+        self.memory: list[dict[str, Any]] = []  # what was recalled into the request
         self.ended = False
         self._queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
         self._room = asyncio.Event()
         self._room.set()
 
-    def listener(self, method: str, event: dict[str, Any]) -> None:
-        if method in ("chat.final", "chat.error", "chat.aborted"):
-            self._queue.put_nowait(("end", method, event))
+    # the event bus's Subscriber
+    def deliver(self, event: "Event") -> None:
+        if event.method in _ENDS:
+            self._queue.put_nowait(("end", event.method, event.params))
 
-    async def get(self) -> tuple[Any, ...]:
-        item = await self._queue.get()
-        if self._queue.qsize() < QUEUE_HIGH // 2:
-            self._room.set()
-        if item[0] == "end":
-            self.ended = True
-        return item
-
-    async def _put(self, chunk: dict[str, Any]) -> None:
-        self._queue.put_nowait(("chunk", chunk))
+    # chat/relay.py's RelaySink
+    async def chunk(self, obj: dict[str, Any]) -> None:
+        self._queue.put_nowait(("chunk", obj))
         if self._queue.qsize() >= QUEUE_HIGH:  # the client reads slower than the upstream writes
             self._room.clear()
-            wait = self.agent.chat.config.server.slow_consumer_seconds
+            wait = self.slow_consumer_seconds
             try:  # as long as a WebSocket subscriber may take: a client that never reads holds nothing
                 async with asyncio.timeout(wait):
                     await self._room.wait()
@@ -261,87 +147,47 @@ class Relay:
                     retryable=True,
                 ) from None
 
-    async def stream(self, recalled: list[dict[str, Any]]) -> AsyncIterator[Delta | Usage]:
-        """The run's source: the upstream's answer; chunks go to the HTTP response, text to the run."""
-        self.recalled = recalled
-        body = {**self.body, "messages": with_memory(self.body["messages"], recalled)}
-        try:
-            answer = await self.agent.chat.provider.relay(body, recalled)
-            if not self.body.get("stream"):
-                self.completion = _checked(answer, "completion")
-                for item in _items(answer):
-                    yield item
-                return
-            async with contextlib.aclosing(answer) as chunks:
-                async for chunk in chunks:
-                    await self._put(_checked(chunk, "chunk"))
-                    for item in _items(chunk):
-                        yield item
-        except UpstreamError as exc:
-            self.error = exc
-            raise
+    def recalled(self, hits: list[dict[str, Any]]) -> None:
+        self.memory = hits
 
-    async def abort(self) -> None:
-        """The client is gone: the run stops, its partial reply is kept marked aborted."""
-        if not self.ended and self.run_id is not None:
-            await self.agent.chat.abort(self.key, self.run_id)
+    def completed(self, obj: dict[str, Any]) -> None:
+        self.completion = obj
 
-    def watch(self, receive: Any) -> "asyncio.Task[None]":
-        """A task that stops the run (and with it the upstream request) when the client goes away."""
+    def refused(self, exc: UpstreamError) -> None:
+        self.error = exc
 
-        async def watch() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            await self.abort()
-
-        return asyncio.create_task(watch(), name=f"openai-watch-{self.run_id}")
+    # the door's side
+    async def get(self) -> tuple[Any, ...]:
+        """The next chunk, or ("end", method, event) of this run."""
+        while True:
+            item = await self._queue.get()
+            if self._queue.qsize() < QUEUE_HIGH // 2:
+                self._room.set()
+            if item[0] == "end":
+                if item[2].get("runId") != self.run_id:
+                    continue  # another run of the session (the one before, told late)
+                self.ended = True
+            return item
 
     def jarvis(self) -> dict[str, Any]:
         """The extra field of the last chunk (or of the completion): session, run and recalled sources."""
         return {
-            "session": self.key if self.capture else None,
+            "session": self.session_key if self.capture else None,
             "runId": self.run_id,
-            "memory": json.loads(memory_header(self.recalled)),
+            "memory": json.loads(memory_header(self.memory)),
         }
 
     def headers(self) -> dict[str, str]:
-        headers = {"X-Jarvis-Memory": memory_header(self.recalled)}
-        if self.capture:
-            headers["X-Jarvis-Session"] = self.key
+        headers = {"X-Jarvis-Memory": memory_header(self.memory)}
+        if self.capture and self.session_key is not None:
+            headers["X-Jarvis-Session"] = self.session_key
         return headers
 
 
-def _checked(obj: Any, what: str) -> dict[str, Any]:
-    if not isinstance(obj, dict):
-        raise UpstreamError(f"the chat provider sent a {what} that is not a JSON object", 502, retryable=True)
-    return obj
-
-
-def _choices(obj: dict[str, Any]) -> list[Any]:
-    """The `choices` of a chunk or a completion; none when the upstream sent something else there."""
-    choices = obj.get("choices")
-    return choices if isinstance(choices, list) else []
-
-
-def _items(obj: dict[str, Any]) -> list[Delta | Usage]:
-    """The text of the first choice and the usage in a chunk or a completion object."""
-    out: list[Delta | Usage] = []
-    for choice in _choices(obj):
-        if isinstance(choice, dict) and choice.get("index", 0) == 0:
-            part = choice.get("delta") or choice.get("message") or {}
-            text = part.get("content") if isinstance(part, dict) else None
-            if text:  # a string, or content parts: the run's upstream.checked takes their text
-                out.append(Delta(text))
-    usage = obj.get("usage")
-    if isinstance(usage, dict):
-        with contextlib.suppress(TypeError, ValueError, OverflowError):  # counts that are not numbers: none told
-            out.append(Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)))
-    return out
-
-
-def _failure(relay: Relay, event: dict[str, Any]) -> ApiError:
-    """A run that ended in chat.error, as the HTTP error to answer with."""
-    exc = relay.error
+def _failure(channel: RelayChannel, event: dict[str, Any]) -> ApiError:
+    """A run that ended in chat.error, as the HTTP error to answer with: the upstream's own refusal as it
+    gave it, any other failure as its one error value."""
+    exc = channel.error
     if exc is not None:
         error = exc.error or {}
         code = "upstream_timeout" if exc.status == 504 else "upstream_error"
@@ -383,14 +229,14 @@ def _sse(obj: Any) -> bytes:
 
 def _is_tail(chunk: dict[str, Any]) -> bool:
     """A chunk that may be the stream's last: no choices (usage) or one that finishes."""
-    choices = _choices(chunk)
-    return not choices or any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
+    found = choices(chunk)
+    return not found or any(isinstance(c, dict) and c.get("finish_reason") for c in found)
 
 
-async def _frames(relay: Relay, first: tuple[Any, ...]) -> AsyncIterator[bytes]:
+async def _frames(channel: RelayChannel, body: dict[str, Any], first: tuple[Any, ...]) -> AsyncIterator[bytes]:
     """The SSE body. Text goes out as it comes; the tail chunks are held so that the last one can carry
     the `jarvis` field."""
-    include_usage = bool((relay.body.get("stream_options") or {}).get("include_usage"))
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     held: list[dict[str, Any]] = []
     last: dict[str, Any] = {}
     item = first
@@ -412,7 +258,7 @@ async def _frames(relay: Relay, first: tuple[Any, ...]) -> AsyncIterator[bytes]:
                 for h in held:
                     yield _sse(h)
                 # OpenAI's mid-stream error: the SDK raises it (a stream that just ends reads as whole)
-                failure = _failure(relay, event) if method == "chat.error" else _aborted(event)
+                failure = _failure(channel, event) if method == "chat.error" else _aborted(event)
                 yield _sse(
                     {
                         "error": {
@@ -427,10 +273,10 @@ async def _frames(relay: Relay, first: tuple[Any, ...]) -> AsyncIterator[bytes]:
             if event.get("truncated") or not held:  # cut at chat.maxReplyChars, or the upstream sent no tail
                 held = [
                     {
-                        "id": last.get("id", f"chatcmpl-{relay.run_id}"),
+                        "id": last.get("id", f"chatcmpl-{channel.run_id}"),
                         "object": "chat.completion.chunk",
                         "created": last.get("created", 0),
-                        "model": last.get("model", relay.body["model"]),
+                        "model": last.get("model", body["model"]),
                         "choices": [
                             {
                                 "index": 0,
@@ -441,123 +287,143 @@ async def _frames(relay: Relay, first: tuple[Any, ...]) -> AsyncIterator[bytes]:
                         ],
                     }
                 ]
-            held[-1] = {**held[-1], "jarvis": relay.jarvis()}
+            held[-1] = {**held[-1], "jarvis": channel.jarvis()}
             for h in held:
                 yield _sse(h)
             yield b"data: [DONE]\n\n"
             return
-        item = await relay.get()
-
-
-def _event_stream(relay: Relay, first: tuple[Any, ...]) -> "Response":
-    from starlette.responses import Response
-
-    class EventStream(Response):
-        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-            headers = [
-                (b"content-type", b"text/event-stream; charset=utf-8"),
-                (b"cache-control", b"no-cache"),
-                (b"x-accel-buffering", b"no"),
-            ]
-            headers += [(k.lower().encode(), v.encode()) for k, v in relay.headers().items()]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-
-            watcher = relay.watch(receive)
-            try:
-                async with contextlib.aclosing(_frames(relay, first)) as frames:
-                    async for frame in frames:
-                        await send({"type": "http.response.body", "body": frame, "more_body": True})
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-            except OSError:  # the client went away while we wrote
-                pass
-            finally:
-                watcher.cancel()
-                with contextlib.suppress(BaseException):
-                    await relay.abort()
-
-    return EventStream()
+        item = await channel.get()
 
 
 # ---- the routes --------------------------------------------------------------------------------
-def routes(services: "Services") -> list["BaseRoute"]:
+def routes(services: "ServiceAccess") -> list["BaseRoute"]:
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
     config = services.config
+    calls = services.calls
+
+    def call(method: str, params: dict[str, Any], channel: RelayChannel | None = None) -> Any:
+        return calls.perform(Call(Door.OPENAI, method, params, connection=channel))
+
+    async def stop(channel: RelayChannel) -> None:
+        """The client is gone: the run stops, its partial reply is kept marked aborted."""
+        if not channel.ended and channel.run_id is not None:
+            with contextlib.suppress(JarvisError):
+                await call("chat.abort", {"sessionKey": channel.session_key, "runId": channel.run_id})
+
+    def watch(channel: RelayChannel, receive: Any) -> "asyncio.Task[None]":
+        """A task that stops the run (and with it the upstream request) when the client goes away."""
+
+        async def watching() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            await stop(channel)
+
+        return asyncio.create_task(watching(), name=f"openai-watch-{channel.run_id}")
+
+    def event_stream(channel: RelayChannel, body: dict[str, Any], first: tuple[Any, ...]) -> Response:
+        class EventStream(Response):
+            async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+                headers = [
+                    (b"content-type", b"text/event-stream; charset=utf-8"),
+                    (b"cache-control", b"no-cache"),
+                    (b"x-accel-buffering", b"no"),
+                ]
+                headers += [(k.lower().encode(), v.encode()) for k, v in channel.headers().items()]
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                watcher = watch(channel, receive)
+                try:
+                    async with contextlib.aclosing(_frames(channel, body, first)) as frames:
+                        async for frame in frames:
+                            await send({"type": "http.response.body", "body": frame, "more_body": True})
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                except OSError:  # the client went away while we wrote
+                    pass
+                finally:
+                    watcher.cancel()
+                    with contextlib.suppress(BaseException):
+                        await stop(channel)
+                    services.bus.drop(channel)
+
+        return EventStream()
 
     async def models(request: Request) -> Response:
-        agent = await services.agent()
-        return JSONResponse({"object": "list", "data": await agent.chat.provider.list_models()})
+        try:
+            found = (await call("chat.models", {}))["models"]
+        except JarvisError as exc:
+            return ApiError.of(exc).response()
+        return JSONResponse({"object": "list", "data": found})
 
     async def model(request: Request) -> Response:
-        agent = await services.agent()
         wanted = request.path_params["model"]
-        for found in await agent.chat.provider.list_models():
-            if found.get("id") == wanted:
-                return JSONResponse(found)
-        return ApiError(
-            404,
-            f"The model `{wanted}` does not exist; GET /v1/models lists them",
-            param="model",
-            code="model_not_found",
-        ).response()
+        try:
+            found = (await call("chat.models", {}))["models"]
+            for one in found:
+                if one.get("id") == wanted:
+                    return JSONResponse(one)
+            raise NotFound(f"The model `{wanted}` does not exist; GET /v1/models lists them")
+        except JarvisError as exc:
+            refused = ApiError.of(exc)
+            if isinstance(exc, NotFound):
+                refused.param, refused.code = "model", "model_not_found"
+            return refused.response()
 
     async def completions(request: Request) -> Response:
         try:
             return await _complete(request)
         except ApiError as exc:
             return exc.response()
+        except JarvisError as exc:
+            return ApiError.of(exc).response()
 
     async def _complete(request: Request) -> Response:
-        body = parse_request(await request.body())
-        key = session_for(request.headers, body)
+        try:
+            body = orjson.loads(await request.body())
+        except orjson.JSONDecodeError as exc:
+            raise ApiError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
         off = {"off", "false", "0", "no"}
-        memory = config.openai_api.memory and request.headers.get("x-jarvis-memory", "").lower() not in off
-        capture = config.openai_api.capture and request.headers.get("x-jarvis-capture", "").lower() not in off
-        with services.request_scope():
-            agent = await services.agent()
-            relay = Relay(agent, key, body, memory=memory, capture=capture)
+        params = {
+            "request": body,
+            "session": request.headers.get("x-jarvis-session"),
+            "memory": config.openai_api.memory and request.headers.get("x-jarvis-memory", "").lower() not in off,
+            "capture": config.openai_api.capture and request.headers.get("x-jarvis-capture", "").lower() not in off,
+        }
+        channel = RelayChannel(config.server.slow_consumer_seconds)
+        try:
+            started = await call("chat.relay", params, channel)
+            stream = body.get("stream") is True  # the body is valid now (the call validated it)
+            channel.run_id, channel.session_key, channel.capture = (
+                started["runId"],
+                started["sessionKey"],
+                params["capture"],
+            )
+            watcher = watch(channel, request.receive)  # until the response is under way
             try:
-                if capture:
-                    await _ensure_session(agent, key, body)
-                started = await agent.chat.send(key, relay.user_text, None, relay=relay)
-            except SessionLimit as exc:
-                raise ApiError(409, exc.message, type_="conflict_error", code="session_limit") from None
-            except Conflict as exc:
-                raise ApiError(
-                    409, f"{exc.message}; retry when it has ended", type_="conflict_error", code="session_busy"
-                ) from None
-            except Unavailable as exc:
-                raise ApiError(
-                    503, exc.message, type_="server_error", code="unavailable", headers={"Retry-After": "1"}
-                ) from None
-            except JarvisError as exc:
-                raise ApiError(400, exc.message, code="invalid_request") from None
-            relay.run_id = started["runId"]
-            watcher = relay.watch(request.receive)  # until the response is under way
-            try:
-                first = await relay.get()
-                if not (body.get("stream") and first[0] == "chunk"):
+                first = await channel.get()
+                if not (stream and first[0] == "chunk"):
                     while first[0] != "end":
-                        first = await relay.get()
+                        first = await channel.get()
             except BaseException:
-                await asyncio.shield(relay.abort())
+                await asyncio.shield(stop(channel))
                 raise
             finally:
                 watcher.cancel()
-        if first[0] == "chunk":
-            return _event_stream(relay, first)
+        except BaseException:
+            services.bus.drop(channel)
+            raise
+        if first[0] == "chunk" or (stream and first[1] == "chat.final"):  # (an upstream stream of no chunk)
+            return event_stream(channel, body, first)
+        services.bus.drop(channel)
         if first[1] == "chat.error":
-            raise _failure(relay, first[2])
+            raise _failure(channel, first[2])
         if first[1] == "chat.aborted":
             raise _aborted(first[2])
-        if body.get("stream"):  # an upstream stream with no chunk at all
-            return _event_stream(relay, first)
         return Response(
-            _json({**(relay.completion or {}), "jarvis": relay.jarvis()}),
+            _json({**(channel.completion or {}), "jarvis": channel.jarvis()}),
             200,
             media_type="application/json",
-            headers=relay.headers(),
+            headers=channel.headers(),
         )
 
     return [
@@ -565,19 +431,3 @@ def routes(services: "Services") -> list["BaseRoute"]:
         Route("/v1/models/{model:path}", model, methods=["GET"]),
         Route("/v1/chat/completions", completions, methods=["POST"]),
     ]
-
-
-async def _ensure_session(agent: "Agent", key: str, body: dict[str, Any]) -> None:
-    """The session exists, named after the conversation's first user message."""
-    if not await agent.sessions.exists(key):
-        try:
-            await agent.sessions.create(key=key)
-        except SessionLimit:
-            raise
-        except Conflict:
-            pass  # created by a request a moment ago
-        else:
-            if agent.memory is not None:
-                agent.memory.session_started(key)
-    first = next((text_of(m.get("content")) for m in body["messages"] if m["role"] == "user"), "")
-    await name_after_first_message(agent, key, first)

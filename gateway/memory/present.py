@@ -33,3 +33,20 @@ def heading(hit: Mapping[str, Any]) -> str:
     if newer := day(hit.get("supersededBy")):
         parts.append(f"superseded by {newer}")
     return " · ".join(parts)
+
+
+def prompt_section(hits: list[Mapping[str, Any]]) -> str:
+    """The recalled memory as it is added to a system prompt, each snippet under its citation: when it
+    was said, in which conversation, where. Newer statements come first where hits disagree, and an
+    older one says what superseded it."""
+    if not hits:
+        return ""
+    return "\n\n## Recalled memory\n" + "\n\n".join(f"[{heading(r)}]\n{r['snippet']}" for r in hits)
+
+
+def references(hits: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Where each hit is, for a client to find it again: path, lines and score (/v1's X-Jarvis-Memory)."""
+    return [
+        {"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"], "score": round(float(r["score"]), 4)}
+        for r in hits
+    ]
