@@ -37,7 +37,7 @@ from ..tasks import KeyedLocks, log_failure
 from .compaction import Compactor, read_state
 from ..storage.base import RunLedger, SessionStore
 from .providers import ChatProvider, ToolsRejected
-from ..memory.present import prompt_section
+from ..memory.present import prompt_section, reference
 from .recall import recall_for_turn
 from .relay import RelayedTurn
 from .stream import Delta, ToolCalls, Usage
@@ -559,19 +559,7 @@ class ChatService:
                 )
                 truncated = room <= 0
             content = "".join(run.parts)
-            memory = _distinct(
-                [
-                    {
-                        "path": r["path"],
-                        "startLine": r["startLine"],
-                        "endLine": r["endLine"],
-                        "score": r["score"],
-                        **{f: r[f] for f in ("date", "supersededBy") if r.get(f)},
-                    }
-                    for r in recalled
-                ]
-                + run.found
-            )
+            memory = _distinct([reference(r) for r in recalled] + run.found)
             # What was recalled is kept with the reply, so history can show it later.
             extra: dict[str, Any] = {"memory": memory} if memory else {}
             if truncated:

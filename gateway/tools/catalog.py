@@ -19,7 +19,6 @@ exception.
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
@@ -29,7 +28,7 @@ import structlog
 
 from ..errors import InternalError, Invalid, JarvisError
 from ..methods import memory as _memory_methods  # noqa: F401  (registers the memory.* methods the tools run)
-from ..memory.present import heading
+from ..memory.present import reference, tool_line
 from ..neterrors import short as _short
 from ..registry import registry
 from ..schema import Obj
@@ -40,7 +39,6 @@ log = structlog.get_logger("gateway.tools")
 Caller = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 RESULT_CHARS = 8000  # a tool result's text; a model's context is precious
-SNIPPET_CHARS = 400  # of each search/recall hit
 MAX_ARGUMENT_BYTES = 256 << 10  # a tool call's arguments, as JSON; memory_set's value is ≤ 100k chars
 
 
@@ -170,15 +168,6 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _ref(r: dict[str, Any]) -> dict[str, Any]:
-    out = {"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"]}
-    if r.get("score") is not None:
-        out["score"] = r["score"]
-    if r.get("date") or r.get("timestamp"):
-        out["date"] = r.get("date") or r.get("timestamp")
-    return out
-
-
 async def _sessions(results: list[dict[str, Any]], params: dict[str, Any], caller: Caller) -> dict[str, str]:
     """sessionKey → its label, for the transcripts among results."""
     out: dict[str, str] = {}
@@ -193,21 +182,6 @@ async def _sessions(results: list[dict[str, Any]], params: dict[str, Any], calle
     return out
 
 
-def _hit(i: int, r: dict[str, Any], where: dict[str, str]) -> str:
-    """One result: its citation (memory/present.py: when, which conversation, where, how it stands),
-    then what it says."""
-    hit = {**r, "date": r.get("date") or r.get("timestamp"), "session": where.get(r.get("sessionKey") or "")}
-    about = [f"key {r['key']}"] if r.get("key") else []
-    if r.get("score") is not None:
-        about.append(f"score {r['score']:.2f}")
-    text = _FRONT_MATTER.sub("", " ".join(str(r.get("snippet", "")).split()), count=1)
-    tail = f" ({'; '.join(about)})" if about else ""
-    return f"[{i}] {heading(hit)}{tail}\n    {_short(text, SNIPPET_CHARS)}"
-
-
-_FRONT_MATTER = re.compile(r"^---\s(?:(?!---).)*---\s*")  # a keyed memory's own metadata: cited already
-
-
 async def _hits(result: dict, params: dict, caller: Caller, what: str) -> ToolOutcome:
     results = result.get("results") or []
     where = await _sessions(results, params, caller)
@@ -217,8 +191,8 @@ async def _hits(result: dict, params: dict, caller: Caller, what: str) -> ToolOu
         if results
         else f"No memory matched {what}." + (f" ({result['degraded']})" if result.get("degraded") else "")
     ]
-    lines += [_hit(i, r, where) for i, r in enumerate(results, 1)]
-    return ToolOutcome(_bounded(lines), _plural(len(results), "result"), memory=[_ref(r) for r in results])
+    lines += [tool_line(i, {**r, "session": where.get(r.get("sessionKey") or "")}) for i, r in enumerate(results, 1)]
+    return ToolOutcome(_bounded(lines), _plural(len(results), "result"), memory=[reference(r) for r in results])
 
 
 async def _search(result: dict, params: dict, caller: Caller) -> ToolOutcome:
