@@ -11,6 +11,7 @@ function here, and nothing else shapes a hit:
     offline_line(hit)      one hit in the offline responder's answer
     cli_lines(hit)         one hit of `jarvis memory search`
     reference(hit)         where it is and when, in chat.final's and a tool's `memory` list
+    label_sessions(hits, label_of)   each transcript hit's `session` (its conversation's label), looked up
     references(hits)       where they are, compact (/v1's X-Jarvis-Memory and `jarvis` field)
 
 A hit is a `memory.search` result (`path`, `startLine`, `endLine`, `score`, `snippet`, `date`, and where
@@ -21,13 +22,15 @@ it up. Fields this module does not know pass through `shape` as they are.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import contextlib
+from typing import Any, Awaitable, Callable, Mapping
 
 from ..neterrors import short
 from .notes.keyed import snippet_value
 
 TOOL_SNIPPET_CHARS = 400  # of each hit in a tool's result
 OFFLINE_SNIPPET_CHARS = 240
+SESSION_LABEL_CHARS = 60
 
 
 def day(iso: object) -> str:
@@ -117,3 +120,15 @@ def references(hits: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
         {"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"], "score": round(float(r["score"]), 4)}
         for r in hits
     ]
+
+
+async def label_sessions(hits: list[dict[str, Any]], label_of: Callable[[str], Awaitable[str | None]]) -> None:
+    """Give each transcript hit its conversation's label (`session`, for `heading`), each session looked
+    up once; a session deleted meanwhile, or without a label, is cited by its path alone."""
+    labels: dict[str, str] = {}
+    for key in dict.fromkeys(r["sessionKey"] for r in hits if r.get("sessionKey")):
+        with contextlib.suppress(Exception):  # deleted meanwhile: the citation keeps its path
+            labels[key] = short(await label_of(key) or "", SESSION_LABEL_CHARS)
+    for r in hits:
+        if labels.get(r.get("sessionKey") or ""):
+            r["session"] = labels[r["sessionKey"]]

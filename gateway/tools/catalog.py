@@ -28,7 +28,7 @@ import structlog
 
 from ..errors import InternalError, Invalid, JarvisError
 from ..methods import memory as _memory_methods  # noqa: F401  (registers the memory.* methods the tools run)
-from ..memory.present import reference, tool_line
+from ..memory.present import label_sessions, reference, tool_line
 from ..neterrors import short as _short
 from ..registry import registry
 from ..schema import Obj
@@ -168,30 +168,21 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-async def _sessions(results: list[dict[str, Any]], params: dict[str, Any], caller: Caller) -> dict[str, str]:
-    """sessionKey → its label, for the transcripts among results."""
-    out: dict[str, str] = {}
-    for key in dict.fromkeys(r["sessionKey"] for r in results if r.get("sessionKey")):
-        try:
-            s = await caller(
-                "sessions.get", {"sessionKey": key, **({"agentId": params["agentId"]} if params.get("agentId") else {})}
-            )
-        except Exception:  # deleted meanwhile: the citation still has its path
-            continue
-        out[key] = _short(s.get("label") or key, 60)
-    return out
-
-
 async def _hits(result: dict, params: dict, caller: Caller, what: str) -> ToolOutcome:
     results = result.get("results") or []
-    where = await _sessions(results, params, caller)
+    agent = {"agentId": params["agentId"]} if params.get("agentId") else {}
+
+    async def label_of(key: str) -> str | None:
+        return (await caller("sessions.get", {"sessionKey": key, **agent})).get("label")
+
+    await label_sessions(results, label_of)
     head = f"{_plural(len(results), 'result')} for {what}"
     lines = [
         head + (f" ({result['degraded']})" if result.get("degraded") else "") + ":"
         if results
         else f"No memory matched {what}." + (f" ({result['degraded']})" if result.get("degraded") else "")
     ]
-    lines += [tool_line(i, {**r, "session": where.get(r.get("sessionKey") or "")}) for i, r in enumerate(results, 1)]
+    lines += [tool_line(i, r) for i, r in enumerate(results, 1)]
     return ToolOutcome(_bounded(lines), _plural(len(results), "result"), memory=[reference(r) for r in results])
 
 
