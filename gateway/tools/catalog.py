@@ -168,7 +168,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-async def _hits(result: dict, params: dict, caller: Caller, what: str) -> ToolOutcome:
+async def _render_hits(result: dict, params: dict, caller: Caller, what: str) -> ToolOutcome:
     results = result.get("results") or []
     agent = {"agentId": params["agentId"]} if params.get("agentId") else {}
 
@@ -186,20 +186,20 @@ async def _hits(result: dict, params: dict, caller: Caller, what: str) -> ToolOu
     return ToolOutcome(_bounded(lines), _plural(len(results), "result"), memory=[reference(r) for r in results])
 
 
-async def _search(result: dict, params: dict, caller: Caller) -> ToolOutcome:
-    return await _hits(result, params, caller, f"{params['query']!r}")
+async def _render_search(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+    return await _render_hits(result, params, caller, f"{params['query']!r}")
 
 
-async def _recall(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+async def _render_recall(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     span = f"{(result.get('from') or 'the beginning')[:16]} – {str(result.get('to'))[:16]}".replace("T", " ")
     what = f"{span}" + (f", query {params['query']!r}" if params.get("query") else "")
-    out = await _hits(result, params, caller, what)
+    out = await _render_hits(result, params, caller, what)
     if result.get("matched", 0) > len(result.get("results") or []):
         out.text += f"\n({result['matched']} in the period; raise k or narrow it to see more)"
     return out
 
 
-async def _get(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+async def _render_get(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     if "key" in result and "value" in result:  # a keyed memory
         text = (
             f"{result['key']} ({result['category']}, updated {str(result.get('updated'))[:10]}, "
@@ -225,7 +225,7 @@ async def _get(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     )
 
 
-async def _set(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+async def _render_set(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     verb = "Replaced" if result.get("replaced") else "Stored"
     moved = f" (moved from {result['movedFrom']})" if result.get("movedFrom") else ""
     return ToolOutcome(
@@ -234,11 +234,11 @@ async def _set(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     )
 
 
-async def _delete(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+async def _render_delete(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     return ToolOutcome(f"Deleted {result['key']} ({result['category']}, {result['path']}).", f"deleted {result['key']}")
 
 
-async def _list(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+async def _render_list(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     items, total = result.get("memories") or [], result.get("total", 0)
     start = params.get("offset") or 0
     head = (
@@ -255,12 +255,12 @@ async def _list(result: dict, params: dict, caller: Caller) -> ToolOutcome:
 
 
 RENDER: dict[str, Callable[[dict, dict, Caller], Awaitable[ToolOutcome]]] = {
-    "memory_search": _search,
-    "memory_get": _get,
-    "memory_set": _set,
-    "memory_delete": _delete,
-    "memory_list": _list,
-    "memory_recall": _recall,
+    "memory_search": _render_search,
+    "memory_get": _render_get,
+    "memory_set": _render_set,
+    "memory_delete": _render_delete,
+    "memory_list": _render_list,
+    "memory_recall": _render_recall,
 }
 
 
