@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Callable
 import structlog
 
 from . import __version__
-from .auth import TokenStore
 from .chat.providers import make_provider
 from .config import Config
 from .events import EventBus
@@ -24,6 +23,8 @@ from .methods import chat as _chat_methods  # noqa: F401  (registers methods)
 from .methods import sessions as _session_methods  # noqa: F401
 from .methods import memory as _memory_methods  # noqa: F401
 from .methods import system as _system_methods  # noqa: F401
+from .methods import principals as _principal_methods  # noqa: F401
+from .methods import admin as _admin_methods  # noqa: F401
 from .fsutil import ensure_private_dir, lock_state_dir
 from .doors import openai
 from .doors.httpapi import HttpApi
@@ -77,11 +78,12 @@ class Gateway:
         cfg = self.config
         ensure_private_dir(cfg.state_dir)
         self._lock_fd = lock_state_dir(cfg.state_dir)  # raises StateDirInUse when another gateway has it
-        tokens = TokenStore(cfg.token, cfg.token_file)
-        await asyncio.to_thread(tokens.load)
         provider = make_provider(cfg)
         self.storage = await open_storage(cfg)
         self.services = Services(cfg, EventBus(), provider, self.storage)
+        tokens = self.services.principals.tokens
+        await asyncio.to_thread(tokens.load)
+        await self.services.principals.start()
         await self.services.agent(cfg.agent_id, create=True)
         self.services.start_background()
         self.server = GatewayServer(self.services, tokens)

@@ -15,7 +15,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from .principals import Principal, owner
+
 if TYPE_CHECKING:  # pragma: no cover
+    from .access import Principals
     from .config import Config
     from .events import Event, EventBus
     from .storage.base import Storage
@@ -32,26 +35,23 @@ class Door(StrEnum):
     CLI = "cli"  # `jarvis …` in process, when no gateway of the state dir answers
 
 
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who is calling. Today every door admits only holders of the gateway token, who are the owner
-    and may call every method; principals with scopes (checked in `Dispatcher.admit`) come next."""
-
-    name: str = "owner"
-
-
-OWNER = Principal()
+# Who calls: every door admits only the holder of the gateway token today, the owner (principals.py), who
+# may call every method; the store's principals and their scopes come to the doors next (issue 33).
+OWNER = owner()
 
 
 class Connection(Protocol):
-    """What a handler may know of the door a call came through that hears events: a WebSocket
-    connection, or /v1's relay of one request. Subscribing it to a session (events.EventBus) makes it
-    hear that session's chat events."""
+    """What a handler may know of the caller's connection: a WebSocket connection, /v1's relay of one
+    request, the CLI's in-process caller (cli/dispatch.py). Subscribing it to a session (events.EventBus)
+    makes it hear that session's chat events."""
 
     connection_id: str
     subscriptions: set[str]
+    peer: str  # the client's address ("local": the CLI in this process)
+    closing: bool  # the client went away: long work for it (an import) may stop
 
-    def deliver(self, event: "Event") -> None: ...
+    def deliver(self, event: "Event") -> None:
+        """Send a notification to this caller (chat events, an import's progress); never blocks."""
 
 
 @dataclass(slots=True)
@@ -71,10 +71,15 @@ class ServiceAccess(Protocol):
     config: "Config"
     bus: "EventBus"
     storage: "Storage"
+    principals: "Principals"
     started: float
     agents: dict[str, Any]
     connection_count: Callable[[], int]
     calls: Any  # the one path of a call: dispatcher.Dispatcher (typed there; it imports this module)
+
+    @property
+    def stopping(self) -> bool:
+        """The gateway is shutting down: long work (an import) stops at its next step."""
 
     async def agent(self, agent_id: str | None = None, create: bool = False) -> Any: ...
 

@@ -13,13 +13,18 @@ The TOML file uses camelCase keys in sections that mirror the dataclasses below,
     [memory.search]
     rrfK = 60
 
-Every value is type-checked and range-checked; a bad one raises ConfigError naming the key
-(`memory.search.rrfK: must be an integer >= 1`), which the CLI prints and exits with code 2.
+Every value is type-checked and range-checked in one place (`_coerce`); a bad one raises ConfigError
+naming the key (`memory.search.rrfK: must be >= 1, got 0`), which the CLI prints and exits with code 2.
+A number must be finite (NaN compares false with every bound, so it is refused before any bound is
+looked at) and within its declared bounds, and never beyond `NUMBER_LIMIT` whatever they say; text
+(strings, paths, list items) must be valid Unicode without NUL, which no path, socket or PostgreSQL
+text can hold. The token follows the one token rule of auth.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import tomllib
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, get_args, get_origin, get_type_hints
 
+from .auth import token_problem
 from .schema import AGENT_ID
 from .tools.specs import CATALOG
 
@@ -45,9 +51,11 @@ def _camel(name: str) -> str:
     return head + "".join(p.title() for p in rest)
 
 
-# Validation rules, attached to fields via metadata: ge/le bounds and a set of allowed choices.
-def _f(default: Any = dataclasses.MISSING, *, ge=None, le=None, choices=None, factory=None, doc=""):
-    meta = {"ge": ge, "le": le, "choices": choices, "doc": doc}
+# Validation rules, attached to fields via metadata: ge/le bounds, a set of allowed choices, and for a
+# setting where 0 turns something off, the least value that turns it on (`on_from`: a period of 1e-300
+# seconds would spin a loop).
+def _f(default: Any = dataclasses.MISSING, *, ge=None, le=None, choices=None, on_from=None, factory=None, doc=""):
+    meta = {"ge": ge, "le": le, "choices": choices, "on_from": on_from, "doc": doc}
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
@@ -103,7 +111,9 @@ class ServerConfig:
         doc="largest reply frame (a batch's answer included); a "
         "bigger one is answered with an error saying to ask for less",
     )
-    ping_interval: float = _f(20.0, ge=0.0, doc="seconds; 0 disables keepalive pings")
+    ping_interval: float = _f(
+        20.0, ge=0.0, on_from=1.0, doc="seconds between keepalive pings (and to wait for the pong); 0 disables them"
+    )
     auth_timeout: float = _f(10.0, ge=0.1, doc="seconds to authenticate after connecting")
     shutdown_grace: float = _f(
         5.0,
@@ -202,7 +212,9 @@ class SessionsConfig:
     ephemeral_prefix: str = _f("hook:", doc="sessions whose key starts with this are pruned by age and count")
     ephemeral_max_age_hours: float = _f(48.0, ge=0.0, doc="ephemeral sessions idle longer are deleted")
     ephemeral_max_count: int = _f(500, ge=0, doc="at most this many ephemeral sessions are kept (newest)")
-    prune_interval_minutes: float = _f(10.0, ge=0.0, doc="how often to prune; 0 = at start and by sessions.prune only")
+    prune_interval_minutes: float = _f(
+        10.0, ge=0.0, on_from=0.001, doc="how often to prune; 0 = at start and by sessions.prune only"
+    )
     history_max_bytes: int = _f(
         2 << 20,
         ge=4096,
@@ -365,7 +377,7 @@ class SyncConfig:
     session_debounce_ms: int = _f(2000, ge=0, doc="delay after chat.final before a session is re-indexed")
     on_search: bool = _f(True, doc="sync before a search when the index is dirty")
     on_session_start: bool = _f(True, doc="sync in the background when a session is created and the index is dirty")
-    interval_minutes: float = _f(0.0, ge=0.0, doc="sync everything every N minutes; 0 = off")
+    interval_minutes: float = _f(0.0, ge=0.0, on_from=0.001, doc="sync everything every N minutes; 0 = off")
     force_on_flush: bool = _f(True, doc="the sync after a compaction flush re-reads files even if size/mtime match")
     processes: int = _f(
         -1,
@@ -525,6 +537,55 @@ ENV_VARS: dict[str, str] = {
 }
 
 
+NUMBER_LIMIT = 2**53
+"""No number setting goes beyond this (in absolute value), whatever its own bounds: every integer up to
+it is exact as a float too, and it is far past any sensible count, size or duration."""
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """`value` as an error message quotes it: repr, cut to `limit` characters (a huge integer by its size:
+    repr() of one past 4,300 digits raises)."""
+    if isinstance(value, int) and not -(10**30) < value < 10**30:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _text(key: str, value: str) -> str:
+    """A string setting's one rule: text that a path, a socket and both storage engines can hold."""
+    if "\x00" in value:
+        raise ConfigError(f"{key}: must not contain NUL (U+0000) characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: a byte of the environment that is not UTF-8
+        raise ConfigError(f"{key}: must be valid Unicode text (UTF-8 in the environment and in files)") from None
+    return value
+
+
+def _number(key: str, value: Any, typ: type, meta: Mapping[str, Any], from_text: bool) -> int | float:
+    """An int or float setting: its type, finite, inside its declared bounds and NUMBER_LIMIT."""
+    kind = "an integer" if typ is int else "a number"
+    if from_text and isinstance(value, str):
+        try:
+            value = int(value.strip()) if typ is int else float(value)
+        except ValueError:
+            raise ConfigError(f"{key}: must be {kind}, got {_shown(value)}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (typ is int and not isinstance(value, int)):
+        raise ConfigError(f"{key}: must be {kind}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{key}: must be a finite number, got {value}")
+    low, high = meta.get("ge"), meta.get("le")
+    high = NUMBER_LIMIT if high is None else min(high, NUMBER_LIMIT)
+    low = -NUMBER_LIMIT if low is None else max(low, -NUMBER_LIMIT)
+    if not value >= low:  # `not >=`: true for anything unordered, should one ever get here
+        raise ConfigError(f"{key}: must be >= {low}, got {_shown(value)}")
+    if not value <= high:
+        raise ConfigError(f"{key}: must be <= {high}, got {_shown(value)}")
+    if meta.get("on_from") is not None and value != 0 and not value >= meta["on_from"]:
+        raise ConfigError(f"{key}: must be 0 (off) or at least {meta['on_from']}, got {_shown(value)}")
+    return typ(value)
+
+
 def _coerce(key: str, value: Any, typ: Any, meta: Mapping[str, Any], from_text: bool) -> Any:
     """Check (and for env/CLI text, convert) one value against its declared type and rules."""
     origin = get_origin(typ)
@@ -543,13 +604,13 @@ def _coerce(key: str, value: Any, typ: Any, meta: Mapping[str, Any], from_text: 
             value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{key}: must be a list of strings")
-        return list(value)
+        return [_text(key, v) for v in value]
     if typ is Path or (origin is not None and Path in get_args(typ)):
         if value is None:
             return None
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{key}: must be a non-empty path string")
-        return Path(value).expanduser()
+        return Path(_text(key, value)).expanduser()
     if typ is bool:
         if from_text and isinstance(value, str):
             low = value.strip().lower()
@@ -561,31 +622,13 @@ def _coerce(key: str, value: Any, typ: Any, meta: Mapping[str, Any], from_text: 
             raise ConfigError(f"{key}: must be true or false")
         return value
     if typ is int or typ is float:
-        if from_text and isinstance(value, str):
-            try:
-                value = int(value) if typ is int else float(value)
-            except ValueError:
-                raise ConfigError(
-                    f"{key}: must be {'an integer' if typ is int else 'a number'}, got {value!r}"
-                ) from None
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or (typ is int and not isinstance(value, int))
-        ):
-            raise ConfigError(f"{key}: must be {'an integer' if typ is int else 'a number'}")
-        value = typ(value)
-        if meta.get("ge") is not None and value < meta["ge"]:
-            raise ConfigError(f"{key}: must be >= {meta['ge']}, got {value}")
-        if meta.get("le") is not None and value > meta["le"]:
-            raise ConfigError(f"{key}: must be <= {meta['le']}, got {value}")
-        return value
+        return _number(key, value, typ, meta, from_text)
     if typ is str:
         if not isinstance(value, str):
             raise ConfigError(f"{key}: must be a string")
         if meta.get("choices") and value not in meta["choices"]:
-            raise ConfigError(f"{key}: must be one of {', '.join(meta['choices'])}; got {value!r}")
-        return value
+            raise ConfigError(f"{key}: must be one of {', '.join(meta['choices'])}; got {_shown(value)}")
+        return _text(key, value)
     raise ConfigError(f"{key}: unsupported type")  # pragma: no cover - declarations are ours
 
 
@@ -624,7 +667,74 @@ def _nest(dotted: str, value: Any) -> dict[str, Any]:
     return out
 
 
-MIN_TOKEN_CHARS = 16
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+
+
+def _is_host(host: str) -> bool:
+    """An address to bind: an IP address (IPv6 with a zone too), or a DNS name; "" binds every address."""
+    import ipaddress
+
+    if host == "":
+        return True
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    name = host[:-1] if host.endswith(".") else host
+    return len(name) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in name.split("."))
+
+
+HTTP_URL_SETTINGS = ("chat.baseUrl", "memory.embeddings.baseUrl")  # every setting that is an endpoint's URL
+
+
+def _http_url_problem(url: str) -> str | None:
+    """Why `url` is no http(s) endpoint a client can call (as far as one can tell without calling it)."""
+    from urllib.parse import urlsplit
+
+    example = "e.g. http://127.0.0.1:11434/v1"
+    if not re.match(r"^https?://", url, re.I):
+        return f"must be an http:// or https:// URL ({example}), got {_shown(url)}"
+    if re.search(r"[\x00-\x20\x7f]", url):
+        return "must not contain spaces or control characters (percent-encode them)"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError when the port is not a number in 0..65535
+    except ValueError as exc:
+        return f"not a valid URL: {exc}"
+    host = parts.hostname or ""
+    if not host or not (_is_host(host) or ":" in host):  # (":": an IPv6 address, as [::1])
+        return f"must name a host ({example}), got {_shown(url)}"
+    return None
+
+
+def _database_url_problem(url: str) -> str | None:
+    """Why `url` is no PostgreSQL URL the driver can use (as far as one can tell without connecting)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    if not re.match(r"^postgres(ql)?://", url):
+        return "must be a postgresql:// URL (or empty for files in the state dir)"
+    if re.search(r"[\x00-\x20\x7f]", url):
+        return "must not contain spaces or control characters (percent-encode them)"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError when the port is not a number in 0..65535
+        query = parse_qs(parts.query, strict_parsing=False)
+    except ValueError as exc:
+        return f"not a valid URL: {exc}"
+    for mode in query.get("sslmode", []):
+        if mode not in _SSLMODES:
+            return f"sslmode must be one of {', '.join(_SSLMODES)}, got {_shown(mode)}"
+    return None
+
+
+def _setting(cfg: Config, dotted: str) -> Any:
+    """The value of a dotted camelCase key ("chat.baseUrl")."""
+    obj: Any = cfg
+    for part in dotted.split("."):
+        obj = getattr(obj, re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), part))
+    return obj
 
 
 def _validate(cfg: Config) -> None:
@@ -632,10 +742,10 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("agentId: must match [A-Za-z0-9._-]{1,64} and not be dots only")
     if cfg.memory.chunking.overlap >= cfg.memory.chunking.tokens:
         raise ConfigError("memory.chunking.overlap: must be smaller than memory.chunking.tokens")
-    if cfg.token and len(cfg.token) < MIN_TOKEN_CHARS:
+    problem = token_problem(cfg.token) if cfg.token else None
+    if problem:
         raise ConfigError(
-            f"token: at least {MIN_TOKEN_CHARS} characters (JARVIS_GATEWAY_TOKEN or config); a short "
-            f"token can be guessed. Leave it unset to use the generated one (jarvis token)"
+            f"token: {problem} (JARVIS_GATEWAY_TOKEN or config). Leave it unset to use the generated one (jarvis token)"
         )
     if cfg.sessions.history_max_bytes + (64 << 10) > cfg.server.max_reply_bytes:
         raise ConfigError(
@@ -651,8 +761,21 @@ def _validate(cfg: Config) -> None:
             f"chat.maxReplyChars: {cfg.chat.max_reply_chars} chars may encode to more than "
             f"server.maxReplyBytes ({cfg.server.max_reply_bytes}); lower it or raise maxReplyBytes"
         )
-    if cfg.storage.url and not re.match(r"^postgres(ql)?://", cfg.storage.url):
-        raise ConfigError("storage.url: must be a postgresql:// URL (or empty for files in the state dir)")
+    for key in HTTP_URL_SETTINGS:
+        url = _setting(cfg, key)
+        if url:
+            problem = _http_url_problem(url)
+            if problem:
+                raise ConfigError(f"{key}: {problem}")
+    if cfg.storage.url:
+        problem = _database_url_problem(cfg.storage.url)
+        if problem:
+            raise ConfigError(f"storage.url: {problem}")
+    if not _is_host(cfg.server.host):
+        raise ConfigError(
+            f"server.host: must be an IP address or a host name (letters, digits, '-' and '.'), "
+            f"got {_shown(cfg.server.host)}"
+        )
     if cfg.server.max_pending_per_address > cfg.server.max_pending_sockets:
         raise ConfigError(
             f"server.maxPendingPerAddress: must be <= server.maxPendingSockets ({cfg.server.max_pending_sockets})"
@@ -683,7 +806,7 @@ def load_config(
     if path.exists():
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a 5,000-digit number
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
         data.pop("stateDir", None)  # the file lives in the state dir; it cannot move it
         _apply(cfg, data, "", False, errors)

@@ -8,7 +8,8 @@ For every call, in this order:
 
 1. find: the method, offered at the call's door (`registry.method(doors=…)`), else MethodNotFound;
 2. admit: the principal may call it. Every caller today holds the gateway token and is the owner, who
-   may call everything; this is where a principal's scopes are to be checked, so every door refuses alike;
+   may call everything; this is where a principal's scopes (principals.py) are to be checked, so every
+   door refuses alike;
 3. validate: the params against the method's schema, before anything else touches them; an Invalid
    (of the schema or of the handler) names its field under `params`;
 4. run: the handler, inside `services.request_scope()` (agents it opens count as in use meanwhile);
@@ -35,7 +36,8 @@ from typing import Any, Awaitable, Callable, Protocol
 
 import structlog
 
-from .calls import Call, CallContext, Door, Principal, ServiceAccess
+from .calls import Call, CallContext, Door, ServiceAccess
+from .principals import Principal
 from .errors import (
     InternalError,
     Invalid,
@@ -73,8 +75,10 @@ class Dispatcher:
         return spec
 
     def admit(self, principal: Principal, spec: MethodSpec) -> None:
-        """Whether `principal` may call `spec`: the owner may call every method (the only principal
-        for now). Scopes are to be checked here, once for every door."""
+        """Whether `principal` may call `spec`, decided here once for every door. Every door admits only
+        the owner today (the gateway token), who may call every method; when the doors admit the store's
+        principals, their scopes are checked here (`principal.may_call(spec.name)`, principals.py's
+        METHOD_SCOPES), with the one error a refused scope gets."""
         return None
 
     async def perform(self, call: Call) -> Any:

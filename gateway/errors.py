@@ -204,24 +204,32 @@ _UNREACHABLE = {
     "CrashShutdownError",  # the server ended the connection
     "InternalClientError",
 }  # the driver's state after a connection ended mid-operation
-_CONNECTION_ERRNOS = {
-    errno.ECONNREFUSED,
-    errno.ECONNRESET,
-    errno.EPIPE,
-    errno.ETIMEDOUT,
-    errno.EHOSTUNREACH,
-    errno.ENETUNREACH,
-    errno.ENOENT,
-}  # ENOENT: a unix socket that is gone
+
+
+def _raised_in_driver(exc: BaseException) -> bool:
+    """Whether `exc` came up through the database driver's own code (its traceback passes asyncpg's
+    frames): an OSError there is the database that cannot be reached, whatever its errno."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_globals.get("__name__", "").startswith("asyncpg"):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def storage_unreachable(exc: BaseException) -> Unavailable | None:
     """The Unavailable that `exc` amounts to when it says the database cannot be reached, else None.
-    For a gateway on a database only (a refused connection is then the database's)."""
+    For a gateway on a database only (a refused connection is then the database's). Every way of not
+    reaching it counts, over TCP or a Unix socket: the driver's own errors for a connection that ended
+    or is refused (by class name), a refused or reset connection, and any OSError raised while the driver
+    connected or talked (a socket file that is missing or not a socket, no permission on it, a host name
+    that does not resolve, a timeout, a TLS handshake that failed)."""
     names = {cls.__name__ for cls in type(exc).__mro__}
     driver = type(exc).__module__.startswith("asyncpg")
-    if (driver and names & _UNREACHABLE) or (
-        isinstance(exc, ConnectionError) or (isinstance(exc, OSError) and exc.errno in _CONNECTION_ERRNOS and driver)
+    if (
+        (driver and names & _UNREACHABLE)
+        or isinstance(exc, ConnectionError)
+        or (isinstance(exc, OSError) and (driver or _raised_in_driver(exc)))
     ):
         return Unavailable(
             f"the database cannot be reached ({type(exc).__name__}: {str(exc)[:200]}); retry shortly",

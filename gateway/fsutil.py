@@ -29,7 +29,9 @@ def ensure_dir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, sync_dir: bool = True) -> None:
+    """Replace `path` with `data` whole (temp file, fsync, rename), owner-only. `sync_dir` False: the
+    caller fsyncs the folder itself, once for many files (`fsync_dir`), before it relies on the names."""
     ensure_dir(path.parent)
     try:
         old_mtime = path.stat().st_mtime_ns
@@ -49,7 +51,8 @@ def atomic_write(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    fsync_dir(path.parent)
+    if sync_dir:
+        fsync_dir(path.parent)
 
 
 def remove(path: Path) -> bool:

@@ -8,10 +8,17 @@
     PARAMS.json_schema()                  # {"type":"object","properties":{...},"required":[...],...}
 
 Defaults are filled in; unknown members are refused (a typo should not pass silently).
+
+Rules every declaration gets, whatever else it says (issue 36): a string is text both storage engines
+hold as it was given — no NUL (PostgreSQL text cannot store one) and no lone surrogate (no UTF-8 can
+encode one); an integer fits in 64 signed bits (PostgreSQL's bigint, SQLite's INTEGER, orjson); a number
+is finite. A value that breaks one is refused with `Invalid` naming the field, before anything stores
+or serialises it.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -20,11 +27,34 @@ from .errors import Invalid
 _MISSING = object()
 
 
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # what every integer param fits in, whatever its own bounds
+
+
+def text_problem(value: str) -> str | None:
+    """Why `value` is no text both engines hold faithfully (the one text rule), or None."""
+    if "\x00" in value:
+        return "must not contain NUL (U+0000) characters"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"must be valid Unicode text: a lone surrogate U+{ord(value[exc.start]):04X} at {exc.start}"
+    return None
+
+
+def _shown_number(value: int | float) -> str:
+    """A number as a message quotes it: a huge integer by its size (str() of one past 4,300 digits raises)."""
+    if isinstance(value, int) and not -(10**30) < value < 10**30:
+        return f"an integer of {value.bit_length()} bits"
+    return repr(value)
+
+
 def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
+    """The JSON name of a value's type, as errors say it ("null", "integer", "object", …)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -62,7 +92,7 @@ class Field:
         return out
 
     def _wrong_type(self, value: Any, path: str) -> Invalid:
-        return Invalid(f"must be {self.json_type_phrase}, got {_type_name(value)}", field=path)
+        return Invalid(f"must be {self.json_type_phrase}, got {type_name(value)}", field=path)
 
     @property
     def json_type_phrase(self) -> str:
@@ -105,6 +135,9 @@ class Str(Field):
             raise Invalid(f"must be at most {self.max_len} characters, got {len(value)}", field=path)
         if self._re is not None and not self._re.fullmatch(value):
             raise Invalid(f"must match {self.pattern}", field=path)
+        problem = text_problem(value)
+        if problem:
+            raise Invalid(problem, field=path)
         return value
 
     def schema(self) -> dict[str, Any]:
@@ -128,14 +161,16 @@ class Int(Field):
         self.minimum, self.maximum = minimum, maximum
 
     def _check(self, value: Any, path: str) -> Any:
-        if self.minimum is not None and value < self.minimum:
-            raise Invalid(f"must be >= {self.minimum}, got {value}", field=path)
-        if self.maximum is not None and value > self.maximum:
-            raise Invalid(f"must be <= {self.maximum}, got {value}", field=path)
+        low = INT_MIN if self.minimum is None else self.minimum
+        high = INT_MAX if self.maximum is None else self.maximum
+        if not value >= low:
+            raise Invalid(f"must be >= {low}, got {_shown_number(value)}", field=path)
+        if not value <= high:
+            raise Invalid(f"must be <= {high}, got {_shown_number(value)}", field=path)
         return value
 
     def validate(self, value: Any, path: str) -> Any:
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, float) and value.is_integer():  # 2.0; and 1e19, which the bounds then refuse
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self._wrong_type(value, path)
@@ -154,8 +189,12 @@ class Num(Int):
     json_type = "number"
 
     def validate(self, value: Any, path: str) -> Any:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self._wrong_type(value, path)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise Invalid(f"must be a finite number, got {value}", field=path)
+        if isinstance(value, int):
+            self._check(value, path)  # bounds first: float() of a huge integer raises
         return self._check(float(value), path)
 
 
@@ -212,7 +251,7 @@ class Obj(Field):
         if value is None:
             value = {}
         if not isinstance(value, dict):
-            raise Invalid(f"must be an object, got {_type_name(value)}", field=path)
+            raise Invalid(f"must be an object, got {type_name(value)}", field=path)
         self.refuse_unknown(value, path)
         out: dict[str, Any] = {}
         for name, spec in self.fields.items():

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Callable
 
 import structlog
 
+from .access import Principals
+from .auth import TokenStore
 from .chat.compaction import Compactor
 from .chat.providers import ChatProvider
 from .chat.runner import ChatService
@@ -123,6 +125,8 @@ class Services:
         self.bus = bus
         self.provider = provider
         self.storage = storage  # open_storage(config): the files, or PostgreSQL shared with other gateways
+        # Who may call: the owner (the gateway token) and the storage's principals (gateway/access.py).
+        self.principals = Principals(TokenStore(config.token, config.token_file), storage.principals())
         self.cluster = storage.cluster(self)
         if self.cluster is not None:
             bus.relay = self.cluster.relay
@@ -188,6 +192,11 @@ class Services:
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), interval)
+
+    @property
+    def stopping(self) -> bool:
+        """close_runs was called: the gateway is shutting down."""
+        return self._stop.is_set()
 
     @property
     def default(self) -> Agent:
@@ -324,6 +333,7 @@ class Services:
                     await asyncio.wait_for(task, max(grace, 0.1))
 
     async def close(self) -> None:
+        await self.principals.stop()
         if self.cluster is not None:
             await self.cluster.close()
         await self.provider.close()

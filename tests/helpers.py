@@ -25,6 +25,11 @@ from gateway.config import Config, load_config
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def examples(n: int) -> int:
+    """A property test's example count: `n` in the suite, times PROPERTY_SCALE when exploring."""
+    return max(1, int(n * float(os.environ.get("PROPERTY_SCALE", "1"))))
+
+
 def make_config(state_dir: Path, **overrides: Any) -> Config:
     """A Config for tests: port 0, given state dir, nothing from the developer's environment.
 

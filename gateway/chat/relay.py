@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Protocol, runtime_checkabl
 
 from ..errors import Invalid
 from ..memory.present import prompt_section
-from ..schema import Field
+from ..schema import Field, text_problem
 from .providers import UpstreamError
 from .stream import Delta, Usage
 
@@ -73,6 +73,14 @@ class RelayRequest(Field):
                 or (isinstance(content, list) and all(isinstance(p, dict) for p in content))
             ):
                 raise Invalid("must be a string or a list of content parts", field=at(f"messages[{i}].content"))
+        # What the gateway keeps of the messages — the last one when it is the user's (the transcript) and the
+        # first user message (it names the session) — follows the text rule of every method's params
+        # (schema.py); the rest only goes upstream, so an upstream's odd reply, resent, bricks nothing.
+        users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+        for i in sorted({users[0], len(messages) - 1} if users else set()):
+            problem = text_problem(text_of(messages[i].get("content"))) if messages[i]["role"] == "user" else None
+            if problem:
+                raise Invalid(problem, field=at(f"messages[{i}].content"))
         if not isinstance(value.get("stream", False), bool):
             raise Invalid("must be true or false", field=at("stream"))
         options = value.get("stream_options")
@@ -82,6 +90,10 @@ class RelayRequest(Field):
             raise Invalid("must be an object; include_usage true or false", field=at("stream_options"))
         if value.get("user") is not None and not isinstance(value["user"], str):
             raise Invalid("must be a string", field=at("user"))
+        for name in ("model", "user"):
+            problem = text_problem(value[name]) if isinstance(value.get(name), str) else None
+            if problem:
+                raise Invalid(problem, field=at(name))
         return value
 
 

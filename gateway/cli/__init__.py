@@ -9,6 +9,8 @@
     jarvis config [--json] [--defaults]
     jarvis mcp [--url URL] [--token T]
     jarvis migrate --to postgresql://…|sqlite [--from URL] [--dry-run]
+    jarvis import chatgpt|claude|markdown|jsonl PATH [--agent A] [--dry-run] [--json]
+    jarvis export [--agent A] [--out FILE.zip] [--json]
 
 Exit codes: 0 ok, 1 the gateway answered with an error, 2 bad usage or invalid config, 3 cannot connect.
 """
@@ -60,7 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace it with a new random token (a running gateway uses it for new connections)",
     )
     _common(p)
-    p.set_defaults(handler=cmd_token)
+    p.set_defaults(handler=cmd_token, token_command=None)
+    from . import access
+
+    access.add_token_commands(p)
 
     p = sub.add_parser(
         "call",
@@ -121,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     from . import mcp
 
     mcp.add_commands(sub)
+    access.add_commands(sub)  # jarvis audit (jarvis token's sub-commands are added with it above)
+
+    from . import portability
+
+    portability.add_commands(sub)
     return parser
 
 
@@ -192,14 +202,18 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
         sdnotify.attach(gw)
 
+    from ..auth import TokenError
     from ..errors import JarvisError
     from ..fsutil import StateDirInUse
     from ..doors.httpapi import ListenError
 
     try:
         return asyncio.run(serve(config, announce))
-    except StateDirInUse as exc:
+    except (StateDirInUse, TokenError) as exc:
         print(f"jarvis: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigError as exc:  # a value only the gateway's start could judge (what the database driver takes)
+        print(f"jarvis: invalid configuration: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except JarvisError as exc:  # the gateway could not start: the database is unreachable, say
         print(f"jarvis: cannot start: {exc.message}", file=sys.stderr)
@@ -219,7 +233,13 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_token(args: argparse.Namespace, config: Config) -> int:
-    from ..auth import ensure_token_file
+    from ..auth import TokenError, ensure_token_file
+
+    if args.token_command:  # create | list | revoke: other principals (cli/access.py)
+        from . import access
+
+        args.config = config
+        return access.run_token(args, config)
 
     if config.token and not args.rotate:
         print(config.token)
@@ -227,7 +247,11 @@ def cmd_token(args: argparse.Namespace, config: Config) -> int:
     if config.token and args.rotate:
         print("jarvis: the token is set by JARVIS_GATEWAY_TOKEN or config; change it there", file=sys.stderr)
         return EXIT_USAGE
-    print(ensure_token_file(config.token_file, rotate=args.rotate))
+    try:
+        print(ensure_token_file(config.token_file, rotate=args.rotate))
+    except TokenError as exc:
+        print(f"jarvis: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 

@@ -12,7 +12,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
 from .. import protocol
-from ..auth import read_token_file
+from ..auth import TokenError, read_token_file
 from ..config import Config
 from ..neterrors import connection_failure
 
@@ -72,8 +72,8 @@ class CallTimeout(CallError):
 # A method that may embed text waits on the embedding provider: one request's worst case is
 # embeddings.timeout × (maxRetries + 1) plus backoff, ~92 s at the defaults, and a 256 KiB memory.write
 # is up to 4 batches. memory.sync grows with the workspace (a first sync of a large one with a remote
-# embedder runs for an hour): no limit; Ctrl-C stops the command. Anything else (writes of the store,
-# chat.send's acknowledgement, chat.abort): 60 s.
+# embedder runs for an hour): no limit; Ctrl-C stops the command (so do admin.import and admin.export).
+# Anything else (writes of the store, chat.send's acknowledgement, chat.abort): 60 s.
 READ_TIMEOUT = 10.0
 EMBED_TIMEOUT = 600.0
 DEFAULT_TIMEOUT = 60.0
@@ -107,11 +107,28 @@ CALL_TIMEOUTS: dict[str, float | None] = {
         EMBED_TIMEOUT,
     ),
     "memory.sync": None,
+    # An import or export takes as long as the export is big (progress notifications show it moving).
+    "admin.import": None,
+    "admin.export": None,
 }
 
 
 def call_timeout(method: str) -> float | None:
     return CALL_TIMEOUTS.get(method, DEFAULT_TIMEOUT)
+
+
+def client_token(config: Config) -> str:
+    """The token to present: the configured one, else the token file's; CallError (exit 2) when there is
+    none or the file's breaks the token rule."""
+    try:
+        token = config.token or read_token_file(config.token_file)
+    except TokenError as exc:
+        raise CallError(str(exc), 2) from None
+    if not token:
+        raise CallError(
+            f"no token: {config.token_file} does not exist (start the gateway or run `{token_command(config)}`)", 2
+        )
+    return token
 
 
 async def call(
@@ -125,11 +142,7 @@ async def call(
     on_result: Callable[[Any], None],
     on_event: Callable[[Any], None],
 ) -> None:
-    token = config.token or read_token_file(config.token_file)
-    if not token:
-        raise CallError(
-            f"no token: {config.token_file} does not exist (start the gateway or run `{token_command(config)}`)", 2
-        )
+    token = client_token(config)
     url = url or config.ws_url()
     ids = itertools.count(1)
     try:
@@ -212,11 +225,7 @@ class Connection:
 
     @classmethod
     async def open(cls, config: Config, url: str | None = None, open_timeout: float = 10) -> "Connection":
-        token = config.token or read_token_file(config.token_file)
-        if not token:
-            raise CallError(
-                f"no token: {config.token_file} does not exist (start the gateway or run `{token_command(config)}`)", 2
-            )
+        token = client_token(config)
         url = url or config.ws_url()
         try:
             ws = await connect(
@@ -297,4 +306,5 @@ class GatewayCallError(CallError):
         super().__init__(f"error {error.get('code')}: {error.get('message')}", 1)
         self.code = error.get("code")
         self.error_message = error.get("message") or ""
+        self.data = error.get("data") if isinstance(error.get("data"), dict) else None
         self.error = protocol.error_of(error)  # what the gateway raised, as its class

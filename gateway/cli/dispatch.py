@@ -9,6 +9,15 @@ in process — so a command behaves alike with and without a running gateway, an
 re-validates. Errors come back as the JarvisError of the one error value (over the wire rebuilt from its
 JSON-RPC code by `protocol.error_of`), so the commands map them to exit codes in one way.
 
+Notifications the method sends its caller (an import's progress) reach `call(…, on_event=fn)` either way:
+from the socket, or through the `LocalCaller` an in-process call passes as its connection (peer "local":
+the caller is on this machine, which admin.* methods that take a path require).
+
+`methods(config, exclusive=True)` is for commands that write through the sessions store (`jarvis import`):
+with no gateway answering, it takes the state dir's lock (as a gateway does) and opens the agents' sessions
+stores too, so nothing else writes them meanwhile; a gateway that holds the lock without answering is an
+error (StateDirInUse).
+
 In process, the services are built from the state dir (cli/local.py's LocalServices). A call whose
 request would not fit in one frame of the gateway (`server.maxFrameBytes`, 1 MiB, below
 `memory.imageMaxBytes`: `memory set-image` of a 2 MB photo) runs in process even while a gateway
@@ -19,12 +28,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, AsyncIterator
+import os
+from typing import Any, AsyncIterator, Callable
 
 import orjson
 
 from ..calls import Call, Door
 from ..config import Config
+from ..events import Event
+
+OnEvent = Callable[[dict[str, Any]], None]
+
+
+class LocalCaller:
+    """The connection of an in-process call: on this machine, its notifications handed to `on_event`."""
+
+    connection_id = "local"
+    peer = "local"
+    closing = False
+
+    def __init__(self, on_event: OnEvent | None = None):
+        self.subscriptions: set[str] = set()
+        self.on_event = on_event
+
+    def deliver(self, event: Event) -> None:
+        if self.on_event is not None:
+            self.on_event({"method": event.method, "params": event.params})
 
 
 class Methods:
@@ -42,25 +71,39 @@ class Methods:
         frame = orjson.dumps({"jsonrpc": "2.0", "id": 1 << 40, "method": method, "params": params})
         return len(frame) <= self.config.server.max_frame_bytes
 
-    async def call(self, method: str, params: dict[str, Any]) -> Any:
+    async def call(self, method: str, params: dict[str, Any], on_event: OnEvent | None = None) -> Any:
+        """The method's result; `on_event` gets the notifications it sends meanwhile ({method, params})."""
         if self.conn is not None and self._fits(method, params):
             from .client import GatewayCallError
 
+            pump = asyncio.create_task(self._pump(on_event)) if on_event is not None else None
             try:
                 return await self.conn.call(method, params)
             except GatewayCallError as exc:
                 raise exc.error from None
+            finally:
+                if pump is not None:
+                    pump.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await pump
         if self.services is None:  # a gateway answers, but this request is too big for its frames
             from .local import LocalServices
 
             self.services = await LocalServices.open(self.config)  # type: ignore[arg-type]
-        return await self.services.calls.perform(Call(Door.CLI, method, params))
+        return await self.services.calls.perform(Call(Door.CLI, method, params, connection=LocalCaller(on_event)))
+
+    async def _pump(self, on_event: OnEvent) -> None:
+        while True:
+            msg = await self.conn.events.get()
+            if msg is None:
+                return
+            on_event(msg)
 
 
 @contextlib.asynccontextmanager
-async def methods(config: Config, *, direct: bool = False) -> AsyncIterator[Methods]:
+async def methods(config: Config, *, direct: bool = False, exclusive: bool = False) -> AsyncIterator[Methods]:
     """The gateway of this state dir when one answers at the configured address with its token (unless
-    `direct`), else services in this process."""
+    `direct`), else services in this process (`exclusive`: holding the state dir's lock, sessions open)."""
     conn = None if direct else await _connect(config)
     if conn is not None:
         m = Methods(conn=conn, config=config)
@@ -71,13 +114,19 @@ async def methods(config: Config, *, direct: bool = False) -> AsyncIterator[Meth
             if m.services is not None:
                 await m.services.close()
         return
+    from ..fsutil import lock_state_dir
     from .local import LocalServices
 
-    services = await LocalServices.open(config)
+    lock = await asyncio.to_thread(lock_state_dir, config.state_dir) if exclusive else None  # StateDirInUse
     try:
-        yield Methods(services=services)
+        services = await LocalServices.open(config, sessions=exclusive)
+        try:
+            yield Methods(services=services)
+        finally:
+            await services.close()
     finally:
-        await services.close()
+        if lock is not None:
+            os.close(lock)
 
 
 async def _connect(config: Config) -> Any:

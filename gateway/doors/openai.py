@@ -111,8 +111,10 @@ class RelayChannel:
     the event bus (subscribed to its session like a WebSocket client): the upstream's chunks and the
     run's last event, in order, for the HTTP answer."""
 
-    def __init__(self, slow_consumer_seconds: float):
+    def __init__(self, slow_consumer_seconds: float, peer: str):
         self.connection_id = "openai-" + uuid.uuid4().hex[:12]
+        self.peer = peer  # the client's address
+        self.closing = False  # the client went away
         self.subscriptions: set[str] = set()
         self.slow_consumer_seconds = slow_consumer_seconds
         self.run_id: str | None = None
@@ -318,6 +320,7 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
         async def watching() -> None:
             while (await receive())["type"] != "http.disconnect":
                 pass
+            channel.closing = True
             await stop(channel)
 
         return asyncio.create_task(watching(), name=f"openai-watch-{channel.run_id}")
@@ -389,7 +392,7 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
             "memory": config.openai_api.memory and request.headers.get("x-jarvis-memory", "").lower() not in off,
             "capture": config.openai_api.capture and request.headers.get("x-jarvis-capture", "").lower() not in off,
         }
-        channel = RelayChannel(config.server.slow_consumer_seconds)
+        channel = RelayChannel(config.server.slow_consumer_seconds, (request.client or ("?", 0))[0])
         try:
             started = await call("chat.relay", params, channel)
             stream = body.get("stream") is True  # the body is valid now (the call validated it)

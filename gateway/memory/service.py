@@ -47,6 +47,8 @@ RETRY_MIN_S, RETRY_MAX_S = 15.0, 600.0
 SKIPPED_SHOWN = 20  # memory.status `skipped`: the largest files left out for their size, at most this many
 
 
+# A search waits at most this long for a sync already under way to index what was dirty when it began.
+READ_YOUR_WRITES_S = 10.0
 # A search asks its backend for this many results beyond k, ranked as for k: room for the arrangement
 # (repeats folded into one leave places to fill) and the optional re-ranking.
 POOL_SPARE = 5
@@ -75,6 +77,7 @@ class MemoryService:
         # Deleted sessions whose chunks a sync must still drop: searches leave them out meanwhile.
         self._hidden_sessions: set[str] = set()
         self._dirty = DirtyMarks()
+        self._covering: asyncio.Future | None = None  # the running sync's, when it covers dirty marks
         self._embed_error: str | None = None
         self._opened = False
         self._index_open = False
@@ -234,6 +237,8 @@ class MemoryService:
                 log.warning("memory_keyed_reconcile_failed", error=str(exc) or type(exc).__name__)
         if not whole:
             # Clear the dirty marks this run covers before it starts: changes during the run re-mark them.
+            if self._dirty:  # it covers marks a search may be waiting to see (read-your-writes)
+                self._covering = req.future
             self._dirty.covered(req.memory, req.sessions)
         try:
             stats = await self.index.sync(req, self._progress(req))
@@ -370,6 +375,12 @@ class MemoryService:
                     await asyncio.shield(self._startup)
             self._startup = None
         if not self.dirty:
+            # Nothing left to mark — but a sync that started with marks (a turn just said, a note just
+            # written) may still be writing them: what was written before this search is what it finds.
+            covering = self._covering
+            if covering is not None and not covering.done():
+                with contextlib.suppress(Exception, TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(covering), READ_YOUR_WRITES_S)
             return
         if self.index.needs_rebuild:
             self._request(force=False, memory=True, sessions=True, reason="search")  # in the background

@@ -19,9 +19,12 @@ from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
 import orjson
+import structlog
 
 from ..errors import disk_full
 from ..timeutil import now_iso
+
+log = structlog.get_logger("gateway.transcript")
 
 
 @contextlib.contextmanager
@@ -39,6 +42,65 @@ def disk_full_as_error(what: str):
 class Record(NamedTuple):
     line: int  # 1-based line number in the file
     data: dict[str, Any]
+
+
+# ---- fields of the types readers use ----------------------------------------------------------------
+# A transcript is the user's file (hand-edited, imported, written by an older version): any field of a
+# line may hold any JSON value. Every reader takes a record's fields through these, so that one of the
+# wrong type is coerced or its message skipped the same way everywhere, said once per line in the log.
+_NOTED: dict[tuple[str, int, str], None] = {}
+
+
+def note_odd(path: Path | str, line: int, what: str) -> None:
+    """Log, once per file, line and kind, that a transcript line was read around a field of the wrong type."""
+    mark = (str(path), line, what)
+    if mark in _NOTED:
+        return
+    if len(_NOTED) >= 10_000:
+        _NOTED.clear()
+    _NOTED[mark] = None
+    log.warning("transcript_line_odd", path=str(path), line=line, field=what)
+
+
+def role_of(message: dict[str, Any]) -> str | None:
+    """A message's role: "user" when it has none (null or ""); None when it is no string — such a
+    message is skipped by every reader."""
+    role = message.get("role")
+    if role is None or role == "":
+        return "user"
+    return role if type(role) is str else None
+
+
+def timestamp_of(record: dict[str, Any]) -> str | None:
+    ts = record.get("timestamp")
+    return ts if type(ts) is str else None
+
+
+def id_of(record: dict[str, Any], line: int) -> str:
+    """A message's id: its own when it is a string (or a whole number), else `line-<n>`."""
+    mid = record.get("id")
+    if type(mid) is str and mid:
+        return mid
+    if type(mid) is int:
+        return str(mid)
+    return f"line-{line}"
+
+
+def tool_calls_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A message's tool calls (OpenAI's shape) that a provider can take back: each an object with a string
+    id and a function with a string name and string arguments."""
+    calls = message.get("tool_calls")
+    if type(calls) is not list:
+        return []
+    return [
+        c
+        for c in calls
+        if type(c) is dict
+        and type(c.get("id")) is str
+        and type(c.get("function")) is dict
+        and type(c["function"].get("name")) is str
+        and type(c["function"].get("arguments")) is str
+    ]
 
 
 def message_text(content: Any) -> str:
@@ -100,7 +162,7 @@ def memory_text(record: dict[str, Any]) -> str:
     assistant reply's text without the recalled-memory blocks it quotes; nothing of a reply marked
     `"remember": false` or written by the offline responder."""
     m = record.get("message")
-    if type(m) is not dict or record.get(REMEMBER_FIELD) is False:
+    if type(m) is not dict or record.get(REMEMBER_FIELD) is False or role_of(m) is None:
         return ""
     c = m.get("content")
     text = (c if type(c) is str else message_text(c)).strip()
@@ -240,31 +302,40 @@ class Transcript:
 
 
 def read_messages(path: Path) -> list[dict[str, Any]]:
+    """Messages as the protocol shows them: {id, role, content, timestamp, runId?, line, …}, every field
+    of its type (see above); a message whose role is no string is left out."""
     out: list[dict[str, Any]] = []
     for rec in iter_records(path):
         d = rec.data
         if d.get("type") != "message" or not isinstance(d.get("message"), dict):
             continue
         m = d["message"]
+        role = role_of(m)
+        if role is None:
+            note_odd(path, rec.line, "message.role")
+            continue
         item: dict[str, Any] = {
-            "id": str(d.get("id", f"line-{rec.line}")),
-            "role": m.get("role", "user"),
+            "id": id_of(d, rec.line),
+            "role": role,
             "content": message_text(m.get("content")),
-            "timestamp": d.get("timestamp"),
+            "timestamp": timestamp_of(d),
             "line": rec.line,
         }
-        if d.get("runId"):
+        if type(d.get("runId")) is str and d["runId"]:
             item["runId"] = d["runId"]
-        if d.get("aborted"):
+        if d.get("aborted") is True:
             item["aborted"] = True
             if isinstance(d.get("abortReason"), str):
                 item["abortReason"] = d["abortReason"]
-        if d.get("truncated"):
+        if d.get("truncated") is True:
             item["truncated"] = True
         if isinstance(d.get("memory"), list) and d["memory"]:
-            item["memory"] = d["memory"]
-        if isinstance(m.get("tool_calls"), list) and m["tool_calls"]:  # the model called tools (OpenAI's shape)
-            item["toolCalls"] = m["tool_calls"]
+            item["memory"] = [hit for hit in d["memory"] if type(hit) is dict]
+        calls = tool_calls_of(m)
+        if calls:  # the model called tools (OpenAI's shape)
+            item["toolCalls"] = calls
+        if m.get("tool_calls") and len(calls) != (len(m["tool_calls"]) if type(m["tool_calls"]) is list else -1):
+            note_odd(path, rec.line, "message.tool_calls")
         if isinstance(m.get("tool_call_id"), str):  # a tool's result
             item["toolCallId"] = m["tool_call_id"]
             for name in ("tool", "summary"):
@@ -276,6 +347,8 @@ def read_messages(path: Path) -> list[dict[str, Any]]:
             item["replaces"] = d["replaces"]
         if isinstance(d.get("regenerates"), str):  # a tool step of a regeneration (chosen_versions)
             item["regenerates"] = d["regenerates"]
+        if any(type(d.get(k)) not in (str, type(None)) for k in ("id", "runId", "timestamp")):
+            note_odd(path, rec.line, "id, runId or timestamp")
         out.append(item)
     return out
 

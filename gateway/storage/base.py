@@ -9,6 +9,7 @@ Everything is async: a store that blocks (files) does its work in threads.
 
 from __future__ import annotations
 
+import builtins  # `list` inside SessionStore and KeyedStore is their method: the type is builtins.list
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
@@ -22,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..memory.notes.keyed import Entry
     from ..memory.search.snippets import Exclude
     from ..memory.sync import DirtyMarks, SyncRequest
+    from ..principals import Principal
 
 # The memory service, the gateway's Services and the Cluster sit above this layer (they use the stores);
 # naming their classes here, even for type checkers only, would make an import cycle
@@ -74,7 +76,7 @@ class SessionStore(Protocol):
     async def all(self) -> dict[str, dict[str, Any]]: ...
     async def get(self, key: str) -> dict[str, Any]: ...
     async def exists(self, key: str) -> bool: ...
-    async def list(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+    async def list(self, limit: int, offset: int) -> tuple[builtins.list[dict[str, Any]], int]:
         """A page of sessions, most recently updated first, and how many there are."""
 
     async def create(
@@ -104,11 +106,11 @@ class SessionStore(Protocol):
     async def export(self, key: str) -> SessionCopy | None:
         """The session whole (metadata as `get` would answer it once the store is open), or None."""
 
-    async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> list[Imported]:
+    async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> builtins.list[Imported]:
         """Add whole sessions exactly as given (metadata, and the lines byte for byte), each whole or not
         at all; never replace or change anything there. `dry_run`: say what would happen, write nothing."""
 
-    async def strays(self) -> list[str]:
+    async def strays(self) -> builtins.list[str]:
         """Keys of transcripts here that are no session (the files engine never shows them)."""
 
     # What another gateway on the same storage changed (the cluster calls these; alone, never).
@@ -157,6 +159,14 @@ class KeyedStore(Protocol):
     async def reconcile(self, key: str | None = None) -> int:
         """Bring the workspace files in line with the record before they are indexed (`key`: the one
         another gateway changed; None: all). The number of files changed (0 where the files are the record)."""
+
+    # Whole entries in and out (`jarvis migrate`, `jarvis export` / `import jsonl`).
+    async def entries(self) -> builtins.list[Entry]:
+        """Every keyed memory, whole."""
+
+    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> builtins.list[Imported]:
+        """Add keyed memories exactly as given (category, value, created, updated) under keys that are
+        free here; never replace or change one. `dry_run`: say what would happen, write nothing."""
 
 
 class EmbeddingCacheStore(Protocol):
@@ -256,13 +266,41 @@ class MemoryIndex(Protocol):
     async def refresh(self) -> None:
         """Bring `counts` up to date where another process may change the index."""
 
-    # Whole entries in and out (`jarvis migrate`).
-    async def entries(self) -> list[Entry]:
-        """Every keyed memory, whole."""
 
-    async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> list[Imported]:
-        """Add keyed memories exactly as given (category, value, created, updated) under keys that are
-        free here; never replace or change one. `dry_run`: say what would happen, write nothing."""
+class PrincipalStore(Protocol):
+    """The principals other than the owner (gateway/principals.py): one set per storage, shared by
+    every gateway of a PostgreSQL database. Revoked ones are kept (listed as revoked) until their name is
+    given to a new principal."""
+
+    async def all(self) -> list[Principal]:
+        """Every principal, revoked ones too. A stored record that is not one is left out and logged,
+        saying where it is."""
+
+    async def add(self, principal: Principal) -> None:
+        """Store a new principal; Conflict when a live one has its name (a revoked one is replaced)."""
+
+    async def revoke(self, name: str, when: str) -> Principal:
+        """Mark `name` revoked at `when` (ISO 8601); NotFound when no live principal has that name."""
+
+    async def touch(self, name: str, when: str) -> None:
+        """Record when the principal's token was last used (best effort)."""
+
+    async def version(self) -> str:
+        """A value that changes whenever the set does (another process's or gateway's change too): the
+        gateway polls it to follow revocations."""
+
+
+class AuditLog(Protocol):
+    """Every write and delete of memory and sessions and every principal change: who (principal), what
+    (method), on what (`target`: a key, path, session or name — never a message body, a memory's value or
+    a token), through which door, when. Append-only."""
+
+    async def append(self, entry: dict[str, Any]) -> None:
+        """Record one entry: {at, principal, method, door, agent?, target?, ok}."""
+
+    async def read(self, since: str | None, principal: str | None, limit: int) -> list[dict[str, Any]]:
+        """Entries at or after `since` (ISO 8601), of `principal` when given, oldest first, the newest
+        `limit` of them."""
 
 
 class Storage(Protocol):
@@ -294,6 +332,12 @@ class Storage(Protocol):
 
     def cluster(self, services: Services) -> Cluster | None:
         """What coordinates this gateway with the others on the same storage (None: alone)."""
+
+    def principals(self) -> PrincipalStore:
+        """Who may call the gateway besides its owner (gateway/principals.py)."""
+
+    def audit(self) -> AuditLog:
+        """The record of writes, deletes and principal changes."""
 
     def status(self) -> dict[str, Any]:
         """system.health's `storage`."""

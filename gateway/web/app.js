@@ -8,12 +8,14 @@
 //   chat.js      the messages, composer, streaming replies, Stop, Copy / Regenerate, recalled memories
 //   memory.js    citations and the lines dialog, memory search, notes (list and editor), keyed memories
 //   settings.js  the open session's model picker (chat.models) and system prompt (sessions.update)
+//   importing.js the import dialog: a file sent in pieces (admin.upload), then admin.import
 // None of them imports app.js; sessions.js imports chat.js, chat.js imports memory.js and settings.js,
 // never back.
 // All user and model text reaches the page through textContent / DOM building (see render.js).
 
 import { onReplyFinal } from "./chat.js";
 import { loadHealth } from "./health.js";
+import { whenImported } from "./importing.js";
 import "./memory.js";
 import { loadSessions, resumeSessions } from "./sessions.js";
 import { loadModels } from "./settings.js";
@@ -28,5 +30,6 @@ rpc.addEventListener("open", async (ev) => {
 });
 
 onReplyFinal(loadSessions);
+whenImported(loadSessions);
 
 start();

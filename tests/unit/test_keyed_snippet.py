@@ -18,6 +18,12 @@ def test_a_snippet_that_starts_inside_the_front_matter_shows_its_value():
     assert snippet_value(PATH, inside) == "Navy blue.\n\nNot black."
 
 
+def test_a_postgresql_mirror_shows_its_value_too():
+    """A PostgreSQL gateway's keyed file is a mirror of its row: its front matter names the row's version."""
+    mirror = FILE.replace("---\n# favorite", "version: 3\n---\n# favorite")
+    assert "version: 3" in mirror and snippet_value(PATH, mirror) == "Navy blue.\n\nNot black."
+
+
 def test_a_value_that_looks_like_front_matter_is_kept():
     body = "key: under the blue flowerpot\ncreated: by my grandfather"
     assert snippet_value(PATH, body) == body

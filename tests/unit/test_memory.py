@@ -950,3 +950,28 @@ def test_a_transcript_chunk_is_dated_by_its_newest_core_message(tmp_path):
     )
     [chunk] = chunk_transcript(path, 400, 400)
     assert chunk.date == "2026-01-01T08:00:45.000Z"  # the offset one is 08:00:00 UTC
+
+
+async def test_a_search_sees_what_a_sync_already_under_way_was_started_to_index(tmp_path, api, open_manager):
+    """Read your writes: a turn said just now is being indexed by a background sync (a new session's
+    start asked for it) when the next search comes. The dirty mark is cleared as that sync begins, so
+    the search must wait for the sync, not go ahead on the index without the turn."""
+    import asyncio
+    import threading
+
+    cfg = openai_cfg(tmp_path, api, **{"memory.sync.onStart": False})
+    m = await open_manager(cfg)
+    await m.sync()
+    transcript(cfg, "s", [("user", "My locker code at the pool is 4411.")])
+    release = threading.Event()
+    api.script(("wait", release, 20))  # the background sync's embedding call waits here
+    m.schedule_session_sync("s")
+    m.session_started("t")  # a sync in the background, covering session s
+    for _ in range(200):
+        if api.waiting:
+            break
+        await asyncio.sleep(0.01)
+    assert api.waiting == 1 and not m.dirty  # under way, the mark already cleared
+    asyncio.get_running_loop().call_later(0.3, release.set)
+    res = await m.search("locker code pool", mode="fts")
+    assert [r["path"] for r in res["results"]] == ["sessions/s.jsonl"]

@@ -141,3 +141,21 @@ def test_a_hit_matching_only_the_kind_of_answer_does_not_supersede_one_about_the
     assert paths(arrange([car, music], "What kind of car do I have?", close)) == ["a", "b"]
     newer_car = {**music, "snippet": "User: I sold the Subaru and bought a green Volvo car of the kind I like."}
     assert paths(arrange([car, newer_car], "What kind of car do I have?", close)) == ["b", "a"]
+
+
+@pytest.mark.parametrize(
+    "query, intent",
+    [
+        ("boat colour", "present"),
+        ("storage unit code", "present"),
+        ("What motivated Caroline to pursue counseling?", "event"),
+        ("Who painted the fence?", "event"),
+    ],
+)
+def test_words_without_a_verb_ask_what_holds_now_and_a_past_verb_an_event(query, intent):
+    assert temporal_intent(query) == intent
+
+
+def test_an_older_statement_below_a_newer_one_is_marked_superseded_too():
+    out = arrange([NEW, OLD], "What's the gate code?", {0: VECTORS[1], 1: VECTORS[0]})
+    assert paths(out) == ["b", "a"] and out[1]["supersededBy"] == NEW["date"] and "supersededBy" not in out[0]

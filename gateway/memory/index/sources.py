@@ -426,13 +426,15 @@ def read_lines(target: Path, start: int, count: int) -> tuple[list[str], bool]:
     Returns (lines, more) where `more` says lines remain after those returned."""
     out: list[str] = []
     total = 0
-    with open(target, "r", encoding="utf-8", errors="replace", newline="") as fh:
-        for no, line in enumerate(fh, start=1):
+    # Lines end at "\n" only, as the chunker counts them (a lone "\r" inside a line is the line's own):
+    # the lines a search hit cites are the lines read here.
+    with open(target, "rb") as fh:
+        for no, raw in enumerate(fh, start=1):
             if no < start:
                 continue
             if len(out) >= count:
                 return out, True
-            line = line.rstrip("\n").rstrip("\r")
+            line = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
             if total + len(line) > MAX_GET_CHARS:
                 if not out:  # one giant line: cut it, continue on the next line
                     out.append(line[:MAX_GET_CHARS])

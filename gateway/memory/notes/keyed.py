@@ -94,10 +94,14 @@ def check_category(category: str, field: str = "category") -> str:
 
 
 def check_entry(key: str, value: str, category: str | None) -> str:
-    """Check what memory.set writes; returns the value without its leading and trailing blank lines."""
+    """Check what memory.set writes; returns the value as both engines keep it: its line ends "\n"
+    ("\r\n" and a lone "\r" become "\n", as the files engine's markdown reads back), without its
+    leading and trailing blank lines."""
     check_key(key)
     if category is not None:
         check_category(category)
+    if "\r" in value:
+        value = value.replace("\r\n", "\n").replace("\r", "\n")
     value = value.strip("\n")
     if not value.strip():
         raise Invalid("must not be blank", field="value")
@@ -235,7 +239,7 @@ class KeyedFiles:
 
 
 _KEYED_PATH = re.compile(rf"^{re.escape(KEYED_DIR)}/[^/]+/({KEY_PATTERN})\.md$")
-_META_LINE = re.compile(r"^(key|category|created|updated):")
+_META_LINE = re.compile(r"^(key|category|created|updated|version):")  # version: a PostgreSQL mirror's (render)
 
 
 def snippet_value(path: str, snippet: str) -> str:

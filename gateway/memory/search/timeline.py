@@ -60,9 +60,10 @@ TOP_CONTESTED = 3  # only the best few hits can be overtaken: the answer's place
 WINDOW = 5
 
 
+# "What motivated her?", "Who painted it?": a question word then a verb in the past tense.
+_PAST_VERB = re.compile(r"^\W*(?:what|who|which|why|how)\s+\w+ed\b", re.I)
 # The verb a question is asked in: "Where do I live?" asks what holds; "When did I go?" about an event.
 # ("has/have" asks what happened so far — "Where has she camped?" —, a modal what might be: no state.)
-_PRESENT_TENSE = re.compile(r"\b(?:am|is|are|do|does)\b|\w'(?:s|re|m)\b", re.I)
 _YEAR = re.compile(r"\b(?:19|20)\d\d\b")
 _PARTICIPLE = r"(?:\w+ed|been|gone|done|seen|taken|made|read|got|gotten|become|begun|known|won|lost|left|met|bought|sold|had|written|given|eaten|driven|ridden|worn|grown|heard|felt|found|kept|told|thought|taught|brought|built|spent|sent)"
 # A perfect ("has she camped", "have I been"), a modal ("would", "might"), or the past tense: no state.
@@ -82,7 +83,9 @@ def temporal_intent(query: str) -> Intent:
         return "present"
     if _PAST.search(query):
         return "past"
-    return "present" if _PRESENT_TENSE.search(query) and not _NOT_A_STATE.search(query) else "event"
+    if _NOT_A_STATE.search(query) or _PAST_VERB.search(query):
+        return "event"
+    return "present"  # the present tense, and a few words with no verb ("boat colour"): what holds now
 
 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
@@ -231,6 +234,8 @@ def arrange(
                 if _last(a) and _last(b) > _last(a):
                     place[id(b)] = max(place[id(b)], place[id(a)] + 1e-6)
                     newer_of[id(a)] = max(newer_of.get(id(a), ""), _last(b))
+                elif _last(b) and _last(a) > _last(b) and not a.asks:  # the newer leads already
+                    newer_of[id(b)] = max(newer_of.get(id(b), ""), _last(a))
             elif (later and a.terms & later and not b.terms & later) or (
                 not (later and b.terms & later) and _last(a) and _last(b) and _last(b) < _last(a)
             ):

@@ -11,6 +11,7 @@ from ...schema import AGENT_ID
 from .keyed import FileKeyedStore
 from .ledger import LocalRunLedger
 from .memory import FilesMemoryIndex
+from .principals import FileAuditLog, FilePrincipalStore
 from .sessions import FileSessionStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -73,6 +74,12 @@ class FilesStorage:
 
     def cluster(self, services: "Services") -> "Cluster | None":
         return None  # one gateway: nothing to coordinate
+
+    def principals(self) -> FilePrincipalStore:
+        return FilePrincipalStore(self.config.state_dir / "principals.jsonl")
+
+    def audit(self) -> FileAuditLog:
+        return FileAuditLog(self.config.state_dir / "audit.jsonl")
 
     def status(self) -> dict[str, Any]:
         return {"engine": self.name}

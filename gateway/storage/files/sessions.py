@@ -19,7 +19,7 @@ import orjson
 import structlog
 
 from ...errors import Conflict, DiskFull, Invalid, NotFound, SessionLimit
-from ...fsutil import atomic_write, ensure_private_dir, locked
+from ...fsutil import atomic_write, ensure_private_dir, fsync_dir, locked
 from ...sessions import transcript as tx
 from ...sessions.history import SETTINGS, check_session_key, history_page
 from ..base import ADDED, PRESENT, REFUSED, Imported, SessionCopy
@@ -357,10 +357,11 @@ class FileSessionStore:
                     for d in (self.dir.parent.parent, self.dir.parent, self.dir):
                         ensure_private_dir(d)
                 if old != data:
-                    atomic_write(path, data)
+                    atomic_write(path, data, sync_dir=False)  # the folder is synced once, below
                 add[key] = copy.meta
             out.append(Imported(ADDED, detail))
         if add:
+            fsync_dir(self.dir)  # every transcript's name is durable before sessions.json lists it
             fresh = not self.meta_path.exists()
 
             def put(sessions: dict[str, dict[str, Any]]) -> None:
@@ -368,8 +369,8 @@ class FileSessionStore:
                     sessions.setdefault(k, dict(meta))
 
             self._mutate_sync(put)
-            if fresh:  # every counter written is exact: the first open need not recount
-                self.clean_marker.touch(0o600)
+            if fresh and not self._clean_owner:  # every counter is exact: the first open need not recount
+                self.clean_marker.touch(0o600)  # (an open store's marker is its close's to put back)
         return out
 
     async def strays(self) -> list[str]:

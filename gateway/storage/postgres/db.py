@@ -38,6 +38,7 @@ import asyncpg
 import orjson
 import structlog
 
+from ...config import ConfigError
 from ...errors import Unavailable
 from ...tasks import log_failure
 
@@ -199,6 +200,33 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE memory_chunks ADD COLUMN date text;
     """,
     ),
+    # Principals (gateway/principals.py): one set for every gateway on the database, the token's hash only;
+    # `changed` moves on every change but a token's use, so a gateway polling max(changed) sees revocations.
+    # The audit log: who wrote or deleted what, through which door (storage/postgres/principals.py).
+    (
+        "0008_principals_and_audit",
+        """
+        CREATE SEQUENCE principal_changes;
+        CREATE TABLE principals (
+            name text PRIMARY KEY,
+            token_hash text NOT NULL UNIQUE,
+            agents text[],
+            scopes text[] NOT NULL,
+            created text NOT NULL,
+            expires text,
+            revoked text,
+            last_used text,
+            changed bigint NOT NULL DEFAULT nextval('principal_changes')
+        );
+        CREATE TABLE audit (
+            id bigserial PRIMARY KEY,
+            at text NOT NULL,
+            principal text NOT NULL,
+            entry jsonb NOT NULL
+        );
+        CREATE INDEX audit_by_at ON audit (at);
+    """,
+    ),
 ]
 
 
@@ -298,6 +326,9 @@ class Postgres:
             )
         except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
             raise Unavailable(f"PostgreSQL unreachable at {redact(self.url)}: {exc}", retryable=True) from None
+        except ValueError as exc:  # the driver's own reading of the URL (a parameter it does not know, …)
+            why = str(exc).replace(self.url, redact(self.url))[:300]
+            raise ConfigError(f"storage.url: the PostgreSQL driver cannot use it: {why}") from None
         applied: list[str] = []
         if schema:
             async with self.pool.acquire() as conn:

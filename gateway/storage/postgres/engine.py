@@ -11,6 +11,7 @@ from .db import Postgres, migrate, pending
 from .keyed import PgKeyedStore
 from .ledger import PgRunLedger
 from .memory import PgMemoryIndex
+from .principals import PgAuditLog, PgPrincipalStore
 from .sessions import PgSessionStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -86,6 +87,14 @@ class PostgresStorage:
         from ...cluster import Cluster
 
         return Cluster(services, self.pg)
+
+    def principals(self) -> PgPrincipalStore:
+        assert self.pg.pool is not None
+        return PgPrincipalStore(self.pg.pool)
+
+    def audit(self) -> PgAuditLog:
+        assert self.pg.pool is not None
+        return PgAuditLog(self.pg.pool)
 
     def status(self) -> dict[str, Any]:
         return {"engine": self.name, "instance": self.pg.instance_id, "eventsDropped": self.pg.dropped}

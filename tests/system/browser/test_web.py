@@ -920,3 +920,38 @@ async def test_memory_tool_calls_show_as_one_line_each(browser: Browser, model_g
         await expect(replies(pg).first.locator(".tool-call")).to_have_text(expected)
         await expect(replies(pg).first.locator(".msg-body")).to_have_text("Your boat is dark green.")
         await shot(pg, "web-tools.png")
+
+
+async def test_import_a_chatgpt_export_from_the_page(browser: Browser, tmp_path):
+    """The sidebar's Import: the file goes up in pieces (admin.upload; a piece is 512 KiB, so this export
+    of ~1.2 MB takes three), admin.import brings it in, and the new sessions are listed with their titles."""
+    import zipfile
+
+    import orjson
+
+    from tests.vendor_exports import chatgpt_sample, long_chatgpt
+
+    convs, _ = chatgpt_sample()
+    convs += [long_chatgpt(f"bulk{i}", 600).json() for i in range(3)]
+    path = tmp_path / "chatgpt-export.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:  # stored: bigger than one piece
+        zf.writestr("conversations.json", orjson.dumps(convs))
+    assert path.stat().st_size > 2 * 512 * 1024  # three pieces
+    gw = RunningGateway(make_config(tmp_path / "state", memory=True))
+    await gw.start()
+    try:
+        async with signed_in(browser, gw) as pg:
+            await pg.get_by_role("button", name="Import conversations…").click()
+            dialog = pg.locator("#import-dialog")
+            await expect(dialog).to_be_visible()
+            await dialog.get_by_label("What it is").select_option("chatgpt")
+            await dialog.get_by_label("File").set_input_files(str(path))
+            await dialog.get_by_role("button", name="Import").click()
+            await expect(pg.locator("#import-status")).to_contain_text("5 conversations added", timeout=60_000)
+            await expect(pg.locator("#import-status")).to_contain_text("From 2023-03-14")
+            await shot(pg, "web-import.png")
+            await dialog.get_by_role("button", name="Close").first.click()
+            await expect(pg.locator("#session-list")).to_contain_text("Voyage à Lisbonne")
+            assert not list((gw.config.state_dir / "uploads").iterdir()), "the upload is gone once imported"
+    finally:
+        await gw.stop()

@@ -600,7 +600,7 @@ def test_a_short_configured_token_is_refused():
 
     with pytest.raises(ConfigError) as exc:
         load_config({"token": "hunter2"}, env={})
-    assert str(exc.value).startswith("token: at least 16 characters")
+    assert str(exc.value).startswith("token: must be at least 16 characters")
     assert load_config({"token": "x" * 16}, env={}).token == "x" * 16
 
 

@@ -1,0 +1,123 @@
+"""The principals a gateway serves, at run time: the owner and the store's, held in memory for the
+doors (`authenticate`), followed so that a principal made or revoked anywhere counts here within a
+second, and made and revoked through `principals.*` (what they are: gateway/principals.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+import structlog
+
+from .auth import new_token, presented
+from .errors import Invalid
+from .principals import OWNER, Directory, Principal, check_name, make, owner
+from .tasks import log_failure
+from .timeutil import now_iso
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .auth import TokenStore
+    from .storage.base import PrincipalStore
+
+log = structlog.get_logger("gateway.principals")
+
+
+TOUCH_EVERY_S = 60.0  # a principal's `lastUsed` is written at most this often
+POLL_S = 0.5  # how often the store is asked whether its principals changed (revocations elsewhere)
+
+
+class Principals:
+    """The principals a gateway serves: its owner (the gateway token, `auth.TokenStore`) and the store's,
+    held in a Directory and followed — the store's `version()` polled every POLL_S — so that a principal
+    made or revoked anywhere (another gateway, a `jarvis token` command) counts here within a second.
+    `on_revoked(names)` is told which principals stopped being live, so the doors close their connections."""
+
+    def __init__(self, tokens: "TokenStore", store: "PrincipalStore"):
+        self.tokens = tokens
+        self.store = store
+        self.directory = Directory()
+        self.on_revoked: list[Callable[[set[str]], None]] = []
+        self._version: str | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._touched: dict[str, float] = {}
+        self._pending: set[asyncio.Future[None]] = set()
+
+    async def start(self) -> None:
+        await self.reload()
+        self._task = asyncio.create_task(self._follow())
+        self._task.add_done_callback(log_failure("principals_follow_failed"))
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for t in list(self._pending):
+            t.cancel()
+
+    async def _follow(self) -> None:
+        while True:
+            await asyncio.sleep(POLL_S)
+            try:
+                if await self.store.version() != self._version:
+                    await self.reload()
+            except Exception as exc:  # the database may be down a while: keep what we have
+                log.warning("principals_poll_failed", error=type(exc).__name__)
+
+    async def reload(self) -> None:
+        self._version = await self.store.version()
+        before = {p.name for p in self.directory.by_name.values() if p.live()}
+        principals = await self.store.all()
+        self.directory.replace(principals)
+        gone = before - {p.name for p in principals if p.live()}
+        if gone:
+            for fn in self.on_revoked:
+                fn(gone)
+
+    def authenticate(self, token: Any) -> Principal | None:
+        """The live principal this token belongs to, else None (the owner's compared in constant time)."""
+        token = presented(token)  # the one token rule (auth.py), as every door applies it
+        if token is None:
+            return None
+        if self.tokens.check(token):
+            return owner()
+        p = self.directory.find(token)
+        if p is not None:
+            self._touch(p.name)
+        return p
+
+    def _touch(self, name: str) -> None:
+        now = time.monotonic()
+        if now - self._touched.get(name, -TOUCH_EVERY_S) < TOUCH_EVERY_S:
+            return
+        self._touched[name] = now
+        when = now_iso()
+        self.directory.touched(name, when)
+        task = asyncio.ensure_future(self.store.touch(name, when))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # best effort: a failure is no error
+
+    async def create(self, name: str, agents: Any, scopes: Any, expires: Any) -> tuple[Principal, str]:
+        """A new principal and its token (shown once: only its hash is kept)."""
+        token = new_token()
+        p = make(name, agents, scopes, expires, token)
+        await self.store.add(p)
+        await self.reload()
+        return p, token
+
+    async def revoke(self, name: str) -> Principal:
+        if name == OWNER:
+            raise Invalid(
+                "the owner is the gateway token's principal and the last admin: rotate its token with "
+                "`jarvis token --rotate` instead",
+                field="name",
+            )
+        p = await self.store.revoke(check_name(name), now_iso())
+        await self.reload()
+        return p
+
+    async def list(self) -> list[dict[str, Any]]:
+        return [owner().public()] + [p.public() for p in sorted(await self.store.all(), key=lambda p: p.name)]

@@ -1,0 +1,291 @@
+"""Who may call what: principals — a name with a token, the agents it may reach, and scopes.
+
+    read    search, get, list, history, status, subscribe
+    write   memory set/delete/write/learn/images; session create/rename/delete
+    chat    send, regenerate, abort
+    admin   principals, agents, sync, backup, config, import/export — and everything above
+    proxy   /v1 only: act for a front-end's users, each with an agent of their own
+
+The owner is the gateway's own token (`<stateDir>/gateway.token` or `JARVIS_GATEWAY_TOKEN`): every
+scope, every agent; a single user never meets the rest. Every other principal's token is shown once,
+when it is made, and kept only as its SHA-256 (a 256-bit random secret needs no slow hash: nothing can
+be guessed from it). A token is looked up by its hash; the comparison that decides is constant-time.
+
+This module is engine-neutral: the records live in the engine's `PrincipalStore` (storage/base.py), a
+file of the state dir or a table of PostgreSQL; `Principals` keeps them in memory for the doors and
+follows the store's changes (another process's `jarvis token revoke`, another gateway's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterable
+
+from .errors import Invalid
+from .timeutil import parse_iso, to_iso
+
+SCOPES = ("read", "write", "chat", "admin", "proxy")
+# The scope each method needs: the one table of who may call what (docs/protocol.md §3 shows it).
+# "" — any principal (what the gateway is and which methods it has). A method missing here is refused to
+# everyone but the owner (tests/unit/test_principals.py checks that every registered method is here).
+METHOD_SCOPES: dict[str, str] = {
+    "system.health": "",
+    "system.methods": "",
+    "sessions.list": "read",
+    "sessions.get": "read",
+    "sessions.history": "read",
+    "sessions.subscribe": "read",
+    "sessions.unsubscribe": "read",
+    "sessions.create": "write",
+    "sessions.update": "write",
+    "sessions.delete": "write",
+    "sessions.compact": "write",
+    "sessions.prune": "admin",
+    "chat.send": "chat",
+    "chat.regenerate": "chat",
+    "chat.abort": "chat",
+    "chat.relay": "chat",  # /v1/chat/completions (the OpenAI door's call)
+    "chat.models": "read",
+    "memory.search": "read",
+    "memory.get": "read",
+    "memory.list": "read",
+    "memory.similar": "read",
+    "memory.recall": "read",
+    "memory.files": "read",
+    "memory.status": "read",
+    "memory.getImage": "read",
+    "memory.searchImage": "read",
+    "memory.set": "write",
+    "memory.delete": "write",
+    "memory.write": "write",
+    "memory.learn": "write",
+    "memory.setImage": "write",
+    "memory.sync": "admin",
+    "principals.create": "admin",
+    "principals.list": "admin",
+    "principals.revoke": "admin",
+    "audit.list": "admin",
+    "admin.import": "admin",
+    "admin.upload": "admin",
+    "admin.export": "admin",
+}
+# What a scope brings with it: admin is every scope but proxy (acting for others is asked for by name).
+IMPLIES = {"admin": frozenset({"read", "write", "chat", "admin"})}
+OWNER = "owner"
+NAME_RULE = "1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+EVERY_AGENT = "*"
+
+
+@dataclass(frozen=True)
+class Principal:
+    name: str
+    agents: tuple[str, ...] | None  # None: every agent ("*")
+    scopes: frozenset[str]
+    token_hash: str  # hex SHA-256 of the token; "" for the owner, whose token is the gateway's
+    created: str
+    expires: str | None = None
+    revoked: str | None = None
+    last_used: str | None = None
+    granted: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        granted = set(self.scopes)
+        for s in self.scopes:
+            granted |= IMPLIES.get(s, frozenset())
+        object.__setattr__(self, "granted", frozenset(granted))
+
+    def may(self, scope: str) -> bool:
+        """Whether this principal holds `scope` ("" — anything any principal may do — always)."""
+        return not scope or scope in self.granted
+
+    def may_call(self, method: str) -> bool:
+        """Whether this principal may call `method` (METHOD_SCOPES; one not listed: the owner only)."""
+        scope = METHOD_SCOPES.get(method)
+        return self.name == OWNER if scope is None else self.may(scope)
+
+    def reaches(self, agent_id: str) -> bool:
+        return self.agents is None or agent_id in self.agents
+
+    def live(self, now: datetime | None = None) -> bool:
+        """Not revoked and not expired."""
+        if self.revoked:
+            return False
+        if self.expires:
+            ends = parse_iso(self.expires)
+            return ends is None or (now or datetime.now(timezone.utc)) < ends
+        return True
+
+    def public(self) -> dict[str, Any]:
+        """What `principals.list` and `jarvis token list` show: never the token, never its hash."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "agents": [EVERY_AGENT] if self.agents is None else list(self.agents),
+            "scopes": sorted(self.scopes, key=SCOPES.index),
+            "created": None if self.name == OWNER else self.created,
+            "expires": self.expires,
+            "lastUsed": self.last_used,
+        }
+        if self.revoked:
+            out["revoked"] = self.revoked
+        return out
+
+    def record(self) -> dict[str, Any]:
+        """The stored form (what the store keeps, hash included)."""
+        return {**self.public(), "tokenHash": self.token_hash}
+
+    @classmethod
+    def from_record(cls, rec: Any) -> "Principal":
+        """A stored principal; ValueError naming what is wrong with a record that is not one."""
+        if not isinstance(rec, dict):
+            raise ValueError("not a JSON object")
+        name = rec.get("name")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ValueError(f"name: must be {NAME_RULE}")
+        token_hash = rec.get("tokenHash")
+        if not isinstance(token_hash, str) or not re.fullmatch(r"[0-9a-f]{64}", token_hash):
+            raise ValueError("tokenHash: must be 64 hex digits")
+        created = rec.get("created")
+        if not isinstance(created, str) or parse_iso(created) is None:
+            raise ValueError("created: must be an ISO 8601 time")
+        return cls(
+            name,
+            parse_agents(rec.get("agents"), "agents"),
+            parse_scopes(rec.get("scopes"), "scopes"),
+            token_hash,
+            created,
+            _time_or_none(rec.get("expires"), "expires"),
+            _time_or_none(rec.get("revoked"), "revoked"),
+            _time_or_none(rec.get("lastUsed"), "lastUsed"),
+        )
+
+
+def owner() -> Principal:
+    """The gateway token's principal: every scope, every agent."""
+    return Principal(OWNER, None, frozenset(SCOPES), "", "1970-01-01T00:00:00.000Z")
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def check_name(name: Any, field_name: str = "name") -> str:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise Invalid(f"must be {NAME_RULE}", field=field_name)
+    if name == OWNER:
+        raise Invalid(f"{OWNER!r} is the gateway token's principal; choose another name", field=field_name)
+    return name
+
+
+def parse_scopes(value: Any, field_name: str = "scopes") -> frozenset[str]:
+    """Scopes from a list or a comma-separated string; Invalid naming an unknown one."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        raise Invalid(f"at least one of {', '.join(SCOPES)}", field=field_name)
+    out = set()
+    for item in items:
+        s = item.strip() if isinstance(item, str) else item
+        if s not in SCOPES:
+            raise Invalid(f"unknown scope {s!r}; known: {', '.join(SCOPES)}", field=field_name)
+        out.add(s)
+    return frozenset(out)
+
+
+def parse_agents(value: Any, field_name: str = "agents") -> tuple[str, ...] | None:
+    """Agent ids from a list ("*" alone: every agent); Invalid naming a bad one."""
+    from .schema import AGENT_ID  # (schema imports nothing of ours)
+
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        raise Invalid("at least one agent id, or '*' for every agent", field=field_name)
+    if list(items) == [EVERY_AGENT]:
+        return None
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not re.fullmatch(AGENT_ID, item):
+            raise Invalid(f"{item!r} is no agent id ([A-Za-z0-9._-]{{1,64}}), or '*' alone", field=field_name)
+        if item not in out:
+            out.append(item)
+    return tuple(out)
+
+
+_SPAN = re.compile(r"(\d{1,6})\s*([mhdw])")
+_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_expires(value: Any, now: datetime | None = None, field_name: str = "expires") -> str | None:
+    """When a token stops working: None (never), a span from now ("90m", "12h", "30d", "4w") or an ISO
+    8601 time in the future."""
+    if value is None:
+        return None
+    now = now or datetime.now(timezone.utc)
+    if isinstance(value, str):
+        if m := _SPAN.fullmatch(value.strip()):
+            seconds = int(m.group(1)) * _UNITS[m.group(2)]
+            if seconds <= 0:
+                raise Invalid("must be a positive span", field=field_name)
+            return to_iso(now + timedelta(seconds=seconds))
+        when = parse_iso(value.strip())
+        if when is not None:
+            if when <= now:
+                raise Invalid("is in the past", field=field_name)
+            return to_iso(when)
+    raise Invalid("a span (90m, 12h, 30d, 4w) or an ISO 8601 time", field=field_name)
+
+
+def _time_or_none(value: Any, name: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or parse_iso(value) is None:
+        raise ValueError(f"{name}: must be an ISO 8601 time or null")
+    return value
+
+
+def make(name: str, agents: Any, scopes: Any, expires: Any, token: str, now: datetime | None = None) -> Principal:
+    """A new principal for `token` (shown once; only its hash is kept)."""
+    now = now or datetime.now(timezone.utc)
+    return Principal(
+        check_name(name),
+        parse_agents(agents),
+        parse_scopes(scopes),
+        hash_token(token),
+        to_iso(now),
+        parse_expires(expires, now),
+    )
+
+
+class Directory:
+    """The principals a gateway knows, by token hash, for the doors: `find(token)` is one dict lookup
+    and one constant-time comparison."""
+
+    def __init__(self, principals: Iterable[Principal] = ()):
+        self.by_hash: dict[str, Principal] = {}
+        self.by_name: dict[str, Principal] = {}
+        self.replace(principals)
+
+    def replace(self, principals: Iterable[Principal]) -> None:
+        by_hash, by_name = {}, {}
+        for p in principals:
+            by_name[p.name] = p
+            if p.token_hash:
+                by_hash[p.token_hash] = p
+        self.by_hash, self.by_name = by_hash, by_name
+
+    def find(self, token: str, now: datetime | None = None) -> Principal | None:
+        """The live principal whose token this is, else None."""
+        digest = hash_token(token)
+        p = self.by_hash.get(digest)
+        if p is None or not hmac.compare_digest(p.token_hash, digest) or not p.live(now):
+            return None
+        return p
+
+    def touched(self, name: str, when: str) -> None:
+        p = self.by_name.get(name)
+        if p is not None:
+            q = replace(p, last_used=when)
+            self.by_name[name] = q
+            self.by_hash[q.token_hash] = q

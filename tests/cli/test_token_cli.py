@@ -1,0 +1,93 @@
+"""`jarvis token create|list|revoke` and `jarvis audit`: in process on a state dir, and through a running
+gateway (the CLI's one path), with the token shown once and only its hash kept."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+
+import orjson
+
+from tests.helpers import ROOT, GatewayProcess
+
+
+def jarvis(*args, state_dir, port=None):
+    env = {**os.environ, "JARVIS_STATE_DIR": str(state_dir)}
+    extra = ["--port", str(port)] if port else []
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args, *extra],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_token_create_list_revoke_in_process(tmp_path):
+    state = tmp_path / "state"
+    r = jarvis(
+        "token",
+        "create",
+        "phone",
+        "--agent",
+        "main",
+        "--scope",
+        "read,chat",
+        "--expires",
+        "30d",
+        "--json",
+        state_dir=state,
+    )
+    assert r.returncode == 0, r.stderr
+    made = orjson.loads(r.stdout)
+    token, p = made["token"], made["principal"]
+    assert len(token) >= 43 and p["name"] == "phone" and p["agents"] == ["main"] and p["scopes"] == ["read", "chat"]
+    stored = (state / "principals.jsonl").read_text()
+    assert token not in stored and hashlib.sha256(token.encode()).hexdigest() in stored  # the hash only
+    assert oct((state / "principals.jsonl").stat().st_mode & 0o777) == "0o600"
+    r = jarvis("token", "list", state_dir=state)
+    assert r.returncode == 0 and re.search(r"^phone\s+main\s+read,chat\s", r.stdout, re.M), r.stdout
+    assert token not in r.stdout
+    r = jarvis("token", "create", "phone", "--agent", "main", "--scope", "read", state_dir=state)
+    assert r.returncode == 1 and "exists" in r.stderr
+    r = jarvis("token", "create", "x", "--agent", "main", "--scope", "root", state_dir=state)
+    assert r.returncode == 2 and "unknown scope 'root'" in r.stderr
+    r = jarvis("token", "create", "x", "--agent", "main", "--scope", "read", "--expires", "yesterday", state_dir=state)
+    assert r.returncode == 2 and "expires" in r.stderr
+    r = jarvis("token", "revoke", "owner", state_dir=state)
+    assert r.returncode == 2 and "rotate" in r.stderr  # the owner is the last admin
+    r = jarvis("token", "revoke", "phone", state_dir=state)
+    assert r.returncode == 0, r.stderr
+    r = jarvis("token", "revoke", "phone", state_dir=state)
+    assert r.returncode == 1 and "no principal named 'phone'" in r.stderr
+    listed = orjson.loads(jarvis("token", "list", "--json", state_dir=state).stdout)["principals"]
+    assert [(p["name"], bool(p.get("revoked"))) for p in listed] == [("owner", False), ("phone", True)]
+
+
+def test_a_hand_edited_principal_file_keeps_the_good_lines(tmp_path):
+    state = tmp_path / "state"
+    assert jarvis("token", "create", "tablet", "--agent", "*", "--scope", "read", state_dir=state).returncode == 0
+    path = state / "principals.jsonl"
+    path.write_text("garbage {\n" + path.read_text() + '{"name": "bad name!", "tokenHash": "00"}\n')
+    listed = orjson.loads(jarvis("token", "list", "--json", state_dir=state).stdout)["principals"]
+    assert [p["name"] for p in listed] == ["owner", "tablet"]
+
+
+def test_token_commands_go_through_a_running_gateway(tmp_path):
+    state = tmp_path / "state"
+    with GatewayProcess.running(state) as gp:
+        r = jarvis(
+            "token", "create", "laptop", "--agent", "main", "--scope", "admin", "--json", state_dir=state, port=gp.port
+        )
+        assert r.returncode == 0, r.stderr
+        names = [
+            p["name"]
+            for p in orjson.loads(jarvis("token", "list", "--json", state_dir=state, port=gp.port).stdout)["principals"]
+        ]
+        assert names == ["owner", "laptop"]
+        r = jarvis("audit", "--json", state_dir=state, port=gp.port)
+        assert r.returncode == 0 and "entries" in orjson.loads(r.stdout)
