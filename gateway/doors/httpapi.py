@@ -52,6 +52,22 @@ def error_body(status: int, message: str, *, type_: str, code: str | None = None
     return orjson.dumps({"error": {"message": message, "type": type_, "param": param, "code": code}})
 
 
+def json_error(
+    status: int,
+    message: str,
+    *,
+    type_: str = "invalid_request_error",
+    code: str | None = None,
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Any:
+    """A Starlette response in OpenAI's error shape."""
+    from starlette.responses import Response
+
+    body = error_body(status, message, type_=type_, code=code, param=param)
+    return Response(body, status, media_type="application/json", headers=headers)
+
+
 async def send_error(
     send: Send,
     status: int,
@@ -359,36 +375,15 @@ class HttpApi:
                 yield
 
         async def not_found(request: Request, exc: Exception) -> Response:
-            return Response(
-                error_body(
-                    404,
-                    f"no route {request.method} {request.url.path}",
-                    type_="invalid_request_error",
-                    code="not_found",
-                ),
-                404,
-                media_type="application/json",
-            )
+            return json_error(404, f"no route {request.method} {request.url.path}", code="not_found")
 
         async def not_allowed(request: Request, exc: Exception) -> Response:
-            return Response(
-                error_body(
-                    405,
-                    f"{request.method} is not allowed on {request.url.path}",
-                    type_="invalid_request_error",
-                    code="method_not_allowed",
-                ),
-                405,
-                media_type="application/json",
-            )
+            message = f"{request.method} is not allowed on {request.url.path}"
+            return json_error(405, message, code="method_not_allowed")
 
         async def refused(request: Request, exc: Exception) -> Response:
             assert isinstance(exc, BodyRefused)  # a route read a body too big or too slow
-            return Response(
-                error_body(exc.status, exc.message, type_="invalid_request_error", code=exc.code),
-                exc.status,
-                media_type="application/json",
-            )
+            return json_error(exc.status, exc.message, code=exc.code)
 
         app = Starlette(
             routes=self.routes,

@@ -35,7 +35,7 @@ from ..chat.providers import UpstreamError
 from ..chat.relay import choices
 from ..errors import Invalid, JarvisError, NotFound, Unavailable
 from ..memory.present import references
-from .httpapi import error_body, http_error
+from .httpapi import http_error, json_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.requests import Request
@@ -85,13 +85,8 @@ class ApiError(Exception):
         return cls(status, error["message"], type_=error["type"], code=error["code"], param=param, headers=headers)
 
     def response(self) -> "Response":
-        from starlette.responses import Response
-
-        return Response(
-            error_body(self.status, self.message, type_=self.type, code=self.code, param=self.param),
-            self.status,
-            media_type="application/json",
-            headers=self.headers,
+        return json_error(
+            self.status, self.message, type_=self.type, code=self.code, param=self.param, headers=self.headers
         )
 
 

@@ -23,7 +23,7 @@ it up. Fields this module does not know pass through `shape` as they are.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from ..neterrors import short
 from .notes.keyed import snippet_value
@@ -69,7 +69,7 @@ def _one_line(hit: Mapping[str, Any], limit: int) -> str:
     return short(" ".join(str(hit.get("snippet", "")).split()), limit)
 
 
-def prompt_section(hits: list[Mapping[str, Any]]) -> str:
+def prompt_section(hits: Sequence[Mapping[str, Any]]) -> str:
     """The recalled memory as it is added to a system prompt, each snippet under its citation. Newer
     statements come first where hits disagree, and an older one says what superseded it."""
     if not hits:
@@ -114,7 +114,7 @@ def reference(hit: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def references(hits: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def references(hits: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Where each hit is, compact: path, lines and score (/v1's X-Jarvis-Memory and `jarvis` field)."""
     return [
         {"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"], "score": round(float(r["score"]), 4)}

@@ -38,32 +38,19 @@ from websockets.exceptions import ConnectionClosed
 
 from gateway.cli.dispatch import methods
 from gateway.errors import Invalid, MethodNotFound, NotFound, Unavailable
-from tests.fake_openai import FakeOpenAI
 from tests.helpers import ROOT, RpcError
+from tests.rpc import test_chat_tools as chat_tools
 from tests.rpc.test_mcp import http_client, stdio_client, text
 
 TOO_BIG = (1 << 20) + 4096  # past server.maxFrameBytes and server.httpMaxBodyBytes as set below
 LIMITS = {"server.httpMaxBodyBytes": 1 << 20, "server.maxFrameBytes": 1 << 20}
 
 
-@pytest.fixture
-def api():
-    with FakeOpenAI() as fake:
-        yield fake
+api = chat_tools.api  # the fake OpenAI upstream, a fixture
 
 
 async def _gateway(start_gateway, api, **overrides):
-    return await start_gateway(
-        memory=True,
-        **{
-            "server.httpPort": -1,
-            "chat.baseUrl": api.base_url,
-            "chat.model": "fake-model",
-            "memory.recall.enabled": False,
-            **LIMITS,
-            **overrides,
-        },
-    )
+    return await chat_tools._gateway(start_gateway, api, **{"server.httpPort": -1, **LIMITS, **overrides})
 
 
 def _in_process(config):
