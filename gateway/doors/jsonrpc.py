@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Callable
 
-import structlog
-
 from .. import protocol
 from ..calls import Call, Door
 from ..errors import Invalid, InvalidRequest, JarvisError
@@ -24,8 +22,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..calls import ServiceAccess
     from ..dispatcher import Dispatcher
     from ..registry import MethodSpec
-
-log = structlog.get_logger("gateway.server")
 
 
 class JsonRpcDoor:

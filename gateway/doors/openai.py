@@ -28,8 +28,6 @@ import uuid
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import orjson
-import structlog
-
 from ..calls import Call, Door
 from ..chat.providers import UpstreamError
 from ..chat.relay import choices
@@ -44,8 +42,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..calls import ServiceAccess
     from ..events import Event
-
-log = structlog.get_logger("gateway.openai_api")
 
 MEMORY_HEADER_BYTES = 4096  # X-Jarvis-Memory: whole entries only, the best first
 QUEUE_HIGH = 256  # chunks waiting for a slow client before the upstream is no longer read
