@@ -51,6 +51,7 @@ METHOD_SCOPES: dict[str, str] = {
     "chat.send": "chat",
     "chat.regenerate": "chat",
     "chat.abort": "chat",
+    "chat.relay": "chat",  # /v1/chat/completions (the OpenAI door's call)
     "chat.models": "read",
     "memory.search": "read",
     "memory.get": "read",

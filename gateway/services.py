@@ -28,8 +28,9 @@ from .chat.compaction import Compactor
 from .chat.providers import ChatProvider
 from .chat.runner import ChatService
 from .chat.tools import ChatTools
-from .tools.catalog import in_process
+from .calls import Door
 from .config import Config, MemoryConfig, SessionsConfig
+from .dispatcher import Dispatcher
 from .errors import Conflict, Invalid, NotFound, Unavailable
 from .events import EventBus
 from .protocol import code_of
@@ -159,6 +160,7 @@ class Services:
             bus.relay = self.cluster.relay
         self.started = time.monotonic()
         self.connection_count: Callable[[], int] = lambda: 0
+        self.calls = Dispatcher(self)  # the one path of every call, whichever door it came by
         self.agents: dict[str, Agent] = {}  # open ones, least recently used first
         self._opening = asyncio.Lock()
         self._stop = asyncio.Event()
@@ -332,7 +334,7 @@ class Services:
                 raise
         agent = Agent(agent_id, sessions, None, memory)  # type: ignore[arg-type]
         compactor = Compactor(cfg, sessions, self.provider, memory, cfg.agent_workspace(agent_id))
-        tools = ChatTools(cfg, in_process(self, agent_id, door="model")) if memory is not None else None
+        tools = ChatTools(cfg, self.calls.caller(Door.TOOL, agent_id)) if memory is not None else None
         agent.chat = ChatService(
             cfg,
             sessions,

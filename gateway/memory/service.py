@@ -36,7 +36,7 @@ from .rerank import apply_time_decay, decay_dates, mmr_rerank
 from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
 from .search.qmd import QmdBackend
 from .search.timeline import arrange
-from .notes.keyed import snippet_value
+from .present import shape
 from .search.snippets import Exclude
 from .sync import DirtyMarks, SyncOrchestrator, SyncRequest
 
@@ -432,8 +432,8 @@ class MemoryService:
             mode=mode,
             exclude=exclude,
         )
-        for r in res["results"]:  # a keyed memory shows its value, not its front matter, to every reader
-            r["snippet"] = snippet_value(r["path"], r["snippet"])
+        for r in res["results"]:  # as every reader gets a hit (present.py: a keyed memory's value)
+            shape(r)
         if recovering:  # no re-ranking either: results are incomplete
             res["degraded"] = (
                 "the memory index was damaged and is being rebuilt from the memory files and "

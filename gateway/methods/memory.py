@@ -72,7 +72,8 @@ SEARCH = with_agent(
     SEARCH,
     "Search memory files and transcripts (BM25 + vectors, fused); results with line ranges and snippets.",
 )
-async def search(ctx: CallContext, p: dict) -> dict:
+async def search_memory(ctx: CallContext, p: dict) -> dict:
+    """memory.search: the memory service's search (re-ranked); not memory.similar's nor memory.recall's."""
     return await (await _memory(ctx, p)).search(
         p["query"], k=p["k"], min_score=p["minScore"], sources=p["sources"], session_key=p["sessionKey"], mode=p["mode"]
     )

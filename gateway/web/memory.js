@@ -17,9 +17,10 @@ function transcriptKey(path) {
   return m ? m[1] : null;
 }
 
-/** How a memory location reads to a person: a transcript as its session's name and date, a file as
- * path and lines. Fills `node` now, and again once an unknown session's details arrive. */
-export function citationText(path, startLine, endLine, node) {
+/** How a memory location reads to a person: a transcript as its session's name and date (`date`: when
+ * the hit was said, as the gateway dated it; else the session's start), a file as path and lines. Fills
+ * `node` now, and again once an unknown session's details arrive. */
+export function citationText(path, startLine, endLine, node, date = null) {
   const lines = startLine === endLine ? `line ${startLine}` : `lines ${startLine}–${endLine}`;
   const key = transcriptKey(path);
   if (!key) {
@@ -28,7 +29,7 @@ export function citationText(path, startLine, endLine, node) {
   }
   const show = (session) => {
     node.textContent = session
-      ? `“${sessionName(session)}” · ${formatDate(session.createdAt)} · ${lines}`
+      ? `“${sessionName(session)}” · ${formatDate(date || session.createdAt)} · ${lines}`
       : `a deleted session · ${lines}`;
   };
   const known = state.sessionInfo.get(key);
@@ -141,20 +142,6 @@ ui.searchForm.addEventListener("submit", async (ev) => {
   }
 });
 
-/** What a keyed memory's result shows: its value, without the front matter (`---`, `key:`, `created:` …)
- * and the `# key` heading its file starts with (gateway/memory/notes/keyed.py: snippet_value). */
-export function snippetValue(path, snippet) {
-  const m = /^memory\/keyed\/[^/]+\/([A-Za-z0-9][A-Za-z0-9._-]{0,127})\.md$/.exec(path || "");
-  if (!m) return snippet;
-  let lines = snippet.split("\n");
-  const start = lines.length && lines[0].trim() === "---" ? 1 : 0;
-  let end = start;
-  while (end < lines.length && /^(key|category|created|updated):/.test(lines[end])) end += 1;
-  if (end < lines.length && lines[end].trim() === "---" && (start || end)) lines = lines.slice(end + 1);
-  while (lines.length && (!lines[0].trim() || lines[0].trim() === `# ${m[1]}`)) lines.shift();
-  return lines.join("\n").trim() || snippet;
-}
-
 function renderResults(res) {
   const n = res.results.length;
   ui.searchStatus.textContent = n
@@ -162,7 +149,7 @@ function renderResults(res) {
     : "No results.";
   for (const r of res.results) {
     const label = h("span", { class: "path", title: `${r.path}:${r.startLine}-${r.endLine}` });
-    citationText(r.path, r.startLine, r.endLine, label);
+    citationText(r.path, r.startLine, r.endLine, label, r.date);
     const actions = h("div", { class: "result-actions" },
       h("button", { type: "button", class: "link-button", text: "Show lines", onclick: () => openMemory(r.path, r.startLine, r.endLine, label.textContent) }),
       r.sessionKey
@@ -174,9 +161,11 @@ function renderResults(res) {
     ui.searchResults.appendChild(h("li", { class: "result" },
       h("div", { class: "result-head" },
         label,
+        r.date && !r.sessionKey ? h("span", { class: "hint", text: formatDate(r.date) }) : null,
         h("span", { class: "badge", text: r.source }),
         h("span", { class: "score", title: "score", text: Number(r.score).toFixed(2) })),
-      h("p", { class: "snippet", text: snippetValue(r.path, r.snippet) }),
+      // The snippet as the gateway shaped it (gateway/memory/present.py: a keyed memory's value).
+      h("p", { class: "snippet", text: r.snippet }),
       actions));
   }
 }

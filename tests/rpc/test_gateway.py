@@ -378,7 +378,7 @@ async def test_http_routes(gateway):
     for path in ("/nope", "/static/../config.py", "/static/%2e%2e/app.py", "/static/"):
         assert (await asyncio.to_thread(get, path))[0] == 404, path
     # The page is ES modules importing each other from /static/: every one must come back as JavaScript.
-    from gateway.server.http import WEB_DIR
+    from gateway.doors.pages import WEB_DIR
 
     modules = sorted(p.name for p in WEB_DIR.glob("*.js"))
     assert {"app.js", "state.js", "rpc.js", "render.js"} <= set(modules)

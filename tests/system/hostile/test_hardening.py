@@ -56,7 +56,7 @@ async def test_deleting_made_up_sessions_keeps_no_lock(gateway, client):
     await asyncio.gather(
         *(client.request("chat.send", {"sessionKey": f"nope-{i}", "message": "hi"}) for i in range(50))
     )
-    assert len(chat._send_locks) == 0
+    assert len(chat.slots.locks) == 0
 
 
 async def test_out_of_range_recall_periods_are_invalid_params_or_clamped(start_gateway):
