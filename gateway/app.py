@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
-from . import __version__, openai_api
+from . import __version__
 from .chat.providers import make_provider
 from .config import Config
 from .events import EventBus
@@ -26,8 +26,9 @@ from .methods import system as _system_methods  # noqa: F401
 from .methods import principals as _principal_methods  # noqa: F401
 from .methods import admin as _admin_methods  # noqa: F401
 from .fsutil import ensure_private_dir, lock_state_dir
-from .server import GatewayServer
-from .server.httpapi import HttpApi
+from .doors import openai
+from .doors.httpapi import HttpApi
+from .doors.websocket import GatewayServer
 from .services import Services
 from .storage import open_storage
 
@@ -89,9 +90,9 @@ class Gateway:
         self.services.connection_count = self.server.connection_count
         await self.server.start()
         self.http = HttpApi(cfg, tokens, self.server.handshake, self.server.admission)
-        self.http.add_routes(openai_api.routes(self.services))  # /v1: OpenAI-compatible, with memory
+        self.http.add_routes(openai.routes(self.services))  # /v1: OpenAI-compatible, with memory
         if self.http.enabled:
-            from .tools import mcp
+            from .doors import mcp
 
             mcp.mount(self.http, self.services)  # /mcp: the memory tools for MCP clients
         await self.http.start()

@@ -448,6 +448,24 @@ class RecallConfig:
 
 
 @dataclass
+class VersionsConfig:
+    keep: int = _f(
+        20,
+        ge=1,
+        le=1000,
+        doc="versions kept of each keyed memory and of each note written by memory.write, the current one "
+        "included (memory.history); the oldest go first",
+    )
+    max_bytes: int = _f(
+        1 << 20,
+        ge=1 << 18,
+        le=1 << 30,
+        doc="bytes of text (UTF-8) kept in one keyed memory's or one note's versions; the oldest go first "
+        "(the current one always stays)",
+    )
+
+
+@dataclass
 class MemoryConfig:
     enabled: bool = _f(True)
     image_max_bytes: int = _f(5 * 1024 * 1024, ge=1, doc="largest image memory.setImage accepts (decoded bytes)")
@@ -465,6 +483,25 @@ class MemoryConfig:
     sync: SyncConfig = _f(factory=SyncConfig)
     backend: BackendConfig = _f(factory=BackendConfig)
     recall: RecallConfig = _f(factory=RecallConfig)
+    versions: VersionsConfig = _f(factory=VersionsConfig)
+    trash_days: float = _f(
+        30.0,
+        ge=0.01,
+        le=36500.0,
+        doc="days a deleted keyed memory (memory.delete) or session (sessions.delete) stays in the trash, "
+        "restorable, before it is purged for good",
+    )
+    trash_max: int = _f(
+        10_000,
+        ge=1,
+        doc="keyed memories, and sessions, one agent's trash holds; past it the longest deleted go first",
+    )
+    redact_secrets: bool = _f(
+        True,
+        doc="mask API keys, private keys, bearer tokens and passwords said in a conversation in what memory "
+        "indexes, recalls into prompts and returns to memory tools and MCP clients (the transcript keeps "
+        "the words); changing it rebuilds the index",
+    )
 
 
 @dataclass

@@ -3,8 +3,9 @@
     JarvisError                  root: its message is meant for the client; `data` carries details
     ├── Invalid                  a value breaks a rule; `field` names it (`params.` added at the RPC edge)
     ├── NotFound                 a session, run, agent, message or memory path does not exist
-    ├── Conflict                 the state forbids it now: a run is active, the session exists, another
-    │                            process rebuilds the index, every open agent is busy, a limit is reached
+    ├── Conflict                 the state forbids it now: a run is active (RunActive), the session
+    │                            exists, another process rebuilds the index, every open agent is busy,
+    │                            a limit is reached (SessionLimit)
     ├── RateLimited              too many at once or too many failures; `data.retryAfterMs`
     ├── Unavailable              an upstream (chat or embedding provider) or the gateway itself (shutting
     │                            down, memory rebuilding, out of file descriptors) cannot serve now;
@@ -67,6 +68,16 @@ class NotFound(JarvisError):
 
 class Conflict(JarvisError):
     default_message = "busy"
+
+
+class RunActive(Conflict):
+    """A run is already active in the session; `data` names the session and the run."""
+
+    def __init__(self, session_key: str, run_id: str):
+        super().__init__(
+            f"a run is already active in session {session_key}; retry when it has ended",
+            {"sessionKey": session_key, "runId": run_id},
+        )
 
 
 class SessionLimit(Conflict):

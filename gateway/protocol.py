@@ -4,6 +4,7 @@ no asyncio. Lenient on input (`"jsonrpc":"2.0"` optional), strict on output (alw
     parse(text)  -> Frame: a single Request, a batch (list of Request | error response), or an error
     response(id, result) / error_response(id, JarvisError) / notification(method, params)
     code_of(JarvisError) -> int: the one place that maps the error classes to JSON-RPC codes
+    error_of(error object) -> JarvisError: a client's way back, from a gateway's answer to the class
     encode(obj)  -> bytes (UTF-8 JSON, to be sent as a text frame)
 """
 
@@ -91,6 +92,28 @@ def error_object(err: JarvisError) -> dict[str, Any]:
     if err.data:
         obj["data"] = err.data
     return obj
+
+
+def error_of(error: Any) -> JarvisError:
+    """The JarvisError that a JSON-RPC error object of a gateway stands for: the class of its code (the
+    first of CODES; -32603 is InternalError), its message and data, an Invalid's field and rule. For
+    clients of the WebSocket (`jarvis …`, `jarvis mcp`) that answer in their own shape, as the doors do."""
+    obj = error if isinstance(error, dict) else {}
+    code, data = obj.get("code"), obj.get("data")
+    message = str(obj.get("message") or "")
+    data = data if isinstance(data, dict) else None
+    if code == -32602:
+        field = data.get("field") if data else None
+        field = field if isinstance(field, str) else None
+        rule = message[len(field) + 2 :] if field and message.startswith(f"{field}: ") else message
+        return e.Invalid(rule, field if rule != message else None, data)
+    cls = next((c for c, n in CODES if n == code and c is not e.DiskFull), JarvisError)
+    err = cls.__new__(cls)
+    JarvisError.__init__(err, message, data)
+    if isinstance(err, e.Unavailable):
+        err.retryable = bool((data or {}).get("retryable", True))
+        err.retry_after_ms = (data or {}).get("retryAfterMs")
+    return err
 
 
 def error_response(req_id: Any, err: JarvisError) -> dict[str, Any]:

@@ -252,10 +252,7 @@ class Obj(Field):
             value = {}
         if not isinstance(value, dict):
             raise Invalid(f"must be an object, got {type_name(value)}", field=path)
-        unknown = [k for k in value if k not in self.fields]
-        if unknown:
-            allowed = ", ".join(self.fields) or "none"
-            raise Invalid(f"unknown parameter (allowed: {allowed})", field=_join(path, unknown[0]))
+        self.refuse_unknown(value, path)
         out: dict[str, Any] = {}
         for name, spec in self.fields.items():
             sub = _join(path, name)
@@ -266,6 +263,13 @@ class Obj(Field):
             else:
                 out[name] = None if spec.default is _MISSING else spec.default
         return out
+
+    def refuse_unknown(self, value: dict[str, Any], path: str = "") -> None:
+        """Invalid naming the first member of `value` that is none of the fields."""
+        unknown = [k for k in value if k not in self.fields]
+        if unknown:
+            allowed = ", ".join(self.fields) or "none"
+            raise Invalid(f"unknown parameter (allowed: {allowed})", field=_join(path, unknown[0]))
 
     def schema(self) -> dict[str, Any]:
         return {

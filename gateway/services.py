@@ -18,7 +18,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
@@ -28,14 +28,16 @@ from .chat.compaction import Compactor
 from .chat.providers import ChatProvider
 from .chat.runner import ChatService
 from .chat.tools import ChatTools
-from .tools.catalog import in_process
-from .config import Config, SessionsConfig
+from .calls import Door
+from .config import Config, MemoryConfig, SessionsConfig
+from .dispatcher import Dispatcher
 from .errors import Conflict, Invalid, NotFound, Unavailable
 from .events import EventBus
 from .protocol import code_of
 from .schema import AGENT_ID
 from .sessions.retention import ephemeral_victims
 from .storage.base import SessionStore, Storage
+from .timeutil import days_ago
 
 if TYPE_CHECKING:  # pragma: no cover
     from .memory.service import MemoryService
@@ -91,29 +93,56 @@ class Agent:
         if self.memory is not None:
             await self.memory.close()
 
-    async def delete_session(self, key: str) -> None:
-        """Abort its run, remove metadata and transcript, and drop its memory chunks.
+    async def delete_session(self, key: str, trash: bool = True) -> None:
+        """Abort its run, move metadata and transcript to the trash (`trash=False`: remove them for good),
+        and drop its memory chunks.
 
         Under the session's send lock: a chat.send in flight either finishes starting its run first
         (which is then aborted here) or finds the session gone — it can never recreate the transcript."""
         async with self.chat.session_lock(key):
             await self.chat.abort(key, None)
-            await self.sessions.delete(key)
+            await self.sessions.delete(key, trash=trash)
         await self.chat.forget(key)
         if self.memory is not None:
             await self.memory.forget_session(key)
 
+    async def restore_session(self, key: str) -> dict:
+        """Bring a session back from the trash whole; it is searchable again when this returns."""
+        async with self.chat.session_lock(key):
+            session = await self.sessions.restore(key)
+        if self.memory is not None:
+            await self.memory.session_restored(key)
+        return session
+
     async def prune(self, config: SessionsConfig) -> list[str]:
-        """Delete the ephemeral sessions retention says should go."""
+        """Delete the ephemeral sessions retention says should go (for good: retention is no mistake to undo)."""
         victims = ephemeral_victims(await self.sessions.all(), config)
         for key in victims:
             try:
-                await self.delete_session(key)
+                await self.delete_session(key, trash=False)
             except NotFound:  # deleted meanwhile
                 continue
         if victims:
             log.info("ephemeral sessions pruned", agent=self.id, count=len(victims))
         return victims
+
+    async def empty_trash(self, config: MemoryConfig) -> dict[str, list[str]]:
+        """Purge what was deleted `memory.trashDays` ago, and the longest deleted past `memory.trashMax`:
+        sessions, and keyed memories."""
+        cutoff = days_ago(config.trash_days)
+        stores: list[tuple[str, Any, Callable[[Any], str]]] = [("sessions", self.sessions, lambda s: s["sessionKey"])]
+        if self.memory is not None:
+            stores.append(("keyed", self.memory.keyed, lambda c: c.entry.key))
+        out: dict[str, list[str]] = {}
+        for name, store, key_of in stores:
+            gone = await store.purge(before=cutoff)
+            over = [key_of(t) for t in (await store.trash())[config.trash_max :]]  # the most recent first
+            if over:
+                gone += await store.purge(over)
+            out[name] = gone
+        if any(out.values()):
+            log.info("trash emptied", agent=self.id, **{k: len(v) for k, v in out.items()})
+        return out
 
 
 class Services:
@@ -131,6 +160,7 @@ class Services:
             bus.relay = self.cluster.relay
         self.started = time.monotonic()
         self.connection_count: Callable[[], int] = lambda: 0
+        self.calls = Dispatcher(self)  # the one path of every call, whichever door it came by
         self.agents: dict[str, Agent] = {}  # open ones, least recently used first
         self._opening = asyncio.Lock()
         self._stop = asyncio.Event()
@@ -184,6 +214,7 @@ class Services:
                     with self.request_scope():
                         self.use(agent)  # counted as in use: idle closing waits for the prune
                         await agent.prune(self.config.sessions)
+                        await agent.empty_trash(self.config.memory)
                 except Exception:  # retention must never take the gateway down; try next time
                     log.exception("retention failed", agent=agent.id)
             if interval <= 0:
@@ -303,7 +334,7 @@ class Services:
                 raise
         agent = Agent(agent_id, sessions, None, memory)  # type: ignore[arg-type]
         compactor = Compactor(cfg, sessions, self.provider, memory, cfg.agent_workspace(agent_id))
-        tools = ChatTools(cfg, in_process(self, agent_id)) if memory is not None else None
+        tools = ChatTools(cfg, self.calls.caller(Door.TOOL, agent_id)) if memory is not None else None
         agent.chat = ChatService(
             cfg,
             sessions,

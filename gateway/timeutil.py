@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 
 def now_iso() -> str:
@@ -23,3 +23,13 @@ def parse_iso(text: str) -> datetime | None:
     except (ValueError, AttributeError, TypeError):
         return None
     return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def days_after(text: str | None, days: float) -> str | None:
+    """`days` after the timestamp `text` (None when it is not one): when a trashed thing is purged."""
+    when = parse_iso(text or "")
+    return to_iso(when + timedelta(days=days)) if when else None
+
+
+def days_ago(days: float) -> str:
+    return to_iso(datetime.now(timezone.utc) - timedelta(days=days))

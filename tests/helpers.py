@@ -233,13 +233,55 @@ class RunningGateway:
         return await connect_client(self.url, self.token, how)
 
 
+# Run a Python command line with limits of its own: argv = [nofile, inotify instances, *python args]
+# ("" leaves one as it is). The inotify limit is set in a fresh user namespace (this process mapped to
+# root there), since the host-wide one is shared with every process of the same user.
+_LAUNCH = r"""
+import ctypes, os, resource, sys
+nofile, inotify = sys.argv[1], sys.argv[2]
+if nofile:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (int(nofile), int(nofile)))
+if inotify:
+    uid, gid = os.getuid(), os.getgid()
+    if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:  # CLONE_NEWUSER
+        sys.exit("unshare(CLONE_NEWUSER): " + os.strerror(ctypes.get_errno()))
+    for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
+    with open("/proc/sys/user/max_inotify_instances", "w") as f:
+        f.write(inotify)
+os.execv(sys.executable, [sys.executable, *sys.argv[3:]])
+"""
+
+
+def user_namespaces_work() -> str | None:
+    """None where `GatewayProcess(inotify_instances=…)` can run here; else why not."""
+    if not sys.platform.startswith("linux"):
+        return "user namespaces are Linux's"
+    probe = subprocess.run(
+        [sys.executable, "-c", _LAUNCH, "", "0", "-c", "pass"], capture_output=True, text=True, timeout=30
+    )
+    return None if probe.returncode == 0 else f"no user namespace with its own limits here: {probe.stderr.strip()}"
+
+
 class GatewayProcess:
     """`jarvis serve` as a real subprocess, for signals and crash tests."""
 
-    def __init__(self, state_dir: Path, env: dict[str, str] | None = None, port: int = 0, nofile: int | None = None):
-        """`nofile`: the process's RLIMIT_NOFILE (soft and hard), as a unit's LimitNOFILE sets it."""
+    def __init__(
+        self,
+        state_dir: Path,
+        env: dict[str, str] | None = None,
+        port: int = 0,
+        nofile: int | None = None,
+        inotify_instances: int | None = None,
+    ):
+        """`nofile`: the process's RLIMIT_NOFILE (soft and hard), as a unit's LimitNOFILE sets it.
+        `inotify_instances`: run it in a user namespace of its own whose inotify instance limit is this
+        (`user.max_inotify_instances`): a resource run out for this process alone, which no other
+        process on the host can free or take (see `user_namespaces_work`)."""
         self.state_dir = state_dir
         self.nofile = nofile
+        self.inotify_instances = inotify_instances
         # The HTTP API on a free port: several gateways (and test runs) side by side never collide.
         self.env = {**os.environ, "JARVIS_STATE_DIR": str(state_dir), "JARVIS_HTTP_PORT": "-1", **(env or {})}
         self.env.pop("OPENAI_API_KEY", None) if "OPENAI_API_KEY" not in (env or {}) else None
@@ -251,14 +293,21 @@ class GatewayProcess:
     @classmethod
     @contextlib.contextmanager
     def running(
-        cls, state_dir: Path, config_toml: str = "", env: dict[str, str] | None = None, nofile: int | None = None
+        cls,
+        state_dir: Path,
+        config_toml: str = "",
+        env: dict[str, str] | None = None,
+        nofile: int | None = None,
+        inotify_instances: int | None = None,
     ):
         """A started gateway with this config.toml (and no chat endpoint from the environment),
         killed on exit."""
         state_dir.mkdir(parents=True, exist_ok=True)
         if config_toml:
             (state_dir / "config.toml").write_text(config_toml)
-        proc = cls(state_dir, env={"OPENAI_BASE_URL": "", **(env or {})}, nofile=nofile)
+        proc = cls(
+            state_dir, env={"OPENAI_BASE_URL": "", **(env or {})}, nofile=nofile, inotify_instances=inotify_instances
+        )
         try:
             proc.start()
             yield proc
@@ -272,15 +321,10 @@ class GatewayProcess:
         offset = self.log.stat().st_size if self.log.exists() else 0  # a restart appends to the log
         fh = open(self.log, "ab")
         cmd = ["-m", "gateway.cli", "serve", "--port", str(self.port), "--log-format", "json"]
-        if self.nofile is not None:  # set in the child, then exec (preexec_fn is unsafe with threads)
-            cmd = [
-                "-c",
-                "import os, resource, sys; n = int(sys.argv[1]); "
-                "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)); "
-                "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])",
-                str(self.nofile),
-                *cmd,
-            ]
+        if self.nofile is not None or self.inotify_instances is not None:
+            # set in the child, then exec (preexec_fn is unsafe with threads)
+            limits = ["" if n is None else str(n) for n in (self.nofile, self.inotify_instances)]
+            cmd = ["-c", _LAUNCH, *limits, *cmd]
         self.proc = subprocess.Popen(
             [sys.executable, *cmd], cwd=ROOT, env=self.env, stdout=fh, stderr=subprocess.STDOUT
         )

@@ -26,6 +26,7 @@ import structlog
 
 from ..config import Config
 from ..memory.layout import append_to_day_file
+from ..memory.secrets import mask
 from ..sessions import transcript as tx
 from ..storage.base import SessionStore
 from ..timeutil import now_iso, parse_iso
@@ -156,6 +157,8 @@ class Compactor:
             if not batch:
                 return {"compacted": 0}
             summary = await self._summarise(batch)
+            if self.config.memory.redact_secrets:  # it becomes memory: secrets stay in the transcript only
+                summary = mask(summary)
             label = (await self.sessions.all()).get(session_key, {}).get("label") or session_key
             label = " ".join(str(label).split())  # one line: a label must not add headings to the file
             rel, start, end = await asyncio.to_thread(self._write_memory, label, session_key, batch, summary)

@@ -12,7 +12,7 @@ A provider has capabilities as attributes (`name`, `model`, `tools_supported`) a
   a client polling `GET /v1/models` (or `chat.models`) does not make every poll an upstream request;
   a failure is not kept, and callers that ask while a request is out share its answer.
 
-For the OpenAI-compatible endpoint (gateway/openai_api.py) a provider also answers `relay(body,
+For the OpenAI-compatible endpoint (gateway/doors/openai.py) a provider also answers `relay(body,
 recalled)`: the client's request forwarded as it is, answered with OpenAI's own chunks (`stream: true`)
 or completion object. Its failures raise `UpstreamError`, an `Unavailable` that knows the HTTP status
 to answer with.
@@ -35,8 +35,7 @@ import structlog
 
 from ..config import Config
 from ..errors import Unavailable
-from ..memory.notes.keyed import snippet_value
-from ..memory.present import heading
+from ..memory.present import offline_line
 from ..neterrors import connection_failure
 from ..neterrors import short as _short
 from ..sessions.transcript import OFFLINE_PREAMBLE
@@ -195,11 +194,7 @@ class OfflineResponder(ChatProvider):
         if recalled:
             lines.append("")
             lines.append("From memory I recalled:")
-            for r in recalled:
-                snippet = " ".join(snippet_value(str(r["path"]), str(r.get("snippet", ""))).split())
-                if len(snippet) > 240:
-                    snippet = snippet[:239] + "…"
-                lines.append(f"- {heading(r)} (score {r['score']:.2f}): {snippet}")
+            lines += [offline_line(r) for r in recalled]
         else:
             lines.append("Nothing in memory matched this message.")
         return "\n".join(lines)

@@ -13,6 +13,7 @@ import structlog
 from ..memory.index.chunking import CHARS_PER_TOKEN
 from ..memory.index.sources import session_path
 from ..memory.search.snippets import Exclude
+from ..memory.secrets import mask
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..memory.service import MemoryService
@@ -38,7 +39,7 @@ async def recall_for_turn(memory: "MemoryService", query: str, session_key: str 
     for r in res["results"]:
         if budget <= 0:
             break
-        snip = r["snippet"][:budget]
+        snip = (mask(r["snippet"]) if memory.cfg.redact_secrets else r["snippet"])[:budget]
         budget -= len(snip)
         out.append({**{f: r[f] for f in RECALLED if f in r}, "snippet": snip})
     return out

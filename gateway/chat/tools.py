@@ -64,7 +64,9 @@ class ChatTools:
                 "not enabled",
                 error=True,
             )
-        task = asyncio.ensure_future(run_tool(call.name, call.arguments, self.caller))
+        task = asyncio.ensure_future(
+            run_tool(call.name, call.arguments, self.caller, redact=self.config.memory.redact_secrets)
+        )
         if call.name in CATALOG and not CATALOG[call.name].read_only:
             self.pending.add(task)
             task.add_done_callback(self.pending.discard)

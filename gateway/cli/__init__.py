@@ -213,7 +213,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
     from ..auth import TokenError
     from ..errors import JarvisError
     from ..fsutil import StateDirInUse
-    from ..server.httpapi import ListenError
+    from ..doors.httpapi import ListenError
 
     try:
         return asyncio.run(serve(config, announce))

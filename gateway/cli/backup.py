@@ -7,11 +7,16 @@ What is copied, into the same layout under DEST (a new directory; dirs 0700, fil
     agents/<agentId>/sessions/*.jsonl            up to the last complete line (appends are never torn)
     agents/<agentId>/memory.sqlite               SQLite online backup API: a transaction-consistent
                                                  snapshot, taken page by page without the vec extension
+    agents/<agentId>/trash/sessions.json, trash/sessions/*.jsonl
+                                                 the trash: read together with sessions.json as one
+                                                 moment, transcripts wherever a delete or restore moved them
+    agents/<agentId>/history/**/*.json           keyed memories' and notes' versions, the keyed trash
     workspace/MEMORY.md, memory.md, LEARNINGS.md, memory/**/*.md, memory/images/*.png|jpg,
               agents/<id>/… (the same)      the notes the memory index is built from
 
 Session metadata is copied before the transcripts, so every session it lists has its transcript in the
-copy. The copy is assembled in DEST.partial-… and renamed to DEST at the end: an interrupted backup
+copy (a session deleted or restored meanwhile is where the copied metadata says once the gateway opens
+it: storage/files/sessions.py finishes such moves). The copy is assembled in DEST.partial-… and renamed to DEST at the end: an interrupted backup
 never leaves a half-filled DEST. Restore = stop the gateway, put the directory in place of the state
 dir, start it (docs/operations.md).
 """
@@ -93,6 +98,24 @@ class _Copier:
         with _open_private(target) as out:
             out.write(data)
         self._done(target, src)
+
+    def session_lists(self, sessions: Path, trash: Path, rel: Path) -> None:
+        """sessions.json and the trash's list as of one moment: each write of sessions.json (the
+        gateway's, under its lock) gives it a new generation, so the same bytes before and after the
+        trash's list was read mean nothing moved in between."""
+        for _ in range(100):
+            before = _read_or_none(sessions)
+            listed = _read_or_none(trash)
+            if _read_or_none(sessions) == before:
+                break
+        else:
+            raise BackupError(f"{sessions} changed during 100 reads in a row; try again")
+        for src, data, name in ((sessions, before, "sessions"), (trash, listed, "trash")):
+            if data is not None:
+                target = self.dest_root / rel / name / "sessions.json"
+                with _open_private(target) as out:
+                    out.write(data)
+                self._done(target, src)
 
     def complete_lines(self, src: Path, rel: Path) -> None:
         """An append-only JSONL file, up to its last '\\n': a line being written right now is left out."""
@@ -187,10 +210,18 @@ def backup_state(config: Config, dest: Path) -> BackupReport:
         copier.whole_file(config.token_file, Path("gateway.token"))
         for agent in _subdirs(state / "agents"):
             rel = agent.relative_to(state)
-            sessions = agent / "sessions"
-            copier.whole_file(sessions / "sessions.json", rel / "sessions" / "sessions.json")
-            for transcript in sorted(sessions.glob("*.jsonl")):
-                copier.complete_lines(transcript, rel / "sessions" / transcript.name)
+            sessions, trash = agent / "sessions", agent / "trash"
+            copier.session_lists(sessions / "sessions.json", trash / "sessions.json", rel)
+            # The trash's transcripts before and after the live ones: one a delete or a restore moves
+            # between the folders meanwhile is copied from one of them.
+            for folder in (trash / "sessions", sessions, trash / "sessions"):
+                for transcript in sorted(folder.glob("*.jsonl")):
+                    target = rel / folder.relative_to(agent) / transcript.name
+                    if not (staging / target).exists():
+                        copier.complete_lines(transcript, target)
+            for kept in sorted((agent / "history").rglob("*.json")):
+                if kept.is_file() and not kept.is_symlink():
+                    copier.whole_file(kept, kept.relative_to(state))
             copier.sqlite(agent / "memory.sqlite", rel / "memory.sqlite")
         workspace = config.workspace_dir.expanduser().absolute()
         for note in _memory_files(workspace):
@@ -205,6 +236,13 @@ def backup_state(config: Config, dest: Path) -> BackupReport:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return report
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def _subdirs(path: Path) -> list[Path]:

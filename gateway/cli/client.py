@@ -11,6 +11,7 @@ import orjson
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
+from .. import protocol
 from ..auth import TokenError, read_token_file
 from ..config import Config
 from ..neterrors import connection_failure
@@ -89,6 +90,9 @@ CALL_TIMEOUTS: dict[str, float | None] = {
             "memory.getImage",
             "memory.status",
             "memory.files",
+            "memory.history",
+            "memory.trash",
+            "sessions.trash",
         ),
         READ_TIMEOUT,
     ),
@@ -102,6 +106,8 @@ CALL_TIMEOUTS: dict[str, float | None] = {
             "memory.setImage",
             "memory.searchImage",
             "memory.write",
+            "memory.restore",
+            "sessions.restore",
         ),
         EMBED_TIMEOUT,
     ),
@@ -306,3 +312,4 @@ class GatewayCallError(CallError):
         self.code = error.get("code")
         self.error_message = error.get("message") or ""
         self.data = error.get("data") if isinstance(error.get("data"), dict) else None
+        self.error = protocol.error_of(error)  # what the gateway raised, as its class

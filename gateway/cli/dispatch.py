@@ -4,10 +4,10 @@
         res = await m.call("memory.search", {"query": "boat", "k": 3})   # none: in this process
         m.gateway                              # the URL that answered, or None (in process)
 
-Either way the same handler validates the params and does the work, so a command behaves alike with
-and without a running gateway, and nothing here re-validates. Errors come back as the JarvisError
-the handler raised (over the wire: Invalid for -32602, NotFound for -32004, else JarvisError), so the
-commands map them to exit codes in one way.
+Either way the call takes the one path (dispatcher.py) — the gateway's WebSocket door, or the CLI door
+in process — so a command behaves alike with and without a running gateway, and nothing here
+re-validates. Errors come back as the JarvisError of the one error value (over the wire rebuilt from its
+JSON-RPC code by `protocol.error_of`), so the commands map them to exit codes in one way.
 
 Notifications the method sends its caller (an import's progress) reach `call(…, on_event=fn)` either way:
 from the socket, or through the `LocalCaller` an in-process call passes as its connection (peer "local":
@@ -33,8 +33,8 @@ from typing import Any, AsyncIterator, Callable
 
 import orjson
 
+from ..calls import Call, Door
 from ..config import Config
-from ..errors import Invalid, JarvisError, NotFound
 from ..events import Event
 
 OnEvent = Callable[[dict[str, Any]], None]
@@ -80,11 +80,7 @@ class Methods:
             try:
                 return await self.conn.call(method, params)
             except GatewayCallError as exc:
-                if exc.code == -32602:
-                    raise Invalid(exc.error_message, data=exc.data) from None
-                if exc.code == -32004:
-                    raise NotFound(exc.error_message, exc.data) from None
-                raise JarvisError(exc.error_message, exc.data) from None
+                raise exc.error from None
             finally:
                 if pump is not None:
                     pump.cancel()
@@ -94,10 +90,7 @@ class Methods:
             from .local import LocalServices
 
             self.services = await LocalServices.open(self.config)  # type: ignore[arg-type]
-        from ..registry import CallContext, registry
-
-        with self.services.request_scope():
-            return await registry.dispatch(CallContext(self.services, LocalCaller(on_event)), method, params)
+        return await self.services.calls.perform(Call(Door.CLI, method, params, connection=LocalCaller(on_event)))
 
     async def _pump(self, on_event: OnEvent) -> None:
         while True:

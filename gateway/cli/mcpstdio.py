@@ -1,5 +1,7 @@
-"""`jarvis mcp`'s server: the MCP server of tools/mcp.py on stdin/stdout, each tool call forwarded to the
-running gateway over its WebSocket (client.py)."""
+"""`jarvis mcp`'s server: the MCP server of doors/mcp.py on stdin/stdout, each tool call forwarded to the
+running gateway over its WebSocket (client.py), where it takes the one path of a call. Its error comes
+back as the JarvisError of its JSON-RPC code (`protocol.error_of`), so a tool error reads the same here
+as on /mcp; a gateway that cannot be reached or does not answer is a retryable Unavailable."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import sys
 from typing import Any
 
 from ..config import Config
-from ..tools.catalog import CallFailed
-from ..tools.mcp import build_server
+from ..errors import Unavailable
+from ..doors.mcp import build_server
 from .client import CallError, CallTimeout, Connection, GatewayCallError
 
 
@@ -36,13 +38,13 @@ class Forwarder:
                 assert self.conn is not None
                 return await self.conn.call(method, params)
             except GatewayCallError as exc:
-                raise CallFailed(exc.error_message) from None
+                raise exc.error from None
             except CallTimeout as exc:  # connected but unanswered: a new connection would wait as long again
-                raise CallFailed(str(exc)) from None
+                raise Unavailable(str(exc)) from None
             except CallError as exc:
                 if attempt == 2:
                     said = "not running" in str(exc)  # it says so already, and what to do
-                    raise CallFailed(str(exc) if said else f"{exc} (is the gateway still running?)") from None
+                    raise Unavailable(str(exc) if said else f"{exc} (is the gateway still running?)") from None
                 if self.conn is not None:
                     await self.conn.close()
 
@@ -62,7 +64,7 @@ async def serve_stdio(config: Config, url: str | None) -> int:
     except CallError as exc:
         print(f"jarvis mcp: {exc}", file=sys.stderr, flush=True)
         return 1
-    server = build_server(forward)
+    server = build_server(forward, redact=config.memory.redact_secrets)
     try:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())

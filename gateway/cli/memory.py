@@ -1,5 +1,5 @@
 """`jarvis memory sync|search|status` — the memory methods from a terminal.
-(`set|get|delete|list|similar|recall|learn|set-image|get-image`: see notes.py.)
+(`set|get|delete|list|history|restore|trash|purge|similar|recall|learn|set-image|get-image`: see notes.py.)
 
 Each calls the method of that name through cli/dispatch.py: the running gateway's when one of this state
 dir answers (so `status` shows its live dirty flag and sync runs), else the same handler in this process
@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator
 
 from ..config import Config
 from ..errors import Invalid, JarvisError
-from ..memory.notes.keyed import snippet_value
+from ..memory.present import cli_lines
 from ..memory.service import MODES
 from . import notes
 from .client import CallError
@@ -151,10 +151,7 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
                 if not res["results"]:
                     print("no results")
                 for r in res["results"]:
-                    span = f"{r['startLine']}" + (f"–{r['endLine']}" if r["endLine"] != r["startLine"] else "")
-                    print(f"{r['score']:.3f}  {r['path']}:{span}")
-                    for line in snippet_value(r["path"], r["snippet"]).splitlines():
-                        print(f"    {line}")
+                    print("\n".join(cli_lines(r)))
         else:
             res = await m.call("memory.status", base)
             if args.json:

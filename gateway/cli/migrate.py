@@ -34,9 +34,10 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 FILES = ("sqlite", "files")  # the state dir's own engine: sessions.json + <key>.jsonl (and SQLite indexes)
 
 DESCRIPTION = """\
-Copy every agent's sessions (metadata and transcripts) and keyed memories (memory.set) between this
-state dir and PostgreSQL, through the storage engines' own interface, then check the copy: per session,
-the line count and a SHA-256 over the transcript bytes on both sides; per keyed memory, its fields.
+Copy every agent's sessions (metadata and transcripts) and keyed memories (memory.set, with their
+versions), and what is in their trash, between this state dir and PostgreSQL, through the storage
+engines' own interface, then check the copy: per session, the line count and a SHA-256 over the
+transcript bytes on both sides; per keyed memory, its fields and versions.
 
   --to postgresql://…   from <stateDir>/agents/*/sessions into the database (its schema is created or
                         migrated first); then set storage.url (or JARVIS_DATABASE_URL) to that URL
@@ -234,7 +235,8 @@ def show(report: "mig.Report", verbose: bool = False) -> None:
             for e in listed:
                 check = {True: "hash OK", False: "hash FAILED", None: ""}[e.verified]
                 line = (
-                    f"{e.status:<10}  {e.name}  {_n(e.lines, 'line')}, {_n(e.bytes, 'byte')}, sha256 {e.sha256[:12]}…"
+                    f"{e.status:<10}  {e.name}{' (in the trash)' if e.trashed else ''}  {_n(e.lines, 'line')}, "
+                    f"{_n(e.bytes, 'byte')}, sha256 {e.sha256[:12]}…"
                 )
                 out.append(line + (f"  {check}" if check else "") + (f"\n            {e.detail}" if e.detail else ""))
     if report.keyed:
@@ -248,7 +250,7 @@ def show(report: "mig.Report", verbose: bool = False) -> None:
         for e in k if verbose else [e for e in k if e.detail or e.status in (mig.CONFLICT, mig.FAILED)]:
             check = {True: "checked", False: "check FAILED", None: ""}[e.verified]
             out.append(
-                f"{e.status:<10}  keyed {e.name} ({e.category})"
+                f"{e.status:<10}  keyed {e.name} ({e.category}{', in the trash' if e.trashed else ''})"
                 + (f"  {check}" if check else "")
                 + (f"\n            {e.detail}" if e.detail else "")
             )

@@ -1,6 +1,9 @@
-"""`jarvis memory set|get|delete|list|similar|recall|learn|set-image|get-image` — the keyed-memory,
-recall, learnings and image methods, through cli/dispatch.py like sync/search/status (the running
-gateway's when one answers, else in process on the state dir).
+"""`jarvis memory set|get|delete|list|history|restore|trash|purge|similar|recall|learn|set-image|get-image`
+— the keyed-memory, version, trash, recall, learnings and image methods, through cli/dispatch.py like
+sync/search/status (the running gateway's when one answers, else in process on the state dir).
+
+A delete says how to undo it (`jarvis memory restore KEY`); `history` lists a keyed memory's (or with
+`--path`, a note's) versions and `restore KEY --version N` writes one again.
 
 `--json` prints exactly the result of the matching method; `--agent ID` picks the agent (default: main);
 `--source memory,sessions` (or the flag repeated) limits similar and recall like search.
@@ -22,7 +25,21 @@ from .common import print_json
 if TYPE_CHECKING:  # pragma: no cover
     from .dispatch import Methods
 
-COMMANDS = ("set", "get", "delete", "list", "similar", "recall", "learn", "set-image", "get-image")
+COMMANDS = (
+    "set",
+    "get",
+    "delete",
+    "list",
+    "history",
+    "restore",
+    "trash",
+    "purge",
+    "similar",
+    "recall",
+    "learn",
+    "set-image",
+    "get-image",
+)
 
 
 SOURCES = ("memory", "sessions")
@@ -87,8 +104,25 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--category", choices=CATEGORIES, metavar="CATEGORY", help=SET_CATEGORY_HELP)
     s = cmd("get", "show a keyed memory (memory.get {key})")
     s.add_argument("key", help=KEY_HELP)
-    s = cmd("delete", "delete a keyed memory (memory.delete)")
+    s = cmd("delete", "delete a keyed memory: to the trash, restorable (memory.delete)")
     s.add_argument("key", help=KEY_HELP)
+    s = cmd("history", "the versions of a keyed memory, or of a note (memory.history)")
+    s.add_argument("key", nargs="?", help=KEY_HELP + " (or give --path)")
+    s.add_argument("--path", help="a note written by memory.write instead: MEMORY.md or memory/….md")
+    s.add_argument("--version", type=int, help="with --path: print that version's text")
+    s = cmd(
+        "restore",
+        "bring a keyed memory back from the trash, or write an older version again (memory.restore)",
+    )
+    s.add_argument("key", nargs="?", help=KEY_HELP + " (or give --path)")
+    s.add_argument("--path", help="a note written by memory.write instead (needs --version)")
+    s.add_argument("--version", type=int, help="the version to write again (see `jarvis memory history`)")
+    s = cmd("trash", "keyed memories in the trash, most recently deleted first (memory.trash)")
+    s.add_argument("--limit", type=int, default=50, help="at most this many (1..500, default 50)")
+    s.add_argument("--offset", type=int, default=0, help="skip this many first (default 0)")
+    s = cmd("purge", "remove keyed memories from the trash for good (memory.purge)")
+    s.add_argument("key", nargs="?", help="the trashed memory (or --all)")
+    s.add_argument("--all", action="store_true", help="empty the whole trash")
     s = cmd("list", "list keyed memories (memory.list)")
     s.add_argument(
         "--category",
@@ -139,7 +173,31 @@ async def run(args: argparse.Namespace, m: "Methods", agent: str) -> int:
         text = f"{res['key']} ({res['category']}, updated {res['updated']})\n{res['value']}"
     elif c == "delete":
         res = await m.call("memory.delete", {**base, "key": args.key})
-        text = f"deleted {res['key']} ({res['path']})"
+        text = (
+            f"deleted {res['key']} ({res['path']}): in the trash until {res['expiresAt'][:10]}\n"
+            f"undo: jarvis memory restore {res['key']}" + (f" --agent {args.agent}" if args.agent else "")
+        )
+    elif c == "history":
+        res = await m.call("memory.history", {**base, "key": args.key, "path": args.path, "version": args.version})
+        text = _history_text(res)
+    elif c == "restore":
+        res = await m.call("memory.restore", {**base, "key": args.key, "path": args.path, "version": args.version})
+        what = res.get("key") or res.get("path")
+        how = f"version {res['restoredFrom']} written again" if "restoredFrom" in res else "back from the trash"
+        text = f"restored {what}: {how}"
+    elif c == "trash":
+        res = await m.call("memory.trash", {**base, "limit": args.limit, "offset": args.offset})
+        text = (
+            "\n".join(
+                f"{x['deletedAt'][:16].replace('T', ' ')}  {x['key']} ({x['category']}): {x['preview']}"
+                f"  [until {x['expiresAt'][:10]}]"
+                for x in res["memories"]
+            )
+            or "the trash is empty"
+        )
+    elif c == "purge":
+        res = await m.call("memory.purge", {**base, "key": args.key, "all": args.all})
+        text = f"purged {len(res['purged'])}: {', '.join(res['purged'])}" if res["purged"] else "nothing to purge"
     elif c == "list":
         res = await m.call(
             "memory.list", {**base, "category": args.category, "limit": args.limit, "offset": args.offset}
@@ -202,3 +260,18 @@ async def run(args: argparse.Namespace, m: "Methods", agent: str) -> int:
     else:
         print(text)
     return 0
+
+
+def _history_text(res: dict[str, Any]) -> str:
+    if "version" in res:  # one version of a note, whole
+        return res["version"]["content"]
+    lines = []
+    for v in res["versions"]:
+        what = v["value"] if "value" in v else v["preview"]
+        by = v["by"] or "unknown"
+        now = "  (current)" if v.get("current") else ""
+        lines.append(
+            f"v{v['version']}  {v['at'][:19].replace('T', ' ')}  by {by}{now}\n    {' '.join(what.split())[:200]}"
+        )
+    head = f"{res.get('key') or res.get('path')}" + (" (in the trash)" if res.get("trashed") else "")
+    return "\n".join([head, *lines])

@@ -1,10 +1,14 @@
-"""`jarvis sessions list|show|delete|export` — read and tidy conversations from a terminal (like
-`llm logs`), through the running gateway (its sessions.* methods, so PostgreSQL storage works too).
+"""`jarvis sessions list|show|delete|export|trash|restore|purge` — read and tidy conversations from a
+terminal (like `llm logs`), through the running gateway (its sessions.* methods, so PostgreSQL storage
+works too).
 
     jarvis sessions list [--limit N] [--offset N] [--json]
     jarvis sessions show KEY [--json]                      the metadata and every message
-    jarvis sessions delete KEY [--json]
+    jarvis sessions delete KEY [--json]                    to the trash; says how to undo it
     jarvis sessions export KEY [--format md|jsonl]         markdown, or one JSON message per line
+    jarvis sessions trash [--limit N] [--offset N] [--json]
+    jarvis sessions restore KEY [--json]                   back from the trash, whole
+    jarvis sessions purge KEY | --all [--json]             out of the trash for good
 
 `--json` prints the methods' results (show: `{session, messages}`). Exit codes as `jarvis call`: 1 the
 gateway answered with an error (no such session), 2 bad usage, 3 cannot connect.
@@ -29,13 +33,16 @@ def add_commands(sub: Any) -> None:
 
     p = sub.add_parser(
         "sessions",
-        help="list, show, export or delete sessions (through the running gateway)",
+        help="list, show, export, delete or restore sessions (through the running gateway)",
         description="Read and tidy conversations through the running gateway: list them, show one "
-        "with every message, export it as markdown or JSON lines, delete it.",
+        "with every message, export it as markdown or JSON lines, delete it (to the trash, kept "
+        "memory.trashDays), restore it from the trash or purge it for good.",
     )
     p.set_defaults(handler=run, sessions_command=None)
     s = p.add_subparsers(
-        dest="sessions_command", metavar="{list,show,delete,export}", help="what to do (each has its own --help)"
+        dest="sessions_command",
+        metavar="{list,show,delete,export,trash,restore,purge}",
+        help="what to do (each has its own --help)",
     )
     c = s.add_parser("list", help="the sessions, most recently active first")
     c.add_argument("--limit", type=int, default=50, help="at most this many (1..500, default 50)")
@@ -44,9 +51,20 @@ def add_commands(sub: Any) -> None:
     c = s.add_parser("show", help="one session: its details and every message")
     c.add_argument("key", help="the session key (see `jarvis sessions list`)")
     c.add_argument("--json", action="store_true", help="print {session, messages} as JSON")
-    c = s.add_parser("delete", help="delete a session: its messages, transcript and memory chunks")
+    c = s.add_parser("delete", help="delete a session: to the trash, with its transcript; out of search at once")
     c.add_argument("key", help="the session key (see `jarvis sessions list`)")
     c.add_argument("--json", action="store_true", help="print the sessions.delete result as JSON")
+    c = s.add_parser("trash", help="the deleted sessions, most recently deleted first")
+    c.add_argument("--limit", type=int, default=50, help="at most this many (1..500, default 50)")
+    c.add_argument("--offset", type=int, default=0, help="skip this many first (default 0)")
+    c.add_argument("--json", action="store_true", help="print the sessions.trash result as JSON")
+    c = s.add_parser("restore", help="bring a session back from the trash, whole and searchable")
+    c.add_argument("key", help="the session key (see `jarvis sessions trash`)")
+    c.add_argument("--json", action="store_true", help="print the restored session as JSON")
+    c = s.add_parser("purge", help="remove a session (or --all) from the trash for good")
+    c.add_argument("key", nargs="?", help="the session key (see `jarvis sessions trash`)")
+    c.add_argument("--all", action="store_true", help="empty the whole trash")
+    c.add_argument("--json", action="store_true", help="print the sessions.purge result as JSON")
     c = s.add_parser("export", help="print a session as markdown or JSON lines (redirect it to a file)")
     c.add_argument("key", help="the session key (see `jarvis sessions list`)")
     c.add_argument(
@@ -62,9 +80,12 @@ def add_commands(sub: Any) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     if not args.sessions_command:
-        print("usage: jarvis sessions {list,show,delete,export} …  (see jarvis sessions --help)", file=sys.stderr)
+        print(
+            "usage: jarvis sessions {list,show,delete,export,trash,restore,purge} …  (see jarvis sessions --help)",
+            file=sys.stderr,
+        )
         return 2
-    if args.sessions_command == "list" and not (1 <= args.limit <= 500 and args.offset >= 0):
+    if args.sessions_command in ("list", "trash") and not (1 <= args.limit <= 500 and args.offset >= 0):
         print("jarvis sessions: --limit must be between 1 and 500 and --offset >= 0", file=sys.stderr)
         return 2
     try:
@@ -96,7 +117,34 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
             return 0
         if cmd == "delete":
             res = await conn.call("sessions.delete", {"sessionKey": args.key})
-            return _json(res) if args.json else _say(f"deleted {args.key}")
+            if args.json:
+                return _json(res)
+            return _say(
+                f"deleted {args.key}: in the trash until {res['expiresAt'][:10]}\n"
+                f"undo: jarvis sessions restore {args.key}"
+            )
+        if cmd == "trash":
+            res = await conn.call("sessions.trash", {"limit": args.limit, "offset": args.offset})
+            if args.json:
+                return _json(res)
+            for s in res["sessions"]:
+                print(
+                    f"{s['deletedAt'][:16].replace('T', ' ')}  {s['messageCount']:>4} msg  {s['sessionKey']}  "
+                    f"{s.get('label') or 'Untitled session'}  [until {s['expiresAt'][:10]}]"
+                )
+            if not res["sessions"]:
+                print("the trash is empty" if res["total"] == 0 else f"nothing past {args.offset} (of {res['total']})")
+            return 0
+        if cmd == "restore":
+            res = await conn.call("sessions.restore", {"sessionKey": args.key})
+            return _json(res) if args.json else _say(f"restored {args.key} ({res['messageCount']} messages)")
+        if cmd == "purge":
+            res = await conn.call("sessions.purge", {"sessionKey": args.key, "all": args.all})
+            if args.json:
+                return _json(res)
+            return _say(
+                f"purged {len(res['purged'])}: {', '.join(res['purged'])}" if res["purged"] else "nothing to purge"
+            )
         session = await conn.call("sessions.get", {"sessionKey": args.key})
         messages = await _all_messages(conn, args.key)
         if cmd == "show" and args.json:

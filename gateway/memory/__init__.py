@@ -14,6 +14,7 @@ ports it declares, and it imports nothing of storage/.
     signature.py      the index signature: the settings that, changed, make an index be built anew
     rerank.py         optional time decay and MMR, and the inputs they read
     present.py        how a hit is cited to a reader: date, conversation, where, how it stands
+    secrets.py        secrets said in a conversation found and masked (memory.redactSecrets): pure
     layout.py         where memory lives in a workspace (root files, memory/, day files, keyed/, images/)
     index/            what the index holds and how it is written, on either engine:
         pipeline.py       IndexPipeline, incremental sync: stat → hash → chunk diff → embed → one
@@ -36,7 +37,8 @@ ports it declares, and it imports nothing of storage/.
         qmd.py            the `qmd` command-line search tool as a backend
         stopwords.py      words dropped from queries
     notes/            memory the assistant writes: MemoryNotes (service.py) over keyed memories (files:
-                      keyed.py, or PostgreSQL rows with the files as a mirror: storage/postgres/keyed.py),
-                      learnings, images and time recall (timerecall.py), with front matter helpers
+                      keyed.py, or PostgreSQL rows with the files as a mirror: storage/postgres/keyed.py;
+                      their versions and trash), notes' versions (history.py), learnings, images and time
+                      recall (timerecall.py), with front matter helpers
     embeddings/       providers (local WordLlama, OpenAI-compatible, none), registered by name
 """

@@ -24,6 +24,7 @@ engines import the ports, never the other way round.
 
 from __future__ import annotations
 
+import builtins  # `list` inside KeyedMemories is its method: the type is builtins.list
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, Sequence
@@ -37,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .index.chunking import Chunk
     from .index.settings import SyncStats
     from .index.sources import SourceFile
-    from .notes.keyed import Entry
+    from .notes.keyed import Entry, KeyedCopy, Version
     from .search.snippets import Exclude
     from .sync import DirtyMarks, SyncRequest
 
@@ -246,19 +247,43 @@ class ChunkReader(Protocol):
 # ---- the service's view of an index -----------------------------------------------------------------------
 class KeyedMemories(Protocol):
     """One agent's keyed memories (memory.set/get/delete/list): small named facts, one per key across
-    the categories (memory/notes/keyed.py has the rules and the file layout). storage/base.py's KeyedStore
-    is this and whole entries in and out.
+    the categories (memory/notes/keyed.py has the rules and the file layout), with their versions and a
+    trash. storage/base.py's KeyedStore is this and whole entries (and copies) in and out.
 
-    Errors: Invalid for a bad key, category or value, NotFound for a key that has no memory."""
+    Every write of a value is a version (memory/notes/keyed.Version: value, category, when, the door it
+    came through), numbered from 1 per key; a key keeps its last `memory.versions` of them. A delete moves
+    the memory, versions and all, to the trash, from which `untrash` brings it back whole; only `purge`
+    removes it (the gateway purges what was deleted `memory.trashDays` ago). Setting a key that is in
+    the trash takes it out: its trashed value stays a version. `by`: the door a write came through.
+
+    Errors: Invalid for a bad key, category or value, NotFound for a key that has no memory (and, for
+    the trash, none there), Conflict for `untrash` of a key that is live."""
 
     async def find(self, key: str) -> Entry | None: ...
     async def get(self, key: str) -> Entry: ...
-    async def set(self, key: str, value: str, category: str | None) -> tuple[Entry, bool, str | None]:
+    async def set(self, key: str, value: str, category: str | None, by: str = "") -> tuple[Entry, bool, str | None]:
         """Create or replace: (the entry, whether it replaced one, the category it moved from if it did)."""
 
-    async def delete(self, key: str) -> Entry: ...
+    async def delete(self, key: str, by: str = "") -> Entry:
+        """Move the memory to the trash; the entry as it was."""
+
     async def list(self, category: str | None, limit: int, offset: int) -> dict[str, Any]:
         """{"memories": [brief, …] newest first, "total": n}."""
+
+    async def history(self, key: str) -> builtins.list[Version]:
+        """The key's kept versions, newest first (the first is its value now, or when it was deleted),
+        live or in the trash (what memory.history and an export read)."""
+
+    async def trash(self) -> builtins.list[KeyedCopy]:
+        """What is in the trash (each whole: entry, versions, when deleted and by which door), the most
+        recently deleted first."""
+
+    async def untrash(self, key: str) -> Entry:
+        """Bring a trashed memory back whole: value, category, created and updated as they were."""
+
+    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> builtins.list[str]:
+        """Remove from the trash for good: `keys` (each must be there), or all; with `before`, only what
+        was deleted before that time. The keys purged."""
 
     async def reconcile(self, key: str | None = None) -> int:
         """Bring the workspace files in line with the record before they are indexed (`key`: the one

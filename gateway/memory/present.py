@@ -1,17 +1,36 @@
-"""How a memory hit is cited to whoever reads it — a model's prompt, a tool's result, the offline
-responder: when it was said, in which conversation, where, and how it stands against other hits.
+"""The one presenter of a memory hit: how a hit reads to whoever reads it. Each consumer has its
+function here, and nothing else shapes a hit:
 
-    2025-11-08 · session "Moving" · sessions/3f….jsonl:2-4 · said 3 times, last 2025-12-03
-    2025-04-12 · sessions/9a….jsonl:2-5 · superseded by 2025-11-08
+    shape(hit)             the wire (memory.search: WebSocket, the web page, `jarvis … --json`): a keyed
+                           memory's value in place of its file's text; every other field as it was
+    heading(hit)           its citation line, the same for every reader of text:
+                               2025-11-08 · session "Moving" · sessions/3f….jsonl:2-4 · said 3 times, last 2025-12-03
+                               2025-04-12 · sessions/9a….jsonl:2-5 · superseded by 2025-11-08
+    prompt_section(hits)   recalled memory in a model's system prompt (chat runs, /v1 requests)
+    tool_line(i, hit)      one hit in a memory tool's result (the chat model, MCP)
+    offline_line(hit)      one hit in the offline responder's answer
+    cli_lines(hit)         one hit of `jarvis memory search`
+    reference(hit)         where it is and when, in chat.final's and a tool's `memory` list
+    label_sessions(hits, label_of)   each transcript hit's `session` (its conversation's label), looked up
+    references(hits)       where they are, compact (/v1's X-Jarvis-Memory and `jarvis` field)
 
-A hit is a `memory.search` result (`path`, `startLine`, `endLine`, `date`, and where the search found
-them `said`, `lastSaid`, `supersededBy`, see search/timeline.py), plus `session`: the label of its
-conversation when the caller looked it up.
+A hit is a `memory.search` result (`path`, `startLine`, `endLine`, `score`, `snippet`, `date`, and where
+the search found them `said`, `lastSaid`, `supersededBy`, see search/timeline.py), a `memory.recall` one
+(`timestamp` for its date, `key`), plus `session`: the label of its conversation when the caller looked
+it up. Fields this module does not know pass through `shape` as they are.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import contextlib
+from typing import Any, Awaitable, Callable, Mapping, Sequence
+
+from ..neterrors import short
+from .notes.keyed import snippet_value
+
+TOOL_SNIPPET_CHARS = 400  # of each hit in a tool's result
+OFFLINE_SNIPPET_CHARS = 240
+SESSION_LABEL_CHARS = 60
 
 
 def day(iso: object) -> str:
@@ -19,11 +38,22 @@ def day(iso: object) -> str:
     return iso[:10] if isinstance(iso, str) and len(iso) >= 10 else ""
 
 
+def when(hit: Mapping[str, Any]) -> Any:
+    """When a hit was said or written: `date` (memory.search), else `timestamp` (memory.recall)."""
+    return hit.get("date") or hit.get("timestamp")
+
+
+def shape(hit: dict[str, Any]) -> dict[str, Any]:
+    """A hit as the wire carries it (in place): a keyed memory shows its value, not its front matter."""
+    hit["snippet"] = snippet_value(hit["path"], hit["snippet"])
+    return hit
+
+
 def heading(hit: Mapping[str, Any]) -> str:
     """The hit's citation line (without brackets)."""
     parts = []
-    if when := day(hit.get("date")):
-        parts.append(when)
+    if said_on := day(when(hit)):
+        parts.append(said_on)
     if label := hit.get("session"):
         parts.append(f'session "{label}"')
     parts.append(f"{hit['path']}:{hit['startLine']}-{hit['endLine']}")
@@ -33,3 +63,72 @@ def heading(hit: Mapping[str, Any]) -> str:
     if newer := day(hit.get("supersededBy")):
         parts.append(f"superseded by {newer}")
     return " · ".join(parts)
+
+
+def _one_line(hit: Mapping[str, Any], limit: int) -> str:
+    return short(" ".join(str(hit.get("snippet", "")).split()), limit)
+
+
+def prompt_section(hits: Sequence[Mapping[str, Any]]) -> str:
+    """The recalled memory as it is added to a system prompt, each snippet under its citation. Newer
+    statements come first where hits disagree, and an older one says what superseded it."""
+    if not hits:
+        return ""
+    return "\n\n## Recalled memory\n" + "\n\n".join(f"[{heading(r)}]\n{r['snippet']}" for r in hits)
+
+
+def tool_line(i: int, hit: Mapping[str, Any]) -> str:
+    """One hit of a memory tool's result: its number and citation (with its key and score), then what
+    it says on one line."""
+    about = [f"key {hit['key']}"] if hit.get("key") else []
+    if hit.get("score") is not None:
+        about.append(f"score {hit['score']:.2f}")
+    tail = f" ({'; '.join(about)})" if about else ""
+    return f"[{i}] {heading(hit)}{tail}\n    {_one_line(hit, TOOL_SNIPPET_CHARS)}"
+
+
+def offline_line(hit: Mapping[str, Any]) -> str:
+    """One hit in the offline responder's answer."""
+    return f"- {heading(hit)} (score {hit['score']:.2f}): {_one_line(hit, OFFLINE_SNIPPET_CHARS)}"
+
+
+def cli_lines(hit: Mapping[str, Any]) -> list[str]:
+    """One hit of `jarvis memory search`: score, date and place (a single line as `path:7`), then what
+    it says, indented."""
+    span = f"{hit['startLine']}" + (f"–{hit['endLine']}" if hit["endLine"] != hit["startLine"] else "")
+    place = f"{hit['path']}:{span}"
+    said_on = day(when(hit))
+    head = f"{hit['score']:.3f}  " + (f"{said_on} · {place}" if said_on else place)
+    return [head] + [f"    {line}" for line in str(hit.get("snippet", "")).splitlines()]
+
+
+def reference(hit: Mapping[str, Any]) -> dict[str, Any]:
+    """Where a hit is and when (chat.final's `memory`, kept with the reply; a tool outcome's)."""
+    out = {"path": hit["path"], "startLine": hit["startLine"], "endLine": hit["endLine"]}
+    if hit.get("score") is not None:
+        out["score"] = hit["score"]
+    if said_on := when(hit):
+        out["date"] = said_on
+    if hit.get("supersededBy"):
+        out["supersededBy"] = hit["supersededBy"]
+    return out
+
+
+def references(hits: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Where each hit is, compact: path, lines and score (/v1's X-Jarvis-Memory and `jarvis` field)."""
+    return [
+        {"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"], "score": round(float(r["score"]), 4)}
+        for r in hits
+    ]
+
+
+async def label_sessions(hits: list[dict[str, Any]], label_of: Callable[[str], Awaitable[str | None]]) -> None:
+    """Give each transcript hit its conversation's label (`session`, for `heading`), each session looked
+    up once; a session deleted meanwhile, or without a label, is cited by its path alone."""
+    labels: dict[str, str] = {}
+    for key in dict.fromkeys(r["sessionKey"] for r in hits if r.get("sessionKey")):
+        with contextlib.suppress(Exception):  # deleted meanwhile: the citation keeps its path
+            labels[key] = short(await label_of(key) or "", SESSION_LABEL_CHARS)
+    for r in hits:
+        if labels.get(r.get("sessionKey") or ""):
+            r["session"] = labels[r["sessionKey"]]

@@ -36,7 +36,7 @@ from .rerank import apply_time_decay, decay_dates, mmr_rerank
 from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
 from .search.qmd import QmdBackend
 from .search.timeline import arrange
-from .notes.keyed import snippet_value
+from .present import shape
 from .ports import IndexContext, KeyedMemories, MemoryIndex
 from .search.snippets import Exclude
 from .sync import DirtyMarks, SyncOrchestrator, SyncRequest
@@ -352,6 +352,15 @@ class MemoryService:
             self._hidden_sessions.add(session_key)
             self._request(force=False, memory=False, sessions={session_key}, reason="sessions.delete")
 
+    async def session_restored(self, session_key: str) -> None:
+        """After `sessions.restore`: index the session's transcript again, now (searchable when this
+        returns)."""
+        if not self.cfg.enabled or not self._index_open:
+            return
+        self._hidden_sessions.discard(session_key)
+        req = self._request(force=False, memory=False, sessions={session_key}, reason="sessions.restore")
+        await asyncio.shield(req.future)
+
     # ---- the facade ------------------------------------------------------------------------------------
     async def sync(self, force: bool = False, progress=None) -> dict:
         req = self._request(force=force, memory=True, sessions=True, progress=progress, reason="memory.sync")
@@ -424,8 +433,8 @@ class MemoryService:
             mode=mode,
             exclude=exclude,
         )
-        for r in res["results"]:  # a keyed memory shows its value, not its front matter, to every reader
-            r["snippet"] = snippet_value(r["path"], r["snippet"])
+        for r in res["results"]:  # as every reader gets a hit (present.py: a keyed memory's value)
+            shape(r)
         if recovering:  # no re-ranking either: results are incomplete
             res["degraded"] = (
                 "the memory index was damaged and is being rebuilt from the memory files and "

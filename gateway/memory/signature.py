@@ -1,7 +1,7 @@
 """The index signature: what, when it changes, makes an index be built anew.
 
-The embedding provider, model and dims, the FTS tokenizer, the vector backend and the chunking
-settings. A stored signature that differs from the settings' means the index must be rebuilt (each
+The embedding provider, model and dims, the FTS tokenizer, the vector backend, the chunking
+settings and whether secrets in transcripts are masked (`memory.redactSecrets`, memory/secrets.py). A stored signature that differs from the settings' means the index must be rebuilt (each
 engine in its own way); when only its non-embedding part differs (`same_embeddings`), the old vectors
 still answer meanwhile.
 """
@@ -14,6 +14,7 @@ import orjson
 
 from .embeddings import EmbeddingProvider
 from .index.chunking import CHUNKER_VERSION
+from .secrets import VERSION as SECRETS_VERSION
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import MemoryConfig
@@ -29,6 +30,7 @@ def index_signature(cfg: "MemoryConfig", provider: EmbeddingProvider, vector_bac
             "tokenizer": cfg.search.fts_tokenizer,
             "vectorBackend": vector_backend,
             "chunking": [c.tokens, c.overlap, c.session_tokens, c.session_overlap, c.session_context, CHUNKER_VERSION],
+            "redact": SECRETS_VERSION if cfg.redact_secrets else 0,
         },
         option=orjson.OPT_SORT_KEYS,
     ).decode()

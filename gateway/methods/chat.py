@@ -1,10 +1,12 @@
-"""chat.send, chat.regenerate, chat.abort, chat.models."""
+"""chat.send, chat.regenerate, chat.abort, chat.models; chat.relay (the OpenAI-compatible door's)."""
 
 from __future__ import annotations
 
-from ..errors import NotFound
+from ..calls import Door
+from ..chat.relay import RELAY_REQUEST, RelayedTurn, RelaySink, first_user_text, session_for
+from ..errors import Conflict, InvalidRequest, NotFound, SessionLimit
 from ..registry import CallContext, registry
-from ..schema import SESSION_KEY, Str
+from ..schema import SESSION_KEY, Bool, Str
 from .sessions import with_agent
 
 
@@ -90,3 +92,47 @@ async def models(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
     provider = agent.chat.provider
     return {"models": await provider.list_models(), "default": provider.model}
+
+
+@registry.method(
+    "chat.relay",
+    with_agent(
+        request=RELAY_REQUEST,
+        session=Str(pattern=SESSION_KEY, optional=True, description="the session; default: the request's own"),
+        memory=Bool(default=True, description="recall memory into the request's system prompt"),
+        capture=Bool(default=True, description="keep the user message and the reply in the session"),
+    ),
+    "Relay an OpenAI chat completions request as a chat run of its session (chat/relay.py): recalled "
+    "memory in its system prompt, the upstream's own answer streamed to the door, the run's events to "
+    "the session's subscribers, the turn in its transcript → {runId, status, sessionKey}.",
+    doors=frozenset({Door.OPENAI}),
+)
+async def relay(ctx: CallContext, p: dict) -> dict:
+    sink = ctx.connection
+    if not isinstance(sink, RelaySink):  # only the door's relay channel can take the upstream's answer
+        raise InvalidRequest("chat.relay needs a door that takes the upstream's answer (/v1/chat/completions)")
+    agent = await ctx.services.agent(p["agentId"])
+    request = p["request"]
+    key = p["session"] or session_for(request)
+    turn = RelayedTurn(request, memory=p["memory"], capture=p["capture"], sink=sink)
+    if turn.capture:
+        await _ensure_session(agent, key, first_user_text(request))
+    started = await agent.chat.relay(key, turn)
+    # Synchronous, before the run task first runs: the door hears every event of this run.
+    ctx.services.bus.subscribe(agent.topic(key), ctx.connection)
+    return {**started, "sessionKey": key}
+
+
+async def _ensure_session(agent, key: str, first: str) -> None:
+    """The session exists, named after the conversation's first user message."""
+    if not await agent.sessions.exists(key):
+        try:
+            await agent.sessions.create(key=key)
+        except SessionLimit:
+            raise
+        except Conflict:
+            pass  # created by a request a moment ago
+        else:
+            if agent.memory is not None:
+                agent.memory.session_started(key)
+    await name_after_first_message(agent, key, first)

@@ -2,6 +2,7 @@
 
     memory.search, memory.get {path}, memory.status, memory.sync      → the MemoryService (memory/service.py)
     memory.get {key}, memory.set/delete/list/similar/recall/learn,
+    memory.history/restore/trash/purge,
     memory.setImage/getImage/searchImage, memory.files/write          → MemoryNotes (memory/notes/service.py)
 
 of the agent named by `agentId` (default: main).
@@ -18,7 +19,7 @@ from ..memory.notes.learnings import SECTIONS
 from ..memory.notes.service import MemoryNotes
 from ..registry import CallContext, registry
 from ..schema import SESSION_KEY, Arr, Bool, Int, Num, Str
-from .sessions import with_agent
+from .sessions import purge_target, with_agent
 
 
 async def _memory(ctx: CallContext, p: dict) -> Any:
@@ -37,11 +38,12 @@ async def notes_for(ctx: CallContext, agent_id: str | None) -> MemoryNotes:
     agent = await ctx.services.agent(agent_id)
     if agent.memory is None:
         raise NotFound("memory is disabled (memory.enabled = false)")
-    return MemoryNotes(agent.memory, ctx.services.config.agent_workspace(agent.id))
+    cfg = ctx.services.config
+    return MemoryNotes(agent.memory, cfg.agent_workspace(agent.id), cfg.agent_dir(agent.id) / "history")
 
 
-def key_param(description: str = "the memory's key") -> Str:
-    return Str(1, 128, pattern=KEY_PATTERN, description=description)
+def key_param(description: str = "the memory's key", optional: bool = False) -> Str:
+    return Str(1, 128, pattern=KEY_PATTERN, optional=optional, description=description)
 
 
 def category_param(description: str) -> Str:
@@ -70,7 +72,8 @@ SEARCH = with_agent(
     SEARCH,
     "Search memory files and transcripts (BM25 + vectors, fused); results with line ranges and snippets.",
 )
-async def search(ctx: CallContext, p: dict) -> dict:
+async def search_memory(ctx: CallContext, p: dict) -> dict:
+    """memory.search: the memory service's search (re-ranked); not memory.similar's nor memory.recall's."""
     return await (await _memory(ctx, p)).search(
         p["query"], k=p["k"], min_score=p["minScore"], sources=p["sources"], session_key=p["sessionKey"], mode=p["mode"]
     )
@@ -127,16 +130,102 @@ async def sync(ctx: CallContext, p: dict) -> dict:
     "→ {key, category, value, path, created, updated, replaced, movedFrom?}",
 )
 async def set_(ctx: CallContext, p: dict) -> dict:
-    return await (await notes_for(ctx, p["agentId"])).set(p["key"], p["value"], p["category"])
+    return await (await notes_for(ctx, p["agentId"])).set(p["key"], p["value"], p["category"], ctx.via)
 
 
 @registry.method(
     "memory.delete",
     with_agent(key=key_param()),
-    "Delete a keyed memory; it leaves search at once. → {deleted, key, category, path}",
+    "Delete a keyed memory: it leaves search at once and goes to the trash for memory.trashDays, whole "
+    "with its versions (memory.restore {key} brings it back). → {deleted, key, category, path, trashed, expiresAt}",
 )
 async def delete(ctx: CallContext, p: dict) -> dict:
-    return await (await notes_for(ctx, p["agentId"])).delete(p["key"])
+    return await (await notes_for(ctx, p["agentId"])).delete(p["key"], ctx.via)
+
+
+def _key_or_path(p: dict) -> None:
+    if (p["path"] is None) == (p["key"] is None):
+        raise Invalid(
+            f"give exactly one of key or path, not {'both' if p['key'] else 'neither'}",
+            field="key" if p["key"] is not None else "path",
+        )
+
+
+NOTE_PATH = Str(1, 1024, optional=True, description="a note memory.write wrote: MEMORY.md or memory/….md")
+
+
+@registry.method(
+    "memory.history",
+    with_agent(
+        key=key_param("a keyed memory's key (live or in the trash)", optional=True),
+        path=NOTE_PATH,
+        version=Int(1, optional=True, description="with path: that version whole, with its content"),
+    ),
+    "The kept versions of a keyed memory (each write: value, category, at, by — the door it came "
+    "through — and principal), or of a note written by memory.write, newest first. → {key, trashed, "
+    "versions:[{version, value, category, at, by, principal, current}]} | {path, versions:[{version, at, by, "
+    "principal, bytes, preview, current}]} | {path, version:{…, content}}",
+)
+async def history(ctx: CallContext, p: dict) -> dict:
+    _key_or_path(p)
+    notes = await notes_for(ctx, p["agentId"])
+    if p["key"] is not None:
+        if p["version"] is not None:
+            raise Invalid("only with path: a keyed memory's history holds every value whole", field="version")
+        return await notes.history(p["key"])
+    return await notes.note_versions(p["path"], p["version"])
+
+
+@registry.method(
+    "memory.restore",
+    with_agent(
+        key=key_param("a keyed memory's key", optional=True),
+        path=NOTE_PATH,
+        version=Int(
+            1,
+            optional=True,
+            description="the version to write again (memory.history lists them); without it, a keyed memory "
+            "comes back from the trash",
+        ),
+    ),
+    "Bring back a version of a keyed memory or a note as a new write (its value and category; a note's "
+    "text), or — key without version — a keyed memory from the trash whole. → memory.set's answer with "
+    "restoredFrom | the entry with restored: true | memory.write's answer with restoredFrom",
+)
+async def restore(ctx: CallContext, p: dict) -> dict:
+    _key_or_path(p)
+    notes = await notes_for(ctx, p["agentId"])
+    if p["key"] is not None:
+        return await notes.restore(p["key"], p["version"], ctx.via)
+    if p["version"] is None:
+        raise Invalid(
+            "required with path: which version of the note (memory.history {path} lists them)", field="version"
+        )
+    return await notes.restore_note(p["path"], p["version"], ctx.via)
+
+
+@registry.method(
+    "memory.trash",
+    with_agent(limit=Int(1, 500, default=50), offset=Int(0, default=0)),
+    "Keyed memories memory.delete put in the trash, the most recently deleted first; each is purged "
+    "memory.trashDays after its delete. → {memories:[{key, category, path, preview, created, updated, "
+    "deletedAt, deletedBy, expiresAt}], total}",
+)
+async def trash(ctx: CallContext, p: dict) -> dict:
+    return await (await notes_for(ctx, p["agentId"])).trash(p["limit"], p["offset"])
+
+
+@registry.method(
+    "memory.purge",
+    with_agent(
+        key=key_param("the trashed memory to remove for good", optional=True),
+        all=Bool(default=False, description="empty the whole trash"),
+    ),
+    "Remove keyed memories from the trash for good: one (key) or all (all: true). → {purged:[keys]}",
+)
+async def purge(ctx: CallContext, p: dict) -> dict:
+    keys = purge_target(p, "key")
+    return await (await notes_for(ctx, p["agentId"])).purge(keys)
 
 
 @registry.method(
@@ -267,7 +356,8 @@ async def files(ctx: CallContext, p: dict) -> dict:
         ),
         content=Str(0, MAX_NOTE_BYTES, description=f"the whole new text (at most {MAX_NOTE_BYTES} bytes of UTF-8)"),
     ),
-    "Replace (or create) a note, atomically; the index holds the new text when this answers → {path, size, created}.",
+    "Replace (or create) a note, atomically; the index holds the new text when this answers, and the text "
+    "it replaced is kept as a version (memory.history {path}) → {path, size, created}.",
 )
 async def write(ctx: CallContext, p: dict) -> dict:
-    return await (await notes_for(ctx, p["agentId"])).write(p["path"], p["content"])
+    return await (await notes_for(ctx, p["agentId"])).write(p["path"], p["content"], ctx.via)

@@ -1,4 +1,4 @@
-"""sessions.* — create, list, get, update, history, delete, subscribe, unsubscribe.
+"""sessions.* — create, list, get, update, history, delete, trash, restore, purge, subscribe, unsubscribe.
 
 Every method takes an optional `agentId` (default: the configured agent, "main"); each agent has its
 own sessions, transcripts and memory index and never sees another's.
@@ -10,8 +10,9 @@ import structlog
 
 from ..errors import Invalid, NotFound
 from ..registry import CallContext, registry
-from ..schema import AGENT_ID, SESSION_KEY, Int, Obj, Str
+from ..schema import AGENT_ID, SESSION_KEY, Bool, Int, Obj, Str
 from ..sessions.history import SETTINGS
+from ..timeutil import days_after, now_iso
 
 log = structlog.get_logger("gateway.sessions")
 
@@ -115,12 +116,69 @@ async def history(ctx: CallContext, p: dict) -> dict:
     )
 
 
-@registry.method("sessions.delete", KEY, "Delete a session: metadata, transcript and its memory chunks.")
+@registry.method(
+    "sessions.delete",
+    KEY,
+    "Delete a session: its metadata and transcript go to the trash for memory.trashDays (sessions.restore "
+    "brings it back whole), its memory chunks leave search at once. → {deleted, trashed, expiresAt}",
+)
 async def delete(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
     await agent.delete_session(p["sessionKey"])
     log.info("session deleted", agent=agent.id, session=p["sessionKey"])
-    return {"deleted": True}
+    return {"deleted": True, "trashed": True, "expiresAt": days_after(now_iso(), ctx.services.config.memory.trash_days)}
+
+
+@registry.method(
+    "sessions.trash",
+    with_agent(limit=Int(1, 500, default=50), offset=Int(0, default=0)),
+    "Sessions sessions.delete put in the trash, the most recently deleted first. → {sessions:[session + "
+    "deletedAt, expiresAt], total}",
+)
+async def trash(ctx: CallContext, p: dict) -> dict:
+    agent = await ctx.services.agent(p["agentId"])
+    trashed = await agent.sessions.trash()
+    page = trashed[p["offset"] : p["offset"] + p["limit"]]
+    return {
+        "sessions": [
+            s | {"expiresAt": days_after(s["deletedAt"], ctx.services.config.memory.trash_days)} for s in page
+        ],
+        "total": len(trashed),
+    }
+
+
+@registry.method(
+    "sessions.restore",
+    KEY,
+    "Bring a session back from the trash whole (metadata and transcript); searchable again when this "
+    "answers. → session",
+)
+async def restore(ctx: CallContext, p: dict) -> dict:
+    agent = await ctx.services.agent(p["agentId"])
+    session = await agent.restore_session(p["sessionKey"])
+    log.info("session restored", agent=agent.id, session=p["sessionKey"])
+    return session
+
+
+@registry.method(
+    "sessions.purge",
+    with_agent(
+        sessionKey=Str(pattern=SESSION_KEY, optional=True, description="the trashed session to remove for good"),
+        all=Bool(default=False, description="empty the whole trash"),
+    ),
+    "Remove sessions from the trash for good: one (sessionKey) or all (all: true). → {purged:[keys]}",
+)
+async def purge(ctx: CallContext, p: dict) -> dict:
+    keys = purge_target(p, "sessionKey")
+    agent = await ctx.services.agent(p["agentId"])
+    return {"purged": await agent.sessions.purge(keys)}
+
+
+def purge_target(p: dict, field: str) -> list[str] | None:
+    """What a purge names: [the one in `field`], or None for all (`all: true`); exactly one of them."""
+    if (p[field] is not None) == p["all"]:
+        raise Invalid(f"give {field}, or all: true" + (", not both" if p["all"] else ""), field=field)
+    return [p[field]] if p[field] is not None else None
 
 
 @registry.method(

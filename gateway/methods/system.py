@@ -28,4 +28,4 @@ def health(ctx: CallContext, p: dict) -> dict:
 
 @registry.method("system.methods", description="Every method with the JSON Schema of its params.")
 def methods(ctx: CallContext, p: dict) -> dict:
-    return {"methods": registry.describe()}
+    return {"methods": registry.describe(ctx.door)}

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import Invalid, NotFound
+from ..errors import Conflict, Invalid, NotFound
 from ..schema import SESSION_KEY
 from . import transcript as tx
 
@@ -25,6 +25,14 @@ def check_session_key(key: str, field: str = "sessionKey") -> str:
     if not SESSION_KEY_RE.fullmatch(key):
         raise Invalid("must match [A-Za-z0-9._:-]{1,128} and not be dots only", field=field)
     return key
+
+
+def in_trash(key: str) -> Conflict:
+    """What `create` of a key that is in the trash answers (both session stores)."""
+    return Conflict(
+        f"a session {key} is in the trash: restore it (sessions.restore) or purge it (sessions.purge) first",
+        {"sessionKey": key},
+    )
 
 
 def history_page(key: str, path: Path, limit: int, before: str | None, max_bytes: int) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from ..memory.ports import KeyedMemories, MemoryIndex
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..errors import Unavailable
-    from ..memory.notes.keyed import Entry
+    from ..memory.notes.keyed import Entry, KeyedCopy
     from ..principals import Principal
 
 # The memory service, the gateway's Services and the Cluster sit above this layer (they use the stores);
@@ -43,6 +43,7 @@ class SessionCopy:
     lines: tuple[bytes, ...] = ()  # the transcript's complete lines, in order, each without its newline
     torn: int = 0  # bytes after the last newline (a write cut short by a crash): never read, not copied
     problem: str = ""  # why `lines` is not a sound transcript ("" when it is): it is not copied
+    deleted: str | None = None  # when it went to the trash (None: it is live)
 
 
 ADDED, PRESENT, REFUSED = "added", "present", "refused"
@@ -61,9 +62,13 @@ class SessionStore(Protocol):
     """One agent's sessions: metadata (sessionKey, label, createdAt, updatedAt, messageCount and the own
     settings in sessions/history.SETTINGS when set) and each session's append-only transcript.
 
-    Errors: NotFound for a session that does not exist, Conflict for `create` of one that does or past
-    the store's `max` sessions (SessionLimit), Invalid for a key outside the session key rule
-    (sessions/history.check_session_key)."""
+    A delete moves a session, metadata and transcript, to the trash (`memory.trashDays`), from which
+    `restore` brings it back whole; only `purge` (or `delete(trash=False)`: retention) removes it. A key
+    in the trash is taken: `create` of it is a Conflict until it is restored or purged.
+
+    Errors: NotFound for a session that does not exist (for the trash: is not there), Conflict for
+    `create` of one that does or past the store's `max` sessions (SessionLimit), Invalid for a key
+    outside the session key rule (sessions/history.check_session_key)."""
 
     dir: Path  # where transcripts (or their local mirrors) are files
     agent_id: str
@@ -96,7 +101,19 @@ class SessionStore(Protocol):
     async def append_records(self, key: str, *records: dict[str, Any]) -> None:
         """Append non-message records (a compaction marker): no counter changes."""
 
-    async def delete(self, key: str) -> None: ...
+    async def delete(self, key: str, trash: bool = True) -> None:
+        """To the trash (its transcript's chunks leave the index); `trash=False`: gone for good."""
+
+    async def trash(self) -> builtins.list[dict[str, Any]]:
+        """The trashed sessions' metadata with `deletedAt`, the most recently deleted first."""
+
+    async def restore(self, key: str) -> dict[str, Any]:
+        """Bring a trashed session back whole (SessionLimit past `max`); its metadata."""
+
+    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> builtins.list[str]:
+        """Remove from the trash for good: `keys` (each must be there), or all; with `before`, only what
+        was deleted before that time. The keys purged."""
+
     async def history(self, key: str, limit: int, before: str | None, max_bytes: int = 2 << 20) -> dict[str, Any]:
         """sessions.history's page: {"messages": […], "hasMore": bool}."""
 
@@ -106,11 +123,13 @@ class SessionStore(Protocol):
 
     # Whole sessions in and out (`jarvis migrate`; beside no gateway: the store need not be opened).
     async def export(self, key: str) -> SessionCopy | None:
-        """The session whole (metadata as `get` would answer it once the store is open), or None."""
+        """The session whole (metadata as `get` would answer it once the store is open), live or in the
+        trash (`deleted` set), or None."""
 
     async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> builtins.list[Imported]:
-        """Add whole sessions exactly as given (metadata, and the lines byte for byte), each whole or not
-        at all; never replace or change anything there. `dry_run`: say what would happen, write nothing."""
+        """Add whole sessions exactly as given (metadata, and the lines byte for byte; a `deleted` one into
+        the trash), each whole or not at all; never replace or change anything there (live or in the
+        trash). `dry_run`: say what would happen, write nothing."""
 
     async def strays(self) -> builtins.list[str]:
         """Keys of transcripts here that are no session (the files engine never shows them)."""
@@ -145,15 +164,23 @@ class RunLedger(Protocol):
 
 class KeyedStore(KeyedMemories, Protocol):
     """One agent's keyed memories: what the memory feature asks of them (memory/ports.py's KeyedMemories:
-    find, get, set, delete, list, reconcile), and whole entries in and out for `jarvis migrate`."""
+    find, get, set, delete, list, history, trash, untrash, purge, reconcile), and whole entries and
+    copies (with their versions, and the trash) in and out for `jarvis migrate`, export and import."""
 
     # Whole entries in and out (`jarvis migrate`, `jarvis export` / `import jsonl`).
     async def entries(self) -> builtins.list[Entry]:
-        """Every keyed memory, whole."""
+        """Every keyed memory (not the trash), whole."""
 
     async def import_entries(self, entries: Sequence[Entry], dry_run: bool = False) -> builtins.list[Imported]:
         """Add keyed memories exactly as given (category, value, created, updated) under keys that are
         free here; never replace or change one. `dry_run`: say what would happen, write nothing."""
+
+    async def copies(self) -> builtins.list[KeyedCopy]:
+        """Every keyed memory and everything in the trash, each with its versions."""
+
+    async def import_copies(self, copies: Sequence[KeyedCopy], dry_run: bool = False) -> builtins.list[Imported]:
+        """`import_entries` with the versions and the trash: each added exactly as given (a trashed one
+        into the trash) under a key that is free here, live and in the trash."""
 
 
 class PrincipalStore(Protocol):

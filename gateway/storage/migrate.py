@@ -10,7 +10,9 @@ SessionStore and KeyedStore interfaces (storage/base.py: `export`, `import_sessi
 nothing (gateway/cli/migrate.py shows it). What is copied, per session: its metadata (sessionKey,
 label, createdAt, updatedAt, messageCount, and model and systemPrompt when the session has its own) and
 its transcript, line by line, byte for byte, in order; per keyed memory (memory.set): its category,
-value, created and updated (the same rules: never overwritten, compared, read back).
+value, created and updated and its versions, and the keyed memories in the trash the same way, into the
+trash (the same rules: never overwritten, compared, read back). Sessions in the trash are copied into
+the destination's trash the same way as live ones (and do not count against its sessions.max).
 
 Not copied, and why: memory indexes are derived from the transcripts and memory files, rebuilt by the
 gateway that serves them; the run ledger holds only what lives while a gateway runs (active runs,
@@ -52,6 +54,7 @@ from ..config import Config
 from ..errors import Unavailable
 from ..schema import AGENT_ID, SESSION_KEY
 from . import open_storage
+from ..memory.notes.keyed import KeyedCopy
 from .base import ADDED, PRESENT, KeyedStore, SessionCopy, SessionStore, Storage
 from .postgres import redact
 
@@ -86,7 +89,7 @@ class Digest:
         return cls(len(lines), h.hexdigest(), n)
 
 
-def _difference(src_meta: dict[str, Any], src: Digest, dst: SessionCopy) -> str:
+def _difference(src_meta: dict[str, Any], src: Digest, dst: SessionCopy, deleted: str | None = None) -> str:
     """What differs between a session at the source and at the destination ("" for nothing)."""
     out = []
     there = Digest.of(dst.lines)
@@ -98,6 +101,8 @@ def _difference(src_meta: dict[str, Any], src: Digest, dst: SessionCopy) -> str:
     fields = [k for k in src_meta if src_meta[k] != dst.meta.get(k)]
     if fields:
         out.append("metadata: " + ", ".join(f"{k} {dst.meta.get(k)!r} there, {src_meta[k]!r} here" for k in fields))
+    if (deleted is None) != (dst.deleted is None):
+        out.append(f"{'in the trash' if dst.deleted else 'live'} there, {'in the trash' if deleted else 'live'} here")
     return "; ".join(out)
 
 
@@ -115,6 +120,7 @@ class Entry:
     torn_bytes: int = 0
     detail: str = ""
     verified: bool | None = None  # read back from the destination and equal (None: not checked)
+    trashed: bool = False  # it is in the trash (copied there)
 
     @property
     def name(self) -> str:
@@ -128,6 +134,7 @@ class KeyedEntry:
     agent: str
     key: str
     category: str
+    trashed: bool = False  # it is in the trash (copied there)
     status: str = ""
     detail: str = ""
     verified: bool | None = None
@@ -244,7 +251,7 @@ class _Copier:
         self.dst, self.report, self.dry_run = dst, report, dry_run
         self.pending: list[tuple[Entry, SessionCopy]] = []
         self.nbytes = 0
-        self.sources: dict[tuple[str, str], tuple[dict[str, Any], Digest]] = {}
+        self.sources: dict[tuple[str, str], tuple[dict[str, Any], Digest, str | None]] = {}
 
     async def add(self, e: Entry, copy: SessionCopy, digest: Digest) -> None:
         self.pending.append((e, copy))
@@ -261,7 +268,7 @@ class _Copier:
             if outcome.status == ADDED:
                 e.status = WOULD_COPY if self.dry_run else COPIED
                 # Not the lines: all need not fit in memory.
-                self.sources[(e.agent, e.key)] = (copy.meta, Digest(e.lines, e.sha256, e.bytes))
+                self.sources[(e.agent, e.key)] = (copy.meta, Digest(e.lines, e.sha256, e.bytes), copy.deleted)
             elif outcome.status == PRESENT:
                 e.status, e.detail = CONFLICT, f"{outcome.detail}; left unchanged"
             else:
@@ -283,12 +290,16 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
     there = set(await dst.agents())
 
     plan: list[tuple[str, str]] = []
+    trashed: set[tuple[str, str]] = set()  # sessions in the trash: copied into the trash
     sources = {agent: src.sessions(agent) for agent in agents}  # one store each: it caches its session list
     for agent, store in sources.items():
         plan += [(agent, key) for key in sorted(await store.all())]
+        in_trash = sorted(t["sessionKey"] for t in await store.trash())
+        trashed |= {(agent, key) for key in in_trash}
+        plan += [(agent, key) for key in in_trash]
         report.unlisted += [f"{agent}/{key}.jsonl" for key in await store.strays()]
     targets = {agent: dst.sessions(agent) for agent in agents if AGENT_RE.fullmatch(agent)}
-    await _check_room(plan, targets, there)
+    await _check_room([p for p in plan if p not in trashed], targets, there)
 
     copiers: dict[str, _Copier] = {}
     for i, (agent, key) in enumerate(plan, start=1):
@@ -304,7 +315,15 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
             report.entries.append(Entry(agent, key, FAILED, detail="gone from the source meanwhile; not copied"))
             continue
         digest = Digest.of(copy.lines)
-        e = Entry(agent, key, lines=digest.count, bytes=digest.nbytes, sha256=digest.sha256, torn_bytes=copy.torn)
+        e = Entry(
+            agent,
+            key,
+            lines=digest.count,
+            bytes=digest.nbytes,
+            sha256=digest.sha256,
+            torn_bytes=copy.torn,
+            trashed=copy.deleted is not None,
+        )
         report.entries.append(e)
         if agent not in copiers:
             for other in copiers.values():  # one agent at a time: the last one's batch goes first
@@ -312,7 +331,7 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
             copiers[agent] = _Copier(targets[agent], report, report.dry_run)
         existing = await copiers[agent].dst.export(key) if agent in there else None
         if existing is not None:
-            diff = _difference(copy.meta, digest, existing)
+            diff = _difference(copy.meta, digest, existing, copy.deleted)
             e.status, e.detail = (CONFLICT, diff + "; left unchanged") if diff else (IDENTICAL, "")
         elif copy.problem:
             e.status, e.detail = FAILED, copy.problem + "; not copied"
@@ -325,12 +344,12 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
     copied = report.of(COPIED)
     for i, e in enumerate(copied, start=1):
         _tick(progress, "verify", i - 1, len(copied))
-        meta, digest = copiers[e.agent].sources[(e.agent, e.key)]
+        meta, digest, deleted = copiers[e.agent].sources[(e.agent, e.key)]
         back = await copiers[e.agent].dst.export(e.key)
         diff = (
             "not found at the destination after copying"
             if back is None
-            else (back.problem or _difference(meta, digest, back))
+            else (back.problem or _difference(meta, digest, back, deleted))
         )
         e.verified = not diff
         if diff:
@@ -367,29 +386,38 @@ async def _check_room(plan: list[tuple[str, str]], targets: dict[str, SessionSto
         )
 
 
-def _keyed_difference(src: Any, dst: Any) -> str:
-    fields = [k for k in ("category", "value", "created", "updated") if getattr(src, k) != getattr(dst, k)]
-    return ", ".join(
-        f"{k} {getattr(dst, k)!r} there, {getattr(src, k)!r} here"
+def _keyed_difference(src: KeyedCopy, dst: KeyedCopy) -> str:
+    a, b = src.entry, dst.entry
+    fields = [k for k in ("category", "value", "created", "updated") if getattr(a, k) != getattr(b, k)]
+    out = [
+        f"{k} {getattr(b, k)!r} there, {getattr(a, k)!r} here"
         if k != "value"
-        else f"value ({len(dst.value)} characters there, {len(src.value)} here)"
+        else f"value ({len(b.value)} characters there, {len(a.value)} here)"
         for k in fields
-    )
+    ]
+    if (src.deleted is None) != (dst.deleted is None):
+        out.append(
+            f"{'in the trash' if dst.deleted else 'live'} there, {'in the trash' if src.deleted else 'live'} here"
+        )
+    if [v.full() for v in src.versions] != [v.full() for v in dst.versions]:
+        out.append(f"versions ({len(dst.versions)} there, {len(src.versions)} here)")
+    return ", ".join(out)
 
 
 async def _copy_keyed(src: KeyedStore, dst: KeyedStore, agent: str, report: Report) -> None:
-    """The agent's keyed memories: each copied whole with its timestamps, or left where it is taken."""
-    there = {e.key: e for e in await dst.entries()}
-    todo: list[tuple[KeyedEntry, Any]] = []
-    for e in sorted(await src.entries(), key=lambda e: e.key):
-        k = KeyedEntry(agent, e.key, e.category)
+    """The agent's keyed memories and its trash: each copied whole with its timestamps and versions, or
+    left where it is taken."""
+    there = {c.entry.key: c for c in await dst.copies()}
+    todo: list[tuple[KeyedEntry, KeyedCopy]] = []
+    for e in sorted(await src.copies(), key=lambda c: c.entry.key):
+        k = KeyedEntry(agent, e.entry.key, e.entry.category, trashed=e.deleted is not None)
         report.keyed.append(k)
-        if e.key in there:
-            diff = _keyed_difference(e, there[e.key])
+        if e.entry.key in there:
+            diff = _keyed_difference(e, there[e.entry.key])
             k.status, k.detail = (CONFLICT, f"{diff}; left unchanged") if diff else (IDENTICAL, "")
         else:
             todo.append((k, e))
-    done = await dst.import_entries([e for _, e in todo], report.dry_run) if todo else []
+    done = await dst.import_copies([e for _, e in todo], report.dry_run) if todo else []
     for (k, _), outcome in zip(todo, done):
         if outcome.status == ADDED:
             k.status = WOULD_COPY if report.dry_run else COPIED
@@ -399,9 +427,10 @@ async def _copy_keyed(src: KeyedStore, dst: KeyedStore, agent: str, report: Repo
             k.status, k.detail = FAILED, f"{outcome.detail}; not copied"
     copied = [(k, e) for k, e in todo if k.status == COPIED]
     if copied:
-        back = {e.key: e for e in await dst.entries()}
+        back = {c.entry.key: c for c in await dst.copies()}
         for k, e in copied:
-            diff = _keyed_difference(e, back[e.key]) if e.key in back else "not found there after copying"
+            key = e.entry.key
+            diff = _keyed_difference(e, back[key]) if key in back else "not found there after copying"
             k.verified = not diff
             if diff:
                 k.status, k.detail = FAILED, f"the copy differs from its source: {diff}"

@@ -7,16 +7,18 @@
 
 A tool's parameters are its method's, from the registry (no second schema): some are left out
 (`hide`), and `agentId` only where a caller may choose the agent (MCP; the chat model uses its own).
-`caller(method, params)` runs the method: in process through the registry (the chat runner, /mcp) or
-over the WebSocket (`jarvis mcp`), so validation and errors are the method's own. The result becomes
-compact text a model reads, with citations (path:lines, session label and date), bounded at
-`RESULT_CHARS`; every failure — unknown tool, bad arguments, an error of the method — becomes an
-outcome with `error=True` saying why, never an exception.
+`caller(method, params)` runs the method through the one path of a call (dispatcher.py): in process as
+the chat model's tool door or the /mcp door, or over the WebSocket (`jarvis mcp`), so validation and
+errors are the method's own; this module only turns arguments into params (refusing the ones a tool
+does not offer) and the result, or the one error value, into text a model reads: compact, with
+citations (memory/present.py), bounded at `RESULT_CHARS`. Every failure — unknown tool, bad arguments,
+an error of the method — becomes an outcome with `error=True` saying why (`tool_error`), never an
+exception.
 """
 
 from __future__ import annotations
 
-import re
+import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
@@ -24,11 +26,12 @@ from typing import Any, Awaitable, Callable
 import orjson
 import structlog
 
-from ..errors import Invalid, JarvisError
+from ..errors import InternalError, Invalid, JarvisError
 from ..methods import memory as _memory_methods  # noqa: F401  (registers the memory.* methods the tools run)
-from ..memory.present import heading
+from ..memory.present import label_sessions, reference, tool_line
+from ..memory.secrets import mask
 from ..neterrors import short as _short
-from ..registry import CallContext, ServiceAccess, registry
+from ..registry import registry
 from ..schema import Obj
 from .specs import CATALOG, TOOLS, Tool
 
@@ -37,7 +40,6 @@ log = structlog.get_logger("gateway.tools")
 Caller = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 RESULT_CHARS = 8000  # a tool result's text; a model's context is precious
-SNIPPET_CHARS = 400  # of each search/recall hit
 MAX_ARGUMENT_BYTES = 256 << 10  # a tool call's arguments, as JSON; memory_set's value is ≤ 100k chars
 
 
@@ -47,10 +49,6 @@ class ToolOutcome:
     summary: str  # a few words for people: "3 results", "stored boat.colour"
     error: bool = False
     memory: list[dict[str, Any]] = field(default_factory=list)  # {path, startLine, endLine, score?} it found
-
-
-class CallFailed(Exception):
-    """A caller's method failed where it ran (the gateway, for `jarvis mcp`); the message says why."""
 
 
 class ToolError(Exception):
@@ -85,18 +83,6 @@ def openai_tools(names: list[str] | None = None) -> list[dict[str, Any]]:
     ]
 
 
-def in_process(services: ServiceAccess, agent_id: str | None = None) -> Caller:
-    """A caller that runs methods in this process, as a request would (`agent_id`: always that agent)."""
-
-    async def call(method: str, params: dict[str, Any]) -> Any:
-        if agent_id is not None:
-            params = {**params, "agentId": agent_id}
-        with services.request_scope():
-            return await registry.dispatch(CallContext(services), method, params)
-
-    return call
-
-
 # ---- calling ----------------------------------------------------------------------------------------
 def parse_arguments(raw: Any) -> dict[str, Any]:
     """A model's `arguments` (a JSON string, possibly empty) → an object; ToolError says what is wrong."""
@@ -117,33 +103,59 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     return value
 
 
-async def run_tool(name: str, arguments: Any, caller: Caller, *, agent: bool = False) -> ToolOutcome:
-    """Validate, call the method, render the result. Never raises (but CancelledError)."""
+async def run_tool(
+    name: str, arguments: Any, caller: Caller, *, agent: bool = False, redact: bool = True
+) -> ToolOutcome:
+    """Turn the arguments into params, call the method, render the result. Never raises (but
+    CancelledError). `redact` (memory.redactSecrets): secrets in what the model or MCP client reads are
+    masked."""
+    out = await _run_tool(name, arguments, caller, agent)
+    if redact:
+        out.text = mask(out.text)
+    return out
+
+
+async def _run_tool(name: str, arguments: Any, caller: Caller, agent: bool) -> ToolOutcome:
     tool = CATALOG.get(name)
     if tool is None:
         return _failed(f"unknown tool {name[:100]!r}; the tools are: {', '.join(CATALOG)}", "unknown tool")
     try:
         args = parse_arguments(arguments)
-        try:  # first: what the schema refuses (an integer past 64 bits, …) is not serialisable either
-            params = tool_params(tool, agent).validate(args)
-        except Invalid as exc:
-            raise ToolError(f"invalid arguments: {exc.message}") from None
-        size = len(orjson.dumps(params))
+        size = _json_size(args)
         if size > MAX_ARGUMENT_BYTES:
             raise ToolError(f"arguments are {size} bytes; the limit is {MAX_ARGUMENT_BYTES}")
-        sent = {k: v for k, v in params.items() if v is not None}
-        result = await caller(tool.method, sent)
-        return await RENDER[name](result, params, caller)
+        tool_params(tool, agent).refuse_unknown(args)  # what the tool does not offer (agentId, `hide`)
+        result = await caller(tool.method, {k: v for k, v in args.items() if v is not None})
+        return await RENDER[name](result, args, caller)
     except ToolError as exc:
         return _failed(str(exc), exc.summary)
     except JarvisError as exc:
-        return _failed(f"{tool.method} failed: {exc.message}", "failed")
-    except CallFailed as exc:
-        return _failed(f"{tool.method} failed: {_short(str(exc), 300)}", "failed")
-    except Exception:  # a bug: logged; the model reads that it failed, the run goes on
+        return tool_error(tool.method, exc)
+    except Exception:  # a bug in rendering the result: logged; the model reads that it failed, the run goes on
         error_id = uuid.uuid4().hex[:12]
         log.exception("memory tool crashed", tool=name, errorId=error_id)
-        return _failed(f"{tool.method} failed: internal error (errorId {error_id})", "failed")
+        return tool_error(tool.method, InternalError("internal error", {"errorId": error_id}))
+
+
+def tool_error(method: str, err: JarvisError) -> ToolOutcome:
+    """The one error value of a tool's call, as the model (or MCP client) reads it: an argument at fault
+    by its name among the tool's arguments, any other failure as the method's."""
+    if isinstance(err, Invalid):
+        field = (err.field or "").removeprefix("params").lstrip(".")
+        return _failed(
+            f"invalid arguments: {field}: {err.rule}" if field else f"invalid arguments: {err.rule}", "bad arguments"
+        )
+    error_id = (err.data or {}).get("errorId")
+    return _failed(f"{method} failed: {err.message}" + (f" (errorId {error_id})" if error_id else ""), "failed")
+
+
+def _json_size(value: Any) -> int:
+    """The size of `value` as JSON. Python's encoder for what orjson refuses (an integer past 64 bits):
+    such a value must reach the method's validation, which says what is wrong with it."""
+    try:
+        return len(orjson.dumps(value))
+    except TypeError:  # orjson.JSONEncodeError
+        return len(json.dumps(value, ensure_ascii=False).encode())
 
 
 def _failed(text: str, summary: str) -> ToolOutcome:
@@ -167,71 +179,38 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _ref(r: dict[str, Any]) -> dict[str, Any]:
-    out = {"path": r["path"], "startLine": r["startLine"], "endLine": r["endLine"]}
-    if r.get("score") is not None:
-        out["score"] = r["score"]
-    if r.get("date") or r.get("timestamp"):
-        out["date"] = r.get("date") or r.get("timestamp")
-    return out
-
-
-async def _sessions(results: list[dict[str, Any]], params: dict[str, Any], caller: Caller) -> dict[str, str]:
-    """sessionKey → its label, for the transcripts among results."""
-    out: dict[str, str] = {}
-    for key in dict.fromkeys(r["sessionKey"] for r in results if r.get("sessionKey")):
-        try:
-            s = await caller(
-                "sessions.get", {"sessionKey": key, **({"agentId": params["agentId"]} if params.get("agentId") else {})}
-            )
-        except Exception:  # deleted meanwhile: the citation still has its path
-            continue
-        out[key] = _short(s.get("label") or key, 60)
-    return out
-
-
-def _hit(i: int, r: dict[str, Any], where: dict[str, str]) -> str:
-    """One result: its citation (memory/present.py: when, which conversation, where, how it stands),
-    then what it says."""
-    hit = {**r, "date": r.get("date") or r.get("timestamp"), "session": where.get(r.get("sessionKey") or "")}
-    about = [f"key {r['key']}"] if r.get("key") else []
-    if r.get("score") is not None:
-        about.append(f"score {r['score']:.2f}")
-    text = _FRONT_MATTER.sub("", " ".join(str(r.get("snippet", "")).split()), count=1)
-    tail = f" ({'; '.join(about)})" if about else ""
-    return f"[{i}] {heading(hit)}{tail}\n    {_short(text, SNIPPET_CHARS)}"
-
-
-_FRONT_MATTER = re.compile(r"^---\s(?:(?!---).)*---\s*")  # a keyed memory's own metadata: cited already
-
-
-async def _hits(result: dict, params: dict, caller: Caller, what: str) -> ToolOutcome:
+async def _render_hits(result: dict, params: dict, caller: Caller, what: str) -> ToolOutcome:
     results = result.get("results") or []
-    where = await _sessions(results, params, caller)
+    agent = {"agentId": params["agentId"]} if params.get("agentId") else {}
+
+    async def label_of(key: str) -> str | None:
+        return (await caller("sessions.get", {"sessionKey": key, **agent})).get("label")
+
+    await label_sessions(results, label_of)
     head = f"{_plural(len(results), 'result')} for {what}"
     lines = [
         head + (f" ({result['degraded']})" if result.get("degraded") else "") + ":"
         if results
         else f"No memory matched {what}." + (f" ({result['degraded']})" if result.get("degraded") else "")
     ]
-    lines += [_hit(i, r, where) for i, r in enumerate(results, 1)]
-    return ToolOutcome(_bounded(lines), _plural(len(results), "result"), memory=[_ref(r) for r in results])
+    lines += [tool_line(i, r) for i, r in enumerate(results, 1)]
+    return ToolOutcome(_bounded(lines), _plural(len(results), "result"), memory=[reference(r) for r in results])
 
 
-async def _search(result: dict, params: dict, caller: Caller) -> ToolOutcome:
-    return await _hits(result, params, caller, f"{params['query']!r}")
+async def _render_search(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+    return await _render_hits(result, params, caller, f"{params['query']!r}")
 
 
-async def _recall(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+async def _render_recall(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     span = f"{(result.get('from') or 'the beginning')[:16]} – {str(result.get('to'))[:16]}".replace("T", " ")
     what = f"{span}" + (f", query {params['query']!r}" if params.get("query") else "")
-    out = await _hits(result, params, caller, what)
+    out = await _render_hits(result, params, caller, what)
     if result.get("matched", 0) > len(result.get("results") or []):
         out.text += f"\n({result['matched']} in the period; raise k or narrow it to see more)"
     return out
 
 
-async def _get(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+async def _render_get(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     if "key" in result and "value" in result:  # a keyed memory
         text = (
             f"{result['key']} ({result['category']}, updated {str(result.get('updated'))[:10]}, "
@@ -257,7 +236,7 @@ async def _get(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     )
 
 
-async def _set(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+async def _render_set(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     verb = "Replaced" if result.get("replaced") else "Stored"
     moved = f" (moved from {result['movedFrom']})" if result.get("movedFrom") else ""
     return ToolOutcome(
@@ -266,11 +245,11 @@ async def _set(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     )
 
 
-async def _delete(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+async def _render_delete(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     return ToolOutcome(f"Deleted {result['key']} ({result['category']}, {result['path']}).", f"deleted {result['key']}")
 
 
-async def _list(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+async def _render_list(result: dict, params: dict, caller: Caller) -> ToolOutcome:
     items, total = result.get("memories") or [], result.get("total", 0)
     start = params.get("offset") or 0
     head = (
@@ -287,12 +266,12 @@ async def _list(result: dict, params: dict, caller: Caller) -> ToolOutcome:
 
 
 RENDER: dict[str, Callable[[dict, dict, Caller], Awaitable[ToolOutcome]]] = {
-    "memory_search": _search,
-    "memory_get": _get,
-    "memory_set": _set,
-    "memory_delete": _delete,
-    "memory_list": _list,
-    "memory_recall": _recall,
+    "memory_search": _render_search,
+    "memory_get": _render_get,
+    "memory_set": _render_set,
+    "memory_delete": _render_delete,
+    "memory_list": _render_list,
+    "memory_recall": _render_recall,
 }
 
 

@@ -67,7 +67,8 @@ TOOLS = [
         "memory_delete",
         "memory.delete",
         "Delete a keyed memory by its key, when the user asks you to forget it or it is wrong and "
-        "should not be replaced. It leaves search at once; it cannot be undone.",
+        "should not be replaced. It leaves search at once and goes to the user's trash, from which they can "
+        "restore it.",
         read_only=False,
         destructive=True,
         idempotent=True,

@@ -523,7 +523,7 @@ function recalledView(items) {
   const list = h("ul", { class: "recalled-list" });
   for (const m of items) {
     const label = h("span", { class: "path", title: `${m.path}:${m.startLine}-${m.endLine}` });
-    citationText(m.path, m.startLine, m.endLine, label);
+    citationText(m.path, m.startLine, m.endLine, label, m.date);
     const button = h("button", {
       type: "button", class: "memory-ref",
       onclick: () => openMemory(m.path, m.startLine, m.endLine, label.textContent),

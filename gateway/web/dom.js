@@ -1,6 +1,6 @@
 // Small helpers the page's modules share: building DOM nodes (text only ever as textContent or text
-// nodes, never markup), dates and times, session names, message text, error messages, and the
-// confirmation dialog.
+// nodes, never markup), dates and times, session names, message text, error messages, the
+// confirmation dialog and the undo toast.
 
 import { Codes, RpcError } from "./rpc.js";
 import { ui } from "./state.js";
@@ -83,4 +83,52 @@ export function confirmDialog(text, title = "Delete session?") {
     ui.confirmDialog.showModal();
     ui.confirmCancel.focus();
   });
+}
+
+const UNDO_MS = 12_000;
+let undoTimer = null;
+let undoAction = null;
+
+/** "Deleted … · Undo" at the bottom of the page for a few seconds after a delete; `undo` (async) brings
+ * it back. A newer one replaces it; the thing stays in the trash either way. */
+export function showUndo(text, undo) {
+  clearTimeout(undoTimer);
+  undoAction = undo;
+  ui.undoText.textContent = text;
+  ui.undoButton.disabled = false;
+  ui.undoToast.hidden = false;
+  undoTimer = setTimeout(hideUndo, UNDO_MS);
+}
+
+function hideUndo() {
+  clearTimeout(undoTimer);
+  undoAction = null;
+  ui.undoToast.hidden = true;
+}
+
+ui.undoButton.addEventListener("click", async () => {
+  const undo = undoAction;
+  if (!undo) return;
+  ui.undoButton.disabled = true;
+  try {
+    await undo();
+    hideUndo();
+  } catch (err) {
+    ui.undoText.textContent = `Could not undo: ${errorMessage(err)}`;
+    ui.undoButton.disabled = false;
+  }
+});
+
+/** One row of a trash list: what was deleted (`name`: text or a node), `meta` (when), and its Restore and
+ * Delete forever buttons (`label` names it for screen readers). */
+export function trashRow(key, name, meta, label, onRestore, onPurge) {
+  return h("li", { class: "trash-item", "data-key": key },
+    h("span", { class: "trash-name" }, name),
+    h("span", { class: "hint", text: meta }),
+    h("span", { class: "trash-actions" },
+      h("button", { type: "button", class: "link-button", text: "Restore", "aria-label": `Restore ${label}`, onclick: onRestore }),
+      h("button", {
+        type: "button", class: "link-button danger-text", text: "Delete forever",
+        "aria-label": `Delete ${label} forever`, onclick: onPurge,
+      })));
 }

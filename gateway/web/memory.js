@@ -1,11 +1,12 @@
 // Memory: how a memory location is cited (a transcript by its session's name and date, a file by path
 // and lines), the dialog that shows its lines (memory.get), and the side panel with memory search
-// (memory.search) and the keyed memories (memory.list / get / set / delete) with opening notes by path.
+// (memory.search) and the keyed memories (memory.list / get / set / delete, their versions and trash:
+// memory.history / restore / trash / purge) with opening notes by path.
 
 import { Codes, RpcError } from "./rpc.js";
 import { narrow, rpc, state, ui } from "./state.js";
 import {
-  confirmDialog, contentText, errorMessage, formatDate, formatTime, h, sessionName,
+  confirmDialog, contentText, errorMessage, formatDate, formatTime, h, sessionName, showUndo, trashRow,
 } from "./dom.js";
 
 // ---- citations and the lines dialog ---------------------------------------------------------------
@@ -16,9 +17,10 @@ function transcriptKey(path) {
   return m ? m[1] : null;
 }
 
-/** How a memory location reads to a person: a transcript as its session's name and date, a file as
- * path and lines. Fills `node` now, and again once an unknown session's details arrive. */
-export function citationText(path, startLine, endLine, node) {
+/** How a memory location reads to a person: a transcript as its session's name and date (`date`: when
+ * the hit was said, as the gateway dated it; else the session's start), a file as path and lines. Fills
+ * `node` now, and again once an unknown session's details arrive. */
+export function citationText(path, startLine, endLine, node, date = null) {
   const lines = startLine === endLine ? `line ${startLine}` : `lines ${startLine}–${endLine}`;
   const key = transcriptKey(path);
   if (!key) {
@@ -27,7 +29,7 @@ export function citationText(path, startLine, endLine, node) {
   }
   const show = (session) => {
     node.textContent = session
-      ? `“${sessionName(session)}” · ${formatDate(session.createdAt)} · ${lines}`
+      ? `“${sessionName(session)}” · ${formatDate(date || session.createdAt)} · ${lines}`
       : `a deleted session · ${lines}`;
   };
   const known = state.sessionInfo.get(key);
@@ -140,20 +142,6 @@ ui.searchForm.addEventListener("submit", async (ev) => {
   }
 });
 
-/** What a keyed memory's result shows: its value, without the front matter (`---`, `key:`, `created:` …)
- * and the `# key` heading its file starts with (gateway/memory/notes/keyed.py: snippet_value). */
-export function snippetValue(path, snippet) {
-  const m = /^memory\/keyed\/[^/]+\/([A-Za-z0-9][A-Za-z0-9._-]{0,127})\.md$/.exec(path || "");
-  if (!m) return snippet;
-  let lines = snippet.split("\n");
-  const start = lines.length && lines[0].trim() === "---" ? 1 : 0;
-  let end = start;
-  while (end < lines.length && /^(key|category|created|updated):/.test(lines[end])) end += 1;
-  if (end < lines.length && lines[end].trim() === "---" && (start || end)) lines = lines.slice(end + 1);
-  while (lines.length && (!lines[0].trim() || lines[0].trim() === `# ${m[1]}`)) lines.shift();
-  return lines.join("\n").trim() || snippet;
-}
-
 function renderResults(res) {
   const n = res.results.length;
   ui.searchStatus.textContent = n
@@ -161,7 +149,7 @@ function renderResults(res) {
     : "No results.";
   for (const r of res.results) {
     const label = h("span", { class: "path", title: `${r.path}:${r.startLine}-${r.endLine}` });
-    citationText(r.path, r.startLine, r.endLine, label);
+    citationText(r.path, r.startLine, r.endLine, label, r.date);
     const actions = h("div", { class: "result-actions" },
       h("button", { type: "button", class: "link-button", text: "Show lines", onclick: () => openMemory(r.path, r.startLine, r.endLine, label.textContent) }),
       r.sessionKey
@@ -173,9 +161,11 @@ function renderResults(res) {
     ui.searchResults.appendChild(h("li", { class: "result" },
       h("div", { class: "result-head" },
         label,
+        r.date && !r.sessionKey ? h("span", { class: "hint", text: formatDate(r.date) }) : null,
         h("span", { class: "badge", text: r.source }),
         h("span", { class: "score", title: "score", text: Number(r.score).toFixed(2) })),
-      h("p", { class: "snippet", text: snippetValue(r.path, r.snippet) }),
+      // The snippet as the gateway shaped it (gateway/memory/present.py: a keyed memory's value).
+      h("p", { class: "snippet", text: r.snippet }),
       actions));
   }
 }
@@ -233,6 +223,7 @@ function showMemoryForm(entry) {
   ui.memoryCategory.value = entry ? entry.category : "general";
   ui.memoryValue.value = entry ? entry.value : "";
   ui.memoryDelete.hidden = !entry;
+  ui.memoryHistory.hidden = true;
   ui.memoryFormMeta.textContent = entry
     ? `${entry.path} · updated ${formatTime(entry.updated)}`
     : "Saved as memory/keyed/<category>/<key>.md in the workspace; searchable at once.";
@@ -244,7 +235,43 @@ async function editMemory(key) {
     showMemoryForm(await rpc.call("memory.get", { key }));
   } catch (err) {
     ui.memoriesStatus.textContent = `Could not open ${key}: ${memoryFailure(err)}`;
+    return;
   }
+  loadMemoryHistory(key);
+}
+
+/** The entry's earlier versions (memory.history), each with Restore (memory.restore: a new version). */
+async function loadMemoryHistory(key) {
+  ui.memoryHistory.hidden = true;
+  ui.memoryHistoryList.replaceChildren();
+  let res;
+  try {
+    res = await rpc.call("memory.history", { key });
+  } catch (_) {
+    return; // the form works without it
+  }
+  const earlier = res.versions.filter((v) => !v.current);
+  if (!earlier.length || ui.memoryKey.value !== key) return;
+  for (const v of earlier) {
+    ui.memoryHistoryList.appendChild(h("li", { class: "trash-item", "data-version": String(v.version) },
+      h("span", { class: "trash-name", text: v.value }),
+      h("span", { class: "hint", text: `v${v.version} · ${formatTime(v.at)}${v.by ? ` · by ${v.by}` : ""}` }),
+      h("span", { class: "trash-actions" },
+        h("button", {
+          type: "button", class: "link-button", text: "Restore", "aria-label": `Restore version ${v.version}`,
+          onclick: async () => {
+            try {
+              const back = await rpc.call("memory.restore", { key, version: v.version });
+              await loadMemories(`Restored version ${v.version} of ${key}.`);
+              showMemoryForm(back);
+              loadMemoryHistory(key);
+            } catch (err) {
+              ui.memoryFormMeta.textContent = `Not restored: ${memoryFailure(err)}`;
+            }
+          },
+        }))));
+  }
+  ui.memoryHistory.hidden = false;
 }
 
 ui.memoryAdd.addEventListener("click", () => showMemoryForm(null));
@@ -278,16 +305,63 @@ ui.memoryForm.addEventListener("submit", async (ev) => {
 
 ui.memoryDelete.addEventListener("click", async () => {
   const key = ui.memoryKey.value;
-  const ok = await confirmDialog(`The memory “${key}” will be deleted from the workspace and from search.`,
+  const ok = await confirmDialog(`The memory “${key}” will move to the trash and leave search; you can restore it from there.`,
     "Delete memory?");
   if (!ok) return;
   try {
     await rpc.call("memory.delete", { key });
     ui.memoryForm.hidden = true;
     await loadMemories(`Deleted ${key}.`);
+    showUndo(`Deleted ${key}.`, () => restoreMemory(key));
+    if (ui.memoryTrash.open) loadMemoryTrash();
   } catch (err) {
     ui.memoryFormMeta.textContent = `Not deleted: ${memoryFailure(err)}`;
   }
+});
+
+/** memory.restore {key}: back from the trash, whole and searchable. */
+async function restoreMemory(key) {
+  await rpc.call("memory.restore", { key });
+  await loadMemories(`Restored ${key}.`);
+  if (ui.memoryTrash.open) loadMemoryTrash();
+}
+
+async function loadMemoryTrash() {
+  ui.memoryTrashStatus.textContent = "Loading…";
+  try {
+    const res = await rpc.call("memory.trash", { limit: 500 });
+    ui.memoryTrashList.replaceChildren();
+    for (const m of res.memories) {
+      const name = h("span", {}, h("span", { class: "memory-key", text: m.key }), ` ${m.preview}`);
+      ui.memoryTrashList.appendChild(trashRow(m.key, name, `${m.category} · deleted ${formatTime(m.deletedAt)}`,
+        `memory ${m.key}`,
+        () => restoreMemory(m.key).catch((err) => {
+          ui.memoryTrashStatus.textContent = `Not restored: ${memoryFailure(err)}`;
+        }),
+        () => purgeMemory(m.key)));
+    }
+    ui.memoryTrashStatus.textContent = res.total
+      ? `${res.total} deleted memor${res.total === 1 ? "y" : "ies"}.`
+      : "The trash is empty.";
+  } catch (err) {
+    ui.memoryTrashStatus.textContent = `Could not load the trash: ${memoryFailure(err)}`;
+  }
+}
+
+async function purgeMemory(key) {
+  const ok = await confirmDialog(`The memory “${key}” will be gone for good; it cannot be restored.`, "Delete forever?");
+  if (!ok) return;
+  try {
+    await rpc.call("memory.purge", { key });
+  } catch (err) {
+    ui.memoryTrashStatus.textContent = `Not deleted: ${memoryFailure(err)}`;
+    return;
+  }
+  loadMemoryTrash();
+}
+
+ui.memoryTrash.addEventListener("toggle", () => {
+  if (ui.memoryTrash.open) loadMemoryTrash();
 });
 
 // ---- notes: the workspace's files (memory.files), opened and saved in an editor (memory.write) -------

@@ -5,7 +5,7 @@
 
 import { Codes, RpcError } from "./rpc.js";
 import { narrow, rpc, state, ui } from "./state.js";
-import { confirmDialog, errorMessage, formatTime, h, sessionName } from "./dom.js";
+import { confirmDialog, errorMessage, formatTime, h, sessionName, showUndo, trashRow } from "./dom.js";
 import { onNeedSession, renderChatShell, renderHistory, showNotice } from "./chat.js";
 import { newSessionSettings } from "./settings.js";
 
@@ -159,10 +159,12 @@ function startRename(li, session) {
 }
 
 async function deleteSession(session) {
-  const ok = await confirmDialog(`“${sessionName(session)}” and its ${session.messageCount} messages will be deleted, together with what memory indexed from it.`);
+  const ok = await confirmDialog(`“${sessionName(session)}” and its ${session.messageCount} messages will move to the trash and leave memory search; you can restore them from the trash.`);
   if (!ok) return;
   try {
     await rpc.call("sessions.delete", { sessionKey: session.sessionKey });
+    showUndo(`Deleted “${sessionName(session)}”.`, () => restoreSession(session.sessionKey));
+    if (ui.sessionTrash.open) loadSessionTrash();
     state.sessions = state.sessions.filter((s) => s.sessionKey !== session.sessionKey);
     if (lastSession() === session.sessionKey) rememberSession(null);
     if (state.current === session.sessionKey) {
@@ -177,6 +179,54 @@ async function deleteSession(session) {
     ui.sessionsError.textContent = `Delete failed: ${errorMessage(err)}`;
   }
 }
+
+/** sessions.restore: back in the list (and in memory search) whole. */
+async function restoreSession(key) {
+  const session = await rpc.call("sessions.restore", { sessionKey: key });
+  upsertSession(session);
+  if (ui.sessionTrash.open) loadSessionTrash();
+  return session;
+}
+
+// ---- the trash (sessions.trash / restore / purge) ---------------------------------------------------
+
+async function loadSessionTrash() {
+  ui.sessionTrashStatus.textContent = "Loading…";
+  try {
+    const res = await rpc.call("sessions.trash", { limit: 200 });
+    ui.sessionTrashList.replaceChildren();
+    for (const s of res.sessions) {
+      const name = sessionName(s);
+      ui.sessionTrashList.appendChild(trashRow(s.sessionKey, name,
+        `${s.messageCount} msg · deleted ${formatTime(s.deletedAt)}`, name,
+        () => restoreSession(s.sessionKey).catch((err) => {
+          ui.sessionTrashStatus.textContent = `Not restored: ${errorMessage(err)}`;
+        }),
+        () => purgeSession(s)));
+    }
+    ui.sessionTrashStatus.textContent = res.total
+      ? `${res.total} deleted session${res.total === 1 ? "" : "s"}, kept until ${formatTime(res.sessions[res.sessions.length - 1].expiresAt)} or later.`
+      : "The trash is empty.";
+  } catch (err) {
+    ui.sessionTrashStatus.textContent = `Could not load the trash: ${errorMessage(err)}`;
+  }
+}
+
+async function purgeSession(session) {
+  const ok = await confirmDialog(`“${sessionName(session)}” will be gone for good; it cannot be restored.`, "Delete forever?");
+  if (!ok) return;
+  try {
+    await rpc.call("sessions.purge", { sessionKey: session.sessionKey });
+  } catch (err) {
+    ui.sessionTrashStatus.textContent = `Not deleted: ${errorMessage(err)}`;
+    return;
+  }
+  loadSessionTrash();
+}
+
+ui.sessionTrash.addEventListener("toggle", () => {
+  if (ui.sessionTrash.open) loadSessionTrash();
+});
 
 /** sessions.create, subscribed (the caller is), listed first and remembered; null when it failed (said why). */
 async function createSession() {

@@ -214,3 +214,33 @@ def test_an_image_too_big_for_one_frame_to_the_gateway_is_stored_as_without_one(
         r = jarvis("memory", "search", "harbour dawn", "--json", "--port", port, state_dir=state)
         assert r.returncode == 0, r.stderr
         assert any("harbour" in x["path"] for x in orjson.loads(r.stdout)["results"]), r.stdout
+
+
+def test_a_delete_says_how_to_undo_it_and_history_restore_and_the_trash_work_in_process(tmp_path):
+    state = tmp_path / "state"
+    (state / "workspace").mkdir(parents=True)
+    (state / "config.toml").write_text('[memory.search]\nmode = "fts"\n')
+    for value in ("The boat is teal.", "The boat is pwned."):
+        assert jarvis("memory", "set", "boat", value, state_dir=state).returncode == 0
+    r = jarvis("memory", "history", "boat", state_dir=state)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "boat" and "v2  " in r.stdout and "by cli  (current)" in r.stdout
+    r = jarvis("memory", "restore", "boat", "--version", "1", state_dir=state)
+    assert r.returncode == 0 and r.stdout == "restored boat: version 1 written again\n", r.stderr
+    r = jarvis("memory", "delete", "boat", state_dir=state)
+    assert r.returncode == 0 and r.stdout.startswith("deleted boat (memory/keyed/general/boat.md): in the trash until")
+    undo = r.stdout.splitlines()[-1]
+    assert undo == "undo: jarvis memory restore boat"
+    r = jarvis("memory", "trash", state_dir=state)
+    assert "boat (general): The boat is teal." in r.stdout
+    r = jarvis(*undo.split()[2:], state_dir=state)
+    assert r.returncode == 0 and r.stdout == "restored boat: back from the trash\n", r.stderr
+    r = jarvis("memory", "get", "boat", "--json", state_dir=state)
+    assert orjson.loads(r.stdout)["value"] == "The boat is teal."
+    r = jarvis("memory", "history", "boat", "--json", state_dir=state)
+    assert [v["by"] for v in orjson.loads(r.stdout)["versions"]] == ["cli", "cli", "cli"]
+    jarvis("memory", "delete", "boat", state_dir=state)
+    r = jarvis("memory", "purge", "--all", state_dir=state)
+    assert r.returncode == 0 and r.stdout == "purged 1: boat\n"
+    r = jarvis("memory", "purge", state_dir=state)
+    assert r.returncode == 2 and "give key, or all: true" in r.stderr

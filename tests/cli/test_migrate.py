@@ -444,14 +444,20 @@ async def test_a_database_that_refuses_midway_is_a_clear_error(tmp_path, postgre
     assert "run the command again to go on" in r.stderr and "Traceback" not in r.stderr
 
 
-async def test_keyed_memories_go_both_ways_with_their_times_and_a_different_one_is_a_conflict(tmp_path, postgres_url):
-    from gateway.storage.files.keyed import FileKeyedStore
+def files_keyed(state: Path, agent: str = "main"):
+    """The files engine's keyed memories of `agent` in the state dir `state`."""
+    from gateway.storage.files.engine import FilesStorage
+    from tests.helpers import make_config
 
+    return FilesStorage(make_config(state)).keyed(agent)
+
+
+async def test_keyed_memories_go_both_ways_with_their_times_and_a_different_one_is_a_conflict(tmp_path, postgres_url):
     src, back = tmp_path / "src", tmp_path / "back"
     await make_state(src)
-    await FileKeyedStore(src / "workspace").set("boat", "The boat is blue.", "facts")
-    await FileKeyedStore(src / "workspace" / "agents" / "work").set("standup", "Nine on Mondays.", None)
-    want = {e.key: e.full() for e in await FileKeyedStore(src / "workspace").entries()}
+    await files_keyed(src).set("boat", "The boat is blue.", "facts")
+    await files_keyed(src, "work").set("standup", "Nine on Mondays.", None)
+    want = {e.key: e.full() for e in await files_keyed(src).entries()}
 
     r = await ajarvis("migrate", "--to", postgres_url, state_dir=src)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -477,12 +483,12 @@ async def test_keyed_memories_go_both_ways_with_their_times_and_a_different_one_
 
     r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=back)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert {e.key: e.full() for e in await FileKeyedStore(back / "workspace").entries()} == want
-    assert (await FileKeyedStore(back / "workspace" / "agents" / "work").get("standup")).value == "Nine on Mondays."
+    assert {e.key: e.full() for e in await files_keyed(back).entries()} == want
+    assert (await files_keyed(back, "work").get("standup")).value == "Nine on Mondays."
     r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=back)
     assert r.returncode == 0 and "keyed memories: 2 (0 copied, 2 identical" in r.stdout, r.stdout
 
-    await FileKeyedStore(src / "workspace").set("boat", "The boat is red now.", None)
+    await files_keyed(src).set("boat", "The boat is red now.", None)
     r = await ajarvis("migrate", "--to", postgres_url, state_dir=src)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "conflict    keyed main/boat (facts)" in r.stdout and "FAILED: 1 in conflict" in r.stdout
@@ -501,3 +507,55 @@ async def test_a_session_list_that_is_not_json_is_a_clear_error_naming_the_file(
     assert r.returncode == 1, r.stdout + r.stderr
     assert f"{src / 'agents/work/sessions/sessions.json'} is not valid JSON" in r.stderr, r.stderr
     assert "restore it from a backup" in r.stderr and "Traceback" not in r.stderr
+
+
+async def test_the_trash_and_versions_go_both_ways(tmp_path, start_gateway, postgres_url):
+    """Versions of keyed memories, trashed keyed memories and trashed sessions: files → PostgreSQL →
+    files, each where it was (live or in the trash), whole; a second run finds them identical."""
+    src = await start_gateway("src", memory=True)
+    c = await src.client()
+    for value in ("The boat is teal.", "The boat is white."):
+        await c.call("memory.set", {"key": "boat", "value": value, "category": "facts"})
+    await c.call("memory.set", {"key": "old", "value": "An old fact."})
+    await c.call("memory.delete", {"key": "old"})
+    keys = []
+    for label in ("kept", "binned"):
+        key = (await c.call("sessions.create", {"label": label}))["sessionKey"]
+        await c.run_to_end((await c.call("chat.send", {"sessionKey": key, "message": f"the {label} one"}))["runId"])
+        keys.append(key)
+    await c.call("sessions.delete", {"sessionKey": keys[1]})
+
+    async def seen(c) -> dict:
+        return {
+            "sessions": (await c.call("sessions.list"))["sessions"],
+            "trash": [
+                {k: v for k, v in s.items() if k != "expiresAt"} for s in (await c.call("sessions.trash"))["sessions"]
+            ],
+            "keyedTrash": [m["key"] for m in (await c.call("memory.trash"))["memories"]],
+            "boat": (await c.call("memory.history", {"key": "boat"}))["versions"],
+            "old": (await c.call("memory.history", {"key": "old"}))["versions"],
+        }
+
+    want = await seen(c)
+    await c.close()
+    await src.stop()
+
+    r = await ajarvis("migrate", "--to", postgres_url, state_dir=tmp_path / "src")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "keyed memories: 2 (2 copied" in r.stdout
+    mid = await start_gateway("mid", memory=True, **{"storage.url": postgres_url})
+    c = await mid.client()
+    assert await seen(c) == want
+    await c.close()
+    await mid.stop()
+
+    r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=tmp_path / "back")
+    assert r.returncode == 0, r.stdout + r.stderr
+    back = await start_gateway("back", memory=True)
+    c = await back.client()
+    assert await seen(c) == want
+    restored = await c.call("sessions.restore", {"sessionKey": keys[1]})
+    assert restored["label"] == "binned"
+    await c.close()
+    r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=tmp_path / "src")
+    assert r.returncode == 0 and "0 copied" in r.stdout and "2 identical" in r.stdout, r.stdout

@@ -1,4 +1,5 @@
-"""`jarvis sessions list|show|delete|export`: the real CLI as a process against a real gateway process."""
+"""`jarvis sessions list|show|delete|export|trash|restore|purge`: the real CLI as a process against a real
+gateway process."""
 
 from __future__ import annotations
 
@@ -58,9 +59,23 @@ def test_list_show_export_and_delete(gateway):
     assert r.stdout == jarvis("sessions", "show", key, "--port", port, state_dir=state).stdout  # md by default
 
     r = jarvis("sessions", "delete", key, "--port", port, state_dir=state)
-    assert r.returncode == 0 and r.stdout == f"deleted {key}\n"
+    assert r.returncode == 0 and r.stdout.startswith(f"deleted {key}: in the trash until 20"), r.stdout
+    undo = r.stdout.splitlines()[-1]
+    assert undo == f"undo: jarvis sessions restore {key}"
     r = jarvis("sessions", "show", key, "--port", port, state_dir=state)
     assert r.returncode == 1 and f"session not found: {key}" in r.stderr
+    r = jarvis("sessions", "trash", "--port", port, state_dir=state)
+    assert r.returncode == 0 and f"   4 msg  {key}  Where do herons nest?  [until 20" in r.stdout, r.stdout
+    r = jarvis(*undo.split()[2:], "--port", port, state_dir=state)  # the undo, as printed
+    assert r.returncode == 0 and r.stdout == f"restored {key} (4 messages)\n", (r.stdout, r.stderr)
+    assert jarvis("sessions", "show", key, "--json", "--port", port, state_dir=state).returncode == 0
+    jarvis("sessions", "delete", key, "--port", port, state_dir=state)
+    r = jarvis("sessions", "purge", "--all", "--json", "--port", port, state_dir=state)
+    assert r.returncode == 0 and orjson.loads(r.stdout) == {"purged": [key]}
+    r = jarvis("sessions", "trash", "--port", port, state_dir=state)
+    assert r.stdout == "the trash is empty\n"
+    r = jarvis("sessions", "purge", "--port", port, state_dir=state)
+    assert r.returncode == 1 and "params.sessionKey: give sessionKey, or all: true" in r.stderr
     r = jarvis("sessions", "export", "x", "--format", "pdf", "--port", port, state_dir=state)
     assert r.returncode == 2 and "invalid choice: 'pdf'" in r.stderr
     r = jarvis("sessions", "list", "--limit", "0", "--port", port, state_dir=state)

@@ -105,6 +105,8 @@ async def test_keyed_memories_import_elsewhere_whole_with_their_times_and_never_
     changed = Entry("boat", "facts", "The boat is red.", old.created, old.updated, "", tmp_path)
     assert [i.status for i in await other.import_entries([changed])] == [PRESENT]
     assert (await other.get("boat")).value == "The boat is blue."
-    await other.delete("old")  # a deleted key stays taken on an engine that remembers deletes; never revived
+    await other.delete("old")  # in the trash: the key is taken on every engine; never revived over it
+    assert [i.status for i in await other.import_entries([old])] == [PRESENT]
+    await other.purge(["old"])  # gone for good: taken still on an engine that remembers deletes (tombstones)
     again = await other.import_entries([old])
     assert again[0].status in (ADDED, PRESENT) and (again[0].status == PRESENT) == (storage.name == "postgresql")

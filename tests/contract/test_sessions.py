@@ -128,13 +128,17 @@ async def test_a_missing_session_is_not_found_everywhere(sessions):
         await sessions.history("ghost", limit=5, before=None)
 
 
-async def test_a_deleted_session_is_gone_and_its_key_starts_a_new_life(sessions):
+async def test_a_deleted_session_is_gone_and_its_key_starts_a_new_life_once_purged(sessions):
     await sessions.create(key="d", label="first life")
     await sessions.append_messages("d", msg("user", "old words", "2030-01-01T00:00:00.000Z"))
     await sessions.delete("d")
     assert not await sessions.exists("d") and await sessions.all() == {}
     with pytest.raises(NotFound):
         await sessions.append_messages("d", msg("user", "into nothing", "2030-01-01T00:00:01.000Z"))
+    with pytest.raises(Conflict) as taken:  # in the trash, the key is still its
+        await sessions.create(key="d")
+    assert "in the trash" in taken.value.message
+    await sessions.purge(["d"])
     again = await sessions.create(key="d")
     assert again["messageCount"] == 0 and again["label"] is None
     assert (await sessions.history("d", limit=10, before=None))["messages"] == []

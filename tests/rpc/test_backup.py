@@ -186,3 +186,106 @@ def test_backup_refuses_to_overwrite_or_nest_and_leaves_nothing_behind(tmp_path)
     done = jarvis("backup", str(taken), "--state-dir", str(config.state_dir))
     assert done.returncode == 1
     assert done.stderr.startswith("jarvis backup: ") and str(taken) in done.stderr
+
+
+async def test_the_trash_and_versions_are_in_the_backup_and_come_back(tmp_path, start_gateway):
+    """Versions of keyed memories and notes, trashed keyed memories and trashed sessions are part of
+    the copy; a gateway started on the restored copy lists and restores them."""
+    gw = await start_gateway(memory=True)
+    c = await gw.client()
+    await c.call("memory.set", {"key": "boat", "value": "The boat is teal."})
+    await c.call("memory.set", {"key": "boat", "value": "The boat is white."})
+    await c.call("memory.set", {"key": "old", "value": "An old fact."})
+    await c.call("memory.delete", {"key": "old"})
+    await c.call("memory.write", {"path": "memory/plan.md", "content": "Sail Saturday.\n"})
+    await c.call("memory.write", {"path": "memory/plan.md", "content": "Sail Sunday.\n"})
+    key = (await c.call("sessions.create", {"label": "trip"}))["sessionKey"]
+    sent = await c.call("chat.send", {"sessionKey": key, "message": "The trip goes to Zanzibar."})
+    await c.run_to_end(sent["runId"])
+    await c.call("sessions.delete", {"sessionKey": key})
+    report = await asyncio.to_thread(backup_state, gw.config, tmp_path / "copy")
+    await c.close()
+    assert any(str(f).startswith("agents/main/trash/sessions/") for f in report.files)
+    assert any(str(f).startswith("agents/main/history/keyed/") for f in report.files)
+    assert all(m & 0o077 == 0 for m in tree_modes(tmp_path / "copy").values()), "owner-only, like the source"
+
+    back = await start_gateway("copy", memory=True)
+    c = await back.client()
+    assert [s["sessionKey"] for s in (await c.call("sessions.trash"))["sessions"]] == [key]
+    await c.call("sessions.restore", {"sessionKey": key})
+    assert (await c.call("sessions.history", {"sessionKey": key}))["messages"][0][
+        "content"
+    ] == "The trip goes to Zanzibar."
+    assert [m["key"] for m in (await c.call("memory.trash"))["memories"]] == ["old"]
+    assert [v["value"] for v in (await c.call("memory.history", {"key": "boat"}))["versions"]] == [
+        "The boat is white.",
+        "The boat is teal.",
+    ]
+    assert len((await c.call("memory.history", {"path": "memory/plan.md"}))["versions"]) == 2
+    await c.close()
+
+
+def test_a_delete_or_restore_during_the_copy_leaves_every_session_somewhere(tmp_path):
+    """A session moved between the live folder and the trash while the backup copies them: the copied
+    lists (read as one moment) say where it belongs, and its transcript is in the copy (the gateway's
+    open puts it there)."""
+    import gateway.cli.backup as backup
+    from gateway.storage.files.sessions import FileSessionStore
+    from tests.contract.test_sessions import msg
+
+    state = tmp_path / "state"
+    store = FileSessionStore(state / "agents" / "main" / "sessions")
+
+    async def setup() -> None:
+        await store.open()
+        for key in ("stay", "going", "coming"):
+            await store.create(key=key)
+            await store.append_messages(key, msg("user", f"words of {key}", "2030-01-01T00:00:00.000Z"))
+        await store.delete("coming")
+        await store.close()
+
+    asyncio.run(setup())
+    real = backup._Copier.complete_lines
+    moved = []
+
+    def racing(self, src, rel):  # the first transcript copied: then a delete and a restore happen
+        real(self, src, rel)
+        if not moved:
+            moved.append(src.name)
+
+            async def race() -> None:
+                s = FileSessionStore(state / "agents" / "main" / "sessions")
+                await s.open()
+                await s.delete("going")
+                await s.restore("coming")
+                await s.close()
+
+            asyncio.run(race())
+
+    backup._Copier.complete_lines = racing
+    try:
+        backup_state(make_config(state), tmp_path / "copy")
+    finally:
+        backup._Copier.complete_lines = real
+
+    async def check() -> dict:
+        s = FileSessionStore(tmp_path / "copy" / "agents" / "main" / "sessions")
+        await s.open()
+        out = {}
+        for key in ("stay", "going", "coming"):
+            where = (
+                "live"
+                if await s.exists(key)
+                else "trash"
+                if key in [t["sessionKey"] for t in await s.trash()]
+                else "lost"
+            )
+            if where == "trash":
+                await s.restore(key)
+            out[key] = (where, [m["content"] for m in (await s.history(key, 10, None))["messages"]])
+        await s.close()
+        return out
+
+    found = asyncio.run(check())
+    assert {k: v[1] for k, v in found.items()} == {k: [f"words of {k}"] for k in ("stay", "going", "coming")}
+    assert all(where != "lost" for where, _ in found.values()), found

@@ -254,7 +254,8 @@ async def test_sessions_list_get_delete_and_fanout(gateway, client):
     assert watcher.events.empty(), "no events after unsubscribe"
     await watcher.close()
 
-    assert await client.call("sessions.delete", {"sessionKey": a["sessionKey"]}) == {"deleted": True}
+    deleted = await client.call("sessions.delete", {"sessionKey": a["sessionKey"]})
+    assert deleted["deleted"] is True and deleted["trashed"] is True and deleted["expiresAt"] > a["createdAt"]
     assert not (gateway.config.sessions_dir() / f"{a['sessionKey']}.jsonl").exists()
     with pytest.raises(RpcError) as exc:
         await client.call("sessions.get", {"sessionKey": a["sessionKey"]})
@@ -377,7 +378,7 @@ async def test_http_routes(gateway):
     for path in ("/nope", "/static/../config.py", "/static/%2e%2e/app.py", "/static/"):
         assert (await asyncio.to_thread(get, path))[0] == 404, path
     # The page is ES modules importing each other from /static/: every one must come back as JavaScript.
-    from gateway.server.http import WEB_DIR
+    from gateway.doors.pages import WEB_DIR
 
     modules = sorted(p.name for p in WEB_DIR.glob("*.js"))
     assert {"app.js", "state.js", "rpc.js", "render.js"} <= set(modules)
@@ -398,7 +399,7 @@ async def test_delete_racing_a_send_never_brings_the_transcript_back(gateway, cl
             ).decode()
         )
         answer = {a["id"]: a for a in await asyncio.wait_for(client.raw.get(), 5)}
-        assert answer["d"]["result"] == {"deleted": True}
+        assert answer["d"]["result"]["deleted"] is True
         if "result" in answer["s"]:
             await client.run_to_end(answer["s"]["result"]["runId"])
         await asyncio.sleep(0.05)

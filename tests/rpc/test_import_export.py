@@ -274,9 +274,9 @@ async def test_an_export_never_overwrites_and_never_leaves_half_a_file(start_gat
 
 async def test_paths_are_taken_only_from_a_caller_on_the_gateways_machine(start_gateway, tmp_path):
     """The methods read and write files where the gateway runs: a remote caller with the token may not
-    name them. (A caller at another address, driven through the registry as the server would.)"""
+    name them. (A caller at another address, through the one path of a call as the WebSocket door would.)"""
+    from gateway.calls import Call, Door
     from gateway.errors import Invalid
-    from gateway.registry import CallContext, registry
 
     gw = await start_gateway()
     services = gw.gw.services
@@ -293,8 +293,7 @@ async def test_paths_are_taken_only_from_a_caller_on_the_gateways_machine(start_
         ("admin.export", {"path": str(tmp_path / "x.zip")}),
     ):
         with pytest.raises(Invalid) as err:
-            with services.request_scope():
-                await registry.dispatch(CallContext(services, Remote()), method, params)
+            await services.calls.perform(Call(Door.WEBSOCKET, method, params, connection=Remote()))
         assert "only from a caller on that machine" in str(err.value)
     assert not (tmp_path / "x.zip").exists()
 

@@ -134,7 +134,7 @@ async def test_deleting_a_session_does_not_wait_for_a_running_sync(tmp_path):
             assert (await c.call("memory.status"))["sync"]["running"]
 
             deleted = await asyncio.wait_for(c.call("sessions.delete", {"sessionKey": key}), 10)
-            assert deleted == {"deleted": True}
+            assert deleted["deleted"] is True
             assert await search("zanzibar pineapple") == [], "left out of search at once"
             assert (await c.call("memory.status"))["sync"]["running"], "the held sync is still running"
             release.set()

@@ -70,12 +70,15 @@ async def test_set_get_list_update_delete_and_search_at_once(start_gateway):
     assert await fts(c, "forest green") == ["memory/keyed/facts/favorite-color.md"]
 
     deleted = await c.call("memory.delete", {"key": "favorite-color"})
+    expires = deleted.pop("expiresAt")
     assert deleted == {
         "deleted": True,
         "key": "favorite-color",
         "category": "facts",
         "path": "memory/keyed/facts/favorite-color.md",
+        "trashed": True,
     }
+    assert expires > moved["updated"]
     assert await fts(c, "forest green") == [], "gone from search as soon as memory.delete answers"
     assert (await rpc_error(c, "memory.get", {"key": "favorite-color"})).code == -32004
     await c.close()

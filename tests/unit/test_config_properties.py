@@ -103,7 +103,9 @@ def env_text(v: Any) -> str | None:
     """`v` as an environment variable's text would hold it (a surrogate-escaped byte included), or None."""
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, (int, float)):
+    if isinstance(v, int):
+        return str(v) if -(10**4000) < v < 10**4000 else "9" * 5000  # str() of more digits raises
+    if isinstance(v, float):
         return repr(v)
     if isinstance(v, str):
         return v or None  # an empty variable counts as unset

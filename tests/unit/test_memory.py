@@ -7,6 +7,7 @@ The remote embedding provider is played by a real local HTTP server speaking the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import stat
@@ -23,7 +24,8 @@ from gateway.memory.index.chunking import chunk_markdown, chunk_transcript
 from gateway.memory.service import MemoryService
 from gateway.storage.files.engine import FilesStorage
 from gateway.memory.search.query import fts_query, query_terms
-from gateway.registry import CallContext, registry
+from gateway.calls import Call, Door
+from gateway.dispatcher import Dispatcher
 from gateway.sessions.transcript import append_sync, header, message_record
 from tests.fake_openai import FakeOpenAI
 
@@ -190,9 +192,9 @@ async def test_syntax_heavy_long_and_stopword_queries(tmp_path, open_manager):
     assert (await m.search("   "))["results"] == []  # no words: nothing to find, no error
     import gateway.methods.memory  # noqa: F401 - registers the methods; they validate, not the manager
 
-    ctx = CallContext(services=SimpleNamespace(memory=m))
+    call = _calls(m)
     with pytest.raises(Invalid) as ei:
-        await registry.dispatch(ctx, "memory.search", {"query": "x" * 2001})
+        await call("memory.search", {"query": "x" * 2001})
     assert ei.value.field == "params.query"
 
 
@@ -557,21 +559,28 @@ async def test_model_change_rebuilds_while_search_keeps_answering(tmp_path, api,
 # ---- the wire methods and the CLI ------------------------------------------------------------------
 
 
+def _calls(manager):
+    """The memory.* methods through the one path of a call, on services that hold only this manager."""
+    services = SimpleNamespace(memory=manager, request_scope=contextlib.nullcontext)
+    calls = Dispatcher(services)  # type: ignore[arg-type]
+    return lambda method, params: calls.perform(Call(Door.CLI, method, params))
+
+
 async def test_methods_validate_and_call_the_manager(tmp_path, open_manager):
     import gateway.methods.memory  # noqa: F401 - registers the methods
 
     cfg = make_cfg(tmp_path)
     write(cfg.workspace_dir / "MEMORY.md", "Birthday: 4 March.\n")
     m = await open_manager(cfg)
-    ctx = CallContext(services=SimpleNamespace(memory=m))
-    st = await registry.dispatch(ctx, "memory.sync", {})
+    call = _calls(m)
+    st = await call("memory.sync", {})
     assert set(st) == {"indexed", "removed", "unchanged", "chunksEmbedded", "cacheHits", "durationMs"}
-    res = await registry.dispatch(ctx, "memory.search", {"query": "birthday", "k": 3})
+    res = await call("memory.search", {"query": "birthday", "k": 3})
     assert set(res) == {"results", "mode", "embeddings"}
     assert set(res["results"][0]) == {"path", "source", "startLine", "endLine", "score", "snippet", "date"}
-    got = await registry.dispatch(ctx, "memory.get", {"path": "MEMORY.md", "from": 1, "lines": 5})
+    got = await call("memory.get", {"path": "MEMORY.md", "from": 1, "lines": 5})
     assert got["text"] == "Birthday: 4 March."
-    status = await registry.dispatch(ctx, "memory.status", None)
+    status = await call("memory.status", None)
     assert {"files", "chunks", "sources", "dirty", "lastSyncAt", "embeddings", "vector", "fts", "cache"} <= set(status)
     for params, field in (
         ({"query": "x", "k": 0}, "params.k"),
@@ -582,7 +591,7 @@ async def test_methods_validate_and_call_the_manager(tmp_path, open_manager):
     ):
         method = "memory.get" if "path" in params else "memory.search"
         with pytest.raises(Invalid) as ei:
-            await registry.dispatch(ctx, method, params)
+            await call(method, params)
         assert ei.value.field == field
 
 

@@ -146,16 +146,24 @@ def test_a_hit_matching_only_the_kind_of_answer_does_not_supersede_one_about_the
 @pytest.mark.parametrize(
     "query, intent",
     [
-        ("boat colour", "present"),
-        ("storage unit code", "present"),
+        ("boat colour", "words"),
+        ("storage unit code", "words"),
+        ("dinghy called Pelican", "words"),
         ("What motivated Caroline to pursue counseling?", "event"),
         ("Who painted the fence?", "event"),
     ],
 )
-def test_words_without_a_verb_ask_what_holds_now_and_a_past_verb_an_event(query, intent):
+def test_a_few_words_are_no_question_and_a_past_verb_asks_about_an_event(query, intent):
     assert temporal_intent(query) == intent
 
 
 def test_an_older_statement_below_a_newer_one_is_marked_superseded_too():
     out = arrange([NEW, OLD], "What's the gate code?", {0: VECTORS[1], 1: VECTORS[0]})
     assert paths(out) == ["b", "a"] and out[1]["supersededBy"] == NEW["date"] and "supersededBy" not in out[0]
+
+
+def test_a_few_words_order_equals_newest_first_but_never_move_a_hit_above_a_better_one():
+    tie = {**OLD, "score": 0.7}
+    assert paths(arrange([tie, NEW], "gate code", VECTORS)) == ["b", "a"]  # equals: the newer first
+    out = arrange([OLD, NEW], "gate code", VECTORS)
+    assert paths(out) == ["a", "b"] and out[0]["supersededBy"] == NEW["date"]  # marked, not moved

@@ -23,6 +23,7 @@ from ...sessions.transcript import iter_records, memory_text
 from ...timeutil import parse_iso, to_iso
 from ..layout import day_of
 from ..notes.frontmatter import parse_front_matter
+from ..secrets import mask
 
 CHARS_PER_TOKEN = 4
 # Bump when chunk boundaries change for the same settings: the index is then rebuilt.
@@ -249,19 +250,20 @@ def speaker_label(role: str, name: object = None) -> str:
     return ROLE_LABELS.get(role, role[:1].upper() + role[1:] if role else "User")
 
 
-def read_messages(path: Path, data: bytes | None = None) -> list[Message]:
+def read_messages(path: Path, data: bytes | None = None, redact: bool = False) -> list[Message]:
     """The messages of a transcript that are memory (see `transcript.memory_text`: not the offline
     responder's replies, not the recalled-memory blocks a reply quotes), with their JSONL line numbers
     (torn/corrupt lines are skipped). Each text starts with who spoke ("User: …", "Assistant: …", or
     the message's `name`), unless it is an imported message (no runId: not written by a chat run) in a
-    transcript whose imported messages already start with their speakers' names ("Caroline: …"). `data`: the file's bytes when the caller has read them already."""
+    transcript whose imported messages already start with their speakers' names ("Caroline: …"). `data`: the file's bytes when the caller has read them already.
+    `redact`: secrets in the words are masked (memory/secrets.py; the transcript keeps them)."""
     out: list[Message] = []
     labels: list[str] = []
     chat: list[bool] = []  # written by a chat run (it has a runId): the words are the speaker's own
     for no, d in iter_records(path, data):
         if d.get("type") != "message" or type(d.get("message")) is not dict:
             continue
-        text = memory_text(d)
+        text = mask(memory_text(d)) if redact else memory_text(d)
         if text:
             m = d["message"]
             labels.append(speaker_label(str(m.get("role") or "user"), m.get("name")))
@@ -363,5 +365,6 @@ def chunk_transcript(
     overlap_messages: int = 0,
     context_tokens: int = 0,
     data: bytes | None = None,
+    redact: bool = False,
 ) -> list[Chunk]:
-    return chunk_messages(read_messages(path, data), tokens, max_tokens, overlap_messages, context_tokens)
+    return chunk_messages(read_messages(path, data, redact), tokens, max_tokens, overlap_messages, context_tokens)

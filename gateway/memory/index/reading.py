@@ -37,7 +37,9 @@ def read_and_chunk(files: list[SourceFile], known: dict[str, FileStat], force: b
             text = data.decode("utf-8", errors="replace")
             chunks = chunk_markdown(text, s.tokens, s.overlap, note_date(sf.path, text))
         else:
-            chunks = chunk_transcript(sf.abs, s.session_tokens, s.tokens, s.session_overlap, s.session_context, data)
+            chunks = chunk_transcript(
+                sf.abs, s.session_tokens, s.tokens, s.session_overlap, s.session_context, data, s.redact
+            )
         out.append(Work(sf, h, chunks))
     return out
 

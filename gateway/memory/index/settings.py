@@ -31,6 +31,7 @@ class IndexSettings:
     processes: int  # worker processes for a large sync (`memory.sync.processes`, resolved: 0 = none)
     recheck_s: float  # the pause before a sync that would remove most of the index looks again
     max_file_bytes: int  # a memory file larger than this is skipped (`memory.maxFileBytes`)
+    redact: bool  # secrets in transcript messages are masked before they are chunks (`memory.redactSecrets`)
 
     @classmethod
     def from_config(
@@ -50,6 +51,7 @@ class IndexSettings:
             processes=resolve_processes(m.sync.processes),
             recheck_s=m.sync.recheck_ms / 1000.0,
             max_file_bytes=m.max_file_bytes,
+            redact=m.redact_secrets,
         )
 
 

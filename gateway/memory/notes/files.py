@@ -19,7 +19,9 @@ from pathlib import Path
 from ...errors import Invalid
 from ...fsutil import atomic_write, ensure_dir, locked
 from ..index.sources import clean_relative, scan_memory
+from ...timeutil import to_iso
 from ..layout import IMAGES_DIR, KEYED_DIR, NOTES_DIR
+from .history import NoteHistory
 
 MAX_NOTE_BYTES = 256 * 1024  # what memory.get returns of a file at most, so a note read is a note whole
 _OWNED = (KEYED_DIR + "/", IMAGES_DIR + "/")
@@ -41,8 +43,8 @@ def list_files(workspace: Path) -> list[dict]:
     return out
 
 
-def write_file(workspace: Path, path: str, text: str) -> dict:
-    """Replace (or create) the note at `path` with `text`; → {path, size, created}."""
+def writable_path(path: str) -> str:
+    """`path` made workspace-relative, if memory.write may write it; else Invalid saying who owns it."""
     rel = clean_relative(path)
     if not writable(rel):
         owner = (
@@ -58,6 +60,25 @@ def write_file(workspace: Path, path: str, text: str) -> dict:
             else "only MEMORY.md and memory/**/*.md notes can be written",
             field="path",
         )
+    return rel
+
+
+def read_note(workspace: Path, rel: str) -> tuple[str | None, str]:
+    """The note's text (None: no such regular file) and when it was last modified."""
+    target = workspace / rel
+    try:
+        if target.is_symlink() or not target.is_file():
+            return None, ""
+        modified = datetime.fromtimestamp(target.stat().st_mtime, timezone.utc)
+        return target.read_bytes().decode("utf-8", errors="replace"), to_iso(modified)
+    except OSError:
+        return None, ""
+
+
+def write_file(workspace: Path, path: str, text: str, history: NoteHistory | None = None, by: str = "") -> dict:
+    """Replace (or create) the note at `path` with `text`; → {path, size, created}. `history`: where the
+    text it replaces and the new one are kept as versions (`by`: the door the write came through)."""
+    rel = writable_path(path)
     data = text.encode("utf-8")
     if len(data) > MAX_NOTE_BYTES:
         raise Invalid(f"must be at most {MAX_NOTE_BYTES} bytes of UTF-8, got {len(data)}", field="content")
@@ -77,5 +98,8 @@ def write_file(workspace: Path, path: str, text: str) -> dict:
         if target.is_symlink() or (target.exists() and not target.is_file()):
             raise Invalid("is a symlink or not a regular file; refused", field="path")
         created = not target.exists()
+        before, before_at = read_note(workspace, rel) if history is not None else (None, "")
         atomic_write(target, data)
+        if history is not None:
+            history.record(rel, before, before_at, text, by)
     return {"path": rel, "size": len(data), "created": created}

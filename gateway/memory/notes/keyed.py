@@ -30,12 +30,16 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from ...errors import Invalid, NotFound
 from ...timeutil import now_iso, parse_iso, to_iso
 from ...fsutil import atomic_write, locked, remove
 from ..layout import KEYED_DIR
 from .frontmatter import front_matter, one_line, parse_front_matter
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...config import Config
 
 KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 CATEGORIES = ("general", "preferences", "facts", "people", "projects", "decisions", "tasks")
@@ -75,6 +79,94 @@ class Entry:
             "created": self.created,
             "updated": self.updated,
         }
+
+
+@dataclass(frozen=True)
+class Version:
+    """One value a keyed memory had (memory.history): each write is a version, numbered from 1."""
+
+    version: int
+    value: str
+    category: str
+    at: str  # when it was written
+    by: str  # the door it came through (CallContext.via: "websocket", "model", "mcp", "cli", …), "file"
+    # for an edit made to the file by hand, "" when unknown (a memory from before versions were kept)
+    principal: str | None = None  # who wrote it, once principals have names (issue 33); None until then
+
+    def full(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "value": self.value,
+            "category": self.category,
+            "at": self.at,
+            "by": self.by,
+            "principal": self.principal,
+        }
+
+    @classmethod
+    def of(cls, d: dict[str, Any]) -> "Version":
+        return cls(
+            int(d["version"]),
+            str(d["value"]),
+            str(d["category"]),
+            str(d["at"]),
+            str(d.get("by") or ""),
+            d.get("principal") if isinstance(d.get("principal"), str) else None,
+        )
+
+
+@dataclass(frozen=True)
+class KeyedCopy:
+    """A keyed memory whole, as one engine hands it to another (`jarvis migrate`): the entry as it stands
+    (a trashed one's as it was when deleted), its versions oldest first (the last is the entry's value),
+    and when and through which door it went to the trash (None: it is live)."""
+
+    entry: Entry
+    versions: tuple[Version, ...]
+    deleted: str | None = None
+    deleted_by: str = ""
+
+    def brief(self) -> dict[str, Any]:
+        """memory.trash's view of a trashed one."""
+        return {**self.entry.brief(), "deletedAt": self.deleted, "deletedBy": self.deleted_by}
+
+
+@dataclass(frozen=True)
+class VersionLimits:
+    """How much of a keyed memory's (or a note's) past is kept: `memory.versions.keep` versions, the
+    current one included, and `memory.versions.maxBytes` of their text; the oldest go first."""
+
+    keep: int = 20
+    max_bytes: int = 1 << 20
+
+    @classmethod
+    def of(cls, config: "Config") -> "VersionLimits":
+        return cls(config.memory.versions.keep, config.memory.versions.max_bytes)
+
+
+T = TypeVar("T")
+
+
+def kept(versions: Sequence[T], limits: VersionLimits, text: Callable[[T], str]) -> list[T]:
+    """The newest of `versions` (oldest first) within the limits, counting `text` of each (UTF-8); the
+    newest always stays."""
+    out: list[T] = []
+    used = 0
+    for v in reversed(versions):
+        size = len(text(v).encode("utf-8"))
+        if out and (len(out) >= limits.keep or used + size > limits.max_bytes):
+            break
+        out.append(v)
+        used += size
+    out.reverse()
+    return out
+
+
+def next_version(versions: Sequence[Version], value: str, category: str, at: str, by: str) -> list[Version]:
+    """`versions` (oldest first) with a write of `value` added, unless it is what the newest already holds."""
+    if versions and (versions[-1].value, versions[-1].category) == (value, category):
+        return list(versions)
+    return [*versions, Version((versions[-1].version if versions else 0) + 1, value, category, at, by)]
 
 
 def check_key(key: str, field: str = "key") -> str:
@@ -187,28 +279,36 @@ class KeyedFiles:
         """Create or replace. Returns (entry, replaced, previous category when it moved)."""
         value = check_entry(key, value, category)
         with locked(self.root):
-            old = self._found(key)
-            cat = category or (old[0].category if old else DEFAULT_CATEGORY)
-            now = now_iso()
-            created = old[0].created if old else now
-            target = self._file(cat, key)
-            atomic_write(target, render(key, cat, value, created, now))
-            moved = None
-            for e in old:
-                if e.category != cat:
-                    remove(e.abs)
-                    moved = moved or e.category
+            return self.write(key, value, category)
+
+    def write(self, key: str, value: str, category: str | None) -> tuple[Entry, bool, str | None]:
+        """`set` of a checked entry, for a caller that holds the lock."""
+        old = self._found(key)
+        cat = category or (old[0].category if old else DEFAULT_CATEGORY)
+        now = now_iso()
+        created = old[0].created if old else now
+        target = self._file(cat, key)
+        atomic_write(target, render(key, cat, value, created, now))
+        moved = None
+        for e in old:
+            if e.category != cat:
+                remove(e.abs)
+                moved = moved or e.category
         entry = Entry(key, cat, value, created, now, self._rel(cat, key), target)
         return entry, bool(old), moved
 
     def delete(self, key: str) -> Entry:
         check_key(key)
         with locked(self.root):
-            found = self._found(key)
-            if not found:
-                raise NotFound(f"no memory with key {key!r}", {"key": key})
-            for e in found:
-                remove(e.abs)
+            return self.unlink(key)
+
+    def unlink(self, key: str) -> Entry:
+        """`delete` for a caller that holds the lock."""
+        found = self._found(key)
+        if not found:
+            raise NotFound(f"no memory with key {key!r}", {"key": key})
+        for e in found:
+            remove(e.abs)
         return found[0]
 
     def all(self, category: str | None = None) -> list[Entry]:

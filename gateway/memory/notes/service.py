@@ -13,27 +13,44 @@ import asyncio
 import builtins
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from ...errors import Unavailable
+from ...errors import Invalid, NotFound, Unavailable
+from ...timeutil import days_after, now_iso
 from . import files, learnings, timerecall
 from ..embeddings.base import EmbeddingError
+from .history import NoteHistory, NoteVersion
 from .images import ImageStore, decode_image
-from .keyed import check_category
+from .keyed import VersionLimits, check_category
+
+V = TypeVar("V", NoteVersion, "Version")
+
+
+def _pick(versions: list[V], version: int, whose: str) -> V:
+    """Version `version` of `versions`, or Invalid naming the ones kept."""
+    for v in versions:
+        if v.version == version:
+            return v
+    kept = ", ".join(str(v.version) for v in versions)
+    raise Invalid(f"{whose} no version {version}; the versions kept are {kept}", field="version")
+
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..service import MemoryService
+    from .keyed import Version
 
 
 class MemoryNotes:
-    def __init__(self, manager: "MemoryService", workspace: Path):
+    def __init__(self, manager: "MemoryService", workspace: Path, history_dir: Path):
         self.mem = manager
         self.workspace = workspace
         # Keyed memories: the engine's (files in the workspace, or rows in PostgreSQL with the files as a mirror).
         self.keyed = manager.keyed
         self.images = ImageStore(workspace)
+        # The versions of notes memory.write replaced (history.py); keyed memories keep theirs in the engine.
+        self.note_history = NoteHistory(history_dir / "notes", VersionLimits.of(manager.config))
 
     async def _reindex(self) -> None:
         """Bring the index up to date with the memory files now (coalesces with other syncs)."""
@@ -43,14 +60,40 @@ class MemoryNotes:
     async def files(self) -> dict:
         return {"files": await asyncio.to_thread(files.list_files, self.workspace)}
 
-    async def write(self, path: str, content: str) -> dict:
-        res = await asyncio.to_thread(files.write_file, self.workspace, path, content)
+    async def write(self, path: str, content: str, by: str = "") -> dict:
+        res = await asyncio.to_thread(files.write_file, self.workspace, path, content, self.note_history, by)
         await self._reindex()
         return res
 
+    async def note_versions(self, path: str, version: int | None) -> dict:
+        """memory.history {path}: the note's versions, newest first (without their text); with `version`,
+        that one whole."""
+        rel = files.writable_path(path)
+
+        def load() -> list[NoteVersion]:
+            current, at = files.read_note(self.workspace, rel)
+            return self.note_history.versions(rel, current, at)
+
+        versions = await asyncio.to_thread(load)
+        if not versions:
+            raise NotFound(f"{rel} has no versions: it was never written and does not exist", {"path": rel})
+        if version is None:
+            newest = versions[-1].version
+            return {
+                "path": rel,
+                "versions": [{**v.brief(), "current": v.version == newest} for v in reversed(versions)],
+            }
+        return {"path": rel, "version": _pick(versions, version, f"{rel} has").full()}
+
+    async def restore_note(self, path: str, version: int, by: str) -> dict:
+        """memory.restore {path, version}: that version's text written again (a new version)."""
+        found = (await self.note_versions(path, version))["version"]
+        out = await self.write(path, found["content"], by)
+        return {**out, "restoredFrom": version}
+
     # ---- keyed memories ------------------------------------------------------------------------------
-    async def set(self, key: str, value: str, category: str | None) -> dict:
-        entry, replaced, moved = await self.keyed.set(key, value, category)
+    async def set(self, key: str, value: str, category: str | None, by: str = "") -> dict:
+        entry, replaced, moved = await self.keyed.set(key, value, category, by)
         await self._reindex()
         out = {**entry.full(), "replaced": replaced}
         if moved:
@@ -60,10 +103,55 @@ class MemoryNotes:
     async def get(self, key: str) -> dict:
         return (await self.keyed.get(key)).full()
 
-    async def delete(self, key: str) -> dict:
-        entry = await self.keyed.delete(key)
+    def _expires(self, deleted: str | None) -> str | None:
+        return days_after(deleted, self.mem.cfg.trash_days)
+
+    async def delete(self, key: str, by: str = "") -> dict:
+        entry = await self.keyed.delete(key, by)
         await self._reindex()
-        return {"deleted": True, "key": entry.key, "category": entry.category, "path": entry.path}
+        return {
+            "deleted": True,
+            "key": entry.key,
+            "category": entry.category,
+            "path": entry.path,
+            "trashed": True,
+            "expiresAt": self._expires(now_iso()),
+        }
+
+    async def history(self, key: str) -> dict:
+        """memory.history {key}: every kept version, newest first; `current` marks the value it has now
+        (none when the key is in the trash)."""
+        versions = await self.keyed.history(key)
+        live = await self.keyed.find(key) is not None
+        return {
+            "key": key,
+            "trashed": not live,
+            "versions": [{**v.full(), "current": live and i == 0} for i, v in enumerate(versions)],
+        }
+
+    async def restore(self, key: str, version: int | None, by: str) -> dict:
+        """memory.restore {key, version}: that version's value (and category) written again, a new
+        version; without `version`, the key brought back from the trash whole."""
+        if version is None:
+            entry = await self.keyed.untrash(key)
+            await self._reindex()
+            return {**entry.full(), "restored": True}
+        found = _pick(list(reversed(await self.keyed.history(key))), version, f"memory {key!r} has")
+        out = await self.set(key, found.value, found.category, by)
+        return {**out, "restoredFrom": version}
+
+    async def trash(self, limit: int, offset: int) -> dict:
+        """memory.trash: what memory.delete put there, the most recently deleted first."""
+        trashed = await self.keyed.trash()
+        return {
+            "memories": [
+                {**c.brief(), "expiresAt": self._expires(c.deleted)} for c in trashed[offset : offset + limit]
+            ],
+            "total": len(trashed),
+        }
+
+    async def purge(self, keys: list[str] | None) -> dict:
+        return {"purged": await self.keyed.purge(keys)}
 
     async def list(self, category: str | None, limit: int, offset: int) -> dict:
         return await self.keyed.list(category, limit, offset)

@@ -10,8 +10,10 @@ one was often said more plainly — so after the search ranks a pool of hits, `a
    repeats: they show different parts of it.)
 2. **What the question asks about** (`temporal_intent`): the present ("now", "still", "current", or a
    question in the present tense: "Where do I live?"), the past ("before", "used to", "originally",
-   "first", "old", "previous", "last year", …), or an event ("When did I go to Rome?", "Where has she
-   camped?"), where no statement supersedes another.
+   "first", "old", "previous", "last year", …), an event ("When did I go to Rome?", "Where has she
+   camped?"), where no statement supersedes another, or no question at all — a few words ("boat
+   colour"), where equally relevant hits are ordered newest first and marked, but none overtakes a
+   better one.
 3. **The latest statement wins** for the present: a hit about the same subject as one of the best three
    but older (their stored vectors close; itself scoring at least half of it; among the first five, so
    that the order of what is shown changes, not what it is) takes that hit's place, just above it, and
@@ -38,7 +40,7 @@ from .query import answer_type_terms, query_terms
 from .related import related_terms
 from .snippets import SnippetContext, matched_terms
 
-Intent = Literal["present", "past", "event"]
+Intent = Literal["present", "past", "event", "words"]
 
 # Words that say which time a question is about. They are not what it is about, so they are left out of
 # the words searched (stopwords.TIME_WORDS) and decide the intent here.
@@ -60,6 +62,11 @@ TOP_CONTESTED = 3  # only the best few hits can be overtaken: the answer's place
 WINDOW = 5
 
 
+# A question: a question word or mark, or a verb of the present ("my boat is…", "do I…").
+_A_QUESTION = re.compile(
+    r"\?|^\W*(?:what|who|whom|whose|which|where|when|why|how)\b|\b(?:am|is|are|do|does|can|must|may)\b|\w'(?:s|re|m)\b",
+    re.I,
+)
 # "What motivated her?", "Who painted it?": a question word then a verb in the past tense.
 _PAST_VERB = re.compile(r"^\W*(?:what|who|which|why|how)\s+\w+ed\b", re.I)
 # The verb a question is asked in: "Where do I live?" asks what holds; "When did I go?" about an event.
@@ -85,7 +92,9 @@ def temporal_intent(query: str) -> Intent:
         return "past"
     if _NOT_A_STATE.search(query) or _PAST_VERB.search(query):
         return "event"
-    return "present"  # the present tense, and a few words with no verb ("boat colour"): what holds now
+    if not _A_QUESTION.search(query):
+        return "words"  # "boat colour": the newer first among equals, but no hit overtakes a better one
+    return "present"
 
 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
@@ -212,7 +221,7 @@ def arrange(
         return []
     intent = temporal_intent(query)
     # Equally relevant hits: the newer first for the present, the older for the past.
-    sign = {"present": -1, "past": 1, "event": 0}[intent]
+    sign = {"present": -1, "words": -1, "past": 1, "event": 0}[intent]
     ranked = sorted(
         range(len(results)),
         key=lambda i: (-float(results[i].get("score") or 0.0), sign * _epoch(results[i].get("date"))),
@@ -230,9 +239,10 @@ def arrange(
         for b in hits[i + 1 : WINDOW]:
             if b.asks or b.score < RELEVANT_ENOUGH * a.score or not _same_subject(a, b, kinds):
                 continue
-            if intent == "present":
+            if intent in ("present", "words"):
                 if _last(a) and _last(b) > _last(a):
-                    place[id(b)] = max(place[id(b)], place[id(a)] + 1e-6)
+                    if intent == "present":  # (a search of a few words only orders equals by date)
+                        place[id(b)] = max(place[id(b)], place[id(a)] + 1e-6)
                     newer_of[id(a)] = max(newer_of.get(id(a), ""), _last(b))
                 elif _last(b) and _last(a) > _last(b) and not a.asks:  # the newer leads already
                     newer_of[id(b)] = max(newer_of.get(id(b), ""), _last(a))

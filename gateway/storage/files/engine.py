@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...config import Config
 from ...schema import AGENT_ID
+from ...memory.notes.keyed import VersionLimits
 from .keyed import FileKeyedStore
 from .ledger import LocalRunLedger
 from .memory import FilesMemoryIndex
@@ -62,7 +63,8 @@ class FilesStorage:
         return LocalRunLedger(self.config.chat.idempotency_ttl, self._idempotency.setdefault(agent_id, {}))
 
     def keyed(self, agent_id: str) -> FileKeyedStore:
-        return FileKeyedStore(self.config.agent_workspace(agent_id))
+        history = self.config.agent_dir(agent_id) / "history" / "keyed"
+        return FileKeyedStore(self.config.agent_workspace(agent_id), history, VersionLimits.of(self.config))
 
     def memory_index(self, agent_id: str) -> FilesMemoryIndex:
         return FilesMemoryIndex(self.config, agent_id)

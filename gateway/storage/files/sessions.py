@@ -1,12 +1,25 @@
-"""Session metadata in `sessions/sessions.json` and the transcripts beside it.
+"""Session metadata in `sessions/sessions.json` and the transcripts beside it, and the trash.
 
 sessions.json is replaced atomically (write a temp file, fsync, rename, fsync the folder) under an
 exclusive `flock` (fsutil.locked), re-reading the file inside the lock, so two processes (the gateway
 and a CLI, say) never lose each other's changes. File modes are 0600. File work runs in a
 thread; in-process writers are serialised by an asyncio lock.
+
+The trash (sessions.delete; kept `memory.trashDays`) is beside the sessions folder, under the same lock:
+
+    agents/<agentId>/trash/sessions.json          {"version": 1, "trash": {key: metadata + deletedAt}}
+    agents/<agentId>/trash/sessions/<key>.jsonl   the transcript, moved there whole
+
+sessions.json decides: a session it lists is live, one the trash lists and it does not is trashed. A
+delete moves the transcript, then writes the trash entry, then sessions.json; a restore writes
+sessions.json, then moves the transcript back and drops the entry. Cut short anywhere (a crash), the
+next open finishes what sessions.json says: a listed session gets its transcript back and leaves the
+trash; a transcript in the trash that nothing lists was being purged and goes.
 """
 
 from __future__ import annotations
+
+import builtins
 
 import asyncio
 import contextlib
@@ -19,9 +32,9 @@ import orjson
 import structlog
 
 from ...errors import Conflict, DiskFull, Invalid, NotFound, SessionLimit
-from ...fsutil import atomic_write, ensure_private_dir, fsync_dir, locked
+from ...fsutil import atomic_write, ensure_private_dir, fsync_dir, locked, remove
 from ...sessions import transcript as tx
-from ...sessions.history import SETTINGS, check_session_key, history_page
+from ...sessions.history import SETTINGS, check_session_key, history_page, in_trash
 from ..base import ADDED, PRESENT, REFUSED, Imported, SessionCopy
 from ...timeutil import now_iso
 
@@ -109,6 +122,8 @@ class FileSessionStore:
         # Present only while nobody has the folder open and it was closed with every counter written.
         self.clean_marker = sessions_dir / CLEAN_MARKER
         self._clean_owner = False
+        self.trash_dir = sessions_dir.parent / "trash"
+        self.trash_path = self.trash_dir / "sessions.json"
 
     # ---- files ---------------------------------------------------------------------------------
     def open_sync(self) -> None:
@@ -123,6 +138,7 @@ class FileSessionStore:
         self._clean_owner = True  # the marker is gone while we have it open; close() puts it back
         if self.meta_path.exists():
             os.chmod(self.meta_path, 0o600)
+        self._settle_trash_sync()
 
     def _reconcile_sync(self) -> None:
         """Recount every session's messages from its transcript (the record). A crash can lose the last
@@ -283,6 +299,112 @@ class FileSessionStore:
             with contextlib.suppress(OSError):
                 await asyncio.to_thread(self.clean_marker.touch, 0o600)
 
+    # ---- the trash --------------------------------------------------------------------------------
+    def _trashed_file(self, key: str) -> Path:
+        return self.trash_dir / "sessions" / f"{check_session_key(key)}.jsonl"
+
+    def _read_trash_sync(self) -> dict[str, dict[str, Any]]:
+        try:
+            parsed = orjson.loads(self.trash_path.read_bytes())
+        except FileNotFoundError:
+            return {}
+        except orjson.JSONDecodeError as exc:
+            raise RuntimeError(f"{self.trash_path} is not valid JSON ({exc}); restore it from a backup") from None
+        trash = parsed.get("trash") if isinstance(parsed, dict) else None
+        return {k: v for k, v in trash.items() if isinstance(v, dict)} if isinstance(trash, dict) else {}
+
+    def _write_trash_sync(self, trash: dict[str, dict[str, Any]]) -> None:
+        for folder in (self.trash_dir, self.trash_dir / "sessions"):
+            ensure_private_dir(folder)
+        atomic_write(self.trash_path, orjson.dumps({"version": 1, "trash": trash}, option=orjson.OPT_INDENT_2))
+
+    def _move(self, src: Path, dst: Path) -> None:
+        for folder in (self.trash_dir, self.trash_dir / "sessions"):
+            ensure_private_dir(folder)
+        os.replace(src, dst)
+        fsync_dir(src.parent)
+        fsync_dir(dst.parent)
+
+    def _settle_trash_sync(self, only: str | None = None) -> None:
+        """Finish what a delete, restore or purge cut short left (see the module docstring): for `only`,
+        or for every session in the trash."""
+        with locked(self.meta_path):
+            listed = self._read_sync()
+            trash = self._read_trash_sync()
+            try:
+                files = {p.stem for p in (self.trash_dir / "sessions").glob("*.jsonl")}
+            except OSError:
+                files = set()
+            keys = {only} if only is not None else set(trash) | files
+            changed = False
+            for key in sorted(keys):
+                moved, live = self._trashed_file(key), self.transcript_path(key)
+                if key in listed:
+                    if key in files and not live.exists():
+                        self._move(moved, live)
+                    elif key in files:
+                        remove(moved)  # a second copy (a backup taken while it was restored)
+                    if key in trash:
+                        del trash[key]
+                        changed = True
+                elif key in trash:
+                    if key not in files and live.exists():
+                        self._move(live, moved)  # (a backup taken while it was restored)
+                elif key in files:
+                    remove(moved)  # a purge's leftover
+            if changed:
+                self._write_trash_sync(trash)
+
+    async def trash(self) -> builtins.list[dict[str, Any]]:
+        def run() -> builtins.list[dict[str, Any]]:
+            listed = self._read_sync()
+            items = [
+                exported_meta(k, v, b"", False) | {"deletedAt": v.get("deletedAt", "")}
+                for k, v in self._read_trash_sync().items()
+                if k not in listed
+            ]
+            return sorted(items, key=lambda m: (m["deletedAt"], m["sessionKey"]), reverse=True)
+
+        return await asyncio.to_thread(run)
+
+    async def restore(self, key: str) -> dict[str, Any]:
+        def back(sessions: dict[str, dict[str, Any]]) -> dict[str, Any]:
+            trash = self._read_trash_sync()
+            if key in sessions:
+                raise Conflict(f"session {key} is not in the trash: it exists", {"sessionKey": key})
+            if key not in trash:
+                raise NotFound(f"no session {key} in the trash", {"sessionKey": key})
+            if len(sessions) >= self.max:
+                raise SessionLimit(self.agent_id, self.max)
+            sessions[key] = exported_meta(key, trash[key], b"", False)
+            return dict(sessions[key])
+
+        meta = await self._mutate(back)  # listed: it is live; then its transcript comes back
+        await asyncio.to_thread(self._settle_trash_sync, key)
+        self._transcripts.pop(key, None)
+        return meta
+
+    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> builtins.list[str]:
+        def run() -> builtins.list[str]:
+            with locked(self.meta_path):
+                listed = self._read_sync()
+                trash = {k: v for k, v in self._read_trash_sync().items() if k not in listed}
+                missing = [k for k in keys or () if k not in trash]
+                if missing:
+                    raise NotFound(f"no session {missing[0]} in the trash", {"sessionKey": missing[0]})
+                gone = sorted(
+                    k
+                    for k, v in trash.items()
+                    if (keys is None or k in keys) and (before is None or str(v.get("deletedAt", "")) < before)
+                )
+                if gone:
+                    self._write_trash_sync({k: v for k, v in self._read_trash_sync().items() if k not in gone})
+                    for k in gone:  # after the entry: a crash leaves a file nothing lists, removed on open
+                        remove(self._trashed_file(k))
+                return gone
+
+        return await asyncio.to_thread(run)
+
     # ---- other gateways: none share a state dir (it is locked), so nobody else changes these files ----
     async def refresh_mirrors(self) -> None:
         """The transcripts are the files themselves: nothing is mirrored."""
@@ -299,16 +421,20 @@ class FileSessionStore:
 
     def _export_sync(self, key: str) -> SessionCopy | None:
         raw = self._read_sync().get(key)
+        path, deleted = self.transcript_path(key), None
         if raw is None:
-            return None
+            raw = self._read_trash_sync().get(key)
+            if raw is None:
+                return None
+            path, deleted = self._trashed_file(key), str(raw.get("deletedAt", ""))
         try:
-            data = self.transcript_path(key).read_bytes()
+            data = path.read_bytes()
         except FileNotFoundError:
             data = b""
         parts = data.split(b"\n")
         lines = b"".join(line + b"\n" for line in parts[:-1])
-        meta = exported_meta(key, raw, lines, recount=not self.clean_marker.exists())
-        return SessionCopy(meta, tuple(parts[:-1]), len(parts[-1]))
+        meta = exported_meta(key, raw, lines, recount=deleted is None and not self.clean_marker.exists())
+        return SessionCopy(meta, tuple(parts[:-1]), len(parts[-1]), deleted=deleted)
 
     async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> list[Imported]:
         return await asyncio.to_thread(self._import_sync, copies, dry_run)
@@ -319,12 +445,27 @@ class FileSessionStore:
         unless its bytes are the first part of the session's (a mirror a gateway on PostgreSQL kept
         here): that is brought up to date."""
         listed = self._read_sync()
+        trash = self._read_trash_sync()
         out: list[Imported] = []
         add: dict[str, dict[str, Any]] = {}
+        trashed: dict[str, dict[str, Any]] = {}
         for copy in copies:
             key = copy.meta["sessionKey"]
-            if key in listed or key in add:
-                out.append(Imported(PRESENT, "a session with this key is there"))
+            if key in listed or key in add or key in trash or key in trashed:
+                out.append(Imported(PRESENT, "a session with this key is there" + (" in the trash" * (key in trash))))
+                continue
+            if copy.deleted is not None:
+                try:
+                    path = self._trashed_file(key)
+                except Invalid as exc:
+                    out.append(Imported(REFUSED, str(exc)))
+                    continue
+                if not dry_run:
+                    for d in (self.dir.parent.parent, self.dir.parent, self.trash_dir, path.parent):
+                        ensure_private_dir(d)
+                    atomic_write(path, b"".join(line + b"\n" for line in copy.lines))  # the file before its entry
+                    trashed[key] = {**copy.meta, "deletedAt": copy.deleted}
+                out.append(Imported(ADDED, "into the trash"))
                 continue
             try:
                 path = self.transcript_path(key)
@@ -360,6 +501,9 @@ class FileSessionStore:
                     atomic_write(path, data, sync_dir=False)  # the folder is synced once, below
                 add[key] = copy.meta
             out.append(Imported(ADDED, detail))
+        if trashed:
+            with locked(self.meta_path):
+                self._write_trash_sync({**self._read_trash_sync(), **trashed})
         if add:
             fsync_dir(self.dir)  # every transcript's name is durable before sessions.json lists it
             fresh = not self.meta_path.exists()
@@ -407,6 +551,8 @@ class FileSessionStore:
         exists = Conflict(f"session already exists: {key}", {"sessionKey": key})
         if await self.exists(key):
             raise exists
+        if key in await asyncio.to_thread(self._read_trash_sync):
+            raise in_trash(key)
         now = now_iso()
         session = {
             "sessionKey": key,
@@ -430,6 +576,8 @@ class FileSessionStore:
         def add(sessions: dict[str, dict[str, Any]]) -> None:
             if key in sessions:
                 raise exists
+            if key in self._read_trash_sync():
+                raise in_trash(key)
             if len(sessions) >= self.max:  # under the file lock: exact however many ask at once
                 raise SessionLimit(self.agent_id, self.max)
             sessions[key] = session
@@ -473,12 +621,20 @@ class FileSessionStore:
         self._merge_back({key: [len(records), updated]})
         self._flush_soon()
 
-    async def delete(self, key: str) -> None:
-        self._bumps.pop(key, None)
+    async def delete(self, key: str, trash: bool = True) -> None:
+        if not trash:
+            self._bumps.pop(key, None)  # (to the trash, its last counts go along)
 
         def rm(sessions: dict[str, dict[str, Any]]) -> None:
-            if key not in sessions and not self.transcript_path(key).exists():
+            path = self.transcript_path(key)
+            if key not in sessions and not path.exists():
                 raise NotFound(f"session not found: {key}", {"sessionKey": key})
+            if trash and key in sessions:  # the transcript, the trash entry, then (the caller's write) the list
+                if path.exists():
+                    self._move(path, self._trashed_file(key))
+                entries = self._read_trash_sync()
+                entries[key] = {**sessions[key], "deletedAt": now_iso()}
+                self._write_trash_sync(entries)
             sessions.pop(key, None)
 
         await self._mutate(rm)

@@ -13,8 +13,13 @@ Tables (named, ordered migrations, recorded in `jarvis_migrations` like the SQLi
     memory_*           each agent's memory index: files, chunks (tsvector), meta, embedding cache, and
                        vectors (pgvector: VECTOR_MIGRATIONS, applied where the server has it, and an
                        HNSW index per dimension count: memory/vectors.py); see gateway/storage/postgres/memory/
-    keyed_memories     (agent_id, key) → category, value, created, updated, deleted, version: memory.set and
-                       friends; the workspace files are each gateway's mirror (storage/postgres/keyed.py)
+    keyed_memories     (agent_id, key) → category, value, created, updated, deleted, version, trashed_at,
+                       trashed_by: memory.set and friends; the workspace files are each gateway's mirror
+                       (storage/postgres/keyed.py)
+    keyed_versions     (agent_id, key, version) → category, value, at, by_door, principal: what each
+                       keyed memory was (memory.history)
+    sessions_trash,    deleted sessions (sessions.delete) with deleted_at, and their lines: moved here
+    transcript_trash   whole, and back by sessions.restore; purged after memory.trashDays
 
 Liveness: a gateway holds a session-level advisory lock on its own key (from its instance id) on one
 dedicated connection for as long as it runs; the lock goes when its process or its connection dies. So
@@ -33,7 +38,7 @@ import os
 import re
 import socket
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import asyncpg
 import orjson
@@ -228,6 +233,55 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX audit_by_at ON audit (at);
     """,
     ),
+    # Keyed memories keep their versions (every write: value, category, when, the door it came through,
+    # who once principals exist), and a delete is a trash: the tombstone keeps its value and says when it
+    # was trashed, until a purge empties it (storage/postgres/keyed.py).
+    (
+        "0009_keyed_versions_and_trash",
+        """
+        CREATE TABLE keyed_versions (
+            agent_id text NOT NULL,
+            key text NOT NULL,
+            version bigint NOT NULL,
+            category text NOT NULL,
+            value text NOT NULL,
+            at text NOT NULL,
+            by_door text NOT NULL DEFAULT '',
+            principal text,
+            PRIMARY KEY (agent_id, key, version)
+        );
+        ALTER TABLE keyed_memories ADD COLUMN trashed_at text, ADD COLUMN trashed_by text NOT NULL DEFAULT '';
+        CREATE INDEX keyed_memories_trash ON keyed_memories (agent_id, trashed_at) WHERE trashed_at IS NOT NULL;
+    """,
+    ),
+    # Deleted sessions go to a trash: their row and lines move here whole (one transaction), and back on
+    # a restore (storage/postgres/sessions.py).
+    (
+        "0010_session_trash",
+        """
+        CREATE TABLE sessions_trash (
+            agent_id text NOT NULL,
+            session_key text NOT NULL,
+            label text,
+            created_at text NOT NULL,
+            updated_at text NOT NULL,
+            message_count integer NOT NULL DEFAULT 0,
+            line_count bigint NOT NULL DEFAULT 0,
+            model text,
+            system_prompt text,
+            deleted_at text NOT NULL,
+            PRIMARY KEY (agent_id, session_key)
+        );
+        CREATE TABLE transcript_trash (
+            agent_id text NOT NULL,
+            session_key text NOT NULL,
+            seq bigint NOT NULL,
+            line text NOT NULL,
+            PRIMARY KEY (agent_id, session_key, seq),
+            FOREIGN KEY (agent_id, session_key) REFERENCES sessions_trash ON DELETE CASCADE
+        );
+    """,
+    ),
 ]
 
 
@@ -252,6 +306,33 @@ VECTOR_MIGRATIONS: list[tuple[str, str]] = [
     """,
     ),
 ]
+
+
+async def trash_filter(
+    conn: asyncpg.Connection,
+    columns: tuple[str, str, str],
+    where: str,
+    agent_id: str,
+    keys: Sequence[str] | None,
+    before: str | None,
+    missing: Callable[[str], Exception],
+) -> tuple[str, list[Any]]:
+    """A purge's WHERE and its arguments ($1: `agent_id`): of the rows `where` of a trash (`columns`: its
+    table, key column, deleted-at column), those of `keys` (each must be there, else `missing(key)` is
+    raised) deleted before `before`."""
+    table, key_column, at_column = columns
+    args: list[Any] = [agent_id]
+    if keys is not None:
+        args.append(list(keys))
+        where += f" AND {key_column} = ANY(${len(args)}::text[])"
+        there = {r[0] for r in await conn.fetch(f"SELECT {key_column} FROM {table} WHERE {where}", *args)}
+        absent = [k for k in keys if k not in there]
+        if absent:
+            raise missing(absent[0])
+    if before is not None:
+        args.append(before)
+        where += f" AND {at_column} < ${len(args)}"
+    return where, args
 
 
 def lock_key(name: str) -> int:

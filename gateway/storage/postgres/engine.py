@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ...config import Config
 from ...errors import Unavailable, storage_unreachable
 from .db import Postgres, migrate, pending
+from ...memory.notes.keyed import VersionLimits
 from .keyed import PgKeyedStore
 from .ledger import PgRunLedger
 from .memory import PgMemoryIndex
@@ -72,7 +73,7 @@ class PostgresStorage:
 
     def keyed(self, agent_id: str) -> PgKeyedStore:
         """Rows, with the workspace files a mirror."""
-        return PgKeyedStore(self.pg, agent_id, self.config.agent_workspace(agent_id))
+        return PgKeyedStore(self.pg, agent_id, self.config.agent_workspace(agent_id), VersionLimits.of(self.config))
 
     def memory_index(self, agent_id: str) -> PgMemoryIndex:
         """The index in PostgreSQL, shared with every gateway on it."""

@@ -14,6 +14,8 @@ that disagrees with the rows is rewritten from them.
 
 from __future__ import annotations
 
+import builtins
+
 import asyncio
 import contextlib
 import os
@@ -28,15 +30,16 @@ import structlog
 from ...errors import Conflict, NotFound, SessionLimit
 from ...fsutil import atomic_write, ensure_private_dir
 from ...sessions import transcript as tx
-from ...sessions.history import check_session_key, history_page
+from ...sessions.history import check_session_key, history_page, in_trash
 from ...tasks import KeyedLocks
 from ...timeutil import now_iso
 from ..base import ADDED, PRESENT, REFUSED, Imported, SessionCopy
-from .db import Postgres, lock_key
+from .db import Postgres, lock_key, trash_filter
 
 log = structlog.get_logger("gateway.sessions")
 
 _COLUMNS = "session_key, label, created_at, updated_at, message_count, model, system_prompt"
+_MOVED = "agent_id, session_key, label, created_at, updated_at, message_count, line_count, model, system_prompt"
 _SETTING_COLUMNS = {"model": "model", "systemPrompt": "system_prompt"}
 
 
@@ -152,15 +155,26 @@ class PgSessionStore:
 
     # ---- whole sessions in and out (jarvis migrate) ----------------------------------------------
     async def export(self, key: str) -> SessionCopy | None:
-        """The row and its lines as of one moment (one statement: gateways may be appending meanwhile)."""
+        """The row and its lines as of one moment (one statement: gateways may be appending meanwhile);
+        else the same of the trash."""
         row = await self.pg.pool.fetchrow(
-            f"SELECT {_COLUMNS}, line_count, ARRAY(SELECT seq FROM transcript_lines t WHERE t.agent_id = $1 AND "
-            f"t.session_key = $2 ORDER BY seq) AS seqs, ARRAY(SELECT line FROM transcript_lines t WHERE "
-            f"t.agent_id = $1 AND t.session_key = $2 ORDER BY seq) AS lines FROM sessions WHERE agent_id = $1 AND "
-            f"session_key = $2",
+            f"SELECT {_COLUMNS}, line_count, NULL AS deleted_at, ARRAY(SELECT seq FROM transcript_lines t WHERE "
+            f"t.agent_id = $1 AND t.session_key = $2 ORDER BY seq) AS seqs, ARRAY(SELECT line FROM transcript_lines t "
+            f"WHERE t.agent_id = $1 AND t.session_key = $2 ORDER BY seq) AS lines FROM sessions WHERE agent_id = $1 "
+            f"AND session_key = $2",
             self.agent_id,
             key,
         )
+        if row is None:
+            with contextlib.suppress(asyncpg.UndefinedTableError):  # a schema from before the trash: none
+                row = await self.pg.pool.fetchrow(
+                    f"SELECT {_COLUMNS}, line_count, deleted_at, ARRAY(SELECT seq FROM transcript_trash t WHERE "
+                    f"t.agent_id = $1 AND t.session_key = $2 ORDER BY seq) AS seqs, ARRAY(SELECT line FROM "
+                    f"transcript_trash t WHERE t.agent_id = $1 AND t.session_key = $2 ORDER BY seq) AS lines FROM "
+                    f"sessions_trash WHERE agent_id = $1 AND session_key = $2",
+                    self.agent_id,
+                    key,
+                )
         if row is None:
             return None
         lines = tuple(line.encode() for line in row["lines"])
@@ -171,7 +185,7 @@ class PgSessionStore:
             problem = f"line_count is {row['line_count']} but it has {len(lines)} transcript rows"
         elif any(b"\n" in line for line in lines):
             problem = "a transcript row holds a newline, so it is not one JSONL line"
-        return SessionCopy(row_meta(row), lines, 0, problem)
+        return SessionCopy(row_meta(row), lines, 0, problem, row["deleted_at"])
 
     async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> list[Imported]:
         """Each session and its lines in one transaction; a key taken meanwhile is left as it is."""
@@ -193,11 +207,15 @@ class PgSessionStore:
         return out
 
     async def _exists_yet(self, conn: asyncpg.Connection, key: str) -> bool:
-        """Whether the session exists, in a database whose schema may not be made yet (a dry run's)."""
+        """Whether the session exists, live or in the trash, in a database whose schema may not be made
+        yet (a dry run's)."""
         try:
             return bool(
                 await conn.fetchval(
-                    "SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2", self.agent_id, key
+                    "SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2 UNION ALL "
+                    "SELECT 1 FROM sessions_trash WHERE agent_id = $1 AND session_key = $2",
+                    self.agent_id,
+                    key,
                 )
             )
         except asyncpg.UndefinedTableError:
@@ -205,11 +223,14 @@ class PgSessionStore:
 
     async def _insert(self, conn: asyncpg.Connection, copy: SessionCopy) -> bool:
         meta, key = copy.meta, copy.meta["sessionKey"]
+        table, lines = ("sessions_trash", "transcript_trash") if copy.deleted else ("sessions", "transcript_lines")
         async with conn.transaction():
+            if await self._taken(conn, key):
+                return False
             made = await conn.fetchval(
-                "INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, message_count, "
-                "line_count, model, system_prompt) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
-                "ON CONFLICT DO NOTHING RETURNING 1",
+                f"INSERT INTO {table}(agent_id, session_key, label, created_at, updated_at, message_count, "
+                f"line_count, model, system_prompt{', deleted_at' if copy.deleted else ''}) VALUES ($1, $2, $3, $4, "
+                f"$5, $6, $7, $8, $9{', $10' if copy.deleted else ''}) ON CONFLICT DO NOTHING RETURNING 1",
                 self.agent_id,
                 key,
                 meta["label"],
@@ -219,16 +240,88 @@ class PgSessionStore:
                 len(copy.lines),
                 meta.get("model"),
                 meta.get("systemPrompt"),
+                *((copy.deleted,) if copy.deleted else ()),
             )
             if not made:
                 return False
             if copy.lines:
                 await conn.copy_records_to_table(
-                    "transcript_lines",
+                    lines,
                     columns=["agent_id", "session_key", "seq", "line"],
                     records=((self.agent_id, key, n, line.decode()) for n, line in enumerate(copy.lines, 1)),
                 )
         return True
+
+    async def _taken(self, conn: asyncpg.Connection, key: str) -> bool:
+        """The key is someone's, live or in the trash (to be called in the transaction that would take it)."""
+        return bool(
+            await conn.fetchval(
+                "SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2 UNION ALL "
+                "SELECT 1 FROM sessions_trash WHERE agent_id = $1 AND session_key = $2",
+                self.agent_id,
+                key,
+            )
+        )
+
+    # ---- the trash -------------------------------------------------------------------------------
+    async def trash(self) -> builtins.list[dict[str, Any]]:
+        rows = await self.pg.pool.fetch(
+            f"SELECT {_COLUMNS}, deleted_at FROM sessions_trash WHERE agent_id = $1 "
+            "ORDER BY deleted_at DESC, session_key DESC",
+            self.agent_id,
+        )
+        return [row_meta(r) | {"deletedAt": r["deleted_at"]} for r in rows]
+
+    async def restore(self, key: str) -> dict[str, Any]:
+        """The row and lines back from the trash in one transaction; other gateways mirror it (`lines`)."""
+        async with self.pg.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key(f"jarvis:sessions:{self.agent_id}"))
+            if await conn.fetchval(
+                "SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2", self.agent_id, key
+            ):
+                raise Conflict(f"session {key} is not in the trash: it exists", {"sessionKey": key})
+            end = await conn.fetchval(
+                "SELECT line_count FROM sessions_trash WHERE agent_id = $1 AND session_key = $2 FOR UPDATE",
+                self.agent_id,
+                key,
+            )
+            if end is None:
+                raise NotFound(f"no session {key} in the trash", {"sessionKey": key})
+            if await conn.fetchval("SELECT count(*) FROM sessions WHERE agent_id = $1", self.agent_id) >= self.max:
+                raise SessionLimit(self.agent_id, self.max)
+            row = await conn.fetchrow(
+                f"INSERT INTO sessions({_MOVED}) SELECT {_MOVED} FROM sessions_trash WHERE agent_id = $1 AND "
+                f"session_key = $2 RETURNING {_COLUMNS}",
+                self.agent_id,
+                key,
+            )
+            await conn.execute(
+                "INSERT INTO transcript_lines(agent_id, session_key, seq, line) SELECT agent_id, session_key, seq, "
+                "line FROM transcript_trash WHERE agent_id = $1 AND session_key = $2",
+                self.agent_id,
+                key,
+            )
+            await conn.execute(
+                "DELETE FROM sessions_trash WHERE agent_id = $1 AND session_key = $2", self.agent_id, key
+            )
+            await self.pg.notify("lines", conn, agent=self.agent_id, key=key, seq=int(end))
+        await self._drop_mirror(key)  # whatever a file of that name held, the rows are the session
+        await self._mirror(key)
+        return row_meta(row)
+
+    async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> builtins.list[str]:
+        async with self.pg.pool.acquire() as conn, conn.transaction():
+            where, args = await trash_filter(
+                conn,
+                ("sessions_trash", "session_key", "deleted_at"),
+                "agent_id = $1",
+                self.agent_id,
+                keys,
+                before,
+                lambda k: NotFound(f"no session {k} in the trash", {"sessionKey": k}),
+            )
+            gone = await conn.fetch(f"DELETE FROM sessions_trash WHERE {where} RETURNING session_key", *args)
+        return sorted(r["session_key"] for r in gone)
 
     async def strays(self) -> list[str]:
         """None: the files here are mirrors of rows, rewritten from them."""
@@ -283,6 +376,10 @@ class PgSessionStore:
                 ):
                     raise Conflict(f"session already exists: {key}", {"sessionKey": key})
                 raise SessionLimit(self.agent_id, self.max)
+            if await conn.fetchval(
+                "SELECT 1 FROM sessions_trash WHERE agent_id = $1 AND session_key = $2", self.agent_id, key
+            ):
+                raise in_trash(key)
             row = await conn.fetchrow(
                 f"INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, line_count, model, "
                 f"system_prompt) VALUES ($1, $2, $3, $4, $4, 1, $5, $6) ON CONFLICT DO NOTHING RETURNING {_COLUMNS}",
@@ -355,8 +452,23 @@ class PgSessionStore:
             await self.pg.notify("lines", conn, agent=self.agent_id, key=key, seq=int(end))
         await self._mirror(key)
 
-    async def delete(self, key: str) -> None:
+    async def delete(self, key: str, trash: bool = True) -> None:
         async with self.pg.pool.acquire() as conn, conn.transaction():
+            if trash:  # the row and its lines into the trash, in this transaction
+                moved = await conn.fetchval(
+                    f"INSERT INTO sessions_trash({_MOVED}, deleted_at) SELECT {_MOVED}, $3 FROM sessions WHERE "
+                    "agent_id = $1 AND session_key = $2 RETURNING 1",
+                    self.agent_id,
+                    key,
+                    now_iso(),
+                )
+                if moved:
+                    await conn.execute(
+                        "INSERT INTO transcript_trash(agent_id, session_key, seq, line) SELECT agent_id, session_key, "
+                        "seq, line FROM transcript_lines WHERE agent_id = $1 AND session_key = $2",
+                        self.agent_id,
+                        key,
+                    )
             gone = await conn.fetchval(
                 "DELETE FROM sessions WHERE agent_id = $1 AND session_key = $2 RETURNING 1", self.agent_id, key
             )

@@ -922,6 +922,77 @@ async def test_memory_tool_calls_show_as_one_line_each(browser: Browser, model_g
         await shot(pg, "web-tools.png")
 
 
+async def test_a_delete_offers_undo_and_the_trash_restores_or_purges(page: Page, gateway: RunningGateway):
+    client = await gateway.client()
+    try:
+        key = (await client.call("sessions.create", {"label": "Trip to Lisbon"}))["sessionKey"]
+        for value in ("The kayak is yellow.", "The kayak is orange."):
+            await client.call("memory.set", {"key": "kayak", "value": value, "category": "facts"})
+        await sign_in(page, gateway.token)
+
+        # A session: deleted, then Undo in the toast; deleted again, restored from the trash; then purged.
+        item = page.locator(f"#session-list li[data-key='{key}']")
+
+        async def delete_session() -> None:
+            await item.hover()
+            await item.get_by_role("button", name="Delete Trip to Lisbon").click()
+            await page.get_by_role("dialog", name="Delete session?").get_by_role("button", name="Delete").click()
+            await expect(item).to_have_count(0)
+
+        await delete_session()
+        toast = page.locator("#undo-toast")
+        await expect(toast).to_contain_text("Deleted “Trip to Lisbon”.")
+        await shot(page, "web-undo.png")
+        await toast.get_by_role("button", name="Undo").click()
+        await expect(item).to_have_count(1)
+        await expect(toast).to_be_hidden()
+        assert (await client.call("sessions.get", {"sessionKey": key}))["label"] == "Trip to Lisbon"
+
+        await delete_session()
+        await page.locator("#session-trash summary").click()
+        trashed = page.locator(f"#session-trash-list li[data-key='{key}']")
+        await expect(trashed).to_contain_text("Trip to Lisbon")
+        await trashed.get_by_role("button", name="Restore Trip to Lisbon").click()
+        await expect(item).to_have_count(1)
+        await expect(trashed).to_have_count(0)
+        await delete_session()
+        await trashed.get_by_role("button", name="Delete Trip to Lisbon forever").click()
+        await page.get_by_role("dialog", name="Delete forever?").get_by_role("button", name="Delete").click()
+        await expect(trashed).to_have_count(0)  # (other tests' deleted sessions may be there)
+        assert key not in [t["sessionKey"] for t in (await client.call("sessions.trash"))["sessions"]]
+
+        # A keyed memory: an earlier version restored from the form; a delete undone; the trash.
+        await page.get_by_role("button", name="Memories").click()
+        panel = page.locator("#search-panel")
+        entry = panel.locator("li.memory-item[data-key='kayak']")
+        await entry.get_by_role("button", name="Edit memory kayak").click()
+        await panel.locator("#memory-history summary").click()
+        await panel.get_by_role("button", name="Restore version 1").click()
+        await expect(page.locator("#memories-status")).to_contain_text("Restored version 1 of kayak.")
+        await expect(panel.get_by_label("Text", exact=True)).to_have_value("The kayak is yellow.")
+        assert (await client.call("memory.get", {"key": "kayak"}))["value"] == "The kayak is yellow."
+
+        await panel.get_by_role("button", name="Delete").click()
+        await page.get_by_role("dialog", name="Delete memory?").get_by_role("button", name="Delete").click()
+        await expect(entry).to_have_count(0)
+        await toast.get_by_role("button", name="Undo").click()
+        await expect(entry).to_contain_text("The kayak is yellow.")
+        await entry.get_by_role("button", name="Edit memory kayak").click()
+        await panel.get_by_role("button", name="Delete").click()
+        await page.get_by_role("dialog", name="Delete memory?").get_by_role("button", name="Delete").click()
+        await panel.locator("#memory-trash summary").click()
+        binned = panel.locator("#memory-trash-list li[data-key='kayak']")
+        await expect(binned).to_contain_text("The kayak is yellow.")
+        await shot(page, "web-trash.png")
+        await binned.get_by_role("button", name="Restore memory kayak").click()
+        await expect(entry).to_have_count(1)
+        await expect(binned).to_have_count(0)
+        found = await client.call("memory.search", {"query": "kayak yellow", "mode": "fts", "sources": ["memory"]})
+        assert any("kayak" in r["path"] for r in found["results"]), "searchable again"
+    finally:
+        await client.close()
+
+
 async def test_import_a_chatgpt_export_from_the_page(browser: Browser, tmp_path):
     """The sidebar's Import: the file goes up in pieces (admin.upload; a piece is 512 KiB, so this export
     of ~1.2 MB takes three), admin.import brings it in, and the new sessions are listed with their titles."""

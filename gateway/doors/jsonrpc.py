@@ -1,33 +1,32 @@
-"""Requests in, replies out: limits → registry → replies, for one text frame at a time.
+"""The WebSocket's JSON-RPC door: each text frame's requests as calls of the one path
+(dispatcher.py), each call's result or error value as a JSON-RPC reply.
 
 Per connection, requests run as concurrent tasks (a slow `chat.send` never holds up `system.health`),
-bounded by `server.maxInflight`; a request whose handler never waits (a plain function) is answered
-at once, without a task. A reply over `server.maxReplyBytes` is answered with an error that
-says to ask for less; a batch's answers that do not fit are replaced by errors asking to resend them.
+bounded by `server.maxInflight` (taken through the dispatcher); a request whose handler never waits (a
+plain function) is answered at once, without a task. A reply over `server.maxReplyBytes` is answered
+with an error that says to ask for less; a batch's answers that do not fit are replaced by errors
+asking to resend them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
-import structlog
-
 from .. import protocol
-from ..errors import InternalError, Invalid, InvalidRequest, JarvisError, RateLimited, disk_full, out_of_descriptors
-from ..registry import CallContext, MethodSpec, registry
+from ..calls import Call, Door
+from ..errors import Invalid, InvalidRequest, JarvisError
 from .connection import Connection
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..registry import ServiceAccess
+    from ..calls import ServiceAccess
+    from ..dispatcher import Dispatcher
+    from ..registry import MethodSpec
 
-log = structlog.get_logger("gateway.server")
 
-
-class Dispatcher:
+class JsonRpcDoor:
     def __init__(self, services: "ServiceAccess", auth_ok: Callable[[Connection], dict[str, Any]]):
-        self.services = services
+        self.calls: "Dispatcher" = services.calls
         self.config = services.config
         self.auth_ok = auth_ok
         self.requests: set[asyncio.Task[None]] = set()  # every request being handled
@@ -42,41 +41,32 @@ class Dispatcher:
                 conn.send_obj(frame.errors[0])
                 return
             req = frame.requests[0]
-            if conn.inflight >= self.config.server.max_inflight:
+            try:
+                self.calls.reserve(conn)
+            except JarvisError as exc:  # over the connection's requests in flight
                 if not req.is_notification:
-                    conn.send_obj(
-                        protocol.error_response(
-                            req.id,
-                            RateLimited(
-                                f"too many requests in flight on this connection (max {self.config.server.max_inflight})",
-                                50,
-                            ),
-                        )
-                    )
+                    conn.send_obj(protocol.error_response(req.id, exc))
                 return
-            spec = registry.methods.get(req.method)
-            if spec is not None and not spec.waits and conn.has_room_for_reply():
+            call = self._call_of(conn, req)
+            spec = self._answered_now(call)
+            if spec is not None and conn.has_room_for_reply():
                 # Nothing to wait for: answered here. A task per request would cost more than the handler.
-                reply = self._call_now(conn, req, spec)
+                try:
+                    reply = self._reply(req, lambda: self.calls.perform_now(call, spec))
+                finally:
+                    self.calls.release(conn)
                 if reply is not None:
                     conn.push(self._encode(conn, req, reply))
                 return
-            conn.inflight += 1
             self._track(conn, self._single(conn, req))
             return
         # A batch counts as many requests as it holds.
         n = max(1, len(frame.requests))
-        if conn.inflight + n > self.config.server.max_inflight:
-            conn.send_obj(
-                protocol.error_response(
-                    None,
-                    RateLimited(
-                        f"too many requests in flight on this connection (max {self.config.server.max_inflight})", 50
-                    ),
-                )
-            )
+        try:
+            self.calls.reserve(conn, n)
+        except JarvisError as exc:
+            conn.send_obj(protocol.error_response(None, exc))
             return
-        conn.inflight += n
         self._track(conn, self._batch(conn, frame, n))
 
     def _track(self, conn: Connection, coro: Any) -> None:
@@ -93,7 +83,7 @@ class Dispatcher:
             if reply is not None:
                 await conn.send_reply(self._encode(conn, req, reply))
         finally:
-            conn.inflight -= 1
+            self.calls.release(conn)
 
     def _encode(self, conn: Connection, req: protocol.Request, reply: dict[str, Any]) -> bytes:
         """The reply's frame, or an error asking for less when it is over server.maxReplyBytes."""
@@ -126,7 +116,7 @@ class Dispatcher:
                 )
                 await conn.send_reply(data)
         finally:
-            conn.inflight -= n
+            self.calls.release(conn, n)
 
     def _fit_batch(self, conn: Connection, answers: list[dict[str, Any]]) -> bytes:
         """Encode a batch's answers into one frame of at most server.maxReplyBytes: answers past the
@@ -164,44 +154,32 @@ class Dispatcher:
         )
         return b"[" + b",".join(kept) + b"]"
 
+    def _answered_now(self, call: Call) -> "MethodSpec | None":
+        """The method of `call` when its handler never waits (answered without a task), else None."""
+        try:
+            spec = self.calls.find(call)
+        except JarvisError:  # no such method: the task's call says so
+            return None
+        return None if spec.waits else spec
+
+    def _call_of(self, conn: Connection, req: protocol.Request) -> Call:
+        return Call(Door.WEBSOCKET, req.method, req.params, connection=conn, request_id=req.reply_id)
+
     async def _call(self, conn: Connection, req: protocol.Request) -> dict[str, Any] | None:
         if req.method == "auth":
             result: Any = self.auth_ok(conn)
             return None if req.is_notification else protocol.response(req.id, result)
-        ctx = CallContext(self.services, conn, req.reply_id)
         try:
-            with self.services.request_scope():
-                result = await registry.dispatch(ctx, req.method, req.params)
-        except Exception as exc:
-            return self._failed(conn, req, exc)
+            result = await self.calls.perform(self._call_of(conn, req))
+        except JarvisError as exc:
+            return None if req.is_notification else protocol.error_response(req.id, exc)
         return None if req.is_notification else protocol.response(req.id, result)
 
-    def _call_now(self, conn: Connection, req: protocol.Request, spec: MethodSpec) -> dict[str, Any] | None:
-        """_call for a handler that never waits. No request_scope: such a handler cannot open an agent."""
+    @staticmethod
+    def _reply(req: protocol.Request, run: Callable[[], Any]) -> dict[str, Any] | None:
+        """The answer to `req` of a call made now (None for a notification)."""
         try:
-            result = registry.call_now(CallContext(self.services, conn, req.reply_id), spec, req.params)
-        except Exception as exc:
-            return self._failed(conn, req, exc)
+            result = run()
+        except JarvisError as exc:
+            return None if req.is_notification else protocol.error_response(req.id, exc)
         return None if req.is_notification else protocol.response(req.id, result)
-
-    def _failed(self, conn: Connection, req: protocol.Request, exc: Exception) -> dict[str, Any] | None:
-        """The error answer to a request whose handler raised `exc` (None for a notification)."""
-        if req.is_notification:
-            return None
-        if isinstance(exc, JarvisError):
-            return protocol.error_response(req.id, exc)
-        full = disk_full(f"the changes of {req.method}", exc)
-        if full is not None:  # a cause the client can act on, not a bare "internal error"
-            conn.log.warning("disk full", method=req.method, error=str(exc))
-            return protocol.error_response(req.id, full)
-        busy = out_of_descriptors(f"what {req.method} needs", exc)
-        if busy is not None:  # sockets hold every descriptor: retry once some close
-            conn.log.warning("out of file descriptors", method=req.method, error=str(exc))
-            return protocol.error_response(req.id, busy)
-        down = self.services.storage.unreachable(exc)
-        if down is not None:
-            conn.log.warning("database unreachable", method=req.method, error=str(exc)[:200])
-            return protocol.error_response(req.id, down)
-        error_id = uuid.uuid4().hex[:12]
-        conn.log.exception("internal error", method=req.method, errorId=error_id)
-        return protocol.error_response(req.id, InternalError("internal error", {"errorId": error_id}))

@@ -21,7 +21,7 @@ from .. import protocol
 from ..auth import AuthLimiter, TokenStore
 from ..config import Config
 from ..errors import JarvisError, RateLimited, Unauthenticated
-from .http import json as http_json, route as http_route, text as http_text
+from .pages import json as http_json, route as http_route, text as http_text
 from .connection import POLICY, Connection, peer_of
 
 log = structlog.get_logger("gateway.server")

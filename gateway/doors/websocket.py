@@ -27,7 +27,7 @@ from ..auth import TokenStore
 from ..errors import InvalidRequest
 from .admission import BACKLOG, FULL, Admission
 from .connection import CLOSE_TIMEOUT, POLICY, RESTART, Connection, peer_of
-from .dispatch import Dispatcher
+from .jsonrpc import JsonRpcDoor
 from .handshake import Handshake
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -103,7 +103,7 @@ class GatewayServer:
         self.handshake = Handshake(
             self.config, tokens, {"name": "jarvis-gateway", "version": __version__}, self._make_room
         )
-        self.dispatch = Dispatcher(services, self.handshake.auth_ok)
+        self.dispatch = JsonRpcDoor(services, self.handshake.auth_ok)
         self.admission: Admission | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Two ways in, one server:
     /mcp on the HTTP API listener   streamable HTTP, stateless JSON answers, tools run in process
-                                    (`mount(http_api, services)`; the listener's guard checks the token)
+                                    (`mount(http_api, services)`; the listener's guard checks the token),
+                                    each call taken through the one path as Door.MCP
     `jarvis mcp`                    stdio; each call is forwarded to the running gateway over its
                                     WebSocket (cli/mcp.py: `build_server(Forwarder(…))`)
 
@@ -17,11 +18,12 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from .. import __version__
-from .catalog import TOOLS, Caller, in_process, run_tool, tool_schema
+from ..calls import Door
+from ..tools.catalog import TOOLS, Caller, run_tool, tool_schema
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..registry import ServiceAccess
-    from ..server.httpapi import HttpApi
+    from .httpapi import HttpApi
 
 INSTRUCTIONS = (
     "Jarvis is the user's self-hosted long-term memory: notes, keyed memories and past "
@@ -48,12 +50,12 @@ def list_tools() -> list[types.Tool]:
     ]
 
 
-def build_server(caller: Caller) -> Server:
+def build_server(caller: Caller, redact: bool = True) -> Server:
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=list_tools())
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        out = await run_tool(params.name, params.arguments or {}, caller, agent=True)
+        out = await run_tool(params.name, params.arguments or {}, caller, agent=True, redact=redact)
         return types.CallToolResult(content=[types.TextContent(type="text", text=out.text)], is_error=out.error)
 
     return Server(
@@ -67,7 +69,7 @@ def mount(api: "HttpApi", services: "ServiceAccess") -> None:
     from starlette.routing import Route
 
     manager = StreamableHTTPSessionManager(
-        build_server(in_process(services)),
+        build_server(services.calls.caller(Door.MCP), redact=services.config.memory.redact_secrets),
         json_response=True,
         stateless=True,
         max_request_body_size=api.config.server.http_max_body_bytes,

@@ -15,7 +15,9 @@ server.maxPendingPerAddress, the descriptor budget) until its request's headers 
 they are not in within server.handshakeTimeout (after a response too: an idle keep-alive connection).
 Every request passes one ASGI guard first: the Origin allow-list of the WebSocket, the bearer token
 (wrong ones counted by the same per-address limiter), and a cap on the request body. Refusals are
-JSON in OpenAI's error shape, which MCP clients read as well as OpenAI SDKs do.
+JSON in OpenAI's error shape, which MCP clients read as well as OpenAI SDKs do; so is the one error
+value of a call (dispatcher.py) that a route answers over HTTP (`http_error`: its class's status,
+`Retry-After` for what may be retried).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable
 
 import orjson
 import structlog
+
+from .. import errors as e
 
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.routing import BaseRoute
@@ -48,6 +52,22 @@ def error_body(status: int, message: str, *, type_: str, code: str | None = None
     return orjson.dumps({"error": {"message": message, "type": type_, "param": param, "code": code}})
 
 
+def json_error(
+    status: int,
+    message: str,
+    *,
+    type_: str = "invalid_request_error",
+    code: str | None = None,
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Any:
+    """A Starlette response in OpenAI's error shape."""
+    from starlette.responses import Response
+
+    body = error_body(status, message, type_=type_, code=code, param=param)
+    return Response(body, status, media_type="application/json", headers=headers)
+
+
 async def send_error(
     send: Send,
     status: int,
@@ -63,6 +83,54 @@ async def send_error(
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
+
+
+# The one error value of a call (dispatcher.py) over HTTP, by its class (most specific first): the status,
+# OpenAI's error `type`, and its `code`.
+HTTP_ERRORS: tuple[tuple[type[e.JarvisError], int, str, str], ...] = (
+    (e.Invalid, 400, "invalid_request_error", "invalid_value"),
+    (e.ParseError, 400, "invalid_request_error", "invalid_json"),
+    (e.InvalidRequest, 400, "invalid_request_error", "invalid_request"),
+    (e.Unauthenticated, 401, "authentication_error", "invalid_api_key"),
+    (e.MethodNotFound, 404, "invalid_request_error", "not_found"),
+    (e.NotFound, 404, "invalid_request_error", "not_found"),
+    (e.SessionLimit, 409, "conflict_error", "session_limit"),
+    (e.RunActive, 409, "conflict_error", "session_busy"),
+    (e.Conflict, 409, "conflict_error", "conflict"),
+    (e.RateLimited, 429, "rate_limit_error", "rate_limited"),
+    (e.DiskFull, 507, "server_error", "insufficient_storage"),
+    (e.Unavailable, 503, "server_error", "unavailable"),
+)
+
+
+def http_error(
+    err: e.JarvisError, *, param: str | None = None, message: str | None = None
+) -> tuple[int, bytes, dict[str, str]]:
+    """(status, body, headers) of an error value: 500 `internal_error` for a class the table does not
+    name; `Retry-After` (whole seconds, at least 1) when the error says when to retry or is retryable."""
+    status, type_, code = next(
+        ((s, t, c) for cls, s, t, c in HTTP_ERRORS if isinstance(err, cls)), (500, "server_error", "internal_error")
+    )
+    if isinstance(err, e.Invalid):
+        code = _invalid_code(err.rule)
+    data = err.data or {}
+    headers: dict[str, str] = {}
+    if isinstance(data.get("retryAfterMs"), int):
+        headers["Retry-After"] = str(max(1, -(-data["retryAfterMs"] // 1000)))
+    elif isinstance(err, e.Unavailable) and err.retryable:
+        headers["Retry-After"] = "1"
+    text = message or err.message
+    if data.get("errorId"):
+        text += f" (errorId {data['errorId']})"
+    return status, error_body(status, text, type_=type_, code=code, param=param), headers
+
+
+def _invalid_code(rule: str) -> str:
+    if rule.startswith("required"):
+        return "missing_required_parameter"
+    if rule.startswith(("must be a ", "must be an ", "must be true or false")):
+        return "invalid_type"
+    return "invalid_value"
 
 
 class ListenError(OSError):
@@ -307,36 +375,15 @@ class HttpApi:
                 yield
 
         async def not_found(request: Request, exc: Exception) -> Response:
-            return Response(
-                error_body(
-                    404,
-                    f"no route {request.method} {request.url.path}",
-                    type_="invalid_request_error",
-                    code="not_found",
-                ),
-                404,
-                media_type="application/json",
-            )
+            return json_error(404, f"no route {request.method} {request.url.path}", code="not_found")
 
         async def not_allowed(request: Request, exc: Exception) -> Response:
-            return Response(
-                error_body(
-                    405,
-                    f"{request.method} is not allowed on {request.url.path}",
-                    type_="invalid_request_error",
-                    code="method_not_allowed",
-                ),
-                405,
-                media_type="application/json",
-            )
+            message = f"{request.method} is not allowed on {request.url.path}"
+            return json_error(405, message, code="method_not_allowed")
 
         async def refused(request: Request, exc: Exception) -> Response:
             assert isinstance(exc, BodyRefused)  # a route read a body too big or too slow
-            return Response(
-                error_body(exc.status, exc.message, type_="invalid_request_error", code=exc.code),
-                exc.status,
-                media_type="application/json",
-            )
+            return json_error(exc.status, exc.message, code=exc.code)
 
         app = Starlette(
             routes=self.routes,

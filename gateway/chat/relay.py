@@ -1,0 +1,233 @@
+"""A request of the OpenAI-compatible door relayed as a chat run (`ChatService.relay`, the `chat.relay`
+method): the same recall, events and transcript as `chat.send`, but the prompt is the client's and the
+answer is the upstream's own (`ChatProvider.relay`).
+
+    turn = RelayedTurn(request, memory=True, capture=True, sink=door_channel)
+    await agent.chat.relay(session_for(request), turn)     # {runId, status}; the run streams into `sink`
+
+`RELAY_REQUEST` is the request's schema, checked as far as the gateway relies on it (the rest is the
+upstream's to judge), so the dispatcher validates it before anything touches it. The door holds the
+other end (`RelaySink`): it receives the upstream's chunks (or its completion object) as they came, and
+its refusal, to answer in the door's shape; the run's events reach it as they reach a WebSocket
+subscriber of the session.
+
+Which session: the door's `X-Jarvis-Session`, else the `user` field (`openai:user:<user>`), else one per
+conversation: `openai:<hash of the system prompt and the first user message>`, so that a client resending
+the whole history each turn stays in one session. Only the last message (when it is the user's) and the
+reply are written: the history a client resends was written by the turns before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, AsyncIterator, Protocol, runtime_checkable
+
+from ..errors import Invalid
+from ..memory.present import prompt_section
+from ..schema import Field, text_problem
+from .providers import UpstreamError
+from .stream import Delta, Usage
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .providers import ChatProvider
+
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+_USER_KEY = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+class RelayRequest(Field):
+    """An OpenAI chat completions request body: `model`, `messages` (each with a role, its content a
+    string or a list of parts), `stream`, `stream_options`, `user`; other members pass to the upstream."""
+
+    json_type = "object"
+
+    def validate(self, value: Any, path: str) -> Any:
+        def at(name: str) -> str:
+            return f"{path}.{name}" if path else name
+
+        if not isinstance(value, dict):
+            raise Invalid("must be a JSON object", field=path)
+        model = value.get("model")
+        if model is None:
+            raise Invalid("required, a model id from GET /v1/models", field=at("model"))
+        if not isinstance(model, str) or not model:
+            raise Invalid("must be a model id from GET /v1/models (a non-empty string)", field=at("model"))
+        messages = value.get("messages")
+        if messages is None:
+            raise Invalid("required, a list of {role, content}", field=at("messages"))
+        if not isinstance(messages, list) or not messages:
+            raise Invalid("must be a non-empty list", field=at("messages"))
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict):
+                raise Invalid("must be an object", field=at(f"messages[{i}]"))
+            if m.get("role") not in ROLES:
+                raise Invalid(f"must be one of {', '.join(ROLES)}", field=at(f"messages[{i}].role"))
+            content = m.get("content")
+            if not (
+                content is None
+                or isinstance(content, str)
+                or (isinstance(content, list) and all(isinstance(p, dict) for p in content))
+            ):
+                raise Invalid("must be a string or a list of content parts", field=at(f"messages[{i}].content"))
+        # What the gateway keeps of the messages — the last one when it is the user's (the transcript) and the
+        # first user message (it names the session) — follows the text rule of every method's params
+        # (schema.py); the rest only goes upstream, so an upstream's odd reply, resent, bricks nothing.
+        users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+        for i in sorted({users[0], len(messages) - 1} if users else set()):
+            problem = text_problem(text_of(messages[i].get("content"))) if messages[i]["role"] == "user" else None
+            if problem:
+                raise Invalid(problem, field=at(f"messages[{i}].content"))
+        if not isinstance(value.get("stream", False), bool):
+            raise Invalid("must be true or false", field=at("stream"))
+        options = value.get("stream_options")
+        if options is not None and not (
+            isinstance(options, dict) and isinstance(options.get("include_usage", False), bool)
+        ):
+            raise Invalid("must be an object; include_usage true or false", field=at("stream_options"))
+        if value.get("user") is not None and not isinstance(value["user"], str):
+            raise Invalid("must be a string", field=at("user"))
+        for name in ("model", "user"):
+            problem = text_problem(value[name]) if isinstance(value.get(name), str) else None
+            if problem:
+                raise Invalid(problem, field=at(name))
+        return value
+
+
+RELAY_REQUEST = RelayRequest(description="an OpenAI chat completions request body")
+
+
+def text_of(content: Any) -> str:
+    """A message's text: the string, or its text parts joined (images and audio have none)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if p.get("type") == "text" and isinstance(p.get("text"), str))
+    return ""
+
+
+def session_for(request: dict[str, Any]) -> str:
+    """The session of a request that names none: its `user`'s, else its conversation's."""
+    user = request.get("user")
+    if user:
+        return "openai:user:" + (user if _USER_KEY.fullmatch(user) else _digest(user))
+    messages = request["messages"]
+    system = next((text_of(m.get("content")) for m in messages if m["role"] in ("system", "developer")), "")
+    first = next((text_of(m.get("content")) for m in messages if m["role"] == "user"), "")
+    return "openai:" + _digest(json.dumps([system, first]))
+
+
+def first_user_text(request: dict[str, Any]) -> str:
+    return next((text_of(m.get("content")) for m in request["messages"] if m["role"] == "user"), "")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def with_memory(messages: list[dict[str, Any]], recalled: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The client's messages with the recalled memory at the end of its system prompt (one added first
+    when it has none)."""
+    section = prompt_section(recalled)
+    if not section:
+        return messages
+    first = messages[0]
+    if first["role"] in ("system", "developer"):
+        content = first.get("content")
+        if isinstance(content, list):
+            content = [*content, {"type": "text", "text": section}]
+        else:
+            content = (content or "") + section
+        return [{**first, "content": content}, *messages[1:]]
+    note = "Use the recalled memory below when it is relevant." + section
+    return [{"role": "system", "content": note}, *messages]
+
+
+@runtime_checkable
+class RelaySink(Protocol):
+    """The door's end of a relayed request."""
+
+    async def chunk(self, obj: dict[str, Any]) -> None:
+        """One chunk of the upstream's stream, as it came (may wait for a slow client, or raise)."""
+
+    def recalled(self, hits: list[dict[str, Any]]) -> None:
+        """What memory recalled into the request, before the upstream is asked."""
+
+    def completed(self, obj: dict[str, Any]) -> None:
+        """The upstream's completion object (a request without `stream`)."""
+
+    def refused(self, exc: UpstreamError) -> None:
+        """The upstream's failure, for the door to answer with its status and error."""
+
+
+@dataclass
+class RelayedTurn:
+    """One relayed request as the chat runner sees it."""
+
+    request: dict[str, Any]  # validated by RELAY_REQUEST
+    memory: bool  # recall memory into the client's system prompt
+    capture: bool  # write the user message and the reply to the session's transcript
+    sink: RelaySink
+
+    @property
+    def user_text(self) -> str | None:
+        """The user message to write: the last message, when it is the user's."""
+        last = self.request["messages"][-1]
+        return (text_of(last.get("content")) or None) if last["role"] == "user" else None
+
+    @property
+    def query(self) -> str:
+        """What memory is searched for: the last user message."""
+        return next((text_of(m.get("content")) for m in reversed(self.request["messages"]) if m["role"] == "user"), "")
+
+    async def stream(self, provider: "ChatProvider", recalled: list[dict[str, Any]]) -> AsyncIterator[Delta | Usage]:
+        """The run's source: the upstream's answer; chunks go to the sink, their text to the run."""
+        body = {**self.request, "messages": with_memory(self.request["messages"], recalled)}
+        self.sink.recalled(recalled)
+        try:
+            answer = await provider.relay(body, recalled)
+            if not self.request.get("stream"):
+                completion = _checked(answer, "completion")
+                self.sink.completed(completion)
+                for item in _items(completion):
+                    yield item
+                return
+            async with contextlib.aclosing(answer) as chunks:
+                async for chunk in chunks:
+                    await self.sink.chunk(_checked(chunk, "chunk"))
+                    for item in _items(chunk):
+                        yield item
+        except UpstreamError as exc:
+            self.sink.refused(exc)
+            raise
+
+
+def _checked(obj: Any, what: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise UpstreamError(f"the chat provider sent a {what} that is not a JSON object", 502, retryable=True)
+    return obj
+
+
+def choices(obj: dict[str, Any]) -> list[Any]:
+    """The `choices` of a chunk or a completion; none when the upstream sent something else there."""
+    found = obj.get("choices")
+    return found if isinstance(found, list) else []
+
+
+def _items(obj: dict[str, Any]) -> list[Delta | Usage]:
+    """The text of the first choice and the usage in a chunk or a completion object."""
+    out: list[Delta | Usage] = []
+    for choice in choices(obj):
+        if isinstance(choice, dict) and choice.get("index", 0) == 0:
+            part = choice.get("delta") or choice.get("message") or {}
+            text = part.get("content") if isinstance(part, dict) else None
+            if text:  # a string, or content parts: the run's upstream.checked takes their text
+                out.append(Delta(text))
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        with contextlib.suppress(TypeError, ValueError, OverflowError):  # counts that are not numbers: none told
+            out.append(Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)))
+    return out

@@ -1,0 +1,154 @@
+"""The one path of a call: every door's requests, the chat model's tool calls and `jarvis` in process.
+
+    calls = Dispatcher(services)                                 # services.calls
+    result = await calls.perform(Call(Door.MCP, "memory.list", {}))   # raises JarvisError, only that
+    call_method = calls.caller(Door.TOOL, agent_id="main")       # (method, params) → result
+
+For every call, in this order:
+
+1. find: the method, offered at the call's door (`registry.method(doors=…)`), else MethodNotFound;
+2. admit: the principal may call it. Every caller today holds the gateway token and is the owner, who
+   may call everything; this is where a principal's scopes (principals.py) are to be checked, so every
+   door refuses alike;
+3. validate: the params against the method's schema, before anything else touches them; an Invalid
+   (of the schema or of the handler) names its field under `params`;
+4. run: the handler, inside `services.request_scope()` (agents it opens count as in use meanwhile);
+5. one error value: whatever the handler raised comes out as a JarvisError of errors.py: itself;
+   DiskFull for a write that found no space; a retryable Unavailable when the process is out of file
+   descriptors or the database cannot be reached; else InternalError with an errorId, whose traceback
+   goes only to the log. No door sees any other exception.
+
+Limits that a door's callers share are taken here too: `reserve(origin, n)` takes n of a WebSocket
+connection's `server.maxInflight` (RateLimited past it), `release(origin, n)` gives them back.
+
+Each door renders the error value in its own shape, from the error's class (never a table of its own):
+
+    WebSocket                    protocol.error_object: the JSON-RPC code (PROTOCOL.md §2), message, data
+    /v1                          doors/openai.py `http_error`: HTTP status, OpenAI's JSON error, Retry-After
+    /mcp, `jarvis mcp`, tools    tools/catalog.py `tool_error`: a tool result marked as an error
+    `jarvis` in process          cli/: the message on stderr, exit code 2 for Invalid, else 1
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Awaitable, Callable, Protocol
+
+import structlog
+
+from .calls import Call, CallContext, Door, ServiceAccess
+from .principals import Principal
+from .errors import (
+    InternalError,
+    Invalid,
+    JarvisError,
+    MethodNotFound,
+    RateLimited,
+    disk_full,
+    out_of_descriptors,
+)
+from .registry import MethodSpec, Registry, registry
+
+log = structlog.get_logger("gateway.calls")
+
+MethodCaller = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+class Origin(Protocol):
+    """Where calls come from that share one budget of calls in flight (a WebSocket connection)."""
+
+    inflight: int
+
+
+class Dispatcher:
+    def __init__(self, services: ServiceAccess, methods: Registry = registry):
+        self.services = services
+        self.methods = methods
+
+    # ---- the path ------------------------------------------------------------------------------------
+    def find(self, call: Call) -> MethodSpec:
+        """The method of `call`, if offered at its door and the principal may call it."""
+        spec = self.methods.methods.get(call.method)
+        if spec is None or not spec.offered_at(call.door):
+            raise MethodNotFound(f"method not found: {call.method[:100]}")
+        self.admit(call.principal, spec)
+        return spec
+
+    def admit(self, principal: Principal, spec: MethodSpec) -> None:
+        """Whether `principal` may call `spec`, decided here once for every door. Every door admits only
+        the owner today (the gateway token), who may call every method; when the doors admit the store's
+        principals, their scopes are checked here (`principal.may_call(spec.name)`, principals.py's
+        METHOD_SCOPES), with the one error a refused scope gets."""
+        return None
+
+    async def perform(self, call: Call) -> Any:
+        """Run `call` to its result; every failure raises as a JarvisError."""
+        try:
+            spec = self.find(call)
+            if not spec.waits:
+                return spec.handler(self._context(call), spec.params.validate(call.params))
+            params = spec.params.validate(call.params)
+            with self.services.request_scope():
+                return await spec.handler(self._context(call), params)
+        except Exception as exc:
+            raise self.failure(call, exc) from None
+
+    def perform_now(self, call: Call, spec: MethodSpec) -> Any:
+        """`perform` for a method that never waits (`spec.waits` False, found with `find`): no task, no
+        request scope (such a handler cannot open an agent)."""
+        try:
+            return spec.handler(self._context(call), spec.params.validate(call.params))
+        except Exception as exc:
+            raise self.failure(call, exc) from None
+
+    def failure(self, call: Call, exc: Exception) -> JarvisError:
+        """The one error value of a call that raised `exc`."""
+        if isinstance(exc, Invalid):  # services name fields by what they were given; the caller gave params
+            return exc.within("params")
+        if isinstance(exc, JarvisError):
+            return exc
+        said = log.bind(method=call.method, door=str(call.door))
+        if call.connection is not None:
+            said = said.bind(conn=call.connection.connection_id)
+        full = disk_full(f"the changes of {call.method}", exc)
+        if full is not None:  # a cause the caller can act on, not a bare "internal error"
+            said.warning("disk full", error=str(exc))
+            return full
+        busy = out_of_descriptors(f"what {call.method} needs", exc)
+        if busy is not None:  # sockets hold every descriptor: retry once some close
+            said.warning("out of file descriptors", error=str(exc))
+            return busy
+        down = self.services.storage.unreachable(exc)
+        if down is not None:
+            said.warning("database unreachable", error=str(exc)[:200])
+            return down
+        error_id = uuid.uuid4().hex[:12]
+        said.error("internal error", errorId=error_id, exc_info=exc)
+        return InternalError("internal error", {"errorId": error_id})
+
+    def _context(self, call: Call) -> CallContext:
+        return CallContext(self.services, call.connection, call.door, call.principal)
+
+    # ---- for the callers in process -------------------------------------------------------------------
+    def caller(self, door: Door, agent_id: str | None = None) -> MethodCaller:
+        """`(method, params) → result` through this path, as `door` (`agent_id`: always that agent)."""
+
+        async def call(method: str, params: dict[str, Any]) -> Any:
+            if agent_id is not None:
+                params = {**params, "agentId": agent_id}
+            return await self.perform(Call(door, method, params))
+
+        return call
+
+    # ---- limits ---------------------------------------------------------------------------------------
+    def reserve(self, origin: Origin, n: int = 1) -> None:
+        """Take `n` of the origin's calls in flight (server.maxInflight); RateLimited when they would
+        pass it."""
+        limit = self.services.config.server.max_inflight
+        if origin.inflight + n > limit:
+            raise RateLimited(f"too many requests in flight on this connection (max {limit})", 50)
+        origin.inflight += n
+
+    @staticmethod
+    def release(origin: Origin, n: int = 1) -> None:
+        origin.inflight -= n
