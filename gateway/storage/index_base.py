@@ -8,7 +8,9 @@ the memory service reads (`counts`, `needs_rebuild`, …) and the step after eac
 from __future__ import annotations
 
 import asyncio
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -17,6 +19,7 @@ from ..memory.embeddings import EmbeddingProvider
 from ..memory.index.settings import IndexSettings, SyncStats
 from ..memory.ports import IndexContext
 from ..memory.search.searcher import Searcher
+from ..memory.search.snippets import Exclude
 from ..memory.signature import index_signature, same_embeddings
 from ..memory.sync import DirtyMarks
 
@@ -82,9 +85,8 @@ class IndexBase:
         for an engine that may add it instead of counting everything."""
         raise NotImplementedError
 
-    async def _after_sync(self, stats: SyncStats, delta: dict[str, int] | None = None) -> None:
-        """Vectors stored for the first time are bound for search; the counts are read again."""
-        self._embed_error = stats.embed_error
+    async def _bind_stored_vectors(self) -> None:
+        """Vectors stored for the first time (by a sync here, or another gateway's) are bound for search."""
         if (
             self.searcher is not None
             and self.searcher.vectors is None
@@ -92,4 +94,42 @@ class IndexBase:
             and not self._needs_rebuild
         ):
             await self._open_live_state()
+
+    async def _after_sync(self, stats: SyncStats, delta: dict[str, int] | None = None) -> None:
+        """Vectors stored for the first time are bound for search; the counts are read again."""
+        self._embed_error = stats.embed_error
+        await self._bind_stored_vectors()
         await self._refresh_counts(delta)
+
+    def _reading(self) -> AbstractAsyncContextManager[str]:
+        """What a search holds while it reads the index; it gives the index's generation."""
+        raise NotImplementedError
+
+    # ---- the reader: the one searcher over the engine's ports, the same on both engines ------------------
+    async def search(
+        self,
+        query: str,
+        *,
+        k: int,
+        min_score: float,
+        sources: tuple[str, ...],
+        session_key: str | None,
+        mode: str,
+        exclude: Exclude | None = None,
+        spare: int = 0,
+    ) -> dict[str, Any]:
+        async with self._reading() as generation:
+            assert self.searcher is not None
+            return await self.searcher.search(
+                query,
+                k=k,
+                min_score=min_score,
+                sources=sources,
+                session_key=session_key,
+                mode=mode,
+                generation=generation,
+                vector_count=self.counts["vectors"],
+                missing_vectors=self.counts["missing"],
+                exclude=exclude,
+                spare=spare,
+            )

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 import numpy as np
 import structlog
@@ -34,7 +34,6 @@ from ....memory.index.sources import session_path
 from ....memory.ports import IndexContext
 from ....memory.rerank import stored_vectors
 from ....memory.search.searcher import SearchOptions, Searcher
-from ....memory.search.snippets import Exclude
 from ....memory.sync import SyncRequest
 from ...index_base import IndexBase
 from .ann import AnnIndex
@@ -410,35 +409,14 @@ class FilesMemoryIndex(IndexBase):
         """Nothing: only this process writes the file, and its syncs keep the counts current."""
 
     # ---- the reader ---------------------------------------------------------------------------------
-    async def search(
-        self,
-        query: str,
-        *,
-        k: int,
-        min_score: float,
-        sources: tuple[str, ...],
-        session_key: str | None,
-        mode: str,
-        exclude: Exclude | None = None,
-        spare: int = 0,
-    ) -> dict[str, Any]:
+    @contextlib.asynccontextmanager
+    async def _reading(self) -> AsyncIterator[str]:
+        """A search's hold on the file (shared with other searches, never with a swap), its generation;
+        damage it meets is Unavailable, and starts the recovery."""
         try:
             async with self._gate.shared():
-                assert self.searcher is not None and self.reader is not None
-                gen = await get_meta(self.reader, "generation", "0") or "0"
-                return await self.searcher.search(
-                    query,
-                    k=k,
-                    min_score=min_score,
-                    sources=sources,
-                    session_key=session_key,
-                    mode=mode,
-                    generation=gen,
-                    vector_count=self.counts["vectors"],
-                    missing_vectors=self.counts["missing"],
-                    exclude=exclude,
-                    spare=spare,
-                )
+                assert self.reader is not None
+                yield await get_meta(self.reader, "generation", "0") or "0"
         except Exception as exc:
             if not is_corruption(exc):
                 raise

@@ -19,7 +19,8 @@ turn, and a memory file one gateway lacks is removed by that gateway's sync.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import contextlib
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import numpy as np
 import structlog
@@ -31,7 +32,6 @@ from ....memory.index.sources import session_path
 from ....memory.ports import IndexContext
 from ....memory.rerank import stored_vectors
 from ....memory.search.searcher import SearchOptions, Searcher
-from ....memory.search.snippets import Exclude
 from ....memory.sync import SyncRequest
 from ...index_base import IndexBase
 from ..db import migrate_vectors
@@ -211,42 +211,15 @@ class PgMemoryIndex(IndexBase):
             log.debug("memory_health_counts_failed", exc_info=True)
 
     # ---- the reader ---------------------------------------------------------------------------------
-    async def search(
-        self,
-        query: str,
-        *,
-        k: int,
-        min_score: float,
-        sources: tuple[str, ...],
-        session_key: str | None,
-        mode: str,
-        exclude: Exclude | None = None,
-        spare: int = 0,
-    ) -> dict[str, Any]:
+    @contextlib.asynccontextmanager
+    async def _reading(self) -> AsyncIterator[str]:
+        """The index's generation; moved since the counts (another gateway, or this one, changed it): the
+        counts read again, and vectors that were stored meanwhile bound for search."""
         gen = await get_meta(self.pool, self.agent_id, "generation", "0") or "0"
-        if gen != self._generation:  # another gateway (or this one) changed the index since the counts
+        if gen != self._generation:
             await self._refresh_counts()
-            if (
-                self.searcher is not None
-                and self.searcher.vectors is None
-                and self.backend != "none"
-                and not self._needs_rebuild
-            ):
-                await self._open_live_state()  # vectors stored meanwhile, by whichever gateway
-        assert self.searcher is not None
-        return await self.searcher.search(
-            query,
-            k=k,
-            min_score=min_score,
-            sources=sources,
-            session_key=session_key,
-            mode=mode,
-            generation=gen,
-            vector_count=self.counts["vectors"],
-            missing_vectors=self.counts["missing"],
-            exclude=exclude,
-            spare=spare,
-        )
+            await self._bind_stored_vectors()
+        yield gen
 
     async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
         if self.searcher is None or self.searcher.vectors is None:
