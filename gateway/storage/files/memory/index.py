@@ -14,7 +14,7 @@ A damaged file (at open, or met while serving) is derived data: it is set aside 
 an empty index is filled again from the notes and transcripts. Other processes that hold the file open
 (`jarvis memory` beside a gateway) are seen through a shared flock (rebuild.IndexUsers).
 
-A big index gets an ANN graph (memory/index/ann.py), opened or built at warm-up and saved after syncs.
+A big index gets an ANN graph (ann.py, beside this module), opened or built at warm-up and saved after syncs.
 """
 
 from __future__ import annotations
