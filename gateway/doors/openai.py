@@ -25,12 +25,13 @@ import asyncio
 import contextlib
 import json
 import uuid
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import orjson
 from ..calls import Call, Door
 from ..chat.providers import UpstreamError
-from ..chat.relay import choices
+from ..chat.relay import agent_for_user, choices, proxied_user
 from ..errors import Invalid, JarvisError, NotFound, Unavailable
 from ..memory.present import references
 from .httpapi import http_error, json_error, principal_of
@@ -289,6 +290,9 @@ async def _frames(channel: RelayChannel, body: dict[str, Any], first: tuple[Any,
 
 
 # ---- the routes --------------------------------------------------------------------------------
+ACTING_FOR = "jarvis.actingFor"  # the ASGI scope's key: the principal acting for a front-end's user
+
+
 def routes(services: "ServiceAccess") -> list["BaseRoute"]:
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
@@ -297,8 +301,25 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
     calls = services.calls
 
     def call(request: Request, method: str, params: dict[str, Any], channel: RelayChannel | None = None) -> Any:
-        """`method` through the one path, as the principal the listener's guard authenticated."""
-        return calls.perform(Call(Door.OPENAI, method, params, principal_of(request.scope), connection=channel))
+        """`method` through the one path, as the principal the listener's guard authenticated (or the
+        principal acting for a front-end's user, `acting_for`)."""
+        principal = request.scope.get(ACTING_FOR) or principal_of(request.scope)
+        return calls.perform(Call(Door.OPENAI, method, params, principal, connection=channel))
+
+    def acting_for(request: Request, body: Any) -> str | None:
+        """A principal with scope `proxy` acts for the front-end's user the request names (its `user`, or
+        Open WebUI's forwarded-user header): that user's own agent, made on first use (within agents.max),
+        and nothing else. Without the scope, or with no user named: the token's own agent (the `user`
+        then picks a session only). → the agent, or None."""
+        principal = principal_of(request.scope)
+        if not principal.may("proxy") or not isinstance(body, dict):
+            return None
+        user = proxied_user(body, request.headers)
+        if user is None:
+            return None
+        agent = agent_for_user(user)
+        request.scope[ACTING_FOR] = replace(principal, agents=(agent,))
+        return agent
 
     async def stop(request: Request, channel: RelayChannel) -> None:
         """The client is gone: the run stops, its partial reply is kept marked aborted."""
@@ -384,6 +405,9 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
             "memory": config.openai_api.memory and request.headers.get("x-jarvis-memory", "").lower() not in off,
             "capture": config.openai_api.capture and request.headers.get("x-jarvis-capture", "").lower() not in off,
         }
+        agent = acting_for(request, body)
+        if agent is not None:
+            params["agentId"] = agent
         channel = RelayChannel(config.server.slow_consumer_seconds, (request.client or ("?", 0))[0])
         try:
             started = await call(request, "chat.relay", params, channel)

@@ -333,3 +333,54 @@ async def test_the_owner_token_sees_everything_as_before(gateway, client):
         assert exc.code == -32004
     else:
         raise AssertionError("an agent that does not exist")
+
+
+async def test_a_proxy_front_end_keeps_each_users_memory_apart(start_gateway, api):
+    """Open WebUI-style: one front-end token (scope proxy) for a household; each `user` (or forwarded-user
+    header) gets an agent of its own, made on first use, so alice's PIN never reaches bob's answer."""
+    gw = await start_gateway(
+        memory=True, **{"server.httpPort": -1, "chat.baseUrl": api.base_url, "chat.model": "fake-model"}
+    )
+    owner = await gw.client()
+    webui = (await owner.call("principals.create", {"name": "webui", "agents": "main", "scopes": "chat,proxy"}))[
+        "token"
+    ]
+    plain = (await owner.call("principals.create", {"name": "app", "agents": "main", "scopes": "chat"}))["token"]
+
+    async def ask(http, token: str, text: str, user: str | None = None, header: str | None = None) -> list[dict]:
+        before = len(api.requests)
+        body: dict = {"model": "fake-model", "messages": [{"role": "user", "content": text}]}
+        if user is not None:
+            body["user"] = user
+        headers = {"Authorization": f"Bearer {token}"}
+        if header is not None:
+            headers["X-OpenWebUI-User-Id"] = header
+        r = await http.post("/v1/chat/completions", headers=headers, json=body)
+        assert r.status_code == 200, r.text
+        return [q["body"] for q in api.requests[before:] if q["path"].endswith("/chat/completions")]
+
+    async with httpx.AsyncClient(base_url=gw.http_url, timeout=30) as http:
+        await ask(http, webui, f"Remember: my bank PIN is {SECRET}.", user="alice")
+        agents = {"user.alice"}
+        assert (await owner.call("sessions.list", {"agentId": "user.alice"}))["total"] == 1
+
+        async def recalled_for_alice() -> bool:
+            sent = await ask(http, webui, "what is my bank PIN zebracrossing?", user="alice")
+            return SECRET in orjson.dumps(sent).decode()
+
+        async with asyncio.timeout(15):  # alice's turn is indexed after its reply
+            while not await recalled_for_alice():
+                await asyncio.sleep(0.2)
+        sent = await ask(http, webui, "what is my bank PIN zebracrossing?", user="bob")
+        assert SECRET not in orjson.dumps(sent).decode(), "bob's answer recalled alice's memory"
+        sent = await ask(http, webui, "what is my bank PIN zebracrossing?", header="carol")  # forwarded header
+        assert SECRET not in orjson.dumps(sent).decode()
+        agents |= {"user.bob", "user.carol"}
+        for agent in agents:
+            assert (await owner.call("sessions.list", {"agentId": agent}))["total"] >= 1, agent
+        assert (await owner.call("sessions.list"))["total"] == 0, "nothing captured into the token's own agent"
+        # Without the proxy scope, `user` picks a session of the token's own agent, never another agent.
+        await ask(http, plain, "hello", user="alice")
+        listed = (await owner.call("sessions.list"))["sessions"]
+        assert [s["sessionKey"] for s in listed] == ["openai:user:alice"]
+    await owner.close()
