@@ -40,6 +40,7 @@ class Principals:
         self.directory = Directory()
         self.on_revoked: list[Callable[[set[str]], None]] = []
         self._version: str | None = None
+        self._live: set[str] = set()  # the live principals' names, as last told
         self._task: asyncio.Task[None] | None = None
         self._touched: dict[str, float] = {}
         self._pending: set[asyncio.Future[None]] = set()
@@ -65,16 +66,26 @@ class Principals:
                     await self.reload()
             except Exception as exc:  # the database may be down a while: keep what we have
                 log.warning("principals_poll_failed", error=type(exc).__name__)
+            self._tell_gone()  # a token that expired since the last poll ends as a revoked one does
 
     async def reload(self) -> None:
         self._version = await self.store.version()
-        before = {p.name for p in self.directory.by_name.values() if p.live()}
-        principals = await self.store.all()
-        self.directory.replace(principals)
-        gone = before - {p.name for p in principals if p.live()}
-        if gone:
-            for fn in self.on_revoked:
+        self.directory.replace(await self.store.all())
+        self._tell_gone()
+
+    def _tell_gone(self) -> None:
+        """Tell `on_revoked` which principals stopped being live (revoked, expired, gone) since last asked."""
+        live = {p.name for p in self.directory.by_name.values() if p.live()}
+        gone = self._live - live
+        self._live = live
+        if not gone:
+            return
+        log.info("principals_ended", principals=sorted(gone))
+        for fn in self.on_revoked:
+            try:
                 fn(gone)
+            except Exception:  # one door's failure must not keep the others' connections open
+                log.exception("principals_on_revoked_failed")
 
     def authenticate(self, token: Any) -> Principal | None:
         """The live principal this token belongs to, else None (the owner's compared in constant time)."""

@@ -86,15 +86,18 @@ class Gateway:
         await self.services.principals.start()
         await self.services.agent(cfg.agent_id, create=True)
         self.services.start_background()
-        self.server = GatewayServer(self.services, tokens)
+        self.server = GatewayServer(self.services)
         self.services.connection_count = self.server.connection_count
         await self.server.start()
-        self.http = HttpApi(cfg, tokens, self.server.handshake, self.server.admission)
+        self.http = HttpApi(cfg, self.services.principals, self.server.handshake, self.server.admission)
         self.http.add_routes(openai.routes(self.services))  # /v1: OpenAI-compatible, with memory
         if self.http.enabled:
             from .doors import mcp
 
             mcp.mount(self.http, self.services)  # /mcp: the memory tools for MCP clients
+        # A principal revoked anywhere (here, another gateway, `jarvis token revoke`): its sockets, streams
+        # and MCP calls end on this gateway within a poll of the principals (access.POLL_S).
+        self.services.principals.on_revoked += [self.server.revoked, self.http.revoked]
         await self.http.start()
         log.info(
             "gateway ready",

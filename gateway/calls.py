@@ -11,6 +11,7 @@ hand it to the one dispatcher; a handler sees its call through `CallContext`.
 from __future__ import annotations
 
 import contextlib
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Callable, Protocol
@@ -35,9 +36,14 @@ class Door(StrEnum):
     CLI = "cli"  # `jarvis …` in process, when no gateway of the state dir answers
 
 
-# Who calls: every door admits only the holder of the gateway token today, the owner (principals.py), who
-# may call every method; the store's principals and their scopes come to the doors next (issue 33).
+# Who calls: each door authenticates the caller's token (access.Principals.authenticate) and puts its
+# principal on the Call; the gateway token's is the owner (principals.py), who may call every method.
 OWNER = owner()
+
+# The principal of the call being run, for what a call starts and what runs on its behalf later: a chat
+# run started by `chat.send` runs the model's tool calls as the principal who sent (the run's task inherits
+# this), never as more. Outside any call (the gateway's own background work): the owner.
+ACTING: ContextVar[Principal] = ContextVar("jarvis_acting_principal", default=OWNER)
 
 
 class Connection(Protocol):

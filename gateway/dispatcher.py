@@ -7,12 +7,17 @@
 For every call, in this order:
 
 1. find: the method, offered at the call's door (`registry.method(doors=…)`), else MethodNotFound;
-2. admit: the principal may call it. Every caller today holds the gateway token and is the owner, who
-   may call everything; this is where a principal's scopes (principals.py) are to be checked, so every
-   door refuses alike;
+2. admit: the call's principal holds the scope the method needs (principals.METHOD_SCOPES), else
+   Forbidden naming that scope — decided here once, so every door refuses alike;
 3. validate: the params against the method's schema, before anything else touches them; an Invalid
    (of the schema or of the handler) names its field under `params`;
-4. run: the handler, inside `services.request_scope()` (agents it opens count as in use meanwhile);
+   reach: a method that takes `agentId` acts on an agent the principal may reach: none given, its own
+   (the first of its agents); one it may not reach is NotFound exactly as an agent that does not exist;
+4. run: the handler, inside `services.request_scope()` (agents it opens count as in use meanwhile), with
+   the principal as `calls.ACTING` (a chat run it starts runs the model's tool calls as it);
+   audit: a write or delete of memory or sessions, and a principal change, is recorded — who, which
+   method, on what (its key, session, path or name), through which door, when, whether it was done —
+   through the storage's AuditLog (never a body, a value or a token);
 5. one error value: whatever the handler raised comes out as a JarvisError of errors.py: itself;
    DiskFull for a write that found no space; a retryable Unavailable when the process is out of file
    descriptors or the database cannot be reached; else InternalError with an errorId, whose traceback
@@ -34,15 +39,19 @@ from __future__ import annotations
 import uuid
 from typing import Any, Awaitable, Callable, Protocol
 
+from .timeutil import now_iso
+
 import structlog
 
-from .calls import Call, CallContext, Door, ServiceAccess
-from .principals import Principal
+from .calls import ACTING, Call, CallContext, Door, ServiceAccess
+from .principals import AUDIT_TARGETS, AUDITED, METHOD_SCOPES, OWNER, Principal
 from .errors import (
+    Forbidden,
     InternalError,
     Invalid,
     JarvisError,
     MethodNotFound,
+    NotFound,
     RateLimited,
     disk_full,
     out_of_descriptors,
@@ -74,30 +83,80 @@ class Dispatcher:
         self.admit(call.principal, spec)
         return spec
 
-    def admit(self, principal: Principal, spec: MethodSpec) -> None:
-        """Whether `principal` may call `spec`, decided here once for every door. Every door admits only
-        the owner today (the gateway token), who may call every method; when the doors admit the store's
-        principals, their scopes are checked here (`principal.may_call(spec.name)`, principals.py's
-        METHOD_SCOPES), with the one error a refused scope gets."""
-        return None
+    @staticmethod
+    def admit(principal: Principal, spec: MethodSpec) -> None:
+        """Whether `principal` may call `spec`, decided here once for every door: Forbidden, naming the
+        scope the method needs, when it does not hold it (METHOD_SCOPES; a method missing there: the owner's
+        alone)."""
+        if principal.may_call(spec.name):
+            return
+        raise Forbidden(spec.name, METHOD_SCOPES.get(spec.name) or OWNER, principal.name)
+
+    @staticmethod
+    def reach(principal: Principal, spec: MethodSpec, params: Any) -> Any:
+        """The validated params with the agent the principal acts on: a method that takes `agentId` and was
+        given none acts on the principal's own agent (the first of its agents; every agent: the configured
+        one); an agent it may not reach answers exactly as an agent that does not exist (no oracle)."""
+        if principal.agents is None or not isinstance(params, dict) or "agentId" not in spec.params.fields:
+            return params
+        agent = params.get("agentId")
+        if agent is None:
+            return {**params, "agentId": principal.agents[0]}
+        if not principal.reaches(agent):
+            raise NotFound(f"agent not found: {agent}", {"agentId": agent})
+        return params
+
+    def _validated(self, call: Call, spec: MethodSpec) -> Any:
+        return self.reach(call.principal, spec, spec.params.validate(call.params))
 
     async def perform(self, call: Call) -> Any:
         """Run `call` to its result; every failure raises as a JarvisError."""
+        acting = ACTING.set(call.principal)
+        params: Any = call.params
+        ok = False
         try:
             spec = self.find(call)
             if not spec.waits:
-                return spec.handler(self._context(call), spec.params.validate(call.params))
-            params = spec.params.validate(call.params)
+                return spec.handler(self._context(call), self._validated(call, spec))
+            params = self._validated(call, spec)
             with self.services.request_scope():
-                return await spec.handler(self._context(call), params)
+                result = await spec.handler(self._context(call), params)
+            ok = True
+            return result
         except Exception as exc:
             raise self.failure(call, exc) from None
+        finally:
+            ACTING.reset(acting)
+            if call.method in AUDITED:
+                await self.audit(call, params, ok)
+
+    async def audit(self, call: Call, params: Any, ok: bool) -> None:
+        """Record the call in the audit log (AUDITED methods, done or refused). A log that cannot be
+        written is logged, never the call's failure: what was done is done."""
+        entry: dict[str, Any] = {
+            "at": now_iso(),
+            "principal": call.principal.name,
+            "method": call.method,
+            "door": call.door.value,
+            "ok": ok,
+        }
+        if isinstance(params, dict):
+            agent = params.get("agentId")
+            if isinstance(agent, str):
+                entry["agent"] = agent[:64]
+            target = next((params[k] for k in AUDIT_TARGETS if isinstance(params.get(k), str)), None)
+            if target is not None:
+                entry["target"] = target[:200]
+        try:
+            await self.services.storage.audit().append(entry)
+        except Exception as exc:  # noqa: BLE001 - a full disk or a database gone: said, never raised
+            log.warning("audit entry not written", method=call.method, error=type(exc).__name__)
 
     def perform_now(self, call: Call, spec: MethodSpec) -> Any:
         """`perform` for a method that never waits (`spec.waits` False, found with `find`): no task, no
         request scope (such a handler cannot open an agent)."""
         try:
-            return spec.handler(self._context(call), spec.params.validate(call.params))
+            return spec.handler(self._context(call), self._validated(call, spec))
         except Exception as exc:
             raise self.failure(call, exc) from None
 
@@ -131,12 +190,13 @@ class Dispatcher:
 
     # ---- for the callers in process -------------------------------------------------------------------
     def caller(self, door: Door, agent_id: str | None = None) -> MethodCaller:
-        """`(method, params) → result` through this path, as `door` (`agent_id`: always that agent)."""
+        """`(method, params) → result` through this path, as `door` (`agent_id`: always that agent), as the
+        principal acting where it is called (`calls.ACTING`: a chat run's, an MCP request's)."""
 
         async def call(method: str, params: dict[str, Any]) -> Any:
             if agent_id is not None:
                 params = {**params, "agentId": agent_id}
-            return await self.perform(Call(door, method, params))
+            return await self.perform(Call(door, method, params, ACTING.get()))
 
         return call
 

@@ -114,6 +114,20 @@ class Unauthenticated(JarvisError):
     default_message = "unauthenticated"
 
 
+class Forbidden(JarvisError):
+    """The caller's principal lacks the scope a method needs (gateway/principals.py METHOD_SCOPES); the
+    message names that scope, `data.scope` holds it. An agent it may not reach is NotFound instead, as
+    an agent that does not exist is: a refusal there would say that the agent exists."""
+
+    default_message = "forbidden"
+
+    def __init__(self, method: str, scope: str, principal: str):
+        super().__init__(
+            f"{method} needs the {scope!r} scope, which principal {principal!r} does not have",
+            {"scope": scope, "method": method},
+        )
+
+
 class ProtocolError(JarvisError):
     """The frame itself is wrong; raised by protocol.py (and the server for binary frames)."""
 

@@ -80,6 +80,18 @@ METHOD_SCOPES: dict[str, str] = {
     "admin.upload": "admin",
     "admin.export": "admin",
 }
+# What the audit log records (AuditLog, storage/base.py): every write and delete of memory and sessions
+# (scope write, and the admin ones that delete or bring in) and every principal change.
+AUDITED: frozenset[str] = frozenset(m for m, s in METHOD_SCOPES.items() if s == "write") | {
+    "sessions.prune",
+    "sessions.purge",
+    "memory.purge",
+    "admin.import",
+    "principals.create",
+    "principals.revoke",
+}
+# The param an audit entry names as the call's target (never a body, a value or a token), first found.
+AUDIT_TARGETS = ("sessionKey", "key", "path", "name", "category", "source")
 # What a scope brings with it: admin is every scope but proxy (acting for others is asked for by name).
 IMPLIES = {"admin": frozenset({"read", "write", "chat", "admin"})}
 OWNER = "owner"

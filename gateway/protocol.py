@@ -72,6 +72,7 @@ CODES: tuple[tuple[type[JarvisError], int], ...] = (
     (e.DiskFull, -32603),
     (e.InternalError, -32603),
     (e.Unauthenticated, -32001),
+    (e.Forbidden, -32003),
     (e.NotFound, -32004),
     (e.Conflict, -32009),
     (e.RateLimited, -32029),

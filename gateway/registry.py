@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from .calls import CallContext, Door, ServiceAccess
 from .schema import Obj
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .principals import Principal
 
 __all__ = ["CallContext", "Door", "Handler", "MethodSpec", "Registry", "ServiceAccess", "registry"]
 
@@ -66,12 +69,13 @@ class Registry:
 
         return deco
 
-    def describe(self, door: Door = Door.WEBSOCKET) -> list[dict[str, Any]]:
-        """The methods offered at `door`, each with the JSON Schema of its params."""
+    def describe(self, door: Door = Door.WEBSOCKET, principal: "Principal | None" = None) -> list[dict[str, Any]]:
+        """The methods offered at `door` (that `principal` may call, when given), each with the JSON Schema
+        of its params."""
         return [
             {"name": s.name, "description": s.description, "params": s.params.json_schema()}
             for s in sorted(self.methods.values(), key=lambda s: s.name)
-            if s.offered_at(door)
+            if s.offered_at(door) and (principal is None or principal.may_call(s.name))
         ]
 
 

@@ -120,6 +120,28 @@ def session_for(request: dict[str, Any]) -> str:
     return "openai:" + _digest(json.dumps([system, first]))
 
 
+_USER_AGENT = re.compile(r"[A-Za-z0-9._-]{1,59}")
+PROXY_USER_HEADERS = ("x-openwebui-user-id", "x-openwebui-user-name")  # Open WebUI's forwarded user
+
+
+def proxied_user(request: dict[str, Any], headers: Any) -> str | None:
+    """Whom a front-end acting for its users (scope `proxy`) sends this request for: the request's `user`,
+    else the forwarded-user header Open WebUI sends (ENABLE_FORWARD_USER_INFO_HEADERS); None when neither."""
+    user = request.get("user")
+    if isinstance(user, str) and user.strip():
+        return user.strip()
+    for name in PROXY_USER_HEADERS:
+        value = headers.get(name)
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:512]
+    return None
+
+
+def agent_for_user(user: str) -> str:
+    """The agent of a front-end's user: `user.<name>` (a digest of it when it has other characters)."""
+    return "user." + (user if _USER_AGENT.fullmatch(user) else _digest(user)[:24])
+
+
 def first_user_text(request: dict[str, Any]) -> str:
     return next((text_of(m.get("content")) for m in request["messages"] if m["role"] == "user"), "")
 

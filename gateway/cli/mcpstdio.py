@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from ..config import Config
 from ..errors import Unavailable
@@ -52,6 +52,12 @@ class Forwarder:
         if self.conn is not None:
             await self.conn.close()
 
+    async def allowed(self, ctx: Any) -> Callable[[str], bool]:
+        """The methods the token's principal may call: the gateway's `system.methods` lists only those."""
+        listed = await self("system.methods", {})
+        names = {m["name"] for m in listed["methods"]}
+        return names.__contains__
+
 
 async def serve_stdio(config: Config, url: str | None) -> int:
     """`jarvis mcp`: connect to the gateway first (no gateway: one line on stderr, exit 1), then serve
@@ -64,7 +70,7 @@ async def serve_stdio(config: Config, url: str | None) -> int:
     except CallError as exc:
         print(f"jarvis mcp: {exc}", file=sys.stderr, flush=True)
         return 1
-    server = build_server(forward, redact=config.memory.redact_secrets)
+    server = build_server(forward, redact=config.memory.redact_secrets, allowed=forward.allowed)
     try:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())

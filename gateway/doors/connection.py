@@ -23,6 +23,7 @@ from .. import protocol
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Config
     from ..events import Event
+    from ..principals import Principal
 
 log = structlog.get_logger("gateway.server")
 
@@ -44,6 +45,7 @@ class Connection:
         "peer",
         "subscriptions",
         "authed",
+        "principal",
         "_out",
         "_out_bytes",
         "_wake",
@@ -64,6 +66,8 @@ class Connection:
         self.peer = peer_of(ws)
         self.subscriptions: set[str] = set()
         self.authed = bool(getattr(ws, "jarvis_authed", False))
+        # Who authenticated it (principals.py): set by the handshake, from the header or the auth frame.
+        self.principal: "Principal | None" = getattr(ws, "jarvis_principal", None)
         self._out: deque[bytes] = deque()
         self._out_bytes = 0
         self._wake = asyncio.Event()

@@ -10,7 +10,7 @@ answered "rate limited": the right token always gets in at once.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 from websockets.asyncio.server import ServerConnection
@@ -18,11 +18,14 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 from .. import protocol
-from ..auth import AuthLimiter, TokenStore
+from ..auth import AuthLimiter
 from ..config import Config
 from ..errors import JarvisError, RateLimited, Unauthenticated
 from .pages import json as http_json, route as http_route, text as http_text
 from .connection import POLICY, Connection, peer_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..access import Principals
 
 log = structlog.get_logger("gateway.server")
 
@@ -50,10 +53,13 @@ def _one_header(headers: Headers, name: str) -> str | None:
 
 
 class Handshake:
-    def __init__(self, config: Config, tokens: TokenStore, server_info: dict[str, str], make_room: Callable[[], bool]):
-        """`make_room()`: True when a connection may be accepted now (closing an idle one if need be)."""
+    def __init__(
+        self, config: Config, principals: "Principals", server_info: dict[str, str], make_room: Callable[[], bool]
+    ):
+        """`principals`: who a presented token belongs to (access.Principals.authenticate, every door's);
+        `make_room()`: True when a connection may be accepted now (closing an idle one if need be)."""
         self.config = config
-        self.tokens = tokens
+        self.principals = principals
         self.limiter = AuthLimiter(config.server.auth_failures_per_minute)
         self.server_info = server_info
         self.make_room = make_room
@@ -100,7 +106,8 @@ class Handshake:
         authz = _one_header(request.headers, "Authorization")
         if authz is not None:
             scheme, _, token = authz.partition(" ")
-            if scheme.lower() != "bearer" or not self.tokens.check(token.strip()):
+            principal = self.principals.authenticate(token.strip()) if scheme.lower() == "bearer" else None
+            if principal is None:
                 wait = await self.auth_failed(peer_of(ws), "header")
                 if wait:
                     return http_text(
@@ -111,6 +118,7 @@ class Handshake:
                     )
                 return http_text(401, "invalid token", {"WWW-Authenticate": 'Bearer realm="jarvis"'})
             ws.jarvis_authed = True  # type: ignore[attr-defined]
+            ws.jarvis_principal = principal  # type: ignore[attr-defined]  # the Connection takes it up
         return None
 
     def _origin_probe(self, query: str) -> Response:
@@ -172,7 +180,8 @@ class Handshake:
                 "unauthenticated",
             )
             return False
-        if not self.tokens.check(token):
+        principal = self.principals.authenticate(token)
+        if principal is None:
             wait = await self.auth_failed(conn.peer, "frame")
             if wait:
                 await refuse(
@@ -189,6 +198,7 @@ class Handshake:
                 await refuse(req_id, Unauthenticated("invalid token"), "invalid token")
             return False
         conn.authed = True
+        conn.principal = principal
         ws.jarvis_authed = True  # type: ignore[attr-defined]  # GatedConnection: no pre-auth budget now
         result = self.auth_ok(conn)
         if frame.auth_frame:

@@ -4,7 +4,7 @@ websockets parses only GET requests, so APIs that need POST (MCP's streamable HT
 OpenAI-compatible `/v1/...`) get a second listener on `server.httpPort`, same host. Features add their
 routes and lifespans before `start()`:
 
-    api = HttpApi(config, tokens, handshake, admission)  # admission: the WebSocket's, one socket budget
+    api = HttpApi(config, principals, handshake, admission)  # admission: the WebSocket's, one socket budget
     api.add_routes([Route("/v1/models", models)])       # Starlette routes
     api.add_lifespan(session_manager.run)               # an async context held while serving
     await api.start()                                   # bound, lifespans entered; before READY=1
@@ -35,7 +35,8 @@ from .. import errors as e
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.routing import BaseRoute
 
-    from ..auth import TokenStore
+    from ..access import Principals
+    from ..principals import Principal
     from ..config import Config
     from .admission import Admission
     from .handshake import Handshake
@@ -92,6 +93,7 @@ HTTP_ERRORS: tuple[tuple[type[e.JarvisError], int, str, str], ...] = (
     (e.ParseError, 400, "invalid_request_error", "invalid_json"),
     (e.InvalidRequest, 400, "invalid_request_error", "invalid_request"),
     (e.Unauthenticated, 401, "authentication_error", "invalid_api_key"),
+    (e.Forbidden, 403, "permission_error", "insufficient_scope"),
     (e.MethodNotFound, 404, "invalid_request_error", "not_found"),
     (e.NotFound, 404, "invalid_request_error", "not_found"),
     (e.SessionLimit, 409, "conflict_error", "session_limit"),
@@ -154,14 +156,32 @@ class BodyRefused(Exception):
         return cls(413, f"request body is over {limit} bytes (server.httpMaxBodyBytes)", "request_too_large")
 
 
+PRINCIPAL = "jarvis.principal"  # the ASGI scope's key for the request's principal, set by the Guard
+
+
+def principal_of(scope: Scope) -> "Principal":
+    """The principal the Guard authenticated for this request (a route behind the Guard always has one)."""
+    return scope[PRINCIPAL]  # type: ignore[no-any-return]
+
+
 class Guard:
     """ASGI middleware: Origin, bearer token, body size. Lifespan events pass through."""
 
-    def __init__(self, app: Callable, config: "Config", tokens: "TokenStore", handshake: "Handshake"):
+    def __init__(self, app: Callable, config: "Config", principals: "Principals", handshake: "Handshake"):
         self.app = app
         self.config = config
-        self.tokens = tokens
+        self.principals = principals
         self.handshake = handshake
+        self.open: dict[str, set[asyncio.Task[Any]]] = {}  # principal → its requests being answered
+        self.cut: set[asyncio.Task[Any]] = set()  # requests ended because their principal was revoked
+
+    def revoked(self, names: set[str]) -> None:
+        """`names` were revoked: end their requests in flight — a /v1 stream, an MCP call — now (access.py's
+        `on_revoked`); their next request is refused by the token check."""
+        for name in names:
+            for task in self.open.pop(name, set()):
+                self.cut.add(task)
+                task.cancel()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -177,7 +197,8 @@ class Guard:
             await send_error(send, 403, origin_refusal(origin), type_="permission_error", code="origin_not_allowed")
             return
         scheme, _, token = headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not self.tokens.check(token.strip()):
+        principal = self.principals.authenticate(token.strip()) if scheme.lower() == "bearer" else None
+        if principal is None:
             wait = await self.handshake.auth_failed(peer, "http")
             if wait:
                 await send_error(
@@ -204,6 +225,7 @@ class Guard:
                 headers={"WWW-Authenticate": 'Bearer realm="jarvis"'},
             )
             return
+        scope[PRINCIPAL] = principal  # the routes' calls carry it (`principal_of`)
         limit = self.config.server.http_max_body_bytes
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
@@ -245,11 +267,39 @@ class Guard:
                 started = True
             await send(message)
 
+        task = asyncio.current_task()
+        assert task is not None
+        mine = self.open.setdefault(principal.name, set())
+        mine.add(task)
+        ended = False
+
+        async def ending_send(message: dict[str, Any]) -> None:
+            nonlocal ended
+            ended = message["type"] == "http.response.body" and not message.get("more_body", False)
+            await tracking_send(message)
+
         try:
-            await self.app(scope, counting_receive, tracking_send)
+            await self.app(scope, counting_receive, ending_send)
         except BodyRefused as exc:
             if not started:
                 await exc.send_to(send)
+        except asyncio.CancelledError:
+            if task not in self.cut:
+                raise
+            # Its principal was revoked: the request ends here — refused if nothing was answered yet, else
+            # its answer (an SSE stream) cut short — and the connection with it.
+            task.uncancel()
+            log.info("request ended: principal revoked", principal=principal.name, path=scope.get("path"))
+            with contextlib.suppress(Exception):
+                if not started:
+                    await send_error(send, 401, "token revoked", type_="authentication_error", code="invalid_api_key")
+                elif not ended:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            self.cut.discard(task)
+            mine.discard(task)
+            if not mine and self.open.get(principal.name) is mine:
+                del self.open[principal.name]
 
 
 def _gated_protocol(admission: "Admission | None", timeout: float, stalled: float) -> type:
@@ -331,17 +381,18 @@ def _uvicorn_server(config: Any) -> Any:
 
 class HttpApi:
     def __init__(
-        self, config: "Config", tokens: "TokenStore", handshake: "Handshake", admission: "Admission | None" = None
+        self, config: "Config", principals: "Principals", handshake: "Handshake", admission: "Admission | None" = None
     ):
         self.config = config
         self.admission = admission
-        self.tokens = tokens
+        self.principals = principals
         self.handshake = handshake
         self.routes: list["BaseRoute"] = []
         self.lifespans: list[Callable[[], AsyncContextManager[Any]]] = []
         self.port = 0
         self._server: Any = None
         self._task: asyncio.Task[None] | None = None
+        self.guard: Guard | None = None
 
     @property
     def enabled(self) -> bool:
@@ -390,7 +441,13 @@ class HttpApi:
             lifespan=lifespan,
             exception_handlers={404: not_found, 405: not_allowed, BodyRefused: refused},
         )
-        return Guard(app, self.config, self.tokens, self.handshake)
+        self.guard = Guard(app, self.config, self.principals, self.handshake)
+        return self.guard
+
+    def revoked(self, names: set[str]) -> None:
+        """`names` were revoked: their requests in flight end (Guard.revoked)."""
+        if self.guard is not None:
+            self.guard.revoked(names)
 
     async def start(self) -> None:
         """Bind `server.httpPort` (-1: a free port), enter the lifespans, serve. Raises OSError with the

@@ -163,7 +163,10 @@ class JsonRpcDoor:
         return None if spec.waits else spec
 
     def _call_of(self, conn: Connection, req: protocol.Request) -> Call:
-        return Call(Door.WEBSOCKET, req.method, req.params, connection=conn, request_id=req.reply_id)
+        principal = conn.principal
+        if principal is None:  # (never: the handshake admits a connection only with its principal)
+            raise RuntimeError("a call on a connection that has not authenticated")
+        return Call(Door.WEBSOCKET, req.method, req.params, principal, connection=conn, request_id=req.reply_id)
 
     async def _call(self, conn: Connection, req: protocol.Request) -> dict[str, Any] | None:
         if req.method == "auth":

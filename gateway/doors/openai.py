@@ -25,15 +25,16 @@ import asyncio
 import contextlib
 import json
 import uuid
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import orjson
 from ..calls import Call, Door
 from ..chat.providers import UpstreamError
-from ..chat.relay import choices
+from ..chat.relay import agent_for_user, choices, proxied_user
 from ..errors import Invalid, JarvisError, NotFound, Unavailable
 from ..memory.present import references
-from .httpapi import http_error, json_error
+from .httpapi import http_error, json_error, principal_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.requests import Request
@@ -289,6 +290,9 @@ async def _frames(channel: RelayChannel, body: dict[str, Any], first: tuple[Any,
 
 
 # ---- the routes --------------------------------------------------------------------------------
+ACTING_FOR = "jarvis.actingFor"  # the ASGI scope's key: the principal acting for a front-end's user
+
+
 def routes(services: "ServiceAccess") -> list["BaseRoute"]:
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
@@ -296,27 +300,45 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
     config = services.config
     calls = services.calls
 
-    def call(method: str, params: dict[str, Any], channel: RelayChannel | None = None) -> Any:
-        return calls.perform(Call(Door.OPENAI, method, params, connection=channel))
+    def call(request: Request, method: str, params: dict[str, Any], channel: RelayChannel | None = None) -> Any:
+        """`method` through the one path, as the principal the listener's guard authenticated (or the
+        principal acting for a front-end's user, `acting_for`)."""
+        principal = request.scope.get(ACTING_FOR) or principal_of(request.scope)
+        return calls.perform(Call(Door.OPENAI, method, params, principal, connection=channel))
 
-    async def stop(channel: RelayChannel) -> None:
+    def acting_for(request: Request, body: Any) -> str | None:
+        """A principal with scope `proxy` acts for the front-end's user the request names (its `user`, or
+        Open WebUI's forwarded-user header): that user's own agent, made on first use (within agents.max),
+        and nothing else. Without the scope, or with no user named: the token's own agent (the `user`
+        then picks a session only). → the agent, or None."""
+        principal = principal_of(request.scope)
+        if not principal.may("proxy") or not isinstance(body, dict):
+            return None
+        user = proxied_user(body, request.headers)
+        if user is None:
+            return None
+        agent = agent_for_user(user)
+        request.scope[ACTING_FOR] = replace(principal, agents=(agent,))
+        return agent
+
+    async def stop(request: Request, channel: RelayChannel) -> None:
         """The client is gone: the run stops, its partial reply is kept marked aborted."""
         if not channel.ended and channel.run_id is not None:
             with contextlib.suppress(JarvisError):
-                await call("chat.abort", {"sessionKey": channel.session_key, "runId": channel.run_id})
+                await call(request, "chat.abort", {"sessionKey": channel.session_key, "runId": channel.run_id})
 
-    def watch(channel: RelayChannel, receive: Any) -> "asyncio.Task[None]":
+    def watch(request: Request, channel: RelayChannel, receive: Any) -> "asyncio.Task[None]":
         """A task that stops the run (and with it the upstream request) when the client goes away."""
 
         async def watching() -> None:
             while (await receive())["type"] != "http.disconnect":
                 pass
             channel.closing = True
-            await stop(channel)
+            await stop(request, channel)
 
         return asyncio.create_task(watching(), name=f"openai-watch-{channel.run_id}")
 
-    def event_stream(channel: RelayChannel, body: dict[str, Any], first: tuple[Any, ...]) -> Response:
+    def event_stream(request: Request, channel: RelayChannel, body: dict[str, Any], first: tuple[Any, ...]) -> Response:
         class EventStream(Response):
             async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
                 headers = [
@@ -326,7 +348,7 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
                 ]
                 headers += [(k.lower().encode(), v.encode()) for k, v in channel.headers().items()]
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
-                watcher = watch(channel, receive)
+                watcher = watch(request, channel, receive)
                 try:
                     async with contextlib.aclosing(_frames(channel, body, first)) as frames:
                         async for frame in frames:
@@ -337,14 +359,14 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
                 finally:
                     watcher.cancel()
                     with contextlib.suppress(BaseException):
-                        await stop(channel)
+                        await stop(request, channel)
                     services.bus.drop(channel)
 
         return EventStream()
 
     async def models(request: Request) -> Response:
         try:
-            found = (await call("chat.models", {}))["models"]
+            found = (await call(request, "chat.models", {}))["models"]
         except JarvisError as exc:
             return ApiError.of(exc).response()
         return JSONResponse({"object": "list", "data": found})
@@ -352,7 +374,7 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
     async def model(request: Request) -> Response:
         wanted = request.path_params["model"]
         try:
-            found = (await call("chat.models", {}))["models"]
+            found = (await call(request, "chat.models", {}))["models"]
             for one in found:
                 if one.get("id") == wanted:
                     return JSONResponse(one)
@@ -383,23 +405,26 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
             "memory": config.openai_api.memory and request.headers.get("x-jarvis-memory", "").lower() not in off,
             "capture": config.openai_api.capture and request.headers.get("x-jarvis-capture", "").lower() not in off,
         }
+        agent = acting_for(request, body)
+        if agent is not None:
+            params["agentId"] = agent
         channel = RelayChannel(config.server.slow_consumer_seconds, (request.client or ("?", 0))[0])
         try:
-            started = await call("chat.relay", params, channel)
+            started = await call(request, "chat.relay", params, channel)
             stream = body.get("stream") is True  # the body is valid now (the call validated it)
             channel.run_id, channel.session_key, channel.capture = (
                 started["runId"],
                 started["sessionKey"],
                 params["capture"],
             )
-            watcher = watch(channel, request.receive)  # until the response is under way
+            watcher = watch(request, channel, request.receive)  # until the response is under way
             try:
                 first = await channel.get()
                 if not (stream and first[0] == "chunk"):
                     while first[0] != "end":
                         first = await channel.get()
             except BaseException:
-                await asyncio.shield(stop(channel))
+                await asyncio.shield(stop(request, channel))
                 raise
             finally:
                 watcher.cancel()
@@ -407,7 +432,7 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
             services.bus.drop(channel)
             raise
         if first[0] == "chunk" or (stream and first[1] == "chat.final"):  # (an upstream stream of no chunk)
-            return event_stream(channel, body, first)
+            return event_stream(request, channel, body, first)
         services.bus.drop(channel)
         if first[1] == "chat.error":
             raise _failure(channel, first[2])

@@ -23,7 +23,6 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import Frame
 
 from .. import __version__, protocol
-from ..auth import TokenStore
 from ..errors import InvalidRequest
 from .admission import BACKLOG, FULL, Admission
 from .connection import CLOSE_TIMEOUT, POLICY, RESTART, Connection, peer_of
@@ -93,7 +92,7 @@ class GatedConnection(ServerConnection):
 
 
 class GatewayServer:
-    def __init__(self, services: "ServiceAccess", tokens: TokenStore):
+    def __init__(self, services: "ServiceAccess"):
         self.services = services
         self.config = services.config
         self.connections: set[Connection] = set()
@@ -101,7 +100,7 @@ class GatewayServer:
         self._server: Server | None = None
         self.port = 0
         self.handshake = Handshake(
-            self.config, tokens, {"name": "jarvis-gateway", "version": __version__}, self._make_room
+            self.config, services.principals, {"name": "jarvis-gateway", "version": __version__}, self._make_room
         )
         self.dispatch = JsonRpcDoor(services, self.handshake.auth_ok)
         self.admission: Admission | None = None
@@ -151,6 +150,13 @@ class GatewayServer:
             self._server.close(close_connections=True, code=code, reason=reason)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
+
+    def revoked(self, names: set[str]) -> None:
+        """`names` were revoked (access.py's `on_revoked`): their connections close now, 1008 "token revoked"."""
+        for conn in list(self.connections):
+            if conn.principal is not None and conn.principal.name in names:
+                conn.log.info("closing: principal revoked", principal=conn.principal.name)
+                conn.close_soon(POLICY, "token revoked")
 
     def _make_room(self) -> bool:
         """Below the connection limit: yes. At it, close a connection that has not authenticated yet,

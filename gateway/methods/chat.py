@@ -111,7 +111,8 @@ async def relay(ctx: CallContext, p: dict) -> dict:
     sink = ctx.connection
     if not isinstance(sink, RelaySink):  # only the door's relay channel can take the upstream's answer
         raise InvalidRequest("chat.relay needs a door that takes the upstream's answer (/v1/chat/completions)")
-    agent = await ctx.services.agent(p["agentId"])
+    # A front-end's user's agent (scope proxy, doors/openai.py) is made on first use, within agents.max.
+    agent = await ctx.services.agent(p["agentId"], create=p["agentId"] is not None)
     request = p["request"]
     key = p["session"] or session_for(request)
     turn = RelayedTurn(request, memory=p["memory"], capture=p["capture"], sink=sink)

@@ -13,7 +13,7 @@ def health(ctx: CallContext, p: dict) -> dict:
     """A plain function, answered as the request is read: it never waits (a shared index's counts are
     refreshed in the background, for the next call)."""
     s = ctx.services
-    memory = s.memory.health() if s.memory is not None else {"files": 0, "chunks": 0, "dirty": False}
+    memory = _memory_health(ctx)
     return {
         "status": "ok",
         "version": __version__,
@@ -26,6 +26,21 @@ def health(ctx: CallContext, p: dict) -> dict:
     }
 
 
-@registry.method("system.methods", description="Every method with the JSON Schema of its params.")
+def _memory_health(ctx: CallContext) -> dict:
+    """The memory summary of the caller's agent: the configured one's, or — for a principal that may not
+    reach it — its own agent's when open (an agent it may not reach is never counted for it)."""
+    s = ctx.services
+    none = {"files": 0, "chunks": 0, "dirty": False}
+    principal = ctx.principal
+    if principal.reaches(s.config.agent_id):
+        return s.memory.health() if s.memory is not None else none
+    own = s.agents.get(principal.agents[0]) if principal.agents else None
+    memory = getattr(own, "memory", None)
+    return memory.health() if memory is not None else none
+
+
+@registry.method(
+    "system.methods", description="Every method the caller may call (its scopes), with the JSON Schema of its params."
+)
 def methods(ctx: CallContext, p: dict) -> dict:
-    return {"methods": registry.describe(ctx.door)}
+    return {"methods": registry.describe(ctx.door, ctx.principal)}

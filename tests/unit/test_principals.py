@@ -52,3 +52,57 @@ def test_expiry_is_a_span_or_a_future_time():
 def test_bad_names_are_refused(name):
     with pytest.raises(Invalid):
         make(name, "*", "read", None, "t" * 43)
+
+
+# ---- the dispatcher admits exactly what METHOD_SCOPES says, for every method and every scope set -------
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from gateway.dispatcher import Dispatcher  # noqa: E402
+from gateway.errors import Forbidden, NotFound  # noqa: E402
+from gateway.principals import AUDITED, IMPLIES, Principal  # noqa: E402
+from tests.helpers import examples  # noqa: E402
+
+AGENT_IDS = st.text("abcxyz", min_size=1, max_size=3)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    method=st.sampled_from(sorted(registry.methods)),
+    scopes=st.frozensets(st.sampled_from(SCOPES), min_size=1),
+    agents=st.one_of(st.none(), st.lists(AGENT_IDS, min_size=1, max_size=3, unique=True).map(tuple)),
+    asked=st.one_of(st.none(), AGENT_IDS),
+)
+def test_admit_and_reach_agree_with_the_scope_table(method, scopes, agents, asked):
+    p = Principal("someone", agents, scopes, "0" * 64, "2026-01-01T00:00:00.000Z")
+    spec = registry.methods[method]
+    needs = METHOD_SCOPES[method]
+    granted = set(scopes).union(*(IMPLIES.get(s, frozenset()) for s in scopes))
+    try:
+        Dispatcher.admit(p, spec)
+        admitted = True
+    except Forbidden as exc:
+        admitted = False
+        assert exc.data == {"scope": needs, "method": method} and repr(needs) in exc.message
+    assert admitted == (needs == "" or needs in granted)
+    assert admitted == p.may_call(method)
+
+    if "agentId" not in spec.params.fields:
+        return
+    try:
+        got = Dispatcher.reach(p, spec, {"agentId": asked})
+    except NotFound as exc:
+        assert agents is not None and asked is not None and asked not in agents
+        assert exc.message == f"agent not found: {asked}" and exc.data == {"agentId": asked}
+        return
+    if agents is None:
+        assert got == {"agentId": asked}  # every agent: what was asked (none: the configured one)
+    else:
+        assert got["agentId"] == (agents[0] if asked is None else asked) and got["agentId"] in agents
+
+
+def test_the_owner_is_admitted_everywhere_and_every_audited_method_waits():
+    for spec in registry.methods.values():
+        Dispatcher.admit(owner(), spec)
+        assert Dispatcher.reach(owner(), spec, {"agentId": None}) == {"agentId": None}
+    for name in AUDITED:  # the audit is written on the awaited path (dispatcher.perform)
+        assert registry.methods[name].waits, name

@@ -1,0 +1,136 @@
+"""A revoked token's open WebSocket, /v1 SSE stream and MCP session end — on the gateway that revoked it
+within a moment, and on a second gateway of the same PostgreSQL within a second (its poll of the
+principals) — and an expired token ends the same way."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import httpx2 as httpx
+import pytest
+from mcp import Client as McpClient
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import connect_client
+
+
+@pytest.fixture
+def api():
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+async def _closed(client, timeout: float = 5.0) -> float:
+    """Seconds until the server closed this WebSocket (its close code must say why)."""
+    start = time.monotonic()
+    async with asyncio.timeout(timeout):
+        await client.ws.wait_closed()
+    assert client.ws.close_code == 1008 and client.ws.close_reason == "token revoked"
+    return time.monotonic() - start
+
+
+async def test_revoke_ends_the_websocket_the_sse_stream_and_the_mcp_session(start_gateway, api):
+    gw = await start_gateway(
+        memory=True, **{"server.httpPort": -1, "chat.baseUrl": api.base_url, "chat.model": "fake-model"}
+    )
+    owner = await gw.client()
+    token = (await owner.call("principals.create", {"name": "phone", "agents": "main", "scopes": "read,chat"}))["token"]
+    ws = await connect_client(gw.url, token, "frame")
+    header_ws = await connect_client(gw.url, token, "header")
+    other = (await owner.call("principals.create", {"name": "laptop", "agents": "main", "scopes": "read"}))["token"]
+    bystander = await connect_client(gw.url, other, "frame")
+    assert (await ws.call("system.health"))["status"] == "ok"
+
+    api.reply = " ".join(["word"] * 400)
+    api.chunk_delay = 0.02  # a stream of ~8 s: it is still open when the revoke comes
+    held = threading.Event()
+    auth = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=gw.http_url, timeout=30) as http:
+        http_mcp = create_mcp_http_client(headers=auth)
+        async with McpClient(streamable_http_client(gw.http_url + "/mcp", http_client=http_mcp)) as mcp:
+            assert [t.name for t in (await mcp.list_tools()).tools][:1] == ["memory_search"]
+            body = {"model": "fake-model", "stream": True, "messages": [{"role": "user", "content": "talk"}]}
+            async with http.stream("POST", "/v1/chat/completions", headers=auth, json=body) as stream:
+                assert stream.status_code == 200
+                lines = stream.aiter_lines()
+                assert (await anext(lines)).startswith("data: ")
+                # A second request held upstream (no answer yet) is refused when the revoke comes.
+                api.script(("wait", held, 20))
+                waiting = asyncio.create_task(
+                    http.post(
+                        "/v1/chat/completions",
+                        headers={**auth, "X-Jarvis-Session": "another"},
+                        json={**body, "stream": False},
+                    )
+                )
+                await asyncio.sleep(0.3)
+                revoked_at = time.monotonic()
+                await owner.call("principals.revoke", {"name": "phone"})
+                got = []
+                async with asyncio.timeout(5):
+                    async for line in lines:
+                        got.append(line)
+                stream_ended = time.monotonic() - revoked_at
+                assert "data: [DONE]" not in got, "cut short, not finished"
+                refused = await asyncio.wait_for(waiting, 5)
+                held.set()
+                assert refused.status_code == 401 and refused.json()["error"]["message"] == "token revoked"
+            out = None
+            with pytest.raises(Exception):  # noqa: B017 - the SDK raises its own error for a 401
+                out = await mcp.call_tool("memory_search", {"query": "x"})
+            assert out is None
+        r = await http.get("/v1/models", headers=auth)
+        assert r.status_code == 401
+    assert await _closed(ws) < 1.0 and await _closed(header_ws) < 1.0
+    assert stream_ended < 1.0
+    assert (await bystander.call("system.health"))["status"] == "ok", "another principal's socket stays"
+    await bystander.close()
+    await owner.close()
+
+
+async def test_an_expired_token_is_closed_like_a_revoked_one(start_gateway):
+    gw = await start_gateway()
+    owner = await gw.client()
+    soon = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + 2)) + ".000Z"
+    token = (
+        await owner.call("principals.create", {"name": "temp", "agents": "main", "scopes": "read", "expires": soon})
+    )["token"]
+    c = await connect_client(gw.url, token, "frame")
+    assert (await c.call("system.health"))["status"] == "ok"
+    await _closed(c, timeout=5)
+    await owner.close()
+
+
+async def test_revoke_on_one_gateway_closes_the_socket_on_another_of_the_same_postgresql(
+    start_gateway, postgres_url, capsys
+):
+    one = await start_gateway("one", **{"storage.url": postgres_url})
+    two = await start_gateway("two", **{"storage.url": postgres_url})
+    owner = await one.client()
+    token = (await owner.call("principals.create", {"name": "tablet", "agents": "main", "scopes": "read"}))["token"]
+
+    async def admitted() -> bool:  # the second gateway's poll has seen the new principal
+        try:
+            c = await connect_client(two.url, token, "frame")
+        except AssertionError:
+            return False
+        await c.close()
+        return True
+
+    async with asyncio.timeout(5):
+        while not await admitted():
+            await asyncio.sleep(0.1)
+    there = await connect_client(two.url, token, "header")
+    assert (await there.call("system.health"))["status"] == "ok"
+    start = time.monotonic()
+    await owner.call("principals.revoke", {"name": "tablet"})
+    await _closed(there, timeout=5)
+    elapsed = time.monotonic() - start
+    with capsys.disabled():
+        print(f"\nrevoke on gateway one -> socket closed on gateway two: {elapsed * 1000:.0f} ms")
+    assert elapsed < 1.0
+    await owner.close()
