@@ -157,7 +157,16 @@ async def test_bad_tool_calls_become_tool_errors_and_the_run_finishes(start_gate
     huge = len('{"key": "huge", "value": ""}') + (10 << 20)
     assert results[2].startswith(f"Error: arguments are {huge} characters; the limit is ")
     assert results[3] == "Error: invalid arguments: k: must be <= 50, got 500"
-    assert done[2]["arguments"].endswith("…") and len(done[2]["arguments"]) == 201
+    # Refused for its size: the call is kept as a note with the arguments' head, in the event, the
+    # transcript and the next round's request alike.
+    note = done[2]["arguments"]
+    assert note["refused"].startswith(f"arguments are {huge} characters") and note["head"].startswith('{"key": "huge"')
+    assert len(note["head"]) == 200
+    step = next(m for m in _chat_requests(api)[-1]["messages"] if m.get("tool_calls"))
+    replayed = step["tool_calls"][2]["function"]["arguments"]
+    assert (
+        len(replayed) < 1000 and replayed == _records(gw, key)[1]["message"]["tool_calls"][2]["function"]["arguments"]
+    )
     assert not (gw.config.agent_workspace("main") / "memory/keyed/general/huge.md").exists()
     roles = [r["message"]["role"] for r in _records(gw, key)]
     assert roles == ["user", "assistant", "tool", "tool", "tool", "tool", "assistant"], "nothing lost"
