@@ -181,6 +181,11 @@ class TurnLoop:
                 status="error" if outcome.error else "ok",
                 summary=outcome.summary,
             )
+            marks: dict[str, Any] = {tx.REMEMBER_FIELD: False}
+            if outcome.error:
+                marks["error"] = True
+            if outcome.denied:
+                marks["denied"] = outcome.denied  # why it did not run (chat/confirm.py)
             result = tx.message_record(
                 str(uuid.uuid4()),
                 "tool",
@@ -188,10 +193,8 @@ class TurnLoop:
                 run.run_id,
                 tool=call.name,
                 summary=outcome.summary,
-                **({"error": True} if outcome.error else {}),
-                **({"denied": outcome.denied} if outcome.denied else {}),
                 **of,
-                **{tx.REMEMBER_FIELD: False},
+                **marks,
             )
             result["message"]["tool_call_id"] = call.id
             await self.sessions.append_messages(run.session_key, result)

@@ -440,7 +440,8 @@ class _Pending:
     __slots__ = ("id", "name", "parts", "kept", "size")
 
     def __init__(self) -> None:
-        self.id, self.name, self.parts, self.kept, self.size = "", "", [], 0, 0
+        self.id, self.name, self.kept, self.size = "", "", 0, 0
+        self.parts: list[str] = []
 
     def add(self, part: Any, room: _Room) -> None:
         if getattr(part, "id", None):

@@ -87,13 +87,15 @@ def bound_calls(calls: list[ToolCall], max_bytes: int, max_id_chars: int) -> lis
     that the transcript and the next round's request hold a bounded copy. → per call, its refusal or None."""
     out: list[ToolOutcome | None] = []
     total = 0
+    over = False  # past the answer's bytes: every later call is refused too
     for call in calls:
         if len(call.id) > max_id_chars:
             call.id = ""
         size = max(call.size, len(call.arguments.encode("utf-8", "replace")))
         if call.size > MAX_ARGUMENT_BYTES:  # too long for any tool: not counted in the answer's bytes
             why = f"arguments are {call.size} characters; the limit is {MAX_ARGUMENT_BYTES}"
-        elif (total := total + size) > max_bytes or call.size > len(call.arguments):  # (cut by the provider)
+        elif over or (total := total + size) > max_bytes or call.size > len(call.arguments):  # (cut: past it)
+            over = True
             why = (
                 f"this answer's tool-call arguments come to more than {max_bytes} bytes in all "
                 "(chat.maxToolArgumentBytes); this call and the ones after it were not run"

@@ -284,7 +284,7 @@ class Chat:
                 print("Allow it? [y/N]", file=sys.stderr, flush=True)
             self.pending_line = asyncio.ensure_future(_read_line("Allow it? [y/N] " if tty else ""))
             stop = asyncio.ensure_future(self.aborting.wait())
-            await asyncio.wait({self.pending_line, stop}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait([self.pending_line, stop], return_when=asyncio.FIRST_COMPLETED)
             stop.cancel()
             if not self.pending_line.done():  # Ctrl-C: the reply is being aborted; no answer
                 return
@@ -423,7 +423,8 @@ async def _interactive(chat: Chat) -> int:
             reading = chat.pending_line or asyncio.ensure_future(_read_line("you> " if tty else ""))
             chat.pending_line = None
             stop = asyncio.ensure_future(quit_.wait())
-            await asyncio.wait({reading, stop}, return_when=asyncio.FIRST_COMPLETED)
+            waits: list[asyncio.Future[Any]] = [reading, stop]
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             stop.cancel()
         if not reading.done():  # Ctrl-C at the prompt
             reading.cancel()

@@ -8,10 +8,12 @@ import asyncio
 import threading
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gateway.sessions import transcript as tx
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import RpcError, wait_for
+from tests.helpers import RpcError, examples, wait_for
 
 FACTS = {
     "boat.colour": "The boat is painted dark green.",
@@ -263,3 +265,70 @@ async def test_two_clients_one_answers_the_other_is_told_no_call_waits(start_gat
     assert "dentist" not in await _memories(c)
     await other.close()
     await c.close()
+
+
+# ---- the class: any mix of destructive and harmless calls, any answers ----------------------------------
+KEYS = [*FACTS, "new.key"]
+CALL = st.tuples(
+    st.sampled_from(["memory_delete", "memory_set"]),
+    st.sampled_from(KEYS),
+    st.sampled_from(["pwned", FACTS["boat.colour"], "Something else."]),
+)
+
+
+@pytest.fixture
+async def guarded(start_gateway):
+    with FakeOpenAI() as fake:
+        gw, c = await _planted(start_gateway, fake, **{"chat.confirmSeconds": 0.2, "chat.maxDestructivePerRun": 2})
+        yield gw, c, fake
+        await c.close()
+
+
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=list(HealthCheck))
+@given(calls=st.lists(CALL, min_size=1, max_size=5), answers=st.lists(st.sampled_from(["allow", "deny", "none"])))
+async def test_only_what_a_person_allowed_is_destroyed(guarded, calls, answers):
+    gw, c, api = guarded
+    for key, value in FACTS.items():  # every example starts from the same memories
+        await c.call("memory.set", {"key": key, "value": value, "category": "facts"})
+    if "new.key" in await _memories(c):
+        await c.call("memory.delete", {"key": "new.key"})
+    expected, asked_count, answered = dict(FACTS), 0, list(answers)
+    expect_asked = []
+    for name, key, value in calls:  # what should happen, call by call
+        destroys = key in expected and (name == "memory_delete" or expected[key] != value)
+        if not destroys:
+            if name == "memory_set":
+                expected[key] = value
+            continue
+        if asked_count >= 2:
+            continue  # chat.maxDestructivePerRun
+        asked_count += 1
+        answer = answered.pop(0) if answered else "none"
+        expect_asked.append(answer)
+        if answer == "allow":
+            if name == "memory_delete":
+                del expected[key]
+            else:
+                expected[key] = value
+
+    api.script(("tools", [(n, {"key": k, "value": v} if n == "memory_set" else {"key": k}) for n, k, v in calls]))
+    key = (await c.call("sessions.create"))["sessionKey"]
+    sent = await c.call("chat.send", {"sessionKey": key, "message": "go"})
+    asked, pending = [], list(answers)
+    while True:
+        event = await c.next_event(timeout=20)
+        p = event["params"]
+        if p.get("runId") != sent["runId"]:
+            continue
+        if event["method"] == "chat.confirm":
+            answer = pending.pop(0) if pending else "none"
+            asked.append(answer)
+            if answer != "none":
+                await c.call("chat.confirm", {"runId": p["runId"], "callId": p["callId"], "allow": answer == "allow"})
+        if event["method"] in ("chat.final", "chat.error", "chat.aborted"):
+            break
+    assert event["method"] == "chat.final"
+    assert asked == expect_asked
+    assert await _memories(c) == expected
+    for r in _tool_results(gw, key):
+        assert ("denied" in r) <= (r.get("error") is True)
