@@ -37,6 +37,9 @@ from .schema import AGENT_ID
 from .tools.specs import CATALOG
 
 
+TOOL_POLICIES = ("ask", "allow", "deny")  # chat.toolPolicy's values
+
+
 class ConfigError(ValueError):
     """A configuration value is invalid. The message starts with the key; when several are, `errors`
     holds each one's message (the message joins them, one per line)."""
@@ -196,6 +199,28 @@ class ChatConfig:
         ge=1,
         le=50,
         doc="rounds of tool calls in one run; past it the model must answer and the reply says the limit was reached",
+    )
+    tool_policy: dict[str, str] = _f(
+        factory=dict,
+        doc="per destructive tool (memory_delete; memory_set where it would overwrite a key): "
+        '"ask" (the default: the run pauses with chat.confirm until a client answers), "allow" or "deny"; '
+        "where no client can answer (a /v1 relay, a run nobody watches) ask means deny",
+    )
+    confirm_seconds: float = _f(
+        60.0, ge=0.1, le=3600.0, doc="seconds a chat.confirm waits for an answer; no answer is a denial"
+    )
+    max_destructive_per_run: int = _f(
+        3, ge=0, le=1000, doc="destructive tool calls one run may make (asked or allowed); past it they are denied"
+    )
+    max_tool_argument_bytes: int = _f(
+        1 << 20,
+        ge=1024,
+        le=64 << 20,
+        doc="tool-call arguments one answer of the model may carry in all (UTF-8); calls past it are refused, "
+        "their arguments stored cut with a note",
+    )
+    max_tool_call_id_chars: int = _f(
+        128, ge=16, le=4096, doc="a tool call's id as the model sent it; a longer one is replaced by the gateway's own"
     )
 
 
@@ -649,6 +674,15 @@ def _coerce(key: str, value: Any, typ: Any, meta: Mapping[str, Any], from_text: 
         if not isinstance(value, (list, str)):
             raise ConfigError(f"{key}: must be true, false or a list of tool names")
         return _coerce(key, value, list[str], meta, from_text)
+    if origin is dict:  # a table of names to strings (chat.toolPolicy); _validate checks names and values
+        if from_text and isinstance(value, str):  # "memory_delete=allow,memory_set=ask"
+            pairs = [v.split("=", 1) for v in value.split(",") if v.strip()]
+            if not all(len(p) == 2 for p in pairs):
+                raise ConfigError(f"{key}: must be name=value pairs separated by commas, got {_shown(value)}")
+            value = {n.strip(): v.strip() for n, v in pairs}
+        if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
+            raise ConfigError(f"{key}: must be a table of names to strings")
+        return {_text(key, str(n)): _text(f"{key}.{n}", v) for n, v in value.items()}
     if origin is list:
         if from_text and isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
@@ -702,7 +736,10 @@ def _apply(obj: Any, data: Mapping[str, Any], prefix: str, from_text: bool, erro
             _apply(getattr(obj, f.name), value, f"{full}.", from_text, errors)
             continue
         try:
-            setattr(obj, f.name, _coerce(full, value, typ, f.metadata, from_text))
+            coerced = _coerce(full, value, typ, f.metadata, from_text)
+            if get_origin(typ) is dict:  # a table merges over what the file (or defaults) set
+                coerced = {**getattr(obj, f.name), **coerced}
+            setattr(obj, f.name, coerced)
         except ConfigError as exc:
             errors.append(str(exc))
 
@@ -806,6 +843,17 @@ def _validate(cfg: Config) -> None:
         unknown = [t for t in cfg.chat.tools if t not in CATALOG]
         if unknown:
             raise ConfigError(f"chat.tools: unknown tool {unknown[0]!r} (known: {', '.join(CATALOG)}); or true / false")
+    destructive = [t.name for t in CATALOG.values() if t.destructive]
+    for name, policy in cfg.chat.tool_policy.items():
+        if name not in destructive:
+            raise ConfigError(
+                f"chat.toolPolicy.{name}: only destructive tools take a policy ({', '.join(destructive)}); "
+                "leave a tool out of chat.tools to switch it off"
+            )
+        if policy not in TOOL_POLICIES:
+            raise ConfigError(
+                f"chat.toolPolicy.{name}: must be one of {', '.join(TOOL_POLICIES)}; got {_shown(policy)}"
+            )
     if cfg.chat.max_reply_chars * 6 + (64 << 10) > cfg.server.max_reply_bytes:
         raise ConfigError(
             f"chat.maxReplyChars: {cfg.chat.max_reply_chars} chars may encode to more than "

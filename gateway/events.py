@@ -22,6 +22,9 @@ class Event:
 
 
 class Subscriber(Protocol):
+    """`answers`, where a subscriber has it and it is true: its client can answer a `chat.confirm` (a
+    WebSocket client); /v1's relay channel and the CLI's in-process caller cannot."""
+
     subscriptions: set[str]
 
     def deliver(self, event: Event) -> None: ...
@@ -50,6 +53,10 @@ class EventBus:
         """Forget a closed connection everywhere."""
         for key in list(sub.subscriptions):
             self.unsubscribe(key, sub)
+
+    def answerers(self, session_key: str) -> int:
+        """This gateway's subscribers of the session whose client can answer a `chat.confirm`."""
+        return sum(1 for sub in self._subs.get(session_key, ()) if getattr(sub, "answers", False))
 
     def publish(self, session_key: str, method: str, params: dict[str, Any]) -> int:
         """Deliver to this gateway's subscribers, and hand to `relay` (other gateways on one database)."""

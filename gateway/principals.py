@@ -51,6 +51,7 @@ METHOD_SCOPES: dict[str, str] = {
     "chat.send": "chat",
     "chat.regenerate": "chat",
     "chat.abort": "chat",
+    "chat.confirm": "chat",  # yes or no to the model's destructive tool call
     "chat.relay": "chat",  # /v1/chat/completions (the OpenAI door's call)
     "chat.models": "read",
     "memory.search": "read",

@@ -11,8 +11,9 @@ Behaviours (each consumed by one request; when the script is empty, "ok"):
     ("status", code, headers)       an HTTP error with a JSON error body
     ("cut", n)                      stream n chunks, then drop the connection mid-stream
     ("hang", seconds)               accept and say nothing for that long (provider timeout)
-    ("wait", event[, seconds])      hold the request until the threading.Event is set (at most
-                                    `seconds`, default 30), then answer normally; `waiting` counts them
+    ("wait", event[, seconds[, then]])  hold the request until the threading.Event is set (at most
+                                    `seconds`, default 30), then answer normally (or as the behaviour
+                                    `then` says); `waiting` counts them
     ("tools", [(name, arguments), …])   a model calling tools, streamed as OpenAI does: each call's id
                                     and name first, then its arguments (a dict is sent as JSON, a str
                                     as is) in 7-character fragments; finish_reason "tool_calls". Only
@@ -181,6 +182,9 @@ class FakeOpenAI:
                     finally:
                         with api._lock:
                             api.waiting -= 1
+                    if len(behaviour) > 3:
+                        behaviour = behaviour[3]
+                        kind = behaviour[0]
                 if path.endswith("/embeddings"):
                     inputs = body.get("input")
                     inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])

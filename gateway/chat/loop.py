@@ -28,7 +28,8 @@ from .finish import reply_marks
 from .providers import ChatProvider, ToolsRejected
 from .runs import Run
 from .stream import Delta, ToolCalls, Usage
-from .tools import MAX_CALLS_PER_STEP, ChatTools, plain, shown_arguments, tool_calls_message
+from .confirm import Guard
+from .tools import MAX_CALLS_PER_STEP, ChatTools, bound_calls, plain, shown_arguments, tool_calls_message
 from .upstream import checked
 
 log = structlog.get_logger("gateway.chat")
@@ -38,11 +39,18 @@ Emit = Callable[..., None]  # emit(run, method, **params): one event of the run
 
 class TurnLoop:
     def __init__(
-        self, config: Config, provider: ChatProvider, tools: ChatTools | None, sessions: SessionStore, emit: Emit
+        self,
+        config: Config,
+        provider: ChatProvider,
+        tools: ChatTools | None,
+        sessions: SessionStore,
+        emit: Emit,
+        guard: Guard | None = None,
     ):
         self.config = config
         self.provider = provider
         self.tools = tools
+        self.guard = guard  # destructive calls asked, allowed or denied (confirm.py)
         self.sessions = sessions
         self.emit = emit
 
@@ -142,6 +150,8 @@ class TurnLoop:
         results, and add both to `messages` for the next round."""
         assert self.tools is not None
         text, run.parts = "".join(run.parts), []  # this step's text belongs to its tool-calls message
+        chat = self.config.chat
+        refused = bound_calls(calls.calls, chat.max_tool_argument_bytes, chat.max_tool_call_id_chars)
         wire = tool_calls_message(calls.calls, run.run_id)
         # A regeneration's steps name the reply they are for: they show (and replay) only with its new version.
         of = {"regenerates": run.replaces} if run.replaces is not None else {}
@@ -152,12 +162,15 @@ class TurnLoop:
         for i, call in enumerate(calls.calls):
             shown = shown_arguments(call.arguments)
             self.emit(run, "chat.tool", callId=call.id, name=call.name, arguments=shown, status="running", summary=None)
-            if i < MAX_CALLS_PER_STEP:
-                outcome = await self.tools.call(call, offered)
-            else:
+            outcome = refused[i]
+            if outcome is None and i >= MAX_CALLS_PER_STEP:
                 outcome = ToolOutcome(
                     f"Error: at most {MAX_CALLS_PER_STEP} tool calls in one step", "skipped", error=True
                 )
+            if outcome is None and self.guard is not None and call.name in {t["function"]["name"] for t in offered}:
+                outcome = await self.guard.check(run, call)
+            if outcome is None:
+                outcome = await self.tools.call(call, offered)
             run.found += outcome.memory
             self.emit(
                 run,
@@ -168,6 +181,11 @@ class TurnLoop:
                 status="error" if outcome.error else "ok",
                 summary=outcome.summary,
             )
+            marks: dict[str, Any] = {tx.REMEMBER_FIELD: False}
+            if outcome.error:
+                marks["error"] = True
+            if outcome.denied:
+                marks["denied"] = outcome.denied  # why it did not run (chat/confirm.py)
             result = tx.message_record(
                 str(uuid.uuid4()),
                 "tool",
@@ -175,9 +193,8 @@ class TurnLoop:
                 run.run_id,
                 tool=call.name,
                 summary=outcome.summary,
-                **({"error": True} if outcome.error else {}),
                 **of,
-                **{tx.REMEMBER_FIELD: False},
+                **marks,
             )
             result["message"]["tool_call_id"] = call.id
             await self.sessions.append_messages(run.session_key, result)

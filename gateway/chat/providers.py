@@ -244,11 +244,25 @@ class OpenAIProvider(ChatProvider):
     name = "openai"
     tools_supported = True
 
-    def __init__(self, api_key: str, base_url: str, model: str, timeout: float, max_retries: int):
+    def __init__(
+        self,
+        api_key: str,
+        base_url: str,
+        model: str,
+        timeout: float,
+        max_retries: int,
+        *,
+        max_argument_chars: int = MAX_TOOL_ARGUMENT_CHARS,
+        max_id_chars: int = 4096,
+    ):
         from openai import AsyncOpenAI
 
         self.model = model
         self.timeout = timeout
+        # What one answer's tool calls may hold in memory (chat.maxToolArgumentBytes, chat.maxToolCallIdChars):
+        # more is counted, not kept (the runner refuses those calls, chat/tools.bound_calls).
+        self.max_argument_chars = max_argument_chars
+        self.max_id_chars = max_id_chars
         self.endpoint = (base_url or "https://api.openai.com/v1").rstrip("/")
         # Local servers (llama.cpp, Ollama, vLLM) accept any key; the SDK insists on a non-empty one.
         self.client = AsyncOpenAI(
@@ -288,6 +302,7 @@ class OpenAIProvider(ChatProvider):
         import openai
 
         calls: dict[int, _Pending] = {}
+        room = _Room(self.max_argument_chars, self.max_id_chars)  # what this answer's calls may keep
         dropped = 0  # calls past MAX_TOOL_CALLS: a runaway model's, never kept
         try:
             stream = await self.client.chat.completions.create(
@@ -311,7 +326,7 @@ class OpenAIProvider(ChatProvider):
                             if index not in calls and len(calls) >= MAX_TOOL_CALLS:
                                 dropped += 1
                                 continue
-                            calls.setdefault(index, _Pending()).add(part)
+                            calls.setdefault(index, _Pending()).add(part, room)
                     if chunk.usage:
                         usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
                         if calls:  # the calls come before the usage, as they did on the wire
@@ -406,6 +421,18 @@ class OpenAIProvider(ChatProvider):
 MAX_TOOL_CALLS = 64  # calls kept of one answer (16 run, the rest answered "skipped"); past it: dropped
 
 
+KEPT_HEAD_CHARS = 200  # of a call's arguments that are not kept whole
+
+
+class _Room:
+    """What the tool calls of one answer may keep: argument characters in all, an id's length."""
+
+    __slots__ = ("arguments", "id_chars")
+
+    def __init__(self, arguments: int, id_chars: int):
+        self.arguments, self.id_chars = arguments, id_chars
+
+
 class _Pending:
     """A tool call being streamed: OpenAI sends the id and name first, then the arguments in fragments,
     each piece naming its call by `index`."""
@@ -413,11 +440,13 @@ class _Pending:
     __slots__ = ("id", "name", "parts", "kept", "size")
 
     def __init__(self) -> None:
-        self.id, self.name, self.parts, self.kept, self.size = "", "", [], 0, 0
+        self.id, self.name, self.kept, self.size = "", "", 0, 0
+        self.parts: list[str] = []
 
-    def add(self, part: Any) -> None:
+    def add(self, part: Any, room: _Room) -> None:
         if getattr(part, "id", None):
-            self.id = str(part.id)
+            call_id = str(part.id)
+            self.id = call_id if len(call_id) <= room.id_chars else ""  # too long: the runner gives it one
         fn = getattr(part, "function", None)
         if fn is None:
             return
@@ -426,10 +455,21 @@ class _Pending:
         piece = getattr(fn, "arguments", None)
         if isinstance(piece, str) and piece:
             self.size += len(piece)
-            room = MAX_TOOL_ARGUMENT_CHARS - self.kept
-            if room > 0:
-                self.parts.append(piece[:room])
-                self.kept += min(room, len(piece))
+            if self.size > self.kept + len(piece):  # already cut
+                return
+            if self.size > MAX_TOOL_ARGUMENT_CHARS or len(piece) > room.arguments:
+                # Too long for a call (its room given back), or past the answer's: a head is kept, for the
+                # note the runner stores in its place (chat/tools.bound_calls).
+                if self.size <= MAX_TOOL_ARGUMENT_CHARS:
+                    room.arguments = 0
+                else:
+                    room.arguments += self.kept
+                head = ("".join(self.parts) + piece)[:KEPT_HEAD_CHARS]
+                self.parts, self.kept = [head], len(head)
+                return
+            self.parts.append(piece)
+            self.kept += len(piece)
+            room.arguments -= len(piece)
 
     def done(self) -> ToolCall:
         return ToolCall(self.id, self.name, "".join(self.parts), self.size)
@@ -465,5 +505,13 @@ def _relay_has_content(chunk: Any) -> bool:
 def make_provider(config: Config) -> ChatProvider:
     if config.chat_provider == "openai":
         c = config.chat
-        return OpenAIProvider(c.api_key, c.base_url, c.model, c.timeout, c.max_retries)
+        return OpenAIProvider(
+            c.api_key,
+            c.base_url,
+            c.model,
+            c.timeout,
+            c.max_retries,
+            max_argument_chars=c.max_tool_argument_bytes,
+            max_id_chars=c.max_tool_call_id_chars,
+        )
     return OfflineResponder(config.chat.offline_delta_delay)

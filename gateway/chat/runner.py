@@ -39,6 +39,7 @@ from ..sessions import transcript as tx
 from ..storage.base import RunLedger, SessionStore
 from ..tasks import log_failure
 from .compaction import Compactor
+from .confirm import Guard
 from .finish import Finish
 from .loop import TurnLoop
 from .prompt import Prompts
@@ -81,7 +82,12 @@ class ChatService:
         self.memory = memory
         self.slots = RunSlots(ledger, request_abort)
         self.prompts = Prompts(config, sessions, memory, compactor)
-        self.loop = TurnLoop(config, provider, tools, sessions, self._emit)
+        self.guard = (
+            Guard(config, tools.caller, self._ask, lambda run: bus.answerers(topic(run.session_key)))
+            if tools is not None
+            else None
+        )
+        self.loop = TurnLoop(config, provider, tools, sessions, self._emit, self.guard)
         self.finish = Finish(sessions, provider, memory, error_code, self._end)
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -201,6 +207,15 @@ class ChatService:
             return False
         return await self._abort_run(run)
 
+    def confirm(self, run_id: str, call_id: str, allow: bool) -> None:
+        """A client's answer to a run's `chat.confirm`; NotFound when no such call waits for one."""
+        if self.guard is None or not self.guard.answer(run_id, call_id, allow):
+            raise NotFound(
+                f"no tool call {call_id[:100]!r} of run {run_id} waits for an answer (answered already, "
+                "timed out, or the run ended)",
+                {"runId": run_id, "callId": call_id},
+            )
+
     async def shutdown(self, grace: float) -> None:
         """Refuse new runs; let the running ones finish for up to `grace` seconds, then abort those still
         running (partials kept) and wait up to SAVE_TIMEOUT_S for them to be saved."""
@@ -264,6 +279,9 @@ class ChatService:
         answering chat.final at once through another gateway finds the session free."""
         await self.slots.release(run, self._spawn)
         self._emit(run, method, **params)
+
+    def _ask(self, run: Run, params: dict[str, Any]) -> None:
+        self._emit(run, "chat.confirm", **params)
 
     def _emit(self, run: Run, method: str, **params: Any) -> None:
         event = {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params}

@@ -46,6 +46,7 @@ class Run:
     abort_reason: str | None = None  # "shutdown" when the gateway stopped it
     found: list[dict[str, Any]] = field(default_factory=list)  # memory the tools found: {path, startLine, …}
     replaces: str | None = None  # regenerating: the first version's id of the reply it replaces
+    destructive: int = 0  # destructive tool calls asked or allowed so far (chat.maxDestructivePerRun)
 
     def next_seq(self) -> int:
         self.seq += 1

@@ -16,7 +16,7 @@ class Delta:
 class ToolCall:
     id: str
     name: str
-    arguments: str  # JSON text as the model wrote it, at most MAX_TOOL_ARGUMENT_CHARS kept
+    arguments: str  # JSON text as the model wrote it, whole, or a head of it when it was too long (size says)
     size: int  # characters the model sent for it (more than len(arguments) when cut)
 
 
@@ -25,7 +25,7 @@ class ToolCalls:
     calls: list[ToolCall]
 
 
-MAX_TOOL_ARGUMENT_CHARS = 1 << 20  # what a runaway model's arguments may hold in memory
+MAX_TOOL_ARGUMENT_CHARS = 256 << 10  # a call's arguments kept whole (tools/catalog.MAX_ARGUMENT_BYTES); longer: a head
 
 
 @dataclass(slots=True)

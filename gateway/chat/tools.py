@@ -18,9 +18,20 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from ..tools.catalog import CATALOG, Caller, ToolOutcome, openai_tools, parse_arguments, run_tool, ToolError
+import orjson
+
+from ..tools.catalog import (
+    CATALOG,
+    MAX_ARGUMENT_BYTES,
+    Caller,
+    ToolError,
+    ToolOutcome,
+    openai_tools,
+    parse_arguments,
+    run_tool,
+)
 from .providers import ChatProvider
-from .stream import MAX_TOOL_ARGUMENT_CHARS, ToolCall
+from .stream import ToolCall
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Config
@@ -51,12 +62,6 @@ class ChatTools:
 
     async def call(self, call: ToolCall, offered: list[dict[str, Any]]) -> ToolOutcome:
         names = {t["function"]["name"] for t in offered}
-        if call.size > len(call.arguments) or call.size > MAX_TOOL_ARGUMENT_CHARS:
-            return ToolOutcome(
-                f"Error: arguments are {call.size} characters; the limit is {MAX_TOOL_ARGUMENT_CHARS}",
-                "bad arguments",
-                error=True,
-            )
         if call.name in CATALOG and call.name not in names:
             return ToolOutcome(
                 f"Error: tool {call.name!r} is not enabled here (chat.tools); the tools are: "
@@ -72,6 +77,36 @@ class ChatTools:
             task.add_done_callback(self.pending.discard)
             return await asyncio.shield(task)  # an abort does not cut a write in half
         return await task
+
+
+def bound_calls(calls: list[ToolCall], max_bytes: int, max_id_chars: int) -> list[ToolOutcome | None]:
+    """One answer's calls within bounds, whatever the model sent: an id longer than `max_id_chars` is
+    dropped (tool_calls_message gives the call one of ours); a call whose arguments are over a tool's
+    limit (MAX_ARGUMENT_BYTES), were cut by the provider, or go past `max_bytes` for the answer in all
+    (chat.maxToolArgumentBytes) is refused: its arguments are replaced by a note with their head, so
+    that the transcript and the next round's request hold a bounded copy. → per call, its refusal or None."""
+    out: list[ToolOutcome | None] = []
+    total = 0
+    over = False  # past the answer's bytes: every later call is refused too
+    for call in calls:
+        if len(call.id) > max_id_chars:
+            call.id = ""
+        size = max(call.size, len(call.arguments.encode("utf-8", "replace")))
+        if call.size > MAX_ARGUMENT_BYTES:  # too long for any tool: not counted in the answer's bytes
+            why = f"arguments are {call.size} characters; the limit is {MAX_ARGUMENT_BYTES}"
+        elif over or (total := total + size) > max_bytes or call.size > len(call.arguments):  # (cut: past it)
+            over = True
+            why = (
+                f"this answer's tool-call arguments come to more than {max_bytes} bytes in all "
+                "(chat.maxToolArgumentBytes); this call and the ones after it were not run"
+            )
+        else:
+            out.append(None)
+            continue
+        note = {"refused": f"{why}; {size} bytes not kept", "head": call.arguments[:200]}
+        call.arguments = orjson.dumps(note).decode()
+        out.append(ToolOutcome(f"Error: {why}", "refused", error=True))
+    return out
 
 
 SHOWN_ARGUMENT_CHARS = 2000

@@ -46,7 +46,9 @@ def add_commands(sub: Any) -> None:
         "commands, Ctrl-D or /quit leaves, Ctrl-C stops a reply). With MESSAGE: send it, print the "
         "reply and exit. The reply streams as plain text, then one line lists the recalled sources "
         "(dimmed on a terminal; NO_COLOR turns colour off). Without --session or --new, the session "
-        "`jarvis chat` used last is continued.",
+        "`jarvis chat` used last is continued. When the model wants to delete or overwrite a memory "
+        "(chat.toolPolicy ask), `jarvis chat` asks y/N (anything but y is no; no answer within "
+        "chat.confirmSeconds is no); with MESSAGE and stdin not a terminal, no one can answer: denied.",
         epilog="Exit codes: 0 ok; 1 the gateway answered with an error or the reply ended in chat.error or "
         "chat.aborted; 2 bad usage; 3 cannot connect.",
     )
@@ -142,6 +144,11 @@ class Chat:
         }
         self.run_id: str | None = None  # the run streaming now (Ctrl-C aborts it)
         self.labels: dict[str, str] = {}
+        # Whether a chat.confirm can be asked: stdin gives lines (the interactive loop, or a terminal).
+        self.can_ask = False
+        self.aborting = asyncio.Event()  # Ctrl-C during a reply: a question waiting for y/N gives up
+        # A line being read for a question that Ctrl-C gave up on: the next prompt's line is that one.
+        self.pending_line: asyncio.Future[str | None] | None = None
 
     async def pick(self, key: str | None, new: bool) -> None:
         """The session to talk in: KEY (must exist), a new one, or the one used last."""
@@ -189,6 +196,7 @@ class Chat:
             "chat.send", {"sessionKey": key, "message": text, "idempotencyKey": str(uuid.uuid4())}
         )
         self.run_id = res["runId"]
+        self.aborting.clear()
         out = sys.stdout
         streamed = ""
         try:
@@ -221,6 +229,12 @@ class Chat:
                     )
                     out.flush()
                     streamed = ""
+                elif method == "chat.confirm":
+                    if streamed and not streamed.endswith("\n"):
+                        out.write("\n")
+                    out.flush()
+                    streamed = ""
+                    await self.confirm(p)
                 elif method == "chat.final":
                     content = _text((p.get("message") or {}).get("content"))
                     if content.startswith(streamed):  # the stored text is what counts; print what is missing
@@ -258,7 +272,31 @@ class Chat:
         finally:
             self.run_id = None
 
+    async def confirm(self, p: dict[str, Any]) -> None:
+        """The model wants to delete or overwrite a memory: ask y/N (no answer is no), answer chat.confirm."""
+        print(f"jarvis chat: the model wants to {p.get('summary')} ({p.get('name')}).", file=sys.stderr, flush=True)
+        allow = False
+        if not self.can_ask:
+            print("jarvis chat: no one to ask (stdin is not a terminal): denied", file=sys.stderr, flush=True)
+        else:
+            tty = sys.stdin.isatty()
+            if not tty:
+                print("Allow it? [y/N]", file=sys.stderr, flush=True)
+            self.pending_line = asyncio.ensure_future(_read_line("Allow it? [y/N] " if tty else ""))
+            stop = asyncio.ensure_future(self.aborting.wait())
+            await asyncio.wait([self.pending_line, stop], return_when=asyncio.FIRST_COMPLETED)
+            stop.cancel()
+            if not self.pending_line.done():  # Ctrl-C: the reply is being aborted; no answer
+                return
+            allow = (self.pending_line.result() or "").strip().lower() in ("y", "yes")
+            self.pending_line = None
+        try:
+            await self.conn.call("chat.confirm", {"runId": p.get("runId"), "callId": p.get("callId"), "allow": allow})
+        except CallError as exc:  # too late: it timed out (a denial), or the run ended
+            print(f"jarvis chat: {exc}", file=sys.stderr, flush=True)
+
     def abort(self) -> None:
+        self.aborting.set()
         if self.run_id is not None and self.session is not None:
             asyncio.ensure_future(self._abort(self.session["sessionKey"], self.run_id))
 
@@ -309,14 +347,15 @@ async def _main(args: argparse.Namespace, config: Config) -> int:
             if not text.strip():
                 print("jarvis chat: the message is empty", file=sys.stderr)
                 return EXIT_USAGE
-            return await _one(chat, text)
+            return await _one(chat, text, args.message == "-")
         return await _interactive(chat)
     finally:
         await conn.close()
 
 
-async def _one(chat: Chat, text: str) -> int:
+async def _one(chat: Chat, text: str, from_stdin: bool) -> int:
     loop = asyncio.get_running_loop()
+    chat.can_ask = not from_stdin and sys.stdin.isatty()
     with _sigint(loop, chat.abort):
         return await chat.turn(text)
 
@@ -377,12 +416,15 @@ async def _interactive(chat: Chat) -> int:
         )
     loop = asyncio.get_running_loop()
     code = EXIT_OK
+    chat.can_ask = True
     while True:
         quit_ = asyncio.Event()
         with _sigint(loop, quit_.set):
-            reading = asyncio.ensure_future(_read_line("you> " if tty else ""))
+            reading = chat.pending_line or asyncio.ensure_future(_read_line("you> " if tty else ""))
+            chat.pending_line = None
             stop = asyncio.ensure_future(quit_.wait())
-            await asyncio.wait({reading, stop}, return_when=asyncio.FIRST_COMPLETED)
+            waits: list[asyncio.Future[Any]] = [reading, stop]
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             stop.cancel()
         if not reading.done():  # Ctrl-C at the prompt
             reading.cancel()

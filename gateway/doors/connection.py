@@ -39,6 +39,8 @@ CLOSE_TIMEOUT = 5.0
 class Connection:
     """One authenticated-or-not client. Implements the event bus's Subscriber."""
 
+    answers = True  # its client can answer a chat.confirm (events.Subscriber)
+
     __slots__ = (
         "ws",
         "connection_id",

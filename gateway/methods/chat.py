@@ -1,4 +1,4 @@
-"""chat.send, chat.regenerate, chat.abort, chat.models; chat.relay (the OpenAI-compatible door's)."""
+"""chat.send, chat.regenerate, chat.abort, chat.confirm, chat.models; chat.relay (the OpenAI-compatible door's)."""
 
 from __future__ import annotations
 
@@ -80,6 +80,22 @@ async def name_after_first_message(agent, key: str, message: str) -> None:
 async def abort(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
     return {"aborted": await agent.chat.abort(p["sessionKey"], p["runId"])}
+
+
+@registry.method(
+    "chat.confirm",
+    with_agent(
+        runId=Str(1, 64),
+        callId=Str(1, 4096, description="the callId of the chat.confirm event"),
+        allow=Bool(description="true runs the call; false denies it (the model is told)"),
+    ),
+    "Answer a run's chat.confirm: whether the model's destructive tool call (a delete, an overwrite) may run "
+    "→ {runId, callId, allow}; -32004 when no such call waits (answered, timed out, or its run ended).",
+)
+async def confirm(ctx: CallContext, p: dict) -> dict:
+    agent = await ctx.services.agent(p["agentId"])
+    agent.chat.confirm(p["runId"], p["callId"], p["allow"])
+    return {"runId": p["runId"], "callId": p["callId"], "allow": p["allow"]}
 
 
 @registry.method(

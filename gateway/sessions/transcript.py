@@ -338,7 +338,7 @@ def read_messages(path: Path) -> list[dict[str, Any]]:
             note_odd(path, rec.line, "message.tool_calls")
         if isinstance(m.get("tool_call_id"), str):  # a tool's result
             item["toolCallId"] = m["tool_call_id"]
-            for name in ("tool", "summary"):
+            for name in ("tool", "summary", "denied"):
                 if isinstance(d.get(name), str):
                     item[name] = d[name]
             if d.get("error") is True:

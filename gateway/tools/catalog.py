@@ -49,6 +49,7 @@ class ToolOutcome:
     summary: str  # a few words for people: "3 results", "stored boat.colour"
     error: bool = False
     memory: list[dict[str, Any]] = field(default_factory=list)  # {path, startLine, endLine, score?} it found
+    denied: str | None = None  # not run because it was not allowed (chat/confirm.py): why, in a word
 
 
 class ToolError(Exception):

@@ -2,7 +2,8 @@
 // replies streamed from chat.delta in seq order and replaced by chat.final, chat.error with Retry,
 // Stop (chat.abort), Copy and Regenerate under a reply (chat.regenerate: a new version of the last reply,
 // streamed into it, with a ‹ 1/2 › switcher between its versions), the memories a reply recalled, and one
-// compact line per memory tool the model called (chat.tool, in seq order with the deltas).
+// compact line per memory tool the model called (chat.tool, in seq order with the deltas), with Allow /
+// Deny on it while the model asks to delete or overwrite a memory (chat.confirm).
 // User text shows exactly as typed (textContent); replies go through render.js, which builds DOM nodes.
 
 import { randomId } from "./rpc.js";
@@ -375,6 +376,7 @@ function ensureRun(runId, { ours = false } = {}) {
 
 function finishRun(run) {
   run.done = true;
+  for (const ask of run.view.node.querySelectorAll(".tool-confirm")) ask.remove(); // nothing waits any more
   run.view.node.classList.remove("streaming");
   run.view.node.removeAttribute("aria-busy");
   if (state.activeRunId === run.runId) state.activeRunId = null;
@@ -386,16 +388,18 @@ function onChatEvent(method, p) {
   // A run we don't know yet while our own send is in flight is ours (its events can beat the answer).
   const run = ensureRun(p.runId, { ours: state.pendingSend });
   if (run.done) return;
-  if (method === "chat.delta" || method === "chat.tool") {
+  if (method === "chat.delta" || method === "chat.tool" || method === "chat.confirm") {
     if (run.nextSeq === null) run.nextSeq = p.seq; // joined mid-run (another tab, or after a reconnect)
     if (p.seq < run.nextSeq) return;
-    run.buffer.set(p.seq, method === "chat.delta" ? p.delta : p);
+    run.buffer.set(p.seq, method === "chat.delta" ? p.delta : method === "chat.confirm" ? { confirm: p } : p);
     let changed = false;
     while (run.buffer.has(run.nextSeq)) {
       const item = run.buffer.get(run.nextSeq);
       if (typeof item === "string") {
         run.text += item;
         changed = true;
+      } else if (item.confirm) {
+        confirmLine(run.view, item.confirm);
       } else {
         toolLine(run.view, item);
       }
@@ -500,6 +504,30 @@ export function toolText(t) {
   return t.status === "running" ? `${head} …` : `${head} → ${t.summary || t.status}`;
 }
 
+/** The question of a call that waits (chat.confirm): what it would do, Allow and Deny. The call's next
+    chat.tool line replaces it; an answer too late (it timed out, the run ended) says so. */
+function confirmLine(view, p) {
+  const item = toolLine(view, { callId: p.callId, name: p.name, arguments: p.arguments, status: "running" });
+  const status = h("span", { class: "tool-confirm-status", role: "status" });
+  const answer = async (allow) => {
+    for (const b of ask.querySelectorAll("button")) b.disabled = true;
+    status.textContent = allow ? "Allowing…" : "Denying…";
+    try {
+      await rpc.call("chat.confirm", { runId: p.runId, callId: p.callId, allow });
+    } catch (err) {
+      status.textContent = `Too late: ${errorMessage(err)}`;
+    }
+  };
+  const ask = h("div", { class: "tool-confirm", role: "group", "aria-label": "The model asks to change memory" },
+    h("span", { class: "tool-confirm-text", text: `The model wants to ${p.summary}` }),
+    h("button", { type: "button", class: "danger", text: "Allow", onclick: () => answer(true) }),
+    h("button", { type: "button", text: "Deny", onclick: () => answer(false) }),
+    status);
+  item.appendChild(ask);
+  ask.querySelector("button:last-of-type").focus({ preventScroll: true });
+  scrollToEnd();
+}
+
 /** Add or update (by callId) the line of a tool call above the reply's text. */
 function toolLine(view, t) {
   let list = view.node.querySelector(".tool-calls");
@@ -515,6 +543,7 @@ function toolLine(view, t) {
   }
   item.textContent = toolText(t);
   item.classList.toggle("failed", t.status === "error");
+  return item;
 }
 
 // ---- recalled memories ---------------------------------------------------------------------------

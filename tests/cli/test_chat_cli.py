@@ -332,3 +332,33 @@ def test_follow_into_a_reader_that_stops_early_is_no_error(offline):
     proc.stdout.close()  # what `head -1` does
     err = proc.stderr.read().decode()
     assert proc.wait(60) == 0 and err == "", err
+
+
+def test_a_delete_the_model_wants_is_asked_y_n_and_denied_where_no_one_can_answer(tmp_path):
+    state = tmp_path / "state"
+    with FakeOpenAI() as api:
+        delete = ("tools", [("memory_delete", {"key": "boat.colour"})])
+        api.script(delete)
+        api.reply = "Done."
+        with GatewayProcess.running(
+            state, "[memory.recall]\nenabled = false\n", env={"OPENAI_BASE_URL": api.base_url}
+        ) as gp:
+            port = str(gp.port)
+            value = '{"key":"boat.colour","value":"The boat is dark green.","category":"facts"}'
+            assert jarvis("call", "memory.set", value, "--port", port, state_dir=state).returncode == 0
+            # One message, stdin not a terminal: no one to ask, denied at once.
+            r = jarvis("chat", "Forget my boat", "--new", "--port", port, state_dir=state, input="")
+            assert r.returncode == 0, r.stderr
+            assert (
+                'the model wants to delete boat.colour (facts): "The boat is dark green." (memory_delete)' in r.stderr
+            )
+            assert "no one to ask (stdin is not a terminal): denied" in r.stderr
+            assert r.stdout.splitlines()[0] == '🗑️ memory_delete "boat.colour" → denied'
+            # The interactive prompt reads the answer from stdin: y.
+            api.script(delete)
+            r = jarvis("chat", "--new", "--port", port, state_dir=state, input="Forget my boat\ny\n")
+            assert r.returncode == 0, r.stderr
+            assert "Allow it? [y/N]" in r.stderr
+            assert '🗑️ memory_delete "boat.colour" → deleted boat.colour' in r.stdout
+            gone = jarvis("call", "memory.trash", "--port", port, state_dir=state)
+            assert [m["key"] for m in orjson.loads(gone.stdout)["memories"]] == ["boat.colour"]

@@ -3,7 +3,10 @@ which streams tool calls as OpenAI does (id and name first, arguments in fragmen
 
 from __future__ import annotations
 
+import contextlib
 import threading
+
+import orjson
 
 import pytest
 
@@ -157,7 +160,16 @@ async def test_bad_tool_calls_become_tool_errors_and_the_run_finishes(start_gate
     huge = len('{"key": "huge", "value": ""}') + (10 << 20)
     assert results[2].startswith(f"Error: arguments are {huge} characters; the limit is ")
     assert results[3] == "Error: invalid arguments: k: must be <= 50, got 500"
-    assert done[2]["arguments"].endswith("…") and len(done[2]["arguments"]) == 201
+    # Refused for its size: the call is kept as a note with the arguments' head, in the event, the
+    # transcript and the next round's request alike.
+    note = done[2]["arguments"]
+    assert note["refused"].startswith(f"arguments are {huge} characters") and note["head"].startswith('{"key": "huge"')
+    assert len(note["head"]) == 200
+    step = next(m for m in _chat_requests(api)[-1]["messages"] if m.get("tool_calls"))
+    replayed = step["tool_calls"][2]["function"]["arguments"]
+    assert (
+        len(replayed) < 1000 and replayed == _records(gw, key)[1]["message"]["tool_calls"][2]["function"]["arguments"]
+    )
     assert not (gw.config.agent_workspace("main") / "memory/keyed/general/huge.md").exists()
     roles = [r["message"]["role"] for r in _records(gw, key)]
     assert roles == ["user", "assistant", "tool", "tool", "tool", "tool", "assistant"], "nothing lost"
@@ -287,4 +299,82 @@ async def test_a_history_window_that_cuts_a_call_off_from_its_result_sends_neith
     await _turn(c, key, "and now?")  # the window: the tool result, the reply, this message
     sent = _chat_requests(api)[-1]["messages"]
     assert [m["role"] for m in sent] == ["system", "assistant", "user"]
+    await c.close()
+
+
+def _rss_kib(field: str) -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(field)
+
+
+def _tool_call_events(calls: list[tuple[str, str, str]]) -> list[dict]:
+    """SSE payloads of one answer that calls (id, name, arguments) each, every call's arguments in one piece."""
+
+    def chunk(delta: dict, finish: str | None = None) -> dict:
+        return {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "model": "fake-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    out = []
+    for i, (call_id, name, arguments) in enumerate(calls):
+        head = {"index": i, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+        out.append(chunk({"role": "assistant", "content": None, "tool_calls": [head]}))
+        out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": arguments}}]}))
+    out.append(chunk({}, "tool_calls"))
+    out.append({"id": "c1", "object": "chat.completion.chunk", "model": "fake-model", "choices": [], "usage": {}})
+    return out
+
+
+async def test_a_runaway_answer_of_64_huge_calls_and_a_huge_id_stays_bounded(start_gateway, api):
+    """Issue 34, part 4: 64 calls of 1 MiB arguments each and a 12 MiB id grew the transcript by 320 MiB
+    and the gateway to 1.5 GB, and the id was stored and replayed whole."""
+    gw = await _gateway(start_gateway, api)
+    c = await gw.client()
+    key = (await c.call("sessions.create"))["sessionKey"]
+    path = gw.config.sessions_dir() / f"{key}.jsonl"
+    huge = '{"key": "k", "value": "' + "x" * (1 << 20) + '"}'  # one string, shared by every call
+    calls = [("i" * (12 << 20) if i == 0 else f"call_{i}", "memory_set", huge) for i in range(64)]
+    api.script(("events", _tool_call_events(calls)))
+    api.reply = "I could not store that."
+    with contextlib.suppress(OSError):  # the peak RSS from here on (Linux ≥ 4.0; else since the start)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    rss, size = _rss_kib("VmRSS"), path.stat().st_size
+    events = await _turn(c, key, "store it all")
+    peak = _rss_kib("VmHWM")
+
+    assert events[-1]["method"] == "chat.final"
+    assert events[-1]["params"]["message"]["content"] == "I could not store that."
+    done = [e["params"] for e in events if e["method"] == "chat.tool" and e["params"]["status"] != "running"]
+    assert len(done) == 64 and {d["summary"] for d in done} == {"refused"}
+    grown = path.stat().st_size - size
+    assert grown < 256 << 10, f"the transcript grew by {grown} bytes"
+    step = _records(gw, key)[1]["message"]["tool_calls"]
+    assert step[0]["id"] == done[0]["callId"] and len(step[0]["id"]) < 64, "the huge id is replaced"
+    assert all(len(s["function"]["arguments"]) < 1000 for s in step)
+    last = _chat_requests(api)[-1]
+    assert len(orjson.dumps(last)) < 256 << 10, "the next round's request is bounded too"
+    assert peak - rss < 300 << 10, f"RSS went from {rss} KiB to a peak of {peak} KiB"
+    await c.close()
+
+
+async def test_calls_past_an_answers_argument_bytes_are_refused_and_the_rest_run(start_gateway, api):
+    gw = await _gateway(start_gateway, api, **{"chat.maxToolArgumentBytes": 4096})
+    c = await gw.client()
+    key = (await c.call("sessions.create"))["sessionKey"]
+    query = '{"query": "' + "boat " * 300 + '"}'  # ~1.5 KB: two fit in 4 KiB, the third does not
+    api.script(("events", _tool_call_events([(f"c{i}", "memory_search", query) for i in range(4)])))
+    events = await _turn(c, key, "search")
+    done = [e["params"]["summary"] for e in events if e["method"] == "chat.tool" and e["params"]["status"] != "running"]
+    assert done[2:] == ["refused", "refused"] and "refused" not in done[:2]
+    told = [m["content"] for m in _chat_requests(api)[-1]["messages"] if m["role"] == "tool"]
+    assert told[2].startswith("Error: this answer's tool-call arguments come to more than 4096 bytes in all")
+    stored = _records(gw, key)[1]["message"]["tool_calls"]
+    assert stored[1]["function"]["arguments"] == query
+    assert orjson.loads(stored[3]["function"]["arguments"])["head"] == query[:200]
     await c.close()

@@ -127,10 +127,19 @@ async def test_a_note_keeps_its_versions_an_edit_by_hand_among_them(start_gatewa
 
 async def test_the_planted_note_attack_leaves_nothing_that_cannot_be_undone(start_gateway):
     """Issue 34's attack: a note in the workspace tells the model to delete every keyed memory and set
-    boat.colour to 'pwned'; the fake upstream obeys it through the memory tools. Every loss is undone."""
+    boat.colour to 'pwned'; the fake upstream obeys it through the memory tools. Even with every
+    destructive call allowed by policy (no one is asked: tests/rpc/test_chat_confirm.py has the default),
+    every loss is undone."""
     with FakeOpenAI() as api:
         gw = await start_gateway(
-            memory=True, **{"chat.baseUrl": api.base_url, "chat.model": "fake-model", "memory.recall.enabled": False}
+            memory=True,
+            **{
+                "chat.baseUrl": api.base_url,
+                "chat.model": "fake-model",
+                "memory.recall.enabled": False,
+                "chat.toolPolicy": "memory_delete=allow,memory_set=allow",
+                "chat.maxDestructivePerRun": 10,
+            },
         )
         c = await gw.client()
         facts = {

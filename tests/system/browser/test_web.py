@@ -1026,3 +1026,40 @@ async def test_import_a_chatgpt_export_from_the_page(browser: Browser, tmp_path)
             assert not list((gw.config.state_dir / "uploads").iterdir()), "the upload is gone once imported"
     finally:
         await gw.stop()
+
+
+async def test_a_delete_the_model_wants_shows_allow_and_deny_on_its_tool_line(browser: Browser, model_gateway):
+    gw, api = model_gateway
+    client = await gw.client()
+    try:
+        await client.call("memory.set", {"key": "boat.colour", "value": "The boat is dark green.", "category": "facts"})
+    finally:
+        await client.close()
+    delete = ("tools", [("memory_delete", {"key": "boat.colour"})])
+    async with signed_in(browser, gw) as pg:
+        await new_session(pg)
+        api.script(delete)
+        api.reply = "As you wish."
+        await send(pg, "Forget my boat")
+        ask = replies(pg).first.locator(".tool-confirm")
+        await expect(ask).to_contain_text('The model wants to delete boat.colour (facts): "The boat is dark green."')
+        await expect(ask.get_by_role("button", name="Deny")).to_be_focused()
+        await shot(pg, "web-confirm.png")
+        await ask.get_by_role("button", name="Deny").click()
+        await wait_reply(pg, 1)
+        await expect(replies(pg).first.locator(".tool-call")).to_have_text(['🗑️ memory_delete "boat.colour" → denied'])
+        await expect(replies(pg).first.locator(".tool-confirm")).to_have_count(0)
+
+        api.script(delete)
+        await send(pg, "Forget my boat, really")
+        ask = replies(pg).nth(1).locator(".tool-confirm")
+        await ask.get_by_role("button", name="Allow").click()
+        await wait_reply(pg, 2)
+        await expect(replies(pg).nth(1).locator(".tool-call")).to_have_text(
+            ['🗑️ memory_delete "boat.colour" → deleted boat.colour']
+        )
+    client = await gw.client()
+    try:
+        assert [m["key"] for m in (await client.call("memory.trash"))["memories"]] == ["boat.colour"]
+    finally:
+        await client.close()
