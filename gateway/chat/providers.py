@@ -96,15 +96,9 @@ class ChatProvider:
 
     async def relay(self, body: dict[str, Any], recalled: list[dict[str, Any]]) -> Any:
         """Answer an OpenAI chat completions request: an async iterator of chunk objects when
-        `body["stream"]`, else one completion object. Built here on `stream()` (the model is this one);
-        a provider that speaks the wire format forwards the request instead."""
-        if body.get("model") not in (None, self.model):
-            raise UpstreamError(
-                f"The model `{body.get('model')}` does not exist; GET /v1/models lists {self.model!r}",
-                404,
-                retryable=False,
-                error={"type": "invalid_request_error", "param": "model", "code": "model_not_found"},
-            )
+        `body["stream"]`, else one completion object. Built here on `stream()`, answering under the model
+        name the client asked for (the offline responder has no other: a client configured for any model
+        works out of the box); a provider that speaks the wire format forwards the request instead."""
         chunks = self._chunks(body, recalled)
         if body.get("stream"):
             return chunks
@@ -118,7 +112,7 @@ class ChatProvider:
             "id": chunk["id"],
             "object": "chat.completion",
             "created": chunk["created"],
-            "model": self.model,
+            "model": chunk["model"],
             "choices": [
                 {
                     "index": 0,
@@ -137,7 +131,7 @@ class ChatProvider:
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion.chunk",
             "created": int(time.time()),
-            "model": self.model,
+            "model": body.get("model") or self.model,
             "system_fingerprint": None,
         }
 

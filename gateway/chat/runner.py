@@ -43,7 +43,7 @@ from .finish import Finish
 from .loop import TurnLoop
 from .prompt import Prompts
 from .providers import ChatProvider
-from .relay import RelayedTurn
+from .relay import RelayedTurn, Threads
 from .runs import Run, RunSlots
 from .tools import ChatTools
 
@@ -84,6 +84,7 @@ class ChatService:
         self.loop = TurnLoop(config, provider, tools, sessions, self._emit)
         self.finish = Finish(sessions, provider, memory, error_code, self._end)
         self._background: set[asyncio.Task[Any]] = set()
+        self.threads = Threads()  # which session a /v1 conversation is in, by its history
 
     @property
     def active(self) -> dict[str, Run]:

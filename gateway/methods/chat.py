@@ -113,8 +113,10 @@ async def relay(ctx: CallContext, p: dict) -> dict:
         raise InvalidRequest("chat.relay needs a door that takes the upstream's answer (/v1/chat/completions)")
     agent = await ctx.services.agent(p["agentId"])
     request = p["request"]
-    key = p["session"] or session_for(request)
+    threads = agent.chat.threads
+    key = p["session"] or session_for(request, threads)
     turn = RelayedTurn(request, memory=p["memory"], capture=p["capture"], sink=sink)
+    turn.answered = lambda reply: threads.remember(request["messages"], reply, key)
     if turn.capture:
         await _ensure_session(agent, key, first_user_text(request))
     started = await agent.chat.relay(key, turn)
