@@ -77,6 +77,10 @@ class ChatProvider:
     # runner: a server may host models with and without function calling).
     tools_supported = False
     tools_refused: frozenset[str] = frozenset()
+    # How a Responses API request (chat/responses.py) reaches it: "upstream" (its own /v1/responses, through
+    # `respond`), "translate" (as chat completions, through `relay`), "auto" (upstream until it answers that
+    # it has no such route). The offline responder and a provider without the wire format translate.
+    responses_api = "translate"
 
     def stream(
         self,
@@ -123,6 +127,10 @@ class ChatProvider:
             ],
             "usage": usage,
         }
+
+    async def respond(self, body: dict[str, Any]) -> AsyncIterator[Any]:
+        """Answer a Responses API request (streamed) with the upstream's own `response.*` events."""
+        raise NotImplementedError
 
     async def _chunks(self, body: dict[str, Any], recalled: list[dict[str, Any]]) -> AsyncIterator[dict]:
         """`stream()` as OpenAI's chunks: the role first, the text, `finish_reason`, then the usage (always;
@@ -238,10 +246,13 @@ class OpenAIProvider(ChatProvider):
     name = "openai"
     tools_supported = True
 
-    def __init__(self, api_key: str, base_url: str, model: str, timeout: float, max_retries: int):
+    def __init__(
+        self, api_key: str, base_url: str, model: str, timeout: float, max_retries: int, responses_api: str = "auto"
+    ):
         from openai import AsyncOpenAI
 
         self.model = model
+        self.responses_api = responses_api
         self.timeout = timeout
         self.endpoint = (base_url or "https://api.openai.com/v1").rstrip("/")
         # Local servers (llama.cpp, Ollama, vLLM) accept any key; the SDK insists on a non-empty one.
@@ -378,13 +389,25 @@ class OpenAIProvider(ChatProvider):
             raise self.failure(exc) from None
         return self._relay_chunks(stream)
 
-    async def _relay_chunks(self, stream: Any) -> AsyncIterator[dict]:
+    async def respond(self, body: dict[str, Any]) -> AsyncIterator[Any]:
+        """The Responses request as it is (streamed) to the upstream's /v1/responses; its events as sent."""
+        import openai
+
+        try:
+            stream = await self.client.post(
+                "/responses", body=body, cast_to=object, stream=True, stream_cls=openai.AsyncStream[object]
+            )
+        except Exception as exc:
+            raise self.failure(exc) from None
+        return self._relay_chunks(stream, _event_has_content)
+
+    async def _relay_chunks(self, stream: Any, has_content: Any = None) -> AsyncIterator[dict]:
         from .upstream import paced
 
         try:
             async with stream:
                 # chat.timeout between chunks with content, as for chat.send (keep-alive comments do not count)
-                async for chunk in paced(stream, self.timeout, _relay_has_content):
+                async for chunk in paced(stream, self.timeout, has_content or _relay_has_content):
                     yield chunk
         except TimeoutError:
             raise self.silent() from None
@@ -456,8 +479,25 @@ def _relay_has_content(chunk: Any) -> bool:
     )
 
 
+def _event_has_content(event: Any) -> bool:
+    """`_has_content` for a Responses API event: text, a function call's arguments, an item, the end."""
+    kind = event.get("type") if isinstance(event, dict) else None
+    return (
+        not isinstance(kind, str)
+        or kind.endswith(".delta")
+        or kind.startswith("response.output_item")
+        or kind
+        in (
+            "response.completed",
+            "response.incomplete",
+            "response.failed",
+            "error",
+        )
+    )
+
+
 def make_provider(config: Config) -> ChatProvider:
     if config.chat_provider == "openai":
         c = config.chat
-        return OpenAIProvider(c.api_key, c.base_url, c.model, c.timeout, c.max_retries)
+        return OpenAIProvider(c.api_key, c.base_url, c.model, c.timeout, c.max_retries, c.responses_api)
     return OfflineResponder(config.chat.offline_delta_delay)
