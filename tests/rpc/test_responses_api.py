@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.fake_openai import FakeOpenAI
 from tests.rpc.test_openai_api import said, sdk, transcript, upstream_gateway
@@ -199,3 +201,232 @@ async def test_the_openai_agents_sdk_runs_an_agent_with_a_function_tool(start_ga
                 indent=2,
                 default=str,
             )
+
+
+MALFORMED = [
+    (b"{not json", None),
+    (b"[]", None),
+    (b'{"input": "hi"}', "model"),
+    (b'{"model": 7, "input": "hi"}', "model"),
+    (b'{"model": "m"}', "input"),
+    (b'{"model": "m", "input": ""}', "input"),
+    (b'{"model": "m", "input": []}', "input"),
+    (b'{"model": "m", "input": [7]}', "input[0]"),
+    (b'{"model": "m", "input": [{"type": "telepathy"}]}', "input[0].type"),
+    (b'{"model": "m", "input": [{"role": "god", "content": "hi"}]}', "input[0].role"),
+    (b'{"model": "m", "input": [{"role": "user", "content": 5}]}', "input[0].content"),
+    (b'{"model": "m", "input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}', "input[0].call_id"),
+    (b'{"model": "m", "input": [{"type": "function_call", "call_id": "c", "arguments": "{}"}]}', "input[0].name"),
+    (
+        b'{"model": "m", "input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": {}}]}',
+        "input[0].arguments",
+    ),
+    (b'{"model": "m", "input": [{"type": "function_call_output", "call_id": "c", "output": 1}]}', "input[0].output"),
+    (b'{"model": "m", "input": "hi", "instructions": 3}', "instructions"),
+    (b'{"model": "m", "input": "hi", "stream": "yes"}', "stream"),
+    (b'{"model": "m", "input": "hi", "store": 1}', "store"),
+    (b'{"model": "m", "input": "hi", "tools": {}}', "tools"),
+    (b'{"model": "m", "input": "hi", "tools": [{"type": "function"}]}', "tools[0].name"),
+    (
+        b'{"model": "m", "input": "hi", "tools": [{"type": "function", "name": "f", "parameters": 1}]}',
+        "tools[0].parameters",
+    ),
+    (b'{"model": "m", "input": "hi", "tool_choice": "always"}', "tool_choice"),
+    (b'{"model": "m", "input": "hi", "tool_choice": {"type": "function"}}', "tool_choice.name"),
+    (b'{"model": "m", "input": "hi", "previous_response_id": 5}', "previous_response_id"),
+    (b'{"model": "m", "input": "hi", "previous_response_id": "resp_nope"}', "previous_response_id"),
+    (b'{"model": "m", "input": "hi", "conversation": "a/b"}', "conversation"),
+    (b'{"model": "m", "input": "hi", "conversation": {"id": ""}}', "conversation.id"),
+    (b'{"model": "m", "input": "hi", "user": 5}', "user"),
+    (b'{"model": "m", "input": "nul \\u0000 here"}', "input"),
+    (
+        b'{"model": "m", "input": [{"role": "user", "content": [{"type": "input_text", "text": "a\\u0000b"}]}]}',
+        "input[0].content",
+    ),
+]
+
+
+async def test_each_malformed_request_is_a_400_naming_the_field(start_gateway, api):
+    import httpx2 as httpx
+
+    gw = await upstream_gateway(start_gateway, api)
+    async with httpx.AsyncClient(base_url=gw.http_url, headers={"Authorization": f"Bearer {gw.token}"}) as http:
+        for body, param in MALFORMED:
+            r = await http.post("/v1/responses", content=body, headers={"Content-Type": "application/json"})
+            error = r.json()["error"]
+            assert (r.status_code, error["type"], error["param"]) == (400, "invalid_request_error", param), body
+            assert error["message"].startswith(param + ":" if param else "the request body"), body
+        r = await http.get("/v1/responses/resp_nothing")
+        assert r.status_code == 404 and "resp_nothing" in r.json()["error"]["message"]
+        # a tool chat completions cannot say, for an upstream that has no /v1/responses: a 400 naming it
+        api.responses_route = False
+        r = await http.post(
+            "/v1/responses", json={"model": "m", "input": "hi", "tools": [{"type": "web_search"}]}, timeout=10
+        )
+        error = r.json()["error"]
+        assert (r.status_code, error["param"]) == (400, "tools[0].type") and "web_search" in error["message"]
+    assert api.count("/v1/chat/completions") == 0
+
+
+JSONS = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=12,
+)
+ITEM = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(["message", "function_call", "function_call_output", "reasoning", "x"]) | JSONS,
+        "role": st.sampled_from(["user", "assistant", "system", "developer", "tool"]) | JSONS,
+        "content": st.text(max_size=20)
+        | st.lists(
+            st.fixed_dictionaries(
+                {"type": st.sampled_from(["input_text", "output_text", "input_image"]), "text": st.text(max_size=8)}
+            ),
+            max_size=2,
+        )
+        | JSONS,
+        "call_id": st.text(max_size=5) | JSONS,
+        "name": st.text(max_size=5) | JSONS,
+        "arguments": st.text(max_size=5) | JSONS,
+        "output": st.text(max_size=5) | JSONS,
+    },
+)
+REQUEST = st.fixed_dictionaries(
+    {},
+    optional={
+        "model": st.text(max_size=6) | JSONS,
+        "input": st.text(max_size=20) | st.lists(ITEM, max_size=4) | JSONS,
+        "instructions": st.text(max_size=10) | JSONS,
+        "tools": st.lists(
+            st.fixed_dictionaries(
+                {"type": st.sampled_from(["function", "web_search"]) | JSONS},
+                optional={"name": st.text(max_size=4) | JSONS, "parameters": JSONS},
+            ),
+            max_size=2,
+        )
+        | JSONS,
+        "tool_choice": st.sampled_from(["auto", "none", "required", {"type": "function", "name": "f"}]) | JSONS,
+        "previous_response_id": st.text(max_size=6) | JSONS,
+        "conversation": st.text(max_size=6) | JSONS,
+        "stream": st.booleans() | JSONS,
+        "store": st.booleans() | JSONS,
+        "user": st.text(max_size=6) | JSONS,
+        "max_output_tokens": JSONS,
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(REQUEST)
+def test_any_request_is_valid_or_refused_naming_a_field_of_it_and_valid_ones_translate(body):
+    """The class of bad input, not one instance: whatever a client sends is either taken (and then says
+    a chat completions request of the same conversation, or a 400 naming the tool it cannot say) or
+    refused with an Invalid that names a field the request has or lacks — never another exception."""
+    from gateway.chat.providers import UpstreamError
+    from gateway.chat.responses import RESPONSES_REQUEST, as_chat, as_messages, input_items
+    from gateway.errors import Invalid
+
+    try:
+        RESPONSES_REQUEST.validate(body, "request")
+    except Invalid as exc:
+        assert exc.field and exc.field.startswith("request") and exc.rule
+        top = exc.field.removeprefix("request.").split(".")[0].split("[")[0]
+        assert exc.field == "request" or top in REQUEST_FIELDS, exc.field
+        return
+    items = input_items(body)
+    messages = as_messages(items, body.get("instructions"))
+    assert all(m["role"] in ("system", "user", "assistant", "tool") for m in messages)
+    try:
+        chat = as_chat(body, items)
+    except UpstreamError as exc:
+        assert exc.status == 400 and exc.error["param"].startswith("tools[")
+        return
+    json.dumps(chat)  # a body the upstream can be sent
+
+
+REQUEST_FIELDS = {
+    "model",
+    "input",
+    "instructions",
+    "tools",
+    "tool_choice",
+    "previous_response_id",
+    "conversation",
+    "stream",
+    "store",
+    "user",
+}
+
+
+@pytest.mark.parametrize("route", ["upstream", "translated"])
+async def test_an_upstream_that_breaks_off_ends_the_stream_with_an_error_event(start_gateway, api, route):
+    import openai
+
+    api.responses_route = route == "upstream"
+    api.reply = "one two three four five six"
+    gw = await upstream_gateway(start_gateway, api)
+    api.script(("cut", 2))
+    async with sdk(gw) as client:
+        stream = await client.responses.create(model="fake-model", input="count", stream=True)
+        seen = []
+        with pytest.raises(openai.APIError) as exc:
+            async for event in stream:
+                seen.append(event.type)
+        assert "response.output_text.delta" in seen and "response.completed" not in seen
+        assert exc.value.code == "upstream_error"
+        # the session is free again, and a non-streamed request gets the same failure as a status
+        api.script(("cut", 1))
+        with pytest.raises(openai.APIStatusError) as exc:
+            await client.responses.create(model="fake-model", input="count again")
+        assert exc.value.status_code == 502
+
+
+async def test_a_runaway_reply_is_cut_and_the_response_is_incomplete(start_gateway, api):
+    api.reply = "word " * 200
+    gw = await upstream_gateway(start_gateway, api, **{"chat.maxReplyChars": 50})
+    async with sdk(gw) as client:
+        events = [e async for e in await client.responses.create(model="fake-model", input="talk", stream=True)]
+        assert events[-1].type == "response.incomplete"
+        assert events[-1].response.incomplete_details.reason == "max_output_tokens"
+        assert events[-1].response.model_extra["jarvis"]["runId"]
+        whole = await client.responses.create(model="fake-model", input="talk more")
+        assert whole.status == "incomplete"
+
+
+async def test_conversation_names_the_session_and_store_false_keeps_nothing(start_gateway, api):
+    import openai
+
+    gw = await upstream_gateway(start_gateway, api)
+    async with sdk(gw) as client:
+        api.reply = "First."
+        one = await client.responses.with_raw_response.create(
+            model="fake-model", input="one", conversation="conv_notes"
+        )
+        api.reply = "Second."
+        two = await client.responses.create(model="fake-model", input="two", conversation={"id": "conv_notes"})
+        assert one.headers["x-jarvis-session"] == "conv_notes"
+        assert said(transcript(gw, "conv_notes")) == [
+            ("user", "one"),
+            ("assistant", "First."),
+            ("user", "two"),
+            ("assistant", "Second."),
+        ]
+        assert (await client.responses.retrieve(two.id)).output_text == "Second."
+        unkept = await client.responses.create(model="fake-model", input="three", store=False)
+        with pytest.raises(openai.NotFoundError):
+            await client.responses.retrieve(unkept.id)
+        with pytest.raises(openai.BadRequestError) as exc:
+            await client.responses.create(model="fake-model", input="four", previous_response_id=unkept.id)
+        assert exc.value.param == "previous_response_id"
+
+
+async def test_the_store_is_bounded(start_gateway, api):
+    import openai
+
+    gw = await upstream_gateway(start_gateway, api, **{"openaiApi.storedResponses": 2})
+    async with sdk(gw) as client:
+        ids = [(await client.responses.create(model="fake-model", input=f"n{i}")).id for i in range(3)]
+        with pytest.raises(openai.NotFoundError):
+            await client.responses.retrieve(ids[0])  # the least recently used, forgotten
+        assert [(await client.responses.retrieve(i)).id for i in ids[1:]] == ids[1:]
