@@ -80,9 +80,20 @@ async def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "openai.json"))
     args = ap.parse_args()
 
+    result = await against_fake(args, measure)
+    result.update(
+        {"requests": args.requests, "words": args.words, "memory": not args.no_memory, "cpu_count": os.cpu_count()}
+    )
+    report(result, args.out, "time to first token")
+    return 0
+
+
+async def against_fake(args: argparse.Namespace, measure, fake_args: tuple[str, ...] = ()) -> dict:
+    """`measure(upstream, gateway process, n)` with the fake upstream in its own process and a `jarvis
+    serve` using it for chat and embeddings (memory per `args.no_memory`; a few notes in MEMORY.md)."""
     reply = " ".join(f"w{i}" for i in range(args.words))
     fake = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "fake_openai.py"), "--reply", reply],
+        [sys.executable, str(ROOT / "tests" / "fake_openai.py"), "--reply", reply, *fake_args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -100,7 +111,7 @@ async def main() -> int:
             )
             gp = GatewayProcess(state, env={"OPENAI_BASE_URL": upstream}).start()
             try:
-                result = await measure(upstream, gp, args.requests)
+                return await measure(upstream, gp, args.requests)
             finally:
                 gp.signal()
                 gp.wait(30)
@@ -108,21 +119,20 @@ async def main() -> int:
         fake.stdin.close()
         fake.wait(10)
 
-    result.update(
-        {"requests": args.requests, "words": args.words, "memory": not args.no_memory, "cpu_count": os.cpu_count()}
-    )
-    d, g, a = result["direct"], result["gateway"], result["added"]
-    for name, r in (("direct", d), ("gateway", g), ("added", a)):
+
+def report(result: dict, out_file: str, first: str) -> None:
+    """Print direct / gateway / added (p50, p95) and write the JSON."""
+    for name in ("direct", "gateway", "added"):
+        r = result[name]
         print(
-            f"{name:<8} time to first token p50 {r['ttft_p50_ms']:7.2f} ms  p95 {r['ttft_p95_ms']:7.2f} ms   "
+            f"{name:<8} {first} p50 {r['ttft_p50_ms']:7.2f} ms  p95 {r['ttft_p95_ms']:7.2f} ms   "
             f"total p50 {r['total_p50_ms']:7.2f} ms  p95 {r['total_p95_ms']:7.2f} ms"
         )
     print(f"recalled in the last request: {result['recalled']} sources")
-    out = Path(args.out)
+    out = Path(out_file)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
     print(f"wrote {out}")
-    return 0
 
 
 async def measure(upstream: str, gp: GatewayProcess, n: int) -> dict:

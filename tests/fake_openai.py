@@ -503,9 +503,11 @@ if __name__ == "__main__":  # a separate process, so that a benchmark's client d
     )
     ap.add_argument("--reply", default="Hello from the fake model.", help="what chat completions stream")
     ap.add_argument("--repeat", type=int, default=1, help="the reply, this many times over")
+    ap.add_argument("--no-responses", action="store_true", help="POST /v1/responses answers 404 (as Ollama)")
     args = ap.parse_args()
     with FakeOpenAI() as fake:
         fake.reply = args.reply * args.repeat
+        fake.responses_route = not args.no_responses
         print(fake.base_url, flush=True)
         for line in sys.stdin:
             fake.script(tuple(json.loads(line)))
