@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -45,7 +46,8 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] if values else float("nan")
 
 
-async def one(client: openai.AsyncOpenAI, i: int) -> tuple[float, float]:
+async def one(client: openai.AsyncOpenAI, i: int, first_byte: bool = False) -> tuple[float, float]:
+    """(time to the first chunk with text — or to the first chunk at all, `first_byte` — and in all)."""
     t0 = time.perf_counter()
     first = None
     stream = await client.chat.completions.create(
@@ -57,7 +59,7 @@ async def one(client: openai.AsyncOpenAI, i: int) -> tuple[float, float]:
         ],
     )
     async for chunk in stream:
-        if first is None and chunk.choices and chunk.choices[0].delta.content:
+        if first is None and (first_byte or (chunk.choices and chunk.choices[0].delta.content)):
             first = time.perf_counter() - t0
     return first if first is not None else float("nan"), time.perf_counter() - t0
 
@@ -135,22 +137,30 @@ def report(result: dict, out_file: str, first: str) -> None:
     print(f"wrote {out}")
 
 
-async def measure(upstream: str, gp: GatewayProcess, n: int) -> dict:
+async def _chat_probe(gateway: openai.AsyncOpenAI) -> Any:
+    return await gateway.chat.completions.with_raw_response.create(
+        model="fake-model", messages=[{"role": "user", "content": "When is Anna's birthday?"}]
+    )
+
+
+async def measure(
+    upstream: str, gp: GatewayProcess, n: int, direct_one: Any = one, gateway_one: Any = one, probe: Any = _chat_probe
+) -> dict:
+    """n requests to each, alternating (`direct_one` / `gateway_one`), after 3 to warm both; then `probe`
+    asks the gateway once more, to count what it recalled."""
     assert gp.http_url is not None, "the gateway did not report its HTTP API listener"
     direct_times, gateway_times = [], []
     async with (
         openai.AsyncOpenAI(base_url=upstream, api_key="unused", max_retries=0) as direct,
         openai.AsyncOpenAI(base_url=gp.http_url + "/v1", api_key=gp.token, max_retries=0) as gateway,
     ):
-        for i in range(3):  # warm both paths (connections, the index's first query)
-            await one(direct, -i)
-            await one(gateway, -i)
+        for i in range(3):  # warm both paths (connections, the index's first query, a route's probe)
+            await direct_one(direct, -i)
+            await gateway_one(gateway, -i)
         for i in range(n):
-            direct_times.append(await one(direct, i))
-            gateway_times.append(await one(gateway, i))
-        raw = await gateway.chat.completions.with_raw_response.create(
-            model="fake-model", messages=[{"role": "user", "content": "When is Anna's birthday?"}]
-        )
+            direct_times.append(await direct_one(direct, i))
+            gateway_times.append(await gateway_one(gateway, i))
+        raw = await probe(gateway)
     d, g = summary(direct_times), summary(gateway_times)
     return {
         "direct": d,

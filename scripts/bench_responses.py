@@ -16,22 +16,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import openai  # noqa: E402
-import orjson  # noqa: E402
-from bench_openai import against_fake, report, summary  # noqa: E402
+from bench_openai import against_fake, measure, one, report  # noqa: E402
 
-from tests.helpers import GatewayProcess  # noqa: E402
-
-QUESTION = "Question {i}: when is Anna's birthday and what does she like?"
+QUESTION = "Question {i}: when is Anna's birthday and what does she like?"  # as bench_openai asks
 
 
 async def one_response(client: openai.AsyncOpenAI, i: int) -> tuple[float, float]:
@@ -47,20 +46,7 @@ async def one_response(client: openai.AsyncOpenAI, i: int) -> tuple[float, float
 
 
 async def one_chat(client: openai.AsyncOpenAI, i: int) -> tuple[float, float]:
-    t0 = time.perf_counter()
-    first = None
-    stream = await client.chat.completions.create(
-        model="fake-model",
-        stream=True,
-        messages=[
-            {"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": QUESTION.format(i=i)},
-        ],
-    )
-    async for _chunk in stream:
-        if first is None:
-            first = time.perf_counter() - t0
-    return first if first is not None else float("nan"), time.perf_counter() - t0
+    return await one(client, i, first_byte=True)
 
 
 async def main() -> int:
@@ -73,29 +59,11 @@ async def main() -> int:
     args = ap.parse_args()
     direct_one = one_chat if args.translate else one_response
 
-    async def measure(upstream: str, gp: GatewayProcess, n: int) -> dict:
-        assert gp.http_url is not None, "the gateway did not report its HTTP API listener"
-        direct_times, gateway_times = [], []
-        async with (
-            openai.AsyncOpenAI(base_url=upstream, api_key="unused", max_retries=0) as direct,
-            openai.AsyncOpenAI(base_url=gp.http_url + "/v1", api_key=gp.token, max_retries=0) as gateway,
-        ):
-            for i in range(3):  # warm both paths (connections, the index's first query, the route probe)
-                await direct_one(direct, -i)
-                await one_response(gateway, -i)
-            for i in range(n):
-                direct_times.append(await direct_one(direct, i))
-                gateway_times.append(await one_response(gateway, i))
-            raw = await gateway.responses.with_raw_response.create(model="fake-model", input="When is Anna's birthday?")
-        d, g = summary(direct_times), summary(gateway_times)
-        return {
-            "direct": d,
-            "gateway": g,
-            "added": {k: round(g[k] - d[k], 2) for k in d},
-            "recalled": len(orjson.loads(raw.headers["x-jarvis-memory"])),
-        }
+    async def probe(gateway: openai.AsyncOpenAI) -> Any:
+        return await gateway.responses.with_raw_response.create(model="fake-model", input="When is Anna's birthday?")
 
-    result = await against_fake(args, measure, ("--no-responses",) if args.translate else ())
+    measured = functools.partial(measure, direct_one=direct_one, gateway_one=one_response, probe=probe)
+    result = await against_fake(args, measured, ("--no-responses",) if args.translate else ())
     result.update(
         {
             "requests": args.requests,

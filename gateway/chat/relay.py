@@ -54,13 +54,7 @@ class RelayRequest(Field):
         def at(name: str) -> str:
             return f"{path}.{name}" if path else name
 
-        if not isinstance(value, dict):
-            raise Invalid("must be a JSON object", field=path)
-        model = value.get("model")
-        if model is None:
-            raise Invalid("required, a model id from GET /v1/models", field=at("model"))
-        if not isinstance(model, str) or not model:
-            raise Invalid("must be a model id from GET /v1/models (a non-empty string)", field=at("model"))
+        check_model(value, path)
         messages = value.get("messages")
         if messages is None:
             raise Invalid("required, a list of {role, content}", field=at("messages"))
@@ -100,6 +94,18 @@ class RelayRequest(Field):
             if problem:
                 raise Invalid(problem, field=at(name))
         return value
+
+
+def check_model(value: Any, path: str) -> None:
+    """A /v1 request body is an object that names its `model` (both doors' first rule)."""
+    if not isinstance(value, dict):
+        raise Invalid("must be a JSON object", field=path)
+    model = value.get("model")
+    where = f"{path}.model" if path else "model"
+    if model is None:
+        raise Invalid("required, a model id from GET /v1/models", field=where)
+    if not isinstance(model, str) or not model:
+        raise Invalid("must be a model id from GET /v1/models (a non-empty string)", field=where)
 
 
 RELAY_REQUEST = RelayRequest(description="an OpenAI chat completions request body")

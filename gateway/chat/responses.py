@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from ..errors import Invalid
 from ..schema import SESSION_KEY, Field, text_problem
 from .providers import UpstreamError
-from .relay import RelayedTurn, _items, text_of
+from .relay import RelayedTurn, _items, check_model, text_of
 from .respevents import DONE, ResponseEvents, new_id
 from .stream import Delta, Usage
 
@@ -55,13 +55,7 @@ class ResponsesRequest(Field):
         def at(name: str) -> str:
             return f"{path}.{name}" if path else name
 
-        if not isinstance(value, dict):
-            raise Invalid("must be a JSON object", field=path)
-        model = value.get("model")
-        if model is None:
-            raise Invalid("required, a model id from GET /v1/models", field=at("model"))
-        if not isinstance(model, str) or not model:
-            raise Invalid("must be a model id from GET /v1/models (a non-empty string)", field=at("model"))
+        check_model(value, path)
         given = value.get("input")
         if given is None:
             raise Invalid("required, a string or a list of input items", field=at("input"))

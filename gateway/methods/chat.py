@@ -14,7 +14,7 @@ from ..chat.responses import (
 )
 from ..errors import Conflict, Invalid, InvalidRequest, NotFound, SessionLimit
 from ..registry import CallContext, registry
-from ..schema import SESSION_KEY, Bool, Str
+from ..schema import SESSION_KEY, Bool, Field, Obj, Str
 from .sessions import with_agent
 
 
@@ -102,14 +102,19 @@ async def models(ctx: CallContext, p: dict) -> dict:
     return {"models": await provider.list_models(), "default": provider.model}
 
 
+def _relayed(request: Field, where: str) -> Obj:
+    """The params of a /v1 request's call: its body, the session header, the recall and capture switches."""
+    return with_agent(
+        request=request,
+        session=Str(pattern=SESSION_KEY, optional=True, description="the session; default: the request's own"),
+        memory=Bool(default=True, description=f"recall memory into the request's {where}"),
+        capture=Bool(default=True, description="keep the user message and the reply in the session"),
+    )
+
+
 @registry.method(
     "chat.relay",
-    with_agent(
-        request=RELAY_REQUEST,
-        session=Str(pattern=SESSION_KEY, optional=True, description="the session; default: the request's own"),
-        memory=Bool(default=True, description="recall memory into the request's system prompt"),
-        capture=Bool(default=True, description="keep the user message and the reply in the session"),
-    ),
+    _relayed(RELAY_REQUEST, "system prompt"),
     "Relay an OpenAI chat completions request as a chat run of its session (chat/relay.py): recalled "
     "memory in its system prompt, the upstream's own answer streamed to the door, the run's events to "
     "the session's subscribers, the turn in its transcript → {runId, status, sessionKey}.",
@@ -145,12 +150,7 @@ async def _start(ctx: CallContext, agent, key: str, turn: RelayedTurn, first: st
 
 @registry.method(
     "chat.respond",
-    with_agent(
-        request=RESPONSES_REQUEST,
-        session=Str(pattern=SESSION_KEY, optional=True, description="the session; default: the request's own"),
-        memory=Bool(default=True, description="recall memory into the request's instructions"),
-        capture=Bool(default=True, description="keep the user message and the reply in the session"),
-    ),
+    _relayed(RESPONSES_REQUEST, "instructions"),
     "Relay an OpenAI Responses API request as a chat run of its session (chat/responses.py): the upstream's "
     "/v1/responses, or its chat completions translated; `previous_response_id` and `conversation` continue "
     "a session → {runId, status, sessionKey, responseId}.",
