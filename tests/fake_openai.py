@@ -8,7 +8,7 @@
 
 Behaviours (each consumed by one request; when the script is empty, "ok"):
     ("ok",)                         normal answer
-    ("status", code, headers)       an HTTP error with a JSON error body
+    ("status", code, headers[, c])  an HTTP error with a JSON error body (its `code` c, else the status)
     ("cut", n)                      stream n chunks, then drop the connection mid-stream
     ("hang", seconds)               accept and say nothing for that long (provider timeout)
     ("wait", event[, seconds])      hold the request until the threading.Event is set (at most
@@ -172,8 +172,9 @@ class FakeOpenAI:
                 kind = behaviour[0]
                 if kind == "status":
                     code, headers = behaviour[1], (behaviour[2] if len(behaviour) > 2 else {})
+                    named = behaviour[3] if len(behaviour) > 3 else code  # ("status", 404, {}, "model_not_found")
                     self._json(
-                        code, {"error": {"message": f"fake error {code}", "type": "fake", "code": code}}, headers
+                        code, {"error": {"message": f"fake error {code}", "type": "fake", "code": named}}, headers
                     )
                     return
                 if kind == "hang":

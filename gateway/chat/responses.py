@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator
@@ -39,7 +40,7 @@ ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
 TOOL_CHOICES = ("auto", "none", "required")
 STORE_BYTES = 64 << 20  # all stored responses of an agent, about (their JSON)
-_KEY = __import__("re").compile(SESSION_KEY)
+_KEY = re.compile(SESSION_KEY)
 # fields of the request that go to a chat completions upstream as they are
 _PASSED = ("temperature", "top_p", "parallel_tool_calls", "user", "metadata", "seed")
 
@@ -365,7 +366,8 @@ class RespondedTurn(RelayedTurn):
                 try:
                     source = await provider.respond(self._upstream_body(recalled))
                 except UpstreamError as exc:
-                    if provider.responses_api != "auto" or exc.status not in RESPONSES_API_MISSING:
+                    missing = exc.status in RESPONSES_API_MISSING and (exc.error or {}).get("code") != "model_not_found"
+                    if provider.responses_api != "auto" or not missing:  # an unknown model is not a missing route
                         raise
                     provider.responses_api = "translate"  # remembered: asked in chat completions from now on
             if source is not None:

@@ -430,3 +430,18 @@ async def test_the_store_is_bounded(start_gateway, api):
         with pytest.raises(openai.NotFoundError):
             await client.responses.retrieve(ids[0])  # the least recently used, forgotten
         assert [(await client.responses.retrieve(i)).id for i in ids[1:]] == ids[1:]
+
+
+async def test_an_unknown_model_is_not_taken_for_a_missing_route(start_gateway, api):
+    """OpenAI answers 404 model_not_found for a model it lacks: that is passed on, and /v1/responses is
+    still asked next time (a 404 without that code means the route is missing: translated from then on)."""
+    import openai
+
+    gw = await upstream_gateway(start_gateway, api)
+    async with sdk(gw) as client:
+        api.script(("status", 404, {}, "model_not_found"))
+        with pytest.raises(openai.NotFoundError) as exc:
+            await client.responses.create(model="gpt-9", input="hi")
+        assert exc.value.code == "model_not_found"
+        assert (await client.responses.create(model="fake-model", input="hi")).output_text
+    assert api.count("/v1/responses") == 2 and api.count("/v1/chat/completions") == 0
