@@ -169,7 +169,9 @@ class Threads:
 
     @staticmethod
     def _digest(told: list[tuple[str, str]]) -> str:
-        return _digest(json.dumps(told, ensure_ascii=False))
+        # ASCII JSON: an upstream's reply may hold lone surrogates (a pair split across chunks), which have
+        # no UTF-8; escaped, the halves read as the pair the client joins them into and sends back.
+        return _digest(json.dumps(told))
 
     def find(self, messages: list[dict[str, Any]]) -> str:
         history = _history(messages)
