@@ -52,6 +52,8 @@ METHOD_SCOPES: dict[str, str] = {
     "chat.regenerate": "chat",
     "chat.abort": "chat",
     "chat.relay": "chat",  # /v1/chat/completions (the OpenAI door's call)
+    "chat.respond": "chat",  # /v1/responses
+    "chat.response": "read",  # GET /v1/responses/{id}
     "chat.models": "read",
     "memory.search": "read",
     "memory.get": "read",

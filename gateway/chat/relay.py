@@ -161,10 +161,15 @@ class Threads:
     does one whose history two sessions said word for word (two conversations that began alike and got
     the same reply, as the offline responder gives): from there on each goes on in its own. Bounded
     (THREADS_MAX, least recently used forgotten) and kept in memory: after a restart, a conversation's
-    next turn starts a session of its own (`openai:<digest of its history>`) and goes on in it."""
+    next turn starts a session of its own (`openai:<digest of its history>`) and goes on in it.
 
-    def __init__(self, limit: int = THREADS_MAX):
-        self.limit = limit
+    `shared`: several gateways on one database, any of which a conversation's next turn may reach; a
+    gateway's memory does not see the others', so the conversation is named by what every gateway can
+    compute, `openai:<digest of the system prompt and the first user message>` (two conversations that
+    begin alike are one session there: not solved yet)."""
+
+    def __init__(self, limit: int = THREADS_MAX, shared: bool = False):
+        self.limit, self.shared = limit, shared
         self._keys: OrderedDict[str, str | None] = OrderedDict()  # digest → session (None: two said it)
 
     @staticmethod
@@ -174,6 +179,10 @@ class Threads:
         return _digest(json.dumps(told))
 
     def find(self, messages: list[dict[str, Any]]) -> str:
+        if self.shared:
+            system = next((text_of(m.get("content")) for m in messages if m["role"] in ("system", "developer")), "")
+            first = next((text_of(m.get("content")) for m in messages if m["role"] == "user"), "")
+            return "openai:" + _digest(json.dumps([system, first]))
         history = _history(messages)
         if not history:
             return "openai:" + uuid.uuid4().hex

@@ -85,7 +85,7 @@ class ChatService:
         self.loop = TurnLoop(config, provider, tools, sessions, self._emit)
         self.finish = Finish(sessions, provider, memory, error_code, self._end)
         self._background: set[asyncio.Task[Any]] = set()
-        self.threads = Threads()  # which session a /v1 conversation is in, by its history
+        self.threads = Threads(shared=ledger.shared)  # which session a /v1 conversation is in, by its history
         self.responses = ResponseStore(config.openai_api.stored_responses)  # /v1/responses kept
 
     @property
