@@ -173,6 +173,12 @@ class ChatConfig:
         doc="seconds per provider request, and between streamed chunks with content (keep-alive comments do not count)",
     )
     max_retries: int = _f(2, ge=0, le=10)
+    responses_api: str = _f(
+        "auto",
+        choices=("auto", "upstream", "translate"),
+        doc="how /v1/responses reaches the upstream: its own /v1/responses (upstream), as chat completions "
+        "(translate: Ollama, llama.cpp), or auto: its own until it answers 404/405/501 there, then translated",
+    )
     history_messages: int = _f(20, ge=1, le=1000, doc="messages of the session sent with each turn")
     system_prompt: str = _f(
         "You are Jarvis, a helpful personal assistant with long-term memory. "
@@ -234,6 +240,12 @@ class OpenAIApiConfig:
         True,
         doc="/v1/chat/completions keeps each user message and reply in a session's "
         "transcript, indexed as memory (per request: header X-Jarvis-Capture: off)",
+    )
+    stored_responses: int = _f(
+        1000,
+        ge=0,
+        doc="/v1/responses kept per agent in this gateway's memory for GET /v1/responses/{id} and "
+        "previous_response_id (also at most 64 MiB in all), the least recently used forgotten; 0 keeps none",
     )
 
 

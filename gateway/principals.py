@@ -53,6 +53,8 @@ METHOD_SCOPES: dict[str, str] = {
     "chat.abort": "chat",
     "chat.confirm": "chat",  # yes or no to the model's destructive tool call
     "chat.relay": "chat",  # /v1/chat/completions (the OpenAI door's call)
+    "chat.respond": "chat",  # /v1/responses
+    "chat.response": "read",  # GET /v1/responses/{id}
     "chat.models": "read",
     "memory.search": "read",
     "memory.get": "read",

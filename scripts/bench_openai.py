@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -45,7 +46,8 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] if values else float("nan")
 
 
-async def one(client: openai.AsyncOpenAI, i: int) -> tuple[float, float]:
+async def one(client: openai.AsyncOpenAI, i: int, first_byte: bool = False) -> tuple[float, float]:
+    """(time to the first chunk with text — or to the first chunk at all, `first_byte` — and in all)."""
     t0 = time.perf_counter()
     first = None
     stream = await client.chat.completions.create(
@@ -57,7 +59,7 @@ async def one(client: openai.AsyncOpenAI, i: int) -> tuple[float, float]:
         ],
     )
     async for chunk in stream:
-        if first is None and chunk.choices and chunk.choices[0].delta.content:
+        if first is None and (first_byte or (chunk.choices and chunk.choices[0].delta.content)):
             first = time.perf_counter() - t0
     return first if first is not None else float("nan"), time.perf_counter() - t0
 
@@ -80,9 +82,20 @@ async def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "openai.json"))
     args = ap.parse_args()
 
+    result = await against_fake(args, measure)
+    result.update(
+        {"requests": args.requests, "words": args.words, "memory": not args.no_memory, "cpu_count": os.cpu_count()}
+    )
+    report(result, args.out, "time to first token")
+    return 0
+
+
+async def against_fake(args: argparse.Namespace, measure, fake_args: tuple[str, ...] = ()) -> dict:
+    """`measure(upstream, gateway process, n)` with the fake upstream in its own process and a `jarvis
+    serve` using it for chat and embeddings (memory per `args.no_memory`; a few notes in MEMORY.md)."""
     reply = " ".join(f"w{i}" for i in range(args.words))
     fake = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "fake_openai.py"), "--reply", reply],
+        [sys.executable, str(ROOT / "tests" / "fake_openai.py"), "--reply", reply, *fake_args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -100,7 +113,7 @@ async def main() -> int:
             )
             gp = GatewayProcess(state, env={"OPENAI_BASE_URL": upstream}).start()
             try:
-                result = await measure(upstream, gp, args.requests)
+                return await measure(upstream, gp, args.requests)
             finally:
                 gp.signal()
                 gp.wait(30)
@@ -108,39 +121,46 @@ async def main() -> int:
         fake.stdin.close()
         fake.wait(10)
 
-    result.update(
-        {"requests": args.requests, "words": args.words, "memory": not args.no_memory, "cpu_count": os.cpu_count()}
-    )
-    d, g, a = result["direct"], result["gateway"], result["added"]
-    for name, r in (("direct", d), ("gateway", g), ("added", a)):
+
+def report(result: dict, out_file: str, first: str) -> None:
+    """Print direct / gateway / added (p50, p95) and write the JSON."""
+    for name in ("direct", "gateway", "added"):
+        r = result[name]
         print(
-            f"{name:<8} time to first token p50 {r['ttft_p50_ms']:7.2f} ms  p95 {r['ttft_p95_ms']:7.2f} ms   "
+            f"{name:<8} {first} p50 {r['ttft_p50_ms']:7.2f} ms  p95 {r['ttft_p95_ms']:7.2f} ms   "
             f"total p50 {r['total_p50_ms']:7.2f} ms  p95 {r['total_p95_ms']:7.2f} ms"
         )
     print(f"recalled in the last request: {result['recalled']} sources")
-    out = Path(args.out)
+    out = Path(out_file)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
     print(f"wrote {out}")
-    return 0
 
 
-async def measure(upstream: str, gp: GatewayProcess, n: int) -> dict:
+async def _chat_probe(gateway: openai.AsyncOpenAI) -> Any:
+    return await gateway.chat.completions.with_raw_response.create(
+        model="fake-model", messages=[{"role": "user", "content": "When is Anna's birthday?"}]
+    )
+
+
+async def measure(
+    upstream: str, gp: GatewayProcess, n: int, direct_one: Any = one, gateway_one: Any = one, probe: Any = _chat_probe
+) -> dict:
+    """n requests to each, alternating (`direct_one` / `gateway_one`), after 3 to warm both; then `probe`
+    asks the gateway once more, to count what it recalled."""
     assert gp.http_url is not None, "the gateway did not report its HTTP API listener"
     direct_times, gateway_times = [], []
     async with (
         openai.AsyncOpenAI(base_url=upstream, api_key="unused", max_retries=0) as direct,
         openai.AsyncOpenAI(base_url=gp.http_url + "/v1", api_key=gp.token, max_retries=0) as gateway,
     ):
-        for i in range(3):  # warm both paths (connections, the index's first query)
-            await one(direct, -i)
-            await one(gateway, -i)
+        for i in range(3):  # warm both paths (connections, the index's first query, a route's probe)
+            await direct_one(direct, -i)
+            await gateway_one(gateway, -i)
         for i in range(n):
-            direct_times.append(await one(direct, i))
-            gateway_times.append(await one(gateway, i))
-        raw = await gateway.chat.completions.with_raw_response.create(
-            model="fake-model", messages=[{"role": "user", "content": "When is Anna's birthday?"}]
-        )
+            direct_times.append(await direct_one(direct, i))
+            gateway_times.append(await gateway_one(gateway, i))
+        raw = await probe(gateway)
     d, g = summary(direct_times), summary(gateway_times)
     return {
         "direct": d,

@@ -8,7 +8,7 @@
 
 Behaviours (each consumed by one request; when the script is empty, "ok"):
     ("ok",)                         normal answer
-    ("status", code, headers)       an HTTP error with a JSON error body
+    ("status", code, headers[, c])  an HTTP error with a JSON error body (its `code` c, else the status)
     ("cut", n)                      stream n chunks, then drop the connection mid-stream
     ("hang", seconds)               accept and say nothing for that long (provider timeout)
     ("wait", event[, seconds[, then]])  hold the request until the threading.Event is set (at most
@@ -27,7 +27,10 @@ Behaviours (each consumed by one request; when the script is empty, "ok"):
     ("comments", n, interval)       stream one chunk, then n SSE comment lines (": keep-alive"), one
                                     every `interval` s, then the rest of the reply
 
-Endpoints: POST /v1/chat/completions (stream or not), POST /v1/embeddings (deterministic vectors
+Endpoints: POST /v1/chat/completions (stream or not), POST /v1/responses (stream or not: the reply as
+one message item, or with ("tools", …) one function_call item per call, in OpenAI's `response.*` events;
+("cut", n) drops the connection after n text deltas; `responses_route = False` answers 404 there, as
+Ollama and llama.cpp do), POST /v1/embeddings (deterministic vectors
 from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too), GET
 /v1/models (`models`, a list of ids; None answers 404 as many local servers do; `models_delay`
 seconds before it answers). `requests` records
@@ -73,6 +76,7 @@ class FakeOpenAI:
         self.chunk_delay = 0.0
         self.models: list[str] | None = ["fake-large", "fake-small"]
         self.models_delay = 0.0
+        self.responses_route = True  # False: POST /v1/responses is a 404, as on servers without it
         self.requests: list[dict[str, Any]] = []
         self.calls_made = 0  # tool calls streamed so far (their ids: call_0, call_1, …)
         self.waiting = 0  # requests held by a ("wait", …) behaviour right now
@@ -162,12 +166,16 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 path = self.path.split("?")[0]
                 api.requests.append({"path": path, "body": body, "headers": dict(self.headers)})
+                if path.endswith("/responses") and not api.responses_route:  # the script is for what comes next
+                    self._json(404, {"error": {"message": "no such endpoint"}})
+                    return
                 behaviour = api._next()
                 kind = behaviour[0]
                 if kind == "status":
                     code, headers = behaviour[1], (behaviour[2] if len(behaviour) > 2 else {})
+                    named = behaviour[3] if len(behaviour) > 3 else code  # ("status", 404, {}, "model_not_found")
                     self._json(
-                        code, {"error": {"message": f"fake error {code}", "type": "fake", "code": code}}, headers
+                        code, {"error": {"message": f"fake error {code}", "type": "fake", "code": named}}, headers
                     )
                     return
                 if kind == "hang":
@@ -207,6 +215,14 @@ class FakeOpenAI:
                             "usage": {"prompt_tokens": 1, "total_tokens": 1},
                         },
                     )
+                    return
+                if path.endswith("/responses") and api.responses_route:
+                    try:
+                        self._responses(body, behaviour)
+                    except (BrokenPipeError, ConnectionResetError):
+                        with api._lock:
+                            api.cancelled += 1
+                        self.close_connection = True
                     return
                 if path.endswith("/chat/completions"):
                     try:
@@ -311,6 +327,116 @@ class FakeOpenAI:
                         chunk({"tool_calls": [{"index": i, "function": {"arguments": text[at : at + step]}}]})
                 self._end_stream(event, model, "tool_calls", len(calls))
 
+            def _responses(self, body: dict[str, Any], behaviour: tuple[Any, ...]) -> None:
+                """OpenAI's Responses API, written out here by hand (not by the gateway's code)."""
+                model = body.get("model", "fake")
+                seq = iter(range(1_000_000))
+                response: dict[str, Any] = {
+                    "id": f"resp_fake{len(api.requests)}",
+                    "object": "response",
+                    "created_at": 1700000000,
+                    "status": "in_progress",
+                    "model": model,
+                    "output": [],
+                    "usage": None,
+                    "error": None,
+                    "incomplete_details": None,
+                    "instructions": body.get("instructions"),
+                    "tools": body.get("tools") or [],
+                    "tool_choice": body.get("tool_choice", "auto"),
+                    "parallel_tool_calls": True,
+                    "temperature": 1.0,
+                    "top_p": 1.0,
+                    "metadata": {},
+                }
+                calls = behaviour[1] if behaviour[0] == "tools" and body.get("tools") else None
+                if calls is not None:
+                    with api._lock:
+                        first = api.calls_made
+                        api.calls_made += len(calls)
+                    for i, (name, arguments) in enumerate(calls):
+                        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+                        response["output"].append(
+                            {
+                                "id": f"fc_{first + i}",
+                                "type": "function_call",
+                                "status": "completed",
+                                "call_id": f"call_{first + i}",
+                                "name": name,
+                                "arguments": text,
+                            }
+                        )
+                else:
+                    response["output"].append(
+                        {
+                            "id": "msg_fake",
+                            "type": "message",
+                            "status": "completed",
+                            "role": "assistant",
+                            "content": [{"type": "output_text", "text": api.reply, "annotations": []}],
+                        }
+                    )
+                usage = {"input_tokens": 5, "output_tokens": len(api.reply.split(" ")), "total_tokens": 0}
+                if not body.get("stream"):
+                    self._json(200, {**response, "status": "completed", "usage": usage})
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+
+                def event(kind: str, **fields: Any) -> None:
+                    obj = {"type": kind, "sequence_number": next(seq), **fields}
+                    self._write(f"event: {kind}\ndata: {json.dumps(obj)}\n\n".encode())
+
+                shell = {**response, "output": []}
+                event("response.created", response=shell)
+                event("response.in_progress", response=shell)
+                for index, item in enumerate(response["output"]):
+                    if item["type"] == "function_call":
+                        event("response.output_item.added", output_index=index, item={**item, "arguments": ""})
+                        text = item["arguments"]
+                        for at in range(0, len(text), 7):
+                            event(
+                                "response.function_call_arguments.delta",
+                                item_id=item["id"],
+                                output_index=index,
+                                delta=text[at : at + 7],
+                            )
+                        event(
+                            "response.function_call_arguments.done",
+                            item_id=item["id"],
+                            output_index=index,
+                            arguments=text,
+                        )
+                        event("response.output_item.done", output_index=index, item=item)
+                        continue
+                    event(
+                        "response.output_item.added",
+                        output_index=index,
+                        item={**item, "status": "in_progress", "content": []},
+                    )
+                    part = {"type": "output_text", "text": "", "annotations": []}
+                    ids = {"item_id": item["id"], "output_index": index, "content_index": 0}
+                    event("response.content_part.added", **ids, part=part)
+                    words = api.reply.split(" ")
+                    for i, word in enumerate(words):
+                        if behaviour[0] == "cut" and i >= behaviour[1]:
+                            self.close_connection = True
+                            self.wfile.flush()
+                            self.connection.shutdown(2)
+                            return
+                        event("response.output_text.delta", **ids, delta=word + (" " if i < len(words) - 1 else ""))
+                        api.chunk_times.append(time.monotonic())
+                        if api.chunk_delay:
+                            time.sleep(api.chunk_delay)
+                    event("response.output_text.done", **ids, text=api.reply)
+                    event("response.content_part.done", **ids, part={**part, "text": api.reply})
+                    event("response.output_item.done", output_index=index, item=item)
+                event("response.completed", response={**response, "status": "completed", "usage": usage})
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
             def _events(self, payloads: list[Any]) -> None:
                 event = self._start_stream()
                 for obj in [*payloads, "[DONE]"]:
@@ -382,9 +508,11 @@ if __name__ == "__main__":  # a separate process, so that a benchmark's client d
     )
     ap.add_argument("--reply", default="Hello from the fake model.", help="what chat completions stream")
     ap.add_argument("--repeat", type=int, default=1, help="the reply, this many times over")
+    ap.add_argument("--no-responses", action="store_true", help="POST /v1/responses answers 404 (as Ollama)")
     args = ap.parse_args()
     with FakeOpenAI() as fake:
         fake.reply = args.reply * args.repeat
+        fake.responses_route = not args.no_responses
         print(fake.base_url, flush=True)
         for line in sys.stdin:
             fake.script(tuple(json.loads(line)))

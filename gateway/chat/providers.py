@@ -77,6 +77,10 @@ class ChatProvider:
     # runner: a server may host models with and without function calling).
     tools_supported = False
     tools_refused: frozenset[str] = frozenset()
+    # How a Responses API request (chat/responses.py) reaches it: "upstream" (its own /v1/responses, through
+    # `respond`), "translate" (as chat completions, through `relay`), "auto" (upstream until it answers that
+    # it has no such route). The offline responder and a provider without the wire format translate.
+    responses_api = "translate"
 
     def stream(
         self,
@@ -96,15 +100,9 @@ class ChatProvider:
 
     async def relay(self, body: dict[str, Any], recalled: list[dict[str, Any]]) -> Any:
         """Answer an OpenAI chat completions request: an async iterator of chunk objects when
-        `body["stream"]`, else one completion object. Built here on `stream()` (the model is this one);
-        a provider that speaks the wire format forwards the request instead."""
-        if body.get("model") not in (None, self.model):
-            raise UpstreamError(
-                f"The model `{body.get('model')}` does not exist; GET /v1/models lists {self.model!r}",
-                404,
-                retryable=False,
-                error={"type": "invalid_request_error", "param": "model", "code": "model_not_found"},
-            )
+        `body["stream"]`, else one completion object. Built here on `stream()`, answering under the model
+        name the client asked for (the offline responder has no other: a client configured for any model
+        works out of the box); a provider that speaks the wire format forwards the request instead."""
         chunks = self._chunks(body, recalled)
         if body.get("stream"):
             return chunks
@@ -118,7 +116,7 @@ class ChatProvider:
             "id": chunk["id"],
             "object": "chat.completion",
             "created": chunk["created"],
-            "model": self.model,
+            "model": chunk["model"],
             "choices": [
                 {
                     "index": 0,
@@ -130,6 +128,10 @@ class ChatProvider:
             "usage": usage,
         }
 
+    async def respond(self, body: dict[str, Any]) -> AsyncIterator[Any]:
+        """Answer a Responses API request (streamed) with the upstream's own `response.*` events."""
+        raise NotImplementedError
+
     async def _chunks(self, body: dict[str, Any], recalled: list[dict[str, Any]]) -> AsyncIterator[dict]:
         """`stream()` as OpenAI's chunks: the role first, the text, `finish_reason`, then the usage (always;
         the endpoint drops it unless the client asked for it)."""
@@ -137,7 +139,7 @@ class ChatProvider:
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion.chunk",
             "created": int(time.time()),
-            "model": self.model,
+            "model": body.get("model") or self.model,
             "system_fingerprint": None,
         }
 
@@ -254,10 +256,12 @@ class OpenAIProvider(ChatProvider):
         *,
         max_argument_chars: int = MAX_TOOL_ARGUMENT_CHARS,
         max_id_chars: int = 4096,
+        responses_api: str = "auto",
     ):
         from openai import AsyncOpenAI
 
         self.model = model
+        self.responses_api = responses_api
         self.timeout = timeout
         # What one answer's tool calls may hold in memory (chat.maxToolArgumentBytes, chat.maxToolCallIdChars):
         # more is counted, not kept (the runner refuses those calls, chat/tools.bound_calls).
@@ -399,13 +403,25 @@ class OpenAIProvider(ChatProvider):
             raise self.failure(exc) from None
         return self._relay_chunks(stream)
 
-    async def _relay_chunks(self, stream: Any) -> AsyncIterator[dict]:
+    async def respond(self, body: dict[str, Any]) -> AsyncIterator[Any]:
+        """The Responses request as it is (streamed) to the upstream's /v1/responses; its events as sent."""
+        import openai
+
+        try:
+            stream = await self.client.post(
+                "/responses", body=body, cast_to=object, stream=True, stream_cls=openai.AsyncStream[object]
+            )
+        except Exception as exc:
+            raise self.failure(exc) from None
+        return self._relay_chunks(stream, _event_has_content)
+
+    async def _relay_chunks(self, stream: Any, has_content: Any = None) -> AsyncIterator[dict]:
         from .upstream import paced
 
         try:
             async with stream:
                 # chat.timeout between chunks with content, as for chat.send (keep-alive comments do not count)
-                async for chunk in paced(stream, self.timeout, _relay_has_content):
+                async for chunk in paced(stream, self.timeout, has_content or _relay_has_content):
                     yield chunk
         except TimeoutError:
             raise self.silent() from None
@@ -502,6 +518,23 @@ def _relay_has_content(chunk: Any) -> bool:
     )
 
 
+def _event_has_content(event: Any) -> bool:
+    """`_has_content` for a Responses API event: text, a function call's arguments, an item, the end."""
+    kind = event.get("type") if isinstance(event, dict) else None
+    return (
+        not isinstance(kind, str)
+        or kind.endswith(".delta")
+        or kind.startswith("response.output_item")
+        or kind
+        in (
+            "response.completed",
+            "response.incomplete",
+            "response.failed",
+            "error",
+        )
+    )
+
+
 def make_provider(config: Config) -> ChatProvider:
     if config.chat_provider == "openai":
         c = config.chat
@@ -513,5 +546,6 @@ def make_provider(config: Config) -> ChatProvider:
             c.max_retries,
             max_argument_chars=c.max_tool_argument_bytes,
             max_id_chars=c.max_tool_call_id_chars,
+            responses_api=c.responses_api,
         )
     return OfflineResponder(config.chat.offline_delta_delay)

@@ -12,9 +12,11 @@ its refusal, to answer in the door's shape; the run's events reach it as they re
 subscriber of the session.
 
 Which session: the door's `X-Jarvis-Session`, else the `user` field (`openai:user:<user>`), else one per
-conversation: `openai:<hash of the system prompt and the first user message>`, so that a client resending
-the whole history each turn stays in one session. Only the last message (when it is the user's) and the
-reply are written: the history a client resends was written by the turns before.
+conversation, found by its history (`Threads`): a request whose history is what an earlier turn said and
+answered continues that turn's session, so that a client resending the whole history each turn stays in
+one session, and two conversations that begin alike ("hello") part once they differ. Only the last
+message (when it is the user's) and the reply are written: the history a client resends was written by
+the turns before.
 """
 
 from __future__ import annotations
@@ -23,14 +25,17 @@ import contextlib
 import hashlib
 import json
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncIterator, Protocol, runtime_checkable
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Protocol, runtime_checkable
 
 from ..errors import Invalid
 from ..memory.present import prompt_section
 from ..schema import Field, text_problem
 from .providers import UpstreamError
 from .stream import Delta, Usage
+from .upstream import content_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from .providers import ChatProvider
@@ -49,13 +54,7 @@ class RelayRequest(Field):
         def at(name: str) -> str:
             return f"{path}.{name}" if path else name
 
-        if not isinstance(value, dict):
-            raise Invalid("must be a JSON object", field=path)
-        model = value.get("model")
-        if model is None:
-            raise Invalid("required, a model id from GET /v1/models", field=at("model"))
-        if not isinstance(model, str) or not model:
-            raise Invalid("must be a model id from GET /v1/models (a non-empty string)", field=at("model"))
+        check_model(value, path)
         messages = value.get("messages")
         if messages is None:
             raise Invalid("required, a list of {role, content}", field=at("messages"))
@@ -97,6 +96,18 @@ class RelayRequest(Field):
         return value
 
 
+def check_model(value: Any, path: str) -> None:
+    """A /v1 request body is an object that names its `model` (both doors' first rule)."""
+    if not isinstance(value, dict):
+        raise Invalid("must be a JSON object", field=path)
+    model = value.get("model")
+    where = f"{path}.model" if path else "model"
+    if model is None:
+        raise Invalid("required, a model id from GET /v1/models", field=where)
+    if not isinstance(model, str) or not model:
+        raise Invalid("must be a model id from GET /v1/models (a non-empty string)", field=where)
+
+
 RELAY_REQUEST = RelayRequest(description="an OpenAI chat completions request body")
 
 
@@ -109,15 +120,12 @@ def text_of(content: Any) -> str:
     return ""
 
 
-def session_for(request: dict[str, Any]) -> str:
-    """The session of a request that names none: its `user`'s, else its conversation's."""
+def session_for(request: dict[str, Any], threads: "Threads") -> str:
+    """The session of a request that names none: its `user`'s, else its conversation's (by its history)."""
     user = request.get("user")
     if user:
         return "openai:user:" + (user if _USER_KEY.fullmatch(user) else _digest(user))
-    messages = request["messages"]
-    system = next((text_of(m.get("content")) for m in messages if m["role"] in ("system", "developer")), "")
-    first = next((text_of(m.get("content")) for m in messages if m["role"] == "user"), "")
-    return "openai:" + _digest(json.dumps([system, first]))
+    return threads.find(request["messages"])
 
 
 _USER_AGENT = re.compile(r"[A-Za-z0-9._-]{1,59}")
@@ -144,6 +152,78 @@ def agent_for_user(user: str) -> str:
 
 def first_user_text(request: dict[str, Any]) -> str:
     return next((text_of(m.get("content")) for m in request["messages"] if m["role"] == "user"), "")
+
+
+THREADS_MAX = 10_000  # conversations remembered per agent (about 100 bytes each), the least recent forgotten
+
+
+def said(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """What a conversation said, as a client resends it: the user's and the assistant's texts, whitespace
+    folded (clients trim or re-wrap), system prompts, tool calls and their results left out (a client may
+    rewrite its system prompt; a tool round trip is part of one turn)."""
+    out = []
+    for m in messages:
+        if m.get("role") in ("user", "assistant"):
+            text = " ".join(text_of(m.get("content")).split())
+            if text:
+                out.append((m["role"], text))
+    return out
+
+
+def _history(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The history a request continues: what it says before its last user message."""
+    told = said(messages)
+    return told[:-1] if told and told[-1][0] == "user" and messages[-1].get("role") == "user" else told
+
+
+class Threads:
+    """Which session a conversation is in, found by its history: each turn remembers the digest of what
+    was said up to and with its reply; a request whose history (all before its last user message) has
+    that digest continues the turn's session. A request with no history starts a new session, and so
+    does one whose history two sessions said word for word (two conversations that began alike and got
+    the same reply, as the offline responder gives): from there on each goes on in its own. Bounded
+    (THREADS_MAX, least recently used forgotten) and kept in memory: after a restart, a conversation's
+    next turn starts a session of its own (`openai:<digest of its history>`) and goes on in it.
+
+    `shared`: several gateways on one database, any of which a conversation's next turn may reach; a
+    gateway's memory does not see the others', so the conversation is named by what every gateway can
+    compute, `openai:<digest of the system prompt and the first user message>` (two conversations that
+    begin alike are one session there: not solved yet)."""
+
+    def __init__(self, limit: int = THREADS_MAX, shared: bool = False):
+        self.limit, self.shared = limit, shared
+        self._keys: OrderedDict[str, str | None] = OrderedDict()  # digest → session (None: two said it)
+
+    @staticmethod
+    def _digest(told: list[tuple[str, str]]) -> str:
+        # ASCII JSON: an upstream's reply may hold lone surrogates (a pair split across chunks), which have
+        # no UTF-8; escaped, the halves read as the pair the client joins them into and sends back.
+        return _digest(json.dumps(told))
+
+    def find(self, messages: list[dict[str, Any]]) -> str:
+        if self.shared:
+            system = next((text_of(m.get("content")) for m in messages if m["role"] in ("system", "developer")), "")
+            first = next((text_of(m.get("content")) for m in messages if m["role"] == "user"), "")
+            return "openai:" + _digest(json.dumps([system, first]))
+        history = _history(messages)
+        if not history:
+            return "openai:" + uuid.uuid4().hex
+        digest = self._digest(history)
+        if digest not in self._keys:
+            return "openai:" + digest
+        self._keys.move_to_end(digest)
+        return self._keys[digest] or "openai:" + uuid.uuid4().hex
+
+    def remember(self, messages: list[dict[str, Any]], reply: str, key: str) -> None:
+        """A turn answered `messages` with `reply` in session `key`: the next turn's history will say so."""
+        told = said([*messages, {"role": "assistant", "content": reply}])
+        if not told:
+            return
+        digest = self._digest(told)
+        self._keys[digest] = key if self._keys.get(digest, key) == key else None
+        self._keys.move_to_end(digest)
+        while len(self._keys) > self.limit:
+            self._keys.popitem(last=False)
 
 
 def _digest(text: str) -> str:
@@ -193,6 +273,8 @@ class RelayedTurn:
     memory: bool  # recall memory into the client's system prompt
     capture: bool  # write the user message and the reply to the session's transcript
     sink: RelaySink
+    # told the whole reply once the upstream has sent it all (Threads.remember, by the method)
+    answered: Callable[[str], None] | None = field(default=None)
 
     @property
     def user_text(self) -> str | None:
@@ -209,22 +291,31 @@ class RelayedTurn:
         """The run's source: the upstream's answer; chunks go to the sink, their text to the run."""
         body = {**self.request, "messages": with_memory(self.request["messages"], recalled)}
         self.sink.recalled(recalled)
+        reply: list[str] = []
         try:
             answer = await provider.relay(body, recalled)
             if not self.request.get("stream"):
                 completion = _checked(answer, "completion")
                 self.sink.completed(completion)
                 for item in _items(completion):
+                    reply.append(_text(item))
                     yield item
-                return
-            async with contextlib.aclosing(answer) as chunks:
-                async for chunk in chunks:
-                    await self.sink.chunk(_checked(chunk, "chunk"))
-                    for item in _items(chunk):
-                        yield item
+            else:
+                async with contextlib.aclosing(answer) as chunks:
+                    async for chunk in chunks:
+                        await self.sink.chunk(_checked(chunk, "chunk"))
+                        for item in _items(chunk):
+                            reply.append(_text(item))
+                            yield item
         except UpstreamError as exc:
             self.sink.refused(exc)
             raise
+        if self.answered is not None:
+            self.answered("".join(reply))
+
+
+def _text(item: Delta | Usage) -> str:
+    return (content_text(item.text) or "") if isinstance(item, Delta) else ""
 
 
 def _checked(obj: Any, what: str) -> dict[str, Any]:

@@ -44,7 +44,8 @@ from .finish import Finish
 from .loop import TurnLoop
 from .prompt import Prompts
 from .providers import ChatProvider
-from .relay import RelayedTurn
+from .relay import RelayedTurn, Threads
+from .responses import ResponseStore
 from .runs import Run, RunSlots
 from .tools import ChatTools
 
@@ -90,6 +91,8 @@ class ChatService:
         self.loop = TurnLoop(config, provider, tools, sessions, self._emit, self.guard)
         self.finish = Finish(sessions, provider, memory, error_code, self._end)
         self._background: set[asyncio.Task[Any]] = set()
+        self.threads = Threads(shared=ledger.shared)  # which session a /v1 conversation is in, by its history
+        self.responses = ResponseStore(config.openai_api.stored_responses)  # /v1/responses kept
 
     @property
     def active(self) -> dict[str, Run]:

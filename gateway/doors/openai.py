@@ -5,6 +5,8 @@ On the HTTP API listener (doors/httpapi.py: bearer token, Origin, body cap alrea
     GET  /v1/models                 the chat provider's models      → the call chat.models
     GET  /v1/models/{model}         one of them                     → the call chat.models
     POST /v1/chat/completions       streaming (SSE) or not          → the call chat.relay
+    POST /v1/responses              streaming (SSE) or not          → the call chat.respond
+    GET  /v1/responses/{id}         a response kept                 → the call chat.response
 
 The door only translates: the HTTP request into a call of the one path (dispatcher.py, Door.OPENAI),
 and the call's result, its stream, or its one error value (`httpapi.http_error`: status, OpenAI's JSON
@@ -32,6 +34,7 @@ import orjson
 from ..calls import Call, Door
 from ..chat.providers import UpstreamError
 from ..chat.relay import agent_for_user, choices, proxied_user
+from ..chat.respevents import DONE
 from ..errors import Invalid, JarvisError, NotFound, Unavailable
 from ..memory.present import references
 from .httpapi import http_error, json_error, principal_of
@@ -253,16 +256,7 @@ async def _frames(channel: RelayChannel, body: dict[str, Any], first: tuple[Any,
                     yield _sse(h)
                 # OpenAI's mid-stream error: the SDK raises it (a stream that just ends reads as whole)
                 failure = _failure(channel, event) if method == "chat.error" else _aborted(event)
-                yield _sse(
-                    {
-                        "error": {
-                            "message": failure.message,
-                            "type": failure.type,
-                            "param": failure.param,
-                            "code": failure.code,
-                        }
-                    }
-                )
+                yield _sse({"error": _error_body(failure)})
                 return
             if event.get("truncated") or not held:  # cut at chat.maxReplyChars, or the upstream sent no tail
                 held = [
@@ -285,6 +279,42 @@ async def _frames(channel: RelayChannel, body: dict[str, Any], first: tuple[Any,
             for h in held:
                 yield _sse(h)
             yield b"data: [DONE]\n\n"
+            return
+        item = await channel.get()
+
+
+def _error_body(failure: ApiError) -> dict[str, Any]:
+    return {"message": failure.message, "type": failure.type, "param": failure.param, "code": failure.code}
+
+
+def _event(obj: dict[str, Any]) -> bytes:
+    return b"event: " + str(obj.get("type", "message")).encode() + b"\n" + _sse(obj)
+
+
+async def _response_frames(channel: RelayChannel, body: dict[str, Any], first: tuple[Any, ...]) -> AsyncIterator[bytes]:
+    """The SSE body of /v1/responses: `event: <type>` and `data: <event>` as OpenAI sends them. The
+    response's last event (`response.completed` …) is held so that its response can carry the `jarvis`
+    field; a failure is an `error` event, as OpenAI's."""
+    held: list[dict[str, Any]] = []
+    sequence = 0
+    item = first
+    while True:
+        if item[0] == "chunk":
+            event = item[1]
+            sequence = int(event.get("sequence_number", sequence)) + 1
+            if event.get("type") in DONE:
+                held.append(event)
+            else:
+                yield _event(event)
+        else:
+            method, end = item[1], item[2]
+            if method in ("chat.error", "chat.aborted"):
+                failure = _failure(channel, end) if method == "chat.error" else _aborted(end)
+                error = _error_body(failure)
+                yield _event({"type": "error", **error, "sequence_number": sequence, "error": error})
+                return
+            for event in held:
+                yield _event({**event, "response": {**event["response"], "jarvis": channel.jarvis()}})
             return
         item = await channel.get()
 
@@ -338,7 +368,9 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
 
         return asyncio.create_task(watching(), name=f"openai-watch-{channel.run_id}")
 
-    def event_stream(request: Request, channel: RelayChannel, body: dict[str, Any], first: tuple[Any, ...]) -> Response:
+    def event_stream(
+        request: Request, channel: RelayChannel, body: dict[str, Any], first: tuple[Any, ...], frames: Any
+    ) -> Response:
         class EventStream(Response):
             async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
                 headers = [
@@ -350,8 +382,8 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
                 watcher = watch(request, channel, receive)
                 try:
-                    async with contextlib.aclosing(_frames(channel, body, first)) as frames:
-                        async for frame in frames:
+                    async with contextlib.aclosing(frames(channel, body, first)) as sent:
+                        async for frame in sent:
                             await send({"type": "http.response.body", "body": frame, "more_body": True})
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                 except OSError:  # the client went away while we wrote
@@ -386,14 +418,27 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
             return refused.response()
 
     async def completions(request: Request) -> Response:
+        return await answer(request, "chat.relay", _frames)
+
+    async def responses(request: Request) -> Response:
+        return await answer(request, "chat.respond", _response_frames)
+
+    async def stored_response(request: Request) -> Response:
         try:
-            return await _complete(request)
+            found = await call(request, "chat.response", {"responseId": request.path_params["response_id"]})
+        except JarvisError as exc:
+            return ApiError.of(exc).response()
+        return Response(_json(found), 200, media_type="application/json")
+
+    async def answer(request: Request, method: str, frames: Any) -> Response:
+        try:
+            return await _complete(request, method, frames)
         except ApiError as exc:
             return exc.response()
         except JarvisError as exc:
             return ApiError.of(exc).response()
 
-    async def _complete(request: Request) -> Response:
+    async def _complete(request: Request, method: str, frames: Any) -> Response:
         try:
             body = orjson.loads(await request.body())
         except orjson.JSONDecodeError as exc:
@@ -410,7 +455,7 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
             params["agentId"] = agent
         channel = RelayChannel(config.server.slow_consumer_seconds, (request.client or ("?", 0))[0])
         try:
-            started = await call(request, "chat.relay", params, channel)
+            started = await call(request, method, params, channel)
             stream = body.get("stream") is True  # the body is valid now (the call validated it)
             channel.run_id, channel.session_key, channel.capture = (
                 started["runId"],
@@ -432,7 +477,7 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
             services.bus.drop(channel)
             raise
         if first[0] == "chunk" or (stream and first[1] == "chat.final"):  # (an upstream stream of no chunk)
-            return event_stream(request, channel, body, first)
+            return event_stream(request, channel, body, first, frames)
         services.bus.drop(channel)
         if first[1] == "chat.error":
             raise _failure(channel, first[2])
@@ -449,4 +494,6 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{model:path}", model, methods=["GET"]),
         Route("/v1/chat/completions", completions, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
+        Route("/v1/responses/{response_id}", stored_response, methods=["GET"]),
     ]

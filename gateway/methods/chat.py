@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from ..calls import Door
 from ..chat.relay import RELAY_REQUEST, RelayedTurn, RelaySink, first_user_text, session_for
-from ..errors import Conflict, InvalidRequest, NotFound, SessionLimit
+from ..chat.responses import (
+    RESPONSES_REQUEST,
+    RespondedTurn,
+    as_messages,
+    chat_text_of,
+    conversation_of,
+    input_items,
+)
+from ..errors import Conflict, Invalid, InvalidRequest, NotFound, SessionLimit
 from ..registry import CallContext, registry
-from ..schema import SESSION_KEY, Bool, Str
+from ..schema import SESSION_KEY, Bool, Field, Obj, Str
 from .sessions import with_agent
 
 
@@ -110,34 +118,102 @@ async def models(ctx: CallContext, p: dict) -> dict:
     return {"models": await provider.list_models(), "default": provider.model}
 
 
+def _relayed(request: Field, where: str) -> Obj:
+    """The params of a /v1 request's call: its body, the session header, the recall and capture switches."""
+    return with_agent(
+        request=request,
+        session=Str(pattern=SESSION_KEY, optional=True, description="the session; default: the request's own"),
+        memory=Bool(default=True, description=f"recall memory into the request's {where}"),
+        capture=Bool(default=True, description="keep the user message and the reply in the session"),
+    )
+
+
 @registry.method(
     "chat.relay",
-    with_agent(
-        request=RELAY_REQUEST,
-        session=Str(pattern=SESSION_KEY, optional=True, description="the session; default: the request's own"),
-        memory=Bool(default=True, description="recall memory into the request's system prompt"),
-        capture=Bool(default=True, description="keep the user message and the reply in the session"),
-    ),
+    _relayed(RELAY_REQUEST, "system prompt"),
     "Relay an OpenAI chat completions request as a chat run of its session (chat/relay.py): recalled "
     "memory in its system prompt, the upstream's own answer streamed to the door, the run's events to "
     "the session's subscribers, the turn in its transcript → {runId, status, sessionKey}.",
     doors=frozenset({Door.OPENAI}),
 )
 async def relay(ctx: CallContext, p: dict) -> dict:
-    sink = ctx.connection
-    if not isinstance(sink, RelaySink):  # only the door's relay channel can take the upstream's answer
-        raise InvalidRequest("chat.relay needs a door that takes the upstream's answer (/v1/chat/completions)")
+    sink = _sink(ctx)
     # A front-end's user's agent (scope proxy, doors/openai.py) is made on first use, within agents.max.
     agent = await ctx.services.agent(p["agentId"], create=p["agentId"] is not None)
     request = p["request"]
-    key = p["session"] or session_for(request)
+    key = p["session"] or session_for(request, agent.chat.threads)
     turn = RelayedTurn(request, memory=p["memory"], capture=p["capture"], sink=sink)
+    return await _start(ctx, agent, key, turn, first_user_text(request))
+
+
+def _sink(ctx: CallContext) -> RelaySink:
+    if not isinstance(ctx.connection, RelaySink):  # only the door's relay channel can take the upstream's answer
+        raise InvalidRequest("chat.relay and chat.respond need a door that takes the upstream's answer (/v1)")
+    return ctx.connection
+
+
+async def _start(ctx: CallContext, agent, key: str, turn: RelayedTurn, first: str) -> dict:
+    """A relayed turn started as a run of session `key`; the door subscribed to it."""
+    threads = agent.chat.threads
+    messages = turn.request["messages"]
+    turn.answered = lambda reply: threads.remember(messages, reply, key)
     if turn.capture:
-        await _ensure_session(agent, key, first_user_text(request))
+        await _ensure_session(agent, key, first)
     started = await agent.chat.relay(key, turn)
     # Synchronous, before the run task first runs: the door hears every event of this run.
     ctx.services.bus.subscribe(agent.topic(key), ctx.connection)
     return {**started, "sessionKey": key}
+
+
+@registry.method(
+    "chat.respond",
+    _relayed(RESPONSES_REQUEST, "instructions"),
+    "Relay an OpenAI Responses API request as a chat run of its session (chat/responses.py): the upstream's "
+    "/v1/responses, or its chat completions translated; `previous_response_id` and `conversation` continue "
+    "a session → {runId, status, sessionKey, responseId}.",
+    doors=frozenset({Door.OPENAI}),
+)
+async def respond(ctx: CallContext, p: dict) -> dict:
+    sink = _sink(ctx)
+    agent = await ctx.services.agent(p["agentId"], create=p["agentId"] is not None)  # as chat.relay
+    request = p["request"]
+    store = agent.chat.responses
+    items = input_items(request)
+    previous = None
+    if request.get("previous_response_id") is not None:
+        previous = store.get(request["previous_response_id"])
+        if previous is None:
+            raise Invalid(
+                f"no response {request['previous_response_id']!r} is kept here (responses are kept in this "
+                "gateway's memory, the last openaiApi.storedResponses of them, and only with store true)",
+                field="request.previous_response_id",
+            )
+        items = [*previous.items, *items]
+    chat = {"model": request["model"], "messages": as_messages(items, request.get("instructions"))}
+    if request.get("user"):
+        chat["user"] = request["user"]
+    key = p["session"] or conversation_of(request) or (previous.session if previous else None)
+    key = key or session_for(chat, agent.chat.threads)
+    turn = RespondedTurn(
+        chat, memory=p["memory"], capture=p["capture"], sink=sink, responses=request, items=items, store=store
+    )
+    turn.session = key if turn.capture else None
+    started = await _start(ctx, agent, key, turn, chat_text_of(items))
+    return {**started, "responseId": turn.response_id}
+
+
+@registry.method(
+    "chat.response",
+    with_agent(responseId=Str(1, 256, description="a response id of POST /v1/responses")),
+    "A response /v1/responses kept (chat/responses.py's ResponseStore) → the response object.",
+    doors=frozenset({Door.OPENAI}),
+)
+async def response(ctx: CallContext, p: dict) -> dict:
+    agent = await ctx.services.agent(p["agentId"])
+    stored = agent.chat.responses.get(p["responseId"])
+    if stored is None:
+        raise NotFound(f"Response with id '{p['responseId']}' not found (or no longer kept: openaiApi.storedResponses)")
+    return stored.response
 
 
 async def _ensure_session(agent, key: str, first: str) -> None:

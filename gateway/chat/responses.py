@@ -1,0 +1,452 @@
+"""A request of the Responses API (`POST /v1/responses`) relayed as a chat run: the `chat.respond`
+method. It is the chat completions relay (chat/relay.py) with another shape at both ends:
+
+    request = RESPONSES_REQUEST.validate(body)            # input (a string or items), instructions, tools …
+    chat = as_chat(request, history)                      # the same conversation as a chat completions body
+    turn = RespondedTurn(chat, …, responses=request, …)   # a RelayedTurn: same recall, session, transcript
+
+The turn asks the upstream's own `/v1/responses` (`chat.responsesApi` "upstream", or "auto" until the
+upstream answers it 404/405/501) and passes its `response.*` events on, or asks its chat completions
+(translated: "translate", the offline responder, an upstream without the route) and makes the events
+from the chunks (respevents.py). Either way the client gets the same events, under one response id of
+the gateway's, and the run gets the text.
+
+`previous_response_id` continues a stored response (`ResponseStore`: this gateway's memory, bounded by
+`openaiApi.storedResponses`): its input and output come first in what is sent upstream, and the turn
+goes on in its session. `conversation` names the session. `store: false` keeps the response out of the
+store (the conversation is still captured unless capture is off).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+from ..errors import Invalid
+from ..schema import SESSION_KEY, Field, text_problem
+from .providers import UpstreamError
+from .relay import RelayedTurn, _items, check_model, text_of
+from .respevents import DONE, ResponseEvents, new_id
+from .stream import Delta, Usage
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .providers import ChatProvider
+
+ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
+MESSAGE_ROLES = ("user", "assistant", "system", "developer")
+TOOL_CHOICES = ("auto", "none", "required")
+STORE_BYTES = 64 << 20  # all stored responses of an agent, about (their JSON)
+_KEY = re.compile(SESSION_KEY)
+# fields of the request that go to a chat completions upstream as they are
+_PASSED = ("temperature", "top_p", "parallel_tool_calls", "user", "metadata", "seed")
+
+
+class ResponsesRequest(Field):
+    """A Responses API request body, checked as far as the gateway relies on it (the rest is the upstream's
+    to judge): `model`, `input`, `instructions`, `tools`, `tool_choice`, `previous_response_id`,
+    `conversation`, `store`, `stream`, `user`."""
+
+    json_type = "object"
+
+    def validate(self, value: Any, path: str) -> Any:
+        def at(name: str) -> str:
+            return f"{path}.{name}" if path else name
+
+        check_model(value, path)
+        given = value.get("input")
+        if given is None:
+            raise Invalid("required, a string or a list of input items", field=at("input"))
+        if isinstance(given, str):
+            if not given:
+                raise Invalid("must not be empty", field=at("input"))
+        elif isinstance(given, list) and given:
+            for i, item in enumerate(given):
+                _check_item(item, at(f"input[{i}]"))
+        else:
+            raise Invalid("must be a string or a non-empty list of input items", field=at("input"))
+        for name in ("instructions", "previous_response_id", "user"):
+            if value.get(name) is not None and not isinstance(value[name], str):
+                raise Invalid("must be a string", field=at(name))
+        for name in ("stream", "store"):
+            if not isinstance(value.get(name, False), bool):
+                raise Invalid("must be true or false", field=at(name))
+        conversation = value.get("conversation")
+        if conversation is not None:
+            cid = conversation.get("id") if isinstance(conversation, dict) else conversation
+            where = at("conversation.id") if isinstance(conversation, dict) else at("conversation")
+            if not isinstance(cid, str) or not _KEY.fullmatch(cid):
+                raise Invalid("must be a conversation id, [A-Za-z0-9._:-]{1,128} (it names the session)", field=where)
+        tools = value.get("tools")
+        if tools is not None:
+            if not isinstance(tools, list):
+                raise Invalid("must be a list of tools", field=at("tools"))
+            for i, tool in enumerate(tools):
+                if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
+                    raise Invalid("must be an object with a `type`", field=at(f"tools[{i}]"))
+                if tool["type"] == "function":
+                    if not isinstance(tool.get("name"), str) or not tool["name"]:
+                        raise Invalid("required, the function's name", field=at(f"tools[{i}].name"))
+                    if tool.get("parameters") is not None and not isinstance(tool["parameters"], dict):
+                        raise Invalid("must be a JSON Schema object", field=at(f"tools[{i}].parameters"))
+        choice = value.get("tool_choice")
+        if choice is not None:
+            if isinstance(choice, str):
+                if choice not in TOOL_CHOICES:
+                    raise Invalid(f"must be one of {', '.join(TOOL_CHOICES)}, or an object", field=at("tool_choice"))
+            elif not isinstance(choice, dict) or not isinstance(choice.get("type"), str):
+                raise Invalid("must be auto, none, required, or an object with a `type`", field=at("tool_choice"))
+            elif choice["type"] == "function" and not isinstance(choice.get("name"), str):
+                raise Invalid("required, the function's name", field=at("tool_choice.name"))
+        # What the gateway keeps follows the text rule of every method's params (schema.py): the user's
+        # messages (the transcript, the session's label), the model and user names.
+        for where, text in _kept_texts(value):
+            problem = text_problem(text)
+            if problem:
+                raise Invalid(problem, field=at(where))
+        return value
+
+
+def _check_item(item: Any, where: str) -> None:
+    if not isinstance(item, dict):
+        raise Invalid("must be an object", field=where)
+    kind = item.get("type", "message" if "role" in item else None)
+    if kind not in ITEM_TYPES:
+        raise Invalid(f"type must be one of {', '.join(ITEM_TYPES)}", field=f"{where}.type")
+    if kind == "message":
+        if item.get("role") not in MESSAGE_ROLES:
+            raise Invalid(f"must be one of {', '.join(MESSAGE_ROLES)}", field=f"{where}.role")
+        content = item.get("content")
+        if not (isinstance(content, str) or (isinstance(content, list) and all(isinstance(p, dict) for p in content))):
+            raise Invalid("must be a string or a list of content parts", field=f"{where}.content")
+    elif kind in ("function_call", "function_call_output"):
+        if not isinstance(item.get("call_id"), str) or not item["call_id"]:
+            raise Invalid("required, the call's id (a non-empty string)", field=f"{where}.call_id")
+        if kind == "function_call":
+            if not isinstance(item.get("name"), str) or not item["name"]:
+                raise Invalid("required, the function's name", field=f"{where}.name")
+            if not isinstance(item.get("arguments"), str):
+                raise Invalid("must be a string (the arguments as JSON)", field=f"{where}.arguments")
+        else:
+            output = item.get("output")
+            if not (isinstance(output, str) or (isinstance(output, list) and all(isinstance(p, dict) for p in output))):
+                raise Invalid("must be a string or a list of content parts", field=f"{where}.output")
+
+
+def _kept_texts(value: dict[str, Any]) -> list[tuple[str, str]]:
+    out = [(name, value[name]) for name in ("model", "user", "instructions") if isinstance(value.get(name), str)]
+    given = value["input"]
+    if isinstance(given, str):
+        return [*out, ("input", given)]
+    for i, item in enumerate(given):
+        if item.get("role") == "user":
+            content = item.get("content")
+            out.append((f"input[{i}].content", content if isinstance(content, str) else _parts_text(content)))
+    return out
+
+
+RESPONSES_REQUEST = ResponsesRequest(description="an OpenAI Responses API request body")
+
+
+def _parts_text(parts: Any) -> str:
+    """The text of a list of content parts (input_text, output_text, text); other parts have none."""
+    if not isinstance(parts, list):
+        return ""
+    return "\n".join(
+        p["text"]
+        for p in parts
+        if isinstance(p, dict)
+        and p.get("type") in ("input_text", "output_text", "text")
+        and isinstance(p.get("text"), str)
+    )
+
+
+def input_items(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The request's input as a list of items (a string is one user message)."""
+    given = request["input"]
+    if isinstance(given, str):
+        return [{"type": "message", "role": "user", "content": given}]
+    return list(given)
+
+
+def conversation_of(request: dict[str, Any]) -> str | None:
+    conversation = request.get("conversation")
+    return conversation.get("id") if isinstance(conversation, dict) else conversation
+
+
+# ---- as a chat completions request ---------------------------------------------------------------------
+def _chat_content(content: Any) -> Any:
+    """A message's content for chat completions: a string stays; parts become chat parts (text, image_url),
+    and all-text parts one string (what local servers read best)."""
+    if isinstance(content, str):
+        return content
+    parts: list[dict[str, Any]] = []
+    for p in content if isinstance(content, list) else []:
+        if p.get("type") in ("input_text", "output_text", "text") and isinstance(p.get("text"), str):
+            parts.append({"type": "text", "text": p["text"]})
+        elif p.get("type") == "input_image" and isinstance(p.get("image_url"), str):
+            parts.append({"type": "image_url", "image_url": {"url": p["image_url"]}})
+    if all(p["type"] == "text" for p in parts):
+        return "\n".join(p["text"] for p in parts)
+    return parts
+
+
+def as_messages(items: list[dict[str, Any]], instructions: str | None) -> list[dict[str, Any]]:
+    """Responses input items as chat messages: a message as itself (developer as system), consecutive
+    function calls as one assistant message's tool_calls, each output a tool message; reasoning dropped."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": instructions}] if instructions else []
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = "system" if item["role"] == "developer" else item["role"]
+            messages.append({"role": role, "content": _chat_content(item.get("content"))})
+        elif kind == "function_call":
+            call = {
+                "id": item["call_id"],
+                "type": "function",
+                "function": {"name": item["name"], "arguments": item["arguments"]},
+            }
+            last = messages[-1] if messages else None
+            if last is not None and last["role"] == "assistant" and (last.get("tool_calls") or not last.get("content")):
+                last.setdefault("tool_calls", []).append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            output = item["output"]
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": item["call_id"],
+                    "content": output if isinstance(output, str) else _parts_text(output),
+                }
+            )
+    return messages
+
+
+def as_chat(request: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, Any]:
+    """The request as a chat completions body (streamed): its `items` (the previous response's input
+    and output, then its own) as messages; function tools as chat tools. A tool of another type cannot
+    be said in chat completions: UpstreamError 400 naming it."""
+    body: dict[str, Any] = {
+        "model": request["model"],
+        "messages": as_messages(items, request.get("instructions")),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    body.update({name: request[name] for name in _PASSED if request.get(name) is not None})
+    if request.get("max_output_tokens") is not None:
+        body["max_tokens"] = request["max_output_tokens"]
+    tools = []
+    for i, tool in enumerate(request.get("tools") or []):
+        if tool["type"] != "function":
+            raise UpstreamError(
+                f"tools[{i}].type: {tool['type']!r} needs an upstream that serves /v1/responses "
+                "(chat.responsesApi); through chat completions only function tools can be offered",
+                400,
+                retryable=False,
+                error={"type": "invalid_request_error", "param": f"tools[{i}].type", "code": "unsupported_value"},
+            )
+        fn = {k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None}
+        tools.append({"type": "function", "function": fn})
+    if tools:
+        body["tools"] = tools
+        choice = request.get("tool_choice")
+        if isinstance(choice, dict) and choice.get("type") == "function":
+            body["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
+        elif isinstance(choice, str):
+            body["tool_choice"] = choice
+    fmt = (request.get("text") or {}).get("format") if isinstance(request.get("text"), dict) else None
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        schema = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
+        body["response_format"] = {"type": "json_schema", "json_schema": schema}
+    elif isinstance(fmt, dict) and fmt.get("type") == "json_object":
+        body["response_format"] = {"type": "json_object"}
+    return body
+
+
+# ---- the stored responses ---------------------------------------------------------------------------
+@dataclass
+class Stored:
+    response: dict[str, Any]
+    items: list[dict[str, Any]]  # all it was asked, the previous responses' input and output included
+    session: str | None  # its session (None: capture was off)
+    size: int = 0
+
+
+class ResponseStore:
+    """The responses kept for `GET /v1/responses/{id}` and `previous_response_id`: this gateway's memory,
+    at most `limit` of them and about STORE_BYTES in all, the least recently used forgotten first. A
+    response that was not stored, or was forgotten, or was kept by another gateway or before a restart,
+    is not found."""
+
+    def __init__(self, limit: int, max_bytes: int = STORE_BYTES):
+        self.limit, self.max_bytes = limit, max_bytes
+        self._kept: OrderedDict[str, Stored] = OrderedDict()
+        self._bytes = 0
+
+    def put(self, stored: Stored) -> None:
+        if self.limit <= 0:
+            return
+        stored.size = len(json.dumps([stored.response, stored.items], ensure_ascii=False, default=str))
+        if stored.size > self.max_bytes:
+            return
+        self.drop(stored.response["id"])
+        self._kept[stored.response["id"]] = stored
+        self._bytes += stored.size
+        while len(self._kept) > self.limit or self._bytes > self.max_bytes:
+            _, gone = self._kept.popitem(last=False)
+            self._bytes -= gone.size
+
+    def get(self, response_id: str) -> Stored | None:
+        stored = self._kept.get(response_id)
+        if stored is not None:
+            self._kept.move_to_end(response_id)
+        return stored
+
+    def drop(self, response_id: str) -> bool:
+        gone = self._kept.pop(response_id, None)
+        if gone is not None:
+            self._bytes -= gone.size
+        return gone is not None
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+
+# ---- the turn ----------------------------------------------------------------------------------------
+RESPONSES_API_MISSING = (404, 405, 501)  # an upstream's answer to /v1/responses that means it has none
+
+
+@dataclass
+class RespondedTurn(RelayedTurn):
+    """A Responses request as a relayed turn: `request` is its chat completions form (what the session,
+    the transcript and recall read), `responses` the Responses request, `items` all it asks (a
+    previous response's input and output first)."""
+
+    responses: dict[str, Any] = field(default_factory=dict)
+    items: list[dict[str, Any]] = field(default_factory=list)
+    store: ResponseStore | None = None
+    session: str | None = None
+    response_id: str = field(default_factory=lambda: new_id("resp"))
+
+    def _upstream_body(self, recalled: list[dict[str, Any]]) -> dict[str, Any]:
+        """The request for an upstream's own /v1/responses: previous turns spelled out (the upstream does
+        not know the gateway's response ids), the recalled memory after the instructions."""
+        from ..memory.present import prompt_section
+
+        body = {k: v for k, v in self.responses.items() if k not in ("previous_response_id", "conversation")}
+        body["input"], body["stream"] = self.items, True
+        section = prompt_section(recalled)
+        if section:
+            body["instructions"] = (
+                self.responses.get("instructions") or "Use the recalled memory below when it is relevant."
+            ) + section
+        return body
+
+    async def stream(self, provider: "ChatProvider", recalled: list[dict[str, Any]]) -> AsyncIterator[Delta | Usage]:
+        from .relay import with_memory
+
+        self.sink.recalled(recalled)
+        streamed = bool(self.responses.get("stream"))
+        events = ResponseEvents(self.response_id, self.responses["model"], self.responses)
+        reply: list[str] = []
+        finished = False
+
+        async def tell(batch: list[dict[str, Any]]) -> None:
+            if streamed:
+                for event in batch:
+                    await self.sink.chunk(event)
+
+        try:
+            source: AsyncIterator[Any] | None = None
+            if provider.responses_api != "translate":
+                try:
+                    source = await provider.respond(self._upstream_body(recalled))
+                except UpstreamError as exc:
+                    missing = exc.status in RESPONSES_API_MISSING and (exc.error or {}).get("code") != "model_not_found"
+                    if provider.responses_api != "auto" or not missing:  # an unknown model is not a missing route
+                        raise
+                    provider.responses_api = "translate"  # remembered: asked in chat completions from now on
+            if source is not None:
+                async with contextlib.aclosing(source) as upstream:
+                    async for raw in upstream:
+                        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+                            raise UpstreamError(
+                                "the chat provider sent an event that is not a JSON object with a type",
+                                502,
+                                retryable=True,
+                            )
+                        if raw["type"] == "error" or raw["type"] == "response.failed":
+                            error = raw.get("error") or (raw.get("response") or {}).get("error") or {}
+                            raise UpstreamError(
+                                f"the chat provider failed the response: {str(error.get('message', 'error'))[:300]}",
+                                502,
+                                retryable=True,
+                            )
+                        event = events.observe(raw)
+                        await tell([event])
+                        for item in _event_items(raw):
+                            reply.append(item.text if isinstance(item, Delta) else "")
+                            yield item
+                if not events.done:  # the upstream's stream ended without its response.completed
+                    await tell(events.close_open("completed"))
+            else:
+                body = as_chat(self.responses, self.items)
+                body["messages"] = with_memory(body["messages"], recalled)
+                await tell(events.start())
+                chunks = await provider.relay(body, recalled)
+                async with contextlib.aclosing(chunks) as upstream:
+                    async for chunk in upstream:
+                        if not isinstance(chunk, dict):
+                            raise UpstreamError(
+                                "the chat provider sent a chunk that is not a JSON object", 502, retryable=True
+                            )
+                        await tell(events.chunk(chunk))
+                        for item in _items(chunk):
+                            text = item.text if isinstance(item, Delta) and isinstance(item.text, str) else ""
+                            reply.append(text)
+                            yield item
+                await tell(events.finish())
+            finished = True
+        except UpstreamError as exc:
+            self.sink.refused(exc)
+            raise
+        except GeneratorExit:  # the run stopped reading: the reply was cut at chat.maxReplyChars
+            if not events.done:
+                await tell(events.close_open("incomplete"))
+            raise
+        finally:
+            if events.done:
+                self._keep(events.response, streamed)
+        if finished and self.answered is not None:
+            self.answered("".join(reply))
+
+    def _keep(self, response: dict[str, Any], streamed: bool) -> None:
+        if not streamed:
+            self.sink.completed(response)
+        if self.store is not None and self.responses.get("store", True):
+            self.store.put(Stored(response, [*self.items, *response.get("output", [])], self.session))
+
+
+def _event_items(event: dict[str, Any]) -> list[Delta | Usage]:
+    """The run's share of an upstream's event: the text, and the usage at the end."""
+    kind = event.get("type")
+    if kind == "response.output_text.delta" and isinstance(event.get("delta"), str) and event["delta"]:
+        return [Delta(event["delta"])]
+    if kind in DONE and isinstance(event.get("response"), dict):
+        usage = event["response"].get("usage")
+        if isinstance(usage, dict):
+            with contextlib.suppress(TypeError, ValueError, OverflowError):
+                return [Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0))]
+    return []
+
+
+def chat_text_of(items: list[dict[str, Any]]) -> str:
+    """The first user message's text among items (names a new session)."""
+    for item in items:
+        if item.get("type", "message") == "message" and item.get("role") == "user":
+            return text_of(_chat_content(item.get("content")))
+    return ""
