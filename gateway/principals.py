@@ -187,8 +187,9 @@ class Principal:
 
 
 def owner() -> Principal:
-    """The gateway token's principal: every scope, every agent."""
-    return Principal(OWNER, None, frozenset(SCOPES), "", "1970-01-01T00:00:00.000Z")
+    """The gateway token's principal: admin (every scope but proxy: acting for a front-end's users is a
+    token of its own, so a single user's `user` field picks a session, as before), every agent."""
+    return Principal(OWNER, None, IMPLIES["admin"], "", "1970-01-01T00:00:00.000Z")
 
 
 def hash_token(token: str) -> str:

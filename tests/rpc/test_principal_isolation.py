@@ -35,6 +35,7 @@ SAMPLES: dict[str, dict] = {
     "admin.upload": {"offset": 0, "data": ""},
     "audit.list": {},
     "chat.abort": {"sessionKey": "bob-talk"},
+    "chat.confirm": {"runId": "r1", "callId": "c1", "allow": True},
     "chat.models": {},
     "chat.regenerate": {"sessionKey": "bob-talk", "messageId": "m1"},
     "chat.send": {"sessionKey": "bob-talk", "message": "what is my PIN?"},
