@@ -194,6 +194,14 @@ async def test_two_principals_two_agents_nothing_crosses_on_any_door(start_gatew
     assert await owner.call("memory.list", {"agentId": "bob"}) == bob_before
     assert (await owner.call("sessions.list", {"agentId": "bob"}))["total"] == bob_sessions["total"]
     assert SECRET in (await owner.call("memory.get", {"agentId": "bob", "key": KEY}))["value"]
+    await alice.call("memory.write", {"path": "memory/alice.md", "content": "Alice's note."})
+    note = (await alice.call("memory.history", {"path": "memory/alice.md"}))["versions"]
+    assert [(v["principal"], v["by"]) for v in note] == [("alice", "websocket")]
+    versions = (await alice.call("memory.history", {"key": KEY}))["versions"]
+    assert [(v["principal"], v["by"]) for v in versions] == [("alice", "websocket")]
+    assert [
+        v["principal"] for v in (await owner.call("memory.history", {"agentId": "bob", "key": KEY}))["versions"]
+    ] == ["owner"]
 
     # 3. Events of bob's sessions never reach alice: bob chats while alice listens on her own session.
     bob = await connect_client(gw.url, tokens["bob"], "frame")
