@@ -392,3 +392,15 @@ async def test_a_proxy_front_end_keeps_each_users_memory_apart(start_gateway, ap
         listed = (await owner.call("sessions.list"))["sessions"]
         assert [s["sessionKey"] for s in listed] == ["openai:user:alice"]
     await owner.close()
+
+
+async def test_a_principals_own_agent_exists_from_its_creation(gateway, client):
+    """A read,chat token bound to a new agent has that agent at once (it may not create sessions to make
+    it): its lists are empty, not "agent not found"; past agents.max the token is not made."""
+    made = await client.call("principals.create", {"name": "kid", "agents": "kid", "scopes": "read,chat"})
+    kid = await connect_client(gateway.url, made["token"], "frame")
+    assert (await kid.call("sessions.list")) == {"sessions": [], "total": 0}
+    await kid.close()
+    err = await _error(client, "principals.create", {"name": "x", "agents": "kid,bad name", "scopes": "read"})
+    assert err["code"] == -32602 and err["data"]["field"] == "params.agents"
+    assert "x" not in [p["name"] for p in (await client.call("principals.list"))["principals"]]
