@@ -1,19 +1,20 @@
 // "Devices and apps" (the sidebar, for a token with the admin scope): the principals — each person,
 // device or app with its own token, agents and scopes — listed (principals.list), made (principals.create:
 // the token is shown here once, never again) and revoked (principals.revoke: its token stops working and
-// its connections close on every gateway within a second). The button shows only when system.methods
-// lists principals.list, that is for a token that may call it.
+// its connections close on every gateway within a second). The button shows only for a token that may
+// call principals.list (the admin scope).
 
 import { rpc, ui } from "./state.js";
 import { confirmDialog, errorMessage, formatDate, h } from "./dom.js";
 
 const SCOPES = ["read", "write", "chat", "admin", "proxy"];
 
-/** Show the button when this connection's principal may manage principals (called on each open). */
+/** Show the button when this connection's principal may manage principals (called on each open): a
+ * token without the admin scope is refused principals.list (-32003). */
 export async function loadDevices() {
   try {
-    const res = await rpc.call("system.methods");
-    ui.devicesOpen.hidden = !res.methods.some((m) => m.name === "principals.list");
+    await rpc.call("principals.list");
+    ui.devicesOpen.hidden = false;
   } catch (_) {
     ui.devicesOpen.hidden = true;
   }
