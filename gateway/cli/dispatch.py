@@ -33,11 +33,23 @@ from typing import Any, AsyncIterator, Callable
 
 import orjson
 
-from ..calls import Call, Door
+from ..calls import OWNER, Call, Door
 from ..config import Config
 from ..events import Event
+from ..principals import Principal
 
 OnEvent = Callable[[dict[str, Any]], None]
+
+
+async def in_process_principal(services: Any, config: Config | None) -> Principal:
+    """Who calls in process. The holder of the state dir is its owner; but a token given to the command
+    (JARVIS_GATEWAY_TOKEN, --token) that is a principal's acts as that principal, with its scopes and
+    agents, as it would through the gateway (access.Principals, the store's principals)."""
+    token = config.token if config is not None else None
+    if not token:
+        return OWNER
+    await services.principals.reload()
+    return services.principals.directory.find(token) or OWNER
 
 
 class LocalCaller:
@@ -64,6 +76,7 @@ class Methods:
         self.services = services
         self.config = config  # to open services in process for a request too big for the gateway's frames
         self.gateway: str | None = conn.url if conn is not None else None
+        self.principal: Principal | None = None  # in process: who calls (in_process_principal)
 
     def _fits(self, method: str, params: dict[str, Any]) -> bool:
         if self.config is None:
@@ -90,7 +103,10 @@ class Methods:
             from .local import LocalServices
 
             self.services = await LocalServices.open(self.config)  # type: ignore[arg-type]
-        return await self.services.calls.perform(Call(Door.CLI, method, params, connection=LocalCaller(on_event)))
+        if self.principal is None:
+            self.principal = await in_process_principal(self.services, self.config)
+        call = Call(Door.CLI, method, params, self.principal, connection=LocalCaller(on_event))
+        return await self.services.calls.perform(call)
 
     async def _pump(self, on_event: OnEvent) -> None:
         while True:
@@ -121,7 +137,7 @@ async def methods(config: Config, *, direct: bool = False, exclusive: bool = Fal
     try:
         services = await LocalServices.open(config, sessions=exclusive)
         try:
-            yield Methods(services=services)
+            yield Methods(services=services, config=config)
         finally:
             await services.close()
     finally:

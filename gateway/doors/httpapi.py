@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable
+from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable, cast
 
 import orjson
 import structlog
@@ -161,7 +161,7 @@ PRINCIPAL = "jarvis.principal"  # the ASGI scope's key for the request's princip
 
 def principal_of(scope: Scope) -> "Principal":
     """The principal the Guard authenticated for this request (a route behind the Guard always has one)."""
-    return scope[PRINCIPAL]  # type: ignore[no-any-return]
+    return cast("Principal", scope[PRINCIPAL])
 
 
 class Guard:

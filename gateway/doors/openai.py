@@ -37,6 +37,7 @@ from ..chat.relay import agent_for_user, choices, proxied_user
 from ..chat.respevents import DONE
 from ..errors import Invalid, JarvisError, NotFound, Unavailable
 from ..memory.present import references
+from ..principals import OWNER
 from .httpapi import http_error, json_error, principal_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -340,9 +341,9 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
         """A principal with scope `proxy` acts for the front-end's user the request names (its `user`, or
         Open WebUI's forwarded-user header): that user's own agent, made on first use (within agents.max),
         and nothing else. Without the scope, or with no user named: the token's own agent (the `user`
-        then picks a session only). → the agent, or None."""
+        then picks a session only); the owner's token works as it always did. → the agent, or None."""
         principal = principal_of(request.scope)
-        if not principal.may("proxy") or not isinstance(body, dict):
+        if principal.name == OWNER or not principal.may("proxy") or not isinstance(body, dict):  # owner: as ever
             return None
         user = proxied_user(body, request.headers)
         if user is None:

@@ -261,8 +261,11 @@ class KeyedMemories(Protocol):
 
     async def find(self, key: str) -> Entry | None: ...
     async def get(self, key: str) -> Entry: ...
-    async def set(self, key: str, value: str, category: str | None, by: str = "") -> tuple[Entry, bool, str | None]:
-        """Create or replace: (the entry, whether it replaced one, the category it moved from if it did)."""
+    async def set(
+        self, key: str, value: str, category: str | None, by: str = "", principal: str | None = None
+    ) -> tuple[Entry, bool, str | None]:
+        """Create or replace: (the entry, whether it replaced one, the category it moved from if it did).
+        The new version records `by` (the door) and `principal` (who)."""
 
     async def delete(self, key: str, by: str = "") -> Entry:
         """Move the memory to the trash; the entry as it was."""

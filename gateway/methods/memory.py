@@ -130,7 +130,9 @@ async def sync(ctx: CallContext, p: dict) -> dict:
     "→ {key, category, value, path, created, updated, replaced, movedFrom?}",
 )
 async def set_(ctx: CallContext, p: dict) -> dict:
-    return await (await notes_for(ctx, p["agentId"])).set(p["key"], p["value"], p["category"], ctx.via)
+    return await (await notes_for(ctx, p["agentId"])).set(
+        p["key"], p["value"], p["category"], ctx.via, ctx.principal.name
+    )
 
 
 @registry.method(
@@ -196,12 +198,12 @@ async def restore(ctx: CallContext, p: dict) -> dict:
     _key_or_path(p)
     notes = await notes_for(ctx, p["agentId"])
     if p["key"] is not None:
-        return await notes.restore(p["key"], p["version"], ctx.via)
+        return await notes.restore(p["key"], p["version"], ctx.via, ctx.principal.name)
     if p["version"] is None:
         raise Invalid(
             "required with path: which version of the note (memory.history {path} lists them)", field="version"
         )
-    return await notes.restore_note(p["path"], p["version"], ctx.via)
+    return await notes.restore_note(p["path"], p["version"], ctx.via, ctx.principal.name)
 
 
 @registry.method(
@@ -360,4 +362,4 @@ async def files(ctx: CallContext, p: dict) -> dict:
     "it replaced is kept as a version (memory.history {path}) → {path, size, created}.",
 )
 async def write(ctx: CallContext, p: dict) -> dict:
-    return await (await notes_for(ctx, p["agentId"])).write(p["path"], p["content"], ctx.via)
+    return await (await notes_for(ctx, p["agentId"])).write(p["path"], p["content"], ctx.via, ctx.principal.name)

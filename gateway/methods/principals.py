@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..errors import Invalid
-from ..principals import SCOPES
+from ..principals import SCOPES, check_name, parse_agents, parse_scopes
 from ..registry import CallContext, registry
 from ..schema import Int, Obj, Str
 from ..timeutil import parse_iso, to_iso
@@ -32,6 +32,12 @@ NAME = Str(1, 64, description="letters, digits, '.', '_' or '-'")
     "span (30d, 12h) or an ISO 8601 time. → {principal, token}",
 )
 async def principals_create(ctx: CallContext, p: dict) -> dict[str, Any]:
+    check_name(p["name"])
+    parse_scopes(p["scopes"])
+    # Its agents exist from now on (within agents.max), so a token that may only read and chat has an
+    # agent to read and chat in, not "agent not found" for its own agent.
+    for agent in parse_agents(p["agents"]) or ():
+        await ctx.services.agent(agent, create=True)
     principal, token = await ctx.services.principals.create(p["name"], p["agents"], p["scopes"], p.get("expires"))
     return {"principal": principal.public(), "token": token}
 

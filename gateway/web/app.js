@@ -9,11 +9,13 @@
 //   memory.js    citations and the lines dialog, memory search, notes (list and editor), keyed memories
 //   settings.js  the open session's model picker (chat.models) and system prompt (sessions.update)
 //   importing.js the import dialog: a file sent in pieces (admin.upload), then admin.import
+//   devices.js   "Devices and apps": principals listed, made (the token shown once) and revoked
 // None of them imports app.js; sessions.js imports chat.js, chat.js imports memory.js and settings.js,
 // never back.
 // All user and model text reaches the page through textContent / DOM building (see render.js).
 
 import { onReplyFinal } from "./chat.js";
+import { loadDevices } from "./devices.js";
 import { loadHealth } from "./health.js";
 import { whenImported } from "./importing.js";
 import "./memory.js";
@@ -26,6 +28,7 @@ rpc.addEventListener("open", async (ev) => {
   signedIn();
   loadHealth();
   loadModels();
+  loadDevices();
   await resumeSessions({ reconnected: ev.detail.reconnected });
 });
 

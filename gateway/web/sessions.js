@@ -331,7 +331,10 @@ export async function resumeSessions({ reconnected }) {
       history.replaceState(null, "", `#s=${encodeURIComponent(key)}`);
     }
   }
-  if (key) {
+  if (key && key === state.current && !reconnected) {
+    // Opened meanwhile (a session made while the list loaded): opening it again would replace what it
+    // shows with a history read before its first message was written.
+  } else if (key) {
     await openSession(key, { reconnected });
   } else if (!state.current) {
     renderChatShell(null);

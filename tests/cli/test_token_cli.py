@@ -91,3 +91,30 @@ def test_token_commands_go_through_a_running_gateway(tmp_path):
         assert names == ["owner", "laptop"]
         r = jarvis("audit", "--json", state_dir=state, port=gp.port)
         assert r.returncode == 0 and "entries" in orjson.loads(r.stdout)
+
+
+def test_a_principal_token_given_to_the_cli_acts_as_that_principal_in_process(tmp_path):
+    """`jarvis …` with no gateway answering: a principal's token (JARVIS_GATEWAY_TOKEN) is that
+    principal, its scopes and agents, as through the gateway; without one the state dir's holder is the
+    owner."""
+    state = tmp_path / "state"
+    r = jarvis("token", "create", "ro", "--agent", "main", "--scope", "read", "--json", state_dir=state)
+    assert r.returncode == 0, r.stderr
+    token = orjson.loads(r.stdout)["token"]
+    env = {**os.environ, "JARVIS_STATE_DIR": str(state), "JARVIS_GATEWAY_TOKEN": token, "JARVIS_MEMORY_ENABLED": "0"}
+    r = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "token", "create", "sneaky", "--agent", "*", "--scope", "admin"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 1 and "needs the 'admin' scope" in r.stderr, (r.returncode, r.stderr)
+    r = jarvis("token", "list", "--json", state_dir=state)
+    assert [p["name"] for p in orjson.loads(r.stdout)["principals"]] == ["owner", "ro"]
+    audit = orjson.loads(jarvis("audit", "--json", state_dir=state).stdout)["entries"]
+    assert [(e["principal"], e["method"], e["door"], e["ok"]) for e in audit] == [
+        ("owner", "principals.create", "cli", True),
+        ("ro", "principals.create", "cli", False),
+    ]

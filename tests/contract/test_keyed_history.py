@@ -40,6 +40,17 @@ async def test_every_write_is_a_version_newest_first_with_its_door(keyed):
         await keyed.history("no-such-key")
 
 
+async def test_a_version_names_the_principal_who_wrote_it(keyed):
+    await keyed.set("boat", "The boat is teal.", "facts", by="websocket", principal="alice")
+    await keyed.set("boat", "The boat is red.", None, by="mcp", principal="phone")
+    await keyed.set("boat", "The boat is blue.", None, by="file")  # an edit by hand: nobody known
+    assert [(v.by, v.principal) for v in await keyed.history("boat")] == [
+        ("file", None),
+        ("mcp", "phone"),
+        ("websocket", "alice"),
+    ]
+
+
 async def test_versions_are_bounded_by_count_and_by_bytes_the_newest_kept(keyed):
     for n in range(1, 9):
         await keyed.set("counted", f"value {n}", None)

@@ -195,6 +195,14 @@ async def test_two_principals_two_agents_nothing_crosses_on_any_door(start_gatew
     assert await owner.call("memory.list", {"agentId": "bob"}) == bob_before
     assert (await owner.call("sessions.list", {"agentId": "bob"}))["total"] == bob_sessions["total"]
     assert SECRET in (await owner.call("memory.get", {"agentId": "bob", "key": KEY}))["value"]
+    await alice.call("memory.write", {"path": "memory/alice.md", "content": "Alice's note."})
+    note = (await alice.call("memory.history", {"path": "memory/alice.md"}))["versions"]
+    assert [(v["principal"], v["by"]) for v in note] == [("alice", "websocket")]
+    versions = (await alice.call("memory.history", {"key": KEY}))["versions"]
+    assert [(v["principal"], v["by"]) for v in versions] == [("alice", "websocket")]
+    assert [
+        v["principal"] for v in (await owner.call("memory.history", {"agentId": "bob", "key": KEY}))["versions"]
+    ] == ["owner"]
 
     # 3. Events of bob's sessions never reach alice: bob chats while alice listens on her own session.
     bob = await connect_client(gw.url, tokens["bob"], "frame")
@@ -385,3 +393,15 @@ async def test_a_proxy_front_end_keeps_each_users_memory_apart(start_gateway, ap
         listed = (await owner.call("sessions.list"))["sessions"]
         assert [s["sessionKey"] for s in listed] == ["openai:user:alice"]
     await owner.close()
+
+
+async def test_a_principals_own_agent_exists_from_its_creation(gateway, client):
+    """A read,chat token bound to a new agent has that agent at once (it may not create sessions to make
+    it): its lists are empty, not "agent not found"; past agents.max the token is not made."""
+    made = await client.call("principals.create", {"name": "kid", "agents": "kid", "scopes": "read,chat"})
+    kid = await connect_client(gateway.url, made["token"], "frame")
+    assert (await kid.call("sessions.list")) == {"sessions": [], "total": 0}
+    await kid.close()
+    err = await _error(client, "principals.create", {"name": "x", "agents": "kid,bad name", "scopes": "read"})
+    assert err["code"] == -32602 and err["data"]["field"] == "params.agents"
+    assert "x" not in [p["name"] for p in (await client.call("principals.list"))["principals"]]

@@ -95,13 +95,13 @@ async def test_revoke_ends_the_websocket_the_sse_stream_and_the_mcp_session(star
 async def test_an_expired_token_is_closed_like_a_revoked_one(start_gateway):
     gw = await start_gateway()
     owner = await gw.client()
-    soon = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + 2)) + ".000Z"
+    soon = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + 3)) + ".000Z"
     token = (
         await owner.call("principals.create", {"name": "temp", "agents": "main", "scopes": "read", "expires": soon})
     )["token"]
     c = await connect_client(gw.url, token, "frame")
     assert (await c.call("system.health"))["status"] == "ok"
-    await _closed(c, timeout=5)
+    await _closed(c, timeout=8)
     await owner.close()
 
 
@@ -128,9 +128,13 @@ async def test_revoke_on_one_gateway_closes_the_socket_on_another_of_the_same_po
     assert (await there.call("system.health"))["status"] == "ok"
     start = time.monotonic()
     await owner.call("principals.revoke", {"name": "tablet"})
+    revoked = time.monotonic()  # the revoke is in the database: gateway two's poll (0.5 s) must see it
     await _closed(there, timeout=5)
-    elapsed = time.monotonic() - start
+    closed = time.monotonic()
     with capsys.disabled():
-        print(f"\nrevoke on gateway one -> socket closed on gateway two: {elapsed * 1000:.0f} ms")
-    assert elapsed < 1.0
+        print(
+            f"\nrevoke on gateway one -> socket closed on gateway two: {(closed - start) * 1000:.0f} ms "
+            f"({(closed - revoked) * 1000:.0f} ms after the revoke answered)"
+        )
+    assert closed - revoked < 1.0
     await owner.close()

@@ -75,7 +75,14 @@ def read_note(workspace: Path, rel: str) -> tuple[str | None, str]:
         return None, ""
 
 
-def write_file(workspace: Path, path: str, text: str, history: NoteHistory | None = None, by: str = "") -> dict:
+def write_file(
+    workspace: Path,
+    path: str,
+    text: str,
+    history: NoteHistory | None = None,
+    by: str = "",
+    principal: str | None = None,
+) -> dict:
     """Replace (or create) the note at `path` with `text`; → {path, size, created}. `history`: where the
     text it replaces and the new one are kept as versions (`by`: the door the write came through)."""
     rel = writable_path(path)
@@ -101,5 +108,5 @@ def write_file(workspace: Path, path: str, text: str, history: NoteHistory | Non
         before, before_at = read_note(workspace, rel) if history is not None else (None, "")
         atomic_write(target, data)
         if history is not None:
-            history.record(rel, before, before_at, text, by)
+            history.record(rel, before, before_at, text, by, principal)
     return {"path": rel, "size": len(data), "created": created}

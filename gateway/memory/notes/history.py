@@ -36,7 +36,7 @@ class NoteVersion:
     at: str
     by: str  # the door the write came through (CallContext.via), "file" for an edit by hand, "" unknown
     content: str
-    principal: str | None = None  # who, once principals have names (issue 33)
+    principal: str | None = None  # the principal who wrote it; None: unknown (older writes, edits by hand)
 
     def brief(self) -> dict[str, Any]:
         return {
@@ -52,10 +52,12 @@ class NoteVersion:
         return {**self.brief(), "content": self.content}
 
 
-def _added(versions: list[NoteVersion], content: str, at: str, by: str) -> list[NoteVersion]:
+def _added(
+    versions: list[NoteVersion], content: str, at: str, by: str, principal: str | None = None
+) -> list[NoteVersion]:
     if versions and versions[-1].content == content:
         return versions
-    return [*versions, NoteVersion((versions[-1].version if versions else 0) + 1, at, by, content)]
+    return [*versions, NoteVersion((versions[-1].version if versions else 0) + 1, at, by, content, principal)]
 
 
 class NoteHistory:
@@ -89,9 +91,13 @@ class NoteHistory:
             return versions
         return _added(versions, current, current_at, "file" if versions else "")
 
-    def record(self, rel: str, before: str | None, before_at: str, after: str, by: str) -> None:
-        """A write replaced `before` (None: a new note) with `after`; call it after the note is written."""
-        versions = _added(self.versions(rel, before, before_at), after, to_iso(datetime.now(timezone.utc)), by)
+    def record(
+        self, rel: str, before: str | None, before_at: str, after: str, by: str, principal: str | None = None
+    ) -> None:
+        """A write replaced `before` (None: a new note) with `after` — through door `by`, by `principal` —;
+        call it after the note is written."""
+        now = to_iso(datetime.now(timezone.utc))
+        versions = _added(self.versions(rel, before, before_at), after, now, by, principal)
         for folder in (self.folder.parent.parent, self.folder.parent, self.folder):
             ensure_private_dir(folder)
         kept_ = kept(versions, self.limits, lambda v: v.content)

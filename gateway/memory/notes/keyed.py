@@ -91,7 +91,7 @@ class Version:
     at: str  # when it was written
     by: str  # the door it came through (CallContext.via: "websocket", "model", "mcp", "cli", …), "file"
     # for an edit made to the file by hand, "" when unknown (a memory from before versions were kept)
-    principal: str | None = None  # who wrote it, once principals have names (issue 33); None until then
+    principal: str | None = None  # the principal who wrote it (principals.py); None: unknown (older writes)
 
     def full(self) -> dict[str, Any]:
         return {
@@ -162,11 +162,13 @@ def kept(versions: Sequence[T], limits: VersionLimits, text: Callable[[T], str])
     return out
 
 
-def next_version(versions: Sequence[Version], value: str, category: str, at: str, by: str) -> list[Version]:
+def next_version(
+    versions: Sequence[Version], value: str, category: str, at: str, by: str, principal: str | None = None
+) -> list[Version]:
     """`versions` (oldest first) with a write of `value` added, unless it is what the newest already holds."""
     if versions and (versions[-1].value, versions[-1].category) == (value, category):
         return list(versions)
-    return [*versions, Version((versions[-1].version if versions else 0) + 1, value, category, at, by)]
+    return [*versions, Version((versions[-1].version if versions else 0) + 1, value, category, at, by, principal)]
 
 
 def check_key(key: str, field: str = "key") -> str:

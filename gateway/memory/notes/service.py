@@ -60,8 +60,8 @@ class MemoryNotes:
     async def files(self) -> dict:
         return {"files": await asyncio.to_thread(files.list_files, self.workspace)}
 
-    async def write(self, path: str, content: str, by: str = "") -> dict:
-        res = await asyncio.to_thread(files.write_file, self.workspace, path, content, self.note_history, by)
+    async def write(self, path: str, content: str, by: str = "", principal: str | None = None) -> dict:
+        res = await asyncio.to_thread(files.write_file, self.workspace, path, content, self.note_history, by, principal)
         await self._reindex()
         return res
 
@@ -85,15 +85,15 @@ class MemoryNotes:
             }
         return {"path": rel, "version": _pick(versions, version, f"{rel} has").full()}
 
-    async def restore_note(self, path: str, version: int, by: str) -> dict:
+    async def restore_note(self, path: str, version: int, by: str, principal: str | None = None) -> dict:
         """memory.restore {path, version}: that version's text written again (a new version)."""
         found = (await self.note_versions(path, version))["version"]
-        out = await self.write(path, found["content"], by)
+        out = await self.write(path, found["content"], by, principal)
         return {**out, "restoredFrom": version}
 
     # ---- keyed memories ------------------------------------------------------------------------------
-    async def set(self, key: str, value: str, category: str | None, by: str = "") -> dict:
-        entry, replaced, moved = await self.keyed.set(key, value, category, by)
+    async def set(self, key: str, value: str, category: str | None, by: str = "", principal: str | None = None) -> dict:
+        entry, replaced, moved = await self.keyed.set(key, value, category, by, principal)
         await self._reindex()
         out = {**entry.full(), "replaced": replaced}
         if moved:
@@ -129,7 +129,7 @@ class MemoryNotes:
             "versions": [{**v.full(), "current": live and i == 0} for i, v in enumerate(versions)],
         }
 
-    async def restore(self, key: str, version: int | None, by: str) -> dict:
+    async def restore(self, key: str, version: int | None, by: str, principal: str | None = None) -> dict:
         """memory.restore {key, version}: that version's value (and category) written again, a new
         version; without `version`, the key brought back from the trash whole."""
         if version is None:
@@ -137,7 +137,7 @@ class MemoryNotes:
             await self._reindex()
             return {**entry.full(), "restored": True}
         found = _pick(list(reversed(await self.keyed.history(key))), version, f"memory {key!r} has")
-        out = await self.set(key, found.value, found.category, by)
+        out = await self.set(key, found.value, found.category, by, principal)
         return {**out, "restoredFrom": version}
 
     async def trash(self, limit: int, offset: int) -> dict:

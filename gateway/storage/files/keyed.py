@@ -101,16 +101,21 @@ class FileKeyedStore:
     async def get(self, key: str) -> Entry:
         return await asyncio.to_thread(self.files.get, key)
 
-    async def set(self, key: str, value: str, category: str | None, by: str = "") -> tuple[Entry, bool, str | None]:
-        return await asyncio.to_thread(self._set, key, value, category, by)
+    async def set(
+        self, key: str, value: str, category: str | None, by: str = "", principal: str | None = None
+    ) -> tuple[Entry, bool, str | None]:
+        return await asyncio.to_thread(self._set, key, value, category, by, principal)
 
-    def _set(self, key: str, value: str, category: str | None, by: str) -> tuple[Entry, bool, str | None]:
+    def _set(
+        self, key: str, value: str, category: str | None, by: str, principal: str | None
+    ) -> tuple[Entry, bool, str | None]:
         value = check_entry(key, value, category)
         with locked(self.files.root):
             live, h = self._state(key)
             out = self.files.write(key, value, category)  # the record first: history follows it
             entry = out[0]
-            self._save(key, _History(next_version(h.versions, value, entry.category, entry.updated, by), None))
+            versions = next_version(h.versions, value, entry.category, entry.updated, by, principal)
+            self._save(key, _History(versions, None))
         return out
 
     async def delete(self, key: str, by: str = "") -> Entry:

@@ -116,13 +116,17 @@ class PgKeyedStore:
             raise NotFound(f"no memory with key {key!r}", {"key": key})
         return e
 
-    async def set(self, key: str, value: str, category: str | None, by: str = "") -> tuple[Entry, bool, str | None]:
+    async def set(
+        self, key: str, value: str, category: str | None, by: str = "", principal: str | None = None
+    ) -> tuple[Entry, bool, str | None]:
         """Create or replace. Returns (entry, replaced, previous category when it moved)."""
         value = check_entry(key, value, category)
         async with self._lock:
-            return await self._set(key, value, category, by)
+            return await self._set(key, value, category, by, principal)
 
-    async def _set(self, key: str, value: str, category: str | None, by: str) -> tuple[Entry, bool, str | None]:
+    async def _set(
+        self, key: str, value: str, category: str | None, by: str, principal: str | None
+    ) -> tuple[Entry, bool, str | None]:
         now = now_iso()
         async with self.pg.pool.acquire() as conn, conn.transaction():
             seen = await conn.fetchrow(
@@ -146,7 +150,7 @@ class PgKeyedStore:
                 created,
                 now,
             )
-            await self._write_version(conn, key, seen, value, cat, now, by)
+            await self._write_version(conn, key, seen, value, cat, now, by, principal)
         entry = self._entry(row)
         await asyncio.to_thread(self._mirror, entry, row["version"])
         await self._tell_others(key)
@@ -207,12 +211,24 @@ class PgKeyedStore:
         updated = versions[-1].at if row["deleted"] and versions else row["updated"]
         return next_version(versions, row["value"], row["category"], updated, "")
 
-    async def _write_version(self, conn: Any, key: str, seen: Any, value: str, category: str, at: str, by: str) -> None:
+    async def _write_version(
+        self,
+        conn: Any,
+        key: str,
+        seen: Any,
+        value: str,
+        category: str,
+        at: str,
+        by: str,
+        principal: str | None = None,
+    ) -> None:
         """Store the write of `value` over the row as it was (`seen`), within the limits: what the
         versions table lacks is added, what falls out of the limits is dropped."""
         stored = (await self._versions(conn, [key])).get(key, [])
         target = kept(
-            next_version(self._settled(seen, stored), value, category, at, by), self.limits, lambda v: v.value
+            next_version(self._settled(seen, stored), value, category, at, by, principal),
+            self.limits,
+            lambda v: v.value,
         )
         have = {v.version for v in stored}
         keep = {v.version for v in target}

@@ -1063,3 +1063,41 @@ async def test_a_delete_the_model_wants_shows_allow_and_deny_on_its_tool_line(br
         assert [m["key"] for m in (await client.call("memory.trash"))["memories"]] == ["boat.colour"]
     finally:
         await client.close()
+
+
+async def test_devices_and_apps_make_a_token_shown_once_and_revoke_it(browser: Browser, tmp_path):
+    """The owner's "Devices and apps": a token made for a phone is shown once, signs in with what its
+    scopes allow (no such panel for it), and once revoked its open page is signed out at once."""
+    gw = RunningGateway(make_config(tmp_path / "state"))
+    await gw.start()
+    try:
+        async with signed_in(browser, gw) as pg:
+            await pg.get_by_role("button", name="Devices and apps…").click()
+            dialog = pg.locator("#devices-dialog")
+            await expect(dialog).to_be_visible()
+            await expect(pg.locator("#devices-list")).to_contain_text("owner")
+            await dialog.get_by_label("Name").fill("phone")
+            await dialog.get_by_label("Expires (30d, 12h; empty: never)").fill("30d")
+            await dialog.get_by_role("button", name="Create token").click()
+            await expect(pg.locator("#devices-status")).to_contain_text("shown once")
+            token = await pg.locator("#devices-token-value").input_value()
+            assert len(token) >= 43
+            await expect(pg.locator("#devices-list")).to_contain_text("scopes read, chat")
+            await shot(pg, "web-devices.png")
+
+            ctx = await browser.new_context()
+            try:
+                phone = await ctx.new_page()
+                await phone.goto(base_url(gw))
+                await sign_in(phone, token)
+                await expect(phone.get_by_role("button", name="New session")).to_be_visible()
+                assert await phone.locator("#devices-open").is_hidden(), "a read,chat token manages no tokens"
+
+                await dialog.get_by_role("button", name="Revoke phone").click()
+                await pg.locator("#confirm-ok").click()
+                await expect(pg.locator("#devices-list")).to_contain_text("revoked")
+                await expect(phone.locator("#conn-status")).not_to_have_attribute("data-state", "open", timeout=5000)
+            finally:
+                await ctx.close()
+    finally:
+        await gw.stop()
