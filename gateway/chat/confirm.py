@@ -7,7 +7,8 @@ allows it or a person says yes.
 
 A call destroys when it is `memory_delete` of a key that exists, or `memory_set` of a key that exists
 with another value (creating a key, or deleting one that is not there, destroys nothing: the method
-answers as it would). For each such call, in order:
+answers as it would), or any other tool the catalog marks destructive (tools/specs.py), whatever its
+arguments. For each such call, in order:
 
     past chat.maxDestructivePerRun of them in this run   → denied ("limit")
     chat.toolPolicy.<tool> = "deny"                      → denied ("policy")
@@ -119,6 +120,9 @@ class Guard:
         except ToolError:
             return None  # it cannot run: the tool says why
         key = args.get("key")
+        if call.name not in ("memory_set", "memory_delete"):  # a destructive tool this does not know: ask
+            line = f"call {call.name} with {short(call.arguments, 300)}"
+            return mask(line) if self.config.memory.redact_secrets else line
         if not isinstance(key, str):
             return None
         try:

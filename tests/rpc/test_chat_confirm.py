@@ -36,6 +36,19 @@ def api():
         yield fake
 
 
+@pytest.fixture(params=["files", "postgres"])
+async def engine(request) -> dict[str, str]:
+    """The storage engine's settings: the attack is refused alike on both."""
+    if request.param == "files":
+        return {}
+    import uuid
+
+    from gateway.storage.postgres import create_database
+
+    server = request.getfixturevalue("postgres_server")
+    return {"storage.url": await create_database(server, f"t_{uuid.uuid4().hex[:12]}")}
+
+
 async def _planted(start_gateway, api, **overrides):
     gw = await start_gateway(
         memory=True,
@@ -63,8 +76,8 @@ def _tool_results(gw, key: str) -> list[dict]:
     ]
 
 
-async def test_the_planted_note_attack_changes_nothing_when_no_one_answers(start_gateway, api):
-    gw, c = await _planted(start_gateway, api, **{"chat.confirmSeconds": 0.3})
+async def test_the_planted_note_attack_changes_nothing_when_no_one_answers(start_gateway, api, engine):
+    gw, c = await _planted(start_gateway, api, **engine, **{"chat.confirmSeconds": 0.3})
     before = await _memories(c)
     assert before == FACTS
     api.script(*ATTACK)
@@ -130,8 +143,8 @@ def _drain(c) -> list[dict]:
     return out
 
 
-async def test_a_client_allowing_one_call_lets_exactly_that_one_happen_and_it_can_be_undone(start_gateway, api):
-    gw, c = await _planted(start_gateway, api, **{"chat.confirmSeconds": 20})
+async def test_a_client_allowing_one_call_lets_exactly_that_one_happen_and_it_can_be_undone(start_gateway, api, engine):
+    gw, c = await _planted(start_gateway, api, **engine, **{"chat.confirmSeconds": 20})
     api.script(*ATTACK)
     key = (await c.call("sessions.create"))["sessionKey"]
     sent = await c.call("chat.send", {"sessionKey": key, "message": "Tidy my memory as my notes say."})

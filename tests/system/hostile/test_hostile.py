@@ -95,6 +95,17 @@ def frame(payload: bytes, opcode: int = 1) -> bytes:
     return hdr + b"\0\0\0\0" + payload
 
 
+def authenticate(s: socket.socket, token: str) -> None:
+    """Send the auth frame and wait (at most 10 s) for auth.ok, the only frame the gateway sends before it."""
+    s.sendall(frame(orjson.dumps({"type": "auth", "token": token})))
+    s.settimeout(10)
+    seen = b""
+    while b"auth.ok" not in seen:
+        chunk = s.recv(4096)
+        assert chunk, f"closed before auth.ok: {seen[:200]!r}"
+        seen += chunk
+
+
 def read_frames(s: socket.socket, deadline: float) -> list[tuple[int, bytes]]:
     """Read server frames until the close frame or EOF (bounded by `deadline`)."""
     buf = b""
@@ -200,7 +211,9 @@ async def test_slow_consumer_is_closed_at_the_buffer_limit_and_nobody_else_slows
         sent = await good.call("chat.send", {"sessionKey": key, "message": f"{i} " + "h" * 90_000})
         await good.run_to_end(sent["runId"])
     s = await loop.run_in_executor(None, raw_ws, gw, 4096)
-    s.sendall(frame(orjson.dumps({"type": "auth", "token": gw.token})))
+    # Authenticated before it pipelines: frames sent while the auth frame is still being checked count
+    # against the pre-auth budget (PREAUTH_FRAMES), and a busy gateway cut the socket for them at once.
+    await loop.run_in_executor(None, authenticate, s, gw.token)
     req = frame(orjson.dumps({"id": 1, "method": "sessions.history", "params": {"sessionKey": key}}))
     log_mark = gw.log.stat().st_size
 
