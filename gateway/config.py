@@ -141,6 +141,35 @@ class ServerConfig:
         doc="seconds an HTTP API request body may take to "
         "arrive, from its first read (408 past it: a trickled body holds nothing)",
     )
+    http_body_bytes_in_flight: int = _f(
+        32 << 20,
+        ge=1024,
+        le=1 << 40,
+        doc="HTTP API request bodies held at once, in bytes, from their first byte to their answer (a parsed "
+        "body takes several times its size in memory); a request that would pass it is answered 503 with "
+        "Retry-After; at least server.httpMaxBodyBytes",
+    )
+    http_max_per_token: int = _f(
+        64,
+        ge=1,
+        le=100_000,
+        doc="HTTP API requests in flight per token (a streamed reply counts until it ends); past it 429 with "
+        "Retry-After. All tokens together: server.maxConnections, past it 503",
+    )
+    http_max_streams: int = _f(
+        32,
+        ge=1,
+        le=100_000,
+        doc="event streams open at once on the HTTP API (GET /mcp, streamed /v1 replies); past it 503 with "
+        "Retry-After; below server.httpMaxPerToken, so idle streams never take a token's last requests",
+    )
+    http_stream_idle_seconds: float = _f(
+        120.0,
+        ge=1.0,
+        le=86400.0,
+        doc="an HTTP API event stream that sent no event for this long (keep-alive comments do not count) "
+        "is ended; an MCP client opens GET /mcp again when it needs to",
+    )
 
 
 @dataclass
@@ -198,6 +227,13 @@ class OpenAIApiConfig:
         True,
         doc="/v1/chat/completions keeps each user message and reply in a session's "
         "transcript, indexed as memory (per request: header X-Jarvis-Capture: off)",
+    )
+    max_messages: int = _f(
+        4096,
+        ge=1,
+        le=1_000_000,
+        doc="messages (or input items) in one /v1 request; past it 400 array_above_max_length (the body's "
+        "bytes: server.httpMaxBodyBytes, 413)",
     )
 
 
@@ -816,6 +852,16 @@ def _validate(cfg: Config) -> None:
     if cfg.server.max_pending_per_address > cfg.server.max_pending_sockets:
         raise ConfigError(
             f"server.maxPendingPerAddress: must be <= server.maxPendingSockets ({cfg.server.max_pending_sockets})"
+        )
+    if cfg.server.http_body_bytes_in_flight < cfg.server.http_max_body_bytes:
+        raise ConfigError(
+            f"server.httpBodyBytesInFlight: must be >= server.httpMaxBodyBytes ({cfg.server.http_max_body_bytes}), "
+            "or no request of the largest size could ever be taken"
+        )
+    if cfg.server.http_max_streams >= cfg.server.http_max_per_token:
+        raise ConfigError(
+            f"server.httpMaxStreams: must be < server.httpMaxPerToken ({cfg.server.http_max_per_token}), "
+            "so idle event streams never take a token's last requests"
         )
     for origin in cfg.server.allowed_origins:
         if not re.match(r"^https?://[^/\s]+$", origin):

@@ -86,6 +86,21 @@ class ApiError(Exception):
         )
 
 
+def check_counts(body: Any, limit: int) -> None:
+    """A /v1 request's `messages` (or `input` items) past openaiApi.maxMessages: 400 before anything
+    else touches them (the body's bytes are capped by the listener: server.httpMaxBodyBytes, 413)."""
+    if isinstance(body, dict):
+        for name in ("messages", "input"):
+            items = body.get(name)
+            if isinstance(items, list) and len(items) > limit:
+                raise ApiError(
+                    400,
+                    f"{name}: {len(items)} items, at most {limit} (openaiApi.maxMessages)",
+                    code="array_above_max_length",
+                    param=name,
+                )
+
+
 def memory_header(recalled: list[dict[str, Any]]) -> str:
     """Compact JSON of the recalled sources, ASCII (a header), whole entries up to MEMORY_HEADER_BYTES."""
     entries = references(recalled)
@@ -376,6 +391,7 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
             body = orjson.loads(await request.body())
         except orjson.JSONDecodeError as exc:
             raise ApiError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+        check_counts(body, config.openai_api.max_messages)
         off = {"off", "false", "0", "no"}
         params = {
             "request": body,
