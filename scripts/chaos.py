@@ -39,7 +39,7 @@ second bystander calling GET /v1/models every 20 ms with the token all along (it
 in the table beside the WebSocket's), and the gateway's peak RSS during the attack:
 
 11. sse-flood  255 standalone GET /mcp event streams with the token, held idle for 5 s
-12. wrong-tokens 2000 requests with wrong tokens from 127.0.0.3, 200 at a time
+12. wrong-tokens 4000 requests with wrong tokens from 8 addresses (127.0.0.3-10), 400 at a time
 13. huge-v1    60 /v1/chat/completions of 200,000 messages (6.6 MB) each, all at once
 
 `--only` runs some of them: agents, big-batch, runaway, auth, corrupt, reader, scan, vectors, half-open,
@@ -134,14 +134,20 @@ class Bystander:
 
 
 class HttpBystander(Bystander):
-    """The owner on the HTTP API listener: GET /v1/models every 20 ms with the token; anything but a 200
-    is a failure."""
+    """The owner on the HTTP API listener: GET /v1/models every 20 ms with the token, each on a new
+    connection (as a script or curl would: a kept-alive one would slip past a connection limit); anything
+    but a 200 is a failure."""
 
     async def start(self, gw: GatewayProcess) -> None:
         import httpx2 as httpx
 
         assert gw.http_url is not None, "the HTTP API listener is off"
-        self.http = httpx.AsyncClient(base_url=gw.http_url, headers={"Authorization": f"Bearer {gw.token}"}, timeout=5)
+        self.http = httpx.AsyncClient(
+            base_url=gw.http_url,
+            headers={"Authorization": f"Bearer {gw.token}"},
+            timeout=5,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
         self.statuses: Counter[int] = Counter()
         self._task = asyncio.create_task(self._loop())
 
@@ -204,11 +210,11 @@ async def attack_sse_flood(gw: GatewayProcess) -> str:
 
 
 async def attack_wrong_tokens(gw: GatewayProcess) -> str:
-    seen, peak = await _http_attack(gw, "wrong", "2000", "200")
+    seen, peak = await _http_attack(gw, "wrong", "4000", "400")
     statuses = dict(sorted(seen["statuses"].items()))
     dropped = statuses.pop("0", 0)
     return (
-        f"2000 wrong tokens (200 at a time): answered {statuses}, {dropped} sockets dropped while pending "
+        f"4000 wrong tokens (400 at a time): answered {statuses}, {dropped} sockets dropped while pending "
         f"(server.maxPendingPerAddress); peak RSS {peak} MB"
     )
 

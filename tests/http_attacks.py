@@ -3,7 +3,7 @@
 gateway answered.
 
     python -m tests.http_attacks sse PORT TOKEN N HOLD_S        N standalone GET /mcp streams, held idle
-    python -m tests.http_attacks wrong PORT N AT_ONCE           N requests with wrong tokens, from 127.0.0.3
+    python -m tests.http_attacks wrong PORT N AT_ONCE           N requests with wrong tokens, from 127.0.0.3-10
     python -m tests.http_attacks huge PORT TOKEN N MESSAGES     N /v1/chat/completions of MESSAGES messages
                                                                 each, all at once (one body, sent N times)
 """
@@ -67,7 +67,7 @@ async def wrong(port: int, n: int, at_once: int) -> dict:
 
     async def one(i: int) -> None:
         head = f"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong-token-{i:012}\r\n\r\n"
-        status, _ = await _request(port, head, local="127.0.0.3")
+        status, _ = await _request(port, head, local=f"127.0.0.{3 + i % 8}")
         statuses[status] += 1
 
     for start in range(0, n, at_once):
