@@ -193,3 +193,30 @@ async def test_messages_per_v1_request_are_capped_with_a_400_naming_the_field(st
             "/v1/chat/completions", headers=auth, json={"model": "offline-responder", "messages": messages[:10]}
         )
         assert r.status_code == 200, r.text
+
+
+async def test_a_streamed_v1_reply_past_the_stream_limit_is_refused_and_its_run_stopped(start_gateway):
+    gw = await start_gateway(**{"server.httpPort": -1, "server.httpMaxStreams": 1, "chat.offlineDeltaDelay": 0.05})
+    port, token = gw.gw.http.port, gw.token
+    head, _reader, writer = await _open_stream(port, token)  # the one stream slot, taken
+    assert _status(head) == 200
+    try:
+        async with httpx.AsyncClient(base_url=gw.http_url, timeout=10) as http:
+            auth = {"Authorization": f"Bearer {token}", "X-Jarvis-Session": "streams-full"}
+            body = {"model": "offline-responder", "messages": [{"role": "user", "content": "tell me more"}]}
+            r = await http.post("/v1/chat/completions", headers=auth, json={**body, "stream": True})
+            assert r.status_code == 503 and r.headers["retry-after"] == "5", r.text
+            assert r.json()["error"]["code"] == "too_many_streams"
+            for _ in range(100):  # its run was stopped (as for a client that hung up): the session is free
+                r = await http.post("/v1/chat/completions", headers=auth, json=body)
+                if r.status_code != 409:
+                    break
+                await asyncio.sleep(0.05)
+            assert r.status_code == 200, r.text
+    finally:
+        writer.close()
+    for _ in range(100):  # the held stream's client went away: its slot is given back
+        if not gw.gw.http.limits.streams:
+            break
+        await asyncio.sleep(0.05)
+    assert gw.gw.http.limits.streams == set()
