@@ -44,7 +44,11 @@ async def send_error(
     param: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> None:
-    body = error_body(status, message, type_=type_, code=code, param=param)
+    await send_json(send, status, error_body(status, message, type_=type_, code=code, param=param), headers)
+
+
+async def send_json(send: Send, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+    """A whole JSON answer over ASGI `send`."""
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})

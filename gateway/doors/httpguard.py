@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import structlog
 
 from .. import errors as e
-from .httperrors import BodyRefused, http_error, send_error
+from .httperrors import BodyRefused, http_error, send_error, send_json
 from .httplimits import HttpLimits, Refusal, Stream, token_key
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -221,11 +221,8 @@ class Guard:
         if started:
             return  # the answer is under way: the log has it; the client sees its stream end
         status, body, headers = http_error(err)
-        raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        raw += [(k.lower().encode(), v.encode()) for k, v in headers.items()]
         try:
-            await send({"type": "http.response.start", "status": status, "headers": raw})
-            await send({"type": "http.response.body", "body": body})
+            await send_json(send, status, body, headers)
         except Exception:  # noqa: BLE001 - the client is gone
             pass
 
