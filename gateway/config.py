@@ -70,7 +70,8 @@ class ServerConfig:
         256,
         ge=1,
         doc="WebSocket connections at once (after the upgrade); at it an "
-        "unauthenticated one is closed to make room, else HTTP 503",
+        "unauthenticated one is closed to make room, else HTTP 503. On the HTTP API: requests in flight "
+        "of all tokens together (503 past it)",
     )
     max_pending_sockets: int = _f(
         128,

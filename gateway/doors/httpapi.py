@@ -266,6 +266,7 @@ class HttpApi:
     async def stop(self) -> None:
         if self._server is None or self._task is None:
             return
+        self.limits.end_streams()  # runs have ended by now; what streams still is an idle GET /mcp
         self._server.should_exit = True
         try:
             await asyncio.wait_for(asyncio.shield(self._task), self.config.server.shutdown_grace + 5)

@@ -165,6 +165,13 @@ class HttpLimits:
         if not stream.gone.done():
             stream.gone.set_result(None)
 
+    def end_streams(self) -> None:
+        """End every open stream (the listener is stopping: a GET /mcp stream would hold its shutdown
+        for the whole grace period)."""
+        for stream in self.streams:
+            if not stream.gone.done():
+                stream.gone.set_result(None)
+
     def close_stream(self, stream: Stream) -> None:
         if stream.timer is not None:
             stream.timer.cancel()

@@ -220,3 +220,15 @@ async def test_a_streamed_v1_reply_past_the_stream_limit_is_refused_and_its_run_
             break
         await asyncio.sleep(0.05)
     assert gw.gw.http.limits.streams == set()
+
+
+async def test_an_open_mcp_stream_does_not_hold_the_gateways_stop(start_gateway):
+    """uvicorn waits for requests in progress up to the shutdown grace: an idle GET /mcp stream (which
+    carries nothing) would hold every stop for it."""
+    gw = await start_gateway(**{"server.httpPort": -1, "server.shutdownGrace": 5})
+    head, reader, writer = await _open_stream(gw.gw.http.port, gw.token)
+    assert _status(head) == 200
+    t0 = time.monotonic()
+    await gw.stop()
+    assert time.monotonic() - t0 < 3
+    writer.close()
