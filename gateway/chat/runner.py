@@ -70,6 +70,7 @@ class ChatService:
         *,
         error_code: Callable[[JarvisError], int],
         request_abort: Callable[[str, str], Awaitable[None]] | None = None,
+        unreachable: Callable[[BaseException], Unavailable | None] = lambda exc: None,
     ):
         self.config = config
         self.tools = tools
@@ -82,7 +83,7 @@ class ChatService:
         self.slots = RunSlots(ledger, request_abort)
         self.prompts = Prompts(config, sessions, memory, compactor)
         self.loop = TurnLoop(config, provider, tools, sessions, self._emit)
-        self.finish = Finish(sessions, provider, memory, error_code, self._end)
+        self.finish = Finish(sessions, provider, memory, error_code, self._end, unreachable)
         self._background: set[asyncio.Task[Any]] = set()
 
     @property

@@ -33,6 +33,7 @@ from ..chat.providers import UpstreamError
 from ..chat.relay import choices
 from ..errors import Invalid, JarvisError, NotFound, Unavailable
 from ..memory.present import references
+from ..protocol import error_of
 from .httpapi import http_error, json_error
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -227,8 +228,11 @@ def _failure(channel: RelayChannel, event: dict[str, Any]) -> ApiError:
             param=error.get("param") if isinstance(error.get("param"), str) else None,
             headers=headers,
         )
-    err = event.get("error", {})
-    return ApiError(500, str(err.get("message", "internal error")), type_="server_error", code="internal_error")
+    err = event.get("error") or {}  # {code, message, retryable}: rendered by the class of its code (503 retryable)
+    data = {"retryable": bool(err.get("retryable"))}
+    return ApiError.of(
+        error_of({"code": err.get("code"), "message": err.get("message") or "internal error", "data": data})
+    )
 
 
 def _aborted(event: dict[str, Any]) -> ApiError:
