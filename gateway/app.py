@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import structlog
 
 from . import __version__
+from .calls import Call, Door
 from .chat.providers import make_provider
 from .config import Config
 from .events import EventBus
@@ -34,6 +35,7 @@ from .storage import open_storage
 
 if TYPE_CHECKING:  # pragma: no cover
     from .memory.service import MemoryService
+    from .errors import JarvisError
     from .storage.base import Storage
 
 log = structlog.get_logger("gateway.app")
@@ -89,7 +91,14 @@ class Gateway:
         self.server = GatewayServer(self.services)
         self.services.connection_count = self.server.connection_count
         await self.server.start()
-        self.http = HttpApi(cfg, self.services.principals, self.server.handshake, self.server.admission)
+        calls = self.services.calls
+
+        def failure(request: str, exc: Exception) -> "JarvisError":
+            """What escaped an HTTP route, as the one error value of a call (logged there)."""
+            door = Door.MCP if request.split(" ")[-1].startswith("/mcp") else Door.OPENAI
+            return calls.failure(Call(door, request, {}), exc)
+
+        self.http = HttpApi(cfg, self.services.principals, self.server.handshake, self.server.admission, failure)
         self.http.add_routes(openai.routes(self.services))  # /v1: OpenAI-compatible, with memory
         if self.http.enabled:
             from .doors import mcp

@@ -84,7 +84,8 @@ class ServerConfig:
         256,
         ge=1,
         doc="WebSocket connections at once (after the upgrade); at it an "
-        "unauthenticated one is closed to make room, else HTTP 503",
+        "unauthenticated one is closed to make room, else HTTP 503. On the HTTP API: requests in flight "
+        "of all tokens together (503 past it)",
     )
     max_pending_sockets: int = _f(
         128,
@@ -154,6 +155,35 @@ class ServerConfig:
         le=3600.0,
         doc="seconds an HTTP API request body may take to "
         "arrive, from its first read (408 past it: a trickled body holds nothing)",
+    )
+    http_body_bytes_in_flight: int = _f(
+        32 << 20,
+        ge=1024,
+        le=1 << 40,
+        doc="HTTP API request bodies held at once, in bytes, from their first byte to their answer (a parsed "
+        "body takes several times its size in memory); a request that would pass it is answered 503 with "
+        "Retry-After; at least server.httpMaxBodyBytes",
+    )
+    http_max_per_token: int = _f(
+        64,
+        ge=1,
+        le=100_000,
+        doc="HTTP API requests in flight per token (a streamed reply counts until it ends); past it 429 with "
+        "Retry-After. All tokens together: server.maxConnections, past it 503",
+    )
+    http_max_streams: int = _f(
+        32,
+        ge=1,
+        le=100_000,
+        doc="event streams open at once on the HTTP API (GET /mcp, streamed /v1 replies); past it 503 with "
+        "Retry-After; below server.httpMaxPerToken, so idle streams never take a token's last requests",
+    )
+    http_stream_idle_seconds: float = _f(
+        120.0,
+        ge=1.0,
+        le=86400.0,
+        doc="an HTTP API event stream that sent no event for this long (keep-alive comments do not count) "
+        "is ended; an MCP client opens GET /mcp again when it needs to",
     )
 
 
@@ -244,8 +274,16 @@ class OpenAIApiConfig:
     stored_responses: int = _f(
         1000,
         ge=0,
+        le=1_000_000,
         doc="/v1/responses kept per agent in this gateway's memory for GET /v1/responses/{id} and "
         "previous_response_id (also at most 64 MiB in all), the least recently used forgotten; 0 keeps none",
+    )
+    max_messages: int = _f(
+        4096,
+        ge=1,
+        le=1_000_000,
+        doc="messages (or input items) in one /v1 request; past it 400 array_above_max_length (the body's "
+        "bytes: server.httpMaxBodyBytes, 413)",
     )
 
 
@@ -889,6 +927,16 @@ def _validate(cfg: Config) -> None:
     if cfg.server.max_pending_per_address > cfg.server.max_pending_sockets:
         raise ConfigError(
             f"server.maxPendingPerAddress: must be <= server.maxPendingSockets ({cfg.server.max_pending_sockets})"
+        )
+    if cfg.server.http_body_bytes_in_flight < cfg.server.http_max_body_bytes:
+        raise ConfigError(
+            f"server.httpBodyBytesInFlight: must be >= server.httpMaxBodyBytes ({cfg.server.http_max_body_bytes}), "
+            "or no request of the largest size could ever be taken"
+        )
+    if cfg.server.http_max_streams >= cfg.server.http_max_per_token:
+        raise ConfigError(
+            f"server.httpMaxStreams: must be < server.httpMaxPerToken ({cfg.server.http_max_per_token}), "
+            "so idle event streams never take a token's last requests"
         )
     for origin in cfg.server.allowed_origins:
         if not re.match(r"^https?://[^/\s]+$", origin):

@@ -11,32 +11,44 @@ import sys
 import structlog
 from structlog.tracebacks import ExceptionDictTransformer
 
+_HANDLER = "jarvis"  # the root handler setup() installs (replaced, not added again, by a second setup)
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
 def setup(level: str = "info", fmt: str = "auto", stream=None) -> None:
     stream = stream or sys.stderr
     use_json = fmt == "json" or (fmt == "auto" and not stream.isatty())
-    processors: list = [
+    shared: list = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     # Tracebacks never carry frame locals: they would hold request params, message text and tokens.
     if use_json:
-        processors += [
+        rendering: list = [
             structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False)),
             structlog.processors.JSONRenderer(),
         ]
     else:
-        processors += [structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)]
+        rendering = [structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)]
     structlog.configure(
-        processors=processors,
+        processors=shared + rendering,
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
         logger_factory=structlog.PrintLoggerFactory(stream),
         cache_logger_on_first_use=True,
     )
-    # Libraries that use stdlib logging (websockets' handshake errors, openai) follow the same level.
-    logging.basicConfig(
-        level=max(_LEVELS[level], logging.WARNING), stream=stream, format="%(name)s %(levelname)s %(message)s"
+    # Libraries that use stdlib logging (uvicorn, websockets' handshake errors, openai) follow the same
+    # level and come out in the same shape: a JSON line off a TTY, with their logger's name.
+    handler = logging.StreamHandler(stream)
+    handler.set_name(_HANDLER)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering],
+        )
     )
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == _HANDLER]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(max(_LEVELS[level], logging.WARNING))

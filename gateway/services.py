@@ -347,6 +347,7 @@ class Services:
             tools=tools,
             error_code=code_of,
             request_abort=self.cluster.abort_requester(agent_id) if self.cluster else None,
+            unreachable=self.storage.unreachable,
         )
         log.info("agent open", agent=agent_id, memory=memory is not None)
         return agent

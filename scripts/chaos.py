@@ -34,8 +34,16 @@ and the bystander's p99 during the attack:
                released?
 10. ping-flood (issue 29.6) 16 sockets that upgrade, never authenticate and send pings as fast as they can
 
+On the HTTP API listener (issue 35), each flood from its own process (tests/http_attacks.py), with a
+second bystander calling GET /v1/models every 20 ms with the token all along (its p99 and failures are
+in the table beside the WebSocket's), and the gateway's peak RSS during the attack:
+
+11. sse-flood  255 standalone GET /mcp event streams with the token, held idle for 5 s
+12. wrong-tokens 4000 requests with wrong tokens from 8 addresses (127.0.0.3-10), 400 at a time
+13. huge-v1    60 /v1/chat/completions of 200,000 messages (6.6 MB) each, all at once
+
 `--only` runs some of them: agents, big-batch, runaway, auth, corrupt, reader, scan, vectors, half-open,
-non-readers, ping-flood.
+non-readers, ping-flood, sse-flood, wrong-tokens, huge-v1.
 Prints a table, writes JSON (default bench-results/chaos.json); exit 1 if an attack broke something.
 """
 
@@ -123,6 +131,100 @@ class Bystander:
         if self._task is not None:
             self._task.cancel()
         await self.client.close()
+
+
+class HttpBystander(Bystander):
+    """The owner on the HTTP API listener: GET /v1/models every 20 ms with the token, each on a new
+    connection (as a script or curl would: a kept-alive one would slip past a connection limit); anything
+    but a 200 is a failure."""
+
+    async def start(self, gw: GatewayProcess) -> None:
+        import httpx2 as httpx
+
+        assert gw.http_url is not None, "the HTTP API listener is off"
+        self.http = httpx.AsyncClient(
+            base_url=gw.http_url,
+            headers={"Authorization": f"Bearer {gw.token}"},
+            timeout=5,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
+        self.statuses: Counter[int] = Counter()
+        self._task = asyncio.create_task(self._loop())
+
+    async def _loop(self) -> None:
+        while True:
+            t0 = time.perf_counter()
+            try:
+                r = await self.http.get("/v1/models")
+                self.statuses[r.status_code] += 1
+                if r.status_code == 200:
+                    self.lat.append(time.perf_counter() - t0)
+                else:
+                    self.failures += 1
+            except Exception:
+                self.failures += 1
+                self.statuses[0] += 1
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(0.02)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        await self.http.aclose()
+
+
+class PeakRss:
+    """The gateway's highest RSS while an attack runs, sampled every 20 ms."""
+
+    def __init__(self, pid: int):
+        self.pid, self.peak = pid, 0
+        self._task = asyncio.create_task(self._loop())
+
+    async def _loop(self) -> None:
+        while True:
+            self.peak = max(self.peak, proc_stats(self.pid).get("rssMB", 0))
+            await asyncio.sleep(0.02)
+
+    def stop(self) -> int:
+        self._task.cancel()
+        return self.peak
+
+
+async def _http_attack(gw: GatewayProcess, *argv: str) -> tuple[dict[str, Any], int]:
+    """One of tests/http_attacks.py in its own process: (what it saw, the gateway's peak RSS in MB)."""
+    port = str(int(gw.http_url.rsplit(":", 1)[1].strip("/"))) if gw.http_url else "0"
+    rss = PeakRss(gw.proc.pid)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.http_attacks", argv[0], port, *argv[1:], cwd=ROOT, stdout=subprocess.PIPE
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 300)
+    return json.loads(out), rss.stop()
+
+
+async def attack_sse_flood(gw: GatewayProcess) -> str:
+    seen, peak = await _http_attack(gw, "sse", gw.token, "255", "5")
+    statuses = seen["statuses"]
+    if statuses.get("200", 0) > 64:
+        raise AssertionError(f"{statuses.get('200')} idle streams held: unbounded")
+    return f"255 GET /mcp streams: {statuses.get('200', 0)} held, {statuses.get('503', 0)} answered 503; peak RSS {peak} MB"
+
+
+async def attack_wrong_tokens(gw: GatewayProcess) -> str:
+    seen, peak = await _http_attack(gw, "wrong", "4000", "400")
+    statuses = dict(sorted(seen["statuses"].items()))
+    dropped = statuses.pop("0", 0)
+    return (
+        f"4000 wrong tokens (400 at a time): answered {statuses}, {dropped} sockets dropped while pending "
+        f"(server.maxPendingPerAddress); peak RSS {peak} MB"
+    )
+
+
+async def attack_huge_v1(gw: GatewayProcess) -> str:
+    seen, peak = await _http_attack(gw, "huge", gw.token, "60", "200000")
+    return (
+        f"60 × {seen['bodyBytes'] / 1e6:.1f} MB requests at once: answered {dict(sorted(seen['statuses'].items()))} "
+        f"{dict(sorted(seen['codes'].items()))}; peak RSS {peak} MB"
+    )
 
 
 async def attack_agents(gw: GatewayProcess, n: int) -> str:
@@ -550,6 +652,9 @@ ATTACKS = (
     "half-open",
     "non-readers",
     "ping-flood",
+    "sse-flood",
+    "wrong-tokens",
+    "huge-v1",
 )
 
 
@@ -576,7 +681,16 @@ async def main_async(args: argparse.Namespace) -> int:
         fake.wait(10)
 
 
-def _row(name: str, result: str, t0: float, before: dict, gw: GatewayProcess, p99_ms: float | None) -> dict[str, Any]:
+def _row(
+    name: str,
+    result: str,
+    t0: float,
+    before: dict,
+    gw: GatewayProcess,
+    p99_ms: float | None,
+    http: tuple[float, int] | None = None,
+) -> dict[str, Any]:
+    """`http`: the HTTP bystander's p99 (ms) and failed requests during the attack."""
     return {
         "attack": name,
         "result": result,
@@ -584,6 +698,8 @@ def _row(name: str, result: str, t0: float, before: dict, gw: GatewayProcess, p9
         "before": before,
         "after": proc_stats(gw.proc.pid) if gw.proc is not None and gw.proc.poll() is None else {},
         "bystanderP99Ms": p99_ms,
+        "httpBystanderP99Ms": None if http is None else http[0],
+        "httpBystanderFailures": None if http is None else http[1],
     }
 
 
@@ -593,7 +709,7 @@ async def _run(args: argparse.Namespace, base_url: str, script: Callable[[list],
     if "vectors" in only and args.embeddings == "none":
         args.embeddings = "openai"  # the fake server's embeddings, which the attack scripts
     with tempfile.TemporaryDirectory(prefix="jarvis-chaos-") as tmp:
-        failed, bystander = False, None
+        failed, bystander, owner = False, None, None
         if only - {"reader"}:
             state = Path(tmp) / "state"
             state.mkdir()
@@ -621,6 +737,8 @@ async def _run(args: argparse.Namespace, base_url: str, script: Callable[[list],
             gw.start(timeout=120)
             bystander = Bystander()
             await bystander.start(gw)
+            owner = HttpBystander()
+            await owner.start(gw)
             attacks: list[tuple[str, str, Callable[[], Awaitable[str]]]] = [
                 ("agents", "1. agents", lambda: attack_agents(gw, args.agents)),
                 ("big-batch", "3. big batch", lambda: attack_big_replies(gw)),
@@ -631,19 +749,24 @@ async def _run(args: argparse.Namespace, base_url: str, script: Callable[[list],
                 ("half-open", "8. half-open flood", lambda: attack_half_open(gw)),
                 ("non-readers", "9. non-readers", lambda: attack_non_readers(gw)),
                 ("ping-flood", "10. pre-auth pings", lambda: attack_ping_flood(gw, bystander)),
+                ("sse-flood", "11. idle SSE flood", lambda: attack_sse_flood(gw)),
+                ("wrong-tokens", "12. wrong-token flood", lambda: attack_wrong_tokens(gw)),
+                ("huge-v1", "13. huge /v1 requests", lambda: attack_huge_v1(gw)),
             ]
             for key, name, run in attacks:
                 if key not in only:
                     continue
                 before = proc_stats(gw.proc.pid)
-                mark = bystander.mark()
+                mark, http_mark, http_failed = bystander.mark(), owner.mark(), owner.failures
                 t0 = time.perf_counter()
                 try:
                     result = await run()
                 except Exception as exc:  # an attack that breaks the gateway is a finding, not a crash here
                     result, failed = f"BROKE: {type(exc).__name__}: {exc}", True
-                rows.append(_row(name, result, t0, before, gw, round(p99(bystander.lat[mark:]), 2)))
+                http = (round(p99(owner.lat[http_mark:]), 2), owner.failures - http_failed)
+                rows.append(_row(name, result, t0, before, gw, round(p99(bystander.lat[mark:]), 2), http))
             await bystander.stop()
+            await owner.stop()
             if "corrupt" in only:
                 before = proc_stats(gw.proc.pid)
                 t0 = time.perf_counter()
@@ -654,7 +777,7 @@ async def _run(args: argparse.Namespace, base_url: str, script: Callable[[list],
                 rows.append(_row("2. corrupt index", result, t0, before, gw, None))
             gw.signal()
             gw.wait()
-            failed = failed or bystander.failures > 0
+            failed = failed or bystander.failures > 0 or owner.failures > 0
         if "reader" in only:
             # its own gateway, killed at the end; the fake server's embeddings are not needed there
             other = reader_gateway(
@@ -673,16 +796,23 @@ async def _run(args: argparse.Namespace, base_url: str, script: Callable[[list],
             rows.append(_row("5. outside reader", result, t0, before, other, round(p99(watcher.lat), 2)))
             other.kill()
 
-    print(f"{'attack':<22} {'RSS MB':>11} {'fds':>11} {'threads':>9} {'p99 ms':>7}  result")
+    print(f"{'attack':<22} {'RSS MB':>11} {'fds':>11} {'threads':>9} {'ws p99':>7} {'http p99':>8} {'fail':>4}  result")
     for r in rows:
         b, a = r["before"], r["after"]
         p = "—" if r["bystanderP99Ms"] is None else f"{r['bystanderP99Ms']:.1f}"
+        hp = "—" if r.get("httpBystanderP99Ms") is None else f"{r['httpBystanderP99Ms']:.1f}"
+        hf = "—" if r.get("httpBystanderFailures") is None else str(r["httpBystanderFailures"])
         print(
             f"{r['attack']:<22} {b.get('rssMB', 0):>4} → {a.get('rssMB', 0):<4} {b.get('fds', 0):>4} → "
-            f"{a.get('fds', 0):<4} {b.get('threads', 0):>3} → {a.get('threads', 0):<3} {p:>7}  {r['result']}"
+            f"{a.get('fds', 0):<4} {b.get('threads', 0):>3} → {a.get('threads', 0):<3} {p:>7} {hp:>8} {hf:>4}  "
+            f"{r['result']}"
         )
     failures = bystander.failures if bystander is not None else 0
-    print(f"bystander: {failures} failed health calls")
+    print(f"bystander: {failures} failed health calls (WebSocket)", end="")
+    if owner is not None:
+        print(f", {owner.failures} failed GET /v1/models (HTTP: {dict(owner.statuses)})")
+    else:
+        print()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import structlog
 
-from ..errors import InternalError, JarvisError, out_of_descriptors
+from ..errors import InternalError, JarvisError, Unavailable, out_of_descriptors
 from ..memory.present import reference
 from ..sessions import transcript as tx
 from ..storage.base import SessionStore
@@ -50,8 +50,10 @@ class Finish:
         memory: "MemoryService | None",
         error_code: Callable[[JarvisError], int],
         end: End,
+        unreachable: Callable[[BaseException], Unavailable | None] = lambda exc: None,
     ):
         self.sessions = sessions
+        self.unreachable = unreachable  # the engine's "database cannot be reached" (Storage.unreachable)
         self.provider = provider
         self.memory = memory
         # The JSON-RPC code a chat.error event carries for an error (PROTOCOL.md §4): the wire layer's
@@ -121,11 +123,11 @@ class Finish:
         log.warning("chat run failed", session=run.session_key, run=run.run_id, code=code, error=exc.message)
 
     async def crashed(self, run: Run, exc: Exception) -> None:
-        busy = out_of_descriptors("the transcript", exc)
-        if busy is not None:  # every descriptor is in use: retryable once some close
-            log.warning(
-                "chat run failed: out of file descriptors", session=run.session_key, run=run.run_id, error=str(exc)
-            )
+        down = self.unreachable(exc)
+        busy = down or out_of_descriptors("the transcript", exc)
+        if busy is not None:  # the database is away, or every descriptor in use: retryable once back
+            why = "the database cannot be reached" if down is not None else "out of file descriptors"
+            log.warning(f"chat run failed: {why}", session=run.session_key, run=run.run_id, error=str(exc)[:200])
             await self.end(
                 run, "chat.error", error={"code": self.error_code(busy), "message": busy.message, "retryable": True}
             )

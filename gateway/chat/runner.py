@@ -72,6 +72,7 @@ class ChatService:
         *,
         error_code: Callable[[JarvisError], int],
         request_abort: Callable[[str, str], Awaitable[None]] | None = None,
+        unreachable: Callable[[BaseException], Unavailable | None] = lambda exc: None,
     ):
         self.config = config
         self.tools = tools
@@ -89,7 +90,7 @@ class ChatService:
             else None
         )
         self.loop = TurnLoop(config, provider, tools, sessions, self._emit, self.guard)
-        self.finish = Finish(sessions, provider, memory, error_code, self._end)
+        self.finish = Finish(sessions, provider, memory, error_code, self._end, unreachable)
         self._background: set[asyncio.Task[Any]] = set()
         self.threads = Threads(shared=ledger.shared)  # which session a /v1 conversation is in, by its history
         self.responses = ResponseStore(config.openai_api.stored_responses)  # /v1/responses kept

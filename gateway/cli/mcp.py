@@ -1,8 +1,9 @@
 """`jarvis mcp` — the gateway's memory tools for MCP clients (Claude Desktop, Claude Code, Cursor) over stdio.
 
 It speaks MCP on stdin/stdout and forwards each tool call to the running gateway over its WebSocket,
-with the token from the state dir (or --token / JARVIS_GATEWAY_TOKEN). With no gateway running it says so
-in one line on stderr and exits 1. docs/mcp.md has the client configurations.
+with the token from the state dir (or --token / JARVIS_GATEWAY_TOKEN). With no gateway running it still
+answers `initialize` and `tools/list` (the list is static) and turns each call into a tool error that says
+how to start the gateway, until one answers. docs/mcp.md has the client configurations.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ def add_commands(sub: Any) -> None:
         "memory_delete, memory_list, memory_recall) and forwards each call to the running gateway over "
         "its WebSocket. Tools act on the gateway's default agent unless a call passes agentId. "
         "Over HTTP, the gateway serves the same tools itself at /mcp on server.httpPort.",
-        epilog="Example: claude mcp add jarvis -- jarvis mcp. Exit codes: 0 stdin closed; 1 no gateway to "
-        "forward to (one line on stderr). See docs/mcp.md.",
+        epilog="Example: claude mcp add jarvis -- jarvis mcp. Exit codes: 0 stdin closed; 1 the gateway refused "
+        "the token (one line on stderr). With no gateway running yet, the tools are listed and each call "
+        "answers a tool error saying how to start it, until it answers. See docs/mcp.md.",
     )
     p.add_argument("--url", help="gateway WebSocket URL (default ws://HOST:PORT/ from the config)")
     p.add_argument("--token", help="gateway token (default: JARVIS_GATEWAY_TOKEN, else <stateDir>/gateway.token)")

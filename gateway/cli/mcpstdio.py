@@ -53,23 +53,36 @@ class Forwarder:
             await self.conn.close()
 
     async def allowed(self, ctx: Any) -> Callable[[str], bool]:
-        """The methods the token's principal may call: the gateway's `system.methods` lists only those."""
-        listed = await self("system.methods", {})
+        """The methods the token's principal may call: the gateway's `system.methods` lists only those.
+        With no gateway answering yet, every tool is listed (the gateway still admits each call)."""
+        try:
+            listed = await self("system.methods", {})
+        except Unavailable:
+            return lambda _name: True
         names = {m["name"] for m in listed["methods"]}
         return names.__contains__
 
 
 async def serve_stdio(config: Config, url: str | None) -> int:
-    """`jarvis mcp`: connect to the gateway first (no gateway: one line on stderr, exit 1), then serve
-    MCP on stdin/stdout until stdin closes."""
+    """`jarvis mcp`: serve MCP on stdin/stdout until stdin closes. The tool list is static (the catalog),
+    so `initialize` and `tools/list` answer with no gateway running: an MCP client started before the
+    gateway (at login) still has its tools, each call a clear tool error until the gateway answers, then
+    forwarded without a restart. Only a gateway that refuses the token is fatal at start (one line on
+    stderr, exit 1): waiting would not mend it."""
     from mcp.server.stdio import stdio_server
 
     forward = Forwarder(config, url)
     try:
         await forward.connect()
     except CallError as exc:
-        print(f"jarvis mcp: {exc}", file=sys.stderr, flush=True)
-        return 1
+        if str(exc).startswith("gateway refused the connection"):
+            print(f"jarvis mcp: {exc}", file=sys.stderr, flush=True)
+            return 1
+        print(
+            f"jarvis mcp: {exc}; serving the tools anyway, each call says so until it answers",
+            file=sys.stderr,
+            flush=True,
+        )
     server = build_server(forward, redact=config.memory.redact_secrets, allowed=forward.allowed)
     try:
         async with stdio_server() as (read, write):

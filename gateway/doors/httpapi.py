@@ -13,11 +13,13 @@ routes and lifespans before `start()`:
 Every socket is counted from accept by the WebSocket listener's Admission (server.maxPendingSockets,
 server.maxPendingPerAddress, the descriptor budget) until its request's headers are in, and dropped when
 they are not in within server.handshakeTimeout (after a response too: an idle keep-alive connection).
-Every request passes one ASGI guard first: the Origin allow-list of the WebSocket, the bearer token
-(wrong ones counted by the same per-address limiter), and a cap on the request body. Refusals are
-JSON in OpenAI's error shape, which MCP clients read as well as OpenAI SDKs do; so is the one error
-value of a call (dispatcher.py) that a route answers over HTTP (`http_error`: its class's status,
-`Retry-After` for what may be retried).
+Every request passes one ASGI guard first (httpguard.py): the Origin allow-list of the WebSocket, the
+bearer token (wrong ones counted by the same per-address limiter, their slow answers bounded in number),
+the limits of httplimits.py (requests per token and in all, request bodies held, event streams open and
+idle), and a cap on the request body. Refusals are JSON in OpenAI's error shape (httperrors.py), which
+MCP clients read as well as OpenAI SDKs do; so is the one error value of a call (dispatcher.py) that a
+route answers over HTTP (`http_error`: its class's status, `Retry-After` for what may be retried), and
+whatever escapes a route. uvicorn's own log lines go through the gateway's logger (logs.py).
 """
 
 from __future__ import annotations
@@ -25,18 +27,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable, cast
+from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable
 
-import orjson
 import structlog
 
-from .. import errors as e
+from .httperrors import BodyRefused, error_body, http_error, json_error, send_error
+from .httpguard import Failure, Guard, principal_of
+from .httplimits import HttpLimits
+
+__all__ = [
+    "BodyRefused",
+    "HttpApi",
+    "ListenError",
+    "error_body",
+    "http_error",
+    "json_error",
+    "principal_of",
+    "send_error",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.routing import BaseRoute
 
     from ..access import Principals
-    from ..principals import Principal
     from ..config import Config
     from .admission import Admission
     from .handshake import Handshake
@@ -48,258 +61,8 @@ Receive = Callable[[], Any]
 Send = Callable[[dict[str, Any]], Any]
 
 
-def error_body(status: int, message: str, *, type_: str, code: str | None = None, param: str | None = None) -> bytes:
-    """OpenAI's error shape: `{"error": {"message", "type", "param", "code"}}`."""
-    return orjson.dumps({"error": {"message": message, "type": type_, "param": param, "code": code}})
-
-
-def json_error(
-    status: int,
-    message: str,
-    *,
-    type_: str = "invalid_request_error",
-    code: str | None = None,
-    param: str | None = None,
-    headers: dict[str, str] | None = None,
-) -> Any:
-    """A Starlette response in OpenAI's error shape."""
-    from starlette.responses import Response
-
-    body = error_body(status, message, type_=type_, code=code, param=param)
-    return Response(body, status, media_type="application/json", headers=headers)
-
-
-async def send_error(
-    send: Send,
-    status: int,
-    message: str,
-    *,
-    type_: str,
-    code: str | None = None,
-    param: str | None = None,
-    headers: dict[str, str] | None = None,
-) -> None:
-    body = error_body(status, message, type_=type_, code=code, param=param)
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
-
-
-# The one error value of a call (dispatcher.py) over HTTP, by its class (most specific first): the status,
-# OpenAI's error `type`, and its `code`.
-HTTP_ERRORS: tuple[tuple[type[e.JarvisError], int, str, str], ...] = (
-    (e.Invalid, 400, "invalid_request_error", "invalid_value"),
-    (e.ParseError, 400, "invalid_request_error", "invalid_json"),
-    (e.InvalidRequest, 400, "invalid_request_error", "invalid_request"),
-    (e.Unauthenticated, 401, "authentication_error", "invalid_api_key"),
-    (e.Forbidden, 403, "permission_error", "insufficient_scope"),
-    (e.MethodNotFound, 404, "invalid_request_error", "not_found"),
-    (e.NotFound, 404, "invalid_request_error", "not_found"),
-    (e.SessionLimit, 409, "conflict_error", "session_limit"),
-    (e.RunActive, 409, "conflict_error", "session_busy"),
-    (e.Conflict, 409, "conflict_error", "conflict"),
-    (e.RateLimited, 429, "rate_limit_error", "rate_limited"),
-    (e.DiskFull, 507, "server_error", "insufficient_storage"),
-    (e.Unavailable, 503, "server_error", "unavailable"),
-)
-
-
-def http_error(
-    err: e.JarvisError, *, param: str | None = None, message: str | None = None
-) -> tuple[int, bytes, dict[str, str]]:
-    """(status, body, headers) of an error value: 500 `internal_error` for a class the table does not
-    name; `Retry-After` (whole seconds, at least 1) when the error says when to retry or is retryable."""
-    status, type_, code = next(
-        ((s, t, c) for cls, s, t, c in HTTP_ERRORS if isinstance(err, cls)), (500, "server_error", "internal_error")
-    )
-    if isinstance(err, e.Invalid):
-        code = _invalid_code(err.rule)
-    data = err.data or {}
-    headers: dict[str, str] = {}
-    if isinstance(data.get("retryAfterMs"), int):
-        headers["Retry-After"] = str(max(1, -(-data["retryAfterMs"] // 1000)))
-    elif isinstance(err, e.Unavailable) and err.retryable:
-        headers["Retry-After"] = "1"
-    text = message or err.message
-    if data.get("errorId"):
-        text += f" (errorId {data['errorId']})"
-    return status, error_body(status, text, type_=type_, code=code, param=param), headers
-
-
-def _invalid_code(rule: str) -> str:
-    if rule.startswith("required"):
-        return "missing_required_parameter"
-    if rule.startswith(("must be a ", "must be an ", "must be true or false")):
-        return "invalid_type"
-    return "invalid_value"
-
-
 class ListenError(OSError):
     """`server.httpPort` could not be bound; the message names the setting."""
-
-
-class BodyRefused(Exception):
-    """Raised from `receive()` for a request body past `server.httpMaxBodyBytes` (413) or not all in
-    within `server.httpBodyTimeout` of the first read (408: a client trickling it would hold the
-    request, its task and its socket for good)."""
-
-    def __init__(self, status: int, message: str, code: str):
-        super().__init__(message)
-        self.status, self.message, self.code = status, message, code
-
-    async def send_to(self, send: Send) -> None:
-        await send_error(send, self.status, self.message, type_="invalid_request_error", code=self.code)
-
-    @classmethod
-    def too_large(cls, limit: int) -> "BodyRefused":
-        return cls(413, f"request body is over {limit} bytes (server.httpMaxBodyBytes)", "request_too_large")
-
-
-PRINCIPAL = "jarvis.principal"  # the ASGI scope's key for the request's principal, set by the Guard
-
-
-def principal_of(scope: Scope) -> "Principal":
-    """The principal the Guard authenticated for this request (a route behind the Guard always has one)."""
-    return cast("Principal", scope[PRINCIPAL])
-
-
-class Guard:
-    """ASGI middleware: Origin, bearer token, body size. Lifespan events pass through."""
-
-    def __init__(self, app: Callable, config: "Config", principals: "Principals", handshake: "Handshake"):
-        self.app = app
-        self.config = config
-        self.principals = principals
-        self.handshake = handshake
-        self.open: dict[str, set[asyncio.Task[Any]]] = {}  # principal → its requests being answered
-        self.cut: set[asyncio.Task[Any]] = set()  # requests ended because their principal was revoked
-
-    def revoked(self, names: set[str]) -> None:
-        """`names` were revoked: end their requests in flight — a /v1 stream, an MCP call — now (access.py's
-        `on_revoked`); their next request is refused by the token check."""
-        for name in names:
-            for task in self.open.pop(name, set()):
-                self.cut.add(task)
-                task.cancel()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        peer = (scope.get("client") or ("?", 0))[0]
-        origin = headers.get("origin")
-        if origin is not None and origin not in self.handshake.allowed_origins:
-            from .handshake import origin_refusal
-
-            log.warning("origin refused", origin=origin[:200], peer=peer, api="http")
-            await send_error(send, 403, origin_refusal(origin), type_="permission_error", code="origin_not_allowed")
-            return
-        scheme, _, token = headers.get("authorization", "").partition(" ")
-        principal = self.principals.authenticate(token.strip()) if scheme.lower() == "bearer" else None
-        if principal is None:
-            wait = await self.handshake.auth_failed(peer, "http")
-            if wait:
-                await send_error(
-                    send,
-                    429,
-                    "too many failed authentications; wrong tokens are refused for a while "
-                    "(the right one is always accepted)",
-                    type_="rate_limit_error",
-                    code="rate_limited",
-                    headers={"Retry-After": str(int(wait) + 1)},
-                )
-                return
-            message = (
-                "invalid token"
-                if scheme
-                else "missing token: send Authorization: Bearer <gateway token> (`jarvis token` prints it)"
-            )
-            await send_error(
-                send,
-                401,
-                message,
-                type_="authentication_error",
-                code="invalid_api_key",
-                headers={"WWW-Authenticate": 'Bearer realm="jarvis"'},
-            )
-            return
-        scope[PRINCIPAL] = principal  # the routes' calls carry it (`principal_of`)
-        limit = self.config.server.http_max_body_bytes
-        declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            await BodyRefused.too_large(limit).send_to(send)
-            return
-        timeout = self.config.server.http_body_timeout
-        received = 0
-        started = False
-        body_done = False
-        deadline: float | None = None
-
-        async def counting_receive() -> dict[str, Any]:
-            nonlocal received, body_done, deadline
-            if body_done:  # after the body: waiting for a disconnect, as long as a response streams
-                return await receive()
-            if deadline is None:
-                deadline = asyncio.get_running_loop().time() + timeout
-            try:
-                async with asyncio.timeout_at(deadline):
-                    message = await receive()
-            except TimeoutError:
-                raise BodyRefused(
-                    408,
-                    f"request body not all received within {timeout:g} s (server.httpBodyTimeout)",
-                    "request_timeout",
-                ) from None
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > limit:
-                    raise BodyRefused.too_large(limit)
-                body_done = not message.get("more_body", False)
-            else:
-                body_done = True
-            return message
-
-        async def tracking_send(message: dict[str, Any]) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        task = asyncio.current_task()
-        assert task is not None
-        mine = self.open.setdefault(principal.name, set())
-        mine.add(task)
-        ended = False
-
-        async def ending_send(message: dict[str, Any]) -> None:
-            nonlocal ended
-            ended = message["type"] == "http.response.body" and not message.get("more_body", False)
-            await tracking_send(message)
-
-        try:
-            await self.app(scope, counting_receive, ending_send)
-        except BodyRefused as exc:
-            if not started:
-                await exc.send_to(send)
-        except asyncio.CancelledError:
-            if task not in self.cut:
-                raise
-            # Its principal was revoked: the request ends here — refused if nothing was answered yet, else
-            # its answer (an SSE stream) cut short — and the connection with it.
-            task.uncancel()
-            log.info("request ended: principal revoked", principal=principal.name, path=scope.get("path"))
-            with contextlib.suppress(Exception):
-                if not started:
-                    await send_error(send, 401, "token revoked", type_="authentication_error", code="invalid_api_key")
-                elif not ended:
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-        finally:
-            self.cut.discard(task)
-            mine.discard(task)
-            if not mine and self.open.get(principal.name) is mine:
-                del self.open[principal.name]
 
 
 def _gated_protocol(admission: "Admission | None", timeout: float, stalled: float) -> type:
@@ -381,18 +144,25 @@ def _uvicorn_server(config: Any) -> Any:
 
 class HttpApi:
     def __init__(
-        self, config: "Config", principals: "Principals", handshake: "Handshake", admission: "Admission | None" = None
+        self,
+        config: "Config",
+        principals: "Principals",
+        handshake: "Handshake",
+        admission: "Admission | None" = None,
+        failure: Failure | None = None,
     ):
         self.config = config
         self.admission = admission
+        self.limits = HttpLimits(config.server)
+        self.failure = failure  # (request, exception) → the one error value: the dispatcher's
         self.principals = principals
+        self.guard: Guard | None = None
         self.handshake = handshake
         self.routes: list["BaseRoute"] = []
         self.lifespans: list[Callable[[], AsyncContextManager[Any]]] = []
         self.port = 0
         self._server: Any = None
         self._task: asyncio.Task[None] | None = None
-        self.guard: Guard | None = None
 
     @property
     def enabled(self) -> bool:
@@ -436,12 +206,19 @@ class HttpApi:
             assert isinstance(exc, BodyRefused)  # a route read a body too big or too slow
             return json_error(exc.status, exc.message, code=exc.code)
 
+        class LeftToTheGuard(Response):
+            async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+                pass  # Starlette re-raises the exception to the guard, which answers it in OpenAI's shape
+
+        async def failed(request: Request, exc: Exception) -> Response:
+            return LeftToTheGuard()
+
         app = Starlette(
             routes=self.routes,
             lifespan=lifespan,
-            exception_handlers={404: not_found, 405: not_allowed, BodyRefused: refused},
+            exception_handlers={404: not_found, 405: not_allowed, BodyRefused: refused, Exception: failed},
         )
-        self.guard = Guard(app, self.config, self.principals, self.handshake)
+        self.guard = Guard(app, self.config, self.principals, self.handshake, self.limits, self.failure)
         return self.guard
 
     def revoked(self, names: set[str]) -> None:
@@ -481,7 +258,7 @@ class HttpApi:
             log_config=None,
             access_log=False,
             server_header=False,
-            limit_concurrency=c.max_connections,
+            limit_concurrency=None,  # the guard's limits instead: uvicorn's counts idle and unauthenticated sockets
             timeout_keep_alive=5,
             backlog=BACKLOG,
             timeout_graceful_shutdown=max(1.0, c.shutdown_grace + 1.0),
@@ -505,6 +282,7 @@ class HttpApi:
     async def stop(self) -> None:
         if self._server is None or self._task is None:
             return
+        self.limits.end_streams()  # runs have ended by now; what streams still is an idle GET /mcp
         self._server.should_exit = True
         try:
             await asyncio.wait_for(asyncio.shield(self._task), self.config.server.shutdown_grace + 5)

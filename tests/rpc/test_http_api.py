@@ -146,3 +146,86 @@ async def test_a_trickled_body_is_answered_408_and_its_connection_closed(start_g
             json={"model": "offline-responder", "stream": True, "messages": [{"role": "user", "content": "hello"}]},
         )
         assert r.status_code == 200 and r.text.rstrip().endswith("data: [DONE]")
+
+
+async def test_whatever_escapes_a_route_is_answered_in_openai_shape_never_text_plain(start_gateway, tmp_path):
+    """A route that raises: the dispatcher's one error value in OpenAI's JSON (a cause the client can act
+    on, retryable with Retry-After; else 500 with an errorId), not Starlette's `500 text/plain` with a
+    traceback through uvicorn's logger. The listener here is a real one beside a real gateway, with
+    routes that fail as the gateway's own might."""
+    import errno
+
+    from starlette.routing import Route
+
+    from gateway.calls import Call, Door
+    from gateway.doors.httpapi import HttpApi
+
+    gw = await start_gateway(**{"server.httpPort": -1})
+
+    async def out_of_descriptors(request):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    async def broken(request):
+        raise RuntimeError("a bug")
+
+    def failure(what: str, exc: Exception):
+        return gw.gw.services.calls.failure(Call(Door.OPENAI, what, {}), exc)
+
+    handshake = gw.gw.server.handshake
+    plain = HttpApi(gw.config, handshake.tokens, handshake)  # no dispatcher: still JSON, an internal error
+    plain.add_routes([Route("/bug", broken)])
+    await plain.start()
+    try:
+        async with httpx.AsyncClient(base_url=plain.url(), timeout=10) as http:
+            r = await http.get("/bug", headers={"Authorization": f"Bearer {gw.token}"})
+            assert r.status_code == 500 and r.headers["content-type"] == "application/json", r.text
+            assert r.json()["error"]["code"] == "internal_error"
+    finally:
+        await plain.stop()
+    api = HttpApi(gw.config, handshake.tokens, handshake, None, failure)
+    api.add_routes([Route("/fd", out_of_descriptors), Route("/bug", broken)])
+    await api.start()
+    try:
+        async with httpx.AsyncClient(base_url=api.url(), timeout=10) as http:
+            auth = {"Authorization": f"Bearer {gw.token}"}
+            r = await http.get("/fd", headers=auth)
+            assert r.status_code == 503 and r.headers["retry-after"] == "1"
+            assert r.headers["content-type"] == "application/json"
+            assert r.json()["error"]["type"] == "server_error" and "too many files open" in r.json()["error"]["message"]
+            r = await http.get("/bug", headers=auth)
+            assert r.status_code == 500 and r.headers["content-type"] == "application/json"
+            error = r.json()["error"]
+            assert (
+                error["code"] == "internal_error" and "errorId" in error["message"] and "a bug" not in error["message"]
+            )
+            assert (await http.get("/bug", headers=auth)).status_code == 500  # the listener goes on
+    finally:
+        await api.stop()
+
+
+def test_uvicorns_log_lines_come_out_as_the_gateways_json():
+    """uvicorn (and every stdlib logger) through the same processor chain: one JSON object a line, with
+    the logger's name, level and time; a traceback as structured frames without locals. In a fresh
+    process: structlog's configuration is process-wide."""
+    code = """
+import io, json, logging
+from gateway import logs
+buf = io.StringIO()
+logs.setup("info", "json", buf)
+logs.setup("info", "json", buf)  # a second setup replaces its handler: each line once
+logging.getLogger("uvicorn.error").warning("Invalid HTTP request received.")
+try:
+    raise ValueError("boom")
+except ValueError:
+    logging.getLogger("uvicorn.error").exception("Exception in ASGI application")
+print(json.dumps([json.loads(line) for line in buf.getvalue().splitlines()]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    import json
+
+    lines = json.loads(out.stdout)
+    assert len(lines) == 2, lines
+    assert lines[0]["event"] == "Invalid HTTP request received." and lines[0]["logger"] == "uvicorn.error"
+    assert lines[0]["level"] == "warning" and lines[0]["timestamp"].endswith("Z")
+    assert lines[1]["level"] == "error" and lines[1]["exception"][0]["exc_value"] == "boom"

@@ -5,7 +5,6 @@ WebSocket). The same six tools, schemas and annotations either way; the token is
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 
 import httpx2 as httpx
@@ -185,32 +184,35 @@ async def test_jarvis_mcp_refused_by_the_gateway_says_why(start_gateway):
     assert err.decode().strip() == "jarvis mcp: gateway refused the connection: HTTP 401 (wrong token?)"
 
 
-def test_jarvis_mcp_without_a_gateway_says_so_in_one_line(tmp_path):
+async def test_jarvis_mcp_started_before_the_gateway_lists_its_tools_and_works_once_it_answers(start_gateway):
+    """An MCP client started at login, before the gateway: `initialize` and `tools/list` answer (the list
+    is static), each call is a tool error that says how to start the gateway, and once the gateway is up
+    the same `jarvis mcp` forwards calls, without a restart."""
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again: nothing listens there
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gateway.cli",
-            "mcp",
-            "--url",
-            f"ws://127.0.0.1:{port}/",
-            "--token",
-            "a-token-of-16-chars-or-more",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        input="",
+        port = s.getsockname()[1]  # closed again: nothing listens there yet
+    token = "a-token-of-16-chars-or-more"
+    url = f"ws://127.0.0.1:{port}/"
+    params = StdioServerParameters(
+        command=sys.executable,
+        cwd=str(ROOT),
+        args=["-m", "gateway.cli", "mcp", "--url", url, "--token", token],
+        env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"},
     )
-    assert proc.returncode == 1
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"jarvis mcp: the gateway is not running at ws://127.0.0.1:{port}/")
+    async with Client(params) as client:
+        assert [t.name for t in (await client.list_tools()).tools] == NAMES
+        down = await client.call_tool("memory_list", {})
+        assert down.is_error and text(down).startswith(
+            f"Error: memory.list failed: the gateway is not running at {url}"
+        )
+        assert "start it with `jarvis serve`" in text(down)
+        gw = await start_gateway(memory=True, **{"server.port": port, "token": token})
+        up = await client.call_tool("memory_set", {"key": "boat.colour", "value": "dark green"})
+        assert not up.is_error, text(up)
+        assert "dark green" in text(await client.call_tool("memory_get", {"key": "boat.colour"}))
+    assert gw.token == token
 
 
 async def test_keep_alive_round_trips_do_not_wait_for_a_delayed_ack(start_gateway):
