@@ -172,7 +172,7 @@ async def test_whatever_escapes_a_route_is_answered_in_openai_shape_never_text_p
         return gw.gw.services.calls.failure(Call(Door.OPENAI, what, {}), exc)
 
     handshake = gw.gw.server.handshake
-    plain = HttpApi(gw.config, handshake.tokens, handshake)  # no dispatcher: still JSON, an internal error
+    plain = HttpApi(gw.config, gw.gw.services.principals, handshake)  # no dispatcher: still JSON, an internal error
     plain.add_routes([Route("/bug", broken)])
     await plain.start()
     try:
@@ -182,7 +182,7 @@ async def test_whatever_escapes_a_route_is_answered_in_openai_shape_never_text_p
             assert r.json()["error"]["code"] == "internal_error"
     finally:
         await plain.stop()
-    api = HttpApi(gw.config, handshake.tokens, handshake, None, failure)
+    api = HttpApi(gw.config, gw.gw.services.principals, handshake, None, failure)
     api.add_routes([Route("/fd", out_of_descriptors), Route("/bug", broken)])
     await api.start()
     try:
