@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""LoCoMo recall benchmark, exactly the procedure of /work/shared/bench/locomo/README.md.
+"""LoCoMo recall benchmark, exactly the procedure of shared/bench/locomo/README.md (beside the checkout).
 
 Each conversation gets its own temporary state dir; each session becomes the transcript
 `sessions/locomo-<conv>-s<N>.jsonl` (header line, then one message line per turn: turn D<N>:<i> on line
@@ -42,7 +42,7 @@ from gateway.storage.files.engine import FilesStorage  # noqa: E402
 from gateway.sessions.transcript import append_sync, header, message_record  # noqa: E402
 from gateway.timeutil import to_iso  # noqa: E402
 
-DATA = Path("/work/shared/bench/locomo")
+DATA = ROOT.parent / "shared" / "bench" / "locomo"  # ../shared beside the checkout, as CI has it
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10)
 
