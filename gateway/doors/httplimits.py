@@ -1,8 +1,8 @@
-"""What a client can make the HTTP API listener hold, each with its limit (doors/httpapi.py's Guard asks):
+"""What a client can make the HTTP API listener hold, each with its limit (doors/httpguard.py's Guard asks):
 
     requests      authenticated ones in flight (a streamed reply until it ends): `server.httpMaxPerToken`
-                  per token (429 past it), `server.maxConnections` for all (503): a client holding one
-                  token can never make the listener refuse another's
+                  per token's principal (429 past it), `server.maxConnections` for all (503): a client
+                  holding one token can never make the listener refuse another's
     body bytes    request bodies held at once, from their first byte to their answer:
                   `server.httpBodyBytesInFlight` (503 past it); a parsed body takes several times its size
     streams       event streams open at once (GET /mcp, streamed /v1 replies): `server.httpMaxStreams`
@@ -21,7 +21,6 @@ sends in OpenAI's JSON error shape. Every limit is counted here and released in 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, TypeVar
@@ -46,11 +45,6 @@ class Refusal:
     @property
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(self.retry_after)}
-
-
-def token_key(token: str) -> str:
-    """What requests are counted by: a digest of the token (the token itself is kept nowhere new)."""
-    return hashlib.blake2b(token.encode(), digest_size=12).hexdigest()
 
 
 @dataclass(eq=False)
@@ -82,7 +76,7 @@ class HttpLimits:
 
     # ---- authenticated requests ------------------------------------------------------------------
     def admit(self, key: str) -> Refusal | None:
-        """Take a request slot of the token `key` (None), or say why not."""
+        """Take a request slot of the principal `key` (a name; None), or say why not."""
         c = self.config
         if self.per_token[key] >= c.http_max_per_token:
             return self._refuse(
