@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncGenerator, Callable
 
 import structlog
 
@@ -56,7 +56,9 @@ class TurnLoop:
         self.sessions = sessions
         self.emit = emit
 
-    async def pump(self, run: Run, source: AsyncIterator[Any], room: int) -> tuple[int, Usage | None, ToolCalls | None]:
+    async def pump(
+        self, run: Run, source: AsyncGenerator[Any, None], room: int
+    ) -> tuple[int, Usage | None, ToolCalls | None]:
         """Stream one answer of the provider (or a relay) into the run: deltas as `chat.delta`, at most
         `room` characters (a runaway upstream must not make frames no one can read).
         → (room left, its usage, the tool calls it ended with)."""

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator
 
 import structlog
 
@@ -90,7 +90,7 @@ class ChatProvider:
         tools: list[dict[str, Any]] | None = None,
         tool_choice: str | None = None,
         model: str | None = None,
-    ) -> AsyncIterator[Delta | ToolCalls | Usage]:
+    ) -> AsyncGenerator[Delta | ToolCalls | Usage, None]:
         raise NotImplementedError
 
     async def list_models(self) -> list[dict]:
@@ -128,11 +128,11 @@ class ChatProvider:
             "usage": usage,
         }
 
-    async def respond(self, body: dict[str, Any]) -> AsyncIterator[Any]:
+    async def respond(self, body: dict[str, Any]) -> AsyncGenerator[Any, None]:
         """Answer a Responses API request (streamed) with the upstream's own `response.*` events."""
         raise NotImplementedError
 
-    async def _chunks(self, body: dict[str, Any], recalled: list[dict[str, Any]]) -> AsyncIterator[dict]:
+    async def _chunks(self, body: dict[str, Any], recalled: list[dict[str, Any]]) -> AsyncGenerator[dict, None]:
         """`stream()` as OpenAI's chunks: the role first, the text, `finish_reason`, then the usage (always;
         the endpoint drops it unless the client asked for it)."""
         base = {
@@ -156,7 +156,7 @@ class ChatProvider:
             async for item in items:
                 if isinstance(item, Delta):
                     yield chunk({"content": item.text})
-                else:
+                elif isinstance(item, Usage):  # no tools are offered here: no ToolCalls come
                     usage = item
         yield chunk({}, "stop")
         if usage is not None:
@@ -403,7 +403,7 @@ class OpenAIProvider(ChatProvider):
             raise self.failure(exc) from None
         return self._relay_chunks(stream)
 
-    async def respond(self, body: dict[str, Any]) -> AsyncIterator[Any]:
+    async def respond(self, body: dict[str, Any]) -> AsyncGenerator[Any, None]:
         """The Responses request as it is (streamed) to the upstream's /v1/responses; its events as sent."""
         import openai
 
@@ -415,7 +415,7 @@ class OpenAIProvider(ChatProvider):
             raise self.failure(exc) from None
         return self._relay_chunks(stream, _event_has_content)
 
-    async def _relay_chunks(self, stream: Any, has_content: Any = None) -> AsyncIterator[dict]:
+    async def _relay_chunks(self, stream: Any, has_content: Any = None) -> AsyncGenerator[dict, None]:
         from .upstream import paced
 
         try:

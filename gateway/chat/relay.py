@@ -28,7 +28,7 @@ import re
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Protocol, runtime_checkable
 
 from ..errors import Invalid
 from ..memory.present import prompt_section
@@ -287,7 +287,9 @@ class RelayedTurn:
         """What memory is searched for: the last user message."""
         return next((text_of(m.get("content")) for m in reversed(self.request["messages"]) if m["role"] == "user"), "")
 
-    async def stream(self, provider: "ChatProvider", recalled: list[dict[str, Any]]) -> AsyncIterator[Delta | Usage]:
+    async def stream(
+        self, provider: "ChatProvider", recalled: list[dict[str, Any]]
+    ) -> AsyncGenerator[Delta | Usage, None]:
         """The run's source: the upstream's answer; chunks go to the sink, their text to the run."""
         body = {**self.request, "messages": with_memory(self.request["messages"], recalled)}
         self.sink.recalled(recalled)

@@ -227,13 +227,14 @@ class ResponseEvents:
             for part in delta.get("tool_calls") or []:
                 if not isinstance(part, dict):
                     continue
-                fn = part.get("function") if isinstance(part.get("function"), dict) else {}
-                index = part.get("index") if isinstance(part.get("index"), int) else len(self._calls)
+                fn, index, call_id = part.get("function"), part.get("index"), part.get("id")
+                fn = fn if isinstance(fn, dict) else {}
+                name, arguments = fn.get("name"), fn.get("arguments")
                 out += self.call(
-                    index,
-                    part.get("id") if isinstance(part.get("id"), str) else None,
-                    fn.get("name") if isinstance(fn.get("name"), str) else None,
-                    fn.get("arguments") if isinstance(fn.get("arguments"), str) else None,
+                    index if isinstance(index, int) else len(self._calls),
+                    call_id if isinstance(call_id, str) else None,
+                    name if isinstance(name, str) else None,
+                    arguments if isinstance(arguments, str) else None,
                 )
         usage = chunk.get("usage")
         if isinstance(usage, dict):

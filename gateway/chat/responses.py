@@ -24,7 +24,7 @@ import json
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncGenerator
 
 from ..errors import Invalid
 from ..schema import SESSION_KEY, Field, text_problem
@@ -346,7 +346,9 @@ class RespondedTurn(RelayedTurn):
             ) + section
         return body
 
-    async def stream(self, provider: "ChatProvider", recalled: list[dict[str, Any]]) -> AsyncIterator[Delta | Usage]:
+    async def stream(
+        self, provider: "ChatProvider", recalled: list[dict[str, Any]]
+    ) -> AsyncGenerator[Delta | Usage, None]:
         from .relay import with_memory
 
         self.sink.recalled(recalled)
@@ -361,7 +363,7 @@ class RespondedTurn(RelayedTurn):
                     await self.sink.chunk(event)
 
         try:
-            source: AsyncIterator[Any] | None = None
+            source: AsyncGenerator[Any, None] | None = None
             if provider.responses_api != "translate":
                 try:
                     source = await provider.respond(self._upstream_body(recalled))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from typing import Any, AsyncIterator, Callable, TypeVar
+from typing import Any, AsyncGenerator, AsyncIterator, Callable, TypeVar
 
 import structlog
 
@@ -43,7 +43,7 @@ def content_text(content: Any) -> str | None:
         return content
     if isinstance(content, list):
         parts = [
-            p.get("text")
+            p["text"]
             for p in content
             if isinstance(p, dict) and p.get("type") in ("text", "output_text") and isinstance(p.get("text"), str)
         ]
@@ -90,7 +90,7 @@ def _whole(text: str) -> str:
     return text.encode("utf-16", "surrogatepass").decode("utf-16")
 
 
-async def checked(stream: AsyncIterator[Any]) -> AsyncIterator[Delta | ToolCalls | Usage]:
+async def checked(stream: AsyncGenerator[Any, None]) -> AsyncGenerator[Delta | ToolCalls | Usage, None]:
     """The provider's stream with every item checked (see the module's docstring)."""
     joiner = SurrogateJoiner()
     ignored: set[str] = set()

@@ -254,7 +254,8 @@ class Connection:
                 msg = orjson.loads(raw)
                 if not isinstance(msg, dict):
                     continue
-                fut = self._pending.pop(msg.get("id"), None) if "id" in msg else None
+                rid = msg.get("id")  # ours are whole numbers; any other id (a list cannot key a dict) is no answer
+                fut = self._pending.pop(rid, None) if isinstance(rid, int) and not isinstance(rid, bool) else None
                 if fut is not None:
                     if not fut.done():
                         fut.set_result(msg)

@@ -247,12 +247,12 @@ def show(report: "mig.Report", verbose: bool = False) -> None:
             f"{len(report.keyed_of(mig.IDENTICAL))} identical, {len(report.keyed_of(mig.CONFLICT))} in conflict, "
             f"{len(report.keyed_of(mig.FAILED))} failed)"
         )
-        for e in k if verbose else [e for e in k if e.detail or e.status in (mig.CONFLICT, mig.FAILED)]:
-            check = {True: "checked", False: "check FAILED", None: ""}[e.verified]
+        for ke in k if verbose else [ke for ke in k if ke.detail or ke.status in (mig.CONFLICT, mig.FAILED)]:
+            check = {True: "checked", False: "check FAILED", None: ""}[ke.verified]
             out.append(
-                f"{e.status:<10}  keyed {e.name} ({e.category}{', in the trash' if e.trashed else ''})"
+                f"{ke.status:<10}  keyed {ke.name} ({ke.category}{', in the trash' if ke.trashed else ''})"
                 + (f"  {check}" if check else "")
-                + (f"\n            {e.detail}" if e.detail else "")
+                + (f"\n            {ke.detail}" if ke.detail else "")
             )
     torn = [e for e in report.entries if e.torn_bytes]
     if torn:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import os
 import socket
 from typing import TYPE_CHECKING, Any, Mapping
@@ -120,7 +119,7 @@ class SystemdLink:
             log.debug("sd_notify phase handling failed", phase=name, error=str(exc))
 
     def _on_ready(self) -> None:
-        self._send_status(self.status_sync(), READY=1)
+        self._send_status(self.status(), READY=1)
         if self.watchdog_s is not None:
             self.notifier.send(WATCHDOG=1)
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="sd_notify")
@@ -146,7 +145,7 @@ class SystemdLink:
                 if self.watchdog_s is not None:
                     # This ran, so the event loop is not stuck and the gateway can still answer.
                     self.notifier.send(WATCHDOG=1)
-                status = await self.status()
+                status = self.status()
                 if status != self._last_status:
                     self._send_status(status)
             except Exception as exc:
@@ -161,25 +160,11 @@ class SystemdLink:
         services = self.gw.services
         return services.connection_count() if services is not None else 0
 
-    def status_sync(self) -> str:
-        """STATUS text without awaiting (used in the synchronous ready hook)."""
+    def status(self) -> str:
+        """STATUS text: the connections and the memory index's counts as last read (never waits, so the
+        synchronous ready hook can send it too)."""
         memory = self.gw.memory
-        if memory is None:
-            return _status_text(self._connections(), None)
-        health = memory.health()
-        if inspect.isawaitable(health):
-            with contextlib.suppress(Exception):
-                health.close()  # type: ignore[union-attr]
-            return f"{_status_text(self._connections(), None, memory_on=True)} (index opening)"
-        return _status_text(self._connections(), health)
-
-    async def status(self) -> str:
-        memory = self.gw.memory
-        health: Any = None
-        if memory is not None:
-            health = memory.health()
-            if inspect.isawaitable(health):
-                health = await health
+        health = memory.health() if memory is not None else None
         return _status_text(self._connections(), health, memory_on=memory is not None)
 
 

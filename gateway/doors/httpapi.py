@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import socket
 from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable
 
@@ -75,7 +76,7 @@ def _gated_protocol(admission: "Admission | None", timeout: float, stalled: floa
     from .admission import FULL
 
     class GatedProtocol(H11Protocol):
-        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self._idle_timer: asyncio.TimerHandle | None = None
             self._stall_timer: asyncio.TimerHandle | None = None
@@ -136,7 +137,7 @@ def _uvicorn_server(config: Any) -> Any:
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
-        def capture_signals(self):  # type: ignore[override]
+        def capture_signals(self):
             yield
 
     return Server(config)
@@ -261,7 +262,7 @@ class HttpApi:
             limit_concurrency=None,  # the guard's limits instead: uvicorn's counts idle and unauthenticated sockets
             timeout_keep_alive=5,
             backlog=BACKLOG,
-            timeout_graceful_shutdown=max(1.0, c.shutdown_grace + 1.0),
+            timeout_graceful_shutdown=math.ceil(max(1.0, c.shutdown_grace + 1.0)),  # uvicorn takes whole seconds
             h11_max_incomplete_event_size=64 << 10,
             ws="none",
         )

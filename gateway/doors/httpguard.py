@@ -20,7 +20,7 @@ Lifespan events pass through.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import structlog
 
@@ -54,9 +54,9 @@ async def send_refusal(send: Send, refusal: Refusal) -> None:
 PRINCIPAL = "jarvis.principal"  # the ASGI scope's key for the request's principal, set by the Guard
 
 
-def principal_of(scope: Scope) -> "Principal":
+def principal_of(scope: Mapping[str, Any]) -> "Principal":
     """The principal the Guard authenticated for this request (a route behind the Guard always has one)."""
-    return scope[PRINCIPAL]  # type: ignore[no-any-return]
+    return scope[PRINCIPAL]
 
 
 def _is_event_stream(message: dict[str, Any]) -> bool:

@@ -186,8 +186,9 @@ class HttpLimits:
         room: asyncio.Future[None] = loop.create_future()
         self.waiting[room] = peer
         task = asyncio.ensure_future(wait)
+        either: list[asyncio.Future[Any]] = [task, room]
         try:
-            await asyncio.wait([task, room], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         finally:
             self.waiting.pop(room, None)
             if not task.done():

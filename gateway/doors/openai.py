@@ -223,7 +223,8 @@ def _failure(channel: RelayChannel, event: dict[str, Any]) -> ApiError:
     if exc is not None:
         error = exc.error or {}
         code = "upstream_timeout" if exc.status == 504 else "upstream_error"
-        message = error.get("message") if exc.status < 500 and isinstance(error.get("message"), str) else exc.message
+        said = error.get("message")
+        message = said if exc.status < 500 and isinstance(said, str) else exc.message
         headers = {"Retry-After": str(max(1, exc.retry_after_ms // 1000))} if exc.retry_after_ms else None
         return ApiError(
             exc.status,

@@ -91,6 +91,17 @@ class GatedConnection(ServerConnection):
             self.transport.abort()
 
 
+def gated(admission: Admission, preauth_bytes: int) -> type[GatedConnection]:
+    """GatedConnection bound to one listener's admission and pre-auth budget (websockets' `serve` takes
+    the class of its connections and makes them itself)."""
+
+    class Gated(GatedConnection):
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(admission, preauth_bytes, *args, **kwargs)
+
+    return Gated
+
+
 class GatewayServer:
     def __init__(self, services: "ServiceAccess"):
         self.services = services
@@ -115,7 +126,7 @@ class GatewayServer:
             self._handle,
             c.host,
             c.port,
-            create_connection=lambda *a, **kw: GatedConnection(admission, preauth_bytes, *a, **kw),
+            create_connection=gated(admission, preauth_bytes),
             process_request=self.handshake.process_request,
             open_timeout=c.handshake_timeout,
             backlog=BACKLOG,
@@ -169,7 +180,9 @@ class GatewayServer:
         log.warning("connection limit: closing an unauthenticated connection", peer=victim.peer)
         self.evicting += 1
         victim.close_soon(POLICY, "connection limit reached; authenticate sooner")
-        victim.closer.add_done_callback(lambda _: self._evicted())
+        closer = victim.closer
+        assert closer is not None  # close_soon made it: the victim was not closing
+        closer.add_done_callback(lambda _: self._evicted())
         return True
 
     def _evicted(self) -> None:

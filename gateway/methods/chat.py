@@ -161,6 +161,7 @@ async def _start(ctx: CallContext, agent, key: str, turn: RelayedTurn, first: st
         await _ensure_session(agent, key, first)
     started = await agent.chat.relay(key, turn)
     # Synchronous, before the run task first runs: the door hears every event of this run.
+    assert ctx.connection is not None  # _sink checked it: the door's relay channel
     ctx.services.bus.subscribe(agent.topic(key), ctx.connection)
     return {**started, "sessionKey": key}
 
