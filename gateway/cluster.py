@@ -1,6 +1,6 @@
 """Several gateways on one PostgreSQL database (`storage.url`) serving the same sessions.
 
-What crosses between them, all through the database (storage/postgres/db.py):
+What crosses between them, all through the database (storage/postgres/instance.py):
 
 - **chat events**: every event this gateway publishes is relayed in order (NOTIFY); another gateway
   delivers it to its own subscribers of that session. A client subscribed on B sees the run on A.

@@ -48,15 +48,13 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 from urllib.parse import unquote, urlsplit
 
-import asyncpg
-
 from ..config import Config
 from ..errors import Unavailable
 from ..schema import AGENT_ID, SESSION_KEY
 from . import open_storage
 from ..memory.notes.keyed import KeyedCopy
 from .base import ADDED, PRESENT, KeyedStore, SessionCopy, SessionStore, Storage
-from .postgres import redact
+from .postgres import REFUSED, UNUSABLE, redact
 
 AGENT_RE, KEY_RE = re.compile(AGENT_ID), re.compile(SESSION_KEY)
 BATCH, BATCH_BYTES = 1000, 64 << 20  # sessions handed to the destination at once (its session list: one write)
@@ -194,7 +192,7 @@ async def _open(config: Config) -> Storage:
         return await open_storage(config, serve=False, schema=False)
     except Unavailable as exc:
         raise Unavailable(_scrub(exc.message, url), retryable=True) from None
-    except (asyncpg.InterfaceError, ValueError) as exc:  # a URL asyncpg cannot use
+    except (UNUSABLE, ValueError) as exc:  # a URL the driver cannot use
         raise Unavailable(f"PostgreSQL unreachable at {redact(url)}: {_scrub(str(exc), url)}", retryable=True) from None
 
 
@@ -207,7 +205,7 @@ async def _clearly(url: str, work: Awaitable[Report]) -> Report:
     where = f"PostgreSQL at {redact(url)}"
     try:
         return await work
-    except (asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+    except (REFUSED, UNUSABLE) as exc:
         raise MigrateError(f"{where}: {_scrub(str(exc), url)}; {AGAIN}") from None
     except OSError as exc:
         if exc.filename:

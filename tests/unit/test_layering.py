@@ -7,6 +7,7 @@ at the top, deferred inside a function, or under `if TYPE_CHECKING:`."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 
@@ -36,7 +37,6 @@ ONE_CONCERN = {
     "gateway/storage/files/memory/index.py": "FilesMemoryIndex: one SQLite file as an agent's MemoryIndex",
     "gateway/storage/files/memory/vectors.py": "vector storage and exact KNN over SQLite (the matrix and its int8 form)",
     "gateway/storage/files/sessions.py": "FileSessionStore: sessions.json and the transcripts beside it",
-    "gateway/storage/postgres/db.py": "the PostgreSQL connection: pool, schema migrations, liveness, notifications",
     "gateway/storage/postgres/keyed.py": "PgKeyedStore: keyed memories as rows (versions, trash), the files a mirror",
     "gateway/storage/postgres/sessions.py": "PgSessionStore: sessions and transcript lines as rows, and their trash",
 }
@@ -86,6 +86,25 @@ def test_memory_and_storage_never_import_the_doors(graph):
             if e.split()[0] not in COMPOSERS
         ]
         assert up == [], package
+
+
+def _packages_imported(path) -> set[str]:
+    """The top-level names of every package a module imports (at the top, deferred, or for types)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_the_database_driver_is_the_postgresql_engines_own():
+    """asyncpg is imported inside storage/postgres only: the rest of the gateway (the migration tool too)
+    names the driver's errors through the engine (its REFUSED and UNUSABLE)."""
+    importers = {name for name, path in _modules().items() if "asyncpg" in _packages_imported(path)}
+    assert importers, "the scan finds no importer of asyncpg at all: it no longer sees imports"
+    assert sorted(m for m in importers if not _under(m, "gateway.storage.postgres")) == []
 
 
 def test_each_engine_keeps_to_its_own_memory_package(graph):

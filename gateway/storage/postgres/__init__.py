@@ -1,7 +1,7 @@
 """The PostgreSQL engine (`storage.url`): everything several gateways share, in one database.
 
-db.py        the pool, the schema and its migrations (the memory index's too), instance liveness,
-             notifications
+db.py        the schema and its migrations (the memory index's too), the SQL helpers the stores share
+instance.py  Postgres: the pool, this gateway's liveness lock, notifications between gateways
 sessions.py  SessionStore: sessions and transcript rows, a local mirror file per transcript
 ledger.py    RunLedger: active runs and idempotency keys
 keyed.py     KeyedStore: keyed memories as rows, the workspace files a mirror
@@ -10,6 +10,7 @@ memory/      MemoryIndex: one index per agent shared by every gateway (no file, 
              pipeline writes and searches through (memory/ports.py), in PostgreSQL's SQL
 """
 
-from .db import MIGRATIONS, Postgres, create_database, lock_key, migrate, redact
+from .db import MIGRATIONS, create_database, lock_key, migrate, redact
+from .instance import REFUSED, UNUSABLE, Postgres
 
-__all__ = ["MIGRATIONS", "Postgres", "create_database", "lock_key", "migrate", "redact"]
+__all__ = ["MIGRATIONS", "REFUSED", "UNUSABLE", "Postgres", "create_database", "lock_key", "migrate", "redact"]

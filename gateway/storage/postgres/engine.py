@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...config import Config
 from ...errors import Unavailable, storage_unreachable
-from .db import Postgres, migrate, pending
+from .db import migrate, pending
+from .instance import Postgres
 from ...memory.notes.keyed import VersionLimits
 from .keyed import PgKeyedStore
 from .ledger import PgRunLedger

@@ -69,7 +69,7 @@ from ...memory.notes.keyed import (
 from .db import trash_filter
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .db import Postgres
+    from .instance import Postgres
 
 log = structlog.get_logger("gateway.memory")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .db import Postgres
+from .instance import Postgres
 
 
 class PgRunLedger:

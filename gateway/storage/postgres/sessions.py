@@ -34,7 +34,8 @@ from ...sessions.history import check_session_key, history_page, in_trash
 from ...tasks import KeyedLocks
 from ...timeutil import now_iso
 from ..base import ADDED, PRESENT, REFUSED, Imported, SessionCopy
-from .db import Postgres, lock_key, trash_filter
+from .db import lock_key, trash_filter
+from .instance import Postgres
 
 log = structlog.get_logger("gateway.sessions")
 

@@ -43,7 +43,7 @@ from .store import PgIndexStore
 from .vectors import PgVectorSearch, ensure_dims_index
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..db import Postgres
+    from ..instance import Postgres
 
 log = structlog.get_logger("gateway.memory")
 
