@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import structlog
 
 from .auth import new_token, presented
-from .errors import Invalid
-from .principals import OWNER, Directory, Principal, check_name, make, owner
+from .errors import Invalid, NotFound
+from .principals import OWNER, Directory, Principal, beyond, check_name, covers, make, owner
 from .tasks import log_failure
 from .timeutil import now_iso
 
@@ -111,24 +111,37 @@ class Principals:
         task.add_done_callback(self._pending.discard)
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # best effort: a failure is no error
 
-    async def create(self, name: str, agents: Any, scopes: Any, expires: Any) -> tuple[Principal, str]:
-        """A new principal and its token (shown once: only its hash is kept)."""
+    async def create(self, name: str, agents: Any, scopes: Any, expires: Any, by: Principal) -> tuple[Principal, str]:
+        """A new principal and its token (shown once: only its hash is kept), made by `by`: never more than
+        it holds (principals.beyond; Beyond names the rule)."""
         token = new_token()
         p = make(name, agents, scopes, expires, token)
+        beyond(by, p.agents, p.scopes, p.expires)
         await self.store.add(p)
         await self.reload()
         return p, token
 
-    async def revoke(self, name: str) -> Principal:
+    async def revoke(self, name: str, by: Principal) -> Principal:
+        """Revoke `name`, for `by`: only a principal that holds nothing beyond `by` (one it could have made);
+        any other answers as a name that does not exist."""
         if name == OWNER:
             raise Invalid(
                 "the owner is the gateway token's principal and the last admin: rotate its token with "
                 "`jarvis token --rotate` instead",
                 field="name",
             )
-        p = await self.store.revoke(check_name(name), now_iso())
+        check_name(name)
+        if by.name != OWNER:
+            found = next((p for p in await self.store.all() if p.name == name), None)
+            if found is None or not covers(by, found):
+                raise NotFound(f"no principal named {name!r}")
+        p = await self.store.revoke(name, now_iso())
         await self.reload()
         return p
 
-    async def list(self) -> list[dict[str, Any]]:
-        return [owner().public()] + [p.public() for p in sorted(await self.store.all(), key=lambda p: p.name)]
+    async def list(self, by: Principal) -> list[dict[str, Any]]:
+        """Every principal for the owner; for another, itself and those it could have made (covers)."""
+        every = sorted(await self.store.all(), key=lambda p: p.name)
+        if by.name == OWNER:
+            return [owner().public()] + [p.public() for p in every]
+        return [p.public() for p in every if p.name == by.name or covers(by, p)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
@@ -106,6 +106,8 @@ class CallContext:
     connection: Connection | None = None
     door: Door = Door.WEBSOCKET
     principal: Principal = OWNER
+    # What the handler adds to the call's audit entry beyond its params (chat.confirm: the run's principal).
+    noted: dict[str, Any] = field(default_factory=dict)
 
     @property
     def via(self) -> str:

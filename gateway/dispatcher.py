@@ -114,13 +114,14 @@ class Dispatcher:
         acting = ACTING.set(call.principal)
         params: Any = call.params
         ok = False
+        context = self._context(call)
         try:
             spec = self.find(call)
             if not spec.waits:
-                return spec.handler(self._context(call), self._validated(call, spec))
+                return spec.handler(context, self._validated(call, spec))
             params = self._validated(call, spec)
             with self.services.request_scope():
-                result = await spec.handler(self._context(call), params)
+                result = await spec.handler(context, params)
             ok = True
             return result
         except Exception as exc:
@@ -128,9 +129,9 @@ class Dispatcher:
         finally:
             ACTING.reset(acting)
             if call.method in AUDITED:
-                await self.audit(call, params, ok)
+                await self.audit(call, params, ok, context.noted)
 
-    async def audit(self, call: Call, params: Any, ok: bool) -> None:
+    async def audit(self, call: Call, params: Any, ok: bool, noted: dict[str, Any] | None = None) -> None:
         """Record the call in the audit log (AUDITED methods, done or refused). A log that cannot be
         written is logged, never the call's failure: what was done is done."""
         entry: dict[str, Any] = {
@@ -147,6 +148,7 @@ class Dispatcher:
             target = next((params[k] for k in AUDIT_TARGETS if isinstance(params.get(k), str)), None)
             if target is not None:
                 entry["target"] = target[:200]
+        entry.update(noted or {})
         try:
             await self.services.storage.audit().append(entry)
         except Exception as exc:  # noqa: BLE001 - a full disk or a database gone: said, never raised

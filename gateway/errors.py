@@ -128,6 +128,15 @@ class Forbidden(JarvisError):
         )
 
 
+class Beyond(Forbidden):
+    """A principal asked to hand out, approve or see more than it holds: a principal with agents or scopes
+    beyond its own (principals.create), `proxy` from anyone but the owner, an answer to another's run's
+    chat.confirm without `write` on its agent. The message says which rule; `data.field` names the param."""
+
+    def __init__(self, message: str, data: dict[str, Any] | None = None):  # noqa: D107 - the rule is the message
+        JarvisError.__init__(self, message, data)
+
+
 class ProtocolError(JarvisError):
     """The frame itself is wrong; raised by protocol.py (and the server for binary frames)."""
 

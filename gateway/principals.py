@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable
 
-from .errors import Invalid
+from .errors import Beyond, Invalid
 from .timeutil import parse_iso, to_iso
 
 SCOPES = ("read", "write", "chat", "admin", "proxy")
@@ -92,9 +92,12 @@ AUDITED: frozenset[str] = frozenset(m for m, s in METHOD_SCOPES.items() if s == 
     "admin.import",
     "principals.create",
     "principals.revoke",
+    "chat.confirm",  # who answered a run's destructive tool call (and the run's principal: `runPrincipal`)
+    "chat.relay",  # /v1: a front-end's request in a user's agent (the session it writes)
+    "chat.respond",
 }
 # The param an audit entry names as the call's target (never a body, a value or a token), first found.
-AUDIT_TARGETS = ("sessionKey", "key", "path", "name", "category", "source")
+AUDIT_TARGETS = ("sessionKey", "key", "path", "name", "category", "source", "session", "runId")
 # What a scope brings with it: admin is every scope but proxy (acting for others is asked for by name).
 IMPLIES = {"admin": frozenset({"read", "write", "chat", "admin"})}
 OWNER = "owner"
@@ -190,6 +193,66 @@ def owner() -> Principal:
     """The gateway token's principal: admin (every scope but proxy: acting for a front-end's users is a
     token of its own, so a single user's `user` field picks a session, as before), every agent."""
     return Principal(OWNER, None, IMPLIES["admin"], "", "1970-01-01T00:00:00.000Z")
+
+
+def granted_by(scopes: Iterable[str]) -> frozenset[str]:
+    """Every scope `scopes` bring with them (admin: read, write, chat and admin)."""
+    out = set(scopes)
+    for s in scopes:
+        out |= IMPLIES.get(s, frozenset())
+    return frozenset(out)
+
+
+def beyond(holder: Principal, agents: tuple[str, ...] | None, scopes: frozenset[str], expires: str | None) -> None:
+    """Beyond (naming the param and the rule) when a principal of `agents`, `scopes` and `expires` would
+    hold more than `holder`: a principal hands out only a subset of what it holds — its agents (every
+    agent, "*", only from a principal of every agent), its scopes (counting what admin brings), never a
+    longer life than its own — and `proxy` (acting for a front-end's users) only from the owner, who
+    holds every agent and every other scope. The message is the same whether an agent exists or not."""
+    if "proxy" in scopes and holder.name != OWNER:
+        raise Beyond(
+            "scopes: 'proxy' (acting for a front-end's users, each in an agent of their own) is given by the "
+            f"owner only, not by principal {holder.name!r}",
+            {"field": "scopes", "scope": "proxy"},
+        )
+    if holder.name == OWNER:
+        return
+    extra = sorted(granted_by(scopes - {"proxy"}) - holder.granted, key=SCOPES.index)
+    if extra:
+        raise Beyond(
+            f"scopes: principal {holder.name!r} cannot give {', '.join(map(repr, extra))}: a principal gives "
+            f"only scopes it holds ({', '.join(sorted(holder.granted, key=SCOPES.index))})",
+            {"field": "scopes", "scope": extra[0]},
+        )
+    if holder.agents is not None:
+        outside = [EVERY_AGENT] if agents is None else [a for a in agents if a not in holder.agents]
+        if outside:
+            raise Beyond(
+                f"agents: principal {holder.name!r} cannot give {', '.join(map(repr, outside))}: a principal "
+                f"gives only agents it reaches ({', '.join(holder.agents)})",
+                {"field": "agents"},
+            )
+    if holder.expires is not None and (expires is None or _later(expires, holder.expires)):
+        raise Beyond(
+            f"expires: principal {holder.name!r} expires at {holder.expires}; a principal it makes expires "
+            "no later (give `expires`)",
+            {"field": "expires"},
+        )
+
+
+def _later(a: str, b: str) -> bool:
+    ta, tb = parse_iso(a), parse_iso(b)
+    return ta is None or tb is None or ta > tb
+
+
+def covers(holder: Principal, other: Principal) -> bool:
+    """Whether `other` holds nothing beyond `holder` (what `holder` could have made: it may revoke it,
+    list it, and read its audit entries)."""
+    try:
+        beyond(holder, other.agents, other.scopes, other.expires)
+    except Beyond:
+        return False
+    return True
 
 
 def hash_token(token: str) -> str:

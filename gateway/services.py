@@ -28,7 +28,7 @@ from .chat.compaction import Compactor
 from .chat.providers import ChatProvider
 from .chat.runner import ChatService
 from .chat.tools import ChatTools
-from .calls import Door
+from .calls import ACTING, Door
 from .config import Config, MemoryConfig, SessionsConfig
 from .dispatcher import Dispatcher
 from .errors import Conflict, Invalid, NotFound, Unavailable
@@ -348,6 +348,7 @@ class Services:
             error_code=code_of,
             request_abort=self.cluster.abort_requester(agent_id) if self.cluster else None,
             unreachable=self.storage.unreachable,
+            acting=ACTING.get,
         )
         log.info("agent open", agent=agent_id, memory=memory is not None)
         return agent

@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 import structlog
 
 from ..config import Config
-from ..errors import Invalid, JarvisError, NotFound, Unavailable
+from ..errors import Beyond, Invalid, JarvisError, NotFound, Unavailable
 from ..events import EventBus
+from ..principals import Principal
 from ..sessions import transcript as tx
 from ..storage.base import RunLedger, SessionStore
 from ..tasks import log_failure
@@ -73,8 +74,10 @@ class ChatService:
         error_code: Callable[[JarvisError], int],
         request_abort: Callable[[str, str], Awaitable[None]] | None = None,
         unreachable: Callable[[BaseException], Unavailable | None] = lambda exc: None,
+        acting: Callable[[], Principal | None] = lambda: None,
     ):
         self.config = config
+        self.acting = acting  # the principal of the call that starts a run (calls.ACTING, wired by services.py)
         self.tools = tools
         self.topic = topic
         self.compactor = compactor
@@ -135,7 +138,7 @@ class ChatService:
                 if hit is not None:
                     return {"runId": hit, "status": "duplicate"}
             slots.refuse_if_busy(session_key)
-            run = Run(run_id=str(uuid.uuid4()), session_key=session_key)
+            run = Run(run_id=str(uuid.uuid4()), session_key=session_key, principal=self.acting())
             if relay is not None:
                 run.capture = relay.capture
             if run.capture and not await self.sessions.exists(session_key):
@@ -211,14 +214,33 @@ class ChatService:
             return False
         return await self._abort_run(run)
 
-    def confirm(self, run_id: str, call_id: str, allow: bool) -> None:
-        """A client's answer to a run's `chat.confirm`; NotFound when no such call waits for one."""
+    def confirm(self, run_id: str, call_id: str, allow: bool, by: Principal | None = None) -> Principal | None:
+        """A client's answer to a run's `chat.confirm` → the run's principal; NotFound when no such call
+        waits for one. Only the principal that started the run, or one that may `write` its agent (the
+        dispatcher checked that `by` reaches it), answers: Beyond for anyone else (a bystander that only
+        reads and chats), and its answer is not taken."""
+        run = next((r for r in self.active.values() if r.run_id == run_id), None)
+        if (
+            by is not None
+            and run is not None
+            and self.guard is not None
+            and (run_id, call_id) in self.guard.waiting
+            and not (run.principal is not None and run.principal.name == by.name)
+            and not by.may("write")
+        ):
+            raise Beyond(
+                f"principal {by.name!r} cannot answer this run's confirmation: only the principal that started "
+                f"the run ({run.principal.name if run.principal else 'owner'!r}) or one with the 'write' scope "
+                "on its agent may",
+                {"runId": run_id, "callId": call_id, "scope": "write"},
+            )
         if self.guard is None or not self.guard.answer(run_id, call_id, allow):
             raise NotFound(
                 f"no tool call {call_id[:100]!r} of run {run_id} waits for an answer (answered already, "
                 "timed out, or the run ended)",
                 {"runId": run_id, "callId": call_id},
             )
+        return run.principal if run is not None else None
 
     async def shutdown(self, grace: float) -> None:
         """Refuse new runs; let the running ones finish for up to `grace` seconds, then abort those still

@@ -24,6 +24,7 @@ from typing import Any, Awaitable, Callable
 import structlog
 
 from ..errors import RunActive
+from ..principals import Principal
 from ..storage.base import RunLedger
 from ..tasks import KeyedLocks
 
@@ -47,6 +48,7 @@ class Run:
     found: list[dict[str, Any]] = field(default_factory=list)  # memory the tools found: {path, startLine, …}
     replaces: str | None = None  # regenerating: the first version's id of the reply it replaces
     destructive: int = 0  # destructive tool calls asked or allowed so far (chat.maxDestructivePerRun)
+    principal: Principal | None = None  # who started it (chat.confirm: it, or a writer of its agent, answers)
 
     def next_seq(self) -> int:
         self.seq += 1

@@ -1,15 +1,17 @@
 """`jarvis token create|list|revoke` and `jarvis audit` — principals and the audit log from a terminal.
 
     jarvis token                                         the owner's token (the gateway token), as before
-    jarvis token create NAME --agent A [--agent B] --scope read,chat [--expires 30d] [--json]
+    jarvis token create NAME --agent A [--agent B] --scope read,chat [--expires 30d] [--new-agent] [--json]
     jarvis token list [--json]
     jarvis token revoke NAME [--json]
     jarvis audit [--since 1d] [--principal NAME] [--limit N] [--json]
 
 Each calls the method of its name (principals.create, principals.list, principals.revoke, audit.list)
 through cli/dispatch.py: the running gateway's when one of this state dir answers, else in this process
-on the state dir. A new token is printed once — only its hash is kept. Exit codes: 1 refused (the name is
-taken, no such principal), 2 bad usage, 3 cannot connect.
+on the state dir. A new token is printed once — only its hash is kept. A principal makes only principals
+within what it holds (its agents and scopes; `proxy` only the owner); an agent that does not exist is made
+only with --new-agent. Exit codes: 1 refused (the name is taken, no such principal or agent, beyond the
+caller), 2 bad usage, 3 cannot connect or a token the gateway refuses.
 """
 
 from __future__ import annotations
@@ -44,6 +46,12 @@ def add_token_commands(p: argparse.ArgumentParser) -> None:
     )
     c.add_argument("--scope", required=True, metavar="S[,S…]", help="comma-separated: " + ", ".join(SCOPES))
     c.add_argument("--expires", metavar="WHEN", help="a span (90m, 12h, 30d, 4w) or an ISO 8601 time; default never")
+    c.add_argument(
+        "--new-agent",
+        action="store_true",
+        help="make the agents that do not exist yet (without it an unknown agent is refused, so a typo "
+        "never makes an empty agent)",
+    )
     c.add_argument("--json", action="store_true", help="print {principal, token} as JSON")
     c = sub.add_parser("list", help="every principal (never a token)")
     c.add_argument("--json", action="store_true", help="print the principals.list result as JSON")
@@ -76,6 +84,8 @@ def run_token(args: argparse.Namespace, config: Config) -> int:
         params: dict[str, Any] = {"name": args.name, "agents": ",".join(args.agent), "scopes": args.scope}
         if args.expires:
             params["expires"] = args.expires
+        if args.new_agent:
+            params["createAgents"] = True
         return _run("principals.create", params, args, _show_created)
     if args.token_command == "list":
         return _run("principals.list", {}, args, _show_list)

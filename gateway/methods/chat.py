@@ -98,11 +98,16 @@ async def abort(ctx: CallContext, p: dict) -> dict:
         allow=Bool(description="true runs the call; false denies it (the model is told)"),
     ),
     "Answer a run's chat.confirm: whether the model's destructive tool call (a delete, an overwrite) may run "
-    "→ {runId, callId, allow}; -32004 when no such call waits (answered, timed out, or its run ended).",
+    "→ {runId, callId, allow}; -32004 when no such call waits (answered, timed out, or its run ended). Only "
+    "the principal that started the run, or one with `write` on its agent, answers (-32003 for others); the "
+    "audit names who answered and the run's principal.",
 )
 async def confirm(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
-    agent.chat.confirm(p["runId"], p["callId"], p["allow"])
+    ctx.noted["agent"], ctx.noted["allow"] = agent.id, p["allow"]
+    started = agent.chat.confirm(p["runId"], p["callId"], p["allow"], by=ctx.principal)
+    if started is not None:
+        ctx.noted["runPrincipal"] = started.name
     return {"runId": p["runId"], "callId": p["callId"], "allow": p["allow"]}
 
 
@@ -157,6 +162,7 @@ async def _start(ctx: CallContext, agent, key: str, turn: RelayedTurn, first: st
     threads = agent.chat.threads
     messages = turn.request["messages"]
     turn.answered = lambda reply: threads.remember(messages, reply, key)
+    ctx.noted["target"] = key  # the audit names the session a /v1 request writes
     if turn.capture:
         await _ensure_session(agent, key, first)
     started = await agent.chat.relay(key, turn)

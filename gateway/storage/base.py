@@ -214,9 +214,17 @@ class AuditLog(Protocol):
     async def append(self, entry: dict[str, Any]) -> None:
         """Record one entry: {at, principal, method, door, agent?, target?, ok}."""
 
-    async def read(self, since: str | None, principal: str | None, limit: int) -> list[dict[str, Any]]:
+    async def read(
+        self,
+        since: str | None,
+        principal: str | None,
+        limit: int,
+        agents: tuple[str, ...] | None = None,
+        own: str | None = None,
+    ) -> list[dict[str, Any]]:
         """Entries at or after `since` (ISO 8601), of `principal` when given, oldest first, the newest
-        `limit` of them."""
+        `limit` of them. `agents` given: only entries of those agents and (with `own`) that principal's
+        own entries — what a principal of some agents may see (audit.list)."""
 
 
 class Storage(Protocol):

@@ -397,8 +397,14 @@ async def test_a_proxy_front_end_keeps_each_users_memory_apart(start_gateway, ap
 
 async def test_a_principals_own_agent_exists_from_its_creation(gateway, client):
     """A read,chat token bound to a new agent has that agent at once (it may not create sessions to make
-    it): its lists are empty, not "agent not found"; past agents.max the token is not made."""
-    made = await client.call("principals.create", {"name": "kid", "agents": "kid", "scopes": "read,chat"})
+    it): its lists are empty, not "agent not found"; past agents.max the token is not made. The new agent
+    is made only when asked for (createAgents): a typo of an agent's name is an error, not an empty agent."""
+    err = await _error(client, "principals.create", {"name": "kid", "agents": "kid", "scopes": "read,chat"})
+    assert err["code"] == -32004 and "createAgents" in err["message"] and err["data"]["agentId"] == "kid"
+    assert "kid" not in [p["name"] for p in (await client.call("principals.list"))["principals"]]
+    made = await client.call(
+        "principals.create", {"name": "kid", "agents": "kid", "scopes": "read,chat", "createAgents": True}
+    )
     kid = await connect_client(gateway.url, made["token"], "frame")
     assert (await kid.call("sessions.list")) == {"sessions": [], "total": 0}
     await kid.close()

@@ -115,7 +115,14 @@ class FileAuditLog:
 
         await asyncio.to_thread(run)
 
-    async def read(self, since: str | None, principal: str | None, limit: int) -> list[dict[str, Any]]:
+    async def read(
+        self,
+        since: str | None,
+        principal: str | None,
+        limit: int,
+        agents: tuple[str, ...] | None = None,
+        own: str | None = None,
+    ) -> list[dict[str, Any]]:
         def run() -> list[dict[str, Any]]:
             try:
                 data = self.path.read_bytes()
@@ -130,6 +137,8 @@ class FileAuditLog:
                 if not isinstance(e, dict) or not isinstance(e.get("at"), str):
                     continue
                 if since and e["at"] < since or principal and e.get("principal") != principal:
+                    continue
+                if agents is not None and e.get("agent") not in agents and (own is None or e.get("principal") != own):
                     continue
                 out.append(e)
             return out[-limit:] if limit else out

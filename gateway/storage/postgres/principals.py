@@ -102,12 +102,23 @@ class PgAuditLog:
             orjson.dumps(entry).decode(),
         )
 
-    async def read(self, since: str | None, principal: str | None, limit: int) -> list[dict[str, Any]]:
+    async def read(
+        self,
+        since: str | None,
+        principal: str | None,
+        limit: int,
+        agents: tuple[str, ...] | None = None,
+        own: str | None = None,
+    ) -> list[dict[str, Any]]:
         rows = await self.pool.fetch(
             "SELECT entry FROM (SELECT id, entry FROM audit WHERE ($1::text IS NULL OR at >= $1) "
-            "AND ($2::text IS NULL OR principal = $2) ORDER BY id DESC LIMIT $3) AS newest ORDER BY id",
+            "AND ($2::text IS NULL OR principal = $2) "
+            "AND ($4::text[] IS NULL OR entry->>'agent' = ANY($4::text[]) OR principal = $5) "
+            "ORDER BY id DESC LIMIT $3) AS newest ORDER BY id",
             since,
             principal,
             limit,
+            None if agents is None else list(agents),
+            own,
         )
         return [orjson.loads(r["entry"]) for r in rows]
