@@ -334,8 +334,8 @@ def main() -> int:
         "--against",
         action="append",
         metavar="REV",
-        help="side by side: also measure this git revision (exported into a temporary folder), alternating "
-        "with this working tree; repeatable; the ratios are to the first REV",
+        help="side by side: also measure this git revision (exported into a temporary folder), or the tree in "
+        "this folder, alternating with this working tree; repeatable; the ratios are to the first REV",
     )
     ap.add_argument("--rounds", type=int, default=2, help="--against: rounds of each side per size (default 2)")
     ap.add_argument(
@@ -397,9 +397,17 @@ def _figure(result: dict, path: tuple[str, ...]) -> float | None:
 
 
 def export_rev(rev: str, into: Path) -> tuple[str, Path]:
-    """REV's tree (`git archive`) under `into`, with this script in it: both sides measure the same way."""
+    """REV's tree (`git archive`) under `into`, with this script in it: both sides measure the same way.
+    A REV that names a folder holding a tree (`gateway/` in it: an export made beforehand, for a machine
+    without the repository's history) is copied instead."""
     import shutil
 
+    if (Path(rev) / "gateway").is_dir():
+        tree = into / Path(rev).resolve().name
+        shutil.copytree(rev, tree, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "bench-results"))
+        (tree / "scripts").mkdir(exist_ok=True)
+        shutil.copy2(__file__, tree / "scripts" / "bench_memory.py")
+        return Path(rev).resolve().name, tree
     sha = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{rev}^{{commit}}"],
         capture_output=True,
@@ -429,7 +437,8 @@ def run_against(args: argparse.Namespace, database) -> int:
         sides: list[tuple[str, str, Path]] = []  # (label, commit or "tree", root)
         for rev in args.against:
             commit, tree = export_rev(rev, Path(tmp))
-            sides.append((f"{rev}@{commit[:9]}" if not commit.startswith(rev) else commit[:9], commit, tree))
+            label = commit if (Path(rev) / "gateway").is_dir() else commit[:9]
+            sides.append((label if commit.startswith(rev) or label == commit else f"{rev}@{label}", commit, tree))
         if args.tree:
             head = subprocess.run(
                 ["git", "-C", str(ROOT), "rev-parse", "--short=9", "HEAD"], capture_output=True, text=True
@@ -443,6 +452,9 @@ def run_against(args: argparse.Namespace, database) -> int:
         if len(sides) < 2:
             raise SystemExit("--against needs two sides: a second REV, or this working tree (drop --no-tree)")
         sizes = [int(s) for s in args.sizes.split(",") if s]
+        path = args.out or ROOT / "bench-results" / f"memory-against-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial.json")  # every run as it ends: a long run cut short keeps them
         runs: dict[int, dict[str, list[dict]]] = {size: {label: [] for label, _, _ in sides} for size in sizes}
         for size in sizes:
             for rnd in range(args.rounds):
@@ -475,6 +487,7 @@ def run_against(args: argparse.Namespace, database) -> int:
                         sys.stderr.write(out.stderr[-4000:])
                         raise SystemExit(f"{label} at {size} chunks failed (exit {out.returncode})")
                     runs[size][label].append(json.loads(out.stdout.strip().splitlines()[-1]))
+                    partial.write_text(json.dumps({"sides": [s[:2] for s in sides], "runs": runs}, indent=1))
     ref = sides[0][0]
     table: list[dict] = []
     for size in sizes:
@@ -484,10 +497,8 @@ def run_against(args: argparse.Namespace, database) -> int:
             + "".join(f" {label:>24}" for label, _, _ in sides)
             + "".join(f" {'÷ ' + ref[:10]:>14}" for label, _, _ in sides[1:])
         )
-        for fig, path, _more_better in AGAINST_FIGURES:
-            per = {
-                label: [v for r in runs[size][label] if (v := _figure(r, path)) is not None] for label, _, _ in sides
-            }
+        for fig, key, _more_better in AGAINST_FIGURES:
+            per = {label: [v for r in runs[size][label] if (v := _figure(r, key)) is not None] for label, _, _ in sides}
             if not all(per.values()):
                 continue
             med = {label: statistics.median(vs) for label, vs in per.items()}
@@ -500,8 +511,6 @@ def run_against(args: argparse.Namespace, database) -> int:
                 f"{fig:<20}{cells}"
                 + "".join(f" {(f'{r:.2f}x' if r is not None else '-'):>14}" for r in ratios.values())
             )
-    path = args.out or ROOT / "bench-results" / f"memory-against-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         json.dumps(
             {
@@ -515,6 +524,7 @@ def run_against(args: argparse.Namespace, database) -> int:
             indent=2,
         )
     )
+    partial.unlink(missing_ok=True)
     print(f"wrote {path}", file=sys.stderr)
     return 0
 
