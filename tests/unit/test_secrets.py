@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.memory.secrets import find, mask, mask_json
+from gateway.memory.secrets import _RULES, _rules_hinted, find, mask, mask_json
 
 A36 = "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC2dF4gH6"  # 36 letters and digits, as many token bodies are
 HEX32 = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
@@ -174,3 +174,23 @@ def test_lookalikes_mixed_with_prose_are_never_masked(parts, sep):
 def test_masking_twice_changes_nothing(parts):
     once = mask(" ".join(parts))
     assert mask(once) == once
+
+
+HINTS = sorted({h for rule in _RULES for h in rule.hints})
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(
+        st.sampled_from(HINTS) | st.sampled_from([s.format(s=v) for s, v in SECRETS] + LOOKALIKES) | words,
+        max_size=8,
+    ),
+    sep=st.sampled_from(["", " ", "\n", "-", "_", "."]),
+)
+def test_the_rules_tried_are_exactly_those_whose_hints_the_text_holds(parts, sep):
+    """The rules are picked by their hints in groups (issue 46: asking each rule in turn was most of a
+    sync's masking); the pick is the rules a hint of which the text contains, in their order, whatever
+    the text — so nothing that was masked before goes unmasked."""
+    text = sep.join(parts)
+    lower = text.lower()
+    assert _rules_hinted(lower) == [r for r in _RULES if any(h in lower for h in r.hints)]

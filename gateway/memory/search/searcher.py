@@ -156,9 +156,11 @@ class Searcher:
         fts_hits: list[tuple[int, float]] = []
         vec_hits: list[tuple[int, float]] = []
         used = mode
-        fts_task = None
+        fts_task = related_task = None
         if mode == "hybrid":  # full text on the SQLite thread while numpy does the vectors
             fts_task = asyncio.create_task(self.fts(terms, n, sources, session_key))
+            if related := related_terms(terms):  # and what its related words find, queued behind it
+                related_task = asyncio.create_task(self.fts(related, n, sources, session_key))
         if mode in ("hybrid", "vector"):
             vec_ok = False
             if self.vectors is None:
@@ -171,8 +173,9 @@ class Searcher:
                 except EmbeddingError as exc:
                     degraded.append(f"embedding provider unavailable: {exc}")
                 except BaseException:
-                    if fts_task is not None:
-                        fts_task.cancel()
+                    for task in (fts_task, related_task):
+                        if task is not None:
+                            task.cancel()
                     raise
                 bad = len(self.vectors.unusable) if vec_ok else 0
                 if bad:
@@ -187,13 +190,21 @@ class Searcher:
                     )
             if not vec_ok:
                 used = "fts"  # fall back to full text, and say why
-        if fts_task is not None:
-            fts_hits = await fts_task
-        elif used in ("hybrid", "fts"):
-            fts_hits = await self.fts(terms, n, sources, session_key)
+        try:
+            if fts_task is not None:
+                fts_hits = await fts_task
+            elif used in ("hybrid", "fts"):
+                fts_hits = await self.fts(terms, n, sources, session_key)
+        except BaseException:
+            if related_task is not None:
+                related_task.cancel()
+            raise
         related = related_terms(terms) if used in ("hybrid", "fts") else []
         # What the query's related words find (search/related.py): a lighter list of its own.
-        related_hits = await self.fts(related, n, sources, session_key) if related else []
+        if related_task is not None:
+            related_hits = await related_task
+        else:
+            related_hits = await self.fts(related, n, sources, session_key) if related else []
         if used == "hybrid":
             cands = fuse(
                 fts_hits,

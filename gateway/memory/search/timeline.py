@@ -38,7 +38,7 @@ from ...timeutil import parse_iso
 from ..index.chunking import text_date
 from .query import answer_type_terms, query_terms
 from .related import related_terms
-from .snippets import SnippetContext, matched_terms
+from .snippets import SnippetContext, _find, _term_needles, matched_terms
 
 Intent = Literal["present", "past", "event", "words"]
 
@@ -99,7 +99,7 @@ def temporal_intent(query: str) -> Intent:
 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _SPEAKER = re.compile(r"^\s*(?:[A-Z][\w .'’-]{0,30}):\s+")
-_WORD = re.compile(r"\w+", re.UNICODE)
+_WORD3 = re.compile(r"\w{3,}")  # a word of three characters or more (\w+ runs, the shorter left out)
 
 
 def _norm(text: str) -> str:
@@ -122,46 +122,56 @@ class _Hit:
     date: str  # ISO 8601 (sorts as time); "" when undated
     text: str  # the snippet, normalised
     long: list[str]  # its sentences of DUPLICATE_SENTENCE_CHARS or more with a word of the query, normalised
-    words: frozenset[str]
+    words: frozenset[str] | None  # its words of three letters or more, once `_words` has been asked
     asks: bool
     vec: np.ndarray | None
     terms: frozenset[str]  # the query terms it contains
     said: list[str] = field(default_factory=list)  # the dates of the hits merged into this one
 
 
-def _context(results: Sequence[dict[str, Any]], query: str) -> SnippetContext:
-    """The query's terms (and related words), weighted by their rarity among the results, as the re-rank
-    weighs them (answer kinds and related words count less)."""
+def _context(query: str) -> SnippetContext:
+    """The query's terms and their related words, matched as the re-rank matches them (here only which
+    of them a text holds counts, not their weights: no weights are worked out)."""
     terms = query_terms(query)
-    snips = [r.get("snippet") or "" for r in results]
-    return SnippetContext.build(terms, snips, answer_type_terms(query), related_terms(terms))
+    return SnippetContext(terms, {}, _term_needles(terms + [w for w in related_terms(terms) if w not in terms]))
 
 
-def _hits(
-    results: Sequence[dict[str, Any]], ctx: SnippetContext, vectors: Mapping[int, np.ndarray] | None
-) -> list[_Hit]:
-    snips = [r.get("snippet") or "" for r in results]
+def _has_term(text: str, ctx: SnippetContext) -> bool:
+    """Whether `text` holds any of the terms (`bool(matched_terms(text, ctx))`, stopping at the first)."""
+    low = text.lower()
+    return any(_find(low, needle, word_start) >= 0 for _term, needle, word_start in ctx.needles)
+
+
+def _hits(results: Sequence[dict[str, Any]], ctx: SnippetContext) -> list[_Hit]:
+    """What folding repeats needs of each hit (its text and long sentences); `_describe` adds the rest to
+    the few hits that can overtake or be overtaken."""
     out = []
-    for i, (r, snip) in enumerate(zip(results, snips)):
+    for r in results:
+        snip = r.get("snippet") or ""
         sents = sentences(snip)
-        v = vectors.get(i) if vectors else None
-        if v is not None:
-            n = float(np.linalg.norm(v))
-            v = v / n if n > 0 else None
         out.append(
             _Hit(
                 r,
                 float(r.get("score") or 0.0),
                 str(r.get("date") or ""),
                 _norm(snip),
-                [_norm(s) for s in sents if len(s) >= DUPLICATE_SENTENCE_CHARS and matched_terms(s, ctx)],
-                frozenset(w for w in _WORD.findall(snip.lower()) if len(w) > 2),
+                [_norm(s) for s in sents if len(s) >= DUPLICATE_SENTENCE_CHARS and _has_term(s, ctx)],
+                None,
                 bool(sents) and all(s.endswith("?") for s in sents),
-                v,
-                matched_terms(snip, ctx),
+                None,
+                frozenset(),
             )
         )
     return out
+
+
+def _describe(h: _Hit, ctx: SnippetContext, v: np.ndarray | None) -> None:
+    """A hit's unit vector and matched terms: what `_same_subject` compares (its words: `_words`)."""
+    snip = h.result.get("snippet") or ""
+    if v is not None:
+        n = float(np.linalg.norm(v))
+        h.vec = v / n if n > 0 else None
+    h.terms = matched_terms(snip, ctx)
 
 
 def _repeats(a: _Hit, b: _Hit) -> bool:
@@ -170,7 +180,7 @@ def _repeats(a: _Hit, b: _Hit) -> bool:
     holds a word of the question (not a pleasantry both happen to say)."""
     if a.result.get("path") == b.result.get("path"):
         return False
-    return a.text == b.text or any(s in b.text for s in a.long) or any(s in a.text for s in b.long)
+    return a.text == b.text or any(map(b.text.__contains__, a.long)) or any(map(a.text.__contains__, b.long))
 
 
 def _same_subject(a: _Hit, b: _Hit, kinds: frozenset[str]) -> bool:
@@ -181,9 +191,16 @@ def _same_subject(a: _Hit, b: _Hit, kinds: frozenset[str]) -> bool:
         return False
     if a.vec is not None and b.vec is not None:
         return float(a.vec @ b.vec) >= SAME_SUBJECT_COSINE
-    if not a.words or not b.words:
+    aw, bw = _words(a), _words(b)
+    if not aw or not bw:
         return False
-    return len(a.words & b.words) / len(a.words | b.words) >= SAME_SUBJECT_WORDS
+    return len(aw & bw) / len(aw | bw) >= SAME_SUBJECT_WORDS
+
+
+def _words(h: _Hit) -> frozenset[str]:
+    if h.words is None:
+        h.words = frozenset(_WORD3.findall((h.result.get("snippet") or "").lower()))
+    return h.words
 
 
 def _merge_repeats(hits: list[_Hit]) -> list[_Hit]:
@@ -226,11 +243,14 @@ def arrange(
         range(len(results)),
         key=lambda i: (-float(results[i].get("score") or 0.0), sign * _epoch(results[i].get("date"))),
     )
-    by_rank = {new: vectors[old] for new, old in enumerate(ranked) if vectors and old in vectors}
     ordered = [results[i] for i in ranked]
-    ctx = _context(ordered, query)
+    ctx = _context(query)
     kinds = answer_type_terms(query)
-    hits = _merge_repeats(_hits(ordered, ctx, by_rank))
+    hits = _merge_repeats(_hits(ordered, ctx))
+    if intent != "event":  # (an event's hits keep their order: nothing to compare)
+        rank_of = {id(r): old for old, r in zip(ranked, ordered)}
+        for h in hits[:WINDOW]:
+            _describe(h, ctx, vectors.get(rank_of[id(h.result)]) if vectors else None)
     later = later_terms(query) if intent == "past" else frozenset()
     # Each hit's place: its own score, or just above the best-ranked hit it overtakes.
     place = {id(h): h.score for h in hits}

@@ -7,7 +7,6 @@ import orjson
 
 from ....memory.ports import ChunkRow
 from .db import Database
-from .vectors import read_vectors
 
 
 class SqliteChunkReader:
@@ -26,15 +25,17 @@ class SqliteChunkReader:
         ]
 
     async def vectors_at(self, keys: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], np.ndarray]:
+        """One statement: each key's chunk through `chunks_identity`, its vector by a point lookup in vec0
+        (not every chunk of the keys' files, then their vectors in a second trip: issue 46)."""
         if not keys:
             return {}
-        ids: dict[tuple[str, int, int], int] = {}
-        for cid, path, a, b in await self.db.fetchall(
-            "SELECT c.id, c.path, c.start_line, c.end_line FROM json_each(?) AS j "
-            "CROSS JOIN chunks AS c ON c.path = j.value",
-            [orjson.dumps(sorted({k[0] for k in keys})).decode()],
+        out: dict[tuple[str, int, int], np.ndarray] = {}
+        for path, a, b, blob in await self.db.fetchall(
+            "SELECT c.path, c.start_line, c.end_line, v.embedding FROM json_each(?) AS j "
+            "CROSS JOIN chunks AS c ON c.path = json_extract(j.value, '$[0]') "
+            "AND c.start_line = json_extract(j.value, '$[1]') AND c.end_line = json_extract(j.value, '$[2]') "
+            "CROSS JOIN chunks_vec AS v ON v.chunk_id = c.id",
+            [orjson.dumps([list(k) for k in dict.fromkeys(keys)]).decode()],
         ):
-            ids[(path, int(a), int(b))] = int(cid)
-        want = {k: ids[k] for k in keys if k in ids}
-        blobs = await read_vectors(self.db, sorted(set(want.values())))
-        return {k: np.frombuffer(blobs[c], dtype=np.float32) for k, c in want.items() if c in blobs}
+            out[(path, int(a), int(b))] = np.frombuffer(blob, dtype=np.float32)
+        return out
