@@ -238,6 +238,7 @@ async def test_two_principals_two_agents_nothing_crosses_on_any_door(start_gatew
         for name, args in (
             ("memory_search", {"query": "zebracrossing bank PIN"}),
             ("memory_recall", {"query": "bank PIN"}),
+            ("memory_profile", {}),
             ("memory_list", {}),
             ("memory_get", {"key": KEY}),
         ):
@@ -290,7 +291,7 @@ async def test_a_read_principal_writes_through_no_door(start_gateway, engine, ap
         assert r.json()["error"]["type"] == "permission_error" and "'chat'" in r.json()["error"]["message"]
         assert (await http.get("/v1/models", headers=auth)).status_code == 200
 
-    read_only = ["memory_search", "memory_get", "memory_list", "memory_recall"]
+    read_only = ["memory_search", "memory_get", "memory_list", "memory_recall", "memory_profile"]
     async with _mcp(gw, tokens["reader"]) as mcp:
         assert [t.name for t in (await mcp.list_tools()).tools] == read_only
         for name in ("memory_set", "memory_delete"):
