@@ -451,7 +451,7 @@ class MemoryService:
             )
             return res
         res["results"] = await self._rerank(query, res["results"], int(k), float(min_score))
-        res["results"] = await self._ledger_first(query, res["results"], int(k), as_of)
+        res["results"] = await self._ledger_first(query, res["results"], int(k), as_of, exclude)
         if as_of:
             res["asOf"] = as_of
         return res
@@ -464,7 +464,9 @@ class MemoryService:
             self._ledger = LedgerRecall(embed)
         return self._ledger
 
-    async def _ledger_first(self, query: str, results: list[dict], k: int, as_of: str | None) -> list[dict]:
+    async def _ledger_first(
+        self, query: str, results: list[dict], k: int, as_of: str | None, exclude: Exclude | None = None
+    ) -> list[dict]:
         """The ledger's statement for the question first (ledger/recall.py); the results as they were when
         the question names no subject or the ledger cannot be read (derived data never fails a search)."""
         try:
@@ -473,6 +475,11 @@ class MemoryService:
             if not subjects:
                 return results
             statements = await self.index.statements(subjects)
+            if exclude is not None:  # a chat turn's own message is never recalled as its answer
+                said = " ".join(exclude.text.split())
+                statements = [
+                    s for s in statements if not (s.path == exclude.path and " ".join(s.text.split()) in said)
+                ]
             picked = await recall.pick(query, statements, as_of_time(as_of), as_of)
         except Exception:
             log.warning("memory_ledger_recall_failed", exc_info=True)

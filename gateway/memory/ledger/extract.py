@@ -103,8 +103,10 @@ def statements_of(sentence: str) -> list[tuple[str, str, bool]]:
         if subj.qualified:
             if subj.by_cue:
                 q = m.group(0).lower().split()[-1]
-            elif subj.name == "code" and (thing := LOCKED_THINGS.search(s)):
-                q = thing.group(1).lower().replace("-", "")
+            elif subj.name == "code" and (things := list(LOCKED_THINGS.finditer(s))):
+                # the thing named nearest the code ("changed the lock: the code of the gate is …" → gate)
+                near = min(things, key=lambda t: min(abs(t.start() - m.end()), abs(m.start() - t.end())))
+                q = near.group(1).lower().replace("-", "")
             else:
                 q = qualifier(s, m)
             name = f"{name}:{q}" if q else name

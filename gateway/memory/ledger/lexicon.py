@@ -213,7 +213,7 @@ _WORD = re.compile(r"[a-z][a-z'’-]*")
 
 # What a code opens, named anywhere in its sentence (it names the code better than the word before "code").
 LOCKED_THINGS = re.compile(
-    r"\b(wi-?fi|internet|router|alarm|garage|gate|door|shed|locker|safe|storage|padlock|lock|building|office|"
+    r"\b(wi-?fi|internet|router|alarm|garage|gate|door|shed|locker|safe|storage|padlock|bike lock|building|office|"
     r"cabin|phone|laptop|computer|bank|card|account|email)\b",
     re.I,
 )

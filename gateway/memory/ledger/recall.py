@@ -27,6 +27,7 @@ import numpy as np
 
 from ...timeutil import parse_iso, to_iso
 from ..index.chunking import text_date
+from ..index.sources import session_key_of
 from ..ports import Statement
 from .facts import Fact, Period, facts
 from .lexicon import SUBJECTS
@@ -249,6 +250,8 @@ def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question,
             else ev.text,
             "date": ev.said,
         }
+        if key := session_key_of(ev.path):
+            first["sessionKey"] = key
     first["fact"] = {"subject": fact.subject, "value": period.value, "since": period.since}
     if period.until:
         first["fact"]["until"] = period.until
