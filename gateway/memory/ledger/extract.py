@@ -85,10 +85,15 @@ def value_of(sentence: str, cue: re.Match[str]) -> str:
     return sentence.strip(" .!")[:MAX_VALUE]
 
 
-def statements_of(sentence: str) -> list[tuple[str, str, bool]]:
+# A statement with a request tacked on ("The code is 4826, can you keep it for me?") is still a statement.
+_TAG = re.compile(r",\s*(?:can|could|would|will) you\b[^,]*\?\s*$|,\s*(?:right|ok|okay|yeah)\s*\?\s*$", re.I)
+
+
+def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool]]:
     """(subject, value, ending) of each subject the sentence gives a value to ([] for a question, a
-    wish, or a sentence not about the person)."""
-    s = sentence.strip()
+    wish, or a sentence not about the person). `message`: the whole message it is part of (what a
+    code opens may be named in the sentence before)."""
+    s = _TAG.sub("", sentence.strip()).strip()
     # Told to one's assistant, a statement without a person in it is the person's own ("New phone, the
     # code is 4412"); one that speaks only of someone else ("she lives in Leeds") is not.
     if not s or _QUESTION.search(s) or _NOT_YET.search(s) or (not _ME.search(s) and _OTHERS.search(s)):
@@ -107,6 +112,8 @@ def statements_of(sentence: str) -> list[tuple[str, str, bool]]:
                 # the thing named nearest the code ("changed the lock: the code of the gate is …" → gate)
                 near = min(things, key=lambda t: min(abs(t.start() - m.end()), abs(m.start() - t.end())))
                 q = near.group(1).lower().replace("-", "")
+            elif subj.name == "code" and (thing := LOCKED_THINGS.search(message)):
+                q = thing.group(1).lower().replace("-", "")
             else:
                 q = qualifier(s, m)
             name = f"{name}:{q}" if q else name
@@ -149,7 +156,7 @@ def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str) -> list[
 
 def _add(out: list[Statement], seen: set[tuple[int, str]], path: str, a: int, b: int, words: str, when: str) -> None:
     for sent in sentences(words):
-        for subject, value, ending in statements_of(sent):
+        for subject, value, ending in statements_of(sent, words):
             if (a, subject) in seen:
                 continue
             seen.add((a, subject))

@@ -84,7 +84,7 @@ SUBJECTS: tuple[Subject, ...] = (
         _cue(
             r"work (?:at|for)|working (?:at|for)|employer|new job|my job|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
             r"|quit my job|left my job|handed in my notice|accepted (?:an|the|their) offer"
-            r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?\w+(?: \w+){0,3} at \w"
+            r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?\w+(?: \w+){0,3} at \w+"
         ),
     ),
     Subject(
@@ -188,7 +188,7 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "appointment",
         "an appointment, booking or meeting the person has at a date and time",
-        _cue(r"appointment|booked|booking|check-?up|scheduled for"),
+        _cue(r"appointment|booked|booking|check-?up|scheduled for|exam|scan"),
         qualified=True,
     ),
     Subject(

@@ -95,9 +95,10 @@ def when_asked(query: str, now: datetime) -> Question:
         elif unit == "week":
             at = now - timedelta(days=7)
         else:
+            # the last such season that is over: this year's if it ended before this month, else last year's
             month = _SEASON_MONTH[unit]
-            year = now.year - 1 if (month <= now.month or unit == "winter") else now.year - 1
-            at = datetime(year if unit != "winter" else now.year - 1, month, 15, tzinfo=timezone.utc)
+            year = now.year if month + 2 < now.month else now.year - 1
+            at = datetime(year, month, 15, tzinfo=timezone.utc)
         return Question("at", to_iso(at))
     if _FIRST.search(query):
         return Question("first")
