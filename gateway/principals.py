@@ -57,6 +57,7 @@ METHOD_SCOPES: dict[str, str] = {
     "chat.response": "read",  # GET /v1/responses/{id}
     "chat.models": "read",
     "memory.search": "read",
+    "memory.profile": "read",
     "memory.get": "read",
     "memory.list": "read",
     "memory.similar": "read",

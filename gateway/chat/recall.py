@@ -57,4 +57,5 @@ RECALLED = (
     "firstSaid",
     "lastSaid",
     "supersededBy",
+    "fact",
 )

@@ -1,4 +1,4 @@
-"""`jarvis memory sync|search|status` — the memory methods from a terminal.
+"""`jarvis memory sync|search|status|profile` — the memory methods from a terminal.
 (`set|get|delete|list|history|restore|trash|purge|similar|recall|learn|set-image|get-image`: see notes.py.)
 
 Each calls the method of that name through cli/dispatch.py: the running gateway's when one of this state
@@ -41,7 +41,7 @@ def add_commands(subparsers: Any) -> None:
     p.set_defaults(handler=run, memory_command=None)
     sub = p.add_subparsers(
         dest="memory_command",
-        metavar="{sync,search,status," + ",".join(notes.COMMANDS) + "}",
+        metavar="{sync,search,status,profile," + ",".join(notes.COMMANDS) + "}",
         help="what to do (each has its own --help)",
     )
     s = sub.add_parser("sync", help="bring the index up to date now")
@@ -61,9 +61,23 @@ def add_commands(subparsers: Any) -> None:
         help="drop results below this score (0..1); a chunk that shares no word with "
         "the query is a hit only if its cosine is at least memory.search.minSimilarity",
     )
+    s.add_argument(
+        "--as-of",
+        metavar="WHEN",
+        help="memory as it stood then (ISO date or datetime): nothing said after it, the value valid then first",
+    )
     notes.source_arg(s, "default: both")
     notes.agent_arg(s)
     s.add_argument("--json", action="store_true", help="print the memory.search result as JSON")
+    s = sub.add_parser(
+        "profile",
+        help="what Jarvis believes about you now: current facts, since when, evidence and history",
+        description="The ledger's current facts (memory.profile): each subject's value, since when, where "
+        "it was said, and its earlier values. Correct one with `jarvis memory set profile.<subject> "
+        "VALUE` (a keyed memory: versioned, undoable); delete that key to undo the correction.",
+    )
+    notes.agent_arg(s)
+    s.add_argument("--json", action="store_true", help="print the memory.profile result as JSON")
     s = sub.add_parser(
         "status",
         help="what the index holds (the running gateway's live figures when one answers)",
@@ -141,6 +155,7 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
                     "minScore": args.min_score,
                     "sources": notes.sources_of(args),
                     "mode": args.mode,
+                    **({"asOf": args.as_of} if args.as_of else {}),
                 },
             )
             if args.json:
@@ -152,6 +167,12 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
                     print("no results")
                 for r in res["results"]:
                     print("\n".join(cli_lines(r)))
+        elif cmd == "profile":
+            res = await m.call("memory.profile", base)
+            if args.json:
+                print_json(res)
+            else:
+                _print_profile(res)
         else:
             res = await m.call("memory.status", base)
             if args.json:
@@ -201,10 +222,24 @@ def _print_status(res: dict) -> None:
     _print_backend_and_ranking(res)
 
 
+def _print_profile(res: dict) -> None:
+    """One block per fact: `subject: value (since day)`, where it was said, then its earlier values."""
+    if not res["facts"]:
+        print("nothing yet: statements about you are collected as your conversations and notes are indexed")
+    for f in res["facts"]:
+        ev = f["evidence"]
+        fixed = " (your correction)" if f.get("source") == "correction" else ""
+        print(f"{f['subject']}: {f['value']}  (since {f['since'][:10]}){fixed}")
+        print(f"    {ev['path']}:{ev['startLine']}-{ev['endLine']}")
+        for h in reversed(f["history"]):
+            until = (h.get("until") or "")[:10]
+            print(f"    was: {h['value'] or '(ended)'}  ({h['from'][:10]} → {until})")
+
+
 def run(args: argparse.Namespace, config: Config) -> int:
     if not getattr(args, "memory_command", None):
         print(
-            "usage: jarvis memory {sync,search,status,set,get,delete,list,similar,recall,learn,set-image,get-image} …  (see jarvis memory --help)",
+            "usage: jarvis memory {sync,search,status,profile,set,get,delete,list,similar,recall,learn,set-image,get-image} …  (see jarvis memory --help)",
             file=sys.stderr,
         )
         return 2

@@ -10,6 +10,7 @@ and tests/contract/test_index_store.py holds the contract once, on both.
                           ChunkStore    chunk rows: read back by identity, written a batch at a time,
                                         their vectors (the missing ones, the unusable ones)
                           EmbeddingCacheStore   vectors by text hash: what is never embedded twice
+                          LedgerStore   statements about the person (memory/ledger/), by file
                           IndexStore    the three together, and the sync's session (locks, bulk loads)
     search side           FullText      ranked chunk ids for query words (BM25 or its PostgreSQL twin)
                           VectorSearch  the nearest chunk ids to a query vector
@@ -110,6 +111,23 @@ class VectorRow(NamedTuple):
     vector: np.ndarray
 
 
+class Statement(NamedTuple):
+    """One statement about the person, as the ledger keeps it (memory/ledger/): `subject` ("home",
+    "code:shed", …) given `value` when it was said, with its evidence. A later statement of the same
+    subject supersedes it; an `ending` ("we broke up") closes the subject. Derived from the sources,
+    like the chunks: a sync writes a file's statements anew whenever it indexes the file."""
+
+    subject: str
+    value: str
+    said: str  # ISO 8601 UTC: when it was said (the chunk's date, or the file's)
+    path: str
+    start_line: int
+    end_line: int
+    text: str  # the message or line it was said in (the evidence), as a snippet shows it
+    source: str = "extractor"  # extractor | model | correction
+    ending: bool = False
+
+
 class ChunkRow(NamedTuple):
     """A chunk as a search shows it."""
 
@@ -188,6 +206,19 @@ class EmbeddingCacheStore(Protocol):
     async def put_many(self, items: dict[str, np.ndarray]) -> None: ...
 
 
+class LedgerStore(Protocol):
+    """The ledger of statements about the person (memory/ledger/), kept beside the chunks of the files
+    they were said in: written a file at a time as a sync indexes it, read back whole or by subject.
+    Only statements of files the index holds are read (a file removed, or an index reset, leaves none)."""
+
+    async def replace(self, paths: list[str], statements: list[Statement]) -> None:
+        """The statements of these files are now `statements` (each of them of one of `paths`; a path
+        with none left loses all of its)."""
+
+    async def statements(self, subjects: Sequence[str] | None = None) -> list[Statement]:
+        """The statements of these subjects (None: all), oldest first."""
+
+
 class IndexStore(Protocol):
     """An engine's index as one sync writes it."""
 
@@ -197,6 +228,8 @@ class IndexStore(Protocol):
     def chunks(self) -> ChunkStore: ...
     @property
     def cache(self) -> EmbeddingCacheStore: ...
+    @property
+    def ledger(self) -> LedgerStore: ...
 
     def syncing(self) -> AbstractAsyncContextManager[None]:
         """Around a whole sync: what keeps other writers out (PostgreSQL: the agent's lock)."""
@@ -381,3 +414,7 @@ class MemoryIndex(Protocol):
 
     async def refresh(self) -> None:
         """Bring `counts` up to date where another process may change the index."""
+
+    async def statements(self, subjects: Sequence[str] | None = None) -> list[Statement]:
+        """The ledger's statements (of these subjects; None: all), oldest first, as the index holds them
+        now ([] while it cannot be read)."""

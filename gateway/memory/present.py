@@ -74,7 +74,18 @@ def prompt_section(hits: Sequence[Mapping[str, Any]]) -> str:
     statements come first where hits disagree, and an older one says what superseded it."""
     if not hits:
         return ""
-    return "\n\n## Recalled memory\n" + "\n\n".join(f"[{heading(r)}]\n{r['snippet']}" for r in hits)
+    facts = [fact_line(r) for r in hits if r.get("fact")]
+    head = "\n\n## What is true now\n" + "\n".join(facts) if facts else ""
+    return head + "\n\n## Recalled memory\n" + "\n\n".join(f"[{heading(r)}]\n{r['snippet']}" for r in hits)
+
+
+def fact_line(hit: Mapping[str, Any]) -> str:
+    """A hit the ledger chose (memory/ledger/recall.py) as one dated line: `- home: Dundee (since 2025-09-01;
+    sessions/….jsonl:4-4)`, or what held then when the question asked about an earlier time."""
+    f = hit["fact"]
+    value = f.get("value") or "(ended)"
+    span = f"{day(f.get('since'))}" + (f" until {day(f['until'])}" if f.get("until") else "")
+    return f"- {f['subject']}: {value} ({'from ' if f.get('until') else 'since '}{span}; {hit['path']}:{hit['startLine']}-{hit['endLine']})"
 
 
 def tool_line(i: int, hit: Mapping[str, Any]) -> str:

@@ -36,6 +36,8 @@ from .rerank import apply_time_decay, decay_dates, mmr_rerank
 from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
 from .search.qmd import QmdBackend
 from .search.timeline import arrange
+from .ledger.facts import facts as ledger_facts
+from .ledger.recall import LedgerRecall, as_of_time, embed_with, lead
 from .present import shape
 from .ports import IndexContext, KeyedMemories, MemoryIndex
 from .search.snippets import Exclude
@@ -53,6 +55,7 @@ READ_YOUR_WRITES_S = 10.0
 # A search asks its backend for this many results beyond k, ranked as for k: room for the arrangement
 # (repeats folded into one leave places to fill) and the optional re-ranking.
 POOL_SPARE = 5
+AS_OF_SPARE = 20  # and this many more with asOf: the hits said after it are dropped from them
 
 
 class MemoryService:
@@ -78,6 +81,7 @@ class MemoryService:
         # Deleted sessions whose chunks a sync must still drop: searches leave them out meanwhile.
         self._hidden_sessions: set[str] = set()
         self._dirty = DirtyMarks()
+        self._ledger: LedgerRecall | None = None  # made with the provider (ledger/recall.py)
         self._covering: asyncio.Future | None = None  # the running sync's, when it covers dirty marks
         self._embed_error: str | None = None
         self._opened = False
@@ -412,7 +416,10 @@ class MemoryService:
         session_key: str | None = None,
         mode: str | None = None,
         exclude: Exclude | None = None,
+        as_of: str | None = None,
     ) -> dict:
+        """`as_of` (ISO 8601 UTC, as `parse_as_of` writes it): memory as it stood then — nothing said after
+        it, the ledger's value valid then first, relative dates in the query resolved against it."""
         # The params were validated by the method's schema (memory.search, and the CLI through it).
         mode = mode or self.cfg.search.mode
         srcs = tuple(sorted(set(sources))) if sources else SOURCES
@@ -426,13 +433,15 @@ class MemoryService:
         res = await self.search_backend.search(
             query,
             k=int(k),
-            spare=0 if recovering else self._spare(int(k)),
+            spare=(0 if recovering else self._spare(int(k))) + (AS_OF_SPARE if as_of else 0),
             min_score=float(min_score) if recovering else 0.0,
             sources=srcs,
             session_key=session_key,
             mode=mode,
             exclude=exclude,
         )
+        if as_of:  # nothing said after it (an undated hit is the file's: its time is known)
+            res["results"] = [r for r in res["results"] if str(r.get("date") or "") <= as_of]
         for r in res["results"]:  # as every reader gets a hit (present.py: a keyed memory's value)
             shape(r)
         if recovering:  # no re-ranking either: results are incomplete
@@ -442,7 +451,52 @@ class MemoryService:
             )
             return res
         res["results"] = await self._rerank(query, res["results"], int(k), float(min_score))
+        res["results"] = await self._ledger_first(query, res["results"], int(k), as_of, exclude)
+        if as_of:
+            res["asOf"] = as_of
         return res
+
+    def _ledger_recall(self) -> LedgerRecall:
+        if self._ledger is None:
+            # A local model only: the subjects' descriptions and statements are never sent to an API.
+            local = self.provider is not None and not self.provider.remote and self.index.backend != "none"
+            embed = embed_with(self.provider) if local else None
+            self._ledger = LedgerRecall(embed)
+        return self._ledger
+
+    async def _ledger_first(
+        self, query: str, results: list[dict], k: int, as_of: str | None, exclude: Exclude | None = None
+    ) -> list[dict]:
+        """The ledger's statement for the question first (ledger/recall.py); the results as they were when
+        the question names no subject or the ledger cannot be read (derived data never fails a search)."""
+        try:
+            recall = self._ledger_recall()
+            subjects = await recall.subjects(query)
+            if not subjects:
+                return results
+            statements = await self.index.statements(subjects)
+            if exclude is not None:  # a chat turn's own message is never recalled as its answer
+                said = " ".join(exclude.text.split())
+                statements = [
+                    s for s in statements if not (s.path == exclude.path and " ".join(s.text.split()) in said)
+                ]
+            picked = await recall.pick(query, statements, as_of_time(as_of), as_of)
+        except Exception:
+            log.warning("memory_ledger_recall_failed", exc_info=True)
+            return results
+        if picked is None:
+            return results
+        fact, period, q = picked
+        return lead(results, fact, period, q, k)
+
+    async def profile(self) -> dict:
+        """memory.profile: what the ledger holds now — each subject's current value with its evidence and
+        history, the most recently changed first."""
+        await self._sync_if_dirty()
+        known = ledger_facts(await self.index.statements())
+        out = [f.brief() for f in known.values() if f.current is not None]
+        out.sort(key=lambda f: (f["since"], f["subject"]), reverse=True)
+        return {"facts": out}
 
     def _spare(self, k: int) -> int:
         """Results asked beyond k: POOL_SPARE, or the pool MMR and time decay choose from (3k, at least 20)."""

@@ -14,6 +14,7 @@ import orjson
 
 from .embeddings import EmbeddingProvider
 from .index.chunking import CHUNKER_VERSION
+from .ledger import LEDGER_VERSION
 from .secrets import VERSION as SECRETS_VERSION
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,6 +32,7 @@ def index_signature(cfg: "MemoryConfig", provider: EmbeddingProvider, vector_bac
             "vectorBackend": vector_backend,
             "chunking": [c.tokens, c.overlap, c.session_tokens, c.session_overlap, c.session_context, CHUNKER_VERSION],
             "redact": SECRETS_VERSION if cfg.redact_secrets else 0,
+            "ledger": LEDGER_VERSION,
         },
         option=orjson.OPT_SORT_KEYS,
     ).decode()

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import Invalid, NotFound
+from ..memory.ledger.recall import parse_as_of
 from ..memory.notes.files import MAX_NOTE_BYTES
 from ..memory.notes.keyed import CATEGORIES, KEY_PATTERN, MAX_VALUE_CHARS
 from ..memory.notes.learnings import SECTIONS
@@ -64,6 +65,13 @@ SEARCH = with_agent(
         description="restrict transcript results to this session (memory files still count)",
     ),
     mode=Str(choices=("hybrid", "fts", "vector"), optional=True, description="default: memory.search.mode"),
+    asOf=Str(
+        1,
+        64,
+        optional=True,
+        description="memory as it stood then (ISO 8601 date or datetime; a date is the end of that day): nothing "
+        "said after it, the value valid then first, relative dates in the query resolved against it",
+    ),
 )
 
 
@@ -74,9 +82,31 @@ SEARCH = with_agent(
 )
 async def search_memory(ctx: CallContext, p: dict) -> dict:
     """memory.search: the memory service's search (re-ranked); not memory.similar's nor memory.recall's."""
+    as_of = None
+    if p.get("asOf") is not None:
+        as_of = parse_as_of(p["asOf"])
+        if as_of is None:
+            raise Invalid("must be an ISO 8601 date (2025-06-01) or datetime (2025-06-01T12:00:00Z)", field="asOf")
     return await (await _memory(ctx, p)).search(
-        p["query"], k=p["k"], min_score=p["minScore"], sources=p["sources"], session_key=p["sessionKey"], mode=p["mode"]
+        p["query"],
+        k=p["k"],
+        min_score=p["minScore"],
+        sources=p["sources"],
+        session_key=p["sessionKey"],
+        mode=p["mode"],
+        as_of=as_of,
     )
+
+
+@registry.method(
+    "memory.profile",
+    with_agent(),
+    "What Jarvis believes about you now: the ledger's current facts, each with its value, since when, its "
+    "evidence and its history → {facts:[{subject, value, since, source, evidence:{path, startLine, endLine, "
+    "text}, history:[{value, from, until}]}]}. Correct one with memory.set {key: profile.<subject>}.",
+)
+async def profile(ctx: CallContext, p: dict) -> dict:
+    return await (await _memory(ctx, p)).profile()
 
 
 @registry.method(

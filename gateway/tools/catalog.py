@@ -266,7 +266,25 @@ async def _render_list(result: dict, params: dict, caller: Caller) -> ToolOutcom
     return ToolOutcome(_bounded(lines), f"{len(items)} of {total}")
 
 
+async def _render_profile(result: dict, params: dict, caller: Caller) -> ToolOutcome:
+    facts = result.get("facts") or []
+    lines = [f"{len(facts)} current fact{'' if len(facts) == 1 else 's'} about the user" + (":" if facts else ".")]
+    memory = []
+    for f in facts:
+        ev = f["evidence"]
+        was = "; ".join(
+            f"was {_short(h['value'] or '(ended)', 60)} until {str(h.get('until'))[:10]}" for h in f["history"]
+        )
+        lines.append(
+            f"- {f['subject']}: {_short(f['value'], 200)} (since {f['since'][:10]}; "
+            f"{ev['path']}:{ev['startLine']}-{ev['endLine']}){' — ' + was if was else ''}"
+        )
+        memory.append({"path": ev["path"], "startLine": ev["startLine"], "endLine": ev["endLine"]})
+    return ToolOutcome(_bounded(lines), f"{len(facts)} facts", memory=memory)
+
+
 RENDER: dict[str, Callable[[dict, dict, Caller], Awaitable[ToolOutcome]]] = {
+    "memory_profile": _render_profile,
     "memory_search": _render_search,
     "memory_get": _render_get,
     "memory_set": _render_set,

@@ -1,4 +1,4 @@
-"""The six memory tools a model can call, as data: name, the `memory.*` method each runs, the description a
+"""The seven memory tools a model can call, as data: name, the `memory.*` method each runs, the description a
 model reads, and hints for MCP clients. No gateway imports: config.py checks `chat.tools` against these
 names; catalog.py derives each tool's parameters from its method's (the registry) and runs it."""
 
@@ -92,6 +92,15 @@ TOOLS = [
         "about when, like 'what did we talk about yesterday' or 'what did I plan last week'.",
         read_only=True,
         emoji="🕰️",
+    ),
+    Tool(
+        "memory_profile",
+        "memory.profile",
+        "What is known about the user now: their current facts (home, work, partner, pets, codes, health, "
+        "…), each with since when it holds, where it was said, and its earlier values. Use it for an "
+        "overview of the user, or to check what is current before answering about their life.",
+        read_only=True,
+        emoji="🪪",
     ),
 ]
 CATALOG: dict[str, Tool] = {t.name: t for t in TOOLS}

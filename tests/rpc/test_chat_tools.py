@@ -14,7 +14,7 @@ from gateway.sessions import transcript as tx
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import wait_for
 
-NAMES = ["memory_search", "memory_get", "memory_set", "memory_delete", "memory_list", "memory_recall"]
+NAMES = ["memory_search", "memory_get", "memory_set", "memory_delete", "memory_list", "memory_recall", "memory_profile"]
 
 
 @pytest.fixture

@@ -122,7 +122,7 @@ async def test_bad_params_unknown_methods_and_not_found_mean_the_same_at_every_d
     said = {
         "bad": "Error: invalid arguments: k: must be <= 50, got 500",
         "unknown": "Error: unknown tool 'memory_forget_everything'; the tools are: memory_search, memory_get, "
-        "memory_set, memory_delete, memory_list, memory_recall",
+        "memory_set, memory_delete, memory_list, memory_recall, memory_profile",
         "missing": f"Error: memory.get failed: {missing['message']}",
     }
     calls = [

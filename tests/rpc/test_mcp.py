@@ -17,7 +17,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from gateway.registry import registry
 from tests.helpers import ROOT
 
-NAMES = ["memory_search", "memory_get", "memory_set", "memory_delete", "memory_list", "memory_recall"]
+NAMES = ["memory_search", "memory_get", "memory_set", "memory_delete", "memory_list", "memory_recall", "memory_profile"]
 
 
 def http_client(gw, token: str | None = None) -> Client:
@@ -67,6 +67,10 @@ async def _tools_and_round_trip(client: Client, key: str) -> None:
     ) == (False, True, True)
     assert by["memory_delete"].annotations.destructive_hint is True
     assert by["memory_recall"].annotations.read_only_hint is True
+    assert (by["memory_profile"].annotations.read_only_hint, by["memory_profile"].annotations.destructive_hint) == (
+        True,
+        False,
+    )
     assert all(len(t.description) > 150 for t in tools), "a paragraph written for a model"
 
     stored = await client.call_tool(

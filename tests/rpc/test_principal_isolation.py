@@ -46,10 +46,11 @@ SAMPLES: dict[str, dict] = {
     "memory.history": {"key": KEY},
     "memory.learn": {"category": "preferences", "text": "likes tea"},
     "memory.list": {},
+    "memory.profile": {},
     "memory.purge": {"key": KEY},
     "memory.recall": {"query": "PIN"},
     "memory.restore": {"key": KEY},
-    "memory.search": {"query": "zebracrossing PIN"},
+    "memory.search": {"query": "zebracrossing PIN", "asOf": "2030-01-01"},
     "memory.searchImage": {"image": PNG},
     "memory.set": {"key": KEY, "value": "overwritten"},
     "memory.setImage": {"key": "img", "image": PNG},
@@ -237,6 +238,7 @@ async def test_two_principals_two_agents_nothing_crosses_on_any_door(start_gatew
         for name, args in (
             ("memory_search", {"query": "zebracrossing bank PIN"}),
             ("memory_recall", {"query": "bank PIN"}),
+            ("memory_profile", {}),
             ("memory_list", {}),
             ("memory_get", {"key": KEY}),
         ):
@@ -289,7 +291,7 @@ async def test_a_read_principal_writes_through_no_door(start_gateway, engine, ap
         assert r.json()["error"]["type"] == "permission_error" and "'chat'" in r.json()["error"]["message"]
         assert (await http.get("/v1/models", headers=auth)).status_code == 200
 
-    read_only = ["memory_search", "memory_get", "memory_list", "memory_recall"]
+    read_only = ["memory_search", "memory_get", "memory_list", "memory_recall", "memory_profile"]
     async with _mcp(gw, tokens["reader"]) as mcp:
         assert [t.name for t in (await mcp.list_tools()).tools] == read_only
         for name in ("memory_set", "memory_delete"):

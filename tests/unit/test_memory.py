@@ -812,7 +812,7 @@ async def test_chunk_identity_migration_drops_duplicates(tmp_path):
                 "INSERT INTO chunks_vec VALUES (?, 'memory', '', ?)",
                 (cid, np.array([1, 0], dtype=np.float32).tobytes()),
             )
-        assert await migrate(db, SchemaParams()) == ["010_chunk_identity", "011_chunk_date"]
+        assert await migrate(db, SchemaParams()) == ["010_chunk_identity", "011_chunk_date", "012_ledger"]
         assert [r[0] for r in await db.fetchall("SELECT id FROM chunks ORDER BY id")] == [1, 3, 4]
         assert [r[0] for r in await db.fetchall("SELECT chunk_id FROM chunks_vec ORDER BY 1")] == [1, 3, 4]
         hits = await db.fetchall("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'alpha' ORDER BY 1")

@@ -28,6 +28,7 @@ import structlog
 from ...timeutil import now_iso
 from ..embeddings import EmbeddingError, EmbeddingProvider
 from ..embeddings.base import check_vectors, provider_name
+from ..ledger import record as ledger
 from ..ports import ChunkKey, FileStat, IndexStore, NewChunk, Scope, VectorRow, WriteBatch
 from .changes import Changes
 from .chunking import sha256
@@ -81,6 +82,7 @@ class IndexPipeline:
         gone = await rows.confirm_gone(gone) if gone else gone
         if gone:
             await rows.remove(gone)
+            await ledger.forget(self.store.ledger, gone)
             stats.removed = len(gone)
             stats.changed = True
         ready = await rows.ready(todo) if todo else todo
@@ -131,6 +133,7 @@ class IndexPipeline:
                 stats.changed = True
             return batch
 
+        await ledger.record(self.store.ledger, works)  # first: a crash between the two indexes the file again
         await self.store.chunks.write([w.sf.path for w in works if w.chunks is not None], plan)
 
     async def _drop_unusable(self, stats: SyncStats) -> None:

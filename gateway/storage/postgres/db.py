@@ -258,6 +258,28 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
     """,
     ),
+    # The ledger of statements about the person (memory/ledger/), by the file each was said in: a file's
+    # rows are replaced whenever a sync indexes it (storage/postgres/memory/ledger.py).
+    (
+        "0011_memory_ledger",
+        """
+        CREATE TABLE memory_ledger (
+            id bigserial PRIMARY KEY,
+            agent_id text NOT NULL,
+            path text NOT NULL,
+            subject text NOT NULL,
+            value text NOT NULL,
+            said text NOT NULL,
+            start_line integer NOT NULL,
+            end_line integer NOT NULL,
+            text text NOT NULL,
+            source text NOT NULL,
+            ending boolean NOT NULL DEFAULT false
+        );
+        CREATE INDEX memory_ledger_by_path ON memory_ledger (agent_id, path);
+        CREATE INDEX memory_ledger_by_subject ON memory_ledger (agent_id, subject);
+    """,
+    ),
 ]
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable, Sequence
 
 import numpy as np
 import structlog
@@ -31,7 +31,7 @@ from ....errors import Unavailable
 from ....memory.index.pipeline import IndexPipeline
 from ....memory.index.settings import SyncStats
 from ....memory.index.sources import session_path
-from ....memory.ports import IndexContext
+from ....memory.ports import IndexContext, Statement
 from ....memory.rerank import stored_vectors
 from ....memory.search.searcher import SearchOptions, Searcher
 from ....memory.sync import SyncRequest
@@ -39,6 +39,7 @@ from ...index_base import IndexBase
 from .ann import AnnIndex
 from .db import Database, index_driver, is_corruption
 from .fulltext import Fts5Search
+from .ledger import read_statements
 from .gate import Gate, GatedCache
 from .migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
 from .reader import SqliteChunkReader
@@ -407,6 +408,12 @@ class FilesMemoryIndex(IndexBase):
 
     async def refresh(self) -> None:
         """Nothing: only this process writes the file, and its syncs keep the counts current."""
+
+    async def statements(self, subjects: Sequence[str] | None = None) -> list[Statement]:
+        async with self._gate.shared():
+            if self.reader is None:
+                return []
+            return await read_statements(self.reader, subjects)
 
     # ---- the reader ---------------------------------------------------------------------------------
     @contextlib.asynccontextmanager

@@ -13,6 +13,8 @@
                       sqlite-vec, a plain table of float32 BLOBs searched with numpy. (Indexes made before
                       have `source` as a partition key, which halves insert speed; queries are the same.)
     embedding_cache   (provider, model, text hash) → vector; pruned oldest-first
+    ledger            statements about the person (memory/ledger/): subject, value, when said, evidence
+                      (path, lines, text), source, ending; a file's rows replaced when it is indexed
 
 Migrations are applied in order, each once, inside a transaction. A migration may take parameters from
 the `SchemaParams` (the FTS tokenizer); the vector table needs the embedding dimensions, which may only
@@ -186,6 +188,27 @@ async def _m011_chunk_date(db: Database, p: SchemaParams) -> None:
     await db.execute("ALTER TABLE chunks ADD COLUMN date TEXT")
 
 
+async def _m012_ledger(db: Database, p: SchemaParams) -> None:
+    """The ledger of statements about the person (memory/ledger/), by the file each was said in. Filled
+    by the rebuild that the ledger's version in the index signature causes."""
+    await db.execute(
+        """CREATE TABLE ledger (
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL,
+            subject TEXT NOT NULL,
+            value TEXT NOT NULL,
+            said TEXT NOT NULL,
+            start_line INTEGER NOT NULL,
+            end_line INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            source TEXT NOT NULL,
+            ending INTEGER NOT NULL DEFAULT 0
+        )"""
+    )
+    await db.execute("CREATE INDEX ledger_path ON ledger(path)")
+    await db.execute("CREATE INDEX ledger_subject ON ledger(subject)")
+
+
 Migration = Callable[[Database, SchemaParams], Awaitable[None]]
 
 MIGRATIONS: list[tuple[str, Migration]] = [
@@ -200,6 +223,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("009_fts_hashsize", _m009_fts_hashsize),
     ("010_chunk_identity", _m010_chunk_identity),
     ("011_chunk_date", _m011_chunk_date),
+    ("012_ledger", _m012_ledger),
 ]
 
 

@@ -26,6 +26,7 @@ from ....timeutil import now_iso
 from .ann import AnnIndex
 from .cache import EmbeddingCache
 from .db import Database, batches
+from .ledger import SqliteLedger
 from .migrations import delete_chunks, ensure_vector_table, get_meta, set_meta, vector_table
 from .vectors import VectorStore
 
@@ -265,6 +266,7 @@ class SqliteIndexStore:
         self.cache = EmbeddingCache(db, provider.name, provider.model, settings.cache_max_entries, provider.cached)
         self.files = SqliteFileRows(db, self._bump)
         self.chunks = SqliteChunks(db, settings.vector_backend, self.cache)
+        self.ledger = SqliteLedger(db)
 
     @property
     def ann(self) -> AnnIndex | None:

@@ -84,6 +84,7 @@ class SyncSession:
 async def remove_files(conn: Any, agent_id: str, paths: list[str]) -> int:
     """Drop these files' chunks (their vectors by cascade) and rows; how many files were indexed."""
     await conn.execute("DELETE FROM memory_chunks WHERE agent_id = $1 AND path = ANY($2::text[])", agent_id, paths)
+    await conn.execute("DELETE FROM memory_ledger WHERE agent_id = $1 AND path = ANY($2::text[])", agent_id, paths)
     r = await conn.execute("DELETE FROM memory_files WHERE agent_id = $1 AND path = ANY($2::text[])", agent_id, paths)
     n = int(r.split()[-1])
     if n:

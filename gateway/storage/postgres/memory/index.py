@@ -20,7 +20,7 @@ turn, and a memory file one gateway lacks is removed by that gateway's sync.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Sequence
 
 import numpy as np
 import structlog
@@ -29,7 +29,7 @@ from ....config import Config
 from ....memory.index.pipeline import IndexPipeline
 from ....memory.index.settings import SyncStats
 from ....memory.index.sources import session_path
-from ....memory.ports import IndexContext
+from ....memory.ports import IndexContext, Statement
 from ....memory.rerank import stored_vectors
 from ....memory.search.searcher import SearchOptions, Searcher
 from ....memory.sync import SyncRequest
@@ -38,6 +38,7 @@ from ..db import migrate_vectors
 from .agent import get_meta, set_meta
 from .cache import PgEmbeddingCache
 from .fulltext import FTS_CONFIG, PgFullText
+from .ledger import read_statements
 from .reader import PgChunkReader
 from .store import PgIndexStore
 from .vectors import PgVectorSearch, ensure_dims_index
@@ -199,6 +200,9 @@ class PgMemoryIndex(IndexBase):
             self.searcher.total_chunks = chunks
         self._generation = row[3] or "0"
         self.last_sync_at = row[4]
+
+    async def statements(self, subjects: Sequence[str] | None = None) -> list[Statement]:
+        return await read_statements(self.pool, self.agent_id, subjects)
 
     async def refresh(self) -> None:
         if self.store is None:

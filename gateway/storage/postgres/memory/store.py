@@ -32,6 +32,7 @@ from .agent import SyncSession, agent_lock, bump_generation, remove_files, set_m
 from .cache import PgEmbeddingCache
 from .chunks import PgChunks
 from .files import PgFileRows
+from .ledger import PgLedger
 from .vectors import HNSW_MAX_DIMS, drop_dims_index_for_load, ensure_dims_index
 
 log = structlog.get_logger("gateway.memory")
@@ -52,6 +53,7 @@ class PgIndexStore:
         self._session = SyncSession(pool, agent_id)
         self.files = PgFileRows(self._session)
         self.chunks = PgChunks(self._session, self.cache)
+        self.ledger = PgLedger(self._session)
 
     async def _locked(self) -> Any:
         """A pool connection holding the agent's sync lock (session-level; the pool's reset on release
@@ -139,6 +141,7 @@ class PgIndexStore:
             async with conn.transaction():
                 await conn.execute("DELETE FROM memory_chunks WHERE agent_id = $1", self.agent_id)
                 await conn.execute("DELETE FROM memory_files WHERE agent_id = $1", self.agent_id)
+                await conn.execute("DELETE FROM memory_ledger WHERE agent_id = $1", self.agent_id)
                 await set_meta(conn, self.agent_id, "index_signature", signature)
                 await bump_generation(conn, self.agent_id)
         finally:

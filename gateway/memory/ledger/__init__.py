@@ -1,0 +1,14 @@
+"""The ledger: what Jarvis believes about the person now, kept as memory is indexed.
+
+    lexicon.py   the subjects of a life (home, work, partner, pets, codes, …): cue words, descriptions
+    extract.py   the offline extractor: statements in what the person said, by rules and the lexicon
+    facts.py     statements as facts: each subject's values with their validity (from, until)
+    recall.py    a question's subject and time → the statement it asks about, first among the hits
+    record.py    the pipeline's step: a file's statements written to the engine's LedgerStore
+
+The statements are derived data, like the chunks: the engine keeps them beside the index (memory/ports.py's
+LedgerStore), a sync rewrites a file's whenever it indexes the file, and a rebuild makes them anew.
+"""
+
+# Part of the index signature (memory/signature.py): a new extractor rebuilds the ledger with the index.
+LEDGER_VERSION = 1

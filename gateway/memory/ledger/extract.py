@@ -1,0 +1,192 @@
+"""The offline extractor: statements about the person found in what they said, by rules and the lexicon.
+
+A statement is a sentence of the person's own (a user message of a transcript, a line of a note) that
+is not a question, not a wish or a plan ("I might move to Leeds"), speaks of the person ("I", "my",
+"we"), and names a subject of the lexicon (lexicon.py). Its value is the part that says what the subject
+is now ("… is Nadia", "… called Cloudberry", "moved to Dundee"), else the sentence. An ending ("we
+broke up", "I quit the choir", "no longer …") closes the subject. A correction, a keyed memory
+`profile.<subject>` (memory.profile's corrections), is a statement with its value as said.
+
+Pure and blocking (the pipeline runs it in a thread); English first.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+from ..index.chunking import Chunk
+from ..layout import KEYED_DIR
+from ..ports import Statement
+from .lexicon import BY_NAME, LOCKED_THINGS, SUBJECTS, qualifier
+
+CORRECTION_PREFIX = "profile."  # a keyed memory `profile.<subject>` corrects that subject
+MAX_TEXT = 600  # a statement's evidence text, at most (the message it was said in)
+MAX_VALUE = 120
+MAX_PER_SENTENCE = 2  # subjects one sentence may give a value to
+
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+# Clauses of a sentence that may each say something of their own ("my contact is my mum — she lives in Leeds").
+_CLAUSE = re.compile(r"\s+[—–-]\s+|;\s*|,\s+(?=(?:and|but|so|though|although|while)\b)")
+_ME = re.compile(r"\b(?:i|i'm|i’m|i've|i’ve|i'd|im|my|mine|me|we|we're|we’re|we've|our|us)\b", re.I)
+_OTHERS = re.compile(r"\b(?:he|she|they|his|her|their|him|them|he's|she's|they're)\b|\b[A-Z][a-z]+'s\b", re.I)
+_QUESTION = re.compile(
+    r"\?\s*$|^\W*(?:what|who|whom|whose|which|where|when|why|how|do|does|did|can|could|should|is|are|am|will|would)\b",
+    re.I,
+)
+_NOT_YET = re.compile(
+    r"\b(?:if|would|might|maybe|perhaps|thinking (?:of|about)|considering|plan(?:ning)? to|want(?:s|ed)? to|hope to|hoping"
+    r"|wish|someday|one day|should i|could i|not sure|wondering|tempted)\b",
+    re.I,
+)
+_ENDING = re.compile(
+    r"\b(?:broke up|split up|separated|divorced|quit|left (?:the|my)|no longer|not \w+ any ?more|stopped|cancell?ed"
+    r"|gave up|moved out|sold (?:the|my)|passed away|died|retired|ended)\b",
+    re.I,
+)
+_START = re.compile(
+    r"\b(?:now|new|newly|switched|changed|started|joined|got|bought|adopted|moved (?:to|into|in)|promoted|hired"
+    r"|official|renamed|upped|increased|raised|lowered|reduced|signed)\b",
+    re.I,
+)
+_VALUE_PATTERNS = (
+    re.compile(r"\b(?:called|named|renamed (?:it|him|her|them)?(?: to)?)\s+(.+)", re.I),
+    re.compile(r"\b(?:is|are|was|'s|’s)\s+(?:now\s+|still\s+|actually\s+)?(.+)", re.I),
+    re.compile(r"\b(?:to|into|at|for|with|on)\s+((?:[A-Z0-9][\w'’&.-]*\s*){1,4})"),
+)
+_CUT = re.compile(r"\s*(?:[,;:(]|\s-\s|\s—\s|\bbut\b|\bbecause\b|\bso\b|\bsince\b|\bwhich\b|\band I\b).*$", re.S)
+
+
+def _label(text: str) -> tuple[str, str] | None:
+    """("user" | another speaker, the words) of a transcript message as a chunk shows it."""
+    if text.startswith("User: "):
+        return "user", text[6:]
+    return None
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a text, each cut into its clauses."""
+    out: list[str] = []
+    for s in _SENTENCE.findall(text):
+        out.extend(c.strip() for c in _CLAUSE.split(s) if len(c.strip()) > 3)
+    return out
+
+
+def value_of(sentence: str, cue: re.Match[str]) -> str:
+    """What the sentence says the subject is: the words after its verb or preposition, after the cue."""
+    tail = sentence[cue.end() :] if cue.end() < len(sentence) else ""
+    for pat in _VALUE_PATTERNS:
+        for where in (tail, sentence):
+            m = pat.search(where)
+            if m:
+                v = _CUT.sub("", m.group(1)).strip(" .!\"'“”")
+                if v:
+                    return v[:MAX_VALUE]
+    return sentence.strip(" .!")[:MAX_VALUE]
+
+
+# A statement with a request tacked on ("The code is 4826, can you keep it for me?") is still a statement.
+_TAG = re.compile(r",\s*(?:can|could|would|will) you\b[^,]*\?\s*$|,\s*(?:right|ok|okay|yeah)\s*\?\s*$", re.I)
+
+
+def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool]]:
+    """(subject, value, ending) of each subject the sentence gives a value to ([] for a question, a
+    wish, or a sentence not about the person). `message`: the whole message it is part of (what a
+    code opens may be named in the sentence before)."""
+    s = _TAG.sub("", sentence.strip()).strip()
+    # Told to one's assistant, a statement without a person in it is the person's own ("New phone, the
+    # code is 4412"); one that speaks only of someone else ("she lives in Leeds") is not.
+    if not s or _QUESTION.search(s) or _NOT_YET.search(s) or (not _ME.search(s) and _OTHERS.search(s)):
+        return []
+    out: list[tuple[str, str, bool]] = []
+    seen: set[str] = set()
+    for subj in SUBJECTS:
+        m = subj.cues.search(s)
+        if m is None:
+            continue
+        name = subj.name
+        if subj.qualified:
+            if subj.by_cue:
+                q = m.group(0).lower().split()[-1]
+            elif subj.name == "code" and (things := list(LOCKED_THINGS.finditer(s))):
+                # the thing named nearest the code ("changed the lock: the code of the gate is …" → gate)
+                near = min(things, key=lambda t: min(abs(t.start() - m.end()), abs(m.start() - t.end())))
+                q = near.group(1).lower().replace("-", "")
+            elif subj.name == "code" and (thing := LOCKED_THINGS.search(message)):
+                q = thing.group(1).lower().replace("-", "")
+            else:
+                q = qualifier(s, m)
+            name = f"{name}:{q}" if q else name
+        if name in seen:
+            continue
+        seen.add(name)
+        ending = bool(_ENDING.search(s)) and not _START.search(s)
+        out.append((name, "" if ending else value_of(s, m), ending))
+        if len(out) >= MAX_PER_SENTENCE:
+            break
+    return out
+
+
+def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str) -> list[Statement]:
+    """The statements of one file, from its chunks as the index stores them: each user message of a
+    transcript (the core spans of its chunks) once, or each line of a note; a correction for a keyed
+    memory `profile.<subject>`."""
+    chunks = list(chunks)
+    if path.startswith(KEYED_DIR + "/"):
+        return _correction(path, chunks, fallback_date)
+    out: list[Statement] = []
+    seen: set[tuple[int, str]] = set()
+    for c in chunks:
+        when = c.date or fallback_date
+        if c.spans:
+            for line, kind, a, b in c.spans:
+                if kind != 0:
+                    continue
+                labelled = _label(c.text[a:b])
+                if labelled is None:
+                    continue
+                _, words = labelled
+                _add(out, seen, path, line, line, words, when)
+        elif not path.startswith("sessions/"):
+            for i, line_text in enumerate(c.text.split("\n")):
+                if line_text.strip() and not line_text.lstrip().startswith("#"):
+                    _add(out, seen, path, c.start_line + i, c.start_line + i, line_text.strip(" -*"), when)
+    return out
+
+
+def _add(out: list[Statement], seen: set[tuple[int, str]], path: str, a: int, b: int, words: str, when: str) -> None:
+    for sent in sentences(words):
+        for subject, value, ending in statements_of(sent, words):
+            if (a, subject) in seen:
+                continue
+            seen.add((a, subject))
+            out.append(Statement(subject, value, when, path, a, b, words[:MAX_TEXT], "extractor", ending))
+
+
+def _correction(path: str, chunks: list[Chunk], fallback_date: str) -> list[Statement]:
+    """A keyed memory `memory/keyed/<category>/profile.<subject>.md`: its value corrects the subject (an
+    empty value, "-", closes it)."""
+    name = path.rsplit("/", 1)[-1].removesuffix(".md")
+    if not name.startswith(CORRECTION_PREFIX) or not chunks:
+        return []
+    subject = name[len(CORRECTION_PREFIX) :].replace("_", ":")
+    if subject.split(":", 1)[0] not in BY_NAME:
+        return []
+    body = [ln for c in chunks for ln in c.text.split("\n") if ln.strip() and not ln.startswith(("#", "---"))]
+    body = [ln for ln in body if not re.match(r"^(?:key|category|created|updated|version):", ln)]
+    value = " ".join(" ".join(body).split())[:MAX_VALUE]
+    c = chunks[0]
+    ending = value in ("", "-")
+    return [
+        Statement(
+            subject,
+            "" if ending else value,
+            c.date or fallback_date,
+            path,
+            c.start_line,
+            chunks[-1].end_line,
+            value,
+            "correction",
+            ending,
+        )
+    ]

@@ -1,0 +1,235 @@
+"""The lexicon of life subjects: what a statement about the person can give a value to.
+
+Each subject has the words that name it in a statement or a question (`cues`, English) and a short
+description (`about`) that the embedding model matches a question against when it shares no cue word
+("Who am I going out with?" → partner). Subjects are checked in the order of `SUBJECTS`, the specific
+before the general ("landlord" before "home", "vet" before "pet", "teacher" before "child"). A
+`qualified` subject can hold several things at once (the shed's code and the wifi password are both
+codes): the word that names which one (`qualifier`) makes it a subject of its own ("code:shed").
+
+Written from what people tell an assistant about their lives, not from any benchmark's sentences; what it
+covers and misses is documented in docs/memory.md ("The ledger").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Subject:
+    name: str
+    about: str  # a description, for the embedding match of a question
+    cues: re.Pattern[str]
+    qualified: bool = False
+    by_cue: bool = False  # qualified by the cue word itself (a podcast, an app), not the word before it
+
+
+def _cue(words: str) -> re.Pattern[str]:
+    return re.compile(rf"\b(?:{words})\b", re.I)
+
+
+SUBJECTS: tuple[Subject, ...] = (
+    Subject(
+        "code",
+        "a password, passcode, PIN, lock combination, door code or wifi login: how to get in or get online",
+        _cue(r"passwords?|passcodes?|pin(?: number)?|combination|combo|door code|access code|code|wi-?fi|login"),
+        qualified=True,
+    ),
+    Subject(
+        "number",
+        "a phone number, account number, membership number, policy or reference number",
+        _cue(
+            r"(?:phone|mobile|account|policy|reference|membership|customer|licen[cs]e|passport) number|number is"
+            r"|(?:cell|mobile) is|(?:new|a|my) (?:\w+ )?number"
+        ),
+    ),
+    Subject(
+        "landlord",
+        "who owns the home the person rents: the landlord, landlady or letting agent",
+        _cue(r"landlord|landlady|letting agent|rent (?:it |the \w+ )?from|owns the (?:flat|house|apartment)"),
+    ),
+    Subject(
+        "hometown",
+        "where the person comes from: the town they grew up in, were born in, their hometown",
+        _cue(r"grew up|i'?m from|i am from|originally from|born (?:in|and raised)|hometown|home town"),
+    ),
+    Subject(
+        "home",
+        "where the person lives: their home, flat, apartment, house, town or city, address",
+        _cue(
+            r"(?:i|we)(?:'ve| have|'re| are| now| still)* (?:\w+ )?(?:live|living|moved|relocated)|moving in|move in"
+            r"|new (?:flat|house|apartment|place|home)|my address|resident|got the keys|settled in"
+        ),
+    ),
+    Subject(
+        "manager",
+        "who the person reports to at work: their manager, boss, line manager or supervisor",
+        _cue(r"(?:line )?manager|boss|supervisor|report(?:s|ing)? (?:in )?to|reports? into"),
+    ),
+    Subject(
+        "team",
+        "the team or department the person works in at their job, their colleagues",
+        _cue(r"(?:my|new|our) (?:team|department|squad|group)|moved teams|switched teams|joined the \w+ team"),
+    ),
+    Subject(
+        "role",
+        "the person's job title, position or role at work",
+        _cue(r"job title|title is|my role|new role|position|promoted|promotion"),
+    ),
+    Subject(
+        "employer",
+        "where the person works: their employer, company, firm, job",
+        _cue(
+            r"work (?:at|for)|working (?:at|for)|employer|new job|my job|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
+            r"|quit my job|left my job|handed in my notice|accepted (?:an|the|their) offer"
+            r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?\w+(?: \w+){0,3} at \w+"
+        ),
+    ),
+    Subject(
+        "partner",
+        "the person's partner: who they are dating, seeing or with, girlfriend, boyfriend, wife, husband",
+        _cue(
+            r"partner|girlfriend|boyfriend|wife|husband|fianc[ée]e?|dating|seeing (?:someone|somebody|a \w+)"
+            r"|going out with|made it official|it'?s official|moved in together|engaged|married|broke up|split up"
+            r"|met someone|met somebody|first date"
+            r"|we(?:'re| are) together"
+        ),
+    ),
+    Subject(
+        "vet",
+        "the vet, veterinary practice or clinic that looks after the person's pet",
+        _cue(r"vets?|veterinar\w*|animal hospital"),
+    ),
+    Subject(
+        "dentist",
+        "the dentist or dental practice that looks after the person's teeth",
+        _cue(r"dentists?|dental|orthodontist|hygienist"),
+    ),
+    Subject(
+        "doctor",
+        "the person's doctor, GP, surgery, clinic, therapist or specialist",
+        _cue(r"doctor|gp|physician|surgery|therapist|physio(?:therapist)?|consultant|specialist"),
+    ),
+    Subject(
+        "teacher",
+        "the teacher of the person's child: who teaches their son's or daughter's class",
+        _cue(r"teacher|teaches (?:her|his|their) class|form tutor|class teacher|head of year"),
+    ),
+    Subject(
+        "school",
+        "the school, nursery or college the person's child goes to",
+        _cue(r"(?:his|her|their|the kids'?) school|nursery|goes to (?:school|\w+ (?:primary|school|academy))"),
+    ),
+    Subject(
+        "medication",
+        "a medicine the person takes: its name, dose in milligrams, pills, prescription",
+        _cue(r"medication|medicine|pills?|tablets?|dose|dosage|mg|milligrams?|prescri\w+|inhaler"),
+    ),
+    Subject(
+        "allergy",
+        "what the person is allergic to: an allergy or intolerance",
+        _cue(r"allergic|allergy|allergies|intoleran\w+"),
+    ),
+    Subject(
+        "diet",
+        "what the person eats: their diet, vegetarian, vegan, meat, dairy, gluten",
+        _cue(r"diet|vegetarian|vegan|pescatarian|eat(?:ing)? meat|no meat|meat-free|dairy-free|gluten-free|keto"),
+    ),
+    Subject(
+        "pet",
+        "the person's pet: their dog, cat or other animal, its name or breed",
+        _cue(r"dog|puppy|cat|kitten|pet|rabbit|hamster|parrot|tortoise|guinea pig"),
+    ),
+    Subject(
+        "vehicle",
+        "the person's vehicle: the car, van, bike, bicycle or motorbike they drive or ride",
+        _cue(r"car|van|bike|bicycle|e-?bike|motorbike|scooter|drive a|ride a|cycle to work"),
+    ),
+    Subject(
+        "child",
+        "the person's children: son, daughter, kids, baby",
+        _cue(r"my (?:son|daughter|kids?|children|baby|little one)"),
+    ),
+    Subject(
+        "schedule",
+        "which day or evening a regular activity is on: training, practice, rehearsal, class night",
+        _cue(
+            r"(?:training|practice|rehearsals?|sessions?|classes|lessons?|meet-?ups?)(?: \w+)? (?:is|are|on|moved)"
+            r"|(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s? (?:night|evening)s?"
+        ),
+        qualified=True,
+    ),
+    Subject(
+        "course",
+        "a course or class the person takes and their level in it",
+        _cue(r"course|level|grade|module|beginner|intermediate|advanced|[abc][12] class"),
+        qualified=True,
+    ),
+    Subject(
+        "membership",
+        "a club, gym, choir, society or group the person is a member of",
+        _cue(r"member|membership|joined the|quit the|left the|signed up (?:to|for)|club|gym|choir|society|league"),
+        qualified=True,
+    ),
+    Subject(
+        "coaching",
+        "who or what age group the person coaches, volunteers with or leads",
+        _cue(r"coach(?:ing)?|volunteer(?:ing)?|age group|under-?\d+s?|u\d\ds?"),
+    ),
+    Subject(
+        "project",
+        "the name of something the person is making: a project, app, side project, gadget, podcast, blog",
+        _cue(r"project|app|side project|podcast|blog|newsletter|band|gadget|robot|game"),
+        qualified=True,
+        by_cue=True,
+    ),
+    Subject(
+        "appointment",
+        "an appointment, booking or meeting the person has at a date and time",
+        _cue(r"appointment|booked|booking|check-?up|scheduled for|exam|scan"),
+        qualified=True,
+    ),
+    Subject(
+        "phone",
+        "the person's phone, mobile plan, network or contract",
+        _cue(r"phone plan|mobile plan|contract|network|sim"),
+    ),
+)
+
+BY_NAME = {s.name: s for s in SUBJECTS}
+
+# Words that name no thing: never a qualifier ("my code", "the new password").
+_NOT_A_QUALIFIER = frozenset(
+    """a an the my our your his her their its this that new old current same other another each every
+    is are was were be been it i we you he she they me us them to of for on in at with from by and or
+    but so now still just also then there here what which who whose where when how why not no yes
+    changed set reset updated remember note usual actual real big small little good great first second next
+    last latest""".split()
+)
+_WORD = re.compile(r"[a-z][a-z'’-]*")
+
+
+# What a code opens, named anywhere in its sentence (it names the code better than the word before "code").
+LOCKED_THINGS = re.compile(
+    r"\b(wi-?fi|internet|router|alarm|garage|gate|door|shed|locker|safe|storage|padlock|bike lock|building|office|"
+    r"cabin|phone|laptop|computer|bank|card|account|email)\b",
+    re.I,
+)
+
+
+def qualifier(sentence: str, cue: re.Match[str]) -> str:
+    """Which thing of a qualified subject a sentence is about: the word before its cue ("the shed
+    combination" → shed), else the noun after "for/of/on/to the|my" ("the code for the gate" → gate)."""
+    before = _WORD.findall(sentence[: cue.start()].lower())
+    if before and before[-1] not in _NOT_A_QUALIFIER and not before[-1].endswith(("'s", "’s")):
+        return before[-1]
+    after = re.search(
+        r"\b(?:for|of|on|to|at)\s+(?:(?:the|my|our)\s+(?:\w+\s+)?)?([a-z][a-z-]+)", sentence[cue.end() :].lower()
+    )
+    if after and after.group(1) not in _NOT_A_QUALIFIER:
+        return after.group(1)
+    if before and len(before) >= 2 and before[-1].endswith(("'s", "’s")):
+        return before[-1].rstrip("'’s")
+    return ""

@@ -1,0 +1,310 @@
+"""Recall from the ledger: a question about a subject gets that subject's statement as a candidate,
+even when it shares no word with the question.
+
+1. **Which subject** (`subjects_of`): the lexicon's words in the question, else the subject whose
+   description the question's embedding is closest to (lexicon.py's `about`).
+2. **Which thing of it**: of the subject's facts (a qualified subject has several: the shed's code, the
+   wifi's), the one whose statements are closest to the question (embeddings; the overlap of words
+   without them), if close enough.
+3. **Which time** (`when_asked`): the present, unless the question asks about an earlier time —
+   "originally"/"at first" (the first value), "before X"/"previous"/"used to"/"old" (the value before
+   X's, or before the current one), a date or "in March"/"last spring" (the value valid then, resolved
+   against `asOf` where given). A question in the past tense that names no earlier time ("What was the
+   amount I was approved for?") asks about the present.
+4. **Where it goes** (`lead`): the chosen statement first, as a hit of its own (dated, with `fact`:
+   subject, value, since); for the present, the hits that show a superseded value of the same fact are
+   marked `supersededBy` and go after those that do not.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Awaitable, Callable, Literal, Sequence
+
+import numpy as np
+
+from ...timeutil import parse_iso, to_iso
+from ..index.chunking import text_date
+from ..index.sources import session_key_of
+from ..ports import Statement
+from .facts import Fact, Period, facts
+from .lexicon import SUBJECTS
+
+Asked = Literal["present", "first", "before", "at"]
+
+# (WordLlama's cosines are small: a question and the description of its subject score ~0.3, unrelated
+# ones below ~0.2.)
+SUBJECT_COSINE = 0.25  # a question this close to a subject's description is about it (no cue word)
+SUBJECT_MARGIN = 0.06  # ...and this much closer than to the next subject
+QUALIFIER_BONUS = 0.3  # a fact whose qualifier the question names ("the shed code") beats the others
+LEAD_SCORE = 1.0
+MAX_VECTORS = 4096  # statement vectors kept between searches
+
+_FIRST = re.compile(r"\b(?:originally|original|initially|at first|at the start|first|to begin with)\b", re.I)
+_BEFORE = re.compile(r"\bbefore\s+(\w+(?:\s+\w+)?)", re.I)
+_EARLIER = re.compile(
+    r"\b(?:previous(?:ly)?|prior|used to|formerly|former|old|older|earlier|back then|back when|ago|in the past)\b",
+    re.I,
+)
+_MONTHS = "january february march april may june july august september october november december".split()
+_IN_MONTH = re.compile(rf"\bin ({'|'.join(_MONTHS)})\b", re.I)
+_LAST = re.compile(r"\blast (year|spring|summer|autumn|fall|winter|month|week)\b", re.I)
+_SEASON_MONTH = {"spring": 4, "summer": 7, "autumn": 10, "fall": 10, "winter": 1}
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    "a an the my i me is are was were do does did what who which where when how am at to of in on for with "
+    "now these days still currently current i'm it its and or be been have has had can get".split()
+)
+
+
+# "my parents", "my brother's": a question about another person's life, not the person's.
+_SOMEONE_ELSE = re.compile(
+    r"\bmy (?:parents|mum|mom|mother|dad|father|brother|sister|friend|best friend|cousin|aunt|uncle|"
+    r"grand\w+|colleague|neighbou?r|son|daughter|kids?|child(?:ren)?|partner|wife|husband|girlfriend|boyfriend)(?:'s|s)?\b",
+    re.I,
+)
+# ...except the subjects that are about the person's family or pets anyway.
+ABOUT_OTHERS = frozenset({"teacher", "school", "child", "partner", "pet", "vet"})
+
+
+@dataclass
+class Question:
+    asked: Asked
+    at: str | None = None  # "at": the time asked about (ISO 8601)
+    before: frozenset[str] = frozenset()  # "before X": X's words
+
+
+def when_asked(query: str, now: datetime) -> Question:
+    """Which time a question asks about (see the module); relative dates against `now`."""
+    if d := text_date(query):
+        return Question("at", d)
+    m = _IN_MONTH.search(query)
+    if m:
+        month = _MONTHS.index(m.group(1).lower()) + 1
+        year = now.year if month <= now.month else now.year - 1
+        return Question("at", to_iso(datetime(year, month, 15, tzinfo=timezone.utc)))
+    m = _LAST.search(query)
+    if m:
+        unit = m.group(1).lower()
+        if unit == "year":
+            at = now - timedelta(days=365)
+        elif unit == "month":
+            at = now - timedelta(days=30)
+        elif unit == "week":
+            at = now - timedelta(days=7)
+        else:
+            # the last such season that is over: this year's if it ended before this month, else last year's
+            month = _SEASON_MONTH[unit]
+            year = now.year if month + 2 < now.month else now.year - 1
+            at = datetime(year, month, 15, tzinfo=timezone.utc)
+        return Question("at", to_iso(at))
+    if _FIRST.search(query):
+        return Question("first")
+    m = _BEFORE.search(query)
+    if m:
+        return Question("before", before=frozenset(_words(m.group(1))))
+    if _EARLIER.search(query):
+        return Question("before")
+    return Question("present")
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1]
+
+
+def subjects_of(query: str) -> list[str]:
+    """The lexicon's subjects the question names by a cue word, in the lexicon's order."""
+    return [s.name for s in SUBJECTS if s.cues.search(query)]
+
+
+Embed = Callable[[list[str]], Awaitable[np.ndarray]]
+
+
+class LedgerRecall:
+    """Picks the statement a question asks about. `embed`: the memory's embedding provider (None: words
+    only). Keeps the vectors of the subjects' descriptions and of recent statements."""
+
+    def __init__(self, embed: Embed | None):
+        self.embed = embed
+        self._about: np.ndarray | None = None
+        self._vectors: dict[str, np.ndarray] = {}
+
+    async def _vecs(self, texts: list[str]) -> list[np.ndarray] | None:
+        if self.embed is None:
+            return None
+        todo = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if todo:
+            out = await self.embed(todo)
+            if len(self._vectors) + len(todo) > MAX_VECTORS:
+                self._vectors.clear()
+            for t, v in zip(todo, out):
+                n = float(np.linalg.norm(v))
+                self._vectors[t] = v / n if n > 0 else v
+        return [self._vectors[t] for t in texts]
+
+    async def subjects(self, query: str) -> list[str]:
+        """The subjects a question is about: by cue words, else by the embedding of its description. A
+        question about someone else's life ("Where do my parents live?") is about none of the person's."""
+        if _SOMEONE_ELSE.search(query):
+            return [s for s in subjects_of(query) if s in ABOUT_OTHERS]
+        named = subjects_of(query)
+        if named or self.embed is None:
+            return named
+        vecs = await self._vecs([query, *(s.about for s in SUBJECTS)])
+        if vecs is None:
+            return []
+        q, about = vecs[0], np.stack(vecs[1:])
+        sims = about @ q
+        order = np.argsort(-sims)
+        best, second = float(sims[order[0]]), float(sims[order[1]])
+        if best >= SUBJECT_COSINE and best - second >= SUBJECT_MARGIN:
+            return [SUBJECTS[int(order[0])].name]
+        return []
+
+    async def pick(
+        self, query: str, statements: Sequence[Statement], now: datetime, as_of: str | None = None
+    ) -> tuple[Fact, Period, Question] | None:
+        """The fact a question asks about and its period for the time asked, or None."""
+        known = facts(statements, as_of)
+        if not known:
+            return None
+        q = when_asked(query, now)
+        ranked = await self._rank(query, list(known.values()))
+        if not ranked:
+            return None
+        fact = ranked[0]
+        period = _period(fact, q)
+        return (fact, period, q) if period is not None else None
+
+    async def _rank(self, query: str, candidates: list[Fact]) -> list[Fact]:
+        """The facts of the question's subjects, the one it asks about first: the one whose qualifier it
+        names, then the one whose statements are closest to it (embeddings; shared words without)."""
+        if len(candidates) == 1:
+            return candidates
+        texts = [[s.text for p in f.periods for s in p.sayings] for f in candidates]
+        qwords = set(_words(query))
+        vecs = await self._vecs([query, *(t for ts in texts for t in ts)])
+        scored: list[tuple[float, int]] = []
+        pos = 1
+        for i, (f, ts) in enumerate(zip(candidates, texts)):
+            qual = f.subject.split(":", 1)[1] if ":" in f.subject else ""
+            bonus = QUALIFIER_BONUS if qual and qual in qwords else 0.0
+            if vecs is not None:
+                sim = max(float(vecs[0] @ vecs[pos + j]) for j in range(len(ts)))
+                pos += len(ts)
+            else:
+                sim = max((len(qwords & set(_words(t))) / max(1, len(qwords)) for t in ts), default=0.0)
+            scored.append((sim + bonus, i))
+        scored.sort(reverse=True)
+        return [candidates[i] for _, i in scored]
+
+
+def _period(fact: Fact, q: Question) -> Period | None:
+    live = [p for p in fact.periods if not p.ending]
+    if not live:
+        return None
+    if q.asked == "present":
+        return fact.periods[-1]  # an ending too: "Am I still a member?" is answered by "I quit"
+    if q.asked == "first":
+        return live[0]
+    if q.asked == "at" and q.at:
+        return fact.at(q.at)
+    # before: the value before the one that names X, else before the current one
+    if q.before:
+        for i, p in enumerate(fact.periods):
+            words = set(_words(p.value + " " + p.statement.text))
+            if i and q.before & words:
+                prev = [x for x in fact.periods[:i] if not x.ending]
+                return prev[-1] if prev else None
+    prev = [p for p in fact.periods[:-1] if not p.ending]
+    return prev[-1] if prev else None
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question, k: int) -> list[dict[str, Any]]:
+    """The results with the chosen statement first (a hit of its own, unless one of them shows it
+    already: that one moves up), and for the present the hits showing a superseded value of the fact
+    marked and moved after the rest. Scores stay in [0, 1] and non-increasing."""
+    ev = period.statement
+    said = _norm(ev.text)[:120]
+    first: dict[str, Any] | None = None
+    rest: list[dict[str, Any]] = []
+    for r in results:
+        if first is None and said and said in _norm(r.get("snippet") or ""):
+            first = dict(r)
+        else:
+            rest.append(r)
+    if first is None:
+        first = {
+            "path": ev.path,
+            "source": "sessions" if ev.path.startswith("sessions/") else "memory",
+            "startLine": ev.start_line,
+            "endLine": ev.end_line,
+            "score": LEAD_SCORE,
+            "snippet": ("User: " + ev.text)
+            if ev.source == "extractor" and ev.path.startswith("sessions/")
+            else ev.text,
+            "date": ev.said,
+        }
+        if key := session_key_of(ev.path):
+            first["sessionKey"] = key
+    first["fact"] = {"subject": fact.subject, "value": period.value, "since": period.since}
+    if period.until:
+        first["fact"]["until"] = period.until
+    if q.asked == "present":
+        old = {_norm(s.text)[:120] for p in fact.periods if p is not period for s in p.sayings}
+        old.discard(said)
+        fresh, stale = [], []
+        for r in rest:
+            snip = _norm(r.get("snippet") or "")
+            if any(o and o in snip for o in old):
+                r = dict(r)
+                r["supersededBy"] = max(str(r.get("supersededBy") or ""), period.since)
+                stale.append(r)
+            else:
+                fresh.append(r)
+        rest = fresh + stale
+    out = [first, *rest][:k]
+    ceiling = 1.0
+    for i, r in enumerate(out):
+        if i == 0:
+            r["score"] = LEAD_SCORE
+            continue
+        r = out[i] = dict(r)
+        ceiling = min(ceiling, float(r.get("score") or 0.0))
+        r["score"] = round(min(ceiling, 0.999999), 6)
+    return out
+
+
+def embed_with(provider: Any) -> Embed | None:
+    """The embedding function of a provider that is enabled (None otherwise)."""
+    if provider is None or not getattr(provider, "enabled", False):
+        return None
+
+    async def embed(texts: list[str]) -> np.ndarray:
+        return np.asarray(await provider.embed(texts), dtype=np.float32)
+
+    return embed
+
+
+def as_of_time(as_of: str | None) -> datetime:
+    """The time a search is as of: `asOf`, or now."""
+    dt = parse_iso(as_of) if as_of else None
+    return dt if dt is not None else datetime.now(timezone.utc)
+
+
+def parse_as_of(text: str) -> str | None:
+    """`asOf` as the index writes times (ISO 8601 UTC); a date alone means the end of that day. None when
+    it is neither a date nor a datetime."""
+    text = text.strip()
+    dt = parse_iso(text)
+    if dt is None:
+        return None
+    if len(text) == 10:  # a date: all of that day
+        dt = dt + timedelta(days=1) - timedelta(milliseconds=1)
+    return to_iso(dt)

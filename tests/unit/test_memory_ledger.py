@@ -1,0 +1,201 @@
+"""The ledger's pure parts (memory/ledger/): the offline extractor, facts and their validity, which time
+a question asks about, and where the chosen statement goes among the hits."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.memory.index.chunking import make_chunk
+from gateway.memory.ledger.extract import from_chunks, statements_of
+from gateway.memory.ledger.facts import facts
+from gateway.memory.ledger.recall import LedgerRecall, lead, parse_as_of, subjects_of, when_asked
+from gateway.memory.ports import Statement
+
+NOW = datetime(2026, 3, 10, tzinfo=timezone.utc)
+
+
+def subjects(sentence: str) -> list[str]:
+    return [s for s, _, _ in statements_of(sentence)]
+
+
+@pytest.mark.parametrize(
+    ("sentence", "subject"),
+    [
+        ("I live in Leeds now, near the station.", "home"),
+        ("We moved to a flat in Dundee last month.", "home"),
+        ("My new manager is Fatima.", "manager"),
+        ("I report to Jonas these days.", "manager"),
+        ("My girlfriend Elin and I went hiking.", "partner"),
+        ("Got a puppy! A beagle called Toast.", "pet"),
+        ("My dentist is Dr Osei on Park Road.", "dentist"),
+        ("I'm allergic to penicillin.", "allergy"),
+        ("I've gone vegetarian.", "diet"),
+        ("I drive a blue Skoda now.", "vehicle"),
+        ("The wifi password is otter-blue-7.", "code:wifi"),
+        ("The shed combination is 4471.", "code:shed"),
+        ("I started a podcast called Night Owls.", "project:podcast"),
+        ("I work at Globex as a tester.", "employer"),
+    ],
+)
+def test_a_statement_names_its_subject(sentence, subject):
+    assert subject in subjects(sentence)
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Where do I live?",  # a question asks
+        "What's my wifi password?",
+        "Do you know who my manager is",
+        "I might move to Leeds next year.",  # a plan states nothing yet
+        "I'm thinking about getting a dog.",
+        "If I had a car I'd drive to Wales.",
+        "She lives in Brampton with her dog.",  # someone else's life
+        "Can you suggest a recipe with leeks?",
+    ],
+)
+def test_questions_plans_and_other_peoples_lives_state_nothing(sentence):
+    assert statements_of(sentence) == []
+
+
+def test_an_ending_closes_its_subject():
+    [(subject, value, ending)] = statements_of("Elin and I broke up last week.")
+    assert (subject, value, ending) == ("partner", "", True)
+    assert [e for _, _, e in statements_of("I quit the choir.")] == [True]
+    # a change is no ending: "left … and joined" sets a new value
+    assert [e for _, _, e in statements_of("I left Acme and started at Globex.")] == [False]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_any_text_extracts_without_failing_and_questions_never_state(text):
+    for subject, value, ending in statements_of(text):
+        assert subject and (value == "" if ending else isinstance(value, str))
+    assert statements_of(text.rstrip() + "?") == [] or not text.strip()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(max_size=120), max_size=6))
+def test_any_transcript_chunk_extracts_only_user_messages_with_their_lines(messages):
+    text, spans, off = "", [], 0
+    for i, m in enumerate(messages):
+        label = ("User: " if i % 2 == 0 else "Assistant: ") + m
+        spans.append((i + 2, 0, off, off + len(label)))
+        text += label + "\n"
+        off += len(label) + 1
+    chunk = make_chunk(2, len(messages) + 2, text, tuple(spans), "", "2025-01-01T00:00:00.000Z")
+    for s in from_chunks("sessions/x.jsonl", [chunk], "2024-01-01T00:00:00.000Z"):
+        assert s.start_line % 2 == 0 and s.said == "2025-01-01T00:00:00.000Z" and s.source == "extractor"
+
+
+def st_(subject: str, value: str, day: str, ending: bool = False, source: str = "extractor") -> Statement:
+    return Statement(subject, value, f"{day}T10:00:00.000Z", f"sessions/{day}.jsonl", 2, 2, value, source, ending)
+
+
+def test_facts_hold_from_their_statement_until_the_next_and_repeats_keep_their_since():
+    got = facts(
+        [
+            st_("home", "Dundee", "2025-09-01"),
+            st_("home", "Leeds", "2025-01-01"),
+            st_("home", "leeds", "2025-03-01"),  # said again: the same period
+            st_("partner", "Elin", "2025-02-01"),
+            st_("partner", "", "2025-04-01", ending=True),
+            st_("pet", "", "2025-04-01", ending=True),  # an ending of nothing known
+        ]
+    )
+    home = got["home"]
+    assert [(p.value, p.since[:10], (p.until or "")[:10]) for p in home.periods] == [
+        ("Leeds", "2025-01-01", "2025-09-01"),
+        ("Dundee", "2025-09-01", ""),
+    ]
+    assert home.current is not None and home.current.value == "Dundee"
+    assert home.at("2025-05-01T00:00:00.000Z").value == "Leeds"  # type: ignore[union-attr]
+    assert home.at("2024-05-01T00:00:00.000Z") is None
+    assert got["partner"].current is None and "pet" not in got
+    brief = home.brief()
+    assert brief["value"] == "Dundee" and brief["history"] == [
+        {"value": "Leeds", "from": "2025-01-01T10:00:00.000Z", "until": "2025-09-01T10:00:00.000Z"}
+    ]
+    # as of a time: nothing said after it
+    assert (
+        facts([st_("home", "Leeds", "2025-01-01"), st_("home", "Dundee", "2025-09-01")], "2025-06-01")[
+            "home"
+        ].current.value
+        == "Leeds"
+    )  # type: ignore[union-attr]
+
+
+def test_a_correction_is_a_statement_of_its_own_and_the_later_one_holds():
+    got = facts([st_("home", "Leeds", "2025-01-01"), st_("home", "York", "2025-02-01", source="correction")])
+    assert got["home"].brief()["source"] == "correction" and got["home"].brief()["value"] == "York"
+
+
+@pytest.mark.parametrize(
+    ("question", "asked"),
+    [
+        ("Where do I live now?", "present"),
+        ("What was the amount I was pre-approved for?", "present"),  # past tense, no earlier time
+        ("Who was my manager originally?", "first"),
+        ("Where did I live before Ottawa?", "before"),
+        ("What was my old phone number?", "before"),
+        ("Where did I live in March?", "at"),
+        ("Who was my landlord last spring?", "at"),
+        ("What happened on 3 May 2025?", "at"),
+    ],
+)
+def test_which_time_a_question_asks_about(question, asked):
+    assert when_asked(question, NOW).asked == asked
+
+
+def test_relative_dates_resolve_against_the_time_given():
+    assert when_asked("Where did I live in March?", NOW).at == "2026-03-15T00:00:00.000Z"
+    assert when_asked("Where did I live in March?", datetime(2025, 1, 5, tzinfo=timezone.utc)).at.startswith("2024-03")  # type: ignore[union-attr]
+    assert when_asked("Where did I live before Ottawa?", NOW).before == frozenset({"ottawa"})
+
+
+def test_as_of_takes_a_date_or_a_datetime():
+    assert parse_as_of("2025-06-01") == "2025-06-01T23:59:59.999Z"
+    assert parse_as_of("2025-06-01T12:00:00+02:00") == "2025-06-01T10:00:00.000Z"
+    assert parse_as_of("last tuesday") is None and parse_as_of("") is None
+
+
+def test_subjects_by_cue_and_none_for_someone_elses_life():
+    assert subjects_of("What's my wifi password?") == ["code"]
+    assert subjects_of("Who's my boss?") == ["manager"]
+
+
+async def test_the_pick_follows_the_question_and_lead_puts_it_first_and_marks_the_superseded():
+    recall = LedgerRecall(None)  # words only
+    ss = [
+        st_("partner", "Elin", "2025-01-01"),
+        st_("partner", "Noor", "2025-08-01"),
+        st_("code:wifi", "otter-7", "2025-02-01"),
+        st_("code:shed", "4471", "2025-03-01"),
+        st_("code:shed", "9902", "2025-09-01"),
+    ]
+    assert await recall.subjects("Where do my parents live?") == []
+    fact, period, q = await recall.pick("Who am I dating now?", [s for s in ss if s.subject == "partner"], NOW)  # type: ignore[misc]
+    assert period.value == "Noor" and q.asked == "present"
+    _, period, _ = await recall.pick("Who was I dating before Noor?", ss[:2], NOW)  # type: ignore[misc]
+    assert period.value == "Elin"
+    fact, period, _ = await recall.pick("What's the shed code?", ss[2:], NOW)  # type: ignore[misc]
+    assert fact.subject == "code:shed" and period.value == "9902"
+    _, period, _ = await recall.pick("What was the shed code originally?", ss[2:], NOW)  # type: ignore[misc]
+    assert period.value == "4471"
+
+    fact, period, q = await recall.pick("Who am I dating now?", ss[:2], NOW)  # type: ignore[misc]
+    hits = [
+        {"path": "sessions/a.jsonl", "startLine": 2, "endLine": 3, "score": 0.9, "snippet": "User: Elin", "date": "x"},
+        {"path": "sessions/c.jsonl", "startLine": 2, "endLine": 3, "score": 0.5, "snippet": "User: leeks", "date": "y"},
+    ]
+    out = lead(hits, fact, period, q, 5)
+    assert out[0]["path"] == "sessions/2025-08-01.jsonl" and out[0]["fact"]["value"] == "Noor"
+    assert [r["snippet"] for r in out[1:]] == ["User: leeks", "User: Elin"]
+    assert out[2]["supersededBy"] == period.since
+    assert all(0 <= r["score"] <= 1 for r in out) and [r["score"] for r in out] == sorted(
+        (r["score"] for r in out), reverse=True
+    )
