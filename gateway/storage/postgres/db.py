@@ -282,6 +282,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
     """,
     ),
+    # audit.list of one principal reads its newest rows by this index and stops at the LIMIT, however big
+    # the table (the whole table's newest: the primary key, backwards).
+    (
+        "0011_audit_by_principal",
+        """
+        CREATE INDEX audit_by_principal ON audit (principal, id);
+    """,
+    ),
 ]
 
 
