@@ -592,6 +592,23 @@ class StorageConfig:
 
 
 @dataclass
+class AuditConfig:
+    max_bytes: int = _f(
+        16 << 20,
+        ge=4096,
+        doc="the files engine's audit.jsonl is rotated (to audit.1.jsonl, …) once it holds this many bytes",
+    )
+    max_age_days: float = _f(
+        30.0,
+        ge=0.0,
+        on_from=0.0001,
+        doc="…or once its first entry is this old; 0 = by size only. PostgreSQL: rows older than "
+        "maxAgeDays × (keep + 1) are deleted",
+    )
+    keep: int = _f(4, ge=0, le=100, doc="rotated audit files kept (the oldest beyond them is deleted)")
+
+
+@dataclass
 class Config:
     state_dir: Path = _f(factory=lambda: Path("~/.jarvis").expanduser())
     workspace: Path | None = _f(None, doc="default <stateDir>/workspace")
@@ -606,6 +623,7 @@ class Config:
     agents: AgentsConfig = _f(factory=AgentsConfig)
     memory: MemoryConfig = _f(factory=MemoryConfig)
     storage: StorageConfig = _f(factory=StorageConfig)
+    audit: AuditConfig = _f(factory=AuditConfig)
 
     # ---- derived paths -------------------------------------------------------------------------
     @property

@@ -16,8 +16,9 @@ For every call, in this order:
 4. run: the handler, inside `services.request_scope()` (agents it opens count as in use meanwhile), with
    the principal as `calls.ACTING` (a chat run it starts runs the model's tool calls as it);
    audit: a write or delete of memory or sessions, and a principal change, is recorded — who, which
-   method, on what (its key, session, path or name), through which door, when, whether it was done —
-   through the storage's AuditLog (never a body, a value or a token);
+   method, on what (its key, session, path or name, as the schema took it), through which door, when,
+   whether it was done — through the storage's AuditLog (never a body, a value or a token); a refusal
+   repeated within a minute is counted into one entry (auditing.py);
 5. one error value: whatever the handler raised comes out as a JarvisError of errors.py: itself;
    DiskFull for a write that found no space; a retryable Unavailable when the process is out of file
    descriptors or the database cannot be reached; else InternalError with an errorId, whose traceback
@@ -44,6 +45,7 @@ from .timeutil import now_iso
 import structlog
 
 from .calls import ACTING, Call, CallContext, Door, ServiceAccess
+from .auditing import AuditRecorder
 from .principals import AUDIT_TARGETS, AUDITED, METHOD_SCOPES, OWNER, Principal
 from .errors import (
     Forbidden,
@@ -73,6 +75,8 @@ class Dispatcher:
     def __init__(self, services: ServiceAccess, methods: Registry = registry):
         self.services = services
         self.methods = methods
+        # The audit log's writer: refusals repeated within a minute are counted, not each written.
+        self.auditor = AuditRecorder(lambda entry: self.services.storage.audit().append(entry))
 
     # ---- the path ------------------------------------------------------------------------------------
     def find(self, call: Call) -> MethodSpec:
@@ -112,14 +116,15 @@ class Dispatcher:
     async def perform(self, call: Call) -> Any:
         """Run `call` to its result; every failure raises as a JarvisError."""
         acting = ACTING.set(call.principal)
-        params: Any = call.params
+        checked: Any = None  # the params as the schema took them (what the audit may name)
         ok = False
         context = self._context(call)
         try:
             spec = self.find(call)
             if not spec.waits:
                 return spec.handler(context, self._validated(call, spec))
-            params = self._validated(call, spec)
+            checked = spec.params.validate(call.params)
+            params = checked = self.reach(call.principal, spec, checked)
             with self.services.request_scope():
                 result = await spec.handler(context, params)
             ok = True
@@ -129,11 +134,14 @@ class Dispatcher:
         finally:
             ACTING.reset(acting)
             if call.method in AUDITED:
-                await self.audit(call, params, ok, context.noted)
+                await self.audit(call, checked, ok, context.noted)
 
     async def audit(self, call: Call, params: Any, ok: bool, noted: dict[str, Any] | None = None) -> None:
-        """Record the call in the audit log (AUDITED methods, done or refused). A log that cannot be
-        written is logged, never the call's failure: what was done is done."""
+        """Record the call in the audit log (AUDITED methods, done or refused; auditing.py collapses a
+        refusal repeated within a minute). `params`: as the method's schema took them, or None (refused
+        before): an entry names only what was valid. A log that cannot be written is logged, never the
+        call's failure: what was done is done. `noted`: what the handler added (chat.confirm: who started
+        the run)."""
         entry: dict[str, Any] = {
             "at": now_iso(),
             "principal": call.principal.name,
@@ -149,10 +157,7 @@ class Dispatcher:
             if target is not None:
                 entry["target"] = target[:200]
         entry.update(noted or {})
-        try:
-            await self.services.storage.audit().append(entry)
-        except Exception as exc:  # noqa: BLE001 - a full disk or a database gone: said, never raised
-            log.warning("audit entry not written", method=call.method, error=type(exc).__name__)
+        await self.auditor.record(entry)
 
     def perform_now(self, call: Call, spec: MethodSpec) -> Any:
         """`perform` for a method that never waits (`spec.waits` False, found with `find`): no task, no

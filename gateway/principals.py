@@ -99,6 +99,18 @@ AUDITED: frozenset[str] = frozenset(m for m, s in METHOD_SCOPES.items() if s == 
 }
 # The param an audit entry names as the call's target (never a body, a value or a token), first found.
 AUDIT_TARGETS = ("sessionKey", "key", "path", "name", "category", "source", "session", "runId")
+# What no engine can store in an entry's text: NUL (PostgreSQL's text and jsonb refuse it) and a lone
+# surrogate (no UTF-8 holds one). Each becomes U+FFFD, so the entry is kept, saying something was there.
+# An entry names things, never holds a body: each text is cut at AUDIT_TEXT characters.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+AUDIT_TEXT = 1000
+
+
+def storable_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """An audit entry whose text every engine can store (both engines' AuditLog.append)."""
+    return {k: _UNSTORABLE.sub("\ufffd", v[:AUDIT_TEXT]) if isinstance(v, str) else v for k, v in entry.items()}
+
+
 # What a scope brings with it: admin is every scope but proxy (acting for others is asked for by name).
 IMPLIES = {"admin": frozenset({"read", "write", "chat", "admin"})}
 OWNER = "owner"

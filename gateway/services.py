@@ -364,6 +364,7 @@ class Services:
                     await asyncio.wait_for(task, max(grace, 0.1))
 
     async def close(self) -> None:
+        await self.calls.auditor.close()  # the refusals counted and not yet written
         await self.principals.stop()
         if self.cluster is not None:
             await self.cluster.close()

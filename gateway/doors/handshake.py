@@ -10,7 +10,7 @@ answered "rate limited": the right token always gets in at once.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import structlog
 from websockets.asyncio.server import ServerConnection
@@ -42,6 +42,43 @@ def origin_refusal(origin: str) -> str:
         f"origin {shown} is not allowed: add it to server.allowedOrigins in config.toml "
         f'(allowedOrigins = ["{shown}"] under [server]) and restart the gateway'
     )
+
+
+# Headers whose second copy would change what a request means (a token, an origin, a user, a body's
+# length or type, a session): more than one is a bad request on every route.
+SINGLE = frozenset(
+    {
+        "authorization",
+        "origin",
+        "host",
+        "content-length",
+        "content-type",
+        "transfer-encoding",
+        "x-jarvis-session",
+        "x-jarvis-memory",
+        "x-jarvis-capture",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "upgrade",
+        "sec-websocket-key",
+        "sec-websocket-version",
+    }
+)
+SINGLE_PREFIXES = ("x-openwebui-",)  # Open WebUI's forwarded user (id, name, email, role, chat id)
+
+
+def duplicated(names: Iterable[bytes | str]) -> str | None:
+    """The first header of `SINGLE` (or of a prefix of SINGLE_PREFIXES) that comes more than once among
+    a request's header `names` (both listeners: the ASGI scope's, the WebSocket port's), in its usual
+    spelling (Content-Length); None when none does."""
+    seen: set[str] = set()
+    for k in names:
+        spelled = k.decode("latin-1") if isinstance(k, bytes) else k
+        name = spelled.lower()
+        if name in seen and (name in SINGLE or name.startswith(SINGLE_PREFIXES)):
+            return "-".join(part.capitalize() for part in name.split("-"))[:64]
+        seen.add(name)
+    return None
 
 
 def _one_header(headers: Headers, name: str) -> str | None:
@@ -89,6 +126,9 @@ class Handshake:
             return http_text(400, exc.reason)
 
     async def _route_request(self, ws: ServerConnection, request: Request) -> Response | None:
+        twice = duplicated(k for k, _ in request.headers.raw_items())
+        if twice is not None:  # every request of this port, its pages too, as the HTTP API listener
+            raise _BadRequest(f"duplicate {twice} header")
         path = request.path.split("?", 1)[0]
         upgrade = (_one_header(request.headers, "Upgrade") or "").lower() == "websocket"
         if not upgrade:

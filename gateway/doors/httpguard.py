@@ -1,5 +1,8 @@
 """The one ASGI guard in front of every route of the HTTP API listener (/mcp, /v1), in this order:
 
+0. a header that must come once and came more than once (handshake.py's `SINGLE`: Authorization,
+   Origin, Host, Content-Length, Content-Type, Transfer-Encoding, the X-Jarvis-* and X-OpenWebUI-* ones,
+   MCP's): 400, as the WebSocket's port answers it — which of two tokens, origins or users to trust?;
 1. Origin: the WebSocket's allow-list (403);
 2. the bearer token, whose principal (access.py) the routes' calls carry (`principal_of`); a wrong one is counted by the WebSocket's per-address limiter and answered slowly
    (401, 429 past the limiter), as one of a bounded number of such waits (httplimits.py: the oldest is
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import structlog
 
 from .. import errors as e
+from .handshake import duplicated
 from .httperrors import BodyRefused, http_error, send_error, send_json
 from .httplimits import HttpLimits, Refusal, Stream
 
@@ -42,6 +46,7 @@ Send = Callable[[dict[str, Any]], Any]
 Failure = Callable[[str, Exception], e.JarvisError]  # (what was asked, what it raised) → the one error value
 
 _CLOSE = {"Connection": "close"}
+
 _DISCONNECT = {"type": "http.disconnect"}
 
 
@@ -94,8 +99,21 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        raw = scope.get("headers", [])
         peer = (scope.get("client") or ("?", 0))[0]
+        twice = duplicated(k for k, _ in raw)
+        if twice is not None:
+            log.warning("duplicate header refused", header=twice[:64], peer=peer, api="http")
+            await send_error(
+                send,
+                400,
+                f"duplicate {twice[:64]} header",
+                type_="invalid_request_error",
+                code="duplicate_header",
+                headers=_CLOSE,
+            )
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
         origin = headers.get("origin")
         if origin is not None and origin not in self.handshake.allowed_origins:
             from .handshake import origin_refusal

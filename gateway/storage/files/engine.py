@@ -30,6 +30,8 @@ class FilesStorage:
         self.config = config
         # Each agent's idempotency keys, kept here so that they outlive a chat service closed with its idle agent.
         self._idempotency: dict[str, dict[tuple[str, str], tuple[str, float]]] = {}
+        a = config.audit
+        self._audit = FileAuditLog(config.state_dir / "audit.jsonl", a.max_bytes, a.max_age_days * 86400, a.keep)
 
     async def close(self) -> None:
         """Nothing is held beyond each agent's own stores."""
@@ -81,7 +83,7 @@ class FilesStorage:
         return FilePrincipalStore(self.config.state_dir / "principals.jsonl")
 
     def audit(self) -> FileAuditLog:
-        return FileAuditLog(self.config.state_dir / "audit.jsonl")
+        return self._audit  # one, so it remembers its file's first entry (rotation by age)
 
     def status(self) -> dict[str, Any]:
         return {"engine": self.name}

@@ -280,6 +280,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX memory_ledger_by_subject ON memory_ledger (agent_id, subject);
     """,
     ),
+    # audit.list of one principal reads its newest rows by this index and stops at the LIMIT, however big
+    # the table (the whole table's newest: the primary key, backwards).
+    (
+        "0012_audit_by_principal",
+        """
+        CREATE INDEX audit_by_principal ON audit (principal, id);
+    """,
+    ),
 ]
 
 

@@ -29,6 +29,7 @@ class PostgresStorage:
     def __init__(self, config: Config, pg: Postgres):
         self.config = config
         self.pg = pg
+        self._audit: PgAuditLog | None = None
 
     @classmethod
     async def open(cls, config: Config, *, serve: bool = True, schema: bool = True) -> "PostgresStorage":
@@ -96,7 +97,10 @@ class PostgresStorage:
 
     def audit(self) -> PgAuditLog:
         assert self.pg.pool is not None
-        return PgAuditLog(self.pg.pool)
+        if self._audit is None:  # one, so its pruning of old rows runs at most once an hour
+            a = self.config.audit
+            self._audit = PgAuditLog(self.pg.pool, a.max_age_days * 86400 * (a.keep + 1))
+        return self._audit
 
     def status(self) -> dict[str, Any]:
         return {"engine": self.name, "instance": self.pg.instance_id, "eventsDropped": self.pg.dropped}

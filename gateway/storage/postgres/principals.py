@@ -2,7 +2,8 @@
 
     principals  name → token hash (unique), agents (NULL: every agent), scopes, created, expires, revoked,
                 last used, `changed` (from a sequence: moves on every change but a token's use)
-    audit       one row an entry: when, whose, and the entry itself (JSON)
+    audit       one row an entry: when, whose, and the entry itself (JSON, its text storable: no NUL);
+                read newest first by id (audit_by_principal: a principal's), rows past the retention deleted
 
 A gateway polls `version()` (the count and max(changed)) to follow what another gateway or a `jarvis
 token` command changed; a revoked principal's connections close on every gateway within a second.
@@ -10,6 +11,8 @@ token` command changed; a revoked principal's connections close on every gateway
 
 from __future__ import annotations
 
+import time
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import asyncpg
@@ -17,7 +20,8 @@ import orjson
 import structlog
 
 from ...errors import Conflict, NotFound
-from ...principals import Principal
+from ...principals import Principal, storable_entry
+from ...timeutil import to_iso
 
 log = structlog.get_logger("gateway.principals")
 
@@ -91,16 +95,26 @@ class PgPrincipalStore:
 
 
 class PgAuditLog:
-    def __init__(self, pool: asyncpg.Pool):
+    """The `audit` table: appended a row an entry; rows older than `retain` seconds are deleted (at most
+    once an hour, on an append); read newest first by its id, with a LIMIT (the principal's index)."""
+
+    def __init__(self, pool: asyncpg.Pool, retain: float = 0.0):
         self.pool = pool
+        self.retain = retain  # 0: kept for ever
+        self._pruned: float | None = None  # time.monotonic() of the last prune
 
     async def append(self, entry: dict[str, Any]) -> None:
+        entry = storable_entry(entry)  # NUL: jsonb and text refuse it, and the row would be lost
         await self.pool.execute(
             "INSERT INTO audit (at, principal, entry) VALUES ($1, $2, $3::jsonb)",
             entry["at"],
             entry["principal"],
             orjson.dumps(entry).decode(),
         )
+        if self.retain and (self._pruned is None or time.monotonic() - self._pruned > PRUNE_EVERY):
+            self._pruned = time.monotonic()
+            cut = to_iso(datetime.now(timezone.utc) - timedelta(seconds=self.retain))
+            await self.pool.execute("DELETE FROM audit WHERE at < $1", cut)
 
     async def read(
         self,
@@ -122,3 +136,6 @@ class PgAuditLog:
             own,
         )
         return [orjson.loads(r["entry"]) for r in rows]
+
+
+PRUNE_EVERY = 3600.0  # seconds between deletions of old audit rows (by each gateway)
