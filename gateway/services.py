@@ -348,6 +348,7 @@ class Services:
             error_code=code_of,
             request_abort=self.cluster.abort_requester(agent_id) if self.cluster else None,
             unreachable=self.storage.unreachable,
+            responses=self.storage.responses(),
         )
         log.info("agent open", agent=agent_id, memory=memory is not None)
         return agent

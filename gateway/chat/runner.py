@@ -45,12 +45,12 @@ from .loop import TurnLoop
 from .prompt import Prompts
 from .providers import ChatProvider
 from .relay import RelayedTurn, Threads
-from .responses import ResponseStore
 from .runs import Run, RunSlots
 from .tools import ChatTools
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..memory.service import MemoryService
+    from ..storage.base import ResponseStore
 
 log = structlog.get_logger("gateway.chat")
 
@@ -73,6 +73,7 @@ class ChatService:
         error_code: Callable[[JarvisError], int],
         request_abort: Callable[[str, str], Awaitable[None]] | None = None,
         unreachable: Callable[[BaseException], Unavailable | None] = lambda exc: None,
+        responses: "ResponseStore | None" = None,
     ):
         self.config = config
         self.tools = tools
@@ -93,7 +94,7 @@ class ChatService:
         self.finish = Finish(sessions, provider, memory, error_code, self._end, unreachable)
         self._background: set[asyncio.Task[Any]] = set()
         self.threads = Threads(shared=ledger.shared)  # which session a /v1 conversation is in, by its history
-        self.responses = ResponseStore(config.openai_api.stored_responses)  # /v1/responses kept
+        self.responses = responses  # /v1/responses kept: the storage engine's (None: none kept)
 
     @property
     def active(self) -> dict[str, Run]:

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Any
 from ...config import Config
 from ...schema import AGENT_ID
 from ...memory.notes.keyed import VersionLimits
+from ..base import ResponseLimits
 from .keyed import FileKeyedStore
 from .ledger import LocalRunLedger
 from .memory import FilesMemoryIndex
 from .principals import FileAuditLog, FilePrincipalStore
+from .responses import FileResponseStore
 from .sessions import FileSessionStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,9 +32,12 @@ class FilesStorage:
         self.config = config
         # Each agent's idempotency keys, kept here so that they outlive a chat service closed with its idle agent.
         self._idempotency: dict[str, dict[tuple[str, str], tuple[str, float]]] = {}
+        self._responses: FileResponseStore | None = None
 
     async def close(self) -> None:
-        """Nothing is held beyond each agent's own stores."""
+        """Nothing is held beyond each agent's own stores and the kept responses' file."""
+        if self._responses is not None:
+            await self._responses.close()
 
     async def agents(self) -> list[str]:
         """Every agent folder with a sessions folder (a link is no agent's)."""
@@ -82,6 +87,12 @@ class FilesStorage:
 
     def audit(self) -> FileAuditLog:
         return FileAuditLog(self.config.state_dir / "audit.jsonl")
+
+    def responses(self) -> FileResponseStore:
+        if self._responses is None:
+            path = self.config.state_dir / "responses.sqlite"
+            self._responses = FileResponseStore(path, ResponseLimits.of(self.config))
+        return self._responses
 
     def status(self) -> dict[str, Any]:
         return {"engine": self.name}

@@ -282,6 +282,23 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
     """,
     ),
+    (
+        # /v1/responses kept (storage/postgres/responses.py): read and continued through any gateway.
+        "0011_stored_responses",
+        """
+        CREATE TABLE stored_responses (
+            id text PRIMARY KEY,
+            seq bigserial NOT NULL,
+            agent_id text NOT NULL,
+            principal text NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now(),
+            size integer NOT NULL,
+            body text NOT NULL
+        );
+        CREATE INDEX stored_responses_by_principal ON stored_responses (principal, seq);
+        CREATE INDEX stored_responses_by_age ON stored_responses (created_at);
+    """,
+    ),
 ]
 
 

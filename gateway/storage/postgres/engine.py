@@ -9,10 +9,12 @@ from ...config import Config
 from ...errors import Unavailable, storage_unreachable
 from .db import Postgres, migrate, pending
 from ...memory.notes.keyed import VersionLimits
+from ..base import ResponseLimits
 from .keyed import PgKeyedStore
 from .ledger import PgRunLedger
 from .memory import PgMemoryIndex
 from .principals import PgAuditLog, PgPrincipalStore
+from .responses import PgResponseStore
 from .sessions import PgSessionStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -96,6 +98,9 @@ class PostgresStorage:
     def audit(self) -> PgAuditLog:
         assert self.pg.pool is not None
         return PgAuditLog(self.pg.pool)
+
+    def responses(self) -> PgResponseStore:
+        return PgResponseStore(self.pg.pool, ResponseLimits.of(self.config))
 
     def status(self) -> dict[str, Any]:
         return {"engine": self.name, "instance": self.pg.instance_id, "eventsDropped": self.pg.dropped}
