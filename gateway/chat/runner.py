@@ -74,6 +74,8 @@ class ChatService:
         request_abort: Callable[[str, str], Awaitable[None]] | None = None,
         unreachable: Callable[[BaseException], Unavailable | None] = lambda exc: None,
         responses: "ResponseStore | None" = None,
+        answer_elsewhere: Callable[[str, str, bool, Any, str], Awaitable[bool]] | None = None,
+        watched_elsewhere: Callable[[str], Awaitable[bool]] | None = None,
     ):
         self.config = config
         self.tools = tools
@@ -86,7 +88,13 @@ class ChatService:
         self.slots = RunSlots(ledger, request_abort)
         self.prompts = Prompts(config, sessions, memory, compactor)
         self.guard = (
-            Guard(config, tools.caller, self._ask, lambda run: bus.answerers(topic(run.session_key)))
+            Guard(
+                config,
+                tools.caller,
+                self._ask,
+                lambda run: bus.answerers(topic(run.session_key)),
+                (lambda run: watched_elsewhere(topic(run.session_key))) if watched_elsewhere is not None else None,
+            )
             if tools is not None
             else None
         )
@@ -95,6 +103,7 @@ class ChatService:
         self._background: set[asyncio.Task[Any]] = set()
         self.threads = Threads(shared=ledger.shared)  # which session a /v1 conversation is in, by its history
         self.responses = responses  # /v1/responses kept: the storage engine's (None: none kept)
+        self.answer_elsewhere = answer_elsewhere  # a chat.confirm for another gateway's run (cluster.py)
 
     @property
     def active(self) -> dict[str, Run]:
@@ -220,6 +229,17 @@ class ChatService:
                 "timed out, or the run ended)",
                 {"runId": run_id, "callId": call_id},
             )
+
+    async def answer(self, run_id: str, call_id: str, allow: bool, principal: Any, door: str) -> None:
+        """`chat.confirm`: the answer to a call waiting here, else to one of a run of another gateway on
+        the same storage (`answer_elsewhere`), given there as `principal`; NotFound when none waits."""
+        try:
+            self.confirm(run_id, call_id, allow)
+        except NotFound:
+            if self.answer_elsewhere is None or not await self.answer_elsewhere(
+                run_id, call_id, allow, principal, door
+            ):
+                raise
 
     async def shutdown(self, grace: float) -> None:
         """Refuse new runs; let the running ones finish for up to `grace` seconds, then abort those still

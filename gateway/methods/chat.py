@@ -103,7 +103,7 @@ async def abort(ctx: CallContext, p: dict) -> dict:
 )
 async def confirm(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
-    agent.chat.confirm(p["runId"], p["callId"], p["allow"])
+    await agent.chat.answer(p["runId"], p["callId"], p["allow"], ctx.principal, ctx.door.value)
     return {"runId": p["runId"], "callId": p["callId"], "allow": p["allow"]}
 
 
