@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 # storage): named here too, as part of what an engine provides.
 from ..memory.ports import EmbeddingCacheStore as EmbeddingCacheStore
 from ..memory.ports import IndexContext as IndexContext
-from ..memory.ports import KeyedMemories, MemoryIndex
+from ..memory.ports import KeyedMemories, MemoryIndex, NoteRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..errors import Unavailable
@@ -278,6 +278,9 @@ class Storage(Protocol):
 
     def memory_index(self, agent_id: str) -> MemoryIndex:
         """The agent's memory index, not yet opened."""
+
+    def notes(self, agent_id: str) -> NoteRecord:
+        """The agent's notes (MEMORY.md, LEARNINGS.md, memory/**/*.md): the folder, or rows it mirrors."""
 
     def memory(self, agent_id: str) -> MemoryService:
         """The agent's memory service over `memory_index` and `keyed`, not yet opened."""
