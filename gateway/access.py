@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -98,6 +99,20 @@ class Principals:
         if p is not None:
             self._touch(p.name)
         return p
+
+    async def by_identity(self, name: str, token_hash: str) -> Principal | None:
+        """The live principal named `name` whose token's digest is `token_hash` (the owner: its name and
+        no digest), else None: a principal revoked and made anew under the same name is another one. One
+        made a moment ago on another gateway is looked up in the store once."""
+        if name == OWNER:
+            return owner() if token_hash == "" else None
+        for attempt in range(2):
+            p = self.directory.by_name.get(name)
+            if p is not None and p.live() and hmac.compare_digest(p.token_hash, token_hash):
+                return p
+            if attempt == 0:
+                await self.reload()
+        return None
 
     def _touch(self, name: str) -> None:
         now = time.monotonic()

@@ -8,6 +8,9 @@ What crosses between them, all through the database (storage/postgres/instance.p
   mirror and re-index the session's memory (debounced, like after a local `chat.final`).
 - **keyed memories** (`keyed`, after memory.set/delete): the other gateways rewrite or remove their
   mirror file of that key (storage/postgres/keyed.py) and re-index their memory files.
+- **notes** (`note`, after a new version of MEMORY.md, LEARNINGS.md or a memory/**/*.md note, written
+  through a door or taken in from a folder): the other gateways write it into their folder
+  (storage/postgres/notes.py) and re-index.
 - **deletes** (`deleted`) and **aborts** (`abort`: `chat.abort` sent to a gateway that does not run the
   session's run asks the one that does).
 - **dead gateways**: every SWEEP_S seconds each gateway looks for runs held by an instance whose
@@ -28,7 +31,7 @@ import structlog
 
 from .events import EventBus
 from .sessions import transcript as tx
-from .storage.postgres.ledger import claims, drop_claim
+from .storage.postgres.ledger import claims, drop_claim, run_holder
 from .tasks import log_failure
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,6 +40,9 @@ if TYPE_CHECKING:  # pragma: no cover
 log = structlog.get_logger("gateway.cluster")
 
 SWEEP_S = 5.0
+WATCH_S = 1.0  # how long a run waits to hear whether a client of another gateway can answer its chat.confirm
+CONFIRM_WAIT_S = 5.0  # how long a chat.confirm sent on to the gateway running the run waits for its verdict
+MAX_ASKED = 1_000  # questions to other gateways waiting for their answer at once (watch?, confirm)
 MAX_REMOTE_RUNS = 10_000  # other gateways' runs followed at once (their partial replies, for a sweep)
 _ENDS = ("chat.final", "chat.error", "chat.aborted")
 
@@ -54,6 +60,10 @@ class Host(Protocol):
 
     def use(self, agent: Any) -> None: ...
 
+    async def answer_confirm(self, who: str, token_hash: str, door: str, params: dict[str, Any]) -> bool:
+        """Perform `chat.confirm` with `params` as the principal `who` (its token's digest `token_hash`),
+        through the one path of a call; whether it was accepted."""
+
 
 class Cluster:
     """Wired by services.py through two declared hooks: `relay` is the event bus's relay, and
@@ -67,6 +77,7 @@ class Cluster:
         self._remote: dict[tuple[str, str], list[Any]] = {}
         self._sweeper: asyncio.Task | None = None
         self._stop = asyncio.Event()
+        self._asked: dict[str, asyncio.Future[bool]] = {}  # question id → its answer (watch?, confirm)
 
     def start(self) -> None:
         pg = self.pg
@@ -76,6 +87,11 @@ class Cluster:
         pg.on("deleted", lambda msg: self._to_agent(msg, "deleted"))
         pg.on("abort", lambda msg: self._to_agent(msg, "abort"))
         pg.on("keyed", lambda msg: self._to_agent(msg, "keyed"))
+        pg.on("note", lambda msg: self._to_agent(msg, "note"))
+        pg.on("watch?", self._on_watch)
+        pg.on("confirm", self._on_confirm)
+        pg.on("watching", self._on_answer)
+        pg.on("confirmed", self._on_answer)
         pg.on_reconnect(self._refresh_open_agents)
         self._sweeper = asyncio.create_task(self._sweep_loop(), name="cluster-sweeper")
         self._sweeper.add_done_callback(log_failure("cluster_sweeper_failed"))
@@ -92,6 +108,77 @@ class Cluster:
             await self.pg.notify("abort", agent=agent_id, key=session_key, run=run_id)
 
         return request_abort
+
+    def watch_asker(self) -> Callable[[str], Awaitable[bool]]:
+        """An agent's chat service's `watched_elsewhere(topic)`: whether a client of another gateway
+        subscribed to the session can answer a `chat.confirm` (False when none says so within WATCH_S)."""
+
+        async def watched_elsewhere(topic: str) -> bool:
+            return await self._ask("watch?", WATCH_S, t=topic)
+
+        return watched_elsewhere
+
+    def confirm_requester(self, agent_id: str) -> Callable[[str, str, bool, Any, str], Awaitable[bool]]:
+        """An agent's chat service's `answer_elsewhere`: a `chat.confirm` for a run this gateway does not
+        hold, sent to the gateway that does; whether it was accepted there (False: no such run elsewhere,
+        no such call waiting, the principal may not answer, or no verdict within CONFIRM_WAIT_S)."""
+
+        async def answer_elsewhere(run_id: str, call_id: str, allow: bool, principal: Any, door: str) -> bool:
+            holder = await run_holder(self.pg, agent_id, run_id)
+            if holder is None or holder == self.pg.instance_id:
+                return False
+            params = {"agentId": agent_id, "runId": run_id, "callId": call_id, "allow": allow}
+            return await self._ask(
+                "confirm", CONFIRM_WAIT_S, to=holder, p=params, who=principal.name, h=principal.token_hash, d=door
+            )
+
+        return answer_elsewhere
+
+    async def _ask(self, kind: str, wait_s: float, **fields: Any) -> bool:
+        """Ask the other gateways; True when one answers yes within `wait_s`."""
+        if not self._relaying or len(self._asked) >= MAX_ASKED:
+            return False
+        q = uuid.uuid4().hex
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._asked[q] = answer
+        try:
+            await self.pg.notify(kind, q=q, **fields)
+            return await asyncio.wait_for(answer, wait_s)
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self._asked.pop(q, None)
+
+    def _on_answer(self, msg: dict[str, Any]) -> None:
+        if msg.get("to") != self.pg.instance_id:
+            return
+        answer = self._asked.get(str(msg.get("q")))
+        if answer is not None and not answer.done() and msg.get("yes") is True:
+            answer.set_result(True)
+        elif answer is not None and not answer.done() and msg.get("k") == "confirmed":
+            answer.set_result(False)  # the holder's verdict: no (a "watching" no is silence)
+
+    def _on_watch(self, msg: dict[str, Any]) -> None:
+        topic = msg.get("t")
+        if isinstance(topic, str) and self.services.bus.answerers(topic):
+            self._reply("watching", msg, True)
+
+    def _on_confirm(self, msg: dict[str, Any]) -> None:
+        if msg.get("to") != self.pg.instance_id or not isinstance(msg.get("p"), dict):
+            return
+        task = asyncio.get_running_loop().create_task(self._confirm_here(msg))
+        task.add_done_callback(log_failure("cluster_confirm_failed"))
+
+    async def _confirm_here(self, msg: dict[str, Any]) -> None:
+        who, token_hash, door = msg.get("who"), msg.get("h"), msg.get("d")
+        ok = False
+        if isinstance(who, str) and isinstance(token_hash, str) and isinstance(door, str):
+            ok = await self.services.answer_confirm(who, token_hash, door, msg["p"])
+        self._reply("confirmed", msg, ok)
+
+    def _reply(self, kind: str, msg: dict[str, Any], yes: bool) -> None:
+        task = asyncio.get_running_loop().create_task(self.pg.notify(kind, to=msg.get("o"), q=msg.get("q"), yes=yes))
+        task.add_done_callback(log_failure("cluster_reply_failed"))
 
     async def close(self) -> None:
         self._stop.set()
@@ -143,6 +230,9 @@ class Cluster:
         elif kind == "keyed":
             if agent.memory is not None:
                 await agent.memory.keyed_changed(key)
+        elif kind == "note":
+            if agent.memory is not None:
+                await agent.memory.note_changed(key)
 
     def _refresh_open_agents(self) -> None:
         for agent in list(self.services.agents.values()):
@@ -151,6 +241,8 @@ class Cluster:
             if agent.memory is not None:
                 task = asyncio.get_running_loop().create_task(agent.memory.keyed_changed(None))
                 task.add_done_callback(log_failure("cluster_keyed_refresh_failed"))
+                task = asyncio.get_running_loop().create_task(agent.memory.note_changed(None))
+                task.add_done_callback(log_failure("cluster_notes_refresh_failed"))
 
     # ---- runs of gateways that died ---------------------------------------------------------------
     async def _sweep_loop(self) -> None:

@@ -275,8 +275,21 @@ class OpenAIApiConfig:
         1000,
         ge=0,
         le=1_000_000,
-        doc="/v1/responses kept per agent in this gateway's memory for GET /v1/responses/{id} and "
-        "previous_response_id (also at most 64 MiB in all), the least recently used forgotten; 0 keeps none",
+        doc="/v1/responses kept per principal in the storage engine (every gateway on it reads them) for "
+        "GET /v1/responses/{id} and previous_response_id, the oldest evicted past it; 0 keeps none",
+    )
+    stored_response_bytes: int = _f(
+        64 << 20,
+        ge=0,
+        le=1 << 40,
+        doc="bytes of /v1/responses kept per principal (their JSON), the oldest evicted past it; a response "
+        "bigger than this alone is answered but not kept",
+    )
+    stored_response_days: float = _f(
+        30.0,
+        ge=0.0,
+        le=36_500.0,
+        doc="days a kept /v1/responses response is readable and continuable; older ones are purged",
     )
     max_messages: int = _f(
         4096,

@@ -28,10 +28,10 @@ from .chat.compaction import Compactor
 from .chat.providers import ChatProvider
 from .chat.runner import ChatService
 from .chat.tools import ChatTools
-from .calls import ACTING, Door
+from .calls import ACTING, Call, Door
 from .config import Config, MemoryConfig, SessionsConfig
 from .dispatcher import Dispatcher
-from .errors import Conflict, Invalid, NotFound, Unavailable
+from .errors import Conflict, Invalid, JarvisError, NotFound, Unavailable
 from .events import EventBus
 from .protocol import code_of
 from .schema import AGENT_ID
@@ -268,6 +268,22 @@ class Services:
             held.append(agent)
             agent.users += 1
 
+    async def answer_confirm(self, who: str, token_hash: str, door: str, params: dict[str, Any]) -> bool:
+        """A `chat.confirm` answered on another gateway for a run of this one (cluster.py): performed here
+        through the one path of a call as that principal — found by identity (its name and token digest),
+        live — so that who may answer is decided as for a local answer; whether it was accepted."""
+        principal = await self.principals.by_identity(who, token_hash)
+        if principal is None:
+            log.info("confirm_from_unknown_principal", principal=who[:64])
+            return False
+        via = Door(door) if door in Door._value2member_map_ else Door.WEBSOCKET
+        try:
+            await self.calls.perform(Call(via, "chat.confirm", params, principal))
+        except JarvisError as exc:
+            log.info("confirm_from_elsewhere_refused", principal=who[:64], error=str(exc)[:200])
+            return False
+        return True
+
     async def _open_new(self, agent_id: str, create: bool) -> Agent:
         """Open an agent (under _opening): check it exists or may be created, make room, open it."""
         cfg = self.config
@@ -349,6 +365,9 @@ class Services:
             request_abort=self.cluster.abort_requester(agent_id) if self.cluster else None,
             unreachable=self.storage.unreachable,
             acting=ACTING.get,
+            responses=self.storage.responses(),
+            answer_elsewhere=self.cluster.confirm_requester(agent_id) if self.cluster else None,
+            watched_elsewhere=self.cluster.watch_asker() if self.cluster else None,
         )
         log.info("agent open", agent=agent_id, memory=memory is not None)
         return agent

@@ -14,7 +14,8 @@ arguments. For each such call, in order:
     chat.toolPolicy.<tool> = "deny"                      → denied ("policy")
     "allow"                                              → runs
     "ask" (the default), no subscriber that can answer   → denied ("unanswered"): a /v1 relay, a run
-                                                           nobody watches, a client of another gateway
+                                                           nobody watches (here, nor on another gateway
+                                                           of the same database: `elsewhere`)
     "ask": `chat.confirm {callId, name, arguments, summary, timeoutSeconds}`, then the first answer:
         allow → runs; deny → denied ("user"); none in chat.confirmSeconds → denied ("timeout")
 
@@ -26,7 +27,7 @@ aborted and the call never ran.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import structlog
 
@@ -50,11 +51,19 @@ def policy_of(config: Config, tool: str) -> str:
 
 
 class Guard:
-    def __init__(self, config: Config, caller: Caller, ask: Ask, answerers: Callable[[Run], int]):
+    def __init__(
+        self,
+        config: Config,
+        caller: Caller,
+        ask: Ask,
+        answerers: Callable[[Run], int],
+        elsewhere: Callable[[Run], Awaitable[bool]] | None = None,
+    ):
         self.config = config
         self.caller = caller
         self.ask = ask
         self.answerers = answerers
+        self.elsewhere = elsewhere  # whether a client of another gateway can answer (cluster.py)
         self.waiting: dict[tuple[str, str], asyncio.Future[bool]] = {}  # (runId, callId) → its answer
 
     def answer(self, run_id: str, call_id: str, allow: bool) -> bool:
@@ -83,7 +92,7 @@ class Guard:
         run.destructive += 1
         if policy == "allow":
             return None
-        if not self.answerers(run):
+        if not self.answerers(run) and not (self.elsewhere is not None and await self.elsewhere(run)):
             return _denied(
                 "unanswered",
                 "it needs the user's confirmation and no one can answer here (no client is watching this conversation)",

@@ -11,8 +11,9 @@ upstream answers it 404/405/501) and passes its `response.*` events on, or asks 
 from the chunks (respevents.py). Either way the client gets the same events, under one response id of
 the gateway's, and the run gets the text.
 
-`previous_response_id` continues a stored response (`ResponseStore`: this gateway's memory, bounded by
-`openaiApi.storedResponses`): its input and output come first in what is sent upstream, and the turn
+`previous_response_id` continues a stored response (`KeptResponses`: the storage engine's, so any
+gateway on it, across restarts; bounded per principal by `openaiApi.storedResponses`,
+`storedResponseBytes` and `storedResponseDays`): its input and output come first in what is sent upstream, and the turn
 goes on in its session. `conversation` names the session. `store: false` keeps the response out of the
 store (the conversation is still captured unless capture is off).
 """
@@ -20,11 +21,11 @@ store (the conversation is still captured unless capture is off).
 from __future__ import annotations
 
 import contextlib
-import json
 import re
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncGenerator
+
+import structlog
 
 from ..errors import Invalid
 from ..schema import SESSION_KEY, Field, text_problem
@@ -34,12 +35,14 @@ from .respevents import DONE, ResponseEvents, new_id
 from .stream import Delta, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..storage.base import ResponseStore
     from .providers import ChatProvider
+
+log = structlog.get_logger("gateway.chat")
 
 ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
 TOOL_CHOICES = ("auto", "none", "required")
-STORE_BYTES = 64 << 20  # all stored responses of an agent, about (their JSON)
 _KEY = re.compile(SESSION_KEY)
 # fields of the request that go to a chat completions upstream as they are
 _PASSED = ("temperature", "top_p", "parallel_tool_calls", "user", "metadata", "seed")
@@ -276,44 +279,34 @@ class Stored:
     size: int = 0
 
 
-class ResponseStore:
-    """The responses kept for `GET /v1/responses/{id}` and `previous_response_id`: this gateway's memory,
-    at most `limit` of them and about STORE_BYTES in all, the least recently used forgotten first. A
-    response that was not stored, or was forgotten, or was kept by another gateway or before a restart,
-    is not found."""
+class KeptResponses:
+    """One agent's and one principal's view of the responses kept in the storage engine (storage/base.py
+    ResponseStore, bounded per principal by `openaiApi.storedResponses`, `storedResponseBytes` and
+    `storedResponseDays`): every gateway on the engine reads what another kept, and a restart loses none.
+    A response that was not stored, was evicted or expired, or is another principal's is not found."""
 
-    def __init__(self, limit: int, max_bytes: int = STORE_BYTES):
-        self.limit, self.max_bytes = limit, max_bytes
-        self._kept: OrderedDict[str, Stored] = OrderedDict()
-        self._bytes = 0
+    def __init__(self, store: "ResponseStore", agent_id: str, principal: str):
+        self.store, self.agent_id, self.principal = store, agent_id, principal
 
-    def put(self, stored: Stored) -> None:
-        if self.limit <= 0:
-            return
-        stored.size = len(json.dumps([stored.response, stored.items], ensure_ascii=False, default=str))
-        if stored.size > self.max_bytes:
-            return
-        self.drop(stored.response["id"])
-        self._kept[stored.response["id"]] = stored
-        self._bytes += stored.size
-        while len(self._kept) > self.limit or self._bytes > self.max_bytes:
-            _, gone = self._kept.popitem(last=False)
-            self._bytes -= gone.size
+    async def put(self, stored: Stored) -> bool:
+        record = {"response": stored.response, "items": stored.items, "session": stored.session}
+        return await self.store.put(self.agent_id, self.principal, stored.response["id"], record)
 
-    def get(self, response_id: str) -> Stored | None:
-        stored = self._kept.get(response_id)
-        if stored is not None:
-            self._kept.move_to_end(response_id)
-        return stored
+    async def get(self, response_id: str) -> Stored | None:
+        record = await self.store.get(self.agent_id, self.principal, response_id)
+        if record is None or not isinstance(record.get("response"), dict) or not isinstance(record.get("items"), list):
+            return None
+        session = record.get("session")
+        return Stored(record["response"], record["items"], session if isinstance(session, str) else None)
 
-    def drop(self, response_id: str) -> bool:
-        gone = self._kept.pop(response_id, None)
-        if gone is not None:
-            self._bytes -= gone.size
-        return gone is not None
-
-    def __len__(self) -> int:
-        return len(self._kept)
+    def not_kept(self, response_id: str) -> str:
+        """Why `response_id` is not found, naming the limits that may have dropped it."""
+        limits = self.store.limits
+        return (
+            f"no response {response_id!r} is kept (responses are kept only with store true, per principal "
+            f"the newest openaiApi.storedResponses ({limits.count}) within openaiApi.storedResponseBytes "
+            f"({limits.bytes}), for openaiApi.storedResponseDays ({limits.keep_s / 86400:g}))"
+        )
 
 
 # ---- the turn ----------------------------------------------------------------------------------------
@@ -328,7 +321,7 @@ class RespondedTurn(RelayedTurn):
 
     responses: dict[str, Any] = field(default_factory=dict)
     items: list[dict[str, Any]] = field(default_factory=list)
-    store: ResponseStore | None = None
+    store: KeptResponses | None = None
     session: str | None = None
     response_id: str = field(default_factory=lambda: new_id("resp"))
 
@@ -422,15 +415,18 @@ class RespondedTurn(RelayedTurn):
             raise
         finally:
             if events.done:
-                self._keep(events.response, streamed)
+                await self._keep(events.response, streamed)
         if finished and self.answered is not None:
             self.answered("".join(reply))
 
-    def _keep(self, response: dict[str, Any], streamed: bool) -> None:
+    async def _keep(self, response: dict[str, Any], streamed: bool) -> None:
         if not streamed:
             self.sink.completed(response)
         if self.store is not None and self.responses.get("store", True):
-            self.store.put(Stored(response, [*self.items, *response.get("output", [])], self.session))
+            try:
+                await self.store.put(Stored(response, [*self.items, *response.get("output", [])], self.session))
+            except Exception as exc:  # the answer went out already: say it, do not fail the run over it
+                log.warning("response_not_kept", response=response.get("id"), error=str(exc)[:300])
 
 
 def _event_items(event: dict[str, Any]) -> list[Delta | Usage]:

@@ -46,12 +46,12 @@ from .loop import TurnLoop
 from .prompt import Prompts
 from .providers import ChatProvider
 from .relay import RelayedTurn, Threads
-from .responses import ResponseStore
 from .runs import Run, RunSlots
 from .tools import ChatTools
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..memory.service import MemoryService
+    from ..storage.base import ResponseStore
 
 log = structlog.get_logger("gateway.chat")
 
@@ -75,6 +75,9 @@ class ChatService:
         request_abort: Callable[[str, str], Awaitable[None]] | None = None,
         unreachable: Callable[[BaseException], Unavailable | None] = lambda exc: None,
         acting: Callable[[], Principal | None] = lambda: None,
+        responses: "ResponseStore | None" = None,
+        answer_elsewhere: Callable[[str, str, bool, Any, str], Awaitable[bool]] | None = None,
+        watched_elsewhere: Callable[[str], Awaitable[bool]] | None = None,
     ):
         self.config = config
         self.acting = acting  # the principal of the call that starts a run (calls.ACTING, wired by services.py)
@@ -88,7 +91,13 @@ class ChatService:
         self.slots = RunSlots(ledger, request_abort)
         self.prompts = Prompts(config, sessions, memory, compactor)
         self.guard = (
-            Guard(config, tools.caller, self._ask, lambda run: bus.answerers(topic(run.session_key)))
+            Guard(
+                config,
+                tools.caller,
+                self._ask,
+                lambda run: bus.answerers(topic(run.session_key)),
+                (lambda run: watched_elsewhere(topic(run.session_key))) if watched_elsewhere is not None else None,
+            )
             if tools is not None
             else None
         )
@@ -96,7 +105,8 @@ class ChatService:
         self.finish = Finish(sessions, provider, memory, error_code, self._end, unreachable)
         self._background: set[asyncio.Task[Any]] = set()
         self.threads = Threads(shared=ledger.shared)  # which session a /v1 conversation is in, by its history
-        self.responses = ResponseStore(config.openai_api.stored_responses)  # /v1/responses kept
+        self.responses = responses  # /v1/responses kept: the storage engine's (None: none kept)
+        self.answer_elsewhere = answer_elsewhere  # a chat.confirm for another gateway's run (cluster.py)
 
     @property
     def active(self) -> dict[str, Run]:
@@ -241,6 +251,19 @@ class ChatService:
                 {"runId": run_id, "callId": call_id},
             )
         return run.principal if run is not None else None
+
+    async def answer(self, run_id: str, call_id: str, allow: bool, principal: Any, door: str) -> Principal | None:
+        """`chat.confirm`: the answer to a call waiting here (→ the run's principal, as `confirm`), else to
+        one of a run of another gateway on the same storage (`answer_elsewhere`), given there as
+        `principal` under the same rules (→ None); NotFound when none waits."""
+        try:
+            return self.confirm(run_id, call_id, allow, by=principal)
+        except NotFound:
+            if self.answer_elsewhere is None or not await self.answer_elsewhere(
+                run_id, call_id, allow, principal, door
+            ):
+                raise
+            return None
 
     async def shutdown(self, grace: float) -> None:
         """Refuse new runs; let the running ones finish for up to `grace` seconds, then abort those still

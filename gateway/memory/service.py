@@ -39,7 +39,7 @@ from .search.timeline import arrange
 from .ledger.facts import facts as ledger_facts
 from .ledger.recall import LedgerRecall, as_of_time, embed_with, lead
 from .present import shape
-from .ports import IndexContext, KeyedMemories, MemoryIndex
+from .ports import IndexContext, KeyedMemories, MemoryIndex, NoteRecord
 from .search.snippets import Exclude
 from .sync import DirtyMarks, SyncOrchestrator, SyncRequest
 
@@ -59,7 +59,7 @@ AS_OF_SPARE = 20  # and this many more with asOf: the hits said after it are dro
 
 
 class MemoryService:
-    def __init__(self, config: Config, agent_id: str, index: MemoryIndex, keyed: KeyedMemories):
+    def __init__(self, config: Config, agent_id: str, index: MemoryIndex, keyed: KeyedMemories, notes: NoteRecord):
         self.config = config
         self.cfg = config.memory
         self.agent_id = agent_id
@@ -67,6 +67,7 @@ class MemoryService:
         self.sessions_dir: Path = config.sessions_dir(agent_id)
         self.index = index
         self.keyed = keyed  # memory.set & co. (notes/service.py), reconciled before a sync indexes them
+        self.notes = notes  # memory.write & co.: the folder, or rows it mirrors (reconciled likewise)
         self.provider: EmbeddingProvider | None = None
         self.provider_problem: str | None = None
         self._skipped: dict[str, int] = {}  # memory files left out for their size: path → bytes
@@ -240,6 +241,10 @@ class MemoryService:
                 await self.keyed.reconcile()
             except Exception as exc:  # the files are indexed as they are; the next sync tries again
                 log.warning("memory_keyed_reconcile_failed", error=str(exc) or type(exc).__name__)
+            try:
+                await self.notes.reconcile()
+            except Exception as exc:  # likewise
+                log.warning("memory_notes_reconcile_failed", error=str(exc) or type(exc).__name__)
         if not whole:
             # Clear the dirty marks this run covers before it starts: changes during the run re-mark them.
             if self._dirty:  # it covers marks a search may be waiting to see (read-your-writes)
@@ -342,6 +347,14 @@ class MemoryService:
             return
         await self.keyed.reconcile(key)
         self._on_memory_change()
+
+    async def note_changed(self, path: str | None = None) -> None:
+        """Another gateway wrote note `path` (None: maybe any, notifications were missed): bring the folder
+        in line with the record, re-index. (Only where gateways share storage.)"""
+        if self._closed or not self.cfg.enabled:
+            return
+        if await self.notes.reconcile(path):
+            self._on_memory_change()
 
     async def forget_session(self, session_key: str) -> None:
         """After `sessions.delete` (here, or through another gateway on shared storage; its transcript is

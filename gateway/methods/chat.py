@@ -6,6 +6,7 @@ from ..calls import Door
 from ..chat.relay import RELAY_REQUEST, RelayedTurn, RelaySink, first_user_text, session_for
 from ..chat.responses import (
     RESPONSES_REQUEST,
+    KeptResponses,
     RespondedTurn,
     as_messages,
     chat_text_of,
@@ -105,7 +106,7 @@ async def abort(ctx: CallContext, p: dict) -> dict:
 async def confirm(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
     ctx.noted["agent"], ctx.noted["allow"] = agent.id, p["allow"]
-    started = agent.chat.confirm(p["runId"], p["callId"], p["allow"], by=ctx.principal)
+    started = await agent.chat.answer(p["runId"], p["callId"], p["allow"], ctx.principal, ctx.door.value)
     if started is not None:
         ctx.noted["runPrincipal"] = started.name
     return {"runId": p["runId"], "callId": p["callId"], "allow": p["allow"]}
@@ -184,17 +185,13 @@ async def respond(ctx: CallContext, p: dict) -> dict:
     sink = _sink(ctx)
     agent = await ctx.services.agent(p["agentId"], create=p["agentId"] is not None)  # as chat.relay
     request = p["request"]
-    store = agent.chat.responses
+    store = _kept(ctx, agent)
     items = input_items(request)
     previous = None
     if request.get("previous_response_id") is not None:
-        previous = store.get(request["previous_response_id"])
+        previous = await store.get(request["previous_response_id"]) if store is not None else None
         if previous is None:
-            raise Invalid(
-                f"no response {request['previous_response_id']!r} is kept here (responses are kept in this "
-                "gateway's memory, the last openaiApi.storedResponses of them, and only with store true)",
-                field="request.previous_response_id",
-            )
+            raise Invalid(_not_kept(store, request["previous_response_id"]), field="request.previous_response_id")
         items = [*previous.items, *items]
     chat = {"model": request["model"], "messages": as_messages(items, request.get("instructions"))}
     if request.get("user"):
@@ -212,15 +209,28 @@ async def respond(ctx: CallContext, p: dict) -> dict:
 @registry.method(
     "chat.response",
     with_agent(responseId=Str(1, 256, description="a response id of POST /v1/responses")),
-    "A response /v1/responses kept (chat/responses.py's ResponseStore) → the response object.",
+    "A response of /v1/responses kept (the storage engine's, chat/responses.py's KeptResponses) by this "
+    "principal → the response object.",
     doors=frozenset({Door.OPENAI}),
 )
 async def response(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"])
-    stored = agent.chat.responses.get(p["responseId"])
+    store = _kept(ctx, agent)
+    stored = await store.get(p["responseId"]) if store is not None else None
     if stored is None:
-        raise NotFound(f"Response with id '{p['responseId']}' not found (or no longer kept: openaiApi.storedResponses)")
+        raise NotFound(f"Response with id '{p['responseId']}' not found: {_not_kept(store, p['responseId'])}")
     return stored.response
+
+
+def _kept(ctx: CallContext, agent) -> KeptResponses | None:
+    """The responses the caller kept in this agent (None: the gateway keeps none)."""
+    if agent.chat.responses is None:
+        return None
+    return KeptResponses(agent.chat.responses, agent.id, ctx.principal.name)
+
+
+def _not_kept(store: KeptResponses | None, response_id: str) -> str:
+    return store.not_kept(response_id) if store is not None else f"no response {response_id!r} is kept here"
 
 
 async def _ensure_session(agent, key: str, first: str) -> None:

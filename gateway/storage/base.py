@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 # storage): named here too, as part of what an engine provides.
 from ..memory.ports import EmbeddingCacheStore as EmbeddingCacheStore
 from ..memory.ports import IndexContext as IndexContext
-from ..memory.ports import KeyedMemories, MemoryIndex
+from ..memory.ports import KeyedMemories, MemoryIndex, NoteRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..errors import Unavailable
@@ -227,6 +227,42 @@ class AuditLog(Protocol):
         own entries — what a principal of some agents may see (audit.list)."""
 
 
+@dataclass(frozen=True)
+class ResponseLimits:
+    """What one principal may keep of /v1/responses (openaiApi.storedResponses, storedResponseBytes,
+    storedResponseDays)."""
+
+    count: int
+    bytes: int
+    keep_s: float
+
+    @classmethod
+    def of(cls, config: Any) -> "ResponseLimits":
+        api = config.openai_api
+        return cls(api.stored_responses, api.stored_response_bytes, api.stored_response_days * 86400.0)
+
+
+class ResponseStore(Protocol):
+    """The /v1/responses responses kept (`store` not false), each its agent's and its principal's: the
+    response and all it was asked, read by GET /v1/responses/{id} and continued by previous_response_id
+    through any gateway on the engine. Per principal at most `limits.count` of them and `limits.bytes`
+    (their JSON), the oldest evicted first; each readable for `limits.keep_s` seconds, then purged."""
+
+    limits: ResponseLimits
+
+    async def put(self, agent_id: str, principal: str, response_id: str, record: dict[str, Any]) -> bool:
+        """Keep `record` (JSON-able) under `response_id`, evicting the principal's oldest past the limits;
+        False when it was not kept (bigger than `limits.bytes` alone, or the limits keep none)."""
+
+    async def get(self, agent_id: str, principal: str, response_id: str) -> dict[str, Any] | None:
+        """The record kept, None when there is none of this agent and principal, or it expired."""
+
+    async def purge(self) -> int:
+        """Remove the expired; how many went."""
+
+    async def close(self) -> None: ...
+
+
 class Storage(Protocol):
     """An engine: makes each agent's stores, and says what it is."""
 
@@ -251,6 +287,9 @@ class Storage(Protocol):
     def memory_index(self, agent_id: str) -> MemoryIndex:
         """The agent's memory index, not yet opened."""
 
+    def notes(self, agent_id: str) -> NoteRecord:
+        """The agent's notes (MEMORY.md, LEARNINGS.md, memory/**/*.md): the folder, or rows it mirrors."""
+
     def memory(self, agent_id: str) -> MemoryService:
         """The agent's memory service over `memory_index` and `keyed`, not yet opened."""
 
@@ -262,6 +301,9 @@ class Storage(Protocol):
 
     def audit(self) -> AuditLog:
         """The record of writes, deletes and principal changes."""
+
+    def responses(self) -> ResponseStore:
+        """The /v1/responses responses kept, shared by every gateway on the engine (one per engine)."""
 
     def status(self) -> dict[str, Any]:
         """system.health's `storage`."""

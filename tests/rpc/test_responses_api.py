@@ -445,3 +445,18 @@ async def test_an_unknown_model_is_not_taken_for_a_missing_route(start_gateway, 
         assert exc.value.code == "model_not_found"
         assert (await client.responses.create(model="fake-model", input="hi")).output_text
     assert api.count("/v1/responses") == 2 and api.count("/v1/chat/completions") == 0
+
+
+async def test_kept_responses_outlive_a_restart(start_gateway, api):
+    """Kept in the storage engine (the files engine's responses.sqlite), not the gateway's memory."""
+    gw = await upstream_gateway(start_gateway, api)
+    api.reply = "Kept."
+    async with sdk(gw) as client:
+        kept = await client.responses.create(model="fake-model", input="keep this")
+    await gw.restart()
+    async with sdk(gw) as client:
+        assert (await client.responses.retrieve(kept.id)).output_text == "Kept."
+        api.reply = "Continued."
+        more = await client.responses.create(model="fake-model", input="and then?", previous_response_id=kept.id)
+        assert more.output_text == "Continued."
+    assert "keep this" in str(api.requests[-1]["body"])

@@ -9,10 +9,13 @@ from typing import TYPE_CHECKING, Any
 from ...config import Config
 from ...schema import AGENT_ID
 from ...memory.notes.keyed import VersionLimits
+from ..base import ResponseLimits
 from .keyed import FileKeyedStore
 from .ledger import LocalRunLedger
 from .memory import FilesMemoryIndex
+from .notes import FileNotes
 from .principals import FileAuditLog, FilePrincipalStore
+from .responses import FileResponseStore
 from .sessions import FileSessionStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,9 +35,12 @@ class FilesStorage:
         self._idempotency: dict[str, dict[tuple[str, str], tuple[str, float]]] = {}
         a = config.audit
         self._audit = FileAuditLog(config.state_dir / "audit.jsonl", a.max_bytes, a.max_age_days * 86400, a.keep)
+        self._responses: FileResponseStore | None = None
 
     async def close(self) -> None:
-        """Nothing is held beyond each agent's own stores."""
+        """Nothing is held beyond each agent's own stores and the kept responses' file."""
+        if self._responses is not None:
+            await self._responses.close()
 
     async def agents(self) -> list[str]:
         """Every agent folder with a sessions folder (a link is no agent's)."""
@@ -74,7 +80,14 @@ class FilesStorage:
     def memory(self, agent_id: str) -> "MemoryService":
         from ...memory.service import MemoryService
 
-        return MemoryService(self.config, agent_id, self.memory_index(agent_id), self.keyed(agent_id))
+        return MemoryService(
+            self.config, agent_id, self.memory_index(agent_id), self.keyed(agent_id), self.notes(agent_id)
+        )
+
+    def notes(self, agent_id: str) -> FileNotes:
+        """The workspace folder itself; memory.write's versions in the state dir."""
+        history = self.config.agent_dir(agent_id) / "history" / "notes"
+        return FileNotes(self.config.agent_workspace(agent_id), history, VersionLimits.of(self.config))
 
     def cluster(self, services: "Services") -> "Cluster | None":
         return None  # one gateway: nothing to coordinate
@@ -84,6 +97,12 @@ class FilesStorage:
 
     def audit(self) -> FileAuditLog:
         return self._audit  # one, so it remembers its file's first entry (rotation by age)
+
+    def responses(self) -> FileResponseStore:
+        if self._responses is None:
+            path = self.config.state_dir / "responses.sqlite"
+            self._responses = FileResponseStore(path, ResponseLimits.of(self.config))
+        return self._responses
 
     def status(self) -> dict[str, Any]:
         return {"engine": self.name}

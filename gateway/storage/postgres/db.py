@@ -288,6 +288,50 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX audit_by_principal ON audit (principal, id);
     """,
     ),
+    (
+        # /v1/responses kept (storage/postgres/responses.py): read and continued through any gateway.
+        "0013_stored_responses",
+        """
+        CREATE TABLE stored_responses (
+            id text PRIMARY KEY,
+            seq bigserial NOT NULL,
+            agent_id text NOT NULL,
+            principal text NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now(),
+            size integer NOT NULL,
+            body text NOT NULL
+        );
+        CREATE INDEX stored_responses_by_principal ON stored_responses (principal, seq);
+        CREATE INDEX stored_responses_by_age ON stored_responses (created_at);
+    """,
+    ),
+    (
+        # Notes as rows (storage/postgres/notes.py), each gateway's workspace folder a mirror.
+        "0014_notes",
+        """
+        CREATE TABLE notes (
+            agent_id text NOT NULL,
+            path text NOT NULL,
+            content text NOT NULL,
+            hash text NOT NULL,
+            version integer NOT NULL,
+            at text NOT NULL,
+            by_door text NOT NULL,
+            principal text,
+            PRIMARY KEY (agent_id, path)
+        );
+        CREATE TABLE note_versions (
+            agent_id text NOT NULL,
+            path text NOT NULL,
+            version integer NOT NULL,
+            at text NOT NULL,
+            by_door text NOT NULL,
+            principal text,
+            content text NOT NULL,
+            PRIMARY KEY (agent_id, path, version)
+        );
+    """,
+    ),
 ]
 
 

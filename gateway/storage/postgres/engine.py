@@ -10,10 +10,13 @@ from ...errors import Unavailable, storage_unreachable
 from .db import migrate, pending
 from .instance import Postgres
 from ...memory.notes.keyed import VersionLimits
+from ..base import ResponseLimits
 from .keyed import PgKeyedStore
 from .ledger import PgRunLedger
 from .memory import PgMemoryIndex
+from .notes import PgNotes
 from .principals import PgAuditLog, PgPrincipalStore
+from .responses import PgResponseStore
 from .sessions import PgSessionStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -84,7 +87,20 @@ class PostgresStorage:
     def memory(self, agent_id: str) -> "MemoryService":
         from ...memory.service import MemoryService
 
-        return MemoryService(self.config, agent_id, self.memory_index(agent_id), self.keyed(agent_id))
+        return MemoryService(
+            self.config, agent_id, self.memory_index(agent_id), self.keyed(agent_id), self.notes(agent_id)
+        )
+
+    def notes(self, agent_id: str) -> PgNotes:
+        """Rows, with the workspace folder a mirror (what this gateway mirrored: its state dir's)."""
+        return PgNotes(
+            self.pg,
+            agent_id,
+            self.config.agent_workspace(agent_id),
+            self.config.agent_dir(agent_id) / "notes-mirror.json",
+            VersionLimits.of(self.config),
+            self.config.memory.max_file_bytes,
+        )
 
     def cluster(self, services: "Services") -> "Cluster":
         from ...cluster import Cluster
@@ -101,6 +117,9 @@ class PostgresStorage:
             a = self.config.audit
             self._audit = PgAuditLog(self.pg.pool, a.max_age_days * 86400 * (a.keep + 1))
         return self._audit
+
+    def responses(self) -> PgResponseStore:
+        return PgResponseStore(self.pg.pool, ResponseLimits.of(self.config))
 
     def status(self) -> dict[str, Any]:
         return {"engine": self.name, "instance": self.pg.instance_id, "eventsDropped": self.pg.dropped}

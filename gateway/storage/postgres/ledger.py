@@ -102,3 +102,10 @@ async def drop_claim(pg: Postgres, agent_id: str, session: str, run_id: str) -> 
             run_id,
         )
     )
+
+
+async def run_holder(pg: Postgres, agent_id: str, run_id: str) -> str | None:
+    """The instance that holds run `run_id` of the agent (a `chat.confirm` is answered there), else None."""
+    return await pg.pool.fetchval(
+        "SELECT instance_id FROM runs WHERE agent_id = $1 AND run_id = $2 LIMIT 1", agent_id, run_id
+    )

@@ -1,0 +1,290 @@
+"""The PostgreSQL engine's NoteRecord (memory/ports.py): notes as rows every gateway on the database
+shares, each gateway's workspace folder a working mirror.
+
+    notes          (agent, path) → the text now, its SHA-256, version, when, the door (`by_door`), who
+    note_versions  (agent, path, version) → the text of each version kept (memory.versions' limits)
+
+A write through any door (memory.write, memory.restore) is a new version, committed with a `note`
+notification; every gateway then writes the note into its folder (cluster.py → `reconcile(path)`).
+A file changed in the folder — a person's editor, memory.learn, a day file's flush — is taken into
+the record as a new version (by "file") before the next sync indexes it (the watcher starts that sync),
+and reaches the other gateways the same way. What this gateway last mirrored of each note is in its own
+state dir (`<agentDir>/notes-mirror.json`: version, SHA-256, mtime and size), so an edit on disk is
+told from a mirror that fell behind: a file that differs from what was mirrored is an edit, taken in
+on top of whatever the record holds by then, so two edits at once both survive — the later current,
+the earlier a version. A file that is not UTF-8 text, holds NUL or is over `memory.maxFileBytes` stays
+out of the record (said once in the log). Notes are never deleted through the mirror: a file removed
+by hand is written again from the record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import structlog
+
+from ...errors import Invalid
+from ...fsutil import atomic_write, ensure_private_dir
+from ...memory.index.sources import ScanError, scan_memory
+from ...memory.layout import IMAGES_DIR, KEYED_DIR, is_note
+from ...memory.notes import files
+from ...memory.notes.history import NoteVersion
+from ...memory.notes.keyed import VersionLimits
+from ...timeutil import now_iso
+from .db import lock_key
+from .instance import Postgres
+
+log = structlog.get_logger("gateway.memory")
+
+_OWNED = (KEYED_DIR + "/", IMAGES_DIR + "/")
+
+
+def mirrored(rel: str) -> bool:
+    """A note the record holds: a memory file, not one keyed memories or images own."""
+    return is_note(rel) and not rel.startswith(_OWNED)
+
+
+def _oldest_kept(sizes: list[Any], limits: VersionLimits) -> int | None:
+    """The oldest version to keep of (version, size) rows, oldest first, when older ones must go (as
+    memory/notes/keyed.kept counts them: the newest always stays); None when all stay."""
+    count = used = 0
+    for row in reversed(sizes):
+        if count and (count >= limits.keep or used + row["size"] > limits.max_bytes):
+            return int(sizes[len(sizes) - count]["version"])
+        count += 1
+        used += row["size"]
+    return None
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class PgNotes:
+    def __init__(
+        self, pg: Postgres, agent_id: str, workspace: Path, marks_file: Path, limits: VersionLimits, max_bytes: int
+    ):
+        self.pg = pg
+        self.agent_id = agent_id
+        self.workspace = workspace
+        self.marks_file = marks_file
+        self.limits = limits
+        self.max_bytes = max_bytes
+        self._lock = asyncio.Lock()  # one write or reconcile of this agent's notes at a time, here
+        self._marks: dict[str, dict[str, Any]] | None = None
+        self._refused: set[tuple[str, str]] = set()  # (path, why) said in the log already
+
+    # ---- the port --------------------------------------------------------------------------------------
+    async def write(self, rel: str, text: str, by: str = "", principal: str | None = None) -> dict[str, Any]:
+        data = files.check_content(text)
+        async with self._lock:
+            await self._reconcile(rel)  # an edit by hand not yet recorded becomes a version first
+            version, digest = await self._take(rel, text, by, principal)
+            await self._mirror(rel, data, version, digest)
+        return {"path": rel, "size": len(data), "created": version == 1}
+
+    async def versions(self, rel: str) -> list[NoteVersion]:
+        async with self._lock:
+            await self._reconcile(rel)
+        rows = await self.pg.pool.fetch(
+            "SELECT version, at, by_door, principal, content FROM note_versions WHERE agent_id = $1 AND path = $2 "
+            "ORDER BY version",
+            self.agent_id,
+            rel,
+        )
+        return [NoteVersion(r["version"], r["at"], r["by_door"], r["content"], r["principal"]) for r in rows]
+
+    async def reconcile(self, rel: str | None = None) -> int:
+        async with self._lock:
+            return await self._reconcile(rel)
+
+    # ---- the record --------------------------------------------------------------------------------------
+    async def _take(self, rel: str, text: str, by: str, principal: str | None) -> tuple[int, str]:
+        """`text` as the note's new version (none when it is what the note holds); (version, SHA-256)."""
+        digest = _hash(text)
+        async with self.pg.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key(f"note:{self.agent_id}:{rel}"))
+            now = await conn.fetchrow(
+                "SELECT version, hash FROM notes WHERE agent_id = $1 AND path = $2", self.agent_id, rel
+            )
+            if now is not None and now["hash"] == digest:
+                return now["version"], digest
+            version = (now["version"] if now is not None else 0) + 1
+            at = now_iso()
+            await conn.execute(
+                "INSERT INTO note_versions (agent_id, path, version, at, by_door, principal, content) "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                self.agent_id,
+                rel,
+                version,
+                at,
+                by,
+                principal,
+                text,
+            )
+            await conn.execute(
+                "INSERT INTO notes (agent_id, path, content, hash, version, at, by_door, principal) "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (agent_id, path) DO UPDATE SET "
+                "content = excluded.content, hash = excluded.hash, version = excluded.version, at = excluded.at, "
+                "by_door = excluded.by_door, principal = excluded.principal",
+                self.agent_id,
+                rel,
+                text,
+                digest,
+                version,
+                at,
+                by,
+                principal,
+            )
+            sizes = await conn.fetch(
+                "SELECT version, octet_length(content) AS size FROM note_versions WHERE agent_id = $1 AND path = $2 "
+                "ORDER BY version",
+                self.agent_id,
+                rel,
+            )
+            oldest = _oldest_kept(sizes, self.limits)
+            if oldest is not None:
+                await conn.execute(
+                    "DELETE FROM note_versions WHERE agent_id = $1 AND path = $2 AND version < $3",
+                    self.agent_id,
+                    rel,
+                    oldest,
+                )
+            await self.pg.notify("note", conn, agent=self.agent_id, key=rel)
+        return version, digest
+
+    # ---- the mirror --------------------------------------------------------------------------------------
+    async def _reconcile(self, only: str | None) -> int:
+        marks = await self._loaded_marks()
+        if only is None:
+            rows = await self.pg.pool.fetch("SELECT path, version, hash FROM notes WHERE agent_id = $1", self.agent_id)
+        else:
+            rows = await self.pg.pool.fetch(
+                "SELECT path, version, hash FROM notes WHERE agent_id = $1 AND path = $2", self.agent_id, only
+            )
+        record = {r["path"]: r for r in rows}
+        disk = await asyncio.to_thread(self._stats, only)
+        changed = 0
+        before = orjson.dumps(marks, option=orjson.OPT_SORT_KEYS)
+        for rel in sorted(set(record) | set(disk)):
+            if not mirrored(rel):
+                continue
+            row, stat, mark = record.get(rel), disk.get(rel), marks.get(rel)
+            if stat is not None and (mark is None or (mark["m"], mark["s"]) != stat):
+                text = await asyncio.to_thread(self._read, rel)
+                if text is None:
+                    continue
+                digest = _hash(text)
+                if row is not None and digest == row["hash"]:
+                    marks[rel] = {"v": row["version"], "h": digest, "m": stat[0], "s": stat[1]}
+                    continue
+                if mark is not None and digest == mark["h"]:  # touched, not changed: as mirrored
+                    mark = marks[rel] = {**mark, "m": stat[0], "s": stat[1]}
+                else:  # an edit here: a new version, on top of whatever the record holds by now
+                    version, digest = await self._take(rel, text, "file", None)
+                    marks[rel] = {"v": version, "h": digest, "m": stat[0], "s": stat[1]}
+                    changed += 1
+                    continue
+            if row is None:
+                if stat is None:
+                    marks.pop(rel, None)
+                continue
+            if stat is not None and mark is not None and mark["h"] == row["hash"]:
+                if mark["v"] != row["version"]:
+                    marks[rel] = {**mark, "v": row["version"]}
+                continue
+            content = await self.pg.pool.fetchval(
+                "SELECT content FROM notes WHERE agent_id = $1 AND path = $2", self.agent_id, rel
+            )
+            if content is None:
+                continue
+            await self._mirror(rel, content.encode("utf-8"), row["version"], row["hash"], save=False)
+            changed += 1
+        if orjson.dumps(marks, option=orjson.OPT_SORT_KEYS) != before:
+            await asyncio.to_thread(self._save_marks)
+        return changed
+
+    async def _mirror(self, rel: str, data: bytes, version: int, digest: str, save: bool = True) -> None:
+        """Write the record's note into the folder, and remember what was written."""
+        marks = await self._loaded_marks()
+
+        def write() -> tuple[int, int]:
+            try:
+                files.put_file(self.workspace, rel, data)
+            except Invalid as exc:  # a symlink or a folder outside the workspace where the note goes
+                self._say(rel, str(exc))
+                raise
+            st = os.stat(self.workspace / rel)
+            return st.st_mtime_ns, st.st_size
+
+        try:
+            stat = await asyncio.to_thread(write)
+        except Invalid:
+            return
+        marks[rel] = {"v": version, "h": digest, "m": stat[0], "s": stat[1]}
+        if save:
+            await asyncio.to_thread(self._save_marks)
+
+    def _stats(self, only: str | None) -> dict[str, tuple[int, int]]:
+        if only is not None:
+            target = self.workspace / only
+            try:
+                if target.is_symlink() or not target.is_file():
+                    return {}
+                st = target.stat()
+            except OSError:
+                return {}
+            return {only: (st.st_mtime_ns, st.st_size)}
+        try:
+            found = scan_memory(self.workspace)
+        except ScanError as exc:  # a folder that cannot be read: what can be read is still reconciled
+            log.warning("notes_scan_failed", agent=self.agent_id, error=str(exc))
+            return {}
+        return {f.path: (f.mtime_ns, f.size) for f in found if mirrored(f.path)}
+
+    def _read(self, rel: str) -> str | None:
+        """The note's text, or None (said once) where the record cannot hold it."""
+        try:
+            data = (self.workspace / rel).read_bytes()
+        except OSError as exc:
+            self._say(rel, f"unreadable: {exc.strerror or exc}")
+            return None
+        if len(data) > self.max_bytes:
+            self._say(rel, f"over memory.maxFileBytes ({len(data)} > {self.max_bytes} bytes)")
+            return None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            self._say(rel, "not UTF-8 text")
+            return None
+        if "\x00" in text:
+            self._say(rel, "holds NUL characters")
+            return None
+        return text
+
+    def _say(self, rel: str, why: str) -> None:
+        if (rel, why) not in self._refused:
+            self._refused.add((rel, why))
+            log.warning("note_left_out_of_the_record", agent=self.agent_id, path=rel, reason=why)
+
+    async def _loaded_marks(self) -> dict[str, dict[str, Any]]:
+        if self._marks is None:
+
+            def load() -> dict[str, dict[str, Any]]:
+                try:
+                    data = orjson.loads(self.marks_file.read_bytes())
+                except (OSError, orjson.JSONDecodeError):
+                    return {}  # none yet, or damaged: every file is compared with the record by its text
+                return {k: v for k, v in data.items() if isinstance(v, dict) and {"v", "h", "m", "s"} <= v.keys()}
+
+            self._marks = await asyncio.to_thread(load)
+        return self._marks
+
+    def _save_marks(self) -> None:
+        ensure_private_dir(self.marks_file.parent)
+        atomic_write(self.marks_file, orjson.dumps(self._marks or {}))
