@@ -231,6 +231,9 @@ def test_a_delete_says_how_to_undo_it_and_history_restore_and_the_trash_work_in_
     assert r.returncode == 0 and r.stdout.startswith("deleted boat (memory/keyed/general/boat.md): in the trash until")
     undo = r.stdout.splitlines()[-1]
     assert undo == "undo: jarvis memory restore boat"
+    r = jarvis("memory", "get", "boat", state_dir=state)  # a newcomer looks for it: where is it?
+    assert r.returncode == 1 and "no memory with key 'boat': it is in the trash (deleted " in r.stderr, r.stderr
+    assert r.stderr.rstrip().endswith("bring it back with memory.restore {key} (jarvis memory restore boat)")
     r = jarvis("memory", "trash", state_dir=state)
     assert "boat (general): The boat is teal." in r.stdout
     r = jarvis(*undo.split()[2:], state_dir=state)
