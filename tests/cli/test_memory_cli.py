@@ -224,7 +224,7 @@ def test_a_delete_says_how_to_undo_it_and_history_restore_and_the_trash_work_in_
         assert jarvis("memory", "set", "boat", value, state_dir=state).returncode == 0
     r = jarvis("memory", "history", "boat", state_dir=state)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[0] == "boat" and "v2  " in r.stdout and "by cli  (current)" in r.stdout
+    assert r.stdout.splitlines()[0] == "boat" and "v2  " in r.stdout and "by owner via cli  (current)" in r.stdout
     r = jarvis("memory", "restore", "boat", "--version", "1", state_dir=state)
     assert r.returncode == 0 and r.stdout == "restored boat: version 1 written again\n", r.stderr
     r = jarvis("memory", "delete", "boat", state_dir=state)

@@ -967,6 +967,8 @@ async def test_a_delete_offers_undo_and_the_trash_restores_or_purges(page: Page,
         entry = panel.locator("li.memory-item[data-key='kayak']")
         await entry.get_by_role("button", name="Edit memory kayak").click()
         await panel.locator("#memory-history summary").click()
+        # Who wrote it and how: the principal and the door, not the door alone.
+        await expect(panel.locator("#memory-history li[data-version='1']")).to_contain_text("by owner via websocket")
         await panel.get_by_role("button", name="Restore version 1").click()
         await expect(page.locator("#memories-status")).to_contain_text("Restored version 1 of kayak.")
         await expect(panel.get_by_label("Text", exact=True)).to_have_value("The kayak is yellow.")
