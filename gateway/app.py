@@ -17,7 +17,7 @@ import structlog
 
 from . import __version__
 from .calls import Call, Door
-from .chat.providers import make_provider
+from .chat.providers import DiscoveredProvider, make_provider
 from .config import Config
 from .events import EventBus
 from .methods import chat as _chat_methods  # noqa: F401  (registers methods)
@@ -39,6 +39,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .storage.base import Storage
 
 log = structlog.get_logger("gateway.app")
+
+# How long the ready line waits for the first look for a local model server (it runs beside the rest of
+# start-up; loopback answers in milliseconds, a refused port at once): past it the line says "looking".
+DISCOVERY_WAIT_S = 1.0
 
 
 class Gateway:
@@ -81,6 +85,8 @@ class Gateway:
         ensure_private_dir(cfg.state_dir)
         self._lock_fd = lock_state_dir(cfg.state_dir)  # raises StateDirInUse when another gateway has it
         provider = make_provider(cfg)
+        if isinstance(provider, DiscoveredProvider):
+            provider.start()  # loopback's model servers asked while the rest starts; the ready line says
         self.storage = await open_storage(cfg)
         self.services = Services(cfg, EventBus(), provider, self.storage)
         tokens = self.services.principals.tokens
@@ -108,18 +114,22 @@ class Gateway:
         # and MCP calls end on this gateway within a poll of the principals (access.POLL_S).
         self.services.principals.on_revoked += [self.server.revoked, self.http.revoked]
         await self.http.start()
+        if isinstance(provider, DiscoveredProvider):
+            await provider.settled(DISCOVERY_WAIT_S)
+        chat = provider.describe()
         log.info(
             "gateway ready",
             url=self.url,
             version=__version__,
             chat=provider.name,
             chat_model=provider.model,
-            chat_url=getattr(provider, "endpoint", None),
+            chat_url=chat["baseUrl"],
+            chat_discovered=chat["discovered"],
             memory=cfg.memory.enabled,
             state_dir=str(cfg.state_dir),
             http=self.http.url() if self.http.enabled else None,
         )
-        self._phase("ready", url=self.url)
+        self._phase("ready", url=self.url, chat=chat)
 
     def stop(self) -> None:
         self._stop.set()

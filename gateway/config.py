@@ -258,6 +258,16 @@ class ChatConfig:
     max_tool_call_id_chars: int = _f(
         128, ge=16, le=4096, doc="a tool call's id as the model sent it; a longer one is replaced by the gateway's own"
     )
+    discover: bool = _f(
+        True,
+        doc="with no chat model configured (provider auto, no apiKey or baseUrl), look for a model server on "
+        "this machine's loopback (127.0.0.1, ::1) at chat.discoverPorts, at start and when asked (jarvis models, "
+        "chat.models), and chat with the first that answers with a model; false: the offline responder",
+    )
+    discover_ports: list[int] = _f(
+        factory=lambda: [11434, 8080, 1234, 8000],
+        doc="loopback ports discovery asks, in order: Ollama 11434, llama.cpp's server 8080, LM Studio 1234, vLLM 8000",
+    )
 
 
 @dataclass
@@ -678,6 +688,12 @@ class Config:
             return self.chat.provider
         return "openai" if (self.chat.api_key or self.chat.base_url) else "offline"
 
+    @property
+    def discovers(self) -> bool:
+        """Whether the gateway looks for a model server on loopback: no chat model configured (provider auto,
+        no apiKey, no baseUrl) and chat.discover on. A configured model always wins."""
+        return self.chat.provider == "auto" and self.chat_provider == "offline" and self.chat.discover
+
 
 ENV_VARS: dict[str, str] = {
     "JARVIS_STATE_DIR": "stateDir",
@@ -689,6 +705,7 @@ ENV_VARS: dict[str, str] = {
     "OPENAI_API_KEY": "chat.apiKey",
     "OPENAI_BASE_URL": "chat.baseUrl",
     "JARVIS_CHAT_MODEL": "chat.model",
+    "JARVIS_CHAT_DISCOVER": "chat.discover",
     "JARVIS_DATABASE_URL": "storage.url",
 }
 
@@ -764,6 +781,12 @@ def _coerce(key: str, value: Any, typ: Any, meta: Mapping[str, Any], from_text: 
         if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
             raise ConfigError(f"{key}: must be a table of names to strings")
         return {_text(key, str(n)): _text(f"{key}.{n}", v) for n, v in value.items()}
+    if typ == list[int]:  # ports: "11434, 8080" from the environment
+        if from_text and isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list) or len(value) > 64:
+            raise ConfigError(f"{key}: must be a list of at most 64 port numbers")
+        return [int(_number(f"{key}[{i}]", v, int, {"ge": 1, "le": 65535}, from_text)) for i, v in enumerate(value)]
     if origin is list:
         if from_text and isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
@@ -806,8 +829,7 @@ def _apply(obj: Any, data: Mapping[str, Any], prefix: str, from_text: bool, erro
         full = f"{prefix}{key}"
         f = fields.get(key)
         if f is None:
-            known = ", ".join(sorted(fields))
-            errors.append(f"{full}: unknown key (known here: {known})")
+            errors.append(f"{full}: unknown key{_did_you_mean(key, fields)} (known here: {', '.join(sorted(fields))})")
             continue
         typ = hints[f.name]
         if dataclasses.is_dataclass(typ):
@@ -823,6 +845,17 @@ def _apply(obj: Any, data: Mapping[str, Any], prefix: str, from_text: bool, erro
             setattr(obj, f.name, coerced)
         except ConfigError as exc:
             errors.append(str(exc))
+
+
+def _did_you_mean(key: str, known: Mapping[str, Any]) -> str:
+    """ ", did you mean 'historyMessages'?" for a key a letter or two from a known one (its case aside too)."""
+    import difflib
+
+    by_lower = {k.lower(): k for k in known}
+    if str(key).lower() in by_lower:
+        return f", did you mean {by_lower[str(key).lower()]!r}?"
+    close = difflib.get_close_matches(str(key).lower(), list(by_lower), n=1, cutoff=0.75)
+    return f", did you mean {by_lower[close[0]]!r}?" if close else ""
 
 
 def _nest(dotted: str, value: Any) -> dict[str, Any]:

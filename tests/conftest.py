@@ -20,6 +20,11 @@ from hypothesis import settings
 
 _HERE = Path(__file__).parent
 
+# A gateway started by a test (`jarvis serve` as a process, `jarvis models`) does not look for a model server
+# on this machine's ports (chat.discover): what another program runs there is no test's business. Tests of
+# discovery turn it on with a port of their own (tests/rpc/test_discovery.py).
+os.environ["JARVIS_CHAT_DISCOVER"] = "false"
+
 # Property tests draw the same examples on every run (derandomize: the seed comes from the test's own
 # name), so a suite run on CI fails only where the one before it would have; a failure shown once is
 # kept as an @example. HYPOTHESIS_PROFILE=explore draws new examples each run (and remembers failing

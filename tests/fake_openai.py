@@ -33,7 +33,8 @@ one message item, or with ("tools", …) one function_call item per call, in Ope
 Ollama and llama.cpp do), POST /v1/embeddings (deterministic vectors
 from a hashed bag of words, so similar texts are similar; image content parts — data URLs — too), GET
 /v1/models (`models`, a list of ids; None answers 404 as many local servers do; `models_delay`
-seconds before it answers). `requests` records
+seconds before it answers), GET /api/tags (`ollama_tags`: Ollama's own list; None: 404). `FakeOpenAI(port=P)` listens on that port (a server that comes back where it
+was). `requests` records
 every request body (and `headers`); `cancelled` counts the streams a client stopped reading mid-way. A
 server that is down: `closed_url()`.
 """
@@ -41,6 +42,7 @@ server that is down: `closed_url()`.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import math
@@ -70,12 +72,13 @@ def input_vector(item: Any, dims: int) -> list[float]:
 
 
 class FakeOpenAI:
-    def __init__(self, dims: int = 64):
+    def __init__(self, dims: int = 64, port: int = 0):
         self.dims = dims
         self.reply = "Hello from the fake model."
         self.chunk_delay = 0.0
         self.models: list[str] | None = ["fake-large", "fake-small"]
         self.models_delay = 0.0
+        self.ollama_tags: list[str] | None = None  # GET /api/tags answers these names, as Ollama's does
         self.responses_route = True  # False: POST /v1/responses is a 404, as on servers without it
         self.requests: list[dict[str, Any]] = []
         self.calls_made = 0  # tool calls streamed so far (their ids: call_0, call_1, …)
@@ -84,7 +87,8 @@ class FakeOpenAI:
         self.cancelled = 0  # streams whose client hung up before the end
         self._script: deque[tuple[Any, ...]] = deque()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._connections: set[Any] = set()  # the sockets it holds open (closed when it goes away)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -119,6 +123,14 @@ class FakeOpenAI:
     def __exit__(self, *exc: Any) -> None:
         self._server.shutdown()
         self._server.server_close()
+        # Its kept-alive connections end too, as a server process's do when it exits.
+        import socket
+
+        with self._lock:
+            held = list(self._connections)
+        for conn in held:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         api = self
@@ -131,6 +143,16 @@ class FakeOpenAI:
 
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with api._lock:
+                    api._connections.add(self.connection)
+
+            def finish(self) -> None:
+                with api._lock:
+                    api._connections.discard(self.connection)
+                super().finish()
 
             def _json(self, code: int, obj: Any, headers: dict[str, str] | None = None) -> None:
                 body = json.dumps(obj).encode()
@@ -145,6 +167,9 @@ class FakeOpenAI:
             def do_GET(self) -> None:  # noqa: N802 - http.server API
                 path = self.path.split("?")[0]
                 api.requests.append({"path": path, "body": None})
+                if path == "/api/tags" and api.ollama_tags is not None:
+                    self._json(200, {"models": [{"name": n, "model": n, "size": 1} for n in api.ollama_tags]})
+                    return
                 if path.endswith("/models") and api.models_delay:
                     time.sleep(api.models_delay)
                 if path.endswith("/models") and api.models is not None:

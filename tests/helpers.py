@@ -42,6 +42,7 @@ def make_config(state_dir: Path, **overrides: Any) -> Config:
         "chat.offlineDeltaDelay": 0.002,
         "memory.sync.watchDebounceMs": 100,
         "server.httpPort": 0,
+        "chat.discover": False,  # no looking for a model server on this machine's ports (tests of it ask)
     }  # tests of the HTTP API ask for -1 (a free port)
     base.update(overrides)
     return load_config(base, env={})

@@ -186,7 +186,7 @@ class Compactor:
 
     async def _summarise(self, batch: list[dict[str, Any]]) -> str:
         batch = [m for m in batch if m["role"] != "tool"]  # tool results quote memory that is already kept
-        if isinstance(self.provider, OfflineResponder):
+        if self.provider.offline_now:  # no model to summarise with (none configured, or none answers)
             return extractive_summary(batch)
         transcript = "\n".join(f"{m['role']}: {m['content']}" for m in batch)
         messages = [{"role": "system", "content": SUMMARY_PROMPT}, {"role": "user", "content": transcript[-60_000:]}]

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from typing import Any, AsyncGenerator
+from typing import Any, AsyncGenerator, AsyncIterator, Callable
 
 import structlog
 
@@ -65,6 +65,7 @@ class UpstreamError(Unavailable):
         super().__init__(message, retryable=retryable, retry_after_ms=retry_after_ms)
         self.status = status
         self.error = error
+        self.unreachable = False  # nothing answered at the endpoint (refused, reset, no route)
 
 
 class ChatProvider:
@@ -81,6 +82,7 @@ class ChatProvider:
     # `respond`), "translate" (as chat completions, through `relay`), "auto" (upstream until it answers that
     # it has no such route). The offline responder and a provider without the wire format translate.
     responses_api = "translate"
+    offline_now = False  # True while the offline responder answers (no model configured, or none found)
 
     def stream(
         self,
@@ -173,24 +175,31 @@ class ChatProvider:
     async def close(self) -> None:
         return None
 
+    def describe(self) -> dict[str, Any]:
+        """What chats, for system.health and the start-up line: provider, model, baseUrl, discovered."""
+        return {"provider": self.name, "model": self.model, "baseUrl": None, "discovered": False}
+
 
 class OfflineResponder(ChatProvider):
     name = "offline"
     model = "offline-responder"
     replies_are_memory = False
+    offline_now = True
     PREAMBLE = OFFLINE_PREAMBLE
 
-    def __init__(self, delta_delay: float = 0.01):
+    NOT_CONFIGURED = "no chat model is configured (set OPENAI_API_KEY or OPENAI_BASE_URL to use one)"
+
+    def __init__(self, delta_delay: float = 0.01, why: Callable[[], str] | None = None):
         self.delta_delay = delta_delay
+        self.why = why  # why there is no model now (discovery's reason); else none is configured
 
     @staticmethod
-    def compose(user_text: str, recalled: list[dict[str, Any]]) -> str:
+    def compose(user_text: str, recalled: list[dict[str, Any]], why: str = NOT_CONFIGURED) -> str:
         quoted = " ".join(user_text.split())
         if len(quoted) > 200:
             quoted = quoted[:199] + "…"
         lines = [
-            f"{OfflineResponder.PREAMBLE}: no chat model is configured "
-            "(set OPENAI_API_KEY or OPENAI_BASE_URL to use one).",
+            f"{OfflineResponder.PREAMBLE}: {why}.",
             f"You wrote: “{quoted}”",
         ]
         if recalled:
@@ -203,7 +212,7 @@ class OfflineResponder(ChatProvider):
 
     async def stream(self, messages, *, recalled=None, tools=None, tool_choice=None, model=None):
         user_text = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
-        text = self.compose(user_text, recalled or [])
+        text = self.compose(user_text, recalled or [], self.why() if self.why else self.NOT_CONFIGURED)
         # Stream in word-sized groups so clients exercise real incremental rendering.
         words = text.split(" ")
         step = max(1, len(words) // 12)
@@ -381,9 +390,11 @@ class OpenAIProvider(ChatProvider):
                 error=error if isinstance(error, dict) else None,
             )
         if isinstance(exc, openai.APIConnectionError):
-            return UpstreamError(
+            gone = UpstreamError(
                 f"chat provider unreachable at {self.endpoint}: {connection_failure(exc)}", 502, retryable=True
             )
+            gone.unreachable = True
+            return gone
         return UpstreamError(
             f"chat provider at {self.endpoint} failed: {type(exc).__name__}: {_short(str(exc))}", 502, retryable=True
         )
@@ -432,6 +443,9 @@ class OpenAIProvider(ChatProvider):
         if self._models_request is not None:
             self._models_request.cancel()
         await self.client.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {"provider": self.name, "model": self.model, "baseUrl": self.endpoint, "discovered": False}
 
 
 MAX_TOOL_CALLS = 64  # calls kept of one answer (16 run, the rest answered "skipped"); past it: dropped
@@ -535,6 +549,196 @@ def _event_has_content(event: Any) -> bool:
     )
 
 
+RETRY_S = 5.0  # while no server answers, a chat turn asks again at most this often (`jarvis models` always)
+
+
+class DiscoveredProvider(ChatProvider):
+    """Chat through a model server found on loopback (chat/discovery.py), or the offline responder while
+    none answers, saying why. It stands where one provider is expected (the runner, compaction, /v1 hold
+    one object for the gateway's life) and passes each call to the provider of the moment:
+
+    - asked at start (`start()`, in the background), by `list_models()` (`chat.models`, `jarvis models`,
+      the web page's picker) every time, and by a chat turn while none answers, at most every RETRY_S;
+    - a turn whose server does not answer (refused: it went away) is answered by the offline responder,
+      the reason in its text; the next turn past RETRY_S asks again and comes back to the server.
+    """
+
+    def __init__(self, config: Config):
+        self.config = config
+        self.offline = OfflineResponder(config.chat.offline_delta_delay, why=lambda: self.reason)
+        self.current: ChatProvider = self.offline
+        self.found: Any = None  # discovery.Found of the current server
+        self.reason = "looking for a model server on this machine (chat.discover)"
+        self._probe: asyncio.Task[None] | None = None
+        self._asked = -float("inf")  # time.monotonic() of the last probe's start
+        self._old: list[ChatProvider] = []  # providers of servers left behind, closed with this one
+
+    # What callers read of a provider is the current one's.
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.current.name
+
+    @property
+    def model(self) -> str:  # type: ignore[override]
+        return self.current.model
+
+    @property
+    def replies_are_memory(self) -> bool:  # type: ignore[override]
+        return self.current.replies_are_memory
+
+    @property
+    def tools_supported(self) -> bool:  # type: ignore[override]
+        return self.current.tools_supported
+
+    @property
+    def responses_api(self) -> str:  # type: ignore[override]
+        return self.current.responses_api
+
+    @property
+    def tools_refused(self) -> frozenset[str]:
+        return self.current.tools_refused
+
+    @tools_refused.setter
+    def tools_refused(self, value: frozenset[str]) -> None:
+        self.current.tools_refused = value
+
+    @property
+    def endpoint(self) -> str | None:
+        return self.found.base_url if self.current is not self.offline else None
+
+    @property
+    def offline_now(self) -> bool:  # type: ignore[override]
+        return self.current is self.offline
+
+    def describe(self) -> dict[str, Any]:
+        if self.current is self.offline:
+            return {**self.offline.describe(), "reason": self.reason}
+        return {**self.current.describe(), "discovered": True, "server": self.found.server}
+
+    def start(self) -> asyncio.Task[None]:
+        """The first probe, in the background: start-up never waits on it past `settled`."""
+        return self._ask()
+
+    async def settled(self, timeout: float) -> None:
+        """Wait (without blocking the loop) up to `timeout` s for the probe out now, so the start-up line can say."""
+        if self._probe is not None and not self._probe.done():
+            await asyncio.wait([self._probe], timeout=timeout)
+
+    async def discover(self) -> None:
+        """Ask now (or share the probe already out)."""
+        await asyncio.shield(self._ask())
+
+    def _ask(self) -> asyncio.Task[None]:
+        if self._probe is None or self._probe.done():
+            self._asked = time.monotonic()
+            self._probe = asyncio.create_task(self._run_probe(), name="chat-discovery")
+        return self._probe
+
+    async def _run_probe(self) -> None:
+        from .discovery import discover
+
+        try:
+            found, why = await discover(self.config.chat.discover_ports)
+        except Exception as exc:  # never the turn's failure: the offline responder says it
+            found, why = None, f"looking for a model server failed: {type(exc).__name__}: {_short(str(exc))}"
+        if found is None:
+            self._lose(why)
+            return
+        if self.found == found and self.current is not self.offline:
+            return
+        same = self.found is not None and (self.found.base_url, self.found.model) == (found.base_url, found.model)
+        if not (same and isinstance(self.current, OpenAIProvider)):
+            c = self.config.chat
+            provider = OpenAIProvider(
+                "",
+                found.base_url,
+                found.model,
+                c.timeout,
+                0,  # a server that goes away falls back at once; the next turn asks again
+                max_argument_chars=c.max_tool_argument_bytes,
+                max_id_chars=c.max_tool_call_id_chars,
+                responses_api="translate",  # local servers have chat completions; few have /v1/responses
+            )
+            if self.current is not self.offline:
+                self._old.append(self.current)
+            self.current = provider
+        self.found = found
+        self.reason = ""
+        log.info(
+            "chat model discovered",
+            server=found.server,
+            chat_url=found.base_url,
+            chat_model=found.model,
+            models=len(found.models),
+        )
+
+    def _lose(self, why: str) -> None:
+        if self.current is not self.offline:
+            log.warning("discovered chat model gone; the offline responder answers", chat_url=self.endpoint, reason=why)
+            self._old.append(self.current)
+            self.current = self.offline
+        self.reason = why
+
+    async def _now(self) -> ChatProvider:
+        """The provider for a turn: while none answers, ask again when the last probe is RETRY_S old."""
+        if self.current is self.offline and time.monotonic() - self._asked >= RETRY_S:
+            await self.discover()
+        return self.current
+
+    def _gone(self, provider: ChatProvider, exc: UpstreamError) -> bool:
+        """Whether `exc` says the server went away: then the offline responder answers, saying so."""
+        if not exc.unreachable or provider is self.offline:
+            return False
+        if provider is self.current:
+            why = exc.message.rsplit(": ", 1)[-1]  # "chat provider unreachable at URL: connection refused"
+            self._lose(f"the model server found at {self.endpoint} stopped answering ({_short(why)})")
+            self._asked = time.monotonic()
+        return True
+
+    async def stream(self, messages, *, recalled=None, tools=None, tool_choice=None, model=None):
+        provider = await self._now()
+        started = False
+        try:
+            async with contextlib.aclosing(
+                provider.stream(messages, recalled=recalled, tools=tools, tool_choice=tool_choice, model=model)
+            ) as items:
+                async for item in items:
+                    started = True
+                    yield item
+            return
+        except UpstreamError as exc:
+            if started or not self._gone(provider, exc):
+                raise
+        async with contextlib.aclosing(self.offline.stream(messages, recalled=recalled)) as items:
+            async for item in items:
+                yield item
+
+    async def relay(self, body, recalled):
+        provider = await self._now()
+        try:
+            return await provider.relay(body, recalled)
+        except UpstreamError as exc:
+            if not self._gone(provider, exc):
+                raise
+        return await self.offline.relay(body, recalled)
+
+    async def respond(self, body: dict[str, Any]) -> AsyncGenerator[Any, None]:
+        provider = self.current
+        if provider is self.offline:  # it went away since the turn chose how to ask
+            raise UpstreamError(f"no chat model: {self.reason}", 502, retryable=True)
+        return await provider.respond(body)
+
+    async def list_models(self) -> list[dict]:
+        await self.discover()
+        return await self.current.list_models()
+
+    async def close(self) -> None:
+        if self._probe is not None:
+            self._probe.cancel()
+        for provider in {id(p): p for p in [*self._old, self.current]}.values():
+            await provider.close()
+
+
 def make_provider(config: Config) -> ChatProvider:
     if config.chat_provider == "openai":
         c = config.chat
@@ -548,4 +752,6 @@ def make_provider(config: Config) -> ChatProvider:
             max_id_chars=c.max_tool_call_id_chars,
             responses_api=c.responses_api,
         )
+    if config.discovers:
+        return DiscoveredProvider(config)
     return OfflineResponder(config.chat.offline_delta_delay)

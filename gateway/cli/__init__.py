@@ -4,6 +4,7 @@
     jarvis token [--rotate]
     jarvis call METHOD [JSON] [--follow [--text]]
     jarvis chat [MESSAGE] [--session KEY | --new] [-m MODEL] [-s SYSTEM]
+    jarvis models [--json]
     jarvis sessions list|show KEY|delete KEY|export KEY [--format md|jsonl]
     jarvis memory sync|search|status …
     jarvis config [--json] [--defaults]
@@ -12,6 +13,7 @@
     jarvis import chatgpt|claude|markdown|jsonl PATH [--agent A] [--dry-run] [--json]
     jarvis export [--agent A] [--out FILE.zip] [--json]
 
+Every command that talks to the gateway takes --token TOKEN (else JARVIS_GATEWAY_TOKEN, else the token file).
 Exit codes: 0 ok, 1 the gateway answered with an error, 2 bad usage or invalid config, 3 cannot connect.
 """
 
@@ -48,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the gateway (until SIGTERM/SIGINT)",
         description="Run the gateway: JSON-RPC over WebSocket and the web page on one port.",
     )
-    _common(p)
+    _common(p, token=False)  # the gateway's own: JARVIS_GATEWAY_TOKEN or the token file, never a visible flag
     p.set_defaults(handler=cmd_serve)
 
     p = sub.add_parser(
@@ -61,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replace it with a new random token (a running gateway uses it for new connections)",
     )
-    _common(p)
+    _common(p, token=False)
     p.set_defaults(handler=cmd_token, token_command=None)
     from . import access
 
@@ -106,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat_cli.add_commands(sub)
 
+    from . import models as models_cli
+
+    models_cli.add_commands(sub)
+
     from . import sessions as sessions_cli
 
     sessions_cli.add_commands(sub)
@@ -143,6 +149,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         "server.httpPort": getattr(args, "http_port", None),
         "logLevel": getattr(args, "log_level", None),
         "logFormat": getattr(args, "log_format", None),
+        "token": getattr(args, "token", None),  # --token: every client command's (jarvis call, chat, memory, …)
     }
     return load_config({k: v for k, v in overrides.items() if v is not None})
 
@@ -194,13 +201,15 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
     def announce(gw: Any) -> None:
         def on_phase(name: str, info: dict[str, Any]) -> None:
             if name == "ready":
+                from ..chat.discovery import summary
                 from .client import token_command
 
                 where = "JARVIS_GATEWAY_TOKEN" if config.token else str(config.token_file)
                 http = f"\nHTTP API (MCP at /mcp, OpenAI-compatible at /v1): {gw.http.url()}" if gw.http.enabled else ""
                 print(
                     f"Jarvis Gateway listening on {gw.url}  (web page: {gw.url.replace('ws', 'http', 1)})"
-                    f"{http}\ntoken: {where}  (print it with `{token_command(config)}`)",
+                    f"{http}\ntoken: {where}  (print it with `{token_command(config)}`)"
+                    f"\nchat: {summary(info['chat'])}",
                     file=sys.stderr,
                     flush=True,
                 )

@@ -409,8 +409,12 @@ async def _interactive(chat: Chat) -> int:
             import readline  # noqa: F401 - line editing and history for input()
         except ImportError:  # pragma: no cover
             pass
+        from ..chat.discovery import summary
+
+        health = await chat.conn.call("system.health")
         print(
-            f"Jarvis chat, {chat.describe()}. /help lists the commands, Ctrl-D or /quit leaves, Ctrl-C stops a reply.",
+            f"Jarvis chat, {chat.describe()}. /help lists the commands, Ctrl-D or /quit leaves, Ctrl-C stops a reply."
+            f"\nchat: {summary(health.get('chat') or {})}",
             file=sys.stderr,
             flush=True,
         )

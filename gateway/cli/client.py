@@ -130,8 +130,13 @@ def client_token(config: Config) -> str:
     except TokenError as exc:
         raise CallError(str(exc), 2) from None
     if not token:
+        # A first start: nothing to mend but starting it. (Worded so that no "token: VALUE" reads as a secret
+        # to the masking of memory/secrets.py, which every tool error goes through.)
         raise CallError(
-            f"no token: {config.token_file} does not exist (start the gateway or run `{token_command(config)}`)", 2
+            f"the gateway is not running yet: it has never started with the state dir {config.state_dir} (the "
+            f"token file {config.token_file} is made at its first start). Start it with `jarvis serve` "
+            f"(./scripts/serve in a checkout), or make the token first with `{token_command(config)}`",
+            2,
         )
     return token
 

@@ -15,8 +15,15 @@ def print_json(obj: Any, indent: bool = True) -> None:
     sys.stdout.flush()
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, token: bool = True) -> None:
     g = p.add_argument_group("configuration (override config.toml and the environment)")
+    if token and not any(a.dest == "token" for a in p._actions):
+        g.add_argument(
+            "--token",
+            metavar="TOKEN",
+            help="the token to present to the gateway (default: JARVIS_GATEWAY_TOKEN, else <stateDir>/gateway.token); "
+            "a principal's token acts as that principal",
+        )
     g.add_argument("--state-dir", metavar="DIR", help="state directory (env JARVIS_STATE_DIR, default ~/.jarvis)")
     g.add_argument("--workspace", metavar="DIR", help="workspace with MEMORY.md and memory/ (env JARVIS_WORKSPACE)")
     g.add_argument("--host", help="bind / connect address (env JARVIS_HOST, default 127.0.0.1)")

@@ -31,7 +31,6 @@ def add_commands(sub: Any) -> None:
         "answers a tool error saying how to start it, until it answers. See docs/mcp.md.",
     )
     p.add_argument("--url", help="gateway WebSocket URL (default ws://HOST:PORT/ from the config)")
-    p.add_argument("--token", help="gateway token (default: JARVIS_GATEWAY_TOKEN, else <stateDir>/gateway.token)")
     _common(p)
     p.set_defaults(handler=run)
 

@@ -262,16 +262,24 @@ async def run(args: argparse.Namespace, m: "Methods", agent: str) -> int:
     return 0
 
 
+def author(v: dict[str, Any]) -> str:
+    """Who wrote a version and how: "by owner via cli", "by phone via mcp"; what is unknown left out (an
+    older write kept no principal; an edit by hand no door)."""
+    who, door = v.get("principal"), v.get("by")
+    if who and door:
+        return f"by {who} via {door}"
+    return f"by {who}" if who else f"via {door}" if door else "by unknown"
+
+
 def _history_text(res: dict[str, Any]) -> str:
     if "version" in res:  # one version of a note, whole
         return res["version"]["content"]
     lines = []
     for v in res["versions"]:
         what = v["value"] if "value" in v else v["preview"]
-        by = v["by"] or "unknown"
         now = "  (current)" if v.get("current") else ""
         lines.append(
-            f"v{v['version']}  {v['at'][:19].replace('T', ' ')}  by {by}{now}\n    {' '.join(what.split())[:200]}"
+            f"v{v['version']}  {v['at'][:19].replace('T', ' ')}  {author(v)}{now}\n    {' '.join(what.split())[:200]}"
         )
     head = f"{res.get('key') or res.get('path')}" + (" (in the trash)" if res.get("trashed") else "")
     return "\n".join([head, *lines])

@@ -19,7 +19,8 @@ def health(ctx: CallContext, p: dict) -> dict:
         "version": __version__,
         "uptimeS": round(time.monotonic() - s.started, 3),
         "connections": s.connection_count(),
-        "chat": {"provider": s.chat.provider.name, "model": s.chat.provider.model},
+        # provider, model, baseUrl, discovered (a model server found on loopback: its server; else the reason)
+        "chat": s.chat.provider.describe(),
         "memory": memory,
         "agents": {"open": len(s.agents), "maxOpen": s.config.agents.max_open},
         "storage": s.storage.status(),

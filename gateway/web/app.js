@@ -27,7 +27,7 @@ import { rpc } from "./state.js";
 rpc.addEventListener("open", async (ev) => {
   signedIn();
   loadHealth();
-  loadModels();
+  loadModels().then(loadHealth); // chat.models looks again for a local model server: the badge follows
   loadDevices();
   await resumeSessions({ reconnected: ev.detail.reconnected });
 });

@@ -28,10 +28,13 @@ export function formatTime(iso) {
   if (Number.isNaN(d.getTime())) return "";
   const today = new Date();
   const sameDay = d.toDateString() === today.toDateString();
+  // Another year's date says its year (an imported conversation from 2023 is not "Mar 14").
+  const day = d.getFullYear() === today.getFullYear()
+    ? { month: "short", day: "numeric" }
+    : { year: "numeric", month: "short", day: "numeric" };
   return sameDay
     ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
-    : d.toLocaleDateString([], { month: "short", day: "numeric" }) + " " +
-      d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    : d.toLocaleDateString([], day) + " " + d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
 }
 
 export function formatDate(iso) {

@@ -255,7 +255,7 @@ async function loadMemoryHistory(key) {
   for (const v of earlier) {
     ui.memoryHistoryList.appendChild(h("li", { class: "trash-item", "data-version": String(v.version) },
       h("span", { class: "trash-name", text: v.value }),
-      h("span", { class: "hint", text: `v${v.version} · ${formatTime(v.at)}${v.by ? ` · by ${v.by}` : ""}` }),
+      h("span", { class: "hint", text: `v${v.version} · ${formatTime(v.at)}${author(v)}` }),
       h("span", { class: "trash-actions" },
         h("button", {
           type: "button", class: "link-button", text: "Restore", "aria-label": `Restore version ${v.version}`,
@@ -461,3 +461,10 @@ ui.noteForm.addEventListener("submit", (ev) => {
   const path = ui.notePath.value.trim();
   if (path) editNote(path);
 });
+
+/** Who wrote a version (its principal) and how (its door): " · by owner via websocket". */
+function author(v) {
+  if (v.principal && v.by) return ` · by ${v.principal} via ${v.by}`;
+  if (v.principal) return ` · by ${v.principal}`;
+  return v.by ? ` · via ${v.by}` : "";
+}

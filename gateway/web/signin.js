@@ -34,6 +34,7 @@ function showSignin(message = "") {
   ui.sessionsToggle.hidden = true;
   ui.modelBadge.hidden = true;
   ui.offlineBanner.hidden = true;
+  ui.foundBanner.hidden = true;
   ui.signinError.textContent = message;
   ui.signinButton.disabled = false;
   ui.tokenInput.setAttribute("aria-invalid", message ? "true" : "false");

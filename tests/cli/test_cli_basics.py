@@ -145,3 +145,40 @@ def test_memory_search_shows_a_keyed_memorys_value_not_its_front_matter(tmp_path
     import orjson
 
     assert orjson.loads(r.stdout)["results"][0]["snippet"] == "Navy blue, like the sea at dusk."
+
+
+def leaves(parser: argparse.ArgumentParser, path: str = "jarvis"):
+    """(command line, parser) of every command that runs something (no sub-command of its own to pick)."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs and parser.get_default("handler") is not None:
+        yield path, parser
+    for action in subs:
+        for name, child in action.choices.items():
+            yield from leaves(child, f"{path} {name}")
+
+
+def test_every_client_command_takes_token():
+    """docs/protocol.md speaks of `--token`: every command that talks to a gateway takes it (not `serve`, whose
+    token is its own, nor `jarvis token`, which prints it)."""
+    without = [
+        path
+        for path, p in leaves(build_parser())
+        if not any("--token" in a.option_strings for a in p._actions)
+        and path not in ("jarvis serve", "jarvis token")
+        and not path.startswith(("jarvis service", "jarvis backup", "jarvis config", "jarvis migrate"))
+    ]
+    assert without == []
+
+
+def test_token_flag_reaches_a_gateway_whose_token_is_in_no_file(tmp_path):
+    token = "a-token-only-the-environment-knows-1234"
+    with GatewayProcess.running(tmp_path, "[memory]\nenabled = false\n", env={"JARVIS_GATEWAY_TOKEN": token}) as gp:
+        port = str(gp.port)
+        r = jarvis("sessions", "list", "--port", port, "--token", token, state_dir=tmp_path)
+        assert r.returncode == 0, r.stderr
+        r = jarvis("call", "system.health", "--port", port, "--token", token, state_dir=tmp_path)
+        assert r.returncode == 0 and '"status"' in r.stdout, r.stderr
+        r = jarvis("call", "system.health", "--port", port, "--token", "x" * 32, state_dir=tmp_path)
+        assert r.returncode == 3 and "wrong token?" in r.stderr
+        r = jarvis("call", "system.health", "--port", port, "--token", "short", state_dir=tmp_path)
+        assert r.returncode == 2 and "token:" in r.stderr

@@ -40,7 +40,12 @@ def test_layers_file_then_env_then_flags(tmp_path):
     [
         ("[server]\nport = 'x'\n", "server.port: must be an integer"),
         ("[server]\nport = 70000\n", "server.port: must be <= 65535"),
-        ("[server]\nprot = 1\n", "server.prot: unknown key"),
+        ("[server]\nprot = 1\n", "server.prot: unknown key, did you mean 'port'?"),
+        ("[chat]\nhistroyMessages = 5\n", "chat.histroyMessages: unknown key, did you mean 'historyMessages'?"),
+        ("[chat]\nbaseURL = 'http://x/v1'\n", "chat.baseURL: unknown key, did you mean 'baseUrl'?"),
+        ("[chat]\ndiscoverPorts = [11434, 0]\n", "chat.discoverPorts[1]: must be >= 1"),
+        ("[chat]\ndiscoverPorts = ['x']\n", "chat.discoverPorts[0]: must be an integer"),
+        ("[chat]\ndiscoverPorts = 11434\n", "chat.discoverPorts: must be a list of at most 64 port numbers"),
         ("[memory.search]\nmode = 'magic'\n", "memory.search.mode: must be one of"),
         ("server = 3\n", "server: must be a table"),
         ("[memory.chunking]\ntokens = 100\noverlap = 100\n", "memory.chunking.overlap"),
@@ -51,6 +56,22 @@ def test_invalid_config_names_the_key(tmp_path, toml, key):
     (tmp_path / "config.toml").write_text(toml)
     with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("(", r"\(")):
         load_config({"stateDir": str(tmp_path)}, env={})
+
+
+def test_an_unknown_key_far_from_any_says_only_what_is_known(tmp_path):
+    (tmp_path / "config.toml").write_text("[chat]\nzzzz = 1\n")
+    with pytest.raises(ConfigError) as err:
+        load_config({"stateDir": str(tmp_path)}, env={})
+    assert "did you mean" not in str(err.value) and "(known here: " in str(err.value)
+
+
+def test_discovery_settings_from_the_environment(tmp_path):
+    cfg = load_config({"stateDir": str(tmp_path)}, env={"JARVIS_CHAT_DISCOVER": "false"})
+    assert cfg.chat.discover is False and not cfg.discovers
+    cfg = load_config({"stateDir": str(tmp_path), "chat.discoverPorts": "11434, 8080"}, env={})
+    assert cfg.chat.discover_ports == [11434, 8080] and cfg.discovers
+    assert not load_config({"stateDir": str(tmp_path)}, env={"OPENAI_BASE_URL": "http://x/v1"}).discovers
+    assert not load_config({"stateDir": str(tmp_path), "chat.provider": "offline"}, env={}).discovers
 
 
 def test_cli_invalid_config_exits_2_with_the_key(tmp_path):
@@ -157,7 +178,7 @@ def test_config_prints_toml_that_loads_back_to_the_same_config(tmp_path):
         '[chat]\nsystemPrompt = "Say \\"hi\\"\\nthen\\tstop \\\\ ok"\n[memory.search]\nmmr = true\nrrfK = 30\n'
         "[memory.backend.qmd]\ntimeoutMs = 500\n"
     )
-    env = {"JARVIS_PORT": "28789", "JARVIS_CHAT_MODEL": "llama3.2", "OPENAI_API_KEY": ""}
+    env = {"JARVIS_PORT": "28789", "JARVIS_CHAT_MODEL": "llama3.2", "OPENAI_API_KEY": "", "JARVIS_CHAT_DISCOVER": ""}
     r = jarvis("config", "--workspace", str(ws), state_dir=state, env=env)
     assert r.returncode == 0 and r.stderr == "", r.stderr
     out = r.stdout

@@ -224,13 +224,16 @@ def test_a_delete_says_how_to_undo_it_and_history_restore_and_the_trash_work_in_
         assert jarvis("memory", "set", "boat", value, state_dir=state).returncode == 0
     r = jarvis("memory", "history", "boat", state_dir=state)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[0] == "boat" and "v2  " in r.stdout and "by cli  (current)" in r.stdout
+    assert r.stdout.splitlines()[0] == "boat" and "v2  " in r.stdout and "by owner via cli  (current)" in r.stdout
     r = jarvis("memory", "restore", "boat", "--version", "1", state_dir=state)
     assert r.returncode == 0 and r.stdout == "restored boat: version 1 written again\n", r.stderr
     r = jarvis("memory", "delete", "boat", state_dir=state)
     assert r.returncode == 0 and r.stdout.startswith("deleted boat (memory/keyed/general/boat.md): in the trash until")
     undo = r.stdout.splitlines()[-1]
     assert undo == "undo: jarvis memory restore boat"
+    r = jarvis("memory", "get", "boat", state_dir=state)  # a newcomer looks for it: where is it?
+    assert r.returncode == 1 and "no memory with key 'boat': it is in the trash (deleted " in r.stderr, r.stderr
+    assert r.stderr.rstrip().endswith("bring it back with memory.restore {key} (jarvis memory restore boat)")
     r = jarvis("memory", "trash", state_dir=state)
     assert "boat (general): The boat is teal." in r.stdout
     r = jarvis(*undo.split()[2:], state_dir=state)

@@ -44,7 +44,12 @@ def test_the_readme_config_for_a_local_model_works(tmp_path):
             assert r.stdout.startswith("Your bicycle is green.\n")
             assert "sources: MEMORY.md:" in r.stdout  # recalled through the server's embeddings
             health = orjson.loads(jarvis("call", "system.health", "--port", str(gp.port), state_dir=state).stdout)
-            assert health["chat"] == {"provider": "openai", "model": "llama3.2"}
+            assert health["chat"] == {
+                "provider": "openai",
+                "model": "llama3.2",
+                "baseUrl": api.base_url,
+                "discovered": False,  # configured: a configured model always wins
+            }
         chats = [q["body"] for q in api.requests if q["path"] == "/v1/chat/completions"]
         embeds = [q["body"] for q in api.requests if q["path"] == "/v1/embeddings"]
         assert chats and all(b["model"] == "llama3.2" for b in chats)
@@ -65,7 +70,12 @@ def test_the_readme_environment_variant(tmp_path):
             r = jarvis("chat", "hello", "--new", "--port", port, state_dir=state)
             assert r.returncode == 0 and r.stdout.startswith(api.reply), r.stderr
             health = orjson.loads(jarvis("call", "system.health", "--port", port, state_dir=state).stdout)
-            assert health["chat"] == {"provider": "openai", "model": "llama3.2"}
+            assert health["chat"] == {
+                "provider": "openai",
+                "model": "llama3.2",
+                "baseUrl": api.base_url,
+                "discovered": False,
+            }
 
 
 async def test_an_unreachable_embedding_server_is_named_with_the_reason(tmp_path):

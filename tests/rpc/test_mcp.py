@@ -219,6 +219,35 @@ async def test_jarvis_mcp_started_before_the_gateway_lists_its_tools_and_works_o
     assert gw.token == token
 
 
+async def test_jarvis_mcp_before_the_gateway_ever_ran_says_to_start_it_and_works_once_it_did(start_gateway, tmp_path):
+    """The README's `claude mcp add jarvis -- jarvis mcp` before the first `jarvis serve`: no token file yet.
+    The tool error names the token file (a path, not a secret to mask), says what to do, and no "still
+    running"; started as it says, the gateway answers the same `jarvis mcp`."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    state = tmp_path / "Jarvis2State"  # mixed case and a digit: what a secret's value looks like to the masking
+    params = StdioServerParameters(
+        command=sys.executable,
+        cwd=str(ROOT),
+        args=["-m", "gateway.cli", "mcp", "--port", str(port)],
+        env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "JARVIS_STATE_DIR": str(state)},
+    )
+    async with Client(params) as client:
+        assert [t.name for t in (await client.list_tools()).tools] == NAMES
+        down = await client.call_tool("memory_list", {})
+        said = text(down)
+        assert down.is_error and said.startswith("Error: memory.list failed: the gateway is not running yet"), said
+        assert f"the token file {state}/gateway.token is made at its first start" in said
+        assert "Start it with `jarvis serve`" in said
+        assert "redacted" not in said and "still running" not in said
+        await start_gateway("Jarvis2State", memory=True, **{"server.port": port})
+        up = await client.call_tool("memory_set", {"key": "boat.colour", "value": "dark green"})
+        assert not up.is_error, text(up)
+
+
 async def test_keep_alive_round_trips_do_not_wait_for_a_delayed_ack(start_gateway):
     """An MCP client keeps its connection open and sends each request in one write; the listener's
     answers must leave at once (TCP_NODELAY), not ~40 ms later when the client's delayed ACK comes."""

@@ -187,3 +187,28 @@ async def test_the_planted_note_attack_leaves_nothing_that_cannot_be_undone(star
         }
         assert now == facts
         await c.close()
+
+
+async def test_get_of_a_trashed_key_says_it_is_in_the_trash(start_gateway):
+    await _trashed_key_hint(start_gateway)
+
+
+async def test_get_of_a_trashed_key_says_it_is_in_the_trash_on_postgresql(start_gateway, postgres_url):
+    await _trashed_key_hint(start_gateway, **{"storage.url": postgres_url})
+
+
+async def _trashed_key_hint(start_gateway, **extra):
+    gw = await start_gateway(memory=True, **{"memory.search.mode": "fts", **extra})
+    c = await gw.client()
+    await c.call("memory.set", {"key": "boat", "value": "The boat is teal."})
+    await c.call("memory.delete", {"key": "boat"})
+    with pytest.raises(RpcError) as err:
+        await c.call("memory.get", {"key": "boat"})
+    assert err.value.code == -32004 and err.value.data == {"key": "boat", "inTrash": True}
+    assert err.value.message.startswith("no memory with key 'boat': it is in the trash (deleted ")
+    with pytest.raises(RpcError) as err:
+        await c.call("memory.get", {"key": "never"})
+    assert err.value.message == "no memory with key 'never'"
+    await c.call("memory.restore", {"key": "boat"})
+    assert (await c.call("memory.get", {"key": "boat"}))["value"] == "The boat is teal."
+    await c.close()

@@ -96,7 +96,19 @@ class MemoryNotes:
         return out
 
     async def get(self, key: str) -> dict:
-        return (await self.keyed.get(key)).full()
+        try:
+            return (await self.keyed.get(key)).full()
+        except NotFound as exc:
+            trashed = next((c for c in await self.keyed.trash() if c.entry.key == key), None)
+            if trashed is None:
+                raise
+            until = self._expires(trashed.deleted)
+            raise NotFound(
+                f"no memory with key {key!r}: it is in the trash (deleted {trashed.deleted}"
+                + (f", kept until {until}" if until else "")
+                + f"); bring it back with memory.restore {{key}} (jarvis memory restore {key})",
+                {**(exc.data or {}), "key": key, "inTrash": True},
+            ) from None
 
     def _expires(self, deleted: str | None) -> str | None:
         return days_after(deleted, self.mem.cfg.trash_days)

@@ -967,6 +967,8 @@ async def test_a_delete_offers_undo_and_the_trash_restores_or_purges(page: Page,
         entry = panel.locator("li.memory-item[data-key='kayak']")
         await entry.get_by_role("button", name="Edit memory kayak").click()
         await panel.locator("#memory-history summary").click()
+        # Who wrote it and how: the principal and the door, not the door alone.
+        await expect(panel.locator("#memory-history li[data-version='1']")).to_contain_text("by owner via websocket")
         await panel.get_by_role("button", name="Restore version 1").click()
         await expect(page.locator("#memories-status")).to_contain_text("Restored version 1 of kayak.")
         await expect(panel.get_by_label("Text", exact=True)).to_have_value("The kayak is yellow.")
@@ -1101,3 +1103,55 @@ async def test_devices_and_apps_make_a_token_shown_once_and_revoke_it(browser: B
                 await ctx.close()
     finally:
         await gw.stop()
+
+
+async def test_the_page_loads_without_a_console_error_and_checks_the_key_format(browser: Browser, gateway):
+    """Chromium compiles `pattern` with the `v` flag: a pattern invalid there is a console error on load and
+    no check at all. Load, sign in, open the memory form: not one console error, and the key's format is
+    checked."""
+    ctx = await browser.new_context()
+    try:
+        pg = await ctx.new_page()
+        console: list[str] = []
+        pg.on("console", lambda msg: console.append(msg.text) if msg.type == "error" else None)
+        pg.on("pageerror", lambda exc: console.append(str(exc)))
+        await pg.goto(base_url(gateway))
+        await sign_in(pg, gateway.token)
+        await pg.get_by_role("button", name="Memories").click()
+        await pg.locator("#search-panel").get_by_role("button", name="Add memory").click()
+        key = pg.locator("#search-panel").get_by_label("Key", exact=True)
+        await key.fill("no spaces allowed")
+        assert await key.evaluate("el => el.validity.patternMismatch") is True
+        await key.fill("bicycle.colour_2-b")
+        assert await key.evaluate("el => el.validity.valid") is True
+        assert console == [], console
+    finally:
+        await ctx.close()
+
+
+async def test_a_date_of_another_year_shows_its_year(page: Page, gateway: RunningGateway):
+    await sign_in(page, gateway.token)
+    shown = await page.evaluate(
+        "import('/static/dom.js').then(m => [m.formatTime('2023-03-14T09:31:00Z'), "
+        "m.formatTime(new Date(new Date().getFullYear(), 0, 2, 9, 31).toISOString())])"
+    )
+    assert "2023" in shown[0], shown
+    assert str(__import__("datetime").date.today().year) not in shown[1], shown  # this year's: no year
+
+
+async def test_a_model_found_on_this_machine_shows_in_the_badge_and_a_banner(browser: Browser, tmp_path):
+    with FakeOpenAI() as api:
+        api.models = ["llama3.2"]
+        port = int(api.base_url.rsplit(":", 1)[1].split("/")[0])
+        gw = RunningGateway(make_config(tmp_path / "state", **{"chat.discover": True, "chat.discoverPorts": [port]}))
+        await gw.start()
+        try:
+            async with signed_in(browser, gw) as pg:
+                await expect(pg.locator("#model-badge")).to_have_text("a model server · llama3.2")
+                banner = pg.locator("#found-banner")
+                await expect(banner).to_contain_text(f"Chatting with llama3.2 on a model server at {api.base_url}")
+                await expect(pg.locator("#offline-banner")).to_be_hidden()
+                await banner.get_by_role("button", name="Dismiss").click()
+                await expect(banner).to_be_hidden()
+        finally:
+            await gw.stop()
