@@ -264,6 +264,10 @@ class RelaySink(Protocol):
     def refused(self, exc: UpstreamError) -> None:
         """The upstream's failure, for the door to answer with its status and error."""
 
+    def noted(self, note: str) -> None:
+        """Something of the request the gateway left out (a hosted tool a chat upstream cannot run), for
+        the answer to say (`jarvis.notes`)."""
+
 
 @dataclass
 class RelayedTurn:
