@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from ..errors import Invalid
 from ..schema import SESSION_KEY, Field, text_problem
 from .providers import OfflineResponder, UpstreamError
-from .relay import RelayedTurn, _items, check_model, text_of
+from .relay import RelayedTurn, _items, check_model, opening
 from .respevents import DONE, ResponseEvents, new_id
 from .restools import HOSTED_ITEMS, ChatTools, chat_tools, tool_choice
 from .stream import Delta, Usage
@@ -503,8 +503,5 @@ def _event_items(event: dict[str, Any]) -> list[Delta | Usage]:
 
 
 def chat_text_of(items: list[dict[str, Any]]) -> str:
-    """The first user message's text among items (names a new session)."""
-    for item in items:
-        if item.get("type", "message") == "message" and item.get("role") == "user":
-            return text_of(_chat_content(item.get("content")))
-    return ""
+    """The conversation's opening user message among items (names a new session; relay.opening)."""
+    return opening(as_messages(items, None))

@@ -503,7 +503,7 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
             channel.run_id, channel.session_key, channel.capture = (
                 started["runId"],
                 started["sessionKey"],
-                params["capture"],
+                started.get("captured", params["capture"]),  # not a side request's (chat/relay.py)
             )
             watcher = watch(request, channel, request.receive)  # until the response is under way
             try:

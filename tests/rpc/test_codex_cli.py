@@ -3,7 +3,9 @@
 upstream (tests/fake_openai.py with no /v1/responses, as Ollama and llama.cpp) and the offline responder,
 streaming and not. Its tools are translated instead of refused (a namespace's functions, a freeform
 `custom` apply_patch, a client-run tool_search; web_search left out with a note), the model's calls come
-back as the items Codex runs, and Codex's next request — built as Codex builds it — goes on."""
+back as the items Codex runs, and Codex's next request — built as Codex builds it — goes on. Separate runs
+in one folder are separate sessions, on both storage engines and through chat completions too; the UI's
+title request makes none."""
 
 from __future__ import annotations
 
@@ -231,6 +233,86 @@ async def test_a_tool_search_round_trip(start_gateway, api):
     assert json.loads(messages[-1]["content"]) == {"tools": []}
 
 
+def as_chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    from gateway.chat.responses import as_messages
+
+    return as_messages(body["input"], body.get("instructions"))
+
+
+async def sessions_of(gw) -> dict[str, str]:
+    c = await gw.client()
+    try:
+        found = (await c.call("sessions.list", {}))["sessions"]
+        return {s["sessionKey"]: s.get("label") or "" for s in found}
+    finally:
+        await c.close()
+
+
+async def history_of(gw, key: str) -> list[tuple[str, str]]:
+    c = await gw.client()
+    try:
+        found = (await c.call("sessions.history", {"sessionKey": key}))["messages"]
+        return [(m["role"], m["content"]) for m in found]
+    finally:
+        await c.close()
+
+
+@pytest.mark.parametrize("door", ["responses", "chat"])
+async def test_two_runs_in_one_folder_are_two_sessions_and_resume_goes_on(start_gateway, api, engine, door):
+    """Two `codex exec` runs in one folder begin with the same developer and environment messages: two
+    sessions, each labelled by what its user asked; `codex exec resume --last` goes on in the second. The
+    same conversation through chat completions alike; on both storage engines."""
+    gw = await upstream_gateway(start_gateway, api, **engine)
+    data = capture("two-runs-and-resume.json")
+    keys = []
+    async with httpx.AsyncClient(base_url=gw.http_url, headers={"Authorization": f"Bearer {gw.token}"}) as http:
+        for body, reply in zip(data["requests"], data["answered"]):
+            api.reply = reply  # what the capture's server answered, so that the resumed history is ours
+            if door == "responses":
+                r = await http.post("/v1/responses", json={**body, "stream": False}, timeout=30)
+            else:
+                chat = {"model": body["model"], "messages": as_chat_messages(body)}
+                r = await http.post("/v1/chat/completions", json=chat, timeout=30)
+            assert r.status_code == 200, r.text
+            keys.append(r.headers["x-jarvis-session"])
+    assert keys[0] != keys[1] and keys[2] == keys[1]
+    labels = await sessions_of(gw)
+    assert labels == {keys[0]: "what is in this folder", keys[1]: "write a haiku"}
+    assert await history_of(gw, keys[1]) == [
+        ("user", "write a haiku"),
+        ("assistant", "Second answer."),
+        ("user", "and another"),
+        ("assistant", "Third answer."),
+    ]
+
+
+@pytest.mark.parametrize("door", ["responses", "chat"])
+async def test_a_title_request_makes_no_session(start_gateway, api, engine, door):
+    """The interactive UI's turn is a session; its title request (a structured answer, no tools, no reply
+    in it) is answered but kept nowhere: no session, no X-Jarvis-Session."""
+    gw = await upstream_gateway(start_gateway, api, **engine)
+    turn, title = capture("tui-turn-and-title.json")["requests"]
+    async with httpx.AsyncClient(base_url=gw.http_url, headers={"Authorization": f"Bearer {gw.token}"}) as http:
+        answers = []
+        for body in (turn, title):
+            if door == "responses":
+                r = await http.post("/v1/responses", json={**body, "stream": False}, timeout=30)
+            else:
+                chat = {"model": body["model"], "messages": as_chat_messages(body)}
+                fmt = (body.get("text") or {}).get("format")
+                if fmt:
+                    chat["response_format"] = {
+                        "type": "json_schema",
+                        "json_schema": {"name": fmt["name"], "schema": fmt["schema"]},
+                    }
+                r = await http.post("/v1/chat/completions", json=chat, timeout=30)
+            assert r.status_code == 200, r.text
+            answers.append(r)
+    assert "x-jarvis-session" in answers[0].headers and "x-jarvis-session" not in answers[1].headers
+    assert answers[1].json()["jarvis"]["session"] is None
+    assert await sessions_of(gw) == {answers[0].headers["x-jarvis-session"]: "what else"}
+
+
 # ---- the translation, as a class -----------------------------------------------------------------------
 NAMES = st.sampled_from(["a", "b", "exec", "x.y", "tool_search", "n" * 70, "ä"])
 FUNCTION = st.builds(lambda n: {"type": "function", "name": n, "parameters": {"type": "object"}}, NAMES)
@@ -289,3 +371,48 @@ def test_every_tool_gets_one_upstream_name_that_maps_back(tools, additional):
             assert item["input"] == "raw"
     notes = [n for n in offered.notes if "web_search" in n]
     assert len(notes) == sum(1 for t in [*tools, *additional] if t["type"] == "web_search")
+
+
+PREAMBLE = st.lists(
+    st.sampled_from(
+        [
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "developer", "content": "<skills_instructions>…</skills_instructions>"},
+            {"role": "user", "content": "<environment_context><cwd>/home/user/project</cwd></environment_context>"},
+            {"role": "user", "content": "# AGENTS.md instructions for /home/user/project"},
+        ]
+    ),
+    max_size=4,
+)
+WORDS = st.text(alphabet="abc ", min_size=1, max_size=6).filter(str.strip)
+
+
+@settings(max_examples=300, deadline=None)
+@given(PREAMBLE, st.lists(st.tuples(WORDS, WORDS), min_size=1, max_size=3), st.lists(WORDS, min_size=1, max_size=3))
+def test_runs_that_share_only_their_preamble_are_sessions_of_their_own(preamble, first, second):
+    """The class, not Codex's wording: two conversations that begin with the same system, developer and
+    context messages are two sessions from their first request, each labelled by what its user asked;
+    each of their turns goes on in its own (its history is that session's whole conversation so far)."""
+    from gateway.chat.relay import Threads, first_user_text
+
+    threads = Threads()
+    keys: dict[int, set[str]] = {0: set(), 1: set()}
+    runs = [list(first), [(text, f"reply {i}") for i, text in enumerate(second)]]
+    history: dict[int, list[dict[str, Any]]] = {0: list(preamble), 1: list(preamble)}
+    for turn in range(max(len(r) for r in runs)):
+        for run in (0, 1):
+            if turn >= len(runs[run]):
+                continue
+            asked, reply = runs[run][turn]
+            messages = [*history[run], {"role": "user", "content": asked}]
+            key = threads.find(messages)
+            keys[run].add(key)
+            if turn == 0:
+                assert first_user_text({"messages": messages}) == asked
+            threads.remember(messages, reply, key)
+            history[run] = [*messages, {"role": "assistant", "content": reply}]
+    assert not keys[0] & keys[1]
+    # one session a run, unless the two said word for word the same (then each goes on in a new one)
+    same = [" ".join(a.split()) for a, _ in runs[0]][:1] == [" ".join(a.split()) for a, _ in runs[1]][:1]
+    if not same:
+        assert len(keys[0]) == 1 and len(keys[1]) == 1
