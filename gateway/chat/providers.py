@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from typing import Any, AsyncGenerator, AsyncIterator, Callable
+from typing import Any, AsyncGenerator, Callable
 
 import structlog
 

@@ -150,8 +150,39 @@ def agent_for_user(user: str) -> str:
     return "user." + (user if _USER_AGENT.fullmatch(user) else _digest(user)[:24])
 
 
+def opening(messages: list[dict[str, Any]]) -> str:
+    """The conversation's first real user message, what names its session: the last of the user messages
+    before the first reply (an agent's context messages come first — Codex's `<environment_context>`,
+    an AGENTS.md — then what its user asked); the first user message when none comes before a reply."""
+    before = [m for m in _until_reply(messages) if m.get("role") == "user"]
+    if before:
+        return text_of(before[-1].get("content"))
+    return next((text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
+
+
+def _until_reply(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for i, m in enumerate(messages):
+        if m.get("role") == "assistant":
+            return messages[:i]
+    return messages
+
+
 def first_user_text(request: dict[str, Any]) -> str:
-    return next((text_of(m.get("content")) for m in request["messages"] if m["role"] == "user"), "")
+    """The label of a new session: the conversation's opening (above)."""
+    return opening(request["messages"])
+
+
+STRUCTURED = ("json_schema", "json_object")
+
+
+def side_request(messages: list[dict[str, Any]], tools: Any, answer_format: Any) -> bool:
+    """A client's side request — a title, tags, a summary of a conversation — told by its shape, not its
+    words: it asks for a structured answer (`answer_format`, a response_format or text.format of type
+    json_schema or json_object), offers no tools, and continues no conversation (no reply among its
+    messages). Such a request is relayed, but not kept: it makes no session (docs/openai-endpoint.md)."""
+    structured = isinstance(answer_format, dict) and answer_format.get("type") in STRUCTURED
+    replied = any(m.get("role") == "assistant" for m in messages)
+    return structured and not tools and not replied
 
 
 THREADS_MAX = 10_000  # conversations remembered per agent (about 100 bytes each), the least recent forgotten
@@ -179,7 +210,8 @@ def _history(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
 class Threads:
     """Which session a conversation is in, found by its history: each turn remembers the digest of what
     was said up to and with its reply; a request whose history (all before its last user message) has
-    that digest continues the turn's session. A request with no history starts a new session, and so
+    that digest continues the turn's session. A request with no history — no reply among its messages,
+    whatever system, developer or context messages it begins with — starts a new session, and so
     does one whose history two sessions said word for word (two conversations that began alike and got
     the same reply, as the offline responder gives): from there on each goes on in its own. Bounded
     (THREADS_MAX, least recently used forgotten) and kept in memory: after a restart, a conversation's
@@ -187,7 +219,7 @@ class Threads:
 
     `shared`: several gateways on one database, any of which a conversation's next turn may reach; a
     gateway's memory does not see the others', so the conversation is named by what every gateway can
-    compute, `openai:<digest of the system prompt and the first user message>` (two conversations that
+    compute, `openai:<digest of the system prompt and the opening user message>` (two conversations that
     begin alike are one session there: not solved yet)."""
 
     def __init__(self, limit: int = THREADS_MAX, shared: bool = False):
@@ -203,10 +235,11 @@ class Threads:
     def find(self, messages: list[dict[str, Any]]) -> str:
         if self.shared:
             system = next((text_of(m.get("content")) for m in messages if m["role"] in ("system", "developer")), "")
-            first = next((text_of(m.get("content")) for m in messages if m["role"] == "user"), "")
-            return "openai:" + _digest(json.dumps([system, first]))
+            return "openai:" + _digest(json.dumps([system, opening(messages)]))
         history = _history(messages)
-        if not history:
+        if not history or not any(m.get("role") == "assistant" for m in messages):
+            # No reply yet: a new conversation, whatever context messages it begins with (two runs of an
+            # agent in one folder share their system, developer and environment messages, not their turns).
             return "openai:" + uuid.uuid4().hex
         digest = self._digest(history)
         if digest not in self._keys:
@@ -263,6 +296,10 @@ class RelaySink(Protocol):
 
     def refused(self, exc: UpstreamError) -> None:
         """The upstream's failure, for the door to answer with its status and error."""
+
+    def noted(self, note: str) -> None:
+        """Something of the request the gateway left out (a hosted tool a chat upstream cannot run), for
+        the answer to say (`jarvis.notes`)."""
 
 
 @dataclass

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .restools import ChatTools
 
 DONE = ("response.completed", "response.incomplete", "response.failed")
 
@@ -69,6 +72,10 @@ class ResponseEvents:
         self._text: dict[str, Any] | None = None  # the message item being written
         self._calls: dict[int, dict[str, Any]] = {}  # a chat chunk's tool call index → its function_call item
         self._open: list[dict[str, Any]] = []  # items added and not done, in order
+        # translated (an upstream's chat completions): the tools' names there → the client's tools, so a
+        # call comes back as the client's item (function_call with its namespace, custom_tool_call …)
+        self.offered: ChatTools | None = None
+        self._whole: dict[str, list[str]] = {}  # a custom or tool_search call's [upstream name, arguments]
 
     # ---- events ---------------------------------------------------------------------------------------
     def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
@@ -130,22 +137,24 @@ class ResponseEvents:
         return out
 
     def call(self, index: int, call_id: str | None, name: str | None, arguments: str | None) -> list[dict[str, Any]]:
-        """A piece of a function call (a chat chunk's `tool_calls[index]`)."""
+        """A piece of a tool call (a chat chunk's `tool_calls[index]`). A function's arguments stream as
+        they come; a custom tool's input and a tool search's arguments are said whole at the call's end
+        (they are inside the JSON the upstream writes)."""
         out: list[dict[str, Any]] = []
         item = self._calls.get(index)
         if item is None:
-            item = self._calls[index] = {
-                "id": new_id("fc"),
-                "type": "function_call",
-                "status": "in_progress",
-                "call_id": call_id or new_id("call"),
-                "name": name or "",
-                "arguments": "",
-            }
+            said = (self.offered.item if self.offered else _plain)(name or "", call_id or new_id("call"), "")
+            prefix = {"function_call": "fc", "custom_tool_call": "ctc", "tool_search_call": "ts"}[said["type"]]
+            item = self._calls[index] = {"id": new_id(prefix), "status": "in_progress", **said}
+            if said["type"] != "function_call":
+                self._whole[item["id"]] = [name or "", ""]
             out += self._add(item)
-        elif name and not item["name"]:
+        elif name and item["type"] == "function_call" and not item["name"]:
             item["name"] = name
         if arguments:
+            if item["id"] in self._whole:
+                self._whole[item["id"]][1] += arguments
+                return out
             item["arguments"] += arguments
             out.append(
                 self._event(
@@ -180,6 +189,14 @@ class ResponseEvents:
                     "response.content_part.done", item_id=item["id"], output_index=index, content_index=0, part=part
                 )
             )
+        elif item["id"] in self._whole:  # a custom tool's input, a tool search's arguments: whole now
+            assert self.offered is not None
+            upstream_name, arguments = self._whole.pop(item["id"])
+            item.update(self.offered.item(upstream_name, item["call_id"], arguments))
+            if item["type"] == "custom_tool_call":
+                ids = {"item_id": item["id"], "output_index": index}
+                out.append(self._event("response.custom_tool_call_input.delta", **ids, delta=item["input"]))
+                out.append(self._event("response.custom_tool_call_input.done", **ids, input=item["input"]))
         else:
             out.append(
                 self._event(
@@ -284,6 +301,10 @@ class ResponseEvents:
         if status == "incomplete":
             self.response["incomplete_details"] = {"reason": "max_output_tokens"}
         return [self._event(f"response.{status}", response=self._snapshot())]
+
+
+def _plain(name: str, call_id: str, arguments: str) -> dict[str, Any]:
+    return {"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments}
 
 
 def output_text(response: dict[str, Any]) -> str:

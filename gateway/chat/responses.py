@@ -21,6 +21,7 @@ store (the conversation is still captured unless capture is off).
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncGenerator
@@ -29,21 +30,32 @@ import structlog
 
 from ..errors import Invalid
 from ..schema import SESSION_KEY, Field, text_problem
-from .providers import UpstreamError
-from .relay import RelayedTurn, _items, check_model, text_of
+from .providers import OfflineResponder, UpstreamError
+from .relay import RelayedTurn, _items, check_model, opening
 from .respevents import DONE, ResponseEvents, new_id
+from .restools import HOSTED_ITEMS, ChatTools, chat_tools, tool_choice
 from .stream import Delta, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..storage.base import ResponseStore
     from .providers import ChatProvider
 
-log = structlog.get_logger("gateway.chat")
-
-ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
+ITEM_TYPES = (
+    "message",
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+    "tool_search_call",
+    "tool_search_output",
+    "additional_tools",
+    "reasoning",
+    *sorted(HOSTED_ITEMS),
+)
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
 TOOL_CHOICES = ("auto", "none", "required")
 _KEY = re.compile(SESSION_KEY)
+log = structlog.get_logger("gateway.chat")
 # fields of the request that go to a chat completions upstream as they are
 _PASSED = ("temperature", "top_p", "parallel_tool_calls", "user", "metadata", "seed")
 
@@ -88,13 +100,7 @@ class ResponsesRequest(Field):
             if not isinstance(tools, list):
                 raise Invalid("must be a list of tools", field=at("tools"))
             for i, tool in enumerate(tools):
-                if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
-                    raise Invalid("must be an object with a `type`", field=at(f"tools[{i}]"))
-                if tool["type"] == "function":
-                    if not isinstance(tool.get("name"), str) or not tool["name"]:
-                        raise Invalid("required, the function's name", field=at(f"tools[{i}].name"))
-                    if tool.get("parameters") is not None and not isinstance(tool["parameters"], dict):
-                        raise Invalid("must be a JSON Schema object", field=at(f"tools[{i}].parameters"))
+                _check_tool(tool, at(f"tools[{i}]"))
         choice = value.get("tool_choice")
         if choice is not None:
             if isinstance(choice, str):
@@ -102,7 +108,7 @@ class ResponsesRequest(Field):
                     raise Invalid(f"must be one of {', '.join(TOOL_CHOICES)}, or an object", field=at("tool_choice"))
             elif not isinstance(choice, dict) or not isinstance(choice.get("type"), str):
                 raise Invalid("must be auto, none, required, or an object with a `type`", field=at("tool_choice"))
-            elif choice["type"] == "function" and not isinstance(choice.get("name"), str):
+            elif choice["type"] in ("function", "custom") and not isinstance(choice.get("name"), str):
                 raise Invalid("required, the function's name", field=at("tool_choice.name"))
         # What the gateway keeps follows the text rule of every method's params (schema.py): the user's
         # messages (the transcript, the session's label), the model and user names.
@@ -125,18 +131,57 @@ def _check_item(item: Any, where: str) -> None:
         content = item.get("content")
         if not (isinstance(content, str) or (isinstance(content, list) and all(isinstance(p, dict) for p in content))):
             raise Invalid("must be a string or a list of content parts", field=f"{where}.content")
-    elif kind in ("function_call", "function_call_output"):
+    elif kind in ("function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"):
         if not isinstance(item.get("call_id"), str) or not item["call_id"]:
             raise Invalid("required, the call's id (a non-empty string)", field=f"{where}.call_id")
-        if kind == "function_call":
+        if kind in ("function_call", "custom_tool_call"):
             if not isinstance(item.get("name"), str) or not item["name"]:
-                raise Invalid("required, the function's name", field=f"{where}.name")
-            if not isinstance(item.get("arguments"), str):
-                raise Invalid("must be a string (the arguments as JSON)", field=f"{where}.arguments")
+                raise Invalid("required, the tool's name", field=f"{where}.name")
+            if item.get("namespace") is not None and not isinstance(item["namespace"], str):
+                raise Invalid("must be a string (the namespace tool's name)", field=f"{where}.namespace")
+            argument = "arguments" if kind == "function_call" else "input"
+            if not isinstance(item.get(argument), str):
+                rule = "the arguments as JSON" if kind == "function_call" else "the tool's raw input"
+                raise Invalid(f"must be a string ({rule})", field=f"{where}.{argument}")
         else:
             output = item.get("output")
             if not (isinstance(output, str) or (isinstance(output, list) and all(isinstance(p, dict) for p in output))):
                 raise Invalid("must be a string or a list of content parts", field=f"{where}.output")
+    elif kind in ("tool_search_call", "tool_search_output"):
+        if item.get("call_id") is not None and not isinstance(item["call_id"], str):
+            raise Invalid("must be a string, the call's id", field=f"{where}.call_id")
+    if kind in ("tool_search_output", "additional_tools"):
+        tools = item.get("tools")
+        if not isinstance(tools, list):
+            raise Invalid("must be a list of tools", field=f"{where}.tools")
+        for k, tool in enumerate(tools):
+            _check_tool(tool, f"{where}.tools[{k}]")
+
+
+def _check_tool(tool: Any, where: str, inner: bool = False) -> None:
+    """A tool as far as the gateway reads it: a type; a function's or custom tool's name (and a function's
+    parameters, an object); a namespace's name and its tools, functions and custom tools."""
+    if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
+        raise Invalid("must be an object with a `type`", field=where)
+    kind = tool["type"]
+    if kind in ("function", "custom", "namespace") and (not isinstance(tool.get("name"), str) or not tool["name"]):
+        raise Invalid(f"required, the {kind}'s name", field=f"{where}.name")
+    if kind == "function" and tool.get("parameters") is not None and not isinstance(tool["parameters"], dict):
+        raise Invalid("must be a JSON Schema object", field=f"{where}.parameters")
+    if kind == "custom" and tool.get("format") is not None and not isinstance(tool["format"], dict):
+        raise Invalid(
+            "must be an object ({type: text} or {type: grammar, syntax, definition})", field=f"{where}.format"
+        )
+    if kind == "namespace":
+        if inner:
+            raise Invalid("a namespace cannot hold another namespace", field=f"{where}.type")
+        tools = tool.get("tools")
+        if not isinstance(tools, list) or not tools:
+            raise Invalid("must be a non-empty list of the namespace's tools", field=f"{where}.tools")
+        for k, each in enumerate(tools):
+            _check_tool(each, f"{where}.tools[{k}]", inner=True)
+            if each["type"] not in ("function", "custom"):
+                raise Invalid("must be function or custom (a namespace's tools)", field=f"{where}.tools[{k}].type")
 
 
 def _kept_texts(value: dict[str, Any]) -> list[tuple[str, str]]:
@@ -197,69 +242,72 @@ def _chat_content(content: Any) -> Any:
     return parts
 
 
-def as_messages(items: list[dict[str, Any]], instructions: str | None) -> list[dict[str, Any]]:
+def as_messages(
+    items: list[dict[str, Any]], instructions: str | None, offered: ChatTools | None = None
+) -> list[dict[str, Any]]:
     """Responses input items as chat messages: a message as itself (developer as system), consecutive
-    function calls as one assistant message's tool_calls, each output a tool message; reasoning dropped."""
+    tool calls (function, custom, tool_search: by the names `offered` gives them upstream) as one
+    assistant message's tool_calls, each output a tool message; reasoning, tool lists and hosted tools'
+    records dropped."""
+    offered = offered or ChatTools()
     messages: list[dict[str, Any]] = [{"role": "system", "content": instructions}] if instructions else []
+
+    def call(call_id: str, name: str, arguments: str) -> None:
+        one = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        last = messages[-1] if messages else None
+        if last is not None and last["role"] == "assistant" and (last.get("tool_calls") or not last.get("content")):
+            last.setdefault("tool_calls", []).append(one)
+        else:
+            messages.append({"role": "assistant", "content": None, "tool_calls": [one]})
+
+    def output(call_id: str, text: str) -> None:
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+
     for item in items:
         kind = item.get("type", "message")
         if kind == "message":
             role = "system" if item["role"] == "developer" else item["role"]
             messages.append({"role": role, "content": _chat_content(item.get("content"))})
         elif kind == "function_call":
-            call = {
-                "id": item["call_id"],
-                "type": "function",
-                "function": {"name": item["name"], "arguments": item["arguments"]},
-            }
-            last = messages[-1] if messages else None
-            if last is not None and last["role"] == "assistant" and (last.get("tool_calls") or not last.get("content")):
-                last.setdefault("tool_calls", []).append(call)
-            else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif kind == "function_call_output":
-            output = item["output"]
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": item["call_id"],
-                    "content": output if isinstance(output, str) else _parts_text(output),
-                }
-            )
+            call(item["call_id"], offered.chat_name("function", item.get("namespace"), item["name"]), item["arguments"])
+        elif kind == "custom_tool_call":
+            name = offered.chat_name("custom", item.get("namespace"), item["name"])
+            call(item["call_id"], name, json.dumps({"input": item["input"]}, ensure_ascii=False))
+        elif kind == "tool_search_call":
+            arguments = item.get("arguments")
+            text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+            call(item.get("call_id") or "", offered.chat_name("tool_search", None, "tool_search"), text)
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            given = item["output"]
+            output(item["call_id"], given if isinstance(given, str) else _parts_text(given))
+        elif kind == "tool_search_output":
+            found = [{k: t.get(k) for k in ("type", "name", "description") if k in t} for t in item["tools"]]
+            output(item.get("call_id") or "", json.dumps({"tools": found}, ensure_ascii=False))
     return messages
 
 
-def as_chat(request: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, Any]:
+def as_chat(
+    request: dict[str, Any], items: list[dict[str, Any]], *, strict: bool = True, offered: ChatTools | None = None
+) -> dict[str, Any]:
     """The request as a chat completions body (streamed): its `items` (the previous response's input
-    and output, then its own) as messages; function tools as chat tools. A tool of another type cannot
-    be said in chat completions: UpstreamError 400 naming it."""
+    and output, then its own) as messages; its tools as chat tools (restools.py: a namespace's functions,
+    a custom tool as a function of its raw input, hosted tools left out). A tool that cannot be carried
+    at all: UpstreamError 400 naming it (`strict`; the offline responder takes any). `offered`: the
+    tools' translation already made (chat_tools), to say the model's calls back in the client's items."""
+    offered = offered if offered is not None else chat_tools(request, items, strict=strict)
     body: dict[str, Any] = {
         "model": request["model"],
-        "messages": as_messages(items, request.get("instructions")),
+        "messages": as_messages(items, request.get("instructions"), offered),
         "stream": True,
         "stream_options": {"include_usage": True},
     }
     body.update({name: request[name] for name in _PASSED if request.get(name) is not None})
     if request.get("max_output_tokens") is not None:
         body["max_tokens"] = request["max_output_tokens"]
-    tools = []
-    for i, tool in enumerate(request.get("tools") or []):
-        if tool["type"] != "function":
-            raise UpstreamError(
-                f"tools[{i}].type: {tool['type']!r} needs an upstream that serves /v1/responses "
-                "(chat.responsesApi); through chat completions only function tools can be offered",
-                400,
-                retryable=False,
-                error={"type": "invalid_request_error", "param": f"tools[{i}].type", "code": "unsupported_value"},
-            )
-        fn = {k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None}
-        tools.append({"type": "function", "function": fn})
-    if tools:
-        body["tools"] = tools
-        choice = request.get("tool_choice")
-        if isinstance(choice, dict) and choice.get("type") == "function":
-            body["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
-        elif isinstance(choice, str):
+    if offered.tools:
+        body["tools"] = offered.tools
+        choice = tool_choice(request.get("tool_choice"), offered)
+        if choice is not None:
             body["tool_choice"] = choice
     fmt = (request.get("text") or {}).get("format") if isinstance(request.get("text"), dict) else None
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
@@ -389,7 +437,14 @@ class RespondedTurn(RelayedTurn):
                 if not events.done:  # the upstream's stream ended without its response.completed
                     await tell(events.close_open("completed"))
             else:
-                body = as_chat(self.responses, self.items)
+                offline = isinstance(provider, OfflineResponder)  # it calls no tool: any tool list will do
+                offered = chat_tools(self.responses, self.items, strict=not offline)
+                for note in offered.notes:
+                    self.sink.noted(note)
+                if offered.notes:
+                    log.info("responses_tools_left_out", response=self.response_id, notes=offered.notes)
+                events.offered = offered
+                body = as_chat(self.responses, self.items, offered=offered)
                 body["messages"] = with_memory(body["messages"], recalled)
                 await tell(events.start())
                 chunks = await provider.relay(body, recalled)
@@ -443,8 +498,5 @@ def _event_items(event: dict[str, Any]) -> list[Delta | Usage]:
 
 
 def chat_text_of(items: list[dict[str, Any]]) -> str:
-    """The first user message's text among items (names a new session)."""
-    for item in items:
-        if item.get("type", "message") == "message" and item.get("role") == "user":
-            return text_of(_chat_content(item.get("content")))
-    return ""
+    """The conversation's opening user message among items (names a new session; relay.opening)."""
+    return opening(as_messages(items, None))

@@ -153,6 +153,7 @@ class RelayChannel:
         self.completion: dict[str, Any] | None = None
         self.error: UpstreamError | None = None
         self.memory: list[dict[str, Any]] = []  # what was recalled into the request
+        self.notes: list[str] = []  # what of the request was left out (chat/restools.py)
         self.ended = False
         self._queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
         self._room = asyncio.Event()
@@ -188,6 +189,9 @@ class RelayChannel:
     def refused(self, exc: UpstreamError) -> None:
         self.error = exc
 
+    def noted(self, note: str) -> None:
+        self.notes.append(note)
+
     # the door's side
     async def get(self) -> tuple[Any, ...]:
         """The next chunk, or ("end", method, event) of this run."""
@@ -202,12 +206,16 @@ class RelayChannel:
             return item
 
     def jarvis(self) -> dict[str, Any]:
-        """The extra field of the last chunk (or of the completion): session, run and recalled sources."""
-        return {
+        """The extra field of the last chunk (or of the completion): session, run and recalled sources;
+        `notes` when something of the request was left out."""
+        extra = {
             "session": self.session_key if self.capture else None,
             "runId": self.run_id,
             "memory": json.loads(memory_header(self.memory)),
         }
+        if self.notes:
+            extra["notes"] = list(self.notes)
+        return extra
 
     def headers(self) -> dict[str, str]:
         headers = {"X-Jarvis-Memory": memory_header(self.memory)}
@@ -496,7 +504,7 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
             channel.run_id, channel.session_key, channel.capture = (
                 started["runId"],
                 started["sessionKey"],
-                params["capture"],
+                started.get("captured", params["capture"]),  # not a side request's (chat/relay.py)
             )
             watcher = watch(request, channel, request.receive)  # until the response is under way
             try:

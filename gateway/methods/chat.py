@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..calls import Door
-from ..chat.relay import RELAY_REQUEST, RelayedTurn, RelaySink, first_user_text, session_for
+from ..chat.relay import RELAY_REQUEST, RelayedTurn, RelaySink, first_user_text, session_for, side_request
 from ..chat.responses import (
     RESPONSES_REQUEST,
     KeptResponses,
@@ -139,7 +139,7 @@ def _relayed(request: Field, where: str) -> Obj:
     _relayed(RELAY_REQUEST, "system prompt"),
     "Relay an OpenAI chat completions request as a chat run of its session (chat/relay.py): recalled "
     "memory in its system prompt, the upstream's own answer streamed to the door, the run's events to "
-    "the session's subscribers, the turn in its transcript → {runId, status, sessionKey}.",
+    "the session's subscribers, the turn in its transcript → {runId, status, sessionKey, captured}.",
     doors=frozenset({Door.OPENAI}),
 )
 async def relay(ctx: CallContext, p: dict) -> dict:
@@ -148,8 +148,14 @@ async def relay(ctx: CallContext, p: dict) -> dict:
     agent = await ctx.services.agent(p["agentId"], create=p["agentId"] is not None)
     request = p["request"]
     key = p["session"] or session_for(request, agent.chat.threads)
-    turn = RelayedTurn(request, memory=p["memory"], capture=p["capture"], sink=sink)
-    return await _start(ctx, agent, key, turn, first_user_text(request))
+    side = not p["session"] and not request.get("user") and _side(request, request.get("response_format"))
+    turn = RelayedTurn(request, memory=p["memory"], capture=p["capture"] and not side, sink=sink)
+    return await _start(ctx, agent, key, turn, first_user_text(request), remember=not side)
+
+
+def _side(chat: dict, answer_format: object) -> bool:
+    """A client's side request (a title, a summary: chat/relay.py side_request), kept out of the sessions."""
+    return side_request(chat["messages"], chat.get("tools") or chat.get("functions"), answer_format)
 
 
 def _sink(ctx: CallContext) -> RelaySink:
@@ -158,11 +164,13 @@ def _sink(ctx: CallContext) -> RelaySink:
     return ctx.connection
 
 
-async def _start(ctx: CallContext, agent, key: str, turn: RelayedTurn, first: str) -> dict:
-    """A relayed turn started as a run of session `key`; the door subscribed to it."""
+async def _start(ctx: CallContext, agent, key: str, turn: RelayedTurn, first: str, remember: bool = True) -> dict:
+    """A relayed turn started as a run of session `key`; the door subscribed to it. `remember`: the next
+    turn of its conversation will find the session by its history (not for a side request)."""
     threads = agent.chat.threads
     messages = turn.request["messages"]
-    turn.answered = lambda reply: threads.remember(messages, reply, key)
+    if remember:
+        turn.answered = lambda reply: threads.remember(messages, reply, key)
     ctx.noted["target"] = key  # the audit names the session a /v1 request writes
     if turn.capture:
         await _ensure_session(agent, key, first)
@@ -170,7 +178,7 @@ async def _start(ctx: CallContext, agent, key: str, turn: RelayedTurn, first: st
     # Synchronous, before the run task first runs: the door hears every event of this run.
     assert ctx.connection is not None  # _sink checked it: the door's relay channel
     ctx.services.bus.subscribe(agent.topic(key), ctx.connection)
-    return {**started, "sessionKey": key}
+    return {**started, "sessionKey": key, "captured": turn.capture}
 
 
 @registry.method(
@@ -178,7 +186,7 @@ async def _start(ctx: CallContext, agent, key: str, turn: RelayedTurn, first: st
     _relayed(RESPONSES_REQUEST, "instructions"),
     "Relay an OpenAI Responses API request as a chat run of its session (chat/responses.py): the upstream's "
     "/v1/responses, or its chat completions translated; `previous_response_id` and `conversation` continue "
-    "a session → {runId, status, sessionKey, responseId}.",
+    "a session → {runId, status, sessionKey, captured, responseId}.",
     doors=frozenset({Door.OPENAI}),
 )
 async def respond(ctx: CallContext, p: dict) -> dict:
@@ -196,13 +204,25 @@ async def respond(ctx: CallContext, p: dict) -> dict:
     chat = {"model": request["model"], "messages": as_messages(items, request.get("instructions"))}
     if request.get("user"):
         chat["user"] = request["user"]
-    key = p["session"] or conversation_of(request) or (previous.session if previous else None)
-    key = key or session_for(chat, agent.chat.threads)
+    named = p["session"] or conversation_of(request) or (previous.session if previous else None)
+    key = named or session_for(chat, agent.chat.threads)
+    text = request.get("text")
+    side = (
+        not named
+        and not request.get("user")
+        and _side({**chat, "tools": request.get("tools")}, text.get("format") if isinstance(text, dict) else None)
+    )
     turn = RespondedTurn(
-        chat, memory=p["memory"], capture=p["capture"], sink=sink, responses=request, items=items, store=store
+        chat,
+        memory=p["memory"],
+        capture=p["capture"] and not side,
+        sink=sink,
+        responses=request,
+        items=items,
+        store=store,
     )
     turn.session = key if turn.capture else None
-    started = await _start(ctx, agent, key, turn, chat_text_of(items))
+    started = await _start(ctx, agent, key, turn, chat_text_of(items), remember=not side)
     return {**started, "responseId": turn.response_id}
 
 
