@@ -416,3 +416,33 @@ def test_runs_that_share_only_their_preamble_are_sessions_of_their_own(preamble,
     same = [" ".join(a.split()) for a, _ in runs[0]][:1] == [" ".join(a.split()) for a, _ in runs[1]][:1]
     if not same:
         assert len(keys[0]) == 1 and len(keys[1]) == 1
+
+
+async def test_an_agents_sdk_structured_run_is_kept_when_it_names_its_session(start_gateway, api):
+    """An Agents SDK agent with an output_type and no tools sends a side request's shape: kept nowhere,
+    unless its client names the session (docs/openai-endpoint.md)."""
+    import openai
+    from agents import Agent, OpenAIResponsesModel, Runner, set_tracing_disabled
+    from pydantic import BaseModel
+
+    class Plan(BaseModel):
+        items: list[str]
+
+    set_tracing_disabled(True)
+    gw = await upstream_gateway(start_gateway, api)
+    api.reply = '{"items": ["milk", "bread"]}'
+    for headers in ({}, {"X-Jarvis-Session": "my-agent"}):
+        client = openai.AsyncOpenAI(
+            base_url=gw.http_url + "/v1", api_key=gw.token, max_retries=0, default_headers=headers
+        )
+        agent = Agent(
+            name="Planner",
+            instructions="List what to buy.",
+            output_type=Plan,
+            model=OpenAIResponsesModel(model="fake-model", openai_client=client),
+        )
+        result = await Runner.run(agent, "What do I need for breakfast?")
+        assert result.final_output == Plan(items=["milk", "bread"])
+        await client.close()
+    assert chat_bodies(api)[0]["response_format"]["type"] == "json_schema"
+    assert await sessions_of(gw) == {"my-agent": "What do I need for breakfast?"}
