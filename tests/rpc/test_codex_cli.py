@@ -465,3 +465,33 @@ async def test_an_agents_sdk_structured_run_is_kept_when_it_names_its_session(st
         await client.close()
     assert chat_bodies(api)[0]["response_format"]["type"] == "json_schema"
     assert await sessions_of(gw) == {"my-agent": "What do I need for breakfast?"}
+
+
+async def test_only_a_tool_that_cannot_be_carried_is_refused_naming_it(start_gateway, api):
+    """Through chat completions a tool of a kind none of the translation knows (wherever it is: the
+    tools, a namespace, an additional_tools item) is a 400 naming it, and the upstream is not asked."""
+    gw = await upstream_gateway(start_gateway, api)
+    fn = {"type": "function", "name": "f", "parameters": {"type": "object"}}
+    cases = [
+        ({"tools": [fn, {"type": "local_shell"}]}, "tools[1].type"),
+        (
+            {"tools": [{"type": "namespace", "name": "ns", "tools": [fn, {"type": "computer_use_preview"}]}]},
+            "tools[0].tools[1].type",
+        ),
+        (
+            {
+                "input": [
+                    {"type": "additional_tools", "tools": [{"type": "telepathy"}]},
+                    {"role": "user", "content": "hi"},
+                ]
+            },
+            "input[0].tools[0].type",
+        ),
+    ]
+    async with httpx.AsyncClient(base_url=gw.http_url, headers={"Authorization": f"Bearer {gw.token}"}) as http:
+        for extra, param in cases:
+            r = await http.post("/v1/responses", json={"model": "m", "input": "hi", **extra}, timeout=30)
+            error = r.json()["error"]
+            assert (r.status_code, error["param"], error["code"]) == (400, param, "unsupported_value"), r.text
+            assert error["message"].startswith(param)
+    assert api.count("/v1/chat/completions") == 0
