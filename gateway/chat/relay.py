@@ -201,6 +201,17 @@ def said(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return out
 
 
+def _answered(messages: list[dict[str, Any]]) -> bool:
+    """Whether the messages hold a reply to a user message (a turn a conversation had), not only context."""
+    asked = False
+    for m in messages:
+        if m.get("role") == "user":
+            asked = True
+        elif asked and m.get("role") == "assistant":
+            return True
+    return False
+
+
 def _history(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """The history a request continues: what it says before its last user message."""
     told = said(messages)
@@ -210,12 +221,13 @@ def _history(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
 class Threads:
     """Which session a conversation is in, found by its history: each turn remembers the digest of what
     was said up to and with its reply; a request whose history (all before its last user message) has
-    that digest continues the turn's session. A request with no history — no reply among its messages,
-    whatever system, developer or context messages it begins with — starts a new session, and so
+    that digest continues the turn's session. A request with no history — no reply to a user message
+    among its messages, whatever system, developer or context messages it begins with — starts a new
+    session, and so
     does one whose history two sessions said word for word (two conversations that began alike and got
     the same reply, as the offline responder gives): from there on each goes on in its own. Bounded
     (THREADS_MAX, least recently used forgotten) and kept in memory: after a restart, a conversation's
-    next turn starts a session of its own (`openai:<digest of its history>`) and goes on in it.
+    next turn starts a session of its own (`openai:<digest of what it says>`) and goes on in it.
 
     `shared`: several gateways on one database, any of which a conversation's next turn may reach; a
     gateway's memory does not see the others', so the conversation is named by what every gateway can
@@ -237,13 +249,17 @@ class Threads:
             system = next((text_of(m.get("content")) for m in messages if m["role"] in ("system", "developer")), "")
             return "openai:" + _digest(json.dumps([system, opening(messages)]))
         history = _history(messages)
-        if not history or not any(m.get("role") == "assistant" for m in messages):
+        if not history or not _answered(messages):
             # No reply yet: a new conversation, whatever context messages it begins with (two runs of an
             # agent in one folder share their system, developer and environment messages, not their turns).
             return "openai:" + uuid.uuid4().hex
         digest = self._digest(history)
         if digest not in self._keys:
-            return "openai:" + digest
+            # A history this gateway did not answer: a conversation's next turn after a restart, or a
+            # client's canned opening (a greeting, few-shot turns) that many conversations share. Named by
+            # all the request says, its question included: the same request again (a retry) finds it,
+            # another conversation with the same opening does not.
+            return "openai:" + self._digest(said(messages))
         self._keys.move_to_end(digest)
         return self._keys[digest] or "openai:" + uuid.uuid4().hex
 

@@ -158,9 +158,9 @@ def _check_item(item: Any, where: str) -> None:
             _check_tool(tool, f"{where}.tools[{k}]")
 
 
-def _check_tool(tool: Any, where: str, inner: bool = False) -> None:
+def _check_tool(tool: Any, where: str) -> None:
     """A tool as far as the gateway reads it: a type; a function's or custom tool's name (and a function's
-    parameters, an object); a namespace's name and its tools, functions and custom tools."""
+    parameters, an object); a namespace's name and its tools (each checked alike)."""
     if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
         raise Invalid("must be an object with a `type`", field=where)
     kind = tool["type"]
@@ -173,15 +173,11 @@ def _check_tool(tool: Any, where: str, inner: bool = False) -> None:
             "must be an object ({type: text} or {type: grammar, syntax, definition})", field=f"{where}.format"
         )
     if kind == "namespace":
-        if inner:
-            raise Invalid("a namespace cannot hold another namespace", field=f"{where}.type")
         tools = tool.get("tools")
         if not isinstance(tools, list) or not tools:
             raise Invalid("must be a non-empty list of the namespace's tools", field=f"{where}.tools")
         for k, each in enumerate(tools):
-            _check_tool(each, f"{where}.tools[{k}]", inner=True)
-            if each["type"] not in ("function", "custom"):
-                raise Invalid("must be function or custom (a namespace's tools)", field=f"{where}.tools[{k}].type")
+            _check_tool(each, f"{where}.tools[{k}]")
 
 
 def _kept_texts(value: dict[str, Any]) -> list[tuple[str, str]]:

@@ -190,11 +190,17 @@ def chat_tools(request: dict[str, Any], items: list[dict[str, Any]], *, strict: 
         if kind == "function":
             wanted.append((Offered("function", tool["name"]), _function(tool)))
         elif kind == "namespace":
-            for inner in tool.get("tools") or []:
+            for k, inner in enumerate(tool.get("tools") or []):
                 if inner.get("type") == "function":
                     wanted.append((Offered("function", inner["name"], tool["name"]), _function(inner)))
                 elif inner.get("type") == "custom":
                     wanted.append((Offered("custom", inner["name"], tool["name"]), _custom_function(inner)))
+                elif strict:  # a namespace's functions and custom tools are what chat completions can say
+                    raise _refuse(f"{where}.tools[{k}]", inner.get("type"))
+                else:
+                    out.notes.append(
+                        f"{where}.tools[{k}] ({inner.get('type')}) left out: it cannot be said in chat completions"
+                    )
         elif kind == "custom":
             wanted.append((Offered("custom", tool["name"]), _custom_function(tool)))
         elif kind == "tool_search" and tool.get("execution", "client") == "client":

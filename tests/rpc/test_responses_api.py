@@ -276,7 +276,22 @@ JSONS = st.recursive(
 ITEM = st.fixed_dictionaries(
     {},
     optional={
-        "type": st.sampled_from(["message", "function_call", "function_call_output", "reasoning", "x"]) | JSONS,
+        "type": st.sampled_from(
+            [
+                "message",
+                "function_call",
+                "function_call_output",
+                "custom_tool_call",
+                "custom_tool_call_output",
+                "tool_search_call",
+                "tool_search_output",
+                "additional_tools",
+                "web_search_call",
+                "reasoning",
+                "x",
+            ]
+        )
+        | JSONS,
         "role": st.sampled_from(["user", "assistant", "system", "developer", "tool"]) | JSONS,
         "content": st.text(max_size=20)
         | st.lists(
@@ -290,6 +305,25 @@ ITEM = st.fixed_dictionaries(
         "name": st.text(max_size=5) | JSONS,
         "arguments": st.text(max_size=5) | JSONS,
         "output": st.text(max_size=5) | JSONS,
+        "input": st.text(max_size=5) | JSONS,
+        "namespace": st.text(max_size=5) | JSONS,
+        "tools": st.lists(st.deferred(lambda: TOOL), max_size=2) | JSONS,
+    },
+)
+TOOL = st.fixed_dictionaries(
+    {"type": st.sampled_from(["function", "web_search", "namespace", "custom", "tool_search", "computer_use"]) | JSONS},
+    optional={
+        "name": st.text(max_size=4) | JSONS,
+        "parameters": JSONS,
+        "format": st.just({"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}) | JSONS,
+        "tools": st.lists(
+            st.fixed_dictionaries(
+                {"type": st.sampled_from(["function", "custom", "namespace"]) | JSONS},
+                optional={"name": st.text(max_size=4) | JSONS},
+            ),
+            max_size=2,
+        )
+        | JSONS,
     },
 )
 REQUEST = st.fixed_dictionaries(
@@ -298,15 +332,11 @@ REQUEST = st.fixed_dictionaries(
         "model": st.text(max_size=6) | JSONS,
         "input": st.text(max_size=20) | st.lists(ITEM, max_size=4) | JSONS,
         "instructions": st.text(max_size=10) | JSONS,
-        "tools": st.lists(
-            st.fixed_dictionaries(
-                {"type": st.sampled_from(["function", "web_search"]) | JSONS},
-                optional={"name": st.text(max_size=4) | JSONS, "parameters": JSONS},
-            ),
-            max_size=2,
+        "tools": st.lists(TOOL, max_size=2) | JSONS,
+        "tool_choice": st.sampled_from(
+            ["auto", "none", "required", {"type": "function", "name": "f"}, {"type": "custom", "name": "f"}]
         )
         | JSONS,
-        "tool_choice": st.sampled_from(["auto", "none", "required", {"type": "function", "name": "f"}]) | JSONS,
         "previous_response_id": st.text(max_size=6) | JSONS,
         "conversation": st.text(max_size=6) | JSONS,
         "stream": st.booleans() | JSONS,
