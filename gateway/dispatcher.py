@@ -44,7 +44,7 @@ from .timeutil import now_iso
 import structlog
 
 from .calls import ACTING, Call, CallContext, Door, ServiceAccess
-from .principals import AUDIT_TARGETS, AUDITED, METHOD_SCOPES, OWNER, Principal
+from .principals import ALSO, AUDIT_TARGETS, AUDITED, METHOD_SCOPES, OWNER, Principal
 from .errors import (
     Forbidden,
     InternalError,
@@ -90,7 +90,14 @@ class Dispatcher:
         alone)."""
         if principal.may_call(spec.name):
             return
-        raise Forbidden(spec.name, METHOD_SCOPES.get(spec.name) or OWNER, principal.name)
+        refused = Forbidden(spec.name, METHOD_SCOPES.get(spec.name) or OWNER, principal.name)
+        if spec.name in ALSO:  # say both scopes that open it
+            refused.message = (
+                f"{spec.name} needs the {METHOD_SCOPES[spec.name]!r} or the {ALSO[spec.name]!r} scope, which "
+                f"principal {principal.name!r} does not have"
+            )
+            refused.args = (refused.message,)
+        raise refused
 
     @staticmethod
     def reach(principal: Principal, spec: MethodSpec, params: Any) -> Any:
