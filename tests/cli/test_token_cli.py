@@ -187,3 +187,22 @@ def test_a_token_the_gateway_refuses_is_refused_in_process_too(tmp_path):
     own = (state / "gateway.token").read_text().strip()
     assert _as(own, "memory", "set", "mine", "by the owner", state_dir=state).returncode == 0
     assert jarvis("memory", "get", "mine", state_dir=state).returncode == 0
+
+
+def test_an_admin_of_one_agent_makes_no_wider_key_in_process_either(tmp_path):
+    """Issue 43 item 1 at the CLI door (in process, the state dir's principals): an admin of main is
+    refused '*', another agent and proxy, with the rule in the message; a key within it is made."""
+    state = tmp_path / "state"
+    r = jarvis("token", "create", "adm", "--agent", "main", "--scope", "admin", "--json", state_dir=state)
+    adm = orjson.loads(r.stdout)["token"]
+    for agent, scope, says in (
+        ("*", "read", "'*'"),
+        ("side", "read", "'side'"),
+        ("main", "chat,proxy", "'proxy'"),
+    ):
+        r = _as(adm, "token", "create", "wide", "--agent", agent, "--scope", scope, "--new-agent", state_dir=state)
+        assert r.returncode == 1 and says in r.stderr, (agent, scope, r.stderr)
+    r = _as(adm, "token", "create", "kid", "--agent", "main", "--scope", "read,chat", state_dir=state)
+    assert r.returncode == 0, r.stderr
+    names = [p["name"] for p in orjson.loads(jarvis("token", "list", "--json", state_dir=state).stdout)["principals"]]
+    assert names == ["owner", "adm", "kid"]
