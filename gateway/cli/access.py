@@ -37,8 +37,9 @@ def add_token_commands(p: argparse.ArgumentParser) -> None:
         help="a new principal: a name with its own token, agents and scopes (the token is shown once)",
         description="Make a principal — a person, device or app with its own token. The token is "
         "printed once and only its hash is kept. Scopes: read (search, get, list, history), write (memory "
-        "and session changes), chat (send, regenerate, abort), admin (everything, principals and sync "
-        "included), proxy (/v1: act for a front-end's users).",
+        "and session changes), chat (send, regenerate, abort, and start the sessions it chats in), admin "
+        "(everything, principals and sync included), proxy (/v1: act for a front-end's users; the owner's to "
+        "give). A key makes only keys within its own agents and scopes.",
     )
     c.add_argument("name", help="letters, digits, '.', '_' or '-' (up to 64)")
     c.add_argument(

@@ -113,6 +113,8 @@ export const ui = {
   devicesForm: $("devices-form"),
   devicesName: $("devices-name"),
   devicesAgents: $("devices-agents"),
+  devicesNewAgent: $("devices-new-agent"),
+  devicesProxy: $("devices-proxy"),
   devicesExpires: $("devices-expires"),
   devicesToken: $("devices-token"),
   devicesTokenValue: $("devices-token-value"),

@@ -1084,6 +1084,15 @@ async def test_devices_and_apps_make_a_token_shown_once_and_revoke_it(browser: B
             assert len(token) >= 43
             await expect(pg.locator("#devices-list")).to_contain_text("scopes read, chat")
             await shot(pg, "web-devices.png")
+            await expect(dialog.locator("#devices-proxy")).to_be_visible()  # the owner gives proxy
+            # An agent that does not exist is made only when asked (a typo makes no empty agent).
+            await dialog.get_by_label("Name").fill("kid")
+            await dialog.get_by_label("Agents (comma-separated, or *)").fill("kidz")
+            await dialog.get_by_role("button", name="Create token").click()
+            await expect(pg.locator("#devices-status")).to_contain_text("agent not found: kidz")
+            await dialog.get_by_label("Make agents that do not exist yet").check()
+            await dialog.get_by_role("button", name="Create token").click()
+            await expect(pg.locator("#devices-status")).to_contain_text("Made kid")
 
             ctx = await browser.new_context()
             try:
