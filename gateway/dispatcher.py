@@ -44,7 +44,7 @@ from .timeutil import now_iso
 import structlog
 
 from .calls import ACTING, Call, CallContext, Door, ServiceAccess
-from .principals import ALSO, AUDIT_TARGETS, AUDITED, METHOD_SCOPES, OWNER, Principal
+from .principals import ALSO, AUDIT_TARGETS, AUDITED, CONFIRMED_BY, METHOD_SCOPES, OWNER, Principal
 from .errors import (
     Forbidden,
     InternalError,
@@ -156,6 +156,9 @@ class Dispatcher:
             if target is not None:
                 entry["target"] = target[:200]
         entry.update(noted or {})
+        confirmed = CONFIRMED_BY.get()
+        if confirmed is not None and call.door is Door.TOOL:  # a destructive tool call someone allowed
+            entry["confirmedBy"] = confirmed
         try:
             await self.services.storage.audit().append(entry)
         except Exception as exc:  # noqa: BLE001 - a full disk or a database gone: said, never raised

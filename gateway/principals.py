@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable
@@ -105,6 +106,9 @@ AUDIT_TARGETS = ("sessionKey", "key", "path", "name", "category", "source", "ses
 # What a scope brings with it: admin is every scope but proxy (acting for others is asked for by name).
 IMPLIES = {"admin": frozenset({"read", "write", "chat", "admin"})}
 OWNER = "owner"
+# Who said yes to the destructive tool call being run (chat.confirm), while it runs: the audit entry of
+# that call (door tool, principal: the run's) names the answerer as `confirmedBy`.
+CONFIRMED_BY: ContextVar[str | None] = ContextVar("jarvis_confirmed_by", default=None)
 NAME_RULE = "1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 EVERY_AGENT = "*"
