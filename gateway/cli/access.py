@@ -167,6 +167,10 @@ def _show_audit(res: dict[str, Any]) -> None:
         target = f" {e['target']}" if e.get("target") else ""
         agent = f" [{e['agent']}]" if e.get("agent") else ""
         ok = "" if e.get("ok", True) else " (refused)"
+        if e.get("runPrincipal"):  # an answer to a chat.confirm: whose run it was, and which answer
+            ok += f" ({'allowed' if e.get('allow') else 'denied'} for {e['runPrincipal']}'s run)"
+        if e.get("confirmedBy"):  # the model's destructive call, allowed by someone
+            ok += f" (allowed by {e['confirmedBy']})"
         print(
             f"{e['at'][:19].replace('T', ' ')}  {e['principal']:<16} {e.get('door', ''):<6} {e['method']}{agent}{target}{ok}"
         )

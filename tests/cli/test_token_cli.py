@@ -206,3 +206,39 @@ def test_an_admin_of_one_agent_makes_no_wider_key_in_process_either(tmp_path):
     assert r.returncode == 0, r.stderr
     names = [p["name"] for p in orjson.loads(jarvis("token", "list", "--json", state_dir=state).stdout)["principals"]]
     assert names == ["owner", "adm", "kid"]
+
+
+def test_jarvis_audit_says_who_answered_a_confirmation_and_who_allowed_a_call(capsys):
+    from gateway.cli.access import _show_audit
+
+    at = "2030-01-01T00:00:00.000Z"
+    _show_audit(
+        {
+            "entries": [
+                {
+                    "at": at,
+                    "principal": "writer",
+                    "method": "chat.confirm",
+                    "door": "websocket",
+                    "agent": "main",
+                    "target": "run-1",
+                    "ok": True,
+                    "allow": True,
+                    "runPrincipal": "phone",
+                },
+                {
+                    "at": at,
+                    "principal": "phone",
+                    "method": "memory.delete",
+                    "door": "tool",
+                    "agent": "main",
+                    "target": "boat",
+                    "ok": True,
+                    "confirmedBy": "writer",
+                },
+            ]
+        }
+    )
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("chat.confirm [main] run-1 (allowed for phone's run)")
+    assert out[1].endswith("memory.delete [main] boat (allowed by writer)")
