@@ -46,7 +46,7 @@ import structlog
 
 from .calls import ACTING, Call, CallContext, Door, ServiceAccess
 from .auditing import AuditRecorder
-from .principals import AUDIT_TARGETS, AUDITED, METHOD_SCOPES, OWNER, Principal
+from .principals import ALSO, AUDIT_TARGETS, AUDITED, CONFIRMED_BY, METHOD_SCOPES, OWNER, Principal
 from .errors import (
     Forbidden,
     InternalError,
@@ -94,7 +94,14 @@ class Dispatcher:
         alone)."""
         if principal.may_call(spec.name):
             return
-        raise Forbidden(spec.name, METHOD_SCOPES.get(spec.name) or OWNER, principal.name)
+        refused = Forbidden(spec.name, METHOD_SCOPES.get(spec.name) or OWNER, principal.name)
+        if spec.name in ALSO:  # say both scopes that open it
+            refused.message = (
+                f"{spec.name} needs the {METHOD_SCOPES[spec.name]!r} or the {ALSO[spec.name]!r} scope, which "
+                f"principal {principal.name!r} does not have"
+            )
+            refused.args = (refused.message,)
+        raise refused
 
     @staticmethod
     def reach(principal: Principal, spec: MethodSpec, params: Any) -> Any:
@@ -157,6 +164,9 @@ class Dispatcher:
             if target is not None:
                 entry["target"] = target[:200]
         entry.update(noted or {})
+        confirmed = CONFIRMED_BY.get()
+        if confirmed is not None and call.door is Door.TOOL:  # a destructive tool call someone allowed
+            entry["confirmedBy"] = confirmed
         await self.auditor.record(entry)
 
     def perform_now(self, call: Call, spec: MethodSpec) -> Any:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable
@@ -84,6 +85,10 @@ METHOD_SCOPES: dict[str, str] = {
     "admin.upload": "admin",
     "admin.export": "admin",
 }
+# A second scope that also opens a method: the narrowest rule that lets a key do what its scope is for. A
+# chat key creates the sessions it chats in (not rename, delete or restore them: those stay write), and
+# lists the models it chats with (GET /v1/models, which a front-end's chat,proxy key needs).
+ALSO: dict[str, str] = {"sessions.create": "chat", "chat.models": "chat"}
 # What the audit log records (AuditLog, storage/base.py): every write and delete of memory and sessions
 # (scope write, and the admin ones that delete or bring in) and every principal change.
 AUDITED: frozenset[str] = frozenset(m for m, s in METHOD_SCOPES.items() if s == "write") | {
@@ -114,6 +119,9 @@ def storable_entry(entry: dict[str, Any]) -> dict[str, Any]:
 # What a scope brings with it: admin is every scope but proxy (acting for others is asked for by name).
 IMPLIES = {"admin": frozenset({"read", "write", "chat", "admin"})}
 OWNER = "owner"
+# Who said yes to the destructive tool call being run (chat.confirm), while it runs: the audit entry of
+# that call (door tool, principal: the run's) names the answerer as `confirmedBy`.
+CONFIRMED_BY: ContextVar[str | None] = ContextVar("jarvis_confirmed_by", default=None)
 NAME_RULE = "1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 EVERY_AGENT = "*"
@@ -142,9 +150,11 @@ class Principal:
         return not scope or scope in self.granted
 
     def may_call(self, method: str) -> bool:
-        """Whether this principal may call `method` (METHOD_SCOPES; one not listed: the owner only)."""
+        """Whether this principal may call `method` (METHOD_SCOPES or ALSO; one not listed: the owner only)."""
         scope = METHOD_SCOPES.get(method)
-        return self.name == OWNER if scope is None else self.may(scope)
+        if scope is None:
+            return self.name == OWNER
+        return self.may(scope) or (method in ALSO and self.may(ALSO[method]))
 
     def reaches(self, agent_id: str) -> bool:
         return self.agents is None or agent_id in self.agents

@@ -65,13 +65,16 @@ class Guard:
         self.answerers = answerers
         self.elsewhere = elsewhere  # whether a client of another gateway can answer (cluster.py)
         self.waiting: dict[tuple[str, str], asyncio.Future[bool]] = {}  # (runId, callId) → its answer
+        self.answered_by: dict[tuple[str, str], str | None] = {}  # (runId, callId) → who answered
 
-    def answer(self, run_id: str, call_id: str, allow: bool) -> bool:
-        """A client's answer; False when no such call waits (answered, timed out, its run ended)."""
+    def answer(self, run_id: str, call_id: str, allow: bool, by: str | None = None) -> bool:
+        """A client's answer (`by`: the principal that gave it); False when no such call waits (answered,
+        timed out, its run ended)."""
         fut = self.waiting.get((run_id, call_id))
         if fut is None or fut.done():
             return False
         fut.set_result(allow)
+        self.answered_by[(run_id, call_id)] = by
         return True
 
     async def check(self, run: Run, call: ToolCall) -> ToolOutcome | None:
@@ -116,7 +119,9 @@ class Guard:
             return _denied("timeout", f"the user did not confirm it within {chat.confirm_seconds:g} s")
         finally:
             del self.waiting[key]
+            by = self.answered_by.pop(key, None)
         log.info("destructive tool call answered", run=run.run_id, tool=call.name, allowed=allowed)
+        run.confirmed_by = by if allowed else None
         return None if allowed else _denied("user", "the user said no")
 
     async def _destroys(self, call: ToolCall) -> str | None:

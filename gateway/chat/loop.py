@@ -23,6 +23,7 @@ import structlog
 
 from ..config import Config
 from ..errors import Unavailable
+from ..principals import CONFIRMED_BY
 from ..sessions import transcript as tx
 from ..storage.base import SessionStore
 from ..tools.catalog import ToolOutcome
@@ -174,7 +175,12 @@ class TurnLoop:
             if outcome is None and self.guard is not None and call.name in {t["function"]["name"] for t in offered}:
                 outcome = await self.guard.check(run, call)
             if outcome is None:
-                outcome = await self.tools.call(call, offered)
+                said = CONFIRMED_BY.set(run.confirmed_by)  # the audit of this call names who allowed it
+                try:
+                    outcome = await self.tools.call(call, offered)
+                finally:
+                    CONFIRMED_BY.reset(said)
+                    run.confirmed_by = None
             run.found += outcome.memory
             self.emit(
                 run,

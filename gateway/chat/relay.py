@@ -145,9 +145,25 @@ def proxied_user(request: dict[str, Any], headers: Any) -> str | None:
     return None
 
 
+_OLD_DIGEST = re.compile(r"[0-9A-Fa-f]{24}")
+
+
 def agent_for_user(user: str) -> str:
-    """The agent of a front-end's user: `user.<name>` (a digest of it when it has other characters)."""
-    return "user." + (user if _USER_AGENT.fullmatch(user) else _digest(user)[:24])
+    """The agent of a front-end's user. Two name spaces that never meet: a name of `[A-Za-z0-9._-]` (up to
+    59) is `user.<name>`; any other name is `user_<sha256[:24]>` — a literal's agent always starts
+    `user.`, a digest's `user_`, so no user can name themselves into another's agent. A literal shaped
+    like 24 hex digits is digested too: before, digests were `user.<hex>`, and such a name would land in
+    the agent of whoever's name digested to it (those agents stay on disk, the owner's to reach)."""
+    if _USER_AGENT.fullmatch(user) and not _OLD_DIGEST.fullmatch(user):
+        return "user." + user
+    return "user_" + _digest(user)[:24]
+
+
+def anonymous_agent(principal: str) -> str:
+    """The agent of a front-end's requests that name no user (Open WebUI's title and tag tasks): one of
+    the front-end's own, `anon.<principal>` (`anon_<sha256[:24]>` for a name past 59 characters) —
+    never a person's memory, nor the agent the key was made on."""
+    return "anon." + principal if len(principal) <= 59 else "anon_" + _digest(principal)[:24]
 
 
 def opening(messages: list[dict[str, Any]]) -> str:

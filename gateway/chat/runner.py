@@ -244,7 +244,7 @@ class ChatService:
                 "on its agent may",
                 {"runId": run_id, "callId": call_id, "scope": "write"},
             )
-        if self.guard is None or not self.guard.answer(run_id, call_id, allow):
+        if self.guard is None or not self.guard.answer(run_id, call_id, allow, by.name if by else None):
             raise NotFound(
                 f"no tool call {call_id[:100]!r} of run {run_id} waits for an answer (answered already, "
                 "timed out, or the run ended)",

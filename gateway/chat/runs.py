@@ -49,6 +49,7 @@ class Run:
     replaces: str | None = None  # regenerating: the first version's id of the reply it replaces
     destructive: int = 0  # destructive tool calls asked or allowed so far (chat.maxDestructivePerRun)
     principal: Principal | None = None  # who started it (chat.confirm: it, or a writer of its agent, answers)
+    confirmed_by: str | None = None  # who allowed the destructive call about to run (its audit entry says)
 
     def next_seq(self) -> int:
         self.seq += 1

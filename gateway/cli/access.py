@@ -37,8 +37,9 @@ def add_token_commands(p: argparse.ArgumentParser) -> None:
         help="a new principal: a name with its own token, agents and scopes (the token is shown once)",
         description="Make a principal — a person, device or app with its own token. The token is "
         "printed once and only its hash is kept. Scopes: read (search, get, list, history), write (memory "
-        "and session changes), chat (send, regenerate, abort), admin (everything, principals and sync "
-        "included), proxy (/v1: act for a front-end's users).",
+        "and session changes), chat (send, regenerate, abort, and start the sessions it chats in), admin "
+        "(everything, principals and sync included), proxy (/v1: act for a front-end's users; the owner's to "
+        "give). A key makes only keys within its own agents and scopes.",
     )
     c.add_argument("name", help="letters, digits, '.', '_' or '-' (up to 64)")
     c.add_argument(
@@ -166,6 +167,10 @@ def _show_audit(res: dict[str, Any]) -> None:
         target = f" {e['target']}" if e.get("target") else ""
         agent = f" [{e['agent']}]" if e.get("agent") else ""
         ok = "" if e.get("ok", True) else " (refused)"
+        if e.get("runPrincipal"):  # an answer to a chat.confirm: whose run it was, and which answer
+            ok += f" ({'allowed' if e.get('allow') else 'denied'} for {e['runPrincipal']}'s run)"
+        if e.get("confirmedBy"):  # the model's destructive call, allowed by someone
+            ok += f" (allowed by {e['confirmedBy']})"
         print(
             f"{e['at'][:19].replace('T', ' ')}  {e['principal']:<16} {e.get('door', ''):<6} {e['method']}{agent}{target}{ok}"
         )

@@ -62,6 +62,16 @@ class CallError(Exception):
         self.exit_code = exit_code
 
 
+class TokenRefused(CallError):
+    """The token given to the command is not one the gateway takes (unknown, revoked, expired): exit 3,
+    said alike by every command, whether a running gateway answered 401 or the command ran in process."""
+
+    def __init__(self, status: int = 401):
+        hint = " (wrong token?)" if status == 401 else ""
+        super().__init__(f"gateway refused the connection: HTTP {status}{hint}", 3)
+        self.status = status
+
+
 class CallTimeout(CallError):
     """Connected, but no answer to a call within its method's limit (a stuck gateway, or something else
     listening on the port)."""
@@ -201,9 +211,7 @@ async def call(
     except BrokenPipeError:  # our own stdout closed (`| head`), not the gateway: the caller's to handle
         raise
     except InvalidStatus as exc:
-        status = exc.response.status_code
-        hint = " (wrong token?)" if status == 401 else ""
-        raise CallError(f"gateway refused the connection: HTTP {status}{hint}", 3) from None
+        raise TokenRefused(exc.response.status_code) from None
     except (OSError, WebSocketException) as exc:
         raise unreachable(url, exc) from None
 
@@ -246,9 +254,7 @@ class Connection:
                 open_timeout=open_timeout,
             )
         except InvalidStatus as exc:
-            status = exc.response.status_code
-            hint = " (wrong token?)" if status == 401 else ""
-            raise CallError(f"gateway refused the connection: HTTP {status}{hint}", 3) from None
+            raise TokenRefused(exc.response.status_code) from None
         except (OSError, TimeoutError, WebSocketException) as exc:
             raise unreachable(url, exc) from None
         return cls(ws, url)

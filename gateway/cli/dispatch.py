@@ -28,28 +28,46 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import os
 from typing import Any, AsyncIterator, Callable
 
 import orjson
 
+from ..auth import TokenError, read_token_file
 from ..calls import OWNER, Call, Door
 from ..config import Config
 from ..events import Event
-from ..principals import Principal
+from ..principals import Principal, hash_token
 
 OnEvent = Callable[[dict[str, Any]], None]
 
 
 async def in_process_principal(services: Any, config: Config | None) -> Principal:
-    """Who calls in process. The holder of the state dir is its owner; but a token given to the command
-    (JARVIS_GATEWAY_TOKEN, --token) that is a principal's acts as that principal, with its scopes and
-    agents, as it would through the gateway (access.Principals, the store's principals)."""
+    """Who calls in process. A command given no token at all is the holder of the state dir: its owner.
+    A token given to the command (JARVIS_GATEWAY_TOKEN, --token) is taken as the gateway would take it:
+    a live principal's acts as that principal, with its scopes and agents (access.Principals, the
+    store's principals); the state dir's own token (gateway.token; with no such file, the configured
+    token is the gateway's own) is the owner; any other — unknown, revoked, expired — is refused with
+    TokenRefused (exit 3, the words `jarvis chat` says for it), never the owner."""
     token = config.token if config is not None else None
     if not token:
         return OWNER
     await services.principals.reload()
-    return services.principals.directory.find(token) or OWNER
+    directory = services.principals.directory
+    found = directory.find(token)
+    if found is not None:
+        return found
+    if directory.by_hash.get(hash_token(token)) is None:  # no principal's, live or not: the owner's?
+        try:
+            own = read_token_file(config.token_file)  # type: ignore[union-attr]
+        except TokenError:
+            own = None
+        if own is None or hmac.compare_digest(own.encode(), token.encode()):
+            return OWNER
+    from .client import TokenRefused
+
+    raise TokenRefused()
 
 
 class LocalCaller:
@@ -147,12 +165,18 @@ async def methods(config: Config, *, direct: bool = False, exclusive: bool = Fal
 
 async def _connect(config: Config) -> Any:
     """A connection to the running gateway, or None when none of this state dir answers (nothing
-    listens, a gateway that refuses this token, or no token yet)."""
-    from .client import CallError, Connection
+    listens, no token yet, or a gateway that refuses the state dir's own token file: not this state
+    dir's). A token given to the command (JARVIS_GATEWAY_TOKEN, --token) that the gateway refuses is
+    TokenRefused (exit 3): the command never falls back to acting in process for it."""
+    from .client import CallError, Connection, TokenRefused
 
     if config.server.port == 0:
         return None
     try:
         return await Connection.open(config, open_timeout=3)
+    except TokenRefused as exc:
+        if config.token and exc.status in (401, 429):  # 429: past the wrong tokens' budget (never the right one)
+            raise
+        return None
     except (CallError, asyncio.TimeoutError):
         return None

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 import orjson
 from ..calls import Call, Door
 from ..chat.providers import UpstreamError
-from ..chat.relay import agent_for_user, choices, proxied_user
+from ..chat.relay import agent_for_user, anonymous_agent, choices, proxied_user
 from ..chat.respevents import DONE
 from ..errors import Invalid, JarvisError, NotFound, Unavailable
 from ..memory.present import references
@@ -386,15 +386,15 @@ def routes(services: "ServiceAccess") -> list["BaseRoute"]:
     def acting_for(request: Request, body: Any) -> str | None:
         """A principal with scope `proxy` acts for the front-end's user the request names (its `user`, or
         Open WebUI's forwarded-user header): that user's own agent, made on first use (within agents.max),
-        and nothing else. Without the scope, or with no user named: the token's own agent (the `user`
-        then picks a session only); the owner's token works as it always did. → the agent, or None."""
+        and nothing else; a request that names no user (a front-end's own title and tag tasks) acts in
+        the front-end's anonymous agent (`anon.<principal>`), never a person's memory nor the agent the key
+        was made on. Without the scope: the token's own agent (the `user` then picks a session only); the
+        owner's token works as it always did. → the agent, or None."""
         principal = principal_of(request.scope)
         if principal.name == OWNER or not principal.may("proxy") or not isinstance(body, dict):  # owner: as ever
             return None
         user = proxied_user(body, request.headers)
-        if user is None:
-            return None
-        agent = agent_for_user(user)
+        agent = anonymous_agent(principal.name) if user is None else agent_for_user(user)
         request.scope[ACTING_FOR] = replace(principal, agents=(agent,))
         return agent
 

@@ -1,6 +1,7 @@
 // The Jarvis web chat's entry point: imports the page's modules, each of which wires its own part of the
 // page, and joins them where one concern's event starts another's work. The modules:
-//   state.js     the one connection (rpc), the shared state and the page's elements by id (ui)
+//   state.js     the one connection (rpc), the shared state, the page's elements by id (ui), and what the
+//                key may call (may(), loadAbilities: controls marked data-needs are offered only then)
 //   dom.js       small shared helpers: h() to build DOM nodes, dates, names, errors, the confirm dialog
 //   signin.js    the token, sign in / out, connection status, a refused origin
 //   health.js    the model badge and the offline banner
@@ -22,9 +23,10 @@ import "./memory.js";
 import { loadSessions, resumeSessions } from "./sessions.js";
 import { loadModels } from "./settings.js";
 import { signedIn, start } from "./signin.js";
-import { rpc } from "./state.js";
+import { loadAbilities, rpc } from "./state.js";
 
 rpc.addEventListener("open", async (ev) => {
+  await loadAbilities(); // what the key may do, before anything offers it
   signedIn();
   loadHealth();
   loadModels().then(loadHealth); // chat.models looks again for a local model server: the badge follows

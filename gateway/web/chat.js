@@ -6,9 +6,9 @@
 // Deny on it while the model asks to delete or overwrite a memory (chat.confirm).
 // User text shows exactly as typed (textContent); replies go through render.js, which builds DOM nodes.
 
-import { randomId } from "./rpc.js";
+import { RpcError, randomId } from "./rpc.js";
 import { renderMarkdown } from "./render.js";
-import { narrow, rpc, state, ui } from "./state.js";
+import { may, narrow, rpc, state, ui } from "./state.js";
 import { contentText, errorMessage, formatTime, h, sessionName } from "./dom.js";
 import { citationText, openMemory } from "./memory.js";
 import { showSessionSettings } from "./settings.js";
@@ -299,7 +299,7 @@ ui.composer.addEventListener("submit", async (ev) => {
     state.pendingSend = false;
     if (!key) {
       view.node.remove();
-      ui.input.value = text; // not lost: the sidebar says why no session could be made
+      ui.input.value = text; // not lost: the conversation (and the sidebar) says why no session could be made
       updateComposer();
       return;
     }
@@ -515,16 +515,21 @@ function confirmLine(view, p) {
     try {
       await rpc.call("chat.confirm", { runId: p.runId, callId: p.callId, allow });
     } catch (err) {
-      status.textContent = `Too late: ${errorMessage(err)}`;
+      // Refused (-32003: only the run's own key or one that may write its agent answers) or too late.
+      const refused = err instanceof RpcError && err.code === -32003;
+      status.textContent = `${refused ? "Not answered" : "Too late"}: ${errorMessage(err)}`;
     }
   };
-  const ask = h("div", { class: "tool-confirm", role: "group", "aria-label": "The model asks to change memory" },
-    h("span", { class: "tool-confirm-text", text: `The model wants to ${p.summary}` }),
+  const buttons = may("chat.confirm") ? [
     h("button", { type: "button", class: "danger", text: "Allow", onclick: () => answer(true) }),
     h("button", { type: "button", text: "Deny", onclick: () => answer(false) }),
+  ] : [];
+  const ask = h("div", { class: "tool-confirm", role: "group", "aria-label": "The model asks to change memory" },
+    h("span", { class: "tool-confirm-text", text: `The model wants to ${p.summary}` }),
+    ...buttons,
     status);
   item.appendChild(ask);
-  ask.querySelector("button:last-of-type").focus({ preventScroll: true });
+  if (buttons.length) ask.querySelector("button:last-of-type").focus({ preventScroll: true });
   scrollToEnd();
 }
 

@@ -2,7 +2,9 @@
 // device or app with its own token, agents and scopes — listed (principals.list), made (principals.create:
 // the token is shown here once, never again) and revoked (principals.revoke: its token stops working and
 // its connections close on every gateway within a second). The button shows only for a token that may
-// call principals.list (the admin scope).
+// call principals.list (the admin scope). A key makes only keys within what it holds (its agents and
+// scopes; proxy only the owner, so only the owner is offered it); an agent that does not exist is made
+// only when "Make agents that do not exist yet" is ticked.
 
 import { rpc, ui } from "./state.js";
 import { confirmDialog, errorMessage, formatDate, h } from "./dom.js";
@@ -41,6 +43,10 @@ async function list() {
   try {
     const res = await rpc.call("principals.list");
     ui.devicesList.replaceChildren(...res.principals.map(row));
+    // Only the owner gives proxy (and only the owner is listed to itself as "owner"): nobody else is offered it.
+    const owner = res.principals.some((p) => p.name === "owner");
+    ui.devicesProxy.hidden = !owner;
+    if (!owner) ui.devicesProxy.querySelector("input").checked = false;
   } catch (err) {
     say(`Could not list them: ${errorMessage(err)}`);
   }
@@ -71,6 +77,7 @@ ui.devicesForm.addEventListener("submit", async (ev) => {
   const params = { name: ui.devicesName.value.trim(), agents: ui.devicesAgents.value.trim() || "*", scopes: scopes.join(",") };
   const expires = ui.devicesExpires.value.trim();
   if (expires) params.expires = expires;
+  if (ui.devicesNewAgent.checked) params.createAgents = true; // else an unknown agent is refused (a typo)
   try {
     const res = await rpc.call("principals.create", params);
     ui.devicesTokenValue.value = res.token;

@@ -4,7 +4,7 @@
 // by a reload without #s=), and the drawer on narrow screens.
 
 import { Codes, RpcError } from "./rpc.js";
-import { narrow, rpc, state, ui } from "./state.js";
+import { may, narrow, rpc, state, ui } from "./state.js";
 import { confirmDialog, errorMessage, formatTime, h, sessionName, showUndo, trashRow } from "./dom.js";
 import { onNeedSession, renderChatShell, renderHistory, showNotice } from "./chat.js";
 import { newSessionSettings } from "./settings.js";
@@ -114,8 +114,9 @@ function renderSessionList() {
       type: "button", class: "icon-button", "aria-label": `Delete ${name}`, title: "Delete",
       onclick: () => deleteSession(s),
     }, h("span", { class: "icon icon-trash", "aria-hidden": "true" }));
+    const actions = [may("sessions.update") && renameBtn, may("sessions.delete") && deleteBtn].filter(Boolean);
     const li = h("li", { class: current ? "session current" : "session", "data-key": s.sessionKey },
-      openBtn, h("div", { class: "session-actions" }, renameBtn, deleteBtn));
+      openBtn, h("div", { class: "session-actions" }, ...actions));
     list.appendChild(li);
   }
 }
@@ -228,8 +229,10 @@ ui.sessionTrash.addEventListener("toggle", () => {
   if (ui.sessionTrash.open) loadSessionTrash();
 });
 
-/** sessions.create, subscribed (the caller is), listed first and remembered; null when it failed (said why). */
-async function createSession() {
+/** sessions.create, subscribed (the caller is), listed first and remembered; null when it failed (said
+ * why: in the sidebar, and with `inChat` in the conversation too — where the person typed, which on a
+ * phone is not the closed drawer). */
+async function createSession({ inChat = false } = {}) {
   try {
     const session = await rpc.call("sessions.create", newSessionSettings());
     upsertSession(session, { toTop: true });
@@ -240,6 +243,7 @@ async function createSession() {
     return session;
   } catch (err) {
     ui.sessionsError.textContent = `Could not create a session: ${errorMessage(err)}`;
+    if (inChat) showNotice(`Not sent: could not start a session: ${errorMessage(err)}`);
     return null;
   }
 }
@@ -254,7 +258,7 @@ ui.newSession.addEventListener("click", async () => {
 
 // Typing into the empty chat starts a session: it becomes the open one before the message is sent.
 onNeedSession(async () => {
-  const session = await createSession();
+  const session = await createSession({ inChat: true });
   if (!session) return null;
   state.current = session.sessionKey;
   history.replaceState(null, "", `#s=${encodeURIComponent(session.sessionKey)}`);

@@ -2,7 +2,7 @@
 // chat.models: the upstream's /v1/models, or the configured model) and the system prompt (a dialog).
 // Both go to sessions.update; with no session open they wait for the first message's sessions.create.
 
-import { rpc, state, ui } from "./state.js";
+import { may, rpc, state, ui } from "./state.js";
 import { errorMessage, h } from "./dom.js";
 
 const pending = { model: "", systemPrompt: "" }; // chosen before the session exists
@@ -44,6 +44,11 @@ export function showSessionSettings() {
   }
   ui.modelPicker.value = model;
   const prompt = s ? s.systemPrompt || "" : pending.systemPrompt;
+  // An open session's settings change with sessions.update; a key without it (a chat key) picks them
+  // only for the new session it starts.
+  const locked = Boolean(s) && !may("sessions.update");
+  ui.modelPicker.classList.toggle("not-allowed", locked);
+  ui.promptButton.classList.toggle("not-allowed", locked);
   ui.promptButton.classList.toggle("active", Boolean(prompt));
   ui.promptButton.setAttribute("aria-label", prompt ? "System prompt (this session has its own)" : "System prompt");
 }

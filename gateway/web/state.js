@@ -118,6 +118,8 @@ export const ui = {
   devicesForm: $("devices-form"),
   devicesName: $("devices-name"),
   devicesAgents: $("devices-agents"),
+  devicesNewAgent: $("devices-new-agent"),
+  devicesProxy: $("devices-proxy"),
   devicesExpires: $("devices-expires"),
   devicesToken: $("devices-token"),
   devicesTokenValue: $("devices-token-value"),
@@ -140,6 +142,28 @@ async function probeOrigin() {
 }
 
 export const rpc = new RpcClient(gatewayUrl(), { probe: probeOrigin });
+
+// What this connection's key may call (system.methods lists only those): the page offers nothing else.
+let allowed = null; // null: not known yet (or an older gateway): everything is offered
+
+/** Whether the signed-in key may call `method`. */
+export function may(method) {
+  return allowed === null || allowed.has(method);
+}
+
+/** Ask which methods the key may call, then hide every control marked `data-needs="method"` that it may
+ * not (class not-allowed; the modules' own `hidden` stays theirs). Called on each open. */
+export async function loadAbilities() {
+  try {
+    const res = await rpc.call("system.methods");
+    allowed = new Set(res.methods.map((m) => m.name));
+  } catch (_) {
+    allowed = null;
+  }
+  for (const el of document.querySelectorAll("[data-needs]")) {
+    el.classList.toggle("not-allowed", !el.dataset.needs.split(" ").every(may));
+  }
+}
 
 export const state = {
   sessions: [],

@@ -59,3 +59,30 @@ async def test_the_audit_log_keeps_entries_in_order_and_filters_them(storage):
     assert [e["target"] for e in await log.read("2030-01-02T00:00:00.000Z", None, 100)] == ["k1", "k2", "k3"]
     assert [e["target"] for e in await log.read(None, "phone", 100)] == ["k1", "k3"]
     assert [e["target"] for e in await log.read(None, None, 2)] == ["k2", "k3"]  # the newest, oldest first
+
+
+async def test_the_audit_log_shows_a_principal_of_some_agents_only_theirs_and_its_own(storage):
+    """audit.list for a principal that reaches some agents (issue 43): those agents' entries, and its own
+    entries without an agent (principal changes) — never another agent's, nor another's principal changes;
+    the newest `limit` of what it may see."""
+    log = storage.audit()
+    rows = [
+        ("owner", "main", "k0"),
+        ("owner", "side", "k1"),
+        ("adm", None, "made-by-adm"),
+        ("owner", None, "made-by-owner"),
+        ("adm", "main", "k4"),
+        ("owner", "third", "k5"),
+        ("adm", "side", "k6"),  # its own entry on an agent it no longer reaches is its own still
+    ]
+    for i, (who, agent, target) in enumerate(rows):
+        entry = {"at": f"2030-01-0{i + 1}T00:00:00.000Z", "principal": who, "method": "memory.set", "door": "ws"}
+        if agent:
+            entry["agent"] = agent
+        await log.append({**entry, "target": target, "ok": True})
+    seen = [e["target"] for e in await log.read(None, None, 100, agents=("main",), own="adm")]
+    assert seen == ["k0", "made-by-adm", "k4", "k6"]
+    assert [e["target"] for e in await log.read(None, None, 2, agents=("main",), own="adm")] == ["k4", "k6"]
+    assert [e["target"] for e in await log.read(None, None, 100, agents=("main", "third"))] == ["k0", "k4", "k5"]
+    assert [e["target"] for e in await log.read(None, "owner", 100, agents=("main",), own="adm")] == ["k0"]
+    assert len(await log.read(None, None, 100)) == len(rows)  # no filter: every entry

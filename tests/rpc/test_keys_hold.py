@@ -261,3 +261,11 @@ async def test_only_the_runs_principal_or_a_writer_answers_its_confirmation(conf
     assert first["principal"] == answerer and first["ok"] is _may_answer(starter, answerer)
     if first["ok"]:
         assert first["agent"] == "main" and first["runPrincipal"] == starter and first["allow"] is allow
+    # The model's call itself runs as the run's principal and names who allowed it.
+    deleted = [e for e in entries if e["method"] == "memory.delete" and e.get("target") == key]
+    if taken:
+        assert [(e["principal"], e["door"], e.get("confirmedBy"), e["ok"]) for e in deleted] == [
+            (starter, "tool", answerer, starter_writes)
+        ]
+    else:
+        assert deleted == []

@@ -1086,6 +1086,15 @@ async def test_devices_and_apps_make_a_token_shown_once_and_revoke_it(browser: B
             assert len(token) >= 43
             await expect(pg.locator("#devices-list")).to_contain_text("scopes read, chat")
             await shot(pg, "web-devices.png")
+            await expect(dialog.locator("#devices-proxy")).to_be_visible()  # the owner gives proxy
+            # An agent that does not exist is made only when asked (a typo makes no empty agent).
+            await dialog.get_by_label("Name").fill("kid")
+            await dialog.get_by_label("Agents (comma-separated, or *)").fill("kidz")
+            await dialog.get_by_role("button", name="Create token").click()
+            await expect(pg.locator("#devices-status")).to_contain_text("agent not found: kidz")
+            await dialog.get_by_label("Make agents that do not exist yet").check()
+            await dialog.get_by_role("button", name="Create token").click()
+            await expect(pg.locator("#devices-status")).to_contain_text("Made kid")
 
             ctx = await browser.new_context()
             try:
@@ -1155,3 +1164,69 @@ async def test_a_model_found_on_this_machine_shows_in_the_badge_and_a_banner(bro
                 await expect(banner).to_be_hidden()
         finally:
             await gw.stop()
+
+
+async def test_a_phone_key_chats_and_the_page_offers_only_what_a_key_may_do(browser: Browser, tmp_path):
+    """Issue 43 item 8: the README's phone key (`--scope read,chat`) on a phone-sized page starts and holds
+    a conversation; what it may not do (rename, delete, import, devices, an open session's settings) is
+    not offered; a read-only key is offered no composer and no New session; a refusal is said in the
+    conversation where the person typed, not only in the closed drawer."""
+    gw = RunningGateway(make_config(tmp_path / "state", **{"sessions.max": 2, "chat.offlineDeltaDelay": 0.0}))
+    await gw.start()
+    owner = await gw.client()
+    try:
+        phone_token = (
+            await owner.call("principals.create", {"name": "phone", "agents": "main", "scopes": "read,chat"})
+        )["token"]
+        ro_token = (await owner.call("principals.create", {"name": "ro", "agents": "main", "scopes": "read"}))["token"]
+        ctx = await browser.new_context(viewport={"width": 390, "height": 844})
+        try:
+            pg = await ctx.new_page()
+            watch = PageWatch(pg)
+            await pg.goto(base_url(gw))
+            await sign_in(pg, phone_token)
+            await send(pg, "hello from my phone")  # no session open: the first message starts one
+            await pg.wait_for_url(re.compile(r"#s="))
+            await wait_reply(pg, 1)
+            await expect(pg.locator("#model-picker")).to_be_hidden()
+            await expect(pg.locator("#prompt-button")).to_be_hidden()
+            toggle = pg.get_by_role("button", name="Sessions")
+            await toggle.click()
+            await expect(pg.get_by_role("button", name="New session")).to_be_visible()
+            await expect(pg.locator("#session-list .session")).to_have_count(1)
+            assert await pg.locator("#session-list .session-actions button").count() == 0, "no rename or delete"
+            await expect(pg.get_by_role("button", name="Import conversations…")).to_be_hidden()
+            await expect(pg.get_by_role("button", name="Devices and apps…")).to_be_hidden()
+            await pg.get_by_role("button", name="New session").click()  # the second of sessions.max = 2
+            await pg.wait_for_url(re.compile(r"#s="))
+            await send(pg, "a second conversation")
+            await wait_reply(pg, 1)
+            # The third is refused (sessions.max): typed into an empty chat with the drawer closed, the
+            # refusal is in the conversation.
+            await pg.evaluate("localStorage.removeItem('jarvis.lastSession'); history.replaceState(null, '', '/')")
+            await pg.reload()
+            await expect(pg.locator("#empty-state")).to_be_visible()
+            await expect(pg.locator("#conn-status")).to_have_attribute("data-state", "open")
+            await expect(toggle).to_have_attribute("aria-expanded", "false")
+            await send(pg, "a third conversation")
+            notice = pg.locator("#messages .notice.error")
+            await expect(notice).to_be_visible()
+            await expect(notice).to_contain_text("session limit reached")
+            await expect(notice).to_be_in_viewport()
+            await expect(pg.get_by_label("Message", exact=True)).to_have_value("a third conversation")
+            assert watch.errors == [], watch.errors
+
+            ro = await ctx.new_page()
+            await ro.goto(base_url(gw))
+            await ro.evaluate("sessionStorage.clear(); localStorage.clear()")
+            await ro.reload()
+            await sign_in(ro, ro_token)
+            await expect(ro.locator("#composer")).to_be_hidden()
+            await ro.get_by_role("button", name="Sessions").click()
+            await expect(ro.get_by_role("button", name="New session")).to_be_hidden()
+            await expect(ro.locator("#session-list .session")).to_have_count(2)  # it reads them
+        finally:
+            await ctx.close()
+    finally:
+        await owner.close()
+        await gw.stop()
