@@ -224,11 +224,13 @@ async def test_a_streamed_v1_reply_past_the_stream_limit_is_refused_and_its_run_
 
 async def test_an_open_mcp_stream_does_not_hold_the_gateways_stop(start_gateway):
     """uvicorn waits for requests in progress up to the shutdown grace: an idle GET /mcp stream (which
-    carries nothing) would hold every stop for it."""
-    gw = await start_gateway(**{"server.httpPort": -1, "server.shutdownGrace": 5})
+    carries nothing) would hold every stop for it. The gateway ends the stream itself, so its stop is
+    over long before a grace of two minutes (scripts/bench_revoke.py measures how long it takes)."""
+    gw = await start_gateway(**{"server.httpPort": -1, "server.shutdownGrace": 120})
     head, reader, writer = await _open_stream(gw.gw.http.port, gw.token)
     assert _status(head) == 200
-    t0 = time.monotonic()
-    await gw.stop()
-    assert time.monotonic() - t0 < 3
+    async with asyncio.timeout(60):  # held by the stream, it would take the grace, 120 s
+        await gw.stop()
+        while await reader.read(64 << 10):  # the gateway ended the stream: its connection ends too
+            pass
     writer.close()
