@@ -38,6 +38,7 @@ from .search.qmd import QmdBackend
 from .search.timeline import arrange
 from .present import shape
 from .ports import IndexContext, KeyedMemories, MemoryIndex
+from .search.request import SearchRequest
 from .search.snippets import Exclude
 from .sync import DirtyMarks, SyncOrchestrator, SyncRequest
 
@@ -423,8 +424,8 @@ class MemoryService:
         recovering = self.index.recovering
         # A pool a few times k, arranged by what was said when (search/timeline.py), re-ranked if so
         # configured, then cut to k and minScore.
-        res = await self.search_backend.search(
-            query,
+        ask = SearchRequest(
+            query=query,
             k=int(k),
             spare=0 if recovering else self._spare(int(k)),
             min_score=float(min_score) if recovering else 0.0,
@@ -433,6 +434,7 @@ class MemoryService:
             mode=mode,
             exclude=exclude,
         )
+        res = await self.search_backend.search(ask)
         for r in res["results"]:  # as every reader gets a hit (present.py: a keyed memory's value)
             shape(r)
         if recovering:  # no re-ranking either: results are incomplete
