@@ -70,8 +70,8 @@ async def test_an_idle_event_stream_is_ended_and_its_slot_freed(start_gateway):
     assert _status(second) == 503  # the one slot is taken
     w2.close()
     t0 = time.monotonic()
-    rest = await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), 10)  # the chunked body's end
-    assert 0.9 < time.monotonic() - t0 < 5, rest
+    rest = await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), 30)  # the chunked body's end: it is ended
+    assert time.monotonic() - t0 > 0.9, rest  # … once idle for its second, not before
     writer.close()
     head, _r, w3 = await _open_stream(port, token)  # its slot is free again
     assert _status(head) == 200
@@ -105,7 +105,7 @@ async def test_a_wrong_token_flood_is_evicted_before_it_starves_the_owner(start_
             t0 = time.monotonic()
             r = await http.get("/v1/models", headers=owner)
             assert r.status_code == 200, r.text
-            assert time.monotonic() - t0 < 1.0
+            assert time.monotonic() - t0 < 2.0  # not held behind a wrong token's delay (2 s)
         done = await asyncio.gather(*flood, return_exceptions=True)
     # (a socket of the burst may be dropped while pending, by server.maxPendingPerAddress: as on the WebSocket)
     answers = [r for r in done if isinstance(r, httpx.Response)]
