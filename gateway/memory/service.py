@@ -38,9 +38,9 @@ from .search.qmd import QmdBackend
 from .search.timeline import arrange
 from .present import shape
 from .ports import IndexContext, KeyedMemories, MemoryIndex
-from .search.request import SearchRequest
 from .search.snippets import Exclude
 from .sync import DirtyMarks, SyncOrchestrator, SyncRequest
+from .search.request import SearchRequest
 
 log = structlog.get_logger("gateway.memory")
 
@@ -424,17 +424,18 @@ class MemoryService:
         recovering = self.index.recovering
         # A pool a few times k, arranged by what was said when (search/timeline.py), re-ranked if so
         # configured, then cut to k and minScore.
-        ask = SearchRequest(
-            query=query,
-            k=int(k),
-            spare=0 if recovering else self._spare(int(k)),
-            min_score=float(min_score) if recovering else 0.0,
-            sources=srcs,
-            session_key=session_key,
-            mode=mode,
-            exclude=exclude,
+        res = await self.search_backend.search(
+            SearchRequest(
+                query=query,
+                k=int(k),
+                spare=0 if recovering else self._spare(int(k)),
+                min_score=float(min_score) if recovering else 0.0,
+                sources=srcs,
+                session_key=session_key,
+                mode=mode,
+                exclude=exclude,
+            )
         )
-        res = await self.search_backend.search(ask)
         for r in res["results"]:  # as every reader gets a hit (present.py: a keyed memory's value)
             shape(r)
         if recovering:  # no re-ranking either: results are incomplete
