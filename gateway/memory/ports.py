@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .index.sources import SourceFile
     from .notes.history import NoteVersion
     from .notes.keyed import Entry, KeyedCopy, Version
-    from .search.snippets import Exclude
+    from .search.request import SearchRequest
     from .sync import DirtyMarks, SyncRequest
 
 ChunkKey = tuple[int, int, str]  # a chunk's identity within its file: (start line, end line, hash)
@@ -409,18 +409,7 @@ class MemoryIndex(Protocol):
         """Drop a deleted session's chunks now; False when that must wait for a sync (`busy`: one is
         running), which the caller then queues."""
 
-    async def search(
-        self,
-        query: str,
-        *,
-        k: int,
-        min_score: float,
-        sources: tuple[str, ...],
-        session_key: str | None,
-        mode: str,
-        exclude: Exclude | None = None,
-        spare: int = 0,
-    ) -> dict[str, Any]:
+    async def search(self, req: SearchRequest) -> dict[str, Any]:
         """The built-in search backend's answer (memory.search's shape): the best k, plus up to `spare`
         more after them, ranked as for k (the memory service's room to fold repeats into one)."""
 

@@ -42,6 +42,7 @@ from .present import shape
 from .ports import IndexContext, KeyedMemories, MemoryIndex, NoteRecord
 from .search.snippets import Exclude
 from .sync import DirtyMarks, SyncOrchestrator, SyncRequest
+from .search.request import SearchRequest
 
 log = structlog.get_logger("gateway.memory")
 
@@ -444,14 +445,16 @@ class MemoryService:
         # A pool a few times k, arranged by what was said when (search/timeline.py), re-ranked if so
         # configured, then cut to k and minScore.
         res = await self.search_backend.search(
-            query,
-            k=int(k),
-            spare=(0 if recovering else self._spare(int(k))) + (AS_OF_SPARE if as_of else 0),
-            min_score=float(min_score) if recovering else 0.0,
-            sources=srcs,
-            session_key=session_key,
-            mode=mode,
-            exclude=exclude,
+            SearchRequest(
+                query=query,
+                k=int(k),
+                spare=(0 if recovering else self._spare(int(k))) + (AS_OF_SPARE if as_of else 0),
+                min_score=float(min_score) if recovering else 0.0,
+                sources=srcs,
+                session_key=session_key,
+                mode=mode,
+                exclude=exclude,
+            )
         )
         if as_of:  # nothing said after it (an undated hit is the file's: its time is known)
             res["results"] = [r for r in res["results"] if str(r.get("date") or "") <= as_of]

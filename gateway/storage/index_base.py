@@ -18,8 +18,8 @@ from ..config import Config
 from ..memory.embeddings import EmbeddingProvider
 from ..memory.index.settings import IndexSettings, SyncStats
 from ..memory.ports import IndexContext
+from ..memory.search.request import SearchRequest
 from ..memory.search.searcher import Searcher
-from ..memory.search.snippets import Exclude
 from ..memory.signature import index_signature, same_embeddings
 from ..memory.sync import DirtyMarks
 
@@ -106,30 +106,9 @@ class IndexBase:
         raise NotImplementedError
 
     # ---- the reader: the one searcher over the engine's ports, the same on both engines ------------------
-    async def search(
-        self,
-        query: str,
-        *,
-        k: int,
-        min_score: float,
-        sources: tuple[str, ...],
-        session_key: str | None,
-        mode: str,
-        exclude: Exclude | None = None,
-        spare: int = 0,
-    ) -> dict[str, Any]:
+    async def search(self, req: SearchRequest) -> dict[str, Any]:
         async with self._reading() as generation:
             assert self.searcher is not None
             return await self.searcher.search(
-                query,
-                k=k,
-                min_score=min_score,
-                sources=sources,
-                session_key=session_key,
-                mode=mode,
-                generation=generation,
-                vector_count=self.counts["vectors"],
-                missing_vectors=self.counts["missing"],
-                exclude=exclude,
-                spare=spare,
+                req, generation=generation, vector_count=self.counts["vectors"], missing_vectors=self.counts["missing"]
             )

@@ -51,10 +51,11 @@ from urllib.parse import unquote, urlsplit
 from ..config import Config
 from ..errors import Unavailable
 from ..schema import AGENT_ID, SESSION_KEY
+from .postgres import REFUSED, UNUSABLE  # the database driver's errors, as the engine names them
 from . import open_storage
 from ..memory.notes.keyed import KeyedCopy
 from .base import ADDED, PRESENT, KeyedStore, SessionCopy, SessionStore, Storage
-from .postgres import REFUSED, UNUSABLE, redact
+from .postgres import redact
 
 AGENT_RE, KEY_RE = re.compile(AGENT_ID), re.compile(SESSION_KEY)
 BATCH, BATCH_BYTES = 1000, 64 << 20  # sessions handed to the destination at once (its session list: one write)

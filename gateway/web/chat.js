@@ -267,7 +267,7 @@ export function updateComposer() {
   // Disconnected, the box says why it takes nothing (the status in the top bar may be folded away).
   ui.input.placeholder = ready ? PLACEHOLDER[narrow.matches ? "narrow" : "wide"] : offlineReason;
   ui.input.disabled = !ready;
-  ui.send.disabled = !ready || running;
+  ui.send.disabled = !ready || running || state.sendWaits;
   ui.stop.hidden = !running;
   ui.stop.disabled = !rpc.isOpen || !state.activeRunId;
 }
@@ -292,6 +292,23 @@ ui.composer.addEventListener("submit", async (ev) => {
   ui.messages.appendChild(view.node);
   scrollToEnd(true);
   let key = state.current;
+  while (key && state.opening) {
+    // The open session's history is still being read: sent now, the message would be replaced by a
+    // history read before it was written. Sent once the history is shown, below it.
+    state.sendWaits = true;
+    updateComposer();
+    await state.opening;
+    state.sendWaits = false;
+    updateComposer();
+    if (state.current !== key) {
+      view.node.remove(); // another session was opened meanwhile: the message was not for it
+      ui.input.value = ui.input.value ? `${text}\n${ui.input.value}` : text;
+      return;
+    }
+    removeEmptyState();
+    ui.messages.appendChild(view.node);
+    scrollToEnd(true);
+  }
   if (!key) {
     state.pendingSend = true;
     updateComposer();

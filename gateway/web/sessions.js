@@ -283,7 +283,19 @@ window.addEventListener("hashchange", () => {
   if (rpc.isOpen && key && key !== state.current) openSession(key);
 });
 
-export async function openSession(key, { reconnected = false } = {}) {
+/** Open session `key`: subscribe, read its history and show it. Until it is shown, `state.opening` holds
+ * the load: a message typed meanwhile waits for it (chat.js), so that a history read before the message
+ * was written never replaces the message or the reply streaming under it. */
+export function openSession(key, options) {
+  const opening = loadSession(key, options);
+  state.opening = opening;
+  opening.finally(() => {
+    if (state.opening === opening) state.opening = null;
+  });
+  return opening;
+}
+
+async function loadSession(key, { reconnected = false } = {}) {
   const seq = ++state.openSeq;
   const switching = key !== state.current;
   const previous = state.subscribed;

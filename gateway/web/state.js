@@ -174,6 +174,8 @@ export const state = {
   pendingSend: false,
   regenerating: null, // the reply view a chat.regenerate in flight streams into
   openSeq: 0, // guards against out-of-order session loads
+  opening: null, // the open session's load (its history read) while in flight: a message waits for it
+  sendWaits: false, // a message typed while the open session loads waits for it (chat.js)
   sessionInfo: new Map(), // sessionKey → session (also ones not in the loaded list), for citations
   panel: null, // null | "search" | "memories"
 };

@@ -15,6 +15,7 @@ import pytest
 
 from gateway.memory.embeddings import create_provider
 from gateway.memory.index.sources import SOURCES, session_path
+from gateway.memory.search.request import SearchRequest
 from gateway.memory.sync import DirtyMarks, SyncRequest
 from gateway.sessions import transcript as tx
 from gateway.storage.base import IndexContext, MemoryIndex, Storage
@@ -50,7 +51,7 @@ class Opened:
         self, query: str, mode: str = "hybrid", k: int = 6, sources=SOURCES, session_key: str | None = None
     ) -> dict:
         return await self.index.search(
-            query, k=k, min_score=0.0, sources=tuple(sources), session_key=session_key, mode=mode
+            SearchRequest(query=query, k=k, sources=tuple(sources), session_key=session_key, mode=mode)
         )
 
     async def paths(self, query: str, mode: str = "hybrid", **kw) -> list[str]:

@@ -105,13 +105,14 @@ async def test_preauth_frame_over_64k_closes_1009(gateway):
 
 
 async def test_wrong_tokens_are_slowed_and_rate_limited_but_the_right_one_always_gets_in(start_gateway):
-    gw = await start_gateway(**{"server.authFailuresPerMinute": 3, "server.authFailureDelay": 0.2})
+    # The right token is never slowed like a wrong one: it gets in well within the wrong ones' delay.
+    gw = await start_gateway(**{"server.authFailuresPerMinute": 3, "server.authFailureDelay": 1.0})
     for _ in range(3):
         async with connect(gw.url) as ws:
             started = time.monotonic()
             await ws.send('{"type":"auth","token":"bad"}')
             assert orjson.loads(await ws.recv())["error"]["code"] == -32001
-            assert time.monotonic() - started >= 0.2  # every wrong answer is slowed down
+            assert time.monotonic() - started >= 1.0  # every wrong answer is slowed down
     async with connect(gw.url) as ws:  # past the budget, wrong tokens are "rate limited"
         await ws.send('{"type":"auth","token":"bad"}')
         err = orjson.loads(await ws.recv())["error"]
@@ -121,7 +122,7 @@ async def test_wrong_tokens_are_slowed_and_rate_limited_but_the_right_one_always
             started = time.monotonic()
             await ws.send(orjson.dumps({"type": "auth", "token": gw.token}).decode())
             assert orjson.loads(await ws.recv())["method"] == "auth.ok"
-            assert time.monotonic() - started < 0.2
+            assert time.monotonic() - started < 1.0
     async with connect(gw.url, additional_headers={"Authorization": f"Bearer {gw.token}"}) as ws:
         await ws.send('{"id":1,"method":"system.health"}')
         assert orjson.loads(await ws.recv())["result"]["status"] == "ok"

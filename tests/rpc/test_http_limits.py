@@ -70,8 +70,8 @@ async def test_an_idle_event_stream_is_ended_and_its_slot_freed(start_gateway):
     assert _status(second) == 503  # the one slot is taken
     w2.close()
     t0 = time.monotonic()
-    rest = await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), 10)  # the chunked body's end
-    assert 0.9 < time.monotonic() - t0 < 5, rest
+    rest = await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), 30)  # the chunked body's end: it is ended
+    assert time.monotonic() - t0 > 0.9, rest  # … once idle for its second, not before
     writer.close()
     head, _r, w3 = await _open_stream(port, token)  # its slot is free again
     assert _status(head) == 200
@@ -105,7 +105,7 @@ async def test_a_wrong_token_flood_is_evicted_before_it_starves_the_owner(start_
             t0 = time.monotonic()
             r = await http.get("/v1/models", headers=owner)
             assert r.status_code == 200, r.text
-            assert time.monotonic() - t0 < 1.0
+            assert time.monotonic() - t0 < 2.0  # not held behind a wrong token's delay (2 s)
         done = await asyncio.gather(*flood, return_exceptions=True)
     # (a socket of the burst may be dropped while pending, by server.maxPendingPerAddress: as on the WebSocket)
     answers = [r for r in done if isinstance(r, httpx.Response)]
@@ -224,11 +224,13 @@ async def test_a_streamed_v1_reply_past_the_stream_limit_is_refused_and_its_run_
 
 async def test_an_open_mcp_stream_does_not_hold_the_gateways_stop(start_gateway):
     """uvicorn waits for requests in progress up to the shutdown grace: an idle GET /mcp stream (which
-    carries nothing) would hold every stop for it."""
-    gw = await start_gateway(**{"server.httpPort": -1, "server.shutdownGrace": 5})
+    carries nothing) would hold every stop for it. The gateway ends the stream itself, so its stop is
+    over long before a grace of two minutes (scripts/bench_revoke.py measures how long it takes)."""
+    gw = await start_gateway(**{"server.httpPort": -1, "server.shutdownGrace": 120})
     head, reader, writer = await _open_stream(gw.gw.http.port, gw.token)
     assert _status(head) == 200
-    t0 = time.monotonic()
-    await gw.stop()
-    assert time.monotonic() - t0 < 3
+    async with asyncio.timeout(60):  # held by the stream, it would take the grace, 120 s
+        await gw.stop()
+        while await reader.read(64 << 10):  # the gateway ended the stream: its connection ends too
+            pass
     writer.close()

@@ -5,7 +5,6 @@ failed before its fix; real gateway, real clients, tests/fake_openai.py as the u
 from __future__ import annotations
 
 import asyncio
-import time
 
 import httpx2 as httpx
 import openai
@@ -25,10 +24,9 @@ async def test_keepalive_comments_do_not_hold_a_relayed_stream_past_the_timeout(
     # chat.send was paced (chat.timeout between chunks with content); the relay of the OpenAI endpoint
     # was not: an upstream sending only ": keep-alive" held the request and its session for good.
     api.reply = "first then the rest"
-    api.script(("comments", 8, 0.5))
+    api.script(("comments", 60, 0.5))  # 30 s of them, then the rest: held off, the stream would end with it
     gw = await upstream_gateway(start_gateway, api, **{"chat.timeout": 1.5})
     got = []
-    t0 = time.monotonic()
     async with sdk(gw, default_headers={"X-Jarvis-Session": "kept-alive"}) as client:
         stream = await client.chat.completions.create(
             model="fake-model", stream=True, messages=[{"role": "user", "content": "hello"}]
@@ -36,10 +34,8 @@ async def test_keepalive_comments_do_not_hold_a_relayed_stream_past_the_timeout(
         with pytest.raises(openai.APIError) as exc:
             async for ch in stream:
                 got.append(ch.choices[0].delta.content)
-    elapsed = time.monotonic() - t0
     assert got == ["first "]
     assert "no content for 1.5 s" in exc.value.message
-    assert elapsed < 3.5, f"ended after {elapsed:.1f} s"
 
 
 async def _streamed(gw, key: str, message: str) -> str:

@@ -1,6 +1,9 @@
-"""A revoked token's open WebSocket, /v1 SSE stream and MCP session end — on the gateway that revoked it
-within a moment, and on a second gateway of the same PostgreSQL within a second (its poll of the
-principals) — and an expired token ends the same way."""
+"""A revoked token's open WebSocket, /v1 SSE stream and MCP session end — on the gateway that revoked it,
+and on a second gateway of the same PostgreSQL (its poll of the principals) — and an expired token ends
+the same way.
+
+The tests hold what ends and why (the close code and reason, a stream cut short), each within a deadline
+far past what it takes; how long it takes is measured by scripts/bench_revoke.py, not asserted here."""
 
 from __future__ import annotations
 
@@ -15,7 +18,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import connect_client
+from tests.helpers import connect_client, wait_for
+
+DEADLINE = 20.0  # seconds: what the gateway ends must end well within this, on any machine
 
 
 @pytest.fixture
@@ -24,13 +29,11 @@ def api():
         yield fake
 
 
-async def _closed(client, timeout: float = 5.0) -> float:
-    """Seconds until the server closed this WebSocket (its close code must say why)."""
-    start = time.monotonic()
+async def _closed(client, timeout: float = DEADLINE) -> None:
+    """The server closes this WebSocket, saying why."""
     async with asyncio.timeout(timeout):
         await client.ws.wait_closed()
     assert client.ws.close_code == 1008 and client.ws.close_reason == "token revoked"
-    return time.monotonic() - start
 
 
 async def test_revoke_ends_the_websocket_the_sse_stream_and_the_mcp_session(start_gateway, api):
@@ -46,7 +49,7 @@ async def test_revoke_ends_the_websocket_the_sse_stream_and_the_mcp_session(star
     assert (await ws.call("system.health"))["status"] == "ok"
 
     api.reply = " ".join(["word"] * 400)
-    api.chunk_delay = 0.02  # a stream of ~8 s: it is still open when the revoke comes
+    api.chunk_delay = 0.1  # a stream of ~40 s: it is still open when the revoke comes, and ends long after it
     held = threading.Event()
     auth = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(base_url=gw.http_url, timeout=30) as http:
@@ -67,16 +70,14 @@ async def test_revoke_ends_the_websocket_the_sse_stream_and_the_mcp_session(star
                         json={**body, "stream": False},
                     )
                 )
-                await asyncio.sleep(0.3)
-                revoked_at = time.monotonic()
+                await wait_for(_async(lambda: api.waiting == 1), DEADLINE)  # it reached the upstream
                 await owner.call("principals.revoke", {"name": "phone"})
                 got = []
-                async with asyncio.timeout(5):
+                async with asyncio.timeout(DEADLINE):
                     async for line in lines:
                         got.append(line)
-                stream_ended = time.monotonic() - revoked_at
                 assert "data: [DONE]" not in got, "cut short, not finished"
-                refused = await asyncio.wait_for(waiting, 5)
+                refused = await asyncio.wait_for(waiting, DEADLINE)
                 held.set()
                 assert refused.status_code == 401 and refused.json()["error"]["message"] == "token revoked"
             out = None
@@ -85,8 +86,8 @@ async def test_revoke_ends_the_websocket_the_sse_stream_and_the_mcp_session(star
             assert out is None
         r = await http.get("/v1/models", headers=auth)
         assert r.status_code == 401
-    assert await _closed(ws) < 1.0 and await _closed(header_ws) < 1.0
-    assert stream_ended < 1.0
+    await _closed(ws)
+    await _closed(header_ws)
     assert (await bystander.call("system.health"))["status"] == "ok", "another principal's socket stays"
     await bystander.close()
     await owner.close()
@@ -101,13 +102,11 @@ async def test_an_expired_token_is_closed_like_a_revoked_one(start_gateway):
     )["token"]
     c = await connect_client(gw.url, token, "frame")
     assert (await c.call("system.health"))["status"] == "ok"
-    await _closed(c, timeout=8)
+    await _closed(c)
     await owner.close()
 
 
-async def test_revoke_on_one_gateway_closes_the_socket_on_another_of_the_same_postgresql(
-    start_gateway, postgres_url, capsys
-):
+async def test_revoke_on_one_gateway_closes_the_socket_on_another_of_the_same_postgresql(start_gateway, postgres_url):
     one = await start_gateway("one", **{"storage.url": postgres_url})
     two = await start_gateway("two", **{"storage.url": postgres_url})
     owner = await one.client()
@@ -121,20 +120,16 @@ async def test_revoke_on_one_gateway_closes_the_socket_on_another_of_the_same_po
         await c.close()
         return True
 
-    async with asyncio.timeout(5):
-        while not await admitted():
-            await asyncio.sleep(0.1)
+    await wait_for(admitted, DEADLINE)
     there = await connect_client(two.url, token, "header")
     assert (await there.call("system.health"))["status"] == "ok"
-    start = time.monotonic()
     await owner.call("principals.revoke", {"name": "tablet"})
-    revoked = time.monotonic()  # the revoke is in the database: gateway two's poll (0.5 s) must see it
-    await _closed(there, timeout=5)
-    closed = time.monotonic()
-    with capsys.disabled():
-        print(
-            f"\nrevoke on gateway one -> socket closed on gateway two: {(closed - start) * 1000:.0f} ms "
-            f"({(closed - revoked) * 1000:.0f} ms after the revoke answered)"
-        )
-    assert closed - revoked < 1.0
+    await _closed(there)  # the revoke is in the database: gateway two's poll of the principals sees it
     await owner.close()
+
+
+def _async(predicate):
+    async def check() -> bool:
+        return bool(predicate())
+
+    return check

@@ -111,21 +111,18 @@ async def test_delta_content_that_is_not_a_string(start_gateway, api):
 
 async def test_keepalive_comments_do_not_hold_off_the_timeout(start_gateway, api):
     # An upstream sending SSE comments every second after its first chunk never hit chat.timeout
-    # (3 s): the SDK's read timeout is between bytes. The timeout is between content.
-    import time
-
+    # (3 s): the SDK's read timeout is between bytes. The timeout is between content. The comments go on
+    # for 30 s and then the rest of the reply: held off by them, the run would end with it, not in error
+    # (and past run_to_end's deadline).
     api.reply = "first then the rest"
-    api.script(("comments", 8, 0.5))
+    api.script(("comments", 60, 0.5))
     gw = await start_gateway(**{"chat.baseUrl": api.base_url, "chat.maxRetries": 0, "chat.timeout": 1.5})
     c = await gw.client()
     key = (await c.call("sessions.create"))["sessionKey"]
-    t0 = time.monotonic()
     sent = await c.call("chat.send", {"sessionKey": key, "message": "hello"})
     events = await c.run_to_end(sent["runId"])
-    elapsed = time.monotonic() - t0
     await c.close()
     assert deltas(events) == ["first "]
     err = events[-1]["params"].get("error")
     assert events[-1]["method"] == "chat.error", events[-1]
     assert err["retryable"] is True and "no content for 1.5 s" in err["message"]
-    assert elapsed < 3.5, f"ended after {elapsed:.1f} s"

@@ -36,9 +36,7 @@ ONE_CONCERN = {
     "gateway/memory/service.py": "MemoryService: the memory feature as the gateway sees it",
     "gateway/storage/files/memory/index.py": "FilesMemoryIndex: one SQLite file as an agent's MemoryIndex",
     "gateway/storage/files/memory/vectors.py": "vector storage and exact KNN over SQLite (the matrix and its int8 form)",
-    "gateway/storage/files/sessions.py": "FileSessionStore: sessions.json and the transcripts beside it",
-    "gateway/storage/postgres/keyed.py": "PgKeyedStore: keyed memories as rows (versions, trash), the files a mirror",
-    "gateway/storage/postgres/sessions.py": "PgSessionStore: sessions and transcript lines as rows, and their trash",
+    "gateway/storage/files/sessions.py": "FileSessionStore: sessions.json and the transcripts beside it, copied whole",
 }
 MAX_LINES = 450
 

@@ -85,8 +85,9 @@ async def test_vector_reads_do_not_wait_behind_full_text(tmp_path):
         t = time.perf_counter()
         hits = await vectors.knn(q, 5, ("memory", "sessions"), None, m.index._generation, m.index.counts["vectors"])
         took = time.perf_counter() - t
-        assert not slow.done(), "the slow statement ended first: make it longer"
-        assert len(hits) == 5 and vectors.last_path == "ann" and took < 0.5
+        # Not behind the slow statement: it is still running when the vector search has answered.
+        assert not slow.done(), f"the slow statement ended first (the search took {took:.2f} s)"
+        assert len(hits) == 5 and vectors.last_path == "ann"
         await slow
     finally:
         await m.close()

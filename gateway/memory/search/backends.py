@@ -9,7 +9,7 @@
   QMD does not index, so results from `sessions` always come from the built-in index and are merged with
   QMD's by score, then spread over files (`fileDiversity`) as the built-in index spreads its own.
 
-A backend answers `search(...)` with the `memory.search` result shape and raises `BackendError` when it
+A backend answers `search(SearchRequest)` with the `memory.search` result shape and raises `BackendError` when it
 cannot answer (the fallback then does).
 """
 
@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Any, Awaitable, Callable, Protocol
 
 import structlog
 
 from .fusion import spread_over_files
+from .request import SearchRequest
 
 log = structlog.get_logger("gateway.memory")
 
@@ -36,25 +38,14 @@ class SearchBackend(Protocol):
     name: str
     sources: tuple[str, ...]  # the sources this backend can search
 
-    async def search(
-        self,
-        query: str,
-        *,
-        k: int,
-        min_score: float,
-        sources: tuple[str, ...],
-        session_key: str | None,
-        mode: str,
-        exclude: Any = None,
-        spare: int = 0,
-    ) -> dict[str, Any]: ...
+    async def search(self, req: SearchRequest) -> dict[str, Any]: ...
 
     async def after_sync(self) -> None: ...
 
     def status(self) -> dict[str, Any]: ...
 
 
-SearchFn = Callable[..., Awaitable[dict[str, Any]]]
+SearchFn = Callable[[SearchRequest], Awaitable[dict[str, Any]]]
 
 
 class BuiltinBackend:
@@ -66,28 +57,8 @@ class BuiltinBackend:
     def __init__(self, search_fn: SearchFn):
         self._search = search_fn
 
-    async def search(
-        self,
-        query: str,
-        *,
-        k: int,
-        min_score: float,
-        sources: tuple[str, ...],
-        session_key: str | None,
-        mode: str,
-        exclude: Any = None,
-        spare: int = 0,
-    ) -> dict[str, Any]:
-        return await self._search(
-            query,
-            k=k,
-            min_score=min_score,
-            sources=sources,
-            session_key=session_key,
-            mode=mode,
-            exclude=exclude,
-            spare=spare,
-        )
+    async def search(self, req: SearchRequest) -> dict[str, Any]:
+        return await self._search(req)
 
     async def after_sync(self) -> None:
         return None
@@ -165,44 +136,32 @@ class FallbackBackend:
         self.last_error: str | None = None
         self.fallbacks = 0  # searches the fallback answered instead of the primary
 
-    async def _primary(self, query: str, **kw: Any) -> dict[str, Any]:
+    async def _primary(self, req: SearchRequest) -> dict[str, Any]:
         """The primary's answer, trying up to 1 + retries times (backoff × attempt between tries)."""
         err: BackendError | None = None
         for attempt in range(self.retries + 1):
             if attempt:
                 await asyncio.sleep(self.backoff_s * attempt)
             try:
-                return await self.primary.search(query, **kw)
+                return await self.primary.search(req)
             except BackendError as exc:
                 err = exc
                 log.warning("memory_backend_failed", backend=self.primary.name, attempt=attempt + 1, error=str(exc))
         assert err is not None
         raise err
 
-    async def search(
-        self,
-        query: str,
-        *,
-        k: int,
-        min_score: float,
-        sources: tuple[str, ...],
-        session_key: str | None,
-        mode: str,
-        exclude: Any = None,
-        spare: int = 0,
-    ) -> dict[str, Any]:
+    async def search(self, req: SearchRequest) -> dict[str, Any]:
         """`exclude` (a transcript message to leave out) concerns the built-in index only: QMD never
         holds transcripts."""
-        mine = tuple(s for s in sources if s in self.primary.sources)
-        rest = tuple(s for s in sources if s not in self.primary.sources)
-        kw = dict(k=k, min_score=min_score, session_key=session_key, mode=mode, spare=spare)
+        mine = tuple(s for s in req.sources if s in self.primary.sources)
+        rest = tuple(s for s in req.sources if s not in self.primary.sources)
         answers: list[dict[str, Any]] = []
         degraded: list[str] = []
         if mine:
             res = None
             if self.breaker.allow():
                 try:
-                    res = await self._primary(query, sources=mine, **kw)
+                    res = await self._primary(replace(req, sources=mine))
                 except BackendError as exc:
                     self.breaker.failure()
                     self.last_error = str(exc)
@@ -219,11 +178,11 @@ class FallbackBackend:
                 )
             if res is None:
                 self.fallbacks += 1
-                res = await self.fallback.search(query, sources=mine, exclude=exclude, **kw)
+                res = await self.fallback.search(replace(req, sources=mine))
             answers.append(res)
         if rest:
-            answers.append(await self.fallback.search(query, sources=rest, exclude=exclude, **kw))
-        return merge(answers, k + spare, degraded, self.file_diversity)
+            answers.append(await self.fallback.search(replace(req, sources=rest)))
+        return merge(answers, req.k + req.spare, degraded, self.file_diversity)
 
     async def after_sync(self) -> None:
         await self.primary.after_sync()

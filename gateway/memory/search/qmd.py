@@ -35,6 +35,7 @@ import orjson
 import structlog
 
 from .backends import BackendError
+from .request import SearchRequest
 from ..layout import is_note
 
 log = structlog.get_logger("gateway.memory")
@@ -130,28 +131,20 @@ class QmdBackend:
                 log.warning("memory_qmd_update_failed", error=str(exc))
 
     # ---- search ---------------------------------------------------------------------------------
-    async def search(
-        self,
-        query: str,
-        *,
-        k: int,
-        min_score: float,
-        sources: tuple[str, ...],
-        session_key: str | None,
-        mode: str,
-        spare: int = 0,
-    ) -> dict[str, Any]:
-        sub = SUBCOMMANDS.get(mode, self.hybrid_command)
-        q = " " + query if query.startswith("-") else query
-        k += spare
+    async def search(self, req: SearchRequest) -> dict[str, Any]:
+        """The memory files only (QMD holds no transcripts: `sources`, `session_key` and `exclude` are
+        the built-in index's)."""
+        sub = SUBCOMMANDS.get(req.mode, self.hybrid_command)
+        q = " " + req.query if req.query.startswith("-") else req.query
+        k = req.k + req.spare
         out = await self.run(sub, q, "--json", "-n", str(int(k)), "-c", self.collection)
         results = [
             r
             for r in parse_results(out, self.collection, self.workspace, self.snippet_chars)
-            if r["score"] >= min_score
+            if r["score"] >= req.min_score
         ]
         results.sort(key=lambda r: -r["score"])
-        return {"results": results[:k], "mode": mode, "embeddings": {"provider": "qmd", "model": sub}}
+        return {"results": results[:k], "mode": req.mode, "embeddings": {"provider": "qmd", "model": sub}}
 
     def status(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": "qmd", "command": self.command, "collection": self.collection}

@@ -23,6 +23,7 @@ from ..embeddings.base import check_vectors, provider_name
 from ..ports import ChunkReader, ChunkRow, FullText, VectorSearch
 from .fusion import Candidate, fuse, shared_ranks, single_list_scores, spread_over_files
 from .query import answer_type_terms, query_terms
+from .request import SearchRequest
 from .related import RELATED_LIST_WEIGHT, RELATED_WEIGHT, related_terms
 from .snippets import EchoTest, Exclude, SnippetContext, only_asks, score_segment, segments, snippet
 
@@ -130,21 +131,12 @@ class Searcher:
         )
 
     async def search(
-        self,
-        query: str,
-        *,
-        k: int,
-        min_score: float,
-        sources: tuple[str, ...],
-        session_key: str | None,
-        mode: str,
-        generation: str,
-        vector_count: int,
-        missing_vectors: int,
-        exclude: Exclude | None = None,
-        spare: int = 0,
+        self, req: SearchRequest, *, generation: str, vector_count: int, missing_vectors: int
     ) -> dict[str, Any]:
-        """The best `k` results, then up to `spare` more: candidates and re-rank are those of `k`."""
+        """The best `k` results, then up to `spare` more: candidates and re-rank are those of `k`. The
+        index as it stands: its `generation`, its stored vectors and the chunks still without one."""
+        query, k, sources, session_key, mode = req.query, req.k, req.sources, req.session_key, req.mode
+        min_score, exclude, spare = req.min_score, req.exclude, req.spare
         o = self.opts
         emb = {"provider": self.provider.name, "model": self.provider.model}
         self.generation = generation

@@ -15,6 +15,8 @@ delete moves the transcript, then writes the trash entry, then sessions.json; a 
 sessions.json, then moves the transcript back and drops the entry. Cut short anywhere (a crash), the
 next open finishes what sessions.json says: a listed session gets its transcript back and leaves the
 trash; a transcript in the trash that nothing lists was being purged and goes.
+
+sessions_file.py holds the file's format (and a session's entry as served); session_trash.py the trash.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import contextlib
 import os
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import orjson
 import structlog
@@ -36,65 +38,11 @@ from ...fsutil import atomic_write, ensure_private_dir, fsync_dir, locked, remov
 from ...sessions import transcript as tx
 from ...sessions.history import SETTINGS, check_session_key, history_page, in_trash
 from ..base import ADDED, PRESENT, REFUSED, Imported, SessionCopy
+from .session_trash import SessionTrash
+from .sessions_file import CLEAN_MARKER, apply_bumps, count_messages, exported_meta, parse_sessions_file, sessions_file
 from ...timeutil import now_iso
 
 log = structlog.get_logger("gateway.sessions")
-
-CLEAN_MARKER = ".closed-cleanly"
-"""In the sessions folder while nobody has it open and every counter in sessions.json is exact."""
-
-
-def parse_sessions_file(data: bytes) -> tuple[dict[str, dict[str, Any]], int]:
-    """sessions.json's sessions and the generation of the write that made it (0: none recorded);
-    orjson.JSONDecodeError when it is not JSON. What is not a session's dict is left out."""
-    parsed = orjson.loads(data)
-    if not isinstance(parsed, dict):
-        parsed = {}
-    sessions = parsed.get("sessions", {})
-    generation = parsed.get("generation", 0)
-    return (
-        {k: v for k, v in sessions.items() if isinstance(v, dict)} if isinstance(sessions, dict) else {},
-        generation if type(generation) is int else 0,
-    )
-
-
-def sessions_file(sessions: dict[str, dict[str, Any]], generation: int) -> bytes:
-    """sessions.json's bytes for `sessions`, written as `generation`."""
-    return orjson.dumps({"version": 1, "generation": generation, "sessions": sessions}, option=orjson.OPT_INDENT_2)
-
-
-def count_messages(records: Iterable[tx.Record]) -> tuple[int, str]:
-    """(message records, the last message's timestamp or ""): a transcript's counters, as recounted."""
-    stamps = [r.data.get("timestamp") for r in records if r.data.get("type") == "message"]
-    return len(stamps), next((t for t in reversed(stamps) if isinstance(t, str)), "")
-
-
-def exported_meta(key: str, raw: dict[str, Any], data: bytes, recount: bool) -> dict[str, Any]:
-    """A sessions.json entry as the store serves it: the fields every session has (an entry written by
-    hand may lack some: the transcript header knows createdAt), the own settings when set, and with
-    `recount` (a folder not closed cleanly) the counters recounted from the transcript as `open` does."""
-    created = raw.get("createdAt")
-    if not isinstance(created, str):
-        head = next(iter(tx.iter_records(Path(), data[: data.find(b"\n") + 1])), None)
-        created = head.data.get("createdAt") if head and head.data.get("type") == "session" else None
-        created = created if isinstance(created, str) else ""
-    updated = raw.get("updatedAt") if isinstance(raw.get("updatedAt"), str) else created
-    label, count = raw.get("label"), raw.get("messageCount")
-    meta: dict[str, Any] = {
-        "sessionKey": key,
-        "label": None if label is None else str(label),
-        "createdAt": created,
-        "updatedAt": updated,
-        "messageCount": count if type(count) is int else 0,
-    }
-    for name in SETTINGS:
-        if isinstance(raw.get(name), str) and raw[name]:
-            meta[name] = raw[name]
-    if recount:
-        n, last = count_messages(tx.iter_records(Path(), data))
-        if meta["messageCount"] != n or last > meta["updatedAt"]:
-            meta["messageCount"], meta["updatedAt"] = n, max(meta["updatedAt"], last)
-    return meta
 
 
 class FileSessionStore:
@@ -122,8 +70,7 @@ class FileSessionStore:
         # Present only while nobody has the folder open and it was closed with every counter written.
         self.clean_marker = sessions_dir / CLEAN_MARKER
         self._clean_owner = False
-        self.trash_dir = sessions_dir.parent / "trash"
-        self.trash_path = self.trash_dir / "sessions.json"
+        self.trash_bin = SessionTrash(sessions_dir)
 
     # ---- files ---------------------------------------------------------------------------------
     def open_sync(self) -> None:
@@ -217,7 +164,7 @@ class FileSessionStore:
         with locked(self.meta_path):
             current, on_disk = self._read_generation_sync()
             sessions = {k: dict(v) for k, v in current.items()}
-            _apply_bumps(sessions, written[0] if written else {})
+            apply_bumps(sessions, written[0] if written else {})
             result = fn(sessions)
             payload = sessions_file(sessions, on_disk + 1)
             if written is not None:
@@ -262,8 +209,8 @@ class FileSessionStore:
             # A file of that generation or later was written from one holding these bumps (every
             # writer, in any process, reads the file under the lock and writes the next generation).
             if written_as is None or generation < written_as:
-                _apply_bumps(view, bumps)
-        _apply_bumps(view, self._bumps)
+                apply_bumps(view, bumps)
+        apply_bumps(view, self._bumps)
         return view
 
     def _merge_back(self, bumps: dict[str, list[Any]]) -> None:
@@ -300,67 +247,18 @@ class FileSessionStore:
                 await asyncio.to_thread(self.clean_marker.touch, 0o600)
 
     # ---- the trash --------------------------------------------------------------------------------
-    def _trashed_file(self, key: str) -> Path:
-        return self.trash_dir / "sessions" / f"{check_session_key(key)}.jsonl"
-
-    def _read_trash_sync(self) -> dict[str, dict[str, Any]]:
-        try:
-            parsed = orjson.loads(self.trash_path.read_bytes())
-        except FileNotFoundError:
-            return {}
-        except orjson.JSONDecodeError as exc:
-            raise RuntimeError(f"{self.trash_path} is not valid JSON ({exc}); restore it from a backup") from None
-        trash = parsed.get("trash") if isinstance(parsed, dict) else None
-        return {k: v for k, v in trash.items() if isinstance(v, dict)} if isinstance(trash, dict) else {}
-
-    def _write_trash_sync(self, trash: dict[str, dict[str, Any]]) -> None:
-        for folder in (self.trash_dir, self.trash_dir / "sessions"):
-            ensure_private_dir(folder)
-        atomic_write(self.trash_path, orjson.dumps({"version": 1, "trash": trash}, option=orjson.OPT_INDENT_2))
-
-    def _move(self, src: Path, dst: Path) -> None:
-        for folder in (self.trash_dir, self.trash_dir / "sessions"):
-            ensure_private_dir(folder)
-        os.replace(src, dst)
-        fsync_dir(src.parent)
-        fsync_dir(dst.parent)
-
     def _settle_trash_sync(self, only: str | None = None) -> None:
         """Finish what a delete, restore or purge cut short left (see the module docstring): for `only`,
         or for every session in the trash."""
         with locked(self.meta_path):
-            listed = self._read_sync()
-            trash = self._read_trash_sync()
-            try:
-                files = {p.stem for p in (self.trash_dir / "sessions").glob("*.jsonl")}
-            except OSError:
-                files = set()
-            keys = {only} if only is not None else set(trash) | files
-            changed = False
-            for key in sorted(keys):
-                moved, live = self._trashed_file(key), self.transcript_path(key)
-                if key in listed:
-                    if key in files and not live.exists():
-                        self._move(moved, live)
-                    elif key in files:
-                        remove(moved)  # a second copy (a backup taken while it was restored)
-                    if key in trash:
-                        del trash[key]
-                        changed = True
-                elif key in trash:
-                    if key not in files and live.exists():
-                        self._move(live, moved)  # (a backup taken while it was restored)
-                elif key in files:
-                    remove(moved)  # a purge's leftover
-            if changed:
-                self._write_trash_sync(trash)
+            self.trash_bin.settle_sync(self._read_sync(), self.transcript_path, only)
 
     async def trash(self) -> builtins.list[dict[str, Any]]:
         def run() -> builtins.list[dict[str, Any]]:
             listed = self._read_sync()
             items = [
                 exported_meta(k, v, b"", False) | {"deletedAt": v.get("deletedAt", "")}
-                for k, v in self._read_trash_sync().items()
+                for k, v in self.trash_bin.read_sync().items()
                 if k not in listed
             ]
             return sorted(items, key=lambda m: (m["deletedAt"], m["sessionKey"]), reverse=True)
@@ -369,7 +267,7 @@ class FileSessionStore:
 
     async def restore(self, key: str) -> dict[str, Any]:
         def back(sessions: dict[str, dict[str, Any]]) -> dict[str, Any]:
-            trash = self._read_trash_sync()
+            trash = self.trash_bin.read_sync()
             if key in sessions:
                 raise Conflict(f"session {key} is not in the trash: it exists", {"sessionKey": key})
             if key not in trash:
@@ -388,7 +286,7 @@ class FileSessionStore:
         def run() -> builtins.list[str]:
             with locked(self.meta_path):
                 listed = self._read_sync()
-                trash = {k: v for k, v in self._read_trash_sync().items() if k not in listed}
+                trash = {k: v for k, v in self.trash_bin.read_sync().items() if k not in listed}
                 missing = [k for k in keys or () if k not in trash]
                 if missing:
                     raise NotFound(f"no session {missing[0]} in the trash", {"sessionKey": missing[0]})
@@ -398,9 +296,9 @@ class FileSessionStore:
                     if (keys is None or k in keys) and (before is None or str(v.get("deletedAt", "")) < before)
                 )
                 if gone:
-                    self._write_trash_sync({k: v for k, v in self._read_trash_sync().items() if k not in gone})
+                    self.trash_bin.write_sync({k: v for k, v in self.trash_bin.read_sync().items() if k not in gone})
                     for k in gone:  # after the entry: a crash leaves a file nothing lists, removed on open
-                        remove(self._trashed_file(k))
+                        remove(self.trash_bin.file(k))
                 return gone
 
         return await asyncio.to_thread(run)
@@ -423,10 +321,10 @@ class FileSessionStore:
         raw = self._read_sync().get(key)
         path, deleted = self.transcript_path(key), None
         if raw is None:
-            raw = self._read_trash_sync().get(key)
+            raw = self.trash_bin.read_sync().get(key)
             if raw is None:
                 return None
-            path, deleted = self._trashed_file(key), str(raw.get("deletedAt", ""))
+            path, deleted = self.trash_bin.file(key), str(raw.get("deletedAt", ""))
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -445,7 +343,7 @@ class FileSessionStore:
         unless its bytes are the first part of the session's (a mirror a gateway on PostgreSQL kept
         here): that is brought up to date."""
         listed = self._read_sync()
-        trash = self._read_trash_sync()
+        trash = self.trash_bin.read_sync()
         out: list[Imported] = []
         add: dict[str, dict[str, Any]] = {}
         trashed: dict[str, dict[str, Any]] = {}
@@ -456,12 +354,12 @@ class FileSessionStore:
                 continue
             if copy.deleted is not None:
                 try:
-                    path = self._trashed_file(key)
+                    path = self.trash_bin.file(key)
                 except Invalid as exc:
                     out.append(Imported(REFUSED, str(exc)))
                     continue
                 if not dry_run:
-                    for d in (self.dir.parent.parent, self.dir.parent, self.trash_dir, path.parent):
+                    for d in (self.dir.parent.parent, self.dir.parent, self.trash_bin.dir, path.parent):
                         ensure_private_dir(d)
                     atomic_write(path, b"".join(line + b"\n" for line in copy.lines))  # the file before its entry
                     trashed[key] = {**copy.meta, "deletedAt": copy.deleted}
@@ -503,7 +401,7 @@ class FileSessionStore:
             out.append(Imported(ADDED, detail))
         if trashed:
             with locked(self.meta_path):
-                self._write_trash_sync({**self._read_trash_sync(), **trashed})
+                self.trash_bin.write_sync({**self.trash_bin.read_sync(), **trashed})
         if add:
             fsync_dir(self.dir)  # every transcript's name is durable before sessions.json lists it
             fresh = not self.meta_path.exists()
@@ -551,7 +449,7 @@ class FileSessionStore:
         exists = Conflict(f"session already exists: {key}", {"sessionKey": key})
         if await self.exists(key):
             raise exists
-        if key in await asyncio.to_thread(self._read_trash_sync):
+        if key in await asyncio.to_thread(self.trash_bin.read_sync):
             raise in_trash(key)
         now = now_iso()
         session = {
@@ -576,7 +474,7 @@ class FileSessionStore:
         def add(sessions: dict[str, dict[str, Any]]) -> None:
             if key in sessions:
                 raise exists
-            if key in self._read_trash_sync():
+            if key in self.trash_bin.read_sync():
                 raise in_trash(key)
             if len(sessions) >= self.max:  # under the file lock: exact however many ask at once
                 raise SessionLimit(self.agent_id, self.max)
@@ -631,10 +529,10 @@ class FileSessionStore:
                 raise NotFound(f"session not found: {key}", {"sessionKey": key})
             if trash and key in sessions:  # the transcript, the trash entry, then (the caller's write) the list
                 if path.exists():
-                    self._move(path, self._trashed_file(key))
-                entries = self._read_trash_sync()
+                    self.trash_bin.move(path, self.trash_bin.file(key))
+                entries = self.trash_bin.read_sync()
                 entries[key] = {**sessions[key], "deletedAt": now_iso()}
-                self._write_trash_sync(entries)
+                self.trash_bin.write_sync(entries)
             sessions.pop(key, None)
 
         await self._mutate(rm)
@@ -649,12 +547,3 @@ class FileSessionStore:
         if not await asyncio.to_thread(path.exists):
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
         return await asyncio.to_thread(history_page, key, path, limit, before, max_bytes)
-
-
-def _apply_bumps(sessions: dict[str, dict[str, Any]], bumps: dict[str, list[Any]]) -> None:
-    for key, (added, updated) in bumps.items():
-        s = sessions.get(key)
-        if s is None:  # deleted meanwhile: the transcript line stands, metadata stays gone
-            continue
-        s["messageCount"] = int(s.get("messageCount", 0)) + added
-        s["updatedAt"] = max(s.get("updatedAt", ""), updated)

@@ -10,6 +10,8 @@ and a person with an editor see them as before.
                     category, at, by_door; the newest is the row's value (a row from before versions
                     were kept has none: its value counts as version 1 until the next write stores it)
 
+The mirror files and their reconciling are mirror.py's (KeyedMirror); this module keeps the rows.
+
 Writes go to the row first (the answer waits for it), then to this gateway's mirror, then a `keyed`
 notification makes the other gateways bring their mirrors up to date (cluster.py). Every sync of the
 memory files first reconciles rows and mirrors (`reconcile`), by the front matter's `version`: the
@@ -41,39 +43,32 @@ from typing import TYPE_CHECKING, Any, Sequence
 import asyncpg
 import structlog
 
-from ...errors import Conflict, Invalid, NotFound
-from ...fsutil import atomic_write, locked, remove
+from ...errors import Conflict, NotFound
 from ...timeutil import now_iso
-from ...memory.index.sources import folder_empty
 from ..base import ADDED, PRESENT, REFUSED, Imported
-from ...memory.notes.frontmatter import parse_front_matter
 from ...memory.notes.keyed import (
     _KEY,
     CATEGORIES,
     DEFAULT_CATEGORY,
-    MAX_VALUE_CHARS,
     Entry,
     KeyedCopy,
-    KeyedFiles,
     Version,
     VersionLimits,
-    _mtime_iso,
     check_category,
     check_entry,
     check_key,
     kept,
     next_version,
-    render,
 )
 
 from .db import trash_filter
+from .mirror import COLUMNS, KeyedMirror, importable
 
 if TYPE_CHECKING:  # pragma: no cover
     from .instance import Postgres
 
 log = structlog.get_logger("gateway.memory")
 
-_COLUMNS = "key, category, value, created, updated, deleted, version, trashed_at, trashed_by"
 _VERSION_COLUMNS = "key, version, value, category, at, by_door, principal"
 
 
@@ -84,31 +79,20 @@ class PgKeyedStore:
         self.pg = pg
         self.agent_id = agent_id
         self.workspace = workspace
-        self.files = KeyedFiles(workspace)
+        self.mirror = KeyedMirror(pg, agent_id, workspace, self._write_version, self._tell_others)
+        self.files = self.mirror.files
         self.limits = limits or VersionLimits()
         # This gateway's writes and reconciles of the agent's keyed memories take turns, so a reconcile
         # never mirrors a row that a delete of this gateway has just removed, nor the other way round.
         self._lock = asyncio.Lock()
 
-    def _entry(self, row: Any) -> Entry:
-        rel = self.files._rel(row["category"], row["key"])
-        return Entry(
-            row["key"],
-            row["category"],
-            row["value"],
-            row["created"],
-            row["updated"],
-            rel,
-            self.files._file(row["category"], row["key"]),
-        )
-
     async def find(self, key: str) -> Entry | None:
         row = await self.pg.pool.fetchrow(
-            f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND key = $2 AND NOT deleted",
+            f"SELECT {COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND key = $2 AND NOT deleted",
             self.agent_id,
             check_key(key),
         )
-        return self._entry(row) if row is not None else None
+        return self.mirror.entry(row) if row is not None else None
 
     async def get(self, key: str) -> Entry:
         e = await self.find(key)
@@ -130,7 +114,7 @@ class PgKeyedStore:
         now = now_iso()
         async with self.pg.pool.acquire() as conn, conn.transaction():
             seen = await conn.fetchrow(
-                f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND key = $2 FOR UPDATE",
+                f"SELECT {COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND key = $2 FOR UPDATE",
                 self.agent_id,
                 key,
             )
@@ -142,7 +126,7 @@ class PgKeyedStore:
                 "VALUES ($1, $2, $3, $4, $5, $6, false) ON CONFLICT (agent_id, key) DO UPDATE SET "
                 "category = $3, value = $4, created = $5, updated = $6, deleted = false, "
                 "version = keyed_memories.version + 1, trashed_at = NULL, trashed_by = '' "
-                f"RETURNING {_COLUMNS}",
+                f"RETURNING {COLUMNS}",
                 self.agent_id,
                 key,
                 cat,
@@ -151,8 +135,8 @@ class PgKeyedStore:
                 now,
             )
             await self._write_version(conn, key, seen, value, cat, now, by, principal)
-        entry = self._entry(row)
-        await asyncio.to_thread(self._mirror, entry, row["version"])
+        entry = self.mirror.entry(row)
+        await asyncio.to_thread(self.mirror.write, entry, row["version"])
         await self._tell_others(key)
         moved = old["category"] if old is not None and old["category"] != cat else None
         return entry, old is not None, moved
@@ -165,7 +149,7 @@ class PgKeyedStore:
     async def _delete(self, key: str, by: str) -> Entry:
         async with self.pg.pool.acquire() as conn, conn.transaction():
             seen = await conn.fetchrow(
-                f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND key = $2 AND NOT deleted FOR UPDATE",
+                f"SELECT {COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND key = $2 AND NOT deleted FOR UPDATE",
                 self.agent_id,
                 key,
             )
@@ -182,9 +166,9 @@ class PgKeyedStore:
                 now,
                 by,
             )
-        await asyncio.to_thread(self._unmirror, key)
+        await asyncio.to_thread(self.mirror.remove, key)
         await self._tell_others(key)
-        return self._entry(seen)
+        return self.mirror.entry(seen)
 
     # ---- versions and the trash ----------------------------------------------------------------------
     async def _versions(self, conn: Any, keys: Sequence[str]) -> dict[str, builtins.list[Version]]:
@@ -252,7 +236,7 @@ class PgKeyedStore:
         """A row whole: live, or in the trash (its entry as it was when deleted)."""
         settled = self._settled(row, versions)
         if not row["deleted"]:
-            return KeyedCopy(self._entry(row), tuple(settled))
+            return KeyedCopy(self.mirror.entry(row), tuple(settled))
         newest = settled[-1]
         entry = Entry(
             row["key"],
@@ -269,7 +253,7 @@ class PgKeyedStore:
         check_key(key)
         async with self.pg.pool.acquire() as conn:
             row = await conn.fetchrow(
-                f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND key = $2", self.agent_id, key
+                f"SELECT {COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND key = $2", self.agent_id, key
             )
             versions = self._settled(row, (await self._versions(conn, [key])).get(key, []))
         if not versions:
@@ -281,7 +265,7 @@ class PgKeyedStore:
         have written, edited in the database, names no file: it is left out)."""
         async with self.pg.pool.acquire() as conn:
             rows = await conn.fetch(
-                f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND {where} ORDER BY {order}",
+                f"SELECT {COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND {where} ORDER BY {order}",
                 self.agent_id,
             )
             rows = [r for r in rows if _KEY.fullmatch(r["key"]) and r["category"] in CATEGORIES]
@@ -296,7 +280,7 @@ class PgKeyedStore:
         async with self._lock:
             async with self.pg.pool.acquire() as conn, conn.transaction():
                 seen = await conn.fetchrow(
-                    f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND key = $2 FOR UPDATE",
+                    f"SELECT {COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND key = $2 FOR UPDATE",
                     self.agent_id,
                     key,
                 )
@@ -308,15 +292,15 @@ class PgKeyedStore:
                 row = await conn.fetchrow(
                     "UPDATE keyed_memories SET deleted = false, trashed_at = NULL, trashed_by = '', category = $3, "
                     "value = $4, updated = $5, version = version + 1 WHERE agent_id = $1 AND key = $2 "
-                    f"RETURNING {_COLUMNS}",
+                    f"RETURNING {COLUMNS}",
                     self.agent_id,
                     key,
                     was.category,
                     was.value,
                     was.updated,
                 )
-            entry = self._entry(row)
-            await asyncio.to_thread(self._mirror, entry, row["version"])
+            entry = self.mirror.entry(row)
+            await asyncio.to_thread(self.mirror.write, entry, row["version"])
         await self._tell_others(key)
         return entry
 
@@ -354,24 +338,24 @@ class PgKeyedStore:
         async with self.pg.pool.acquire() as conn:
             total = await conn.fetchval(f"SELECT count(*) FROM keyed_memories WHERE {where}", *args)
             rows = await conn.fetch(
-                f"SELECT {_COLUMNS} FROM keyed_memories WHERE {where} "
+                f"SELECT {COLUMNS} FROM keyed_memories WHERE {where} "
                 f"ORDER BY updated DESC, key DESC LIMIT {int(limit)} OFFSET {int(offset)}",
                 *args,
             )
-        return {"memories": [self._entry(r).brief() for r in rows], "total": int(total)}
+        return {"memories": [self.mirror.entry(r).brief() for r in rows], "total": int(total)}
 
     async def entries(self) -> builtins.list[Entry]:
         """(A database whose schema is not made yet, as a dry run finds it, holds none.)"""
         try:
             rows = await self.pg.pool.fetch(
-                f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND NOT "
+                f"SELECT {COLUMNS} FROM keyed_memories WHERE agent_id = $1 AND NOT "
                 f"deleted ORDER BY updated DESC, key DESC",
                 self.agent_id,
             )
         except asyncpg.UndefinedTableError:
             return []
         # A row no gateway could have written (edited in the database) names no file: it is not one.
-        return [self._entry(r) for r in rows if _KEY.fullmatch(r["key"]) and r["category"] in CATEGORIES]
+        return [self.mirror.entry(r) for r in rows if _KEY.fullmatch(r["key"]) and r["category"] in CATEGORIES]
 
     async def copies(self) -> builtins.list[KeyedCopy]:
         try:
@@ -388,7 +372,7 @@ class PgKeyedStore:
         out = []
         for c in copies:
             e = c.entry
-            if not _importable(e) or not all(_importable(replace(e, value=v.value)) for v in c.versions):
+            if not importable(e) or not all(importable(replace(e, value=v.value)) for v in c.versions):
                 out.append(Imported(REFUSED, "what memory.set would not take, or text PostgreSQL cannot hold"))
                 continue
             if dry_run:
@@ -440,163 +424,14 @@ class PgKeyedStore:
         with contextlib.suppress(Exception):  # they reconcile on their next sync of the memory files anyway
             await self.pg.notify("keyed", agent=self.agent_id, key=key)
 
-    # ---- mirrors -------------------------------------------------------------------------------------
-    def _mirror(self, e: Entry, version: int) -> None:
-        """This gateway's file of `e`, row version `version` (and none in another category). Blocking."""
-        with locked(self.files.root):
-            target = self.files._file(e.category, e.key)
-            data = render(e.key, e.category, e.value, e.created, e.updated, version)
-            try:
-                same = target.read_bytes() == data
-            except OSError:
-                same = False
-            if not same:
-                atomic_write(target, data)
-            for cat in CATEGORIES:
-                if cat != e.category:
-                    remove(self.files._file(cat, e.key))
-
-    def _unmirror(self, key: str) -> None:
-        with locked(self.files.root):
-            for cat in CATEGORIES:
-                remove(self.files._file(cat, key))
-
     async def reconcile(self, key: str | None = None) -> int:
         """Bring rows and this gateway's mirror files into step (all keys, or one); returns how many
         rows it wrote. See the module docstring for who wins."""
         async with self._lock:
-            return await self._reconcile(key)
-
-    async def _unmounted(self) -> str | None:
-        """Why the workspace looks like a share that is not mounted (missing; or empty while notes of it
-        are indexed), else None."""
-        if not await asyncio.to_thread(self.workspace.is_dir):
-            return "workspace missing"
-        if await asyncio.to_thread(folder_empty, self.workspace) and await self.pg.pool.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM memory_files WHERE agent_id = $1 AND source = 'memory')", self.agent_id
-        ):
-            return "workspace empty while notes of it are indexed"
-        return None
-
-    async def _reconcile(self, key: str | None) -> int:
-        why = await self._unmounted()
-        if why:
-            # Mirrors alone in a fresh folder, or in a share's empty mount point, would read to the next
-            # sync as every other note deleted. The sync fails instead, naming the workspace.
-            log.warning("memory_keyed_reconcile_skipped", workspace=str(self.workspace), reason=why)
-            return 0
-        sql = f"SELECT {_COLUMNS} FROM keyed_memories WHERE agent_id = $1"
-        rows = await self.pg.pool.fetch(
-            sql + (" AND key = $2" if key else ""), self.agent_id, *((check_key(key),) if key else ())
-        )
-        # A row no gateway could have written (edited in the database) must not name a path.
-        by_key = {r["key"]: r for r in rows if _KEY.fullmatch(r["key"]) and r["category"] in CATEGORIES}
-        files = await asyncio.to_thread(self._files, key)
-        imports: list[tuple[Entry, str, str, Any]] = []  # (file, created, updated, the row it replaces)
-        to_mirror: list[Any] = []  # rows
-        to_remove: list[str] = []
-        for k in sorted(set(by_key) | set(files)):
-            row, found = by_key.get(k), files.get(k)
-            if found is None:
-                if row is not None and not row["deleted"]:
-                    to_mirror.append(row)
-                continue
-            f, stamped = found
-            if row is None:
-                imports.append((f, f.created, f.updated, None))
-            elif row["deleted"]:
-                if stamped is None and _mtime_iso(f.abs) > row["updated"]:
-                    imports.append((f, now_iso(), now_iso(), row))  # made again by hand
-                else:
-                    to_remove.append(k)
-            elif (f.category, f.value) == (row["category"], row["value"]):
-                if stamped != row["version"] or self._stray(k, f.category):
-                    to_mirror.append(row)  # the same memory: stamp it with this version
-            elif stamped == row["version"]:
-                imports.append((f, row["created"], now_iso(), row))  # this version, edited by hand
-            else:
-                to_mirror.append(row)  # a mirror of an older version (or made by hand)
-        taken: list[str] = []
-        if imports:
-            async with self.pg.pool.acquire() as conn:
-                for f, created, updated, seen in imports:
-                    if not _importable(f):
-                        continue
-                    # Only over the row as it was read: a write in between (any gateway) wins.
-                    async with conn.transaction():
-                        row = await conn.fetchrow(
-                            "INSERT INTO keyed_memories(agent_id, key, category, value, created, updated, deleted) "
-                            "VALUES ($1, $2, $3, $4, $5, $6, false) ON CONFLICT (agent_id, key) DO UPDATE SET "
-                            "category = $3, value = $4, updated = $6, deleted = false, "
-                            "version = keyed_memories.version + 1, trashed_at = NULL, trashed_by = '' "
-                            "WHERE keyed_memories.version = $7 AND keyed_memories.deleted = $8 "
-                            f"RETURNING {_COLUMNS}",
-                            self.agent_id,
-                            f.key,
-                            f.category,
-                            f.value.strip("\n"),
-                            created,
-                            updated,
-                            seen["version"] if seen else None,
-                            seen["deleted"] if seen else None,
-                        )
-                        if row is not None:  # an edit by hand is a version too
-                            await self._write_version(conn, f.key, seen, row["value"], row["category"], updated, "file")
-                    if row is not None:
-                        to_mirror.append(row)  # its front matter now names this version
-                        taken.append(f.key)
-        if to_mirror or to_remove:
-
-            def apply() -> None:
-                for row in to_mirror:
-                    self._mirror(self._entry(row), row["version"])
-                for k in to_remove:
-                    self._unmirror(k)
-
-            await asyncio.to_thread(apply)
-        for k in taken:
-            await self._tell_others(k)
-        return len(taken)
-
-    def _files(self, key: str | None) -> dict[str, tuple[Entry, int | None]]:
-        """The newest mirror file of each key (or of one), with the row version its front matter names
-        (None when it names none: a file made by hand, or by the files engine). Blocking."""
-        entries = self.files._found(key) if key else self.files.all()
-        out: dict[str, tuple[Entry, int | None]] = {}
-        for e in entries:  # newest first
-            if e.key in out:
-                continue
-            try:
-                meta, _ = parse_front_matter(e.abs.read_text(encoding="utf-8", errors="replace"))
-            except OSError:
-                continue
-            stamped = meta.get("version")
-            out[e.key] = (e, int(stamped) if isinstance(stamped, str) and stamped.isdigit() else None)
-        return out
-
-    def _stray(self, key: str, category: str) -> bool:
-        """Whether a file of `key` lies in another category than `category` (a move another gateway made)."""
-        return any(self.files._file(cat, key).exists() for cat in CATEGORIES if cat != category)
+            return await self.mirror.reconcile(key)
 
 
 _TAKEN = {
     False: "a keyed memory of this key is there",
     True: "this key was deleted there (its tombstone keeps other gateways from bringing it back)",
 }
-
-
-def _importable(f: Entry) -> bool:
-    """Whether a file may become a row: what memory.set would accept, and text PostgreSQL can hold."""
-    try:
-        check_entry(f.key, f.value, f.category)
-    except Invalid as exc:
-        log.warning("memory_keyed_file_skipped", path=f.path, error=exc.message)
-        return False
-    if len(f.value) > MAX_VALUE_CHARS or "\x00" in f.value:
-        log.warning(
-            "memory_keyed_file_skipped",
-            path=f.path,
-            error=f"longer than {MAX_VALUE_CHARS} characters or holding a NUL character",
-        )
-        return False
-    return True

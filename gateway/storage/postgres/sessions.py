@@ -23,7 +23,6 @@ import uuid
 from pathlib import Path
 from typing import Any, Sequence
 
-import asyncpg
 import orjson
 import structlog
 
@@ -33,30 +32,16 @@ from ...sessions import transcript as tx
 from ...sessions.history import check_session_key, history_page, in_trash
 from ...tasks import KeyedLocks
 from ...timeutil import now_iso
-from ..base import ADDED, PRESENT, REFUSED, Imported, SessionCopy
+from ..base import Imported, SessionCopy
 from .db import lock_key, trash_filter
+from .session_copies import PgSessionCopies
+from .session_rows import COLUMNS, SETTING_COLUMNS, row_meta
 from .instance import Postgres
 
 log = structlog.get_logger("gateway.sessions")
 
-_COLUMNS = "session_key, label, created_at, updated_at, message_count, model, system_prompt"
+# A session's row as it moves to the trash and back.
 _MOVED = "agent_id, session_key, label, created_at, updated_at, message_count, line_count, model, system_prompt"
-_SETTING_COLUMNS = {"model": "model", "systemPrompt": "system_prompt"}
-
-
-def row_meta(row: Any) -> dict[str, Any]:
-    """A `sessions` row as the session's metadata (the settings only when set, as the files engine keeps them)."""
-    meta = {
-        "sessionKey": row["session_key"],
-        "label": row["label"],
-        "createdAt": row["created_at"],
-        "updatedAt": row["updated_at"],
-        "messageCount": int(row["message_count"]),
-    }
-    for name, column in _SETTING_COLUMNS.items():
-        if row[column]:
-            meta[name] = row[column]
-    return meta
 
 
 def _line(record: dict[str, Any]) -> str:
@@ -74,6 +59,7 @@ class PgSessionStore:
         self._mirrored: dict[str, int] = {}  # key → lines in the local mirror
         self._mirror_locks = KeyedLocks()
         self._closed = False
+        self.copies = PgSessionCopies(pg, agent_id)
 
     # ---- lifecycle -----------------------------------------------------------------------------
     async def open(self) -> None:
@@ -154,120 +140,17 @@ class PgSessionStore:
         """Another gateway deleted `key`."""
         await self._drop_mirror(key)
 
-    # ---- whole sessions in and out (jarvis migrate) ----------------------------------------------
+    # ---- whole sessions in and out (jarvis migrate): session_copies.py ------------------------------
     async def export(self, key: str) -> SessionCopy | None:
-        """The row and its lines as of one moment (one statement: gateways may be appending meanwhile);
-        else the same of the trash."""
-        row = await self.pg.pool.fetchrow(
-            f"SELECT {_COLUMNS}, line_count, NULL AS deleted_at, ARRAY(SELECT seq FROM transcript_lines t WHERE "
-            f"t.agent_id = $1 AND t.session_key = $2 ORDER BY seq) AS seqs, ARRAY(SELECT line FROM transcript_lines t "
-            f"WHERE t.agent_id = $1 AND t.session_key = $2 ORDER BY seq) AS lines FROM sessions WHERE agent_id = $1 "
-            f"AND session_key = $2",
-            self.agent_id,
-            key,
-        )
-        if row is None:
-            with contextlib.suppress(asyncpg.UndefinedTableError):  # a schema from before the trash: none
-                row = await self.pg.pool.fetchrow(
-                    f"SELECT {_COLUMNS}, line_count, deleted_at, ARRAY(SELECT seq FROM transcript_trash t WHERE "
-                    f"t.agent_id = $1 AND t.session_key = $2 ORDER BY seq) AS seqs, ARRAY(SELECT line FROM "
-                    f"transcript_trash t WHERE t.agent_id = $1 AND t.session_key = $2 ORDER BY seq) AS lines FROM "
-                    f"sessions_trash WHERE agent_id = $1 AND session_key = $2",
-                    self.agent_id,
-                    key,
-                )
-        if row is None:
-            return None
-        lines = tuple(line.encode() for line in row["lines"])
-        problem = ""
-        if list(row["seqs"]) != list(range(1, len(lines) + 1)):
-            problem = "its transcript rows have gaps in seq"
-        elif len(lines) != int(row["line_count"]):
-            problem = f"line_count is {row['line_count']} but it has {len(lines)} transcript rows"
-        elif any(b"\n" in line for line in lines):
-            problem = "a transcript row holds a newline, so it is not one JSONL line"
-        return SessionCopy(row_meta(row), lines, 0, problem, row["deleted_at"])
+        return await self.copies.export(key)
 
     async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> list[Imported]:
-        """Each session and its lines in one transaction; a key taken meanwhile is left as it is."""
-        out = []
-        async with self.pg.pool.acquire() as conn:  # one for the batch: a pool's reset per session costs
-            for copy in copies:
-                meta = copy.meta
-                problem = _text_problem(copy.lines)
-                if problem:
-                    out.append(Imported(REFUSED, problem))
-                elif dry_run:
-                    out.append(Imported(PRESENT if await self._exists_yet(conn, meta["sessionKey"]) else ADDED))
-                else:
-                    out.append(
-                        Imported(ADDED)
-                        if await self._insert(conn, copy)
-                        else Imported(PRESENT, "created in the database meanwhile")
-                    )
-        return out
-
-    async def _exists_yet(self, conn: asyncpg.Connection, key: str) -> bool:
-        """Whether the session exists, live or in the trash, in a database whose schema may not be made
-        yet (a dry run's)."""
-        try:
-            return bool(
-                await conn.fetchval(
-                    "SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2 UNION ALL "
-                    "SELECT 1 FROM sessions_trash WHERE agent_id = $1 AND session_key = $2",
-                    self.agent_id,
-                    key,
-                )
-            )
-        except asyncpg.UndefinedTableError:
-            return False
-
-    async def _insert(self, conn: asyncpg.Connection, copy: SessionCopy) -> bool:
-        meta, key = copy.meta, copy.meta["sessionKey"]
-        table, lines = ("sessions_trash", "transcript_trash") if copy.deleted else ("sessions", "transcript_lines")
-        async with conn.transaction():
-            if await self._taken(conn, key):
-                return False
-            made = await conn.fetchval(
-                f"INSERT INTO {table}(agent_id, session_key, label, created_at, updated_at, message_count, "
-                f"line_count, model, system_prompt{', deleted_at' if copy.deleted else ''}) VALUES ($1, $2, $3, $4, "
-                f"$5, $6, $7, $8, $9{', $10' if copy.deleted else ''}) ON CONFLICT DO NOTHING RETURNING 1",
-                self.agent_id,
-                key,
-                meta["label"],
-                meta["createdAt"],
-                meta["updatedAt"],
-                meta["messageCount"],
-                len(copy.lines),
-                meta.get("model"),
-                meta.get("systemPrompt"),
-                *((copy.deleted,) if copy.deleted else ()),
-            )
-            if not made:
-                return False
-            if copy.lines:
-                await conn.copy_records_to_table(
-                    lines,
-                    columns=["agent_id", "session_key", "seq", "line"],
-                    records=((self.agent_id, key, n, line.decode()) for n, line in enumerate(copy.lines, 1)),
-                )
-        return True
-
-    async def _taken(self, conn: asyncpg.Connection, key: str) -> bool:
-        """The key is someone's, live or in the trash (to be called in the transaction that would take it)."""
-        return bool(
-            await conn.fetchval(
-                "SELECT 1 FROM sessions WHERE agent_id = $1 AND session_key = $2 UNION ALL "
-                "SELECT 1 FROM sessions_trash WHERE agent_id = $1 AND session_key = $2",
-                self.agent_id,
-                key,
-            )
-        )
+        return await self.copies.import_sessions(copies, dry_run)
 
     # ---- the trash -------------------------------------------------------------------------------
     async def trash(self) -> builtins.list[dict[str, Any]]:
         rows = await self.pg.pool.fetch(
-            f"SELECT {_COLUMNS}, deleted_at FROM sessions_trash WHERE agent_id = $1 "
+            f"SELECT {COLUMNS}, deleted_at FROM sessions_trash WHERE agent_id = $1 "
             "ORDER BY deleted_at DESC, session_key DESC",
             self.agent_id,
         )
@@ -292,7 +175,7 @@ class PgSessionStore:
                 raise SessionLimit(self.agent_id, self.max)
             row = await conn.fetchrow(
                 f"INSERT INTO sessions({_MOVED}) SELECT {_MOVED} FROM sessions_trash WHERE agent_id = $1 AND "
-                f"session_key = $2 RETURNING {_COLUMNS}",
+                f"session_key = $2 RETURNING {COLUMNS}",
                 self.agent_id,
                 key,
             )
@@ -330,12 +213,12 @@ class PgSessionStore:
 
     # ---- queries -------------------------------------------------------------------------------
     async def all(self) -> dict[str, dict[str, Any]]:
-        rows = await self.pg.pool.fetch(f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = $1", self.agent_id)
+        rows = await self.pg.pool.fetch(f"SELECT {COLUMNS} FROM sessions WHERE agent_id = $1", self.agent_id)
         return {r["session_key"]: row_meta(r) for r in rows}
 
     async def get(self, key: str) -> dict[str, Any]:
         row = await self.pg.pool.fetchrow(
-            f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = $1 AND session_key = $2", self.agent_id, key
+            f"SELECT {COLUMNS} FROM sessions WHERE agent_id = $1 AND session_key = $2", self.agent_id, key
         )
         if row is None:
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
@@ -351,7 +234,7 @@ class PgSessionStore:
     async def list(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
         async with self.pg.pool.acquire() as conn:
             rows = await conn.fetch(
-                f"SELECT {_COLUMNS} FROM sessions WHERE agent_id = $1 "
+                f"SELECT {COLUMNS} FROM sessions WHERE agent_id = $1 "
                 f"ORDER BY updated_at DESC, session_key DESC LIMIT $2 OFFSET $3",
                 self.agent_id,
                 limit,
@@ -383,7 +266,7 @@ class PgSessionStore:
                 raise in_trash(key)
             row = await conn.fetchrow(
                 f"INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, line_count, model, "
-                f"system_prompt) VALUES ($1, $2, $3, $4, $4, 1, $5, $6) ON CONFLICT DO NOTHING RETURNING {_COLUMNS}",
+                f"system_prompt) VALUES ($1, $2, $3, $4, $4, 1, $5, $6) ON CONFLICT DO NOTHING RETURNING {COLUMNS}",
                 self.agent_id,
                 key,
                 label,
@@ -405,12 +288,12 @@ class PgSessionStore:
 
     async def update(self, key: str, **changes: Any) -> dict[str, Any]:
         """Set the fields given (label, model, systemPrompt); a setting given as "" or None is reset."""
-        columns = {"label": "label", **_SETTING_COLUMNS}
+        columns = {"label": "label", **SETTING_COLUMNS}
         sets = [f"{columns[name]} = ${i}" for i, name in enumerate(changes, start=4)]
         values = [v if name == "label" else (v or None) for name, v in changes.items()]
         row = await self.pg.pool.fetchrow(
             f"UPDATE sessions SET {', '.join(['updated_at = $3', *sets])} WHERE agent_id = $1 AND session_key = $2 "
-            f"RETURNING {_COLUMNS}",
+            f"RETURNING {COLUMNS}",
             self.agent_id,
             key,
             now_iso(),
@@ -484,18 +367,6 @@ class PgSessionStore:
             raise NotFound(f"session not found: {key}", {"sessionKey": key})
         path = await self.local_transcript(key)
         return await asyncio.to_thread(history_page, key, path, limit, before, max_bytes)
-
-
-def _text_problem(lines: Sequence[bytes]) -> str:
-    """Why PostgreSQL `text` cannot hold these lines, or ""."""
-    for n, line in enumerate(lines, start=1):
-        if b"\x00" in line:
-            return f"line {n} holds a NUL byte, which PostgreSQL text cannot store"
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError:
-            return f"line {n} is not UTF-8 text, which PostgreSQL text cannot store"
-    return ""
 
 
 def _count_lines(path: Path) -> int:

@@ -7,8 +7,10 @@ the page works without inline scripts or styles.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -541,6 +543,64 @@ async def test_copy_and_regenerate_a_reply(browser: Browser, gateway: RunningGat
         await wait_reply(pg, 2)
         await expect(replies(pg).first.get_by_role("button", name="Regenerate reply")).to_be_hidden()
         await expect(replies(pg).nth(1).get_by_role("button", name="Regenerate reply")).to_be_visible()
+
+
+async def test_a_message_sent_while_its_session_opens_is_not_replaced_by_the_history(
+    page: Page, gateway: RunningGateway
+):
+    """The sibling of resumeSessions' race, in openSession: a new session opens (its history read in
+    flight) and the user sends at once. The history read before the message was written must not
+    replace the message (nor the reply streaming under it). The page's WebSocket goes through a relay
+    that holds the answer to that history read until the message was typed and sent."""
+    hold = {"on": False}
+    asked: set[int] = set()  # ids of sessions.history requests while holding
+    held: list[str | bytes] = []
+    holding = asyncio.Event()
+    routes = []
+
+    def relay(ws) -> None:
+        server = ws.connect_to_server()
+        routes.append(ws)
+
+        def up(message: str | bytes) -> None:
+            if hold["on"] and isinstance(message, str):
+                frame = json.loads(message)
+                if isinstance(frame, dict) and frame.get("method") == "sessions.history":
+                    asked.add(frame["id"])
+            server.send(message)
+
+        def down(message: str | bytes) -> None:
+            if asked and isinstance(message, str):
+                frame = json.loads(message)
+                if isinstance(frame, dict) and frame.get("id") in asked:
+                    asked.discard(frame["id"])
+                    held.append(message)
+                    holding.set()
+                    return
+            ws.send(message)
+
+        ws.on_message(up)
+        server.on_message(down)
+
+    await page.route_web_socket(re.compile(r"^wss?://"), relay)
+    await sign_in(page, gateway.token)
+    await expect(page.get_by_role("button", name="New session")).to_be_enabled()
+    hold["on"] = True
+    await page.get_by_role("button", name="New session").click()
+    await asyncio.wait_for(holding.wait(), 15)  # the history read of the new session is answered, and held
+    await send(page, "Sent while the session opens.")
+    hold["on"] = False
+    for message in held:
+        routes[-1].send(message)
+    await wait_reply(page, 1)
+    user = page.locator("#messages .msg-user")
+    await expect(user).to_have_count(1)
+    await expect(user).to_contain_text("Sent while the session opens.")
+    await expect(replies(page).first).to_contain_text("You wrote: “Sent while the session opens.”")
+    # What the page shows is what the session holds.
+    await page.reload()
+    await expect(page.locator("#messages .msg-user")).to_have_count(1)
+    await expect(replies(page)).to_have_count(1)
 
 
 async def test_sidebar_search_and_date_groups(page: Page, gateway: RunningGateway):
