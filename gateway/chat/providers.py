@@ -729,7 +729,10 @@ class DiscoveredProvider(ChatProvider):
         return await provider.respond(body)
 
     async def list_models(self) -> list[dict]:
-        await self.discover()
+        # Asked while none answers: look now. With a server in use, at most every RETRY_S (a client polling
+        # GET /v1/models does not make each poll a round of probes).
+        if self.current is self.offline or time.monotonic() - self._asked >= RETRY_S:
+            await self.discover()
         return await self.current.list_models()
 
     async def close(self) -> None:
