@@ -215,3 +215,24 @@ def _interactive_chat(state, port: int) -> str:
         os.close(master)
         os.close(slave)
     return err
+
+
+async def test_a_server_that_comes_and_goes_holds_a_bounded_number_of_clients(tmp_path):
+    from gateway.chat.providers import RETIRED_KEPT, DiscoveredProvider
+
+    port = _dead_port()
+    provider = DiscoveredProvider(discovering(tmp_path, port))
+    try:
+        for _ in range(RETIRED_KEPT + 3):
+            with FakeOpenAI(port=port):
+                await provider.list_models()
+                assert provider.describe()["discovered"] is True
+            said = [
+                item.text
+                async for item in provider.stream([{"role": "user", "content": "hi"}])
+                if hasattr(item, "text")
+            ]
+            assert provider.offline_now and "stopped answering" in "".join(said)  # gone: the offline responder says so
+        assert len(provider._old) <= RETIRED_KEPT
+    finally:
+        await provider.close()
