@@ -946,7 +946,7 @@ def _validate(cfg: Config) -> None:
     problem = token_problem(cfg.token) if cfg.token else None
     if problem:
         raise ConfigError(
-            f"token: {problem} (JARVIS_GATEWAY_TOKEN or config). Leave it unset to use the generated one (jarvis token)"
+            f"token: {problem} (--token, JARVIS_GATEWAY_TOKEN or config). Leave it unset to use the generated one (jarvis token)"
         )
     if cfg.sessions.history_max_bytes + (64 << 10) > cfg.server.max_reply_bytes:
         raise ConfigError(

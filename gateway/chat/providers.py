@@ -549,6 +549,7 @@ def _event_has_content(event: Any) -> bool:
     )
 
 
+RETIRED_KEPT = 4  # providers of servers left behind kept open (a turn may still be streaming from one)
 RETRY_S = 5.0  # while no server answers, a chat turn asks again at most this often (`jarvis models` always)
 
 
@@ -572,6 +573,7 @@ class DiscoveredProvider(ChatProvider):
         self._probe: asyncio.Task[None] | None = None
         self._asked = -float("inf")  # time.monotonic() of the last probe's start
         self._old: list[ChatProvider] = []  # providers of servers left behind, closed with this one
+        self._closing: set[asyncio.Task[None]] = set()
 
     # What callers read of a provider is the current one's.
     @property
@@ -660,7 +662,7 @@ class DiscoveredProvider(ChatProvider):
                 responses_api="translate",  # local servers have chat completions; few have /v1/responses
             )
             if self.current is not self.offline:
-                self._old.append(self.current)
+                self._retire(self.current)
             self.current = provider
         self.found = found
         self.reason = ""
@@ -675,9 +677,18 @@ class DiscoveredProvider(ChatProvider):
     def _lose(self, why: str) -> None:
         if self.current is not self.offline:
             log.warning("discovered chat model gone; the offline responder answers", chat_url=self.endpoint, reason=why)
-            self._old.append(self.current)
+            self._retire(self.current)
             self.current = self.offline
         self.reason = why
+
+    def _retire(self, provider: ChatProvider) -> None:
+        """A provider left behind (its server went away or changed): kept while a turn may still stream from
+        it, closed once RETIRED_KEPT newer ones followed (a server that comes and goes for days holds no more)."""
+        self._old.append(provider)
+        while len(self._old) > RETIRED_KEPT:
+            task = asyncio.create_task(self._old.pop(0).close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     async def _now(self) -> ChatProvider:
         """The provider for a turn: while none answers, ask again when the last probe is RETRY_S old."""
@@ -729,7 +740,10 @@ class DiscoveredProvider(ChatProvider):
         return await provider.respond(body)
 
     async def list_models(self) -> list[dict]:
-        await self.discover()
+        # Asked while none answers: look now. With a server in use, at most every RETRY_S (a client polling
+        # GET /v1/models does not make each poll a round of probes).
+        if self.current is self.offline or time.monotonic() - self._asked >= RETRY_S:
+            await self.discover()
         return await self.current.list_models()
 
     async def close(self) -> None:

@@ -27,7 +27,7 @@ import structlog
 
 from ..errors import Conflict, Invalid
 from ..events import Event
-from ..portability import uploads
+from ..portability import sniff, uploads
 from ..portability.run import SOURCES, Target, run_export, run_import
 from ..registry import CallContext, registry
 from ..schema import Bool, Int, Obj, Str
@@ -160,7 +160,15 @@ async def import_(ctx: CallContext, p: dict) -> dict:
         if kind is None:
             raise Invalid("no such file or folder on the gateway's machine", field)
         if p["source"] == "markdown" and not (kind == "folder" or path.suffix.lower() == ".zip"):
-            raise Invalid("markdown: must be a vault folder or a .zip of one", field)
+            seen = await asyncio.to_thread(sniff.look, path)  # another import's file: which one
+            also = (
+                f"; this looks like {seen.what}: import it with `jarvis import {seen.kind}`"
+                if seen.kind
+                else f"; this is {seen.what}"
+                if seen.what
+                else ""
+            )
+            raise Invalid(f"markdown: must be a vault folder or a .zip of one{also}", field)
         target = await _target(ctx, p["agentId"], create=not p["dryRun"])
         with _One(target.agent_id):
             base = {"agentId": target.agent_id, "source": p["source"], "path": path.name if upload else str(path)}

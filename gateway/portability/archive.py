@@ -5,20 +5,22 @@
     README.md                the same in words, for whoever opens the zip
     sessions/index.jsonl     one line per session: its metadata (sessionKey, label, createdAt, updatedAt,
                              messageCount, model?, systemPrompt?)
-    sessions/<key>.jsonl     its transcript, byte for byte (PROTOCOL.md §6: a header record, then one JSON
-                             message record per line)
-    keyed.jsonl              one keyed memory (memory.set) per line: key, category, value, created, updated
+    sessions/<name>.jsonl    its transcript, byte for byte (PROTOCOL.md §6: a header record, naming the
+                             session, then one JSON message record per line); <name> is the key made a file
+                             name every platform can unpack (`file_name`: ':' and other characters Windows
+                             refuses percent-encoded, its device names and case-folded twins told apart)
+    keyed.jsonl              one keyed memory (memory.set) per line: key, category, value, created, updated,
+                             versions (memory.history's, oldest first); one in the trash with deletedAt
     notes/…                  the workspace's memory files at their own paths (MEMORY.md, memory/**), keyed
                              memories' files left out (they are keyed.jsonl)
 
-Everything is read through the stores (SessionStore.export, KeyedStore.entries), so either engine
+Everything is read through the stores (SessionStore.export, KeyedStore.copies), so either engine
 exports alike, a session as of one moment. The zip is written to `<out>.partial` (owner-only) and renamed
 when complete: an export cut short leaves no half archive under the name asked for. One session, one
 note at a time is in memory, whatever the agent holds.
 
-Keyed memories' versions and the trash (issue 34) are not in the stores yet; `keyed_record` is the one
-place that writes a keyed memory's line, and the manifest's `keyed.versions` says whether lines carry a
-`versions` list (false today).
+`keyed_record` is the one place that writes a keyed memory's line; the manifest's `keyed.versions` says
+that lines carry their `versions` (true since they do; an older export's lines have none).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import orjson
 
 from .. import __version__
 from ..memory.layout import KEYED_DIR, NOTES_DIR, ROOT_FILES
-from ..memory.notes.keyed import Entry
+from ..memory.notes.keyed import KeyedCopy
 from ..storage.base import KeyedStore, SessionStore
 from ..timeutil import now_iso
 
@@ -46,12 +48,14 @@ README = """\
 
 This zip holds one agent's memory from a Jarvis Gateway, in plain formats:
 
-- `sessions/<key>.jsonl`: each conversation's transcript, one JSON object per line. The first line
+- `sessions/<name>.jsonl`: each conversation's transcript (the name is its key, with characters some
+  systems refuse in a file name, such as `:`, written as `%3A`), one JSON object per line. The first line
   (`"type":"session"`) names the session; each `"type":"message"` line is one message:
   `{"id", "timestamp" (ISO 8601 UTC), "message": {"role": "user"|"assistant"|…, "content": "…"}}`.
 - `sessions/index.jsonl`: each session's label, dates and message count, one JSON object per line.
 - `keyed.jsonl`: the named facts (memory.set), one JSON object per line: key, category, value, created,
-  updated.
+  updated, and `versions` (each value it had: version, value, category, at, by (the door), principal),
+  oldest first; one deleted into the trash has `deletedAt` too.
 - `notes/`: the markdown notes (MEMORY.md, memory/…) as they were in the workspace.
 - `manifest.json`: what is here, with each file's size and SHA-256.
 
@@ -67,14 +71,47 @@ class ExportTally:
     skipped: list[dict[str, str]] = field(default_factory=list)
     torn: int = 0
     keyed: int = 0
+    trashed: int = 0
     notes: int = 0
     note_bytes: int = 0
     files: list[dict[str, Any]] = field(default_factory=list)
 
 
-def keyed_record(e: Entry) -> dict[str, Any]:
-    """A keyed memory's line in keyed.jsonl (the seam for versions: see the module docstring)."""
-    return {"key": e.key, "category": e.category, "value": e.value, "created": e.created, "updated": e.updated}
+def keyed_record(c: KeyedCopy) -> dict[str, Any]:
+    """A keyed memory's line in keyed.jsonl: the entry, its versions, and when it went to the trash if it did."""
+    e = c.entry
+    out: dict[str, Any] = {
+        "key": e.key,
+        "category": e.category,
+        "value": e.value,
+        "created": e.created,
+        "updated": e.updated,
+        "versions": [v.full() for v in c.versions],
+    }
+    if c.deleted:
+        out["deletedAt"], out["deletedBy"] = c.deleted, c.deleted_by
+    return out
+
+
+_PORTABLE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+# Names Windows keeps for devices, whatever the extension ("con.jsonl" cannot be made there).
+_DEVICES = frozenset(["con", "prn", "aux", "nul"] + [f"{d}{n}" for d in ("com", "lpt") for n in "0123456789"])
+
+
+def file_name(key: str, taken: set[str]) -> str:
+    """A session key as a file name every platform can unpack: characters outside [A-Za-z0-9._-] (':'
+    of "openai:…", which Windows refuses) percent-encoded, a device name's first letter too, and a name
+    that differs from one already `taken` only in case (one file on Windows and macOS) given "~2", "~3".
+    The key itself is in the transcript's header: the name only has to be one a file can have."""
+    name = "".join(c if c in _PORTABLE else "".join(f"%{b:02X}" for b in c.encode()) for c in key)
+    if name.split(".", 1)[0].lower() in _DEVICES:
+        name = f"%{ord(name[0]):02X}{name[1:]}"
+    base, n = name, 1
+    while name.casefold() in taken:
+        n += 1
+        name = f"{base}~{n}"
+    taken.add(name.casefold())
+    return name
 
 
 def note_files(workspace: Path) -> list[tuple[str, Path]]:
@@ -147,6 +184,7 @@ async def export_agent(
     try:
         keys = sorted((await sessions.all()).keys())
         index: list[bytes] = []
+        taken: set[str] = set()
         last = 0.0
         for n, key in enumerate(keys, 1):
             copy = await sessions.export(key)
@@ -156,7 +194,7 @@ async def export_agent(
                 tally.skipped.append({"sessionKey": key, "reason": copy.problem})
                 continue
             data = b"".join(line + b"\n" for line in copy.lines)
-            await asyncio.to_thread(z.put, f"sessions/{key}.jsonl", data)
+            await asyncio.to_thread(z.put, f"sessions/{file_name(key, taken)}.jsonl", data)
             index.append(orjson.dumps(copy.meta))
             tally.sessions += 1
             tally.messages += int(copy.meta.get("messageCount") or 0)
@@ -166,9 +204,13 @@ async def export_agent(
                 last = time.monotonic()
                 progress({"phase": "sessions", "done": n, "total": len(keys)})
         await asyncio.to_thread(z.put, "sessions/index.jsonl", b"".join(line + b"\n" for line in index))
-        entries = await keyed.entries() if keyed is not None else []
-        tally.keyed = len(entries)
-        lines = b"".join(orjson.dumps(keyed_record(e)) + b"\n" for e in sorted(entries, key=lambda e: e.key))
+        copies = await keyed.copies() if keyed is not None else []
+        tally.keyed = sum(1 for c in copies if not c.deleted)
+        tally.trashed = len(copies) - tally.keyed
+        lines = b"".join(
+            orjson.dumps(keyed_record(c)) + b"\n"
+            for c in sorted(copies, key=lambda c: (c.deleted is not None, c.entry.key))
+        )
         await asyncio.to_thread(z.put, "keyed.jsonl", lines)
         notes = await asyncio.to_thread(note_files, workspace)
         for rel, path in notes:
@@ -193,7 +235,7 @@ async def export_agent(
                 "skipped": tally.skipped,
                 "tornBytes": tally.torn,
             },
-            "keyed": {"count": tally.keyed, "versions": False},
+            "keyed": {"count": tally.keyed, "trashed": tally.trashed, "versions": True},
             "notes": {"count": tally.notes, "bytes": tally.note_bytes},
         }
         await asyncio.to_thread(z.put, "README.md", README.encode())

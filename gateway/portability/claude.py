@@ -29,13 +29,13 @@ def convert(obj: Any, index: int, where: str = "conversations.json") -> Conversa
     f = Fields(where, ref)
     conv = f.obj(obj, "")
     assert conv is not None
-    ref["id"] = f.text(conv.get("uuid"), "uuid")
-    title = f.text(conv.get("name"), "name", null=True)
-    ref["title"] = title or None
-    if "chat_messages" not in conv and "mapping" in conv:
+    if "chat_messages" not in conv and "mapping" in conv:  # before any field a ChatGPT conversation lacks
         raise f.fail(
             "chat_messages", "missing: this looks like a ChatGPT export (it has mapping); import it as chatgpt"
         )
+    ref["id"] = f.text(conv.get("uuid"), "uuid")
+    title = f.text(conv.get("name"), "name", null=True)
+    ref["title"] = title or None
     messages = f.arr(conv.get("chat_messages"), "chat_messages")
     assert messages is not None
     created = f.iso(conv.get("created_at"), "created_at", null=True)

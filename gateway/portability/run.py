@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from ..errors import SessionLimit, Unavailable
 from ..storage.base import KeyedStore, SessionStore
-from . import archive, importer, notes, transcripts
+from . import archive, importer, notes, sniff, transcripts
 from .conversation import BadExport
 
 SOURCES = ("chatgpt", "claude", "markdown", "jsonl")
@@ -51,6 +51,9 @@ async def run_import(
 ) -> dict[str, Any]:
     started = time.monotonic()
     head: dict[str, Any] = {"source": source, "path": str(path), "agentId": target.agent_id, "dryRun": dry_run}
+    problem = await asyncio.to_thread(sniff.mistaken, source, path)  # another kind's file: say which command
+    if problem:
+        raise BadExport(problem, where=path.name or str(path))
     if source in ("chatgpt", "claude"):
         body = await importer.import_export(
             target.sessions,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+import urllib.parse
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ import orjson
 
 from ..errors import Invalid, SessionLimit, Unavailable
 from ..memory.layout import KEYED_DIR
-from ..memory.notes.keyed import Entry
+from ..memory.notes.keyed import Entry, KeyedCopy, Version
 from ..sessions import transcript as tx
 from ..sessions.history import check_session_key
 from ..storage.base import ADDED, PRESENT, KeyedStore, SessionCopy, SessionStore
@@ -178,6 +179,38 @@ def _index(data: bytes, where: str) -> dict[str, Any]:
     }
 
 
+MAX_VERSIONS = 10_000  # of one keyed memory in an export (the store keeps memory.versions.keep of them)
+
+
+def _versions(raw: Any, where: str, n: int) -> tuple[Version, ...]:
+    """A keyed.jsonl line's `versions`, checked: absent (an older export) is none; else objects with a
+    version number (rising from 1), value, category, at and by as strings, principal a string or null."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or len(raw) > MAX_VERSIONS:
+        raise BadExport(f"versions: must be a list of at most {MAX_VERSIONS} versions", where=where, at=f"line {n}")
+    out: list[Version] = []
+    for i, v in enumerate(raw):
+        strings = ("value", "category", "at")
+        if (
+            not isinstance(v, dict)
+            or type(v.get("version")) is not int
+            or not all(isinstance(v.get(k), str) for k in strings)
+            or not isinstance(v.get("by", ""), str)
+            or not isinstance(v.get("principal"), (str, type(None)))
+        ):
+            raise BadExport(
+                f"versions[{i}]: must be an object with an integer version, string value, category, at and by, "
+                "and principal a string or null",
+                where=where,
+                at=f"line {n}",
+            )
+        if v["version"] < 1 or (out and v["version"] <= out[-1].version):
+            raise BadExport(f"versions[{i}]: version numbers must rise from 1", where=where, at=f"line {n}")
+        out.append(Version.of(v))
+    return tuple(out)
+
+
 class Archive:
     """A Jarvis export opened for reading (blocking; one call at a time)."""
 
@@ -212,7 +245,8 @@ class Archive:
     def sessions(self, agent_id: str, max_bytes: int) -> Iterator[Incoming]:
         for name in self.session_names:
             where = f"{self.name}:{name}"
-            stem = name[len("sessions/") : -len(".jsonl")]
+            # the key as archive.file_name wrote it (the header names it; this is for a file without one)
+            stem = urllib.parse.unquote(name[len("sessions/") : -len(".jsonl")].split("~", 1)[0])
             size = self.zf.getinfo(name).file_size
             if size > max_bytes:
                 yield _too_big(stem, where, size)
@@ -221,7 +255,9 @@ class Archive:
             inc.meta = _meta_from(self.metas.get(inc.key), inc.key)
             yield inc
 
-    def keyed(self) -> list[Entry]:
+    def keyed(self) -> list[KeyedCopy]:
+        """keyed.jsonl's memories, each with its versions (none in an export older than them) and, for one
+        in the trash, when it went there."""
         if "keyed.jsonl" not in self.zf.namelist():
             return []
         out = []
@@ -231,7 +267,12 @@ class Archive:
             if not isinstance(rec, dict) or not all(isinstance(rec.get(k), str) for k in fields):
                 raise BadExport(f"must be an object with string {', '.join(fields)}", where=where, at=f"line {n}")
             rel = f"{KEYED_DIR}/{rec['category']}/{rec['key']}.md"
-            out.append(Entry(rec["key"], rec["category"], rec["value"], rec["created"], rec["updated"], rel, Path(rel)))
+            entry = Entry(rec["key"], rec["category"], rec["value"], rec["created"], rec["updated"], rel, Path(rel))
+            deleted = rec.get("deletedAt")
+            if deleted is not None and not isinstance(deleted, str):
+                raise BadExport("deletedAt: must be a string (when it went to the trash)", where=where, at=f"line {n}")
+            by = rec.get("deletedBy") if isinstance(rec.get("deletedBy"), str) else ""
+            out.append(KeyedCopy(entry, _versions(rec.get("versions"), where, n), deleted or None, by))
         return out
 
     def notes(self) -> Iterator[tuple[str, Callable[[], bytes], int]]:
@@ -343,10 +384,13 @@ def _records(lines: tuple[bytes, ...]) -> list[dict[str, Any]]:
     return out
 
 
-async def import_keyed(keyed: KeyedStore, entries: list[Entry], dry_run: bool) -> dict[str, Any]:
-    results = await keyed.import_entries(entries, dry_run=dry_run)
-    out: dict[str, Any] = {"found": len(entries), "added": 0, "unchanged": 0, "skipped": 0, "skippedKeys": []}
-    for e, res in zip(entries, results):
+async def import_keyed(keyed: KeyedStore, copies: list[KeyedCopy], dry_run: bool) -> dict[str, Any]:
+    """Keyed memories with their versions (and the trash's into the trash), under keys free here."""
+    results = await keyed.import_copies(copies, dry_run=dry_run)
+    out: dict[str, Any] = {"found": len(copies), "added": 0, "unchanged": 0, "skipped": 0, "skippedKeys": []}
+    trashed: set[str] | None = None
+    for c, res in zip(copies, results):
+        e = c.entry
         if res.status == ADDED:
             out["added"] += 1
             continue
@@ -355,6 +399,12 @@ async def import_keyed(keyed: KeyedStore, entries: list[Entry], dry_run: bool) -
             if there is not None and there.value.strip("\n") == e.value.strip("\n") and there.category == e.category:
                 out["unchanged"] += 1
                 continue
+            if c.deleted and there is None:  # in the trash there too: the same archive imported again
+                if trashed is None:
+                    trashed = {t.entry.key for t in await keyed.trash()}
+                if e.key in trashed:
+                    out["unchanged"] += 1
+                    continue
         out["skipped"] += 1
         if len(out["skippedKeys"]) < SHOWN:
             out["skippedKeys"].append({"key": e.key, "reason": res.detail or res.status})

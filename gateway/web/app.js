@@ -34,7 +34,12 @@ rpc.addEventListener("open", async (ev) => {
   await resumeSessions({ reconnected: ev.detail.reconnected });
 });
 
-onReplyFinal(loadSessions);
+// After each reply: the sessions list, and the badge (a model server found on this machine may have gone
+// away, the offline responder answering with the reason, or come back).
+onReplyFinal(() => {
+  loadSessions();
+  loadHealth();
+});
 whenImported(loadSessions);
 
 start();

@@ -190,3 +190,49 @@ def test_a_newcomer_sees_the_model_before_and_after_the_first_start(tmp_path):
             assert out["gateway"] and out["chat"]["discovered"] and out["default"] == "llama3.2"
             r = _jarvis(state, "chat", "hi", "--new", "--port", str(gp.port), env=on)
             assert r.returncode == 0 and r.stdout.startswith(api.reply), r.stderr
+            said = _interactive_chat(state, gp.port)  # `jarvis chat` at a terminal greets with the model
+            assert f"chat: llama3.2 on a model server at {api.base_url} (found on this machine)" in said, said
+
+
+def _interactive_chat(state, port: int) -> str:
+    """`jarvis chat` with a terminal for stdin, left at once with /quit: what it said on stderr."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "chat", "--port", str(port)],
+            cwd=ROOT,
+            env={**os.environ, "JARVIS_STATE_DIR": str(state), "NO_COLOR": "1"},
+            stdin=slave,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.write(master, b"/quit\n")
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(master)
+        os.close(slave)
+    return err
+
+
+async def test_a_server_that_comes_and_goes_holds_a_bounded_number_of_clients(tmp_path):
+    from gateway.chat.providers import RETIRED_KEPT, DiscoveredProvider
+
+    port = _dead_port()
+    provider = DiscoveredProvider(discovering(tmp_path, port))
+    try:
+        for _ in range(RETIRED_KEPT + 3):
+            with FakeOpenAI(port=port):
+                await provider.list_models()
+                assert provider.describe()["discovered"] is True
+            said = [
+                item.text
+                async for item in provider.stream([{"role": "user", "content": "hi"}])
+                if hasattr(item, "text")
+            ]
+            assert provider.offline_now and "stopped answering" in "".join(said)  # gone: the offline responder says so
+        assert len(provider._old) <= RETIRED_KEPT
+    finally:
+        await provider.close()

@@ -10,6 +10,7 @@ import zipfile
 import orjson
 import pytest
 
+from gateway.portability.archive import file_name
 from tests.helpers import RpcError
 from tests.vendor_exports import chatgpt_sample, chatgpt_zip, claude_sample, claude_zip
 
@@ -55,7 +56,7 @@ async def test_an_export_is_readable_without_jarvis_and_brings_the_same_memory_b
     before = await results(c)
     out = tmp_path / "me.zip"
     summary = await c.call("admin.export", {"path": str(out)})
-    assert summary["sessions"]["count"] == 5 and summary["keyed"] == {"count": 1, "versions": False}
+    assert summary["sessions"]["count"] == 5 and summary["keyed"] == {"count": 1, "trashed": 0, "versions": True}
     assert summary["notes"]["count"] == 2 and summary["path"] == str(out) and out.stat().st_mode & 0o777 == 0o600
     assert not (tmp_path / "me.zip.partial").exists()
 
@@ -66,8 +67,9 @@ async def test_an_export_is_readable_without_jarvis_and_brings_the_same_memory_b
         for f in manifest["files"]:
             data = zf.read(f["path"])
             assert len(data) == f["bytes"] and hashlib.sha256(data).hexdigest() == f["sha256"]
-        for p in gw.config.sessions_dir("main").glob("*.jsonl"):
-            assert zf.read(f"sessions/{p.name}") == p.read_bytes()
+        taken: set[str] = set()
+        for p in sorted(gw.config.sessions_dir("main").glob("*.jsonl")):
+            assert zf.read(f"sessions/{file_name(p.stem, taken)}.jsonl") == p.read_bytes()
         index = [orjson.loads(line) for line in zf.read("sessions/index.jsonl").splitlines()]
         assert {m["sessionKey"] for m in index} == {p.stem for p in gw.config.sessions_dir("main").glob("*.jsonl")}
         keyed = [orjson.loads(line) for line in zf.read("keyed.jsonl").splitlines()]
@@ -362,3 +364,68 @@ async def test_a_client_elsewhere_uploads_an_export_in_pieces_and_imports_it(sta
         await c.call("admin.upload", {"name": "one-more.zip", "offset": 0, "data": ""})
     assert err.value.code == -32009 and "uploads are under way" in err.value.message
     assert len(held) == uploads.MAX_OPEN
+
+
+WINDOWS_REFUSES = set('<>:"/\\|?*')
+
+
+async def _versions_and_trash(c) -> tuple[list, list]:
+    history = await c.call("memory.history", {"key": "kayak"})
+    trash = (await c.call("memory.trash", {}))["memories"]
+    return (
+        [(v["version"], v["value"], v["by"], v["principal"]) for v in history["versions"]],
+        [(t["key"], t["preview"], t["deletedAt"]) for t in trash],
+    )
+
+
+async def test_an_export_carries_versions_and_the_trash_in_names_every_platform_unpacks(start_gateway, tmp_path):
+    await _carries_versions(start_gateway, tmp_path)
+
+
+async def test_an_export_carries_versions_and_the_trash_into_postgresql(start_gateway, tmp_path, postgres_url):
+    await _carries_versions(start_gateway, tmp_path, **{"storage.url": postgres_url})
+
+
+async def _carries_versions(start_gateway, tmp_path, **extra):
+    """`jarvis export` then `jarvis import jsonl` (admin.export, admin.import): a keyed memory's earlier
+    versions and the trash come back; session files are named so Windows and a case-insensitive disk can
+    unpack every one (no ':', no device name, no two names alike but for case)."""
+    gw = await start_gateway("one", memory=True, **{"memory.search.mode": "fts"})
+    c = await gw.client()
+    for key in ("openai:3f2a", "hook:daily", "Trip", "trip", "con", "aux.notes"):
+        await c.call("sessions.create", {"sessionKey": key, "label": key})
+    for value in ("The kayak is yellow.", "The kayak is orange."):
+        await c.call("memory.set", {"key": "kayak", "value": value})
+    await c.call("memory.set", {"key": "old.boat", "value": "The old boat was blue."})
+    await c.call("memory.delete", {"key": "old.boat"})
+    before = await _versions_and_trash(c)
+    assert len(before[0]) == 2 and before[1][0][0] == "old.boat"
+    out = tmp_path / "me.zip"
+    summary = await c.call("admin.export", {"path": str(out)})
+    assert summary["keyed"] == {"count": 1, "trashed": 1, "versions": True}
+    with zipfile.ZipFile(out) as zf:
+        names = [n for n in zf.namelist() if n.startswith("sessions/") and n != "sessions/index.jsonl"]
+        stems = [n[len("sessions/") : -len(".jsonl")] for n in names]
+        assert not [n for n in names if WINDOWS_REFUSES & set(n[len("sessions/") :])], names
+        assert not [s for s in stems if s.split(".")[0].lower() in ("con", "prn", "aux", "nul")], stems
+        assert len({s.casefold() for s in stems}) == len(stems) == 6, stems
+        assert "openai%3A3f2a" in stems
+        keyed = {k["key"]: k for k in map(orjson.loads, zf.read("keyed.jsonl").splitlines())}
+        assert [v["value"] for v in keyed["kayak"]["versions"]] == ["The kayak is yellow.", "The kayak is orange."]
+        assert keyed["old.boat"]["deletedAt"] and "deletedAt" not in keyed["kayak"]
+
+    gw2 = await start_gateway("two", memory=True, **{"memory.search.mode": "fts", **extra})
+    c2 = await gw2.client()
+    report = await c2.call("admin.import", {"source": "jsonl", "path": str(out)})
+    assert report["sessions"]["added"] == 6 and report["keyed"]["added"] == 2, report
+    assert {s["sessionKey"] for s in (await c2.call("sessions.list"))["sessions"]} == {
+        "openai:3f2a",
+        "hook:daily",
+        "Trip",
+        "trip",
+        "con",
+        "aux.notes",
+    }
+    assert await _versions_and_trash(c2) == before
+    again = await c2.call("admin.import", {"source": "jsonl", "path": str(out)})
+    assert again["keyed"]["unchanged"] == 2 and again["sessions"]["unchanged"] == 6, again

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import zipfile
+from pathlib import Path
 
 import orjson
 import pytest
@@ -288,7 +289,7 @@ async def test_the_wrong_vendor_and_not_an_export_are_named(start_gateway, tmp_p
     path = claude_zip(tmp_path / "claude.zip", convs)
     with pytest.raises(RpcError) as err:
         await c.call("admin.import", {"source": "chatgpt", "path": str(path)})
-    assert "looks like a Claude export" in err.value.message and "import it as claude" in err.value.message
+    assert "looks like a Claude export" in err.value.message and "`jarvis import claude " in err.value.message
     other = tmp_path / "other.zip"
     with zipfile.ZipFile(other, "w") as zf:
         zf.writestr("hello.txt", "hi")
@@ -359,3 +360,50 @@ async def test_an_import_whose_caller_leaves_stops_and_running_it_again_resumes(
     assert (await second.call("sessions.list"))["total"] == 3000
     lines = {p.name: p.read_bytes().count(b"\n") for p in gw.config.sessions_dir("main").glob("*.jsonl")}
     assert len(lines) == 3000 and set(lines.values()) == {5}, "every conversation whole, none twice"
+
+
+def _kinds(tmp_path) -> dict[str, Path]:
+    """One file of each kind a newcomer may hand `jarvis import`, and one of random bytes."""
+    d = tmp_path / "kinds"
+    d.mkdir()
+    (d / "t.jsonl").write_text(
+        '{"type":"session","sessionKey":"s1","agentId":"main","createdAt":"2024-01-01T00:00:00Z"}\n'
+        '{"type":"message","id":"m1","timestamp":"2024-01-01T00:00:00Z","message":{"role":"user","content":"hi"}}\n'
+    )
+    (d / "vault").mkdir()
+    (d / "vault" / "Rezepte für Ärger.md").write_text("# Rezepte\n\nÄpfel, Öl, Süßes.\n")
+    (d / "random.bin").write_bytes(bytes(range(256)) * 4)
+    return {
+        "chatgpt": chatgpt_zip(d / "chatgpt.zip", chatgpt_sample()[0]),
+        "claude": claude_zip(d / "claude.zip", claude_sample()[0]),
+        "jsonl": d / "t.jsonl",
+        "markdown": d / "vault",
+        "random": d / "random.bin",
+    }
+
+
+async def test_every_import_kind_recognises_the_others_files(start_gateway, tmp_path):
+    """`jarvis import KIND PATH` with another kind's file (ChatGPT, Claude, jsonl, a markdown folder) says what
+    the file looks like and the command that takes it; random bytes are said to be binary, in hex, never
+    decoded into mojibake. Nothing is written."""
+    gw = await start_gateway(memory=True, **{"memory.search.mode": "fts"})
+    c = await gw.client()
+    files = _kinds(tmp_path)
+    for kind in ("chatgpt", "claude", "jsonl", "markdown"):
+        for other, path in files.items():
+            if other == kind:
+                continue
+            with pytest.raises(RpcError) as err:
+                await c.call("admin.import", {"source": kind, "path": str(path), "dryRun": True})
+            said = err.value.message
+            assert err.value.code == -32602, said
+            if other == "random":
+                assert "binary data, not text (its first bytes: 00 01 02 03 04 05 06 07)" in said, (kind, said)
+            else:
+                assert f"`jarvis import {other}" in said, (kind, other, said)
+            assert "\\x" not in said and "\ufffd" not in said and "Ã" not in said, said
+    assert (await c.call("sessions.list"))["total"] == 0
+    for kind, path in files.items():  # and each kind's own file still imports
+        if kind != "random":
+            report = await c.call("admin.import", {"source": kind, "path": str(path), "dryRun": True})
+            assert report["source"] == kind

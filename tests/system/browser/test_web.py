@@ -1209,21 +1209,45 @@ async def test_a_date_of_another_year_shows_its_year(page: Page, gateway: Runnin
 
 
 async def test_a_model_found_on_this_machine_shows_in_the_badge_and_a_banner(browser: Browser, tmp_path):
-    with FakeOpenAI() as api:
-        api.models = ["llama3.2"]
-        port = int(api.base_url.rsplit(":", 1)[1].split("/")[0])
-        gw = RunningGateway(make_config(tmp_path / "state", **{"chat.discover": True, "chat.discoverPorts": [port]}))
-        await gw.start()
-        try:
-            async with signed_in(browser, gw) as pg:
-                await expect(pg.locator("#model-badge")).to_have_text("a model server · llama3.2")
-                banner = pg.locator("#found-banner")
-                await expect(banner).to_contain_text(f"Chatting with llama3.2 on a model server at {api.base_url}")
-                await expect(pg.locator("#offline-banner")).to_be_hidden()
-                await banner.get_by_role("button", name="Dismiss").click()
-                await expect(banner).to_be_hidden()
-        finally:
-            await gw.stop()
+    """Found: the badge and a banner say so. The server goes away: the reply is the offline responder's, and
+    the badge and banner follow (no model answers, and why). It comes back: a reload finds it."""
+    api = FakeOpenAI().__enter__()
+    api.models = ["llama3.2"]
+    port = int(api.base_url.rsplit(":", 1)[1].split("/")[0])
+    gw = RunningGateway(make_config(tmp_path / "state", **{"chat.discover": True, "chat.discoverPorts": [port]}))
+    await gw.start()
+    try:
+        async with signed_in(browser, gw) as pg:
+            await expect(pg.locator("#model-badge")).to_have_text("a model server · llama3.2")
+            banner = pg.locator("#found-banner")
+            await expect(banner).to_contain_text(f"Chatting with llama3.2 on a model server at {api.base_url}")
+            await expect(pg.locator("#offline-banner")).to_be_hidden()
+            await banner.get_by_role("button", name="Dismiss").click()
+            await expect(banner).to_be_hidden()
+            await new_session(pg)
+            await send(pg, "hello")
+            await wait_reply(pg, 1)
+            await expect(replies(pg).nth(0)).to_contain_text(api.reply)
+
+            api.__exit__(None, None, None)  # the person quits the model server
+            await send(pg, "still there?")
+            await wait_reply(pg, 2)
+            await expect(replies(pg).nth(1)).to_contain_text("stopped answering")
+            await expect(pg.locator("#model-badge")).to_have_text("offline responder")
+            offline = pg.locator("#offline-banner")
+            await expect(offline).to_contain_text("No chat model answers.")
+            await expect(offline).to_contain_text(
+                f"The gateway looked on this machine: the model server found at {api.base_url}"
+            )
+
+            api = FakeOpenAI(port=port).__enter__()  # and starts it again
+            api.models = ["llama3.2"]
+            await pg.reload()
+            await expect(pg.locator("#model-badge")).to_have_text("a model server · llama3.2")
+            await expect(offline).to_be_hidden()
+    finally:
+        await gw.stop()
+        api.__exit__(None, None, None)
 
 
 async def test_a_phone_key_chats_and_the_page_offers_only_what_a_key_may_do(browser: Browser, tmp_path):
