@@ -61,13 +61,20 @@ class Principals:
             t.cancel()
 
     async def _follow(self) -> None:
+        failed = 0  # polls failed in a row: the first is said, the rest counted until one works
         while True:
             await asyncio.sleep(POLL_S)
             try:
                 if await self.store.version() != self._version:
                     await self.reload()
             except Exception as exc:  # the database may be down a while: keep what we have
-                log.warning("principals_poll_failed", error=type(exc).__name__)
+                if not failed:
+                    log.warning("principals_poll_failed", error=type(exc).__name__)
+                failed += 1
+            else:
+                if failed:
+                    log.info("principals_poll_resumed", failed=failed)
+                failed = 0
             self._tell_gone()  # a token that expired since the last poll ends as a revoked one does
 
     async def reload(self) -> None:

@@ -6,7 +6,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ...config import Config
-from ...errors import Unavailable, storage_unreachable
+from ...errors import Unavailable
 from .db import Postgres, migrate, pending
 from ...memory.notes.keyed import VersionLimits
 from .keyed import PgKeyedStore
@@ -83,7 +83,9 @@ class PostgresStorage:
     def memory(self, agent_id: str) -> "MemoryService":
         from ...memory.service import MemoryService
 
-        return MemoryService(self.config, agent_id, self.memory_index(agent_id), self.keyed(agent_id))
+        return MemoryService(
+            self.config, agent_id, self.memory_index(agent_id), self.keyed(agent_id), unreachable=self.unreachable
+        )
 
     def cluster(self, services: "Services") -> "Cluster":
         from ...cluster import Cluster
@@ -105,4 +107,5 @@ class PostgresStorage:
         return {"engine": self.name, "instance": self.pg.instance_id, "eventsDropped": self.pg.dropped}
 
     def unreachable(self, exc: BaseException) -> Unavailable | None:
-        return storage_unreachable(exc)
+        """Counted into the database's outage, which is said when it begins and when it ends."""
+        return self.pg.outage.failed(exc)
