@@ -33,15 +33,17 @@ class Principals:
     """The principals a gateway serves: its owner (the gateway token, `auth.TokenStore`) and the store's,
     held in a Directory and followed — the store's `version()` polled every POLL_S — so that a principal
     made or revoked anywhere (another gateway, a `jarvis token` command) counts here within a second.
-    `on_revoked(names)` is told which principals stopped being live, so the doors close their connections."""
+    `on_revoked(digests)` is told which principals stopped being live, by identity — their tokens' digests
+    (Principal.token_hash), never their names: a name revoked and given anew within one poll is another
+    principal, whose old token's connections still close — so the doors close their connections."""
 
     def __init__(self, tokens: "TokenStore", store: "PrincipalStore"):
         self.tokens = tokens
         self.store = store
         self.directory = Directory()
-        self.on_revoked: list[Callable[[set[str]], None]] = []
+        self.on_revoked: list[Callable[[set[str]], None]] = []  # told token digests (Principal.token_hash)
         self._version: str | None = None
-        self._live: set[str] = set()  # the live principals' names, as last told
+        self._live: dict[str, str] = {}  # the live principals, as last told: token digest → name
         self._task: asyncio.Task[None] | None = None
         self._touched: dict[str, float] = {}
         self._pending: set[asyncio.Future[None]] = set()
@@ -60,13 +62,20 @@ class Principals:
             t.cancel()
 
     async def _follow(self) -> None:
+        failed = 0  # polls failed in a row: the first is said, the rest counted until one works
         while True:
             await asyncio.sleep(POLL_S)
             try:
                 if await self.store.version() != self._version:
                     await self.reload()
             except Exception as exc:  # the database may be down a while: keep what we have
-                log.warning("principals_poll_failed", error=type(exc).__name__)
+                if not failed:
+                    log.warning("principals_poll_failed", error=type(exc).__name__)
+                failed += 1
+            else:
+                if failed:
+                    log.info("principals_poll_resumed", failed=failed)
+                failed = 0
             self._tell_gone()  # a token that expired since the last poll ends as a revoked one does
 
     async def reload(self) -> None:
@@ -75,13 +84,15 @@ class Principals:
         self._tell_gone()
 
     def _tell_gone(self) -> None:
-        """Tell `on_revoked` which principals stopped being live (revoked, expired, gone) since last asked."""
-        live = {p.name for p in self.directory.by_name.values() if p.live()}
-        gone = self._live - live
+        """Tell `on_revoked` which principals stopped being live (revoked, expired, gone, replaced under
+        their name) since last asked: their tokens' digests."""
+        live = {p.token_hash: p.name for p in self.directory.by_name.values() if p.live()}
+        gone = {h for h in self._live if h not in live}
+        names = sorted(self._live[h] for h in gone)
         self._live = live
         if not gone:
             return
-        log.info("principals_ended", principals=sorted(gone))
+        log.info("principals_ended", principals=names)
         for fn in self.on_revoked:
             try:
                 fn(gone)

@@ -195,8 +195,8 @@ class Dispatcher:
             said.warning("out of file descriptors", error=str(exc))
             return busy
         down = self.services.storage.unreachable(exc)
-        if down is not None:
-            said.warning("database unreachable", error=str(exc)[:200])
+        if down is not None:  # the engine says the outage once when it begins and once when it ends
+            said.debug("database unreachable", error=str(exc)[:200])
             return down
         error_id = uuid.uuid4().hex[:12]
         said.error("internal error", errorId=error_id, exc_info=exc)

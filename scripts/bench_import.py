@@ -18,6 +18,7 @@ Prints a table and writes JSON (default bench-results/import.json).
 
     .venv/bin/python scripts/bench_import.py                       # 2,000 conversations, scale 4
     .venv/bin/python scripts/bench_import.py --conversations 500 --scale 2
+    .venv/bin/python scripts/bench_import.py --chain 240000 --out bench-results/import-chain.json
 """
 
 from __future__ import annotations
@@ -54,6 +55,55 @@ def make_export(path: Path, n: int, turns: int) -> int:
     return int(out.stdout)
 
 
+def make_chain(path: Path, nodes: int) -> int:
+    """One conversation of `nodes` messages in a single chain, lean ones (~210 bytes a node, as issue
+    43.7's red-team export: 240,000 nodes in 51 MB), zipped; → the bytes of its conversations.json."""
+    code = r"""
+import sys, zipfile, orjson
+n = int(sys.argv[2])
+mapping = {}
+for i in range(n):
+    mapping[f"n{i}"] = {
+        "id": f"n{i}",
+        "message": {"id": f"m{i}", "author": {"role": "user" if i % 2 else "assistant"}, "create_time": 1.7e9 + i,
+                    "content": {"content_type": "text", "parts": [f"turn {i}"]}},
+        "parent": f"n{i - 1}" if i else None,
+        "children": [f"n{i + 1}"] if i + 1 < n else [],
+    }
+conv = {"id": "chain", "title": "a chain", "create_time": 1.7e9, "current_node": f"n{n - 1}", "mapping": mapping}
+data = orjson.dumps([conv])
+with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as zf:
+    zf.writestr("conversations.json", data)
+print(len(data))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path), str(nodes)], check=True, capture_output=True, text=True
+    )
+    return int(out.stdout)
+
+
+def chain(nodes: int, out: Path) -> int:
+    """`--chain N`: the peak RSS of importing one conversation of N nodes (set PYTHONPATH=<checkout>
+    PYTHONSAFEPATH=1 to run another checkout's gateway: the figure before a change)."""
+    with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
+        path = Path(tmp) / "chain.zip"
+        size = make_chain(path, nodes)
+        res, wall, rss = run(["import", "chatgpt", str(path), "--json"], Path(tmp) / "state", memory=False)
+        row = {
+            "run": f"one conversation of a {nodes:,}-node chain",
+            "jsonMB": size / 1e6,
+            "zipMB": path.stat().st_size / 1e6,
+            "seconds": wall,
+            "peakRssMB": rss / 2**20,
+            "conversations": (res or {}).get("conversations"),
+            "skipped": (res or {}).get("skippedConversations"),
+        }
+    print(json.dumps(row, indent=2))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(row, indent=2) + "\n")
+    return 0
+
+
 def run(args: list[str], state: Path, memory: bool) -> tuple[dict | None, float, int]:
     """(the --json result or None, wall seconds, peak RSS in bytes) of one `jarvis` subprocess."""
     state.mkdir(parents=True, exist_ok=True)
@@ -83,7 +133,10 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=12, help="messages per conversation (default 12)")
     ap.add_argument("--scale", type=int, default=4, help="the bigger export's size, times --conversations")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "import.json", help="where the JSON goes")
+    ap.add_argument("--chain", type=int, default=0, help="only: import one conversation of this many nodes")
     args = ap.parse_args()
+    if args.chain:
+        return chain(args.chain, args.out)
 
     with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
         base = Path(tmp)

@@ -2,7 +2,8 @@
 
     jarvis chat                      an interactive prompt (/help lists its commands; Ctrl-D or /quit leaves)
     jarvis chat "message"            one message: print the reply, then exit
-    jarvis chat - < question.txt     one message read from stdin
+    jarvis chat - < question.txt     one message read from stdin (refused, exit 2, past 400,000 bytes:
+                                     chat.send takes 100,000 characters; a piped line past them is not sent)
     --session KEY                    continue that session
     --new                            start a new session
     -m/--model NAME, -s/--system T   the session's model and system prompt (kept with the session)
@@ -30,7 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from .client import CallError, Connection, GatewayCallError
+from .common import read_stdin
 from ..config import Config
+from ..errors import Invalid
+from ..methods.chat import MESSAGE_CHARS
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
 NOT_FOUND = -32004
@@ -343,7 +347,14 @@ async def _main(args: argparse.Namespace, config: Config) -> int:
     try:
         await chat.pick(args.session, args.new)
         if args.message is not None:
-            text = sys.stdin.read() if args.message == "-" else args.message
+            if args.message == "-":
+                try:  # chat.send takes 100,000 characters: at most 4 bytes of UTF-8 each
+                    text = read_stdin(4 * MESSAGE_CHARS, "the message", "message")
+                except Invalid as exc:
+                    print(f"jarvis chat: {exc}", file=sys.stderr)
+                    return EXIT_USAGE
+            else:
+                text = args.message
             if not text.strip():
                 print("jarvis chat: the message is empty", file=sys.stderr)
                 return EXIT_USAGE
@@ -379,6 +390,9 @@ class _sigint:
             self.loop.remove_signal_handler(signal.SIGINT)
 
 
+TOO_LONG = "\x00too long"  # what _read_line gives for a line past chat.send's message (a NUL: no line holds one)
+
+
 async def _read_line(prompt: str) -> str | None:
     """input() in a daemon thread, so the event loop (pings, events) keeps running and a quit never
     waits for a line. None at end of input."""
@@ -391,9 +405,13 @@ async def _read_line(prompt: str) -> str | None:
 
     def read() -> None:
         try:
-            line: str | None = input(prompt) if prompt else sys.stdin.readline()
+            line: str | None = input(prompt) if prompt else sys.stdin.readline(MESSAGE_CHARS + 1)
             if not prompt and line == "":
                 line = None
+            elif not prompt and line is not None and len(line) > MESSAGE_CHARS and not line.endswith("\n"):
+                while (rest := sys.stdin.readline(1 << 16)) and not rest.endswith("\n"):
+                    pass  # the rest of a line too long to send: read past, never held
+                line = TOO_LONG
         except (EOFError, OSError, ValueError):
             line = None
         loop.call_soon_threadsafe(settle, line)
@@ -440,6 +458,14 @@ async def _interactive(chat: Chat) -> int:
             if tty:
                 print(file=sys.stderr)
             return code
+        if line is TOO_LONG:
+            print(
+                f"jarvis chat: that line is more than {MESSAGE_CHARS:,} characters, the most a message may be: not sent",
+                file=sys.stderr,
+                flush=True,
+            )
+            code = EXIT_USAGE
+            continue
         text = line.rstrip("\n")
         if not text.strip():
             continue

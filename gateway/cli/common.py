@@ -57,3 +57,18 @@ def _common_on_leaves(p: argparse.ArgumentParser) -> None:
     for action in subs:
         for child in set(action.choices.values()):
             _common_on_leaves(child)
+
+
+def read_stdin(limit: int, what: str, field: str) -> str:
+    """Standard input as UTF-8 text (`jarvis chat -m -`, `jarvis memory set KEY -`), refused past `limit`
+    bytes before more of it is read or held: Invalid naming `field` and the limit (a 200 MB message
+    used to be read whole, encoded and sent before the method refused it)."""
+    from ..errors import Invalid
+
+    data = sys.stdin.buffer.read(limit + 1)
+    if len(data) > limit:
+        raise Invalid(f"{what} on standard input is more than {limit:,} bytes, the most it may be", field)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Invalid(f"{what} on standard input is not UTF-8 text (byte {exc.start})", field) from None

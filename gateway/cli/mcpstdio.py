@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import sys
-from typing import Any, Callable
+from typing import Any, BinaryIO, Callable
 
 from ..config import Config
 from ..errors import Unavailable
@@ -84,10 +85,64 @@ async def serve_stdio(config: Config, url: str | None) -> int:
             flush=True,
         )
     server = build_server(forward, redact=config.memory.redact_secrets, allowed=forward.allowed)
+    lines = BoundedLines(sys.stdin.buffer, LINE_BYTES)
     try:
-        async with stdio_server() as (read, write):
+        async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
             await server.run(read, write, server.create_initialization_options())
     finally:
         with contextlib.suppress(Exception):
             await forward.close()
     return 0
+
+
+LINE_BYTES = 16 << 20  # one message on stdin, at most (a tool's arguments: 256 KiB, refused by the tool door)
+
+
+class BoundedLines:
+    """Standard input's lines for the MCP SDK's stdio server, each at most `limit` bytes. A longer line
+    is read past 64 KiB at a time, never held, said on stderr, and answered as an error for its id: a
+    200 MB line costs what a 16 MiB one does (it was read whole, decoded and parsed: ~650 MB)."""
+
+    def __init__(self, stream: BinaryIO, limit: int):
+        self.stream = stream
+        self.limit = limit
+
+    def __aiter__(self) -> "BoundedLines":
+        return self
+
+    async def __anext__(self) -> str:
+        line = await asyncio.to_thread(self._next)
+        if line is None:
+            raise StopAsyncIteration
+        return line
+
+    def _next(self) -> str | None:
+        raw = self.stream.readline(self.limit + 1)
+        if not raw:
+            return None
+        if len(raw) > self.limit and not raw.endswith(b"\n"):
+            head = raw[:4096]
+            while (rest := self.stream.readline(1 << 16)) and not rest.endswith(b"\n"):
+                pass
+            print(
+                f"jarvis mcp: a message of more than {self.limit:,} bytes was dropped (the most one may be)",
+                file=sys.stderr,
+                flush=True,
+            )
+            return self._refusal(head)
+        return raw.decode("utf-8", "replace")
+
+    def _refusal(self, head: bytes) -> str:
+        """What the SDK is given for a dropped line: a request of the same id (found in the line's head)
+        for a method that says why, which it answers with an error — so the client waits for nothing;
+        a line with no id found: one that is no JSON-RPC message (refused, and the SDK goes on)."""
+        found = _ID.search(head)
+        if found is None:
+            return "{}\n"
+        why = f"message of more than {self.limit} bytes dropped by jarvis mcp"
+        return f'{{"jsonrpc":"2.0","id":{found.group(1).decode()},"method":"{why}"}}\n'
+
+
+_ID = re.compile(
+    rb'^\s*\{(?:\s*"(?:jsonrpc|method)"\s*:\s*"[^"\\]{0,100}"\s*,)*\s*"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")'
+)

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import argparse
 import base64
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import NotFound
-from ..memory.notes.keyed import CATEGORIES
+from ..config import MemoryConfig
+from ..errors import Invalid, NotFound
+from ..memory.notes.keyed import CATEGORIES, MAX_VALUE_CHARS
 from ..memory.notes.learnings import SECTIONS
-from .common import print_json
+from .common import print_json, read_stdin
 
 if TYPE_CHECKING:  # pragma: no cover
     from .dispatch import Methods
@@ -165,7 +165,7 @@ async def run(args: argparse.Namespace, m: "Methods", agent: str) -> int:
     c = args.memory_command
     base = {"agentId": agent}
     if c == "set":
-        value = sys.stdin.read() if args.value == "-" else args.value
+        value = read_stdin(4 * MAX_VALUE_CHARS, "the value", "value") if args.value == "-" else args.value
         res = await m.call("memory.set", {**base, "key": args.key, "value": value, "category": args.category})
         text = f"{'replaced' if res['replaced'] else 'saved'} {res['key']} ({res['category']}) → {res['path']}"
     elif c == "get":
@@ -238,7 +238,8 @@ async def run(args: argparse.Namespace, m: "Methods", agent: str) -> int:
         text = f"{res['status']}: [{e['date']}] {e['text']} ({e['section']}, LEARNINGS.md:{e['line']})"
     elif c == "set-image":
         try:
-            data = args.file.read_bytes()
+            limit = (m.config.memory if m.config is not None else MemoryConfig()).image_max_bytes
+            data = _read_bounded(args.file, limit)
         except OSError as exc:
             raise NotFound(f"{args.file}: {exc.strerror or exc}") from None
         res = await m.call(
@@ -283,3 +284,12 @@ def _history_text(res: dict[str, Any]) -> str:
         )
     head = f"{res.get('key') or res.get('path')}" + (" (in the trash)" if res.get("trashed") else "")
     return "\n".join([head, *lines])
+
+
+def _read_bounded(path: Path, limit: int) -> bytes:
+    """The file's bytes, refused past `limit` (memory.imageMaxBytes) before it is read whole."""
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise Invalid(f"{path} is more than {limit:,} bytes, the most memory.imageMaxBytes lets an image be", "image")
+    return data

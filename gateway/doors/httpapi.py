@@ -222,10 +222,10 @@ class HttpApi:
         self.guard = Guard(app, self.config, self.principals, self.handshake, self.limits, self.failure)
         return self.guard
 
-    def revoked(self, names: set[str]) -> None:
-        """`names` were revoked: their requests in flight end (Guard.revoked)."""
+    def revoked(self, digests: set[str]) -> None:
+        """The principals of these token digests were revoked: their requests in flight end (Guard.revoked)."""
         if self.guard is not None:
-            self.guard.revoked(names)
+            self.guard.revoked(digests)
 
     async def start(self) -> None:
         """Bind `server.httpPort` (-1: a free port), enter the lifespans, serve. Raises OSError with the

@@ -84,14 +84,15 @@ class Guard:
         self.handshake = handshake
         self.limits = limits
         self.failure = failure
-        self.open: dict[str, set[asyncio.Task[Any]]] = {}  # principal → its requests being answered
+        self.open: dict[str, set[asyncio.Task[Any]]] = {}  # a principal's token digest → its requests answered
         self.cut: set[asyncio.Task[Any]] = set()  # requests ended because their principal was revoked
 
-    def revoked(self, names: set[str]) -> None:
-        """`names` were revoked: end their requests in flight — a /v1 stream, an MCP call — now; their next
-        request is refused by the token check."""
-        for name in names:
-            for task in self.open.pop(name, set()):
+    def revoked(self, digests: set[str]) -> None:
+        """The principals of these token digests were revoked (by identity: a name given anew is another
+        principal): end their requests in flight — a /v1 stream, an MCP call — now; their next request is
+        refused by the token check."""
+        for digest in digests:
+            for task in self.open.pop(digest, set()):
                 self.cut.add(task)
                 task.cancel()
 
@@ -134,7 +135,7 @@ class Guard:
             return
         task = asyncio.current_task()
         assert task is not None
-        mine = self.open.setdefault(principal.name, set())
+        mine = self.open.setdefault(principal.token_hash, set())
         mine.add(task)
         try:
             await self._admitted(scope, receive, send, headers)
@@ -142,8 +143,8 @@ class Guard:
             self.limits.done(key)
             self.cut.discard(task)
             mine.discard(task)
-            if not mine and self.open.get(principal.name) is mine:
-                del self.open[principal.name]
+            if not mine and self.open.get(principal.token_hash) is mine:
+                del self.open[principal.token_hash]
 
     async def _wrong_token(self, send: Send, peer: str, scheme: str) -> None:
         wait, _cut = await self.limits.unauthenticated(peer, self.handshake.auth_failed(peer, "http"))

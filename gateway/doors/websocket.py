@@ -162,10 +162,11 @@ class GatewayServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
 
-    def revoked(self, names: set[str]) -> None:
-        """`names` were revoked (access.py's `on_revoked`): their connections close now, 1008 "token revoked"."""
+    def revoked(self, digests: set[str]) -> None:
+        """The principals of these token digests were revoked (access.py's `on_revoked`, by identity, not
+        name): their connections close now, 1008 "token revoked"."""
         for conn in list(self.connections):
-            if conn.principal is not None and conn.principal.name in names:
+            if conn.principal is not None and conn.principal.token_hash in digests:
                 conn.log.info("closing: principal revoked", principal=conn.principal.name)
                 conn.close_soon(POLICY, "token revoked")
 

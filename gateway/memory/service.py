@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import structlog
 
@@ -60,10 +60,21 @@ AS_OF_SPARE = 20  # and this many more with asOf: the hits said after it are dro
 
 
 class MemoryService:
-    def __init__(self, config: Config, agent_id: str, index: MemoryIndex, keyed: KeyedMemories, notes: NoteRecord):
+    def __init__(
+        self,
+        config: Config,
+        agent_id: str,
+        index: MemoryIndex,
+        keyed: KeyedMemories,
+        notes: NoteRecord,
+        unreachable: Callable[[BaseException], object] = lambda exc: None,
+    ):
+        """`unreachable(exc)`: not None when `exc` is the engine's storage gone away, which the engine says
+        once for the whole outage (Storage.unreachable): a sync failing for it is not logged again."""
         self.config = config
         self.cfg = config.memory
         self.agent_id = agent_id
+        self._unreachable = unreachable
         self.workspace: Path = config.agent_workspace(agent_id)  # each agent indexes its own files
         self.sessions_dir: Path = config.sessions_dir(agent_id)
         self.index = index
@@ -72,7 +83,9 @@ class MemoryService:
         self.provider: EmbeddingProvider | None = None
         self.provider_problem: str | None = None
         self._skipped: dict[str, int] = {}  # memory files left out for their size: path → bytes
-        self.orchestrator = SyncOrchestrator(self._run_one, sync_cfg=self.cfg.sync, unavailable=self._sync_unavailable)
+        self.orchestrator = SyncOrchestrator(
+            self._run_one, sync_cfg=self.cfg.sync, unavailable=self._sync_unavailable, said_elsewhere=unreachable
+        )
         self.search_backend: SearchBackend = BuiltinBackend(self.index.search)
         self._backend_update: asyncio.Task | None = None
         self._health_refresh: asyncio.Task | None = None
@@ -241,11 +254,13 @@ class MemoryService:
             try:
                 await self.keyed.reconcile()
             except Exception as exc:  # the files are indexed as they are; the next sync tries again
-                log.warning("memory_keyed_reconcile_failed", error=str(exc) or type(exc).__name__)
+                if self._unreachable(exc) is None:  # an outage is said once, by the engine
+                    log.warning("memory_keyed_reconcile_failed", error=str(exc) or type(exc).__name__)
             try:
                 await self.notes.reconcile()
             except Exception as exc:  # likewise
-                log.warning("memory_notes_reconcile_failed", error=str(exc) or type(exc).__name__)
+                if self._unreachable(exc) is None:
+                    log.warning("memory_notes_reconcile_failed", error=str(exc) or type(exc).__name__)
         if not whole:
             # Clear the dirty marks this run covers before it starts: changes during the run re-mark them.
             if self._dirty:  # it covers marks a search may be waiting to see (read-your-writes)
@@ -418,8 +433,9 @@ class MemoryService:
             await asyncio.shield(req.future)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.warning("memory_search_presync_failed", exc_info=True)
+        except Exception as exc:
+            if self._unreachable(exc) is None:  # an outage is said once, by the engine
+                log.warning("memory_search_presync_failed", exc_info=True)
 
     async def search(
         self,

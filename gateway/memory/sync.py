@@ -127,11 +127,16 @@ class SyncOrchestrator:
         *,
         sync_cfg: Any,
         unavailable: Callable[[], str | None] = lambda: None,
+        said_elsewhere: Callable[[BaseException], object] = lambda exc: None,
     ):
-        """`run(req)` performs one sync; `unavailable()` returns why no sync can run now (or None)."""
+        """`run(req)` performs one sync; `unavailable()` returns why no sync can run now (or None);
+        `said_elsewhere(exc)`: not None for a failure someone else logs (the database gone away: its
+        outage is said once, not a traceback per failed sync)."""
         self._run_one = run
         self.cfg = sync_cfg
         self._unavailable = unavailable
+        self._said_elsewhere = said_elsewhere
+        self._away = False  # the last run failed for an outage said elsewhere: runs start quietly until one works
         self._pending: SyncRequest | None = None
         self._runner: asyncio.Task | None = None
         self._running: SyncRequest | None = None
@@ -185,7 +190,9 @@ class SyncOrchestrator:
                 "memory": req.memory,
                 "sessions": req.sessions if isinstance(req.sessions, bool) else len(req.sessions),
             }
-            log.info("memory_sync_started", reasons=self.last_reasons, force=req.force, **scope)
+            (log.debug if self._away else log.info)(
+                "memory_sync_started", reasons=self.last_reasons, force=req.force, **scope
+            )
             t0 = time.perf_counter()
             try:
                 result = await self._run_one(req)
@@ -194,7 +201,10 @@ class SyncOrchestrator:
                     req.future.set_exception(Unavailable("memory sync cancelled: the gateway is stopping"))
                 raise
             except Exception as exc:
-                if isinstance(exc, JarvisError):  # said for the client (a folder that cannot be read)
+                self._away = self._said_elsewhere(exc) is not None
+                if self._away:
+                    pass  # the database's outage: said when it began and when it ends (gateway/outage.py)
+                elif isinstance(exc, JarvisError):  # said for the client (a folder that cannot be read)
                     log.warning("memory_sync_failed", reasons=self.last_reasons, error=str(exc))
                 else:
                     log.exception("memory_sync_failed", reasons=self.last_reasons)
@@ -203,6 +213,7 @@ class SyncOrchestrator:
                     req.future.set_exception(exc)
             else:
                 self.last_error = None
+                self._away = False
                 log.info("memory_sync_finished", seconds=round(time.perf_counter() - t0, 3), **_summary(result))
                 if not req.future.done():
                     req.future.set_result(result)

@@ -19,9 +19,14 @@ from ..schema import SESSION_KEY, Bool, Field, Obj, Str
 from .sessions import with_agent
 
 
+MESSAGE_CHARS = 100_000  # chat.send's message, at most (`jarvis chat -m -` refuses more before reading it)
+
+
 @registry.method(
     "chat.send",
-    with_agent(sessionKey=Str(pattern=SESSION_KEY), message=Str(1, 100_000), idempotencyKey=Str(1, 256, optional=True)),
+    with_agent(
+        sessionKey=Str(pattern=SESSION_KEY), message=Str(1, MESSAGE_CHARS), idempotencyKey=Str(1, 256, optional=True)
+    ),
     "Send a user message; the reply streams as chat.delta … chat.final to subscribers (the caller included).",
 )
 async def send(ctx: CallContext, p: dict) -> dict:

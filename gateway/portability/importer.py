@@ -22,7 +22,9 @@ How it runs:
   conversation and the field; every batch before it is written, and the conversations of its batch that
   came before it are written first. Nothing of the bad one is.
 - **Limits.** The agent's `sessions.max` holds: the conversation that would pass it stops the import
-  (SessionLimit); a dry run says how many would not fit.
+  (SessionLimit); a dry run says how many would not fit. A conversation of more than
+  `Limits.conversation_nodes` nodes or messages (counted in its bytes, before it is parsed) is skipped,
+  the report naming it and the limit; one past `Limits.conversation_bytes` of JSON stops the import.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ CONVERTERS: dict[str, Callable[[Any, int, str], Conversation]] = {
     "chatgpt": chatgpt.convert,
     "claude": claude.convert,
 }
+# What each node or message of a conversation has once, as a key: counted in the raw JSON (a string value
+# can hold the word only with its quotes escaped, so text in a message does not count).
+NODE_KEYS = {"chatgpt": b'"children"', "claude": b'"sender"'}
 SHOWN = 50  # conversations named in a report's lists, at most
 PROGRESS_EVERY_S = 0.25
 
@@ -58,6 +63,9 @@ Progress = Callable[[dict[str, Any]], None]
 @dataclass(frozen=True)
 class Limits:
     conversation_bytes: int = 64 << 20  # one conversation's JSON, at most
+    # One conversation's nodes (ChatGPT's mapping) or messages (Claude's), at most: counted in its bytes
+    # before it is parsed, since parsed each costs ~5 KB of objects (a 240,000-node chain: 1.4 GB).
+    conversation_nodes: int = 20_000
     batch: int = 200  # conversations written together
     batch_bytes: int = 8 << 20  # transcript bytes written together
 
@@ -148,6 +156,15 @@ class _Batches:
         try:
             for element in self._elements:
                 self._index = element.index + 1
+                nodes = element.data.count(NODE_KEYS[self.source])
+                if nodes > self.limits.conversation_nodes:  # skipped before it is parsed: never held as objects
+                    self.tally.found += 1
+                    self.tally.skip(
+                        {"index": element.index},
+                        f"{nodes} messages and branches, more than the {self.limits.conversation_nodes} one "
+                        "conversation may have (the import's nodes-per-conversation limit)",
+                    )
+                    continue
                 try:
                     obj = orjson.loads(element.data)
                 except orjson.JSONDecodeError as exc:

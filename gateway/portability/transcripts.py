@@ -271,7 +271,7 @@ class Archive:
             deleted = rec.get("deletedAt")
             if deleted is not None and not isinstance(deleted, str):
                 raise BadExport("deletedAt: must be a string (when it went to the trash)", where=where, at=f"line {n}")
-            by = rec.get("deletedBy") if isinstance(rec.get("deletedBy"), str) else ""
+            by = rec["deletedBy"] if isinstance(rec.get("deletedBy"), str) else ""
             out.append(KeyedCopy(entry, _versions(rec.get("versions"), where, n), deleted or None, by))
         return out
 

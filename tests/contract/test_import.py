@@ -76,3 +76,34 @@ async def test_sessions_max_stops_the_import_and_keeps_what_fit(storage, session
     assert err.value.data["done"]["conversations"]["added"] == 5
     _, total = await sessions.list(50, 0)
     assert total == 6
+
+
+@pytest.mark.parametrize("vendor", ["chatgpt", "claude"])
+async def test_a_conversation_past_the_nodes_limit_is_skipped_unparsed_naming_the_limit(
+    storage, sessions, tmp_path, vendor
+):
+    """Issue 43.7: one 240,000-node chain peaked at 1.4 GB; a conversation's nodes (ChatGPT) or messages
+    (Claude) are counted in its bytes and one past `Limits.conversation_nodes` is skipped before it is
+    parsed, the report naming the limit; the others are imported. A message that says the key's name
+    (\"children\", \"sender\") in its text does not count."""
+    from datetime import datetime, timezone
+
+    from tests.vendor_exports import ClaudeConversation
+
+    def conversation(seed: str, n: int) -> dict:
+        if vendor == "chatgpt":
+            c = long_chatgpt(seed, n)
+            c.text("user", 'my "children" and the "sender" of the letter')
+            return c.json()
+        cl = ClaudeConversation(seed, f"claude {seed}", datetime(2026, 1, 1, tzinfo=timezone.utc))
+        for i in range(n):
+            cl.add("human" if i % 2 == 0 else "assistant", f'turn {i}: my "children" and the "sender"')
+        return cl.json()
+
+    path = tmp_path / "conversations.json"
+    path.write_bytes(orjson.dumps([conversation("small", 10), conversation("huge", 80), conversation("fits", 30)]))
+    report = await import_export(sessions, path, vendor, agent_id="main", limits=Limits(conversation_nodes=40))
+    assert report["conversations"]["found"] == 3 and report["conversations"]["added"] == 2
+    [skipped] = report["skippedConversations"]
+    assert skipped["index"] == 1
+    assert "more than the 40 one conversation may have" in skipped["reason"] and "limit" in skipped["reason"]

@@ -306,3 +306,62 @@ async def test_jarvis_mcp_against_a_gateway_that_never_answers_says_so_once(tmp_
         f"Error: memory.list failed: the gateway at {url} did not answer memory.list within {READ_TIMEOUT:g}s"
     ), text(stuck)
     assert READ_TIMEOUT <= took < 2 * READ_TIMEOUT
+
+
+async def test_jarvis_mcp_drops_a_line_past_the_frame_bound_without_holding_it(start_gateway):
+    """Issue 43.7: a line on `jarvis mcp`'s stdin was read whole however long (200 MB: ~650 MB held);
+    one past LINE_BYTES is now read past a block at a time, said on stderr, answered as an error for its
+    id (the client waits for nothing), and the next request is answered."""
+    from gateway.cli.mcpstdio import LINE_BYTES
+
+    import orjson
+
+    gw = await start_gateway()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "mcp",
+        "--url",
+        gw.url,
+        "--token",
+        gw.token,
+        cwd=str(ROOT),
+        env={"PATH": "/usr/bin:/bin", "HOME": str(gw.config.state_dir)},
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+
+    def send(msg: dict) -> None:
+        proc.stdin.write(orjson.dumps(msg) + b"\n")
+
+    async def answer(req_id: int) -> dict:
+        async with asyncio.timeout(60):
+            while True:
+                msg = orjson.loads(await proc.stdout.readline())
+                if msg.get("id") == req_id:
+                    return msg
+
+    info = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": info})
+    assert "result" in await answer(1)
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    huge = {"name": "memory_set", "arguments": {"key": "big", "value": "x" * (LINE_BYTES + (1 << 20))}}
+    send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": huge})
+    send({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+    await proc.stdin.drain()
+    refused = await answer(2)
+    assert refused["error"]["code"] == -32601, refused  # the SDK's answer to the method that says why
+    assert f"more than {LINE_BYTES} bytes dropped by jarvis mcp" in refused["error"]["data"]
+    listed = await answer(3)
+    assert [t["name"] for t in listed["result"]["tools"]] == NAMES
+    proc.stdin.close()
+    async with asyncio.timeout(30):
+        err = (await proc.stderr.read()).decode()
+        await proc.wait()
+    assert f"a message of more than {LINE_BYTES:,} bytes was dropped" in err
+    c = await gw.client()
+    assert (await c.request("memory.get", {"key": "big"}))["error"]["code"] in (-32004, -32602)
+    await c.close()

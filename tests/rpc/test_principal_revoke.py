@@ -133,3 +133,65 @@ def _async(predicate):
         return bool(predicate())
 
     return check
+
+
+async def test_a_name_revoked_and_given_anew_within_one_poll_still_closes_the_old_token_on_another_gateway(
+    start_gateway, postgres_url
+):
+    """Issue 47.4: gateways compare principals by identity (the token's digest), not by name — a revoke and
+    a re-create of the same name before gateway two polls used to leave the old token's socket there
+    writing with its old scopes."""
+    one = await start_gateway("one", memory=True, **{"storage.url": postgres_url, "memory.embeddings.provider": "none"})
+    two = await start_gateway("two", memory=True, **{"storage.url": postgres_url, "memory.embeddings.provider": "none"})
+    owner = await one.client()
+    old = (await owner.call("principals.create", {"name": "phone", "agents": "main", "scopes": "read,write"}))["token"]
+
+    async def admitted(token: str) -> bool:  # gateway two's poll has seen this principal
+        try:
+            c = await connect_client(two.url, token, "frame")
+        except AssertionError:
+            return False
+        await c.close()
+        return True
+
+    async with asyncio.timeout(5):
+        while not await admitted(old):
+            await asyncio.sleep(0.1)
+    there = await connect_client(two.url, old, "header")
+    await there.call("memory.set", {"key": "before", "value": "written with the old token"})
+    # Back to back, one request after the other: well within gateway two's poll of 0.5 s.
+    await owner.call("principals.revoke", {"name": "phone"})
+    new = (await owner.call("principals.create", {"name": "phone", "agents": "main", "scopes": "read"}))["token"]
+    await _closed(there, timeout=5)
+    async with asyncio.timeout(5):
+        while not await admitted(new):
+            await asyncio.sleep(0.1)
+    assert not await admitted(old)
+    fresh = await connect_client(two.url, new, "frame")
+    assert (await fresh.request("memory.set", {"key": "after", "value": "x"}))["error"]["code"] == -32003
+    await fresh.close()
+    await owner.close()
+
+
+async def test_the_principals_tell_who_ended_by_token_not_by_name(tmp_path):
+    """Deterministically, on real files: the store changed twice (revoke, then the same name anew) between
+    two looks; the old token's digest is told, the new one's is not."""
+    from gateway.access import Principals
+    from gateway.auth import TokenStore
+    from gateway.principals import make
+    from gateway.storage.files.principals import FilePrincipalStore
+
+    store = FilePrincipalStore(tmp_path / "principals.jsonl")
+    principals = Principals(TokenStore("owner-token-of-plenty-of-characters", tmp_path / "gateway.token"), store)
+    told: list[set[str]] = []
+    principals.on_revoked.append(told.append)
+    first = make("phone", ["main"], "read,write", None, "first-token-of-plenty-of-characters-aaa")
+    await store.add(first)
+    await principals.reload()
+    await store.revoke("phone", "2030-01-01T00:00:00.000Z")
+    second = make("phone", ["main"], "read", None, "second-token-of-plenty-of-characters-bbb")
+    await store.add(second)
+    await principals.reload()
+    assert told == [{first.token_hash}]
+    assert principals.authenticate("first-token-of-plenty-of-characters-aaa") is None
+    assert principals.authenticate("second-token-of-plenty-of-characters-bbb").token_hash == second.token_hash

@@ -6,7 +6,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ...config import Config
-from ...errors import Unavailable, storage_unreachable
+from ...errors import Unavailable
 from .db import migrate, pending
 from .instance import Postgres
 from ...memory.notes.keyed import VersionLimits
@@ -88,7 +88,12 @@ class PostgresStorage:
         from ...memory.service import MemoryService
 
         return MemoryService(
-            self.config, agent_id, self.memory_index(agent_id), self.keyed(agent_id), self.notes(agent_id)
+            self.config,
+            agent_id,
+            self.memory_index(agent_id),
+            self.keyed(agent_id),
+            self.notes(agent_id),
+            unreachable=self.unreachable,
         )
 
     def notes(self, agent_id: str) -> PgNotes:
@@ -125,4 +130,5 @@ class PostgresStorage:
         return {"engine": self.name, "instance": self.pg.instance_id, "eventsDropped": self.pg.dropped}
 
     def unreachable(self, exc: BaseException) -> Unavailable | None:
-        return storage_unreachable(exc)
+        """Counted into the database's outage, which is said when it begins and when it ends."""
+        return self.pg.outage.failed(exc)

@@ -28,6 +28,7 @@ import structlog
 
 from ...config import ConfigError
 from ...errors import Unavailable
+from ...outage import Outage
 from ...tasks import log_failure
 from .db import lock_key, migrate, redact
 
@@ -68,6 +69,8 @@ class Postgres:
         self._sender: asyncpg.Connection | None = None
         self._workers: list[asyncio.Task] = []
         self.dropped = 0  # events not relayed because the outbox was full (the database is too slow)
+        # A database gone away is said once when it goes and once when it is back (gateway/outage.py).
+        self.outage = Outage(lambda: self.pool.fetchval("SELECT 1"), self.instance_id)
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -246,6 +249,7 @@ class Postgres:
 
     async def close(self) -> None:
         self._closed = True
+        await self.outage.close()
         with contextlib.suppress(asyncio.TimeoutError):  # what is queued still goes out, briefly
             await asyncio.wait_for(self._drain(), 2.0)
         for task in [self._watch, *self._workers]:
