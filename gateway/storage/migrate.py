@@ -11,7 +11,10 @@ nothing (gateway/cli/migrate.py shows it). What is copied, per session: its meta
 label, createdAt, updatedAt, messageCount, and model and systemPrompt when the session has its own) and
 its transcript, line by line, byte for byte, in order; per keyed memory (memory.set): its category,
 value, created and updated and its versions, and the keyed memories in the trash the same way, into the
-trash (the same rules: never overwritten, compared, read back). Sessions in the trash are copied into
+trash (the same rules: never overwritten, compared, read back); per note (MEMORY.md, LEARNINGS.md,
+memory/**/*.md): its text and versions (NoteStore: `copies`, `import_copies`; a note that holds the same
+text there is identical, another text a conflict left unchanged). Images are files in the workspace
+either way, and are not copied. Sessions in the trash are copied into
 the destination's trash the same way as live ones (and do not count against its sessions.max).
 
 Not copied, and why: memory indexes are derived from the transcripts and memory files, rebuilt by the
@@ -55,7 +58,7 @@ from ..errors import Unavailable
 from ..schema import AGENT_ID, SESSION_KEY
 from . import open_storage
 from ..memory.notes.keyed import KeyedCopy
-from .base import ADDED, PRESENT, KeyedStore, SessionCopy, SessionStore, Storage
+from .base import ADDED, IDENTICAL_NOTE, PRESENT, KeyedStore, NoteStore, SessionCopy, SessionStore, Storage
 from .postgres import redact
 
 AGENT_RE, KEY_RE = re.compile(AGENT_ID), re.compile(SESSION_KEY)
@@ -145,6 +148,22 @@ class KeyedEntry:
 
 
 @dataclass
+class NoteEntry:
+    """One note's outcome (MEMORY.md, LEARNINGS.md, memory/**/*.md with its versions)."""
+
+    agent: str
+    path: str
+    versions: int = 0
+    status: str = ""
+    detail: str = ""
+    verified: bool | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.agent}/{self.path}"
+
+
+@dataclass
 class Report:
     source: str  # where from and to, for people (a database URL without its password)
     destination: str
@@ -153,6 +172,7 @@ class Report:
     unlisted: list[str] = field(default_factory=list)  # "agent/key.jsonl": transcripts that are no session
     schema: list[str] = field(default_factory=list)  # migrations applied (a dry run: that would be)
     keyed: list[KeyedEntry] = field(default_factory=list)  # the keyed memories' outcomes
+    notes: list[NoteEntry] = field(default_factory=list)  # the notes' outcomes
 
     @property
     def agents(self) -> list[str]:
@@ -163,10 +183,17 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return not self.of(CONFLICT, FAILED) and not self.keyed_of(CONFLICT, FAILED)
+        return (
+            not self.of(CONFLICT, FAILED)
+            and not self.keyed_of(CONFLICT, FAILED)
+            and not self.notes_of(CONFLICT, FAILED)
+        )
 
     def keyed_of(self, *statuses: str) -> list["KeyedEntry"]:
         return [e for e in self.keyed if e.status in statuses]
+
+    def notes_of(self, *statuses: str) -> list["NoteEntry"]:
+        return [e for e in self.notes if e.status in statuses]
 
 
 # ---- the two directions -----------------------------------------------------------------------------
@@ -359,6 +386,7 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
     for agent in agents:
         if AGENT_RE.fullmatch(agent):
             await _copy_keyed(src.keyed(agent), dst.keyed(agent), agent, report)
+            await _copy_notes(src.notes(agent), dst.notes(agent), agent, report)
 
 
 async def _check_room(plan: list[tuple[str, str]], targets: dict[str, SessionStore], there: set[str]) -> None:
@@ -434,3 +462,31 @@ async def _copy_keyed(src: KeyedStore, dst: KeyedStore, agent: str, report: Repo
             k.verified = not diff
             if diff:
                 k.status, k.detail = FAILED, f"the copy differs from its source: {diff}"
+
+
+async def _copy_notes(src: NoteStore, dst: NoteStore, agent: str, report: Report) -> None:
+    """The agent's notes, each with its versions; one whose text differs at the destination is left
+    there as it is (a conflict). Checked by reading back what the destination holds now."""
+    copies = await src.copies()
+    entries = [NoteEntry(agent, c.path, len(c.versions)) for c in copies]
+    report.notes += entries
+    done = await dst.import_copies(copies, report.dry_run) if copies else []
+    for e, outcome in zip(entries, done):
+        if outcome.status == ADDED:
+            e.status = WOULD_COPY if report.dry_run else COPIED
+        elif outcome.status == PRESENT and outcome.detail == IDENTICAL_NOTE:
+            e.status = IDENTICAL
+        elif outcome.status == PRESENT:
+            e.status, e.detail = CONFLICT, f"{outcome.detail}; left unchanged"
+        else:
+            e.status, e.detail = FAILED, f"{outcome.detail}; not copied"
+    copied = [(e, c) for e, c in zip(entries, copies) if e.status == COPIED]
+    if copied:
+        back = {b.path: b for b in await dst.copies()}
+        for e, c in copied:
+            there = back.get(c.path)
+            e.verified = (
+                there is not None and bool(there.versions) and there.versions[-1].content == c.versions[-1].content
+            )
+            if not e.verified:
+                e.status, e.detail = FAILED, "the copy differs from its source (its text read back)"

@@ -23,29 +23,25 @@ import asyncio
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+import asyncpg
 import orjson
 import structlog
 
 from ...errors import Invalid
 from ...fsutil import atomic_write, ensure_private_dir
 from ...memory.index.sources import ScanError, scan_memory
-from ...memory.layout import IMAGES_DIR, KEYED_DIR, is_note
 from ...memory.notes import files
 from ...memory.notes.history import NoteVersion
 from ...memory.notes.keyed import VersionLimits
 from ...timeutil import now_iso
+from ..base import ADDED, IDENTICAL_NOTE, PRESENT, REFUSED, Imported, NoteCopy
 from .db import Postgres, lock_key
 
 log = structlog.get_logger("gateway.memory")
 
-_OWNED = (KEYED_DIR + "/", IMAGES_DIR + "/")
-
-
-def mirrored(rel: str) -> bool:
-    """A note the record holds: a memory file, not one keyed memories or images own."""
-    return is_note(rel) and not rel.startswith(_OWNED)
+mirrored = files.in_record  # the notes the record holds
 
 
 def _oldest_kept(sizes: list[Any], limits: VersionLimits) -> int | None:
@@ -287,3 +283,68 @@ class PgNotes:
     def _save_marks(self) -> None:
         ensure_private_dir(self.marks_file.parent)
         atomic_write(self.marks_file, orjson.dumps(self._marks or {}))
+
+    # ---- whole notes (`jarvis migrate`): rows only; each gateway writes its folder on its next sync ----
+    async def copies(self) -> list[NoteCopy]:
+        try:
+            rows = await self.pg.pool.fetch(
+                "SELECT path, version, at, by_door, principal, content FROM note_versions WHERE agent_id = $1 "
+                "ORDER BY path, version",
+                self.agent_id,
+            )
+        except asyncpg.UndefinedTableError:  # a database whose schema is not made yet holds none
+            return []
+        out: dict[str, list[NoteVersion]] = {}
+        for r in rows:
+            out.setdefault(r["path"], []).append(
+                NoteVersion(r["version"], r["at"], r["by_door"], r["content"], r["principal"])
+            )
+        return [NoteCopy(path, tuple(versions)) for path, versions in out.items()]
+
+    async def import_copies(self, copies: Sequence[NoteCopy], dry_run: bool = False) -> list[Imported]:
+        out = []
+        for c in copies:
+            if c.problem or not c.versions or not mirrored(c.path):
+                out.append(Imported(REFUSED, c.problem or "no text to copy"))
+                continue
+            if any("\x00" in v.content for v in c.versions):
+                out.append(Imported(REFUSED, "a version holds NUL, which PostgreSQL text cannot"))
+                continue
+            current = c.versions[-1]
+            digest = _hash(current.content)
+            try:
+                there = await self.pg.pool.fetchval(
+                    "SELECT hash FROM notes WHERE agent_id = $1 AND path = $2", self.agent_id, c.path
+                )
+            except asyncpg.UndefinedTableError:  # a dry run before the schema is made: nothing there
+                there = None
+            if there is not None:
+                out.append(Imported(PRESENT, IDENTICAL_NOTE if there == digest else "another text is there"))
+                continue
+            if dry_run:
+                out.append(Imported(ADDED))
+                continue
+            async with self.pg.pool.acquire() as conn, conn.transaction():
+                made = await conn.fetchval(
+                    "INSERT INTO notes (agent_id, path, content, hash, version, at, by_door, principal) "
+                    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (agent_id, path) DO NOTHING RETURNING 1",
+                    self.agent_id,
+                    c.path,
+                    current.content,
+                    digest,
+                    current.version,
+                    current.at,
+                    current.by,
+                    current.principal,
+                )
+                if made is None:
+                    out.append(Imported(PRESENT, "another text is there"))
+                    continue
+                await conn.executemany(
+                    "INSERT INTO note_versions (agent_id, path, version, at, by_door, principal, content) "
+                    "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    [(self.agent_id, c.path, v.version, v.at, v.by, v.principal, v.content) for v in c.versions],
+                )
+                await self.pg.notify("note", conn, agent=self.agent_id, key=c.path)
+            out.append(Imported(ADDED))
+        return out
