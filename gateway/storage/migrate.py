@@ -58,13 +58,12 @@ from ..errors import Unavailable
 from ..schema import AGENT_ID, SESSION_KEY
 from . import open_storage
 from ..memory.notes.keyed import KeyedCopy
-from .base import ADDED, IDENTICAL_NOTE, PRESENT, KeyedStore, NoteStore, SessionCopy, SessionStore, Storage
+from .base import ADDED, PRESENT, KeyedStore, SessionCopy, SessionStore, Storage
+from .copynotes import CONFLICT, COPIED, FAILED, IDENTICAL, WOULD_COPY, NoteEntry, copy_notes  # the statuses
 from .postgres import redact
 
 AGENT_RE, KEY_RE = re.compile(AGENT_ID), re.compile(SESSION_KEY)
 BATCH, BATCH_BYTES = 1000, 64 << 20  # sessions handed to the destination at once (its session list: one write)
-
-COPIED, WOULD_COPY, IDENTICAL, CONFLICT, FAILED = "copied", "would copy", "identical", "conflict", "failed"
 
 Progress = Callable[[str, int, int], None]  # (phase "copy" | "verify", done, total)
 
@@ -145,22 +144,6 @@ class KeyedEntry:
     @property
     def name(self) -> str:
         return f"{self.agent}/{self.key}"
-
-
-@dataclass
-class NoteEntry:
-    """One note's outcome (MEMORY.md, LEARNINGS.md, memory/**/*.md with its versions)."""
-
-    agent: str
-    path: str
-    versions: int = 0
-    status: str = ""
-    detail: str = ""
-    verified: bool | None = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.agent}/{self.path}"
 
 
 @dataclass
@@ -386,7 +369,7 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
     for agent in agents:
         if AGENT_RE.fullmatch(agent):
             await _copy_keyed(src.keyed(agent), dst.keyed(agent), agent, report)
-            await _copy_notes(src.notes(agent), dst.notes(agent), agent, report)
+            report.notes += await copy_notes(src.notes(agent), dst.notes(agent), agent, report.dry_run)
 
 
 async def _check_room(plan: list[tuple[str, str]], targets: dict[str, SessionStore], there: set[str]) -> None:
@@ -462,31 +445,3 @@ async def _copy_keyed(src: KeyedStore, dst: KeyedStore, agent: str, report: Repo
             k.verified = not diff
             if diff:
                 k.status, k.detail = FAILED, f"the copy differs from its source: {diff}"
-
-
-async def _copy_notes(src: NoteStore, dst: NoteStore, agent: str, report: Report) -> None:
-    """The agent's notes, each with its versions; one whose text differs at the destination is left
-    there as it is (a conflict). Checked by reading back what the destination holds now."""
-    copies = await src.copies()
-    entries = [NoteEntry(agent, c.path, len(c.versions)) for c in copies]
-    report.notes += entries
-    done = await dst.import_copies(copies, report.dry_run) if copies else []
-    for e, outcome in zip(entries, done):
-        if outcome.status == ADDED:
-            e.status = WOULD_COPY if report.dry_run else COPIED
-        elif outcome.status == PRESENT and outcome.detail == IDENTICAL_NOTE:
-            e.status = IDENTICAL
-        elif outcome.status == PRESENT:
-            e.status, e.detail = CONFLICT, f"{outcome.detail}; left unchanged"
-        else:
-            e.status, e.detail = FAILED, f"{outcome.detail}; not copied"
-    copied = [(e, c) for e, c in zip(entries, copies) if e.status == COPIED]
-    if copied:
-        back = {b.path: b for b in await dst.copies()}
-        for e, c in copied:
-            there = back.get(c.path)
-            e.verified = (
-                there is not None and bool(there.versions) and there.versions[-1].content == c.versions[-1].content
-            )
-            if not e.verified:
-                e.status, e.detail = FAILED, "the copy differs from its source (its text read back)"
