@@ -33,6 +33,10 @@ class FileNotes:
         """The folder is the record: nothing to bring in line."""
         return 0
 
+    async def forget_gone(self) -> int:
+        """A file deleted is a note deleted: nothing more to do."""
+        return 0
+
     # ---- whole notes (`jarvis migrate`) --------------------------------------------------------------
     async def copies(self) -> list[NoteCopy]:
         def run() -> list[NoteCopy]:
