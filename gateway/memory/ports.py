@@ -351,7 +351,12 @@ class NoteRecord(Protocol):
 
     async def reconcile(self, rel: str | None = None) -> int:
         """Bring the folder and the record in line (`rel`: the one note another gateway changed; None:
-        all); the number of notes taken in or written out (0 where the folder is the record)."""
+        all); the number of notes taken in or written out (0 where the folder is the record). A file
+        missing here is left alone: a folder may blink (`forget_gone` takes a deletion in)."""
+
+    async def forget_gone(self) -> int:
+        """After a sync confirmed the files missing from the folder gone (it looks twice before it
+        removes much): their notes leave the record, their versions stay. How many."""
 
 
 @dataclass

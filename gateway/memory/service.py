@@ -272,6 +272,11 @@ class MemoryService:
             if not whole and not self.index.rebuilding:
                 self._dirty.uncovered(req.memory, req.sessions)
             raise
+        if req.memory and stats.removed:  # files the sync found gone (twice, where many): so are their notes
+            try:
+                await self.notes.forget_gone()
+            except Exception as exc:  # the next sync that removes files tries again
+                log.warning("memory_notes_forget_failed", error=str(exc) or type(exc).__name__)
         if whole:
             self._hidden_sessions -= hidden
         elif req.sessions:

@@ -78,3 +78,28 @@ async def test_any_text_a_note_may_hold_comes_back_as_it_was(notes, workspace, t
     await notes.write("memory/any.md", text, "websocket")
     assert (workspace / "memory" / "any.md").read_bytes() == text.encode("utf-8")
     assert (await notes.versions("memory/any.md"))[-1].content == text
+
+
+async def test_whole_notes_go_out_and_in_with_their_versions(storage):
+    """NoteStore's copies and import_copies (`jarvis migrate`): into another agent, then again (present,
+    identical), then over another text (present, nothing written)."""
+    from gateway.storage.base import ADDED, IDENTICAL_NOTE, PRESENT
+
+    src, dst = storage.notes("main"), storage.notes("other")
+    await src.write("MEMORY.md", "I sail.\n", "websocket", "owner")
+    await src.write("MEMORY.md", "I sail and row.\n", "mcp", "phone")
+    await src.write("memory/boat.md", "Green.\n", "websocket")
+    copies = await src.copies()
+    assert [(c.path, len(c.versions)) for c in copies] == [("MEMORY.md", 2), ("memory/boat.md", 1)]
+    assert [i.status for i in await dst.import_copies(copies, dry_run=True)] == [ADDED, ADDED]
+    assert await dst.copies() == [], "a dry run writes nothing"
+    assert [i.status for i in await dst.import_copies(copies)] == [ADDED, ADDED]
+    assert [(c.path, [v.full() for v in c.versions]) for c in await dst.copies()] == [
+        (c.path, [v.full() for v in c.versions]) for c in copies
+    ]
+    again = await dst.import_copies(copies)
+    assert [(i.status, i.detail) for i in again] == [(PRESENT, IDENTICAL_NOTE)] * 2
+    await dst.write("memory/boat.md", "Red.\n", "websocket")
+    [other] = await dst.import_copies([copies[1]])
+    assert other.status == PRESENT and other.detail != IDENTICAL_NOTE
+    assert (await dst.versions("memory/boat.md"))[-1].content == "Red.\n"

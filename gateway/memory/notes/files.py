@@ -20,7 +20,7 @@ from ...errors import Invalid
 from ...fsutil import atomic_write, ensure_dir, locked
 from ..index.sources import clean_relative, scan_memory
 from ...timeutil import to_iso
-from ..layout import IMAGES_DIR, KEYED_DIR, NOTES_DIR
+from ..layout import IMAGES_DIR, KEYED_DIR, NOTES_DIR, is_note
 from .history import NoteHistory
 
 MAX_NOTE_BYTES = 256 * 1024  # what memory.get returns of a file at most, so a note read is a note whole
@@ -31,6 +31,12 @@ def writable(rel: str) -> bool:
     return (rel == "MEMORY.md" or (rel.startswith(NOTES_DIR + "/") and rel.endswith(".md"))) and not rel.startswith(
         _OWNED
     )
+
+
+def in_record(rel: str) -> bool:
+    """A note the engine's NoteRecord holds (memory/ports.py): a memory file that keyed memories and
+    images do not own — MEMORY.md, memory.md, LEARNINGS.md, memory/**/*.md."""
+    return is_note(rel) and not rel.startswith(_OWNED)
 
 
 def list_files(workspace: Path) -> list[dict]:

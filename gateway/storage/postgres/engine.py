@@ -54,7 +54,7 @@ class PostgresStorage:
         async with self.pg.pool.acquire() as conn:
             tables = [
                 t
-                for t in ("sessions", "keyed_memories")
+                for t in ("sessions", "keyed_memories", "notes")
                 if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", t)
             ]
             if not tables:

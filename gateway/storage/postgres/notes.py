@@ -13,40 +13,41 @@ state dir (`<agentDir>/notes-mirror.json`: version, SHA-256, mtime and size), so
 told from a mirror that fell behind: a file that differs from what was mirrored is an edit, taken in
 on top of whatever the record holds by then, so two edits at once both survive — the later current,
 the earlier a version. A file that is not UTF-8 text, holds NUL or is over `memory.maxFileBytes` stays
-out of the record (said once in the log). Notes are never deleted through the mirror: a file removed
-by hand is written again from the record.
+out of the record (said once in the log). A file deleted from a folder leaves the record once a sync
+has confirmed it gone (`forget_gone`: the sync looks twice before it removes much, so a folder that
+blinked deletes nothing); its versions stay, and the other gateways remove their mirror (unless edited
+there since: an edit wins). The marks are of one database (the first notes migration's time): moved
+onto another, a gateway compares its files by their text again and deletes none.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+import asyncpg
 import orjson
 import structlog
 
 from ...errors import Invalid
 from ...fsutil import atomic_write, ensure_private_dir
 from ...memory.index.sources import ScanError, scan_memory
-from ...memory.layout import IMAGES_DIR, KEYED_DIR, is_note
 from ...memory.notes import files
 from ...memory.notes.history import NoteVersion
 from ...memory.notes.keyed import VersionLimits
 from ...timeutil import now_iso
+from ..base import ADDED, IDENTICAL_NOTE, PRESENT, REFUSED, Imported, NoteCopy
 from .db import lock_key
 from .instance import Postgres
+from .mirror import unmounted
 
 log = structlog.get_logger("gateway.memory")
 
-_OWNED = (KEYED_DIR + "/", IMAGES_DIR + "/")
-
-
-def mirrored(rel: str) -> bool:
-    """A note the record holds: a memory file, not one keyed memories or images own."""
-    return is_note(rel) and not rel.startswith(_OWNED)
+mirrored = files.in_record  # the notes the record holds
 
 
 def _oldest_kept(sizes: list[Any], limits: VersionLimits) -> int | None:
@@ -77,6 +78,7 @@ class PgNotes:
         self.max_bytes = max_bytes
         self._lock = asyncio.Lock()  # one write or reconcile of this agent's notes at a time, here
         self._marks: dict[str, dict[str, Any]] | None = None
+        self._origin: str | None = None  # which database the marks are of
         self._refused: set[tuple[str, str]] = set()  # (path, why) said in the log already
 
     # ---- the port --------------------------------------------------------------------------------------
@@ -84,9 +86,13 @@ class PgNotes:
         data = files.check_content(text)
         async with self._lock:
             await self._reconcile(rel)  # an edit by hand not yet recorded becomes a version first
+            created = not await self.pg.pool.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM notes WHERE agent_id = $1 AND path = $2)", self.agent_id, rel
+            )
             version, digest = await self._take(rel, text, by, principal)
-            await self._mirror(rel, data, version, digest)
-        return {"path": rel, "size": len(data), "created": version == 1}
+            if not await self._held_back():  # else mirrored when the folder is back
+                await self._mirror(rel, data, version, digest)
+        return {"path": rel, "size": len(data), "created": created}
 
     async def versions(self, rel: str) -> list[NoteVersion]:
         async with self._lock:
@@ -103,6 +109,10 @@ class PgNotes:
         async with self._lock:
             return await self._reconcile(rel)
 
+    async def forget_gone(self) -> int:
+        async with self._lock:
+            return await self._reconcile(None, gone=True)
+
     # ---- the record --------------------------------------------------------------------------------------
     async def _take(self, rel: str, text: str, by: str, principal: str | None) -> tuple[int, str]:
         """`text` as the note's new version (none when it is what the note holds); (version, SHA-256)."""
@@ -114,7 +124,10 @@ class PgNotes:
             )
             if now is not None and now["hash"] == digest:
                 return now["version"], digest
-            version = (now["version"] if now is not None else 0) + 1
+            last = await conn.fetchval(  # a note deleted and written again goes on from its versions
+                "SELECT max(version) FROM note_versions WHERE agent_id = $1 AND path = $2", self.agent_id, rel
+            )
+            version = max(now["version"] if now is not None else 0, last or 0) + 1
             at = now_iso()
             await conn.execute(
                 "INSERT INTO note_versions (agent_id, path, version, at, by_door, principal, content) "
@@ -159,7 +172,11 @@ class PgNotes:
         return version, digest
 
     # ---- the mirror --------------------------------------------------------------------------------------
-    async def _reconcile(self, only: str | None) -> int:
+    async def _reconcile(self, only: str | None, gone: bool = False) -> int:
+        """`gone`: a sync has just confirmed that the files missing here are gone (it looks twice before
+        it removes much): their notes leave the record too (their versions stay)."""
+        if await self._held_back():
+            return 0
         marks = await self._loaded_marks()
         if only is None:
             rows = await self.pg.pool.fetch("SELECT path, version, hash FROM notes WHERE agent_id = $1", self.agent_id)
@@ -190,10 +207,19 @@ class PgNotes:
                     marks[rel] = {"v": version, "h": digest, "m": stat[0], "s": stat[1]}
                     changed += 1
                     continue
-            if row is None:
-                if stat is None:
+            # Here the file is as this gateway mirrored it, or gone.
+            if row is None:  # not in the record (deleted through another gateway): nor is its mirror
+                if mark is not None:
+                    if stat is not None:
+                        await asyncio.to_thread(self._remove, rel)
+                        changed += 1
                     marks.pop(rel, None)
                 continue
+            if stat is None and mark is not None and mark["h"] == row["hash"]:  # gone here, unchanged there
+                if gone and await self._delete(rel, row["hash"]):
+                    marks.pop(rel, None)
+                    changed += 1
+                continue  # else a folder that blinked, or a deletion the next sync confirms
             if stat is not None and mark is not None and mark["h"] == row["hash"]:
                 if mark["v"] != row["version"]:
                     marks[rel] = {**mark, "v": row["version"]}
@@ -208,6 +234,36 @@ class PgNotes:
         if orjson.dumps(marks, option=orjson.OPT_SORT_KEYS) != before:
             await asyncio.to_thread(self._save_marks)
         return changed
+
+    async def _held_back(self) -> str | None:
+        """Why nothing is written into the folder now: it looks like a share that is not mounted (gone,
+        or empty while notes of it are indexed) though this gateway mirrored notes into it before. (A
+        folder this gateway never mirrored into is a new one: it gets every note.)"""
+        why = await unmounted(self.pg, self.agent_id, self.workspace, fresh=True)
+        if why and await self._loaded_marks():
+            log.warning("memory_notes_reconcile_skipped", workspace=str(self.workspace), reason=why)
+            return why
+        return None
+
+    async def _delete(self, rel: str, digest: str) -> bool:
+        """The note leaves the record if it still holds `digest` (its versions stay: memory.history and
+        memory.restore {path, version} still reach them); the other gateways remove their mirrors."""
+        async with self.pg.pool.acquire() as conn, conn.transaction():
+            done = await conn.fetchval(
+                "DELETE FROM notes WHERE agent_id = $1 AND path = $2 AND hash = $3 RETURNING 1",
+                self.agent_id,
+                rel,
+                digest,
+            )
+            if done:
+                await self.pg.notify("note", conn, agent=self.agent_id, key=rel)
+        return bool(done)
+
+    def _remove(self, rel: str) -> None:
+        target = self.workspace / rel
+        with contextlib.suppress(FileNotFoundError):
+            if not target.is_symlink() and target.is_file():
+                target.unlink()
 
     async def _mirror(self, rel: str, data: bytes, version: int, digest: str, save: bool = True) -> None:
         """Write the record's note into the folder, and remember what was written."""
@@ -273,18 +329,96 @@ class PgNotes:
             log.warning("note_left_out_of_the_record", agent=self.agent_id, path=rel, reason=why)
 
     async def _loaded_marks(self) -> dict[str, dict[str, Any]]:
+        """What this gateway mirrored of each note — of this database: marks of another (the state dir
+        moved onto a new database) count for nothing, so its files are compared by their text."""
         if self._marks is None:
+            self._origin = await self.pg.pool.fetchval(
+                "SELECT current_database() || ':' || applied_at::text FROM jarvis_migrations WHERE name = '0012_notes'"
+            )
 
             def load() -> dict[str, dict[str, Any]]:
                 try:
                     data = orjson.loads(self.marks_file.read_bytes())
                 except (OSError, orjson.JSONDecodeError):
                     return {}  # none yet, or damaged: every file is compared with the record by its text
-                return {k: v for k, v in data.items() if isinstance(v, dict) and {"v", "h", "m", "s"} <= v.keys()}
+                if (
+                    not isinstance(data, dict)
+                    or data.get("db") != self._origin
+                    or not isinstance(data.get("notes"), dict)
+                ):
+                    return {}
+                return {
+                    k: v for k, v in data["notes"].items() if isinstance(v, dict) and {"v", "h", "m", "s"} <= v.keys()
+                }
 
             self._marks = await asyncio.to_thread(load)
         return self._marks
 
     def _save_marks(self) -> None:
         ensure_private_dir(self.marks_file.parent)
-        atomic_write(self.marks_file, orjson.dumps(self._marks or {}))
+        atomic_write(self.marks_file, orjson.dumps({"db": self._origin, "notes": self._marks or {}}))
+
+    # ---- whole notes (`jarvis migrate`): rows only; each gateway writes its folder on its next sync ----
+    async def copies(self) -> list[NoteCopy]:
+        try:
+            rows = await self.pg.pool.fetch(
+                "SELECT path, version, at, by_door, principal, content FROM note_versions WHERE agent_id = $1 "
+                "ORDER BY path, version",
+                self.agent_id,
+            )
+        except asyncpg.UndefinedTableError:  # a database whose schema is not made yet holds none
+            return []
+        out: dict[str, list[NoteVersion]] = {}
+        for r in rows:
+            out.setdefault(r["path"], []).append(
+                NoteVersion(r["version"], r["at"], r["by_door"], r["content"], r["principal"])
+            )
+        return [NoteCopy(path, tuple(versions)) for path, versions in out.items()]
+
+    async def import_copies(self, copies: Sequence[NoteCopy], dry_run: bool = False) -> list[Imported]:
+        out = []
+        for c in copies:
+            if c.problem or not c.versions or not mirrored(c.path):
+                out.append(Imported(REFUSED, c.problem or "no text to copy"))
+                continue
+            if any("\x00" in v.content for v in c.versions):
+                out.append(Imported(REFUSED, "a version holds NUL, which PostgreSQL text cannot"))
+                continue
+            current = c.versions[-1]
+            digest = _hash(current.content)
+            try:
+                there = await self.pg.pool.fetchval(
+                    "SELECT hash FROM notes WHERE agent_id = $1 AND path = $2", self.agent_id, c.path
+                )
+            except asyncpg.UndefinedTableError:  # a dry run before the schema is made: nothing there
+                there = None
+            if there is not None:
+                out.append(Imported(PRESENT, IDENTICAL_NOTE if there == digest else "another text is there"))
+                continue
+            if dry_run:
+                out.append(Imported(ADDED))
+                continue
+            async with self.pg.pool.acquire() as conn, conn.transaction():
+                made = await conn.fetchval(
+                    "INSERT INTO notes (agent_id, path, content, hash, version, at, by_door, principal) "
+                    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (agent_id, path) DO NOTHING RETURNING 1",
+                    self.agent_id,
+                    c.path,
+                    current.content,
+                    digest,
+                    current.version,
+                    current.at,
+                    current.by,
+                    current.principal,
+                )
+                if made is None:
+                    out.append(Imported(PRESENT, "another text is there"))
+                    continue
+                await conn.executemany(  # (versions of a note deleted there stay as they are)
+                    "INSERT INTO note_versions (agent_id, path, version, at, by_door, principal, content) "
+                    "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+                    [(self.agent_id, c.path, v.version, v.at, v.by, v.principal, v.content) for v in c.versions],
+                )
+                await self.pg.notify("note", conn, agent=self.agent_id, key=c.path)
+            out.append(Imported(ADDED))
+        return out

@@ -37,9 +37,11 @@ async def test_a_note_written_through_a_is_in_bs_folder_and_found_there(start_ga
     a, b = await two(start_gateway, postgres_url, tmp_path)
     ca, cb = await a.client(), await b.client()
     try:
-        await cb.call("memory.status")  # B's memory is open (its agent follows notifications)
         text = "# About me\nMy sailing boat is called Kestrel and is moored at Pier 7.\n"
-        await ca.call("memory.write", {"path": "MEMORY.md", "content": text})
+        await ca.call("memory.write", {"path": "MEMORY.md", "content": text})  # indexed before it answers
+        # B opens its memory afterwards, into an empty folder while notes of it are indexed: a folder B
+        # never mirrored into is a new one (not a share that is not mounted), so it gets every note.
+        await cb.call("memory.status")
         await wait_for(_reads(tmp_path / "workspace-b" / "MEMORY.md", text))
         day = "# 2026-11-20\n\n## Harbour\nThe harbour master is called Ines.\n"
         await ca.call("memory.write", {"path": "memory/2026-11-20.md", "content": day})
@@ -109,6 +111,36 @@ async def test_two_edits_of_one_note_at_once_both_survive(start_gateway, postgre
         assert versions[0]["current"] and len(versions) == 3
         for folder in ("workspace-a", "workspace-b"):  # every folder holds the later one
             await wait_for(_reads(tmp_path / folder / "memory" / "plans.md", current["content"]))
+    finally:
+        await ca.close()
+        await cb.close()
+
+
+async def test_a_note_deleted_from_bs_folder_leaves_the_record_and_as_folder(start_gateway, postgres_url, tmp_path):
+    """Deleting the file is how a person deletes a note: once B's sync confirms it gone, the record
+    drops it (its versions stay) and A's mirror goes too."""
+    a, b = await two(start_gateway, postgres_url, tmp_path)
+    ca, cb = await a.client(), await b.client()
+    try:
+        await cb.call("memory.status")
+        note = "memory/old-plans.md"
+        await ca.call("memory.write", {"path": note, "content": "Paint the shed.\n"})
+        at_a, at_b = (tmp_path / f"workspace-{g}" / "memory" / "old-plans.md" for g in "ab")
+        await wait_for(_reads(at_b, "Paint the shed.\n"))
+        await cb.call("memory.sync")
+        at_b.unlink()
+        await cb.call("memory.sync")
+
+        async def gone_at_a():
+            return not at_a.exists()
+
+        await wait_for(gone_at_a)
+        history = await ca.call("memory.history", {"path": note})
+        assert [v["version"] for v in history["versions"]] == [1], "its versions stay"
+        restored = await ca.call("memory.restore", {"path": note, "version": 1})
+        assert restored["restoredFrom"] == 1
+        await wait_for(_reads(at_b, "Paint the shed.\n"))  # and a restore brings it back everywhere
+        assert [v["version"] for v in (await cb.call("memory.history", {"path": note}))["versions"]] == [2, 1]
     finally:
         await ca.close()
         await cb.close()
