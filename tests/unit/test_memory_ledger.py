@@ -199,3 +199,9 @@ async def test_the_pick_follows_the_question_and_lead_puts_it_first_and_marks_th
     assert all(0 <= r["score"] <= 1 for r in out) and [r["score"] for r in out] == sorted(
         (r["score"] for r in out), reverse=True
     )
+
+
+def test_a_sentence_about_someone_the_person_knows_states_nothing_of_theirs():
+    assert statements_of("My cousin Meera is getting married in June.") == []
+    assert statements_of("My sister lives in Leeds.") == []
+    assert subjects("My best friend Dana and I started a podcast.") == ["project:podcast"]

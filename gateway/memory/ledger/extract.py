@@ -30,6 +30,14 @@ _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _CLAUSE = re.compile(r"\s+[—–-]\s+|;\s*|,\s+(?=(?:and|but|so|though|although|while)\b)")
 _ME = re.compile(r"\b(?:i|i'm|i’m|i've|i’ve|i'd|im|my|mine|me|we|we're|we’re|we've|our|us)\b", re.I)
 _OTHERS = re.compile(r"\b(?:he|she|they|his|her|their|him|them|he's|she's|they're)\b|\b[A-Z][a-z]+'s\b", re.I)
+# "My cousin is getting married": a sentence about someone else the person knows (unless "…and I").
+_RELATIVE_FIRST = re.compile(
+    r"^\W*(?:\w+:\s*)?(?:so\s+|also\s+|and\s+)?my (?:cousin|sister|brother|friend|best friend|mum|mom|mother|dad|"
+    r"father|parents|aunt|uncle|neighbou?r|colleague|grand\w+|niece|nephew|in-laws?)\b",
+    re.I,
+)
+_WITH_ME = re.compile(r"^\W*(?:\w+:\s*)?(?:so\s+|also\s+|and\s+)?my (?:best )?\w+(?: \w+)? and (?:i|me)\b", re.I)
+FAMILY_SUBJECTS = frozenset({"child", "school", "teacher", "pet", "vet"})
 _QUESTION = re.compile(
     r"\?\s*$|^\W*(?:what|who|whom|whose|which|where|when|why|how|do|does|did|can|could|should|is|are|am|will|would)\b",
     re.I,
@@ -98,11 +106,12 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
     # code is 4412"); one that speaks only of someone else ("she lives in Leeds") is not.
     if not s or _QUESTION.search(s) or _NOT_YET.search(s) or (not _ME.search(s) and _OTHERS.search(s)):
         return []
+    someone_else = bool(_RELATIVE_FIRST.search(s)) and not _WITH_ME.search(s)
     out: list[tuple[str, str, bool]] = []
     seen: set[str] = set()
     for subj in SUBJECTS:
         m = subj.cues.search(s)
-        if m is None:
+        if m is None or (someone_else and subj.name not in FAMILY_SUBJECTS):
             continue
         name = subj.name
         if subj.qualified:

@@ -93,7 +93,7 @@ SUBJECTS: tuple[Subject, ...] = (
         _cue(
             r"partner|girlfriend|boyfriend|wife|husband|fianc[ée]e?|dating|seeing (?:someone|somebody|a \w+)"
             r"|going out with|made it official|it'?s official|moved in together|engaged|married|broke up|split up"
-            r"|met someone|met somebody|first date"
+            r"|met someone|met somebody|first date|(?:am|was) i seeing|i(?:'m| am| was) seeing"
             r"|we(?:'re| are) together"
         ),
     ),

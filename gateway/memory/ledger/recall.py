@@ -36,8 +36,8 @@ Asked = Literal["present", "first", "before", "at"]
 
 # (WordLlama's cosines are small: a question and the description of its subject score ~0.3, unrelated
 # ones below ~0.2.)
-SUBJECT_COSINE = 0.25  # a question this close to a subject's description is about it (no cue word)
-SUBJECT_MARGIN = 0.06  # ...and this much closer than to the next subject
+SUBJECT_COSINE = 0.3  # a question this close to a subject's description is about it (no cue word)
+SUBJECT_MARGIN = 0.08  # ...and this much closer than to the next subject
 QUALIFIER_BONUS = 0.3  # a fact whose qualifier the question names ("the shed code") beats the others
 LEAD_SCORE = 1.0
 MAX_VECTORS = 4096  # statement vectors kept between searches
