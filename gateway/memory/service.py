@@ -37,6 +37,7 @@ from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, Se
 from .search.qmd import QmdBackend
 from .search.timeline import arrange
 from .ledger.facts import facts as ledger_facts
+from .ledger.distill import DistillSettings, Distiller, openai_complete
 from .ledger.recall import LedgerRecall, as_of_time, embed_with, lead
 from .present import shape
 from .ports import IndexContext, KeyedMemories, MemoryIndex
@@ -82,6 +83,8 @@ class MemoryService:
         self._hidden_sessions: set[str] = set()
         self._dirty = DirtyMarks()
         self._ledger: LedgerRecall | None = None  # made with the provider (ledger/recall.py)
+        self.distiller: Distiller | None = None  # with a chat model configured (ledger/distill.py)
+        self._distill_close: Any = None
         self._covering: asyncio.Future | None = None  # the running sync's, when it covers dirty marks
         self._embed_error: str | None = None
         self._opened = False
@@ -105,6 +108,7 @@ class MemoryService:
             IndexContext(self.provider, self.provider_problem, self._dirty, self._hidden_sessions, self._resync)
         )
         self._start_triggers()
+        self._start_distiller()
 
     def _resync(self, reason: str) -> None:
         self._request(force=True, memory=True, sessions=True, reason=reason)
@@ -171,10 +175,35 @@ class MemoryService:
         self._backend_update = asyncio.create_task(go())
         self._backend_update.add_done_callback(log_failure("memory_background_task_failed"))
 
+    def _start_distiller(self) -> None:
+        """The model's distillation of finished conversations, when a chat model is configured."""
+        lc = self.cfg.ledger
+        if not lc.distill or lc.max_calls_per_hour == 0 or self.config.chat_provider != "openai":
+            return
+        c = self.config.chat
+        complete, self._distill_close = openai_complete(c.api_key, c.base_url, c.model, lc.timeout_s)
+
+        async def written() -> None:
+            self._on_memory_change()
+
+        self.distiller = Distiller(
+            DistillSettings(lc.distill_after_s, lc.timeout_s, lc.max_calls_per_hour, lc.max_input_chars),
+            complete,
+            self.workspace,
+            self.sessions_dir,
+            self.index.statements,
+            written,
+        )
+
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self.distiller is not None:
+            await self.distiller.close()
+        if self._distill_close is not None:
+            with contextlib.suppress(Exception):
+                await self._distill_close()
         if self._retry is not None:
             self._retry.cancel()
         for task in (self._warm_task, self._backend_update, self._health_refresh):
@@ -317,6 +346,8 @@ class MemoryService:
                 self._request(force=False, memory=False, sessions={session_key}, reason="chat.final")
 
         self.orchestrator.debounce(session_key, self.cfg.sync.session_debounce_ms / 1000.0, fire)
+        if self.distiller is not None:
+            self.distiller.finished(session_key)
 
     def session_started(self, session_key: str) -> None:
         """A session was created (`sync.onSessionStart`): bring a dirty index up to date in the
@@ -578,6 +609,8 @@ class MemoryService:
         problem = self._embed_error or self.provider_problem or engine.get("error")
         if problem:
             out["embeddings"]["error"] = problem
+        if self.distiller is not None:  # the model's distillation (ledger/distill.py): what it did so far
+            out["ledger"] = {"distill": dict(self.distiller.stats)}
         return out
 
     async def refresh_health(self) -> None:

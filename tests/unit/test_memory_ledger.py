@@ -205,3 +205,54 @@ def test_a_sentence_about_someone_the_person_knows_states_nothing_of_theirs():
     assert statements_of("My cousin Meera is getting married in June.") == []
     assert statements_of("My sister lives in Leeds.") == []
     assert subjects("My best friend Dana and I started a podcast.") == ["project:podcast"]
+
+
+LINES = {2: ("2025-01-01T10:00:00.000Z", "I live in Leeds."), 4: ("2025-01-01T10:01:00.000Z", "We broke up.")}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.text(max_size=300),
+        st.recursive(
+            st.none() | st.booleans() | st.integers(-5, 1000) | st.text(max_size=40),
+            lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
+            max_leaves=20,
+        ).map(lambda v: __import__("json").dumps({"decisions": v} if isinstance(v, list) else v)),
+    )
+)
+def test_any_model_answer_yields_only_checked_decisions(answer):
+    from gateway.memory.ledger.distill import decisions_of
+
+    good, bad = decisions_of(answer, LINES, 20)
+    assert bad >= 0 and len(good) <= 20
+    for d in good:
+        assert d["op"] in ("add", "update", "close") and d["line"] in LINES
+        assert d["subject"].split(":")[0] in {"home", "partner"} or d["subject"].split(":")[0].isalpha()
+        assert (d["value"] == "") == (d["op"] == "close") and len(d["value"]) <= 120
+
+
+def test_a_model_answer_in_prose_around_json_is_read_and_written_lines_parse_back():
+    from gateway.memory.ledger.distill import decisions_of, parse_note
+
+    good, bad = decisions_of(
+        'Sure! {"decisions": [{"op": "update", "subject": "home", "value": "Leeds", "line": 2},'
+        ' {"op": "close", "subject": "partner", "line": 4}, {"op": "add", "subject": "home", "value": "x", "line": true}]}',
+        LINES,
+        20,
+    )
+    assert [(d["op"], d["subject"], d["value"]) for d in good] == [
+        ("update", "home", "Leeds"),
+        ("close", "partner", ""),
+    ]
+    assert bad == 1
+    note = (
+        "# What the model distilled\n\n"
+        "- 2025-01-01T10:00:00.000Z · update · home · Leeds · sessions/a.jsonl:2 · I live in Leeds.\n"
+        "- 2025-01-01T10:01:00.000Z · close · partner ·  · sessions/a.jsonl:4 · We broke up.\n"
+    )
+    got = parse_note("memory/ledger/a.md", note)
+    assert [(s.subject, s.value, s.ending, s.start_line, s.source) for s in got] == [
+        ("home", "Leeds", False, 3, "model"),
+        ("partner", "", True, 4, "model"),
+    ]

@@ -18,6 +18,7 @@ from typing import Iterable
 from ..index.chunking import Chunk
 from ..layout import KEYED_DIR
 from ..ports import Statement
+from .distill import LEDGER_NOTES, parse_note
 from .lexicon import BY_NAME, LOCKED_THINGS, SUBJECTS, qualifier
 
 CORRECTION_PREFIX = "profile."  # a keyed memory `profile.<subject>` corrects that subject
@@ -143,6 +144,12 @@ def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str) -> list[
     chunks = list(chunks)
     if path.startswith(KEYED_DIR + "/"):
         return _correction(path, chunks, fallback_date)
+    if path.startswith(LEDGER_NOTES + "/"):  # the model's statements (distill.py), as it wrote them
+        found: dict[int, Statement] = {}
+        for c in chunks:
+            for s in parse_note(path, c.text):
+                found.setdefault(c.start_line + s.start_line - 1, s)
+        return [s._replace(start_line=line, end_line=line) for line, s in sorted(found.items())]
     out: list[Statement] = []
     seen: set[tuple[int, str]] = set()
     for c in chunks:

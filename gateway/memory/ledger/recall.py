@@ -246,8 +246,9 @@ def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question,
             "startLine": ev.start_line,
             "endLine": ev.end_line,
             "score": LEAD_SCORE,
+            # the person's own words: a transcript's user message (the model's statements quote one too)
             "snippet": ("User: " + ev.text)
-            if ev.source == "extractor" and ev.path.startswith("sessions/")
+            if ev.source == "model" or (ev.source == "extractor" and ev.path.startswith("sessions/"))
             else ev.text,
             "date": ev.said,
         }
