@@ -256,3 +256,39 @@ def test_a_model_answer_in_prose_around_json_is_read_and_written_lines_parse_bac
         ("home", "Leeds", False, 3, "model"),
         ("partner", "", True, 4, "model"),
     ]
+
+
+CUE_WORDS = (
+    "I i'm we my the a is now new code wifi password pin number cell live moved keys manager boss report team "
+    "job title role work at for started joined hired offer girlfriend partner dating seeing official broke up "
+    "vet dentist doctor GP teacher school dose mg pill allergic vegan meat dog cat car bike drive a kid son "
+    "training practice Monday nights course level B1 member club gym choir coach under-10s U11 podcast app "
+    "appointment booked exam phone plan sim landlord rent from grew up born in I'm from Leeds at as"
+).split()
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(CUE_WORDS), min_size=1, max_size=12).map(" ".join))
+def test_every_cue_match_holds_one_of_its_hints(text):
+    """The hints only skip clauses no cue can match (lexicon.py): a match without a hint would be lost."""
+    from gateway.memory.ledger.lexicon import SUBJECTS, hinted
+
+    for variant in (text, text.capitalize(), text.upper()):
+        found = {s.name for s in hinted(variant.lower())}
+        for subj in SUBJECTS:
+            if subj.cues.search(variant):
+                assert subj.name in found, (subj.name, variant)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(st.sampled_from(CUE_WORDS + ["Got", "Moved", "passcodes", "Cell", "."]), min_size=1, max_size=14).map(
+        " ".join
+    )
+)
+def test_the_fast_path_never_passes_over_a_statement(text):
+    """`_may_state` (a set lookup) skips a text only when the rules would find nothing in it."""
+    from gateway.memory.ledger.extract import _may_state, sentences
+
+    if any(statements_of(s, text) for s in sentences(text)):
+        assert _may_state(text), text
