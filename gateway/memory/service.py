@@ -38,7 +38,7 @@ from .search.qmd import QmdBackend
 from .search.timeline import arrange
 from .ledger.facts import facts as ledger_facts
 from .ledger.distill import DistillSettings, Distiller, openai_complete
-from .ledger.recall import LedgerRecall, as_of_time, embed_with, lead
+from .ledger.recall import LedgerRecall, as_of_time, embed_with, lead, outdated
 from .present import shape
 from .ports import IndexContext, KeyedMemories, MemoryIndex
 from .search.snippets import Exclude
@@ -518,6 +518,14 @@ class MemoryService:
         if picked is None:
             return results
         fact, period, q = picked
+        if q.asked == "present" and period.sayings:
+            try:
+                vectors = await self.index.stored_vectors(results) if results else None
+                if outdated(results, vectors, await recall.vector(period.statement.text), fact, period):
+                    return results
+            except Exception:
+                log.warning("memory_ledger_recall_failed", exc_info=True)
+                return results
         return lead(results, fact, period, q, k)
 
     async def profile(self) -> dict:

@@ -29,6 +29,7 @@ from ...timeutil import parse_iso, to_iso
 from ..index.chunking import text_date
 from ..index.sources import session_key_of
 from ..ports import Statement
+from ..search.timeline import sentences
 from .facts import Fact, Period, facts
 from .lexicon import SUBJECTS
 
@@ -163,6 +164,11 @@ class LedgerRecall:
             return [SUBJECTS[int(order[0])].name]
         return []
 
+    async def vector(self, text: str) -> np.ndarray | None:
+        """The (unit) embedding of a text, None without a local model."""
+        vecs = await self._vecs([text])
+        return vecs[0] if vecs else None
+
     async def pick(
         self, query: str, statements: Sequence[Statement], now: datetime, as_of: str | None = None
     ) -> tuple[Fact, Period, Question] | None:
@@ -224,6 +230,38 @@ def _period(fact: Fact, q: Question) -> Period | None:
 
 def _norm(text: str) -> str:
     return " ".join(text.lower().split())
+
+
+# A hit whose stored vector is this close to the statement's is about the same subject (the timeline's
+# measure, search/timeline.py SAME_SUBJECT_COSINE).
+SAME_SUBJECT_COSINE = 0.35
+
+
+def outdated(
+    results: Sequence[dict[str, Any]],
+    vectors: dict[int, np.ndarray] | None,
+    statement: np.ndarray | None,
+    fact: Fact,
+    period: Period,
+) -> bool:
+    """Whether the hits hold something newer about the same subject than the ledger's current value —
+    a change the extractor did not see ("Traded the Corolla in for a Leaf"): then the ledger does not
+    lead, and the hits stay as the search arranged them."""
+    if not vectors or statement is None:
+        return False
+    last = max(s.said for s in period.sayings)
+    known = {_norm(s.text)[:120] for p in fact.periods for s in p.sayings}
+    for i, r in enumerate(results):
+        v = vectors.get(i)
+        snip = str(r.get("snippet") or "")
+        if v is None or str(r.get("date") or "") <= last or any(k and k in _norm(snip) for k in known):
+            continue
+        if all(s.endswith("?") for s in sentences(snip)):  # a question states nothing newer
+            continue
+        n = float(np.linalg.norm(v))
+        if n > 0 and float(v @ statement) / n >= SAME_SUBJECT_COSINE:
+            return True
+    return False
 
 
 def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question, k: int) -> list[dict[str, Any]]:
