@@ -292,3 +292,9 @@ def test_the_fast_path_never_passes_over_a_statement(text):
 
     if any(statements_of(s, text) for s in sentences(text)):
         assert _may_state(text), text
+
+
+def test_what_the_person_is_doing_somewhere_is_no_employer():
+    assert "employer" not in subjects("I'm sea swimming at Blackrock with a group.")
+    assert "employer" not in subjects("I'm sitting at the station.")
+    assert "employer" in subjects("I'm a nurse at St James's.")

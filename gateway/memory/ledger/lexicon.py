@@ -102,7 +102,7 @@ SUBJECTS: tuple[Subject, ...] = (
         _cue(
             r"work (?:at|for)|working (?:at|for)|employer|new job|my job|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
             r"|quit my job|left my job|handed in my notice|accepted (?:an|the|their) offer"
-            r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?\w+(?: \w+){0,3} at \w+"
+            r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?(?:(?!\w+ing\b)\w+ ){1,4}at \w+"
         ),
         hints=_w("work working employer job hired start started starting joined notice offer at"),
     ),
