@@ -461,7 +461,44 @@ class MemoryService:
         recovering = self.index.recovering
         # A pool a few times k, arranged by what was said when (search/timeline.py), re-ranked if so
         # configured, then cut to k and minScore.
-        res = await self.search_backend.search(
+        # The question's subjects (ledger/recall.py: an embedding when no cue word names one) are found
+        # while the backend searches.
+        subjects = asyncio.ensure_future(self._ledger_subjects(query))
+        try:
+            res = await self._backend_search(query, k, recovering, min_score, srcs, session_key, mode, exclude, as_of)
+        except BaseException:
+            subjects.cancel()
+            raise
+        if as_of:  # nothing said after it (an undated hit is the file's: its time is known)
+            res["results"] = [r for r in res["results"] if str(r.get("date") or "") <= as_of]
+        for r in res["results"]:  # as every reader gets a hit (present.py: a keyed memory's value)
+            shape(r)
+        if recovering:  # no re-ranking either: results are incomplete
+            subjects.cancel()
+            res["degraded"] = (
+                "the memory index was damaged and is being rebuilt from the memory files and "
+                "transcripts; results are incomplete until it is done"
+            )
+            return res
+        res["results"] = await self._rerank(query, res["results"], int(k), float(min_score))
+        res["results"] = await self._ledger_first(query, res["results"], int(k), as_of, exclude, await subjects)
+        if as_of:
+            res["asOf"] = as_of
+        return res
+
+    async def _backend_search(
+        self,
+        query: str,
+        k: int,
+        recovering: bool,
+        min_score: float,
+        srcs: tuple[str, ...],
+        session_key: str | None,
+        mode: str,
+        exclude: Exclude | None,
+        as_of: str | None,
+    ) -> dict:
+        return await self.search_backend.search(
             query,
             k=int(k),
             spare=(0 if recovering else self._spare(int(k))) + (AS_OF_SPARE if as_of else 0),
@@ -471,21 +508,6 @@ class MemoryService:
             mode=mode,
             exclude=exclude,
         )
-        if as_of:  # nothing said after it (an undated hit is the file's: its time is known)
-            res["results"] = [r for r in res["results"] if str(r.get("date") or "") <= as_of]
-        for r in res["results"]:  # as every reader gets a hit (present.py: a keyed memory's value)
-            shape(r)
-        if recovering:  # no re-ranking either: results are incomplete
-            res["degraded"] = (
-                "the memory index was damaged and is being rebuilt from the memory files and "
-                "transcripts; results are incomplete until it is done"
-            )
-            return res
-        res["results"] = await self._rerank(query, res["results"], int(k), float(min_score))
-        res["results"] = await self._ledger_first(query, res["results"], int(k), as_of, exclude)
-        if as_of:
-            res["asOf"] = as_of
-        return res
 
     def _ledger_recall(self) -> LedgerRecall:
         if self._ledger is None:
@@ -495,14 +517,29 @@ class MemoryService:
             self._ledger = LedgerRecall(embed)
         return self._ledger
 
+    async def _ledger_subjects(self, query: str) -> list[str]:
+        """The subjects of the person's life a query asks about ([] when the ledger cannot tell)."""
+        try:
+            return await self._ledger_recall().subjects(query)
+        except Exception:
+            log.warning("memory_ledger_recall_failed", exc_info=True)
+            return []
+
     async def _ledger_first(
-        self, query: str, results: list[dict], k: int, as_of: str | None, exclude: Exclude | None = None
+        self,
+        query: str,
+        results: list[dict],
+        k: int,
+        as_of: str | None,
+        exclude: Exclude | None = None,
+        subjects: list[str] | None = None,
     ) -> list[dict]:
         """The ledger's statement for the question first (ledger/recall.py); the results as they were when
         the question names no subject or the ledger cannot be read (derived data never fails a search)."""
         try:
             recall = self._ledger_recall()
-            subjects = await recall.subjects(query)
+            if subjects is None:
+                subjects = await recall.subjects(query)
             if not subjects:
                 return results
             statements = await self.index.statements(subjects)

@@ -49,6 +49,7 @@ _FIRST_VERBS = (
 _DROPPED_I = re.compile(
     r"^\W*(?:(?:just|finally|also|so|and|officially|today)\s+)*(?:" + "|".join(_FIRST_VERBS) + r")\b", re.I
 )
+_DIGIT = re.compile(r"\d")
 BARE_SUBJECTS = frozenset({"code", "number"})  # said without a person in it ("New phone, the PIN is 4412")
 _QUESTION = re.compile(
     r"\?\s*$|^\W*(?:what|who|whom|whose|which|where|when|why|how|do|does|did|can|could|should|is|are|am|will|would)\b",
@@ -115,8 +116,9 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
     code opens may be named in the sentence before)."""
     hinted = lexicon_hinted(sentence.lower())
     if hinted and not _ME.search(sentence) and not _DROPPED_I.search(sentence):
-        # Without "I", "my", "we"…, only a value given bare is the person's ("The code is 7340").
-        hinted = [subj for subj in hinted if subj.name in BARE_SUBJECTS]
+        # Without "I", "my", "we"…, only a code or number given bare, with its digits, is the person's
+        # ("The code is 7340").
+        hinted = [subj for subj in hinted if subj.name in BARE_SUBJECTS] if _DIGIT.search(sentence) else []
     if not hinted:  # most clauses name no subject: their words looked up, no expression searched
         return []
     s = _TAG.sub("", sentence.strip()).strip()
@@ -130,6 +132,8 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
     for subj in hinted:
         m = subj.cues.search(s)
         if m is None or (someone_else and subj.name not in FAMILY_SUBJECTS):
+            continue
+        if subj.name == "number" and not _DIGIT.search(s):  # "a number of things" gives no number
             continue
         name = subj.name
         if subj.qualified:

@@ -70,6 +70,9 @@ _SOMEONE_ELSE = re.compile(
 ABOUT_OTHERS = frozenset({"teacher", "school", "child", "partner", "pet", "vet"})
 
 
+_ASKS = re.compile(r"\?|^\W*(?:what|who|whom|whose|which|where|when|why|how|do|does|did|am|is|are|can)\b", re.I)
+
+
 @dataclass
 class Question:
     asked: Asked
@@ -151,8 +154,8 @@ class LedgerRecall:
         if _SOMEONE_ELSE.search(query):
             return [s for s in subjects_of(query) if s in ABOUT_OTHERS]
         named = subjects_of(query)
-        if named or self.embed is None:
-            return named
+        if named or self.embed is None or not _ASKS.search(query):
+            return named  # a few words that name no subject ("boat colour"): no embedding is asked
         vecs = await self._vecs([query, *(s.about for s in SUBJECTS)])
         if vecs is None:
             return []
