@@ -538,6 +538,19 @@ class BackendConfig:
 
 
 @dataclass
+class LedgerConfig:
+    distill: bool = _f(
+        True,
+        doc="with a chat model configured (chat.provider openai), the model also distils the statements of "
+        "finished conversations into the ledger (memory/ledger/<session>.md); the offline extractor always runs",
+    )
+    distill_after_s: float = _f(120.0, ge=0.0, doc="a conversation quiet this long after its last turn is distilled")
+    timeout_s: float = _f(30.0, ge=1.0, le=600.0, doc="seconds the model has to answer one distillation")
+    max_calls_per_hour: int = _f(30, ge=0, le=10_000, doc="distillation requests per hour, at most (0: none)")
+    max_input_chars: int = _f(12_000, ge=500, le=1_000_000, doc="of one conversation's messages sent, at most")
+
+
+@dataclass
 class RecallConfig:
     enabled: bool = _f(True)
     max_results: int = _f(5, ge=0, le=50)
@@ -581,6 +594,7 @@ class MemoryConfig:
     sync: SyncConfig = _f(factory=SyncConfig)
     backend: BackendConfig = _f(factory=BackendConfig)
     recall: RecallConfig = _f(factory=RecallConfig)
+    ledger: LedgerConfig = _f(factory=LedgerConfig)
     versions: VersionsConfig = _f(factory=VersionsConfig)
     trash_days: float = _f(
         30.0,

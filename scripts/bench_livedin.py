@@ -20,7 +20,7 @@ a sentence of 25+ characters of one inside the other); question-only@5 (share of
 snippet holds only questions); `undated` (results without a `date`). Prints a table and writes JSON
 under bench-results/.
 
-    .venv/bin/python scripts/bench_livedin.py                     # the repo's scenario and shared/'s
+    .venv/bin/python scripts/bench_livedin.py                     # the repo's scenarios and shared/'s
     .venv/bin/python scripts/bench_livedin.py --scenario my.json --no-chat -v
     .venv/bin/python scripts/bench_livedin.py --show "Where do I live now?"   # what the model sees
 """
@@ -49,6 +49,7 @@ from gateway.timeutil import parse_iso, to_iso  # noqa: E402
 
 SCENARIOS = [
     ROOT / "scripts" / "data" / "livedin-tomas.json",
+    ROOT / "scripts" / "data" / "livedin-aoife.json",
     ROOT.parent / "shared" / "bench" / "livedin" / "priya.json",
 ]
 KINDS = ("current", "history", "stable")

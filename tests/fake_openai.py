@@ -26,6 +26,7 @@ Behaviours (each consumed by one request; when the script is empty, "ok"):
                                     upstream data of any shape
     ("comments", n, interval)       stream one chunk, then n SSE comment lines (": keep-alive"), one
                                     every `interval` s, then the rest of the reply
+    ("reply", text)                 chat completions: answer `text` instead of `reply` (this request only)
 
 Endpoints: POST /v1/chat/completions (stream or not), POST /v1/responses (stream or not: the reply as
 one message item, or with ("tools", …) one function_call item per call, in OpenAI's `response.*` events;
@@ -265,6 +266,7 @@ class FakeOpenAI:
                                 body,
                                 cut=behaviour[1] if kind == "cut" else None,
                                 comments=behaviour[1:] if kind == "comments" else None,
+                                text=behaviour[1] if kind == "reply" else None,
                             )
                     except (BrokenPipeError, ConnectionResetError):  # the client stopped reading: fine
                         with api._lock:
@@ -469,8 +471,15 @@ class FakeOpenAI:
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
 
-            def _chat(self, body: dict[str, Any], cut: int | None, comments: tuple[Any, ...] | None = None) -> None:
-                words = api.reply.split(" ")
+            def _chat(
+                self,
+                body: dict[str, Any],
+                cut: int | None,
+                comments: tuple[Any, ...] | None = None,
+                text: str | None = None,
+            ) -> None:
+                reply = api.reply if text is None else text
+                words = reply.split(" ")
                 pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
                 model = body.get("model", "fake")
                 if not body.get("stream"):
@@ -483,7 +492,7 @@ class FakeOpenAI:
                             "choices": [
                                 {
                                     "index": 0,
-                                    "message": {"role": "assistant", "content": api.reply},
+                                    "message": {"role": "assistant", "content": reply},
                                     "finish_reason": "stop",
                                 }
                             ],

@@ -37,7 +37,8 @@ from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, Se
 from .search.qmd import QmdBackend
 from .search.timeline import arrange
 from .ledger.facts import facts as ledger_facts
-from .ledger.recall import LedgerRecall, as_of_time, embed_with, lead
+from .ledger.distill import DistillSettings, Distiller, openai_complete
+from .ledger.recall import LedgerRecall, as_of_time, embed_with, lead, outdated
 from .present import shape
 from .ports import IndexContext, KeyedMemories, MemoryIndex, NoteRecord
 from .search.snippets import Exclude
@@ -97,6 +98,8 @@ class MemoryService:
         self._hidden_sessions: set[str] = set()
         self._dirty = DirtyMarks()
         self._ledger: LedgerRecall | None = None  # made with the provider (ledger/recall.py)
+        self.distiller: Distiller | None = None  # with a chat model configured (ledger/distill.py)
+        self._distill_close: Any = None
         self._covering: asyncio.Future | None = None  # the running sync's, when it covers dirty marks
         self._embed_error: str | None = None
         self._opened = False
@@ -120,6 +123,7 @@ class MemoryService:
             IndexContext(self.provider, self.provider_problem, self._dirty, self._hidden_sessions, self._resync)
         )
         self._start_triggers()
+        self._start_distiller()
 
     def _resync(self, reason: str) -> None:
         self._request(force=True, memory=True, sessions=True, reason=reason)
@@ -186,10 +190,35 @@ class MemoryService:
         self._backend_update = asyncio.create_task(go())
         self._backend_update.add_done_callback(log_failure("memory_background_task_failed"))
 
+    def _start_distiller(self) -> None:
+        """The model's distillation of finished conversations, when a chat model is configured."""
+        lc = self.cfg.ledger
+        if not lc.distill or lc.max_calls_per_hour == 0 or self.config.chat_provider != "openai":
+            return
+        c = self.config.chat
+        complete, self._distill_close = openai_complete(c.api_key, c.base_url, c.model, lc.timeout_s)
+
+        async def written() -> None:
+            self._on_memory_change()
+
+        self.distiller = Distiller(
+            DistillSettings(lc.distill_after_s, lc.timeout_s, lc.max_calls_per_hour, lc.max_input_chars),
+            complete,
+            self.workspace,
+            self.sessions_dir,
+            self.index.statements,
+            written,
+        )
+
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self.distiller is not None:
+            await self.distiller.close()
+        if self._distill_close is not None:
+            with contextlib.suppress(Exception):
+                await self._distill_close()
         if self._retry is not None:
             self._retry.cancel()
         for task in (self._warm_task, self._backend_update, self._health_refresh):
@@ -343,6 +372,8 @@ class MemoryService:
                 self._request(force=False, memory=False, sessions={session_key}, reason="chat.final")
 
         self.orchestrator.debounce(session_key, self.cfg.sync.session_debounce_ms / 1000.0, fire)
+        if self.distiller is not None:
+            self.distiller.finished(session_key)
 
     def session_started(self, session_key: str) -> None:
         """A session was created (`sync.onSessionStart`): bring a dirty index up to date in the
@@ -465,7 +496,44 @@ class MemoryService:
         recovering = self.index.recovering
         # A pool a few times k, arranged by what was said when (search/timeline.py), re-ranked if so
         # configured, then cut to k and minScore.
-        res = await self.search_backend.search(
+        # The question's subjects (ledger/recall.py: an embedding when no cue word names one) are found
+        # while the backend searches.
+        subjects = asyncio.ensure_future(self._ledger_subjects(query))
+        try:
+            res = await self._backend_search(query, k, recovering, min_score, srcs, session_key, mode, exclude, as_of)
+        except BaseException:
+            subjects.cancel()
+            raise
+        if as_of:  # nothing said after it (an undated hit is the file's: its time is known)
+            res["results"] = [r for r in res["results"] if str(r.get("date") or "") <= as_of]
+        for r in res["results"]:  # as every reader gets a hit (present.py: a keyed memory's value)
+            shape(r)
+        if recovering:  # no re-ranking either: results are incomplete
+            subjects.cancel()
+            res["degraded"] = (
+                "the memory index was damaged and is being rebuilt from the memory files and "
+                "transcripts; results are incomplete until it is done"
+            )
+            return res
+        res["results"] = await self._rerank(query, res["results"], int(k), float(min_score))
+        res["results"] = await self._ledger_first(query, res["results"], int(k), as_of, exclude, await subjects)
+        if as_of:
+            res["asOf"] = as_of
+        return res
+
+    async def _backend_search(
+        self,
+        query: str,
+        k: int,
+        recovering: bool,
+        min_score: float,
+        srcs: tuple[str, ...],
+        session_key: str | None,
+        mode: str,
+        exclude: Exclude | None,
+        as_of: str | None,
+    ) -> dict:
+        return await self.search_backend.search(
             SearchRequest(
                 query=query,
                 k=int(k),
@@ -477,21 +545,6 @@ class MemoryService:
                 exclude=exclude,
             )
         )
-        if as_of:  # nothing said after it (an undated hit is the file's: its time is known)
-            res["results"] = [r for r in res["results"] if str(r.get("date") or "") <= as_of]
-        for r in res["results"]:  # as every reader gets a hit (present.py: a keyed memory's value)
-            shape(r)
-        if recovering:  # no re-ranking either: results are incomplete
-            res["degraded"] = (
-                "the memory index was damaged and is being rebuilt from the memory files and "
-                "transcripts; results are incomplete until it is done"
-            )
-            return res
-        res["results"] = await self._rerank(query, res["results"], int(k), float(min_score))
-        res["results"] = await self._ledger_first(query, res["results"], int(k), as_of, exclude)
-        if as_of:
-            res["asOf"] = as_of
-        return res
 
     def _ledger_recall(self) -> LedgerRecall:
         if self._ledger is None:
@@ -501,14 +554,29 @@ class MemoryService:
             self._ledger = LedgerRecall(embed)
         return self._ledger
 
+    async def _ledger_subjects(self, query: str) -> list[str]:
+        """The subjects of the person's life a query asks about ([] when the ledger cannot tell)."""
+        try:
+            return await self._ledger_recall().subjects(query)
+        except Exception:
+            log.warning("memory_ledger_recall_failed", exc_info=True)
+            return []
+
     async def _ledger_first(
-        self, query: str, results: list[dict], k: int, as_of: str | None, exclude: Exclude | None = None
+        self,
+        query: str,
+        results: list[dict],
+        k: int,
+        as_of: str | None,
+        exclude: Exclude | None = None,
+        subjects: list[str] | None = None,
     ) -> list[dict]:
         """The ledger's statement for the question first (ledger/recall.py); the results as they were when
         the question names no subject or the ledger cannot be read (derived data never fails a search)."""
         try:
             recall = self._ledger_recall()
-            subjects = await recall.subjects(query)
+            if subjects is None:
+                subjects = await recall.subjects(query)
             if not subjects:
                 return results
             statements = await self.index.statements(subjects)
@@ -524,6 +592,14 @@ class MemoryService:
         if picked is None:
             return results
         fact, period, q = picked
+        if q.asked == "present" and period.sayings:
+            try:
+                vectors = await self.index.stored_vectors(results) if results else None
+                if outdated(results, vectors, await recall.vector(period.statement.text), fact, period):
+                    return results
+            except Exception:
+                log.warning("memory_ledger_recall_failed", exc_info=True)
+                return results
         return lead(results, fact, period, q, k)
 
     async def profile(self) -> dict:
@@ -615,6 +691,8 @@ class MemoryService:
         problem = self._embed_error or self.provider_problem or engine.get("error")
         if problem:
             out["embeddings"]["error"] = problem
+        if self.distiller is not None:  # the model's distillation (ledger/distill.py): what it did so far
+            out["ledger"] = {"distill": dict(self.distiller.stats)}
         return out
 
     async def refresh_health(self) -> None:

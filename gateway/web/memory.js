@@ -190,6 +190,80 @@ async function loadMemories(status = "") {
     ui.memoriesList.replaceChildren();
     ui.memoriesStatus.textContent = `Could not load memories: ${memoryFailure(err)}`;
   }
+  loadBeliefs();
+}
+
+// ---- what Jarvis believes about you (memory.profile; corrections are keyed memories profile.<subject>) --
+
+/** The keyed memory that corrects a subject ("code:shed" → "profile.code_shed"). */
+function correctionKey(subject) {
+  return "profile." + subject.replace(/:/g, "_");
+}
+
+async function loadBeliefs(status = "") {
+  try {
+    renderBeliefs((await rpc.call("memory.profile", {})).facts, status);
+  } catch (err) {
+    ui.beliefsList.replaceChildren();
+    ui.beliefsStatus.textContent = `Could not load what Jarvis believes: ${memoryFailure(err)}`;
+  }
+}
+
+function renderBeliefs(facts, status) {
+  ui.beliefsStatus.textContent = (status ? status + " " : "") + (facts.length
+    ? "Gathered from your conversations and notes. Correct or forget any of them."
+    : "Nothing yet: what you tell Jarvis about your life (home, work, people, pets, codes…) shows up here.");
+  ui.beliefsList.replaceChildren();
+  for (const f of facts) {
+    const earlier = f.history.slice().reverse().map((p) =>
+      h("li", { text: `${p.value || "(ended)"} · ${formatDate(p.from)} – ${p.until ? formatDate(p.until) : ""}` }));
+    ui.beliefsList.appendChild(h("li", { class: "memory-item belief", "data-subject": f.subject },
+      h("span", { class: "memory-item-head" },
+        h("span", { class: "memory-key", text: f.subject }),
+        h("span", { class: "badge", text: f.source === "correction" ? "your correction" : `since ${formatDate(f.since)}` })),
+      h("span", { class: "memory-preview", text: f.value }),
+      earlier.length ? h("details", { class: "memory-history" },
+        h("summary", { text: "Before" }), h("ul", { class: "trash-list" }, ...earlier)) : null,
+      h("span", { class: "trash-actions" },
+        h("button", {
+          type: "button", class: "link-button", text: "Where I said it", "aria-label": `Where ${f.subject} was said`,
+          onclick: () => openMemory(f.evidence.path, f.evidence.startLine, f.evidence.endLine),
+        }),
+        h("button", {
+          type: "button", class: "link-button", text: "Correct", "aria-label": `Correct ${f.subject}`,
+          onclick: () => correctBelief(f),
+        }),
+        h("button", {
+          type: "button", class: "link-button", text: "Forget", "aria-label": `Forget ${f.subject}`,
+          onclick: () => forgetBelief(f),
+        }))));
+  }
+}
+
+/** A correction is a keyed memory of its own: the form, filled in, saves it (versioned, undoable). */
+function correctBelief(f) {
+  showMemoryForm(null);
+  ui.memoryKey.value = correctionKey(f.subject);
+  ui.memoryCategory.value = "facts";
+  ui.memoryValue.value = f.value;
+  ui.memoryFormMeta.textContent = `Your correction of ${f.subject}: it holds from now on, until you say otherwise.`;
+  ui.memoryValue.focus();
+}
+
+async function forgetBelief(f) {
+  const key = correctionKey(f.subject);
+  try {
+    await rpc.call("memory.set", { key, value: "-", category: "facts" });
+    await loadMemories();
+    // Undo: the correction it replaced again (a new version), or no correction at all (to the trash).
+    showUndo(`Forgot ${f.subject}.`, async () => {
+      if (f.source === "correction") await rpc.call("memory.set", { key, value: f.value, category: "facts" });
+      else await rpc.call("memory.delete", { key });
+      await loadMemories();
+    });
+  } catch (err) {
+    ui.beliefsStatus.textContent = `Not forgotten: ${memoryFailure(err)}`;
+  }
 }
 
 function renderMemories(res, status) {

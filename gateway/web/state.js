@@ -77,6 +77,8 @@ export const ui = {
   memoryCancel: $("memory-cancel"),
   memoriesStatus: $("memories-status"),
   memoriesList: $("memories-list"),
+  beliefsStatus: $("beliefs-status"),
+  beliefsList: $("beliefs-list"),
   confirmTitle: $("confirm-title"),
   undoToast: $("undo-toast"),
   undoText: $("undo-text"),

@@ -199,3 +199,102 @@ async def test_the_pick_follows_the_question_and_lead_puts_it_first_and_marks_th
     assert all(0 <= r["score"] <= 1 for r in out) and [r["score"] for r in out] == sorted(
         (r["score"] for r in out), reverse=True
     )
+
+
+def test_a_sentence_about_someone_the_person_knows_states_nothing_of_theirs():
+    assert statements_of("My cousin Meera is getting married in June.") == []
+    assert statements_of("My sister lives in Leeds.") == []
+    assert subjects("My best friend Dana and I started a podcast.") == ["project:podcast"]
+
+
+LINES = {2: ("2025-01-01T10:00:00.000Z", "I live in Leeds."), 4: ("2025-01-01T10:01:00.000Z", "We broke up.")}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.text(max_size=300),
+        st.recursive(
+            st.none() | st.booleans() | st.integers(-5, 1000) | st.text(max_size=40),
+            lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
+            max_leaves=20,
+        ).map(lambda v: __import__("json").dumps({"decisions": v} if isinstance(v, list) else v)),
+    )
+)
+def test_any_model_answer_yields_only_checked_decisions(answer):
+    from gateway.memory.ledger.distill import decisions_of
+
+    good, bad = decisions_of(answer, LINES, 20)
+    assert bad >= 0 and len(good) <= 20
+    for d in good:
+        assert d["op"] in ("add", "update", "close") and d["line"] in LINES
+        assert d["subject"].split(":")[0] in {"home", "partner"} or d["subject"].split(":")[0].isalpha()
+        assert (d["value"] == "") == (d["op"] == "close") and len(d["value"]) <= 120
+
+
+def test_a_model_answer_in_prose_around_json_is_read_and_written_lines_parse_back():
+    from gateway.memory.ledger.distill import decisions_of, parse_note
+
+    good, bad = decisions_of(
+        'Sure! {"decisions": [{"op": "update", "subject": "home", "value": "Leeds", "line": 2},'
+        ' {"op": "close", "subject": "partner", "line": 4}, {"op": "add", "subject": "home", "value": "x", "line": true}]}',
+        LINES,
+        20,
+    )
+    assert [(d["op"], d["subject"], d["value"]) for d in good] == [
+        ("update", "home", "Leeds"),
+        ("close", "partner", ""),
+    ]
+    assert bad == 1
+    note = (
+        "# What the model distilled\n\n"
+        "- 2025-01-01T10:00:00.000Z · update · home · Leeds · sessions/a.jsonl:2 · I live in Leeds.\n"
+        "- 2025-01-01T10:01:00.000Z · close · partner ·  · sessions/a.jsonl:4 · We broke up.\n"
+    )
+    got = parse_note("memory/ledger/a.md", note)
+    assert [(s.subject, s.value, s.ending, s.start_line, s.source) for s in got] == [
+        ("home", "Leeds", False, 3, "model"),
+        ("partner", "", True, 4, "model"),
+    ]
+
+
+CUE_WORDS = (
+    "I i'm we my the a is now new code wifi password pin number cell live moved keys manager boss report team "
+    "job title role work at for started joined hired offer girlfriend partner dating seeing official broke up "
+    "vet dentist doctor GP teacher school dose mg pill allergic vegan meat dog cat car bike drive a kid son "
+    "training practice Monday nights course level B1 member club gym choir coach under-10s U11 podcast app "
+    "appointment booked exam phone plan sim landlord rent from grew up born in I'm from Leeds at as"
+).split()
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(CUE_WORDS), min_size=1, max_size=12).map(" ".join))
+def test_every_cue_match_holds_one_of_its_hints(text):
+    """The hints only skip clauses no cue can match (lexicon.py): a match without a hint would be lost."""
+    from gateway.memory.ledger.lexicon import SUBJECTS, hinted
+
+    for variant in (text, text.capitalize(), text.upper()):
+        found = {s.name for s in hinted(variant.lower())}
+        for subj in SUBJECTS:
+            if subj.cues.search(variant):
+                assert subj.name in found, (subj.name, variant)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(st.sampled_from(CUE_WORDS + ["Got", "Moved", "passcodes", "Cell", "."]), min_size=1, max_size=14).map(
+        " ".join
+    )
+)
+def test_the_fast_path_never_passes_over_a_statement(text):
+    """`_may_state` (a set lookup) skips a text only when the rules would find nothing in it."""
+    from gateway.memory.ledger.extract import _may_state, sentences
+
+    if any(statements_of(s, text) for s in sentences(text)):
+        assert _may_state(text), text
+
+
+def test_what_the_person_is_doing_somewhere_is_no_employer():
+    assert "employer" not in subjects("I'm sea swimming at Blackrock with a group.")
+    assert "employer" not in subjects("I'm sitting at the station.")
+    assert "employer" in subjects("I'm a nurse at St James's.")

@@ -18,7 +18,9 @@ from typing import Iterable
 from ..index.chunking import Chunk
 from ..layout import KEYED_DIR
 from ..ports import Statement
-from .lexicon import BY_NAME, LOCKED_THINGS, SUBJECTS, qualifier
+from .distill import LEDGER_NOTES, parse_note
+from .lexicon import BY_NAME, LOCKED_THINGS, qualifier
+from .lexicon import hinted as lexicon_hinted
 
 CORRECTION_PREFIX = "profile."  # a keyed memory `profile.<subject>` corrects that subject
 MAX_TEXT = 600  # a statement's evidence text, at most (the message it was said in)
@@ -30,6 +32,25 @@ _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _CLAUSE = re.compile(r"\s+[—–-]\s+|;\s*|,\s+(?=(?:and|but|so|though|although|while)\b)")
 _ME = re.compile(r"\b(?:i|i'm|i’m|i've|i’ve|i'd|im|my|mine|me|we|we're|we’re|we've|our|us)\b", re.I)
 _OTHERS = re.compile(r"\b(?:he|she|they|his|her|their|him|them|he's|she's|they're)\b|\b[A-Z][a-z]+'s\b", re.I)
+# "My cousin is getting married": a sentence about someone else the person knows (unless "…and I").
+_RELATIVE_FIRST = re.compile(
+    r"^\W*(?:\w+:\s*)?(?:so\s+|also\s+|and\s+)?my (?:cousin|sister|brother|friend|best friend|mum|mom|mother|dad|"
+    r"father|parents|aunt|uncle|neighbou?r|colleague|grand\w+|niece|nephew|in-laws?)\b",
+    re.I,
+)
+_WITH_ME = re.compile(r"^\W*(?:\w+:\s*)?(?:so\s+|also\s+|and\s+)?my (?:best )?\w+(?: \w+)? and (?:i|me)\b", re.I)
+FAMILY_SUBJECTS = frozenset({"child", "school", "teacher", "pet", "vet"})
+# "Got a puppy!", "Moved to Dundee last week": a clause that starts with the verb is the person's own.
+_FIRST_VERBS = (
+    "got moved started joined bought adopted sold quit left switched changed booked signed renamed cancelled "
+    "canceled accepted registered traded repainted finished dropped upped passed failed married engaged "
+    "separated retired rented leased hired"
+).split()
+_DROPPED_I = re.compile(
+    r"^\W*(?:(?:just|finally|also|so|and|officially|today)\s+)*(?:" + "|".join(_FIRST_VERBS) + r")\b", re.I
+)
+_DIGIT = re.compile(r"\d")
+BARE_SUBJECTS = frozenset({"code", "number"})  # said without a person in it ("New phone, the PIN is 4412")
 _QUESTION = re.compile(
     r"\?\s*$|^\W*(?:what|who|whom|whose|which|where|when|why|how|do|does|did|can|could|should|is|are|am|will|would)\b",
     re.I,
@@ -93,16 +114,26 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
     """(subject, value, ending) of each subject the sentence gives a value to ([] for a question, a
     wish, or a sentence not about the person). `message`: the whole message it is part of (what a
     code opens may be named in the sentence before)."""
+    hinted = lexicon_hinted(sentence.lower())
+    if hinted and not _ME.search(sentence) and not _DROPPED_I.search(sentence):
+        # Without "I", "my", "we"…, only a code or number given bare, with its digits, is the person's
+        # ("The code is 7340").
+        hinted = [subj for subj in hinted if subj.name in BARE_SUBJECTS] if _DIGIT.search(sentence) else []
+    if not hinted:  # most clauses name no subject: their words looked up, no expression searched
+        return []
     s = _TAG.sub("", sentence.strip()).strip()
-    # Told to one's assistant, a statement without a person in it is the person's own ("New phone, the
-    # code is 4412"); one that speaks only of someone else ("she lives in Leeds") is not.
+    # Without the person in it, only a code or a number is a statement (above); one that speaks only of
+    # someone else ("she lives in Leeds") is not the person's.
     if not s or _QUESTION.search(s) or _NOT_YET.search(s) or (not _ME.search(s) and _OTHERS.search(s)):
         return []
+    someone_else = bool(_RELATIVE_FIRST.search(s)) and not _WITH_ME.search(s)
     out: list[tuple[str, str, bool]] = []
     seen: set[str] = set()
-    for subj in SUBJECTS:
+    for subj in hinted:
         m = subj.cues.search(s)
-        if m is None:
+        if m is None or (someone_else and subj.name not in FAMILY_SUBJECTS):
+            continue
+        if subj.name == "number" and not _DIGIT.search(s):  # "a number of things" gives no number
             continue
         name = subj.name
         if subj.qualified:
@@ -134,9 +165,17 @@ def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str) -> list[
     chunks = list(chunks)
     if path.startswith(KEYED_DIR + "/"):
         return _correction(path, chunks, fallback_date)
+    if path.startswith(LEDGER_NOTES + "/"):  # the model's statements (distill.py), as it wrote them
+        found: dict[int, Statement] = {}
+        for c in chunks:
+            for s in parse_note(path, c.text):
+                found.setdefault(c.start_line + s.start_line - 1, s)
+        return [s._replace(start_line=line, end_line=line) for line, s in sorted(found.items())]
     out: list[Statement] = []
     seen: set[tuple[int, str]] = set()
     for c in chunks:
+        if not _may_state(c.text):  # the whole chunk at once: most chunks of most files state nothing
+            continue
         when = c.date or fallback_date
         if c.spans:
             for line, kind, a, b in c.spans:
@@ -154,7 +193,24 @@ def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str) -> list[
     return out
 
 
+# Words without one of which a text states nothing about the person: "I/my/we…", the verbs a statement
+# may start with ("Moved to Leeds"), what a code or number is called. Looked up as a set: C speed.
+_MAY_STATE = frozenset(
+    "i i'm im i've i'd my mine me we we're we've our us".split()
+    + _FIRST_VERBS
+    + "password passwords passcode passcodes pin combination combo code wifi wi-fi login number cell mobile".split()
+)
+_PUNCT = str.maketrans({c: " " for c in '.,;:!?()[]{}"“”‘*#/\\<>=+&|~^`@$%'})
+
+
+def _may_state(text: str) -> bool:
+    """The fast way past what states nothing about the person (most text): none of `_MAY_STATE`'s words."""
+    return not _MAY_STATE.isdisjoint(text.lower().replace("’", "'").translate(_PUNCT).split())
+
+
 def _add(out: list[Statement], seen: set[tuple[int, str]], path: str, a: int, b: int, words: str, when: str) -> None:
+    if not _may_state(words) or not lexicon_hinted(words.lower()):
+        return
     for sent in sentences(words):
         for subject, value, ending in statements_of(sent, words):
             if (a, subject) in seen:

@@ -24,6 +24,14 @@ class Subject:
     cues: re.Pattern[str]
     qualified: bool = False
     by_cue: bool = False  # qualified by the cue word itself (a podcast, an app), not the word before it
+    # Words one of which every match of `cues` holds ("pill*": a word starting so): a clause holding
+    # none is not searched. The cue expressions cost ~8 µs a search; a clause's words looked up once in
+    # HINTED make most clauses free. tests/unit/test_memory_ledger.py holds hints and cues in step.
+    hints: tuple[str, ...] = ()
+
+
+def _w(words: str) -> tuple[str, ...]:
+    return tuple(words.split())
 
 
 def _cue(words: str) -> re.Pattern[str]:
@@ -36,6 +44,7 @@ SUBJECTS: tuple[Subject, ...] = (
         "a password, passcode, PIN, lock combination, door code or wifi login: how to get in or get online",
         _cue(r"passwords?|passcodes?|pin(?: number)?|combination|combo|door code|access code|code|wi-?fi|login"),
         qualified=True,
+        hints=_w("password* passcode* pin combination combo code* wifi wi-fi login*"),
     ),
     Subject(
         "number",
@@ -44,16 +53,19 @@ SUBJECTS: tuple[Subject, ...] = (
             r"(?:phone|mobile|account|policy|reference|membership|customer|licen[cs]e|passport) number|number is"
             r"|(?:cell|mobile) is|(?:new|a|my) (?:\w+ )?number"
         ),
+        hints=_w("number* cell mobile"),
     ),
     Subject(
         "landlord",
         "who owns the home the person rents: the landlord, landlady or letting agent",
         _cue(r"landlord|landlady|letting agent|rent (?:it |the \w+ )?from|owns the (?:flat|house|apartment)"),
+        hints=_w("landlord* landlady letting rent owns"),
     ),
     Subject(
         "hometown",
         "where the person comes from: the town they grew up in, were born in, their hometown",
         _cue(r"grew up|i'?m from|i am from|originally from|born (?:in|and raised)|hometown|home town"),
+        hints=_w("grew from born hometown town"),
     ),
     Subject(
         "home",
@@ -62,21 +74,27 @@ SUBJECTS: tuple[Subject, ...] = (
             r"(?:i|we)(?:'ve| have|'re| are| now| still)* (?:\w+ )?(?:live|living|moved|relocated)|moving in|move in"
             r"|new (?:flat|house|apartment|place|home)|my address|resident|got the keys|settled in"
         ),
+        hints=_w(
+            "live living moved relocated moving move flat house apartment place home address resident keys settled"
+        ),
     ),
     Subject(
         "manager",
         "who the person reports to at work: their manager, boss, line manager or supervisor",
         _cue(r"(?:line )?manager|boss|supervisor|report(?:s|ing)? (?:in )?to|reports? into"),
+        hints=_w("manager* boss supervisor report*"),
     ),
     Subject(
         "team",
         "the team or department the person works in at their job, their colleagues",
         _cue(r"(?:my|new|our) (?:team|department|squad|group)|moved teams|switched teams|joined the \w+ team"),
+        hints=_w("team teams department squad group"),
     ),
     Subject(
         "role",
         "the person's job title, position or role at work",
         _cue(r"job title|title is|my role|new role|position|promoted|promotion"),
+        hints=_w("title role position promot*"),
     ),
     Subject(
         "employer",
@@ -84,8 +102,9 @@ SUBJECTS: tuple[Subject, ...] = (
         _cue(
             r"work (?:at|for)|working (?:at|for)|employer|new job|my job|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
             r"|quit my job|left my job|handed in my notice|accepted (?:an|the|their) offer"
-            r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?\w+(?: \w+){0,3} at \w+"
+            r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?(?:(?!\w+ing\b)\w+ ){1,4}at \w+"
         ),
+        hints=_w("work working employer job hired start started starting joined notice offer at"),
     ),
     Subject(
         "partner",
@@ -93,64 +112,78 @@ SUBJECTS: tuple[Subject, ...] = (
         _cue(
             r"partner|girlfriend|boyfriend|wife|husband|fianc[ée]e?|dating|seeing (?:someone|somebody|a \w+)"
             r"|going out with|made it official|it'?s official|moved in together|engaged|married|broke up|split up"
-            r"|met someone|met somebody|first date"
+            r"|met someone|met somebody|first date|(?:am|was) i seeing|i(?:'m| am| was) seeing"
             r"|we(?:'re| are) together"
+        ),
+        hints=_w(
+            "partner* girlfriend* boyfriend* wife husband fianc* dating seeing going official together engaged married broke split met date"
         ),
     ),
     Subject(
         "vet",
         "the vet, veterinary practice or clinic that looks after the person's pet",
         _cue(r"vets?|veterinar\w*|animal hospital"),
+        hints=_w("vet vets veterinar* animal"),
     ),
     Subject(
         "dentist",
         "the dentist or dental practice that looks after the person's teeth",
         _cue(r"dentists?|dental|orthodontist|hygienist"),
+        hints=_w("dentist* dental orthodontist hygienist"),
     ),
     Subject(
         "doctor",
         "the person's doctor, GP, surgery, clinic, therapist or specialist",
         _cue(r"doctor|gp|physician|surgery|therapist|physio(?:therapist)?|consultant|specialist"),
+        hints=_w("doctor gp physician surgery therapist physio* consultant specialist"),
     ),
     Subject(
         "teacher",
         "the teacher of the person's child: who teaches their son's or daughter's class",
         _cue(r"teacher|teaches (?:her|his|their) class|form tutor|class teacher|head of year"),
+        hints=_w("teacher teaches tutor head"),
     ),
     Subject(
         "school",
         "the school, nursery or college the person's child goes to",
         _cue(r"(?:his|her|their|the kids'?) school|nursery|goes to (?:school|\w+ (?:primary|school|academy))"),
+        hints=_w("school nursery primary academy"),
     ),
     Subject(
         "medication",
         "a medicine the person takes: its name, dose in milligrams, pills, prescription",
         _cue(r"medication|medicine|pills?|tablets?|dose|dosage|mg|milligrams?|prescri\w+|inhaler"),
+        hints=_w("medication medicine pill* tablet* dose dosage mg milligram* prescri* inhaler"),
     ),
     Subject(
         "allergy",
         "what the person is allergic to: an allergy or intolerance",
         _cue(r"allergic|allergy|allergies|intoleran\w+"),
+        hints=_w("allergic allergy allergies intoleran*"),
     ),
     Subject(
         "diet",
         "what the person eats: their diet, vegetarian, vegan, meat, dairy, gluten",
         _cue(r"diet|vegetarian|vegan|pescatarian|eat(?:ing)? meat|no meat|meat-free|dairy-free|gluten-free|keto"),
+        hints=_w("diet vegetarian vegan pescatarian meat meat-free dairy-free gluten-free keto"),
     ),
     Subject(
         "pet",
         "the person's pet: their dog, cat or other animal, its name or breed",
         _cue(r"dog|puppy|cat|kitten|pet|rabbit|hamster|parrot|tortoise|guinea pig"),
+        hints=_w("dog puppy cat kitten pet rabbit hamster parrot tortoise guinea"),
     ),
     Subject(
         "vehicle",
         "the person's vehicle: the car, van, bike, bicycle or motorbike they drive or ride",
         _cue(r"car|van|bike|bicycle|e-?bike|motorbike|scooter|drive a|ride a|cycle to work"),
+        hints=_w("car van bike bicycle e-bike ebike motorbike scooter drive ride cycle"),
     ),
     Subject(
         "child",
         "the person's children: son, daughter, kids, baby",
         _cue(r"my (?:son|daughter|kids?|children|baby|little one)"),
+        hints=_w("son daughter kid kids children baby little"),
     ),
     Subject(
         "schedule",
@@ -160,23 +193,29 @@ SUBJECTS: tuple[Subject, ...] = (
             r"|(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s? (?:night|evening)s?"
         ),
         qualified=True,
+        hints=_w(
+            "training practice rehearsal* session* classes lesson* meet-up* meetup* monday* tuesday* wednesday* thursday* friday* saturday* sunday*"
+        ),
     ),
     Subject(
         "course",
         "a course or class the person takes and their level in it",
         _cue(r"course|level|grade|module|beginner|intermediate|advanced|[abc][12] class"),
         qualified=True,
+        hints=_w("course level grade module beginner intermediate advanced class"),
     ),
     Subject(
         "membership",
         "a club, gym, choir, society or group the person is a member of",
         _cue(r"member|membership|joined the|quit the|left the|signed up (?:to|for)|club|gym|choir|society|league"),
         qualified=True,
+        hints=_w("member membership joined quit left signed club gym choir society league"),
     ),
     Subject(
         "coaching",
         "who or what age group the person coaches, volunteers with or leads",
         _cue(r"coach(?:ing)?|volunteer(?:ing)?|age group|under-?\d+s?|u\d\ds?"),
+        hints=_w("coach coaching volunteer* age under* u0* u1* u2* u3* u4* u5* u6* u7* u8* u9*"),
     ),
     Subject(
         "project",
@@ -184,21 +223,46 @@ SUBJECTS: tuple[Subject, ...] = (
         _cue(r"project|app|side project|podcast|blog|newsletter|band|gadget|robot|game"),
         qualified=True,
         by_cue=True,
+        hints=_w("project app side podcast blog newsletter band gadget robot game"),
     ),
     Subject(
         "appointment",
         "an appointment, booking or meeting the person has at a date and time",
         _cue(r"appointment|booked|booking|check-?up|scheduled for|exam|scan"),
         qualified=True,
+        hints=_w("appointment booked booking check-up checkup check scheduled exam scan"),
     ),
     Subject(
         "phone",
         "the person's phone, mobile plan, network or contract",
         _cue(r"phone plan|mobile plan|contract|network|sim"),
+        hints=_w("phone mobile contract network sim"),
     ),
 )
 
 BY_NAME = {s.name: s for s in SUBJECTS}
+
+# word → the subjects it hints at; a prefix hint ("pill*") → its subjects, found by one expression
+HINTED: dict[str, set[int]] = {}
+PREFIXES: dict[str, set[int]] = {}
+for _i, _s in enumerate(SUBJECTS):
+    for _h in _s.hints:
+        (PREFIXES if _h.endswith("*") else HINTED).setdefault(_h.rstrip("*"), set()).add(_i)
+_HINT_WORDS = frozenset(HINTED)
+_TOKEN = re.compile(r"[a-z0-9][a-z0-9'-]*")
+_PREFIX = re.compile(r"\b(?:" + "|".join(re.escape(p) for p in sorted(PREFIXES, key=len, reverse=True)) + ")")
+
+
+def hinted(low: str) -> list[Subject]:
+    """The subjects whose hints the (lowercased) text holds, in the lexicon's order."""
+    low = low.replace("’", "'")
+    found: set[int] = set()
+    for w in _HINT_WORDS.intersection(_TOKEN.findall(low)):
+        found |= HINTED[w]
+    for m in _PREFIX.finditer(low):
+        found |= PREFIXES[m.group()]
+    return [SUBJECTS[i] for i in sorted(found)]
+
 
 # Words that name no thing: never a qualifier ("my code", "the new password").
 _NOT_A_QUALIFIER = frozenset(

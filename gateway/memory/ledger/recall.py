@@ -29,6 +29,7 @@ from ...timeutil import parse_iso, to_iso
 from ..index.chunking import text_date
 from ..index.sources import session_key_of
 from ..ports import Statement
+from ..search.timeline import sentences
 from .facts import Fact, Period, facts
 from .lexicon import SUBJECTS
 
@@ -36,8 +37,8 @@ Asked = Literal["present", "first", "before", "at"]
 
 # (WordLlama's cosines are small: a question and the description of its subject score ~0.3, unrelated
 # ones below ~0.2.)
-SUBJECT_COSINE = 0.25  # a question this close to a subject's description is about it (no cue word)
-SUBJECT_MARGIN = 0.06  # ...and this much closer than to the next subject
+SUBJECT_COSINE = 0.3  # a question this close to a subject's description is about it (no cue word)
+SUBJECT_MARGIN = 0.08  # ...and this much closer than to the next subject
 QUALIFIER_BONUS = 0.3  # a fact whose qualifier the question names ("the shed code") beats the others
 LEAD_SCORE = 1.0
 MAX_VECTORS = 4096  # statement vectors kept between searches
@@ -67,6 +68,9 @@ _SOMEONE_ELSE = re.compile(
 )
 # ...except the subjects that are about the person's family or pets anyway.
 ABOUT_OTHERS = frozenset({"teacher", "school", "child", "partner", "pet", "vet"})
+
+
+_ASKS = re.compile(r"\?|^\W*(?:what|who|whom|whose|which|where|when|why|how|do|does|did|am|is|are|can)\b", re.I)
 
 
 @dataclass
@@ -150,8 +154,8 @@ class LedgerRecall:
         if _SOMEONE_ELSE.search(query):
             return [s for s in subjects_of(query) if s in ABOUT_OTHERS]
         named = subjects_of(query)
-        if named or self.embed is None:
-            return named
+        if named or self.embed is None or not _ASKS.search(query):
+            return named  # a few words that name no subject ("boat colour"): no embedding is asked
         vecs = await self._vecs([query, *(s.about for s in SUBJECTS)])
         if vecs is None:
             return []
@@ -162,6 +166,11 @@ class LedgerRecall:
         if best >= SUBJECT_COSINE and best - second >= SUBJECT_MARGIN:
             return [SUBJECTS[int(order[0])].name]
         return []
+
+    async def vector(self, text: str) -> np.ndarray | None:
+        """The (unit) embedding of a text, None without a local model."""
+        vecs = await self._vecs([text])
+        return vecs[0] if vecs else None
 
     async def pick(
         self, query: str, statements: Sequence[Statement], now: datetime, as_of: str | None = None
@@ -226,6 +235,38 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+# A hit whose stored vector is this close to the statement's is about the same subject (the timeline's
+# measure, search/timeline.py SAME_SUBJECT_COSINE).
+SAME_SUBJECT_COSINE = 0.35
+
+
+def outdated(
+    results: Sequence[dict[str, Any]],
+    vectors: dict[int, np.ndarray] | None,
+    statement: np.ndarray | None,
+    fact: Fact,
+    period: Period,
+) -> bool:
+    """Whether the hits hold something newer about the same subject than the ledger's current value —
+    a change the extractor did not see ("Traded the Corolla in for a Leaf"): then the ledger does not
+    lead, and the hits stay as the search arranged them."""
+    if not vectors or statement is None:
+        return False
+    last = max(s.said for s in period.sayings)
+    known = {_norm(s.text)[:120] for p in fact.periods for s in p.sayings}
+    for i, r in enumerate(results):
+        v = vectors.get(i)
+        snip = str(r.get("snippet") or "")
+        if v is None or str(r.get("date") or "") <= last or any(k and k in _norm(snip) for k in known):
+            continue
+        if all(s.endswith("?") for s in sentences(snip)):  # a question states nothing newer
+            continue
+        n = float(np.linalg.norm(v))
+        if n > 0 and float(v @ statement) / n >= SAME_SUBJECT_COSINE:
+            return True
+    return False
+
+
 def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question, k: int) -> list[dict[str, Any]]:
     """The results with the chosen statement first (a hit of its own, unless one of them shows it
     already: that one moves up), and for the present the hits showing a superseded value of the fact
@@ -246,8 +287,9 @@ def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question,
             "startLine": ev.start_line,
             "endLine": ev.end_line,
             "score": LEAD_SCORE,
+            # the person's own words: a transcript's user message (the model's statements quote one too)
             "snippet": ("User: " + ev.text)
-            if ev.source == "extractor" and ev.path.startswith("sessions/")
+            if ev.source == "model" or (ev.source == "extractor" and ev.path.startswith("sessions/"))
             else ev.text,
             "date": ev.said,
         }

@@ -1314,3 +1314,35 @@ async def test_a_phone_key_chats_and_the_page_offers_only_what_a_key_may_do(brow
     finally:
         await owner.close()
         await gw.stop()
+
+
+async def test_what_jarvis_believes_can_be_seen_corrected_and_forgotten(page: Page, gateway: RunningGateway):
+    client = await gateway.client()
+    try:
+        for said in ("I live in Leeds, in a flat by the canal.", "We moved to Dundee, got the keys on Friday."):
+            key = (await client.call("sessions.create", {}))["sessionKey"]
+            sent = await client.call("chat.send", {"sessionKey": key, "message": said})
+            await client.run_to_end(sent["runId"])
+        await client.call("memory.sync", {})
+    finally:
+        await client.close()
+    await sign_in(page, gateway.token)
+    await page.get_by_role("button", name="Memories").click()
+    beliefs = page.get_by_role("list", name="What Jarvis believes about you")
+    home = beliefs.locator("li.belief[data-subject='home']")
+    await expect(home).to_contain_text("Dundee")
+    await home.locator("summary").click()
+    await expect(home).to_contain_text("Leeds")  # what it was before
+
+    await home.get_by_role("button", name="Correct home").click()
+    panel = page.locator("#search-panel")
+    await expect(panel.get_by_label("Key", exact=True)).to_have_value("profile.home")
+    await panel.get_by_label("Text", exact=True).fill("Broughty Ferry, Dundee")
+    await panel.get_by_role("button", name="Save").click()
+    await expect(home).to_contain_text("Broughty Ferry, Dundee")
+    await expect(home.locator(".badge")).to_have_text("your correction")
+
+    await home.get_by_role("button", name="Forget home").click()
+    await expect(home).to_have_count(0)
+    await page.get_by_role("button", name="Undo").click()
+    await expect(home).to_contain_text("Broughty Ferry, Dundee")  # the correction is back, its forgetting undone
