@@ -243,6 +243,9 @@ class ChunkReader(Protocol):
     async def vectors_at(self, keys: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], np.ndarray]:
         """The stored vectors of the chunks at these (path, start line, end line)."""
 
+    async def vectors_of(self, ids: list[int]) -> dict[int, np.ndarray]:
+        """The stored vectors of these chunk ids (those that have one), by id."""
+
 
 # ---- the service's view of an index -----------------------------------------------------------------------
 class KeyedMemories(Protocol):
