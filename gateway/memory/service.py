@@ -35,6 +35,7 @@ from .index.sources import SOURCES, read_lines, resolve_readable
 from .rerank import apply_time_decay, decay_dates, mmr_rerank
 from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
 from .search.qmd import QmdBackend
+from .search.searcher import RESULT_VECTORS
 from .search.timeline import arrange
 from .ledger.facts import facts as ledger_facts
 from .ledger.distill import DistillSettings, Distiller, openai_complete
@@ -506,6 +507,7 @@ class MemoryService:
             raise
         if as_of:  # nothing said after it (an undated hit is the file's: its time is known)
             res["results"] = [r for r in res["results"] if str(r.get("date") or "") <= as_of]
+        known = res.pop(RESULT_VECTORS, None)  # the results' stored vectors, when the search read them
         for r in res["results"]:  # as every reader gets a hit (present.py: a keyed memory's value)
             shape(r)
         if recovering:  # no re-ranking either: results are incomplete
@@ -515,7 +517,7 @@ class MemoryService:
                 "transcripts; results are incomplete until it is done"
             )
             return res
-        res["results"] = await self._rerank(query, res["results"], int(k), float(min_score))
+        res["results"] = await self._rerank(query, res["results"], int(k), float(min_score), known)
         res["results"] = await self._ledger_first(query, res["results"], int(k), as_of, exclude, await subjects)
         if as_of:
             res["asOf"] = as_of
@@ -616,12 +618,20 @@ class MemoryService:
         s = self.cfg.search
         return min(100, max(3 * k, 20)) - k if (s.mmr or s.time_decay) else POOL_SPARE
 
-    async def _rerank(self, query: str, results: list[dict], k: int, min_score: float) -> list[dict]:
+    async def _rerank(
+        self, query: str, results: list[dict], k: int, min_score: float, known: dict | None = None
+    ) -> list[dict]:
         s = self.cfg.search
         if s.time_decay and results:
             now = self.decay_now or datetime.now(timezone.utc)
             results = apply_time_decay(results, decay_dates(results), now, s.half_life_days)
-        vectors = await self.index.stored_vectors(results) if len(results) > 1 else None
+        vectors = None
+        if len(results) > 1:
+            keys = [(r["path"], r["startLine"], r["endLine"]) for r in results]
+            if known is not None and all(key in known for key in keys):
+                vectors = {i: known[key] for i, key in enumerate(keys)}  # (the search read them: no second trip)
+            else:
+                vectors = await self.index.stored_vectors(results)
         results = [r for r in arrange(results, query, vectors) if r["score"] >= min_score]
         if s.mmr:
             return mmr_rerank(results, k, s.mmr_lambda, await self.index.stored_vectors(results))

@@ -191,6 +191,9 @@ async def test_the_search_ports_rank_filter_and_show_the_chunks(storage, session
     at = (row.path, row.start_line, row.end_line)
     stored = await reader.vectors_at([at, ("memory/none.md", 1, 2)])
     assert list(stored) == [at] and stored[at].shape == (int(mem.provider.dims),)
+    by_id = await reader.vectors_of([row.id, row.id, -1])  # by chunk id: the same vector, unknown ids left out
+    assert list(by_id) == [row.id] and np.array_equal(by_id[row.id], stored[at])
+    assert await reader.vectors_of([]) == {}
     assert vectors is not None
     near = await vectors.knn(stored[at], 3, SOURCES, None, mem.index._generation, mem.index.counts["vectors"])
     assert near[0][0] == row.id and abs(near[0][1] - 1.0) < 1e-4

@@ -127,7 +127,7 @@ class IndexPipeline:
                     continue
                 gone, new = chunk_diff(stored.get(sf.path, {}), w.chunks)
                 batch.stale.extend(gone)
-                batch.chunks.extend(NewChunk(sf, c, vecs.get(c.text_hash)) for c in new)
+                batch.chunks += NewChunk.of(sf, new, vecs)
                 batch.files.append((sf, w.file_hash, len(w.chunks)))
                 stats.indexed += 1
                 stats.changed = True

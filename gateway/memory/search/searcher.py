@@ -31,6 +31,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from ...config import SearchConfig
 
 
+# A search's answer may hold its results' stored vectors under this key, by (path, startLine, endLine): the
+# memory service takes them out for the timeline (search/timeline.py) instead of reading them again.
+RESULT_VECTORS = "_vectors"
+
+
 @dataclass(frozen=True)
 class SearchOptions:
     """The search settings, built from the config (`memory.search.*`) by `from_config`: no defaults of
@@ -104,8 +109,13 @@ class Searcher:
         vectors: VectorSearch | None,
         vector_problem: str | None,
         hidden_sessions: set[str] | None = None,
+        related_text: FullText | None = None,
     ):
         self.text, self.rows, self.provider, self.opts = text, rows, provider, opts
+        # What the related words' list is searched through: another connection where the engine has one
+        # to spare, so that it runs beside the query's own words' (issue 46: one after the other, they were
+        # the slowest searches' tail).
+        self.related_text = related_text or text
         self.vectors, self.vector_problem = vectors, vector_problem
         self.hidden_sessions = hidden_sessions if hidden_sessions is not None else set()
         self._qcache: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -124,9 +134,14 @@ class Searcher:
         return v
 
     async def fts(
-        self, terms: Sequence[str], n: int, sources: tuple[str, ...], session_key: str | None
+        self,
+        terms: Sequence[str],
+        n: int,
+        sources: tuple[str, ...],
+        session_key: str | None,
+        text: FullText | None = None,
     ) -> list[tuple[int, float]]:
-        return await self.text.search(
+        return await (text or self.text).search(
             terms, n, sources, session_key, generation=self.generation, total=self.total_chunks
         )
 
@@ -151,8 +166,8 @@ class Searcher:
         fts_task = related_task = None
         if mode == "hybrid":  # full text on the SQLite thread while numpy does the vectors
             fts_task = asyncio.create_task(self.fts(terms, n, sources, session_key))
-            if related := related_terms(terms):  # and what its related words find, queued behind it
-                related_task = asyncio.create_task(self.fts(related, n, sources, session_key))
+        if mode in ("hybrid", "fts") and (related := related_terms(terms)):  # and what its related words find
+            related_task = asyncio.create_task(self.fts(related, n, sources, session_key, self.related_text))
         if mode in ("hybrid", "vector"):
             vec_ok = False
             if self.vectors is None:
@@ -196,7 +211,7 @@ class Searcher:
         if related_task is not None:
             related_hits = await related_task
         else:
-            related_hits = await self.fts(related, n, sources, session_key) if related else []
+            related_hits = await self.fts(related, n, sources, session_key, self.related_text) if related else []
         if used == "hybrid":
             cands = fuse(
                 fts_hits,
@@ -223,7 +238,7 @@ class Searcher:
                 for c in cands
                 if c.fts_rank is not None or c.related_rank is not None or (c.cosine or 0.0) >= o.min_similarity
             ]
-        results = await self._materialise(
+        results, vectors = await self._materialise(
             cands,
             k,
             terms,
@@ -236,6 +251,8 @@ class Searcher:
             spare=spare,
         )
         out: dict[str, Any] = {"results": results, "mode": used, "embeddings": emb}
+        if vectors:  # for the service's timeline; it takes them out (never on the wire)
+            out[RESULT_VECTORS] = vectors
         if degraded:
             out["degraded"] = "; ".join(degraded)
         return out
@@ -252,7 +269,8 @@ class Searcher:
         exclude: Exclude | None = None,
         answer_types: frozenset[str] = frozenset(),
         spare: int = 0,
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[list[dict[str, Any]], dict[tuple[str, int, int], np.ndarray]]:
+        """The results, and the stored vectors of those that have one by (path, start line, end line)."""
         rows: dict[int, ChunkRow] = {}
         # The pool to re-rank (and a few spare in case rows vanished since the candidates were listed).
         pool = cands[: max(k * 3, 20)] if rerank and self.opts.segment_weight > 0 else cands[: k * 2]
@@ -263,6 +281,40 @@ class Searcher:
         live = [(c, rows[c.id]) for c in pool if c.id in rows and not (hidden and rows[c.id][3] in hidden)]
         if exclude is not None:
             live = [(c, r) for c, r in live if not exclude.hits(r[1], r[6], orjson.loads(r[7]) if r[7] else None, r[8])]
+        # The pool's stored vectors (the timeline compares the results'), read on the index's thread while
+        # this one re-ranks and cuts the snippets (issue 46: they were a trip of their own afterwards).
+        vec_task = None
+        if self.vectors is not None and len(live) > 1:
+            vec_task = asyncio.create_task(self.rows.vectors_of([c.id for c, _ in live]))
+            await asyncio.sleep(0)  # the task's first step hands the read to the index's thread
+        try:
+            out, ids = self._rank_and_show(live, k, terms, related, min_score, rerank, fused, answer_types, spare)
+        except BaseException:
+            if vec_task is not None:
+                vec_task.cancel()
+            raise
+        vectors: dict[tuple[str, int, int], np.ndarray] = {}
+        if vec_task is not None:
+            found = await vec_task
+            for item, cid in zip(out, ids):
+                if cid in found:
+                    vectors[(item["path"], item["startLine"], item["endLine"])] = found[cid]
+        return out, vectors
+
+    def _rank_and_show(
+        self,
+        live: list[tuple[Candidate, ChunkRow]],
+        k: int,
+        terms: Sequence[str],
+        related: Sequence[str],
+        min_score: float,
+        rerank: bool,
+        fused: bool,
+        answer_types: frozenset[str],
+        spare: int,
+    ) -> tuple[list[dict[str, Any]], list[int]]:
+        """The pool re-ranked (rows in hand: no waiting), cut to k + spare, each shown with its snippet;
+        and the chunk id of each."""
         ctx = SnippetContext.build(terms, [r[6] for _, r in live], answer_types, related)
         if rerank and self.opts.segment_weight > 0 and live:
             # Reward chunks where the query's words meet in one message (or line): the best single
@@ -310,7 +362,7 @@ class Searcher:
         picked = spread_over_files(
             [(c, r) for c, r in live if c.score >= min_score], k + spare, self.opts.file_diversity
         )
-        out = []
+        out, ids = [], []
         shown: dict[str, set[int]] = {}  # a transcript's lines the results so far show
         for c, r in picked:
             spans = orjson.loads(r[7]) if r[7] else None
@@ -328,4 +380,5 @@ class Searcher:
             if when:
                 item["date"] = when
             out.append(item)
-        return out
+            ids.append(c.id)
+        return out, ids

@@ -59,6 +59,9 @@ class SnippetContext:
     terms: list[str]
     weights: dict[str, float] = field(default_factory=dict)
     needles: list[tuple[str, str, bool]] = field(default_factory=list)
+    # Segments scored so far, by text: a search scores the same messages for its re-rank and again for the
+    # snippets (a context lives for one search; issue 46).
+    scored: dict[str, Segment] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(
@@ -91,7 +94,11 @@ def segments(text: str, spans: Sequence[Sequence[int]] | None, context: str) -> 
 
 
 def score_segment(seg: str, ctx: SnippetContext) -> Segment:
-    s = Segment(seg)
+    """The segment's weighted match (the same object for the same text within one context: not to change)."""
+    s = ctx.scored.get(seg)
+    if s is not None:
+        return s
+    s = ctx.scored[seg] = Segment(seg)
     low = seg.lower()
     for term, needle, word_start in ctx.needles:
         i = _find(low, needle, word_start)

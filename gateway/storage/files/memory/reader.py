@@ -7,6 +7,7 @@ import orjson
 
 from ....memory.ports import ChunkRow
 from .db import Database
+from .vectors import read_vectors
 
 
 class SqliteChunkReader:
@@ -23,6 +24,10 @@ class SqliteChunkReader:
                 ids,
             )
         ]
+
+    async def vectors_of(self, ids: list[int]) -> dict[int, np.ndarray]:
+        blobs = await read_vectors(self.db, sorted(set(ids)))
+        return {cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()}
 
     async def vectors_at(self, keys: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], np.ndarray]:
         """One statement: each key's chunk through `chunks_identity`, its vector by a point lookup in vec0

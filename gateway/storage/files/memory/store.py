@@ -162,9 +162,10 @@ class SqliteChunks:
             batch = plan(await self._current(paths))
             inserts, vec_rows = [], []
             for new in batch.chunks:
-                inserts.append((next_id, *new.columns(), 1 if new.vector is not None else 0))
-                if new.vector is not None:
-                    vec_rows.append((next_id, new.file.source, new.file.session_key, new.vector))
+                v = new.vector
+                inserts.append((next_id, *new.columns(), 0 if v is None else 1))
+                if v is not None:
+                    vec_rows.append((next_id, new.file.source, new.file.session_key, v))
                 next_id += 1
             if batch.touched:
                 await self.db.executemany(

@@ -23,6 +23,17 @@ class PgChunkReader:
         )
         return [ChunkRow(*r) for r in rows]
 
+    async def vectors_of(self, ids: list[int]) -> dict[int, np.ndarray]:
+        if not ids:
+            return {}
+        rows = await self.pool.fetch(
+            "SELECT c.id, v.embedding::text FROM memory_chunks c JOIN memory_vectors v ON v.chunk_id = c.id "
+            "WHERE c.agent_id = $1 AND c.id = ANY($2::bigint[])",
+            self.agent_id,
+            sorted(set(ids)),
+        )
+        return {int(r[0]): parse_vector(r[1]) for r in rows}
+
     async def vectors_at(self, keys: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], np.ndarray]:
         if not keys:
             return {}
