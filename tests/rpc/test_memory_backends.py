@@ -133,7 +133,11 @@ async def test_qmd_backend_answers_and_is_kept_up_to_date(gateway, fake_qmd, mon
     await until(updated)  # the on-start sync was followed by qmd update + embed
     assert fake_qmd.calls("collection")[0].split(" ")[3:] == ["--name", "jarvis-main", "--mask", "**/*.md"]
     res = await c.call("memory.search", {"query": "wifi password", "mode": "fts", "sources": ["memory"]})
-    assert res["results"][0] == {
+    top = dict(res["results"][0])
+    # The ledger (memory/ledger/) knows this line states a code: the hit says so, dated.
+    fact = top.pop("fact")
+    assert (fact["subject"], fact["value"]) == ("code:wifi", "hunter2") and fact["since"]
+    assert top == {
         "path": "MEMORY.md",
         "source": "memory",
         "startLine": 3,
@@ -238,7 +242,8 @@ async def test_qmd_and_transcript_results_are_spread_over_files(gateway, fake_qm
 
     await until(indexed)
     res = await c.call("memory.search", {"query": "cabin wifi password", "mode": "fts", "k": 3})
-    assert [r["score"] for r in res["results"]] == [1.0, 1.0, 1.0], "all equally good"
+    # All equally good; the ledger's current statement of the code leads, the others just under it.
+    assert [round(r["score"], 3) for r in res["results"]] == [1.0, 1.0, 1.0], "all equally good"
     # Spread over both files; equally good hits come newest first (search/timeline.py): the turn said
     # after the note was written leads.
     assert [r["path"] for r in res["results"]] == [f"sessions/{key}.jsonl", "MEMORY.md", "MEMORY.md"]
