@@ -247,3 +247,30 @@ def test_a_delete_says_how_to_undo_it_and_history_restore_and_the_trash_work_in_
     assert r.returncode == 0 and r.stdout == "purged 1: boat\n"
     r = jarvis("memory", "purge", state_dir=state)
     assert r.returncode == 2 and "give key, or all: true" in r.stderr
+
+
+def test_memory_profile_lists_current_facts_and_search_takes_as_of(tmp_path):
+    """`jarvis memory profile`: the ledger's facts from a note (in process, on the state dir); a
+    correction set with `jarvis memory set profile.<subject>` leads; `--as-of` is memory.search's asOf."""
+    notes = tmp_path / "workspace" / "memory"
+    notes.mkdir(parents=True)
+    (notes / "2025-03-01.md").write_text("# Moving\n\nI live in Leeds, by the canal.\n")
+    (notes / "2025-09-01.md").write_text("# Moving again\n\nWe moved to Dundee, got the keys on Friday.\n")
+    r = jarvis("memory", "profile", state_dir=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("home: ") and "Dundee" in r.stdout.splitlines()[0], r.stdout
+    assert "(since 2025-09-01)" in r.stdout and "was: " in r.stdout and "Leeds" in r.stdout
+
+    assert (
+        jarvis("memory", "set", "profile.home", "Broughty Ferry", "--category", "facts", state_dir=tmp_path).returncode
+        == 0
+    )
+    r = jarvis("memory", "profile", "--json", state_dir=tmp_path)
+    home = next(f for f in orjson.loads(r.stdout)["facts"] if f["subject"] == "home")
+    assert (home["value"], home["source"]) == ("Broughty Ferry", "correction")
+
+    r = jarvis("memory", "search", "Where do I live?", "--as-of", "2025-06-01", "--json", state_dir=tmp_path)
+    res = orjson.loads(r.stdout)
+    assert res["asOf"] == "2025-06-01T23:59:59.999Z" and "Leeds" in res["results"][0]["snippet"], res
+    r = jarvis("memory", "search", "home", "--as-of", "soon", state_dir=tmp_path)
+    assert r.returncode == 2 and "asOf" in r.stderr and "ISO 8601" in r.stderr

@@ -12,6 +12,7 @@ Pure and blocking (the pipeline runs it in a thread); English first.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Iterable
 
@@ -50,7 +51,7 @@ _DROPPED_I = re.compile(
     r"^\W*(?:(?:just|finally|also|so|and|officially|today)\s+)*(?:" + "|".join(_FIRST_VERBS) + r")\b", re.I
 )
 _DIGIT = re.compile(r"\d")
-BARE_SUBJECTS = frozenset({"code", "number"})  # said without a person in it ("New phone, the PIN is 4412")
+_STATED = re.compile(r"\b(?:is|are|was)\b|:", re.I)
 _QUESTION = re.compile(
     r"\?\s*$|^\W*(?:what|who|whom|whose|which|where|when|why|how|do|does|did|can|could|should|is|are|am|will|would)\b",
     re.I,
@@ -93,6 +94,13 @@ def sentences(text: str) -> list[str]:
     return out
 
 
+def _nearness(thing: re.Match[str], cue: re.Match[str]) -> tuple[bool, int]:
+    """How near a thing a code opens is named to the code's cue ("changed the lock: the code of the gate
+    is …" → gate); of a compound next to it, the first word comes first ("the garage door code" → garage)."""
+    gap = max(0, thing.start() - cue.end(), cue.start() - thing.end())
+    return (gap > 1, gap if gap > 1 else thing.start())
+
+
 def value_of(sentence: str, cue: re.Match[str]) -> str:
     """What the sentence says the subject is: the words after its verb or preposition, after the cue."""
     tail = sentence[cue.end() :] if cue.end() < len(sentence) else ""
@@ -116,9 +124,10 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
     code opens may be named in the sentence before)."""
     hinted = lexicon_hinted(sentence.lower())
     if hinted and not _ME.search(sentence) and not _DROPPED_I.search(sentence):
-        # Without "I", "my", "we"…, only a code or number given bare, with its digits, is the person's
-        # ("The code is 7340").
-        hinted = [subj for subj in hinted if subj.name in BARE_SUBJECTS] if _DIGIT.search(sentence) else []
+        # Without "I", "my", "we"…, only a code or number given bare is the person's ("The code is 7340",
+        # "The cabin wifi password is moose"): a number with its digits, a code with digits or said to be.
+        digits, stated = bool(_DIGIT.search(sentence)), bool(_STATED.search(sentence))
+        hinted = [s for s in hinted if (s.name == "number" and digits) or (s.name == "code" and (digits or stated))]
     if not hinted:  # most clauses name no subject: their words looked up, no expression searched
         return []
     s = _TAG.sub("", sentence.strip()).strip()
@@ -140,8 +149,7 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
             if subj.by_cue:
                 q = m.group(0).lower().split()[-1]
             elif subj.name == "code" and (things := list(LOCKED_THINGS.finditer(s))):
-                # the thing named nearest the code ("changed the lock: the code of the gate is …" → gate)
-                near = min(things, key=lambda t: min(abs(t.start() - m.end()), abs(m.start() - t.end())))
+                near = min(things, key=functools.partial(_nearness, cue=m))
                 q = near.group(1).lower().replace("-", "")
             elif subj.name == "code" and (thing := LOCKED_THINGS.search(message)):
                 q = thing.group(1).lower().replace("-", "")

@@ -319,7 +319,7 @@ def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question,
             continue
         r = out[i] = dict(r)
         ceiling = min(ceiling, float(r.get("score") or 0.0))
-        r["score"] = round(min(ceiling, 0.999999), 6)
+        r["score"] = round(ceiling, 6)
     return out
 
 
