@@ -211,7 +211,8 @@ async def test_a_fact_told_in_one_conversation_is_recalled_in_another(start_gate
         )
         chunks = [ch async for ch in stream.parse()]
     system = chat_requests(api)[-1]["messages"][0]
-    assert system["role"] == "system" and system["content"].startswith("You are terse.\n\n## Recalled memory\n")
+    assert system["role"] == "system" and system["content"].startswith("You are terse.\n\n## What is true now\n")
+    assert "- code:lock: 7395 (since " in system["content"] and "\n\n## Recalled memory\n" in system["content"]
     assert "7395" in system["content"]
     recalled = json.loads(stream.headers["x-jarvis-memory"])
     assert recalled and recalled[0]["path"].startswith("sessions/")
