@@ -8,6 +8,9 @@ What crosses between them, all through the database (storage/postgres/db.py):
   mirror and re-index the session's memory (debounced, like after a local `chat.final`).
 - **keyed memories** (`keyed`, after memory.set/delete): the other gateways rewrite or remove their
   mirror file of that key (storage/postgres/keyed.py) and re-index their memory files.
+- **notes** (`note`, after a new version of MEMORY.md, LEARNINGS.md or a memory/**/*.md note, written
+  through a door or taken in from a folder): the other gateways write it into their folder
+  (storage/postgres/notes.py) and re-index.
 - **deletes** (`deleted`) and **aborts** (`abort`: `chat.abort` sent to a gateway that does not run the
   session's run asks the one that does).
 - **dead gateways**: every SWEEP_S seconds each gateway looks for runs held by an instance whose
@@ -84,6 +87,7 @@ class Cluster:
         pg.on("deleted", lambda msg: self._to_agent(msg, "deleted"))
         pg.on("abort", lambda msg: self._to_agent(msg, "abort"))
         pg.on("keyed", lambda msg: self._to_agent(msg, "keyed"))
+        pg.on("note", lambda msg: self._to_agent(msg, "note"))
         pg.on("watch?", self._on_watch)
         pg.on("confirm", self._on_confirm)
         pg.on("watching", self._on_answer)
@@ -226,6 +230,9 @@ class Cluster:
         elif kind == "keyed":
             if agent.memory is not None:
                 await agent.memory.keyed_changed(key)
+        elif kind == "note":
+            if agent.memory is not None:
+                await agent.memory.note_changed(key)
 
     def _refresh_open_agents(self) -> None:
         for agent in list(self.services.agents.values()):
@@ -234,6 +241,8 @@ class Cluster:
             if agent.memory is not None:
                 task = asyncio.get_running_loop().create_task(agent.memory.keyed_changed(None))
                 task.add_done_callback(log_failure("cluster_keyed_refresh_failed"))
+                task = asyncio.get_running_loop().create_task(agent.memory.note_changed(None))
+                task.add_done_callback(log_failure("cluster_notes_refresh_failed"))
 
     # ---- runs of gateways that died ---------------------------------------------------------------
     async def _sweep_loop(self) -> None:

@@ -34,10 +34,11 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 FILES = ("sqlite", "files")  # the state dir's own engine: sessions.json + <key>.jsonl (and SQLite indexes)
 
 DESCRIPTION = """\
-Copy every agent's sessions (metadata and transcripts) and keyed memories (memory.set, with their
-versions), and what is in their trash, between this state dir and PostgreSQL, through the storage
-engines' own interface, then check the copy: per session, the line count and a SHA-256 over the
-transcript bytes on both sides; per keyed memory, its fields and versions.
+Copy every agent's sessions (metadata and transcripts), keyed memories (memory.set, with their
+versions), notes (MEMORY.md, LEARNINGS.md, memory/**/*.md, with their versions), and what is in their
+trash, between this state dir and PostgreSQL, through the storage engines' own interface, then check
+the copy: per session, the line count and a SHA-256 over the transcript bytes on both sides; per keyed
+memory, its fields and versions; per note, its text.
 
   --to postgresql://…   from <stateDir>/agents/*/sessions into the database (its schema is created or
                         migrated first); then set storage.url (or JARVIS_DATABASE_URL) to that URL
@@ -47,7 +48,7 @@ transcript bytes on both sides; per keyed memory, its fields and versions.
 Stop the gateway first: the command refuses to run while one holds the state dir. Nothing at the
 destination is overwritten: a session already there with the same content is skipped (so running it
 again is safe), one with different content is reported and left alone (exit code 1); the same for a
-keyed memory. Each session is copied whole or not at all: an interrupted run goes on when run again.
+keyed memory and a note. Each session is copied whole or not at all: an interrupted run goes on when run again.
 An agent that would hold more sessions at the destination than its sessions.max (those there plus
 the new ones) is refused before any session is copied (exit code 1).
 A torn last line (a transcript write cut short by a crash, never read by the gateway) is not copied;
@@ -66,7 +67,7 @@ EPILOG = (
 def add_commands(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "migrate",
-        help="copy sessions and keyed memories between the state dir and PostgreSQL, and check the copy",
+        help="copy sessions, keyed memories and notes between the state dir and PostgreSQL, and check the copy",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -254,6 +255,21 @@ def show(report: "mig.Report", verbose: bool = False) -> None:
                 + (f"  {check}" if check else "")
                 + (f"\n            {e.detail}" if e.detail else "")
             )
+    if report.notes:
+        out.append("")
+        nn = report.notes
+        out.append(
+            f"notes: {len(nn):,} ({len(report.notes_of(mig.COPIED, mig.WOULD_COPY))} {done}, "
+            f"{len(report.notes_of(mig.IDENTICAL))} identical, {len(report.notes_of(mig.CONFLICT))} in conflict, "
+            f"{len(report.notes_of(mig.FAILED))} failed)"
+        )
+        for n in nn if verbose else [n for n in nn if n.detail or n.status in (mig.CONFLICT, mig.FAILED)]:
+            check = {True: "checked", False: "check FAILED", None: ""}[n.verified]
+            out.append(
+                f"{n.status:<10}  note {n.name} ({_n(n.versions, 'version')})"
+                + (f"  {check}" if check else "")
+                + (f"\n            {n.detail}" if n.detail else "")
+            )
     torn = [e for e in report.entries if e.torn_bytes]
     if torn:
         out.append("")
@@ -315,8 +331,8 @@ def _verdict(report: "mig.Report") -> str:
 
     copied = len(report.of(mig.COPIED, mig.WOULD_COPY))
     same = len(report.of(mig.IDENTICAL))
-    conflicts = len(report.of(mig.CONFLICT)) + len(report.keyed_of(mig.CONFLICT))
-    failed = len(report.of(mig.FAILED)) + len(report.keyed_of(mig.FAILED))
+    conflicts = len(report.of(mig.CONFLICT)) + len(report.keyed_of(mig.CONFLICT)) + len(report.notes_of(mig.CONFLICT))
+    failed = len(report.of(mig.FAILED)) + len(report.keyed_of(mig.FAILED)) + len(report.notes_of(mig.FAILED))
     if report.dry_run:
         return (
             f"dry run: {_n(copied, 'session')} would be copied, {same} there already (identical), "

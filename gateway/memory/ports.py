@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .index.chunking import Chunk
     from .index.settings import SyncStats
     from .index.sources import SourceFile
+    from .notes.history import NoteVersion
     from .notes.keyed import Entry, KeyedCopy, Version
     from .search.snippets import Exclude
     from .sync import DirtyMarks, SyncRequest
@@ -291,6 +292,38 @@ class KeyedMemories(Protocol):
     async def reconcile(self, key: str | None = None) -> int:
         """Bring the workspace files in line with the record before they are indexed (`key`: the one
         another gateway changed; None: all). The number of files changed (0 where the files are the record)."""
+
+
+class NoteRecord(Protocol):
+    """One agent's notes — MEMORY.md, memory.md, LEARNINGS.md and memory/**/*.md (day files included; not
+    memory/keyed/ nor memory/images/, which keyed memories and images own) — as the engine keeps them,
+    with their versions (memory/notes/history.py's NoteVersion: text, when, the door, who).
+
+    The files engine keeps the plain workspace folder (and the versions memory.write made in the state
+    dir). PostgreSQL keeps each note and its versions in rows, every gateway's folder a working mirror:
+    `reconcile` takes a file changed on disk (an editor, memory.learn, a day file's flush) into the
+    record as a new version and writes the record's newer notes to disk; two edits of one note at once
+    both stay, the later current and the earlier a version.
+
+    Errors: Invalid for a path memory.write may not write or a text it may not hold, NotFound where a
+    note has no versions."""
+
+    async def write(self, rel: str, text: str, by: str = "", principal: str | None = None) -> dict[str, Any]:
+        """Replace (or create) note `rel` (already checked writable) with `text`, a new version by the
+        door `by` and `principal`; → {path, size, created}. What the file held, if edited by hand and
+        not yet recorded, is kept as a version first."""
+
+    async def versions(self, rel: str) -> builtins.list[NoteVersion]:
+        """The note's versions, oldest first; the newest is what it holds now. [] for a note never written."""
+
+    async def reconcile(self, rel: str | None = None) -> int:
+        """Bring the folder and the record in line (`rel`: the one note another gateway changed; None:
+        all); the number of notes taken in or written out (0 where the folder is the record). A file
+        missing here is left alone: a folder may blink (`forget_gone` takes a deletion in)."""
+
+    async def forget_gone(self) -> int:
+        """After a sync confirmed the files missing from the folder gone (it looks twice before it
+        removes much): their notes leave the record, their versions stay. How many."""
 
 
 @dataclass

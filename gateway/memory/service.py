@@ -37,7 +37,7 @@ from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, Se
 from .search.qmd import QmdBackend
 from .search.timeline import arrange
 from .present import shape
-from .ports import IndexContext, KeyedMemories, MemoryIndex
+from .ports import IndexContext, KeyedMemories, MemoryIndex, NoteRecord
 from .search.snippets import Exclude
 from .sync import DirtyMarks, SyncOrchestrator, SyncRequest
 
@@ -56,7 +56,7 @@ POOL_SPARE = 5
 
 
 class MemoryService:
-    def __init__(self, config: Config, agent_id: str, index: MemoryIndex, keyed: KeyedMemories):
+    def __init__(self, config: Config, agent_id: str, index: MemoryIndex, keyed: KeyedMemories, notes: NoteRecord):
         self.config = config
         self.cfg = config.memory
         self.agent_id = agent_id
@@ -64,6 +64,7 @@ class MemoryService:
         self.sessions_dir: Path = config.sessions_dir(agent_id)
         self.index = index
         self.keyed = keyed  # memory.set & co. (notes/service.py), reconciled before a sync indexes them
+        self.notes = notes  # memory.write & co.: the folder, or rows it mirrors (reconciled likewise)
         self.provider: EmbeddingProvider | None = None
         self.provider_problem: str | None = None
         self._skipped: dict[str, int] = {}  # memory files left out for their size: path → bytes
@@ -236,6 +237,10 @@ class MemoryService:
                 await self.keyed.reconcile()
             except Exception as exc:  # the files are indexed as they are; the next sync tries again
                 log.warning("memory_keyed_reconcile_failed", error=str(exc) or type(exc).__name__)
+            try:
+                await self.notes.reconcile()
+            except Exception as exc:  # likewise
+                log.warning("memory_notes_reconcile_failed", error=str(exc) or type(exc).__name__)
         if not whole:
             # Clear the dirty marks this run covers before it starts: changes during the run re-mark them.
             if self._dirty:  # it covers marks a search may be waiting to see (read-your-writes)
@@ -247,6 +252,11 @@ class MemoryService:
             if not whole and not self.index.rebuilding:
                 self._dirty.uncovered(req.memory, req.sessions)
             raise
+        if req.memory and stats.removed:  # files the sync found gone (twice, where many): so are their notes
+            try:
+                await self.notes.forget_gone()
+            except Exception as exc:  # the next sync that removes files tries again
+                log.warning("memory_notes_forget_failed", error=str(exc) or type(exc).__name__)
         if whole:
             self._hidden_sessions -= hidden
         elif req.sessions:
@@ -338,6 +348,14 @@ class MemoryService:
             return
         await self.keyed.reconcile(key)
         self._on_memory_change()
+
+    async def note_changed(self, path: str | None = None) -> None:
+        """Another gateway wrote note `path` (None: maybe any, notifications were missed): bring the folder
+        in line with the record, re-index. (Only where gateways share storage.)"""
+        if self._closed or not self.cfg.enabled:
+            return
+        if await self.notes.reconcile(path):
+            self._on_memory_change()
 
     async def forget_session(self, session_key: str) -> None:
         """After `sessions.delete` (here, or through another gateway on shared storage; its transcript is

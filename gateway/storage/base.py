@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 # storage): named here too, as part of what an engine provides.
 from ..memory.ports import EmbeddingCacheStore as EmbeddingCacheStore
 from ..memory.ports import IndexContext as IndexContext
-from ..memory.ports import KeyedMemories, MemoryIndex
+from ..memory.ports import KeyedMemories, MemoryIndex, NoteRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..errors import Unavailable
+    from ..memory.notes.history import NoteVersion
     from ..memory.notes.keyed import Entry, KeyedCopy
     from ..principals import Principal
 
@@ -138,6 +139,31 @@ class SessionStore(Protocol):
     async def refresh_mirrors(self) -> None: ...
     async def grown(self, key: str) -> None: ...
     async def gone(self, key: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class NoteCopy:
+    """A whole note as one engine hands it to another (`jarvis migrate`): its versions, oldest first,
+    the last what it holds now; `problem`: why it cannot be copied (a file that is not UTF-8 text)."""
+
+    path: str
+    versions: tuple[NoteVersion, ...]
+    problem: str = ""
+
+
+class NoteStore(NoteRecord, Protocol):
+    """An agent's notes (memory/ports.py's NoteRecord), and whole notes in and out (`jarvis migrate`)."""
+
+    async def copies(self) -> builtins.list[NoteCopy]:
+        """Every note with its versions, by path."""
+
+    async def import_copies(self, copies: Sequence[NoteCopy], dry_run: bool = False) -> builtins.list[Imported]:
+        """Each note with its versions: ADDED; PRESENT with detail IDENTICAL_NOTE when it holds that
+        text already, else PRESENT (another text is there: nothing written); REFUSED (this engine
+        cannot hold it)."""
+
+
+IDENTICAL_NOTE = "it holds that text already"
 
 
 class RunLedger(Protocol):
@@ -278,6 +304,9 @@ class Storage(Protocol):
 
     def memory_index(self, agent_id: str) -> MemoryIndex:
         """The agent's memory index, not yet opened."""
+
+    def notes(self, agent_id: str) -> NoteStore:
+        """The agent's notes (MEMORY.md, LEARNINGS.md, memory/**/*.md): the folder, or rows it mirrors."""
 
     def memory(self, agent_id: str) -> MemoryService:
         """The agent's memory service over `memory_index` and `keyed`, not yet opened."""

@@ -11,7 +11,10 @@ nothing (gateway/cli/migrate.py shows it). What is copied, per session: its meta
 label, createdAt, updatedAt, messageCount, and model and systemPrompt when the session has its own) and
 its transcript, line by line, byte for byte, in order; per keyed memory (memory.set): its category,
 value, created and updated and its versions, and the keyed memories in the trash the same way, into the
-trash (the same rules: never overwritten, compared, read back). Sessions in the trash are copied into
+trash (the same rules: never overwritten, compared, read back); per note (MEMORY.md, LEARNINGS.md,
+memory/**/*.md): its text and versions (NoteStore: `copies`, `import_copies`; a note that holds the same
+text there is identical, another text a conflict left unchanged). Images are files in the workspace
+either way, and are not copied. Sessions in the trash are copied into
 the destination's trash the same way as live ones (and do not count against its sessions.max).
 
 Not copied, and why: memory indexes are derived from the transcripts and memory files, rebuilt by the
@@ -56,12 +59,11 @@ from ..schema import AGENT_ID, SESSION_KEY
 from . import open_storage
 from ..memory.notes.keyed import KeyedCopy
 from .base import ADDED, PRESENT, KeyedStore, SessionCopy, SessionStore, Storage
+from .copynotes import CONFLICT, COPIED, FAILED, IDENTICAL, WOULD_COPY, NoteEntry, copy_notes  # the statuses
 from .postgres import redact
 
 AGENT_RE, KEY_RE = re.compile(AGENT_ID), re.compile(SESSION_KEY)
 BATCH, BATCH_BYTES = 1000, 64 << 20  # sessions handed to the destination at once (its session list: one write)
-
-COPIED, WOULD_COPY, IDENTICAL, CONFLICT, FAILED = "copied", "would copy", "identical", "conflict", "failed"
 
 Progress = Callable[[str, int, int], None]  # (phase "copy" | "verify", done, total)
 
@@ -153,6 +155,7 @@ class Report:
     unlisted: list[str] = field(default_factory=list)  # "agent/key.jsonl": transcripts that are no session
     schema: list[str] = field(default_factory=list)  # migrations applied (a dry run: that would be)
     keyed: list[KeyedEntry] = field(default_factory=list)  # the keyed memories' outcomes
+    notes: list[NoteEntry] = field(default_factory=list)  # the notes' outcomes
 
     @property
     def agents(self) -> list[str]:
@@ -163,10 +166,17 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return not self.of(CONFLICT, FAILED) and not self.keyed_of(CONFLICT, FAILED)
+        return (
+            not self.of(CONFLICT, FAILED)
+            and not self.keyed_of(CONFLICT, FAILED)
+            and not self.notes_of(CONFLICT, FAILED)
+        )
 
     def keyed_of(self, *statuses: str) -> list["KeyedEntry"]:
         return [e for e in self.keyed if e.status in statuses]
+
+    def notes_of(self, *statuses: str) -> list["NoteEntry"]:
+        return [e for e in self.notes if e.status in statuses]
 
 
 # ---- the two directions -----------------------------------------------------------------------------
@@ -359,6 +369,7 @@ async def _copy(src: Storage, dst: Storage, report: Report, progress: Progress |
     for agent in agents:
         if AGENT_RE.fullmatch(agent):
             await _copy_keyed(src.keyed(agent), dst.keyed(agent), agent, report)
+            report.notes += await copy_notes(src.notes(agent), dst.notes(agent), agent, report.dry_run)
 
 
 async def _check_room(plan: list[tuple[str, str]], targets: dict[str, SessionStore], there: set[str]) -> None:

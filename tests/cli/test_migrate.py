@@ -559,3 +559,55 @@ async def test_the_trash_and_versions_go_both_ways(tmp_path, start_gateway, post
     await c.close()
     r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=tmp_path / "src")
     assert r.returncode == 0 and "0 copied" in r.stdout and "2 identical" in r.stdout, r.stdout
+
+
+def files_notes(state: Path, agent: str = "main"):
+    """The files engine's notes of `agent` in the state dir `state` (its workspace folder)."""
+    from gateway.storage.files.engine import FilesStorage
+    from tests.helpers import make_config
+
+    return FilesStorage(make_config(state)).notes(agent)
+
+
+async def test_notes_go_both_ways_with_their_versions_and_a_different_one_is_a_conflict(tmp_path, postgres_url):
+    """Issue 47: MEMORY.md, day files and notes with the versions memory.write kept, files → PostgreSQL
+    → files; again, nothing changes; a note edited since is a conflict, left as the database has it."""
+    from tests.helpers import make_config
+
+    src, back = tmp_path / "src", tmp_path / "back"
+    await make_state(src)
+    notes = files_notes(src)
+    await notes.write("MEMORY.md", "# Me\nI sail.\n", "websocket", "owner")
+    await notes.write("MEMORY.md", "# Me\nI sail and row.\n", "mcp", "phone")
+    day = make_config(src).agent_workspace("main") / "memory" / "2026-11-20.md"
+    day.parent.mkdir(parents=True, exist_ok=True)
+    day.write_text("# 2026-11-20\n\n## Harbour\nThe harbour master is Ines.\n")  # a compaction's flush
+    want = {c.path: [v.full() for v in c.versions] for c in await notes.copies()}
+    assert set(want) == {"MEMORY.md", "memory/2026-11-20.md"}
+
+    r = await ajarvis("migrate", "--to", postgres_url, state_dir=src)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "notes: 2 (2 copied, 0 identical, 0 in conflict, 0 failed)" in r.stdout, r.stdout
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        rows = {(x["path"], x["version"]): x["content"] for x in await conn.fetch("SELECT * FROM note_versions")}
+    finally:
+        await conn.close()
+    assert rows[("MEMORY.md", 1)] == "# Me\nI sail.\n" and rows[("MEMORY.md", 2)] == "# Me\nI sail and row.\n"
+
+    r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=back)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert {c.path: [v.full() for v in c.versions] for c in await files_notes(back).copies()} == want
+    assert (make_config(back).agent_workspace("main") / "MEMORY.md").read_text() == "# Me\nI sail and row.\n"
+    r = await ajarvis("migrate", "--to", "sqlite", "--from", postgres_url, state_dir=back)
+    assert r.returncode == 0 and "notes: 2 (0 copied, 2 identical" in r.stdout, r.stdout
+
+    (make_config(src).agent_workspace("main") / "MEMORY.md").write_text("# Me\nI only row now.\n")
+    r = await ajarvis("migrate", "--to", postgres_url, state_dir=src)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "conflict    note main/MEMORY.md" in r.stdout and "another text is there" in r.stdout, r.stdout
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        assert await conn.fetchval("SELECT content FROM notes WHERE path = 'MEMORY.md'") == "# Me\nI sail and row.\n"
+    finally:
+        await conn.close()

@@ -20,7 +20,7 @@ from ...errors import Invalid
 from ...fsutil import atomic_write, ensure_dir, locked
 from ..index.sources import clean_relative, scan_memory
 from ...timeutil import to_iso
-from ..layout import IMAGES_DIR, KEYED_DIR, NOTES_DIR
+from ..layout import IMAGES_DIR, KEYED_DIR, NOTES_DIR, is_note
 from .history import NoteHistory
 
 MAX_NOTE_BYTES = 256 * 1024  # what memory.get returns of a file at most, so a note read is a note whole
@@ -31,6 +31,12 @@ def writable(rel: str) -> bool:
     return (rel == "MEMORY.md" or (rel.startswith(NOTES_DIR + "/") and rel.endswith(".md"))) and not rel.startswith(
         _OWNED
     )
+
+
+def in_record(rel: str) -> bool:
+    """A note the engine's NoteRecord holds (memory/ports.py): a memory file that keyed memories and
+    images do not own — MEMORY.md, memory.md, LEARNINGS.md, memory/**/*.md."""
+    return is_note(rel) and not rel.startswith(_OWNED)
 
 
 def list_files(workspace: Path) -> list[dict]:
@@ -75,6 +81,43 @@ def read_note(workspace: Path, rel: str) -> tuple[str | None, str]:
         return None, ""
 
 
+def check_content(text: str) -> bytes:
+    """A note's text as it is stored (UTF-8), or Invalid naming the rule it breaks."""
+    data = text.encode("utf-8")
+    if len(data) > MAX_NOTE_BYTES:
+        raise Invalid(f"must be at most {MAX_NOTE_BYTES} bytes of UTF-8, got {len(data)}", field="content")
+    if "\x00" in text:
+        raise Invalid("must not contain NUL characters", field="content")
+    return data
+
+
+def _target(workspace: Path, rel: str) -> Path:
+    """Where note `rel` goes, its folders made, refused where a folder resolves outside the workspace."""
+    root = workspace.resolve()
+    target = workspace / rel
+    existing = target.parent
+    while not existing.exists() and existing != workspace:
+        existing = existing.parent
+    for folder in (existing, target.parent):  # before creating folders, and after (a swap meanwhile)
+        real_dir = Path(os.path.realpath(folder))
+        if real_dir != root and root not in real_dir.parents:
+            raise Invalid("its folder resolves outside the workspace (symlink); refused", field="path")
+        ensure_dir(target.parent)
+    return target
+
+
+def put_file(workspace: Path, rel: str, data: bytes) -> bool:
+    """Write note `rel` (a mirror of a record: any note path, checked by the caller) atomically under its
+    lock, never through a symlink; whether it was created."""
+    target = _target(workspace, rel)
+    with locked(target):
+        if target.is_symlink() or (target.exists() and not target.is_file()):
+            raise Invalid("is a symlink or not a regular file; refused", field="path")
+        created = not target.exists()
+        atomic_write(target, data)
+    return created
+
+
 def write_file(
     workspace: Path,
     path: str,
@@ -86,21 +129,8 @@ def write_file(
     """Replace (or create) the note at `path` with `text`; → {path, size, created}. `history`: where the
     text it replaces and the new one are kept as versions (`by`: the door the write came through)."""
     rel = writable_path(path)
-    data = text.encode("utf-8")
-    if len(data) > MAX_NOTE_BYTES:
-        raise Invalid(f"must be at most {MAX_NOTE_BYTES} bytes of UTF-8, got {len(data)}", field="content")
-    if "\x00" in text:
-        raise Invalid("must not contain NUL characters", field="content")
-    root = workspace.resolve()
-    target = workspace / rel
-    existing = target.parent
-    while not existing.exists() and existing != workspace:
-        existing = existing.parent
-    for folder in (existing, target.parent):  # before creating folders, and after (a swap meanwhile)
-        real_dir = Path(os.path.realpath(folder))
-        if real_dir != root and root not in real_dir.parents:
-            raise Invalid("its folder resolves outside the workspace (symlink); refused", field="path")
-        ensure_dir(target.parent)
+    data = check_content(text)
+    target = _target(workspace, rel)
     with locked(target):
         if target.is_symlink() or (target.exists() and not target.is_file()):
             raise Invalid("is a symlink or not a regular file; refused", field="path")

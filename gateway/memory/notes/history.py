@@ -103,3 +103,15 @@ class NoteHistory:
         kept_ = kept(versions, self.limits, lambda v: v.content)
         data = {"path": rel, "versions": [{k: getattr(v, k) for k in _FIELDS} for v in kept_]}
         atomic_write(self._file(rel), orjson.dumps(data))
+
+    def put(self, rel: str, versions: list[NoteVersion]) -> None:
+        """Keep `versions` (oldest first) as the note's whole history, within the limits (`jarvis migrate`)."""
+        for folder in (self.folder.parent.parent, self.folder.parent, self.folder):
+            ensure_private_dir(folder)
+        kept_ = kept(versions, self.limits, lambda v: v.content)
+        data = {"path": rel, "versions": [{k: getattr(v, k) for k in _FIELDS} for v in kept_]}
+        atomic_write(self._file(rel), orjson.dumps(data))
+
+    def recorded(self, rel: str) -> list[NoteVersion]:
+        """The versions kept for the note, without what the file holds now."""
+        return self._load(rel)

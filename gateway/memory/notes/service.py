@@ -21,9 +21,9 @@ from ...errors import Invalid, NotFound, Unavailable
 from ...timeutil import days_after, now_iso
 from . import files, learnings, timerecall
 from ..embeddings.base import EmbeddingError
-from .history import NoteHistory, NoteVersion
+from .history import NoteVersion
 from .images import ImageStore, decode_image
-from .keyed import VersionLimits, check_category
+from .keyed import check_category
 
 V = TypeVar("V", NoteVersion, "Version")
 
@@ -49,8 +49,8 @@ class MemoryNotes:
         # Keyed memories: the engine's (files in the workspace, or rows in PostgreSQL with the files as a mirror).
         self.keyed = manager.keyed
         self.images = ImageStore(workspace)
-        # The versions of notes memory.write replaced (history.py); keyed memories keep theirs in the engine.
-        self.note_history = NoteHistory(history_dir / "notes", VersionLimits.of(manager.config))
+        # Notes: the engine's (the folder with memory.write's versions beside it, or rows it mirrors).
+        self.notes = manager.notes
 
     async def _reindex(self) -> None:
         """Bring the index up to date with the memory files now (coalesces with other syncs)."""
@@ -61,7 +61,7 @@ class MemoryNotes:
         return {"files": await asyncio.to_thread(files.list_files, self.workspace)}
 
     async def write(self, path: str, content: str, by: str = "", principal: str | None = None) -> dict:
-        res = await asyncio.to_thread(files.write_file, self.workspace, path, content, self.note_history, by, principal)
+        res = await self.notes.write(files.writable_path(path), content, by, principal)
         await self._reindex()
         return res
 
@@ -69,12 +69,7 @@ class MemoryNotes:
         """memory.history {path}: the note's versions, newest first (without their text); with `version`,
         that one whole."""
         rel = files.writable_path(path)
-
-        def load() -> list[NoteVersion]:
-            current, at = files.read_note(self.workspace, rel)
-            return self.note_history.versions(rel, current, at)
-
-        versions = await asyncio.to_thread(load)
+        versions = await self.notes.versions(rel)
         if not versions:
             raise NotFound(f"{rel} has no versions: it was never written and does not exist", {"path": rel})
         if version is None:

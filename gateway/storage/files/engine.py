@@ -13,6 +13,7 @@ from ..base import ResponseLimits
 from .keyed import FileKeyedStore
 from .ledger import LocalRunLedger
 from .memory import FilesMemoryIndex
+from .notes import FileNotes
 from .principals import FileAuditLog, FilePrincipalStore
 from .responses import FileResponseStore
 from .sessions import FileSessionStore
@@ -77,7 +78,14 @@ class FilesStorage:
     def memory(self, agent_id: str) -> "MemoryService":
         from ...memory.service import MemoryService
 
-        return MemoryService(self.config, agent_id, self.memory_index(agent_id), self.keyed(agent_id))
+        return MemoryService(
+            self.config, agent_id, self.memory_index(agent_id), self.keyed(agent_id), self.notes(agent_id)
+        )
+
+    def notes(self, agent_id: str) -> FileNotes:
+        """The workspace folder itself; memory.write's versions in the state dir."""
+        history = self.config.agent_dir(agent_id) / "history" / "notes"
+        return FileNotes(self.config.agent_workspace(agent_id), history, VersionLimits.of(self.config))
 
     def cluster(self, services: "Services") -> "Cluster | None":
         return None  # one gateway: nothing to coordinate

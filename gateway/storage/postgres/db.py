@@ -299,6 +299,33 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX stored_responses_by_age ON stored_responses (created_at);
     """,
     ),
+    (
+        # Notes as rows (storage/postgres/notes.py), each gateway's workspace folder a mirror.
+        "0012_notes",
+        """
+        CREATE TABLE notes (
+            agent_id text NOT NULL,
+            path text NOT NULL,
+            content text NOT NULL,
+            hash text NOT NULL,
+            version integer NOT NULL,
+            at text NOT NULL,
+            by_door text NOT NULL,
+            principal text,
+            PRIMARY KEY (agent_id, path)
+        );
+        CREATE TABLE note_versions (
+            agent_id text NOT NULL,
+            path text NOT NULL,
+            version integer NOT NULL,
+            at text NOT NULL,
+            by_door text NOT NULL,
+            principal text,
+            content text NOT NULL,
+            PRIMARY KEY (agent_id, path, version)
+        );
+    """,
+    ),
 ]
 
 

@@ -13,6 +13,7 @@ from ..base import ResponseLimits
 from .keyed import PgKeyedStore
 from .ledger import PgRunLedger
 from .memory import PgMemoryIndex
+from .notes import PgNotes
 from .principals import PgAuditLog, PgPrincipalStore
 from .responses import PgResponseStore
 from .sessions import PgSessionStore
@@ -51,7 +52,7 @@ class PostgresStorage:
         async with self.pg.pool.acquire() as conn:
             tables = [
                 t
-                for t in ("sessions", "keyed_memories")
+                for t in ("sessions", "keyed_memories", "notes")
                 if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", t)
             ]
             if not tables:
@@ -84,7 +85,20 @@ class PostgresStorage:
     def memory(self, agent_id: str) -> "MemoryService":
         from ...memory.service import MemoryService
 
-        return MemoryService(self.config, agent_id, self.memory_index(agent_id), self.keyed(agent_id))
+        return MemoryService(
+            self.config, agent_id, self.memory_index(agent_id), self.keyed(agent_id), self.notes(agent_id)
+        )
+
+    def notes(self, agent_id: str) -> PgNotes:
+        """Rows, with the workspace folder a mirror (what this gateway mirrored: its state dir's)."""
+        return PgNotes(
+            self.pg,
+            agent_id,
+            self.config.agent_workspace(agent_id),
+            self.config.agent_dir(agent_id) / "notes-mirror.json",
+            VersionLimits.of(self.config),
+            self.config.memory.max_file_bytes,
+        )
 
     def cluster(self, services: "Services") -> "Cluster":
         from ...cluster import Cluster

@@ -468,15 +468,7 @@ class PgKeyedStore:
             return await self._reconcile(key)
 
     async def _unmounted(self) -> str | None:
-        """Why the workspace looks like a share that is not mounted (missing; or empty while notes of it
-        are indexed), else None."""
-        if not await asyncio.to_thread(self.workspace.is_dir):
-            return "workspace missing"
-        if await asyncio.to_thread(folder_empty, self.workspace) and await self.pg.pool.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM memory_files WHERE agent_id = $1 AND source = 'memory')", self.agent_id
-        ):
-            return "workspace empty while notes of it are indexed"
-        return None
+        return await unmounted(self.pg, self.agent_id, self.workspace)
 
     async def _reconcile(self, key: str | None) -> int:
         why = await self._unmounted()
@@ -600,3 +592,17 @@ def _importable(f: Entry) -> bool:
         )
         return False
     return True
+
+
+async def unmounted(pg: Postgres, agent_id: str, workspace: Path, fresh: bool = False) -> str | None:
+    """Why the workspace looks like a share that is not mounted (missing; or empty while notes of it
+    are indexed), else None: mirrors (keyed memories', notes') are not written into it then. `fresh`:
+    a missing workspace counts only while notes of it are indexed (else it is a new one, to make)."""
+    missing = not await asyncio.to_thread(workspace.is_dir)
+    if missing and not fresh:
+        return "workspace missing"
+    if (missing or await asyncio.to_thread(folder_empty, workspace)) and await pg.pool.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM memory_files WHERE agent_id = $1 AND source = 'memory')", agent_id
+    ):
+        return f"workspace {'missing' if missing else 'empty'} while notes of it are indexed"
+    return None

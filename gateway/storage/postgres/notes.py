@@ -1,0 +1,423 @@
+"""The PostgreSQL engine's NoteRecord (memory/ports.py): notes as rows every gateway on the database
+shares, each gateway's workspace folder a working mirror.
+
+    notes          (agent, path) → the text now, its SHA-256, version, when, the door (`by_door`), who
+    note_versions  (agent, path, version) → the text of each version kept (memory.versions' limits)
+
+A write through any door (memory.write, memory.restore) is a new version, committed with a `note`
+notification; every gateway then writes the note into its folder (cluster.py → `reconcile(path)`).
+A file changed in the folder — a person's editor, memory.learn, a day file's flush — is taken into
+the record as a new version (by "file") before the next sync indexes it (the watcher starts that sync),
+and reaches the other gateways the same way. What this gateway last mirrored of each note is in its own
+state dir (`<agentDir>/notes-mirror.json`: version, SHA-256, mtime and size), so an edit on disk is
+told from a mirror that fell behind: a file that differs from what was mirrored is an edit, taken in
+on top of whatever the record holds by then, so two edits at once both survive — the later current,
+the earlier a version. A file that is not UTF-8 text, holds NUL or is over `memory.maxFileBytes` stays
+out of the record (said once in the log). A file deleted from a folder leaves the record once a sync
+has confirmed it gone (`forget_gone`: the sync looks twice before it removes much, so a folder that
+blinked deletes nothing); its versions stay, and the other gateways remove their mirror (unless edited
+there since: an edit wins). The marks are of one database (the first notes migration's time): moved
+onto another, a gateway compares its files by their text again and deletes none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import asyncpg
+import orjson
+import structlog
+
+from ...errors import Invalid
+from ...fsutil import atomic_write, ensure_private_dir
+from ...memory.index.sources import ScanError, scan_memory
+from ...memory.notes import files
+from ...memory.notes.history import NoteVersion
+from ...memory.notes.keyed import VersionLimits
+from ...timeutil import now_iso
+from ..base import ADDED, IDENTICAL_NOTE, PRESENT, REFUSED, Imported, NoteCopy
+from .db import Postgres, lock_key
+from .keyed import unmounted
+
+log = structlog.get_logger("gateway.memory")
+
+mirrored = files.in_record  # the notes the record holds
+
+
+def _oldest_kept(sizes: list[Any], limits: VersionLimits) -> int | None:
+    """The oldest version to keep of (version, size) rows, oldest first, when older ones must go (as
+    memory/notes/keyed.kept counts them: the newest always stays); None when all stay."""
+    count = used = 0
+    for row in reversed(sizes):
+        if count and (count >= limits.keep or used + row["size"] > limits.max_bytes):
+            return int(sizes[len(sizes) - count]["version"])
+        count += 1
+        used += row["size"]
+    return None
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class PgNotes:
+    def __init__(
+        self, pg: Postgres, agent_id: str, workspace: Path, marks_file: Path, limits: VersionLimits, max_bytes: int
+    ):
+        self.pg = pg
+        self.agent_id = agent_id
+        self.workspace = workspace
+        self.marks_file = marks_file
+        self.limits = limits
+        self.max_bytes = max_bytes
+        self._lock = asyncio.Lock()  # one write or reconcile of this agent's notes at a time, here
+        self._marks: dict[str, dict[str, Any]] | None = None
+        self._origin: str | None = None  # which database the marks are of
+        self._refused: set[tuple[str, str]] = set()  # (path, why) said in the log already
+
+    # ---- the port --------------------------------------------------------------------------------------
+    async def write(self, rel: str, text: str, by: str = "", principal: str | None = None) -> dict[str, Any]:
+        data = files.check_content(text)
+        async with self._lock:
+            await self._reconcile(rel)  # an edit by hand not yet recorded becomes a version first
+            created = not await self.pg.pool.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM notes WHERE agent_id = $1 AND path = $2)", self.agent_id, rel
+            )
+            version, digest = await self._take(rel, text, by, principal)
+            if not await self._held_back():  # else mirrored when the folder is back
+                await self._mirror(rel, data, version, digest)
+        return {"path": rel, "size": len(data), "created": created}
+
+    async def versions(self, rel: str) -> list[NoteVersion]:
+        async with self._lock:
+            await self._reconcile(rel)
+        rows = await self.pg.pool.fetch(
+            "SELECT version, at, by_door, principal, content FROM note_versions WHERE agent_id = $1 AND path = $2 "
+            "ORDER BY version",
+            self.agent_id,
+            rel,
+        )
+        return [NoteVersion(r["version"], r["at"], r["by_door"], r["content"], r["principal"]) for r in rows]
+
+    async def reconcile(self, rel: str | None = None) -> int:
+        async with self._lock:
+            return await self._reconcile(rel)
+
+    async def forget_gone(self) -> int:
+        async with self._lock:
+            return await self._reconcile(None, gone=True)
+
+    # ---- the record --------------------------------------------------------------------------------------
+    async def _take(self, rel: str, text: str, by: str, principal: str | None) -> tuple[int, str]:
+        """`text` as the note's new version (none when it is what the note holds); (version, SHA-256)."""
+        digest = _hash(text)
+        async with self.pg.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key(f"note:{self.agent_id}:{rel}"))
+            now = await conn.fetchrow(
+                "SELECT version, hash FROM notes WHERE agent_id = $1 AND path = $2", self.agent_id, rel
+            )
+            if now is not None and now["hash"] == digest:
+                return now["version"], digest
+            last = await conn.fetchval(  # a note deleted and written again goes on from its versions
+                "SELECT max(version) FROM note_versions WHERE agent_id = $1 AND path = $2", self.agent_id, rel
+            )
+            version = max(now["version"] if now is not None else 0, last or 0) + 1
+            at = now_iso()
+            await conn.execute(
+                "INSERT INTO note_versions (agent_id, path, version, at, by_door, principal, content) "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                self.agent_id,
+                rel,
+                version,
+                at,
+                by,
+                principal,
+                text,
+            )
+            await conn.execute(
+                "INSERT INTO notes (agent_id, path, content, hash, version, at, by_door, principal) "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (agent_id, path) DO UPDATE SET "
+                "content = excluded.content, hash = excluded.hash, version = excluded.version, at = excluded.at, "
+                "by_door = excluded.by_door, principal = excluded.principal",
+                self.agent_id,
+                rel,
+                text,
+                digest,
+                version,
+                at,
+                by,
+                principal,
+            )
+            sizes = await conn.fetch(
+                "SELECT version, octet_length(content) AS size FROM note_versions WHERE agent_id = $1 AND path = $2 "
+                "ORDER BY version",
+                self.agent_id,
+                rel,
+            )
+            oldest = _oldest_kept(sizes, self.limits)
+            if oldest is not None:
+                await conn.execute(
+                    "DELETE FROM note_versions WHERE agent_id = $1 AND path = $2 AND version < $3",
+                    self.agent_id,
+                    rel,
+                    oldest,
+                )
+            await self.pg.notify("note", conn, agent=self.agent_id, key=rel)
+        return version, digest
+
+    # ---- the mirror --------------------------------------------------------------------------------------
+    async def _reconcile(self, only: str | None, gone: bool = False) -> int:
+        """`gone`: a sync has just confirmed that the files missing here are gone (it looks twice before
+        it removes much): their notes leave the record too (their versions stay)."""
+        if await self._held_back():
+            return 0
+        marks = await self._loaded_marks()
+        if only is None:
+            rows = await self.pg.pool.fetch("SELECT path, version, hash FROM notes WHERE agent_id = $1", self.agent_id)
+        else:
+            rows = await self.pg.pool.fetch(
+                "SELECT path, version, hash FROM notes WHERE agent_id = $1 AND path = $2", self.agent_id, only
+            )
+        record = {r["path"]: r for r in rows}
+        disk = await asyncio.to_thread(self._stats, only)
+        changed = 0
+        before = orjson.dumps(marks, option=orjson.OPT_SORT_KEYS)
+        for rel in sorted(set(record) | set(disk)):
+            if not mirrored(rel):
+                continue
+            row, stat, mark = record.get(rel), disk.get(rel), marks.get(rel)
+            if stat is not None and (mark is None or (mark["m"], mark["s"]) != stat):
+                text = await asyncio.to_thread(self._read, rel)
+                if text is None:
+                    continue
+                digest = _hash(text)
+                if row is not None and digest == row["hash"]:
+                    marks[rel] = {"v": row["version"], "h": digest, "m": stat[0], "s": stat[1]}
+                    continue
+                if mark is not None and digest == mark["h"]:  # touched, not changed: as mirrored
+                    mark = marks[rel] = {**mark, "m": stat[0], "s": stat[1]}
+                else:  # an edit here: a new version, on top of whatever the record holds by now
+                    version, digest = await self._take(rel, text, "file", None)
+                    marks[rel] = {"v": version, "h": digest, "m": stat[0], "s": stat[1]}
+                    changed += 1
+                    continue
+            # Here the file is as this gateway mirrored it, or gone.
+            if row is None:  # not in the record (deleted through another gateway): nor is its mirror
+                if mark is not None:
+                    if stat is not None:
+                        await asyncio.to_thread(self._remove, rel)
+                        changed += 1
+                    marks.pop(rel, None)
+                continue
+            if stat is None and mark is not None and mark["h"] == row["hash"]:  # gone here, unchanged there
+                if gone and await self._delete(rel, row["hash"]):
+                    marks.pop(rel, None)
+                    changed += 1
+                continue  # else a folder that blinked, or a deletion the next sync confirms
+            if stat is not None and mark is not None and mark["h"] == row["hash"]:
+                if mark["v"] != row["version"]:
+                    marks[rel] = {**mark, "v": row["version"]}
+                continue
+            content = await self.pg.pool.fetchval(
+                "SELECT content FROM notes WHERE agent_id = $1 AND path = $2", self.agent_id, rel
+            )
+            if content is None:
+                continue
+            await self._mirror(rel, content.encode("utf-8"), row["version"], row["hash"], save=False)
+            changed += 1
+        if orjson.dumps(marks, option=orjson.OPT_SORT_KEYS) != before:
+            await asyncio.to_thread(self._save_marks)
+        return changed
+
+    async def _held_back(self) -> str | None:
+        """Why nothing is written into the folder now: it looks like a share that is not mounted (gone,
+        or empty while notes of it are indexed) though this gateway mirrored notes into it before. (A
+        folder this gateway never mirrored into is a new one: it gets every note.)"""
+        why = await unmounted(self.pg, self.agent_id, self.workspace, fresh=True)
+        if why and await self._loaded_marks():
+            log.warning("memory_notes_reconcile_skipped", workspace=str(self.workspace), reason=why)
+            return why
+        return None
+
+    async def _delete(self, rel: str, digest: str) -> bool:
+        """The note leaves the record if it still holds `digest` (its versions stay: memory.history and
+        memory.restore {path, version} still reach them); the other gateways remove their mirrors."""
+        async with self.pg.pool.acquire() as conn, conn.transaction():
+            done = await conn.fetchval(
+                "DELETE FROM notes WHERE agent_id = $1 AND path = $2 AND hash = $3 RETURNING 1",
+                self.agent_id,
+                rel,
+                digest,
+            )
+            if done:
+                await self.pg.notify("note", conn, agent=self.agent_id, key=rel)
+        return bool(done)
+
+    def _remove(self, rel: str) -> None:
+        target = self.workspace / rel
+        with contextlib.suppress(FileNotFoundError):
+            if not target.is_symlink() and target.is_file():
+                target.unlink()
+
+    async def _mirror(self, rel: str, data: bytes, version: int, digest: str, save: bool = True) -> None:
+        """Write the record's note into the folder, and remember what was written."""
+        marks = await self._loaded_marks()
+
+        def write() -> tuple[int, int]:
+            try:
+                files.put_file(self.workspace, rel, data)
+            except Invalid as exc:  # a symlink or a folder outside the workspace where the note goes
+                self._say(rel, str(exc))
+                raise
+            st = os.stat(self.workspace / rel)
+            return st.st_mtime_ns, st.st_size
+
+        try:
+            stat = await asyncio.to_thread(write)
+        except Invalid:
+            return
+        marks[rel] = {"v": version, "h": digest, "m": stat[0], "s": stat[1]}
+        if save:
+            await asyncio.to_thread(self._save_marks)
+
+    def _stats(self, only: str | None) -> dict[str, tuple[int, int]]:
+        if only is not None:
+            target = self.workspace / only
+            try:
+                if target.is_symlink() or not target.is_file():
+                    return {}
+                st = target.stat()
+            except OSError:
+                return {}
+            return {only: (st.st_mtime_ns, st.st_size)}
+        try:
+            found = scan_memory(self.workspace)
+        except ScanError as exc:  # a folder that cannot be read: what can be read is still reconciled
+            log.warning("notes_scan_failed", agent=self.agent_id, error=str(exc))
+            return {}
+        return {f.path: (f.mtime_ns, f.size) for f in found if mirrored(f.path)}
+
+    def _read(self, rel: str) -> str | None:
+        """The note's text, or None (said once) where the record cannot hold it."""
+        try:
+            data = (self.workspace / rel).read_bytes()
+        except OSError as exc:
+            self._say(rel, f"unreadable: {exc.strerror or exc}")
+            return None
+        if len(data) > self.max_bytes:
+            self._say(rel, f"over memory.maxFileBytes ({len(data)} > {self.max_bytes} bytes)")
+            return None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            self._say(rel, "not UTF-8 text")
+            return None
+        if "\x00" in text:
+            self._say(rel, "holds NUL characters")
+            return None
+        return text
+
+    def _say(self, rel: str, why: str) -> None:
+        if (rel, why) not in self._refused:
+            self._refused.add((rel, why))
+            log.warning("note_left_out_of_the_record", agent=self.agent_id, path=rel, reason=why)
+
+    async def _loaded_marks(self) -> dict[str, dict[str, Any]]:
+        """What this gateway mirrored of each note — of this database: marks of another (the state dir
+        moved onto a new database) count for nothing, so its files are compared by their text."""
+        if self._marks is None:
+            self._origin = await self.pg.pool.fetchval(
+                "SELECT current_database() || ':' || applied_at::text FROM jarvis_migrations WHERE name = '0012_notes'"
+            )
+
+            def load() -> dict[str, dict[str, Any]]:
+                try:
+                    data = orjson.loads(self.marks_file.read_bytes())
+                except (OSError, orjson.JSONDecodeError):
+                    return {}  # none yet, or damaged: every file is compared with the record by its text
+                if (
+                    not isinstance(data, dict)
+                    or data.get("db") != self._origin
+                    or not isinstance(data.get("notes"), dict)
+                ):
+                    return {}
+                return {
+                    k: v for k, v in data["notes"].items() if isinstance(v, dict) and {"v", "h", "m", "s"} <= v.keys()
+                }
+
+            self._marks = await asyncio.to_thread(load)
+        return self._marks
+
+    def _save_marks(self) -> None:
+        ensure_private_dir(self.marks_file.parent)
+        atomic_write(self.marks_file, orjson.dumps({"db": self._origin, "notes": self._marks or {}}))
+
+    # ---- whole notes (`jarvis migrate`): rows only; each gateway writes its folder on its next sync ----
+    async def copies(self) -> list[NoteCopy]:
+        try:
+            rows = await self.pg.pool.fetch(
+                "SELECT path, version, at, by_door, principal, content FROM note_versions WHERE agent_id = $1 "
+                "ORDER BY path, version",
+                self.agent_id,
+            )
+        except asyncpg.UndefinedTableError:  # a database whose schema is not made yet holds none
+            return []
+        out: dict[str, list[NoteVersion]] = {}
+        for r in rows:
+            out.setdefault(r["path"], []).append(
+                NoteVersion(r["version"], r["at"], r["by_door"], r["content"], r["principal"])
+            )
+        return [NoteCopy(path, tuple(versions)) for path, versions in out.items()]
+
+    async def import_copies(self, copies: Sequence[NoteCopy], dry_run: bool = False) -> list[Imported]:
+        out = []
+        for c in copies:
+            if c.problem or not c.versions or not mirrored(c.path):
+                out.append(Imported(REFUSED, c.problem or "no text to copy"))
+                continue
+            if any("\x00" in v.content for v in c.versions):
+                out.append(Imported(REFUSED, "a version holds NUL, which PostgreSQL text cannot"))
+                continue
+            current = c.versions[-1]
+            digest = _hash(current.content)
+            try:
+                there = await self.pg.pool.fetchval(
+                    "SELECT hash FROM notes WHERE agent_id = $1 AND path = $2", self.agent_id, c.path
+                )
+            except asyncpg.UndefinedTableError:  # a dry run before the schema is made: nothing there
+                there = None
+            if there is not None:
+                out.append(Imported(PRESENT, IDENTICAL_NOTE if there == digest else "another text is there"))
+                continue
+            if dry_run:
+                out.append(Imported(ADDED))
+                continue
+            async with self.pg.pool.acquire() as conn, conn.transaction():
+                made = await conn.fetchval(
+                    "INSERT INTO notes (agent_id, path, content, hash, version, at, by_door, principal) "
+                    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (agent_id, path) DO NOTHING RETURNING 1",
+                    self.agent_id,
+                    c.path,
+                    current.content,
+                    digest,
+                    current.version,
+                    current.at,
+                    current.by,
+                    current.principal,
+                )
+                if made is None:
+                    out.append(Imported(PRESENT, "another text is there"))
+                    continue
+                await conn.executemany(  # (versions of a note deleted there stay as they are)
+                    "INSERT INTO note_versions (agent_id, path, version, at, by_door, principal, content) "
+                    "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+                    [(self.agent_id, c.path, v.version, v.at, v.by, v.principal, v.content) for v in c.versions],
+                )
+                await self.pg.notify("note", conn, agent=self.agent_id, key=c.path)
+            out.append(Imported(ADDED))
+        return out
