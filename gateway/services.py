@@ -204,7 +204,8 @@ class Services:
                     log.exception("closing an idle agent failed", agent=agent.id)
 
     async def _prune_loop(self) -> None:
-        """Prune ephemeral sessions at start, then every sessions.pruneIntervalMinutes."""
+        """Prune ephemeral sessions (and purge expired stored responses) at start, then every
+        sessions.pruneIntervalMinutes."""
         interval = self.config.sessions.prune_interval_minutes * 60
         while not self._stop.is_set():
             for agent in list(self.agents.values()):
@@ -217,6 +218,12 @@ class Services:
                         await agent.empty_trash(self.config.memory)
                 except Exception:  # retention must never take the gateway down; try next time
                     log.exception("retention failed", agent=agent.id)
+            try:  # /v1/responses kept past openaiApi.storedResponseDays (a put purges them too)
+                purged = await self.storage.responses().purge()
+                if purged:
+                    log.info("stored responses purged", count=purged)
+            except Exception:
+                log.exception("stored responses purge failed")
             if interval <= 0:
                 return
             with contextlib.suppress(TimeoutError):

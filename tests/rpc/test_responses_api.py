@@ -460,3 +460,27 @@ async def test_kept_responses_outlive_a_restart(start_gateway, api):
         more = await client.responses.create(model="fake-model", input="and then?", previous_response_id=kept.id)
         assert more.output_text == "Continued."
     assert "keep this" in str(api.requests[-1]["body"])
+
+
+async def test_responses_kept_past_their_days_are_purged_at_start(start_gateway, api):
+    import sqlite3
+
+    from tests.helpers import wait_for
+
+    gw = await upstream_gateway(start_gateway, api)
+    async with sdk(gw) as client:
+        await client.responses.create(model="fake-model", input="keep this a while")
+    path = gw.config.state_dir / "responses.sqlite"
+
+    def rows() -> int:
+        with sqlite3.connect(path) as db:
+            return db.execute("SELECT count(*) FROM responses").fetchone()[0]
+
+    assert rows() == 1
+    gw.config.openai_api.stored_response_days = 0.0  # restarted with nothing kept past its time
+    await gw.restart()
+
+    async def purged():
+        return rows() == 0
+
+    await wait_for(purged)
