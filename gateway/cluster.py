@@ -230,9 +230,9 @@ class Cluster:
         elif kind == "keyed":
             if agent.memory is not None:
                 await agent.memory.keyed_changed(key)
-        elif kind == "note":
+        elif kind == "note":  # (no path: many notes at once, reconcile them all)
             if agent.memory is not None:
-                await agent.memory.note_changed(key)
+                await agent.memory.note_changed(msg["key"] if isinstance(msg.get("key"), str) else None)
 
     def _refresh_open_agents(self) -> None:
         for agent in list(self.services.agents.values()):

@@ -38,6 +38,7 @@ ONE_CONCERN = {
     "gateway/storage/files/sessions.py": "FileSessionStore: sessions.json and the transcripts beside it",
     "gateway/storage/postgres/db.py": "the PostgreSQL connection: pool, schema migrations, liveness, notifications",
     "gateway/storage/postgres/keyed.py": "PgKeyedStore: keyed memories as rows (versions, trash), the files a mirror",
+    "gateway/storage/postgres/notes.py": "PgNotes: notes as rows (versions), each gateway's folder a mirror",
     "gateway/storage/postgres/sessions.py": "PgSessionStore: sessions and transcript lines as rows, and their trash",
 }
 MAX_LINES = 450
