@@ -1,6 +1,6 @@
 """Several gateways on one PostgreSQL database (`storage.url`) serving the same sessions.
 
-What crosses between them, all through the database (storage/postgres/instance.py):
+What crosses between them, all through the database (storage/postgres/db.py):
 
 - **chat events**: every event this gateway publishes is relayed in order (NOTIFY); another gateway
   delivers it to its own subscribers of that session. A client subscribed on B sees the run on A.
@@ -230,9 +230,9 @@ class Cluster:
         elif kind == "keyed":
             if agent.memory is not None:
                 await agent.memory.keyed_changed(key)
-        elif kind == "note":
+        elif kind == "note":  # (no path: many notes at once, reconcile them all)
             if agent.memory is not None:
-                await agent.memory.note_changed(key)
+                await agent.memory.note_changed(msg["key"] if isinstance(msg.get("key"), str) else None)
 
     def _refresh_open_agents(self) -> None:
         for agent in list(self.services.agents.values()):

@@ -103,3 +103,17 @@ async def test_whole_notes_go_out_and_in_with_their_versions(storage):
     [other] = await dst.import_copies([copies[1]])
     assert other.status == PRESENT and other.detail != IDENTICAL_NOTE
     assert (await dst.versions("memory/boat.md"))[-1].content == "Red.\n"
+
+
+async def test_a_folder_of_many_notes_is_taken_in_at_once(notes, workspace):
+    """A folder's first sync on PostgreSQL: every note new to the record, in one statement per batch."""
+    folder = workspace / "memory" / "vault"
+    folder.mkdir(parents=True)
+    for i in range(40):
+        (folder / f"n{i:02d}.md").write_text(f"Note {i}.\n")
+    await notes.reconcile()
+    await notes.reconcile()  # again: nothing new
+    for i in (0, 17, 39):
+        assert [(v.version, v.content) for v in await notes.versions(f"memory/vault/n{i:02d}.md")] == [
+            (1, f"Note {i}.\n")
+        ]

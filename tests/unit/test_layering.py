@@ -38,6 +38,7 @@ ONE_CONCERN = {
     "gateway/storage/files/memory/vectors.py": "vector storage and exact KNN over SQLite (the matrix and its int8 form)",
     "gateway/storage/files/sessions.py": "FileSessionStore: sessions.json and the transcripts beside it, copied whole",
     "gateway/storage/postgres/db.py": "the PostgreSQL schema: every migration in order, and applying them",
+    "gateway/storage/postgres/notes.py": "PgNotes: notes as rows (versions), each gateway's folder a mirror",
 }
 MAX_LINES = 450
 

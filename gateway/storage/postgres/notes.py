@@ -48,6 +48,7 @@ from .mirror import unmounted
 log = structlog.get_logger("gateway.memory")
 
 mirrored = files.in_record  # the notes the record holds
+TAKE_BATCH = 1000  # notes new to the record taken in by one statement
 
 
 def _oldest_kept(sizes: list[Any], limits: VersionLimits) -> int | None:
@@ -187,6 +188,7 @@ class PgNotes:
         record = {r["path"]: r for r in rows}
         disk = await asyncio.to_thread(self._stats, only)
         changed = 0
+        fresh: list[tuple[str, str, str, tuple[int, int]]] = []  # (path, text, SHA-256, stat) not in the record
         before = orjson.dumps(marks, option=orjson.OPT_SORT_KEYS)
         for rel in sorted(set(record) | set(disk)):
             if not mirrored(rel):
@@ -202,6 +204,9 @@ class PgNotes:
                     continue
                 if mark is not None and digest == mark["h"]:  # touched, not changed: as mirrored
                     mark = marks[rel] = {**mark, "m": stat[0], "s": stat[1]}
+                elif row is None and mark is None:  # new to the record: taken in with the others, at once
+                    fresh.append((rel, text, digest, stat))
+                    continue
                 else:  # an edit here: a new version, on top of whatever the record holds by now
                     version, digest = await self._take(rel, text, "file", None)
                     marks[rel] = {"v": version, "h": digest, "m": stat[0], "s": stat[1]}
@@ -231,9 +236,46 @@ class PgNotes:
                 continue
             await self._mirror(rel, content.encode("utf-8"), row["version"], row["hash"], save=False)
             changed += 1
+        for i in range(0, len(fresh), TAKE_BATCH):
+            changed += await self._take_new(fresh[i : i + TAKE_BATCH], marks)
         if orjson.dumps(marks, option=orjson.OPT_SORT_KEYS) != before:
             await asyncio.to_thread(self._save_marks)
         return changed
+
+    async def _take_new(self, batch: list[tuple[str, str, str, tuple[int, int]]], marks: dict[str, Any]) -> int:
+        """Notes new to the record (a folder's first sync: thousands at once), each its first version, in
+        one transaction and one notification (the other gateways reconcile all); one that another
+        gateway recorded meanwhile is taken in alone, on top of it."""
+        at = now_iso()
+        paths, texts, digests = [b[0] for b in batch], [b[1] for b in batch], [b[2] for b in batch]
+        async with self.pg.pool.acquire() as conn, conn.transaction():
+            made = await conn.fetch(
+                "INSERT INTO notes (agent_id, path, content, hash, version, at, by_door, principal) "
+                "SELECT $1, t.p, t.c, t.h, coalesce((SELECT max(v.version) FROM note_versions v "
+                "WHERE v.agent_id = $1 AND v.path = t.p), 0) + 1, $2, 'file', NULL "
+                "FROM unnest($3::text[], $4::text[], $5::text[]) AS t(p, c, h) "
+                "ON CONFLICT (agent_id, path) DO NOTHING RETURNING path, version",
+                self.agent_id,
+                at,
+                paths,
+                texts,
+                digests,
+            )
+            if made:
+                await conn.execute(
+                    "INSERT INTO note_versions (agent_id, path, version, at, by_door, principal, content) "
+                    "SELECT agent_id, path, version, at, by_door, principal, content FROM notes "
+                    "WHERE agent_id = $1 AND path = ANY($2::text[])",
+                    self.agent_id,
+                    [r["path"] for r in made],
+                )
+                await self.pg.notify("note", conn, agent=self.agent_id, key=None)
+        versions = {r["path"]: r["version"] for r in made}
+        for rel, text, digest, stat in batch:
+            if rel not in versions:
+                versions[rel], digest = await self._take(rel, text, "file", None)
+            marks[rel] = {"v": versions[rel], "h": digest, "m": stat[0], "s": stat[1]}
+        return len(batch)
 
     async def _held_back(self) -> str | None:
         """Why nothing is written into the folder now: it looks like a share that is not mounted (gone,
