@@ -94,11 +94,13 @@ async def test_an_answer_given_on_another_gateway_reaches_the_run(start_gateway,
 
 
 async def test_who_may_answer_is_decided_as_on_one_gateway(start_gateway, api, postgres_url):
-    """A principal's answer through B counts when it may answer (chat scope, the agent): A performs it as
-    that principal, found by identity; one without the scope is refused, as on one gateway."""
+    """A principal's answer through B counts when it may answer (the run's own principal, or one that may
+    write its agent): A performs it as that principal, found by identity; one without the chat scope is
+    refused on B as on one gateway; one with chat only is refused by A, which holds the run (B hears a
+    no: -32004, the answer not taken)."""
     a, b, ca = await _pair(start_gateway, api, postgres_url)
     made = {}
-    for name, scopes in (("phone", "chat"), ("viewer", "read")):
+    for name, scopes in (("phone", "chat"), ("viewer", "read"), ("writer", "chat,write")):
         made[name] = (await ca.call("principals.create", {"name": name, "agents": "main", "scopes": scopes}))["token"]
     owner_b = await b.client()
 
@@ -113,16 +115,20 @@ async def test_who_may_answer_is_decided_as_on_one_gateway(start_gateway, api, p
 
     phone = await wait_for(lambda: knows(made["phone"]), timeout=10)
     viewer = await wait_for(lambda: knows(made["viewer"]), timeout=10)
+    writer = await wait_for(lambda: knows(made["writer"]), timeout=10)
     key, run_id = await _held_run(api, ca, owner_b, ("memory_delete", {"key": "dentist"}))
     asked = (await owner_b.next_event("chat.confirm", timeout=20))["params"]
     answer = {"runId": asked["runId"], "callId": asked["callId"], "allow": True}
     with pytest.raises(RpcError) as err:
         await viewer.call("chat.confirm", answer)
     assert err.value.code == -32003, "no chat scope: refused on B as on one gateway"
-    assert await phone.call("chat.confirm", answer) == answer
+    with pytest.raises(RpcError) as err:
+        await phone.call("chat.confirm", answer)
+    assert err.value.code == -32004, "chat but not the run's principal nor a writer: A does not take it"
+    assert await writer.call("chat.confirm", answer) == answer
     await owner_b.next_event("chat.final", timeout=20)
     assert "dentist" not in await _values(ca)
-    for c in (phone, viewer, owner_b, ca):
+    for c in (phone, viewer, writer, owner_b, ca):
         await c.close()
 
 
