@@ -37,6 +37,9 @@ def subjects(sentence: str) -> list[str]:
         ("I drive a blue Skoda now.", "vehicle"),
         ("The wifi password is otter-blue-7.", "code:wifi"),
         ("The shed combination is 4471.", "code:shed"),
+        # One of many alike, named by its number: a subject each (30 lockers are not one code said 30 times).
+        ("The locker code for box 17 is 1017.", "code:locker box 17"),
+        ("The code for locker 4 is 9912.", "code:locker 4"),
         ("I started a podcast called Night Owls.", "project:podcast"),
         ("I work at Globex as a tester.", "employer"),
     ],

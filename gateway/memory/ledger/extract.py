@@ -114,6 +114,12 @@ def value_of(sentence: str, cue: re.Match[str]) -> str:
     return sentence.strip(" .!")[:MAX_VALUE]
 
 
+# A thing named by its number ("box 17", "locker 4b", "room 12"): which of many alike a code opens.
+_NUMBERED = re.compile(
+    r"\b(?:for|of|on|to|at|in)\s+(?:the\s+|my\s+|our\s+)?([a-z]+)\s+(?:no\.?\s*|#)?(\d+[a-z]?)\b", re.I
+)
+
+
 # A statement with a request tacked on ("The code is 4826, can you keep it for me?") is still a statement.
 _TAG = re.compile(r",\s*(?:can|could|would|will) you\b[^,]*\?\s*$|,\s*(?:right|ok|okay|yeah)\s*\?\s*$", re.I)
 
@@ -155,6 +161,10 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
                 q = thing.group(1).lower().replace("-", "")
             else:
                 q = qualifier(s, m)
+            if subj.name == "code" and (numbered := _NUMBERED.search(s)):
+                # one of many alike ("the locker code for box 17"): each numbered thing is a subject of its own
+                thing = f"{numbered.group(1)} {numbered.group(2)}".lower()
+                q = thing if q in ("", numbered.group(1).lower()) else f"{q} {thing}"
             name = f"{name}:{q}" if q else name
         if name in seen:
             continue
