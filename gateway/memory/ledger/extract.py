@@ -163,8 +163,8 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
                 q = qualifier(s, m)
             if subj.name == "code" and (numbered := _NUMBERED.search(s)):
                 # one of many alike ("the locker code for box 17"): each numbered thing is a subject of its own
-                thing = f"{numbered.group(1)} {numbered.group(2)}".lower()
-                q = thing if q in ("", numbered.group(1).lower()) else f"{q} {thing}"
+                which = f"{numbered.group(1)} {numbered.group(2)}".lower()
+                q = which if q in ("", numbered.group(1).lower()) else f"{q} {which}"
             name = f"{name}:{q}" if q else name
         if name in seen:
             continue
