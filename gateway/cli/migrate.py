@@ -270,21 +270,6 @@ def show(report: "mig.Report", verbose: bool = False) -> None:
                 + (f"  {check}" if check else "")
                 + (f"\n            {n.detail}" if n.detail else "")
             )
-    if report.notes:
-        out.append("")
-        nn = report.notes
-        out.append(
-            f"notes: {len(nn):,} ({len(report.notes_of(mig.COPIED, mig.WOULD_COPY))} {done}, "
-            f"{len(report.notes_of(mig.IDENTICAL))} identical, {len(report.notes_of(mig.CONFLICT))} in conflict, "
-            f"{len(report.notes_of(mig.FAILED))} failed)"
-        )
-        for n in nn if verbose else [n for n in nn if n.detail or n.status in (mig.CONFLICT, mig.FAILED)]:
-            check = {True: "checked", False: "check FAILED", None: ""}[n.verified]
-            out.append(
-                f"{n.status:<10}  note {n.name} ({_n(n.versions, 'version')})"
-                + (f"  {check}" if check else "")
-                + (f"\n            {n.detail}" if n.detail else "")
-            )
     torn = [e for e in report.entries if e.torn_bytes]
     if torn:
         out.append("")
