@@ -77,3 +77,20 @@ async def test_as_of_must_be_an_iso_date_or_datetime(start_gateway, bad):
     ok = await c.call("memory.search", {"query": "home", "asOf": "2025-06-01"})
     assert ok["asOf"] == "2025-06-01T23:59:59.999Z"
     await c.close()
+
+
+async def test_codes_of_numbered_things_each_lead_their_own_question(start_gateway, tmp_path):
+    """Thirty lockers' codes are thirty subjects, not one code said thirty times: a question naming box 17
+    gets box 17's code first, never box 7's (a qualifier is named whole: "17" is not "7") or the newest box's."""
+    gw = await start_gateway(memory=True)
+    ws = gw.config.agent_workspace(gw.config.agent_id)
+    (ws / "memory").mkdir(parents=True, exist_ok=True)
+    for i in range(30):
+        (ws / "memory" / f"note-{i}.md").write_text(f"# Note {i}\n\nThe locker code for box {i} is {1000 + i}.\n")
+    c = await gw.client()
+    await c.call("memory.sync", {"force": True})
+    for box in (7, 17, 27):
+        top = (await c.call("memory.search", {"query": f"locker code box {box}"}))["results"][0]
+        assert top["path"] == f"memory/note-{box}.md", (box, top)
+        if "fact" in top:
+            assert top["fact"]["value"] == str(1000 + box)

@@ -194,12 +194,14 @@ class LedgerRecall:
             return candidates
         texts = [[s.text for p in f.periods for s in p.sayings] for f in candidates]
         qwords = set(_words(query))
+        named = set(_WORD.findall(query.lower()))  # every word, "7" too: "box 17" is not "box 7"
         vecs = await self._vecs([query, *(t for ts in texts for t in ts)])
         scored: list[tuple[float, int]] = []
         pos = 1
         for i, (f, ts) in enumerate(zip(candidates, texts)):
             qual = f.subject.split(":", 1)[1] if ":" in f.subject else ""
-            bonus = QUALIFIER_BONUS if qual and qual in qwords else 0.0
+            # named whole: each of its words in the question ("the shed code"; "the locker code for box 17")
+            bonus = QUALIFIER_BONUS if qual and set(_WORD.findall(qual)) <= named else 0.0
             if vecs is not None:
                 sim = max(float(vecs[0] @ vecs[pos + j]) for j in range(len(ts)))
                 pos += len(ts)
