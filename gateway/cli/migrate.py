@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import dataclasses
 import os
 import re
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..config import Config
 from ..errors import Unavailable
@@ -240,36 +241,15 @@ def show(report: "mig.Report", verbose: bool = False) -> None:
                     f"{_n(e.bytes, 'byte')}, sha256 {e.sha256[:12]}…"
                 )
                 out.append(line + (f"  {check}" if check else "") + (f"\n            {e.detail}" if e.detail else ""))
-    if report.keyed:
-        out.append("")
-        k = report.keyed
-        out.append(
-            f"keyed memories: {len(k):,} ({len(report.keyed_of(mig.COPIED, mig.WOULD_COPY))} {done}, "
-            f"{len(report.keyed_of(mig.IDENTICAL))} identical, {len(report.keyed_of(mig.CONFLICT))} in conflict, "
-            f"{len(report.keyed_of(mig.FAILED))} failed)"
-        )
-        for ke in k if verbose else [ke for ke in k if ke.detail or ke.status in (mig.CONFLICT, mig.FAILED)]:
-            check = {True: "checked", False: "check FAILED", None: ""}[ke.verified]
-            out.append(
-                f"{ke.status:<10}  keyed {ke.name} ({ke.category}{', in the trash' if ke.trashed else ''})"
-                + (f"  {check}" if check else "")
-                + (f"\n            {ke.detail}" if ke.detail else "")
-            )
-    if report.notes:
-        out.append("")
-        nn = report.notes
-        out.append(
-            f"notes: {len(nn):,} ({len(report.notes_of(mig.COPIED, mig.WOULD_COPY))} {done}, "
-            f"{len(report.notes_of(mig.IDENTICAL))} identical, {len(report.notes_of(mig.CONFLICT))} in conflict, "
-            f"{len(report.notes_of(mig.FAILED))} failed)"
-        )
-        for n in nn if verbose else [n for n in nn if n.detail or n.status in (mig.CONFLICT, mig.FAILED)]:
-            check = {True: "checked", False: "check FAILED", None: ""}[n.verified]
-            out.append(
-                f"{n.status:<10}  note {n.name} ({_n(n.versions, 'version')})"
-                + (f"  {check}" if check else "")
-                + (f"\n            {n.detail}" if n.detail else "")
-            )
+    _rows(
+        out,
+        "keyed memories",
+        report.keyed,
+        done,
+        verbose,
+        lambda ke: f"keyed {ke.name} ({ke.category}{', in the trash' if ke.trashed else ''})",
+    )
+    _rows(out, "notes", report.notes, done, verbose, lambda n: f"note {n.name} ({_n(n.versions, 'version')})")
     torn = [e for e in report.entries if e.torn_bytes]
     if torn:
         out.append("")
@@ -347,3 +327,27 @@ def _verdict(report: "mig.Report") -> str:
         f"FAILED: {conflicts} in conflict, {failed} failed (listed above); nothing at the destination was "
         f"overwritten. {_n(copied, 'session')} copied and checked, {same} there already."
     )
+
+
+def _rows(
+    out: list[str], label: str, entries: Sequence[Any], done: str, verbose: bool, name: Callable[[Any], str]
+) -> None:
+    """One kind of copied thing (keyed memories, notes): a count per status, then each entry that has
+    something to say (every one with `verbose`)."""
+    from ..storage import migrate as mig
+
+    if not entries:
+        return
+    count = collections.Counter(e.status for e in entries)
+    out.append("")
+    out.append(
+        f"{label}: {len(entries):,} ({count[mig.COPIED] + count[mig.WOULD_COPY]} {done}, {count[mig.IDENTICAL]} "
+        f"identical, {count[mig.CONFLICT]} in conflict, {count[mig.FAILED]} failed)"
+    )
+    for e in entries if verbose else [e for e in entries if e.detail or e.status in (mig.CONFLICT, mig.FAILED)]:
+        check = {True: "checked", False: "check FAILED", None: ""}[e.verified]
+        out.append(
+            f"{e.status:<10}  {name(e)}"
+            + (f"  {check}" if check else "")
+            + (f"\n            {e.detail}" if e.detail else "")
+        )
