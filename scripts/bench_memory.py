@@ -427,6 +427,24 @@ def export_rev(rev: str, into: Path) -> tuple[str, Path]:
     return commit, tree
 
 
+def one_run(script: str, size: int, args: argparse.Namespace, where: list[str]) -> list[str]:
+    """The command line of one size's measurement in a process of its own (`--one`), by `script`."""
+    return [
+        sys.executable,
+        script,
+        "--one",
+        str(size),
+        "--queries",
+        str(args.queries),
+        "--seed",
+        str(args.seed),
+        "--turns",
+        str(args.turns),
+        "--via-gateway" if args.via_gateway else "--no-via-gateway",
+        *where,
+    ]
+
+
 def run_against(args: argparse.Namespace, database) -> int:
     """The sides (REVs, and this working tree) alternately, `--rounds` times per size; medians and ratios."""
     import os
@@ -464,20 +482,12 @@ def run_against(args: argparse.Namespace, database) -> int:
                     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
                     name = f"bench_memory_{size}_{rnd}_{len(runs[size][label])}_{abs(hash(label)) % 10**6}"
                     out = subprocess.run(
-                        [
-                            sys.executable,
+                        one_run(
                             str(root / "scripts" / "bench_memory.py"),
-                            "--one",
-                            str(size),
-                            "--queries",
-                            str(args.queries),
-                            "--seed",
-                            str(args.seed),
-                            "--turns",
-                            str(args.turns),
-                            "--via-gateway" if args.via_gateway else "--no-via-gateway",
-                            *(["--url", asyncio.run(database(name))] if database else []),
-                        ],
+                            size,
+                            args,
+                            ["--url", asyncio.run(database(name))] if database else [],
+                        ),
                         cwd=root,
                         env=env,
                         capture_output=True,
@@ -537,20 +547,7 @@ def run_all(args: argparse.Namespace, database) -> int:
     for size in [int(s) for s in args.sizes.split(",") if s]:
         print(f"size {size} …", file=sys.stderr)
         out = subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--one",
-                str(size),
-                "--queries",
-                str(args.queries),
-                "--seed",
-                str(args.seed),
-                "--turns",
-                str(args.turns),
-                "--via-gateway" if args.via_gateway else "--no-via-gateway",
-                *where(f"bench_memory_{size}"),
-            ],
+            one_run(__file__, size, args, where(f"bench_memory_{size}")),
             capture_output=True,
             text=True,
             check=True,
