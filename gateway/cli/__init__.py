@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         logs.setup(getattr(args, "log_level", None) or "warning", config.log_format)
     try:
         return args.handler(args, config)  # every command sets its handler (set_defaults) where it is declared
-    except ConfigError as exc:  # a name only a registry above config.py holds (an embedding provider's)
+    except ConfigError as exc:  # a name only a registry above config/ holds (an embedding provider's)
         return _invalid(exc)
     except KeyboardInterrupt:
         return 130

@@ -15,7 +15,7 @@ from typing import Any, get_type_hints
 
 import orjson
 
-from ..config import Config, _camel, load_config
+from ..config import Config, camel, load_config
 
 SECRETS = {"token", "chat.apiKey", "memory.embeddings.apiKey", "storage.url"}  # a URL may hold a password
 
@@ -26,7 +26,7 @@ def _walk(obj: Any, prefix: str = ""):
     hints = get_type_hints(type(obj))
     nested = []
     for f in dataclasses.fields(obj):
-        key = prefix + _camel(f.name)
+        key = prefix + camel(f.name)
         if dataclasses.is_dataclass(hints[f.name]):
             nested.append((key, getattr(obj, f.name)))
         else:

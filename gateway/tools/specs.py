@@ -1,5 +1,5 @@
 """The seven memory tools a model can call, as data: name, the `memory.*` method each runs, the description a
-model reads, and hints for MCP clients. No gateway imports: config.py checks `chat.tools` against these
+model reads, and hints for MCP clients. No gateway imports: config/loader.py checks `chat.tools` against these
 names; catalog.py derives each tool's parameters from its method's (the registry) and runs it."""
 
 from __future__ import annotations

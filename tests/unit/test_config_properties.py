@@ -35,7 +35,7 @@ def _walk(obj: Any, prefix: str = "") -> list[tuple[str, Any, dataclasses.Field]
     hints = get_type_hints(type(obj))
     out = []
     for f in dataclasses.fields(obj):
-        key = prefix + config_module._camel(f.name)
+        key = prefix + config_module.camel(f.name)
         if dataclasses.is_dataclass(hints[f.name]):
             out += _walk(getattr(obj, f.name), key + ".")
         else:

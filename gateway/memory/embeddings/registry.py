@@ -15,7 +15,7 @@ at such a function is loaded the first time the providers are listed::
     def register_embedding_providers(register):
         register("mine", lambda config: MyEmbeddings(config.memory.embeddings.model), "my model, on my GPU")
 
-The config names a provider; it does not list them (config.py knows nothing above it): `check_config`
+The config names a provider; it does not list them (config/ knows nothing above it): `check_config`
 holds a configured name to the registry, where the gateway starts and where a provider is made.
 """
 
