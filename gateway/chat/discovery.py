@@ -5,7 +5,7 @@ With no chat model configured, the gateway asks the usual local servers for thei
 the ports of `chat.discoverPorts` — and chats with the first that answers with a model. Only loopback is
 ever asked (127.0.0.1 and ::1: no setting names a host), every port at once, each with a short timeout
 and a bounded answer, so a probe takes at most PROBE_TIMEOUT_S whatever listens there. Pure I/O and
-parsing: which provider chats is `providers.DiscoveredProvider`'s.
+parsing: which provider chats is discovered.py's `DiscoveredProvider`'s.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What a chat provider streams to the runner: text deltas, the tool calls of a turn, the token usage.
-providers.py produces them, upstream.py checks them at the boundary, the runner and the compactor
+the providers (providers.py) produce them, upstream.py checks them at the boundary, the runner and the compactor
 consume them."""
 
 from __future__ import annotations

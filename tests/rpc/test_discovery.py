@@ -218,7 +218,7 @@ def _interactive_chat(state, port: int) -> str:
 
 
 async def test_a_server_that_comes_and_goes_holds_a_bounded_number_of_clients(tmp_path):
-    from gateway.chat.providers import RETIRED_KEPT, DiscoveredProvider
+    from gateway.chat.discovered import RETIRED_KEPT, DiscoveredProvider
 
     port = _dead_port()
     provider = DiscoveredProvider(discovering(tmp_path, port))

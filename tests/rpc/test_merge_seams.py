@@ -433,7 +433,7 @@ async def test_a_model_that_streams_hundreds_of_tool_calls_is_held_to_a_bounded_
     # At most 16 calls run per step (the rest answered "skipped"), but every call streamed was kept (up to
     # 1 MiB of arguments each), recorded in the transcript and told twice as chat.tool: a runaway or
     # hostile upstream streaming thousands of calls made the gateway hold gigabytes and write as much.
-    from gateway.chat.providers import MAX_TOOL_CALLS
+    from gateway.chat.openai_provider import MAX_TOOL_CALLS
 
     api.script(("tools", [("memory_list", {})] * (MAX_TOOL_CALLS + 100)))
     api.reply = "Done."

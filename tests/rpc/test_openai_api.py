@@ -68,7 +68,7 @@ async def test_models_are_the_upstreams_or_the_offline_responders_own(start_gate
 
 async def test_the_upstreams_models_are_kept_a_while_and_a_failure_is_not(start_gateway, api, monkeypatch):
     """A client polling GET /v1/models does not make every poll an upstream request."""
-    from gateway.chat import providers
+    from gateway.chat import openai_provider
 
     api.models = None  # the upstream has no /v1/models (404): asked again each time
     gw = await upstream_gateway(start_gateway, api)
@@ -84,7 +84,7 @@ async def test_the_upstreams_models_are_kept_a_while_and_a_failure_is_not(start_
         assert api.count("/v1/models") == 3, "one upstream request for the three"
 
         api.models = ["fake-model", "fake-large", "fake-new"]
-        monkeypatch.setattr(providers, "MODELS_TTL_S", 0.5)
+        monkeypatch.setattr(openai_provider, "MODELS_TTL_S", 0.5)
         await asyncio.sleep(0.6)
         api.models_delay = 1.0  # the upstream is slow: the polls that come meanwhile wait for its one answer
         lists = await asyncio.gather(*(client.models.list() for _ in range(5)))

@@ -79,9 +79,9 @@ async def test_a_session_keeps_its_model_and_system_prompt_on_postgresql(start_g
 
 
 async def test_chat_models_lists_the_upstreams_models_or_the_configured_one(start_gateway, api, monkeypatch):
-    from gateway.chat import providers
+    from gateway.chat import openai_provider
 
-    monkeypatch.setattr(providers, "MODELS_TTL_S", 0)  # every call asks the upstream (it changes below)
+    monkeypatch.setattr(openai_provider, "MODELS_TTL_S", 0)  # every call asks the upstream (it changes below)
     gw = await start_gateway(**{"chat.baseUrl": api.base_url, "chat.model": "fake-model"})
     c = await gw.client()
     try:
