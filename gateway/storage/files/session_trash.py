@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import orjson
 
+from ...errors import NotFound
 from ...fsutil import atomic_write, ensure_private_dir, fsync_dir, remove
 from ...sessions.history import check_session_key
 
@@ -43,6 +44,26 @@ class SessionTrash:
         for folder in (self.dir, self.dir / "sessions"):
             ensure_private_dir(folder)
         atomic_write(self.path, orjson.dumps({"version": 1, "trash": trash}, option=orjson.OPT_INDENT_2))
+
+    def purge_sync(
+        self, listed: dict[str, dict[str, Any]], keys: Sequence[str] | None, before: str | None
+    ) -> list[str]:
+        """Sessions deleted for good: `keys` (each must be in the trash), or all; only those deleted before
+        `before` when given. `listed`: sessions.json's sessions, read under its lock, which the caller holds."""
+        trash = {k: v for k, v in self.read_sync().items() if k not in listed}
+        missing = [k for k in keys or () if k not in trash]
+        if missing:
+            raise NotFound(f"no session {missing[0]} in the trash", {"sessionKey": missing[0]})
+        gone = sorted(
+            k
+            for k, v in trash.items()
+            if (keys is None or k in keys) and (before is None or str(v.get("deletedAt", "")) < before)
+        )
+        if gone:
+            self.write_sync({k: v for k, v in self.read_sync().items() if k not in gone})
+            for k in gone:  # after the entry: a crash leaves a file nothing lists, removed on open
+                remove(self.file(k))
+        return gone
 
     def move(self, src: Path, dst: Path) -> None:
         """A transcript moved between the sessions folder and the trash, both folders synced."""

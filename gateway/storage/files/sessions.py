@@ -16,7 +16,8 @@ sessions.json, then moves the transcript back and drops the entry. Cut short any
 next open finishes what sessions.json says: a listed session gets its transcript back and leaves the
 trash; a transcript in the trash that nothing lists was being purged and goes.
 
-sessions_file.py holds the file's format (and a session's entry as served); session_trash.py the trash.
+sessions_file.py holds the file's format (and a session's entry as served); session_trash.py the trash;
+session_copies.py whole sessions in and out (jarvis migrate).
 """
 
 from __future__ import annotations
@@ -33,11 +34,12 @@ from typing import Any, Callable, Sequence
 import orjson
 import structlog
 
-from ...errors import Conflict, DiskFull, Invalid, NotFound, SessionLimit
-from ...fsutil import atomic_write, ensure_private_dir, fsync_dir, locked, remove
+from ...errors import Conflict, DiskFull, NotFound, SessionLimit
+from ...fsutil import atomic_write, ensure_private_dir, locked
 from ...sessions import transcript as tx
 from ...sessions.history import SETTINGS, check_session_key, history_page, in_trash
-from ..base import ADDED, PRESENT, REFUSED, Imported, SessionCopy
+from ..base import Imported, SessionCopy
+from .session_copies import FileSessionCopies
 from .session_trash import SessionTrash
 from .sessions_file import CLEAN_MARKER, apply_bumps, count_messages, exported_meta, parse_sessions_file, sessions_file
 from ...timeutil import now_iso
@@ -71,6 +73,7 @@ class FileSessionStore:
         self.clean_marker = sessions_dir / CLEAN_MARKER
         self._clean_owner = False
         self.trash_bin = SessionTrash(sessions_dir)
+        self.copies = FileSessionCopies(self)
 
     # ---- files ---------------------------------------------------------------------------------
     def open_sync(self) -> None:
@@ -285,21 +288,7 @@ class FileSessionStore:
     async def purge(self, keys: Sequence[str] | None = None, before: str | None = None) -> builtins.list[str]:
         def run() -> builtins.list[str]:
             with locked(self.meta_path):
-                listed = self._read_sync()
-                trash = {k: v for k, v in self.trash_bin.read_sync().items() if k not in listed}
-                missing = [k for k in keys or () if k not in trash]
-                if missing:
-                    raise NotFound(f"no session {missing[0]} in the trash", {"sessionKey": missing[0]})
-                gone = sorted(
-                    k
-                    for k, v in trash.items()
-                    if (keys is None or k in keys) and (before is None or str(v.get("deletedAt", "")) < before)
-                )
-                if gone:
-                    self.trash_bin.write_sync({k: v for k, v in self.trash_bin.read_sync().items() if k not in gone})
-                    for k in gone:  # after the entry: a crash leaves a file nothing lists, removed on open
-                        remove(self.trash_bin.file(k))
-                return gone
+                return self.trash_bin.purge_sync(self._read_sync(), keys, before)
 
         return await asyncio.to_thread(run)
 
@@ -313,114 +302,15 @@ class FileSessionStore:
     async def gone(self, key: str) -> None:
         """Never called: no other gateway deletes here."""
 
-    # ---- whole sessions in and out (jarvis migrate) ----------------------------------------------
+    # ---- whole sessions in and out (jarvis migrate): session_copies.py -------------------------------
     async def export(self, key: str) -> SessionCopy | None:
-        return await asyncio.to_thread(self._export_sync, key)
-
-    def _export_sync(self, key: str) -> SessionCopy | None:
-        raw = self._read_sync().get(key)
-        path, deleted = self.transcript_path(key), None
-        if raw is None:
-            raw = self.trash_bin.read_sync().get(key)
-            if raw is None:
-                return None
-            path, deleted = self.trash_bin.file(key), str(raw.get("deletedAt", ""))
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            data = b""
-        parts = data.split(b"\n")
-        lines = b"".join(line + b"\n" for line in parts[:-1])
-        meta = exported_meta(key, raw, lines, recount=deleted is None and not self.clean_marker.exists())
-        return SessionCopy(meta, tuple(parts[:-1]), len(parts[-1]), deleted=deleted)
+        return await self.copies.export(key)
 
     async def import_sessions(self, copies: Sequence[SessionCopy], dry_run: bool = False) -> list[Imported]:
-        return await asyncio.to_thread(self._import_sync, copies, dry_run)
-
-    def _import_sync(self, copies: Sequence[SessionCopy], dry_run: bool) -> list[Imported]:
-        """Each transcript is written (atomically) before sessions.json lists it; then one write of
-        sessions.json lists them all. A transcript file that sessions.json does not list is in the way
-        unless its bytes are the first part of the session's (a mirror a gateway on PostgreSQL kept
-        here): that is brought up to date."""
-        listed = self._read_sync()
-        trash = self.trash_bin.read_sync()
-        out: list[Imported] = []
-        add: dict[str, dict[str, Any]] = {}
-        trashed: dict[str, dict[str, Any]] = {}
-        for copy in copies:
-            key = copy.meta["sessionKey"]
-            if key in listed or key in add or key in trash or key in trashed:
-                out.append(Imported(PRESENT, "a session with this key is there" + (" in the trash" * (key in trash))))
-                continue
-            if copy.deleted is not None:
-                try:
-                    path = self.trash_bin.file(key)
-                except Invalid as exc:
-                    out.append(Imported(REFUSED, str(exc)))
-                    continue
-                if not dry_run:
-                    for d in (self.dir.parent.parent, self.dir.parent, self.trash_bin.dir, path.parent):
-                        ensure_private_dir(d)
-                    atomic_write(path, b"".join(line + b"\n" for line in copy.lines))  # the file before its entry
-                    trashed[key] = {**copy.meta, "deletedAt": copy.deleted}
-                out.append(Imported(ADDED, "into the trash"))
-                continue
-            try:
-                path = self.transcript_path(key)
-            except Invalid as exc:  # no file could be named so
-                out.append(Imported(REFUSED, str(exc)))
-                continue
-            data = b"".join(line + b"\n" for line in copy.lines)
-            try:
-                old = path.read_bytes()
-            except FileNotFoundError:
-                old = None
-            if old is not None and not data.startswith(old):
-                out.append(
-                    Imported(
-                        PRESENT,
-                        "a transcript file sessions.json does not list is in the way (its "
-                        "bytes are not a prefix of this session's)",
-                    )
-                )
-                continue
-            detail = ""
-            if old is not None:
-                detail = (
-                    "its transcript was there unlisted (a gateway's local mirror)"
-                    if old == data
-                    else "an unlisted transcript holding its first part (a mirror) was brought up to date"
-                )
-            if not dry_run:
-                if not add:
-                    for d in (self.dir.parent.parent, self.dir.parent, self.dir):
-                        ensure_private_dir(d)
-                if old != data:
-                    atomic_write(path, data, sync_dir=False)  # the folder is synced once, below
-                add[key] = copy.meta
-            out.append(Imported(ADDED, detail))
-        if trashed:
-            with locked(self.meta_path):
-                self.trash_bin.write_sync({**self.trash_bin.read_sync(), **trashed})
-        if add:
-            fsync_dir(self.dir)  # every transcript's name is durable before sessions.json lists it
-            fresh = not self.meta_path.exists()
-
-            def put(sessions: dict[str, dict[str, Any]]) -> None:
-                for k, meta in add.items():
-                    sessions.setdefault(k, dict(meta))
-
-            self._mutate_sync(put)
-            if fresh and not self._clean_owner:  # every counter is exact: the first open need not recount
-                self.clean_marker.touch(0o600)  # (an open store's marker is its close's to put back)
-        return out
+        return await self.copies.import_sessions(copies, dry_run)
 
     async def strays(self) -> list[str]:
-        def unlisted() -> list[str]:
-            listed = self._read_sync()
-            return sorted(p.stem for p in self.dir.glob("*.jsonl") if p.stem not in listed)
-
-        return await asyncio.to_thread(unlisted)
+        return await self.copies.strays()
 
     # ---- queries -------------------------------------------------------------------------------
     async def all(self) -> dict[str, dict[str, Any]]:
