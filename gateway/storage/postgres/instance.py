@@ -30,7 +30,8 @@ from ...config import ConfigError
 from ...errors import Unavailable
 from ...outage import Outage
 from ...tasks import log_failure
-from .db import lock_key, migrate, redact
+from .db import migrate
+from .sqlutil import lock_key, redact
 
 log = structlog.get_logger("gateway.storage")
 

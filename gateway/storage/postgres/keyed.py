@@ -61,7 +61,7 @@ from ...memory.notes.keyed import (
     next_version,
 )
 
-from .db import trash_filter
+from .sqlutil import trash_filter
 from .mirror import COLUMNS, KeyedMirror, importable
 
 if TYPE_CHECKING:  # pragma: no cover

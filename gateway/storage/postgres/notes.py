@@ -41,7 +41,7 @@ from ...memory.notes.history import NoteVersion
 from ...memory.notes.keyed import VersionLimits
 from ...timeutil import now_iso
 from ..base import ADDED, IDENTICAL_NOTE, PRESENT, REFUSED, Imported, NoteCopy
-from .db import lock_key
+from .sqlutil import lock_key
 from .instance import Postgres
 from .mirror import unmounted
 

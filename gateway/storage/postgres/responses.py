@@ -15,7 +15,7 @@ import asyncpg
 import orjson
 
 from ..base import ResponseLimits
-from .db import lock_key
+from .sqlutil import lock_key
 
 EVICT = (
     "DELETE FROM stored_responses WHERE seq IN (SELECT seq FROM (SELECT seq, row_number() OVER w AS n, "

@@ -33,7 +33,7 @@ from ...sessions.history import check_session_key, history_page, in_trash
 from ...tasks import KeyedLocks
 from ...timeutil import now_iso
 from ..base import Imported, SessionCopy
-from .db import lock_key, trash_filter
+from .sqlutil import lock_key, trash_filter
 from .session_copies import PgSessionCopies
 from .session_rows import COLUMNS, SETTING_COLUMNS, row_meta
 from .instance import Postgres
