@@ -37,7 +37,6 @@ ONE_CONCERN = {
     "gateway/memory/service.py": "MemoryService: the memory feature as the gateway sees it",
     "gateway/storage/files/memory/index.py": "FilesMemoryIndex: one SQLite file as an agent's MemoryIndex",
     "gateway/storage/files/memory/vectors.py": "vector storage and exact KNN over SQLite (the matrix and its int8 form)",
-    "gateway/storage/postgres/notes.py": "PgNotes: notes as rows (versions), each gateway's folder a mirror",
 }
 MAX_LINES = 450
 

@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 from pathlib import Path
 from typing import Any, Sequence
 
-import asyncpg
 import orjson
 import structlog
 
@@ -40,10 +38,11 @@ from ...memory.notes import files
 from ...memory.notes.history import NoteVersion
 from ...memory.notes.keyed import VersionLimits
 from ...timeutil import now_iso
-from ..base import ADDED, IDENTICAL_NOTE, PRESENT, REFUSED, Imported, NoteCopy
-from .sqlutil import lock_key
+from ..base import Imported, NoteCopy
 from .instance import Postgres
 from .mirror import unmounted
+from .note_copies import PgNoteCopies, note_hash
+from .sqlutil import lock_key
 
 log = structlog.get_logger("gateway.memory")
 
@@ -63,10 +62,6 @@ def _oldest_kept(sizes: list[Any], limits: VersionLimits) -> int | None:
     return None
 
 
-def _hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 class PgNotes:
     def __init__(
         self, pg: Postgres, agent_id: str, workspace: Path, marks_file: Path, limits: VersionLimits, max_bytes: int
@@ -81,6 +76,7 @@ class PgNotes:
         self._marks: dict[str, dict[str, Any]] | None = None
         self._origin: str | None = None  # which database the marks are of
         self._refused: set[tuple[str, str]] = set()  # (path, why) said in the log already
+        self._copies = PgNoteCopies(pg, agent_id)
 
     # ---- the port --------------------------------------------------------------------------------------
     async def write(self, rel: str, text: str, by: str = "", principal: str | None = None) -> dict[str, Any]:
@@ -117,7 +113,7 @@ class PgNotes:
     # ---- the record --------------------------------------------------------------------------------------
     async def _take(self, rel: str, text: str, by: str, principal: str | None) -> tuple[int, str]:
         """`text` as the note's new version (none when it is what the note holds); (version, SHA-256)."""
-        digest = _hash(text)
+        digest = note_hash(text)
         async with self.pg.pool.acquire() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key(f"note:{self.agent_id}:{rel}"))
             now = await conn.fetchrow(
@@ -198,7 +194,7 @@ class PgNotes:
                 text = await asyncio.to_thread(self._read, rel)
                 if text is None:
                     continue
-                digest = _hash(text)
+                digest = note_hash(text)
                 if row is not None and digest == row["hash"]:
                     marks[rel] = {"v": row["version"], "h": digest, "m": stat[0], "s": stat[1]}
                     continue
@@ -400,67 +396,9 @@ class PgNotes:
         ensure_private_dir(self.marks_file.parent)
         atomic_write(self.marks_file, orjson.dumps({"db": self._origin, "notes": self._marks or {}}))
 
-    # ---- whole notes (`jarvis migrate`): rows only; each gateway writes its folder on its next sync ----
+    # ---- whole notes (`jarvis migrate`): note_copies.py ------------------------------------------------
     async def copies(self) -> list[NoteCopy]:
-        try:
-            rows = await self.pg.pool.fetch(
-                "SELECT path, version, at, by_door, principal, content FROM note_versions WHERE agent_id = $1 "
-                "ORDER BY path, version",
-                self.agent_id,
-            )
-        except asyncpg.UndefinedTableError:  # a database whose schema is not made yet holds none
-            return []
-        out: dict[str, list[NoteVersion]] = {}
-        for r in rows:
-            out.setdefault(r["path"], []).append(
-                NoteVersion(r["version"], r["at"], r["by_door"], r["content"], r["principal"])
-            )
-        return [NoteCopy(path, tuple(versions)) for path, versions in out.items()]
+        return await self._copies.copies()
 
     async def import_copies(self, copies: Sequence[NoteCopy], dry_run: bool = False) -> list[Imported]:
-        out = []
-        for c in copies:
-            if c.problem or not c.versions or not mirrored(c.path):
-                out.append(Imported(REFUSED, c.problem or "no text to copy"))
-                continue
-            if any("\x00" in v.content for v in c.versions):
-                out.append(Imported(REFUSED, "a version holds NUL, which PostgreSQL text cannot"))
-                continue
-            current = c.versions[-1]
-            digest = _hash(current.content)
-            try:
-                there = await self.pg.pool.fetchval(
-                    "SELECT hash FROM notes WHERE agent_id = $1 AND path = $2", self.agent_id, c.path
-                )
-            except asyncpg.UndefinedTableError:  # a dry run before the schema is made: nothing there
-                there = None
-            if there is not None:
-                out.append(Imported(PRESENT, IDENTICAL_NOTE if there == digest else "another text is there"))
-                continue
-            if dry_run:
-                out.append(Imported(ADDED))
-                continue
-            async with self.pg.pool.acquire() as conn, conn.transaction():
-                made = await conn.fetchval(
-                    "INSERT INTO notes (agent_id, path, content, hash, version, at, by_door, principal) "
-                    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (agent_id, path) DO NOTHING RETURNING 1",
-                    self.agent_id,
-                    c.path,
-                    current.content,
-                    digest,
-                    current.version,
-                    current.at,
-                    current.by,
-                    current.principal,
-                )
-                if made is None:
-                    out.append(Imported(PRESENT, "another text is there"))
-                    continue
-                await conn.executemany(  # (versions of a note deleted there stay as they are)
-                    "INSERT INTO note_versions (agent_id, path, version, at, by_door, principal, content) "
-                    "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
-                    [(self.agent_id, c.path, v.version, v.at, v.by, v.principal, v.content) for v in c.versions],
-                )
-                await self.pg.notify("note", conn, agent=self.agent_id, key=c.path)
-            out.append(Imported(ADDED))
-        return out
+        return await self._copies.import_copies(copies, dry_run)

@@ -1,0 +1,91 @@
+"""Whole notes of one agent in and out of PostgreSQL (`jarvis migrate`, storage/copynotes.py, through the
+NoteRecord's `copies` and `import_copies`): rows only, every version kept; each gateway writes its folder
+on its next sync. A note whose path is taken is left as it is (PRESENT), its text the same or not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Sequence
+
+import asyncpg
+
+from ...memory.notes import files
+from ...memory.notes.history import NoteVersion
+from ..base import ADDED, IDENTICAL_NOTE, PRESENT, REFUSED, Imported, NoteCopy
+from .instance import Postgres
+
+
+def note_hash(text: str) -> str:
+    """A note's text as the `hash` column of `notes` holds it (SHA-256 of its UTF-8, in hex)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class PgNoteCopies:
+    def __init__(self, pg: Postgres, agent_id: str):
+        self.pg = pg
+        self.agent_id = agent_id
+
+    async def copies(self) -> list[NoteCopy]:
+        try:
+            rows = await self.pg.pool.fetch(
+                "SELECT path, version, at, by_door, principal, content FROM note_versions WHERE agent_id = $1 "
+                "ORDER BY path, version",
+                self.agent_id,
+            )
+        except asyncpg.UndefinedTableError:  # a database whose schema is not made yet holds none
+            return []
+        out: dict[str, list[NoteVersion]] = {}
+        for r in rows:
+            out.setdefault(r["path"], []).append(
+                NoteVersion(r["version"], r["at"], r["by_door"], r["content"], r["principal"])
+            )
+        return [NoteCopy(path, tuple(versions)) for path, versions in out.items()]
+
+    async def import_copies(self, copies: Sequence[NoteCopy], dry_run: bool = False) -> list[Imported]:
+        out = []
+        for c in copies:
+            if c.problem or not c.versions or not files.in_record(c.path):
+                out.append(Imported(REFUSED, c.problem or "no text to copy"))
+                continue
+            if any("\x00" in v.content for v in c.versions):
+                out.append(Imported(REFUSED, "a version holds NUL, which PostgreSQL text cannot"))
+                continue
+            current = c.versions[-1]
+            digest = note_hash(current.content)
+            try:
+                there = await self.pg.pool.fetchval(
+                    "SELECT hash FROM notes WHERE agent_id = $1 AND path = $2", self.agent_id, c.path
+                )
+            except asyncpg.UndefinedTableError:  # a dry run before the schema is made: nothing there
+                there = None
+            if there is not None:
+                out.append(Imported(PRESENT, IDENTICAL_NOTE if there == digest else "another text is there"))
+                continue
+            if dry_run:
+                out.append(Imported(ADDED))
+                continue
+            async with self.pg.pool.acquire() as conn, conn.transaction():
+                made = await conn.fetchval(
+                    "INSERT INTO notes (agent_id, path, content, hash, version, at, by_door, principal) "
+                    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (agent_id, path) DO NOTHING RETURNING 1",
+                    self.agent_id,
+                    c.path,
+                    current.content,
+                    digest,
+                    current.version,
+                    current.at,
+                    current.by,
+                    current.principal,
+                )
+                if made is None:
+                    out.append(Imported(PRESENT, "another text is there"))
+                    continue
+                await conn.executemany(  # (versions of a note deleted there stay as they are)
+                    "INSERT INTO note_versions (agent_id, path, version, at, by_door, principal, content) "
+                    "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+                    [(self.agent_id, c.path, v.version, v.at, v.by, v.principal, v.content) for v in c.versions],
+                )
+                await self.pg.notify("note", conn, agent=self.agent_id, key=c.path)
+            out.append(Imported(ADDED))
+        return out
