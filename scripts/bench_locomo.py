@@ -152,10 +152,10 @@ async def opened_index(cfg, url: str | None):
         finally:
             await mgr.close()
         return
-    from gateway.storage import standalone_manager
+    from gateway.compose import standalone_memory
 
     await sessions_into_postgres(url, cfg.sessions_dir())
-    async with standalone_manager(cfg, cfg.agent_id) as mgr:
+    async with standalone_memory(cfg, cfg.agent_id) as mgr:
         yield mgr
 
 

@@ -176,12 +176,12 @@ async def index_into_postgres(url: str, seed: Path) -> dict:
     """The shared memory index of the gateways on `url`, built once from the seed's notes and
     transcripts (the transcripts are the rows just copied, so they are valid mirrors)."""
     from gateway.config import load_config
-    from gateway.storage import standalone_manager
+    from gateway.compose import standalone_memory
 
     cfg = load_config(
         {"stateDir": str(seed), "storage.url": url, "memory.sync.onStart": False, "memory.sync.watch": False}, env={}
     )
-    async with standalone_manager(cfg, cfg.agent_id) as mgr:
+    async with standalone_memory(cfg, cfg.agent_id) as mgr:
         await mgr.sync()
         st = await mgr.status()
     return {"chunks": st["chunks"], "files": st["files"], "vectors": st["vector"]["backend"]}

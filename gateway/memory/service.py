@@ -1,5 +1,5 @@
 """The memory service the rest of the gateway uses: `MemoryService(config, agent_id, index, keyed)`,
-engine-neutral above the engine's MemoryIndex (memory/ports.py; `Storage.memory(agent_id)` makes one).
+engine-neutral above the engine's MemoryIndex (memory/ports.py; gateway/compose.py's `memory_service` makes one).
 
 Lifecycle: `open()` picks the embedding provider and opens the index, and in the background runs the
 on-start sync and watches the workspace's memory files; `close()` stops every background task and

@@ -13,6 +13,7 @@ import uuid
 import numpy as np
 import pytest
 
+from gateway.compose import memory_service
 from gateway.memory.embeddings import create_provider
 from gateway.memory.index.sources import SOURCES, session_path
 from gateway.memory.search.request import SearchRequest
@@ -219,7 +220,7 @@ async def test_the_service_above_either_index_answers_the_same_shapes(storage, s
     storage.config.memory.sync.on_start = False
     write_note(storage, "memory/boat.md", BOAT)
     key = await talk(sessions, "My sister Ingrid lives in Trondheim.", "Trondheim, noted.")
-    service = storage.memory("main")
+    service = memory_service(storage.config, storage, "main")
     await service.open()
     try:
         assert service.health()["dirty"] is True
