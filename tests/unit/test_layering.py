@@ -33,7 +33,6 @@ ABOVE = (
 ONE_CONCERN = {
     "gateway/memory/ports.py": "the memory feature's ports: what an engine gives it, declared (Protocols)",
     "gateway/memory/service.py": "MemoryService: the memory feature as the gateway sees it",
-    "gateway/storage/files/memory/index.py": "FilesMemoryIndex: one SQLite file as an agent's MemoryIndex",
     "gateway/storage/files/memory/vectors.py": "vector storage and exact KNN over SQLite (the matrix and its int8 form)",
     "gateway/storage/files/sessions.py": "FileSessionStore: sessions.json and the transcripts beside it, copied whole",
     "gateway/storage/postgres/db.py": "the PostgreSQL schema: every migration in order, and applying them",

@@ -1,8 +1,14 @@
-"""IndexBase: what both engines' memory indexes (files/memory/index.py, postgres/memory/index.py) share.
+"""IndexLifecycle: the life of an agent's memory index, the same on both engines; each engine's index
+(storage/files/memory/index.py, storage/postgres/memory/index.py) is one over its own storage.
 
-The settings an index is built with and their signature, the check of a stored signature, the state
-the memory service reads (`counts`, `needs_rebuild`, …) and the step after each sync. Each engine gives
-`_open_live_state` (bind vector search, when the stored vectors fit the provider) and `_refresh_counts`.
+What it decides: the settings an index is built with and their signature; whether a stored signature
+means a rebuild (and whether the old vectors still answer meanwhile); when stored vectors are bound for
+search, or why not (`vector_problem`); the one searcher over the engine's ports; the step after each
+sync; the state the memory service reads (`counts`, `needs_rebuild`, …).
+
+What the engine gives (memory/ports.py's IndexEngine): where its stored vectors stand
+(`_stored_vectors`), vector search over them (`_bind_vectors`), its full text and rows for the searcher
+(`_search_ports`), its counts (`_refresh_counts`) and what a read holds (`_reading`).
 """
 
 from __future__ import annotations
@@ -14,19 +20,24 @@ from typing import Any
 
 import structlog
 
-from ..config import Config
-from ..memory.embeddings import EmbeddingProvider
-from ..memory.index.settings import IndexSettings, SyncStats
-from ..memory.ports import IndexContext
-from ..memory.search.request import SearchRequest
-from ..memory.search.searcher import Searcher
-from ..memory.signature import index_signature, same_embeddings
-from ..memory.sync import DirtyMarks
+from ...config import Config
+from ..embeddings import EmbeddingProvider
+from ..ports import IndexContext, SearchPorts, VectorSearch
+from ..search.request import SearchRequest
+from ..search.searcher import SearchOptions, Searcher
+from ..signature import index_signature, same_embeddings
+from ..sync import DirtyMarks
+from .settings import IndexSettings, SyncStats
 
 log = structlog.get_logger("gateway.memory")
 
 
-class IndexBase:
+NEW_MODEL = "index is being rebuilt for a new embedding model; full-text results until it is done"
+MISMATCH = "stored vectors do not match the embedding provider; the index will be rebuilt"
+DISABLED = "embeddings are disabled (memory.embeddings.provider = none)"
+
+
+class IndexLifecycle:
     def __init__(self, config: Config, agent_id: str):
         self.cfg = config.memory
         self.agent_id = agent_id
@@ -35,6 +46,7 @@ class IndexBase:
         self.provider: EmbeddingProvider | None = None
         self.provider_problem: str | None = None
         self.backend = "none"
+        self.tokenizer = self.cfg.search.fts_tokenizer  # the full text's, as the index was made with it
         self.searcher: Searcher | None = None
         self.write_lock = asyncio.Lock()  # the index's writes take turns (syncs, forgets, cache puts)
         self._marks = DirtyMarks()
@@ -77,8 +89,52 @@ class IndexBase:
             log.info("memory_index_rebuild_needed", reason="index settings changed", **log_fields)
         return False
 
-    async def _open_live_state(self) -> None:
+    # ---- vector search bound, or why not; the one searcher ----------------------------------------------
+    async def _stored_vectors(self) -> tuple[str, int] | None:
+        """The engine's stored vectors: (the backend that stored them, their dims); None: none yet."""
         raise NotImplementedError
+
+    async def _bind_vectors(self, dims: int) -> VectorSearch:
+        """Vector search over the stored vectors (they fit the provider)."""
+        raise NotImplementedError
+
+    def _search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
+        """The engine's full text and chunk rows, for the searcher."""
+        raise NotImplementedError
+
+    def _backend_problem(self) -> str:
+        """Why there are no vectors with no vector backend."""
+        return self.provider_problem or DISABLED
+
+    async def vector_problem(self) -> tuple[str | None, tuple[str, int] | None]:
+        """Why vector search cannot answer now (None: it can), and the stored vectors it would bind. Stored
+        vectors that do not fit the provider mark the index for a rebuild."""
+        assert self.provider is not None
+        if self.backend == "none":
+            return self._backend_problem(), None
+        if self._needs_rebuild and not self._old_vectors_ok:
+            return NEW_MODEL, None
+        stored = await self._stored_vectors()
+        if stored is None:
+            return (
+                f"embedding provider unavailable: {self._embed_error}" if self._embed_error else "no vectors stored yet"
+            ), None
+        if stored[0] != self.backend or (self.provider.dims and stored[1] != self.provider.dims):
+            self._needs_rebuild = True
+            return MISMATCH, None
+        return None, stored
+
+    async def _open_live_state(self) -> None:
+        """Bind vector search to the live index (when its vectors fit the current provider); the searcher."""
+        problem, stored = await self.vector_problem()
+        vectors = await self._bind_vectors(stored[1]) if stored is not None else None
+        self.searcher = self._searcher(vectors, problem)
+
+    def _searcher(self, vectors: VectorSearch | None, problem: str | None) -> Searcher:
+        assert self.provider is not None
+        ports = self._search_ports(vectors)
+        opts = SearchOptions.from_config(self.cfg.search, self.tokenizer)
+        return Searcher(ports.text, ports.rows, self.provider, opts, vectors, problem, self._hidden, ports.related_text)
 
     async def _refresh_counts(self, delta: dict[str, int] | None = None) -> None:
         """Read the counts again; `delta` (files, chunks, missing) is what the sync just done changed,
