@@ -32,7 +32,6 @@ ABOVE = (
 # Modules past ~450 lines, each one concern: named here, so a new one (or one that grew) is a decision.
 ONE_CONCERN = {
     "gateway/memory/ports.py": "the memory feature's ports: what an engine gives it, declared (Protocols)",
-    "gateway/memory/service.py": "MemoryService: the memory feature as the gateway sees it",
     "gateway/storage/files/memory/vectors.py": "vector storage and exact KNN over SQLite (the matrix and its int8 form)",
     "gateway/storage/files/sessions.py": "FileSessionStore: sessions.json and the transcripts beside it, copied whole",
     "gateway/storage/postgres/db.py": "the PostgreSQL schema: every migration in order, and applying them",
