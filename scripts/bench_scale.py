@@ -106,6 +106,7 @@ async def load(urls: list[str], make_params, method: str, connections: int, seco
 def build_corpus(chunks: int, seed: int, into: Path) -> dict:
     """Notes and transcripts in a files-engine state dir, with its memory index built."""
     from gateway.config import load_config
+    from gateway.compose import memory_service
     from gateway.storage.files.engine import FilesStorage
 
     cfg = load_config({"stateDir": str(into), "memory.sync.onStart": False, "memory.sync.watch": False}, env={})
@@ -125,7 +126,7 @@ def build_corpus(chunks: int, seed: int, into: Path) -> dict:
     (cfg.sessions_dir() / "sessions.json").write_bytes(orjson.dumps({"version": 1, "sessions": meta}))
 
     async def index() -> dict:
-        mgr = FilesStorage(cfg).memory(cfg.agent_id)
+        mgr = memory_service(cfg, FilesStorage(cfg), cfg.agent_id)
         await mgr.open()
         try:
             t = time.perf_counter()
