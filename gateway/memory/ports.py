@@ -385,7 +385,8 @@ class SearchPorts:
 
 class IndexEngine(Protocol):
     """What an engine's index gives the index lifecycle (memory/index/lifecycle.py), which decides the rest:
-    the signature check, rebuilds, when vectors are bound, the searcher."""
+    the signature check, when a rebuild runs instead of the sync asked, when vectors are bound, the
+    searcher."""
 
     async def _stored_vectors(self) -> tuple[str, int] | None:
         """The backend that stored the vectors and their dims; None: none stored yet."""
@@ -395,6 +396,12 @@ class IndexEngine(Protocol):
 
     def _search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
         """The full text and chunk rows of the index as it is now."""
+
+    async def _sync(self, req: SyncRequest, progress: Any) -> SyncStats:
+        """The pipeline's sync of what is asked, in the engine's write turn."""
+
+    async def _rebuild(self, progress: Any) -> SyncStats:
+        """Everything indexed anew under the current settings, the engine's way."""
 
 
 @dataclass

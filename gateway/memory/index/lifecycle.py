@@ -2,13 +2,14 @@
 (storage/files/memory/index.py, storage/postgres/memory/index.py) is one over its own storage.
 
 What it decides: the settings an index is built with and their signature; whether a stored signature
-means a rebuild (and whether the old vectors still answer meanwhile); when stored vectors are bound for
+means a rebuild (and whether the old vectors still answer meanwhile), and that a sync asked meanwhile
+runs the rebuild; when stored vectors are bound for
 search, or why not (`vector_problem`); the one searcher over the engine's ports; the step after each
 sync; the state the memory service reads (`counts`, `needs_rebuild`, …).
 
 What the engine gives (memory/ports.py's IndexEngine): where its stored vectors stand
 (`_stored_vectors`), vector search over them (`_bind_vectors`), its full text and rows for the searcher
-(`_search_ports`), its counts (`_refresh_counts`) and what a read holds (`_reading`).
+(`_search_ports`), a sync and a rebuild its way (`_sync`, `_rebuild`), its counts (`_refresh_counts`) and what a read holds (`_reading`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..ports import IndexContext, SearchPorts, VectorSearch
 from ..search.request import SearchRequest
 from ..search.searcher import SearchOptions, Searcher
 from ..signature import index_signature, same_embeddings
-from ..sync import DirtyMarks
+from ..sync import DirtyMarks, SyncRequest
 from .settings import IndexSettings, SyncStats
 
 log = structlog.get_logger("gateway.memory")
@@ -139,6 +140,23 @@ class IndexLifecycle:
     async def _refresh_counts(self, delta: dict[str, int] | None = None) -> None:
         """Read the counts again; `delta` (files, chunks, missing) is what the sync just done changed,
         for an engine that may add it instead of counting everything."""
+        raise NotImplementedError
+
+    # ---- the writer: a rebuild when the settings changed, else the sync asked --------------------------
+    async def sync(self, req: SyncRequest, progress: Any) -> SyncStats:
+        """One sync request: while the index waits for a rebuild (new settings, vectors that no longer fit),
+        the rebuild, which indexes everything whatever was asked; else what was asked."""
+        if self._needs_rebuild:
+            return await self._rebuild(progress)
+        return await self._sync(req, progress)
+
+    async def _rebuild(self, progress: Any) -> SyncStats:
+        """Index everything anew under the current settings (the engine's way: a fresh file swapped in, or
+        the agent's rows reset), then `_after_sync`."""
+        raise NotImplementedError
+
+    async def _sync(self, req: SyncRequest, progress: Any) -> SyncStats:
+        """The pipeline's sync of what `req` asks, under the write lock, then `_after_sync`."""
         raise NotImplementedError
 
     async def _bind_stored_vectors(self) -> None:

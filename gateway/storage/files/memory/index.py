@@ -254,11 +254,11 @@ class FilesMemoryIndex(IndexLifecycle):
 
     # ---- the writer ---------------------------------------------------------------------------------
     async def sync(self, req: SyncRequest, progress: Any) -> SyncStats:
-        if self._corrupt is not None:
+        if self._corrupt is not None:  # damage met while serving: recovered before anything else
             return await self._recover(self._corrupt)
-        if self._needs_rebuild:
-            with self._users.alone():
-                return await self._rebuild(progress)
+        return await super().sync(req, progress)
+
+    async def _sync(self, req: SyncRequest, progress: Any) -> SyncStats:
         scope = None
         if not req.memory and isinstance(req.sessions, set) and len(req.sessions) <= SCOPED_COUNT_MAX:
             scope = [session_path(key) for key in sorted(req.sessions)]
@@ -281,7 +281,12 @@ class FilesMemoryIndex(IndexLifecycle):
         return stats
 
     async def _rebuild(self, progress: Any) -> SyncStats:
-        """Index everything into a fresh database next to the live one, then swap it in (rebuild.py)."""
+        """Index everything into a fresh database next to the live one, then swap it in (rebuild.py), with
+        no other process holding the file."""
+        with self._users.alone():
+            return await self._rebuild_aside(progress)
+
+    async def _rebuild_aside(self, progress: Any) -> SyncStats:
         assert self.provider is not None and self.writer is not None
         self._rebuilding = True
         self._forgotten.clear()

@@ -115,9 +115,7 @@ class PgMemoryIndex(IndexLifecycle):
         """Nothing to load: PostgreSQL holds the vectors and their HNSW index."""
 
     # ---- the writer ---------------------------------------------------------------------------------
-    async def sync(self, req: SyncRequest, progress: Any) -> SyncStats:
-        if self._needs_rebuild:
-            return await self._rebuild(progress)
+    async def _sync(self, req: SyncRequest, progress: Any) -> SyncStats:
         async with self.write_lock:
             assert self.pipeline is not None
             stats = await self.pipeline.sync(
