@@ -28,6 +28,7 @@ from .chat.compaction import Compactor
 from .chat.providers import ChatProvider
 from .chat.runner import ChatService
 from .chat.tools import ChatTools
+from .compose import cluster_of, memory_service
 from .calls import ACTING, Call, Door
 from .config import Config, MemoryConfig, SessionsConfig
 from .dispatcher import Dispatcher
@@ -155,7 +156,7 @@ class Services:
         self.storage = storage  # open_storage(config): the files, or PostgreSQL shared with other gateways
         # Who may call: the owner (the gateway token) and the storage's principals (gateway/access.py).
         self.principals = Principals(TokenStore(config.token, config.token_file), storage.principals())
-        self.cluster = storage.cluster(self)
+        self.cluster = cluster_of(storage, self)
         if self.cluster is not None:
             bus.relay = self.cluster.relay
         self.started = time.monotonic()
@@ -351,7 +352,7 @@ class Services:
         await asyncio.to_thread(cfg.agent_workspace(agent_id).mkdir, mode=0o700, parents=True, exist_ok=True)
         memory = None
         if cfg.memory.enabled:
-            memory = self.storage.memory(agent_id)
+            memory = memory_service(cfg, self.storage, agent_id)
             try:
                 await memory.open()
             except BaseException:

@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gateway.config import load_config  # noqa: E402
+from gateway.compose import memory_service  # noqa: E402
 from gateway.storage.files.engine import FilesStorage  # noqa: E402
 from gateway.sessions.transcript import append_sync, header, message_record  # noqa: E402
 from gateway.timeutil import to_iso  # noqa: E402
@@ -145,17 +146,17 @@ async def sessions_into_postgres(url: str, sessions_dir: Path) -> None:
 async def opened_index(cfg, url: str | None):
     """The memory index the searches go to: the state dir's SQLite one, or (`url`) PostgreSQL's."""
     if url is None:
-        mgr = FilesStorage(cfg).memory(cfg.agent_id)
+        mgr = memory_service(cfg, FilesStorage(cfg), cfg.agent_id)
         await mgr.open()
         try:
             yield mgr
         finally:
             await mgr.close()
         return
-    from gateway.storage import standalone_manager
+    from gateway.compose import standalone_memory
 
     await sessions_into_postgres(url, cfg.sessions_dir())
-    async with standalone_manager(cfg, cfg.agent_id) as mgr:
+    async with standalone_memory(cfg, cfg.agent_id) as mgr:
         yield mgr
 
 

@@ -106,6 +106,7 @@ async def load(urls: list[str], make_params, method: str, connections: int, seco
 def build_corpus(chunks: int, seed: int, into: Path) -> dict:
     """Notes and transcripts in a files-engine state dir, with its memory index built."""
     from gateway.config import load_config
+    from gateway.compose import memory_service
     from gateway.storage.files.engine import FilesStorage
 
     cfg = load_config({"stateDir": str(into), "memory.sync.onStart": False, "memory.sync.watch": False}, env={})
@@ -125,7 +126,7 @@ def build_corpus(chunks: int, seed: int, into: Path) -> dict:
     (cfg.sessions_dir() / "sessions.json").write_bytes(orjson.dumps({"version": 1, "sessions": meta}))
 
     async def index() -> dict:
-        mgr = FilesStorage(cfg).memory(cfg.agent_id)
+        mgr = memory_service(cfg, FilesStorage(cfg), cfg.agent_id)
         await mgr.open()
         try:
             t = time.perf_counter()
@@ -176,12 +177,12 @@ async def index_into_postgres(url: str, seed: Path) -> dict:
     """The shared memory index of the gateways on `url`, built once from the seed's notes and
     transcripts (the transcripts are the rows just copied, so they are valid mirrors)."""
     from gateway.config import load_config
-    from gateway.storage import standalone_manager
+    from gateway.compose import standalone_memory
 
     cfg = load_config(
         {"stateDir": str(seed), "storage.url": url, "memory.sync.onStart": False, "memory.sync.watch": False}, env={}
     )
-    async with standalone_manager(cfg, cfg.agent_id) as mgr:
+    async with standalone_memory(cfg, cfg.agent_id) as mgr:
         await mgr.sync()
         st = await mgr.status()
     return {"chunks": st["chunks"], "files": st["files"], "vectors": st["vector"]["backend"]}

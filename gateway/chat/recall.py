@@ -6,7 +6,7 @@ gets (`maxResults`, `minScore`, `maxTokens`) and that a turn never recalls its o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import structlog
 
@@ -36,7 +36,8 @@ async def recall_for_turn(memory: "MemoryService", query: str, session_key: str 
         return []
     budget = rc.max_tokens * CHARS_PER_TOKEN
     out = []
-    for r in res["results"]:
+    hits: Sequence[Mapping[str, Any]] = res["results"]  # memory/hit.py's Hit, read field by field below
+    for r in hits:
         if budget <= 0:
             break
         snip = (mask(r["snippet"]) if memory.cfg.redact_secrets else r["snippet"])[:budget]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..chat.providers import OfflineResponder
+from ..compose import memory_service
 from ..config import Config
 from ..events import EventBus
 from ..methods import admin as _admin_methods  # noqa: F401  (registers the admin.* methods)
@@ -40,7 +41,7 @@ class LocalServices(Services):
             await store.open()
         memory = None
         if self.config.memory.enabled:
-            memory = self.storage.memory(agent_id)
+            memory = memory_service(self.config, self.storage, agent_id)
             try:
                 await memory.open()
             except BaseException:

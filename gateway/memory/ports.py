@@ -15,8 +15,11 @@ and tests/contract/test_index_store.py holds the contract once, on both.
     search side           FullText      ranked chunk ids for query words (BM25 or its PostgreSQL twin)
                           VectorSearch  the nearest chunk ids to a query vector
                           ChunkReader   the rows of chunk ids (text, spans, date…), their stored vectors
+                          SearchPorts   an engine's FullText and ChunkReader, as the searcher takes them
     the service           MemoryIndex   one agent's index as the memory service drives it (sync, search,
                                         counts, status), opened with an IndexContext
+                          IndexEngine   what an engine's index gives the index lifecycle (memory/index/
+                                        lifecycle.py: signature checks, rebuilds, the searcher)
                           KeyedMemories the keyed memories (memory.set & co.), which a sync reconciles
 
 This module imports nothing from storage/ (tests/unit/test_layering.py holds memory to that): the
@@ -368,6 +371,37 @@ class NoteRecord(Protocol):
     async def forget_gone(self) -> int:
         """After a sync confirmed the files missing from the folder gone (it looks twice before it
         removes much): their notes leave the record, their versions stay. How many."""
+
+
+@dataclass(frozen=True)
+class SearchPorts:
+    """What an engine gives the one searcher: its full text and chunk rows, and where it has a connection
+    to spare, a second full text for the related words' list (run beside the query's own words')."""
+
+    text: FullText
+    rows: ChunkReader
+    related_text: FullText | None = None
+
+
+class IndexEngine(Protocol):
+    """What an engine's index gives the index lifecycle (memory/index/lifecycle.py), which decides the rest:
+    the signature check, when a rebuild runs instead of the sync asked, when vectors are bound, the
+    searcher."""
+
+    async def _stored_vectors(self) -> tuple[str, int] | None:
+        """The backend that stored the vectors and their dims; None: none stored yet."""
+
+    async def _bind_vectors(self, dims: int) -> VectorSearch:
+        """Vector search over the stored vectors (they fit the provider)."""
+
+    def _search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
+        """The full text and chunk rows of the index as it is now."""
+
+    async def _sync(self, req: SyncRequest, progress: Any) -> SyncStats:
+        """The pipeline's sync of what is asked, in the engine's write turn."""
+
+    async def _rebuild(self, progress: Any) -> SyncStats:
+        """Everything indexed anew under the current settings, the engine's way."""
 
 
 @dataclass

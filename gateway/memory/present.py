@@ -11,6 +11,8 @@ function here, and nothing else shapes a hit:
     offline_line(hit)      one hit in the offline responder's answer
     cli_lines(hit)         one hit of `jarvis memory search`
     reference(hit)         where it is and when, in chat.final's and a tool's `memory` list
+    span(path, first, last)  where a passage read whole is (memory.get's lines, a keyed memory, a fact's
+                           evidence), in a tool's `memory` list
     label_sessions(hits, label_of)   each transcript hit's `session` (its conversation's label), looked up
     references(hits)       where they are, compact (/v1's X-Jarvis-Memory and `jarvis` field)
 
@@ -113,9 +115,14 @@ def cli_lines(hit: Mapping[str, Any]) -> list[str]:
     return [head] + [f"    {line}" for line in str(hit.get("snippet", "")).splitlines()]
 
 
+def span(path: str, first: int, last: int) -> dict[str, Any]:
+    """Where a passage is: its file and lines (a tool outcome's `memory`; a hit's reference starts so)."""
+    return {"path": path, "startLine": first, "endLine": last}
+
+
 def reference(hit: Mapping[str, Any]) -> dict[str, Any]:
     """Where a hit is and when (chat.final's `memory`, kept with the reply; a tool outcome's)."""
-    out = {"path": hit["path"], "startLine": hit["startLine"], "endLine": hit["endLine"]}
+    out = span(hit["path"], hit["startLine"], hit["endLine"])
     if hit.get("score") is not None:
         out["score"] = hit["score"]
     if said_on := when(hit):

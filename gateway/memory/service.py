@@ -1,5 +1,5 @@
 """The memory service the rest of the gateway uses: `MemoryService(config, agent_id, index, keyed)`,
-engine-neutral above the engine's MemoryIndex (memory/ports.py; `Storage.memory(agent_id)` makes one).
+engine-neutral above the engine's MemoryIndex (memory/ports.py; gateway/compose.py's `memory_service` makes one).
 
 Lifecycle: `open()` picks the embedding provider and opens the index, and in the background runs the
 on-start sync and watches the workspace's memory files; `close()` stops every background task and
@@ -11,57 +11,40 @@ when dirty, the interval, a compaction flush, `memory.sync`) go through one Sync
 (a `force` is kept), and each caller gets the result of the run that covered its request. The index
 runs each (or the rebuild a change of settings needs, or the recovery from a damaged index).
 
-Searches go to the configured backend (search/backends.py: the built-in index, or QMD with the built-in index
-as fallback), then through the optional re-ranking of rerank.py (MMR, time decay).
+What it answers a reader (memory.search, memory.profile, memory.get) is answers.py's; memory.status and
+the health counts are status.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
 import structlog
 
 from ..config import Config
-from ..errors import Invalid
 from ..tasks import log_failure
 from .embeddings import EmbeddingProvider, create_provider
+from .answers import MemoryAnswers
 from .index.settings import SyncStats
 from .index.workers import TRIM_AFTER_BYTES, trim_heap
-from .index.sources import SOURCES, read_lines, resolve_readable
-from .rerank import apply_time_decay, decay_dates, mmr_rerank
-from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
-from .search.qmd import QmdBackend
-from .search.searcher import RESULT_VECTORS
-from .search.timeline import arrange
-from .ledger.facts import facts as ledger_facts
+from .search.backends import BuiltinBackend, SearchBackend
 from .ledger.distill import DistillSettings, Distiller, openai_complete
-from .ledger.recall import LedgerRecall, as_of_time, embed_with, lead, outdated
-from .present import shape
+from .ledger.recall import LedgerRecall
+from .status import MemoryStatus
 from .ports import IndexContext, KeyedMemories, MemoryIndex, NoteRecord
-from .search.snippets import Exclude
 from .sync import DirtyMarks, SyncOrchestrator, SyncRequest
-from .search.request import SearchRequest
 
 log = structlog.get_logger("gateway.memory")
 
 MODES = ("hybrid", "fts", "vector")
 RETRY_MIN_S, RETRY_MAX_S = 15.0, 600.0
-SKIPPED_SHOWN = 20  # memory.status `skipped`: the largest files left out for their size, at most this many
 
 
-# A search waits at most this long for a sync already under way to index what was dirty when it began.
-READ_YOUR_WRITES_S = 10.0
-# A search asks its backend for this many results beyond k, ranked as for k: room for the arrangement
-# (repeats folded into one leave places to fill) and the optional re-ranking.
-POOL_SPARE = 5
-AS_OF_SPARE = 20  # and this many more with asOf: the hits said after it are dropped from them
-
-
-class MemoryService:
+class MemoryService(MemoryAnswers, MemoryStatus):
     def __init__(
         self,
         config: Config,
@@ -147,31 +130,6 @@ class MemoryService:
         if not isinstance(self.search_backend, BuiltinBackend):
             self._update_backend()
         self.orchestrator.start(self.workspace, self._on_memory_change)
-
-    def _make_backend(self) -> SearchBackend:
-        builtin = BuiltinBackend(self.index.search)
-        b = self.cfg.backend
-        if b.kind == "builtin":
-            return builtin
-        q = b.qmd
-        qmd = QmdBackend(
-            command=q.command,
-            collection=q.collection or f"jarvis-{self.agent_id}",
-            workspace=self.workspace,
-            timeout_s=q.timeout_ms / 1000.0,
-            update_timeout_s=q.update_timeout_ms / 1000.0,
-            embed=q.embed,
-            hybrid_command=q.hybrid_command,
-            snippet_chars=self.cfg.search.snippet_chars,
-        )
-        return FallbackBackend(
-            qmd,
-            builtin,
-            retries=b.retries,
-            backoff_ms=b.retry_backoff_ms,
-            breaker=CircuitBreaker(b.breaker_failures, b.breaker_open_seconds),
-            file_diversity=self.cfg.search.file_diversity,
-        )
 
     def _update_backend(self) -> None:
         """After a sync: let an external backend re-read the files, in the background, one at a time."""
@@ -444,266 +402,6 @@ class MemoryService:
         req = self._request(force=False, memory=True, sessions=False, reason="write")
         stats: SyncStats = await asyncio.shield(req.future)
         return stats.result()
-
-    async def _sync_if_dirty(self) -> None:
-        if not self.cfg.sync.on_search:
-            return
-        if self._startup is not None:
-            # Not for a rebuild: the old index answers meanwhile.
-            if not self._startup.done() and not self.index.needs_rebuild:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self._startup)
-            self._startup = None
-        if not self.dirty:
-            # Nothing left to mark — but a sync that started with marks (a turn just said, a note just
-            # written) may still be writing them: what was written before this search is what it finds.
-            covering = self._covering
-            if covering is not None and not covering.done():
-                with contextlib.suppress(Exception, TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(covering), READ_YOUR_WRITES_S)
-            return
-        if self.index.needs_rebuild:
-            self._request(force=False, memory=True, sessions=True, reason="search")  # in the background
-            return
-        req = self._request(force=False, reason="search", **self._dirty.pending())
-        try:
-            await asyncio.shield(req.future)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            if self._unreachable(exc) is None:  # an outage is said once, by the engine
-                log.warning("memory_search_presync_failed", exc_info=True)
-
-    async def search(
-        self,
-        query: str,
-        k: int = 6,
-        min_score: float = 0.0,
-        sources: list[str] | None = None,
-        session_key: str | None = None,
-        mode: str | None = None,
-        exclude: Exclude | None = None,
-        as_of: str | None = None,
-    ) -> dict:
-        """`as_of` (ISO 8601 UTC, as `parse_as_of` writes it): memory as it stood then — nothing said after
-        it, the ledger's value valid then first, relative dates in the query resolved against it."""
-        # The params were validated by the method's schema (memory.search, and the CLI through it).
-        mode = mode or self.cfg.search.mode
-        srcs = tuple(sorted(set(sources))) if sources else SOURCES
-        why = "memory is disabled" if not self.cfg.enabled else self.index.degraded
-        if why:
-            return {"results": [], "mode": mode, "embeddings": self._embeddings_brief(), "degraded": why}
-        await self._sync_if_dirty()
-        recovering = self.index.recovering
-        # A pool a few times k, arranged by what was said when (search/timeline.py), re-ranked if so
-        # configured, then cut to k and minScore.
-        # The question's subjects (ledger/recall.py: an embedding when no cue word names one) are found
-        # while the backend searches.
-        subjects = asyncio.ensure_future(self._ledger_subjects(query))
-        try:
-            res = await self._backend_search(query, k, recovering, min_score, srcs, session_key, mode, exclude, as_of)
-        except BaseException:
-            subjects.cancel()
-            raise
-        if as_of:  # nothing said after it (an undated hit is the file's: its time is known)
-            res["results"] = [r for r in res["results"] if str(r.get("date") or "") <= as_of]
-        known = res.pop(RESULT_VECTORS, None)  # the results' stored vectors, when the search read them
-        for r in res["results"]:  # as every reader gets a hit (present.py: a keyed memory's value)
-            shape(r)
-        if recovering:  # no re-ranking either: results are incomplete
-            subjects.cancel()
-            res["degraded"] = (
-                "the memory index was damaged and is being rebuilt from the memory files and "
-                "transcripts; results are incomplete until it is done"
-            )
-            return res
-        res["results"] = await self._rerank(query, res["results"], int(k), float(min_score), known)
-        res["results"] = await self._ledger_first(query, res["results"], int(k), as_of, exclude, await subjects)
-        if as_of:
-            res["asOf"] = as_of
-        return res
-
-    async def _backend_search(
-        self,
-        query: str,
-        k: int,
-        recovering: bool,
-        min_score: float,
-        srcs: tuple[str, ...],
-        session_key: str | None,
-        mode: str,
-        exclude: Exclude | None,
-        as_of: str | None,
-    ) -> dict:
-        return await self.search_backend.search(
-            SearchRequest(
-                query=query,
-                k=int(k),
-                spare=(0 if recovering else self._spare(int(k))) + (AS_OF_SPARE if as_of else 0),
-                min_score=float(min_score) if recovering else 0.0,
-                sources=srcs,
-                session_key=session_key,
-                mode=mode,
-                exclude=exclude,
-            )
-        )
-
-    def _ledger_recall(self) -> LedgerRecall:
-        if self._ledger is None:
-            # A local model only: the subjects' descriptions and statements are never sent to an API.
-            local = self.provider is not None and not self.provider.remote and self.index.backend != "none"
-            embed = embed_with(self.provider) if local else None
-            self._ledger = LedgerRecall(embed)
-        return self._ledger
-
-    async def _ledger_subjects(self, query: str) -> list[str]:
-        """The subjects of the person's life a query asks about ([] when the ledger cannot tell)."""
-        try:
-            return await self._ledger_recall().subjects(query)
-        except Exception:
-            log.warning("memory_ledger_recall_failed", exc_info=True)
-            return []
-
-    async def _ledger_first(
-        self,
-        query: str,
-        results: list[dict],
-        k: int,
-        as_of: str | None,
-        exclude: Exclude | None = None,
-        subjects: list[str] | None = None,
-    ) -> list[dict]:
-        """The ledger's statement for the question first (ledger/recall.py); the results as they were when
-        the question names no subject or the ledger cannot be read (derived data never fails a search)."""
-        try:
-            recall = self._ledger_recall()
-            if subjects is None:
-                subjects = await recall.subjects(query)
-            if not subjects:
-                return results
-            statements = await self.index.statements(subjects)
-            if exclude is not None:  # a chat turn's own message is never recalled as its answer
-                said = " ".join(exclude.text.split())
-                statements = [
-                    s for s in statements if not (s.path == exclude.path and " ".join(s.text.split()) in said)
-                ]
-            picked = await recall.pick(query, statements, as_of_time(as_of), as_of)
-        except Exception:
-            log.warning("memory_ledger_recall_failed", exc_info=True)
-            return results
-        if picked is None:
-            return results
-        fact, period, q = picked
-        if q.asked == "present" and period.sayings:
-            try:
-                vectors = await self.index.stored_vectors(results) if results else None
-                if outdated(results, vectors, await recall.vector(period.statement.text), fact, period):
-                    return results
-            except Exception:
-                log.warning("memory_ledger_recall_failed", exc_info=True)
-                return results
-        return lead(results, fact, period, q, k)
-
-    async def profile(self) -> dict:
-        """memory.profile: what the ledger holds now — each subject's current value with its evidence and
-        history, the most recently changed first."""
-        await self._sync_if_dirty()
-        known = ledger_facts(await self.index.statements())
-        out = [f.brief() for f in known.values() if f.current is not None]
-        out.sort(key=lambda f: (f["since"], f["subject"]), reverse=True)
-        return {"facts": out}
-
-    def _spare(self, k: int) -> int:
-        """Results asked beyond k: POOL_SPARE, or the pool MMR and time decay choose from (3k, at least 20)."""
-        s = self.cfg.search
-        return min(100, max(3 * k, 20)) - k if (s.mmr or s.time_decay) else POOL_SPARE
-
-    async def _rerank(
-        self, query: str, results: list[dict], k: int, min_score: float, known: dict | None = None
-    ) -> list[dict]:
-        s = self.cfg.search
-        if s.time_decay and results:
-            now = self.decay_now or datetime.now(timezone.utc)
-            results = apply_time_decay(results, decay_dates(results), now, s.half_life_days)
-        vectors = None
-        if len(results) > 1:
-            keys = [(r["path"], r["startLine"], r["endLine"]) for r in results]
-            if known is not None and all(key in known for key in keys):
-                vectors = {i: known[key] for i, key in enumerate(keys)}  # (the search read them: no second trip)
-            else:
-                vectors = await self.index.stored_vectors(results)
-        results = [r for r in arrange(results, query, vectors) if r["score"] >= min_score]
-        if s.mmr:
-            return mmr_rerank(results, k, s.mmr_lambda, await self.index.stored_vectors(results))
-        return results[:k]
-
-    async def get(self, path: str, from_: int = 1, lines: int = 120) -> dict:
-        if from_ < 1:
-            raise Invalid("must be >= 1", field="from")
-        if lines < 1:
-            raise Invalid("must be >= 1", field="lines")
-        target = await asyncio.to_thread(resolve_readable, path, self.workspace, self.sessions_dir)
-        got, more = await asyncio.to_thread(read_lines, target, from_, lines)
-        out: dict[str, Any] = {
-            "path": path,
-            "text": "\n".join(got),
-            "from": from_,
-            "lines": len(got),
-            "truncated": more,
-        }
-        if more:
-            out["nextFrom"] = from_ + max(1, len(got))
-        return out
-
-    def _embeddings_brief(self) -> dict:
-        p = self.provider
-        return {"provider": p.name if p else self.cfg.embeddings.provider, "model": p.model if p else ""}
-
-    async def status(self) -> dict:
-        if self.cfg.enabled and self._index_open:
-            files_by, chunks_by, cache, dims = await self.index.status_counts()
-        else:
-            files_by, chunks_by, cache, dims = {}, {}, 0, 0
-        p = self.provider
-        engine = self.index.status()
-        vec: dict[str, Any] = {
-            "backend": self.index.backend,
-            "missing": self.index.counts["missing"],
-            **engine["vector"],
-        }
-        out: dict[str, Any] = {
-            "files": sum(files_by.values()),
-            "chunks": sum(chunks_by.values()),
-            "sources": {s: {"files": files_by.get(s, 0), "chunks": chunks_by.get(s, 0)} for s in SOURCES},
-            "dirty": self.dirty,
-            "lastSyncAt": self.index.last_sync_at,
-            "embeddings": {**self._embeddings_brief(), "dims": dims or (p.dims if p else 0)},
-            "vector": vec,
-            "fts": engine["fts"],
-            "cache": {"entries": cache},
-            "backend": self.search_backend.status(),
-            "ranking": {
-                "mmr": self.cfg.search.mmr,
-                "mmrLambda": self.cfg.search.mmr_lambda,
-                "timeDecay": self.cfg.search.time_decay,
-                "halfLifeDays": self.cfg.search.half_life_days,
-            },
-            "sync": self.orchestrator.status(),
-        }
-        if self.index.rebuilding:
-            out["rebuilding"] = True
-        if self.index.corrupt_events:
-            out["corrupt"] = self.index.corrupt_events[-5:]
-        if self._skipped:
-            reason = f"larger than memory.maxFileBytes ({self.cfg.max_file_bytes} bytes)"
-            big = sorted(self._skipped.items(), key=lambda kv: (-kv[1], kv[0]))[:SKIPPED_SHOWN]
-            out["skipped"] = [{"path": p, "bytes": b, "reason": reason} for p, b in big]
-        problem = self._embed_error or self.provider_problem or engine.get("error")
-        if problem:
-            out["embeddings"]["error"] = problem
-        if self.distiller is not None:  # the model's distillation (ledger/distill.py): what it did so far
-            out["ledger"] = {"distill": dict(self.distiller.stats)}
-        return out
 
     async def refresh_health(self) -> None:
         """Bring the counts health() reports up to date where another process may change the index

@@ -28,13 +28,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..memory.notes.keyed import Entry, KeyedCopy
     from ..principals import Principal
 
-# The memory service, the gateway's Services and the Cluster sit above this layer (they use the stores);
-# naming their classes here, even for type checkers only, would make an import cycle
-# (tests/unit/test_import_cycles.py). The engines' own modules name them.
-MemoryService = Any
-Services = Any
-Cluster = Any
-
 
 @dataclass(frozen=True)
 class SessionCopy:
@@ -315,12 +308,6 @@ class Storage(Protocol):
 
     def notes(self, agent_id: str) -> NoteStore:
         """The agent's notes (MEMORY.md, LEARNINGS.md, memory/**/*.md): the folder, or rows it mirrors."""
-
-    def memory(self, agent_id: str) -> MemoryService:
-        """The agent's memory service over `memory_index` and `keyed`, not yet opened."""
-
-    def cluster(self, services: Services) -> Cluster | None:
-        """What coordinates this gateway with the others on the same storage (None: alone)."""
 
     def principals(self) -> PrincipalStore:
         """Who may call the gateway besides its owner (gateway/principals.py)."""

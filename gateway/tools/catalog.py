@@ -28,7 +28,7 @@ import structlog
 
 from ..errors import InternalError, Invalid, JarvisError
 from ..methods import memory as _memory_methods  # noqa: F401  (registers the memory.* methods the tools run)
-from ..memory.present import label_sessions, reference, tool_line
+from ..memory.present import label_sessions, reference, span, tool_line
 from ..memory.secrets import mask
 from ..neterrors import short as _short
 from ..registry import registry
@@ -220,7 +220,7 @@ async def _render_get(result: dict, params: dict, caller: Caller) -> ToolOutcome
         return ToolOutcome(
             _bounded(text.split("\n")),
             f"read {result['key']}",
-            memory=[{"path": result["path"], "startLine": 1, "endLine": 1}],
+            memory=[span(result["path"], 1, 1)],
         )
     first, n = result["from"], result["lines"]
     last = first + max(n, 1) - 1
@@ -233,7 +233,7 @@ async def _render_get(result: dict, params: dict, caller: Caller) -> ToolOutcome
     return ToolOutcome(
         _bounded(lines),
         _plural(n, "line"),
-        memory=[{"path": result["path"], "startLine": first, "endLine": last}] if n else [],
+        memory=[span(result["path"], first, last)] if n else [],
     )
 
 
@@ -279,7 +279,7 @@ async def _render_profile(result: dict, params: dict, caller: Caller) -> ToolOut
             f"- {f['subject']}: {_short(f['value'], 200)} (since {f['since'][:10]}; "
             f"{ev['path']}:{ev['startLine']}-{ev['endLine']}){' — ' + was if was else ''}"
         )
-        memory.append({"path": ev["path"], "startLine": ev["startLine"], "endLine": ev["endLine"]})
+        memory.append(span(ev["path"], ev["startLine"], ev["endLine"]))
     return ToolOutcome(_bounded(lines), f"{len(facts)} facts", memory=memory)
 
 

@@ -8,11 +8,14 @@ model (WordLlama) for vectors."""
 from __future__ import annotations
 
 import asyncio
+import typing
 import uuid
 
 import numpy as np
 import pytest
 
+from gateway.compose import memory_service
+from gateway.memory.hit import Hit, SearchAnswer
 from gateway.memory.embeddings import create_provider
 from gateway.memory.index.sources import SOURCES, session_path
 from gateway.memory.search.request import SearchRequest
@@ -213,19 +216,34 @@ async def test_agents_have_their_own_index(storage, mem):
     assert await mem.paths("sailing boat", "fts") == ["memory/boat.md"]
 
 
+def _misfits(value: dict, shape: type) -> list[str]:
+    """What of `value` the TypedDict `shape` does not say: a key missing or unknown, a plain field's type."""
+    hints = typing.get_type_hints(shape)
+    out = [f"missing {k}" for k in shape.__required_keys__ if k not in value]
+    out += [f"unknown {k}" for k in value if k not in hints]
+    for k, v in value.items():
+        want = typing.get_origin(hints.get(k)) or hints.get(k)
+        if want in (str, int, float) and not isinstance(v, (int, float) if want is float else want):
+            out.append(f"{k}: {v!r} is no {want.__name__}")
+    return out
+
+
 async def test_the_service_above_either_index_answers_the_same_shapes(storage, sessions):
     """MemoryService over the engine's index: sync, search and memory.status say the same things."""
     storage.config.memory.enabled = True
     storage.config.memory.sync.on_start = False
     write_note(storage, "memory/boat.md", BOAT)
     key = await talk(sessions, "My sister Ingrid lives in Trondheim.", "Trondheim, noted.")
-    service = storage.memory("main")
+    service = memory_service(storage.config, storage, "main")
     await service.open()
     try:
         assert service.health()["dirty"] is True
         assert (await service.sync())["indexed"] == 2
         res = await service.search("Ingrid Trondheim", mode="fts")
         assert res["results"][0]["path"] == session_path(key) and "degraded" not in res
+        for answer in (res, await service.search("Where does my sister live?", k=10)):  # as memory/hit.py says
+            assert _misfits(answer, SearchAnswer) == [] and answer["results"]
+            assert [m for hit in answer["results"] for m in _misfits(hit, Hit)] == []
         st = await service.status()
         assert (st["files"], st["dirty"], st["sources"]["memory"]["files"], st["sources"]["sessions"]["files"]) == (
             2,

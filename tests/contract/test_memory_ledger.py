@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 
+from gateway.compose import memory_service
 from gateway.memory.index.sources import session_path
 from gateway.memory.ledger.facts import facts
 from gateway.memory.ports import Statement
@@ -112,7 +113,7 @@ async def test_the_service_puts_the_current_statement_first_and_answers_the_prof
     old = await said(sessions, "2025-01-10", "I've been seeing someone, her name is Elin.", "How lovely.")
     new = await said(sessions, "2025-08-20", "Noor and I made it official, she's my girlfriend now.", "Congrats!")
     await said(sessions, "2025-09-01", "Can you suggest a recipe with leeks?", "Leek and potato soup.")
-    service = storage.memory("main")
+    service = memory_service(storage.config, storage, "main")
     await service.open()
     try:
         await service.sync()

@@ -44,7 +44,7 @@ async def test_concurrent_appends_are_all_kept_each_once_and_counted(sessions):
 
 
 async def test_a_keyed_memory_set_through_one_store_is_read_through_another(storage):
-    first, second = storage.memory("main").keyed, storage.memory("main").keyed
+    first, second = storage.keyed("main"), storage.keyed("main")
     entry, _, _ = await first.set("shared-fact", "Both see this.", "facts")
     assert (await second.get("shared-fact")).full() == entry.full()
     assert [m["key"] for m in (await second.list(None, 10, 0))["memories"]] == ["shared-fact"]

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from gateway.compose import memory_service
 from gateway.errors import Conflict
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import RunningGateway, make_config, wait_for
@@ -155,7 +156,7 @@ async def test_no_rebuild_under_another_process_holding_the_index(tmp_path):
     cfg = make_config(tmp_path / "state", memory=True, **{"memory.sync.watch": False})
     cfg.workspace_dir.mkdir(parents=True)
     (cfg.workspace_dir / "MEMORY.md").write_text("# Notes\n\nThe gate code is 4711.\n")
-    live = FilesStorage(cfg).memory(cfg.agent_id)  # stands for the running gateway
+    live = memory_service(cfg, FilesStorage(cfg), cfg.agent_id)  # stands for the running gateway
     await live.open()
     await live.sync()
     inode = cfg.memory_db().stat().st_ino
@@ -165,7 +166,7 @@ async def test_no_rebuild_under_another_process_holding_the_index(tmp_path):
         memory=True,
         **{"memory.sync.watch": False, "memory.sync.onStart": False, "memory.chunking.tokens": 200},
     )  # new chunking: needs a rebuild
-    cli = FilesStorage(changed).memory(changed.agent_id)
+    cli = memory_service(changed, FilesStorage(changed), changed.agent_id)
     await cli.open()
     with pytest.raises(Conflict, match="another process"):
         await cli.sync()

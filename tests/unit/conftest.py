@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.compose import memory_service
 from gateway.memory.service import MemoryService
 from gateway.storage.files.engine import FilesStorage
 
@@ -14,7 +15,7 @@ async def open_manager():
     opened: list[MemoryService] = []
 
     async def make(cfg) -> MemoryService:
-        m = FilesStorage(cfg).memory(cfg.agent_id)
+        m = memory_service(cfg, FilesStorage(cfg), cfg.agent_id)
         await m.open()
         opened.append(m)
         return m

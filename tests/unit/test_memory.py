@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from gateway.compose import memory_service
 from gateway.config import load_config
 from gateway.errors import Invalid, NotFound
 from gateway.memory.index.chunking import chunk_markdown, chunk_transcript
@@ -843,7 +844,7 @@ async def test_closing_while_the_vector_matrix_loads_is_quiet(tmp_path, monkeypa
     for i in range(300):
         write(cfg.workspace_dir / "memory" / f"n{i}.md", f"# Lamp {i}\n\nThe harbour lamp number {i} is violet.\n")
     for _ in range(5):
-        m = FilesStorage(cfg).memory(cfg.agent_id)
+        m = memory_service(cfg, FilesStorage(cfg), cfg.agent_id)
         await m.open()
         await m.sync()
         with structlog.testing.capture_logs() as logs:
@@ -887,7 +888,7 @@ async def test_a_damaged_index_is_set_aside_only_when_no_other_process_has_it_op
 
     cfg = make_cfg(tmp_path, **{"memory.embeddings.provider": "none"})
     write(cfg.workspace_dir / "MEMORY.md", "# Facts\n\nThe harbour lamp is violet.\n")
-    m = FilesStorage(cfg).memory(cfg.agent_id)
+    m = memory_service(cfg, FilesStorage(cfg), cfg.agent_id)
     await m.open()
     await m.sync()
     await m.close()
@@ -896,7 +897,7 @@ async def test_a_damaged_index_is_set_aside_only_when_no_other_process_has_it_op
         fh.write(b"\0" * 100)
     other = IndexUsers(db, "main")  # a `jarvis memory` command with the damaged index open
     await other.hold()
-    m = FilesStorage(cfg).memory(cfg.agent_id)
+    m = memory_service(cfg, FilesStorage(cfg), cfg.agent_id)
     opening = asyncio.create_task(m.open())
     try:
         await asyncio.sleep(0.5)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gateway.compose import memory_service
 from gateway.storage.files.memory.ann import AnnIndex
 from gateway.storage.files.memory.db import Database, pick_driver
 from gateway.storage.files.memory.migrations import SchemaParams, ensure_vector_table, migrate
@@ -217,7 +218,7 @@ async def test_the_manager_builds_saves_and_reopens_the_graph(tmp_path):
         write(cfg.workspace_dir / "memory" / f"n{i:02d}.md", f"# Note {i}\n\nToday: {topics[i % 6]}, part {i}.\n")
 
     async def opened() -> MemoryService:
-        m = FilesStorage(cfg).memory(cfg.agent_id)
+        m = memory_service(cfg, FilesStorage(cfg), cfg.agent_id)
         await m.open()
         return m
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.compose import memory_service
 from gateway.memory.search import pruning
 from gateway.memory.search.query import query_terms
 from gateway.storage.files.engine import FilesStorage
@@ -62,7 +63,7 @@ async def test_vector_reads_do_not_wait_behind_full_text(tmp_path):
     topics = ["sailing boats on the lake", "baking sourdough bread", "repairing old bicycles"]
     for i in range(30):
         write(cfg.workspace_dir / "memory" / f"n{i:02d}.md", f"# Note {i}\n\nToday: {topics[i % 3]}, part {i}.\n")
-    m = FilesStorage(cfg).memory(cfg.agent_id)
+    m = memory_service(cfg, FilesStorage(cfg), cfg.agent_id)
     await m.open()
     try:
         await m.sync()

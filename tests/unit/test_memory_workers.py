@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gateway.compose import memory_service
 from gateway.config import load_config
 from gateway.storage.files.memory.db import connect_sync, pick_driver
 from gateway.memory.index.pipeline import PROCESS_MIN_FILES
@@ -58,7 +59,7 @@ async def index(state: Path, processes: int, progress=None) -> dict:
         },
         env={},
     )
-    mgr = FilesStorage(cfg).memory(cfg.agent_id)
+    mgr = memory_service(cfg, FilesStorage(cfg), cfg.agent_id)
     await mgr.open()
     try:
         return await mgr.sync(progress=progress)

@@ -4,7 +4,7 @@
 
 Every layer under the memory service takes it as it is or passes on a copy with one field changed
 (`dataclasses.replace`: the fallback backend asks each backend for the sources it holds): the
-backends (backends.py, qmd.py), the engine's index (ports.MemoryIndex, storage/index_base.py) and the
+backends (backends.py, qmd.py), the engine's index (ports.MemoryIndex, memory/index/lifecycle.py) and the
 searcher (searcher.py). A new parameter of a search is a field here, not a keyword written out in each.
 """
 

@@ -19,10 +19,7 @@ from .responses import FileResponseStore
 from .sessions import FileSessionStore
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...cluster import Cluster
     from ...errors import Unavailable
-    from ...memory.service import MemoryService
-    from ...services import Services
 
 
 class FilesStorage:
@@ -77,20 +74,10 @@ class FilesStorage:
     def memory_index(self, agent_id: str) -> FilesMemoryIndex:
         return FilesMemoryIndex(self.config, agent_id)
 
-    def memory(self, agent_id: str) -> "MemoryService":
-        from ...memory.service import MemoryService
-
-        return MemoryService(
-            self.config, agent_id, self.memory_index(agent_id), self.keyed(agent_id), self.notes(agent_id)
-        )
-
     def notes(self, agent_id: str) -> FileNotes:
         """The workspace folder itself; memory.write's versions in the state dir."""
         history = self.config.agent_dir(agent_id) / "history" / "notes"
         return FileNotes(self.config.agent_workspace(agent_id), history, VersionLimits.of(self.config))
-
-    def cluster(self, services: "Services") -> "Cluster | None":
-        return None  # one gateway: nothing to coordinate
 
     def principals(self) -> FilePrincipalStore:
         return FilePrincipalStore(self.config.state_dir / "principals.jsonl")

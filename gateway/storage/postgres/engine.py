@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...config import Config
 from ...errors import Unavailable
@@ -18,11 +18,6 @@ from .notes import PgNotes
 from .principals import PgAuditLog, PgPrincipalStore
 from .responses import PgResponseStore
 from .sessions import PgSessionStore
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ...cluster import Cluster
-    from ...memory.service import MemoryService
-    from ...services import Services
 
 
 class PostgresStorage:
@@ -84,18 +79,6 @@ class PostgresStorage:
         """The index in PostgreSQL, shared with every gateway on it."""
         return PgMemoryIndex(self.config, agent_id, self.pg)
 
-    def memory(self, agent_id: str) -> "MemoryService":
-        from ...memory.service import MemoryService
-
-        return MemoryService(
-            self.config,
-            agent_id,
-            self.memory_index(agent_id),
-            self.keyed(agent_id),
-            self.notes(agent_id),
-            unreachable=self.unreachable,
-        )
-
     def notes(self, agent_id: str) -> PgNotes:
         """Rows, with the workspace folder a mirror (what this gateway mirrored: its state dir's)."""
         return PgNotes(
@@ -106,11 +89,6 @@ class PostgresStorage:
             VersionLimits.of(self.config),
             self.config.memory.max_file_bytes,
         )
-
-    def cluster(self, services: "Services") -> "Cluster":
-        from ...cluster import Cluster
-
-        return Cluster(services, self.pg)
 
     def principals(self) -> PgPrincipalStore:
         assert self.pg.pool is not None

@@ -28,15 +28,15 @@ import structlog
 
 from ....config import Config
 from ....errors import Unavailable
+from ....memory.index.lifecycle import IndexLifecycle
 from ....memory.index.pipeline import IndexPipeline
 from ....memory.index.settings import SyncStats
 from ....memory.index.sources import session_path
-from ....memory.ports import IndexContext, Statement
+from ....memory.ports import IndexContext, SearchPorts, Statement, VectorSearch
 from ....memory.rerank import stored_vectors
-from ....memory.search.searcher import SearchOptions, Searcher
 from ....memory.sync import SyncRequest
-from ...index_base import IndexBase
 from .ann import AnnIndex
+from .counts import count_all, counts_of
 from .db import Database, index_driver, is_corruption
 from .fulltext import Fts5Search
 from .ledger import read_statements
@@ -58,7 +58,7 @@ SET_ASIDE_WAIT_S = 30.0  # for other processes to close a damaged index before i
 SCOPED_COUNT_MAX = 64
 
 
-class FilesMemoryIndex(IndexBase):
+class FilesMemoryIndex(IndexLifecycle):
     shared = False  # only this process writes the file (the users lock)
 
     def __init__(self, config: Config, agent_id: str):
@@ -72,7 +72,6 @@ class FilesMemoryIndex(IndexBase):
         self.store: SqliteIndexStore | None = None  # the writer's side of the index, as the pipeline writes it
         self.pipeline: IndexPipeline | None = None
         self.vectors: VectorStore | None = None  # the search side's vectors (None: not usable now)
-        self.tokenizer = self.cfg.search.fts_tokenizer
         self._gate = Gate()
         self._users = IndexUsers(self.db_path, agent_id)
         self._resync: Callable[[str], None] = lambda reason: None
@@ -117,9 +116,6 @@ class FilesMemoryIndex(IndexBase):
                 raise
             await self._set_aside(exc)
             await self._open_index()
-
-    def _options(self) -> SearchOptions:
-        return SearchOptions.from_config(self.cfg.search, self.tokenizer)
 
     async def _open_index(self) -> None:
         """Open the live index (migrations), check its signature, bind search, read its counts."""
@@ -185,19 +181,14 @@ class FilesMemoryIndex(IndexBase):
         self.vectors = None
         self.searcher = self._searcher(None, "index is being rebuilt for new settings")
 
-    def _searcher(self, vectors: VectorStore | None, problem: str | None) -> Searcher:
-        assert self.reader is not None and self.provider is not None
-        opts = self._options()
-        return Searcher(
-            Fts5Search(self.reader, opts.tokenizer, opts.context_weight),
+    def _search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
+        assert self.reader is not None
+        tokenizer, weight = self.tokenizer, self.cfg.search.context_weight
+        return SearchPorts(
+            Fts5Search(self.reader, tokenizer, weight),
             SqliteChunkReader(self.reader),
-            self.provider,
-            opts,
-            vectors,
-            problem,
-            self._hidden,
             # The related words' full text through the vector connection (its reads are a few a search).
-            Fts5Search(self.vector_reader, opts.tokenizer, opts.context_weight)
+            Fts5Search(self.vector_reader, tokenizer, weight)
             if vectors is not None and self.vector_reader is not None
             else None,
         )
@@ -221,39 +212,23 @@ class FilesMemoryIndex(IndexBase):
             raise failed
 
     async def _open_live_state(self) -> None:
-        """Bind vector search to the live index (when its vectors fit the current provider)."""
-        assert self.reader is not None and self.provider is not None
-        problem = None
-        vectors = None
-        vt = await vector_table(self.reader)
-        if self.backend == "none":
-            problem = self.provider_problem or "embeddings are disabled (memory.embeddings.provider = none)"
-        elif self._needs_rebuild and not self._old_vectors_ok:
-            problem = "index is being rebuilt for a new embedding model; full-text results until it is done"
-        elif vt is None:
-            problem = (
-                f"embedding provider unavailable: {self._embed_error}" if self._embed_error else "no vectors stored yet"
-            )
-        elif vt[0] != self.backend or (self.provider.dims and vt[1] != self.provider.dims):
-            problem = "stored vectors do not match the embedding provider; the index will be rebuilt"
-            self._needs_rebuild = True
-        else:
-            ann = AnnIndex(self.db_path, vt[1]) if self.cfg.search.ann_min_vectors else None
-            if self.vector_reader is None:
-                self.vector_reader = await self._open_db(self.db_path)
-                await self.vector_reader.execute(f"PRAGMA cache_size = -{VECTOR_READER_CACHE_KB}")
-            vectors = VectorStore(
-                self.vector_reader,
-                self.backend,
-                vt[1],
-                self.cfg.search.vector_matrix,
-                ann,
-                self.cfg.search.ann_min_vectors,
-            )
-            if self.store is not None:  # the sync's writes keep the graph up to date
-                self.store.ann = ann
-        self.vectors = vectors
-        self.searcher = self._searcher(vectors, problem)
+        self.vectors = None  # bound again below when the stored vectors fit the provider
+        await super()._open_live_state()
+
+    async def _stored_vectors(self) -> tuple[str, int] | None:
+        assert self.reader is not None
+        return await vector_table(self.reader)
+
+    async def _bind_vectors(self, dims: int) -> VectorStore:
+        ann = AnnIndex(self.db_path, dims) if self.cfg.search.ann_min_vectors else None
+        if self.vector_reader is None:
+            self.vector_reader = await self._open_db(self.db_path)
+            await self.vector_reader.execute(f"PRAGMA cache_size = -{VECTOR_READER_CACHE_KB}")
+        s = self.cfg.search
+        self.vectors = VectorStore(self.vector_reader, self.backend, dims, s.vector_matrix, ann, s.ann_min_vectors)
+        if self.store is not None:  # the sync's writes keep the graph up to date
+            self.store.ann = ann
+        return self.vectors
 
     async def close(self) -> None:
         self._users.release()
@@ -279,22 +254,22 @@ class FilesMemoryIndex(IndexBase):
 
     # ---- the writer ---------------------------------------------------------------------------------
     async def sync(self, req: SyncRequest, progress: Any) -> SyncStats:
-        if self._corrupt is not None:
+        if self._corrupt is not None:  # damage met while serving: recovered before anything else
             return await self._recover(self._corrupt)
-        if self._needs_rebuild:
-            with self._users.alone():
-                return await self._rebuild(progress)
+        return await super().sync(req, progress)
+
+    async def _sync(self, req: SyncRequest, progress: Any) -> SyncStats:
         scope = None
         if not req.memory and isinstance(req.sessions, set) and len(req.sessions) <= SCOPED_COUNT_MAX:
             scope = [session_path(key) for key in sorted(req.sessions)]
         try:
             async with self.write_lock:
-                assert self.pipeline is not None
-                before = await self._counts_of(scope) if scope else None
+                assert self.pipeline is not None and self.writer is not None
+                before = await counts_of(self.writer, scope) if scope else None
                 stats = await self.pipeline.sync(
                     force=req.force, memory=req.memory, sessions=req.sessions, progress=progress
                 )
-                after = await self._counts_of(scope) if scope else None
+                after = await counts_of(self.writer, scope) if scope else None
         except Exception as exc:
             if not is_corruption(exc):
                 raise
@@ -305,22 +280,13 @@ class FilesMemoryIndex(IndexBase):
         await self._after_sync(stats, delta)
         return stats
 
-    async def _counts_of(self, paths: list[str]) -> dict[str, int]:
-        """Rows of these files (files, chunks, chunks not embedded), read by the writer: under the write
-        lock, nothing else changes them."""
-        assert self.writer is not None
-        marks = ",".join("?" * len(paths))
-        row = await self.writer.fetchone(
-            f"SELECT (SELECT count(*) FROM files WHERE path IN ({marks})), "
-            f"(SELECT count(*) FROM chunks WHERE path IN ({marks})), "
-            f"(SELECT count(*) FROM chunks WHERE path IN ({marks}) AND embedded = 0)",
-            [*paths, *paths, *paths],
-        )
-        assert row is not None
-        return {"files": int(row[0]), "chunks": int(row[1]), "missing": int(row[2])}
-
     async def _rebuild(self, progress: Any) -> SyncStats:
-        """Index everything into a fresh database next to the live one, then swap it in (rebuild.py)."""
+        """Index everything into a fresh database next to the live one, then swap it in (rebuild.py), with
+        no other process holding the file."""
+        with self._users.alone():
+            return await self._rebuild_aside(progress)
+
+    async def _rebuild_aside(self, progress: Any) -> SyncStats:
         assert self.provider is not None and self.writer is not None
         self._rebuilding = True
         self._forgotten.clear()
@@ -385,13 +351,7 @@ class FilesMemoryIndex(IndexBase):
             chunks = self.counts["chunks"] + delta["chunks"]
             missing = self.counts["missing"] + delta["missing"] if self.backend != "none" else 0
         else:
-            files = int(await db.scalar("SELECT count(*) FROM files", default=0))
-            chunks = int(await db.scalar("SELECT count(*) FROM chunks", default=0))
-            missing = (
-                int(await db.scalar("SELECT count(*) FROM chunks WHERE embedded = 0", default=0))
-                if self.backend != "none"
-                else 0
-            )
+            files, chunks, missing = await count_all(db, self.backend != "none")
         self.counts = {"files": files, "chunks": chunks, "vectors": chunks - missing, "missing": missing}
         if self.searcher is not None:
             self.searcher.total_chunks = chunks

@@ -26,14 +26,13 @@ import numpy as np
 import structlog
 
 from ....config import Config
+from ....memory.index.lifecycle import IndexLifecycle
 from ....memory.index.pipeline import IndexPipeline
 from ....memory.index.settings import SyncStats
 from ....memory.index.sources import session_path
-from ....memory.ports import IndexContext, Statement
+from ....memory.ports import IndexContext, SearchPorts, Statement, VectorSearch
 from ....memory.rerank import stored_vectors
-from ....memory.search.searcher import SearchOptions, Searcher
 from ....memory.sync import SyncRequest
-from ...index_base import IndexBase
 from ..db import migrate_vectors
 from .agent import get_meta, set_meta
 from .cache import PgEmbeddingCache
@@ -49,7 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = structlog.get_logger("gateway.memory")
 
 
-class PgMemoryIndex(IndexBase):
+class PgMemoryIndex(IndexLifecycle):
     shared = True  # every gateway on the database writes the agent's rows
 
     def __init__(self, config: Config, agent_id: str, pg: "Postgres"):
@@ -94,53 +93,29 @@ class PgMemoryIndex(IndexBase):
     async def close(self) -> None:
         """Nothing of its own: the pool is the engine's."""
 
-    async def _open_live_state(self) -> None:
-        assert self.provider is not None
-        problem = None
-        vectors = None
-        if self.backend == "none":
-            problem = (
-                self._vector_schema_problem
-                or self.provider_problem
-                or "embeddings are disabled (memory.embeddings.provider = none)"
-            )
-        elif self._needs_rebuild and not self._old_vectors_ok:
-            problem = "index is being rebuilt for a new embedding model; full-text results until it is done"
-        else:
-            dims = await self.pool.fetchval(
-                "SELECT dims FROM memory_vectors WHERE agent_id = $1 LIMIT 1", self.agent_id
-            )
-            if dims is None:
-                problem = (
-                    f"embedding provider unavailable: {self._embed_error}"
-                    if self._embed_error
-                    else "no vectors stored yet"
-                )
-            elif self.provider.dims and dims != self.provider.dims:
-                problem = "stored vectors do not match the embedding provider; the index will be rebuilt"
-                self._needs_rebuild = True
-            else:
-                vectors = PgVectorSearch(self.pool, self.agent_id, int(dims))
-                async with self.pool.acquire() as conn:  # gone if a gateway died during a first bulk load
-                    await ensure_dims_index(conn, int(dims))
-        opts = SearchOptions.from_config(self.cfg.search, self.cfg.search.fts_tokenizer)
-        self.searcher = Searcher(
-            PgFullText(self.pool, self.agent_id, opts.context_weight),
+    def _backend_problem(self) -> str:
+        return self._vector_schema_problem or super()._backend_problem()
+
+    async def _stored_vectors(self) -> tuple[str, int] | None:
+        dims = await self.pool.fetchval("SELECT dims FROM memory_vectors WHERE agent_id = $1 LIMIT 1", self.agent_id)
+        return None if dims is None else (self.backend, int(dims))
+
+    async def _bind_vectors(self, dims: int) -> VectorSearch:
+        async with self.pool.acquire() as conn:  # gone if a gateway died during a first bulk load
+            await ensure_dims_index(conn, dims)
+        return PgVectorSearch(self.pool, self.agent_id, dims)
+
+    def _search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
+        return SearchPorts(
+            PgFullText(self.pool, self.agent_id, self.cfg.search.context_weight),
             PgChunkReader(self.pool, self.agent_id),
-            self.provider,
-            opts,
-            vectors,
-            problem,
-            self._hidden,
         )
 
     async def warm(self) -> None:
         """Nothing to load: PostgreSQL holds the vectors and their HNSW index."""
 
     # ---- the writer ---------------------------------------------------------------------------------
-    async def sync(self, req: SyncRequest, progress: Any) -> SyncStats:
-        if self._needs_rebuild:
-            return await self._rebuild(progress)
+    async def _sync(self, req: SyncRequest, progress: Any) -> SyncStats:
         async with self.write_lock:
             assert self.pipeline is not None
             stats = await self.pipeline.sync(
