@@ -192,7 +192,7 @@ class FilesMemoryIndex(IndexBase):
         opts = self._options()
         return Searcher(
             Fts5Search(self.reader, opts.tokenizer, opts.context_weight),
-            SqliteChunkReader(self.reader),
+            SqliteChunkReader(self.reader, vectors is not None),
             self.provider,
             opts,
             vectors,

@@ -307,16 +307,17 @@ class _Rescore:
         return idx[rest[idx] != -np.inf]
 
 
+# The stored vectors of the chunk ids in a JSON array (?), by point lookups (see read_vectors).
+VECTORS_OF = "SELECT v.chunk_id, v.embedding FROM json_each(?) AS j CROSS JOIN chunks_vec AS v ON v.chunk_id = j.value"
+
+
 async def read_vectors(db: Database, ids: Sequence[int]) -> dict[int, bytes]:
     """The stored vectors (float32 BLOBs) of these chunk ids, by id; ids without one are left out. Point
     lookups, FETCH_BATCH ids a statement: vec0 answers `chunk_id IN (…)` of more than one id with a full
     scan, a join on json_each looks each id up."""
     blobs: dict[int, bytes] = {}
     for a in range(0, len(ids), FETCH_BATCH):
-        for cid, blob in await db.fetchall(
-            "SELECT v.chunk_id, v.embedding FROM json_each(?) AS j CROSS JOIN chunks_vec AS v ON v.chunk_id = j.value",
-            [json.dumps(list(ids[a : a + FETCH_BATCH]))],
-        ):
+        for cid, blob in await db.fetchall(VECTORS_OF, [json.dumps(list(ids[a : a + FETCH_BATCH]))]):
             blobs[int(cid)] = blob
     return blobs
 
@@ -471,7 +472,7 @@ class VectorStore:
             return None
         ids = np.fromiter((r[0] for r in keep), dtype=np.int64, count=len(keep))
         vecs = np.frombuffer(b"".join(r[3] for r in keep), dtype=np.float32).reshape(-1, self.dims)
-        scores = await asyncio.to_thread(_exact, vecs, q)
+        scores = _exact(vecs, q)  # a few dozen rows: microseconds, less than a hop to a thread and back
         good = np.isfinite(scores)
         return _top(ids[good], scores[good], n)
 
