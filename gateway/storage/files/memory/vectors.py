@@ -44,7 +44,7 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import structlog
@@ -456,15 +456,24 @@ class VectorStore:
         filter leaves fewer than n of them (a narrow filter: the exact search answers)."""
         if n <= 0:
             return []
-        assert self.ann is not None
-        cand = await asyncio.to_thread(self.ann.search, q, n)
+        ann = self.ann
+        assert ann is not None
+
+        def candidates(conn: Any) -> tuple[np.ndarray, list[tuple]]:
+            """The graph's candidates and their rows, in one trip to the reading connection's thread (the
+            graph's search releases the GIL as it would in a thread of its own; issue 46: one hop less)."""
+            cand = ann.search(q, n)
+            if cand.size == 0:
+                return cand, []
+            sql = (
+                "SELECT v.chunk_id, v.source, v.session_key, v.embedding FROM json_each(?) AS j "
+                "CROSS JOIN chunks_vec AS v ON v.chunk_id = j.value"
+            )
+            return cand, conn.execute(sql, [json.dumps(np.sort(cand).tolist())]).fetchall()
+
+        cand, rows = await self.db.call(candidates)
         if cand.size == 0:
             return None
-        rows = await self.db.fetchall(
-            "SELECT v.chunk_id, v.source, v.session_key, v.embedding FROM json_each(?) AS j "
-            "CROSS JOIN chunks_vec AS v ON v.chunk_id = j.value",
-            [json.dumps(np.sort(cand).tolist())],
-        )
         keep = [
             r for r in rows if r[1] in sources and (session_key is None or r[1] != "sessions" or r[2] == session_key)
         ]
