@@ -198,10 +198,6 @@ class FilesMemoryIndex(IndexBase):
             vectors,
             problem,
             self._hidden,
-            # The related words' full text through the vector connection (its reads are a few a search).
-            Fts5Search(self.vector_reader, opts.tokenizer, opts.context_weight)
-            if vectors is not None and self.vector_reader is not None
-            else None,
         )
 
     async def _close_index(self) -> None:
