@@ -375,12 +375,10 @@ class NoteRecord(Protocol):
 
 @dataclass(frozen=True)
 class SearchPorts:
-    """What an engine gives the one searcher: its full text and chunk rows, and where it has a connection
-    to spare, a second full text for the related words' list (run beside the query's own words')."""
+    """What an engine gives the one searcher: its full text and chunk rows."""
 
     text: FullText
     rows: ChunkReader
-    related_text: FullText | None = None
 
 
 class IndexEngine(Protocol):

@@ -652,6 +652,36 @@ async def test_common_words_are_skipped_on_big_indexes(tmp_path, open_manager, m
         assert await asyncio.gather(s.prune_common(terms, total), s2.prune_common(other, total)) == want
 
 
+async def test_a_searchs_rows_bring_their_vectors_and_agree_with_a_fresh_read(tmp_path, open_manager):
+    """The rows a search shows come with their stored vectors in the same trip to the SQLite thread; the
+    vectors asked for next are those, and after another search's rows the reader reads them again."""
+    from gateway.storage.files.memory.vectors import read_vectors
+
+    cfg = make_cfg(tmp_path)
+    for i in range(6):
+        write(cfg.workspace_dir / "memory" / f"n{i}.md", f"Note {i} about the {['boat', 'garden', 'piano'][i % 3]}.\n")
+    m = await open_manager(cfg)
+    await m.sync()
+    reader = m.index.searcher.rows
+    ids = [int(r[0]) for r in await reader.db.fetchall("SELECT id FROM chunks ORDER BY id")]
+    stored = await read_vectors(reader.db, ids)
+    assert len(stored) == len(ids) >= 6
+
+    def same(got: dict, want_ids: list[int]) -> bool:
+        return sorted(got) == sorted(want_ids) and all(got[i].tobytes() == stored[i] for i in want_ids)
+
+    first, rest = ids[:3], ids[3:]
+    assert sorted(int(r[0]) for r in await reader.chunk_rows(first)) == first
+    assert same(await reader.vectors_of(first), first)
+    assert same(await reader.vectors_of(first[:2]), first[:2])  # a subset of the rows: the same vectors
+    await reader.chunk_rows(rest)  # another search's rows since
+    assert same(await reader.vectors_of(first), first)  # read again, not taken from the other rows
+    assert same(await reader.vectors_of(ids), ids)
+    assert await reader.vectors_of([max(ids) + 1000]) == {}  # no such chunk: no vector
+    res = await m.search("boat garden", mode="hybrid")
+    assert res["results"] and all(r["path"].startswith("memory/") for r in res["results"])
+
+
 async def test_insert_rows_keeps_every_value_exact(tmp_path):
     from gateway.storage.files.memory.db import Database, pick_driver
 

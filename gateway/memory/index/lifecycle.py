@@ -135,7 +135,7 @@ class IndexLifecycle:
         assert self.provider is not None
         ports = self._search_ports(vectors)
         opts = SearchOptions.from_config(self.cfg.search, self.tokenizer)
-        return Searcher(ports.text, ports.rows, self.provider, opts, vectors, problem, self._hidden, ports.related_text)
+        return Searcher(ports.text, ports.rows, self.provider, opts, vectors, problem, self._hidden)
 
     async def _refresh_counts(self, delta: dict[str, int] | None = None) -> None:
         """Read the counts again; `delta` (files, chunks, missing) is what the sync just done changed,

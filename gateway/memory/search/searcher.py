@@ -109,13 +109,8 @@ class Searcher:
         vectors: VectorSearch | None,
         vector_problem: str | None,
         hidden_sessions: set[str] | None = None,
-        related_text: FullText | None = None,
     ):
         self.text, self.rows, self.provider, self.opts = text, rows, provider, opts
-        # What the related words' list is searched through: another connection where the engine has one
-        # to spare, so that it runs beside the query's own words' (issue 46: one after the other, they were
-        # the slowest searches' tail).
-        self.related_text = related_text or text
         self.vectors, self.vector_problem = vectors, vector_problem
         self.hidden_sessions = hidden_sessions if hidden_sessions is not None else set()
         self._qcache: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -134,14 +129,9 @@ class Searcher:
         return v
 
     async def fts(
-        self,
-        terms: Sequence[str],
-        n: int,
-        sources: tuple[str, ...],
-        session_key: str | None,
-        text: FullText | None = None,
+        self, terms: Sequence[str], n: int, sources: tuple[str, ...], session_key: str | None
     ) -> list[tuple[int, float]]:
-        return await (text or self.text).search(
+        return await self.text.search(
             terms, n, sources, session_key, generation=self.generation, total=self.total_chunks
         )
 
@@ -166,8 +156,8 @@ class Searcher:
         fts_task = related_task = None
         if mode == "hybrid":  # full text on the SQLite thread while numpy does the vectors
             fts_task = asyncio.create_task(self.fts(terms, n, sources, session_key))
-        if mode in ("hybrid", "fts") and (related := related_terms(terms)):  # and what its related words find
-            related_task = asyncio.create_task(self.fts(related, n, sources, session_key, self.related_text))
+            if related := related_terms(terms):  # and what its related words find, queued behind it
+                related_task = asyncio.create_task(self.fts(related, n, sources, session_key))
         if mode in ("hybrid", "vector"):
             vec_ok = False
             if self.vectors is None:
@@ -211,7 +201,7 @@ class Searcher:
         if related_task is not None:
             related_hits = await related_task
         else:
-            related_hits = await self.fts(related, n, sources, session_key, self.related_text) if related else []
+            related_hits = await self.fts(related, n, sources, session_key) if related else []
         if used == "hybrid":
             cands = fuse(
                 fts_hits,

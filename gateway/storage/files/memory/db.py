@@ -23,7 +23,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, AsyncIterator, Iterable, Sequence, cast
+from typing import Any, AsyncIterator, Callable, Iterable, Sequence, TypeVar, cast
 
 import aiosqlite
 import orjson
@@ -34,6 +34,8 @@ BUSY_TIMEOUT_MS = 10_000
 WAL_CHECKPOINT_PAGES = 8192  # 32 MiB of 4 KiB pages; see connect_sync
 WAL_SIZE_LIMIT = 64 << 20
 
+
+T = TypeVar("T")
 
 _DAMAGE = ("malformed", "not a database", "corrupt")
 
@@ -201,12 +203,24 @@ class Database:
             raise RuntimeError("memory database is closed")
         return self.conn
 
+    async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(connection)` on the connection's thread: several statements for one trip there (each trip
+        is a hand-off between threads, which costs most while other threads want the GIL — issue 46)."""
+        c = self.c
+        return cast(T, await c._execute(lambda: fn(c._conn)))
+
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        """Run one statement; returns the cursor's rowcount."""
-        cur = await self.c.execute(sql, params)
-        n = cur.rowcount
-        await cur.close()
-        return n
+        """Run one statement; returns the cursor's rowcount. One trip to the connection's thread (aiosqlite's
+        own `execute` then `close` of its cursor are two)."""
+
+        def run(conn: sqlite3.Connection) -> int:
+            cur = conn.execute(sql, params)
+            try:
+                return int(cur.rowcount)
+            finally:
+                cur.close()
+
+        return await self.call(run)
 
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         cur = await self.c.executemany(sql, rows)

@@ -47,29 +47,25 @@ class Fts5Search:
         self._counts: dict[str, tuple[int, int]] = {}
         self._counts_generation: str | None = None
 
-    async def _token_counts(self, terms: Sequence[str]) -> tuple[list[list[str]], dict[str, int]]:
+    def _token_counts_sync(self, conn: Any, terms: Sequence[str]) -> tuple[list[list[str]], dict[str, int]]:
         """How the FTS tokenizer indexes each term (porter: its stem), and in how many chunks each of
-        those tokens is: the terms go through a scratch FTS5 table. Two statements (each is a trip to
-        the SQLite thread, which a concurrent vector search makes slower)."""
-        scratch = self._scratch
-        async with scratch.lock:
-            if not scratch.ready:
-                tok = TOKENIZERS[self.tokenizer]
-                await self.db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_fts USING fts5(x, tokenize='{tok}')")
-                await self.db.execute(
-                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_vocab USING fts5vocab(temp, q_fts, 'instance')"
-                )
-                scratch.ready = True
-            # Rows 1..n are this search's terms (rows past n are an earlier, longer search's: ignored).
-            await self.db.execute(
-                "INSERT OR REPLACE INTO temp.q_fts(rowid, x) SELECT key + 1, value FROM json_each(?)",
-                (orjson.dumps(list(terms)).decode(),),
-            )
-            rows = await self.db.fetchall(
-                "SELECT v.doc, v.term, (SELECT r.doc FROM chunks_fts_rows r WHERE r.term = v.term) "
-                "FROM temp.q_vocab v WHERE v.doc <= ?",
-                (len(terms),),
-            )
+        those tokens is: the terms go through a scratch FTS5 table. On the connection's thread, with the
+        scratch table's lock held."""
+        if not self._scratch.ready:
+            tok = TOKENIZERS[self.tokenizer]
+            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_fts USING fts5(x, tokenize='{tok}')")
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.q_vocab USING fts5vocab(temp, q_fts, 'instance')")
+            self._scratch.ready = True
+        # Rows 1..n are this search's terms (rows past n are an earlier, longer search's: ignored).
+        conn.execute(
+            "INSERT OR REPLACE INTO temp.q_fts(rowid, x) SELECT key + 1, value FROM json_each(?)",
+            (orjson.dumps(list(terms)).decode(),),
+        ).close()
+        rows = conn.execute(
+            "SELECT v.doc, v.term, (SELECT r.doc FROM chunks_fts_rows r WHERE r.term = v.term) "
+            "FROM temp.q_vocab v WHERE v.doc <= ?",
+            (len(terms),),
+        ).fetchall()
         toks: list[list[str]] = [[] for _ in terms]
         df: dict[str, int] = {}
         for doc, term, count in rows:
@@ -77,29 +73,49 @@ class Fts5Search:
             df[term] = int(count or 0)
         return toks, df
 
+    def _cached_counts(self, terms: Sequence[str], generation: str | None) -> dict[str, tuple[int, int]]:
+        """The kept (token count, document count) of those of `terms` counted before in this generation."""
+        if generation is None or generation != self._counts_generation or len(self._counts) > COUNTS_CACHED:
+            self._counts.clear()
+            self._counts_generation = generation
+        return {t: self._counts[t] for t in terms if t in self._counts}
+
+    def _counted(self, conn: Any, todo: Sequence[str], have: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+        """`todo`'s counts, read on the connection's thread, added to `have`; the fresh ones returned."""
+        toks, df = self._token_counts_sync(conn, todo)
+        fresh = {t: (len(ts), sum(df[x] for x in ts)) for t, ts in zip(todo, toks)}
+        have.update(fresh)
+        return fresh
+
+    def _keep(self, fresh: dict[str, tuple[int, int]], generation: str | None) -> None:
+        if generation is not None and self._counts_generation == generation:  # (not if it changed meanwhile)
+            self._counts.update(fresh)
+
+    @staticmethod
+    def _chosen(terms: Sequence[str], have: dict[str, tuple[int, int]], total: int) -> list[str]:
+        counts = [have[t] for t in terms]
+        if not any(n for n, _ in counts):
+            return list(terms)  # no word the tokenizer keeps: nothing to choose between
+        return [terms[i] for i in pruning.rarest_within_budget([c for _, c in counts], total)]
+
+    def _prunes(self, terms: Sequence[str], total: int) -> bool:
+        return self.tokenizer != "trigram" and pruning.prunes(len(terms), total)
+
     async def prune_common(self, terms: Sequence[str], total: int, generation: str | None = None) -> list[str]:
         """On a big index, the rarest words within the postings budget (pruning.py).
 
         Counting a word's documents walks its whole postings list (fts5vocab), so the common words cost
         the most to count: with the index's `generation`, the counts are kept until it changes (at 354k
         chunks a search's words took ~2–3 ms to count, most of it for the words then skipped)."""
-        if self.tokenizer == "trigram" or not pruning.prunes(len(terms), total):
+        if not self._prunes(terms, total):
             return list(terms)
-        if generation is None or generation != self._counts_generation or len(self._counts) > COUNTS_CACHED:
-            self._counts.clear()
-            self._counts_generation = generation
-        have = {t: self._counts[t] for t in terms if t in self._counts}
+        have = self._cached_counts(terms, generation)
         todo = [t for t in terms if t not in have]
         if todo:
-            toks, df = await self._token_counts(todo)
-            fresh = {t: (len(ts), sum(df[x] for x in ts)) for t, ts in zip(todo, toks)}
-            have.update(fresh)
-            if generation is not None and self._counts_generation == generation:  # (not if it changed meanwhile)
-                self._counts.update(fresh)
-        counts = [have[t] for t in terms]
-        if not any(n for n, _ in counts):
-            return list(terms)  # no word the tokenizer keeps: nothing to choose between
-        return [terms[i] for i in pruning.rarest_within_budget([c for _, c in counts], total)]
+            async with self._scratch.lock:
+                fresh = await self.db.call(lambda conn: self._counted(conn, todo, have))
+            self._keep(fresh, generation)
+        return self._chosen(terms, have, total)
 
     async def search(
         self,
@@ -111,11 +127,7 @@ class Fts5Search:
         generation: str | None,
         total: int,
     ) -> list[tuple[int, float]]:
-        terms = await self.prune_common(terms, total, generation)
-        expr = fts_query(terms, self.tokenizer)
-        if expr is None:
-            return []
-        where, params = ["chunks_fts MATCH ?"], [expr]
+        where, params = ["chunks_fts MATCH ?"], []
         if len(sources) == 1:
             where.append("c.source = ?")
             params.append(sources[0])
@@ -129,11 +141,41 @@ class Fts5Search:
                 "SELECT f.rowid, bm25(chunks_fts, 1.0, ?) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
                 f"WHERE {' AND '.join(where)} ORDER BY r LIMIT ?"
             )
-        rows = await self.db.fetchall(sql, (float(self.context_weight), *params, int(n)))
-        hits = [(int(r[0]), float(r[1])) for r in rows]
+
+        def match(conn: Any, chosen: Sequence[str]) -> tuple[list[str], list[tuple[int, float]] | None]:
+            """The chosen words and what they match (None: no word to search)."""
+            expr = fts_query(chosen, self.tokenizer)
+            if expr is None:
+                return list(chosen), None
+            rows = conn.execute(sql, (float(self.context_weight), expr, *params, int(n))).fetchall()
+            return list(chosen), [(int(r[0]), float(r[1])) for r in rows]
+
+        # One trip to the SQLite thread: the words' counts (those not kept yet), the choice and the MATCH
+        # (issue 46: they were three trips, five with the cursors' closing).
+        found: list[tuple[int, float]] | None
+        if not self._prunes(terms, total):
+            terms, found = await self.db.call(lambda conn: match(conn, terms))
+        else:
+            have = self._cached_counts(terms, generation)
+            todo = [t for t in terms if t not in have]
+            if not todo:
+                terms, found = await self.db.call(lambda conn: match(conn, self._chosen(terms, have, total)))
+            else:
+                fresh: dict[str, tuple[int, int]] = {}
+
+                def counted_match(conn: Any) -> tuple[list[str], list[tuple[int, float]] | None]:
+                    fresh.update(self._counted(conn, todo, have))
+                    return match(conn, self._chosen(terms, have, total))
+
+                async with self._scratch.lock:
+                    terms, found = await self.db.call(counted_match)
+                self._keep(fresh, generation)
+        if found is None:
+            return []
+        hits = found
         if self.tokenizer == "trigram" and len(hits) < n:
             hits += await self._cjk_bigrams(
-                terms, n - len(hits), {h[0] for h in hits}, where[1:], params[1:], hits[-1][1] if hits else -1.0
+                terms, n - len(hits), {h[0] for h in hits}, where[1:], params, hits[-1][1] if hits else -1.0
             )
         return hits
 

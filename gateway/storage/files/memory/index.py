@@ -70,6 +70,8 @@ class FilesMemoryIndex(IndexLifecycle):
         # run beside full text's statements on `reader` instead of queued behind them (issue 27).
         self.vector_reader: Database | None = None
         self.store: SqliteIndexStore | None = None  # the writer's side of the index, as the pipeline writes it
+        # (store, its bumps) when `_generation` was read: while they stand, no write has begun since.
+        self._generation_of: tuple[SqliteIndexStore | None, int] | None = None
         self.pipeline: IndexPipeline | None = None
         self.vectors: VectorStore | None = None  # the search side's vectors (None: not usable now)
         self._gate = Gate()
@@ -186,11 +188,7 @@ class FilesMemoryIndex(IndexLifecycle):
         tokenizer, weight = self.tokenizer, self.cfg.search.context_weight
         return SearchPorts(
             Fts5Search(self.reader, tokenizer, weight),
-            SqliteChunkReader(self.reader),
-            # The related words' full text through the vector connection (its reads are a few a search).
-            Fts5Search(self.vector_reader, tokenizer, weight)
-            if vectors is not None and self.vector_reader is not None
-            else None,
+            SqliteChunkReader(self.reader, vectors is not None),
         )
 
     async def _close_index(self) -> None:
@@ -355,7 +353,9 @@ class FilesMemoryIndex(IndexLifecycle):
         self.counts = {"files": files, "chunks": chunks, "vectors": chunks - missing, "missing": missing}
         if self.searcher is not None:
             self.searcher.total_chunks = chunks
+        seen = (self.store, self.store.bumps if self.store is not None else 0)
         self._generation = await get_meta(db, "generation", "0") or "0"
+        self._generation_of = seen
         self.last_sync_at = await get_meta(db, "last_sync_at")
         await self._ann_tick()
 
@@ -387,7 +387,11 @@ class FilesMemoryIndex(IndexLifecycle):
         try:
             async with self._gate.shared():
                 assert self.reader is not None
-                yield await get_meta(self.reader, "generation", "0") or "0"
+                store = self.store
+                if store is not None and self._generation_of == (store, store.bumps):
+                    yield self._generation  # read after the last write: no trip to the SQLite thread (issue 46)
+                else:  # a sync under way, or one that failed: the file says
+                    yield await get_meta(self.reader, "generation", "0") or "0"
         except Exception as exc:
             if not is_corruption(exc):
                 raise

@@ -2,32 +2,48 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import orjson
 
 from ....memory.ports import ChunkRow
 from .db import Database
-from .vectors import read_vectors
+from .vectors import VECTORS_OF, read_vectors
 
 
 class SqliteChunkReader:
-    def __init__(self, db: Database):
+    """`vectors`: the index has stored vectors. Then `chunk_rows` reads the rows' vectors in the same trip to
+    the SQLite thread, and `vectors_of` those rows answers from them (issue 46: the search asks for the
+    vectors of the rows it was just given; a second trip cost more than the read)."""
+
+    def __init__(self, db: Database, vectors: bool = False):
         self.db = db
+        self.vectors = vectors
+        self._read: dict[int, bytes] = {}  # the vectors read with the last chunk_rows (a chunk id's never changes)
 
     async def chunk_rows(self, ids: list[int]) -> list[ChunkRow]:
-        return [
-            ChunkRow(*r)
-            for r in await self.db.fetchall(
-                "SELECT c.id, c.path, c.source, c.session_key, c.start_line, c.end_line, c.text, c.spans, "
-                "c.context, c.date, f.mtime_ns FROM chunks c LEFT JOIN files f ON f.path = c.path "
-                f"WHERE c.id IN ({','.join('?' * len(ids))})",
-                ids,
-            )
-        ]
+        sql = (
+            "SELECT c.id, c.path, c.source, c.session_key, c.start_line, c.end_line, c.text, c.spans, "
+            "c.context, c.date, f.mtime_ns FROM chunks c LEFT JOIN files f ON f.path = c.path "
+            f"WHERE c.id IN ({','.join('?' * len(ids))})"
+        )
+        if not self.vectors or not ids:
+            return [ChunkRow(*r) for r in await self.db.fetchall(sql, ids)]
+
+        def both(conn: Any) -> tuple[list[tuple], dict[int, bytes]]:
+            rows = conn.execute(sql, ids).fetchall()
+            blobs = conn.execute(VECTORS_OF, [orjson.dumps(sorted(set(ids))).decode()]).fetchall()
+            return rows, {int(cid): blob for cid, blob in blobs}
+
+        rows, self._read = await self.db.call(both)
+        return [ChunkRow(*r) for r in rows]
 
     async def vectors_of(self, ids: list[int]) -> dict[int, np.ndarray]:
-        blobs = await read_vectors(self.db, sorted(set(ids)))
-        return {cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()}
+        read = self._read
+        if not all(cid in read for cid in ids):  # not all read with the rows (another search's since, or none)
+            read = await read_vectors(self.db, sorted(set(ids)))
+        return {cid: np.frombuffer(read[cid], dtype=np.float32) for cid in sorted(set(ids)) if cid in read}
 
     async def vectors_at(self, keys: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], np.ndarray]:
         """One statement: each key's chunk through `chunks_identity`, its vector by a point lookup in vec0

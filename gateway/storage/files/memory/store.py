@@ -268,6 +268,7 @@ class SqliteIndexStore:
         self.files = SqliteFileRows(db, self._bump)
         self.chunks = SqliteChunks(db, settings.vector_backend, self.cache)
         self.ledger = SqliteLedger(db)
+        self.bumps = 0  # new generations begun through this store (committed or not): see FilesMemoryIndex
 
     @property
     def ann(self) -> AnnIndex | None:
@@ -282,6 +283,7 @@ class SqliteIndexStore:
 
     async def _bump(self) -> None:
         """A new generation of the index (inside the writer's transaction): searches reload what they keep."""
+        self.bumps += 1
         gen = int(await get_meta(self.db, "generation", "0") or 0) + 1
         await set_meta(self.db, "generation", str(gen))
         if self.chunks.ann is not None:

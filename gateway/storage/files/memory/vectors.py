@@ -44,7 +44,7 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import structlog
@@ -307,16 +307,17 @@ class _Rescore:
         return idx[rest[idx] != -np.inf]
 
 
+# The stored vectors of the chunk ids in a JSON array (?), by point lookups (see read_vectors).
+VECTORS_OF = "SELECT v.chunk_id, v.embedding FROM json_each(?) AS j CROSS JOIN chunks_vec AS v ON v.chunk_id = j.value"
+
+
 async def read_vectors(db: Database, ids: Sequence[int]) -> dict[int, bytes]:
     """The stored vectors (float32 BLOBs) of these chunk ids, by id; ids without one are left out. Point
     lookups, FETCH_BATCH ids a statement: vec0 answers `chunk_id IN (…)` of more than one id with a full
     scan, a join on json_each looks each id up."""
     blobs: dict[int, bytes] = {}
     for a in range(0, len(ids), FETCH_BATCH):
-        for cid, blob in await db.fetchall(
-            "SELECT v.chunk_id, v.embedding FROM json_each(?) AS j CROSS JOIN chunks_vec AS v ON v.chunk_id = j.value",
-            [json.dumps(list(ids[a : a + FETCH_BATCH]))],
-        ):
+        for cid, blob in await db.fetchall(VECTORS_OF, [json.dumps(list(ids[a : a + FETCH_BATCH]))]):
             blobs[int(cid)] = blob
     return blobs
 
@@ -455,15 +456,24 @@ class VectorStore:
         filter leaves fewer than n of them (a narrow filter: the exact search answers)."""
         if n <= 0:
             return []
-        assert self.ann is not None
-        cand = await asyncio.to_thread(self.ann.search, q, n)
+        ann = self.ann
+        assert ann is not None
+
+        def candidates(conn: Any) -> tuple[np.ndarray, list[tuple]]:
+            """The graph's candidates and their rows, in one trip to the reading connection's thread (the
+            graph's search releases the GIL as it would in a thread of its own; issue 46: one hop less)."""
+            cand = ann.search(q, n)
+            if cand.size == 0:
+                return cand, []
+            sql = (
+                "SELECT v.chunk_id, v.source, v.session_key, v.embedding FROM json_each(?) AS j "
+                "CROSS JOIN chunks_vec AS v ON v.chunk_id = j.value"
+            )
+            return cand, conn.execute(sql, [json.dumps(np.sort(cand).tolist())]).fetchall()
+
+        cand, rows = await self.db.call(candidates)
         if cand.size == 0:
             return None
-        rows = await self.db.fetchall(
-            "SELECT v.chunk_id, v.source, v.session_key, v.embedding FROM json_each(?) AS j "
-            "CROSS JOIN chunks_vec AS v ON v.chunk_id = j.value",
-            [json.dumps(np.sort(cand).tolist())],
-        )
         keep = [
             r for r in rows if r[1] in sources and (session_key is None or r[1] != "sessions" or r[2] == session_key)
         ]
@@ -471,7 +481,7 @@ class VectorStore:
             return None
         ids = np.fromiter((r[0] for r in keep), dtype=np.int64, count=len(keep))
         vecs = np.frombuffer(b"".join(r[3] for r in keep), dtype=np.float32).reshape(-1, self.dims)
-        scores = await asyncio.to_thread(_exact, vecs, q)
+        scores = _exact(vecs, q)  # a few dozen rows: microseconds, less than a hop to a thread and back
         good = np.isfinite(scores)
         return _top(ids[good], scores[good], n)
 
