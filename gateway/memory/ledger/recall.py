@@ -256,10 +256,13 @@ def outdated(
         return False
     last = max(s.said for s in period.sayings)
     known = {_norm(s.text)[:120] for p in fact.periods for s in p.sayings}
+    was, now = stale_names(fact, period), _names(period)
     for i, r in enumerate(results):
         v = vectors.get(i)
         snip = str(r.get("snippet") or "")
         if v is None or str(r.get("date") or "") <= last or any(k and k in _norm(snip) for k in known):
+            continue
+        if was and was.search(snip.lower()) and not now.search(snip.lower()):  # an old value named again
             continue
         if all(s.endswith("?") for s in sentences(snip)):  # a question states nothing newer
             continue
@@ -267,6 +270,37 @@ def outdated(
         if n > 0 and float(v @ statement) / n >= SAME_SUBJECT_COSINE:
             return True
     return False
+
+
+# The words of a value that name it: a proper name or a number ("Marcus", "4826", "Northpine Health"),
+# not the words around it ("for about a month").
+_NAMING = re.compile(r"\b(?:[A-Z][\w'’-]*[a-z0-9][\w'’-]*|[\w-]*\d[\w-]*)\b")
+_NEVER = re.compile(r"\b$^")  # matches nothing
+
+
+def _names(period: Period) -> re.Pattern[str]:
+    """An expression for the naming words of a period's value (lowercased text; nothing when it has none)."""
+    words = {w.lower() for w in _NAMING.findall(period.value) if len(w) > 2 and w.lower() not in _STOP}
+    if not words:
+        return _NEVER
+    return re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)) + r")\b")
+
+
+def stale_names(fact: Fact, period: Period) -> re.Pattern[str] | None:
+    """The naming words of the values `period` superseded that it does not share ("Theo", not "Ezra";
+    "4826", not "7340"): a hit holding one of them and none of the current value's is about the old value
+    only, however it was worded (an assistant's restatement, a question that quotes it)."""
+    now = {w.lower() for w in _NAMING.findall(period.value)}
+    words = {
+        w.lower()
+        for p in fact.periods
+        if p is not period and p.since < period.since and not p.ending
+        for w in _NAMING.findall(p.value)
+        if len(w) > 2 and w.lower() not in _STOP and w.lower() not in now
+    }
+    if not words:
+        return None
+    return re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)) + r")\b")
 
 
 def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question, k: int) -> list[dict[str, Any]]:
@@ -303,10 +337,11 @@ def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question,
     if q.asked == "present":
         old = {_norm(s.text)[:120] for p in fact.periods if p is not period for s in p.sayings}
         old.discard(said)
+        was = stale_names(fact, period)
         fresh, stale = [], []
         for r in rest:
             snip = _norm(r.get("snippet") or "")
-            if any(o and o in snip for o in old):
+            if any(o and o in snip for o in old) or (was and was.search(snip) and not _names(period).search(snip)):
                 r = dict(r)
                 r["supersededBy"] = max(str(r.get("supersededBy") or ""), period.since)
                 stale.append(r)
