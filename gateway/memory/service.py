@@ -40,7 +40,8 @@ from .search.timeline import arrange
 from .ledger.profile import HISTORY_LIMIT, PROFILE_LIMIT, subject_family
 from .ledger.profile import page as ledger_page
 from .ledger.distill import DistillSettings, Distiller, openai_complete
-from .ledger.recall import LedgerRecall, as_of_time, embed_with, lead, outdated
+from .ledger.placement import lead, outdated, prefer_statements
+from .ledger.recall import LedgerRecall, as_of_time, embed_with
 from .present import shape
 from .ports import IndexContext, KeyedMemories, MemoryIndex, NoteRecord
 from .search.snippets import Exclude
@@ -519,6 +520,7 @@ class MemoryService:
             )
             return res
         res["results"] = await self._rerank(query, res["results"], int(k), float(min_score), known)
+        res["results"] = prefer_statements(query, res["results"])  # ties: who states beats who mentions
         res["results"] = await self._ledger_first(query, res["results"], int(k), as_of, exclude, await subjects)
         if as_of:
             res["asOf"] = as_of
