@@ -43,6 +43,8 @@ LIFE_QUESTIONS = [
     "Which vet do we use?",
     "What dose am I on?",
     "Who was my landlord before?",
+    "Where do I work these days?",  # a subject by the question's own words (recall.py ASKED_AS)
+    "What's Dana's son called?",  # a name asked: the tie step reads the hits
 ]
 
 
@@ -89,6 +91,13 @@ async def main(chunks: int, queries: int, out: Path) -> dict:
             async def no_subjects(query):
                 return []
 
+            import gateway.memory.service as service_module
+
+            with_ties = service_module.prefer_statements  # the ledger's tie step (ledger/placement.py) too
+
+            def no_ties(query, results):
+                return results
+
             lat: dict[str, dict[str, list[float]]] = {}
             for name, qs in (("words", [bm.query(rng) for _ in range(queries)]), ("life", LIFE_QUESTIONS * 8)):
                 lat[name] = {"with": [], "without": []}
@@ -98,10 +107,12 @@ async def main(chunks: int, queries: int, out: Path) -> dict:
                     for side in ("with", "without") if i % 2 == 0 else ("without", "with"):
                         mgr._ledger_first = with_ledger if side == "with" else without
                         mgr._ledger_subjects = with_subjects if side == "with" else no_subjects
+                        service_module.prefer_statements = with_ties if side == "with" else no_ties  # type: ignore[assignment]
                         t = time.perf_counter()
                         await mgr.search(q, k=6)
                         lat[name][side].append((time.perf_counter() - t) * 1000)
                 mgr._ledger_first, mgr._ledger_subjects = with_ledger, with_subjects
+                service_module.prefer_statements = with_ties  # type: ignore[assignment]
     res = {
         "chunks": st["chunks"],
         "files": st["files"],
