@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from gateway.memory.index.chunking import make_chunk
 from gateway.memory.ledger.extract import from_chunks, statements_of
 from gateway.memory.ledger.facts import facts
-from gateway.memory.ledger.placement import lead, prefer_statements
+from gateway.memory.ledger.placement import lead, outdated, prefer_statements
 from gateway.memory.ledger.recall import LedgerRecall, parse_as_of, subjects_of, when_asked
 from gateway.memory.ports import Statement
 
@@ -359,3 +360,29 @@ def test_what_the_person_is_doing_somewhere_is_no_employer():
     assert "employer" not in subjects("I'm sea swimming at Blackrock with a group.")
     assert "employer" not in subjects("I'm sitting at the station.")
     assert "employer" in subjects("I'm a nurse at St James's.")
+
+
+@pytest.mark.parametrize(
+    ("snippet", "date", "newer"),
+    [
+        ("User: Traded in the Corolla for a secondhand Nissan Leaf.", "2025-09-01", True),  # a change unseen
+        ("User: I drive a Fiat Panda these days.", "2025-09-01", True),  # the subject's cue
+        ("User: Traded in the Corolla for a secondhand Nissan Leaf.", "2025-03-01", False),  # said before
+        ("User: what car do I have again?\nAssistant: You drive a Corolla.", "2025-09-01", False),  # asked, told
+        ("User: what car do I have again? Thanks, off to the shops.\nAssistant: A Corolla.", "2025-09-01", False),
+        ("User: The insurance on the Corolla is 140 a month.", "2025-09-01", False),  # the current value, unchanged
+        ("User: The old Fiesta is still in my dad's garage.", "2025-09-01", False),  # only an old value named
+    ],
+)
+def test_the_ledger_steps_aside_only_for_a_newer_statement_of_the_persons_own(snippet, date, newer):
+    """outdated(): a hit said after the current statement, about its subject (vectors alike), in the
+    person's own words, not a question, with a word of change or of the subject — not a repeat of the
+    current value nor a mention of an old one."""
+    fact = facts([st_("vehicle", "a Ford Fiesta", "2025-01-01"), st_("vehicle", "a Toyota Corolla", "2025-05-01")])[
+        "vehicle"
+    ]
+    period = fact.periods[-1]
+    same = np.ones(4, dtype=np.float32)
+    hits = [{"path": "sessions/x.jsonl", "startLine": 2, "endLine": 3, "score": 0.8, "snippet": snippet, "date": date}]
+    assert outdated(hits, {0: same}, same / np.linalg.norm(same), fact, period) is newer
+    assert outdated(hits, {0: -same}, same / np.linalg.norm(same), fact, period) is False  # another subject

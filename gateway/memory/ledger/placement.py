@@ -19,6 +19,7 @@ import numpy as np
 from ..index.sources import session_key_of
 from ..search.timeline import sentences
 from .facts import Fact, Period
+from .lexicon import BY_NAME
 from .recall import _ASKS, _STOP, Question
 
 LEAD_SCORE = 1.0
@@ -48,6 +49,8 @@ def outdated(
     last = max(s.said for s in period.sayings)
     known = {_norm(s.text)[:120] for p in fact.periods for s in p.sayings}
     was, now = stale_names(fact, period), _names(period)
+    current = set().union(*(_named(s.text) for s in period.sayings))
+    cues = BY_NAME[fact.subject.split(":", 1)[0]].cues if fact.subject.split(":", 1)[0] in BY_NAME else _NEVER
     for i, r in enumerate(results):
         v = vectors.get(i)
         snip = str(r.get("snippet") or "")
@@ -55,12 +58,39 @@ def outdated(
             continue
         if was and was.search(snip.lower()) and not now.search(snip.lower()):  # an old value named again
             continue
-        if all(s.endswith("?") for s in sentences(snip)):  # a question states nothing newer
+        # Only the person's own words can say something newer: a question states nothing, and the
+        # assistant's answer to it ("your storage code is 7340") restates what the ledger knows.
+        own = [x for t in own_words(snip) for x in sentences(t) if not x.endswith("?")]
+        # ...and of those, only a sentence with a word of change or of the subject: "Traded the Corolla
+        # in for a Leaf", not "Thanks, grabbing the decorations" after asking for the code. Words that
+        # name the current statement's things without a word of change ("the insurance on the Subaru is
+        # $140") speak of the current value.
+        said = " ".join(x for x in own if _CHANGE.search(x) or cues.search(x))
+        if not said or (current & _named(said) and not _CHANGE.search(said)):
             continue
         n = float(np.linalg.norm(v))
         if n > 0 and float(v @ statement) / n >= SAME_SUBJECT_COSINE:
             return True
     return False
+
+
+# Words that say a value changed (a statement without one that names the current value repeats it).
+_CHANGE = re.compile(
+    r"\b(?:now|new|newly|no longer|any ?more|instead|switched|swapped|traded|replaced|changed|sold|bought|got"
+    r"|moved|started|joined|quit|left|ended|cancell?ed|upgraded|downgraded|renamed)\b",
+    re.I,
+)
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;—–-]\s+|\n)\s*\S+")
+
+
+def _named(text: str) -> set[str]:
+    """The names and numbers a text says (lowercased), a capitalised word opening a sentence left out."""
+    starts = {m.end() for m in _SENTENCE_START.finditer(text)}
+    return {
+        m.group().lower()
+        for m in _NAMING.finditer(text)
+        if len(m.group()) > 2 and (m.end() not in starts or any(c.isdigit() for c in m.group()))
+    } - _STOP
 
 
 # The words of a value that name it: a proper name or a number ("Marcus", "4826", "Northpine Health"),
@@ -159,6 +189,14 @@ _SPEAKER = re.compile(r"(?:^|\s)(User|Assistant):\s", re.I)
 TIE = 1e-5  # scores this close are a tie (the arrangement's steps are 1e-6)
 
 
+def own_words(snippet: str) -> list[str]:
+    """The person's own words in a snippet: its `User:` parts, or all of it when no speaker is named."""
+    parts = _SPEAKER.split(snippet)
+    if len(parts) == 1:
+        return [snippet]
+    return [parts[i + 1] for i in range(1, len(parts) - 1, 2) if parts[i].lower() == "user"]
+
+
 def _names_asked(query: str) -> list[str]:
     """The proper names of a question ("Dana", "Biscuit"): capitalised words not opening it, not "I"."""
     return [n.lower() for n in _NAME.findall(query.strip()) if n != "I"]
@@ -167,13 +205,7 @@ def _names_asked(query: str) -> list[str]:
 def _states(snippet: str, names: list[str]) -> bool:
     """Whether the person's own words in a snippet (its `User:` parts; all of it when unlabelled) hold a
     sentence naming one of `names` that is not a question."""
-    parts = _SPEAKER.split(snippet)
-    own = (
-        [snippet]
-        if len(parts) == 1
-        else [parts[i + 1] for i in range(1, len(parts) - 1, 2) if parts[i].lower() == "user"]
-    )
-    for text in own:
+    for text in own_words(snippet):
         for sent in sentences(text):
             low = sent.lower()
             if any(re.search(rf"\b{re.escape(n)}\b", low) for n in names) and not _ASKS.search(sent):
