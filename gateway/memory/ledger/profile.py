@@ -51,9 +51,9 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
     """The (since, subject) of the last fact of the page that returned `cursor`."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        since, subject = json.loads(raw)
-        if isinstance(since, str) and isinstance(subject, str):
-            return since, subject
+        pair = json.loads(raw)
+        if isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair):
+            return pair[0], pair[1]
     except (ValueError, TypeError):
         pass
     raise Invalid("not a cursor memory.profile returned (pass its nextCursor unchanged)", field="cursor")
