@@ -43,6 +43,8 @@ LIFE_QUESTIONS = [
     "Which vet do we use?",
     "What dose am I on?",
     "Who was my landlord before?",
+    "Where do I work these days?",  # a subject by the question's own words (recall.py ASKED_AS)
+    "What's Dana's son called?",  # a name asked: the tie step reads the hits
 ]
 
 
@@ -62,6 +64,26 @@ def extraction_cpu(cfg, files: list[Path]) -> tuple[float, int, int]:
     t = time.process_time()
     n = sum(len(from_chunks(path, cs, "2025-01-01T00:00:00.000Z")) for path, cs in chunked)
     return time.process_time() - t, sum(len(cs) for _, cs in chunked), n
+
+
+async def step_cost(mgr, ties, queries: dict[str, list[str]]) -> dict:
+    """The ledger's step of a search alone, on the backend's results for each query: the question's
+    subjects, the statement first, the ties — its CPU in the event loop's thread (what a loaded machine
+    does not inflate) and its wall time (reading the statements included), medians in ms."""
+    out = {}
+    for name, qs in queries.items():
+        cpu, wall = [], []
+        for q in qs:
+            res = await mgr.search(q, k=6)  # warm, and the results the step re-orders
+            results = res["results"]
+            c, w = time.thread_time(), time.perf_counter()
+            subjects = await mgr._ledger_subjects(q)
+            tied = ties(q, results)
+            await mgr._ledger_first(q, tied, 6, None, None, subjects)
+            cpu.append((time.thread_time() - c) * 1000)
+            wall.append((time.perf_counter() - w) * 1000)
+        out[name] = {"cpuP50Ms": round(statistics.median(cpu), 3), "wallP50Ms": round(statistics.median(wall), 3)}
+    return out
 
 
 async def main(chunks: int, queries: int, out: Path) -> dict:
@@ -89,6 +111,14 @@ async def main(chunks: int, queries: int, out: Path) -> dict:
             async def no_subjects(query):
                 return []
 
+            import gateway.memory.service as service_module
+
+            def no_ties(query, results):
+                return results
+
+            # the ledger's tie step (ledger/placement.py) too, where this tree has one
+            with_ties = getattr(service_module, "prefer_statements", no_ties)
+
             lat: dict[str, dict[str, list[float]]] = {}
             for name, qs in (("words", [bm.query(rng) for _ in range(queries)]), ("life", LIFE_QUESTIONS * 8)):
                 lat[name] = {"with": [], "without": []}
@@ -98,10 +128,15 @@ async def main(chunks: int, queries: int, out: Path) -> dict:
                     for side in ("with", "without") if i % 2 == 0 else ("without", "with"):
                         mgr._ledger_first = with_ledger if side == "with" else without
                         mgr._ledger_subjects = with_subjects if side == "with" else no_subjects
+                        service_module.prefer_statements = with_ties if side == "with" else no_ties  # type: ignore[assignment]
                         t = time.perf_counter()
                         await mgr.search(q, k=6)
                         lat[name][side].append((time.perf_counter() - t) * 1000)
                 mgr._ledger_first, mgr._ledger_subjects = with_ledger, with_subjects
+                service_module.prefer_statements = with_ties  # type: ignore[assignment]
+            step = await step_cost(
+                mgr, with_ties, {"words": [bm.query(rng) for _ in range(queries)], "life": LIFE_QUESTIONS * 8}
+            )
     res = {
         "chunks": st["chunks"],
         "files": st["files"],
@@ -111,6 +146,7 @@ async def main(chunks: int, queries: int, out: Path) -> dict:
         "extractionShareOfSyncCpu": round(ex_cpu / sync_cpu, 4) if sync_cpu else None,
         "extractionMsPerChunk": round(ex_cpu * 1000 / max(1, ex_chunks), 4),
         "statements": statements,
+        "ledgerStep": step,
         "search": {
             name: {
                 side: {"p50Ms": round(statistics.median(v), 2), "p95Ms": round(bm.pct(v, 0.95), 2)}
@@ -142,4 +178,6 @@ if __name__ == "__main__":
             f"search ({name}): p50 {w['p50Ms']} ms with the ledger, {wo['p50Ms']} ms without "
             f"(+{w['p50Ms'] - wo['p50Ms']:.2f} ms); p95 {w['p95Ms']} / {wo['p95Ms']} ms"
         )
+    for name, c in r["ledgerStep"].items():
+        print(f"ledger step alone ({name}): p50 {c['cpuP50Ms']} ms CPU, {c['wallP50Ms']} ms wall")
     print(f"wrote {a.out}")

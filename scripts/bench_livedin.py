@@ -50,6 +50,7 @@ from gateway.timeutil import parse_iso, to_iso  # noqa: E402
 SCENARIOS = [
     ROOT / "scripts" / "data" / "livedin-tomas.json",
     ROOT / "scripts" / "data" / "livedin-aoife.json",
+    ROOT / "scripts" / "data" / "livedin-kofi.json",
     ROOT.parent / "shared" / "bench" / "livedin" / "priya.json",
 ]
 KINDS = ("current", "history", "stable")

@@ -20,6 +20,7 @@ from typing import Any, AsyncIterator
 
 from ..config import Config
 from ..errors import Invalid, JarvisError
+from ..memory.ledger.profile import HISTORY_LIMIT, HISTORY_MAX, PROFILE_LIMIT, PROFILE_MAX
 from ..memory.present import cli_lines
 from ..memory.service import MODES
 from . import notes
@@ -77,6 +78,20 @@ def add_commands(subparsers: Any) -> None:
         "VALUE` (a keyed memory: versioned, undoable); delete that key to undo the correction.",
     )
     notes.agent_arg(s)
+    s.add_argument(
+        "--limit",
+        type=int,
+        default=PROFILE_LIMIT,
+        help=f"facts a page (default {PROFILE_LIMIT}, at most {PROFILE_MAX})",
+    )
+    s.add_argument("--subject", help="only this subject (home, code:shed) or family (code)")
+    s.add_argument("--cursor", help="the page after the one that printed this cursor")
+    s.add_argument(
+        "--history",
+        type=int,
+        default=HISTORY_LIMIT,
+        help=f"earlier values a fact (default {HISTORY_LIMIT}, at most {HISTORY_MAX})",
+    )
     s.add_argument("--json", action="store_true", help="print the memory.profile result as JSON")
     s = sub.add_parser(
         "status",
@@ -168,7 +183,9 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
                 for r in res["results"]:
                     print("\n".join(cli_lines(r)))
         elif cmd == "profile":
-            res = await m.call("memory.profile", base)
+            page = {"limit": args.limit, "history": args.history}
+            page.update({k: v for k, v in (("subject", args.subject), ("cursor", args.cursor)) if v is not None})
+            res = await m.call("memory.profile", {**base, **page})
             if args.json:
                 print_json(res)
             else:
@@ -234,6 +251,10 @@ def _print_profile(res: dict) -> None:
         for h in reversed(f["history"]):
             until = (h.get("until") or "")[:10]
             print(f"    was: {h['value'] or '(ended)'}  ({h['from'][:10]} → {until})")
+        if f.get("historyOmitted"):
+            print(f"    … {f['historyOmitted']} older value(s) not shown (--history)")
+    if res.get("nextCursor"):
+        print(f"more: jarvis memory profile --cursor {res['nextCursor']}")
 
 
 def run(args: argparse.Namespace, config: Config) -> int:

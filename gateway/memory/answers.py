@@ -22,8 +22,10 @@ from ..config import Config, MemoryConfig
 from ..errors import Invalid
 from .embeddings import EmbeddingProvider
 from .index.sources import SOURCES, read_lines, resolve_readable
-from .ledger.facts import facts as ledger_facts
-from .ledger.recall import LedgerRecall, as_of_time, embed_with, lead, outdated
+from .ledger.placement import lead, outdated, prefer_statements
+from .ledger.profile import HISTORY_LIMIT, PROFILE_LIMIT, subject_family
+from .ledger.profile import page as ledger_page
+from .ledger.recall import LedgerRecall, as_of_time, embed_with
 from .hit import Embeddings, SearchAnswer, answer
 from .ports import MemoryIndex
 from .present import shape
@@ -185,6 +187,7 @@ class MemoryAnswers:
             )
             return answer(res)
         res["results"] = await self._rerank(query, res["results"], int(k), float(min_score), known)
+        res["results"] = prefer_statements(query, res["results"])  # ties: who states beats who mentions
         res["results"] = await self._ledger_first(query, res["results"], int(k), as_of, exclude, await subjects)
         if as_of:
             res["asOf"] = as_of
@@ -246,14 +249,18 @@ class MemoryAnswers:
                 return results
         return lead(results, fact, period, q, k)
 
-    async def profile(self) -> dict:
+    async def profile(
+        self,
+        limit: int = PROFILE_LIMIT,
+        cursor: str | None = None,
+        subject: str | None = None,
+        history: int = HISTORY_LIMIT,
+    ) -> dict:
         """memory.profile: what the ledger holds now — each subject's current value with its evidence and
-        history, the most recently changed first."""
+        history, the most recently changed first, a page at a time (ledger/profile.py)."""
+        family = [subject_family(subject)] if subject is not None else None  # (checked before any sync)
         await self._sync_if_dirty()
-        known = ledger_facts(await self.index.statements())
-        out = [f.brief() for f in known.values() if f.current is not None]
-        out.sort(key=lambda f: (f["since"], f["subject"]), reverse=True)
-        return {"facts": out}
+        return ledger_page(await self.index.statements(family), limit, cursor, subject, history)
 
     def _spare(self, k: int) -> int:
         """Results asked beyond k: POOL_SPARE, or the pool MMR and time decay choose from (3k, at least 20)."""

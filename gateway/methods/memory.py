@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import Invalid, NotFound
+from ..memory.ledger.profile import HISTORY_LIMIT, HISTORY_MAX, PROFILE_LIMIT, PROFILE_MAX
 from ..memory.ledger.recall import parse_as_of
 from ..memory.notes.files import MAX_NOTE_BYTES
 from ..memory.notes.keyed import CATEGORIES, KEY_PATTERN, MAX_VALUE_CHARS
@@ -100,13 +101,26 @@ async def search_memory(ctx: CallContext, p: dict) -> dict:
 
 @registry.method(
     "memory.profile",
-    with_agent(),
+    with_agent(
+        limit=Int(
+            1, PROFILE_MAX, default=PROFILE_LIMIT, description="how many facts (the most recently changed first)"
+        ),
+        cursor=Str(1, 512, optional=True, description="the page after the one that returned this nextCursor"),
+        subject=Str(
+            1,
+            128,
+            optional=True,
+            description="only this subject ('home', 'code:shed') or family of subjects ('code': every code)",
+        ),
+        history=Int(0, HISTORY_MAX, default=HISTORY_LIMIT, description="earlier values per fact, the newest of them"),
+    ),
     "What Jarvis believes about you now: the ledger's current facts, each with its value, since when, its "
     "evidence and its history → {facts:[{subject, value, since, source, evidence:{path, startLine, endLine, "
-    "text}, history:[{value, from, until}]}]}. Correct one with memory.set {key: profile.<subject>}.",
+    "text}, history:[{value, from, until}], historyOmitted?}], nextCursor?}, a page of `limit` at a time. "
+    "Correct one with memory.set {key: profile.<subject>}.",
 )
 async def profile(ctx: CallContext, p: dict) -> dict:
-    return await (await _memory(ctx, p)).profile()
+    return await (await _memory(ctx, p)).profile(p["limit"], p["cursor"], p["subject"], p["history"])
 
 
 @registry.method(

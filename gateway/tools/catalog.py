@@ -280,6 +280,8 @@ async def _render_profile(result: dict, params: dict, caller: Caller) -> ToolOut
             f"{ev['path']}:{ev['startLine']}-{ev['endLine']}){' — ' + was if was else ''}"
         )
         memory.append(span(ev["path"], ev["startLine"], ev["endLine"]))
+    if result.get("nextCursor"):  # memory.profile answers a page at a time (ledger/profile.py)
+        lines.append(f"(more facts: call again with cursor={result['nextCursor']})")
     return ToolOutcome(_bounded(lines), f"{len(facts)} facts", memory=memory)
 
 

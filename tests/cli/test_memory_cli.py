@@ -274,3 +274,13 @@ def test_memory_profile_lists_current_facts_and_search_takes_as_of(tmp_path):
     assert res["asOf"] == "2025-06-01T23:59:59.999Z" and "Leeds" in res["results"][0]["snippet"], res
     r = jarvis("memory", "search", "home", "--as-of", "soon", state_dir=tmp_path)
     assert r.returncode == 2 and "asOf" in r.stderr and "ISO 8601" in r.stderr
+
+    # Bounded: the page, the history per fact and the subject are the CLI's flags; past a limit, the rule.
+    (notes / "codes.md").write_text("# Codes\n\nThe shed code is 1234.\nThe gate code is 5678.\n")
+    r = jarvis("memory", "profile", "--limit", "1", "--history", "0", state_dir=tmp_path)
+    assert r.returncode == 0 and r.stdout.count("(since ") == 1, r.stdout
+    assert "more: jarvis memory profile --cursor " in r.stdout, r.stdout
+    r = jarvis("memory", "profile", "--subject", "code", "--json", state_dir=tmp_path)
+    assert {f["subject"] for f in orjson.loads(r.stdout)["facts"]} == {"code:shed", "code:gate"}, r.stdout
+    r = jarvis("memory", "profile", "--limit", "501", state_dir=tmp_path)
+    assert r.returncode == 2 and "limit" in r.stderr and "<= 500" in r.stderr, r.stderr

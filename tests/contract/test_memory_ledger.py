@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from gateway.compose import memory_service
+from gateway.errors import Invalid
 from gateway.memory.index.sources import session_path
 from gateway.memory.ledger.facts import facts
 from gateway.memory.ports import Statement
@@ -138,5 +141,63 @@ async def test_the_service_puts_the_current_statement_first_and_answers_the_prof
         assert partner["since"].startswith("2025-08-20") and partner["evidence"]["path"] == session_path(new)
         assert [h["from"][:10] for h in partner["history"]] == ["2025-01-10"]
         assert partner["history"][0]["until"].startswith("2025-08-20")
+    finally:
+        await service.close()
+
+
+async def test_the_profile_answers_a_bounded_page_by_cursor_subject_and_history(storage, sessions):
+    """memory.profile is bounded (ledger/profile.py): `limit` facts, the next page by `nextCursor`, one
+    subject or family, `history` earlier values per fact (the newest), and clear errors past the rules."""
+    storage.config.memory.enabled = True
+    storage.config.memory.sync.on_start = False
+    things = ["alarm", "garage", "gate", "locker", "safe", "shed"]
+    write_note(
+        storage,
+        "memory/codes.md",
+        "# Codes\n\n" + "".join(f"The {t} code is {1000 + i}.\n" for i, t in enumerate(things)),
+    )
+    for day, line in [
+        ("2025-01-05", "I live in Leeds, in a flat by the canal."),
+        ("2025-03-05", "We moved to York last week."),
+        ("2025-06-05", "We moved to Hull, got the keys on Monday."),
+        ("2025-09-05", "We moved to Bath at last."),
+    ]:
+        await said(sessions, day, line, "Noted.")
+    service = storage.memory("main")
+    await service.open()
+    try:
+        await service.sync()
+        whole = (await service.profile(limit=500))["facts"]
+        assert {f["subject"] for f in whole} == {"home", *(f"code:{t}" for t in things)}
+
+        # Page by page: each fact once, in the order of the whole, the last page without a cursor.
+        seen, cursor = [], None
+        for _ in range(10):
+            res = await service.profile(limit=3, cursor=cursor)
+            assert len(res["facts"]) <= 3
+            seen += [f["subject"] for f in res["facts"]]
+            cursor = res.get("nextCursor")
+            if cursor is None:
+                break
+        assert seen == [f["subject"] for f in whole]
+
+        # One family, one subject of it, one plain subject.
+        assert {f["subject"] for f in (await service.profile(subject="code"))["facts"]} == {f"code:{t}" for t in things}
+        assert [f["subject"] for f in (await service.profile(subject="code:shed"))["facts"]] == ["code:shed"]
+        home = (await service.profile(subject="home"))["facts"]
+        assert [f["subject"] for f in home] == ["home"] and "Bath" in home[0]["value"]
+        towns = ["Leeds", "York", "Hull"]
+        assert [t in h["value"] for t, h in zip(towns, home[0]["history"], strict=True)] == [True] * 3
+        assert "historyOmitted" not in home[0]
+
+        # History bounded: the newest earlier values kept, the count of the rest said.
+        home = (await service.profile(subject="home", history=1))["facts"][0]
+        assert len(home["history"]) == 1 and "Hull" in home["history"][0]["value"] and home["historyOmitted"] == 2
+        assert (await service.profile(subject="home", history=0))["facts"][0]["history"] == []
+
+        for kw, field in [({"subject": "spaceship"}, "subject"), ({"cursor": "not-a-cursor"}, "cursor")]:
+            with pytest.raises(Invalid) as exc:
+                await service.profile(**kw)
+            assert exc.value.field == field and field in str(exc.value), exc.value
     finally:
         await service.close()

@@ -94,3 +94,28 @@ async def test_codes_of_numbered_things_each_lead_their_own_question(start_gatew
         assert top["path"] == f"memory/note-{box}.md", (box, top)
         if "fact" in top:
             assert top["fact"]["value"] == str(1000 + box)
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "says"),
+    [
+        ({"limit": 0}, "params.limit", ">= 1"),
+        ({"limit": 501}, "params.limit", "<= 500"),
+        ({"history": -1}, "params.history", ">= 0"),
+        ({"history": 101}, "params.history", "<= 100"),
+        ({"subject": "spaceship"}, "params.subject", "unknown subject 'spaceship'"),
+        ({"subject": "spaceship:red"}, "params.subject", "unknown subject 'spaceship'"),
+        ({"cursor": "bm90IG9uZQ"}, "params.cursor", "not a cursor memory.profile returned"),
+        ({"cursor": "%%%"}, "params.cursor", "not a cursor memory.profile returned"),
+    ],
+)
+async def test_the_profile_is_bounded_and_says_which_parameter_breaks_which_rule(start_gateway, params, field, says):
+    gw = await start_gateway(memory=True)
+    c = await gw.client()
+    with pytest.raises(RpcError) as exc:
+        await c.call("memory.profile", params)
+    assert exc.value.code == -32602 and exc.value.data["field"] == field, exc.value.data
+    assert says in str(exc.value.message), exc.value.message
+    ok = await c.call("memory.profile", {"limit": 500, "history": 100, "subject": "code"})
+    assert ok == {"facts": []}
+    await c.close()

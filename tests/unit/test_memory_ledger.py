@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,7 +13,8 @@ from hypothesis import strategies as st
 from gateway.memory.index.chunking import make_chunk
 from gateway.memory.ledger.extract import from_chunks, statements_of
 from gateway.memory.ledger.facts import facts
-from gateway.memory.ledger.recall import LedgerRecall, lead, parse_as_of, subjects_of, when_asked
+from gateway.memory.ledger.placement import lead, outdated, prefer_statements
+from gateway.memory.ledger.recall import LedgerRecall, parse_as_of, subjects_of, when_asked
 from gateway.memory.ports import Statement
 
 NOW = datetime(2026, 3, 10, tzinfo=timezone.utc)
@@ -148,6 +150,11 @@ def test_a_correction_is_a_statement_of_its_own_and_the_later_one_holds():
         ("Where did I live in March?", "at"),
         ("Who was my landlord last spring?", "at"),
         ("What happened on 3 May 2025?", "at"),
+        ("How old is my tortoise?", "present"),  # an age, not an earlier time
+        ("My dog is ten years old, what should he eat?", "present"),
+        ("What level did I start Spanish at?", "first"),
+        ("Which gym did I join to start with?", "first"),
+        ("What was my old bike?", "before"),
     ],
 )
 def test_which_time_a_question_asks_about(question, asked):
@@ -169,6 +176,58 @@ def test_as_of_takes_a_date_or_a_datetime():
 def test_subjects_by_cue_and_none_for_someone_elses_life():
     assert subjects_of("What's my wifi password?") == ["code"]
     assert subjects_of("Who's my boss?") == ["manager"]
+
+
+@pytest.mark.parametrize(
+    ("question", "subject"),
+    [  # the common ways to ask, in words no statement uses (recall.py ASKED_AS)
+        ("Where do I work these days?", "employer"),
+        ("Who employs me now?", "employer"),
+        ("Which company am I at?", "employer"),
+        ("Where am I living at the moment?", "home"),
+        ("Where's home for me now?", "home"),
+        ("Which town do I live in?", "home"),
+        ("Who am I with these days?", "partner"),
+        ("Who's my other half?", "partner"),
+        ("What opens my locker?", "code"),
+        ("Which keypad number gets me into storage?", "code"),
+    ],
+)
+def test_a_question_in_its_own_words_names_its_subject(question, subject):
+    assert subject in subjects_of(question)
+
+
+@pytest.mark.parametrize("question", ["Where do my parents live?", "Who is Dana with?", "What time is it?"])
+def test_asking_about_someone_else_or_nothing_names_no_subject_of_the_person(question):
+    assert not {"home", "partner", "employer", "code"} & set(subjects_of(question))
+
+
+def hit(snippet: str, score: float, date: str, **more) -> dict:
+    return {
+        "path": f"sessions/{date}.jsonl",
+        "startLine": 2,
+        "endLine": 3,
+        "score": score,
+        "snippet": snippet,
+        "date": date,
+        **more,
+    }
+
+
+def test_ties_go_to_the_hit_that_states_something_of_the_person_named():
+    ask = hit("User: which vet did Biscuit go to before? Assistant: Biscuit went to Crookes.", 0.814287, "2025-12-20")
+    says = hit("User: Biscuit's new vet is Crookes Exotic Pets.", 0.814286, "2025-09-27", supersededBy="2025-12-20")
+    other = hit("User: bought a new kettle.", 0.5, "2025-10-01")
+    out = prefer_statements("Who looks after Biscuit's health?", [ask, says, other])
+    assert [r["date"] for r in out] == ["2025-09-27", "2025-12-20", "2025-10-01"]
+    assert "supersededBy" not in out[0]  # a mention does not supersede a statement
+    assert [r["score"] for r in out] == [0.814287, 0.814286, 0.5]  # scores stay non-increasing
+    # Not a tie, no name asked, or every hit states: the order stays.
+    apart = [dict(ask, score=0.9), says]
+    assert prefer_statements("Who looks after Biscuit's health?", apart) == apart
+    assert prefer_statements("Who looks after my tortoise's health?", [ask, says]) == [ask, says]
+    both = [hit("User: Biscuit sleeps a lot.", 0.8, "b"), hit("User: Biscuit is 31.", 0.8, "a")]
+    assert prefer_statements("How old is Biscuit?", both) == both
 
 
 async def test_the_pick_follows_the_question_and_lead_puts_it_first_and_marks_the_superseded():
@@ -301,3 +360,29 @@ def test_what_the_person_is_doing_somewhere_is_no_employer():
     assert "employer" not in subjects("I'm sea swimming at Blackrock with a group.")
     assert "employer" not in subjects("I'm sitting at the station.")
     assert "employer" in subjects("I'm a nurse at St James's.")
+
+
+@pytest.mark.parametrize(
+    ("snippet", "date", "newer"),
+    [
+        ("User: Traded in the Corolla for a secondhand Nissan Leaf.", "2025-09-01", True),  # a change unseen
+        ("User: I drive a Fiat Panda these days.", "2025-09-01", True),  # the subject's cue
+        ("User: Traded in the Corolla for a secondhand Nissan Leaf.", "2025-03-01", False),  # said before
+        ("User: what car do I have again?\nAssistant: You drive a Corolla.", "2025-09-01", False),  # asked, told
+        ("User: what car do I have again? Thanks, off to the shops.\nAssistant: A Corolla.", "2025-09-01", False),
+        ("User: The insurance on the Corolla is 140 a month.", "2025-09-01", False),  # the current value, unchanged
+        ("User: The old Fiesta is still in my dad's garage.", "2025-09-01", False),  # only an old value named
+    ],
+)
+def test_the_ledger_steps_aside_only_for_a_newer_statement_of_the_persons_own(snippet, date, newer):
+    """outdated(): a hit said after the current statement, about its subject (vectors alike), in the
+    person's own words, not a question, with a word of change or of the subject — not a repeat of the
+    current value nor a mention of an old one."""
+    fact = facts([st_("vehicle", "a Ford Fiesta", "2025-01-01"), st_("vehicle", "a Toyota Corolla", "2025-05-01")])[
+        "vehicle"
+    ]
+    period = fact.periods[-1]
+    same = np.ones(4, dtype=np.float32)
+    hits = [{"path": "sessions/x.jsonl", "startLine": 2, "endLine": 3, "score": 0.8, "snippet": snippet, "date": date}]
+    assert outdated(hits, {0: same}, same / np.linalg.norm(same), fact, period) is newer
+    assert outdated(hits, {0: -same}, same / np.linalg.norm(same), fact, period) is False  # another subject

@@ -3,7 +3,9 @@
     lexicon.py   the subjects of a life (home, work, partner, pets, codes, …): cue words, descriptions
     extract.py   the offline extractor: statements in what the person said, by rules and the lexicon
     facts.py     statements as facts: each subject's values with their validity (from, until)
-    recall.py    a question's subject and time → the statement it asks about, first among the hits
+    recall.py    a question's subject and time → the statement it asks about
+    placement.py where it goes among the hits: first, superseded ones after it, ties to who states
+    profile.py   memory.profile's page: the current facts, bounded (limit, cursor, subject, history)
     record.py    the pipeline's step: a file's statements written to the engine's LedgerStore
 
 The statements are derived data, like the chunks: the engine keeps them beside the index (memory/ports.py's

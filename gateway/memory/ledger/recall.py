@@ -11,7 +11,7 @@ even when it shares no word with the question.
    X's, or before the current one), a date or "in March"/"last spring" (the value valid then, resolved
    against `asOf` where given). A question in the past tense that names no earlier time ("What was the
    amount I was approved for?") asks about the present.
-4. **Where it goes** (`lead`): the chosen statement first, as a hit of its own (dated, with `fact`:
+4. **Where it goes** (placement.py's `lead`): the chosen statement first, as a hit of its own (dated, with `fact`:
    subject, value, since); for the present, the hits that show a superseded value of the same fact are
    marked `supersededBy` and go after those that do not.
 """
@@ -27,9 +27,7 @@ import numpy as np
 
 from ...timeutil import parse_iso, to_iso
 from ..index.chunking import text_date
-from ..index.sources import session_key_of
 from ..ports import Statement
-from ..search.timeline import sentences
 from .facts import Fact, Period, facts
 from .lexicon import SUBJECTS
 
@@ -40,10 +38,15 @@ Asked = Literal["present", "first", "before", "at"]
 SUBJECT_COSINE = 0.3  # a question this close to a subject's description is about it (no cue word)
 SUBJECT_MARGIN = 0.08  # ...and this much closer than to the next subject
 QUALIFIER_BONUS = 0.3  # a fact whose qualifier the question names ("the shed code") beats the others
-LEAD_SCORE = 1.0
 MAX_VECTORS = 4096  # statement vectors kept between searches
 
-_FIRST = re.compile(r"\b(?:originally|original|initially|at first|at the start|first|to begin with)\b", re.I)
+_FIRST = re.compile(
+    r"\b(?:originally|original|initially|at first|at the start|first|to begin with|to start with"
+    r"|(?:did|when) i (?:start|begin)|started (?:at|on|with|out|off))\b",
+    re.I,
+)
+# "How old is my tortoise?", "ten years old": an age, not an earlier time.
+_AGE = re.compile(r"\bhow old\b|\b(?:years?|months?|weeks?|days?) old\b", re.I)
 _BEFORE = re.compile(r"\bbefore\s+(\w+(?:\s+\w+)?)", re.I)
 _EARLIER = re.compile(
     r"\b(?:previous(?:ly)?|prior|used to|formerly|former|old|older|earlier|back then|back when|ago|in the past)\b",
@@ -109,7 +112,7 @@ def when_asked(query: str, now: datetime) -> Question:
     m = _BEFORE.search(query)
     if m:
         return Question("before", before=frozenset(_words(m.group(1))))
-    if _EARLIER.search(query):
+    if _EARLIER.search(_AGE.sub(" ", query)):
         return Question("before")
     return Question("present")
 
@@ -118,9 +121,32 @@ def _words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1]
 
 
+# How a question asks about a subject in words no statement uses ("Where do I work?" — a statement says
+# "I work at …", "joined …"): English, the common ways to ask, none from a benchmark's questions.
+ASKED_AS: dict[str, re.Pattern[str]] = {
+    "employer": re.compile(
+        r"\b(?:where (?:do|did) i work|where am i working|who (?:do|did) i work for|who employs me|employs me"
+        r"|(?:which|what) (?:company|firm|employer|organi[sz]ation)\b)",
+        re.I,
+    ),
+    "home": re.compile(
+        r"\b(?:where (?:do|did) i live|where am i (?:living|based|staying)|where(?:'s| is) (?:my )?home"
+        r"|(?:which|what) (?:city|town|village|neighbou?rhood|area) (?:am i|do i live|is (?:my )?home))\b",
+        re.I,
+    ),
+    "partner": re.compile(
+        r"\b(?:who am i (?:with|seeing|going out with|dating|in a relationship with)|other half|significant other"
+        r"|am i (?:single|in a relationship))\b",
+        re.I,
+    ),
+    "code": re.compile(r"\b(?:what opens|opens my|(?:keypad|lock|door|gate) number|unlock)\b", re.I),
+}
+
+
 def subjects_of(query: str) -> list[str]:
-    """The lexicon's subjects the question names by a cue word, in the lexicon's order."""
-    return [s.name for s in SUBJECTS if s.cues.search(query)]
+    """The lexicon's subjects the question names by a cue word or asks about in a question's own words
+    (ASKED_AS), in the lexicon's order."""
+    return [s.name for s in SUBJECTS if s.cues.search(query) or (s.name in ASKED_AS and ASKED_AS[s.name].search(query))]
 
 
 Embed = Callable[[list[str]], Awaitable[np.ndarray]]
@@ -231,98 +257,6 @@ def _period(fact: Fact, q: Question) -> Period | None:
                 return prev[-1] if prev else None
     prev = [p for p in fact.periods[:-1] if not p.ending]
     return prev[-1] if prev else None
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-# A hit whose stored vector is this close to the statement's is about the same subject (the timeline's
-# measure, search/timeline.py SAME_SUBJECT_COSINE).
-SAME_SUBJECT_COSINE = 0.35
-
-
-def outdated(
-    results: Sequence[dict[str, Any]],
-    vectors: dict[int, np.ndarray] | None,
-    statement: np.ndarray | None,
-    fact: Fact,
-    period: Period,
-) -> bool:
-    """Whether the hits hold something newer about the same subject than the ledger's current value —
-    a change the extractor did not see ("Traded the Corolla in for a Leaf"): then the ledger does not
-    lead, and the hits stay as the search arranged them."""
-    if not vectors or statement is None:
-        return False
-    last = max(s.said for s in period.sayings)
-    known = {_norm(s.text)[:120] for p in fact.periods for s in p.sayings}
-    for i, r in enumerate(results):
-        v = vectors.get(i)
-        snip = str(r.get("snippet") or "")
-        if v is None or str(r.get("date") or "") <= last or any(k and k in _norm(snip) for k in known):
-            continue
-        if all(s.endswith("?") for s in sentences(snip)):  # a question states nothing newer
-            continue
-        n = float(np.linalg.norm(v))
-        if n > 0 and float(v @ statement) / n >= SAME_SUBJECT_COSINE:
-            return True
-    return False
-
-
-def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question, k: int) -> list[dict[str, Any]]:
-    """The results with the chosen statement first (a hit of its own, unless one of them shows it
-    already: that one moves up), and for the present the hits showing a superseded value of the fact
-    marked and moved after the rest. Scores stay in [0, 1] and non-increasing."""
-    ev = period.statement
-    said = _norm(ev.text)[:120]
-    first: dict[str, Any] | None = None
-    rest: list[dict[str, Any]] = []
-    for r in results:
-        if first is None and said and said in _norm(r.get("snippet") or ""):
-            first = dict(r)
-        else:
-            rest.append(r)
-    if first is None:
-        first = {
-            "path": ev.path,
-            "source": "sessions" if ev.path.startswith("sessions/") else "memory",
-            "startLine": ev.start_line,
-            "endLine": ev.end_line,
-            "score": LEAD_SCORE,
-            # the person's own words: a transcript's user message (the model's statements quote one too)
-            "snippet": ("User: " + ev.text)
-            if ev.source == "model" or (ev.source == "extractor" and ev.path.startswith("sessions/"))
-            else ev.text,
-            "date": ev.said,
-        }
-        if key := session_key_of(ev.path):
-            first["sessionKey"] = key
-    first["fact"] = {"subject": fact.subject, "value": period.value, "since": period.since}
-    if period.until:
-        first["fact"]["until"] = period.until
-    if q.asked == "present":
-        old = {_norm(s.text)[:120] for p in fact.periods if p is not period for s in p.sayings}
-        old.discard(said)
-        fresh, stale = [], []
-        for r in rest:
-            snip = _norm(r.get("snippet") or "")
-            if any(o and o in snip for o in old):
-                r = dict(r)
-                r["supersededBy"] = max(str(r.get("supersededBy") or ""), period.since)
-                stale.append(r)
-            else:
-                fresh.append(r)
-        rest = fresh + stale
-    out = [first, *rest][:k]
-    ceiling = 1.0
-    for i, r in enumerate(out):
-        if i == 0:
-            r["score"] = LEAD_SCORE
-            continue
-        r = out[i] = dict(r)
-        ceiling = min(ceiling, float(r.get("score") or 0.0))
-        r["score"] = round(ceiling, 6)
-    return out
 
 
 def embed_with(provider: Any) -> Embed | None:

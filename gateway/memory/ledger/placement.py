@@ -1,0 +1,248 @@
+"""Where the ledger's statement goes among a search's hits (recall.py chose it).
+
+- `lead`: the chosen statement first, as a hit of its own (dated, with `fact`) unless a hit shows it;
+  for the present, hits that show a superseded value of the fact — its statement, or only the names and
+  numbers of the old value ("Theo", "4826") — are marked `supersededBy` and go after every other hit.
+- `outdated`: the hits hold something newer about the subject than the ledger knows (a change the
+  extractor did not see): the ledger steps aside. A hit naming only an old value is not newer.
+- `prefer_statements`: among tied hits, the one where the person states something of whom the
+  question names beats those that only mention them (asked, or told by the assistant).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..index.sources import session_key_of
+from ..search.timeline import sentences
+from .facts import Fact, Period
+from .lexicon import BY_NAME
+from .recall import _ASKS, _STOP, Question
+
+LEAD_SCORE = 1.0
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+# A hit whose stored vector is this close to the statement's is about the same subject (the timeline's
+# measure, search/timeline.py SAME_SUBJECT_COSINE).
+SAME_SUBJECT_COSINE = 0.35
+
+
+def outdated(
+    results: Sequence[dict[str, Any]],
+    vectors: dict[int, np.ndarray] | None,
+    statement: np.ndarray | None,
+    fact: Fact,
+    period: Period,
+) -> bool:
+    """Whether the hits hold something newer about the same subject than the ledger's current value —
+    a change the extractor did not see ("Traded the Corolla in for a Leaf"): then the ledger does not
+    lead, and the hits stay as the search arranged them."""
+    if not vectors or statement is None:
+        return False
+    last = max(s.said for s in period.sayings)
+    known = {_norm(s.text)[:120] for p in fact.periods for s in p.sayings}
+    was, now = stale_names(fact, period), _names(period)
+    current = set().union(*(_named(s.text) for s in period.sayings))
+    cues = BY_NAME[fact.subject.split(":", 1)[0]].cues if fact.subject.split(":", 1)[0] in BY_NAME else _NEVER
+    for i, r in enumerate(results):
+        v = vectors.get(i)
+        snip = str(r.get("snippet") or "")
+        if v is None or str(r.get("date") or "") <= last or any(k and k in _norm(snip) for k in known):
+            continue
+        if was and was.search(snip.lower()) and not now.search(snip.lower()):  # an old value named again
+            continue
+        # Only the person's own words can say something newer: a question states nothing, and the
+        # assistant's answer to it ("your storage code is 7340") restates what the ledger knows.
+        own = [x for t in own_words(snip) for x in sentences(t) if not x.endswith("?")]
+        # ...and of those, only a sentence with a word of change or of the subject: "Traded the Corolla
+        # in for a Leaf", not "Thanks, grabbing the decorations" after asking for the code. Words that
+        # name the current statement's things without a word of change ("the insurance on the Subaru is
+        # $140") speak of the current value.
+        said = " ".join(x for x in own if _CHANGE.search(x) or cues.search(x))
+        if not said or (current & _named(said) and not _CHANGE.search(said)):
+            continue
+        n = float(np.linalg.norm(v))
+        if n > 0 and float(v @ statement) / n >= SAME_SUBJECT_COSINE:
+            return True
+    return False
+
+
+# Words that say a value changed (a statement without one that names the current value repeats it).
+_CHANGE = re.compile(
+    r"\b(?:now|new|newly|no longer|any ?more|instead|switched|swapped|traded|replaced|changed|sold|bought|got"
+    r"|moved|started|joined|quit|left|ended|cancell?ed|upgraded|downgraded|renamed)\b",
+    re.I,
+)
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;—–-]\s+|\n)\s*\S+")
+
+
+def _named(text: str) -> set[str]:
+    """The names and numbers a text says (lowercased), a capitalised word opening a sentence left out."""
+    starts = {m.end() for m in _SENTENCE_START.finditer(text)}
+    return {
+        m.group().lower()
+        for m in _NAMING.finditer(text)
+        if len(m.group()) > 2 and (m.end() not in starts or any(c.isdigit() for c in m.group()))
+    } - _STOP
+
+
+# The words of a value that name it: a proper name or a number ("Marcus", "4826", "Northpine Health"),
+# not the words around it ("for about a month").
+_NAMING = re.compile(r"\b(?:[A-Z][\w'’-]*[a-z0-9][\w'’-]*|[\w-]*\d[\w-]*)\b")
+_NEVER = re.compile(r"\b$^")  # matches nothing
+
+
+def _names(period: Period) -> re.Pattern[str]:
+    """An expression for the naming words of a period's value (lowercased text; nothing when it has none)."""
+    words = {w.lower() for w in _NAMING.findall(period.value) if len(w) > 2 and w.lower() not in _STOP}
+    if not words:
+        return _NEVER
+    return re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)) + r")\b")
+
+
+def stale_names(fact: Fact, period: Period) -> re.Pattern[str] | None:
+    """The naming words of the values `period` superseded that it does not share ("Theo", not "Ezra";
+    "4826", not "7340"): a hit holding one of them and none of the current value's is about the old value
+    only, however it was worded (an assistant's restatement, a question that quotes it)."""
+    now = {w.lower() for w in _NAMING.findall(period.value)}
+    words = {
+        w.lower()
+        for p in fact.periods
+        if p is not period and p.since < period.since and not p.ending
+        for w in _NAMING.findall(p.value)
+        if len(w) > 2 and w.lower() not in _STOP and w.lower() not in now
+    }
+    if not words:
+        return None
+    return re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)) + r")\b")
+
+
+def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question, k: int) -> list[dict[str, Any]]:
+    """The results with the chosen statement first (a hit of its own, unless one of them shows it
+    already: that one moves up), and for the present the hits showing a superseded value of the fact
+    marked and moved after the rest. Scores stay in [0, 1] and non-increasing."""
+    ev = period.statement
+    said = _norm(ev.text)[:120]
+    first: dict[str, Any] | None = None
+    rest: list[dict[str, Any]] = []
+    for r in results:
+        if first is None and said and said in _norm(r.get("snippet") or ""):
+            first = dict(r)
+        else:
+            rest.append(r)
+    if first is None:
+        first = {
+            "path": ev.path,
+            "source": "sessions" if ev.path.startswith("sessions/") else "memory",
+            "startLine": ev.start_line,
+            "endLine": ev.end_line,
+            "score": LEAD_SCORE,
+            # the person's own words: a transcript's user message (the model's statements quote one too)
+            "snippet": ("User: " + ev.text)
+            if ev.source == "model" or (ev.source == "extractor" and ev.path.startswith("sessions/"))
+            else ev.text,
+            "date": ev.said,
+        }
+        if key := session_key_of(ev.path):
+            first["sessionKey"] = key
+    first["fact"] = {"subject": fact.subject, "value": period.value, "since": period.since}
+    if period.until:
+        first["fact"]["until"] = period.until
+    if q.asked == "present":
+        old = {_norm(s.text)[:120] for p in fact.periods if p is not period for s in p.sayings}
+        old.discard(said)
+        was = stale_names(fact, period)
+        fresh, stale = [], []
+        for r in rest:
+            snip = _norm(r.get("snippet") or "")
+            if any(o and o in snip for o in old) or (was and was.search(snip) and not _names(period).search(snip)):
+                r = dict(r)
+                r["supersededBy"] = max(str(r.get("supersededBy") or ""), period.since)
+                stale.append(r)
+            else:
+                fresh.append(r)
+        rest = fresh + stale
+    out = [first, *rest][:k]
+    ceiling = 1.0
+    for i, r in enumerate(out):
+        if i == 0:
+            r["score"] = LEAD_SCORE
+            continue
+        r = out[i] = dict(r)
+        ceiling = min(ceiling, float(r.get("score") or 0.0))
+        r["score"] = round(ceiling, 6)
+    return out
+
+
+# Ties between hits that only mention someone ("What's Dana's son called?": every chunk naming Dana
+# scores alike; the arrangement put a newer mention a step above an older statement, search/timeline.py)
+# go to the one where the person says something of them, not asks or is told.
+_NAME = re.compile(r"(?<!^)(?<![.?!]\s)\b([A-Z][a-z]+)(?:'s|’s)?\b")
+_SPEAKER = re.compile(r"(?:^|\s)(User|Assistant):\s", re.I)
+TIE = 1e-5  # scores this close are a tie (the arrangement's steps are 1e-6)
+
+
+def own_words(snippet: str) -> list[str]:
+    """The person's own words in a snippet: its `User:` parts, or all of it when no speaker is named."""
+    parts = _SPEAKER.split(snippet)
+    if len(parts) == 1:
+        return [snippet]
+    return [parts[i + 1] for i in range(1, len(parts) - 1, 2) if parts[i].lower() == "user"]
+
+
+def _names_asked(query: str) -> list[str]:
+    """The proper names of a question ("Dana", "Biscuit"): capitalised words not opening it, not "I"."""
+    return [n.lower() for n in _NAME.findall(query.strip()) if n != "I"]
+
+
+def _states(snippet: str, names: list[str]) -> bool:
+    """Whether the person's own words in a snippet (its `User:` parts; all of it when unlabelled) hold a
+    sentence naming one of `names` that is not a question."""
+    for text in own_words(snippet):
+        for sent in sentences(text):
+            low = sent.lower()
+            if any(re.search(rf"\b{re.escape(n)}\b", low) for n in names) and not _ASKS.search(sent):
+                return True
+    return False
+
+
+def prefer_statements(query: str, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Among (nearly) equally scored hits, those where the person states something of whom the question
+    names come first, the order otherwise kept; one that had been marked superseded by a hit that only
+    mentions the name is not superseded by it. No name in the question: the results as they are. (Run
+    before the ledger's step, which has the last word on what is current.)"""
+    names = _names_asked(query)
+    if not names or len(results) < 2:
+        return results
+    out: list[dict[str, Any]] = []
+    i = 0
+    while i < len(results):
+        j = i + 1
+        while (
+            j < len(results)
+            and float(results[j - 1].get("score") or 0.0) - float(results[j].get("score") or 0.0) <= TIE
+        ):
+            j += 1
+        run = results[i:j]
+        states = [_states(str(r.get("snippet") or ""), names) for r in run]
+        if len(run) > 1 and any(states) and not all(states):
+            mentions = {str(r.get("date") or "") for r, st in zip(run, states) if not st}
+            order = sorted(range(len(run)), key=lambda n: not states[n])
+            scores = [r.get("score") for r in run]
+            moved = []
+            for n, score in zip(order, scores):
+                r = dict(run[n], score=score)
+                if states[n] and r.get("supersededBy") in mentions:
+                    del r["supersededBy"]
+                moved.append(r)
+            run = moved
+        out.extend(run)
+        i = j
+    return out
