@@ -22,6 +22,7 @@ from ..ports import Statement
 from .distill import LEDGER_NOTES, parse_note
 from .lexicon import BY_NAME, LOCKED_THINGS, qualifier
 from .lexicon import hinted as lexicon_hinted
+from .values import NAMED, RENAMED, apposition, name_in, span
 
 CORRECTION_PREFIX = "profile."  # a keyed memory `profile.<subject>` corrects that subject
 MAX_TEXT = 600  # a statement's evidence text, at most (the message it was said in)
@@ -32,7 +33,11 @@ _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 # Clauses of a sentence that may each say something of their own ("my contact is my mum — she lives in Leeds").
 _CLAUSE = re.compile(r"\s+[—–-]\s+|;\s*|,\s+(?=(?:and|but|so|though|although|while)\b)")
 _ME = re.compile(r"\b(?:i|i'm|i’m|i've|i’ve|i'd|im|my|mine|me|we|we're|we’re|we've|our|us)\b", re.I)
-_OTHERS = re.compile(r"\b(?:he|she|they|his|her|their|him|them|he's|she's|they're)\b|\b[A-Z][a-z]+'s\b", re.I)
+_OTHERS = re.compile(
+    r"\b(?:he|she|they|his|her|their|him|them|he's|she's|they're)\b"
+    r"|\b(?!(?:It|That|What|There|Here|Who|Where|How|Let|Today|Everything|Everyone)'s)(?-i:[A-Z][a-z]+)'s\b",
+    re.I,
+)
 # "My cousin is getting married": a sentence about someone else the person knows (unless "…and I").
 _RELATIVE_FIRST = re.compile(
     r"^\W*(?:\w+:\s*)?(?:so\s+|also\s+|and\s+)?my (?:cousin|sister|brother|friend|best friend|mum|mom|mother|dad|"
@@ -128,12 +133,70 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
     """(subject, value, ending) of each subject the sentence gives a value to ([] for a question, a
     wish, or a sentence not about the person). `message`: the whole message it is part of (what a
     code opens may be named in the sentence before)."""
+    return [(subject, value, ending) for subject, value, ending, _ in _statements(sentence, message)]
+
+
+def _owned(s: str, m: re.Match[str]) -> bool:
+    """Whether a person of the cue ("doctor", "manager") is the person's: "my/our/new doctor", "the
+    dentist is …", "the vet we use" — not "the ER doctor says", "a vet appointment"."""
+    return bool(_OWNER_BEFORE.search(s[: m.start()]) or _OWNER_AFTER.match(s[m.end() :]) or " " in m.group(0))
+
+
+def _made(s: str, m: re.Match[str]) -> bool:
+    """Whether a thing the person makes ("podcast", "app") is theirs: "my/our app", "started a podcast",
+    "… called Lamplight" — not "their banking app", "a Raptors game"."""
+    return bool(_OWNER_BEFORE.search(s[: m.start()]) or _MAKING.search(s) or _NAMING.search(s))
+
+
+_OWNER_BEFORE = re.compile(r"\b(?:my|our|new|the kids'?)\s+(?:[\w-]+\s+)?$", re.I)
+_OWNER_AFTER = re.compile(r"\s*(?:is\b|'s\b|’s\b|we\b|i\b|here is\b|now is\b)", re.I)
+_MAKING = re.compile(
+    r"\b(?:i|we)(?:'ve|’ve|'re|’re| have| had| are)?\s+(?:just\s+|finally\s+|now\s+)?(?:started|launched|built|made|make|run|running|"
+    r"relaunch\w*|renamed|set up|founded|writ\w+|wrote|host\w*|record\w*)\b|^\W*(?:started|launched|built|renamed)\b",
+    re.I,
+)
+_NAMING = re.compile(r"\b(?:called|named|renamed)\b", re.I)
+# "First night in the new apartment": a cue that starts with "new" states the person's own even bare.
+_OWN_NOUNS = frozenset({"vet", "dentist", "doctor", "manager", "landlord"})
+_PROJECT_CUE = BY_NAME["project"].cues
+_CLUB_NOUN = re.compile(r"club|gym|choir|society|league", re.I)
+_NEXT_WORD = re.compile(r"\s*(?:a |an |the |my |our )?([a-z][a-z-]+)", re.I)
+
+
+def _club(s: str, m: re.Match[str], q: str) -> str:
+    """A membership's qualifier: the club a joining or quitting names ("quit the choir" → choir), the
+    word before a club noun ("the chess club" → chess), else the club noun itself ("the gym")."""
+    cue = m.group(0).lower()
+    if cue.split()[0] in ("joined", "quit", "left", "signed") and (n := _NEXT_WORD.match(s, m.end())):
+        return n.group(1).lower()
+    if not q and _CLUB_NOUN.fullmatch(cue):
+        return cue
+    return q
+
+
+def _first_words(name: str) -> str:
+    return name_in(f"called {name}") or name
+
+
+_NOUN_FIRST = re.compile(r"appointment|check-?up|exam|scan", re.I)
+
+
+def _statements(sentence: str, message: str = "") -> list[tuple[str, str, bool, bool]]:
+    """statements_of's, each with whether its value is a span of its kind (values.py) or the words after
+    the verb."""
     hinted = lexicon_hinted(sentence.lower())
     if hinted and not _ME.search(sentence) and not _DROPPED_I.search(sentence):
         # Without "I", "my", "we"…, only a code or number given bare is the person's ("The code is 7340",
-        # "The cabin wifi password is moose"): a number with its digits, a code with digits or said to be.
+        # "The cabin wifi password is moose"): a number with its digits, a code with digits or said to be;
+        # and a subject named new ("First night in the new apartment in Mile End", "New job starts Monday").
         digits, stated = bool(_DIGIT.search(sentence)), bool(_STATED.search(sentence))
-        hinted = [s for s in hinted if (s.name == "number" and digits) or (s.name == "code" and (digits or stated))]
+        hinted = [
+            s
+            for s in hinted
+            if (s.name == "number" and digits)
+            or (s.name == "code" and (digits or stated))
+            or ((m := s.cues.search(sentence)) is not None and m.group(0).lower().startswith("new "))
+        ]
     if not hinted:  # most clauses name no subject: their words looked up, no expression searched
         return []
     s = _TAG.sub("", sentence.strip()).strip()
@@ -142,11 +205,15 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
     if not s or _QUESTION.search(s) or _NOT_YET.search(s) or (not _ME.search(s) and _OTHERS.search(s)):
         return []
     someone_else = bool(_RELATIVE_FIRST.search(s)) and not _WITH_ME.search(s)
-    out: list[tuple[str, str, bool]] = []
+    out: list[tuple[str, str, bool, bool]] = []
     seen: set[str] = set()
     for subj in hinted:
         m = subj.cues.search(s)
+        if subj.name == "appointment":  # "booked an eye exam": the thing booked names it, not "booked"
+            m = _NOUN_FIRST.search(s) or m
         if m is None or (someone_else and subj.name not in FAMILY_SUBJECTS):
+            continue
+        if (subj.name in _OWN_NOUNS and not _owned(s, m)) or (subj.name == "project" and not _made(s, m)):
             continue
         if subj.name == "number" and not _DIGIT.search(s):  # "a number of things" gives no number
             continue
@@ -161,6 +228,8 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
                 q = thing.group(1).lower().replace("-", "")
             else:
                 q = qualifier(s, m)
+            if subj.name == "membership":  # "joined the choir", "quit the choir": the club is the choir
+                q = _club(s, m, q)
             if subj.name == "code" and (numbered := _NUMBERED.search(s)):
                 # one of many alike ("the locker code for box 17"): each numbered thing is a subject of its own
                 which = f"{numbered.group(1)} {numbered.group(2)}".lower()
@@ -170,7 +239,8 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
             continue
         seen.add(name)
         ending = bool(_ENDING.search(s)) and not _START.search(s)
-        out.append((name, "" if ending else value_of(s, m), ending))
+        found = None if ending else span(name, s, m)
+        out.append((name, "" if ending else (found or value_of(s, m)), ending, found is not None))
         if len(out) >= MAX_PER_SENTENCE:
             break
     return out
@@ -226,15 +296,41 @@ def _may_state(text: str) -> bool:
     return not _MAY_STATE.isdisjoint(text.lower().replace("’", "'").translate(_PUNCT).split())
 
 
+def message_statements(words: str) -> list[tuple[str, str, bool]]:
+    """(subject, value, ending) of each subject one message gives a value to, once each: of a subject
+    said twice, the value that names something ("Accepted an offer! I'm going to be design lead at
+    Northpine Health." → the second); a value that names nothing takes what the message names around it
+    ("bought a car — a used 2019 Subaru Forester", "I met someone. His name's Mateo.")."""
+    found: dict[str, tuple[str, str, bool, bool]] = {}
+    at = 0
+    for sent in sentences(words):
+        where = words.find(sent, at)
+        at = where + len(sent) if where >= 0 else at
+        said = _statements(sent, words)
+        if not said and (renamed := RENAMED.search(sent)) and _ME.search(sent) and (made := _PROJECT_CUE.search(words)):
+            # "…a podcast called Side Quests, so we renamed ours to Small Hours": what was renamed is named before
+            said = [(f"project:{made.group(0).lower()}", _first_words(renamed.group(1)), False, True)]
+        for subject, value, ending, spanned in said:
+            if not ending and not spanned:
+                kind = subject.split(":", 1)[0]
+                better = apposition(words[at:]) if where >= 0 else None
+                if better is None and kind in NAMED:
+                    better = name_in(words)
+                value, spanned = (better, True) if better else (value, False)
+            old = found.get(subject)
+            if old is None or (not old[2] and not old[3] and not ending and spanned):
+                found[subject] = (subject, value, ending, spanned)
+    return [(subject, value, ending) for subject, value, ending, _ in found.values()]
+
+
 def _add(out: list[Statement], seen: set[tuple[int, str]], path: str, a: int, b: int, words: str, when: str) -> None:
     if not _may_state(words) or not lexicon_hinted(words.lower()):
         return
-    for sent in sentences(words):
-        for subject, value, ending in statements_of(sent, words):
-            if (a, subject) in seen:
-                continue
-            seen.add((a, subject))
-            out.append(Statement(subject, value, when, path, a, b, words[:MAX_TEXT], "extractor", ending))
+    for subject, value, ending in message_statements(words):
+        if (a, subject) in seen:
+            continue
+        seen.add((a, subject))
+        out.append(Statement(subject, value, when, path, a, b, words[:MAX_TEXT], "extractor", ending))
 
 
 def _correction(path: str, chunks: list[Chunk], fallback_date: str) -> list[Statement]:

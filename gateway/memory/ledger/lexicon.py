@@ -113,10 +113,12 @@ SUBJECTS: tuple[Subject, ...] = (
             r"partner|girlfriend|boyfriend|wife|husband|fianc[ée]e?|dating|seeing (?:someone|somebody|a \w+)"
             r"|going out with|made it official|it'?s official|moved in together|engaged|married|broke up|split up"
             r"|met someone|met somebody|first date|(?:am|was) i seeing|i(?:'m| am| was) seeing"
-            r"|we(?:'re| are) together"
+            r"|we(?:'re| are) together|(?:and i|and me|we)(?:'re|’re| are) (?:now |finally |officially )?(?:official|an item"
+            r"|a couple|exclusive|engaged|married)"
         ),
         hints=_w(
             "partner* girlfriend* boyfriend* wife husband fianc* dating seeing going official together engaged married broke split met date"
+            " item couple exclusive"
         ),
     ),
     Subject(
