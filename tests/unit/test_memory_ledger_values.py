@@ -103,14 +103,15 @@ def test_any_message_gives_short_values_and_a_question_none(text):
     assert message_statements(text.replace(".", " ").replace("!", " ").replace("\n", " ").rstrip() + "?") == []
 
 
-def _chunk(lines: list[str], date: str) -> object:
+def _chunk(lines: list[str], date: str, first: int = 2):
+    """A transcript chunk of these messages (user, assistant, …), the first on line `first`."""
     text, spans, off = "", [], 0
     for i, m in enumerate(lines):
         label = ("User: " if i % 2 == 0 else "Assistant: ") + m
-        spans.append((i + 2, 0, off, off + len(label)))
+        spans.append((first + i, 0, off, off + len(label)))
         text += label + "\n"
         off += len(label) + 1
-    return make_chunk(2, len(lines) + 1, text, tuple(spans), "", date)
+    return make_chunk(first, first + len(lines) - 1, text, tuple(spans), "", date)
 
 
 def test_the_statement_keeps_the_message_as_evidence_and_the_span_as_value():
@@ -118,6 +119,21 @@ def test_the_statement_keeps_the_message_as_evidence_and_the_span_as_value():
         ["Moving day done! I now live in Portree, right by the harbour.", "Congratulations!"],
         "2025-04-02T09:00:00.000Z",
     )
-    [s] = from_chunks("sessions/a.jsonl", [chunk], "2024-01-01T00:00:00.000Z")  # type: ignore[list-item]
+    [s] = from_chunks("sessions/a.jsonl", [chunk], "2024-01-01T00:00:00.000Z")
     assert (s.subject, s.value, s.start_line) == ("home", "Portree", 2)
     assert s.text.startswith("Moving day done! I now live in Portree")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.permutations(range(4)))
+def test_a_file_s_statements_do_not_depend_on_the_order_its_chunks_come_in(order):
+    messages = [
+        ["I live in Leeds now.", "Noted."],
+        ["Actually we moved to Whitby, and my new manager is Gwen.", "Nice."],
+        ["The shed code is 4471.", "Saved."],
+        ["I drive a red Fiat Panda.", "Vroom."],
+    ]
+    chunks = [_chunk(pair, f"2025-0{i + 1}-01T00:00:00.000Z", 2 + 2 * i) for i, pair in enumerate(messages)]
+    first = from_chunks("sessions/a.jsonl", chunks, "2024-01-01T00:00:00.000Z")
+    again = from_chunks("sessions/a.jsonl", [chunks[i] for i in order], "2024-01-01T00:00:00.000Z")
+    assert again == first and [s.start_line for s in first] == sorted(s.start_line for s in first)

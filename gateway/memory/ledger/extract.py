@@ -261,7 +261,9 @@ def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str) -> list[
         return [s._replace(start_line=line, end_line=line) for line, s in sorted(found.items())]
     out: list[Statement] = []
     seen: set[tuple[int, str]] = set()
-    for c in chunks:
+    # In the file's order whatever order the chunks come in: a line two chunks share is read from the
+    # first, and the statements come out by line and subject (same file → same statements, same order).
+    for c in sorted(chunks, key=lambda c: (c.start_line, c.end_line)):
         if not _may_state(c.text):  # the whole chunk at once: most chunks of most files state nothing
             continue
         when = c.date or fallback_date
@@ -278,7 +280,7 @@ def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str) -> list[
             for i, line_text in enumerate(c.text.split("\n")):
                 if line_text.strip() and not line_text.lstrip().startswith("#"):
                     _add(out, seen, path, c.start_line + i, c.start_line + i, line_text.strip(" -*"), when)
-    return out
+    return sorted(out, key=lambda s: (s.start_line, s.subject))
 
 
 # Words without one of which a text states nothing about the person: "I/my/we…", the verbs a statement
