@@ -137,3 +137,28 @@ def test_a_file_s_statements_do_not_depend_on_the_order_its_chunks_come_in(order
     first = from_chunks("sessions/a.jsonl", chunks, "2024-01-01T00:00:00.000Z")
     again = from_chunks("sessions/a.jsonl", [chunks[i] for i in order], "2024-01-01T00:00:00.000Z")
     assert again == first and [s.start_line for s in first] == sorted(s.start_line for s in first)
+
+
+PREFILTER_WORDS = (
+    "I we he she they his her their him them he's she's they're Noor's it's if would might maybe perhaps thinking of "
+    "about considering plan planning to want wants wanted hope hoping wish someday one day should i could not sure "
+    "wondering tempted broke up split separated divorced quit left the my no longer any more anymore stopped "
+    "cancelled canceled gave moved out sold passed away died retired ended longer x"
+).split()
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(PREFILTER_WORDS), min_size=1, max_size=10).map(" ".join))
+def test_the_word_prefilters_never_skip_what_their_expression_would_match(text):
+    """An expression is searched only when one of its first words is in the clause (extract.py): each match
+    holds one of them, so the prefilter never changes what is found."""
+    from gateway.memory.ledger import extract as ex
+
+    low = text.lower()
+    words = frozenset(ex._WORDS.findall(low))
+    if ex._NOT_YET.search(text):
+        assert not words.isdisjoint(ex._NOT_YET_WORDS), text
+    if ex._ENDING.search(text):
+        assert not words.isdisjoint(ex._ENDING_WORDS), text
+    if ex._OTHERS.search(text):
+        assert not words.isdisjoint(ex._OTHERS_WORDS) or "'s" in low, text

@@ -158,6 +158,17 @@ _MAKING = re.compile(
 _NAMING = re.compile(r"\b(?:called|named|renamed)\b", re.I)
 # "First night in the new apartment": a cue that starts with "new" states the person's own even bare.
 _OWN_NOUNS = frozenset({"vet", "dentist", "doctor", "manager", "landlord"})
+# The words each of these expressions starts with (tests/unit/test_memory_ledger_values.py holds them in step).
+_WORDS = re.compile(r"[a-z]+")
+_NOT_YET_WORDS = frozenset(
+    "if would might maybe perhaps thinking considering plan planning want wants wanted hope hoping wish someday one "
+    "should could not wondering tempted".split()
+)
+_OTHERS_WORDS = frozenset("he she they his her their him them".split())
+_ENDING_WORDS = frozenset(
+    "broke split separated divorced quit left no not stopped cancelled canceled gave moved sold passed died retired "
+    "ended".split()
+)
 _PROJECT_CUE = BY_NAME["project"].cues
 _CLUB_NOUN = re.compile(r"club|gym|choir|society|league", re.I)
 _NEXT_WORD = re.compile(r"\s*(?:a |an |the |my |our )?([a-z][a-z-]+)", re.I)
@@ -184,8 +195,12 @@ _NOUN_FIRST = re.compile(r"appointment|check-?up|exam|scan", re.I)
 def _statements(sentence: str, message: str = "") -> list[tuple[str, str, bool, bool]]:
     """statements_of's, each with whether its value is a span of its kind (values.py) or the words after
     the verb."""
-    hinted = lexicon_hinted(sentence.lower())
-    if hinted and not _ME.search(sentence) and not _DROPPED_I.search(sentence):
+    low = sentence.lower()
+    hinted = lexicon_hinted(low)
+    if not hinted:  # most clauses name no subject: their words looked up, no expression searched
+        return []
+    me = _ME.search(sentence) is not None
+    if not me and not _DROPPED_I.search(sentence):
         # Without "I", "my", "we"…, only a code or number given bare is the person's ("The code is 7340",
         # "The cabin wifi password is moose"): a number with its digits, a code with digits or said to be;
         # and a subject named new ("First night in the new apartment in Mile End", "New job starts Monday").
@@ -195,15 +210,26 @@ def _statements(sentence: str, message: str = "") -> list[tuple[str, str, bool, 
             for s in hinted
             if (s.name == "number" and digits)
             or (s.name == "code" and (digits or stated))
-            or ((m := s.cues.search(sentence)) is not None and m.group(0).lower().startswith("new "))
+            or (
+                "new " in low  # the words first: a cue expression costs more
+                and (m := s.cues.search(sentence)) is not None
+                and m.group(0).lower().startswith("new ")
+            )
         ]
-    if not hinted:  # most clauses name no subject: their words looked up, no expression searched
-        return []
+        if not hinted:
+            return []
     s = _TAG.sub("", sentence.strip()).strip()
     # Without the person in it, only a code or a number is a statement (above); one that speaks only of
     # someone else ("she lives in Leeds") is not the person's.
-    if not s or _QUESTION.search(s) or _NOT_YET.search(s) or (not _ME.search(s) and _OTHERS.search(s)):
+    words = frozenset(_WORDS.findall(low))  # an expression is searched only when one of its first words is here
+    if (
+        not s
+        or _QUESTION.search(s)
+        or (not words.isdisjoint(_NOT_YET_WORDS) and _NOT_YET.search(s))
+        or (not me and (not words.isdisjoint(_OTHERS_WORDS) or "'s" in low or "’s" in low) and _OTHERS.search(s))
+    ):
         return []
+    ending_said = not words.isdisjoint(_ENDING_WORDS) and _ENDING.search(s) is not None and not _START.search(s)
     someone_else = bool(_RELATIVE_FIRST.search(s)) and not _WITH_ME.search(s)
     out: list[tuple[str, str, bool, bool]] = []
     seen: set[str] = set()
@@ -238,7 +264,7 @@ def _statements(sentence: str, message: str = "") -> list[tuple[str, str, bool, 
         if name in seen:
             continue
         seen.add(name)
-        ending = bool(_ENDING.search(s)) and not _START.search(s)
+        ending = ending_said
         found = None if ending else span(name, s, m)
         out.append((name, "" if ending else (found or value_of(s, m)), ending, found is not None))
         if len(out) >= MAX_PER_SENTENCE:
