@@ -60,7 +60,21 @@ def said(message: str) -> dict[str, str]:
         ("I drive a red Fiat Panda these days.", "vehicle", "red Fiat Panda"),
         ("Finally bought a car — a second-hand 2017 Toyota Yaris.", "vehicle", "second-hand 2017 Toyota Yaris"),
         ("I'm selling my car, the 2010 silver Golf.", "vehicle", "2010 silver Golf"),
+        ("Moving day at last: we're in Stockbridge now, a flat above a bakery.", "home", "Stockbridge"),
+        ("I've been going on dates with a man called Tobias.", "partner", "Tobias"),
+        ("We rescued a lurcher last weekend, his name is Biscuit.", "pet", "Biscuit"),
+        (
+            "Treated myself to a bike: bought an e-bike, a Gazelle Ultimate, for the hills.",
+            "vehicle",
+            "Gazelle Ultimate",
+        ),
+        ("I work as a physio at the Meadowbank clinic.", "employer", "physio at Meadowbank"),
+        ("I've been promoted to senior editor!", "role", "senior editor"),
+        ("Registered with a GP at last: my doctor is Dr Okafor.", "doctor", "Dr Okafor"),
+        ("The combination on my bike lock is 2208.", "code:bike", "2208"),
+        ("I joined a hiking club — Pentland Ramblers, out every Sunday.", "membership:hiking", "Pentland Ramblers"),
         # endings close
+        ("Tobias and I ended things, it was mutual.", "partner", "<ended>"),
         ("Lena and I broke up on Sunday.", "partner", "<ended>"),
         ("I quit the choir last week.", "membership:choir", "<ended>"),
     ],
@@ -89,6 +103,9 @@ def test_of_a_subject_said_twice_in_a_message_the_value_that_names_something_win
         "The ER doctor said it was nothing.",  # a doctor seen once is not the person's doctor
         "He wants me to come to a football game next week.",  # someone else's game is no project
         "They use a banking app at work.",
+        "Help me plan a dinner for six, all vegetarian.",  # a request asks
+        "Someone tried to steal my bike, so I changed the lock.",  # no vehicle named
+        "Can you remind me what my doctor said?",
     ],
 )
 def test_a_question_a_wish_and_someone_else_s_life_state_nothing(message):

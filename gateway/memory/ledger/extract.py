@@ -32,7 +32,7 @@ MAX_PER_SENTENCE = 2  # subjects one sentence may give a value to
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 # Clauses of a sentence that may each say something of their own ("my contact is my mum — she lives in Leeds").
 _CLAUSE = re.compile(r"\s+[—–-]\s+|;\s*|,\s+(?=(?:and|but|so|though|although|while)\b)")
-_ME = re.compile(r"\b(?:i|i'm|i’m|i've|i’ve|i'd|im|my|mine|me|we|we're|we’re|we've|our|us)\b", re.I)
+_ME = re.compile(r"\b(?:i|i'm|i’m|i've|i’ve|i'd|im|my|mine|me|myself|we|we're|we’re|we've|our|us|ourselves)\b", re.I)
 _OTHERS = re.compile(
     r"\b(?:he|she|they|his|her|their|him|them|he's|she's|they're)\b"
     r"|\b(?!(?:It|That|What|There|Here|Who|Where|How|Let|Today|Everything|Everyone)'s)(?-i:[A-Z][a-z]+)'s\b",
@@ -136,10 +136,13 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
     return [(subject, value, ending) for subject, value, ending, _ in _statements(sentence, message)]
 
 
-def _owned(s: str, m: re.Match[str]) -> bool:
-    """Whether a person of the cue ("doctor", "manager") is the person's: "my/our/new doctor", "the
-    dentist is …", "the vet we use" — not "the ER doctor says", "a vet appointment"."""
-    return bool(_OWNER_BEFORE.search(s[: m.start()]) or _OWNER_AFTER.match(s[m.end() :]) or " " in m.group(0))
+def _owned(s: str, m: re.Match[str], cues: re.Pattern[str]) -> re.Match[str] | None:
+    """The cue of a person ("doctor", "manager") said as the person's: "my/our/new doctor", "the dentist
+    is …", "the vet we use", "registered with a GP" — not "the ER doctor says", "a vet appointment"."""
+    for c in cues.finditer(s, m.start()):
+        if _OWNER_BEFORE.search(s[: c.start()]) or _OWNER_AFTER.match(s[c.end() :]) or " " in c.group(0):
+            return c
+    return None
 
 
 def _made(s: str, m: re.Match[str]) -> bool:
@@ -148,7 +151,7 @@ def _made(s: str, m: re.Match[str]) -> bool:
     return bool(_OWNER_BEFORE.search(s[: m.start()]) or _MAKING.search(s) or _NAMING.search(s))
 
 
-_OWNER_BEFORE = re.compile(r"\b(?:my|our|new|the kids'?)\s+(?:[\w-]+\s+)?$", re.I)
+_OWNER_BEFORE = re.compile(r"\b(?:my|our|new|the kids'?|registered with(?: a| the)?)\s+(?:[\w-]+\s+)?$", re.I)
 _OWNER_AFTER = re.compile(r"\s*(?:is\b|'s\b|’s\b|we\b|i\b|here is\b|now is\b)", re.I)
 _MAKING = re.compile(
     r"\b(?:i|we)(?:'ve|’ve|'re|’re| have| had| are)?\s+(?:just\s+|finally\s+|now\s+)?(?:started|launched|built|made|make|run|running|"
@@ -170,6 +173,13 @@ _ENDING_WORDS = frozenset(
     "ended".split()
 )
 _PROJECT_CUE = BY_NAME["project"].cues
+_THINGS = frozenset({"vehicle", "pet"})  # a value of these names the thing, or there is none
+# "Help me plan a menu, all vegan": a request asks, like a question.
+_REQUEST = re.compile(
+    r"\W*(?:(?:please|ok|okay|now|so|and|also)\s+)*(?:help|give|tell|show|remind|write|suggest|plan|find|draft|list"
+    r"|explain|translate|recommend|check|look up)\s+(?:me|us|a|an|the|my|our|some|what|how)\b",
+    re.I,
+)
 _CLUB_NOUN = re.compile(r"club|gym|choir|society|league", re.I)
 _NEXT_WORD = re.compile(r"\s*(?:a |an |the |my |our )?([a-z][a-z-]+)", re.I)
 
@@ -225,6 +235,7 @@ def _statements(sentence: str, message: str = "") -> list[tuple[str, str, bool, 
     if (
         not s
         or _QUESTION.search(s)
+        or _REQUEST.match(s)
         or (not words.isdisjoint(_NOT_YET_WORDS) and _NOT_YET.search(s))
         or (not me and (not words.isdisjoint(_OTHERS_WORDS) or "'s" in low or "’s" in low) and _OTHERS.search(s))
     ):
@@ -239,7 +250,9 @@ def _statements(sentence: str, message: str = "") -> list[tuple[str, str, bool, 
             m = _NOUN_FIRST.search(s) or m
         if m is None or (someone_else and subj.name not in FAMILY_SUBJECTS):
             continue
-        if (subj.name in _OWN_NOUNS and not _owned(s, m)) or (subj.name == "project" and not _made(s, m)):
+        if subj.name in _OWN_NOUNS and m is not None:
+            m = _owned(s, m, subj.cues)
+        if m is None or (subj.name == "project" and not _made(s, m)):
             continue
         if subj.name == "number" and not _DIGIT.search(s):  # "a number of things" gives no number
             continue
@@ -312,7 +325,7 @@ def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str) -> list[
 # Words without one of which a text states nothing about the person: "I/my/we…", the verbs a statement
 # may start with ("Moved to Leeds"), what a code or number is called. Looked up as a set: C speed.
 _MAY_STATE = frozenset(
-    "i i'm im i've i'd my mine me we we're we've our us".split()
+    "i i'm im i've i'd my mine me myself we we're we've our us ourselves".split()
     + _FIRST_VERBS
     + "password passwords passcode passcodes pin combination combo code wifi wi-fi login number cell mobile".split()
 )
@@ -344,7 +357,11 @@ def message_statements(words: str) -> list[tuple[str, str, bool]]:
                 better = apposition(words[at:]) if where >= 0 else None
                 if better is None and kind in NAMED:
                     better = name_in(words)
+                if better is None and kind == "membership" and ":" in subject:
+                    better = subject.split(":", 1)[1]  # "joined the choir": the club is its name
                 value, spanned = (better, True) if better else (value, False)
+                if not spanned and kind in _THINGS:  # "nick my bike so I changed the lock": no vehicle named
+                    continue
             old = found.get(subject)
             if old is None or (not old[2] and not old[3] and not ending and spanned):
                 found[subject] = (subject, value, ending, spanned)

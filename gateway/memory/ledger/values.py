@@ -75,10 +75,10 @@ _CODE = re.compile(
 _DIGITS = re.compile(r"\+?\(?\d[\d ().-]{3,}\d|\b[A-Z]{0,4}\d[\dA-Z-]{2,}\b")
 _ROLE_AT = re.compile(
     rf"\b(?:i'm|i’m|i am|i'll be|i will be|be|as|now|became|becoming|promoted to|started as|hired as|joined as)\s+"
-    rf"(?:(?:a|an|the|their|our)\s+)?((?:(?!at\b|for\b|with\b)[\w-]+\s+){{0,3}}?[\w-]+)\s+(?:at|for|with)\s+({_NAME})",
+    rf"(?:(?:a|an|the|their|our)\s+)?((?:(?!at\b|for\b|with\b)[\w-]+\s+){{0,3}}?[\w-]+)\s+(?:at|for|with)\s+(?:the\s+)?({_NAME})",
     re.I,
 )
-_AT_ORG = re.compile(rf"\b(?:at|for|with|joined|joining|join)\s+({_NAME})")
+_AT_ORG = re.compile(rf"\b(?:at|for|with|joined|joining|join)\s+(?:the\s+)?({_NAME})")
 _AS_ROLE = re.compile(
     r"\bas\s+(?:a|an|the)?\s*((?:[\w-]+\s+){0,3}?[\w-]+?)(?=\s*(?:[,.;!]|$|\s+(?:at|for|in|on|and|since|from)\b))", re.I
 )
@@ -103,7 +103,12 @@ _THING = re.compile(
     re.I,
 )
 _SPECIFIC = re.compile(r"[A-Z0-9]")
-_CUE_APPOSITION = re.compile(r"\s*,\s+(?:the|a|an|my)\s+([^,.;!?]+)")
+_ROLE = re.compile(
+    r"\b(?:promoted to|made|became|new role as|new role is|title is|role is|now (?:a|an|the))\s+(?:be\s+)?(?:a\s+|an\s+|the\s+|our\s+)?"
+    r"((?:[\w-]+\s+){0,3}?[\w-]+)(?=\s*(?:[,.;!]|$|\s+(?:at|for|in|on|and|since|from|of the|now)\b))",
+    re.I,
+)
+_CUE_APPOSITION = re.compile(r",\s+(?:the|a|an|my)\s+([^,.;!?]+)")
 
 NAMED = frozenset({"partner", "manager", "pet", "child", "teacher", "vet", "dentist", "doctor", "landlord", "project"})
 PLACES = frozenset({"home", "hometown"})
@@ -191,21 +196,23 @@ def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
     elif kind == "membership":
         if (m := _AT_ORG.search(s)) and (n := _first_name(m.group(1))):
             v = n
-        elif ":" in subject:
-            v = subject.split(":", 1)[1]
+    elif kind == "role":
+        if m := _ROLE.search(s):
+            v = m.group(1)
     elif kind in _CUE_VALUES:
         v = cue.group(0).lower()
     elif kind == "vehicle" or kind == "pet":
         # "my car, the 2012 grey Honda Civic"; "I drive a blue Skoda": a thing named, not the cue word again
-        m = _CUE_APPOSITION.match(s[cue.end() :]) or _THING.search(s)
-        if m and _SPECIFIC.search(m.group(1)):
+        named = [a for a in _CUE_APPOSITION.finditer(s, cue.end()) if _SPECIFIC.search(a.group(1))]
+        m = named[0] if named else _THING.search(s)
+        if m and (_SPECIFIC.search(m.group(1)) or " " in m.group(1).strip()):
             v = m.group(1)
     return _tidy(v) if v and _tidy(v) else None
 
 
 # A name given in the message around a statement: "I met someone at a meetup. His name's Mateo."
 _GIVEN_NAME = re.compile(rf"\b(?:name(?:'s|’s| is)|called|named)\s+({_NAME})")
-_APPOSITION = re.compile(r"^\s*(?:[—–:]|-\s)\s*(?:a|an|the|my|our)\s+([^.!?;—–]+)")
+_APPOSITION = re.compile(r"^\s*(?:[—–:]|-\s)\s*(?:(?:a|an|the|my|our)\s+)?([^.!?;—–,]+)")
 
 
 def name_in(message: str) -> str | None:
