@@ -20,7 +20,7 @@ from ..index.chunking import Chunk
 from ..layout import KEYED_DIR
 from ..ports import Statement
 from .distill import LEDGER_NOTES, parse_note
-from .lexicon import BY_NAME, LOCKED_THINGS, qualifier
+from .lexicon import BY_NAME, LOCKED_THINGS, Subject, qualifier
 from .lexicon import hinted as lexicon_hinted
 from .values import NAMED, RENAMED, apposition, name_in, span
 
@@ -202,11 +202,13 @@ def _first_words(name: str) -> str:
 _NOUN_FIRST = re.compile(r"appointment|check-?up|exam|scan", re.I)
 
 
-def _statements(sentence: str, message: str = "") -> list[tuple[str, str, bool, bool]]:
+def _statements(
+    sentence: str, message: str = "", known: list[Subject] | None = None
+) -> list[tuple[str, str, bool, bool]]:
     """statements_of's, each with whether its value is a span of its kind (values.py) or the words after
     the verb."""
     low = sentence.lower()
-    hinted = lexicon_hinted(low)
+    hinted = lexicon_hinted(low) if known is None else known  # `known`: those of a text holding this one
     if not hinted:  # most clauses name no subject: their words looked up, no expression searched
         return []
     me = _ME.search(sentence) is not None
@@ -303,7 +305,9 @@ def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str) -> list[
     # In the file's order whatever order the chunks come in: a line two chunks share is read from the
     # first, and the statements come out by line and subject (same file → same statements, same order).
     for c in sorted(chunks, key=lambda c: (c.start_line, c.end_line)):
-        if not _may_state(c.text):  # the whole chunk at once: most chunks of most files state nothing
+        # A note's chunk at once: most chunks of most notes state nothing. A transcript's messages are each
+        # looked at alone (_add), so its chunk is not looked at first (that read every message twice).
+        if not c.spans and not _may_state(c.text):
             continue
         when = c.date or fallback_date
         if c.spans:
@@ -337,17 +341,19 @@ def _may_state(text: str) -> bool:
     return not _MAY_STATE.isdisjoint(text.lower().replace("’", "'").translate(_PUNCT).split())
 
 
-def message_statements(words: str) -> list[tuple[str, str, bool]]:
+def message_statements(words: str, known: list[Subject] | None = None) -> list[tuple[str, str, bool]]:
     """(subject, value, ending) of each subject one message gives a value to, once each: of a subject
     said twice, the value that names something ("Accepted an offer! I'm going to be design lead at
     Northpine Health." → the second); a value that names nothing takes what the message names around it
     ("bought a car — a used 2019 Subaru Forester", "I met someone. His name's Mateo.")."""
     found: dict[str, tuple[str, str, bool, bool]] = {}
     at = 0
-    for sent in sentences(words):
+    clauses = sentences(words)
+    for sent in clauses:
         where = words.find(sent, at)
         at = where + len(sent) if where >= 0 else at
-        said = _statements(sent, words)
+        # a message of one clause: the subjects its words hint at are the clause's (looked up once)
+        said = _statements(sent, words, known if len(clauses) == 1 else None)
         if not said and (renamed := RENAMED.search(sent)) and _ME.search(sent) and (made := _PROJECT_CUE.search(words)):
             # "…a podcast called Side Quests, so we renamed ours to Small Hours": what was renamed is named before
             said = [(f"project:{made.group(0).lower()}", _first_words(renamed.group(1)), False, True)]
@@ -369,9 +375,9 @@ def message_statements(words: str) -> list[tuple[str, str, bool]]:
 
 
 def _add(out: list[Statement], seen: set[tuple[int, str]], path: str, a: int, b: int, words: str, when: str) -> None:
-    if not _may_state(words) or not lexicon_hinted(words.lower()):
+    if not _may_state(words) or not (known := lexicon_hinted(words.lower())):
         return
-    for subject, value, ending in message_statements(words):
+    for subject, value, ending in message_statements(words, known):
         if (a, subject) in seen:
             continue
         seen.add((a, subject))
