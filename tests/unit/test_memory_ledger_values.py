@@ -27,6 +27,8 @@ def said(message: str) -> dict[str, str]:
         ("Got the keys today, officially a Galway resident now.", "home", "Galway"),
         ("First night in the new house in Harrogate, boxes everywhere.", "home", "Harrogate"),
         ("I grew up in Cork, by the river.", "hometown", "Cork"),
+        ("I'm based in Aberdeen these days.", "home", "Aberdeen"),
+        ("Ines and I are an item now.", "partner", "Ines"),
         # a name
         ("I've been seeing a guy named Felix for a few weeks.", "partner", "Felix"),
         ("Ines and I made it official last night!", "partner", "Ines"),
@@ -75,6 +77,7 @@ def said(message: str) -> dict[str, str]:
         ("I joined a hiking club — Pentland Ramblers, out every Sunday.", "membership:hiking", "Pentland Ramblers"),
         # endings close
         ("Tobias and I ended things, it was mutual.", "partner", "<ended>"),
+        ("Sam and I went our separate ways in June.", "partner", "<ended>"),
         ("Lena and I broke up on Sunday.", "partner", "<ended>"),
         ("I quit the choir last week.", "membership:choir", "<ended>"),
     ],
@@ -160,7 +163,7 @@ PREFILTER_WORDS = (
     "I we he she they his her their him them he's she's they're Noor's it's if would might maybe perhaps thinking of "
     "about considering plan planning to want wants wanted hope hoping wish someday one day should i could not sure "
     "wondering tempted broke up split separated divorced quit left the my no longer any more anymore stopped "
-    "cancelled canceled gave moved out sold passed away died retired ended longer x"
+    "cancelled canceled gave moved out sold passed away died retired ended longer went our separate ways x"
 ).split()
 
 

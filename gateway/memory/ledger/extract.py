@@ -68,7 +68,7 @@ _NOT_YET = re.compile(
 )
 _ENDING = re.compile(
     r"\b(?:broke up|split up|separated|divorced|quit|left (?:the|my)|no longer|not \w+ any ?more|stopped|cancell?ed"
-    r"|gave up|moved out|sold (?:the|my)|passed away|died|retired|ended)\b",
+    r"|gave up|moved out|sold (?:the|my)|passed away|died|retired|ended|went our separate ways)\b",
     re.I,
 )
 _START = re.compile(
@@ -170,7 +170,7 @@ _NOT_YET_WORDS = frozenset(
 _OTHERS_WORDS = frozenset("he she they his her their him them".split())
 _ENDING_WORDS = frozenset(
     "broke split separated divorced quit left no not stopped cancelled canceled gave moved sold passed died retired "
-    "ended".split()
+    "ended went".split()
 )
 _PROJECT_CUE = BY_NAME["project"].cues
 _THINGS = frozenset({"vehicle", "pet"})  # a value of these names the thing, or there is none
