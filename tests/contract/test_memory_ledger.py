@@ -163,7 +163,7 @@ async def test_the_profile_answers_a_bounded_page_by_cursor_subject_and_history(
         ("2025-09-05", "We moved to Bath at last."),
     ]:
         await said(sessions, day, line, "Noted.")
-    service = storage.memory("main")
+    service = memory_service(storage.config, storage, "main")
     await service.open()
     try:
         await service.sync()
@@ -201,3 +201,41 @@ async def test_the_profile_answers_a_bounded_page_by_cursor_subject_and_history(
             assert exc.value.field == field and field in str(exc.value), exc.value
     finally:
         await service.close()
+
+
+async def said_as(sessions, key: str, day: str, *lines: str) -> None:
+    """`said` with the session's key given (the same files in another order)."""
+    await sessions.create(key=key)
+    records = [
+        tx.message_record(
+            str(uuid.uuid4()), "user" if i % 2 == 0 else "assistant", text, timestamp=f"{day}T10:00:{i:02d}.000Z"
+        )
+        for i, text in enumerate(lines)
+    ]
+    await sessions.append_messages(key, *records)
+    await sessions.local_transcript(key)
+
+
+async def test_statements_said_at_the_same_time_resolve_the_same_way_whatever_order_they_are_indexed_in(
+    storage, sessions
+):
+    # Two conversations at the same second each give the person's home; a third, later, their manager.
+    convos = {
+        "00000000-0000-4000-8000-00000000000b": ("2025-04-01", "I live in Whitby now.", "Noted."),
+        "00000000-0000-4000-8000-00000000000a": ("2025-04-01", "We moved to Harrogate last week.", "Nice."),
+        "00000000-0000-4000-8000-00000000000c": ("2025-05-01", "My new manager is Gwen.", "Good luck."),
+    }
+    runs = []
+    async with Opened(storage) as m:
+        for order in (list(convos), list(reversed(convos))):
+            for key in order:  # written (and so modified) in this order
+                if await sessions.exists(key):
+                    await sessions.delete(key, trash=False)
+                    assert await m.index.forget_session(key, busy=False)
+                await said_as(sessions, key, *convos[key])
+            await m.sync(force=True)
+            runs.append(await m.index.statements())
+    first, again = runs
+    assert first == again  # same statements, same order
+    assert [s.value for s in first if s.subject == "home"] == ["Harrogate", "Whitby"]  # the tie: by path
+    assert current(first, "home") == current(again, "home") == "Whitby"

@@ -163,3 +163,49 @@ async def test_without_a_chat_model_nothing_is_distilled(start_gateway):
     c = await gw.client()
     assert "ledger" not in await c.call("memory.status", {})
     await c.close()
+
+
+async def test_a_restart_does_not_send_the_model_what_it_already_distilled(start_gateway):
+    with FakeOpenAI() as api:
+        api.reply = "Noted."
+        gw = await start_gateway(**gateway_config(api))
+        c = await gw.client()
+        key = await turn(
+            c,
+            api,
+            "Home is a tiny cottage in Whitby these days.",
+            answer({"op": "add", "subject": "home", "value": "Whitby", "line": 2}),
+        )
+        await distilled(c, 1)
+        await c.close()
+
+        await gw.restart()
+        c = await gw.client()
+        api.script(("ok",), answer())
+        sent = await c.call("chat.send", {"sessionKey": key, "message": "The cottage has a blue door now."})
+        await c.run_to_end(sent["runId"])
+        await distilled(c, 1)  # the new process's first distillation
+        bodies = [r["body"] for r in api.requests if LEDGER_PROMPT in json.dumps(r["body"])]
+        assert len(bodies) == 2
+        convo = bodies[1]["messages"][1]["content"].split("The user's messages:")[1]
+        assert "The cottage has a blue door now." in convo and "Whitby" not in convo  # only what is new
+        note = (await c.call("memory.get", {"path": f"memory/ledger/{key}.md"}))["text"]
+        assert note.count(" · add · home · ") == 1
+        await c.close()
+
+
+async def test_an_unreadable_record_of_what_was_distilled_is_said_and_distillation_goes_on(start_gateway, tmp_path):
+    with FakeOpenAI() as api:
+        api.reply = "Noted."
+        gw = await start_gateway(**gateway_config(api))
+        record = tmp_path / "state" / "workspace" / "memory" / "ledger" / "distilled.json"
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text("{not json")
+        c = await gw.client()
+        await turn(
+            c, api, "Home is a flat in Hull.", answer({"op": "add", "subject": "home", "value": "Hull", "line": 2})
+        )
+        await distilled(c, 1)
+        await until(lambda: _has(c, "home", "Hull"), "home = Hull")
+        assert json.loads(record.read_text())  # written anew
+        await c.close()

@@ -325,7 +325,8 @@ CUE_WORDS = (
     "job title role work at for started joined hired offer girlfriend partner dating seeing official broke up "
     "vet dentist doctor GP teacher school dose mg pill allergic vegan meat dog cat car bike drive a kid son "
     "training practice Monday nights course level B1 member club gym choir coach under-10s U11 podcast app "
-    "appointment booked exam phone plan sim landlord rent from grew up born in I'm from Leeds at as"
+    "appointment booked exam phone plan sim landlord rent from grew up born in I'm from Leeds at as item couple"
+    " exclusive and are"
 ).split()
 
 

@@ -2,6 +2,7 @@
 
     lexicon.py   the subjects of a life (home, work, partner, pets, codes, …): cue words, descriptions
     extract.py   the offline extractor: statements in what the person said, by rules and the lexicon
+    values.py    a statement's value: the span that names it (a place, a name, a job at an employer, a code)
     facts.py     statements as facts: each subject's values with their validity (from, until)
     recall.py    a question's subject and time → the statement it asks about
     placement.py where it goes among the hits: first, superseded ones after it, ties to who states
@@ -13,4 +14,4 @@ LedgerStore), a sync rewrites a file's whenever it indexes the file, and a rebui
 """
 
 # Part of the index signature (memory/signature.py): a new extractor rebuilds the ledger with the index.
-LEDGER_VERSION = 1
+LEDGER_VERSION = 2  # 2: values are spans (values.py), wider forms

@@ -45,6 +45,9 @@ from .lexicon import BY_NAME, SUBJECTS
 log = structlog.get_logger("gateway.memory")
 
 LEDGER_NOTES = "memory/ledger"  # the model's statements, one note per conversation
+# What was distilled: {session key: the last line read}, beside the notes (not a note: the index reads
+# only .md), so a restart or an index rebuild does not send a conversation to the model again.
+DISTILLED = f"{LEDGER_NOTES}/distilled.json"
 MAX_VALUE = 120
 MAX_FACTS_SHOWN = 80
 MAX_TRIES = 2  # a conversation whose distillation failed is tried once more
@@ -151,7 +154,8 @@ class Distiller:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._queue: list[str] = []
         self._tries: dict[str, int] = {}
-        self._done_line: dict[str, int] = {}  # per session: the last line distilled
+        self._done_line: dict[str, int] = {}  # per session: the last line distilled (DISTILLED on disk)
+        self._loaded = False
         self._calls: list[float] = []
         self._task: asyncio.Task | None = None
         self._closed = False
@@ -223,8 +227,32 @@ class Distiller:
         if wrote:
             await self.written()
 
+    def _load(self) -> dict[str, int]:
+        """What was distilled before this process (DISTILLED); a file that cannot be read is said so and
+        taken as nothing distilled (the model's notes stay as they are; a conversation may be read again)."""
+        path = self.workspace / DISTILLED
+        try:
+            data = orjson.loads(path.read_bytes())
+        except FileNotFoundError:
+            return {}
+        except (OSError, orjson.JSONDecodeError) as exc:
+            log.warning("memory_ledger_distilled_unreadable", path=DISTILLED, error=str(exc)[:200])
+            return {}
+        if not isinstance(data, dict):
+            log.warning("memory_ledger_distilled_unreadable", path=DISTILLED, error="not a JSON object")
+            return {}
+        return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)}
+
+    def _save(self) -> None:
+        path = self.workspace / DISTILLED
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, orjson.dumps(self._done_line, option=orjson.OPT_SORT_KEYS))
+
     async def _one(self, key: str) -> bool:
         """Distil one conversation; whether the note changed."""
+        if not self._loaded:
+            self._done_line = {**await asyncio.to_thread(self._load), **self._done_line}
+            self._loaded = True
         messages = await asyncio.to_thread(read_messages, self.sessions_dir / f"{key}.jsonl")
         after = self._done_line.get(key, 0)
         lines = {
@@ -261,6 +289,7 @@ class Distiller:
         decisions, bad = decisions_of(answer, lines, self.s.max_decisions)
         self.stats["rejected"] += bad
         self._done_line[key] = max(lines)
+        await asyncio.to_thread(self._save)
         self._tries.pop(key, None)
         if bad:
             log.info("memory_ledger_distill_rejected", session=key, rejected=bad, kept=len(decisions))

@@ -20,8 +20,9 @@ from ..index.chunking import Chunk
 from ..layout import KEYED_DIR
 from ..ports import Statement
 from .distill import LEDGER_NOTES, parse_note
-from .lexicon import BY_NAME, LOCKED_THINGS, qualifier
+from .lexicon import BY_NAME, LOCKED_THINGS, Subject, qualifier
 from .lexicon import hinted as lexicon_hinted
+from .values import NAMED, RENAMED, apposition, name_in, span
 
 CORRECTION_PREFIX = "profile."  # a keyed memory `profile.<subject>` corrects that subject
 MAX_TEXT = 600  # a statement's evidence text, at most (the message it was said in)
@@ -31,8 +32,12 @@ MAX_PER_SENTENCE = 2  # subjects one sentence may give a value to
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 # Clauses of a sentence that may each say something of their own ("my contact is my mum — she lives in Leeds").
 _CLAUSE = re.compile(r"\s+[—–-]\s+|;\s*|,\s+(?=(?:and|but|so|though|although|while)\b)")
-_ME = re.compile(r"\b(?:i|i'm|i’m|i've|i’ve|i'd|im|my|mine|me|we|we're|we’re|we've|our|us)\b", re.I)
-_OTHERS = re.compile(r"\b(?:he|she|they|his|her|their|him|them|he's|she's|they're)\b|\b[A-Z][a-z]+'s\b", re.I)
+_ME = re.compile(r"\b(?:i|i'm|i’m|i've|i’ve|i'd|im|my|mine|me|myself|we|we're|we’re|we've|our|us|ourselves)\b", re.I)
+_OTHERS = re.compile(
+    r"\b(?:he|she|they|his|her|their|him|them|he's|she's|they're)\b"
+    r"|\b(?!(?:It|That|What|There|Here|Who|Where|How|Let|Today|Everything|Everyone)'s)(?-i:[A-Z][a-z]+)'s\b",
+    re.I,
+)
 # "My cousin is getting married": a sentence about someone else the person knows (unless "…and I").
 _RELATIVE_FIRST = re.compile(
     r"^\W*(?:\w+:\s*)?(?:so\s+|also\s+|and\s+)?my (?:cousin|sister|brother|friend|best friend|mum|mom|mother|dad|"
@@ -63,7 +68,7 @@ _NOT_YET = re.compile(
 )
 _ENDING = re.compile(
     r"\b(?:broke up|split up|separated|divorced|quit|left (?:the|my)|no longer|not \w+ any ?more|stopped|cancell?ed"
-    r"|gave up|moved out|sold (?:the|my)|passed away|died|retired|ended)\b",
+    r"|gave up|moved out|sold (?:the|my)|passed away|died|retired|ended|went our separate ways)\b",
     re.I,
 )
 _START = re.compile(
@@ -128,25 +133,128 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
     """(subject, value, ending) of each subject the sentence gives a value to ([] for a question, a
     wish, or a sentence not about the person). `message`: the whole message it is part of (what a
     code opens may be named in the sentence before)."""
-    hinted = lexicon_hinted(sentence.lower())
-    if hinted and not _ME.search(sentence) and not _DROPPED_I.search(sentence):
-        # Without "I", "my", "we"…, only a code or number given bare is the person's ("The code is 7340",
-        # "The cabin wifi password is moose"): a number with its digits, a code with digits or said to be.
-        digits, stated = bool(_DIGIT.search(sentence)), bool(_STATED.search(sentence))
-        hinted = [s for s in hinted if (s.name == "number" and digits) or (s.name == "code" and (digits or stated))]
+    return [(subject, value, ending) for subject, value, ending, _ in _statements(sentence, message)]
+
+
+def _owned(s: str, m: re.Match[str], cues: re.Pattern[str]) -> re.Match[str] | None:
+    """The cue of a person ("doctor", "manager") said as the person's: "my/our/new doctor", "the dentist
+    is …", "the vet we use", "registered with a GP" — not "the ER doctor says", "a vet appointment"."""
+    for c in cues.finditer(s, m.start()):
+        if _OWNER_BEFORE.search(s[: c.start()]) or _OWNER_AFTER.match(s[c.end() :]) or " " in c.group(0):
+            return c
+    return None
+
+
+def _made(s: str, m: re.Match[str]) -> bool:
+    """Whether a thing the person makes ("podcast", "app") is theirs: "my/our app", "started a podcast",
+    "… called Lamplight" — not "their banking app", "a Raptors game"."""
+    return bool(_OWNER_BEFORE.search(s[: m.start()]) or _MAKING.search(s) or _NAMING.search(s))
+
+
+_OWNER_BEFORE = re.compile(r"\b(?:my|our|new|the kids'?|registered with(?: a| the)?)\s+(?:[\w-]+\s+)?$", re.I)
+_OWNER_AFTER = re.compile(r"\s*(?:is\b|'s\b|’s\b|we\b|i\b|here is\b|now is\b)", re.I)
+_MAKING = re.compile(
+    r"\b(?:i|we)(?:'ve|’ve|'re|’re| have| had| are)?\s+(?:just\s+|finally\s+|now\s+)?(?:started|launched|built|made|make|run|running|"
+    r"relaunch\w*|renamed|set up|founded|writ\w+|wrote|host\w*|record\w*)\b|^\W*(?:started|launched|built|renamed)\b",
+    re.I,
+)
+_NAMING = re.compile(r"\b(?:called|named|renamed)\b", re.I)
+# "First night in the new apartment": a cue that starts with "new" states the person's own even bare.
+_OWN_NOUNS = frozenset({"vet", "dentist", "doctor", "manager", "landlord"})
+# The words each of these expressions starts with (tests/unit/test_memory_ledger_values.py holds them in step).
+_WORDS = re.compile(r"[a-z]+")
+_NOT_YET_WORDS = frozenset(
+    "if would might maybe perhaps thinking considering plan planning want wants wanted hope hoping wish someday one "
+    "should could not wondering tempted".split()
+)
+_OTHERS_WORDS = frozenset("he she they his her their him them".split())
+_ENDING_WORDS = frozenset(
+    "broke split separated divorced quit left no not stopped cancelled canceled gave moved sold passed died retired "
+    "ended went".split()
+)
+_PROJECT_CUE = BY_NAME["project"].cues
+_THINGS = frozenset({"vehicle", "pet"})  # a value of these names the thing, or there is none
+# "Help me plan a menu, all vegan": a request asks, like a question.
+_REQUEST = re.compile(
+    r"\W*(?:(?:please|ok|okay|now|so|and|also)\s+)*(?:help|give|tell|show|remind|write|suggest|plan|find|draft|list"
+    r"|explain|translate|recommend|check|look up)\s+(?:me|us|a|an|the|my|our|some|what|how)\b",
+    re.I,
+)
+_CLUB_NOUN = re.compile(r"club|gym|choir|society|league", re.I)
+_NEXT_WORD = re.compile(r"\s*(?:a |an |the |my |our )?([a-z][a-z-]+)", re.I)
+
+
+def _club(s: str, m: re.Match[str], q: str) -> str:
+    """A membership's qualifier: the club a joining or quitting names ("quit the choir" → choir), the
+    word before a club noun ("the chess club" → chess), else the club noun itself ("the gym")."""
+    cue = m.group(0).lower()
+    if cue.split()[0] in ("joined", "quit", "left", "signed") and (n := _NEXT_WORD.match(s, m.end())):
+        return n.group(1).lower()
+    if not q and _CLUB_NOUN.fullmatch(cue):
+        return cue
+    return q
+
+
+def _first_words(name: str) -> str:
+    return name_in(f"called {name}") or name
+
+
+_NOUN_FIRST = re.compile(r"appointment|check-?up|exam|scan", re.I)
+
+
+def _statements(
+    sentence: str, message: str = "", known: list[Subject] | None = None
+) -> list[tuple[str, str, bool, bool]]:
+    """statements_of's, each with whether its value is a span of its kind (values.py) or the words after
+    the verb."""
+    low = sentence.lower()
+    hinted = lexicon_hinted(low) if known is None else known  # `known`: those of a text holding this one
     if not hinted:  # most clauses name no subject: their words looked up, no expression searched
         return []
+    me = _ME.search(sentence) is not None
+    if not me and not _DROPPED_I.search(sentence):
+        # Without "I", "my", "we"…, only a code or number given bare is the person's ("The code is 7340",
+        # "The cabin wifi password is moose"): a number with its digits, a code with digits or said to be;
+        # and a subject named new ("First night in the new apartment in Mile End", "New job starts Monday").
+        digits, stated = bool(_DIGIT.search(sentence)), bool(_STATED.search(sentence))
+        hinted = [
+            s
+            for s in hinted
+            if (s.name == "number" and digits)
+            or (s.name == "code" and (digits or stated))
+            or (
+                "new " in low  # the words first: a cue expression costs more
+                and (m := s.cues.search(sentence)) is not None
+                and m.group(0).lower().startswith("new ")
+            )
+        ]
+        if not hinted:
+            return []
     s = _TAG.sub("", sentence.strip()).strip()
     # Without the person in it, only a code or a number is a statement (above); one that speaks only of
     # someone else ("she lives in Leeds") is not the person's.
-    if not s or _QUESTION.search(s) or _NOT_YET.search(s) or (not _ME.search(s) and _OTHERS.search(s)):
+    words = frozenset(_WORDS.findall(low))  # an expression is searched only when one of its first words is here
+    if (
+        not s
+        or _QUESTION.search(s)
+        or _REQUEST.match(s)
+        or (not words.isdisjoint(_NOT_YET_WORDS) and _NOT_YET.search(s))
+        or (not me and (not words.isdisjoint(_OTHERS_WORDS) or "'s" in low or "’s" in low) and _OTHERS.search(s))
+    ):
         return []
+    ending_said = not words.isdisjoint(_ENDING_WORDS) and _ENDING.search(s) is not None and not _START.search(s)
     someone_else = bool(_RELATIVE_FIRST.search(s)) and not _WITH_ME.search(s)
-    out: list[tuple[str, str, bool]] = []
+    out: list[tuple[str, str, bool, bool]] = []
     seen: set[str] = set()
     for subj in hinted:
         m = subj.cues.search(s)
+        if subj.name == "appointment":  # "booked an eye exam": the thing booked names it, not "booked"
+            m = _NOUN_FIRST.search(s) or m
         if m is None or (someone_else and subj.name not in FAMILY_SUBJECTS):
+            continue
+        if subj.name in _OWN_NOUNS and m is not None:
+            m = _owned(s, m, subj.cues)
+        if m is None or (subj.name == "project" and not _made(s, m)):
             continue
         if subj.name == "number" and not _DIGIT.search(s):  # "a number of things" gives no number
             continue
@@ -161,6 +269,8 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
                 q = thing.group(1).lower().replace("-", "")
             else:
                 q = qualifier(s, m)
+            if subj.name == "membership":  # "joined the choir", "quit the choir": the club is the choir
+                q = _club(s, m, q)
             if subj.name == "code" and (numbered := _NUMBERED.search(s)):
                 # one of many alike ("the locker code for box 17"): each numbered thing is a subject of its own
                 which = f"{numbered.group(1)} {numbered.group(2)}".lower()
@@ -169,8 +279,9 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
         if name in seen:
             continue
         seen.add(name)
-        ending = bool(_ENDING.search(s)) and not _START.search(s)
-        out.append((name, "" if ending else value_of(s, m), ending))
+        ending = ending_said
+        found = None if ending else span(name, s, m)
+        out.append((name, "" if ending else (found or value_of(s, m)), ending, found is not None))
         if len(out) >= MAX_PER_SENTENCE:
             break
     return out
@@ -191,8 +302,12 @@ def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str) -> list[
         return [s._replace(start_line=line, end_line=line) for line, s in sorted(found.items())]
     out: list[Statement] = []
     seen: set[tuple[int, str]] = set()
-    for c in chunks:
-        if not _may_state(c.text):  # the whole chunk at once: most chunks of most files state nothing
+    # In the file's order whatever order the chunks come in: a line two chunks share is read from the
+    # first, and the statements come out by line and subject (same file → same statements, same order).
+    for c in sorted(chunks, key=lambda c: (c.start_line, c.end_line)):
+        # A note's chunk at once: most chunks of most notes state nothing. A transcript's messages are each
+        # looked at alone (_add), so its chunk is not looked at first (that read every message twice).
+        if not c.spans and not _may_state(c.text):
             continue
         when = c.date or fallback_date
         if c.spans:
@@ -208,13 +323,13 @@ def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str) -> list[
             for i, line_text in enumerate(c.text.split("\n")):
                 if line_text.strip() and not line_text.lstrip().startswith("#"):
                     _add(out, seen, path, c.start_line + i, c.start_line + i, line_text.strip(" -*"), when)
-    return out
+    return sorted(out, key=lambda s: (s.start_line, s.subject))
 
 
 # Words without one of which a text states nothing about the person: "I/my/we…", the verbs a statement
 # may start with ("Moved to Leeds"), what a code or number is called. Looked up as a set: C speed.
 _MAY_STATE = frozenset(
-    "i i'm im i've i'd my mine me we we're we've our us".split()
+    "i i'm im i've i'd my mine me myself we we're we've our us ourselves".split()
     + _FIRST_VERBS
     + "password passwords passcode passcodes pin combination combo code wifi wi-fi login number cell mobile".split()
 )
@@ -226,15 +341,47 @@ def _may_state(text: str) -> bool:
     return not _MAY_STATE.isdisjoint(text.lower().replace("’", "'").translate(_PUNCT).split())
 
 
+def message_statements(words: str, known: list[Subject] | None = None) -> list[tuple[str, str, bool]]:
+    """(subject, value, ending) of each subject one message gives a value to, once each: of a subject
+    said twice, the value that names something ("Accepted an offer! I'm going to be design lead at
+    Northpine Health." → the second); a value that names nothing takes what the message names around it
+    ("bought a car — a used 2019 Subaru Forester", "I met someone. His name's Mateo.")."""
+    found: dict[str, tuple[str, str, bool, bool]] = {}
+    at = 0
+    clauses = sentences(words)
+    for sent in clauses:
+        where = words.find(sent, at)
+        at = where + len(sent) if where >= 0 else at
+        # a message of one clause: the subjects its words hint at are the clause's (looked up once)
+        said = _statements(sent, words, known if len(clauses) == 1 else None)
+        if not said and (renamed := RENAMED.search(sent)) and _ME.search(sent) and (made := _PROJECT_CUE.search(words)):
+            # "…a podcast called Side Quests, so we renamed ours to Small Hours": what was renamed is named before
+            said = [(f"project:{made.group(0).lower()}", _first_words(renamed.group(1)), False, True)]
+        for subject, value, ending, spanned in said:
+            if not ending and not spanned:
+                kind = subject.split(":", 1)[0]
+                better = apposition(words[at:]) if where >= 0 else None
+                if better is None and kind in NAMED:
+                    better = name_in(words)
+                if better is None and kind == "membership" and ":" in subject:
+                    better = subject.split(":", 1)[1]  # "joined the choir": the club is its name
+                value, spanned = (better, True) if better else (value, False)
+                if not spanned and kind in _THINGS:  # "nick my bike so I changed the lock": no vehicle named
+                    continue
+            old = found.get(subject)
+            if old is None or (not old[2] and not old[3] and not ending and spanned):
+                found[subject] = (subject, value, ending, spanned)
+    return [(subject, value, ending) for subject, value, ending, _ in found.values()]
+
+
 def _add(out: list[Statement], seen: set[tuple[int, str]], path: str, a: int, b: int, words: str, when: str) -> None:
-    if not _may_state(words) or not lexicon_hinted(words.lower()):
+    if not _may_state(words) or not (known := lexicon_hinted(words.lower())):
         return
-    for sent in sentences(words):
-        for subject, value, ending in statements_of(sent, words):
-            if (a, subject) in seen:
-                continue
-            seen.add((a, subject))
-            out.append(Statement(subject, value, when, path, a, b, words[:MAX_TEXT], "extractor", ending))
+    for subject, value, ending in message_statements(words, known):
+        if (a, subject) in seen:
+            continue
+        seen.add((a, subject))
+        out.append(Statement(subject, value, when, path, a, b, words[:MAX_TEXT], "extractor", ending))
 
 
 def _correction(path: str, chunks: list[Chunk], fallback_date: str) -> list[Statement]:

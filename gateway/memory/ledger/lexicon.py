@@ -72,10 +72,11 @@ SUBJECTS: tuple[Subject, ...] = (
         "where the person lives: their home, flat, apartment, house, town or city, address",
         _cue(
             r"(?:i|we)(?:'ve| have|'re| are| now| still)* (?:\w+ )?(?:live|living|moved|relocated)|moving in|move in"
-            r"|new (?:flat|house|apartment|place|home)|my address|resident|got the keys|settled in"
+            r"|new (?:flat|house|apartment|place|home)|my address|resident|got the keys|settled in|moving day"
+            r"|(?:i'm|i’m|i am|we're|we’re|we are) (?:now )?(?:based|living|settled) in"
         ),
         hints=_w(
-            "live living moved relocated moving move flat house apartment place home address resident keys settled"
+            "live living moved relocated moving move flat house apartment place home address resident keys settled based"
         ),
     ),
     Subject(
@@ -100,7 +101,7 @@ SUBJECTS: tuple[Subject, ...] = (
         "employer",
         "where the person works: their employer, company, firm, job",
         _cue(
-            r"work (?:at|for)|working (?:at|for)|employer|new job|my job|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
+            r"work (?:at|for)|working (?:at|for)|work(?:ing)? as (?:a|an) [\w-]+(?: [\w-]+)? (?:at|for)|employer|new job|my job|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
             r"|quit my job|left my job|handed in my notice|accepted (?:an|the|their) offer"
             r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?(?:(?!\w+ing\b)\w+ ){1,4}at \w+"
         ),
@@ -112,11 +113,14 @@ SUBJECTS: tuple[Subject, ...] = (
         _cue(
             r"partner|girlfriend|boyfriend|wife|husband|fianc[ée]e?|dating|seeing (?:someone|somebody|a \w+)"
             r"|going out with|made it official|it'?s official|moved in together|engaged|married|broke up|split up"
-            r"|met someone|met somebody|first date|(?:am|was) i seeing|i(?:'m| am| was) seeing"
-            r"|we(?:'re| are) together"
+            r"|met someone|met somebody|first date|(?:going on |been on )?dates? with|ended things|went our separate ways"
+            r"|(?:am|was) i seeing|i(?:'m| am| was) seeing"
+            r"|we(?:'re| are) together|(?:and i|and me|we)(?:'re|’re| are) (?:now |finally |officially )?(?:official|an item"
+            r"|a couple|exclusive|engaged|married)"
         ),
         hints=_w(
             "partner* girlfriend* boyfriend* wife husband fianc* dating seeing going official together engaged married broke split met date"
+            " item couple exclusive dates ended went"
         ),
     ),
     Subject(
@@ -170,13 +174,15 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "pet",
         "the person's pet: their dog, cat or other animal, its name or breed",
-        _cue(r"dog|puppy|cat|kitten|pet|rabbit|hamster|parrot|tortoise|guinea pig"),
-        hints=_w("dog puppy cat kitten pet rabbit hamster parrot tortoise guinea"),
+        _cue(r"dog|puppy|cat|kitten|pet|rabbit|hamster|parrot|tortoise|guinea pig|(?:adopted|rescued) (?:a|an|two)"),
+        hints=_w("dog puppy cat kitten pet rabbit hamster parrot tortoise guinea adopted rescued"),
     ),
     Subject(
         "vehicle",
         "the person's vehicle: the car, van, bike, bicycle or motorbike they drive or ride",
-        _cue(r"car|van|bike|bicycle|e-?bike|motorbike|scooter|drive a|ride a|cycle to work"),
+        _cue(
+            r"car|van|bike(?! (?:lock|shed|rack|code|combination))|bicycle|e-?bike|motorbike|scooter|drive a|ride a|cycle to work"
+        ),
         hints=_w("car van bike bicycle e-bike ebike motorbike scooter drive ride cycle"),
     ),
     Subject(
@@ -277,7 +283,7 @@ _WORD = re.compile(r"[a-z][a-z'’-]*")
 
 # What a code opens, named anywhere in its sentence (it names the code better than the word before "code").
 LOCKED_THINGS = re.compile(
-    r"\b(wi-?fi|internet|router|alarm|garage|gate|door|shed|locker|safe|storage|padlock|bike lock|building|office|"
+    r"\b(wi-?fi|internet|router|alarm|garage|gate|door|shed|locker|safe|storage|padlock|bike|building|office|"
     r"cabin|phone|laptop|computer|bank|card|account|email)\b",
     re.I,
 )

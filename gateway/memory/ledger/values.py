@@ -1,0 +1,227 @@
+"""A statement's value as a person reads it in their profile: the span of the sentence that says what the
+subject is ("home: Glasgow", "partner: Noor", "employer: design lead at Northpine Health", "code:wifi:
+otter-blue-7"), not the sentence (that stays the statement's evidence).
+
+Each subject has a kind of value — a place, a name, a job at an employer, a code, a number, a date, the
+cue word itself (a diet) — and the span is looked for by that kind's rules, the subject's cue first;
+`span` gives None when no rule finds one (extract.py then falls back to the words after the verb, and a
+value found later in the same message, "… His name's Mateo.", may replace it: `name_in`). Pure; English.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_VALUE = 120
+
+# A name: capitalised words, with the small words names hold ("Bank of Ireland", "Mile End", "St Werburgh's").
+_CAP = r"(?:[A-Z][\w'’.&-]*|[0-9][\w'’.-]*[A-Za-z][\w'’.-]*)"
+_NAME = rf"{_CAP}(?:\s+(?:(?:of|de|da|del|van|von|le|la|and|&)\s+)?{_CAP})*"
+# Capitalised words that start a sentence or name no one.
+_NOT_NAMES = frozenset(
+    """I I'm I’m I've I’ve I'd I'll Im The A An My Our We We're We’re Also And But So Just Got Now New Then Today
+    Yesterday Tomorrow Finally Officially It It's It’s This That He She They His Her Their Me Us Yes No Oh Ok
+    Okay Well Anyway Actually Still Big Quick Update Moving Monday Tuesday Wednesday Thursday Friday Saturday
+    Sunday January February March April May June July August September October November December Dr Mr Mrs Ms
+    Mx Prof""".split()
+)
+_TITLES = ("Dr", "Mr", "Mrs", "Ms", "Mx", "Prof", "Dr.", "Mr.", "Mrs.", "Ms.")
+_TRAIL = re.compile(
+    r"\s+(?:now|today|yesterday|again|too|as well|these days|at last|finally|officially|last \w+|this \w+"
+    r"|next \w+|for (?:about|almost|nearly|over|a|the|two|three|four|five|six|\d+)\b.*|since\b.*|who\b.*"
+    r"|which\b.*|where\b.*|when\b.*|because\b.*|but\b.*|so\b.*|and (?:i|we|it|he|she|they)\b.*)$",
+    re.I | re.S,
+)
+
+
+def _tidy(v: str) -> str:
+    v = v.strip(" \t.,;:!?\"'“”‘’()")
+    prev = None
+    while prev != v:
+        prev, v = v, _TRAIL.sub("", v).strip(" \t.,;:!?\"'“”‘’()")
+    return v[:MAX_VALUE]
+
+
+def _names(text: str) -> list[str]:
+    """The names in a text, in order, without the capitalised words that name no one."""
+    out = []
+    for m in re.finditer(_NAME, text):
+        words = m.group(0).split()
+        lead = ""
+        while words and words[0].strip(".,") in _NOT_NAMES:
+            w = words.pop(0)
+            if w in _TITLES and words:  # "Dr Osei", "Mrs Okonjo": the title belongs to the name
+                lead = w + " "
+                break
+        if words:
+            out.append((lead + " ".join(words)).rstrip(".,"))
+    return out
+
+
+_CALLED = re.compile(
+    rf"\b(?:(?:renam|relaunch|rebrand)\w*\s+(?:[\w'’ ]+?\s+)?(?:to|as)|called|named|name(?:'s|’s| is| was)|goes by)"
+    rf"\s+(?:now\s+)?({_NAME})"
+)
+RENAMED = re.compile(rf"\b(?:renam|relaunch|rebrand)\w*\s+(?:[\w'’ ]+?\s+)?(?:to|as)\s+({_NAME})")
+_AND_I = re.compile(rf"\b({_NAME})\s+and\s+(?:I|me)\b|\b(?:me|I)\s+and\s+({_NAME})\b")
+_WITH = re.compile(rf"\b(?:with|seeing|dating|to|is|are|'s|’s|was)\s+(?:now\s+|still\s+)?(?:a \w+ named\s+)?({_NAME})")
+_PLACE = re.compile(
+    rf"\b(?:in|to|into|from|near|at|outside)\s+((?:the\s+)?{_NAME}(?:\s*(?:,|in)\s*{_NAME})?)|\b(?:a|an)\s+({_NAME})\s+resident\b"
+    rf"|\bresident (?:of|in)\s+({_NAME})"
+)
+_CODE = re.compile(
+    r"(?:\bis|\bare|\bwas|:|\bto|\bnow|=)\s+(?:now\s+|still\s+)?['\"“‘]?([^\s'\"”’,;()]*[\w\d][^\s'\"”’,;()]*)", re.I
+)
+_DIGITS = re.compile(r"\+?\(?\d[\d ().-]{3,}\d|\b[A-Z]{0,4}\d[\dA-Z-]{2,}\b")
+_ROLE_AT = re.compile(
+    rf"\b(?:i'm|i’m|i am|i'll be|i will be|be|as|now|became|becoming|promoted to|started as|hired as|joined as)\s+"
+    rf"(?:(?:a|an|the|their|our)\s+)?((?:(?!at\b|for\b|with\b)[\w-]+\s+){{0,3}}?[\w-]+)\s+(?:at|for|with)\s+(?:the\s+)?({_NAME})",
+    re.I,
+)
+_AT_ORG = re.compile(rf"\b(?:at|for|with|joined|joining|join)\s+(?:the\s+)?({_NAME})")
+_AS_ROLE = re.compile(
+    r"\bas\s+(?:a|an|the)?\s*((?:[\w-]+\s+){0,3}?[\w-]+?)(?=\s*(?:[,.;!]|$|\s+(?:at|for|in|on|and|since|from)\b))", re.I
+)
+_MONTHS = r"jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?"
+_DAYS = r"(?:mon|tues?|wed(?:nes)?|thu(?:rs?)?|fri|sat(?:ur)?|sun)(?:day)?s?"
+_WHEN = re.compile(
+    rf"\b(?:(?:{_DAYS})\s+)?(?:the\s+)?(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})|(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?)"
+    rf"(?:,?\s+\d{{4}})?(?:,?\s+(?:at\s+)?\d{{1,2}}(?:[:.]\d\d)?\s*(?:am|pm)?)?"
+    rf"|\b(?:{_DAYS})(?:\s+(?:night|evening|morning|afternoon)s?)?(?:,?\s+(?:at\s+)?\d{{1,2}}(?:[:.]\d\d)?\s*(?:am|pm))?",
+    re.I,
+)
+_DOSE = re.compile(r"\b(?:([A-Za-z][\w-]{2,})\s+)?(\d+(?:\.\d+)?\s*(?:mg|mcg|milligrams?|micrograms?|ml))\b", re.I)
+_DOSE_STOP = frozenset("to on at of the a an my is was now from up down".split())
+_ALLERGY = re.compile(
+    r"\ballergic to\s+([\w -]+?)(?=\s*(?:[,.;!]|$|\s+(?:and|but|so|now|too)\b))|\b([\w-]+)\s+(?:allergy|intolerance)",
+    re.I,
+)
+_NO_ALLERGY = re.compile(r"\bno (?:known )?allerg", re.I)
+_THING = re.compile(
+    r"\b(?:drive|drives|ride|rides|bought|got|have|own|leased|picked up|traded (?:it )?in for|adopted|rescued|is|now)\s+"
+    r"(?:(?:a|an|the|my|our|this)\s+)((?:[\w'’-]+\s+){0,4}?[\w'’-]+)(?=\s*(?:[,.;!—–]|$|\s+(?:called|named|for|from|and|but|since|last|this|today)\b))",
+    re.I,
+)
+_SPECIFIC = re.compile(r"[A-Z0-9]")
+_ROLE = re.compile(
+    r"\b(?:promoted to|made|became|new role as|new role is|title is|role is|now (?:a|an|the))\s+(?:be\s+)?(?:a\s+|an\s+|the\s+|our\s+)?"
+    r"((?:[\w-]+\s+){0,3}?[\w-]+)(?=\s*(?:[,.;!]|$|\s+(?:at|for|in|on|and|since|from|of the|now)\b))",
+    re.I,
+)
+_CUE_APPOSITION = re.compile(r",\s+(?:the|a|an|my)\s+([^,.;!?]+)")
+
+NAMED = frozenset({"partner", "manager", "pet", "child", "teacher", "vet", "dentist", "doctor", "landlord", "project"})
+PLACES = frozenset({"home", "hometown"})
+_CUE_VALUES = frozenset({"diet"})
+
+
+def _first_name(text: str) -> str | None:
+    names = _names(text)
+    return names[0] if names else None
+
+
+def _named(subject: str, s: str, cue: re.Match[str]) -> str | None:
+    after = s[cue.end() :]
+    if m := _CALLED.search(s):
+        return _first_name(m.group(1))
+    if subject == "partner" and (m := _AND_I.search(s)):
+        return _first_name(m.group(1) or m.group(2))
+    # "my cat Mochi", "my manager Nadia", "Met my new manager today: Nadia"
+    if (m := re.match(rf"\s*(?:today|now|these days)?\s*[:,]?\s*({_NAME})", after)) and (n := _first_name(m.group(1))):
+        return n
+    if (m := _WITH.search(after)) and (n := _first_name(m.group(1))):
+        return n
+    if (m := _WITH.search(s)) and (n := _first_name(m.group(1))):
+        return n
+    return None
+
+
+def _place(s: str, cue: re.Match[str]) -> str | None:
+    for where in (s[cue.start() :], s):
+        for m in _PLACE.finditer(where):
+            raw = next(g for g in m.groups() if g)
+            lead = "the " if raw.lower().startswith("the ") else ""
+            names = _names(raw[len(lead) :])
+            if names:
+                return _tidy(lead + ", ".join(names) if lead and len(names) == 1 else ", ".join(names))
+    return None
+
+
+def _employer(s: str) -> str | None:
+    if m := _ROLE_AT.search(s):
+        role, org = m.group(1), _first_name(m.group(2))
+        if org and not re.match(r"(?:working|going|based|living|staying)\b", role, re.I):
+            return _tidy(f"{role} at {org}")
+    m = _AT_ORG.search(s)
+    org = _first_name(m.group(1)) if m else None
+    if org:
+        if r := _AS_ROLE.search(s):
+            return _tidy(f"{r.group(1)} at {org}")
+        return org
+    return None
+
+
+def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
+    """The value span of `subject` in the clause `s` whose cue is `cue`, or None."""
+    kind = subject.split(":", 1)[0]
+    v: str | None = None
+    if kind in NAMED:
+        v = _named(kind, s, cue)
+    elif kind in PLACES:
+        v = _place(s, cue)
+    elif kind == "employer":
+        v = _employer(s)
+    elif kind == "code":
+        tail = s[cue.start() :]
+        m = _CODE.search(tail) or _DIGITS.search(tail) or _DIGITS.search(s)
+        if m:
+            v = m.group(1) if m.re is _CODE else m.group(0)
+            if m.re is _CODE and not re.search(r"\d", v) and (d := _DIGITS.search(tail)):
+                v = d.group(0)
+    elif kind == "number":
+        if m := _DIGITS.search(s):
+            v = m.group(0).strip(" ().")
+    elif kind in ("appointment", "schedule"):
+        if m := _WHEN.search(s):
+            v = m.group(0)
+    elif kind == "medication":
+        if m := _DOSE.search(s):
+            name = m.group(1) if m.group(1) and m.group(1).lower() not in _DOSE_STOP else ""
+            v = f"{name} {m.group(2)}".strip()
+    elif kind == "allergy":
+        if _NO_ALLERGY.search(s):
+            v = "none"
+        elif m := _ALLERGY.search(s):
+            v = m.group(1) or m.group(2)
+    elif kind == "membership":
+        if (m := _AT_ORG.search(s)) and (n := _first_name(m.group(1))):
+            v = n
+    elif kind == "role":
+        if m := _ROLE.search(s):
+            v = m.group(1)
+    elif kind in _CUE_VALUES:
+        v = cue.group(0).lower()
+    elif kind == "vehicle" or kind == "pet":
+        # "my car, the 2012 grey Honda Civic"; "I drive a blue Skoda": a thing named, not the cue word again
+        named = [a for a in _CUE_APPOSITION.finditer(s, cue.end()) if _SPECIFIC.search(a.group(1))]
+        m = named[0] if named else _THING.search(s)
+        if m and (_SPECIFIC.search(m.group(1)) or " " in m.group(1).strip()):
+            v = m.group(1)
+    return _tidy(v) if v and _tidy(v) else None
+
+
+# A name given in the message around a statement: "I met someone at a meetup. His name's Mateo."
+_GIVEN_NAME = re.compile(rf"\b(?:name(?:'s|’s| is)|called|named)\s+({_NAME})")
+_APPOSITION = re.compile(r"^\s*(?:[—–:]|-\s)\s*(?:(?:a|an|the|my|our)\s+)?([^.!?;—–,]+)")
+
+
+def name_in(message: str) -> str | None:
+    """A name the message gives someone or something ("his name's Mateo", "it's called Side Quests")."""
+    m = _GIVEN_NAME.search(message)
+    return _first_name(m.group(1)) if m else None
+
+
+def apposition(rest: str) -> str | None:
+    """What a clause names right after it ("bought a car — a used 2019 Subaru Forester, blue")."""
+    m = _APPOSITION.match(rest)
+    return _tidy(m.group(1)) if m and _SPECIFIC.search(m.group(1)) else None
