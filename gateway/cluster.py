@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, ContextManager, Prot
 
 import structlog
 
+from .errors import NotFound
 from .events import EventBus
+from .protocol import error_object, error_of
 from .sessions import transcript as tx
 from .storage.postgres.ledger import claims, drop_claim, run_holder
 from .tasks import log_failure
@@ -45,6 +47,19 @@ CONFIRM_WAIT_S = 5.0  # how long a chat.confirm sent on to the gateway running t
 MAX_ASKED = 1_000  # questions to other gateways waiting for their answer at once (watch?, confirm)
 MAX_REMOTE_RUNS = 10_000  # other gateways' runs followed at once (their partial replies, for a sweep)
 _ENDS = ("chat.final", "chat.error", "chat.aborted")
+REFUSAL_CHARS = 2_000  # a refusal's message as sent back to the asking gateway (a NOTIFY holds 8000 bytes)
+
+
+def _bounded(refusal: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A refusal's error object small enough for a notification: its message cut, its data kept only
+    while it is small (runId and callId, a scope)."""
+    if refusal is None:
+        return None
+    out = {"code": refusal.get("code"), "message": str(refusal.get("message", ""))[:REFUSAL_CHARS]}
+    data = refusal.get("data")
+    if isinstance(data, dict) and len(repr(data)) <= REFUSAL_CHARS:
+        out["data"] = data
+    return out
 
 
 class Host(Protocol):
@@ -60,9 +75,12 @@ class Host(Protocol):
 
     def use(self, agent: Any) -> None: ...
 
-    async def answer_confirm(self, who: str, token_hash: str, door: str, params: dict[str, Any]) -> bool:
+    async def answer_confirm(
+        self, who: str, token_hash: str, door: str, params: dict[str, Any]
+    ) -> dict[str, Any] | None:
         """Perform `chat.confirm` with `params` as the principal `who` (its token's digest `token_hash`),
-        through the one path of a call; whether it was accepted."""
+        through the one path of a call; None when it was accepted, else the refusal's JSON-RPC error
+        object (code, message, data), as the call would have answered on this gateway."""
 
 
 class Cluster:
@@ -77,7 +95,8 @@ class Cluster:
         self._remote: dict[tuple[str, str], list[Any]] = {}
         self._sweeper: asyncio.Task | None = None
         self._stop = asyncio.Event()
-        self._asked: dict[str, asyncio.Future[bool]] = {}  # question id → its answer (watch?, confirm)
+        # question id → the answer's message (watch?, confirm), None when it is a no
+        self._asked: dict[str, asyncio.Future[dict[str, Any] | None]] = {}
 
     def start(self) -> None:
         pg = self.pg
@@ -114,7 +133,7 @@ class Cluster:
         subscribed to the session can answer a `chat.confirm` (False when none says so within WATCH_S)."""
 
         async def watched_elsewhere(topic: str) -> bool:
-            return await self._ask("watch?", WATCH_S, t=topic)
+            return await self._ask("watch?", WATCH_S, t=topic) is not None
 
         return watched_elsewhere
 
@@ -128,24 +147,32 @@ class Cluster:
             if holder is None or holder == self.pg.instance_id:
                 return False
             params = {"agentId": agent_id, "runId": run_id, "callId": call_id, "allow": allow}
-            return await self._ask(
+            verdict = await self._ask(
                 "confirm", CONFIRM_WAIT_S, to=holder, p=params, who=principal.name, h=principal.token_hash, d=door
             )
+            if verdict is None:
+                return False
+            if verdict.get("yes") is True:
+                return True
+            if isinstance(verdict.get("err"), dict):
+                raise error_of(verdict["err"])
+            return False
 
         return answer_elsewhere
 
-    async def _ask(self, kind: str, wait_s: float, **fields: Any) -> bool:
-        """Ask the other gateways; True when one answers yes within `wait_s`."""
+    async def _ask(self, kind: str, wait_s: float, **fields: Any) -> dict[str, Any] | None:
+        """Ask the other gateways; the answer (its message) when one answers within `wait_s` — a yes, or
+        the holder's verdict (`confirmed`, yes or its refusal) — else None."""
         if not self._relaying or len(self._asked) >= MAX_ASKED:
-            return False
+            return None
         q = uuid.uuid4().hex
-        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
         self._asked[q] = answer
         try:
             await self.pg.notify(kind, q=q, **fields)
             return await asyncio.wait_for(answer, wait_s)
         except asyncio.TimeoutError:
-            return False
+            return None
         finally:
             self._asked.pop(q, None)
 
@@ -153,10 +180,10 @@ class Cluster:
         if msg.get("to") != self.pg.instance_id:
             return
         answer = self._asked.get(str(msg.get("q")))
-        if answer is not None and not answer.done() and msg.get("yes") is True:
-            answer.set_result(True)
-        elif answer is not None and not answer.done() and msg.get("k") == "confirmed":
-            answer.set_result(False)  # the holder's verdict: no (a "watching" no is silence)
+        if answer is None or answer.done():
+            return
+        if msg.get("yes") is True or msg.get("k") == "confirmed":
+            answer.set_result(msg)  # a yes, or the holder's verdict (a "watching" no is silence)
 
     def _on_watch(self, msg: dict[str, Any]) -> None:
         topic = msg.get("t")
@@ -171,13 +198,17 @@ class Cluster:
 
     async def _confirm_here(self, msg: dict[str, Any]) -> None:
         who, token_hash, door = msg.get("who"), msg.get("h"), msg.get("d")
-        ok = False
+        refusal: dict[str, Any] | None = None
         if isinstance(who, str) and isinstance(token_hash, str) and isinstance(door, str):
-            ok = await self.services.answer_confirm(who, token_hash, door, msg["p"])
-        self._reply("confirmed", msg, ok)
+            refusal = await self.services.answer_confirm(who, token_hash, door, msg["p"])
+        else:
+            refusal = error_object(NotFound("the confirmation's sender named no principal"))
+        self._reply("confirmed", msg, refusal is None, err=_bounded(refusal))
 
-    def _reply(self, kind: str, msg: dict[str, Any], yes: bool) -> None:
-        task = asyncio.get_running_loop().create_task(self.pg.notify(kind, to=msg.get("o"), q=msg.get("q"), yes=yes))
+    def _reply(self, kind: str, msg: dict[str, Any], yes: bool, **fields: Any) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self.pg.notify(kind, to=msg.get("o"), q=msg.get("q"), yes=yes, **fields)
+        )
         task.add_done_callback(log_failure("cluster_reply_failed"))
 
     async def close(self) -> None:

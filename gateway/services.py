@@ -32,9 +32,9 @@ from .compose import cluster_of, memory_service
 from .calls import ACTING, Call, Door
 from .config import Config, MemoryConfig, SessionsConfig
 from .dispatcher import Dispatcher
-from .errors import Conflict, Invalid, JarvisError, NotFound, Unavailable
+from .errors import Conflict, Invalid, JarvisError, NotFound, Unauthenticated, Unavailable
 from .events import EventBus
-from .protocol import code_of
+from .protocol import code_of, error_object
 from .schema import AGENT_ID
 from .sessions.retention import ephemeral_victims
 from .storage.base import SessionStore, Storage
@@ -276,14 +276,18 @@ class Services:
             held.append(agent)
             agent.users += 1
 
-    async def answer_confirm(self, who: str, token_hash: str, door: str, params: dict[str, Any]) -> bool:
+    async def answer_confirm(
+        self, who: str, token_hash: str, door: str, params: dict[str, Any]
+    ) -> dict[str, Any] | None:
         """A `chat.confirm` answered on another gateway for a run of this one (cluster.py): performed here
         through the one path of a call as that principal — found by identity (its name and token digest),
-        live — so that who may answer is decided as for a local answer; whether it was accepted."""
+        live — so that who may answer is decided as for a local answer. None when it was accepted, else
+        the refusal's JSON-RPC error object, for the asking gateway to answer with the same code and
+        message as one gateway would."""
         principal = await self.principals.by_identity(who, token_hash)
         if principal is None:
             log.info("confirm_from_unknown_principal", principal=who[:64])
-            return False
+            return error_object(Unauthenticated(f"principal {who[:64]!r} no longer exists (revoked)"))
         try:
             via = Door(door)
         except ValueError:  # a door this version does not know: the WebSocket, the door of most answers
@@ -292,8 +296,8 @@ class Services:
             await self.calls.perform(Call(via, "chat.confirm", params, principal))
         except JarvisError as exc:
             log.info("confirm_from_elsewhere_refused", principal=who[:64], error=str(exc)[:200])
-            return False
-        return True
+            return error_object(exc)
+        return None
 
     async def _open_new(self, agent_id: str, create: bool) -> Agent:
         """Open an agent (under _opening): check it exists or may be created, make room, open it."""

@@ -96,8 +96,8 @@ async def test_an_answer_given_on_another_gateway_reaches_the_run(start_gateway,
 async def test_who_may_answer_is_decided_as_on_one_gateway(start_gateway, api, postgres_url):
     """A principal's answer through B counts when it may answer (the run's own principal, or one that may
     write its agent): A performs it as that principal, found by identity; one without the chat scope is
-    refused on B as on one gateway; one with chat only is refused by A, which holds the run (B hears a
-    no: -32004, the answer not taken)."""
+    refused on B as on one gateway; one with chat only is refused by A, which holds the run, and B answers
+    with A's refusal: the code (-32003), message and data that one gateway gives, the answer not taken."""
     a, b, ca = await _pair(start_gateway, api, postgres_url)
     made = {}
     for name, scopes in (("phone", "chat"), ("viewer", "read"), ("writer", "chat,write")):
@@ -122,9 +122,17 @@ async def test_who_may_answer_is_decided_as_on_one_gateway(start_gateway, api, p
     with pytest.raises(RpcError) as err:
         await viewer.call("chat.confirm", answer)
     assert err.value.code == -32003, "no chat scope: refused on B as on one gateway"
+    from tests.helpers import connect_client
+
+    phone_a = await connect_client(a.url, made["phone"])
+    with pytest.raises(RpcError) as on_holder:  # the same answer on the gateway that holds the run
+        await phone_a.call("chat.confirm", answer)
     with pytest.raises(RpcError) as err:
         await phone.call("chat.confirm", answer)
-    assert err.value.code == -32004, "chat but not the run's principal nor a writer: A does not take it"
+    assert err.value.code == on_holder.value.code == -32003, "chat but not the run's principal nor a writer"
+    assert err.value.message == on_holder.value.message and "cannot answer" in err.value.message
+    assert err.value.data == on_holder.value.data
+    await phone_a.close()
     assert await writer.call("chat.confirm", answer) == answer
     await owner_b.next_event("chat.final", timeout=20)
     assert "dentist" not in await _values(ca)

@@ -15,6 +15,10 @@ from ..db import lock_key
 from .agent import search_filter
 
 HNSW_MAX_DIMS = 2000  # HNSW's limit for `vector`; larger ones are searched exactly
+# Building the HNSW index over a bulk load takes minutes (100k 256-d vectors: ~1.5 min on a loaded 2-core
+# machine; a million, over ten): past the pool's command timeout (60 s), which cancelled every build there
+# and left the vectors unindexed (searched exactly, a scan of them all).
+INDEX_BUILD_TIMEOUT_S = 6 * 3600.0
 
 
 def vector_text(v: np.ndarray) -> str:
@@ -33,7 +37,7 @@ def dims_index(dims: int) -> str:
 async def ensure_dims_index(conn: asyncpg.Connection, dims: int, bulk: bool = False) -> None:
     """The HNSW cosine index for vectors of `dims` dimensions, the one schema object made per dimension
     count, when such vectors are first stored (an expression index: a `vector` column without a fixed size
-    cannot have one). `bulk`: built over many rows, with more memory for the build (the graph fits, no
+    cannot have one). `bulk`: built over many rows, with more memory for the build (a million 256-d vectors fit, no
     spilling)."""
     if not 0 < dims <= HNSW_MAX_DIMS:
         return
@@ -44,10 +48,11 @@ async def ensure_dims_index(conn: asyncpg.Connection, dims: int, bulk: bool = Fa
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:memory-schema"))
         if bulk:
-            await conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
+            await conn.execute("SET LOCAL maintenance_work_mem = '2GB'")
         await conn.execute(
             f"CREATE INDEX IF NOT EXISTS {dims_index(dims)} ON memory_vectors "
-            f"USING hnsw ((embedding::vector({int(dims)})) vector_cosine_ops) WHERE dims = {int(dims)}"
+            f"USING hnsw ((embedding::vector({int(dims)})) vector_cosine_ops) WHERE dims = {int(dims)}",
+            timeout=INDEX_BUILD_TIMEOUT_S,
         )
 
 
