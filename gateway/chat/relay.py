@@ -129,44 +129,6 @@ def session_for(request: dict[str, Any], threads: "Threads") -> str:
     return threads.find(request["messages"])
 
 
-_USER_AGENT = re.compile(r"[A-Za-z0-9._-]{1,59}")
-PROXY_USER_HEADERS = ("x-openwebui-user-id", "x-openwebui-user-name")  # Open WebUI's forwarded user
-
-
-def proxied_user(request: dict[str, Any], headers: Any) -> str | None:
-    """Whom a front-end acting for its users (scope `proxy`) sends this request for: the request's `user`,
-    else the forwarded-user header Open WebUI sends (ENABLE_FORWARD_USER_INFO_HEADERS); None when neither."""
-    user = request.get("user")
-    if isinstance(user, str) and user.strip():
-        return user.strip()
-    for name in PROXY_USER_HEADERS:
-        value = headers.get(name)
-        if isinstance(value, str) and value.strip():
-            return value.strip()[:512]
-    return None
-
-
-_OLD_DIGEST = re.compile(r"[0-9A-Fa-f]{24}")
-
-
-def agent_for_user(user: str) -> str:
-    """The agent of a front-end's user. Two name spaces that never meet: a name of `[A-Za-z0-9._-]` (up to
-    59) is `user.<name>`; any other name is `user_<sha256[:24]>` — a literal's agent always starts
-    `user.`, a digest's `user_`, so no user can name themselves into another's agent. A literal shaped
-    like 24 hex digits is digested too: before, digests were `user.<hex>`, and such a name would land in
-    the agent of whoever's name digested to it (those agents stay on disk, the owner's to reach)."""
-    if _USER_AGENT.fullmatch(user) and not _OLD_DIGEST.fullmatch(user):
-        return "user." + user
-    return "user_" + _digest(user)[:24]
-
-
-def anonymous_agent(principal: str) -> str:
-    """The agent of a front-end's requests that name no user (Open WebUI's title and tag tasks): one of
-    the front-end's own, `anon.<principal>` (`anon_<sha256[:24]>` for a name past 59 characters) —
-    never a person's memory, nor the agent the key was made on."""
-    return "anon." + principal if len(principal) <= 59 else "anon_" + _digest(principal)[:24]
-
-
 def opening(messages: list[dict[str, Any]]) -> str:
     """The conversation's first real user message, what names its session: the last of the user messages
     before the first reply (an agent's context messages come first — Codex's `<environment_context>`,

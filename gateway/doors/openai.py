@@ -24,15 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable
 
 import orjson
-from ..calls import Call, Door
+from ..calls import Call, Door, ForUser
 from ..chat.events import Chunk, End, Final, RunHandle
-from ..chat.relay import agent_for_user, anonymous_agent, proxied_user
 from ..errors import JarvisError, NotFound
-from ..principals import OWNER
 from .httpapi import principal_of
 from .openaistream import Answer, ApiError, chat_frames, failure, response_frames, to_json
 
@@ -78,7 +75,21 @@ def _parse(raw: bytes, max_items: int) -> Any:
     return body
 
 
-ACTING_FOR = "jarvis.actingFor"  # the ASGI scope's key: the principal acting for a front-end's user
+FOR_USER = "jarvis.forUser"  # the ASGI scope's key: the front-end's user a request is sent for (ForUser)
+PROXY_USER_HEADERS = ("x-openwebui-user-id", "x-openwebui-user-name")  # Open WebUI's forwarded user
+
+
+def proxied_user(request: dict[str, Any], headers: Any) -> str | None:
+    """Whom a front-end acting for its users (scope `proxy`) sends this request for: the request's `user`,
+    else the forwarded-user header Open WebUI sends (ENABLE_FORWARD_USER_INFO_HEADERS); None when neither."""
+    user = request.get("user")
+    if isinstance(user, str) and user.strip():
+        return user.strip()
+    for name in PROXY_USER_HEADERS:
+        value = headers.get(name)
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:512]
+    return None
 
 
 class EventStream:
@@ -118,26 +129,11 @@ class V1Door:
         self.calls = services.calls
 
     def call(self, request: "Request", method: str, params: dict[str, Any]) -> Any:
-        """`method` through the one path, as the principal the listener's guard authenticated (or the
-        principal acting for a front-end's user, `acting_for`)."""
-        principal = request.scope.get(ACTING_FOR) or principal_of(request.scope)
-        return self.calls.perform(Call(Door.OPENAI, method, params, principal))
-
-    @staticmethod
-    def acting_for(request: "Request", body: Any) -> str | None:
-        """A principal with scope `proxy` acts for the front-end's user the request names (its `user`, or
-        Open WebUI's forwarded-user header): that user's own agent, made on first use (within agents.max),
-        and nothing else; a request that names no user (a front-end's own title and tag tasks) acts in
-        the front-end's anonymous agent (`anon.<principal>`), never a person's memory nor the agent the key
-        was made on. Without the scope: the token's own agent (the `user` then picks a session only); the
-        owner's token works as it always did. → the agent, or None."""
-        principal = principal_of(request.scope)
-        if principal.name == OWNER or not principal.may("proxy") or not isinstance(body, dict):  # owner: as ever
-            return None
-        user = proxied_user(body, request.headers)
-        agent = anonymous_agent(principal.name) if user is None else agent_for_user(user)
-        request.scope[ACTING_FOR] = replace(principal, agents=(agent,))
-        return agent
+        """`method` through the one path, as the principal the listener's guard authenticated; a request a
+        front-end sends for one of its users says whom (`FOR_USER`: the dispatcher narrows the principal)."""
+        return self.calls.perform(
+            Call(Door.OPENAI, method, params, principal_of(request.scope), for_user=request.scope.get(FOR_USER))
+        )
 
     async def stop(self, request: "Request", handle: RunHandle) -> None:
         """The client is gone: the run stops, its partial reply is kept marked aborted."""
@@ -217,9 +213,8 @@ class V1Door:
             "memory": config.openai_api.memory and request.headers.get("x-jarvis-memory", "").lower() not in off,
             "capture": config.openai_api.capture and request.headers.get("x-jarvis-capture", "").lower() not in off,
         }
-        agent = self.acting_for(request, body)
-        if agent is not None:
-            params["agentId"] = agent
+        if isinstance(body, dict):  # whom a front-end sends it for (its `proxy` scope: the dispatcher's to weigh)
+            request.scope[FOR_USER] = ForUser(proxied_user(body, request.headers))
         handle: RunHandle = await self.call(request, method, params)
         stream = body.get("stream") is True  # the body is valid now (the call validated it)
         answer = Answer(handle)
