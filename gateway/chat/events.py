@@ -1,15 +1,18 @@
 """A chat run as its starter sees it: a handle that is an async iterator of typed events.
 
     handle = await chat.relay(key, turn)          # RunHandle: run_id, session_key, captured
-    async for event in handle:                    # Recalled, Noted, Chunk …, Completed, then one end:
-        ...                                       # Final, Failed (the domain error) or Aborted
+    async for event in handle:                    # Recalled, Noted, Said, ToolCalled, ConfirmAsked, Chunk …,
+        ...                                       # Completed, then one end: Final, Failed (the domain
+                                                  # error) or Aborted
 
 The runner tells the handle what the run does as it does it; a door renders the events in its own shape
-(doors/openai.py: chat completions and Responses, JSON or SSE) and never rebuilds what a run is. The same
-run's events reach the session's subscribers on any gateway through the event bus (`notification`:
-`chat.final`, `chat.error`, `chat.aborted`, as PROTOCOL.md has them).
+(doors/openaistream.py: chat completions and Responses, JSON or SSE) and never rebuilds what a run is.
+The same run's events reach the session's subscribers on any gateway through the event bus as
+notifications (`notification`: `chat.delta`, `chat.tool`, `chat.confirm`, `chat.final`, `chat.error`,
+`chat.aborted`, as PROTOCOL.md has them; the WebSocket sends them as they are, and another gateway
+receives them so).
 
-A slow reader holds the run back: past HANDLE_HIGH events waiting, a chunk waits for room, for as long as a
+A slow reader holds the run back: past HANDLE_HIGH chunks waiting, the next one waits for room, for as long as a
 WebSocket subscriber may take (server.slowConsumerSeconds), then the run fails retryable.
 """
 
@@ -21,7 +24,7 @@ from typing import Any, Callable, Union
 
 from ..errors import JarvisError, Unavailable
 
-HANDLE_HIGH = 256  # events waiting for a slow reader before the upstream is no longer read
+HANDLE_HIGH = 256  # chunks waiting for a slow reader before the upstream is no longer read
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,57 @@ class Completed:
     """The upstream's whole answer to a request that did not stream: a completion, or a response."""
 
     obj: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """A piece of the reply's text, as the run takes it (`chat.delta`)."""
+
+    text: str
+
+    def notification(self, code_of: Callable[[JarvisError], int]) -> tuple[str, dict[str, Any]]:
+        return "chat.delta", {"delta": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCalled:
+    """One of the model's tool calls: `running` before it runs, then `ok` or `error` with its summary
+    (`chat.tool`)."""
+
+    call_id: str
+    name: str
+    arguments: str
+    status: str
+    summary: str | None = None
+
+    def notification(self, code_of: Callable[[JarvisError], int]) -> tuple[str, dict[str, Any]]:
+        return "chat.tool", {
+            "callId": self.call_id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "status": self.status,
+            "summary": self.summary,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmAsked:
+    """A destructive tool call waits for a client's `chat.confirm` (chat/confirm.py) for `timeout_seconds`."""
+
+    call_id: str
+    name: str
+    arguments: str
+    summary: str
+    timeout_seconds: float
+
+    def notification(self, code_of: Callable[[JarvisError], int]) -> tuple[str, dict[str, Any]]:
+        return "chat.confirm", {
+            "callId": self.call_id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "summary": self.summary,
+            "timeoutSeconds": self.timeout_seconds,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +147,9 @@ class Aborted:
 
 
 End = Union[Final, Failed, Aborted]
-RunEvent = Union[Recalled, Noted, Chunk, Completed, Final, Failed, Aborted]
+# what the session's subscribers hear too, as notifications (the runner publishes them on the bus)
+Told = Union[Said, ToolCalled, ConfirmAsked, Final, Failed, Aborted]
+RunEvent = Union[Recalled, Noted, Chunk, Completed, Said, ToolCalled, ConfirmAsked, Final, Failed, Aborted]
 ENDS = (Final, Failed, Aborted)
 
 
@@ -107,6 +163,7 @@ class RunHandle:
     captured: bool = True  # whether the turn is kept in its session (not a side request's)
     response_id: str | None = None  # /v1/responses: the response's id
     ended: bool = False  # the end was read
+    _chunks: int = 0  # chunks waiting for the reader
     _queue: asyncio.Queue[RunEvent] = field(default_factory=asyncio.Queue)
     _room: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -122,7 +179,8 @@ class RunHandle:
         """A piece of the answer: waits while the reader is HANDLE_HIGH behind; Unavailable (retryable) when it
         read nothing for server.slowConsumerSeconds."""
         self._queue.put_nowait(event)
-        if self._queue.qsize() < HANDLE_HIGH:
+        self._chunks += 1
+        if self._chunks < HANDLE_HIGH:
             return
         self._room.clear()
         wait = self.slow_consumer_seconds
@@ -144,8 +202,10 @@ class RunHandle:
         if self.ended:
             raise StopAsyncIteration
         event = await self._queue.get()
-        if self._queue.qsize() < HANDLE_HIGH // 2:
-            self._room.set()
+        if isinstance(event, Chunk):
+            self._chunks -= 1
+            if self._chunks < HANDLE_HIGH // 2:
+                self._room.set()
         if isinstance(event, ENDS):
             self.ended = True
         return event

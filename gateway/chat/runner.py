@@ -41,7 +41,7 @@ from ..storage.base import RunLedger, SessionStore
 from ..tasks import log_failure
 from .compaction import Compactor
 from .confirm import Guard
-from .events import Aborted, End, RunHandle
+from .events import Aborted, End, RunHandle, Told
 from .finish import Finish
 from .loop import TurnLoop
 from .prompt import Prompts
@@ -95,7 +95,7 @@ class ChatService:
             Guard(
                 config,
                 tools.caller,
-                self._ask,
+                self._emit,
                 lambda run: bus.answerers(topic(run.session_key)),
                 (lambda run: watched_elsewhere(topic(run.session_key))) if watched_elsewhere is not None else None,
             )
@@ -220,7 +220,7 @@ class ChatService:
         if task.cancelled():  # before its first step: _end never ran
             if self.slots.ledger.shared:
                 self._spawn(self.slots.ledger.release(run.session_key, run.run_id))
-            self._tell(run, Aborted(""))
+            self._emit(run, Aborted(""))
             if self.memory is not None:
                 self.memory.schedule_session_sync(run.session_key)
 
@@ -335,21 +335,16 @@ class ChatService:
         """The run's last event. A run other gateways can see is released first, so that a client
         answering chat.final at once through another gateway finds the session free."""
         await self.slots.release(run, self._spawn)
-        self._tell(run, event)
+        self._emit(run, event)
 
-    def _tell(self, run: Run, event: End) -> None:
-        """The run's end to the session's subscribers (as a notification) and to its handle (typed)."""
+    def _emit(self, run: Run, event: Told) -> None:
+        """One event of the run: to the session's subscribers on every gateway (its notification, numbered
+        by `seq`), and to the run's handle when its starter reads one (a relayed request)."""
         method, params = event.notification(self.error_code)
-        self._emit(run, method, **params)
+        told = {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params}
+        self.bus.publish(self.topic(run.session_key), method, told)
         if run.handle is not None:
             run.handle.tell(event)
-
-    def _ask(self, run: Run, params: dict[str, Any]) -> None:
-        self._emit(run, "chat.confirm", **params)
-
-    def _emit(self, run: Run, method: str, **params: Any) -> None:
-        event = {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params}
-        self.bus.publish(self.topic(run.session_key), method, event)
 
     async def _run(self, run: Run, user_text: str, relay: RelayedTurn | None = None) -> None:
         key = run.session_key

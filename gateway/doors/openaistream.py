@@ -124,8 +124,9 @@ class Answer:
                 self.notes.append(event.note)
             elif isinstance(event, Completed):
                 self.completion = event.obj
-            else:
+            elif isinstance(event, (Chunk, Final, Failed, Aborted)):
                 return event
+            # the reply's text and tool steps (Said, ToolCalled …) are in the chunks: nothing of them here
         raise RuntimeError("the run's end was read already")  # pragma: no cover
 
     def jarvis(self) -> dict[str, Any]:
