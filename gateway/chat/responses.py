@@ -31,7 +31,6 @@ from ..errors import Invalid
 from .events import Chunk, Completed, Noted, Recalled
 from .providers import OfflineResponder, UpstreamError
 from .relay import RelayedTurn, Threads, _items, session_for, side_request
-from .resrequest import conversation_of, input_items, parts_text
 from .respevents import DONE, ResponseEvents, new_id
 from .restools import ChatTools, chat_tools, tool_choice
 from .stream import Delta, Usage
@@ -43,6 +42,33 @@ if TYPE_CHECKING:  # pragma: no cover
 log = structlog.get_logger("gateway.chat")
 # fields of the request that go to a chat completions upstream as they are
 _PASSED = ("temperature", "top_p", "parallel_tool_calls", "user", "metadata", "seed")
+
+
+# ---- the request read ----------------------------------------------------------------------------------
+def parts_text(parts: Any) -> str:
+    """The text of a list of content parts (input_text, output_text, text); other parts have none."""
+    if not isinstance(parts, list):
+        return ""
+    return "\n".join(
+        p["text"]
+        for p in parts
+        if isinstance(p, dict)
+        and p.get("type") in ("input_text", "output_text", "text")
+        and isinstance(p.get("text"), str)
+    )
+
+
+def input_items(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The request's input as a list of items (a string is one user message)."""
+    given = request["input"]
+    if isinstance(given, str):
+        return [{"type": "message", "role": "user", "content": given}]
+    return list(given)
+
+
+def conversation_of(request: dict[str, Any]) -> str | None:
+    conversation = request.get("conversation")
+    return conversation.get("id") if isinstance(conversation, dict) else conversation
 
 
 # ---- as a chat completions request ---------------------------------------------------------------------

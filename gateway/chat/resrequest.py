@@ -1,10 +1,8 @@
-"""A request of the Responses API (`POST /v1/responses`) as the gateway reads it: the body's schema
-(`RESPONSES_REQUEST`, checked as far as the gateway relies on it: the rest is the upstream's to judge),
-its input as items, the conversation it names.
+"""The schema of a Responses API request (`POST /v1/responses`): `RESPONSES_REQUEST`, checked as far as
+the gateway relies on it (the rest is the upstream's to judge), so that the dispatcher validates the body
+before chat/responses.py reads it.
 
     request = RESPONSES_REQUEST.validate(body)      # input (a string or items), instructions, tools …
-    items = input_items(request)                    # a string input is one user message
-    conversation_of(request)                        # the session it names, if any
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ from typing import Any
 from ..errors import Invalid
 from ..schema import SESSION_KEY, Field, text_problem
 from .relay import check_model
+from .responses import parts_text
 from .restools import HOSTED_ITEMS
 
 ITEM_TYPES = (
@@ -167,29 +166,3 @@ def _kept_texts(value: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 RESPONSES_REQUEST = ResponsesRequest(description="an OpenAI Responses API request body")
-
-
-def parts_text(parts: Any) -> str:
-    """The text of a list of content parts (input_text, output_text, text); other parts have none."""
-    if not isinstance(parts, list):
-        return ""
-    return "\n".join(
-        p["text"]
-        for p in parts
-        if isinstance(p, dict)
-        and p.get("type") in ("input_text", "output_text", "text")
-        and isinstance(p.get("text"), str)
-    )
-
-
-def input_items(request: dict[str, Any]) -> list[dict[str, Any]]:
-    """The request's input as a list of items (a string is one user message)."""
-    given = request["input"]
-    if isinstance(given, str):
-        return [{"type": "message", "role": "user", "content": given}]
-    return list(given)
-
-
-def conversation_of(request: dict[str, Any]) -> str | None:
-    conversation = request.get("conversation")
-    return conversation.get("id") if isinstance(conversation, dict) else conversation
