@@ -60,6 +60,15 @@ class Connection(Protocol):
         """Send a notification to this caller (chat events, an import's progress); never blocks."""
 
 
+@dataclass(frozen=True, slots=True)
+class ForUser:
+    """A front-end's request sent for one of its users (/v1): `user` is whom it names (the body's `user`, or
+    Open WebUI's forwarded-user header), None when it names none. The dispatcher decides whom the call
+    then acts as (principals.acting_for)."""
+
+    user: str | None
+
+
 @dataclass(slots=True)
 class Call:
     door: Door
@@ -68,6 +77,7 @@ class Call:
     principal: Principal = OWNER
     connection: Connection | None = None  # what hears the events this call subscribes to
     request_id: Any = None  # the door's id of the request, for its logs
+    for_user: ForUser | None = None  # a front-end's request for one of its users (/v1)
 
 
 class ServiceAccess(Protocol):

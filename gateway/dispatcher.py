@@ -13,6 +13,8 @@ For every call, in this order:
    (of the schema or of the handler) names its field under `params`;
    reach: a method that takes `agentId` acts on an agent the principal may reach: none given, its own
    (the first of its agents); one it may not reach is NotFound exactly as an agent that does not exist;
+   a front-end's request for one of its users (`Call.for_user`, /v1) acts, for a principal with scope
+   `proxy`, in that user's agent only (principals.acting_for), decided before anything else;
 4. run: the handler, inside `services.request_scope()` (agents it opens count as in use meanwhile), with
    the principal as `calls.ACTING` (a chat run it starts runs the model's tool calls as it);
    audit: a write or delete of memory or sessions, and a principal change, is recorded — who, which
@@ -38,6 +40,7 @@ Each door renders the error value in its own shape, from the error's class (neve
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any, Awaitable, Callable, Protocol
 
 from .timeutil import now_iso
@@ -46,7 +49,7 @@ import structlog
 
 from .calls import ACTING, Call, CallContext, Door, ServiceAccess
 from .auditing import AuditRecorder
-from .principals import ALSO, AUDIT_TARGETS, AUDITED, CONFIRMED_BY, METHOD_SCOPES, OWNER, Principal
+from .principals import ALSO, AUDIT_TARGETS, AUDITED, CONFIRMED_BY, METHOD_SCOPES, OWNER, Principal, acting_for
 from .errors import (
     Forbidden,
     InternalError,
@@ -117,11 +120,20 @@ class Dispatcher:
             raise NotFound(f"agent not found: {agent}", {"agentId": agent})
         return params
 
+    @staticmethod
+    def acting(call: Call) -> Call:
+        """`call` as the principal it acts as: a front-end's request for one of its users (scope `proxy`)
+        narrowed to that user's agent (principals.acting_for); any other call as it came."""
+        if call.for_user is None:
+            return call
+        return replace(call, principal=acting_for(call.principal, call.for_user.user))
+
     def _validated(self, call: Call, spec: MethodSpec) -> Any:
         return self.reach(call.principal, spec, spec.params.validate(call.params))
 
     async def perform(self, call: Call) -> Any:
         """Run `call` to its result; every failure raises as a JarvisError."""
+        call = self.acting(call)
         acting = ACTING.set(call.principal)
         checked: Any = None  # the params as the schema took them (what the audit may name)
         ok = False
@@ -172,6 +184,7 @@ class Dispatcher:
     def perform_now(self, call: Call, spec: MethodSpec) -> Any:
         """`perform` for a method that never waits (`spec.waits` False, found with `find`): no task, no
         request scope (such a handler cannot open an agent)."""
+        call = self.acting(call)
         try:
             return spec.handler(self._context(call), self._validated(call, spec))
         except Exception as exc:

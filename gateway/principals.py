@@ -218,6 +218,44 @@ def owner() -> Principal:
     return Principal(OWNER, None, IMPLIES["admin"], "", "1970-01-01T00:00:00.000Z")
 
 
+# ---- a front-end acting for its users (scope `proxy`, /v1) ---------------------------------------------
+_USER_AGENT = re.compile(r"[A-Za-z0-9._-]{1,59}")
+_OLD_DIGEST = re.compile(r"[0-9A-Fa-f]{24}")
+
+
+def _digest24(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def agent_for_user(user: str) -> str:
+    """The agent of a front-end's user. Two name spaces that never meet: a name of `[A-Za-z0-9._-]` (up to
+    59) is `user.<name>`; any other name is `user_<sha256[:24]>` — a literal's agent always starts
+    `user.`, a digest's `user_`, so no user can name themselves into another's agent. A literal shaped
+    like 24 hex digits is digested too: before, digests were `user.<hex>`, and such a name would land in
+    the agent of whoever's name digested to it (those agents stay on disk, the owner's to reach)."""
+    if _USER_AGENT.fullmatch(user) and not _OLD_DIGEST.fullmatch(user):
+        return "user." + user
+    return "user_" + _digest24(user)
+
+
+def anonymous_agent(principal: str) -> str:
+    """The agent of a front-end's requests that name no user (Open WebUI's title and tag tasks): one of
+    the front-end's own, `anon.<principal>` (`anon_<sha256[:24]>` for a name past 59 characters) —
+    never a person's memory, nor the agent the key was made on."""
+    return "anon." + principal if len(principal) <= 59 else "anon_" + _digest24(principal)
+
+
+def acting_for(principal: Principal, user: str | None) -> Principal:
+    """Who a front-end's request for its `user` acts as. A principal with scope `proxy` acts for that user
+    only: in the user's own agent (made on first use, within agents.max), and nothing else; a request that
+    names no user (a front-end's own title and tag tasks) acts in the front-end's anonymous agent, never a
+    person's memory nor the agent the key was made on. Without the scope, and for the owner: itself (the
+    `user` then picks a session only)."""
+    if principal.name == OWNER or not principal.may("proxy"):
+        return principal
+    return replace(principal, agents=(anonymous_agent(principal.name) if user is None else agent_for_user(user),))
+
+
 def granted_by(scopes: Iterable[str]) -> frozenset[str]:
     """Every scope `scopes` bring with them (admin: read, write, chat and admin)."""
     out = set(scopes)

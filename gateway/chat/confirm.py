@@ -27,7 +27,7 @@ aborted and the call never ran.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 import structlog
 
@@ -36,13 +36,14 @@ from ..errors import JarvisError
 from ..memory.secrets import mask
 from ..neterrors import short
 from ..tools.catalog import CATALOG, Caller, ToolError, ToolOutcome, parse_arguments
+from .events import ConfirmAsked
 from .runs import Run
 from .stream import ToolCall
 from .tools import shown_arguments
 
 log = structlog.get_logger("gateway.chat")
 
-Ask = Callable[[Run, dict[str, Any]], None]  # emit a chat.confirm event of the run
+Ask = Callable[[Run, ConfirmAsked], None]  # tell the run's chat.confirm
 
 
 def policy_of(config: Config, tool: str) -> str:
@@ -105,14 +106,7 @@ class Guard:
         self.waiting[key] = fut
         try:
             self.ask(
-                run,
-                {
-                    "callId": call.id,
-                    "name": call.name,
-                    "arguments": shown_arguments(call.arguments),
-                    "summary": summary,
-                    "timeoutSeconds": chat.confirm_seconds,
-                },
+                run, ConfirmAsked(call.id, call.name, shown_arguments(call.arguments), summary, chat.confirm_seconds)
             )
             allowed = await asyncio.wait_for(fut, chat.confirm_seconds)
         except TimeoutError:

@@ -1,12 +1,13 @@
 """How a chat run ends: every line durable before it is told.
 
-    finish = Finish(sessions, provider, memory, error_code, end)
-    await finish.final(run, recalled, usage, truncated)    # the reply saved, then chat.final
-    await finish.aborted(run)                              # the partial saved (marked aborted), then chat.aborted
-    await finish.failed(run, exc)                          # chat.error with the error's JSON-RPC code
-    await finish.crashed(run, exc)                         # a bug or the disk: chat.error, logged with an errorId
+    finish = Finish(sessions, provider, memory, end)
+    await finish.final(run, recalled, usage, truncated)    # the reply saved, then Final
+    await finish.aborted(run)                              # the partial saved (marked aborted), then Aborted
+    await finish.failed(run, exc)                          # Failed, carrying the domain error
+    await finish.crashed(run, exc)                         # a bug or the disk: Failed, logged with an errorId
 
-`end(run, method, **params)` is the run's last event (the runner releases the run's claim first). The
+`end(run, event)` is the run's last event, typed (chat/events.py; the runner releases the run's claim
+first, then tells the run's handle and the session's subscribers). The
 reply keeps what was recalled and what the tools found (memory/present.py's references), so history
 can show it later; a relayed request with capture off writes nothing.
 """
@@ -22,6 +23,7 @@ from ..errors import InternalError, JarvisError, Unavailable, out_of_descriptors
 from ..memory.present import reference
 from ..sessions import transcript as tx
 from ..storage.base import SessionStore
+from .events import Aborted, End, Failed, Final
 from .providers import ChatProvider
 from .runs import Run
 from .stream import Usage
@@ -31,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = structlog.get_logger("gateway.chat")
 
-End = Callable[..., Awaitable[None]]  # end(run, method, **params): the run's last event
+EndOf = Callable[[Run, End], Awaitable[None]]  # end(run, event): the run's last event
 
 
 def reply_marks(provider: ChatProvider) -> dict[str, Any]:
@@ -48,17 +50,13 @@ class Finish:
         sessions: SessionStore,
         provider: ChatProvider,
         memory: "MemoryService | None",
-        error_code: Callable[[JarvisError], int],
-        end: End,
+        end: EndOf,
         unreachable: Callable[[BaseException], Unavailable | None] = lambda exc: None,
     ):
         self.sessions = sessions
         self.unreachable = unreachable  # the engine's "database cannot be reached" (Storage.unreachable)
         self.provider = provider
         self.memory = memory
-        # The JSON-RPC code a chat.error event carries for an error (PROTOCOL.md §4): the wire layer's
-        # table (protocol.code_of), handed in so that the chat layer does not depend on the wire.
-        self.error_code = error_code
         self.end = end
 
     async def final(self, run: Run, recalled: list[dict[str, Any]], usage: Usage | None, truncated: bool) -> None:
@@ -87,7 +85,7 @@ class Finish:
         run.finalizing = True
         if run.capture:
             await self.sessions.append_messages(run.session_key, *run.pending, rec)
-        await self.end(run, "chat.final", **final)
+        await self.end(run, Final(final))
         self._sync(run)
 
     async def aborted(self, run: Run) -> None:
@@ -110,17 +108,14 @@ class Finish:
                 await self.sessions.append_messages(key, *run.pending, rec)
             except Exception as exc:
                 log.error("could not keep partial reply", session=key, run=run.run_id, error=str(exc))
-        await self.end(
-            run, "chat.aborted", partial=partial, **({"reason": run.abort_reason} if run.abort_reason else {})
-        )
+        await self.end(run, Aborted(partial, run.abort_reason))
         log.info("chat run aborted", session=key, run=run.run_id)
         self._sync(run)  # the user message is in the transcript, partial reply or not
 
     async def failed(self, run: Run, exc: JarvisError) -> None:
         retryable = bool((exc.data or {}).get("retryable", False))
-        code = self.error_code(exc)  # the event carries the JSON-RPC code of the error (PROTOCOL.md §4)
-        await self.end(run, "chat.error", error={"code": code, "message": exc.message, "retryable": retryable})
-        log.warning("chat run failed", session=run.session_key, run=run.run_id, code=code, error=exc.message)
+        await self.end(run, Failed(exc, retryable))
+        log.warning("chat run failed", session=run.session_key, run=run.run_id, error=exc.message)
 
     async def crashed(self, run: Run, exc: Exception) -> None:
         down = self.unreachable(exc)
@@ -128,18 +123,14 @@ class Finish:
         if busy is not None:  # the database is away, or every descriptor in use: retryable once back
             why = "the database cannot be reached" if down is not None else "out of file descriptors"
             log.warning(f"chat run failed: {why}", session=run.session_key, run=run.run_id, error=str(exc)[:200])
-            await self.end(
-                run, "chat.error", error={"code": self.error_code(busy), "message": busy.message, "retryable": True}
-            )
+            await self.end(run, Failed(busy, True))
             return
         error_id = uuid.uuid4().hex[:12]
         log.error("chat run crashed", session=run.session_key, run=run.run_id, errorId=error_id, exc_info=exc)
         retryable = isinstance(exc, OSError)
         msg = f"could not save the reply: {exc.strerror}" if isinstance(exc, OSError) else "internal error"
         crash = InternalError(f"{msg} (errorId {error_id})")
-        await self.end(
-            run, "chat.error", error={"code": self.error_code(crash), "message": crash.message, "retryable": retryable}
-        )
+        await self.end(run, Failed(crash, retryable))
 
     def _sync(self, run: Run) -> None:
         if self.memory is not None and run.capture:

@@ -32,12 +32,13 @@ from .providers import ChatProvider, ToolsRejected
 from .runs import Run
 from .stream import Delta, ToolCalls, Usage
 from .confirm import Guard
+from .events import Said, ToolCalled, Told
 from .tools import MAX_CALLS_PER_STEP, ChatTools, bound_calls, plain, shown_arguments, tool_calls_message
 from .upstream import checked
 
 log = structlog.get_logger("gateway.chat")
 
-Emit = Callable[..., None]  # emit(run, method, **params): one event of the run
+Emit = Callable[[Run, Told], None]  # emit(run, event): one event of the run (chat/events.py)
 
 
 class TurnLoop:
@@ -75,7 +76,7 @@ class TurnLoop:
                     room -= len(text)
                     if text:
                         run.parts.append(text)
-                        self.emit(run, "chat.delta", delta=text)
+                        self.emit(run, Said(text))
                     if room <= 0:
                         log.warning(
                             "chat reply cut at chat.maxReplyChars",
@@ -145,7 +146,7 @@ class TurnLoop:
             note = note[:room]
             if note:
                 run.parts.append(note)
-                self.emit(run, "chat.delta", delta=note)
+                self.emit(run, Said(note))
         return usage, False
 
     async def _tool_step(
@@ -166,7 +167,7 @@ class TurnLoop:
         messages.append({"role": "assistant", "content": text or None, "tool_calls": wire})
         for i, call in enumerate(calls.calls):
             shown = shown_arguments(call.arguments)
-            self.emit(run, "chat.tool", callId=call.id, name=call.name, arguments=shown, status="running", summary=None)
+            self.emit(run, ToolCalled(call.id, call.name, shown, "running"))
             outcome = refused[i]
             if outcome is None and i >= MAX_CALLS_PER_STEP:
                 outcome = ToolOutcome(
@@ -182,15 +183,7 @@ class TurnLoop:
                     CONFIRMED_BY.reset(said)
                     run.confirmed_by = None
             run.found += outcome.memory
-            self.emit(
-                run,
-                "chat.tool",
-                callId=call.id,
-                name=call.name,
-                arguments=shown,
-                status="error" if outcome.error else "ok",
-                summary=outcome.summary,
-            )
+            self.emit(run, ToolCalled(call.id, call.name, shown, "error" if outcome.error else "ok", outcome.summary))
             marks: dict[str, Any] = {tx.REMEMBER_FIELD: False}
             if outcome.error:
                 marks["error"] = True

@@ -2,14 +2,14 @@
 method): the same recall, events and transcript as `chat.send`, but the prompt is the client's and the
 answer is the upstream's own (`ChatProvider.relay`).
 
-    turn = RelayedTurn(request, memory=True, capture=True, sink=door_channel)
-    await agent.chat.relay(session_for(request), turn)     # {runId, status}; the run streams into `sink`
+    turn = RelayedTurn(request, memory=True, capture=True)
+    handle = await agent.chat.relay(session_for(request), turn)   # the run's events (chat/events.py)
 
 `RELAY_REQUEST` is the request's schema, checked as far as the gateway relies on it (the rest is the
-upstream's to judge), so the dispatcher validates it before anything touches it. The door holds the
-other end (`RelaySink`): it receives the upstream's chunks (or its completion object) as they came, and
-its refusal, to answer in the door's shape; the run's events reach it as they reach a WebSocket
-subscriber of the session.
+upstream's to judge), so the dispatcher validates it before anything touches it. The run's handle
+(chat/events.py) tells the door what was recalled, the upstream's chunks (or its completion object) as
+they came, and the run's end (its refusal is a Failed carrying the UpstreamError), to answer in the
+door's shape; the session's subscribers hear the run as for any chat run.
 
 Which session: the door's `X-Jarvis-Session`, else the `user` field (`openai:user:<user>`), else one per
 conversation, found by its history (`Threads`): a request whose history is what an earlier turn said and
@@ -28,11 +28,12 @@ import re
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable
 
 from ..errors import Invalid
 from ..memory.present import prompt_section
 from ..schema import Field, text_problem
+from .events import Chunk, Completed, Recalled, RunHandle
 from .providers import UpstreamError
 from .stream import Delta, Usage
 from .upstream import content_text
@@ -126,44 +127,6 @@ def session_for(request: dict[str, Any], threads: "Threads") -> str:
     if user:
         return "openai:user:" + (user if _USER_KEY.fullmatch(user) else _digest(user))
     return threads.find(request["messages"])
-
-
-_USER_AGENT = re.compile(r"[A-Za-z0-9._-]{1,59}")
-PROXY_USER_HEADERS = ("x-openwebui-user-id", "x-openwebui-user-name")  # Open WebUI's forwarded user
-
-
-def proxied_user(request: dict[str, Any], headers: Any) -> str | None:
-    """Whom a front-end acting for its users (scope `proxy`) sends this request for: the request's `user`,
-    else the forwarded-user header Open WebUI sends (ENABLE_FORWARD_USER_INFO_HEADERS); None when neither."""
-    user = request.get("user")
-    if isinstance(user, str) and user.strip():
-        return user.strip()
-    for name in PROXY_USER_HEADERS:
-        value = headers.get(name)
-        if isinstance(value, str) and value.strip():
-            return value.strip()[:512]
-    return None
-
-
-_OLD_DIGEST = re.compile(r"[0-9A-Fa-f]{24}")
-
-
-def agent_for_user(user: str) -> str:
-    """The agent of a front-end's user. Two name spaces that never meet: a name of `[A-Za-z0-9._-]` (up to
-    59) is `user.<name>`; any other name is `user_<sha256[:24]>` — a literal's agent always starts
-    `user.`, a digest's `user_`, so no user can name themselves into another's agent. A literal shaped
-    like 24 hex digits is digested too: before, digests were `user.<hex>`, and such a name would land in
-    the agent of whoever's name digested to it (those agents stay on disk, the owner's to reach)."""
-    if _USER_AGENT.fullmatch(user) and not _OLD_DIGEST.fullmatch(user):
-        return "user." + user
-    return "user_" + _digest(user)[:24]
-
-
-def anonymous_agent(principal: str) -> str:
-    """The agent of a front-end's requests that name no user (Open WebUI's title and tag tasks): one of
-    the front-end's own, `anon.<principal>` (`anon_<sha256[:24]>` for a name past 59 characters) —
-    never a person's memory, nor the agent the key was made on."""
-    return "anon." + principal if len(principal) <= 59 else "anon_" + _digest(principal)[:24]
 
 
 def opening(messages: list[dict[str, Any]]) -> str:
@@ -313,27 +276,6 @@ def with_memory(messages: list[dict[str, Any]], recalled: list[dict[str, Any]]) 
     return [{"role": "system", "content": note}, *messages]
 
 
-@runtime_checkable
-class RelaySink(Protocol):
-    """The door's end of a relayed request."""
-
-    async def chunk(self, obj: dict[str, Any]) -> None:
-        """One chunk of the upstream's stream, as it came (may wait for a slow client, or raise)."""
-
-    def recalled(self, hits: list[dict[str, Any]]) -> None:
-        """What memory recalled into the request, before the upstream is asked."""
-
-    def completed(self, obj: dict[str, Any]) -> None:
-        """The upstream's completion object (a request without `stream`)."""
-
-    def refused(self, exc: UpstreamError) -> None:
-        """The upstream's failure, for the door to answer with its status and error."""
-
-    def noted(self, note: str) -> None:
-        """Something of the request the gateway left out (a hosted tool a chat upstream cannot run), for
-        the answer to say (`jarvis.notes`)."""
-
-
 @dataclass
 class RelayedTurn:
     """One relayed request as the chat runner sees it."""
@@ -341,7 +283,8 @@ class RelayedTurn:
     request: dict[str, Any]  # validated by RELAY_REQUEST
     memory: bool  # recall memory into the client's system prompt
     capture: bool  # write the user message and the reply to the session's transcript
-    sink: RelaySink
+    # what the run tells its starter (the door): made by the runner when it starts the run
+    events: RunHandle = field(default_factory=lambda: RunHandle(0.0))
     # told the whole reply once the upstream has sent it all (Threads.remember, by the method)
     answered: Callable[[str], None] | None = field(default=None)
 
@@ -359,28 +302,24 @@ class RelayedTurn:
     async def stream(
         self, provider: "ChatProvider", recalled: list[dict[str, Any]]
     ) -> AsyncGenerator[Delta | Usage, None]:
-        """The run's source: the upstream's answer; chunks go to the sink, their text to the run."""
+        """The run's source: the upstream's answer; its chunks go to the run's handle, their text to the run."""
         body = {**self.request, "messages": with_memory(self.request["messages"], recalled)}
-        self.sink.recalled(recalled)
+        self.events.tell(Recalled(recalled))
         reply: list[str] = []
-        try:
-            answer = await provider.relay(body, recalled)
-            if not self.request.get("stream"):
-                completion = _checked(answer, "completion")
-                self.sink.completed(completion)
-                for item in _items(completion):
-                    reply.append(_text(item))
-                    yield item
-            else:
-                async with contextlib.aclosing(answer) as chunks:
-                    async for chunk in chunks:
-                        await self.sink.chunk(_checked(chunk, "chunk"))
-                        for item in _items(chunk):
-                            reply.append(_text(item))
-                            yield item
-        except UpstreamError as exc:
-            self.sink.refused(exc)
-            raise
+        answer = await provider.relay(body, recalled)
+        if not self.request.get("stream"):
+            completion = _checked(answer, "completion")
+            self.events.tell(Completed(completion))
+            for item in _items(completion):
+                reply.append(_text(item))
+                yield item
+        else:
+            async with contextlib.aclosing(answer) as chunks:
+                async for chunk in chunks:
+                    await self.events.put(Chunk(_checked(chunk, "chunk")))
+                    for item in _items(chunk):
+                        reply.append(_text(item))
+                        yield item
         if self.answered is not None:
             self.answered("".join(reply))
 

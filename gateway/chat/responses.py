@@ -22,180 +22,30 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncGenerator
 
 import structlog
 
 from ..errors import Invalid
-from ..schema import SESSION_KEY, Field, text_problem
+from .events import Chunk, Completed, Noted, Recalled
 from .providers import OfflineResponder, UpstreamError
-from .relay import RelayedTurn, _items, check_model, opening
+from .relay import RelayedTurn, Threads, _items, session_for, side_request
 from .respevents import DONE, ResponseEvents, new_id
-from .restools import HOSTED_ITEMS, ChatTools, chat_tools, tool_choice
+from .restools import ChatTools, chat_tools, tool_choice
 from .stream import Delta, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..storage.base import ResponseStore
     from .providers import ChatProvider
 
-ITEM_TYPES = (
-    "message",
-    "function_call",
-    "function_call_output",
-    "custom_tool_call",
-    "custom_tool_call_output",
-    "tool_search_call",
-    "tool_search_output",
-    "additional_tools",
-    "reasoning",
-    *sorted(HOSTED_ITEMS),
-)
-MESSAGE_ROLES = ("user", "assistant", "system", "developer")
-TOOL_CHOICES = ("auto", "none", "required")
-_KEY = re.compile(SESSION_KEY)
 log = structlog.get_logger("gateway.chat")
 # fields of the request that go to a chat completions upstream as they are
 _PASSED = ("temperature", "top_p", "parallel_tool_calls", "user", "metadata", "seed")
 
 
-class ResponsesRequest(Field):
-    """A Responses API request body, checked as far as the gateway relies on it (the rest is the upstream's
-    to judge): `model`, `input`, `instructions`, `tools`, `tool_choice`, `previous_response_id`,
-    `conversation`, `store`, `stream`, `user`."""
-
-    json_type = "object"
-
-    def validate(self, value: Any, path: str) -> Any:
-        def at(name: str) -> str:
-            return f"{path}.{name}" if path else name
-
-        check_model(value, path)
-        given = value.get("input")
-        if given is None:
-            raise Invalid("required, a string or a list of input items", field=at("input"))
-        if isinstance(given, str):
-            if not given:
-                raise Invalid("must not be empty", field=at("input"))
-        elif isinstance(given, list) and given:
-            for i, item in enumerate(given):
-                _check_item(item, at(f"input[{i}]"))
-        else:
-            raise Invalid("must be a string or a non-empty list of input items", field=at("input"))
-        for name in ("instructions", "previous_response_id", "user"):
-            if value.get(name) is not None and not isinstance(value[name], str):
-                raise Invalid("must be a string", field=at(name))
-        for name in ("stream", "store"):
-            if not isinstance(value.get(name, False), bool):
-                raise Invalid("must be true or false", field=at(name))
-        conversation = value.get("conversation")
-        if conversation is not None:
-            cid = conversation.get("id") if isinstance(conversation, dict) else conversation
-            where = at("conversation.id") if isinstance(conversation, dict) else at("conversation")
-            if not isinstance(cid, str) or not _KEY.fullmatch(cid):
-                raise Invalid("must be a conversation id, [A-Za-z0-9._:-]{1,128} (it names the session)", field=where)
-        tools = value.get("tools")
-        if tools is not None:
-            if not isinstance(tools, list):
-                raise Invalid("must be a list of tools", field=at("tools"))
-            for i, tool in enumerate(tools):
-                _check_tool(tool, at(f"tools[{i}]"))
-        choice = value.get("tool_choice")
-        if choice is not None:
-            if isinstance(choice, str):
-                if choice not in TOOL_CHOICES:
-                    raise Invalid(f"must be one of {', '.join(TOOL_CHOICES)}, or an object", field=at("tool_choice"))
-            elif not isinstance(choice, dict) or not isinstance(choice.get("type"), str):
-                raise Invalid("must be auto, none, required, or an object with a `type`", field=at("tool_choice"))
-            elif choice["type"] in ("function", "custom") and not isinstance(choice.get("name"), str):
-                raise Invalid("required, the function's name", field=at("tool_choice.name"))
-        # What the gateway keeps follows the text rule of every method's params (schema.py): the user's
-        # messages (the transcript, the session's label), the model and user names.
-        for where, text in _kept_texts(value):
-            problem = text_problem(text)
-            if problem:
-                raise Invalid(problem, field=at(where))
-        return value
-
-
-def _check_item(item: Any, where: str) -> None:
-    if not isinstance(item, dict):
-        raise Invalid("must be an object", field=where)
-    kind = item.get("type", "message" if "role" in item else None)
-    if kind not in ITEM_TYPES:
-        raise Invalid(f"type must be one of {', '.join(ITEM_TYPES)}", field=f"{where}.type")
-    if kind == "message":
-        if item.get("role") not in MESSAGE_ROLES:
-            raise Invalid(f"must be one of {', '.join(MESSAGE_ROLES)}", field=f"{where}.role")
-        content = item.get("content")
-        if not (isinstance(content, str) or (isinstance(content, list) and all(isinstance(p, dict) for p in content))):
-            raise Invalid("must be a string or a list of content parts", field=f"{where}.content")
-    elif kind in ("function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"):
-        if not isinstance(item.get("call_id"), str) or not item["call_id"]:
-            raise Invalid("required, the call's id (a non-empty string)", field=f"{where}.call_id")
-        if kind in ("function_call", "custom_tool_call"):
-            if not isinstance(item.get("name"), str) or not item["name"]:
-                raise Invalid("required, the tool's name", field=f"{where}.name")
-            if item.get("namespace") is not None and not isinstance(item["namespace"], str):
-                raise Invalid("must be a string (the namespace tool's name)", field=f"{where}.namespace")
-            argument = "arguments" if kind == "function_call" else "input"
-            if not isinstance(item.get(argument), str):
-                rule = "the arguments as JSON" if kind == "function_call" else "the tool's raw input"
-                raise Invalid(f"must be a string ({rule})", field=f"{where}.{argument}")
-        else:
-            output = item.get("output")
-            if not (isinstance(output, str) or (isinstance(output, list) and all(isinstance(p, dict) for p in output))):
-                raise Invalid("must be a string or a list of content parts", field=f"{where}.output")
-    elif kind in ("tool_search_call", "tool_search_output"):
-        if item.get("call_id") is not None and not isinstance(item["call_id"], str):
-            raise Invalid("must be a string, the call's id", field=f"{where}.call_id")
-    if kind in ("tool_search_output", "additional_tools"):
-        tools = item.get("tools")
-        if not isinstance(tools, list):
-            raise Invalid("must be a list of tools", field=f"{where}.tools")
-        for k, tool in enumerate(tools):
-            _check_tool(tool, f"{where}.tools[{k}]")
-
-
-def _check_tool(tool: Any, where: str) -> None:
-    """A tool as far as the gateway reads it: a type; a function's or custom tool's name (and a function's
-    parameters, an object); a namespace's name and its tools (each checked alike)."""
-    if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
-        raise Invalid("must be an object with a `type`", field=where)
-    kind = tool["type"]
-    if kind in ("function", "custom", "namespace") and (not isinstance(tool.get("name"), str) or not tool["name"]):
-        raise Invalid(f"required, the {kind}'s name", field=f"{where}.name")
-    if kind == "function" and tool.get("parameters") is not None and not isinstance(tool["parameters"], dict):
-        raise Invalid("must be a JSON Schema object", field=f"{where}.parameters")
-    if kind == "custom" and tool.get("format") is not None and not isinstance(tool["format"], dict):
-        raise Invalid(
-            "must be an object ({type: text} or {type: grammar, syntax, definition})", field=f"{where}.format"
-        )
-    if kind == "namespace":
-        tools = tool.get("tools")
-        if not isinstance(tools, list) or not tools:
-            raise Invalid("must be a non-empty list of the namespace's tools", field=f"{where}.tools")
-        for k, each in enumerate(tools):
-            _check_tool(each, f"{where}.tools[{k}]")
-
-
-def _kept_texts(value: dict[str, Any]) -> list[tuple[str, str]]:
-    out = [(name, value[name]) for name in ("model", "user", "instructions") if isinstance(value.get(name), str)]
-    given = value["input"]
-    if isinstance(given, str):
-        return [*out, ("input", given)]
-    for i, item in enumerate(given):
-        if item.get("role") == "user":
-            content = item.get("content")
-            out.append((f"input[{i}].content", content if isinstance(content, str) else _parts_text(content)))
-    return out
-
-
-RESPONSES_REQUEST = ResponsesRequest(description="an OpenAI Responses API request body")
-
-
-def _parts_text(parts: Any) -> str:
+# ---- the request read ----------------------------------------------------------------------------------
+def parts_text(parts: Any) -> str:
     """The text of a list of content parts (input_text, output_text, text); other parts have none."""
     if not isinstance(parts, list):
         return ""
@@ -275,7 +125,7 @@ def as_messages(
             call(item.get("call_id") or "", offered.chat_name("tool_search", None, "tool_search"), text)
         elif kind in ("function_call_output", "custom_tool_call_output"):
             given = item["output"]
-            output(item["call_id"], given if isinstance(given, str) else _parts_text(given))
+            output(item["call_id"], given if isinstance(given, str) else parts_text(given))
         elif kind == "tool_search_output":
             found = [{k: t.get(k) for k in ("type", "name", "description") if k in t} for t in item["tools"]]
             output(item.get("call_id") or "", json.dumps({"tools": found}, ensure_ascii=False))
@@ -388,7 +238,7 @@ class RespondedTurn(RelayedTurn):
     ) -> AsyncGenerator[Delta | Usage, None]:
         from .relay import with_memory
 
-        self.sink.recalled(recalled)
+        self.events.tell(Recalled(recalled))
         streamed = bool(self.responses.get("stream"))
         events = ResponseEvents(self.response_id, self.responses["model"], self.responses)
         reply: list[str] = []
@@ -397,7 +247,7 @@ class RespondedTurn(RelayedTurn):
         async def tell(batch: list[dict[str, Any]]) -> None:
             if streamed:
                 for event in batch:
-                    await self.sink.chunk(event)
+                    await self.events.put(Chunk(event))
 
         try:
             source: AsyncGenerator[Any, None] | None = None
@@ -436,7 +286,7 @@ class RespondedTurn(RelayedTurn):
                 offline = isinstance(provider, OfflineResponder)  # it calls no tool: any tool list will do
                 offered = chat_tools(self.responses, self.items, strict=not offline)
                 for note in offered.notes:
-                    self.sink.noted(note)
+                    self.events.tell(Noted(note))
                 if offered.notes:
                     log.info("responses_tools_left_out", response=self.response_id, notes=offered.notes)
                 events.offered = offered
@@ -457,9 +307,6 @@ class RespondedTurn(RelayedTurn):
                             yield item
                 await tell(events.finish())
             finished = True
-        except UpstreamError as exc:
-            self.sink.refused(exc)
-            raise
         except GeneratorExit:  # the run stopped reading: the reply was cut at chat.maxReplyChars
             if not events.done:
                 await tell(events.close_open("incomplete"))
@@ -472,7 +319,7 @@ class RespondedTurn(RelayedTurn):
 
     async def _keep(self, response: dict[str, Any], streamed: bool) -> None:
         if not streamed:
-            self.sink.completed(response)
+            self.events.tell(Completed(response))
         if self.store is not None and self.responses.get("store", True):
             try:
                 await self.store.put(Stored(response, [*self.items, *response.get("output", [])], self.session))
@@ -493,6 +340,44 @@ def _event_items(event: dict[str, Any]) -> list[Delta | Usage]:
     return []
 
 
-def chat_text_of(items: list[dict[str, Any]]) -> str:
-    """The conversation's opening user message among items (names a new session; relay.opening)."""
-    return opening(as_messages(items, None))
+# ---- the request as a turn ---------------------------------------------------------------------------
+async def responses_turn(
+    request: dict[str, Any],
+    *,
+    session: str | None,
+    memory: bool,
+    capture: bool,
+    store: KeptResponses | None,
+    threads: Threads,
+) -> tuple[str, RespondedTurn, bool]:
+    """A Responses request (RESPONSES_REQUEST, validated) as a relayed turn → (its session, the turn, whether
+    it is a client's side request: kept out of the sessions). Its items are the previous response's input and
+    output (`previous_response_id`, kept in `store`; Invalid naming the field when not kept), then its own; its
+    session is `session` (the door's header), else its `conversation`, else the previous response's, else
+    found as for chat completions (relay.session_for)."""
+    items = input_items(request)
+    previous = None
+    if request.get("previous_response_id") is not None:
+        previous = await store.get(request["previous_response_id"]) if store is not None else None
+        if previous is None:
+            raise Invalid(not_kept(store, request["previous_response_id"]), field="request.previous_response_id")
+        items = [*previous.items, *items]
+    chat = {"model": request["model"], "messages": as_messages(items, request.get("instructions"))}
+    if request.get("user"):
+        chat["user"] = request["user"]
+    named = session or conversation_of(request) or (previous.session if previous else None)
+    key = named or session_for(chat, threads)
+    text = request.get("text")
+    side = (
+        not named
+        and not request.get("user")
+        and side_request(chat["messages"], request.get("tools"), text.get("format") if isinstance(text, dict) else None)
+    )
+    turn = RespondedTurn(chat, memory=memory, capture=capture and not side, responses=request, items=items, store=store)
+    turn.session = key if turn.capture else None
+    return key, turn, side
+
+
+def not_kept(store: KeptResponses | None, response_id: str) -> str:
+    """Why `response_id` is not found (the limits that may have dropped it)."""
+    return store.not_kept(response_id) if store is not None else f"no response {response_id!r} is kept here"

@@ -41,6 +41,7 @@ from ..storage.base import RunLedger, SessionStore
 from ..tasks import log_failure
 from .compaction import Compactor
 from .confirm import Guard
+from .events import Aborted, End, RunHandle, Told
 from .finish import Finish
 from .loop import TurnLoop
 from .prompt import Prompts
@@ -94,7 +95,7 @@ class ChatService:
             Guard(
                 config,
                 tools.caller,
-                self._ask,
+                self._emit,
                 lambda run: bus.answerers(topic(run.session_key)),
                 (lambda run: watched_elsewhere(topic(run.session_key))) if watched_elsewhere is not None else None,
             )
@@ -102,7 +103,10 @@ class ChatService:
             else None
         )
         self.loop = TurnLoop(config, provider, tools, sessions, self._emit, self.guard)
-        self.finish = Finish(sessions, provider, memory, error_code, self._end, unreachable)
+        # The JSON-RPC code a chat.error notification carries for an error (PROTOCOL.md §4): the wire
+        # layer's table (protocol.code_of), handed in so that the chat layer does not depend on the wire.
+        self.error_code = error_code
+        self.finish = Finish(sessions, provider, memory, self._end, unreachable)
         self._background: set[asyncio.Task[Any]] = set()
         self.threads = Threads(shared=ledger.shared)  # which session a /v1 conversation is in, by its history
         self.responses = responses  # /v1/responses kept: the storage engine's (None: none kept)
@@ -122,9 +126,13 @@ class ChatService:
         """Start a run answering `message`."""
         return await self._start(session_key, idempotency_key, message=message)
 
-    async def relay(self, session_key: str, turn: RelayedTurn) -> dict[str, Any]:
-        """Start a run relaying a request of the OpenAI-compatible door (chat/relay.py)."""
-        return await self._start(session_key, None, message=turn.user_text, relay=turn)
+    async def relay(self, session_key: str, turn: RelayedTurn) -> RunHandle:
+        """Start a run relaying a request of the OpenAI-compatible door (chat/relay.py) → its handle, whose
+        events (chat/events.py) the door renders."""
+        turn.events = RunHandle(self.config.server.slow_consumer_seconds)
+        started = await self._start(session_key, None, message=turn.user_text, relay=turn)
+        turn.events.run_id, turn.events.session_key, turn.events.captured = started["runId"], session_key, turn.capture
+        return turn.events
 
     async def regenerate(self, session_key: str, message_id: str, idempotency_key: str | None) -> dict[str, Any]:
         """A new version of the session's last reply (`message_id`: any version of it)."""
@@ -150,7 +158,7 @@ class ChatService:
             slots.refuse_if_busy(session_key)
             run = Run(run_id=str(uuid.uuid4()), session_key=session_key, principal=self.acting())
             if relay is not None:
-                run.capture = relay.capture
+                run.capture, run.handle = relay.capture, relay.events
             if run.capture and not await self.sessions.exists(session_key):
                 raise NotFound(f"session not found: {session_key}", {"sessionKey": session_key})
             if regenerate is not None:
@@ -212,7 +220,7 @@ class ChatService:
         if task.cancelled():  # before its first step: _end never ran
             if self.slots.ledger.shared:
                 self._spawn(self.slots.ledger.release(run.session_key, run.run_id))
-            self._emit(run, "chat.aborted", partial="")
+            self._emit(run, Aborted(""))
             if self.memory is not None:
                 self.memory.schedule_session_sync(run.session_key)
 
@@ -323,18 +331,20 @@ class ChatService:
         except Exception:  # the next turn tries again; the transcript is untouched
             log.exception("compaction failed", session=key)
 
-    async def _end(self, run: Run, method: str, **params: Any) -> None:
+    async def _end(self, run: Run, event: End) -> None:
         """The run's last event. A run other gateways can see is released first, so that a client
         answering chat.final at once through another gateway finds the session free."""
         await self.slots.release(run, self._spawn)
-        self._emit(run, method, **params)
+        self._emit(run, event)
 
-    def _ask(self, run: Run, params: dict[str, Any]) -> None:
-        self._emit(run, "chat.confirm", **params)
-
-    def _emit(self, run: Run, method: str, **params: Any) -> None:
-        event = {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params}
-        self.bus.publish(self.topic(run.session_key), method, event)
+    def _emit(self, run: Run, event: Told) -> None:
+        """One event of the run: to the session's subscribers on every gateway (its notification, numbered
+        by `seq`), and to the run's handle when its starter reads one (a relayed request)."""
+        method, params = event.notification(self.error_code)
+        told = {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params}
+        self.bus.publish(self.topic(run.session_key), method, told)
+        if run.handle is not None:
+            run.handle.tell(event)
 
     async def _run(self, run: Run, user_text: str, relay: RelayedTurn | None = None) -> None:
         key = run.session_key

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import structlog
 
@@ -27,6 +27,9 @@ from ..errors import RunActive
 from ..principals import Principal
 from ..storage.base import RunLedger
 from ..tasks import KeyedLocks
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .events import RunHandle
 
 log = structlog.get_logger("gateway.chat")
 
@@ -50,6 +53,7 @@ class Run:
     destructive: int = 0  # destructive tool calls asked or allowed so far (chat.maxDestructivePerRun)
     principal: Principal | None = None  # who started it (chat.confirm: it, or a writer of its agent, answers)
     confirmed_by: str | None = None  # who allowed the destructive call about to run (its audit entry says)
+    handle: "RunHandle | None" = None  # a relayed request's: the door reads the run's events from it
 
     def next_seq(self) -> int:
         self.seq += 1

@@ -77,8 +77,15 @@ HTTP_ERRORS: tuple[tuple[type[e.JarvisError], int, str, str], ...] = (
 def http_error(
     err: e.JarvisError, *, param: str | None = None, message: str | None = None
 ) -> tuple[int, bytes, dict[str, str]]:
-    """(status, body, headers) of an error value: 500 `internal_error` for a class the table does not
-    name; `Retry-After` (whole seconds, at least 1) when the error says when to retry or is retryable."""
+    """(status, body, headers) of an error value (`http_parts`) in OpenAI's error shape."""
+    status, type_, code, text, headers = http_parts(err, message=message)
+    return status, error_body(status, text, type_=type_, code=code, param=param), headers
+
+
+def http_parts(err: e.JarvisError, *, message: str | None = None) -> tuple[int, str, str, str, dict[str, str]]:
+    """(status, type, code, message, headers) of an error value: 500 `internal_error` for a class the table
+    does not name; `Retry-After` (whole seconds, at least 1) when the error says when to retry or is
+    retryable; the message names its errorId when it has one."""
     status, type_, code = next(
         ((s, t, c) for cls, s, t, c in HTTP_ERRORS if isinstance(err, cls)), (500, "server_error", "internal_error")
     )
@@ -93,7 +100,7 @@ def http_error(
     text = message or err.message
     if data.get("errorId"):
         text += f" (errorId {data['errorId']})"
-    return status, error_body(status, text, type_=type_, code=code, param=param), headers
+    return status, type_, code, text, headers
 
 
 def _invalid_code(rule: str) -> str:

@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 from ..calls import Door
-from ..chat.relay import RELAY_REQUEST, RelayedTurn, RelaySink, first_user_text, session_for, side_request
-from ..chat.responses import (
-    RESPONSES_REQUEST,
-    KeptResponses,
-    RespondedTurn,
-    as_messages,
-    chat_text_of,
-    conversation_of,
-    input_items,
-)
-from ..errors import Conflict, Invalid, InvalidRequest, NotFound, SessionLimit
+from ..chat.events import RunHandle
+from ..chat.relay import RELAY_REQUEST, RelayedTurn, first_user_text, session_for, side_request
+from ..chat.resrequest import RESPONSES_REQUEST
+from ..chat.responses import KeptResponses, not_kept, responses_turn
+from ..errors import Conflict, NotFound, SessionLimit
 from ..registry import CallContext, registry
 from ..schema import SESSION_KEY, Bool, Field, Obj, Str
 from .sessions import with_agent
@@ -144,46 +138,36 @@ def _relayed(request: Field, where: str) -> Obj:
     _relayed(RELAY_REQUEST, "system prompt"),
     "Relay an OpenAI chat completions request as a chat run of its session (chat/relay.py): recalled "
     "memory in its system prompt, the upstream's own answer streamed to the door, the run's events to "
-    "the session's subscribers, the turn in its transcript → {runId, status, sessionKey, captured}.",
+    "the session's subscribers, the turn in its transcript → the run's handle (chat/events.py).",
     doors=frozenset({Door.OPENAI}),
 )
-async def relay(ctx: CallContext, p: dict) -> dict:
-    sink = _sink(ctx)
-    # A front-end's user's agent (scope proxy, doors/openai.py) is made on first use, within agents.max.
+async def relay(ctx: CallContext, p: dict) -> RunHandle:
+    # A front-end's user's agent (scope proxy: the dispatcher's reach) is made on first use, within agents.max.
     agent = await ctx.services.agent(p["agentId"], create=p["agentId"] is not None)
     request = p["request"]
     key = p["session"] or session_for(request, agent.chat.threads)
-    side = not p["session"] and not request.get("user") and _side(request, request.get("response_format"))
-    turn = RelayedTurn(request, memory=p["memory"], capture=p["capture"] and not side, sink=sink)
-    return await _start(ctx, agent, key, turn, first_user_text(request), remember=not side)
+    side = (
+        not p["session"]
+        and not request.get("user")
+        and side_request(
+            request["messages"], request.get("tools") or request.get("functions"), request.get("response_format")
+        )
+    )
+    turn = RelayedTurn(request, memory=p["memory"], capture=p["capture"] and not side)
+    return await _start(ctx, agent, key, turn, remember=not side)
 
 
-def _side(chat: dict, answer_format: object) -> bool:
-    """A client's side request (a title, a summary: chat/relay.py side_request), kept out of the sessions."""
-    return side_request(chat["messages"], chat.get("tools") or chat.get("functions"), answer_format)
-
-
-def _sink(ctx: CallContext) -> RelaySink:
-    if not isinstance(ctx.connection, RelaySink):  # only the door's relay channel can take the upstream's answer
-        raise InvalidRequest("chat.relay and chat.respond need a door that takes the upstream's answer (/v1)")
-    return ctx.connection
-
-
-async def _start(ctx: CallContext, agent, key: str, turn: RelayedTurn, first: str, remember: bool = True) -> dict:
-    """A relayed turn started as a run of session `key`; the door subscribed to it. `remember`: the next
-    turn of its conversation will find the session by its history (not for a side request)."""
+async def _start(ctx: CallContext, agent, key: str, turn: RelayedTurn, remember: bool = True) -> RunHandle:
+    """A relayed turn started as a run of session `key` → its handle. `remember`: the next turn of its
+    conversation will find the session by its history (not for a side request)."""
     threads = agent.chat.threads
     messages = turn.request["messages"]
     if remember:
         turn.answered = lambda reply: threads.remember(messages, reply, key)
     ctx.noted["target"] = key  # the audit names the session a /v1 request writes
     if turn.capture:
-        await _ensure_session(agent, key, first)
-    started = await agent.chat.relay(key, turn)
-    # Synchronous, before the run task first runs: the door hears every event of this run.
-    assert ctx.connection is not None  # _sink checked it: the door's relay channel
-    ctx.services.bus.subscribe(agent.topic(key), ctx.connection)
-    return {**started, "sessionKey": key, "captured": turn.capture}
+        await _ensure_session(agent, key, first_user_text(turn.request))
+    return await agent.chat.relay(key, turn)
 
 
 @registry.method(
@@ -191,44 +175,22 @@ async def _start(ctx: CallContext, agent, key: str, turn: RelayedTurn, first: st
     _relayed(RESPONSES_REQUEST, "instructions"),
     "Relay an OpenAI Responses API request as a chat run of its session (chat/responses.py): the upstream's "
     "/v1/responses, or its chat completions translated; `previous_response_id` and `conversation` continue "
-    "a session → {runId, status, sessionKey, captured, responseId}.",
+    "a session → the run's handle (chat/events.py), with its responseId.",
     doors=frozenset({Door.OPENAI}),
 )
-async def respond(ctx: CallContext, p: dict) -> dict:
-    sink = _sink(ctx)
+async def respond(ctx: CallContext, p: dict) -> RunHandle:
     agent = await ctx.services.agent(p["agentId"], create=p["agentId"] is not None)  # as chat.relay
-    request = p["request"]
-    store = _kept(ctx, agent)
-    items = input_items(request)
-    previous = None
-    if request.get("previous_response_id") is not None:
-        previous = await store.get(request["previous_response_id"]) if store is not None else None
-        if previous is None:
-            raise Invalid(_not_kept(store, request["previous_response_id"]), field="request.previous_response_id")
-        items = [*previous.items, *items]
-    chat = {"model": request["model"], "messages": as_messages(items, request.get("instructions"))}
-    if request.get("user"):
-        chat["user"] = request["user"]
-    named = p["session"] or conversation_of(request) or (previous.session if previous else None)
-    key = named or session_for(chat, agent.chat.threads)
-    text = request.get("text")
-    side = (
-        not named
-        and not request.get("user")
-        and _side({**chat, "tools": request.get("tools")}, text.get("format") if isinstance(text, dict) else None)
-    )
-    turn = RespondedTurn(
-        chat,
+    key, turn, side = await responses_turn(
+        p["request"],
+        session=p["session"],
         memory=p["memory"],
-        capture=p["capture"] and not side,
-        sink=sink,
-        responses=request,
-        items=items,
-        store=store,
+        capture=p["capture"],
+        store=_kept(ctx, agent),
+        threads=agent.chat.threads,
     )
-    turn.session = key if turn.capture else None
-    started = await _start(ctx, agent, key, turn, chat_text_of(items), remember=not side)
-    return {**started, "responseId": turn.response_id}
+    handle = await _start(ctx, agent, key, turn, remember=not side)
+    handle.response_id = turn.response_id
+    return handle
 
 
 @registry.method(
@@ -243,7 +205,7 @@ async def response(ctx: CallContext, p: dict) -> dict:
     store = _kept(ctx, agent)
     stored = await store.get(p["responseId"]) if store is not None else None
     if stored is None:
-        raise NotFound(f"Response with id '{p['responseId']}' not found: {_not_kept(store, p['responseId'])}")
+        raise NotFound(f"Response with id '{p['responseId']}' not found: {not_kept(store, p['responseId'])}")
     return stored.response
 
 
@@ -252,10 +214,6 @@ def _kept(ctx: CallContext, agent) -> KeptResponses | None:
     if agent.chat.responses is None:
         return None
     return KeptResponses(agent.chat.responses, agent.id, ctx.principal.name)
-
-
-def _not_kept(store: KeptResponses | None, response_id: str) -> str:
-    return store.not_kept(response_id) if store is not None else f"no response {response_id!r} is kept here"
 
 
 async def _ensure_session(agent, key: str, first: str) -> None:

@@ -339,7 +339,7 @@ def test_every_tool_gets_one_upstream_name_that_maps_back(tools, additional):
     """Whatever tools a request offers (clashing names, names chat completions cannot carry, namespaces,
     tools in the input too): each is offered upstream under one name of its own, valid there, and a call
     of that name comes back as that tool's item."""
-    from gateway.chat.responses import RESPONSES_REQUEST
+    from gateway.chat.resrequest import RESPONSES_REQUEST
     from gateway.chat.restools import chat_tools
 
     request = {

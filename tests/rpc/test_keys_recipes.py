@@ -18,7 +18,7 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.chat.relay import agent_for_user, anonymous_agent
+from gateway.principals import agent_for_user, anonymous_agent
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import ROOT, connect_client
 

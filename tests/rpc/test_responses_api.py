@@ -354,7 +354,8 @@ def test_any_request_is_valid_or_refused_naming_a_field_of_it_and_valid_ones_tra
     a chat completions request of the same conversation, or a 400 naming the tool it cannot say) or
     refused with an Invalid that names a field the request has or lacks — never another exception."""
     from gateway.chat.providers import UpstreamError
-    from gateway.chat.responses import RESPONSES_REQUEST, as_chat, as_messages, input_items
+    from gateway.chat.resrequest import RESPONSES_REQUEST
+    from gateway.chat.responses import as_chat, as_messages, input_items
     from gateway.errors import Invalid
 
     try:

@@ -62,7 +62,8 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from gateway.dispatcher import Dispatcher  # noqa: E402
 from gateway.errors import Forbidden, NotFound  # noqa: E402
-from gateway.principals import ALSO, AUDITED, IMPLIES, Principal  # noqa: E402
+from gateway.principals import ALSO, AUDITED, IMPLIES, Principal, agent_for_user, anonymous_agent  # noqa: E402
+from gateway.calls import Call, Door, ForUser  # noqa: E402
 from tests.helpers import ROOT, examples  # noqa: E402
 
 
@@ -165,3 +166,32 @@ def test_the_owner_is_admitted_everywhere_and_every_audited_method_waits():
         assert Dispatcher.reach(owner(), spec, {"agentId": None}) == {"agentId": None}
     for name in AUDITED:  # the audit is written on the awaited path (dispatcher.perform)
         assert registry.methods[name].waits, name
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    scopes=st.frozensets(st.sampled_from(SCOPES), min_size=1),
+    agents=st.one_of(st.none(), st.lists(AGENT_IDS, min_size=1, max_size=3, unique=True).map(tuple)),
+    user=st.one_of(st.none(), st.text(min_size=1, max_size=80)),
+    asked=st.one_of(st.none(), AGENT_IDS),
+)
+def test_a_front_ends_request_for_a_user_reaches_that_users_agent_alone(scopes, agents, user, asked):
+    """/v1's request for a front-end's user (Call.for_user): with `proxy`, the dispatcher narrows the principal
+    to the user's agent (the front-end's anonymous one when it names none) and reaches nothing else; without
+    it, and for the owner, the call acts as it came."""
+    p = Principal("front", agents, scopes, "0" * 64, "2026-01-01T00:00:00.000Z")
+    call = Dispatcher.acting(Call(Door.OPENAI, "chat.relay", {}, p, for_user=ForUser(user)))
+    spec = registry.methods["chat.relay"]
+    if "proxy" not in scopes:
+        assert call.principal is p
+        return
+    mine = anonymous_agent("front") if user is None else agent_for_user(user)
+    assert call.principal.agents == (mine,) and call.principal.name == "front"
+    assert Dispatcher.reach(call.principal, spec, {"agentId": None}) == {"agentId": mine}
+    if asked is not None and asked != mine:
+        with pytest.raises(NotFound):
+            Dispatcher.reach(call.principal, spec, {"agentId": asked})
+    assert Dispatcher.acting(Call(Door.OPENAI, "chat.relay", {}, owner(), for_user=ForUser(user))).principal == owner()
+    assert (
+        Dispatcher.acting(Call(Door.OPENAI, "chat.relay", {}, p)).principal is p
+    )  # not a front-end's request for a user
