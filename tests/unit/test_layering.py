@@ -33,7 +33,6 @@ COMPOSERS = {"gateway.storage.files.engine", "gateway.storage.postgres.engine"}
 
 # Modules past ~450 lines, each one concern: named here, so a new one (or one that grew) is a decision.
 ONE_CONCERN = {
-    "gateway/memory/ports.py": "the memory feature's ports: what an engine gives it, declared (Protocols)",
     "gateway/memory/service.py": "MemoryService: the memory feature as the gateway sees it",
     "gateway/storage/files/memory/index.py": "FilesMemoryIndex: one SQLite file as an agent's MemoryIndex",
     "gateway/storage/files/memory/vectors.py": "vector storage and exact KNN over SQLite (the matrix and its int8 form)",
