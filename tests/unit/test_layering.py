@@ -31,8 +31,11 @@ ABOVE = (
 # The composition of an agent: an engine makes the memory service and the cluster (storage/base.py's Storage).
 COMPOSERS = {"gateway.storage.files.engine", "gateway.storage.postgres.engine"}
 
-# Modules past ~450 lines, each one concern: named here, so a new one (or one that grew) is a decision.
+# Modules of gateway/ past ~450 lines, each one concern: named here, so a new one (or one that grew) is a
+# decision. (doors/openai.py and chat/responses.py are issue 44 item 1's to reshape: drop them once they are short.)
 ONE_CONCERN = {
+    "gateway/chat/responses.py": "chat.respond: a Responses API request relayed as a chat run",
+    "gateway/doors/openai.py": "the OpenAI-compatible door: /v1 chat completions, responses and models",
     "gateway/memory/service.py": "MemoryService: the memory feature as the gateway sees it",
     "gateway/storage/files/memory/index.py": "FilesMemoryIndex: one SQLite file as an agent's MemoryIndex",
     "gateway/storage/files/memory/vectors.py": "vector storage and exact KNN over SQLite (the matrix and its int8 form)",
@@ -131,8 +134,7 @@ def test_the_pipeline_and_the_searcher_are_never_subclassed():
 def test_modules_past_the_size_are_one_named_concern():
     long = {
         str(path.relative_to(ROOT.parent)): n
-        for package in ("memory", "storage")
-        for path in (ROOT / package).rglob("*.py")
+        for path in ROOT.rglob("*.py")
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     unnamed = {path: n for path, n in long.items() if path not in ONE_CONCERN}
