@@ -100,7 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
         "Secrets are never printed.",
     )
     p.add_argument("--json", action="store_true", help="print it as JSON instead (stateDir and workspace included)")
-    p.add_argument("--defaults", action="store_true", help="print every key with its default and what it does")
+    p.add_argument(
+        "--defaults",
+        action="store_true",
+        help="print every key with its default, what it does and the values it allows",
+    )
     _common(p)
     p.set_defaults(handler=cmd_config)
 

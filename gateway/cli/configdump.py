@@ -1,5 +1,5 @@
 """`jarvis config`: the effective configuration as config.toml would say it (camelCase keys, TOML), or
-as JSON; `--defaults` lists every key with its default and what it does.
+as JSON; `--defaults` lists every key with its default, what it does and its limits (as declared: config/).
 
 The TOML output is valid config.toml: feed it back and it loads to the same configuration. Secrets
 are never printed (a set one shows as a comment), and neither are settings config.toml cannot hold
@@ -15,7 +15,7 @@ from typing import Any, get_type_hints
 
 import orjson
 
-from ..config import Config, camel, load_config
+from ..config import Config, camel, limits, load_config
 
 SECRETS = {"token", "chat.apiKey", "memory.embeddings.apiKey", "storage.url"}  # a URL may hold a password
 
@@ -151,6 +151,9 @@ def defaults_toml() -> str:
             section = table
         doc = f.metadata.get("doc", "")
         choices = _choices(f)
+        bounds = limits(f.metadata)
+        if bounds:
+            doc = (doc + "; " if doc else "") + "allowed: " + bounds
         if choices:
             doc = (doc + "; " if doc else "") + "one of " + ", ".join(choices)
         if value is None:
@@ -169,12 +172,16 @@ def _choices(f: dataclasses.Field) -> tuple[str, ...]:
     return tuple(f.metadata.get("choices") or ())
 
 
+LIMITS = {"ge": "min", "le": "max", "on_from": "onFrom"}  # a number's declared bounds, as --defaults --json names them
+
+
 def defaults_json() -> dict[str, Any]:
     return {
         key: {
             "default": _plain(value),
             "doc": f.metadata.get("doc", ""),
             **({"choices": list(choices)} if (choices := _choices(f)) else {}),
+            **{name: f.metadata[rule] for rule, name in LIMITS.items() if f.metadata.get(rule) is not None},
         }
         for key, value, f in _walk(Config())
         if key != "stateDir"

@@ -24,7 +24,7 @@ which no path, socket or PostgreSQL text can hold. The token follows the one tok
 """
 
 from .chat import TOOL_POLICIES, ChatConfig, OpenAIApiConfig
-from .fields import NUMBER_LIMIT, camel, setting
+from .fields import NUMBER_LIMIT, camel, limits, setting
 from .loader import HTTP_URL_SETTINGS, ConfigError, load_config
 from .memory import (
     BackendConfig,
@@ -67,6 +67,7 @@ __all__ = [
     "VersionsConfig",
     "camel",
     "describe",
+    "limits",
     "load_config",
     "setting",
 ]

@@ -19,13 +19,18 @@ class ChatConfig:
     )
     api_key: str = setting("", doc="OPENAI_API_KEY")
     base_url: str = setting("", doc="OPENAI_BASE_URL, any OpenAI-compatible endpoint")
-    model: str = setting("gpt-4o-mini")
+    model: str = setting("gpt-4o-mini", doc="the chat model asked for (JARVIS_CHAT_MODEL); a session may pick another")
     timeout: float = setting(
         60.0,
         ge=0.1,
         doc="seconds per provider request, and between streamed chunks with content (keep-alive comments do not count)",
     )
-    max_retries: int = setting(2, ge=0, le=10)
+    max_retries: int = setting(
+        2,
+        ge=0,
+        le=10,
+        doc="retries of a provider request that failed before its first byte (the SDK's, honouring Retry-After)",
+    )
     responses_api: str = setting(
         "auto",
         choices=("auto", "upstream", "translate"),
@@ -35,7 +40,8 @@ class ChatConfig:
     history_messages: int = setting(20, ge=1, le=1000, doc="messages of the session sent with each turn")
     system_prompt: str = setting(
         "You are Jarvis, a helpful personal assistant with long-term memory. "
-        "Use the recalled memory below when it is relevant; say so when you do not know."
+        "Use the recalled memory below when it is relevant; say so when you do not know.",
+        doc="the system prompt of every turn (recalled memory is added below it); a session may set its own",
     )
     max_reply_chars: int = setting(200_000, ge=1, doc="an assistant reply is cut here (chat.final says truncated)")
     idempotency_ttl: float = setting(600.0, ge=1.0, doc="seconds an idempotencyKey is remembered")

@@ -42,3 +42,20 @@ def setting(
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
+
+
+def limits(meta: Any) -> str:
+    """A number setting's declared bounds as a person reads them ("1 to 1000", "0 (off) or at least 1"),
+    for `jarvis config --defaults`; "" where it declares none."""
+
+    def shown(v: float) -> str:
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    low, high, on = meta.get("ge"), meta.get("le"), meta.get("on_from")
+    if on is not None:
+        return f"0 (off), or {shown(on)} to {shown(high)}" if high is not None else f"0 (off) or at least {shown(on)}"
+    if low is not None and high is not None:
+        return f"{shown(low)} to {shown(high)}"
+    if low is not None:
+        return f"at least {shown(low)}"
+    return f"at most {shown(high)}" if high is not None else ""

@@ -17,14 +17,18 @@ class EmbeddingsConfig:
     batch_size: int = setting(64, ge=1, le=4096, doc="items per embedding request")
     api_key: str = setting("", doc="defaults to chat.apiKey")
     base_url: str = setting("", doc="defaults to chat.baseUrl")
-    timeout: float = setting(30.0, ge=0.1)
-    max_retries: int = setting(2, ge=0, le=10)
+    timeout: float = setting(30.0, ge=0.1, doc="seconds per embedding request")
+    max_retries: int = setting(2, ge=0, le=10, doc="retries of a failed embedding request, with backoff")
     fallback: str = setting(
         "none",
         doc="provider used when the configured one cannot be set up (no API key, …)",
         registry="embedding providers",
     )
-    cache_max_entries: int = setting(200_000, ge=0)
+    cache_max_entries: int = setting(
+        200_000,
+        ge=0,
+        doc="vectors kept by text hash, so no text is embedded twice; the oldest go past it; 0 = no cache",
+    )
     multimodal: bool = setting(
         False,
         doc="the openai endpoint's model embeds images too (e.g. llama.cpp serving "
@@ -34,8 +38,13 @@ class EmbeddingsConfig:
 
 @dataclass
 class ChunkingConfig:
-    tokens: int = setting(400, ge=16, le=8192)
-    overlap: int = setting(80, ge=0, le=4096)
+    tokens: int = setting(400, ge=16, le=8192, doc="target size of a note's chunk (≈ chars/4), cut at lines")
+    overlap: int = setting(
+        80,
+        ge=0,
+        le=4096,
+        doc="tokens of a note's chunk repeated at the start of the next; below memory.chunking.tokens",
+    )
     session_tokens: int = setting(175, ge=16, le=8192, doc="target size of a transcript chunk (whole messages)")
     session_overlap: int = setting(0, ge=0, le=16, doc="messages repeated at the start of the next transcript chunk")
     session_context: int = setting(
@@ -48,7 +57,11 @@ class ChunkingConfig:
 
 @dataclass
 class SearchConfig:
-    mode: str = setting("hybrid", choices=("hybrid", "fts", "vector"))
+    mode: str = setting(
+        "hybrid",
+        choices=("hybrid", "fts", "vector"),
+        doc="a search's lists: full text and vectors fused, full text only, or vectors only (memory.search may ask)",
+    )
     fusion: str = setting(
         "rrf",
         choices=("rrf", "weighted"),
@@ -62,10 +75,12 @@ class SearchConfig:
         doc="rrf: weight of the re-rank's ranked list (query words together in "
         "one message, and the window's coverage of them)",
     )
-    text_weight: float = setting(1.0, ge=0.0)
+    text_weight: float = setting(1.0, ge=0.0, doc="weight of the full-text list (rrf) or of the BM25 score (weighted)")
     vector_weight: float = setting(0.5, ge=0.0, doc="weight of the vector list (rrf) or of the cosine (weighted)")
-    candidate_multiplier: int = setting(4, ge=1, le=50)
-    snippet_chars: int = setting(700, ge=80, le=700)
+    candidate_multiplier: int = setting(
+        4, ge=1, le=50, doc="each list is asked for this many times the results wanted, before fusion and re-ranking"
+    )
+    snippet_chars: int = setting(700, ge=80, le=700, doc="characters of a result's snippet from the qmd backend")
     context_weight: float = setting(
         0.6, ge=0.0, le=1.0, doc="BM25 weight of a chunk's neighbouring context relative to its own text"
     )
@@ -132,9 +147,11 @@ class SearchConfig:
 
 @dataclass
 class SyncConfig:
-    on_start: bool = setting(True)
-    watch: bool = setting(True)
-    watch_debounce_ms: int = setting(500, ge=0)
+    on_start: bool = setting(
+        True, doc="sync at start (searches wait for it, so the first turn recalls what is on disk)"
+    )
+    watch: bool = setting(True, doc="watch the memory files and sync when they change")
+    watch_debounce_ms: int = setting(500, ge=0, doc="milliseconds over which file changes are gathered into one sync")
     watch_mode: str = setting(
         "auto",
         choices=("auto", "polling"),
@@ -215,10 +232,10 @@ class LedgerConfig:
 
 @dataclass
 class RecallConfig:
-    enabled: bool = setting(True)
-    max_results: int = setting(5, ge=0, le=50)
-    max_tokens: int = setting(500, ge=0)
-    min_score: float = setting(0.3, ge=0.0, le=1.0)
+    enabled: bool = setting(True, doc="each chat turn recalls memory for its prompt")
+    max_results: int = setting(5, ge=0, le=50, doc="results recalled into a turn's prompt at most; 0 = none")
+    max_tokens: int = setting(500, ge=0, doc="size of the recalled snippets in a prompt, all together (≈ chars/4)")
+    min_score: float = setting(0.3, ge=0.0, le=1.0, doc="a result scoring below this is not recalled")
 
 
 @dataclass
@@ -241,7 +258,9 @@ class VersionsConfig:
 
 @dataclass
 class MemoryConfig:
-    enabled: bool = setting(True)
+    enabled: bool = setting(
+        True, doc="the memory index, its search and recall; false: memory.* methods answer that memory is disabled"
+    )
     image_max_bytes: int = setting(5 * 1024 * 1024, ge=1, doc="largest image memory.setImage accepts (decoded bytes)")
     max_file_bytes: int = setting(
         10 * 1024 * 1024,

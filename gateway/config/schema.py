@@ -88,12 +88,17 @@ class AuditConfig:
 
 @dataclass
 class Config:
-    state_dir: Path = setting(factory=lambda: Path("~/.jarvis").expanduser())
+    state_dir: Path = setting(
+        factory=lambda: Path("~/.jarvis").expanduser(),
+        doc="JARVIS_STATE_DIR or --state-dir (never config.toml, which lives in it): sessions, indexes, the token",
+    )
     workspace: Path | None = setting(None, doc="default <stateDir>/workspace")
     token: str = setting("", doc="JARVIS_GATEWAY_TOKEN; default: generated into <stateDir>/gateway.token")
-    agent_id: str = setting("main")
-    log_level: str = setting("info", choices=("debug", "info", "warning", "error"))
-    log_format: str = setting("auto", choices=("auto", "json", "console"))
+    agent_id: str = setting("main", doc="the default agent: its memory is the workspace itself")
+    log_level: str = setting("info", choices=("debug", "info", "warning", "error"), doc="the least level logged")
+    log_format: str = setting(
+        "auto", choices=("auto", "json", "console"), doc="auto: console lines on a terminal, JSON lines off one"
+    )
     server: ServerConfig = setting(factory=ServerConfig)
     chat: ChatConfig = setting(factory=ChatConfig)
     openai_api: OpenAIApiConfig = setting(factory=OpenAIApiConfig)

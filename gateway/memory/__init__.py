@@ -6,9 +6,9 @@ ports it declares, and it imports nothing of storage/.
     service.py        MemoryService, what the gateway uses: open/close, search → re-rank, get, status,
                       the sync triggers; engine-neutral, above the engine's MemoryIndex
                       (ports.py): storage/files/memory/ (SQLite) or storage/postgres/memory/
-    ports.py          what memory asks of an engine: MemoryIndex, KeyedMemories, and the narrow ports of
-                      the pipeline and the search (FileRows, ChunkStore, the cache, FullText,
-                      VectorSearch, ChunkReader)
+    ports.py          what memory asks of an engine: MemoryIndex, KeyedMemories and NoteRecord (declared in
+                      notes/ports.py), and the narrow ports of the pipeline and the search (FileRows,
+                      ChunkStore, the cache, FullText, VectorSearch, ChunkReader)
     sync.py           SyncOrchestrator (every trigger coalesces into one run at a time) and DirtyMarks
     watcher.py        watchfiles on the workspace's memory files, polling as a fallback
     signature.py      the index signature: the settings that, changed, make an index be built anew

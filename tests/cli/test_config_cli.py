@@ -223,8 +223,14 @@ def test_config_defaults_lists_every_key_with_its_default_and_doc(tmp_path):
 
     r = jarvis("config", "--defaults", state_dir=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "port = 18789  # 0 picks a free port" in r.stdout.splitlines()
-    assert 'mode = "hybrid"  # one of hybrid, fts, vector' in r.stdout.splitlines()
+    assert "port = 18789  # 0 picks a free port; allowed: 0 to 65535" in r.stdout.splitlines()
+    lines = r.stdout.splitlines()  # each number's bounds as declared, beside its default
+    assert (
+        "pingInterval = 20.0  # seconds between keepalive pings (and to wait for the pong); 0 disables them; "
+        "allowed: 0 (off) or at least 1" in lines
+    )
+    mode = next(line for line in r.stdout.splitlines() if line.startswith('mode = "hybrid"  # '))
+    assert mode.endswith("; one of hybrid, fts, vector")  # what it does, then its choices
     tomllib.loads(r.stdout)
     r = jarvis("config", "--defaults", "--json", state_dir=tmp_path)
     data = orjson.loads(r.stdout)
@@ -232,3 +238,5 @@ def test_config_defaults_lists_every_key_with_its_default_and_doc(tmp_path):
     defaults = {key: default for key, default, _ in describe()}
     assert data["memory.search.rrfK"]["default"] == defaults["memory.search.rrfK"]
     assert data["server.allowedOrigins"] == {"default": [], "doc": "extra browser Origins allowed to connect"}
+    assert (data["server.port"]["min"], data["server.port"]["max"]) == (0, 65535)
+    assert data["server.pingInterval"]["onFrom"] == 1.0 and "max" not in data["server.pingInterval"]

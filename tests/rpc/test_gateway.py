@@ -376,7 +376,7 @@ async def test_http_routes(gateway):
     status, headers, body = await asyncio.to_thread(get, "/")
     assert status == 200 and headers["Content-Type"].startswith("text/html")
     assert "default-src 'self'" in headers["Content-Security-Policy"]
-    for path in ("/nope", "/static/../config.py", "/static/%2e%2e/app.py", "/static/"):
+    for path in ("/nope", "/static/../services.py", "/static/%2e%2e/app.py", "/static/"):
         assert (await asyncio.to_thread(get, path))[0] == 404, path
     # The page is ES modules importing each other from /static/: every one must come back as JavaScript.
     from gateway.doors.pages import WEB_DIR

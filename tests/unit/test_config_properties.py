@@ -54,6 +54,13 @@ def test_the_walk_sees_every_key():
     assert {k for k, _, _ in config_module.describe()} == set(KEYS)
 
 
+def test_every_setting_says_what_it_does_where_it_is_declared():
+    """A setting's default, limits and one line of documentation are declared together, once (config/fields.py's
+    `setting()`); `jarvis config --defaults` shows that line beside the default, so none may be missing."""
+    assert [key for key, _, f in SETTINGS if not f.metadata.get("doc", "").strip()] == []
+    assert {key: doc for key, _, doc in config_module.describe()} == {k: f.metadata["doc"] for k, f in FIELDS.items()}
+
+
 # ---- hostile values ---------------------------------------------------------------------------------
 ODD_TEXT = st.sampled_from(
     ["", " ", "\t", "\x00", "a\x00b", "nan", "NaN", "inf", "-inf", "1e400", "-1", "0x10", "1_0", "٣", "\u00a0"]

@@ -1,5 +1,5 @@
 """Embedding providers register by name, the built-in ones as a plugin does (memory/embeddings/registry.py):
-config.py names a provider, the registry holds the names."""
+The config (config/memory.py) names a provider, the registry holds the names."""
 
 from __future__ import annotations
 
