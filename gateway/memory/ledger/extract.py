@@ -1,10 +1,11 @@
 """The offline extractor: statements about the person found in what they said, by rules and the lexicon.
 
 A statement is a sentence of the person's own (a user message of a transcript, a line of a note) that
-is not a question, not a wish or a plan ("I might move to Leeds"), speaks of the person ("I", "my",
-"we"), and names a subject of the lexicon (lexicon.py). Its value is the part that says what the subject
-is now ("… is Nadia", "… called Cloudberry", "moved to Dundee"), else the sentence. An ending ("we
-broke up", "I quit the choir", "no longer …") closes the subject. A correction, a keyed memory
+is not a question, a request, a wish or a plan ("I might move to Leeds"), speaks of the person ("I",
+"my", "we"), and names a subject of the lexicon (lexicon.py). Its value is the span that names what the
+subject is now, by the subject's kind (values.py: "home: Dundee", "partner: Nadia"), else the words after
+its verb; one message gives each subject one value. An ending ("we broke up", "I quit the choir", "no
+longer …") closes the subject. A correction, a keyed memory
 `profile.<subject>` (memory.profile's corrections), is a statement with its value as said.
 
 Pure and blocking (the pipeline runs it in a thread); English first.
