@@ -175,7 +175,9 @@ _ENDING_WORDS = frozenset(
 )
 _PROJECT_CUE = BY_NAME["project"].cues
 _THINGS = frozenset({"vehicle", "pet"})  # a value of these names the thing, or there is none
-# "Help me plan a menu, all vegan": a request asks, like a question.
+# "Help me plan a menu, all vegan": a request asks, like a question ("Help me remember: the code is 4471",
+# a request to keep something, states it).
+_KEEP = re.compile(r"\b(?:remember|note|keep|save)\b|:", re.I)
 _REQUEST = re.compile(
     r"\W*(?:(?:please|ok|okay|now|so|and|also)\s+)*(?:help|give|tell|show|remind|write|suggest|plan|find|draft|list"
     r"|explain|translate|recommend|check|look up)\s+(?:me|us|a|an|the|my|our|some|what|how)\b",
@@ -238,7 +240,7 @@ def _statements(
     if (
         not s
         or _QUESTION.search(s)
-        or _REQUEST.match(s)
+        or (_REQUEST.match(s) and not _KEEP.search(s))
         or (not words.isdisjoint(_NOT_YET_WORDS) and _NOT_YET.search(s))
         or (not me and (not words.isdisjoint(_OTHERS_WORDS) or "'s" in low or "’s" in low) and _OTHERS.search(s))
     ):
