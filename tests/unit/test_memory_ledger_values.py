@@ -74,6 +74,8 @@ def said(message: str) -> dict[str, str]:
         ("I've been promoted to senior editor!", "role", "senior editor"),
         ("Registered with a GP at last: my doctor is Dr Okafor.", "doctor", "Dr Okafor"),
         ("The combination on my bike lock is 2208.", "code:bike", "2208"),
+        ("Help me remember: the shed code is 4471.", "code:shed", "4471"),  # a request to keep it states it
+        ("Remind me: my new gate code is 9031.", "code:gate", "9031"),
         ("I joined a hiking club — Pentland Ramblers, out every Sunday.", "membership:hiking", "Pentland Ramblers"),
         # endings close
         ("Tobias and I ended things, it was mutual.", "partner", "<ended>"),
@@ -182,3 +184,12 @@ def test_the_word_prefilters_never_skip_what_their_expression_would_match(text):
         assert not words.isdisjoint(ex._ENDING_WORDS), text
     if ex._OTHERS.search(text):
         assert not words.isdisjoint(ex._OTHERS_WORDS) or "'s" in low, text
+
+
+def test_a_longer_cue_names_its_own_subject_not_a_shorter_one_inside_it():
+    """ "my job title" is the role's cue, not the employer's "my job" (lexicon.py)."""
+    from gateway.memory.ledger.lexicon import BY_NAME
+
+    assert BY_NAME["employer"].cues.search("What's my job title now?") is None
+    assert BY_NAME["role"].cues.search("What's my job title now?") is not None
+    assert BY_NAME["employer"].cues.search("I love my job at the bakery.") is not None

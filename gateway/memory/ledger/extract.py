@@ -1,10 +1,11 @@
 """The offline extractor: statements about the person found in what they said, by rules and the lexicon.
 
 A statement is a sentence of the person's own (a user message of a transcript, a line of a note) that
-is not a question, not a wish or a plan ("I might move to Leeds"), speaks of the person ("I", "my",
-"we"), and names a subject of the lexicon (lexicon.py). Its value is the part that says what the subject
-is now ("… is Nadia", "… called Cloudberry", "moved to Dundee"), else the sentence. An ending ("we
-broke up", "I quit the choir", "no longer …") closes the subject. A correction, a keyed memory
+is not a question, a request, a wish or a plan ("I might move to Leeds"), speaks of the person ("I",
+"my", "we"), and names a subject of the lexicon (lexicon.py). Its value is the span that names what the
+subject is now, by the subject's kind (values.py: "home: Dundee", "partner: Nadia"), else the words after
+its verb; one message gives each subject one value. An ending ("we broke up", "I quit the choir", "no
+longer …") closes the subject. A correction, a keyed memory
 `profile.<subject>` (memory.profile's corrections), is a statement with its value as said.
 
 Pure and blocking (the pipeline runs it in a thread); English first.
@@ -174,7 +175,9 @@ _ENDING_WORDS = frozenset(
 )
 _PROJECT_CUE = BY_NAME["project"].cues
 _THINGS = frozenset({"vehicle", "pet"})  # a value of these names the thing, or there is none
-# "Help me plan a menu, all vegan": a request asks, like a question.
+# "Help me plan a menu, all vegan": a request asks, like a question ("Help me remember: the code is 4471",
+# a request to keep something, states it).
+_KEEP = re.compile(r"\b(?:remember|note|keep|save)\b|:", re.I)
 _REQUEST = re.compile(
     r"\W*(?:(?:please|ok|okay|now|so|and|also)\s+)*(?:help|give|tell|show|remind|write|suggest|plan|find|draft|list"
     r"|explain|translate|recommend|check|look up)\s+(?:me|us|a|an|the|my|our|some|what|how)\b",
@@ -237,7 +240,7 @@ def _statements(
     if (
         not s
         or _QUESTION.search(s)
-        or _REQUEST.match(s)
+        or (_REQUEST.match(s) and not _KEEP.search(s))
         or (not words.isdisjoint(_NOT_YET_WORDS) and _NOT_YET.search(s))
         or (not me and (not words.isdisjoint(_OTHERS_WORDS) or "'s" in low or "’s" in low) and _OTHERS.search(s))
     ):

@@ -101,7 +101,7 @@ SUBJECTS: tuple[Subject, ...] = (
         "employer",
         "where the person works: their employer, company, firm, job",
         _cue(
-            r"work (?:at|for)|working (?:at|for)|work(?:ing)? as (?:a|an) [\w-]+(?: [\w-]+)? (?:at|for)|employer|new job|my job|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
+            r"work (?:at|for)|working (?:at|for)|work(?:ing)? as (?:a|an) [\w-]+(?: [\w-]+)? (?:at|for)|employer|new job|my job(?! title)|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
             r"|quit my job|left my job|handed in my notice|accepted (?:an|the|their) offer"
             r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?(?:(?!\w+ing\b)\w+ ){1,4}at \w+"
         ),
