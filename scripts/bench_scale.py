@@ -275,7 +275,7 @@ def start_gateways(states: list[Path], env: dict[str, str]) -> list[GatewayProce
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--instances", default="1,2,4", help="gateway counts on PostgreSQL")
+    ap.add_argument("--instances", default="1,2,4", help="gateway counts on PostgreSQL, in order (1,2,1,2: alternated)")
     ap.add_argument("--chunks", type=int, default=100_000)
     ap.add_argument("--seconds", type=float, default=10.0, help="per workload and setup")
     ap.add_argument("--connections", type=int, default=48)
@@ -345,7 +345,7 @@ def main() -> int:
                     env["JARVIS_DATABASE_URL"] = url
                 states = []
                 for i in range(n):
-                    d = tmp_path / f"{engine}-{n}-{i}"
+                    d = tmp_path / f"{engine}-{n}-{i}-{len(results['setups'])}"  # a count may repeat
                     clone_state(seed_dir, d)
                     states.append(d)
                 print(f"{engine} × {n}: starting …", file=sys.stderr)
