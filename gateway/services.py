@@ -287,7 +287,7 @@ class Services:
         principal = await self.principals.by_identity(who, token_hash)
         if principal is None:
             log.info("confirm_from_unknown_principal", principal=who[:64])
-            return error_object(Unauthenticated(f"principal {who[:64]!r} no longer exists (revoked)"))
+            return error_object(Unauthenticated(f"principal {who[:64]!r} is no longer live (revoked or expired)"))
         try:
             via = Door(door)
         except ValueError:  # a door this version does not know: the WebSocket, the door of most answers

