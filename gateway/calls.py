@@ -47,8 +47,8 @@ ACTING: ContextVar[Principal] = ContextVar("jarvis_acting_principal", default=OW
 
 
 class Connection(Protocol):
-    """What a handler may know of the caller's connection: a WebSocket connection, /v1's relay of one
-    request, the CLI's in-process caller (cli/dispatch.py). Subscribing it to a session (events.EventBus)
+    """What a handler may know of the caller's connection: a WebSocket connection, the CLI's in-process
+    caller (cli/dispatch.py); /v1 and /mcp calls have none. Subscribing it to a session (events.EventBus)
     makes it hear that session's chat events."""
 
     connection_id: str

@@ -23,7 +23,8 @@ class Event:
 
 class Subscriber(Protocol):
     """`answers`, where a subscriber has it and it is true: its client can answer a `chat.confirm` (a
-    WebSocket client); /v1's relay channel and the CLI's in-process caller cannot."""
+    WebSocket client); the CLI's in-process caller cannot. (/v1 subscribes to nothing: it reads the run it
+    started from the run's handle, chat/events.py.)"""
 
     subscriptions: set[str]
 

@@ -28,7 +28,7 @@ import re
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable
+from typing import TYPE_CHECKING, Any, AsyncGenerator
 
 from ..errors import Invalid
 from ..memory.present import prompt_section
@@ -285,8 +285,10 @@ class RelayedTurn:
     capture: bool  # write the user message and the reply to the session's transcript
     # what the run tells its starter (the door): made by the runner when it starts the run
     events: RunHandle = field(default_factory=lambda: RunHandle(0.0))
-    # told the whole reply once the upstream has sent it all (Threads.remember, by the method)
-    answered: Callable[[str], None] | None = field(default=None)
+    # the next turn of its conversation finds the session by its history (not a side request's): the runner
+    # remembers the reply (Threads.remember) once the upstream has sent it all (`reply`)
+    remember: bool = True
+    reply: str | None = None
 
     @property
     def user_text(self) -> str | None:
@@ -320,8 +322,7 @@ class RelayedTurn:
                     for item in _items(chunk):
                         reply.append(_text(item))
                         yield item
-        if self.answered is not None:
-            self.answered("".join(reply))
+        self.reply = "".join(reply)
 
 
 def _text(item: Delta | Usage) -> str:

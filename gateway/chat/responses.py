@@ -314,8 +314,8 @@ class RespondedTurn(RelayedTurn):
         finally:
             if events.done:
                 await self._keep(events.response, streamed)
-        if finished and self.answered is not None:
-            self.answered("".join(reply))
+        if finished:
+            self.reply = "".join(reply)
 
     async def _keep(self, response: dict[str, Any], streamed: bool) -> None:
         if not streamed:
@@ -349,9 +349,9 @@ async def responses_turn(
     capture: bool,
     store: KeptResponses | None,
     threads: Threads,
-) -> tuple[str, RespondedTurn, bool]:
-    """A Responses request (RESPONSES_REQUEST, validated) as a relayed turn → (its session, the turn, whether
-    it is a client's side request: kept out of the sessions). Its items are the previous response's input and
+) -> tuple[str, RespondedTurn]:
+    """A Responses request (RESPONSES_REQUEST, validated) as a relayed turn → (its session, the turn; a
+    client's side request is kept out of the sessions). Its items are the previous response's input and
     output (`previous_response_id`, kept in `store`; Invalid naming the field when not kept), then its own; its
     session is `session` (the door's header), else its `conversation`, else the previous response's, else
     found as for chat completions (relay.session_for)."""
@@ -373,9 +373,17 @@ async def responses_turn(
         and not request.get("user")
         and side_request(chat["messages"], request.get("tools"), text.get("format") if isinstance(text, dict) else None)
     )
-    turn = RespondedTurn(chat, memory=memory, capture=capture and not side, responses=request, items=items, store=store)
+    turn = RespondedTurn(
+        chat,
+        memory=memory,
+        capture=capture and not side,
+        remember=not side,
+        responses=request,
+        items=items,
+        store=store,
+    )
     turn.session = key if turn.capture else None
-    return key, turn, side
+    return key, turn
 
 
 def not_kept(store: KeptResponses | None, response_id: str) -> str:

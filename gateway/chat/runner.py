@@ -365,6 +365,8 @@ class ChatService:
                     run, relay.stream(self.provider, recalled), self.config.chat.max_reply_chars
                 )
                 truncated = room <= 0
+                if relay.remember and relay.reply is not None:  # the upstream said it all
+                    self.threads.remember(relay.request["messages"], relay.reply, key)
             await self.finish.final(run, recalled, usage, truncated)
             log.info("chat run done", session=key, run=run.run_id, ms=int((time.monotonic() - started) * 1000))
             if self.compactor is not None and relay is None:  # a relayed prompt is the client's, not ours

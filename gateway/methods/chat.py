@@ -153,17 +153,12 @@ async def relay(ctx: CallContext, p: dict) -> RunHandle:
             request["messages"], request.get("tools") or request.get("functions"), request.get("response_format")
         )
     )
-    turn = RelayedTurn(request, memory=p["memory"], capture=p["capture"] and not side)
-    return await _start(ctx, agent, key, turn, remember=not side)
+    turn = RelayedTurn(request, memory=p["memory"], capture=p["capture"] and not side, remember=not side)
+    return await _start(ctx, agent, key, turn)
 
 
-async def _start(ctx: CallContext, agent, key: str, turn: RelayedTurn, remember: bool = True) -> RunHandle:
-    """A relayed turn started as a run of session `key` → its handle. `remember`: the next turn of its
-    conversation will find the session by its history (not for a side request)."""
-    threads = agent.chat.threads
-    messages = turn.request["messages"]
-    if remember:
-        turn.answered = lambda reply: threads.remember(messages, reply, key)
+async def _start(ctx: CallContext, agent, key: str, turn: RelayedTurn) -> RunHandle:
+    """A relayed turn started as a run of session `key` (made when the turn is kept) → its handle."""
     ctx.noted["target"] = key  # the audit names the session a /v1 request writes
     if turn.capture:
         await _ensure_session(agent, key, first_user_text(turn.request))
@@ -180,7 +175,7 @@ async def _start(ctx: CallContext, agent, key: str, turn: RelayedTurn, remember:
 )
 async def respond(ctx: CallContext, p: dict) -> RunHandle:
     agent = await ctx.services.agent(p["agentId"], create=p["agentId"] is not None)  # as chat.relay
-    key, turn, side = await responses_turn(
+    key, turn = await responses_turn(
         p["request"],
         session=p["session"],
         memory=p["memory"],
@@ -188,7 +183,7 @@ async def respond(ctx: CallContext, p: dict) -> RunHandle:
         store=_kept(ctx, agent),
         threads=agent.chat.threads,
     )
-    handle = await _start(ctx, agent, key, turn, remember=not side)
+    handle = await _start(ctx, agent, key, turn)
     handle.response_id = turn.response_id
     return handle
 
