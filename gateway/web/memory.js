@@ -202,7 +202,9 @@ function correctionKey(subject) {
 
 async function loadBeliefs(status = "") {
   try {
-    renderBeliefs((await rpc.call("memory.profile", {})).facts, status);
+    const page = await rpc.call("memory.profile", {});
+    renderBeliefs(page.facts, status);
+    moreBeliefs(page.nextCursor);
   } catch (err) {
     ui.beliefsList.replaceChildren();
     ui.beliefsStatus.textContent = `Could not load what Jarvis believes: ${memoryFailure(err)}`;
@@ -214,30 +216,53 @@ function renderBeliefs(facts, status) {
     ? "Gathered from your conversations and notes. Correct or forget any of them."
     : "Nothing yet: what you tell Jarvis about your life (home, work, people, pets, codes…) shows up here.");
   ui.beliefsList.replaceChildren();
-  for (const f of facts) {
-    const earlier = f.history.slice().reverse().map((p) =>
-      h("li", { text: `${p.value || "(ended)"} · ${formatDate(p.from)} – ${p.until ? formatDate(p.until) : ""}` }));
-    ui.beliefsList.appendChild(h("li", { class: "memory-item belief", "data-subject": f.subject },
-      h("span", { class: "memory-item-head" },
-        h("span", { class: "memory-key", text: f.subject }),
-        h("span", { class: "badge", text: f.source === "correction" ? "your correction" : `since ${formatDate(f.since)}` })),
-      h("span", { class: "memory-preview", text: f.value }),
-      earlier.length ? h("details", { class: "memory-history" },
-        h("summary", { text: "Before" }), h("ul", { class: "trash-list" }, ...earlier)) : null,
-      h("span", { class: "trash-actions" },
-        h("button", {
-          type: "button", class: "link-button", text: "Where I said it", "aria-label": `Where ${f.subject} was said`,
-          onclick: () => openMemory(f.evidence.path, f.evidence.startLine, f.evidence.endLine),
-        }),
-        h("button", {
-          type: "button", class: "link-button", text: "Correct", "aria-label": `Correct ${f.subject}`,
-          onclick: () => correctBelief(f),
-        }),
-        h("button", {
-          type: "button", class: "link-button", text: "Forget", "aria-label": `Forget ${f.subject}`,
-          onclick: () => forgetBelief(f),
-        }))));
-  }
+  facts.forEach(appendBelief);
+}
+
+/** memory.profile answers a page at a time: "Show more" asks for the next one, where there is one. */
+function moreBeliefs(cursor) {
+  if (!cursor) return;
+  const item = h("li", { class: "memory-item beliefs-more" },
+    h("button", {
+      type: "button", class: "link-button", text: "Show more", "aria-label": "Show more of what Jarvis believes",
+      onclick: async () => {
+        try {
+          const page = await rpc.call("memory.profile", { cursor });
+          item.remove();
+          page.facts.forEach(appendBelief);
+          moreBeliefs(page.nextCursor);
+        } catch (err) {
+          ui.beliefsStatus.textContent = `Could not load more: ${memoryFailure(err)}`;
+        }
+      },
+    }));
+  ui.beliefsList.appendChild(item);
+}
+
+/** One fact of the panel: its value, since when, what it was before, and where it was said. */
+function appendBelief(f) {
+  const earlier = f.history.slice().reverse().map((p) =>
+    h("li", { text: `${p.value || "(ended)"} · ${formatDate(p.from)} – ${p.until ? formatDate(p.until) : ""}` }));
+  ui.beliefsList.appendChild(h("li", { class: "memory-item belief", "data-subject": f.subject },
+    h("span", { class: "memory-item-head" },
+      h("span", { class: "memory-key", text: f.subject }),
+      h("span", { class: "badge", text: f.source === "correction" ? "your correction" : `since ${formatDate(f.since)}` })),
+    h("span", { class: "memory-preview", text: f.value }),
+    earlier.length ? h("details", { class: "memory-history" },
+      h("summary", { text: "Before" }), h("ul", { class: "trash-list" }, ...earlier)) : null,
+    h("span", { class: "trash-actions" },
+      h("button", {
+        type: "button", class: "link-button", text: "Where I said it", "aria-label": `Where ${f.subject} was said`,
+        onclick: () => openMemory(f.evidence.path, f.evidence.startLine, f.evidence.endLine),
+      }),
+      h("button", {
+        type: "button", class: "link-button", text: "Correct", "aria-label": `Correct ${f.subject}`,
+        onclick: () => correctBelief(f),
+      }),
+      h("button", {
+        type: "button", class: "link-button", text: "Forget", "aria-label": `Forget ${f.subject}`,
+        onclick: () => forgetBelief(f),
+      }))));
 }
 
 /** A correction is a keyed memory of its own: the form, filled in, saves it (versioned, undoable). */

@@ -1346,3 +1346,26 @@ async def test_what_jarvis_believes_can_be_seen_corrected_and_forgotten(page: Pa
     await expect(home).to_have_count(0)
     await page.get_by_role("button", name="Undo").click()
     await expect(home).to_contain_text("Broughty Ferry, Dundee")  # the correction is back, its forgetting undone
+
+
+async def test_what_jarvis_believes_comes_a_page_at_a_time(page: Page, gateway: RunningGateway):
+    """memory.profile is bounded (50 facts a page): the panel shows the first page and "Show more"
+    fetches the next, until there is none."""
+    notes = gateway.config.workspace_dir / "memory"
+    notes.mkdir(parents=True, exist_ok=True)
+    lines = "".join(f"The locker code for box {n} is {4000 + n}.\n" for n in range(1, 56))
+    (notes / "lockers.md").write_text("# Lockers\n\n" + lines)
+    client = await gateway.client()
+    try:
+        await client.call("memory.sync", {})
+        assert len((await client.call("memory.profile", {"subject": "code", "limit": 500}))["facts"]) == 55
+        total = len((await client.call("memory.profile", {"limit": 500}))["facts"])  # (the gateway is shared)
+    finally:
+        await client.close()
+    await sign_in(page, gateway.token)
+    await page.get_by_role("button", name="Memories").click()
+    beliefs = page.get_by_role("list", name="What Jarvis believes about you")
+    await expect(beliefs.locator("li.belief")).to_have_count(50)
+    await beliefs.get_by_role("button", name="Show more of what Jarvis believes").click()
+    await expect(beliefs.locator("li.belief")).to_have_count(total)
+    await expect(beliefs.get_by_role("button", name="Show more of what Jarvis believes")).to_have_count(0)
