@@ -74,7 +74,13 @@ def said(message: str) -> dict[str, str]:
         ("I've been promoted to senior editor!", "role", "senior editor"),
         ("Registered with a GP at last: my doctor is Dr Okafor.", "doctor", "Dr Okafor"),
         ("The combination on my bike lock is 2208.", "code:bike", "2208"),
-        ("Help me remember: the shed code is 4471.", "code:shed", "4471"),  # a request to keep it states it
+        ("Help me remember: the shed code is 4471.", "code:shed", "4471"),
+        ("The cabin wifi password is moose.", "code:cabin", "moose"),
+        (
+            "My wifi password is the name of my dog.",
+            "code:wifi",
+            "the name of my dog",
+        ),  # no code word: as said  # a request to keep it states it
         ("Remind me: my new gate code is 9031.", "code:gate", "9031"),
         ("I joined a hiking club — Pentland Ramblers, out every Sunday.", "membership:hiking", "Pentland Ramblers"),
         # endings close

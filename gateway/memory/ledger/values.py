@@ -103,6 +103,7 @@ _THING = re.compile(
     re.I,
 )
 _SPECIFIC = re.compile(r"[A-Z0-9]")
+_NOT_A_CODE = frozenset("the a an my our your his her their this that it same still just now also on in at".split())
 _ROLE = re.compile(
     r"\b(?:promoted to|made|became|new role as|new role is|title is|role is|now (?:a|an|the))\s+(?:be\s+)?(?:a\s+|an\s+|the\s+|our\s+)?"
     r"((?:[\w-]+\s+){0,3}?[\w-]+)(?=\s*(?:[,.;!]|$|\s+(?:at|for|in|on|and|since|from|of the|now)\b))",
@@ -178,6 +179,8 @@ def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
             v = m.group(1) if m.re is _CODE else m.group(0)
             if m.re is _CODE and not re.search(r"\d", v) and (d := _DIGITS.search(tail)):
                 v = d.group(0)
+            elif m.re is _CODE and v.lower() in _NOT_A_CODE:  # "is the name of my dog": no code said
+                v = None
     elif kind == "number":
         if m := _DIGITS.search(s):
             v = m.group(0).strip(" ().")
