@@ -58,7 +58,7 @@ def said(message: str) -> dict[str, str]:
         ("I've gone vegan since January.", "diet", "vegan"),
         ("Turns out I'm allergic to kiwi.", "allergy", "kiwi"),
         ("Found out I have a peanut allergy.", "allergy", "peanut"),
-        ("The doctor upped my dose to 75 mg of sertraline.", "medication", "75 mg"),
+        ("The doctor upped my dose to 75 mg of sertraline.", "medication", "sertraline 75 mg"),
         ("I drive a red Fiat Panda these days.", "vehicle", "red Fiat Panda"),
         ("Finally bought a car — a second-hand 2017 Toyota Yaris.", "vehicle", "second-hand 2017 Toyota Yaris"),
         ("I'm selling my car, the 2010 silver Golf.", "vehicle", "2010 silver Golf"),
@@ -75,6 +75,11 @@ def said(message: str) -> dict[str, str]:
         ("Registered with a GP at last: my doctor is Dr Okafor.", "doctor", "Dr Okafor"),
         ("The combination on my bike lock is 2208.", "code:bike", "2208"),
         ("Help me remember: the shed code is 4471.", "code:shed", "4471"),
+        ("I take 20mg of omeprazole every morning.", "medication", "omeprazole 20mg"),
+        ("I switched to a Vodafone contract last month.", "phone", "Vodafone"),
+        ("I'm lactose intolerant, it turns out.", "allergy", "lactose"),
+        ("I volunteer coaching the under-9s on Saturdays.", "coaching", "under-9s"),
+        ("Football training moved to Thursday nights.", "schedule:football", "Thursday nights"),
         ("The cabin wifi password is moose.", "code:cabin", "moose"),
         (
             "My wifi password is the name of my dog.",
@@ -117,6 +122,7 @@ def test_of_a_subject_said_twice_in_a_message_the_value_that_names_something_win
         "Help me plan a dinner for six, all vegetarian.",  # a request asks
         "Someone tried to steal my bike, so I changed the lock.",  # no vehicle named
         "Can you remind me what my doctor said?",
+        "Dana had the baby, a boy, born Friday night.",  # a day said bare is no activity's
     ],
 )
 def test_a_question_a_wish_and_someone_else_s_life_state_nothing(message):
