@@ -81,6 +81,7 @@ def said(message: str) -> dict[str, str]:
         ("I volunteer coaching the under-9s on Saturdays.", "coaching", "under-9s"),
         ("Football training moved to Thursday nights.", "schedule:football", "Thursday nights"),
         ("The cabin wifi password is moose.", "code:cabin", "moose"),
+        ("The wifi password is [redacted: password], keep it.", "code:wifi", "[redacted: password]"),
         (
             "My wifi password is the name of my dog.",
             "code:wifi",
