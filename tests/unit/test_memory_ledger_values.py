@@ -206,3 +206,25 @@ def test_a_longer_cue_names_its_own_subject_not_a_shorter_one_inside_it():
     assert BY_NAME["employer"].cues.search("What's my job title now?") is None
     assert BY_NAME["role"].cues.search("What's my job title now?") is not None
     assert BY_NAME["employer"].cues.search("I love my job at the bakery.") is not None
+
+
+def test_a_masked_secret_said_again_is_a_new_value_not_the_old_one_repeated():
+    from gateway.memory.ledger.facts import facts
+    from gateway.memory.ports import Statement
+
+    def pin(day: str) -> Statement:
+        return Statement(
+            "code:card",
+            "[redacted: password]",
+            f"{day}T10:00:00.000Z",
+            f"sessions/{day}.jsonl",
+            2,
+            2,
+            "My PIN is [redacted: password]",
+            "extractor",
+            False,
+        )
+
+    fact = facts([pin("2025-01-01"), pin("2025-06-01")])["code:card"]
+    assert fact.current is not None and fact.current.statement.path == "sessions/2025-06-01.jsonl"
+    assert [p.until for p in fact.periods] == ["2025-06-01T10:00:00.000Z", None]
