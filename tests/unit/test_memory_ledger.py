@@ -326,7 +326,7 @@ CUE_WORDS = (
     "vet dentist doctor GP teacher school dose mg pill allergic vegan meat dog cat car bike drive a kid son "
     "training practice Monday nights course level B1 member club gym choir coach under-10s U11 podcast app "
     "appointment booked exam phone plan sim landlord rent from grew up born in I'm from Leeds at as item couple"
-    " exclusive and are"
+    " exclusive and are 20mg 5mcg"
 ).split()
 
 

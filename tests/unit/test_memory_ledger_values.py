@@ -58,7 +58,7 @@ def said(message: str) -> dict[str, str]:
         ("I've gone vegan since January.", "diet", "vegan"),
         ("Turns out I'm allergic to kiwi.", "allergy", "kiwi"),
         ("Found out I have a peanut allergy.", "allergy", "peanut"),
-        ("The doctor upped my dose to 75 mg of sertraline.", "medication", "75 mg"),
+        ("The doctor upped my dose to 75 mg of sertraline.", "medication", "sertraline 75 mg"),
         ("I drive a red Fiat Panda these days.", "vehicle", "red Fiat Panda"),
         ("Finally bought a car — a second-hand 2017 Toyota Yaris.", "vehicle", "second-hand 2017 Toyota Yaris"),
         ("I'm selling my car, the 2010 silver Golf.", "vehicle", "2010 silver Golf"),
@@ -74,7 +74,19 @@ def said(message: str) -> dict[str, str]:
         ("I've been promoted to senior editor!", "role", "senior editor"),
         ("Registered with a GP at last: my doctor is Dr Okafor.", "doctor", "Dr Okafor"),
         ("The combination on my bike lock is 2208.", "code:bike", "2208"),
-        ("Help me remember: the shed code is 4471.", "code:shed", "4471"),  # a request to keep it states it
+        ("Help me remember: the shed code is 4471.", "code:shed", "4471"),
+        ("I take 20mg of omeprazole every morning.", "medication", "omeprazole 20mg"),
+        ("I switched to a Vodafone contract last month.", "phone", "Vodafone"),
+        ("I'm lactose intolerant, it turns out.", "allergy", "lactose"),
+        ("I volunteer coaching the under-9s on Saturdays.", "coaching", "under-9s"),
+        ("Football training moved to Thursday nights.", "schedule:football", "Thursday nights"),
+        ("The cabin wifi password is moose.", "code:cabin", "moose"),
+        ("The wifi password is [redacted: password], keep it.", "code:wifi", "[redacted: password]"),
+        (
+            "My wifi password is the name of my dog.",
+            "code:wifi",
+            "the name of my dog",
+        ),  # no code word: as said  # a request to keep it states it
         ("Remind me: my new gate code is 9031.", "code:gate", "9031"),
         ("I joined a hiking club — Pentland Ramblers, out every Sunday.", "membership:hiking", "Pentland Ramblers"),
         # endings close
@@ -111,6 +123,7 @@ def test_of_a_subject_said_twice_in_a_message_the_value_that_names_something_win
         "Help me plan a dinner for six, all vegetarian.",  # a request asks
         "Someone tried to steal my bike, so I changed the lock.",  # no vehicle named
         "Can you remind me what my doctor said?",
+        "Dana had the baby, a boy, born Friday night.",  # a day said bare is no activity's
     ],
 )
 def test_a_question_a_wish_and_someone_else_s_life_state_nothing(message):
@@ -193,3 +206,25 @@ def test_a_longer_cue_names_its_own_subject_not_a_shorter_one_inside_it():
     assert BY_NAME["employer"].cues.search("What's my job title now?") is None
     assert BY_NAME["role"].cues.search("What's my job title now?") is not None
     assert BY_NAME["employer"].cues.search("I love my job at the bakery.") is not None
+
+
+def test_a_masked_secret_said_again_is_a_new_value_not_the_old_one_repeated():
+    from gateway.memory.ledger.facts import facts
+    from gateway.memory.ports import Statement
+
+    def pin(day: str) -> Statement:
+        return Statement(
+            "code:card",
+            "[redacted: password]",
+            f"{day}T10:00:00.000Z",
+            f"sessions/{day}.jsonl",
+            2,
+            2,
+            "My PIN is [redacted: password]",
+            "extractor",
+            False,
+        )
+
+    fact = facts([pin("2025-01-01"), pin("2025-06-01")])["code:card"]
+    assert fact.current is not None and fact.current.statement.path == "sessions/2025-06-01.jsonl"
+    assert [p.until for p in fact.periods] == ["2025-06-01T10:00:00.000Z", None]

@@ -174,6 +174,7 @@ _ENDING_WORDS = frozenset(
     "ended went".split()
 )
 _PROJECT_CUE = BY_NAME["project"].cues
+_WEEKDAY = re.compile(r"(?:mon|tues|wednes|thurs|fri|satur|sun)day", re.I)
 _THINGS = frozenset({"vehicle", "pet"})  # a value of these names the thing, or there is none
 # "Help me plan a menu, all vegan": a request asks, like a question ("Help me remember: the code is 4471",
 # a request to keep something, states it).
@@ -225,6 +226,12 @@ def _statements(
             for s in hinted
             if (s.name == "number" and digits)
             or (s.name == "code" and (digits or stated))
+            or (  # "Training moved to Thursdays": an activity's day said bare (not "born Friday night")
+                s.name == "schedule"
+                and (m := s.cues.search(sentence)) is not None
+                and not _WEEKDAY.match(m.group(0))
+                and not _OTHERS.search(sentence)
+            )
             or (
                 "new " in low  # the words first: a cue expression costs more
                 and (m := s.cues.search(sentence)) is not None

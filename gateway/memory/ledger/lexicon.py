@@ -156,7 +156,9 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "medication",
         "a medicine the person takes: its name, dose in milligrams, pills, prescription",
-        _cue(r"medication|medicine|pills?|tablets?|dose|dosage|mg|milligrams?|prescri\w+|inhaler"),
+        _cue(
+            r"medication|medicine|pills?|tablets?|dose|dosage|mg|\d+(?:\.\d+)?(?:mg|mcg)|milligrams?|prescri\w+|inhaler"
+        ),
         hints=_w("medication medicine pill* tablet* dose dosage mg milligram* prescri* inhaler"),
     ),
     Subject(
@@ -255,6 +257,7 @@ for _i, _s in enumerate(SUBJECTS):
     for _h in _s.hints:
         (PREFIXES if _h.endswith("*") else HINTED).setdefault(_h.rstrip("*"), set()).add(_i)
 _HINT_WORDS = frozenset(HINTED)
+_MEDICATION = next(i for i, s in enumerate(SUBJECTS) if s.name == "medication")
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9'-]*")
 _PREFIX = re.compile(r"\b(?:" + "|".join(re.escape(p) for p in sorted(PREFIXES, key=len, reverse=True)) + ")")
 
@@ -267,6 +270,8 @@ def hinted(low: str) -> list[Subject]:
         found |= HINTED[w]
     for m in _PREFIX.finditer(low):
         found |= PREFIXES[m.group()]
+    if "mg" in low or "mcg" in low:  # a dose written as one word ("20mg"): no hint word holds it
+        found.add(_MEDICATION)
     return [SUBJECTS[i] for i in sorted(found)]
 
 

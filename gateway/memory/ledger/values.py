@@ -91,9 +91,10 @@ _WHEN = re.compile(
     re.I,
 )
 _DOSE = re.compile(r"\b(?:([A-Za-z][\w-]{2,})\s+)?(\d+(?:\.\d+)?\s*(?:mg|mcg|milligrams?|micrograms?|ml))\b", re.I)
-_DOSE_STOP = frozenset("to on at of the a an my is was now from up down".split())
+_DOSE_STOP = frozenset("to on at of the a an my is was now from up down take takes taking took dose".split())
+_DOSE_OF = re.compile(r"\s+of\s+([A-Za-z][\w-]{2,})")
 _ALLERGY = re.compile(
-    r"\ballergic to\s+([\w -]+?)(?=\s*(?:[,.;!]|$|\s+(?:and|but|so|now|too)\b))|\b([\w-]+)\s+(?:allergy|intolerance)",
+    r"\ballergic to\s+([\w -]+?)(?=\s*(?:[,.;!]|$|\s+(?:and|but|so|now|too)\b))|\b([\w-]+)\s+(?:allergy|intoleran\w*)",
     re.I,
 )
 _NO_ALLERGY = re.compile(r"\bno (?:known )?allerg", re.I)
@@ -103,6 +104,10 @@ _THING = re.compile(
     re.I,
 )
 _SPECIFIC = re.compile(r"[A-Z0-9]")
+_NETWORK = re.compile(rf"\b(?:to|on|with|from)\s+(?:a\s+|an\s+|the\s+)?({_NAME})")
+_AGE_GROUP = re.compile(r"\b(?:under-?\d+s?|u\d\ds?)\b", re.I)
+_MASKED = re.compile(r"\[redacted: [^\]\n]{1,40}\]")  # memory/secrets.py's mask
+_NOT_A_CODE = frozenset("the a an my our your his her their this that it same still just now also on in at".split())
 _ROLE = re.compile(
     r"\b(?:promoted to|made|became|new role as|new role is|title is|role is|now (?:a|an|the))\s+(?:be\s+)?(?:a\s+|an\s+|the\s+|our\s+)?"
     r"((?:[\w-]+\s+){0,3}?[\w-]+)(?=\s*(?:[,.;!]|$|\s+(?:at|for|in|on|and|since|from|of the|now)\b))",
@@ -174,10 +179,14 @@ def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
     elif kind == "code":
         tail = s[cue.start() :]
         m = _CODE.search(tail) or _DIGITS.search(tail) or _DIGITS.search(s)
-        if m:
+        if masked := _MASKED.search(tail):  # a secret the index keeps masked (memory/secrets.py): the mask whole
+            v = masked.group(0)
+        elif m:
             v = m.group(1) if m.re is _CODE else m.group(0)
             if m.re is _CODE and not re.search(r"\d", v) and (d := _DIGITS.search(tail)):
                 v = d.group(0)
+            elif m.re is _CODE and v.lower() in _NOT_A_CODE:  # "is the name of my dog": no code said
+                v = None
     elif kind == "number":
         if m := _DIGITS.search(s):
             v = m.group(0).strip(" ().")
@@ -187,6 +196,8 @@ def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
     elif kind == "medication":
         if m := _DOSE.search(s):
             name = m.group(1) if m.group(1) and m.group(1).lower() not in _DOSE_STOP else ""
+            if not name and (of := _DOSE_OF.match(s, m.end())):  # "20mg of omeprazole"
+                name = of.group(1)
             v = f"{name} {m.group(2)}".strip()
     elif kind == "allergy":
         if _NO_ALLERGY.search(s):
@@ -196,6 +207,12 @@ def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
     elif kind == "membership":
         if (m := _AT_ORG.search(s)) and (n := _first_name(m.group(1))):
             v = n
+    elif kind == "phone":  # "switched to a Vodafone contract", "I'm on Giffgaff now"
+        if m := _NETWORK.search(s):
+            v = _first_name(m.group(1))
+    elif kind == "coaching":  # "coaching the under-9s on Saturdays": the group coached
+        if m := _AGE_GROUP.search(s):
+            v = m.group(0)
     elif kind == "role":
         if m := _ROLE.search(s):
             v = m.group(1)
