@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable
+from typing import TYPE_CHECKING, Any, AsyncGenerator
 
 import orjson
 from ..calls import Call, Door, ForUser
-from ..chat.events import Chunk, End, Final, RunHandle
+from ..chat.events import RunHandle
 from ..errors import JarvisError, NotFound
 from .httpapi import principal_of
-from .openaistream import Answer, ApiError, chat_frames, failure, response_frames, to_json
+from .openaistream import ApiError, Frames, chat_frames, reply, response_frames, to_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.requests import Request
@@ -40,7 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..calls import ServiceAccess
 
-Frames = Callable[[Answer, dict[str, Any], "Chunk | End"], AsyncGenerator[bytes, None]]
 
 INLINE_JSON_BYTES = 64 << 10  # a bigger body is parsed in a thread: a 6 MB one takes ~100 ms of CPU
 
@@ -96,8 +95,15 @@ class EventStream:
     """The SSE answer of a run (an ASGI app): the headers, then the frames as the run makes them; the run
     stops when the client goes away (its partial reply kept, marked aborted)."""
 
-    def __init__(self, door: "V1Door", request: "Request", answer: Answer, frames: AsyncGenerator[bytes, None]):
-        self.door, self.request, self.answer, self.frames = door, request, answer, frames
+    def __init__(
+        self,
+        door: "V1Door",
+        request: "Request",
+        handle: RunHandle,
+        headers: dict[str, str],
+        frames: AsyncGenerator[bytes, None],
+    ):
+        self.door, self.request, self.handle, self.headers, self.frames = door, request, handle, headers, frames
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         headers = [
@@ -105,9 +111,9 @@ class EventStream:
             (b"cache-control", b"no-cache"),
             (b"x-accel-buffering", b"no"),
         ]
-        headers += [(k.lower().encode(), v.encode()) for k, v in self.answer.headers().items()]
+        headers += [(k.lower().encode(), v.encode()) for k, v in self.headers.items()]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
-        watcher = self.door.watch(self.request, self.answer.handle, receive)
+        watcher = self.door.watch(self.request, self.handle, receive)
         try:
             async with contextlib.aclosing(self.frames) as sent:
                 async for frame in sent:
@@ -118,7 +124,7 @@ class EventStream:
         finally:
             watcher.cancel()
             with contextlib.suppress(BaseException):
-                await self.door.stop(self.request, self.answer.handle)
+                await self.door.stop(self.request, self.handle)
 
 
 class V1Door:
@@ -216,29 +222,17 @@ class V1Door:
         if isinstance(body, dict):  # whom a front-end sends it for (its `proxy` scope: the dispatcher's to weigh)
             request.scope[FOR_USER] = ForUser(proxied_user(body, request.headers))
         handle: RunHandle = await self.call(request, method, params)
-        stream = body.get("stream") is True  # the body is valid now (the call validated it)
-        answer = Answer(handle)
         watcher = self.watch(request, handle, request.receive)  # until the response is under way
         try:
-            first = await answer.next()
-            if not (stream and isinstance(first, Chunk)):
-                while isinstance(first, Chunk):
-                    first = await answer.next()
+            answer = await reply(handle, body, frames)
         except BaseException:
             await asyncio.shield(self.stop(request, handle))
             raise
         finally:
             watcher.cancel()
-        if isinstance(first, Chunk) or (stream and isinstance(first, Final)):  # (an upstream stream of no chunk)
-            return EventStream(self, request, answer, frames(answer, body, first))
-        if not isinstance(first, Final):
-            raise failure(first)
-        return Response(
-            to_json({**(answer.completion or {}), "jarvis": answer.jarvis()}),
-            200,
-            media_type="application/json",
-            headers=answer.headers(),
-        )
+        if answer.frames is not None:
+            return EventStream(self, request, handle, answer.headers, answer.frames)
+        return Response(answer.body, 200, media_type="application/json", headers=answer.headers)
 
 
 def routes(services: "ServiceAccess") -> list["BaseRoute"]:

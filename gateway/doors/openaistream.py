@@ -1,10 +1,9 @@
 """How /v1 renders a chat run: the events of its handle (chat/events.py) as OpenAI's answers.
 
-    answer = Answer(handle)                          # folds what was recalled, the notes, a completion
-    first = await answer.next()                      # a Chunk or the run's end (Final, Failed, Aborted)
-    chat_frames(answer, body, first)                 # /v1/chat/completions as SSE: `data: <chunk>` … [DONE]
-    response_frames(answer, body, first)             # /v1/responses as SSE: `event: <type>` `data: <event>`
-    failure(end)                                     # a Failed or Aborted end as the HTTP error to answer
+    answer = await reply(handle, body, chat_frames)  # /v1/chat/completions: `data: <chunk>` … [DONE]
+    answer = await reply(handle, body, response_frames)  # /v1/responses: `event: <type>` `data: <event>`
+    answer.headers; answer.body or answer.frames     # the whole JSON once the run ended, or its SSE stream
+                                                     # from its first chunk; ApiError when it failed first
 
 What was recalled is told in the `X-Jarvis-Memory` response header (compact JSON, at most
 MEMORY_HEADER_BYTES) and in a `jarvis` field of the last chunk (or of the completion object, or of the
@@ -14,7 +13,8 @@ response of the last Responses event). A new streaming door is another such rend
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncGenerator
+from dataclasses import dataclass
+from typing import Any, AsyncGenerator, Callable
 
 import orjson
 
@@ -242,3 +242,33 @@ async def response_frames(answer: Answer, body: dict[str, Any], first: Chunk | E
         return
     for told in held:
         yield _event({**told, "response": {**told["response"], "jarvis": answer.jarvis()}})
+
+
+# ---- the answer ---------------------------------------------------------------------------------------
+Frames = Callable[[Answer, dict[str, Any], "Chunk | End"], AsyncGenerator[bytes, None]]
+
+
+@dataclass
+class Reply:
+    """The HTTP answer to a run: its headers, and either its whole JSON or its SSE frames."""
+
+    headers: dict[str, str]
+    body: bytes | None = None
+    frames: AsyncGenerator[bytes, None] | None = None
+
+
+async def reply(handle: RunHandle, body: dict[str, Any], frames: Frames) -> Reply:
+    """The run's answer as soon as it has one: a streamed request's SSE from its first chunk (or its end,
+    for an upstream stream of no chunk), else the completion (or response) with the `jarvis` field once the
+    run ended; ApiError (`failure`) for a run that failed or was aborted before its first chunk."""
+    stream = body.get("stream") is True  # the body is valid (the call validated it)
+    answer = Answer(handle)
+    first = await answer.next()
+    if not (stream and isinstance(first, Chunk)):
+        while isinstance(first, Chunk):
+            first = await answer.next()
+    if isinstance(first, Chunk) or (stream and isinstance(first, Final)):
+        return Reply(answer.headers(), frames=frames(answer, body, first))
+    if not isinstance(first, Final):
+        raise failure(first)
+    return Reply(answer.headers(), body=to_json({**(answer.completion or {}), "jarvis": answer.jarvis()}))
