@@ -322,6 +322,13 @@ class IndexEngine(Protocol):
     async def _rebuild(self, progress: Any) -> SyncStats:
         """Everything indexed anew under the current settings, the engine's way."""
 
+    async def _refresh_counts(self, delta: dict[str, int] | None = None) -> None:
+        """Read the counts again; `delta` (files, chunks, missing) is what the sync just done changed,
+        for an engine that may add it instead of counting everything."""
+
+    def _reading(self) -> AbstractAsyncContextManager[str]:
+        """What a search holds while it reads the index; it gives the index's generation."""
+
 
 @dataclass
 class IndexContext:

@@ -80,6 +80,17 @@ def test_memory_and_storage_never_import_the_doors(graph):
     assert not [e for e in _offending(graph, "gateway.storage", ("gateway.memory.service",))], "an engine composes"
 
 
+def test_the_index_lifecycle_is_memorys(graph):
+    """An engine stores: what an index's life decides (its signature, the searcher's making) is the memory
+    feature's (memory/index/lifecycle.py), which the engines' indexes build on and give their ports to."""
+    decided = ("gateway.memory.signature", "gateway.memory.search.searcher")
+    assert _offending(graph, "gateway.storage", decided) == []
+    lifecycle = {
+        m for m, deps in graph.items() if "gateway.memory.index.lifecycle" in deps and _under(m, "gateway.storage")
+    }
+    assert lifecycle == {"gateway.storage.files.memory.index", "gateway.storage.postgres.memory.index"}
+
+
 def _packages_imported(path) -> set[str]:
     """The top-level names of every package a module imports (at the top, deferred, or for types)."""
     found: set[str] = set()

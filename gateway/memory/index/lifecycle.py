@@ -15,7 +15,6 @@ What the engine gives (memory/ports.py's IndexEngine): where its stored vectors 
 from __future__ import annotations
 
 import asyncio
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import structlog
 
 from ...config import Config
 from ..embeddings import EmbeddingProvider
-from ..ports import IndexContext, SearchPorts, VectorSearch
+from ..ports import IndexContext, IndexEngine, VectorSearch
 from ..search.request import SearchRequest
 from ..search.searcher import SearchOptions, Searcher
 from ..signature import index_signature, same_embeddings
@@ -39,7 +38,9 @@ DISABLED = "embeddings are disabled (memory.embeddings.provider = none)"
 
 
 class IndexLifecycle:
-    def __init__(self, config: Config, agent_id: str):
+    def __init__(self, config: Config, agent_id: str, engine: IndexEngine):
+        """`engine`: the engine's index itself (a subclass passes `self`: mypy holds it to the port)."""
+        self._engine = engine
         self.cfg = config.memory
         self.agent_id = agent_id
         self.workspace: Path = config.agent_workspace(agent_id)
@@ -91,18 +92,6 @@ class IndexLifecycle:
         return False
 
     # ---- vector search bound, or why not; the one searcher ----------------------------------------------
-    async def _stored_vectors(self) -> tuple[str, int] | None:
-        """The engine's stored vectors: (the backend that stored them, their dims); None: none yet."""
-        raise NotImplementedError
-
-    async def _bind_vectors(self, dims: int) -> VectorSearch:
-        """Vector search over the stored vectors (they fit the provider)."""
-        raise NotImplementedError
-
-    def _search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
-        """The engine's full text and chunk rows, for the searcher."""
-        raise NotImplementedError
-
     def _backend_problem(self) -> str:
         """Why there are no vectors with no vector backend."""
         return self.provider_problem or DISABLED
@@ -115,7 +104,7 @@ class IndexLifecycle:
             return self._backend_problem(), None
         if self._needs_rebuild and not self._old_vectors_ok:
             return NEW_MODEL, None
-        stored = await self._stored_vectors()
+        stored = await self._engine._stored_vectors()
         if stored is None:
             return (
                 f"embedding provider unavailable: {self._embed_error}" if self._embed_error else "no vectors stored yet"
@@ -128,36 +117,22 @@ class IndexLifecycle:
     async def _open_live_state(self) -> None:
         """Bind vector search to the live index (when its vectors fit the current provider); the searcher."""
         problem, stored = await self.vector_problem()
-        vectors = await self._bind_vectors(stored[1]) if stored is not None else None
+        vectors = await self._engine._bind_vectors(stored[1]) if stored is not None else None
         self.searcher = self._searcher(vectors, problem)
 
     def _searcher(self, vectors: VectorSearch | None, problem: str | None) -> Searcher:
         assert self.provider is not None
-        ports = self._search_ports(vectors)
+        ports = self._engine._search_ports(vectors)
         opts = SearchOptions.from_config(self.cfg.search, self.tokenizer)
         return Searcher(ports.text, ports.rows, self.provider, opts, vectors, problem, self._hidden)
-
-    async def _refresh_counts(self, delta: dict[str, int] | None = None) -> None:
-        """Read the counts again; `delta` (files, chunks, missing) is what the sync just done changed,
-        for an engine that may add it instead of counting everything."""
-        raise NotImplementedError
 
     # ---- the writer: a rebuild when the settings changed, else the sync asked --------------------------
     async def sync(self, req: SyncRequest, progress: Any) -> SyncStats:
         """One sync request: while the index waits for a rebuild (new settings, vectors that no longer fit),
         the rebuild, which indexes everything whatever was asked; else what was asked."""
         if self._needs_rebuild:
-            return await self._rebuild(progress)
-        return await self._sync(req, progress)
-
-    async def _rebuild(self, progress: Any) -> SyncStats:
-        """Index everything anew under the current settings (the engine's way: a fresh file swapped in, or
-        the agent's rows reset), then `_after_sync`."""
-        raise NotImplementedError
-
-    async def _sync(self, req: SyncRequest, progress: Any) -> SyncStats:
-        """The pipeline's sync of what `req` asks, under the write lock, then `_after_sync`."""
-        raise NotImplementedError
+            return await self._engine._rebuild(progress)
+        return await self._engine._sync(req, progress)
 
     async def _bind_stored_vectors(self) -> None:
         """Vectors stored for the first time (by a sync here, or another gateway's) are bound for search."""
@@ -173,15 +148,11 @@ class IndexLifecycle:
         """Vectors stored for the first time are bound for search; the counts are read again."""
         self._embed_error = stats.embed_error
         await self._bind_stored_vectors()
-        await self._refresh_counts(delta)
-
-    def _reading(self) -> AbstractAsyncContextManager[str]:
-        """What a search holds while it reads the index; it gives the index's generation."""
-        raise NotImplementedError
+        await self._engine._refresh_counts(delta)
 
     # ---- the reader: the one searcher over the engine's ports, the same on both engines ------------------
     async def search(self, req: SearchRequest) -> dict[str, Any]:
-        async with self._reading() as generation:
+        async with self._engine._reading() as generation:
             assert self.searcher is not None
             return await self.searcher.search(
                 req, generation=generation, vector_count=self.counts["vectors"], missing_vectors=self.counts["missing"]

@@ -62,7 +62,7 @@ class FilesMemoryIndex(IndexLifecycle):
     shared = False  # only this process writes the file (the users lock)
 
     def __init__(self, config: Config, agent_id: str):
-        super().__init__(config, agent_id)
+        super().__init__(config, agent_id, self)
         self.db_path: Path = config.memory_db(agent_id)
         self.writer: Database | None = None
         self.reader: Database | None = None

@@ -52,7 +52,7 @@ class PgMemoryIndex(IndexLifecycle):
     shared = True  # every gateway on the database writes the agent's rows
 
     def __init__(self, config: Config, agent_id: str, pg: "Postgres"):
-        super().__init__(config, agent_id)  # corrupt_events stays empty: PostgreSQL keeps its own data safe
+        super().__init__(config, agent_id, self)  # corrupt_events stays empty: PostgreSQL keeps its own data safe
         self.pool = pg.pool
         self.store: PgIndexStore | None = None
         self.pipeline: IndexPipeline | None = None
