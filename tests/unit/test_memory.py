@@ -682,6 +682,41 @@ async def test_a_searchs_rows_bring_their_vectors_and_agree_with_a_fresh_read(tm
     assert res["results"] and all(r["path"].startswith("memory/") for r in res["results"])
 
 
+async def test_the_generation_a_search_is_given_is_the_files_after_every_write(tmp_path, open_manager):
+    """Searches take the generation read after the last write instead of reading it each time; a write
+    under way (its bump not committed when the counts were read, as by a status during a sync) must not
+    leave them an old one."""
+    from gateway.storage.files.memory.migrations import get_meta
+
+    cfg = make_cfg(tmp_path)
+    write(cfg.workspace_dir / "memory" / "a.md", "The boat is blue.\n")
+    m = await open_manager(cfg)
+    await m.sync()
+    ix = m.index
+
+    async def given() -> str:
+        async with ix._reading() as gen:
+            return gen
+
+    async def in_file() -> str:
+        return await get_meta(ix.reader, "generation", "0") or "0"
+
+    first = await given()
+    assert first == await in_file()
+    write(cfg.workspace_dir / "memory" / "b.md", "The garden is green.\n")
+    await m.sync()
+    second = await given()
+    assert second == await in_file() != first
+    # A bump in a write's open transaction, the counts read meanwhile, then the commit.
+    async with ix.write_lock:
+        async with ix.writer.transaction():
+            await ix.store._bump()
+            await ix._refresh_counts()
+            assert await given() == second  # not committed: the file's is still the old one
+    assert await given() == await in_file() != second
+    assert paths(await m.search("garden", mode="fts"))[0] == "memory/b.md"
+
+
 async def test_insert_rows_keeps_every_value_exact(tmp_path):
     from gateway.storage.files.memory.db import Database, pick_driver
 

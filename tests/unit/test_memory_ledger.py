@@ -387,3 +387,23 @@ def test_the_ledger_steps_aside_only_for_a_newer_statement_of_the_persons_own(sn
     hits = [{"path": "sessions/x.jsonl", "startLine": 2, "endLine": 3, "score": 0.8, "snippet": snippet, "date": date}]
     assert outdated(hits, {0: same}, same / np.linalg.norm(same), fact, period) is newer
     assert outdated(hits, {0: -same}, same / np.linalg.norm(same), fact, period) is False  # another subject
+
+
+async def test_statement_vectors_dropped_past_the_cap_mid_pick_never_fail_the_pick(monkeypatch):
+    """The kept vectors are dropped once they pass MAX_VECTORS; a pick needing some kept and some new ones
+    then has to answer from what it holds (it raised KeyError, and the search lost the ledger's lead)."""
+    from gateway.memory.embeddings.local import LocalEmbeddings
+    from gateway.memory.ledger import recall as recall_mod
+    from gateway.memory.ledger.recall import embed_with
+
+    embed = embed_with(LocalEmbeddings())
+    assert embed is not None
+    ss = [st_(f"code:{q}", f"{q}-{i}", f"2025-0{1 + i}-01") for i, q in enumerate(["wifi", "shed", "gate", "bike"])]
+    question = "What's the gate code now?"
+    want = await LedgerRecall(embed).pick(question, ss, NOW)
+    assert want is not None and want[0].subject == "code:gate" and want[1].value == "gate-2"
+    monkeypatch.setattr(recall_mod, "MAX_VECTORS", 3)
+    recall = LedgerRecall(embed)
+    assert await recall.pick(question, ss[:2], NOW) is not None  # the question and two statements: 3 kept
+    got = await recall.pick(question, ss, NOW)  # 3 kept + 2 new > 3: the kept ones dropped meanwhile
+    assert got is not None and got[0].subject == "code:gate" and got[1].value == "gate-2"

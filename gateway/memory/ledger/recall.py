@@ -164,15 +164,18 @@ class LedgerRecall:
     async def _vecs(self, texts: list[str]) -> list[np.ndarray] | None:
         if self.embed is None:
             return None
-        todo = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        # The answer is built from what is in hand here: the kept vectors may be dropped meanwhile (past
+        # MAX_VECTORS, by this search or one beside it), which raised KeyError and lost the ledger's lead.
+        have = {t: self._vectors[t] for t in texts if t in self._vectors}
+        todo = [t for t in dict.fromkeys(texts) if t not in have]
         if todo:
             out = await self.embed(todo)
             if len(self._vectors) + len(todo) > MAX_VECTORS:
                 self._vectors.clear()
             for t, v in zip(todo, out):
                 n = float(np.linalg.norm(v))
-                self._vectors[t] = v / n if n > 0 else v
-        return [self._vectors[t] for t in texts]
+                have[t] = self._vectors[t] = v / n if n > 0 else v
+        return [have[t] for t in texts]
 
     async def subjects(self, query: str) -> list[str]:
         """The subjects a question is about: by cue words, else by the embedding of its description. A

@@ -353,7 +353,9 @@ class FilesMemoryIndex(IndexLifecycle):
         self.counts = {"files": files, "chunks": chunks, "vectors": chunks - missing, "missing": missing}
         if self.searcher is not None:
             self.searcher.total_chunks = chunks
-        seen = (self.store, self.store.bumps if self.store is not None else 0)
+        # Kept for searches only while no write is under way (status during a sync reads the counts too):
+        # a bump inside a write's open transaction is not the file's generation until it commits.
+        seen = None if self.write_lock.locked() else (self.store, self.store.bumps if self.store is not None else 0)
         self._generation = await get_meta(db, "generation", "0") or "0"
         self._generation_of = seen
         self.last_sync_at = await get_meta(db, "last_sync_at")
