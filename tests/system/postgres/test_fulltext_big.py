@@ -24,6 +24,7 @@ WORDS = {
     "lantern": (5, 0),  # 4,800: common, past ROW_BUDGET
     "orchard": (40, 0),  # 600: within the budget
     "quince": (800, 0),  # 30: rare, and each also holds 'orchard'
+    "ember": (301, 0),  # 80: rare, half of them also 'harbour'
 }
 
 
@@ -81,6 +82,21 @@ async def test_only_the_rarest_words_within_the_budget_are_ranked(pool):
     numbers = await chunk_numbers(pool, hits)
     assert len(numbers) == 40
     assert set(numbers[:30]) == holders("quince") and set(numbers[30:]) <= holders("orchard") - holders("quince")
+
+
+async def test_a_common_word_skipped_still_counts_in_the_score(pool):
+    """'harbour' is past the budget, so only the chunks holding 'ember' are ranked; but of those, the ones
+    that also hold 'harbour' rank first, as they would had every chunk been ranked."""
+    ft = PgFullText(pool, "main", 0.1)
+    both = holders("ember") & holders("harbour")
+    assert 30 < len(both) < len(holders("ember"))
+    hits = await ft.search(["harbour", "ember"], 100, (), None, generation=None, total=CHUNKS)
+    numbers = await chunk_numbers(pool, hits)
+    assert set(numbers) == holders("ember"), "only the rare word's chunks are ranked"
+    # Of the chunks alike but for 'harbour' (no other of WORDS, whose length would weigh in too):
+    plain = [i for i in numbers if not any(i in holders(w) for w in ("lantern", "orchard", "quince"))]
+    with_it = [i in both for i in plain]
+    assert 10 < sum(with_it) < len(plain) and with_it == sorted(with_it, reverse=True), with_it
 
 
 async def test_a_query_of_only_common_words_ranks_a_bounded_set(pool, monkeypatch):

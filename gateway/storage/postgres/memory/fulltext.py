@@ -83,19 +83,20 @@ class PgFullText:
             return []
         big = total >= pruning.PRUNE_MIN_CHUNKS
         counts = await (self._estimated_counts(lexemes, total) if big else self._doc_counts(lexemes, total))
-        # Ranking reads every matching chunk's row (~10 µs a row), so on a big index the rarest words are
-        # searched and common ones skipped past a budget of rows, as FTS5's search does with its postings
-        # (pruning.py): they would move the ranking least, and still count in the re-ranking.
-        cap: int | None = None
+        # Ranking reads every matching chunk's row (~10 µs a row), so on a big index the chunks ranked are
+        # those holding the rarest words, within a budget of rows, as FTS5's search does with its postings
+        # (pruning.py); a common word skipped there still counts in the score of the chunks ranked (their
+        # rows are read anyway), so a chunk holding it beside a rare word ranks above one holding only that.
+        match = lexemes
         if big and len(lexemes) >= 2:
-            keep = rarest_within(counts, min(ROW_BUDGET, pruning.POSTINGS_BUDGET * total))
-            lexemes, counts = [lexemes[i] for i in keep], [counts[i] for i in keep]
-        if big and sum(counts) > ROW_BUDGET:
+            match = [lexemes[i] for i in rarest_within(counts, min(ROW_BUDGET, pruning.POSTINGS_BUDGET * total))]
+        cap: int | None = None
+        if big and sum(counts[lexemes.index(x)] for x in match) > ROW_BUDGET:
             cap = CANDIDATE_CAP
         idf = self._idf(counts, total)
         w = float(self.context_weight)
         m = len(lexemes)
-        params: list[Any] = [self.agent_id, " | ".join(lexemes), [w, 0.0, 0.0, 1.0], *lexemes, *idf]
+        params: list[Any] = [self.agent_id, " | ".join(match), [w, 0.0, 0.0, 1.0], *lexemes, *idf]
         # One tsquery parameter per word, not an array unnested per row: each is a constant of the
         # statement, so the GIN index serves the match and the statement is the same for every query
         # of as many words (prepared once).
