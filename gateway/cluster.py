@@ -5,6 +5,8 @@ What crosses between them, all through the database (storage/postgres/db.py):
 - **chat events**: every event this gateway publishes is relayed in order (NOTIFY), typed, in the codec
   of chat/events.py (`encode`/`decode`); another gateway delivers it to its own subscribers of that
   session, who render it as on the gateway of the run. A client subscribed on B sees the run on A.
+  (The gateways of one database speak one codec: an event in another shape, from a gateway of an older
+  version, is dropped, not rendered.)
 - **transcripts**: a `lines` notification after each append; the other gateways update their local
   mirror and re-index the session's memory (debounced, like after a local `chat.final`).
 - **keyed memories** (`keyed`, after memory.set/delete): the other gateways rewrite or remove their
