@@ -2,8 +2,11 @@
 
 What crosses between them, all through the database (storage/postgres/db.py):
 
-- **chat events**: every event this gateway publishes is relayed in order (NOTIFY); another gateway
-  delivers it to its own subscribers of that session. A client subscribed on B sees the run on A.
+- **chat events**: every event this gateway publishes is relayed in order (NOTIFY), typed, in the codec
+  of chat/events.py (`encode`/`decode`); another gateway delivers it to its own subscribers of that
+  session, who render it as on the gateway of the run. A client subscribed on B sees the run on A.
+  (The gateways of one database speak one codec: an event in another shape, from a gateway of an older
+  version, is dropped, not rendered.)
 - **transcripts**: a `lines` notification after each append; the other gateways update their local
   mirror and re-index the session's memory (debounced, like after a local `chat.final`).
 - **keyed memories** (`keyed`, after memory.set/delete): the other gateways rewrite or remove their
@@ -29,8 +32,9 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, ContextManager, Prot
 
 import structlog
 
+from .chat.events import ENDS, Aborted, Notice, Said, decode, encode
 from .errors import NotFound
-from .events import EventBus
+from .events import EventBus, Notifies
 from .protocol import error_object, error_of
 from .sessions import transcript as tx
 from .storage.postgres.ledger import claims, drop_claim, run_holder
@@ -46,7 +50,6 @@ WATCH_S = 1.0  # how long a run waits to hear whether a client of another gatewa
 CONFIRM_WAIT_S = 5.0  # how long a chat.confirm sent on to the gateway running the run waits for its verdict
 MAX_ASKED = 1_000  # questions to other gateways waiting for their answer at once (watch?, confirm)
 MAX_REMOTE_RUNS = 10_000  # other gateways' runs followed at once (their partial replies, for a sweep)
-_ENDS = ("chat.final", "chat.error", "chat.aborted")
 REFUSAL_CHARS = 2_000  # a refusal's message as sent back to the asking gateway (a NOTIFY holds 8000 bytes)
 
 
@@ -115,10 +118,12 @@ class Cluster:
         self._sweeper = asyncio.create_task(self._sweep_loop(), name="cluster-sweeper")
         self._sweeper.add_done_callback(log_failure("cluster_sweeper_failed"))
 
-    def relay(self, topic: str, method: str, params: dict[str, Any]) -> None:
-        """The event bus's relay: every event published here goes, in order, to the other gateways."""
+    def relay(self, topic: str, notice: Notifies) -> None:
+        """The event bus's relay: every event published here goes, in order, to the other gateways (in
+        chat/events.py's one codec; the bus publishes only a run's Notice)."""
+        assert isinstance(notice, Notice), type(notice)
         if self._relaying:
-            self.pg.send_ordered("event", t=topic, m=method, p=params)
+            self.pg.send_ordered("event", t=topic, n=encode(notice))
 
     def abort_requester(self, agent_id: str) -> Callable[[str, str], Awaitable[None]]:
         """An agent's `request_abort`: `chat.abort` of another gateway's run goes through the database."""
@@ -221,20 +226,20 @@ class Cluster:
 
     # ---- notifications from the other gateways -------------------------------------------------
     def _on_event(self, msg: dict[str, Any]) -> None:
-        topic, method, params = msg.get("t"), msg.get("m"), msg.get("p")
-        if not isinstance(topic, str) or not isinstance(method, str) or not isinstance(params, dict):
+        topic, notice = msg.get("t"), decode(msg.get("n"))
+        if not isinstance(topic, str) or notice is None:
             return
-        run = (topic, str(params.get("runId")))
-        if method in _ENDS:
+        run = (topic, notice.run_id)
+        if isinstance(notice.event, ENDS):
             self._remote.pop(run, None)
         else:
             if run not in self._remote and len(self._remote) >= MAX_REMOTE_RUNS:
                 self._remote.pop(next(iter(self._remote)))  # the oldest: its end was never relayed
             seen = self._remote.setdefault(run, [0, []])
-            seen[0] = max(seen[0], int(params.get("seq") or 0))
-            if method == "chat.delta" and isinstance(params.get("delta"), str):
-                seen[1].append(params["delta"])
-        self.services.bus.deliver_local(topic, method, params)
+            seen[0] = max(seen[0], notice.seq)
+            if isinstance(notice.event, Said):
+                seen[1].append(notice.event.text)
+        self.services.bus.deliver_local(topic, notice)
 
     def _to_agent(self, msg: dict[str, Any], kind: str) -> None:
         agent = self.services.agents.get(str(msg.get("agent")))
@@ -329,7 +334,5 @@ class Cluster:
                 )
             except Exception as exc:  # the session was deleted meanwhile: nothing to keep
                 log.info("orphaned run not recorded", session=key, error=str(exc))
-            self.services.bus.publish(
-                topic, "chat.aborted", {"sessionKey": key, "runId": run_id, "seq": seq + 1, "partial": partial}
-            )
+            self.services.bus.publish(topic, Notice(key, run_id, seq + 1, Aborted(partial)))
             log.warning("run of a stopped gateway ended", agent=agent_id, session=key, run=run_id, instance=instance)

@@ -1,7 +1,8 @@
 """Fan-out of server-pushed events to the connections subscribed to a session.
 
-Services publish (method, params); the server's connections subscribe and encode the frame (once per
-event, whatever the number of subscribers: `Event.frame` caches it). A subscriber's `deliver(event)`
+The chat service publishes its runs' typed events (a `Notice` of chat/events.py: the event and its run's
+ids); the server's connections subscribe and render each as its notification, encoding the frame once
+per event whatever the number of subscribers (`Event.frame` caches it). A subscriber's `deliver(event)`
 must not block: the server queues the bytes per connection and closes consumers that fall too far
 behind.
 """
@@ -12,13 +13,30 @@ from collections import defaultdict
 from typing import Any, Callable, Protocol
 
 
-class Event:
-    __slots__ = ("method", "params", "frame")
+class Notifies(Protocol):
+    """A typed event for subscribers (chat/events.py `Notice`): rendered by the door that sends it, with the
+    wire's table of error codes."""
 
-    def __init__(self, method: str, params: dict[str, Any]):
+    def notification(self, code_of: Callable[[Any], int]) -> tuple[str, dict[str, Any]]: ...
+
+
+class Event:
+    """One event for a subscriber: a published `told` (a run's Notice), or a notification already in its
+    shape (`method`, `params`: an import's progress, sent to its caller only)."""
+
+    __slots__ = ("told", "method", "params", "frame")
+
+    def __init__(self, method: str = "", params: dict[str, Any] | None = None, *, told: Notifies | None = None):
+        self.told = told
         self.method = method
-        self.params = params
+        self.params = params or {}
         self.frame: bytes | None = None  # the encoded notification, set by the first subscriber that needs it
+
+    def notification(self, code_of: Callable[[Any], int]) -> tuple[str, dict[str, Any]]:
+        """(method, params) of its JSON-RPC notification."""
+        if self.told is not None:
+            return self.told.notification(code_of)
+        return self.method, self.params
 
 
 class Subscriber(Protocol):
@@ -34,7 +52,7 @@ class Subscriber(Protocol):
 class EventBus:
     def __init__(self) -> None:
         self._subs: dict[str, set[Subscriber]] = defaultdict(set)
-        self.relay: Callable[[str, str, dict[str, Any]], None] | None = None
+        self.relay: Callable[[str, Notifies], None] | None = None
 
     def subscribe(self, session_key: str, sub: Subscriber) -> None:
         self._subs[session_key].add(sub)
@@ -59,17 +77,17 @@ class EventBus:
         """This gateway's subscribers of the session whose client can answer a `chat.confirm`."""
         return sum(1 for sub in self._subs.get(session_key, ()) if getattr(sub, "answers", False))
 
-    def publish(self, session_key: str, method: str, params: dict[str, Any]) -> int:
+    def publish(self, session_key: str, told: Notifies) -> int:
         """Deliver to this gateway's subscribers, and hand to `relay` (other gateways on one database)."""
         if self.relay is not None:
-            self.relay(session_key, method, params)
-        return self.deliver_local(session_key, method, params)
+            self.relay(session_key, told)
+        return self.deliver_local(session_key, told)
 
-    def deliver_local(self, session_key: str, method: str, params: dict[str, Any]) -> int:
+    def deliver_local(self, session_key: str, told: Notifies) -> int:
         subs = self._subs.get(session_key)
         if not subs:
             return 0
-        event = Event(method, params)
+        event = Event(told=told)
         for sub in list(subs):
             sub.deliver(event)
         return len(subs)

@@ -34,7 +34,7 @@ from .config import Config, MemoryConfig, SessionsConfig
 from .dispatcher import Dispatcher
 from .errors import Conflict, Invalid, JarvisError, NotFound, Unauthenticated, Unavailable
 from .events import EventBus
-from .protocol import code_of, error_object
+from .protocol import error_object
 from .schema import AGENT_ID
 from .sessions.retention import ephemeral_victims
 from .storage.base import SessionStore, Storage
@@ -376,7 +376,6 @@ class Services:
             topic=agent.topic,
             compactor=compactor,
             tools=tools,
-            error_code=code_of,
             request_abort=self.cluster.abort_requester(agent_id) if self.cluster else None,
             unreachable=self.storage.unreachable,
             acting=ACTING.get,

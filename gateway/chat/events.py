@@ -7,10 +7,11 @@
 
 The runner tells the handle what the run does as it does it; a door renders the events in its own shape
 (doors/openaistream.py: chat completions and Responses, JSON or SSE) and never rebuilds what a run is.
-The same run's events reach the session's subscribers on any gateway through the event bus as
-notifications (`notification`: `chat.delta`, `chat.tool`, `chat.confirm`, `chat.final`, `chat.error`,
-`chat.aborted`, as PROTOCOL.md has them; the WebSocket sends them as they are, and another gateway
-receives them so).
+The same run's events reach the session's subscribers on any gateway through the event bus, typed: each
+a `Notice` (the event, numbered within its run). A subscriber renders it (`Notice.notification`, given
+the wire's table of error codes): `chat.delta`, `chat.tool`, `chat.confirm`, `chat.final`, `chat.error`,
+`chat.aborted`, as PROTOCOL.md has them. Another gateway receives it through the database as JSON in one
+codec (`encode` / `decode`: a type tag and the event's fields) and renders it the same way there.
 
 A slow reader holds the run back: past HANDLE_HIGH chunks waiting, the next one waits for room, for as long as a
 WebSocket subscriber may take (server.slowConsumerSeconds), then the run fails retryable.
@@ -19,9 +20,11 @@ WebSocket subscriber may take (server.slowConsumerSeconds), then the run fails r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
+from .. import errors
 from ..errors import JarvisError, Unavailable
 
 HANDLE_HIGH = 256  # chunks waiting for a slow reader before the upstream is no longer read
@@ -147,10 +150,74 @@ class Aborted:
 
 
 End = Union[Final, Failed, Aborted]
-# what the session's subscribers hear too, as notifications (the runner publishes them on the bus)
+# what the session's subscribers hear too (the runner publishes them on the bus, each in a Notice)
 Told = Union[Said, ToolCalled, ConfirmAsked, Final, Failed, Aborted]
 RunEvent = Union[Recalled, Noted, Chunk, Completed, Said, ToolCalled, ConfirmAsked, Final, Failed, Aborted]
 ENDS = (Final, Failed, Aborted)
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """What the session's subscribers hear of a run (the event bus's message): one of its events, numbered
+    by `seq` within the run."""
+
+    session_key: str
+    run_id: str
+    seq: int
+    event: Told
+
+    def notification(self, code_of: Callable[[JarvisError], int]) -> tuple[str, dict[str, Any]]:
+        """Its JSON-RPC notification (PROTOCOL.md §4): `code_of` is the wire's table of error codes."""
+        method, params = self.event.notification(code_of)
+        return method, {"sessionKey": self.session_key, "runId": self.run_id, "seq": self.seq, **params}
+
+
+# ---- one codec, for the notices that cross gateways (cluster.py relays them through the database) ---------
+_TOLD: dict[str, type] = {cls.__name__: cls for cls in (Said, ToolCalled, ConfirmAsked, Final, Failed, Aborted)}
+
+
+def encode(notice: Notice) -> dict[str, Any]:
+    """A notice as JSON: the run's ids and `seq`, the event's type and its fields; a failure's error as its
+    domain class (the nearest of gateway/errors.py, e.g. Unavailable for an upstream's), message and data."""
+    event = notice.event
+    fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+    if isinstance(event, Failed):
+        kind = next(c for c in type(event.error).__mro__ if getattr(errors, c.__name__, None) is c)
+        fields["error"] = {"class": kind.__name__, "message": event.error.message, "data": event.error.data}
+    return {
+        "sessionKey": notice.session_key,
+        "runId": notice.run_id,
+        "seq": notice.seq,
+        "type": type(event).__name__,
+        "fields": fields,
+    }
+
+
+def decode(obj: Any) -> Notice | None:
+    """The notice `encode` made, or None for anything else (a message of another version, or damaged)."""
+    try:
+        cls, fields = _TOLD[obj["type"]], dict(obj["fields"])
+        if cls is Failed:
+            fields["error"] = _error(fields["error"])
+        notice = Notice(str(obj["sessionKey"]), str(obj["runId"]), int(obj["seq"]), cls(**fields))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return notice
+
+
+def _error(obj: dict[str, Any]) -> JarvisError:
+    cls = getattr(errors, obj["class"])
+    if not (isinstance(cls, type) and issubclass(cls, JarvisError)):
+        raise TypeError(obj["class"])
+    data = obj.get("data") if isinstance(obj.get("data"), dict) else None
+    err = cls.__new__(cls)
+    JarvisError.__init__(err, str(obj["message"]), data)
+    if isinstance(err, errors.Unavailable):
+        err.retryable = bool((data or {}).get("retryable", True))
+        err.retry_after_ms = (data or {}).get("retryAfterMs")
+    if isinstance(err, errors.Invalid):
+        err.field, err.rule = (data or {}).get("field"), err.message
+    return err
 
 
 @dataclass(eq=False)

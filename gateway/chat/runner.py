@@ -41,7 +41,7 @@ from ..storage.base import RunLedger, SessionStore
 from ..tasks import log_failure
 from .compaction import Compactor
 from .confirm import Guard
-from .events import Aborted, End, RunHandle, Told
+from .events import Aborted, End, Notice, RunHandle, Told
 from .finish import Finish
 from .loop import TurnLoop
 from .prompt import Prompts
@@ -72,7 +72,6 @@ class ChatService:
         compactor: Compactor | None = None,
         tools: ChatTools | None = None,
         *,
-        error_code: Callable[[JarvisError], int],
         request_abort: Callable[[str, str], Awaitable[None]] | None = None,
         unreachable: Callable[[BaseException], Unavailable | None] = lambda exc: None,
         acting: Callable[[], Principal | None] = lambda: None,
@@ -103,9 +102,6 @@ class ChatService:
             else None
         )
         self.loop = TurnLoop(config, provider, tools, sessions, self._emit, self.guard)
-        # The JSON-RPC code a chat.error notification carries for an error (PROTOCOL.md §4): the wire
-        # layer's table (protocol.code_of), handed in so that the chat layer does not depend on the wire.
-        self.error_code = error_code
         self.finish = Finish(sessions, provider, memory, self._end, unreachable)
         self._background: set[asyncio.Task[Any]] = set()
         self.threads = Threads(shared=ledger.shared)  # which session a /v1 conversation is in, by its history
@@ -340,9 +336,7 @@ class ChatService:
     def _emit(self, run: Run, event: Told) -> None:
         """One event of the run: to the session's subscribers on every gateway (its notification, numbered
         by `seq`), and to the run's handle when its starter reads one (a relayed request)."""
-        method, params = event.notification(self.error_code)
-        told = {"sessionKey": run.session_key, "runId": run.run_id, "seq": run.next_seq(), **params}
-        self.bus.publish(self.topic(run.session_key), method, told)
+        self.bus.publish(self.topic(run.session_key), Notice(run.session_key, run.run_id, run.next_seq(), event))
         if run.handle is not None:
             run.handle.tell(event)
 

@@ -39,6 +39,7 @@ from ..calls import OWNER, Call, Door
 from ..config import Config
 from ..events import Event
 from ..principals import Principal, hash_token
+from ..protocol import code_of
 
 OnEvent = Callable[[dict[str, Any]], None]
 
@@ -83,7 +84,8 @@ class LocalCaller:
 
     def deliver(self, event: Event) -> None:
         if self.on_event is not None:
-            self.on_event({"method": event.method, "params": event.params})
+            method, params = event.notification(code_of)
+            self.on_event({"method": method, "params": params})
 
 
 class Methods:

@@ -100,7 +100,7 @@ class Connection:
     def deliver(self, event: "Event") -> None:
         """An event of a session this connection subscribed to (EventBus)."""
         if event.frame is None:
-            event.frame = protocol.encode(protocol.notification(event.method, event.params))
+            event.frame = protocol.encode(protocol.notification(*event.notification(protocol.code_of)))
         self.push(event.frame)
 
     def unsent(self) -> int:

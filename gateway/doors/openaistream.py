@@ -238,7 +238,8 @@ async def response_frames(answer: Answer, body: dict[str, Any], first: Chunk | E
         event = await answer.next()
     if not isinstance(event, Final):
         error = failure(event).body()
-        yield _event({"type": "error", **error, "sequence_number": sequence, "error": error})
+        # OpenAI's `error` event: its type is "error" (the error's own type stays in `error`)
+        yield _event({**error, "type": "error", "sequence_number": sequence, "error": error})
         return
     for told in held:
         yield _event({**told, "response": {**told["response"], "jarvis": answer.jarvis()}})

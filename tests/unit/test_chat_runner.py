@@ -21,7 +21,7 @@ class Recorder:
         self.events: list[tuple[str, dict]] = []
 
     def deliver(self, event) -> None:
-        self.events.append((event.method, event.params))
+        self.events.append(event.notification(code_of))
 
 
 async def test_abort_before_the_run_takes_its_first_step(tmp_path):
@@ -30,7 +30,7 @@ async def test_abort_before_the_run_takes_its_first_step(tmp_path):
     store = storage.sessions("main")
     await store.open()
     bus, rec = EventBus(), Recorder()
-    chat = ChatService(cfg, store, bus, OfflineResponder(0), storage.ledger("main"), error_code=code_of)
+    chat = ChatService(cfg, store, bus, OfflineResponder(0), storage.ledger("main"))
     key = (await store.create())["sessionKey"]
     bus.subscribe(key, rec)
 
@@ -54,7 +54,7 @@ async def test_a_relayed_runs_handle_and_its_subscribers_hear_the_same_run(tmp_p
     store = storage.sessions("main")
     await store.open()
     bus, rec = EventBus(), Recorder()
-    chat = ChatService(cfg, store, bus, OfflineResponder(0), storage.ledger("main"), error_code=code_of)
+    chat = ChatService(cfg, store, bus, OfflineResponder(0), storage.ledger("main"))
     key = (await store.create())["sessionKey"]
     bus.subscribe(key, rec)
     request = {"model": "offline", "messages": [{"role": "user", "content": "what is in the box?"}], "stream": True}
