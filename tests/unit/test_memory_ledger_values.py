@@ -94,6 +94,8 @@ def said(message: str) -> dict[str, str]:
         ("Sam and I went our separate ways in June.", "partner", "<ended>"),
         ("Lena and I broke up on Sunday.", "partner", "<ended>"),
         ("I quit the choir last week.", "membership:choir", "<ended>"),
+        # a thing named as it was ("my old car") is passed over for the one named after it
+        ("My old car was a Ford, now I drive a Toyota Corolla.", "vehicle", "Toyota Corolla"),
     ],
 )
 def test_a_statement_s_value_is_the_span_that_names_it(message, subject, value):
@@ -124,6 +126,9 @@ def test_of_a_subject_said_twice_in_a_message_the_value_that_names_something_win
         "Someone tried to steal my bike, so I changed the lock.",  # no vehicle named
         "Can you remind me what my doctor said?",
         "Dana had the baby, a boy, born Friday night.",  # a day said bare is no activity's
+        "Reminder: the old wifi otter-blue-7 is still on the printer's settings.",  # a value as it was
+        "My previous landlord still has my deposit.",
+        "My ex-boss Karen called about the reference.",
     ],
 )
 def test_a_question_a_wish_and_someone_else_s_life_state_nothing(message):

@@ -120,6 +120,10 @@ def value_of(sentence: str, cue: re.Match[str]) -> str:
     return sentence.strip(" .!")[:MAX_VALUE]
 
 
+# "the old wifi", "my previous landlord", "my ex-boss": the thing named as it was, not a value given now.
+_PAST_THING = re.compile(r"\b(?:old|previous|former|ex)[\s-]+(?:\w+\s+)?$", re.I)
+
+
 # A thing named by its number ("box 17", "locker 4b", "room 12"): which of many alike a code opens.
 _NUMBERED = re.compile(
     r"\b(?:for|of|on|to|at|in)\s+(?:the\s+|my\s+|our\s+)?([a-z]+)\s+(?:no\.?\s*|#)?(\d+[a-z]?)\b", re.I
@@ -265,6 +269,10 @@ def _statements(
         if subj.name in _OWN_NOUNS and m is not None:
             m = _owned(s, m, subj.cues)
         if m is None or (subj.name == "project" and not _made(s, m)):
+            continue
+        while m is not None and _PAST_THING.search(s, max(0, m.start() - 24), m.start()):
+            m = subj.cues.search(s, m.end())  # "the old wifi … is still on the printer": the value as it was
+        if m is None:
             continue
         if subj.name == "number" and not _DIGIT.search(s):  # "a number of things" gives no number
             continue
