@@ -407,3 +407,29 @@ async def test_statement_vectors_dropped_past_the_cap_mid_pick_never_fail_the_pi
     assert await recall.pick(question, ss[:2], NOW) is not None  # the question and two statements: 3 kept
     got = await recall.pick(question, ss, NOW)  # 3 kept + 2 new > 3: the kept ones dropped meanwhile
     assert got is not None and got[0].subject == "code:gate" and got[1].value == "gate-2"
+
+
+async def test_a_subject_with_thousands_of_facts_weighs_a_bounded_few_and_still_finds_the_named_one():
+    """An archive can hold thousands of one subject's facts (every code ever said): a question embeds at most
+    RANK_FACTS facts' latest RANK_SAYINGS sayings (it embedded them all, 9.8 s p95 at 100k chunks), the
+    one whose qualifier it names among them; the kept vectors are bounded, the least recently used go."""
+    from gateway.memory.embeddings.local import LocalEmbeddings
+    from gateway.memory.ledger import recall as recall_mod
+    from gateway.memory.ledger.recall import RANK_FACTS, RANK_SAYINGS, embed_with
+
+    inner = embed_with(LocalEmbeddings())
+    assert inner is not None
+    asked: list[int] = []
+
+    async def embed(texts: list[str]) -> np.ndarray:
+        asked.append(len(texts))
+        return await inner(texts)
+
+    things = [f"locker{i}" for i in range(2000)] + ["shed"]
+    ss = [st_(f"code:{t}", f"{1000 + i}", "2025-01-01") for i, t in enumerate(things)]
+    ss += [st_("code:shed", f"77{i:02d}", f"2025-0{2 + i}-01") for i in range(8)]  # said again and again
+    recall = LedgerRecall(embed)
+    got = await recall.pick("What's the shed code now?", ss, NOW)
+    assert got is not None and got[0].subject == "code:shed" and got[1].value == "7707"
+    assert sum(asked) <= 1 + RANK_FACTS * RANK_SAYINGS, asked
+    assert len(recall._vectors) <= recall_mod.MAX_VECTORS

@@ -19,6 +19,7 @@ even when it shares no word with the question.
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Callable, Literal, Sequence
@@ -38,7 +39,12 @@ Asked = Literal["present", "first", "before", "at"]
 SUBJECT_COSINE = 0.3  # a question this close to a subject's description is about it (no cue word)
 SUBJECT_MARGIN = 0.08  # ...and this much closer than to the next subject
 QUALIFIER_BONUS = 0.3  # a fact whose qualifier the question names ("the shed code") beats the others
-MAX_VECTORS = 4096  # statement vectors kept between searches
+MAX_VECTORS = 4096  # statement vectors kept between searches (the least recently used go first)
+# What one question's choice of fact weighs (a life has a few dozen codes; an imported archive may have
+# thousands of statements of one subject, and each search would embed them all): the facts whose
+# qualifier it names and those sharing most words with it, and the latest sayings of each.
+RANK_FACTS = 64
+RANK_SAYINGS = 6
 
 _FIRST = re.compile(
     r"\b(?:originally|original|initially|at first|at the start|first|to begin with|to start with"
@@ -159,22 +165,26 @@ class LedgerRecall:
     def __init__(self, embed: Embed | None):
         self.embed = embed
         self._about: np.ndarray | None = None
-        self._vectors: dict[str, np.ndarray] = {}
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
 
     async def _vecs(self, texts: list[str]) -> list[np.ndarray] | None:
         if self.embed is None:
             return None
         # The answer is built from what is in hand here: the kept vectors may be dropped meanwhile (past
         # MAX_VECTORS, by this search or one beside it), which raised KeyError and lost the ledger's lead.
-        have = {t: self._vectors[t] for t in texts if t in self._vectors}
+        have: dict[str, np.ndarray] = {}
+        for t in texts:
+            if (v := self._vectors.get(t)) is not None:
+                have[t] = v
+                self._vectors.move_to_end(t)
         todo = [t for t in dict.fromkeys(texts) if t not in have]
         if todo:
             out = await self.embed(todo)
-            if len(self._vectors) + len(todo) > MAX_VECTORS:
-                self._vectors.clear()
             for t, v in zip(todo, out):
                 n = float(np.linalg.norm(v))
                 have[t] = self._vectors[t] = v / n if n > 0 else v
+            while len(self._vectors) > MAX_VECTORS:
+                self._vectors.popitem(last=False)
         return [have[t] for t in texts]
 
     async def subjects(self, query: str) -> list[str]:
@@ -221,16 +231,17 @@ class LedgerRecall:
         names, then the one whose statements are closest to it (embeddings; shared words without)."""
         if len(candidates) == 1:
             return candidates
-        texts = [[s.text for p in f.periods for s in p.sayings] for f in candidates]
         qwords = set(_words(query))
         named = set(_WORD.findall(query.lower()))  # every word, "7" too: "box 17" is not "box 7"
+        if len(candidates) > RANK_FACTS:
+            candidates = sorted(candidates, key=lambda f: _prefilter(f, named, qwords), reverse=True)[:RANK_FACTS]
+        texts = [_latest_texts(f) for f in candidates]
         vecs = await self._vecs([query, *(t for ts in texts for t in ts)])
         scored: list[tuple[float, int]] = []
         pos = 1
         for i, (f, ts) in enumerate(zip(candidates, texts)):
-            qual = f.subject.split(":", 1)[1] if ":" in f.subject else ""
             # named whole: each of its words in the question ("the shed code"; "the locker code for box 17")
-            bonus = QUALIFIER_BONUS if qual and set(_WORD.findall(qual)) <= named else 0.0
+            bonus = QUALIFIER_BONUS if _qualifier_named(f, named) else 0.0
             if vecs is not None:
                 sim = max(float(vecs[0] @ vecs[pos + j]) for j in range(len(ts)))
                 pos += len(ts)
@@ -239,6 +250,29 @@ class LedgerRecall:
             scored.append((sim + bonus, i))
         scored.sort(reverse=True)
         return [candidates[i] for _, i in scored]
+
+
+def _qualifier_named(fact: Fact, named: set[str]) -> bool:
+    qual = fact.subject.split(":", 1)[1] if ":" in fact.subject else ""
+    return bool(qual) and set(_WORD.findall(qual)) <= named
+
+
+def _prefilter(fact: Fact, named: set[str], qwords: set[str]) -> tuple[bool, int, str]:
+    """Cheap order of a subject's many facts before the embeddings weigh the first RANK_FACTS: its
+    qualifier named, then the words its latest sayings share with the question, then the newest."""
+    shared = max((len(qwords & set(_words(t))) for t in _latest_texts(fact)), default=0)
+    return (_qualifier_named(fact, named), shared, fact.periods[-1].statement.said if fact.periods else "")
+
+
+def _latest_texts(fact: Fact) -> list[str]:
+    """The texts of a fact's latest RANK_SAYINGS sayings, newest first."""
+    out: list[str] = []
+    for p in reversed(fact.periods):
+        for s in reversed(p.sayings):
+            out.append(s.text)
+            if len(out) == RANK_SAYINGS:
+                return out
+    return out
 
 
 def _period(fact: Fact, q: Question) -> Period | None:
