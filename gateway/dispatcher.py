@@ -14,7 +14,8 @@ For every call, in this order:
    reach: a method that takes `agentId` acts on an agent the principal may reach: none given, its own
    (the first of its agents); one it may not reach is NotFound exactly as an agent that does not exist;
    a front-end's request for one of its users (`Call.for_user`, /v1) acts, for a principal with scope
-   `proxy`, in that user's agent only (principals.acting_for), decided before anything else;
+   `proxy`, in that user's agent only (principals.acting_for), and its calls on the other doors in its
+   anonymous agent, decided before anything else;
 4. run: the handler, inside `services.request_scope()` (agents it opens count as in use meanwhile), with
    the principal as `calls.ACTING` (a chat run it starts runs the model's tool calls as it);
    audit: a write or delete of memory or sessions, and a principal change, is recorded — who, which
@@ -122,11 +123,19 @@ class Dispatcher:
 
     @staticmethod
     def acting(call: Call) -> Call:
-        """`call` as the principal it acts as: a front-end's request for one of its users (scope `proxy`)
-        narrowed to that user's agent (principals.acting_for); any other call as it came."""
-        if call.for_user is None:
+        """`call` as the principal it acts as: a front-end's key (scope `proxy`) acts for one of its users
+        on every door — a /v1 request sent for one (`Call.for_user`: the user named, or none) in that
+        user's agent or the front-end's anonymous one; a call of the WebSocket or MCP, which name no user,
+        in the anonymous agent too, never the agent the key was made on. /v1's other calls (GET
+        /v1/models) and any other principal act as they came (principals.acting_for)."""
+        if call.for_user is not None:
+            user = call.for_user.user
+        elif call.door is Door.OPENAI:
             return call
-        return replace(call, principal=acting_for(call.principal, call.for_user.user))
+        else:
+            user = None
+        acting = acting_for(call.principal, user)
+        return call if acting is call.principal else replace(call, principal=acting)
 
     def _validated(self, call: Call, spec: MethodSpec) -> Any:
         return self.reach(call.principal, spec, spec.params.validate(call.params))

@@ -87,8 +87,9 @@ METHOD_SCOPES: dict[str, str] = {
 }
 # A second scope that also opens a method: the narrowest rule that lets a key do what its scope is for. A
 # chat key creates the sessions it chats in (not rename, delete or restore them: those stay write), and
-# lists the models it chats with (GET /v1/models, which a front-end's chat,proxy key needs).
-ALSO: dict[str, str] = {"sessions.create": "chat", "chat.models": "chat"}
+# lists the models it chats with (GET /v1/models, which a front-end's chat,proxy key needs), and reads back
+# the responses it made (GET /v1/responses/{id}: kept per principal, so only its own).
+ALSO: dict[str, str] = {"sessions.create": "chat", "chat.models": "chat", "chat.response": "chat"}
 # What the audit log records (AuditLog, storage/base.py): every write and delete of memory and sessions
 # (scope write, and the admin ones that delete or bring in) and every principal change.
 AUDITED: frozenset[str] = frozenset(m for m, s in METHOD_SCOPES.items() if s == "write") | {

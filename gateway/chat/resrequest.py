@@ -92,6 +92,17 @@ class ResponsesRequest(Field):
         return value
 
 
+def _name(item: dict[str, Any], key: str, what: str, where: str) -> None:
+    """`item[key]` a non-empty string: missing is "required", another type "must be a string", "" empty."""
+    value = item.get(key)
+    if value is None:
+        raise Invalid(f"required, {what} (a non-empty string)", field=f"{where}.{key}")
+    if not isinstance(value, str):
+        raise Invalid(f"must be a string, {what}", field=f"{where}.{key}")
+    if not value:
+        raise Invalid(f"must not be empty, {what}", field=f"{where}.{key}")
+
+
 def _check_item(item: Any, where: str) -> None:
     if not isinstance(item, dict):
         raise Invalid("must be an object", field=where)
@@ -105,11 +116,9 @@ def _check_item(item: Any, where: str) -> None:
         if not (isinstance(content, str) or (isinstance(content, list) and all(isinstance(p, dict) for p in content))):
             raise Invalid("must be a string or a list of content parts", field=f"{where}.content")
     elif kind in ("function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"):
-        if not isinstance(item.get("call_id"), str) or not item["call_id"]:
-            raise Invalid("required, the call's id (a non-empty string)", field=f"{where}.call_id")
+        _name(item, "call_id", "the call's id", where)
         if kind in ("function_call", "custom_tool_call"):
-            if not isinstance(item.get("name"), str) or not item["name"]:
-                raise Invalid("required, the tool's name", field=f"{where}.name")
+            _name(item, "name", "the tool's name", where)
             if item.get("namespace") is not None and not isinstance(item["namespace"], str):
                 raise Invalid("must be a string (the namespace tool's name)", field=f"{where}.namespace")
             argument = "arguments" if kind == "function_call" else "input"

@@ -192,6 +192,9 @@ class V1Door:
     async def stored_response(self, request: "Request") -> "Response":
         from starlette.responses import Response
 
+        # A front-end's user names themselves on a GET as on a POST (its forwarded-user header): the
+        # response is looked up in that user's agent, where the POST kept it (proxy; none named: anonymous).
+        request.scope[FOR_USER] = ForUser(proxied_user({}, request.headers))
         try:
             found = await self.call(request, "chat.response", {"responseId": request.path_params["response_id"]})
         except JarvisError as exc:
