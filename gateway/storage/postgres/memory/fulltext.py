@@ -10,9 +10,10 @@ row ranked, on the 2-core development VM), where FTS5 reads a compact postings l
   of the tsvector column when ANALYZE found it common (`pg_stats.most_common_elems`, the share of rows
   holding it, times the agent's chunks; ~1% off), and is counted only for the rarer words, which hold
   few rows (`_doc_counts`): counting `movie` in 13,600 of 118,000 chunks took 110 ms, its estimate none;
-- the words ranked are the rarest within ROW_BUDGET rows (fewer than the 5% of all chunks that
-  `pruning.POSTINGS_BUDGET` lets FTS5 read: 50,000 rows at a million would take half a second here);
-  a query whose rarest word alone holds more ranks its first CANDIDATE_CAP matches (in table order).
+- the chunks ranked are those holding the rarest words within ROW_BUDGET rows (fewer than the 5% of
+  all chunks that `pruning.POSTINGS_BUDGET` lets FTS5 read: 50,000 rows at a million would take half a
+  second here), scored on every word of the query; a query whose rarest word alone holds more ranks
+  its first CANDIDATE_CAP matches (in table order).
 """
 
 from __future__ import annotations
