@@ -37,6 +37,7 @@ from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, Se
 from .search.qmd import QmdBackend
 from .search.searcher import RESULT_VECTORS
 from .search.timeline import arrange
+from .ledger.cache import FactsCache
 from .ledger.profile import HISTORY_LIMIT, PROFILE_LIMIT, subject_family
 from .ledger.profile import page as ledger_page
 from .ledger.distill import DistillSettings, Distiller, openai_complete
@@ -101,6 +102,7 @@ class MemoryService:
         self._hidden_sessions: set[str] = set()
         self._dirty = DirtyMarks()
         self._ledger: LedgerRecall | None = None  # made with the provider (ledger/recall.py)
+        self.facts = FactsCache()  # the ledger's facts, per index generation (ledger/cache.py)
         self.distiller: Distiller | None = None  # with a chat model configured (ledger/distill.py)
         self._distill_close: Any = None
         self._covering: asyncio.Future | None = None  # the running sync's, when it covers dirty marks
@@ -584,13 +586,12 @@ class MemoryService:
                 subjects = await recall.subjects(query)
             if not subjects:
                 return results
-            statements = await self.index.statements(subjects)
+            drop = None
             if exclude is not None:  # a chat turn's own message is never recalled as its answer
                 said = " ".join(exclude.text.split())
-                statements = [
-                    s for s in statements if not (s.path == exclude.path and " ".join(s.text.split()) in said)
-                ]
-            picked = await recall.pick(query, statements, as_of_time(as_of), as_of)
+                drop = (exclude.path, lambda s: " ".join(s.text.split()) in said)
+            known = await self.facts.facts(subjects, await self.index.generation(), self.index.statements, as_of, drop)
+            picked = await recall.pick(query, known, as_of_time(as_of))
         except Exception:
             log.warning("memory_ledger_recall_failed", exc_info=True)
             return results
@@ -618,7 +619,8 @@ class MemoryService:
         history, the most recently changed first, a page at a time (ledger/profile.py)."""
         family = [subject_family(subject)] if subject is not None else None  # (checked before any sync)
         await self._sync_if_dirty()
-        return ledger_page(await self.index.statements(family), limit, cursor, subject, history)
+        known = await self.facts.facts(family, await self.index.generation(), self.index.statements)
+        return ledger_page(known, limit, cursor, subject, history)
 
     def _spare(self, k: int) -> int:
         """Results asked beyond k: POOL_SPARE, or the pool MMR and time decay choose from (3k, at least 20)."""

@@ -240,16 +240,16 @@ async def test_the_pick_follows_the_question_and_lead_puts_it_first_and_marks_th
         st_("code:shed", "9902", "2025-09-01"),
     ]
     assert await recall.subjects("Where do my parents live?") == []
-    fact, period, q = await recall.pick("Who am I dating now?", [s for s in ss if s.subject == "partner"], NOW)  # type: ignore[misc]
+    fact, period, q = await recall.pick("Who am I dating now?", facts([s for s in ss if s.subject == "partner"]), NOW)  # type: ignore[misc]
     assert period.value == "Noor" and q.asked == "present"
-    _, period, _ = await recall.pick("Who was I dating before Noor?", ss[:2], NOW)  # type: ignore[misc]
+    _, period, _ = await recall.pick("Who was I dating before Noor?", facts(ss[:2]), NOW)  # type: ignore[misc]
     assert period.value == "Elin"
-    fact, period, _ = await recall.pick("What's the shed code?", ss[2:], NOW)  # type: ignore[misc]
+    fact, period, _ = await recall.pick("What's the shed code?", facts(ss[2:]), NOW)  # type: ignore[misc]
     assert fact.subject == "code:shed" and period.value == "9902"
-    _, period, _ = await recall.pick("What was the shed code originally?", ss[2:], NOW)  # type: ignore[misc]
+    _, period, _ = await recall.pick("What was the shed code originally?", facts(ss[2:]), NOW)  # type: ignore[misc]
     assert period.value == "4471"
 
-    fact, period, q = await recall.pick("Who am I dating now?", ss[:2], NOW)  # type: ignore[misc]
+    fact, period, q = await recall.pick("Who am I dating now?", facts(ss[:2]), NOW)  # type: ignore[misc]
     hits = [
         {"path": "sessions/a.jsonl", "startLine": 2, "endLine": 3, "score": 0.9, "snippet": "User: Elin", "date": "x"},
         {"path": "sessions/c.jsonl", "startLine": 2, "endLine": 3, "score": 0.5, "snippet": "User: leeks", "date": "y"},

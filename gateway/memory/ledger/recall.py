@@ -21,14 +21,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Awaitable, Callable, Literal, Sequence
+from typing import Any, Awaitable, Callable, Literal, Mapping
 
 import numpy as np
 
 from ...timeutil import parse_iso, to_iso
 from ..index.chunking import text_date
-from ..ports import Statement
-from .facts import Fact, Period, facts
+from .facts import Fact, Period
 from .lexicon import SUBJECTS
 
 Asked = Literal["present", "first", "before", "at"]
@@ -198,11 +197,9 @@ class LedgerRecall:
         vecs = await self._vecs([text])
         return vecs[0] if vecs else None
 
-    async def pick(
-        self, query: str, statements: Sequence[Statement], now: datetime, as_of: str | None = None
-    ) -> tuple[Fact, Period, Question] | None:
-        """The fact a question asks about and its period for the time asked, or None."""
-        known = facts(statements, as_of)
+    async def pick(self, query: str, known: Mapping[str, Fact], now: datetime) -> tuple[Fact, Period, Question] | None:
+        """The fact a question asks about (of `known`: ledger/facts.py's facts, as of the time the search
+        is as of) and its period for the time asked, or None."""
         if not known:
             return None
         q = when_asked(query, now)
