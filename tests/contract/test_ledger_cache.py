@@ -5,6 +5,7 @@ profile answer with, and a removed file's statement is gone from them at once.""
 from __future__ import annotations
 
 from gateway.memory.index.sources import session_path
+from gateway.memory.search.snippets import Exclude
 from tests.contract.test_memory_ledger import said
 
 CONFIG = {"memory.embeddings.provider": "local"}  # tests/contract/conftest.py's `storage` reads it
@@ -42,6 +43,11 @@ async def test_a_new_statement_is_answered_by_the_next_search_and_profile_and_th
         partner = next(f for f in (await service.profile())["facts"] if f["subject"] == "partner")
         assert partner["evidence"]["path"] == session_path(new)
         assert [h["from"][:10] for h in partner["history"]] == ["2025-01-10"]
+        # A chat turn's own message is never its answer: left out of the kept facts for that search only.
+        own = Exclude(session_path(new), "Noor and I made it official, she's my girlfriend now.")
+        res = await service.search(ASK, k=5, exclude=own)
+        assert res["results"][0]["path"] == session_path(old) and res["results"][0]["fact"]["subject"] == "partner"
+        assert (await service.search(ASK, k=5))["results"][0]["path"] == session_path(new)
         # asOf reads the kept statements as memory stood then
         res = await service.search(ASK, k=5, as_of="2025-03-01T00:00:00.000Z")
         assert res["results"][0]["path"] == session_path(old)

@@ -1,6 +1,7 @@
 """The ledger's facts cache (memory/ledger/cache.py), by property against a ledger that changes: whatever
 the generations and reads, the facts it answers are those of the statements read at the generation
-asked — never an older generation's; it holds at most its bound; asOf and a dropped path filter."""
+asked — never an older generation's; it holds at most its bound; asOf and a dropped path filter
+the kept statements as a read would."""
 
 from __future__ import annotations
 
@@ -63,6 +64,12 @@ def test_the_facts_are_always_those_of_the_generation_asked_and_the_bound_holds(
                 as_of = said("home", "x", n).said
                 got = await cache.facts(names, str(ledger.gen), ledger.statements, as_of)
                 assert brief(got) == brief(facts(await ledger.statements(names), as_of))
+                path = f"sessions/{n}.jsonl"  # a chat turn's own statements (of value v0) left out
+                got = await cache.facts(
+                    names, str(ledger.gen), ledger.statements, drop=(path, lambda s: s.value == "v0")
+                )
+                kept = [s for s in await ledger.statements(names) if not (s.path == path and s.value == "v0")]
+                assert brief(got) == brief(facts(kept))
             assert cache.held <= bound
 
     asyncio.run(go())

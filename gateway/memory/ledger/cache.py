@@ -34,7 +34,7 @@ Read = Callable[[Sequence[str] | None], Awaitable[list[Statement]]]
 class Family:
     statements: list[Statement]
     facts: dict[str, Fact]
-    paths: frozenset[str]
+    by_path: dict[str, list[Statement]]
 
 
 class FactsCache:
@@ -61,7 +61,10 @@ class FactsCache:
             return kept
         self.reads += 1
         statements = await read(None if name == ALL else [name])
-        fam = Family(statements, facts(statements), frozenset(s.path for s in statements))
+        by_path: dict[str, list[Statement]] = {}
+        for s in statements:
+            by_path.setdefault(s.path, []).append(s)
+        fam = Family(statements, facts(statements), by_path)
         # (another search may have moved the generation while this one read: keep it only under its own)
         if generation is not None and generation == self._generation and len(statements) <= self.max_statements:
             while self._families and self._held + len(statements) > self.max_statements:
@@ -82,8 +85,10 @@ class FactsCache:
         """Subject → Fact of these subject families (None: all), as the index holds them at `generation`:
         only what was said at or before `as_of`; without the statements of `drop`'s path it rejects."""
         fams = [await self._family(n, generation, read) for n in (names if names is not None else [ALL])]
-        dropping = drop is not None and any(drop[0] in f.paths for f in fams)
-        if as_of is None and not dropping:
+        rejected = (
+            {id(s) for f in fams for s in f.by_path.get(drop[0], ()) if drop[1](s)} if drop is not None else set()
+        )
+        if as_of is None and not rejected:
             if len(fams) == 1:
                 return fams[0].facts
             out: dict[str, Fact] = {}
@@ -91,7 +96,6 @@ class FactsCache:
                 out.update(f.facts)
             return out
         statements = [s for f in fams for s in f.statements]
-        if drop is not None and dropping:
-            path, rejects = drop
-            statements = [s for s in statements if not (s.path == path and rejects(s))]
+        if rejected:
+            statements = [s for s in statements if id(s) not in rejected]
         return facts(statements, as_of)
