@@ -97,3 +97,34 @@ def test_a_generation_asked_again_reads_nothing_a_family_past_the_bound_is_not_k
         assert ledger.reads == 7 and cache.held == 0
 
     asyncio.run(go())
+
+
+def test_statement_vectors_past_their_bound_are_embedded_again_never_missing(monkeypatch):
+    """More statements than recall keeps vectors of (a family of thousands of codes): the question is
+    still ranked against each of them (it raised KeyError and recall gave up, every time)."""
+    import numpy as np
+
+    from gateway.memory.ledger import recall as recall_module
+    from gateway.memory.ledger.recall import LedgerRecall
+
+    monkeypatch.setattr(recall_module, "MAX_VECTORS", 3)
+    calls: list[int] = []
+
+    async def embed(texts: list[str]) -> np.ndarray:  # a word-count embedding: "shed" texts point one way
+        calls.append(len(texts))
+        return np.array([[1.0 + t.count("shed"), 1.0 + t.count("gate"), 0.1] for t in texts], dtype=np.float32)
+
+    ss = [said(f"code:box{i}", f"{i}{i}{i}", i) for i in range(6)] + [
+        Statement(
+            "code:shed", "4471", said("home", "x", 9).said, "s.md", 1, 1, "the shed shed code", "extractor", False
+        )
+    ]
+
+    async def go() -> None:
+        recall = LedgerRecall(embed)
+        for _ in range(2):
+            picked = await recall.pick("What's the shed code?", facts(ss), recall_module.datetime.now())
+            assert picked is not None and picked[0].subject == "code:shed"
+        assert calls[0] == calls[1] == 8  # past the bound: embedded again, all of them
+
+    asyncio.run(go())

@@ -37,7 +37,7 @@ Asked = Literal["present", "first", "before", "at"]
 SUBJECT_COSINE = 0.3  # a question this close to a subject's description is about it (no cue word)
 SUBJECT_MARGIN = 0.08  # ...and this much closer than to the next subject
 QUALIFIER_BONUS = 0.3  # a fact whose qualifier the question names ("the shed code") beats the others
-MAX_VECTORS = 4096  # statement vectors kept between searches
+MAX_VECTORS = 16384  # statement vectors kept between searches (~16 MB at 256 dimensions)
 
 _FIRST = re.compile(
     r"\b(?:originally|original|initially|at first|at the start|first|to begin with|to start with"
@@ -164,14 +164,19 @@ class LedgerRecall:
         if self.embed is None:
             return None
         todo = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        fresh: dict[str, np.ndarray] = {}
         if todo:
-            out = await self.embed(todo)
-            if len(self._vectors) + len(todo) > MAX_VECTORS:
-                self._vectors.clear()
-            for t, v in zip(todo, out):
+            for t, v in zip(todo, await self.embed(todo)):
                 n = float(np.linalg.norm(v))
-                self._vectors[t] = v / n if n > 0 else v
-        return [self._vectors[t] for t in texts]
+                fresh[t] = v / n if n > 0 else v
+        # (answered before the bound is kept: texts past it are embedded again next time, never missing)
+        out = [fresh[t] if t in fresh else self._vectors[t] for t in texts]
+        if fresh:
+            if len(self._vectors) + len(fresh) > MAX_VECTORS:
+                self._vectors.clear()
+            if len(fresh) <= MAX_VECTORS:
+                self._vectors.update(fresh)
+        return out
 
     async def subjects(self, query: str) -> list[str]:
         """The subjects a question is about: by cue words, else by the embedding of its description. A
