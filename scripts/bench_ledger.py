@@ -82,6 +82,7 @@ async def step_cost(mgr, ties, queries: dict[str, list[str]]) -> dict:
     for name, qs in queries.items():
         cpu: dict[str, list[float]] = {k: [] for k in sides}
         wall: dict[str, list[float]] = {k: [] for k in sides}
+        each: dict[str, dict[str, list[float]]] = {}  # question → side → wall ms
         for i, q in enumerate(qs):
             res = await mgr.search(q, k=6)  # warm, and the results the step re-orders
             results = res["results"]
@@ -93,10 +94,15 @@ async def step_cost(mgr, ties, queries: dict[str, list[str]]) -> dict:
                 await mgr._ledger_first(q, tied, 6, None, None, subjects)
                 cpu[side].append((time.thread_time() - c) * 1000)
                 wall[side].append((time.perf_counter() - w) * 1000)
+                each.setdefault(q, {}).setdefault(side, []).append(wall[side][-1])
             mgr.facts = kept
         out[name] = {
             "cpuP50Ms": round(statistics.median(cpu["kept"]), 3),
             "wallP50Ms": round(statistics.median(wall["kept"]), 3),
+            "slowestQuestion": max(
+                ({"query": q, **{k: round(statistics.median(v), 3) for k, v in d.items()}} for q, d in each.items()),
+                key=lambda x: x["kept"],
+            ),
             "readEveryTime": {
                 "cpuP50Ms": round(statistics.median(cpu["readEveryTime"]), 3),
                 "wallP50Ms": round(statistics.median(wall["readEveryTime"]), 3),
@@ -201,6 +207,6 @@ if __name__ == "__main__":
         e = c["readEveryTime"]
         print(
             f"ledger step alone ({name}): p50 {c['cpuP50Ms']} ms CPU, {c['wallP50Ms']} ms wall with the facts kept; "
-            f"{e['cpuP50Ms']} ms CPU, {e['wallP50Ms']} ms wall read every time"
+            f"{e['cpuP50Ms']} ms CPU, {e['wallP50Ms']} ms wall read every time; slowest {c['slowestQuestion']}"
         )
     print(f"wrote {a.out}")

@@ -224,15 +224,18 @@ class LedgerRecall:
         qwords = set(_words(query))
         named = set(_WORD.findall(query.lower()))  # every word, "7" too: "box 17" is not "box 7"
         vecs = await self._vecs([query, *(t for ts in texts for t in ts)])
+        best: list[float] = []
+        if vecs is not None:  # each fact's closest saying, in one product (a family may hold thousands)
+            sims = np.stack(vecs[1:]) @ vecs[0]
+            starts = np.cumsum([0, *(len(ts) for ts in texts[:-1])])
+            best = np.maximum.reduceat(sims, starts).tolist()
         scored: list[tuple[float, int]] = []
-        pos = 1
         for i, (f, ts) in enumerate(zip(candidates, texts)):
             qual = f.subject.split(":", 1)[1] if ":" in f.subject else ""
             # named whole: each of its words in the question ("the shed code"; "the locker code for box 17")
             bonus = QUALIFIER_BONUS if qual and set(_WORD.findall(qual)) <= named else 0.0
             if vecs is not None:
-                sim = max(float(vecs[0] @ vecs[pos + j]) for j in range(len(ts)))
-                pos += len(ts)
+                sim = float(best[i])
             else:
                 sim = max((len(qwords & set(_words(t))) / max(1, len(qwords)) for t in ts), default=0.0)
             scored.append((sim + bonus, i))
