@@ -9,6 +9,8 @@ moves both sides alike.
 2. Search: `memory.search` over that index, alternating query by query between the service as it is
    and the same service with the ledger's step skipped; p50 of each, for bench_memory's queries (a few
    content words) and for questions about a life ("Where do I live now?").
+3. The ledger's step of a search alone (CPU and wall), with the facts kept per index generation
+   (ledger/cache.py) and with them read and built every time (as before the cache), alternating.
 
     .venv/bin/python scripts/bench_ledger.py                  # 10,000 chunks
     .venv/bin/python scripts/bench_ledger.py --chunks 2000 --queries 100
@@ -69,20 +71,43 @@ def extraction_cpu(cfg, files: list[Path]) -> tuple[float, int, int]:
 async def step_cost(mgr, ties, queries: dict[str, list[str]]) -> dict:
     """The ledger's step of a search alone, on the backend's results for each query: the question's
     subjects, the statement first, the ties — its CPU in the event loop's thread (what a loaded machine
-    does not inflate) and its wall time (reading the statements included), medians in ms."""
+    does not inflate) and its wall time (reading the statements included), medians in ms. Each query both
+    with the facts kept per index generation (ledger/cache.py, as the service runs) and with them read
+    and built every time (a cache that keeps nothing: the step as it was before), alternating."""
+    from gateway.memory.ledger.cache import FactsCache
+
+    kept = mgr.facts
+    sides = {"kept": kept, "readEveryTime": FactsCache(max_statements=0)}
     out = {}
     for name, qs in queries.items():
-        cpu, wall = [], []
-        for q in qs:
+        cpu: dict[str, list[float]] = {k: [] for k in sides}
+        wall: dict[str, list[float]] = {k: [] for k in sides}
+        each: dict[str, dict[str, list[float]]] = {}  # question → side → wall ms
+        for i, q in enumerate(qs):
             res = await mgr.search(q, k=6)  # warm, and the results the step re-orders
             results = res["results"]
-            c, w = time.thread_time(), time.perf_counter()
             subjects = await mgr._ledger_subjects(q)
             tied = ties(q, results)
-            await mgr._ledger_first(q, tied, 6, None, None, subjects)
-            cpu.append((time.thread_time() - c) * 1000)
-            wall.append((time.perf_counter() - w) * 1000)
-        out[name] = {"cpuP50Ms": round(statistics.median(cpu), 3), "wallP50Ms": round(statistics.median(wall), 3)}
+            for side in list(sides) if i % 2 == 0 else list(sides)[::-1]:
+                mgr.facts = sides[side]
+                c, w = time.thread_time(), time.perf_counter()
+                await mgr._ledger_first(q, tied, 6, None, None, subjects)
+                cpu[side].append((time.thread_time() - c) * 1000)
+                wall[side].append((time.perf_counter() - w) * 1000)
+                each.setdefault(q, {}).setdefault(side, []).append(wall[side][-1])
+            mgr.facts = kept
+        out[name] = {
+            "cpuP50Ms": round(statistics.median(cpu["kept"]), 3),
+            "wallP50Ms": round(statistics.median(wall["kept"]), 3),
+            "slowestQuestion": max(
+                ({"query": q, **{k: round(statistics.median(v), 3) for k, v in d.items()}} for q, d in each.items()),
+                key=lambda x: x["kept"],
+            ),
+            "readEveryTime": {
+                "cpuP50Ms": round(statistics.median(cpu["readEveryTime"]), 3),
+                "wallP50Ms": round(statistics.median(wall["readEveryTime"]), 3),
+            },
+        }
     return out
 
 
@@ -179,5 +204,9 @@ if __name__ == "__main__":
             f"(+{w['p50Ms'] - wo['p50Ms']:.2f} ms); p95 {w['p95Ms']} / {wo['p95Ms']} ms"
         )
     for name, c in r["ledgerStep"].items():
-        print(f"ledger step alone ({name}): p50 {c['cpuP50Ms']} ms CPU, {c['wallP50Ms']} ms wall")
+        e = c["readEveryTime"]
+        print(
+            f"ledger step alone ({name}): p50 {c['cpuP50Ms']} ms CPU, {c['wallP50Ms']} ms wall with the facts kept; "
+            f"{e['cpuP50Ms']} ms CPU, {e['wallP50Ms']} ms wall read every time; slowest {c['slowestQuestion']}"
+        )
     print(f"wrote {a.out}")

@@ -22,6 +22,7 @@ from ..config import Config, MemoryConfig
 from ..errors import Invalid
 from .embeddings import EmbeddingProvider
 from .index.sources import SOURCES, read_lines, resolve_readable
+from .ledger.cache import FactsCache
 from .ledger.placement import lead, outdated, prefer_statements
 from .ledger.profile import HISTORY_LIMIT, PROFILE_LIMIT, subject_family
 from .ledger.profile import page as ledger_page
@@ -61,6 +62,7 @@ class MemoryAnswers:
     search_backend: SearchBackend
     decay_now: datetime | None  # time decay's "now"; None = the current time
     _ledger: LedgerRecall | None
+    facts: FactsCache  # the ledger's facts, per index generation (ledger/cache.py)
     _startup: asyncio.Future | None
     _covering: asyncio.Future | None
     _dirty: DirtyMarks
@@ -226,13 +228,12 @@ class MemoryAnswers:
                 subjects = await recall.subjects(query)
             if not subjects:
                 return results
-            statements = await self.index.statements(subjects)
+            drop = None
             if exclude is not None:  # a chat turn's own message is never recalled as its answer
                 said = " ".join(exclude.text.split())
-                statements = [
-                    s for s in statements if not (s.path == exclude.path and " ".join(s.text.split()) in said)
-                ]
-            picked = await recall.pick(query, statements, as_of_time(as_of), as_of)
+                drop = (exclude.path, lambda s: " ".join(s.text.split()) in said)
+            known = await self.facts.facts(subjects, await self.index.generation(), self.index.statements, as_of, drop)
+            picked = await recall.pick(query, known, as_of_time(as_of))
         except Exception:
             log.warning("memory_ledger_recall_failed", exc_info=True)
             return results
@@ -260,7 +261,8 @@ class MemoryAnswers:
         history, the most recently changed first, a page at a time (ledger/profile.py)."""
         family = [subject_family(subject)] if subject is not None else None  # (checked before any sync)
         await self._sync_if_dirty()
-        return ledger_page(await self.index.statements(family), limit, cursor, subject, history)
+        known = await self.facts.facts(family, await self.index.generation(), self.index.statements)
+        return ledger_page(known, limit, cursor, subject, history)
 
     def _spare(self, k: int) -> int:
         """Results asked beyond k: POOL_SPARE, or the pool MMR and time decay choose from (3k, at least 20)."""

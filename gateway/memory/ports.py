@@ -411,3 +411,8 @@ class MemoryIndex(Protocol):
     async def statements(self, subjects: Sequence[str] | None = None) -> list[Statement]:
         """The ledger's statements (of these subjects; None: all), oldest first, as the index holds them
         now ([] while it cannot be read)."""
+
+    async def generation(self) -> str | None:
+        """A token of what the index holds now, moved by every change to it (chunks, files, statements;
+        on a shared engine another process's too): an equal token read earlier means nothing changed
+        since. None while it cannot be read (keep nothing by it)."""

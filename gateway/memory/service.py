@@ -32,6 +32,7 @@ from .answers import MemoryAnswers
 from .index.settings import SyncStats
 from .index.workers import TRIM_AFTER_BYTES, trim_heap
 from .search.backends import BuiltinBackend, SearchBackend
+from .ledger.cache import FactsCache
 from .ledger.distill import DistillSettings, Distiller, openai_complete
 from .ledger.recall import LedgerRecall
 from .status import MemoryStatus
@@ -82,6 +83,7 @@ class MemoryService(MemoryAnswers, MemoryStatus):
         self._hidden_sessions: set[str] = set()
         self._dirty = DirtyMarks()
         self._ledger: LedgerRecall | None = None  # made with the provider (ledger/recall.py)
+        self.facts = FactsCache()  # the ledger's facts, per index generation (ledger/cache.py)
         self.distiller: Distiller | None = None  # with a chat model configured (ledger/distill.py)
         self._distill_close: Any = None
         self._covering: asyncio.Future | None = None  # the running sync's, when it covers dirty marks

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import Invalid
+from gateway.memory.ledger.facts import facts
 from gateway.memory.ledger.profile import decode_cursor, encode_cursor, page
 from gateway.memory.ports import Statement
 
@@ -33,10 +34,10 @@ statements = st.lists(
 @settings(max_examples=150, deadline=None)
 @given(statements, st.integers(1, 8), st.integers(0, 3))
 def test_pages_by_cursor_give_every_fact_once_in_order(ss, limit, history):
-    whole = page(ss, limit=500, history=100)["facts"]
+    whole = page(facts(ss), limit=500, history=100)["facts"]
     seen, cursor = [], None
     for _ in range(len(whole) + 2):
-        res = page(ss, limit=limit, cursor=cursor, history=history)
+        res = page(facts(ss), limit=limit, cursor=cursor, history=history)
         assert len(res["facts"]) <= limit
         for f in res["facts"]:
             full = next(w for w in whole if w["subject"] == f["subject"])
@@ -66,7 +67,7 @@ def test_any_cursor_is_used_or_refused_by_name(text):
 @given(st.text(min_size=1, max_size=40))
 def test_any_subject_is_used_or_refused_by_name(text):
     try:
-        res = page([said("home", "Leeds", 1)], subject=text)
+        res = page(facts([said("home", "Leeds", 1)]), subject=text)
     except Invalid as exc:
         assert exc.field == "subject" and "unknown subject" in exc.rule
     else:

@@ -240,16 +240,16 @@ async def test_the_pick_follows_the_question_and_lead_puts_it_first_and_marks_th
         st_("code:shed", "9902", "2025-09-01"),
     ]
     assert await recall.subjects("Where do my parents live?") == []
-    fact, period, q = await recall.pick("Who am I dating now?", [s for s in ss if s.subject == "partner"], NOW)  # type: ignore[misc]
+    fact, period, q = await recall.pick("Who am I dating now?", facts([s for s in ss if s.subject == "partner"]), NOW)  # type: ignore[misc]
     assert period.value == "Noor" and q.asked == "present"
-    _, period, _ = await recall.pick("Who was I dating before Noor?", ss[:2], NOW)  # type: ignore[misc]
+    _, period, _ = await recall.pick("Who was I dating before Noor?", facts(ss[:2]), NOW)  # type: ignore[misc]
     assert period.value == "Elin"
-    fact, period, _ = await recall.pick("What's the shed code?", ss[2:], NOW)  # type: ignore[misc]
+    fact, period, _ = await recall.pick("What's the shed code?", facts(ss[2:]), NOW)  # type: ignore[misc]
     assert fact.subject == "code:shed" and period.value == "9902"
-    _, period, _ = await recall.pick("What was the shed code originally?", ss[2:], NOW)  # type: ignore[misc]
+    _, period, _ = await recall.pick("What was the shed code originally?", facts(ss[2:]), NOW)  # type: ignore[misc]
     assert period.value == "4471"
 
-    fact, period, q = await recall.pick("Who am I dating now?", ss[:2], NOW)  # type: ignore[misc]
+    fact, period, q = await recall.pick("Who am I dating now?", facts(ss[:2]), NOW)  # type: ignore[misc]
     hits = [
         {"path": "sessions/a.jsonl", "startLine": 2, "endLine": 3, "score": 0.9, "snippet": "User: Elin", "date": "x"},
         {"path": "sessions/c.jsonl", "startLine": 2, "endLine": 3, "score": 0.5, "snippet": "User: leeks", "date": "y"},
@@ -400,12 +400,12 @@ async def test_statement_vectors_dropped_past_the_cap_mid_pick_never_fail_the_pi
     assert embed is not None
     ss = [st_(f"code:{q}", f"{q}-{i}", f"2025-0{1 + i}-01") for i, q in enumerate(["wifi", "shed", "gate", "bike"])]
     question = "What's the gate code now?"
-    want = await LedgerRecall(embed).pick(question, ss, NOW)
+    want = await LedgerRecall(embed).pick(question, facts(ss), NOW)
     assert want is not None and want[0].subject == "code:gate" and want[1].value == "gate-2"
     monkeypatch.setattr(recall_mod, "MAX_VECTORS", 3)
     recall = LedgerRecall(embed)
-    assert await recall.pick(question, ss[:2], NOW) is not None  # the question and two statements: 3 kept
-    got = await recall.pick(question, ss, NOW)  # 3 kept + 2 new > 3: the kept ones dropped meanwhile
+    assert await recall.pick(question, facts(ss[:2]), NOW) is not None  # the question and two statements: 3 kept
+    got = await recall.pick(question, facts(ss), NOW)  # 3 kept + 2 new > 3: the kept ones dropped meanwhile
     assert got is not None and got[0].subject == "code:gate" and got[1].value == "gate-2"
 
 
@@ -429,7 +429,7 @@ async def test_a_subject_with_thousands_of_facts_weighs_a_bounded_few_and_still_
     ss = [st_(f"code:{t}", f"{1000 + i}", "2025-01-01") for i, t in enumerate(things)]
     ss += [st_("code:shed", f"77{i:02d}", f"2025-0{2 + i}-01") for i in range(8)]  # said again and again
     recall = LedgerRecall(embed)
-    got = await recall.pick("What's the shed code now?", ss, NOW)
+    got = await recall.pick("What's the shed code now?", facts(ss), NOW)
     assert got is not None and got[0].subject == "code:shed" and got[1].value == "7707"
     assert sum(asked) <= 1 + RANK_FACTS * RANK_SAYINGS, asked
     assert len(recall._vectors) <= recall_mod.MAX_VECTORS

@@ -12,18 +12,17 @@ visit) and a value that changed weekly gives a long history; the profile answers
 - `history` earlier values per fact, the newest of them (HISTORY_LIMIT by default, at most HISTORY_MAX);
   `historyOmitted` says how many older ones were left out.
 
-Pure: the service reads the statements (of the subject's family only, when one is asked for).
+Pure: the service gives the facts (ledger/cache.py: of the subject's family only, when one is asked for).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Iterable
+from typing import Any, Mapping
 
 from ...errors import Invalid
-from ..ports import Statement
-from .facts import facts
+from .facts import Fact
 from .lexicon import BY_NAME
 
 PROFILE_LIMIT = 50
@@ -60,7 +59,7 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
 
 
 def page(
-    statements: Iterable[Statement],
+    known: Mapping[str, Fact],
     limit: int = PROFILE_LIMIT,
     cursor: str | None = None,
     subject: str | None = None,
@@ -73,7 +72,7 @@ def page(
         subject_family(subject)
     exact = subject is not None and ":" in subject
     out: list[dict[str, Any]] = []
-    for f in facts(statements).values():
+    for f in known.values():
         if f.current is None or (exact and f.subject != subject):
             continue
         if subject is not None and not exact and f.subject.split(":", 1)[0] != subject:

@@ -22,14 +22,13 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Awaitable, Callable, Literal, Sequence
+from typing import Any, Awaitable, Callable, Literal, Mapping
 
 import numpy as np
 
 from ...timeutil import parse_iso, to_iso
 from ..index.chunking import text_date
-from ..ports import Statement
-from .facts import Fact, Period, facts
+from .facts import Fact, Period
 from .lexicon import SUBJECTS
 
 Asked = Literal["present", "first", "before", "at"]
@@ -211,11 +210,9 @@ class LedgerRecall:
         vecs = await self._vecs([text])
         return vecs[0] if vecs else None
 
-    async def pick(
-        self, query: str, statements: Sequence[Statement], now: datetime, as_of: str | None = None
-    ) -> tuple[Fact, Period, Question] | None:
-        """The fact a question asks about and its period for the time asked, or None."""
-        known = facts(statements, as_of)
+    async def pick(self, query: str, known: Mapping[str, Fact], now: datetime) -> tuple[Fact, Period, Question] | None:
+        """The fact a question asks about (of `known`: ledger/facts.py's facts, as of the time the search
+        is as of) and its period for the time asked, or None."""
         if not known:
             return None
         q = when_asked(query, now)
@@ -237,14 +234,17 @@ class LedgerRecall:
             candidates = sorted(candidates, key=lambda f: _prefilter(f, named, qwords), reverse=True)[:RANK_FACTS]
         texts = [_latest_texts(f) for f in candidates]
         vecs = await self._vecs([query, *(t for ts in texts for t in ts)])
+        best: list[float] = []
+        if vecs is not None:  # each fact's closest saying, in one product (a family may hold thousands)
+            sims = np.stack(vecs[1:]) @ vecs[0]
+            starts = np.cumsum([0, *(len(ts) for ts in texts[:-1])])
+            best = np.maximum.reduceat(sims, starts).tolist()
         scored: list[tuple[float, int]] = []
-        pos = 1
         for i, (f, ts) in enumerate(zip(candidates, texts)):
             # named whole: each of its words in the question ("the shed code"; "the locker code for box 17")
             bonus = QUALIFIER_BONUS if _qualifier_named(f, named) else 0.0
             if vecs is not None:
-                sim = max(float(vecs[0] @ vecs[pos + j]) for j in range(len(ts)))
-                pos += len(ts)
+                sim = float(best[i])
             else:
                 sim = max((len(qwords & set(_words(t))) / max(1, len(qwords)) for t in ts), default=0.0)
             scored.append((sim + bonus, i))

@@ -75,6 +75,7 @@ class FilesMemoryIndex(IndexLifecycle):
         self.pipeline: IndexPipeline | None = None
         self.vectors: VectorStore | None = None  # the search side's vectors (None: not usable now)
         self._gate = Gate()
+        self._epoch = 0  # openings of the file (generation)
         self._users = IndexUsers(self.db_path, agent_id)
         self._resync: Callable[[str], None] = lambda reason: None
         self._forgotten: set[str] = set()
@@ -176,6 +177,7 @@ class FilesMemoryIndex(IndexLifecycle):
         await migrate(self.writer, SchemaParams(tokenizer=self.cfg.search.fts_tokenizer))
         self.tokenizer = await get_meta(self.writer, "fts_tokenizer", self.cfg.search.fts_tokenizer) or "unicode61"
         self.reader = await self._open_db(self.db_path)
+        self._epoch += 1
         assert self.provider is not None
         settings = self._settings()
         self.store = SqliteIndexStore(self.writer, self.provider, settings)
@@ -380,6 +382,13 @@ class FilesMemoryIndex(IndexLifecycle):
             if self.reader is None:
                 return []
             return await read_statements(self.reader, subjects)
+
+    async def generation(self) -> str | None:
+        # Each opening of the file is an epoch of its own: a file rebuilt or set aside counts from 0 again.
+        async with self._gate.shared():
+            if self.reader is None:
+                return None
+            return f"{self._epoch}:{await get_meta(self.reader, 'generation', '0') or '0'}"
 
     # ---- the reader ---------------------------------------------------------------------------------
     @contextlib.asynccontextmanager

@@ -179,6 +179,12 @@ class PgMemoryIndex(IndexLifecycle):
     async def statements(self, subjects: Sequence[str] | None = None) -> list[Statement]:
         return await read_statements(self.pool, self.agent_id, subjects)
 
+    async def generation(self) -> str | None:
+        # Moved in the transaction of every change, by any gateway, and never reset (agent.py).
+        if self.store is None:
+            return None
+        return await get_meta(self.pool, self.agent_id, "generation", "0") or "0"
+
     async def refresh(self) -> None:
         if self.store is None:
             return
