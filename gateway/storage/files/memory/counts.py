@@ -4,6 +4,7 @@ only some files' (the sync after a chat turn counts its own sessions' rows befor
 from __future__ import annotations
 
 from .db import Database
+from .migrations import vector_table
 
 
 async def count_all(db: Database, vectors: bool) -> tuple[int, int, int]:
@@ -26,3 +27,12 @@ async def counts_of(db: Database, paths: list[str]) -> dict[str, int]:
     )
     assert row is not None
     return {"files": int(row[0]), "chunks": int(row[1]), "missing": int(row[2])}
+
+
+async def counts_by_source(db: Database) -> tuple[dict[str, int], dict[str, int], int, int]:
+    """memory.status's counts: files and chunks by source, embeddings cached, and the vectors' dims (0: none)."""
+    files_by = {r[0]: int(r[1]) for r in await db.fetchall("SELECT source, count(*) FROM files GROUP BY source")}
+    chunks_by = {r[0]: int(r[1]) for r in await db.fetchall("SELECT source, count(*) FROM chunks GROUP BY source")}
+    cache = int(await db.scalar("SELECT count(*) FROM embedding_cache", default=0))
+    vt = await vector_table(db)
+    return files_by, chunks_by, cache, vt[1] if vt else 0

@@ -36,7 +36,7 @@ from ....memory.ports import IndexContext, SearchPorts, Statement, VectorSearch
 from ....memory.rerank import stored_vectors
 from ....memory.sync import SyncRequest
 from .ann import AnnIndex
-from .counts import count_all, counts_of
+from .counts import count_all, counts_by_source, counts_of
 from .db import Database, index_driver, is_corruption
 from .fulltext import Fts5Search
 from .ledger import read_statements
@@ -187,11 +187,8 @@ class FilesMemoryIndex(IndexLifecycle):
 
     def _search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
         assert self.reader is not None
-        tokenizer, weight = self.tokenizer, self.cfg.search.context_weight
-        return SearchPorts(
-            Fts5Search(self.reader, tokenizer, weight),
-            SqliteChunkReader(self.reader, vectors is not None),
-        )
+        text = Fts5Search(self.reader, self.tokenizer, self.cfg.search.context_weight)
+        return SearchPorts(text, SqliteChunkReader(self.reader, vectors is not None))
 
     async def _close_index(self) -> None:
         """Close the live index's connections, after stopping what still reads through them in the
@@ -427,13 +424,7 @@ class FilesMemoryIndex(IndexLifecycle):
             return {}, {}, 0, 0
         async with self._gate.shared():
             await self._refresh_counts()
-            rows = await self.reader.fetchall("SELECT source, count(*) FROM files GROUP BY source")
-            files_by = {r[0]: int(r[1]) for r in rows}
-            rows = await self.reader.fetchall("SELECT source, count(*) FROM chunks GROUP BY source")
-            chunks_by = {r[0]: int(r[1]) for r in rows}
-            cache = int(await self.reader.scalar("SELECT count(*) FROM embedding_cache", default=0))
-            vt = await vector_table(self.reader)
-        return files_by, chunks_by, cache, vt[1] if vt else 0
+            return await counts_by_source(self.reader)
 
     def status(self) -> dict[str, Any]:
         vectors = self.vectors
