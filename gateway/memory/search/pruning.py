@@ -23,14 +23,19 @@ def prunes(words: int, total: int) -> bool:
 
 def rarest_within_budget(doc_counts: Sequence[int], total: int) -> list[int]:
     """The words to search (indexes into `doc_counts`, in order): rarest first while the sum of their
-    document counts stays within POSTINGS_BUDGET of all `total` chunks; the rarest word that occurs at
-    all always (a word in no chunk costs nothing and finds nothing, so it never uses up the choice)."""
-    budget = POSTINGS_BUDGET * total
+    document counts stays within POSTINGS_BUDGET of all `total` chunks (rarest_within)."""
+    return rarest_within(doc_counts, POSTINGS_BUDGET * total)
+
+
+def rarest_within(counts: Sequence[int], budget: float) -> list[int]:
+    """The words to rank (indexes into `counts`, in order): rarest first while the sum of their counts
+    stays within `budget` rows; the rarest word that occurs at all always (a word in no chunk costs
+    nothing and finds nothing, so it never uses up the choice)."""
     keep: set[int] = set()
     used = 0
-    for i in sorted(range(len(doc_counts)), key=lambda i: doc_counts[i]):
-        if used and used + doc_counts[i] > budget:
+    for i in sorted(range(len(counts)), key=lambda i: counts[i]):
+        if used and used + counts[i] > budget:
             break
         keep.add(i)
-        used += doc_counts[i]
+        used += counts[i]
     return sorted(keep)

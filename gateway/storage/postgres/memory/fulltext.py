@@ -46,19 +46,6 @@ def tsquery_lexemes(terms: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(parts))
 
 
-def rarest_within(counts: Sequence[int], budget: float) -> list[int]:
-    """The words to rank (indexes into `counts`, in order): rarest first while the sum of their counts
-    stays within `budget` rows; the rarest word that occurs at all always."""
-    keep: set[int] = set()
-    used = 0
-    for i in sorted(range(len(counts)), key=lambda i: counts[i]):
-        if used and used + counts[i] > budget:
-            break
-        keep.add(i)
-        used += counts[i]
-    return sorted(keep)
-
-
 class PgFullText:
     def __init__(self, pool: asyncpg.Pool, agent_id: str, context_weight: float):
         self.pool, self.agent_id, self.context_weight = pool, agent_id, context_weight
@@ -90,7 +77,9 @@ class PgFullText:
         # rows are read anyway), so a chunk holding it beside a rare word ranks above one holding only that.
         match = lexemes
         if big and len(lexemes) >= 2:
-            match = [lexemes[i] for i in rarest_within(counts, min(ROW_BUDGET, pruning.POSTINGS_BUDGET * total))]
+            match = [
+                lexemes[i] for i in pruning.rarest_within(counts, min(ROW_BUDGET, pruning.POSTINGS_BUDGET * total))
+            ]
         cap: int | None = None
         if big and sum(counts[lexemes.index(x)] for x in match) > ROW_BUDGET:
             cap = CANDIDATE_CAP
