@@ -21,7 +21,7 @@ import structlog
 from ..config import Config, MemoryConfig
 from ..errors import Invalid
 from .embeddings import EmbeddingProvider
-from .index.sources import SOURCES, read_lines, resolve_readable
+from .index.sources import SOURCES, read_lines, resolve_readable, session_path
 from .ledger.cache import FactsCache
 from .ledger.placement import lead, outdated, prefer_statements
 from .ledger.profile import HISTORY_LIMIT, PROFILE_LIMIT, subject_family
@@ -63,6 +63,7 @@ class MemoryAnswers:
     decay_now: datetime | None  # time decay's "now"; None = the current time
     _ledger: LedgerRecall | None
     facts: FactsCache  # the ledger's facts, per index generation (ledger/cache.py)
+    _hidden_sessions: set[str]  # sessions deleted while the index was busy (the searcher leaves them out)
     _startup: asyncio.Future | None
     _covering: asyncio.Future | None
     _dirty: DirtyMarks
@@ -232,7 +233,9 @@ class MemoryAnswers:
             if exclude is not None:  # a chat turn's own message is never recalled as its answer
                 said = " ".join(exclude.text.split())
                 drop = (exclude.path, lambda s: " ".join(s.text.split()) in said)
-            known = await self.facts.facts(subjects, await self.index.generation(), self.index.statements, as_of, drop)
+            known = await self.facts.facts(
+                subjects, await self.index.generation(), self.index.statements, as_of, drop, self._hidden_paths()
+            )
             picked = await recall.pick(query, known, as_of_time(as_of))
         except Exception:
             log.warning("memory_ledger_recall_failed", exc_info=True)
@@ -261,8 +264,13 @@ class MemoryAnswers:
         history, the most recently changed first, a page at a time (ledger/profile.py)."""
         family = [subject_family(subject)] if subject is not None else None  # (checked before any sync)
         await self._sync_if_dirty()
-        known = await self.facts.facts(family, await self.index.generation(), self.index.statements)
+        generation = await self.index.generation()
+        known = await self.facts.facts(family, generation, self.index.statements, hidden=self._hidden_paths())
         return ledger_page(known, limit, cursor, subject, history)
+
+    def _hidden_paths(self) -> list[str]:
+        """The transcripts of sessions deleted while the index was busy: not in any answer until the sync."""
+        return [session_path(k) for k in self._hidden_sessions]
 
     def _spare(self, k: int) -> int:
         """Results asked beyond k: POOL_SPARE, or the pool MMR and time decay choose from (3k, at least 20)."""

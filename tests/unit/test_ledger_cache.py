@@ -128,3 +128,24 @@ def test_statement_vectors_past_their_bound_are_embedded_again_never_missing(mon
         assert calls == [8, 5]  # past the bound: the 3 used last kept, the rest embedded again
 
     asyncio.run(go())
+
+
+def test_a_hidden_session_s_statements_are_in_no_answer_until_the_sync_drops_them():
+    """A session deleted while the index was busy is hidden from search at once (its rows go with the
+    next sync, which moves the generation): the kept facts leave its statements out too, and a later
+    call without it hidden sees them again (restored)."""
+    ledger = Ledger()
+    ledger.rows = [said("home", "Leeds", 1), said("home", "York", 5)]  # sessions/1.jsonl, sessions/5.jsonl
+
+    async def go() -> None:
+        cache = FactsCache()
+        assert cache_value(await cache.facts(["home"], "g1", ledger.statements)) == "York"
+        hidden = await cache.facts(["home"], "g1", ledger.statements, hidden=["sessions/5.jsonl"])
+        assert cache_value(hidden) == "Leeds" and ledger.reads == 1  # from the kept family, no read
+        assert cache_value(await cache.facts(["home"], "g1", ledger.statements)) == "York"
+
+    asyncio.run(go())
+
+
+def cache_value(known) -> str:
+    return known["home"].periods[-1].value

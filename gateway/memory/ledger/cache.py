@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Sequence
+from typing import Awaitable, Callable, Collection, Sequence
 
 from ..ports import Statement
 from .facts import Fact, facts
@@ -81,13 +81,16 @@ class FactsCache:
         read: Read,
         as_of: str | None = None,
         drop: tuple[str, Callable[[Statement], bool]] | None = None,
+        hidden: Collection[str] = (),
     ) -> dict[str, Fact]:
         """Subject → Fact of these subject families (None: all), as the index holds them at `generation`:
-        only what was said at or before `as_of`; without the statements of `drop`'s path it rejects."""
+        only what was said at or before `as_of`; without the statements of `drop`'s path it rejects, nor
+        any of the `hidden` paths (sessions deleted while the index was busy: gone before the sync)."""
         fams = [await self._family(n, generation, read) for n in (names if names is not None else [ALL])]
         rejected = (
             {id(s) for f in fams for s in f.by_path.get(drop[0], ()) if drop[1](s)} if drop is not None else set()
         )
+        rejected |= {id(s) for f in fams for p in hidden for s in f.by_path.get(p, ())}
         if as_of is None and not rejected:
             if len(fams) == 1:
                 return fams[0].facts
