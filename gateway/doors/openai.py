@@ -27,6 +27,8 @@ import contextlib
 from typing import TYPE_CHECKING, Any, AsyncGenerator
 
 import orjson
+import structlog
+
 from ..calls import Call, Door, ForUser
 from ..chat.events import RunHandle
 from ..errors import JarvisError, NotFound
@@ -40,6 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..calls import ServiceAccess
 
+
+log = structlog.get_logger("gateway.openai")
 
 INLINE_JSON_BYTES = 64 << 10  # a bigger body is parsed in a thread: a 6 MB one takes ~100 ms of CPU
 
@@ -123,8 +127,10 @@ class EventStream:
             pass
         finally:
             watcher.cancel()
-            with contextlib.suppress(BaseException):
-                await self.door.stop(self.request, self.handle)
+            try:  # the abort finishes even when this task is cancelled (the cancellation still goes on)
+                await asyncio.shield(self.door.stop(self.request, self.handle))
+            except Exception:
+                log.warning("openai_stream_stop_failed", exc_info=True)
 
 
 class V1Door:
