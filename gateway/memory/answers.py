@@ -189,7 +189,11 @@ class MemoryAnswers:
                 "transcripts; results are incomplete until it is done"
             )
             return answer(res)
-        res["results"] = await self._rerank(query, res["results"], int(k), float(min_score), known)
+        try:
+            res["results"] = await self._rerank(query, res["results"], int(k), float(min_score), known)
+        except BaseException:
+            subjects.cancel()  # (it embeds in the background otherwise)
+            raise
         res["results"] = prefer_statements(query, res["results"])  # ties: who states beats who mentions
         res["results"] = await self._ledger_first(query, res["results"], int(k), as_of, exclude, await subjects)
         if as_of:

@@ -161,13 +161,6 @@ class _MatrixBuilder:
         return _Matrix(generation, self.ids, self.mat, scale, err, self.is_session, self.keys)
 
 
-def _load_matrix_rows(rows: list[tuple], generation: str, dims: int, int8: bool = True) -> _Matrix:
-    b = _MatrixBuilder(dims, len(rows), int8)
-    if rows:
-        b.add(rows)
-    return b.build(generation)
-
-
 def _rowdot(block: np.ndarray, q: np.ndarray, out: np.ndarray) -> None:
     if _vecdot is not None:
         _vecdot(block, q, out=out)
