@@ -3,7 +3,8 @@
 on her: do not read this script's turns or the JSON while working on recall; only run the benchmark.
 Labelled turns → checked scenario (see livedin_build.py).
 
-    python3 scripts/data/gen_livedin_heldout_aga.py
+    python3 scripts/data/gen_livedin_heldout_aga.py           # write livedin-heldout-aga.json
+    python3 scripts/data/gen_livedin_heldout_aga.py --check   # only verify the committed JSON
 """
 
 from __future__ import annotations
@@ -559,7 +560,7 @@ QUESTIONS = [
 
 def main() -> None:
     out = Path(__file__).resolve().parent / "livedin-heldout-aga.json"
-    write(build(PERSON, SESSIONS, QUESTIONS), out)
+    write(build(PERSON, SESSIONS, QUESTIONS), out, check="--check" in sys.argv[1:])
 
 
 if __name__ == "__main__":

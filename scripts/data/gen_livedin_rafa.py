@@ -2,7 +2,8 @@
 """Generate scripts/data/livedin-rafa.json: Rafa Ortega, a Valencian chef in Liverpool (a DEVELOPMENT
 person for issue 48: tune on him). Labelled turns → checked scenario (see livedin_build.py).
 
-    python3 scripts/data/gen_livedin_rafa.py
+    python3 scripts/data/gen_livedin_rafa.py           # write livedin-rafa.json
+    python3 scripts/data/gen_livedin_rafa.py --check   # only verify the committed JSON
 """
 
 from __future__ import annotations
@@ -595,7 +596,7 @@ QUESTIONS = [
 
 def main() -> None:
     out = Path(__file__).resolve().parent / "livedin-rafa.json"
-    write(build(PERSON, SESSIONS, QUESTIONS), out)
+    write(build(PERSON, SESSIONS, QUESTIONS), out, check="--check" in sys.argv[1:])
 
 
 if __name__ == "__main__":

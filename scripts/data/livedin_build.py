@@ -144,8 +144,14 @@ def build(person: str, sessions: list[tuple[str, list[Turn]]], questions: list[Q
     }
 
 
-def write(scenario: dict, path: Path) -> None:
-    path.write_text(json.dumps(scenario, indent=1, ensure_ascii=False) + "\n")
+def write(scenario: dict, path: Path, check: bool = False) -> None:
+    """Write `scenario` to `path`; with `check`, only verify that `path` already holds exactly it."""
+    text = json.dumps(scenario, indent=1, ensure_ascii=False) + "\n"
+    if check:
+        if not path.exists() or path.read_text() != text:
+            raise ScenarioError(f"{path.name} is not what its generator makes: run the generator and commit both")
+    else:
+        path.write_text(text)
     turns = sum(len(s["turns"]) for s in scenario["sessions"])
     kinds = Counter(q["kind"] for q in scenario["questions"])
     print(
