@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from livedin_build import A, Q, U, build, write  # noqa: E402
+from livedin_build import A, Q, U, run  # noqa: E402
 
 PERSON = "Agnieszka 'Aga' Wróbel (HELD OUT, written for issue 48: a lorry driver who becomes a driving instructor)"
 
@@ -558,10 +558,7 @@ QUESTIONS = [
 ]
 
 
-def main() -> None:
-    out = Path(__file__).resolve().parent / "livedin-heldout-aga.json"
-    write(build(PERSON, SESSIONS, QUESTIONS), out, check="--check" in sys.argv[1:])
-
-
 if __name__ == "__main__":
-    main()
+    sys.exit(
+        run(PERSON, SESSIONS, QUESTIONS, Path(__file__).resolve().parent / "livedin-heldout-aga.json", sys.argv[1:])
+    )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from livedin_build import A, Q, U, build, write  # noqa: E402
+from livedin_build import A, Q, U, run  # noqa: E402
 
 PERSON = "Rafa Ortega (dev, written for issue 48: a chef whose home, kitchen, boss and partner change)"
 
@@ -594,10 +594,5 @@ QUESTIONS = [
 ]
 
 
-def main() -> None:
-    out = Path(__file__).resolve().parent / "livedin-rafa.json"
-    write(build(PERSON, SESSIONS, QUESTIONS), out, check="--check" in sys.argv[1:])
-
-
 if __name__ == "__main__":
-    main()
+    sys.exit(run(PERSON, SESSIONS, QUESTIONS, Path(__file__).resolve().parent / "livedin-rafa.json", sys.argv[1:]))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -159,3 +160,13 @@ def write(scenario: dict, path: Path, check: bool = False) -> None:
         f"({scenario['sessions'][0]['date'][:10]} → {scenario['sessions'][-1]['date'][:10]}), {turns} turns, "
         f"{len(scenario['questions'])} questions {dict(kinds)}"
     )
+
+
+def run(person: str, sessions: list[tuple[str, list[Turn]]], questions: list[Q], out: Path, argv: list[str]) -> int:
+    """A generator's main: build, check and write (or with `--check`, only verify) `out`; errors to stderr."""
+    try:
+        write(build(person, sessions, questions), out, check="--check" in argv)
+    except ScenarioError as e:
+        print(f"{out.name}: refused\n{e}", file=sys.stderr)
+        return 1
+    return 0
