@@ -38,10 +38,12 @@ class Found:
 class _Rule:
     kind: str
     pattern: re.Pattern[str]
-    hints: tuple[str, ...]  # lower-case text one of which a match contains: the rule runs only then
+    hints: tuple[str, ...]  # text one of which a match contains: the rule runs only then
     group: int = 0  # the part of a match that is the secret (0: all of it)
     check: Callable[[str, bool], bool] | None = None  # (value, quoted) → whether it is one
     named: bool = False  # a value after a name (_VALUE's groups), not the match itself
+    cased: bool = False  # the pattern is case-sensitive: its hints, as they are in it, are looked for in the
+    # text as it is (not "sk" in "ask" for "SK…"); else they are lower-case, looked for in the lowered text
 
 
 _WORD_END = r"(?![A-Za-z0-9_-])"
@@ -49,8 +51,9 @@ _WORD_START = r"(?<![A-Za-z0-9_-])"
 
 
 def _token(kind: str, body: str, *hints: str) -> _Rule:
-    """A token known by its prefix: the whole match, standing alone (not inside a longer word)."""
-    return _Rule(kind, re.compile(_WORD_START + body + _WORD_END), hints)
+    """A token known by its prefix: the whole match, standing alone (not inside a longer word). Its hints
+    are as the (case-sensitive) pattern spells them."""
+    return _Rule(kind, re.compile(_WORD_START + body + _WORD_END), hints, cased=True)
 
 
 # Private keys: a whole block, and the tail of one cut before its BEGIN line (a snippet, a chunk).
@@ -179,11 +182,11 @@ def _assigned(name: str, value: str, quoted: bool) -> str | None:
 
 
 _RULES: list[_Rule] = [
-    _Rule("private key", _PRIVATE_BLOCK, ("private key",)),
-    _Rule("private key", _PRIVATE_TAIL, ("private key",)),
+    _Rule("private key", _PRIVATE_BLOCK, ("PRIVATE KEY",), cased=True),
+    _Rule("private key", _PRIVATE_TAIL, ("PRIVATE KEY",), cased=True),
     _token("Anthropic API key", r"sk-ant-(?:api|admin|oat)\d{2}-[A-Za-z0-9_-]{20,}", "sk-ant-"),
     _token("OpenAI API key", r"sk-(?:proj-|svcacct-|admin-|None-)?(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{20,}", "sk-"),
-    _token("AWS access key", r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}", "akia", "asia", "abia", "acca"),
+    _token("AWS access key", r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}", "AKIA", "ASIA", "ABIA", "ACCA"),
     _token("GitHub token", r"(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
     _token("GitHub token", r"github_pat_[A-Za-z0-9_]{40,}", "github_pat_"),
     _token(
@@ -209,20 +212,20 @@ _RULES: list[_Rule] = [
     ),
     _token("Stripe key", r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}", "_live_", "_test_"),
     _token("Stripe webhook secret", r"whsec_[A-Za-z0-9]{24,}", "whsec_"),
-    _token("Google API key", r"AIza[0-9A-Za-z_-]{35}", "aiza"),
-    _token("Google OAuth secret", r"GOCSPX-[A-Za-z0-9_-]{20,}", "gocspx-"),
+    _token("Google API key", r"AIza[0-9A-Za-z_-]{35}", "AIza"),
+    _token("Google OAuth secret", r"GOCSPX-[A-Za-z0-9_-]{20,}", "GOCSPX-"),
     _token("Google OAuth token", r"ya29\.[0-9A-Za-z_-]{20,}", "ya29."),
-    _token("JSON web token", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", "eyj"),
-    _token("SendGrid key", r"SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", "sg."),
+    _token("JSON web token", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", "eyJ"),
+    _token("SendGrid key", r"SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", "SG."),
     _token("npm token", r"npm_[A-Za-z0-9]{36}", "npm_"),
     _token("PyPI token", r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{20,}", "pypi-"),
     _token("Hugging Face token", r"hf_[A-Za-z0-9]{30,}", "hf_"),
-    _token("Telegram bot token", r"\d{8,10}:AA[A-Za-z0-9_-]{33}", ":aa"),
-    _token("Twilio key", r"SK[0-9a-f]{32}", "sk"),
+    _token("Telegram bot token", r"\d{8,10}:AA[A-Za-z0-9_-]{33}", ":AA"),
+    _token("Twilio key", r"SK[0-9a-f]{32}", "SK"),
     _token("Mailgun key", r"key-[0-9a-z]{32}", "key-"),
     _token("Shopify token", r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}", "shp"),
     _token("DigitalOcean token", r"do[opr]_v1_[a-f0-9]{64}", "_v1_"),
-    _token("age secret key", r"AGE-SECRET-KEY-1[0-9A-Z]{58}", "age-secret-key-"),
+    _token("age secret key", r"AGE-SECRET-KEY-1[0-9A-Z]{58}", "AGE-SECRET-KEY-"),
     _token("Groq API key", r"gsk_[A-Za-z0-9]{40,}", "gsk_"),
     _token("xAI API key", r"xai-[A-Za-z0-9]{40,}", "xai-"),
     _token("Replicate token", r"r8_[A-Za-z0-9]{30,}", "r8_"),
@@ -230,7 +233,7 @@ _RULES: list[_Rule] = [
     _token("Linear API key", r"lin_api_[A-Za-z0-9]{32,}", "lin_api_"),
     _token("Notion token", r"(?:secret|ntn)_[A-Za-z0-9]{40,}", "secret_", "ntn_"),
     _token("Square token", r"sq0(?:atp|csp)-[A-Za-z0-9_-]{22,}", "sq0"),
-    _token("Atlassian token", r"ATATT3[A-Za-z0-9_=-]{50,}", "atatt3"),
+    _token("Atlassian token", r"ATATT3[A-Za-z0-9_=-]{50,}", "ATATT3"),
     _token("Doppler token", r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}", "dp."),
     # Credentials in a header or a URL: the credential only.
     _Rule(
@@ -256,33 +259,37 @@ _RULES: list[_Rule] = [
 ]
 
 
-# The rules to try, found from their hints at once: a hint is looked for only when the one character of
-# it that is not a letter or digit (if it has one) is in the text, and each hint is looked for once
-# however many rules name it. (Asking each rule's hints in turn cost ~30 µs a message: most of a sync's
-# masking, issue 46.)
-def _hint_groups(rules: list[_Rule]) -> list[tuple[str, list[tuple[str, tuple[int, ...]]]]]:
-    where: dict[str, list[int]] = {}
+# The rules to try, found from their hints at once: a hint is looked for only when one character of it
+# that is not a lower-case letter or digit (if it has one) is in the text, and each hint is looked for
+# once however many rules name it. (Asking each rule's hints in turn cost ~30 µs a message: most of a
+# sync's masking, issue 46.) A case-sensitive rule's hints are looked for in the text as it is: "AKIA",
+# "SK", "AIza" are rarer than "akia", "sk" ("ask", "desk") and "aiza" in lowered prose, so its regex
+# runs less often, and a hint with a capital is passed over at once in text without that capital.
+def _hint_groups(rules: list[_Rule]) -> list[tuple[str, bool, list[tuple[str, tuple[int, ...]]]]]:
+    where: dict[tuple[str, bool], list[int]] = {}
     for i, rule in enumerate(rules):
         for h in rule.hints:
-            where.setdefault(h, []).append(i)
-    groups: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
-    for h, idx in where.items():
-        key = next((c for c in h if not c.isalnum()), "")
-        groups.setdefault(key, []).append((h, tuple(idx)))
-    return sorted(groups.items())
+            where.setdefault((h, rule.cased), []).append(i)
+    groups: dict[tuple[str, bool], list[tuple[str, tuple[int, ...]]]] = {}
+    for (h, cased), idx in where.items():
+        key = next((c for c in h if not (c.isdigit() or (c.isalpha() and c.islower()))), "")
+        groups.setdefault((key, cased), []).append((h, tuple(idx)))
+    return [(key, cased, hints) for (key, cased), hints in sorted(groups.items())]
 
 
 _HINT_GROUPS = _hint_groups(_RULES)
 
 
-def _rules_hinted(lower: str) -> list[_Rule]:
-    """The rules one of whose hints `lower` contains, in _RULES order (the first to claim a span keeps it)."""
+def _rules_hinted(text: str, lower: str) -> list[_Rule]:
+    """The rules one of whose hints `text` contains (a case-sensitive rule's) or `lower`, the lowered
+    text, contains (another's), in _RULES order (the first to claim a span keeps it)."""
     hit: set[int] = set()
-    for key, hints in _HINT_GROUPS:
-        if key and key not in lower:
+    for key, cased, hints in _HINT_GROUPS:
+        where = text if cased else lower
+        if key and key not in where:
             continue
         for h, idx in hints:
-            if h in lower:
+            if h in where:
                 hit.update(idx)
     return [_RULES[i] for i in sorted(hit)]
 
@@ -305,9 +312,12 @@ def find(text: str) -> list[Found]:
     """Every secret in `text`, in order, none overlapping (the first rule to claim a span keeps it)."""
     if len(text) < 8:
         return []
-    rules = _rules_hinted(text.lower())
-    if not rules:
-        return []
+    rules = _rules_hinted(text, text.lower())
+    return _found(text, rules) if rules else []
+
+
+def _found(text: str, rules: list[_Rule]) -> list[Found]:
+    """What these rules find in `text` (find: the rules its hints name)."""
     taken = [(m.start(), m.end()) for m in _MASKED.finditer(text)]
     found: list[Found] = []
 

@@ -85,6 +85,19 @@ async def test_a_qualified_subject_is_found_by_its_family_and_a_note_states_too(
         assert await m.index.statements(["code:wifi"]) == [s for s in codes if s.subject == "code:wifi"]
 
 
+async def test_a_statements_text_is_kept_as_said_quotes_backslashes_and_all(storage, sessions):
+    """The statements of a batch go in as one JSON array (files engine: db.insert_rows): what JSON escapes
+    comes back as it was, a literal backslash-u0000 (which sends the batch the slow way) included."""
+    line = 'My locker code is 4821, “the blue one” \\u0000 "ü" \\ tab\there.'
+    write_note(storage, "memory/gym.md", f"# Gym\n\n{line}\n")
+    write_note(storage, "memory/bike.md", "# Bike\n\nMy bike lock combination is 7740.\n")
+    async with Opened(storage) as m:
+        await m.sync()
+        got = {s.path: s for s in await m.index.statements(["code"])}
+        assert got["memory/gym.md"].text == line and got["memory/gym.md"].value.startswith("4821")
+        assert got["memory/bike.md"].text == "My bike lock combination is 7740."
+
+
 async def test_a_file_edited_removed_or_forgotten_takes_its_statements_and_a_rebuild_makes_them_anew(storage, sessions):
     async with Opened(storage) as m:
         write_note(storage, "memory/car.md", "# Car\n\nI drive a red Fiat Panda.\n")

@@ -357,6 +357,22 @@ def test_the_fast_path_never_passes_over_a_statement(text):
         assert _may_state(text), text
 
 
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["my", "I", "i’m", "I'm", "we've", "Got", "PIN", "wi-fi", "code", "mine", "dog", "İ", "K"])
+        | st.text(alphabet=" \t\n\x1c\x1d\x1f\x85\u2028.,;:!?()[]{}\"“”‘’'*#/\\<>=+&|~^`@$%-_abcé", max_size=3),
+        max_size=10,
+    ).map("".join)
+)
+def test_the_fast_paths_ascii_split_finds_the_words_the_unicode_one_does(text):
+    """`_may_state` splits ASCII text as bytes (issue 46): the same words as splitting it as str."""
+    from gateway.memory.ledger.extract import _MAY_STATE, _PUNCT, _may_state
+
+    low = text.lower()
+    assert _may_state(text) == (not _MAY_STATE.isdisjoint(low.replace("’", "'").translate(_PUNCT).split())), text
+
+
 def test_what_the_person_is_doing_somewhere_is_no_employer():
     assert "employer" not in subjects("I'm sea swimming at Blackrock with a group.")
     assert "employer" not in subjects("I'm sitting at the station.")

@@ -1,5 +1,6 @@
-"""A large sync reads, chunks and embeds in worker processes (`memory.sync.processes`): the index it
-writes is the one threads write, and a worker that dies leaves the rest of the sync to threads."""
+"""A large sync reads, chunks, embeds and extracts the ledger's statements in worker processes
+(`memory.sync.processes`): the index (and ledger) it writes is the one threads write, and a worker that
+dies leaves the rest of the sync to threads."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def corpus(state: Path, notes: int) -> None:
         d = ws / f"{i // 200:02d}"
         d.mkdir(parents=True, exist_ok=True)
         body = " ".join(rng.choice(WORDS) for _ in range(40))
-        (d / f"n{i:04d}.md").write_text(f"# Note {i}\n\n{body}\n")
+        said = f"\nMy locker code is {1000 + i}.\n" if i % 50 == 0 else ""  # a statement for the ledger
+        (d / f"n{i:04d}.md").write_text(f"# Note {i}\n\n{body}\n{said}")
     sessions = state / "agents" / "main" / "sessions"
     sessions.mkdir(parents=True)
     for s in range(3):
@@ -42,7 +44,11 @@ def corpus(state: Path, notes: int) -> None:
             [header(key, "main")]
             + [
                 message_record(
-                    f"{key}-{m}", "user" if m % 2 == 0 else "assistant", " ".join(rng.choice(WORDS) for _ in range(30))
+                    f"{key}-{m}",
+                    "user" if m % 2 == 0 else "assistant",
+                    f"I moved to Leeds in March, by the {WORDS[m]}."
+                    if m % 4 == 0
+                    else " ".join(rng.choice(WORDS) for _ in range(30)),
                 )
                 for m in range(20)
             ],
@@ -65,6 +71,17 @@ async def index(state: Path, processes: int, progress=None) -> dict:
         return await mgr.sync(progress=progress)
     finally:
         await mgr.close()
+
+
+def statements(state: Path) -> list[tuple]:
+    conn = connect_sync(state / "agents" / "main" / "memory.sqlite", pick_driver())
+    try:
+        return conn.execute(
+            "SELECT subject, value, said, path, start_line, end_line, text, source, ending FROM ledger "
+            "ORDER BY path, start_line, subject"
+        ).fetchall()
+    finally:
+        conn.close()
 
 
 def contents(state: Path) -> tuple[list[tuple], dict[tuple, np.ndarray]]:
@@ -104,6 +121,11 @@ async def test_worker_processes_write_the_index_threads_write(tmp_path):
     assert vectors_w.keys() == vectors_t.keys() and len(vectors_w) == len(chunks_w)
     for key, v in vectors_t.items():
         np.testing.assert_allclose(vectors_w[key], v, atol=1e-6)
+    # The ledger's statements are extracted where the files are chunked: in the workers, the same ones.
+    ledger_t = statements(threads)
+    assert ledger_t == statements(workers)
+    assert {r[0] for r in ledger_t} >= {"code:locker", "home"}, ledger_t[:3]
+    assert sum(1 for r in ledger_t if r[3].startswith("memory/")) == len(range(0, PROCESS_MIN_FILES + 100, 50))
 
     assert (await index(workers, processes=2))["unchanged"] == PROCESS_MIN_FILES + 103, "a re-sync reads nothing"
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.memory.secrets import _RULES, _rules_hinted, find, mask, mask_json
+from gateway.memory.secrets import _RULES, _found, _rules_hinted, find, mask, mask_json
 
 A36 = "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC2dF4gH6"  # 36 letters and digits, as many token bodies are
 HEX32 = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
@@ -176,7 +176,21 @@ def test_masking_twice_changes_nothing(parts):
     assert mask(once) == once
 
 
-HINTS = sorted({h for rule in _RULES for h in rule.hints})
+A40 = "a1B2c3D4e5" * 4
+# One of each format SECRETS has no sentence for (test_every_match_of_a_rule_holds_one_of_its_hints).
+MORE_TOKENS = [
+    f"hook https://discord.com/api/webhooks/123456789/{A40[:24]} here",
+    f"whsec_{A40[:30]}",
+    f"ya29.{A40[:24]}",
+    f"xai-{A40}",
+    f"r8_{A40[:32]}",
+    f"pplx-{A40}",
+    f"lin_api_{A40[:36]}",
+    f"sq0atp-{A40[:24]}",
+    f"ATATT3{A40}{A40[:12]}",
+    f"dp.pt.{A40}",
+]
+HINTS = sorted({v for rule in _RULES for h in rule.hints for v in (h, h.lower(), h.upper())})
 
 
 @settings(max_examples=300, deadline=None)
@@ -189,8 +203,40 @@ HINTS = sorted({h for rule in _RULES for h in rule.hints})
 )
 def test_the_rules_tried_are_exactly_those_whose_hints_the_text_holds(parts, sep):
     """The rules are picked by their hints in groups (issue 46: asking each rule in turn was most of a
-    sync's masking); the pick is the rules a hint of which the text contains, in their order, whatever
-    the text — so nothing that was masked before goes unmasked."""
+    sync's masking); the pick is the rules a hint of which the text contains (a case-sensitive rule's as
+    it is spelt, another's in the lowered text), in their order, whatever the text."""
     text = sep.join(parts)
     lower = text.lower()
-    assert _rules_hinted(lower) == [r for r in _RULES if any(h in lower for h in r.hints)]
+    assert _rules_hinted(text, lower) == [r for r in _RULES if any(h in (text if r.cased else lower) for h in r.hints)]
+
+
+@pytest.mark.parametrize("rule", _RULES, ids=[f"{i}-{r.kind}" for i, r in enumerate(_RULES)])
+def test_every_match_of_a_rule_holds_one_of_its_hints(rule):
+    """Why skipping a rule whose hints are absent never loses a secret: each match holds a hint (as it is
+    spelt for a case-sensitive rule), over every secret and lookalike of the corpus, in prose."""
+    texts = [s.format(s=v) for s, v in SECRETS] + LOOKALIKES + [PRIVATE_KEY, OPENSSH_KEY, PGP_KEY] + MORE_TOKENS
+    matched = 0
+    for text in texts + [t.upper() for t in texts] + [t.lower() for t in texts]:
+        for m in rule.pattern.finditer(text):
+            matched += 1
+            got = m.group(0)
+            assert any(h in (got if rule.cased else got.lower()) for h in rule.hints), (rule.kind, got)
+    assert matched, f"no text of the corpus is a {rule.kind}"
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    parts=st.lists(
+        st.sampled_from(HINTS)
+        | st.sampled_from([s.format(s=v) for s, v in SECRETS] + LOOKALIKES)
+        | st.sampled_from([s.format(s=v).upper() for s, v in SECRETS] + MORE_TOKENS)
+        | words,
+        max_size=8,
+    ),
+    sep=st.sampled_from(["", " ", "\n", "-", "_", ".", ": ", "="]),
+)
+def test_what_the_hints_skip_finds_nothing(parts, sep):
+    """find (the rules its hints name) finds exactly what every rule tried on the text finds."""
+    text = sep.join(parts)
+    if len(text) >= 8:
+        assert find(text) == _found(text, list(_RULES))

@@ -5,8 +5,8 @@ stat is updated; else chunk it and diff the chunks against the stored ones (same
 as is). New chunks take their vectors from the embedding cache or the provider, in batches, before the
 write transaction (so the write lock is never held while embedding). Files that vanished lose their
 chunks. If the provider fails, chunks are stored anyway (full-text search works) without a vector, and
-every later sync first retries those. Blocking work (stat, read, chunk) runs in a thread or, for a large
-sync, in worker processes (workers.py); the event loop never waits on it.
+every later sync first retries those. Blocking work (stat, read, chunk, the ledger's extraction) runs in
+a thread or, for a large sync, in worker processes (workers.py); the event loop never waits on it.
 
 The pipeline decides; the engine stores, through the ports of memory/ports.py (IndexStore: FileRows,
 ChunkStore, the embedding cache). It never asks which engine it has, and no engine subclasses it.

@@ -351,12 +351,22 @@ _MAY_STATE = frozenset(
     + _FIRST_VERBS
     + "password passwords passcode passcodes pin combination combo code wifi wi-fi login number cell mobile".split()
 )
-_PUNCT = str.maketrans({c: " " for c in '.,;:!?()[]{}"“”‘*#/\\<>=+&|~^`@$%'})
+_PUNCT_CHARS = '.,;:!?()[]{}"“”‘*#/\\<>=+&|~^`@$%'
+_PUNCT = str.maketrans({c: " " for c in _PUNCT_CHARS})
+# The same for ASCII text, as bytes (bytes.translate is a table lookup, ~3x str.translate with a dict): the
+# punctuation and the ASCII characters str.split() splits at that bytes.split() does not (\x1c-\x1f).
+_ASCII_SPLIT = "".join(c for c in _PUNCT_CHARS if c.isascii()).encode() + b"\x1c\x1d\x1e\x1f"
+_PUNCT_BYTES = bytes.maketrans(_ASCII_SPLIT, b" " * len(_ASCII_SPLIT))
+_MAY_STATE_BYTES = frozenset(w.encode() for w in _MAY_STATE)
 
 
 def _may_state(text: str) -> bool:
-    """The fast way past what states nothing about the person (most text): none of `_MAY_STATE`'s words."""
-    return not _MAY_STATE.isdisjoint(text.lower().replace("’", "'").translate(_PUNCT).split())
+    """The fast way past what states nothing about the person (most text): none of `_MAY_STATE`'s words.
+    (ASCII text, most of it, is split as bytes: the same words, at under half the cost, issue 46.)"""
+    low = text.lower()
+    if low.isascii():
+        return not _MAY_STATE_BYTES.isdisjoint(low.encode().translate(_PUNCT_BYTES).split())
+    return not _MAY_STATE.isdisjoint(low.replace("’", "'").translate(_PUNCT).split())
 
 
 def message_statements(words: str, known: list[Subject] | None = None) -> list[tuple[str, str, bool]]:

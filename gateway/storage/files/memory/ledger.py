@@ -22,10 +22,9 @@ class SqliteLedger:
             for i in range(0, len(paths), 500):
                 part = paths[i : i + 500]
                 await self.db.execute(f"DELETE FROM ledger WHERE path IN ({','.join('?' * len(part))})", part)
-            if statements:
-                await self.db.executemany(
-                    f"INSERT INTO ledger({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(*s[:8], 1 if s.ending else 0) for s in statements],
+            if statements:  # as one JSON array, not executemany (db.insert_rows: a GIL trip per row, issue 46)
+                await self.db.insert_rows(
+                    f"INSERT INTO ledger({_COLUMNS})", [(*s[:8], 1 if s.ending else 0) for s in statements]
                 )
 
     async def statements(self, subjects: Sequence[str] | None = None) -> list[Statement]:
