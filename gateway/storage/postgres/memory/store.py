@@ -20,6 +20,7 @@ that changes rows moves the agent's `generation` in the same transaction: each g
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any, AsyncIterator
 
 import asyncpg
@@ -112,7 +113,9 @@ class PgIndexStore:
         the next open of an agent's index builds it)."""
         async with self._session.connection() as conn:
             try:
+                t = time.perf_counter()
                 await ensure_fulltext_index(conn, bulk=True)
+                log.info("memory_bulk_index_built", index="fulltext", seconds=round(time.perf_counter() - t, 2))
             except Exception as exc:
                 log.warning("memory_fulltext_index_build_failed", error=str(exc))
 
@@ -123,7 +126,9 @@ class PgIndexStore:
         async with self._session.connection() as conn:
             for bulk in (True, False):
                 try:
+                    t = time.perf_counter()
                     await ensure_dims_index(conn, dims, bulk=bulk)
+                    log.info("memory_bulk_index_built", index="hnsw", seconds=round(time.perf_counter() - t, 2))
                     return
                 except Exception as exc:  # best effort, from a `finally`: never hide the sync's own outcome
                     log.warning("memory_vector_index_build_failed", dims=dims, bulk=bulk, error=str(exc))
