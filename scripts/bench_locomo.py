@@ -122,21 +122,22 @@ async def sessions_into_postgres(url: str, sessions_dir: Path) -> None:
     conn = await asyncpg.connect(url)
     try:
         await migrate(conn)
-        for path in sorted(sessions_dir.glob("*.jsonl")):
-            lines = path.read_text(encoding="utf-8").splitlines()
-            when = json.loads(lines[0]).get("createdAt") or "2000-01-01T00:00:00.000Z"
+        paths = sorted(sessions_dir.glob("*.jsonl"))
+        for at in range(0, len(paths), 500):  # 500 sessions a transaction (the million-chunk run has 60,000)
+            sessions, records = [], []
+            for path in paths[at : at + 500]:
+                lines = path.read_text(encoding="utf-8").splitlines()
+                when = json.loads(lines[0]).get("createdAt") or "2000-01-01T00:00:00.000Z"
+                sessions.append((path.stem, when, len(lines) - 1))
+                records += [("main", path.stem, i + 1, line) for i, line in enumerate(lines)]
             async with conn.transaction():
-                await conn.execute(
+                await conn.executemany(
                     "INSERT INTO sessions(agent_id, session_key, label, created_at, updated_at, "
                     "message_count, line_count) VALUES ('main', $1, NULL, $2, $2, $3, $3 + 1)",
-                    path.stem,
-                    when,
-                    len(lines) - 1,
+                    sessions,
                 )
                 await conn.copy_records_to_table(
-                    "transcript_lines",
-                    columns=["agent_id", "session_key", "seq", "line"],
-                    records=[("main", path.stem, i + 1, line) for i, line in enumerate(lines)],
+                    "transcript_lines", columns=["agent_id", "session_key", "seq", "line"], records=records
                 )
     finally:
         await conn.close()

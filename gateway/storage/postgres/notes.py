@@ -185,8 +185,12 @@ class PgNotes:
         disk = await asyncio.to_thread(self._stats, only)
         changed = 0
         fresh: list[tuple[str, str, str, tuple[int, int]]] = []  # (path, text, SHA-256, stat) not in the record
-        before = orjson.dumps(marks, option=orjson.OPT_SORT_KEYS)
-        for rel in sorted(set(record) | set(disk)):
+        # A no-op sync goes through every note (400,000 in the million-chunk run): a shallow copy of the
+        # marks to compare (each change puts a new dict in), not two sorted JSON dumps, and the paths
+        # unsorted (the new ones are taken in sorted). For 400,000 notes, on the loaded 2-core VM: 2.3 s
+        # sorting the paths and 1.1 s dumping, against 0.05 s copying and comparing.
+        before = dict(marks)
+        for rel in record.keys() | disk.keys():
             if not mirrored(rel):
                 continue
             row, stat, mark = record.get(rel), disk.get(rel), marks.get(rel)
@@ -232,9 +236,10 @@ class PgNotes:
                 continue
             await self._mirror(rel, content.encode("utf-8"), row["version"], row["hash"], save=False)
             changed += 1
+        fresh.sort(key=lambda f: f[0])
         for i in range(0, len(fresh), TAKE_BATCH):
             changed += await self._take_new(fresh[i : i + TAKE_BATCH], marks)
-        if orjson.dumps(marks, option=orjson.OPT_SORT_KEYS) != before:
+        if marks != before:
             await asyncio.to_thread(self._save_marks)
         return changed
 

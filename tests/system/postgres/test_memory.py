@@ -6,6 +6,7 @@ docs/scaling.md asks of gateways sharing the index.
 
 from __future__ import annotations
 
+
 import pytest
 
 from tests.helpers import RpcError, wait_for
@@ -496,8 +497,9 @@ async def test_mmr_reads_the_stored_vectors_from_postgresql(start_gateway, postg
 
 async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway, postgres_url, tmp_path):
     """Past BULK_LOAD_FILES files into an empty vector table, the HNSW index is dropped for the load and
-    built over the loaded rows at its end; searches find the same things. The batches are prepared in
-    worker processes."""
+    built over the loaded rows at its end, and so (the chunk table empty) is the full-text GIN index;
+    searches find the same things. The batches are prepared in worker processes. The vectors went in
+    through COPY in pgvector's binary form: a chunk's text as the query finds it at cosine 1."""
     import asyncio
     import multiprocessing
     import random
@@ -534,9 +536,10 @@ async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway
     c = await gw.client()
     conn = await asyncpg.connect(postgres_url)
     oid = "SELECT 'memory_vectors_hnsw_256'::regclass::oid"
+    gin = "SELECT 'memory_chunks_fts'::regclass::oid"
     try:
         await ensure_dims_index(conn, 256)  # as an earlier, emptied index would have left it
-        before = await conn.fetchval(oid)
+        before, gin_before = await conn.fetchval(oid), await conn.fetchval(gin)
         workers: set[int] = set()
 
         async def watch_workers() -> None:
@@ -550,9 +553,22 @@ async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway
         assert len(workers) == 2, "two worker processes prepared the batches"
         assert res["indexed"] == BULK_LOAD_FILES + 11
         assert await conn.fetchval(oid) != before, "dropped for the load and built again after it"
+        assert await conn.fetchval(gin) != gin_before, "the full-text index too"
         assert await conn.fetchval("SELECT count(*) FROM memory_vectors") == BULK_LOAD_FILES + 11
         found = await c.call("memory.search", {"query": "where is the sailing boat moored", "mode": "vector"})
         assert found["results"] and found["results"][0]["path"] == "memory/boat.md", found
+        found = await c.call("memory.search", {"query": "marina Kiel", "mode": "fts"})
+        assert found["results"] and found["results"][0]["path"] == "memory/boat.md", found
+        plan = "\n".join(
+            r[0]
+            for r in await conn.fetch(
+                "EXPLAIN (FORMAT TEXT) SELECT id FROM memory_chunks WHERE tsv @@ to_tsquery('english', 'marina')"
+            )
+        )
+        assert "memory_chunks_fts" in plan, plan
+        text = await conn.fetchval("SELECT text FROM memory_chunks WHERE path = 'memory/boat.md'")
+        found = await c.call("memory.search", {"query": text, "mode": "vector", "k": 1})
+        assert found["results"][0]["score"] > 0.999, found  # its own vector, as sent: cosine 1
     finally:
         await conn.close()
         await c.close()

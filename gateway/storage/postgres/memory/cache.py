@@ -32,13 +32,17 @@ class PgEmbeddingCache:
     async def put_many(self, items: dict[str, np.ndarray], conn: Any = None) -> None:
         if not self.enabled or not items:
             return
-        await (conn or self.pool).executemany(
-            "INSERT INTO memory_embedding_cache(provider, model, hash, dims, embedding) VALUES ($1, $2, $3, $4, $5) "
-            "ON CONFLICT (provider, model, hash) DO UPDATE SET dims = excluded.dims, embedding = excluded.embedding",
-            [
-                (self.provider, self.model, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes())
-                for h, v in items.items()
-            ],
+        hashes = list(items)
+        vectors = [np.asarray(items[h], dtype=np.float32) for h in hashes]
+        await (conn or self.pool).execute(  # one statement for the batch (the keys of a dict: no repeats)
+            "INSERT INTO memory_embedding_cache(provider, model, hash, dims, embedding) SELECT $1, $2, u.* "
+            "FROM unnest($3::text[], $4::int[], $5::bytea[]) AS u ON CONFLICT (provider, model, hash) "
+            "DO UPDATE SET dims = excluded.dims, embedding = excluded.embedding",
+            self.provider,
+            self.model,
+            hashes,
+            [int(v.shape[0]) for v in vectors],
+            [v.tobytes() for v in vectors],
         )
 
     async def purge_unusable(self, conn: Any) -> int:

@@ -9,7 +9,29 @@ from typing import Any, Callable
 from ....memory.ports import ChunkKey, Unembedded, VectorRow, WriteBatch
 from .agent import SyncSession, bump_generation, pg_text
 from .cache import PgEmbeddingCache
-from .vectors import ensure_dims_index, vector_text
+from .vectors import binary_vectors, ensure_dims_index
+
+CHUNK_COLUMNS = (
+    "id",
+    "agent_id",
+    "path",
+    "source",
+    "session_key",
+    "start_line",
+    "end_line",
+    "hash",
+    "text",
+    "spans",
+    "context",
+    "date",
+    "embedded",
+)
+VECTOR_COLUMNS = ("chunk_id", "agent_id", "source", "session_key", "dims", "embedding")
+
+
+def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """Rows as columns, for a statement over `unnest` of arrays: one round trip, one plan, for a batch."""
+    return [list(c) for c in zip(*rows)] if rows else [[] for _ in range(width)]
 
 
 class PgChunks:
@@ -56,37 +78,45 @@ class PgChunks:
                         else []
                     )
                 ]
-                inserts, vec_rows = [], []
+                inserts: list[tuple[Any, ...]] = []
+                vec_rows: list[VectorRow] = []
                 for cid, new in zip(ids, batch.chunks):
                     inserts.append((cid, agent, *new.columns(pg_text), new.vector is not None))
                     if new.vector is not None:
                         vec_rows.append(VectorRow(cid, new.file.source, new.file.session_key, new.vector))
                 if batch.touched:
-                    await conn.executemany(
-                        "UPDATE memory_files SET size = $3, mtime_ns = $4 WHERE agent_id = $1 AND path = $2",
-                        [(agent, sf.path, sf.size, sf.mtime_ns) for sf in batch.touched],
+                    await conn.execute(
+                        "UPDATE memory_files f SET size = u.size, mtime_ns = u.mtime_ns FROM unnest($2::text[], "
+                        "$3::bigint[], $4::bigint[]) AS u(path, size, mtime_ns) WHERE f.agent_id = $1 AND f.path = u.path",
+                        agent,
+                        *_columns([(sf.path, sf.size, sf.mtime_ns) for sf in batch.touched], 3),
                     )
                 if batch.stale:
                     await conn.execute("DELETE FROM memory_chunks WHERE id = ANY($1::bigint[])", batch.stale)
-                if inserts:
-                    await conn.executemany(
-                        "INSERT INTO memory_chunks(id, agent_id, path, source, session_key, start_line, end_line, "
-                        "hash, text, spans, context, date, embedded) "
-                        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-                        inserts,
+                if inserts:  # new ids, so COPY (no conflict to handle): the fastest way into PostgreSQL
+                    await conn.copy_records_to_table("memory_chunks", records=inserts, columns=CHUNK_COLUMNS)
+                if vec_rows:
+                    await binary_vectors(conn)
+                    await conn.copy_records_to_table(
+                        "memory_vectors", records=self._vector_records(vec_rows), columns=VECTOR_COLUMNS
                     )
-                await self._insert_vectors(conn, vec_rows)
-                if batch.files:
-                    await conn.executemany(
+                if batch.files:  # one statement; a batch names each path once
+                    await conn.execute(
                         "INSERT INTO memory_files(agent_id, path, source, session_key, size, mtime_ns, hash, chunks, "
-                        "indexed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (agent_id, path) DO "
+                        "indexed_at) SELECT $1, u.*, $9 FROM unnest($2::text[], $3::text[], $4::text[], "
+                        "$5::bigint[], $6::bigint[], $7::text[], $8::int[]) AS u ON CONFLICT (agent_id, path) DO "
                         "UPDATE SET source = excluded.source, session_key = excluded.session_key, "
                         "size = excluded.size, mtime_ns = excluded.mtime_ns, hash = excluded.hash, "
                         "chunks = excluded.chunks, indexed_at = excluded.indexed_at",
-                        [
-                            (agent, sf.path, sf.source, sf.session_key, sf.size, sf.mtime_ns, h, n, batch.now)
-                            for sf, h, n in batch.files
-                        ],
+                        agent,
+                        *_columns(
+                            [
+                                (sf.path, sf.source, sf.session_key, sf.size, sf.mtime_ns, h, n)
+                                for sf, h, n in batch.files
+                            ],
+                            7,
+                        ),
+                        batch.now,
                     )
                 if batch.fresh:
                     await self.cache.put_many(batch.fresh, conn)
@@ -100,15 +130,18 @@ class PgChunks:
                 await ensure_dims_index(conn, dims)
             self.dims_indexed.add(dims)
 
+    def _vector_records(self, rows: list[VectorRow]) -> list[tuple[Any, ...]]:
+        agent = self.s.agent_id
+        return [(r.id, agent, r.source, r.session_key, int(r.vector.shape[0]), r.vector) for r in rows]
+
     async def _insert_vectors(self, conn: Any, rows: list[VectorRow]) -> None:
+        """Vectors of chunks that had none: another gateway may have stored one meanwhile (no COPY)."""
         if rows:
+            await binary_vectors(conn)
             await conn.executemany(
                 "INSERT INTO memory_vectors(chunk_id, agent_id, source, session_key, dims, embedding) "
-                "VALUES ($1, $2, $3, $4, $5, $6::text::vector) ON CONFLICT (chunk_id) DO NOTHING",
-                [
-                    (r.id, self.s.agent_id, r.source, r.session_key, int(r.vector.shape[0]), vector_text(r.vector))
-                    for r in rows
-                ],
+                "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (chunk_id) DO NOTHING",
+                self._vector_records(rows),
             )
 
     async def unembedded(self, after: int, limit: int) -> list[Unembedded]:

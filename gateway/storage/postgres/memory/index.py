@@ -36,6 +36,7 @@ from ....memory.sync import SyncRequest
 from ..db import migrate_vectors
 from .agent import get_meta, set_meta
 from .cache import PgEmbeddingCache
+from .fts_index import ensure_fulltext_index
 from .fulltext import FTS_CONFIG, PgFullText
 from .ledger import read_statements
 from .reader import PgChunkReader
@@ -80,6 +81,8 @@ class PgMemoryIndex(IndexLifecycle):
                 log.warning("memory_pgvector_unavailable", problem=self._vector_schema_problem)
             else:
                 self.backend = "pgvector"
+        async with self.pool.acquire() as conn:  # gone if a gateway died during a first bulk load
+            await ensure_fulltext_index(conn)
         settings = self._settings()
         self.store = PgIndexStore(self.pool, self.agent_id, ctx.provider, settings)
         self.pipeline = IndexPipeline(self.store, ctx.provider, settings)

@@ -20,6 +20,7 @@ that changes rows moves the agent's `generation` in the same transaction: each g
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any, AsyncIterator
 
 import asyncpg
@@ -32,6 +33,7 @@ from .agent import SyncSession, agent_lock, bump_generation, remove_files, set_m
 from .cache import PgEmbeddingCache
 from .chunks import PgChunks
 from .files import PgFileRows
+from .fts_index import drop_fulltext_index_for_load, ensure_fulltext_index
 from .ledger import PgLedger
 from .vectors import HNSW_MAX_DIMS, drop_dims_index_for_load, ensure_dims_index
 
@@ -84,22 +86,38 @@ class PgIndexStore:
 
     @contextlib.asynccontextmanager
     async def loading(self, files: int) -> AsyncIterator[None]:
-        """On a first large load (no vectors of the provider's dims stored yet, by any agent), their HNSW
-        index is dropped and built after the load. Inserting into HNSW one vector at a time costs ~1.5 ms a
+        """On a first large load into an empty chunk table, its full-text index is dropped and built after
+        the load (fts_index.py). With no vectors of the provider's dims stored yet (by any agent), their HNSW
+        index too. Inserting into HNSW one vector at a time costs ~1.5 ms a
         vector on one core; building the index over the loaded rows costs a fraction of that and can use
         parallel workers. Searches in between are exact."""
         dims = self.dims
-        deferred = False
-        if files >= BULK_LOAD_FILES and self.embeds and 0 < dims <= HNSW_MAX_DIMS:
+        deferred = fts_deferred = False
+        if files >= BULK_LOAD_FILES:
             async with self._session.connection() as conn:
-                deferred = await drop_dims_index_for_load(conn, dims)
+                fts_deferred = await drop_fulltext_index_for_load(conn)
+                if self.embeds and 0 < dims <= HNSW_MAX_DIMS:
+                    deferred = await drop_dims_index_for_load(conn, dims)
             if deferred:
                 self.chunks.dims_indexed.add(dims)
         try:
             yield
         finally:
+            if fts_deferred:
+                await self._build_deferred_fulltext()
             if deferred:
                 await self._build_deferred_index(dims)
+
+    async def _build_deferred_fulltext(self) -> None:
+        """The GIN index dropped for a bulk load, built now (best effort, from a `finally`: if it fails,
+        the next open of an agent's index builds it)."""
+        async with self._session.connection() as conn:
+            try:
+                t = time.perf_counter()
+                await ensure_fulltext_index(conn, bulk=True)
+                log.info("memory_bulk_index_built", index="fulltext", seconds=round(time.perf_counter() - t, 2))
+            except Exception as exc:
+                log.warning("memory_fulltext_index_build_failed", error=str(exc))
 
     async def _build_deferred_index(self, dims: int) -> None:
         """The HNSW index dropped for a bulk load, built now: with more memory first, then (a server whose
@@ -108,7 +126,9 @@ class PgIndexStore:
         async with self._session.connection() as conn:
             for bulk in (True, False):
                 try:
+                    t = time.perf_counter()
                     await ensure_dims_index(conn, dims, bulk=bulk)
+                    log.info("memory_bulk_index_built", index="hnsw", seconds=round(time.perf_counter() - t, 2))
                     return
                 except Exception as exc:  # best effort, from a `finally`: never hide the sync's own outcome
                     log.warning("memory_vector_index_build_failed", dims=dims, bulk=bulk, error=str(exc))

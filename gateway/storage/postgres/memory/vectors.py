@@ -5,6 +5,8 @@ dimension count (`ensure_dims_index`; the vector table itself is db.py's VECTOR_
 from __future__ import annotations
 
 import math
+import struct
+import weakref
 from typing import Any
 
 import asyncpg
@@ -28,6 +30,36 @@ def vector_text(v: np.ndarray) -> str:
 
 def parse_vector(text: str) -> np.ndarray:
     return np.array(orjson.loads(text), dtype=np.float32)
+
+
+_VECTOR_HEAD = struct.Struct(">HH")  # pgvector's binary form: dims, an unused word, then big-endian float4s
+
+
+def vector_binary(v: np.ndarray) -> bytes:
+    """A vector in pgvector's binary form (`vector_recv`): what a sync's COPY sends, ~1 µs a vector where
+    the text form took ~100 µs of formatting in Python and as much parsing in the server."""
+    a = np.asarray(v, dtype=">f4")
+    return _VECTOR_HEAD.pack(a.shape[0], 0) + a.tobytes()
+
+
+def vector_unbinary(data: bytes) -> np.ndarray:
+    dims, _ = _VECTOR_HEAD.unpack_from(data)
+    return np.frombuffer(data, dtype=">f4", count=dims, offset=_VECTOR_HEAD.size).astype(np.float32)
+
+
+_BINARY_VECTORS: "weakref.WeakSet[Any]" = weakref.WeakSet()  # connections that have the codec
+
+
+async def binary_vectors(conn: Any) -> None:
+    """pgvector's `vector` exchanged in binary on this connection (once per connection: a codec is the
+    connection's, and setting one drops its prepared statements). Every query of ours that reads a vector
+    casts it to text first, so only what is written this way changes."""
+    raw = getattr(conn, "_con", conn)  # a pool's connection proxy: the codec belongs to the connection
+    if raw in _BINARY_VECTORS:
+        return
+    schema = await conn.fetchval("SELECT typnamespace::regnamespace::text FROM pg_type WHERE oid = 'vector'::regtype")
+    await conn.set_type_codec("vector", schema=schema, encoder=vector_binary, decoder=vector_unbinary, format="binary")
+    _BINARY_VECTORS.add(raw)
 
 
 def dims_index(dims: int) -> str:
