@@ -26,7 +26,7 @@ from .ledger.cache import FactsCache
 from .ledger.placement import lead, outdated, prefer_statements
 from .ledger.profile import HISTORY_LIMIT, PROFILE_LIMIT, subject_family
 from .ledger.profile import page as ledger_page
-from .ledger.recall import LedgerRecall, as_of_time, embed_with
+from .ledger.recall import LedgerRecall, as_of_time, embed_with, event_subjects
 from .hit import Embeddings, SearchAnswer, answer
 from .ports import MemoryIndex
 from .present import shape
@@ -237,10 +237,11 @@ class MemoryAnswers:
             if exclude is not None:  # a chat turn's own message is never recalled as its answer
                 said = " ".join(exclude.text.split())
                 drop = (exclude.path, lambda s: " ".join(s.text.split()) in said)
+            families = list(dict.fromkeys([*subjects, *event_subjects(query)]))  # "before I moved": home too
             known = await self.facts.facts(
-                subjects, await self.index.generation(), self.index.statements, as_of, drop, self._hidden_paths()
+                families, await self.index.generation(), self.index.statements, as_of, drop, self._hidden_paths()
             )
-            picked = await recall.pick(query, known, as_of_time(as_of))
+            picked = await recall.pick(query, known, as_of_time(as_of), subjects)
         except Exception:
             log.warning("memory_ledger_recall_failed", exc_info=True)
             return results

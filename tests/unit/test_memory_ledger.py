@@ -14,7 +14,7 @@ from gateway.memory.index.chunking import make_chunk
 from gateway.memory.ledger.extract import from_chunks, statements_of
 from gateway.memory.ledger.facts import facts
 from gateway.memory.ledger.placement import lead, outdated, prefer_statements
-from gateway.memory.ledger.recall import LedgerRecall, parse_as_of, subjects_of, when_asked
+from gateway.memory.ledger.recall import LedgerRecall, event_subjects, parse_as_of, subjects_of, when_asked
 from gateway.memory.ports import Statement
 
 NOW = datetime(2026, 3, 10, tzinfo=timezone.utc)
@@ -155,6 +155,10 @@ def test_a_correction_is_a_statement_of_its_own_and_the_later_one_holds():
         ("What level did I start Spanish at?", "first"),
         ("Which gym did I join to start with?", "first"),
         ("What was my old bike?", "before"),
+        ("Which shop did I work in before?", "before"),  # "before" that names no event: the previous value
+        ("Who was I seeing before that?", "before"),
+        ("Who was I going out with in the spring?", "at"),
+        ("What was my number two months ago?", "at"),
     ],
 )
 def test_which_time_a_question_asks_about(question, asked):
@@ -165,6 +169,13 @@ def test_relative_dates_resolve_against_the_time_given():
     assert when_asked("Where did I live in March?", NOW).at == "2026-03-15T00:00:00.000Z"
     assert when_asked("Where did I live in March?", datetime(2025, 1, 5, tzinfo=timezone.utc)).at.startswith("2024-03")  # type: ignore[union-attr]
     assert when_asked("Where did I live before Ottawa?", NOW).before == frozenset({"ottawa"})
+    # a season without "last": the latest that has begun; "N units ago" from the time given
+    assert when_asked("Who was I going out with in the spring?", NOW).at == "2025-04-15T00:00:00.000Z"
+    assert when_asked("Where was I living over the summer?", datetime(2025, 9, 1, tzinfo=timezone.utc)).at == (
+        "2025-07-15T00:00:00.000Z"
+    )
+    assert when_asked("What was my code two months ago?", NOW).at == "2026-01-09T00:00:00.000Z"
+    assert when_asked("What was my code a year ago?", NOW).at == "2025-03-10T00:00:00.000Z"
 
 
 def test_as_of_takes_a_date_or_a_datetime():
@@ -191,6 +202,13 @@ def test_subjects_by_cue_and_none_for_someone_elses_life():
         ("Who's my other half?", "partner"),
         ("What opens my locker?", "code"),
         ("Which keypad number gets me into storage?", "code"),
+        ("Who pays my wages these days?", "employer"),
+        ("Which shop did I work in before?", "employer"),
+        ("Who do I answer to at work?", "manager"),
+        ("Which part of town am I in at the moment?", "home"),
+        ("What's my address now?", "home"),
+        ("What do I punch in to get into the building?", "code"),
+        ("Am I seeing anyone?", "partner"),
     ],
 )
 def test_a_question_in_its_own_words_names_its_subject(question, subject):
@@ -248,6 +266,20 @@ async def test_the_pick_follows_the_question_and_lead_puts_it_first_and_marks_th
     assert fact.subject == "code:shed" and period.value == "9902"
     _, period, _ = await recall.pick("What was the shed code originally?", facts(ss[2:]), NOW)  # type: ignore[misc]
     assert period.value == "4471"
+    # "before X", X another subject's change: the value valid just before it (its words, else its latest)
+    moves = [
+        st_("employer", "Boots", "2025-01-01"),
+        st_("home", "Leeds", "2025-03-01"),
+        st_("employer", "NHS Lothian", "2025-06-20"),
+        st_("home", "Edinburgh", "2025-06-01"),
+        st_("home", "Portobello", "2025-11-01"),
+    ]
+    q = "Where did I work before I moved to Edinburgh?"
+    assert await recall.subjects(q) == ["employer"] and "home" in event_subjects(q)
+    fact, period, _ = await recall.pick(q, facts(moves), NOW, ["employer"])  # type: ignore[misc]
+    assert fact.subject == "employer" and period.value == "Boots"
+    _, period, _ = await recall.pick("Where did I work before I moved?", facts(moves), NOW, ["employer"])  # type: ignore[misc]
+    assert period.value == "NHS Lothian"  # the latest move: November's
 
     fact, period, q = await recall.pick("Who am I dating now?", facts(ss[:2]), NOW)  # type: ignore[misc]
     hits = [

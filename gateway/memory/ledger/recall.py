@@ -7,10 +7,13 @@ even when it shares no word with the question.
    wifi's), the one whose statements are closest to the question (embeddings; the overlap of words
    without them), if close enough.
 3. **Which time** (`when_asked`): the present, unless the question asks about an earlier time —
-   "originally"/"at first" (the first value), "before X"/"previous"/"used to"/"old" (the value before
-   X's, or before the current one), a date or "in March"/"last spring" (the value valid then, resolved
-   against `asOf` where given). A question in the past tense that names no earlier time ("What was the
-   amount I was approved for?") asks about the present.
+   "originally"/"at first" (the first value), "before X"/"previous"/"used to"/"old"/"… before?" (the
+   value before X's, or before the current one), a date, "in March", "last spring", "in the summer",
+   "two months ago" (the value valid then; relative dates resolved against `asOf` where given, else
+   now). X may be an event of another subject ("Where did I work before I moved?": the time of the
+   move, the home's statement whose words X names, else its latest change): the value valid just
+   before it. A question in the past tense that names no earlier time ("What was the amount I was
+   approved for?") asks about the present.
 4. **Where it goes** (placement.py's `lead`): the chosen statement first, as a hit of its own (dated, with `fact`:
    subject, value, since); for the present, the hits that show a superseded value of the same fact are
    marked `supersededBy` and go after those that do not.
@@ -22,14 +25,14 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Awaitable, Callable, Literal, Mapping
+from typing import Any, Awaitable, Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
 from ...timeutil import parse_iso, to_iso
 from ..index.chunking import text_date
 from .facts import Fact, Period
-from .lexicon import SUBJECTS
+from .lexicon import BY_NAME, SUBJECTS
 
 Asked = Literal["present", "first", "before", "at"]
 
@@ -52,15 +55,23 @@ _FIRST = re.compile(
 )
 # "How old is my tortoise?", "ten years old": an age, not an earlier time.
 _AGE = re.compile(r"\bhow old\b|\b(?:years?|months?|weeks?|days?) old\b", re.I)
-_BEFORE = re.compile(r"\bbefore\s+(\w+(?:\s+\w+)?)", re.I)
+_BEFORE = re.compile(r"\bbefore\s+(\w+(?:\s+\w+){0,3})", re.I)
 _EARLIER = re.compile(
-    r"\b(?:previous(?:ly)?|prior|used to|formerly|former|old|older|earlier|back then|back when|ago|in the past)\b",
+    r"\b(?:previous(?:ly)?|prior|used to|formerly|former|old|older|earlier|back then|back when|ago|in the past"
+    r"|before)\b",
     re.I,
 )
 _MONTHS = "january february march april may june july august september october november december".split()
 _IN_MONTH = re.compile(rf"\bin ({'|'.join(_MONTHS)})\b", re.I)
 _LAST = re.compile(r"\blast (year|spring|summer|autumn|fall|winter|month|week)\b", re.I)
 _SEASON_MONTH = {"spring": 4, "summer": 7, "autumn": 10, "fall": 10, "winter": 1}
+# "in the spring", "this summer", "over the winter": the latest such season that has begun.
+_SEASON = re.compile(r"\b(?:in|during|over|this|that)\s+(?:the\s+)?(spring|summer|autumn|fall|winter)\b", re.I)
+_COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "a couple of": 2, "a few": 3}
+_AGO = re.compile(
+    rf"\b({'|'.join(sorted(_COUNT, key=len, reverse=True))}|\d{{1,3}})\s+(day|week|month|year)s?\s+ago\b", re.I
+)
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
     "a an the my i me is are was were do does did what who which where when how am at to of in on for with "
@@ -86,6 +97,7 @@ class Question:
     asked: Asked
     at: str | None = None  # "at": the time asked about (ISO 8601)
     before: frozenset[str] = frozenset()  # "before X": X's words
+    event: str = ""  # "before X": X as said ("I moved to Leeds"), to find its subject
 
 
 def when_asked(query: str, now: datetime) -> Question:
@@ -97,6 +109,15 @@ def when_asked(query: str, now: datetime) -> Question:
         month = _MONTHS.index(m.group(1).lower()) + 1
         year = now.year if month <= now.month else now.year - 1
         return Question("at", to_iso(datetime(year, month, 15, tzinfo=timezone.utc)))
+    m = _SEASON.search(query)
+    if m and not _LAST.search(query):
+        month = _SEASON_MONTH[m.group(1).lower()]
+        year = now.year if month <= now.month else now.year - 1
+        return Question("at", to_iso(datetime(year, month, 15, tzinfo=timezone.utc)))
+    m = _AGO.search(query)
+    if m:
+        n = _COUNT.get(m.group(1).lower()) or int(m.group(1))
+        return Question("at", to_iso(now - timedelta(days=n * _UNIT_DAYS[m.group(2).lower()])))
     m = _LAST.search(query)
     if m:
         unit = m.group(1).lower()
@@ -115,11 +136,25 @@ def when_asked(query: str, now: datetime) -> Question:
     if _FIRST.search(query):
         return Question("first")
     m = _BEFORE.search(query)
-    if m:
-        return Question("before", before=frozenset(_words(m.group(1))))
+    if m and (words := frozenset(_words(m.group(1))) - _NOT_AN_EVENT):
+        return Question("before", before=words, event=m.group(1))
     if _EARLIER.search(_AGE.sub(" ", query)):
         return Question("before")
     return Question("present")
+
+
+_NOT_AN_EVENT = frozenset("that this then it that's them".split())  # "before that": the previous value
+
+
+def event_subjects(query: str) -> list[str]:
+    """The subjects of a question's "before X" event ("before I moved": home), not asked about itself."""
+    q = when_asked(query, datetime.now(timezone.utc)) if _BEFORE.search(query) else None
+    return subjects_of(q.event) if q is not None and q.event else []
+
+
+def _without_event(query: str) -> str:
+    """The question without its "before X" ("Where did I work before I moved?" → "Where did I work")."""
+    return _BEFORE.sub(" ", query) if _BEFORE.search(query) else query
 
 
 def _words(text: str) -> list[str]:
@@ -131,20 +166,34 @@ def _words(text: str) -> list[str]:
 ASKED_AS: dict[str, re.Pattern[str]] = {
     "employer": re.compile(
         r"\b(?:where (?:do|did) i work|where am i working|who (?:do|did) i work for|who employs me|employs me"
-        r"|(?:which|what) (?:company|firm|employer|organi[sz]ation)\b)",
+        r"|(?:which|what) (?:company|firm|employer|organi[sz]ation)\b|who (?:pays|signs) my (?:wages|salary|pay|paycheck)"
+        r"|who pays me\b|(?:who|where) (?:do|did) i get paid|(?:which|what) \w+ (?:do|did) i work (?:in|at|for)\b)",
+        re.I,
+    ),
+    "manager": re.compile(
+        r"\b(?:who (?:do|did) i (?:answer|report) to|who(?:'s| is| was) (?:above|over) me|who(?:'s| is) in charge of me"
+        r"|who (?:manages|supervises) me|who do i work under)\b",
         re.I,
     ),
     "home": re.compile(
         r"\b(?:where (?:do|did) i live|where am i (?:living|based|staying)|where(?:'s| is) (?:my )?home"
-        r"|(?:which|what) (?:city|town|village|neighbou?rhood|area) (?:am i|do i live|is (?:my )?home))\b",
+        r"|where do i (?:stay|sleep|call home)|what(?:'s| is) my (?:address|postcode|zip)"
+        r"|(?:which|what) (?:part of (?:town|the city)|city|town|village|neighbou?rhood|area|suburb|district|street)"
+        r" (?:am i|do i live|is (?:my )?home|do i call home)"
+        r"|where(?:'s| is) my (?:place|flat|house|apartment)\b)",
         re.I,
     ),
     "partner": re.compile(
         r"\b(?:who am i (?:with|seeing|going out with|dating|in a relationship with)|other half|significant other"
-        r"|am i (?:single|in a relationship))\b",
+        r"|am i (?:single|in a relationship|seeing anyone|with anyone)|who(?:'s| is) my (?:date|person|love)\b)",
         re.I,
     ),
-    "code": re.compile(r"\b(?:what opens|opens my|(?:keypad|lock|door|gate) number|unlock)\b", re.I),
+    "code": re.compile(
+        r"\b(?:what opens|opens my|(?:keypad|lock|door|gate|entry) number|unlock"
+        r"|(?:punch|key|tap|type) in to (?:get|open)|(?:what|which) (?:number|digits) (?:gets|get|let) me in"
+        r"|gets? me into)\b",
+        re.I,
+    ),
 }
 
 
@@ -189,6 +238,7 @@ class LedgerRecall:
     async def subjects(self, query: str) -> list[str]:
         """The subjects a question is about: by cue words, else by the embedding of its description. A
         question about someone else's life ("Where do my parents live?") is about none of the person's."""
+        query = _without_event(query)
         if _SOMEONE_ELSE.search(query):
             return [s for s in subjects_of(query) if s in ABOUT_OTHERS]
         named = subjects_of(query)
@@ -210,17 +260,22 @@ class LedgerRecall:
         vecs = await self._vecs([text])
         return vecs[0] if vecs else None
 
-    async def pick(self, query: str, known: Mapping[str, Fact], now: datetime) -> tuple[Fact, Period, Question] | None:
+    async def pick(
+        self, query: str, known: Mapping[str, Fact], now: datetime, asked: Sequence[str] | None = None
+    ) -> tuple[Fact, Period, Question] | None:
         """The fact a question asks about (of `known`: ledger/facts.py's facts, as of the time the search
-        is as of) and its period for the time asked, or None."""
+        is as of) and its period for the time asked, or None. `asked`: the subjects the question asks
+        about (the rest of `known` are its "before X" event's: `event_subjects`); None: all of them."""
         if not known:
             return None
         q = when_asked(query, now)
-        ranked = await self._rank(query, list(known.values()))
+        mine = [f for f in known.values() if asked is None or f.subject.split(":", 1)[0] in asked]
+        ranked = await self._rank(query, mine)
         if not ranked:
             return None
         fact = ranked[0]
-        period = _period(fact, q)
+        ids = {id(f) for f in mine}
+        period = _period(fact, q, [f for f in known.values() if id(f) not in ids])
         return (fact, period, q) if period is not None else None
 
     async def _rank(self, query: str, candidates: list[Fact]) -> list[Fact]:
@@ -275,7 +330,7 @@ def _latest_texts(fact: Fact) -> list[str]:
     return out
 
 
-def _period(fact: Fact, q: Question) -> Period | None:
+def _period(fact: Fact, q: Question, events: Sequence[Fact] = ()) -> Period | None:
     live = [p for p in fact.periods if not p.ending]
     if not live:
         return None
@@ -285,15 +340,33 @@ def _period(fact: Fact, q: Question) -> Period | None:
         return live[0]
     if q.asked == "at" and q.at:
         return fact.at(q.at)
-    # before: the value before the one that names X, else before the current one
+    # before: the value before the one that names X, else before X's event (another subject's change),
+    # else before the current one
     if q.before:
         for i, p in enumerate(fact.periods):
             words = set(_words(p.value + " " + p.statement.text))
             if i and q.before & words:
                 prev = [x for x in fact.periods[:i] if not x.ending]
                 return prev[-1] if prev else None
+        if (when := _event_time(q, events)) is not None:
+            held = [p for p in live if p.since < when]
+            return held[-1] if held else None
     prev = [p for p in fact.periods[:-1] if not p.ending]
     return prev[-1] if prev else None
+
+
+def _event_time(q: Question, events: Sequence[Fact]) -> str | None:
+    """When X of "before X" happened: the latest statement of X's subjects that names X's words beyond
+    its cue ("moved to Leeds": Leeds), else — X naming nothing more ("before I moved") — their latest
+    change."""
+    periods = [p for f in events for p in f.periods]
+    if not periods:
+        return None
+    cue_words = {w for s in subjects_of(q.event) for m in BY_NAME[s].cues.finditer(q.event) for w in _words(m.group())}
+    named = q.before - cue_words
+    if named:
+        periods = [p for p in periods if named & set(_words(p.value + " " + " ".join(s.text for s in p.sayings)))]
+    return max((p.since for p in periods), default=None)
 
 
 def embed_with(provider: Any) -> Embed | None:
