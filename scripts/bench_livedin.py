@@ -7,8 +7,11 @@ Each scenario (`{"person", "sessions": [{"date", "turns": [{"role", "content"}]}
 session becomes the transcript `sessions/livedin-<n>.jsonl`: the header on line 1, turn t on line t + 2,
 timestamps the session's date plus 45 s a turn. After `memory.sync`:
 
-1. search pass: `memory.search {query, k: 5}` per question, scored by what a reader sees — a gold turn is
-   *visible* in a snippet when its first 50 characters (lowercased, whitespace collapsed) occur in it;
+1. search pass: `memory.search {query, k: 5, asOf}` per question, `asOf` the day after the last session:
+   the questions are asked then, so that "last spring" or "two months ago" means the same whenever the
+   bench runs (`--asked-now`: no `asOf`, relative dates resolve against today). Scored by what a reader
+   sees — a gold turn is *visible* in a snippet when its first 50 characters (lowercased, whitespace
+   collapsed) occur in it;
 2. chat pass: each question by `chat.send` in a new session (the offline responder), scoring the
    `memory` list of `chat.final` by line range, with `memory.sync` after each turn (earlier questions
    become memory too, as for a real user).
@@ -289,9 +292,16 @@ def _same_time(iso: object) -> str:
     return to_iso(dt) if dt is not None else ""
 
 
-def states(scenario: dict, refs: list[list[int]], since: object) -> bool:
-    """Whether a ledger period that began at `since` is one of the turns `refs`: a statement is dated as
-    the passage it was indexed in, so between the turn's time and the end of its session."""
+def states(scenario: dict, refs: list[list[int]], since: object, evidence: dict | None = None) -> bool:
+    """Whether a ledger period is one of the turns `refs`: by its evidence (path and lines), or — where a
+    gateway gives none — by when it began (a statement is dated as the passage it was indexed in, so
+    between the turn's time and the end of its session)."""
+    if evidence:
+        return any(
+            evidence.get("path") == f"sessions/livedin-{r[0]}.jsonl"
+            and evidence.get("startLine", 0) <= r[1] + 2 <= evidence.get("endLine", -1)
+            for r in refs
+        )
     at = _same_time(since)
     return bool(at) and any(
         turn_time(scenario, r) <= at <= turn_time(scenario, [r[0], len(scenario["sessions"][r[0]]["turns"]) - 1])
@@ -299,39 +309,43 @@ def states(scenario: dict, refs: list[list[int]], since: object) -> bool:
     )
 
 
-async def ledger_periods(gw: Gateway) -> list[str]:
-    """When each period of every fact of the ledger began (memory.profile, all pages, all history): the
-    times of the statements the ledger holds as a value's first saying. Empty when the gateway has no
+Period = tuple[str, dict | None]  # (since, evidence)
+
+
+async def ledger_periods(gw: Gateway) -> list[Period]:
+    """Every period of every fact of the ledger (memory.profile, all pages, all history): when it began
+    and where it was said (its evidence, where the gateway gives it). Empty when the gateway has no
     profile (an older REV)."""
-    out: set[str] = set()
+    out: list[Period] = []
     cursor = None
     try:
         while True:
             params: dict[str, Any] = {"limit": 500, "history": 100, **({"cursor": cursor} if cursor else {})}
             page = await gw.call("memory.profile", params)
             for f in page.get("facts", []):
-                out.add(_same_time(f.get("since")))
-                out.update(_same_time(h.get("from")) for h in f.get("history", []))
+                out.append((f.get("since"), f.get("evidence")))
+                out.extend((h.get("from"), h.get("evidence")) for h in f.get("history", []))
             cursor = page.get("nextCursor")
             if not cursor:
                 break
     except Exception:  # (no memory.profile on that side)
         pass
-    return sorted(out - {""})
+    return out
 
 
 MISS_KINDS = ("empty", "not extracted", "not matched", "below stale", "ranked low")
 
 
-def miss_kind(scenario: dict, q: dict, row: dict, results: list[dict], periods: list[str]) -> str | None:
+def miss_kind(scenario: dict, q: dict, row: dict, results: list[dict], periods: list[Period]) -> str | None:
     """Why a question missed (see the module), None when it did not: first, no stale value above."""
     if not results:
         return "empty"
     if row["hit@1"] and not row["stale_above"]:
         return None
-    if not any(states(scenario, q["gold"], p) for p in periods):
+    if not any(states(scenario, q["gold"], since, ev) for since, ev in periods):
         return "not extracted"
-    if not any(states(scenario, q["gold"], (r.get("fact") or {}).get("since")) for r in results):
+    # a hit carrying the ledger's statement (`fact`): its own place is the statement's evidence
+    if not any(r.get("fact") and states(scenario, q["gold"], r["fact"].get("since"), r) for r in results):
         return "not matched"
     return "below stale" if row["stale_above"] else "ranked low"
 
@@ -357,9 +371,20 @@ def recall_block(requests: list[dict], message: str) -> str:
     return "(the chat model was not asked)"
 
 
-async def run_scenario(path: Path, chat: bool, verbose: bool, show: list[str], root: Path = ROOT) -> dict:
-    """One scenario on the gateway of the tree at `root`: the search pass, the chat pass, --show."""
+def asked_on(scenario: dict) -> str:
+    """The day the questions are asked: the day after the last session (as `asOf`, a date)."""
+    last = max(parse_iso(s["date"]) for s in scenario["sessions"])  # type: ignore[type-var]
+    assert last is not None
+    return (last + timedelta(days=1)).date().isoformat()
+
+
+async def run_scenario(
+    path: Path, chat: bool, verbose: bool, show: list[str], root: Path = ROOT, pinned: bool = True
+) -> dict:
+    """One scenario on the gateway of the tree at `root`: the search pass, the chat pass, --show.
+    `pinned`: the search pass asks as of the day after the last session (`asOf`), else now."""
     scenario = json.loads(path.read_text())
+    as_of = {"asOf": asked_on(scenario)} if pinned else {}
     with tempfile.TemporaryDirectory(prefix="livedin-") as tmp:
         state = Path(tmp) / "state"
         write_transcripts(scenario, state / "agents" / "main" / "sessions")
@@ -371,7 +396,7 @@ async def run_scenario(path: Path, chat: bool, verbose: bool, show: list[str], r
             search_rows, latencies = [], []
             for q in scenario["questions"]:
                 t = time.perf_counter()
-                res = await gw.call("memory.search", {"query": q["q"], "k": 5})
+                res = await gw.call("memory.search", {"query": q["q"], "k": 5, **as_of})
                 latencies.append((time.perf_counter() - t) * 1000)
                 row = score_search(scenario, q, res["results"])
                 row["miss"] = miss_kind(scenario, q, row, res["results"], periods)
@@ -403,6 +428,7 @@ async def run_scenario(path: Path, chat: bool, verbose: bool, show: list[str], r
         "person": scenario.get("person"),
         "sessions": len(scenario["sessions"]),
         "turns": sum(len(s["turns"]) for s in scenario["sessions"]),
+        "asked": as_of.get("asOf", "now"),
         "sync_s": round(sync_s, 2),
         "search_p50_ms": round(lat[len(lat) // 2], 1),
         "search": summarise(search_rows),
@@ -427,7 +453,8 @@ def misses(rows: list[dict]) -> dict[str, dict[str, int]]:
 def print_table(report: dict, side: str = "") -> None:
     print(
         f"\n{report['scenario']} — {report['person']}{f' [{side}]' if side else ''}: {report['sessions']} sessions,"
-        f" {report['turns']} turns; sync {report['sync_s']} s, search p50 {report['search_p50_ms']} ms"
+        f" {report['turns']} turns; asked {report['asked']}; sync {report['sync_s']} s,"
+        f" search p50 {report['search_p50_ms']} ms"
     )
     cols = ("questions", "hit@1", "hit@3", "hit@5", "stale_above", "empty", "dup@5", "question_only@5", "undated")
     for name in ("search", "chat"):
@@ -492,6 +519,11 @@ def main() -> int:
     ap.add_argument(
         "--against", action="append", default=[], metavar="REV", help="also run REV's gateway, side by side"
     )
+    ap.add_argument(
+        "--asked-now",
+        action="store_true",
+        help="search as of now, not as of the day after the last session (relative dates then resolve against now)",
+    )
     ap.add_argument("-v", "--verbose", action="store_true", help="print the results of every miss")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "livedin.json", help="where the JSON goes")
     args = ap.parse_args()
@@ -505,7 +537,9 @@ def main() -> int:
         for n, path in enumerate(scenarios):
             by_side: dict[str, dict] = {}
             for label, root in sides if n % 2 == 0 else sides[::-1]:
-                report = asyncio.run(run_scenario(path, not args.no_chat, args.verbose, args.show, root))
+                report = asyncio.run(
+                    run_scenario(path, not args.no_chat, args.verbose, args.show, root, not args.asked_now)
+                )
                 report["side"] = label
                 print_table(report, label if len(sides) > 1 else "")
                 by_side[label] = report

@@ -123,7 +123,12 @@ def test_facts_hold_from_their_statement_until_the_next_and_repeats_keep_their_s
     assert got["partner"].current is None and "pet" not in got
     brief = home.brief()
     assert brief["value"] == "Dundee" and brief["history"] == [
-        {"value": "Leeds", "from": "2025-01-01T10:00:00.000Z", "until": "2025-09-01T10:00:00.000Z"}
+        {
+            "value": "Leeds",
+            "from": "2025-01-01T10:00:00.000Z",
+            "until": "2025-09-01T10:00:00.000Z",
+            "evidence": {"path": "sessions/2025-01-01.jsonl", "startLine": 2, "endLine": 2},  # its first saying
+        }
     ]
     # as of a time: nothing said after it
     assert (
