@@ -470,3 +470,30 @@ async def test_a_subject_with_thousands_of_facts_weighs_a_bounded_few_and_still_
     assert got is not None and got[0].subject == "code:shed" and got[1].value == "7707"
     assert sum(asked) <= 1 + RANK_FACTS * RANK_SAYINGS, asked
     assert len(recall._vectors) <= recall_mod.MAX_VECTORS
+
+
+async def test_the_current_statement_and_its_restatements_are_never_superseded_and_old_values_by_their_successor():
+    recall = LedgerRecall(None)
+    ss = [
+        st_("code:storage", "4826", "2025-04-12"),
+        st_("code:storage", "1593", "2025-07-19"),
+        st_("code:storage", "7340", "2025-11-12"),
+    ]
+    fact, period, q = await recall.pick("What's my storage code?", facts(ss), NOW)  # type: ignore[misc]
+    hits = [
+        # the current statement, marked by the arrangement as superseded by a later restatement of it
+        hit("User: 7340", 0.9, "2025-11-12T10:00:00.000Z", supersededBy="2025-12-03T10:00:00.000Z"),
+        hit("User: what's the storage code? Assistant: it is 7340.", 0.8, "2025-12-03T10:00:00.000Z"),
+        hit("Assistant: Your storage unit code is 4826.", 0.7, "2025-05-22T10:00:00.000Z", supersededBy="x"),
+        hit("User: my code is 1593 now", 0.6, "2025-07-20T10:00:00.000Z", supersededBy="2025-12-03T10:00:00.000Z"),
+    ]
+    hits[0]["path"] = "sessions/2025-11-12.jsonl"
+    out = lead(hits, fact, period, q, 5)
+    assert out[0]["fact"]["value"] == "7340" and "supersededBy" not in out[0]
+    assert "supersededBy" not in out[1]  # says the current value
+    # each old value superseded by the one that came after it, not by a restatement
+    assert [r["supersededBy"][:10] for r in out[2:]] == ["2025-07-19", "2025-11-12"]
+    # asked about an earlier time: the value then, marked superseded when it stopped holding
+    fact, period, q = await recall.pick("What was my storage code originally?", facts(ss), NOW)  # type: ignore[misc]
+    out = lead([], fact, period, q, 5)
+    assert out[0]["fact"]["value"] == "4826" and out[0]["supersededBy"][:10] == "2025-07-19"

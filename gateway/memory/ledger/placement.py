@@ -2,7 +2,10 @@
 
 - `lead`: the chosen statement first, as a hit of its own (dated, with `fact`) unless a hit shows it;
   for the present, hits that show a superseded value of the fact — its statement, or only the names and
-  numbers of the old value ("Theo", "4826") — are marked `supersededBy` and go after every other hit.
+  numbers of the old value ("Theo", "4826") — are marked `supersededBy` (the date of the value that came
+  after theirs) and go after every other hit; a hit naming the current value is not superseded (a
+  restatement of it is no newer value), nor is the chosen statement for the present. For an earlier
+  time the chosen statement is marked superseded when its value stopped holding.
 - `outdated`: the hits hold something newer about the subject than the ledger knows (a change the
   extractor did not see): the ledger steps aside. A hit naming only an old value is not newer.
 - `prefer_statements`: among tied hits, the one where the person states something of whom the
@@ -155,18 +158,28 @@ def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question,
     first["fact"] = {"subject": fact.subject, "value": period.value, "since": period.since}
     if period.until:
         first["fact"]["until"] = period.until
+    # The statement chosen is superseded only when the value it gives stopped holding: never for the
+    # present (a later restatement of the same value, "Your code is 7340", does not supersede it).
+    first.pop("supersededBy", None)
+    if period.until and q.asked != "present":
+        first["supersededBy"] = period.until
     if q.asked == "present":
         old = {_norm(s.text)[:120] for p in fact.periods if p is not period for s in p.sayings}
         old.discard(said)
-        was = stale_names(fact, period)
+        was, now = stale_names(fact, period), _names(period)
         fresh, stale = [], []
         for r in rest:
             snip = _norm(r.get("snippet") or "")
-            if any(o and o in snip for o in old) or (was and was.search(snip) and not _names(period).search(snip)):
+            if any(o and o in snip for o in old) or (was and was.search(snip) and not now.search(snip)):
                 r = dict(r)
-                r["supersededBy"] = max(str(r.get("supersededBy") or ""), period.since)
+                # by the value that came after the one it shows (the one of its time), else the current
+                when = str(r.get("date") or "")
+                r["supersededBy"] = next((p.since for p in fact.periods if when and p.since > when), period.since)
                 stale.append(r)
             else:
+                if r.get("supersededBy") and now.search(snip) and not (was and was.search(snip)):
+                    r = dict(r)  # it says the current value: what superseded it was a restatement
+                    del r["supersededBy"]
                 fresh.append(r)
         rest = fresh + stale
     out = [first, *rest][:k]
