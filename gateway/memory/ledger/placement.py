@@ -127,6 +127,36 @@ def stale_names(fact: Fact, period: Period) -> re.Pattern[str] | None:
     return re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)) + r")\b")
 
 
+def statement_hit(fact: Fact, period: Period, score: float = LEAD_SCORE) -> dict[str, Any]:
+    """The statement of a fact's period as a hit of its own: where it was said, when, in whose words,
+    with its `fact`."""
+    ev = period.statement
+    out: dict[str, Any] = {
+        "path": ev.path,
+        "source": "sessions" if ev.path.startswith("sessions/") else "memory",
+        "startLine": ev.start_line,
+        "endLine": ev.end_line,
+        "score": score,
+        # the person's own words: a transcript's user message (the model's statements quote one too)
+        "snippet": ("User: " + ev.text)
+        if ev.source == "model" or (ev.source == "extractor" and ev.path.startswith("sessions/"))
+        else ev.text,
+        "date": ev.said,
+        "fact": fact_of(fact, period),
+    }
+    if key := session_key_of(ev.path):
+        out["sessionKey"] = key
+    return out
+
+
+def fact_of(fact: Fact, period: Period) -> dict[str, Any]:
+    """A hit's `fact`: the subject, the value and since when (until when, for an earlier one)."""
+    out: dict[str, Any] = {"subject": fact.subject, "value": period.value, "since": period.since}
+    if period.until:
+        out["until"] = period.until
+    return out
+
+
 def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question, k: int) -> list[dict[str, Any]]:
     """The results with the chosen statement first (a hit of its own, unless one of them shows it
     already: that one moves up), and for the present the hits showing a superseded value of the fact
@@ -141,23 +171,8 @@ def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question,
         else:
             rest.append(r)
     if first is None:
-        first = {
-            "path": ev.path,
-            "source": "sessions" if ev.path.startswith("sessions/") else "memory",
-            "startLine": ev.start_line,
-            "endLine": ev.end_line,
-            "score": LEAD_SCORE,
-            # the person's own words: a transcript's user message (the model's statements quote one too)
-            "snippet": ("User: " + ev.text)
-            if ev.source == "model" or (ev.source == "extractor" and ev.path.startswith("sessions/"))
-            else ev.text,
-            "date": ev.said,
-        }
-        if key := session_key_of(ev.path):
-            first["sessionKey"] = key
-    first["fact"] = {"subject": fact.subject, "value": period.value, "since": period.since}
-    if period.until:
-        first["fact"]["until"] = period.until
+        first = statement_hit(fact, period)
+    first["fact"] = fact_of(fact, period)
     # The statement chosen is superseded only when the value it gives stopped holding: never for the
     # present (a later restatement of the same value, "Your code is 7340", does not supersede it).
     first.pop("supersededBy", None)

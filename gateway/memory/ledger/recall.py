@@ -278,6 +278,10 @@ class LedgerRecall:
         period = _period(fact, q, [f for f in known.values() if id(f) not in ids])
         return (fact, period, q) if period is not None else None
 
+    async def rank(self, query: str, candidates: list[Fact]) -> list[Fact]:
+        """`candidates` (facts of the question's subjects), the one it asks about first."""
+        return await self._rank(query, candidates)
+
     async def _rank(self, query: str, candidates: list[Fact]) -> list[Fact]:
         """The facts of the question's subjects, the one it asks about first: the one whose qualifier it
         names, then the one whose statements are closest to it (embeddings; shared words without)."""
