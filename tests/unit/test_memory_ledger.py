@@ -214,10 +214,30 @@ def test_subjects_by_cue_and_none_for_someone_elses_life():
         ("What's my address now?", "home"),
         ("What do I punch in to get into the building?", "code"),
         ("Am I seeing anyone?", "partner"),
+        ("Who owns the place I rent?", "landlord"),
+        ("What am I driving now?", "vehicle"),
+        ("Who's my better half?", "partner"),
+        ("What do I do for a living?", "employer"),
+        ("Which school do the kids go to?", "school"),
     ],
 )
 def test_a_question_in_its_own_words_names_its_subject(question, subject):
     assert subject in subjects_of(question)
+
+
+@pytest.mark.parametrize(
+    ("question", "subjects"),
+    [  # the thing asked, not whose it is
+        ("What's my dog's vet called?", ["vet"]),
+        ("Who is the vet for the cat?", ["vet"]),
+        ("Which practice looks after my tortoise?", ["vet"]),
+        ("Who's the landlord of my flat?", ["landlord"]),
+        ("Who teaches my daughter?", ["teacher"]),
+        ("What's my dog called?", ["pet"]),
+    ],
+)
+def test_an_attribute_of_a_thing_asks_about_the_attribute(question, subjects):
+    assert subjects_of(question) == subjects
 
 
 @pytest.mark.parametrize("question", ["Where do my parents live?", "Who is Dana with?", "What time is it?"])

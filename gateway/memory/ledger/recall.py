@@ -164,9 +164,35 @@ def _words(text: str) -> list[str]:
 # How a question asks about a subject in words no statement uses ("Where do I work?" — a statement says
 # "I work at …", "joined …"): English, the common ways to ask, none from a benchmark's questions.
 ASKED_AS: dict[str, re.Pattern[str]] = {
+    "landlord": re.compile(
+        r"\b(?:who owns (?:the|my|our) (?:place|flat|house|apartment|home)|who do (?:i|we) (?:pay (?:the )?rent to|rent from)"
+        r"|(?:the )?(?:place|flat|house|apartment) (?:i|we) rent)\b",
+        re.I,
+    ),
+    "role": re.compile(
+        r"\b(?:what do i do for (?:a living|work)|what(?:'s| is) my (?:job(?! title)|occupation|profession|line of work)"
+        r"|what was my job(?! title))\b",
+        re.I,
+    ),
+    "vet": re.compile(
+        r"\b(?:looks? after|treats?|sees?) (?:my |our |the )?(?:\w+(?:'s|’s) )?(?:health|dog|cat|pet|puppy|kitten"
+        r"|tortoise|rabbit|hamster|parrot|guinea pig)s?\b",
+        re.I,
+    ),
+    "teacher": re.compile(
+        r"\b(?:who teaches (?:my |our )?(?:son|daughter|kids?|child(?:ren)?|boy|girl)"
+        r"|(?:son|daughter|kid|child|children)(?:'s|’s|s'|s’)? (?:class )?teacher)\b",
+        re.I,
+    ),
+    "school": re.compile(
+        r"\b(?:(?:which|what) (?:school|nursery|college) (?:do|does|did) (?:my |the |our )?\w+ go to"
+        r"|where (?:do|does|did) (?:my |the |our )?(?:kids?|children|son|daughter) go to school)\b",
+        re.I,
+    ),
+    "vehicle": re.compile(r"\bwhat (?:am i|do i|did i) (?:driving|drive|riding|ride)\b", re.I),
     "employer": re.compile(
         r"\b(?:where (?:do|did) i work|where am i working|who (?:do|did) i work for|who employs me|employs me"
-        r"|(?:which|what) (?:company|firm|employer|organi[sz]ation)\b|who (?:pays|signs) my (?:wages|salary|pay|paycheck)"
+        r"|what do i do for (?:a living|work)|what(?:'s| is| was) my job\b(?! title)|(?:which|what) (?:company|firm|employer|organi[sz]ation)\b|who (?:pays|signs) my (?:wages|salary|pay|paycheck)"
         r"|who pays me\b|(?:who|where) (?:do|did) i get paid|(?:which|what) \w+ (?:do|did) i work (?:in|at|for)\b)",
         re.I,
     ),
@@ -184,7 +210,7 @@ ASKED_AS: dict[str, re.Pattern[str]] = {
         re.I,
     ),
     "partner": re.compile(
-        r"\b(?:who am i (?:with|seeing|going out with|dating|in a relationship with)|other half|significant other"
+        r"\b(?:who am i (?:with|seeing|going out with|dating|in a relationship with)|other half|better half|significant other"
         r"|am i (?:single|in a relationship|seeing anyone|with anyone)|who(?:'s| is) my (?:date|person|love)\b)",
         re.I,
     ),
@@ -198,9 +224,25 @@ ASKED_AS: dict[str, re.Pattern[str]] = {
 
 
 def subjects_of(query: str) -> list[str]:
-    """The lexicon's subjects the question names by a cue word or asks about in a question's own words
-    (ASKED_AS), in the lexicon's order."""
-    return [s.name for s in SUBJECTS if s.cues.search(query) or (s.name in ASKED_AS and ASKED_AS[s.name].search(query))]
+    """The lexicon's subjects a question asks about, in the lexicon's order: those it asks about in a
+    question's own words (ASKED_AS: "Who teaches my daughter?" asks for the teacher, not the child),
+    else those it names by a cue word — less the ones named only as whose or what the asked thing is
+    ("my dog's vet", "the landlord of my flat": the vet, the landlord)."""
+    asked = [name for name, how in ASKED_AS.items() if how.search(query)]
+    if asked:
+        return [s.name for s in SUBJECTS if s.name in asked]
+    named = [s for s in SUBJECTS if s.cues.search(query)]
+    heads = [s for s in named if not all(_owner(query, m) for m in s.cues.finditer(query))]
+    return [s.name for s in (heads or named)]
+
+
+# "my dog's vet", "the vet for the cat", "the landlord of my flat": the cue names whose the thing asked is.
+_OWNER_AFTER = re.compile(r"^(?:'s|’s|s'|s’)\b", re.I)
+_OWNER_BEFORE = re.compile(r"\b(?:for|of|with|at|from) (?:the|my|our|his|her|their) (?:\w+ )?$", re.I)
+
+
+def _owner(query: str, m: re.Match[str]) -> bool:
+    return bool(_OWNER_AFTER.match(query[m.end() :]) or _OWNER_BEFORE.search(query[: m.start()]))
 
 
 Embed = Callable[[list[str]], Awaitable[np.ndarray]]
