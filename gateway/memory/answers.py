@@ -27,7 +27,8 @@ from .ledger.placement import lead, outdated, prefer_statements, statement_hit
 from .ledger.relevant import RELEVANT_FACTS, relevant
 from .ledger.profile import HISTORY_LIMIT, PROFILE_LIMIT, subject_family
 from .ledger.profile import page as ledger_page
-from .ledger.recall import LedgerRecall, as_of_time, embed_with, event_subjects
+from .ledger.asking import event_subjects
+from .ledger.recall import LedgerRecall, as_of_time, embed_with
 from .hit import Embeddings, SearchAnswer, answer
 from .ports import MemoryIndex, Statement
 from .present import shape

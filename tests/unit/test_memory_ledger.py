@@ -14,7 +14,8 @@ from gateway.memory.index.chunking import make_chunk
 from gateway.memory.ledger.extract import from_chunks, statements_of
 from gateway.memory.ledger.facts import facts
 from gateway.memory.ledger.placement import lead, outdated, prefer_statements
-from gateway.memory.ledger.recall import LedgerRecall, event_subjects, parse_as_of, subjects_of, when_asked
+from gateway.memory.ledger.asking import event_subjects, subjects_of, when_asked
+from gateway.memory.ledger.recall import LedgerRecall, parse_as_of
 from gateway.memory.ports import Statement
 
 NOW = datetime(2026, 3, 10, tzinfo=timezone.utc)

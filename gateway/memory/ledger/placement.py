@@ -23,7 +23,7 @@ from ..index.sources import session_key_of
 from ..search.timeline import sentences
 from .facts import Fact, Period
 from .lexicon import BY_NAME
-from .recall import _ASKS, _STOP, Question
+from .asking import _ASKS, _STOP, Question
 
 LEAD_SCORE = 1.0
 
