@@ -8,6 +8,7 @@ come first in the budget, after the hits in the list: the block the model sees s
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import structlog
@@ -30,10 +31,17 @@ async def recall_for_turn(memory: "MemoryService", query: str, session_key: str 
     rc = memory.cfg.recall
     if not (rc.enabled and memory.cfg.enabled) or rc.max_results == 0 or not query.strip():
         return []
+    exclude = Exclude(session_path(session_key), query) if session_key else None
+    # The ledger's current facts the message is about are looked up while the search runs (one more
+    # than wanted: the search may lead with one of them).
+    about = asyncio.ensure_future(memory.relevant_facts(query[:2000], exclude, rc.facts + 1)) if rc.facts > 0 else None
     try:
-        exclude = Exclude(session_path(session_key), query) if session_key else None
         res = await memory.search(query[:2000], k=rc.max_results, min_score=rc.min_score, exclude=exclude)
-    except Exception:
+    except BaseException as exc:
+        if about is not None:
+            about.cancel()
+        if not isinstance(exc, Exception):
+            raise
         log.warning("memory_recall_failed", exc_info=True)
         return []
     budget = rc.max_tokens * CHARS_PER_TOKEN
@@ -42,9 +50,9 @@ async def recall_for_turn(memory: "MemoryService", query: str, session_key: str 
     # statements, short, go in first — what is true now leads the block the model sees.
     facts: list[dict[str, Any]] = []
     told: dict[int, dict[str, Any]] = {}  # a hit that shows an added fact's statement: index → its fact
-    if rc.facts > 0:
+    if about is not None:
         with_fact = {r["fact"]["subject"] for r in hits if r.get("fact")}
-        for f in await memory.relevant_facts(query[:2000], exclude, rc.facts + len(with_fact)):
+        for f in await about:
             if f["fact"]["subject"] in with_fact or len(facts) + len(told) >= rc.facts:
                 continue
             shown = next((i for i, r in enumerate(hits) if _shows(r, f) and not r.get("fact")), None)
