@@ -236,6 +236,9 @@ class RecallConfig:
     max_results: int = setting(5, ge=0, le=50, doc="results recalled into a turn's prompt at most; 0 = none")
     max_tokens: int = setting(500, ge=0, doc="size of the recalled snippets in a prompt, all together (≈ chars/4)")
     min_score: float = setting(0.3, ge=0.0, le=1.0, doc="a result scoring below this is not recalled")
+    facts: int = setting(
+        3, ge=0, le=20, doc="the ledger's current facts the message is about, added to the results at most; 0 = none"
+    )
 
 
 @dataclass

@@ -23,12 +23,14 @@ from ..errors import Invalid
 from .embeddings import EmbeddingProvider
 from .index.sources import SOURCES, read_lines, resolve_readable, session_path
 from .ledger.cache import FactsCache
-from .ledger.placement import lead, outdated, prefer_statements
+from .ledger.placement import lead, outdated, prefer_statements, statement_hit
+from .ledger.relevant import RELEVANT_FACTS, relevant
 from .ledger.profile import HISTORY_LIMIT, PROFILE_LIMIT, subject_family
 from .ledger.profile import page as ledger_page
+from .ledger.asking import event_subjects
 from .ledger.recall import LedgerRecall, as_of_time, embed_with
 from .hit import Embeddings, SearchAnswer, answer
-from .ports import MemoryIndex
+from .ports import MemoryIndex, Statement
 from .present import shape
 from .rerank import apply_time_decay, decay_dates, mmr_rerank
 from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
@@ -233,14 +235,12 @@ class MemoryAnswers:
                 subjects = await recall.subjects(query)
             if not subjects:
                 return results
-            drop = None
-            if exclude is not None:  # a chat turn's own message is never recalled as its answer
-                said = " ".join(exclude.text.split())
-                drop = (exclude.path, lambda s: " ".join(s.text.split()) in said)
+            drop = _own_statements(exclude)
+            families = list(dict.fromkeys([*subjects, *event_subjects(query)]))  # "before I moved": home too
             known = await self.facts.facts(
-                subjects, await self.index.generation(), self.index.statements, as_of, drop, self._hidden_paths()
+                families, await self.index.generation(), self.index.statements, as_of, drop, self._hidden_paths()
             )
-            picked = await recall.pick(query, known, as_of_time(as_of))
+            picked = await recall.pick(query, known, as_of_time(as_of), subjects)
         except Exception:
             log.warning("memory_ledger_recall_failed", exc_info=True)
             return results
@@ -256,6 +256,26 @@ class MemoryAnswers:
                 log.warning("memory_ledger_recall_failed", exc_info=True)
                 return results
         return lead(results, fact, period, q, k)
+
+    async def relevant_facts(
+        self, message: str, exclude: Exclude | None = None, limit: int = RELEVANT_FACTS
+    ) -> list[dict[str, Any]]:
+        """The ledger's current facts a chat message is about (ledger/relevant.py), each as the hit of its
+        statement (dated, with `fact`); [] when memory is off or the ledger cannot be read (a chat turn
+        never fails for it). The message's own statements are not its facts."""
+        if not self.cfg.enabled or self.index.degraded or limit <= 0:
+            return []
+        try:
+            recall = self._ledger_recall()
+            subjects = await recall.subjects(message)
+            drop = _own_statements(exclude)
+            known = await self.facts.facts(
+                None, await self.index.generation(), self.index.statements, None, drop, self._hidden_paths()
+            )
+            return [statement_hit(f, p, 0.0) for f, p in await relevant(recall, message, known, subjects, limit)]
+        except Exception:
+            log.warning("memory_ledger_recall_failed", exc_info=True)
+            return []
 
     async def profile(
         self,
@@ -317,3 +337,12 @@ class MemoryAnswers:
         if more:
             out["nextFrom"] = from_ + max(1, len(got))
         return out
+
+
+def _own_statements(exclude: Exclude | None) -> tuple[str, Callable[[Statement], bool]] | None:
+    """A chat turn's own message, as the facts cache leaves it out: its transcript and whether a
+    statement is one of its own (a turn is never recalled as its answer)."""
+    if exclude is None:
+        return None
+    said = " ".join(exclude.text.split())
+    return (exclude.path, lambda s: " ".join(s.text.split()) in said)

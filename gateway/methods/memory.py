@@ -116,7 +116,7 @@ async def search_memory(ctx: CallContext, p: dict) -> dict:
     ),
     "What Jarvis believes about you now: the ledger's current facts, each with its value, since when, its "
     "evidence and its history → {facts:[{subject, value, since, source, evidence:{path, startLine, endLine, "
-    "text}, history:[{value, from, until}], historyOmitted?}], nextCursor?}, a page of `limit` at a time. "
+    "text}, history:[{value, from, until, evidence}], historyOmitted?}], nextCursor?}, a page of `limit` at a time. "
     "Correct one with memory.set {key: profile.<subject>}.",
 )
 async def profile(ctx: CallContext, p: dict) -> dict:

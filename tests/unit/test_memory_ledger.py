@@ -14,7 +14,8 @@ from gateway.memory.index.chunking import make_chunk
 from gateway.memory.ledger.extract import from_chunks, statements_of
 from gateway.memory.ledger.facts import facts
 from gateway.memory.ledger.placement import lead, outdated, prefer_statements
-from gateway.memory.ledger.recall import LedgerRecall, parse_as_of, subjects_of, when_asked
+from gateway.memory.ledger.asking import event_subjects, subjects_of, when_asked
+from gateway.memory.ledger.recall import LedgerRecall, parse_as_of
 from gateway.memory.ports import Statement
 
 NOW = datetime(2026, 3, 10, tzinfo=timezone.utc)
@@ -123,7 +124,12 @@ def test_facts_hold_from_their_statement_until_the_next_and_repeats_keep_their_s
     assert got["partner"].current is None and "pet" not in got
     brief = home.brief()
     assert brief["value"] == "Dundee" and brief["history"] == [
-        {"value": "Leeds", "from": "2025-01-01T10:00:00.000Z", "until": "2025-09-01T10:00:00.000Z"}
+        {
+            "value": "Leeds",
+            "from": "2025-01-01T10:00:00.000Z",
+            "until": "2025-09-01T10:00:00.000Z",
+            "evidence": {"path": "sessions/2025-01-01.jsonl", "startLine": 2, "endLine": 2},  # its first saying
+        }
     ]
     # as of a time: nothing said after it
     assert (
@@ -155,6 +161,10 @@ def test_a_correction_is_a_statement_of_its_own_and_the_later_one_holds():
         ("What level did I start Spanish at?", "first"),
         ("Which gym did I join to start with?", "first"),
         ("What was my old bike?", "before"),
+        ("Which shop did I work in before?", "before"),  # "before" that names no event: the previous value
+        ("Who was I seeing before that?", "before"),
+        ("Who was I going out with in the spring?", "at"),
+        ("What was my number two months ago?", "at"),
     ],
 )
 def test_which_time_a_question_asks_about(question, asked):
@@ -165,6 +175,13 @@ def test_relative_dates_resolve_against_the_time_given():
     assert when_asked("Where did I live in March?", NOW).at == "2026-03-15T00:00:00.000Z"
     assert when_asked("Where did I live in March?", datetime(2025, 1, 5, tzinfo=timezone.utc)).at.startswith("2024-03")  # type: ignore[union-attr]
     assert when_asked("Where did I live before Ottawa?", NOW).before == frozenset({"ottawa"})
+    # a season without "last": the latest that has begun; "N units ago" from the time given
+    assert when_asked("Who was I going out with in the spring?", NOW).at == "2025-04-15T00:00:00.000Z"
+    assert when_asked("Where was I living over the summer?", datetime(2025, 9, 1, tzinfo=timezone.utc)).at == (
+        "2025-07-15T00:00:00.000Z"
+    )
+    assert when_asked("What was my code two months ago?", NOW).at == "2026-01-09T00:00:00.000Z"
+    assert when_asked("What was my code a year ago?", NOW).at == "2025-03-10T00:00:00.000Z"
 
 
 def test_as_of_takes_a_date_or_a_datetime():
@@ -191,10 +208,37 @@ def test_subjects_by_cue_and_none_for_someone_elses_life():
         ("Who's my other half?", "partner"),
         ("What opens my locker?", "code"),
         ("Which keypad number gets me into storage?", "code"),
+        ("Who pays my wages these days?", "employer"),
+        ("Which shop did I work in before?", "employer"),
+        ("Who do I answer to at work?", "manager"),
+        ("Which part of town am I in at the moment?", "home"),
+        ("What's my address now?", "home"),
+        ("What do I punch in to get into the building?", "code"),
+        ("Am I seeing anyone?", "partner"),
+        ("Who owns the place I rent?", "landlord"),
+        ("What am I driving now?", "vehicle"),
+        ("Who's my better half?", "partner"),
+        ("What do I do for a living?", "employer"),
+        ("Which school do the kids go to?", "school"),
     ],
 )
 def test_a_question_in_its_own_words_names_its_subject(question, subject):
     assert subject in subjects_of(question)
+
+
+@pytest.mark.parametrize(
+    ("question", "subjects"),
+    [  # the thing asked, not whose it is
+        ("What's my dog's vet called?", ["vet"]),
+        ("Who is the vet for the cat?", ["vet"]),
+        ("Which practice looks after my tortoise?", ["vet"]),
+        ("Who's the landlord of my flat?", ["landlord"]),
+        ("Who teaches my daughter?", ["teacher"]),
+        ("What's my dog called?", ["pet"]),
+    ],
+)
+def test_an_attribute_of_a_thing_asks_about_the_attribute(question, subjects):
+    assert subjects_of(question) == subjects
 
 
 @pytest.mark.parametrize("question", ["Where do my parents live?", "Who is Dana with?", "What time is it?"])
@@ -248,6 +292,20 @@ async def test_the_pick_follows_the_question_and_lead_puts_it_first_and_marks_th
     assert fact.subject == "code:shed" and period.value == "9902"
     _, period, _ = await recall.pick("What was the shed code originally?", facts(ss[2:]), NOW)  # type: ignore[misc]
     assert period.value == "4471"
+    # "before X", X another subject's change: the value valid just before it (its words, else its latest)
+    moves = [
+        st_("employer", "Boots", "2025-01-01"),
+        st_("home", "Leeds", "2025-03-01"),
+        st_("employer", "NHS Lothian", "2025-06-20"),
+        st_("home", "Edinburgh", "2025-06-01"),
+        st_("home", "Portobello", "2025-11-01"),
+    ]
+    q = "Where did I work before I moved to Edinburgh?"
+    assert await recall.subjects(q) == ["employer"] and "home" in event_subjects(q)
+    fact, period, _ = await recall.pick(q, facts(moves), NOW, ["employer"])  # type: ignore[misc]
+    assert fact.subject == "employer" and period.value == "Boots"
+    _, period, _ = await recall.pick("Where did I work before I moved?", facts(moves), NOW, ["employer"])  # type: ignore[misc]
+    assert period.value == "NHS Lothian"  # the latest move: November's
 
     fact, period, q = await recall.pick("Who am I dating now?", facts(ss[:2]), NOW)  # type: ignore[misc]
     hits = [
@@ -449,3 +507,30 @@ async def test_a_subject_with_thousands_of_facts_weighs_a_bounded_few_and_still_
     assert got is not None and got[0].subject == "code:shed" and got[1].value == "7707"
     assert sum(asked) <= 1 + RANK_FACTS * RANK_SAYINGS, asked
     assert len(recall._vectors) <= recall_mod.MAX_VECTORS
+
+
+async def test_the_current_statement_and_its_restatements_are_never_superseded_and_old_values_by_their_successor():
+    recall = LedgerRecall(None)
+    ss = [
+        st_("code:storage", "4826", "2025-04-12"),
+        st_("code:storage", "1593", "2025-07-19"),
+        st_("code:storage", "7340", "2025-11-12"),
+    ]
+    fact, period, q = await recall.pick("What's my storage code?", facts(ss), NOW)  # type: ignore[misc]
+    hits = [
+        # the current statement, marked by the arrangement as superseded by a later restatement of it
+        hit("User: 7340", 0.9, "2025-11-12T10:00:00.000Z", supersededBy="2025-12-03T10:00:00.000Z"),
+        hit("User: what's the storage code? Assistant: it is 7340.", 0.8, "2025-12-03T10:00:00.000Z"),
+        hit("Assistant: Your storage unit code is 4826.", 0.7, "2025-05-22T10:00:00.000Z", supersededBy="x"),
+        hit("User: my code is 1593 now", 0.6, "2025-07-20T10:00:00.000Z", supersededBy="2025-12-03T10:00:00.000Z"),
+    ]
+    hits[0]["path"] = "sessions/2025-11-12.jsonl"
+    out = lead(hits, fact, period, q, 5)
+    assert out[0]["fact"]["value"] == "7340" and "supersededBy" not in out[0]
+    assert "supersededBy" not in out[1]  # says the current value
+    # each old value superseded by the one that came after it, not by a restatement
+    assert [r["supersededBy"][:10] for r in out[2:]] == ["2025-07-19", "2025-11-12"]
+    # asked about an earlier time: the value then, marked superseded when it stopped holding
+    fact, period, q = await recall.pick("What was my storage code originally?", facts(ss), NOW)  # type: ignore[misc]
+    out = lead([], fact, period, q, 5)
+    assert out[0]["fact"]["value"] == "4826" and out[0]["supersededBy"][:10] == "2025-07-19"

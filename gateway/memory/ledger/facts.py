@@ -52,7 +52,8 @@ class Fact:
         return None if held is None or held.ending else held
 
     def brief(self) -> dict[str, Any]:
-        """memory.profile's fact: {subject, value, since, source, evidence, history}."""
+        """memory.profile's fact: {subject, value, since, source, evidence, history (each with its evidence:
+        path and lines)}."""
         now = self.current
         assert now is not None
         ev = now.statement
@@ -63,7 +64,18 @@ class Fact:
             "source": ev.source,
             "evidence": {"path": ev.path, "startLine": ev.start_line, "endLine": ev.end_line, "text": ev.text},
             "history": [
-                {"value": p.value, "from": p.since, "until": p.until, **({"ended": True} if p.ending else {})}
+                {
+                    "value": p.value,
+                    "from": p.since,
+                    "until": p.until,
+                    **({"ended": True} if p.ending else {}),
+                    # where the earlier value was said, as for the current one: "where did I say that?"
+                    "evidence": {
+                        "path": p.statement.path,
+                        "startLine": p.statement.start_line,
+                        "endLine": p.statement.end_line,
+                    },
+                }
                 for p in self.periods[:-1]
             ],
         }

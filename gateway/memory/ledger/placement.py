@@ -2,7 +2,10 @@
 
 - `lead`: the chosen statement first, as a hit of its own (dated, with `fact`) unless a hit shows it;
   for the present, hits that show a superseded value of the fact — its statement, or only the names and
-  numbers of the old value ("Theo", "4826") — are marked `supersededBy` and go after every other hit.
+  numbers of the old value ("Theo", "4826") — are marked `supersededBy` (the date of the value that came
+  after theirs) and go after every other hit; a hit naming the current value is not superseded (a
+  restatement of it is no newer value), nor is the chosen statement for the present. For an earlier
+  time the chosen statement is marked superseded when its value stopped holding.
 - `outdated`: the hits hold something newer about the subject than the ledger knows (a change the
   extractor did not see): the ledger steps aside. A hit naming only an old value is not newer.
 - `prefer_statements`: among tied hits, the one where the person states something of whom the
@@ -20,7 +23,7 @@ from ..index.sources import session_key_of
 from ..search.timeline import sentences
 from .facts import Fact, Period
 from .lexicon import BY_NAME
-from .recall import _ASKS, _STOP, Question
+from .asking import _ASKS, _STOP, Question
 
 LEAD_SCORE = 1.0
 
@@ -124,6 +127,36 @@ def stale_names(fact: Fact, period: Period) -> re.Pattern[str] | None:
     return re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)) + r")\b")
 
 
+def statement_hit(fact: Fact, period: Period, score: float = LEAD_SCORE) -> dict[str, Any]:
+    """The statement of a fact's period as a hit of its own: where it was said, when, in whose words,
+    with its `fact`."""
+    ev = period.statement
+    out: dict[str, Any] = {
+        "path": ev.path,
+        "source": "sessions" if ev.path.startswith("sessions/") else "memory",
+        "startLine": ev.start_line,
+        "endLine": ev.end_line,
+        "score": score,
+        # the person's own words: a transcript's user message (the model's statements quote one too)
+        "snippet": ("User: " + ev.text)
+        if ev.source == "model" or (ev.source == "extractor" and ev.path.startswith("sessions/"))
+        else ev.text,
+        "date": ev.said,
+        "fact": fact_of(fact, period),
+    }
+    if key := session_key_of(ev.path):
+        out["sessionKey"] = key
+    return out
+
+
+def fact_of(fact: Fact, period: Period) -> dict[str, Any]:
+    """A hit's `fact`: the subject, the value and since when (until when, for an earlier one)."""
+    out: dict[str, Any] = {"subject": fact.subject, "value": period.value, "since": period.since}
+    if period.until:
+        out["until"] = period.until
+    return out
+
+
 def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question, k: int) -> list[dict[str, Any]]:
     """The results with the chosen statement first (a hit of its own, unless one of them shows it
     already: that one moves up), and for the present the hits showing a superseded value of the fact
@@ -138,35 +171,30 @@ def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question,
         else:
             rest.append(r)
     if first is None:
-        first = {
-            "path": ev.path,
-            "source": "sessions" if ev.path.startswith("sessions/") else "memory",
-            "startLine": ev.start_line,
-            "endLine": ev.end_line,
-            "score": LEAD_SCORE,
-            # the person's own words: a transcript's user message (the model's statements quote one too)
-            "snippet": ("User: " + ev.text)
-            if ev.source == "model" or (ev.source == "extractor" and ev.path.startswith("sessions/"))
-            else ev.text,
-            "date": ev.said,
-        }
-        if key := session_key_of(ev.path):
-            first["sessionKey"] = key
-    first["fact"] = {"subject": fact.subject, "value": period.value, "since": period.since}
-    if period.until:
-        first["fact"]["until"] = period.until
+        first = statement_hit(fact, period)
+    first["fact"] = fact_of(fact, period)
+    # The statement chosen is superseded only when the value it gives stopped holding: never for the
+    # present (a later restatement of the same value, "Your code is 7340", does not supersede it).
+    first.pop("supersededBy", None)
+    if period.until and q.asked != "present":
+        first["supersededBy"] = period.until
     if q.asked == "present":
         old = {_norm(s.text)[:120] for p in fact.periods if p is not period for s in p.sayings}
         old.discard(said)
-        was = stale_names(fact, period)
+        was, now = stale_names(fact, period), _names(period)
         fresh, stale = [], []
         for r in rest:
             snip = _norm(r.get("snippet") or "")
-            if any(o and o in snip for o in old) or (was and was.search(snip) and not _names(period).search(snip)):
+            if any(o and o in snip for o in old) or (was and was.search(snip) and not now.search(snip)):
                 r = dict(r)
-                r["supersededBy"] = max(str(r.get("supersededBy") or ""), period.since)
+                # by the value that came after the one it shows (the one of its time), else the current
+                when = str(r.get("date") or "")
+                r["supersededBy"] = next((p.since for p in fact.periods if when and p.since > when), period.since)
                 stale.append(r)
             else:
+                if r.get("supersededBy") and now.search(snip) and not (was and was.search(snip)):
+                    r = dict(r)  # it says the current value: what superseded it was a restatement
+                    del r["supersededBy"]
                 fresh.append(r)
         rest = fresh + stale
     out = [first, *rest][:k]

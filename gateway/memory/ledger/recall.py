@@ -1,16 +1,19 @@
 """Recall from the ledger: a question about a subject gets that subject's statement as a candidate,
 even when it shares no word with the question.
 
-1. **Which subject** (`subjects_of`): the lexicon's words in the question, else the subject whose
-   description the question's embedding is closest to (lexicon.py's `about`).
+1. **Which subject** (asking.py's `subjects_of`): the lexicon's words in the question, else the subject
+   whose description the question's embedding is closest to (lexicon.py's `about`).
 2. **Which thing of it**: of the subject's facts (a qualified subject has several: the shed's code, the
    wifi's), the one whose statements are closest to the question (embeddings; the overlap of words
    without them), if close enough.
-3. **Which time** (`when_asked`): the present, unless the question asks about an earlier time —
-   "originally"/"at first" (the first value), "before X"/"previous"/"used to"/"old" (the value before
-   X's, or before the current one), a date or "in March"/"last spring" (the value valid then, resolved
-   against `asOf` where given). A question in the past tense that names no earlier time ("What was the
-   amount I was approved for?") asks about the present.
+3. **Which time** (asking.py's `when_asked`): the present, unless the question asks about an earlier time —
+   "originally"/"at first" (the first value), "before X"/"previous"/"used to"/"old"/"… before?" (the
+   value before X's, or before the current one), a date, "in March", "last spring", "in the summer",
+   "two months ago" (the value valid then; relative dates resolved against `asOf` where given, else
+   now). X may be an event of another subject ("Where did I work before I moved?": the time of the
+   move, the home's statement whose words X names, else its latest change): the value valid just
+   before it. A question in the past tense that names no earlier time ("What was the amount I was
+   approved for?") asks about the present.
 4. **Where it goes** (placement.py's `lead`): the chosen statement first, as a hit of its own (dated, with `fact`:
    subject, value, since); for the present, the hits that show a superseded value of the same fact are
    marked `supersededBy` and go after those that do not.
@@ -18,20 +21,26 @@ even when it shares no word with the question.
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Awaitable, Callable, Literal, Mapping
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ...timeutil import parse_iso, to_iso
-from ..index.chunking import text_date
+from .asking import (
+    _ASKS,
+    _SOMEONE_ELSE,
+    _WORD,
+    ABOUT_OTHERS,
+    Question,
+    _words,
+    _without_event,
+    subjects_of,
+    when_asked,
+)
 from .facts import Fact, Period
-from .lexicon import SUBJECTS
-
-Asked = Literal["present", "first", "before", "at"]
+from .lexicon import BY_NAME, SUBJECTS
 
 # (WordLlama's cosines are small: a question and the description of its subject score ~0.3, unrelated
 # ones below ~0.2.)
@@ -44,114 +53,6 @@ MAX_VECTORS = 4096  # statement vectors kept between searches (the least recentl
 # qualifier it names and those sharing most words with it, and the latest sayings of each.
 RANK_FACTS = 64
 RANK_SAYINGS = 6
-
-_FIRST = re.compile(
-    r"\b(?:originally|original|initially|at first|at the start|first|to begin with|to start with"
-    r"|(?:did|when) i (?:start|begin)|started (?:at|on|with|out|off))\b",
-    re.I,
-)
-# "How old is my tortoise?", "ten years old": an age, not an earlier time.
-_AGE = re.compile(r"\bhow old\b|\b(?:years?|months?|weeks?|days?) old\b", re.I)
-_BEFORE = re.compile(r"\bbefore\s+(\w+(?:\s+\w+)?)", re.I)
-_EARLIER = re.compile(
-    r"\b(?:previous(?:ly)?|prior|used to|formerly|former|old|older|earlier|back then|back when|ago|in the past)\b",
-    re.I,
-)
-_MONTHS = "january february march april may june july august september october november december".split()
-_IN_MONTH = re.compile(rf"\bin ({'|'.join(_MONTHS)})\b", re.I)
-_LAST = re.compile(r"\blast (year|spring|summer|autumn|fall|winter|month|week)\b", re.I)
-_SEASON_MONTH = {"spring": 4, "summer": 7, "autumn": 10, "fall": 10, "winter": 1}
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(
-    "a an the my i me is are was were do does did what who which where when how am at to of in on for with "
-    "now these days still currently current i'm it its and or be been have has had can get".split()
-)
-
-
-# "my parents", "my brother's": a question about another person's life, not the person's.
-_SOMEONE_ELSE = re.compile(
-    r"\bmy (?:parents|mum|mom|mother|dad|father|brother|sister|friend|best friend|cousin|aunt|uncle|"
-    r"grand\w+|colleague|neighbou?r|son|daughter|kids?|child(?:ren)?|partner|wife|husband|girlfriend|boyfriend)(?:'s|s)?\b",
-    re.I,
-)
-# ...except the subjects that are about the person's family or pets anyway.
-ABOUT_OTHERS = frozenset({"teacher", "school", "child", "partner", "pet", "vet"})
-
-
-_ASKS = re.compile(r"\?|^\W*(?:what|who|whom|whose|which|where|when|why|how|do|does|did|am|is|are|can)\b", re.I)
-
-
-@dataclass
-class Question:
-    asked: Asked
-    at: str | None = None  # "at": the time asked about (ISO 8601)
-    before: frozenset[str] = frozenset()  # "before X": X's words
-
-
-def when_asked(query: str, now: datetime) -> Question:
-    """Which time a question asks about (see the module); relative dates against `now`."""
-    if d := text_date(query):
-        return Question("at", d)
-    m = _IN_MONTH.search(query)
-    if m:
-        month = _MONTHS.index(m.group(1).lower()) + 1
-        year = now.year if month <= now.month else now.year - 1
-        return Question("at", to_iso(datetime(year, month, 15, tzinfo=timezone.utc)))
-    m = _LAST.search(query)
-    if m:
-        unit = m.group(1).lower()
-        if unit == "year":
-            at = now - timedelta(days=365)
-        elif unit == "month":
-            at = now - timedelta(days=30)
-        elif unit == "week":
-            at = now - timedelta(days=7)
-        else:
-            # the last such season that is over: this year's if it ended before this month, else last year's
-            month = _SEASON_MONTH[unit]
-            year = now.year if month + 2 < now.month else now.year - 1
-            at = datetime(year, month, 15, tzinfo=timezone.utc)
-        return Question("at", to_iso(at))
-    if _FIRST.search(query):
-        return Question("first")
-    m = _BEFORE.search(query)
-    if m:
-        return Question("before", before=frozenset(_words(m.group(1))))
-    if _EARLIER.search(_AGE.sub(" ", query)):
-        return Question("before")
-    return Question("present")
-
-
-def _words(text: str) -> list[str]:
-    return [w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1]
-
-
-# How a question asks about a subject in words no statement uses ("Where do I work?" — a statement says
-# "I work at …", "joined …"): English, the common ways to ask, none from a benchmark's questions.
-ASKED_AS: dict[str, re.Pattern[str]] = {
-    "employer": re.compile(
-        r"\b(?:where (?:do|did) i work|where am i working|who (?:do|did) i work for|who employs me|employs me"
-        r"|(?:which|what) (?:company|firm|employer|organi[sz]ation)\b)",
-        re.I,
-    ),
-    "home": re.compile(
-        r"\b(?:where (?:do|did) i live|where am i (?:living|based|staying)|where(?:'s| is) (?:my )?home"
-        r"|(?:which|what) (?:city|town|village|neighbou?rhood|area) (?:am i|do i live|is (?:my )?home))\b",
-        re.I,
-    ),
-    "partner": re.compile(
-        r"\b(?:who am i (?:with|seeing|going out with|dating|in a relationship with)|other half|significant other"
-        r"|am i (?:single|in a relationship))\b",
-        re.I,
-    ),
-    "code": re.compile(r"\b(?:what opens|opens my|(?:keypad|lock|door|gate) number|unlock)\b", re.I),
-}
-
-
-def subjects_of(query: str) -> list[str]:
-    """The lexicon's subjects the question names by a cue word or asks about in a question's own words
-    (ASKED_AS), in the lexicon's order."""
-    return [s.name for s in SUBJECTS if s.cues.search(query) or (s.name in ASKED_AS and ASKED_AS[s.name].search(query))]
 
 
 Embed = Callable[[list[str]], Awaitable[np.ndarray]]
@@ -189,6 +90,7 @@ class LedgerRecall:
     async def subjects(self, query: str) -> list[str]:
         """The subjects a question is about: by cue words, else by the embedding of its description. A
         question about someone else's life ("Where do my parents live?") is about none of the person's."""
+        query = _without_event(query)
         if _SOMEONE_ELSE.search(query):
             return [s for s in subjects_of(query) if s in ABOUT_OTHERS]
         named = subjects_of(query)
@@ -210,18 +112,27 @@ class LedgerRecall:
         vecs = await self._vecs([text])
         return vecs[0] if vecs else None
 
-    async def pick(self, query: str, known: Mapping[str, Fact], now: datetime) -> tuple[Fact, Period, Question] | None:
+    async def pick(
+        self, query: str, known: Mapping[str, Fact], now: datetime, asked: Sequence[str] | None = None
+    ) -> tuple[Fact, Period, Question] | None:
         """The fact a question asks about (of `known`: ledger/facts.py's facts, as of the time the search
-        is as of) and its period for the time asked, or None."""
+        is as of) and its period for the time asked, or None. `asked`: the subjects the question asks
+        about (the rest of `known` are its "before X" event's: `event_subjects`); None: all of them."""
         if not known:
             return None
         q = when_asked(query, now)
-        ranked = await self._rank(query, list(known.values()))
+        mine = [f for f in known.values() if asked is None or f.subject.split(":", 1)[0] in asked]
+        ranked = await self._rank(query, mine)
         if not ranked:
             return None
         fact = ranked[0]
-        period = _period(fact, q)
+        ids = {id(f) for f in mine}
+        period = _period(fact, q, [f for f in known.values() if id(f) not in ids])
         return (fact, period, q) if period is not None else None
+
+    async def rank(self, query: str, candidates: list[Fact]) -> list[Fact]:
+        """`candidates` (facts of the question's subjects), the one it asks about first."""
+        return await self._rank(query, candidates)
 
     async def _rank(self, query: str, candidates: list[Fact]) -> list[Fact]:
         """The facts of the question's subjects, the one it asks about first: the one whose qualifier it
@@ -275,7 +186,7 @@ def _latest_texts(fact: Fact) -> list[str]:
     return out
 
 
-def _period(fact: Fact, q: Question) -> Period | None:
+def _period(fact: Fact, q: Question, events: Sequence[Fact] = ()) -> Period | None:
     live = [p for p in fact.periods if not p.ending]
     if not live:
         return None
@@ -285,15 +196,33 @@ def _period(fact: Fact, q: Question) -> Period | None:
         return live[0]
     if q.asked == "at" and q.at:
         return fact.at(q.at)
-    # before: the value before the one that names X, else before the current one
+    # before: the value before the one that names X, else before X's event (another subject's change),
+    # else before the current one
     if q.before:
         for i, p in enumerate(fact.periods):
             words = set(_words(p.value + " " + p.statement.text))
             if i and q.before & words:
                 prev = [x for x in fact.periods[:i] if not x.ending]
                 return prev[-1] if prev else None
+        if (when := _event_time(q, events)) is not None:
+            held = [p for p in live if p.since < when]
+            return held[-1] if held else None
     prev = [p for p in fact.periods[:-1] if not p.ending]
     return prev[-1] if prev else None
+
+
+def _event_time(q: Question, events: Sequence[Fact]) -> str | None:
+    """When X of "before X" happened: the latest statement of X's subjects that names X's words beyond
+    its cue ("moved to Leeds": Leeds), else — X naming nothing more ("before I moved") — their latest
+    change."""
+    periods = [p for f in events for p in f.periods]
+    if not periods:
+        return None
+    cue_words = {w for s in subjects_of(q.event) for m in BY_NAME[s].cues.finditer(q.event) for w in _words(m.group())}
+    named = q.before - cue_words
+    if named:
+        periods = [p for p in periods if named & set(_words(p.value + " " + " ".join(s.text for s in p.sayings)))]
+    return max((p.since for p in periods), default=None)
 
 
 def embed_with(provider: Any) -> Embed | None:
