@@ -305,3 +305,21 @@ async def test_a_question_in_other_words_finds_the_statement_by_related_words(st
         assert (await mem.paths("Who is my boss?", mode))[:2] == ["memory/boss.md", "memory/work.md"], mode
         assert (await mem.paths("Who's my supervisor?", mode))[:1] == ["memory/work.md"], mode
         assert await mem.paths("quantum chromodynamics", mode) == [], mode
+
+
+async def test_full_text_adds_what_related_words_find_only_to_a_thin_first_pass(storage, mem):
+    """Full text alone: the related words' hits fill a first pass of fewer than n (k × candidateMultiplier,
+    4 × 4 here) hits; a full one is what the query's own words find (its related words' MATCH is then
+    not run: issue 46)."""
+    write_note(storage, "memory/work.md", "# Work\n\nMy manager at the waterworks is Nadia Okafor.\n")
+    for i in range(3):
+        write_note(storage, f"memory/band-{i}.md", f"# Band {i}\n\nThe boss of band {i} plays bossa nova.\n")
+    await mem.sync()
+    thin = await mem.paths("Who is my boss?", "fts", k=4)
+    assert sorted(thin) == [f"memory/band-{i}.md" for i in range(3)] + ["memory/work.md"]
+    for i in range(3, 16):
+        write_note(storage, f"memory/band-{i}.md", f"# Band {i}\n\nThe boss of band {i} plays bossa nova.\n")
+    await mem.sync()
+    full = await mem.paths("Who is my boss?", "fts", k=4)
+    assert len(full) == 4 and all(p.startswith("memory/band-") for p in full)
+    assert (await mem.paths("Who is my supervisor?", "fts", k=4))[:1] == ["memory/work.md"]  # (thin: 0 hits)

@@ -197,11 +197,15 @@ class Searcher:
                 related_task.cancel()
             raise
         related = related_terms(terms) if used in ("hybrid", "fts") else []
-        # What the query's related words find (search/related.py): a lighter list of its own.
+        # What the query's related words find (search/related.py): a lighter list of its own. Full text
+        # alone uses it only to fill a first pass of fewer than n hits (below), so a full one skips its
+        # MATCH (issue 46: a second full-text search, most of the fts tail at 100k chunks).
         if related_task is not None:
             related_hits = await related_task
+        elif related and (used == "hybrid" or len(fts_hits) < n):
+            related_hits = await self.fts(related, n, sources, session_key)
         else:
-            related_hits = await self.fts(related, n, sources, session_key) if related else []
+            related_hits = []
         if used == "hybrid":
             cands = fuse(
                 fts_hits,
