@@ -63,6 +63,7 @@ _CALLED = re.compile(
     rf"\s+(?:now\s+)?({_NAME})"
 )
 RENAMED = re.compile(rf"\b(?:renam|relaunch|rebrand)\w*\s+(?:[\w'’ ]+?\s+)?(?:to|as)\s+({_NAME})")
+_LAST_NAME = re.compile(rf"(?:,|[—–:]|\s-)\s*({_NAME})\s*[.!]*$")
 _AND_I = re.compile(rf"\b({_NAME})\s+and\s+(?:I|me)\b|\b(?:me|I)\s+and\s+({_NAME})\b")
 _WITH = re.compile(rf"\b(?:with|seeing|dating|to|is|are|'s|’s|was)\s+(?:now\s+|still\s+)?(?:a \w+ named\s+)?({_NAME})")
 _PLACE = re.compile(
@@ -99,8 +100,9 @@ _ALLERGY = re.compile(
 )
 _NO_ALLERGY = re.compile(r"\bno (?:known )?allerg", re.I)
 _THING = re.compile(
-    r"\b(?:drive|drives|ride|rides|bought|got|have|own|leased|picked up|traded (?:it )?in for|adopted|rescued|is|now)\s+"
-    r"(?:(?:a|an|the|my|our|this)\s+)((?:[\w'’-]+\s+){0,4}?[\w'’-]+)(?=\s*(?:[,.;!—–]|$|\s+(?:called|named|for|from|and|but|since|last|this|today)\b))",
+    r"\b(?:drive|drives|ride|rides|bought|got|have|own|leased|picked up|collected|adopted|rescued|is|now"
+    r"|(?:traded|swapped|exchanged) (?:[\w'’-]+ ){0,3}?(?:in )?for|upgraded to|switched to)\s+"
+    r"(?:(?:a|an|the|my|our|this)\s+)((?:[\w'’.-]+\s+){0,4}?[\w'’-]+)(?=\s*(?:[,.;!—–]|$|\s+(?:called|named|for|from|and|but|since|last|this|today)\b))",
     re.I,
 )
 _SPECIFIC = re.compile(r"[A-Z0-9]")
@@ -113,6 +115,31 @@ _ROLE = re.compile(
     r"((?:[\w-]+\s+){0,3}?[\w-]+)(?=\s*(?:[,.;!]|$|\s+(?:at|for|in|on|and|since|from|of the|now)\b))",
     re.I,
 )
+_LEVEL = re.compile(
+    r"\b(?:(?:complete |total |absolute )?beginners?|improvers?|(?:upper[- ]|lower[- ]|pre-)?intermediate|advanced"
+    r"|elementary|fluent|conversation(?:al)?|[ABC][12](?:\.\d)?|(?:grade|level|stage|book) \d+)\b(?:\s+(?:level|group|class|set))?",
+    re.I,
+)
+COLOUR = (
+    r"(?:(?:dark|light|pale|bright|deep|navy|forest|racing|sky|royal|lime|olive|midnight|burnt|bottle|baby|hot"
+    r"|british racing|matt|matte|metallic)\s+)?(?:red|orange|yellow|green|blue|purple|pink|black|white|grey|gray"
+    r"|silver|gold|brown|cream|beige|teal|turquoise|maroon|burgundy|navy|bronze|copper|mustard|lilac|lavender"
+    r"|ivory|charcoal)\b"
+)
+_COLOUR_SAID = re.compile(
+    rf"\b(?:(?:is|are|was|'s|’s|now|to|in|it|her|him|them)\s+(?:now\s+|all\s+)?"
+    rf"|(?:re)?(?:painted|sprayed)\s+(?:[\w'’-]+\s+){{0,3}}?)({COLOUR})",
+    re.I,
+)
+_PLATE = re.compile(r"\b(?=[A-Z0-9 -]{0,9}\d)[A-Z0-9]{2,4}[ -]?[A-Z0-9]{2,4}\b")  # "KX19 ABC", "7ABC123"
+
+
+def colour_in(text: str) -> str | None:
+    """A colour a text gives something ("she's forest green now", "painted it cream"), or None."""
+    m = _COLOUR_SAID.search(text)
+    return m.group(1).lower() if m else None
+
+
 _CUE_APPOSITION = re.compile(r",\s+(?:the|a|an|my)\s+([^,.;!?]+)")
 
 NAMED = frozenset({"partner", "manager", "pet", "child", "teacher", "vet", "dentist", "doctor", "landlord", "project"})
@@ -131,6 +158,8 @@ def _named(subject: str, s: str, cue: re.Match[str]) -> str | None:
         return _first_name(m.group(1))
     if subject == "partner" and (m := _AND_I.search(s)):
         return _first_name(m.group(1) or m.group(2))
+    if subject == "partner" and (m := _LAST_NAME.search(after)):  # "Met someone at the climbing wall, Hamid."
+        return _first_name(m.group(1))
     # "my cat Mochi", "my manager Nadia", "Met my new manager today: Nadia"
     if (m := re.match(rf"\s*(?:today|now|these days)?\s*[:,]?\s*({_NAME})", after)) and (n := _first_name(m.group(1))):
         return n
@@ -216,9 +245,17 @@ def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
     elif kind == "role":
         if m := _ROLE.search(s):
             v = m.group(1)
+    elif kind == "course":  # "beginner level", "moved up to the improvers group", "B1"
+        if m := _LEVEL.search(s):
+            v = m.group(0)
+    elif kind == "detail":  # "the car's colour is dark blue now", "resprayed it racing green", "reg KX19 ABC"
+        if re.match(r"reg|number|licen", cue.group(0), re.I):
+            v = m.group(0) if (m := _PLATE.search(s, cue.end())) else None
+        else:
+            v = colour_in(s[cue.start() :]) or colour_in(s)
     elif kind in _CUE_VALUES:
         v = cue.group(0).lower()
-    elif kind == "vehicle" or kind == "pet":
+    elif kind in ("vehicle", "pet", "device"):
         # "my car, the 2012 grey Honda Civic"; "I drive a blue Skoda": a thing named, not the cue word again
         named = [a for a in _CUE_APPOSITION.finditer(s, cue.end()) if _SPECIFIC.search(a.group(1))]
         m = named[0] if named else _THING.search(s)
