@@ -57,6 +57,7 @@ _DROPPED_I = re.compile(
     r"^\W*(?:(?:just|finally|also|so|and|officially|today)\s+)*(?:" + "|".join(_FIRST_VERBS) + r")\b", re.I
 )
 _DIGIT = re.compile(r"\d")
+_ACCEPTED = re.compile(r"\b(?:said yes|accepted|took it|taking it|signed the contract|start on|starting on)\b", re.I)
 # The things a person keeps, said with "the" ("the dog's vet", "the car's colour"), or a named one's vet.
 _KEPT_NOUNS = (
     "dog cat puppy kitten pet tortoise rabbit hamster parrot horse car van bike motorbike boat canoe flat house "
@@ -126,7 +127,8 @@ def value_of(sentence: str, cue: re.Match[str]) -> str:
 
 
 # "the old wifi", "my previous landlord", "my ex-boss": the thing named as it was, not a value given now.
-_PAST_THING = re.compile(r"\b(?:old|previous|former|ex)[\s-]+(?:\w+\s+)?$", re.I)
+# "an old Fiat Panda" is an aged one, still theirs.
+_PAST_THING = re.compile(r"(?<!\ba )(?<!\ban )\b(?:old|previous|former|ex)[\s-]+(?:\w+\s+)?$", re.I)
 
 
 # A statement with a request tacked on ("The code is 4826, can you keep it for me?") is still a statement.
@@ -155,7 +157,7 @@ def _made(s: str, m: re.Match[str]) -> bool:
     return bool(_OWNER_BEFORE.search(s[: m.start()]) or _MAKING.search(s) or _NAMING.search(s))
 
 
-_OWNER_BEFORE = re.compile(r"\b(?:my|our|new|the kids'?|registered with(?: a| the)?)\s+(?:[\w-]+\s+)?$", re.I)
+_OWNER_BEFORE = re.compile(r"\b(?:my|our|new|the kids'?|registered (?:with|at)(?: a| the)?)\s+(?:[\w-]+\s+)?$", re.I)
 _OWNER_AFTER = re.compile(r"\s*(?:is\b|'s\b|’s\b|we\b|i\b|here is\b|now is\b)", re.I)
 _MAKING = re.compile(
     r"\b(?:i|we)(?:'ve|’ve|'re|’re| have| had| are)?\s+(?:just\s+|finally\s+|now\s+)?(?:started|launched|built|made|make|run|running|"
@@ -237,12 +239,15 @@ def _statements(
     # Without the person in it, only a code or a number is a statement (above); one that speaks only of
     # someone else ("she lives in Leeds") is not the person's.
     words = frozenset(_WORDS.findall(low))  # an expression is searched only when one of its first words is here
+    if not me and (not words.isdisjoint(_OTHERS_WORDS) or "'s" in low or "’s" in low) and _OTHERS.search(s):
+        # of someone else's, only a code or number the person is told ("Mum's key safe is 6042 from today")
+        hinted = [h for h in hinted if h.name in ("code", "number") and _DIGIT.search(s)]
     if (
-        not s
+        not hinted
+        or not s
         or _QUESTION.search(s)
         or (_REQUEST.match(s) and not _KEEP.search(s))
         or (not words.isdisjoint(_NOT_YET_WORDS) and _NOT_YET.search(s))
-        or (not me and (not words.isdisjoint(_OTHERS_WORDS) or "'s" in low or "’s" in low) and _OTHERS.search(s))
     ):
         return []
     ending_said = not words.isdisjoint(_ENDING_WORDS) and _ENDING.search(s) is not None and not _START.search(s)
@@ -259,6 +264,8 @@ def _statements(
             m = _owned(s, m, subj.cues)
         if m is None or (subj.name == "project" and not _made(s, m)):
             continue
+        if subj.name == "employer" and m.group(0)[:7].lower() == "offered" and not _ACCEPTED.search(message or s):
+            continue  # an offer is a statement once taken ("… I said yes!"), not while it is weighed
         while m is not None and _PAST_THING.search(s, max(0, m.start() - 24), m.start()):
             m = subj.cues.search(s, m.end())  # "the old wifi … is still on the printer": the value as it was
         if m is None:
@@ -276,6 +283,8 @@ def _statements(
         seen.add(name)
         ending = ending_said
         found = None if ending else span(name, s, m)
+        if found is None and not ending and subj.name == "employer" and m.group(0)[:7].lower() == "offered":
+            continue  # "offered a job in Edinburgh and I said yes": no employer named, the words are no value
         out.append((name, "" if ending else (found or value_of(s, m)), ending, found is not None))
         if len(out) >= MAX_PER_SENTENCE:
             break

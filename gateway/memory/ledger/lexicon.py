@@ -119,12 +119,15 @@ SUBJECTS: tuple[Subject, ...] = (
         "employer",
         "where the person works: their employer, company, firm, job",
         _cue(
-            r"work (?:at|for)|working (?:at|for)|work(?:ing)? as (?:a|an) [\w-]+(?: [\w-]+)? (?:at|for)|employer|new job|my job(?! title)|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
+            r"work (?:at|for)|working (?:at|for)|employer|new job|my job(?! title)|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
             r"|quit my job|left my job|handed in my notice|accepted (?:an|the|their) offer"
             # an ending without the word "job": "I resigned", "got made redundant", "my last day at X"
             r"|resigned|made redundant|laid off|let go from|last day (?:at|with)|walked out of my job"
-            # an offer taken: "I've been offered a charge nurse post at X. I said yes!"
-            r"|offered (?:a|an|the) (?:[\w-]+ ){0,4}?(?:job|post|position|role|place)\b(?=.*\b(?:said yes|accepted|took it|taking it))"
+            # "I work nights as a staff nurse on the cardiac ward at X": the role, where, then the employer
+            r"|work(?:s|ing)?(?: (?:nights|days|shifts|weekends|part-time|full-time|part time|full time))? as (?:a|an)"
+            r" (?:[\w-]+ ){1,7}?(?:at|for)"
+            # an offer taken: "I've been offered a charge nurse post at X. I said yes!" (extract.py: said yes)
+            r"|offered (?:a|an|the) (?:[\w-]+ ){0,4}?(?:job|post|position|role)"
             r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?(?:(?!\w+ing\b)\w+ ){1,4}at \w+"
         ),
         hints=_w(

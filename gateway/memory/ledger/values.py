@@ -63,6 +63,7 @@ _CALLED = re.compile(
     rf"\s+(?:now\s+)?({_NAME})"
 )
 RENAMED = re.compile(rf"\b(?:renam|relaunch|rebrand)\w*\s+(?:[\w'’ ]+?\s+)?(?:to|as)\s+({_NAME})")
+_BEFORE_CUE = re.compile(rf"({_NAME})\s+$")
 _LAST_NAME = re.compile(rf"(?:,|[—–:]|\s-)\s*({_NAME})\s*[.!]*$")
 _AND_I = re.compile(rf"\b({_NAME})\s+and\s+(?:I|me)\b|\b(?:me|I)\s+and\s+({_NAME})\b")
 _WITH = re.compile(rf"\b(?:with|seeing|dating|to|is|are|'s|’s|was)\s+(?:now\s+|still\s+)?(?:a \w+ named\s+)?({_NAME})")
@@ -78,6 +79,9 @@ _ROLE_AT = re.compile(
     rf"\b(?:i'm|i’m|i am|i'll be|i will be|be|as|now|became|becoming|promoted to|started as|hired as|joined as)\s+"
     rf"(?:(?:a|an|the|their|our)\s+)?((?:(?!at\b|for\b|with\b)[\w-]+\s+){{0,3}}?[\w-]+)\s+(?:at|for|with)\s+(?:the\s+)?({_NAME})",
     re.I,
+)
+_OFFERED = re.compile(
+    rf"\boffered (?:a|an|the) ((?:[\w-]+ ){{0,3}}?[\w-]+) (?:job|post|position|role)\b.*?\b(?:at|with) (?:the )?({_NAME})"
 )
 _AT_ORG = re.compile(rf"\b(?:at|for|with|joined|joining|join)\s+(?:the\s+)?({_NAME})")
 _AS_ROLE = re.compile(
@@ -102,7 +106,7 @@ _NO_ALLERGY = re.compile(r"\bno (?:known )?allerg", re.I)
 _THING = re.compile(
     r"\b(?:drive|drives|ride|rides|bought|got|have|own|leased|picked up|collected|adopted|rescued|is|now"
     r"|(?:traded|swapped|exchanged) (?:[\w'’-]+ ){0,3}?(?:in )?for|upgraded to|switched to)\s+"
-    r"(?:(?:a|an|the|my|our|this)\s+)((?:[\w'’.-]+\s+){0,4}?[\w'’-]+)(?=\s*(?:[,.;!—–]|$|\s+(?:called|named|for|from|and|but|since|last|this|today)\b))",
+    r"(?:(?:a|an|the|my|our|this)\s+)((?:[\w'’.-]+\s+){0,4}?[\w'’-]+)(?=\s*(?:[,.;!—–]|$|\s+(?:called|named|for|from|and|but|since|last|this|today|because|so|on|at|after|when|with|yesterday)\b))",
     re.I,
 )
 _SPECIFIC = re.compile(r"[A-Z0-9]")
@@ -127,7 +131,7 @@ COLOUR = (
     r"|ivory|charcoal)\b"
 )
 _COLOUR_SAID = re.compile(
-    rf"\b(?:(?:is|are|was|'s|’s|now|to|in|it|her|him|them)\s+(?:now\s+|all\s+)?"
+    rf"\b(?:(?:is|are|was|'s|’s|now|to|in|it|her|him|them)\s+(?:(?:now|all|a|an|dull|boring|plain|ugly|lovely|nice|horrible)\s+)*"
     rf"|(?:re)?(?:painted|sprayed)\s+(?:[\w'’-]+\s+){{0,3}}?)({COLOUR})",
     re.I,
 )
@@ -160,6 +164,9 @@ def _named(subject: str, s: str, cue: re.Match[str]) -> str | None:
         return _first_name(m.group(1) or m.group(2))
     if subject == "partner" and (m := _LAST_NAME.search(after)):  # "Met someone at the climbing wall, Hamid."
         return _first_name(m.group(1))
+    # "registered at Wensum Vets", "Park Road Surgery": a practice named with the cue word as its last word
+    if s[cue.start()].isupper() and (m := _BEFORE_CUE.search(s, 0, cue.start())) and (n := _first_name(m.group(1))):
+        return f"{n} {cue.group(0)}"
     # "my cat Mochi", "my manager Nadia", "Met my new manager today: Nadia"
     if (m := re.match(rf"\s*(?:today|now|these days)?\s*[:,]?\s*({_NAME})", after)) and (n := _first_name(m.group(1))):
         return n
@@ -182,6 +189,8 @@ def _place(s: str, cue: re.Match[str]) -> str | None:
 
 
 def _employer(s: str) -> str | None:
+    if (m := _OFFERED.search(s)) and (org := _first_name(m.group(2))):
+        return _tidy(f"{m.group(1)} at {org}")
     if m := _ROLE_AT.search(s):
         role, org = m.group(1), _first_name(m.group(2))
         if org and not re.match(r"(?:working|going|based|living|staying)\b", role, re.I):
@@ -243,7 +252,7 @@ def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
         if m := _AGE_GROUP.search(s):
             v = m.group(0)
     elif kind == "role":
-        if m := _ROLE.search(s):
+        if m := _OFFERED.search(s) or _ROLE.search(s):  # "offered a senior engineer position at X" → the role
             v = m.group(1)
     elif kind == "course":  # "beginner level", "moved up to the improvers group", "B1"
         if m := _LEVEL.search(s):
