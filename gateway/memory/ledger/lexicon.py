@@ -317,7 +317,10 @@ def hinted(low: str) -> list[Subject]:
     """The subjects whose hints the (lowercased) text holds, in the lexicon's order."""
     low = low.replace("’", "'")
     found: set[int] = set()
-    for w in _HINT_WORDS.intersection(_TOKEN.findall(low)):
+    tokens = _TOKEN.findall(low)
+    if "'s" in low:  # "the dog's vet": the possessive's word too
+        tokens += [t[:-2] for t in tokens if t.endswith("'s")]
+    for w in _HINT_WORDS.intersection(tokens):
         found |= HINTED[w]
     for m in _PREFIX.finditer(low):
         found |= PREFIXES[m.group()]
