@@ -313,3 +313,25 @@ def test_the_fast_path_never_passes_over_a_new_form(text):
 
     if any(statements_of(s, text) for s in sentences(text)):
         assert _may_state(text), text
+
+
+def test_an_ending_of_an_earlier_value_said_after_the_new_one_leaves_the_new_one_holding():
+    from gateway.memory.ledger.facts import facts
+    from gateway.memory.ports import Statement
+
+    def st_(value: str, day: str, text: str, ending: bool = False) -> Statement:
+        return Statement(
+            "employer", value, f"{day}T10:00:00.000Z", f"sessions/{day}.jsonl", 2, 2, text, "extractor", ending
+        )
+
+    halden = st_(
+        "bridge inspector at Halden Partners", "2025-02-02", "I work days as a bridge inspector at Halden Partners"
+    )
+    brightwater = st_("senior engineer at Brightwater Civils", "2025-06-22", "Accepted a post at Brightwater Civils")
+    notice = st_("", "2025-06-29", "Handed in my notice at Halden today.", ending=True)
+    fact = facts([halden, brightwater, notice])["employer"]
+    assert fact.current is not None and fact.current.value == "senior engineer at Brightwater Civils"
+    # an ending naming the value that holds, or nothing, closes it as before
+    for text in ("Handed in my notice at Brightwater today.", "I handed in my notice."):
+        closed = facts([halden, brightwater, notice._replace(said="2025-09-01T10:00:00.000Z", text=text)])
+        assert closed["employer"].current is None, text

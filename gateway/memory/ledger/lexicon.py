@@ -224,7 +224,8 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "device",
         "the person's phone, laptop, tablet, watch, e-reader or games console: its make and model",
-        _cue(rf"(?:new|my|our) (?:{'|'.join(DEVICE_NOUNS)})|{DEVICE_NAMES}"),
+        # "(which|what) phone": a question's words (a question states nothing, so only asking names it so)
+        _cue(rf"(?:new|my|our|which|what) (?:{'|'.join(DEVICE_NOUNS)})|{DEVICE_NAMES}"),
         qualified=True,  # by what kind of device it is (brands.device_kind): the phone and the laptop are two
         hints=DEVICE_NOUNS + tuple(f"{w}*" for w in hint_words(list(DEVICES))),
     ),
