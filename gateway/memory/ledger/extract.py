@@ -51,10 +51,10 @@ FAMILY_SUBJECTS = frozenset({"child", "school", "teacher", "pet", "vet"})
 _FIRST_VERBS = (
     "got moved started joined bought adopted sold quit left switched changed booked signed renamed cancelled "
     "canceled accepted registered traded repainted finished dropped upped passed failed married engaged "
-    "separated retired rented leased hired met been called broke picked relocated handed resigned traded swapped upgraded"
+    "separated retired rented leased hired met called broke picked relocated handed resigned traded swapped upgraded"
 ).split()
 _DROPPED_I = re.compile(
-    r"^\W*(?:(?:just|finally|also|so|and|officially|today)\s+)*(?:" + "|".join(_FIRST_VERBS) + r")\b", re.I
+    r"^\W*(?:(?:just|finally|also|so|and|officially|today)\s+)*(?:been seeing|" + "|".join(_FIRST_VERBS) + r")\b", re.I
 )
 _DIGIT = re.compile(r"\d")
 _ACCEPTED = re.compile(r"\b(?:said yes|accepted|took it|taking it|signed the contract|start on|starting on)\b", re.I)
@@ -338,7 +338,7 @@ _MAY_STATE = frozenset(
     + "password passwords passcode passcodes pin combination combo code wifi wi-fi login number cell mobile".split()
     # a thing the person keeps, said with "the" (_KEPT): "The dog's vet is …", "Biscuit's vet is …"
     + [f"{w}'s" for w in _KEPT_NOUNS]
-    + "vet vets groomer pins codes combinations combos logins opens unlocks".split()
+    + "vet vets groomer pins codes combinations combos logins opens unlocks seeing".split()
 )
 _PUNCT = str.maketrans({c: " " for c in '.,;:!?()[]{}"“”‘*#/\\<>=+&|~^`@$%'})
 

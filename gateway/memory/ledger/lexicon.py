@@ -37,7 +37,8 @@ def _w(words: str) -> tuple[str, ...]:
 
 
 def _cue(words: str) -> re.Pattern[str]:
-    return re.compile(rf"\b(?:{words})\b", re.I)
+    # not a possessive: "my daughter's birthday", "our team's growth" say nothing of the daughter or team
+    return re.compile(rf"\b(?:{words})\b(?!['’]s\b)", re.I)
 
 
 SUBJECTS: tuple[Subject, ...] = (
