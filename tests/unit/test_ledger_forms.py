@@ -72,10 +72,29 @@ def test_a_thing_somewhere_without_a_place_is_no_home(message):
         ("Today was my last day at Initech.", "employer"),
         ("I walked out of my job at Tesco.", "employer"),
         ("Cancelled my gym membership and sold the Civic.", "vehicle"),
+        ("I'm single again.", "partner"),
+        ("She dumped me last night.", "partner"),
+        ("We broke off the engagement.", "partner"),
+        ("I retired from teaching last summer.", "employer"),
+        ("Finally retired after 30 years at the council.", "employer"),
+        ("My contract at Deloitte ended on Friday.", "employer"),
     ],
 )
 def test_an_ending_without_the_subjects_word_closes_it(message, subject):
     assert said(message)[subject] == ("", True)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "We adopted a retired greyhound today!",  # "retired" of the dog
+        "I live in a single room in Leeds now.",  # "single" of the room
+        "My contract at Deloitte starts on Monday.",  # a work contract is no phone contract, and not ended
+    ],
+)
+def test_an_ending_word_said_of_something_else_closes_nothing(message):
+    found = {s: e for s, _, e in message_statements(message)}
+    assert not any(found.values()) and "phone" not in found, found
 
 
 def test_a_change_that_says_an_ending_word_is_no_ending():
@@ -92,6 +111,7 @@ def test_a_change_that_says_an_ending_word_is_no_ending():
         ("Picked up a secondhand Leaf.", "vehicle", "secondhand Leaf"),
         ("I picked up a secondhand Niro on Saturday.", "vehicle", "secondhand Niro"),
         ("Traded the old Fiesta for a Mazda MX-5.", "vehicle", "Mazda MX-5"),
+        ("My new wheels are a Kia Ceed.", "vehicle", "Kia Ceed"),
         ("I drive an old Fiat Panda, held together by rust.", "vehicle", "old Fiat Panda"),
         ("I now drive a Tesla.", "vehicle", "Tesla"),
         ("We bought a Skoda Octavia estate last week.", "vehicle", "Skoda Octavia estate"),

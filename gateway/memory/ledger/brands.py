@@ -27,6 +27,11 @@ VEHICLE_MODELS = (
     "Swift Vitara Outback Forester Impreza MX-5 CX-5 CX-30 Mazda3 XC40 XC60 XC90 V60 Evoque Beetle Zafira "
     "Berlingo Sandero Duster Model-3 Model-Y Model-S Model-X ID.3 ID.4 Wrangler Cherokee Panda Punto Insignia"
 ).split()
+# mobile networks: "a Vodafone contract" is a phone's, "my contract at Deloitte" is work's
+PHONE_NETWORKS = (
+    "Vodafone EE O2 Three Giffgaff Tesco-Mobile Sky-Mobile Lebara Lycamobile iD-Mobile Smarty Voxi Virgin-Mobile "
+    "BT-Mobile Verizon AT&T T-Mobile Sprint Rogers Bell Telus Fido Koodo Optus Telstra Eir Meteor Jio Airtel"
+).split()
 # model or make → what kind of device it is (the qualifier of the subject `device`)
 DEVICES = {
     "iPhone": "phone",
@@ -60,6 +65,7 @@ def _alternation(names: list[str] | tuple[str, ...]) -> str:
 
 # A make or model written as it is named (case-sensitive inside the lexicon's case-blind cues).
 VEHICLE_NAMES = rf"(?-i:(?:{_alternation(VEHICLE_MAKES + VEHICLE_MODELS)}))"
+NETWORK_NAMES = rf"(?-i:(?:{_alternation(PHONE_NETWORKS)}))"
 DEVICE_NAMES = rf"(?-i:(?:{_alternation(list(DEVICES))}))\w*"
 
 

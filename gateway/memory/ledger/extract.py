@@ -82,7 +82,7 @@ _ENDING = re.compile(
     r"\b(?:broke up|split up|separated|divorced|quit|left (?:the|my)|no longer|not \w+ any ?more|stopped|cancell?ed"
     r"|gave up|moved out|sold (?:the|my)|passed away|died|retired|ended|went our separate ways"
     r"|(?:called|broke) it off|handed in my notice|resigned|made redundant|laid off|let go from|last day (?:at|with)"
-    r"|walked out|scrapped|written off|wrote off|rehomed)\b",
+    r"|walked out|scrapped|written off|wrote off|rehomed|(?:i'm|i’m|i am) single|single again|dumped|left me|broke off|contract (?:at|with) .* ended)\b",
     re.I,
 )
 _START = re.compile(
@@ -176,7 +176,8 @@ _NOT_YET_WORDS = frozenset(
 _OTHERS_WORDS = frozenset("he she they his her their him them".split())
 _ENDING_WORDS = frozenset(
     "broke split separated divorced quit left no not stopped cancelled canceled gave moved sold passed died retired "
-    "ended went called broke handed resigned made laid let last walked scrapped written wrote rehomed".split()
+    "ended went called broke handed resigned made laid let last walked scrapped written wrote rehomed single dumped "
+    "contract".split()
 )
 _PROJECT_CUE = BY_NAME["project"].cues
 _WEEKDAY = re.compile(r"(?:mon|tues|wednes|thurs|fri|satur|sun)day", re.I)

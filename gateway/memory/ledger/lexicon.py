@@ -16,7 +16,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .brands import DEVICE_NAMES, DEVICE_NOUNS, DEVICES, VEHICLE_MAKES, VEHICLE_MODELS, VEHICLE_NAMES, hint_words
+from .brands import (
+    DEVICE_NAMES,
+    DEVICE_NOUNS,
+    DEVICES,
+    NETWORK_NAMES,
+    VEHICLE_MAKES,
+    VEHICLE_MODELS,
+    VEHICLE_NAMES,
+    hint_words,
+)
 
 
 @dataclass(frozen=True)
@@ -80,7 +89,7 @@ SUBJECTS: tuple[Subject, ...] = (
         "where the person lives: their home, flat, apartment, house, town or city, address",
         _cue(
             r"(?:i|we)(?:'ve| have|'re| are| now| still)* (?:\w+ )?(?:live|living|moved|relocated)|moving in|move in"
-            r"|new (?:flat|house|apartment|place|home)|my address|resident|got the keys|settled in|moving day"
+            r"|new (?:flat|house|apartment|place|home)|(?:my|our|the) (?:new )?address|resident|got the keys|settled in|moving day"
             r"|(?:i'm|i’m|i am|we're|we’re|we are) (?:now )?(?:based|living|settled) in"
             # a home said through a thing in it: "my bed is now in a tenement in X", "all our stuff is in X now"
             r"|(?:my|our) (?:bed|stuff|things|boxes|furniture|sofa|plants) (?:is|are|'s|’s|finally|now|all)"
@@ -123,7 +132,8 @@ SUBJECTS: tuple[Subject, ...] = (
             r"work (?:at|for)|working (?:at|for)|employer|new job|my job(?! title)|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
             r"|quit my job|left my job|handed in my notice|accepted (?:an|the|their) offer"
             # an ending without the word "job": "I resigned", "got made redundant", "my last day at X"
-            r"|resigned|made redundant|laid off|let go from|last day (?:at|with)|walked out of my job"
+            r"|resigned|made redundant|laid off|let go from|last day (?:at|with)|walked out of my job|my contract (?:at|with)"
+            r"|(?:(?:i|i've|i’ve|i have|i'm|i’m|i am|we)\s+(?:now\s+|just\s+|finally\s+|officially\s+)?|^\W*(?:just\s+|finally\s+)?)retired"
             # "I work nights as a staff nurse on the cardiac ward at X": the role, where, then the employer
             r"|work(?:s|ing)?(?: (?:nights|days|shifts|weekends|part-time|full-time|part time|full time))? as (?:a|an)"
             r" (?:[\w-]+ ){1,7}?(?:at|for)"
@@ -133,7 +143,7 @@ SUBJECTS: tuple[Subject, ...] = (
         ),
         hints=_w(
             "work working employer job hired start started starting joined notice offer offered at resigned redundant laid"
-            " let last walked"
+            " let last walked contract retired"
         ),
     ),
     Subject(
@@ -146,6 +156,8 @@ SUBJECTS: tuple[Subject, ...] = (
             # without a cue word: "we called it off", "we've been together since May", "moved in with Sam"
             r"|(?:(?:we|i|and i|and me)\s+(?:\w+\s+)?|^\W*(?:just\s+|finally\s+)?)(?:called|broke) it off"
             r"|(?:we(?:'ve|’ve| have)|i(?:'ve|’ve| have)) been together|been together (?:for|since)|seeing each other"
+            # endings: "I'm single again", "she dumped me", "he left me", "we broke off the engagement"
+            r"|(?:i'm|i’m|i am) single|single again|dumped me|(?:he|she|they) left me|broke off (?:the|our) engagement"
             r"|moved in with (?-i:[A-Z])\w*|(?:been|started) seeing (?-i:[A-Z])\w*|(?:i've|i’ve|i have) been with (?-i:[A-Z])\w+ (?:for|since)"
             r"|(?:am|was) i seeing|i(?:'m| am| was) seeing"
             r"|we(?:'re| are) together|(?:and i|and me|we)(?:'re|’re| are) (?:now |finally |officially )?(?:official|an item"
@@ -153,7 +165,7 @@ SUBJECTS: tuple[Subject, ...] = (
         ),
         hints=_w(
             "partner* girlfriend* boyfriend* wife husband fianc* dating seeing going official together engaged married broke split met date"
-            " item couple exclusive dates ended went called broke each moved been"
+            " item couple exclusive dates ended went called broke each moved been single dumped left"
         ),
     ),
     Subject(
@@ -216,10 +228,10 @@ SUBJECTS: tuple[Subject, ...] = (
         "vehicle",
         "the person's vehicle: the car, van, bike, bicycle or motorbike they drive or ride",
         _cue(
-            r"car|van|bike(?! (?:lock|shed|rack|code|combination))|bicycle|e-?bike|motorbike|scooter|drive a|ride a|cycle to work"
+            r"car|van|(?:new|my|our) wheels|bike(?! (?:lock|shed|rack|code|combination))|bicycle|e-?bike|motorbike|scooter|drive a|ride a|cycle to work"
             rf"|{VEHICLE_NAMES}"  # a make or model named alone: "picked up a secondhand Leaf"
         ),
-        hints=_w("car van bike bicycle e-bike ebike motorbike scooter drive ride cycle")
+        hints=_w("car van wheels bike bicycle e-bike ebike motorbike scooter drive ride cycle")
         + hint_words(VEHICLE_MAKES + VEHICLE_MODELS),
     ),
     Subject(
@@ -296,7 +308,11 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "phone",
         "the person's phone, mobile plan, network or contract",
-        _cue(r"phone plan|mobile plan|contract|network|sim"),
+        # a contract of a phone ("my contract at Deloitte ended" is work's)
+        _cue(
+            r"phone plan|mobile plan|(?:phone|mobile|sim|airtime|network) contract|network|sim"
+            rf"|{NETWORK_NAMES} (?:contract|plan|sim)|contract (?:with|on) {NETWORK_NAMES}"
+        ),
         hints=_w("phone mobile contract network sim"),
     ),
 )
