@@ -90,6 +90,8 @@ def test_an_ending_without_the_subjects_word_closes_it(message, subject):
         "We adopted a retired greyhound today!",  # "retired" of the dog
         "I live in a single room in Leeds now.",  # "single" of the room
         "My contract at Deloitte starts on Monday.",  # a work contract is no phone contract, and not ended
+        "I dumped my stuff in the new flat in Leeds.",  # "dumped" of things, not of a partner
+        "A piece broke off my bike, still love it.",
     ],
 )
 def test_an_ending_word_said_of_something_else_closes_nothing(message):

@@ -51,7 +51,7 @@ FAMILY_SUBJECTS = frozenset({"child", "school", "teacher", "pet", "vet"})
 _FIRST_VERBS = (
     "got moved started joined bought adopted sold quit left switched changed booked signed renamed cancelled "
     "canceled accepted registered traded repainted finished dropped upped passed failed married engaged "
-    "separated retired rented leased hired met called broke picked relocated handed resigned traded swapped upgraded"
+    "separated retired rented leased hired met called broke picked relocated handed resigned swapped upgraded"
 ).split()
 _DROPPED_I = re.compile(
     r"^\W*(?:(?:just|finally|also|so|and|officially|today)\s+)*(?:been seeing|" + "|".join(_FIRST_VERBS) + r")\b", re.I
@@ -82,7 +82,8 @@ _ENDING = re.compile(
     r"\b(?:broke up|split up|separated|divorced|quit|left (?:the|my)|no longer|not \w+ any ?more|stopped|cancell?ed"
     r"|gave up|moved out|sold (?:the|my)|passed away|died|retired|ended|went our separate ways"
     r"|(?:called|broke) it off|handed in my notice|resigned|made redundant|laid off|let go from|last day (?:at|with)"
-    r"|walked out|scrapped|written off|wrote off|rehomed|(?:i'm|i’m|i am) single|single again|dumped|left me|broke off|contract (?:at|with) .* ended)\b",
+    r"|walked out (?:of my job|on)|scrapped (?:the|my|our)|written off|wrote off|rehomed|(?:i'm|i’m|i am) single"
+    r"|single again|dumped (?:me|him|her|them)|left me|broke off (?:the|our) engagement|contract (?:at|with) .* ended)\b",
     re.I,
 )
 _START = re.compile(
