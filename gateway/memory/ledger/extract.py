@@ -13,7 +13,6 @@ Pure and blocking (the pipeline runs it in a thread); English first.
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Iterable
 
@@ -21,9 +20,10 @@ from ..index.chunking import Chunk
 from ..layout import KEYED_DIR
 from ..ports import Statement
 from .distill import LEDGER_NOTES, parse_note
-from .lexicon import BY_NAME, LOCKED_THINGS, Subject, qualifier
+from .lexicon import BY_NAME, Subject
 from .lexicon import hinted as lexicon_hinted
-from .values import NAMED, RENAMED, apposition, name_in, span
+from .values import NAMED, RENAMED, apposition, colour_in, name_in, span
+from .which import which
 
 CORRECTION_PREFIX = "profile."  # a keyed memory `profile.<subject>` corrects that subject
 MAX_TEXT = 600  # a statement's evidence text, at most (the message it was said in)
@@ -51,12 +51,23 @@ FAMILY_SUBJECTS = frozenset({"child", "school", "teacher", "pet", "vet"})
 _FIRST_VERBS = (
     "got moved started joined bought adopted sold quit left switched changed booked signed renamed cancelled "
     "canceled accepted registered traded repainted finished dropped upped passed failed married engaged "
-    "separated retired rented leased hired"
+    "separated retired rented leased hired met called broke picked relocated handed resigned swapped upgraded"
 ).split()
 _DROPPED_I = re.compile(
-    r"^\W*(?:(?:just|finally|also|so|and|officially|today)\s+)*(?:" + "|".join(_FIRST_VERBS) + r")\b", re.I
+    r"^\W*(?:(?:just|finally|also|so|and|officially|today)\s+)*(?:been seeing|" + "|".join(_FIRST_VERBS) + r")\b", re.I
 )
 _DIGIT = re.compile(r"\d")
+_ACCEPTED = re.compile(r"\b(?:said yes|accepted|took it|taking it|signed the contract|start on|starting on)\b", re.I)
+# The things a person keeps, said with "the" ("the dog's vet", "the car's colour"), or a named one's vet.
+_KEPT_NOUNS = (
+    "dog cat puppy kitten pet tortoise rabbit hamster parrot horse car van bike motorbike boat canoe flat house "
+    "apartment place kid kids baby"
+).split()
+_KEPT = re.compile(
+    rf"\b(?:the|our) (?:{'|'.join(_KEPT_NOUNS)})(?:'s|’s)\s"
+    r"|\b(?-i:[A-Z][a-z]+)(?:'s|’s) (?:new |old |usual )?(?:vet|vets|groomer|dog walker)\b",
+    re.I,
+)
 _STATED = re.compile(r"\b(?:is|are|was)\b|:", re.I)
 _QUESTION = re.compile(
     r"\?\s*$|^\W*(?:what|who|whom|whose|which|where|when|why|how|do|does|did|can|could|should|is|are|am|will|would)\b",
@@ -69,11 +80,14 @@ _NOT_YET = re.compile(
 )
 _ENDING = re.compile(
     r"\b(?:broke up|split up|separated|divorced|quit|left (?:the|my)|no longer|not \w+ any ?more|stopped|cancell?ed"
-    r"|gave up|moved out|sold (?:the|my)|passed away|died|retired|ended|went our separate ways)\b",
+    r"|gave up|moved out|sold (?:the|my)|passed away|died|retired|ended|went our separate ways"
+    r"|(?:called|broke) it off|handed in my notice|resigned|made redundant|laid off|let go from|last day (?:at|with)"
+    r"|walked out (?:of my job|on)|scrapped (?:the|my|our)|written off|wrote off|rehomed|(?:i'm|i’m|i am) single"
+    r"|single again|dumped (?:me|him|her|them)|left me|broke off (?:the|our) engagement|contract (?:at|with) .* ended)\b",
     re.I,
 )
 _START = re.compile(
-    r"\b(?:now|new|newly|switched|changed|started|joined|got|bought|adopted|moved (?:to|into|in)|promoted|hired"
+    r"\b(?:now|new|newly|switched|changed|started|joined|got(?! (?:made redundant|laid off|let go))|bought|adopted|moved (?:to|into|in)|promoted|hired"
     r"|official|renamed|upped|increased|raised|lowered|reduced|signed)\b",
     re.I,
 )
@@ -100,13 +114,6 @@ def sentences(text: str) -> list[str]:
     return out
 
 
-def _nearness(thing: re.Match[str], cue: re.Match[str]) -> tuple[bool, int]:
-    """How near a thing a code opens is named to the code's cue ("changed the lock: the code of the gate
-    is …" → gate); of a compound next to it, the first word comes first ("the garage door code" → garage)."""
-    gap = max(0, thing.start() - cue.end(), cue.start() - thing.end())
-    return (gap > 1, gap if gap > 1 else thing.start())
-
-
 def value_of(sentence: str, cue: re.Match[str]) -> str:
     """What the sentence says the subject is: the words after its verb or preposition, after the cue."""
     tail = sentence[cue.end() :] if cue.end() < len(sentence) else ""
@@ -121,13 +128,8 @@ def value_of(sentence: str, cue: re.Match[str]) -> str:
 
 
 # "the old wifi", "my previous landlord", "my ex-boss": the thing named as it was, not a value given now.
-_PAST_THING = re.compile(r"\b(?:old|previous|former|ex)[\s-]+(?:\w+\s+)?$", re.I)
-
-
-# A thing named by its number ("box 17", "locker 4b", "room 12"): which of many alike a code opens.
-_NUMBERED = re.compile(
-    r"\b(?:for|of|on|to|at|in)\s+(?:the\s+|my\s+|our\s+)?([a-z]+)\s+(?:no\.?\s*|#)?(\d+[a-z]?)\b", re.I
-)
+# "an old Fiat Panda" is an aged one, still theirs.
+_PAST_THING = re.compile(r"(?<!\ba )(?<!\ban )\b(?:old|previous|former|ex)[\s-]+(?:\w+\s+)?$", re.I)
 
 
 # A statement with a request tacked on ("The code is 4826, can you keep it for me?") is still a statement.
@@ -156,7 +158,7 @@ def _made(s: str, m: re.Match[str]) -> bool:
     return bool(_OWNER_BEFORE.search(s[: m.start()]) or _MAKING.search(s) or _NAMING.search(s))
 
 
-_OWNER_BEFORE = re.compile(r"\b(?:my|our|new|the kids'?|registered with(?: a| the)?)\s+(?:[\w-]+\s+)?$", re.I)
+_OWNER_BEFORE = re.compile(r"\b(?:my|our|new|the kids'?|registered (?:with|at)(?: a| the)?)\s+(?:[\w-]+\s+)?$", re.I)
 _OWNER_AFTER = re.compile(r"\s*(?:is\b|'s\b|’s\b|we\b|i\b|here is\b|now is\b)", re.I)
 _MAKING = re.compile(
     r"\b(?:i|we)(?:'ve|’ve|'re|’re| have| had| are)?\s+(?:just\s+|finally\s+|now\s+)?(?:started|launched|built|made|make|run|running|"
@@ -175,11 +177,14 @@ _NOT_YET_WORDS = frozenset(
 _OTHERS_WORDS = frozenset("he she they his her their him them".split())
 _ENDING_WORDS = frozenset(
     "broke split separated divorced quit left no not stopped cancelled canceled gave moved sold passed died retired "
-    "ended went".split()
+    "ended went called broke handed resigned made laid let last walked scrapped written wrote rehomed single dumped "
+    "contract".split()
 )
 _PROJECT_CUE = BY_NAME["project"].cues
 _WEEKDAY = re.compile(r"(?:mon|tues|wednes|thurs|fri|satur|sun)day", re.I)
-_THINGS = frozenset({"vehicle", "pet"})  # a value of these names the thing, or there is none
+# A value of these names the thing (or a teacher, a colour), or there is none: "the teacher said my past
+# tense is decent" names no teacher, "I love the colour blue" is no detail of anything.
+_THINGS = frozenset({"vehicle", "pet", "device", "teacher", "detail"})
 # "Help me plan a menu, all vegan": a request asks, like a question ("Help me remember: the code is 4471",
 # a request to keep something, states it).
 _KEEP = re.compile(r"\b(?:remember|note|keep|save)\b|:", re.I)
@@ -188,19 +193,6 @@ _REQUEST = re.compile(
     r"|explain|translate|recommend|check|look up)\s+(?:me|us|a|an|the|my|our|some|what|how)\b",
     re.I,
 )
-_CLUB_NOUN = re.compile(r"club|gym|choir|society|league", re.I)
-_NEXT_WORD = re.compile(r"\s*(?:a |an |the |my |our )?([a-z][a-z-]+)", re.I)
-
-
-def _club(s: str, m: re.Match[str], q: str) -> str:
-    """A membership's qualifier: the club a joining or quitting names ("quit the choir" → choir), the
-    word before a club noun ("the chess club" → chess), else the club noun itself ("the gym")."""
-    cue = m.group(0).lower()
-    if cue.split()[0] in ("joined", "quit", "left", "signed") and (n := _NEXT_WORD.match(s, m.end())):
-        return n.group(1).lower()
-    if not q and _CLUB_NOUN.fullmatch(cue):
-        return cue
-    return q
 
 
 def _first_words(name: str) -> str:
@@ -219,7 +211,8 @@ def _statements(
     hinted = lexicon_hinted(low) if known is None else known  # `known`: those of a text holding this one
     if not hinted:  # most clauses name no subject: their words looked up, no expression searched
         return []
-    me = _ME.search(sentence) is not None
+    # "The dog's vet is …", "the flat's landlord", "Biscuit's new vet": a thing the person keeps, said as theirs
+    me = _ME.search(sentence) is not None or ("'s" in low or "’s" in low) and _KEPT.search(sentence) is not None
     if not me and not _DROPPED_I.search(sentence):
         # Without "I", "my", "we"…, only a code or number given bare is the person's ("The code is 7340",
         # "The cabin wifi password is moose"): a number with its digits, a code with digits or said to be;
@@ -248,12 +241,15 @@ def _statements(
     # Without the person in it, only a code or a number is a statement (above); one that speaks only of
     # someone else ("she lives in Leeds") is not the person's.
     words = frozenset(_WORDS.findall(low))  # an expression is searched only when one of its first words is here
+    if not me and (not words.isdisjoint(_OTHERS_WORDS) or "'s" in low or "’s" in low) and _OTHERS.search(s):
+        # of someone else's, only a code or number the person is told ("Mum's key safe is 6042 from today")
+        hinted = [h for h in hinted if h.name in ("code", "number") and _DIGIT.search(s)]
     if (
-        not s
+        not hinted
+        or not s
         or _QUESTION.search(s)
         or (_REQUEST.match(s) and not _KEEP.search(s))
         or (not words.isdisjoint(_NOT_YET_WORDS) and _NOT_YET.search(s))
-        or (not me and (not words.isdisjoint(_OTHERS_WORDS) or "'s" in low or "’s" in low) and _OTHERS.search(s))
     ):
         return []
     ending_said = not words.isdisjoint(_ENDING_WORDS) and _ENDING.search(s) is not None and not _START.search(s)
@@ -270,6 +266,8 @@ def _statements(
             m = _owned(s, m, subj.cues)
         if m is None or (subj.name == "project" and not _made(s, m)):
             continue
+        if subj.name == "employer" and m.group(0)[:7].lower() == "offered" and not _ACCEPTED.search(message or s):
+            continue  # an offer is a statement once taken ("… I said yes!"), not while it is weighed
         while m is not None and _PAST_THING.search(s, max(0, m.start() - 24), m.start()):
             m = subj.cues.search(s, m.end())  # "the old wifi … is still on the printer": the value as it was
         if m is None:
@@ -278,27 +276,17 @@ def _statements(
             continue
         name = subj.name
         if subj.qualified:
-            if subj.by_cue:
-                q = m.group(0).lower().split()[-1]
-            elif subj.name == "code" and (things := list(LOCKED_THINGS.finditer(s))):
-                near = min(things, key=functools.partial(_nearness, cue=m))
-                q = near.group(1).lower().replace("-", "")
-            elif subj.name == "code" and (thing := LOCKED_THINGS.search(message)):
-                q = thing.group(1).lower().replace("-", "")
-            else:
-                q = qualifier(s, m)
-            if subj.name == "membership":  # "joined the choir", "quit the choir": the club is the choir
-                q = _club(s, m, q)
-            if subj.name == "code" and (numbered := _NUMBERED.search(s)):
-                # one of many alike ("the locker code for box 17"): each numbered thing is a subject of its own
-                which = f"{numbered.group(1)} {numbered.group(2)}".lower()
-                q = which if q in ("", numbered.group(1).lower()) else f"{q} {which}"
+            q = which(subj, s, m, message)
+            if not q and subj.name == "detail":  # "I love the colour blue": a detail of nothing
+                continue
             name = f"{name}:{q}" if q else name
         if name in seen:
             continue
         seen.add(name)
         ending = ending_said
         found = None if ending else span(name, s, m)
+        if found is None and not ending and subj.name == "employer" and m.group(0)[:7].lower() == "offered":
+            continue  # "offered a job in Edinburgh and I said yes": no employer named, the words are no value
         out.append((name, "" if ending else (found or value_of(s, m)), ending, found is not None))
         if len(out) >= MAX_PER_SENTENCE:
             break
@@ -350,6 +338,9 @@ _MAY_STATE = frozenset(
     "i i'm im i've i'd my mine me myself we we're we've our us ourselves".split()
     + _FIRST_VERBS
     + "password passwords passcode passcodes pin combination combo code wifi wi-fi login number cell mobile".split()
+    # a thing the person keeps, said with "the" (_KEPT): "The dog's vet is …", "Biscuit's vet is …"
+    + [f"{w}'s" for w in _KEPT_NOUNS]
+    + "vet vets groomer pins codes combinations combos logins opens unlocks seeing".split()
 )
 _PUNCT_CHARS = '.,;:!?()[]{}"“”‘*#/\\<>=+&|~^`@$%'
 _PUNCT = str.maketrans({c: " " for c in _PUNCT_CHARS})
@@ -391,6 +382,8 @@ def message_statements(words: str, known: list[Subject] | None = None) -> list[t
                 better = apposition(words[at:]) if where >= 0 else None
                 if better is None and kind in NAMED:
                     better = name_in(words)
+                if better is None and kind == "detail" and ":" in subject:  # "Repainted Loon! She's green now."
+                    better = colour_in(words[at:])
                 if better is None and kind == "membership" and ":" in subject:
                     better = subject.split(":", 1)[1]  # "joined the choir": the club is its name
                 value, spanned = (better, True) if better else (value, False)

@@ -8,6 +8,7 @@ at its first saying; a correction is a statement like any other, said when it wa
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -20,6 +21,24 @@ def _same(a: str, b: str) -> bool:
     if a.startswith("[redacted: "):
         return False
     return " ".join(a.lower().split()) == " ".join(b.lower().split())
+
+
+_NAME_WORD = re.compile(r"\b[A-Z][\w'’-]{2,}")
+
+
+def _named(value: str, text: str) -> bool:
+    """Whether a text names a value: one of the value's capitalised words is a word of the text."""
+    low = text.lower()
+    return any(re.search(rf"\b{re.escape(w.lower())}\b", low) for w in _NAME_WORD.findall(value))
+
+
+def _ends_an_earlier(ending: Statement, periods: list[Period]) -> bool:
+    """An ending that names an earlier value and not the one holding ("I handed in my notice at Halden",
+    said a week after "accepted a post at Brightwater") ends the earlier one, which already ended."""
+    now = periods[-1]
+    if now.ending or _named(now.value, ending.text):
+        return False
+    return any(_named(p.value, ending.text) for p in periods[:-1] if not p.ending)
 
 
 @dataclass
@@ -96,6 +115,8 @@ def facts(statements: Iterable[Statement], as_of: str | None = None) -> dict[str
             if last is not None and last.ending == s.ending and (s.ending or _same(last.value, s.value)):
                 last.sayings.append(s)  # said again: the same period
                 continue
+            if s.ending and last is not None and _ends_an_earlier(s, periods):
+                continue  # "handed in my notice at Halden" said after the new job: the old one ended, not the new
             if last is not None and last.until is None:
                 last.until = s.said
             if s.ending and not periods:

@@ -16,6 +16,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .brands import (
+    DEVICE_NAMES,
+    DEVICE_NOUNS,
+    DEVICES,
+    NETWORK_NAMES,
+    VEHICLE_MAKES,
+    VEHICLE_MODELS,
+    VEHICLE_NAMES,
+    hint_words,
+)
+
 
 @dataclass(frozen=True)
 class Subject:
@@ -35,22 +46,28 @@ def _w(words: str) -> tuple[str, ...]:
 
 
 def _cue(words: str) -> re.Pattern[str]:
-    return re.compile(rf"\b(?:{words})\b", re.I)
+    # not a possessive: "my daughter's birthday", "our team's growth" say nothing of the daughter or team
+    return re.compile(rf"\b(?:{words})\b(?!['’]s\b)", re.I)
 
 
 SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "code",
         "a password, passcode, PIN, lock combination, door code or wifi login: how to get in or get online",
-        _cue(r"passwords?|passcodes?|pin(?: number)?|combination|combo|door code|access code|code|wi-?fi|login"),
+        _cue(
+            r"passwords?|passcodes?|pins?(?: numbers?| codes?)?|combinations?|combos?|(?:door|access|entry|key) ?codes?"
+            r"|codes?|wi-?fi|logins?|(?:opens?|unlocks?) with (?=\S*\d)"
+        ),
         qualified=True,
-        hints=_w("password* passcode* pin combination combo code* wifi wi-fi login*"),
+        hints=_w(
+            "password* passcode* pin pins combination* combo* code* keycode* wifi wi-fi login* opens open unlock*"
+        ),
     ),
     Subject(
         "number",
         "a phone number, account number, membership number, policy or reference number",
         _cue(
-            r"(?:phone|mobile|account|policy|reference|membership|customer|licen[cs]e|passport) number|number is"
+            r"(?:phone|mobile|account|policy|reference|membership|customer|licen[cs]e|passport) numbers?|numbers? (?:is|are)"
             r"|(?:cell|mobile) is|(?:new|a|my) (?:\w+ )?number"
         ),
         hints=_w("number* cell mobile"),
@@ -72,11 +89,22 @@ SUBJECTS: tuple[Subject, ...] = (
         "where the person lives: their home, flat, apartment, house, town or city, address",
         _cue(
             r"(?:i|we)(?:'ve| have|'re| are| now| still)* (?:\w+ )?(?:live|living|moved|relocated)|moving in|move in"
-            r"|new (?:flat|house|apartment|place|home)|my address|resident|got the keys|settled in|moving day"
+            r"|new (?:flat|house|apartment|place|home)|(?:my|our|the) (?:new )?address|resident|got the keys|settled in|moving day"
             r"|(?:i'm|i’m|i am|we're|we’re|we are) (?:now )?(?:based|living|settled) in"
+            # a home said through a thing in it: "my bed is now in a tenement in X", "all our stuff is in X now"
+            r"|(?:my|our) (?:bed|stuff|things|boxes|furniture|sofa|plants) (?:is|are|'s|’s|finally|now|all)"
+            r"(?: (?:now|all|finally|officially|safely))* (?:in|at)\b(?=(?:\s+[\w'’-]+)*?\s+(?-i:[A-Z][a-z]))"
+            # a dwelling taken: "signed for a one-bed flat in X", "I rent a room in X", "bought a house in X"
+            r"|(?:signed (?:for|up for)|signed (?:a|the) (?:lease|tenancy)(?: agreement)? (?:on|for)|rent(?:ing)?|rented"
+            r"|bought|buying|moved into|share|sharing|picked up the keys to) (?:a|an|the|my|our) (?:[\w-]+ ){0,3}?"
+            r"(?:flat|house|apartment|room|studio|place|bungalow|cottage|terrace|condo|bedsit|tenement|loft|maisonette)\b"
+            r"(?=.*\b(?:in|at|near|off) (?-i:[A-Z]))"
+            r"|^\W*(?:(?:just|finally|officially|so|and)\s+)*(?:moved|relocated) (?:to|into|over to)\b"
         ),
         hints=_w(
             "live living moved relocated moving move flat house apartment place home address resident keys settled based"
+            " bed stuff things boxes furniture sofa plants room studio bungalow cottage terrace condo"
+            " bedsit tenement loft maisonette"
         ),
     ),
     Subject(
@@ -101,11 +129,22 @@ SUBJECTS: tuple[Subject, ...] = (
         "employer",
         "where the person works: their employer, company, firm, job",
         _cue(
-            r"work (?:at|for)|working (?:at|for)|work(?:ing)? as (?:a|an) [\w-]+(?: [\w-]+)? (?:at|for)|employer|new job|my job(?! title)|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
+            r"work (?:at|for)|working (?:at|for)|employer|new job|my job(?! title)|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
             r"|quit my job|left my job|handed in my notice|accepted (?:an|the|their) offer"
+            # an ending without the word "job": "I resigned", "got made redundant", "my last day at X"
+            r"|resigned|made redundant|laid off|let go from|last day (?:at|with)|walked out of my job|my contract (?:at|with)"
+            r"|(?:(?:i|i've|i’ve|i have|i'm|i’m|i am|we)\s+(?:now\s+|just\s+|finally\s+|officially\s+)?|^\W*(?:just\s+|finally\s+)?)retired"
+            # "I work nights as a staff nurse on the cardiac ward at X": the role, where, then the employer
+            r"|work(?:s|ing)?(?: (?:nights|days|shifts|weekends|part-time|full-time|part time|full time))? as (?:a|an)"
+            r" (?:[\w-]+ ){1,7}?(?:at|for)"
+            # an offer taken: "I've been offered a charge nurse post at X. I said yes!" (extract.py: said yes)
+            r"|offered (?:a|an|the) (?:[\w-]+ ){0,4}?(?:job|post|position|role)"
             r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?(?:(?!\w+ing\b)\w+ ){1,4}at \w+"
         ),
-        hints=_w("work working employer job hired start started starting joined notice offer at"),
+        hints=_w(
+            "work working employer job hired start started starting joined notice offer offered at resigned redundant laid"
+            " let last walked contract retired"
+        ),
     ),
     Subject(
         "partner",
@@ -114,13 +153,19 @@ SUBJECTS: tuple[Subject, ...] = (
             r"partner|girlfriend|boyfriend|wife|husband|fianc[ée]e?|dating|seeing (?:someone|somebody|a \w+)"
             r"|going out with|made it official|it'?s official|moved in together|engaged|married|broke up|split up"
             r"|met someone|met somebody|first date|(?:going on |been on )?dates? with|ended things|went our separate ways"
+            # without a cue word: "we called it off", "we've been together since May", "moved in with Sam"
+            r"|(?:(?:we|i|and i|and me)\s+(?:\w+\s+)?|^\W*(?:just\s+|finally\s+)?)(?:called|broke) it off"
+            r"|(?:we(?:'ve|’ve| have)|i(?:'ve|’ve| have)) been together|been together (?:for|since)|seeing each other"
+            # endings: "I'm single again", "she dumped me", "he left me", "we broke off the engagement"
+            r"|(?:i'm|i’m|i am) single|single again|dumped me|(?:he|she|they) left me|broke off (?:the|our) engagement"
+            r"|moved in with (?-i:[A-Z])\w*|(?:been|started) seeing (?-i:[A-Z])\w*|(?:i've|i’ve|i have) been with (?-i:[A-Z])\w+ (?:for|since)"
             r"|(?:am|was) i seeing|i(?:'m| am| was) seeing"
             r"|we(?:'re| are) together|(?:and i|and me|we)(?:'re|’re| are) (?:now |finally |officially )?(?:official|an item"
             r"|a couple|exclusive|engaged|married)"
         ),
         hints=_w(
             "partner* girlfriend* boyfriend* wife husband fianc* dating seeing going official together engaged married broke split met date"
-            " item couple exclusive dates ended went"
+            " item couple exclusive dates ended went called broke each moved been single dumped left"
         ),
     ),
     Subject(
@@ -183,9 +228,26 @@ SUBJECTS: tuple[Subject, ...] = (
         "vehicle",
         "the person's vehicle: the car, van, bike, bicycle or motorbike they drive or ride",
         _cue(
-            r"car|van|bike(?! (?:lock|shed|rack|code|combination))|bicycle|e-?bike|motorbike|scooter|drive a|ride a|cycle to work"
+            r"car|van|(?:new|my|our) wheels|bike(?! (?:lock|shed|rack|code|combination))|bicycle|e-?bike|motorbike|scooter|drive a|ride a|cycle to work"
+            rf"|{VEHICLE_NAMES}"  # a make or model named alone: "picked up a secondhand Leaf"
         ),
-        hints=_w("car van bike bicycle e-bike ebike motorbike scooter drive ride cycle"),
+        hints=_w("car van wheels bike bicycle e-bike ebike motorbike scooter drive ride cycle")
+        + hint_words(VEHICLE_MAKES + VEHICLE_MODELS),
+    ),
+    Subject(
+        "device",
+        "the person's phone, laptop, tablet, watch, e-reader or games console: its make and model",
+        # "(which|what) phone": a question's words (a question states nothing, so only asking names it so)
+        _cue(rf"(?:new|my|our|which|what) (?:{'|'.join(DEVICE_NOUNS)})|{DEVICE_NAMES}"),
+        qualified=True,  # by what kind of device it is (brands.device_kind): the phone and the laptop are two
+        hints=DEVICE_NOUNS + tuple(f"{w}*" for w in hint_words(list(DEVICES))),
+    ),
+    Subject(
+        "detail",
+        "a detail of something the person has: the colour or registration of their car, bike, boat or door",
+        _cue(r"colou?r|(?:re)?painted|resprayed|registration|reg plate|number plate|licen[cs]e plate"),
+        qualified=True,  # by the thing and the attribute (which.py): "detail:car colour"
+        hints=_w("colour color colours colors painted repainted resprayed registration reg number license licence"),
     ),
     Subject(
         "child",
@@ -208,9 +270,12 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "course",
         "a course or class the person takes and their level in it",
-        _cue(r"course|level|grade|module|beginner|intermediate|advanced|[abc][12] class"),
-        qualified=True,
-        hints=_w("course level grade module beginner intermediate advanced class"),
+        _cue(
+            r"course|level|grade|module|beginners?|intermediate|advanced|[abc][12] class"
+            r"|moved up (?:to|a|into)|(?:improvers?|beginners?|intermediate|advanced) (?:group|class|set)"
+        ),
+        qualified=True,  # by what it teaches (which.py): "course:spanish"
+        hints=_w("course level grade module beginner beginners intermediate advanced class moved improver improvers"),
     ),
     Subject(
         "membership",
@@ -243,7 +308,11 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "phone",
         "the person's phone, mobile plan, network or contract",
-        _cue(r"phone plan|mobile plan|contract|network|sim"),
+        # a contract of a phone ("my contract at Deloitte ended" is work's)
+        _cue(
+            r"phone plan|mobile plan|(?:phone|mobile|sim|airtime|network) contract|network|sim"
+            rf"|{NETWORK_NAMES} (?:contract|plan|sim)|contract (?:with|on) {NETWORK_NAMES}"
+        ),
         hints=_w("phone mobile contract network sim"),
     ),
 )
@@ -266,7 +335,10 @@ def hinted(low: str) -> list[Subject]:
     """The subjects whose hints the (lowercased) text holds, in the lexicon's order."""
     low = low.replace("’", "'")
     found: set[int] = set()
-    for w in _HINT_WORDS.intersection(_TOKEN.findall(low)):
+    tokens = _TOKEN.findall(low)
+    if "'s" in low:  # "the dog's vet": the possessive's word too
+        tokens += [t[:-2] for t in tokens if t.endswith("'s")]
+    for w in _HINT_WORDS.intersection(tokens):
         found |= HINTED[w]
     for m in _PREFIX.finditer(low):
         found |= PREFIXES[m.group()]

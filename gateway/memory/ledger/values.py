@@ -63,6 +63,8 @@ _CALLED = re.compile(
     rf"\s+(?:now\s+)?({_NAME})"
 )
 RENAMED = re.compile(rf"\b(?:renam|relaunch|rebrand)\w*\s+(?:[\w'’ ]+?\s+)?(?:to|as)\s+({_NAME})")
+_BEFORE_CUE = re.compile(rf"({_NAME})\s+$")
+_LAST_NAME = re.compile(rf"(?:,|[—–:]|\s-)\s*({_NAME})\s*[.!]*$")
 _AND_I = re.compile(rf"\b({_NAME})\s+and\s+(?:I|me)\b|\b(?:me|I)\s+and\s+({_NAME})\b")
 _WITH = re.compile(rf"\b(?:with|seeing|dating|to|is|are|'s|’s|was)\s+(?:now\s+|still\s+)?(?:a \w+ named\s+)?({_NAME})")
 _PLACE = re.compile(
@@ -77,6 +79,9 @@ _ROLE_AT = re.compile(
     rf"\b(?:i'm|i’m|i am|i'll be|i will be|be|as|now|became|becoming|promoted to|started as|hired as|joined as)\s+"
     rf"(?:(?:a|an|the|their|our)\s+)?((?:(?!at\b|for\b|with\b)[\w-]+\s+){{0,3}}?[\w-]+)\s+(?:at|for|with)\s+(?:the\s+)?({_NAME})",
     re.I,
+)
+_OFFERED = re.compile(
+    rf"\boffered (?:a|an|the) ((?:[\w-]+ ){{0,3}}?[\w-]+) (?:job|post|position|role)\b.*?\b(?:at|with) (?:the )?({_NAME})"
 )
 _AT_ORG = re.compile(rf"\b(?:at|for|with|joined|joining|join)\s+(?:the\s+)?({_NAME})")
 _AS_ROLE = re.compile(
@@ -99,8 +104,9 @@ _ALLERGY = re.compile(
 )
 _NO_ALLERGY = re.compile(r"\bno (?:known )?allerg", re.I)
 _THING = re.compile(
-    r"\b(?:drive|drives|ride|rides|bought|got|have|own|leased|picked up|traded (?:it )?in for|adopted|rescued|is|now)\s+"
-    r"(?:(?:a|an|the|my|our|this)\s+)((?:[\w'’-]+\s+){0,4}?[\w'’-]+)(?=\s*(?:[,.;!—–]|$|\s+(?:called|named|for|from|and|but|since|last|this|today)\b))",
+    r"\b(?:drive|drives|ride|rides|bought|got|have|own|leased|picked up|collected|adopted|rescued|is|are|now"
+    r"|(?:traded|swapped|exchanged) (?:[\w'’-]+ ){0,3}?(?:in )?for|upgraded to|switched to)\s+"
+    r"(?:(?:a|an|the|my|our|this)\s+)((?:[\w'’.-]+\s+){0,4}?[\w'’-]+)(?=\s*(?:[,.;!—–]|$|\s+(?:called|named|for|from|and|but|since|last|this|today|because|so|on|at|after|when|with|yesterday)\b))",
     re.I,
 )
 _SPECIFIC = re.compile(r"[A-Z0-9]")
@@ -113,6 +119,31 @@ _ROLE = re.compile(
     r"((?:[\w-]+\s+){0,3}?[\w-]+)(?=\s*(?:[,.;!]|$|\s+(?:at|for|in|on|and|since|from|of the|now)\b))",
     re.I,
 )
+_LEVEL = re.compile(
+    r"\b(?:(?:complete |total |absolute )?beginners?|improvers?|(?:upper[- ]|lower[- ]|pre-)?intermediate|advanced"
+    r"|elementary|fluent|conversation(?:al)?|[ABC][12](?:\.\d)?|(?:grade|level|stage|book) \d+)\b(?:\s+(?:level|group|class|set))?",
+    re.I,
+)
+COLOUR = (
+    r"(?:(?:dark|light|pale|bright|deep|navy|forest|racing|sky|royal|lime|olive|midnight|burnt|bottle|baby|hot"
+    r"|british racing|matt|matte|metallic)\s+)?(?:red|orange|yellow|green|blue|purple|pink|black|white|grey|gray"
+    r"|silver|gold|brown|cream|beige|teal|turquoise|maroon|burgundy|navy|bronze|copper|mustard|lilac|lavender"
+    r"|ivory|charcoal)\b"
+)
+_COLOUR_SAID = re.compile(
+    rf"\b(?:(?:is|are|was|'s|’s|now|to|in|it|her|him|them)\s+(?:(?:now|all|a|an|dull|boring|plain|ugly|lovely|nice|horrible)\s+)*"
+    rf"|(?:re)?(?:painted|sprayed)\s+(?:[\w'’-]+\s+){{0,3}}?)({COLOUR})",
+    re.I,
+)
+_PLATE = re.compile(r"\b(?=[A-Z0-9 -]{0,9}\d)[A-Z0-9]{2,4}[ -]?[A-Z0-9]{2,4}\b")  # "KX19 ABC", "7ABC123"
+
+
+def colour_in(text: str) -> str | None:
+    """A colour a text gives something ("she's forest green now", "painted it cream"), or None."""
+    m = _COLOUR_SAID.search(text)
+    return m.group(1).lower() if m else None
+
+
 _CUE_APPOSITION = re.compile(r",\s+(?:the|a|an|my)\s+([^,.;!?]+)")
 
 NAMED = frozenset({"partner", "manager", "pet", "child", "teacher", "vet", "dentist", "doctor", "landlord", "project"})
@@ -131,6 +162,11 @@ def _named(subject: str, s: str, cue: re.Match[str]) -> str | None:
         return _first_name(m.group(1))
     if subject == "partner" and (m := _AND_I.search(s)):
         return _first_name(m.group(1) or m.group(2))
+    if subject == "partner" and (m := _LAST_NAME.search(after)):  # "Met someone at the climbing wall, Hamid."
+        return _first_name(m.group(1))
+    # "registered at Wensum Vets", "Park Road Surgery": a practice named with the cue word as its last word
+    if s[cue.start()].isupper() and (m := _BEFORE_CUE.search(s, 0, cue.start())) and (n := _first_name(m.group(1))):
+        return f"{n} {cue.group(0)}"
     # "my cat Mochi", "my manager Nadia", "Met my new manager today: Nadia"
     if (m := re.match(rf"\s*(?:today|now|these days)?\s*[:,]?\s*({_NAME})", after)) and (n := _first_name(m.group(1))):
         return n
@@ -153,6 +189,8 @@ def _place(s: str, cue: re.Match[str]) -> str | None:
 
 
 def _employer(s: str) -> str | None:
+    if (m := _OFFERED.search(s)) and (org := _first_name(m.group(2))):
+        return _tidy(f"{m.group(1)} at {org}")
     if m := _ROLE_AT.search(s):
         role, org = m.group(1), _first_name(m.group(2))
         if org and not re.match(r"(?:working|going|based|living|staying)\b", role, re.I):
@@ -214,11 +252,19 @@ def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
         if m := _AGE_GROUP.search(s):
             v = m.group(0)
     elif kind == "role":
-        if m := _ROLE.search(s):
+        if m := _OFFERED.search(s) or _ROLE.search(s):  # "offered a senior engineer position at X" → the role
             v = m.group(1)
+    elif kind == "course":  # "beginner level", "moved up to the improvers group", "B1"
+        if m := _LEVEL.search(s):
+            v = m.group(0)
+    elif kind == "detail":  # "the car's colour is dark blue now", "resprayed it racing green", "reg KX19 ABC"
+        if re.match(r"reg|number|licen", cue.group(0), re.I):
+            v = m.group(0) if (m := _PLATE.search(s, cue.end())) else None
+        else:
+            v = colour_in(s[cue.start() :]) or colour_in(s)
     elif kind in _CUE_VALUES:
         v = cue.group(0).lower()
-    elif kind == "vehicle" or kind == "pet":
+    elif kind in ("vehicle", "pet", "device"):
         # "my car, the 2012 grey Honda Civic"; "I drive a blue Skoda": a thing named, not the cue word again
         named = [a for a in _CUE_APPOSITION.finditer(s, cue.end()) if _SPECIFIC.search(a.group(1))]
         m = named[0] if named else _THING.search(s)
