@@ -3,9 +3,11 @@
     index.py     PgMemoryIndex (storage/base.py's MemoryIndex): open, signature reset, counts that follow
                  the agent's generation, searches
     store.py     the index as the memory pipeline writes it (memory/ports.py's IndexStore): files and chunk
-                 rows under the agent's advisory lock, the bulk load's deferred HNSW index, upkeep
+                 rows under the agent's advisory lock, the bulk load's deferred GIN and HNSW indexes, upkeep
     fulltext.py  tsvector search ranked BM25-like (ts_rank_cd × idf)
-    vectors.py   pgvector search (`<=>` through the HNSW index of the provider's dims)
+    fts_index.py the GIN index of the chunks' tsvectors, dropped for a first bulk load and built after it
+    vectors.py   pgvector search (`<=>` through the HNSW index of the provider's dims), the binary codec
+    chunks.py    the chunk and vector rows: COPY of a sync's new ones
     reader.py    the chunk rows a search shows, and their stored vectors
     cache.py     the embedding cache table
     agent.py     the agent's lock and meta rows, PostgreSQL's text rule, the search filter
