@@ -78,6 +78,8 @@ def test_a_thing_somewhere_without_a_place_is_no_home(message):
         ("I retired from teaching last summer.", "employer"),
         ("Finally retired after 30 years at the council.", "employer"),
         ("My contract at Deloitte ended on Friday.", "employer"),
+        ("I'm between jobs at the moment.", "employer"),
+        ("We had to put Pepper to sleep yesterday.", "pet"),
     ],
 )
 def test_an_ending_without_the_subjects_word_closes_it(message, subject):
@@ -92,6 +94,7 @@ def test_an_ending_without_the_subjects_word_closes_it(message, subject):
         "My contract at Deloitte starts on Monday.",  # a work contract is no phone contract, and not ended
         "I dumped my stuff in the new flat in Leeds.",  # "dumped" of things, not of a partner
         "A piece broke off my bike, still love it.",
+        "We had to put the kids to bed early.",
     ],
 )
 def test_an_ending_word_said_of_something_else_closes_nothing(message):
@@ -153,6 +156,9 @@ def test_a_make_said_in_passing_names_no_vehicle(message):
         ("It opens with 4410.", "code", "4410"),
         ("Mum's care agency had the codes changed: the key safe is 6042 from today.", "code:safe", "6042"),
         ("My phone numbers changed, the mobile is 07700 900123.", "number", "07700 900123"),
+        ("The alarm is 4455 now.", "code:alarm", "4455"),
+        ("Mum's alarm is now 7781.", "code:alarm", "7781"),
+        ("The gate's 2290 these days.", "code:gate", "2290"),
     ],
 )
 def test_plurals_variants_and_what_a_thing_opens_with(message, subject, value):
@@ -176,6 +182,7 @@ def test_opening_with_anything_but_a_number_is_no_code():
         ("Moved in with Dara.", "Dara"),
         ("I've been with Maya for two years.", "Maya"),
         ("Dinner with Grace, we've been together since last summer.", "Grace"),
+        ("My other half Sam is on nights this week.", "Sam"),
     ],
 )
 def test_a_relationship_without_a_cue_word(message, value):
@@ -217,6 +224,13 @@ def test_an_attribute_of_a_thing_is_a_subject_of_its_own(message, subject, value
 def test_forms_that_name_nothing_give_no_junk_value(message):
     found = {s.split(":")[0] for s, _, _ in message_statements(message)}
     assert not found & {"detail", "teacher", "employer"}, message_statements(message)
+
+
+@pytest.mark.parametrize(
+    ("message", "value"), [("I went freelance in March.", "freelance"), ("I'm self-employed now.", "self-employed")]
+)
+def test_work_without_an_employer(message, value):
+    assert said(message)["employer"] == (value, False)
 
 
 def test_device_kinds():
@@ -312,7 +326,8 @@ _FORM_WORDS = (
     "out of job picked up secondhand Leaf Niro Land Rover CR-V iPhone Pixel MacBook new phone laptop traded "
     "codes pins pin numbers combinations opens with 8093 unlocks met someone been seeing started moved with "
     "together each other dog's car's flat's Biscuit's vet landlord colour painted repainted resprayed reg plate "
-    "registration grey green offered position post said yes accepted moved up improvers group Spanish beginners ."
+    "registration grey green offered position post said yes accepted moved up improvers group Spanish beginners "
+    "alarm gate's 4455 other half had to put down sleep went freelance self-employed between jobs ."
 ).split()
 
 

@@ -57,10 +57,13 @@ SUBJECTS: tuple[Subject, ...] = (
         _cue(
             r"passwords?|passcodes?|pins?(?: numbers?| codes?)?|combinations?|combos?|(?:door|access|entry|key) ?codes?"
             r"|codes?|wi-?fi|logins?|(?:opens?|unlocks?) with (?=\S*\d)"
+            # a lock said to be its number: "the alarm is 4455 now", "the gate's 2290 these days"
+            r"|(?:alarm|keypad|padlock|safe|gate|garage|locker)(?:'s|’s| is)(?: now| still)? (?=\d)"
         ),
         qualified=True,
         hints=_w(
             "password* passcode* pin pins combination* combo* code* keycode* wifi wi-fi login* opens open unlock*"
+            " alarm keypad padlock safe gate garage locker"
         ),
     ),
     Subject(
@@ -134,6 +137,9 @@ SUBJECTS: tuple[Subject, ...] = (
             # an ending without the word "job": "I resigned", "got made redundant", "my last day at X"
             r"|resigned|made redundant|laid off|let go from|last day (?:at|with)|walked out of my job|my contract (?:at|with)"
             r"|(?:(?:i|i've|i’ve|i have|i'm|i’m|i am|we)\s+(?:now\s+|just\s+|finally\s+|officially\s+)?|^\W*(?:just\s+|finally\s+)?)retired"
+            # work said without an employer: "went freelance", "I'm self-employed now", "I'm between jobs"
+            r"|went (?:freelance|self-employed)|(?:i'm|i’m|i am) (?:now )?(?:freelance|self-employed|a freelancer)"
+            r"|between jobs|(?:i'm|i’m|i am) (?:now )?(?:unemployed|out of work)"
             # "I work nights as a staff nurse on the cardiac ward at X": the role, where, then the employer
             r"|work(?:s|ing)?(?: (?:nights|days|shifts|weekends|part-time|full-time|part time|full time))? as (?:a|an)"
             r" (?:[\w-]+ ){1,7}?(?:at|for)"
@@ -143,7 +149,7 @@ SUBJECTS: tuple[Subject, ...] = (
         ),
         hints=_w(
             "work working employer job hired start started starting joined notice offer offered at resigned redundant laid"
-            " let last walked contract retired"
+            " let last walked contract retired went freelance self-employed freelancer between unemployed out"
         ),
     ),
     Subject(
@@ -158,6 +164,7 @@ SUBJECTS: tuple[Subject, ...] = (
             r"|(?:we(?:'ve|’ve| have)|i(?:'ve|’ve| have)) been together|been together (?:for|since)|seeing each other"
             # endings: "I'm single again", "she dumped me", "he left me", "we broke off the engagement"
             r"|(?:i'm|i’m|i am) single|single again|dumped me|(?:he|she|they) left me|broke off (?:the|our) engagement"
+            r"|(?:my|our) other half"
             r"|moved in with (?-i:[A-Z])\w*|(?:been|started) seeing (?-i:[A-Z])\w*|(?:i've|i’ve|i have) been with (?-i:[A-Z])\w+ (?:for|since)"
             r"|(?:am|was) i seeing|i(?:'m| am| was) seeing"
             r"|we(?:'re| are) together|(?:and i|and me|we)(?:'re|’re| are) (?:now |finally |officially )?(?:official|an item"
@@ -165,7 +172,7 @@ SUBJECTS: tuple[Subject, ...] = (
         ),
         hints=_w(
             "partner* girlfriend* boyfriend* wife husband fianc* dating seeing going official together engaged married broke split met date"
-            " item couple exclusive dates ended went called broke each moved been single dumped left"
+            " item couple exclusive dates ended went called broke each moved been single dumped left half"
         ),
     ),
     Subject(
@@ -221,8 +228,11 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "pet",
         "the person's pet: their dog, cat or other animal, its name or breed",
-        _cue(r"dog|puppy|cat|kitten|pet|rabbit|hamster|parrot|tortoise|guinea pig|(?:adopted|rescued) (?:a|an|two)"),
-        hints=_w("dog puppy cat kitten pet rabbit hamster parrot tortoise guinea adopted rescued"),
+        _cue(
+            r"dog|puppy|cat|kitten|pet|rabbit|hamster|parrot|tortoise|guinea pig|(?:adopted|rescued) (?:a|an|two)"
+            r"|had to (?:have )?(?:put|let) (?:\w+ ){1,2}?(?:down|to sleep|go)"  # an ending without the animal's word
+        ),
+        hints=_w("dog puppy cat kitten pet rabbit hamster parrot tortoise guinea adopted rescued had"),
     ),
     Subject(
         "vehicle",

@@ -80,6 +80,7 @@ _ROLE_AT = re.compile(
     rf"(?:(?:a|an|the|their|our)\s+)?((?:(?!at\b|for\b|with\b)[\w-]+\s+){{0,3}}?[\w-]+)\s+(?:at|for|with)\s+(?:the\s+)?({_NAME})",
     re.I,
 )
+_FREELANCE = re.compile(r"\b(?:self-employed|a freelancer|freelance)\b", re.I)
 _OFFERED = re.compile(
     rf"\boffered (?:a|an|the) ((?:[\w-]+ ){{0,3}}?[\w-]+) (?:job|post|position|role)\b.*?\b(?:at|with) (?:the )?({_NAME})"
 )
@@ -189,6 +190,8 @@ def _place(s: str, cue: re.Match[str]) -> str | None:
 
 
 def _employer(s: str) -> str | None:
+    if m := _FREELANCE.search(s):  # "went freelance", "I'm self-employed now"
+        return m.group(0).lower().removeprefix("a ").replace("freelancer", "freelance")
     if (m := _OFFERED.search(s)) and (org := _first_name(m.group(2))):
         return _tidy(f"{m.group(1)} at {org}")
     if m := _ROLE_AT.search(s):
