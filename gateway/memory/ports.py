@@ -266,10 +266,13 @@ class FullText(Protocol):
         *,
         generation: str | None,
         total: int,
+        extra: bool = False,
     ) -> list[tuple[int, float]]:
         """The best `n` chunk ids for these words, as (id, rank) with lower ranks better (BM25's sign),
         among `sources` (and of transcripts only `session_key`'s, when given). `total`: the chunks in the
-        index, `generation`: its generation (what an engine may cache word counts by)."""
+        index, `generation`: its generation (what an engine may cache word counts by). `extra`: the words
+        are a query's related words: on a big index only those within pruning.EXTRA_BUDGET are searched
+        (rarest first; none when even the rarest is over it)."""
 
 
 class VectorSearch(Protocol):

@@ -323,3 +323,20 @@ async def test_full_text_adds_what_related_words_find_only_to_a_thin_first_pass(
     full = await mem.paths("Who is my boss?", "fts", k=4)
     assert len(full) == 4 and all(p.startswith("memory/band-") for p in full)
     assert (await mem.paths("Who is my supervisor?", "fts", k=4))[:1] == ["memory/work.md"]  # (thin: 0 hits)
+
+
+async def test_a_big_index_skips_a_related_word_more_common_than_their_budget(storage, mem, monkeypatch):
+    """Issue 46: on a big index the query's related words are searched within their own budget
+    (pruning.EXTRA_BUDGET), and none for being the rarest: "colour" finds no "color" that 40 of 41 chunks
+    hold; the query's own word is searched however common."""
+    from gateway.memory.search import pruning
+
+    monkeypatch.setattr(pruning, "PRUNE_MIN_CHUNKS", 10)
+    for i in range(40):
+        write_note(storage, f"memory/room-{i}.md", f"# Room {i}\n\nThe hallway color is grey in room {i}.\n")
+    write_note(storage, "memory/garden.md", GARDEN)
+    await mem.sync()
+    assert await mem.paths("colour", "fts") == []
+    assert len(await mem.paths("color", "fts")) == 6
+    monkeypatch.setattr(pruning, "EXTRA_BUDGET", 1.0)  # within budget: found by the related word
+    assert len(await mem.paths("colour", "fts")) == 6

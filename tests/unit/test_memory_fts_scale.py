@@ -93,3 +93,29 @@ async def test_vector_reads_do_not_wait_behind_full_text(tmp_path):
     finally:
         await m.close()
     assert m.index.vector_reader is None  # closed with the index
+
+
+def test_related_words_are_chosen_within_their_own_budget_and_none_is_kept_for_being_rarest():
+    assert pruning.extra_within([5, 0, 3], 8) == [0, 1, 2]
+    assert pruning.extra_within([5, 0, 3], 4) == [1, 2]  # rarest first, while the sum stays within it
+    assert pruning.extra_within([50], 4) == []  # the main words' choice keeps the rarest always: not here
+    assert pruning.rarest_within([50], 4) == [0]
+    assert pruning.extra_within_budget([900, 1_000, 2_000], 100_000) == [0]  # EXTRA_BUDGET: 1% of the chunks
+
+
+async def test_a_common_related_word_of_a_big_index_is_not_searched(manager, monkeypatch):
+    """Issue 46: a query's related words are a second full-text search; on a big index a related word in
+    more chunks than their budget allows is skipped, even alone (the query's own words keep their rarest)."""
+    m = manager
+    ws = m.config.workspace_dir
+    for i in range(40):
+        write(ws / "memory" / f"c{i}.md", f"The hallway color is grey, room {i}.\n")
+    await m.sync()
+    s = m.index.searcher.text
+    total = m.index.searcher.total_chunks
+    assert await s.prune_common(["color"], total, extra=True) == []  # 40 of 40 chunks: over 1%
+    assert await s.prune_common(["color"], total) == ["color"]  # (a query's own word is searched)
+    assert paths(await m.search("colour", mode="fts")) == []  # "colour" alone: only its related "color"
+    assert paths(await m.search("color", mode="fts"))  # the query's own word
+    monkeypatch.setattr(pruning, "PRUNE_MIN_CHUNKS", 1_000)  # a small index searches every related word
+    assert len(paths(await m.search("colour", mode="fts", k=6))) == 6

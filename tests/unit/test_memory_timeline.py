@@ -167,23 +167,3 @@ def test_a_few_words_order_equals_newest_first_but_never_move_a_hit_above_a_bett
     assert paths(arrange([tie, NEW], "gate code", VECTORS)) == ["b", "a"]  # equals: the newer first
     out = arrange([OLD, NEW], "gate code", VECTORS)
     assert paths(out) == ["a", "b"] and out[0]["supersededBy"] == NEW["date"]  # marked, not moved
-
-
-_LETTERS = st.sampled_from(list("abcdeilmnorstu _-'.,?!0123456789ÉéßİıçÇ日本語\n"))
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.text(_LETTERS, min_size=1, max_size=12), min_size=1, max_size=6),
-    st.text(_LETTERS, max_size=120),
-)
-def test_one_pattern_finds_a_term_where_the_needles_one_by_one_do(words, text):
-    """The pattern of all the needles answers as snippets' `_find` asked needle by needle: a light stem
-    at a word's start, a CJK term anywhere (issue 46: one scan instead of one a needle)."""
-    from gateway.memory.search.snippets import SnippetContext, _term_needles
-    from gateway.memory.search.timeline import _any_term, _has_term
-
-    ctx = SnippetContext(words, {}, _term_needles(words))
-    assert _has_term(text, ctx, _any_term(ctx)) == _has_term(text, ctx)
-    for needle in {n for _t, n, _w in ctx.needles if n == n.lower()}:  # (query terms are lowercase)
-        assert _has_term(f"x {needle} y", ctx, _any_term(ctx))

@@ -129,10 +129,11 @@ class Searcher:
         return v
 
     async def fts(
-        self, terms: Sequence[str], n: int, sources: tuple[str, ...], session_key: str | None
+        self, terms: Sequence[str], n: int, sources: tuple[str, ...], session_key: str | None, extra: bool = False
     ) -> list[tuple[int, float]]:
+        """`extra`: the query's related words (a big index searches them within their own budget)."""
         return await self.text.search(
-            terms, n, sources, session_key, generation=self.generation, total=self.total_chunks
+            terms, n, sources, session_key, generation=self.generation, total=self.total_chunks, extra=extra
         )
 
     async def search(
@@ -157,7 +158,7 @@ class Searcher:
         if mode == "hybrid":  # full text on the SQLite thread while numpy does the vectors
             fts_task = asyncio.create_task(self.fts(terms, n, sources, session_key))
             if related := related_terms(terms):  # and what its related words find, queued behind it
-                related_task = asyncio.create_task(self.fts(related, n, sources, session_key))
+                related_task = asyncio.create_task(self.fts(related, n, sources, session_key, extra=True))
         if mode in ("hybrid", "vector"):
             vec_ok = False
             if self.vectors is None:
@@ -203,7 +204,7 @@ class Searcher:
         if related_task is not None:
             related_hits = await related_task
         elif related and (used == "hybrid" or len(fts_hits) < n):
-            related_hits = await self.fts(related, n, sources, session_key)
+            related_hits = await self.fts(related, n, sources, session_key, extra=True)
         else:
             related_hits = []
         if used == "hybrid":

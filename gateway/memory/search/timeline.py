@@ -136,21 +136,9 @@ def _context(query: str) -> SnippetContext:
     return SnippetContext(terms, {}, _term_needles(terms + [w for w in related_terms(terms) if w not in terms]))
 
 
-def _any_term(ctx: SnippetContext) -> re.Pattern[str] | None:
-    """One pattern for "holds any of the terms" (`bool(matched_terms(text, ctx))`): each needle as
-    snippets._find looks for it — a light stem at a word's start (not after a letter, digit or "_": what
-    `\\w` is), a CJK term anywhere — in one scan of the lowercased text instead of one `find` a needle
-    (issue 46: the terms and their related words, for every long sentence of every hit). None: no needle."""
-    alts = [("(?<!\\w)" if word_start else "") + re.escape(needle) for _t, needle, word_start in ctx.needles]
-    return re.compile("|".join(alts)) if alts else None
-
-
-def _has_term(text: str, ctx: SnippetContext, any_term: re.Pattern[str] | None = None) -> bool:
-    """Whether `text` holds any of the terms (`bool(matched_terms(text, ctx))`, stopping at the first);
-    `any_term`: `_any_term(ctx)`, made once for many texts."""
+def _has_term(text: str, ctx: SnippetContext) -> bool:
+    """Whether `text` holds any of the terms (`bool(matched_terms(text, ctx))`, stopping at the first)."""
     low = text.lower()
-    if any_term is not None:
-        return any_term.search(low) is not None
     return any(_find(low, needle, word_start) >= 0 for _term, needle, word_start in ctx.needles)
 
 
@@ -158,7 +146,6 @@ def _hits(results: Sequence[dict[str, Any]], ctx: SnippetContext) -> list[_Hit]:
     """What folding repeats needs of each hit (its text and long sentences); `_describe` adds the rest to
     the few hits that can overtake or be overtaken."""
     out = []
-    any_term = _any_term(ctx)
     for r in results:
         snip = r.get("snippet") or ""
         sents = sentences(snip)
@@ -168,7 +155,7 @@ def _hits(results: Sequence[dict[str, Any]], ctx: SnippetContext) -> list[_Hit]:
                 float(r.get("score") or 0.0),
                 str(r.get("date") or ""),
                 _norm(snip),
-                [_norm(s) for s in sents if len(s) >= DUPLICATE_SENTENCE_CHARS and _has_term(s, ctx, any_term)],
+                [_norm(s) for s in sents if len(s) >= DUPLICATE_SENTENCE_CHARS and _has_term(s, ctx)],
                 None,
                 bool(sents) and all(s.endswith("?") for s in sents),
                 None,

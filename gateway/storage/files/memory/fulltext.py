@@ -92,22 +92,26 @@ class Fts5Search:
             self._counts.update(fresh)
 
     @staticmethod
-    def _chosen(terms: Sequence[str], have: dict[str, tuple[int, int]], total: int) -> list[str]:
+    def _chosen(terms: Sequence[str], have: dict[str, tuple[int, int]], total: int, extra: bool = False) -> list[str]:
         counts = [have[t] for t in terms]
         if not any(n for n, _ in counts):
             return list(terms)  # no word the tokenizer keeps: nothing to choose between
-        return [terms[i] for i in pruning.rarest_within_budget([c for _, c in counts], total)]
+        choose = pruning.extra_within_budget if extra else pruning.rarest_within_budget
+        return [terms[i] for i in choose([c for _, c in counts], total)]
 
-    def _prunes(self, terms: Sequence[str], total: int) -> bool:
-        return self.tokenizer != "trigram" and pruning.prunes(len(terms), total)
+    def _prunes(self, terms: Sequence[str], total: int, extra: bool = False) -> bool:
+        return self.tokenizer != "trigram" and pruning.prunes(len(terms), total, extra)
 
-    async def prune_common(self, terms: Sequence[str], total: int, generation: str | None = None) -> list[str]:
-        """On a big index, the rarest words within the postings budget (pruning.py).
+    async def prune_common(
+        self, terms: Sequence[str], total: int, generation: str | None = None, extra: bool = False
+    ) -> list[str]:
+        """On a big index, the rarest words within the postings budget (pruning.py; `extra`: a query's
+        related words, within theirs, none guaranteed): the words `search` matches.
 
         Counting a word's documents walks its whole postings list (fts5vocab), so the common words cost
         the most to count: with the index's `generation`, the counts are kept until it changes (at 354k
         chunks a search's words took ~2–3 ms to count, most of it for the words then skipped)."""
-        if not self._prunes(terms, total):
+        if not self._prunes(terms, total, extra):
             return list(terms)
         have = self._cached_counts(terms, generation)
         todo = [t for t in terms if t not in have]
@@ -115,7 +119,7 @@ class Fts5Search:
             async with self._scratch.lock:
                 fresh = await self.db.call(lambda conn: self._counted(conn, todo, have))
             self._keep(fresh, generation)
-        return self._chosen(terms, have, total)
+        return self._chosen(terms, have, total, extra)
 
     async def search(
         self,
@@ -126,6 +130,7 @@ class Fts5Search:
         *,
         generation: str | None,
         total: int,
+        extra: bool = False,
     ) -> list[tuple[int, float]]:
         where, params = ["chunks_fts MATCH ?"], []
         if len(sources) == 1:
@@ -144,7 +149,7 @@ class Fts5Search:
 
         def match(conn: Any, chosen: Sequence[str]) -> tuple[list[str], list[tuple[int, float]] | None]:
             """The chosen words and what they match (None: no word to search)."""
-            expr = fts_query(chosen, self.tokenizer)
+            expr = fts_query(chosen, self.tokenizer) if chosen else None
             if expr is None:
                 return list(chosen), None
             rows = conn.execute(sql, (float(self.context_weight), expr, *params, int(n))).fetchall()
@@ -153,19 +158,22 @@ class Fts5Search:
         # One trip to the SQLite thread: the words' counts (those not kept yet), the choice and the MATCH
         # (issue 46: they were three trips, five with the cursors' closing).
         found: list[tuple[int, float]] | None
-        if not self._prunes(terms, total):
+        if not self._prunes(terms, total, extra):
             terms, found = await self.db.call(lambda conn: match(conn, terms))
         else:
             have = self._cached_counts(terms, generation)
             todo = [t for t in terms if t not in have]
             if not todo:
-                terms, found = await self.db.call(lambda conn: match(conn, self._chosen(terms, have, total)))
+                chosen = self._chosen(terms, have, total, extra)
+                if not chosen:  # (the related words, each over their budget: no trip at all)
+                    return []
+                terms, found = await self.db.call(lambda conn: match(conn, chosen))
             else:
                 fresh: dict[str, tuple[int, int]] = {}
 
                 def counted_match(conn: Any) -> tuple[list[str], list[tuple[int, float]] | None]:
                     fresh.update(self._counted(conn, todo, have))
-                    return match(conn, self._chosen(terms, have, total))
+                    return match(conn, self._chosen(terms, have, total, extra))
 
                 async with self._scratch.lock:
                     terms, found = await self.db.call(counted_match)

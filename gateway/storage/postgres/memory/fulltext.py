@@ -61,6 +61,7 @@ class PgFullText:
         *,
         generation: str | None,
         total: int,
+        extra: bool = False,
     ) -> list[tuple[int, float]]:
         """(id, -score) best first, negated so that fusion reads it as it reads BM25 (lower is better).
         The score is BM25-like: Σ over the query's words of idf(word) × ts_rank_cd(word), the rank with
@@ -76,7 +77,12 @@ class PgFullText:
         # (pruning.py); a common word skipped there still counts in the score of the chunks ranked (their
         # rows are read anyway), so a chunk holding it beside a rare word ranks above one holding only that.
         match = lexemes
-        if big and len(lexemes) >= 2:
+        if big and extra:  # a query's related words: within their own budget, none guaranteed (pruning.py)
+            rows = min(ROW_BUDGET, pruning.POSTINGS_BUDGET * total) * pruning.EXTRA_BUDGET / pruning.POSTINGS_BUDGET
+            match = [lexemes[i] for i in pruning.extra_within(counts, rows)]
+            if not match:
+                return []
+        elif big and len(lexemes) >= 2:
             match = [
                 lexemes[i] for i in pruning.rarest_within(counts, min(ROW_BUDGET, pruning.POSTINGS_BUDGET * total))
             ]
