@@ -71,6 +71,8 @@ SCENARIOS = [
     ROOT / "scripts" / "data" / "livedin-tomas.json",
     ROOT / "scripts" / "data" / "livedin-aoife.json",
     ROOT / "scripts" / "data" / "livedin-kofi.json",
+    ROOT / "scripts" / "data" / "livedin-halima.json",
+    ROOT / "scripts" / "data" / "livedin-ines.json",
     ROOT.parent / "shared" / "bench" / "livedin" / "priya.json",
 ]
 KINDS = ("current", "history", "stable")

@@ -23,7 +23,7 @@ from ..errors import Invalid
 from .embeddings import EmbeddingProvider
 from .index.sources import SOURCES, read_lines, resolve_readable, session_path
 from .ledger.cache import FactsCache
-from .ledger.placement import lead, outdated, prefer_statements, statement_hit
+from .ledger.placement import lead, newer_first, newer_hit, prefer_statements, statement_hit
 from .ledger.relevant import RELEVANT_FACTS, relevant
 from .ledger.profile import HISTORY_LIMIT, PROFILE_LIMIT, subject_family
 from .ledger.profile import page as ledger_page
@@ -250,8 +250,9 @@ class MemoryAnswers:
         if q.asked == "present" and period.sayings:
             try:
                 vectors = await self.index.stored_vectors(results) if results else None
-                if outdated(results, vectors, await recall.vector(period.statement.text), fact, period):
-                    return results
+                newer = newer_hit(results, vectors, await recall.vector(period.statement.text), fact, period)
+                if newer is not None:  # a change the ledger did not see: that statement first
+                    return newer_first(results, newer, fact)[:k]
             except Exception:
                 log.warning("memory_ledger_recall_failed", exc_info=True)
                 return results

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from gateway.memory.index.chunking import make_chunk
 from gateway.memory.ledger.extract import from_chunks, statements_of
 from gateway.memory.ledger.facts import facts
-from gateway.memory.ledger.placement import lead, outdated, prefer_statements
+from gateway.memory.ledger.placement import lead, newer_first, newer_hit, outdated, prefer_statements
 from gateway.memory.ledger.asking import event_subjects, subjects_of, when_asked
 from gateway.memory.ledger.recall import LedgerRecall, parse_as_of
 from gateway.memory.ports import Statement
@@ -235,6 +235,8 @@ def test_a_question_in_its_own_words_names_its_subject(question, subject):
         ("Who's the landlord of my flat?", ["landlord"]),
         ("Who teaches my daughter?", ["teacher"]),
         ("What's my dog called?", ["pet"]),
+        ("Which vet does my dog go to now?", ["vet"]),
+        ("What car does my partner drive?", ["vehicle"]),
     ],
 )
 def test_an_attribute_of_a_thing_asks_about_the_attribute(question, subjects):
@@ -438,21 +440,27 @@ def test_what_the_person_is_doing_somewhere_is_no_employer():
 
 
 @pytest.mark.parametrize(
-    ("snippet", "date", "newer"),
+    ("snippet", "date", "newer", "named"),
     [
-        ("User: Traded in the Corolla for a secondhand Nissan Leaf.", "2025-09-01", True),  # a change unseen
-        ("User: I drive a Fiat Panda these days.", "2025-09-01", True),  # the subject's cue
-        ("User: Traded in the Corolla for a secondhand Nissan Leaf.", "2025-03-01", False),  # said before
-        ("User: what car do I have again?\nAssistant: You drive a Corolla.", "2025-09-01", False),  # asked, told
-        ("User: what car do I have again? Thanks, off to the shops.\nAssistant: A Corolla.", "2025-09-01", False),
-        ("User: The insurance on the Corolla is 140 a month.", "2025-09-01", False),  # the current value, unchanged
-        ("User: The old Fiesta is still in my dad's garage.", "2025-09-01", False),  # only an old value named
+        ("User: Traded in the Corolla for a secondhand Nissan Leaf.", "2025-09-01", True, False),  # a change unseen
+        ("User: I drive a Fiat Panda these days.", "2025-09-01", True, True),  # the subject's cue, a new name
+        ("User: Traded in the Corolla for a secondhand Nissan Leaf.", "2025-03-01", False, False),  # said before
+        ("User: what car do I have again?\nAssistant: You drive a Corolla.", "2025-09-01", False, False),  # asked, told
+        (
+            "User: what car do I have again? Thanks, off to the shops.\nAssistant: A Corolla.",
+            "2025-09-01",
+            False,
+            False,
+        ),
+        ("User: The insurance on the Corolla is 140 a month.", "2025-09-01", False, False),  # the current value
+        ("User: The old Fiesta is still in my dad's garage.", "2025-09-01", False, False),  # only an old value named
     ],
 )
-def test_the_ledger_steps_aside_only_for_a_newer_statement_of_the_persons_own(snippet, date, newer):
+def test_the_ledger_steps_aside_only_for_a_newer_statement_of_the_persons_own(snippet, date, newer, named):
     """outdated(): a hit said after the current statement, about its subject (vectors alike), in the
     person's own words, not a question, with a word of change or of the subject — not a repeat of the
-    current value nor a mention of an old one."""
+    current value nor a mention of an old one. One naming the subject by its cue and a name the fact
+    never had is newer whatever its vector (`named`)."""
     fact = facts([st_("vehicle", "a Ford Fiesta", "2025-01-01"), st_("vehicle", "a Toyota Corolla", "2025-05-01")])[
         "vehicle"
     ]
@@ -460,7 +468,13 @@ def test_the_ledger_steps_aside_only_for_a_newer_statement_of_the_persons_own(sn
     same = np.ones(4, dtype=np.float32)
     hits = [{"path": "sessions/x.jsonl", "startLine": 2, "endLine": 3, "score": 0.8, "snippet": snippet, "date": date}]
     assert outdated(hits, {0: same}, same / np.linalg.norm(same), fact, period) is newer
-    assert outdated(hits, {0: -same}, same / np.linalg.norm(same), fact, period) is False  # another subject
+    assert outdated(hits, {0: -same}, same / np.linalg.norm(same), fact, period) is named  # vectors apart
+    if newer:  # the newer hit leads, what shows the ledger's statements after it, marked
+        ledger_hit = {"path": "sessions/y.jsonl", "startLine": 2, "endLine": 2, "score": 0.9, "date": "2025-05-01"}
+        both = [dict(ledger_hit, snippet="User: a Toyota Corolla"), hits[0]]
+        i = newer_hit(both, {0: same, 1: same}, same / np.linalg.norm(same), fact, period)
+        out = newer_first(both, i, fact)  # type: ignore[arg-type]
+        assert out[0]["snippet"] == snippet and out[1]["supersededBy"] == date and out[0]["score"] >= out[1]["score"]
 
 
 async def test_statement_vectors_dropped_past_the_cap_mid_pick_never_fail_the_pick(monkeypatch):

@@ -167,3 +167,30 @@ def test_a_few_words_order_equals_newest_first_but_never_move_a_hit_above_a_bett
     assert paths(arrange([tie, NEW], "gate code", VECTORS)) == ["b", "a"]  # equals: the newer first
     out = arrange([OLD, NEW], "gate code", VECTORS)
     assert paths(out) == ["a", "b"] and out[0]["supersededBy"] == NEW["date"]  # marked, not moved
+
+
+def test_a_newer_statement_that_what_the_question_names_changed_leads_however_far_its_vector():
+    old = {
+        "path": "sessions/a.jsonl",
+        "startLine": 2,
+        "endLine": 5,
+        "score": 1.0,
+        "date": "2025-04-19T10:00:00.000Z",
+        "snippet": "User: Spring project: the canoe, named Loon, painted cream with a little loon on the bow.",
+    }
+    new = {
+        "path": "sessions/b.jsonl",
+        "startLine": 2,
+        "endLine": 3,
+        "score": 0.77,
+        "date": "2025-09-06T10:00:00.000Z",
+        "snippet": "User: Repainted Loon this weekend! She's forest green now.",
+    }
+    apart = {0: np.array([1.0, 0.0]), 1: np.array([0.0, 1.0])}  # stored vectors far apart
+    out = arrange([old, new], "What colour is Loon painted now?", apart)
+    assert out[0]["path"] == "sessions/b.jsonl" and out[1]["supersededBy"] == new["date"]
+    # Without a word of change, or asked about the past, or naming nothing: as the search ranked them.
+    same = dict(new, snippet="User: Loon looked lovely on the lake today.")
+    assert arrange([old, same], "What colour is Loon painted now?", apart)[0]["path"] == "sessions/a.jsonl"
+    assert arrange([old, new], "What colour was Loon originally?", apart)[0]["path"] == "sessions/a.jsonl"
+    assert arrange([old, new], "What colour is my canoe now?", apart)[0]["path"] == "sessions/a.jsonl"

@@ -195,18 +195,24 @@ def subjects_of(query: str) -> list[str]:
     """The lexicon's subjects a question asks about, in the lexicon's order: those it asks about in a
     question's own words (ASKED_AS: "Who teaches my daughter?" asks for the teacher, not the child),
     else those it names by a cue word — less the ones named only as whose or what the asked thing is
-    ("my dog's vet", "the landlord of my flat": the vet, the landlord)."""
+    ("my dog's vet", "the landlord of my flat": the vet, the landlord), and of several, the one its
+    question word asks for ("Which vet does my dog go to?": the vet)."""
     asked = [name for name, how in ASKED_AS.items() if how.search(query)]
     if asked:
         return [s.name for s in SUBJECTS if s.name in asked]
     named = [s for s in SUBJECTS if s.cues.search(query)]
-    heads = [s for s in named if not all(_owner(query, m) for m in s.cues.finditer(query))]
-    return [s.name for s in (heads or named)]
+    heads = [s for s in named if not all(_owner(query, m) for m in s.cues.finditer(query))] or named
+    # "Which vet does my dog go to?", "What car do I drive?": the thing the question word asks for.
+    asked_for = [s for s in heads if any(_WHICH.search(query[: m.start()]) for m in s.cues.finditer(query))]
+    return [s.name for s in (asked_for if len(asked_for) == 1 else heads)]
 
 
 # "my dog's vet", "the vet for the cat", "the landlord of my flat": the cue names whose the thing asked is.
 _OWNER_AFTER = re.compile(r"^(?:'s|’s|s'|s’)\b", re.I)
 _OWNER_BEFORE = re.compile(r"\b(?:for|of|with|at|from) (?:the|my|our|his|her|their) (?:\w+ )?$", re.I)
+
+
+_WHICH = re.compile(r"^\W*(?:which|what|whose)(?:'s| is)? (?:(?:my|the|our) )?(?:\w+ )?$", re.I)
 
 
 def _owner(query: str, m: re.Match[str]) -> bool:

@@ -7,7 +7,8 @@
   restatement of it is no newer value), nor is the chosen statement for the present. For an earlier
   time the chosen statement is marked superseded when its value stopped holding.
 - `outdated`: the hits hold something newer about the subject than the ledger knows (a change the
-  extractor did not see): the ledger steps aside. A hit naming only an old value is not newer.
+  extractor did not see): the ledger steps aside. A hit naming only an old value is not newer; one where
+  the person names the subject and a name or number the fact never had is, whatever its vector.
 - `prefer_statements`: among tied hits, the one where the person states something of whom the
   question names beats those that only mention them (asked, or told by the assistant).
 """
@@ -26,6 +27,7 @@ from .lexicon import BY_NAME
 from .asking import _ASKS, _STOP, Question
 
 LEAD_SCORE = 1.0
+NAMED_AFTER_CUE = 40  # characters after a subject's cue word where a new value's name counts
 
 
 def _norm(text: str) -> str:
@@ -46,18 +48,52 @@ def outdated(
 ) -> bool:
     """Whether the hits hold something newer about the same subject than the ledger's current value —
     a change the extractor did not see ("Traded the Corolla in for a Leaf"): then the ledger does not
-    lead, and the hits stay as the search arranged them."""
-    if not vectors or statement is None:
-        return False
+    lead (`newer_first`)."""
+    return newer_hit(results, vectors, statement, fact, period) is not None
+
+
+def newer_first(results: list[dict[str, Any]], i: int, fact: Fact) -> list[dict[str, Any]]:
+    """The results with the hit `i` (newer than all the ledger knows of the fact: `newer_hit`) first, and
+    the hits showing a statement of the fact after every other one, marked superseded by it."""
+    newer = dict(results[i])
+    known = {_norm(s.text)[:120] for p in fact.periods for s in p.sayings}
+    when = str(newer.get("date") or "")
+    fresh, stale = [], []
+    for j, r in enumerate(results):
+        if j == i:
+            continue
+        if any(k and k in _norm(r.get("snippet") or "") for k in known):
+            stale.append(dict(r, supersededBy=max(str(r.get("supersededBy") or ""), when)))
+        else:
+            fresh.append(r)
+    out = [newer, *fresh, *stale]
+    newer.pop("supersededBy", None)
+    ceiling = 1.0
+    for n, r in enumerate(out):
+        ceiling = LEAD_SCORE if n == 0 else min(ceiling, float(r.get("score") or 0.0))
+        out[n] = dict(r, score=round(ceiling, 6))
+    return out
+
+
+def newer_hit(
+    results: Sequence[dict[str, Any]],
+    vectors: dict[int, np.ndarray] | None,
+    statement: np.ndarray | None,
+    fact: Fact,
+    period: Period,
+) -> int | None:
+    """The first hit that says something newer about the fact than its current value (see `outdated`),
+    or None."""
     last = max(s.said for s in period.sayings)
     known = {_norm(s.text)[:120] for p in fact.periods for s in p.sayings}
     was, now = stale_names(fact, period), _names(period)
     current = set().union(*(_named(s.text) for s in period.sayings))
+    ever = set().union(*(_named(s.text) for p in fact.periods for s in p.sayings))
     cues = BY_NAME[fact.subject.split(":", 1)[0]].cues if fact.subject.split(":", 1)[0] in BY_NAME else _NEVER
     for i, r in enumerate(results):
-        v = vectors.get(i)
+        v = vectors.get(i) if vectors else None
         snip = str(r.get("snippet") or "")
-        if v is None or str(r.get("date") or "") <= last or any(k and k in _norm(snip) for k in known):
+        if str(r.get("date") or "") <= last or any(k and k in _norm(snip) for k in known):
             continue
         if was and was.search(snip.lower()) and not now.search(snip.lower()):  # an old value named again
             continue
@@ -71,10 +107,17 @@ def outdated(
         said = " ".join(x for x in own if _CHANGE.search(x) or cues.search(x))
         if not said or (current & _named(said) and not _CHANGE.search(said)):
             continue
+        # A sentence naming the subject, then a name or number the fact never had ("The landlady here is
+        # Dona Filomena", "my new manager is Paulo Reis"; not "a Christmas menu, all vegan"): a new
+        # value, however far the vectors are.
+        if any(_named(x[m.end() : m.end() + NAMED_AFTER_CUE]) - ever for x in own for m in cues.finditer(x)):
+            return i
+        if v is None or statement is None:
+            continue
         n = float(np.linalg.norm(v))
         if n > 0 and float(v @ statement) / n >= SAME_SUBJECT_COSINE:
-            return True
-    return False
+            return i
+    return None
 
 
 # Words that say a value changed (a statement without one that names the current value repeats it).

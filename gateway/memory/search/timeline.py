@@ -15,7 +15,9 @@ one was often said more plainly — so after the search ranks a pool of hits, `a
    colour"), where equally relevant hits are ordered newest first and marked, but none overtakes a
    better one.
 3. **The latest statement wins** for the present: a hit about the same subject as one of the best three
-   but older (their stored vectors close; itself scoring at least half of it; among the first five, so
+   but older (their stored vectors close, or — the question naming someone or something, "Loon" — both
+   naming it and the newer saying in a statement that it changed: "Repainted Loon, she's forest green
+   now"; itself scoring at least half of it; among the first five, so
    that the order of what is shown changes, not what it is) takes that hit's place, just above it, and
    the older is marked `supersededBy` (the newer one's date). For the past the older leads instead,
    and "before X" puts what names X after the rest. Equally relevant hits are ordered the same way.
@@ -252,12 +254,15 @@ def arrange(
         for h in hits[:WINDOW]:
             _describe(h, ctx, vectors.get(rank_of[id(h.result)]) if vectors else None)
     later = later_terms(query) if intent == "past" else frozenset()
+    names = _names_asked(query) if intent == "present" else []
     # Each hit's place: its own score, or just above the best-ranked hit it overtakes.
     place = {id(h): h.score for h in hits}
     newer_of: dict[int, str] = {}
     for i, a in enumerate(hits[:TOP_CONTESTED] if intent != "event" else []):
         for b in hits[i + 1 : WINDOW]:
-            if b.asks or b.score < RELEVANT_ENOUGH * a.score or not _same_subject(a, b, kinds):
+            if b.asks or b.score < RELEVANT_ENOUGH * a.score:
+                continue
+            if not (_same_subject(a, b, kinds) or (names and _renamed_change(a, b, names))):
                 continue
             if intent in ("present", "words"):
                 if _last(a) and _last(b) > _last(a):
@@ -286,6 +291,35 @@ def arrange(
             r["supersededBy"] = newer_of[id(h)]
         out.append(r)
     return out
+
+
+# The proper names a question asks about ("What colour is Loon painted now?"): capitalised words not
+# opening it, not "I".
+_NAME = re.compile(r"(?<!^)(?<![.?!]\s)\b([A-Z][a-z]+)(?:'s|’s)?\b")
+# A sentence saying something changed: "now", "new", "no longer", "switched", a verb of doing again.
+_CHANGED = re.compile(
+    r"\b(?:now|new|newly|no longer|any ?more|instead|switched|swapped|changed|moved|renamed|re[a-z]{3,}ed)\b", re.I
+)
+
+
+def _names_asked(query: str) -> list[str]:
+    return [n.lower() for n in _NAME.findall(query.strip()) if n != "I"]
+
+
+def _renamed_change(a: _Hit, b: _Hit, names: list[str]) -> bool:
+    """A newer hit about what the question names, saying it changed, is about the same thing as an
+    older one naming it, however far apart their stored vectors are ("painted cream, named Loon" and
+    "Repainted Loon: she's forest green now")."""
+    for n in names:
+        pat = re.compile(rf"\b{re.escape(n)}\b")
+        if pat.search(a.text) and any(pat.search(s.lower()) and _CHANGED.search(s) for s in _statements(b)):
+            return True
+    return False
+
+
+def _statements(h: _Hit) -> list[str]:
+    """A hit's sentences that state (not ask)."""
+    return [s for s in sentences(h.result.get("snippet") or "") if not s.endswith("?")]
 
 
 def _epoch(date: object) -> float:
