@@ -442,7 +442,7 @@ def test_what_the_person_is_doing_somewhere_is_no_employer():
 @pytest.mark.parametrize(
     ("snippet", "date", "newer", "named"),
     [
-        ("User: Traded in the Corolla for a secondhand Nissan Leaf.", "2025-09-01", True, False),  # a change unseen
+        ("User: Traded in the Corolla for a secondhand Nissan Leaf.", "2025-09-01", True, True),  # a new make named
         ("User: I drive a Fiat Panda these days.", "2025-09-01", True, True),  # the subject's cue, a new name
         ("User: Traded in the Corolla for a secondhand Nissan Leaf.", "2025-03-01", False, False),  # said before
         ("User: what car do I have again?\nAssistant: You drive a Corolla.", "2025-09-01", False, False),  # asked, told
