@@ -572,3 +572,44 @@ async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway
     finally:
         await conn.close()
         await c.close()
+
+
+async def test_a_full_text_index_a_dead_load_left_missing_is_made_at_open(start_gateway, postgres_url, tmp_path):
+    """A gateway that died during a first bulk load leaves the chunk table without its GIN index (dropped
+    for the load, built after it): the next gateway to open the agent's index makes it again, and full
+    text finds through it."""
+    import asyncpg
+
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    (ws / "MEMORY.md").write_text(NOTES)
+    a, _ = await pair(start_gateway, postgres_url, tmp_path)
+    ca = await a.client()
+    try:
+        await ca.call("memory.sync")
+    finally:
+        await ca.close()
+    await a.stop()
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        await conn.execute("DROP INDEX memory_chunks_fts")  # as the dead gateway's load left it
+        c = await (
+            await start_gateway(
+                "c",
+                **{
+                    "storage.url": postgres_url,
+                    "storage.instanceId": "c",
+                    "memory": True,
+                    "workspace": str(ws),
+                    "memory.embeddings.provider": "local",
+                },
+            )
+        ).client()
+        try:
+            res = await c.call("memory.search", {"query": "cello teacher", "mode": "fts"})
+            assert res["results"] and "cello" in res["results"][0]["snippet"], res
+        finally:
+            await c.close()
+        assert await conn.fetchval("SELECT to_regclass('memory_chunks_fts') IS NOT NULL")
+    finally:
+        await conn.close()
