@@ -237,6 +237,7 @@ def test_a_question_in_its_own_words_names_its_subject(question, subject):
         ("What's my dog called?", ["pet"]),
         ("Which vet does my dog go to now?", ["vet"]),
         ("What car does my partner drive?", ["vehicle"]),
+        ("What is my bicycle lock combination?", ["code", "vehicle"]),  # the head is the last noun: both weigh
     ],
 )
 def test_an_attribute_of_a_thing_asks_about_the_attribute(question, subjects):
