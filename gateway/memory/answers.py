@@ -251,8 +251,8 @@ class MemoryAnswers:
             try:
                 vectors = await self.index.stored_vectors(results) if results else None
                 newer = newer_hit(results, vectors, await recall.vector(period.statement.text), fact, period)
-                if newer is not None:  # a change the ledger did not see: that statement first
-                    return newer_first(results, newer, fact)[:k]
+                if newer is not None:  # a change the ledger did not see: that statement first, if it says it
+                    return newer_first(results, newer[0], fact)[:k] if newer[1] else results
             except Exception:
                 log.warning("memory_ledger_recall_failed", exc_info=True)
                 return results

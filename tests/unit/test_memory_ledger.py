@@ -237,6 +237,7 @@ def test_a_question_in_its_own_words_names_its_subject(question, subject):
         ("What's my dog called?", ["pet"]),
         ("Which vet does my dog go to now?", ["vet"]),
         ("What car does my partner drive?", ["vehicle"]),
+        ("What is my bicycle lock combination?", ["code", "vehicle"]),  # the head is the last noun: both weigh
     ],
 )
 def test_an_attribute_of_a_thing_asks_about_the_attribute(question, subjects):
@@ -472,8 +473,9 @@ def test_the_ledger_steps_aside_only_for_a_newer_statement_of_the_persons_own(sn
     if newer:  # the newer hit leads, what shows the ledger's statements after it, marked
         ledger_hit = {"path": "sessions/y.jsonl", "startLine": 2, "endLine": 2, "score": 0.9, "date": "2025-05-01"}
         both = [dict(ledger_hit, snippet="User: a Toyota Corolla"), hits[0]]
-        i = newer_hit(both, {0: same, 1: same}, same / np.linalg.norm(same), fact, period)
-        out = newer_first(both, i, fact)  # type: ignore[arg-type]
+        found = newer_hit(both, {0: same, 1: same}, same / np.linalg.norm(same), fact, period)
+        assert found is not None and found[1] is named  # named: it may lead; else the ledger only steps aside
+        out = newer_first(both, found[0], fact)
         assert out[0]["snippet"] == snippet and out[1]["supersededBy"] == date and out[0]["score"] >= out[1]["score"]
 
 

@@ -203,7 +203,11 @@ def subjects_of(query: str) -> list[str]:
     named = [s for s in SUBJECTS if s.cues.search(query)]
     heads = [s for s in named if not all(_owner(query, m) for m in s.cues.finditer(query))] or named
     # "Which vet does my dog go to?", "What car do I drive?": the thing the question word asks for.
-    asked_for = [s for s in heads if any(_WHICH.search(query[: m.start()]) for m in s.cues.finditer(query))]
+    asked_for = [
+        s
+        for s in heads
+        if any(_WHICH.search(query[: m.start()]) and _HEAD_END.match(query[m.end() :]) for m in s.cues.finditer(query))
+    ]
     return [s.name for s in (asked_for if len(asked_for) == 1 else heads)]
 
 
@@ -213,6 +217,10 @@ _OWNER_BEFORE = re.compile(r"\b(?:for|of|with|at|from) (?:the|my|our|his|her|the
 
 
 _WHICH = re.compile(r"^\W*(?:which|what|whose)(?:'s| is)? (?:(?:my|the|our) )?(?:\w+ )?$", re.I)
+# ...the noun the question word asks for ends its phrase ("Which vet does…", not "What is my bicycle lock…")
+_HEAD_END = re.compile(
+    r"^\s*(?:[?.!,]|$|(?:do|does|did|is|are|was|were|am|has|have|had|can|could|will|would|should|i|we|my)\b)", re.I
+)
 
 
 def _owner(query: str, m: re.Match[str]) -> bool:

@@ -81,15 +81,18 @@ def newer_hit(
     statement: np.ndarray | None,
     fact: Fact,
     period: Period,
-) -> int | None:
+) -> tuple[int, bool] | None:
     """The first hit that says something newer about the fact than its current value (see `outdated`),
-    or None."""
+    and whether it names the new value after the subject's cue word (a new value said: it may lead;
+    otherwise only its vector says it is about the subject, and the ledger just steps aside); None when
+    none does."""
     last = max(s.said for s in period.sayings)
     known = {_norm(s.text)[:120] for p in fact.periods for s in p.sayings}
     was, now = stale_names(fact, period), _names(period)
     current = set().union(*(_named(s.text) for s in period.sayings))
     ever = set().union(*(_named(s.text) for p in fact.periods for s in p.sayings))
     cues = BY_NAME[fact.subject.split(":", 1)[0]].cues if fact.subject.split(":", 1)[0] in BY_NAME else _NEVER
+    qualified = ":" in fact.subject
     for i, r in enumerate(results):
         v = vectors.get(i) if vectors else None
         snip = str(r.get("snippet") or "")
@@ -110,13 +113,16 @@ def newer_hit(
         # A sentence naming the subject, then a name or number the fact never had ("The landlady here is
         # Dona Filomena", "my new manager is Paulo Reis"; not "a Christmas menu, all vegan"): a new
         # value, however far the vectors are.
-        if any(_named(x[m.end() : m.end() + NAMED_AFTER_CUE]) - ever for x in own for m in cues.finditer(x)):
-            return i
+        # (Not for a qualified subject: "the locker code for box 10 is 1010" is another thing's code.)
+        if not qualified and any(
+            _named(x[m.end() : m.end() + NAMED_AFTER_CUE]) - ever for x in own for m in cues.finditer(x)
+        ):
+            return i, True
         if v is None or statement is None:
             continue
         n = float(np.linalg.norm(v))
         if n > 0 and float(v @ statement) / n >= SAME_SUBJECT_COSINE:
-            return i
+            return i, False
     return None
 
 
