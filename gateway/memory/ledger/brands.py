@@ -66,7 +66,7 @@ def _alternation(names: list[str] | tuple[str, ...]) -> str:
 # A make or model written as it is named (case-sensitive inside the lexicon's case-blind cues).
 VEHICLE_NAMES = rf"(?-i:(?:{_alternation(VEHICLE_MAKES + VEHICLE_MODELS)}))"
 NETWORK_NAMES = rf"(?-i:(?:{_alternation(PHONE_NETWORKS)}))"
-DEVICE_NAMES = rf"(?-i:(?:{_alternation(list(DEVICES))}))\w*"
+DEVICE_NAMES = rf"(?-i:(?:{_alternation(list(DEVICES))}))s?"  # "an iPhone 15", "two iPads"
 
 
 def hint_words(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:

@@ -84,7 +84,7 @@ _ENDING = re.compile(
     r"|(?:called|broke) it off|handed in my notice|resigned|made redundant|laid off|let go from|last day (?:at|with)"
     r"|walked out (?:of my job|on)|scrapped (?:the|my|our)|written off|wrote off|rehomed|(?:i'm|i’m|i am) single"
     r"|single again|dumped (?:me|him|her|them)|left me|broke off (?:the|our) engagement|contract (?:at|with) .* ended"
-    r"|had to (?:have )?(?:put|let) (?:\w+ ){1,2}?(?:down|to sleep|go)|between jobs|(?:i'm|i’m|i am) (?:now )?(?:unemployed|out of work))\b",
+    r"|had to (?:have )?put (?:\w+ ){1,2}?(?:down|to sleep)|between jobs|(?:i'm|i’m|i am) (?:now )?(?:unemployed|out of work))\b",
     re.I,
 )
 _START = re.compile(
@@ -179,7 +179,7 @@ _OTHERS_WORDS = frozenset("he she they his her their him them".split())
 _ENDING_WORDS = frozenset(
     "broke split separated divorced quit left no not stopped cancelled canceled gave moved sold passed died retired "
     "ended went called broke handed resigned made laid let last walked scrapped written wrote rehomed single dumped "
-    "contract had between unemployed out".split()
+    "contract put jobs unemployed work".split()
 )
 _PROJECT_CUE = BY_NAME["project"].cues
 _WEEKDAY = re.compile(r"(?:mon|tues|wednes|thurs|fri|satur|sun)day", re.I)
@@ -342,9 +342,9 @@ _MAY_STATE = frozenset(
     # a thing the person keeps, said with "the" (_KEPT): "The dog's vet is …", "Biscuit's vet is …"
     + [f"{w}'s" for w in _KEPT_NOUNS]
     + "vet vets groomer pins codes combinations combos logins opens unlocks seeing".split()
-    # a lock said to be its number ("the alarm is 4455 now", "Mum's gate's 2290")
-    + [w + t for w in "alarm keypad padlock safe gate garage locker".split() for t in ("", "'s")]
 )
+# A lock said to be its number ("the alarm is 4455 now", "Mum's gate's 2290"): one of these with a digit.
+_LOCKS = frozenset(w + t for w in "alarm keypad padlock gate locker".split() for t in ("", "'s"))
 _PUNCT_CHARS = '.,;:!?()[]{}"“”‘*#/\\<>=+&|~^`@$%'
 _PUNCT = str.maketrans({c: " " for c in _PUNCT_CHARS})
 # The same for ASCII text, as bytes (bytes.translate is a table lookup, ~3x str.translate with a dict): the
@@ -352,15 +352,21 @@ _PUNCT = str.maketrans({c: " " for c in _PUNCT_CHARS})
 _ASCII_SPLIT = "".join(c for c in _PUNCT_CHARS if c.isascii()).encode() + b"\x1c\x1d\x1e\x1f"
 _PUNCT_BYTES = bytes.maketrans(_ASCII_SPLIT, b" " * len(_ASCII_SPLIT))
 _MAY_STATE_BYTES = frozenset(w.encode() for w in _MAY_STATE)
+_LOCKS_BYTES = frozenset(w.encode() for w in _LOCKS)
 
 
 def _may_state(text: str) -> bool:
-    """The fast way past what states nothing about the person (most text): none of `_MAY_STATE`'s words.
-    (ASCII text, most of it, is split as bytes: the same words, at under half the cost, issue 46.)"""
+    """The fast way past what states nothing about the person (most text): none of `_MAY_STATE`'s words,
+    nor a lock's word with a digit. (ASCII text, most of it, is split as bytes: the same words, at under
+    half the cost, issue 46.)"""
     low = text.lower()
     if low.isascii():
-        return not _MAY_STATE_BYTES.isdisjoint(low.encode().translate(_PUNCT_BYTES).split())
-    return not _MAY_STATE.isdisjoint(low.replace("’", "'").translate(_PUNCT).split())
+        raw = low.encode().translate(_PUNCT_BYTES).split()
+        return not _MAY_STATE_BYTES.isdisjoint(raw) or (
+            not _LOCKS_BYTES.isdisjoint(raw) and _DIGIT.search(text) is not None
+        )
+    words = low.replace("’", "'").translate(_PUNCT).split()
+    return not _MAY_STATE.isdisjoint(words) or (not _LOCKS.isdisjoint(words) and _DIGIT.search(text) is not None)
 
 
 def message_statements(words: str, known: list[Subject] | None = None) -> list[tuple[str, str, bool]]:

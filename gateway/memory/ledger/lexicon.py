@@ -56,14 +56,14 @@ SUBJECTS: tuple[Subject, ...] = (
         "a password, passcode, PIN, lock combination, door code or wifi login: how to get in or get online",
         _cue(
             r"passwords?|passcodes?|pins?(?: numbers?| codes?)?|combinations?|combos?|(?:door|access|entry|key) ?codes?"
-            r"|codes?|wi-?fi|logins?|(?:opens?|unlocks?) with (?=\S*\d)"
+            r"|codes?|wi-?fi|logins?|(?:opens|unlocks) with (?=\S*\d)"
             # a lock said to be its number: "the alarm is 4455 now", "the gate's 2290 these days"
-            r"|(?:alarm|keypad|padlock|safe|gate|garage|locker)(?:'s|’s| is)(?: now| still)? (?=\d)"
+            r"|(?:alarm|keypad|padlock|gate|locker)(?:'s|’s| is)(?: now| still)? (?=\d)"
         ),
         qualified=True,
         hints=_w(
-            "password* passcode* pin pins combination* combo* code* keycode* wifi wi-fi login* opens open unlock*"
-            " alarm keypad padlock safe gate garage locker"
+            "password* passcode* pin pins combination* combo* code* keycode* wifi wi-fi login* opens unlocks"
+            " alarm keypad padlock gate locker"
         ),
     ),
     Subject(
@@ -149,7 +149,7 @@ SUBJECTS: tuple[Subject, ...] = (
         ),
         hints=_w(
             "work working employer job hired start started starting joined notice offer offered at resigned redundant laid"
-            " let last walked contract retired went freelance self-employed freelancer between unemployed out"
+            " let last walked contract retired freelance self-employed freelancer jobs unemployed"
         ),
     ),
     Subject(
@@ -230,9 +230,9 @@ SUBJECTS: tuple[Subject, ...] = (
         "the person's pet: their dog, cat or other animal, its name or breed",
         _cue(
             r"dog|puppy|cat|kitten|pet|rabbit|hamster|parrot|tortoise|guinea pig|(?:adopted|rescued) (?:a|an|two)"
-            r"|had to (?:have )?(?:put|let) (?:\w+ ){1,2}?(?:down|to sleep|go)"  # an ending without the animal's word
+            r"|had to (?:have )?put (?:\w+ ){1,2}?(?:down|to sleep)"  # an ending without the animal's word
         ),
-        hints=_w("dog puppy cat kitten pet rabbit hamster parrot tortoise guinea adopted rescued had"),
+        hints=_w("dog puppy cat kitten pet rabbit hamster parrot tortoise guinea adopted rescued put"),
     ),
     Subject(
         "vehicle",
@@ -250,14 +250,14 @@ SUBJECTS: tuple[Subject, ...] = (
         # "(which|what) phone": a question's words (a question states nothing, so only asking names it so)
         _cue(rf"(?:new|my|our|which|what) (?:{'|'.join(DEVICE_NOUNS)})|{DEVICE_NAMES}"),
         qualified=True,  # by what kind of device it is (brands.device_kind): the phone and the laptop are two
-        hints=DEVICE_NOUNS + tuple(f"{w}*" for w in hint_words(list(DEVICES))),
+        hints=DEVICE_NOUNS + hint_words(list(DEVICES)) + tuple(f"{w}s" for w in hint_words(list(DEVICES))),
     ),
     Subject(
         "detail",
         "a detail of something the person has: the colour or registration of their car, bike, boat or door",
         _cue(r"colou?r|(?:re)?painted|resprayed|registration|reg plate|number plate|licen[cs]e plate"),
         qualified=True,  # by the thing and the attribute (which.py): "detail:car colour"
-        hints=_w("colour color colours colors painted repainted resprayed registration reg number license licence"),
+        hints=_w("colour color colours colors painted repainted resprayed registration plate"),
     ),
     Subject(
         "child",
