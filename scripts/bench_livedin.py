@@ -7,9 +7,10 @@ Each scenario (`{"person", "sessions": [{"date", "turns": [{"role", "content"}]}
 session becomes the transcript `sessions/livedin-<n>.jsonl`: the header on line 1, turn t on line t + 2,
 timestamps the session's date plus 45 s a turn. After `memory.sync`:
 
-1. search pass: `memory.search {query, k: 5, asOf}` per question, `asOf` the day after the last session:
-   the questions are asked then, so that "last spring" or "two months ago" means the same whenever the
-   bench runs (`--asked-now`: no `asOf`, relative dates resolve against today). Scored by what a reader
+1. search pass: `memory.search {query, k: 5}` per question, as the shared procedure says (default settings,
+   asked now: relative dates such as "last spring" resolve against today); `--pinned` asks as of the day
+   after the last session (`asOf`) instead, so that they mean the same whenever the bench runs — a
+   figure of its own, never the procedure's. Scored by what a reader
    sees — a gold turn is *visible* in a snippet when its first 50 characters (lowercased, whitespace
    collapsed) occur in it;
 2. chat pass: each question by `chat.send` in a new session (the offline responder), scoring the
@@ -381,7 +382,7 @@ def asked_on(scenario: dict) -> str:
 
 
 async def run_scenario(
-    path: Path, chat: bool, verbose: bool, show: list[str], root: Path = ROOT, pinned: bool = True
+    path: Path, chat: bool, verbose: bool, show: list[str], root: Path = ROOT, pinned: bool = False
 ) -> dict:
     """One scenario on the gateway of the tree at `root`: the search pass, the chat pass, --show.
     `pinned`: the search pass asks as of the day after the last session (`asOf`), else now."""
@@ -522,9 +523,9 @@ def main() -> int:
         "--against", action="append", default=[], metavar="REV", help="also run REV's gateway, side by side"
     )
     ap.add_argument(
-        "--asked-now",
+        "--pinned",
         action="store_true",
-        help="search as of now, not as of the day after the last session (relative dates then resolve against now)",
+        help="search as of the day after the last session (asOf), not now as the shared procedure does",
     )
     ap.add_argument("-v", "--verbose", action="store_true", help="print the results of every miss")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "livedin.json", help="where the JSON goes")
@@ -539,9 +540,7 @@ def main() -> int:
         for n, path in enumerate(scenarios):
             by_side: dict[str, dict] = {}
             for label, root in sides if n % 2 == 0 else sides[::-1]:
-                report = asyncio.run(
-                    run_scenario(path, not args.no_chat, args.verbose, args.show, root, not args.asked_now)
-                )
+                report = asyncio.run(run_scenario(path, not args.no_chat, args.verbose, args.show, root, args.pinned))
                 report["side"] = label
                 print_table(report, label if len(sides) > 1 else "")
                 by_side[label] = report
