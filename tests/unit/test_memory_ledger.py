@@ -277,6 +277,24 @@ def test_ties_go_to_the_hit_that_states_something_of_the_person_named():
     assert prefer_statements("How old is Biscuit?", both) == both
 
 
+async def test_a_home_that_is_another_subjects_place_does_not_answer_where_the_person_lives():
+    """A home statement whose value a service's cue names ("Booked the cat in at Hillside Vets, round the
+    corner from the new flat": the vet, no home) does not lead a present question about the home: the
+    home said before it does. A home of its own kind still leads; with nothing else, that one stands."""
+    recall = LedgerRecall(None)
+    ss = [
+        st_("home", "Gorgie", "2025-01-01"),
+        st_("home", "Leith", "2025-06-01"),
+        st_("home", "Hillside Vets", "2025-06-09"),
+    ]
+    _, period, _ = await recall.pick("Where do I live now?", facts(ss), NOW)  # type: ignore[misc]
+    assert period.value == "Leith"
+    _, period, _ = await recall.pick("Where do I live now?", facts([*ss, st_("home", "Portobello", "2025-09-01")]), NOW)  # type: ignore[misc]
+    assert period.value == "Portobello"
+    _, period, _ = await recall.pick("Where do I live now?", facts(ss[2:]), NOW)  # type: ignore[misc]
+    assert period.value == "Hillside Vets"
+
+
 async def test_the_pick_follows_the_question_and_lead_puts_it_first_and_marks_the_superseded():
     recall = LedgerRecall(None)  # words only
     ss = [
