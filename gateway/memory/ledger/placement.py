@@ -332,8 +332,9 @@ def _same_thing(snippet: str, stated: set[str]) -> bool:
 
 def prefer_statements(query: str, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Among (nearly) equally scored hits, those where the person states something of whom the question
-    names come before those where the person states nothing (asks, or is told), the order otherwise kept; one that had been marked superseded by a hit that only
-    mentions the name is not superseded by it. No name in the question: the results as they are. (Run
+    names come before those that only mention them (asks, is told, or states something else naming none
+    of their names and numbers), the order otherwise kept; one that had been marked superseded by a hit
+    that only mentions the name is not superseded by it. No name in the question: the results as they are. (Run
     before the ledger's step, which has the last word on what is current.)"""
     names = _names_asked(query)
     if not names or len(results) < 2:
