@@ -92,7 +92,7 @@ SUBJECTS: tuple[Subject, ...] = (
         "where the person lives: their home, flat, apartment, house, town or city, address",
         _cue(
             r"(?:i|we)(?:'ve| have|'re| are| now| still)* (?:\w+ )?(?:live|living|moved|relocated)|moving in|move in"
-            r"|new (?:flat|house|apartment|place|home)|(?:my|our|the) (?:new )?address|resident|got the keys|settled in|moving day"
+            r"|(?<!from the )(?<!near the )(?<!to the )new (?:flat|house|apartment|place|home)|(?:my|our|the) (?:new )?address|resident|got the keys|settled in|moving day"
             r"|(?:i'm|i’m|i am|we're|we’re|we are) (?:now )?(?:based|living|settled) in"
             # a home said through a thing in it: "my bed is now in a tenement in X", "all our stuff is in X now"
             r"|(?:my|our) (?:bed|stuff|things|boxes|furniture|sofa|plants) (?:is|are|'s|’s|finally|now|all)"
@@ -103,6 +103,10 @@ SUBJECTS: tuple[Subject, ...] = (
             r"(?:flat|house|apartment|room|studio|place|bungalow|cottage|terrace|condo|bedsit|tenement|loft|maisonette)\b"
             r"(?=.*\b(?:in|at|near|off) (?-i:[A-Z]))"
             r"|^\W*(?:(?:just|finally|officially|so|and)\s+)*(?:moved|relocated) (?:to|into|over to)\b"
+            # "Home is Brighton now", "home's a flat in Leith": home said as the subject of its sentence
+            r"|^\W*(?:(?:so|and|now)\s+)?home(?:'s|’s| is)\b"
+            # a move said as the old home left behind: "left the flat in Leith behind for a house in Hove"
+            r"|left (?:the|my|our) (?:[\w-]+ ){0,3}?(?:flat|house|apartment|room|studio|place|home)\b.*?\bbehind for\b"
         ),
         hints=_w(
             "live living moved relocated moving move flat house apartment place home address resident keys settled based"
@@ -113,8 +117,9 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "manager",
         "who the person reports to at work: their manager, boss, line manager or supervisor",
-        _cue(r"(?:line )?manager|boss|supervisor|report(?:s|ing)? (?:in )?to|reports? into"),
-        hints=_w("manager* boss supervisor report*"),
+        # "she's the one I answer to": the boss said as who the person answers to
+        _cue(r"(?:line )?manager|boss|supervisor|report(?:s|ing)? (?:in )?to|reports? into|(?:i|we) answer to"),
+        hints=_w("manager* boss supervisor report* answer"),
     ),
     Subject(
         "team",
@@ -144,7 +149,7 @@ SUBJECTS: tuple[Subject, ...] = (
             r"|work(?:s|ing)?(?: (?:nights|days|shifts|weekends|part-time|full-time|part time|full time))? as (?:a|an)"
             r" (?:[\w-]+ ){1,7}?(?:at|for)"
             # an offer taken: "I've been offered a charge nurse post at X. I said yes!" (extract.py: said yes)
-            r"|offered (?:a|an|the) (?:[\w-]+ ){0,4}?(?:job|post|position|role)"
+            r"|offered (?:me )?(?:a|an|the) (?:[\w-]+ ){0,4}?(?:job|post|position|role)"
             r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?(?:(?!\w+ing\b)\w+ ){1,4}at \w+"
         ),
         hints=_w(
@@ -161,6 +166,9 @@ SUBJECTS: tuple[Subject, ...] = (
             r"|met someone|met somebody|first date|(?:going on |been on )?dates? with|ended things|went our separate ways"
             # without a cue word: "we called it off", "we've been together since May", "moved in with Sam"
             r"|(?:(?:we|i|and i|and me)\s+(?:\w+\s+)?|^\W*(?:just\s+|finally\s+)?)(?:called|broke) it off"
+            r"|(?:we|and i|and me)\s+(?:\w+\s+)?called it (?:a day|quits)"
+            # a partner said by an action that repeats: "Sam stayed over again", "Jo stays over most nights"
+            r"|(?-i:[A-Z])\w+\b.{0,60}?\b(?:stayed over again|stays over|(?:has|'s|’s) been staying over|keeps staying over)"
             r"|(?:we(?:'ve|’ve| have)|i(?:'ve|’ve| have)) been together|been together (?:for|since)|seeing each other"
             # endings: "I'm single again", "she dumped me", "he left me", "we broke off the engagement"
             r"|(?:i'm|i’m|i am) single|single again|dumped me|(?:he|she|they) left me|broke off (?:the|our) engagement"
@@ -172,7 +180,7 @@ SUBJECTS: tuple[Subject, ...] = (
         ),
         hints=_w(
             "partner* girlfriend* boyfriend* wife husband fianc* dating seeing going official together engaged married broke split met date"
-            " item couple exclusive dates ended went called broke each moved been single dumped left half"
+            " item couple exclusive dates ended went called broke each moved been single dumped left half stayed stays staying"
         ),
     ),
     Subject(
@@ -216,8 +224,11 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "allergy",
         "what the person is allergic to: an allergy or intolerance",
-        _cue(r"allergic|allergy|allergies|intoleran\w+"),
-        hints=_w("allergic allergy allergies intoleran*"),
+        # or by the reaction: "my mouth swells up with kiwi", "I come out in hives from shellfish"
+        _cue(
+            r"allergic|allergy|allergies|intoleran\w+|swell(?:s|ed)? up (?:with|from|after)|(?:come|break)s? out in hives"
+        ),
+        hints=_w("allergic allergy allergies intoleran* swell swells swelled come comes break breaks"),
     ),
     Subject(
         "diet",
@@ -290,7 +301,9 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "membership",
         "a club, gym, choir, society or group the person is a member of",
-        _cue(r"member|membership|joined the|quit the|left the|signed up (?:to|for)|club|gym|choir|society|league"),
+        _cue(
+            r"member|membership|joined the|quit the|left the(?! (?:[\w-]+ ){0,2}(?:flat|house|apartment|place|room|studio|home)\b)|signed up (?:to|for)|club|gym|choir|society|league"
+        ),
         qualified=True,
         hints=_w("member membership joined quit left signed club gym choir society league"),
     ),
@@ -311,9 +324,15 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "appointment",
         "an appointment, booking or meeting the person has at a date and time",
-        _cue(r"appointment|booked|booking|check-?up|scheduled for|exam|scan"),
+        _cue(
+            r"appointment|booked|booking|check-?up|scheduled for|exam|scan"
+            # moved by the practice: "they've put me in for Tuesday 27 January", "rebooked me for the 3rd"
+            r"|put (?:me|us|him|her) (?:in|down) for|(?:rebooked|rescheduled|moved) (?:me|us|it)(?: to| for)"
+        ),
         qualified=True,
-        hints=_w("appointment booked booking check-up checkup check scheduled exam scan"),
+        hints=_w(
+            "appointment booked booking check-up checkup check scheduled exam scan put rebooked rescheduled moved"
+        ),
     ),
     Subject(
         "phone",
@@ -361,6 +380,7 @@ def hinted(low: str) -> list[Subject]:
 _NOT_A_QUALIFIER = frozenset(
     """a an the my our your his her their its this that new old current same other another each every
     is are was were be been it i we you he she they me us them to of for on in at with from by and or
+    i've we've they've i'd we'd i'm we're
     but so now still just also then there here what which who whose where when how why not no yes
     changed set reset updated remember note usual actual real big small little good great first second next
     last latest""".split()

@@ -84,6 +84,8 @@ _FREELANCE = re.compile(r"\b(?:self-employed|a freelancer|freelance)\b", re.I)
 _OFFERED = re.compile(
     rf"\boffered (?:a|an|the) ((?:[\w-]+ ){{0,3}}?[\w-]+) (?:job|post|position|role)\b.*?\b(?:at|with) (?:the )?({_NAME})"
 )
+# "Quayside Kitchen in the Baltic Triangle offered me the top job": the employer is who offered
+_OFFERED_BY = re.compile(rf"({_NAME})(?:\s+(?:in|on|at|from)\s+(?:the\s+)?{_NAME})?\s+offered me\b")
 _AT_ORG = re.compile(rf"\b(?:at|for|with|joined|joining|join)\s+(?:the\s+)?({_NAME})")
 _AS_ROLE = re.compile(
     r"\bas\s+(?:a|an|the)?\s*((?:[\w-]+\s+){0,3}?[\w-]+?)(?=\s*(?:[,.;!]|$|\s+(?:at|for|in|on|and|since|from)\b))", re.I
@@ -100,14 +102,14 @@ _DOSE = re.compile(r"\b(?:([A-Za-z][\w-]{2,})\s+)?(\d+(?:\.\d+)?\s*(?:mg|mcg|mil
 _DOSE_STOP = frozenset("to on at of the a an my is was now from up down take takes taking took dose".split())
 _DOSE_OF = re.compile(r"\s+of\s+([A-Za-z][\w-]{2,})")
 _ALLERGY = re.compile(
-    r"\ballergic to\s+([\w -]+?)(?=\s*(?:[,.;!]|$|\s+(?:and|but|so|now|too)\b))|\b([\w-]+)\s+(?:allergy|intoleran\w*)",
+    r"\b(?:allergic to|swell\w* up (?:with|from|after))\s+([\w -]+?)(?=\s*(?:[,.;!]|$|\s+(?:and|but|so|now|too)\b))|\b([\w-]+)\s+(?:allergy|intoleran\w*)",
     re.I,
 )
 _NO_ALLERGY = re.compile(r"\bno (?:known )?allerg", re.I)
 _THING = re.compile(
     r"\b(?:drive|drives|ride|rides|bought|got|have|own|leased|picked up|collected|adopted|rescued|is|are|now"
-    r"|(?:traded|swapped|exchanged) (?:[\w'’-]+ ){0,3}?(?:in )?for|upgraded to|switched to)\s+"
-    r"(?:(?:a|an|the|my|our|this)\s+)((?:[\w'’.-]+\s+){0,4}?[\w'’-]+)(?=\s*(?:[,.;!—–]|$|\s+(?:called|named|for|from|and|but|since|last|this|today|because|so|on|at|after|when|with|yesterday)\b))",
+    r"|rode|(?:traded|swapped|exchanged) (?:[\w'’-]+ ){0,3}?(?:in )?for|upgraded to|switched to)\s+"
+    r"(?:(?:a|an|the|my|our|this)\s+)((?:[\w'’.-]+\s+){0,4}?[\w'’-]+)(?=\s*(?:[,.;!—–]|$|\s+(?:called|named|for|from|and|but|since|last|this|today|because|so|on|at|after|when|with|yesterday|into|around|through)\b))",
     re.I,
 )
 _SPECIFIC = re.compile(r"[A-Z0-9]")
@@ -161,6 +163,8 @@ def _named(subject: str, s: str, cue: re.Match[str]) -> str | None:
     after = s[cue.end() :]
     if m := _CALLED.search(s):
         return _first_name(m.group(1))
+    if subject == "partner" and "stay" in cue.group(0).lower():  # "Sam from work stayed over again"
+        return _first_name(s[cue.start() : cue.start() + 40])
     if subject == "partner" and (m := _AND_I.search(s)):
         return _first_name(m.group(1) or m.group(2))
     if subject == "partner" and (m := _LAST_NAME.search(after)):  # "Met someone at the climbing wall, Hamid."
@@ -179,7 +183,8 @@ def _named(subject: str, s: str, cue: re.Match[str]) -> str | None:
 
 
 def _place(s: str, cue: re.Match[str]) -> str | None:
-    for where in (s[cue.start() :], s):
+    # "left the flat in Leith behind for a house in Hove": the home is where the move went
+    for where in (s[cue.end() :],) if cue.group(0).endswith("behind for") else (s[cue.start() :], s):
         for m in _PLACE.finditer(where):
             raw = next(g for g in m.groups() if g)
             lead = "the " if raw.lower().startswith("the ") else ""
@@ -194,6 +199,8 @@ def _employer(s: str) -> str | None:
         return m.group(0).lower().removeprefix("a ").replace("freelancer", "freelance")
     if (m := _OFFERED.search(s)) and (org := _first_name(m.group(2))):
         return _tidy(f"{m.group(1)} at {org}")
+    if (m := _OFFERED_BY.search(s)) and (org := _first_name(m.group(1))):
+        return org
     if m := _ROLE_AT.search(s):
         role, org = m.group(1), _first_name(m.group(2))
         if org and not re.match(r"(?:working|going|based|living|staying)\b", role, re.I):
@@ -285,6 +292,12 @@ def name_in(message: str) -> str | None:
     """A name the message gives someone or something ("his name's Mateo", "it's called Side Quests")."""
     m = _GIVEN_NAME.search(message)
     return _first_name(m.group(1)) if m else None
+
+
+def last_name(text: str) -> str | None:
+    """The last name said in a text: whom a "she" or "he" after it points to."""
+    names = _names(text)
+    return names[-1] if names else None
 
 
 def apposition(rest: str) -> str | None:
