@@ -37,7 +37,7 @@ _CLAUSE = re.compile(r"\s+[—–-]\s+|;\s*|,\s+(?=(?:and|but|so|though|although
 _ME = re.compile(r"\b(?:i|i'm|i’m|i've|i’ve|i'd|im|my|mine|me|myself|we|we're|we’re|we've|our|us|ourselves)\b", re.I)
 _OTHERS = re.compile(
     r"\b(?:he|she|they|his|her|their|him|them|he's|she's|they're)\b"
-    r"|\b(?!(?:It|That|What|There|Here|Who|Where|How|Let|Today|Everything|Everyone)'s)(?-i:[A-Z][a-z]+)'s\b",
+    r"|\b(?!(?:It|That|What|There|Here|Who|Where|How|Let|Today|Everything|Everyone|Home)'s)(?-i:[A-Z][a-z]+)'s\b",
     re.I,
 )
 # "My cousin is getting married": a sentence about someone else the person knows (unless "…and I").
@@ -60,7 +60,13 @@ _OBJECT_FIRST = re.compile(
 )
 # "The garage keypad got reset; the new number is 0804": a lock's number is its code
 _LOCK_SAID = re.compile(r"\b(?:keypad|padlock|alarm|lock|combination|key ?safe|code)\b", re.I)
-_PRONOUN_FIRST = re.compile(r"^\W*(?:and\s+)?(?:she|he|they)(?:'s|’s| is| are|'re|’re)?\b", re.I)
+_PRONOUN = re.compile(r"\b(?:she|he)(?:'s|’s| is)\b", re.I)
+# "The barbecue got rained out so we called it off": an event called off, not the person's relationship
+_EVENT_OFF = re.compile(
+    r"\b(?:trip|party|gig|match|game|barbecue|bbq|meeting|picnic|holiday|dinner|walk|hike|session|training|rehearsal"
+    r"|class|lesson|shoot|match|race|sale|viewing|interview|launch|event|wedding|match|outing|visit)s?\b.*\bcalled (?:it|the \w+) off",
+    re.I,
+)
 _ACCEPTED = re.compile(r"\b(?:said yes|accepted|took it|taking it|signed the contract|start on|starting on)\b", re.I)
 _KEPT = re.compile(
     rf"\b(?:the|our) (?:{'|'.join(_KEPT_NOUNS)})(?:'s|’s)\s"
@@ -80,7 +86,7 @@ _NOT_YET = re.compile(
 _ENDING = re.compile(
     r"\b(?:broke up|split up|separated|divorced|quit|left (?:the|my)|no longer|not \w+ any ?more|stopped|cancell?ed"
     r"|gave up|moved out|sold (?:the|my)|passed away|died|retired|ended|went our separate ways"
-    r"|(?:called|broke) it off|called it (?:a day|quits)|hung up (?:the|my) (?:boots|gloves)|handed in my notice|resigned|made redundant|laid off|let go from|last day (?:at|with)"
+    r"|(?:called|broke) it off|called it (?:a day|quits)|(?:and i|and me)(?:'re|’re| are) (?:done|over|finished)\b(?! with)|hung up (?:the|my) (?:boots|gloves)|handed in my notice|resigned|made redundant|laid off|let go from|last day (?:at|with)"
     r"|walked out (?:of my job|on)|scrapped (?:the|my|our)|written off|wrote off|rehomed|(?:i'm|i’m|i am) single"
     r"|single again|dumped (?:me|him|her|them)|left me|broke off (?:the|our) engagement|contract (?:at|with) .* ended"
     r"|had to (?:have )?put (?:\w+ ){1,2}?(?:down|to sleep)|between jobs|(?:i'm|i’m|i am) (?:now )?(?:unemployed|out of work))\b",
@@ -184,7 +190,7 @@ _OTHERS_WORDS = frozenset("he she they his her their him them".split())
 _ENDING_WORDS = frozenset(
     "broke split separated divorced quit left no not stopped cancelled canceled gave moved sold passed died retired "
     "ended went called broke handed resigned made laid let last walked scrapped written wrote rehomed single dumped "
-    "contract put jobs unemployed work hung".split()
+    "contract put jobs unemployed work hung and".split()
 )
 _PROJECT_CUE = BY_NAME["project"].cues
 _WEEKDAY = re.compile(r"(?:mon|tues|wednes|thurs|fri|satur|sun)day", re.I)
@@ -279,6 +285,8 @@ def _statements(
             m = _NOUN_FIRST.search(s) or m
         if m is None or (someone_else and subj.name not in FAMILY_SUBJECTS):
             continue
+        if subj.name == "partner" and "off" in low and _EVENT_OFF.search(message or s):
+            continue
         if subj.name in _OWN_NOUNS and m is not None:
             m = _owned(s, m, subj.cues)
         if m is None or (subj.name == "project" and not _made(s, m)):
@@ -302,6 +310,13 @@ def _statements(
         seen.add(name)
         ending = ending_said
         found = None if ending else span(name, s, m)
+        if (
+            found is None
+            and not ending
+            and subj.name == "home"
+            and m.group(0).lower().lstrip(" \t.,!").startswith("home")
+        ):
+            continue  # "Home is where the heart is": no place, no home
         if found is None and not ending and subj.name == "employer" and m.group(0)[:7].lower() == "offered":
             continue  # "offered a job in Edinburgh and I said yes": no employer named, the words are no value
         out.append((name, "" if ending else (found or value_of(s, m)), ending, found is not None))
@@ -371,8 +386,10 @@ def message_statements(words: str, known: list[Subject] | None = None) -> list[t
                 better = apposition(words[at:]) if where >= 0 else None
                 if better is None and kind in NAMED:
                     better = name_in(words)
-                if better is None and kind in NAMED and where > 0 and _PRONOUN_FIRST.match(sent):
-                    better = last_name(words[:where])  # "Harriet owns the place; she's the one I answer to"
+                if better is None and kind in NAMED and where >= 0 and (he := _PRONOUN.search(sent)):
+                    better = last_name(
+                        words[: where + he.start()]
+                    )  # "Harriet owns the place; she's the one I answer to"
                 if better is None and kind == "detail" and ":" in subject:  # "Repainted Loon! She's green now."
                     better = colour_in(words[at:])
                 if better is None and kind == "membership" and ":" in subject:

@@ -166,7 +166,9 @@ SUBJECTS: tuple[Subject, ...] = (
             r"|met someone|met somebody|first date|(?:going on |been on )?dates? with|ended things|went our separate ways"
             # without a cue word: "we called it off", "we've been together since May", "moved in with Sam"
             r"|(?:(?:we|i|and i|and me)\s+(?:\w+\s+)?|^\W*(?:just\s+|finally\s+)?)(?:called|broke) it off"
-            r"|(?:we|and i|and me)\s+(?:\w+\s+)?called it (?:a day|quits)"
+            r"|(?:we|and i|and me)\s+(?:\w+\s+)?called it (?:a day|quits)|(?:and i|and me)(?:'re|’re| are) (?:done|over|finished)\b(?! with)"
+            # "I'm with Sofia now": with someone, said with "now" (not a network: "I'm with Vodafone now")
+            rf"|(?:i'm|i’m|i am) (?:now )?with (?!{NETWORK_NAMES})(?-i:[A-Z])\w+ now\b"
             # a partner said by an action that repeats: "Sam stayed over again", "Jo stays over most nights"
             r"|(?-i:[A-Z])\w+\b.{0,60}?\b(?:stayed over again|stays over|(?:has|'s|’s) been staying over|keeps staying over)"
             r"|(?:we(?:'ve|’ve| have)|i(?:'ve|’ve| have)) been together|been together (?:for|since)|seeing each other"
@@ -180,7 +182,7 @@ SUBJECTS: tuple[Subject, ...] = (
         ),
         hints=_w(
             "partner* girlfriend* boyfriend* wife husband fianc* dating seeing going official together engaged married broke split met date"
-            " item couple exclusive dates ended went called broke each moved been single dumped left half stayed stays staying"
+            " item couple exclusive dates ended went called broke each moved been single dumped left half stayed stays staying done over finished now"
         ),
     ),
     Subject(

@@ -68,7 +68,8 @@ _LAST_NAME = re.compile(rf"(?:,|[—–:]|\s-)\s*({_NAME})\s*[.!]*$")
 _AND_I = re.compile(rf"\b({_NAME})\s+and\s+(?:I|me)\b|\b(?:me|I)\s+and\s+({_NAME})\b")
 _WITH = re.compile(rf"\b(?:with|seeing|dating|to|is|are|'s|’s|was)\s+(?:now\s+|still\s+)?(?:a \w+ named\s+)?({_NAME})")
 _PLACE = re.compile(
-    rf"\b(?:in|to|into|from|near|at|outside)\s+((?:the\s+)?{_NAME}(?:\s*(?:,|in)\s*{_NAME})?)|\b(?:a|an)\s+({_NAME})\s+resident\b"
+    rf"\b[Hh]ome(?:'s|’s| is)\s+(?:now\s+|still\s+)?({_NAME})(?!\s+(?:is|are)\b)"
+    rf"|\b(?:in|to|into|from|near|at|outside)\s+((?:the\s+)?{_NAME}(?:\s*(?:,|in)\s*{_NAME})?)|\b(?:a|an)\s+({_NAME})\s+resident\b"
     rf"|\bresident (?:of|in)\s+({_NAME})"
 )
 _CODE = re.compile(
@@ -102,14 +103,14 @@ _DOSE = re.compile(r"\b(?:([A-Za-z][\w-]{2,})\s+)?(\d+(?:\.\d+)?\s*(?:mg|mcg|mil
 _DOSE_STOP = frozenset("to on at of the a an my is was now from up down take takes taking took dose".split())
 _DOSE_OF = re.compile(r"\s+of\s+([A-Za-z][\w-]{2,})")
 _ALLERGY = re.compile(
-    r"\b(?:allergic to|swell\w* up (?:with|from|after))\s+([\w -]+?)(?=\s*(?:[,.;!]|$|\s+(?:and|but|so|now|too)\b))|\b([\w-]+)\s+(?:allergy|intoleran\w*)",
+    r"\b(?:allergic to|swell\w* up (?:with|from|after)|hives (?:from|with|after))\s+([\w -]+?)(?=\s*(?:[,.;!]|$|\s+(?:and|but|so|now|too)\b))|\b([\w-]+)\s+(?:allergy|intoleran\w*)",
     re.I,
 )
 _NO_ALLERGY = re.compile(r"\bno (?:known )?allerg", re.I)
 _THING = re.compile(
     r"\b(?:drive|drives|ride|rides|bought|got|have|own|leased|picked up|collected|adopted|rescued|is|are|now"
     r"|rode|(?:traded|swapped|exchanged) (?:[\w'’-]+ ){0,3}?(?:in )?for|upgraded to|switched to)\s+"
-    r"(?:(?:a|an|the|my|our|this)\s+)((?:[\w'’.-]+\s+){0,4}?[\w'’-]+)(?=\s*(?:[,.;!—–]|$|\s+(?:called|named|for|from|and|but|since|last|this|today|because|so|on|at|after|when|with|yesterday|into|around|through)\b))",
+    r"(?:(?:a|an|the|my|our|this)\s+)((?:[\w'’.-]+\s+){0,4}?[\w'’-]+)(?=\s*(?:[,.;!—–]|$|\s+(?:called|named|for|from|and|but|since|last|this|today|because|so|on|at|after|when|with|yesterday|into|around|through|to)\b))",
     re.I,
 )
 _SPECIFIC = re.compile(r"[A-Z0-9]")
@@ -147,7 +148,7 @@ def colour_in(text: str) -> str | None:
     return m.group(1).lower() if m else None
 
 
-_CUE_APPOSITION = re.compile(r",\s+(?:the|a|an|my)\s+([^,.;!?]+)")
+_CUE_APPOSITION = re.compile(r"[,:]\s+(?:the|a|an|my)\s+([^,.;!?]+)")
 
 NAMED = frozenset({"partner", "manager", "pet", "child", "teacher", "vet", "dentist", "doctor", "landlord", "project"})
 PLACES = frozenset({"home", "hometown"})
@@ -277,6 +278,8 @@ def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
     elif kind in ("vehicle", "pet", "device"):
         # "my car, the 2012 grey Honda Civic"; "I drive a blue Skoda": a thing named, not the cue word again
         named = [a for a in _CUE_APPOSITION.finditer(s, cue.end()) if _SPECIFIC.search(a.group(1))]
+        if not named and kind == "vehicle":  # "replaced the stolen bike: a secondhand Trek" (the cue past the old)
+            named = [a for a in _CUE_APPOSITION.finditer(s) if _SPECIFIC.search(a.group(1))]
         m = named[0] if named else _THING.search(s)
         if m and (_SPECIFIC.search(m.group(1)) or " " in m.group(1).strip()):
             v = m.group(1)
