@@ -332,7 +332,8 @@ _FORM_WORDS = (
     "Harbour offered me top job took answer to she's he's one Dev stayed stays over again Home home's home "
     "behind left house registered booked him her Meadow Vets rode replaced stolen nicked scooter Trek : "
     "padlock keypad shed reset new number 4471 ; put for Monday 3 March swell up with hives from come out "
-    "peanuts a day quits done barbecue trip Sofia Vodafone are"
+    "peanuts a day quits done barbecue trip Sofia Vodafone are Chorizo , rescue greyhound spaniel Eight months years "
+    "together this today week Lucía Valentine's"
 ).split()
 
 
@@ -462,3 +463,36 @@ def test_a_relationship_ended_without_its_word(message):
 def test_round_two_refusals(message, subject):
     found = {s.split(":", 1)[0] for s, _, _ in message_statements(message)}
     assert subject not in found, message_statements(message)
+
+
+@pytest.mark.parametrize(
+    ("message", "subject", "value"),
+    [
+        # a pet said by its breed, named beside it
+        ("Chorizo, my rescue greyhound, is limping again.", "pet", "Chorizo"),
+        ("Our spaniel Bramble hates the rain.", "pet", "Bramble"),
+        # a partner said by an anniversary, the name the message gives
+        ("Two years together today, Noor and I went back to the pier.", "partner", "Noor"),
+        ("Four months together this week and Jamie still laughs at my jokes.", "partner", "Jamie"),
+        (
+            "Valentine's plan: Lucía finishes at six and I've booked a table. Eight months together this week.",
+            "partner",
+            "Lucía",
+        ),
+    ],
+)
+def test_a_pet_by_its_breed_and_a_partner_by_an_anniversary(message, subject, value):
+    assert said(message).get(subject) == (value, False), said(message)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "The kids have spent three weeks together on the farm.",  # no anniversary
+        "Six months together this week!",  # no one named: no value to give
+        "My sister's labrador is called Rolo.",  # someone else's pet
+    ],
+)
+def test_an_anniversary_or_breed_that_names_no_one_of_the_persons(message):
+    found = {s for s, _, _ in message_statements(message)}
+    assert not found & {"partner", "pet"}, message_statements(message)

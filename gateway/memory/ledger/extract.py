@@ -23,7 +23,7 @@ from .distill import LEDGER_NOTES, parse_note
 from .lexicon import BY_NAME, LOCKED_THINGS, Subject
 from .prefilter import _FIRST_VERBS, _KEPT_NOUNS, _may_state
 from .lexicon import hinted as lexicon_hinted
-from .values import NAMED, RENAMED, apposition, colour_in, last_name, name_in, span
+from .values import NAMED, RENAMED, apposition, colour_in, first_name_said, last_name, name_in, span
 from .which import which
 
 CORRECTION_PREFIX = "profile."  # a keyed memory `profile.<subject>` corrects that subject
@@ -60,6 +60,7 @@ _OBJECT_FIRST = re.compile(
 )
 # "The garage keypad got reset; the new number is 0804": a lock's number is its code
 _LOCK_SAID = re.compile(r"\b(?:keypad|padlock|alarm|lock|combination|key ?safe|code)\b", re.I)
+_ANNIVERSARY = re.compile(r"\b(?:\w+|\d+) (?:weeks|months|years) together\b", re.I)
 _PRONOUN = re.compile(r"\b(?:she|he)(?:'s|’s| is)\b", re.I)
 # "The barbecue got rained out so we called it off": an event called off, not the person's relationship
 _EVENT_OFF = re.compile(
@@ -241,11 +242,11 @@ def _statements(
                 and not _WEEKDAY.match(m.group(0))
                 and not _OTHERS.search(sentence)
             )
-            or (  # "Sam stayed over again": a partner said by what they keep doing, named first
+            or (  # "Sam stayed over again", "Eight months together this week": a partner by what is done
                 s.name == "partner"
-                and "stay" in low
+                and ("stay" in low or "together" in low)
                 and (m := s.cues.search(sentence)) is not None
-                and "stay" in m.group(0)
+                and ("stay" in m.group(0) or "together" in m.group(0))
             )
             or (
                 "new " in low  # the words first: a cue expression costs more
@@ -386,10 +387,14 @@ def message_statements(words: str, known: list[Subject] | None = None) -> list[t
                 better = apposition(words[at:]) if where >= 0 else None
                 if better is None and kind in NAMED:
                     better = name_in(words)
+                # "Harriet owns the place; she's the one I answer to": the name said before the pronoun
                 if better is None and kind in NAMED and where >= 0 and (he := _PRONOUN.search(sent)):
-                    better = last_name(
-                        words[: where + he.start()]
-                    )  # "Harriet owns the place; she's the one I answer to"
+                    better = last_name(words[: where + he.start()])
+                if better is None and kind == "partner" and (anniversary := _ANNIVERSARY.search(sent)):
+                    # "Eight months together this week": whom with is the name the message gives, or none
+                    better = first_name_said(words.replace(anniversary.group(0), ""))
+                    if better is None:
+                        continue
                 if better is None and kind == "detail" and ":" in subject:  # "Repainted Loon! She's green now."
                     better = colour_in(words[at:])
                 if better is None and kind == "membership" and ":" in subject:

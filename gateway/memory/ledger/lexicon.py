@@ -135,7 +135,7 @@ SUBJECTS: tuple[Subject, ...] = (
     ),
     Subject(
         "employer",
-        "where the person works: their employer, company, firm, job",
+        "where the person works: their employer, company, firm, job, the restaurant, shop, kitchen or office they work at",
         _cue(
             r"work (?:at|for)|working (?:at|for)|employer|new job|my job(?! title)|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
             r"|quit my job|left my job|handed in my notice|accepted (?:an|the|their) offer"
@@ -172,6 +172,8 @@ SUBJECTS: tuple[Subject, ...] = (
             # a partner said by an action that repeats: "Sam stayed over again", "Jo stays over most nights"
             r"|(?-i:[A-Z])\w+\b.{0,60}?\b(?:stayed over again|stays over|(?:has|'s|’s) been staying over|keeps staying over)"
             r"|(?:we(?:'ve|’ve| have)|i(?:'ve|’ve| have)) been together|been together (?:for|since)|seeing each other"
+            # an anniversary: "eight months together this week", "two years together today"
+            r"|\b(?:\w+|\d+) (?:weeks|months|years) together (?:this|today|next|last)\b"
             # endings: "I'm single again", "she dumped me", "he left me", "we broke off the engagement"
             r"|(?:i'm|i’m|i am) single|single again|dumped me|(?:he|she|they) left me|broke off (?:the|our) engagement"
             r"|(?:my|our) other half"
@@ -244,8 +246,15 @@ SUBJECTS: tuple[Subject, ...] = (
         _cue(
             r"dog|puppy|cat|kitten|pet|rabbit|hamster|parrot|tortoise|guinea pig|(?:adopted|rescued) (?:a|an|two)"
             r"|had to (?:have )?put (?:\w+ ){1,2}?(?:down|to sleep)"  # an ending without the animal's word
+            # a pet said by its breed: "Chorizo, my rescue greyhound", "our spaniel Bramble"
+            r"|(?:my|our) (?:[\w-]+ )?(?:greyhound|lurcher|whippet|labrador|spaniel|terrier|collie|poodle|beagle|dachshund"
+            r"|husky|retriever|pug|cockapoo|labradoodle|sheepdog|staffie|schnauzer|corgi|tabby|siamese|ragdoll|persian)s?"
         ),
-        hints=_w("dog puppy cat kitten pet rabbit hamster parrot tortoise guinea adopted rescued put"),
+        hints=_w(
+            "dog puppy cat kitten pet rabbit hamster parrot tortoise guinea adopted rescued put greyhound* lurcher*"
+            " whippet* labrador* spaniel* terrier* collie* poodle* beagle* dachshund* husky husky's huskies retriever*"
+            " pug pugs cockapoo* labradoodle* sheepdog* staffie* schnauzer* corgi* tabby tabbies siamese ragdoll* persian*"
+        ),
     ),
     Subject(
         "vehicle",

@@ -33,7 +33,7 @@ _MAY_STATE = frozenset(
     # a thing the person keeps, said with "the" (_KEPT): "The dog's vet is …", "Biscuit's vet is …"
     + [f"{w}'s" for w in _KEPT_NOUNS]
     + "vet vets groomer pins codes combinations combos logins opens unlocks seeing".split()
-    + "home home's stayed stays".split()  # "Home is Leeds now", "Sam stayed over again"
+    + "home home's stayed stays new".split()  # "Home is Leeds now", "Sam stayed over again", "New phone!"
 )
 # A lock said to be its number ("the alarm is 4455 now", "Mum's gate's 2290"): one of these with a digit.
 _LOCKS = frozenset(w + t for w in "alarm keypad padlock gate locker".split() for t in ("", "'s"))

@@ -63,6 +63,7 @@ _CALLED = re.compile(
     rf"\s+(?:now\s+)?({_NAME})"
 )
 RENAMED = re.compile(rf"\b(?:renam|relaunch|rebrand)\w*\s+(?:[\w'’ ]+?\s+)?(?:to|as)\s+({_NAME})")
+_NAME_THEN_MY = re.compile(rf"({_NAME}),\s*$")
 _BEFORE_CUE = re.compile(rf"({_NAME})\s+$")
 _LAST_NAME = re.compile(rf"(?:,|[—–:]|\s-)\s*({_NAME})\s*[.!]*$")
 _AND_I = re.compile(rf"\b({_NAME})\s+and\s+(?:I|me)\b|\b(?:me|I)\s+and\s+({_NAME})\b")
@@ -166,6 +167,8 @@ def _named(subject: str, s: str, cue: re.Match[str]) -> str | None:
         return _first_name(m.group(1))
     if subject == "partner" and "stay" in cue.group(0).lower():  # "Sam from work stayed over again"
         return _first_name(s[cue.start() : cue.start() + 40])
+    if m := _NAME_THEN_MY.search(s, 0, cue.start()):  # "Chorizo, my rescue greyhound"
+        return _first_name(m.group(1))
     if subject == "partner" and (m := _AND_I.search(s)):
         return _first_name(m.group(1) or m.group(2))
     if subject == "partner" and (m := _LAST_NAME.search(after)):  # "Met someone at the climbing wall, Hamid."
@@ -295,6 +298,11 @@ def name_in(message: str) -> str | None:
     """A name the message gives someone or something ("his name's Mateo", "it's called Side Quests")."""
     m = _GIVEN_NAME.search(message)
     return _first_name(m.group(1)) if m else None
+
+
+def first_name_said(text: str) -> str | None:
+    """The first name said in a text, a possessive's aside ("Valentine's plan: Lucía …" → Lucía)."""
+    return _first_name(re.sub(r"\b\w+['’]s\b", "", text))
 
 
 def last_name(text: str) -> str | None:
