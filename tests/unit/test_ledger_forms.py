@@ -333,7 +333,7 @@ _FORM_WORDS = (
     "behind left house registered booked him her Meadow Vets rode replaced stolen nicked scooter Trek : "
     "padlock keypad shed reset new number 4471 ; put for Monday 3 March swell up with hives from come out "
     "peanuts a day quits done barbecue trip Sofia Vodafone are Chorizo , rescue greyhound spaniel Eight months years "
-    "together this today week Lucía Valentine's"
+    "together this today week Lucía Valentine's Niro's colour dark blue bike orange van white"
 ).split()
 
 
@@ -496,3 +496,21 @@ def test_a_pet_by_its_breed_and_a_partner_by_an_anniversary(message, subject, va
 def test_an_anniversary_or_breed_that_names_no_one_of_the_persons(message):
     found = {s for s, _, _ in message_statements(message)}
     assert not found & {"partner", "pet"}, message_statements(message)
+
+
+@pytest.mark.parametrize(
+    ("message", "subject", "value"),
+    [
+        # a named thing's colour ("the <make or model>'s colour"), and a colour said of a kept thing
+        ("The Niro's colour is dark blue now.", "detail:niro colour", "dark blue"),
+        ("My bike is bright orange now.", "detail:bike colour", "bright orange"),
+        ("Our van is white now after the respray.", "detail:van colour", "white"),
+    ],
+)
+def test_a_named_things_colour_and_a_colour_said_of_a_kept_thing(message, subject, value):
+    assert said(message).get(subject) == (value, False), said(message)
+
+
+@pytest.mark.parametrize("message", ["The van is white now.", "I love the colour blue.", "Is my bike orange now?"])
+def test_a_colour_of_nothing_kept_is_no_detail(message):
+    assert not any(s.startswith("detail") for s, _, _ in message_statements(message))

@@ -21,7 +21,7 @@ from ..layout import KEYED_DIR
 from ..ports import Statement
 from .distill import LEDGER_NOTES, parse_note
 from .lexicon import BY_NAME, LOCKED_THINGS, Subject
-from .prefilter import _FIRST_VERBS, _KEPT_NOUNS, _may_state
+from .prefilter import _FIRST_VERBS, _KEPT, _may_state
 from .lexicon import hinted as lexicon_hinted
 from .values import NAMED, RENAMED, apposition, colour_in, first_name_said, last_name, name_in, span
 from .which import which
@@ -69,11 +69,6 @@ _EVENT_OFF = re.compile(
     re.I,
 )
 _ACCEPTED = re.compile(r"\b(?:said yes|accepted|took it|taking it|signed the contract|start on|starting on)\b", re.I)
-_KEPT = re.compile(
-    rf"\b(?:the|our) (?:{'|'.join(_KEPT_NOUNS)})(?:'s|’s)\s"
-    r"|\b(?-i:[A-Z][a-z]+)(?:'s|’s) (?:new |old |usual )?(?:vet|vets|groomer|dog walker)\b",
-    re.I,
-)
 _STATED = re.compile(r"\b(?:is|are|was)\b|:", re.I)
 _QUESTION = re.compile(
     r"\?\s*$|^\W*(?:what|who|whom|whose|which|where|when|why|how|do|does|did|can|could|should|is|are|am|will|would)\b",

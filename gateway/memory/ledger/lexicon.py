@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .values import COLOUR
 from .brands import (
     DEVICE_NAMES,
     DEVICE_NOUNS,
@@ -43,6 +44,9 @@ class Subject:
 
 def _w(words: str) -> tuple[str, ...]:
     return tuple(words.split())
+
+
+_COLOURED = _w("car van bike boat canoe kayak scooter motorbike door shed")
 
 
 def _cue(words: str) -> re.Pattern[str]:
@@ -277,9 +281,13 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "detail",
         "a detail of something the person has: the colour or registration of their car, bike, boat or door",
-        _cue(r"colou?r|(?:re)?painted|resprayed|registration|reg plate|number plate|licen[cs]e plate"),
+        _cue(
+            r"colou?r|(?:re)?painted|resprayed|registration|reg plate|number plate|licen[cs]e plate"
+            # a colour said of the thing with no colour word: "my bike is bright orange now"
+            rf"|(?:my|our) (?:{'|'.join(_COLOURED)})(?:'s|’s| is| are) (?:now |all |still )*(?={COLOUR})"
+        ),
         qualified=True,  # by the thing and the attribute (which.py): "detail:car colour"
-        hints=_w("colour color colours colors painted repainted resprayed registration plate"),
+        hints=_w("colour color colours colors painted repainted resprayed registration plate") + _COLOURED,
     ),
     Subject(
         "child",

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from .brands import VEHICLE_NAMES
+
 _DIGIT = re.compile(r"\d")
 # "Got a puppy!", "Moved to Dundee last week": a clause that starts with the verb is the person's own.
 _FIRST_VERBS = (
@@ -22,6 +24,12 @@ _KEPT_NOUNS = (
     "dog cat puppy kitten pet tortoise rabbit hamster parrot horse car van bike motorbike boat canoe flat house "
     "apartment place kid kids baby"
 ).split()
+_KEPT = re.compile(
+    rf"\b(?:the|our) (?:{'|'.join(_KEPT_NOUNS)})(?:'s|’s)\s"
+    r"|\b(?-i:[A-Z][a-z]+)(?:'s|’s) (?:new |old |usual )?(?:vet|vets|groomer|dog walker)\b"
+    rf"|\b(?:the|our) {VEHICLE_NAMES}(?:'s|’s) (?:colou?r|paint|reg)",  # "the Niro's colour": a thing the person keeps
+    re.I,
+)
 
 
 # Words without one of which a text states nothing about the person: "I/my/we…", the verbs a statement
@@ -33,7 +41,7 @@ _MAY_STATE = frozenset(
     # a thing the person keeps, said with "the" (_KEPT): "The dog's vet is …", "Biscuit's vet is …"
     + [f"{w}'s" for w in _KEPT_NOUNS]
     + "vet vets groomer pins codes combinations combos logins opens unlocks seeing".split()
-    + "home home's stayed stays new".split()  # "Home is Leeds now", "Sam stayed over again", "New phone!"
+    + "home home's stayed stays new colour color".split()  # "Home is Leeds now", "Sam stayed over again", "New phone!"
 )
 # A lock said to be its number ("the alarm is 4455 now", "Mum's gate's 2290"): one of these with a digit.
 _LOCKS = frozenset(w + t for w in "alarm keypad padlock gate locker".split() for t in ("", "'s"))
