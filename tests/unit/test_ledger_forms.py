@@ -448,6 +448,7 @@ def test_a_relationship_ended_without_its_word(message):
         ("Northgate offered me a job.", "employer"),
         ("My sister stayed over again.", "partner"),  # someone else's visit
         ("Sam stayed over after the party.", "partner"),  # once is no partner
+        ("The kids' friends stayed over again.", "partner"),  # no one named
         ("I called it a day at six and went home.", "partner"),  # a working day ended
         ("The barbecue got rained out so we called it off.", "partner"),  # an event called off
         ("The trip to Skye was too dear, so we called it off.", "partner"),

@@ -306,13 +306,15 @@ def _statements(
         seen.add(name)
         ending = ending_said
         found = None if ending else span(name, s, m)
+        cue_said = m.group(0).lower().lstrip(" \t.,!")
         if (
             found is None
             and not ending
-            and subj.name == "home"
-            and m.group(0).lower().lstrip(" \t.,!").startswith("home")
+            and (
+                (subj.name == "home" and cue_said.startswith("home")) or (subj.name == "partner" and "stay" in cue_said)
+            )
         ):
-            continue  # "Home is where the heart is": no place, no home
+            continue  # "Home is where the heart is", "the kids' friends stayed over again": nothing named
         if found is None and not ending and subj.name == "employer" and m.group(0)[:7].lower() == "offered":
             continue  # "offered a job in Edinburgh and I said yes": no employer named, the words are no value
         out.append((name, "" if ending else (found or value_of(s, m)), ending, found is not None))

@@ -166,7 +166,7 @@ def _named(subject: str, s: str, cue: re.Match[str]) -> str | None:
     if m := _CALLED.search(s):
         return _first_name(m.group(1))
     if subject == "partner" and "stay" in cue.group(0).lower():  # "Sam from work stayed over again"
-        return _first_name(s[cue.start() : cue.start() + 40])
+        return _first_name(s[: cue.start()])
     if m := _NAME_THEN_MY.search(s, 0, cue.start()):  # "Chorizo, my rescue greyhound"
         return _first_name(m.group(1))
     if subject == "partner" and (m := _AND_I.search(s)):
