@@ -333,7 +333,7 @@ _FORM_WORDS = (
     "behind left house registered booked him her Meadow Vets rode replaced stolen nicked scooter Trek : "
     "padlock keypad shed reset new number 4471 ; put for Monday 3 March swell up with hives from come out "
     "peanuts a day quits done barbecue trip Sofia Vodafone are Chorizo , rescue greyhound spaniel Eight months years "
-    "together this today week Lucía Valentine's Niro's colour dark blue bike orange van white"
+    "together this today week Lucía Valentine's Niro's colour dark blue bike orange van white Hi Jo , data analyst Ferrovia"
 ).split()
 
 
@@ -392,6 +392,13 @@ def test_an_ending_of_an_earlier_value_said_after_the_new_one_leaves_the_new_one
         ),
         ("Harbour Foods in Leith offered me the head chef post, and I accepted.", "employer", "Harbour Foods"),
         ("Brightwater offered me the role and I took it.", "employer", "Brightwater"),
+        # a self-introduction: "I'm <Name>, <role> at <Org>"
+        (
+            "Evening. I'm Ines, staff nurse at Leeds General, and I'm shattered.",
+            "employer",
+            "staff nurse at Leeds General",
+        ),
+        ("Hi, I'm Jo, a data analyst at Ferrovia.", "employer", "data analyst at Ferrovia"),
         # a boss said as who the person answers to (a "she/he" points to the name said before it)
         ("Priya Shah runs the lab now; she's the one I answer to.", "manager", "Priya Shah"),
         ("Tom Reilly owns the garage and he's the one I answer to these days.", "manager", "Tom Reilly"),
@@ -446,6 +453,7 @@ def test_a_relationship_ended_without_its_word(message):
     [
         ("Brightwater offered me the role but I'm not sure yet.", "employer"),  # an offer weighed, not taken
         ("Northgate offered me a job.", "employer"),
+        ("I'm Sam, staying at the Hilton.", "employer"),  # an introduction with no work in it
         ("My sister stayed over again.", "partner"),  # someone else's visit
         ("Sam stayed over after the party.", "partner"),  # once is no partner
         ("The kids' friends stayed over again.", "partner"),  # no one named

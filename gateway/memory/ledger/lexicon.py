@@ -155,6 +155,7 @@ SUBJECTS: tuple[Subject, ...] = (
             # an offer taken: "I've been offered a charge nurse post at X. I said yes!" (extract.py: said yes)
             r"|offered (?:me )?(?:a|an|the) (?:[\w-]+ ){0,4}?(?:job|post|position|role)"
             r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?(?:(?!\w+ing\b)\w+ ){1,4}at \w+"
+            r"|(?:i'm|i’m|i am) (?-i:[A-Z])\w+, (?:a |an |the )?(?:[\w-]+ ){0,3}?[\w-]+ at (?-i:[A-Z])\w*"
         ),
         hints=_w(
             "work working employer job hired start started starting joined notice offer offered at resigned redundant laid"

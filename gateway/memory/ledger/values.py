@@ -79,6 +79,7 @@ _CODE = re.compile(
 _DIGITS = re.compile(r"\+?\(?\d[\d ().-]{3,}\d|\b[A-Z]{0,4}\d[\dA-Z-]{2,}\b")
 _ROLE_AT = re.compile(
     rf"\b(?:i'm|i’m|i am|i'll be|i will be|be|as|now|became|becoming|promoted to|started as|hired as|joined as)\s+"
+    rf"(?:(?-i:[A-Z])\w+,\s+)?"  # "I'm Rafa, sous-chef at …": a self-introduction
     rf"(?:(?:a|an|the|their|our)\s+)?((?:(?!at\b|for\b|with\b)[\w-]+\s+){{0,3}}?[\w-]+)\s+(?:at|for|with)\s+(?:the\s+)?({_NAME})",
     re.I,
 )
