@@ -446,7 +446,7 @@ def test_the_fast_path_never_passes_over_a_statement(text):
 )
 def test_the_fast_paths_ascii_split_finds_the_words_the_unicode_one_does(text):
     """`_may_state` splits ASCII text as bytes (issue 46): the same words as splitting it as str."""
-    from gateway.memory.ledger.extract import _MAY_STATE, _PUNCT, _may_state
+    from gateway.memory.ledger.prefilter import _MAY_STATE, _PUNCT, _may_state
 
     low = text.lower()
     assert _may_state(text) == (not _MAY_STATE.isdisjoint(low.replace("’", "'").translate(_PUNCT).split())), text
