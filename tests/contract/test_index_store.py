@@ -226,3 +226,24 @@ async def test_a_sync_session_loads_and_finishes(storage, mem):
     await mem.index.status_counts()  # counted again on either engine
     assert mem.index.last_sync_at and mem.index.last_sync_at != before
     assert mem.index.counts["files"] == 1
+
+
+async def test_a_batch_naming_one_path_twice_keeps_the_last_file_row(storage, mem):
+    """The file rows of a batch are upserted in one statement on PostgreSQL (`ON CONFLICT DO UPDATE`, which
+    refuses to touch a row twice): a path named twice is written once, as its last entry says, on every
+    engine; so is a path named twice among the files whose content did not change."""
+    store = ports(mem)
+    first, last = note("memory/twice.md", size=10, mtime=1), note("memory/twice.md", size=20, mtime=2)
+    _, plan = batch_for(first, [(1, "the first reading")])
+
+    def twice(stored):
+        batch = plan(stored)
+        batch.files = [(first, "h-first", 1), (last, "h-last", 1)]
+        return batch
+
+    await store.chunks.write([first.path], twice)
+    assert (await store.files.rows_of([first.path]))[first.path] == (20, 2, "h-last")
+
+    touched = [note("memory/twice.md", size=30, mtime=3), note("memory/twice.md", size=40, mtime=4)]
+    await store.chunks.write([], lambda stored: WriteBatch("2030-01-01T00:00:00.000Z", touched=touched))
+    assert (await store.files.rows_of([first.path]))[first.path] == (40, 4, "h-last")

@@ -29,6 +29,12 @@ CHUNK_COLUMNS = (
 VECTOR_COLUMNS = ("chunk_id", "agent_id", "source", "session_key", "dims", "embedding")
 
 
+def _last_by_path(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """One row a path (the first column), the last one named: an upsert over `unnest` refuses to touch a
+    row twice ("ON CONFLICT DO UPDATE command cannot affect row a second time")."""
+    return list({r[0]: r for r in rows}.values())
+
+
 def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
     """Rows as columns, for a statement over `unnest` of arrays: one round trip, one plan, for a batch."""
     return [list(c) for c in zip(*rows)] if rows else [[] for _ in range(width)]
@@ -89,7 +95,7 @@ class PgChunks:
                         "UPDATE memory_files f SET size = u.size, mtime_ns = u.mtime_ns FROM unnest($2::text[], "
                         "$3::bigint[], $4::bigint[]) AS u(path, size, mtime_ns) WHERE f.agent_id = $1 AND f.path = u.path",
                         agent,
-                        *_columns([(sf.path, sf.size, sf.mtime_ns) for sf in batch.touched], 3),
+                        *_columns(_last_by_path([(sf.path, sf.size, sf.mtime_ns) for sf in batch.touched]), 3),
                     )
                 if batch.stale:
                     await conn.execute("DELETE FROM memory_chunks WHERE id = ANY($1::bigint[])", batch.stale)
@@ -100,7 +106,7 @@ class PgChunks:
                     await conn.copy_records_to_table(
                         "memory_vectors", records=self._vector_records(vec_rows), columns=VECTOR_COLUMNS
                     )
-                if batch.files:  # one statement; a batch names each path once
+                if batch.files:  # one statement, one row a path
                     await conn.execute(
                         "INSERT INTO memory_files(agent_id, path, source, session_key, size, mtime_ns, hash, chunks, "
                         "indexed_at) SELECT $1, u.*, $9 FROM unnest($2::text[], $3::text[], $4::text[], "
@@ -110,10 +116,12 @@ class PgChunks:
                         "chunks = excluded.chunks, indexed_at = excluded.indexed_at",
                         agent,
                         *_columns(
-                            [
-                                (sf.path, sf.source, sf.session_key, sf.size, sf.mtime_ns, h, n)
-                                for sf, h, n in batch.files
-                            ],
+                            _last_by_path(
+                                [
+                                    (sf.path, sf.source, sf.session_key, sf.size, sf.mtime_ns, h, n)
+                                    for sf, h, n in batch.files
+                                ]
+                            ),
                             7,
                         ),
                         batch.now,
