@@ -82,7 +82,8 @@ class PgMemoryIndex(IndexLifecycle):
             else:
                 self.backend = "pgvector"
         async with self.pool.acquire() as conn:  # gone if a gateway died during a first bulk load
-            await ensure_fulltext_index(conn)
+            if not await ensure_fulltext_index(conn):  # another gateway is loading or building it: no wait
+                log.info("memory_fulltext_index_pending", note="another gateway builds it; searches scan meanwhile")
         settings = self._settings()
         self.store = PgIndexStore(self.pool, self.agent_id, ctx.provider, settings)
         self.pipeline = IndexPipeline(self.store, ctx.provider, settings)
@@ -105,7 +106,8 @@ class PgMemoryIndex(IndexLifecycle):
 
     async def _bind_vectors(self, dims: int) -> VectorSearch:
         async with self.pool.acquire() as conn:  # gone if a gateway died during a first bulk load
-            await ensure_dims_index(conn, dims)
+            if not await ensure_dims_index(conn, dims, wait=False):  # another gateway loads or builds it
+                log.info("memory_vector_index_pending", dims=dims, note="another gateway builds it; searches exact")
         return PgVectorSearch(self.pool, self.agent_id, dims)
 
     def _search_ports(self, vectors: VectorSearch | None) -> SearchPorts:

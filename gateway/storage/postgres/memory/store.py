@@ -33,7 +33,12 @@ from .agent import SyncSession, agent_lock, bump_generation, remove_files, set_m
 from .cache import PgEmbeddingCache
 from .chunks import PgChunks
 from .files import PgFileRows
-from .fts_index import drop_fulltext_index_for_load, ensure_fulltext_index
+from .fts_index import (
+    build_fulltext_index_after_load,
+    drop_fulltext_index_for_load,
+    release_load_lock,
+    take_load_lock,
+)
 from .ledger import PgLedger
 from .vectors import HNSW_MAX_DIMS, drop_dims_index_for_load, ensure_dims_index
 
@@ -93,31 +98,38 @@ class PgIndexStore:
         parallel workers. Searches in between are exact."""
         dims = self.dims
         deferred = fts_deferred = False
-        if files >= BULK_LOAD_FILES:
-            async with self._session.connection() as conn:
-                fts_deferred = await drop_fulltext_index_for_load(conn)
-                if self.embeds and 0 < dims <= HNSW_MAX_DIMS:
-                    deferred = await drop_dims_index_for_load(conn, dims)
-            if deferred:
-                self.chunks.dims_indexed.add(dims)
-        try:
-            yield
-        finally:
-            if fts_deferred:
-                await self._build_deferred_fulltext()
-            if deferred:
-                await self._build_deferred_index(dims)
+        async with self._session.connection() as conn:  # the sync's: it holds the load lock (fts_index.py)
+            loading = files >= BULK_LOAD_FILES and await take_load_lock(conn)  # else another gateway's load
+            try:
+                if loading:
+                    fts_deferred = await drop_fulltext_index_for_load(conn)
+                    if self.embeds and 0 < dims <= HNSW_MAX_DIMS:
+                        deferred = await drop_dims_index_for_load(conn, dims)
+                if deferred:
+                    self.chunks.dims_indexed.add(dims)
+                try:
+                    yield
+                finally:
+                    if fts_deferred:
+                        await self._build_deferred_fulltext(conn)
+                    if deferred:
+                        await self._build_deferred_index(dims)
+            finally:
+                if loading:
+                    try:
+                        await release_load_lock(conn)
+                    except Exception as exc:  # the pool's reset on release drops it; the sync's outcome stands
+                        log.warning("memory_load_lock_release_failed", error=str(exc))
 
-    async def _build_deferred_fulltext(self) -> None:
+    async def _build_deferred_fulltext(self, conn: Any) -> None:
         """The GIN index dropped for a bulk load, built now (best effort, from a `finally`: if it fails,
         the next open of an agent's index builds it)."""
-        async with self._session.connection() as conn:
-            try:
-                t = time.perf_counter()
-                await ensure_fulltext_index(conn, bulk=True)
-                log.info("memory_bulk_index_built", index="fulltext", seconds=round(time.perf_counter() - t, 2))
-            except Exception as exc:
-                log.warning("memory_fulltext_index_build_failed", error=str(exc))
+        try:
+            t = time.perf_counter()
+            await build_fulltext_index_after_load(conn)
+            log.info("memory_bulk_index_built", index="fulltext", seconds=round(time.perf_counter() - t, 2))
+        except Exception as exc:
+            log.warning("memory_fulltext_index_build_failed", error=str(exc))
 
     async def _build_deferred_index(self, dims: int) -> None:
         """The HNSW index dropped for a bulk load, built now: with more memory first, then (a server whose

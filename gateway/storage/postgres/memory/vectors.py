@@ -15,6 +15,7 @@ import orjson
 
 from ..db import lock_key
 from .agent import search_filter
+from .fts_index import try_schema_locks
 
 HNSW_MAX_DIMS = 2000  # HNSW's limit for `vector`; larger ones are searched exactly
 # Building the HNSW index over a bulk load takes minutes (100k 256-d vectors: ~1.5 min on a loaded 2-core
@@ -66,19 +67,24 @@ def dims_index(dims: int) -> str:
     return f"memory_vectors_hnsw_{int(dims)}"
 
 
-async def ensure_dims_index(conn: asyncpg.Connection, dims: int, bulk: bool = False) -> None:
+async def ensure_dims_index(conn: asyncpg.Connection, dims: int, bulk: bool = False, wait: bool = True) -> bool:
     """The HNSW cosine index for vectors of `dims` dimensions, the one schema object made per dimension
     count, when such vectors are first stored (an expression index: a `vector` column without a fixed size
     cannot have one). `bulk`: built over many rows, with more memory for the build (a million 256-d vectors fit, no
-    spilling)."""
+    spilling). `wait=False` (an index's open): made only if no other gateway holds the bulk-load or schema
+    lock (fts_index.py), else False, the index missing still (its holder builds it; searches are exact)."""
     if not 0 < dims <= HNSW_MAX_DIMS:
-        return
+        return True
     # Already there (the usual case, at every agent's open): no wait on the schema lock, which another
     # gateway's index build may hold for minutes.
     if await conn.fetchval(f"SELECT to_regclass('{dims_index(dims)}') IS NOT NULL"):
-        return
+        return True
     async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:memory-schema"))
+        if not wait:
+            if not await try_schema_locks(conn):
+                return False
+        else:
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:memory-schema"))
         if bulk:
             await conn.execute("SET LOCAL maintenance_work_mem = '2GB'")
         await conn.execute(
@@ -86,6 +92,7 @@ async def ensure_dims_index(conn: asyncpg.Connection, dims: int, bulk: bool = Fa
             f"USING hnsw ((embedding::vector({int(dims)})) vector_cosine_ops) WHERE dims = {int(dims)}",
             timeout=INDEX_BUILD_TIMEOUT_S,
         )
+    return True
 
 
 async def drop_dims_index_for_load(conn: asyncpg.Connection, dims: int) -> bool:
