@@ -662,3 +662,7 @@ def test_a_name_in_value_position_after_the_cue_is_a_new_value():
 )
 def test_property_an_event_at_the_vet_never_names_a_new_vet(event, lead_in):
     assert _vet_newer(f"User: {lead_in} {event}.") is None
+
+
+def test_a_name_after_the_cue_and_here_is_a_new_value():
+    assert _vet_newer("User: The vet here is Ana Moreira, she's lovely.") == (1, True)

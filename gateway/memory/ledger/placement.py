@@ -182,7 +182,7 @@ def _named(text: str) -> set[str]:
 # Monday", "the vet appointment is at 3pm", "the vet said Pepper…").
 _VALUE_GLUE = re.compile(
     r"(?:[\s:,\-–—]|\b(?:is|are|was|['’]s|now|still|currently|called|named|at|with|for|a|an|the|my|our|new|"
-    r"newly|secondhand|second-hand|used|these days)\b)*",
+    r"newly|secondhand|second-hand|used|these days|nowadays|here|there|actually|officially)\b)*",
     re.I,
 )
 # Names and numbers that date or measure a mention rather than name a value: weekdays, months, times,
