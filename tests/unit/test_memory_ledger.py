@@ -3,6 +3,7 @@ a question asks about, and where the chosen statement goes among the hits."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timezone
 
 import numpy as np
@@ -666,3 +667,23 @@ def test_property_an_event_at_the_vet_never_names_a_new_vet(event, lead_in):
 
 def test_a_name_after_the_cue_and_here_is_a_new_value():
     assert _vet_newer("User: The vet here is Ana Moreira, she's lovely.") == (1, True)
+
+
+@pytest.mark.parametrize(
+    ("question", "asked", "event"),
+    [
+        ("What did I eat before the gym?", [], ["membership"]),
+        ("What did I eat before I moved?", [], ["home"]),
+        ("Where did I work before I joined the choir?", ["employer"], ["membership"]),
+        ("What car did I drive before the Tesla?", ["vehicle"], ["vehicle"]),
+    ],
+)
+def test_a_before_event_names_its_own_subject_not_what_is_asked(question, asked, event):
+    """subjects_of(): "before the gym" is when, not what — the membership is the event's subject
+    (event_subjects), and a meal asks nothing of it."""
+    assert subjects_of(question) == asked and event_subjects(question) == event
+
+    async def go() -> None:
+        assert await LedgerRecall(None).subjects(question) == asked
+
+    asyncio.run(go())
