@@ -86,15 +86,24 @@ def test_a_generation_asked_again_reads_nothing_a_family_past_the_bound_is_not_k
         assert ledger.reads == 2  # kept
         got = await cache.facts(["home"], "1", ledger.statements, drop=("sessions/2.jsonl", lambda s: True))
         assert got["home"].current.value == "Leeds" and ledger.reads == 2  # type: ignore[union-attr]
-        await cache.facts(None, "1", ledger.statements)  # all three: the bound — the others go
-        assert cache.held == 3 and ledger.reads == 3
+        await cache.facts(None, "1", ledger.statements)  # all three: kept apart — the families stay
+        assert cache.held == 3 and cache.held_all == 3 and ledger.reads == 3
+        await cache.facts(["home", "partner"], "1", ledger.statements)
+        assert ledger.reads == 3
         ledger.rows.append(said("code:shed", "4471", 4))
-        await cache.facts(None, "2", ledger.statements)  # four: past the bound, read and not kept
+        await cache.facts(["code"], "2", ledger.statements)
+        await cache.facts(["home", "partner"], "2", ledger.statements)  # four: past the bound, one goes
+        assert ledger.reads == 6 and cache.held == 3
+        await cache.facts(None, "2", ledger.statements)  # ALL: past the families' bound, kept apart
         await cache.facts(None, "2", ledger.statements)
-        assert ledger.reads == 5 and cache.held == 0
+        assert ledger.reads == 7 and cache.held_all == 4
+        small = FactsCache(max_statements=3, max_all=3)
+        await small.facts(None, "2", ledger.statements)  # past ALL's own bound: read and not kept
+        await small.facts(None, "2", ledger.statements)
+        assert ledger.reads == 9 and small.held_all == 0
         await cache.facts(["partner"], None, ledger.statements)  # no generation: nothing kept
         await cache.facts(["partner"], None, ledger.statements)
-        assert ledger.reads == 7 and cache.held == 0
+        assert ledger.reads == 11 and cache.held == 0
 
     asyncio.run(go())
 
@@ -149,3 +158,41 @@ def test_a_hidden_session_s_statements_are_in_no_answer_until_the_sync_drops_the
 
 def cache_value(known) -> str:
     return known["home"].periods[-1].value
+
+
+def test_all_is_kept_apart_past_the_families_bound_and_a_big_ledger_is_built_off_the_event_loop():
+    """Every chat turn asks for ALL (answers.relevant_facts): past MAX_STATEMENTS it was read and built
+    on the event loop each turn, and when kept it evicted the subject families. Now it is kept apart,
+    and building the facts of a big ledger (at its read, for a dropped path, for asOf) yields the loop:
+    a task scheduled before it runs before it ends (the read below never yields)."""
+    from gateway.memory.ledger import cache as cache_module
+
+    ledger = Ledger()
+    ledger.rows = [said(f"code:box{i}", f"{i:04d}", i % 90) for i in range(cache_module.OFFLOAD + 500)]
+    ledger.rows.append(said("home", "Leeds", 1))
+
+    async def ran_meanwhile(call) -> tuple[bool, object]:
+        ticked = asyncio.Event()
+        asyncio.get_running_loop().call_soon(ticked.set)
+        got = await call()
+        return ticked.is_set(), got
+
+    async def go() -> None:
+        cache = FactsCache(max_statements=100)
+        await cache.facts(["home"], "g", ledger.statements)
+        ran, known = await ran_meanwhile(lambda: cache.facts(None, "g", ledger.statements))
+        assert ran and len(known) == len(ledger.rows) and ledger.reads == 2
+        assert cache.held_all == len(ledger.rows) and cache.held == 1  # "home" not evicted
+        await cache.facts(None, "g", ledger.statements)
+        await cache.facts(["home"], "g", ledger.statements)
+        assert ledger.reads == 2  # both kept
+        ran, known = await ran_meanwhile(
+            lambda: cache.facts(None, "g", ledger.statements, as_of=said("home", "x", 50).said)
+        )
+        assert ran and brief(known) == brief(facts(ledger.rows, said("home", "x", 50).said))
+        dropped = ("sessions/1.jsonl", lambda s: s.subject == "home")
+        known = await cache.facts(None, "g", ledger.statements, drop=dropped)
+        kept = [s for s in ledger.rows if not (s.path == "sessions/1.jsonl" and s.subject == "home")]
+        assert brief(known) == brief(facts(kept)) and "home" not in known and ledger.reads == 2
+
+    asyncio.run(go())

@@ -3,6 +3,7 @@ a question asks about, and where the chosen statement goes among the hits."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timezone
 
 import numpy as np
@@ -610,3 +611,79 @@ async def test_the_current_statement_and_its_restatements_are_never_superseded_a
     fact, period, q = await recall.pick("What was my storage code originally?", facts(ss), NOW)  # type: ignore[misc]
     out = lead([], fact, period, q, 5)
     assert out[0]["fact"]["value"] == "4826" and out[0]["supersededBy"][:10] == "2025-07-19"
+
+
+_VET = facts(
+    [Statement("vet", "Wensum Vets", "2025-01-01T00:00:00Z", "sessions/a.jsonl", 2, 2, "Our vet is Wensum Vets.")]
+)["vet"]
+
+
+def _vet_newer(snippet: str) -> tuple[int, bool] | None:
+    same = np.ones(4, dtype=np.float32)
+    ledger_hit = {"path": "sessions/a.jsonl", "startLine": 2, "endLine": 2, "score": 0.9}
+    ledger_hit |= {"date": "2025-01-01T00:00:00Z", "snippet": "User: Our vet is Wensum Vets."}
+    new = {"path": "sessions/b.jsonl", "startLine": 2, "endLine": 2, "score": 0.5, "date": "2025-06-01T00:00:00Z"}
+    both = [ledger_hit, new | {"snippet": snippet}]
+    return newer_hit(both, {0: same, 1: -same}, same / np.linalg.norm(same), _VET, _VET.periods[-1])
+
+
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "User: Took Pepper to the vet on Monday for her jabs.",
+        "User: The vet appointment is at 3pm tomorrow.",
+        "User: The vet said Pepper needs to lose 2kg.",
+        "User: The vet is at 10:30 on Friday.",
+    ],
+)
+def test_a_routine_mention_of_the_subjects_cue_is_no_new_value(snippet):
+    """newer_hit(): a weekday, a time, a quantity or a name that is not in value position after the cue
+    ("the vet said Pepper…") says nothing new of the vet: with the vectors apart, nothing is newer."""
+    assert _vet_newer(snippet) is None
+
+
+def test_a_name_in_value_position_after_the_cue_is_a_new_value():
+    assert _vet_newer("User: Our vet is now Riverside Animal Clinic.") == (1, True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    event=st.sampled_from(
+        [
+            "on Monday",
+            "appointment is at 3pm",
+            "said Pepper needs to lose 2kg",
+            "on Friday at 10:30",
+            "bill was 120",
+            "visit in March",
+            "called about Pepper's jabs",
+        ]
+    ),
+    lead_in=st.sampled_from(["Took Pepper to the vet", "The vet", "Saw the vet", "Booked the vet"]),
+)
+def test_property_an_event_at_the_vet_never_names_a_new_vet(event, lead_in):
+    assert _vet_newer(f"User: {lead_in} {event}.") is None
+
+
+def test_a_name_after_the_cue_and_here_is_a_new_value():
+    assert _vet_newer("User: The vet here is Ana Moreira, she's lovely.") == (1, True)
+
+
+@pytest.mark.parametrize(
+    ("question", "asked", "event"),
+    [
+        ("What did I eat before the gym?", [], ["membership"]),
+        ("What did I eat before I moved?", [], ["home"]),
+        ("Where did I work before I joined the choir?", ["employer"], ["membership"]),
+        ("What car did I drive before the Tesla?", ["vehicle"], ["vehicle"]),
+    ],
+)
+def test_a_before_event_names_its_own_subject_not_what_is_asked(question, asked, event):
+    """subjects_of(): "before the gym" is when, not what — the membership is the event's subject
+    (event_subjects), and a meal asks nothing of it."""
+    assert subjects_of(question) == asked and event_subjects(question) == event
+
+    async def go() -> None:
+        assert await LedgerRecall(None).subjects(question) == asked
+
+    asyncio.run(go())

@@ -194,3 +194,102 @@ def test_a_newer_statement_that_what_the_question_names_changed_leads_however_fa
     assert arrange([old, same], "What colour is Loon painted now?", apart)[0]["path"] == "sessions/a.jsonl"
     assert arrange([old, new], "What colour was Loon originally?", apart)[0]["path"] == "sessions/a.jsonl"
     assert arrange([old, new], "What colour is my canoe now?", apart)[0]["path"] == "sessions/a.jsonl"
+
+
+_TRUE = "User: Sam works at Deloitte as an auditor."
+
+
+@pytest.mark.parametrize(
+    ("query", "old", "newer"),
+    [
+        ("Where does Sam work now?", _TRUE, "User: Had dinner with Sam, he has a new puppy."),
+        ("Where does Sam work now?", _TRUE, "User: Sam reached Lisbon for the holiday."),
+        ("Where does Sam work now?", _TRUE, "User: Sam and I watched a movie, now off to bed."),
+        ("What is Mum's phone number?", "User: Mum's number is 07700 900123.", "User: Mum is now back from Spain."),
+    ],
+)
+def test_a_newer_hit_sharing_only_a_name_with_the_question_neither_leads_nor_supersedes(query, old, newer):
+    apart = {0: np.array([1.0, 0.0]), 1: np.array([0.0, 1.0])}
+    a = {
+        "path": "sessions/a.jsonl",
+        "startLine": 1,
+        "endLine": 2,
+        "score": 1.0,
+        "date": "2025-04-19T10:00:00.000Z",
+        "snippet": old,
+    }
+    b = {
+        "path": "sessions/b.jsonl",
+        "startLine": 1,
+        "endLine": 2,
+        "score": 0.6,
+        "date": "2025-09-06T10:00:00.000Z",
+        "snippet": newer,
+    }
+    out = arrange([a, b], query, apart)
+    assert paths(out) == ["a", "b"] and "supersededBy" not in out[0]
+    # Saying what is asked, it leads: "Sam works at Arup now."
+    moved = dict(b, snippet="User: Sam works at Arup now.")
+    assert paths(arrange([a, moved], query.replace("Mum's phone number", "Mum's number"), apart))[0] == (
+        "b" if "Sam" in query else "a"
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    name=st.sampled_from(["Sam", "Inês", "Zoë", "Priya", "Mum"]),
+    filler=st.sampled_from(
+        [
+            "had dinner with {n}, he has a new puppy",
+            "{n} reached Lisbon",
+            "{n} is now back from Spain",
+            "saw {n} at the new café",
+            "{n} and I moved the sofa",
+        ]
+    ),
+)
+def test_property_a_newer_hit_that_shares_only_a_name_never_leads(name, filler):
+    """A newer hit naming the question's name with a word of change, but saying nothing of what is
+    asked (where the person works), never overtakes the statement that answers it."""
+    apart = {0: np.array([1.0, 0.0]), 1: np.array([0.0, 1.0])}
+    old = {
+        "path": "sessions/a.jsonl",
+        "startLine": 1,
+        "endLine": 2,
+        "score": 1.0,
+        "date": "2025-04-19T10:00:00.000Z",
+        "snippet": f"User: {name} works at Deloitte as an auditor.",
+    }
+    new = {
+        "path": "sessions/b.jsonl",
+        "startLine": 1,
+        "endLine": 2,
+        "score": 0.7,
+        "date": "2025-09-06T10:00:00.000Z",
+        "snippet": "User: " + filler.format(n=name).capitalize().replace(name.lower(), name) + ".",
+    }
+    out = arrange([old, new], f"Where does {name} work now?", apart)
+    assert paths(out) == ["a", "b"] and "supersededBy" not in out[0]
+
+
+@pytest.mark.parametrize("name", ["Inês", "Zoë"])
+def test_a_non_ascii_name_is_a_name_the_question_asks_about(name):
+    apart = {0: np.array([1.0, 0.0]), 1: np.array([0.0, 1.0])}
+    old = {
+        "path": "sessions/a.jsonl",
+        "startLine": 1,
+        "endLine": 2,
+        "score": 1.0,
+        "date": "2025-04-19T10:00:00.000Z",
+        "snippet": f"User: The canoe, named {name}, painted cream.",
+    }
+    new = {
+        "path": "sessions/b.jsonl",
+        "startLine": 1,
+        "endLine": 2,
+        "score": 0.77,
+        "date": "2025-09-06T10:00:00.000Z",
+        "snippet": f"User: Repainted {name} this weekend! She's forest green now.",
+    }
+    out = arrange([old, new], f"What colour is {name} painted now?", apart)
+    assert paths(out) == ["b", "a"] and out[1]["supersededBy"] == new["date"]

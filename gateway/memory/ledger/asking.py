@@ -196,7 +196,9 @@ def subjects_of(query: str) -> list[str]:
     question's own words (ASKED_AS: "Who teaches my daughter?" asks for the teacher, not the child),
     else those it names by a cue word — less the ones named only as whose or what the asked thing is
     ("my dog's vet", "the landlord of my flat": the vet, the landlord), and of several, the one its
-    question word asks for ("Which vet does my dog go to?": the vet)."""
+    question word asks for ("Which vet does my dog go to?": the vet). A "before X" names its event, not
+    what is asked ("What did I eat before the gym?" asks nothing of the membership: `event_subjects`)."""
+    query = _without_event(query)
     asked = [name for name, how in ASKED_AS.items() if how.search(query)]
     if asked:
         return [s.name for s in SUBJECTS if s.name in asked]

@@ -128,7 +128,7 @@ def newer_hit(
         # value, however far the vectors are.
         # (Not for a qualified subject: "the locker code for box 10 is 1010" is another thing's code.)
         if not qualified and any(
-            _named(x[m.end() : m.end() + NAMED_AFTER_CUE]) - ever for x in own for m in cues.finditer(x)
+            _value_after(x[m.end() : m.end() + NAMED_AFTER_CUE]) - ever for x in own for m in cues.finditer(x)
         ):
             return i, True
         if v is None:
@@ -177,6 +177,32 @@ def _named(text: str) -> set[str]:
 
 # The words of a value that name it: a proper name or a number ("Marcus", "4826", "Northpine Health"),
 # not the words around it ("for about a month").
+# What may stand between a subject's cue and its value ("our vet is now Wensum", "drive a Fiat", "work at
+# Arup"): a verb of being, an article, a word of change — not an event's preposition or noun ("the vet on
+# Monday", "the vet appointment is at 3pm", "the vet said Pepper…").
+_VALUE_GLUE = re.compile(
+    r"(?:[\s:,\-–—]|\b(?:is|are|was|['’]s|now|still|currently|called|named|at|with|for|a|an|the|my|our|new|"
+    r"newly|secondhand|second-hand|used|these days|nowadays|here|there|actually|officially)\b)*",
+    re.I,
+)
+# Names and numbers that date or measure a mention rather than name a value: weekdays, months, times,
+# quantities with a unit ("2kg", "3pm", "10:30", "5th").
+_NOT_A_VALUE = re.compile(
+    r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|january|february|march|april|may|june|july|august|september"
+    r"|october|november|december|today|tomorrow|tonight|\d+(?:[.:]\d+)?\s*[a-z]{1,4}|\d{1,2}[.:]\d\d"
+)
+
+
+def _value_after(after: str) -> set[str]:
+    """The name or number in value position just after a subject's cue (`after` is the text following
+    it), lowercased; empty when an event's words come first or what follows only dates or measures."""
+    rest = after[_VALUE_GLUE.match(after).end() :]  # type: ignore[union-attr]
+    m = _NAMING.match(rest)
+    if not m or len(m.group()) <= 2 or _NOT_A_VALUE.fullmatch(m.group().lower()):
+        return set()
+    return {m.group().lower()} - _STOP
+
+
 _NAMING = re.compile(r"\b(?:[A-Z][\w'’-]*[a-z0-9][\w'’-]*|[\w-]*\d[\w-]*)\b")
 _NEVER = re.compile(r"\b$^")  # matches nothing
 

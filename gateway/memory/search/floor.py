@@ -8,8 +8,10 @@ life gets when nothing passes it.
   FALLBACK_SHARE of the floor) are its answer, not silence. They score low (× FALLBACK_SCALE: below the
   chat recall's `minScore`, so a turn is not handed notes that merely came closest), and the ledger's
   facts (answers.py) still lead where a subject is matched. A how-to ("How do I boil an egg?") asks
-  about the world, not the person's life; it, and anything else that shares no word and is not close
-  ("quantum chromodynamics lecture"), still gets nothing.
+  about the world, not the person's life, and so does what the person may or must do ("Do I need a visa
+  for Japan?", "Can I freeze rice?") unless it names something of theirs, and a question about the world
+  with an aside ("What is the capital of France? I forgot"); they, and anything else that shares no word
+  and is not close ("quantum chromodynamics lecture"), still get nothing.
 """
 
 from __future__ import annotations
@@ -31,13 +33,29 @@ _QUESTION = re.compile(
 
 
 _HOW_TO = re.compile(r"^\W*how (?:do|can|could|should|would|to|might) (?:i|one|you|we)\b|^\W*how to\b", re.I)
+_POSSESSIVE = re.compile(r"\b(?:my|mine|myself|our|ours)\b", re.I)
+# A question of what the person may or must do ("Do I need a visa for Japan?", "Can I freeze cooked
+# rice?", "Should we tip in Tokyo?"): about the world, unless it names something of theirs.
+_MAY_I = re.compile(r"^\W*(?:do|can|could|should|would|will|must|shall|may|might) (?:i|we)\b", re.I)
+# "I" asking what is needed or allowed ("Where do I need to apply?", "What can I bring on a plane?").
+_NEED_I = re.compile(r"\b(?:i|we) (?:need|have to|has to|must|should|can|could|may|might|ought)\b", re.I)
+_SENTENCE = re.compile(r"[^.?!]*[?!.]|[^.?!]+$")
 
 
 def own_life_question(query: str) -> bool:
-    """Whether a query is a question in the first person ("Which fruit do I react to?", "Where's my bike"),
-    not a how-to ("How do I boil an egg?")."""
+    """Whether a query is a question about the person's own life: in the first person in the question
+    itself ("Which fruit do I react to?", "Where's my bike", "When did I last see the dentist?"; not "What
+    is the capital of France? I forgot"), naming something of theirs or saying what they did or do — not
+    a how-to ("How do I boil an egg?") nor what they may or must do ("Do I need a visa for Japan?", "Can
+    I freeze rice?") unless it names something of theirs ("Can I take my dog on the train?")."""
     q = query.strip()
-    return bool(_FIRST_PERSON.search(q) and _QUESTION.search(q) and not _HOW_TO.search(q))
+    parts = [p.strip() for p in _SENTENCE.findall(q) if p.strip()]
+    asked = " ".join(p for p in parts if p.endswith("?")) or q
+    if not (_FIRST_PERSON.search(asked) and _QUESTION.search(asked)) or _HOW_TO.search(asked):
+        return False
+    if _POSSESSIVE.search(asked):
+        return True
+    return not (_MAY_I.search(asked) or _NEED_I.search(asked))
 
 
 def above_floor(cands: Sequence[Candidate], query: str, min_similarity: float) -> tuple[list[Candidate], bool]:

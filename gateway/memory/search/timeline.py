@@ -255,6 +255,7 @@ def arrange(
             _describe(h, ctx, vectors.get(rank_of[id(h.result)]) if vectors else None)
     later = later_terms(query) if intent == "past" else frozenset()
     names = _names_asked(query) if intent == "present" else []
+    asked = _asked(query, names)
     # Each hit's place: its own score, or just above the best-ranked hit it overtakes.
     place = {id(h): h.score for h in hits}
     newer_of: dict[int, str] = {}
@@ -262,7 +263,7 @@ def arrange(
         for b in hits[i + 1 : WINDOW]:
             if b.asks or b.score < RELEVANT_ENOUGH * a.score:
                 continue
-            if not (_same_subject(a, b, kinds) or (names and _renamed_change(a, b, names))):
+            if not (_same_subject(a, b, kinds) or (names and _renamed_change(a, b, names, asked))):
                 continue
             if intent in ("present", "words"):
                 if _last(a) and _last(b) > _last(a):
@@ -293,27 +294,49 @@ def arrange(
     return out
 
 
-# The proper names a question asks about ("What colour is Loon painted now?"): capitalised words not
-# opening it, not "I".
-_NAME = re.compile(r"(?<!^)(?<![.?!]\s)\b([A-Z][a-z]+)(?:'s|’s)?\b")
+# The proper names a question asks about ("What colour is Loon painted now?", "Where does Inês live now?"):
+# capitalised words (any script's letters) not opening it, not "I".
+_NAME = re.compile(r"(?<!^)(?<![.?!]\s)\b([^\W\d_]{2,})(?:'s|’s)?\b")
 # A sentence saying something changed: "now", "new", "no longer", "switched", a verb of doing again.
 _CHANGED = re.compile(
     r"\b(?:now|new|newly|no longer|any ?more|instead|switched|swapped|changed|moved|renamed|re[a-z]{3,}ed)\b", re.I
 )
+# A verb of change said of the name itself ("Repainted Loon", "Sam moved to Leeds"): not any re…ed word
+# ("Sam reached Lisbon" changes nothing of Sam).
+_CHANGE_VERB = (
+    r"(?:switched|swapped|changed|moved|renamed|repainted|rebuilt|relocated|rehomed|rebranded|redecorated"
+    r"|retrained|remarried|resprayed|reupholstered)"
+)
 
 
 def _names_asked(query: str) -> list[str]:
-    return [n.lower() for n in _NAME.findall(query.strip()) if n != "I"]
+    return [n.lower() for n in _NAME.findall(query.strip()) if n[0].isupper() and n[1:].islower()]
 
 
-def _renamed_change(a: _Hit, b: _Hit, names: list[str]) -> bool:
+def _asked(query: str, names: list[str]) -> SnippetContext:
+    """What the question asks of the names (its other terms and their related words): "work" in "Where
+    does Sam work now?"."""
+    terms = [t for t in query_terms(query) if t not in names]
+    return SnippetContext(terms, {}, _term_needles(terms + [w for w in related_terms(terms) if w not in terms]))
+
+
+def _renamed_change(a: _Hit, b: _Hit, names: list[str], asked: SnippetContext) -> bool:
     """A newer hit about what the question names, saying it changed, is about the same thing as an
     older one naming it, however far apart their stored vectors are ("painted cream, named Loon" and
-    "Repainted Loon: she's forest green now")."""
+    "Repainted Loon: she's forest green now") — when its sentence also says what is asked ("Sam works at
+    Google now" for "Where does Sam work now?") or says the change of the name itself ("Repainted Loon");
+    a sentence sharing only the name ("Had dinner with Sam, he has a new puppy") is about something else."""
     for n in names:
         pat = re.compile(rf"\b{re.escape(n)}\b")
-        if pat.search(a.text) and any(pat.search(s.lower()) and _CHANGED.search(s) for s in _statements(b)):
-            return True
+        if not pat.search(a.text):
+            continue
+        by_name = re.compile(
+            rf"\b{_CHANGE_VERB}\s+{re.escape(n)}\b|\b{re.escape(n)}\s+(?:has\s+|had\s+|just\s+)?{_CHANGE_VERB}\b"
+        )
+        for s in _statements(b):
+            low = s.lower()
+            if pat.search(low) and _CHANGED.search(s) and (by_name.search(low) or _has_term(s, asked)):
+                return True
     return False
 
 
