@@ -4,8 +4,8 @@ memory.profile and memory.get, and the search backend that answers first.
 A search waits for the sync that covers what was dirty (read your writes), asks the configured backend
 (search/backends.py: the built-in index, or QMD with the built-in index as fallback) for a pool a few
 times k, arranges it by what was said when (search/timeline.py), re-ranks it (rerank.py: MMR, time
-decay) and puts the ledger's statement for the question first (ledger/recall.py). The hits leave here as
-the wire has them (present.py's `shape`).
+decay) and puts the ledger's statement for the question first (ledger/recall.py). The hits travel as
+memory/hit.py's Hit and leave here as the wire has them (present.py's `answer`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
@@ -27,17 +27,19 @@ from .ledger.placement import lead, outdated, prefer_statements
 from .ledger.profile import HISTORY_LIMIT, PROFILE_LIMIT, subject_family
 from .ledger.profile import page as ledger_page
 from .ledger.recall import LedgerRecall, as_of_time, embed_with
-from .hit import Embeddings, SearchAnswer, answer
+from .hit import Embeddings, Hit, SearchAnswer
 from .ports import MemoryIndex
-from .present import shape
+from .present import answer, shape
 from .rerank import apply_time_decay, decay_dates, mmr_rerank
 from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
 from .search.qmd import QmdBackend
 from .search.request import SearchRequest
-from .search.searcher import RESULT_VECTORS
 from .search.snippets import Exclude
 from .search.timeline import arrange
 from .sync import DirtyMarks, SyncRequest
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .hit import Vectors
 
 log = structlog.get_logger("gateway.memory")
 
@@ -173,32 +175,33 @@ class MemoryAnswers:
         # while the backend searches.
         subjects = asyncio.ensure_future(self._ledger_subjects(query))
         try:
-            res = await self.search_backend.search(req)
+            found = await self.search_backend.search(req)
         except BaseException:
             subjects.cancel()
             raise
+        hits = found.hits
         if as_of:  # nothing said after it (an undated hit is the file's: its time is known)
-            res["results"] = [r for r in res["results"] if str(r.get("date") or "") <= as_of]
-        known = res.pop(RESULT_VECTORS, None)  # the results' stored vectors, when the search read them
-        for r in res["results"]:  # as every reader gets a hit (present.py: a keyed memory's value)
-            shape(r)
+            hits = [r for r in hits if (r.date or "") <= as_of]
+        hits = [shape(r) for r in hits]  # as every reader gets a hit (present.py: a keyed memory's value)
         if recovering:  # no re-ranking either: results are incomplete
             subjects.cancel()
-            res["degraded"] = (
-                "the memory index was damaged and is being rebuilt from the memory files and "
-                "transcripts; results are incomplete until it is done"
+            found.hits, found.degraded = (
+                hits,
+                (
+                    "the memory index was damaged and is being rebuilt from the memory files and "
+                    "transcripts; results are incomplete until it is done"
+                ),
             )
-            return answer(res)
+            return answer(found)
         try:
-            res["results"] = await self._rerank(query, res["results"], int(k), float(min_score), known)
+            # (the stored vectors of the hits, when the search read them)
+            hits = await self._rerank(query, hits, int(k), float(min_score), found.vectors)
         except BaseException:
             subjects.cancel()  # (it embeds in the background otherwise)
             raise
-        res["results"] = prefer_statements(query, res["results"])  # ties: who states beats who mentions
-        res["results"] = await self._ledger_first(query, res["results"], int(k), as_of, exclude, await subjects)
-        if as_of:
-            res["asOf"] = as_of
-        return answer(res)
+        hits = prefer_statements(query, hits)  # ties: who states beats who mentions
+        found.hits = await self._ledger_first(query, hits, int(k), as_of, exclude, await subjects)
+        return answer(found, as_of)
 
     def _ledger_recall(self) -> LedgerRecall:
         if self._ledger is None:
@@ -219,12 +222,12 @@ class MemoryAnswers:
     async def _ledger_first(
         self,
         query: str,
-        results: list[dict],
+        results: list[Hit],
         k: int,
         as_of: str | None,
         exclude: Exclude | None = None,
         subjects: list[str] | None = None,
-    ) -> list[dict]:
+    ) -> list[Hit]:
         """The ledger's statement for the question first (ledger/recall.py); the results as they were when
         the question names no subject or the ledger cannot be read (derived data never fails a search)."""
         try:
@@ -282,20 +285,20 @@ class MemoryAnswers:
         return min(100, max(3 * k, 20)) - k if (s.mmr or s.time_decay) else POOL_SPARE
 
     async def _rerank(
-        self, query: str, results: list[dict], k: int, min_score: float, known: dict | None = None
-    ) -> list[dict]:
+        self, query: str, results: list[Hit], k: int, min_score: float, known: Vectors | None = None
+    ) -> list[Hit]:
         s = self.cfg.search
         if s.time_decay and results:
             now = self.decay_now or datetime.now(timezone.utc)
             results = apply_time_decay(results, decay_dates(results), now, s.half_life_days)
         vectors = None
         if len(results) > 1:
-            keys = [(r["path"], r["startLine"], r["endLine"]) for r in results]
+            keys = [r.key for r in results]
             if known is not None and all(key in known for key in keys):
                 vectors = {i: known[key] for i, key in enumerate(keys)}  # (the search read them: no second trip)
             else:
                 vectors = await self.index.stored_vectors(results)
-        results = [r for r in arrange(results, query, vectors) if r["score"] >= min_score]
+        results = [r for r in arrange(results, query, vectors) if r.score >= min_score]
         if s.mmr:
             return mmr_rerank(results, k, s.mmr_lambda, await self.index.stored_vectors(results))
         return results[:k]

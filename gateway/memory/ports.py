@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from .embeddings.base import EmbeddingProvider
+    from .hit import Found, Hit
     from .index.chunking import Chunk
     from .index.settings import SyncStats
     from .index.sources import SourceFile
@@ -385,11 +386,11 @@ class MemoryIndex(Protocol):
         """Drop a deleted session's chunks now; False when that must wait for a sync (`busy`: one is
         running), which the caller then queues."""
 
-    async def search(self, req: SearchRequest) -> dict[str, Any]:
+    async def search(self, req: SearchRequest) -> Found:
         """The built-in search backend's answer (memory.search's shape): the best k, plus up to `spare`
         more after them, ranked as for k (the memory service's room to fold repeats into one)."""
 
-    async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
+    async def stored_vectors(self, results: list[Hit]) -> dict[int, np.ndarray] | None:
         """The results' stored vectors (index in `results` → vector) for MMR; None without vectors."""
 
     async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:

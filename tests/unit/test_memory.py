@@ -21,6 +21,7 @@ import pytest
 from gateway.compose import memory_service
 from gateway.config import load_config
 from gateway.errors import Invalid, NotFound
+from gateway.memory.hit import Hit
 from gateway.memory.index.chunking import chunk_markdown, chunk_transcript
 from gateway.memory.service import MemoryService
 from gateway.storage.files.engine import FilesStorage
@@ -814,7 +815,10 @@ async def test_mmr_reads_each_results_stored_vector(tmp_path, open_manager):
     mem = await open_manager(cfg)
     await mem.sync()
     res = await mem.search("cello Tuesday", k=3)
-    vecs = await mem.index.stored_vectors(res["results"])
+    found = [
+        Hit(r["path"], r["source"], r["startLine"], r["endLine"], r["score"], r["snippet"]) for r in res["results"]
+    ]
+    vecs = await mem.index.stored_vectors(found)
     assert vecs is not None and sorted(vecs) == [0, 1, 2]
     for i, v in vecs.items():  # each result's own chunk's vector, as stored
         r = res["results"][i]

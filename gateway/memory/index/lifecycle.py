@@ -22,6 +22,7 @@ import structlog
 
 from ...config import Config
 from ..embeddings import EmbeddingProvider
+from ..hit import Found
 from ..ports import IndexContext, IndexEngine, VectorSearch
 from ..search.request import SearchRequest
 from ..search.searcher import SearchOptions, Searcher
@@ -151,7 +152,7 @@ class IndexLifecycle:
         await self._engine._refresh_counts(delta)
 
     # ---- the reader: the one searcher over the engine's ports, the same on both engines ------------------
-    async def search(self, req: SearchRequest) -> dict[str, Any]:
+    async def search(self, req: SearchRequest) -> Found:
         async with self._engine._reading() as generation:
             assert self.searcher is not None
             return await self.searcher.search(

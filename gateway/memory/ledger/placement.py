@@ -12,10 +12,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from dataclasses import replace
+from typing import Sequence
 
 import numpy as np
 
+from ..hit import Hit, HitFact
 from ..index.sources import session_key_of
 from ..search.timeline import sentences
 from .facts import Fact, Period
@@ -35,7 +37,7 @@ SAME_SUBJECT_COSINE = 0.35
 
 
 def outdated(
-    results: Sequence[dict[str, Any]],
+    results: Sequence[Hit],
     vectors: dict[int, np.ndarray] | None,
     statement: np.ndarray | None,
     fact: Fact,
@@ -53,8 +55,8 @@ def outdated(
     cues = BY_NAME[fact.subject.split(":", 1)[0]].cues if fact.subject.split(":", 1)[0] in BY_NAME else _NEVER
     for i, r in enumerate(results):
         v = vectors.get(i)
-        snip = str(r.get("snippet") or "")
-        if v is None or str(r.get("date") or "") <= last or any(k and k in _norm(snip) for k in known):
+        snip = r.snippet
+        if v is None or (r.date or "") <= last or any(k and k in _norm(snip) for k in known):
             continue
         if was and was.search(snip.lower()) and not now.search(snip.lower()):  # an old value named again
             continue
@@ -124,60 +126,52 @@ def stale_names(fact: Fact, period: Period) -> re.Pattern[str] | None:
     return re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)) + r")\b")
 
 
-def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question, k: int) -> list[dict[str, Any]]:
+def lead(results: list[Hit], fact: Fact, period: Period, q: Question, k: int) -> list[Hit]:
     """The results with the chosen statement first (a hit of its own, unless one of them shows it
     already: that one moves up), and for the present the hits showing a superseded value of the fact
     marked and moved after the rest. Scores stay in [0, 1] and non-increasing."""
     ev = period.statement
     said = _norm(ev.text)[:120]
-    first: dict[str, Any] | None = None
-    rest: list[dict[str, Any]] = []
+    first: Hit | None = None
+    rest: list[Hit] = []
     for r in results:
-        if first is None and said and said in _norm(r.get("snippet") or ""):
-            first = dict(r)
+        if first is None and said and said in _norm(r.snippet):
+            first = r
         else:
             rest.append(r)
+    stated = HitFact(fact.subject, period.value, period.since, period.until or None)
     if first is None:
-        first = {
-            "path": ev.path,
-            "source": "sessions" if ev.path.startswith("sessions/") else "memory",
-            "startLine": ev.start_line,
-            "endLine": ev.end_line,
-            "score": LEAD_SCORE,
+        first = Hit(
+            ev.path,
+            "sessions" if ev.path.startswith("sessions/") else "memory",
+            ev.start_line,
+            ev.end_line,
+            LEAD_SCORE,
             # the person's own words: a transcript's user message (the model's statements quote one too)
-            "snippet": ("User: " + ev.text)
+            ("User: " + ev.text)
             if ev.source == "model" or (ev.source == "extractor" and ev.path.startswith("sessions/"))
             else ev.text,
-            "date": ev.said,
-        }
-        if key := session_key_of(ev.path):
-            first["sessionKey"] = key
-    first["fact"] = {"subject": fact.subject, "value": period.value, "since": period.since}
-    if period.until:
-        first["fact"]["until"] = period.until
+            session_key=session_key_of(ev.path) or None,
+            date=ev.said,
+        )
+    first = replace(first, score=LEAD_SCORE, fact=stated)
     if q.asked == "present":
         old = {_norm(s.text)[:120] for p in fact.periods if p is not period for s in p.sayings}
         old.discard(said)
         was = stale_names(fact, period)
         fresh, stale = [], []
         for r in rest:
-            snip = _norm(r.get("snippet") or "")
+            snip = _norm(r.snippet)
             if any(o and o in snip for o in old) or (was and was.search(snip) and not _names(period).search(snip)):
-                r = dict(r)
-                r["supersededBy"] = max(str(r.get("supersededBy") or ""), period.since)
-                stale.append(r)
+                stale.append(replace(r, superseded_by=max(r.superseded_by or "", period.since)))
             else:
                 fresh.append(r)
         rest = fresh + stale
     out = [first, *rest][:k]
     ceiling = 1.0
-    for i, r in enumerate(out):
-        if i == 0:
-            r["score"] = LEAD_SCORE
-            continue
-        r = out[i] = dict(r)
-        ceiling = min(ceiling, float(r.get("score") or 0.0))
-        r["score"] = round(ceiling, 6)
+    for i, r in enumerate(out[1:], start=1):
+        ceiling = min(ceiling, float(r.score))
+        out[i] = replace(r, score=round(ceiling, 6))
     return out
 
 
@@ -213,7 +207,7 @@ def _states(snippet: str, names: list[str]) -> bool:
     return False
 
 
-def prefer_statements(query: str, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def prefer_statements(query: str, results: list[Hit]) -> list[Hit]:
     """Among (nearly) equally scored hits, those where the person states something of whom the question
     names come first, the order otherwise kept; one that had been marked superseded by a hit that only
     mentions the name is not superseded by it. No name in the question: the results as they are. (Run
@@ -221,26 +215,23 @@ def prefer_statements(query: str, results: list[dict[str, Any]]) -> list[dict[st
     names = _names_asked(query)
     if not names or len(results) < 2:
         return results
-    out: list[dict[str, Any]] = []
+    out: list[Hit] = []
     i = 0
     while i < len(results):
         j = i + 1
-        while (
-            j < len(results)
-            and float(results[j - 1].get("score") or 0.0) - float(results[j].get("score") or 0.0) <= TIE
-        ):
+        while j < len(results) and float(results[j - 1].score) - float(results[j].score) <= TIE:
             j += 1
         run = results[i:j]
-        states = [_states(str(r.get("snippet") or ""), names) for r in run]
+        states = [_states(r.snippet, names) for r in run]
         if len(run) > 1 and any(states) and not all(states):
-            mentions = {str(r.get("date") or "") for r, st in zip(run, states) if not st}
+            mentions = {r.date or "" for r, st in zip(run, states) if not st}
             order = sorted(range(len(run)), key=lambda n: not states[n])
-            scores = [r.get("score") for r in run]
+            scores = [r.score for r in run]
             moved = []
             for n, score in zip(order, scores):
-                r = dict(run[n], score=score)
-                if states[n] and r.get("supersededBy") in mentions:
-                    del r["supersededBy"]
+                r = replace(run[n], score=score)
+                if states[n] and r.superseded_by in mentions:
+                    r = replace(r, superseded_by=None)
                 moved.append(r)
             run = moved
         out.extend(run)

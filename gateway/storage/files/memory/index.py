@@ -28,6 +28,7 @@ import structlog
 
 from ....config import Config
 from ....errors import Unavailable
+from ....memory.hit import Hit
 from ....memory.index.lifecycle import IndexLifecycle
 from ....memory.index.pipeline import IndexPipeline
 from ....memory.index.settings import SyncStats
@@ -413,7 +414,7 @@ class FilesMemoryIndex(IndexLifecycle):
                 retry_after_ms=2000,
             ) from None
 
-    async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
+    async def stored_vectors(self, results: list[Hit]) -> dict[int, np.ndarray] | None:
         if self.searcher is not None and self.vectors is not None:
             async with self._gate.shared():
                 return await stored_vectors(self.searcher.rows, results)

@@ -26,6 +26,7 @@ import numpy as np
 import structlog
 
 from ....config import Config
+from ....memory.hit import Hit
 from ....memory.index.lifecycle import IndexLifecycle
 from ....memory.index.pipeline import IndexPipeline
 from ....memory.index.settings import SyncStats
@@ -206,7 +207,7 @@ class PgMemoryIndex(IndexLifecycle):
             await self._bind_stored_vectors()
         yield gen
 
-    async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
+    async def stored_vectors(self, results: list[Hit]) -> dict[int, np.ndarray] | None:
         if self.searcher is None or self.searcher.vectors is None:
             return None
         return await stored_vectors(self.searcher.rows, results)
