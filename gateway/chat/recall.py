@@ -12,6 +12,7 @@ import structlog
 
 from ..memory.index.chunking import CHARS_PER_TOKEN
 from ..memory.index.sources import session_path
+from ..memory.search.request import SearchRequest
 from ..memory.search.snippets import Exclude
 from ..memory.secrets import mask
 
@@ -30,7 +31,9 @@ async def recall_for_turn(memory: "MemoryService", query: str, session_key: str 
         return []
     try:
         exclude = Exclude(session_path(session_key), query) if session_key else None
-        res = await memory.search(query[:2000], k=rc.max_results, min_score=rc.min_score, exclude=exclude)
+        res = await memory.search(
+            SearchRequest(query=query[:2000], k=rc.max_results, min_score=rc.min_score, exclude=exclude)
+        )
     except Exception:
         log.warning("memory_recall_failed", exc_info=True)
         return []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -138,36 +139,22 @@ class MemoryAnswers:
             if self._unreachable(exc) is None:  # an outage is said once, by the engine
                 log.warning("memory_search_presync_failed", exc_info=True)
 
-    async def search(
-        self,
-        query: str,
-        k: int = 6,
-        min_score: float = 0.0,
-        sources: list[str] | None = None,
-        session_key: str | None = None,
-        mode: str | None = None,
-        exclude: Exclude | None = None,
-        as_of: str | None = None,
-    ) -> SearchAnswer:
-        """`as_of` (ISO 8601 UTC, as `parse_as_of` writes it): memory as it stood then — nothing said after
-        it, the ledger's value valid then first, relative dates in the query resolved against it."""
+    async def search(self, asked: SearchRequest) -> SearchAnswer:
+        """memory.search's answer to a request (search/request.py: `as_of`, memory as it stood then)."""
         # The params were validated by the method's schema (memory.search, and the CLI through it).
-        mode = mode or self.cfg.search.mode
-        srcs = tuple(sorted(set(sources))) if sources else SOURCES
+        query, k, min_score, as_of, exclude = asked.query, asked.k, asked.min_score, asked.as_of, asked.exclude
+        mode = asked.mode or self.cfg.search.mode
         why = "memory is disabled" if not self.cfg.enabled else self.index.degraded
         if why:
             return {"results": [], "mode": mode, "embeddings": self._embeddings_brief(), "degraded": why}
         await self._sync_if_dirty()
         recovering = self.index.recovering
-        req = SearchRequest(
-            query=query,
-            k=int(k),
-            spare=(0 if recovering else self._spare(int(k))) + (AS_OF_SPARE if as_of else 0),
-            min_score=float(min_score) if recovering else 0.0,
-            sources=srcs,
-            session_key=session_key,
+        req = replace(
+            asked,
             mode=mode,
-            exclude=exclude,
+            sources=tuple(sorted(set(asked.sources))) if asked.sources else SOURCES,
+            spare=(0 if recovering else self._spare(k)) + (AS_OF_SPARE if as_of else 0),
+            min_score=min_score if recovering else 0.0,
         )
         # A pool a few times k, arranged by what was said when (search/timeline.py), re-ranked if so
         # configured, then cut to k and minScore.
@@ -195,12 +182,12 @@ class MemoryAnswers:
             return answer(found)
         try:
             # (the stored vectors of the hits, when the search read them)
-            hits = await self._rerank(query, hits, int(k), float(min_score), found.vectors)
+            hits = await self._rerank(query, hits, k, min_score, found.vectors)
         except BaseException:
             subjects.cancel()  # (it embeds in the background otherwise)
             raise
         hits = prefer_statements(query, hits)  # ties: who states beats who mentions
-        found.hits = await self._ledger_first(query, hits, int(k), as_of, exclude, await subjects)
+        found.hits = await self._ledger_first(query, hits, k, as_of, exclude, await subjects)
         return answer(found, as_of)
 
     def _ledger_recall(self) -> LedgerRecall:

@@ -239,9 +239,10 @@ async def test_the_service_above_either_index_answers_the_same_shapes(storage, s
     try:
         assert service.health()["dirty"] is True
         assert (await service.sync())["indexed"] == 2
-        res = await service.search("Ingrid Trondheim", mode="fts")
+        res = await service.search(SearchRequest(query="Ingrid Trondheim", mode="fts"))
         assert res["results"][0]["path"] == session_path(key) and "degraded" not in res
-        for answer in (res, await service.search("Where does my sister live?", k=10)):  # as memory/hit.py says
+        sister = await service.search(SearchRequest(query="Where does my sister live?", k=10))
+        for answer in (res, sister):  # as memory/hit.py says
             assert _misfits(answer, SearchAnswer) == [] and answer["results"]
             assert [m for hit in answer["results"] for m in _misfits(hit, WireHit)] == []
         st = await service.status()

@@ -9,6 +9,7 @@ from gateway.compose import memory_service
 from gateway.memory.search import pruning
 from gateway.memory.search.query import query_terms
 from gateway.storage.files.engine import FilesStorage
+from gateway.memory.search.request import SearchRequest
 from tests.unit.test_memory import make_cfg, paths, write
 
 
@@ -27,7 +28,7 @@ async def test_word_counts_are_kept_until_the_index_changes(manager):
     write(ws / "memory" / "rare.md", "Weekly meeting about the zeppelin budget.\n")
     await m.sync()
     terms = query_terms("weekly meeting zeppelin")
-    res = await m.search("weekly meeting zeppelin", mode="fts")
+    res = await m.search(SearchRequest(query="weekly meeting zeppelin", mode="fts"))
     assert paths(res)[0] == "memory/rare.md"
     s = m.index.searcher.text  # the FTS5 full text: it keeps the words' counts
     total = m.index.searcher.total_chunks
@@ -47,7 +48,7 @@ async def test_word_counts_are_kept_until_the_index_changes(manager):
     total = m.index.searcher.total_chunks
     assert await s.prune_common(["weekly", "zeppelin"], total, m.index._generation) == ["weekly"]
     assert s._counts_generation == m.index._generation
-    res = await m.search("weekly zeppelin", mode="fts")
+    res = await m.search(SearchRequest(query="weekly zeppelin", mode="fts"))
     assert paths(res)[0] == "memory/rare.md"
     # Without a generation nothing is kept (a caller that cannot tell when the index changes).
     assert await s.prune_common(["weekly", "zeppelin"], total) == ["weekly"] and s._counts == {}
