@@ -304,9 +304,15 @@ class SearchPorts:
 
 
 class IndexEngine(Protocol):
-    """What an engine's index gives the index lifecycle (memory/index/lifecycle.py), which decides the rest:
-    the signature check, when a rebuild runs instead of the sync asked, when vectors are bound, the
-    searcher."""
+    """What an engine's index gives the index lifecycle (memory/index/lifecycle.py), which it holds and
+    which decides the rest: the signature check, when a rebuild runs instead of the sync asked, when
+    vectors are bound, the searcher."""
+
+    backend: str  # where its vectors are kept ("sqlite-vec", "numpy", "pgvector"; "none"), set by open
+    counts: dict[str, int]  # files, chunks, vectors, missing: as of the last sync or refresh
+
+    def _backend_problem(self) -> str | None:
+        """Why the engine keeps no vectors when it could not (PostgreSQL without pgvector), else None."""
 
     async def _stored_vectors(self) -> tuple[str, int] | None:
         """The backend that stored the vectors and their dims; None: none stored yet."""

@@ -632,8 +632,8 @@ async def test_common_words_are_skipped_on_big_indexes(tmp_path, open_manager, m
     write(cfg.workspace_dir / "memory" / "rare.md", "Weekly meeting about the zeppelin budget.\n")
     m = await open_manager(cfg)
     await m.sync()
-    s = m.index.searcher.text  # the FTS5 full text
-    total = m.index.searcher.total_chunks
+    s = m.index.life.searcher.text  # the FTS5 full text
+    total = m.index.life.searcher.total_chunks
     terms = query_terms("weekly meeting zeppelin")
     assert await s.prune_common(terms, total) == terms  # a small index searches every word
     monkeypatch.setattr(pruning, "PRUNE_MIN_CHUNKS", 10)  # as if this index were big
@@ -666,7 +666,7 @@ async def test_a_searchs_rows_bring_their_vectors_and_agree_with_a_fresh_read(tm
         write(cfg.workspace_dir / "memory" / f"n{i}.md", f"Note {i} about the {['boat', 'garden', 'piano'][i % 3]}.\n")
     m = await open_manager(cfg)
     await m.sync()
-    reader = m.index.searcher.rows
+    reader = m.index.life.searcher.rows
     ids = [int(r[0]) for r in await reader.db.fetchall("SELECT id FROM chunks ORDER BY id")]
     stored = await read_vectors(reader.db, ids)
     assert len(stored) == len(ids) >= 6
@@ -712,7 +712,7 @@ async def test_the_generation_a_search_is_given_is_the_files_after_every_write(t
     second = await given()
     assert second == await in_file() != first
     # A bump in a write's open transaction, the counts read meanwhile, then the commit.
-    async with ix.write_lock:
+    async with ix.life.write_lock:
         async with ix.writer.transaction():
             await ix.store._bump()
             await ix._refresh_counts()

@@ -30,8 +30,8 @@ async def test_word_counts_are_kept_until_the_index_changes(manager):
     terms = query_terms("weekly meeting zeppelin")
     res = await m.search(SearchRequest(query="weekly meeting zeppelin", mode="fts"))
     assert paths(res)[0] == "memory/rare.md"
-    s = m.index.searcher.text  # the FTS5 full text: it keeps the words' counts
-    total = m.index.searcher.total_chunks
+    s = m.index.life.searcher.text  # the FTS5 full text: it keeps the words' counts
+    total = m.index.life.searcher.total_chunks
     gen = m.index._generation
     assert s._counts_generation == gen and set(s._counts) == set(terms)
     assert await s.prune_common(terms, total, gen) == ["zeppelin"]
@@ -45,7 +45,7 @@ async def test_word_counts_are_kept_until_the_index_changes(manager):
     for i in range(40):
         (ws / "memory" / f"c{i}.md").write_text(f"Monthly notes {i}.\n")
     await m.sync()
-    total = m.index.searcher.total_chunks
+    total = m.index.life.searcher.total_chunks
     assert await s.prune_common(["weekly", "zeppelin"], total, m.index._generation) == ["weekly"]
     assert s._counts_generation == m.index._generation
     res = await m.search(SearchRequest(query="weekly zeppelin", mode="fts"))
@@ -71,11 +71,11 @@ async def test_vector_reads_do_not_wait_behind_full_text(tmp_path):
         await m.warm()
         vectors = m.index.vectors
         assert (
-            vectors is m.index.searcher.vectors
+            vectors is m.index.life.searcher.vectors
             and vectors.db is not m.index.reader
             and vectors.db is m.index.vector_reader
         )
-        q = await m.index.searcher.embed_query("bread baking")
+        q = await m.index.life.searcher.embed_query("bread baking")
         # About a second of work on the search connection's thread (a full-text query on a huge index).
         slow = asyncio.ensure_future(
             m.index.reader.scalar(
