@@ -39,7 +39,7 @@ async def recall_for_turn(memory: "MemoryService", query: str, session_key: str 
         return []
     budget = rc.max_tokens * CHARS_PER_TOKEN
     out = []
-    hits: Sequence[Mapping[str, Any]] = res["results"]  # memory/hit.py's Hit, read field by field below
+    hits: Sequence[Mapping[str, Any]] = res["results"]  # memory/hit.py's WireHit, read field by field below
     for r in hits:
         if budget <= 0:
             break

@@ -393,7 +393,7 @@ class MemoryIndex(Protocol):
         running), which the caller then queues."""
 
     async def search(self, req: SearchRequest) -> Found:
-        """The built-in search backend's answer (memory.search's shape): the best k, plus up to `spare`
+        """The built-in search backend's answer (memory/hit.py's Found): the best k, plus up to `spare`
         more after them, ranked as for k (the memory service's room to fold repeats into one)."""
 
     async def stored_vectors(self, results: list[Hit]) -> dict[int, np.ndarray] | None:

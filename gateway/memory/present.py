@@ -27,7 +27,6 @@ it up.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from ..neterrors import short
@@ -52,7 +51,7 @@ def when(hit: Mapping[str, Any]) -> Any:
 def shape(hit: Hit) -> Hit:
     """A hit as every reader is shown it: a keyed memory shows its value, not its front matter."""
     shown = snippet_value(hit.path, hit.snippet)
-    return hit if shown == hit.snippet else replace(hit, snippet=shown)
+    return hit if shown == hit.snippet else hit._replace(snippet=shown)
 
 
 def wire(hit: Hit) -> WireHit:

@@ -17,7 +17,6 @@ reads its inputs from the engine's ChunkReader. The memory service applies them,
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from datetime import datetime
 from typing import Callable, Mapping, Sequence
 
@@ -56,7 +55,7 @@ def apply_time_decay(
     for r, d in zip(results, dates):
         if d is not None:
             age = (now - d).total_seconds() / SECONDS_PER_DAY
-            r = replace(r, score=round(float(r.score) * decay_factor(age, half_life_days), 6))
+            r = r._replace(score=round(float(r.score) * decay_factor(age, half_life_days), 6))
         out.append(r)
     return sorted(out, key=lambda r: -r.score)  # sorted() is stable
 

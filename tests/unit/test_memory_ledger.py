@@ -3,7 +3,6 @@ a question asks about, and where the chosen statement goes among the hits."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from datetime import datetime, timezone
 
@@ -218,7 +217,7 @@ def test_ties_go_to_the_hit_that_states_something_of_the_person_named():
     assert out[0].superseded_by is None  # a mention does not supersede a statement
     assert [r.score for r in out] == [0.814287, 0.814286, 0.5]  # scores stay non-increasing
     # Not a tie, no name asked, or every hit states: the order stays.
-    apart = [replace(ask, score=0.9), says]
+    apart = [ask._replace(score=0.9), says]
     assert prefer_statements("Who looks after Biscuit's health?", apart) == apart
     assert prefer_statements("Who looks after my tortoise's health?", [ask, says]) == [ask, says]
     both = [hit("User: Biscuit sleeps a lot.", 0.8, "b"), hit("User: Biscuit is 31.", 0.8, "a")]

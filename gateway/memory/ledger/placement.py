@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -154,7 +153,7 @@ def lead(results: list[Hit], fact: Fact, period: Period, q: Question, k: int) ->
             session_key=session_key_of(ev.path) or None,
             date=ev.said,
         )
-    first = replace(first, score=LEAD_SCORE, fact=stated)
+    first = first._replace(score=LEAD_SCORE, fact=stated)
     if q.asked == "present":
         old = {_norm(s.text)[:120] for p in fact.periods if p is not period for s in p.sayings}
         old.discard(said)
@@ -163,7 +162,7 @@ def lead(results: list[Hit], fact: Fact, period: Period, q: Question, k: int) ->
         for r in rest:
             snip = _norm(r.snippet)
             if any(o and o in snip for o in old) or (was and was.search(snip) and not _names(period).search(snip)):
-                stale.append(replace(r, superseded_by=max(r.superseded_by or "", period.since)))
+                stale.append(r._replace(superseded_by=max(r.superseded_by or "", period.since)))
             else:
                 fresh.append(r)
         rest = fresh + stale
@@ -171,7 +170,7 @@ def lead(results: list[Hit], fact: Fact, period: Period, q: Question, k: int) ->
     ceiling = 1.0
     for i, r in enumerate(out[1:], start=1):
         ceiling = min(ceiling, float(r.score))
-        out[i] = replace(r, score=round(ceiling, 6))
+        out[i] = r._replace(score=round(ceiling, 6))
     return out
 
 
@@ -229,9 +228,9 @@ def prefer_statements(query: str, results: list[Hit]) -> list[Hit]:
             scores = [r.score for r in run]
             moved = []
             for n, score in zip(order, scores):
-                r = replace(run[n], score=score)
+                r = run[n]._replace(score=score)
                 if states[n] and r.superseded_by in mentions:
-                    r = replace(r, superseded_by=None)
+                    r = r._replace(superseded_by=None)
                 moved.append(r)
             run = moved
         out.extend(run)

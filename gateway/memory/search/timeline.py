@@ -29,8 +29,8 @@ the overlap of the snippets' words stands in).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
-from typing import Literal, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -274,15 +274,14 @@ def arrange(results: Sequence[Hit], query: str, vectors: Mapping[int, np.ndarray
     out = []
     ceiling = 1.0
     for h in order:
-        r = h.result
         # Scores stay in [0, 1] and follow the new order (a hit that moved up takes the score it overtook).
         ceiling = min(ceiling, max(h.score, min(1.0, place[id(h)])))
-        said, first, last = (
-            (len(h.said), min(h.said), max(h.said)) if len(h.said) > 1 else (r.said, r.first_said, r.last_said)
-        )
-        newer = newer_of.get(id(h), r.superseded_by)
-        r = replace(r, score=round(ceiling, 6), said=said, first_said=first, last_said=last, superseded_by=newer)
-        out.append(r)
+        changes: dict[str, Any] = {"score": round(ceiling, 6)}
+        if len(h.said) > 1:
+            changes.update(said=len(h.said), first_said=min(h.said), last_said=max(h.said))
+        if id(h) in newer_of:
+            changes["superseded_by"] = newer_of[id(h)]
+        out.append(h.result._replace(**changes))
     return out
 
 
