@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_memory as bm  # noqa: E402
+from gateway.memory.search.request import SearchRequest  # noqa: E402
 
 LIFE_QUESTIONS = [
     "Where do I live now?",
@@ -84,7 +85,7 @@ async def step_cost(mgr, ties, queries: dict[str, list[str]]) -> dict:
         wall: dict[str, list[float]] = {k: [] for k in sides}
         each: dict[str, dict[str, list[float]]] = {}  # question → side → wall ms
         for i, q in enumerate(qs):
-            res = await mgr.search(q, k=6)  # warm, and the results the step re-orders
+            res = await mgr.search(SearchRequest(query=q, k=6))  # warm, and the results the step re-orders
             results = res["results"]
             subjects = await mgr._ledger_subjects(q)
             tied = ties(q, results)
@@ -148,14 +149,14 @@ async def main(chunks: int, queries: int, out: Path) -> dict:
             for name, qs in (("words", [bm.query(rng) for _ in range(queries)]), ("life", LIFE_QUESTIONS * 8)):
                 lat[name] = {"with": [], "without": []}
                 for q in qs[:5]:
-                    await mgr.search(q, k=6)
+                    await mgr.search(SearchRequest(query=q, k=6))
                 for i, q in enumerate(qs):  # each query both ways, which goes first alternating
                     for side in ("with", "without") if i % 2 == 0 else ("without", "with"):
                         mgr._ledger_first = with_ledger if side == "with" else without
                         mgr._ledger_subjects = with_subjects if side == "with" else no_subjects
                         service_module.prefer_statements = with_ties if side == "with" else no_ties  # type: ignore[assignment]
                         t = time.perf_counter()
-                        await mgr.search(q, k=6)
+                        await mgr.search(SearchRequest(query=q, k=6))
                         lat[name][side].append((time.perf_counter() - t) * 1000)
                 mgr._ledger_first, mgr._ledger_subjects = with_ledger, with_subjects
                 service_module.prefer_statements = with_ties  # type: ignore[assignment]
