@@ -158,13 +158,13 @@ async def main(chunks: int, queries: int, out: Path) -> dict:
             async def no_subjects(query):
                 return []
 
-            import gateway.memory.service as service_module
+            import gateway.memory.answers as service_module  # where the search step calls it
 
             def no_ties(query, results):
                 return results
 
             # the ledger's tie step (ledger/placement.py) too, where this tree has one
-            with_ties = getattr(service_module, "prefer_statements", no_ties)
+            with_ties = service_module.prefer_statements
 
             lat: dict[str, dict[str, list[float]]] = {}
             for name, qs in (("words", [bm.query(rng) for _ in range(queries)]), ("life", LIFE_QUESTIONS * 8)):

@@ -9,7 +9,7 @@ Run it on two trees and compare the files: a change that only moves or types cod
         && (cd /tmp/main-tree && /path/to/.venv/bin/python scripts/search_wire.py --out /tmp/before.jsonl)
     cmp /tmp/before.jsonl /tmp/after.jsonl
 
-The corpus: the priya scenario's transcripts (shared/bench/livedin, or the repo's tomas one) with their own
+The corpus: the priya scenario's transcripts (shared/bench/livedin; --scenario for another) with their own
 dates, memory files with fixed modification times, keyed memories; embeddings are the local model's.
 """
 
@@ -36,7 +36,7 @@ from gateway.memory.notes.keyed import render  # noqa: E402
 from gateway.sessions.transcript import append_sync, header, message_record  # noqa: E402
 from gateway.timeutil import parse_iso, to_iso  # noqa: E402
 
-SCENARIO = ROOT / "scripts" / "data" / "livedin-tomas.json"
+SCENARIO = ROOT.parent / "shared" / "bench" / "livedin" / "priya.json"  # a development person, never a held-out one
 STAMP = 1_735_689_600  # 2025-01-01T00:00:00Z: every memory file's modification time
 NOTES = {
     "MEMORY.md": "# About me\n\nMy sailing boat is called Seahorse.\nThe boat is moored at Largs marina, berth 17.\n",

@@ -94,10 +94,11 @@ class Fts5Search:
     @staticmethod
     def _chosen(terms: Sequence[str], have: dict[str, tuple[int, int]], total: int, extra: bool = False) -> list[str]:
         counts = [have[t] for t in terms]
+        if extra:  # the related words: those in no chunk are left out too (nothing to find: no MATCH at all)
+            return [terms[i] for i in pruning.extra_within_budget([c for _, c in counts], total) if counts[i][1]]
         if not any(n for n, _ in counts):
             return list(terms)  # no word the tokenizer keeps: nothing to choose between
-        choose = pruning.extra_within_budget if extra else pruning.rarest_within_budget
-        return [terms[i] for i in choose([c for _, c in counts], total)]
+        return [terms[i] for i in pruning.rarest_within_budget([c for _, c in counts], total)]
 
     def _prunes(self, terms: Sequence[str], total: int, extra: bool = False) -> bool:
         return self.tokenizer != "trigram" and pruning.prunes(len(terms), total, extra)
