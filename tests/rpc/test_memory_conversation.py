@@ -228,6 +228,34 @@ async def test_a_chat_message_that_looks_like_a_speaker_label_keeps_who_spoke(tm
         await gw.stop()
 
 
+async def test_a_question_about_the_persons_own_life_is_not_left_empty(tmp_path):
+    """A first-person question that shares no word with any note and is close to none by the floor
+    (minSimilarity) gets the closest few notes (search/floor.py), not nothing, scored low (below the chat
+    recall's minScore); a query that is not about the person's life — a how-to, a topic — still gets
+    nothing."""
+    cfg = make_config(tmp_path / "state", memory=True)
+    ws = cfg.workspace_dir
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "kitchen.md").write_text(
+        "# Kitchen\n\nPastry want kiwi on the winter menu; it makes my mouth swell up, so I never taste it.\n"
+    )
+    (ws / "memory" / "car.md").write_text("# Car\n\nThe Volvo's next service is due at 90,000 km.\n")
+    gw = await RunningGateway(cfg).start()
+    try:
+        c = await gw.client()
+        await c.call("memory.sync", {})
+        for mode in ("hybrid", "vector"):
+            res = await c.call("memory.search", {"query": "Which fruit do I react to?", "mode": mode})
+            assert [r["path"] for r in res["results"]][:1] == ["memory/kitchen.md"], (mode, res["results"])
+            assert len(res["results"]) <= 3 and all(0 < r["score"] < 0.3 for r in res["results"]), res["results"]
+            for unrelated in ("quantum chromodynamics lecture", "How do I boil an egg?"):
+                res = await c.call("memory.search", {"query": unrelated, "mode": mode})
+                assert res["results"] == [], (mode, unrelated, res["results"])
+        await c.close()
+    finally:
+        await gw.stop()
+
+
 async def test_unrelated_hits_are_not_returned_by_default(tmp_path, capsys):
     cfg = make_config(tmp_path / "state", memory=True)
     ws = cfg.workspace_dir

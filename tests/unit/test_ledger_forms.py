@@ -327,7 +327,13 @@ _FORM_WORDS = (
     "codes pins pin numbers combinations opens with 8093 unlocks met someone been seeing started moved with "
     "together each other dog's car's flat's Biscuit's vet landlord colour painted repainted resprayed reg plate "
     "registration grey green offered position post said yes accepted moved up improvers group Spanish beginners "
-    "alarm gate's 4455 other half had to put down sleep went freelance self-employed between jobs ."
+    "alarm gate's 4455 other half had to put down sleep went freelance self-employed between jobs . "
+    # round two
+    "Harbour offered me top job took answer to she's he's one Dev stayed stays over again Home home's home "
+    "behind left house registered booked him her Meadow Vets rode replaced stolen nicked scooter Trek : "
+    "padlock keypad shed reset new number 4471 ; put for Monday 3 March swell up with hives from come out "
+    "peanuts a day quits done barbecue trip Sofia Vodafone are Chorizo , rescue greyhound spaniel Eight months years "
+    "together this today week Lucía Valentine's Niro's colour dark blue bike orange van white Hi Jo , data analyst Ferrovia"
 ).split()
 
 
@@ -372,3 +378,148 @@ def test_an_ending_of_an_earlier_value_said_after_the_new_one_leaves_the_new_one
     for text in ("Handed in my notice at Brightwater today.", "I handed in my notice."):
         closed = facts([halden, brightwater, notice._replace(said="2025-09-01T10:00:00.000Z", text=text)])
         assert closed["employer"].current is None, text
+
+
+# Round two (issue 48, forms found on a person nobody tuned on): each class with several phrasings.
+@pytest.mark.parametrize(
+    ("message", "subject", "value"),
+    [
+        # a job taken said as an offer accepted, the employer the one who offered
+        (
+            "Big news: Northgate Dental offered me the practice manager job and I said yes.",
+            "employer",
+            "Northgate Dental",
+        ),
+        ("Harbour Foods in Leith offered me the head chef post, and I accepted.", "employer", "Harbour Foods"),
+        ("Brightwater offered me the role and I took it.", "employer", "Brightwater"),
+        # a self-introduction: "I'm <Name>, <role> at <Org>"
+        (
+            "Evening. I'm Ines, staff nurse at Leeds General, and I'm shattered.",
+            "employer",
+            "staff nurse at Leeds General",
+        ),
+        ("Hi, I'm Jo, a data analyst at Ferrovia.", "employer", "data analyst at Ferrovia"),
+        # a boss said as who the person answers to (a "she/he" points to the name said before it)
+        ("Priya Shah runs the lab now; she's the one I answer to.", "manager", "Priya Shah"),
+        ("Tom Reilly owns the garage and he's the one I answer to these days.", "manager", "Tom Reilly"),
+        ("I answer to Dana Moss now.", "manager", "Dana Moss"),
+        # a partner said by an action that repeats
+        ("Sam stayed over again.", "partner", "Sam"),
+        ("Jonah from the climbing wall stayed over again last night.", "partner", "Jonah"),
+        ("Ana stays over most weekends now.", "partner", "Ana"),
+        ("I'm with Sofia now.", "partner", "Sofia"),
+        # home said as the subject of its sentence, and a move said as the old home left behind
+        ("Home is Brighton now.", "home", "Brighton"),
+        ("Home's a flat above a bakery in Leith.", "home", "Leith"),
+        ("So home is Leith these days.", "home", "Leith"),
+        ("Left the old house in Headingley behind for a cottage near Otley.", "home", "Otley"),
+        ("We left our studio in Hackney behind for a house in Margate.", "home", "Margate"),
+        # a pet's practice said through what was done there
+        ("Registered Biscuit at Meadow Vets today.", "vet", "Meadow Vets"),
+        ("Booked her in with Parkside Vets for her jabs.", "vet", "Parkside Vets"),
+        # a vehicle ridden, and a thing's replacement (the stolen one is not the value)
+        ("Rode my Triumph Bonneville to the coast.", "vehicle", "Triumph Bonneville"),
+        ("Finally replaced the stolen bike: a secondhand Trek, matte black.", "vehicle", "secondhand Trek"),
+        ("Replaced the nicked scooter: a Honda PCX this time.", "vehicle", "Honda PCX"),
+        # a lock's new number is its code
+        ("The shed padlock got reset; the new number is 4471.", "code:shed", "4471"),
+        ("The garage keypad was changed, the new number is 0912.", "code:garage", "0912"),
+        # an appointment moved by the practice
+        ("The surgery rang and put me in for Monday 3 March at 9:40 instead.", "appointment", "Monday 3 March at 9:40"),
+        # an allergy said by its reaction
+        ("My lips swell up with peanuts.", "allergy", "peanuts"),
+        ("I come out in hives from shellfish.", "allergy", "shellfish"),
+    ],
+)
+def test_round_two_forms(message, subject, value):
+    assert said(message).get(subject) == (value, False), said(message)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Lena and I called it a day last night.",
+        "We called it quits after three years.",
+        "Jess and I called it off last week.",
+        "The wedding's off, so Tom and I are done.",
+    ],
+)
+def test_a_relationship_ended_without_its_word(message):
+    assert said(message)["partner"] == ("", True)
+
+
+@pytest.mark.parametrize(
+    ("message", "subject"),
+    [
+        ("Brightwater offered me the role but I'm not sure yet.", "employer"),  # an offer weighed, not taken
+        ("Northgate offered me a job.", "employer"),
+        ("I'm Sam, staying at the Hilton.", "employer"),  # an introduction with no work in it
+        ("My sister stayed over again.", "partner"),  # someone else's visit
+        ("Sam stayed over after the party.", "partner"),  # once is no partner
+        ("The kids' friends stayed over again.", "partner"),  # no one named
+        ("I called it a day at six and went home.", "partner"),  # a working day ended
+        ("The barbecue got rained out so we called it off.", "partner"),  # an event called off
+        ("The trip to Skye was too dear, so we called it off.", "partner"),
+        ("Tom and I are done with the kitchen.", "partner"),
+        ("I'm with Vodafone now.", "partner"),  # a network, not a person
+        ("Home is where the heart is.", "home"),  # no place
+        ("Went home early.", "home"),
+        ("Booked him in for a haircut.", "vet"),
+        ("Registered Chorizo at the vets, five minutes' walk from the new place.", "home"),  # a home in passing
+        ("My new number is 07700 900123.", "code"),  # a phone number, no lock
+    ],
+)
+def test_round_two_refusals(message, subject):
+    found = {s.split(":", 1)[0] for s, _, _ in message_statements(message)}
+    assert subject not in found, message_statements(message)
+
+
+@pytest.mark.parametrize(
+    ("message", "subject", "value"),
+    [
+        # a pet said by its breed, named beside it
+        ("Chorizo, my rescue greyhound, is limping again.", "pet", "Chorizo"),
+        ("Our spaniel Bramble hates the rain.", "pet", "Bramble"),
+        # a partner said by an anniversary, the name the message gives
+        ("Two years together today, Noor and I went back to the pier.", "partner", "Noor"),
+        ("Four months together this week and Jamie still laughs at my jokes.", "partner", "Jamie"),
+        (
+            "Valentine's plan: Lucía finishes at six and I've booked a table. Eight months together this week.",
+            "partner",
+            "Lucía",
+        ),
+    ],
+)
+def test_a_pet_by_its_breed_and_a_partner_by_an_anniversary(message, subject, value):
+    assert said(message).get(subject) == (value, False), said(message)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "The kids have spent three weeks together on the farm.",  # no anniversary
+        "Six months together this week!",  # no one named: no value to give
+        "My sister's labrador is called Rolo.",  # someone else's pet
+    ],
+)
+def test_an_anniversary_or_breed_that_names_no_one_of_the_persons(message):
+    found = {s for s, _, _ in message_statements(message)}
+    assert not found & {"partner", "pet"}, message_statements(message)
+
+
+@pytest.mark.parametrize(
+    ("message", "subject", "value"),
+    [
+        # a named thing's colour ("the <make or model>'s colour"), and a colour said of a kept thing
+        ("The Niro's colour is dark blue now.", "detail:niro colour", "dark blue"),
+        ("My bike is bright orange now.", "detail:bike colour", "bright orange"),
+        ("Our van is white now after the respray.", "detail:van colour", "white"),
+    ],
+)
+def test_a_named_things_colour_and_a_colour_said_of_a_kept_thing(message, subject, value):
+    assert said(message).get(subject) == (value, False), said(message)
+
+
+@pytest.mark.parametrize("message", ["The van is white now.", "I love the colour blue.", "Is my bike orange now?"])
+def test_a_colour_of_nothing_kept_is_no_detail(message):
+    assert not any(s.startswith("detail") for s, _, _ in message_statements(message))

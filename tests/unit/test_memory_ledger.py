@@ -271,6 +271,24 @@ def test_ties_go_to_the_hit_that_states_something_of_the_person_named():
     assert prefer_statements("How old is Biscuit?", both) == both
 
 
+async def test_a_home_that_is_another_subjects_place_does_not_answer_where_the_person_lives():
+    """A home statement whose value a service's cue names ("Booked the cat in at Hillside Vets, round the
+    corner from the new flat": the vet, no home) does not lead a present question about the home: the
+    home said before it does. A home of its own kind still leads; with nothing else, that one stands."""
+    recall = LedgerRecall(None)
+    ss = [
+        st_("home", "Gorgie", "2025-01-01"),
+        st_("home", "Leith", "2025-06-01"),
+        st_("home", "Hillside Vets", "2025-06-09"),
+    ]
+    _, period, _ = await recall.pick("Where do I live now?", facts(ss), NOW)  # type: ignore[misc]
+    assert period.value == "Leith"
+    _, period, _ = await recall.pick("Where do I live now?", facts([*ss, st_("home", "Portobello", "2025-09-01")]), NOW)  # type: ignore[misc]
+    assert period.value == "Portobello"
+    _, period, _ = await recall.pick("Where do I live now?", facts(ss[2:]), NOW)  # type: ignore[misc]
+    assert period.value == "Hillside Vets"
+
+
 async def test_the_pick_follows_the_question_and_lead_puts_it_first_and_marks_the_superseded():
     recall = LedgerRecall(None)  # words only
     ss = [
@@ -422,7 +440,7 @@ def test_the_fast_path_never_passes_over_a_statement(text):
 )
 def test_the_fast_paths_ascii_split_finds_the_words_the_unicode_one_does(text):
     """`_may_state` splits ASCII text as bytes (issue 46): the same words as splitting it as str."""
-    from gateway.memory.ledger.extract import _MAY_STATE, _PUNCT, _may_state
+    from gateway.memory.ledger.prefilter import _MAY_STATE, _PUNCT, _may_state
 
     low = text.lower()
     assert _may_state(text) == (not _MAY_STATE.isdisjoint(low.replace("’", "'").translate(_PUNCT).split())), text
@@ -470,6 +488,55 @@ def test_the_ledger_steps_aside_only_for_a_newer_statement_of_the_persons_own(sn
         assert found is not None and found[1] is named  # named: it may lead; else the ledger only steps aside
         out = newer_first(both, found[0], fact)
         assert out[0].snippet == snippet and out[1].superseded_by == date and out[0].score >= out[1].score
+
+
+def test_a_newer_hit_alike_to_the_hit_of_the_statement_steps_the_ledger_aside():
+    """The extractor missed the newer statement (or gave it another subject): a newer hit in the person's
+    own words, with a word of change, whose stored vector is close to that of the hit showing the
+    ledger's statement and which shares a word of substance with it, is about the same thing — however
+    far the statement's own sentence embeds from it. Close in vector but sharing no word: not."""
+    said = "The keypad code for my lock-up garage is 2719."
+    stated = Statement(
+        "code:garage", "2719", "2025-03-05T10:00:00.000Z", "sessions/a.jsonl", 2, 2, said, "extractor", False
+    )
+    fact = facts([stated])["code:garage"]
+    period = fact.periods[-1]
+    shown = Hit(
+        "sessions/a.jsonl",
+        "sessions",
+        2,
+        2,
+        1.0,
+        "User: The keypad code for my lock-up garage is 2719.",
+        date="2025-03-05",
+    )
+    newer = Hit("sessions/b.jsonl", "sessions", 2, 3, 0.8, "", date="2025-11-16")
+    near, far = np.array([1.0, 0.2, 0.0, 0.0], dtype=np.float32), np.array([0.0, 0.0, 1.0, 0.0], dtype=np.float32)
+    statement = np.array([0.0, 0.0, 0.0, 1.0], dtype=np.float32)  # the sentence alone: far from both hits
+    for words, vec, found in [
+        ("User: The garage keypad got reset; the new number is 0804.", near, True),
+        ("User: The garage keypad got reset; the new number is 0804.", far, False),  # vectors apart
+        ("User: Booked a new haircut for Friday.", near, False),  # no word of substance shared
+        ("User: What's the garage keypad number again?", near, False),  # a question states nothing
+    ]:
+        hits = [shown, newer._replace(snippet=words)]
+        got = newer_hit(hits, {0: near, 1: vec}, statement, fact, period)
+        assert (got == (1, False)) is found, (words, got)
+
+
+def test_a_tie_is_not_undone_for_a_newer_statement_of_the_same_thing_that_does_not_name_it():
+    """The arrangement put a newer statement of the same subject level with an older one naming what the
+    question names ("Spanish"): the newer, in the person's own words and naming a place it names
+    ("the Athenaeum"), keeps its place. One sharing nothing with it (another topic that happened to tie)
+    gives way, as a hit where the person only asks or is told does."""
+    older = hit("User: Started a Spanish class at the Athenaeum on Tuesdays.", 1.0, "2025-04-17")
+    newer = hit("User: Our group at the Athenaeum moves to Thursday nights from next week.", 1.0, "2025-09-21")
+    older = older._replace(superseded_by="2025-09-21")
+    out = prefer_statements("Which night is my Spanish class?", [newer, older])
+    assert [r.date for r in out] == ["2025-09-21", "2025-04-17"] and out[1].superseded_by == "2025-09-21"
+    elsewhere = hit("User: Heading to my parents' for Christmas with Mateo.", 1.0, "2025-12-20")
+    out = prefer_statements("Which night is my Spanish class?", [elsewhere, older._replace(superseded_by="2025-12-20")])
+    assert [r.date for r in out] == ["2025-04-17", "2025-12-20"] and out[0].superseded_by is None
 
 
 async def test_statement_vectors_dropped_past_the_cap_mid_pick_never_fail_the_pick(monkeypatch):

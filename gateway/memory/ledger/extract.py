@@ -20,9 +20,10 @@ from ..index.chunking import Chunk
 from ..layout import KEYED_DIR
 from ..ports import Statement
 from .distill import LEDGER_NOTES, parse_note
-from .lexicon import BY_NAME, Subject
+from .lexicon import BY_NAME, LOCKED_THINGS, Subject
+from .prefilter import _FIRST_VERBS, _KEPT, _may_state
 from .lexicon import hinted as lexicon_hinted
-from .values import NAMED, RENAMED, apposition, colour_in, name_in, span
+from .values import NAMED, RENAMED, apposition, colour_in, first_name_said, last_name, name_in, span
 from .which import which
 
 CORRECTION_PREFIX = "profile."  # a keyed memory `profile.<subject>` corrects that subject
@@ -36,7 +37,7 @@ _CLAUSE = re.compile(r"\s+[—–-]\s+|;\s*|,\s+(?=(?:and|but|so|though|although
 _ME = re.compile(r"\b(?:i|i'm|i’m|i've|i’ve|i'd|im|my|mine|me|myself|we|we're|we’re|we've|our|us|ourselves)\b", re.I)
 _OTHERS = re.compile(
     r"\b(?:he|she|they|his|her|their|him|them|he's|she's|they're)\b"
-    r"|\b(?!(?:It|That|What|There|Here|Who|Where|How|Let|Today|Everything|Everyone)'s)(?-i:[A-Z][a-z]+)'s\b",
+    r"|\b(?!(?:It|That|What|There|Here|Who|Where|How|Let|Today|Everything|Everyone|Home)'s)(?-i:[A-Z][a-z]+)'s\b",
     re.I,
 )
 # "My cousin is getting married": a sentence about someone else the person knows (unless "…and I").
@@ -47,27 +48,27 @@ _RELATIVE_FIRST = re.compile(
 )
 _WITH_ME = re.compile(r"^\W*(?:\w+:\s*)?(?:so\s+|also\s+|and\s+)?my (?:best )?\w+(?: \w+)? and (?:i|me)\b", re.I)
 FAMILY_SUBJECTS = frozenset({"child", "school", "teacher", "pet", "vet"})
-# "Got a puppy!", "Moved to Dundee last week": a clause that starts with the verb is the person's own.
-_FIRST_VERBS = (
-    "got moved started joined bought adopted sold quit left switched changed booked signed renamed cancelled "
-    "canceled accepted registered traded repainted finished dropped upped passed failed married engaged "
-    "separated retired rented leased hired met called broke picked relocated handed resigned swapped upgraded"
-).split()
 _DROPPED_I = re.compile(
-    r"^\W*(?:(?:just|finally|also|so|and|officially|today)\s+)*(?:been seeing|" + "|".join(_FIRST_VERBS) + r")\b", re.I
-)
-_DIGIT = re.compile(r"\d")
-_ACCEPTED = re.compile(r"\b(?:said yes|accepted|took it|taking it|signed the contract|start on|starting on)\b", re.I)
-# The things a person keeps, said with "the" ("the dog's vet", "the car's colour"), or a named one's vet.
-_KEPT_NOUNS = (
-    "dog cat puppy kitten pet tortoise rabbit hamster parrot horse car van bike motorbike boat canoe flat house "
-    "apartment place kid kids baby"
-).split()
-_KEPT = re.compile(
-    rf"\b(?:the|our) (?:{'|'.join(_KEPT_NOUNS)})(?:'s|’s)\s"
-    r"|\b(?-i:[A-Z][a-z]+)(?:'s|’s) (?:new |old |usual )?(?:vet|vets|groomer|dog walker)\b",
+    r"^\W*(?:(?:just|finally|also|so|and|officially|today|now)\s+)*(?:been seeing|home(?:'s|’s| is)|"
+    + "|".join(_FIRST_VERBS)
+    + r")\b",
     re.I,
 )
+_DIGIT = re.compile(r"\d")
+_OBJECT_FIRST = re.compile(
+    r"^\W*(?:(?:just|finally|also|so|and)\s+)*(?:booked|registered|took|signed)\s+(?:him|her|them)\b", re.I
+)
+# "The garage keypad got reset; the new number is 0804": a lock's number is its code
+_LOCK_SAID = re.compile(r"\b(?:keypad|padlock|alarm|lock|combination|key ?safe|code)\b", re.I)
+_ANNIVERSARY = re.compile(r"\b(?:\w+|\d+) (?:weeks|months|years) together\b", re.I)
+_PRONOUN = re.compile(r"\b(?:she|he)(?:'s|’s| is)\b", re.I)
+# "The barbecue got rained out so we called it off": an event called off, not the person's relationship
+_EVENT_OFF = re.compile(
+    r"\b(?:trip|party|gig|match|game|barbecue|bbq|meeting|picnic|holiday|dinner|walk|hike|session|training|rehearsal"
+    r"|class|lesson|shoot|match|race|sale|viewing|interview|launch|event|wedding|match|outing|visit)s?\b.*\bcalled (?:it|the \w+) off",
+    re.I,
+)
+_ACCEPTED = re.compile(r"\b(?:said yes|accepted|took it|taking it|signed the contract|start on|starting on)\b", re.I)
 _STATED = re.compile(r"\b(?:is|are|was)\b|:", re.I)
 _QUESTION = re.compile(
     r"\?\s*$|^\W*(?:what|who|whom|whose|which|where|when|why|how|do|does|did|can|could|should|is|are|am|will|would)\b",
@@ -81,7 +82,7 @@ _NOT_YET = re.compile(
 _ENDING = re.compile(
     r"\b(?:broke up|split up|separated|divorced|quit|left (?:the|my)|no longer|not \w+ any ?more|stopped|cancell?ed"
     r"|gave up|moved out|sold (?:the|my)|passed away|died|retired|ended|went our separate ways"
-    r"|(?:called|broke) it off|handed in my notice|resigned|made redundant|laid off|let go from|last day (?:at|with)"
+    r"|(?:called|broke) it off|called it (?:a day|quits)|(?:and i|and me)(?:'re|’re| are) (?:done|over|finished)\b(?! with)|hung up (?:the|my) (?:boots|gloves)|handed in my notice|resigned|made redundant|laid off|let go from|last day (?:at|with)"
     r"|walked out (?:of my job|on)|scrapped (?:the|my|our)|written off|wrote off|rehomed|(?:i'm|i’m|i am) single"
     r"|single again|dumped (?:me|him|her|them)|left me|broke off (?:the|our) engagement|contract (?:at|with) .* ended"
     r"|had to (?:have )?put (?:\w+ ){1,2}?(?:down|to sleep)|between jobs|(?:i'm|i’m|i am) (?:now )?(?:unemployed|out of work))\b",
@@ -89,7 +90,7 @@ _ENDING = re.compile(
 )
 _START = re.compile(
     r"\b(?:now|new|newly|switched|changed|started|joined|got(?! (?:made redundant|laid off|let go))|bought|adopted|moved (?:to|into|in)|promoted|hired"
-    r"|official|renamed|upped|increased|raised|lowered|reduced|signed)\b",
+    r"|official|renamed|upped|increased|raised|lowered|reduced|signed|behind for)\b",
     re.I,
 )
 _VALUE_PATTERNS = (
@@ -130,7 +131,9 @@ def value_of(sentence: str, cue: re.Match[str]) -> str:
 
 # "the old wifi", "my previous landlord", "my ex-boss": the thing named as it was, not a value given now.
 # "an old Fiat Panda" is an aged one, still theirs.
-_PAST_THING = re.compile(r"(?<!\ba )(?<!\ban )\b(?:old|previous|former|ex)[\s-]+(?:\w+\s+)?$", re.I)
+_PAST_THING = re.compile(
+    r"(?<!\ba )(?<!\ban )\b(?:old|previous|former|ex|stolen|nicked|crashed)[\s-]+(?:\w+\s+)?$", re.I
+)
 
 
 # A statement with a request tacked on ("The code is 4826, can you keep it for me?") is still a statement.
@@ -159,7 +162,11 @@ def _made(s: str, m: re.Match[str]) -> bool:
     return bool(_OWNER_BEFORE.search(s[: m.start()]) or _MAKING.search(s) or _NAMING.search(s))
 
 
-_OWNER_BEFORE = re.compile(r"\b(?:my|our|new|the kids'?|registered (?:with|at)(?: a| the)?)\s+(?:[\w-]+\s+)?$", re.I)
+# "registered Biscuit at …", "booked him in with …": the pet's practice, said through what was done there
+_OWNER_BEFORE = re.compile(
+    r"\b(?:my|our|new|the kids'?|(?:registered|booked) (?:[\w-]+ )?(?:in )?(?:with|at)(?: a| the)?)\s+(?:[\w-]+\s+)?$",
+    re.I,
+)
 _OWNER_AFTER = re.compile(r"\s*(?:is\b|'s\b|’s\b|we\b|i\b|here is\b|now is\b)", re.I)
 _MAKING = re.compile(
     r"\b(?:i|we)(?:'ve|’ve|'re|’re| have| had| are)?\s+(?:just\s+|finally\s+|now\s+)?(?:started|launched|built|made|make|run|running|"
@@ -179,7 +186,7 @@ _OTHERS_WORDS = frozenset("he she they his her their him them".split())
 _ENDING_WORDS = frozenset(
     "broke split separated divorced quit left no not stopped cancelled canceled gave moved sold passed died retired "
     "ended went called broke handed resigned made laid let last walked scrapped written wrote rehomed single dumped "
-    "contract put jobs unemployed work".split()
+    "contract put jobs unemployed work hung and".split()
 )
 _PROJECT_CUE = BY_NAME["project"].cues
 _WEEKDAY = re.compile(r"(?:mon|tues|wednes|thurs|fri|satur|sun)day", re.I)
@@ -230,6 +237,12 @@ def _statements(
                 and not _WEEKDAY.match(m.group(0))
                 and not _OTHERS.search(sentence)
             )
+            or (  # "Sam stayed over again", "Eight months together this week": a partner by what is done
+                s.name == "partner"
+                and ("stay" in low or "together" in low)
+                and (m := s.cues.search(sentence)) is not None
+                and ("stay" in m.group(0) or "together" in m.group(0))
+            )
             or (
                 "new " in low  # the words first: a cue expression costs more
                 and (m := s.cues.search(sentence)) is not None
@@ -242,7 +255,12 @@ def _statements(
     # Without the person in it, only a code or a number is a statement (above); one that speaks only of
     # someone else ("she lives in Leeds") is not the person's.
     words = frozenset(_WORDS.findall(low))  # an expression is searched only when one of its first words is here
-    if not me and (not words.isdisjoint(_OTHERS_WORDS) or "'s" in low or "’s" in low) and _OTHERS.search(s):
+    if (  # "Booked him in at Allerton Vets": the person's verb first, someone else only its object
+        not me
+        and (not words.isdisjoint(_OTHERS_WORDS) or "'s" in low or "’s" in low)
+        and _OTHERS.search(s)
+        and not _OBJECT_FIRST.search(s)
+    ):
         # of someone else's, only a code or number the person is told ("Mum's key safe is 6042 from today")
         hinted = [h for h in hinted if h.name in ("code", "number") and _DIGIT.search(s)]
     if (
@@ -262,6 +280,8 @@ def _statements(
         if subj.name == "appointment":  # "booked an eye exam": the thing booked names it, not "booked"
             m = _NOUN_FIRST.search(s) or m
         if m is None or (someone_else and subj.name not in FAMILY_SUBJECTS):
+            continue
+        if subj.name == "partner" and "off" in low and _EVENT_OFF.search(message or s):
             continue
         if subj.name in _OWN_NOUNS and m is not None:
             m = _owned(s, m, subj.cues)
@@ -286,6 +306,15 @@ def _statements(
         seen.add(name)
         ending = ending_said
         found = None if ending else span(name, s, m)
+        cue_said = m.group(0).lower().lstrip(" \t.,!")
+        if (
+            found is None
+            and not ending
+            and (
+                (subj.name == "home" and cue_said.startswith("home")) or (subj.name == "partner" and "stay" in cue_said)
+            )
+        ):
+            continue  # "Home is where the heart is", "the kids' friends stayed over again": nothing named
         if found is None and not ending and subj.name == "employer" and m.group(0)[:7].lower() == "offered":
             continue  # "offered a job in Edinburgh and I said yes": no employer named, the words are no value
         out.append((name, "" if ending else (found or value_of(s, m)), ending, found is not None))
@@ -333,42 +362,6 @@ def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str) -> list[
     return sorted(out, key=lambda s: (s.start_line, s.subject))
 
 
-# Words without one of which a text states nothing about the person: "I/my/we…", the verbs a statement
-# may start with ("Moved to Leeds"), what a code or number is called. Looked up as a set: C speed.
-_MAY_STATE = frozenset(
-    "i i'm im i've i'd my mine me myself we we're we've our us ourselves".split()
-    + _FIRST_VERBS
-    + "password passwords passcode passcodes pin combination combo code wifi wi-fi login number cell mobile".split()
-    # a thing the person keeps, said with "the" (_KEPT): "The dog's vet is …", "Biscuit's vet is …"
-    + [f"{w}'s" for w in _KEPT_NOUNS]
-    + "vet vets groomer pins codes combinations combos logins opens unlocks seeing".split()
-)
-# A lock said to be its number ("the alarm is 4455 now", "Mum's gate's 2290"): one of these with a digit.
-_LOCKS = frozenset(w + t for w in "alarm keypad padlock gate locker".split() for t in ("", "'s"))
-_PUNCT_CHARS = '.,;:!?()[]{}"“”‘*#/\\<>=+&|~^`@$%'
-_PUNCT = str.maketrans({c: " " for c in _PUNCT_CHARS})
-# The same for ASCII text, as bytes (bytes.translate is a table lookup, ~3x str.translate with a dict): the
-# punctuation and the ASCII characters str.split() splits at that bytes.split() does not (\x1c-\x1f).
-_ASCII_SPLIT = "".join(c for c in _PUNCT_CHARS if c.isascii()).encode() + b"\x1c\x1d\x1e\x1f"
-_PUNCT_BYTES = bytes.maketrans(_ASCII_SPLIT, b" " * len(_ASCII_SPLIT))
-_MAY_STATE_BYTES = frozenset(w.encode() for w in _MAY_STATE)
-_LOCKS_BYTES = frozenset(w.encode() for w in _LOCKS)
-
-
-def _may_state(text: str) -> bool:
-    """The fast way past what states nothing about the person (most text): none of `_MAY_STATE`'s words,
-    nor a lock's word with a digit. (ASCII text, most of it, is split as bytes: the same words, at under
-    half the cost, issue 46.)"""
-    low = text.lower()
-    if low.isascii():
-        raw = low.encode().translate(_PUNCT_BYTES).split()
-        return not _MAY_STATE_BYTES.isdisjoint(raw) or (
-            not _LOCKS_BYTES.isdisjoint(raw) and _DIGIT.search(text) is not None
-        )
-    words = low.replace("’", "'").translate(_PUNCT).split()
-    return not _MAY_STATE.isdisjoint(words) or (not _LOCKS.isdisjoint(words) and _DIGIT.search(text) is not None)
-
-
 def message_statements(words: str, known: list[Subject] | None = None) -> list[tuple[str, str, bool]]:
     """(subject, value, ending) of each subject one message gives a value to, once each: of a subject
     said twice, the value that names something ("Accepted an offer! I'm going to be design lead at
@@ -391,6 +384,14 @@ def message_statements(words: str, known: list[Subject] | None = None) -> list[t
                 better = apposition(words[at:]) if where >= 0 else None
                 if better is None and kind in NAMED:
                     better = name_in(words)
+                # "Harriet owns the place; she's the one I answer to": the name said before the pronoun
+                if better is None and kind in NAMED and where >= 0 and (he := _PRONOUN.search(sent)):
+                    better = last_name(words[: where + he.start()])
+                if better is None and kind == "partner" and (anniversary := _ANNIVERSARY.search(sent)):
+                    # "Eight months together this week": whom with is the name the message gives, or none
+                    better = first_name_said(words.replace(anniversary.group(0), ""))
+                    if better is None:
+                        continue
                 if better is None and kind == "detail" and ":" in subject:  # "Repainted Loon! She's green now."
                     better = colour_in(words[at:])
                 if better is None and kind == "membership" and ":" in subject:
@@ -398,6 +399,8 @@ def message_statements(words: str, known: list[Subject] | None = None) -> list[t
                 value, spanned = (better, True) if better else (value, False)
                 if not spanned and kind in _THINGS:  # "nick my bike so I changed the lock": no vehicle named
                     continue
+            if subject == "number" and _LOCK_SAID.search(words) and (thing := LOCKED_THINGS.search(words)):
+                subject = f"code:{thing.group(1).lower()}"  # "the garage keypad got reset; the new number is 0804"
             old = found.get(subject)
             if old is None or (not old[2] and not old[3] and not ending and spanned):
                 found[subject] = (subject, value, ending, spanned)

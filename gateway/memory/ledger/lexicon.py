@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .values import COLOUR
 from .brands import (
     DEVICE_NAMES,
     DEVICE_NOUNS,
@@ -43,6 +44,9 @@ class Subject:
 
 def _w(words: str) -> tuple[str, ...]:
     return tuple(words.split())
+
+
+_COLOURED = _w("car van bike boat canoe kayak scooter motorbike door shed")
 
 
 def _cue(words: str) -> re.Pattern[str]:
@@ -92,7 +96,7 @@ SUBJECTS: tuple[Subject, ...] = (
         "where the person lives: their home, flat, apartment, house, town or city, address",
         _cue(
             r"(?:i|we)(?:'ve| have|'re| are| now| still)* (?:\w+ )?(?:live|living|moved|relocated)|moving in|move in"
-            r"|new (?:flat|house|apartment|place|home)|(?:my|our|the) (?:new )?address|resident|got the keys|settled in|moving day"
+            r"|(?<!from the )(?<!near the )(?<!to the )new (?:flat|house|apartment|place|home)|(?:my|our|the) (?:new )?address|resident|got the keys|settled in|moving day"
             r"|(?:i'm|i’m|i am|we're|we’re|we are) (?:now )?(?:based|living|settled) in"
             # a home said through a thing in it: "my bed is now in a tenement in X", "all our stuff is in X now"
             r"|(?:my|our) (?:bed|stuff|things|boxes|furniture|sofa|plants) (?:is|are|'s|’s|finally|now|all)"
@@ -103,6 +107,10 @@ SUBJECTS: tuple[Subject, ...] = (
             r"(?:flat|house|apartment|room|studio|place|bungalow|cottage|terrace|condo|bedsit|tenement|loft|maisonette)\b"
             r"(?=.*\b(?:in|at|near|off) (?-i:[A-Z]))"
             r"|^\W*(?:(?:just|finally|officially|so|and)\s+)*(?:moved|relocated) (?:to|into|over to)\b"
+            # "Home is Brighton now", "home's a flat in Leith": home said as the subject of its sentence
+            r"|^\W*(?:(?:so|and|now)\s+)?home(?:'s|’s| is)\b"
+            # a move said as the old home left behind: "left the flat in Leith behind for a house in Hove"
+            r"|left (?:the|my|our) (?:[\w-]+ ){0,3}?(?:flat|house|apartment|room|studio|place|home)\b.*?\bbehind for\b"
         ),
         hints=_w(
             "live living moved relocated moving move flat house apartment place home address resident keys settled based"
@@ -113,8 +121,9 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "manager",
         "who the person reports to at work: their manager, boss, line manager or supervisor",
-        _cue(r"(?:line )?manager|boss|supervisor|report(?:s|ing)? (?:in )?to|reports? into"),
-        hints=_w("manager* boss supervisor report*"),
+        # "she's the one I answer to": the boss said as who the person answers to
+        _cue(r"(?:line )?manager|boss|supervisor|report(?:s|ing)? (?:in )?to|reports? into|(?:i|we) answer to"),
+        hints=_w("manager* boss supervisor report* answer"),
     ),
     Subject(
         "team",
@@ -130,7 +139,7 @@ SUBJECTS: tuple[Subject, ...] = (
     ),
     Subject(
         "employer",
-        "where the person works: their employer, company, firm, job",
+        "where the person works: their employer, company, firm, job, the restaurant, shop, kitchen or office they work at",
         _cue(
             r"work (?:at|for)|working (?:at|for)|employer|new job|my job(?! title)|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
             r"|quit my job|left my job|handed in my notice|accepted (?:an|the|their) offer"
@@ -144,8 +153,9 @@ SUBJECTS: tuple[Subject, ...] = (
             r"|work(?:s|ing)?(?: (?:nights|days|shifts|weekends|part-time|full-time|part time|full time))? as (?:a|an)"
             r" (?:[\w-]+ ){1,7}?(?:at|for)"
             # an offer taken: "I've been offered a charge nurse post at X. I said yes!" (extract.py: said yes)
-            r"|offered (?:a|an|the) (?:[\w-]+ ){0,4}?(?:job|post|position|role)"
+            r"|offered (?:me )?(?:a|an|the) (?:[\w-]+ ){0,4}?(?:job|post|position|role)"
             r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?(?:(?!\w+ing\b)\w+ ){1,4}at \w+"
+            r"|(?:i'm|i’m|i am) (?-i:[A-Z])\w+, (?:a |an |the )?(?:[\w-]+ ){0,3}?[\w-]+ at (?-i:[A-Z])\w*"
         ),
         hints=_w(
             "work working employer job hired start started starting joined notice offer offered at resigned redundant laid"
@@ -161,7 +171,14 @@ SUBJECTS: tuple[Subject, ...] = (
             r"|met someone|met somebody|first date|(?:going on |been on )?dates? with|ended things|went our separate ways"
             # without a cue word: "we called it off", "we've been together since May", "moved in with Sam"
             r"|(?:(?:we|i|and i|and me)\s+(?:\w+\s+)?|^\W*(?:just\s+|finally\s+)?)(?:called|broke) it off"
+            r"|(?:we|and i|and me)\s+(?:\w+\s+)?called it (?:a day|quits)|(?:and i|and me)(?:'re|’re| are) (?:done|over|finished)\b(?! with)"
+            # "I'm with Sofia now": with someone, said with "now" (not a network: "I'm with Vodafone now")
+            rf"|(?:i'm|i’m|i am) (?:now )?with (?!{NETWORK_NAMES})(?-i:[A-Z])\w+ now\b"
+            # a partner said by an action that repeats: "Sam stayed over again", "Jo stays over most nights"
+            r"|stayed over again|stays over|(?:has|'s|’s) been staying over|keeps staying over"
             r"|(?:we(?:'ve|’ve| have)|i(?:'ve|’ve| have)) been together|been together (?:for|since)|seeing each other"
+            # an anniversary: "eight months together this week", "two years together today"
+            r"|(?:weeks|months|years) together (?:this|today|next|last)\b"
             # endings: "I'm single again", "she dumped me", "he left me", "we broke off the engagement"
             r"|(?:i'm|i’m|i am) single|single again|dumped me|(?:he|she|they) left me|broke off (?:the|our) engagement"
             r"|(?:my|our) other half"
@@ -172,7 +189,7 @@ SUBJECTS: tuple[Subject, ...] = (
         ),
         hints=_w(
             "partner* girlfriend* boyfriend* wife husband fianc* dating seeing going official together engaged married broke split met date"
-            " item couple exclusive dates ended went called broke each moved been single dumped left half"
+            " item couple exclusive dates ended went called broke each moved been single dumped left half stayed stays staying done over finished now"
         ),
     ),
     Subject(
@@ -216,8 +233,11 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "allergy",
         "what the person is allergic to: an allergy or intolerance",
-        _cue(r"allergic|allergy|allergies|intoleran\w+"),
-        hints=_w("allergic allergy allergies intoleran*"),
+        # or by the reaction: "my mouth swells up with kiwi", "I come out in hives from shellfish"
+        _cue(
+            r"allergic|allergy|allergies|intoleran\w+|swell(?:s|ed)? up (?:with|from|after)|(?:come|break)s? out in hives"
+        ),
+        hints=_w("allergic allergy allergies intoleran* swell swells swelled come comes break breaks"),
     ),
     Subject(
         "diet",
@@ -231,8 +251,15 @@ SUBJECTS: tuple[Subject, ...] = (
         _cue(
             r"dog|puppy|cat|kitten|pet|rabbit|hamster|parrot|tortoise|guinea pig|(?:adopted|rescued) (?:a|an|two)"
             r"|had to (?:have )?put (?:\w+ ){1,2}?(?:down|to sleep)"  # an ending without the animal's word
+            # a pet said by its breed: "Chorizo, my rescue greyhound", "our spaniel Bramble"
+            r"|(?:my|our) (?:[\w-]+ )?(?:greyhound|lurcher|whippet|labrador|spaniel|terrier|collie|poodle|beagle|dachshund"
+            r"|husky|retriever|pug|cockapoo|labradoodle|sheepdog|staffie|schnauzer|corgi|tabby|siamese|ragdoll|persian)s?"
         ),
-        hints=_w("dog puppy cat kitten pet rabbit hamster parrot tortoise guinea adopted rescued put"),
+        hints=_w(
+            "dog puppy cat kitten pet rabbit hamster parrot tortoise guinea adopted rescued put greyhound* lurcher*"
+            " whippet* labrador* spaniel* terrier* collie* poodle* beagle* dachshund* husky husky's huskies retriever*"
+            " pug pugs cockapoo* labradoodle* sheepdog* staffie* schnauzer* corgi* tabby tabbies siamese ragdoll* persian*"
+        ),
     ),
     Subject(
         "vehicle",
@@ -255,9 +282,13 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "detail",
         "a detail of something the person has: the colour or registration of their car, bike, boat or door",
-        _cue(r"colou?r|(?:re)?painted|resprayed|registration|reg plate|number plate|licen[cs]e plate"),
+        _cue(
+            r"colou?r|(?:re)?painted|resprayed|registration|reg plate|number plate|licen[cs]e plate"
+            # a colour said of the thing with no colour word: "my bike is bright orange now"
+            rf"|(?:my|our) (?:{'|'.join(_COLOURED)})(?:'s|’s| is| are) (?:now |all |still )*(?={COLOUR})"
+        ),
         qualified=True,  # by the thing and the attribute (which.py): "detail:car colour"
-        hints=_w("colour color colours colors painted repainted resprayed registration plate"),
+        hints=_w("colour color colours colors painted repainted resprayed registration plate") + _COLOURED,
     ),
     Subject(
         "child",
@@ -290,7 +321,9 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "membership",
         "a club, gym, choir, society or group the person is a member of",
-        _cue(r"member|membership|joined the|quit the|left the|signed up (?:to|for)|club|gym|choir|society|league"),
+        _cue(
+            r"member|membership|joined the|quit the|left the(?! (?:[\w-]+ ){0,2}(?:flat|house|apartment|place|room|studio|home)\b)|signed up (?:to|for)|club|gym|choir|society|league"
+        ),
         qualified=True,
         hints=_w("member membership joined quit left signed club gym choir society league"),
     ),
@@ -311,9 +344,15 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "appointment",
         "an appointment, booking or meeting the person has at a date and time",
-        _cue(r"appointment|booked|booking|check-?up|scheduled for|exam|scan"),
+        _cue(
+            r"appointment|booked|booking|check-?up|scheduled for|exam|scan"
+            # moved by the practice: "they've put me in for Tuesday 27 January", "rebooked me for the 3rd"
+            r"|put (?:me|us|him|her) (?:in|down) for|(?:rebooked|rescheduled|moved) (?:me|us|it)(?: to| for)"
+        ),
         qualified=True,
-        hints=_w("appointment booked booking check-up checkup check scheduled exam scan"),
+        hints=_w(
+            "appointment booked booking check-up checkup check scheduled exam scan put rebooked rescheduled moved"
+        ),
     ),
     Subject(
         "phone",
@@ -361,6 +400,7 @@ def hinted(low: str) -> list[Subject]:
 _NOT_A_QUALIFIER = frozenset(
     """a an the my our your his her their its this that new old current same other another each every
     is are was were be been it i we you he she they me us them to of for on in at with from by and or
+    i've we've they've i'd we'd i'm we're
     but so now still just also then there here what which who whose where when how why not no yes
     changed set reset updated remember note usual actual real big small little good great first second next
     last latest""".split()

@@ -8,9 +8,13 @@
   time the chosen statement is marked superseded when its value stopped holding.
 - `outdated`: the hits hold something newer about the subject than the ledger knows (a change the
   extractor did not see): the ledger steps aside. A hit naming only an old value is not newer; one where
-  the person names the subject and a name or number the fact never had is, whatever its vector.
+  the person names the subject and a name or number the fact never had is, whatever its vector; so is
+  one whose stored vector is close to that of the hit showing the ledger's statement and which shares a
+  word of substance with it (the extractor missed the newer statement, or gave it another subject).
 - `prefer_statements`: among tied hits, the one where the person states something of whom the
-  question names beats those that only mention them (asked, or told by the assistant).
+  question names beats those that only mention them (asked, or told by the assistant) — not a newer
+  statement of the person's naming a place, name or number the stating hit names (the arrangement put
+  it level with it as newer news of the same thing: "our group at the Athenaeum moves to Thursdays").
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import numpy as np
 
 from ..hit import Hit, HitFact
 from ..index.sources import session_key_of
+from ..search.stopwords import STOPWORDS
 from ..search.timeline import sentences
 from .facts import Fact, Period
 from .lexicon import BY_NAME
@@ -94,6 +99,14 @@ def newer_hit(
     ever = set().union(*(_named(s.text) for p in fact.periods for s in p.sayings))
     cues = BY_NAME[fact.subject.split(":", 1)[0]].cues if fact.subject.split(":", 1)[0] in BY_NAME else _NEVER
     qualified = ":" in fact.subject
+    # The hits that show the current statement (their stored vectors and words): a newer hit alike to
+    # one of them in vector and words is about the same thing, however its own sentence embeds.
+    said = _norm(period.statement.text)[:120]
+    shown = [
+        (vectors.get(j) if vectors else None, _content(r.snippet))
+        for j, r in enumerate(results)
+        if said and said in _norm(r.snippet)
+    ]
     for i, r in enumerate(results):
         v = vectors.get(i) if vectors else None
         snip = r.snippet
@@ -108,8 +121,8 @@ def newer_hit(
         # in for a Leaf", not "Thanks, grabbing the decorations" after asking for the code. Words that
         # name the current statement's things without a word of change ("the insurance on the Subaru is
         # $140") speak of the current value.
-        said = " ".join(x for x in own if _CHANGE.search(x) or cues.search(x))
-        if not said or (current & _named(said) and not _CHANGE.search(said)):
+        says = " ".join(x for x in own if _CHANGE.search(x) or cues.search(x))
+        if not says or (current & _named(says) and not _CHANGE.search(says)):
             continue
         # A sentence naming the subject, then a name or number the fact never had ("The landlady here is
         # Dona Filomena", "my new manager is Paulo Reis"; not "a Christmas menu, all vegan"): a new
@@ -119,12 +132,29 @@ def newer_hit(
             _named(x[m.end() : m.end() + NAMED_AFTER_CUE]) - ever for x in own for m in cues.finditer(x)
         ):
             return i, True
-        if v is None or statement is None:
+        if v is None:
             continue
         n = float(np.linalg.norm(v))
-        if n > 0 and float(v @ statement) / n >= SAME_SUBJECT_COSINE:
+        if n > 0 and statement is not None and float(v @ statement) / n >= SAME_SUBJECT_COSINE:
+            return i, False
+        words = _content(snip)
+        if n > 0 and any(_alike(v / n, words, sv, sw) for sv, sw in shown):
             return i, False
     return None
+
+
+def _content(snippet: str) -> set[str]:
+    """The words of substance of the person's own words in a snippet (four letters or more, no stopword)."""
+    words = re.findall(r"[a-z][a-z'’-]{3,}", " ".join(own_words(snippet)).lower())
+    return {w for w in words if w not in _STOP and w not in STOPWORDS}
+
+
+def _alike(v: np.ndarray, words: set[str], other: np.ndarray | None, other_words: set[str]) -> bool:
+    """Two hits about the same thing: their stored vectors close and a word of substance shared."""
+    if other is None:
+        return False
+    n = float(np.linalg.norm(other))
+    return n > 0 and float(v @ other) / n >= SAME_SUBJECT_COSINE and bool(words & other_words)
 
 
 # Words that say a value changed (a statement without one that names the current value repeats it).
@@ -242,9 +272,8 @@ def lead(results: list[Hit], fact: Fact, period: Period, q: Question, k: int) ->
                 )
             else:
                 if r.superseded_by and now.search(snip) and not (was and was.search(snip)):
-                    r = r._replace(
-                        superseded_by=None
-                    )  # it says the current value: what superseded it was a restatement
+                    # it says the current value: what superseded it was a restatement
+                    r = r._replace(superseded_by=None)
                 fresh.append(r)
         rest = fresh + stale
     out = [first, *rest][:k]
@@ -287,10 +316,21 @@ def _states(snippet: str, names: list[str]) -> bool:
     return False
 
 
+def _own_names(snippet: str) -> set[str]:
+    """The names and numbers (`_named`) of the person's own statements in a snippet (not questions)."""
+    return set().union(*(_named(x) for t in own_words(snippet) for x in sentences(t) if not _ASKS.search(x)))
+
+
+def _same_thing(snippet: str, stated: set[str]) -> bool:
+    """Whether the person's own words in a snippet state something naming one of `stated`."""
+    return bool(_own_names(snippet) & stated)
+
+
 def prefer_statements(query: str, results: list[Hit]) -> list[Hit]:
     """Among (nearly) equally scored hits, those where the person states something of whom the question
-    names come first, the order otherwise kept; one that had been marked superseded by a hit that only
-    mentions the name is not superseded by it. No name in the question: the results as they are. (Run
+    names come before those that only mention them (asks, is told, or states something else naming none
+    of their names and numbers), the order otherwise kept; one that had been marked superseded by a hit
+    that only mentions the name is not superseded by it. No name in the question: the results as they are. (Run
     before the ledger's step, which has the last word on what is current.)"""
     names = _names_asked(query)
     if not names or len(results) < 2:
@@ -303,9 +343,15 @@ def prefer_statements(query: str, results: list[Hit]) -> list[Hit]:
             j += 1
         run = results[i:j]
         states = [_states(r.snippet, names) for r in run]
-        if len(run) > 1 and any(states) and not all(states):
-            mentions = {r.date or "" for r, st in zip(run, states) if not st}
-            order = sorted(range(len(run)), key=lambda n: not states[n])
+        # A hit that does not state the name gives way, unless the person states something there that
+        # names a place, name or number a hit stating it names ("Started a Portuguese class at the
+        # Bluecoat", then "our group at the Bluecoat moves to Thursdays"): the arrangement put it there,
+        # as newer news of the same thing.
+        stated = set().union(*(_own_names(r.snippet) for r, st in zip(run, states) if st))
+        mere = [not st and not _same_thing(r.snippet, stated) for r, st in zip(run, states)]
+        if len(run) > 1 and any(states) and any(mere):
+            mentions = {r.date or "" for r, m in zip(run, mere) if m}
+            order = sorted(range(len(run)), key=lambda n: mere[n])
             scores = [r.score for r in run]
             moved = []
             for n, score in zip(order, scores):

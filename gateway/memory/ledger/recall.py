@@ -13,7 +13,9 @@ even when it shares no word with the question.
    now). X may be an event of another subject ("Where did I work before I moved?": the time of the
    move, the home's statement whose words X names, else its latest change): the value valid just
    before it. A question in the past tense that names no earlier time ("What was the amount I was
-   approved for?") asks about the present.
+   approved for?") asks about the present. For the present, a home whose value a service's cue names
+   ("Riverside Vets": NOT_A_HOME) is that service's place, not where the person lives: the home said
+   before it answers.
 4. **Where it goes** (placement.py's `lead`): the chosen statement first, as a hit of its own (dated, with `fact`:
    subject, value, since); for the present, the hits that show a superseded value of the same fact are
    marked `supersededBy` and go after those that do not.
@@ -191,7 +193,12 @@ def _period(fact: Fact, q: Question, events: Sequence[Fact] = ()) -> Period | No
     if not live:
         return None
     if q.asked == "present":
-        return fact.periods[-1]  # an ending too: "Am I still a member?" is answered by "I quit"
+        # an ending too: "Am I still a member?" is answered by "I quit" — but not a value that is another
+        # subject's place ("registered the dog at Riverside Vets, near the new place": a vet, no home)
+        last = fact.periods[-1]
+        if _elsewhere(fact, last) and (held := [p for p in live if p is not last and not _elsewhere(fact, p)]):
+            return held[-1]
+        return last
     if q.asked == "first":
         return live[0]
     if q.asked == "at" and q.at:
@@ -209,6 +216,16 @@ def _period(fact: Fact, q: Question, events: Sequence[Fact] = ()) -> Period | No
             return held[-1] if held else None
     prev = [p for p in fact.periods[:-1] if not p.ending]
     return prev[-1] if prev else None
+
+
+# A dwelling is never a service's place: a home value one of these subjects' cues names ("Riverside
+# Vets", "the Rose Lane dental practice") is that subject's, caught by the home's cue in the same sentence.
+NOT_A_HOME = ("vet", "dentist", "doctor", "school")
+
+
+def _elsewhere(fact: Fact, period: Period) -> bool:
+    """Whether a period of the home gives another subject's place as its value (see NOT_A_HOME)."""
+    return fact.subject == "home" and any(BY_NAME[s].cues.search(period.value) for s in NOT_A_HOME)
 
 
 def _event_time(q: Question, events: Sequence[Fact]) -> str | None:

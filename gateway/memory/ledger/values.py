@@ -63,12 +63,14 @@ _CALLED = re.compile(
     rf"\s+(?:now\s+)?({_NAME})"
 )
 RENAMED = re.compile(rf"\b(?:renam|relaunch|rebrand)\w*\s+(?:[\w'’ ]+?\s+)?(?:to|as)\s+({_NAME})")
+_NAME_THEN_MY = re.compile(rf"({_NAME}),\s*$")
 _BEFORE_CUE = re.compile(rf"({_NAME})\s+$")
 _LAST_NAME = re.compile(rf"(?:,|[—–:]|\s-)\s*({_NAME})\s*[.!]*$")
 _AND_I = re.compile(rf"\b({_NAME})\s+and\s+(?:I|me)\b|\b(?:me|I)\s+and\s+({_NAME})\b")
 _WITH = re.compile(rf"\b(?:with|seeing|dating|to|is|are|'s|’s|was)\s+(?:now\s+|still\s+)?(?:a \w+ named\s+)?({_NAME})")
 _PLACE = re.compile(
-    rf"\b(?:in|to|into|from|near|at|outside)\s+((?:the\s+)?{_NAME}(?:\s*(?:,|in)\s*{_NAME})?)|\b(?:a|an)\s+({_NAME})\s+resident\b"
+    rf"\b[Hh]ome(?:'s|’s| is)\s+(?:now\s+|still\s+)?({_NAME})(?!\s+(?:is|are)\b)"
+    rf"|\b(?:in|to|into|from|near|at|outside)\s+((?:the\s+)?{_NAME}(?:\s*(?:,|in)\s*{_NAME})?)|\b(?:a|an)\s+({_NAME})\s+resident\b"
     rf"|\bresident (?:of|in)\s+({_NAME})"
 )
 _CODE = re.compile(
@@ -77,6 +79,7 @@ _CODE = re.compile(
 _DIGITS = re.compile(r"\+?\(?\d[\d ().-]{3,}\d|\b[A-Z]{0,4}\d[\dA-Z-]{2,}\b")
 _ROLE_AT = re.compile(
     rf"\b(?:i'm|i’m|i am|i'll be|i will be|be|as|now|became|becoming|promoted to|started as|hired as|joined as)\s+"
+    rf"(?:(?-i:[A-Z])\w+,\s+)?"  # "I'm Rafa, sous-chef at …": a self-introduction
     rf"(?:(?:a|an|the|their|our)\s+)?((?:(?!at\b|for\b|with\b)[\w-]+\s+){{0,3}}?[\w-]+)\s+(?:at|for|with)\s+(?:the\s+)?({_NAME})",
     re.I,
 )
@@ -84,6 +87,8 @@ _FREELANCE = re.compile(r"\b(?:self-employed|a freelancer|freelance)\b", re.I)
 _OFFERED = re.compile(
     rf"\boffered (?:a|an|the) ((?:[\w-]+ ){{0,3}}?[\w-]+) (?:job|post|position|role)\b.*?\b(?:at|with) (?:the )?({_NAME})"
 )
+# "Quayside Kitchen in the Baltic Triangle offered me the top job": the employer is who offered
+_OFFERED_BY = re.compile(rf"({_NAME})(?:\s+(?:in|on|at|from)\s+(?:the\s+)?{_NAME})?\s+offered me\b")
 _AT_ORG = re.compile(rf"\b(?:at|for|with|joined|joining|join)\s+(?:the\s+)?({_NAME})")
 _AS_ROLE = re.compile(
     r"\bas\s+(?:a|an|the)?\s*((?:[\w-]+\s+){0,3}?[\w-]+?)(?=\s*(?:[,.;!]|$|\s+(?:at|for|in|on|and|since|from)\b))", re.I
@@ -100,14 +105,14 @@ _DOSE = re.compile(r"\b(?:([A-Za-z][\w-]{2,})\s+)?(\d+(?:\.\d+)?\s*(?:mg|mcg|mil
 _DOSE_STOP = frozenset("to on at of the a an my is was now from up down take takes taking took dose".split())
 _DOSE_OF = re.compile(r"\s+of\s+([A-Za-z][\w-]{2,})")
 _ALLERGY = re.compile(
-    r"\ballergic to\s+([\w -]+?)(?=\s*(?:[,.;!]|$|\s+(?:and|but|so|now|too)\b))|\b([\w-]+)\s+(?:allergy|intoleran\w*)",
+    r"\b(?:allergic to|swell\w* up (?:with|from|after)|hives (?:from|with|after))\s+([\w -]+?)(?=\s*(?:[,.;!]|$|\s+(?:and|but|so|now|too)\b))|\b([\w-]+)\s+(?:allergy|intoleran\w*)",
     re.I,
 )
 _NO_ALLERGY = re.compile(r"\bno (?:known )?allerg", re.I)
 _THING = re.compile(
     r"\b(?:drive|drives|ride|rides|bought|got|have|own|leased|picked up|collected|adopted|rescued|is|are|now"
-    r"|(?:traded|swapped|exchanged) (?:[\w'’-]+ ){0,3}?(?:in )?for|upgraded to|switched to)\s+"
-    r"(?:(?:a|an|the|my|our|this)\s+)((?:[\w'’.-]+\s+){0,4}?[\w'’-]+)(?=\s*(?:[,.;!—–]|$|\s+(?:called|named|for|from|and|but|since|last|this|today|because|so|on|at|after|when|with|yesterday)\b))",
+    r"|rode|(?:traded|swapped|exchanged) (?:[\w'’-]+ ){0,3}?(?:in )?for|upgraded to|switched to)\s+"
+    r"(?:(?:a|an|the|my|our|this)\s+)((?:[\w'’.-]+\s+){0,4}?[\w'’-]+)(?=\s*(?:[,.;!—–]|$|\s+(?:called|named|for|from|and|but|since|last|this|today|because|so|on|at|after|when|with|yesterday|into|around|through|to)\b))",
     re.I,
 )
 _SPECIFIC = re.compile(r"[A-Z0-9]")
@@ -145,7 +150,7 @@ def colour_in(text: str) -> str | None:
     return m.group(1).lower() if m else None
 
 
-_CUE_APPOSITION = re.compile(r",\s+(?:the|a|an|my)\s+([^,.;!?]+)")
+_CUE_APPOSITION = re.compile(r"[,:]\s+(?:the|a|an|my)\s+([^,.;!?]+)")
 
 NAMED = frozenset({"partner", "manager", "pet", "child", "teacher", "vet", "dentist", "doctor", "landlord", "project"})
 PLACES = frozenset({"home", "hometown"})
@@ -160,6 +165,10 @@ def _first_name(text: str) -> str | None:
 def _named(subject: str, s: str, cue: re.Match[str]) -> str | None:
     after = s[cue.end() :]
     if m := _CALLED.search(s):
+        return _first_name(m.group(1))
+    if subject == "partner" and "stay" in cue.group(0).lower():  # "Sam from work stayed over again"
+        return _first_name(s[: cue.start()])
+    if m := _NAME_THEN_MY.search(s, 0, cue.start()):  # "Chorizo, my rescue greyhound"
         return _first_name(m.group(1))
     if subject == "partner" and (m := _AND_I.search(s)):
         return _first_name(m.group(1) or m.group(2))
@@ -179,7 +188,8 @@ def _named(subject: str, s: str, cue: re.Match[str]) -> str | None:
 
 
 def _place(s: str, cue: re.Match[str]) -> str | None:
-    for where in (s[cue.start() :], s):
+    # "left the flat in Leith behind for a house in Hove": the home is where the move went
+    for where in (s[cue.end() :],) if cue.group(0).endswith("behind for") else (s[cue.start() :], s):
         for m in _PLACE.finditer(where):
             raw = next(g for g in m.groups() if g)
             lead = "the " if raw.lower().startswith("the ") else ""
@@ -194,6 +204,8 @@ def _employer(s: str) -> str | None:
         return m.group(0).lower().removeprefix("a ").replace("freelancer", "freelance")
     if (m := _OFFERED.search(s)) and (org := _first_name(m.group(2))):
         return _tidy(f"{m.group(1)} at {org}")
+    if (m := _OFFERED_BY.search(s)) and (org := _first_name(m.group(1))):
+        return org
     if m := _ROLE_AT.search(s):
         role, org = m.group(1), _first_name(m.group(2))
         if org and not re.match(r"(?:working|going|based|living|staying)\b", role, re.I):
@@ -270,6 +282,8 @@ def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
     elif kind in ("vehicle", "pet", "device"):
         # "my car, the 2012 grey Honda Civic"; "I drive a blue Skoda": a thing named, not the cue word again
         named = [a for a in _CUE_APPOSITION.finditer(s, cue.end()) if _SPECIFIC.search(a.group(1))]
+        if not named and kind == "vehicle":  # "replaced the stolen bike: a secondhand Trek" (the cue past the old)
+            named = [a for a in _CUE_APPOSITION.finditer(s) if _SPECIFIC.search(a.group(1))]
         m = named[0] if named else _THING.search(s)
         if m and (_SPECIFIC.search(m.group(1)) or " " in m.group(1).strip()):
             v = m.group(1)
@@ -285,6 +299,17 @@ def name_in(message: str) -> str | None:
     """A name the message gives someone or something ("his name's Mateo", "it's called Side Quests")."""
     m = _GIVEN_NAME.search(message)
     return _first_name(m.group(1)) if m else None
+
+
+def first_name_said(text: str) -> str | None:
+    """The first name said in a text, a possessive's aside ("Valentine's plan: Lucía …" → Lucía)."""
+    return _first_name(re.sub(r"\b\w+['’]s\b", "", text))
+
+
+def last_name(text: str) -> str | None:
+    """The last name said in a text: whom a "she" or "he" after it points to."""
+    names = _names(text)
+    return names[-1] if names else None
 
 
 def apposition(rest: str) -> str | None:

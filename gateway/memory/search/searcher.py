@@ -22,6 +22,7 @@ from ..embeddings import EmbeddingError, EmbeddingProvider
 from ..embeddings.base import check_vectors, provider_name
 from ..hit import Embeddings, Found, Hit
 from ..ports import ChunkReader, ChunkRow, FullText, VectorSearch
+from .floor import FALLBACK_SCALE, above_floor
 from .fusion import Candidate, fuse, shared_ranks, single_list_scores, spread_over_files
 from .query import answer_type_terms, query_terms
 from .request import SearchRequest
@@ -221,26 +222,23 @@ class Searcher:
             cands = single_list_scores(fts_hits + more[: max(0, n - len(fts_hits))], "fts")
         else:
             cands = single_list_scores(vec_hits, "vector")
-        if o.min_similarity > 0:
-            # Not a hit: a chunk that shares no word with the query (not in the full-text list) and
-            # whose embedding is not close to the query's either.
-            cands = [
-                c
-                for c in cands
-                if c.fts_rank is not None or c.related_rank is not None or (c.cosine or 0.0) >= o.min_similarity
-            ]
+        # Not a hit: a chunk that shares no word with the query and whose embedding is not close to the
+        # query's either — unless nothing is and the query asks about the person's own life (floor.py).
+        cands, fallback = above_floor(cands, query, o.min_similarity)
         results, vectors = await self._materialise(
             cands,
             k,
             terms,
             related,
-            min_score,
+            min(1.0, min_score / FALLBACK_SCALE) if fallback else min_score,
             rerank=used != "vector",
             fused=used == "hybrid",
             exclude=exclude,
             answer_types=answer_type_terms(query),
             spare=spare,
         )
+        if fallback:  # the closest of what is not close: low scores (floor.py)
+            results = [r._replace(score=round(float(r.score) * FALLBACK_SCALE, 6)) for r in results]
         return Found(results, used, emb, "; ".join(degraded) or None, vectors or None)
 
     async def _materialise(
