@@ -35,6 +35,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_memory as bm  # noqa: E402
+from gateway.memory.hit import Hit, HitFact  # noqa: E402
+from gateway.memory.search.request import SearchRequest  # noqa: E402
 
 LIFE_QUESTIONS = [
     "Where do I live now?",
@@ -68,6 +70,26 @@ def extraction_cpu(cfg, files: list[Path]) -> tuple[float, int, int]:
     return time.process_time() - t, sum(len(cs) for _, cs in chunked), n
 
 
+def hit_of(w: dict) -> Hit:
+    """A memory.search result back as the memory service's hit (memory/hit.py), for the step alone."""
+    f = w.get("fact")
+    return Hit(
+        w["path"],
+        w["source"],
+        w["startLine"],
+        w["endLine"],
+        w["score"],
+        w["snippet"],
+        session_key=w.get("sessionKey"),
+        date=w.get("date"),
+        said=w.get("said"),
+        first_said=w.get("firstSaid"),
+        last_said=w.get("lastSaid"),
+        superseded_by=w.get("supersededBy"),
+        fact=HitFact(f["subject"], f["value"], f["since"], f.get("until")) if f else None,
+    )
+
+
 async def step_cost(mgr, ties, queries: dict[str, list[str]]) -> dict:
     """The ledger's step of a search alone, on the backend's results for each query: the question's
     subjects, the statement first, the ties — its CPU in the event loop's thread (what a loaded machine
@@ -84,8 +106,8 @@ async def step_cost(mgr, ties, queries: dict[str, list[str]]) -> dict:
         wall: dict[str, list[float]] = {k: [] for k in sides}
         each: dict[str, dict[str, list[float]]] = {}  # question → side → wall ms
         for i, q in enumerate(qs):
-            res = await mgr.search(q, k=6)  # warm, and the results the step re-orders
-            results = res["results"]
+            res = await mgr.search(SearchRequest(query=q, k=6))  # warm, and the results the step re-orders
+            results = [hit_of(r) for r in res["results"]]  # the step re-orders hits, not their wire form
             subjects = await mgr._ledger_subjects(q)
             tied = ties(q, results)
             for side in list(sides) if i % 2 == 0 else list(sides)[::-1]:
@@ -148,14 +170,14 @@ async def main(chunks: int, queries: int, out: Path) -> dict:
             for name, qs in (("words", [bm.query(rng) for _ in range(queries)]), ("life", LIFE_QUESTIONS * 8)):
                 lat[name] = {"with": [], "without": []}
                 for q in qs[:5]:
-                    await mgr.search(q, k=6)
+                    await mgr.search(SearchRequest(query=q, k=6))
                 for i, q in enumerate(qs):  # each query both ways, which goes first alternating
                     for side in ("with", "without") if i % 2 == 0 else ("without", "with"):
                         mgr._ledger_first = with_ledger if side == "with" else without
                         mgr._ledger_subjects = with_subjects if side == "with" else no_subjects
                         service_module.prefer_statements = with_ties if side == "with" else no_ties  # type: ignore[assignment]
                         t = time.perf_counter()
-                        await mgr.search(q, k=6)
+                        await mgr.search(SearchRequest(query=q, k=6))
                         lat[name][side].append((time.perf_counter() - t) * 1000)
                 mgr._ledger_first, mgr._ledger_subjects = with_ledger, with_subjects
                 service_module.prefer_statements = with_ties  # type: ignore[assignment]

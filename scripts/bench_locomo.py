@@ -42,6 +42,7 @@ from gateway.compose import memory_service  # noqa: E402
 from gateway.storage.files.engine import FilesStorage  # noqa: E402
 from gateway.sessions.transcript import append_sync, header, message_record  # noqa: E402
 from gateway.timeutil import to_iso  # noqa: E402
+from gateway.memory.search.request import SearchRequest  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "bench" / "locomo"  # ../shared beside the checkout, as CI has it
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -194,7 +195,7 @@ async def run_conversation(
                     continue
                 for mode in modes:
                     t = time.perf_counter()
-                    res = await mgr.search(qa["question"], k=k, mode=mode)
+                    res = await mgr.search(SearchRequest(query=qa["question"], k=k, mode=mode))
                     ms = (time.perf_counter() - t) * 1000
                     row = {"conv": conv_id, "mode": mode, "category": cat, "latencyMs": ms, "question": qa["question"]}
                     for kk in KS:

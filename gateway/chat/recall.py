@@ -15,6 +15,7 @@ import structlog
 
 from ..memory.index.chunking import CHARS_PER_TOKEN
 from ..memory.index.sources import session_path
+from ..memory.search.request import SearchRequest
 from ..memory.search.snippets import Exclude
 from ..memory.secrets import mask
 
@@ -36,7 +37,9 @@ async def recall_for_turn(memory: "MemoryService", query: str, session_key: str 
     # than wanted: the search may lead with one of them).
     about = asyncio.ensure_future(memory.relevant_facts(query[:2000], exclude, rc.facts + 1)) if rc.facts > 0 else None
     try:
-        res = await memory.search(query[:2000], k=rc.max_results, min_score=rc.min_score, exclude=exclude)
+        res = await memory.search(
+            SearchRequest(query=query[:2000], k=rc.max_results, min_score=rc.min_score, exclude=exclude)
+        )
     except BaseException as exc:
         if about is not None:
             about.cancel()
@@ -45,11 +48,11 @@ async def recall_for_turn(memory: "MemoryService", query: str, session_key: str 
         log.warning("memory_recall_failed", exc_info=True)
         return []
     budget = rc.max_tokens * CHARS_PER_TOKEN
-    hits: Sequence[Mapping[str, Any]] = res["results"]  # memory/hit.py's Hit, read field by field below
+    hits: Sequence[Mapping[str, Any]] = res["results"]  # memory/hit.py's WireHit, read field by field below
     # The ledger's other current facts the message is about (the search put at most one first): their
     # statements, short, go in first — what is true now leads the block the model sees.
-    facts: list[dict[str, Any]] = []
-    told: dict[int, dict[str, Any]] = {}  # a hit that shows an added fact's statement: index → its fact
+    facts: list[Mapping[str, Any]] = []  # memory/hit.py's WireHit, each with its `fact`
+    told: dict[int, Mapping[str, Any]] = {}  # a hit that shows an added fact's statement: index → its fact
     if about is not None:
         with_fact = {r["fact"]["subject"] for r in hits if r.get("fact")}
         for f in await about:
@@ -62,12 +65,12 @@ async def recall_for_turn(memory: "MemoryService", query: str, session_key: str 
                 facts.append(f)
     out: list[dict[str, Any]] = []
     tail: list[dict[str, Any]] = []
-    items = [(f, FACT_SNIPPET_CHARS, tail) for f in facts] + [(dict(r), budget, out) for r in hits]
+    items = [(f, FACT_SNIPPET_CHARS, tail) for f in facts] + [(r, budget, out) for r in hits]
     for i, (r, cap, into) in enumerate(items):
         if budget <= 0:
             break
         if into is out and (fact := told.get(i - len(facts))) is not None:
-            r["fact"] = fact
+            r = {**r, "fact": fact}
         snip = (mask(r["snippet"]) if memory.cfg.redact_secrets else r["snippet"])[: min(cap, budget)]
         budget -= len(snip)
         into.append({**{f: r[f] for f in RECALLED if f in r}, "snippet": snip})

@@ -4,17 +4,18 @@ memory.profile and memory.get, and the search backend that answers first.
 A search waits for the sync that covers what was dirty (read your writes), asks the configured backend
 (search/backends.py: the built-in index, or QMD with the built-in index as fallback) for a pool a few
 times k, arranges it by what was said when (search/timeline.py), re-ranks it (rerank.py: MMR, time
-decay) and puts the ledger's statement for the question first (ledger/recall.py). The hits leave here as
-the wire has them (present.py's `shape`).
+decay) and puts the ledger's statement for the question first (ledger/recall.py). The hits travel as
+memory/hit.py's Hit and leave here as the wire has them (present.py's `answer`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
@@ -29,17 +30,19 @@ from .ledger.profile import HISTORY_LIMIT, PROFILE_LIMIT, subject_family
 from .ledger.profile import page as ledger_page
 from .ledger.asking import event_subjects
 from .ledger.recall import LedgerRecall, as_of_time, embed_with
-from .hit import Embeddings, SearchAnswer, answer
+from .hit import Embeddings, Hit, SearchAnswer, WireHit
 from .ports import MemoryIndex, Statement
-from .present import shape
+from .present import answer, shape, wire
 from .rerank import apply_time_decay, decay_dates, mmr_rerank
 from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
 from .search.qmd import QmdBackend
 from .search.request import SearchRequest
-from .search.searcher import RESULT_VECTORS
 from .search.snippets import Exclude
 from .search.timeline import arrange
 from .sync import DirtyMarks, SyncRequest
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .hit import Vectors
 
 log = structlog.get_logger("gateway.memory")
 
@@ -138,36 +141,22 @@ class MemoryAnswers:
             if self._unreachable(exc) is None:  # an outage is said once, by the engine
                 log.warning("memory_search_presync_failed", exc_info=True)
 
-    async def search(
-        self,
-        query: str,
-        k: int = 6,
-        min_score: float = 0.0,
-        sources: list[str] | None = None,
-        session_key: str | None = None,
-        mode: str | None = None,
-        exclude: Exclude | None = None,
-        as_of: str | None = None,
-    ) -> SearchAnswer:
-        """`as_of` (ISO 8601 UTC, as `parse_as_of` writes it): memory as it stood then — nothing said after
-        it, the ledger's value valid then first, relative dates in the query resolved against it."""
+    async def search(self, asked: SearchRequest) -> SearchAnswer:
+        """memory.search's answer to a request (search/request.py: `as_of`, memory as it stood then)."""
         # The params were validated by the method's schema (memory.search, and the CLI through it).
-        mode = mode or self.cfg.search.mode
-        srcs = tuple(sorted(set(sources))) if sources else SOURCES
+        query, k, min_score, as_of, exclude = asked.query, asked.k, asked.min_score, asked.as_of, asked.exclude
+        mode = asked.mode or self.cfg.search.mode
         why = "memory is disabled" if not self.cfg.enabled else self.index.degraded
         if why:
             return {"results": [], "mode": mode, "embeddings": self._embeddings_brief(), "degraded": why}
         await self._sync_if_dirty()
         recovering = self.index.recovering
-        req = SearchRequest(
-            query=query,
-            k=int(k),
-            spare=(0 if recovering else self._spare(int(k))) + (AS_OF_SPARE if as_of else 0),
-            min_score=float(min_score) if recovering else 0.0,
-            sources=srcs,
-            session_key=session_key,
+        req = replace(
+            asked,
             mode=mode,
-            exclude=exclude,
+            sources=tuple(sorted(set(asked.sources))) if asked.sources else SOURCES,
+            spare=(0 if recovering else self._spare(k)) + (AS_OF_SPARE if as_of else 0),
+            min_score=min_score if recovering else 0.0,
         )
         # A pool a few times k, arranged by what was said when (search/timeline.py), re-ranked if so
         # configured, then cut to k and minScore.
@@ -175,32 +164,33 @@ class MemoryAnswers:
         # while the backend searches.
         subjects = asyncio.ensure_future(self._ledger_subjects(query))
         try:
-            res = await self.search_backend.search(req)
+            found = await self.search_backend.search(req)
         except BaseException:
             subjects.cancel()
             raise
+        hits = found.hits
         if as_of:  # nothing said after it (an undated hit is the file's: its time is known)
-            res["results"] = [r for r in res["results"] if str(r.get("date") or "") <= as_of]
-        known = res.pop(RESULT_VECTORS, None)  # the results' stored vectors, when the search read them
-        for r in res["results"]:  # as every reader gets a hit (present.py: a keyed memory's value)
-            shape(r)
+            hits = [r for r in hits if (r.date or "") <= as_of]
+        hits = [shape(r) for r in hits]  # as every reader gets a hit (present.py: a keyed memory's value)
         if recovering:  # no re-ranking either: results are incomplete
             subjects.cancel()
-            res["degraded"] = (
-                "the memory index was damaged and is being rebuilt from the memory files and "
-                "transcripts; results are incomplete until it is done"
+            found.hits, found.degraded = (
+                hits,
+                (
+                    "the memory index was damaged and is being rebuilt from the memory files and "
+                    "transcripts; results are incomplete until it is done"
+                ),
             )
-            return answer(res)
+            return answer(found)
         try:
-            res["results"] = await self._rerank(query, res["results"], int(k), float(min_score), known)
+            # (the stored vectors of the hits, when the search read them)
+            hits = await self._rerank(query, hits, k, min_score, found.vectors)
         except BaseException:
             subjects.cancel()  # (it embeds in the background otherwise)
             raise
-        res["results"] = prefer_statements(query, res["results"])  # ties: who states beats who mentions
-        res["results"] = await self._ledger_first(query, res["results"], int(k), as_of, exclude, await subjects)
-        if as_of:
-            res["asOf"] = as_of
-        return answer(res)
+        hits = prefer_statements(query, hits)  # ties: who states beats who mentions
+        found.hits = await self._ledger_first(query, hits, k, as_of, exclude, await subjects)
+        return answer(found, as_of)
 
     def _ledger_recall(self) -> LedgerRecall:
         if self._ledger is None:
@@ -221,12 +211,12 @@ class MemoryAnswers:
     async def _ledger_first(
         self,
         query: str,
-        results: list[dict],
+        results: list[Hit],
         k: int,
         as_of: str | None,
         exclude: Exclude | None = None,
         subjects: list[str] | None = None,
-    ) -> list[dict]:
+    ) -> list[Hit]:
         """The ledger's statement for the question first (ledger/recall.py); the results as they were when
         the question names no subject or the ledger cannot be read (derived data never fails a search)."""
         try:
@@ -260,9 +250,9 @@ class MemoryAnswers:
 
     async def relevant_facts(
         self, message: str, exclude: Exclude | None = None, limit: int = RELEVANT_FACTS
-    ) -> list[dict[str, Any]]:
+    ) -> list[WireHit]:
         """The ledger's current facts a chat message is about (ledger/relevant.py), each as the hit of its
-        statement (dated, with `fact`); [] when memory is off or the ledger cannot be read (a chat turn
+        statement (dated, with `fact`), as the wire has it (present.py's `wire`); [] when memory is off or the ledger cannot be read (a chat turn
         never fails for it). The message's own statements are not its facts."""
         if not self.cfg.enabled or self.index.degraded or limit <= 0:
             return []
@@ -273,7 +263,7 @@ class MemoryAnswers:
             known = await self.facts.facts(
                 None, await self.index.generation(), self.index.statements, None, drop, self._hidden_paths()
             )
-            return [statement_hit(f, p, 0.0) for f, p in await relevant(recall, message, known, subjects, limit)]
+            return [wire(statement_hit(f, p, 0.0)) for f, p in await relevant(recall, message, known, subjects, limit)]
         except Exception:
             log.warning("memory_ledger_recall_failed", exc_info=True)
             return []
@@ -303,20 +293,20 @@ class MemoryAnswers:
         return min(100, max(3 * k, 20)) - k if (s.mmr or s.time_decay) else POOL_SPARE
 
     async def _rerank(
-        self, query: str, results: list[dict], k: int, min_score: float, known: dict | None = None
-    ) -> list[dict]:
+        self, query: str, results: list[Hit], k: int, min_score: float, known: Vectors | None = None
+    ) -> list[Hit]:
         s = self.cfg.search
         if s.time_decay and results:
             now = self.decay_now or datetime.now(timezone.utc)
             results = apply_time_decay(results, decay_dates(results), now, s.half_life_days)
         vectors = None
         if len(results) > 1:
-            keys = [(r["path"], r["startLine"], r["endLine"]) for r in results]
+            keys = [r.key for r in results]
             if known is not None and all(key in known for key in keys):
                 vectors = {i: known[key] for i, key in enumerate(keys)}  # (the search read them: no second trip)
             else:
                 vectors = await self.index.stored_vectors(results)
-        results = [r for r in arrange(results, query, vectors) if r["score"] >= min_score]
+        results = [r for r in arrange(results, query, vectors) if r.score >= min_score]
         if s.mmr:
             return mmr_rerank(results, k, s.mmr_lambda, await self.index.stored_vectors(results))
         return results[:k]

@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from .embeddings.base import EmbeddingProvider
+    from .hit import Found, Hit
     from .index.chunking import Chunk
     from .index.settings import SyncStats
     from .index.sources import SourceFile
@@ -306,9 +307,15 @@ class SearchPorts:
 
 
 class IndexEngine(Protocol):
-    """What an engine's index gives the index lifecycle (memory/index/lifecycle.py), which decides the rest:
-    the signature check, when a rebuild runs instead of the sync asked, when vectors are bound, the
-    searcher."""
+    """What an engine's index gives the index lifecycle (memory/index/lifecycle.py), which it holds and
+    which decides the rest: the signature check, when a rebuild runs instead of the sync asked, when
+    vectors are bound, the searcher."""
+
+    backend: str  # where its vectors are kept ("sqlite-vec", "numpy", "pgvector"; "none"), set by open
+    counts: dict[str, int]  # files, chunks, vectors, missing: as of the last sync or refresh
+
+    def _backend_problem(self) -> str | None:
+        """Why the engine keeps no vectors when it could not (PostgreSQL without pgvector), else None."""
 
     async def _stored_vectors(self) -> tuple[str, int] | None:
         """The backend that stored the vectors and their dims; None: none stored yet."""
@@ -388,11 +395,11 @@ class MemoryIndex(Protocol):
         """Drop a deleted session's chunks now; False when that must wait for a sync (`busy`: one is
         running), which the caller then queues."""
 
-    async def search(self, req: SearchRequest) -> dict[str, Any]:
-        """The built-in search backend's answer (memory.search's shape): the best k, plus up to `spare`
+    async def search(self, req: SearchRequest) -> Found:
+        """The built-in search backend's answer (memory/hit.py's Found): the best k, plus up to `spare`
         more after them, ranked as for k (the memory service's room to fold repeats into one)."""
 
-    async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
+    async def stored_vectors(self, results: list[Hit]) -> dict[int, np.ndarray] | None:
         """The results' stored vectors (index in `results` → vector) for MMR; None without vectors."""
 
     async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:

@@ -1,8 +1,10 @@
 """The one presenter of a memory hit: how a hit reads to whoever reads it. Each consumer has its
 function here, and nothing else shapes a hit:
 
-    shape(hit)             the wire (memory.search: WebSocket, the web page, `jarvis … --json`): a keyed
-                           memory's value in place of its file's text; every other field as it was
+    shape(hit)             what every reader is shown of a found hit (memory/hit.py's Hit): a keyed
+                           memory's value in place of its file's text
+    wire(hit), answer(found)   the wire (memory.search: WebSocket, MCP, the web page, `jarvis … --json`):
+                           the one place a Hit becomes its camelCase keys (memory/hit.py's WireHit)
     heading(hit)           its citation line, the same for every reader of text:
                                2025-11-08 · session "Moving" · sessions/3f….jsonl:2-4 · said 3 times, last 2025-12-03
                                2025-04-12 · sessions/9a….jsonl:2-5 · superseded by 2025-11-08
@@ -16,10 +18,10 @@ function here, and nothing else shapes a hit:
     label_sessions(hits, label_of)   each transcript hit's `session` (its conversation's label), looked up
     references(hits)       where they are, compact (/v1's X-Jarvis-Memory and `jarvis` field)
 
-A hit is a `memory.search` result (`path`, `startLine`, `endLine`, `score`, `snippet`, `date`, and where
+The readers below read a hit as the wire has it: a `memory.search` result (`path`, `startLine`, `endLine`, `score`, `snippet`, `date`, and where
 the search found them `said`, `lastSaid`, `supersededBy`, see search/timeline.py), a `memory.recall` one
 (`timestamp` for its date, `key`), plus `session`: the label of its conversation when the caller looked
-it up. Fields this module does not know pass through `shape` as they are.
+it up.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import contextlib
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from ..neterrors import short
+from .hit import Found, Hit, SearchAnswer, WireHit
 from .notes.keyed import snippet_value
 
 TOOL_SNIPPET_CHARS = 400  # of each hit in a tool's result
@@ -45,10 +48,50 @@ def when(hit: Mapping[str, Any]) -> Any:
     return hit.get("date") or hit.get("timestamp")
 
 
-def shape(hit: dict[str, Any]) -> dict[str, Any]:
-    """A hit as the wire carries it (in place): a keyed memory shows its value, not its front matter."""
-    hit["snippet"] = snippet_value(hit["path"], hit["snippet"])
-    return hit
+def shape(hit: Hit) -> Hit:
+    """A hit as every reader is shown it: a keyed memory shows its value, not its front matter."""
+    shown = snippet_value(hit.path, hit.snippet)
+    return hit if shown == hit.snippet else hit._replace(snippet=shown)
+
+
+def wire(hit: Hit) -> WireHit:
+    """A hit as the wire names it (memory.search's `results`), its fields in this order, each optional one
+    only when the search found it."""
+    out: WireHit = {
+        "path": hit.path,
+        "source": hit.source,
+        "startLine": hit.start_line,
+        "endLine": hit.end_line,
+        "score": hit.score,
+        "snippet": hit.snippet,
+    }
+    if hit.session_key:
+        out["sessionKey"] = hit.session_key
+    if hit.date:
+        out["date"] = hit.date
+    if hit.said is not None:
+        out["said"] = hit.said
+    if hit.first_said is not None:
+        out["firstSaid"] = hit.first_said
+    if hit.last_said is not None:
+        out["lastSaid"] = hit.last_said
+    if hit.superseded_by is not None:
+        out["supersededBy"] = hit.superseded_by
+    if (f := hit.fact) is not None:
+        out["fact"] = {"subject": f.subject, "value": f.value, "since": f.since}
+        if f.until:
+            out["fact"]["until"] = f.until
+    return out
+
+
+def answer(found: Found, as_of: str | None = None) -> SearchAnswer:
+    """memory.search's answer: its hits on the wire, the mode, the embeddings, why it is degraded, `asOf`."""
+    out: SearchAnswer = {"results": [wire(h) for h in found.hits], "mode": found.mode, "embeddings": found.embeddings}
+    if found.degraded:
+        out["degraded"] = found.degraded
+    if as_of:
+        out["asOf"] = as_of
+    return out
 
 
 def heading(hit: Mapping[str, Any]) -> str:

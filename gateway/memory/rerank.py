@@ -1,6 +1,6 @@
 """Optional re-ranking of search results: time decay and maximal marginal relevance (MMR).
 
-Functions over result dicts (`{path, score, snippet, date, …}`), pure but for `stored_vectors`, which
+Functions over hits (memory/hit.py's Hit), pure but for `stored_vectors`, which
 reads its inputs from the engine's ChunkReader. The memory service applies them, when `memory.search.timeDecay` /
 `memory.search.mmr` are on, to a candidate pool a few times larger than `k`:
 
@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..timeutil import parse_iso
+from .hit import Hit
 from .index.sources import SESSIONS
 from .layout import day_of
 from .ports import ChunkReader
@@ -31,11 +32,9 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 SECONDS_PER_DAY = 86_400.0
 
 
-def decay_dates(results: Sequence[dict[str, Any]]) -> list[datetime | None]:
+def decay_dates(results: Sequence[Hit]) -> list[datetime | None]:
     """The date each result decays by: a transcript chunk's or a day file's, None for evergreen notes."""
-    return [
-        parse_iso(r.get("date") or "") if r.get("source") == SESSIONS or day_of(r["path"]) else None for r in results
-    ]
+    return [parse_iso(r.date or "") if r.source == SESSIONS or day_of(r.path) else None for r in results]
 
 
 def decay_factor(age_days: float, half_life_days: float) -> float:
@@ -46,20 +45,19 @@ def decay_factor(age_days: float, half_life_days: float) -> float:
 
 
 def apply_time_decay(
-    results: Sequence[dict[str, Any]], dates: Sequence[datetime | None], now: datetime, half_life_days: float
-) -> list[dict[str, Any]]:
-    """New result dicts with decayed scores, best first (ties keep their order). `dates[i]` is the
-    date of `results[i]`, None for evergreen items (unchanged score)."""
+    results: Sequence[Hit], dates: Sequence[datetime | None], now: datetime, half_life_days: float
+) -> list[Hit]:
+    """The results with decayed scores, best first (ties keep their order). `dates[i]` is the date of
+    `results[i]`, None for evergreen items (unchanged score)."""
     if len(dates) != len(results):
         raise ValueError("one date per result")
     out = []
     for r, d in zip(results, dates):
-        item = dict(r)
         if d is not None:
             age = (now - d).total_seconds() / SECONDS_PER_DAY
-            item["score"] = round(float(r["score"]) * decay_factor(age, half_life_days), 6)
-        out.append(item)
-    return sorted(out, key=lambda r: -r["score"])  # sorted() is stable
+            r = r._replace(score=round(float(r.score) * decay_factor(age, half_life_days), 6))
+        out.append(r)
+    return sorted(out, key=lambda r: -r.score)  # sorted() is stable
 
 
 def token_set(text: str) -> frozenset[str]:
@@ -99,8 +97,8 @@ def mmr_select(relevance: Sequence[float], k: int, lam: float, similarity: Calla
 
 
 def mmr_rerank(
-    results: Sequence[dict[str, Any]], k: int, lam: float, vectors: Mapping[int, np.ndarray] | None = None
-) -> list[dict[str, Any]]:
+    results: Sequence[Hit], k: int, lam: float, vectors: Mapping[int, np.ndarray] | None = None
+) -> list[Hit]:
     """At most `k` results in MMR order. `vectors[i]` is result i's stored vector; cosine is used only
     when every result has one, else Jaccard over the snippets' word sets."""
     n = len(results)
@@ -113,19 +111,19 @@ def mmr_rerank(
         def sim(i: int, j: int) -> float:
             return float(sims[i, j])
     else:
-        sets = [token_set(r.get("snippet", "")) for r in results]
+        sets = [token_set(r.snippet) for r in results]
 
         def sim(i: int, j: int) -> float:
             return jaccard(sets[i], sets[j])
 
-    order = mmr_select([float(r["score"]) for r in results], k, lam, sim)
+    order = mmr_select([float(r.score) for r in results], k, lam, sim)
     return [results[i] for i in order]
 
 
-async def stored_vectors(reader: ChunkReader, results: Sequence[dict[str, Any]]) -> dict[int, np.ndarray] | None:
+async def stored_vectors(reader: ChunkReader, results: Sequence[Hit]) -> dict[int, np.ndarray] | None:
     """Stored vectors of the results' chunks (index in `results` → vector), when there are any."""
     if not results:
         return None
-    keys = [(r["path"], int(r["startLine"]), int(r["endLine"])) for r in results]
+    keys = [r.key for r in results]
     vecs = await reader.vectors_at(sorted(set(keys)))
     return {i: vecs[key] for i, key in enumerate(keys) if key in vecs} or None

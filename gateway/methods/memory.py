@@ -19,6 +19,7 @@ from ..memory.notes.files import MAX_NOTE_BYTES
 from ..memory.notes.keyed import CATEGORIES, KEY_PATTERN, MAX_VALUE_CHARS
 from ..memory.notes.learnings import SECTIONS
 from ..memory.notes.service import MemoryNotes
+from ..memory.search.request import SearchRequest
 from ..registry import CallContext, registry
 from ..schema import SESSION_KEY, Arr, Bool, Int, Num, Str
 from .sessions import purge_target, with_agent
@@ -88,15 +89,16 @@ async def search_memory(ctx: CallContext, p: dict) -> dict:
         as_of = parse_as_of(p["asOf"])
         if as_of is None:
             raise Invalid("must be an ISO 8601 date (2025-06-01) or datetime (2025-06-01T12:00:00Z)", field="asOf")
-    return await (await _memory(ctx, p)).search(
-        p["query"],
+    req = SearchRequest(
+        query=p["query"],
         k=p["k"],
         min_score=p["minScore"],
-        sources=p["sources"],
+        sources=tuple(p["sources"] or ()),  # (): every source
         session_key=p["sessionKey"],
-        mode=p["mode"],
+        mode=p["mode"] or "",
         as_of=as_of,
     )
+    return await (await _memory(ctx, p)).search(req)
 
 
 @registry.method(

@@ -169,7 +169,7 @@ async def test_the_search_ports_rank_filter_and_show_the_chunks(storage, session
     write_note(storage, "memory/garden.md", GARDEN)
     key = await talk(sessions, "My bicycle is blue and has a basket.", "A blue bicycle with a basket, noted.")
     await mem.sync()
-    s = mem.index.searcher
+    s = mem.index.life.searcher
     text, reader, vectors = s.text, s.rows, s.vectors
     total = mem.index.counts["chunks"]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from gateway.compose import memory_service
 from gateway.memory.index.sources import session_path
 from gateway.memory.search.snippets import Exclude
+from gateway.memory.search.request import SearchRequest
 from tests.contract.test_memory_ledger import said
 
 CONFIG = {"memory.embeddings.provider": "local"}  # tests/contract/conftest.py's `storage` reads it
@@ -24,11 +25,11 @@ async def test_a_new_statement_is_answered_by_the_next_search_and_profile_and_th
     await service.open()
     try:
         await service.sync()
-        res = await service.search(ASK, k=5)
+        res = await service.search(SearchRequest(query=ASK, k=5))
         assert res["results"][0]["path"] == session_path(old) and res["results"][0]["fact"]["subject"] == "partner"
         reads = service.facts.reads
         for _ in range(3):  # the same generation: the facts kept, no statement read
-            assert (await service.search(ASK, k=5))["results"][0]["path"] == session_path(old)
+            assert (await service.search(SearchRequest(query=ASK, k=5)))["results"][0]["path"] == session_path(old)
         assert service.facts.reads == reads
         partner = next(f for f in (await service.profile())["facts"] if f["subject"] == "partner")
         assert partner["evidence"]["path"] == session_path(old)
@@ -38,7 +39,7 @@ async def test_a_new_statement_is_answered_by_the_next_search_and_profile_and_th
 
         new = await said(sessions, "2025-08-20", "Noor and I made it official, she's my girlfriend now.", "Congrats!")
         await service.sync()
-        res = await service.search(ASK, k=5)  # at once: no stale facts
+        res = await service.search(SearchRequest(query=ASK, k=5))  # at once: no stale facts
         assert res["results"][0]["path"] == session_path(new) and res["results"][0]["fact"]["subject"] == "partner"
         assert all(r.get("supersededBy") for r in res["results"] if r["path"] == session_path(old))
         partner = next(f for f in (await service.profile())["facts"] if f["subject"] == "partner")
@@ -46,17 +47,17 @@ async def test_a_new_statement_is_answered_by_the_next_search_and_profile_and_th
         assert [h["from"][:10] for h in partner["history"]] == ["2025-01-10"]
         # A chat turn's own message is never its answer: left out of the kept facts for that search only.
         own = Exclude(session_path(new), "Noor and I made it official, she's my girlfriend now.")
-        res = await service.search(ASK, k=5, exclude=own)
+        res = await service.search(SearchRequest(query=ASK, k=5, exclude=own))
         assert res["results"][0]["path"] == session_path(old) and res["results"][0]["fact"]["subject"] == "partner"
-        assert (await service.search(ASK, k=5))["results"][0]["path"] == session_path(new)
+        assert (await service.search(SearchRequest(query=ASK, k=5)))["results"][0]["path"] == session_path(new)
         # asOf reads the kept statements as memory stood then
-        res = await service.search(ASK, k=5, as_of="2025-03-01T00:00:00.000Z")
+        res = await service.search(SearchRequest(query=ASK, k=5, as_of="2025-03-01T00:00:00.000Z"))
         assert res["results"][0]["path"] == session_path(old)
 
         # The newer statement's file is gone: the next search and profile say Elin again.
         await sessions.delete(new)
         await service.forget_session(new)
-        res = await service.search(ASK, k=5)
+        res = await service.search(SearchRequest(query=ASK, k=5))
         assert res["results"][0]["path"] == session_path(old) and "supersededBy" not in res["results"][0]
         partner = next(f for f in (await service.profile())["facts"] if f["subject"] == "partner")
         assert partner["evidence"]["path"] == session_path(old) and partner["history"] == []

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from gateway.compose import memory_service
-from gateway.memory.hit import Hit, SearchAnswer
+from gateway.memory.hit import Found, SearchAnswer, WireHit
 from gateway.memory.embeddings import create_provider
 from gateway.memory.index.sources import SOURCES, session_path
 from gateway.memory.search.request import SearchRequest
@@ -52,13 +52,13 @@ class Opened:
 
     async def search(
         self, query: str, mode: str = "hybrid", k: int = 6, sources=SOURCES, session_key: str | None = None
-    ) -> dict:
+    ) -> Found:
         return await self.index.search(
             SearchRequest(query=query, k=k, sources=tuple(sources), session_key=session_key, mode=mode)
         )
 
     async def paths(self, query: str, mode: str = "hybrid", **kw) -> list[str]:
-        return [r["path"] for r in (await self.search(query, mode, **kw))["results"]]
+        return [r.path for r in (await self.search(query, mode, **kw)).hits]
 
 
 def write_note(storage: Storage, rel: str, text: str) -> None:
@@ -100,8 +100,8 @@ async def test_a_sync_indexes_the_notes_and_a_transcript_and_every_mode_finds_th
     for mode in ("fts", "vector", "hybrid"):
         assert (await mem.paths("sailing boat harbour", mode))[0] == "memory/boat.md", mode
         res = await mem.search("Ingrid Trondheim", mode)
-        assert res["results"][0]["path"] == session_path(key), mode
-        assert "Trondheim" in res["results"][0]["snippet"]
+        assert res.hits[0].path == session_path(key), mode
+        assert "Trondheim" in res.hits[0].snippet
     assert await mem.paths("tomatoes rosemary", "fts", sources=["memory"]) == ["MEMORY.md"]
     assert session_path(key) not in await mem.paths("Ingrid Trondheim", "fts", sources=["memory"])
     # An unchanged second sync reads nothing again.
@@ -177,12 +177,12 @@ async def test_stored_vectors_are_the_results_own_and_the_cache_keeps_what_is_pu
     write_note(storage, "memory/boat.md", BOAT)
     write_note(storage, "memory/garden.md", GARDEN)
     await mem.sync()
-    results = (await mem.search("boat garden", "hybrid"))["results"]
+    results = (await mem.search("boat garden", "hybrid")).hits
     vecs = await mem.index.stored_vectors(results)
     assert vecs is not None and set(vecs) == set(range(len(results)))
     for i, r in enumerate(results):
         assert vecs[i].shape == (mem.provider.dims,)
-        text_vec = (await mem.provider.embed([r["snippet"]]))[0]
+        text_vec = (await mem.provider.embed([r.snippet]))[0]
         assert float(np.dot(vecs[i], text_vec)) > 0.5  # the chunk's own vector, not another's
     cache = mem.index.embedding_cache("contract", "m1", 100)
     v = np.arange(1, 9, dtype=np.float32)
@@ -239,11 +239,12 @@ async def test_the_service_above_either_index_answers_the_same_shapes(storage, s
     try:
         assert service.health()["dirty"] is True
         assert (await service.sync())["indexed"] == 2
-        res = await service.search("Ingrid Trondheim", mode="fts")
+        res = await service.search(SearchRequest(query="Ingrid Trondheim", mode="fts"))
         assert res["results"][0]["path"] == session_path(key) and "degraded" not in res
-        for answer in (res, await service.search("Where does my sister live?", k=10)):  # as memory/hit.py says
+        sister = await service.search(SearchRequest(query="Where does my sister live?", k=10))
+        for answer in (res, sister):  # as memory/hit.py says
             assert _misfits(answer, SearchAnswer) == [] and answer["results"]
-            assert [m for hit in answer["results"] for m in _misfits(hit, Hit)] == []
+            assert [m for hit in answer["results"] for m in _misfits(hit, WireHit)] == []
         st = await service.status()
         assert (st["files"], st["dirty"], st["sources"]["memory"]["files"], st["sources"]["sessions"]["files"]) == (
             2,
@@ -285,8 +286,9 @@ async def test_every_hit_is_dated_by_when_it_was_said(storage, sessions, mem):
     await mem.sync()
 
     async def date_of(query: str) -> str:
-        hit = (await mem.search(query, mode="fts", k=1))["results"][0]
-        return hit["date"]
+        hit = (await mem.search(query, mode="fts", k=1)).hits[0]
+        assert hit.date is not None
+        return hit.date
 
     assert await date_of("kayak ochre") == "2029-03-01T00:00:00.000Z"
     assert await date_of("canoe seat") == "2029-04-02T00:00:00.000Z"

@@ -17,6 +17,7 @@ from gateway.memory.index.sources import session_path
 from gateway.memory.ledger.facts import facts
 from gateway.memory.ports import Statement
 from gateway.sessions import transcript as tx
+from gateway.memory.search.request import SearchRequest
 from tests.contract.test_memory_index import Opened, write_note
 
 CONFIG = {"memory.embeddings.provider": "local"}  # tests/contract/conftest.py's `storage` reads it
@@ -133,7 +134,7 @@ async def test_the_service_puts_the_current_statement_first_and_answers_the_prof
     await service.open()
     try:
         await service.sync()
-        res = await service.search("Who am I going out with these days?", k=5)
+        res = await service.search(SearchRequest(query="Who am I going out with these days?", k=5))
         top = res["results"][0]
         assert top["path"] == session_path(new) and top["fact"]["subject"] == "partner"
         assert top["date"].startswith("2025-08-20")
@@ -141,12 +142,14 @@ async def test_the_service_puts_the_current_statement_first_and_answers_the_prof
         assert all(r.get("supersededBy", "").startswith("2025-08-20") for r in stale)
 
         # As memory stood in March: Noor was not said yet, Elin leads.
-        res = await service.search("Who am I going out with these days?", k=5, as_of="2025-03-01T00:00:00.000Z")
+        res = await service.search(
+            SearchRequest(query="Who am I going out with these days?", k=5, as_of="2025-03-01T00:00:00.000Z")
+        )
         assert res["results"][0]["path"] == session_path(old) and res["asOf"] == "2025-03-01T00:00:00.000Z"
         assert all(r["date"] <= "2025-03-01" for r in res["results"])
 
         # "originally": the first value.
-        res = await service.search("Who was I originally seeing?", k=5)
+        res = await service.search(SearchRequest(query="Who was I originally seeing?", k=5))
         assert res["results"][0]["path"] == session_path(old)
 
         prof = await service.profile()

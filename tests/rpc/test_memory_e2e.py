@@ -8,6 +8,7 @@ import pytest
 
 from gateway.compose import memory_service
 from gateway.errors import Conflict
+from gateway.memory.search.request import SearchRequest
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import RunningGateway, make_config, wait_for
 
@@ -171,10 +172,10 @@ async def test_no_rebuild_under_another_process_holding_the_index(tmp_path):
     with pytest.raises(Conflict, match="another process"):
         await cli.sync()
     assert cfg.memory_db().stat().st_ino == inode, "the live index was not swapped"
-    assert (await live.search("gate code"))["results"], "the live index still answers"
+    assert (await live.search(SearchRequest(query="gate code")))["results"], "the live index still answers"
     await live.close()
 
     stats = await cli.sync()  # alone now: the rebuild goes ahead
     assert stats["indexed"] >= 1 and cfg.memory_db().stat().st_ino != inode
-    assert (await cli.search("gate code"))["results"]
+    assert (await cli.search(SearchRequest(query="gate code")))["results"]
     await cli.close()

@@ -21,6 +21,7 @@ import pytest
 from gateway.compose import memory_service
 from gateway.config import load_config
 from gateway.errors import Invalid, NotFound
+from gateway.memory.hit import Hit
 from gateway.memory.index.chunking import chunk_markdown, chunk_transcript
 from gateway.memory.service import MemoryService
 from gateway.storage.files.engine import FilesStorage
@@ -28,6 +29,7 @@ from gateway.memory.search.query import fts_query, query_terms
 from gateway.calls import Call, Door
 from gateway.dispatcher import Dispatcher
 from gateway.sessions.transcript import append_sync, header, message_record
+from gateway.memory.search.request import SearchRequest
 from tests.fake_openai import FakeOpenAI
 
 
@@ -178,19 +180,19 @@ async def test_syntax_heavy_long_and_stopword_queries(tmp_path, open_manager):
         "\x00",
     ]:
         for mode in ("hybrid", "fts", "vector"):
-            res = await m.search(q, mode=mode)
+            res = await m.search(SearchRequest(query=q, mode=mode))
             assert isinstance(res["results"], list)
-    res = await m.search('where is the "deploy key"? (NEAR vault*)', mode="fts")
+    res = await m.search(SearchRequest(query='where is the "deploy key"? (NEAR vault*)', mode="fts"))
     assert paths(res) == ["MEMORY.md"]
     assert "deploy key" in res["results"][0]["snippet"]
 
-    res = await m.search("what was it that they were doing there?")
+    res = await m.search(SearchRequest(query="what was it that they were doing there?"))
     assert res["results"] == [] and "degraded" not in res
 
     long_q = ("deploy vault parking " * 200)[:2000]
-    res = await m.search(long_q)
+    res = await m.search(SearchRequest(query=long_q))
     assert paths(res) == ["MEMORY.md"]
-    assert (await m.search("   "))["results"] == []  # no words: nothing to find, no error
+    assert (await m.search(SearchRequest(query="   ")))["results"] == []  # no words: nothing to find, no error
     import gateway.methods.memory  # noqa: F401 - registers the methods; they validate, not the manager
 
     call = _calls(m)
@@ -207,11 +209,11 @@ async def test_cjk_with_trigram_tokenizer(tmp_path, open_manager):
     m = await open_manager(cfg)
     await m.sync()
     assert (await m.status())["fts"]["tokenizer"] == "trigram"
-    res = await m.search("東京タワーの夜景", mode="fts")
+    res = await m.search(SearchRequest(query="東京タワーの夜景", mode="fts"))
     assert paths(res)[0] == "memory/jp.md"
-    res = await m.search("北京烤鸭", mode="fts")
+    res = await m.search(SearchRequest(query="北京烤鸭", mode="fts"))
     assert paths(res)[0] == "memory/zh.md"
-    res = await m.search("tomatoes", mode="fts")
+    res = await m.search(SearchRequest(query="tomatoes", mode="fts"))
     assert paths(res) == ["memory/en.md"]
 
 
@@ -226,7 +228,7 @@ async def test_incremental_sync_follows_edits_adds_and_deletes(tmp_path, open_ma
     m = await open_manager(cfg)
     first = await m.sync()
     assert first["indexed"] == 2 and first["chunksEmbedded"] == 2 and first["removed"] == 0
-    assert paths(await m.search("bees roof", mode="fts")) == ["MEMORY.md"]
+    assert paths(await m.search(SearchRequest(query="bees roof", mode="fts"))) == ["MEMORY.md"]
 
     again = await m.sync()
     assert again == {**again, "indexed": 0, "removed": 0, "unchanged": 2, "chunksEmbedded": 0}
@@ -235,9 +237,9 @@ async def test_incremental_sync_follows_edits_adds_and_deletes(tmp_path, open_ma
     write(ws / "memory" / "sub" / "new.md", "The new espresso machine needs descaling.\n")
     st = await m.sync()
     assert st["indexed"] == 2 and st["unchanged"] == 1 and st["chunksEmbedded"] == 2
-    assert paths(await m.search("Porto", mode="fts")) == []
-    assert paths(await m.search("Kyoto", mode="fts")) == ["memory/trips.md"]
-    assert paths(await m.search("espresso descaling", mode="fts")) == ["memory/sub/new.md"]
+    assert paths(await m.search(SearchRequest(query="Porto", mode="fts"))) == []
+    assert paths(await m.search(SearchRequest(query="Kyoto", mode="fts"))) == ["memory/trips.md"]
+    assert paths(await m.search(SearchRequest(query="espresso descaling", mode="fts"))) == ["memory/sub/new.md"]
 
     # Touched but identical: hashed, not re-chunked, not re-embedded.
     os.utime(ws / "MEMORY.md", None)
@@ -247,7 +249,7 @@ async def test_incremental_sync_follows_edits_adds_and_deletes(tmp_path, open_ma
     (ws / "memory" / "trips.md").unlink()
     st = await m.sync()
     assert st["removed"] == 1
-    assert paths(await m.search("Kyoto", mode="fts")) == []
+    assert paths(await m.search(SearchRequest(query="Kyoto", mode="fts"))) == []
     await assert_fts_matches_chunks(m)
     status = await m.status()
     assert status["files"] == 2 and status["sources"]["memory"] == {"files": 2, "chunks": 2}
@@ -273,7 +275,7 @@ async def test_a_sync_batch_becomes_one_full_text_segment(tmp_path, open_manager
     assert chunks > 600 and text > 2_000_000
     assert await m.index.writer.scalar("SELECT count(DISTINCT segid) FROM chunks_fts_idx") == 1
     await assert_fts_matches_chunks(m)
-    assert paths(await m.search("w123x", mode="fts"))
+    assert paths(await m.search(SearchRequest(query="w123x", mode="fts")))
 
 
 async def test_sessions_are_indexed_scheduled_and_forgotten(tmp_path, open_manager):
@@ -282,7 +284,7 @@ async def test_sessions_are_indexed_scheduled_and_forgotten(tmp_path, open_manag
     transcript(cfg, "beta", [("user", "The boiler makes a clicking noise.")])
     m = await open_manager(cfg)
     await m.sync()
-    res = await m.search("Ana Berlin")
+    res = await m.search(SearchRequest(query="Ana Berlin"))
     top = res["results"][0]
     assert top["path"] == "sessions/alpha.jsonl" and top["sessionKey"] == "alpha"
     assert (top["startLine"], top["endLine"]) == (2, 3)
@@ -291,19 +293,21 @@ async def test_sessions_are_indexed_scheduled_and_forgotten(tmp_path, open_manag
     transcript(cfg, "alpha", [("user", "Ana also adopted a greyhound.")])
     m.schedule_session_sync("alpha")
     assert m.health()["dirty"] is True
-    res = await m.search("greyhound", mode="fts")
+    res = await m.search(SearchRequest(query="greyhound", mode="fts"))
     assert paths(res) == ["sessions/alpha.jsonl"] and res["results"][0]["endLine"] == 4
     assert m.health()["dirty"] is False
 
     # Filters.
-    res = await m.search("boiler clicking Berlin", sources=["sessions"], session_key="beta", mode="fts")
+    res = await m.search(
+        SearchRequest(query="boiler clicking Berlin", sources=("sessions",), session_key="beta", mode="fts")
+    )
     assert paths(res) == ["sessions/beta.jsonl"]
-    res = await m.search("boiler", sources=["memory"])
+    res = await m.search(SearchRequest(query="boiler", sources=("memory",)))
     assert res["results"] == []
 
     await assert_fts_matches_chunks(m)
     await m.forget_session("alpha")
-    assert paths(await m.search("greyhound Berlin", mode="fts")) == []
+    assert paths(await m.search(SearchRequest(query="greyhound Berlin", mode="fts"))) == []
     await assert_fts_matches_chunks(m)
     assert (await m.status())["sources"]["sessions"]["files"] == 1
 
@@ -316,7 +320,7 @@ async def test_deleted_transcript_is_removed_on_sync(tmp_path, open_manager):
     p.unlink()
     st = await m.sync()
     assert st["removed"] == 1
-    assert (await m.search("kayaks", mode="fts"))["results"] == []
+    assert (await m.search(SearchRequest(query="kayaks", mode="fts")))["results"] == []
 
 
 async def test_concurrent_sync_requests_coalesce_and_keep_force(tmp_path, open_manager):
@@ -374,7 +378,7 @@ async def test_a_rebuilt_index_takes_remote_vectors_from_the_cache(tmp_path, api
     st = await m2.sync()
     assert st["chunksEmbedded"] == 0 and st["cacheHits"] == 5
     assert api.count("/v1/embeddings") == calls
-    assert (await m2.search("hiking trail"))["mode"] == "hybrid"
+    assert (await m2.search(SearchRequest(query="hiking trail")))["mode"] == "hybrid"
 
 
 async def test_database_file_modes(tmp_path, open_manager):
@@ -392,7 +396,7 @@ async def test_numpy_vector_backend(tmp_path, open_manager):
     write(cfg.workspace_dir / "memory" / "car.md", "The car needs new winter tyres before December.\n")
     m = await open_manager(cfg)
     await m.sync()
-    res = await m.search("puppy playing outdoors", mode="vector")
+    res = await m.search(SearchRequest(query="puppy playing outdoors", mode="vector"))
     assert res["mode"] == "vector" and paths(res)[0] == "memory/pets.md"
     assert all(0.0 <= r["score"] <= 1.0 for r in res["results"])
     st = await m.status()  # a small index's matrix stays float32 (int8 from 262,144 vectors)
@@ -404,7 +408,7 @@ async def test_provider_none_is_full_text_only(tmp_path, open_manager):
     write(cfg.workspace_dir / "MEMORY.md", "Allergic to penicillin.\n")
     m = await open_manager(cfg)
     await m.sync()
-    res = await m.search("penicillin allergy")
+    res = await m.search(SearchRequest(query="penicillin allergy"))
     assert paths(res) == ["MEMORY.md"] and res["mode"] == "fts" and "disabled" in res["degraded"]
     st = await m.status()
     assert st["vector"]["backend"] == "none" and st["embeddings"]["provider"] == "none"
@@ -420,7 +424,7 @@ async def test_watcher_picks_up_new_memory_files(tmp_path, open_manager):
     async def until_found() -> None:
         while True:
             m.cfg.sync.on_search = False  # only the watcher may bring it in
-            if paths(await m.search("zeppelins", mode="fts")):
+            if paths(await m.search(SearchRequest(query="zeppelins", mode="fts"))):
                 return
             await asyncio.sleep(0.05)
 
@@ -500,7 +504,7 @@ async def test_provider_down_indexes_full_text_then_fills_vectors(tmp_path, api,
     assert st["indexed"] == 2 and st["chunksEmbedded"] == 0
     status = await m.status()
     assert status["vector"]["missing"] == 2 and "503" in status["embeddings"]["error"]
-    res = await m.search("plumber Monday")
+    res = await m.search(SearchRequest(query="plumber Monday"))
     assert paths(res) == ["sessions/s.jsonl"]
     assert res["mode"] == "fts" and "unavailable" in res["degraded"]
 
@@ -510,7 +514,7 @@ async def test_provider_down_indexes_full_text_then_fills_vectors(tmp_path, api,
     status = await m.status()
     assert status["vector"] == {"backend": "sqlite-vec", "available": True, "missing": 0, "matrix": None, "ann": None}
     assert "error" not in status["embeddings"]
-    res = await m.search("plumber Monday")
+    res = await m.search(SearchRequest(query="plumber Monday"))
     assert res["mode"] == "hybrid" and "degraded" not in res and paths(res)[0] == "sessions/s.jsonl"
     assert any("dimensions" not in r["body"] for r in api.requests if r["path"].endswith("/embeddings"))
 
@@ -542,7 +546,7 @@ async def test_model_change_rebuilds_while_search_keeps_answering(tmp_path, api,
     await asyncio.sleep(0)
     while not any(r["body"].get("model") == "fake-b" for r in api.requests if r["path"].endswith("/embeddings")):
         await asyncio.sleep(0.01)  # the rebuild is now waiting on the embedding server
-    res = await m2.search("lighthouse keeper tea")
+    res = await m2.search(SearchRequest(query="lighthouse keeper tea"))
     assert len(res["results"]) == 6 and res["mode"] == "fts" and "rebuil" in res["degraded"]
     assert (await m2.status())["rebuilding"] is True
     api.hold.set()
@@ -552,7 +556,7 @@ async def test_model_change_rebuilds_while_search_keeps_answering(tmp_path, api,
     assert status["embeddings"] == {"provider": "openai", "model": "fake-b", "dims": 48}
     assert status["files"] == 8 and "rebuilding" not in status and status["vector"]["available"]
     assert status["cache"]["entries"] == 16  # the old model's vectors were kept
-    res = await m2.search("lighthouse keeper tea")
+    res = await m2.search(SearchRequest(query="lighthouse keeper tea"))
     assert res["mode"] == "hybrid" and "degraded" not in res
     assert not Path(str(cfg_b.memory_db()) + ".rebuild").exists()
 
@@ -628,13 +632,13 @@ async def test_common_words_are_skipped_on_big_indexes(tmp_path, open_manager, m
     write(cfg.workspace_dir / "memory" / "rare.md", "Weekly meeting about the zeppelin budget.\n")
     m = await open_manager(cfg)
     await m.sync()
-    s = m.index.searcher.text  # the FTS5 full text
-    total = m.index.searcher.total_chunks
+    s = m.index.life.searcher.text  # the FTS5 full text
+    total = m.index.life.searcher.total_chunks
     terms = query_terms("weekly meeting zeppelin")
     assert await s.prune_common(terms, total) == terms  # a small index searches every word
     monkeypatch.setattr(pruning, "PRUNE_MIN_CHUNKS", 10)  # as if this index were big
     assert await s.prune_common(terms, total) == ["zeppelin"]  # rarest first, within the postings budget
-    res = await m.search("weekly meeting zeppelin", mode="fts")
+    res = await m.search(SearchRequest(query="weekly meeting zeppelin", mode="fts"))
     assert paths(res)[0] == "memory/rare.md"
     assert await s.prune_common(["weekly", "meeting"], total) in (["weekly"], ["meeting"])  # the rarest always stays
     # A word in no chunk finds nothing: it never stands in for the rarest word that does occur.
@@ -662,7 +666,7 @@ async def test_a_searchs_rows_bring_their_vectors_and_agree_with_a_fresh_read(tm
         write(cfg.workspace_dir / "memory" / f"n{i}.md", f"Note {i} about the {['boat', 'garden', 'piano'][i % 3]}.\n")
     m = await open_manager(cfg)
     await m.sync()
-    reader = m.index.searcher.rows
+    reader = m.index.life.searcher.rows
     ids = [int(r[0]) for r in await reader.db.fetchall("SELECT id FROM chunks ORDER BY id")]
     stored = await read_vectors(reader.db, ids)
     assert len(stored) == len(ids) >= 6
@@ -678,7 +682,7 @@ async def test_a_searchs_rows_bring_their_vectors_and_agree_with_a_fresh_read(tm
     assert same(await reader.vectors_of(first), first)  # read again, not taken from the other rows
     assert same(await reader.vectors_of(ids), ids)
     assert await reader.vectors_of([max(ids) + 1000]) == {}  # no such chunk: no vector
-    res = await m.search("boat garden", mode="hybrid")
+    res = await m.search(SearchRequest(query="boat garden", mode="hybrid"))
     assert res["results"] and all(r["path"].startswith("memory/") for r in res["results"])
 
 
@@ -708,13 +712,13 @@ async def test_the_generation_a_search_is_given_is_the_files_after_every_write(t
     second = await given()
     assert second == await in_file() != first
     # A bump in a write's open transaction, the counts read meanwhile, then the commit.
-    async with ix.write_lock:
+    async with ix.life.write_lock:
         async with ix.writer.transaction():
             await ix.store._bump()
             await ix._refresh_counts()
             assert await given() == second  # not committed: the file's is still the old one
     assert await given() == await in_file() != second
-    assert paths(await m.search("garden", mode="fts"))[0] == "memory/b.md"
+    assert paths(await m.search(SearchRequest(query="garden", mode="fts")))[0] == "memory/b.md"
 
 
 async def test_insert_rows_keeps_every_value_exact(tmp_path):
@@ -791,7 +795,7 @@ async def test_rank_fusion_is_the_default_and_the_blend_an_option(tmp_path, open
         write(cfg.workspace_dir / "memory" / "garden.md", "Rex dug up the tulips in the garden again.\n")
         m = await open_manager(cfg)
         await m.sync()
-        res = await m.search("where does the dog Rex chase squirrels")
+        res = await m.search(SearchRequest(query="where does the dog Rex chase squirrels"))
         assert res["mode"] == "hybrid" and paths(res)[0] == "memory/pets.md", (fusion, res)
         assert "memory/car.md" not in paths(res), "shares no word and is not close: not a hit"
         assert all(0.0 < r["score"] <= 1.0 for r in res["results"])
@@ -813,8 +817,11 @@ async def test_mmr_reads_each_results_stored_vector(tmp_path, open_manager):
         write(cfg.workspace_dir / "memory" / f"n{i}.md", f"# Note {i}\n\n{text}\n")
     mem = await open_manager(cfg)
     await mem.sync()
-    res = await mem.search("cello Tuesday", k=3)
-    vecs = await mem.index.stored_vectors(res["results"])
+    res = await mem.search(SearchRequest(query="cello Tuesday", k=3))
+    found = [
+        Hit(r["path"], r["source"], r["startLine"], r["endLine"], r["score"], r["snippet"]) for r in res["results"]
+    ]
+    vecs = await mem.index.stored_vectors(found)
     assert vecs is not None and sorted(vecs) == [0, 1, 2]
     for i, v in vecs.items():  # each result's own chunk's vector, as stored
         r = res["results"][i]
@@ -838,7 +845,7 @@ async def test_two_indexers_racing_on_a_new_file_store_its_chunks_once(tmp_path,
         "SELECT path, start_line, end_line, count(*) FROM chunks GROUP BY 1, 2, 3"
     )
     assert rows == [("memory/keyed/general/first.md", 1, 3, 1)]
-    res = await gateway.search("very first note")
+    res = await gateway.search(SearchRequest(query="very first note"))
     assert len(res["results"]) == 1
 
 
@@ -913,7 +920,7 @@ async def test_closing_while_the_vector_matrix_loads_is_quiet(tmp_path, monkeypa
         await m.open()
         await m.sync()
         with structlog.testing.capture_logs() as logs:
-            assert (await m.search("harbour lamp", mode="vector"))["results"]
+            assert (await m.search(SearchRequest(query="harbour lamp", mode="vector")))["results"]
             await m.close()
             await asyncio.sleep(0.3)
         assert [e for e in logs if e.get("log_level") in ("warning", "error")] == []
@@ -971,7 +978,7 @@ async def test_a_damaged_index_is_set_aside_only_when_no_other_process_has_it_op
         await asyncio.wait_for(opening, 10)
         assert list(db.parent.glob("memory.sqlite.corrupt-*"))
         await m.sync()
-        assert (await m.search("harbour lamp"))["results"]
+        assert (await m.search(SearchRequest(query="harbour lamp")))["results"]
     finally:
         other.release()
         await m.close()
@@ -1039,5 +1046,5 @@ async def test_a_search_sees_what_a_sync_already_under_way_was_started_to_index(
         await asyncio.sleep(0.01)
     assert api.waiting == 1 and not m.dirty  # under way, the mark already cleared
     asyncio.get_running_loop().call_later(0.3, release.set)
-    res = await m.search("locker code pool", mode="fts")
+    res = await m.search(SearchRequest(query="locker code pool", mode="fts"))
     assert [r["path"] for r in res["results"]] == ["sessions/s.jsonl"]

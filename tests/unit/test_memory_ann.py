@@ -14,6 +14,7 @@ from gateway.storage.files.memory.ann import AnnIndex
 from gateway.storage.files.memory.db import Database, pick_driver
 from gateway.storage.files.memory.migrations import SchemaParams, ensure_vector_table, migrate
 from gateway.storage.files.memory.vectors import VectorStore
+from gateway.memory.search.request import SearchRequest
 
 DIMS = 256
 N = 12_000
@@ -226,16 +227,16 @@ async def test_the_manager_builds_saves_and_reopens_the_graph(tmp_path):
     try:
         await m.sync()
         await m.warm()
-        vectors = m.index.searcher.vectors
+        vectors = m.index.life.searcher.vectors
         assert vectors.ann.ready and vectors.ann.origin == "built" and len(vectors.ann.index) == 60
         assert vectors.matrix_form is None  # the graph answers: no matrix held beside it
         assert (await m.status())["vector"]["ann"] == {"ready": True, "rows": 60, "origin": "built"}
-        got = await m.search("bread baking", k=5, mode="vector")
+        got = await m.search(SearchRequest(query="bread baking", k=5, mode="vector"))
         assert vectors.last_path == "ann" and got["results"]
         assert all("sourdough" in r["snippet"] for r in got["results"][:5])
         write(cfg.workspace_dir / "memory" / "new.md", "# New\n\nA harpsichord concert in Leipzig.\n")
         await m.sync()
-        got = await m.search("harpsichord concert", k=1, mode="vector")
+        got = await m.search(SearchRequest(query="harpsichord concert", k=1, mode="vector"))
         assert vectors.last_path == "ann" and got["results"][0]["path"] == "memory/new.md"
     finally:
         await m.close()
@@ -245,7 +246,7 @@ async def test_the_manager_builds_saves_and_reopens_the_graph(tmp_path):
     m = await opened()
     try:
         await m.warm()
-        assert m.index.searcher.vectors.ann.origin == "file" and len(m.index.searcher.vectors.ann.index) == 61
+        assert m.index.life.searcher.vectors.ann.origin == "file" and len(m.index.life.searcher.vectors.ann.index) == 61
     finally:
         await m.close()
 
@@ -253,9 +254,11 @@ async def test_the_manager_builds_saves_and_reopens_the_graph(tmp_path):
     m = await opened()
     try:
         await m.warm()
-        assert m.index.searcher.vectors.ann.origin == "built" and len(m.index.searcher.vectors.ann.index) == 61
-        got = await m.search("harpsichord concert", k=1, mode="vector")
-        assert m.index.searcher.vectors.last_path == "ann" and got["results"][0]["path"] == "memory/new.md"
+        assert (
+            m.index.life.searcher.vectors.ann.origin == "built" and len(m.index.life.searcher.vectors.ann.index) == 61
+        )
+        got = await m.search(SearchRequest(query="harpsichord concert", k=1, mode="vector"))
+        assert m.index.life.searcher.vectors.last_path == "ann" and got["results"][0]["path"] == "memory/new.md"
     finally:
         await m.close()
 

@@ -9,6 +9,7 @@ from gateway.compose import memory_service
 from gateway.memory.search import pruning
 from gateway.memory.search.query import query_terms
 from gateway.storage.files.engine import FilesStorage
+from gateway.memory.search.request import SearchRequest
 from tests.unit.test_memory import make_cfg, paths, write
 
 
@@ -27,10 +28,10 @@ async def test_word_counts_are_kept_until_the_index_changes(manager):
     write(ws / "memory" / "rare.md", "Weekly meeting about the zeppelin budget.\n")
     await m.sync()
     terms = query_terms("weekly meeting zeppelin")
-    res = await m.search("weekly meeting zeppelin", mode="fts")
+    res = await m.search(SearchRequest(query="weekly meeting zeppelin", mode="fts"))
     assert paths(res)[0] == "memory/rare.md"
-    s = m.index.searcher.text  # the FTS5 full text: it keeps the words' counts
-    total = m.index.searcher.total_chunks
+    s = m.index.life.searcher.text  # the FTS5 full text: it keeps the words' counts
+    total = m.index.life.searcher.total_chunks
     gen = m.index._generation
     assert s._counts_generation == gen and set(s._counts) == set(terms)
     assert await s.prune_common(terms, total, gen) == ["zeppelin"]
@@ -44,10 +45,10 @@ async def test_word_counts_are_kept_until_the_index_changes(manager):
     for i in range(40):
         (ws / "memory" / f"c{i}.md").write_text(f"Monthly notes {i}.\n")
     await m.sync()
-    total = m.index.searcher.total_chunks
+    total = m.index.life.searcher.total_chunks
     assert await s.prune_common(["weekly", "zeppelin"], total, m.index._generation) == ["weekly"]
     assert s._counts_generation == m.index._generation
-    res = await m.search("weekly zeppelin", mode="fts")
+    res = await m.search(SearchRequest(query="weekly zeppelin", mode="fts"))
     assert paths(res)[0] == "memory/rare.md"
     # Without a generation nothing is kept (a caller that cannot tell when the index changes).
     assert await s.prune_common(["weekly", "zeppelin"], total) == ["weekly"] and s._counts == {}
@@ -70,11 +71,11 @@ async def test_vector_reads_do_not_wait_behind_full_text(tmp_path):
         await m.warm()
         vectors = m.index.vectors
         assert (
-            vectors is m.index.searcher.vectors
+            vectors is m.index.life.searcher.vectors
             and vectors.db is not m.index.reader
             and vectors.db is m.index.vector_reader
         )
-        q = await m.index.searcher.embed_query("bread baking")
+        q = await m.index.life.searcher.embed_query("bread baking")
         # About a second of work on the search connection's thread (a full-text query on a huge index).
         slow = asyncio.ensure_future(
             m.index.reader.scalar(
@@ -111,11 +112,13 @@ async def test_a_common_related_word_of_a_big_index_is_not_searched(manager, mon
     for i in range(40):
         write(ws / "memory" / f"c{i}.md", f"The hallway color is grey, room {i}.\n")
     await m.sync()
-    s = m.index.searcher.text
-    total = m.index.searcher.total_chunks
+    s = m.index.life.searcher.text
+    total = m.index.life.searcher.total_chunks
     assert await s.prune_common(["color"], total, extra=True) == []  # 40 of 40 chunks: over 1%
     assert await s.prune_common(["color"], total) == ["color"]  # (a query's own word is searched)
-    assert paths(await m.search("colour", mode="fts")) == []  # "colour" alone: only its related "color"
-    assert paths(await m.search("color", mode="fts"))  # the query's own word
+    assert (
+        paths(await m.search(SearchRequest(query="colour", mode="fts"))) == []
+    )  # "colour" alone: only its related "color"
+    assert paths(await m.search(SearchRequest(query="color", mode="fts")))  # the query's own word
     monkeypatch.setattr(pruning, "PRUNE_MIN_CHUNKS", 1_000)  # a small index searches every related word
-    assert len(paths(await m.search("colour", mode="fts", k=6))) == 6
+    assert len(paths(await m.search(SearchRequest(query="colour", mode="fts", k=6)))) == 6

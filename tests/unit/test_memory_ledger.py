@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from gateway.memory.index.chunking import make_chunk
 from gateway.memory.ledger.extract import from_chunks, statements_of
 from gateway.memory.ledger.facts import facts
+from gateway.memory.hit import Hit
 from gateway.memory.ledger.placement import lead, newer_first, newer_hit, outdated, prefer_statements
 from gateway.memory.ledger.asking import event_subjects, subjects_of, when_asked
 from gateway.memory.ledger.recall import LedgerRecall, parse_as_of
@@ -250,28 +251,20 @@ def test_asking_about_someone_else_or_nothing_names_no_subject_of_the_person(que
     assert not {"home", "partner", "employer", "code"} & set(subjects_of(question))
 
 
-def hit(snippet: str, score: float, date: str, **more) -> dict:
-    return {
-        "path": f"sessions/{date}.jsonl",
-        "startLine": 2,
-        "endLine": 3,
-        "score": score,
-        "snippet": snippet,
-        "date": date,
-        **more,
-    }
+def hit(snippet: str, score: float, date: str, **more) -> Hit:
+    return Hit(f"sessions/{date}.jsonl", "sessions", 2, 3, score, snippet, date=date, **more)
 
 
 def test_ties_go_to_the_hit_that_states_something_of_the_person_named():
     ask = hit("User: which vet did Biscuit go to before? Assistant: Biscuit went to Crookes.", 0.814287, "2025-12-20")
-    says = hit("User: Biscuit's new vet is Crookes Exotic Pets.", 0.814286, "2025-09-27", supersededBy="2025-12-20")
+    says = hit("User: Biscuit's new vet is Crookes Exotic Pets.", 0.814286, "2025-09-27", superseded_by="2025-12-20")
     other = hit("User: bought a new kettle.", 0.5, "2025-10-01")
     out = prefer_statements("Who looks after Biscuit's health?", [ask, says, other])
-    assert [r["date"] for r in out] == ["2025-09-27", "2025-12-20", "2025-10-01"]
-    assert "supersededBy" not in out[0]  # a mention does not supersede a statement
-    assert [r["score"] for r in out] == [0.814287, 0.814286, 0.5]  # scores stay non-increasing
+    assert [r.date for r in out] == ["2025-09-27", "2025-12-20", "2025-10-01"]
+    assert out[0].superseded_by is None  # a mention does not supersede a statement
+    assert [r.score for r in out] == [0.814287, 0.814286, 0.5]  # scores stay non-increasing
     # Not a tie, no name asked, or every hit states: the order stays.
-    apart = [dict(ask, score=0.9), says]
+    apart = [ask._replace(score=0.9), says]
     assert prefer_statements("Who looks after Biscuit's health?", apart) == apart
     assert prefer_statements("Who looks after my tortoise's health?", [ask, says]) == [ask, says]
     both = [hit("User: Biscuit sleeps a lot.", 0.8, "b"), hit("User: Biscuit is 31.", 0.8, "a")]
@@ -331,15 +324,15 @@ async def test_the_pick_follows_the_question_and_lead_puts_it_first_and_marks_th
 
     fact, period, q = await recall.pick("Who am I dating now?", facts(ss[:2]), NOW)  # type: ignore[misc]
     hits = [
-        {"path": "sessions/a.jsonl", "startLine": 2, "endLine": 3, "score": 0.9, "snippet": "User: Elin", "date": "x"},
-        {"path": "sessions/c.jsonl", "startLine": 2, "endLine": 3, "score": 0.5, "snippet": "User: leeks", "date": "y"},
+        Hit("sessions/a.jsonl", "sessions", 2, 3, 0.9, "User: Elin", date="x"),
+        Hit("sessions/c.jsonl", "sessions", 2, 3, 0.5, "User: leeks", date="y"),
     ]
     out = lead(hits, fact, period, q, 5)
-    assert out[0]["path"] == "sessions/2025-08-01.jsonl" and out[0]["fact"]["value"] == "Noor"
-    assert [r["snippet"] for r in out[1:]] == ["User: leeks", "User: Elin"]
-    assert out[2]["supersededBy"] == period.since
-    assert all(0 <= r["score"] <= 1 for r in out) and [r["score"] for r in out] == sorted(
-        (r["score"] for r in out), reverse=True
+    assert out[0].path == "sessions/2025-08-01.jsonl" and out[0].fact is not None and out[0].fact.value == "Noor"
+    assert [r.snippet for r in out[1:]] == ["User: leeks", "User: Elin"]
+    assert out[2].superseded_by == period.since
+    assert all(0 <= r.score <= 1 for r in out) and [r.score for r in out] == sorted(
+        (r.score for r in out), reverse=True
     )
 
 
@@ -486,16 +479,15 @@ def test_the_ledger_steps_aside_only_for_a_newer_statement_of_the_persons_own(sn
     ]
     period = fact.periods[-1]
     same = np.ones(4, dtype=np.float32)
-    hits = [{"path": "sessions/x.jsonl", "startLine": 2, "endLine": 3, "score": 0.8, "snippet": snippet, "date": date}]
+    hits = [Hit("sessions/x.jsonl", "sessions", 2, 3, 0.8, snippet, date=date)]
     assert outdated(hits, {0: same}, same / np.linalg.norm(same), fact, period) is newer
     assert outdated(hits, {0: -same}, same / np.linalg.norm(same), fact, period) is named  # vectors apart
     if newer:  # the newer hit leads, what shows the ledger's statements after it, marked
-        ledger_hit = {"path": "sessions/y.jsonl", "startLine": 2, "endLine": 2, "score": 0.9, "date": "2025-05-01"}
-        both = [dict(ledger_hit, snippet="User: a Toyota Corolla"), hits[0]]
+        both = [Hit("sessions/y.jsonl", "sessions", 2, 2, 0.9, "User: a Toyota Corolla", date="2025-05-01"), hits[0]]
         found = newer_hit(both, {0: same, 1: same}, same / np.linalg.norm(same), fact, period)
         assert found is not None and found[1] is named  # named: it may lead; else the ledger only steps aside
         out = newer_first(both, found[0], fact)
-        assert out[0]["snippet"] == snippet and out[1]["supersededBy"] == date and out[0]["score"] >= out[1]["score"]
+        assert out[0].snippet == snippet and out[1].superseded_by == date and out[0].score >= out[1].score
 
 
 def test_a_newer_hit_alike_to_the_hit_of_the_statement_steps_the_ledger_aside():
@@ -509,9 +501,16 @@ def test_a_newer_hit_alike_to_the_hit_of_the_statement_steps_the_ledger_aside():
     )
     fact = facts([stated])["code:garage"]
     period = fact.periods[-1]
-    shown = {"path": "sessions/a.jsonl", "startLine": 2, "endLine": 2, "score": 1.0, "date": "2025-03-05"}
-    shown["snippet"] = "User: The keypad code for my lock-up garage is 2719."
-    newer = {"path": "sessions/b.jsonl", "startLine": 2, "endLine": 3, "score": 0.8, "date": "2025-11-16"}
+    shown = Hit(
+        "sessions/a.jsonl",
+        "sessions",
+        2,
+        2,
+        1.0,
+        "User: The keypad code for my lock-up garage is 2719.",
+        date="2025-03-05",
+    )
+    newer = Hit("sessions/b.jsonl", "sessions", 2, 3, 0.8, "", date="2025-11-16")
     near, far = np.array([1.0, 0.2, 0.0, 0.0], dtype=np.float32), np.array([0.0, 0.0, 1.0, 0.0], dtype=np.float32)
     statement = np.array([0.0, 0.0, 0.0, 1.0], dtype=np.float32)  # the sentence alone: far from both hits
     for words, vec, found in [
@@ -520,7 +519,7 @@ def test_a_newer_hit_alike_to_the_hit_of_the_statement_steps_the_ledger_aside():
         ("User: Booked a new haircut for Friday.", near, False),  # no word of substance shared
         ("User: What's the garage keypad number again?", near, False),  # a question states nothing
     ]:
-        hits = [shown, dict(newer, snippet=words)]
+        hits = [shown, newer._replace(snippet=words)]
         got = newer_hit(hits, {0: near, 1: vec}, statement, fact, period)
         assert (got == (1, False)) is found, (words, got)
 
@@ -532,12 +531,12 @@ def test_a_tie_is_not_undone_for_a_newer_statement_of_the_same_thing_that_does_n
     gives way, as a hit where the person only asks or is told does."""
     older = hit("User: Started a Spanish class at the Athenaeum on Tuesdays.", 1.0, "2025-04-17")
     newer = hit("User: Our group at the Athenaeum moves to Thursday nights from next week.", 1.0, "2025-09-21")
-    older["supersededBy"] = "2025-09-21"
+    older = older._replace(superseded_by="2025-09-21")
     out = prefer_statements("Which night is my Spanish class?", [newer, older])
-    assert [r["date"] for r in out] == ["2025-09-21", "2025-04-17"] and out[1]["supersededBy"] == "2025-09-21"
+    assert [r.date for r in out] == ["2025-09-21", "2025-04-17"] and out[1].superseded_by == "2025-09-21"
     elsewhere = hit("User: Heading to my parents' for Christmas with Mateo.", 1.0, "2025-12-20")
-    out = prefer_statements("Which night is my Spanish class?", [elsewhere, dict(older, supersededBy="2025-12-20")])
-    assert [r["date"] for r in out] == ["2025-04-17", "2025-12-20"] and "supersededBy" not in out[0]
+    out = prefer_statements("Which night is my Spanish class?", [elsewhere, older._replace(superseded_by="2025-12-20")])
+    assert [r.date for r in out] == ["2025-04-17", "2025-12-20"] and out[0].superseded_by is None
 
 
 async def test_statement_vectors_dropped_past_the_cap_mid_pick_never_fail_the_pick(monkeypatch):
@@ -596,21 +595,21 @@ async def test_the_current_statement_and_its_restatements_are_never_superseded_a
     fact, period, q = await recall.pick("What's my storage code?", facts(ss), NOW)  # type: ignore[misc]
     hits = [
         # the current statement, marked by the arrangement as superseded by a later restatement of it
-        hit("User: 7340", 0.9, "2025-11-12T10:00:00.000Z", supersededBy="2025-12-03T10:00:00.000Z"),
+        hit("User: 7340", 0.9, "2025-11-12T10:00:00.000Z", superseded_by="2025-12-03T10:00:00.000Z"),
         hit("User: what's the storage code? Assistant: it is 7340.", 0.8, "2025-12-03T10:00:00.000Z"),
-        hit("Assistant: Your storage unit code is 4826.", 0.7, "2025-05-22T10:00:00.000Z", supersededBy="x"),
-        hit("User: my code is 1593 now", 0.6, "2025-07-20T10:00:00.000Z", supersededBy="2025-12-03T10:00:00.000Z"),
+        hit("Assistant: Your storage unit code is 4826.", 0.7, "2025-05-22T10:00:00.000Z", superseded_by="x"),
+        hit("User: my code is 1593 now", 0.6, "2025-07-20T10:00:00.000Z", superseded_by="2025-12-03T10:00:00.000Z"),
     ]
-    hits[0]["path"] = "sessions/2025-11-12.jsonl"
+    hits[0] = hits[0]._replace(path="sessions/2025-11-12.jsonl")
     out = lead(hits, fact, period, q, 5)
-    assert out[0]["fact"]["value"] == "7340" and "supersededBy" not in out[0]
-    assert "supersededBy" not in out[1]  # says the current value
+    assert out[0].fact is not None and out[0].fact.value == "7340" and out[0].superseded_by is None
+    assert out[1].superseded_by is None  # says the current value
     # each old value superseded by the one that came after it, not by a restatement
-    assert [r["supersededBy"][:10] for r in out[2:]] == ["2025-07-19", "2025-11-12"]
+    assert [(r.superseded_by or "")[:10] for r in out[2:]] == ["2025-07-19", "2025-11-12"]
     # asked about an earlier time: the value then, marked superseded when it stopped holding
     fact, period, q = await recall.pick("What was my storage code originally?", facts(ss), NOW)  # type: ignore[misc]
     out = lead([], fact, period, q, 5)
-    assert out[0]["fact"]["value"] == "4826" and out[0]["supersededBy"][:10] == "2025-07-19"
+    assert out[0].fact is not None and out[0].fact.value == "4826" and (out[0].superseded_by or "")[:10] == "2025-07-19"
 
 
 _VET = facts(
@@ -620,10 +619,11 @@ _VET = facts(
 
 def _vet_newer(snippet: str) -> tuple[int, bool] | None:
     same = np.ones(4, dtype=np.float32)
-    ledger_hit = {"path": "sessions/a.jsonl", "startLine": 2, "endLine": 2, "score": 0.9}
-    ledger_hit |= {"date": "2025-01-01T00:00:00Z", "snippet": "User: Our vet is Wensum Vets."}
-    new = {"path": "sessions/b.jsonl", "startLine": 2, "endLine": 2, "score": 0.5, "date": "2025-06-01T00:00:00Z"}
-    both = [ledger_hit, new | {"snippet": snippet}]
+    ledger_hit = Hit(
+        "sessions/a.jsonl", "sessions", 2, 2, 0.9, "User: Our vet is Wensum Vets.", date="2025-01-01T00:00:00Z"
+    )
+    new = Hit("sessions/b.jsonl", "sessions", 2, 2, 0.5, snippet, date="2025-06-01T00:00:00Z")
+    both = [ledger_hit, new]
     return newer_hit(both, {0: same, 1: -same}, same / np.linalg.norm(same), _VET, _VET.periods[-1])
 
 

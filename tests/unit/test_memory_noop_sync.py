@@ -12,6 +12,7 @@ import os
 import pytest
 
 from gateway.memory.index.sources import scan_memory, scan_sessions
+from gateway.memory.search.request import SearchRequest
 from tests.unit.test_memory import make_cfg, paths, transcript, write
 
 
@@ -34,7 +35,7 @@ async def test_a_note_reached_twice_is_indexed_once(manager):
     assert found == ["MEMORY.md", "memory/a-link.md", "memory/sub/z.md"]
     st = await m.sync()
     assert st["indexed"] == 3
-    assert paths(await m.search("bees swarmed", mode="fts")) == ["memory/a-link.md"]
+    assert paths(await m.search(SearchRequest(query="bees swarmed", mode="fts"))) == ["memory/a-link.md"]
 
 
 def test_scan_order_and_fields_match_the_files_on_disk(tmp_path):
@@ -74,7 +75,7 @@ async def test_an_edit_that_keeps_the_size_is_indexed_and_a_touch_is_not(manager
     os.utime(ws / "memory" / "n08.md", None)  # touched, content unchanged
     st = await m.sync()
     assert st["indexed"] == 1 and st["unchanged"] == 29
-    assert paths(await m.search("quinces", mode="fts")) == ["memory/n07.md"]
+    assert paths(await m.search(SearchRequest(query="quinces", mode="fts"))) == ["memory/n07.md"]
     assert (await m.sync())["indexed"] == 0
 
 
@@ -96,7 +97,7 @@ async def test_a_sync_of_some_sessions_reads_only_theirs(manager, tmp_path):
     write(cfg.workspace_dir / "memory" / "note.md", "Apricots in August, and medlars.\n")
     st = await m.orchestrator.sync(memory=False, sessions={"s1"})
     assert (st.indexed, st.unchanged, st.removed) == (1, 0, 0)
-    found = {r["path"] for r in (await m.search("medlars", mode="fts"))["results"]}
+    found = {r["path"] for r in (await m.search(SearchRequest(query="medlars", mode="fts")))["results"]}
     assert found == {"sessions/s1.jsonl"}
 
     # A symlink is not a transcript; a session without one is gone from the index.
@@ -123,7 +124,9 @@ async def test_a_sync_of_some_sessions_reads_only_theirs(manager, tmp_path):
             raise AssertionError("the sync went on without the sessions folder")
     finally:
         moved.rename(sd)
-    assert {r["path"] for r in (await m.search("quinces", mode="fts"))["results"]} == {"sessions/s2.jsonl"}
+    assert {r["path"] for r in (await m.search(SearchRequest(query="quinces", mode="fts")))["results"]} == {
+        "sessions/s2.jsonl"
+    }
 
 
 async def test_a_sync_of_some_sessions_adds_their_change_to_the_counts(tmp_path, open_manager):
@@ -189,7 +192,7 @@ async def test_a_note_over_a_cap_lowered_since_it_was_indexed_goes_at_the_next_s
     m = await open_manager(make_cfg(tmp_path, **{"memory.embeddings.provider": "none", "memory.maxFileBytes": 4096}))
     st = await m.sync()
     assert (st["indexed"], st["removed"], st["unchanged"]) == (0, 1, 1), st
-    assert paths(await m.search("pelican", mode="fts")) == ["memory/small.md"]
+    assert paths(await m.search(SearchRequest(query="pelican", mode="fts"))) == ["memory/small.md"]
     assert [s["path"] for s in (await m.status())["skipped"]] == ["memory/big.md"]
     assert (await m.sync())["removed"] == 0  # and it stays out
 
@@ -217,4 +220,4 @@ async def test_the_index_is_compared_a_window_of_rows_at_a_time(tmp_path, open_m
     assert (st.indexed, st.unchanged, st.removed) == (1, 1, 0)
     st = await m.orchestrator.sync(memory=True, sessions=False)
     assert (st.indexed, st.unchanged, st.removed) == (0, 21, 0)
-    assert paths(await m.search("greengages", mode="fts")) == ["memory/n20.md"]
+    assert paths(await m.search(SearchRequest(query="greengages", mode="fts"))) == ["memory/n20.md"]

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gateway.memory.hit import Found, Hit
 from gateway.memory.search.backends import BackendError, CircuitBreaker, merge
 from gateway.memory.search.qmd import parse_results, workspace_path
 from gateway.memory.layout import day_of
@@ -16,8 +17,8 @@ from gateway.memory.rerank import apply_time_decay, decay_factor, jaccard, mmr_r
 NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
 
 
-def res(path: str, score: float, snippet: str = "") -> dict:
-    return {"path": path, "source": "memory", "startLine": 1, "endLine": 1, "score": score, "snippet": snippet}
+def res(path: str, score: float, snippet: str = "") -> Hit:
+    return Hit(path, "memory", 1, 1, score, snippet)
 
 
 def test_day_of_reads_day_files_only():
@@ -40,12 +41,12 @@ def test_decay_factor_halves_per_half_life_and_never_grows():
 
 def test_time_decay_reorders_but_evergreen_files_keep_their_score():
     results = [res("memory/2026-01-01.md", 0.9), res("MEMORY.md", 0.5), res("memory/2026-11-21.md", 0.6)]
-    dates = [day_of(r["path"]) for r in results]
+    dates = [day_of(r.path) for r in results]
     out = apply_time_decay(results, dates, NOW, half_life_days=30)
-    assert [r["path"] for r in out] == ["memory/2026-11-21.md", "MEMORY.md", "memory/2026-01-01.md"]
-    assert out[1]["score"] == 0.5
-    assert out[0]["score"] == pytest.approx(0.6 * 0.5 ** (1 / 30), abs=1e-6)
-    assert results[0]["score"] == 0.9  # inputs untouched
+    assert [r.path for r in out] == ["memory/2026-11-21.md", "MEMORY.md", "memory/2026-01-01.md"]
+    assert out[1].score == 0.5
+    assert out[0].score == pytest.approx(0.6 * 0.5 ** (1 / 30), abs=1e-6)
+    assert results[0].score == 0.9  # inputs untouched
     with pytest.raises(ValueError):
         apply_time_decay(results, dates[:2], NOW, 30)
 
@@ -64,16 +65,16 @@ def test_mmr_drops_near_duplicates_with_jaccard():
         res("c.md", 0.7, "bought a new bicycle yesterday"),
     ]
     out = mmr_rerank(results, k=2, lam=0.5)
-    assert [r["path"] for r in out] == ["a.md", "c.md"]
-    assert [r["path"] for r in mmr_rerank(results, k=3, lam=1.0)] == ["a.md", "b.md", "c.md"]
+    assert [r.path for r in out] == ["a.md", "c.md"]
+    assert [r.path for r in mmr_rerank(results, k=3, lam=1.0)] == ["a.md", "b.md", "c.md"]
 
 
 def test_mmr_uses_vectors_when_every_result_has_one():
     results = [res("a.md", 0.9, "x"), res("b.md", 0.85, "y"), res("c.md", 0.8, "z")]
     vecs = {0: np.array([1.0, 0.0]), 1: np.array([0.99, 0.05]), 2: np.array([0.0, 1.0])}
-    assert [r["path"] for r in mmr_rerank(results, k=2, lam=0.5, vectors=vecs)] == ["a.md", "c.md"]
+    assert [r.path for r in mmr_rerank(results, k=2, lam=0.5, vectors=vecs)] == ["a.md", "c.md"]
     # Snippets are all different words, so without every vector Jaccard sees no duplicates.
-    assert [r["path"] for r in mmr_rerank(results, k=2, lam=0.5, vectors={0: vecs[0]})] == ["a.md", "b.md"]
+    assert [r.path for r in mmr_rerank(results, k=2, lam=0.5, vectors={0: vecs[0]})] == ["a.md", "b.md"]
 
 
 def test_mmr_select_bounds():
@@ -117,11 +118,13 @@ def test_circuit_breaker_opens_then_half_opens_then_closes():
 
 
 def test_merge_sorts_by_score_and_joins_degraded():
-    a = {"results": [res("MEMORY.md", 0.4)], "mode": "fts", "embeddings": {}, "degraded": "x"}
-    b = {"results": [res("sessions/s.jsonl", 0.8), res("sessions/t.jsonl", 0.1)], "mode": "hybrid", "embeddings": {}}
+    none = {"provider": "none", "model": ""}
+    a = Found([res("MEMORY.md", 0.4)], "fts", none, "x")
+    b = Found([res("sessions/s.jsonl", 0.8), res("sessions/t.jsonl", 0.1)], "hybrid", none)
     out = merge([a, b], 2, ["qmd failed"])
-    assert [r["score"] for r in out["results"]] == [0.8, 0.4]
-    assert out["degraded"] == "qmd failed; x"
+    assert [r.score for r in out.hits] == [0.8, 0.4]
+    assert out.degraded == "qmd failed; x" and out.mode == "fts"
+    assert merge([b], 2, []).degraded is None
 
 
 WS = Path("/home/u/ws")
@@ -143,22 +146,15 @@ def test_qmd_parse_results_defensively():
         b'{"file":"c/../secret.md","score":0.5}, 42, {"score":0.2}, {"file":"c/memory/b.md","score":"high"}]'
     )
     out = parse_results(raw, "c", WS)
-    assert out[0] == {
-        "path": "memory/2026-11-20.md",
-        "source": "memory",
-        "startLine": 12,
-        "endLine": 14,
-        "score": 0.93,
-        "snippet": "line a\nline b\nline c",
-    }
-    assert (out[1]["path"], out[1]["startLine"], out[1]["endLine"], out[1]["score"], len(out[1]["snippet"])) == (
+    assert out[0] == Hit("memory/2026-11-20.md", "memory", 12, 14, 0.93, "line a\nline b\nline c")
+    assert (out[1].path, out[1].start_line, out[1].end_line, out[1].score, len(out[1].snippet)) == (
         "MEMORY.md",
         4,
         4,
         1.0,
         700,
     )
-    assert (out[2]["path"], out[2]["score"], out[2]["startLine"]) == ("memory/b.md", 0.0, 1)
+    assert (out[2].path, out[2].score, out[2].start_line) == ("memory/b.md", 0.0, 1)
     assert len(out) == 3
     assert parse_results(b"  \n", "c", WS) == []
     with pytest.raises(BackendError, match="not JSON"):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.memory.present import heading
+from gateway.memory.hit import Hit
+from gateway.memory.present import heading, wire
 from gateway.memory.search.query import answer_type_terms, query_terms
 from gateway.memory.search.timeline import arrange, later_terms, temporal_intent
 
@@ -44,8 +46,8 @@ def test_time_words_and_answer_kinds_are_not_what_a_question_is_about():
     assert later_terms("Where did I work before Northpine Health?") == {"northpine", "health"}
 
 
-def hit(path: str, score: float, date: str, snippet: str) -> dict:
-    return {"path": path, "startLine": 2, "endLine": 3, "score": score, "date": date, "snippet": snippet}
+def hit(path: str, score: float, date: str, snippet: str) -> Hit:
+    return Hit(path, "sessions", 2, 3, score, snippet, date=date)
 
 
 # Three statements about the gate code (the same subject: close vectors) and one about the weather.
@@ -56,17 +58,17 @@ RAIN = hit("sessions/d.jsonl", 0.6, "2025-12-01T10:00:00.000Z", "User: It rained
 VECTORS = {0: np.array([1.0, 0.1]), 1: np.array([0.9, 0.3]), 2: np.array([1.0, 0.2]), 3: np.array([0.0, 1.0])}
 
 
-def paths(results: list[dict]) -> list[str]:
-    return [r["path"][9] for r in results]
+def paths(results: list[Hit]) -> list[str]:
+    return [r.path[9] for r in results]
 
 
 def test_the_latest_statement_about_the_same_subject_comes_first_for_the_present():
     out = arrange([OLD, NEW, ASK, RAIN], "What's the gate code?", VECTORS)
     assert paths(out) == ["b", "a", "c", "d"]  # the question asked later does not overtake
-    assert out[1]["supersededBy"] == NEW["date"] and "supersededBy" not in out[0]
-    scores = [r["score"] for r in out]
+    assert out[1].superseded_by == NEW.date and out[0].superseded_by is None
+    scores = [r.score for r in out]
     assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
-    assert out[0]["score"] == pytest.approx(0.9, abs=1e-5)  # it took the place (and score) it overtook
+    assert out[0].score == pytest.approx(0.9, abs=1e-5)  # it took the place (and score) it overtook
 
 
 def test_the_past_puts_the_older_first_and_an_event_keeps_the_search_order():
@@ -93,12 +95,12 @@ def test_a_statement_said_in_several_sessions_is_one_hit_that_says_so():
     again = hit("sessions/e.jsonl", 0.5, "2025-03-01T10:00:00.000Z", f"Assistant: Sure. {said}")
     same_file = hit("sessions/a.jsonl", 0.4, "2025-01-01T10:01:00.000Z", f"User: {said}")
     out = arrange([first, again, same_file], "When was the gate code set?")
-    assert [(r["path"], r.get("said")) for r in out] == [("sessions/a.jsonl", 2), ("sessions/a.jsonl", None)]
-    assert (out[0]["firstSaid"], out[0]["lastSaid"]) == (first["date"], again["date"])
+    assert [(r.path, r.said) for r in out] == [("sessions/a.jsonl", 2), ("sessions/a.jsonl", None)]
+    assert (out[0].first_said, out[0].last_said) == (first.date, again.date)
 
 
 def test_a_hit_is_cited_with_its_date_conversation_and_standing():
-    r = {**OLD, "session": "Gate", "said": 3, "lastSaid": "2025-03-01T00:00:00.000Z", "supersededBy": NEW["date"]}
+    r = {**wire(OLD._replace(said=3, last_said="2025-03-01T00:00:00.000Z", superseded_by=NEW.date)), "session": "Gate"}
     assert heading(r) == (
         '2025-01-01 · session "Gate" · sessions/a.jsonl:2-3 · said 3 times, last 2025-03-01 · superseded by 2025-06-01'
     )
@@ -107,15 +109,17 @@ def test_a_hit_is_cited_with_its_date_conversation_and_standing():
 
 dates = st.one_of(st.just(""), st.datetimes().map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%S.000Z")), st.text(max_size=12))
 results = st.lists(
-    st.fixed_dictionaries(
-        {
-            "path": st.sampled_from(["sessions/a.jsonl", "sessions/b.jsonl", "MEMORY.md", "memory/x.md"]),
-            "startLine": st.integers(1, 9),
-            "endLine": st.integers(1, 9),
-            "score": st.floats(0, 1),
-            "date": dates,
-            "snippet": st.text(max_size=200),
-        }
+    st.builds(
+        Hit,
+        path=st.sampled_from(["sessions/a.jsonl", "sessions/b.jsonl", "MEMORY.md", "memory/x.md"]),
+        source=st.just("sessions"),
+        start_line=st.integers(1, 9),
+        end_line=st.integers(1, 9),
+        score=st.floats(0, 1),
+        date=dates,
+        snippet=st.text(max_size=200),
+        # as the search finds them: nothing arranged yet
+        **{f: st.none() for f in ("session_key", "said", "first_said", "last_said", "superseded_by", "fact")},
     ),
     max_size=12,
 )
@@ -127,19 +131,19 @@ def test_arrange_keeps_every_statement_and_orders_scores(items, query, with_vect
     vectors = {i: np.array([float(i % 3), 1.0, 0.5]) for i in range(len(items))} if with_vectors else None
     out = arrange(items, query, vectors)
     assert len(out) <= len(items) and (out or not items)
-    assert all(any(r["snippet"] == i["snippet"] and r["path"] == i["path"] for i in items) for r in out)
-    scores = [r["score"] for r in out]
+    assert all(any(r.snippet == i.snippet and r.path == i.path for i in items) for r in out)
+    scores = [r.score for r in out]
     assert scores == sorted(scores, reverse=True) and all(0.0 <= s <= 1.0 for s in scores)
-    assert sum(r.get("said", 1) for r in out) <= len(items)
+    assert sum(r.said or 1 for r in out) <= len(items)
 
 
 def test_a_hit_matching_only_the_kind_of_answer_does_not_supersede_one_about_the_subject():
     car = hit("sessions/a.jsonl", 0.9, "2025-01-01T10:00:00.000Z", "User: My car is a blue Subaru Forester.")
     music = hit("sessions/b.jsonl", 0.8, "2025-06-01T10:00:00.000Z", "User: What kind of music is this?")
-    music["snippet"] = "User: This kind of jazz is lovely."
+    music = music._replace(snippet="User: This kind of jazz is lovely.")
     close = {0: np.array([1.0, 0.1]), 1: np.array([1.0, 0.2])}
     assert paths(arrange([car, music], "What kind of car do I have?", close)) == ["a", "b"]
-    newer_car = {**music, "snippet": "User: I sold the Subaru and bought a green Volvo car of the kind I like."}
+    newer_car = music._replace(snippet="User: I sold the Subaru and bought a green Volvo car of the kind I like.")
     assert paths(arrange([car, newer_car], "What kind of car do I have?", close)) == ["b", "a"]
 
 
@@ -159,41 +163,50 @@ def test_a_few_words_are_no_question_and_a_past_verb_asks_about_an_event(query, 
 
 def test_an_older_statement_below_a_newer_one_is_marked_superseded_too():
     out = arrange([NEW, OLD], "What's the gate code?", {0: VECTORS[1], 1: VECTORS[0]})
-    assert paths(out) == ["b", "a"] and out[1]["supersededBy"] == NEW["date"] and "supersededBy" not in out[0]
+    assert paths(out) == ["b", "a"] and out[1].superseded_by == NEW.date and out[0].superseded_by is None
 
 
 def test_a_few_words_order_equals_newest_first_but_never_move_a_hit_above_a_better_one():
-    tie = {**OLD, "score": 0.7}
+    tie = OLD._replace(score=0.7)
     assert paths(arrange([tie, NEW], "gate code", VECTORS)) == ["b", "a"]  # equals: the newer first
     out = arrange([OLD, NEW], "gate code", VECTORS)
-    assert paths(out) == ["a", "b"] and out[0]["supersededBy"] == NEW["date"]  # marked, not moved
+    assert paths(out) == ["a", "b"] and out[0].superseded_by == NEW.date  # marked, not moved
 
 
 def test_a_newer_statement_that_what_the_question_names_changed_leads_however_far_its_vector():
-    old = {
-        "path": "sessions/a.jsonl",
-        "startLine": 2,
-        "endLine": 5,
-        "score": 1.0,
-        "date": "2025-04-19T10:00:00.000Z",
-        "snippet": "User: Spring project: the canoe, named Loon, painted cream with a little loon on the bow.",
-    }
-    new = {
-        "path": "sessions/b.jsonl",
-        "startLine": 2,
-        "endLine": 3,
-        "score": 0.77,
-        "date": "2025-09-06T10:00:00.000Z",
-        "snippet": "User: Repainted Loon this weekend! She's forest green now.",
-    }
+    old = Hit(
+        "sessions/a.jsonl",
+        "sessions",
+        2,
+        5,
+        1.0,
+        "User: Spring project: the canoe, named Loon, painted cream with a little loon on the bow.",
+        date="2025-04-19T10:00:00.000Z",
+    )
+    new = Hit(
+        "sessions/b.jsonl",
+        "sessions",
+        2,
+        3,
+        0.77,
+        "User: Repainted Loon this weekend! She's forest green now.",
+        date="2025-09-06T10:00:00.000Z",
+    )
     apart = {0: np.array([1.0, 0.0]), 1: np.array([0.0, 1.0])}  # stored vectors far apart
     out = arrange([old, new], "What colour is Loon painted now?", apart)
-    assert out[0]["path"] == "sessions/b.jsonl" and out[1]["supersededBy"] == new["date"]
+    assert out[0].path == "sessions/b.jsonl" and out[1].superseded_by == new.date
     # Without a word of change, or asked about the past, or naming nothing: as the search ranked them.
-    same = dict(new, snippet="User: Loon looked lovely on the lake today.")
-    assert arrange([old, same], "What colour is Loon painted now?", apart)[0]["path"] == "sessions/a.jsonl"
-    assert arrange([old, new], "What colour was Loon originally?", apart)[0]["path"] == "sessions/a.jsonl"
-    assert arrange([old, new], "What colour is my canoe now?", apart)[0]["path"] == "sessions/a.jsonl"
+    same = new._replace(snippet="User: Loon looked lovely on the lake today.")
+    assert arrange([old, same], "What colour is Loon painted now?", apart)[0].path == "sessions/a.jsonl"
+    assert arrange([old, new], "What colour was Loon originally?", apart)[0].path == "sessions/a.jsonl"
+    assert arrange([old, new], "What colour is my canoe now?", apart)[0].path == "sessions/a.jsonl"
+
+
+def hits(*made: dict) -> list[Hit]:
+    """Hits from the wire-like dicts the tests below write (a transcript's lines, dated)."""
+    return [
+        Hit(d["path"], "sessions", d["startLine"], d["endLine"], d["score"], d["snippet"], date=d["date"]) for d in made
+    ]
 
 
 _TRUE = "User: Sam works at Deloitte as an auditor."
@@ -226,11 +239,11 @@ def test_a_newer_hit_sharing_only_a_name_with_the_question_neither_leads_nor_sup
         "date": "2025-09-06T10:00:00.000Z",
         "snippet": newer,
     }
-    out = arrange([a, b], query, apart)
-    assert paths(out) == ["a", "b"] and "supersededBy" not in out[0]
+    out = arrange(hits(a, b), query, apart)
+    assert paths(out) == ["a", "b"] and out[0].superseded_by is None
     # Saying what is asked, it leads: "Sam works at Arup now."
     moved = dict(b, snippet="User: Sam works at Arup now.")
-    assert paths(arrange([a, moved], query.replace("Mum's phone number", "Mum's number"), apart))[0] == (
+    assert paths(arrange(hits(a, moved), query.replace("Mum's phone number", "Mum's number"), apart))[0] == (
         "b" if "Sam" in query else "a"
     )
 
@@ -268,8 +281,8 @@ def test_property_a_newer_hit_that_shares_only_a_name_never_leads(name, filler):
         "date": "2025-09-06T10:00:00.000Z",
         "snippet": "User: " + filler.format(n=name).capitalize().replace(name.lower(), name) + ".",
     }
-    out = arrange([old, new], f"Where does {name} work now?", apart)
-    assert paths(out) == ["a", "b"] and "supersededBy" not in out[0]
+    out = arrange(hits(old, new), f"Where does {name} work now?", apart)
+    assert paths(out) == ["a", "b"] and out[0].superseded_by is None
 
 
 @pytest.mark.parametrize("name", ["Inês", "Zoë"])
@@ -291,5 +304,5 @@ def test_a_non_ascii_name_is_a_name_the_question_asks_about(name):
         "date": "2025-09-06T10:00:00.000Z",
         "snippet": f"User: Repainted {name} this weekend! She's forest green now.",
     }
-    out = arrange([old, new], f"What colour is {name} painted now?", apart)
-    assert paths(out) == ["b", "a"] and out[1]["supersededBy"] == new["date"]
+    out = arrange(hits(old, new), f"What colour is {name} painted now?", apart)
+    assert paths(out) == ["b", "a"] and out[1].superseded_by == new["date"]

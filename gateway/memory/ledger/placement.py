@@ -20,10 +20,11 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from ..hit import Hit, HitFact
 from ..index.sources import session_key_of
 from ..search.stopwords import STOPWORDS
 from ..search.timeline import sentences
@@ -45,7 +46,7 @@ SAME_SUBJECT_COSINE = 0.35
 
 
 def outdated(
-    results: Sequence[dict[str, Any]],
+    results: Sequence[Hit],
     vectors: dict[int, np.ndarray] | None,
     statement: np.ndarray | None,
     fact: Fact,
@@ -57,31 +58,31 @@ def outdated(
     return newer_hit(results, vectors, statement, fact, period) is not None
 
 
-def newer_first(results: list[dict[str, Any]], i: int, fact: Fact) -> list[dict[str, Any]]:
+def newer_first(results: list[Hit], i: int, fact: Fact) -> list[Hit]:
     """The results with the hit `i` (newer than all the ledger knows of the fact: `newer_hit`) first, and
     the hits showing a statement of the fact after every other one, marked superseded by it."""
-    newer = dict(results[i])
+    newer = results[i]._replace(superseded_by=None)
     known = {_norm(s.text)[:120] for p in fact.periods for s in p.sayings}
-    when = str(newer.get("date") or "")
-    fresh, stale = [], []
+    when = newer.date or ""
+    fresh: list[Hit] = []
+    stale: list[Hit] = []
     for j, r in enumerate(results):
         if j == i:
             continue
-        if any(k and k in _norm(r.get("snippet") or "") for k in known):
-            stale.append(dict(r, supersededBy=max(str(r.get("supersededBy") or ""), when)))
+        if any(k and k in _norm(r.snippet) for k in known):
+            stale.append(r._replace(superseded_by=max(r.superseded_by or "", when)))
         else:
             fresh.append(r)
     out = [newer, *fresh, *stale]
-    newer.pop("supersededBy", None)
     ceiling = 1.0
     for n, r in enumerate(out):
-        ceiling = LEAD_SCORE if n == 0 else min(ceiling, float(r.get("score") or 0.0))
-        out[n] = dict(r, score=round(ceiling, 6))
+        ceiling = LEAD_SCORE if n == 0 else min(ceiling, float(r.score))
+        out[n] = r._replace(score=round(ceiling, 6))
     return out
 
 
 def newer_hit(
-    results: Sequence[dict[str, Any]],
+    results: Sequence[Hit],
     vectors: dict[int, np.ndarray] | None,
     statement: np.ndarray | None,
     fact: Fact,
@@ -102,14 +103,14 @@ def newer_hit(
     # one of them in vector and words is about the same thing, however its own sentence embeds.
     said = _norm(period.statement.text)[:120]
     shown = [
-        (vectors.get(j) if vectors else None, _content(str(r.get("snippet") or "")))
+        (vectors.get(j) if vectors else None, _content(r.snippet))
         for j, r in enumerate(results)
-        if said and said in _norm(str(r.get("snippet") or ""))
+        if said and said in _norm(r.snippet)
     ]
     for i, r in enumerate(results):
         v = vectors.get(i) if vectors else None
-        snip = str(r.get("snippet") or "")
-        if str(r.get("date") or "") <= last or any(k and k in _norm(snip) for k in known):
+        snip = r.snippet
+        if (r.date or "") <= last or any(k and k in _norm(snip) for k in known):
             continue
         if was and was.search(snip.lower()) and not now.search(snip.lower()):  # an old value named again
             continue
@@ -232,85 +233,80 @@ def stale_names(fact: Fact, period: Period) -> re.Pattern[str] | None:
     return re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)) + r")\b")
 
 
-def statement_hit(fact: Fact, period: Period, score: float = LEAD_SCORE) -> dict[str, Any]:
+def statement_hit(fact: Fact, period: Period, score: float = LEAD_SCORE) -> Hit:
     """The statement of a fact's period as a hit of its own: where it was said, when, in whose words,
     with its `fact`."""
     ev = period.statement
-    out: dict[str, Any] = {
-        "path": ev.path,
-        "source": "sessions" if ev.path.startswith("sessions/") else "memory",
-        "startLine": ev.start_line,
-        "endLine": ev.end_line,
-        "score": score,
+    return Hit(
+        ev.path,
+        "sessions" if ev.path.startswith("sessions/") else "memory",
+        ev.start_line,
+        ev.end_line,
+        score,
         # the person's own words: a transcript's user message (the model's statements quote one too)
-        "snippet": ("User: " + ev.text)
+        ("User: " + ev.text)
         if ev.source == "model" or (ev.source == "extractor" and ev.path.startswith("sessions/"))
         else ev.text,
-        "date": ev.said,
-        "fact": fact_of(fact, period),
-    }
-    if key := session_key_of(ev.path):
-        out["sessionKey"] = key
-    return out
+        session_key=session_key_of(ev.path) or None,
+        date=ev.said,
+        fact=fact_of(fact, period),
+    )
 
 
-def fact_of(fact: Fact, period: Period) -> dict[str, Any]:
+def fact_of(fact: Fact, period: Period) -> HitFact:
     """A hit's `fact`: the subject, the value and since when (until when, for an earlier one)."""
-    out: dict[str, Any] = {"subject": fact.subject, "value": period.value, "since": period.since}
-    if period.until:
-        out["until"] = period.until
-    return out
+    return HitFact(fact.subject, period.value, period.since, period.until or None)
 
 
-def lead(results: list[dict[str, Any]], fact: Fact, period: Period, q: Question, k: int) -> list[dict[str, Any]]:
+def lead(results: list[Hit], fact: Fact, period: Period, q: Question, k: int) -> list[Hit]:
     """The results with the chosen statement first (a hit of its own, unless one of them shows it
     already: that one moves up), and for the present the hits showing a superseded value of the fact
     marked and moved after the rest. Scores stay in [0, 1] and non-increasing."""
     ev = period.statement
     said = _norm(ev.text)[:120]
-    first: dict[str, Any] | None = None
-    rest: list[dict[str, Any]] = []
+    first: Hit | None = None
+    rest: list[Hit] = []
     for r in results:
-        if first is None and said and said in _norm(r.get("snippet") or ""):
-            first = dict(r)
+        if first is None and said and said in _norm(r.snippet):
+            first = r
         else:
             rest.append(r)
     if first is None:
         first = statement_hit(fact, period)
-    first["fact"] = fact_of(fact, period)
     # The statement chosen is superseded only when the value it gives stopped holding: never for the
     # present (a later restatement of the same value, "Your code is 7340", does not supersede it).
-    first.pop("supersededBy", None)
-    if period.until and q.asked != "present":
-        first["supersededBy"] = period.until
+    first = first._replace(
+        score=LEAD_SCORE,
+        fact=fact_of(fact, period),
+        superseded_by=period.until if period.until and q.asked != "present" else None,
+    )
     if q.asked == "present":
         old = {_norm(s.text)[:120] for p in fact.periods if p is not period for s in p.sayings}
         old.discard(said)
         was, now = stale_names(fact, period), _names(period)
-        fresh, stale = [], []
+        fresh: list[Hit] = []
+        stale: list[Hit] = []
         for r in rest:
-            snip = _norm(r.get("snippet") or "")
+            snip = _norm(r.snippet)
             if any(o and o in snip for o in old) or (was and was.search(snip) and not now.search(snip)):
-                r = dict(r)
                 # by the value that came after the one it shows (the one of its time), else the current
-                when = str(r.get("date") or "")
-                r["supersededBy"] = next((p.since for p in fact.periods if when and p.since > when), period.since)
-                stale.append(r)
+                when = r.date or ""
+                stale.append(
+                    r._replace(
+                        superseded_by=next((p.since for p in fact.periods if when and p.since > when), period.since)
+                    )
+                )
             else:
-                if r.get("supersededBy") and now.search(snip) and not (was and was.search(snip)):
-                    r = dict(r)  # it says the current value: what superseded it was a restatement
-                    del r["supersededBy"]
+                if r.superseded_by and now.search(snip) and not (was and was.search(snip)):
+                    # it says the current value: what superseded it was a restatement
+                    r = r._replace(superseded_by=None)
                 fresh.append(r)
         rest = fresh + stale
     out = [first, *rest][:k]
     ceiling = 1.0
-    for i, r in enumerate(out):
-        if i == 0:
-            r["score"] = LEAD_SCORE
-            continue
-        r = out[i] = dict(r)
-        ceiling = min(ceiling, float(r.get("score") or 0.0))
-        r["score"] = round(ceiling, 6)
+    for i, r in enumerate(out[1:], start=1):
+        ceiling = min(ceiling, float(r.score))
+        out[i] = r._replace(score=round(ceiling, 6))
     return out
 
 
@@ -356,7 +352,7 @@ def _same_thing(snippet: str, stated: set[str]) -> bool:
     return bool(_own_names(snippet) & stated)
 
 
-def prefer_statements(query: str, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def prefer_statements(query: str, results: list[Hit]) -> list[Hit]:
     """Among (nearly) equally scored hits, those where the person states something of whom the question
     names come before those that only mention them (asks, is told, or states something else naming none
     of their names and numbers), the order otherwise kept; one that had been marked superseded by a hit
@@ -365,32 +361,29 @@ def prefer_statements(query: str, results: list[dict[str, Any]]) -> list[dict[st
     names = _names_asked(query)
     if not names or len(results) < 2:
         return results
-    out: list[dict[str, Any]] = []
+    out: list[Hit] = []
     i = 0
     while i < len(results):
         j = i + 1
-        while (
-            j < len(results)
-            and float(results[j - 1].get("score") or 0.0) - float(results[j].get("score") or 0.0) <= TIE
-        ):
+        while j < len(results) and float(results[j - 1].score) - float(results[j].score) <= TIE:
             j += 1
         run = results[i:j]
-        states = [_states(str(r.get("snippet") or ""), names) for r in run]
+        states = [_states(r.snippet, names) for r in run]
         # A hit that does not state the name gives way, unless the person states something there that
         # names a place, name or number a hit stating it names ("Started a Portuguese class at the
         # Bluecoat", then "our group at the Bluecoat moves to Thursdays"): the arrangement put it there,
         # as newer news of the same thing.
-        stated = set().union(*(_own_names(str(r.get("snippet") or "")) for r, st in zip(run, states) if st))
-        mere = [not st and not _same_thing(str(r.get("snippet") or ""), stated) for r, st in zip(run, states)]
+        stated = set().union(*(_own_names(r.snippet) for r, st in zip(run, states) if st))
+        mere = [not st and not _same_thing(r.snippet, stated) for r, st in zip(run, states)]
         if len(run) > 1 and any(states) and any(mere):
-            mentions = {str(r.get("date") or "") for r, m in zip(run, mere) if m}
+            mentions = {r.date or "" for r, m in zip(run, mere) if m}
             order = sorted(range(len(run)), key=lambda n: mere[n])
-            scores = [r.get("score") for r in run]
+            scores = [r.score for r in run]
             moved = []
             for n, score in zip(order, scores):
-                r = dict(run[n], score=score)
-                if states[n] and r.get("supersededBy") in mentions:
-                    del r["supersededBy"]
+                r = run[n]._replace(score=score)
+                if states[n] and r.superseded_by in mentions:
+                    r = r._replace(superseded_by=None)
                 moved.append(r)
             run = moved
         out.extend(run)

@@ -24,6 +24,7 @@ from ..embeddings.base import EmbeddingError
 from .history import NoteVersion
 from .images import ImageStore, decode_image
 from .keyed import check_category
+from ..search.request import SearchRequest
 
 V = TypeVar("V", NoteVersion, "Version")
 
@@ -173,7 +174,9 @@ class MemoryNotes:
         query = " ".join([key.replace("-", " ").replace("_", " ").replace(".", " "), entry.value])[:2000]
         mode = "vector" if self._vectors_available() else "hybrid"
         res = await self.mem.search(
-            query, k=min(50, k + 5), min_score=min_score, sources=sources or ["memory"], mode=mode
+            SearchRequest(
+                query=query, k=min(50, k + 5), min_score=min_score, sources=tuple(sources or ["memory"]), mode=mode
+            )
         )
         results = [r for r in res["results"] if r["path"] != entry.path][:k]
         out = {

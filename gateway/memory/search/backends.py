@@ -9,7 +9,7 @@
   QMD does not index, so results from `sessions` always come from the built-in index and are merged with
   QMD's by score, then spread over files (`fileDiversity`) as the built-in index spreads its own.
 
-A backend answers `search(SearchRequest)` with the `memory.search` result shape and raises `BackendError` when it
+A backend answers `search(SearchRequest)` with its hits (memory/hit.py's Found) and raises `BackendError` when it
 cannot answer (the fallback then does).
 """
 
@@ -22,6 +22,7 @@ from typing import Any, Awaitable, Callable, Protocol
 
 import structlog
 
+from ..hit import Found, Hit
 from .fusion import spread_over_files
 from .request import SearchRequest
 
@@ -38,14 +39,14 @@ class SearchBackend(Protocol):
     name: str
     sources: tuple[str, ...]  # the sources this backend can search
 
-    async def search(self, req: SearchRequest) -> dict[str, Any]: ...
+    async def search(self, req: SearchRequest) -> Found: ...
 
     async def after_sync(self) -> None: ...
 
     def status(self) -> dict[str, Any]: ...
 
 
-SearchFn = Callable[[SearchRequest], Awaitable[dict[str, Any]]]
+SearchFn = Callable[[SearchRequest], Awaitable[Found]]
 
 
 class BuiltinBackend:
@@ -57,7 +58,7 @@ class BuiltinBackend:
     def __init__(self, search_fn: SearchFn):
         self._search = search_fn
 
-    async def search(self, req: SearchRequest) -> dict[str, Any]:
+    async def search(self, req: SearchRequest) -> Found:
         return await self._search(req)
 
     async def after_sync(self) -> None:
@@ -136,7 +137,7 @@ class FallbackBackend:
         self.last_error: str | None = None
         self.fallbacks = 0  # searches the fallback answered instead of the primary
 
-    async def _primary(self, req: SearchRequest) -> dict[str, Any]:
+    async def _primary(self, req: SearchRequest) -> Found:
         """The primary's answer, trying up to 1 + retries times (backoff × attempt between tries)."""
         err: BackendError | None = None
         for attempt in range(self.retries + 1):
@@ -150,12 +151,12 @@ class FallbackBackend:
         assert err is not None
         raise err
 
-    async def search(self, req: SearchRequest) -> dict[str, Any]:
+    async def search(self, req: SearchRequest) -> Found:
         """`exclude` (a transcript message to leave out) concerns the built-in index only: QMD never
         holds transcripts."""
         mine = tuple(s for s in req.sources if s in self.primary.sources)
         rest = tuple(s for s in req.sources if s not in self.primary.sources)
-        answers: list[dict[str, Any]] = []
+        answers: list[Found] = []
         degraded: list[str] = []
         if mine:
             res = None
@@ -199,17 +200,21 @@ class FallbackBackend:
         return out
 
 
-def merge(answers: list[dict[str, Any]], k: int, degraded: list[str], file_diversity: float = 1.0) -> dict[str, Any]:
-    """One `memory.search` answer from several: results by score, the best k spread over files
-    (`spread_over_files`); `degraded` reasons joined."""
+def merge(answers: list[Found], k: int, degraded: list[str], file_diversity: float = 1.0) -> Found:
+    """One answer from several: hits by score, the best k spread over files (`spread_over_files`);
+    `degraded` reasons joined; the stored vectors each read, together."""
     if not answers:
-        return {"results": [], "mode": "fts", "embeddings": {"provider": "none", "model": ""}}
-    ranked = sorted((r for a in answers for r in a["results"]), key=lambda r: -r["score"])
-    results = spread_over_files(ranked, k, file_diversity, score=lambda r: r["score"], path=lambda r: r["path"])
-    out = {**answers[0], "results": results}
-    reasons = degraded + [a["degraded"] for a in answers if a.get("degraded")]
-    if reasons:
-        out["degraded"] = "; ".join(reasons)
-    else:
-        out.pop("degraded", None)
-    return out
+        return Found([], "fts", {"provider": "none", "model": ""})
+    ranked = sorted((h for a in answers for h in a.hits), key=lambda h: -h.score)
+    hits = spread_over_files(ranked, k, file_diversity, score=_score, path=_path)
+    reasons = degraded + [a.degraded for a in answers if a.degraded]
+    vectors = {key: v for a in answers if a.vectors for key, v in a.vectors.items()}
+    return Found(hits, answers[0].mode, answers[0].embeddings, "; ".join(reasons) or None, vectors or None)
+
+
+def _score(h: Hit) -> float:
+    return h.score
+
+
+def _path(h: Hit) -> str:
+    return h.path

@@ -34,6 +34,7 @@ from typing import Any
 import orjson
 import structlog
 
+from ..hit import Found, Hit
 from .backends import BackendError
 from .request import SearchRequest
 from ..layout import is_note
@@ -131,7 +132,7 @@ class QmdBackend:
                 log.warning("memory_qmd_update_failed", error=str(exc))
 
     # ---- search ---------------------------------------------------------------------------------
-    async def search(self, req: SearchRequest) -> dict[str, Any]:
+    async def search(self, req: SearchRequest) -> Found:
         """The memory files only (QMD holds no transcripts: `sources`, `session_key` and `exclude` are
         the built-in index's)."""
         sub = SUBCOMMANDS.get(req.mode, self.hybrid_command)
@@ -141,10 +142,10 @@ class QmdBackend:
         results = [
             r
             for r in parse_results(out, self.collection, self.workspace, self.snippet_chars)
-            if r["score"] >= req.min_score
+            if r.score >= req.min_score
         ]
-        results.sort(key=lambda r: -r["score"])
-        return {"results": results[:k], "mode": req.mode, "embeddings": {"provider": "qmd", "model": sub}}
+        results.sort(key=lambda r: -r.score)
+        return Found(results[:k], req.mode, {"provider": "qmd", "model": sub})
 
     def status(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": "qmd", "command": self.command, "collection": self.collection}
@@ -153,8 +154,8 @@ class QmdBackend:
         return out
 
 
-def parse_results(raw: bytes, collection: str, workspace: Path, snippet_chars: int = SNIPPET_CHARS) -> list[dict]:
-    """`qmd … --json` output → our result dicts. BackendError when it is not a JSON array."""
+def parse_results(raw: bytes, collection: str, workspace: Path, snippet_chars: int = SNIPPET_CHARS) -> list[Hit]:
+    """`qmd … --json` output → our hits. BackendError when it is not a JSON array."""
     text = raw.strip()
     if not text:
         return []  # some versions print nothing when nothing matched
@@ -174,7 +175,7 @@ def parse_results(raw: bytes, collection: str, workspace: Path, snippet_chars: i
     return out
 
 
-def _one(item: Any, collection: str, workspace: Path, snippet_chars: int) -> dict | None:
+def _one(item: Any, collection: str, workspace: Path, snippet_chars: int) -> Hit | None:
     if not isinstance(item, dict) or not isinstance(item.get("file"), str):
         return None
     path = workspace_path(item["file"], collection, workspace)
@@ -194,14 +195,7 @@ def _one(item: Any, collection: str, workspace: Path, snippet_chars: int) -> dic
     start = max(1, start)
     lines = snippet.rstrip("\n").count("\n") + 1 if snippet else 1
     end = start + max(1, count if count else lines) - 1
-    return {
-        "path": path,
-        "source": "memory",
-        "startLine": start,
-        "endLine": end,
-        "score": round(score, 6),
-        "snippet": snippet.strip("\n")[:snippet_chars],
-    }
+    return Hit(path, "memory", start, end, round(score, 6), snippet.strip("\n")[:snippet_chars])
 
 
 def workspace_path(file: str, collection: str, workspace: Path) -> str | None:

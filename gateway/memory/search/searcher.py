@@ -12,7 +12,7 @@ import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import orjson
@@ -20,6 +20,7 @@ import orjson
 from ...timeutil import to_iso
 from ..embeddings import EmbeddingError, EmbeddingProvider
 from ..embeddings.base import check_vectors, provider_name
+from ..hit import Embeddings, Found, Hit
 from ..ports import ChunkReader, ChunkRow, FullText, VectorSearch
 from .floor import FALLBACK_SCALE, above_floor
 from .fusion import Candidate, fuse, shared_ranks, single_list_scores, spread_over_files
@@ -30,11 +31,7 @@ from .snippets import EchoTest, Exclude, SnippetContext, only_asks, score_segmen
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...config import SearchConfig
-
-
-# A search's answer may hold its results' stored vectors under this key, by (path, startLine, endLine): the
-# memory service takes them out for the timeline (search/timeline.py) instead of reading them again.
-RESULT_VECTORS = "_vectors"
+    from ..hit import Vectors
 
 
 @dataclass(frozen=True)
@@ -137,19 +134,18 @@ class Searcher:
             terms, n, sources, session_key, generation=self.generation, total=self.total_chunks, extra=extra
         )
 
-    async def search(
-        self, req: SearchRequest, *, generation: str, vector_count: int, missing_vectors: int
-    ) -> dict[str, Any]:
+    async def search(self, req: SearchRequest, *, generation: str, vector_count: int, missing_vectors: int) -> Found:
         """The best `k` results, then up to `spare` more: candidates and re-rank are those of `k`. The
-        index as it stands: its `generation`, its stored vectors and the chunks still without one."""
+        index as it stands: its `generation`, its stored vectors and the chunks still without one. The
+        answer holds the stored vectors of its hits it read (the memory service's timeline compares them)."""
         query, k, sources, session_key, mode = req.query, req.k, req.sources, req.session_key, req.mode
         min_score, exclude, spare = req.min_score, req.exclude, req.spare
         o = self.opts
-        emb = {"provider": self.provider.name, "model": self.provider.model}
+        emb: Embeddings = {"provider": self.provider.name, "model": self.provider.model}
         self.generation = generation
         terms = query_terms(query)
         if not terms:
-            return {"results": [], "mode": mode, "embeddings": emb}
+            return Found([], mode, emb)
         n = max(k * o.candidate_multiplier, k)
         degraded: list[str] = []
         fts_hits: list[tuple[int, float]] = []
@@ -242,13 +238,8 @@ class Searcher:
             spare=spare,
         )
         if fallback:  # the closest of what is not close: low scores (floor.py)
-            results = [dict(r, score=round(float(r["score"]) * FALLBACK_SCALE, 6)) for r in results]
-        out: dict[str, Any] = {"results": results, "mode": used, "embeddings": emb}
-        if vectors:  # for the service's timeline; it takes them out (never on the wire)
-            out[RESULT_VECTORS] = vectors
-        if degraded:
-            out["degraded"] = "; ".join(degraded)
-        return out
+            results = [r._replace(score=round(float(r.score) * FALLBACK_SCALE, 6)) for r in results]
+        return Found(results, used, emb, "; ".join(degraded) or None, vectors or None)
 
     async def _materialise(
         self,
@@ -262,7 +253,7 @@ class Searcher:
         exclude: Exclude | None = None,
         answer_types: frozenset[str] = frozenset(),
         spare: int = 0,
-    ) -> tuple[list[dict[str, Any]], dict[tuple[str, int, int], np.ndarray]]:
+    ) -> tuple[list[Hit], Vectors]:
         """The results, and the stored vectors of those that have one by (path, start line, end line)."""
         rows: dict[int, ChunkRow] = {}
         # The pool to re-rank (and a few spare in case rows vanished since the candidates were listed).
@@ -286,12 +277,12 @@ class Searcher:
             if vec_task is not None:
                 vec_task.cancel()
             raise
-        vectors: dict[tuple[str, int, int], np.ndarray] = {}
+        vectors: Vectors = {}
         if vec_task is not None:
             found = await vec_task
             for item, cid in zip(out, ids):
                 if cid in found:
-                    vectors[(item["path"], item["startLine"], item["endLine"])] = found[cid]
+                    vectors[item.key] = found[cid]
         return out, vectors
 
     def _rank_and_show(
@@ -305,7 +296,7 @@ class Searcher:
         fused: bool,
         answer_types: frozenset[str],
         spare: int,
-    ) -> tuple[list[dict[str, Any]], list[int]]:
+    ) -> tuple[list[Hit], list[int]]:
         """The pool re-ranked (rows in hand: no waiting), cut to k + spare, each shown with its snippet;
         and the chunk id of each."""
         ctx = SnippetContext.build(terms, [r[6] for _, r in live], answer_types, related)
@@ -355,23 +346,22 @@ class Searcher:
         picked = spread_over_files(
             [(c, r) for c, r in live if c.score >= min_score], k + spare, self.opts.file_diversity
         )
-        out, ids = [], []
+        out: list[Hit] = []
+        ids: list[int] = []
         shown: dict[str, set[int]] = {}  # a transcript's lines the results so far show
         for c, r in picked:
             spans = orjson.loads(r[7]) if r[7] else None
-            item: dict[str, Any] = {
-                "path": r[1],
-                "source": r[2],
-                "startLine": int(r[4]),
-                "endLine": int(r[5]),
-                "score": round(float(c.score), 6),
-                "snippet": snippet(r[6], spans, ctx, self.opts.snippet_chars, r[8], shown.setdefault(r[1], set())),
-            }
-            if r[3]:
-                item["sessionKey"] = r[3]
-            when = chunk_date(r[9], r[10])
-            if when:
-                item["date"] = when
-            out.append(item)
+            out.append(
+                Hit(
+                    r[1],
+                    r[2],
+                    int(r[4]),
+                    int(r[5]),
+                    round(float(c.score), 6),
+                    snippet(r[6], spans, ctx, self.opts.snippet_chars, r[8], shown.setdefault(r[1], set())),
+                    r[3] or None,
+                    chunk_date(r[9], r[10]) or None,
+                )
+            )
             ids.append(c.id)
         return out, ids

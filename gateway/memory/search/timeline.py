@@ -24,8 +24,8 @@ one was often said more plainly — so after the search ranks a pool of hits, `a
 4. A hit that only asks (every sentence a question) never takes another's place: a question asked again
    is not a newer statement.
 
-Pure functions over result dicts (`{score, date, snippet, …}`) and their stored vectors (index → vector;
-without them, the overlap of the snippets' words stands in).
+Pure functions over hits (memory/hit.py's Hit) and their stored vectors (index → vector; without them,
+the overlap of the snippets' words stands in).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from typing import Any, Literal, Mapping, Sequence
 import numpy as np
 
 from ...timeutil import parse_iso
+from ..hit import Hit
 from ..index.chunking import text_date
 from .query import answer_type_terms, query_terms
 from .related import related_terms
@@ -119,7 +120,7 @@ def sentences(snippet: str) -> list[str]:
 
 @dataclass
 class _Hit:
-    result: dict[str, Any]
+    result: Hit
     score: float
     date: str  # ISO 8601 (sorts as time); "" when undated
     text: str  # the snippet, normalised
@@ -144,18 +145,18 @@ def _has_term(text: str, ctx: SnippetContext) -> bool:
     return any(_find(low, needle, word_start) >= 0 for _term, needle, word_start in ctx.needles)
 
 
-def _hits(results: Sequence[dict[str, Any]], ctx: SnippetContext) -> list[_Hit]:
+def _hits(results: Sequence[Hit], ctx: SnippetContext) -> list[_Hit]:
     """What folding repeats needs of each hit (its text and long sentences); `_describe` adds the rest to
     the few hits that can overtake or be overtaken."""
     out = []
     for r in results:
-        snip = r.get("snippet") or ""
+        snip = r.snippet
         sents = sentences(snip)
         out.append(
             _Hit(
                 r,
-                float(r.get("score") or 0.0),
-                str(r.get("date") or ""),
+                float(r.score),
+                r.date or "",
                 _norm(snip),
                 [_norm(s) for s in sents if len(s) >= DUPLICATE_SENTENCE_CHARS and _has_term(s, ctx)],
                 None,
@@ -169,7 +170,7 @@ def _hits(results: Sequence[dict[str, Any]], ctx: SnippetContext) -> list[_Hit]:
 
 def _describe(h: _Hit, ctx: SnippetContext, v: np.ndarray | None) -> None:
     """A hit's unit vector and matched terms: what `_same_subject` compares (its words: `_words`)."""
-    snip = h.result.get("snippet") or ""
+    snip = h.result.snippet
     if v is not None:
         n = float(np.linalg.norm(v))
         h.vec = v / n if n > 0 else None
@@ -180,7 +181,7 @@ def _repeats(a: _Hit, b: _Hit) -> bool:
     """The same statement said again: in another file (overlapping windows of one transcript show
     different parts of it), the same text, or a shared sentence of DUPLICATE_SENTENCE_CHARS or more that
     holds a word of the question (not a pleasantry both happen to say)."""
-    if a.result.get("path") == b.result.get("path"):
+    if a.result.path == b.result.path:
         return False
     return a.text == b.text or any(map(b.text.__contains__, a.long)) or any(map(a.text.__contains__, b.long))
 
@@ -201,7 +202,7 @@ def _same_subject(a: _Hit, b: _Hit, kinds: frozenset[str]) -> bool:
 
 def _words(h: _Hit) -> frozenset[str]:
     if h.words is None:
-        h.words = frozenset(_WORD3.findall((h.result.get("snippet") or "").lower()))
+        h.words = frozenset(_WORD3.findall(h.result.snippet.lower()))
     return h.words
 
 
@@ -231,11 +232,9 @@ def later_terms(query: str) -> frozenset[str]:
     return frozenset(t for m in _BEFORE.finditer(query) for t in query_terms(m.group(1)))
 
 
-def arrange(
-    results: Sequence[dict[str, Any]], query: str, vectors: Mapping[int, np.ndarray] | None = None
-) -> list[dict[str, Any]]:
-    """The results (best first) re-ordered as the module says, annotated; new dicts, scores kept in
-    [0, 1] and non-increasing."""
+def arrange(results: Sequence[Hit], query: str, vectors: Mapping[int, np.ndarray] | None = None) -> list[Hit]:
+    """The results (best first) re-ordered as the module says, annotated; scores kept in [0, 1] and
+    non-increasing."""
     if not results:
         return []
     intent = temporal_intent(query)
@@ -243,7 +242,7 @@ def arrange(
     sign = {"present": -1, "words": -1, "past": 1, "event": 0}[intent]
     ranked = sorted(
         range(len(results)),
-        key=lambda i: (-float(results[i].get("score") or 0.0), sign * _epoch(results[i].get("date"))),
+        key=lambda i: (-float(results[i].score), sign * _epoch(results[i].date)),
     )
     ordered = [results[i] for i in ranked]
     ctx = _context(query)
@@ -281,16 +280,14 @@ def arrange(
     out = []
     ceiling = 1.0
     for h in order:
-        r = dict(h.result)
         # Scores stay in [0, 1] and follow the new order (a hit that moved up takes the score it overtook).
         ceiling = min(ceiling, max(h.score, min(1.0, place[id(h)])))
-        r["score"] = round(ceiling, 6)
+        changes: dict[str, Any] = {"score": round(ceiling, 6)}
         if len(h.said) > 1:
-            r["said"] = len(h.said)
-            r["firstSaid"], r["lastSaid"] = min(h.said), max(h.said)
+            changes.update(said=len(h.said), first_said=min(h.said), last_said=max(h.said))
         if id(h) in newer_of:
-            r["supersededBy"] = newer_of[id(h)]
-        out.append(r)
+            changes["superseded_by"] = newer_of[id(h)]
+        out.append(h.result._replace(**changes))
     return out
 
 
@@ -342,7 +339,7 @@ def _renamed_change(a: _Hit, b: _Hit, names: list[str], asked: SnippetContext) -
 
 def _statements(h: _Hit) -> list[str]:
     """A hit's sentences that state (not ask)."""
-    return [s for s in sentences(h.result.get("snippet") or "") if not s.endswith("?")]
+    return [s for s in sentences(h.result.snippet) if not s.endswith("?")]
 
 
 def _epoch(date: object) -> float:

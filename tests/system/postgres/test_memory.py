@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.memory.hit import Hit
+
 from tests.helpers import RpcError, wait_for
 
 NOTES = """# Notes
@@ -489,7 +491,10 @@ async def test_mmr_reads_the_stored_vectors_from_postgresql(start_gateway, postg
         res = await ca.call("memory.search", {"query": "cello Tuesday", "k": 3})
         assert len(res["results"]) == 3 and len({r["path"] for r in res["results"]}) == 3
         mem = a.gw.services.memory
-        vecs = await mem.index.stored_vectors(res["results"])
+        hits = [
+            Hit(r["path"], r["source"], r["startLine"], r["endLine"], r["score"], r["snippet"]) for r in res["results"]
+        ]
+        vecs = await mem.index.stored_vectors(hits)
         assert vecs is not None and sorted(vecs) == [0, 1, 2] and all(v.shape == (256,) for v in vecs.values())
     finally:
         await ca.close()

@@ -28,12 +28,14 @@ import structlog
 
 from ....config import Config
 from ....errors import Unavailable
+from ....memory.hit import Found, Hit
 from ....memory.index.lifecycle import IndexLifecycle
 from ....memory.index.pipeline import IndexPipeline
 from ....memory.index.settings import SyncStats
 from ....memory.index.sources import session_path
 from ....memory.ports import IndexContext, SearchPorts, Statement, VectorSearch
 from ....memory.rerank import stored_vectors
+from ....memory.search.request import SearchRequest
 from ....memory.sync import SyncRequest
 from .ann import AnnIndex
 from .counts import count_all, counts_by_source, counts_of
@@ -43,7 +45,7 @@ from .ledger import read_statements
 from .gate import Gate, GatedCache
 from .migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
 from .reader import SqliteChunkReader
-from .rebuild import IndexUsers, build_fresh, set_aside, swap_in
+from .rebuild import IndexUsers, rebuild_aside, set_aside
 from .store import SqliteIndexStore
 from .vectors import VectorStore
 
@@ -58,11 +60,18 @@ SET_ASIDE_WAIT_S = 30.0  # for other processes to close a damaged index before i
 SCOPED_COUNT_MAX = 64
 
 
-class FilesMemoryIndex(IndexLifecycle):
+class FilesMemoryIndex:
     shared = False  # only this process writes the file (the users lock)
 
     def __init__(self, config: Config, agent_id: str):
-        super().__init__(config, agent_id, self)
+        self.life = IndexLifecycle(config, agent_id, self)  # the lifecycle, over this engine (memory/index/)
+        self.cfg = config.memory
+        self.agent_id = agent_id
+        self.backend = "none"  # where the vectors are kept, set by open
+        self.counts: dict[str, int] = {"files": 0, "chunks": 0, "vectors": 0, "missing": 0}
+        self.last_sync_at: str | None = None
+        self._generation = "0"  # the index's generation as the counts last read it
+        self.corrupt_events: list[dict[str, str]] = []  # indexes set aside as damaged since open
         self.db_path: Path = config.memory_db(agent_id)
         self.writer: Database | None = None
         self.reader: Database | None = None
@@ -85,19 +94,27 @@ class FilesMemoryIndex(IndexLifecycle):
     # ---- state the service reads ------------------------------------------------------------------------
     @property
     def rebuilding(self) -> bool:
-        return self._rebuilding or self._needs_rebuild or self._corrupt is not None or self._recovering
+        return self.life.rebuild_running or self.life.rebuild_due or self._corrupt is not None or self._recovering
 
     @property
     def degraded(self) -> str | None:
-        return None if self.searcher is not None else "the memory index is being rebuilt after damage"
+        return None if self.life.searcher is not None else "the memory index is being rebuilt after damage"
 
     @property
     def recovering(self) -> bool:
         return self._recovering
 
+    # ---- what the lifecycle decides, as the memory service reads it -----------------------------------------
+    @property
+    def needs_rebuild(self) -> bool:
+        return self.life.needs_rebuild
+
+    async def search(self, req: SearchRequest) -> Found:
+        return await self.life.search(req)
+
     # ---- lifecycle ------------------------------------------------------------------------------------
     async def open(self, ctx: IndexContext) -> None:
-        self._bind(ctx)
+        self.life.bind(ctx)
         self._resync = ctx.resync
         provider = ctx.provider
         want = self.cfg.search.vector_backend
@@ -126,8 +143,8 @@ class FilesMemoryIndex(IndexLifecycle):
         assert self.writer is not None
         stored = await get_meta(self.writer, "index_signature")
         has_chunks = bool(await self.writer.scalar("SELECT 1 FROM chunks LIMIT 1"))
-        if self._compare_signature(stored, has_chunks):
-            await set_meta(self.writer, "index_signature", self._signature())
+        if self.life.compare_signature(stored, has_chunks):
+            await set_meta(self.writer, "index_signature", self.life.signature())
         await self._open_live_state()
         await self._refresh_counts()  # reads every page of files and chunks: finds most damage now
 
@@ -138,7 +155,7 @@ class FilesMemoryIndex(IndexLifecycle):
         with contextlib.suppress(Exception):
             await self._close_index()
         self.reader = self.writer = None
-        self.searcher = None  # searches say the index is being rebuilt until it is open again
+        self.life.searcher = None  # searches say the index is being rebuilt until it is open again
         async with self._users.alone_within(SET_ASIDE_WAIT_S, "the memory index is damaged and must be set aside"):
             stamp, aside = await set_aside(self.db_path)
         log.error(
@@ -148,25 +165,25 @@ class FilesMemoryIndex(IndexLifecycle):
             action="rebuilding from memory files and transcripts",
         )
         self.corrupt_events.append({"at": stamp, "movedTo": str(aside), "error": str(exc)[:200]})
-        self._needs_rebuild = False
-        self._marks.mark_all()
+        self.life.rebuild_due = False
+        self.life.marks.mark_all()
 
     async def _recover(self, exc: BaseException) -> SyncStats:
         """A sync or search met a damaged index while serving: swap in an empty one, index everything."""
         self._recovering = True
         try:
-            async with self.write_lock:
+            async with self.life.write_lock:
                 async with self._gate.exclusive():
                     await self._set_aside(exc)
                     await self._open_index()
                 self._corrupt = None
-                self._marks.clear()
+                self.life.marks.clear()
                 assert self.pipeline is not None
                 stats = await self.pipeline.sync(force=True, memory=True, sessions=True)
         finally:
             self._recovering = False
-        self._hidden.clear()
-        await self._after_sync(stats)
+        self.life.hidden.clear()
+        await self.life.after_sync(stats)
         return stats
 
     async def _open_db(self, path: Path) -> Database:
@@ -175,19 +192,19 @@ class FilesMemoryIndex(IndexLifecycle):
     async def _open_live(self) -> None:
         self.writer = await self._open_db(self.db_path)
         await migrate(self.writer, SchemaParams(tokenizer=self.cfg.search.fts_tokenizer))
-        self.tokenizer = await get_meta(self.writer, "fts_tokenizer", self.cfg.search.fts_tokenizer) or "unicode61"
+        self.life.tokenizer = await get_meta(self.writer, "fts_tokenizer", self.cfg.search.fts_tokenizer) or "unicode61"
         self.reader = await self._open_db(self.db_path)
         self._epoch += 1
-        assert self.provider is not None
-        settings = self._settings()
-        self.store = SqliteIndexStore(self.writer, self.provider, settings)
-        self.pipeline = IndexPipeline(self.store, self.provider, settings)
+        assert self.life.provider is not None
+        settings = self.life.settings()
+        self.store = SqliteIndexStore(self.writer, self.life.provider, settings)
+        self.pipeline = IndexPipeline(self.store, self.life.provider, settings)
         self.vectors = None
-        self.searcher = self._searcher(None, "index is being rebuilt for new settings")
+        self.life.searcher = self.life.make_searcher(None, "index is being rebuilt for new settings")
 
     def _search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
         assert self.reader is not None
-        text = Fts5Search(self.reader, self.tokenizer, self.cfg.search.context_weight)
+        text = Fts5Search(self.reader, self.life.tokenizer, self.cfg.search.context_weight)
         return SearchPorts(text, SqliteChunkReader(self.reader, vectors is not None))
 
     async def _close_index(self) -> None:
@@ -210,7 +227,10 @@ class FilesMemoryIndex(IndexLifecycle):
 
     async def _open_live_state(self) -> None:
         self.vectors = None  # bound again below when the stored vectors fit the provider
-        await super()._open_live_state()
+        await self.life.open_live_state()
+
+    def _backend_problem(self) -> str | None:
+        return None  # (no vectors: none asked, or the provider's problem)
 
     async def _stored_vectors(self) -> tuple[str, int] | None:
         assert self.reader is not None
@@ -253,14 +273,14 @@ class FilesMemoryIndex(IndexLifecycle):
     async def sync(self, req: SyncRequest, progress: Any) -> SyncStats:
         if self._corrupt is not None:  # damage met while serving: recovered before anything else
             return await self._recover(self._corrupt)
-        return await super().sync(req, progress)
+        return await self.life.sync(req, progress)
 
     async def _sync(self, req: SyncRequest, progress: Any) -> SyncStats:
         scope = None
         if not req.memory and isinstance(req.sessions, set) and len(req.sessions) <= SCOPED_COUNT_MAX:
             scope = [session_path(key) for key in sorted(req.sessions)]
         try:
-            async with self.write_lock:
+            async with self.life.write_lock:
                 assert self.pipeline is not None and self.writer is not None
                 before = await counts_of(self.writer, scope) if scope else None
                 stats = await self.pipeline.sync(
@@ -274,64 +294,27 @@ class FilesMemoryIndex(IndexLifecycle):
         delta = {k: after[k] - before[k] for k in after} if before is not None and after is not None else None
         if delta is None and not stats.changed and not req.force:  # nothing written: the counts stand
             delta = {"files": 0, "chunks": 0, "missing": 0}
-        await self._after_sync(stats, delta)
+        await self.life.after_sync(stats, delta)
         return stats
 
     async def _rebuild(self, progress: Any) -> SyncStats:
         """Index everything into a fresh database next to the live one, then swap it in (rebuild.py), with
         no other process holding the file."""
         with self._users.alone():
-            return await self._rebuild_aside(progress)
-
-    async def _rebuild_aside(self, progress: Any) -> SyncStats:
-        assert self.provider is not None and self.writer is not None
-        self._rebuilding = True
-        self._forgotten.clear()
-        self._marks.clear()
-        try:
-            tmp, tdb, store, stats = await build_fresh(
-                self.db_path,
-                self._open_db,
-                self.cfg.search.fts_tokenizer,
-                self._signature(),
-                self.provider,
-                self._settings(),
-                progress,
-            )
-            try:
-                async with self.write_lock:
-                    if self._forgotten:
-                        await store.files.remove([session_path(k) for k in self._forgotten])
-                    await tdb.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                    await tdb.close()
-                    async with self._gate.exclusive():
-                        await self._close_index()
-                        swap_in(tmp, self.db_path)
-                        self._needs_rebuild = False
-                        await self._open_live()
-                        await self._open_live_state()
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    await tdb.close()
-                raise
-        finally:
-            self._rebuilding = False
-        log.info("memory_index_rebuilt", files=stats.indexed, duration_ms=stats.duration_ms)
-        await self._after_sync(stats)
-        return stats
+            return await rebuild_aside(self, progress)
 
     async def forget_session(self, session_key: str, busy: bool) -> bool:
         if self.store is None:
             return True
-        if self._rebuilding:
+        if self.life.rebuild_running:
             self._forgotten.add(session_key)
-        elif busy or self.write_lock.locked():
+        elif busy or self.life.write_lock.locked():
             return False
-        async with self.write_lock:
+        async with self.life.write_lock:
             try:
                 await self.store.files.remove([session_path(session_key)])
             except Exception:
-                if not self._rebuilding:
+                if not self.life.rebuild_running:
                     raise
                 log.debug("memory_forget_old_index_failed", exc_info=True)
         await self._refresh_counts()
@@ -350,11 +333,13 @@ class FilesMemoryIndex(IndexLifecycle):
         else:
             files, chunks, missing = await count_all(db, self.backend != "none")
         self.counts = {"files": files, "chunks": chunks, "vectors": chunks - missing, "missing": missing}
-        if self.searcher is not None:
-            self.searcher.total_chunks = chunks
+        if self.life.searcher is not None:
+            self.life.searcher.total_chunks = chunks
         # Kept for searches only while no write is under way (status during a sync reads the counts too):
         # a bump inside a write's open transaction is not the file's generation until it commits.
-        seen = None if self.write_lock.locked() else (self.store, self.store.bumps if self.store is not None else 0)
+        seen = (
+            None if self.life.write_lock.locked() else (self.store, self.store.bumps if self.store is not None else 0)
+        )
         self._generation = await get_meta(db, "generation", "0") or "0"
         self._generation_of = seen
         self.last_sync_at = await get_meta(db, "last_sync_at")
@@ -413,10 +398,10 @@ class FilesMemoryIndex(IndexLifecycle):
                 retry_after_ms=2000,
             ) from None
 
-    async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
-        if self.searcher is not None and self.vectors is not None:
+    async def stored_vectors(self, results: list[Hit]) -> dict[int, np.ndarray] | None:
+        if self.life.searcher is not None and self.vectors is not None:
             async with self._gate.shared():
-                return await stored_vectors(self.searcher.rows, results)
+                return await stored_vectors(self.life.searcher.rows, results)
         return None
 
     async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:
@@ -439,10 +424,10 @@ class FilesMemoryIndex(IndexLifecycle):
                 if vectors is not None and vectors.ann is not None and vectors.ann.started
                 else None,
             },
-            "fts": {"tokenizer": self.tokenizer},
+            "fts": {"tokenizer": self.life.tokenizer},
         }
 
     def embedding_cache(self, provider: str, model: str, max_entries: int) -> GatedCache:
         return GatedCache(
-            self._gate, self.write_lock, lambda: self.reader, lambda: self.writer, provider, model, max_entries
+            self._gate, self.life.write_lock, lambda: self.reader, lambda: self.writer, provider, model, max_entries
         )

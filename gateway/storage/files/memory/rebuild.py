@@ -23,7 +23,9 @@ import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable, Iterator, Protocol
+
+import structlog
 
 from ....errors import Conflict
 from ....fsutil import EXCLUSIVE, SHARED, ofd_lock
@@ -32,7 +34,15 @@ from ....memory.index.pipeline import IndexPipeline
 from ....memory.index.settings import IndexSettings, Progress, SyncStats
 from .db import Database
 from .migrations import SchemaParams, migrate, set_meta
+from ....memory.index.sources import session_path
 from .store import SqliteIndexStore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ....config import MemoryConfig
+    from ....memory.index.lifecycle import IndexLifecycle
+    from .gate import Gate
+
+log = structlog.get_logger("gateway.memory")
 
 KEEP_CORRUPT = 3  # damaged index files kept for a post-mortem; older ones are deleted
 WAL_SUFFIXES = ("-wal", "-shm")
@@ -180,3 +190,60 @@ def _keep_newest_aside(db_path: Path, keep: int) -> None:
     for stamp in stamps[:-keep] if keep else stamps:
         for suffix in ("",) + WAL_SUFFIXES:
             _remove(str(db_path.with_name(prefix + stamp + suffix)))
+
+
+class RebuiltIndex(Protocol):
+    """What `rebuild_aside` uses of the files engine's index (index.py's FilesMemoryIndex)."""
+
+    life: IndexLifecycle
+    cfg: MemoryConfig
+    db_path: Path
+    writer: Database | None
+    _forgotten: set[str]  # sessions forgotten while the rebuild ran: dropped from it before the swap
+    _gate: Gate
+
+    async def _open_db(self, path: Path) -> Database: ...
+    async def _close_index(self) -> None: ...
+    async def _open_live(self) -> None: ...
+    async def _open_live_state(self) -> None: ...
+
+
+async def rebuild_aside(ix: RebuiltIndex, progress: Progress | None) -> SyncStats:
+    """The files index's rebuild (its `_rebuild`, with no other process holding the file): everything
+    indexed into a fresh database next to the live one (`build_fresh`), which is then swapped in (`swap_in`)
+    and opened; sessions forgotten meanwhile are dropped from it first."""
+    assert ix.life.provider is not None and ix.writer is not None
+    ix.life.rebuild_running = True
+    ix._forgotten.clear()
+    ix.life.marks.clear()
+    try:
+        tmp, tdb, store, stats = await build_fresh(
+            ix.db_path,
+            ix._open_db,
+            ix.cfg.search.fts_tokenizer,
+            ix.life.signature(),
+            ix.life.provider,
+            ix.life.settings(),
+            progress,
+        )
+        try:
+            async with ix.life.write_lock:
+                if ix._forgotten:
+                    await store.files.remove([session_path(k) for k in ix._forgotten])
+                await tdb.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                await tdb.close()
+                async with ix._gate.exclusive():
+                    await ix._close_index()
+                    swap_in(tmp, ix.db_path)
+                    ix.life.rebuild_due = False
+                    await ix._open_live()
+                    await ix._open_live_state()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await tdb.close()
+            raise
+    finally:
+        ix.life.rebuild_running = False
+    log.info("memory_index_rebuilt", files=stats.indexed, duration_ms=stats.duration_ms)
+    await ix.life.after_sync(stats)
+    return stats

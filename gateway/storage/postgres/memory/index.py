@@ -26,12 +26,14 @@ import numpy as np
 import structlog
 
 from ....config import Config
+from ....memory.hit import Found, Hit
 from ....memory.index.lifecycle import IndexLifecycle
 from ....memory.index.pipeline import IndexPipeline
 from ....memory.index.settings import SyncStats
 from ....memory.index.sources import session_path
 from ....memory.ports import IndexContext, SearchPorts, Statement, VectorSearch
 from ....memory.rerank import stored_vectors
+from ....memory.search.request import SearchRequest
 from ....memory.sync import SyncRequest
 from ..db import migrate_vectors
 from .agent import get_meta, set_meta
@@ -49,11 +51,18 @@ if TYPE_CHECKING:  # pragma: no cover
 log = structlog.get_logger("gateway.memory")
 
 
-class PgMemoryIndex(IndexLifecycle):
+class PgMemoryIndex:
     shared = True  # every gateway on the database writes the agent's rows
 
     def __init__(self, config: Config, agent_id: str, pg: "Postgres"):
-        super().__init__(config, agent_id, self)  # corrupt_events stays empty: PostgreSQL keeps its own data safe
+        self.life = IndexLifecycle(config, agent_id, self)  # the lifecycle, over this engine (memory/index/)
+        self.cfg = config.memory
+        self.agent_id = agent_id
+        self.backend = "none"  # where the vectors are kept, set by open
+        self.counts: dict[str, int] = {"files": 0, "chunks": 0, "vectors": 0, "missing": 0}
+        self.last_sync_at: str | None = None
+        self._generation = "0"  # the index's generation as the counts last read it
+        self.corrupt_events: list[dict[str, str]] = []  # stays empty: PostgreSQL keeps its own data safe
         self.pool = pg.pool
         self.store: PgIndexStore | None = None
         self.pipeline: IndexPipeline | None = None
@@ -61,7 +70,7 @@ class PgMemoryIndex(IndexLifecycle):
 
     @property
     def rebuilding(self) -> bool:
-        return self._rebuilding or self._needs_rebuild
+        return self.life.rebuild_running or self.life.rebuild_due
 
     @property
     def degraded(self) -> str | None:
@@ -71,9 +80,20 @@ class PgMemoryIndex(IndexLifecycle):
     def recovering(self) -> bool:
         return False
 
+    # ---- what the lifecycle decides, as the memory service reads it -----------------------------------------
+    @property
+    def needs_rebuild(self) -> bool:
+        return self.life.needs_rebuild
+
+    async def search(self, req: SearchRequest) -> Found:
+        return await self.life.search(req)
+
+    async def sync(self, req: SyncRequest, progress: Any) -> SyncStats:
+        return await self.life.sync(req, progress)
+
     # ---- lifecycle ------------------------------------------------------------------------------------
     async def open(self, ctx: IndexContext) -> None:
-        self._bind(ctx)
+        self.life.bind(ctx)
         self.backend = "none"
         if ctx.provider.enabled:
             self._vector_schema_problem = await migrate_vectors(self.pool)
@@ -84,21 +104,21 @@ class PgMemoryIndex(IndexLifecycle):
         async with self.pool.acquire() as conn:  # gone if a gateway died during a first bulk load
             if not await ensure_fulltext_index(conn):  # another gateway is loading or building it: no wait
                 log.info("memory_fulltext_index_pending", note="another gateway builds it; searches scan meanwhile")
-        settings = self._settings()
+        settings = self.life.settings()
         self.store = PgIndexStore(self.pool, self.agent_id, ctx.provider, settings)
         self.pipeline = IndexPipeline(self.store, ctx.provider, settings)
         stored = await get_meta(self.pool, self.agent_id, "index_signature")
         has_chunks = await self.pool.fetchval("SELECT 1 FROM memory_chunks WHERE agent_id = $1 LIMIT 1", self.agent_id)
-        if self._compare_signature(stored, bool(has_chunks), storage="postgresql"):
-            await set_meta(self.pool, self.agent_id, "index_signature", self._signature())
-        await self._open_live_state()
+        if self.life.compare_signature(stored, bool(has_chunks), storage="postgresql"):
+            await set_meta(self.pool, self.agent_id, "index_signature", self.life.signature())
+        await self.life.open_live_state()
         await self._refresh_counts()
 
     async def close(self) -> None:
         """Nothing of its own: the pool is the engine's."""
 
-    def _backend_problem(self) -> str:
-        return self._vector_schema_problem or super()._backend_problem()
+    def _backend_problem(self) -> str | None:
+        return self._vector_schema_problem
 
     async def _stored_vectors(self) -> tuple[str, int] | None:
         dims = await self.pool.fetchval("SELECT dims FROM memory_vectors WHERE agent_id = $1 LIMIT 1", self.agent_id)
@@ -121,30 +141,30 @@ class PgMemoryIndex(IndexLifecycle):
 
     # ---- the writer ---------------------------------------------------------------------------------
     async def _sync(self, req: SyncRequest, progress: Any) -> SyncStats:
-        async with self.write_lock:
+        async with self.life.write_lock:
             assert self.pipeline is not None
             stats = await self.pipeline.sync(
                 force=req.force, memory=req.memory, sessions=req.sessions, progress=progress
             )
-        await self._after_sync(stats)
+        await self.life.after_sync(stats)
         return stats
 
     async def _rebuild(self, progress: Any) -> SyncStats:
         """New settings: drop the agent's rows, then index everything again (no file to swap)."""
         assert self.store is not None and self.pipeline is not None
-        self._rebuilding = True
-        self._marks.clear()
+        self.life.rebuild_running = True
+        self.life.marks.clear()
         try:
-            async with self.write_lock:
-                await self.store.reset(self._signature())
-                self._needs_rebuild = False
-                self._old_vectors_ok = True
-                await self._open_live_state()
+            async with self.life.write_lock:
+                await self.store.reset(self.life.signature())
+                self.life.rebuild_due = False
+                self.life.old_vectors_ok = True
+                await self.life.open_live_state()
                 stats = await self.pipeline.sync(force=True, memory=True, sessions=True, progress=progress)
         finally:
-            self._rebuilding = False
+            self.life.rebuild_running = False
         log.info("memory_index_rebuilt", files=stats.indexed, duration_ms=stats.duration_ms, storage="postgresql")
-        await self._after_sync(stats)
+        await self.life.after_sync(stats)
         return stats
 
     async def forget_session(self, session_key: str, busy: bool) -> bool:
@@ -152,9 +172,9 @@ class PgMemoryIndex(IndexLifecycle):
         lock and may have read the transcript before it went), False: a sync queued behind it drops them."""
         if self.store is None:
             return True
-        if self._rebuilding or busy or self.write_lock.locked():
+        if self.life.rebuild_running or busy or self.life.write_lock.locked():
             return False
-        async with self.write_lock:
+        async with self.life.write_lock:
             gone = await self.store.forget([session_path(session_key)], wait=False)
         if gone is None:
             return False
@@ -176,8 +196,8 @@ class PgMemoryIndex(IndexLifecycle):
         files, chunks = int(row[0]), int(row[1])
         missing = int(row[2]) if self.backend != "none" else 0
         self.counts = {"files": files, "chunks": chunks, "vectors": chunks - missing, "missing": missing}
-        if self.searcher is not None:
-            self.searcher.total_chunks = chunks
+        if self.life.searcher is not None:
+            self.life.searcher.total_chunks = chunks
         self._generation = row[3] or "0"
         self.last_sync_at = row[4]
 
@@ -208,13 +228,13 @@ class PgMemoryIndex(IndexLifecycle):
         gen = await get_meta(self.pool, self.agent_id, "generation", "0") or "0"
         if gen != self._generation:
             await self._refresh_counts()
-            await self._bind_stored_vectors()
+            await self.life.bind_stored_vectors()
         yield gen
 
-    async def stored_vectors(self, results: list[dict[str, Any]]) -> dict[int, np.ndarray] | None:
-        if self.searcher is None or self.searcher.vectors is None:
+    async def stored_vectors(self, results: list[Hit]) -> dict[int, np.ndarray] | None:
+        if self.life.searcher is None or self.life.searcher.vectors is None:
             return None
-        return await stored_vectors(self.searcher.rows, results)
+        return await stored_vectors(self.life.searcher.rows, results)
 
     async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:
         if self.store is None:
@@ -244,7 +264,7 @@ class PgMemoryIndex(IndexLifecycle):
     def status(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "vector": {
-                "available": self.searcher is not None and self.searcher.vectors is not None,
+                "available": self.life.searcher is not None and self.life.searcher.vectors is not None,
                 "matrix": None,
                 "ann": None,
             },
