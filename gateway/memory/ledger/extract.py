@@ -20,7 +20,7 @@ from ..index.chunking import Chunk
 from ..layout import KEYED_DIR
 from ..ports import Statement
 from .distill import LEDGER_NOTES, parse_note
-from .lexicon import BY_NAME, LOCKED_THINGS, Subject
+from .lexicon import BY_NAME, CLAUSE_END, LOCKED_THINGS, PUT_DOWN, RETIRED_TAIL, Subject
 from .prefilter import _FIRST_VERBS, _KEPT, _may_state
 from .lexicon import hinted as lexicon_hinted
 from .values import NAMED, RENAMED, apposition, colour_in, first_name_said, last_name, name_in, span
@@ -79,15 +79,25 @@ _NOT_YET = re.compile(
     r"|wish|someday|one day|should i|could i|not sure|wondering|tempted)\b",
     re.I,
 )
+_ENDING_ONLY_WORDS = (
+    r"between jobs|(?:i'm|i’m|i am) (?:now )?(?:unemployed|out of work)|single again|(?:i'm|i’m|i am) (?:now )?single(?!-)"
+    rf"|(?:i|i've|i’ve|i have|i'm|i’m|i am|we) (?:now |just |finally |officially )?retired{RETIRED_TAIL}"
+)
 _ENDING = re.compile(
     r"\b(?:broke up|split up|separated|divorced|quit|left (?:the|my)|no longer|not \w+ any ?more|stopped|cancell?ed"
-    r"|gave up|moved out|sold (?:the|my)|passed away|died|retired|ended|went our separate ways"
+    rf"|gave up|moved out|sold (?:the|my)|passed away|died|retired{RETIRED_TAIL}|ended|went our separate ways"
     r"|(?:called|broke) it off|called it (?:a day|quits)|(?:and i|and me)(?:'re|’re| are) (?:done|over|finished)\b(?! with)|hung up (?:the|my) (?:boots|gloves)|handed in my notice|resigned|made redundant|laid off|let go from|last day (?:at|with)"
     r"|walked out (?:of my job|on)|scrapped (?:the|my|our)|written off|wrote off|rehomed|(?:i'm|i’m|i am) single"
-    r"|single again|dumped (?:me|him|her|them)|left me|broke off (?:the|our) engagement|contract (?:at|with) .* ended"
-    r"|had to (?:have )?put (?:\w+ ){1,2}?(?:down|to sleep)|between jobs|(?:i'm|i’m|i am) (?:now )?(?:unemployed|out of work))\b",
+    rf"|single again|dumped (?:me|him|her|them){CLAUSE_END}|left me|broke off (?:the|our) engagement"
+    # a work contract ended ("My contract at Deloitte ended"), bounded: not the gym's, not "contract at … ended" any length
+    r"|contract (?:at|with) (?:work|(?:the )?(?-i:[A-Z])[\w&'’.-]*(?: (?-i:[A-Z])[\w&'’.-]*){0,3})"
+    r" (?:has |had |just |finally |officially )?ended"
+    rf"|{PUT_DOWN}|{_ENDING_ONLY_WORDS})\b",
     re.I,
 )
+# An ending said only as an ending: "I'm between jobs right now", "I'm single again, he moved to Leeds" are
+# endings whatever else the clause says ("now", "moved to"), never a value
+_ENDING_ONLY = re.compile(rf"\b(?:{_ENDING_ONLY_WORDS})\b", re.I)
 _START = re.compile(
     r"\b(?:now|new|newly|switched|changed|started|joined|got(?! (?:made redundant|laid off|let go))|bought|adopted|moved (?:to|into|in)|promoted|hired"
     r"|official|renamed|upped|increased|raised|lowered|reduced|signed|behind for)\b",
@@ -271,7 +281,11 @@ def _statements(
         or (not words.isdisjoint(_NOT_YET_WORDS) and _NOT_YET.search(s))
     ):
         return []
-    ending_said = not words.isdisjoint(_ENDING_WORDS) and _ENDING.search(s) is not None and not _START.search(s)
+    ending_said = (
+        not words.isdisjoint(_ENDING_WORDS)
+        and _ENDING.search(s) is not None
+        and (not _START.search(s) or _ENDING_ONLY.search(s) is not None)
+    )
     someone_else = bool(_RELATIVE_FIRST.search(s)) and not _WITH_ME.search(s)
     out: list[tuple[str, str, bool, bool]] = []
     seen: set[str] = set()

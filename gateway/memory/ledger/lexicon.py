@@ -49,6 +49,34 @@ def _w(words: str) -> tuple[str, ...]:
 _COLOURED = _w("car van bike boat canoe kayak scooter motorbike door shed")
 
 
+# The end of a clause, or a word of when: "dumped me last night", not "dumped me a load of homework".
+CLAUSE_END = r"(?=\s*(?:[.!?,;:)—–-]|$|(?:for|after|before|last|yesterday|today|tonight|this|on|in|over|by|via)\b))"
+# A lock's number: a bare code of {}-8 digits, not a time (7:30, 6am), a decade (1920s), a size or an age.
+LOCK_NUMBER = (
+    r"\d{{{},8}}\b(?![:.,]\d)(?!\s*(?:am|pm|a\.m|p\.m|o'?clock|h|hrs?|hours?|mins?|minutes?|mm|cm|m|km|metres?|meters?"
+    r"|inches|in|ft|feet|foot|kg|g|lbs?|years?|yrs?|months?|weeks?|days?|x\b|by)\b)"
+)
+# "I retired", "retired from work last June", not "I retired my old running shoes" or "retired from running"
+RETIRED_TAIL = (
+    r"(?=\s*(?:[.!?,;:)—–-]|$|(?:last|this|in|on|at|after|early|today|yesterday|now|properly|officially|for good|at last"
+    r"|from (?:work|my job|my post|my role|the job|(?:the )?(?:\w+ )?(?:service|force|police|army|navy|council|nhs"
+    r"|teaching|nursing|practice|firm|company|bank|civil service)))\b))"
+)
+# "We had to put Pepper to sleep", "I had to have our old cat put down": the person's own animal, at the clause's end
+_ANIMAL = (
+    r"dog|cat|puppy|kitten|pup|rabbit|bunny|hamster|parrot|budgie|tortoise|horse|pony|guinea pig|ferret|greyhound"
+    r"|lurcher|spaniel|terrier|collie|labrador|lab|boy|girl|baby"
+)
+_PUT_WHOM = (
+    r"(?:(?:my|our|the) (?:(?:poor|old|lovely|beloved|sweet|dear)\s+){0,2}"
+    rf"(?:{_ANIMAL})|(?-i:[A-Z])\w+|him|her)"
+)
+PUT_DOWN = (
+    rf"(?:^\W*|\b(?:i|we)\s+(?:\w+\s+)?)had to (?:put {_PUT_WHOM}|have {_PUT_WHOM} put|have put {_PUT_WHOM})"
+    rf" (?:down|to sleep){CLAUSE_END}(?!\s*(?:mode|button|setting))"
+)
+
+
 def _cue(words: str) -> re.Pattern[str]:
     # not a possessive: "my daughter's birthday", "our team's growth" say nothing of the daughter or team
     return re.compile(rf"\b(?:{words})\b(?!['’]s\b)", re.I)
@@ -62,7 +90,9 @@ SUBJECTS: tuple[Subject, ...] = (
             r"passwords?|passcodes?|pins?(?: numbers?| codes?)?|combinations?|combos?|(?:door|access|entry|key) ?codes?"
             r"|codes?|wi-?fi|logins?|(?:opens|unlocks) with (?=\S*\d)"
             # a lock said to be its number: "the alarm is 4455 now", "the gate's 2290 these days"
-            r"|(?:alarm|keypad|padlock|gate|locker)(?:'s|’s| is)(?: now| still)? (?=\d)"
+            # only a bare code of 3-8 digits (a gate's of 4-8): not a time, a size, an age or a decade
+            rf"|(?:alarm|keypad|padlock|locker)(?:'s|’s| is)(?: now| still)? (?={LOCK_NUMBER.format(3)})"
+            rf"|gate(?:'s|’s| is)(?: now| still)? (?={LOCK_NUMBER.format(4)})"
         ),
         qualified=True,
         hints=_w(
@@ -144,8 +174,9 @@ SUBJECTS: tuple[Subject, ...] = (
             r"work (?:at|for)|working (?:at|for)|employer|new job|my job(?! title)|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
             r"|quit my job|left my job|handed in my notice|accepted (?:an|the|their) offer"
             # an ending without the word "job": "I resigned", "got made redundant", "my last day at X"
-            r"|resigned|made redundant|laid off|let go from|last day (?:at|with)|walked out of my job|my contract (?:at|with)"
+            r"|resigned|made redundant|laid off|let go from|last day (?:at|with)|walked out of my job|my contract (?:at|with) (?=work\b|(?:the )?(?-i:[A-Z]))"
             r"|(?:(?:i|i've|i’ve|i have|i'm|i’m|i am|we)\s+(?:now\s+|just\s+|finally\s+|officially\s+)?|^\W*(?:just\s+|finally\s+)?)retired"
+            rf"{RETIRED_TAIL}"
             # work said without an employer: "went freelance", "I'm self-employed now", "I'm between jobs"
             r"|went (?:freelance|self-employed)|(?:i'm|i’m|i am) (?:now )?(?:freelance|self-employed|a freelancer)"
             r"|between jobs|(?:i'm|i’m|i am) (?:now )?(?:unemployed|out of work)"
@@ -180,8 +211,9 @@ SUBJECTS: tuple[Subject, ...] = (
             # an anniversary: "eight months together this week", "two years together today"
             r"|(?:weeks|months|years) together (?:this|today|next|last)\b"
             # endings: "I'm single again", "she dumped me", "he left me", "we broke off the engagement"
-            r"|(?:i'm|i’m|i am) single|single again|dumped me|(?:he|she|they) left me|broke off (?:the|our) engagement"
-            r"|(?:my|our) other half"
+            rf"|(?:i'm|i’m|i am) single|single again|dumped me{CLAUSE_END}|(?:he|she|they) left me|broke off (?:the|our) engagement"
+            # "my other half Sam", "Sam, my other half": only with the name ("with my other half" names no one)
+            r"|(?:my|our) other half,? (?=(?-i:[A-Z])\w+)|(?-i:[A-Z])\w+, (?:my|our) other half\b"
             r"|moved in with (?-i:[A-Z])\w*|(?:been|started) seeing (?-i:[A-Z])\w*|(?:i've|i’ve|i have) been with (?-i:[A-Z])\w+ (?:for|since)"
             r"|(?:am|was) i seeing|i(?:'m| am| was) seeing"
             r"|we(?:'re| are) together|(?:and i|and me|we)(?:'re|’re| are) (?:now |finally |officially )?(?:official|an item"
@@ -250,7 +282,7 @@ SUBJECTS: tuple[Subject, ...] = (
         "the person's pet: their dog, cat or other animal, its name or breed",
         _cue(
             r"dog|puppy|cat|kitten|pet|rabbit|hamster|parrot|tortoise|guinea pig|(?:adopted|rescued) (?:a|an|two)"
-            r"|had to (?:have )?put (?:\w+ ){1,2}?(?:down|to sleep)"  # an ending without the animal's word
+            rf"|{PUT_DOWN}"  # an ending without the animal's word
             # a pet said by its breed: "Chorizo, my rescue greyhound", "our spaniel Bramble"
             r"|(?:my|our) (?:[\w-]+ )?(?:greyhound|lurcher|whippet|labrador|spaniel|terrier|collie|poodle|beagle|dachshund"
             r"|husky|retriever|pug|cockapoo|labradoodle|sheepdog|staffie|schnauzer|corgi|tabby|siamese|ragdoll|persian)s?"
