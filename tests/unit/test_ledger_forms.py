@@ -662,3 +662,35 @@ def test_a_long_input_of_near_misses_is_read_in_one_pass():
         assert isinstance(message_statements(text), list)
         assert isinstance(statements_of(text, text), list)
         assert isinstance(from_chunks("memory/n.md", [make_chunk(1, 1, text)], "2025-01-01T00:00:00.000Z"), list)
+
+
+@pytest.mark.parametrize(
+    ("message", "subject"),
+    [
+        # an ending word ends only the subjects it can end: a partner is not quit, a pet not given up for coffee
+        ("My partner Sam quit smoking.", "partner"),
+        ("I gave up coffee, my dog Pepper doesn't care.", "pet"),
+        ("My partner Sam gave up his allotment.", "partner"),
+        ("I resigned from the committee, my cat Miso slept through it.", "pet"),
+        # "left me"/"dumped me" with an object is no break-up
+        ("She left me a voicemail about dinner.", "partner"),
+        ("He left me a note on the fridge.", "partner"),
+        ("Sam dumped me in it at the meeting.", "partner"),
+    ],
+)
+def test_an_ending_word_that_cannot_end_the_subject_ends_nothing(message, subject):
+    found = {s: e for s, _, e in message_statements(message)}
+    assert not found.get(subject, False), message_statements(message)
+
+
+@pytest.mark.parametrize(
+    ("message", "subject"),
+    [
+        ("I retired from Deloitte last year.", "employer"),
+        ("She left me for her boss.", "partner"),
+        ("Our dog Pepper died last night.", "pet"),
+        ("I stopped working at Tesco.", "employer"),
+    ],
+)
+def test_an_ending_word_that_can_end_the_subject_still_does(message, subject):
+    assert said(message)[subject] == ("", True), said(message)

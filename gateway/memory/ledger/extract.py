@@ -20,7 +20,8 @@ from ..index.chunking import Chunk
 from ..layout import KEYED_DIR
 from ..ports import Statement
 from .distill import LEDGER_NOTES, parse_note
-from .lexicon import BY_NAME, CLAUSE_END, LOCKED_THINGS, PUT_DOWN, RETIRED_TAIL, Subject
+from .endings import ENDING, ENDING_ONLY, ENDING_WORDS, ends
+from .lexicon import BY_NAME, LOCKED_THINGS, Subject
 from .prefilter import _FIRST_VERBS, _KEPT, _may_state
 from .lexicon import hinted as lexicon_hinted
 from .values import NAMED, RENAMED, apposition, colour_in, first_name_said, last_name, name_in, span
@@ -79,25 +80,6 @@ _NOT_YET = re.compile(
     r"|wish|someday|one day|should i|could i|not sure|wondering|tempted)\b",
     re.I,
 )
-_ENDING_ONLY_WORDS = (
-    r"between jobs|(?:i'm|i’m|i am) (?:now )?(?:unemployed|out of work)|single again|(?:i'm|i’m|i am) (?:now )?single(?!-)"
-    rf"|(?:i|i've|i’ve|i have|i'm|i’m|i am|we) (?:now |just |finally |officially )?retired{RETIRED_TAIL}"
-)
-_ENDING = re.compile(
-    r"\b(?:broke up|split up|separated|divorced|quit|left (?:the|my)|no longer|not \w+ any ?more|stopped|cancell?ed"
-    rf"|gave up|moved out|sold (?:the|my)|passed away|died|retired{RETIRED_TAIL}|ended|went our separate ways"
-    r"|(?:called|broke) it off|called it (?:a day|quits)|(?:and i|and me)(?:'re|’re| are) (?:done|over|finished)\b(?! with)|hung up (?:the|my) (?:boots|gloves)|handed in my notice|resigned|made redundant|laid off|let go from|last day (?:at|with)"
-    r"|walked out (?:of my job|on)|scrapped (?:the|my|our)|written off|wrote off|rehomed|(?:i'm|i’m|i am) single"
-    rf"|single again|dumped (?:me|him|her|them){CLAUSE_END}|left me|broke off (?:the|our) engagement"
-    # a work contract ended ("My contract at Deloitte ended"), bounded: not the gym's, not "contract at … ended" any length
-    r"|contract (?:at|with) (?:work|(?:the )?(?-i:[A-Z])[\w&'’.-]*(?: (?-i:[A-Z])[\w&'’.-]*){0,3})"
-    r" (?:has |had |just |finally |officially )?ended"
-    rf"|{PUT_DOWN}|{_ENDING_ONLY_WORDS})\b",
-    re.I,
-)
-# An ending said only as an ending: "I'm between jobs right now", "I'm single again, he moved to Leeds" are
-# endings whatever else the clause says ("now", "moved to"), never a value
-_ENDING_ONLY = re.compile(rf"\b(?:{_ENDING_ONLY_WORDS})\b", re.I)
 _START = re.compile(
     r"\b(?:now|new|newly|switched|changed|started|joined|got(?! (?:made redundant|laid off|let go))|bought|adopted|moved (?:to|into|in)|promoted|hired"
     r"|official|renamed|upped|increased|raised|lowered|reduced|signed|behind for)\b",
@@ -193,11 +175,6 @@ _NOT_YET_WORDS = frozenset(
     "should could not wondering tempted".split()
 )
 _OTHERS_WORDS = frozenset("he she they his her their him them".split())
-_ENDING_WORDS = frozenset(
-    "broke split separated divorced quit left no not stopped cancelled canceled gave moved sold passed died retired "
-    "ended went called broke handed resigned made laid let last walked scrapped written wrote rehomed single dumped "
-    "contract put jobs unemployed work hung and".split()
-)
 _PROJECT_CUE = BY_NAME["project"].cues
 _WEEKDAY = re.compile(r"(?:mon|tues|wednes|thurs|fri|satur|sun)day", re.I)
 # A value of these names the thing (or a teacher, a colour), or there is none: "the teacher said my past
@@ -281,10 +258,10 @@ def _statements(
         or (not words.isdisjoint(_NOT_YET_WORDS) and _NOT_YET.search(s))
     ):
         return []
-    ending_said = (
-        not words.isdisjoint(_ENDING_WORDS)
-        and _ENDING.search(s) is not None
-        and (not _START.search(s) or _ENDING_ONLY.search(s) is not None)
+    endings = (
+        [e.group(0) for e in ENDING.finditer(s)]
+        if not words.isdisjoint(ENDING_WORDS) and (not _START.search(s) or ENDING_ONLY.search(s) is not None)
+        else []
     )
     someone_else = bool(_RELATIVE_FIRST.search(s)) and not _WITH_ME.search(s)
     out: list[tuple[str, str, bool, bool]] = []
@@ -318,7 +295,8 @@ def _statements(
         if name in seen:
             continue
         seen.add(name)
-        ending = ending_said
+        # an ending closes the subjects it can end: "My partner Sam quit smoking", "I gave up coffee, my dog …"
+        ending = any(ends(subj.name, e) for e in endings)
         found = None if ending else span(name, s, m)
         cue_said = m.group(0).lower().lstrip(" \t.,!")
         if (

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .endings import CLAUSE_END, LOCK_NUMBER, PUT_DOWN, RETIRED_TAIL
 from .values import COLOUR
 from .brands import (
     DEVICE_NAMES,
@@ -47,34 +48,6 @@ def _w(words: str) -> tuple[str, ...]:
 
 
 _COLOURED = _w("car van bike boat canoe kayak scooter motorbike door shed")
-
-
-# The end of a clause, or a word of when: "dumped me last night", not "dumped me a load of homework".
-CLAUSE_END = r"(?=\s*(?:[.!?,;:)—–-]|$|(?:for|after|before|last|yesterday|today|tonight|this|on|in|over|by|via)\b))"
-# A lock's number: a bare code of {}-8 digits, not a time (7:30, 6am), a decade (1920s), a size or an age.
-LOCK_NUMBER = (
-    r"\d{{{},8}}\b(?![:.,]\d)(?!\s*(?:am|pm|a\.m|p\.m|o'?clock|h|hrs?|hours?|mins?|minutes?|mm|cm|m|km|metres?|meters?"
-    r"|inches|in|ft|feet|foot|kg|g|lbs?|years?|yrs?|months?|weeks?|days?|x\b|by)\b)"
-)
-# "I retired", "retired from work last June", not "I retired my old running shoes" or "retired from running"
-RETIRED_TAIL = (
-    r"(?=\s*(?:[.!?,;:)—–-]|$|(?:last|this|in|on|at|after|early|today|yesterday|now|properly|officially|for good|at last"
-    r"|from (?:work|my job|my post|my role|the job|(?:the )?(?:\w+ )?(?:service|force|police|army|navy|council|nhs"
-    r"|teaching|nursing|practice|firm|company|bank|civil service)))\b))"
-)
-# "We had to put Pepper to sleep", "I had to have our old cat put down": the person's own animal, at the clause's end
-_ANIMAL = (
-    r"dog|cat|puppy|kitten|pup|rabbit|bunny|hamster|parrot|budgie|tortoise|horse|pony|guinea pig|ferret|greyhound"
-    r"|lurcher|spaniel|terrier|collie|labrador|lab|boy|girl|baby"
-)
-_PUT_WHOM = (
-    r"(?:(?:my|our|the) (?:(?:poor|old|lovely|beloved|sweet|dear)\s+){0,2}"
-    rf"(?:{_ANIMAL})|(?-i:[A-Z])\w+|him|her)"
-)
-PUT_DOWN = (
-    rf"(?:^\W*|\b(?:i|we)\s+(?:\w+\s+)?)had to (?:put {_PUT_WHOM}|have {_PUT_WHOM} put|have put {_PUT_WHOM})"
-    rf" (?:down|to sleep){CLAUSE_END}(?!\s*(?:mode|button|setting))"
-)
 
 
 def _cue(words: str) -> re.Pattern[str]:
@@ -211,7 +184,7 @@ SUBJECTS: tuple[Subject, ...] = (
             # an anniversary: "eight months together this week", "two years together today"
             r"|(?:weeks|months|years) together (?:this|today|next|last)\b"
             # endings: "I'm single again", "she dumped me", "he left me", "we broke off the engagement"
-            rf"|(?:i'm|i’m|i am) single|single again|dumped me{CLAUSE_END}|(?:he|she|they) left me|broke off (?:the|our) engagement"
+            rf"|(?:i'm|i’m|i am) single|single again|dumped me{CLAUSE_END}|(?:he|she|they) left me{CLAUSE_END}|broke off (?:the|our) engagement"
             # "my other half Sam", "Sam, my other half": only with the name ("with my other half" names no one)
             r"|(?:my|our) other half,? (?=(?-i:[A-Z])\w+)|(?-i:[A-Z])\w+, (?:my|our) other half\b"
             r"|moved in with (?-i:[A-Z])\w*|(?:been|started) seeing (?-i:[A-Z])\w*|(?:i've|i’ve|i have) been with (?-i:[A-Z])\w+ (?:for|since)"
