@@ -657,7 +657,19 @@ def test_a_partner_named_in_apposition_to_my_other_half():
 def test_a_long_input_of_near_misses_is_read_in_one_pass():
     # 200 KB of text each rule half-matches ("contract at work … ended", "had to put … down", a lock then
     # digits): bounded expressions read it without backtracking (a quadratic one took seconds)
-    for unit in ("my contract at work ", "had to put my ", "the alarm is 12", "I retired the ", "my other half "):
+    for unit in (
+        "my contract at work ",
+        "had to put my ",
+        "the alarm is 12",
+        "I retired the ",
+        "my other half ",
+        "left the flat ",
+        "offered a senior job ",
+        "the trip was off ",
+        "bought a house ",
+        "all now in ",
+        "the locker opens with 12",
+    ):
         text = unit * (200_000 // len(unit))
         assert isinstance(message_statements(text), list)
         assert isinstance(statements_of(text, text), list)
@@ -694,3 +706,17 @@ def test_an_ending_word_that_cannot_end_the_subject_ends_nothing(message, subjec
 )
 def test_an_ending_word_that_can_end_the_subject_still_does(message, subject):
     assert said(message)[subject] == ("", True), said(message)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "The gym opens with 6am classes now.",
+        "The shop opens with 2 staff on Sundays.",
+        "The pool unlocks with 10 minutes to spare.",
+        "The alarm got reset, the new number is 7:30.",
+    ],
+)
+def test_what_opens_or_a_locks_new_number_is_a_code_only_when_bare(message):
+    found = {s.split(":", 1)[0] for s, _, _ in message_statements(message)}
+    assert "code" not in found, message_statements(message)

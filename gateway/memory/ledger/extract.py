@@ -61,12 +61,13 @@ _OBJECT_FIRST = re.compile(
 )
 # "The garage keypad got reset; the new number is 0804": a lock's number is its code
 _LOCK_SAID = re.compile(r"\b(?:keypad|padlock|alarm|lock|combination|key ?safe|code)\b", re.I)
+_BARE_CODE = re.compile(r"[#*]?\d{3,8}")
 _ANNIVERSARY = re.compile(r"\b(?:\w+|\d+) (?:weeks|months|years) together\b", re.I)
 _PRONOUN = re.compile(r"\b(?:she|he)(?:'s|’s| is)\b", re.I)
 # "The barbecue got rained out so we called it off": an event called off, not the person's relationship
 _EVENT_OFF = re.compile(
     r"\b(?:trip|party|gig|match|game|barbecue|bbq|meeting|picnic|holiday|dinner|walk|hike|session|training|rehearsal"
-    r"|class|lesson|shoot|match|race|sale|viewing|interview|launch|event|wedding|match|outing|visit)s?\b.*\bcalled (?:it|the \w+) off",
+    r"|class|lesson|shoot|match|race|sale|viewing|interview|launch|event|wedding|match|outing|visit)s?\b[^.!?]{0,160}?\bcalled (?:it|the \w+) off",
     re.I,
 )
 _ACCEPTED = re.compile(r"\b(?:said yes|accepted|took it|taking it|signed the contract|start on|starting on)\b", re.I)
@@ -391,7 +392,12 @@ def message_statements(words: str, known: list[Subject] | None = None) -> list[t
                 value, spanned = (better, True) if better else (value, False)
                 if not spanned and kind in _THINGS:  # "nick my bike so I changed the lock": no vehicle named
                     continue
-            if subject == "number" and _LOCK_SAID.search(words) and (thing := LOCKED_THINGS.search(words)):
+            if (
+                subject == "number"
+                and _BARE_CODE.fullmatch(value)  # "the new number is 7:30" is no lock's code
+                and _LOCK_SAID.search(words)
+                and (thing := LOCKED_THINGS.search(words))
+            ):
                 subject = f"code:{thing.group(1).lower()}"  # "the garage keypad got reset; the new number is 0804"
             old = found.get(subject)
             if old is None or (not old[2] and not old[3] and not ending and spanned):

@@ -61,7 +61,9 @@ SUBJECTS: tuple[Subject, ...] = (
         "a password, passcode, PIN, lock combination, door code or wifi login: how to get in or get online",
         _cue(
             r"passwords?|passcodes?|pins?(?: numbers?| codes?)?|combinations?|combos?|(?:door|access|entry|key) ?codes?"
-            r"|codes?|wi-?fi|logins?|(?:opens|unlocks) with (?=\S*\d)"
+            r"|codes?|wi-?fi|logins?"
+            # opens with a code, not "opens with 6am classes", "unlocks with 10 minutes to spare"
+            rf"|(?:opens|unlocks) with (?=(?:[#*]|[a-z]{{1,2}})?{LOCK_NUMBER.format(3)})"
             # a lock said to be its number: "the alarm is 4455 now", "the gate's 2290 these days"
             # only a bare code of 3-8 digits (a gate's of 4-8): not a time, a size, an age or a decade
             rf"|(?:alarm|keypad|padlock|locker)(?:'s|’s| is)(?: now| still)? (?={LOCK_NUMBER.format(3)})"
@@ -103,17 +105,17 @@ SUBJECTS: tuple[Subject, ...] = (
             r"|(?:i'm|i’m|i am|we're|we’re|we are) (?:now )?(?:based|living|settled) in"
             # a home said through a thing in it: "my bed is now in a tenement in X", "all our stuff is in X now"
             r"|(?:my|our) (?:bed|stuff|things|boxes|furniture|sofa|plants) (?:is|are|'s|’s|finally|now|all)"
-            r"(?: (?:now|all|finally|officially|safely))* (?:in|at)\b(?=(?:\s+[\w'’-]+)*?\s+(?-i:[A-Z][a-z]))"
+            r"(?: (?:now|all|finally|officially|safely))* (?:in|at)\b(?=(?:\s+[\w'’-]+){0,12}?\s+(?-i:[A-Z][a-z]))"
             # a dwelling taken: "signed for a one-bed flat in X", "I rent a room in X", "bought a house in X"
             r"|(?:signed (?:for|up for)|signed (?:a|the) (?:lease|tenancy)(?: agreement)? (?:on|for)|rent(?:ing)?|rented"
             r"|bought|buying|moved into|share|sharing|picked up the keys to) (?:a|an|the|my|our) (?:[\w-]+ ){0,3}?"
             r"(?:flat|house|apartment|room|studio|place|bungalow|cottage|terrace|condo|bedsit|tenement|loft|maisonette)\b"
-            r"(?=.*\b(?:in|at|near|off) (?-i:[A-Z]))"
+            r"(?=[^.!?]{0,200}?\b(?:in|at|near|off) (?-i:[A-Z]))"
             r"|^\W*(?:(?:just|finally|officially|so|and)\s+)*(?:moved|relocated) (?:to|into|over to)\b"
             # "Home is Brighton now", "home's a flat in Leith": home said as the subject of its sentence
             r"|^\W*(?:(?:so|and|now)\s+)?home(?:'s|’s| is)\b"
             # a move said as the old home left behind: "left the flat in Leith behind for a house in Hove"
-            r"|left (?:the|my|our) (?:[\w-]+ ){0,3}?(?:flat|house|apartment|room|studio|place|home)\b.*?\bbehind for\b"
+            r"|left (?:the|my|our) (?:[\w-]+ ){0,3}?(?:flat|house|apartment|room|studio|place|home)\b[^.!?]{0,160}?\bbehind for\b"
         ),
         hints=_w(
             "live living moved relocated moving move flat house apartment place home address resident keys settled based"

@@ -85,7 +85,7 @@ _ROLE_AT = re.compile(
 )
 _FREELANCE = re.compile(r"\b(?:self-employed|a freelancer|freelance)\b", re.I)
 _OFFERED = re.compile(
-    rf"\boffered (?:a|an|the) ((?:[\w-]+ ){{0,3}}?[\w-]+) (?:job|post|position|role)\b.*?\b(?:at|with) (?:the )?({_NAME})"
+    rf"\boffered (?:a|an|the) ((?:[\w-]+ ){{0,3}}?[\w-]+) (?:job|post|position|role)\b[^.!?]{{0,160}}?\b(?:at|with) (?:the )?({_NAME})"
 )
 # "Quayside Kitchen in the Baltic Triangle offered me the top job": the employer is who offered
 _OFFERED_BY = re.compile(rf"({_NAME})(?:\s+(?:in|on|at|from)\s+(?:the\s+)?{_NAME})?\s+offered me\b")
