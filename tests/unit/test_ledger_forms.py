@@ -720,3 +720,7 @@ def test_an_ending_word_that_can_end_the_subject_still_does(message, subject):
 def test_what_opens_or_a_locks_new_number_is_a_code_only_when_bare(message):
     found = {s.split(":", 1)[0] for s, _, _ in message_statements(message)}
     assert "code" not in found, message_statements(message)
+
+
+def test_an_ending_only_cue_beside_a_new_employer_named_gives_the_new_one():
+    assert said("I retired from the army in 2019 and now work at Tesco.")["employer"] == ("Tesco", False)

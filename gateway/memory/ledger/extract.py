@@ -259,9 +259,10 @@ def _statements(
         or (not words.isdisjoint(_NOT_YET_WORDS) and _NOT_YET.search(s))
     ):
         return []
+    started = _START.search(s) is not None
     endings = (
         [e.group(0) for e in ENDING.finditer(s)]
-        if not words.isdisjoint(ENDING_WORDS) and (not _START.search(s) or ENDING_ONLY.search(s) is not None)
+        if not words.isdisjoint(ENDING_WORDS) and (not started or ENDING_ONLY.search(s) is not None)
         else []
     )
     someone_else = bool(_RELATIVE_FIRST.search(s)) and not _WITH_ME.search(s)
@@ -298,7 +299,10 @@ def _statements(
         seen.add(name)
         # an ending closes the subjects it can end: "My partner Sam quit smoking", "I gave up coffee, my dog …"
         ending = any(ends(subj.name, e) for e in endings)
-        found = None if ending else span(name, s, m)
+        # beside a start, an ending-only cue ends work unless the clause names the new employer: "I'm between
+        # jobs right now" ends it, "I retired from the army in 2019 and now work at Tesco" is Tesco
+        found = span(name, s, m) if not ending or (started and subj.name == "employer") else None
+        ending = ending and found is None
         cue_said = m.group(0).lower().lstrip(" \t.,!")
         if (
             found is None

@@ -222,7 +222,7 @@ def _employer_named(s: str) -> str | None:
         return org
     if m := _ROLE_AT.search(s):
         role, org = m.group(1), _first_name(m.group(2))
-        if org and not re.match(r"(?:working|going|based|living|staying)\b", role, re.I):
+        if org and not re.match(r"(?:work|working|going|based|living|staying)\b", role, re.I):
             return _tidy(f"{role} at {org}")
     m = _AT_ORG.search(s)
     org = _first_name(m.group(1)) if m else None
