@@ -724,3 +724,16 @@ def test_what_opens_or_a_locks_new_number_is_a_code_only_when_bare(message):
 
 def test_an_ending_only_cue_beside_a_new_employer_named_gives_the_new_one():
     assert said("I retired from the army in 2019 and now work at Tesco.")["employer"] == ("Tesco", False)
+
+
+@given(
+    st.sampled_from(
+        ["Watched a film with", "Went for a walk with", "Cooked dinner for", "Had a row with", "Laughed at"]
+    ),
+    st.sampled_from(["", " again", " last night", " on Sunday", " this week", " of the sandwich"]),
+)
+@settings(max_examples=60, deadline=None)
+def test_property_my_other_half_without_a_name_names_no_partner(lead, tail):
+    message = f"{lead} my other half{tail}."
+    found = {s for s, _, _ in message_statements(message)}
+    assert "partner" not in found, (message, message_statements(message))
