@@ -20,6 +20,7 @@ from ..index.chunking import Chunk
 from ..layout import KEYED_DIR
 from ..ports import Statement
 from .distill import LEDGER_NOTES, parse_note
+from .endings import ENDING, ENDING_ONLY, ENDING_WORDS, ends
 from .lexicon import BY_NAME, LOCKED_THINGS, Subject
 from .prefilter import _FIRST_VERBS, _KEPT, _may_state
 from .lexicon import hinted as lexicon_hinted
@@ -60,12 +61,13 @@ _OBJECT_FIRST = re.compile(
 )
 # "The garage keypad got reset; the new number is 0804": a lock's number is its code
 _LOCK_SAID = re.compile(r"\b(?:keypad|padlock|alarm|lock|combination|key ?safe|code)\b", re.I)
+_BARE_CODE = re.compile(r"[#*]?\d{3,8}")
 _ANNIVERSARY = re.compile(r"\b(?:\w+|\d+) (?:weeks|months|years) together\b", re.I)
 _PRONOUN = re.compile(r"\b(?:she|he)(?:'s|’s| is)\b", re.I)
 # "The barbecue got rained out so we called it off": an event called off, not the person's relationship
 _EVENT_OFF = re.compile(
     r"\b(?:trip|party|gig|match|game|barbecue|bbq|meeting|picnic|holiday|dinner|walk|hike|session|training|rehearsal"
-    r"|class|lesson|shoot|match|race|sale|viewing|interview|launch|event|wedding|match|outing|visit)s?\b.*\bcalled (?:it|the \w+) off",
+    r"|class|lesson|shoot|match|race|sale|viewing|interview|launch|event|wedding|match|outing|visit)s?\b[^.!?]{0,160}?\bcalled (?:it|the \w+) off",
     re.I,
 )
 _ACCEPTED = re.compile(r"\b(?:said yes|accepted|took it|taking it|signed the contract|start on|starting on)\b", re.I)
@@ -77,15 +79,6 @@ _QUESTION = re.compile(
 _NOT_YET = re.compile(
     r"\b(?:if|would|might|maybe|perhaps|thinking (?:of|about)|considering|plan(?:ning)? to|want(?:s|ed)? to|hope to|hoping"
     r"|wish|someday|one day|should i|could i|not sure|wondering|tempted)\b",
-    re.I,
-)
-_ENDING = re.compile(
-    r"\b(?:broke up|split up|separated|divorced|quit|left (?:the|my)|no longer|not \w+ any ?more|stopped|cancell?ed"
-    r"|gave up|moved out|sold (?:the|my)|passed away|died|retired|ended|went our separate ways"
-    r"|(?:called|broke) it off|called it (?:a day|quits)|(?:and i|and me)(?:'re|’re| are) (?:done|over|finished)\b(?! with)|hung up (?:the|my) (?:boots|gloves)|handed in my notice|resigned|made redundant|laid off|let go from|last day (?:at|with)"
-    r"|walked out (?:of my job|on)|scrapped (?:the|my|our)|written off|wrote off|rehomed|(?:i'm|i’m|i am) single"
-    r"|single again|dumped (?:me|him|her|them)|left me|broke off (?:the|our) engagement|contract (?:at|with) .* ended"
-    r"|had to (?:have )?put (?:\w+ ){1,2}?(?:down|to sleep)|between jobs|(?:i'm|i’m|i am) (?:now )?(?:unemployed|out of work))\b",
     re.I,
 )
 _START = re.compile(
@@ -183,11 +176,6 @@ _NOT_YET_WORDS = frozenset(
     "should could not wondering tempted".split()
 )
 _OTHERS_WORDS = frozenset("he she they his her their him them".split())
-_ENDING_WORDS = frozenset(
-    "broke split separated divorced quit left no not stopped cancelled canceled gave moved sold passed died retired "
-    "ended went called broke handed resigned made laid let last walked scrapped written wrote rehomed single dumped "
-    "contract put jobs unemployed work hung and".split()
-)
 _PROJECT_CUE = BY_NAME["project"].cues
 _WEEKDAY = re.compile(r"(?:mon|tues|wednes|thurs|fri|satur|sun)day", re.I)
 # A value of these names the thing (or a teacher, a colour), or there is none: "the teacher said my past
@@ -271,7 +259,12 @@ def _statements(
         or (not words.isdisjoint(_NOT_YET_WORDS) and _NOT_YET.search(s))
     ):
         return []
-    ending_said = not words.isdisjoint(_ENDING_WORDS) and _ENDING.search(s) is not None and not _START.search(s)
+    started = _START.search(s) is not None
+    endings = (
+        [e.group(0) for e in ENDING.finditer(s)]
+        if not words.isdisjoint(ENDING_WORDS) and (not started or ENDING_ONLY.search(s) is not None)
+        else []
+    )
     someone_else = bool(_RELATIVE_FIRST.search(s)) and not _WITH_ME.search(s)
     out: list[tuple[str, str, bool, bool]] = []
     seen: set[str] = set()
@@ -304,8 +297,12 @@ def _statements(
         if name in seen:
             continue
         seen.add(name)
-        ending = ending_said
-        found = None if ending else span(name, s, m)
+        # an ending closes the subjects it can end: "My partner Sam quit smoking", "I gave up coffee, my dog …"
+        ending = any(ends(subj.name, e) for e in endings)
+        # beside a start, an ending-only cue ends work unless the clause names the new employer: "I'm between
+        # jobs right now" ends it, "I retired from the army in 2019 and now work at Tesco" is Tesco
+        found = span(name, s, m) if not ending or (started and subj.name == "employer") else None
+        ending = ending and found is None
         cue_said = m.group(0).lower().lstrip(" \t.,!")
         if (
             found is None
@@ -399,7 +396,12 @@ def message_statements(words: str, known: list[Subject] | None = None) -> list[t
                 value, spanned = (better, True) if better else (value, False)
                 if not spanned and kind in _THINGS:  # "nick my bike so I changed the lock": no vehicle named
                     continue
-            if subject == "number" and _LOCK_SAID.search(words) and (thing := LOCKED_THINGS.search(words)):
+            if (
+                subject == "number"
+                and _BARE_CODE.fullmatch(value)  # "the new number is 7:30" is no lock's code
+                and _LOCK_SAID.search(words)
+                and (thing := LOCKED_THINGS.search(words))
+            ):
                 subject = f"code:{thing.group(1).lower()}"  # "the garage keypad got reset; the new number is 0804"
             old = found.get(subject)
             if old is None or (not old[2] and not old[3] and not ending and spanned):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .endings import CLAUSE_END, LOCK_NUMBER, PUT_DOWN, RETIRED_TAIL
 from .values import COLOUR
 from .brands import (
     DEVICE_NAMES,
@@ -60,9 +61,13 @@ SUBJECTS: tuple[Subject, ...] = (
         "a password, passcode, PIN, lock combination, door code or wifi login: how to get in or get online",
         _cue(
             r"passwords?|passcodes?|pins?(?: numbers?| codes?)?|combinations?|combos?|(?:door|access|entry|key) ?codes?"
-            r"|codes?|wi-?fi|logins?|(?:opens|unlocks) with (?=\S*\d)"
+            r"|codes?|wi-?fi|logins?"
+            # opens with a code, not "opens with 6am classes", "unlocks with 10 minutes to spare"
+            rf"|(?:opens|unlocks) with (?=(?:[#*]|[a-z]{{1,2}})?{LOCK_NUMBER.format(3)})"
             # a lock said to be its number: "the alarm is 4455 now", "the gate's 2290 these days"
-            r"|(?:alarm|keypad|padlock|gate|locker)(?:'s|’s| is)(?: now| still)? (?=\d)"
+            # only a bare code of 3-8 digits (a gate's of 4-8): not a time, a size, an age or a decade
+            rf"|(?:alarm|keypad|padlock|locker)(?:'s|’s| is)(?: now| still)? (?={LOCK_NUMBER.format(3)})"
+            rf"|gate(?:'s|’s| is)(?: now| still)? (?={LOCK_NUMBER.format(4)})"
         ),
         qualified=True,
         hints=_w(
@@ -100,17 +105,17 @@ SUBJECTS: tuple[Subject, ...] = (
             r"|(?:i'm|i’m|i am|we're|we’re|we are) (?:now )?(?:based|living|settled) in"
             # a home said through a thing in it: "my bed is now in a tenement in X", "all our stuff is in X now"
             r"|(?:my|our) (?:bed|stuff|things|boxes|furniture|sofa|plants) (?:is|are|'s|’s|finally|now|all)"
-            r"(?: (?:now|all|finally|officially|safely))* (?:in|at)\b(?=(?:\s+[\w'’-]+)*?\s+(?-i:[A-Z][a-z]))"
+            r"(?: (?:now|all|finally|officially|safely))* (?:in|at)\b(?=(?:\s+[\w'’-]+){0,12}?\s+(?-i:[A-Z][a-z]))"
             # a dwelling taken: "signed for a one-bed flat in X", "I rent a room in X", "bought a house in X"
             r"|(?:signed (?:for|up for)|signed (?:a|the) (?:lease|tenancy)(?: agreement)? (?:on|for)|rent(?:ing)?|rented"
             r"|bought|buying|moved into|share|sharing|picked up the keys to) (?:a|an|the|my|our) (?:[\w-]+ ){0,3}?"
             r"(?:flat|house|apartment|room|studio|place|bungalow|cottage|terrace|condo|bedsit|tenement|loft|maisonette)\b"
-            r"(?=.*\b(?:in|at|near|off) (?-i:[A-Z]))"
+            r"(?=[^.!?]{0,200}?\b(?:in|at|near|off) (?-i:[A-Z]))"
             r"|^\W*(?:(?:just|finally|officially|so|and)\s+)*(?:moved|relocated) (?:to|into|over to)\b"
             # "Home is Brighton now", "home's a flat in Leith": home said as the subject of its sentence
             r"|^\W*(?:(?:so|and|now)\s+)?home(?:'s|’s| is)\b"
             # a move said as the old home left behind: "left the flat in Leith behind for a house in Hove"
-            r"|left (?:the|my|our) (?:[\w-]+ ){0,3}?(?:flat|house|apartment|room|studio|place|home)\b.*?\bbehind for\b"
+            r"|left (?:the|my|our) (?:[\w-]+ ){0,3}?(?:flat|house|apartment|room|studio|place|home)\b[^.!?]{0,160}?\bbehind for\b"
         ),
         hints=_w(
             "live living moved relocated moving move flat house apartment place home address resident keys settled based"
@@ -144,8 +149,9 @@ SUBJECTS: tuple[Subject, ...] = (
             r"work (?:at|for)|working (?:at|for)|employer|new job|my job(?! title)|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
             r"|quit my job|left my job|handed in my notice|accepted (?:an|the|their) offer"
             # an ending without the word "job": "I resigned", "got made redundant", "my last day at X"
-            r"|resigned|made redundant|laid off|let go from|last day (?:at|with)|walked out of my job|my contract (?:at|with)"
+            r"|resigned|made redundant|laid off|let go from|last day (?:at|with)|walked out of my job|my contract (?:at|with) (?=work\b|(?:the )?(?-i:[A-Z]))"
             r"|(?:(?:i|i've|i’ve|i have|i'm|i’m|i am|we)\s+(?:now\s+|just\s+|finally\s+|officially\s+)?|^\W*(?:just\s+|finally\s+)?)retired"
+            rf"{RETIRED_TAIL}"
             # work said without an employer: "went freelance", "I'm self-employed now", "I'm between jobs"
             r"|went (?:freelance|self-employed)|(?:i'm|i’m|i am) (?:now )?(?:freelance|self-employed|a freelancer)"
             r"|between jobs|(?:i'm|i’m|i am) (?:now )?(?:unemployed|out of work)"
@@ -180,8 +186,9 @@ SUBJECTS: tuple[Subject, ...] = (
             # an anniversary: "eight months together this week", "two years together today"
             r"|(?:weeks|months|years) together (?:this|today|next|last)\b"
             # endings: "I'm single again", "she dumped me", "he left me", "we broke off the engagement"
-            r"|(?:i'm|i’m|i am) single|single again|dumped me|(?:he|she|they) left me|broke off (?:the|our) engagement"
-            r"|(?:my|our) other half"
+            rf"|(?:i'm|i’m|i am) single|single again|dumped me{CLAUSE_END}|(?:he|she|they) left me{CLAUSE_END}|broke off (?:the|our) engagement"
+            # "my other half Sam", "Sam, my other half": only with the name ("with my other half" names no one)
+            r"|(?:my|our) other half,? (?=(?-i:[A-Z])\w+)|(?-i:[A-Z])\w+, (?:my|our) other half\b"
             r"|moved in with (?-i:[A-Z])\w*|(?:been|started) seeing (?-i:[A-Z])\w*|(?:i've|i’ve|i have) been with (?-i:[A-Z])\w+ (?:for|since)"
             r"|(?:am|was) i seeing|i(?:'m| am| was) seeing"
             r"|we(?:'re| are) together|(?:and i|and me|we)(?:'re|’re| are) (?:now |finally |officially )?(?:official|an item"
@@ -250,7 +257,7 @@ SUBJECTS: tuple[Subject, ...] = (
         "the person's pet: their dog, cat or other animal, its name or breed",
         _cue(
             r"dog|puppy|cat|kitten|pet|rabbit|hamster|parrot|tortoise|guinea pig|(?:adopted|rescued) (?:a|an|two)"
-            r"|had to (?:have )?put (?:\w+ ){1,2}?(?:down|to sleep)"  # an ending without the animal's word
+            rf"|{PUT_DOWN}"  # an ending without the animal's word
             # a pet said by its breed: "Chorizo, my rescue greyhound", "our spaniel Bramble"
             r"|(?:my|our) (?:[\w-]+ )?(?:greyhound|lurcher|whippet|labrador|spaniel|terrier|collie|poodle|beagle|dachshund"
             r"|husky|retriever|pug|cockapoo|labradoodle|sheepdog|staffie|schnauzer|corgi|tabby|siamese|ragdoll|persian)s?"

@@ -85,7 +85,7 @@ _ROLE_AT = re.compile(
 )
 _FREELANCE = re.compile(r"\b(?:self-employed|a freelancer|freelance)\b", re.I)
 _OFFERED = re.compile(
-    rf"\boffered (?:a|an|the) ((?:[\w-]+ ){{0,3}}?[\w-]+) (?:job|post|position|role)\b.*?\b(?:at|with) (?:the )?({_NAME})"
+    rf"\boffered (?:a|an|the) ((?:[\w-]+ ){{0,3}}?[\w-]+) (?:job|post|position|role)\b[^.!?]{{0,160}}?\b(?:at|with) (?:the )?({_NAME})"
 )
 # "Quayside Kitchen in the Baltic Triangle offered me the top job": the employer is who offered
 _OFFERED_BY = re.compile(rf"({_NAME})(?:\s+(?:in|on|at|from)\s+(?:the\s+)?{_NAME})?\s+offered me\b")
@@ -166,6 +166,8 @@ def _named(subject: str, s: str, cue: re.Match[str]) -> str | None:
     after = s[cue.end() :]
     if m := _CALLED.search(s):
         return _first_name(m.group(1))
+    if subject == "partner" and (m := re.match(r"(\w+), (?:my|our) other half", cue.group(0))):  # "Sam, my other half"
+        return _first_name(m.group(1))
     if subject == "partner" and "stay" in cue.group(0).lower():  # "Sam from work stayed over again"
         return _first_name(s[: cue.start()])
     if m := _NAME_THEN_MY.search(s, 0, cue.start()):  # "Chorizo, my rescue greyhound"
@@ -199,16 +201,28 @@ def _place(s: str, cue: re.Match[str]) -> str | None:
     return None
 
 
-def _employer(s: str) -> str | None:
-    if m := _FREELANCE.search(s):  # "went freelance", "I'm self-employed now"
-        return m.group(0).lower().removeprefix("a ").replace("freelancer", "freelance")
+def _freelance(m: re.Match[str]) -> str:
+    return m.group(0).lower().removeprefix("a ").replace("freelancer", "freelance")
+
+
+def _employer(s: str, cue: re.Match[str]) -> str | None:
+    # "went freelance", "I'm self-employed now": freelance said by the cue itself; said elsewhere ("I work at
+    # Deloitte with a freelance photographer") it is the person's work only when no employer is named
+    if m := _FREELANCE.search(cue.group(0)):
+        return _freelance(m)
+    if org := _employer_named(s):
+        return org
+    return _freelance(m) if (m := _FREELANCE.search(s)) else None
+
+
+def _employer_named(s: str) -> str | None:
     if (m := _OFFERED.search(s)) and (org := _first_name(m.group(2))):
         return _tidy(f"{m.group(1)} at {org}")
     if (m := _OFFERED_BY.search(s)) and (org := _first_name(m.group(1))):
         return org
     if m := _ROLE_AT.search(s):
         role, org = m.group(1), _first_name(m.group(2))
-        if org and not re.match(r"(?:working|going|based|living|staying)\b", role, re.I):
+        if org and not re.match(r"(?:work|working|going|based|living|staying)\b", role, re.I):
             return _tidy(f"{role} at {org}")
     m = _AT_ORG.search(s)
     org = _first_name(m.group(1)) if m else None
@@ -228,7 +242,7 @@ def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
     elif kind in PLACES:
         v = _place(s, cue)
     elif kind == "employer":
-        v = _employer(s)
+        v = _employer(s, cue)
     elif kind == "code":
         tail = s[cue.start() :]
         m = _CODE.search(tail) or _DIGITS.search(tail) or _DIGITS.search(s)
