@@ -202,11 +202,13 @@ def test_a_newer_statement_that_what_the_question_names_changed_leads_however_fa
     assert arrange([old, new], "What colour is my canoe now?", apart)[0].path == "sessions/a.jsonl"
 
 
-def hits(*made: dict) -> list[Hit]:
-    """Hits from the wire-like dicts the tests below write (a transcript's lines, dated)."""
-    return [
-        Hit(d["path"], "sessions", d["startLine"], d["endLine"], d["score"], d["snippet"], date=d["date"]) for d in made
-    ]
+APRIL, SEPTEMBER = "2025-04-19T10:00:00.000Z", "2025-09-06T10:00:00.000Z"
+APART = {0: np.array([1.0, 0.0]), 1: np.array([0.0, 1.0])}  # stored vectors far apart
+
+
+def older_newer(old: str, newer: str, newer_score: float = 0.6) -> list[Hit]:
+    """An April statement ranked first and a September one after it, their vectors far apart."""
+    return [hit("sessions/a.jsonl", 1.0, APRIL, old), hit("sessions/b.jsonl", newer_score, SEPTEMBER, newer)]
 
 
 _TRUE = "User: Sam works at Deloitte as an auditor."
@@ -222,28 +224,11 @@ _TRUE = "User: Sam works at Deloitte as an auditor."
     ],
 )
 def test_a_newer_hit_sharing_only_a_name_with_the_question_neither_leads_nor_supersedes(query, old, newer):
-    apart = {0: np.array([1.0, 0.0]), 1: np.array([0.0, 1.0])}
-    a = {
-        "path": "sessions/a.jsonl",
-        "startLine": 1,
-        "endLine": 2,
-        "score": 1.0,
-        "date": "2025-04-19T10:00:00.000Z",
-        "snippet": old,
-    }
-    b = {
-        "path": "sessions/b.jsonl",
-        "startLine": 1,
-        "endLine": 2,
-        "score": 0.6,
-        "date": "2025-09-06T10:00:00.000Z",
-        "snippet": newer,
-    }
-    out = arrange(hits(a, b), query, apart)
+    out = arrange(older_newer(old, newer), query, APART)
     assert paths(out) == ["a", "b"] and out[0].superseded_by is None
     # Saying what is asked, it leads: "Sam works at Arup now."
-    moved = dict(b, snippet="User: Sam works at Arup now.")
-    assert paths(arrange(hits(a, moved), query.replace("Mum's phone number", "Mum's number"), apart))[0] == (
+    moved = older_newer(old, "User: Sam works at Arup now.")
+    assert paths(arrange(moved, query.replace("Mum's phone number", "Mum's number"), APART))[0] == (
         "b" if "Sam" in query else "a"
     )
 
@@ -264,45 +249,19 @@ def test_a_newer_hit_sharing_only_a_name_with_the_question_neither_leads_nor_sup
 def test_property_a_newer_hit_that_shares_only_a_name_never_leads(name, filler):
     """A newer hit naming the question's name with a word of change, but saying nothing of what is
     asked (where the person works), never overtakes the statement that answers it."""
-    apart = {0: np.array([1.0, 0.0]), 1: np.array([0.0, 1.0])}
-    old = {
-        "path": "sessions/a.jsonl",
-        "startLine": 1,
-        "endLine": 2,
-        "score": 1.0,
-        "date": "2025-04-19T10:00:00.000Z",
-        "snippet": f"User: {name} works at Deloitte as an auditor.",
-    }
-    new = {
-        "path": "sessions/b.jsonl",
-        "startLine": 1,
-        "endLine": 2,
-        "score": 0.7,
-        "date": "2025-09-06T10:00:00.000Z",
-        "snippet": "User: " + filler.format(n=name).capitalize().replace(name.lower(), name) + ".",
-    }
-    out = arrange(hits(old, new), f"Where does {name} work now?", apart)
+    newer = "User: " + filler.format(n=name).capitalize().replace(name.lower(), name) + "."
+    out = arrange(
+        older_newer(f"User: {name} works at Deloitte as an auditor.", newer, 0.7), f"Where does {name} work now?", APART
+    )
     assert paths(out) == ["a", "b"] and out[0].superseded_by is None
 
 
 @pytest.mark.parametrize("name", ["Inês", "Zoë"])
 def test_a_non_ascii_name_is_a_name_the_question_asks_about(name):
-    apart = {0: np.array([1.0, 0.0]), 1: np.array([0.0, 1.0])}
-    old = {
-        "path": "sessions/a.jsonl",
-        "startLine": 1,
-        "endLine": 2,
-        "score": 1.0,
-        "date": "2025-04-19T10:00:00.000Z",
-        "snippet": f"User: The canoe, named {name}, painted cream.",
-    }
-    new = {
-        "path": "sessions/b.jsonl",
-        "startLine": 1,
-        "endLine": 2,
-        "score": 0.77,
-        "date": "2025-09-06T10:00:00.000Z",
-        "snippet": f"User: Repainted {name} this weekend! She's forest green now.",
-    }
-    out = arrange(hits(old, new), f"What colour is {name} painted now?", apart)
-    assert paths(out) == ["b", "a"] and out[1].superseded_by == new["date"]
+    pair = older_newer(
+        f"User: The canoe, named {name}, painted cream.",
+        f"User: Repainted {name} this weekend! She's forest green now.",
+        0.77,
+    )
+    out = arrange(pair, f"What colour is {name} painted now?", APART)
+    assert paths(out) == ["b", "a"] and out[1].superseded_by == SEPTEMBER
