@@ -10,6 +10,11 @@ recall finds something, and every turn captured and indexed) unless --no-memory.
 and measures time to first token (the first chunk with text) and total time (to `[DONE]`). Prints
 p50/p95 of each and the added latency (gateway minus direct). Writes JSON (default
 bench-results/openai.json).
+
+`--against REV` (repeatable; `--rounds`, `--no-tree`): the same bench over REV's gateway, alternating with
+this working tree's, and the ratios of each figure (scripts/bench_against.py says how), e.g.
+
+    .venv/bin/python scripts/bench_openai.py --against 8cfea94 --requests 60 --rounds 3
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
+import bench_against  # noqa: E402
 import openai  # noqa: E402
 import orjson  # noqa: E402
 
@@ -74,13 +81,27 @@ def summary(times: list[tuple[float, float]]) -> dict:
     }
 
 
+# What --against compares (bench_responses too): (label, path into the JSON, True where more is better).
+AGAINST_FIGURES = [
+    (f"{side} {what} {p} ms", (side, f"{what}_{p}_ms"), False)
+    for side in ("gateway", "added", "direct")
+    for what in ("ttft", "total")
+    for p in ("p50", "p95")
+]
+HARNESS = ["tests/helpers.py", "tests/fake_openai.py"]  # carried into REV's tree: both sides measured alike
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--words", type=int, default=40, help="words in the fake model's reply (one chunk each)")
     ap.add_argument("--no-memory", action="store_true", help="memory off in the gateway: the relay alone")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "openai.json"))
+    bench_against.add_arguments(ap)
     args = ap.parse_args()
+    if args.against:
+        argv = bench_against.passthrough(sys.argv[1:])
+        return bench_against.run_bench(args, "bench_openai.py", argv, AGAINST_FIGURES, "bench_openai", HARNESS)
 
     result = await against_fake(args, measure)
     result.update(

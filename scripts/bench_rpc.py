@@ -10,6 +10,11 @@ against the gateway, with the same client, and prints the gateway's throughput a
 (in this process) through the gateway; prints the added latency of a `chat.delta` from the moment the
 provider wrote the chunk to the moment the client received it. The gateway runs as a subprocess
 (`jarvis serve`, memory off, offline defaults otherwise). Writes JSON (default bench-results/rpc.json).
+
+`--against REV` (repeatable; `--rounds`, `--no-tree`): the same bench over REV's gateway, alternating with
+this working tree's, and the ratios of each figure (scripts/bench_against.py says how), e.g.
+
+    .venv/bin/python scripts/bench_rpc.py --against 8cfea94 --seconds 5 --rounds 3
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
+import bench_against  # noqa: E402
 import orjson  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 
@@ -164,13 +171,30 @@ async def delta_latency(state: Path, words: int, chunk_delay: float) -> dict:
     }
 
 
+# What --against compares: (label, path into the JSON, True where more is better).
+AGAINST_FIGURES = [
+    ("health req/s", ("system.health", "rps"), True),
+    ("health p50 ms", ("system.health", "p50_ms"), False),
+    ("health p99 ms", ("system.health", "p99_ms"), False),
+    ("echo req/s", ("echo", "rps"), True),
+    ("gateway / echo", ("ratioToEcho",), True),
+    ("chat.delta added p50 ms", ("chat.delta", "p50_ms"), False),
+    ("chat.delta added p99 ms", ("chat.delta", "p99_ms"), False),
+]
+HARNESS = ["tests/helpers.py", "tests/fake_openai.py"]  # carried into REV's tree: both sides measured alike
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--connections", type=int, default=50)
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--depth", type=int, default=4, help="requests kept in flight per connection")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "rpc.json"))
+    bench_against.add_arguments(ap)
     args = ap.parse_args()
+    if args.against:
+        argv = bench_against.passthrough(sys.argv[1:])
+        return bench_against.run_bench(args, "bench_rpc.py", argv, AGAINST_FIGURES, "bench_rpc", HARNESS)
 
     echo = await echo_baseline(args.connections, args.seconds, args.depth)
     with tempfile.TemporaryDirectory() as tmp:
