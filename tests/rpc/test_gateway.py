@@ -10,7 +10,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from gateway.sessions import transcript as tx
-from tests.helpers import RpcError, connect_client
+from tests.helpers import RpcError, connect_client, wait_for
 
 
 async def test_wscat_flow_survives_restart(gateway, client):
@@ -361,7 +361,11 @@ async def test_connection_limit_refuses_cleanly(start_gateway):
             pass
     assert exc.value.response.status_code == 503
     await a.close()
-    await asyncio.sleep(0.1)
+
+    async def one_left() -> bool:  # the gateway has seen a's close: its slot is free
+        return (await b.call("system.health"))["connections"] == 1
+
+    await wait_for(one_left)
     c = await gw.client()
     assert (await c.call("system.health"))["connections"] == 2
     await b.close()

@@ -168,14 +168,19 @@ async def test_request_bodies_held_at_once_are_bounded(start_gateway):
         "Content-Type: application/json\r\nContent-Length: 40000\r\n\r\n{".encode()
     )
     await writer.drain()
-    await asyncio.sleep(0.2)
+    held = gw.gw.http.limits
+
+    async def holding(n: int) -> bool:
+        return held.body_bytes == n
+
+    await wait_for(lambda: holding(40000))  # its declared length is counted: held
     async with httpx.AsyncClient(base_url=gw.http_url, timeout=10) as http:
         auth = {"Authorization": f"Bearer {token}"}
         r = await http.post("/v1/chat/completions", headers=auth, content=b" " * 40000)
         assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
         assert "server.httpBodyBytesInFlight" in r.json()["error"]["message"]
         writer.close()
-        await asyncio.sleep(0.3)  # the held one is gone: its bytes are free
+        await wait_for(lambda: holding(0))  # the held one is gone: its bytes are free
         r = await http.post("/v1/chat/completions", headers=auth, content=b" " * 40000)
         assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json", r.text
 
