@@ -192,6 +192,13 @@ def out_path(name: str, out: str | Path | None) -> Path:
     return ROOT / "bench-results" / f"{name}-against-{time.strftime('%Y%m%d-%H%M%S')}.json"
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) process `pid` has used so far (Linux: /proc). CPU time per request
+    holds still under a shared machine's load, where latencies do not."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def figure(result: dict, path: tuple[str, ...]) -> float | None:
     v: object = result
     for key in path:

@@ -8,8 +8,9 @@ with it as the chat upstream and as the embedding provider, memory on (a few not
 recall finds something, and every turn captured and indexed) unless --no-memory. One client, the
 `openai` SDK, sends N streaming requests to each (alternating, one at a time, each a new conversation)
 and measures time to first token (the first chunk with text) and total time (to `[DONE]`). Prints
-p50/p95 of each and the added latency (gateway minus direct). Writes JSON (default
-bench-results/openai.json).
+p50/p95 of each, the added latency (gateway minus direct) and the gateway process's CPU time per request
+(recall and capture included; a shared machine's load moves it far less than latencies). Writes JSON
+(default bench-results/openai.json).
 
 `--against REV` (repeatable; `--rounds`, `--no-tree`): the same bench over REV's gateway, alternating with
 this working tree's, and the ratios of each figure (scripts/bench_against.py says how), e.g.
@@ -87,7 +88,7 @@ AGAINST_FIGURES = [
     for side in ("gateway", "added", "direct")
     for what in ("ttft", "total")
     for p in ("p50", "p95")
-]
+] + [("gateway CPU ms/request", ("gatewayCpuMsPerRequest",), False)]
 HARNESS = ["tests/helpers.py", "tests/fake_openai.py"]  # carried into REV's tree: both sides measured alike
 
 
@@ -152,6 +153,7 @@ def report(result: dict, out_file: str, first: str) -> None:
             f"total p50 {r['total_p50_ms']:7.2f} ms  p95 {r['total_p95_ms']:7.2f} ms"
         )
     print(f"recalled in the last request: {result['recalled']} sources")
+    print(f"gateway CPU per request: {result['gatewayCpuMsPerRequest']} ms")
     out = Path(out_file)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
@@ -178,15 +180,19 @@ async def measure(
         for i in range(3):  # warm both paths (connections, the index's first query, a route's probe)
             await direct_one(direct, -i)
             await gateway_one(gateway, -i)
+        assert gp.proc is not None
+        cpu = bench_against.cpu_s(gp.proc.pid)
         for i in range(n):
             direct_times.append(await direct_one(direct, i))
             gateway_times.append(await gateway_one(gateway, i))
+        cpu = bench_against.cpu_s(gp.proc.pid) - cpu  # the gateway's: its n requests, recall and capture
         raw = await probe(gateway)
     d, g = summary(direct_times), summary(gateway_times)
     return {
         "direct": d,
         "gateway": g,
         "added": {k: round(g[k] - d[k], 2) for k in d},
+        "gatewayCpuMsPerRequest": round(cpu / n * 1000, 2),
         "recalled": len(orjson.loads(raw.headers["x-jarvis-memory"])),
     }
 

@@ -6,7 +6,8 @@
 Phase 1: N connections issue `system.health` for S seconds, each keeping `depth` requests in flight;
 prints requests/s and p50/p99 latency — first against a bare websockets + orjson echo server (a
 subprocess answering each frame with a fixed result: the floor any server on this stack pays), then
-against the gateway, with the same client, and prints the gateway's throughput as a ratio of it. Phase 2: a chat streamed from a local OpenAI-compatible server
+against the gateway, with the same client, and prints the gateway's throughput as a ratio of it and its CPU
+time per request (which the load of a shared machine moves far less than latencies). Phase 2: a chat streamed from a local OpenAI-compatible server
 (in this process) through the gateway; prints the added latency of a `chat.delta` from the moment the
 provider wrote the chunk to the moment the client received it. The gateway runs as a subprocess
 (`jarvis serve`, memory off, offline defaults otherwise). Writes JSON (default bench-results/rpc.json).
@@ -176,6 +177,7 @@ AGAINST_FIGURES = [
     ("health req/s", ("system.health", "rps"), True),
     ("health p50 ms", ("system.health", "p50_ms"), False),
     ("health p99 ms", ("system.health", "p99_ms"), False),
+    ("health gateway CPU us/req", ("system.health", "gatewayCpuUsPerRequest"), False),
     ("echo req/s", ("echo", "rps"), True),
     ("gateway / echo", ("ratioToEcho",), True),
     ("chat.delta added p50 ms", ("chat.delta", "p50_ms"), False),
@@ -203,7 +205,11 @@ async def main() -> int:
         (state / "config.toml").write_text("[memory]\nenabled = false\n[server]\nmaxConnections = 1024\n")
         gp = GatewayProcess(state).start()
         try:
+            assert gp.proc is not None
+            cpu = bench_against.cpu_s(gp.proc.pid)
             load = await health_load(gp.url, gp.token, args.connections, args.seconds, args.depth)
+            cpu = bench_against.cpu_s(gp.proc.pid) - cpu  # the gateway's, connections' handshakes included
+            load["gatewayCpuUsPerRequest"] = round(cpu / max(1, load["requests"]) * 1e6, 1)
         finally:
             gp.signal()
             gp.wait(20)
@@ -223,6 +229,7 @@ async def main() -> int:
             f"{name:<14} {r['connections']} connections × depth {r['depth']}, {r['seconds']} s: "
             f"{r['rps']:,.0f} req/s   p50 {r['p50_ms']} ms   p99 {r['p99_ms']} ms   errors {r['errors']}"
         )
+    print(f"gateway CPU per system.health: {load['gatewayCpuUsPerRequest']} µs")
     print(f"gateway / echo throughput: {ratio:.2f}×")
     print(
         f"chat.delta     provider → client added latency over {delta['deltas']} deltas: "
