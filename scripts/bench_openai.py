@@ -8,8 +8,14 @@ with it as the chat upstream and as the embedding provider, memory on (a few not
 recall finds something, and every turn captured and indexed) unless --no-memory. One client, the
 `openai` SDK, sends N streaming requests to each (alternating, one at a time, each a new conversation)
 and measures time to first token (the first chunk with text) and total time (to `[DONE]`). Prints
-p50/p95 of each and the added latency (gateway minus direct). Writes JSON (default
-bench-results/openai.json).
+p50/p95 of each, the added latency (gateway minus direct) and the gateway process's CPU time per request
+(recall and capture included; a shared machine's load moves it far less than latencies). Writes JSON
+(default bench-results/openai.json).
+
+`--against REV` (repeatable; `--rounds`, `--no-tree`): the same bench over REV's gateway, alternating with
+this working tree's, and the ratios of each figure (scripts/bench_against.py says how), e.g.
+
+    .venv/bin/python scripts/bench_openai.py --against 8cfea94 --requests 60 --rounds 3
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
+import bench_against  # noqa: E402
 import openai  # noqa: E402
 import orjson  # noqa: E402
 
@@ -74,13 +82,27 @@ def summary(times: list[tuple[float, float]]) -> dict:
     }
 
 
+# What --against compares (bench_responses too): (label, path into the JSON, True where more is better).
+AGAINST_FIGURES = [
+    (f"{side} {what} {p} ms", (side, f"{what}_{p}_ms"), False)
+    for side in ("gateway", "added", "direct")
+    for what in ("ttft", "total")
+    for p in ("p50", "p95")
+] + [("gateway CPU ms/request", ("gatewayCpuMsPerRequest",), False)]
+HARNESS = ["tests/helpers.py", "tests/fake_openai.py"]  # carried into REV's tree: both sides measured alike
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--words", type=int, default=40, help="words in the fake model's reply (one chunk each)")
     ap.add_argument("--no-memory", action="store_true", help="memory off in the gateway: the relay alone")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "openai.json"))
+    bench_against.add_arguments(ap)
     args = ap.parse_args()
+    if args.against:
+        argv = bench_against.passthrough(sys.argv[1:])
+        return bench_against.run_bench(args, "bench_openai.py", argv, AGAINST_FIGURES, "bench_openai", HARNESS)
 
     result = await against_fake(args, measure)
     result.update(
@@ -131,6 +153,7 @@ def report(result: dict, out_file: str, first: str) -> None:
             f"total p50 {r['total_p50_ms']:7.2f} ms  p95 {r['total_p95_ms']:7.2f} ms"
         )
     print(f"recalled in the last request: {result['recalled']} sources")
+    print(f"gateway CPU per request: {result['gatewayCpuMsPerRequest']} ms")
     out = Path(out_file)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
@@ -157,15 +180,19 @@ async def measure(
         for i in range(3):  # warm both paths (connections, the index's first query, a route's probe)
             await direct_one(direct, -i)
             await gateway_one(gateway, -i)
+        assert gp.proc is not None
+        cpu = bench_against.cpu_s(gp.proc.pid)
         for i in range(n):
             direct_times.append(await direct_one(direct, i))
             gateway_times.append(await gateway_one(gateway, i))
+        cpu = bench_against.cpu_s(gp.proc.pid) - cpu  # the gateway's: its n requests, recall and capture
         raw = await probe(gateway)
     d, g = summary(direct_times), summary(gateway_times)
     return {
         "direct": d,
         "gateway": g,
         "added": {k: round(g[k] - d[k], 2) for k in d},
+        "gatewayCpuMsPerRequest": round(cpu / n * 1000, 2),
         "recalled": len(orjson.loads(raw.headers["x-jarvis-memory"])),
     }
 

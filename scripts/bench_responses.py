@@ -10,6 +10,11 @@ first byte (the first event, `response.created`) and the total (to `response.com
 upstream's own /v1/responses; with --translate the upstream has none (as Ollama) and the gateway
 translates to chat completions, direct then being the upstream's streamed chat completions. Prints
 p50/p95 and the added latency (gateway minus direct); writes JSON (default bench-results/responses.json).
+
+`--against REV` (repeatable; `--rounds`, `--no-tree`): the same bench over REV's gateway, alternating with
+this working tree's, and the ratios of each figure (scripts/bench_against.py says how), e.g.
+
+    .venv/bin/python scripts/bench_responses.py --against 8cfea94 --requests 60 --rounds 3
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import bench_against  # noqa: E402
 import openai  # noqa: E402
-from bench_openai import against_fake, measure, one, report  # noqa: E402
+from bench_openai import AGAINST_FIGURES, HARNESS, against_fake, measure, one, report  # noqa: E402
 
 QUESTION = "Question {i}: when is Anna's birthday and what does she like?"  # as bench_openai asks
 
@@ -56,7 +62,12 @@ async def main() -> int:
     ap.add_argument("--no-memory", action="store_true", help="memory off in the gateway: the relay alone")
     ap.add_argument("--translate", action="store_true", help="the upstream has no /v1/responses (as Ollama)")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "responses.json"))
+    bench_against.add_arguments(ap)
     args = ap.parse_args()
+    if args.against:
+        argv = bench_against.passthrough(sys.argv[1:])
+        carry = ["scripts/bench_openai.py", *HARNESS]
+        return bench_against.run_bench(args, "bench_responses.py", argv, AGAINST_FIGURES, "bench_responses", carry)
     direct_one = one_chat if args.translate else one_response
 
     async def probe(gateway: openai.AsyncOpenAI) -> Any:

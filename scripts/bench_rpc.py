@@ -6,10 +6,16 @@
 Phase 1: N connections issue `system.health` for S seconds, each keeping `depth` requests in flight;
 prints requests/s and p50/p99 latency — first against a bare websockets + orjson echo server (a
 subprocess answering each frame with a fixed result: the floor any server on this stack pays), then
-against the gateway, with the same client, and prints the gateway's throughput as a ratio of it. Phase 2: a chat streamed from a local OpenAI-compatible server
+against the gateway, with the same client, and prints the gateway's throughput as a ratio of it and its CPU
+time per request (which the load of a shared machine moves far less than latencies). Phase 2: a chat streamed from a local OpenAI-compatible server
 (in this process) through the gateway; prints the added latency of a `chat.delta` from the moment the
 provider wrote the chunk to the moment the client received it. The gateway runs as a subprocess
 (`jarvis serve`, memory off, offline defaults otherwise). Writes JSON (default bench-results/rpc.json).
+
+`--against REV` (repeatable; `--rounds`, `--no-tree`): the same bench over REV's gateway, alternating with
+this working tree's, and the ratios of each figure (scripts/bench_against.py says how), e.g.
+
+    .venv/bin/python scripts/bench_rpc.py --against 8cfea94 --seconds 5 --rounds 3
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
+import bench_against  # noqa: E402
 import orjson  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 
@@ -164,13 +172,31 @@ async def delta_latency(state: Path, words: int, chunk_delay: float) -> dict:
     }
 
 
+# What --against compares: (label, path into the JSON, True where more is better).
+AGAINST_FIGURES = [
+    ("health req/s", ("system.health", "rps"), True),
+    ("health p50 ms", ("system.health", "p50_ms"), False),
+    ("health p99 ms", ("system.health", "p99_ms"), False),
+    ("health gateway CPU us/req", ("system.health", "gatewayCpuUsPerRequest"), False),
+    ("echo req/s", ("echo", "rps"), True),
+    ("gateway / echo", ("ratioToEcho",), True),
+    ("chat.delta added p50 ms", ("chat.delta", "p50_ms"), False),
+    ("chat.delta added p99 ms", ("chat.delta", "p99_ms"), False),
+]
+HARNESS = ["tests/helpers.py", "tests/fake_openai.py"]  # carried into REV's tree: both sides measured alike
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--connections", type=int, default=50)
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--depth", type=int, default=4, help="requests kept in flight per connection")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "rpc.json"))
+    bench_against.add_arguments(ap)
     args = ap.parse_args()
+    if args.against:
+        argv = bench_against.passthrough(sys.argv[1:])
+        return bench_against.run_bench(args, "bench_rpc.py", argv, AGAINST_FIGURES, "bench_rpc", HARNESS)
 
     echo = await echo_baseline(args.connections, args.seconds, args.depth)
     with tempfile.TemporaryDirectory() as tmp:
@@ -179,7 +205,11 @@ async def main() -> int:
         (state / "config.toml").write_text("[memory]\nenabled = false\n[server]\nmaxConnections = 1024\n")
         gp = GatewayProcess(state).start()
         try:
+            assert gp.proc is not None
+            cpu = bench_against.cpu_s(gp.proc.pid)
             load = await health_load(gp.url, gp.token, args.connections, args.seconds, args.depth)
+            cpu = bench_against.cpu_s(gp.proc.pid) - cpu  # the gateway's, connections' handshakes included
+            load["gatewayCpuUsPerRequest"] = round(cpu / max(1, load["requests"]) * 1e6, 1)
         finally:
             gp.signal()
             gp.wait(20)
@@ -199,6 +229,7 @@ async def main() -> int:
             f"{name:<14} {r['connections']} connections × depth {r['depth']}, {r['seconds']} s: "
             f"{r['rps']:,.0f} req/s   p50 {r['p50_ms']} ms   p99 {r['p99_ms']} ms   errors {r['errors']}"
         )
+    print(f"gateway CPU per system.health: {load['gatewayCpuUsPerRequest']} µs")
     print(f"gateway / echo throughput: {ratio:.2f}×")
     print(
         f"chat.delta     provider → client added latency over {delta['deltas']} deltas: "

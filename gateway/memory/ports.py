@@ -314,29 +314,29 @@ class IndexEngine(Protocol):
     backend: str  # where its vectors are kept ("sqlite-vec", "numpy", "pgvector"; "none"), set by open
     counts: dict[str, int]  # files, chunks, vectors, missing: as of the last sync or refresh
 
-    def _backend_problem(self) -> str | None:
+    def backend_problem(self) -> str | None:
         """Why the engine keeps no vectors when it could not (PostgreSQL without pgvector), else None."""
 
-    async def _stored_vectors(self) -> tuple[str, int] | None:
+    async def stored_vector_layout(self) -> tuple[str, int] | None:
         """The backend that stored the vectors and their dims; None: none stored yet."""
 
-    async def _bind_vectors(self, dims: int) -> VectorSearch:
+    async def bind_vectors(self, dims: int) -> VectorSearch:
         """Vector search over the stored vectors (they fit the provider)."""
 
-    def _search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
+    def search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
         """The full text and chunk rows of the index as it is now."""
 
-    async def _sync(self, req: SyncRequest, progress: Any) -> SyncStats:
+    async def run_sync(self, req: SyncRequest, progress: Any) -> SyncStats:
         """The pipeline's sync of what is asked, in the engine's write turn."""
 
-    async def _rebuild(self, progress: Any) -> SyncStats:
+    async def run_rebuild(self, progress: Any) -> SyncStats:
         """Everything indexed anew under the current settings, the engine's way."""
 
-    async def _refresh_counts(self, delta: dict[str, int] | None = None) -> None:
+    async def refresh_counts(self, delta: dict[str, int] | None = None) -> None:
         """Read the counts again; `delta` (files, chunks, missing) is what the sync just done changed,
         for an engine that may add it instead of counting everything."""
 
-    def _reading(self) -> AbstractAsyncContextManager[str]:
+    def reading(self) -> AbstractAsyncContextManager[str]:
         """What a search holds while it reads the index; it gives the index's generation."""
 
 

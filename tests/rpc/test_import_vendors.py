@@ -322,14 +322,17 @@ async def test_one_import_at_a_time_per_agent_and_the_gateway_answers_meanwhile(
     with pytest.raises(RpcError) as err:
         await other.call("admin.import", {"source": "chatgpt", "path": str(path)})
     assert err.value.code == -32009 and "under way" in err.value.message
-    slowest = 0.0
+    meanwhile, slowest = 0, 0.0  # health answers that came while the import was still under way
     while not first.done():
         t = asyncio.get_running_loop().time()
         await other.call("system.health")
         slowest = max(slowest, asyncio.get_running_loop().time() - t)
-        await asyncio.sleep(0.02)
+        meanwhile += not first.done()
+        await asyncio.sleep(0.02)  # pacing only: the loop ends on the import's end, an event
     assert (await first)["conversations"]["added"] == 1500
-    assert slowest < 0.5, f"system.health took {slowest:.3f}s during the import"
+    # an order, not a time: answers came between the import's steps (one that held the loop throughout
+    # would let none through); the deadline only catches a hang, far above any machine's noise
+    assert meanwhile >= 3 and slowest < 10, (meanwhile, slowest)
 
 
 async def test_an_import_whose_caller_leaves_stops_and_running_it_again_resumes(start_gateway, tmp_path):

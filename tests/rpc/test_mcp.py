@@ -251,8 +251,7 @@ async def test_jarvis_mcp_before_the_gateway_ever_ran_says_to_start_it_and_works
 async def test_keep_alive_round_trips_do_not_wait_for_a_delayed_ack(start_gateway):
     """An MCP client keeps its connection open and sends each request in one write; the listener's
     answers must leave at once (TCP_NODELAY), not ~40 ms later when the client's delayed ACK comes."""
-    import statistics
-    import time
+    import socket
 
     gw = await start_gateway(**{"server.httpPort": -1})
     port = gw.gw.http.port
@@ -263,19 +262,19 @@ async def test_keep_alive_round_trips_do_not_wait_for_a_delayed_ack(start_gatewa
         f"MCP-Protocol-Version: 2025-06-18\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode() + body
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    times = []
     for _ in range(15):
-        t0 = time.perf_counter()
         writer.write(request)
         head = await reader.readuntil(b"\r\n\r\n")
         length = next(
             int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
         )
         answer = await reader.readexactly(length)
-        times.append(time.perf_counter() - t0)
         assert head.startswith(b"HTTP/1.1 200") and b"unknown tool 'memory_nope'" in answer
+    # what sends them at once, read off the gateway's end of this very connection (a fact, not a time:
+    # the ~40 ms a delayed ACK would add is for a benchmark on a quiet machine to show)
+    ends = [c.transport.get_extra_info("socket") for c in gw.gw.http._server.server_state.connections]
+    assert ends and all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in ends), ends
     writer.close()
-    assert statistics.median(times) < 0.025, [round(t * 1000, 1) for t in times]
 
 
 async def test_jarvis_mcp_against_a_gateway_that_never_answers_says_so_once(tmp_path):
@@ -287,8 +286,11 @@ async def test_jarvis_mcp_against_a_gateway_that_never_answers_says_so_once(tmp_
 
     from gateway.cli.client import READ_TIMEOUT
 
+    asked: list[str] = []
+
     async def silent(ws):
-        await ws.wait_closed()  # take every request, answer none
+        async for frame in ws:  # take every request, answer none
+            asked.append(str(frame))
 
     async with serve(silent, "127.0.0.1", 0) as server:
         url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
@@ -305,7 +307,8 @@ async def test_jarvis_mcp_against_a_gateway_that_never_answers_says_so_once(tmp_
     assert stuck.is_error and text(stuck) == (
         f"Error: memory.list failed: the gateway at {url} did not answer memory.list within {READ_TIMEOUT:g}s"
     ), text(stuck)
-    assert READ_TIMEOUT <= took < 2 * READ_TIMEOUT
+    assert took >= READ_TIMEOUT  # it waited the limit out …
+    assert sum('"memory.list"' in frame for frame in asked) == 1, asked  # … once: not sent again (a count)
 
 
 async def test_jarvis_mcp_drops_a_line_past_the_frame_bound_without_holding_it(start_gateway):

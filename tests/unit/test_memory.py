@@ -699,7 +699,7 @@ async def test_the_generation_a_search_is_given_is_the_files_after_every_write(t
     ix = m.index
 
     async def given() -> str:
-        async with ix._reading() as gen:
+        async with ix.reading() as gen:
             return gen
 
     async def in_file() -> str:
@@ -715,7 +715,7 @@ async def test_the_generation_a_search_is_given_is_the_files_after_every_write(t
     async with ix.life.write_lock:
         async with ix.writer.transaction():
             await ix.store._bump()
-            await ix._refresh_counts()
+            await ix.refresh_counts()
             assert await given() == second  # not committed: the file's is still the old one
     assert await given() == await in_file() != second
     assert paths(await m.search(SearchRequest(query="garden", mode="fts")))[0] == "memory/b.md"

@@ -10,10 +10,10 @@ search, or why not (`vector_problem`); the one searcher over the engine's ports;
 sync; the state the memory service reads (`counts`, `needs_rebuild`, …).
 
 What the engine gives (memory/ports.py's IndexEngine): where its vectors are kept (`backend`) and its
-counts, why it keeps none (`_backend_problem`), where its stored vectors stand (`_stored_vectors`),
-vector search over them (`_bind_vectors`), its full text and rows for the searcher (`_search_ports`), a
-sync and a rebuild its way (`_sync`, `_rebuild`), its counts read again (`_refresh_counts`) and what a
-read holds (`_reading`). What the engine reads and sets here: the provider, the tokenizer, the searcher,
+counts, why it keeps none (`backend_problem`), where its stored vectors stand (`stored_vector_layout`),
+vector search over them (`bind_vectors`), its full text and rows for the searcher (`search_ports`), a
+sync and a rebuild its way (`run_sync`, `run_rebuild`), its counts read again (`refresh_counts`) and what a
+read holds (`reading`). What the engine reads and sets here: the provider, the tokenizer, the searcher,
 the write lock, the dirty marks and hidden sessions, and the rebuild's flags (`rebuild_due`,
 `rebuild_running`, `old_vectors_ok`).
 """
@@ -98,10 +98,10 @@ class IndexLifecycle:
         assert self.provider is not None
         backend = self._engine.backend
         if backend == "none":  # why there are no vectors: the engine's reason, the provider's, or none asked
-            return self._engine._backend_problem() or self.provider_problem or DISABLED, None
+            return self._engine.backend_problem() or self.provider_problem or DISABLED, None
         if self.rebuild_due and not self.old_vectors_ok:
             return NEW_MODEL, None
-        stored = await self._engine._stored_vectors()
+        stored = await self._engine.stored_vector_layout()
         if stored is None:
             return (
                 f"embedding provider unavailable: {self._embed_error}" if self._embed_error else "no vectors stored yet"
@@ -114,12 +114,12 @@ class IndexLifecycle:
     async def open_live_state(self) -> None:
         """Bind vector search to the live index (when its vectors fit the current provider); the searcher."""
         problem, stored = await self.vector_problem()
-        vectors = await self._engine._bind_vectors(stored[1]) if stored is not None else None
+        vectors = await self._engine.bind_vectors(stored[1]) if stored is not None else None
         self.searcher = self.make_searcher(vectors, problem)
 
     def make_searcher(self, vectors: VectorSearch | None, problem: str | None) -> Searcher:
         assert self.provider is not None
-        ports = self._engine._search_ports(vectors)
+        ports = self._engine.search_ports(vectors)
         opts = SearchOptions.from_config(self.cfg.search, self.tokenizer)
         return Searcher(ports.text, ports.rows, self.provider, opts, vectors, problem, self.hidden)
 
@@ -128,8 +128,8 @@ class IndexLifecycle:
         """One sync request: while the index waits for a rebuild (new settings, vectors that no longer fit),
         the rebuild, which indexes everything whatever was asked; else what was asked."""
         if self.rebuild_due:
-            return await self._engine._rebuild(progress)
-        return await self._engine._sync(req, progress)
+            return await self._engine.run_rebuild(progress)
+        return await self._engine.run_sync(req, progress)
 
     async def bind_stored_vectors(self) -> None:
         """Vectors stored for the first time (by a sync here, or another gateway's) are bound for search."""
@@ -145,11 +145,11 @@ class IndexLifecycle:
         """Vectors stored for the first time are bound for search; the counts are read again."""
         self._embed_error = stats.embed_error
         await self.bind_stored_vectors()
-        await self._engine._refresh_counts(delta)
+        await self._engine.refresh_counts(delta)
 
     # ---- the reader: the one searcher over the engine's ports, the same on both engines ------------------
     async def search(self, req: SearchRequest) -> Found:
-        async with self._engine._reading() as generation:
+        async with self._engine.reading() as generation:
             assert self.searcher is not None
             counts = self._engine.counts
             return await self.searcher.search(

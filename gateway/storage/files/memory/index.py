@@ -146,7 +146,7 @@ class FilesMemoryIndex:
         if self.life.compare_signature(stored, has_chunks):
             await set_meta(self.writer, "index_signature", self.life.signature())
         await self._open_live_state()
-        await self._refresh_counts()  # reads every page of files and chunks: finds most damage now
+        await self.refresh_counts()  # reads every page of files and chunks: finds most damage now
 
     async def _set_aside(self, exc: BaseException) -> None:
         """The index file is damaged. It is derived data: move it (and its WAL) aside, keep it for a
@@ -202,7 +202,7 @@ class FilesMemoryIndex:
         self.vectors = None
         self.life.searcher = self.life.make_searcher(None, "index is being rebuilt for new settings")
 
-    def _search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
+    def search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
         assert self.reader is not None
         text = Fts5Search(self.reader, self.life.tokenizer, self.cfg.search.context_weight)
         return SearchPorts(text, SqliteChunkReader(self.reader, vectors is not None))
@@ -229,14 +229,14 @@ class FilesMemoryIndex:
         self.vectors = None  # bound again below when the stored vectors fit the provider
         await self.life.open_live_state()
 
-    def _backend_problem(self) -> str | None:
+    def backend_problem(self) -> str | None:
         return None  # (no vectors: none asked, or the provider's problem)
 
-    async def _stored_vectors(self) -> tuple[str, int] | None:
+    async def stored_vector_layout(self) -> tuple[str, int] | None:
         assert self.reader is not None
         return await vector_table(self.reader)
 
-    async def _bind_vectors(self, dims: int) -> VectorStore:
+    async def bind_vectors(self, dims: int) -> VectorStore:
         ann = AnnIndex(self.db_path, dims) if self.cfg.search.ann_min_vectors else None
         if self.vector_reader is None:
             self.vector_reader = await self._open_db(self.db_path)
@@ -275,7 +275,7 @@ class FilesMemoryIndex:
             return await self._recover(self._corrupt)
         return await self.life.sync(req, progress)
 
-    async def _sync(self, req: SyncRequest, progress: Any) -> SyncStats:
+    async def run_sync(self, req: SyncRequest, progress: Any) -> SyncStats:
         scope = None
         if not req.memory and isinstance(req.sessions, set) and len(req.sessions) <= SCOPED_COUNT_MAX:
             scope = [session_path(key) for key in sorted(req.sessions)]
@@ -297,7 +297,7 @@ class FilesMemoryIndex:
         await self.life.after_sync(stats, delta)
         return stats
 
-    async def _rebuild(self, progress: Any) -> SyncStats:
+    async def run_rebuild(self, progress: Any) -> SyncStats:
         """Index everything into a fresh database next to the live one, then swap it in (rebuild.py), with
         no other process holding the file."""
         with self._users.alone():
@@ -317,10 +317,10 @@ class FilesMemoryIndex:
                 if not self.life.rebuild_running:
                     raise
                 log.debug("memory_forget_old_index_failed", exc_info=True)
-        await self._refresh_counts()
+        await self.refresh_counts()
         return True
 
-    async def _refresh_counts(self, delta: dict[str, int] | None = None) -> None:
+    async def refresh_counts(self, delta: dict[str, int] | None = None) -> None:
         """Count the index whole, or add `delta`: only this process writes the file (the users lock), and
         every open, rebuild, forced sync and full sync that wrote something counts whole."""
         db = self.reader
@@ -374,7 +374,7 @@ class FilesMemoryIndex:
 
     # ---- the reader ---------------------------------------------------------------------------------
     @contextlib.asynccontextmanager
-    async def _reading(self) -> AsyncIterator[str]:
+    async def reading(self) -> AsyncIterator[str]:
         """A search's hold on the file (shared with other searches, never with a swap), its generation;
         damage it meets is Unavailable, and starts the recovery."""
         try:
@@ -408,7 +408,7 @@ class FilesMemoryIndex:
         if self.reader is None:
             return {}, {}, 0, 0
         async with self._gate.shared():
-            await self._refresh_counts()
+            await self.refresh_counts()
             return await counts_by_source(self.reader)
 
     def status(self) -> dict[str, Any]:

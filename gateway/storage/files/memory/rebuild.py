@@ -209,7 +209,7 @@ class RebuiltIndex(Protocol):
 
 
 async def rebuild_aside(ix: RebuiltIndex, progress: Progress | None) -> SyncStats:
-    """The files index's rebuild (its `_rebuild`, with no other process holding the file): everything
+    """The files index's rebuild (its `run_rebuild`, with no other process holding the file): everything
     indexed into a fresh database next to the live one (`build_fresh`), which is then swapped in (`swap_in`)
     and opened; sessions forgotten meanwhile are dropped from it first."""
     assert ix.life.provider is not None and ix.writer is not None

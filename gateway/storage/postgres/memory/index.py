@@ -112,25 +112,25 @@ class PgMemoryIndex:
         if self.life.compare_signature(stored, bool(has_chunks), storage="postgresql"):
             await set_meta(self.pool, self.agent_id, "index_signature", self.life.signature())
         await self.life.open_live_state()
-        await self._refresh_counts()
+        await self.refresh_counts()
 
     async def close(self) -> None:
         """Nothing of its own: the pool is the engine's."""
 
-    def _backend_problem(self) -> str | None:
+    def backend_problem(self) -> str | None:
         return self._vector_schema_problem
 
-    async def _stored_vectors(self) -> tuple[str, int] | None:
+    async def stored_vector_layout(self) -> tuple[str, int] | None:
         dims = await self.pool.fetchval("SELECT dims FROM memory_vectors WHERE agent_id = $1 LIMIT 1", self.agent_id)
         return None if dims is None else (self.backend, int(dims))
 
-    async def _bind_vectors(self, dims: int) -> VectorSearch:
+    async def bind_vectors(self, dims: int) -> VectorSearch:
         async with self.pool.acquire() as conn:  # gone if a gateway died during a first bulk load
             if not await ensure_dims_index(conn, dims, wait=False):  # another gateway loads or builds it
                 log.info("memory_vector_index_pending", dims=dims, note="another gateway builds it; searches exact")
         return PgVectorSearch(self.pool, self.agent_id, dims)
 
-    def _search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
+    def search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
         return SearchPorts(
             PgFullText(self.pool, self.agent_id, self.cfg.search.context_weight),
             PgChunkReader(self.pool, self.agent_id),
@@ -140,7 +140,7 @@ class PgMemoryIndex:
         """Nothing to load: PostgreSQL holds the vectors and their HNSW index."""
 
     # ---- the writer ---------------------------------------------------------------------------------
-    async def _sync(self, req: SyncRequest, progress: Any) -> SyncStats:
+    async def run_sync(self, req: SyncRequest, progress: Any) -> SyncStats:
         async with self.life.write_lock:
             assert self.pipeline is not None
             stats = await self.pipeline.sync(
@@ -149,7 +149,7 @@ class PgMemoryIndex:
         await self.life.after_sync(stats)
         return stats
 
-    async def _rebuild(self, progress: Any) -> SyncStats:
+    async def run_rebuild(self, progress: Any) -> SyncStats:
         """New settings: drop the agent's rows, then index everything again (no file to swap)."""
         assert self.store is not None and self.pipeline is not None
         self.life.rebuild_running = True
@@ -178,10 +178,10 @@ class PgMemoryIndex:
             gone = await self.store.forget([session_path(session_key)], wait=False)
         if gone is None:
             return False
-        await self._refresh_counts()
+        await self.refresh_counts()
         return True
 
-    async def _refresh_counts(self, delta: dict[str, int] | None = None) -> None:
+    async def refresh_counts(self, delta: dict[str, int] | None = None) -> None:
         """Counted whole, `delta` or not: other gateways write the same rows."""
         if self.store is None:
             return
@@ -216,18 +216,18 @@ class PgMemoryIndex:
         try:
             gen = await get_meta(self.pool, self.agent_id, "generation", "0") or "0"
             if gen != self._generation:
-                await self._refresh_counts()
+                await self.refresh_counts()
         except Exception:  # health answers with the last counts while the database is away
             log.debug("memory_health_counts_failed", exc_info=True)
 
     # ---- the reader ---------------------------------------------------------------------------------
     @contextlib.asynccontextmanager
-    async def _reading(self) -> AsyncIterator[str]:
+    async def reading(self) -> AsyncIterator[str]:
         """The index's generation; moved since the counts (another gateway, or this one, changed it): the
         counts read again, and vectors that were stored meanwhile bound for search."""
         gen = await get_meta(self.pool, self.agent_id, "generation", "0") or "0"
         if gen != self._generation:
-            await self._refresh_counts()
+            await self.refresh_counts()
             await self.life.bind_stored_vectors()
         yield gen
 
@@ -239,7 +239,7 @@ class PgMemoryIndex:
     async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:
         if self.store is None:
             return {}, {}, 0, 0
-        await self._refresh_counts()
+        await self.refresh_counts()
         files_by = {
             r[0]: int(r[1])
             for r in await self.pool.fetch(
