@@ -17,7 +17,7 @@ _FIRST_VERBS = (
     "got moved started joined bought adopted sold quit left switched changed booked signed renamed cancelled "
     "canceled accepted registered traded repainted finished dropped upped passed failed married engaged "
     "separated retired rented leased hired met called broke picked relocated handed resigned swapped upgraded "
-    "rode replaced hung"
+    "rode replaced hung went landed enrolled welcomed transferred stepped ported brought born settled became"
 ).split()
 # The things a person keeps, said with "the" ("the dog's vet", "the car's colour"), or a named one's vet.
 _KEPT_NOUNS = (
@@ -42,6 +42,8 @@ _MAY_STATE = frozenset(
     + [f"{w}'s" for w in _KEPT_NOUNS]
     + "vet vets groomer pins codes combinations combos logins opens unlocks seeing".split()
     + "home home's stayed stays new colour color".split()  # "Home is Leeds now", "Sam stayed over again", "New phone!"
+    # "Her teacher is Mrs Khan", "Training is Wednesdays now", "Been dating a guy called Felix"
+    + "teacher school nursery training rehearsal practice dating".split()
 )
 # A lock said to be its number ("the alarm is 4455 now", "Mum's gate's 2290"): one of these with a digit.
 _LOCKS = frozenset(w + t for w in "alarm keypad padlock gate locker".split() for t in ("", "'s"))
