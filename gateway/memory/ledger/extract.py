@@ -33,6 +33,7 @@ from .whose import (
     _EVENT_OFF,
     FAMILY_SUBJECTS,
     _DROPPED_I,
+    _MOVED_AFTER_COMMA,
     _KEEP,
     _KIDS_OWN,
     _KID_OWNER,
@@ -149,7 +150,11 @@ def _statements(
         return []
     # "The dog's vet is …", "the flat's landlord", "Biscuit's new vet": a thing the person keeps, said as theirs
     me = _ME.search(sentence) is not None or ("'s" in low or "’s" in low) and _KEPT.search(sentence) is not None
-    if not me and not _DROPPED_I.search(sentence):
+    if (
+        not me
+        and not _DROPPED_I.search(sentence)
+        and not ("," in sentence and ("moved" in low or "relocated" in low) and _MOVED_AFTER_COMMA.search(sentence))
+    ):
         # Without "I", "my", "we"…, only a code or number given bare is the person's ("The code is 7340",
         # "The cabin wifi password is moose"): a number with its digits, a code with digits or said to be;
         # and a subject named new ("First night in the new apartment in Mile End", "New job starts Monday").
@@ -203,7 +208,7 @@ def _statements(
     ):
         # of someone else's, only a code or number the person is told ("Mum's key safe is 6042 from today"),
         # and the child's teacher or school said by "her", "his", "their"
-        kids = _KID_OWNER.search(s) is not None
+        kids = any(h.name in _KIDS_OWN for h in hinted) and _KID_OWNER.search(s) is not None
         hinted = [
             h for h in hinted if (h.name in ("code", "number") and _DIGIT.search(s)) or (kids and h.name in _KIDS_OWN)
         ]

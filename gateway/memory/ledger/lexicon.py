@@ -123,7 +123,8 @@ SUBJECTS: tuple[Subject, ...] = (
             r"|bought|buying|moved into|share|sharing|picked up the keys to) (?:a|an|the|my|our) (?:[\w-]+ ){0,3}?"
             r"(?:flat|house|apartment|room|studio|place|bungalow|cottage|terrace|condo|bedsit|tenement|loft|maisonette)\b"
             r"(?=[^.!?]{0,200}?\b(?:in|at|near|off) (?-i:[A-Z]))"
-            r"|(?:^\W*|,\s+)(?:(?:just|finally|officially|so|and)\s+)*(?:moved|relocated) (?:to|into|over to)\b"
+            r"|^\W*(?:(?:just|finally|officially|so|and)\s+)*(?:moved|relocated) (?:to|into|over to)\b"
+            r"|, (?:just |finally )?(?:moved|relocated) (?:to|into)\b"  # "Officially a Londoner now, moved to …"
             # "Home is Brighton now", "home's a flat in Leith": home said as the subject of its sentence
             r"|^\W*(?:(?:so|and|now)\s+)?home(?:'s|’s| is)\b"
             # a move said as the old home left behind: "left the flat in Leith behind for a house in Hove"
@@ -183,11 +184,9 @@ SUBJECTS: tuple[Subject, ...] = (
             r"|offered (?:me )?(?:a|an|the) (?:[\w-]+ ){0,4}?(?:job|post|position|role)"
             r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?(?:(?!\w+ing\b)\w+ ){1,4}at \w+"
             r"|(?:i'm|i’m|i am) (?-i:[A-Z])\w+, (?:a |an |the )?(?:[\w-]+ ){0,3}?[\w-]+ at (?-i:[A-Z])\w*"
-            # work that goes on, said by how long or "still": "still at Google", "been at Barclays six weeks now"
-            r"|still (?:at|with) (?-i:[A-Z])|been (?:at|with) (?-i:[A-Z])[\w&'’.-]*(?: (?-i:[A-Z])[\w&'’.-]*)*"
-            r"(?: (?:for )?(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|several|\d+)) (?:weeks?|months?|years?)"
-            r"|first (?:day|week|shift|morning) (?:at|with) (?=(?:the )?(?-i:[A-Z]))"  # a start: "first day at Ocado"
-            r"|(?:landed|taken|took|got|started) (?:a|an|the) (?:[\w-]+ ){0,3}?(?:job|post|position|role) (?:at|with)"
+            # "still at Google", a start said as a first day ("first day at Ocado"), a job landed or taken
+            r"|(?:still|first (?:day|week|shift|morning)) (?:at|with) (?=(?:the )?(?-i:[A-Z]))"
+            r"|(?:landed|taken|took) (?:a|an|the) (?:[\w-]+ ){0,3}?(?:job|post|position|role) (?:at|with)"
         ),
         hints=_w(
             "work working employer job hired first start started starting joined notice offer offered at resigned redundant laid"

@@ -30,8 +30,10 @@ _WITH_ME = re.compile(r"^\W*(?:\w+:\s*)?(?:so\s+|also\s+|and\s+)?my (?:best )?\w
 
 FAMILY_SUBJECTS = frozenset({"child", "school", "teacher", "pet", "vet"})
 
-_DROPPED_I = re.compile(  # at the clause's start, or a move after a comma ("Officially a Londoner now, moved to …")
-    r",\s+(?:just\s+|finally\s+)?(?:moved|relocated) (?:to|into)\b|^\W*(?:(?:just|finally|also|so|and|officially|today|now)\s+)*(?:been seeing|been dating|dating|home(?:'s|’s| is)|"
+# A move after a comma, the "I" dropped ("Officially a Londoner now, moved to Peckham").
+_MOVED_AFTER_COMMA = re.compile(r",\s+(?:just\s+|finally\s+)?(?:moved|relocated) (?:to|into)\b", re.I)
+_DROPPED_I = re.compile(  # at the clause's start (anchored: a clause that does not start so fails at once)
+    r"^\W*(?:(?:just|finally|also|so|and|officially|today|now)\s+)*(?:been seeing|been dating|dating|home(?:'s|’s| is)|"
     + "|".join(_FIRST_VERBS)
     + r")\b",
     re.I,
