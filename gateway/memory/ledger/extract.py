@@ -118,7 +118,7 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
 # "First night in the new apartment": a cue that starts with "new" states the person's own even bare.
 _OWN_NOUNS = frozenset({"vet", "dentist", "doctor", "manager", "landlord"})
 # Subjects whose value is its span or nothing: a hometown with no place, a code with no code in it.
-_SPAN_ONLY = frozenset({"hometown", "code"})
+_SPAN_ONLY = frozenset({"hometown", "code", "birthday"})
 _WHEN_SAID = re.compile(
     r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|\b\d{1,2}(?:st|nd|rd|th)?\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
     re.I,

@@ -100,6 +100,14 @@ SUBJECTS: tuple[Subject, ...] = (
         hints=_w("landlord* landlady letting rent owns"),
     ),
     Subject(
+        "birthday",
+        "the person's birthday: the day and month they were born, their date of birth",
+        _cue(
+            r"(?:my|our) birthday(?! (?:party|present|gift|cake|dinner|drinks|meal|plans?|trip|card)s?\b)|date of birth|\bborn on"
+        ),
+        hints=_w("birthday date born"),
+    ),
+    Subject(
         "hometown",
         "where the person comes from: the town they grew up in, were born in, their hometown",
         _cue(
@@ -376,7 +384,7 @@ SUBJECTS: tuple[Subject, ...] = (
             # "handed in my notice on the book club": an ending of a club said as a job's
             r"handed in my notice (?:on|at|to|with) (?=(?:the |my |our )?(?:[\w-]+ ){0,2}(?:club|choir|society|gym|league|group|band|team)\b)"
             # a club supported: "I support Celtic", "I'm a Spurs fan", "Everton through and through"
-            r"|(?:i|we) (?:still |now )?support (?=(?:the )?(?-i:[A-Z]))|(?:i'm|i’m|i am) (?:an? )?(?:massive |huge |big |lifelong )?(?-i:[A-Z])\w+ (?:fan|supporter)"
+            r"|(?:i|we) (?:still |now )?support (?=(?:the )?(?-i:[A-Z]))|(?:i'm|i’m|i am|i've been|i’ve been|always been) (?:an? )?(?:massive |huge |big |lifelong |die-hard |diehard )?(?-i:[A-Z])\w+ (?:fan|supporter)"
             r"|(?-i:[A-Z])\w+ through and through|season ticket (?:at|for)"
             r"|member|membership|joined the|quit the|left the(?! (?:[\w-]+ ){0,2}(?:flat|house|apartment|place|room|studio|home)\b)|signed up (?:to|for)|club|gym|choir|society|league"
         ),
@@ -407,7 +415,7 @@ SUBJECTS: tuple[Subject, ...] = (
             # moved by the practice: "they've put me in for Tuesday 27 January", "rebooked me for the 3rd"
             r"|put (?:me|us|him|her) (?:in|down) for|(?:rebooked|rescheduled|moved) (?:me|us|it)(?: to| for)"
             # a thing of the person's at a time: "my code review is at 10 tomorrow", "our viewing is on Friday"
-            rf"|(?:my|our) (?:[\w-]+ ){{1,2}}(?:is|'s|’s) (?:at|on) (?={APPOINTED})"
+            rf"|(?:my|our) (?!birthday|anniversary|birth)(?:[\w-]+ ){{1,2}}(?:is|'s|’s) (?:at|on) (?={APPOINTED})"
         ),
         qualified=True,
         hints=_w(

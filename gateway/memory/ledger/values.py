@@ -129,6 +129,10 @@ _DIET = re.compile(
 _SCHOOL = re.compile(
     r"\b((?!(?:Her|His|Their|The|My|Our|A|An|Got|He|She)\b)(?:[A-Z][\w'’-]*\s+){1,3}(?:[Pp]rimary|[Ss]chool|[Aa]cademy|[Nn]ursery|[Cc]ollege|High))\b"
 )
+_BIRTH_DATE = re.compile(
+    rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})|(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?)\b(?:,?\s+\d{{4}})?",
+    re.I,
+)
 _NO_ALLERGY = re.compile(r"\bno (?:known )?allerg", re.I)
 _THING = re.compile(
     r"\b(?:drive|drives|ride|rides|bought|got|have|own|leased|picked up|collected|adopted|rescued|is|are|now"
@@ -286,6 +290,9 @@ def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
     elif kind == "number":
         if m := _DIGITS.search(s):
             v = m.group(0).strip(" ().")
+    elif kind == "birthday":  # a day of a month, never a weekday ("my birthday is on Friday" is this year's)
+        if m := _BIRTH_DATE.search(s):
+            v = m.group(0)
     elif kind in ("appointment", "schedule"):
         if m := _WHEN.search(s):
             v = m.group(0)
