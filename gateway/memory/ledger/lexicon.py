@@ -193,7 +193,8 @@ SUBJECTS: tuple[Subject, ...] = (
             r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?(?:(?!\w+ing\b)\w+ ){1,4}at \w+"
             r"|(?:i'm|i’m|i am) (?-i:[A-Z])\w+, (?:a |an |the )?(?:[\w-]+ ){0,3}?[\w-]+ at (?-i:[A-Z])\w*"
             # "still at Google", a start said as a first day ("first day at Ocado"), a job landed or taken
-            r"|(?:still|first (?:day|week|shift|morning)) (?:at|with) (?=(?:the )?(?-i:[A-Z]))"
+            # (not asked: "Am I still at Halden?" asks whether the job goes on, not which one it is)
+            r"|(?:(?<!am i )(?<!are we )still|first (?:day|week|shift|morning)) (?:at|with) (?=(?:the )?(?-i:[A-Z]))"
             r"|(?:landed|taken|took) (?:a|an|the) (?:[\w-]+ ){0,3}?(?:job|post|position|role) (?:at|with)"
         ),
         hints=_w(

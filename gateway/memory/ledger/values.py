@@ -68,6 +68,7 @@ _NAME_THEN_MY = re.compile(rf"({_NAME}),\s*$")
 _NAME_IS_MY = re.compile(rf"({_NAME})\s+(?:is|was|'s|’s)\s+(?:now\s+|still\s+)?(?:my|our)\s+(?:new\s+)?(?:[\w-]+\s+)?$")
 # "switched GPs to Dr Lewis", "changed vets to Meadow Vets": the practice changed to
 _SWITCHED_TO = re.compile(rf"\s+(?:over\s+)?to\s+({_NAME})")
+_AFTER_COLON = re.compile(rf"[^:.!?]{{0,40}}:\s*({_NAME})")
 _STILL_AT = re.compile(rf"\bstill (?:at|with)\s+(?:the\s+)?({_NAME})")
 _BEFORE_CUE = re.compile(rf"({_NAME})\s+$")
 _LAST_NAME = re.compile(rf"(?:,|[—–:]|\s-)\s*({_NAME})\s*[.!]*$")
@@ -212,6 +213,8 @@ def _named(subject: str, s: str, cue: re.Match[str]) -> str | None:
         return f"{n} {cue.group(0)}"
     # "my cat Mochi", "my manager Nadia", "Met my new manager today: Nadia"
     if (m := re.match(rf"\s*(?:today|now|these days)?\s*[:,]?\s*({_NAME})", after)) and (n := _first_name(m.group(1))):
+        return n
+    if (m := _AFTER_COLON.match(after)) and (n := _first_name(m.group(1))):  # "a new vet in Leeds: Oak Vets"
         return n
     if (m := _WITH.search(after)) and (n := _first_name(m.group(1))):
         return n
