@@ -67,7 +67,8 @@ _MAY_STATE_BYTES = frozenset(w.encode() for w in _MAY_STATE)
 _LOCKS_BYTES = frozenset(w.encode() for w in _LOCKS)
 
 
-# Every word any test below looks for: text holding none of them (most text) is passed over in one look-up.
+# Every word any test below looks for, in one set: text holding none of them (most text) is passed over
+# in one look-up of its words (the locks and the pairs had one each).
 _ANY = _MAY_STATE | _LOCKS | _PAIR_FIRST
 _ANY_BYTES = _MAY_STATE_BYTES | _LOCKS_BYTES | _PAIR_FIRST_BYTES
 
@@ -75,19 +76,17 @@ _ANY_BYTES = _MAY_STATE_BYTES | _LOCKS_BYTES | _PAIR_FIRST_BYTES
 def _may_state(text: str) -> bool:
     """The fast way past what states nothing about the person (most text): none of `_MAY_STATE`'s words,
     nor a lock's word with a digit, nor both words of a pair. (ASCII text, most of it, is split as bytes:
-    the same words, at under half the cost, issue 46; one look-up of all the words first.)"""
+    the same words, at under half the cost, issue 46.)"""
     low = text.lower()
     if low.isascii():
         raw = low.encode().translate(_PUNCT_BYTES).split()
-        if _ANY_BYTES.isdisjoint(raw):
-            return False
-        found = set(raw)
-        return _holds(found, _MAY_STATE_BYTES, _LOCKS_BYTES, _PAIRS_BYTES, text)
+        return not _ANY_BYTES.isdisjoint(raw) and _holds(set(raw), _MAY_STATE_BYTES, _LOCKS_BYTES, _PAIRS_BYTES, text)
     words = low.replace("’", "'").translate(_PUNCT).split()
     return not _ANY.isdisjoint(words) and _holds(set(words), _MAY_STATE, _LOCKS, _PAIRS, text)
 
 
 def _holds(found: set[Any], may: frozenset[Any], locks: frozenset[Any], pairs: Any, text: str) -> bool:
+    """The tests one by one, for text holding one of their words."""
     return (
         not may.isdisjoint(found)
         or (not locks.isdisjoint(found) and _DIGIT.search(text) is not None)
