@@ -118,6 +118,7 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
 # "First night in the new apartment": a cue that starts with "new" states the person's own even bare.
 _OWN_NOUNS = frozenset({"vet", "dentist", "doctor", "manager", "landlord"})
 # Subjects whose value is its span or nothing: a hometown with no place, a code with no code in it.
+_BORN = re.compile(r"\bborn (?:on )?(?:a )?$", re.I)
 _SPAN_ONLY = frozenset({"hometown", "code", "birthday"})
 _WHEN_SAID = re.compile(
     r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|\b\d{1,2}(?:st|nd|rd|th)?\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
@@ -233,6 +234,8 @@ def _statements(
     seen: set[str] = set()
     for subj in hinted:
         m = subj.cues.search(s)
+        if subj.name == "schedule" and m is not None and "born" in low and _BORN.search(s, 0, m.start()):
+            continue  # "born on a Friday night", "a boy, born Friday night": a birth, not a weekly night
         if subj.name == "appointment":  # "booked an eye exam": the thing booked names it, not "booked"
             m = _NOUN_FIRST.search(s) or m
         if m is None or (someone_else and subj.name not in FAMILY_SUBJECTS):
