@@ -18,7 +18,8 @@ _FIRST_VERBS = (
     "got moved started joined bought adopted sold quit left switched changed booked signed renamed cancelled "
     "canceled accepted registered traded repainted finished dropped upped passed failed married engaged "
     "separated retired rented leased hired met called broke picked relocated handed resigned swapped upgraded "
-    "rode replaced hung went landed enrolled welcomed transferred stepped ported brought born settled became"
+    "rode replaced hung went landed enrolled welcomed transferred stepped ported brought born settled became "
+    "allergic volunteering coaching"
 ).split()
 # The things a person keeps, said with "the" ("the dog's vet", "the car's colour"), or a named one's vet.
 _KEPT_NOUNS = (
