@@ -14,4 +14,4 @@ LedgerStore), a sync rewrites a file's whenever it indexes the file, and a rebui
 """
 
 # Part of the index signature (memory/signature.py): a new extractor rebuilds the ledger with the index.
-LEDGER_VERSION = 5  # 2: values are spans (values.py), wider forms; 3: forms without the cue (brands, which.py); 4: round two (offers taken, actions, reactions, replacements); 5: cues that misfired on ordinary text narrowed (locks, endings, other half, freelance)
+LEDGER_VERSION = 6  # 6: forms generalised by class (tests/data/ledger_paraphrases.json), birthday; 2: values are spans (values.py), wider forms; 3: forms without the cue (brands, which.py); 4: round two (offers taken, actions, reactions, replacements); 5: cues that misfired on ordinary text narrowed (locks, endings, other half, freelance)

@@ -39,7 +39,7 @@ PUT_DOWN = (
 ENDING_WORDS = frozenset(
     "broke split separated divorced quit left no not stopped cancelled canceled gave moved sold passed died retired "
     "ended went called broke handed resigned made laid let last walked scrapped written wrote rehomed single dumped "
-    "contract put jobs unemployed work hung and".split()
+    "contract put jobs unemployed work hung stepped and".split()
 )
 _ENDING_ONLY_WORDS = (
     r"between jobs|(?:i'm|i’m|i am) (?:now )?(?:unemployed|out of work)|single again|(?:i'm|i’m|i am) (?:now )?single(?!-)"
@@ -48,7 +48,7 @@ _ENDING_ONLY_WORDS = (
 ENDING = re.compile(
     r"\b(?:broke up|split up|separated|divorced|quit|left (?:the|my)|no longer|not \w+ any ?more|stopped|cancell?ed"
     rf"|gave up|moved out|sold (?:the|my)|passed away|died|retired{RETIRED_TAIL}|ended|went our separate ways"
-    r"|(?:called|broke) it off|called it (?:a day|quits)|(?:and i|and me)(?:'re|’re| are) (?:done|over|finished)\b(?! with)|hung up (?:the|my) (?:boots|gloves)|handed in my notice|resigned|made redundant|laid off|let go from|last day (?:at|with)"
+    r"|(?:called|broke) it off|called it (?:a day|quits)|(?:and i|and me)(?:'re|’re| are) (?:done|over|finished)\b(?! with)|hung up (?:the|my) (?:boots|gloves)|stepped down (?:from|as)|handed in my notice|resigned|made redundant|laid off|let go from|last day (?:at|with)"
     r"|walked out (?:of my job|on)|scrapped (?:the|my|our)|written off|wrote off|rehomed|(?:i'm|i’m|i am) single"
     rf"|single again|dumped (?:me|him|her|them){CLAUSE_END}|left me{CLAUSE_END}|broke off (?:the|our) engagement"
     # a work contract ended ("My contract at Deloitte ended"), bounded: not the gym's, not "contract at … ended" any length
@@ -61,7 +61,7 @@ ENDING = re.compile(
 # or broken up with; work not sold, scrapped, put down or dumped.
 _WORK_ENDS = (
     r"quit|retired|resigned|made redundant|laid off|let go|last day|handed in|walked out|contract|between jobs"
-    r"|(?:i'm|i’m|i am) (?:now )?(?:unemployed|out of work)|hung up"
+    r"|(?:i'm|i’m|i am) (?:now )?(?:unemployed|out of work)|hung up|stepped down"
 )
 _PARTNER_ENDS = (
     r"broke up|split up|separated|divorced|went our|called it|broke it|broke off|(?:and i|and me)|(?:i'm|i’m|i am) single"

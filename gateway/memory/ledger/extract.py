@@ -21,11 +21,35 @@ from ..layout import KEYED_DIR
 from ..ports import Statement
 from .distill import LEDGER_NOTES, parse_note
 from .endings import ENDING, ENDING_ONLY, ENDING_WORDS, ends
-from .lexicon import BY_NAME, LOCKED_THINGS, Subject
-from .prefilter import _FIRST_VERBS, _KEPT, _may_state
+from .lexicon import BY_NAME, Subject
+from .prefilter import _KEPT, _may_state
 from .lexicon import hinted as lexicon_hinted
-from .values import NAMED, RENAMED, apposition, colour_in, first_name_said, last_name, name_in, span
-from .which import which
+from .values import NAMED, RENAMED, apposition, club_in, colour_in, first_name_said, last_name, name_in, span
+from .which import LOCKED_THINGS, which
+from .whose import (
+    _owned,
+    _made,
+    _PAST_THING,
+    _EVENT_OFF,
+    FAMILY_SUBJECTS,
+    _DROPPED_I,
+    _MOVED_AFTER_COMMA,
+    _KEEP,
+    _KIDS_OWN,
+    _KID_OWNER,
+    _ME,
+    _NOT_FAMILY,
+    _NOT_YET,
+    _NOT_YET_WORDS,
+    _OBJECT_FIRST,
+    _OTHERS,
+    _OTHERS_WORDS,
+    _QUESTION,
+    _RELATIVE_FIRST,
+    _REQUEST,
+    _TAG,
+    _WITH_ME,
+)
 
 CORRECTION_PREFIX = "profile."  # a keyed memory `profile.<subject>` corrects that subject
 MAX_TEXT = 600  # a statement's evidence text, at most (the message it was said in)
@@ -35,52 +59,14 @@ MAX_PER_SENTENCE = 2  # subjects one sentence may give a value to
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 # Clauses of a sentence that may each say something of their own ("my contact is my mum — she lives in Leeds").
 _CLAUSE = re.compile(r"\s+[—–-]\s+|;\s*|,\s+(?=(?:and|but|so|though|although|while)\b)")
-_ME = re.compile(r"\b(?:i|i'm|i’m|i've|i’ve|i'd|im|my|mine|me|myself|we|we're|we’re|we've|our|us|ourselves)\b", re.I)
-_OTHERS = re.compile(
-    r"\b(?:he|she|they|his|her|their|him|them|he's|she's|they're)\b"
-    r"|\b(?!(?:It|That|What|There|Here|Who|Where|How|Let|Today|Everything|Everyone|Home)'s)(?-i:[A-Z][a-z]+)'s\b",
-    re.I,
-)
-# "My cousin is getting married": a sentence about someone else the person knows (unless "…and I").
-_RELATIVE_FIRST = re.compile(
-    r"^\W*(?:\w+:\s*)?(?:so\s+|also\s+|and\s+)?my (?:cousin|sister|brother|friend|best friend|mum|mom|mother|dad|"
-    r"father|parents|aunt|uncle|neighbou?r|colleague|grand\w+|niece|nephew|in-laws?)\b",
-    re.I,
-)
-_WITH_ME = re.compile(r"^\W*(?:\w+:\s*)?(?:so\s+|also\s+|and\s+)?my (?:best )?\w+(?: \w+)? and (?:i|me)\b", re.I)
-FAMILY_SUBJECTS = frozenset({"child", "school", "teacher", "pet", "vet"})
-_DROPPED_I = re.compile(
-    r"^\W*(?:(?:just|finally|also|so|and|officially|today|now)\s+)*(?:been seeing|home(?:'s|’s| is)|"
-    + "|".join(_FIRST_VERBS)
-    + r")\b",
-    re.I,
-)
 _DIGIT = re.compile(r"\d")
-_OBJECT_FIRST = re.compile(
-    r"^\W*(?:(?:just|finally|also|so|and)\s+)*(?:booked|registered|took|signed)\s+(?:him|her|them)\b", re.I
-)
 # "The garage keypad got reset; the new number is 0804": a lock's number is its code
 _LOCK_SAID = re.compile(r"\b(?:keypad|padlock|alarm|lock|combination|key ?safe|code)\b", re.I)
 _BARE_CODE = re.compile(r"[#*]?\d{3,8}")
 _ANNIVERSARY = re.compile(r"\b(?:\w+|\d+) (?:weeks|months|years) together\b", re.I)
 _PRONOUN = re.compile(r"\b(?:she|he)(?:'s|’s| is)\b", re.I)
-# "The barbecue got rained out so we called it off": an event called off, not the person's relationship
-_EVENT_OFF = re.compile(
-    r"\b(?:trip|party|gig|match|game|barbecue|bbq|meeting|picnic|holiday|dinner|walk|hike|session|training|rehearsal"
-    r"|class|lesson|shoot|match|race|sale|viewing|interview|launch|event|wedding|match|outing|visit)s?\b[^.!?]{0,160}?\bcalled (?:it|the \w+) off",
-    re.I,
-)
 _ACCEPTED = re.compile(r"\b(?:said yes|accepted|took it|taking it|signed the contract|start on|starting on)\b", re.I)
 _STATED = re.compile(r"\b(?:is|are|was)\b|:", re.I)
-_QUESTION = re.compile(
-    r"\?\s*$|^\W*(?:what|who|whom|whose|which|where|when|why|how|do|does|did|can|could|should|is|are|am|will|would)\b",
-    re.I,
-)
-_NOT_YET = re.compile(
-    r"\b(?:if|would|might|maybe|perhaps|thinking (?:of|about)|considering|plan(?:ning)? to|want(?:s|ed)? to|hope to|hoping"
-    r"|wish|someday|one day|should i|could i|not sure|wondering|tempted)\b",
-    re.I,
-)
 _START = re.compile(
     r"\b(?:now|new|newly|switched|changed|started|joined|got(?! (?:made redundant|laid off|let go))|bought|adopted|moved (?:to|into|in)|promoted|hired"
     r"|official|renamed|upped|increased|raised|lowered|reduced|signed|behind for)\b",
@@ -122,17 +108,6 @@ def value_of(sentence: str, cue: re.Match[str]) -> str:
     return sentence.strip(" .!")[:MAX_VALUE]
 
 
-# "the old wifi", "my previous landlord", "my ex-boss": the thing named as it was, not a value given now.
-# "an old Fiat Panda" is an aged one, still theirs.
-_PAST_THING = re.compile(
-    r"(?<!\ba )(?<!\ban )\b(?:old|previous|former|ex|stolen|nicked|crashed)[\s-]+(?:\w+\s+)?$", re.I
-)
-
-
-# A statement with a request tacked on ("The code is 4826, can you keep it for me?") is still a statement.
-_TAG = re.compile(r",\s*(?:can|could|would|will) you\b[^,]*\?\s*$|,\s*(?:right|ok|okay|yeah)\s*\?\s*$", re.I)
-
-
 def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool]]:
     """(subject, value, ending) of each subject the sentence gives a value to ([] for a question, a
     wish, or a sentence not about the person). `message`: the whole message it is part of (what a
@@ -140,55 +115,22 @@ def statements_of(sentence: str, message: str = "") -> list[tuple[str, str, bool
     return [(subject, value, ending) for subject, value, ending, _ in _statements(sentence, message)]
 
 
-def _owned(s: str, m: re.Match[str], cues: re.Pattern[str]) -> re.Match[str] | None:
-    """The cue of a person ("doctor", "manager") said as the person's: "my/our/new doctor", "the dentist
-    is …", "the vet we use", "registered with a GP" — not "the ER doctor says", "a vet appointment"."""
-    for c in cues.finditer(s, m.start()):
-        if _OWNER_BEFORE.search(s[: c.start()]) or _OWNER_AFTER.match(s[c.end() :]) or " " in c.group(0):
-            return c
-    return None
-
-
-def _made(s: str, m: re.Match[str]) -> bool:
-    """Whether a thing the person makes ("podcast", "app") is theirs: "my/our app", "started a podcast",
-    "… called Lamplight" — not "their banking app", "a Raptors game"."""
-    return bool(_OWNER_BEFORE.search(s[: m.start()]) or _MAKING.search(s) or _NAMING.search(s))
-
-
-# "registered Biscuit at …", "booked him in with …": the pet's practice, said through what was done there
-_OWNER_BEFORE = re.compile(
-    r"\b(?:my|our|new|the kids'?|(?:registered|booked) (?:[\w-]+ )?(?:in )?(?:with|at)(?: a| the)?)\s+(?:[\w-]+\s+)?$",
-    re.I,
-)
-_OWNER_AFTER = re.compile(r"\s*(?:is\b|'s\b|’s\b|we\b|i\b|here is\b|now is\b)", re.I)
-_MAKING = re.compile(
-    r"\b(?:i|we)(?:'ve|’ve|'re|’re| have| had| are)?\s+(?:just\s+|finally\s+|now\s+)?(?:started|launched|built|made|make|run|running|"
-    r"relaunch\w*|renamed|set up|founded|writ\w+|wrote|host\w*|record\w*)\b|^\W*(?:started|launched|built|renamed)\b",
-    re.I,
-)
-_NAMING = re.compile(r"\b(?:called|named|renamed)\b", re.I)
 # "First night in the new apartment": a cue that starts with "new" states the person's own even bare.
 _OWN_NOUNS = frozenset({"vet", "dentist", "doctor", "manager", "landlord"})
+# Subjects whose value is its span or nothing: a hometown with no place, a code with no code in it.
+_BORN = re.compile(r"\bborn (?:on )?(?:a )?$", re.I)
+_SPAN_ONLY = frozenset({"hometown", "code", "birthday"})
+_WHEN_SAID = re.compile(
+    r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|\b\d{1,2}(?:st|nd|rd|th)?\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
+    re.I,
+)
 # The words each of these expressions starts with (tests/unit/test_memory_ledger_values.py holds them in step).
 _WORDS = re.compile(r"[a-z]+")
-_NOT_YET_WORDS = frozenset(
-    "if would might maybe perhaps thinking considering plan planning want wants wanted hope hoping wish someday one "
-    "should could not wondering tempted".split()
-)
-_OTHERS_WORDS = frozenset("he she they his her their him them".split())
 _PROJECT_CUE = BY_NAME["project"].cues
 _WEEKDAY = re.compile(r"(?:mon|tues|wednes|thurs|fri|satur|sun)day", re.I)
 # A value of these names the thing (or a teacher, a colour), or there is none: "the teacher said my past
 # tense is decent" names no teacher, "I love the colour blue" is no detail of anything.
 _THINGS = frozenset({"vehicle", "pet", "device", "teacher", "detail"})
-# "Help me plan a menu, all vegan": a request asks, like a question ("Help me remember: the code is 4471",
-# a request to keep something, states it).
-_KEEP = re.compile(r"\b(?:remember|note|keep|save)\b|:", re.I)
-_REQUEST = re.compile(
-    r"\W*(?:(?:please|ok|okay|now|so|and|also)\s+)*(?:help|give|tell|show|remind|write|suggest|plan|find|draft|list"
-    r"|explain|translate|recommend|check|look up)\s+(?:me|us|a|an|the|my|our|some|what|how)\b",
-    re.I,
-)
 
 
 def _first_words(name: str) -> str:
@@ -209,7 +151,11 @@ def _statements(
         return []
     # "The dog's vet is …", "the flat's landlord", "Biscuit's new vet": a thing the person keeps, said as theirs
     me = _ME.search(sentence) is not None or ("'s" in low or "’s" in low) and _KEPT.search(sentence) is not None
-    if not me and not _DROPPED_I.search(sentence):
+    if (
+        not me
+        and not _DROPPED_I.search(sentence)
+        and not ("," in sentence and ("moved" in low or "relocated" in low) and _MOVED_AFTER_COMMA.search(sentence))
+    ):
         # Without "I", "my", "we"…, only a code or number given bare is the person's ("The code is 7340",
         # "The cabin wifi password is moose"): a number with its digits, a code with digits or said to be;
         # and a subject named new ("First night in the new apartment in Mile End", "New job starts Monday").
@@ -234,7 +180,19 @@ def _statements(
             or (
                 "new " in low  # the words first: a cue expression costs more
                 and (m := s.cues.search(sentence)) is not None
-                and m.group(0).lower().startswith("new ")
+                and (
+                    m.group(0).lower().startswith("new ")
+                    # "New dentist: Smile Clinic", "New manager started today, a guy called Ben"
+                    or (s.name in _OWN_NOUNS and sentence[max(0, m.start() - 4) : m.start()].lower() == "new ")
+                )
+            )
+            # "Her teacher is Mrs Khan", "Their school is Greenhill Primary": the child's, said by its pronoun
+            or (s.name in _KIDS_OWN and _KID_OWNER.search(sentence) is not None)
+            # "Eye exam booked for Tuesday 9 April": a booking with its date said bare
+            or (
+                s.name == "appointment"
+                and _WHEN_SAID.search(sentence) is not None
+                and s.cues.search(sentence) is not None
             )
         ]
         if not hinted:
@@ -249,8 +207,12 @@ def _statements(
         and _OTHERS.search(s)
         and not _OBJECT_FIRST.search(s)
     ):
-        # of someone else's, only a code or number the person is told ("Mum's key safe is 6042 from today")
-        hinted = [h for h in hinted if h.name in ("code", "number") and _DIGIT.search(s)]
+        # of someone else's, only a code or number the person is told ("Mum's key safe is 6042 from today"),
+        # and the child's teacher or school said by "her", "his", "their"
+        kids = any(h.name in _KIDS_OWN for h in hinted) and _KID_OWNER.search(s) is not None
+        hinted = [
+            h for h in hinted if (h.name in ("code", "number") and _DIGIT.search(s)) or (kids and h.name in _KIDS_OWN)
+        ]
     if (
         not hinted
         or not s
@@ -266,10 +228,14 @@ def _statements(
         else []
     )
     someone_else = bool(_RELATIVE_FIRST.search(s)) and not _WITH_ME.search(s)
+    if someone_else and _NOT_FAMILY.search(s):
+        return []
     out: list[tuple[str, str, bool, bool]] = []
     seen: set[str] = set()
     for subj in hinted:
         m = subj.cues.search(s)
+        if subj.name == "schedule" and m is not None and "born" in low and _BORN.search(s, 0, m.start()):
+            continue  # "born on a Friday night", "a boy, born Friday night": a birth, not a weekly night
         if subj.name == "appointment":  # "booked an eye exam": the thing booked names it, not "booked"
             m = _NOUN_FIRST.search(s) or m
         if m is None or (someone_else and subj.name not in FAMILY_SUBJECTS):
@@ -312,6 +278,19 @@ def _statements(
             )
         ):
             continue  # "Home is where the heart is", "the kids' friends stayed over again": nothing named
+        if (
+            found is None
+            and not ending
+            and subj.name in _SPAN_ONLY
+            and (
+                subj.name != "code" or m.group(0).lower().startswith("code")
+            )  # "my wifi password is the name of my dog"
+            # "My hometown is Sligo": a name after the verb is its place ("I'm from the future" names none)
+            and not (
+                subj.name == "hometown" and (v := value_of(s, m))[:1].isupper() and v != s.strip(" .!")[:MAX_VALUE]
+            )
+        ):
+            continue  # "I'm from the future", "I wrote some code today": no place, no code said
         if found is None and not ending and subj.name == "employer" and m.group(0)[:7].lower() == "offered":
             continue  # "offered a job in Edinburgh and I said yes": no employer named, the words are no value
         out.append((name, "" if ending else (found or value_of(s, m)), ending, found is not None))
@@ -392,7 +371,8 @@ def message_statements(words: str, known: list[Subject] | None = None) -> list[t
                 if better is None and kind == "detail" and ":" in subject:  # "Repainted Loon! She's green now."
                     better = colour_in(words[at:])
                 if better is None and kind == "membership" and ":" in subject:
-                    better = subject.split(":", 1)[1]  # "joined the choir": the club is its name
+                    # "joined the choir": the club is its name; "a member of the climbing club": its kind
+                    better = club_in(sent) or subject.split(":", 1)[1]
                 value, spanned = (better, True) if better else (value, False)
                 if not spanned and kind in _THINGS:  # "nick my bike so I changed the lock": no vehicle named
                     continue

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .hints import Hints
 from .endings import CLAUSE_END, LOCK_NUMBER, PUT_DOWN, RETIRED_TAIL
 from .values import COLOUR
 from .brands import (
@@ -23,6 +24,7 @@ from .brands import (
     DEVICE_NOUNS,
     DEVICES,
     NETWORK_NAMES,
+    PHONE_NETWORKS,
     VEHICLE_MAKES,
     VEHICLE_MODELS,
     VEHICLE_NAMES,
@@ -39,7 +41,7 @@ class Subject:
     by_cue: bool = False  # qualified by the cue word itself (a podcast, an app), not the word before it
     # Words one of which every match of `cues` holds ("pill*": a word starting so): a clause holding
     # none is not searched. The cue expressions cost ~8 µs a search; a clause's words looked up once in
-    # HINTED make most clauses free. tests/unit/test_memory_ledger.py holds hints and cues in step.
+    # hints.py make most clauses free. tests/unit/test_memory_ledger.py holds hints and cues in step.
     hints: tuple[str, ...] = ()
 
 
@@ -47,6 +49,13 @@ def _w(words: str) -> tuple[str, ...]:
     return tuple(words.split())
 
 
+# how the names of medicines end (generic names): metformin, sertraline, omeprazole, amlodipine, ramipril …
+DRUG = r"[a-z]+(?:formin|aline|oxetine|alopram|prazole|dipine|pril|sartan|statin|olol|azepam|triptan|cillin|mycin|cycline|oxacin|thyroxine|trigine|tiapine|idone|ximab|umab|gliptin|flozin|setron|tadine|rizine|sone|lone|profen|amol|codeine|adol)\b"
+# a time or a day something is at or on (not "at 5%", "on 2 wheels")
+APPOINTED = (
+    r"(?:\d{1,2}(?:[:.]\d\d)?\s*(?:am|pm)?\b(?![%.,]?\d)(?!\s*(?:%|percent|wheels|miles|km|kg|days|weeks|months|years))"
+    r"|tomorrow|tonight|today|noon|midday|(?:mon|tues|wednes|thurs|fri|satur|sun)day|the \d)"
+)
 _COLOURED = _w("car van bike boat canoe kayak scooter motorbike door shed")
 
 
@@ -61,7 +70,8 @@ SUBJECTS: tuple[Subject, ...] = (
         "a password, passcode, PIN, lock combination, door code or wifi login: how to get in or get online",
         _cue(
             r"passwords?|passcodes?|pins?(?: numbers?| codes?)?|combinations?|combos?|(?:door|access|entry|key) ?codes?"
-            r"|codes?|wi-?fi|logins?"
+            r"|code(?<!dress code)(?<!some code)(?<!source code)(?<!zip code)(?<!post code)(?<!bar code)(?<!qr code)(?<!morse code)s?"
+            r"|wi-?fi|logins?"
             # opens with a code, not "opens with 6am classes", "unlocks with 10 minutes to spare"
             rf"|(?:opens|unlocks) with (?=(?:[#*]|[a-z]{{1,2}})?{LOCK_NUMBER.format(3)})"
             # a lock said to be its number: "the alarm is 4455 now", "the gate's 2290 these days"
@@ -91,10 +101,21 @@ SUBJECTS: tuple[Subject, ...] = (
         hints=_w("landlord* landlady letting rent owns"),
     ),
     Subject(
+        "birthday",
+        "the person's birthday: the day and month they were born, their date of birth",
+        _cue(
+            r"(?:my|our) birthday(?! (?:party|present|gift|cake|dinner|drinks|meal|plans?|trip|card)s?\b)|date of birth|\bborn on"
+        ),
+        hints=_w("birthday date born"),
+    ),
+    Subject(
         "hometown",
         "where the person comes from: the town they grew up in, were born in, their hometown",
-        _cue(r"grew up|i'?m from|i am from|originally from|born (?:in|and raised)|hometown|home town"),
-        hints=_w("grew from born hometown town"),
+        _cue(
+            r"grew up|i'?m from|i am from|originally from|born (?:in|and raised)|hometown|home town"
+            r"|spent (?:my|our) (?:whole |entire )?(?:childhood|early years) in"
+        ),
+        hints=_w("grew from born hometown town spent"),
     ),
     Subject(
         "home",
@@ -112,6 +133,7 @@ SUBJECTS: tuple[Subject, ...] = (
             r"(?:flat|house|apartment|room|studio|place|bungalow|cottage|terrace|condo|bedsit|tenement|loft|maisonette)\b"
             r"(?=[^.!?]{0,200}?\b(?:in|at|near|off) (?-i:[A-Z]))"
             r"|^\W*(?:(?:just|finally|officially|so|and)\s+)*(?:moved|relocated) (?:to|into|over to)\b"
+            r"|, (?:just |finally )?(?:moved|relocated) (?:to|into)\b"  # "Officially a Londoner now, moved to …"
             # "Home is Brighton now", "home's a flat in Leith": home said as the subject of its sentence
             r"|^\W*(?:(?:so|and|now)\s+)?home(?:'s|’s| is)\b"
             # a move said as the old home left behind: "left the flat in Leith behind for a house in Hove"
@@ -133,21 +155,30 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "team",
         "the team or department the person works in at their job, their colleagues",
-        _cue(r"(?:my|new|our) (?:team|department|squad|group)|moved teams|switched teams|joined the \w+ team"),
+        _cue(
+            r"(?:my|new|our) (?:team|department|squad|group)|moved teams|switched teams|joined the \w+ team"
+            # "I'm in the Search team", "got moved to the mobile squad", "transferred to the legal department"
+            r"|(?:moved(?: over)?|transferred|switched|put|(?:i|we)(?:'m|’m| am|'re|’re| are)) (?:now )?(?:in|on|to|into) the [\w-]+ (?:[\w-]+ )?(?:team|department|squad)\b"
+        ),
         hints=_w("team teams department squad group"),
     ),
     Subject(
         "role",
         "the person's job title, position or role at work",
-        _cue(r"job title|title is|my role|new role|position|promoted|promotion"),
-        hints=_w("title role position promot*"),
+        _cue(
+            r"job title|title is|my role|new role|position|promoted|promotion"
+            # a step up said without the word: "I've been made deputy head", "stepped up to sous chef"
+            r"|(?:been|got|was|i'm|i’m|i am|i've|i’ve) (?:just |finally |officially )?made (?!redundant|an? offer|to\b|it\b)(?=(?:a |an |the )?[\w-]+)"
+            r"|stepped up (?:to|as)|bumped (?:me )?up to"
+        ),
+        hints=_w("title role position promot* made stepped bumped"),
     ),
     Subject(
         "employer",
         "where the person works: their employer, company, firm, job, the restaurant, shop, kitchen or office they work at",
         _cue(
             r"work (?:at|for)|working (?:at|for)|employer|new job|my job(?! title)|hired|job offer|start(?:ed|ing)? at|joined \w+ as"
-            r"|quit my job|left my job|handed in my notice|accepted (?:an|the|their) offer"
+            r"|quit my job|left my job|handed in my notice(?! (?:on|at|to|with) (?:the |my |our )?(?:[\w-]+ ){0,2}(?:club|choir|society|gym|league|group|band|team)\b)|accepted (?:an|the|their) offer"
             # an ending without the word "job": "I resigned", "got made redundant", "my last day at X"
             r"|resigned|made redundant|laid off|let go from|last day (?:at|with)|walked out of my job|my contract (?:at|with) (?=work\b|(?:the )?(?-i:[A-Z]))"
             r"|(?:(?:i|i've|i’ve|i have|i'm|i’m|i am|we)\s+(?:now\s+|just\s+|finally\s+|officially\s+)?|^\W*(?:just\s+|finally\s+)?)retired"
@@ -162,9 +193,13 @@ SUBJECTS: tuple[Subject, ...] = (
             r"|offered (?:me )?(?:a|an|the) (?:[\w-]+ ){0,4}?(?:job|post|position|role)"
             r"|(?:i'm|i am|i'll be|i will be|going to be) (?:a |an |the )?(?:(?!\w+ing\b)\w+ ){1,4}at \w+"
             r"|(?:i'm|i’m|i am) (?-i:[A-Z])\w+, (?:a |an |the )?(?:[\w-]+ ){0,3}?[\w-]+ at (?-i:[A-Z])\w*"
+            # "still at Google", a start said as a first day ("first day at Ocado"), a job landed or taken
+            # (not asked: "Am I still at Halden?" asks whether the job goes on, not which one it is)
+            r"|(?:still(?<!am i still)(?<!are we still)|first (?:day|week|shift|morning)) (?:at|with) (?=(?:the )?(?-i:[A-Z]))"
+            r"|(?:landed|taken|took) (?:a|an|the) (?:[\w-]+ ){0,3}?(?:job|post|position|role) (?:at|with)"
         ),
         hints=_w(
-            "work working employer job hired start started starting joined notice offer offered at resigned redundant laid"
+            "work working employer job hired first start started starting joined notice offer offered at resigned redundant laid"
             " let last walked contract retired freelance self-employed freelancer jobs unemployed"
         ),
     ),
@@ -191,6 +226,7 @@ SUBJECTS: tuple[Subject, ...] = (
             r"|(?:my|our) other half,? (?=(?-i:[A-Z])\w+)|(?-i:[A-Z])\w+, (?:my|our) other half\b"
             r"|moved in with (?-i:[A-Z])\w*|(?:been|started) seeing (?-i:[A-Z])\w*|(?:i've|i’ve|i have) been with (?-i:[A-Z])\w+ (?:for|since)"
             r"|(?:am|was) i seeing|i(?:'m| am| was) seeing"
+            r"|\bme and (?-i:[A-Z])\w+ (?:are|'re|’re) (?:now |finally |officially )?(?:official|an item|a couple|exclusive|engaged|married|together)"
             r"|we(?:'re| are) together|(?:and i|and me|we)(?:'re|’re| are) (?:now |finally |officially )?(?:official|an item"
             r"|a couple|exclusive|engaged|married)"
         ),
@@ -214,8 +250,8 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "doctor",
         "the person's doctor, GP, surgery, clinic, therapist or specialist",
-        _cue(r"doctor|gp|physician|surgery|therapist|physio(?:therapist)?|consultant|specialist"),
-        hints=_w("doctor gp physician surgery therapist physio* consultant specialist"),
+        _cue(r"doctor|gps?|physician|surgery|therapist|physio(?:therapist)?|consultant|specialist"),
+        hints=_w("doctor gp gps physician surgery therapist physio* consultant specialist"),
     ),
     Subject(
         "teacher",
@@ -226,7 +262,11 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "school",
         "the school, nursery or college the person's child goes to",
-        _cue(r"(?:his|her|their|the kids'?) school|nursery|goes to (?:school|\w+ (?:primary|school|academy))"),
+        _cue(
+            r"(?:his|her|their|the kids'?|(?:son|daughter|kids?|child)(?:'s|’s)) school|nursery|goes to (?:school|\w+ (?:primary|school|academy))"
+            # "my son goes to Park View School", "started at Oakfield Primary", "we moved her to Riverside School"
+            r"|(?:goes|go|going|started|starts|starting|moved (?:him|her|them)|place) (?:to|at) (?:(?-i:[A-Z])[\w'’-]* ){1,3}(?:primary|school|academy|nursery|college)\b"
+        ),
         hints=_w("school nursery primary academy"),
     ),
     Subject(
@@ -234,8 +274,12 @@ SUBJECTS: tuple[Subject, ...] = (
         "a medicine the person takes: its name, dose in milligrams, pills, prescription",
         _cue(
             r"medication|medicine|pills?|tablets?|dose|dosage|mg|\d+(?:\.\d+)?(?:mg|mcg)|milligrams?|prescri\w+|inhaler"
+            # a drug named by how drug names end, with being on it, taking it or stopping it: "I'm on metformin now"
+            rf"|(?:(?:i'm|i’m|i am) (?:now |still )?on|put (?:me|us) on|(?:started|starting|stopped|taking|take|came off|coming off)(?: taking)?) (?:the )?(?={DRUG})"
         ),
-        hints=_w("medication medicine pill* tablet* dose dosage mg milligram* prescri* inhaler"),
+        hints=_w(
+            "medication medicine pill* tablet* dose dosage mg milligram* prescri* inhaler on put started starting stopped taking take came coming"
+        ),
     ),
     Subject(
         "allergy",
@@ -249,8 +293,13 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "diet",
         "what the person eats: their diet, vegetarian, vegan, meat, dairy, gluten",
-        _cue(r"diet|vegetarian|vegan|pescatarian|eat(?:ing)? meat|no meat|meat-free|dairy-free|gluten-free|keto"),
-        hints=_w("diet vegetarian vegan pescatarian meat meat-free dairy-free gluten-free keto"),
+        _cue(
+            r"vegetarian|vegan|pescatarian|eat(?:ing)? meat|no meat|meat-free|dairy-free|gluten-free|keto|plant-based|plant based"
+            r"|low-carb|low carb|paleo|flexitarian|halal|kosher|diet"
+        ),
+        hints=_w(
+            "diet vegetarian vegan pescatarian meat meat-free dairy-free gluten-free keto plant-based plant low-carb low paleo flexitarian halal kosher"
+        ),
     ),
     Subject(
         "pet",
@@ -300,19 +349,24 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject(
         "child",
         "the person's children: son, daughter, kids, baby",
-        _cue(r"my (?:son|daughter|kids?|children|baby|little one)"),
-        hints=_w("son daughter kid kids children baby little"),
+        _cue(
+            r"(?:my|our) (?:son|daughter|kids?|children|baby(?: girl| boy)?|little one|eldest|youngest)"
+            # a birth: "we had a baby boy", "welcomed our son Finn", "our baby girl arrived"
+            r"|(?:had|welcomed) (?:a|our|my) (?:baby(?: girl| boy)?|son|daughter)|baby (?:girl|boy) (?:arrived|is here)"
+        ),
+        hints=_w("son daughter kid kids children baby little eldest youngest welcomed"),
     ),
     Subject(
         "schedule",
         "which day or evening a regular activity is on: training, practice, rehearsal, class night",
         _cue(
-            r"(?:training|practice|rehearsals?|sessions?|classes|lessons?|meet-?ups?)(?: \w+)? (?:is|are|on|moved)"
-            r"|(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s? (?:night|evening)s?"
+            r"(?:training|practice|rehearsals?|sessions?|class|classes|lessons?|meet-?ups?)(?: \w+)? (?:is|are|on|moved)"
+            r"|(?:club|group|choir|team|class|band) (?:now )?meets (?:on|every)"
+            r"|(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s? (?:night|evening)s?"  # not "born …" (extract.py)
         ),
         qualified=True,
         hints=_w(
-            "training practice rehearsal* session* classes lesson* meet-up* meetup* monday* tuesday* wednesday* thursday* friday* saturday* sunday*"
+            "training practice rehearsal* session* class classes meets lesson* meet-up* meetup* monday* tuesday* wednesday* thursday* friday* saturday* sunday*"
         ),
     ),
     Subject(
@@ -329,15 +383,22 @@ SUBJECTS: tuple[Subject, ...] = (
         "membership",
         "a club, gym, choir, society or group the person is a member of",
         _cue(
-            r"member|membership|joined the|quit the|left the(?! (?:[\w-]+ ){0,2}(?:flat|house|apartment|place|room|studio|home)\b)|signed up (?:to|for)|club|gym|choir|society|league"
+            # "handed in my notice on the book club": an ending of a club said as a job's
+            r"handed in my notice (?:on|at|to|with) (?=(?:the |my |our )?(?:[\w-]+ ){0,2}(?:club|choir|society|gym|league|group|band|team)\b)"
+            # a club supported: "I support Celtic", "I'm a Spurs fan", "Everton through and through"
+            r"|(?:i|we) (?:still |now )?support (?=(?:the )?(?-i:[A-Z]))|(?:i'm|i’m|i am|i've been|i’ve been|always been) (?:an? )?(?:massive |huge |big |lifelong |die-hard |diehard )?(?-i:[A-Z])\w+ (?:fan|supporter)"
+            r"|(?-i:[A-Z])\w+ through and through|season ticket (?:at|for)"
+            r"|member|membership|joined the|quit the|left the(?! (?:[\w-]+ ){0,2}(?:flat|house|apartment|place|room|studio|home)\b)|signed up (?:to|for)|club|gym|choir|society|league"
         ),
         qualified=True,
-        hints=_w("member membership joined quit left signed club gym choir society league"),
+        hints=_w(
+            "member membership joined quit left signed club gym choir society league handed support fan supporter through season"
+        ),
     ),
     Subject(
         "coaching",
         "who or what age group the person coaches, volunteers with or leads",
-        _cue(r"coach(?:ing)?|volunteer(?:ing)?|age group|under-?\d+s?|u\d\ds?"),
+        _cue(r"coach(?<!the coach)(?<!a coach)(?<!by coach)(?:ing)?|volunteer(?:ing)?|age group|under-?\d+s?|u\d\ds?"),
         hints=_w("coach coaching volunteer* age under* u0* u1* u2* u3* u4* u5* u6* u7* u8* u9*"),
     ),
     Subject(
@@ -355,6 +416,8 @@ SUBJECTS: tuple[Subject, ...] = (
             r"appointment|booked|booking|check-?up|scheduled for|exam|scan"
             # moved by the practice: "they've put me in for Tuesday 27 January", "rebooked me for the 3rd"
             r"|put (?:me|us|him|her) (?:in|down) for|(?:rebooked|rescheduled|moved) (?:me|us|it)(?: to| for)"
+            # a thing of the person's at a time: "my code review is at 10 tomorrow", "our viewing is on Friday"
+            rf"|(?:my|our) (?!birthday|anniversary|birth)(?:[\w-]+ ){{1,2}}(?:is|'s|’s) (?:at|on) (?={APPOINTED})"
         ),
         qualified=True,
         hints=_w(
@@ -368,72 +431,16 @@ SUBJECTS: tuple[Subject, ...] = (
         _cue(
             r"phone plan|mobile plan|(?:phone|mobile|sim|airtime|network) contract|network|sim"
             rf"|{NETWORK_NAMES} (?:contract|plan|sim)|contract (?:with|on) {NETWORK_NAMES}"
+            # the network named with being on it or going to it: "I'm on Vodafone now", "ported my number to iD Mobile"
+            rf"|(?:i'm|i’m|i am|we're|we’re|we are) (?:now )?(?:on|with) {NETWORK_NAMES}(?! (?:bank|tv|broadband|news))"
+            rf"|(?:switched|moved|ported|went|changed)(?: [\w-]+){{0,3}} (?:to|over to) {NETWORK_NAMES}"
+            rf"|(?:deal|plan|sim|sim-only|contract) (?:with|on|from) {NETWORK_NAMES}"
         ),
-        hints=_w("phone mobile contract network sim"),
+        hints=_w("phone mobile contract network networks sim") + hint_words(PHONE_NETWORKS),
     ),
 )
 
 BY_NAME = {s.name: s for s in SUBJECTS}
 
-# word → the subjects it hints at; a prefix hint ("pill*") → its subjects, found by one expression
-HINTED: dict[str, set[int]] = {}
-PREFIXES: dict[str, set[int]] = {}
-for _i, _s in enumerate(SUBJECTS):
-    for _h in _s.hints:
-        (PREFIXES if _h.endswith("*") else HINTED).setdefault(_h.rstrip("*"), set()).add(_i)
-_HINT_WORDS = frozenset(HINTED)
-_MEDICATION = next(i for i, s in enumerate(SUBJECTS) if s.name == "medication")
-_TOKEN = re.compile(r"[a-z0-9][a-z0-9'-]*")
-_PREFIX = re.compile(r"\b(?:" + "|".join(re.escape(p) for p in sorted(PREFIXES, key=len, reverse=True)) + ")")
-
-
-def hinted(low: str) -> list[Subject]:
-    """The subjects whose hints the (lowercased) text holds, in the lexicon's order."""
-    low = low.replace("’", "'")
-    found: set[int] = set()
-    tokens = _TOKEN.findall(low)
-    if "'s" in low:  # "the dog's vet": the possessive's word too
-        tokens += [t[:-2] for t in tokens if t.endswith("'s")]
-    for w in _HINT_WORDS.intersection(tokens):
-        found |= HINTED[w]
-    for m in _PREFIX.finditer(low):
-        found |= PREFIXES[m.group()]
-    if "mg" in low or "mcg" in low:  # a dose written as one word ("20mg"): no hint word holds it
-        found.add(_MEDICATION)
-    return [SUBJECTS[i] for i in sorted(found)]
-
-
-# Words that name no thing: never a qualifier ("my code", "the new password").
-_NOT_A_QUALIFIER = frozenset(
-    """a an the my our your his her their its this that new old current same other another each every
-    is are was were be been it i we you he she they me us them to of for on in at with from by and or
-    i've we've they've i'd we'd i'm we're
-    but so now still just also then there here what which who whose where when how why not no yes
-    changed set reset updated remember note usual actual real big small little good great first second next
-    last latest""".split()
-)
-_WORD = re.compile(r"[a-z][a-z'’-]*")
-
-
-# What a code opens, named anywhere in its sentence (it names the code better than the word before "code").
-LOCKED_THINGS = re.compile(
-    r"\b(wi-?fi|internet|router|alarm|garage|gate|door|shed|locker|safe|storage|padlock|bike|building|office|"
-    r"cabin|phone|laptop|computer|bank|card|account|email)\b",
-    re.I,
-)
-
-
-def qualifier(sentence: str, cue: re.Match[str]) -> str:
-    """Which thing of a qualified subject a sentence is about: the word before its cue ("the shed
-    combination" → shed), else the noun after "for/of/on/to the|my" ("the code for the gate" → gate)."""
-    before = _WORD.findall(sentence[: cue.start()].lower())
-    if before and before[-1] not in _NOT_A_QUALIFIER and not before[-1].endswith(("'s", "’s")):
-        return before[-1]
-    after = re.search(
-        r"\b(?:for|of|on|to|at)\s+(?:(?:the|my|our)\s+(?:\w+\s+)?)?([a-z][a-z-]+)", sentence[cue.end() :].lower()
-    )
-    if after and after.group(1) not in _NOT_A_QUALIFIER:
-        return after.group(1)
-    if before and len(before) >= 2 and before[-1].endswith(("'s", "’s")):
-        return before[-1].rstrip("'’s")
-    return ""
+# The subjects a clause's words hint at (hints.py): most clauses name none, and their cues are never searched.
+hinted = Hints(SUBJECTS)

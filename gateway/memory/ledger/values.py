@@ -60,13 +60,19 @@ def _names(text: str) -> list[str]:
 
 _CALLED = re.compile(
     rf"\b(?:(?:renam|relaunch|rebrand)\w*\s+(?:[\w'’ ]+?\s+)?(?:to|as)|called|named|name(?:'s|’s| is| was)|goes by)"
-    rf"\s+(?:now\s+)?({_NAME})"
+    rf"\s+(?:(?:her|him|them|it)\s+)?(?:now\s+)?({_NAME})"
 )
 RENAMED = re.compile(rf"\b(?:renam|relaunch|rebrand)\w*\s+(?:[\w'’ ]+?\s+)?(?:to|as)\s+({_NAME})")
 _NAME_THEN_MY = re.compile(rf"({_NAME}),\s*$")
+# "Tariq is my boyfriend now", "Priyanka is my line manager": the name, then "is my" and the cue
+_NAME_IS_MY = re.compile(rf"({_NAME})\s+(?:is|was|'s|’s)\s+(?:now\s+|still\s+)?(?:my|our)\s+(?:new\s+)?(?:[\w-]+\s+)?$")
+# "switched GPs to Dr Lewis", "changed vets to Meadow Vets": the practice changed to
+_SWITCHED_TO = re.compile(rf"\s+(?:over\s+)?to\s+({_NAME})")
+_AFTER_COLON = re.compile(rf"[^:.!?]{{0,40}}:\s*({_NAME})")
+_STILL_AT = re.compile(rf"\bstill (?:at|with)\s+(?:the\s+)?({_NAME})")
 _BEFORE_CUE = re.compile(rf"({_NAME})\s+$")
 _LAST_NAME = re.compile(rf"(?:,|[—–:]|\s-)\s*({_NAME})\s*[.!]*$")
-_AND_I = re.compile(rf"\b({_NAME})\s+and\s+(?:I|me)\b|\b(?:me|I)\s+and\s+({_NAME})\b")
+_AND_I = re.compile(rf"\b({_NAME})\s+and\s+(?:I|me)\b|\b(?:[Mm]e|I)\s+and\s+({_NAME})\b")
 _WITH = re.compile(rf"\b(?:with|seeing|dating|to|is|are|'s|’s|was)\s+(?:now\s+|still\s+)?(?:a \w+ named\s+)?({_NAME})")
 _PLACE = re.compile(
     rf"\b[Hh]ome(?:'s|’s| is)\s+(?:now\s+|still\s+)?({_NAME})(?!\s+(?:is|are)\b)"
@@ -104,8 +110,28 @@ _WHEN = re.compile(
 _DOSE = re.compile(r"\b(?:([A-Za-z][\w-]{2,})\s+)?(\d+(?:\.\d+)?\s*(?:mg|mcg|milligrams?|micrograms?|ml))\b", re.I)
 _DOSE_STOP = frozenset("to on at of the a an my is was now from up down take takes taking took dose".split())
 _DOSE_OF = re.compile(r"\s+of\s+([A-Za-z][\w-]{2,})")
+_DOSE_THEN = re.compile(r"\s+([A-Za-z][\w-]{3,})\b(?<!tablets)(?<!daily)(?<!twice)(?<!every)(?<!each)")
 _ALLERGY = re.compile(
-    r"\b(?:allergic to|swell\w* up (?:with|from|after)|hives (?:from|with|after))\s+([\w -]+?)(?=\s*(?:[,.;!]|$|\s+(?:and|but|so|now|too)\b))|\b([\w-]+)\s+(?:allergy|intoleran\w*)",
+    r"\b(?:allergic to|intoleran\w* (?:to|of)|allerg(?:y|ies) (?:is|are)|swell\w* up (?:with|from|after)|hives (?:from|with|after))\s+([\w -]+?)(?=\s*(?:[,.;!]|$|\s+(?:and|but|so|now|too)\b))|\b(?!(?:m|am|i'm|i’m|is|are|my|an?|the|no)\b)([\w-]+)\s+(?:allergy|intoleran\w*)",
+    re.I,
+)
+_CLUB_NAMED = re.compile(
+    rf"\b(?:member of|support)\s+(?:the\s+)?({_NAME})|({_NAME})\s+(?:membership|fan|supporter|through and through)"
+)
+_CLUB = re.compile(
+    r"\b(?:the|a|an|my|our)\s+((?:[\w'’-]+\s+){0,2}?(?:club|society|choir|gym|league|group|band|association|team))\b",
+    re.I,
+)
+_DIET = re.compile(
+    r"\b(?:vegetarian|vegan|pescatarian|meat-free|dairy-free|gluten-free|keto|plant-based|low-carb|paleo|flexitarian"
+    r"|halal|kosher)\b",
+    re.I,
+)
+_SCHOOL = re.compile(
+    r"\b((?!(?:Her|His|Their|The|My|Our|A|An|Got|He|She)\b)(?:[A-Z][\w'’-]*\s+){1,3}(?:[Pp]rimary|[Ss]chool|[Aa]cademy|[Nn]ursery|[Cc]ollege|High))\b"
+)
+_BIRTH_DATE = re.compile(
+    rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})|(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?)\b(?:,?\s+\d{{4}})?",
     re.I,
 )
 _NO_ALLERGY = re.compile(r"\bno (?:known )?allerg", re.I)
@@ -172,6 +198,12 @@ def _named(subject: str, s: str, cue: re.Match[str]) -> str | None:
         return _first_name(s[: cue.start()])
     if m := _NAME_THEN_MY.search(s, 0, cue.start()):  # "Chorizo, my rescue greyhound"
         return _first_name(m.group(1))
+    if (m := _NAME_IS_MY.search(s, 0, cue.start())) and (n := _first_name(m.group(1))):
+        return n
+    if re.search(r"\b(?:switched|changed|moved)\s+$", s[: cue.start()], re.I) and (m := _SWITCHED_TO.match(after)):
+        return _first_name(m.group(1))
+    if subject == "teacher" and cue.group(0).lower().startswith("teaches"):  # "Mr Hale teaches her class now"
+        return _first_name(s[: cue.start()])
     if subject == "partner" and (m := _AND_I.search(s)):
         return _first_name(m.group(1) or m.group(2))
     if subject == "partner" and (m := _LAST_NAME.search(after)):  # "Met someone at the climbing wall, Hamid."
@@ -181,6 +213,8 @@ def _named(subject: str, s: str, cue: re.Match[str]) -> str | None:
         return f"{n} {cue.group(0)}"
     # "my cat Mochi", "my manager Nadia", "Met my new manager today: Nadia"
     if (m := re.match(rf"\s*(?:today|now|these days)?\s*[:,]?\s*({_NAME})", after)) and (n := _first_name(m.group(1))):
+        return n
+    if (m := _AFTER_COLON.match(after)) and (n := _first_name(m.group(1))):  # "a new vet in Leeds: Oak Vets"
         return n
     if (m := _WITH.search(after)) and (n := _first_name(m.group(1))):
         return n
@@ -208,6 +242,8 @@ def _freelance(m: re.Match[str]) -> str:
 def _employer(s: str, cue: re.Match[str]) -> str | None:
     # "went freelance", "I'm self-employed now": freelance said by the cue itself; said elsewhere ("I work at
     # Deloitte with a freelance photographer") it is the person's work only when no employer is named
+    if (m := _STILL_AT.search(s)) and (org := _first_name(m.group(1))):  # "freelance on this, but still at Google"
+        return org
     if m := _FREELANCE.search(cue.group(0)):
         return _freelance(m)
     if org := _employer_named(s):
@@ -257,13 +293,16 @@ def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
     elif kind == "number":
         if m := _DIGITS.search(s):
             v = m.group(0).strip(" ().")
+    elif kind == "birthday":  # a day of a month, never a weekday ("my birthday is on Friday" is this year's)
+        if m := _BIRTH_DATE.search(s):
+            v = m.group(0)
     elif kind in ("appointment", "schedule"):
         if m := _WHEN.search(s):
             v = m.group(0)
     elif kind == "medication":
         if m := _DOSE.search(s):
             name = m.group(1) if m.group(1) and m.group(1).lower() not in _DOSE_STOP else ""
-            if not name and (of := _DOSE_OF.match(s, m.end())):  # "20mg of omeprazole"
+            if not name and (of := _DOSE_OF.match(s, m.end()) or _DOSE_THEN.match(s, m.end())):  # "20mg of omeprazole"
                 name = of.group(1)
             v = f"{name} {m.group(2)}".strip()
     elif kind == "allergy":
@@ -272,7 +311,7 @@ def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
         elif m := _ALLERGY.search(s):
             v = m.group(1) or m.group(2)
     elif kind == "membership":
-        if (m := _AT_ORG.search(s)) and (n := _first_name(m.group(1))):
+        if (m := _AT_ORG.search(s) or _CLUB_NAMED.search(s)) and (n := _first_name(next(g for g in m.groups() if g))):
             v = n
     elif kind == "phone":  # "switched to a Vodafone contract", "I'm on Giffgaff now"
         if m := _NETWORK.search(s):
@@ -291,8 +330,11 @@ def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
             v = m.group(0) if (m := _PLATE.search(s, cue.end())) else None
         else:
             v = colour_in(s[cue.start() :]) or colour_in(s)
-    elif kind in _CUE_VALUES:
-        v = cue.group(0).lower()
+    elif kind in _CUE_VALUES:  # "my diet is mostly plant-based now": the diet, not the word "diet"
+        v = m.group(0).lower() if cue.group(0).lower() == "diet" and (m := _DIET.search(s)) else cue.group(0).lower()
+    elif kind == "school":  # "a place at Beech Hill nursery", "goes to Park View School"
+        if m := _SCHOOL.search(s):
+            v = m.group(1)
     elif kind in ("vehicle", "pet", "device"):
         # "my car, the 2012 grey Honda Civic"; "I drive a blue Skoda": a thing named, not the cue word again
         named = [a for a in _CUE_APPOSITION.finditer(s, cue.end()) if _SPECIFIC.search(a.group(1))]
@@ -301,12 +343,22 @@ def span(subject: str, s: str, cue: re.Match[str]) -> str | None:
         m = named[0] if named else _THING.search(s)
         if m and (_SPECIFIC.search(m.group(1)) or " " in m.group(1).strip()):
             v = m.group(1)
+        elif (
+            kind == "device" and cue.group(0)[:1].isupper() and " " in cue.group(0)
+        ):  # "treated myself to an Apple Watch": the make named
+            v = cue.group(0)
     return _tidy(v) if v and _tidy(v) else None
 
 
 # A name given in the message around a statement: "I met someone at a meetup. His name's Mateo."
-_GIVEN_NAME = re.compile(rf"\b(?:name(?:'s|’s| is)|called|named)\s+({_NAME})")
+_GIVEN_NAME = re.compile(rf"\b(?:name(?:'s|’s| is)|called|named)\s+(?:(?:her|him|them)\s+)?({_NAME})")
 _APPOSITION = re.compile(r"^\s*(?:[—–:]|-\s)\s*(?:(?:a|an|the|my|our)\s+)?([^.!?;—–,]+)")
+
+
+def club_in(clause: str) -> str | None:
+    """The club a clause names by its kind, when no name is given: "a member of the climbing club" → climbing club."""
+    m = _CLUB.search(clause)
+    return m.group(1) if m else None
 
 
 def name_in(message: str) -> str | None:

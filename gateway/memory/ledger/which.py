@@ -10,8 +10,43 @@ import functools
 import re
 
 from .brands import device_kind
-from .lexicon import LOCKED_THINGS, Subject, qualifier
+from .lexicon import Subject
 from .values import COLOUR
+
+# Words that name no thing: never a qualifier ("my code", "the new password").
+_NOT_A_QUALIFIER = frozenset(
+    """a an the my our your his her their its this that new old current same other another each every
+    is are was were be been it i we you he she they me us them to of for on in at with from by and or
+    i've we've they've i'd we'd i'm we're
+    but so now still just also then there here what which who whose where when how why not no yes
+    changed set reset updated remember note usual actual real big small little good great first second next
+    last latest""".split()
+)
+_WORD = re.compile(r"[a-z][a-z'’-]*")
+
+
+# What a code opens, named anywhere in its sentence (it names the code better than the word before "code").
+LOCKED_THINGS = re.compile(
+    r"\b(wi-?fi|internet|router|alarm|garage|gate|door|shed|locker|safe|storage|padlock|bike|building|office|"
+    r"cabin|phone|laptop|computer|bank|card|account|email)\b",
+    re.I,
+)
+
+
+def qualifier(sentence: str, cue: re.Match[str]) -> str:
+    """Which thing of a qualified subject a sentence is about: the word before its cue ("the shed
+    combination" → shed), else the noun after "for/of/on/to the|my" ("the code for the gate" → gate)."""
+    before = _WORD.findall(sentence[: cue.start()].lower())
+    if before and before[-1] not in _NOT_A_QUALIFIER and not before[-1].endswith(("'s", "’s")):
+        return before[-1]
+    after = re.search(
+        r"\b(?:for|of|on|to|at)\s+(?:(?:the|my|our)\s+(?:\w+\s+)?)?([a-z][a-z-]+)", sentence[cue.end() :].lower()
+    )
+    if after and after.group(1) not in _NOT_A_QUALIFIER:
+        return after.group(1)
+    if before and len(before) >= 2 and before[-1].endswith(("'s", "’s")):
+        return before[-1].rstrip("'’s")
+    return ""
 
 
 def _nearness(thing: re.Match[str], cue: re.Match[str]) -> tuple[bool, int]:
@@ -54,6 +89,7 @@ _BEFORE_PAINT = re.compile(r"\b(?:the|my|our)\s+([a-z][\w-]+)\s+(?:re)?(?:painte
 _NAMED = re.compile(r"\b(?:named|called)\s+([A-Z][\w-]+)")
 _OF_THING = re.compile(r"\s+(?:of|on)\s+(?:the|my|our)\s+([a-z][a-z-]+)", re.I)
 _MY_THING = re.compile(r"\b(?:my|our|the)\s+([a-z][a-z-]+)\s+(?:is|was|'s|’s)\b", re.I)
+_MY_THING_AT = re.compile(r"(?:my|our) ((?:[\w-]+ ){0,1}[\w-]+) (?:is|'s|’s) (?:at|on)\b", re.I)
 _NOT_THINGS = frozenset("it her him them this that new old same colour color one".split())
 
 
@@ -104,6 +140,8 @@ def which(subj: Subject, s: str, m: re.Match[str], message: str) -> str:
         q = near.group(1).lower().replace("-", "")
     elif subj.name == "code" and (thing := LOCKED_THINGS.search(message)):
         q = thing.group(1).lower().replace("-", "")
+    elif subj.name == "appointment" and (thing := _MY_THING_AT.match(m.group(0))):
+        q = thing.group(1).lower()  # "my code review is at 10": the code review
     else:
         q = qualifier(s, m)
     if subj.name == "membership":  # "joined the choir", "quit the choir": the club is the choir
