@@ -34,6 +34,7 @@ from .hit import Embeddings, Hit, SearchAnswer, WireHit
 from .ports import MemoryIndex, Statement
 from .present import answer, shape, wire
 from .rerank import apply_time_decay, decay_dates, mmr_rerank
+from .search.asked import Asked
 from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, SearchBackend
 from .search.qmd import QmdBackend
 from .search.request import SearchRequest
@@ -182,13 +183,14 @@ class MemoryAnswers:
                 ),
             )
             return answer(found)
+        question = Asked(query)  # read once: the steps below take it (search/asked.py)
         try:
             # (the stored vectors of the hits, when the search read them)
-            hits = await self._rerank(query, hits, k, min_score, found.vectors)
+            hits = await self._rerank(question, hits, k, min_score, found.vectors)
         except BaseException:
             subjects.cancel()  # (it embeds in the background otherwise)
             raise
-        hits = prefer_statements(query, hits)  # ties: who states beats who mentions
+        hits = prefer_statements(question, hits)  # ties: who states beats who mentions
         found.hits = await self._ledger_first(query, hits, k, as_of, exclude, await subjects)
         return answer(found, as_of)
 
@@ -293,7 +295,7 @@ class MemoryAnswers:
         return min(100, max(3 * k, 20)) - k if (s.mmr or s.time_decay) else POOL_SPARE
 
     async def _rerank(
-        self, query: str, results: list[Hit], k: int, min_score: float, known: Vectors | None = None
+        self, question: Asked, results: list[Hit], k: int, min_score: float, known: Vectors | None = None
     ) -> list[Hit]:
         s = self.cfg.search
         if s.time_decay and results:
@@ -306,7 +308,7 @@ class MemoryAnswers:
                 vectors = {i: known[key] for i, key in enumerate(keys)}  # (the search read them: no second trip)
             else:
                 vectors = await self.index.stored_vectors(results)
-        results = [r for r in arrange(results, query, vectors) if r.score >= min_score]
+        results = [r for r in arrange(results, question, vectors) if r.score >= min_score]
         if s.mmr:
             return mmr_rerank(results, k, s.mmr_lambda, await self.index.stored_vectors(results))
         return results[:k]

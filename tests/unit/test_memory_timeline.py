@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from gateway.memory.hit import Hit
 from gateway.memory.present import heading, wire
 from gateway.memory.search.query import answer_type_terms, query_terms
-from gateway.memory.search.timeline import arrange, later_terms, temporal_intent
+from gateway.memory.search.asked import later_terms, temporal_intent
+from gateway.memory.search.timeline import arrange
 
 
 @pytest.mark.parametrize(

@@ -208,7 +208,10 @@ def subjects_of(query: str) -> list[str]:
     asked_for = [
         s
         for s in heads
-        if any(_WHICH.search(query[: m.start()]) and _HEAD_END.match(query[m.end() :]) for m in s.cues.finditer(query))
+        if any(
+            _WHICH.search(query[: m.end() - len(m[0])]) and _HEAD_END.match(query[m.end() :])
+            for m in s.cues.finditer(query)
+        )
     ]
     return [s.name for s in (asked_for if len(asked_for) == 1 else heads)]
 
@@ -226,4 +229,4 @@ _HEAD_END = re.compile(
 
 
 def _owner(query: str, m: re.Match[str]) -> bool:
-    return bool(_OWNER_AFTER.match(query[m.end() :]) or _OWNER_BEFORE.search(query[: m.start()]))
+    return bool(_OWNER_AFTER.match(query[m.end() :]) or _OWNER_BEFORE.search(query[: m.end() - len(m[0])]))

@@ -26,18 +26,16 @@ import numpy as np
 
 from ..hit import Hit, HitFact
 from ..index.sources import session_key_of
+from ..search.asked import Asked, asked_of
 from ..search.stopwords import STOPWORDS
-from ..search.timeline import sentences
+from ..sentences import norm as _norm
+from ..sentences import own_words, sentences
 from .facts import Fact, Period
 from .lexicon import BY_NAME
 from .asking import _ASKS, _STOP, Question
 
 LEAD_SCORE = 1.0
 NAMED_AFTER_CUE = 40  # characters after a subject's cue word where a new value's name counts
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.lower().split())
 
 
 # A hit whose stored vector is this close to the statement's is about the same subject (the timeline's
@@ -313,22 +311,7 @@ def lead(results: list[Hit], fact: Fact, period: Period, q: Question, k: int) ->
 # Ties between hits that only mention someone ("What's Dana's son called?": every chunk naming Dana
 # scores alike; the arrangement put a newer mention a step above an older statement, search/timeline.py)
 # go to the one where the person says something of them, not asks or is told.
-_NAME = re.compile(r"(?<!^)(?<![.?!]\s)\b([A-Z][a-z]+)(?:'s|’s)?\b")
-_SPEAKER = re.compile(r"(?:^|\s)(User|Assistant):\s", re.I)
 TIE = 1e-5  # scores this close are a tie (the arrangement's steps are 1e-6)
-
-
-def own_words(snippet: str) -> list[str]:
-    """The person's own words in a snippet: its `User:` parts, or all of it when no speaker is named."""
-    parts = _SPEAKER.split(snippet)
-    if len(parts) == 1:
-        return [snippet]
-    return [parts[i + 1] for i in range(1, len(parts) - 1, 2) if parts[i].lower() == "user"]
-
-
-def _names_asked(query: str) -> list[str]:
-    """The proper names of a question ("Dana", "Biscuit"): capitalised words not opening it, not "I"."""
-    return [n.lower() for n in _NAME.findall(query.strip()) if n != "I"]
 
 
 def _states(snippet: str, names: list[str]) -> bool:
@@ -352,14 +335,17 @@ def _same_thing(snippet: str, stated: set[str]) -> bool:
     return bool(_own_names(snippet) & stated)
 
 
-def prefer_statements(query: str, results: list[Hit]) -> list[Hit]:
+def prefer_statements(question: Asked | str, results: list[Hit]) -> list[Hit]:
     """Among (nearly) equally scored hits, those where the person states something of whom the question
     names come before those that only mention them (asks, is told, or states something else naming none
     of their names and numbers), the order otherwise kept; one that had been marked superseded by a hit
     that only mentions the name is not superseded by it. No name in the question: the results as they are. (Run
-    before the ledger's step, which has the last word on what is current.)"""
-    names = _names_asked(query)
-    if not names or len(results) < 2:
+    before the ledger's step, which has the last word on what is current.) `question`: search/asked.py's
+    reading of it (its `named`: capitalised words not opening it, not "I"; a text is read here)."""
+    if len(results) < 2:
+        return results
+    names = asked_of(question).named
+    if not names:
         return results
     out: list[Hit] = []
     i = 0
@@ -368,6 +354,10 @@ def prefer_statements(query: str, results: list[Hit]) -> list[Hit]:
         while j < len(results) and float(results[j - 1].score) - float(results[j].score) <= TIE:
             j += 1
         run = results[i:j]
+        i = j
+        if len(run) == 1:  # no tie: nothing to prefer
+            out.extend(run)
+            continue
         states = [_states(r.snippet, names) for r in run]
         # A hit that does not state the name gives way, unless the person states something there that
         # names a place, name or number a hit stating it names ("Started a Portuguese class at the
@@ -375,7 +365,7 @@ def prefer_statements(query: str, results: list[Hit]) -> list[Hit]:
         # as newer news of the same thing.
         stated = set().union(*(_own_names(r.snippet) for r, st in zip(run, states) if st))
         mere = [not st and not _same_thing(r.snippet, stated) for r, st in zip(run, states)]
-        if len(run) > 1 and any(states) and any(mere):
+        if any(states) and any(mere):
             mentions = {r.date or "" for r, m in zip(run, mere) if m}
             order = sorted(range(len(run)), key=lambda n: mere[n])
             scores = [r.score for r in run]
@@ -387,5 +377,4 @@ def prefer_statements(query: str, results: list[Hit]) -> list[Hit]:
                 moved.append(r)
             run = moved
         out.extend(run)
-        i = j
     return out

@@ -101,7 +101,9 @@ def score_segment(seg: str, ctx: SnippetContext) -> Segment:
     s = ctx.scored[seg] = Segment(seg)
     low = seg.lower()
     for term, needle, word_start in ctx.needles:
-        i = _find(low, needle, word_start)
+        i = low.find(needle)  # (most needles are not in a segment at all: no call for them)
+        if i > 0 and word_start:
+            i = _find(low, needle, word_start)
         if i >= 0:
             s.score += ctx.weights.get(term, 1.0)
             if s.first_hit < 0 or i < s.first_hit:
@@ -112,7 +114,11 @@ def score_segment(seg: str, ctx: SnippetContext) -> Segment:
 def matched_terms(text: str, ctx: SnippetContext) -> frozenset[str]:
     """The query terms `text` contains (light stems as word prefixes, as segments are scored)."""
     low = text.lower()
-    return frozenset(term for term, needle, word_start in ctx.needles if _find(low, needle, word_start) >= 0)
+    return frozenset(
+        term
+        for term, needle, word_start in ctx.needles
+        if (i := low.find(needle)) == 0 or (i > 0 and (not word_start or _find(low, needle, word_start) >= 0))
+    )
 
 
 # "User: ", "Assistant: ", "Caroline: ": who spoke, at the start of a transcript message (see chunking).

@@ -8,7 +8,8 @@ one was often said more plainly — so after the search ranks a pool of hits, `a
    shared sentence of 25+ characters) become one: the best-ranked stays and says how often and when it
    was said (`said`, `firstSaid`, `lastSaid`). (Overlapping windows of one transcript are not
    repeats: they show different parts of it.)
-2. **What the question asks about** (`temporal_intent`): the present ("now", "still", "current", or a
+2. **What the question asks about** (search/asked.py's `temporal_intent`, read once with the rest of
+   the question: `Asked`): the present ("now", "still", "current", or a
    question in the present tense: "Where do I live?"), the past ("before", "used to", "originally",
    "first", "old", "previous", "last year", …), an event ("When did I go to Rome?", "Where has she
    camped?"), where no statement supersedes another, or no question at all — a few words ("boat
@@ -32,29 +33,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ...timeutil import parse_iso
 from ..hit import Hit
-from ..index.chunking import text_date
-from .query import answer_type_terms, query_terms
-from .related import related_terms
-from .snippets import SnippetContext, _find, _term_needles, matched_terms
-
-Intent = Literal["present", "past", "event", "words"]
-
-# Words that say which time a question is about. They are not what it is about, so they are left out of
-# the words searched (stopwords.TIME_WORDS) and decide the intent here.
-_PAST = re.compile(
-    r"\b(?:before|used to|originally|original|initially|at first|first|formerly|former|previous(?:ly)?|"
-    r"prior|earlier|old|older|ago|back then|back when|in the past|"
-    r"last (?:year|spring|summer|fall|autumn|winter|month|week|time))\b",
-    re.I,
-)
-# These ask what holds now, whatever else the question says ("Am I still a member?", "my current role").
-_PRESENT = re.compile(r"\b(?:now|nowadays|currently|current|these days|still|anymore|any more|at the moment)\b", re.I)
+from ..sentences import norm, sentences, statements
+from .asked import Asked, asked_of
+from .snippets import SnippetContext, _find, matched_terms
 
 DUPLICATE_SENTENCE_CHARS = 25  # a shared sentence this long makes two hits one statement
 SAME_SUBJECT_COSINE = 0.35  # stored vectors this close: two hits are about the same subject
@@ -65,57 +52,7 @@ TOP_CONTESTED = 3  # only the best few hits can be overtaken: the answer's place
 WINDOW = 5
 
 
-# A question: a question word or mark, or a verb of the present ("my boat is…", "do I…").
-_A_QUESTION = re.compile(
-    r"\?|^\W*(?:what|who|whom|whose|which|where|when|why|how)\b|\b(?:am|is|are|do|does|can|must|may)\b|\w'(?:s|re|m)\b",
-    re.I,
-)
-# "What motivated her?", "Who painted it?": a question word then a verb in the past tense.
-_PAST_VERB = re.compile(r"^\W*(?:what|who|which|why|how)\s+\w+ed\b", re.I)
-# The verb a question is asked in: "Where do I live?" asks what holds; "When did I go?" about an event.
-# ("has/have" asks what happened so far — "Where has she camped?" —, a modal what might be: no state.)
-_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
-_PARTICIPLE = r"(?:\w+ed|been|gone|done|seen|taken|made|read|got|gotten|become|begun|known|won|lost|left|met|bought|sold|had|written|given|eaten|driven|ridden|worn|grown|heard|felt|found|kept|told|thought|taught|brought|built|spent|sent)"
-# A perfect ("has she camped", "have I been"), a modal ("would", "might"), or the past tense: no state.
-_NOT_A_STATE = re.compile(
-    rf"\b(?:(?:has|have|had)\s+(?:\w+\s+){{0,2}}?{_PARTICIPLE}|would|could|might|will|should|did|was|were)\b", re.I
-)
-
-
-def temporal_intent(query: str) -> Intent:
-    """What time a question asks about: the present ("Where do I live?", "Am I still a member?", "What's
-    my code now?"), the past ("Where did I live before Ottawa?", "What was my old number?"), or an event
-    ("When did I go to Rome?", "What did she paint?", "What happened on 7 July 2023?" — a question that
-    names its date): only then does no statement supersede another."""
-    if text_date(query) or _YEAR.search(query):
-        return "event"
-    if _PRESENT.search(query):
-        return "present"
-    if _PAST.search(query):
-        return "past"
-    if _NOT_A_STATE.search(query) or _PAST_VERB.search(query):
-        return "event"
-    if not _A_QUESTION.search(query):
-        return "words"  # "boat colour": the newer first among equals, but no hit overtakes a better one
-    return "present"
-
-
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
-_SPEAKER = re.compile(r"^\s*(?:[A-Z][\w .'’-]{0,30}):\s+")
 _WORD3 = re.compile(r"\w{3,}")  # a word of three characters or more (\w+ runs, the shorter left out)
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-def sentences(snippet: str) -> list[str]:
-    """The snippet's sentences, without the speaker labels ("User: …") and the "…" of a cut."""
-    out: list[str] = []
-    for line in snippet.split("\n"):
-        line = _SPEAKER.sub("", line).strip(" …")
-        out.extend(s.strip() for s in _SENTENCE.findall(line) if len(s.strip()) > 1)
-    return out
 
 
 @dataclass
@@ -124,6 +61,7 @@ class _Hit:
     score: float
     date: str  # ISO 8601 (sorts as time); "" when undated
     text: str  # the snippet, normalised
+    said_as: list[str]  # its sentences (memory/sentences.py), split once
     long: list[str]  # its sentences of DUPLICATE_SENTENCE_CHARS or more with a word of the query, normalised
     words: frozenset[str] | None  # its words of three letters or more, once `_words` has been asked
     asks: bool
@@ -132,17 +70,15 @@ class _Hit:
     said: list[str] = field(default_factory=list)  # the dates of the hits merged into this one
 
 
-def _context(query: str) -> SnippetContext:
-    """The query's terms and their related words, matched as the re-rank matches them (here only which
-    of them a text holds counts, not their weights: no weights are worked out)."""
-    terms = query_terms(query)
-    return SnippetContext(terms, {}, _term_needles(terms + [w for w in related_terms(terms) if w not in terms]))
-
-
-def _has_term(text: str, ctx: SnippetContext) -> bool:
-    """Whether `text` holds any of the terms (`bool(matched_terms(text, ctx))`, stopping at the first)."""
+def _has_term(text: str, needles: Sequence[tuple[str, str, bool]]) -> bool:
+    """Whether `text` holds any of the terms (`bool(matched_terms(text, ctx))` for a context's `needles`,
+    stopping at the first)."""
     low = text.lower()
-    return any(_find(low, needle, word_start) >= 0 for _term, needle, word_start in ctx.needles)
+    for _term, needle, word_start in needles:
+        i = low.find(needle)  # (most needles are not there at all: no call for them)
+        if i >= 0 and (i == 0 or not word_start or _find(low, needle, word_start) >= 0):
+            return True
+    return False
 
 
 def _hits(results: Sequence[Hit], ctx: SnippetContext) -> list[_Hit]:
@@ -151,14 +87,18 @@ def _hits(results: Sequence[Hit], ctx: SnippetContext) -> list[_Hit]:
     out = []
     for r in results:
         snip = r.snippet
+        low = snip.lower()
         sents = sentences(snip)
+        # (a sentence holds only what its snippet holds: the needles not in the snippet are not looked for)
+        there = [n for n in ctx.needles if n[1] in low]
         out.append(
             _Hit(
                 r,
                 float(r.score),
                 r.date or "",
-                _norm(snip),
-                [_norm(s) for s in sents if len(s) >= DUPLICATE_SENTENCE_CHARS and _has_term(s, ctx)],
+                " ".join(low.split()),  # (memory/sentences.py's `norm`)
+                sents,
+                [norm(s) for s in sents if len(s) >= DUPLICATE_SENTENCE_CHARS and _has_term(s, there)] if there else [],
                 None,
                 bool(sents) and all(s.endswith("?") for s in sents),
                 None,
@@ -224,20 +164,15 @@ def _last(h: _Hit) -> str:
     return max(h.said, default=h.date)
 
 
-_BEFORE = re.compile(r"\b(?:before|prior to|until)\s+(\w+(?:\s+\w+)?)", re.I)
-
-
-def later_terms(query: str) -> frozenset[str]:
-    """What a question about the past names as the later state ("before Ottawa" → ottawa)."""
-    return frozenset(t for m in _BEFORE.finditer(query) for t in query_terms(m.group(1)))
-
-
-def arrange(results: Sequence[Hit], query: str, vectors: Mapping[int, np.ndarray] | None = None) -> list[Hit]:
+def arrange(
+    results: Sequence[Hit], question: Asked | str, vectors: Mapping[int, np.ndarray] | None = None
+) -> list[Hit]:
     """The results (best first) re-ordered as the module says, annotated; scores kept in [0, 1] and
-    non-increasing."""
+    non-increasing. `question`: search/asked.py's reading of it (a text is read here)."""
     if not results:
         return []
-    intent = temporal_intent(query)
+    q = asked_of(question)
+    intent = q.intent
     # Equally relevant hits: the newer first for the present, the older for the past.
     sign = {"present": -1, "words": -1, "past": 1, "event": 0}[intent]
     ranked = sorted(
@@ -245,24 +180,24 @@ def arrange(results: Sequence[Hit], query: str, vectors: Mapping[int, np.ndarray
         key=lambda i: (-float(results[i].score), sign * _epoch(results[i].date)),
     )
     ordered = [results[i] for i in ranked]
-    ctx = _context(query)
-    kinds = answer_type_terms(query)
+    ctx = q.context
     hits = _merge_repeats(_hits(ordered, ctx))
-    if intent != "event":  # (an event's hits keep their order: nothing to compare)
-        rank_of = {id(r): old for old, r in zip(ranked, ordered)}
-        for h in hits[:WINDOW]:
-            _describe(h, ctx, vectors.get(rank_of[id(h.result)]) if vectors else None)
-    later = later_terms(query) if intent == "past" else frozenset()
-    names = _names_asked(query) if intent == "present" else []
-    asked = _asked(query, names)
+    if intent == "event":  # an event's hits keep their order: nothing to compare
+        return _annotated(hits, {id(h): h.score for h in hits}, {})
+    rank_of = {id(r): old for old, r in zip(ranked, ordered)}
+    for h in hits[:WINDOW]:
+        _describe(h, ctx, vectors.get(rank_of[id(h.result)]) if vectors else None)
+    kinds = q.kinds
+    later = q.later
+    names = q.names if intent == "present" else []
     # Each hit's place: its own score, or just above the best-ranked hit it overtakes.
     place = {id(h): h.score for h in hits}
     newer_of: dict[int, str] = {}
-    for i, a in enumerate(hits[:TOP_CONTESTED] if intent != "event" else []):
+    for i, a in enumerate(hits[:TOP_CONTESTED]):
         for b in hits[i + 1 : WINDOW]:
             if b.asks or b.score < RELEVANT_ENOUGH * a.score:
                 continue
-            if not (_same_subject(a, b, kinds) or (names and _renamed_change(a, b, names, asked))):
+            if not (_same_subject(a, b, kinds) or (names and _renamed_change(a, b, names, q.about_names))):
                 continue
             if intent in ("present", "words"):
                 if _last(a) and _last(b) > _last(a):
@@ -276,6 +211,12 @@ def arrange(results: Sequence[Hit], query: str, vectors: Mapping[int, np.ndarray
             ):
                 # The past: the older first, and before what the question names as the later state.
                 place[id(b)] = max(place[id(b)], place[id(a)] + 1e-6)
+    return _annotated(hits, place, newer_of)
+
+
+def _annotated(hits: list[_Hit], place: dict[int, float], newer_of: dict[int, str]) -> list[Hit]:
+    """The hits in the order of their places, each with its score and what it says of repeats and of
+    newer statements."""
     order = sorted(hits, key=lambda h: -place[id(h)])
     out = []
     ceiling = 1.0
@@ -291,9 +232,6 @@ def arrange(results: Sequence[Hit], query: str, vectors: Mapping[int, np.ndarray
     return out
 
 
-# The proper names a question asks about ("What colour is Loon painted now?", "Where does Inês live now?"):
-# capitalised words (any script's letters) not opening it, not "I".
-_NAME = re.compile(r"(?<!^)(?<![.?!]\s)\b([^\W\d_]{2,})(?:'s|’s)?\b")
 # A sentence saying something changed: "now", "new", "no longer", "switched", a verb of doing again.
 _CHANGED = re.compile(
     r"\b(?:now|new|newly|no longer|any ?more|instead|switched|swapped|changed|moved|renamed|re[a-z]{3,}ed)\b", re.I
@@ -304,17 +242,6 @@ _CHANGE_VERB = (
     r"(?:switched|swapped|changed|moved|renamed|repainted|rebuilt|relocated|rehomed|rebranded|redecorated"
     r"|retrained|remarried|resprayed|reupholstered)"
 )
-
-
-def _names_asked(query: str) -> list[str]:
-    return [n.lower() for n in _NAME.findall(query.strip()) if n[0].isupper() and n[1:].islower()]
-
-
-def _asked(query: str, names: list[str]) -> SnippetContext:
-    """What the question asks of the names (its other terms and their related words): "work" in "Where
-    does Sam work now?"."""
-    terms = [t for t in query_terms(query) if t not in names]
-    return SnippetContext(terms, {}, _term_needles(terms + [w for w in related_terms(terms) if w not in terms]))
 
 
 def _renamed_change(a: _Hit, b: _Hit, names: list[str], asked: SnippetContext) -> bool:
@@ -330,16 +257,11 @@ def _renamed_change(a: _Hit, b: _Hit, names: list[str], asked: SnippetContext) -
         by_name = re.compile(
             rf"\b{_CHANGE_VERB}\s+{re.escape(n)}\b|\b{re.escape(n)}\s+(?:has\s+|had\s+|just\s+)?{_CHANGE_VERB}\b"
         )
-        for s in _statements(b):
+        for s in statements(b.said_as):
             low = s.lower()
-            if pat.search(low) and _CHANGED.search(s) and (by_name.search(low) or _has_term(s, asked)):
+            if pat.search(low) and _CHANGED.search(s) and (by_name.search(low) or _has_term(s, asked.needles)):
                 return True
     return False
-
-
-def _statements(h: _Hit) -> list[str]:
-    """A hit's sentences that state (not ask)."""
-    return [s for s in sentences(h.result.snippet) if not s.endswith("?")]
 
 
 def _epoch(date: object) -> float:
