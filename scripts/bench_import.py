@@ -19,6 +19,11 @@ Prints a table and writes JSON (default bench-results/import.json).
     .venv/bin/python scripts/bench_import.py                       # 2,000 conversations, scale 4
     .venv/bin/python scripts/bench_import.py --conversations 500 --scale 2
     .venv/bin/python scripts/bench_import.py --chain 240000 --out bench-results/import-chain.json
+    .venv/bin/python scripts/bench_import.py --linear 20000     # converting 1/10 and all of N turns
+
+`--linear N` converts one conversation of N/10 and of N turns in process (no import, no files), each
+the best of three in CPU time, alternating small and big, and prints the ratio: about 10 is linear, a
+walk that searched the mapping per node would be about 100 (tests count the looks into the export instead).
 """
 
 from __future__ import annotations
@@ -82,6 +87,31 @@ print(len(data))
     return int(out.stdout)
 
 
+def linear(turns: int) -> int:
+    """`--linear N`: CPU seconds converting N/10 and N turns (best of three, alternating), and the ratio."""
+    sys.path.insert(0, str(ROOT))
+    from gateway.portability import chatgpt
+    from tests.vendor_exports import long_chatgpt
+
+    convs = {n: long_chatgpt("speed", n).json() for n in (turns // 10, turns)}
+    best = {n: float("inf") for n in convs}
+    for _ in range(3):
+        for n in (*convs, *reversed(convs)):  # A B B A
+            t = time.process_time()
+            out = chatgpt.convert(convs[n], 0)
+            best[n] = min(best[n], time.process_time() - t)
+            assert len(out.turns) == n
+    small, big = best[turns // 10], best[turns]
+    row = {
+        "turns": [turns // 10, turns],
+        "cpuSeconds": [small, big],
+        "ratio": big / small if small else None,
+        "loadavg": os.getloadavg()[0],
+    }
+    print(json.dumps(row, indent=2))
+    return 0
+
+
 def chain(nodes: int, out: Path) -> int:
     """`--chain N`: the peak RSS of importing one conversation of N nodes (set PYTHONPATH=<checkout>
     PYTHONSAFEPATH=1 to run another checkout's gateway: the figure before a change)."""
@@ -134,7 +164,10 @@ def main() -> int:
     ap.add_argument("--scale", type=int, default=4, help="the bigger export's size, times --conversations")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "import.json", help="where the JSON goes")
     ap.add_argument("--chain", type=int, default=0, help="only: import one conversation of this many nodes")
+    ap.add_argument("--linear", type=int, default=0, help="only: CPU time converting N/10 and N turns, the ratio")
     args = ap.parse_args()
+    if args.linear:
+        return linear(args.linear)
     if args.chain:
         return chain(args.chain, args.out)
 

@@ -95,8 +95,10 @@ def as_messages(
     tool calls (function, custom, tool_search: by the names `offered` gives them upstream) as one
     assistant message's tool_calls, each output a tool message; reasoning, tool lists and hosted tools'
     records dropped."""
-    offered = offered or ChatTools()
     messages: list[dict[str, Any]] = [{"role": "system", "content": instructions}] if instructions else []
+
+    def named(kind: str, namespace: str | None, name: str) -> str:  # none offered: as the client named it
+        return offered.chat_name(kind, namespace, name) if offered is not None else name
 
     def call(call_id: str, name: str, arguments: str) -> None:
         one = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
@@ -115,14 +117,14 @@ def as_messages(
             role = "system" if item["role"] == "developer" else item["role"]
             messages.append({"role": role, "content": _chat_content(item.get("content"))})
         elif kind == "function_call":
-            call(item["call_id"], offered.chat_name("function", item.get("namespace"), item["name"]), item["arguments"])
+            call(item["call_id"], named("function", item.get("namespace"), item["name"]), item["arguments"])
         elif kind == "custom_tool_call":
-            name = offered.chat_name("custom", item.get("namespace"), item["name"])
+            name = named("custom", item.get("namespace"), item["name"])
             call(item["call_id"], name, json.dumps({"input": item["input"]}, ensure_ascii=False))
         elif kind == "tool_search_call":
             arguments = item.get("arguments")
             text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-            call(item.get("call_id") or "", offered.chat_name("tool_search", None, "tool_search"), text)
+            call(item.get("call_id") or "", named("tool_search", None, "tool_search"), text)
         elif kind in ("function_call_output", "custom_tool_call_output"):
             given = item["output"]
             output(item["call_id"], given if isinstance(given, str) else parts_text(given))
@@ -355,13 +357,12 @@ async def responses_turn(
     output (`previous_response_id`, kept in `store`; Invalid naming the field when not kept), then its own; its
     session is `session` (the door's header), else its `conversation`, else the previous response's, else
     found as for chat completions (relay.session_for)."""
-    items = input_items(request)
-    previous = None
-    if request.get("previous_response_id") is not None:
-        previous = await store.get(request["previous_response_id"]) if store is not None else None
-        if previous is None:
-            raise Invalid(not_kept(store, request["previous_response_id"]), field="request.previous_response_id")
-        items = [*previous.items, *items]
+    wanted = request.get("previous_response_id")
+    previous = await store.get(wanted) if wanted is not None and store is not None else None
+    if wanted is not None and previous is None:
+        why = not_kept(store, wanted)  # never kept, or evicted, expired, another principal's
+        raise Invalid(why, field="request.previous_response_id")
+    items = [*previous.items, *input_items(request)] if previous is not None else input_items(request)
     chat = {"model": request["model"], "messages": as_messages(items, request.get("instructions"))}
     if request.get("user"):
         chat["user"] = request["user"]

@@ -10,7 +10,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import RpcError, RunningGateway, descriptors_exhausted
+import structlog.testing
+
+from tests.helpers import RpcError, RunningGateway, descriptors_exhausted, wait_for
 
 NOTES = {
     "memory/garden.md": "# Garden\n\nThe apricot tree by the shed gives fruit in July.\n",
@@ -141,12 +143,17 @@ async def scenario_folder_blinks(gw: RunningGateway) -> None:
     c = await first_sync(gw)
     mem = gw.config.workspace_dir / "memory"
     away = mem.with_name("memory.away")
-    mem.rename(away)
-    try:
-        sync = asyncio.ensure_future(c.call("memory.sync", {}))
-        await asyncio.sleep(0.8)  # the scan has run (recheckMs is 4 s here)
-    finally:
-        away.rename(mem)
+    with structlog.testing.capture_logs() as logs:
+        mem.rename(away)
+        try:
+            sync = asyncio.ensure_future(c.call("memory.sync", {}))
+
+            async def looking_again() -> bool:  # the scan has run and found the folder away
+                return any(e["event"] == "memory_sync_recheck" for e in list(logs))
+
+            await wait_for(looking_again, timeout=60)  # the pause before the second look (recheckMs) is 4 s
+        finally:
+            away.rename(mem)
     stats = await sync
     assert stats["removed"] == 0 and stats["unchanged"] == 5, stats
     assert await indexed_paths(c) == {"MEMORY.md", *NOTES}

@@ -412,13 +412,22 @@ async def test_a_second_request_to_a_busy_session_is_a_conflict_the_sdk_retries(
     # The SDK retries a 409 by itself: with its retries on, the second request simply waits its turn.
     release.clear()
     api.script(("wait", release, 10))
+    statuses: list[int] = []
+
+    async def answered(response) -> None:
+        statuses.append(response.status_code)
+
     async with openai.AsyncOpenAI(
-        base_url=gw.http_url + "/v1", api_key=gw.token, max_retries=3, default_headers={"X-Jarvis-Session": "busy"}
+        base_url=gw.http_url + "/v1",
+        api_key=gw.token,
+        max_retries=3,
+        default_headers={"X-Jarvis-Session": "busy"},
+        http_client=openai.DefaultAsyncHttpxClient(event_hooks={"response": [answered]}),
     ) as client:
         first = asyncio.create_task(client.chat.completions.create(model="fake-model", messages=hello))
         await wait_for(lambda: _true(api.waiting == 1))
         second = asyncio.create_task(client.chat.completions.create(model="fake-model", messages=hello))
-        await asyncio.sleep(0.2)
+        await wait_for(lambda: _true(409 in statuses), timeout=60)  # it was refused once while the first ran
         release.set()
         await asyncio.gather(first, second)
     assert len(transcript(gw, "busy")) == 6

@@ -210,10 +210,13 @@ async def test_two_principals_two_agents_nothing_crosses_on_any_door(start_gatew
     await alice.call("sessions.subscribe", {"sessionKey": "bob-talk"})  # her own "bob-talk"
     sent = await bob.call("chat.send", {"sessionKey": "bob-talk", "message": f"again: {SECRET}"})
     await bob.run_to_end(sent["runId"])
-    await asyncio.sleep(0.2)
-    while not alice.events.empty():
-        ev = alice.events.get_nowait()
+    # Then a run of her own on that session: any event of bob's routed to her was queued before its end.
+    mine = await alice.call("chat.send", {"sessionKey": "bob-talk", "message": "hello"})
+    while True:
+        ev = await asyncio.wait_for(alice.events.get(), 60)
         assert ev["params"].get("runId") != sent["runId"] and SECRET not in orjson.dumps(ev).decode(), ev
+        if ev["params"].get("runId") == mine["runId"] and ev["method"] in ("chat.final", "chat.error"):
+            break
 
     # 4. /v1: alice's request recalls only her memory; the prompt the upstream got holds nothing of bob's.
     async with httpx.AsyncClient(base_url=gw.http_url, timeout=30) as http:

@@ -35,8 +35,10 @@ async def test_abort_before_the_run_takes_its_first_step(tmp_path):
     bus.subscribe(key, rec)
 
     started = await chat.send(key, "abort me at once", None)
+    run = chat.active[key]
     assert await chat.abort(key, None) is True  # no yield in between: the task has not run a line
-    await asyncio.sleep(0.05)
+    await asyncio.wait([run.task], timeout=30)  # its end (the deadline only catches a hang)
+    assert run.task.done()
     assert key not in chat.active, "the session is free again"
     assert ("chat.aborted", {"sessionKey": key, "runId": started["runId"], "seq": 1, "partial": ""}) in rec.events
     again = await chat.send(key, "next", None)
@@ -95,7 +97,7 @@ async def test_a_handle_nobody_reads_stops_the_run_after_the_slow_consumer_wait(
     for i in range(HANDLE_HIGH - 1):
         await handle.put(Chunk({"i": i}))
     waiting = asyncio.create_task(handle.put(Chunk({"i": "last"})))
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0)  # its first step, up to where it waits (one that did not wait is done by now)
     assert not waiting.done(), "the run waits for the reader"
     for _ in range(HANDLE_HIGH // 2 + 1):
         await anext(handle)

@@ -116,7 +116,20 @@ async def test_interval_trigger_fires_repeatedly():
     finally:
         await orch.close()
     n = len(rec.runs)
-    await asyncio.sleep(0.1)
+    # A second one with the same interval, started after the close, runs twice: by then the closed one's
+    # next tick had come, had its interval not stopped.
+    later = Recorder()
+    other = SyncOrchestrator(later, sync_cfg=cfg(interval_minutes=0.0005))
+    other.start(None, lambda: None)
+    try:
+
+        async def two_later_runs():
+            while len(later.runs) < 2:
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(two_later_runs(), timeout=30)  # the deadline only catches a hang
+    finally:
+        await other.close()
     assert len(rec.runs) == n  # closed: the interval stopped
 
 
@@ -146,7 +159,10 @@ async def test_debounce_fires_once_after_the_last_call():
         for _ in range(10):
             orch.debounce("s1", 0.02, fire)
         await asyncio.wait_for(fired.wait(), 5)
-        await asyncio.sleep(0.05)
+        # Another key's debounce, set after it fired with the same delay, fires after any of s1's still due.
+        later = asyncio.Event()
+        orch.debounce("s2", 0.02, later.set)
+        await asyncio.wait_for(later.wait(), 30)  # the deadline only catches a hang
         assert count == [1]
     finally:
         await orch.close()

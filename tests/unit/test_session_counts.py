@@ -10,6 +10,7 @@ import orjson
 
 from gateway.storage.files.sessions import FileSessionStore as SessionStore
 from gateway.timeutil import now_iso
+from tests.helpers import wait_for
 
 
 def message(text: str) -> dict:
@@ -36,11 +37,27 @@ def list_locked(store: SessionStore):
         os.close(fd)
 
 
+async def a_write_waits_for_the_lock(store: SessionStore) -> None:
+    """Until the kernel shows a flock on the list's lock file waited for (a `->` line in /proc/locks): the
+    write's thread is blocked in it (the deadline only catches a hang)."""
+    inode = os.stat(store.dir / ".sessions.json.lock").st_ino
+
+    async def blocked() -> bool:
+        with open("/proc/locks") as f:
+            return any(
+                parts[1] == "->" and parts[2] == "FLOCK" and parts[6].endswith(f":{inode}")
+                for parts in (line.split() for line in f)
+                if len(parts) > 6
+            )
+
+    await wait_for(blocked, timeout=60)
+
+
 async def test_counts_stay_visible_while_a_write_of_them_is_under_way(tmp_path):
     store, key = await a_session_with_two_messages(tmp_path)
     with list_locked(store):  # the flush carrying both counts waits mid-write
         flush = asyncio.create_task(store.flush())
-        await asyncio.sleep(0.2)
+        await a_write_waits_for_the_lock(store)
         assert not flush.done(), "the write waits for the lock"
         assert (await store.get(key))["messageCount"] == 2
         assert (await store.all())[key]["messageCount"] == 2
@@ -59,9 +76,12 @@ async def test_a_write_whose_caller_is_cancelled_still_counts_once(tmp_path):
     store, key = await a_session_with_two_messages(tmp_path)
     with list_locked(store):
         flush = asyncio.create_task(store.flush())
-        await asyncio.sleep(0.2)
+        await a_write_waits_for_the_lock(store)
         flush.cancel()  # the write itself waits in its thread for the lock, and goes on after it
-        await asyncio.sleep(0.05)
+        probe = asyncio.create_task(asyncio.Event().wait())
+        await asyncio.sleep(0)
+        probe.cancel()  # cancelled after the flush: its end comes after the flush's would, had it not waited
+        await asyncio.wait([probe])
         assert not flush.done(), "the caller waits for the write it started"
     try:
         await flush
@@ -76,7 +96,7 @@ async def test_a_write_by_another_process_in_between_neither_hides_nor_doubles_a
     store, key = await a_session_with_two_messages(tmp_path)
     with list_locked(store):
         flush = asyncio.create_task(store.flush())
-        await asyncio.sleep(0.2)
+        await a_write_waits_for_the_lock(store)
         # Meanwhile another process (holding the lock) adds a session, as the next generation.
         data = orjson.loads(store.meta_path.read_bytes())
         data["generation"] = data.get("generation", 0) + 1
