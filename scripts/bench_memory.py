@@ -303,8 +303,20 @@ async def one_size(
     turns: int = 50,
     url: str | None = None,
     corpus: Path | None = None,
+    partial: Path | None = None,
 ) -> dict:
+    """One size's figures; with `partial`, what is measured so far is written there after each step (a
+    million-chunk run takes an hour: a run cut short still leaves its figures)."""
     from bench_locomo import opened_index  # the state dir's index, or (`url`) PostgreSQL's
+
+    out: dict = {"size": chunks, "engine": "postgres" if url else "files"}
+
+    def note(**figures) -> None:
+        out.update(figures)
+        out["peakRssMb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        print(f"[{time.strftime('%H:%M:%S')}] {json.dumps(figures)}", file=sys.stderr, flush=True)
+        if partial is not None:
+            partial.write_text(json.dumps(out, indent=2))
 
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix=f"bench-memory-{chunks}-") as tmp:
@@ -314,18 +326,26 @@ async def one_size(
             notes, sessions = reuse_corpus(corpus, chunks, seed, rng, Path(tmp))
         else:
             notes, sessions = generate(cfg, chunks, rng)
-        gen_s = time.perf_counter() - t
+        note(notes=notes, sessions=sessions, generateS=round(time.perf_counter() - t, 2))
         async with opened_index(cfg, url) as mgr:
             t = time.perf_counter()
             full = await mgr.sync()
             full_s = time.perf_counter() - t
             st = await mgr.status()
+            note(
+                files=st["files"],
+                chunks=st["chunks"],
+                fullSyncS=round(full_s, 2),
+                chunksPerS=round(st["chunks"] / full_s, 1),
+                embedded=full["chunksEmbedded"],
+                vectorBackend=st["vector"]["backend"],
+            )
             t = time.perf_counter()
             await mgr.warm()  # the vector matrix, or the ANN graph built (big indexes): not beside the no-op
-            warm_s = time.perf_counter() - t
+            note(warmS=round(time.perf_counter() - t, 2))
             t = time.perf_counter()
             noop = await mgr.sync()
-            noop_s = time.perf_counter() - t
+            note(noopSyncMs=round((time.perf_counter() - t) * 1000, 1), noopUnchanged=noop["unchanged"])
             qs = [query(rng) for _ in range(queries)]
             lat: dict[str, dict] = {}
             search = service_search(mgr)
@@ -342,28 +362,10 @@ async def one_size(
                     "p95Ms": round(pct(times, 0.95), 2),
                     "p99Ms": round(pct(times, 0.99), 2),
                 }
-        db_mb = await database_mb(url) if url else None
-        ws_lat = await via_gateway(Path(tmp), qs, turns=turns, url=url) if gateway else None
-    return {
-        "size": chunks,
-        "files": st["files"],
-        "chunks": st["chunks"],
-        "notes": notes,
-        "sessions": sessions,
-        "generateS": round(gen_s, 2),
-        "fullSyncS": round(full_s, 2),
-        "chunksPerS": round(st["chunks"] / full_s, 1),
-        "embedded": full["chunksEmbedded"],
-        "warmS": round(warm_s, 2),
-        "noopSyncMs": round(noop_s * 1000, 1),
-        "noopUnchanged": noop["unchanged"],
-        "search": lat,
-        "wsHybrid": ws_lat,
-        "vectorBackend": st["vector"]["backend"],
-        "engine": "postgres" if url else "files",
-        "databaseMb": db_mb,
-        "peakRssMb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-    }
+                note(search=lat)
+        note(databaseMb=await database_mb(url) if url else None)
+        note(wsHybrid=await via_gateway(Path(tmp), qs, turns=turns, url=url) if gateway else None)
+    return out
 
 
 async def database_mb(url: str) -> float:
@@ -445,6 +447,12 @@ def main() -> int:
         action="store_true",
         help="with --corpus: write the corpus of each size (if missing) and stop",
     )
+    ap.add_argument(
+        "--partial",
+        type=Path,
+        help="write each size's figures measured so far to this JSON file after every step (a long run cut "
+        "short still leaves them); progress with the figures goes to stderr either way",
+    )
     ap.add_argument("--url", help=argparse.SUPPRESS)  # --one, --one-noop: the database of this size
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # run one size in this process, print JSON
     ap.add_argument("--one-noop", type=int, help=argparse.SUPPRESS)
@@ -456,7 +464,9 @@ def main() -> int:
             print(f"corpus {make_corpus(args.corpus, size, args.seed)}", file=sys.stderr)
         return 0
     if args.one:
-        result = one_size(args.one, args.queries, args.seed, args.via_gateway, args.turns, args.url, args.corpus)
+        result = one_size(
+            args.one, args.queries, args.seed, args.via_gateway, args.turns, args.url, args.corpus, args.partial
+        )
         print(json.dumps(asyncio.run(result)))
         return 0
     if args.one_noop:
@@ -548,6 +558,7 @@ def one_run(script: str, size: int, args: argparse.Namespace, where: list[str]) 
         str(args.turns),
         "--via-gateway" if args.via_gateway else "--no-via-gateway",
         *(["--corpus", str(args.corpus)] if args.corpus else []),
+        *(["--partial", str(args.partial)] if args.partial else []),
         *where,
     ]
 
@@ -655,7 +666,7 @@ def run_all(args: argparse.Namespace, database) -> int:
         print(f"size {size} …", file=sys.stderr)
         out = subprocess.run(
             one_run(__file__, size, args, where(f"bench_memory_{size}")),
-            capture_output=True,
+            stdout=subprocess.PIPE,  # its progress (stderr) shows as it runs
             text=True,
             check=True,
         )
