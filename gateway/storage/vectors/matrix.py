@@ -1,7 +1,7 @@
 """The in-memory vector matrix of a big index, shared by both storage engines (behind rows.py's port:
 the engine's table stays the store of record, the matrix is derived data loaded from it).
 
-The matrix is float32 — searched exactly by one sgemv — until it would hold INT8_MIN_ROWS (262,144)
+The matrix is float32 — searched exactly, row by row (`np.vecdot`: no BLAS, see `_exact`) — until it would hold INT8_MIN_ROWS (262,144)
 vectors, where float32 takes 256 MB at 256-d; from there it is int8 (`memory.search.vectorMatrix` =
 "auto"; "float32" or "int8" force one). An int8 row v is round(v / scale) with scale = max|v| / 127
 (symmetric, one float32 scale a row), and ‖v − scale·q8‖, its rounding error. A 256-d row takes 256 + 4
@@ -15,7 +15,7 @@ then took up to a second for a few hundred blocks); above PARALLEL_MIN_ROWS two 
 The conversion, not memory, bounds this pass: 1.1–1.2× the time of the float32 sgemv it replaced.
 
 Then the best max(2n, 16) rows are re-scored from the float32 vectors of the store of record, by the
-same sgemv as an exact search, so their scores are the exact ones. The order is exact too, not merely
+same row-by-row product as an exact search, so their scores are the exact ones. The order is exact too, not merely
 likely: by Cauchy–Schwarz an approximate score is within err·‖query‖ (plus float rounding) of the exact
 one, so every row outside the shortlist whose approximate score plus that bound still reaches the n-th
 exact score is re-scored as well (a second round; on the bench's 118k chunks the bound leaves about 2n
@@ -44,6 +44,7 @@ SHORTLIST_FACTOR, SHORTLIST_MIN = 2, 16  # rows re-scored exactly: max(2n, 16), 
 FETCH_BATCH = 8_192  # ids per statement when reading exact vectors
 _U = 2.0**-24  # float32 unit roundoff
 _vecdot = getattr(np, "vecdot", None)  # numpy >= 2.0; einsum before (also BLAS-free)
+INLINE_MAX_VALUES = 1 << 23  # a float32 matrix this small (32k 256-d rows) is searched on the event loop
 PARALLEL_MIN_ROWS = 65_536  # from here the approximate pass runs on two threads
 _HELPERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="vectors") if (os.cpu_count() or 1) > 1 else None
 
@@ -221,22 +222,35 @@ def _bound_misses(m: _Matrix, sims: np.ndarray, q: np.ndarray, done: np.ndarray,
 
 
 def _exact(vecs: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """vecs · q by the same BLAS sgemv as a float32 matrix search, in whole groups of four rows (OpenBLAS
-    sums the rows of a ragged tail differently): the scores are then bit for bit those of the exact
-    search (measured: every row of 1–60, 200 and 1,001 random rows of 118k and 50,001-row matrices)."""
-    k = vecs.shape[0]
-    if k % 4:
-        vecs = np.concatenate([vecs, np.zeros((4 - k % 4, vecs.shape[1]), dtype=np.float32)])
-    return (vecs @ q)[:k] if k else np.empty(0, dtype=np.float32)
+    """vecs · q row by row (`np.vecdot`, no BLAS), as a float32 matrix search computes every row: a row's
+    score does not depend on the rows beside it, so a re-score gives bit for bit the exact search's.
+    (OpenBLAS's multi-threaded sgemv took ~22 ms for 23,600 × 256 on the busy two-core VM, where this
+    takes ~1 ms; its ragged tails also summed differently.)"""
+    vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+    out = np.empty(vecs.shape[0], dtype=np.float32)
+    if vecs.shape[0]:
+        _rowdot(vecs, q, out)
+    return out
+
+
+def _float_sims(mat: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Every row's exact similarity (a float32 matrix), by `_exact`; a big one in two halves on two threads."""
+    n = mat.shape[0]
+    if n < PARALLEL_MIN_ROWS or _HELPERS is None:
+        return _exact(mat, q)
+    half = n // 2
+    other = _HELPERS.submit(_exact, mat[half:], q)
+    first = _exact(mat[:half], q)
+    return np.concatenate([first, other.result()])
 
 
 def _float_knn(
     m: _Matrix, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None
 ) -> list[tuple[int, float]]:
-    """A float32 matrix: exact similarities of every row in one sgemv, the best n."""
+    """A float32 matrix: exact similarities of every row, the best n."""
     if m.mat.shape[0] == 0:
         return []
-    sims = m.mat @ q
+    sims = _float_sims(m.mat, q)
     mask = _mask(m, sources, session_key)
     if mask is not None:
         sims = np.where(mask, sims, -np.inf)
@@ -356,6 +370,8 @@ async def matrix_knn(
     if n <= 0:
         return []
     if m.form == "float32":
+        if m.mat.size <= INLINE_MAX_VALUES:  # ~1 ms of work: less than a hop to a thread on a busy machine
+            return _float_knn(m, q, n, sources, session_key)
         return await asyncio.to_thread(_float_knn, m, q, n, sources, session_key)
     sims, rows = await asyncio.to_thread(_shortlist, m, q, n, sources, session_key)
     r = _Rescore(m, sims, q, n, rows.shape[0])
