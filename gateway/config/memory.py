@@ -132,7 +132,8 @@ class SearchConfig:
         100_000,
         ge=0,
         doc="from this many stored vectors, vector search asks an approximate nearest-"
-        "neighbour graph (usearch HNSW, `<index>.ann`, derived data) for candidates "
+        "neighbour graph (usearch HNSW, `<index>.ann`; on PostgreSQL `<stateDir>/memory/<agent>.pg.ann`; "
+        "derived data) for candidates "
         "and re-scores them exactly; 0 = never (the exact matrix scan always)",
     )
     mmr: bool = setting(False, doc="re-rank by maximal marginal relevance to drop near-duplicate results")

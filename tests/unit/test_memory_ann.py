@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gateway.compose import memory_service
-from gateway.storage.files.memory.ann import AnnIndex
+from gateway.storage.vectors.ann import AnnIndex
 from gateway.storage.files.memory.db import Database, pick_driver
 from gateway.storage.files.memory.migrations import SchemaParams, ensure_vector_table, migrate
 from gateway.storage.files.memory.vectors import VectorStore
@@ -81,7 +81,7 @@ async def test_recall_at_10_against_exact_search(tmp_path):
     ann = AnnIndex(tmp_path / "v.db", DIMS)
     writer, reader, _, store = await open_pair(tmp_path, ann, rows_of(ids, vecs))
     try:
-        ann.start(reader, "1", N)
+        ann.start(store.rows, "1", N)
         await ann.wait()
         assert ann.ready and ann.origin == "built" and len(ann.index) == N
         recall, served = [], 0
@@ -105,7 +105,7 @@ async def test_a_narrow_filter_falls_back_to_the_exact_search(tmp_path):
     ann = AnnIndex(tmp_path / "v.db", DIMS)
     writer, reader, _, store = await open_pair(tmp_path, ann, rows_of(ids, vecs))
     try:
-        ann.start(reader, "1", len(ids))
+        ann.start(store.rows, "1", len(ids))
         await ann.wait()
         q = queries(vecs, 1)[0]
         got = await store.knn(q, K, ("sessions",), "s3", "1", len(ids))
@@ -122,13 +122,13 @@ async def test_a_missing_damaged_or_stale_file_is_built_again(tmp_path, damage):
     ann = AnnIndex(tmp_path / "v.db", DIMS)
     writer, reader, _, store = await open_pair(tmp_path, ann, rows_of(ids, vecs))
     try:
-        ann.start(reader, "7", len(ids))
+        ann.start(store.rows, "7", len(ids))
         await ann.wait()
         await ann.close("7")
         assert ann.path.exists() and ann.meta_path.exists()
 
         again = AnnIndex(tmp_path / "v.db", DIMS)  # a restart: the saved graph is opened, not built
-        again.start(reader, "7", len(ids))
+        again.start(store.rows, "7", len(ids))
         await again.wait()
         assert again.ready and again.origin == "file" and len(again.index) == len(ids)
 
@@ -146,7 +146,7 @@ async def test_a_missing_damaged_or_stale_file_is_built_again(tmp_path, damage):
             generation = "8"  # the index moved on without the graph (a crash before its save)
         third = AnnIndex(tmp_path / "v.db", DIMS)
         store.ann = third
-        third.start(reader, generation, len(ids))
+        third.start(store.rows, generation, len(ids))
         # Until it is ready, the exact search answers.
         q = queries(vecs, 1)[0]
         want = exact_ids(ids, vecs, q)
@@ -169,7 +169,7 @@ async def test_searches_during_a_sync_see_only_committed_rows_and_then_the_new_o
     ann = AnnIndex(tmp_path / "v.db", DIMS)
     writer, reader, wstore, store = await open_pair(tmp_path, ann, rows_of(old_ids, old_vecs))
     try:
-        ann.start(reader, "1", 4_000)
+        ann.start(store.rows, "1", 4_000)
         await ann.wait()
         qs = queries(new_vecs, 20)
         async with writer.transaction():  # a sync writing: the graph already has the rows, the table not yet
@@ -268,12 +268,12 @@ async def test_dead_rows_past_a_quarter_rebuild_the_graph_while_the_old_one_answ
     ann = AnnIndex(tmp_path / "v.db", DIMS)
     writer, reader, _, store = await open_pair(tmp_path, ann, rows_of(ids, vecs))
     try:
-        ann.start(reader, "1", 4_000)
+        ann.start(store.rows, "1", 4_000)
         await ann.wait()
         old = ann.index
         async with writer.transaction():
             await writer.execute(f"DELETE FROM chunks_vec WHERE chunk_id IN ({','.join(map(str, ids[:2_000]))})")
-        await ann.after_sync(reader, "2", 2_000)
+        await ann.after_sync(store.rows, "2", 2_000)
         assert ann.ready and ann.index is old  # answering while the new graph is built
         q = queries(vecs[2_000:], 1)[0]
         got = await store.knn(q, K, ALL, None, "2", 2_000)
@@ -293,7 +293,7 @@ async def test_a_sync_by_another_process_is_brought_in_by_a_rebuild(tmp_path):
     ann = AnnIndex(tmp_path / "v.db", DIMS)
     writer, reader, wstore, store = await open_pair(tmp_path, ann, rows_of(ids[:4_000], vecs[:4_000]))
     try:
-        ann.start(reader, "1", 4_000)
+        ann.start(store.rows, "1", 4_000)
         await ann.wait()
         async with writer.transaction():  # this process's sync: the graph follows it, no rebuild
             await wstore.insert(rows_of(ids[4_000:4_500], vecs[4_000:4_500], 4_000))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gateway.storage.files.memory import vectors as vectors_mod
+from gateway.storage.vectors import matrix as vectors_mod
 from gateway.storage.files.memory.db import Database, pick_driver
 from gateway.storage.files.memory.migrations import SchemaParams, ensure_vector_table, migrate
 from gateway.storage.files.memory.vectors import VectorStore

@@ -10,8 +10,8 @@ Tables (named, ordered migrations, recorded in `jarvis_migrations` like the SQLi
     runs               (agent_id, session_key) → run_id, instance_id: the one active run per session
     event_payloads     notification payloads too big for NOTIFY (8000 bytes), kept a minute
     memory_*           each agent's memory index: files, chunks (tsvector), meta, embedding cache, and
-                       vectors (pgvector: VECTOR_MIGRATIONS, applied where the server has it, and an
-                       HNSW index per dimension count: memory/vectors.py); see gateway/storage/postgres/memory/
+                       vectors (pgvector: VECTOR_MIGRATIONS, applied where the server has it; no vector
+                       index: the gateway searches them in memory, memory/vector_search.py); see gateway/storage/postgres/memory/
     keyed_memories     (agent_id, key) → category, value, created, updated, deleted, version, trashed_at,
                        trashed_by: memory.set and friends; the workspace files are each gateway's mirror
                        (storage/postgres/keyed.py)
@@ -361,6 +361,23 @@ VECTOR_MIGRATIONS: list[tuple[str, str]] = [
             embedding vector NOT NULL
         );
         CREATE INDEX IF NOT EXISTS memory_vectors_by_agent ON memory_vectors (agent_id, dims);
+    """,
+    ),
+    # The HNSW indexes of earlier versions (one per dimension count) dropped: the gateway searches vectors in
+    # memory (memory/vector_search.py), and the index was ~2/3 of the server's work of a first sync.
+    (
+        "v002_drop_hnsw",
+        """
+        DO $$
+        DECLARE ix text;
+        BEGIN
+            FOR ix IN SELECT indexname FROM pg_indexes
+                      WHERE schemaname = current_schema() AND tablename = 'memory_vectors'
+                      AND indexname LIKE 'memory_vectors_hnsw_%'
+            LOOP
+                EXECUTE format('DROP INDEX IF EXISTS %I', ix);
+            END LOOP;
+        END $$;
     """,
     ),
 ]

@@ -16,7 +16,6 @@ import pytest
 
 from gateway.storage import open_storage
 from gateway.storage.postgres.db import lock_key
-from gateway.storage.postgres.memory.vectors import dims_index
 from gateway.storage.postgres.memory.fts_index import (
     FTS_INDEX,
     LOAD_LOCK,
@@ -25,7 +24,7 @@ from gateway.storage.postgres.memory.fts_index import (
     release_load_lock,
     take_load_lock,
 )
-from tests.contract.test_memory_index import Opened, write_note
+from tests.contract.test_memory_index import Opened
 from tests.helpers import make_config
 
 
@@ -123,29 +122,3 @@ async def test_a_load_that_died_leaves_the_index_to_the_next_open(storage, postg
     await loader.close()  # the gateway died before its build: its load lock goes with its connection
     async with Opened(storage, "main") as m:
         assert await index_exists(m.index.pool)  # type: ignore[attr-defined]
-
-
-async def test_an_open_during_a_load_of_new_vectors_neither_waits_nor_builds_their_index(postgres_url, tmp_path, other):
-    """The HNSW index of a vector size, dropped for a first load of such vectors: an open of an agent that
-    has such vectors leaves it to the loader, and the next open after the load builds it if it is missing."""
-    storage = await open_storage(
-        make_config(tmp_path / "state", **{"storage.url": postgres_url, "memory.embeddings.provider": "local"})
-    )
-    try:
-        write_note(storage, "MEMORY.md", "# Boat\n\nThe boat is moored in the harbour of Kiel.\n")
-        async with Opened(storage, "main") as m:  # a real sync: the note's vector, and its size's index
-            await m.sync()
-        dims = 256  # the local model's
-        await other.execute(f"DROP INDEX {dims_index(dims)}")  # as another gateway's first load of such vectors
-        hnsw = f"SELECT to_regclass('{dims_index(dims)}') IS NOT NULL"
-        assert await take_load_lock(other)  # another gateway's bulk load runs
-        opened = await open_without_waiting(storage, postgres_url, "main")
-        try:
-            assert not await other.fetchval(hnsw)  # no CREATE INDEX while the load copies vectors in
-        finally:
-            await opened.__aexit__(None, None, None)
-        await release_load_lock(other)  # the load ended without its build (its gateway died, say)
-        async with Opened(storage, "main"):
-            assert await other.fetchval(hnsw)
-    finally:
-        await storage.close()

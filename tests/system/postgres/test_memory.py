@@ -238,10 +238,10 @@ async def test_syncs_of_one_agent_through_both_gateways_take_turns(start_gateway
             chunks = await conn.fetchval("SELECT count(*) FROM memory_chunks")
             vectors = await conn.fetchval("SELECT count(*) FROM memory_vectors")
             files = await conn.fetchval("SELECT count(*) FROM memory_files")
-            hnsw = await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'memory_vectors_hnsw_256'")
+            hnsw = await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'memory_vectors_hnsw%'")
         finally:
             await conn.close()
-        assert dupes == 0 and chunks == vectors > 0 and files == 32 and hnsw == 1
+        assert dupes == 0 and chunks == vectors > 0 and files == 32 and hnsw == 0  # searched in the gateway
         mem = a.gw.services.memory  # the upkeep after a large sync (200+ files) runs as the owner
         async with mem.index.pool.acquire() as conn:
             await mem.index.store.maintain(conn)
@@ -512,10 +512,10 @@ async def test_mmr_reads_the_stored_vectors_from_postgresql(start_gateway, postg
         await ca.close()
 
 
-async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway, postgres_url, tmp_path):
-    """Past BULK_LOAD_FILES files into an empty vector table, the HNSW index is dropped for the load and
-    built over the loaded rows at its end, and so (the chunk table empty) is the full-text GIN index;
-    searches find the same things. The batches are prepared in worker processes. The vectors went in
+async def test_a_first_large_load_builds_the_fulltext_index_after_it(start_gateway, postgres_url, tmp_path):
+    """Past BULK_LOAD_FILES files into an empty chunk table, the full-text GIN index is dropped for the load
+    and built over the loaded rows at its end (the vectors have no index: the gateway searches them in
+    memory); searches find the same things. The batches are prepared in worker processes. The vectors went in
     through COPY in pgvector's binary form: a chunk's text as the query finds it at cosine 1."""
     import asyncio
     import multiprocessing
@@ -523,7 +523,6 @@ async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway
 
     import asyncpg
 
-    from gateway.storage.postgres.memory.vectors import ensure_dims_index
     from gateway.storage.postgres.memory.store import BULK_LOAD_FILES
 
     rng = random.Random(5)
@@ -552,11 +551,9 @@ async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway
     )
     c = await gw.client()
     conn = await asyncpg.connect(postgres_url)
-    oid = "SELECT 'memory_vectors_hnsw_256'::regclass::oid"
     gin = "SELECT 'memory_chunks_fts'::regclass::oid"
     try:
-        await ensure_dims_index(conn, 256)  # as an earlier, emptied index would have left it
-        before, gin_before = await conn.fetchval(oid), await conn.fetchval(gin)
+        gin_before = await conn.fetchval(gin)
         workers: set[int] = set()
 
         async def watch_workers() -> None:
@@ -569,8 +566,7 @@ async def test_a_first_large_load_builds_the_vector_index_after_it(start_gateway
         watching.cancel()
         assert len(workers) == 2, "two worker processes prepared the batches"
         assert res["indexed"] == BULK_LOAD_FILES + 11
-        assert await conn.fetchval(oid) != before, "dropped for the load and built again after it"
-        assert await conn.fetchval(gin) != gin_before, "the full-text index too"
+        assert await conn.fetchval(gin) != gin_before, "dropped for the load and built again after it"
         assert await conn.fetchval("SELECT count(*) FROM memory_vectors") == BULK_LOAD_FILES + 11
         found = await c.call("memory.search", {"query": "where is the sailing boat moored", "mode": "vector"})
         assert found["results"] and found["results"][0]["path"] == "memory/boat.md", found
@@ -630,3 +626,91 @@ async def test_a_full_text_index_a_dead_load_left_missing_is_made_at_open(start_
         assert await conn.fetchval("SELECT to_regclass('memory_chunks_fts') IS NOT NULL")
     finally:
         await conn.close()
+
+
+@pytest.mark.parametrize("path", ["ann", "matrix"])
+async def test_two_gateways_find_each_others_new_vectors_in_memory(
+    start_gateway, postgres_url, tmp_path, monkeypatch, path
+):
+    """The vectors are searched in each gateway's memory (the ANN graph, or the matrix), loaded from the
+    database, the store of record: what A indexes after B loaded its copy, B finds too (its graph takes
+    the rows above the highest id it holds, its matrix appends them), and B's vector search answers from
+    memory, not SQL. No HNSW index is made in the database."""
+    import asyncpg
+
+    from gateway.storage.postgres.memory import vector_search
+
+    monkeypatch.setattr(vector_search, "MATRIX_THRESHOLD", 0)  # a "big" index of a few chunks
+    quiet = {"memory.sync.onStart": False, "memory.sync.onSearch": False, "memory.sync.watch": False}
+    vec = {"memory.search.annMinVectors": 1 if path == "ann" else 0}
+    a, b = await pair(start_gateway, postgres_url, tmp_path, a=vec, b={**quiet, **vec})
+    ca, cb = await a.client(), await b.client()
+    try:
+        key = (await ca.call("sessions.create"))["sessionKey"]
+        await chat(ca, key, "My sister Alejandra keeps bees in Oaxaca.")
+
+        async def indexed(n: int):
+            async def check():
+                st = await ca.call("memory.status")
+                return st["sources"]["sessions"]["files"] >= n and st["vector"]["missing"] == 0
+
+            await wait_for(check)
+
+        await indexed(1)
+        q = {"mode": "vector", "sources": ["sessions"], "k": 3}
+
+        async def in_memory():  # B's graph built / matrix loaded from the database, then answering
+            res = await cb.call("memory.search", {"query": "Where does Alejandra keep her bees?", **q})
+            st = (await cb.call("memory.status"))["vector"]
+            ready = (st["ann"] or {}).get("ready") if path == "ann" else st["matrix"] is not None
+            return ready and res["results"] and res
+
+        res = await wait_for(in_memory)
+        assert res["results"][0]["path"] == f"sessions/{key}.jsonl"
+        key2 = (await ca.call("sessions.create"))["sessionKey"]
+        await chat(ca, key2, "The lighthouse keeper Ingvar paints seagulls on driftwood.")
+        await indexed(2)
+
+        async def found_new():
+            res = await cb.call("memory.search", {"query": "Who paints seagulls on driftwood?", **q})
+            return res["results"] and res["results"][0]["path"] == f"sessions/{key2}.jsonl" and res
+
+        if path == "ann":  # the graph takes a small write's rows before it answers: the first search finds them
+            assert await found_new()
+        else:  # the matrix appends them in the background; the old one answers meanwhile
+            await wait_for(found_new)
+        assert b.gw.services.memory.index.vsearch.last_path == path
+        conn = await asyncpg.connect(postgres_url)
+        try:
+            hnsw = await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'memory_vectors_hnsw%'")
+        finally:
+            await conn.close()
+        assert hnsw == 0
+    finally:
+        await ca.close()
+        await cb.close()
+
+
+async def test_the_hnsw_index_an_older_version_made_is_dropped(postgres_url):
+    """Migration v002 drops the per-dimension HNSW indexes earlier versions made (the gateway searches the
+    vectors in memory now)."""
+    import asyncpg
+
+    from gateway.storage.postgres.db import migrate, migrate_vectors
+
+    pool = await asyncpg.create_pool(postgres_url, min_size=1, max_size=2)
+    try:
+        async with pool.acquire() as conn:
+            await migrate(conn)
+        assert await migrate_vectors(pool) is None
+        async with pool.acquire() as conn:
+            await conn.execute(
+                "CREATE INDEX IF NOT EXISTS memory_vectors_hnsw_8 ON memory_vectors "
+                "USING hnsw ((embedding::vector(8)) vector_cosine_ops) WHERE dims = 8"
+            )
+            await conn.execute("DELETE FROM jarvis_migrations WHERE name = 'v002_drop_hnsw'")
+        assert await migrate_vectors(pool) is None
+        gone = await pool.fetchval("SELECT to_regclass('memory_vectors_hnsw_8') IS NULL")
+        assert gone
+    finally:
+        await pool.close()

@@ -7,8 +7,8 @@ store.py       the index as the memory pipeline writes it (memory/ports.py's Ind
                chunk rows with their full-text rows, vectors — the SQL of a sync
 fulltext.py    FTS5 search (BM25), common words pruned on a big index
 reader.py      the chunk rows a search shows, and their stored vectors
-vectors.py     vector storage and exact KNN (sqlite-vec, or an in-memory float32 / int8 matrix)
-ann.py         the approximate (HNSW) graph of a big index, saved beside it
+vectors.py     vector storage and exact KNN (sqlite-vec, or storage/vectors/' in-memory float32 / int8
+               matrix and HNSW graph, shared with the PostgreSQL engine, over `chunks_vec`)
 cache.py       the embedding cache table
 db.py          aiosqlite connections, driver choice (sqlite-vec), corruption detection
 migrations.py  the schema as named, ordered migrations

@@ -37,7 +37,7 @@ from ....memory.ports import IndexContext, SearchPorts, Statement, VectorSearch
 from ....memory.rerank import stored_vectors
 from ....memory.search.request import SearchRequest
 from ....memory.sync import SyncRequest
-from .ann import AnnIndex
+from ...vectors.ann import AnnIndex
 from .counts import count_all, counts_by_source, counts_of
 from .db import Database, index_driver, is_corruption
 from .fulltext import Fts5Search
@@ -47,7 +47,7 @@ from .migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
 from .reader import SqliteChunkReader
 from .rebuild import IndexUsers, rebuild_aside, set_aside
 from .store import SqliteIndexStore
-from .vectors import VectorStore
+from .vectors import SqliteVectorRows, VectorStore
 
 log = structlog.get_logger("gateway.memory")
 
@@ -351,10 +351,11 @@ class FilesMemoryIndex:
         ann = self.vectors.ann if self.vectors is not None else None
         if ann is None or self.reader is None or self.counts["vectors"] < self.cfg.search.ann_min_vectors:
             return
+        rows = SqliteVectorRows(self.reader, ann.dims)
         if not ann.started:
-            ann.start(self.reader, self._generation, self.counts["vectors"])
+            ann.start(rows, self._generation, self.counts["vectors"])
         else:
-            await ann.after_sync(self.reader, self._generation, self.counts["vectors"])
+            await ann.after_sync(rows, self._generation, self.counts["vectors"])
 
     async def refresh(self) -> None:
         """Nothing: only this process writes the file, and its syncs keep the counts current."""

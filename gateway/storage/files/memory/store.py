@@ -23,7 +23,7 @@ from ....memory.index.settings import IndexSettings, SyncStats
 from ....memory.index.sources import MEMORY, SESSIONS, SIGNATURE_SQL, SourceFile, session_path
 from ....memory.ports import ChunkKey, FileStat, Indexed, Scope, Unembedded, VectorRow, WriteBatch
 from ....timeutil import now_iso
-from .ann import AnnIndex
+from ...vectors.ann import AnnIndex
 from .cache import EmbeddingCache
 from .db import Database, batches
 from .ledger import SqliteLedger

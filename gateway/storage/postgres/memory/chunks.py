@@ -9,7 +9,7 @@ from typing import Any, Callable
 from ....memory.ports import ChunkKey, Unembedded, VectorRow, WriteBatch
 from .agent import SyncSession, bump_generation, pg_text
 from .cache import PgEmbeddingCache
-from .vectors import binary_vectors, ensure_dims_index
+from .vectors import binary_vectors
 
 CHUNK_COLUMNS = (
     "id",
@@ -45,7 +45,6 @@ class PgChunks:
 
     def __init__(self, session: SyncSession, cache: PgEmbeddingCache):
         self.s, self.cache = session, cache
-        self.dims_indexed: set[int] = set()  # dims whose HNSW index this store has seen to
 
     async def stored(self, paths: list[str]) -> dict[str, set[ChunkKey]]:
         """Through the pool: the sync's own connection is writing the previous batch meanwhile (other
@@ -132,11 +131,7 @@ class PgChunks:
                     await bump_generation(conn, agent)
 
     async def ready_vectors(self, dims: int) -> None:
-        """The HNSW index of `dims`-d vectors (the vector column holds any size: nothing to refuse)."""
-        if dims not in self.dims_indexed:
-            async with self.s.connection() as conn:
-                await ensure_dims_index(conn, dims)
-            self.dims_indexed.add(dims)
+        """Nothing: the vector column holds any size, and has no index (the gateway searches in memory)."""
 
     def _vector_records(self, rows: list[VectorRow]) -> list[tuple[Any, ...]]:
         agent = self.s.agent_id

@@ -1,6 +1,6 @@
 """PgMemoryIndex: the PostgreSQL engine's memory index (memory/ports.py's MemoryIndex), one per agent
 for every gateway on the database: the memory pipeline (memory/index/pipeline.py) over this package's
-PgIndexStore, the searcher (memory/search/searcher.py) over its PgFullText, PgVectorSearch, PgChunkReader.
+PgIndexStore, the searcher (memory/search/searcher.py) over its PgFullText, PgMatrixSearch, PgChunkReader.
 
 What differs from the files engine's index (storage/files/memory/):
 
@@ -35,6 +35,7 @@ from ....memory.ports import IndexContext, SearchPorts, Statement, VectorSearch
 from ....memory.rerank import stored_vectors
 from ....memory.search.request import SearchRequest
 from ....memory.sync import SyncRequest
+from ...vectors.ann import AnnIndex
 from ..db import migrate_vectors
 from .agent import get_meta, set_meta
 from .cache import PgEmbeddingCache
@@ -43,7 +44,7 @@ from .fulltext import FTS_CONFIG, PgFullText
 from .ledger import read_statements
 from .reader import PgChunkReader
 from .store import PgIndexStore
-from .vectors import PgVectorSearch, ensure_dims_index
+from .vector_search import PgMatrixSearch, ann_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..instance import Postgres
@@ -67,6 +68,8 @@ class PgMemoryIndex:
         self.store: PgIndexStore | None = None
         self.pipeline: IndexPipeline | None = None
         self._vector_schema_problem: str | None = None
+        self.state_dir = config.state_dir
+        self.vsearch: PgMatrixSearch | None = None  # the vectors in memory, kept across re-binds of one dims
 
     @property
     def rebuilding(self) -> bool:
@@ -115,7 +118,10 @@ class PgMemoryIndex:
         await self.refresh_counts()
 
     async def close(self) -> None:
-        """Nothing of its own: the pool is the engine's."""
+        """The vector search's load stopped and its graph saved (the pool is the engine's)."""
+        vs, self.vsearch = self.vsearch, None
+        if vs is not None:
+            await vs.close(self._generation, self.counts["vectors"])
 
     def backend_problem(self) -> str | None:
         return self._vector_schema_problem
@@ -125,10 +131,17 @@ class PgMemoryIndex:
         return None if dims is None else (self.backend, int(dims))
 
     async def bind_vectors(self, dims: int) -> VectorSearch:
-        async with self.pool.acquire() as conn:  # gone if a gateway died during a first bulk load
-            if not await ensure_dims_index(conn, dims, wait=False):  # another gateway loads or builds it
-                log.info("memory_vector_index_pending", dims=dims, note="another gateway builds it; searches exact")
-        return PgVectorSearch(self.pool, self.agent_id, dims)
+        """The in-memory search (vector_search.py) of `dims`-d vectors: the one already bound, if of those."""
+        if self.vsearch is not None and self.vsearch.dims == dims:
+            return self.vsearch
+        if self.vsearch is not None:
+            await self.vsearch.close()
+        s = self.cfg.search
+        ann = AnnIndex(ann_path(self.state_dir, self.agent_id), dims, by_id=True) if s.ann_min_vectors else None
+        if ann is not None:
+            ann.path.parent.mkdir(parents=True, exist_ok=True)
+        self.vsearch = PgMatrixSearch(self.pool, self.agent_id, dims, s.vector_matrix, ann, s.ann_min_vectors)
+        return self.vsearch
 
     def search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
         return SearchPorts(
@@ -137,7 +150,10 @@ class PgMemoryIndex:
         )
 
     async def warm(self) -> None:
-        """Nothing to load: PostgreSQL holds the vectors and their HNSW index."""
+        """The vectors' graph opened or built, or their matrix loaded (vector_search.py)."""
+        if self.vsearch is not None:
+            await self.refresh_counts()
+            await self.vsearch.warm(self._generation, self.counts["vectors"])
 
     # ---- the writer ---------------------------------------------------------------------------------
     async def run_sync(self, req: SyncRequest, progress: Any) -> SyncStats:
@@ -265,8 +281,10 @@ class PgMemoryIndex:
         out: dict[str, Any] = {
             "vector": {
                 "available": self.life.searcher is not None and self.life.searcher.vectors is not None,
-                "matrix": None,
-                "ann": None,
+                "matrix": self.vsearch.matrix_form if self.vsearch is not None else None,
+                "ann": self.vsearch.ann.status()
+                if self.vsearch is not None and self.vsearch.ann is not None and self.vsearch.ann.started
+                else None,
             },
             "fts": {"tokenizer": FTS_CONFIG, "engine": "postgresql"},
         }

@@ -8,8 +8,8 @@ Tables (migrations 0003 and on, and VECTOR_MIGRATIONS, in gateway/storage/postgr
                             tsv (generated: the text at weight A, the context at weight D; GIN index)
     memory_meta             (agent_id, key) → value: index_signature, generation, last_sync_at
     memory_embedding_cache  (provider, model, hash) → dims, float32 bytes
-    memory_vectors          chunk_id → agent_id, source, session_key, dims, embedding (pgvector `vector`,
-                            with an HNSW cosine index per dimension count)
+    memory_vectors          chunk_id → agent_id, source, session_key, dims, embedding (pgvector `vector`;
+                            no vector index: the gateway searches them in memory, vector_search.py)
 
 A sync holds a session-level advisory lock on the agent's key for its whole run (`syncing`), so two
 gateways syncing one agent take turns and the second finds the work done (hashes unchanged); its reads
@@ -40,17 +40,16 @@ from .fts_index import (
     take_load_lock,
 )
 from .ledger import PgLedger
-from .vectors import HNSW_MAX_DIMS, drop_dims_index_for_load, ensure_dims_index
 
 log = structlog.get_logger("gateway.memory")
 
 MAINTAIN_AFTER_FILES = 200  # a sync that changed this many files cleans up after itself (maintain)
-BULK_LOAD_FILES = 1024  # a first sync of this many files builds the HNSW index after loading (loading)
+BULK_LOAD_FILES = 1024  # a first sync of this many files builds the full-text index after loading (loading)
 
 
 class PgIndexStore:
     """One agent's index in PostgreSQL as the pipeline writes it: FileRows, ChunkStore and the cache, and
-    the sync's session (the agent's lock), the bulk load's deferred HNSW index, the upkeep after."""
+    the sync's session (the agent's lock), the bulk load's deferred full-text index, the upkeep after."""
 
     def __init__(self, pool: asyncpg.Pool, agent_id: str, provider: EmbeddingProvider, settings: IndexSettings):
         self.pool, self.agent_id = pool, agent_id
@@ -92,28 +91,18 @@ class PgIndexStore:
     @contextlib.asynccontextmanager
     async def loading(self, files: int) -> AsyncIterator[None]:
         """On a first large load into an empty chunk table, its full-text index is dropped and built after
-        the load (fts_index.py). With no vectors of the provider's dims stored yet (by any agent), their HNSW
-        index too. Inserting into HNSW one vector at a time costs ~1.5 ms a
-        vector on one core; building the index over the loaded rows costs a fraction of that and can use
-        parallel workers. Searches in between are exact."""
-        dims = self.dims
-        deferred = fts_deferred = False
+        the load (fts_index.py); searches in between scan. (The vectors have no index to defer.)"""
+        fts_deferred = False
         async with self._session.connection() as conn:  # the sync's: it holds the load lock (fts_index.py)
             loading = files >= BULK_LOAD_FILES and await take_load_lock(conn)  # else another gateway's load
             try:
                 if loading:
                     fts_deferred = await drop_fulltext_index_for_load(conn)
-                    if self.embeds and 0 < dims <= HNSW_MAX_DIMS:
-                        deferred = await drop_dims_index_for_load(conn, dims)
-                if deferred:
-                    self.chunks.dims_indexed.add(dims)
                 try:
                     yield
                 finally:
                     if fts_deferred:
                         await self._build_deferred_fulltext(conn)
-                    if deferred:
-                        await self._build_deferred_index(dims)
             finally:
                 if loading:
                     try:
@@ -130,21 +119,6 @@ class PgIndexStore:
             log.info("memory_bulk_index_built", index="fulltext", seconds=round(time.perf_counter() - t, 2))
         except Exception as exc:
             log.warning("memory_fulltext_index_build_failed", error=str(exc))
-
-    async def _build_deferred_index(self, dims: int) -> None:
-        """The HNSW index dropped for a bulk load, built now: with more memory first, then (a server whose
-        shared memory cannot take a parallel build of that size, as in a container's small /dev/shm)
-        plainly. If that fails too, the next insert of such vectors, or the next open, tries again."""
-        async with self._session.connection() as conn:
-            for bulk in (True, False):
-                try:
-                    t = time.perf_counter()
-                    await ensure_dims_index(conn, dims, bulk=bulk)
-                    log.info("memory_bulk_index_built", index="hnsw", seconds=round(time.perf_counter() - t, 2))
-                    return
-                except Exception as exc:  # best effort, from a `finally`: never hide the sync's own outcome
-                    log.warning("memory_vector_index_build_failed", dims=dims, bulk=bulk, error=str(exc))
-        self.chunks.dims_indexed.discard(dims)
 
     async def finish(self, stats: SyncStats) -> None:
         async with self._session.connection() as conn:

@@ -5,9 +5,12 @@ candidates (~1 ms at a million rows, where the int8 matrix's full pass takes ten
 ~300 MB) and re-scores them exactly from `chunks_vec`, the store of record, as the int8 shortlist is.
 
 - Kept up to date by the sync: each vector the indexer writes is added (or replaced: SQLite reuses the
-  ids of deleted tail rows) in the same batch. Deleted rows stay in the graph until the next rebuild;
+  ids of deleted tail rows) in the same batch. On PostgreSQL (`by_id`: chunk ids only grow, and other
+  gateways write too) a generation the graph does not know adds the rows above the highest id it holds
+  (`follow`), and a saved graph of another generation is opened and caught up the same way. Deleted rows stay in the graph until the next rebuild;
   the re-score drops them (they are no longer in the table), so the graph may hold more, never fewer.
   A rebuild starts when dead rows pass a quarter of the graph.
+- Read from the engine's store of record through rows.py's port (either engine's; nothing here knows one).
 - Persisted beside the index as `<index>.ann` (usearch's own file) and `<index>.ann.json` (the index
   generation, row count and CRC-32 it was saved at), written to temporary names and renamed, after a
   sync (at most every SAVE_EVERY_S) and on close. The SQLite file is never opened by anything else.
@@ -34,7 +37,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from .db import Database, batches
+from .rows import VectorRows
 
 log = structlog.get_logger("gateway.memory")
 
@@ -72,10 +75,13 @@ def _crc(path: Path) -> int:
 class AnnIndex:
     """One index file's graph; `ready` once searches may use it."""
 
-    def __init__(self, db_path: Path, dims: int):
+    def __init__(self, db_path: Path, dims: int, by_id: bool = False):
         self.path = Path(str(db_path) + ".ann")
         self.meta_path = Path(str(db_path) + ".ann.json")
         self.dims = dims
+        self.by_id = by_id  # ids only grow (PostgreSQL): catch up on new rows instead of rebuilding
+        self.max_id = 0  # the highest chunk id the graph holds (by_id)
+        self.saved_generation: str | None = None  # the generation of the file it was opened from
         self.index: Any = None  # usearch's Index, once opened or built
         self._next: Any = None  # a graph being built: the sync's adds go to it as well
         self.ready = False
@@ -98,6 +104,8 @@ class AnnIndex:
         with self._lock:
             ids = np.ascontiguousarray(ids, dtype=np.uint64)
             vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+            if ids.size:
+                self.max_id = max(self.max_id, int(ids.max()))
             for ix in {id(x): x for x in (self.index, self._next) if x is not None}.values():
                 there = np.asarray(ix.contains(ids), dtype=np.bool_)
                 if there.any():
@@ -110,12 +118,46 @@ class AnnIndex:
         if self.started:
             self.known = (self.known + [new])[-8:] if prev in self.known else self.known
 
-    def follow(self, db: Database, generation: str, count: int) -> None:
-        """Before a search at `generation`: a generation the graph does not know starts a rebuild (the old
-        graph answers meanwhile, without the other process's new rows)."""
+    def follow(self, rows: VectorRows, generation: str, count: int) -> None:
+        """Before a search at `generation`: a generation the graph does not know starts a rebuild, or
+        (`by_id`) a catch-up on the rows above its highest id (the graph answers meanwhile, without the
+        other process's new rows)."""
         if self.ready and generation not in self.known and (self._task is None or self._task.done()):
+            if self.by_id and len(self.index) <= count * (1 + DEAD_SHARE) + 1_000:
+                self._task = asyncio.create_task(self._catch_up(rows, generation))
+                return
             log.info("memory_ann_rebuild", reason="the index changed in another process", generation=generation)
-            self._task = asyncio.create_task(self._build(db, generation, count))
+            self._task = asyncio.create_task(self._build(rows, generation, count))
+
+    async def follow_now(self, rows: VectorRows, generation: str, count: int) -> None:
+        """`by_id`: before a search at a generation the graph does not know, the first BUILD_BATCH rows
+        above its highest id are added at once (a search right after a small write, by any gateway, finds
+        it); more than that, the rest in the background (the graph answers meanwhile)."""
+        if not self.ready or generation in self.known or (self._task is not None and not self._task.done()):
+            return
+        if not self.by_id or len(self.index) > count * (1 + DEAD_SHARE) + 1_000:
+            self.follow(rows, generation, count)
+            return
+        more = False
+        async with contextlib.aclosing(rows.scan(BUILD_BATCH, self.max_id)) as batches:
+            async for batch in batches:
+                await asyncio.to_thread(self._add_batch, self.index, batch.ids, batch.vecs)
+                self.dirty = True
+                more = len(batch) >= BUILD_BATCH
+                break
+        if more:
+            self._task = asyncio.create_task(self._catch_up(rows, generation))
+        else:
+            self.known = (self.known + [generation])[-8:]
+
+    async def _catch_up(self, rows: VectorRows, generation: str) -> None:
+        """Add the rows stored above the highest id the graph holds (another gateway's, or a graph saved
+        at an older generation); deleted ones stay until a rebuild (the re-score passes over them)."""
+        ix = self.index
+        async for batch in rows.scan(BUILD_BATCH, self.max_id):
+            await asyncio.to_thread(self._add_batch, ix, batch.ids, batch.vecs)
+        self.known = (self.known + [generation])[-8:]
+        self.dirty = True
 
     # ---- search ----------------------------------------------------------------------------------------
     def search(self, q: np.ndarray, n: int) -> np.ndarray:
@@ -130,11 +172,11 @@ class AnnIndex:
         return {"ready": self.ready, "rows": len(self.index) if self.index is not None else 0, "origin": self.origin}
 
     # ---- open, build, save -----------------------------------------------------------------------------
-    def start(self, db: Database, generation: str, count: int) -> None:
+    def start(self, rows: VectorRows, generation: str, count: int) -> None:
         """Open the saved graph, or build it, in the background."""
         if not self.started:
             self.started = True
-            self._task = asyncio.create_task(self._open(db, generation, count))
+            self._task = asyncio.create_task(self._open(rows, generation, count))
 
     async def wait_tried(self) -> None:
         await self._tried.wait()
@@ -155,17 +197,17 @@ class AnnIndex:
             with contextlib.suppress(OSError):
                 await asyncio.to_thread(self._save, generation, count)
 
-    async def after_sync(self, db: Database, generation: str, count: int) -> None:
+    async def after_sync(self, rows: VectorRows, generation: str, count: int) -> None:
         """After a sync committed: rebuild when dead rows dominate; save now and then."""
         if not self.ready:
             return
         if len(self.index) > count * (1 + DEAD_SHARE) + 1_000 and (self._task is None or self._task.done()):
-            self._task = asyncio.create_task(self._build(db, generation, count))  # the old graph answers meanwhile
+            self._task = asyncio.create_task(self._build(rows, generation, count))  # the old graph answers meanwhile
         elif self.dirty and time.monotonic() - self.saved_at >= SAVE_EVERY_S:
             with contextlib.suppress(OSError):
                 await asyncio.to_thread(self._save, generation, count)
 
-    async def _open(self, db: Database, generation: str, count: int) -> None:
+    async def _open(self, rows: VectorRows, generation: str, count: int) -> None:
         try:
             try:
                 ix = await asyncio.to_thread(self._restore, generation, count)
@@ -175,12 +217,14 @@ class AnnIndex:
             if ix is not None:
                 with self._lock:
                     self.index = ix
+                if self.by_id and self.saved_generation != generation:  # caught up before it answers
+                    await self._catch_up(rows, generation)
                 self.ready, self.origin, self.known = True, "file", [generation]
                 log.info("memory_ann_opened", rows=len(ix))
                 return
         finally:
             self._tried.set()
-        await self._build(db, generation, count)
+        await self._build(rows, generation, count)
 
     def _restore(self, generation: str, count: int):
         try:
@@ -188,7 +232,7 @@ class AnnIndex:
         except (OSError, ValueError):
             return None
         if (
-            meta.get("generation") != generation
+            (meta.get("generation") != generation and not (self.by_id and meta.get("maxId")))
             or meta.get("dims") != self.dims
             or not self.path.exists()
             or self.path.stat().st_size != meta.get("bytes")
@@ -198,11 +242,12 @@ class AnnIndex:
             return None
         ix = _new_index(self.dims)
         ix.load(str(self.path))
-        if ix.ndim != self.dims or len(ix) < count:
+        if ix.ndim != self.dims or (len(ix) < count and not self.by_id):
             return None
+        self.max_id, self.saved_generation = int(meta.get("maxId") or 0), meta.get("generation")
         return ix
 
-    async def _build(self, db: Database, generation: str, count: int) -> None:
+    async def _build(self, rows: VectorRows, generation: str, count: int) -> None:
         """A new graph from every vector in the table; rows the sync adds meanwhile go in as well."""
         t = time.perf_counter()
         ix = _new_index(self.dims)
@@ -210,9 +255,8 @@ class AnnIndex:
             self._next = ix
             self.known = [generation]
         try:
-            async with db.c.execute("SELECT chunk_id, embedding FROM chunks_vec") as cur:
-                async for rows in batches(cur, BUILD_BATCH):
-                    await asyncio.to_thread(self._add_rows, ix, rows)
+            async for batch in rows.scan(BUILD_BATCH):
+                await asyncio.to_thread(self._add_batch, ix, batch.ids, batch.vecs)
         finally:
             with self._lock:
                 self._next = None
@@ -223,9 +267,11 @@ class AnnIndex:
         with contextlib.suppress(OSError):
             await asyncio.to_thread(self._save, generation, count)
 
-    def _add_rows(self, ix, rows: list[tuple]) -> None:
-        ids = np.fromiter((r[0] for r in rows), dtype=np.uint64, count=len(rows))
-        vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), self.dims)
+    def _add_batch(self, ix, ids: np.ndarray, vecs: np.ndarray) -> None:
+        ids = np.ascontiguousarray(ids, dtype=np.uint64)
+        vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+        if ids.size:
+            self.max_id = max(self.max_id, int(ids.max()))
         ok = np.isfinite(vecs).all(axis=1) & (np.abs(vecs).sum(axis=1) > 0)
         with self._lock:
             new = ~np.asarray(ix.contains(ids), dtype=bool) & ok  # the sync may have added a newer one
@@ -243,6 +289,7 @@ class AnnIndex:
                 "generation": generation,
                 "dims": self.dims,
                 "rows": len(self.index),
+                "maxId": self.max_id,
                 "bytes": self.path.stat().st_size,
                 "crc": _crc(self.path),
             }
