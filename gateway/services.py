@@ -276,6 +276,13 @@ class Services:
             held.append(agent)
             agent.users += 1
 
+    def revoked(self, digests: set[str]) -> None:
+        """The principals of these token digests ended (access.py's `on_revoked`): their chat runs on this
+        gateway are aborted, whichever gateway the revoke was made on."""
+        for agent in list(self.agents.values()):
+            if agent.chat is not None:
+                agent.chat.revoked(digests)
+
     async def answer_confirm(
         self, who: str, token_hash: str, door: str, params: dict[str, Any]
     ) -> dict[str, Any] | None:

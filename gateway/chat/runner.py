@@ -35,7 +35,7 @@ import structlog
 from ..config import Config
 from ..errors import Beyond, Invalid, JarvisError, NotFound, Unavailable
 from ..events import EventBus
-from ..principals import Principal
+from ..principals import Principal, same
 from ..sessions import transcript as tx
 from ..storage.base import RunLedger, SessionStore
 from ..tasks import log_failure
@@ -239,7 +239,7 @@ class ChatService:
             and run is not None
             and self.guard is not None
             and (run_id, call_id) in self.guard.waiting
-            and not (run.principal is not None and run.principal.name == by.name)
+            and not (run.principal is not None and same(run.principal, by))
             and not by.may("write")
         ):
             raise Beyond(
@@ -268,6 +268,14 @@ class ChatService:
             ):
                 raise
             return None
+
+    def revoked(self, digests: set[str]) -> None:
+        """The principals of these token digests ended (access.py's `on_revoked`: revoked or expired, on
+        any gateway): their runs here are aborted now (partial kept, `reason: "revoked"`), so that a run
+        never acts for a principal that no longer is; a tool call already writing finishes (tools.py)."""
+        for run in list(self.active.values()):
+            if run.principal is not None and run.principal.token_hash in digests and self._cancel(run, "revoked"):
+                log.info("chat run aborted: principal revoked", session=run.session_key, run=run.run_id)
 
     async def shutdown(self, grace: float) -> None:
         """Refuse new runs; let the running ones finish for up to `grace` seconds, then abort those still
