@@ -208,7 +208,7 @@ def _kept(ctx: CallContext, agent) -> KeptResponses | None:
     """The responses the caller kept in this agent (None: the gateway keeps none)."""
     if agent.chat.responses is None:
         return None
-    return KeptResponses(agent.chat.responses, agent.id, ctx.principal.name)
+    return KeptResponses(agent.chat.responses, agent.id, ctx.principal)
 
 
 async def _ensure_session(agent, key: str, first: str) -> None:
