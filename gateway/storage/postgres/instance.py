@@ -128,6 +128,7 @@ class Postgres:
     async def _keep_listening(self) -> None:
         """Reconnect a listener whose connection died; then tell `on_reconnect` callbacks, since
         notifications sent meanwhile were missed."""
+        failed = 0  # reconnects failed in a row (the database away): the first is said, the rest counted
         while not self._closed:
             await asyncio.sleep(1.0)
             if self._listener is not None and not self._listener.is_closed():
@@ -140,9 +141,12 @@ class Postgres:
             try:
                 await self._listen()
             except (OSError, asyncpg.PostgresError) as exc:
-                log.warning("postgres listener reconnect failed", error=str(exc))
+                if not failed:
+                    log.warning("postgres listener reconnect failed", error=str(exc), retrying_every_s=1.0)
+                failed += 1
                 continue
-            log.info("postgres listener reconnected")
+            log.info("postgres listener reconnected", failed=failed)
+            failed = 0
             for fn in self._reconnected:
                 with contextlib.suppress(Exception):
                     fn()
