@@ -163,7 +163,7 @@ class Dispatcher:
             raise self.failure(call, exc) from None
         finally:
             ACTING.reset(acting)
-            if call.method in AUDITED:
+            if call.method in AUDITED and call.audited:
                 await self.audit(call, checked, ok, context.noted)
 
     async def audit(self, call: Call, params: Any, ok: bool, noted: dict[str, Any] | None = None) -> None:

@@ -76,7 +76,7 @@ class ChatService:
         unreachable: Callable[[BaseException], Unavailable | None] = lambda exc: None,
         acting: Callable[[], Principal | None] = lambda: None,
         responses: "ResponseStore | None" = None,
-        answer_elsewhere: Callable[[str, str, bool, Any, str], Awaitable[bool]] | None = None,
+        answer_elsewhere: Callable[[str, str, bool, Any, str], Awaitable[str | None]] | None = None,
         watched_elsewhere: Callable[[str], Awaitable[bool]] | None = None,
     ):
         self.config = config
@@ -256,18 +256,22 @@ class ChatService:
             )
         return run.principal if run is not None else None
 
-    async def answer(self, run_id: str, call_id: str, allow: bool, principal: Any, door: str) -> Principal | None:
-        """`chat.confirm`: the answer to a call waiting here (→ the run's principal, as `confirm`), else to
-        one of a run of another gateway on the same storage (`answer_elsewhere`), given there as
-        `principal` under the same rules (→ None); NotFound when none waits."""
+    async def answer(self, run_id: str, call_id: str, allow: bool, principal: Any, door: str) -> str | None:
+        """`chat.confirm`: the answer to a call waiting here, else to one of a run of another gateway on the
+        same storage (`answer_elsewhere`), given there as `principal` under the same rules → the name of
+        the principal that started the run (None: not known); NotFound when none waits."""
         try:
-            return self.confirm(run_id, call_id, allow, by=principal)
+            started = self.confirm(run_id, call_id, allow, by=principal)
         except NotFound:
-            if self.answer_elsewhere is None or not await self.answer_elsewhere(
-                run_id, call_id, allow, principal, door
-            ):
+            there = (
+                None
+                if self.answer_elsewhere is None
+                else await self.answer_elsewhere(run_id, call_id, allow, principal, door)
+            )
+            if there is None:
                 raise
-            return None
+            return there or None
+        return started.name if started is not None else None
 
     def revoked(self, digests: set[str]) -> None:
         """The principals of these token digests ended (access.py's `on_revoked`: revoked or expired, on

@@ -107,7 +107,7 @@ async def confirm(ctx: CallContext, p: dict) -> dict:
     ctx.noted["agent"], ctx.noted["allow"] = agent.id, p["allow"]
     started = await agent.chat.answer(p["runId"], p["callId"], p["allow"], ctx.principal, ctx.door.value)
     if started is not None:
-        ctx.noted["runPrincipal"] = started.name
+        ctx.noted["runPrincipal"] = started
     return {"runId": p["runId"], "callId": p["callId"], "allow": p["allow"]}
 
 
