@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import uuid
@@ -38,6 +39,22 @@ log = structlog.get_logger("gateway.storage")
 CHANNEL = "jarvis"
 MAX_NOTIFY_BYTES = 7900  # PostgreSQL refuses payloads of 8000 bytes and more
 PAYLOAD_TTL_S = 60
+
+
+class _NoTraceback(logging.Filter):
+    """The driver's pool says each failed try to keep its floor of connections (backing off from 1 s to
+    60 s) with a traceback: while the database is away that is the outage said again and again. Its line
+    stays — with the error's one-line reason — the traceback goes (`database_unreachable` says why)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            record.msg = f"{record.getMessage()} ({type(exc).__name__}: {str(exc)[:200]})"
+            record.args, record.exc_info, record.exc_text = None, None, None
+        return True
+
+
+logging.getLogger("asyncpg.pool").addFilter(_NoTraceback())
 OUTBOX_MAX = 10_000  # events waiting to be relayed; past it they are dropped (and counted)
 
 # The driver's errors: a statement the database refused (and any other error the server sent), and a

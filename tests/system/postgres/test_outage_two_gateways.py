@@ -13,7 +13,9 @@ from tests.helpers import RpcError, connect_client, wait_for
 STOP = 'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {allow}'
 
 
-async def test_an_outage_on_two_gateways_is_said_once_and_its_refusals_are_audited_after(start_gateway, postgres_url):
+async def test_an_outage_on_two_gateways_is_said_once_and_its_refusals_are_audited_after(
+    start_gateway, postgres_url, caplog
+):
     import asyncpg
 
     cfg = {"storage.url": postgres_url, "memory": True, "memory.embeddings.provider": "none"}
@@ -76,5 +78,7 @@ async def test_an_outage_on_two_gateways_is_said_once_and_its_refusals_are_audit
     assert events.count("postgres listener reconnect failed") <= 2, events
     assert [e["failed"] for e in logs if e["event"] == "postgres listener reconnected"][-1] >= 1
     assert not [e for e in logs if e.get("exc_info") or e.get("log_level") in ("error", "critical")], logs
+    pool = [r for r in caplog.records if r.name == "asyncpg.pool"]  # the driver's own: a line, no traceback
+    assert not [r for r in pool if r.exc_info or r.exc_text], pool
     for c in (owner, *readers.values()):
         await c.close()
