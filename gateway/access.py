@@ -111,6 +111,17 @@ class Principals:
             self._touch(p.name)
         return p
 
+    def still_live(self, p: Principal) -> bool:
+        """Whether `p` is still the live principal it was when its call or run began, by identity (its
+        token's digest), not by name: what a revoke or an expiry ended since — here or on another gateway,
+        as of the last poll — acts no more (a chat run's later tool calls, a request still in flight)."""
+        if p.name == OWNER:
+            return p.token_hash == ""
+        now = self.directory.by_hash.get(p.token_hash)
+        return (
+            now is not None and now.name == p.name and hmac.compare_digest(now.token_hash, p.token_hash) and now.live()
+        )
+
     async def by_identity(self, name: str, token_hash: str) -> Principal | None:
         """The live principal named `name` whose token's digest is `token_hash` (the owner: its name and
         no digest), else None: a principal revoked and made anew under the same name is another one. One

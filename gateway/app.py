@@ -110,9 +110,9 @@ class Gateway:
             from .doors import mcp
 
             mcp.mount(self.http, self.services)  # /mcp: the memory tools for MCP clients
-        # A principal revoked anywhere (here, another gateway, `jarvis token revoke`): its sockets, streams
-        # and MCP calls end on this gateway within a poll of the principals (access.POLL_S).
-        self.services.principals.on_revoked += [self.server.revoked, self.http.revoked]
+        # A principal revoked anywhere (here, another gateway, `jarvis token revoke`): its sockets, streams,
+        # MCP calls and chat runs end on this gateway within a poll of the principals (access.POLL_S).
+        self.services.principals.on_revoked += [self.server.revoked, self.http.revoked, self.services.revoked]
         await self.http.start()
         if isinstance(provider, DiscoveredProvider):
             await provider.settled(DISCOVERY_WAIT_S)

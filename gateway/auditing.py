@@ -9,24 +9,36 @@ is one small record per principal, audited method and door.
 
 An entry names only what the method's schema took (`agent`, `target`): a refusal before its params were
 valid names none of them.
+
+An entry that cannot be written because the store cannot be reached (the database is away, a disk
+error) is held in memory, in order, and written when the store answers again: tried every HELD_RETRY_S.
+What is held is bounded (HELD_MAX entries, HELD_MAX_BYTES of their JSON): past it the oldest is dropped,
+counted. The outage is said twice, with counts: `audit_entries_held` when the first entry is held,
+`audit_entries_written` when the last is written (how many were held, how many dropped).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable
 
+import orjson
 import structlog
 
+from .errors import storage_unreachable
 from .timeutil import now_iso
 
 log = structlog.get_logger("gateway.calls")
 
 TIDY_PAST = 1000  # records held before those of past minutes with no count are let go
 Append = Callable[[dict[str, Any]], Awaitable[None]]
+HELD_MAX = 10_000  # entries held while the store cannot be reached, at most …
+HELD_MAX_BYTES = 8 << 20  # … and this many bytes of their JSON; past either the oldest is dropped
+HELD_RETRY_S = 1.0  # how often the held entries are tried while the store is away
 
 
 @dataclass
@@ -44,6 +56,11 @@ class AuditRecorder:
         self.append = append  # the storage's AuditLog.append (an engine may be swapped: looked up each time)
         self._repeats: dict[tuple[str, str, str], _Repeats] = {}
         self._flusher: asyncio.Task[None] | None = None
+        self._held: collections.deque[tuple[dict[str, Any], int]] = collections.deque()  # (entry, its bytes)
+        self._held_bytes = 0
+        self._held_count = 0  # held since the outage began (written or dropped)
+        self._dropped = 0  # of those, dropped to stay within the bounds
+        self._writer: asyncio.Task[None] | None = None
 
     async def record(self, entry: dict[str, Any]) -> None:
         """Write `entry` ({at, principal, method, door, ok, agent?, target?}), or count it: a refusal
@@ -78,13 +95,27 @@ class AuditRecorder:
                     await self._write(self._summary(key, seen))
 
     async def close(self) -> None:
-        """Write every count held; stop the flusher."""
+        """Write every count held; stop the flusher; try once more the entries held (an outage)."""
         if self._flusher is not None:
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._flusher
             self._flusher = None
         await self.flush(everything=True)
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._writer
+            self._writer = None
+        if self._held:
+            await self._write_held()
+            if self._held:
+                log.warning("audit entries not written", held=len(self._held), dropped=self._dropped)
+
+    @property
+    def held(self) -> int:
+        """Entries waiting for the store to answer again."""
+        return len(self._held)
 
     @staticmethod
     def _summary(key: tuple[str, str, str], seen: _Repeats) -> dict[str, Any]:
@@ -111,7 +142,57 @@ class AuditRecorder:
             await self.flush()
 
     async def _write(self, entry: dict[str, Any]) -> None:
+        if self._held:  # the store is away: after those held, in order
+            self._hold(entry)
+            return
         try:
             await self.append(entry)
         except Exception as exc:  # noqa: BLE001 - a full disk or a database gone: said, never raised
-            log.warning("audit entry not written", method=entry["method"], error=type(exc).__name__)
+            if not _passing(exc):
+                log.warning("audit entry not written", method=entry["method"], error=type(exc).__name__)
+                return
+            log.warning("audit_entries_held", error=f"{type(exc).__name__}: {str(exc)[:200]}", max=HELD_MAX)
+            self._hold(entry)
+
+    def _hold(self, entry: dict[str, Any]) -> None:
+        size = len(orjson.dumps(entry, default=str))
+        self._held.append((entry, size))
+        self._held_bytes += size
+        self._held_count += 1
+        while len(self._held) > HELD_MAX or self._held_bytes > HELD_MAX_BYTES:
+            _, gone = self._held.popleft()
+            self._held_bytes -= gone
+            if not self._dropped:
+                log.warning(
+                    "audit_entries_dropped", reason="held past the bounds", max=HELD_MAX, max_bytes=HELD_MAX_BYTES
+                )
+            self._dropped += 1
+        if self._writer is None or self._writer.done():
+            with contextlib.suppress(RuntimeError):  # no running loop (a tool's): close() tries them
+                self._writer = asyncio.get_running_loop().create_task(self._write_later(), name="audit-held")
+
+    async def _write_later(self) -> None:
+        """Every HELD_RETRY_S while entries are held: write them, oldest first, until one fails."""
+        while self._held:
+            await asyncio.sleep(HELD_RETRY_S)
+            await self._write_held()
+
+    async def _write_held(self) -> None:
+        while self._held:
+            entry, size = self._held[0]
+            try:
+                await self.append(entry)
+            except Exception as exc:  # noqa: BLE001 - still away: tried again later
+                if _passing(exc):
+                    return
+                log.warning("audit entry not written", method=entry["method"], error=type(exc).__name__)
+            if self._held and self._held[0][0] is entry:  # (dropped meanwhile: past the bounds)
+                self._held.popleft()
+                self._held_bytes -= size
+        log.warning("audit_entries_written", held=self._held_count, dropped=self._dropped)
+        self._held_count = self._dropped = 0
+
+
+def _passing(exc: BaseException) -> bool:
+    """A failure that passes: the store cannot be reached (the database away, a timeout, a disk error)."""
+    return storage_unreachable(exc) is not None or isinstance(exc, (OSError, asyncio.TimeoutError))

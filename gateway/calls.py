@@ -78,6 +78,8 @@ class Call:
     connection: Connection | None = None  # what hears the events this call subscribes to
     request_id: Any = None  # the door's id of the request, for its logs
     for_user: ForUser | None = None  # a front-end's request for one of its users (/v1)
+    # False: not audited here — another gateway's chat.confirm performed for it, whose own entry is the one.
+    audited: bool = True
 
 
 class ServiceAccess(Protocol):

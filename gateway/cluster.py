@@ -80,10 +80,11 @@ class Host(Protocol):
 
     async def answer_confirm(
         self, who: str, token_hash: str, door: str, params: dict[str, Any]
-    ) -> dict[str, Any] | None:
+    ) -> tuple[dict[str, Any] | None, str]:
         """Perform `chat.confirm` with `params` as the principal `who` (its token's digest `token_hash`),
-        through the one path of a call; None when it was accepted, else the refusal's JSON-RPC error
-        object (code, message, data), as the call would have answered on this gateway."""
+        through the one path of a call, not audited here (the asking gateway's entry is the attempt's one)
+        → (None when it was accepted, else the refusal's JSON-RPC error object (code, message, data), as
+        the call would have answered on this gateway; the name of the principal that started the run)."""
 
 
 class Cluster:
@@ -142,26 +143,29 @@ class Cluster:
 
         return watched_elsewhere
 
-    def confirm_requester(self, agent_id: str) -> Callable[[str, str, bool, Any, str], Awaitable[bool]]:
+    def confirm_requester(self, agent_id: str) -> Callable[[str, str, bool, Any, str], Awaitable[str | None]]:
         """An agent's chat service's `answer_elsewhere`: a `chat.confirm` for a run this gateway does not
-        hold, sent to the gateway that does; whether it was accepted there (False: no such run elsewhere,
-        no such call waiting, the principal may not answer, or no verdict within CONFIRM_WAIT_S)."""
+        hold, sent to the gateway that does → when it was accepted there, the name of the principal that
+        started the run ("" when not said), for this gateway's audit entry; None when not (no such run
+        elsewhere, no such call waiting, or no verdict within CONFIRM_WAIT_S); the holder's refusal
+        (the principal may not answer) raised as its error."""
 
-        async def answer_elsewhere(run_id: str, call_id: str, allow: bool, principal: Any, door: str) -> bool:
+        async def answer_elsewhere(run_id: str, call_id: str, allow: bool, principal: Any, door: str) -> str | None:
             holder = await run_holder(self.pg, agent_id, run_id)
             if holder is None or holder == self.pg.instance_id:
-                return False
+                return None
             params = {"agentId": agent_id, "runId": run_id, "callId": call_id, "allow": allow}
             verdict = await self._ask(
                 "confirm", CONFIRM_WAIT_S, to=holder, p=params, who=principal.name, h=principal.token_hash, d=door
             )
             if verdict is None:
-                return False
+                return None
             if verdict.get("yes") is True:
-                return True
+                started = verdict.get("rp")
+                return started[:64] if isinstance(started, str) else ""
             if isinstance(verdict.get("err"), dict):
                 raise error_of(verdict["err"])
-            return False
+            return None
 
         return answer_elsewhere
 
@@ -204,11 +208,12 @@ class Cluster:
     async def _confirm_here(self, msg: dict[str, Any]) -> None:
         who, token_hash, door = msg.get("who"), msg.get("h"), msg.get("d")
         refusal: dict[str, Any] | None = None
+        started = ""
         if isinstance(who, str) and isinstance(token_hash, str) and isinstance(door, str):
-            refusal = await self.services.answer_confirm(who, token_hash, door, msg["p"])
+            refusal, started = await self.services.answer_confirm(who, token_hash, door, msg["p"])
         else:
             refusal = error_object(NotFound("the confirmation's sender named no principal"))
-        self._reply("confirmed", msg, refusal is None, err=_bounded(refusal))
+        self._reply("confirmed", msg, refusal is None, err=_bounded(refusal), rp=started)
 
     def _reply(self, kind: str, msg: dict[str, Any], yes: bool, **fields: Any) -> None:
         task = asyncio.get_running_loop().create_task(
@@ -282,6 +287,7 @@ class Cluster:
 
     # ---- runs of gateways that died ---------------------------------------------------------------
     async def _sweep_loop(self) -> None:
+        failed = 0  # rounds failed in a row (the database away): the first is said, the rest counted
         while not self._stop.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), SWEEP_S)
@@ -290,8 +296,14 @@ class Cluster:
             try:
                 await self.sweep()
                 await self.pg.prune()
-            except Exception:  # housekeeping: try again next round
-                log.exception("cluster sweep failed")
+            except Exception as exc:  # housekeeping: try again next round
+                if not failed:
+                    log.warning("cluster sweep failed", error=f"{type(exc).__name__}: {str(exc)[:200]}")
+                failed += 1
+            else:
+                if failed:
+                    log.info("cluster sweep resumed", failed=failed)
+                failed = 0
 
     async def sweep(self) -> int:
         """End the runs of gateways that are gone; returns how many this gateway ended. Also free this

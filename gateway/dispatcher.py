@@ -59,6 +59,7 @@ from .errors import (
     MethodNotFound,
     NotFound,
     RateLimited,
+    Unauthenticated,
     disk_full,
     out_of_descriptors,
 )
@@ -148,6 +149,7 @@ class Dispatcher:
         ok = False
         context = self._context(call)
         try:
+            self.refuse_if_ended(call.principal)
             spec = self.find(call)
             if not spec.waits:
                 return spec.handler(context, self._validated(call, spec))
@@ -161,7 +163,7 @@ class Dispatcher:
             raise self.failure(call, exc) from None
         finally:
             ACTING.reset(acting)
-            if call.method in AUDITED:
+            if call.method in AUDITED and call.audited:
                 await self.audit(call, checked, ok, context.noted)
 
     async def audit(self, call: Call, params: Any, ok: bool, noted: dict[str, Any] | None = None) -> None:
@@ -195,9 +197,17 @@ class Dispatcher:
         request scope (such a handler cannot open an agent)."""
         call = self.acting(call)
         try:
+            self.refuse_if_ended(call.principal)
             return spec.handler(self._context(call), self._validated(call, spec))
         except Exception as exc:
             raise self.failure(call, exc) from None
+
+    def refuse_if_ended(self, principal: Principal) -> None:
+        """Unauthenticated when `principal` is no longer the live one it was (revoked, expired, or its name
+        given to another), by identity: a chat run's later tool call, or a call in flight when the revoke
+        came, never acts with the rights of a principal that ended (access.Principals.still_live)."""
+        if principal.name != OWNER and not self.services.principals.still_live(principal):
+            raise Unauthenticated(f"principal {principal.name!r} is no longer live (revoked or expired)")
 
     def failure(self, call: Call, exc: Exception) -> JarvisError:
         """The one error value of a call that raised `exc`."""

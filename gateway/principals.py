@@ -213,6 +213,12 @@ class Principal:
         )
 
 
+def same(a: Principal, b: Principal) -> bool:
+    """Whether `a` and `b` are one principal: its name and its token's digest (the owner: its name and no
+    digest). A name revoked and made anew is another principal, whose rights are not the old one's."""
+    return a.name == b.name and hmac.compare_digest(a.token_hash, b.token_hash)
+
+
 def owner() -> Principal:
     """The gateway token's principal: admin (every scope but proxy: acting for a front-end's users is a
     token of its own, so a single user's `user` field picks a session, as before), every agent."""

@@ -276,28 +276,41 @@ class Services:
             held.append(agent)
             agent.users += 1
 
+    def revoked(self, digests: set[str]) -> None:
+        """The principals of these token digests ended (access.py's `on_revoked`): their chat runs on this
+        gateway are aborted, whichever gateway the revoke was made on."""
+        for agent in list(self.agents.values()):
+            if agent.chat is not None:
+                agent.chat.revoked(digests)
+
     async def answer_confirm(
         self, who: str, token_hash: str, door: str, params: dict[str, Any]
-    ) -> dict[str, Any] | None:
+    ) -> tuple[dict[str, Any] | None, str]:
         """A `chat.confirm` answered on another gateway for a run of this one (cluster.py): performed here
         through the one path of a call as that principal — found by identity (its name and token digest),
-        live — so that who may answer is decided as for a local answer. None when it was accepted, else
-        the refusal's JSON-RPC error object, for the asking gateway to answer with the same code and
-        message as one gateway would."""
+        live — so that who may answer is decided as for a local answer; not audited here: the asking
+        gateway's audit entry is the attempt's one, and this answers what it needs → (None when it was
+        accepted, else the refusal's JSON-RPC error object, for the asking gateway to answer with the
+        same code and message as one gateway would; the name of the principal that started the run)."""
+        agent = self.agents.get(params.get("agentId"))  # type: ignore[arg-type]
+        run_id = params.get("runId")
+        run = next((r for r in agent.chat.active.values() if r.run_id == run_id), None) if agent else None
+        started = run.principal.name if run is not None and run.principal is not None else ""
         principal = await self.principals.by_identity(who, token_hash)
         if principal is None:
             log.info("confirm_from_unknown_principal", principal=who[:64])
-            return error_object(Unauthenticated(f"principal {who[:64]!r} is no longer live (revoked or expired)"))
+            gone = Unauthenticated(f"principal {who[:64]!r} is no longer live (revoked or expired)")
+            return error_object(gone), started
         try:
             via = Door(door)
         except ValueError:  # a door this version does not know: the WebSocket, the door of most answers
             via = Door.WEBSOCKET
         try:
-            await self.calls.perform(Call(via, "chat.confirm", params, principal))
+            await self.calls.perform(Call(via, "chat.confirm", params, principal, audited=False))
         except JarvisError as exc:
             log.info("confirm_from_elsewhere_refused", principal=who[:64], error=str(exc)[:200])
-            return error_object(exc)
-        return None
+            return error_object(exc), started
+        return None, started
 
     async def _open_new(self, agent_id: str, create: bool) -> Agent:
         """Open an agent (under _opening): check it exists or may be created, make room, open it."""

@@ -21,6 +21,7 @@ store (the conversation is still captured unless capture is off).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncGenerator
@@ -36,6 +37,7 @@ from .restools import ChatTools, chat_tools, tool_choice
 from .stream import Delta, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..principals import Principal
     from ..storage.base import ResponseStore
     from .providers import ChatProvider
 
@@ -175,14 +177,25 @@ class Stored:
     size: int = 0
 
 
+def owner_key(principal: "Principal") -> str:
+    """Whose a kept response is, as the store keeps it: the owner's name, else the principal's name and a
+    digest of its token's digest (its identity: principals.same), so that a revoked principal's responses
+    are never a new principal's of the same name."""
+    if not principal.token_hash:
+        return principal.name
+    return f"{principal.name}#{hashlib.sha256(principal.token_hash.encode()).hexdigest()[:24]}"
+
+
 class KeptResponses:
     """One agent's and one principal's view of the responses kept in the storage engine (storage/base.py
     ResponseStore, bounded per principal by `openaiApi.storedResponses`, `storedResponseBytes` and
     `storedResponseDays`): every gateway on the engine reads what another kept, and a restart loses none.
-    A response that was not stored, was evicted or expired, or is another principal's is not found."""
+    A response that was not stored, was evicted or expired, or is another principal's is not found.
+    A principal is its identity, not its name (`owner_key`): a name revoked and made anew is another
+    principal, which neither reads the old one's responses nor shares its limits."""
 
-    def __init__(self, store: "ResponseStore", agent_id: str, principal: str):
-        self.store, self.agent_id, self.principal = store, agent_id, principal
+    def __init__(self, store: "ResponseStore", agent_id: str, principal: "Principal"):
+        self.store, self.agent_id, self.principal = store, agent_id, owner_key(principal)
 
     async def put(self, stored: Stored) -> bool:
         record = {"response": stored.response, "items": stored.items, "session": stored.session}

@@ -35,7 +35,7 @@ import structlog
 from ..config import Config
 from ..errors import Beyond, Invalid, JarvisError, NotFound, Unavailable
 from ..events import EventBus
-from ..principals import Principal
+from ..principals import Principal, same
 from ..sessions import transcript as tx
 from ..storage.base import RunLedger, SessionStore
 from ..tasks import log_failure
@@ -76,7 +76,7 @@ class ChatService:
         unreachable: Callable[[BaseException], Unavailable | None] = lambda exc: None,
         acting: Callable[[], Principal | None] = lambda: None,
         responses: "ResponseStore | None" = None,
-        answer_elsewhere: Callable[[str, str, bool, Any, str], Awaitable[bool]] | None = None,
+        answer_elsewhere: Callable[[str, str, bool, Any, str], Awaitable[str | None]] | None = None,
         watched_elsewhere: Callable[[str], Awaitable[bool]] | None = None,
     ):
         self.config = config
@@ -239,7 +239,7 @@ class ChatService:
             and run is not None
             and self.guard is not None
             and (run_id, call_id) in self.guard.waiting
-            and not (run.principal is not None and run.principal.name == by.name)
+            and not (run.principal is not None and same(run.principal, by))
             and not by.may("write")
         ):
             raise Beyond(
@@ -256,18 +256,30 @@ class ChatService:
             )
         return run.principal if run is not None else None
 
-    async def answer(self, run_id: str, call_id: str, allow: bool, principal: Any, door: str) -> Principal | None:
-        """`chat.confirm`: the answer to a call waiting here (→ the run's principal, as `confirm`), else to
-        one of a run of another gateway on the same storage (`answer_elsewhere`), given there as
-        `principal` under the same rules (→ None); NotFound when none waits."""
+    async def answer(self, run_id: str, call_id: str, allow: bool, principal: Any, door: str) -> str | None:
+        """`chat.confirm`: the answer to a call waiting here, else to one of a run of another gateway on the
+        same storage (`answer_elsewhere`), given there as `principal` under the same rules → the name of
+        the principal that started the run (None: not known); NotFound when none waits."""
         try:
-            return self.confirm(run_id, call_id, allow, by=principal)
+            started = self.confirm(run_id, call_id, allow, by=principal)
         except NotFound:
-            if self.answer_elsewhere is None or not await self.answer_elsewhere(
-                run_id, call_id, allow, principal, door
-            ):
+            there = (
+                None
+                if self.answer_elsewhere is None
+                else await self.answer_elsewhere(run_id, call_id, allow, principal, door)
+            )
+            if there is None:
                 raise
-            return None
+            return there or None
+        return started.name if started is not None else None
+
+    def revoked(self, digests: set[str]) -> None:
+        """The principals of these token digests ended (access.py's `on_revoked`: revoked or expired, on
+        any gateway): their runs here are aborted now (partial kept, `reason: "revoked"`), so that a run
+        never acts for a principal that no longer is; a tool call already writing finishes (tools.py)."""
+        for run in list(self.active.values()):
+            if run.principal is not None and run.principal.token_hash in digests and self._cancel(run, "revoked"):
+                log.info("chat run aborted: principal revoked", session=run.session_key, run=run.run_id)
 
     async def shutdown(self, grace: float) -> None:
         """Refuse new runs; let the running ones finish for up to `grace` seconds, then abort those still

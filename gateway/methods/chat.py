@@ -107,7 +107,7 @@ async def confirm(ctx: CallContext, p: dict) -> dict:
     ctx.noted["agent"], ctx.noted["allow"] = agent.id, p["allow"]
     started = await agent.chat.answer(p["runId"], p["callId"], p["allow"], ctx.principal, ctx.door.value)
     if started is not None:
-        ctx.noted["runPrincipal"] = started.name
+        ctx.noted["runPrincipal"] = started
     return {"runId": p["runId"], "callId": p["callId"], "allow": p["allow"]}
 
 
@@ -208,7 +208,7 @@ def _kept(ctx: CallContext, agent) -> KeptResponses | None:
     """The responses the caller kept in this agent (None: the gateway keeps none)."""
     if agent.chat.responses is None:
         return None
-    return KeptResponses(agent.chat.responses, agent.id, ctx.principal.name)
+    return KeptResponses(agent.chat.responses, agent.id, ctx.principal)
 
 
 async def _ensure_session(agent, key: str, first: str) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import uuid
@@ -38,6 +39,22 @@ log = structlog.get_logger("gateway.storage")
 CHANNEL = "jarvis"
 MAX_NOTIFY_BYTES = 7900  # PostgreSQL refuses payloads of 8000 bytes and more
 PAYLOAD_TTL_S = 60
+
+
+class _NoTraceback(logging.Filter):
+    """The driver's pool says each failed try to keep its floor of connections (backing off from 1 s to
+    60 s) with a traceback: while the database is away that is the outage said again and again. Its line
+    stays — with the error's one-line reason — the traceback goes (`database_unreachable` says why)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            record.msg = f"{record.getMessage()} ({type(exc).__name__}: {str(exc)[:200]})"
+            record.args, record.exc_info, record.exc_text = None, None, None
+        return True
+
+
+logging.getLogger("asyncpg.pool").addFilter(_NoTraceback())
 OUTBOX_MAX = 10_000  # events waiting to be relayed; past it they are dropped (and counted)
 
 # The driver's errors: a statement the database refused (and any other error the server sent), and a
@@ -128,6 +145,7 @@ class Postgres:
     async def _keep_listening(self) -> None:
         """Reconnect a listener whose connection died; then tell `on_reconnect` callbacks, since
         notifications sent meanwhile were missed."""
+        failed = 0  # reconnects failed in a row (the database away): the first is said, the rest counted
         while not self._closed:
             await asyncio.sleep(1.0)
             if self._listener is not None and not self._listener.is_closed():
@@ -140,9 +158,12 @@ class Postgres:
             try:
                 await self._listen()
             except (OSError, asyncpg.PostgresError) as exc:
-                log.warning("postgres listener reconnect failed", error=str(exc))
+                if not failed:
+                    log.warning("postgres listener reconnect failed", error=str(exc), retrying_every_s=1.0)
+                failed += 1
                 continue
-            log.info("postgres listener reconnected")
+            log.info("postgres listener reconnected", failed=failed)
+            failed = 0
             for fn in self._reconnected:
                 with contextlib.suppress(Exception):
                     fn()

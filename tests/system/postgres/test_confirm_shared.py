@@ -83,6 +83,10 @@ async def test_an_answer_given_on_another_gateway_reaches_the_run(start_gateway,
     assert answers == [("dentist", True), ("wifi.name", False)]
     assert await _values(cb) == {"wifi.name": FACTS["wifi.name"]}, "exactly the allowed one happened"
     assert await _tool_denials(cb, key) == ["ran", "user"]
+    # One attempt, one audit row, with all it needs: B's, naming the run's principal (A performs it unaudited).
+    entries = (await cb.call("audit.list", {}))["entries"]
+    rows = [(e["door"], e.get("runPrincipal"), e["allow"]) for e in entries if e["method"] == "chat.confirm"]
+    assert sorted(rows) == [("websocket", "owner", False), ("websocket", "owner", True)], entries
     with pytest.raises(RpcError) as err:  # answered already: no call of that run waits, on any gateway
         await cb.call("chat.confirm", {"runId": run_id, "callId": answer["callId"], "allow": True})
     assert err.value.code == -32004
