@@ -17,6 +17,7 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..errors import Invalid
 from ..fsutil import locked
 
 ROOT_FILES = ("MEMORY.md", "memory.md", "LEARNINGS.md")
@@ -25,6 +26,26 @@ LEARNINGS_FILE = "LEARNINGS.md"
 KEYED_DIR = f"{NOTES_DIR}/keyed"
 IMAGES_DIR = f"{NOTES_DIR}/images"
 DAY_FILE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md")  # a file name; any folder under memory/
+
+# The path rule of every note door on both engines (memory.get, memory.write, memory.history,
+# memory.restore): names every gateway's folder can hold — a note the record took but a mirror cannot
+# write is lost there. Common file systems (ext4, APFS, NTFS) hold 255 bytes a name; a note's atomic
+# write needs 14 more for its temp file (`.<name>.XXXXXXXX.tmp`, fsutil.atomic_write).
+MAX_NAME_BYTES = 240
+MAX_PATH_BYTES = 1024
+
+
+def check_lengths(parts: list[str], rel: str, field: str = "path") -> None:
+    """Invalid (-32602) unless each name of `rel` (its `parts`) is at most MAX_NAME_BYTES of UTF-8 and
+    the whole at most MAX_PATH_BYTES."""
+    longest = max(len(p.encode("utf-8", "surrogatepass")) for p in parts)
+    if longest > MAX_NAME_BYTES:
+        raise Invalid(
+            f"each folder or file name must be at most {MAX_NAME_BYTES} bytes of UTF-8, got {longest}", field=field
+        )
+    size = len(rel.encode("utf-8", "surrogatepass"))
+    if size > MAX_PATH_BYTES:
+        raise Invalid(f"must be at most {MAX_PATH_BYTES} bytes of UTF-8, got {size}", field=field)
 
 
 def is_note(rel: str) -> bool:

@@ -262,7 +262,9 @@ class MemoryService(MemoryAnswers, MemoryStatus):
             if not whole and not self.index.rebuilding:
                 self._dirty.uncovered(req.memory, req.sessions)
             raise
-        if req.memory and stats.removed:  # files the sync found gone (twice, where many): so are their notes
+        # Files the sync found gone (twice, where many): so are their notes. Also after a forget_gone that
+        # could not read the folder: the files it missed are gone from the index, not from the record.
+        if req.memory and (stats.removed or self.notes.forget_owed):
             try:
                 await self.notes.forget_gone()
             except Exception as exc:  # the next sync that removes files tries again

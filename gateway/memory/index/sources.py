@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from ...errors import Invalid, NotFound, Unavailable
 from ...schema import SESSION_KEY
-from ..layout import NOTES_DIR, ROOT_FILES, is_note
+from ..layout import NOTES_DIR, ROOT_FILES, check_lengths, is_note
 
 MEMORY = "memory"
 SESSIONS = "sessions"
@@ -368,7 +368,8 @@ _ALLOWED = "MEMORY.md, memory.md, LEARNINGS.md, memory/**/*.md or sessions/<sess
 
 
 def clean_relative(path: str, field: str = "path") -> str:
-    """`path` with `/` separators when it is a clean path relative to the workspace; else Invalid why."""
+    """`path` with `/` separators when it is a clean path relative to the workspace, short enough for
+    every gateway's folder (layout.check_lengths); else Invalid why."""
     if not path or "\x00" in path:
         raise Invalid("must be a non-empty path", field=field)
     norm = path.replace("\\", "/")
@@ -379,6 +380,7 @@ def clean_relative(path: str, field: str = "path") -> str:
         raise Invalid("must not contain '..'", field=field)
     if any(p in ("", ".") for p in parts):
         raise Invalid("must not contain empty or '.' segments", field=field)
+    check_lengths(parts, norm, field)
     return norm
 
 

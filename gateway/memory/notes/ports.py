@@ -92,3 +92,7 @@ class NoteRecord(Protocol):
     async def forget_gone(self) -> int:
         """After a sync confirmed the files missing from the folder gone (it looks twice before it
         removes much): their notes leave the record, their versions stay. How many."""
+
+    # A forget_gone that could not read the folder (a scan error is no answer: it removed nothing): the
+    # next sync runs it again, whether or not that sync removes files.
+    forget_owed: bool

@@ -37,6 +37,8 @@ class FileNotes:
         """A file deleted is a note deleted: nothing more to do."""
         return 0
 
+    forget_owed = False
+
     # ---- whole notes (`jarvis migrate`) --------------------------------------------------------------
     async def copies(self) -> list[NoteCopy]:
         def run() -> list[NoteCopy]:

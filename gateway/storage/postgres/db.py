@@ -29,6 +29,8 @@ import asyncpg
 from .sqlutil import lock_key
 
 
+NOTES_MIGRATION = "0014_notes"  # its time of applying is part of a database's identity (notes.py)
+
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_sessions",
@@ -305,7 +307,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
     (
         # Notes as rows (storage/postgres/notes.py), each gateway's workspace folder a mirror.
-        "0014_notes",
+        NOTES_MIGRATION,
         """
         CREATE TABLE notes (
             agent_id text NOT NULL,
@@ -338,6 +340,21 @@ MIGRATIONS: list[tuple[str, str]] = [
         "0015_memory_tsv_statistics",
         """
         ALTER TABLE memory_chunks ALTER COLUMN tsv SET STATISTICS 1000;
+    """,
+    ),
+    # A note's deletion, kept (storage/postgres/notes.py): a gateway removes its mirror of a note the
+    # record lacks only when the record says it deleted that note at or after the version mirrored — a
+    # new database, or one restored from a backup, lacks notes it never deleted, and takes the files in.
+    (
+        "0016_note_tombstones",
+        """
+        CREATE TABLE note_tombstones (
+            agent_id text NOT NULL,
+            path text NOT NULL,
+            version integer NOT NULL,
+            at text NOT NULL,
+            PRIMARY KEY (agent_id, path)
+        );
     """,
     ),
 ]

@@ -1,6 +1,8 @@
 """Whole notes of one agent in and out of PostgreSQL (`jarvis migrate`, storage/copynotes.py, through the
 NoteRecord's `copies` and `import_copies`): rows only, every version kept; each gateway writes its folder
-on its next sync. A note whose path is taken is left as it is (PRESENT), its text the same or not.
+on its next sync. A note whose path is taken is left as it is (PRESENT), its text the same or not. A
+note deleted from the record is not copied (its versions stay there, for memory.history, but a copy
+would bring it back as a note).
 """
 
 from __future__ import annotations
@@ -14,11 +16,25 @@ from ...memory.notes import files
 from ...memory.notes.history import NoteVersion
 from ..base import ADDED, IDENTICAL_NOTE, PRESENT, REFUSED, Imported, NoteCopy
 from .instance import Postgres
+from .sqlutil import lock_key
 
 
 def note_hash(text: str) -> str:
     """A note's text as the `hash` column of `notes` holds it (SHA-256 of its UTF-8, in hex)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+async def lock_notes(conn: asyncpg.Connection, agent_id: str, rel: str | None) -> None:
+    """One lock order for every writer of an agent's notes (a transaction's): the agent's lock — shared by
+    a writer of one note, which then takes that note's lock; held alone by a writer of many new notes at
+    once (a folder's first sync), which then needs no other. So no two writers wait on each other in a
+    circle, whichever tables they write first."""
+    agent = lock_key(f"notes:{agent_id}")
+    if rel is None:
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", agent)
+    else:
+        await conn.execute("SELECT pg_advisory_xact_lock_shared($1)", agent)
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key(f"note:{agent_id}:{rel}"))
 
 
 class PgNoteCopies:
@@ -29,8 +45,9 @@ class PgNoteCopies:
     async def copies(self) -> list[NoteCopy]:
         try:
             rows = await self.pg.pool.fetch(
-                "SELECT path, version, at, by_door, principal, content FROM note_versions WHERE agent_id = $1 "
-                "ORDER BY path, version",
+                "SELECT v.path, v.version, v.at, v.by_door, v.principal, v.content FROM note_versions v "
+                "JOIN notes n ON n.agent_id = v.agent_id AND n.path = v.path WHERE v.agent_id = $1 "
+                "ORDER BY v.path, v.version",
                 self.agent_id,
             )
         except asyncpg.UndefinedTableError:  # a database whose schema is not made yet holds none
@@ -66,6 +83,7 @@ class PgNoteCopies:
                 out.append(Imported(ADDED))
                 continue
             async with self.pg.pool.acquire() as conn, conn.transaction():
+                await lock_notes(conn, self.agent_id, c.path)
                 made = await conn.fetchval(
                     "INSERT INTO notes (agent_id, path, content, hash, version, at, by_door, principal) "
                     "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (agent_id, path) DO NOTHING RETURNING 1",

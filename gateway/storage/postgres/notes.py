@@ -15,34 +15,38 @@ on top of whatever the record holds by then, so two edits at once both survive �
 the earlier a version. A file that is not UTF-8 text, holds NUL or is over `memory.maxFileBytes` stays
 out of the record (said once in the log). A file deleted from a folder leaves the record once a sync
 has confirmed it gone (`forget_gone`: the sync looks twice before it removes much, so a folder that
-blinked deletes nothing); its versions stay, and the other gateways remove their mirror (unless edited
-there since: an edit wins). The marks are of one database (the first notes migration's time): moved
-onto another, a gateway compares its files by their text again and deletes none.
+blinked deletes nothing; a scan that failed is no answer, and deletes nothing either); its versions
+stay, the deletion is kept (`note_tombstones`: the version deleted), and the other gateways remove their
+mirror (unless edited there since: an edit wins). A file is never removed because the record lacks its
+note unless the record says it deleted that note at or after the version this gateway mirrored: the
+marks are of one database (its name and the notes migration's time), and a database that lacks a note
+without a deletion of it — a new one, another one, one restored from a backup — takes the file in. Each
+writer takes the notes' locks in one order (note_copies.lock_notes). A mirror is written only over the
+file as it was last seen: an editor's save in between is taken in as a version instead, and a note that
+cannot be written here (a name the file system refuses) is said in the log and left out, the others
+mirrored.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 from pathlib import Path
 from typing import Any, Sequence
 
 import orjson
 import structlog
 
-from ...errors import Invalid
 from ...fsutil import atomic_write, ensure_private_dir
-from ...memory.index.sources import ScanError, scan_memory
 from ...memory.notes import files
 from ...memory.notes.history import NoteVersion
 from ...memory.notes.keyed import VersionLimits
 from ...timeutil import now_iso
 from ..base import Imported, NoteCopy
+from .db import NOTES_MIGRATION
 from .instance import Postgres
 from .mirror import unmounted
-from .note_copies import PgNoteCopies, note_hash
-from .sqlutil import lock_key
+from .note_folder import CHANGED, REFUSED, WRITTEN, NoteFolder, Stat
+from .note_copies import PgNoteCopies, lock_notes, note_hash
 
 log = structlog.get_logger("gateway.memory")
 
@@ -75,7 +79,8 @@ class PgNotes:
         self._lock = asyncio.Lock()  # one write or reconcile of this agent's notes at a time, here
         self._marks: dict[str, dict[str, Any]] | None = None
         self._origin: str | None = None  # which database the marks are of
-        self._refused: set[tuple[str, str]] = set()  # (path, why) said in the log already
+        self.folder = NoteFolder(agent_id, workspace, max_bytes)
+        self.forget_owed = False  # a forget_gone whose folder scan failed: the next sync runs it again
         self._copies = PgNoteCopies(pg, agent_id)
 
     # ---- the port --------------------------------------------------------------------------------------
@@ -83,12 +88,14 @@ class PgNotes:
         data = files.check_content(text)
         async with self._lock:
             await self._reconcile(rel)  # an edit by hand not yet recorded becomes a version first
+            seen = await asyncio.to_thread(self.folder.stat, rel)
             created = not await self.pg.pool.fetchval(
                 "SELECT EXISTS (SELECT 1 FROM notes WHERE agent_id = $1 AND path = $2)", self.agent_id, rel
             )
             version, digest = await self._take(rel, text, by, principal)
             if not await self._held_back():  # else mirrored when the folder is back
-                await self._mirror(rel, data, version, digest)
+                if await self._mirror(rel, data, version, digest, seen) == CHANGED:
+                    await self._take_file(rel)  # an editor's save meanwhile: the later, current
         return {"path": rel, "size": len(data), "created": created}
 
     async def versions(self, rel: str) -> list[NoteVersion]:
@@ -115,7 +122,7 @@ class PgNotes:
         """`text` as the note's new version (none when it is what the note holds); (version, SHA-256)."""
         digest = note_hash(text)
         async with self.pg.pool.acquire() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key(f"note:{self.agent_id}:{rel}"))
+            await lock_notes(conn, self.agent_id, rel)
             now = await conn.fetchrow(
                 "SELECT version, hash FROM notes WHERE agent_id = $1 AND path = $2", self.agent_id, rel
             )
@@ -182,9 +189,15 @@ class PgNotes:
                 "SELECT path, version, hash FROM notes WHERE agent_id = $1 AND path = $2", self.agent_id, only
             )
         record = {r["path"]: r for r in rows}
-        disk = await asyncio.to_thread(self._stats, only)
+        disk = await asyncio.to_thread(self.folder.stats, only)
+        if disk is None:  # the folder could not be read: what is on disk is unknown, so nothing changes
+            self.forget_owed |= gone
+            return 0
+        if gone:
+            self.forget_owed = False
         changed = 0
-        fresh: list[tuple[str, str, str, tuple[int, int]]] = []  # (path, text, SHA-256, stat) not in the record
+        fresh: list[tuple[str, str, str, Stat]] = []  # (path, text, SHA-256, stat) not in the record
+        orphans: list[tuple[str, Stat, dict[str, Any]]] = []  # as mirrored here, not in the record
         # A no-op sync goes through every note (400,000 in the million-chunk run): a shallow copy of the
         # marks to compare (each change puts a new dict in), not two sorted JSON dumps, and the paths
         # unsorted (the new ones are taken in sorted). For 400,000 notes, on the loaded 2-core VM: 2.3 s
@@ -195,7 +208,7 @@ class PgNotes:
                 continue
             row, stat, mark = record.get(rel), disk.get(rel), marks.get(rel)
             if stat is not None and (mark is None or (mark["m"], mark["s"]) != stat):
-                text = await asyncio.to_thread(self._read, rel)
+                text = await asyncio.to_thread(self.folder.read, rel)
                 if text is None:
                     continue
                 digest = note_hash(text)
@@ -213,12 +226,12 @@ class PgNotes:
                     changed += 1
                     continue
             # Here the file is as this gateway mirrored it, or gone.
-            if row is None:  # not in the record (deleted through another gateway): nor is its mirror
+            if row is None:  # not in the record: deleted through another gateway, or never in this database
                 if mark is not None:
                     if stat is not None:
-                        await asyncio.to_thread(self._remove, rel)
-                        changed += 1
-                    marks.pop(rel, None)
+                        orphans.append((rel, stat, mark))
+                    else:
+                        marks.pop(rel, None)
                 continue
             if stat is None and mark is not None and mark["h"] == row["hash"]:  # gone here, unchanged there
                 if gone and await self._delete(rel, row["hash"]):
@@ -234,8 +247,12 @@ class PgNotes:
             )
             if content is None:
                 continue
-            await self._mirror(rel, content.encode("utf-8"), row["version"], row["hash"], save=False)
-            changed += 1
+            done = await self._mirror(rel, content.encode("utf-8"), row["version"], row["hash"], stat, save=False)
+            if done == CHANGED:  # an editor saved it meanwhile: taken in, on top
+                await self._take_file(rel, save=False)
+            changed += done != REFUSED
+        if orphans:
+            changed += await self._orphans(orphans, marks, fresh)
         fresh.sort(key=lambda f: f[0])
         for i in range(0, len(fresh), TAKE_BATCH):
             changed += await self._take_new(fresh[i : i + TAKE_BATCH], marks)
@@ -243,13 +260,51 @@ class PgNotes:
             await asyncio.to_thread(self._save_marks)
         return changed
 
-    async def _take_new(self, batch: list[tuple[str, str, str, tuple[int, int]]], marks: dict[str, Any]) -> int:
+    async def _orphans(
+        self, orphans: list[tuple[str, Stat, dict[str, Any]]], marks: dict[str, Any], fresh: list[Any]
+    ) -> int:
+        """Files as this gateway mirrored them whose notes the record lacks: removed where the record
+        deleted the note at or after the version mirrored here (another gateway's deletion); else (a new
+        database, one restored from a backup) put in `fresh`, to be taken into the record."""
+        rows = await self.pg.pool.fetch(
+            "SELECT path, version FROM note_tombstones WHERE agent_id = $1 AND path = ANY($2::text[])",
+            self.agent_id,
+            [o[0] for o in orphans],
+        )
+        deleted = {r["path"]: r["version"] for r in rows}
+        removed = 0
+        for rel, stat, mark in orphans:
+            marks.pop(rel, None)
+            if rel in deleted and deleted[rel] >= mark["v"]:
+                removed += await asyncio.to_thread(self.folder.remove, rel, stat)
+                continue
+            text = await asyncio.to_thread(self.folder.read, rel)
+            if text is not None:
+                log.info("note_taken_back_into_the_record", agent=self.agent_id, path=rel)
+                fresh.append((rel, text, note_hash(text), stat))
+        return removed
+
+    async def _take_file(self, rel: str, save: bool = True) -> int:
+        """The file of `rel` as it is now, taken into the record as an edit (a new version on top)."""
+        stat = await asyncio.to_thread(self.folder.stat, rel)
+        text = None if stat is None else await asyncio.to_thread(self.folder.read, rel)
+        if stat is None or text is None:
+            return 0
+        version, digest = await self._take(rel, text, "file", None)
+        marks = await self._loaded_marks()
+        marks[rel] = {"v": version, "h": digest, "m": stat[0], "s": stat[1]}
+        if save:
+            await asyncio.to_thread(self._save_marks)
+        return 1
+
+    async def _take_new(self, batch: list[tuple[str, str, str, Stat]], marks: dict[str, Any]) -> int:
         """Notes new to the record (a folder's first sync: thousands at once), each its first version, in
         one transaction and one notification (the other gateways reconcile all); one that another
         gateway recorded meanwhile is taken in alone, on top of it."""
         at = now_iso()
         paths, texts, digests = [b[0] for b in batch], [b[1] for b in batch], [b[2] for b in batch]
         async with self.pg.pool.acquire() as conn, conn.transaction():
+            await lock_notes(conn, self.agent_id, None)  # the agent's, alone: no door write meanwhile
             made = await conn.fetch(
                 "INSERT INTO notes (agent_id, path, content, hash, version, at, by_door, principal) "
                 "SELECT $1, t.p, t.c, t.h, coalesce((SELECT max(v.version) FROM note_versions v "
@@ -292,94 +347,52 @@ class PgNotes:
         """The note leaves the record if it still holds `digest` (its versions stay: memory.history and
         memory.restore {path, version} still reach them); the other gateways remove their mirrors."""
         async with self.pg.pool.acquire() as conn, conn.transaction():
-            done = await conn.fetchval(
-                "DELETE FROM notes WHERE agent_id = $1 AND path = $2 AND hash = $3 RETURNING 1",
+            await lock_notes(conn, self.agent_id, rel)
+            version = await conn.fetchval(
+                "DELETE FROM notes WHERE agent_id = $1 AND path = $2 AND hash = $3 RETURNING version",
                 self.agent_id,
                 rel,
                 digest,
             )
-            if done:
+            if version is not None:
+                await conn.execute(
+                    "INSERT INTO note_tombstones (agent_id, path, version, at) VALUES ($1, $2, $3, $4) "
+                    "ON CONFLICT (agent_id, path) DO UPDATE SET version = greatest(note_tombstones.version, "
+                    "excluded.version), at = excluded.at",
+                    self.agent_id,
+                    rel,
+                    version,
+                    now_iso(),
+                )
                 await self.pg.notify("note", conn, agent=self.agent_id, key=rel)
-        return bool(done)
+        return version is not None
 
-    def _remove(self, rel: str) -> None:
-        target = self.workspace / rel
-        with contextlib.suppress(FileNotFoundError):
-            if not target.is_symlink() and target.is_file():
-                target.unlink()
-
-    async def _mirror(self, rel: str, data: bytes, version: int, digest: str, save: bool = True) -> None:
-        """Write the record's note into the folder, and remember what was written."""
+    async def _mirror(
+        self, rel: str, data: bytes, version: int, digest: str, seen: Stat | None, save: bool = True
+    ) -> str:
+        """Write the record's note into the folder over the file as it was `seen` (None: none there), and
+        remember what was written: WRITTEN, CHANGED or REFUSED (NoteFolder.put)."""
         marks = await self._loaded_marks()
-
-        def write() -> tuple[int, int]:
-            try:
-                files.put_file(self.workspace, rel, data)
-            except Invalid as exc:  # a symlink or a folder outside the workspace where the note goes
-                self._say(rel, str(exc))
-                raise
-            st = os.stat(self.workspace / rel)
-            return st.st_mtime_ns, st.st_size
-
-        try:
-            stat = await asyncio.to_thread(write)
-        except Invalid:
-            return
+        stat = await asyncio.to_thread(self.folder.put, rel, data, seen)
+        if isinstance(stat, str):
+            return stat
         marks[rel] = {"v": version, "h": digest, "m": stat[0], "s": stat[1]}
         if save:
             await asyncio.to_thread(self._save_marks)
-
-    def _stats(self, only: str | None) -> dict[str, tuple[int, int]]:
-        if only is not None:
-            target = self.workspace / only
-            try:
-                if target.is_symlink() or not target.is_file():
-                    return {}
-                st = target.stat()
-            except OSError:
-                return {}
-            return {only: (st.st_mtime_ns, st.st_size)}
-        try:
-            found = scan_memory(self.workspace)
-        except ScanError as exc:  # a folder that cannot be read: what can be read is still reconciled
-            log.warning("notes_scan_failed", agent=self.agent_id, error=str(exc))
-            return {}
-        return {f.path: (f.mtime_ns, f.size) for f in found if mirrored(f.path)}
-
-    def _read(self, rel: str) -> str | None:
-        """The note's text, or None (said once) where the record cannot hold it."""
-        try:
-            data = (self.workspace / rel).read_bytes()
-        except OSError as exc:
-            self._say(rel, f"unreadable: {exc.strerror or exc}")
-            return None
-        if len(data) > self.max_bytes:
-            self._say(rel, f"over memory.maxFileBytes ({len(data)} > {self.max_bytes} bytes)")
-            return None
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            self._say(rel, "not UTF-8 text")
-            return None
-        if "\x00" in text:
-            self._say(rel, "holds NUL characters")
-            return None
-        return text
-
-    def _say(self, rel: str, why: str) -> None:
-        if (rel, why) not in self._refused:
-            self._refused.add((rel, why))
-            log.warning("note_left_out_of_the_record", agent=self.agent_id, path=rel, reason=why)
+        return WRITTEN
 
     async def _loaded_marks(self) -> dict[str, dict[str, Any]]:
         """What this gateway mirrored of each note — of this database: marks of another (the state dir
         moved onto a new database) count for nothing, so its files are compared by their text."""
         if self._marks is None:
             self._origin = await self.pg.pool.fetchval(
-                "SELECT current_database() || ':' || applied_at::text FROM jarvis_migrations WHERE name = '0012_notes'"
+                "SELECT current_database() || ':' || applied_at::text FROM jarvis_migrations WHERE name = $1",
+                NOTES_MIGRATION,
             )
 
             def load() -> dict[str, dict[str, Any]]:
+                if self._origin is None:  # a database of no known identity: no marks are of it
+                    return {}
                 try:
                     data = orjson.loads(self.marks_file.read_bytes())
                 except (OSError, orjson.JSONDecodeError):
