@@ -21,8 +21,9 @@ import numpy as np
 import structlog
 
 from ..embeddings import EmbeddingError, EmbeddingProvider
-from ..ports import ChunkKey, FileStat
-from .reading import Work, new_texts, read_and_chunk
+from ..ports import ChunkKey, FileStat, Statement
+from .reading import Work, new_texts, read_and_chunk, statements_of
+from .chunking import Chunk
 from .settings import IndexSettings
 from .sources import SourceFile
 
@@ -133,3 +134,19 @@ def prepare_in_worker(
         return works, list(need), _worker_provider.embed_sync(list(need.values())), None
     except EmbeddingError as exc:
         return works, [], None, EmbeddingError(str(exc), exc.retryable, exc.retry_after)
+
+
+def start_extractor() -> ProcessPoolExecutor | None:
+    """One process that only extracts the ledger's statements (`statements_in_worker`), for a large sync
+    prepared in threads on 2-3 cores: the extraction is Python that would otherwise hold this process's
+    GIL beside the chunking, the embedding and the writes (issue 46). None where processes cannot start."""
+    try:
+        return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    except (OSError, ValueError, ImportError, NotImplementedError) as exc:
+        log.warning("memory_sync_workers_unavailable", error=str(exc))
+        return None
+
+
+def statements_in_worker(files: list[tuple[SourceFile, list[Chunk]]]) -> list[list[Statement]]:
+    """In the extractor process: the ledger's statements of each (file, its chunks), in order."""
+    return [statements_of(sf, chunks) for sf, chunks in files]
