@@ -35,7 +35,7 @@ from .chunking import sha256
 from .reading import Work, chunk_diff, extract_statements, new_texts, read_and_chunk
 from .settings import IndexSettings, Progress, SyncStats
 from .sources import SourceFile
-from .workers import prepare_in_worker, start_extractor, start_workers, statements_in_worker, watched
+from .workers import for_ledger, prepare_in_worker, start_extractor, start_workers, statements_in_worker, watched
 
 log = structlog.get_logger("gateway.memory")
 
@@ -250,7 +250,7 @@ class IndexPipeline:
         """The statements of `changed` asked of the extractor process (None: it could not be asked)."""
         try:
             return asyncio.get_running_loop().run_in_executor(
-                extractor, statements_in_worker, [(w.sf, w.chunks or []) for w in changed]
+                extractor, statements_in_worker, [(w.sf, for_ledger(w.chunks or [])) for w in changed]
             )
         except (BrokenProcessPool, RuntimeError, OSError) as exc:  # died before, or could not start
             self._lost_extractor(extractor, exc)

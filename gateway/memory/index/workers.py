@@ -147,6 +147,16 @@ def start_extractor() -> ProcessPoolExecutor | None:
         return None
 
 
-def statements_in_worker(files: list[tuple[SourceFile, list[Chunk]]]) -> list[list[Statement]]:
-    """In the extractor process: the ledger's statements of each (file, its chunks), in order."""
-    return [statements_of(sf, chunks) for sf, chunks in files]
+# What the extraction reads of a chunk (ledger/extract.py's from_chunks): sent as plain tuples, without
+# the context and the hashes, which it does not read (a dataclass pickles through a dict of its fields).
+ChunkForLedger = tuple[int, int, str, "tuple[tuple[int, int, int, int], ...] | None", "str | None"]
+
+
+def for_ledger(chunks: list[Chunk]) -> list[ChunkForLedger]:
+    return [(c.start_line, c.end_line, c.text, c.spans, c.date) for c in chunks]
+
+
+def statements_in_worker(files: list[tuple[SourceFile, list[ChunkForLedger]]]) -> list[list[Statement]]:
+    """In the extractor process: the ledger's statements of each (file, its chunks as `for_ledger` sent
+    them), in order."""
+    return [statements_of(sf, [Chunk(a, b, t, "", "", sp, "", d) for a, b, t, sp, d in rows]) for sf, rows in files]
