@@ -175,7 +175,8 @@ class SyncConfig:
         le=64,
         doc="worker processes that read, chunk and embed (local model) a sync "
         "of 1024 files or more while this one writes; -1 = one per core "
-        "but one, at most 4, none below 4 cores; 0 = none (threads only); "
+        "but one, at most 4, none below 4 cores (on 2-3 cores one that only "
+        "extracts the ledger's statements); 0 = none (threads only); "
         "each takes ~280 MB while the sync runs",
     )
     recheck_ms: int = setting(

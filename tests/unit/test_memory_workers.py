@@ -180,3 +180,59 @@ async def test_a_worker_killed_mid_result_breaks_the_pool_instead_of_hanging():
     with pytest.raises(BrokenProcessPool):
         await asyncio.wait_for(watched(pool, fut), 30)
     await asyncio.wait_for(asyncio.to_thread(pool.shutdown, True), 30)  # its manager thread is not stuck
+
+
+def _extractor_lent() -> bool:
+    """Whether `memory.sync.processes` -1 lends a large sync an extractor process here (2-3 cores)."""
+    from gateway.memory.index.settings import resolve_processes, usable_cores
+
+    return resolve_processes(-1) == 0 and usable_cores() >= 2
+
+
+async def test_an_extractor_process_writes_the_ledger_threads_write(tmp_path):
+    """On 2-3 cores a large sync is prepared in threads and its ledger's statements are extracted in one
+    process of their own (issue 46): the same index and the same statements as threads alone."""
+    import pytest
+
+    if not _extractor_lent():
+        pytest.skip("an extractor process is lent on 2-3 cores only")
+    threads, extractor = tmp_path / "threads", tmp_path / "extractor"
+    corpus(threads, PROCESS_MIN_FILES + 100)
+    shutil.copytree(threads, extractor, symlinks=True)
+
+    await index(threads, processes=0)
+    seen: set[int] = set()
+    stats = await index(
+        extractor,
+        processes=-1,
+        progress=lambda done, total: seen.update(p.pid for p in multiprocessing.active_children()),
+    )
+    assert len(seen) == 1, "one extractor process"
+    assert stats["indexed"] == PROCESS_MIN_FILES + 103
+    assert contents(extractor)[0] == contents(threads)[0]
+    ledger = statements(threads)
+    assert statements(extractor) == ledger
+    assert {r[0] for r in ledger} >= {"code:locker", "home"}, ledger[:3]
+
+
+async def test_a_killed_extractor_leaves_the_statements_to_threads(tmp_path):
+    import pytest
+
+    if not _extractor_lent():
+        pytest.skip("an extractor process is lent on 2-3 cores only")
+    threads, state = tmp_path / "threads", tmp_path / "state"
+    corpus(threads, PROCESS_MIN_FILES * 2)
+    shutil.copytree(threads, state, symlinks=True)
+    await index(threads, processes=0)
+    killed: list[int] = []
+
+    def kill_the_extractor(done: int, total: int) -> None:
+        if done and not killed:
+            for child in multiprocessing.active_children():
+                os.kill(child.pid, signal.SIGKILL)
+                killed.append(child.pid)
+
+    stats = await index(state, processes=-1, progress=kill_the_extractor)
+    assert killed, "the extractor process was running"
+    assert stats["indexed"] == PROCESS_MIN_FILES * 2 + 3
+    assert statements(state) == statements(threads), "the batches after the kill have their statements too"

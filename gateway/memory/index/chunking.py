@@ -137,13 +137,14 @@ def heading_dates(pieces: list[tuple[int, str]]) -> dict[int, str]:
     2026`): a dated heading holds until the next heading of its level or above."""
     out: dict[int, str] = {}
     stack: list[tuple[int, str | None]] = []  # (level, date) of the headings in effect
+    current: str | None = None  # the innermost date of the stack: it changes only where a heading is
     for no, line in pieces:
-        if _is_heading(line):
+        if "#" in line and _HEADING.match(line):  # most lines hold no "#": no expression tried (issue 46)
             level = _heading_level(line)
             while stack and stack[-1][0] >= level:
                 stack.pop()
             stack.append((level, text_date(line)))
-        current = next((d for _lvl, d in reversed(stack) if d), None)
+            current = next((d for _lvl, d in reversed(stack) if d), None)
         if current:
             out[no] = current
     return out
@@ -274,7 +275,11 @@ def read_messages(path: Path, data: bytes | None = None, redact: bool = False) -
     # chat's "Remember: my boat is blue." is the user's words, "Remember" no speaker.
     imported = [m for m, c in zip(out, chat) if not c]
     named = bool(imported) and sum(1 for m in imported if _SPEAKER_TAG.match(m.text)) >= NAMED_SHARE * len(imported)
-    return [m if named and not c else m._replace(text=f"{label}: {m.text}") for m, label, c in zip(out, labels, chat)]
+    # (A Message made anew, not `_replace`d: that is a Python call a message, issue 46.)
+    return [
+        m if named and not c else Message(m.line, m.role, f"{label}: {m.text}", m.date, m.when)
+        for m, label, c in zip(out, labels, chat)
+    ]
 
 
 def chunk_messages(

@@ -32,10 +32,10 @@ from ..ledger import record as ledger
 from ..ports import ChunkKey, FileStat, IndexStore, NewChunk, Scope, VectorRow, WriteBatch
 from .changes import Changes
 from .chunking import sha256
-from .reading import Work, chunk_diff, new_texts, read_and_chunk
+from .reading import Work, chunk_diff, extract_statements, new_texts, read_and_chunk
 from .settings import IndexSettings, Progress, SyncStats
 from .sources import SourceFile
-from .workers import prepare_in_worker, start_workers, watched
+from .workers import for_ledger, prepare_in_worker, start_extractor, start_workers, statements_in_worker, watched
 
 log = structlog.get_logger("gateway.memory")
 
@@ -56,6 +56,7 @@ class IndexPipeline:
         self.store, self.provider, self.s = store, provider, settings
         self.changes = Changes(store.files, settings)
         self._workers_died = False  # this sync's worker processes died: it prepares in threads
+        self._extractor: ProcessPoolExecutor | None = None  # this sync's extractor process (threads prepare)
 
     @property
     def embeds(self) -> bool:
@@ -182,6 +183,8 @@ class IndexPipeline:
         workers = self._workers_for(len(todo))
         pool = start_workers(workers, self.provider if self.embeds else None) if workers else None
         self._workers_died = False
+        if pool is None and self.s.extractor and len(todo) >= PROCESS_MIN_FILES:
+            self._extractor = start_extractor()
         # Load the embedding model (the local one: ~1 s) while the first files are read and chunked.
         warming = asyncio.ensure_future(self.provider.warm()) if todo and self.embeds and pool is None else None
         pending: collections.deque[tuple[int, asyncio.Future[tuple[list[Work], Vectors, Vectors]]]]
@@ -214,8 +217,10 @@ class IndexPipeline:
                 prepared.cancel()
                 with contextlib.suppress(BaseException):
                     await prepared
-            if pool is not None:
-                await asyncio.to_thread(pool.shutdown, True, cancel_futures=True)
+            for ended in (pool, self._extractor):
+                if ended is not None:
+                    await asyncio.to_thread(ended.shutdown, True, cancel_futures=True)
+            self._extractor = None
             if warming is not None:
                 with contextlib.suppress(Exception):  # a provider that cannot load fails its embed calls
                     await warming
@@ -223,13 +228,54 @@ class IndexPipeline:
     async def _prepare(
         self, batch: list[SourceFile], known: dict[str, FileStat], force: bool, stats: SyncStats
     ) -> tuple[list[Work], Vectors, Vectors]:
-        """Read, hash and chunk a batch of files (in a thread); embed the chunks that are new."""
+        """Read, hash and chunk a batch of files (in a thread); embed the chunks that are new. With an
+        extractor process, the ledger's statements are extracted there meanwhile."""
         mine = {sf.path: known[sf.path] for sf in batch if sf.path in known}
-        works = await asyncio.to_thread(read_and_chunk, batch, mine, force, self.s)
+        extractor = self._extractor
+        works = await asyncio.to_thread(read_and_chunk, batch, mine, force, self.s, extractor is None)
         changed = [w for w in works if w.chunks is not None]
-        stored = await self.store.chunks.stored([w.sf.path for w in changed if w.sf.path in known])
-        vecs, fresh = await self._embed_new(changed, stored, stats)
+        extracting = self._extract_elsewhere(extractor, changed) if extractor is not None and changed else None
+        try:
+            stored = await self.store.chunks.stored([w.sf.path for w in changed if w.sf.path in known])
+            vecs, fresh = await self._embed_new(changed, stored, stats)
+        except BaseException:
+            if extracting is not None:
+                extracting.cancel()
+            raise
+        if extractor is not None and changed:
+            await self._statements_from(extractor, extracting, changed)
         return works, vecs, fresh
+
+    def _extract_elsewhere(self, extractor: ProcessPoolExecutor, changed: list[Work]) -> asyncio.Future | None:
+        """The statements of `changed` asked of the extractor process (None: it could not be asked)."""
+        try:
+            return asyncio.get_running_loop().run_in_executor(
+                extractor, statements_in_worker, [(w.sf, for_ledger(w.chunks or [])) for w in changed]
+            )
+        except (BrokenProcessPool, RuntimeError, OSError) as exc:  # died before, or could not start
+            self._lost_extractor(extractor, exc)
+            return None
+
+    async def _statements_from(
+        self, extractor: ProcessPoolExecutor, extracting: asyncio.Future | None, changed: list[Work]
+    ) -> None:
+        """The extractor's statements set on `changed`; a dead extractor leaves them (and the rest of the
+        sync's) to this process's threads."""
+        if extracting is not None:
+            try:
+                for w, statements in zip(changed, await watched(extractor, extracting)):
+                    w.statements = statements
+                return
+            except (BrokenProcessPool, OSError) as exc:
+                self._lost_extractor(extractor, exc)
+        await asyncio.to_thread(extract_statements, changed)
+
+    def _lost_extractor(self, extractor: ProcessPoolExecutor, exc: BaseException) -> None:
+        if self._extractor is extractor:
+            self._extractor = None
+            log.warning(
+                "memory_sync_worker_died", error=str(exc) or type(exc).__name__, note="this sync goes on in threads"
+            )
 
     def _workers_for(self, files: int) -> int:
         """How many worker processes a sync of `files` files gets: none when it is small or when they

@@ -32,9 +32,11 @@ def statements_of(sf: SourceFile, chunks: list[Chunk]) -> list[Statement]:
     return from_chunks(sf.path, chunks, to_iso(datetime.fromtimestamp(sf.mtime_ns / 1e9, tz=timezone.utc)))
 
 
-def read_and_chunk(files: list[SourceFile], known: dict[str, FileStat], force: bool, s: IndexSettings) -> list[Work]:
+def read_and_chunk(
+    files: list[SourceFile], known: dict[str, FileStat], force: bool, s: IndexSettings, extract: bool = True
+) -> list[Work]:
     """Blocking: hash each file, chunk those whose content changed (or all when forced), and extract the
-    ledger's statements of those."""
+    ledger's statements of those (`extract` false: the caller has them extracted elsewhere)."""
     out = []
     for sf in files:
         try:
@@ -55,8 +57,15 @@ def read_and_chunk(files: list[SourceFile], known: dict[str, FileStat], force: b
             chunks = chunk_transcript(
                 sf.abs, s.session_tokens, s.tokens, s.session_overlap, s.session_context, data, s.redact
             )
-        out.append(Work(sf, h, chunks, statements_of(sf, chunks)))
+        out.append(Work(sf, h, chunks, statements_of(sf, chunks) if extract else []))
     return out
+
+
+def extract_statements(works: list[Work]) -> None:
+    """Blocking: the ledger's statements of each changed file of `works`, set in place."""
+    for w in works:
+        if w.chunks is not None:
+            w.statements = statements_of(w.sf, w.chunks)
 
 
 def read_capped(sf: SourceFile, cap: int) -> bytes | None:

@@ -32,6 +32,9 @@ class IndexSettings:
     recheck_s: float  # the pause before a sync that would remove most of the index looks again
     max_file_bytes: int  # a memory file larger than this is skipped (`memory.maxFileBytes`)
     redact: bool  # secrets in transcript messages are masked before they are chunks (`memory.redactSecrets`)
+    # With no worker processes on 2-3 cores (`memory.sync.processes` -1), one process only extracts the
+    # ledger's statements of a large sync, beside this one's chunking, embedding and writing (issue 46).
+    extractor: bool
 
     @classmethod
     def from_config(
@@ -52,6 +55,7 @@ class IndexSettings:
             recheck_s=m.sync.recheck_ms / 1000.0,
             max_file_bytes=m.max_file_bytes,
             redact=m.redact_secrets,
+            extractor=m.sync.processes < 0 and resolve_processes(-1) == 0 and usable_cores() >= 2,
         )
 
 

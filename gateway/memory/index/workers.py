@@ -21,8 +21,9 @@ import numpy as np
 import structlog
 
 from ..embeddings import EmbeddingError, EmbeddingProvider
-from ..ports import ChunkKey, FileStat
-from .reading import Work, new_texts, read_and_chunk
+from ..ports import ChunkKey, FileStat, Statement
+from .reading import Work, new_texts, read_and_chunk, statements_of
+from .chunking import Chunk
 from .settings import IndexSettings
 from .sources import SourceFile
 
@@ -133,3 +134,29 @@ def prepare_in_worker(
         return works, list(need), _worker_provider.embed_sync(list(need.values())), None
     except EmbeddingError as exc:
         return works, [], None, EmbeddingError(str(exc), exc.retryable, exc.retry_after)
+
+
+def start_extractor() -> ProcessPoolExecutor | None:
+    """One process that only extracts the ledger's statements (`statements_in_worker`), for a large sync
+    prepared in threads on 2-3 cores: the extraction is Python that would otherwise hold this process's
+    GIL beside the chunking, the embedding and the writes (issue 46). None where processes cannot start."""
+    try:
+        return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    except (OSError, ValueError, ImportError, NotImplementedError) as exc:
+        log.warning("memory_sync_workers_unavailable", error=str(exc))
+        return None
+
+
+# What the extraction reads of a chunk (ledger/extract.py's from_chunks): sent as plain tuples, without
+# the context and the hashes, which it does not read (a dataclass pickles through a dict of its fields).
+ChunkForLedger = tuple[int, int, str, "tuple[tuple[int, int, int, int], ...] | None", "str | None"]
+
+
+def for_ledger(chunks: list[Chunk]) -> list[ChunkForLedger]:
+    return [(c.start_line, c.end_line, c.text, c.spans, c.date) for c in chunks]
+
+
+def statements_in_worker(files: list[tuple[SourceFile, list[ChunkForLedger]]]) -> list[list[Statement]]:
+    """In the extractor process: the ledger's statements of each (file, its chunks as `for_ledger` sent
+    them), in order."""
+    return [statements_of(sf, [Chunk(a, b, t, "", "", sp, "", d) for a, b, t, sp, d in rows]) for sf, rows in files]
