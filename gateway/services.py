@@ -26,6 +26,7 @@ from .access import Principals
 from .auth import TokenStore
 from .chat.compaction import Compactor
 from .chat.providers import ChatProvider
+from .chat.responses import note_old_owners
 from .chat.runner import ChatService
 from .chat.tools import ChatTools
 from .compose import cluster_of, memory_service
@@ -208,6 +209,7 @@ class Services:
         """Prune ephemeral sessions (and purge expired stored responses) at start, then every
         sessions.pruneIntervalMinutes."""
         interval = self.config.sessions.prune_interval_minutes * 60
+        await note_old_owners(self.storage.responses())  # once: those an upgrade no longer reads
         while not self._stop.is_set():
             for agent in list(self.agents.values()):
                 if self.agents.get(agent.id) is not agent:  # closed meanwhile: pruned when next open
