@@ -117,3 +117,19 @@ async def test_a_refused_answer_never_names_who_started_the_run(start_gateway, a
     assert owner["yes"] is True and owner["rp"] == "owner"
     await ca.next_event("chat.final", timeout=20)
     await ca.close()
+
+
+async def test_each_bad_field_is_named(pair):
+    _, b = pair
+    good = {"agentId": "main", "runId": "r1", "callId": "c1", "allow": True}
+    for name, bad in (
+        ("agentId", ["main"]),
+        ("agentId", "a\x00b"),
+        ("runId", "r" * 65),
+        ("callId", 7),
+        ("allow", "yes"),
+    ):
+        verdict = await _ask(b, {**good, name: bad})
+        assert verdict["yes"] is False and verdict["err"]["code"] == -32602, verdict
+        assert verdict["err"]["data"]["field"] == f"params.{name}", verdict
+        assert verdict["rp"] == ""
