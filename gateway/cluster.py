@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, ContextManager, Prot
 import structlog
 
 from .chat.events import ENDS, Aborted, Notice, Said, decode, encode
-from .errors import NotFound
+from .errors import InternalError, NotFound
 from .events import EventBus, Notifies
 from .protocol import error_object, error_of
 from .sessions import transcript as tx
@@ -79,7 +79,7 @@ class Host(Protocol):
     def use(self, agent: Any) -> None: ...
 
     async def answer_confirm(
-        self, who: str, token_hash: str, door: str, params: dict[str, Any]
+        self, who: str, token_hash: str, door: str, params: Any
     ) -> tuple[dict[str, Any] | None, str]:
         """Perform `chat.confirm` with `params` as the principal `who` (its token's digest `token_hash`),
         through the one path of a call, not audited here (the asking gateway's entry is the attempt's one)
@@ -200,8 +200,8 @@ class Cluster:
             self._reply("watching", msg, True)
 
     def _on_confirm(self, msg: dict[str, Any]) -> None:
-        if msg.get("to") != self.pg.instance_id or not isinstance(msg.get("p"), dict):
-            return
+        if msg.get("to") != self.pg.instance_id:
+            return  # params of any shape are answered (answer_confirm validates them): never silence
         task = asyncio.get_running_loop().create_task(self._confirm_here(msg))
         task.add_done_callback(log_failure("cluster_confirm_failed"))
 
@@ -210,7 +210,11 @@ class Cluster:
         refusal: dict[str, Any] | None = None
         started = ""
         if isinstance(who, str) and isinstance(token_hash, str) and isinstance(door, str):
-            refusal, started = await self.services.answer_confirm(who, token_hash, door, msg["p"])
+            try:
+                refusal, started = await self.services.answer_confirm(who, token_hash, door, msg.get("p"))
+            except Exception as exc:  # the asking gateway hears an error, never silence until its timeout
+                log.warning("cluster_confirm_failed", error=str(exc)[:200])
+                refusal = error_object(InternalError("the gateway holding the run could not answer"))
         else:
             refusal = error_object(NotFound("the confirmation's sender named no principal"))
         self._reply("confirmed", msg, refusal is None, err=_bounded(refusal), rp=started)

@@ -26,6 +26,7 @@ from .access import Principals
 from .auth import TokenStore
 from .chat.compaction import Compactor
 from .chat.providers import ChatProvider
+from .chat.responses import note_old_owners
 from .chat.runner import ChatService
 from .chat.tools import ChatTools
 from .compose import cluster_of, memory_service
@@ -208,6 +209,7 @@ class Services:
         """Prune ephemeral sessions (and purge expired stored responses) at start, then every
         sessions.pruneIntervalMinutes."""
         interval = self.config.sessions.prune_interval_minutes * 60
+        await note_old_owners(self.storage.responses())  # once: those an upgrade no longer reads
         while not self._stop.is_set():
             for agent in list(self.agents.values()):
                 if self.agents.get(agent.id) is not agent:  # closed meanwhile: pruned when next open
@@ -284,7 +286,7 @@ class Services:
                 agent.chat.revoked(digests)
 
     async def answer_confirm(
-        self, who: str, token_hash: str, door: str, params: dict[str, Any]
+        self, who: str, token_hash: str, door: str, params: Any
     ) -> tuple[dict[str, Any] | None, str]:
         """A `chat.confirm` answered on another gateway for a run of this one (cluster.py): performed here
         through the one path of a call as that principal — found by identity (its name and token digest),
@@ -292,24 +294,28 @@ class Services:
         gateway's audit entry is the attempt's one, and this answers what it needs → (None when it was
         accepted, else the refusal's JSON-RPC error object, for the asking gateway to answer with the
         same code and message as one gateway would; the name of the principal that started the run)."""
-        agent = self.agents.get(params.get("agentId"))  # type: ignore[arg-type]
-        run_id = params.get("runId")
-        run = next((r for r in agent.chat.active.values() if r.run_id == run_id), None) if agent else None
-        started = run.principal.name if run is not None and run.principal is not None else ""
+        try:  # validated first, as the call's own schema takes them: a clear -32602 naming the field
+            checked = self.calls.methods.methods["chat.confirm"].params.validate(params)
+        except Invalid as exc:
+            return error_object(exc.within("params")), ""
         principal = await self.principals.by_identity(who, token_hash)
         if principal is None:
             log.info("confirm_from_unknown_principal", principal=who[:64])
             gone = Unauthenticated(f"principal {who[:64]!r} is no longer live (revoked or expired)")
-            return error_object(gone), started
+            return error_object(gone), ""
         try:
             via = Door(door)
         except ValueError:  # a door this version does not know: the WebSocket, the door of most answers
             via = Door.WEBSOCKET
+        agent = self.agents.get(checked["agentId"])
+        chat = agent.chat if agent is not None else None
+        run = next((r for r in chat.active.values() if r.run_id == checked["runId"]), None) if chat else None
+        started = run.principal.name if run is not None and run.principal is not None else ""
         try:
-            await self.calls.perform(Call(via, "chat.confirm", params, principal, audited=False))
-        except JarvisError as exc:
+            await self.calls.perform(Call(via, "chat.confirm", checked, principal, audited=False))
+        except JarvisError as exc:  # the starter is named only to one who may answer
             log.info("confirm_from_elsewhere_refused", principal=who[:64], error=str(exc)[:200])
-            return error_object(exc), started
+            return error_object(exc), ""
         return None, started
 
     async def _open_new(self, agent_id: str, create: bool) -> Agent:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, AsyncGenerator
 import structlog
 
 from ..errors import Invalid
+from ..principals import OWNER
 from .events import Chunk, Completed, Noted, Recalled
 from .providers import OfflineResponder, UpstreamError
 from .relay import RelayedTurn, Threads, _items, session_for, side_request
@@ -184,6 +185,25 @@ def owner_key(principal: "Principal") -> str:
     if not principal.token_hash:
         return principal.name
     return f"{principal.name}#{hashlib.sha256(principal.token_hash.encode()).hexdigest()[:24]}"
+
+
+async def note_old_owners(store: "ResponseStore") -> int:
+    """Log once (at start) how many kept responses are owned in the form before `owner_key` (a principal's
+    bare name): no principal reads them any more (docs/openai-endpoint.md), and they expire with
+    `openaiApi.storedResponseDays` → how many."""
+    try:
+        counts = await store.count_by_principal()
+    except Exception as exc:  # housekeeping: a store that cannot say is not the start's failure
+        log.warning("stored responses not counted", error=str(exc)[:200])
+        return 0
+    old = sum(n for key, n in counts.items() if key != OWNER and "#" not in key)
+    if old:
+        log.warning(
+            "stored responses of the old owner form",
+            count=old,
+            note="kept before principals were told apart by token; no longer readable, they expire",
+        )
+    return old
 
 
 class KeptResponses:

@@ -279,6 +279,9 @@ class ResponseStore(Protocol):
     async def purge(self) -> int:
         """Remove the expired; how many went."""
 
+    async def count_by_principal(self) -> dict[str, int]:
+        """How many unexpired responses each principal (as `put` named it) has kept."""
+
     async def close(self) -> None: ...
 
 

@@ -9,6 +9,7 @@ import os
 import random
 import shutil
 import signal
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -55,13 +56,14 @@ def corpus(state: Path, notes: int) -> None:
         )
 
 
-async def index(state: Path, processes: int, progress=None) -> dict:
+async def index(state: Path, processes: int, progress=None, **settings) -> dict:
     cfg = load_config(
         {
             "stateDir": str(state),
             "memory.sync.onStart": False,
             "memory.sync.watch": False,
             "memory.sync.processes": processes,
+            **settings,
         },
         env={},
     )
@@ -182,32 +184,48 @@ async def test_a_worker_killed_mid_result_breaks_the_pool_instead_of_hanging():
     await asyncio.wait_for(asyncio.to_thread(pool.shutdown, True), 30)  # its manager thread is not stuck
 
 
-def _extractor_lent() -> bool:
-    """Whether `memory.sync.processes` -1 lends a large sync an extractor process here (2-3 cores)."""
-    from gateway.memory.index.settings import resolve_processes, usable_cores
+def test_the_extractor_is_lent_by_the_setting():
+    """`memory.sync.processes` 0 never lends a big sync an extractor; one set lends it whenever the sync
+    gets no workers (a provider that cannot go to them, on any number of cores); -1 from 2 cores."""
+    from gateway.memory.index.settings import lends_extractor
 
-    return resolve_processes(-1) == 0 and usable_cores() >= 2
+    for cores in range(1, 17):
+        assert not lends_extractor(0, cores)
+        assert lends_extractor(2, cores)
+        assert lends_extractor(-1, cores) == (cores >= 2)
+
+
+def _unportable(api) -> dict:
+    """A provider that cannot go to worker processes (a remote one: the fake OpenAI-wire server)."""
+    return {
+        "memory.embeddings.provider": "openai",
+        "memory.embeddings.baseUrl": api.base_url,
+        "memory.embeddings.apiKey": "test",
+        "memory.embeddings.dims": 64,
+        "memory.embeddings.maxRetries": 0,
+    }
 
 
 async def test_an_extractor_process_writes_the_ledger_threads_write(tmp_path):
-    """On 2-3 cores a large sync is prepared in threads and its ledger's statements are extracted in one
-    process of their own (issue 46): the same index and the same statements as threads alone."""
-    import pytest
+    """A large sync that gets no worker processes (here: its provider cannot go to them, whatever the
+    cores) is prepared in threads and its ledger's statements are extracted in one process of their own
+    (issue 46): the same index and the same statements as threads alone."""
+    from tests.fake_openai import FakeOpenAI
 
-    if not _extractor_lent():
-        pytest.skip("an extractor process is lent on 2-3 cores only")
     threads, extractor = tmp_path / "threads", tmp_path / "extractor"
     corpus(threads, PROCESS_MIN_FILES + 100)
     shutil.copytree(threads, extractor, symlinks=True)
-
-    await index(threads, processes=0)
-    seen: set[int] = set()
-    stats = await index(
-        extractor,
-        processes=-1,
-        progress=lambda done, total: seen.update(p.pid for p in multiprocessing.active_children()),
-    )
+    with FakeOpenAI() as api:
+        await index(threads, processes=0, **_unportable(api))
+        seen: set[int] = set()
+        stats = await index(
+            extractor,
+            processes=2,
+            progress=lambda done, total: seen.update(p.pid for p in multiprocessing.active_children()),
+            **_unportable(api),
+        )
     assert len(seen) == 1, "one extractor process"
+    assert not multiprocessing.active_children(), "shut down with the sync"
     assert stats["indexed"] == PROCESS_MIN_FILES + 103
     assert contents(extractor)[0] == contents(threads)[0]
     ledger = statements(threads)
@@ -216,14 +234,11 @@ async def test_an_extractor_process_writes_the_ledger_threads_write(tmp_path):
 
 
 async def test_a_killed_extractor_leaves_the_statements_to_threads(tmp_path):
-    import pytest
+    from tests.fake_openai import FakeOpenAI
 
-    if not _extractor_lent():
-        pytest.skip("an extractor process is lent on 2-3 cores only")
     threads, state = tmp_path / "threads", tmp_path / "state"
     corpus(threads, PROCESS_MIN_FILES * 2)
     shutil.copytree(threads, state, symlinks=True)
-    await index(threads, processes=0)
     killed: list[int] = []
 
     def kill_the_extractor(done: int, total: int) -> None:
@@ -232,7 +247,11 @@ async def test_a_killed_extractor_leaves_the_statements_to_threads(tmp_path):
                 os.kill(child.pid, signal.SIGKILL)
                 killed.append(child.pid)
 
-    stats = await index(state, processes=-1, progress=kill_the_extractor)
+    with FakeOpenAI() as api:
+        await index(threads, processes=0, **_unportable(api))
+        stats = await index(state, processes=2, progress=kill_the_extractor, **_unportable(api))
     assert killed, "the extractor process was running"
+    assert not multiprocessing.active_children(), "the lost extractor was shut down too"
+    assert not [t for t in threading.enumerate() if type(t).__name__ == "_ExecutorManagerThread"]
     assert stats["indexed"] == PROCESS_MIN_FILES * 2 + 3
     assert statements(state) == statements(threads), "the batches after the kill have their statements too"

@@ -183,8 +183,9 @@ class IndexPipeline:
         workers = self._workers_for(len(todo))
         pool = start_workers(workers, self.provider if self.embeds else None) if workers else None
         self._workers_died = False
+        extractor = None  # shut down at the end even when lost mid-sync (then self._extractor is None)
         if pool is None and self.s.extractor and len(todo) >= PROCESS_MIN_FILES:
-            self._extractor = start_extractor()
+            extractor = self._extractor = start_extractor()
         # Load the embedding model (the local one: ~1 s) while the first files are read and chunked.
         warming = asyncio.ensure_future(self.provider.warm()) if todo and self.embeds and pool is None else None
         pending: collections.deque[tuple[int, asyncio.Future[tuple[list[Work], Vectors, Vectors]]]]
@@ -217,7 +218,7 @@ class IndexPipeline:
                 prepared.cancel()
                 with contextlib.suppress(BaseException):
                     await prepared
-            for ended in (pool, self._extractor):
+            for ended in (pool, extractor):
                 if ended is not None:
                     await asyncio.to_thread(ended.shutdown, True, cancel_futures=True)
             self._extractor = None

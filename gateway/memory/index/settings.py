@@ -32,8 +32,9 @@ class IndexSettings:
     recheck_s: float  # the pause before a sync that would remove most of the index looks again
     max_file_bytes: int  # a memory file larger than this is skipped (`memory.maxFileBytes`)
     redact: bool  # secrets in transcript messages are masked before they are chunks (`memory.redactSecrets`)
-    # With no worker processes on 2-3 cores (`memory.sync.processes` -1), one process only extracts the
-    # ledger's statements of a large sync, beside this one's chunking, embedding and writing (issue 46).
+    # A large sync that gets no worker processes (2-3 cores with `memory.sync.processes` -1, or a provider
+    # that cannot go to them) extracts the ledger's statements in one process of its own, beside this
+    # one's chunking, embedding and writing (issue 46); never with `memory.sync.processes` 0.
     extractor: bool
 
     @classmethod
@@ -55,8 +56,15 @@ class IndexSettings:
             recheck_s=m.sync.recheck_ms / 1000.0,
             max_file_bytes=m.max_file_bytes,
             redact=m.redact_secrets,
-            extractor=m.sync.processes < 0 and resolve_processes(-1) == 0 and usable_cores() >= 2,
+            extractor=lends_extractor(m.sync.processes, usable_cores()),
         )
+
+
+def lends_extractor(setting: int, cores: int) -> bool:
+    """Whether a large sync with no worker processes may extract the ledger in a process of its own:
+    `memory.sync.processes` 0 says none; one set (≥ 1) says processes may run; -1 lends it where a
+    second core runs it beside this process."""
+    return setting > 0 or (setting < 0 and cores >= 2)
 
 
 def resolve_processes(setting: int) -> int:

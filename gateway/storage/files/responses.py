@@ -110,6 +110,15 @@ class FileResponseStore:
 
         return int(await self._run(run))
 
+    async def count_by_principal(self) -> dict[str, int]:
+        def run(db: sqlite3.Connection) -> list[Any]:
+            return db.execute(
+                "SELECT principal, count(*) FROM responses WHERE at >= ? GROUP BY principal",
+                (time.time() - self.limits.keep_s,),
+            ).fetchall()
+
+        return {str(p): int(n) for p, n in await self._run(run)}
+
     async def close(self) -> None:
         def run() -> None:
             with self._lock:

@@ -19,6 +19,7 @@ Tables (named, ordered migrations, recorded in `jarvis_migrations` like the SQLi
                        keyed memory was (memory.history)
     sessions_trash,    deleted sessions (sessions.delete) with deleted_at, and their lines: moved here
     transcript_trash   whole, and back by sessions.restore; purged after memory.trashDays
+    notes, note_*      each agent's notes, their versions and deletions (note_schema.py, notes.py)
 
 """
 
@@ -26,10 +27,9 @@ from __future__ import annotations
 
 import asyncpg
 
+from .note_schema import NOTES_MIGRATION, NOTES_SQL, OLD_DELETIONS_SQL, TOMBSTONES_SQL
 from .sqlutil import lock_key
 
-
-NOTES_MIGRATION = "0014_notes"  # its time of applying is part of a database's identity (notes.py)
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -305,33 +305,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX stored_responses_by_age ON stored_responses (created_at);
     """,
     ),
-    (
-        # Notes as rows (storage/postgres/notes.py), each gateway's workspace folder a mirror.
-        NOTES_MIGRATION,
-        """
-        CREATE TABLE notes (
-            agent_id text NOT NULL,
-            path text NOT NULL,
-            content text NOT NULL,
-            hash text NOT NULL,
-            version integer NOT NULL,
-            at text NOT NULL,
-            by_door text NOT NULL,
-            principal text,
-            PRIMARY KEY (agent_id, path)
-        );
-        CREATE TABLE note_versions (
-            agent_id text NOT NULL,
-            path text NOT NULL,
-            version integer NOT NULL,
-            at text NOT NULL,
-            by_door text NOT NULL,
-            principal text,
-            content text NOT NULL,
-            PRIMARY KEY (agent_id, path, version)
-        );
-    """,
-    ),
+    (NOTES_MIGRATION, NOTES_SQL),  # notes as rows, each gateway's workspace folder a mirror (note_schema.py)
     # Full-text search on a big index takes a word's document count from the column's statistics when
     # ANALYZE found it common (storage/postgres/memory/fulltext.py) and counts the others. With the default
     # target (1,000 lexemes) a word past them can still be in 1.4% of all chunks (14,000 rows to count at a
@@ -342,21 +316,8 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE memory_chunks ALTER COLUMN tsv SET STATISTICS 1000;
     """,
     ),
-    # A note's deletion, kept (storage/postgres/notes.py): a gateway removes its mirror of a note the
-    # record lacks only when the record says it deleted that note at or after the version mirrored — a
-    # new database, or one restored from a backup, lacks notes it never deleted, and takes the files in.
-    (
-        "0016_note_tombstones",
-        """
-        CREATE TABLE note_tombstones (
-            agent_id text NOT NULL,
-            path text NOT NULL,
-            version integer NOT NULL,
-            at text NOT NULL,
-            PRIMARY KEY (agent_id, path)
-        );
-    """,
-    ),
+    ("0016_note_tombstones", TOMBSTONES_SQL),  # a note's deletion, kept (note_schema.py)
+    ("0017_note_tombstones_of_old_deletions", OLD_DELETIONS_SQL),  # those made before 0016 (note_schema.py)
 ]
 
 

@@ -71,5 +71,13 @@ class PgResponseStore:
         )
         return int(done.split()[-1])
 
+    async def count_by_principal(self) -> dict[str, int]:
+        rows = await self.pool.fetch(
+            "SELECT principal, count(*) AS n FROM stored_responses "
+            "WHERE created_at >= now() - make_interval(secs => $1) GROUP BY principal",
+            self.limits.keep_s,
+        )
+        return {r["principal"]: int(r["n"]) for r in rows}
+
     async def close(self) -> None:
         """The pool is the engine's."""

@@ -289,3 +289,36 @@ async def test_a_mirror_never_replaces_a_file_saved_since_it_was_seen(postgres_u
         assert texts == ["one\n", "the editor's save, longer\n", "two\n"]
     finally:
         await storage.close()
+
+
+async def test_a_deletion_made_before_tombstones_does_not_come_back(start_gateway, postgres_url, tmp_path):
+    """A note deleted by a gateway of the version before note tombstones (0016) left no tombstone: a
+    gateway that mirrored it and had not reconciled since took its file back in. Migration 0017 keeps
+    such a deletion (the note's versions stay, its row is gone): the mirror is removed instead."""
+    a = await start_gateway("a", **_cfg(postgres_url, tmp_path, "a"))
+    ca = await a.client()
+    note = "memory/old-plans.md"
+    await ca.call("memory.write", {"path": note, "content": "Paint the shed.\n"})
+    await ca.close()
+    at_a = tmp_path / "workspace-a" / "memory" / "old-plans.md"
+    assert at_a.read_text(encoding="utf-8") == "Paint the shed.\n"
+    await a.stop()
+    conn = await asyncpg.connect(postgres_url)  # what the old version left: the row gone, no tombstone
+    try:
+        await conn.execute("DELETE FROM notes WHERE path = $1", note)
+        await conn.execute("DELETE FROM note_tombstones")
+        await conn.execute("DELETE FROM jarvis_migrations WHERE name = '0017_note_tombstones_of_old_deletions'")
+    finally:
+        await conn.close()
+    await a.start()
+    ca = await a.client()
+    await ca.call("memory.sync")
+
+    async def gone() -> bool:
+        return not at_a.exists()
+
+    await wait_for(gone)
+    assert note not in await _rows(postgres_url), "not taken back in"
+    history = await ca.call("memory.history", {"path": note})
+    assert [v["version"] for v in history["versions"]] == [1], "its versions stay"
+    await ca.close()
