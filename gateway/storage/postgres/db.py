@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncpg
 
 from .sqlutil import lock_key
+from .vector_migrations import VECTOR_MIGRATIONS  # what needs pgvector (v001 on)
 
 
 NOTES_MIGRATION = "0014_notes"  # its time of applying is part of a database's identity (notes.py)
@@ -355,46 +356,6 @@ MIGRATIONS: list[tuple[str, str]] = [
             at text NOT NULL,
             PRIMARY KEY (agent_id, path)
         );
-    """,
-    ),
-]
-
-
-# What needs the `vector` extension (pgvector), which a server may lack: applied when an agent's memory
-# index first opens with embeddings on (`migrate_vectors`) and recorded like the others; a server without
-# pgvector leaves it pending and searches full text only. (Databases whose table an older version made
-# outside the migrations record it on their next open: every statement is IF NOT EXISTS.)
-VECTOR_MIGRATIONS: list[tuple[str, str]] = [
-    (
-        "v001_memory_vectors",
-        """
-        CREATE EXTENSION IF NOT EXISTS vector;
-        CREATE TABLE IF NOT EXISTS memory_vectors (
-            chunk_id bigint PRIMARY KEY REFERENCES memory_chunks(id) ON DELETE CASCADE,
-            agent_id text NOT NULL,
-            source text NOT NULL,
-            session_key text,
-            dims integer NOT NULL,
-            embedding vector NOT NULL
-        );
-        CREATE INDEX IF NOT EXISTS memory_vectors_by_agent ON memory_vectors (agent_id, dims);
-    """,
-    ),
-    # The HNSW indexes of earlier versions (one per dimension count) dropped: the gateway searches vectors in
-    # memory (memory/vector_search.py), and the index was ~2/3 of the server's work of a first sync.
-    (
-        "v002_drop_hnsw",
-        """
-        DO $$
-        DECLARE ix text;
-        BEGIN
-            FOR ix IN SELECT indexname FROM pg_indexes
-                      WHERE schemaname = current_schema() AND tablename = 'memory_vectors'
-                      AND indexname LIKE 'memory_vectors_hnsw_%'
-            LOOP
-                EXECUTE format('DROP INDEX IF EXISTS %I', ix);
-            END LOOP;
-        END $$;
     """,
     ),
 ]

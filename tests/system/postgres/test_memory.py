@@ -7,6 +7,7 @@ docs/scaling.md asks of gateways sharing the index.
 from __future__ import annotations
 
 
+import numpy as np
 import pytest
 
 from gateway.memory.hit import Hit
@@ -712,5 +713,101 @@ async def test_the_hnsw_index_an_older_version_made_is_dropped(postgres_url):
         assert await migrate_vectors(pool) is None
         gone = await pool.fetchval("SELECT to_regclass('memory_vectors_hnsw_8') IS NULL")
         assert gone
+    finally:
+        await pool.close()
+
+
+async def _vector_rows(pool, agent: str, vecs: dict[int, list[float] | None]) -> dict[int, int]:
+    """Chunks k → their ids; a vector stored for those given one (None: a chunk left without, as after a
+    provider failure)."""
+
+    ids = {}
+    for k, v in vecs.items():
+        ids[k] = await pool.fetchval(
+            "INSERT INTO memory_chunks(agent_id, path, source, start_line, end_line, hash, text) "
+            "VALUES ($1, $2, 'memory', 1, 1, $3, $3) RETURNING id",
+            agent,
+            f"memory/{k}.md",
+            f"chunk {k}",
+        )
+        if v is not None:
+            await _store_vector(pool, agent, ids[k], v)
+    return ids
+
+
+async def _store_vector(pool, agent: str, chunk_id: int, v) -> None:
+    from gateway.storage.postgres.memory.vectors import vector_text
+
+    await pool.execute(
+        "INSERT INTO memory_vectors(chunk_id, agent_id, source, dims, embedding) "
+        "VALUES ($1, $2, 'memory', $3, $4::text::vector)",
+        chunk_id,
+        agent,
+        len(v),
+        vector_text(np.asarray(v, dtype=np.float32)),
+    )
+
+
+@pytest.mark.parametrize("path", ["ann", "matrix"])
+async def test_a_vector_stored_later_for_an_older_chunk_is_searched(postgres_url, tmp_path, monkeypatch, path):
+    """Issue 47: the matrix and the graph catch up by `seq` (every insert advances it), not by chunk id: a
+    vector stored after them for an OLD chunk (fill_missing after a provider failure) is searched, a
+    saved graph reopened holds it, a graph file of another database is rebuilt; a deleted chunk is never
+    answered, though the float32 matrix still holds it."""
+    import asyncpg
+
+    from gateway.storage.postgres.db import migrate, migrate_vectors
+    from gateway.storage.postgres.memory import vector_search
+    from gateway.storage.postgres.memory.vector_search import PgMatrixSearch
+    from gateway.storage.vectors.ann import AnnIndex
+
+    monkeypatch.setattr(vector_search, "MATRIX_THRESHOLD", 0)
+    pool = await asyncpg.create_pool(postgres_url, min_size=1, max_size=3)
+    try:
+        async with pool.acquire() as conn:
+            await migrate(conn)
+        assert await migrate_vectors(pool) is None
+        store = await pool.fetchval("SELECT id FROM jarvis_identity")
+        agent, d = f"seq-{path}", 8
+        rng = np.random.default_rng(7)
+        vecs = {k: (None if k == 10 else (rng.normal(size=d) / 3).tolist()) for k in range(60)}
+        ids = await _vector_rows(pool, agent, vecs)
+
+        def graph() -> AnnIndex | None:
+            if path != "ann":
+                return None
+            ann = AnnIndex(tmp_path / f"{agent}.pg", d, by_id=True)
+            ann.store_id = store
+            return ann
+
+        s = PgMatrixSearch(pool, agent, d, ann=graph(), ann_min=1 if path == "ann" else 0)
+        await s.warm("g1", 59)
+        target = np.ones(d, dtype=np.float32) / np.sqrt(d)
+        await _store_vector(pool, agent, ids[10], target)  # older than every id the structures hold
+        hits = await s.knn(target, 3, ("memory",), None, "g2", 60)
+        if path == "matrix":  # the old matrix answers while the rows stored since are read
+            await s._loading
+            hits = await s.knn(target, 3, ("memory",), None, "g2", 60)
+        assert hits[0][0] == ids[10], hits
+        assert s.last_path == path
+        # a deleted chunk: its row leaves the table; the structures still hold it until a rebuild/reload
+        best = np.asarray(vecs[20], dtype=np.float32)
+        await pool.execute("DELETE FROM memory_chunks WHERE id = $1", ids[20])
+        hits = await s.knn(best, 3, ("memory",), None, "g3", 59)
+        assert ids[20] not in [i for i, _ in hits] and len(hits) == 3
+        await s.close("g3", 59)
+        if path == "ann":  # reopened from its file: it holds chunk 10's vector, and catches up on a new one
+            s = PgMatrixSearch(pool, agent, d, ann=graph(), ann_min=1)
+            await s.warm("g3", 59)
+            assert s.ann.origin == "file"
+            hits = await s.knn(target, 1, ("memory",), None, "g3", 59)
+            assert hits[0][0] == ids[10]
+            await s.close("g3", 59)
+            other = graph()
+            other.store_id = "another database"
+            s = PgMatrixSearch(pool, agent, d, ann=other, ann_min=1)
+            await s.warm("g3", 59)
+            assert s.ann.origin == "built"
+            await s.close("g3", 59)
     finally:
         await pool.close()

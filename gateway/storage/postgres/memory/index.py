@@ -140,6 +140,7 @@ class PgMemoryIndex:
         ann = AnnIndex(ann_path(self.state_dir, self.agent_id), dims, by_id=True) if s.ann_min_vectors else None
         if ann is not None:
             ann.path.parent.mkdir(parents=True, exist_ok=True)
+            ann.store_id = await self.pool.fetchval("SELECT id FROM jarvis_identity LIMIT 1")
         self.vsearch = PgMatrixSearch(self.pool, self.agent_id, dims, s.vector_matrix, ann, s.ann_min_vectors)
         return self.vsearch
 
