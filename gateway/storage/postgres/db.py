@@ -25,9 +25,12 @@ Tables (named, ordered migrations, recorded in `jarvis_migrations` like the SQLi
 from __future__ import annotations
 
 import asyncpg
+import structlog
 
 from .sqlutil import lock_key
-from .vector_migrations import VECTOR_MIGRATIONS  # what needs pgvector (v001 on)
+from .vector_migrations import DROP_HNSW, STRAY_HNSW, VECTOR_MIGRATIONS  # what needs pgvector (v001 on)
+
+log = structlog.get_logger("gateway.storage")
 
 
 NOTES_MIGRATION = "0014_notes"  # its time of applying is part of a database's identity (notes.py)
@@ -387,7 +390,8 @@ async def migrate_vectors(pool: asyncpg.Pool) -> str | None:
     try:
         async with pool.acquire() as conn:
             done = await conn.fetchval("SELECT count(*) FROM jarvis_migrations WHERE name = ANY($1::text[])", names)
-            if done == len(names):
+            stray = await conn.fetchval(STRAY_HNSW)  # an older gateway of this database made it again
+            if done == len(names) and not stray:
                 return None
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:migrations"))
@@ -396,6 +400,9 @@ async def migrate_vectors(pool: asyncpg.Pool) -> str | None:
                     if name not in applied:
                         await conn.execute(sql)
                         await conn.execute("INSERT INTO jarvis_migrations(name) VALUES ($1)", name)
+                    elif name == DROP_HNSW and stray:
+                        log.warning("memory_vectors_hnsw_dropped", note="gateways of one database upgrade together")
+                        await conn.execute(sql)
     except asyncpg.PostgresError as exc:
         return f"pgvector is not available on the database server ({exc}); full-text search only"
     return None

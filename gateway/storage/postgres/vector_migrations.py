@@ -6,6 +6,12 @@ from __future__ import annotations
 # index first opens with embeddings on (`migrate_vectors`) and recorded like the others; a server without
 # pgvector leaves it pending and searches full text only. (Databases whose table an older version made
 # outside the migrations record it on their next open: every statement is IF NOT EXISTS.)
+DROP_HNSW = "v002_drop_hnsw"  # run again at open where a stray HNSW index is found (an older gateway's)
+STRAY_HNSW = (
+    "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() "
+    "AND tablename = 'memory_vectors' AND indexname LIKE 'memory_vectors_hnsw_%')"
+)
+
 VECTOR_MIGRATIONS: list[tuple[str, str]] = [
     (
         "v001_memory_vectors",
@@ -25,7 +31,7 @@ VECTOR_MIGRATIONS: list[tuple[str, str]] = [
     # The HNSW indexes of earlier versions (one per dimension count) dropped: the gateway searches vectors in
     # memory (memory/vector_search.py), and the index was ~2/3 of the server's work of a first sync.
     (
-        "v002_drop_hnsw",
+        DROP_HNSW,
         """
         DO $$
         DECLARE ix text;

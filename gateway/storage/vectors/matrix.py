@@ -1,8 +1,8 @@
 """The in-memory vector matrix of a big index, shared by both storage engines (behind rows.py's port:
 the engine's table stays the store of record, the matrix is derived data loaded from it).
 
-The matrix is float32 — searched exactly, row by row (`np.vecdot`: no BLAS, see `_exact`) — until it would hold INT8_MIN_ROWS (262,144)
-vectors, where float32 takes 256 MB at 256-d; from there it is int8 (`memory.search.vectorMatrix` =
+The matrix is float32 — searched exactly, row by row (`np.vecdot`: no BLAS, see `_exact`) — until it
+would take FLOAT32_MAX_BYTES (256 MiB: 262,144 vectors at 256-d, 65,536 at 1,024-d); from there it is int8 (`memory.search.vectorMatrix` =
 "auto"; "float32" or "int8" force one). An int8 row v is round(v / scale) with scale = max|v| / 127
 (symmetric, one float32 scale a row), and ‖v − scale·q8‖, its rounding error. A 256-d row takes 256 + 4
 + 4 bytes instead of 1,024: 1M vectors ~281 MB with ids and filters instead of ~1.04 GB. Each batch is
@@ -38,7 +38,8 @@ from .rows import VectorBatch, VectorRows
 
 MATRIX_THRESHOLD = 4_096
 LOAD_BATCH = 16_384  # rows per fetch while loading the matrix
-INT8_MIN_ROWS = 262_144  # "auto": a matrix of this many vectors or more is int8
+FLOAT32_MAX_BYTES = 256 << 20  # "auto": a matrix whose float32 form would take this much or more is int8
+INT8_MIN_ROWS = FLOAT32_MAX_BYTES // (256 * 4)  # the same bound at 256-d
 MATRIX_BLOCK_BYTES = 4 << 20  # float32 bytes dequantised at a time (fastest measured: 2–8 MiB)
 SHORTLIST_FACTOR, SHORTLIST_MIN = 2, 16  # rows re-scored exactly: max(2n, 16), then what the bound asks for
 FETCH_BATCH = 8_192  # ids per statement when reading exact vectors
@@ -336,9 +337,10 @@ def _extended(m: _Matrix, more: _Matrix, read: np.ndarray, generation: str) -> _
     )
 
 
-def int8_form(choice: str, rows: int) -> bool:
-    """`memory.search.vectorMatrix`: int8 when asked, or ("auto") from INT8_MIN_ROWS rows."""
-    return choice == "int8" or (choice == "auto" and rows >= INT8_MIN_ROWS)
+def int8_form(choice: str, rows: int, dims: int = 256) -> bool:
+    """`memory.search.vectorMatrix`: int8 when asked, or ("auto") once float32 would take FLOAT32_MAX_BYTES,
+    whatever the dims."""
+    return choice == "int8" or (choice == "auto" and rows * dims * 4 >= FLOAT32_MAX_BYTES)
 
 
 async def load_matrix(
@@ -348,7 +350,7 @@ async def load_matrix(
     LOAD_BATCH rows at a time, each batch quantised in a thread as it comes."""
     if expected is None:
         expected = await rows.count()
-    builder = _MatrixBuilder(dims, expected, int8_form(choice, expected))
+    builder = _MatrixBuilder(dims, expected, int8_form(choice, expected, dims))
     async for batch in rows.scan(LOAD_BATCH, after):
         await asyncio.to_thread(builder.add, batch)
     return builder.build(generation), builder.unusable

@@ -713,6 +713,14 @@ async def test_the_hnsw_index_an_older_version_made_is_dropped(postgres_url):
         assert await migrate_vectors(pool) is None
         gone = await pool.fetchval("SELECT to_regclass('memory_vectors_hnsw_8') IS NULL")
         assert gone
+        # An old gateway of the same database (a rolling upgrade) makes it again, v002 recorded: the new
+        # code finds it at open (a catalog check) and drops it.
+        await pool.execute(
+            "CREATE INDEX IF NOT EXISTS memory_vectors_hnsw_8 ON memory_vectors "
+            "USING hnsw ((embedding::vector(8)) vector_cosine_ops) WHERE dims = 8"
+        )
+        assert await migrate_vectors(pool) is None
+        assert await pool.fetchval("SELECT to_regclass('memory_vectors_hnsw_8') IS NULL")
     finally:
         await pool.close()
 
@@ -790,6 +798,10 @@ async def test_a_vector_stored_later_for_an_older_chunk_is_searched(postgres_url
             hits = await s.knn(target, 3, ("memory",), None, "g2", 60)
         assert hits[0][0] == ids[10], hits
         assert s.last_path == path
+        if path == "ann":  # the graph answers: no matrix held beside it, none loaded for a narrow filter
+            warm_load = s._loading  # warm's, while the graph was built
+            assert await s.knn(target, 3, ("sessions",), None, "g2", 60) == []
+            assert s.last_path == "sql" and s._matrix is None and s._loading is warm_load
         # a deleted chunk: its row leaves the table; the structures still hold it until a rebuild/reload
         best = np.asarray(vecs[20], dtype=np.float32)
         await pool.execute("DELETE FROM memory_chunks WHERE id = $1", ids[20])

@@ -123,6 +123,15 @@ class PgMemoryIndex:
         if vs is not None:
             await vs.close(self._generation, self.counts["vectors"])
 
+    async def _drop_vectors_in_memory(self) -> None:
+        """New settings: the matrix and the graph (and its saved file) hold the old model's vectors."""
+        vs, self.vsearch = self.vsearch, None
+        if vs is not None:
+            await vs.close()  # no generation: nothing saved
+            if vs.ann is not None:
+                for f in (vs.ann.meta_path, vs.ann.path):
+                    f.unlink(missing_ok=True)
+
     def backend_problem(self) -> str | None:
         return self._vector_schema_problem
 
@@ -174,6 +183,7 @@ class PgMemoryIndex:
         try:
             async with self.life.write_lock:
                 await self.store.reset(self.life.signature())
+                await self._drop_vectors_in_memory()
                 self.life.rebuild_due = False
                 self.life.old_vectors_ok = True
                 await self.life.open_live_state()

@@ -191,8 +191,13 @@ class PgMatrixSearch:
                 await ann.follow_now(self.rows, generation, count)
                 hits = await self._ann_knn(ann, q, n, sources, session_key)
                 if hits is not None:
+                    if self._matrix is not None and (self._loading is None or self._loading.done()):
+                        self._matrix = None  # the graph answers: the matrix is given back for good
                     self.last_path = "ann"
                     return hits
+                if self._matrix is None:  # a narrow filter: exact in SQL over what it leaves, no matrix load
+                    self.last_path = "sql"
+                    return await self._sql_knn(q, n, sources, session_key)
         m = self._matrix
         if count > MATRIX_THRESHOLD or m is not None:
             if m is None or m.generation != generation:
