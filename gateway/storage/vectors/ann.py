@@ -82,6 +82,7 @@ class AnnIndex:
         self.by_id = by_id  # ids only grow (PostgreSQL): catch up on new rows instead of rebuilding
         self.max_id = 0  # by_id: the scan position (rows.py's VectorBatch.last) the graph holds rows up to
         self.store_id: str | None = None  # by_id: the database's identity, recorded in the saved file
+        self.seq_ceiling: int | None = None  # by_id: the store's position now; a file past it is rebuilt
         self.saved_generation: str | None = None  # the generation of the file it was opened from
         self.index: Any = None  # usearch's Index, once opened or built
         self._next: Any = None  # a graph being built: the sync's adds go to it as well
@@ -232,8 +233,13 @@ class AnnIndex:
             meta = json.loads(self.meta_path.read_text())
         except (OSError, ValueError):
             return None
-        if self.by_id and (meta.get("store") is None or meta.get("store") != self.store_id or "seq" not in meta):
-            log.info("memory_ann_stale", path=str(self.path), reason="another database, or an older file")
+        if self.by_id and (
+            meta.get("store") is None
+            or meta.get("store") != self.store_id
+            or not isinstance(meta.get("seq"), int)
+            or (self.seq_ceiling is not None and meta["seq"] > self.seq_ceiling)
+        ):
+            log.info("memory_ann_stale", path=str(self.path), reason="another database, a restore, or an older file")
             return None
         if (
             (meta.get("generation") != generation and not self.by_id)

@@ -766,7 +766,7 @@ async def test_a_vector_stored_later_for_an_older_chunk_is_searched(postgres_url
 
     from gateway.storage.postgres.db import migrate, migrate_vectors
     from gateway.storage.postgres.memory import vector_search
-    from gateway.storage.postgres.memory.vector_search import PgMatrixSearch
+    from gateway.storage.postgres.memory.vector_search import PgMatrixSearch, store_position
     from gateway.storage.vectors.ann import AnnIndex
 
     monkeypatch.setattr(vector_search, "MATRIX_THRESHOLD", 0)
@@ -775,17 +775,17 @@ async def test_a_vector_stored_later_for_an_older_chunk_is_searched(postgres_url
         async with pool.acquire() as conn:
             await migrate(conn)
         assert await migrate_vectors(pool) is None
-        store = await pool.fetchval("SELECT id FROM jarvis_identity")
         agent, d = f"seq-{path}", 8
         rng = np.random.default_rng(7)
         vecs = {k: (None if k == 10 else (rng.normal(size=d) / 3).tolist()) for k in range(60)}
         ids = await _vector_rows(pool, agent, vecs)
+        store = await store_position(pool)
 
         def graph() -> AnnIndex | None:
             if path != "ann":
                 return None
             ann = AnnIndex(tmp_path / f"{agent}.pg", d, by_id=True)
-            ann.store_id = store
+            ann.store_id, ann.seq_ceiling = store
             return ann
 
         s = PgMatrixSearch(pool, agent, d, ann=graph(), ann_min=1 if path == "ann" else 0)
@@ -808,18 +808,23 @@ async def test_a_vector_stored_later_for_an_older_chunk_is_searched(postgres_url
         hits = await s.knn(best, 3, ("memory",), None, "g3", 59)
         assert ids[20] not in [i for i, _ in hits] and len(hits) == 3
         await s.close("g3", 59)
-        if path == "ann":  # reopened from its file: it holds chunk 10's vector, and catches up on a new one
+        if path == "ann":  # reopened from its file: it holds chunk 10's vector
+            store = await store_position(pool)  # as a gateway reads it at open
             s = PgMatrixSearch(pool, agent, d, ann=graph(), ann_min=1)
             await s.warm("g3", 59)
             assert s.ann.origin == "file"
             hits = await s.knn(target, 1, ("memory",), None, "g3", 59)
             assert hits[0][0] == ids[10]
             await s.close("g3", 59)
-            other = graph()
-            other.store_id = "another database"
-            s = PgMatrixSearch(pool, agent, d, ann=other, ann_min=1)
-            await s.warm("g3", 59)
-            assert s.ann.origin == "built"
-            await s.close("g3", 59)
+            for case in ("another database", "a restore: the file is past the sequence"):
+                other = graph()
+                if case == "another database":
+                    other.store_id = case
+                else:
+                    other.seq_ceiling = 5
+                s = PgMatrixSearch(pool, agent, d, ann=other, ann_min=1)
+                await s.warm("g3", 59)
+                assert s.ann.origin == "built"
+                await s.close("g3", 59)
     finally:
         await pool.close()

@@ -44,7 +44,7 @@ from .fulltext import FTS_CONFIG, PgFullText
 from .ledger import read_statements
 from .reader import PgChunkReader
 from .store import PgIndexStore
-from .vector_search import PgMatrixSearch, ann_path
+from .vector_search import PgMatrixSearch, store_position, ann_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..instance import Postgres
@@ -149,7 +149,7 @@ class PgMemoryIndex:
         ann = AnnIndex(ann_path(self.state_dir, self.agent_id), dims, by_id=True) if s.ann_min_vectors else None
         if ann is not None:
             ann.path.parent.mkdir(parents=True, exist_ok=True)
-            ann.store_id = await self.pool.fetchval("SELECT id FROM jarvis_identity LIMIT 1")
+            ann.store_id, ann.seq_ceiling = await store_position(self.pool)
         self.vsearch = PgMatrixSearch(self.pool, self.agent_id, dims, s.vector_matrix, ann, s.ann_min_vectors)
         return self.vsearch
 

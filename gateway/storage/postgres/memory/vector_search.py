@@ -104,6 +104,17 @@ class PgVectorRows:
         )
 
 
+async def store_position(pool: asyncpg.Pool) -> tuple[str, int]:
+    """What a saved graph records of the database: its identity (v003's `jarvis_identity`, and the
+    table's oid, which a pg_dump restore makes anew) and how far its vectors' sequence went (a restore
+    rewinds it). A graph file that matches neither is rebuilt, not caught up."""
+    row = await pool.fetchrow(
+        "SELECT (SELECT id FROM jarvis_identity LIMIT 1) || ':' || 'memory_vectors'::regclass::oid::text, "
+        "(SELECT last_value FROM memory_vectors_seq)"
+    )
+    return str(row[0]), int(row[1])
+
+
 def ann_path(state_dir: Path, agent_id: str) -> Path:
     """Where an agent's graph is saved (AnnIndex adds `.ann` and `.ann.json`): derived data, per gateway."""
     return state_dir / "memory" / f"{agent_id}.pg"
