@@ -83,6 +83,7 @@ class AnnIndex:
         self.max_id = 0  # by_id: the scan position (rows.py's VectorBatch.last) the graph holds rows up to
         self.store_id: str | None = None  # by_id: the database's identity, recorded in the saved file
         self.seq_ceiling: int | None = None  # by_id: the store's position now; a file past it is rebuilt
+        self.saves = True  # False: a tool's process (the gateway beside it owns the file), which never writes it
         self.saved_generation: str | None = None  # the generation of the file it was opened from
         self.index: Any = None  # usearch's Index, once opened or built
         self._next: Any = None  # a graph being built: the sync's adds go to it as well
@@ -295,6 +296,8 @@ class AnnIndex:
                 ix.add(ids[new], vecs[new], threads=BUILD_THREADS)
 
     def _save(self, generation: str, count: int) -> None:
+        if not self.saves:
+            return
         with self._lock:
             tag = f".{os.getpid()}.{threading.get_ident()}.tmp"  # another process may save beside this one
             tmp = self.path.with_name(self.path.name + tag)

@@ -826,5 +826,16 @@ async def test_a_vector_stored_later_for_an_older_chunk_is_searched(postgres_url
                 await s.warm("g3", 59)
                 assert s.ann.origin == "built"
                 await s.close("g3", 59)
+            # a tool's process (`jarvis memory search` beside the gateway: storage opened not to serve)
+            # builds its graph but never writes the gateway's file
+            saved = (other.path.read_bytes(), other.meta_path.read_text())
+            tool = graph()
+            tool.store_id, tool.saves = "another database", False
+            s = PgMatrixSearch(pool, agent, d, ann=tool, ann_min=1)
+            await s.warm("g3", 59)
+            assert s.ann.origin == "built"
+            s.ann.dirty = True
+            await s.close("g3", 59)
+            assert (other.path.read_bytes(), other.meta_path.read_text()) == saved
     finally:
         await pool.close()

@@ -69,6 +69,7 @@ class PgMemoryIndex:
         self.pipeline: IndexPipeline | None = None
         self._vector_schema_problem: str | None = None
         self.state_dir = config.state_dir
+        self.serving = pg.serving
         self.vsearch: PgMatrixSearch | None = None  # the vectors in memory, kept across re-binds of one dims
 
     @property
@@ -150,6 +151,7 @@ class PgMemoryIndex:
         if ann is not None:
             ann.path.parent.mkdir(parents=True, exist_ok=True)
             ann.store_id, ann.seq_ceiling = await store_position(self.pool)
+            ann.saves = self.serving  # `jarvis memory search` beside the gateway leaves the gateway's file be
         self.vsearch = PgMatrixSearch(self.pool, self.agent_id, dims, s.vector_matrix, ann, s.ann_min_vectors)
         return self.vsearch
 
