@@ -7,6 +7,8 @@ docs/scaling.md asks of gateways sharing the index.
 from __future__ import annotations
 
 
+import asyncio
+
 import numpy as np
 import pytest
 
@@ -837,5 +839,36 @@ async def test_a_vector_stored_later_for_an_older_chunk_is_searched(postgres_url
             s.ann.dirty = True
             await s.close("g3", 59)
             assert (other.path.read_bytes(), other.meta_path.read_text()) == saved
+    finally:
+        await pool.close()
+
+
+async def test_a_search_during_warm_does_not_load_the_matrix_twice(postgres_url, monkeypatch):
+    """Issue 47: warm() loads through the one `_loading` task, so a search arriving meanwhile (the service
+    warms in the background at open) waits on that load instead of starting a second full one."""
+    import asyncpg
+
+    from gateway.storage.postgres.db import migrate, migrate_vectors
+    from gateway.storage.postgres.memory import vector_search
+    from gateway.storage.postgres.memory.vector_search import PgMatrixSearch
+
+    monkeypatch.setattr(vector_search, "MATRIX_THRESHOLD", 0)
+    pool = await asyncpg.create_pool(postgres_url, min_size=1, max_size=3)
+    try:
+        async with pool.acquire() as conn:
+            await migrate(conn)
+        assert await migrate_vectors(pool) is None
+        rng = np.random.default_rng(3)
+        await _vector_rows(pool, "warm-once", {k: rng.normal(size=8).tolist() for k in range(30)})
+        s = PgMatrixSearch(pool, "warm-once", 8)
+        warm = asyncio.create_task(s.warm("g1", 30))
+        await asyncio.sleep(0)  # one turn of the loop: warm has begun its load
+        first = s._loading
+        assert first is not None
+        hits = await s.knn(rng.normal(size=8).astype(np.float32), 3, ("memory",), None, "g1", 30)
+        assert s._loading is first and len(hits) == 3
+        await warm
+        assert s._loading is first and s.matrix_form == "float32"
+        await s.close()
     finally:
         await pool.close()
