@@ -403,19 +403,19 @@ async def _checked_float_knn(
     k = n + max(n, SHORTLIST_MIN)
     ids = np.empty(0, dtype=np.int64)
     exact = np.empty(0, dtype=np.float32)
-    seen = 0
+    seen: set[int] = set()
     while True:
         if m.mat.size <= INLINE_MAX_VALUES:  # ~1 ms of work: less than a hop to a thread on a busy machine
             hits = _float_knn(m, q, k, sources, session_key)
         else:
             hits = await asyncio.to_thread(_float_knn, m, q, k, sources, session_key)
-        cand = np.array([i for i, _ in hits[seen:]], dtype=np.int64)
+        cand = np.array([i for i, _ in hits if i not in seen], dtype=np.int64)  # (ties may reorder)
+        seen.update(cand.tolist())
         if cand.size:
             cand = np.sort(cand)
             found, vecs = await fetch(cand)
             ids = np.concatenate([ids, cand[found]])
             exact = np.concatenate([exact, _exact(vecs, q)])
-        seen = len(hits)
         good = np.isfinite(exact)
         if int(good.sum()) >= n or len(hits) < k:  # enough, or every row that passes the filter was seen
             return _top(ids[good], exact[good], n)
