@@ -126,7 +126,7 @@ class SearchConfig:
         "auto",
         choices=("auto", "float32", "int8"),
         doc="the in-memory vector matrix of a big index: auto = int8 (a quarter of the memory, "
-        "an exact float32 re-score of a shortlist) from 262,144 vectors, float32 below",
+        "an exact float32 re-score of a shortlist) from 256 MiB of float32 (262,144 256-d vectors), float32 below",
     )
     ann_min_vectors: int = setting(
         100_000,

@@ -26,9 +26,13 @@ Tables (named, ordered migrations, recorded in `jarvis_migrations` like the SQLi
 from __future__ import annotations
 
 import asyncpg
+import structlog
 
 from .note_schema import NOTES_MIGRATION, NOTES_SQL, OLD_DELETIONS_SQL, TOMBSTONES_SQL
 from .sqlutil import lock_key
+from .vector_migrations import DROP_HNSW, STRAY_HNSW, VECTOR_MIGRATIONS  # what needs pgvector (v001 on)
+
+log = structlog.get_logger("gateway.storage")
 
 
 MIGRATIONS: list[tuple[str, str]] = [
@@ -321,46 +325,6 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 
-# What needs the `vector` extension (pgvector), which a server may lack: applied when an agent's memory
-# index first opens with embeddings on (`migrate_vectors`) and recorded like the others; a server without
-# pgvector leaves it pending and searches full text only. (Databases whose table an older version made
-# outside the migrations record it on their next open: every statement is IF NOT EXISTS.)
-VECTOR_MIGRATIONS: list[tuple[str, str]] = [
-    (
-        "v001_memory_vectors",
-        """
-        CREATE EXTENSION IF NOT EXISTS vector;
-        CREATE TABLE IF NOT EXISTS memory_vectors (
-            chunk_id bigint PRIMARY KEY REFERENCES memory_chunks(id) ON DELETE CASCADE,
-            agent_id text NOT NULL,
-            source text NOT NULL,
-            session_key text,
-            dims integer NOT NULL,
-            embedding vector NOT NULL
-        );
-        CREATE INDEX IF NOT EXISTS memory_vectors_by_agent ON memory_vectors (agent_id, dims);
-    """,
-    ),
-    # The HNSW indexes of earlier versions (one per dimension count) dropped: the gateway searches vectors in
-    # memory (memory/vector_search.py), and the index was ~2/3 of the server's work of a first sync.
-    (
-        "v002_drop_hnsw",
-        """
-        DO $$
-        DECLARE ix text;
-        BEGIN
-            FOR ix IN SELECT indexname FROM pg_indexes
-                      WHERE schemaname = current_schema() AND tablename = 'memory_vectors'
-                      AND indexname LIKE 'memory_vectors_hnsw_%'
-            LOOP
-                EXECUTE format('DROP INDEX IF EXISTS %I', ix);
-            END LOOP;
-        END $$;
-    """,
-    ),
-]
-
-
 async def migrate(conn: asyncpg.Connection) -> list[str]:
     """Apply the migrations not yet recorded, in order, each in its transaction; return their names.
     Several gateways starting at once take turns (an advisory lock held for the transaction)."""
@@ -387,7 +351,8 @@ async def migrate_vectors(pool: asyncpg.Pool) -> str | None:
     try:
         async with pool.acquire() as conn:
             done = await conn.fetchval("SELECT count(*) FROM jarvis_migrations WHERE name = ANY($1::text[])", names)
-            if done == len(names):
+            stray = await conn.fetchval(STRAY_HNSW)  # an older gateway of this database made it again
+            if done == len(names) and not stray:
                 return None
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key("jarvis:migrations"))
@@ -396,6 +361,9 @@ async def migrate_vectors(pool: asyncpg.Pool) -> str | None:
                     if name not in applied:
                         await conn.execute(sql)
                         await conn.execute("INSERT INTO jarvis_migrations(name) VALUES ($1)", name)
+                    elif name == DROP_HNSW and stray:
+                        log.warning("memory_vectors_hnsw_dropped", note="gateways of one database upgrade together")
+                        await conn.execute(sql)
     except asyncpg.PostgresError as exc:
         return f"pgvector is not available on the database server ({exc}); full-text search only"
     return None

@@ -79,6 +79,7 @@ class Postgres:
         self._listener: asyncpg.Connection | None = None
         self._handlers: dict[str, list[Callable[[dict[str, Any]], Any]]] = {}
         self._watch: asyncio.Task | None = None
+        self.serving = True  # a gateway's (open's `serve`); False: a tool's beside it, which saves no derived data
         self._reconnected: list[Callable[[], Any]] = []
         self._closed = False
         # Chat events leave and arrive in order: one queue and one connection each way.
@@ -110,6 +111,7 @@ class Postgres:
         except ValueError as exc:  # the driver's own reading of the URL (a parameter it does not know, …)
             why = str(exc).replace(self.url, redact(self.url))[:300]
             raise ConfigError(f"storage.url: the PostgreSQL driver cannot use it: {why}") from None
+        self.serving = serve
         applied: list[str] = []
         if schema:
             async with self.pool.acquire() as conn:

@@ -80,7 +80,10 @@ class AnnIndex:
         self.meta_path = Path(str(db_path) + ".ann.json")
         self.dims = dims
         self.by_id = by_id  # ids only grow (PostgreSQL): catch up on new rows instead of rebuilding
-        self.max_id = 0  # the highest chunk id the graph holds (by_id)
+        self.max_id = 0  # by_id: the scan position (rows.py's VectorBatch.last) the graph holds rows up to
+        self.store_id: str | None = None  # by_id: the database's identity, recorded in the saved file
+        self.seq_ceiling: int | None = None  # by_id: the store's position now; a file past it is rebuilt
+        self.saves = True  # False: a tool's process (the gateway beside it owns the file), which never writes it
         self.saved_generation: str | None = None  # the generation of the file it was opened from
         self.index: Any = None  # usearch's Index, once opened or built
         self._next: Any = None  # a graph being built: the sync's adds go to it as well
@@ -105,7 +108,7 @@ class AnnIndex:
             ids = np.ascontiguousarray(ids, dtype=np.uint64)
             vecs = np.ascontiguousarray(vecs, dtype=np.float32)
             if ids.size:
-                self.max_id = max(self.max_id, int(ids.max()))
+                self.max_id = max(self.max_id, int(ids.max())) if not self.by_id else self.max_id
             for ix in {id(x): x for x in (self.index, self._next) if x is not None}.values():
                 there = np.asarray(ix.contains(ids), dtype=np.bool_)
                 if there.any():
@@ -141,7 +144,7 @@ class AnnIndex:
         more = False
         async with contextlib.aclosing(rows.scan(BUILD_BATCH, self.max_id)) as batches:
             async for batch in batches:
-                await asyncio.to_thread(self._add_batch, self.index, batch.ids, batch.vecs)
+                await asyncio.to_thread(self._add_batch, self.index, batch.ids, batch.vecs, batch.last)
                 self.dirty = True
                 more = len(batch) >= BUILD_BATCH
                 break
@@ -155,7 +158,7 @@ class AnnIndex:
         at an older generation); deleted ones stay until a rebuild (the re-score passes over them)."""
         ix = self.index
         async for batch in rows.scan(BUILD_BATCH, self.max_id):
-            await asyncio.to_thread(self._add_batch, ix, batch.ids, batch.vecs)
+            await asyncio.to_thread(self._add_batch, ix, batch.ids, batch.vecs, batch.last)
         self.known = (self.known + [generation])[-8:]
         self.dirty = True
 
@@ -231,8 +234,16 @@ class AnnIndex:
             meta = json.loads(self.meta_path.read_text())
         except (OSError, ValueError):
             return None
+        if self.by_id and (
+            meta.get("store") is None
+            or meta.get("store") != self.store_id
+            or not isinstance(meta.get("seq"), int)
+            or (self.seq_ceiling is not None and meta["seq"] > self.seq_ceiling)
+        ):
+            log.info("memory_ann_stale", path=str(self.path), reason="another database, a restore, or an older file")
+            return None
         if (
-            (meta.get("generation") != generation and not (self.by_id and meta.get("maxId")))
+            (meta.get("generation") != generation and not self.by_id)
             or meta.get("dims") != self.dims
             or not self.path.exists()
             or self.path.stat().st_size != meta.get("bytes")
@@ -244,7 +255,7 @@ class AnnIndex:
         ix.load(str(self.path))
         if ix.ndim != self.dims or (len(ix) < count and not self.by_id):
             return None
-        self.max_id, self.saved_generation = int(meta.get("maxId") or 0), meta.get("generation")
+        self.max_id, self.saved_generation = int(meta.get("seq") or 0), meta.get("generation")
         return ix
 
     async def _build(self, rows: VectorRows, generation: str, count: int) -> None:
@@ -254,9 +265,11 @@ class AnnIndex:
         with self._lock:  # from here the sync's adds go to the new graph too; an old one answers meanwhile
             self._next = ix
             self.known = [generation]
+            if self.by_id:
+                self.max_id = 0  # the new graph's position, from its own scan
         try:
             async for batch in rows.scan(BUILD_BATCH):
-                await asyncio.to_thread(self._add_batch, ix, batch.ids, batch.vecs)
+                await asyncio.to_thread(self._add_batch, ix, batch.ids, batch.vecs, batch.last)
         finally:
             with self._lock:
                 self._next = None
@@ -267,33 +280,42 @@ class AnnIndex:
         with contextlib.suppress(OSError):
             await asyncio.to_thread(self._save, generation, count)
 
-    def _add_batch(self, ix, ids: np.ndarray, vecs: np.ndarray) -> None:
+    def _add_batch(self, ix, ids: np.ndarray, vecs: np.ndarray, last: int = 0) -> None:
         ids = np.ascontiguousarray(ids, dtype=np.uint64)
         vecs = np.ascontiguousarray(vecs, dtype=np.float32)
-        if ids.size:
-            self.max_id = max(self.max_id, int(ids.max()))
         ok = np.isfinite(vecs).all(axis=1) & (np.abs(vecs).sum(axis=1) > 0)
         with self._lock:
-            new = ~np.asarray(ix.contains(ids), dtype=bool) & ok  # the sync may have added a newer one
+            if ids.size:
+                self.max_id = max(self.max_id, last or int(ids.max()))
+            there = np.asarray(ix.contains(ids), dtype=bool)
+            if self.by_id and there.any():  # stored again after the row the graph holds: the table's wins
+                ix.remove(ids[there])
+                there[:] = False
+            new = ~there & ok  # (not by_id) the sync may have added a newer one
             if new.any():  # a build runs alone (the exact search answers): both cores of a small machine
                 ix.add(ids[new], vecs[new], threads=BUILD_THREADS)
 
     def _save(self, generation: str, count: int) -> None:
+        if not self.saves:
+            return
         with self._lock:
-            tmp = self.path.with_name(self.path.name + ".tmp")
+            tag = f".{os.getpid()}.{threading.get_ident()}.tmp"  # another process may save beside this one
+            tmp = self.path.with_name(self.path.name + tag)
             with contextlib.suppress(FileNotFoundError):
                 self.meta_path.unlink()  # no meta: the file is not trusted until the new one is whole
             self.index.save(str(tmp))
+            size, crc = tmp.stat().st_size, _crc(tmp)  # of the bytes written, before another can replace it
             os.replace(tmp, self.path)
             meta = {
                 "generation": generation,
                 "dims": self.dims,
                 "rows": len(self.index),
-                "maxId": self.max_id,
-                "bytes": self.path.stat().st_size,
-                "crc": _crc(self.path),
+                "bytes": size,
+                "crc": crc,
             }
-            mtmp = self.meta_path.with_name(self.meta_path.name + ".tmp")
+            if self.by_id:
+                meta.update(seq=self.max_id, store=self.store_id)
+            mtmp = self.meta_path.with_name(self.meta_path.name + tag)
             mtmp.write_text(json.dumps(meta))
             os.replace(mtmp, self.meta_path)
             self.dirty = False

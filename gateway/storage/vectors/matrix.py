@@ -1,8 +1,8 @@
 """The in-memory vector matrix of a big index, shared by both storage engines (behind rows.py's port:
 the engine's table stays the store of record, the matrix is derived data loaded from it).
 
-The matrix is float32 — searched exactly, row by row (`np.vecdot`: no BLAS, see `_exact`) — until it would hold INT8_MIN_ROWS (262,144)
-vectors, where float32 takes 256 MB at 256-d; from there it is int8 (`memory.search.vectorMatrix` =
+The matrix is float32 — searched exactly, row by row (`np.vecdot`: no BLAS, see `_exact`) — until it
+would take FLOAT32_MAX_BYTES (256 MiB: 262,144 vectors at 256-d, 65,536 at 1,024-d); from there it is int8 (`memory.search.vectorMatrix` =
 "auto"; "float32" or "int8" force one). An int8 row v is round(v / scale) with scale = max|v| / 127
 (symmetric, one float32 scale a row), and ‖v − scale·q8‖, its rounding error. A 256-d row takes 256 + 4
 + 4 bytes instead of 1,024: 1M vectors ~281 MB with ids and filters instead of ~1.04 GB. Each batch is
@@ -38,7 +38,8 @@ from .rows import VectorBatch, VectorRows
 
 MATRIX_THRESHOLD = 4_096
 LOAD_BATCH = 16_384  # rows per fetch while loading the matrix
-INT8_MIN_ROWS = 262_144  # "auto": a matrix of this many vectors or more is int8
+FLOAT32_MAX_BYTES = 256 << 20  # "auto": a matrix whose float32 form would take this much or more is int8
+INT8_MIN_ROWS = FLOAT32_MAX_BYTES // (256 * 4)  # the same bound at 256-d
 MATRIX_BLOCK_BYTES = 4 << 20  # float32 bytes dequantised at a time (fastest measured: 2–8 MiB)
 SHORTLIST_FACTOR, SHORTLIST_MIN = 2, 16  # rows re-scored exactly: max(2n, 16), then what the bound asks for
 FETCH_BATCH = 8_192  # ids per statement when reading exact vectors
@@ -58,6 +59,7 @@ class _Matrix:
     err: np.ndarray | None  # int8: float32 (n,) ‖v − scale·mat‖, the quantisation error of the row
     is_session: np.ndarray  # bool
     session_keys: np.ndarray  # object
+    pos: int = 0  # the scan position of the last row read (rows.py's VectorBatch.last)
 
     def __post_init__(self) -> None:
         n = len(self.ids)
@@ -98,9 +100,13 @@ class _MatrixBuilder:
         self.scale = np.empty(cap if int8 else 0, dtype=np.float32)
         self.err = np.empty(cap if int8 else 0, dtype=np.float32)
         self.unusable: list[int] = []  # chunk ids whose stored vector is NaN or zero
+        self.read: list[np.ndarray] = []  # ids of every row read (usable or not): extend replaces them
+        self.pos = 0
 
     def add(self, batch: VectorBatch) -> None:
         v, ids, srcs, keys = batch.vecs, batch.ids, batch.sources, batch.keys
+        self.pos = max(self.pos, batch.last) if len(batch) else self.pos
+        self.read.append(ids)
         ok = usable(v)
         if not ok.all():  # NaN or zero vectors stored before providers' answers were checked: left out
             self.unusable.extend(int(i) for i, good in zip(ids, ok) if not good)
@@ -140,8 +146,9 @@ class _MatrixBuilder:
                 None if err is None else err[:n].copy(),
                 self.is_session[:n].copy(),
                 self.keys[:n].copy(),
+                self.pos,
             )
-        return _Matrix(generation, self.ids, self.mat, scale, err, self.is_session, self.keys)
+        return _Matrix(generation, self.ids, self.mat, scale, err, self.is_session, self.keys, self.pos)
 
 
 def _rowdot(block: np.ndarray, q: np.ndarray, out: np.ndarray) -> None:
@@ -296,8 +303,21 @@ class _Rescore:
         return idx[rest[idx] != -np.inf]
 
 
-def _extended(m: _Matrix, more: _Matrix, generation: str) -> _Matrix:
-    """`m` with the rows of `more` (built in the same form) after its own, at `generation`."""
+def _extended(m: _Matrix, more: _Matrix, read: np.ndarray, generation: str) -> _Matrix:
+    """`m` with the rows of `more` (built in the same form) after its own, at `generation`; a row of `m`
+    whose chunk id was `read` again (stored again: a new vector, or an unusable one) is dropped."""
+    keep = ~np.isin(m.ids, read)
+    if not keep.all():
+        m = _Matrix(
+            m.generation,
+            m.ids[keep],
+            m.mat[keep],
+            None if m.scale is None else m.scale[keep],
+            None if m.err is None else m.err[keep],
+            m.is_session[keep],
+            m.session_keys[keep],
+            m.pos,
+        )
 
     def cat(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
         return None if a is None or b is None else np.concatenate([a, b])
@@ -313,12 +333,14 @@ def _extended(m: _Matrix, more: _Matrix, generation: str) -> _Matrix:
         err,
         np.concatenate([m.is_session, more.is_session]),
         np.concatenate([m.session_keys, more.session_keys]),
+        max(m.pos, more.pos),
     )
 
 
-def int8_form(choice: str, rows: int) -> bool:
-    """`memory.search.vectorMatrix`: int8 when asked, or ("auto") from INT8_MIN_ROWS rows."""
-    return choice == "int8" or (choice == "auto" and rows >= INT8_MIN_ROWS)
+def int8_form(choice: str, rows: int, dims: int = 256) -> bool:
+    """`memory.search.vectorMatrix`: int8 when asked, or ("auto") once float32 would take FLOAT32_MAX_BYTES,
+    whatever the dims."""
+    return choice == "int8" or (choice == "auto" and rows * dims * 4 >= FLOAT32_MAX_BYTES)
 
 
 async def load_matrix(
@@ -328,38 +350,27 @@ async def load_matrix(
     LOAD_BATCH rows at a time, each batch quantised in a thread as it comes."""
     if expected is None:
         expected = await rows.count()
-    builder = _MatrixBuilder(dims, expected, int8_form(choice, expected))
+    builder = _MatrixBuilder(dims, expected, int8_form(choice, expected, dims))
     async for batch in rows.scan(LOAD_BATCH, after):
         await asyncio.to_thread(builder.add, batch)
     return builder.build(generation), builder.unusable
 
 
-async def extend_matrix(m: _Matrix, rows: VectorRows, generation: str) -> tuple[_Matrix, list[int]]:
-    """`m` with the rows stored after its highest chunk id (ids only grow: PostgreSQL's sequence)."""
-    last = int(m.ids.max()) if len(m.ids) else 0
+async def extend_matrix(m: _Matrix, rows: VectorRows, generation: str) -> tuple[_Matrix, list[int], np.ndarray]:
+    """`m` with the rows stored after its scan position (an insertion order every write advances:
+    PostgreSQL's `seq`), a row it held for a chunk id stored again replaced; and the ids read."""
     builder = _MatrixBuilder(m.mat.shape[1], 0, m.form == "int8")
-    async for batch in rows.scan(LOAD_BATCH, last):
+    async for batch in rows.scan(LOAD_BATCH, m.pos):
         await asyncio.to_thread(builder.add, batch)
-    if builder.n == 0:
-        return _Matrix(generation, m.ids, m.mat, m.scale, m.err, m.is_session, m.session_keys), builder.unusable
+    read = np.concatenate(builder.read) if builder.read else np.empty(0, dtype=np.int64)
+    if read.size == 0:
+        same = _Matrix(generation, m.ids, m.mat, m.scale, m.err, m.is_session, m.session_keys, m.pos)
+        return same, builder.unusable, read
     more = builder.build(generation)
-    return await asyncio.to_thread(_extended, m, more, generation), builder.unusable
+    return await asyncio.to_thread(_extended, m, more, read, generation), builder.unusable, read
 
 
 Fetch = Callable[[np.ndarray], Awaitable[tuple[np.ndarray, np.ndarray]]]  # ids → (found, their vectors)
-
-
-def fetcher(rows: VectorRows, dims: int) -> Fetch:
-    """`matrix_knn`'s reader of exact vectors, over the port: (which ids are still stored, their vectors)."""
-
-    async def fetch(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        got = await rows.fetch(ids.tolist())
-        at = {int(i): j for j, i in enumerate(got.ids)}
-        found = np.fromiter((int(i) in at for i in ids), dtype=bool, count=len(ids))
-        order = [at[int(i)] for i in ids if int(i) in at]
-        return found, got.vecs[order].reshape(-1, dims) if order else np.empty((0, dims), dtype=np.float32)
-
-    return fetch
 
 
 async def matrix_knn(
@@ -370,9 +381,7 @@ async def matrix_knn(
     if n <= 0:
         return []
     if m.form == "float32":
-        if m.mat.size <= INLINE_MAX_VALUES:  # ~1 ms of work: less than a hop to a thread on a busy machine
-            return _float_knn(m, q, n, sources, session_key)
-        return await asyncio.to_thread(_float_knn, m, q, n, sources, session_key)
+        return await _checked_float_knn(m, q, n, sources, session_key, fetch)
     sims, rows = await asyncio.to_thread(_shortlist, m, q, n, sources, session_key)
     r = _Rescore(m, sims, q, n, rows.shape[0])
     for _ in range(64):  # one round; a second when the error bound cannot rule out every other row
@@ -384,22 +393,30 @@ async def matrix_knn(
     return _top(r.ids, r.exact, n)
 
 
-def filtered_top(
-    batch: VectorBatch, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None, whole: bool = False
-) -> list[tuple[int, float]] | None:
-    """ANN candidates' stored rows re-scored exactly and filtered; None when fewer than n pass the filter
-    (a narrow filter: the exact search answers) unless they were the `whole` graph."""
-    keep = np.fromiter(
-        (
-            s in sources and (session_key is None or s != "sessions" or k == session_key)
-            for s, k in zip(batch.sources, batch.keys)
-        ),
-        dtype=bool,
-        count=len(batch),
-    )
-    if int(keep.sum()) < n and not whole:
-        return None
-    scores = _exact(np.ascontiguousarray(batch.vecs[keep]), q)
-    ids = batch.ids[keep]
-    good = np.isfinite(scores)
-    return _top(ids[good], scores[good], n)
+async def _checked_float_knn(
+    m: _Matrix, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None, fetch: Fetch
+) -> list[tuple[int, float]]:
+    """A float32 matrix's best rows, over-fetched by a margin and checked against the table in one
+    statement: a row deleted or replaced since the matrix was loaded is dropped or re-scored from what is
+    stored (the matrix may hold dead rows until it is loaded again); the margin doubles when too few are
+    still stored."""
+    k = n + max(n, SHORTLIST_MIN)
+    ids = np.empty(0, dtype=np.int64)
+    exact = np.empty(0, dtype=np.float32)
+    seen: set[int] = set()
+    while True:
+        if m.mat.size <= INLINE_MAX_VALUES:  # ~1 ms of work: less than a hop to a thread on a busy machine
+            hits = _float_knn(m, q, k, sources, session_key)
+        else:
+            hits = await asyncio.to_thread(_float_knn, m, q, k, sources, session_key)
+        cand = np.array([i for i, _ in hits if i not in seen], dtype=np.int64)  # (ties may reorder)
+        seen.update(cand.tolist())
+        if cand.size:
+            cand = np.sort(cand)
+            found, vecs = await fetch(cand)
+            ids = np.concatenate([ids, cand[found]])
+            exact = np.concatenate([exact, _exact(vecs, q)])
+        good = np.isfinite(exact)
+        if int(good.sum()) >= n or len(hits) < k:  # enough, or every row that passes the filter was seen
+            return _top(ids[good], exact[good], n)
+        k *= 2

@@ -7,6 +7,9 @@ docs/scaling.md asks of gateways sharing the index.
 from __future__ import annotations
 
 
+import asyncio
+
+import numpy as np
 import pytest
 
 from gateway.memory.hit import Hit
@@ -712,5 +715,160 @@ async def test_the_hnsw_index_an_older_version_made_is_dropped(postgres_url):
         assert await migrate_vectors(pool) is None
         gone = await pool.fetchval("SELECT to_regclass('memory_vectors_hnsw_8') IS NULL")
         assert gone
+        # An old gateway of the same database (a rolling upgrade) makes it again, v002 recorded: the new
+        # code finds it at open (a catalog check) and drops it.
+        await pool.execute(
+            "CREATE INDEX IF NOT EXISTS memory_vectors_hnsw_8 ON memory_vectors "
+            "USING hnsw ((embedding::vector(8)) vector_cosine_ops) WHERE dims = 8"
+        )
+        assert await migrate_vectors(pool) is None
+        assert await pool.fetchval("SELECT to_regclass('memory_vectors_hnsw_8') IS NULL")
+    finally:
+        await pool.close()
+
+
+async def _vector_rows(pool, agent: str, vecs: dict[int, list[float] | None]) -> dict[int, int]:
+    """Chunks k → their ids; a vector stored for those given one (None: a chunk left without, as after a
+    provider failure)."""
+
+    ids = {}
+    for k, v in vecs.items():
+        ids[k] = await pool.fetchval(
+            "INSERT INTO memory_chunks(agent_id, path, source, start_line, end_line, hash, text) "
+            "VALUES ($1, $2, 'memory', 1, 1, $3, $3) RETURNING id",
+            agent,
+            f"memory/{k}.md",
+            f"chunk {k}",
+        )
+        if v is not None:
+            await _store_vector(pool, agent, ids[k], v)
+    return ids
+
+
+async def _store_vector(pool, agent: str, chunk_id: int, v) -> None:
+    from gateway.storage.postgres.memory.vectors import vector_text
+
+    await pool.execute(
+        "INSERT INTO memory_vectors(chunk_id, agent_id, source, dims, embedding) "
+        "VALUES ($1, $2, 'memory', $3, $4::text::vector)",
+        chunk_id,
+        agent,
+        len(v),
+        vector_text(np.asarray(v, dtype=np.float32)),
+    )
+
+
+@pytest.mark.parametrize("path", ["ann", "matrix"])
+async def test_a_vector_stored_later_for_an_older_chunk_is_searched(postgres_url, tmp_path, monkeypatch, path):
+    """Issue 47: the matrix and the graph catch up by `seq` (every insert advances it), not by chunk id: a
+    vector stored after them for an OLD chunk (fill_missing after a provider failure) is searched, a
+    saved graph reopened holds it, a graph file of another database is rebuilt; a deleted chunk is never
+    answered, though the float32 matrix still holds it."""
+    import asyncpg
+
+    from gateway.storage.postgres.db import migrate, migrate_vectors
+    from gateway.storage.postgres.memory import vector_search
+    from gateway.storage.postgres.memory.vector_search import PgMatrixSearch, store_position
+    from gateway.storage.vectors.ann import AnnIndex
+
+    monkeypatch.setattr(vector_search, "MATRIX_THRESHOLD", 0)
+    pool = await asyncpg.create_pool(postgres_url, min_size=1, max_size=3)
+    try:
+        async with pool.acquire() as conn:
+            await migrate(conn)
+        assert await migrate_vectors(pool) is None
+        agent, d = f"seq-{path}", 8
+        rng = np.random.default_rng(7)
+        vecs = {k: (None if k == 10 else (rng.normal(size=d) / 3).tolist()) for k in range(60)}
+        ids = await _vector_rows(pool, agent, vecs)
+        store = await store_position(pool)
+
+        def graph() -> AnnIndex | None:
+            if path != "ann":
+                return None
+            ann = AnnIndex(tmp_path / f"{agent}.pg", d, by_id=True)
+            ann.store_id, ann.seq_ceiling = store
+            return ann
+
+        s = PgMatrixSearch(pool, agent, d, ann=graph(), ann_min=1 if path == "ann" else 0)
+        await s.warm("g1", 59)
+        target = np.ones(d, dtype=np.float32) / np.sqrt(d)
+        await _store_vector(pool, agent, ids[10], target)  # older than every id the structures hold
+        hits = await s.knn(target, 3, ("memory",), None, "g2", 60)
+        if path == "matrix":  # the old matrix answers while the rows stored since are read
+            await s._loading
+            hits = await s.knn(target, 3, ("memory",), None, "g2", 60)
+        assert hits[0][0] == ids[10], hits
+        assert s.last_path == path
+        if path == "ann":  # the graph answers: no matrix held beside it, none loaded for a narrow filter
+            warm_load = s._loading  # warm's, while the graph was built
+            assert await s.knn(target, 3, ("sessions",), None, "g2", 60) == []
+            assert s.last_path == "sql" and s._matrix is None and s._loading is warm_load
+        # a deleted chunk: its row leaves the table; the structures still hold it until a rebuild/reload
+        best = np.asarray(vecs[20], dtype=np.float32)
+        await pool.execute("DELETE FROM memory_chunks WHERE id = $1", ids[20])
+        hits = await s.knn(best, 3, ("memory",), None, "g3", 59)
+        assert ids[20] not in [i for i, _ in hits] and len(hits) == 3
+        await s.close("g3", 59)
+        if path == "ann":  # reopened from its file: it holds chunk 10's vector
+            store = await store_position(pool)  # as a gateway reads it at open
+            s = PgMatrixSearch(pool, agent, d, ann=graph(), ann_min=1)
+            await s.warm("g3", 59)
+            assert s.ann.origin == "file"
+            hits = await s.knn(target, 1, ("memory",), None, "g3", 59)
+            assert hits[0][0] == ids[10]
+            await s.close("g3", 59)
+            for case in ("another database", "a restore: the file is past the sequence"):
+                other = graph()
+                if case == "another database":
+                    other.store_id = case
+                else:
+                    other.seq_ceiling = 5
+                s = PgMatrixSearch(pool, agent, d, ann=other, ann_min=1)
+                await s.warm("g3", 59)
+                assert s.ann.origin == "built"
+                await s.close("g3", 59)
+            # a tool's process (`jarvis memory search` beside the gateway: storage opened not to serve)
+            # builds its graph but never writes the gateway's file
+            saved = (other.path.read_bytes(), other.meta_path.read_text())
+            tool = graph()
+            tool.store_id, tool.saves = "another database", False
+            s = PgMatrixSearch(pool, agent, d, ann=tool, ann_min=1)
+            await s.warm("g3", 59)
+            assert s.ann.origin == "built"
+            s.ann.dirty = True
+            await s.close("g3", 59)
+            assert (other.path.read_bytes(), other.meta_path.read_text()) == saved
+    finally:
+        await pool.close()
+
+
+async def test_a_search_during_warm_does_not_load_the_matrix_twice(postgres_url, monkeypatch):
+    """Issue 47: warm() loads through the one `_loading` task, so a search arriving meanwhile (the service
+    warms in the background at open) waits on that load instead of starting a second full one."""
+    import asyncpg
+
+    from gateway.storage.postgres.db import migrate, migrate_vectors
+    from gateway.storage.postgres.memory import vector_search
+    from gateway.storage.postgres.memory.vector_search import PgMatrixSearch
+
+    monkeypatch.setattr(vector_search, "MATRIX_THRESHOLD", 0)
+    pool = await asyncpg.create_pool(postgres_url, min_size=1, max_size=3)
+    try:
+        async with pool.acquire() as conn:
+            await migrate(conn)
+        assert await migrate_vectors(pool) is None
+        rng = np.random.default_rng(3)
+        await _vector_rows(pool, "warm-once", {k: rng.normal(size=8).tolist() for k in range(30)})
+        s = PgMatrixSearch(pool, "warm-once", 8)
+        warm = asyncio.create_task(s.warm("g1", 30))
+        await asyncio.sleep(0)  # one turn of the loop: warm has begun its load
+        first = s._loading
+        assert first is not None
+        hits = await s.knn(rng.normal(size=8).astype(np.float32), 3, ("memory",), None, "g1", 30)
+        assert s._loading is first and len(hits) == 3
+        await warm
+        assert s._loading is first and s.matrix_form == "float32"
+        await s.close()
     finally:
         await pool.close()

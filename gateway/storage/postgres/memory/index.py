@@ -44,7 +44,7 @@ from .fulltext import FTS_CONFIG, PgFullText
 from .ledger import read_statements
 from .reader import PgChunkReader
 from .store import PgIndexStore
-from .vector_search import PgMatrixSearch, ann_path
+from .vector_search import PgMatrixSearch, store_position, ann_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..instance import Postgres
@@ -69,6 +69,7 @@ class PgMemoryIndex:
         self.pipeline: IndexPipeline | None = None
         self._vector_schema_problem: str | None = None
         self.state_dir = config.state_dir
+        self.serving = pg.serving
         self.vsearch: PgMatrixSearch | None = None  # the vectors in memory, kept across re-binds of one dims
 
     @property
@@ -123,6 +124,15 @@ class PgMemoryIndex:
         if vs is not None:
             await vs.close(self._generation, self.counts["vectors"])
 
+    async def _drop_vectors_in_memory(self) -> None:
+        """New settings: the matrix and the graph (and its saved file) hold the old model's vectors."""
+        vs, self.vsearch = self.vsearch, None
+        if vs is not None:
+            await vs.close()  # no generation: nothing saved
+            if vs.ann is not None:
+                for f in (vs.ann.meta_path, vs.ann.path):
+                    f.unlink(missing_ok=True)
+
     def backend_problem(self) -> str | None:
         return self._vector_schema_problem
 
@@ -140,6 +150,8 @@ class PgMemoryIndex:
         ann = AnnIndex(ann_path(self.state_dir, self.agent_id), dims, by_id=True) if s.ann_min_vectors else None
         if ann is not None:
             ann.path.parent.mkdir(parents=True, exist_ok=True)
+            ann.store_id, ann.seq_ceiling = await store_position(self.pool)
+            ann.saves = self.serving  # `jarvis memory search` beside the gateway leaves the gateway's file be
         self.vsearch = PgMatrixSearch(self.pool, self.agent_id, dims, s.vector_matrix, ann, s.ann_min_vectors)
         return self.vsearch
 
@@ -173,6 +185,7 @@ class PgMemoryIndex:
         try:
             async with self.life.write_lock:
                 await self.store.reset(self.life.signature())
+                await self._drop_vectors_in_memory()
                 self.life.rebuild_due = False
                 self.life.old_vectors_ok = True
                 await self.life.open_live_state()

@@ -33,12 +33,11 @@ import numpy as np
 
 from ....tasks import log_failure
 from ...vectors.ann import CANDIDATES_FACTOR, CANDIDATES_MIN, DEAD_SHARE, AnnIndex
+from ...vectors.checked import fetcher, filtered_top
 from ...vectors.matrix import (
     MATRIX_THRESHOLD,
     _Matrix,
     extend_matrix,
-    fetcher,
-    filtered_top,
     load_matrix,
     matrix_knn,
 )
@@ -63,11 +62,13 @@ class PgVectorRows:
         )
 
     async def scan(self, size: int, after: int = 0) -> AsyncGenerator[VectorBatch, None]:
-        """By chunk id from `after`, `size` rows a statement (keyset: no transaction held across them)."""
+        """By `seq` (db.py's v003: every insert takes the next; one agent's writes take turns on its
+        advisory lock, so they commit in that order) from `after`, `size` rows a statement (keyset: no
+        transaction held across them). A vector stored later for an older chunk id comes after."""
         while True:
             rows = await self.pool.fetch(
-                "SELECT chunk_id, source, session_key, vector_send(embedding) FROM memory_vectors "
-                "WHERE agent_id = $1 AND dims = $2 AND chunk_id > $3 ORDER BY chunk_id LIMIT $4",
+                "SELECT chunk_id, source, session_key, vector_send(embedding), seq FROM memory_vectors "
+                "WHERE agent_id = $1 AND dims = $2 AND seq > $3 ORDER BY seq LIMIT $4",
                 self.agent_id,
                 self.dims,
                 after,
@@ -75,10 +76,11 @@ class PgVectorRows:
             )
             if not rows:
                 return
-            yield self._batch(rows)
+            batch = self._batch(rows)
+            batch.pos = after = int(rows[-1][4])
+            yield batch
             if len(rows) < size:
                 return
-            after = int(rows[-1][0])
 
     async def fetch(self, ids: list[int]) -> VectorBatch:
         rows: list[Any] = []
@@ -100,6 +102,17 @@ class PgVectorRows:
             [r[2] for r in rows],
             sent_vectors([r[3] for r in rows], self.dims),
         )
+
+
+async def store_position(pool: asyncpg.Pool) -> tuple[str, int]:
+    """What a saved graph records of the database: its identity (v003's `jarvis_identity`, and the
+    table's oid, which a pg_dump restore makes anew) and how far its vectors' sequence went (a restore
+    rewinds it). A graph file that matches neither is rebuilt, not caught up."""
+    row = await pool.fetchrow(
+        "SELECT (SELECT id FROM jarvis_identity LIMIT 1) || ':' || 'memory_vectors'::regclass::oid::text, "
+        "(SELECT last_value FROM memory_vectors_seq)"
+    )
+    return str(row[0]), int(row[1])
 
 
 def ann_path(state_dir: Path, agent_id: str) -> Path:
@@ -140,9 +153,9 @@ class PgMatrixSearch:
         if m is None or len(m.ids) > count * (1 + DEAD_SHARE) + 1_000:  # first, or deleted rows dominate
             m, unusable = await load_matrix(self.rows, self.dims, generation, self.matrix)
             self.unusable = set(unusable)
-        else:  # rows stored since (ids only grow): appended
-            m, unusable = await extend_matrix(m, self.rows, generation)
-            self.unusable |= set(unusable)
+        else:  # rows stored since (by `seq`, which every insert advances): appended, or replacing
+            m, unusable, read = await extend_matrix(m, self.rows, generation)
+            self.unusable = (self.unusable - {int(i) for i in read}) | set(unusable)  # stored again
         self._matrix = m
         return m
 
@@ -159,7 +172,9 @@ class PgMatrixSearch:
             await ann.wait_tried()
         if (ann is None or not ann.ready) and count > MATRIX_THRESHOLD:
             if self._matrix is None or self._matrix.generation != generation:
-                await self._load(generation, count)
+                self._start_load(generation, count)  # one load at a time: a search's may be under way
+                if self._loading is not None:
+                    await asyncio.shield(self._loading)
         if ann is not None:
             await ann.wait()
             if ann.ready and (self._loading is None or self._loading.done()):
@@ -187,8 +202,13 @@ class PgMatrixSearch:
                 await ann.follow_now(self.rows, generation, count)
                 hits = await self._ann_knn(ann, q, n, sources, session_key)
                 if hits is not None:
+                    if self._matrix is not None and (self._loading is None or self._loading.done()):
+                        self._matrix = None  # the graph answers: the matrix is given back for good
                     self.last_path = "ann"
                     return hits
+                if self._matrix is None:  # a narrow filter: exact in SQL over what it leaves, no matrix load
+                    self.last_path = "sql"
+                    return await self._sql_knn(q, n, sources, session_key)
         m = self._matrix
         if count > MATRIX_THRESHOLD or m is not None:
             if m is None or m.generation != generation:
