@@ -205,7 +205,8 @@ class FilesMemoryIndex:
     def search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
         assert self.reader is not None
         text = Fts5Search(self.reader, self.life.tokenizer, self.cfg.search.context_weight)
-        return SearchPorts(text, SqliteChunkReader(self.reader, vectors is not None))
+        recent = (lambda: vectors.recent) if isinstance(vectors, VectorStore) else None
+        return SearchPorts(text, SqliteChunkReader(self.reader, vectors is not None, recent))
 
     async def _close_index(self) -> None:
         """Close the live index's connections, after stopping what still reads through them in the

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import orjson
@@ -17,10 +17,18 @@ class SqliteChunkReader:
     the SQLite thread, and `vectors_of` those rows answers from them (issue 46: the search asks for the
     vectors of the rows it was just given; a second trip cost more than the read)."""
 
-    def __init__(self, db: Database, vectors: bool = False):
+    def __init__(
+        self,
+        db: Database,
+        vectors: bool = False,
+        recent: Callable[[], tuple[str | None, dict[int, bytes]]] | None = None,
+    ):
         self.db = db
         self.vectors = vectors
         self._read: dict[int, bytes] = {}  # the vectors read with the last chunk_rows (a chunk id's never changes)
+        # The vectors the vector search just read (VectorStore.recent: its generation, the BLOBs by id):
+        # those of the pool's rows are not read again while the file's generation is still theirs.
+        self._recent = recent
 
     async def chunk_rows(self, ids: list[int]) -> list[ChunkRow]:
         sql = (
@@ -33,8 +41,18 @@ class SqliteChunkReader:
 
         def both(conn: Any) -> tuple[list[tuple], dict[int, bytes]]:
             rows = conn.execute(sql, ids).fetchall()
-            blobs = conn.execute(VECTORS_OF, [orjson.dumps(sorted(set(ids))).decode()]).fetchall()
-            return rows, {int(cid): blob for cid, blob in blobs}
+            want = sorted(set(ids))
+            have: dict[int, bytes] = {}
+            generation, known = self._recent() if self._recent is not None else (None, {})
+            if known and generation is not None and any(cid in known for cid in want):
+                now = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+                if now is not None and now[0] == generation:  # (no write since: the ids are the same chunks)
+                    have = {cid: known[cid] for cid in want if cid in known}
+                    want = [cid for cid in want if cid not in have]
+            if want:
+                for cid, blob in conn.execute(VECTORS_OF, [orjson.dumps(want).decode()]).fetchall():
+                    have[int(cid)] = blob
+            return rows, have
 
         rows, self._read = await self.db.call(both)
         return [ChunkRow(*r) for r in rows]

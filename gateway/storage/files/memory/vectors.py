@@ -109,6 +109,10 @@ class VectorStore:
         self.last_path: str | None = None  # how the last search was answered: "ann", "matrix" or "sql"
         self._matrix: _Matrix | None = None
         self._loading: asyncio.Task | None = None
+        # The stored vectors (float32 BLOBs by chunk id) the last graph search read to re-score its
+        # candidates, and the index generation it searched: the chunk reader takes them instead of
+        # reading them again for the pool's rows (issue 46), while the file's generation is still that one.
+        self.recent: tuple[str | None, dict[int, bytes]] = (None, {})
         # Chunk ids whose stored vector is unusable (NaN, zero: stored before providers' answers were
         # checked), seen by the last matrix load or SQL search: passed over, and said in `degraded`.
         self.unusable: set[int] = set()
@@ -174,7 +178,7 @@ class VectorStore:
         m = self._matrix
         if self.ann is not None and self.ann.ready and 0 < self.ann_min <= count:
             self.ann.follow(self.rows, generation, count)
-            hits = await self._ann_knn(q, n, sources, session_key)
+            hits = await self._ann_knn(q, n, sources, session_key, generation)
             if hits is not None:
                 self.last_path = "ann"
                 return hits
@@ -205,7 +209,7 @@ class VectorStore:
         return await matrix_knn(m, q, n, sources, session_key, self._vectors)
 
     async def _ann_knn(
-        self, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None
+        self, q: np.ndarray, n: int, sources: tuple[str, ...], session_key: str | None, generation: str | None = None
     ) -> list[tuple[int, float]] | None:
         """Candidates from the graph, re-scored exactly from the table and filtered there; None when the
         filter leaves fewer than n of them (a narrow filter: the exact search answers)."""
@@ -229,6 +233,7 @@ class VectorStore:
         cand, rows = await self.db.call(candidates)
         if cand.size == 0:
             return None
+        self.recent = (generation, {int(r[0]): r[3] for r in rows})
         keep = [
             r for r in rows if r[1] in sources and (session_key is None or r[1] != "sessions" or r[2] == session_key)
         ]
