@@ -23,8 +23,12 @@ def sentences(snippet: str) -> list[str]:
     """The snippet's sentences, without the speaker labels ("User: …") and the "…" of a cut."""
     out: list[str] = []
     for line in snippet.split("\n"):
-        line = _LABEL.sub("", line).strip(" …")
-        out.extend(s.strip() for s in _SENTENCE.findall(line) if len(s.strip()) > 1)
+        if ":" in line:  # (a label ends in one: no substitution to try on the other lines)
+            line = _LABEL.sub("", line)
+        for s in _SENTENCE.findall(line.strip(" …")):
+            s = s.strip()
+            if len(s) > 1:
+                out.append(s)
     return out
 
 

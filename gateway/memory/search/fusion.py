@@ -8,6 +8,7 @@ the cosine similarity (clipped to [0, 1]).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -117,12 +118,21 @@ def spread_over_files(
     (Candidate, chunk row) pairs; result dicts pass `score`/`path`."""
     if factor >= 1.0 or len(ranked) <= 1:
         return ranked[:k]
-    left = list(ranked)
+    # Each item's score and path read once (issue 46: they were read again for every item left at every
+    # pick, k times the pool); the first of equal scaled scores is picked, as before.
+    scores = [score(x) for x in ranked]
+    paths = [path(x) for x in ranked]
+    left = list(range(len(ranked)))
     picked: list[T] = []
     per_file: dict[str, int] = {}
     while left and len(picked) < k:
-        best = max(range(len(left)), key=lambda i: (score(left[i]) * factor ** per_file.get(path(left[i]), 0), -i))
-        item = left.pop(best)
-        picked.append(item)
-        per_file[path(item)] = per_file.get(path(item), 0) + 1
+        best, top = 0, -math.inf
+        for pos, i in enumerate(left):
+            n = per_file.get(paths[i], 0)
+            v = scores[i] * factor**n if n else scores[i]
+            if v > top or pos == 0:
+                best, top = pos, v
+        i = left.pop(best)
+        picked.append(ranked[i])
+        per_file[paths[i]] = per_file.get(paths[i], 0) + 1
     return picked

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Sequence
 
@@ -88,8 +89,14 @@ def chunk_date(date: str | None, mtime_ns: int | None) -> str | None:
     if date:
         return date
     if mtime_ns:
-        return to_iso(datetime.fromtimestamp(int(mtime_ns) / 1e9, timezone.utc))
+        return _mtime_iso(int(mtime_ns))
     return None
+
+
+@lru_cache(maxsize=4096)
+def _mtime_iso(mtime_ns: int) -> str:
+    """A file's modification time as a hit's date (kept: a search shows the same notes again and again)."""
+    return to_iso(datetime.fromtimestamp(mtime_ns / 1e9, timezone.utc))
 
 
 class Searcher:

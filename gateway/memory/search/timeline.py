@@ -112,7 +112,8 @@ def _describe(h: _Hit, ctx: SnippetContext, v: np.ndarray | None) -> None:
     """A hit's unit vector and matched terms: what `_same_subject` compares (its words: `_words`)."""
     snip = h.result.snippet
     if v is not None:
-        n = float(np.linalg.norm(v))
+        # (np.linalg.norm's own sum for a vector, without its checks: the same float)
+        n = float(np.sqrt(v.dot(v))) if v.ndim == 1 and v.dtype.kind == "f" else float(np.linalg.norm(v))
         h.vec = v / n if n > 0 else None
     h.terms = matched_terms(snip, ctx)
 
@@ -223,7 +224,11 @@ def _annotated(hits: list[_Hit], place: dict[int, float], newer_of: dict[int, st
     for h in order:
         # Scores stay in [0, 1] and follow the new order (a hit that moved up takes the score it overtook).
         ceiling = min(ceiling, max(h.score, min(1.0, place[id(h)])))
-        changes: dict[str, Any] = {"score": round(ceiling, 6)}
+        score = round(ceiling, 6)
+        if len(h.said) <= 1 and id(h) not in newer_of and score == h.result.score:
+            out.append(h.result)  # nothing to change (most hits)
+            continue
+        changes: dict[str, Any] = {"score": score}
         if len(h.said) > 1:
             changes.update(said=len(h.said), first_said=min(h.said), last_said=max(h.said))
         if id(h) in newer_of:
