@@ -312,3 +312,49 @@ async def test_a_sync_by_another_process_is_brought_in_by_a_rebuild(tmp_path):
         assert got[0][0] == int(ids[4_900])
     finally:
         await close_all(reader, writer)
+
+
+async def test_the_pool_takes_the_vectors_the_graph_search_read_only_while_the_generation_stands(tmp_path):
+    """The graph search reads its candidates' stored vectors; the pool's rows take them instead of reading
+    them again (issue 46) — those of the generation the file still has, never those of an earlier one."""
+    from gateway.memory.service import MemoryService
+    from gateway.storage.files.engine import FilesStorage
+    from gateway.storage.files.memory.vectors import read_vectors
+    from tests.unit.test_memory import make_cfg, write
+
+    cfg = make_cfg(tmp_path, **{"memory.search.annMinVectors": "1"})
+    for i in range(40):
+        write(cfg.workspace_dir / "memory" / f"n{i:02d}.md", f"# Note {i}\n\nBaking sourdough bread, loaf {i}.\n")
+    m: MemoryService = memory_service(cfg, FilesStorage(cfg), cfg.agent_id)
+    await m.open()
+    try:
+        await m.sync()
+        await m.warm()
+        index = m.index
+        vectors = index.life.searcher.vectors
+        ask = SearchRequest(query="sourdough bread", k=5, mode="vector", sources=ALL)
+        found = await index.search(ask)
+        assert vectors.last_path == "ann" and found.hits and found.vectors
+        generation, recent = vectors.recent
+        assert generation is not None and recent
+        # What the search answered with is what the table holds.
+        rows = await index.reader.fetchall("SELECT id, path, start_line, end_line FROM chunks")
+        by_key = {(p, a, b): int(cid) for cid, p, a, b in rows}
+        stored = await read_vectors(index.reader, sorted(by_key[h.key] for h in found.hits))
+        for h in found.hits:
+            assert found.vectors[h.key].tobytes() == stored[by_key[h.key]]
+        # Taken from the graph search's read: a BLOB it holds is what the next pool's row gets.
+        first = found.hits[0]
+        marked = np.full(len(found.vectors[first.key]), 0.5, dtype=np.float32).tobytes()
+        vectors.recent = (generation, {**recent, by_key[first.key]: marked})
+        again = await index.search(SearchRequest(query="sourdough bread", k=5, mode="fts", sources=ALL))
+        assert again.vectors[first.key].tobytes() == marked
+        # Not once the file's generation has moved on (a sync wrote since).
+        write(cfg.workspace_dir / "memory" / "new.md", "# New\n\nA harpsichord concert in Leipzig.\n")
+        await m.sync()
+        vectors.recent = (generation, {**recent, by_key[first.key]: marked})
+        later = await index.search(SearchRequest(query="sourdough bread", k=5, mode="fts", sources=ALL))
+        key = first.key
+        assert key in later.vectors and later.vectors[key].tobytes() == stored[by_key[key]]
+    finally:
+        await m.close()
