@@ -26,7 +26,11 @@ ANSWER_TYPE_WEIGHT = 0.3
 
 def term_weights(terms: Sequence[str], texts: Iterable[str]) -> dict[str, float]:
     """IDF-like weight of each query term among the candidate texts (rarer → heavier)."""
-    texts = [t.lower() for t in texts]
+    return _weights(terms, [t.lower() for t in texts])
+
+
+def _weights(terms: Sequence[str], texts: list[str]) -> dict[str, float]:
+    """term_weights of texts already lowercased."""
     n = max(1, len(texts))
     out = {}
     for t in terms:
@@ -75,13 +79,13 @@ class SnippetContext:
         ANSWER_TYPE_WEIGHT of their rarity. `related`: words related to the terms (search/related.py),
         matched too, at RELATED_WEIGHT of their rarity; `terms` stays the query's own."""
         terms = list(terms)
-        texts = list(texts)
-        weights = term_weights(terms, texts)
+        texts = [t.lower() for t in texts]  # (once, for the query's words and the related ones)
+        weights = _weights(terms, texts)
         for t in answer_types:
             if t in weights and len(terms) > 1:
                 weights[t] *= ANSWER_TYPE_WEIGHT
         extra = [w for w in related if w not in weights]
-        for w, v in term_weights(extra, texts).items():
+        for w, v in _weights(extra, texts).items():
             weights[w] = v * RELATED_WEIGHT
         return cls(terms, weights, _term_needles(terms + extra))
 
