@@ -35,7 +35,15 @@ from .chunking import sha256
 from .reading import Work, chunk_diff, extract_statements, new_texts, read_and_chunk
 from .settings import IndexSettings, Progress, SyncStats
 from .sources import SourceFile
-from .workers import for_ledger, prepare_in_worker, start_extractor, start_workers, statements_in_worker, watched
+from .workers import (
+    embed_in_worker,
+    for_ledger,
+    prepare_in_worker,
+    start_extractor,
+    start_workers,
+    statements_in_worker,
+    watched,
+)
 
 log = structlog.get_logger("gateway.memory")
 
@@ -57,6 +65,7 @@ class IndexPipeline:
         self.changes = Changes(store.files, settings)
         self._workers_died = False  # this sync's worker processes died: it prepares in threads
         self._extractor: ProcessPoolExecutor | None = None  # this sync's extractor process (threads prepare)
+        self._embeds_elsewhere = False  # the extractor process embeds this sync's new chunks
 
     @property
     def embeds(self) -> bool:
@@ -185,7 +194,9 @@ class IndexPipeline:
         self._workers_died = False
         extractor = None  # shut down at the end even when lost mid-sync (then self._extractor is None)
         if pool is None and self.s.extractor and len(todo) >= PROCESS_MIN_FILES:
-            extractor = self._extractor = start_extractor()
+            # A portable provider embeds there too (issue 46: on 2 cores this process's GIL was the limit).
+            self._embeds_elsewhere = self.embeds and self.provider.portable
+            extractor = self._extractor = start_extractor(self.provider if self._embeds_elsewhere else None)
         # Load the embedding model (the local one: ~1 s) while the first files are read and chunked.
         warming = asyncio.ensure_future(self.provider.warm()) if todo and self.embeds and pool is None else None
         pending: collections.deque[tuple[int, asyncio.Future[tuple[list[Work], Vectors, Vectors]]]]
@@ -271,6 +282,23 @@ class IndexPipeline:
                 self._lost_extractor(extractor, exc)
         await asyncio.to_thread(extract_statements, changed)
 
+    async def _vectors(self, texts: list[str]) -> np.ndarray:
+        """The provider's vectors of `texts`: from the extractor process when it embeds this sync's chunks
+        (a dead one leaves them, and the rest of the sync's, to this process's threads)."""
+        extractor = self._extractor
+        if extractor is not None and self._embeds_elsewhere:
+            try:
+                out, error = await watched(
+                    extractor, asyncio.get_running_loop().run_in_executor(extractor, embed_in_worker, texts)
+                )
+            except (BrokenProcessPool, RuntimeError, OSError) as exc:
+                self._lost_extractor(extractor, exc)
+            else:
+                if error is not None:
+                    raise error
+                return out
+        return await self.provider.embed(texts)
+
     def _lost_extractor(self, extractor: ProcessPoolExecutor, exc: BaseException) -> None:
         if self._extractor is extractor:
             self._extractor = None
@@ -355,7 +383,7 @@ class IndexPipeline:
             part = todo[i : i + step]
             # Checked here for every provider (a third-party one too): nothing unusable is cached or stored.
             out = check_vectors(
-                await self.provider.embed([texts_by_hash[h] for h in part]), provider_name(self.provider), len(part)
+                await self._vectors([texts_by_hash[h] for h in part]), provider_name(self.provider), len(part)
             )
             fresh = {h: out[j] for j, h in enumerate(part)}
             if fresh_out is not None:
