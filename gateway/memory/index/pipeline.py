@@ -193,6 +193,7 @@ class IndexPipeline:
         pool = start_workers(workers, self.provider if self.embeds else None) if workers else None
         self._workers_died = False
         extractor = None  # shut down at the end even when lost mid-sync (then self._extractor is None)
+        self._embeds_elsewhere = False
         if pool is None and self.s.extractor and len(todo) >= PROCESS_MIN_FILES:
             # A portable provider embeds there too (issue 46: on 2 cores this process's GIL was the limit).
             self._embeds_elsewhere = self.embeds and self.provider.portable
@@ -217,7 +218,11 @@ class IndexPipeline:
                 )
 
         try:
-            for _ in range(workers if pool is not None else 1):
+            # An extractor that embeds is a second pipeline stage: one batch more is read and chunked
+            # while it embeds the last, so neither process waits on the other.
+            for _ in range(
+                workers if pool is not None else 2 if extractor is not None and self._embeds_elsewhere else 1
+            ):
                 submit()
             while pending:
                 n, prepared = pending.popleft()
