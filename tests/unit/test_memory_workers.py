@@ -258,7 +258,7 @@ async def test_a_killed_extractor_leaves_the_statements_to_threads(tmp_path):
     assert statements(state) == statements(threads), "the batches after the kill have their statements too"
 
 
-async def _sync_with_extractor(state: Path, progress=None) -> dict:
+async def _sync_with_extractor(state: Path, progress=None, embed_elsewhere_min_files: int = PROCESS_MIN_FILES) -> dict:
     """A large sync as on 2-3 cores (`memory.sync.processes` -1 there): no worker processes, the extractor
     process lent, the local (portable) provider — whatever the cores of the machine running the test."""
     cfg = load_config({"stateDir": str(state), "memory.sync.onStart": False, "memory.sync.watch": False}, env={})
@@ -267,6 +267,7 @@ async def _sync_with_extractor(state: Path, progress=None) -> dict:
     try:
         pipeline = mgr.index.pipeline
         pipeline.s = dataclasses.replace(pipeline.s, processes=0, extractor=True)
+        pipeline.embed_elsewhere_min_files = embed_elsewhere_min_files  # the corpora here are below the default
         return await mgr.sync(progress=progress)
     finally:
         await mgr.close()
@@ -326,3 +327,18 @@ async def test_a_killed_extractor_leaves_the_embedding_to_threads(tmp_path):
     assert chunks_s == chunks_t and all(row[-1] == 1 for row in chunks_s), "the batches after the kill embedded"
     assert all(vectors_s[k].tobytes() == v.tobytes() for k, v in vectors_t.items())
     assert statements(state) == statements(threads)
+
+
+async def test_a_sync_below_the_threshold_embeds_in_this_process(tmp_path):
+    """Below `EMBED_ELSEWHERE_MIN_FILES` the extractor only extracts: its own model's load would cost more
+    than the GIL it frees; this process embeds, and the statements are the extractor's."""
+    from gateway.memory.index.pipeline import EMBED_ELSEWHERE_MIN_FILES
+
+    state = tmp_path / "state"
+    corpus(state, PROCESS_MIN_FILES + 100)
+    assert PROCESS_MIN_FILES + 103 < EMBED_ELSEWHERE_MIN_FILES
+    steps = _embed_steps()
+    stats = await _sync_with_extractor(state, embed_elsewhere_min_files=EMBED_ELSEWHERE_MIN_FILES)
+    assert _embed_steps() > steps, "this process embedded"
+    assert stats["chunksEmbedded"] > PROCESS_MIN_FILES
+    assert {r[0] for r in statements(state)} >= {"code:locker", "home"}

@@ -52,6 +52,11 @@ BATCH_FILES = 512
 # A sync of this many files or more reads, chunks and embeds in worker processes (when it may): below it,
 # starting them (~1 s: Python, numpy, the model) costs more than they save.
 PROCESS_MIN_FILES = 2 * BATCH_FILES
+# A sync of this many files or more given an extractor process (2-3 cores) has it embed too, with its own
+# copy of the local model: below it, that copy's load (~1-2 s before its first batch) costs more than the
+# GIL it frees (issue 46, a loaded 2-core VM: 4,600 files 0.83x of embedding in threads, 9,200 even,
+# 46,000 1.47x).
+EMBED_ELSEWHERE_MIN_FILES = 16 * BATCH_FILES
 
 Vectors = dict[str, np.ndarray]  # by text hash
 Prepared = tuple[int, list[Work], Vectors, Vectors]  # (files, works, vectors, fresh vectors to cache)
@@ -66,6 +71,7 @@ class IndexPipeline:
         self._workers_died = False  # this sync's worker processes died: it prepares in threads
         self._extractor: ProcessPoolExecutor | None = None  # this sync's extractor process (threads prepare)
         self._embeds_elsewhere = False  # the extractor process embeds this sync's new chunks
+        self.embed_elsewhere_min_files = EMBED_ELSEWHERE_MIN_FILES
 
     @property
     def embeds(self) -> bool:
@@ -196,7 +202,9 @@ class IndexPipeline:
         self._embeds_elsewhere = False
         if pool is None and self.s.extractor and len(todo) >= PROCESS_MIN_FILES:
             # A portable provider embeds there too (issue 46: on 2 cores this process's GIL was the limit).
-            self._embeds_elsewhere = self.embeds and self.provider.portable
+            self._embeds_elsewhere = (
+                self.embeds and self.provider.portable and len(todo) >= self.embed_elsewhere_min_files
+            )
             extractor = self._extractor = start_extractor(self.provider if self._embeds_elsewhere else None)
         # Load the embedding model (the local one: ~1 s) while the first files are read and chunked.
         warming = asyncio.ensure_future(self.provider.warm()) if todo and self.embeds and pool is None else None
