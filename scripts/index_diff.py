@@ -21,6 +21,9 @@ QUERIES = {
     "ledger": "SELECT id, path, subject, value, said, start_line, end_line, text, source, ending FROM ledger ORDER BY id",
     "files": "SELECT path, source, session_key, size, mtime_ns, hash, chunks FROM files ORDER BY path",
     "fts": "SELECT rowid, text, context FROM chunks_fts ORDER BY rowid",
+    # The vectors, as vec0 keeps them (no extension needed): which chunk sits where, and the blocks' bytes.
+    "vector places": "SELECT rowid, id, chunk_id, chunk_offset FROM chunks_vec_rowids ORDER BY rowid",
+    "vectors": "SELECT rowid, vectors FROM chunks_vec_vector_chunks00 ORDER BY rowid",
 }
 
 
@@ -28,7 +31,11 @@ def main(a: str, b: str, agent: str = "main") -> int:
     dbs = [sqlite3.connect(f"file:{d}/agents/{agent}/memory.sqlite?mode=ro", uri=True) for d in (a, b)]
     same = True
     for name, sql in QUERIES.items():
-        rows_a, rows_b = (db.execute(sql).fetchall() for db in dbs)
+        try:
+            rows_a, rows_b = (db.execute(sql).fetchall() for db in dbs)
+        except sqlite3.OperationalError as exc:  # no vector table (vectors off, or none stored yet)
+            print(f"{name}: not compared ({exc})")
+            continue
         ha, hb = (hashlib.sha256(repr(rows).encode()).hexdigest()[:16] for rows in (rows_a, rows_b))
         print(f"{name}: {len(rows_a)} / {len(rows_b)} rows, {ha} / {hb}", "same" if rows_a == rows_b else "DIFFERENT")
         if rows_a != rows_b:

@@ -176,8 +176,8 @@ class SyncConfig:
         doc="worker processes that read, chunk and embed (local model) a sync "
         "of 1024 files or more while this one writes; -1 = one per core "
         "but one, at most 4, none below 4 cores; a sync that gets none (2-3 "
-        "cores, or a provider that cannot go to them) has one that only "
-        "extracts the ledger's statements; 0 = none (threads only); "
+        "cores, or a provider that cannot go to them) has one that "
+        "extracts the ledger's statements (and embeds, local model, from 8192 files); 0 = none (threads only); "
         "each takes ~280 MB while the sync runs",
     )
     recheck_ms: int = setting(

@@ -4,6 +4,7 @@ dies leaves the rest of the sync to threads."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import random
@@ -255,3 +256,89 @@ async def test_a_killed_extractor_leaves_the_statements_to_threads(tmp_path):
     assert not [t for t in threading.enumerate() if type(t).__name__ == "_ExecutorManagerThread"]
     assert stats["indexed"] == PROCESS_MIN_FILES * 2 + 3
     assert statements(state) == statements(threads), "the batches after the kill have their statements too"
+
+
+async def _sync_with_extractor(state: Path, progress=None, embed_elsewhere_min_files: int = PROCESS_MIN_FILES) -> dict:
+    """A large sync as on 2-3 cores (`memory.sync.processes` -1 there): no worker processes, the extractor
+    process lent, the local (portable) provider — whatever the cores of the machine running the test."""
+    cfg = load_config({"stateDir": str(state), "memory.sync.onStart": False, "memory.sync.watch": False}, env={})
+    mgr = memory_service(cfg, FilesStorage(cfg), cfg.agent_id)
+    await mgr.open()
+    try:
+        pipeline = mgr.index.pipeline
+        pipeline.s = dataclasses.replace(pipeline.s, processes=0, extractor=True)
+        pipeline.embed_elsewhere_min_files = embed_elsewhere_min_files  # the corpora here are below the default
+        return await mgr.sync(progress=progress)
+    finally:
+        await mgr.close()
+
+
+def _embed_steps() -> int:
+    """How many embedding steps this process's local model has taken (0: none loaded)."""
+    from gateway.memory.embeddings import local
+
+    return local._segments.clock if local._segments is not None else 0
+
+
+async def test_the_extractor_process_embeds_what_threads_embed(tmp_path):
+    """With a portable provider the extractor process embeds the sync's new chunks too (issue 46: on 2
+    cores this process's GIL was the limit): this process embeds none of them, and the vectors are the
+    ones threads make, byte for byte, beside the same chunks and statements."""
+    threads, helper = tmp_path / "threads", tmp_path / "helper"
+    corpus(threads, PROCESS_MIN_FILES + 100)
+    shutil.copytree(threads, helper, symlinks=True)
+    by_threads = await index(threads, processes=0)
+    seen: set[int] = set()
+    steps = _embed_steps()
+    stats = await _sync_with_extractor(
+        helper, progress=lambda done, total: seen.update(p.pid for p in multiprocessing.active_children())
+    )
+    assert len(seen) == 1, "one extractor process"
+    assert not multiprocessing.active_children(), "shut down with the sync"
+    assert _embed_steps() == steps, "this process embedded nothing"
+    assert stats["chunksEmbedded"] == by_threads["chunksEmbedded"] > PROCESS_MIN_FILES
+    chunks_t, vectors_t = contents(threads)
+    chunks_h, vectors_h = contents(helper)
+    assert chunks_h == chunks_t and all(row[-1] == 1 for row in chunks_h)
+    assert vectors_h.keys() == vectors_t.keys()
+    assert all(vectors_h[k].tobytes() == v.tobytes() for k, v in vectors_t.items())
+    assert statements(helper) == statements(threads)
+
+
+async def test_a_killed_extractor_leaves_the_embedding_to_threads(tmp_path):
+    threads, state = tmp_path / "threads", tmp_path / "state"
+    corpus(threads, PROCESS_MIN_FILES * 2)
+    shutil.copytree(threads, state, symlinks=True)
+    killed: list[int] = []
+
+    def kill_the_extractor(done: int, total: int) -> None:
+        if done and not killed:
+            for child in multiprocessing.active_children():
+                os.kill(child.pid, signal.SIGKILL)
+                killed.append(child.pid)
+
+    await index(threads, processes=0)
+    stats = await _sync_with_extractor(state, progress=kill_the_extractor)
+    assert killed, "the extractor process was running"
+    assert not multiprocessing.active_children()
+    assert stats["indexed"] == PROCESS_MIN_FILES * 2 + 3
+    chunks_t, vectors_t = contents(threads)
+    chunks_s, vectors_s = contents(state)
+    assert chunks_s == chunks_t and all(row[-1] == 1 for row in chunks_s), "the batches after the kill embedded"
+    assert all(vectors_s[k].tobytes() == v.tobytes() for k, v in vectors_t.items())
+    assert statements(state) == statements(threads)
+
+
+async def test_a_sync_below_the_threshold_embeds_in_this_process(tmp_path):
+    """Below `EMBED_ELSEWHERE_MIN_FILES` the extractor only extracts: its own model's load would cost more
+    than the GIL it frees; this process embeds, and the statements are the extractor's."""
+    from gateway.memory.index.pipeline import EMBED_ELSEWHERE_MIN_FILES
+
+    state = tmp_path / "state"
+    corpus(state, PROCESS_MIN_FILES + 100)
+    assert PROCESS_MIN_FILES + 103 < EMBED_ELSEWHERE_MIN_FILES
+    steps = _embed_steps()
+    stats = await _sync_with_extractor(state, embed_elsewhere_min_files=EMBED_ELSEWHERE_MIN_FILES)
+    assert _embed_steps() > steps, "this process embedded"
+    assert stats["chunksEmbedded"] > PROCESS_MIN_FILES
+    assert {r[0] for r in statements(state)} >= {"code:locker", "home"}

@@ -35,7 +35,15 @@ from .chunking import sha256
 from .reading import Work, chunk_diff, extract_statements, new_texts, read_and_chunk
 from .settings import IndexSettings, Progress, SyncStats
 from .sources import SourceFile
-from .workers import for_ledger, prepare_in_worker, start_extractor, start_workers, statements_in_worker, watched
+from .workers import (
+    embed_in_worker,
+    for_ledger,
+    prepare_in_worker,
+    start_extractor,
+    start_workers,
+    statements_in_worker,
+    watched,
+)
 
 log = structlog.get_logger("gateway.memory")
 
@@ -44,6 +52,11 @@ BATCH_FILES = 512
 # A sync of this many files or more reads, chunks and embeds in worker processes (when it may): below it,
 # starting them (~1 s: Python, numpy, the model) costs more than they save.
 PROCESS_MIN_FILES = 2 * BATCH_FILES
+# A sync of this many files or more given an extractor process (2-3 cores) has it embed too, with its own
+# copy of the local model: below it, that copy's load (~1-2 s before its first batch) costs more than the
+# GIL it frees (issue 46, a loaded 2-core VM: 4,600 files 0.83x of embedding in threads, 9,200 even,
+# 46,000 1.47x).
+EMBED_ELSEWHERE_MIN_FILES = 16 * BATCH_FILES
 
 Vectors = dict[str, np.ndarray]  # by text hash
 Prepared = tuple[int, list[Work], Vectors, Vectors]  # (files, works, vectors, fresh vectors to cache)
@@ -57,6 +70,8 @@ class IndexPipeline:
         self.changes = Changes(store.files, settings)
         self._workers_died = False  # this sync's worker processes died: it prepares in threads
         self._extractor: ProcessPoolExecutor | None = None  # this sync's extractor process (threads prepare)
+        self._embeds_elsewhere = False  # the extractor process embeds this sync's new chunks
+        self.embed_elsewhere_min_files = EMBED_ELSEWHERE_MIN_FILES
 
     @property
     def embeds(self) -> bool:
@@ -184,8 +199,13 @@ class IndexPipeline:
         pool = start_workers(workers, self.provider if self.embeds else None) if workers else None
         self._workers_died = False
         extractor = None  # shut down at the end even when lost mid-sync (then self._extractor is None)
+        self._embeds_elsewhere = False
         if pool is None and self.s.extractor and len(todo) >= PROCESS_MIN_FILES:
-            extractor = self._extractor = start_extractor()
+            # A portable provider embeds there too (issue 46: on 2 cores this process's GIL was the limit).
+            self._embeds_elsewhere = (
+                self.embeds and self.provider.portable and len(todo) >= self.embed_elsewhere_min_files
+            )
+            extractor = self._extractor = start_extractor(self.provider if self._embeds_elsewhere else None)
         # Load the embedding model (the local one: ~1 s) while the first files are read and chunked.
         warming = asyncio.ensure_future(self.provider.warm()) if todo and self.embeds and pool is None else None
         pending: collections.deque[tuple[int, asyncio.Future[tuple[list[Work], Vectors, Vectors]]]]
@@ -206,7 +226,11 @@ class IndexPipeline:
                 )
 
         try:
-            for _ in range(workers if pool is not None else 1):
+            # An extractor that embeds is a second pipeline stage: one batch more is read and chunked
+            # while it embeds the last, so neither process waits on the other.
+            for _ in range(
+                workers if pool is not None else 2 if extractor is not None and self._embeds_elsewhere else 1
+            ):
                 submit()
             while pending:
                 n, prepared = pending.popleft()
@@ -270,6 +294,23 @@ class IndexPipeline:
             except (BrokenProcessPool, OSError) as exc:
                 self._lost_extractor(extractor, exc)
         await asyncio.to_thread(extract_statements, changed)
+
+    async def _vectors(self, texts: list[str]) -> np.ndarray:
+        """The provider's vectors of `texts`: from the extractor process when it embeds this sync's chunks
+        (a dead one leaves them, and the rest of the sync's, to this process's threads)."""
+        extractor = self._extractor
+        if extractor is not None and self._embeds_elsewhere:
+            try:
+                out, error = await watched(
+                    extractor, asyncio.get_running_loop().run_in_executor(extractor, embed_in_worker, texts)
+                )
+            except (BrokenProcessPool, RuntimeError, OSError) as exc:
+                self._lost_extractor(extractor, exc)
+            else:
+                if error is not None:
+                    raise error
+                return out
+        return await self.provider.embed(texts)
 
     def _lost_extractor(self, extractor: ProcessPoolExecutor, exc: BaseException) -> None:
         if self._extractor is extractor:
@@ -355,7 +396,7 @@ class IndexPipeline:
             part = todo[i : i + step]
             # Checked here for every provider (a third-party one too): nothing unusable is cached or stored.
             out = check_vectors(
-                await self.provider.embed([texts_by_hash[h] for h in part]), provider_name(self.provider), len(part)
+                await self._vectors([texts_by_hash[h] for h in part]), provider_name(self.provider), len(part)
             )
             fresh = {h: out[j] for j, h in enumerate(part)}
             if fresh_out is not None:

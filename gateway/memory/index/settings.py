@@ -34,7 +34,8 @@ class IndexSettings:
     redact: bool  # secrets in transcript messages are masked before they are chunks (`memory.redactSecrets`)
     # A large sync that gets no worker processes (2-3 cores with `memory.sync.processes` -1, or a provider
     # that cannot go to them) extracts the ledger's statements in one process of its own, beside this
-    # one's chunking, embedding and writing (issue 46); never with `memory.sync.processes` 0.
+    # one's chunking and writing, which embeds there too with a portable provider (issue 46); never with
+    # `memory.sync.processes` 0.
     extractor: bool
 
     @classmethod

@@ -136,12 +136,18 @@ def prepare_in_worker(
         return works, [], None, EmbeddingError(str(exc), exc.retryable, exc.retry_after)
 
 
-def start_extractor() -> ProcessPoolExecutor | None:
-    """One process that only extracts the ledger's statements (`statements_in_worker`), for a large sync
-    prepared in threads on 2-3 cores: the extraction is Python that would otherwise hold this process's
-    GIL beside the chunking, the embedding and the writes (issue 46). None where processes cannot start."""
+def start_extractor(provider: EmbeddingProvider | None = None) -> ProcessPoolExecutor | None:
+    """One process that extracts the ledger's statements (`statements_in_worker`) for a large sync
+    prepared in threads on 2-3 cores, and with a portable `provider` embeds its new chunks too
+    (`embed_in_worker`, its own copy of the provider): both are Python that would otherwise hold this
+    process's GIL beside the reading, chunking and writes (issue 46). None where processes cannot start."""
     try:
-        return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        return ProcessPoolExecutor(
+            1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_worker_start,
+            initargs=(type(provider) if provider is not None else None,),
+        )
     except (OSError, ValueError, ImportError, NotImplementedError) as exc:
         log.warning("memory_sync_workers_unavailable", error=str(exc))
         return None
@@ -160,3 +166,14 @@ def statements_in_worker(files: list[tuple[SourceFile, list[ChunkForLedger]]]) -
     """In the extractor process: the ledger's statements of each (file, its chunks as `for_ledger` sent
     them), in order."""
     return [statements_of(sf, [Chunk(a, b, t, "", "", sp, "", d) for a, b, t, sp, d in rows]) for sf, rows in files]
+
+
+def embed_in_worker(texts: list[str]) -> tuple[np.ndarray | None, EmbeddingError | None]:
+    """In the extractor process: the vectors of `texts` by its copy of the provider (`embed_sync`, as a
+    thread of the gateway would run it), or the provider's error."""
+    if _worker_provider is None:  # pragma: no cover - started without a provider: never asked
+        return None, EmbeddingError("no provider in the extractor process", retryable=False)
+    try:
+        return _worker_provider.embed_sync(texts), None
+    except EmbeddingError as exc:
+        return None, EmbeddingError(str(exc), exc.retryable, exc.retry_after)
