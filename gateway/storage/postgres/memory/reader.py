@@ -23,8 +23,8 @@ class PgChunkReader:
         )
         return [ChunkRow(*r) for r in rows]
 
-    async def vectors_of(self, ids: list[int]) -> dict[int, np.ndarray]:
-        if not ids:
+    async def vectors_of(self, ids: list[int], read: bool = True) -> dict[int, np.ndarray]:
+        if not ids or not read:  # (none in hand: chunk_rows reads no vectors)
             return {}
         rows = await self.pool.fetch(
             "SELECT c.id, v.embedding::text FROM memory_chunks c JOIN memory_vectors v ON v.chunk_id = c.id "
