@@ -290,8 +290,11 @@ class ChunkReader(Protocol):
     async def chunk_rows(self, ids: list[int]) -> list[ChunkRow]:
         """The rows of these ids that are still there, in any order."""
 
-    async def vectors_at(self, keys: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], np.ndarray]:
-        """The stored vectors of the chunks at these (path, start line, end line)."""
+    async def vectors_at(
+        self, keys: list[tuple[str, int, int]], ids: Mapping[tuple[str, int, int], int] | None = None
+    ) -> dict[tuple[str, int, int], np.ndarray]:
+        """The stored vectors of the chunks at these (path, start line, end line). `ids`: each key's chunk
+        id as a search found it (every key's): looked up by id, kept where the chunk is still at its key."""
 
     async def vectors_of(self, ids: list[int], read: bool = True) -> dict[int, np.ndarray]:
         """The stored vectors of these chunk ids (those that have one), by id. `read` False: only those

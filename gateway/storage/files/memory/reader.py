@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import orjson
@@ -57,18 +57,32 @@ class SqliteChunkReader:
             got = await read_vectors(self.db, sorted(set(ids)))
         return {cid: np.frombuffer(got[cid], dtype=np.float32) for cid in sorted(set(ids)) if cid in got}
 
-    async def vectors_at(self, keys: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], np.ndarray]:
-        """One statement: each key's chunk through `chunks_identity`, its vector by a point lookup in vec0
-        (not every chunk of the keys' files, then their vectors in a second trip: issue 46)."""
+    async def vectors_at(
+        self, keys: list[tuple[str, int, int]], ids: Mapping[tuple[str, int, int], int] | None = None
+    ) -> dict[tuple[str, int, int], np.ndarray]:
+        """One statement: each key's chunk through `chunks_identity` (or by its id, `ids`: the search's,
+        kept only where the chunk is still at that key), its vector by a point lookup in vec0 (not every
+        chunk of the keys' files, then their vectors in a second trip: issue 46)."""
         if not keys:
             return {}
         out: dict[tuple[str, int, int], np.ndarray] = {}
-        for path, a, b, blob in await self.db.fetchall(
-            "SELECT c.path, c.start_line, c.end_line, v.embedding FROM json_each(?) AS j "
-            "CROSS JOIN chunks AS c ON c.path = json_extract(j.value, '$[0]') "
-            "AND c.start_line = json_extract(j.value, '$[1]') AND c.end_line = json_extract(j.value, '$[2]') "
-            "CROSS JOIN chunks_vec AS v ON v.chunk_id = c.id",
-            [orjson.dumps([list(k) for k in dict.fromkeys(keys)]).decode()],
-        ):
-            out[(path, int(a), int(b))] = np.frombuffer(blob, dtype=np.float32)
+        want = dict.fromkeys(keys)
+        if ids is not None:
+            sql = (
+                "SELECT c.path, c.start_line, c.end_line, v.embedding FROM json_each(?) AS j "
+                "CROSS JOIN chunks AS c ON c.id = j.value CROSS JOIN chunks_vec AS v ON v.chunk_id = c.id"
+            )
+            arg = orjson.dumps(sorted({ids[k] for k in want})).decode()
+        else:
+            sql = (
+                "SELECT c.path, c.start_line, c.end_line, v.embedding FROM json_each(?) AS j "
+                "CROSS JOIN chunks AS c ON c.path = json_extract(j.value, '$[0]') "
+                "AND c.start_line = json_extract(j.value, '$[1]') AND c.end_line = json_extract(j.value, '$[2]') "
+                "CROSS JOIN chunks_vec AS v ON v.chunk_id = c.id"
+            )
+            arg = orjson.dumps([list(k) for k in want]).decode()
+        for path, a, b, blob in await self.db.fetchall(sql, [arg]):
+            key = (path, int(a), int(b))
+            if key in want:
+                out[key] = np.frombuffer(blob, dtype=np.float32)
         return out
