@@ -39,7 +39,7 @@ from .search.backends import BuiltinBackend, CircuitBreaker, FallbackBackend, Se
 from .search.qmd import QmdBackend
 from .search.request import SearchRequest
 from .search.snippets import Exclude
-from .search.timeline import arrange
+from .search.timeline import prepare
 from .sync import DirtyMarks, SyncRequest
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -186,7 +186,7 @@ class MemoryAnswers:
         question = Asked(query)  # read once: the steps below take it (search/asked.py)
         try:
             # (the stored vectors of the hits, when the search read them)
-            hits = await self._rerank(question, hits, k, min_score, found.vectors)
+            hits = await self._rerank(question, hits, k, min_score, found.vectors, found.ids)
         except BaseException:
             subjects.cancel()  # (it embeds in the background otherwise)
             raise
@@ -295,20 +295,28 @@ class MemoryAnswers:
         return min(100, max(3 * k, 20)) - k if (s.mmr or s.time_decay) else POOL_SPARE
 
     async def _rerank(
-        self, question: Asked, results: list[Hit], k: int, min_score: float, known: Vectors | None = None
+        self,
+        question: Asked,
+        results: list[Hit],
+        k: int,
+        min_score: float,
+        known: Vectors | None = None,
+        ids: dict[tuple[str, int, int], int] | None = None,
     ) -> list[Hit]:
         s = self.cfg.search
         if s.time_decay and results:
             now = self.decay_now or datetime.now(timezone.utc)
             results = apply_time_decay(results, decay_dates(results), now, s.half_life_days)
+        plan = prepare(results, question)
         vectors = None
-        if len(results) > 1:
-            keys = [r.key for r in results]
+        if len(results) > 1 and plan.wanted:  # (the timeline compares the stored vectors of these few)
+            keys = [results[i].key for i in plan.wanted]
             if known is not None and all(key in known for key in keys):
-                vectors = {i: known[key] for i, key in enumerate(keys)}  # (the search read them: no second trip)
+                vectors = {i: known[key] for i, key in zip(plan.wanted, keys)}  # (the search had them)
             else:
-                vectors = await self.index.stored_vectors(results)
-        results = [r for r in arrange(results, question, vectors) if r.score >= min_score]
+                got = await self.index.stored_vectors([results[i] for i in plan.wanted], ids)
+                vectors = {plan.wanted[j]: v for j, v in got.items()} if got else None
+        results = [r for r in plan.finish(vectors) if r.score >= min_score]
         if s.mmr:
             return mmr_rerank(results, k, s.mmr_lambda, await self.index.stored_vectors(results))
         return results[:k]

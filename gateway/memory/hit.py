@@ -67,7 +67,8 @@ class Found:
     mode: str
     embeddings: Embeddings
     degraded: str | None = None
-    vectors: "Vectors | None" = field(default=None, repr=False)
+    vectors: "Vectors | None" = field(default=None, repr=False)  # those the search has in hand (not all)
+    ids: "dict[tuple[str, int, int], int] | None" = field(default=None, repr=False)  # chunk id by hit key
 
 
 class WireFact(TypedDict):

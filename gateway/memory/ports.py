@@ -290,11 +290,15 @@ class ChunkReader(Protocol):
     async def chunk_rows(self, ids: list[int]) -> list[ChunkRow]:
         """The rows of these ids that are still there, in any order."""
 
-    async def vectors_at(self, keys: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], np.ndarray]:
-        """The stored vectors of the chunks at these (path, start line, end line)."""
+    async def vectors_at(
+        self, keys: list[tuple[str, int, int]], ids: Mapping[tuple[str, int, int], int] | None = None
+    ) -> dict[tuple[str, int, int], np.ndarray]:
+        """The stored vectors of the chunks at these (path, start line, end line). `ids`: each key's chunk
+        id as a search found it (every key's): looked up by id, kept where the chunk is still at its key."""
 
-    async def vectors_of(self, ids: list[int]) -> dict[int, np.ndarray]:
-        """The stored vectors of these chunk ids (those that have one), by id."""
+    async def vectors_of(self, ids: list[int], read: bool = True) -> dict[int, np.ndarray]:
+        """The stored vectors of these chunk ids (those that have one), by id. `read` False: only those
+        in hand (the last `chunk_rows` came with), without reading."""
 
 
 # ---- the service's view of an index -----------------------------------------------------------------------
@@ -399,8 +403,11 @@ class MemoryIndex(Protocol):
         """The built-in search backend's answer (memory/hit.py's Found): the best k, plus up to `spare`
         more after them, ranked as for k (the memory service's room to fold repeats into one)."""
 
-    async def stored_vectors(self, results: list[Hit]) -> dict[int, np.ndarray] | None:
-        """The results' stored vectors (index in `results` → vector) for MMR; None without vectors."""
+    async def stored_vectors(
+        self, results: list[Hit], ids: Mapping[tuple[str, int, int], int] | None = None
+    ) -> dict[int, np.ndarray] | None:
+        """The results' stored vectors (index in `results` → vector) for MMR and the timeline; None without
+        vectors. `ids`: chunk ids by hit key (Found.ids), read by id when every result's is there."""
 
     async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:
         """Files and chunks by source, embedding cache entries, stored vector dims (0: none)."""

@@ -120,10 +120,15 @@ def mmr_rerank(
     return [results[i] for i in order]
 
 
-async def stored_vectors(reader: ChunkReader, results: Sequence[Hit]) -> dict[int, np.ndarray] | None:
-    """Stored vectors of the results' chunks (index in `results` → vector), when there are any."""
+async def stored_vectors(
+    reader: ChunkReader, results: Sequence[Hit], ids: Mapping[tuple[str, int, int], int] | None = None
+) -> dict[int, np.ndarray] | None:
+    """Stored vectors of the results' chunks (index in `results` → vector), when there are any. `ids`:
+    chunk ids by hit key (the search's): looked up by id when every result's is there (a chunk no longer
+    at its key, after a sync since, is left out), else by key."""
     if not results:
         return None
     keys = [r.key for r in results]
-    vecs = await reader.vectors_at(sorted(set(keys)))
+    known = {key: ids[key] for key in keys if key in ids} if ids is not None else {}
+    vecs = await reader.vectors_at(sorted(set(keys)), known if len(known) == len(set(keys)) else None)
     return {i: vecs[key] for i, key in enumerate(keys) if key in vecs} or None

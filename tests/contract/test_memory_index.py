@@ -192,6 +192,28 @@ async def test_stored_vectors_are_the_results_own_and_the_cache_keeps_what_is_pu
     assert await mem.index.embedding_cache("contract", "m2", 100).get_many(["h1"]) == {}
 
 
+async def test_the_results_vectors_by_the_searchs_ids_are_theirs_and_a_moved_chunk_is_left_out(storage, mem):
+    """The timeline reads the few vectors it compares by the chunk ids the search found (Found.ids; issue
+    46): the same vectors as by (path, lines); after a sync that changed a file, its old ids give nothing
+    (a chunk id of SQLite may be taken again), the other results' still answer."""
+    write_note(storage, "memory/boat.md", BOAT)
+    write_note(storage, "memory/garden.md", GARDEN)
+    await mem.sync()
+    found = await mem.search("boat garden", "fts")
+    results = found.hits
+    assert len(results) >= 2 and found.ids is not None and set(found.ids) == {r.key for r in results}
+    by_key = await mem.index.stored_vectors(results)
+    by_id = await mem.index.stored_vectors(results, found.ids)
+    assert by_key is not None and by_id is not None and set(by_id) == set(by_key) == set(range(len(results)))
+    assert all(np.array_equal(by_id[i], by_key[i]) for i in by_key)
+    write_note(storage, "memory/boat.md", "# Boat\n\nA short note now.\n\nIt is shorter than the first one was.\n")
+    await mem.sync(memory=True, sessions=False)
+    after = await mem.index.stored_vectors(results, found.ids) or {}
+    moved = {i for i, r in enumerate(results) if r.path == "memory/boat.md"}
+    assert moved and not moved & set(after)
+    assert set(after) == set(range(len(results))) - moved
+
+
 async def test_changed_settings_rebuild_the_index_and_it_answers_meanwhile(storage, mem):
     write_note(storage, "memory/boat.md", BOAT)
     await mem.sync()

@@ -355,6 +355,10 @@ async def test_the_pool_takes_the_vectors_the_graph_search_read_only_while_the_g
         vectors.recent = (generation, {**recent, by_key[first.key]: marked})
         later = await index.search(SearchRequest(query="sourdough bread", k=5, mode="fts", sources=ALL))
         key = first.key
-        assert key in later.vectors and later.vectors[key].tobytes() == stored[by_key[key]]
+        assert key not in (later.vectors or {})  # (none in hand: the timeline reads those it compares)
+        assert later.ids is not None and later.ids[key] == by_key[key]
+        read = await index.stored_vectors(later.hits, later.ids)
+        assert read is not None
+        assert read[[h.key for h in later.hits].index(key)].tobytes() == stored[by_key[key]]
     finally:
         await m.close()

@@ -204,3 +204,23 @@ def test_snippet_shows_how_the_next_message_begins():
     head, rest = out.split("\n", 1)
     assert rest == msgs[2] and head.startswith("Ben: lovely lovely") and head.endswith("…")
     assert len(out) <= len(msgs[2]) + 100
+
+
+def test_a_segment_scores_the_same_with_only_the_needles_its_chunk_holds():
+    """`needles_in` (issue 46): a chunk's segments are scored with only the query's (and related) words
+    its whole window holds — the same scores and first matches as with all of them; a text that is not
+    ASCII keeps them all (lowercasing a part of it need not give a part of the whole's)."""
+    from gateway.memory.search.snippets import SnippetContext, needles_in, score_segment
+
+    text = "User: The Greyhound leaves at nine.\nAssistant: Book the greyhounds early.\nUser: And the bus back?"
+    context = "User: Trains are slower."
+    whole = text + "\n" + context
+    terms, related = ["greyhound", "bus", "ferry"], ["coach", "train"]
+    full = SnippetContext.build(terms, [whole], related=related)
+    some = SnippetContext.build(terms, [whole], related=related)
+    there = needles_in(whole, some)
+    assert [n[0] for n in there] == ["greyhound", "bus", "train"]  # (no ferry, no coach)
+    for seg in [*text.split("\n"), context, whole]:
+        a, b = score_segment(seg, full), score_segment(seg, some, there)
+        assert (a.score, a.first_hit) == (b.score, b.first_hit)
+    assert needles_in("Zoë took the Greyhound", some) == some.needles

@@ -12,7 +12,7 @@ from gateway.memory.hit import Hit
 from gateway.memory.present import heading, wire
 from gateway.memory.search.query import answer_type_terms, query_terms
 from gateway.memory.search.asked import later_terms, temporal_intent
-from gateway.memory.search.timeline import arrange
+from gateway.memory.search.timeline import arrange, prepare
 
 
 @pytest.mark.parametrize(
@@ -266,3 +266,21 @@ def test_a_non_ascii_name_is_a_name_the_question_asks_about(name):
     )
     out = arrange(pair, f"What colour is {name} painted now?", APART)
     assert paths(out) == ["b", "a"] and out[1].superseded_by == SEPTEMBER
+
+
+def test_the_timeline_wants_the_vectors_only_of_the_hits_it_compares():
+    """`prepare` names the few results whose stored vectors the timeline compares (issue 46: the search
+    read its whole pool's); given only those, the answer is the one all of them give."""
+    others = [
+        hit(f"sessions/x{i}.jsonl", 0.5 - i / 100, f"2025-0{i + 1}-02T10:00:00.000Z", f"User: Note {i} on tides.")
+        for i in range(4)
+    ]
+    results = [OLD, NEW, ASK, RAIN, *others]
+    every = {**VECTORS, **{4 + i: np.array([0.5, 0.5 + i]) for i in range(4)}}
+    for question in ("What's the gate code?", "What was the old gate code?", "gate code"):
+        plan = prepare(results, question)
+        assert plan.wanted and set(plan.wanted) <= {0, 1, 2, 3, 4}  # (the window: five of the eight)
+        only = prepare(results, question).finish({i: every[i] for i in plan.wanted})
+        assert only == arrange(results, question, every)
+    # An event's hits keep their order: no vectors wanted at all.
+    assert prepare(results, "When did they change the gate code?").wanted == []

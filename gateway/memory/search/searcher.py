@@ -28,7 +28,7 @@ from .fusion import Candidate, fuse, shared_ranks, single_list_scores, spread_ov
 from .query import answer_type_terms, query_terms
 from .request import SearchRequest
 from .related import RELATED_LIST_WEIGHT, RELATED_WEIGHT, related_terms
-from .snippets import EchoTest, Exclude, SnippetContext, only_asks, score_segment, segments, snippet
+from .snippets import EchoTest, Exclude, SnippetContext, needles_in, only_asks, score_segment, segments, snippet
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...config import SearchConfig
@@ -232,7 +232,7 @@ class Searcher:
         # Not a hit: a chunk that shares no word with the query and whose embedding is not close to the
         # query's either — unless nothing is and the query asks about the person's own life (floor.py).
         cands, fallback = above_floor(cands, query, o.min_similarity)
-        results, vectors = await self._materialise(
+        results, vectors, ids = await self._materialise(
             cands,
             k,
             terms,
@@ -246,7 +246,7 @@ class Searcher:
         )
         if fallback:  # the closest of what is not close: low scores (floor.py)
             results = [r._replace(score=round(float(r.score) * FALLBACK_SCALE, 6)) for r in results]
-        return Found(results, used, emb, "; ".join(degraded) or None, vectors or None)
+        return Found(results, used, emb, "; ".join(degraded) or None, vectors or None, ids)
 
     async def _materialise(
         self,
@@ -260,8 +260,9 @@ class Searcher:
         exclude: Exclude | None = None,
         answer_types: frozenset[str] = frozenset(),
         spare: int = 0,
-    ) -> tuple[list[Hit], Vectors]:
-        """The results, and the stored vectors of those that have one by (path, start line, end line)."""
+    ) -> tuple[list[Hit], Vectors, dict[tuple[str, int, int], int]]:
+        """The results; the stored vectors of those the rows came with, by (path, start line, end line);
+        and each result's chunk id by the same key."""
         rows: dict[int, ChunkRow] = {}
         # The pool to re-rank (and a few spare in case rows vanished since the candidates were listed).
         pool = cands[: max(k * 3, 20)] if rerank and self.opts.segment_weight > 0 else cands[: k * 2]
@@ -272,25 +273,16 @@ class Searcher:
         live = [(c, rows[c.id]) for c in pool if c.id in rows and not (hidden and rows[c.id][3] in hidden)]
         if exclude is not None:
             live = [(c, r) for c, r in live if not exclude.hits(r[1], r[6], orjson.loads(r[7]) if r[7] else None, r[8])]
-        # The pool's stored vectors (the timeline compares the results'), read on the index's thread while
-        # this one re-ranks and cuts the snippets (issue 46: they were a trip of their own afterwards).
-        vec_task = None
-        if self.vectors is not None and len(live) > 1:
-            vec_task = asyncio.create_task(self.rows.vectors_of([c.id for c, _ in live]))
-            await asyncio.sleep(0)  # the task's first step hands the read to the index's thread
-        try:
-            out, ids = self._rank_and_show(live, k, terms, related, min_score, rerank, fused, answer_types, spare)
-        except BaseException:
-            if vec_task is not None:
-                vec_task.cancel()
-            raise
+        out, ids = self._rank_and_show(live, k, terms, related, min_score, rerank, fused, answer_types, spare)
+        # The results' stored vectors that came with the rows (the vector search read them): the timeline
+        # compares at most five, and reads those it lacks by id (issue 46: the whole pool's were read).
         vectors: Vectors = {}
-        if vec_task is not None:
-            found = await vec_task
+        if self.vectors is not None and len(out) > 1:
+            found = await self.rows.vectors_of(ids, read=False)
             for item, cid in zip(out, ids):
                 if cid in found:
                     vectors[item.key] = found[cid]
-        return out, vectors
+        return out, vectors, {item.key: cid for item, cid in zip(out, ids)}
 
     def _rank_and_show(
         self,
@@ -314,10 +306,14 @@ class Searcher:
             best, asking = [], []
             qw = self.opts.question_weight
             echo = EchoTest(terms)
+            wholes = []  # each chunk's window (core and neighbours) and the needles it holds
             for _c, r in live:
+                whole = r[6] + "\n" + (r[8] or "")
+                there = needles_in(whole, ctx)
+                wholes.append((whole, there))
                 spans = orjson.loads(r[7]) if r[7] else None
                 raw = segments(r[6], spans, r[8])
-                core = [(score_segment(seg, ctx).score, seg) for seg, is_core in raw if is_core]
+                core = [(score_segment(seg, ctx, there).score, seg) for seg, is_core in raw if is_core]
                 best.append(max((sc for sc, _seg in core), default=0.0))
                 asking.append(qw < 1.0 and only_asks(core, [seg for seg, is_core in raw if not is_core], ctx, echo))
             top = max(best) or 1.0
@@ -325,8 +321,8 @@ class Searcher:
             cw = self.opts.coverage_weight
             total = sum(ctx.weights.get(t, 1.0) for t in ctx.terms) or 1.0
             match = [
-                w * b / top + (cw * score_segment(r[6] + "\n" + (r[8] or ""), ctx).score / total if cw > 0 else 0.0)
-                for (_c, r), b in zip(live, best)
+                w * b / top + (cw * score_segment(whole, ctx, there).score / total if cw > 0 else 0.0)
+                for (whole, there), b in zip(wholes, best)
             ]
             if fused and self.opts.fusion == "rrf":
                 # The match is a third ranked list beside full text and vectors (ties share a rank).

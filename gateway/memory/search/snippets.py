@@ -97,14 +97,25 @@ def segments(text: str, spans: Sequence[Sequence[int]] | None, context: str) -> 
     return [(line, True) for line in text.split("\n")]
 
 
-def score_segment(seg: str, ctx: SnippetContext) -> Segment:
-    """The segment's weighted match (the same object for the same text within one context: not to change)."""
+def needles_in(text: str, ctx: SnippetContext) -> list[tuple[str, str, bool]]:
+    """The context's needles that `text` holds somewhere: all a part of it can hold, for `score_segment`
+    of its segments (issue 46: most of the query's and related words are in no segment of a chunk).
+    All of them when `text` is not ASCII (lowercasing a part is then not always a part of the whole's)."""
+    if not text.isascii():
+        return ctx.needles
+    low = text.lower()
+    return [n for n in ctx.needles if n[1] in low]
+
+
+def score_segment(seg: str, ctx: SnippetContext, needles: list[tuple[str, str, bool]] | None = None) -> Segment:
+    """The segment's weighted match (the same object for the same text within one context: not to change).
+    `needles`: those of the context that can be in it (`needles_in` of a text it is part of), else all."""
     s = ctx.scored.get(seg)
     if s is not None:
         return s
     s = ctx.scored[seg] = Segment(seg)
     low = seg.lower()
-    for term, needle, word_start in ctx.needles:
+    for term, needle, word_start in ctx.needles if needles is None else needles:
         i = low.find(needle)  # (most needles are not in a segment at all: no call for them)
         if i > 0 and word_start:
             i = _find(low, needle, word_start)

@@ -82,7 +82,7 @@ def _has_term(text: str, needles: Sequence[tuple[str, str, bool]]) -> bool:
 
 
 def _hits(results: Sequence[Hit], ctx: SnippetContext) -> list[_Hit]:
-    """What folding repeats needs of each hit (its text and long sentences); `_describe` adds the rest to
+    """What folding repeats needs of each hit (its text and long sentences); `prepare` adds the rest to
     the few hits that can overtake or be overtaken."""
     out = []
     for r in results:
@@ -108,14 +108,11 @@ def _hits(results: Sequence[Hit], ctx: SnippetContext) -> list[_Hit]:
     return out
 
 
-def _describe(h: _Hit, ctx: SnippetContext, v: np.ndarray | None) -> None:
-    """A hit's unit vector and matched terms: what `_same_subject` compares (its words: `_words`)."""
-    snip = h.result.snippet
-    if v is not None:
-        # (np.linalg.norm's own sum for a vector, without its checks: the same float)
-        n = float(np.sqrt(v.dot(v))) if v.ndim == 1 and v.dtype.kind == "f" else float(np.linalg.norm(v))
-        h.vec = v / n if n > 0 else None
-    h.terms = matched_terms(snip, ctx)
+def _unit(v: np.ndarray) -> np.ndarray | None:
+    """A stored vector made unit length (None for a zero one): what `_same_subject` compares."""
+    # (np.linalg.norm's own sum for a vector, without its checks: the same float)
+    n = float(np.sqrt(v.dot(v))) if v.ndim == 1 and v.dtype.kind == "f" else float(np.linalg.norm(v))
+    return v / n if n > 0 else None
 
 
 def _repeats(a: _Hit, b: _Hit) -> bool:
@@ -169,10 +166,65 @@ def arrange(
     results: Sequence[Hit], question: Asked | str, vectors: Mapping[int, np.ndarray] | None = None
 ) -> list[Hit]:
     """The results (best first) re-ordered as the module says, annotated; scores kept in [0, 1] and
-    non-increasing. `question`: search/asked.py's reading of it (a text is read here)."""
-    if not results:
-        return []
+    non-increasing. `question`: search/asked.py's reading of it (a text is read here). `vectors`: result
+    index → its stored vector (only those of `Arrangement.wanted` are looked at)."""
+    return prepare(results, question).finish(vectors)
+
+
+@dataclass
+class Arrangement:
+    """What `arrange` decides before it compares stored vectors: the hits with repeats folded, and
+    `wanted`, the indexes (in the results given) of the few hits whose vectors it compares — a caller
+    reads only those (issue 46: the search read the vectors of its whole pool for at most five)."""
+
+    hits: list[_Hit]
+    q: Asked
+    pairs: list[tuple[_Hit, _Hit]]  # (a, b): b could take a's place, if about the same subject
+    index_of: dict[int, int]  # id(hit) → its index in the results given
+    wanted: list[int]
+
+    def finish(self, vectors: Mapping[int, np.ndarray] | None = None) -> list[Hit]:
+        hits, q = self.hits, self.q
+        intent = q.intent
+        if intent == "event":  # an event's hits keep their order: nothing to compare
+            return _annotated(hits, {id(h): h.score for h in hits}, {})
+        if vectors:
+            for i in self.wanted:
+                h = self.hits_by_index[i]
+                v = vectors.get(i)
+                h.vec = _unit(v) if v is not None else None
+        kinds = q.kinds
+        names = q.names if intent == "present" else []
+        # Each hit's place: its own score, or just above the best-ranked hit it overtakes.
+        place = {id(h): h.score for h in hits}
+        newer_of: dict[int, str] = {}
+        for a, b in self.pairs:
+            if not (_same_subject(a, b, kinds) or (names and _renamed_change(a, b, names, q.about_names))):
+                continue
+            if intent in ("present", "words"):
+                if _last(a) and _last(b) > _last(a):
+                    if intent == "present":  # (a search of a few words only orders equals by date)
+                        place[id(b)] = max(place[id(b)], place[id(a)] + 1e-6)
+                    newer_of[id(a)] = max(newer_of.get(id(a), ""), _last(b))
+                elif _last(b) and _last(a) > _last(b) and not a.asks:  # the newer leads already
+                    newer_of[id(b)] = max(newer_of.get(id(b), ""), _last(a))
+            elif (q.later and a.terms & q.later and not b.terms & q.later) or (
+                not (q.later and b.terms & q.later) and _last(a) and _last(b) and _last(b) < _last(a)
+            ):
+                # The past: the older first, and before what the question names as the later state.
+                place[id(b)] = max(place[id(b)], place[id(a)] + 1e-6)
+        return _annotated(hits, place, newer_of)
+
+    @property
+    def hits_by_index(self) -> dict[int, _Hit]:
+        return {self.index_of[id(h)]: h for h in self.hits[:WINDOW]}
+
+
+def prepare(results: Sequence[Hit], question: Asked | str) -> Arrangement:
+    """`arrange` up to the stored vectors: call `finish` with those of `wanted` (result index → vector)."""
     q = asked_of(question)
+    if not results:
+        return Arrangement([], q, [], {}, [])
     intent = q.intent
     # Equally relevant hits: the newer first for the present, the older for the past.
     sign = {"present": -1, "words": -1, "past": 1, "event": 0}[intent]
@@ -183,36 +235,27 @@ def arrange(
     ordered = [results[i] for i in ranked]
     ctx = q.context
     hits = _merge_repeats(_hits(ordered, ctx))
-    if intent == "event":  # an event's hits keep their order: nothing to compare
-        return _annotated(hits, {id(h): h.score for h in hits}, {})
-    rank_of = {id(r): old for old, r in zip(ranked, ordered)}
+    if intent == "event":
+        return Arrangement(hits, q, [], {}, [])
+    index_of = {id(r): old for old, r in zip(ranked, ordered)}
+    index_of = {id(h): index_of[id(h.result)] for h in hits[:WINDOW]}
     for h in hits[:WINDOW]:
-        _describe(h, ctx, vectors.get(rank_of[id(h.result)]) if vectors else None)
+        h.terms = matched_terms(h.result.snippet, ctx)
     kinds = q.kinds
-    later = q.later
-    names = q.names if intent == "present" else []
-    # Each hit's place: its own score, or just above the best-ranked hit it overtakes.
-    place = {id(h): h.score for h in hits}
-    newer_of: dict[int, str] = {}
+    # The pairs compared: a among the best few, b after it within the window, relevant enough and not
+    # only asking; b not matching only the word that names the kind of answer where a matches more.
+    pairs = []
     for i, a in enumerate(hits[:TOP_CONTESTED]):
         for b in hits[i + 1 : WINDOW]:
-            if b.asks or b.score < RELEVANT_ENOUGH * a.score:
-                continue
-            if not (_same_subject(a, b, kinds) or (names and _renamed_change(a, b, names, q.about_names))):
-                continue
-            if intent in ("present", "words"):
-                if _last(a) and _last(b) > _last(a):
-                    if intent == "present":  # (a search of a few words only orders equals by date)
-                        place[id(b)] = max(place[id(b)], place[id(a)] + 1e-6)
-                    newer_of[id(a)] = max(newer_of.get(id(a), ""), _last(b))
-                elif _last(b) and _last(a) > _last(b) and not a.asks:  # the newer leads already
-                    newer_of[id(b)] = max(newer_of.get(id(b), ""), _last(a))
-            elif (later and a.terms & later and not b.terms & later) or (
-                not (later and b.terms & later) and _last(a) and _last(b) and _last(b) < _last(a)
-            ):
-                # The past: the older first, and before what the question names as the later state.
-                place[id(b)] = max(place[id(b)], place[id(a)] + 1e-6)
-    return _annotated(hits, place, newer_of)
+            if not (b.asks or b.score < RELEVANT_ENOUGH * a.score):
+                pairs.append((a, b))
+    by_vector = {
+        id(h): h
+        for a, b in pairs
+        if not (b.terms and b.terms <= kinds and not a.terms <= kinds)  # (`_same_subject`'s first test)
+        for h in (a, b)
+    }
+    return Arrangement(hits, q, pairs, index_of, sorted(index_of[k] for k in by_vector))
 
 
 def _annotated(hits: list[_Hit], place: dict[int, float], newer_of: dict[int, str]) -> list[Hit]:

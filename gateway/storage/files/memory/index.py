@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
 import numpy as np
 import structlog
@@ -400,10 +400,12 @@ class FilesMemoryIndex:
                 retry_after_ms=2000,
             ) from None
 
-    async def stored_vectors(self, results: list[Hit]) -> dict[int, np.ndarray] | None:
+    async def stored_vectors(
+        self, results: list[Hit], ids: Mapping[tuple[str, int, int], int] | None = None
+    ) -> dict[int, np.ndarray] | None:
         if self.life.searcher is not None and self.vectors is not None:
             async with self._gate.shared():
-                return await stored_vectors(self.life.searcher.rows, results)
+                return await stored_vectors(self.life.searcher.rows, results, ids)
         return None
 
     async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import orjson
 
 from ....memory.ports import ChunkRow
 from .db import Database
-from .vectors import VECTORS_OF, read_vectors
+from .vectors import read_vectors
 
 
 class SqliteChunkReader:
-    """`vectors`: the index has stored vectors. Then `chunk_rows` reads the rows' vectors in the same trip to
-    the SQLite thread, and `vectors_of` those rows answers from them (issue 46: the search asks for the
-    vectors of the rows it was just given; a second trip cost more than the read)."""
+    """`vectors`: the index has stored vectors. Then `chunk_rows` keeps, of the rows' vectors, those the
+    vector search just read (no second read), and `vectors_of` answers from them; the timeline reads the
+    few more it compares by id (issue 46: the rows' trip read all twenty for at most five)."""
 
     def __init__(
         self,
@@ -25,9 +25,9 @@ class SqliteChunkReader:
     ):
         self.db = db
         self.vectors = vectors
-        self._read: dict[int, bytes] = {}  # the vectors read with the last chunk_rows (a chunk id's never changes)
+        self._read: dict[int, bytes] = {}  # the vectors in hand with the last chunk_rows (a chunk id's never changes)
         # The vectors the vector search just read (VectorStore.recent: its generation, the BLOBs by id):
-        # those of the pool's rows are not read again while the file's generation is still theirs.
+        # those of the pool's rows are taken while the file's generation is still theirs.
         self._recent = recent
 
     async def chunk_rows(self, ids: list[int]) -> list[ChunkRow]:
@@ -36,45 +36,53 @@ class SqliteChunkReader:
             "c.context, c.date, f.mtime_ns FROM chunks c LEFT JOIN files f ON f.path = c.path "
             f"WHERE c.id IN ({','.join('?' * len(ids))})"
         )
-        if not self.vectors or not ids:
+        generation, known = self._recent() if self.vectors and self._recent is not None else (None, {})
+        if not known or generation is None or not any(cid in known for cid in ids):
+            self._read = {}
             return [ChunkRow(*r) for r in await self.db.fetchall(sql, ids)]
 
         def both(conn: Any) -> tuple[list[tuple], dict[int, bytes]]:
             rows = conn.execute(sql, ids).fetchall()
-            want = sorted(set(ids))
-            have: dict[int, bytes] = {}
-            generation, known = self._recent() if self._recent is not None else (None, {})
-            if known and generation is not None and any(cid in known for cid in want):
-                now = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-                if now is not None and now[0] == generation:  # (no write since: the ids are the same chunks)
-                    have = {cid: known[cid] for cid in want if cid in known}
-                    want = [cid for cid in want if cid not in have]
-            if want:
-                for cid, blob in conn.execute(VECTORS_OF, [orjson.dumps(want).decode()]).fetchall():
-                    have[int(cid)] = blob
-            return rows, have
+            now = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+            if now is None or now[0] != generation:  # (a write since: the ids may not be the same chunks)
+                return rows, {}
+            return rows, {cid: known[cid] for cid in ids if cid in known}
 
         rows, self._read = await self.db.call(both)
         return [ChunkRow(*r) for r in rows]
 
-    async def vectors_of(self, ids: list[int]) -> dict[int, np.ndarray]:
-        read = self._read
-        if not all(cid in read for cid in ids):  # not all read with the rows (another search's since, or none)
-            read = await read_vectors(self.db, sorted(set(ids)))
-        return {cid: np.frombuffer(read[cid], dtype=np.float32) for cid in sorted(set(ids)) if cid in read}
+    async def vectors_of(self, ids: list[int], read: bool = True) -> dict[int, np.ndarray]:
+        got = self._read
+        if read and not all(cid in got for cid in ids):  # not all in hand (another search's since, or none)
+            got = await read_vectors(self.db, sorted(set(ids)))
+        return {cid: np.frombuffer(got[cid], dtype=np.float32) for cid in sorted(set(ids)) if cid in got}
 
-    async def vectors_at(self, keys: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], np.ndarray]:
-        """One statement: each key's chunk through `chunks_identity`, its vector by a point lookup in vec0
-        (not every chunk of the keys' files, then their vectors in a second trip: issue 46)."""
+    async def vectors_at(
+        self, keys: list[tuple[str, int, int]], ids: Mapping[tuple[str, int, int], int] | None = None
+    ) -> dict[tuple[str, int, int], np.ndarray]:
+        """One statement: each key's chunk through `chunks_identity` (or by its id, `ids`: the search's,
+        kept only where the chunk is still at that key), its vector by a point lookup in vec0 (not every
+        chunk of the keys' files, then their vectors in a second trip: issue 46)."""
         if not keys:
             return {}
         out: dict[tuple[str, int, int], np.ndarray] = {}
-        for path, a, b, blob in await self.db.fetchall(
-            "SELECT c.path, c.start_line, c.end_line, v.embedding FROM json_each(?) AS j "
-            "CROSS JOIN chunks AS c ON c.path = json_extract(j.value, '$[0]') "
-            "AND c.start_line = json_extract(j.value, '$[1]') AND c.end_line = json_extract(j.value, '$[2]') "
-            "CROSS JOIN chunks_vec AS v ON v.chunk_id = c.id",
-            [orjson.dumps([list(k) for k in dict.fromkeys(keys)]).decode()],
-        ):
-            out[(path, int(a), int(b))] = np.frombuffer(blob, dtype=np.float32)
+        want = dict.fromkeys(keys)
+        if ids is not None:
+            sql = (
+                "SELECT c.path, c.start_line, c.end_line, v.embedding FROM json_each(?) AS j "
+                "CROSS JOIN chunks AS c ON c.id = j.value CROSS JOIN chunks_vec AS v ON v.chunk_id = c.id"
+            )
+            arg = orjson.dumps(sorted({ids[k] for k in want})).decode()
+        else:
+            sql = (
+                "SELECT c.path, c.start_line, c.end_line, v.embedding FROM json_each(?) AS j "
+                "CROSS JOIN chunks AS c ON c.path = json_extract(j.value, '$[0]') "
+                "AND c.start_line = json_extract(j.value, '$[1]') AND c.end_line = json_extract(j.value, '$[2]') "
+                "CROSS JOIN chunks_vec AS v ON v.chunk_id = c.id"
+            )
+            arg = orjson.dumps([list(k) for k in want]).decode()
+        for path, a, b, blob in await self.db.fetchall(sql, [arg]):
+            key = (path, int(a), int(b))
+            if key in want:
+                out[key] = np.frombuffer(blob, dtype=np.float32)
         return out

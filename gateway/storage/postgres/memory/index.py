@@ -20,7 +20,7 @@ turn, and a memory file one gateway lacks is removed by that gateway's sync.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Sequence
 
 import numpy as np
 import structlog
@@ -260,10 +260,12 @@ class PgMemoryIndex:
             await self.life.bind_stored_vectors()
         yield gen
 
-    async def stored_vectors(self, results: list[Hit]) -> dict[int, np.ndarray] | None:
+    async def stored_vectors(
+        self, results: list[Hit], ids: Mapping[tuple[str, int, int], int] | None = None
+    ) -> dict[int, np.ndarray] | None:
         if self.life.searcher is None or self.life.searcher.vectors is None:
             return None
-        return await stored_vectors(self.life.searcher.rows, results)
+        return await stored_vectors(self.life.searcher.rows, results, ids)
 
     async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:
         if self.store is None:

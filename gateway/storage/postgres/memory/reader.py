@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import asyncpg
 import numpy as np
 
@@ -23,8 +25,8 @@ class PgChunkReader:
         )
         return [ChunkRow(*r) for r in rows]
 
-    async def vectors_of(self, ids: list[int]) -> dict[int, np.ndarray]:
-        if not ids:
+    async def vectors_of(self, ids: list[int], read: bool = True) -> dict[int, np.ndarray]:
+        if not ids or not read:  # (none in hand: chunk_rows reads no vectors)
             return {}
         rows = await self.pool.fetch(
             "SELECT c.id, v.embedding::text FROM memory_chunks c JOIN memory_vectors v ON v.chunk_id = c.id "
@@ -34,15 +36,27 @@ class PgChunkReader:
         )
         return {int(r[0]): parse_vector(r[1]) for r in rows}
 
-    async def vectors_at(self, keys: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], np.ndarray]:
+    async def vectors_at(
+        self, keys: list[tuple[str, int, int]], ids: Mapping[tuple[str, int, int], int] | None = None
+    ) -> dict[tuple[str, int, int], np.ndarray]:
+        """By the keys' files (every chunk of them), or by the search's ids (`ids`: kept only where the
+        chunk is still at its key)."""
         if not keys:
             return {}
-        rows = await self.pool.fetch(
-            "SELECT c.path, c.start_line, c.end_line, v.embedding::text FROM memory_chunks c "
-            "JOIN memory_vectors v ON v.chunk_id = c.id WHERE c.agent_id = $1 AND c.path = ANY($2::text[])",
-            self.agent_id,
-            sorted({k[0] for k in keys}),
-        )
+        if ids is not None:
+            rows = await self.pool.fetch(
+                "SELECT c.path, c.start_line, c.end_line, v.embedding::text FROM memory_chunks c "
+                "JOIN memory_vectors v ON v.chunk_id = c.id WHERE c.agent_id = $1 AND c.id = ANY($2::bigint[])",
+                self.agent_id,
+                sorted({ids[k] for k in keys}),
+            )
+        else:
+            rows = await self.pool.fetch(
+                "SELECT c.path, c.start_line, c.end_line, v.embedding::text FROM memory_chunks c "
+                "JOIN memory_vectors v ON v.chunk_id = c.id WHERE c.agent_id = $1 AND c.path = ANY($2::text[])",
+                self.agent_id,
+                sorted({k[0] for k in keys}),
+            )
         want = set(keys)
         found = {(r[0], int(r[1]), int(r[2])): r[3] for r in rows}
         return {k: parse_vector(text) for k, text in found.items() if k in want}
