@@ -153,6 +153,10 @@ class PgFtsMirror:
                 assert task is not None
                 try:
                     await asyncio.shield(task)
+                except asyncio.CancelledError:
+                    if task.cancelled():  # the fill was stopped (a close, a rebuild), not this warm-up
+                        return
+                    raise
                 except Exception:
                     return
                 continue
