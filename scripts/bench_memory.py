@@ -344,7 +344,12 @@ async def one_size(
             )
             t = time.perf_counter()
             await mgr.warm()  # the vector matrix, or the ANN graph built (big indexes): not beside the no-op
-            note(warmS=round(time.perf_counter() - t, 2), fts=(await mgr.status()).get("fts"))
+            mirrors = list((Path(tmp) / "memory").glob("*.pg.fts"))  # PostgreSQL's full text in the gateway
+            note(
+                warmS=round(time.perf_counter() - t, 2),
+                fts=(await mgr.status()).get("fts"),
+                ftsMirrorMb=round(sum(f.stat().st_size for f in mirrors) / 1e6, 1) if mirrors else None,
+            )
             t = time.perf_counter()
             noop = await mgr.sync()
             note(noopSyncMs=round((time.perf_counter() - t) * 1000, 1), noopUnchanged=noop["unchanged"])
