@@ -281,7 +281,6 @@ class PgFtsMirror:
 
     async def _forget(self, ids: list[int]) -> None:
         """Chunks gone from the database deleted from the file (contentless_delete: by rowid)."""
-        assert self._db is not None
         marks = ",".join("?" * len(ids))
 
         def drop(c: Any) -> int:
@@ -292,6 +291,8 @@ class PgFtsMirror:
             return n
 
         async with self._lock:
+            if self._db is None:  # closed meanwhile (a rebuild): nothing to drop them from
+                return
             self.held -= await self._db.call(drop)
             self._forgotten += 1
 
