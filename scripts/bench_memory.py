@@ -311,8 +311,6 @@ async def one_size(
 ) -> dict:
     """One size's figures; with `partial`, what is measured so far is written there after each step (a
     million-chunk run takes an hour: a run cut short still leaves its figures)."""
-    from bench_locomo import opened_index  # the state dir's index, or (`url`) PostgreSQL's
-
     out: dict = {"size": chunks, "engine": "postgres" if url else "files"}
 
     def note(**figures) -> None:
@@ -331,7 +329,7 @@ async def one_size(
         else:
             notes, sessions = generate(cfg, chunks, rng)
         note(notes=notes, sessions=sessions, generateS=round(time.perf_counter() - t, 2))
-        async with opened_index(cfg, url) as mgr:
+        async with serving_index(cfg, url) as mgr:
             t = time.perf_counter()
             full = await mgr.sync()
             full_s = time.perf_counter() - t
@@ -346,7 +344,12 @@ async def one_size(
             )
             t = time.perf_counter()
             await mgr.warm()  # the vector matrix, or the ANN graph built (big indexes): not beside the no-op
-            note(warmS=round(time.perf_counter() - t, 2))
+            mirrors = list((Path(tmp) / "memory").glob("*.pg.fts"))  # PostgreSQL's full text in the gateway
+            note(
+                warmS=round(time.perf_counter() - t, 2),
+                fts=(await mgr.status()).get("fts"),
+                ftsMirrorMb=round(sum(f.stat().st_size for f in mirrors) / 1e6, 1) if mirrors else None,
+            )
             t = time.perf_counter()
             noop = await mgr.sync()
             note(noopSyncMs=round((time.perf_counter() - t) * 1000, 1), noopUnchanged=noop["unchanged"])
@@ -370,6 +373,34 @@ async def one_size(
         note(databaseMb=await database_mb(url) if url else None)
         note(wsHybrid=await via_gateway(Path(tmp), qs, turns=turns, url=url) if gateway else None)
     return out
+
+
+@contextlib.asynccontextmanager
+async def serving_index(cfg, url: str | None):
+    """The index the in-process searches go to: the state dir's SQLite one, or (`url`) PostgreSQL's opened
+    as a gateway opens it (`serve`: its derived files in the state dir — the full text's FTS5 mirror, the
+    vectors' graph — made and saved), so that the searches timed are a gateway's, and the WebSocket leg's
+    gateway on the same state dir opens those files instead of building them."""
+    from bench_locomo import opened_index, sessions_into_postgres
+
+    if url is None:
+        async with opened_index(cfg, url) as mgr:
+            yield mgr
+        return
+    from gateway.compose import memory_service
+    from gateway.storage import open_storage
+
+    await sessions_into_postgres(url, cfg.sessions_dir())
+    storage = await open_storage(cfg)
+    try:
+        mgr = memory_service(cfg, storage, cfg.agent_id)
+        try:
+            await mgr.open()
+            yield mgr
+        finally:
+            await mgr.close()
+    finally:
+        await storage.close()
 
 
 async def database_mb(url: str) -> float:

@@ -624,7 +624,7 @@ def test_cli_commands_print_method_results(tmp_path, capsys):
 
 async def test_common_words_are_skipped_on_big_indexes(tmp_path, open_manager, monkeypatch):
     from gateway.memory.search import pruning
-    from gateway.storage.files.memory.fulltext import Fts5Search
+    from gateway.storage.fts5 import Fts5Search
 
     cfg = make_cfg(tmp_path)
     for i in range(40):

@@ -5,7 +5,7 @@ index.py       FilesMemoryIndex (storage/base.py's MemoryIndex): connections, th
 gate.py        many searches or one swap; the embedding cache read through the gate
 store.py       the index as the memory pipeline writes it (memory/ports.py's IndexStore): files rows,
                chunk rows with their full-text rows, vectors — the SQL of a sync
-fulltext.py    FTS5 search (BM25), common words pruned on a big index
+(full text: storage/fts5.py, FTS5 search (BM25), shared with the PostgreSQL engine's mirror)
 reader.py      the chunk rows a search shows, and their stored vectors
 vectors.py     vector storage and exact KNN (sqlite-vec, or storage/vectors/' in-memory float32 / int8
                matrix and HNSW graph, shared with the PostgreSQL engine, over `chunks_vec`)

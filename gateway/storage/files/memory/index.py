@@ -40,7 +40,7 @@ from ....memory.sync import SyncRequest
 from ...vectors.ann import AnnIndex
 from .counts import count_all, counts_by_source, counts_of
 from .db import Database, index_driver, is_corruption
-from .fulltext import Fts5Search
+from ...fts5 import Fts5Search
 from .ledger import read_statements
 from .gate import Gate, GatedCache
 from .migrations import SchemaParams, get_meta, migrate, set_meta, vector_table

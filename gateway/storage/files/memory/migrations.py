@@ -27,13 +27,8 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from ....timeutil import now_iso
+from ...fts5 import TOKENIZERS
 from .db import Database
-
-TOKENIZERS = {
-    "unicode61": "unicode61 remove_diacritics 2",
-    "porter": "porter unicode61 remove_diacritics 2",
-    "trigram": "trigram",
-}
 
 
 FTS_HASHSIZE = 32 * 1024 * 1024

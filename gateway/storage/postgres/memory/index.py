@@ -19,6 +19,7 @@ turn, and a memory file one gateway lacks is removed by that gateway's sync.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Sequence
 
@@ -40,6 +41,7 @@ from ..db import migrate_vectors
 from .agent import get_meta, set_meta
 from .cache import PgEmbeddingCache
 from .fts_index import ensure_fulltext_index
+from .fts_mirror import PgFtsMirror, mirror_path, sqlite_module
 from .fulltext import FTS_CONFIG, PgFullText
 from .ledger import read_statements
 from .reader import PgChunkReader
@@ -71,6 +73,7 @@ class PgMemoryIndex:
         self.state_dir = config.state_dir
         self.serving = pg.serving
         self.vsearch: PgMatrixSearch | None = None  # the vectors in memory, kept across re-binds of one dims
+        self.fts_mirror: PgFtsMirror | None = None  # full text in the gateway (fts_mirror.py), serving only
 
     @property
     def rebuilding(self) -> bool:
@@ -115,11 +118,30 @@ class PgMemoryIndex:
         has_chunks = await self.pool.fetchval("SELECT 1 FROM memory_chunks WHERE agent_id = $1 LIMIT 1", self.agent_id)
         if self.life.compare_signature(stored, bool(has_chunks), storage="postgresql"):
             await set_meta(self.pool, self.agent_id, "index_signature", self.life.signature())
+        self._open_fts_mirror()
         await self.life.open_live_state()
         await self.refresh_counts()
 
+    def _open_fts_mirror(self) -> None:
+        """The agent's FTS5 mirror, opened (or built) in the background: in a serving gateway only (a tool's
+        process leaves the gateway's file be), with a tokenizer FTS5 ranks alone (trigram's CJK bigrams
+        read the text, which the file does not hold) and an SQLite that deletes from contentless tables."""
+        if self.fts_mirror is not None or not self.serving:
+            return
+        tokenizer = self.life.tokenizer
+        module = sqlite_module()
+        if tokenizer == "trigram" or module is None:
+            log.info("memory_fts_mirror_off", tokenizer=tokenizer, sqlite=module is not None)
+            return
+        path = mirror_path(self.state_dir, self.agent_id)
+        self.fts_mirror = PgFtsMirror(self.pool, self.agent_id, path, tokenizer, self.cfg.search.context_weight, module)
+        self.fts_mirror.start()
+
     async def close(self) -> None:
         """The vector search's load stopped and its graph saved (the pool is the engine's)."""
+        fm, self.fts_mirror = self.fts_mirror, None
+        if fm is not None:
+            await fm.close()
         vs, self.vsearch = self.vsearch, None
         if vs is not None:
             await vs.close(self._generation, self.counts["vectors"])
@@ -157,15 +179,21 @@ class PgMemoryIndex:
 
     def search_ports(self, vectors: VectorSearch | None) -> SearchPorts:
         return SearchPorts(
-            PgFullText(self.pool, self.agent_id, self.cfg.search.context_weight),
+            self.fts_mirror or PgFullText(self.pool, self.agent_id, self.cfg.search.context_weight),
             PgChunkReader(self.pool, self.agent_id),
         )
 
     async def warm(self) -> None:
-        """The vectors' graph opened or built, or their matrix loaded (vector_search.py)."""
+        """The full text's FTS5 mirror caught up (fts_mirror.py); the vectors' graph opened or built, or their
+        matrix loaded (vector_search.py)."""
         if self.vsearch is not None:
             await self.refresh_counts()
-            await self.vsearch.warm(self._generation, self.counts["vectors"])
+        await asyncio.gather(  # side by side: the mirror mostly waits on the database, the graph on the CPU
+            self.fts_mirror.warm() if self.fts_mirror is not None else asyncio.sleep(0),
+            self.vsearch.warm(self._generation, self.counts["vectors"])
+            if self.vsearch is not None
+            else asyncio.sleep(0),
+        )
 
     # ---- the writer ---------------------------------------------------------------------------------
     async def run_sync(self, req: SyncRequest, progress: Any) -> SyncStats:
@@ -186,6 +214,9 @@ class PgMemoryIndex:
             async with self.life.write_lock:
                 await self.store.reset(self.life.signature())
                 await self._drop_vectors_in_memory()
+                if self.fts_mirror is not None:  # every id it holds is gone
+                    await self.fts_mirror.close()
+                    self.fts_mirror.start(rebuild=True)
                 self.life.rebuild_due = False
                 self.life.old_vectors_ok = True
                 await self.life.open_live_state()
@@ -301,8 +332,12 @@ class PgMemoryIndex:
                 if self.vsearch is not None and self.vsearch.ann is not None and self.vsearch.ann.started
                 else None,
             },
-            "fts": {"tokenizer": FTS_CONFIG, "engine": "postgresql"},
+            "fts": {"tokenizer": FTS_CONFIG, "engine": "postgresql"}
+            if self.fts_mirror is None or self.fts_mirror.state != "ready"
+            else {"tokenizer": self.fts_mirror.tokenizer, "engine": "fts5-mirror"},
         }
+        if self.fts_mirror is not None:
+            out["fts"]["mirror"] = self.fts_mirror.status()
         if self._vector_schema_problem:
             out["error"] = self._vector_schema_problem
         return out

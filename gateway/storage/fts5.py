@@ -1,5 +1,9 @@
 """Full-text search over FTS5 (memory/ports.py's FullText): BM25 over `chunks_fts`, the chunk's text at
-weight 1 and its context at `contextWeight`.
+weight 1 and its context at `contextWeight`. Both engines use it: the files engine over its index's own
+file, the PostgreSQL engine over the gateway's derived mirror of the agent's chunks
+(storage/postgres/memory/fts_mirror.py) — so both rank alike. What it needs of a database is `FtsDb`:
+a `chunks_fts` table (text, context), its `chunks_fts_rows` vocabulary, and `chunks(id, source,
+session_key, text)` for the filters (and for CJK bigrams, `text`).
 
 User text reaches `MATCH` only through query.py's `fts_query` (quoted words). On a big index the rarest
 words are searched and the common ones skipped past a postings budget (memory/search/pruning.py): a
@@ -12,14 +16,29 @@ from __future__ import annotations
 import asyncio
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 import orjson
 
-from ....memory.search import pruning
-from ....memory.search.query import fts_query, is_cjk
-from .db import Database
-from .migrations import TOKENIZERS
+from ..memory.search import pruning
+from ..memory.search.query import fts_query, is_cjk
+
+T = TypeVar("T")
+
+TOKENIZERS = {
+    "unicode61": "unicode61 remove_diacritics 2",
+    "porter": "porter unicode61 remove_diacritics 2",
+    "trigram": "trigram",
+}
+
+
+class FtsDb(Protocol):
+    """What the search needs of an SQLite connection (aiosqlite, on its own thread)."""
+
+    async def call(self, fn: Callable[[Any], T]) -> T: ...
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]: ...
+
 
 COUNTS_CACHED = 8192  # words whose document counts a search keeps (per index generation)
 
@@ -33,13 +52,13 @@ class _Scratch:
     ready: bool = False
 
 
-_SCRATCH: weakref.WeakKeyDictionary[Database, _Scratch] = weakref.WeakKeyDictionary()
+_SCRATCH: weakref.WeakKeyDictionary[Any, _Scratch] = weakref.WeakKeyDictionary()
 
 
 class Fts5Search:
     """FTS5 full text through one reading connection."""
 
-    def __init__(self, db: Database, tokenizer: str, context_weight: float):
+    def __init__(self, db: FtsDb, tokenizer: str, context_weight: float):
         self.db, self.tokenizer, self.context_weight = db, tokenizer, context_weight
         self._scratch = _SCRATCH.setdefault(db, _Scratch())
         # Query word → (how many tokens the FTS tokenizer makes of it, their summed document counts), for
