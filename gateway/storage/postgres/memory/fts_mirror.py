@@ -17,8 +17,9 @@ the 2-core VM whatever the budget of rows ranked (docs/scaling.md), where FTS5 r
   session) are dropped from the file as they are made (`deleted`). Another gateway's are found two
   ways: a search's candidates are checked against the table (one primary key lookup), those gone dropped
   and the search asked again until it has its `n` live ones or the file has no more (past DEAD_LIMIT
-  dead candidates PostgreSQL answers that search); and when the file holds DEAD_MIN rows more than the
-  index counts, a background sweep walks the file's ids by range against the table and drops the gone.
+  dead candidates PostgreSQL answers that search); and when the file holds DEAD_MIN rows (and DEAD_SHARE
+  of those it holds) more than the index counts, a background sweep walks the file's ids by range
+  against the table and drops the gone (total 0, unknown: never).
 - Built again from scratch only when the file is missing, unreadable (SQLite says so), of another
   database (a restore), another tokenizer or another schema. A failure that is not the file's (the
   database away) keeps the file; the next fill waits a back-off that doubles (BACKOFF_FIRST..MAX).
@@ -46,7 +47,7 @@ log = structlog.get_logger("gateway.memory")
 
 MIRROR_BATCH = 8_192  # rows read a statement when filling in the background
 IN_BAND = 512  # rows read at most while a search waits; more: the rest in the background
-DEAD_MIN = 64  # rows held past the index's count that start a background sweep
+DEAD_MIN, DEAD_SHARE = 64, 0.01  # rows held past the index's count (and share of those held) that sweep
 SWEEP_BATCH = 8_192  # the file's ids checked against the table a statement, by a sweep
 DEAD_LIMIT = 256  # deleted candidates one search drops before PostgreSQL answers it instead
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 300.0  # seconds before a failed fill is tried again, doubling
@@ -252,8 +253,13 @@ class PgFtsMirror:
     async def _sweep_dead(self) -> None:
         """The file's ids walked by range against the table; those the table no longer has dropped."""
         after, found = 0, 0
-        while self.state == "ready" and self._file is not None:
-            ids = await self._file.ids_after(after, SWEEP_BATCH)
+        while self.state == "ready" and (f := self._file) is not None:
+            try:
+                ids = await f.ids_after(after, SWEEP_BATCH)
+            except ValueError:  # "Connection closed": a rebuild or a close took the file meanwhile
+                if self._file is f and f.conn is not None:
+                    raise
+                return
             if not ids:
                 break
             live = {
@@ -286,7 +292,7 @@ class PgFtsMirror:
             if await self._read_more(IN_BAND) == IN_BAND:  # a big write: caught up in the background
                 self.start()
                 return False
-            if total > 0 and self.held - total >= DEAD_MIN:  # another gateway's deletions (total 0: unknown)
+            if total > 0 and self.held - total >= max(DEAD_MIN, DEAD_SHARE * self.held):  # another's deletions
                 log.info("memory_fts_mirror_dead_rows", held=self.held, chunks=total)
                 self._sweep_later()
             self._gen = generation
