@@ -112,8 +112,7 @@ class PgFtsMirror:
                     await task
         self._task = self._sweep = None
         self.state = "closed"
-        async with self._lock:
-            await self._close_db()
+        await self._close_db()  # not behind the lock: a search's catch-up may wait on the database
 
     async def warm(self) -> None:
         """The file opened (or built) and caught up with every row there is now: what a gateway's warm-up
@@ -217,9 +216,8 @@ class PgFtsMirror:
             self.held_max,
             limit,
         )
-        if not rows:
+        if not rows or self._file is None:  # none new, or the file closed meanwhile (a close, a rebuild)
             return 0
-        assert self._file is not None
         await self._file.add(rows)
         self.held += len(rows)
         self.held_max = int(rows[-1][0])
@@ -292,6 +290,8 @@ class PgFtsMirror:
             if await self._read_more(IN_BAND) == IN_BAND:  # a big write: caught up in the background
                 self.start()
                 return False
+            if self._file is None or self.state != "ready":  # closed while it read
+                return False
             if total > 0 and self.held - total >= max(DEAD_MIN, DEAD_SHARE * self.held):  # another's deletions
                 log.info("memory_fts_mirror_dead_rows", held=self.held, chunks=total)
                 self._sweep_later()
@@ -318,6 +318,9 @@ class PgFtsMirror:
                 if hits is not None:
                     self.answered["mirror"] += 1
                     return hits
+        except ValueError:  # "Connection closed" under the catch-up (a close, a rebuild): PostgreSQL answers
+            if self._file is not None and self._file.conn is not None:
+                raise
         except self._sqlite_errors as e:  # derived data never stops a search: built again, PostgreSQL answers
             if self.state == "ready":
                 log.warning("memory_fts_mirror_unreadable", error=repr(e)[:200], path=str(self.path))
