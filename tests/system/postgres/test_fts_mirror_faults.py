@@ -234,3 +234,58 @@ async def test_a_database_error_at_open_keeps_the_file(start_gateway, postgres_u
             await c.close()
     finally:
         await conn.close()
+
+
+async def test_a_database_rewound_while_the_gateway_runs_is_noticed(start_gateway, postgres_url, tmp_path):
+    """The database rewound under a running gateway (as a restore of an older dump does: the chunk ids'
+    sequence behind the file's highest id). The next search at a new generation sees it and builds the
+    file again; the rows written after are found through the mirror (the catch-up reads above the
+    highest id held, so a file left as it was would never read them)."""
+    gw = await start_gateway(
+        "a",
+        **{
+            "storage.url": postgres_url,
+            "memory": True,
+            "workspace": str(tmp_path / "ws"),
+            "memory.embeddings.provider": "none",
+            **QUIET,
+        },
+    )
+    notes = tmp_path / "ws" / "memory"
+    notes.mkdir(parents=True)
+    for i in range(20):
+        (notes / f"n{i}.md").write_text(f"The kayak number {i} is kept by the pier.\n")
+    c = await gw.client()
+    q = {"query": "kayak pier", "mode": "fts", "k": 3}
+    try:
+        await c.call("memory.sync")
+        await _ready(c)
+        assert (await c.call("memory.search", q))["results"]
+        held = await _ready(c, 20)
+        conn = await asyncpg.connect(postgres_url)
+        try:
+            async with conn.transaction():
+                await conn.execute("DELETE FROM memory_chunks WHERE agent_id = 'main'")
+                await conn.execute("DELETE FROM memory_files WHERE agent_id = 'main'")
+                await conn.execute("ALTER SEQUENCE memory_chunks_id_seq RESTART WITH 1")
+        finally:
+            await conn.close()
+        for f in notes.glob("n1*.md"):  # what the rewound database is given again: fewer notes
+            f.unlink()
+        (notes / "canoe.md").write_text("The red canoe Bramble is kept by the pier.\n")
+        await c.call("memory.sync")
+        assert await _chunks(c) == 10
+        await c.call("memory.search", q)  # a new generation: the rewind is seen, the file built again
+
+        async def rebuilt():
+            await c.call("memory.search", q)
+            m = await _mirror(c)
+            return m["state"] == "ready" and m["rebuilds"] == held["rebuilds"] + 1 and m
+
+        await wait_for(rebuilt, timeout=60, interval=0.2)
+        res = await c.call("memory.search", {"query": "red canoe Bramble", "mode": "fts", "k": 3})
+        assert res["results"][0]["path"] == "memory/canoe.md", res
+        m = await _mirror(c)
+        assert m["chunks"] == 10 and m["answered"]["mirror"] > held["answered"]["mirror"], m
+    finally:
+        await c.close()

@@ -21,7 +21,8 @@ the 2-core VM whatever the budget of rows ranked (docs/scaling.md), where FTS5 r
   of those it holds) more than the index counts, a background sweep walks the file's ids by range
   against the table and drops the gone (total 0, unknown: never).
 - Built again from scratch only when the file is missing, unreadable (SQLite says so), of another
-  database (a restore), another tokenizer or another schema. A failure that is not the file's (the
+  database (a restore: checked at open and at each new generation a search meets), another tokenizer
+  or another schema. A failure that is not the file's (the
   database away) keeps the file; the next fill waits a back-off that doubles (BACKOFF_FIRST..MAX).
 """
 
@@ -76,6 +77,7 @@ class PgFtsMirror:
         self._file: MirrorFile | None = None
         self._fts: Fts5Search | None = None
         self._gen: str | None = None  # the index generation the file is caught up to
+        self._store: str | None = None  # the database the file is of (fts_file.chunk_position)
         self._forgotten = 0  # rows deleted from the file (moves the word counts' generation)
         self._lock = asyncio.Lock()  # writes to the file: one at a time
         self._task: asyncio.Task | None = None
@@ -200,6 +202,7 @@ class PgFtsMirror:
     async def _open(self) -> None:
         store, ceiling = await chunk_position(self.pool)
         want = {"schema": SCHEMA, "tokenizer": self.tokenizer, "store": store, "agent": self.agent_id}
+        self._store = store
         f = MirrorFile(self.path, self.tokenizer, self.module)
         self._file = f
         self.held, self.held_max = await f.open(want, ceiling)
@@ -287,6 +290,12 @@ class PgFtsMirror:
                 return False
             if generation is not None and generation == self._gen:
                 return True
+            store, ceiling = await chunk_position(self.pool)
+            if store != self._store or ceiling < self.held_max:  # a restore while the gateway runs
+                log.warning("memory_fts_mirror_stale", store=store, ceiling=ceiling, held_max=self.held_max)
+                self.state = "filling"
+                self.start(rebuild=True)
+                return False
             if await self._read_more(IN_BAND) == IN_BAND:  # a big write: caught up in the background
                 self.start()
                 return False
