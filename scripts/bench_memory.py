@@ -370,6 +370,7 @@ async def one_size(
                     "p99Ms": round(pct(times, 0.99), 2),
                 }
                 note(search=lat)
+            note(ftsAfter=(await mgr.status()).get("fts"))  # what answered the timed full-text queries
         note(databaseMb=await database_mb(url) if url else None)
         note(wsHybrid=await via_gateway(Path(tmp), qs, turns=turns, url=url) if gateway else None)
     return out

@@ -35,10 +35,10 @@ QUERIES = [
 ]
 
 
-@pytest.fixture
-async def engines(tmp_path, postgres_server):
+@pytest.fixture(params=["porter", "unicode61"])
+async def engines(request, tmp_path, postgres_server):
     url = await create_database(postgres_server, f"c_{uuid.uuid4().hex[:12]}")
-    config = {"memory.embeddings.provider": "local"}
+    config = {"memory.embeddings.provider": "local", "memory.search.ftsTokenizer": request.param}
     files = await open_storage(make_config(tmp_path / "files", **config))
     pg = await open_storage(make_config(tmp_path / "pg", **{**config, "storage.url": url}))
     try:
@@ -48,7 +48,19 @@ async def engines(tmp_path, postgres_server):
         await pg.close()
 
 
+async def _answers(mem) -> list[list[tuple]]:
+    got = []
+    for q in QUERIES:
+        for sources in (("memory",), ("memory", "sessions")):
+            found = await mem.search(q, "fts", k=8, sources=sources)
+            got.append([(h.path, h.start_line, h.end_line, round(h.score, 9)) for h in found.hits])
+    return got
+
+
 async def test_both_engines_give_the_same_full_text_answers(engines):
+    """Both tokenizers the mirror keeps (porter, unicode61), with a source filter, and again after a
+    note is deleted and another rewritten: the PostgreSQL gateway's own deletions leave its file as they
+    commit, so it holds what the files engine's index holds."""
     answers = []
     for storage in engines:
         for rel, text in NOTES.items():
@@ -62,15 +74,23 @@ async def test_both_engines_give_the_same_full_text_answers(engines):
                     return mem.index.status()["fts"]["mirror"]["state"] == "ready"
 
                 await wait_for(ready)
-            got = []
-            for q in QUERIES:
-                found = await mem.search(q, "fts", k=8)
-                got.append([(h.path, h.start_line, h.end_line, round(h.score, 9)) for h in found.hits])
+            got = await _answers(mem)
+            workspace = storage.config.agent_workspace("main")
+            (workspace / "memory/boat.md").unlink()
+            write_note(storage, "memory/music.md", NOTES["memory/music.md"].replace("Tuesday", "Thursday"))
+            await mem.sync()
+            got += await _answers(mem)
             if mirror is not None:
-                assert mem.index.status()["fts"]["mirror"]["answered"]["postgresql"] == 0
-                assert mem.index.status()["fts"]["engine"] == "fts5-mirror"
+                st = mem.index.status()["fts"]
+                assert st["mirror"]["answered"]["postgresql"] == 0 and st["engine"] == "fts5-mirror", st
+                assert st["mirror"]["chunks"] == mem.index.counts["chunks"], st
             answers.append(got)
     files, pg = answers
-    assert all(files), files
-    for q, f, p in zip(QUERIES, files, pg):
-        assert f == p, q
+    n = 2 * len(QUERIES)
+    assert all(files[:n]), files  # before the deletion, every query finds something
+    assert files[:n] == pg[:n]  # the same hits, the same scores to the ninth decimal
+    for f, p in zip(files[n:], pg[n:]):
+        # After it: the same hits in the same order, not the same scores — a delete from FTS5's
+        # contentless_delete table leaves the deleted row's tokens in the total that BM25's average length
+        # is taken from, for as long as the file lives (docs/scaling.md, fixfts47; here up to 16%).
+        assert [h[:3] for h in f] == [h[:3] for h in p], (f, p)

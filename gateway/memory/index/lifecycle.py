@@ -121,7 +121,9 @@ class IndexLifecycle:
         assert self.provider is not None
         ports = self._engine.search_ports(vectors)
         opts = SearchOptions.from_config(self.cfg.search, self.tokenizer)
-        return Searcher(ports.text, ports.rows, self.provider, opts, vectors, problem, self.hidden)
+        searcher = Searcher(ports.text, ports.rows, self.provider, opts, vectors, problem, self.hidden)
+        searcher.total_chunks = self._engine.counts.get("chunks", 0)  # a new searcher: the counts as read
+        return searcher
 
     # ---- the writer: a rebuild when the settings changed, else the sync asked --------------------------
     async def sync(self, req: SyncRequest, progress: Any) -> SyncStats:

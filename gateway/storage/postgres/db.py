@@ -322,6 +322,25 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
     ("0016_note_tombstones", TOMBSTONES_SQL),  # a note's deletion, kept (note_schema.py)
     ("0017_note_tombstones_of_old_deletions", OLD_DELETIONS_SQL),  # those made before 0016 (note_schema.py)
+    # The database's identity, which a gateway's derived files record (the FTS5 mirror, a saved graph: a
+    # file of another database is built again): made here too, not only with the vectors (v003), for a
+    # gateway without embeddings or pgvector keeps an FTS5 mirror as well (memory/fts_file.py).
+    (
+        "0018_jarvis_identity",
+        """
+        CREATE TABLE IF NOT EXISTS jarvis_identity (id text NOT NULL);
+        INSERT INTO jarvis_identity(id) SELECT md5(random()::text || clock_timestamp()::text)
+            WHERE NOT EXISTS (SELECT 1 FROM jarvis_identity);
+    """,
+    ),
+    # One agent's chunks by id: the FTS5 mirror's catch-up (`agent_id = $1 AND id > $2 ORDER BY id`) and
+    # sweep (`id BETWEEN`) read only that agent's rows, not the primary key's walk past other agents'.
+    (
+        "0019_memory_chunks_by_id",
+        """
+        CREATE INDEX IF NOT EXISTS memory_chunks_by_id ON memory_chunks (agent_id, id);
+    """,
+    ),
 ]
 
 

@@ -66,6 +66,7 @@ class SyncSession:
     def __init__(self, pool: asyncpg.Pool, agent_id: str):
         self.pool, self.agent_id = pool, agent_id
         self.conn: Any = None
+        self.deleted: list[int] = []  # chunk ids this gateway deleted (committed), for its FTS5 mirror to drop
 
     @property
     def db(self) -> Any:
@@ -81,9 +82,14 @@ class SyncSession:
                 yield conn
 
 
-async def remove_files(conn: Any, agent_id: str, paths: list[str]) -> int:
-    """Drop these files' chunks (their vectors by cascade) and rows; how many files were indexed."""
-    await conn.execute("DELETE FROM memory_chunks WHERE agent_id = $1 AND path = ANY($2::text[])", agent_id, paths)
+async def remove_files(conn: Any, agent_id: str, paths: list[str], gone: list[int] | None = None) -> int:
+    """Drop these files' chunks (their vectors by cascade; their ids added to `gone`) and rows; how many
+    files were indexed."""
+    ids = await conn.fetch(
+        "DELETE FROM memory_chunks WHERE agent_id = $1 AND path = ANY($2::text[]) RETURNING id", agent_id, paths
+    )
+    if gone is not None:
+        gone.extend(int(r[0]) for r in ids)
     await conn.execute("DELETE FROM memory_ledger WHERE agent_id = $1 AND path = ANY($2::text[])", agent_id, paths)
     r = await conn.execute("DELETE FROM memory_files WHERE agent_id = $1 AND path = ANY($2::text[])", agent_id, paths)
     n = int(r.split()[-1])

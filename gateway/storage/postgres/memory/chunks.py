@@ -129,6 +129,7 @@ class PgChunks:
                     await self.cache.put_many(batch.fresh, conn)
                 if batch.stale or inserts or batch.files:
                     await bump_generation(conn, agent)
+            self.s.deleted.extend(batch.stale)  # committed: this gateway's FTS5 mirror drops them
 
     async def ready_vectors(self, dims: int) -> None:
         """Nothing: the vector column holds any size, and has no index (the gateway searches in memory)."""

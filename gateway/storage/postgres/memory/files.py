@@ -127,6 +127,9 @@ class PgFileRows:
         return [sf for sf in files if sf.path not in stale]
 
     async def remove(self, paths: list[str]) -> int:
+        gone: list[int] = []
         async with self.s.connection() as conn:
             async with conn.transaction():
-                return await remove_files(conn, self.s.agent_id, paths)
+                n = await remove_files(conn, self.s.agent_id, paths, gone)
+        self.s.deleted.extend(gone)  # committed
+        return n

@@ -199,11 +199,21 @@ class PgMemoryIndex:
     async def run_sync(self, req: SyncRequest, progress: Any) -> SyncStats:
         async with self.life.write_lock:
             assert self.pipeline is not None
-            stats = await self.pipeline.sync(
-                force=req.force, memory=req.memory, sessions=req.sessions, progress=progress
-            )
+            try:
+                stats = await self.pipeline.sync(
+                    force=req.force, memory=req.memory, sessions=req.sessions, progress=progress
+                )
+            finally:
+                await self._tell_mirror()
         await self.life.after_sync(stats)
         return stats
+
+    async def _tell_mirror(self) -> None:
+        """The chunks this gateway deleted (committed) dropped from its FTS5 mirror now."""
+        if self.store is not None:
+            ids = self.store.deleted()
+            if self.fts_mirror is not None:
+                await self.fts_mirror.deleted(ids)
 
     async def run_rebuild(self, progress: Any) -> SyncStats:
         """New settings: drop the agent's rows, then index everything again (no file to swap)."""
@@ -213,6 +223,7 @@ class PgMemoryIndex:
         try:
             async with self.life.write_lock:
                 await self.store.reset(self.life.signature())
+                self.store.deleted()  # every id is gone: the mirror is built again
                 await self._drop_vectors_in_memory()
                 if self.fts_mirror is not None:  # every id it holds is gone
                     await self.fts_mirror.close()
@@ -220,7 +231,10 @@ class PgMemoryIndex:
                 self.life.rebuild_due = False
                 self.life.old_vectors_ok = True
                 await self.life.open_live_state()
-                stats = await self.pipeline.sync(force=True, memory=True, sessions=True, progress=progress)
+                try:
+                    stats = await self.pipeline.sync(force=True, memory=True, sessions=True, progress=progress)
+                finally:
+                    await self._tell_mirror()
         finally:
             self.life.rebuild_running = False
         log.info("memory_index_rebuilt", files=stats.indexed, duration_ms=stats.duration_ms, storage="postgresql")
@@ -236,6 +250,7 @@ class PgMemoryIndex:
             return False
         async with self.life.write_lock:
             gone = await self.store.forget([session_path(session_key)], wait=False)
+            await self._tell_mirror()
         if gone is None:
             return False
         await self.refresh_counts()

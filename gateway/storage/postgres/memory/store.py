@@ -156,10 +156,18 @@ class PgIndexStore:
     async def forget(self, paths: list[str], wait: bool = True) -> int | None:
         """Remove these files' chunks and rows now (for every gateway); returns how many files were known,
         or None (with `wait` False) when a sync of the agent holds its lock, on any gateway."""
+        gone: list[int] = []
         async with self.pool.acquire() as conn:
             async with conn.transaction():
                 if wait:
                     await conn.execute("SELECT pg_advisory_xact_lock($1)", agent_lock(self.agent_id))
                 elif not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", agent_lock(self.agent_id)):
                     return None
-                return await remove_files(conn, self.agent_id, paths)
+                n = await remove_files(conn, self.agent_id, paths, gone)
+        self._session.deleted.extend(gone)  # committed
+        return n
+
+    def deleted(self) -> list[int]:
+        """The chunk ids this gateway deleted since the last call (committed): its FTS5 mirror drops them."""
+        ids, self._session.deleted = self._session.deleted, []
+        return ids
