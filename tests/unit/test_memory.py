@@ -853,7 +853,13 @@ async def test_chunk_identity_migration_drops_duplicates(tmp_path):
     """An index that a race left with duplicated chunks: migration 010 keeps one of each (with its
     full-text and vector rows) and makes the identity unique, so no race can duplicate it again."""
     from gateway.storage.files.memory.db import Database, index_driver
-    from gateway.storage.files.memory.migrations import MIGRATIONS, SchemaParams, ensure_vector_table, migrate
+    from gateway.storage.files.memory.migrations import (
+        MIGRATIONS,
+        SchemaParams,
+        ensure_vector_table,
+        get_meta,
+        migrate,
+    )
 
     db = await Database(tmp_path / "m.sqlite", index_driver("numpy"), use_vec=False).open()
     try:
@@ -885,8 +891,14 @@ async def test_chunk_identity_migration_drops_duplicates(tmp_path):
                 "INSERT INTO chunks_vec VALUES (?, 'memory', '', ?)",
                 (cid, np.array([1, 0], dtype=np.float32).tobytes()),
             )
-        assert await migrate(db, SchemaParams()) == ["010_chunk_identity", "011_chunk_date", "012_ledger"]
+        assert await migrate(db, SchemaParams()) == [
+            "010_chunk_identity",
+            "011_chunk_date",
+            "012_ledger",
+            "013_chunk_id_high",
+        ]
         assert [r[0] for r in await db.fetchall("SELECT id FROM chunks ORDER BY id")] == [1, 3, 4]
+        assert await get_meta(db, "chunk_id_high") == "4", "an index made before: ids go on past its highest"
         assert [r[0] for r in await db.fetchall("SELECT chunk_id FROM chunks_vec ORDER BY 1")] == [1, 3, 4]
         hits = await db.fetchall("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'alpha' ORDER BY 1")
         assert [r[0] for r in hits] == [1, 4]

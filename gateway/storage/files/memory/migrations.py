@@ -1,6 +1,7 @@
 """The memory index schema: named, ordered migrations recorded in the `migrations` table.
 
-    meta              key → value (index signature, FTS tokenizer, vector backend and dims, generation, last sync)
+    meta              key → value (index signature, FTS tokenizer, vector backend and dims, generation, last sync,
+                      the highest chunk id ever given)
     files             one row per indexed file: size, mtime, content hash
     chunks            text, path, source, session key, 1-based inclusive line range, sha256, message spans,
                       whether its vector is stored (`embedded`), context (neighbouring text, search only),
@@ -38,6 +39,8 @@ FTS_HASHSIZE = 32 * 1024 * 1024
 # 0.6 s); sqlite-vec's own KNN, which only indexes under MATRIX_THRESHOLD vectors use, pays ~20%.
 # Indexes made before keep theirs (the table is created once).
 VEC_CHUNK_SIZE = 64
+# meta: the highest chunk id ever given; ids are never given twice (vectors kept by id stay right).
+CHUNK_ID_HIGH = "chunk_id_high"
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,14 @@ async def _m012_ledger(db: Database, p: SchemaParams) -> None:
     await db.execute("CREATE INDEX ledger_subject ON ledger(subject)")
 
 
+async def _m013_chunk_id_high(db: Database, p: SchemaParams) -> None:
+    """The highest chunk id ever given (meta `chunk_id_high`), so that no id is given again once the
+    highest chunks are deleted (store.SqliteChunks.write): an index made before starts from its highest
+    stored id."""
+    top = await db.scalar("SELECT max(id) FROM chunks", default=0)
+    await set_meta(db, CHUNK_ID_HIGH, str(int(top)))
+
+
 Migration = Callable[[Database, SchemaParams], Awaitable[None]]
 
 MIGRATIONS: list[tuple[str, Migration]] = [
@@ -219,6 +230,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("010_chunk_identity", _m010_chunk_identity),
     ("011_chunk_date", _m011_chunk_date),
     ("012_ledger", _m012_ledger),
+    ("013_chunk_id_high", _m013_chunk_id_high),
 ]
 
 

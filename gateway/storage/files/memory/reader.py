@@ -25,7 +25,9 @@ class SqliteChunkReader:
     ):
         self.db = db
         self.vectors = vectors
-        self._read: dict[int, bytes] = {}  # the vectors in hand with the last chunk_rows (a chunk id's never changes)
+        # The vectors in hand with the last chunk_rows, by chunk id: an id is never given to another chunk
+        # (store.SqliteChunks.write keeps the highest id ever given), so it names the same chunk for good.
+        self._read: dict[int, bytes] = {}
         # The vectors the vector search just read (VectorStore.recent: its generation, the BLOBs by id):
         # those of the pool's rows are taken while the file's generation is still theirs.
         self._recent = recent

@@ -27,7 +27,7 @@ from ...vectors.ann import AnnIndex
 from .cache import EmbeddingCache
 from .db import Database, batches
 from .ledger import SqliteLedger
-from .migrations import delete_chunks, ensure_vector_table, get_meta, set_meta, vector_table
+from .migrations import CHUNK_ID_HIGH, delete_chunks, ensure_vector_table, get_meta, set_meta, vector_table
 from .vectors import VectorStore
 
 log = structlog.get_logger("gateway.memory")
@@ -158,7 +158,12 @@ class SqliteChunks:
 
     async def write(self, paths: list[str], plan: Callable[[dict[str, dict[ChunkKey, int]]], WriteBatch]) -> None:
         async with self.db.transaction():
-            next_id = int(await self.db.scalar("SELECT max(id) FROM chunks", default=0)) + 1
+            # Ids are never given again (issue 46's review: a search between two batches of one sync, in
+            # one generation, took the vector kept for a deleted chunk's id as the new chunk's): past the
+            # highest ever given (meta, kept in this transaction) as well as the highest stored.
+            high = int(await get_meta(self.db, CHUNK_ID_HIGH, "0") or 0)
+            top = max(high, int(await self.db.scalar("SELECT max(id) FROM chunks", default=0) or 0))
+            next_id = top + 1
             batch = plan(await self._current(paths))
             inserts, vec_rows = [], []
             for new in batch.chunks:
@@ -197,6 +202,8 @@ class SqliteChunks:
                 )
             if batch.fresh:
                 await self.cache.put_many(batch.fresh)
+            if next_id - 1 != high:
+                await set_meta(self.db, CHUNK_ID_HIGH, str(next_id - 1))
 
     async def ready_vectors(self, dims: int) -> None:
         if self.vectors is None or self.vectors.dims != dims:
