@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from gateway.compose import memory_service
+from gateway.memory.embeddings import EmbeddingError
+from gateway.memory.embeddings.local import LocalEmbeddings
 from gateway.config import load_config
 from gateway.storage.files.memory.db import connect_sync, pick_driver
 from gateway.memory.index.pipeline import PROCESS_MIN_FILES
@@ -258,7 +260,9 @@ async def test_a_killed_extractor_leaves_the_statements_to_threads(tmp_path):
     assert statements(state) == statements(threads), "the batches after the kill have their statements too"
 
 
-async def _sync_with_extractor(state: Path, progress=None, embed_elsewhere_min_files: int = PROCESS_MIN_FILES) -> dict:
+async def _sync_with_extractor(
+    state: Path, progress=None, embed_elsewhere_min_files: int = PROCESS_MIN_FILES, provider=None
+) -> dict:
     """A large sync as on 2-3 cores (`memory.sync.processes` -1 there): no worker processes, the extractor
     process lent, the local (portable) provider — whatever the cores of the machine running the test."""
     cfg = load_config({"stateDir": str(state), "memory.sync.onStart": False, "memory.sync.watch": False}, env={})
@@ -268,9 +272,22 @@ async def _sync_with_extractor(state: Path, progress=None, embed_elsewhere_min_f
         pipeline = mgr.index.pipeline
         pipeline.s = dataclasses.replace(pipeline.s, processes=0, extractor=True)
         pipeline.embed_elsewhere_min_files = embed_elsewhere_min_files  # the corpora here are below the default
+        if provider is not None:
+            pipeline.provider = provider
         return await mgr.sync(progress=progress)
     finally:
         await mgr.close()
+
+
+class ModelFailsElsewhere(LocalEmbeddings):
+    """The local model, except in a spawned process (the extractor makes its own copy from this class),
+    where every call fails as a model that could not load there does: the local provider wraps the
+    MemoryError or the missing file in an EmbeddingError, and the process stays alive."""
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        if multiprocessing.parent_process() is not None:
+            raise EmbeddingError("local embedding failed: MemoryError", retryable=False)
+        return super().embed_sync(texts)
 
 
 def _embed_steps() -> int:
@@ -342,3 +359,30 @@ async def test_a_sync_below_the_threshold_embeds_in_this_process(tmp_path):
     assert _embed_steps() > steps, "this process embedded"
     assert stats["chunksEmbedded"] > PROCESS_MIN_FILES
     assert {r[0] for r in statements(state)} >= {"code:locker", "home"}
+
+
+async def test_an_extractor_that_cannot_embed_leaves_the_embedding_to_threads(tmp_path):
+    """Issue 46's review: an extractor alive but unable to embed ended the sync's embedding (its error
+    was the sync's, and fill_missing was skipped): a large sync stored no vectors. Now this process embeds
+    every batch, the vectors are the ones threads make, and the statements are still the extractor's."""
+    threads, state = tmp_path / "threads", tmp_path / "state"
+    corpus(threads, PROCESS_MIN_FILES + 100)
+    shutil.copytree(threads, state, symlinks=True)
+    await index(threads, processes=0)
+    seen: set[int] = set()
+    steps = _embed_steps()
+    stats = await _sync_with_extractor(
+        state,
+        progress=lambda done, total: seen.update(p.pid for p in multiprocessing.active_children()),
+        provider=ModelFailsElsewhere(),
+    )
+    assert len(seen) == 1, "the extractor process was lent"
+    assert not multiprocessing.active_children(), "shut down with the sync"
+    assert _embed_steps() > steps, "this process embedded"
+    assert stats["indexed"] == PROCESS_MIN_FILES + 103
+    chunks_t, vectors_t = contents(threads)
+    chunks_s, vectors_s = contents(state)
+    assert chunks_s == chunks_t and all(row[-1] == 1 for row in chunks_s), "every chunk has its vector"
+    assert vectors_s.keys() == vectors_t.keys()
+    assert all(vectors_s[k].tobytes() == v.tobytes() for k, v in vectors_t.items())
+    assert statements(state) == statements(threads)

@@ -297,7 +297,8 @@ class IndexPipeline:
 
     async def _vectors(self, texts: list[str]) -> np.ndarray:
         """The provider's vectors of `texts`: from the extractor process when it embeds this sync's chunks
-        (a dead one leaves them, and the rest of the sync's, to this process's threads)."""
+        (a dead one, or one whose copy of the provider fails, leaves them and the rest of the sync's to this
+        process's threads: only their error is the sync's)."""
         extractor = self._extractor
         if extractor is not None and self._embeds_elsewhere:
             try:
@@ -307,10 +308,18 @@ class IndexPipeline:
             except (BrokenProcessPool, RuntimeError, OSError) as exc:
                 self._lost_extractor(extractor, exc)
             else:
-                if error is not None:
-                    raise error
-                return out
+                if error is None:
+                    return out
+                self._extractor_cannot_embed(error)
         return await self.provider.embed(texts)
+
+    def _extractor_cannot_embed(self, error: EmbeddingError) -> None:
+        """The extractor process is alive but its copy of the provider fails (its model could not load:
+        out of memory, a file missing): it goes on extracting, and this process embeds (issue 46's
+        review: the error ended the sync's embedding, and fill_missing was skipped)."""
+        if self._embeds_elsewhere:
+            self._embeds_elsewhere = False
+            log.warning("memory_sync_extractor_cannot_embed", error=str(error), note="this sync embeds in threads")
 
     def _lost_extractor(self, extractor: ProcessPoolExecutor, exc: BaseException) -> None:
         if self._extractor is extractor:
