@@ -386,3 +386,38 @@ async def test_an_extractor_that_cannot_embed_leaves_the_embedding_to_threads(tm
     assert vectors_s.keys() == vectors_t.keys()
     assert all(vectors_s[k].tobytes() == v.tobytes() for k, v in vectors_t.items())
     assert statements(state) == statements(threads)
+
+
+async def test_a_worker_that_cannot_embed_leaves_the_embedding_to_threads(tmp_path):
+    """The same gap in the worker path (`memory.sync.processes` set, as on 4+ cores): a worker whose
+    copy of the provider failed made its error the sync's, and fill_missing was skipped. Now the batches
+    are read and chunked by the workers and embedded by this process's threads, as threads would."""
+    threads, state = tmp_path / "threads", tmp_path / "state"
+    corpus(threads, PROCESS_MIN_FILES + 100)
+    shutil.copytree(threads, state, symlinks=True)
+    await index(threads, processes=0)
+    cfg = load_config(
+        {"stateDir": str(state), "memory.sync.onStart": False, "memory.sync.watch": False, "memory.sync.processes": 2},
+        env={},
+    )
+    mgr = memory_service(cfg, FilesStorage(cfg), cfg.agent_id)
+    await mgr.open()
+    seen: set[int] = set()
+    steps = _embed_steps()
+    try:
+        mgr.index.pipeline.provider = ModelFailsElsewhere()
+        stats = await mgr.sync(
+            progress=lambda done, total: seen.update(p.pid for p in multiprocessing.active_children())
+        )
+    finally:
+        await mgr.close()
+    assert len(seen) == 2, "two worker processes prepared the batches"
+    assert not multiprocessing.active_children(), "shut down with the sync"
+    assert _embed_steps() > steps, "this process embedded"
+    assert stats["indexed"] == PROCESS_MIN_FILES + 103
+    chunks_t, vectors_t = contents(threads)
+    chunks_s, vectors_s = contents(state)
+    assert chunks_s == chunks_t and all(row[-1] == 1 for row in chunks_s), "every chunk has its vector"
+    assert vectors_s.keys() == vectors_t.keys()
+    assert all(vectors_s[k].tobytes() == v.tobytes() for k, v in vectors_t.items())
+    assert statements(state) == statements(threads)

@@ -70,7 +70,7 @@ class IndexPipeline:
         self.changes = Changes(store.files, settings)
         self._workers_died = False  # this sync's worker processes died: it prepares in threads
         self._extractor: ProcessPoolExecutor | None = None  # this sync's extractor process (threads prepare)
-        self._embeds_elsewhere = False  # the extractor process embeds this sync's new chunks
+        self._embeds_elsewhere = False  # the worker processes, or the extractor, embed this sync's new chunks
         self.embed_elsewhere_min_files = EMBED_ELSEWHERE_MIN_FILES
 
     @property
@@ -199,7 +199,7 @@ class IndexPipeline:
         pool = start_workers(workers, self.provider if self.embeds else None) if workers else None
         self._workers_died = False
         extractor = None  # shut down at the end even when lost mid-sync (then self._extractor is None)
-        self._embeds_elsewhere = False
+        self._embeds_elsewhere = pool is not None and self.embeds
         if pool is None and self.s.extractor and len(todo) >= PROCESS_MIN_FILES:
             # A portable provider embeds there too (issue 46: on 2 cores this process's GIL was the limit).
             self._embeds_elsewhere = (
@@ -310,16 +310,17 @@ class IndexPipeline:
             else:
                 if error is None:
                     return out
-                self._extractor_cannot_embed(error)
+                self._cannot_embed_elsewhere(error)
         return await self.provider.embed(texts)
 
-    def _extractor_cannot_embed(self, error: EmbeddingError) -> None:
-        """The extractor process is alive but its copy of the provider fails (its model could not load:
-        out of memory, a file missing): it goes on extracting, and this process embeds (issue 46's
-        review: the error ended the sync's embedding, and fill_missing was skipped)."""
+    def _cannot_embed_elsewhere(self, error: EmbeddingError) -> None:
+        """A process of this sync (the extractor, or a worker) is alive but its copy of the provider fails
+        (its model could not load: out of memory, a file missing): it goes on reading, chunking or
+        extracting, and this process's threads embed the rest of the sync; only their error is the sync's
+        (issue 46's review: the error ended the sync's embedding, and fill_missing was skipped)."""
         if self._embeds_elsewhere:
             self._embeds_elsewhere = False
-            log.warning("memory_sync_extractor_cannot_embed", error=str(error), note="this sync embeds in threads")
+            log.warning("memory_sync_process_cannot_embed", error=str(error), note="this sync embeds in threads")
 
     def _lost_extractor(self, extractor: ProcessPoolExecutor, exc: BaseException) -> None:
         if self._extractor is extractor:
@@ -346,10 +347,11 @@ class IndexPipeline:
     ) -> tuple[list[Work], Vectors, Vectors]:
         """`_prepare` in a worker process: reading, chunking and embedding all happen there. (What is
         stored is looked up first, for every known file of the batch: which ones changed is only known
-        after reading.) A worker that died (killed, out of memory) leaves the batch to a thread."""
+        after reading.) A worker that died (killed, out of memory) leaves the batch to a thread; one whose
+        provider fails leaves the embedding of the batch, and of the rest of the sync, to threads."""
         mine = {sf.path: known[sf.path] for sf in batch if sf.path in known}
         stored = await self.store.chunks.stored(list(mine))
-        embed = self.embeds and stats.embed_error is None
+        embed = self._embeds_elsewhere and stats.embed_error is None
         try:
             works, hashes, out, error = await watched(
                 pool,
@@ -364,12 +366,14 @@ class IndexPipeline:
                     "memory_sync_worker_died", error=str(exc) or type(exc).__name__, note="this sync goes on in threads"
                 )
             return await self._prepare(batch, known, force, stats)
-        if error is not None and stats.embed_error is None:
-            stats.embed_error, stats.retry_after = str(error), error.retry_after
-            log.warning("memory_embedding_failed", error=str(error), note="indexed full text; vectors retried later")
-        stats.chunks_embedded += len(hashes)
-        vecs = dict(zip(hashes, out)) if out is not None else {}
-        return works, vecs, {}
+        if error is not None:
+            self._cannot_embed_elsewhere(error)
+        if out is not None:
+            stats.chunks_embedded += len(hashes)
+            return works, dict(zip(hashes, out)), {}
+        # Not embedded there (its provider failed, or workers no longer embed this sync): threads embed.
+        vecs, fresh = await self._embed_new([w for w in works if w.chunks is not None], stored, stats)
+        return works, vecs, fresh
 
     async def _embed_new(
         self, changed: list[Work], stored: dict[str, set[ChunkKey]], stats: SyncStats
