@@ -49,10 +49,11 @@ def cluster_of(storage: Storage, services: "Host") -> "Cluster | None":
 
 
 @contextlib.asynccontextmanager
-async def standalone_memory(config: Config, agent_id: str) -> AsyncIterator[MemoryService]:
+async def standalone_memory(config: Config, agent_id: str, *, serve: bool = False) -> AsyncIterator[MemoryService]:
     """An open MemoryService outside any gateway (scripts/bench_locomo.py, bench_scale.py), on the engine
-    `storage.url` names."""
-    storage = await open_storage(config, serve=False)
+    `storage.url` names; `serve`: opened as a gateway opens it (its derived files in the state dir made and
+    kept: scripts/bench_memory.py times what a gateway searches)."""
+    storage = await open_storage(config, serve=serve)
     try:
         mgr = memory_service(config, storage, agent_id)
         try:

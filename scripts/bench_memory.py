@@ -388,20 +388,11 @@ async def serving_index(cfg, url: str | None):
         async with opened_index(cfg, url) as mgr:
             yield mgr
         return
-    from gateway.compose import memory_service
-    from gateway.storage import open_storage
+    from gateway.compose import standalone_memory
 
     await sessions_into_postgres(url, cfg.sessions_dir())
-    storage = await open_storage(cfg)
-    try:
-        mgr = memory_service(cfg, storage, cfg.agent_id)
-        try:
-            await mgr.open()
-            yield mgr
-        finally:
-            await mgr.close()
-    finally:
-        await storage.close()
+    async with standalone_memory(cfg, cfg.agent_id, serve=True) as mgr:
+        yield mgr
 
 
 async def database_mb(url: str) -> float:
