@@ -7,7 +7,8 @@ bench_memory's kind of generated queries, n = 24 as a hybrid search of k = 6 ask
 
 - before: the rarest words within pruning's postings budget, the others skipped (what `Fts5Search`
   did for a query's own words until this change), the words' counts kept as per generation;
-- after: `Fts5Search.search` (max-score, the phrases' counts kept as per generation);
+- after: `Fts5Search.search` (max-score, the phrases' counts kept as per generation), at each of
+  `--cap-shares` (fts5_topk.CAP_SHARE: rows read at most before an answer is given unproven);
 - exact: every phrase matched and every matching chunk scored (the whole OR, rarest phrase first).
 
 Before and after alternate query by query (A B, B A, ...), each timed in CPU seconds of this process
@@ -90,9 +91,16 @@ async def main_async(args: argparse.Namespace) -> dict:
         rs = conn.execute(head + " WHERE chunks_fts MATCH ? ORDER BY 2 LIMIT ?", (cw, expr, args.n)).fetchall()
         return [int(r[0]) for r in rs]
 
-    async def after(terms: list[str]) -> list[int]:
-        hits = await fts.search(terms, args.n, ("memory", "sessions"), None, generation="g", total=total)
-        return [h[0] for h in hits]
+    def after(share: float) -> Callable:
+        async def run(terms: list[str]) -> list[int]:
+            kept, fts5_topk.CAP_SHARE = fts5_topk.CAP_SHARE, share
+            try:
+                hits = await fts.search(terms, args.n, ("memory", "sessions"), None, generation="g", total=total)
+            finally:
+                fts5_topk.CAP_SHARE = kept
+            return [h[0] for h in hits]
+
+        return run
 
     def exact(terms: list[str]) -> tuple[list[int], float]:
         phrases = fts_phrases(terms, args.tokenizer)
@@ -102,28 +110,33 @@ async def main_async(args: argparse.Namespace) -> dict:
         best = sorted(((int(r), float(s)) for r, s in rs), key=lambda x: (x[1], x[0]))[: args.n]
         return [b[0] for b in best], (time.process_time() - t) * 1000
 
-    sides: dict[str, Callable] = {"before": before, "after": after}
-    ms: dict[str, list[float]] = {"before": [], "after": [], "exact": []}
+    shares = [float(x) for x in args.cap_shares.split(",")]
+    sides: dict[str, Callable] = {"before": before} | {f"after@{s}": after(s) for s in shares}
+    ms: dict[str, list[float]] = {s: [] for s in [*sides, "exact"]}
     agree: dict[str, dict[str, list[int]]] = {s: {"top5": [], "top10": [], "identical": []} for s in sides}
-    for terms in qs[: args.warm]:  # warm the page cache and both sides' kept counts
-        await before(terms), await after(terms)
-    proven0 = fts.proven
+    proven: dict[str, int] = {s: 0 for s in sides}
+    for terms in qs[: args.warm]:  # warm the page cache and every side's kept counts
+        for run in sides.values():
+            await run(terms)
     for i, terms in enumerate(qs[args.warm :]):
-        await before(terms), await after(terms)  # (the counts kept, as within one generation)
+        for run in sides.values():  # (the counts kept, as within one generation)
+            await run(terms)
         got: dict[str, list[int]] = {}
-        for side in ("before", "after") if i % 2 == 0 else ("after", "before"):
+        for side in list(sides) if i % 2 == 0 else list(reversed(sides)):
+            p0 = fts.proven
             t = time.process_time()
             got[side] = await sides[side](terms)
             ms[side].append((time.process_time() - t) * 1000)
+            proven[side] += fts.proven - p0
         ref, took = exact(terms)
         ms["exact"].append(took)
         for side, ids in got.items():
             agree[side]["top5"].append(len(set(ids[:5]) & set(ref[:5])))
             agree[side]["top10"].append(len(set(ids[:10]) & set(ref[:10])))
             agree[side]["identical"].append(int(ids == ref))
-    done = len(ms["after"])
+    done = len(ms["before"])
     out: dict[str, Any] = {"chunks": total, "ftsRows": rows, "queries": done, "n": args.n, "tokenizer": args.tokenizer}
-    for side in ("before", "after", "exact"):
+    for side in [*sides, "exact"]:
         out[side] = summary(ms[side])
         if side in agree:
             a = agree[side]
@@ -132,8 +145,9 @@ async def main_async(args: argparse.Namespace) -> dict:
                 "top10": round(statistics.mean(a["top10"]), 3),
                 "identicalTopN": sum(a["identical"]),
             }
-    proven = fts.proven - proven0
-    out["after"]["proven"] = f"{proven // 2} of {done}"  # (each query searched twice: the warm one and the timed)
+    for side in sides:
+        if side != "before":
+            out[side]["proven"] = proven[side]
     out["postingsBudget"] = pruning.POSTINGS_BUDGET
     return out
 
@@ -146,6 +160,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--n", type=int, default=24)
     ap.add_argument("--tokenizer", default="porter")
+    ap.add_argument("--cap-shares", default="0.0125,0.05", help="after's CAP_SHARE(s), each a side: 0.05,0.0125")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     out = asyncio.run(main_async(args))

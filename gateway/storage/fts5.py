@@ -5,10 +5,13 @@ file, the PostgreSQL engine over the gateway's derived mirror of the agent's chu
 a `chunks_fts` table (text, context), its `chunks_fts_rows` vocabulary, and `chunks(id, source,
 session_key, text)` for the filters (and for CJK bigrams, `text`).
 
-User text reaches `MATCH` only through query.py's `fts_query` (quoted words). On a big index the rarest
-words are searched and the common ones skipped past a postings budget (memory/search/pruning.py): a
-word's document count comes from the FTS5 vocabulary table, after the tokenizer has made its tokens of it
-(a scratch FTS5 table on the reading connection), and is kept per index generation.
+User text reaches `MATCH` only through query.py's `fts_query` (quoted words). On a big index a query's
+own words are ranked by max-score (fts5_topk.py): the rarest phrases' postings read, the common ones'
+scored only for those rows and bounded for the others — the whole query's exact top n where the bound
+proves it (each phrase's row count kept per index generation), the best of the rows read past
+fts5_topk.CAP_SHARE. A query's related words (`extra`) are still chosen within their budget
+(memory/search/pruning.py): a word's document count comes from the FTS5 vocabulary table, after the
+tokenizer has made its tokens of it (a scratch FTS5 table on the reading connection), kept per generation.
 """
 
 from __future__ import annotations
@@ -246,7 +249,7 @@ class Fts5Search:
             if not order:
                 return fresh, None
             rows = fts5_topk.row_count(conn)
-            cap = pruning.POSTINGS_BUDGET * total
+            cap = fts5_topk.CAP_SHARE * total
             return fresh, fts5_topk.top_k(
                 conn, order, {**have, **fresh}, rows, n, head, (weight,), where_sql, params, cap
             )
