@@ -5,10 +5,13 @@ file, the PostgreSQL engine over the gateway's derived mirror of the agent's chu
 a `chunks_fts` table (text, context), its `chunks_fts_rows` vocabulary, and `chunks(id, source,
 session_key, text)` for the filters (and for CJK bigrams, `text`).
 
-User text reaches `MATCH` only through query.py's `fts_query` (quoted words). On a big index the rarest
-words are searched and the common ones skipped past a postings budget (memory/search/pruning.py): a
-word's document count comes from the FTS5 vocabulary table, after the tokenizer has made its tokens of it
-(a scratch FTS5 table on the reading connection), and is kept per index generation.
+User text reaches `MATCH` only through query.py's `fts_query` (quoted words). On a big index a query's
+own words are ranked by max-score (fts5_topk.py): the rarest phrases' postings read, the common ones'
+scored only for those rows and bounded for the others — the whole query's exact top n where the bound
+proves it (each phrase's row count kept per index generation), the best of the rows read past
+fts5_topk.CAP_SHARE. A query's related words (`extra`) are still chosen within their budget
+(memory/search/pruning.py): a word's document count comes from the FTS5 vocabulary table, after the
+tokenizer has made its tokens of it (a scratch FTS5 table on the reading connection), kept per generation.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from typing import Any, Callable, Protocol, Sequence, TypeVar
 import orjson
 
 from ..memory.search import pruning
-from ..memory.search.query import fts_query, is_cjk
+from ..memory.search.query import fts_phrases, fts_query, is_cjk
+from . import fts5_topk
 
 T = TypeVar("T")
 
@@ -65,6 +69,11 @@ class Fts5Search:
         # the index generation `_counts_generation` (prune_common).
         self._counts: dict[str, tuple[int, int]] = {}
         self._counts_generation: str | None = None
+        # FTS5 phrase → rows it matches (bm25's count for its idf), for the index generation
+        # `_hits_generation` (_top_k); and how many answers were proven the exact top n, and not.
+        self._hits: dict[str, int] = {}
+        self._hits_generation: str | None = None
+        self.proven = self.unproven = 0
 
     def _token_counts_sync(self, conn: Any, terms: Sequence[str]) -> tuple[list[list[str]], dict[str, int]]:
         """How the FTS tokenizer indexes each term (porter: its stem), and in how many chunks each of
@@ -180,6 +189,11 @@ class Fts5Search:
         found: list[tuple[int, float]] | None
         if not self._prunes(terms, total, extra):
             terms, found = await self.db.call(lambda conn: match(conn, terms))
+        elif not extra:  # the query's own words: max-score's exact top n (fts5_topk.py)
+            head = sql.split(" WHERE ")[0]
+            found = await self._top_k(
+                terms, n, head, "".join(f" AND {w}" for w in where[1:]), params, generation, total
+            )
         else:
             have = self._cached_counts(terms, generation)
             todo = [t for t in terms if t not in have]
@@ -206,6 +220,47 @@ class Fts5Search:
                 terms, n - len(hits), {h[0] for h in hits}, where[1:], params, hits[-1][1] if hits else -1.0
             )
         return hits
+
+    async def _top_k(
+        self,
+        terms: Sequence[str],
+        n: int,
+        head: str,
+        where_sql: str,
+        params: list[Any],
+        generation: str | None,
+        total: int,
+    ) -> list[tuple[int, float]] | None:
+        """The whole OR query's best `n` (fts5_topk.top_k), reading the postings of the rarest phrases and
+        bounding the common ones' (not proven past the postings budget: the best of what was read)."""
+        phrases = fts_phrases(terms, self.tokenizer)
+        if not phrases:
+            return None
+        if generation is None or generation != self._hits_generation or len(self._hits) > COUNTS_CACHED:
+            self._hits = {}
+            self._hits_generation = generation
+        have = {p: self._hits[p] for p in phrases if p in self._hits}
+        todo = [p for p in phrases if p not in have]
+        weight = float(self.context_weight)
+
+        def run(conn: Any) -> tuple[dict[str, int], fts5_topk.TopK | None]:
+            fresh = fts5_topk.phrase_hits(conn, todo)
+            order = fts5_topk.ordered(phrases, {**have, **fresh})
+            if not order:
+                return fresh, None
+            rows = fts5_topk.row_count(conn)
+            cap = fts5_topk.CAP_SHARE * total
+            return fresh, fts5_topk.top_k(
+                conn, order, {**have, **fresh}, rows, n, head, (weight,), where_sql, params, cap
+            )
+
+        fresh, res = await self.db.call(run)
+        if generation is not None and self._hits_generation == generation:  # (not if it changed meanwhile)
+            self._hits.update(fresh)
+        if res is None:
+            return []
+        self.proven, self.unproven = self.proven + res.exact, self.unproven + (not res.exact)
+        return res.hits
 
     async def _cjk_bigrams(
         self, terms: Sequence[str], n: int, seen: set[int], where: list[str], params: list[Any], floor: float

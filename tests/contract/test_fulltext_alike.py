@@ -8,7 +8,8 @@ import uuid
 
 import pytest
 
-from gateway.storage import open_storage
+from gateway.memory.search import pruning
+from gateway.storage import fts5_topk, open_storage
 from gateway.storage.postgres import create_database
 from tests.contract.test_memory_index import Opened, write_note
 from tests.helpers import make_config, wait_for
@@ -57,10 +58,15 @@ async def _answers(mem) -> list[list[tuple]]:
     return got
 
 
-async def test_both_engines_give_the_same_full_text_answers(engines):
+@pytest.mark.parametrize("big", [False, True])
+async def test_both_engines_give_the_same_full_text_answers(engines, big, monkeypatch):
     """Both tokenizers the mirror keeps (porter, unicode61), with a source filter, and again after a
     note is deleted and another rewritten: the PostgreSQL gateway's own deletions leave its file as they
-    commit, so it holds what the files engine's index holds."""
+    commit, so it holds what the files engine's index holds. `big`: as on a big index, a query's words
+    ranked by max-score (storage/fts5_topk.py, a cap of 2 rows: proven or not), on both engines alike."""
+    if big:
+        monkeypatch.setattr(pruning, "PRUNE_MIN_CHUNKS", 1)
+        monkeypatch.setattr(fts5_topk, "CAP_SHARE", 2 / len(NOTES))
     answers = []
     for storage in engines:
         for rel, text in NOTES.items():

@@ -87,6 +87,12 @@ def _quote(term: str) -> str:
 
 def fts_query(terms: Sequence[str], tokenizer: str) -> str | None:
     """An FTS5 MATCH expression that ORs the quoted terms; None when nothing is searchable."""
+    parts = fts_phrases(terms, tokenizer)
+    return " OR ".join(parts) if parts else None
+
+
+def fts_phrases(terms: Sequence[str], tokenizer: str) -> list[str]:
+    """The FTS5 phrases `fts_query` ORs, distinct, in order."""
     parts: list[str] = []
     for t in terms:
         if tokenizer == "trigram":
@@ -104,6 +110,4 @@ def fts_query(terms: Sequence[str], tokenizer: str) -> str | None:
             stem = light_stem(t)
             if stem != t and not is_cjk(t):
                 parts.append(_quote(stem) + "*")
-    if not parts:
-        return None
-    return " OR ".join(dict.fromkeys(parts))
+    return list(dict.fromkeys(parts))
