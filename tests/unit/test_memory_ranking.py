@@ -224,3 +224,22 @@ def test_a_segment_scores_the_same_with_only_the_needles_its_chunk_holds():
         a, b = score_segment(seg, full), score_segment(seg, some, there)
         assert (a.score, a.first_hit) == (b.score, b.first_hit)
     assert needles_in("Zoë took the Greyhound", some) == some.needles
+
+
+def test_a_window_is_scored_as_a_segment_with_the_needles_it_holds():
+    """`window_needles` (issue 46): a chunk's window lowercased once gives `needles_in`'s needles and
+    `score_segment`'s score of the whole window, ASCII or not; without `cover` no score."""
+    from gateway.memory.search.snippets import SnippetContext, needles_in, score_segment, window_needles
+
+    terms, related = ["greyhound", "bus", "ferry", "leave"], ["coach", "train"]
+    for whole in (
+        "User: The Greyhound leaves at nine.\nAssistant: Book the greyhounds early.\nUser: And the bus back?",
+        "Zoë took the Greyhound; the BUS-stop was shut.\nΣΟΦΙΑ: trains and a coach",
+        "nothing of it here",
+        "abus greyhoundish ferry_ leaving",
+    ):
+        ctx = SnippetContext.build(terms, [whole], related=related)
+        there, cover = window_needles(whole, ctx)
+        assert there == needles_in(whole, ctx)
+        assert cover == score_segment(whole, SnippetContext.build(terms, [whole], related=related), there).score
+        assert window_needles(whole, ctx, cover=False) == (there, 0.0)

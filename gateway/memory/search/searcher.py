@@ -28,7 +28,7 @@ from .fusion import Candidate, fuse, shared_ranks, single_list_scores, spread_ov
 from .query import answer_type_terms, query_terms
 from .request import SearchRequest
 from .related import RELATED_LIST_WEIGHT, RELATED_WEIGHT, related_terms
-from .snippets import EchoTest, Exclude, SnippetContext, needles_in, only_asks, score_segment, segments, snippet
+from .snippets import EchoTest, Exclude, SnippetContext, only_asks, score_segment, segments, snippet, window_needles
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...config import SearchConfig
@@ -306,11 +306,11 @@ class Searcher:
             best, asking = [], []
             qw = self.opts.question_weight
             echo = EchoTest(terms)
-            wholes = []  # each chunk's window (core and neighbours) and the needles it holds
+            cw = self.opts.coverage_weight
+            covers = []  # each chunk's window (core and neighbours): the weighted match of the query's words
             for _c, r in live:
-                whole = r[6] + "\n" + (r[8] or "")
-                there = needles_in(whole, ctx)
-                wholes.append((whole, there))
+                there, cover = window_needles(r[6] + "\n" + (r[8] or ""), ctx, cw > 0)
+                covers.append(cover)
                 spans = orjson.loads(r[7]) if r[7] else None
                 raw = segments(r[6], spans, r[8])
                 core = [(score_segment(seg, ctx, there).score, seg) for seg, is_core in raw if is_core]
@@ -318,12 +318,8 @@ class Searcher:
                 asking.append(qw < 1.0 and only_asks(core, [seg for seg, is_core in raw if not is_core], ctx, echo))
             top = max(best) or 1.0
             w = self.opts.segment_weight
-            cw = self.opts.coverage_weight
             total = sum(ctx.weights.get(t, 1.0) for t in ctx.terms) or 1.0
-            match = [
-                w * b / top + (cw * score_segment(whole, ctx, there).score / total if cw > 0 else 0.0)
-                for (whole, there), b in zip(wholes, best)
-            ]
+            match = [w * b / top + (cw * cover / total if cw > 0 else 0.0) for cover, b in zip(covers, best)]
             if fused and self.opts.fusion == "rrf":
                 # The match is a third ranked list beside full text and vectors (ties share a rank).
                 o = self.opts

@@ -107,6 +107,24 @@ def needles_in(text: str, ctx: SnippetContext) -> list[tuple[str, str, bool]]:
     return [n for n in ctx.needles if n[1] in low]
 
 
+def window_needles(text: str, ctx: SnippetContext, cover: bool = True) -> tuple[list[tuple[str, str, bool]], float]:
+    """`needles_in(text, ctx)` and, with `cover`, `score_segment(text, ctx, those).score`, with `text`
+    lowercased once (issue 46: a chunk's window, its text and neighbours, was lowercased for each, and
+    hashed to be looked up among the scored segments, where no window is)."""
+    low = text.lower()
+    there = ctx.needles if not text.isascii() else [n for n in ctx.needles if n[1] in low]
+    score = 0.0
+    if cover:
+        weights = ctx.weights
+        for term, needle, word_start in there:
+            i = low.find(needle)
+            if i > 0 and word_start:
+                i = _find(low, needle, word_start)
+            if i >= 0:
+                score += weights.get(term, 1.0)
+    return there, score
+
+
 def score_segment(seg: str, ctx: SnippetContext, needles: list[tuple[str, str, bool]] | None = None) -> Segment:
     """The segment's weighted match (the same object for the same text within one context: not to change).
     `needles`: those of the context that can be in it (`needles_in` of a text it is part of), else all."""

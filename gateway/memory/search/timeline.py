@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -61,13 +62,19 @@ class _Hit:
     score: float
     date: str  # ISO 8601 (sorts as time); "" when undated
     text: str  # the snippet, normalised
-    said_as: list[str]  # its sentences (memory/sentences.py), split once
     long: list[str]  # its sentences of DUPLICATE_SENTENCE_CHARS or more with a word of the query, normalised
     words: frozenset[str] | None  # its words of three letters or more, once `_words` has been asked
     asks: bool
     vec: np.ndarray | None
     terms: frozenset[str]  # the query terms it contains
     said: list[str] = field(default_factory=list)  # the dates of the hits merged into this one
+    _said_as: list[str] | None = None  # its sentences (memory/sentences.py), split when first asked
+
+    @property
+    def said_as(self) -> list[str]:
+        if self._said_as is None:
+            self._said_as = sentences(self.result.snippet)
+        return self._said_as
 
 
 def _has_term(text: str, needles: Sequence[tuple[str, str, bool]]) -> bool:
@@ -83,29 +90,61 @@ def _has_term(text: str, needles: Sequence[tuple[str, str, bool]]) -> bool:
 
 def _hits(results: Sequence[Hit], ctx: SnippetContext) -> list[_Hit]:
     """What folding repeats needs of each hit (its text and long sentences); `prepare` adds the rest to
-    the few hits that can overtake or be overtaken."""
+    the few hits that can overtake or be overtaken. (Issue 46: a snippet is split into sentences only
+    where it can matter — the lines holding a word of the query, for `long`; all of it only when it has a
+    "?", for `asks`: without one no sentence of it asks.)"""
     out = []
+    needles = ctx.needles
     for r in results:
         snip = r.snippet
         low = snip.lower()
-        sents = sentences(snip)
         # (a sentence holds only what its snippet holds: the needles not in the snippet are not looked for)
-        there = [n for n in ctx.needles if n[1] in low]
+        there = [n for n in needles if n[1] in low]
+        said_as = sentences(snip) if "?" in snip else None
         out.append(
             _Hit(
                 r,
                 float(r.score),
                 r.date or "",
-                " ".join(low.split()),  # (memory/sentences.py's `norm`)
-                sents,
-                [norm(s) for s in sents if len(s) >= DUPLICATE_SENTENCE_CHARS and _has_term(s, there)] if there else [],
+                _normalised(low),
+                _long(snip, low, there, said_as) if there else [],
                 None,
-                bool(sents) and all(s.endswith("?") for s in sents),
+                bool(said_as) and all(s.endswith("?") for s in said_as),  # type: ignore[union-attr]
                 None,
                 frozenset(),
+                _said_as=said_as,
             )
         )
     return out
+
+
+def _normalised(low: str) -> str:
+    """memory/sentences.py's `norm` of a lowercased text, `" ".join(low.split())`, without splitting it
+    where that is the text with its line breaks as spaces: no other white space (every character
+    `str.split` splits at but the space is unprintable), no two spaces together, none at either end
+    (issue 46: most snippets; half the time of the split and join)."""
+    flat = low.replace("\n", " ")
+    if flat.isprintable() and "  " not in flat and flat[:1] != " " and flat[-1:] != " ":
+        return flat
+    return " ".join(low.split())
+
+
+def _long(snip: str, low: str, there: list[tuple[str, str, bool]], said_as: list[str] | None) -> list[str]:
+    """The snippet's sentences of DUPLICATE_SENTENCE_CHARS or more that hold one of `there` (needles the
+    snippet holds), normalised, in order: those of its lines that hold one (a sentence is within a line;
+    an ASCII line's lowercase is its sentences' lowercases joined; any other line is read whole). `low`:
+    the snippet lowercased (its lines are the snippet's, lowercased)."""
+    if said_as is None:
+        lines = snip.split("\n")
+        if len(lines) > 1:
+            found = [n[1] for n in there]
+            keep = [
+                ln for ln, lo in zip(lines, low.split("\n")) if not ln.isascii() or any(map(lo.__contains__, found))
+            ]
+            said_as = sentences("\n".join(keep)) if len(keep) < len(lines) else sentences(snip)
+        else:
+            said_as = sentences(snip)
+    return [norm(s) for s in said_as if len(s) >= DUPLICATE_SENTENCE_CHARS and _has_term(s, there)]
 
 
 def _unit(v: np.ndarray) -> np.ndarray | None:
@@ -148,7 +187,16 @@ def _merge_repeats(hits: list[_Hit]) -> list[_Hit]:
     """One hit per statement: a hit repeating a better-ranked one is folded into it."""
     kept: list[_Hit] = []
     for h in hits:
-        into = next((k for k in kept if _repeats(k, h)), None)
+        into = None
+        path, text, long = h.result.path, h.text, h.long
+        for k in kept:  # (`_repeats`, inline: 55 pairs a search of 11 hits)
+            if k.result.path != path and (
+                k.text == text
+                or (k.long and any(map(text.__contains__, k.long)))
+                or (long and any(map(k.text.__contains__, long)))
+            ):
+                into = k
+                break
         if into is None:
             h.said = [h.date] if h.date else []
             kept.append(h)
@@ -189,8 +237,9 @@ class Arrangement:
         if intent == "event":  # an event's hits keep their order: nothing to compare
             return _annotated(hits, {id(h): h.score for h in hits}, {})
         if vectors:
+            by_index = self.hits_by_index
             for i in self.wanted:
-                h = self.hits_by_index[i]
+                h = by_index[i]
                 v = vectors.get(i)
                 h.vec = _unit(v) if v is not None else None
         kinds = q.kinds
@@ -313,5 +362,11 @@ def _renamed_change(a: _Hit, b: _Hit, names: list[str], asked: SnippetContext) -
 
 
 def _epoch(date: object) -> float:
-    dt = parse_iso(date) if isinstance(date, str) and date else None
+    return _epoch_of(date) if isinstance(date, str) and date else 0.0
+
+
+@lru_cache(maxsize=4096)
+def _epoch_of(date: str) -> float:
+    """A hit's date as seconds (kept: the same hits' dates are sorted by again and again, issue 46)."""
+    dt = parse_iso(date)
     return dt.timestamp() if dt else 0.0

@@ -35,7 +35,10 @@ class SqliteChunkReader:
     async def chunk_rows(self, ids: list[int]) -> list[ChunkRow]:
         sql = (
             "SELECT c.id, c.path, c.source, c.session_key, c.start_line, c.end_line, c.text, c.spans, "
-            "c.context, c.date, f.mtime_ns FROM chunks c LEFT JOIN files f ON f.path = c.path "
+            # (the file's mtime only where the chunk has no date: the hit's date is the chunk's when it has
+            # one, memory/search/searcher.py's `chunk_date`; issue 46, a files lookup a row less)
+            "c.context, c.date, CASE WHEN c.date IS NULL OR c.date = '' THEN "
+            "(SELECT f.mtime_ns FROM files f WHERE f.path = c.path) END FROM chunks c "
             f"WHERE c.id IN ({','.join('?' * len(ids))})"
         )
         generation, known = self._recent() if self.vectors and self._recent is not None else (None, {})
