@@ -155,7 +155,7 @@ class ChunkRow(NamedTuple):
     spans: str | None  # JSON of the chunk's message spans (transcripts)
     context: str
     date: str | None
-    mtime_ns: int | None  # its file's modification time (a hit's date when the chunk has none; else may be None)
+    mtime_ns: int | None  # its file's modification time where the chunk has no date (the hit's date then); else None
 
 
 # ---- the index side ------------------------------------------------------------------------------------

@@ -18,7 +18,9 @@ class PgChunkReader:
     async def chunk_rows(self, ids: list[int]) -> list[ChunkRow]:
         rows = await self.pool.fetch(
             "SELECT c.id, c.path, c.source, c.session_key, c.start_line, c.end_line, c.text, c.spans, c.context, "
-            "c.date, f.mtime_ns FROM memory_chunks c LEFT JOIN memory_files f ON f.agent_id = c.agent_id "
+            # (the file's mtime only where the chunk has no date, as on the files engine: ports.ChunkRow)
+            "c.date, CASE WHEN c.date IS NULL OR c.date = '' THEN f.mtime_ns END FROM memory_chunks c "
+            "LEFT JOIN memory_files f ON f.agent_id = c.agent_id "
             "AND f.path = c.path WHERE c.id = ANY($1::bigint[]) AND c.agent_id = $2",
             list(ids),
             self.agent_id,
