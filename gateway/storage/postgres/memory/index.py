@@ -65,6 +65,7 @@ class PgMemoryIndex:
         self.counts: dict[str, int] = {"files": 0, "chunks": 0, "vectors": 0, "missing": 0}
         self.last_sync_at: str | None = None
         self._generation = "0"  # the index's generation as the counts last read it
+        self._counted = False  # the counts read at `_generation` (not again until it moves)
         self.corrupt_events: list[dict[str, str]] = []  # stays empty: PostgreSQL keeps its own data safe
         self.pool = pg.pool
         self.store: PgIndexStore | None = None
@@ -102,6 +103,7 @@ class PgMemoryIndex:
     async def open(self, ctx: IndexContext) -> None:
         self.life.bind(ctx)
         self.backend = "none"
+        self._counted = False  # the backend decides what "missing" counts
         if ctx.provider.enabled:
             self._vector_schema_problem = await migrate_vectors(self.pool)
             if self._vector_schema_problem:
@@ -257,9 +259,21 @@ class PgMemoryIndex:
         return True
 
     async def refresh_counts(self, delta: dict[str, int] | None = None) -> None:
-        """Counted whole, `delta` or not: other gateways write the same rows."""
+        """Counted whole, `delta` or not: other gateways write the same rows. Not counted again while the
+        generation is the one last counted at (every change of rows moves it, in its transaction): a
+        no-op re-sync at 1.18M chunks counted 1.6M rows for nothing."""
         if self.store is None:
             return
+        if self._counted:
+            gen, self.last_sync_at = await self.pool.fetchrow(
+                "SELECT (SELECT value FROM memory_meta WHERE agent_id = $1 AND key = 'generation'), "
+                "(SELECT value FROM memory_meta WHERE agent_id = $1 AND key = 'last_sync_at')",
+                self.agent_id,
+            )
+            if (gen or "0") == self._generation:
+                if self.life.searcher is not None:
+                    self.life.searcher.total_chunks = self.counts["chunks"]
+                return
         row = await self.pool.fetchrow(
             "SELECT (SELECT count(*) FROM memory_files WHERE agent_id = $1), "
             "(SELECT count(*) FROM memory_chunks WHERE agent_id = $1), "
@@ -275,6 +289,7 @@ class PgMemoryIndex:
             self.life.searcher.total_chunks = chunks
         self._generation = row[3] or "0"
         self.last_sync_at = row[4]
+        self._counted = True
 
     async def statements(self, subjects: Sequence[str] | None = None) -> list[Statement]:
         return await read_statements(self.pool, self.agent_id, subjects)

@@ -19,8 +19,15 @@ class PgLedger:
         agent = self._session.agent_id
         async with self._session.connection() as conn:
             async with conn.transaction():
+                # A join, not `path = ANY($2)`: once the statement's plan is the generic one (asyncpg
+                # prepares it, the sixth call on) the array is a parameter, and a scan of the table
+                # tests each row against every path in turn (22 ms a batch of 512 files at 8,000 rows,
+                # growing with both: 2 s of a 118k-chunk first sync). Same rows deleted.
                 await conn.execute(
-                    "DELETE FROM memory_ledger WHERE agent_id = $1 AND path = ANY($2::text[])", agent, paths
+                    "DELETE FROM memory_ledger l USING unnest($2::text[]) AS u(path) "
+                    "WHERE l.agent_id = $1 AND l.path = u.path",
+                    agent,
+                    paths,
                 )
                 if statements:
                     await conn.executemany(
