@@ -38,6 +38,7 @@ from .whose import (
     _KIDS_OWN,
     _KID_OWNER,
     _ME,
+    _ME_WORDS,
     _NOT_FAMILY,
     _NOT_YET,
     _NOT_YET_WORDS,
@@ -67,6 +68,7 @@ _ANNIVERSARY = re.compile(r"\b(?:\w+|\d+) (?:weeks|months|years) together\b", re
 _PRONOUN = re.compile(r"\b(?:she|he)(?:'s|’s| is)\b", re.I)
 _ACCEPTED = re.compile(r"\b(?:said yes|accepted|took it|taking it|signed the contract|start on|starting on)\b", re.I)
 _STATED = re.compile(r"\b(?:is|are|was)\b|:", re.I)
+_STATED_WORDS = frozenset({"is", "are", "was"})  # its words: one of them, or ":" (ASCII text)
 _START = re.compile(
     r"\b(?:now|new|newly|switched|changed|started|joined|got(?! (?:made redundant|laid off|let go))|bought|adopted|moved (?:to|into|in)|promoted|hired"
     r"|official|renamed|upped|increased|raised|lowered|reduced|signed|behind for)\b",
@@ -149,8 +151,13 @@ def _statements(
     hinted = lexicon_hinted(low) if known is None else known  # `known`: those of a text holding this one
     if not hinted:  # most clauses name no subject: their words looked up, no expression searched
         return []
+    # The clause's words, looked up before an expression is searched: an expression none of whose first
+    # words the clause holds cannot match (ASCII text: [a-z]+ runs are its words; other text searches).
+    words = frozenset(_WORDS.findall(low))
+    plain = sentence.isascii()
     # "The dog's vet is …", "the flat's landlord", "Biscuit's new vet": a thing the person keeps, said as theirs
-    me = _ME.search(sentence) is not None or ("'s" in low or "’s" in low) and _KEPT.search(sentence) is not None
+    me = (not plain or not words.isdisjoint(_ME_WORDS)) and _ME.search(sentence) is not None
+    me = me or ("'s" in low or "’s" in low) and _KEPT.search(sentence) is not None
     if (
         not me
         and not _DROPPED_I.search(sentence)
@@ -159,7 +166,10 @@ def _statements(
         # Without "I", "my", "we"…, only a code or number given bare is the person's ("The code is 7340",
         # "The cabin wifi password is moose"): a number with its digits, a code with digits or said to be;
         # and a subject named new ("First night in the new apartment in Mile End", "New job starts Monday").
-        digits, stated = bool(_DIGIT.search(sentence)), bool(_STATED.search(sentence))
+        digits = bool(_DIGIT.search(sentence))
+        stated = ":" in sentence or (
+            (not plain or not words.isdisjoint(_STATED_WORDS)) and bool(_STATED.search(sentence))
+        )
         hinted = [
             s
             for s in hinted
@@ -200,7 +210,6 @@ def _statements(
     s = _TAG.sub("", sentence.strip()).strip()
     # Without the person in it, only a code or a number is a statement (above); one that speaks only of
     # someone else ("she lives in Leeds") is not the person's.
-    words = frozenset(_WORDS.findall(low))  # an expression is searched only when one of its first words is here
     if (  # "Booked him in at Allerton Vets": the person's verb first, someone else only its object
         not me
         and (not words.isdisjoint(_OTHERS_WORDS) or "'s" in low or "’s" in low)
@@ -221,7 +230,8 @@ def _statements(
         or (not words.isdisjoint(_NOT_YET_WORDS) and _NOT_YET.search(s))
     ):
         return []
-    started = _START.search(s) is not None
+    # `started` is read only beside an ending: searched only where an ending's word is
+    started = not words.isdisjoint(ENDING_WORDS) and _START.search(s) is not None
     endings = (
         [e.group(0) for e in ENDING.finditer(s)]
         if not words.isdisjoint(ENDING_WORDS) and (not started or ENDING_ONLY.search(s) is not None)
@@ -351,7 +361,13 @@ def message_statements(words: str, known: list[Subject] | None = None) -> list[t
         at = where + len(sent) if where >= 0 else at
         # a message of one clause: the subjects its words hint at are the clause's (looked up once)
         said = _statements(sent, words, known if len(clauses) == 1 else None)
-        if not said and (renamed := RENAMED.search(sent)) and _ME.search(sent) and (made := _PROJECT_CUE.search(words)):
+        if (
+            not said
+            and ("renam" in sent or "relaunch" in sent or "rebrand" in sent)  # RENAMED's words (it is cased)
+            and (renamed := RENAMED.search(sent))
+            and _ME.search(sent)
+            and (made := _PROJECT_CUE.search(words))
+        ):
             # "…a podcast called Side Quests, so we renamed ours to Small Hours": what was renamed is named before
             said = [(f"project:{made.group(0).lower()}", _first_words(renamed.group(1)), False, True)]
         for subject, value, ending, spanned in said:
