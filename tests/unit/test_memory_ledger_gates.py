@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.memory.ledger.extract import _STATED, _STATED_WORDS, _WORDS
+from gateway.memory.ledger.lexicon import hinted as lexicon_hinted
 from gateway.memory.ledger.values import RENAMED
 from gateway.memory.ledger.whose import _ME, _ME_WORDS
 
@@ -80,3 +81,17 @@ def test_an_ascii_clause_without_a_gate_word_never_matches(text: str) -> None:
         assert ":" in text or not words.isdisjoint(_STATED_WORDS)
     if RENAMED.search(text):
         assert "renam" in text or "relaunch" in text or "rebrand" in text
+
+
+_PREFIXES = sorted(lexicon_hinted.prefixes)
+_FLAT = re.compile(r"\b(?:" + "|".join(re.escape(p) for p in sorted(_PREFIXES, key=len, reverse=True)) + ")")
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from(_PREFIXES + [p[:-1] for p in _PREFIXES] + _PIECES + ["s", "ed", "-", "é"]), max_size=16)
+)
+def test_the_grouped_prefix_expression_finds_what_the_flat_one_did(parts: list[str]) -> None:
+    for text in ("".join(parts), " ".join(parts)):
+        low = text.lower()
+        assert [m.group() for m in lexicon_hinted._prefix.finditer(low)] == [m.group() for m in _FLAT.finditer(low)]
