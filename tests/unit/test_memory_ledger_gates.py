@@ -95,3 +95,17 @@ def test_the_grouped_prefix_expression_finds_what_the_flat_one_did(parts: list[s
     for text in ("".join(parts), " ".join(parts)):
         low = text.lower()
         assert [m.group() for m in lexicon_hinted._prefix.finditer(low)] == [m.group() for m in _FLAT.finditer(low)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(_PIECES + ["MY", "Password", "K", "İ", "Alarm", "4455", "Her", "Teacher", "\x1c"]), max_size=12
+    )
+)
+def test_the_prefilter_reads_ascii_text_as_its_lowered_words(parts: list[str]) -> None:
+    from gateway.memory.ledger.prefilter import _ANY, _LOCKS, _MAY_STATE, _PAIRS, _PUNCT, _holds, _may_state
+
+    text = " ".join(parts)
+    words = text.lower().replace("’", "'").translate(_PUNCT).split()  # the str path, for any text
+    assert _may_state(text) == (not _ANY.isdisjoint(words) and _holds(set(words), _MAY_STATE, _LOCKS, _PAIRS, text))
