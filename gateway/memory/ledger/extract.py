@@ -13,8 +13,9 @@ Pure and blocking (the pipeline runs it in a thread); English first.
 
 from __future__ import annotations
 
+import functools
 import re
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..index.chunking import Chunk
 from ..layout import KEYED_DIR
@@ -82,11 +83,7 @@ _VALUE_PATTERNS = (
 _CUT = re.compile(r"\s*(?:[,;:(]|\s-\s|\s—\s|\bbut\b|\bbecause\b|\bso\b|\bsince\b|\bwhich\b|\band I\b).*$", re.S)
 
 
-def _label(text: str) -> tuple[str, str] | None:
-    """("user" | another speaker, the words) of a transcript message as a chunk shows it."""
-    if text.startswith("User: "):
-        return "user", text[6:]
-    return None
+_USER = "User: "  # how a chunk shows a user message (another speaker's: "Assistant: ", a name)
 
 
 def sentences(text: str) -> list[str]:
@@ -309,13 +306,15 @@ def _statements(
     return out
 
 
-def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str) -> list[Statement]:
+def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str | Callable[[], str]) -> list[Statement]:
     """The statements of one file, from its chunks as the index stores them: each user message of a
     transcript (the core spans of its chunks) once, or each line of a note; a correction for a keyed
-    memory `profile.<subject>`."""
+    memory `profile.<subject>`. `fallback_date`: a chunk's date where it has none, or what gives it (asked
+    once, and only where a statement needs it: most files state nothing, issue 46)."""
     chunks = list(chunks)
+    day = functools.cache(fallback_date) if callable(fallback_date) else functools.partial(str, fallback_date)
     if path.startswith(KEYED_DIR + "/"):
-        return _correction(path, chunks, fallback_date)
+        return _correction(path, chunks, day())
     if path.startswith(LEDGER_NOTES + "/"):  # the model's statements (distill.py), as it wrote them
         found: dict[int, Statement] = {}
         for c in chunks:
@@ -331,20 +330,15 @@ def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str) -> list[
         # looked at alone (_add), so its chunk is not looked at first (that read every message twice).
         if not c.spans and not _may_state(c.text):
             continue
-        when = c.date or fallback_date
         if c.spans:
+            text = c.text
             for line, kind, a, b in c.spans:
-                if kind != 0:
-                    continue
-                labelled = _label(c.text[a:b])
-                if labelled is None:
-                    continue
-                _, words = labelled
-                _add(out, seen, path, line, line, words, when)
+                if kind == 0 and text.startswith(_USER, a, b):  # a user message's words
+                    _add(out, seen, path, line, line, text[a + len(_USER) : b], c.date, day)
         elif not path.startswith("sessions/"):
             for i, line_text in enumerate(c.text.split("\n")):
                 if line_text.strip() and not line_text.lstrip().startswith("#"):
-                    _add(out, seen, path, c.start_line + i, c.start_line + i, line_text.strip(" -*"), when)
+                    _add(out, seen, path, c.start_line + i, c.start_line + i, line_text.strip(" -*"), c.date, day)
     return sorted(out, key=lambda s: (s.start_line, s.subject))
 
 
@@ -405,14 +399,23 @@ def message_statements(words: str, known: list[Subject] | None = None) -> list[t
     return [(subject, value, ending) for subject, value, ending, _ in found.values()]
 
 
-def _add(out: list[Statement], seen: set[tuple[int, str]], path: str, a: int, b: int, words: str, when: str) -> None:
+def _add(
+    out: list[Statement],
+    seen: set[tuple[int, str]],
+    path: str,
+    a: int,
+    b: int,
+    words: str,
+    date: str | None,
+    day: Callable[[], str],
+) -> None:
     if not _may_state(words) or not (known := lexicon_hinted(words.lower())):
         return
     for subject, value, ending in message_statements(words, known):
         if (a, subject) in seen:
             continue
         seen.add((a, subject))
-        out.append(Statement(subject, value, when, path, a, b, words[:MAX_TEXT], "extractor", ending))
+        out.append(Statement(subject, value, date or day(), path, a, b, words[:MAX_TEXT], "extractor", ending))
 
 
 def _correction(path: str, chunks: list[Chunk], fallback_date: str) -> list[Statement]:
