@@ -109,3 +109,13 @@ def test_the_prefilter_reads_ascii_text_as_its_lowered_words(parts: list[str]) -
     text = " ".join(parts)
     words = text.lower().replace("’", "'").translate(_PUNCT).split()  # the str path, for any text
     assert _may_state(text) == (not _ANY.isdisjoint(words) and _holds(set(words), _MAY_STATE, _LOCKS, _PAIRS, text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(["Caroline: hi", "Mel Jones: ok then", "no tag here", "x: y", "Bob:no", ""]), max_size=12)
+)
+def test_a_transcript_names_its_speakers_as_the_full_count_said(texts: list[str]) -> None:
+    from gateway.memory.index.chunking import _SPEAKER_TAG, NAMED_SHARE, _names_speakers
+
+    assert _names_speakers(texts) == (sum(1 for t in texts if _SPEAKER_TAG.match(t)) >= NAMED_SHARE * len(texts))

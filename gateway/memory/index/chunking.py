@@ -274,12 +274,24 @@ def read_messages(path: Path, data: bytes | None = None, redact: bool = False) -
     # Only messages that came from elsewhere (an imported chat) may name their speaker themselves: a
     # chat's "Remember: my boat is blue." is the user's words, "Remember" no speaker.
     imported = [m for m, c in zip(out, chat) if not c]
-    named = bool(imported) and sum(1 for m in imported if _SPEAKER_TAG.match(m.text)) >= NAMED_SHARE * len(imported)
+    named = bool(imported) and _names_speakers([m.text for m in imported])
     # (A Message made anew, not `_replace`d: that is a Python call a message, issue 46.)
     return [
         m if named and not c else Message(m.line, m.role, f"{label}: {m.text}", m.date, m.when)
         for m, label, c in zip(out, labels, chat)
     ]
+
+
+def _names_speakers(texts: list[str]) -> bool:
+    """Whether NAMED_SHARE of `texts` start with a speaker's name; read only until too many do not (most
+    transcripts: a few messages, not all of them, issue 46)."""
+    need, n, misses = NAMED_SHARE * len(texts), len(texts), 0
+    for t in texts:
+        if not _SPEAKER_TAG.match(t):
+            misses += 1
+            if n - misses < need:  # even if every other one did
+                return False
+    return n - misses >= need
 
 
 def chunk_messages(
