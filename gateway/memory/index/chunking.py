@@ -258,28 +258,39 @@ def read_messages(path: Path, data: bytes | None = None, redact: bool = False) -
     the message's `name`), unless it is an imported message (no runId: not written by a chat run) in a
     transcript whose imported messages already start with their speakers' names ("Caroline: …"). `data`: the file's bytes when the caller has read them already.
     `redact`: secrets in the words are masked (memory/secrets.py; the transcript keeps them)."""
-    out: list[Message] = []
-    labels: list[str] = []
-    chat: list[bool] = []  # written by a chat run (it has a runId): the words are the speaker's own
+    # (line, role, text, date, when, who spoke, written by a chat run): a chat run's (it has a runId) words
+    # are the speaker's own. Each Message is made once, at the end (issue 46: not made, then made anew).
+    found: list[tuple[int, str, str, str, str, str, bool]] = []
     for no, d in iter_records(path, data):
         if d.get("type") != "message" or type(d.get("message")) is not dict:
             continue
         text = mask(memory_text(d)) if redact else memory_text(d)
         if text:
             m = d["message"]
-            labels.append(speaker_label(str(m.get("role") or "user"), m.get("name")))
-            chat.append(bool(d.get("runId")))
+            role = str(m.get("role") or "user")
             ts = d.get("timestamp")
-            out.append(Message(no, str(m.get("role") or "user"), text, _date_words(ts), iso_timestamp(ts)))
+            label = speaker_label(role, m.get("name"))
+            found.append((no, role, text, _date_words(ts), iso_timestamp(ts), label, bool(d.get("runId"))))
     # Only messages that came from elsewhere (an imported chat) may name their speaker themselves: a
     # chat's "Remember: my boat is blue." is the user's words, "Remember" no speaker.
-    imported = [m for m, c in zip(out, chat) if not c]
-    named = bool(imported) and sum(1 for m in imported if _SPEAKER_TAG.match(m.text)) >= NAMED_SHARE * len(imported)
-    # (A Message made anew, not `_replace`d: that is a Python call a message, issue 46.)
+    imported = [f[2] for f in found if not f[6]]
+    named = bool(imported) and _names_speakers(imported)
     return [
-        m if named and not c else Message(m.line, m.role, f"{label}: {m.text}", m.date, m.when)
-        for m, label, c in zip(out, labels, chat)
+        Message(no, role, text if named and not chat else f"{label}: {text}", date, when)
+        for no, role, text, date, when, label, chat in found
     ]
+
+
+def _names_speakers(texts: list[str]) -> bool:
+    """Whether NAMED_SHARE of `texts` start with a speaker's name; read only until too many do not (most
+    transcripts: a few messages, not all of them, issue 46)."""
+    need, n, misses = NAMED_SHARE * len(texts), len(texts), 0
+    for t in texts:
+        if not _SPEAKER_TAG.match(t):
+            misses += 1
+            if n - misses < need:  # even if every other one did
+                return False
+    return n - misses >= need
 
 
 def chunk_messages(

@@ -29,7 +29,7 @@ class Work:
 def statements_of(sf: SourceFile, chunks: list[Chunk]) -> list[Statement]:
     """The ledger's statements of a file's chunks (ledger/extract.py), dated by the file's mtime where a
     chunk has no date of its own."""
-    return from_chunks(sf.path, chunks, to_iso(datetime.fromtimestamp(sf.mtime_ns / 1e9, tz=timezone.utc)))
+    return from_chunks(sf.path, chunks, lambda: to_iso(datetime.fromtimestamp(sf.mtime_ns / 1e9, tz=timezone.utc)))
 
 
 def read_and_chunk(

@@ -13,8 +13,9 @@ Pure and blocking (the pipeline runs it in a thread); English first.
 
 from __future__ import annotations
 
+import functools
 import re
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..index.chunking import Chunk
 from ..layout import KEYED_DIR
@@ -38,6 +39,7 @@ from .whose import (
     _KIDS_OWN,
     _KID_OWNER,
     _ME,
+    _ME_WORDS,
     _NOT_FAMILY,
     _NOT_YET,
     _NOT_YET_WORDS,
@@ -67,6 +69,7 @@ _ANNIVERSARY = re.compile(r"\b(?:\w+|\d+) (?:weeks|months|years) together\b", re
 _PRONOUN = re.compile(r"\b(?:she|he)(?:'s|’s| is)\b", re.I)
 _ACCEPTED = re.compile(r"\b(?:said yes|accepted|took it|taking it|signed the contract|start on|starting on)\b", re.I)
 _STATED = re.compile(r"\b(?:is|are|was)\b|:", re.I)
+_STATED_WORDS = frozenset({"is", "are", "was"})  # its words: one of them, or ":" (ASCII text)
 _START = re.compile(
     r"\b(?:now|new|newly|switched|changed|started|joined|got(?! (?:made redundant|laid off|let go))|bought|adopted|moved (?:to|into|in)|promoted|hired"
     r"|official|renamed|upped|increased|raised|lowered|reduced|signed|behind for)\b",
@@ -80,11 +83,7 @@ _VALUE_PATTERNS = (
 _CUT = re.compile(r"\s*(?:[,;:(]|\s-\s|\s—\s|\bbut\b|\bbecause\b|\bso\b|\bsince\b|\bwhich\b|\band I\b).*$", re.S)
 
 
-def _label(text: str) -> tuple[str, str] | None:
-    """("user" | another speaker, the words) of a transcript message as a chunk shows it."""
-    if text.startswith("User: "):
-        return "user", text[6:]
-    return None
+_USER = "User: "  # how a chunk shows a user message (another speaker's: "Assistant: ", a name)
 
 
 def sentences(text: str) -> list[str]:
@@ -149,8 +148,13 @@ def _statements(
     hinted = lexicon_hinted(low) if known is None else known  # `known`: those of a text holding this one
     if not hinted:  # most clauses name no subject: their words looked up, no expression searched
         return []
+    # The clause's words, looked up before an expression is searched: an expression none of whose first
+    # words the clause holds cannot match (ASCII text: [a-z]+ runs are its words; other text searches).
+    words = frozenset(_WORDS.findall(low))
+    plain = sentence.isascii()
     # "The dog's vet is …", "the flat's landlord", "Biscuit's new vet": a thing the person keeps, said as theirs
-    me = _ME.search(sentence) is not None or ("'s" in low or "’s" in low) and _KEPT.search(sentence) is not None
+    me = (not plain or not words.isdisjoint(_ME_WORDS)) and _ME.search(sentence) is not None
+    me = me or ("'s" in low or "’s" in low) and _KEPT.search(sentence) is not None
     if (
         not me
         and not _DROPPED_I.search(sentence)
@@ -159,7 +163,10 @@ def _statements(
         # Without "I", "my", "we"…, only a code or number given bare is the person's ("The code is 7340",
         # "The cabin wifi password is moose"): a number with its digits, a code with digits or said to be;
         # and a subject named new ("First night in the new apartment in Mile End", "New job starts Monday").
-        digits, stated = bool(_DIGIT.search(sentence)), bool(_STATED.search(sentence))
+        digits = bool(_DIGIT.search(sentence))
+        stated = ":" in sentence or (
+            (not plain or not words.isdisjoint(_STATED_WORDS)) and bool(_STATED.search(sentence))
+        )
         hinted = [
             s
             for s in hinted
@@ -200,7 +207,6 @@ def _statements(
     s = _TAG.sub("", sentence.strip()).strip()
     # Without the person in it, only a code or a number is a statement (above); one that speaks only of
     # someone else ("she lives in Leeds") is not the person's.
-    words = frozenset(_WORDS.findall(low))  # an expression is searched only when one of its first words is here
     if (  # "Booked him in at Allerton Vets": the person's verb first, someone else only its object
         not me
         and (not words.isdisjoint(_OTHERS_WORDS) or "'s" in low or "’s" in low)
@@ -221,7 +227,8 @@ def _statements(
         or (not words.isdisjoint(_NOT_YET_WORDS) and _NOT_YET.search(s))
     ):
         return []
-    started = _START.search(s) is not None
+    # `started` is read only beside an ending: searched only where an ending's word is
+    started = not words.isdisjoint(ENDING_WORDS) and _START.search(s) is not None
     endings = (
         [e.group(0) for e in ENDING.finditer(s)]
         if not words.isdisjoint(ENDING_WORDS) and (not started or ENDING_ONLY.search(s) is not None)
@@ -299,13 +306,15 @@ def _statements(
     return out
 
 
-def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str) -> list[Statement]:
+def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str | Callable[[], str]) -> list[Statement]:
     """The statements of one file, from its chunks as the index stores them: each user message of a
     transcript (the core spans of its chunks) once, or each line of a note; a correction for a keyed
-    memory `profile.<subject>`."""
+    memory `profile.<subject>`. `fallback_date`: a chunk's date where it has none, or what gives it (asked
+    once, and only where a statement needs it: most files state nothing, issue 46)."""
     chunks = list(chunks)
+    day = functools.cache(fallback_date) if callable(fallback_date) else functools.partial(str, fallback_date)
     if path.startswith(KEYED_DIR + "/"):
-        return _correction(path, chunks, fallback_date)
+        return _correction(path, chunks, day())
     if path.startswith(LEDGER_NOTES + "/"):  # the model's statements (distill.py), as it wrote them
         found: dict[int, Statement] = {}
         for c in chunks:
@@ -321,20 +330,15 @@ def from_chunks(path: str, chunks: Iterable[Chunk], fallback_date: str) -> list[
         # looked at alone (_add), so its chunk is not looked at first (that read every message twice).
         if not c.spans and not _may_state(c.text):
             continue
-        when = c.date or fallback_date
         if c.spans:
+            text = c.text
             for line, kind, a, b in c.spans:
-                if kind != 0:
-                    continue
-                labelled = _label(c.text[a:b])
-                if labelled is None:
-                    continue
-                _, words = labelled
-                _add(out, seen, path, line, line, words, when)
+                if kind == 0 and text.startswith(_USER, a, b):  # a user message's words
+                    _add(out, seen, path, line, line, text[a + len(_USER) : b], c.date, day)
         elif not path.startswith("sessions/"):
             for i, line_text in enumerate(c.text.split("\n")):
                 if line_text.strip() and not line_text.lstrip().startswith("#"):
-                    _add(out, seen, path, c.start_line + i, c.start_line + i, line_text.strip(" -*"), when)
+                    _add(out, seen, path, c.start_line + i, c.start_line + i, line_text.strip(" -*"), c.date, day)
     return sorted(out, key=lambda s: (s.start_line, s.subject))
 
 
@@ -351,7 +355,13 @@ def message_statements(words: str, known: list[Subject] | None = None) -> list[t
         at = where + len(sent) if where >= 0 else at
         # a message of one clause: the subjects its words hint at are the clause's (looked up once)
         said = _statements(sent, words, known if len(clauses) == 1 else None)
-        if not said and (renamed := RENAMED.search(sent)) and _ME.search(sent) and (made := _PROJECT_CUE.search(words)):
+        if (
+            not said
+            and ("renam" in sent or "relaunch" in sent or "rebrand" in sent)  # RENAMED's words (it is cased)
+            and (renamed := RENAMED.search(sent))
+            and _ME.search(sent)
+            and (made := _PROJECT_CUE.search(words))
+        ):
             # "…a podcast called Side Quests, so we renamed ours to Small Hours": what was renamed is named before
             said = [(f"project:{made.group(0).lower()}", _first_words(renamed.group(1)), False, True)]
         for subject, value, ending, spanned in said:
@@ -389,14 +399,23 @@ def message_statements(words: str, known: list[Subject] | None = None) -> list[t
     return [(subject, value, ending) for subject, value, ending, _ in found.values()]
 
 
-def _add(out: list[Statement], seen: set[tuple[int, str]], path: str, a: int, b: int, words: str, when: str) -> None:
+def _add(
+    out: list[Statement],
+    seen: set[tuple[int, str]],
+    path: str,
+    a: int,
+    b: int,
+    words: str,
+    date: str | None,
+    day: Callable[[], str],
+) -> None:
     if not _may_state(words) or not (known := lexicon_hinted(words.lower())):
         return
     for subject, value, ending in message_statements(words, known):
         if (a, subject) in seen:
             continue
         seen.add((a, subject))
-        out.append(Statement(subject, value, when, path, a, b, words[:MAX_TEXT], "extractor", ending))
+        out.append(Statement(subject, value, date or day(), path, a, b, words[:MAX_TEXT], "extractor", ending))
 
 
 def _correction(path: str, chunks: list[Chunk], fallback_date: str) -> list[Statement]:

@@ -9,7 +9,7 @@ at / is on" at an appointment ("my code review is at 10"). Split from lexicon.py
 from __future__ import annotations
 
 import re
-from typing import Generic, Protocol, Sequence, TypeVar
+from typing import Generic, Iterable, Protocol, Sequence, TypeVar
 
 
 class _Hinted(Protocol):
@@ -36,9 +36,7 @@ class Hints(Generic[Subject]):
             for h in s.hints:
                 (self.prefixes if h.endswith("*") else self.words).setdefault(h.rstrip("*"), set()).add(i)
         self._words = frozenset(self.words)
-        self._prefix = re.compile(
-            r"\b(?:" + "|".join(re.escape(p) for p in sorted(self.prefixes, key=len, reverse=True)) + ")"
-        )
+        self._prefix = _longest_first(self.prefixes)
         names = [s.name for s in self.subjects]
         self._medication = names.index("medication")
         self._appointment = names.index("appointment")
@@ -58,3 +56,20 @@ class Hints(Generic[Subject]):
         if " is at " in low or " is on " in low or "'s at " in low or "'s on " in low:  # "my code review is at 10"
             found.add(self._appointment)
         return [self.subjects[i] for i in sorted(found)]
+
+
+def _longest_first(prefixes: Iterable[str]) -> re.Pattern[str]:
+    """One expression for the prefix hints: at a word's start, the longest prefix there. The prefixes are
+    grouped by their first character (`\\b(?:p(?:assword|ill)|…)`): `re` tries a group's alternatives only
+    where its character is, not every alternative at every word (~18 → ~10 µs a clause, issue 46); each
+    group keeps the longest first, so the match is the one the flat longest-first alternation gives."""
+    by_first: dict[str, list[str]] = {}
+    for p in sorted(prefixes, key=len, reverse=True):
+        by_first.setdefault(p[:1], []).append(p)
+    return re.compile(
+        r"\b(?:"
+        + "|".join(
+            re.escape(c) + "(?:" + "|".join(re.escape(p[1:]) for p in group) + ")" for c, group in by_first.items()
+        )
+        + ")"
+    )
