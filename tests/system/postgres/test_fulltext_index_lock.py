@@ -116,26 +116,9 @@ async def test_an_open_during_a_bulk_load_neither_waits_nor_builds_the_index(sto
         await probe.close()
 
 
-async def autovacuum_options(conn) -> dict[str, list[str] | None]:
-    return {
-        t: await conn.fetchval("SELECT reloptions FROM pg_class WHERE oid = to_regclass($1)", t)
-        for t in ("memory_chunks", "memory_vectors")
-    }
-
-
 async def test_a_load_that_died_leaves_the_index_to_the_next_open(storage, postgres_url):
     loader = await asyncpg.connect(postgres_url)
     assert await take_load_lock(loader) and await drop_fulltext_index_for_load(loader)
-    # Autovacuum is paused on the loaded tables for the load (each growth by a tenth would ANALYZE again).
-    assert (await autovacuum_options(loader))["memory_chunks"] == ["autovacuum_enabled=false"]
     await loader.close()  # the gateway died before its build: its load lock goes with its connection
     async with Opened(storage, "main") as m:
         assert await index_exists(m.index.pool)  # type: ignore[attr-defined]
-        assert not any((await autovacuum_options(m.index.pool)).values())  # type: ignore[attr-defined]
-
-
-async def test_a_table_whose_owner_set_autovacuum_is_left_as_it_is(storage, postgres_url, other):
-    await other.execute("ALTER TABLE memory_chunks SET (autovacuum_enabled = true)")
-    assert await take_load_lock(other) and await drop_fulltext_index_for_load(other)
-    assert (await autovacuum_options(other))["memory_chunks"] == ["autovacuum_enabled=true"]
-    await release_load_lock(other)

@@ -5,8 +5,6 @@ a third of the server's work a chunk; building the index once over the loaded ro
 in, costs a fraction of that. Only into a table with no chunks at all (of any agent, through any
 gateway): the index serves every agent, and searches without it scan the table. A gateway that dies
 during the load leaves the index missing: `ensure_fulltext_index` at every index's open builds it.
-Autovacuum is paused on the loaded tables from the drop to the load's end (`_autovacuum`), and resumed
-by whoever builds the missing index.
 
 A loader holds the bulk-load lock (`LOAD_LOCK`, session-level, on the sync's connection) from the drop of
 an index until its build is done, and builds the full-text index under it alone: not under the schema
@@ -20,18 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
-import structlog
-
 from ..db import lock_key
-
-log = structlog.get_logger("gateway.memory")
 
 FTS_INDEX = "memory_chunks_fts"  # made by migration 0003_memory (db.py)
 BUILD_TIMEOUT_S = 6 * 3600.0  # minutes at a million chunks: past the pool's command timeout
 BUILD_MEMORY = "1GB"  # maintenance_work_mem for the build (the sort of a million chunks' lexemes)
 LOAD_LOCK = "jarvis:memory-bulk-load"
-LOADED_TABLES = ("memory_chunks", "memory_vectors")  # autovacuum paused on them over a first bulk load
 SCHEMA_LOCK = "jarvis:memory-schema"
 
 
@@ -65,36 +57,7 @@ async def drop_fulltext_index_for_load(conn: Any) -> bool:
         if await conn.fetchval("SELECT 1 FROM memory_chunks LIMIT 1"):
             return False
         await conn.execute(f"DROP INDEX IF EXISTS {FTS_INDEX}")
-        await _autovacuum(conn, pause=True)
     return True
-
-
-async def _autovacuum(conn: Any, pause: bool) -> None:
-    """Autovacuum paused on the loaded tables (`pause`), or back to the server's settings, in `conn`'s
-    transaction. Over a first bulk load autovacuum ANALYZEs `memory_chunks` again each time it grows by a
-    tenth (at most once a minute), each reading up to 300,000 rows for the tsvector's statistics
-    (0015_memory_tsv_statistics); the load's end runs ANALYZE once (store.maintain). A table whose owner
-    set `autovacuum_enabled` itself is left as it is. Best effort: another role's table is not ours to
-    alter, and a lock not had at once is not waited for."""
-    await conn.execute("SET LOCAL lock_timeout = '2s'")
-    for table in LOADED_TABLES:
-        opts = await conn.fetchval("SELECT reloptions FROM pg_class WHERE oid = to_regclass($1)", table)
-        if opts is None and not await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", table):
-            continue
-        if pause and any(o.startswith("autovacuum_enabled=") for o in opts or ()):
-            continue
-        try:
-            async with conn.transaction():  # a savepoint: a refusal leaves the load's transaction whole
-                op = "SET (autovacuum_enabled = false)" if pause else "RESET (autovacuum_enabled)"
-                await conn.execute(f"ALTER TABLE {table} {op}")
-        except asyncpg.PostgresError as exc:
-            log.info("memory_bulk_autovacuum_left", table=table, pause=pause, error=str(exc))
-
-
-async def resume_autovacuum(conn: Any) -> None:
-    """After a bulk load (before its index build): autovacuum on the loaded tables as the server has it."""
-    async with conn.transaction():
-        await _autovacuum(conn, pause=False)
 
 
 async def build_fulltext_index_after_load(conn: Any) -> None:
@@ -119,5 +82,4 @@ async def ensure_fulltext_index(conn: Any) -> bool:
         await conn.execute(
             f"CREATE INDEX IF NOT EXISTS {FTS_INDEX} ON memory_chunks USING gin (tsv)", timeout=BUILD_TIMEOUT_S
         )
-        await _autovacuum(conn, pause=False)  # the load that died had paused it
     return True

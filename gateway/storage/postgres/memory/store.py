@@ -37,7 +37,6 @@ from .fts_index import (
     build_fulltext_index_after_load,
     drop_fulltext_index_for_load,
     release_load_lock,
-    resume_autovacuum,
     take_load_lock,
 )
 from .ledger import PgLedger
@@ -103,7 +102,6 @@ class PgIndexStore:
                     yield
                 finally:
                     if fts_deferred:
-                        await self._resume_autovacuum(conn)
                         await self._build_deferred_fulltext(conn)
             finally:
                 if loading:
@@ -111,13 +109,6 @@ class PgIndexStore:
                         await release_load_lock(conn)
                     except Exception as exc:  # the pool's reset on release drops it; the sync's outcome stands
                         log.warning("memory_load_lock_release_failed", error=str(exc))
-
-    async def _resume_autovacuum(self, conn: Any) -> None:
-        """Best effort, from a `finally`: if it fails, the next open's build of the missing index does it."""
-        try:
-            await resume_autovacuum(conn)
-        except Exception as exc:
-            log.warning("memory_bulk_autovacuum_resume_failed", error=str(exc))
 
     async def _build_deferred_fulltext(self, conn: Any) -> None:
         """The GIN index dropped for a bulk load, built now (best effort, from a `finally`: if it fails,
