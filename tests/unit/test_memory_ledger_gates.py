@@ -119,3 +119,13 @@ def test_a_transcript_names_its_speakers_as_the_full_count_said(texts: list[str]
     from gateway.memory.index.chunking import _SPEAKER_TAG, NAMED_SHARE, _names_speakers
 
     assert _names_speakers(texts) == (sum(1 for t in texts if _SPEAKER_TAG.match(t)) >= NAMED_SHARE * len(texts))
+
+
+def test_a_non_ascii_clause_is_searched_whole_where_case_folding_makes_an_ascii_word() -> None:
+    """Under re.I the long s `ſ` matches `s`: `iſ` is "is" to the expressions though no [a-z] word of the
+    clause is — a non-ASCII clause is never gated (review of write46: a mutant gating it passed every test)."""
+    from gateway.memory.ledger.extract import statements_of
+
+    for text in ("The gate code iſ abc", "The cabin wifi password iſ moose"):
+        plain = text.replace("ſ", "s")
+        assert statements_of(text) == statements_of(plain) != []
