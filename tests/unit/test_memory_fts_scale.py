@@ -60,7 +60,7 @@ async def test_vector_reads_do_not_wait_behind_full_text(tmp_path):
     """A hybrid search's vector reads go through their own connection: they answer while a long
     statement holds the full-text (search) connection, where before they queued behind it."""
     import asyncio
-    import time
+    import threading
 
     cfg = make_cfg(tmp_path, **{"memory.search.annMinVectors": "1"})
     topics = ["sailing boats on the lake", "baking sourdough bread", "repairing old bicycles"]
@@ -78,21 +78,26 @@ async def test_vector_reads_do_not_wait_behind_full_text(tmp_path):
             and vectors.db is m.index.vector_reader
         )
         q = await m.index.life.searcher.embed_query("bread baking")
-        # About a second of work on the search connection's thread (a full-text query on a huge index).
-        slow = asyncio.ensure_future(
-            m.index.reader.scalar(
-                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) "
-                "SELECT count(*) FROM c"
-            )
-        )
-        await asyncio.sleep(0.05)
-        t = time.perf_counter()
-        hits = await vectors.knn(q, 5, ("memory", "sessions"), None, m.index._generation, m.index.counts["vectors"])
-        took = time.perf_counter() - t
-        # Not behind the slow statement: it is still running when the vector search has answered.
-        assert not slow.done(), f"the slow statement ended first (the search took {took:.2f} s)"
-        assert len(hits) == 5 and vectors.last_path == "ann"
-        await slow
+        # The search connection's thread taken (a full-text query on a huge index) until the vector search
+        # has answered: held on an event, not by a statement of about a second, which a search slowed by a
+        # loaded machine could outlast (and a sleep stood for "the statement has begun").
+        held, release = threading.Event(), threading.Event()
+
+        def hold(_conn) -> None:
+            held.set()
+            release.wait(timeout=300)  # bounds a hang only
+
+        busy = asyncio.ensure_future(m.index.reader.call(hold))
+        try:
+            assert await asyncio.to_thread(held.wait, 300)
+            # Not behind the held connection: a search that read through it would wait for it (the bound).
+            search = vectors.knn(q, 5, ("memory", "sessions"), None, m.index._generation, m.index.counts["vectors"])
+            hits = await asyncio.wait_for(search, timeout=120)
+            assert not busy.done()
+            assert len(hits) == 5 and vectors.last_path == "ann"
+        finally:
+            release.set()
+            await busy
     finally:
         await m.close()
     assert m.index.vector_reader is None  # closed with the index
