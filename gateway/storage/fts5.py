@@ -69,11 +69,13 @@ class Fts5Search:
         # the index generation `_counts_generation` (prune_common).
         self._counts: dict[str, tuple[int, int]] = {}
         self._counts_generation: str | None = None
-        # FTS5 phrase → rows it matches (bm25's count for its idf), for the index generation
-        # `_hits_generation` (_top_k); and how many answers were proven the exact top n, and not.
+        # FTS5 phrase → rows it matches (bm25's count for its idf), for `_hits_generation`: the index
+        # generation and FTS5's own version of the table as the counting search's snapshot showed them
+        # (_top_k); how many answers were proven the exact top n, and not; max-score's rounds, summed, and
+        # its searches that reached the cap.
         self._hits: dict[str, int] = {}
         self._hits_generation: str | None = None
-        self.proven = self.unproven = 0
+        self.proven = self.unproven = self.rounds = self.capped = 0
 
     def _token_counts_sync(self, conn: Any, terms: Sequence[str]) -> tuple[list[list[str]], dict[str, int]]:
         """How the FTS tokenizer indexes each term (porter: its stem), and in how many chunks each of
@@ -236,30 +238,44 @@ class Fts5Search:
         phrases = fts_phrases(terms, self.tokenizer)
         if not phrases:
             return None
-        if generation is None or generation != self._hits_generation or len(self._hits) > COUNTS_CACHED:
-            self._hits = {}
-            self._hits_generation = generation
-        have = {p: self._hits[p] for p in phrases if p in self._hits}
-        todo = [p for p in phrases if p not in have]
+        kept, kept_key = self._hits, self._hits_generation
         weight = float(self.context_weight)
 
-        def run(conn: Any) -> tuple[dict[str, int], fts5_topk.TopK | None]:
-            fresh = fts5_topk.phrase_hits(conn, todo)
-            order = fts5_topk.ordered(phrases, {**have, **fresh})
-            if not order:
-                return fresh, None
-            rows = fts5_topk.row_count(conn)
-            cap = fts5_topk.CAP_SHARE * total
-            return fresh, fts5_topk.top_k(
-                conn, order, {**have, **fresh}, rows, n, head, (weight,), where_sql, params, cap
-            )
+        def run(conn: Any) -> tuple[str, dict[str, int], fts5_topk.TopK | None]:
+            # One snapshot for every statement (counts, N, rounds: a sync may commit meanwhile on another
+            # connection), and the counts kept under the key that snapshot shows, read here, on the
+            # connection's own thread, after whatever was queued before this search (the mirror's drops).
+            began = not conn.in_transaction
+            if began:
+                conn.execute("BEGIN")
+            try:
+                key = f"{generation}|{fts5_topk.index_version(conn)}"
+                have = {p: kept[p] for p in phrases if p in kept} if key == kept_key else {}
+                fresh = fts5_topk.phrase_hits(conn, [p for p in phrases if p not in have])
+                counts = {**have, **fresh}
+                order = fts5_topk.ordered(phrases, counts)
+                if not order:
+                    return key, fresh, None
+                rows = fts5_topk.row_count(conn)
+                cap = fts5_topk.CAP_SHARE * total
+                return (
+                    key,
+                    fresh,
+                    fts5_topk.top_k(conn, order, counts, rows, n, head, (weight,), where_sql, params, cap, phrases),
+                )
+            finally:
+                if began:
+                    conn.execute("COMMIT")
 
-        fresh, res = await self.db.call(run)
-        if generation is not None and self._hits_generation == generation:  # (not if it changed meanwhile)
+        key, fresh, res = await self.db.call(run)
+        if generation is not None:  # (None: no generation known, nothing kept)
+            if key != self._hits_generation or len(self._hits) > COUNTS_CACHED:
+                self._hits, self._hits_generation = {}, key
             self._hits.update(fresh)
         if res is None:
             return []
         self.proven, self.unproven = self.proven + res.exact, self.unproven + (not res.exact)
+        self.rounds, self.capped = self.rounds + res.rounds, self.capped + res.capped
         return res.hits
 
     async def _cjk_bigrams(

@@ -23,6 +23,7 @@ random small corpora, both table kinds, with and without a filter).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -37,6 +38,9 @@ K1, B = 1.2, 0.75  # FTS5's bm25() (fts5_aux.c)
 # budget 5.00 of 5 (199 of 200 answers the exact top 24) at 1.65x.
 CAP_SHARE = pruning.POSTINGS_BUDGET / 4
 FIRST_ROWS = 4_000  # the first round's row budget for R (chunk counts summed); each next round's ×4
+# Rows kept past the n-th, scored again in the query's own order with the n best: a row whose score
+# ties the n-th's but for the last bit of a float sum in another order is then ranked as that order has it.
+SLACK = 4
 
 
 @dataclass
@@ -45,6 +49,7 @@ class TopK:
     exact: bool  # proven the whole query's top n
     rounds: int
     rows: int  # the chunk counts of R, summed, in the last round
+    capped: bool = False  # R reached the cap (answered unproven, or read on past it: fewer than n found)
 
 
 def varint(blob: bytes, i: int) -> tuple[int, int]:
@@ -64,6 +69,14 @@ def row_count(conn: Any, table: str = "chunks_fts") -> int:
     return varint(bytes(row[0]), 0)[0] if row and row[0] else 0
 
 
+def index_version(conn: Any, table: str = "chunks_fts") -> str:
+    """FTS5's own version of the table as this snapshot shows it: its structure record (every commit
+    that writes the table writes a segment or a tombstone there, and bumps its write counter) and its
+    averages record (N), hashed."""
+    got = conn.execute(f"SELECT id, block FROM {table}_data WHERE id IN (1, 10) ORDER BY id").fetchall()
+    return hashlib.blake2b(b"".join(bytes(b or b"") for _, b in got), digest_size=16).hexdigest()
+
+
 def phrase_hits(conn: Any, phrases: Sequence[str], table: str = "chunks_fts") -> dict[str, int]:
     """How many rows match each phrase: bm25()'s own count for its idf (walks the phrase's postings)."""
     sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH ?"
@@ -71,6 +84,8 @@ def phrase_hits(conn: Any, phrases: Sequence[str], table: str = "chunks_fts") ->
 
 
 def idf(rows: int, hits: int) -> float:
+    """bm25()'s idf; never raises: a count past the rows (not one snapshot's) is taken as all of them."""
+    hits = min(max(hits, 0), max(rows, 0))
     v = math.log((rows - hits + 0.5) / (hits + 0.5))
     return v if v > 0.0 else 1e-6
 
@@ -97,31 +112,61 @@ def top_k(
     where_sql: str = "",
     where_params: Sequence[Any] = (),
     cap: float = math.inf,
+    query: Sequence[str] | None = None,
 ) -> TopK:
     """The best `n` rows of `phrases` OR-ed (`ordered` already), on the SQLite connection's thread.
     `score`: the SELECT's head, `rowid, bm25(...)` over `... WHERE chunks_fts MATCH ?` — given as
-    `score` ending in the FROM clause; `where_sql` / `where_params`: the filters that follow the MATCH."""
+    `score` ending in the FROM clause; `where_sql` / `where_params`: the filters that follow the MATCH.
+    `query`: the phrases in the query's own order, the order the whole OR is sent in where it is not
+    ranked by max-score: the answer's rows are scored again in it (a float sum depends on its order), so
+    a proven answer is that query's top n to the last bit. Past `cap` rows, an answer with fewer than n
+    rows reads on (the next phrases, rounds growing ×4) until it has n or no phrase is left: it never
+    holds fewer rows than matching every phrase gives."""
     suffix = [0.0] * (len(phrases) + 1)  # suffix[j]: Σ bound of phrases[j:]
     for j in range(len(phrases) - 1, -1, -1):
         suffix[j] = suffix[j + 1] + bound(rows, hits[phrases[j]])
-    j, budget, rounds = 0, float(FIRST_ROWS), 0
+    j, budget, rounds, keep = 0, float(FIRST_ROWS), 0, n + SLACK
     best: list[tuple[int, float]] = []
     sql = f"{score} WHERE chunks_fts MATCH ?{where_sql} ORDER BY 2, 1 LIMIT ?"
     while True:
         before, used = j, sum(hits[p] for p in phrases[:j])
-        while j < len(phrases) and (j == 0 or used + hits[phrases[j]] <= (cap if j == before else budget)):
-            used += hits[phrases[j]]  # (a phrase more than the last round's, within the cap but the rarest)
-            j += 1
+        short = len(best) < n  # (then the cap does not stop the reading)
+        while j < len(phrases):
+            more = used + hits[phrases[j]]  # (a round's first phrase: within the cap, or any while short)
+            if not (j == 0 or (j == before and (short or more <= cap)) or (j > before and more <= budget)):
+                break
+            used, j = more, j + 1
         if j == before:  # the next phrase alone is past the cap: what the last round found is answered
-            return TopK(best, False, rounds, used)
+            return _answer(conn, score, score_params, query, best, n, False, rounds, used, True)
         rounds += 1
-        args = (conn, sql, phrases[:before], phrases[before:j], phrases[j:], n, score_params, where_params)
-        best = _top([*best, *_best(*args)], n)
-        theta = -best[-1][1] if len(best) >= n else 0.0
+        args = (conn, sql, phrases[:before], phrases[before:j], phrases[j:], keep, score_params, where_params)
+        best = _top([*best, *_best(*args)], keep)
+        theta = -best[n - 1][1] if len(best) >= n else 0.0
         exact = j == len(phrases) or suffix[j] < theta
-        if exact or budget >= cap:
-            return TopK(best, exact, rounds, used)
-        budget = min(budget * 4, cap)
+        if exact or (budget >= cap and len(best) >= n):
+            return _answer(conn, score, score_params, query, best, n, exact, rounds, used, used > cap or budget >= cap)
+        budget = budget * 4 if budget >= cap else min(budget * 4, cap)
+
+
+def _answer(
+    conn: Any,
+    score: str,
+    score_params: Sequence[Any],
+    query: Sequence[str] | None,
+    best: list[tuple[int, float]],
+    n: int,
+    exact: bool,
+    rounds: int,
+    used: int,
+    capped: bool,
+) -> TopK:
+    """The best n of `best`, each scored by the whole query in its own phrase order (`query`)."""
+    if query and best:
+        rid = score.split()[1].rstrip(",")  # the head's first column: `rowid` or `f.rowid`
+        marks = ", ".join("?" * len(best))
+        again = f"{score} WHERE chunks_fts MATCH ? AND {rid} IN ({marks})"
+        best = _rows(conn, again, (*score_params, _or(query), *(r for r, _ in best)))
+    return TopK(_top(best, n), exact, rounds, used, capped)
 
 
 def _or(phrases: Sequence[str]) -> str:
