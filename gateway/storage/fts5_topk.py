@@ -23,10 +23,11 @@ random small corpora, both table kinds, with and without a filter).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..memory.search import pruning
 
@@ -38,9 +39,6 @@ K1, B = 1.2, 0.75  # FTS5's bm25() (fts5_aux.c)
 # budget 5.00 of 5 (199 of 200 answers the exact top 24) at 1.65x.
 CAP_SHARE = pruning.POSTINGS_BUDGET / 4
 FIRST_ROWS = 4_000  # the first round's row budget for R (chunk counts summed); each next round's ×4
-# Rows kept past the n-th, scored again in the query's own order with the n best: a row whose score
-# ties the n-th's but for the last bit of a float sum in another order is then ranked as that order has it.
-SLACK = 4
 
 
 @dataclass
@@ -67,6 +65,20 @@ def row_count(conn: Any, table: str = "chunks_fts") -> int:
     """The rows FTS5's bm25() counts (its averages record, %_data block 1)."""
     row = conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
     return varint(bytes(row[0]), 0)[0] if row and row[0] else 0
+
+
+@contextlib.contextmanager
+def snapshot(conn: Any) -> Iterator[None]:
+    """One read transaction around a search's statements (the connections are autocommit: each statement
+    would read the file as of its own start); within a caller's transaction, that one."""
+    began = not conn.in_transaction
+    if began:
+        conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if began:
+            conn.execute("COMMIT")
 
 
 def index_version(conn: Any, table: str = "chunks_fts") -> str:
@@ -112,20 +124,17 @@ def top_k(
     where_sql: str = "",
     where_params: Sequence[Any] = (),
     cap: float = math.inf,
-    query: Sequence[str] | None = None,
 ) -> TopK:
     """The best `n` rows of `phrases` OR-ed (`ordered` already), on the SQLite connection's thread.
     `score`: the SELECT's head, `rowid, bm25(...)` over `... WHERE chunks_fts MATCH ?` — given as
     `score` ending in the FROM clause; `where_sql` / `where_params`: the filters that follow the MATCH.
-    `query`: the phrases in the query's own order, the order the whole OR is sent in where it is not
-    ranked by max-score: the answer's rows are scored again in it (a float sum depends on its order), so
-    a proven answer is that query's top n to the last bit. Past `cap` rows, an answer with fewer than n
+    Past `cap` rows, an answer with fewer than n
     rows reads on (the next phrases, rounds growing ×4) until it has n or no phrase is left: it never
     holds fewer rows than matching every phrase gives."""
     suffix = [0.0] * (len(phrases) + 1)  # suffix[j]: Σ bound of phrases[j:]
     for j in range(len(phrases) - 1, -1, -1):
         suffix[j] = suffix[j + 1] + bound(rows, hits[phrases[j]])
-    j, budget, rounds, keep = 0, float(FIRST_ROWS), 0, n + SLACK
+    j, budget, rounds = 0, float(FIRST_ROWS), 0
     best: list[tuple[int, float]] = []
     sql = f"{score} WHERE chunks_fts MATCH ?{where_sql} ORDER BY 2, 1 LIMIT ?"
     while True:
@@ -137,36 +146,19 @@ def top_k(
                 break
             used, j = more, j + 1
         if j == before:  # the next phrase alone is past the cap: what the last round found is answered
-            return _answer(conn, score, score_params, query, best, n, False, rounds, used, True)
+            return _answer(best, n, False, rounds, used, True)
         rounds += 1
-        args = (conn, sql, phrases[:before], phrases[before:j], phrases[j:], keep, score_params, where_params)
-        best = _top([*best, *_best(*args)], keep)
+        args = (conn, sql, phrases[:before], phrases[before:j], phrases[j:], n, score_params, where_params)
+        best = _top([*best, *_best(*args)], n)
         theta = -best[n - 1][1] if len(best) >= n else 0.0
         exact = j == len(phrases) or suffix[j] < theta
         if exact or (budget >= cap and len(best) >= n):
-            return _answer(conn, score, score_params, query, best, n, exact, rounds, used, used > cap or budget >= cap)
+            return _answer(best, n, exact, rounds, used, used > cap or budget >= cap)
         budget = budget * 4 if budget >= cap else min(budget * 4, cap)
 
 
-def _answer(
-    conn: Any,
-    score: str,
-    score_params: Sequence[Any],
-    query: Sequence[str] | None,
-    best: list[tuple[int, float]],
-    n: int,
-    exact: bool,
-    rounds: int,
-    used: int,
-    capped: bool,
-) -> TopK:
-    """The best n of `best`, each scored by the whole query in its own phrase order (`query`)."""
-    if query and best:
-        rid = score.split()[1].rstrip(",")  # the head's first column: `rowid` or `f.rowid`
-        marks = ", ".join("?" * len(best))
-        again = f"{score} WHERE chunks_fts MATCH ? AND {rid} IN ({marks})"
-        best = _rows(conn, again, (*score_params, _or(query), *(r for r, _ in best)))
-    return TopK(_top(best, n), exact, rounds, used, capped)
+def _answer(best: list[tuple[int, float]], n: int, exact: bool, rounds: int, used: int, capped: bool) -> TopK:
+    return TopK(best[:n], exact, rounds, used, capped)
 
 
 def _or(phrases: Sequence[str]) -> str:

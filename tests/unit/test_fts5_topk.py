@@ -47,6 +47,15 @@ def _db(kind: str, chunks: list) -> object:
     return conn
 
 
+def _small(conn, q, n, sources):
+    import asyncio
+
+    from gateway.storage.fts5 import Fts5Search
+
+    s = Fts5Search(_Db(conn), "porter", 0.5)
+    return asyncio.run(s.search(q, n, sources, None, generation="1", total=len(q)))
+
+
 def _exact(conn, order, n, head, where, params):
     """The whole OR query, every row scored, sorted by (bm25, rowid)."""
     rows = conn.execute(f"{head} WHERE chunks_fts MATCH ?{where}", (0.5, " OR ".join(order), *params)).fetchall()
@@ -74,13 +83,12 @@ def test_proven_answers_are_the_whole_querys_top_n(kind, chunks, q, n, first, ca
     rows = tk.row_count(conn)
     assert rows == len(chunks)
     head, where, params = (JOINED, " AND c.source = ?", ("memory",)) if filtered else (HEAD, "", ())
-    got = tk.top_k(conn, order, hits, rows, n, head, (0.5,), where, params, cap=cap, query=phrases)
+    got = tk.top_k(conn, order, hits, rows, n, head, (0.5,), where, params, cap=cap)
     if cap == math.inf:
         assert got.exact  # with no cap every round may grow R to every phrase
-    # What the product's exact path (a small index) answers: the query's OR in its own word order.
-    full = _exact(conn, phrases, 10**6, head, where, params)
-    if got.exact:
-        assert got.hits == full[:n]
+    full = _exact(conn, order, 10**6, head, where, params)
+    if got.exact:  # what the product's exact path (Fts5Search on a small index) answers, to the last bit
+        assert got.hits == full[:n] == _small(conn, q, n, ("memory",) if filtered else ())
     else:  # not proven: still the best of the rows scored, each with its whole score, and never fewer
         assert all(dict(full)[r] == s for r, s in got.hits)
         assert len(got.hits) == min(n, len(full))
@@ -141,8 +149,8 @@ class _Db:
 
 
 def _whole(conn, phrases, n, head=HEAD, where="", params=()):
-    """What the product's exact path (a small index: the query's own OR, in its own order) answers."""
-    return _exact(conn, phrases, n, head, where, params)
+    """Every row of the whole OR scored (its phrases rarest first, as the product sends them)."""
+    return _exact(conn, tk.ordered(phrases, tk.phrase_hits(conn, phrases)), n, head, where, params)
 
 
 async def test_a_sync_committing_mid_search_leaves_it_one_snapshot(tmp_path):
