@@ -9,7 +9,8 @@ User text reaches `MATCH` only through query.py's `fts_query` (quoted words). On
 own words are ranked by max-score (fts5_topk.py): the rarest phrases' postings read, the common ones'
 scored only for those rows and bounded for the others — the whole query's exact top n where the bound
 proves it (each phrase's row count kept per index generation), the best of the rows read past
-fts5_topk.CAP_SHARE. A query's related words (`extra`) are still chosen within their budget
+fts5_topk.CAP_SHARE. On a small index a query's own words are the whole OR, its phrases rarest first
+(the order max-score scores in: the same doubles). A query's related words (`extra`) are still chosen within their budget
 (memory/search/pruning.py): a word's document count comes from the FTS5 vocabulary table, after the
 tokenizer has made its tokens of it (a scratch FTS5 table on the reading connection), kept per generation.
 """

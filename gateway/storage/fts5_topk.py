@@ -15,10 +15,16 @@ so a phrase a chunk lacks adds exactly 0.0 and a phrase's term is below idf(p)·
   more, no such chunk can enter: the answer is exactly the whole query's top n (ties by rowid). Else R
   takes more phrases (a budget four times larger) and only the chunks they add are ranked (`NOT` the
   phrases taken before); past `cap` rows the candidates' best n, each by its whole score, is answered,
-  not proven (`TopK.exact` false; Fts5Search counts `proven` / `unproven`).
+  not proven (`TopK.exact` false; Fts5Search counts `proven` / `unproven`) — unless fewer than n were
+  found: then it reads on past the cap until n are or no phrase is left (never fewer than the whole OR).
 
-Proven answers equal the whole query's top n, hits and scores: tests/unit/test_fts5_topk.py (hypothesis,
-random small corpora, both table kinds, with and without a filter).
+A float sum depends on its order, so "the whole OR" is the one with its phrases rarest first: what a
+small index sends too (Fts5Search._ranked). All statements of one search read one snapshot (`snapshot`),
+and the counts are kept under the key that snapshot shows (`index_version`): a count from another
+snapshot would make the bound wrong (a too-high one is clamped in `idf`, never raised on).
+
+Proven answers equal the small-index path's top n, hits and scores: tests/unit/test_fts5_topk.py
+(hypothesis, random small corpora, both table kinds, with and without a filter).
 """
 
 from __future__ import annotations
