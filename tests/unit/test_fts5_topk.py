@@ -255,3 +255,11 @@ async def test_an_answer_past_the_cap_is_never_shorter_than_matching_every_word(
     head, where, params = (JOINED, " AND c.source = ?", sources) if sources else (HEAD, "", ())
     assert got == _whole(conn, ['"zebra"', '"harbor"'], 24, head, where, params)
     assert len(got) == 24 and s.capped == 1
+    # main's way: the rarest words within the postings budget, the others skipped
+    from gateway.memory.search.query import fts_query
+
+    chosen = await s.prune_common(["zebra", "harbor"], len(rows), "1")
+    mains = conn.execute(
+        f"{head} WHERE chunks_fts MATCH ?{where} LIMIT 24", (0.5, fts_query(chosen, "porter"), *params)
+    )
+    assert len(got) >= len(mains.fetchall())
