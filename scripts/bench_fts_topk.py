@@ -9,7 +9,10 @@ bench_memory's kind of generated queries, n = 24 as a hybrid search of k = 6 ask
   did for a query's own words until this change), the words' counts kept as per generation;
 - after: `Fts5Search.search` (max-score, the phrases' counts kept as per generation), at each of
   `--cap-shares` (fts5_topk.CAP_SHARE: rows read at most before an answer is given unproven);
-- exact: every phrase matched and every matching chunk scored (the whole OR, rarest phrase first).
+- exact: every phrase matched and every matching chunk scored (the whole OR, its phrases rarest first,
+  as a small index sends it: Fts5Search._ranked);
+- `--fresh`: before and after (the first cap) again with their counts read again for every query, as
+  the first search of each query after a sync (a new generation) pays them.
 
 Before and after alternate query by query (A B, B A, ...), each timed in CPU seconds of this process
 (`time.process_time`: SQLite runs in it, so the shared machine's load does not count). Agreement: how many
@@ -85,14 +88,21 @@ async def main_async(args: argparse.Namespace) -> dict:
     qs = [t for t in (query_terms(query(rng)) for _ in range(args.queries + args.warm)) if len(t) >= 2]
     head = "SELECT rowid, bm25(chunks_fts, 1.0, ?) FROM chunks_fts"
 
-    async def before(terms: list[str]) -> list[int]:
-        chosen = await fts.prune_common(terms, total, "g")
-        expr = fts_query(chosen, args.tokenizer)
-        rs = conn.execute(head + " WHERE chunks_fts MATCH ? ORDER BY 2 LIMIT ?", (cw, expr, args.n)).fetchall()
-        return [int(r[0]) for r in rs]
-
-    def after(share: float) -> Callable:
+    def before(fresh: bool = False) -> Callable:
         async def run(terms: list[str]) -> list[int]:
+            if fresh:  # the first search of a new generation: every word counted again
+                fts._counts.clear()
+            chosen = await fts.prune_common(terms, total, "g")
+            expr = fts_query(chosen, args.tokenizer)
+            rs = conn.execute(head + " WHERE chunks_fts MATCH ? ORDER BY 2 LIMIT ?", (cw, expr, args.n)).fetchall()
+            return [int(r[0]) for r in rs]
+
+        return run
+
+    def after(share: float, fresh: bool = False) -> Callable:
+        async def run(terms: list[str]) -> list[int]:
+            if fresh:  # the first search of a new generation: every phrase counted again
+                fts._hits = {}
             kept, fts5_topk.CAP_SHARE = fts5_topk.CAP_SHARE, share
             try:
                 hits = await fts.search(terms, args.n, ("memory", "sessions"), None, generation="g", total=total)
@@ -103,6 +113,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         return run
 
     def exact(terms: list[str]) -> tuple[list[int], float]:
+        # A small index's path (Fts5Search._ranked): the whole OR, its phrases rarest first.
         phrases = fts_phrases(terms, args.tokenizer)
         order = fts5_topk.ordered(phrases, fts5_topk.phrase_hits(conn, phrases))
         t = time.process_time()
@@ -111,7 +122,9 @@ async def main_async(args: argparse.Namespace) -> dict:
         return [b[0] for b in best], (time.process_time() - t) * 1000
 
     shares = [float(x) for x in args.cap_shares.split(",")]
-    sides: dict[str, Callable] = {"before": before} | {f"after@{s}": after(s) for s in shares}
+    sides: dict[str, Callable] = {"before": before()} | {f"after@{s}": after(s) for s in shares}
+    if args.fresh:  # each side again as the first search after a sync (its counts read again)
+        sides |= {"before-fresh": before(True), f"after-fresh@{shares[0]}": after(shares[0], True)}
     ms: dict[str, list[float]] = {s: [] for s in [*sides, "exact"]}
     agree: dict[str, dict[str, list[int]]] = {s: {"top5": [], "top10": [], "identical": []} for s in sides}
     proven: dict[str, int] = {s: 0 for s in sides}
@@ -146,7 +159,7 @@ async def main_async(args: argparse.Namespace) -> dict:
                 "identicalTopN": sum(a["identical"]),
             }
     for side in sides:
-        if side != "before":
+        if not side.startswith("before"):
             out[side]["proven"] = proven[side]
     out["postingsBudget"] = pruning.POSTINGS_BUDGET
     return out
@@ -161,6 +174,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=24)
     ap.add_argument("--tokenizer", default="porter")
     ap.add_argument("--cap-shares", default="0.0125,0.05", help="after's CAP_SHARE(s), each a side: 0.05,0.0125")
+    ap.add_argument("--fresh", action="store_true", help="also before / after with the counts read again")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     out = asyncio.run(main_async(args))

@@ -9,7 +9,8 @@ User text reaches `MATCH` only through query.py's `fts_query` (quoted words). On
 own words are ranked by max-score (fts5_topk.py): the rarest phrases' postings read, the common ones'
 scored only for those rows and bounded for the others — the whole query's exact top n where the bound
 proves it (each phrase's row count kept per index generation), the best of the rows read past
-fts5_topk.CAP_SHARE. A query's related words (`extra`) are still chosen within their budget
+fts5_topk.CAP_SHARE. On a small index a query's own words are the whole OR, its phrases rarest first
+(the order max-score scores in: the same doubles). A query's related words (`extra`) are still chosen within their budget
 (memory/search/pruning.py): a word's document count comes from the FTS5 vocabulary table, after the
 tokenizer has made its tokens of it (a scratch FTS5 table on the reading connection), kept per generation.
 """
@@ -69,11 +70,13 @@ class Fts5Search:
         # the index generation `_counts_generation` (prune_common).
         self._counts: dict[str, tuple[int, int]] = {}
         self._counts_generation: str | None = None
-        # FTS5 phrase → rows it matches (bm25's count for its idf), for the index generation
-        # `_hits_generation` (_top_k); and how many answers were proven the exact top n, and not.
+        # FTS5 phrase → rows it matches (bm25's count for its idf), for `_hits_generation`: the index
+        # generation and FTS5's own version of the table as the counting search's snapshot showed them
+        # (_top_k); how many answers were proven the exact top n, and not; max-score's rounds, summed, and
+        # its searches that reached the cap.
         self._hits: dict[str, int] = {}
         self._hits_generation: str | None = None
-        self.proven = self.unproven = 0
+        self.proven = self.unproven = self.rounds = self.capped = 0
 
     def _token_counts_sync(self, conn: Any, terms: Sequence[str]) -> tuple[list[list[str]], dict[str, int]]:
         """How the FTS tokenizer indexes each term (porter: its stem), and in how many chunks each of
@@ -169,11 +172,11 @@ class Fts5Search:
             where.append("(c.source = 'memory' OR c.session_key = ?)")
             params.append(session_key)
         if len(where) == 1:  # no filter: no join (joining looks up every match, ~4x slower on big indexes)
-            sql = "SELECT rowid, bm25(chunks_fts, 1.0, ?) AS r FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY r LIMIT ?"
+            sql = "SELECT rowid, bm25(chunks_fts, 1.0, ?) AS r FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY r, 1 LIMIT ?"
         else:
             sql = (
                 "SELECT f.rowid, bm25(chunks_fts, 1.0, ?) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
-                f"WHERE {' AND '.join(where)} ORDER BY r LIMIT ?"
+                f"WHERE {' AND '.join(where)} ORDER BY r, 1 LIMIT ?"
             )
 
         def match(conn: Any, chosen: Sequence[str]) -> tuple[list[str], list[tuple[int, float]] | None]:
@@ -187,8 +190,10 @@ class Fts5Search:
         # One trip to the SQLite thread: the words' counts (those not kept yet), the choice and the MATCH
         # (issue 46: they were three trips, five with the cursors' closing).
         found: list[tuple[int, float]] | None
-        if not self._prunes(terms, total, extra):
+        if not self._prunes(terms, total, extra) and (extra or self.tokenizer == "trigram"):
             terms, found = await self.db.call(lambda conn: match(conn, terms))
+        elif not self._prunes(terms, total, extra):  # a small index: the whole OR, rarest phrase first
+            found = await self._ranked(terms, n, sql, params, generation)
         elif not extra:  # the query's own words: max-score's exact top n (fts5_topk.py)
             head = sql.split(" WHERE ")[0]
             found = await self._top_k(
@@ -236,31 +241,71 @@ class Fts5Search:
         phrases = fts_phrases(terms, self.tokenizer)
         if not phrases:
             return None
-        if generation is None or generation != self._hits_generation or len(self._hits) > COUNTS_CACHED:
-            self._hits = {}
-            self._hits_generation = generation
-        have = {p: self._hits[p] for p in phrases if p in self._hits}
-        todo = [p for p in phrases if p not in have]
         weight = float(self.context_weight)
 
-        def run(conn: Any) -> tuple[dict[str, int], fts5_topk.TopK | None]:
-            fresh = fts5_topk.phrase_hits(conn, todo)
-            order = fts5_topk.ordered(phrases, {**have, **fresh})
-            if not order:
-                return fresh, None
-            rows = fts5_topk.row_count(conn)
-            cap = fts5_topk.CAP_SHARE * total
-            return fresh, fts5_topk.top_k(
-                conn, order, {**have, **fresh}, rows, n, head, (weight,), where_sql, params, cap
-            )
+        def run(conn: Any) -> tuple[str, dict[str, int], fts5_topk.TopK | None]:
+            with fts5_topk.snapshot(conn):
+                key, fresh, counts = self._phrase_counts(conn, phrases, generation)
+                order = fts5_topk.ordered(phrases, counts)
+                if not order:
+                    return key, fresh, None
+                rows = fts5_topk.row_count(conn)
+                cap = fts5_topk.CAP_SHARE * total
+                return (
+                    key,
+                    fresh,
+                    fts5_topk.top_k(conn, order, counts, rows, n, head, (weight,), where_sql, params, cap),
+                )
 
-        fresh, res = await self.db.call(run)
-        if generation is not None and self._hits_generation == generation:  # (not if it changed meanwhile)
-            self._hits.update(fresh)
+        key, fresh, res = await self.db.call(run)
+        self._keep_hits(key, fresh, generation)
         if res is None:
             return []
         self.proven, self.unproven = self.proven + res.exact, self.unproven + (not res.exact)
+        self.rounds, self.capped = self.rounds + res.rounds, self.capped + res.capped
         return res.hits
+
+    async def _ranked(
+        self, terms: Sequence[str], n: int, sql: str, params: list[Any], generation: str | None
+    ) -> list[tuple[int, float]] | None:
+        """A small index's answer: the whole OR, its phrases rarest first (ties in the query's order), the
+        order max-score scores them in on a big index — a float sum depends on its order, so both give
+        the same double for a chunk (the counts kept as max-score's)."""
+        phrases = fts_phrases(terms, self.tokenizer)
+        if not phrases:
+            return None
+        weight = float(self.context_weight)
+
+        def run(conn: Any) -> tuple[str, dict[str, int], list[tuple[int, float]]]:
+            with fts5_topk.snapshot(conn):
+                key, fresh, counts = self._phrase_counts(conn, phrases, generation)
+                order = fts5_topk.ordered(phrases, counts)
+                got = conn.execute(sql, (weight, " OR ".join(order), *params, int(n))).fetchall() if order else []
+                return key, fresh, [(int(r[0]), float(r[1])) for r in got]
+
+        key, fresh, found = await self.db.call(run)
+        self._keep_hits(key, fresh, generation)
+        return found
+
+    def _phrase_counts(
+        self, conn: Any, phrases: Sequence[str], generation: str | None
+    ) -> tuple[str, dict[str, int], dict[str, int]]:
+        """On the connection's thread, inside the search's snapshot (fts5_topk.snapshot): the key of what
+        it shows (the generation and FTS5's own version of the table: a sync may have committed since the
+        caller read the generation, a mirror's drop run before this search though queued after its key),
+        the phrases' counts not kept for that key, and all of them."""
+        key = f"{generation}|{fts5_topk.index_version(conn)}"
+        kept = self._hits if key == self._hits_generation else {}
+        have = {p: kept[p] for p in phrases if p in kept}
+        fresh = fts5_topk.phrase_hits(conn, [p for p in phrases if p not in have])
+        return key, fresh, {**have, **fresh}
+
+    def _keep_hits(self, key: str, fresh: dict[str, int], generation: str | None) -> None:
+        if generation is None:  # (no generation known: nothing kept)
+            return
+        if key != self._hits_generation or len(self._hits) > COUNTS_CACHED:
+            self._hits, self._hits_generation = {}, key
+        self._hits.update(fresh)
 
     async def _cjk_bigrams(
         self, terms: Sequence[str], n: int, seen: set[int], where: list[str], params: list[Any], floor: float

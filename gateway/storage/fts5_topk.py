@@ -15,17 +15,25 @@ so a phrase a chunk lacks adds exactly 0.0 and a phrase's term is below idf(p)·
   more, no such chunk can enter: the answer is exactly the whole query's top n (ties by rowid). Else R
   takes more phrases (a budget four times larger) and only the chunks they add are ranked (`NOT` the
   phrases taken before); past `cap` rows the candidates' best n, each by its whole score, is answered,
-  not proven (`TopK.exact` false; Fts5Search counts `proven` / `unproven`).
+  not proven (`TopK.exact` false; Fts5Search counts `proven` / `unproven`) — unless fewer than n were
+  found: then it reads on past the cap until n are or no phrase is left (never fewer than the whole OR).
 
-Proven answers equal the whole query's top n, hits and scores: tests/unit/test_fts5_topk.py (hypothesis,
-random small corpora, both table kinds, with and without a filter).
+A float sum depends on its order, so "the whole OR" is the one with its phrases rarest first: what a
+small index sends too (Fts5Search._ranked). All statements of one search read one snapshot (`snapshot`),
+and the counts are kept under the key that snapshot shows (`index_version`): a count from another
+snapshot would make the bound wrong (a too-high one is clamped in `idf`, never raised on).
+
+Proven answers equal the small-index path's top n, hits and scores: tests/unit/test_fts5_topk.py
+(hypothesis, random small corpora, both table kinds, with and without a filter).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..memory.search import pruning
 
@@ -45,6 +53,7 @@ class TopK:
     exact: bool  # proven the whole query's top n
     rounds: int
     rows: int  # the chunk counts of R, summed, in the last round
+    capped: bool = False  # R reached the cap (answered unproven, or read on past it: fewer than n found)
 
 
 def varint(blob: bytes, i: int) -> tuple[int, int]:
@@ -64,6 +73,28 @@ def row_count(conn: Any, table: str = "chunks_fts") -> int:
     return varint(bytes(row[0]), 0)[0] if row and row[0] else 0
 
 
+@contextlib.contextmanager
+def snapshot(conn: Any) -> Iterator[None]:
+    """One read transaction around a search's statements (the connections are autocommit: each statement
+    would read the file as of its own start); within a caller's transaction, that one."""
+    began = not conn.in_transaction
+    if began:
+        conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if began:
+            conn.execute("COMMIT")
+
+
+def index_version(conn: Any, table: str = "chunks_fts") -> str:
+    """FTS5's own version of the table as this snapshot shows it: its structure record (every commit
+    that writes the table writes a segment or a tombstone there, and bumps its write counter) and its
+    averages record (N), hashed."""
+    got = conn.execute(f"SELECT id, block FROM {table}_data WHERE id IN (1, 10) ORDER BY id").fetchall()
+    return hashlib.blake2b(b"".join(bytes(b or b"") for _, b in got), digest_size=16).hexdigest()
+
+
 def phrase_hits(conn: Any, phrases: Sequence[str], table: str = "chunks_fts") -> dict[str, int]:
     """How many rows match each phrase: bm25()'s own count for its idf (walks the phrase's postings)."""
     sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH ?"
@@ -71,6 +102,8 @@ def phrase_hits(conn: Any, phrases: Sequence[str], table: str = "chunks_fts") ->
 
 
 def idf(rows: int, hits: int) -> float:
+    """bm25()'s idf; never raises: a count past the rows (not one snapshot's) is taken as all of them."""
+    hits = min(max(hits, 0), max(rows, 0))
     v = math.log((rows - hits + 0.5) / (hits + 0.5))
     return v if v > 0.0 else 1e-6
 
@@ -100,7 +133,10 @@ def top_k(
 ) -> TopK:
     """The best `n` rows of `phrases` OR-ed (`ordered` already), on the SQLite connection's thread.
     `score`: the SELECT's head, `rowid, bm25(...)` over `... WHERE chunks_fts MATCH ?` — given as
-    `score` ending in the FROM clause; `where_sql` / `where_params`: the filters that follow the MATCH."""
+    `score` ending in the FROM clause; `where_sql` / `where_params`: the filters that follow the MATCH.
+    Past `cap` rows, an answer with fewer than n
+    rows reads on (the next phrases, rounds growing ×4) until it has n or no phrase is left: it never
+    holds fewer rows than matching every phrase gives."""
     suffix = [0.0] * (len(phrases) + 1)  # suffix[j]: Σ bound of phrases[j:]
     for j in range(len(phrases) - 1, -1, -1):
         suffix[j] = suffix[j + 1] + bound(rows, hits[phrases[j]])
@@ -109,19 +145,26 @@ def top_k(
     sql = f"{score} WHERE chunks_fts MATCH ?{where_sql} ORDER BY 2, 1 LIMIT ?"
     while True:
         before, used = j, sum(hits[p] for p in phrases[:j])
-        while j < len(phrases) and (j == 0 or used + hits[phrases[j]] <= (cap if j == before else budget)):
-            used += hits[phrases[j]]  # (a phrase more than the last round's, within the cap but the rarest)
-            j += 1
+        short = len(best) < n  # (then the cap does not stop the reading)
+        while j < len(phrases):
+            more = used + hits[phrases[j]]  # (a round's first phrase: within the cap, or any while short)
+            if not (j == 0 or (j == before and (short or more <= cap)) or (j > before and more <= budget)):
+                break
+            used, j = more, j + 1
         if j == before:  # the next phrase alone is past the cap: what the last round found is answered
-            return TopK(best, False, rounds, used)
+            return _answer(best, n, False, rounds, used, True)
         rounds += 1
         args = (conn, sql, phrases[:before], phrases[before:j], phrases[j:], n, score_params, where_params)
         best = _top([*best, *_best(*args)], n)
-        theta = -best[-1][1] if len(best) >= n else 0.0
+        theta = -best[n - 1][1] if len(best) >= n else 0.0
         exact = j == len(phrases) or suffix[j] < theta
-        if exact or budget >= cap:
-            return TopK(best, exact, rounds, used)
-        budget = min(budget * 4, cap)
+        if exact or (budget >= cap and len(best) >= n):
+            return _answer(best, n, exact, rounds, used, used > cap or budget >= cap)
+        budget = budget * 4 if budget >= cap else min(budget * 4, cap)
+
+
+def _answer(best: list[tuple[int, float]], n: int, exact: bool, rounds: int, used: int, capped: bool) -> TopK:
+    return TopK(best[:n], exact, rounds, used, capped)
 
 
 def _or(phrases: Sequence[str]) -> str:
