@@ -10,9 +10,10 @@ own words are ranked by max-score (fts5_topk.py): the rarest phrases' postings r
 scored only for those rows and bounded for the others — the whole query's exact top n where the bound
 proves it (each phrase's row count kept per index generation), the best of the rows read past
 fts5_topk.CAP_SHARE. On a small index (below pruning.PRUNE_MIN_CHUNKS) a query's words are the whole OR
-in the query's own order, one statement (no count, no snapshot: as main had it; its doubles may differ
-from max-score's in the last bits, a float sum depending on its order). A query's related words (`extra`)
-are still chosen within their budget (memory/search/pruning.py): a word's document count comes from the FTS5 vocabulary table, after the
+in the query's own order, one statement as main had it (no count; in a read transaction of its own,
+which costs less CPU than autocommit); its doubles may differ from max-score's in the last bits, a float
+sum depending on its order. A query's related words (`extra`) are still chosen within their budget
+(memory/search/pruning.py): a word's document count comes from the FTS5 vocabulary table, after the
 tokenizer has made its tokens of it (a scratch FTS5 table on the reading connection), kept per generation.
 """
 
