@@ -9,8 +9,9 @@ bench_memory's kind of generated queries, n = 24 as a hybrid search of k = 6 ask
   did for a query's own words until this change), the words' counts kept as per generation;
 - after: `Fts5Search.search` (max-score, the phrases' counts kept as per generation), at each of
   `--cap-shares` (fts5_topk.CAP_SHARE: rows read at most before an answer is given unproven);
-- exact: every phrase matched and every matching chunk scored (the whole OR, its phrases rarest first,
-  as a small index sends it: Fts5Search._ranked);
+- exact: every phrase matched and every matching chunk scored (the whole OR, its phrases summed rarest
+  first, the order max-score sums them in; a small index sends the query's own order, whose doubles may
+  differ in the last bits);
 - `--fresh`: before and after (the first cap) again with their counts read again for every query, as
   the first search of each query after a sync (a new generation) pays them.
 
@@ -113,7 +114,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         return run
 
     def exact(terms: list[str]) -> tuple[list[int], float]:
-        # A small index's path (Fts5Search._ranked): the whole OR, its phrases rarest first.
+        # The whole OR, its phrases rarest first (max-score's summing order: its proven answers' reference).
         phrases = fts_phrases(terms, args.tokenizer)
         order = fts5_topk.ordered(phrases, fts5_topk.phrase_hits(conn, phrases))
         t = time.process_time()

@@ -9,8 +9,10 @@ User text reaches `MATCH` only through query.py's `fts_query` (quoted words). On
 own words are ranked by max-score (fts5_topk.py): the rarest phrases' postings read, the common ones'
 scored only for those rows and bounded for the others — the whole query's exact top n where the bound
 proves it (each phrase's row count kept per index generation), the best of the rows read past
-fts5_topk.CAP_SHARE. On a small index a query's own words are the whole OR, its phrases rarest first
-(the order max-score scores in: the same doubles). A query's related words (`extra`) are still chosen within their budget
+fts5_topk.CAP_SHARE. On a small index (below pruning.PRUNE_MIN_CHUNKS) a query's words are the whole OR
+in the query's own order, one statement as main had it (no count; in a read transaction of its own,
+which costs less CPU than autocommit); its doubles may differ from max-score's in the last bits, a float
+sum depending on its order. A query's related words (`extra`) are still chosen within their budget
 (memory/search/pruning.py): a word's document count comes from the FTS5 vocabulary table, after the
 tokenizer has made its tokens of it (a scratch FTS5 table on the reading connection), kept per generation.
 """
@@ -187,13 +189,17 @@ class Fts5Search:
             rows = conn.execute(sql, (float(self.context_weight), expr, *params, int(n))).fetchall()
             return list(chosen), [(int(r[0]), float(r[1])) for r in rows]
 
+        def in_snapshot(conn: Any, chosen: Sequence[str]) -> tuple[list[str], list[tuple[int, float]] | None]:
+            """`match` in a read transaction of its own (fts5_topk.snapshot): the same statement, the same
+            answer, ~8% less CPU on common words than autocommit (docs/scaling.md, ### small47)."""
+            with fts5_topk.snapshot(conn):
+                return match(conn, chosen)
+
         # One trip to the SQLite thread: the words' counts (those not kept yet), the choice and the MATCH
         # (issue 46: they were three trips, five with the cursors' closing).
         found: list[tuple[int, float]] | None
-        if not self._prunes(terms, total, extra) and (extra or self.tokenizer == "trigram"):
-            terms, found = await self.db.call(lambda conn: match(conn, terms))
-        elif not self._prunes(terms, total, extra):  # a small index: the whole OR, rarest phrase first
-            found = await self._ranked(terms, n, sql, params, generation)
+        if not self._prunes(terms, total, extra):  # a small index: the whole OR in the query's order, one trip
+            terms, found = await self.db.call(lambda conn: in_snapshot(conn, terms))
         elif not extra:  # the query's own words: max-score's exact top n (fts5_topk.py)
             head = sql.split(" WHERE ")[0]
             found = await self._top_k(
@@ -264,28 +270,6 @@ class Fts5Search:
         self.proven, self.unproven = self.proven + res.exact, self.unproven + (not res.exact)
         self.rounds, self.capped = self.rounds + res.rounds, self.capped + res.capped
         return res.hits
-
-    async def _ranked(
-        self, terms: Sequence[str], n: int, sql: str, params: list[Any], generation: str | None
-    ) -> list[tuple[int, float]] | None:
-        """A small index's answer: the whole OR, its phrases rarest first (ties in the query's order), the
-        order max-score scores them in on a big index — a float sum depends on its order, so both give
-        the same double for a chunk (the counts kept as max-score's)."""
-        phrases = fts_phrases(terms, self.tokenizer)
-        if not phrases:
-            return None
-        weight = float(self.context_weight)
-
-        def run(conn: Any) -> tuple[str, dict[str, int], list[tuple[int, float]]]:
-            with fts5_topk.snapshot(conn):
-                key, fresh, counts = self._phrase_counts(conn, phrases, generation)
-                order = fts5_topk.ordered(phrases, counts)
-                got = conn.execute(sql, (weight, " OR ".join(order), *params, int(n))).fetchall() if order else []
-                return key, fresh, [(int(r[0]), float(r[1])) for r in got]
-
-        key, fresh, found = await self.db.call(run)
-        self._keep_hits(key, fresh, generation)
-        return found
 
     def _phrase_counts(
         self, conn: Any, phrases: Sequence[str], generation: str | None

@@ -18,12 +18,16 @@ so a phrase a chunk lacks adds exactly 0.0 and a phrase's term is below idf(p)·
   not proven (`TopK.exact` false; Fts5Search counts `proven` / `unproven`) — unless fewer than n were
   found: then it reads on past the cap until n are or no phrase is left (never fewer than the whole OR).
 
-A float sum depends on its order, so "the whole OR" is the one with its phrases rarest first: what a
-small index sends too (Fts5Search._ranked). All statements of one search read one snapshot (`snapshot`),
+A float sum depends on its order: a proven answer is the exact BM25 top n of the OR query with its
+phrases summed rarest first (the order it scores in, ties by rowid) — the same set and order as the
+query's own order except where two chunks' scores differ only in the last bits of a double (the review
+of pgrank47 found 62 order swaps in 5,040 proven answers, all such rounding-level ties). A small index
+sends the query's own order (Fts5Search.search: no counts, one statement); answers are not rescored
+(rescoring in the query's order cost ~23 ms). All statements of one search read one snapshot (`snapshot`),
 and the counts are kept under the key that snapshot shows (`index_version`): a count from another
 snapshot would make the bound wrong (a too-high one is clamped in `idf`, never raised on).
 
-Proven answers equal the small-index path's top n, hits and scores: tests/unit/test_fts5_topk.py
+Proven answers equal a rarest-first OR query's top n, hits and scores: tests/unit/test_fts5_topk.py
 (hypothesis, random small corpora, both table kinds, with and without a filter).
 """
 

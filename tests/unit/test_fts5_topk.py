@@ -1,5 +1,7 @@
 """The max-score top n over FTS5 (storage/fts5_topk.py): where it says its answer is exact, it is the
-whole OR query's bm25 top n, hits and scores to the last bit (ties by rowid), on random small corpora
+whole OR query's bm25 top n with its phrases summed rarest first, hits and scores to the last bit (ties
+by rowid) — against the query's own order (the small-index path) the same up to a double's last bits —
+on random small corpora
 of both table kinds the engines use (the files engine's external-content table, the PostgreSQL mirror's
 contentless one)."""
 
@@ -86,9 +88,16 @@ def test_proven_answers_are_the_whole_querys_top_n(kind, chunks, q, n, first, ca
     got = tk.top_k(conn, order, hits, rows, n, head, (0.5,), where, params, cap=cap)
     if cap == math.inf:
         assert got.exact  # with no cap every round may grow R to every phrase
-    full = _exact(conn, order, 10**6, head, where, params)
-    if got.exact:  # what the product's exact path (Fts5Search on a small index) answers, to the last bit
-        assert got.hits == full[:n] == _small(conn, q, n, ("memory",) if filtered else ())
+    full = _exact(conn, order, 10**6, head, where, params)  # the whole OR, summed rarest first (built here)
+    small = _small(conn, q, n, ("memory",) if filtered else ())
+    # the product's small-index path is main's: the whole OR in the query's own order, ties by rowid
+    assert small == _exact(conn, phrases, n, head, where, params)
+    if got.exact:  # the rarest-first OR query's top n, to the last bit
+        assert got.hits == full[:n]
+        # against the query's own order: the k-th best scores differ at most in a double's last bits (so
+        # the set and order are the same but where two chunks' scores differ only there)
+        assert len(small) == len(got.hits)
+        assert all(math.isclose(a[1], b[1], rel_tol=1e-12) for a, b in zip(small, got.hits))
     else:  # not proven: still the best of the rows scored, each with its whole score, and never fewer
         assert all(dict(full)[r] == s for r, s in got.hits)
         assert len(got.hits) == min(n, len(full))
@@ -149,7 +158,7 @@ class _Db:
 
 
 def _whole(conn, phrases, n, head=HEAD, where="", params=()):
-    """Every row of the whole OR scored (its phrases rarest first, as the product sends them)."""
+    """Every row of the whole OR scored, its phrases rarest first (the order max-score sums them in)."""
     return _exact(conn, tk.ordered(phrases, tk.phrase_hits(conn, phrases)), n, head, where, params)
 
 
