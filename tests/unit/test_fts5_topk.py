@@ -260,10 +260,16 @@ async def test_an_answer_past_the_cap_is_never_shorter_than_matching_every_word(
     conn.executemany("INSERT INTO chunks_fts(rowid, text, context) VALUES (?, ?, '')", [(i, t) for i, _, t in rows])
     conn.execute("COMMIT")
     s = Fts5Search(_Db(conn), "porter", 0.5)
+    matches: list[str] = []
+    conn.set_trace_callback(lambda sql: matches.append(sql) if "bm25(" in sql else None)
     got = await s.search(["zebra", "harbor"], 24, sources, None, generation="1", total=len(rows))
+    conn.set_trace_callback(None)
     head, where, params = (JOINED, " AND c.source = ?", sources) if sources else (HEAD, "", ())
     assert got == _whole(conn, ['"zebra"', '"harbor"'], 24, head, where, params)
     assert len(got) == 24 and s.capped == 1
+    # short past the cap: the whole OR once, not round after round re-reading the earlier phrases (each
+    # round was that statement's cost again: 2.5-5x it at 1M chunks with a filter few rows pass)
+    assert len(matches) <= 3 and "NOT" not in matches[-1], matches  # round 1 (two), then the whole OR
     # main's way: the rarest words within the postings budget, the others skipped
     from gateway.memory.search.query import fts_query
 
@@ -272,3 +278,27 @@ async def test_an_answer_past_the_cap_is_never_shorter_than_matching_every_word(
         f"{head} WHERE chunks_fts MATCH ?{where} LIMIT 24", (0.5, fts_query(chosen, "porter"), *params)
     )
     assert len(got) >= len(mains.fetchall())
+
+
+async def test_a_truncated_averages_record_is_damage_the_gateway_recognises():
+    """FTS5's averages record (%_data block 1) cut short: the search raises the driver's DatabaseError
+    worded as damage (db.is_corruption: the index is rebuilt from the sources), not an IndexError."""
+    import sqlite3
+
+    from gateway.storage.files.memory.db import is_corruption
+    from gateway.storage.fts5 import Fts5Search
+
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute("CREATE VIRTUAL TABLE chunks_fts USING fts5(text, context, tokenize='porter unicode61')")
+    conn.execute("CREATE VIRTUAL TABLE chunks_fts_rows USING fts5vocab(chunks_fts, 'row')")
+    conn.execute("BEGIN")
+    conn.executemany(
+        "INSERT INTO chunks_fts(rowid, text, context) VALUES (?, ?, '')",
+        [(i, "zebra notes" if i < 10 else "common words") for i in range(1, 30001)],
+    )
+    conn.execute("COMMIT")
+    conn.execute("UPDATE chunks_fts_data SET block = x'ff' WHERE id = 1")
+    s = Fts5Search(_Db(conn), "porter", 0.5)
+    with pytest.raises(sqlite3.DatabaseError) as caught:
+        await s.search(["zebra", "common"], 5, (), None, generation="1", total=30000)
+    assert is_corruption(caught.value)
