@@ -244,21 +244,12 @@ async def test_an_answer_past_the_cap_is_never_shorter_than_matching_every_word(
     """A rare word in fewer chunks than n, a common one past the cap: the search reads the common one
     too, as the whole query (every word matched) does — with a source filter that the rare word's
     chunks fail as well."""
-    import sqlite3
-
     from gateway.storage.fts5 import Fts5Search
 
     rows = [(i, "memory", "zebra notes") for i in range(1, 11)]
     rows += [(i, "sessions", "harbor trip talk") for i in range(11, 4511)]
     rows += [(i, "sessions" if i % 2 else "memory", "plain words only") for i in range(4511, 100001)]
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    conn.execute("CREATE TABLE chunks(id INTEGER PRIMARY KEY, source TEXT NOT NULL, session_key TEXT, text TEXT)")
-    conn.execute("CREATE VIRTUAL TABLE chunks_fts USING fts5(text, context, tokenize='porter unicode61')")
-    conn.execute("CREATE VIRTUAL TABLE chunks_fts_rows USING fts5vocab(chunks_fts, 'row')")
-    conn.execute("BEGIN")
-    conn.executemany("INSERT INTO chunks VALUES (?, ?, NULL, ?)", rows)
-    conn.executemany("INSERT INTO chunks_fts(rowid, text, context) VALUES (?, ?, '')", [(i, t) for i, _, t in rows])
-    conn.execute("COMMIT")
+    conn = _plain(":memory:", rows)
     s = Fts5Search(_Db(conn), "porter", 0.5)
     matches: list[str] = []
     conn.set_trace_callback(lambda sql: matches.append(sql) if "bm25(" in sql else None)
@@ -288,15 +279,7 @@ async def test_a_truncated_averages_record_is_damage_the_gateway_recognises():
     from gateway.storage.files.memory.db import is_corruption
     from gateway.storage.fts5 import Fts5Search
 
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    conn.execute("CREATE VIRTUAL TABLE chunks_fts USING fts5(text, context, tokenize='porter unicode61')")
-    conn.execute("CREATE VIRTUAL TABLE chunks_fts_rows USING fts5vocab(chunks_fts, 'row')")
-    conn.execute("BEGIN")
-    conn.executemany(
-        "INSERT INTO chunks_fts(rowid, text, context) VALUES (?, ?, '')",
-        [(i, "zebra notes" if i < 10 else "common words") for i in range(1, 30001)],
-    )
-    conn.execute("COMMIT")
+    conn = _plain(":memory:", [(i, "memory", "zebra notes" if i < 10 else "common words") for i in range(1, 30001)])
     conn.execute("UPDATE chunks_fts_data SET block = x'ff' WHERE id = 1")
     s = Fts5Search(_Db(conn), "porter", 0.5)
     with pytest.raises(sqlite3.DatabaseError) as caught:
