@@ -16,7 +16,7 @@ so a phrase a chunk lacks adds exactly 0.0 and a phrase's term is below idf(p)·
   takes more phrases (a budget four times larger) and only the chunks they add are ranked (`NOT` the
   phrases taken before); past `cap` rows the candidates' best n, each by its whole score, is answered,
   not proven (`TopK.exact` false; Fts5Search counts `proven` / `unproven`) — unless fewer than n were
-  found: then it reads on past the cap until n are or no phrase is left (never fewer than the whole OR).
+  found: then the whole OR, one statement (exact; never fewer rows than matching every phrase gives).
 
 A float sum depends on its order: a proven answer is the exact BM25 top n of the OR query with its
 phrases summed rarest first (the order it scores in, ties by rowid) — the same set and order as the
