@@ -361,6 +361,18 @@ async def test_a_sync_below_the_threshold_embeds_in_this_process(tmp_path):
     assert {r[0] for r in statements(state)} >= {"code:locker", "home"}
 
 
+def _indexed_as_threads_index(threads, state, stats) -> None:
+    """`state`'s sync stored what threads alone stored in `threads`: every chunk with its vector, the same
+    vectors, the same statements."""
+    assert stats["indexed"] == PROCESS_MIN_FILES + 103
+    chunks_t, vectors_t = contents(threads)
+    chunks_s, vectors_s = contents(state)
+    assert chunks_s == chunks_t and all(row[-1] == 1 for row in chunks_s), "every chunk has its vector"
+    assert vectors_s.keys() == vectors_t.keys()
+    assert all(vectors_s[k].tobytes() == v.tobytes() for k, v in vectors_t.items())
+    assert statements(state) == statements(threads)
+
+
 async def test_an_extractor_that_cannot_embed_leaves_the_embedding_to_threads(tmp_path):
     """Issue 46's review: an extractor alive but unable to embed ended the sync's embedding (its error
     was the sync's, and fill_missing was skipped): a large sync stored no vectors. Now this process embeds
@@ -379,13 +391,7 @@ async def test_an_extractor_that_cannot_embed_leaves_the_embedding_to_threads(tm
     assert len(seen) == 1, "the extractor process was lent"
     assert not multiprocessing.active_children(), "shut down with the sync"
     assert _embed_steps() > steps, "this process embedded"
-    assert stats["indexed"] == PROCESS_MIN_FILES + 103
-    chunks_t, vectors_t = contents(threads)
-    chunks_s, vectors_s = contents(state)
-    assert chunks_s == chunks_t and all(row[-1] == 1 for row in chunks_s), "every chunk has its vector"
-    assert vectors_s.keys() == vectors_t.keys()
-    assert all(vectors_s[k].tobytes() == v.tobytes() for k, v in vectors_t.items())
-    assert statements(state) == statements(threads)
+    _indexed_as_threads_index(threads, state, stats)
 
 
 async def test_a_worker_that_cannot_embed_leaves_the_embedding_to_threads(tmp_path):
@@ -414,10 +420,4 @@ async def test_a_worker_that_cannot_embed_leaves_the_embedding_to_threads(tmp_pa
     assert len(seen) == 2, "two worker processes prepared the batches"
     assert not multiprocessing.active_children(), "shut down with the sync"
     assert _embed_steps() > steps, "this process embedded"
-    assert stats["indexed"] == PROCESS_MIN_FILES + 103
-    chunks_t, vectors_t = contents(threads)
-    chunks_s, vectors_s = contents(state)
-    assert chunks_s == chunks_t and all(row[-1] == 1 for row in chunks_s), "every chunk has its vector"
-    assert vectors_s.keys() == vectors_t.keys()
-    assert all(vectors_s[k].tobytes() == v.tobytes() for k, v in vectors_t.items())
-    assert statements(state) == statements(threads)
+    _indexed_as_threads_index(threads, state, stats)
