@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from ...errors import Invalid
 from ...fsutil import atomic_write, ensure_dir, locked
@@ -69,6 +70,22 @@ def writable_path(path: str) -> str:
     return rel
 
 
+def recorded_path(path: str) -> str:
+    """`path` made workspace-relative, if it is a note the record keeps versions of (`in_record`: what
+    memory.history reads and memory.restore writes again); else Invalid."""
+    rel = clean_relative(path)
+    if not in_record(rel):
+        raise Invalid(
+            f"{rel} is written by memory.set: a keyed memory's versions are memory.history {{key}}'s"
+            if rel.startswith(KEYED_DIR + "/")
+            else f"{rel} is written by memory.setImage, which keeps no versions"
+            if rel.startswith(IMAGES_DIR + "/")
+            else "only MEMORY.md, memory.md, LEARNINGS.md and memory/**/*.md notes have versions",
+            field="path",
+        )
+    return rel
+
+
 def read_note(workspace: Path, rel: str) -> tuple[str | None, str]:
     """The note's text (None: no such regular file) and when it was last modified."""
     target = workspace / rel
@@ -81,11 +98,12 @@ def read_note(workspace: Path, rel: str) -> tuple[str | None, str]:
         return None, ""
 
 
-def check_content(text: str) -> bytes:
-    """A note's text as it is stored (UTF-8), or Invalid naming the rule it breaks."""
+def check_content(text: str, limit: int = MAX_NOTE_BYTES) -> bytes:
+    """A note's text as it is stored (UTF-8), or Invalid naming the rule it breaks. `limit`: memory.write's
+    MAX_NOTE_BYTES; a restore's is memory.maxFileBytes, what the record takes a note up to."""
     data = text.encode("utf-8")
-    if len(data) > MAX_NOTE_BYTES:
-        raise Invalid(f"must be at most {MAX_NOTE_BYTES} bytes of UTF-8, got {len(data)}", field="content")
+    if len(data) > limit:
+        raise Invalid(f"must be at most {limit} bytes of UTF-8, got {len(data)}", field="content")
     if "\x00" in text:
         raise Invalid("must not contain NUL characters", field="content")
     return data
@@ -125,11 +143,16 @@ def write_file(
     history: NoteHistory | None = None,
     by: str = "",
     principal: str | None = None,
+    *,
+    check: Callable[[str], str] = writable_path,
+    limit: int = MAX_NOTE_BYTES,
 ) -> dict:
     """Replace (or create) the note at `path` with `text`; → {path, size, created}. `history`: where the
-    text it replaces and the new one are kept as versions (`by`: the door the write came through)."""
-    rel = writable_path(path)
-    data = check_content(text)
+    text it replaces and the new one are kept as versions (`by`: the door the write came through).
+    `check`, `limit`: the path's and the text's rules (memory.write's; a restore's are `recorded_path`
+    and memory.maxFileBytes)."""
+    rel = check(path)
+    data = check_content(text, limit)
     target = _target(workspace, rel)
     with locked(target):
         if target.is_symlink() or (target.exists() and not target.is_file()):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import builtins  # `list` inside KeyedMemories is its method: the type is builtins.list
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
+from .files import MAX_NOTE_BYTES
+
 if TYPE_CHECKING:  # pragma: no cover
     from .history import NoteVersion
     from .keyed import Entry, KeyedCopy, Version
@@ -76,13 +78,21 @@ class NoteRecord(Protocol):
     Errors: Invalid for a path memory.write may not write or a text it may not hold, NotFound where a
     note has no versions."""
 
-    async def write(self, rel: str, text: str, by: str = "", principal: str | None = None) -> dict[str, Any]:
-        """Replace (or create) note `rel` (already checked writable) with `text`, a new version by the
-        door `by` and `principal`; → {path, size, created}. What the file held, if edited by hand and
-        not yet recorded, is kept as a version first."""
+    async def write(
+        self, rel: str, text: str, by: str = "", principal: str | None = None, limit: int = MAX_NOTE_BYTES
+    ) -> dict[str, Any]:
+        """Replace (or create) note `rel` (already checked: writable, or — a restore — in the record) with
+        `text` of at most `limit` bytes (memory.write's MAX_NOTE_BYTES; a restore's memory.maxFileBytes),
+        a new version by the door `by` and `principal`; → {path, size, created}. What the file held, if
+        edited by hand and not yet recorded, is kept as a version first."""
 
     async def versions(self, rel: str) -> builtins.list[NoteVersion]:
-        """The note's versions, oldest first; the newest is what it holds now. [] for a note never written."""
+        """The note's versions, oldest first; the newest is what it holds now, if it is not deleted. [] for
+        a note never written."""
+
+    async def current(self, rel: str) -> int | None:
+        """Which version is the note's text now; None for a note deleted (or never written): its versions
+        are all past ones (memory.history's `current`)."""
 
     async def reconcile(self, rel: str | None = None) -> int:
         """Bring the folder and the record in line (`rel`: the one note another gateway changed; None:

@@ -67,25 +67,30 @@ class MemoryNotes:
         return res
 
     async def note_versions(self, path: str, version: int | None) -> dict:
-        """memory.history {path}: the note's versions, newest first (without their text); with `version`,
-        that one whole."""
-        rel = files.writable_path(path)
+        """memory.history {path}: the versions of a note the record keeps (any of MEMORY.md, memory.md,
+        LEARNINGS.md, memory/**/*.md, written by memory.write or not, deleted or not), newest first (without
+        their text); `current` marks the one that is its text now (none for a deleted note). With
+        `version`, that one whole."""
+        rel = files.recorded_path(path)
         versions = await self.notes.versions(rel)
         if not versions:
             raise NotFound(f"{rel} has no versions: it was never written and does not exist", {"path": rel})
         if version is None:
-            newest = versions[-1].version
+            now = await self.notes.current(rel)
             return {
                 "path": rel,
-                "versions": [{**v.brief(), "current": v.version == newest} for v in reversed(versions)],
+                "versions": [{**v.brief(), "current": v.version == now} for v in reversed(versions)],
             }
         return {"path": rel, "version": _pick(versions, version, f"{rel} has").full()}
 
     async def restore_note(self, path: str, version: int, by: str, principal: str | None = None) -> dict:
-        """memory.restore {path, version}: that version's text written again (a new version)."""
+        """memory.restore {path, version}: that version's text written again (a new version) — any note
+        the record keeps, any text it took (up to memory.maxFileBytes, not memory.write's cap)."""
         found = (await self.note_versions(path, version))["version"]
-        out = await self.write(path, found["content"], by, principal)
-        return {**out, "restoredFrom": version}
+        rel = files.recorded_path(path)
+        res = await self.notes.write(rel, found["content"], by, principal, limit=self.mem.cfg.max_file_bytes)
+        await self._reindex()
+        return {**res, "restoredFrom": version}
 
     # ---- keyed memories ------------------------------------------------------------------------------
     async def set(self, key: str, value: str, category: str | None, by: str = "", principal: str | None = None) -> dict:

@@ -19,15 +19,27 @@ class FileNotes:
         self.workspace = workspace
         self.history = NoteHistory(history_dir, limits)
 
-    async def write(self, rel: str, text: str, by: str = "", principal: str | None = None) -> dict[str, Any]:
-        return await asyncio.to_thread(files.write_file, self.workspace, rel, text, self.history, by, principal)
+    async def write(
+        self, rel: str, text: str, by: str = "", principal: str | None = None, limit: int = files.MAX_NOTE_BYTES
+    ) -> dict[str, Any]:
+        def run() -> dict[str, Any]:  # `rel` checked by the caller (writable, or in the record: a restore)
+            return files.write_file(
+                self.workspace, rel, text, self.history, by, principal, check=files.recorded_path, limit=limit
+            )
+
+        return await asyncio.to_thread(run)
+
+    def _versions(self, rel: str) -> tuple[list[NoteVersion], bool]:
+        current, at = files.read_note(self.workspace, rel)
+        return self.history.versions(rel, current, at), current is not None
 
     async def versions(self, rel: str) -> list[NoteVersion]:
-        def load() -> list[NoteVersion]:
-            current, at = files.read_note(self.workspace, rel)
-            return self.history.versions(rel, current, at)
+        return (await asyncio.to_thread(self._versions, rel))[0]
 
-        return await asyncio.to_thread(load)
+    async def current(self, rel: str) -> int | None:
+        """The newest version while the file is there (versions() makes its text the newest)."""
+        versions, there = await asyncio.to_thread(self._versions, rel)
+        return versions[-1].version if there and versions else None
 
     async def reconcile(self, rel: str | None = None) -> int:
         """The folder is the record: nothing to bring in line."""

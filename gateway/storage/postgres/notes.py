@@ -84,8 +84,10 @@ class PgNotes:
         self._copies = PgNoteCopies(pg, agent_id)
 
     # ---- the port --------------------------------------------------------------------------------------
-    async def write(self, rel: str, text: str, by: str = "", principal: str | None = None) -> dict[str, Any]:
-        data = files.check_content(text)
+    async def write(
+        self, rel: str, text: str, by: str = "", principal: str | None = None, limit: int = files.MAX_NOTE_BYTES
+    ) -> dict[str, Any]:
+        data = files.check_content(text, limit)
         async with self._lock:
             await self._reconcile(rel)  # an edit by hand not yet recorded becomes a version first
             seen = await asyncio.to_thread(self.folder.stat, rel)
@@ -108,6 +110,17 @@ class PgNotes:
             rel,
         )
         return [NoteVersion(r["version"], r["at"], r["by_door"], r["content"], r["principal"]) for r in rows]
+
+    async def current(self, rel: str) -> int | None:
+        """The note's row's version, where that version's text is the row's (a deleted note has no row)."""
+        async with self._lock:
+            await self._reconcile(rel)  # an edit by hand not yet recorded is the text now
+        return await self.pg.pool.fetchval(
+            "SELECT n.version FROM notes n JOIN note_versions v ON v.agent_id = n.agent_id AND v.path = n.path "
+            "AND v.version = n.version WHERE n.agent_id = $1 AND n.path = $2 AND v.content = n.content",
+            self.agent_id,
+            rel,
+        )
 
     async def reconcile(self, rel: str | None = None) -> int:
         async with self._lock:
