@@ -1,4 +1,4 @@
-"""NoteRecord's versions over a note's whole life (issue 47's review: findings 6, 7), the same on both
+"""NoteRecord's versions over a note's whole life (issue 47's review: findings 4, 6, 7), the same on both
 engines: which version is `current` (none once the note is deleted), a restore's own size limit
 (memory.maxFileBytes, not memory.write's), and `jarvis migrate`'s import over a note deleted at the
 destination — the versions kept there stay, the copy's go on after them, and the note's text is its newest
@@ -10,6 +10,8 @@ import pytest
 
 from gateway.errors import Invalid
 from gateway.memory.notes.files import MAX_NOTE_BYTES
+from gateway.memory.notes.history import NoteVersion
+from gateway.storage.base import ADDED, REFUSED, NoteCopy
 
 
 @pytest.fixture
@@ -58,3 +60,51 @@ async def test_a_restore_takes_any_text_the_record_took(notes, workspace):
     with pytest.raises(Invalid) as exc:
         await notes.write("LEARNINGS.md", big, "websocket", limit=1000)
     assert f"at most 1000 bytes of UTF-8, got {len(big)}" in str(exc.value)
+
+
+async def test_an_import_over_a_deleted_note_keeps_its_versions_and_goes_on_after_them(notes, workspace):
+    for text in ("old one\n", "old two\n", "old three\n"):
+        await notes.write("memory/x.md", text, "websocket")
+    await _deleted(notes, workspace, "memory/x.md")
+    copy = NoteCopy("memory/x.md", (NoteVersion(1, "2026-01-01T00:00:00.000Z", "websocket", "NEW imported\n"),))
+    [done] = await notes.import_copies([copy])
+    assert done.status == ADDED, done.detail
+    assert [(v.version, v.content) for v in await notes.versions("memory/x.md")] == [
+        (1, "old one\n"),
+        (2, "old two\n"),
+        (3, "old three\n"),
+        (4, "NEW imported\n"),
+    ]
+    assert await notes.current("memory/x.md") == 4
+    [back] = [c for c in await notes.copies() if c.path == "memory/x.md"]
+    assert back.versions[-1].content == "NEW imported\n"
+    await notes.reconcile()
+    assert (workspace / "memory" / "x.md").read_text() == "NEW imported\n"
+
+
+async def test_an_import_that_fails_its_check_leaves_the_note_as_it_was(storage, notes, workspace):
+    """A note's import is one undoable step: where its write fails or its read back differs, its versions
+    are as they were (a deleted note's past ones), it has no current version and no file. On PostgreSQL a
+    trigger alters the version as it is stored (the read back differs); on files the note's path is a
+    folder (its text cannot be written)."""
+    for text in ("y one\n", "y two\n"):
+        await notes.write("memory/y.md", text, "websocket")
+    await _deleted(notes, workspace, "memory/y.md")
+    if storage.name == "postgresql":
+        async with notes.pg.pool.acquire() as conn:
+            await conn.execute(
+                "CREATE FUNCTION tamper() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN NEW.content := NEW.content || 'tampered'; RETURN NEW; END $$"
+            )
+            await conn.execute(
+                "CREATE TRIGGER tamper BEFORE INSERT ON note_versions FOR EACH ROW EXECUTE FUNCTION tamper()"
+            )
+    else:
+        (workspace / "memory" / "y.md").mkdir()
+    copy = NoteCopy("memory/y.md", (NoteVersion(1, "2026-01-01T00:00:00.000Z", "websocket", "Y imported\n"),))
+    [done] = await notes.import_copies([copy])
+    assert done.status == REFUSED, done
+    assert [(v.version, v.content) for v in await notes.versions("memory/y.md")] == [(1, "y one\n"), (2, "y two\n")]
+    assert await notes.current("memory/y.md") is None
+    assert not (workspace / "memory" / "y.md").is_file()
+    assert "memory/y.md" not in [c.path for c in await notes.copies()]

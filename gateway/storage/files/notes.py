@@ -4,9 +4,11 @@ always were; memory.write keeps the versions it replaces in the state dir (memor
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from ...errors import Invalid
 from ...memory.index.sources import ScanError, scan_memory
 from ...memory.notes import files
 from ...memory.notes.history import NoteHistory, NoteVersion
@@ -91,11 +93,40 @@ class FileNotes:
                 if there is not None and len(self.history.recorded(c.path)) >= len(c.versions):
                     out.append(Imported(PRESENT, IDENTICAL_NOTE))
                     continue
-                if not dry_run:  # the text (where it is not there yet) and its versions
-                    if there is None:
-                        files.put_file(self.workspace, c.path, current.encode("utf-8"))
-                    self.history.put(c.path, list(c.versions))
-                out.append(Imported(ADDED))
+                problem = None if dry_run else self._put(c, there is None)
+                out.append(Imported(REFUSED, problem) if problem else Imported(ADDED))
             return out
 
         return await asyncio.to_thread(run)
+
+    def _put(self, c: NoteCopy, new: bool) -> str | None:
+        """The copy's versions, then its text (where it is not there yet), read back; None where they
+        hold it, else why not. A note deleted here kept its versions: the copy's go on after them
+        (renumbered). Undone (the versions as they were, no file made) where a write or the read back fails."""
+        rel, current = c.path, c.versions[-1].content
+        before = self.history.recorded(rel)
+        versions = list(c.versions)
+        if new and before:
+            shift = max(0, before[-1].version + 1 - versions[0].version)
+            versions = [*before, *(replace(v, version=v.version + shift) for v in versions)]
+        made = False
+        try:
+            self.history.put(rel, versions)
+            if new:
+                made = files.put_file(self.workspace, rel, current.encode("utf-8"))
+            kept = self.history.recorded(rel)
+            if files.read_note(self.workspace, rel)[0] == current and kept and kept[-1].content == current:
+                return None
+            problem = "its text read back is not its current version's; not copied"
+        except (Invalid, OSError) as exc:
+            problem = f"not written ({exc}); not copied"
+        except BaseException:
+            self._undo(rel, before, made)
+            raise
+        self._undo(rel, before, made)
+        return problem
+
+    def _undo(self, rel: str, before: list[NoteVersion], made: bool) -> None:
+        self.history.put(rel, before)
+        if made:
+            (self.workspace / rel).unlink(missing_ok=True)

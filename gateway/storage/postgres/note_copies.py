@@ -2,7 +2,8 @@
 NoteRecord's `copies` and `import_copies`): rows only, every version kept; each gateway writes its folder
 on its next sync. A note whose path is taken is left as it is (PRESENT), its text the same or not. A
 note deleted from the record is not copied (its versions stay there, for memory.history, but a copy
-would bring it back as a note).
+would bring it back as a note). Copied over a note deleted here, a note's versions go on after the ones
+kept here; each note is one transaction, read back before it commits (all of it or nothing).
 """
 
 from __future__ import annotations
@@ -82,28 +83,66 @@ class PgNoteCopies:
             if dry_run:
                 out.append(Imported(ADDED))
                 continue
-            async with self.pg.pool.acquire() as conn, conn.transaction():
-                await lock_notes(conn, self.agent_id, c.path)
-                made = await conn.fetchval(
-                    "INSERT INTO notes (agent_id, path, content, hash, version, at, by_door, principal) "
-                    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (agent_id, path) DO NOTHING RETURNING 1",
-                    self.agent_id,
-                    c.path,
-                    current.content,
-                    digest,
-                    current.version,
-                    current.at,
-                    current.by,
-                    current.principal,
-                )
-                if made is None:
-                    out.append(Imported(PRESENT, "another text is there"))
-                    continue
-                await conn.executemany(  # (versions of a note deleted there stay as they are)
-                    "INSERT INTO note_versions (agent_id, path, version, at, by_door, principal, content) "
-                    "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
-                    [(self.agent_id, c.path, v.version, v.at, v.by, v.principal, v.content) for v in c.versions],
-                )
-                await self.pg.notify("note", conn, agent=self.agent_id, key=c.path)
-            out.append(Imported(ADDED))
+            try:
+                made = await self._insert(c)
+            except _Undone as exc:
+                out.append(Imported(REFUSED, str(exc)))
+                continue
+            out.append(Imported(ADDED) if made else Imported(PRESENT, "another text is there"))
         return out
+
+    async def _insert(self, c: NoteCopy) -> bool:
+        """The note and its versions in one transaction; False where its path was taken meanwhile. A note
+        deleted here kept its versions: the copy's go on after them (renumbered), so no version is lost
+        and the note's text is its newest. Read back before the commit: a note whose text is not its
+        current version's raises _Undone, and nothing of it stays."""
+        async with self.pg.pool.acquire() as conn:
+            try:
+                async with conn.transaction():
+                    await lock_notes(conn, self.agent_id, c.path)
+                    last = await conn.fetchval(
+                        "SELECT max(version) FROM note_versions WHERE agent_id = $1 AND path = $2",
+                        self.agent_id,
+                        c.path,
+                    )
+                    first = c.versions[0].version
+                    shift = (last or 0) + 1 - first if last is not None and last >= first else 0
+                    current = c.versions[-1]
+                    made = await conn.fetchval(
+                        "INSERT INTO notes (agent_id, path, content, hash, version, at, by_door, principal) "
+                        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (agent_id, path) DO NOTHING RETURNING 1",
+                        self.agent_id,
+                        c.path,
+                        current.content,
+                        note_hash(current.content),
+                        current.version + shift,
+                        current.at,
+                        current.by,
+                        current.principal,
+                    )
+                    if made is None:
+                        return False
+                    await conn.executemany(
+                        "INSERT INTO note_versions (agent_id, path, version, at, by_door, principal, content) "
+                        "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                        [
+                            (self.agent_id, c.path, v.version + shift, v.at, v.by, v.principal, v.content)
+                            for v in c.versions
+                        ],
+                    )
+                    back = await conn.fetchval(
+                        "SELECT v.content = n.content FROM notes n JOIN note_versions v ON v.agent_id = n.agent_id "
+                        "AND v.path = n.path AND v.version = n.version WHERE n.agent_id = $1 AND n.path = $2",
+                        self.agent_id,
+                        c.path,
+                    )
+                    if back is not True:
+                        raise _Undone("its text read back is not its current version's; nothing of it written")
+                    await self.pg.notify("note", conn, agent=self.agent_id, key=c.path)
+            except asyncpg.UniqueViolationError:  # its versions' numbers taken meanwhile
+                raise _Undone("its versions' numbers were taken meanwhile; nothing of it written") from None
+        return True
+
+
+class _Undone(Exception):
+    """A note's import rolled back (the reason)."""
