@@ -108,3 +108,16 @@ async def test_an_import_that_fails_its_check_leaves_the_note_as_it_was(storage,
     assert await notes.current("memory/y.md") is None
     assert not (workspace / "memory" / "y.md").is_file()
     assert "memory/y.md" not in [c.path for c in await notes.copies()]
+
+
+async def test_a_note_whose_text_is_in_no_version_is_copied_out_with_it_as_its_newest(storage, notes, workspace):
+    """What an older `jarvis migrate` could leave in PostgreSQL (a row whose text no version holds) goes
+    out with that text as one more version, never with an older text as the note's."""
+    if storage.name != "postgresql":
+        pytest.skip("the files engine's note text is its file, its newest version by construction")
+    for text in ("p one\n", "p two\n"):
+        await notes.write("memory/p.md", text, "websocket")
+    async with notes.pg.pool.acquire() as conn:
+        await conn.execute("UPDATE notes SET content = 'p in no version\n', version = 1 WHERE path = 'memory/p.md'")
+    [c] = [c for c in await notes.copies() if c.path == "memory/p.md"]
+    assert [(v.version, v.content) for v in c.versions] == [(1, "p one\n"), (2, "p two\n"), (3, "p in no version\n")]

@@ -44,20 +44,30 @@ class PgNoteCopies:
         self.agent_id = agent_id
 
     async def copies(self) -> list[NoteCopy]:
+        """Each note with its versions, the note's text its newest: a row whose text is in no version (a
+        database an older `jarvis migrate` left so) gets it as one more, so a copy never loses it."""
         try:
-            rows = await self.pg.pool.fetch(
-                "SELECT v.path, v.version, v.at, v.by_door, v.principal, v.content FROM note_versions v "
-                "JOIN notes n ON n.agent_id = v.agent_id AND n.path = v.path WHERE v.agent_id = $1 "
-                "ORDER BY v.path, v.version",
-                self.agent_id,
-            )
+            async with self.pg.pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
+                rows = await conn.fetch(
+                    "SELECT v.path, v.version, v.at, v.by_door, v.principal, v.content FROM note_versions v "
+                    "JOIN notes n ON n.agent_id = v.agent_id AND n.path = v.path WHERE v.agent_id = $1 "
+                    "ORDER BY v.path, v.version",
+                    self.agent_id,
+                )
+                notes = await conn.fetch(
+                    "SELECT path, content, at, by_door, principal FROM notes WHERE agent_id = $1 ORDER BY path",
+                    self.agent_id,
+                )
         except asyncpg.UndefinedTableError:  # a database whose schema is not made yet holds none
             return []
-        out: dict[str, list[NoteVersion]] = {}
+        out: dict[str, list[NoteVersion]] = {n["path"]: [] for n in notes}
         for r in rows:
-            out.setdefault(r["path"], []).append(
-                NoteVersion(r["version"], r["at"], r["by_door"], r["content"], r["principal"])
-            )
+            out[r["path"]].append(NoteVersion(r["version"], r["at"], r["by_door"], r["content"], r["principal"]))
+        for n in notes:
+            versions = out[n["path"]]
+            if not versions or versions[-1].content != n["content"]:
+                last = versions[-1].version if versions else 0
+                versions.append(NoteVersion(last + 1, n["at"], n["by_door"], n["content"], n["principal"]))
         return [NoteCopy(path, tuple(versions)) for path, versions in out.items()]
 
     async def import_copies(self, copies: Sequence[NoteCopy], dry_run: bool = False) -> list[Imported]:
