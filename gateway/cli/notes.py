@@ -108,14 +108,14 @@ def add_commands(sub: Any) -> None:
     s.add_argument("key", help=KEY_HELP)
     s = cmd("history", "the versions of a keyed memory, or of a note (memory.history)")
     s.add_argument("key", nargs="?", help=KEY_HELP + " (or give --path)")
-    s.add_argument("--path", help="a note written by memory.write instead: MEMORY.md or memory/….md")
+    s.add_argument("--path", help="a note instead: MEMORY.md, memory.md, LEARNINGS.md or memory/….md")
     s.add_argument("--version", type=int, help="with --path: print that version's text")
     s = cmd(
         "restore",
         "bring a keyed memory back from the trash, or write an older version again (memory.restore)",
     )
     s.add_argument("key", nargs="?", help=KEY_HELP + " (or give --path)")
-    s.add_argument("--path", help="a note written by memory.write instead (needs --version)")
+    s.add_argument("--path", help="a note instead, deleted or not (needs --version)")
     s.add_argument("--version", type=int, help="the version to write again (see `jarvis memory history`)")
     s = cmd("trash", "keyed memories in the trash, most recently deleted first (memory.trash)")
     s.add_argument("--limit", type=int, default=50, help="at most this many (1..500, default 50)")

@@ -199,7 +199,9 @@ def _key_or_path(p: dict) -> None:
         )
 
 
-NOTE_PATH = Str(1, 1024, optional=True, description="a note memory.write wrote: MEMORY.md or memory/….md")
+NOTE_PATH = Str(
+    1, 1024, optional=True, description="a note, live or deleted: MEMORY.md, memory.md, LEARNINGS.md or memory/….md"
+)
 
 
 @registry.method(
@@ -210,7 +212,7 @@ NOTE_PATH = Str(1, 1024, optional=True, description="a note memory.write wrote: 
         version=Int(1, optional=True, description="with path: that version whole, with its content"),
     ),
     "The kept versions of a keyed memory (each write: value, category, at, by — the door it came "
-    "through — and principal), or of a note written by memory.write, newest first. → {key, trashed, "
+    "through — and principal), or of a note (current: its text now; none once deleted), newest first. → {key, trashed, "
     "versions:[{version, value, category, at, by, principal, current}]} | {path, versions:[{version, at, by, "
     "principal, bytes, preview, current}]} | {path, version:{…, content}}",
 )

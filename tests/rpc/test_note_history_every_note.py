@@ -98,3 +98,51 @@ async def test_a_note_bigger_than_memory_writes_cap_restores_whole(gateway, tmp_
     assert back["restoredFrom"] == h[-1]["version"] and back["size"] == len(big.encode())
     assert (ws / "memory" / "big.md").read_text() == big
     await c.close()
+
+
+async def test_the_cli_reads_and_restores_a_deleted_learnings_md(gateway, tmp_path, capsys):
+    """`jarvis memory history|restore --path` (in process on the same state dir, the gateway stopped): the
+    same methods, so LEARNINGS.md deleted by hand is listed with no current version and comes back."""
+    import argparse
+    import asyncio
+    import dataclasses
+
+    import structlog
+
+    from gateway.cli import memory as cli
+
+    c = await gateway.client()
+    ws = tmp_path / "ws"
+    await c.call("memory.learn", {"category": "preferences", "text": "Prefers metric units."})
+    await c.call("memory.sync")
+    kept = (ws / "LEARNINGS.md").read_text()
+    await c.call("memory.restore", {"path": "LEARNINGS.md", "version": 1})  # the files engine records it
+    (ws / "LEARNINGS.md").unlink()
+
+    async def gone():
+        await c.call("memory.sync")
+        vs = (await c.call("memory.history", {"path": "LEARNINGS.md"}))["versions"]
+        return vs if not any(v["current"] for v in vs) else None
+
+    await wait_for(gone)
+    await c.close()
+    await gateway.stop()
+    config = dataclasses.replace(gateway.config, server=dataclasses.replace(gateway.config.server, port=0))
+
+    async def jarvis(*argv: str) -> tuple[int, str]:
+        parser = argparse.ArgumentParser()
+        cli.add_commands(parser.add_subparsers(dest="command"))
+        args = parser.parse_args(list(argv))
+        capsys.readouterr()
+        with structlog.testing.capture_logs():
+            code = await asyncio.to_thread(args.handler, args, config)
+        out = capsys.readouterr()
+        return code, out.out + out.err
+
+    code, out = await jarvis("memory", "history", "--path", "LEARNINGS.md")
+    assert code == 0 and out.startswith("LEARNINGS.md\nv1 ") and "(current)" not in out, out
+    code, out = await jarvis("memory", "restore", "--path", "LEARNINGS.md", "--version", "1")
+    assert code == 0 and "version 1 written again" in out, out
+    assert (ws / "LEARNINGS.md").read_text() == kept
+    code, out = await jarvis("memory", "history", "--path", "LEARNINGS.md")
+    assert code == 0 and "(current)" in out.splitlines()[1], out
