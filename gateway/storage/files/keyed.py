@@ -268,9 +268,13 @@ class FileKeyedStore:
                     )
                     self._save(e.key, _History(versions, trashed))  # before the file: a trashed one has none
                     if not c.deleted:
-                        atomic_write(
-                            self.files._file(e.category, e.key),
-                            render(e.key, e.category, e.value, e.created, e.updated),
-                        )
+                        try:
+                            atomic_write(
+                                self.files._file(e.category, e.key),
+                                render(e.key, e.category, e.value, e.created, e.updated),
+                            )
+                        except BaseException:  # nothing of it stays: versions without a file would hold
+                            self._save(e.key, _History([], None))  # the key as if in the trash
+                            raise
                 out.append(Imported(ADDED))
         return out
