@@ -75,6 +75,7 @@ class Changes:
         if memory:
             cap = self.s.max_file_bytes
             stats.skipped = {sf.path: sf.size for sf in files if sf.source == MEMORY and sf.size > cap}
+            stats.unnamable = scan.unnamable
             if stats.skipped:
                 files = [sf for sf in files if sf.path not in stats.skipped]
                 gone |= stats.skipped.keys() & known.keys()  # indexed while smaller: its chunks go
@@ -108,7 +109,7 @@ class Changes:
 
     def _scan(self, memory: bool, sessions: Scope, only: set[str] | None) -> Scan:
         """The source files on disk (blocking)."""
-        scan = Scan(self.s.workspace, self.s.sessions_dir)
+        scan = Scan(self.s.workspace, self.s.sessions_dir, by_name=self.rows.notes_by_name)
         if memory:
             scan.memory()
         if sessions:
