@@ -92,7 +92,9 @@ def check_content(text: str) -> bytes:
 
 
 def _target(workspace: Path, rel: str) -> Path:
-    """Where note `rel` goes, its folders made, refused where a folder resolves outside the workspace."""
+    """Where note `rel` goes, its folders made; refused where a folder resolves outside the workspace, or
+    is reached through a symlink inside it: a note is its folder's by name, and a linked folder (this
+    machine's own arrangement) is never written through — the scan never enters one either."""
     root = workspace.resolve()
     target = workspace / rel
     existing = target.parent
@@ -102,6 +104,8 @@ def _target(workspace: Path, rel: str) -> Path:
         real_dir = Path(os.path.realpath(folder))
         if real_dir != root and root not in real_dir.parents:
             raise Invalid("its folder resolves outside the workspace (symlink); refused", field="path")
+        if real_dir != root / folder.relative_to(workspace):
+            raise Invalid("a folder on its way is a symlink; a note is never written through one", field="path")
         ensure_dir(target.parent)
     return target
 
