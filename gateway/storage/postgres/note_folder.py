@@ -98,8 +98,11 @@ class NoteFolder:
         return {f.path: (f.mtime_ns, f.size) for f in scan.files() if mirrored(f.path)}
 
     def read(self, rel: str) -> str | None:
-        """The note's text, or None (said once) where the record cannot hold it."""
+        """The note's text, or None (said once) where the record cannot hold it; None, unsaid, where it is
+        no note of this folder (`plain`: a symlink swapped in since it was seen)."""
         try:
+            if self.plain(rel) is None:
+                return None
             data = (self.workspace / rel).read_bytes()
         except OSError as exc:
             self.say(rel, f"unreadable: {exc.strerror or exc}")

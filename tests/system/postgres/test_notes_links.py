@@ -12,6 +12,7 @@ import os
 
 import structlog
 from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from tests.helpers import examples, wait_for
 from tests.rpc.test_memory_names import NAMES, ODD, expected, put
@@ -181,6 +182,71 @@ async def test_any_file_names_on_b_reach_a_or_are_listed_and_no_sync_stops(
             await wait_for(_reads(tmp_path / "workspace-a" / rel, "Some note.\n"))
         assert {e["path"] for e in logs if e["event"] == "memory_file_skipped"} == odd
         assert not [e for e in logs if e["event"] == "memory_notes_reconcile_failed"]
+    finally:
+        await ca.close()
+        await cb.close()
+
+
+# What a person may do on B inside one folder of notes n0.md, n1.md and sub/s.md: an alias (a symlink) of
+# a note, a second name (a hard link), a linked folder (to sub/), and A then writing a note through that
+# folder's name. Names sort before, between and after the notes'.
+LINKS = st.lists(
+    st.one_of(
+        st.tuples(st.just("symlink"), st.sampled_from(["a.md", "n05.md", "z.md"]), st.integers(0, 1)),
+        st.tuples(st.just("hardlink"), st.sampled_from(["b.md", "n07.md", "y.md"]), st.integers(0, 1)),
+        st.tuples(st.just("dirlink"), st.sampled_from(["cur", "m", "zz"]), st.booleans()),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=list(HealthCheck))
+@given(links=LINKS)
+@example(links=[("symlink", "a.md", 1), ("hardlink", "b.md", 0), ("dirlink", "cur", True)])
+async def test_no_arrangement_of_links_on_b_deletes_renames_or_moves_a_note(
+    start_gateway, postgres_url, tmp_path, links
+):
+    if str(tmp_path) not in _PAIRS:
+        _PAIRS[str(tmp_path)] = await two(start_gateway, postgres_url, tmp_path)
+    a, b = _PAIRS[str(tmp_path)]
+    ca, cb = await a.client(), await b.client()
+    wa, wb = tmp_path / "workspace-a", tmp_path / "workspace-b"
+    run = sum(1 for _ in wb.glob("memory/h-*"))
+    top = f"memory/h-{run}"
+    try:
+        await cb.call("memory.status")
+        notes = {f"{top}/n0.md": "Note zero.\n", f"{top}/n1.md": "Note one.\n", f"{top}/sub/s.md": "Sub.\n"}
+        for rel, text in notes.items():
+            await ca.call("memory.write", {"path": rel, "content": text})
+        for rel, text in notes.items():
+            await wait_for(_reads(wb / rel, text))
+        names = set()  # a hard link's second name: a note of its own
+        for kind, name, arg in links:
+            where = wb / top / name
+            if os.path.lexists(where):
+                continue
+            if kind == "symlink":
+                os.symlink(f"n{arg}.md", where)
+            elif kind == "hardlink":
+                os.link(wb / top / f"n{arg}.md", where)
+                names.add(f"{top}/{name}")
+            else:
+                os.symlink("sub", where)
+                if arg:  # A writes a note through the linked folder's name
+                    rel = f"{top}/{name}/w.md"
+                    notes[rel] = "Written through A.\n"
+                    await ca.call("memory.write", {"path": rel, "content": notes[rel]})
+        for _ in range(2):
+            await cb.call("memory.sync")
+        await _settled(cb, wa, 100 + run)
+        rows = {r for r in await _rows(postgres_url) if r.startswith(top + "/")}
+        assert rows == notes.keys() | names
+        assert not [p for p in await _rows(postgres_url, "SELECT path FROM note_tombstones") if p.startswith(top)]
+        for rel, text in notes.items():
+            assert (wa / rel).read_text() == text, rel
+        in_sub = [p.name for p in (wb / top / "sub").iterdir() if not p.name.startswith(".")]
+        assert in_sub == ["s.md"]  # never written through B's linked folder
     finally:
         await ca.close()
         await cb.close()
