@@ -78,6 +78,20 @@ def shown(rel: str) -> str:
     return repr(os.fsencode(rel))[2:-1]
 
 
+def through_link(workspace: Path, rel: str) -> bool:
+    """Whether `rel` is, in this workspace, a symlink or under a symlinked folder (blocking): no note of
+    this folder when its notes go by name (sources.Scan `by_name`), and not gone either — a link is one
+    machine's arrangement, never a deletion."""
+    here = workspace
+    for part in rel.split("/"):
+        here = here / part
+        if here.is_symlink():
+            return True
+        if not here.exists():
+            return False
+    return False
+
+
 def is_note(rel: str) -> bool:
     """Whether a clean relative path (no `..`, no empty segments) names a memory file the index holds."""
     return rel in ROOT_FILES or (rel.startswith(NOTES_DIR + "/") and rel.endswith(".md"))

@@ -15,6 +15,7 @@ import structlog
 
 from ...errors import Invalid
 from ...memory.index.sources import Scan, ScanError
+from ...memory.layout import through_link
 from ...memory.notes import files
 
 log = structlog.get_logger("gateway.memory")
@@ -75,6 +76,10 @@ class NoteFolder:
             return None
         st = os.lstat(target)
         return st if stat.S_ISREG(st.st_mode) else None
+
+    def linked(self, rel: str) -> bool:
+        """`rel` is here a symlink or under a linked folder: no note of this folder, and not gone."""
+        return through_link(self.workspace, rel)
 
     def stats(self, only: str | None) -> dict[str, Stat] | None:
         """The folder's notes (or one), None when it cannot be read: not knowing is no answer, and a

@@ -234,7 +234,11 @@ class PgNotes:
                         marks.pop(rel, None)
                 continue
             if stat is None and mark is not None and mark["h"] == row["hash"]:  # gone here, unchanged there
-                if gone and await self._delete(rel, row["hash"]):
+                if (
+                    gone
+                    and not await asyncio.to_thread(self.folder.linked, rel)
+                    and await self._delete(rel, row["hash"])
+                ):
                     marks.pop(rel, None)
                     changed += 1
                 continue  # else a folder that blinked, or a deletion the next sync confirms

@@ -106,6 +106,9 @@ async def test_a_symlinked_folder_on_b_renames_no_note(start_gateway, postgres_u
         assert await _rows(postgres_url, "SELECT path FROM note_tombstones") == []
         assert (mem_a / "current" / "todo.md").read_text() == "Paint the hull.\n"
         assert list((mem_b / "2026").iterdir()) == []  # never written through B's link
+        # The index every gateway shares keeps it: B's sync does not take a link here for a note gone.
+        hits = await cb.call("memory.search", {"query": "paint the hull", "mode": "fts"})
+        assert [h["path"] for h in hits["results"]] == ["memory/current/todo.md"]
         refused = [e for e in logs if e["event"] == "note_left_out_of_the_record"]
         assert [e["path"] for e in refused] == ["memory/current/todo.md"] and "symlink" in refused[0]["reason"]
         # A file put in B's real folder is a note by its own name.
@@ -195,6 +198,7 @@ LINKS = st.lists(
         st.tuples(st.just("symlink"), st.sampled_from(["a.md", "n05.md", "z.md"]), st.integers(0, 1)),
         st.tuples(st.just("hardlink"), st.sampled_from(["b.md", "n07.md", "y.md"]), st.integers(0, 1)),
         st.tuples(st.just("dirlink"), st.sampled_from(["cur", "m", "zz"]), st.booleans()),
+        st.tuples(st.just("replace"), st.sampled_from(["n0.md", "n1.md"]), st.just(0)),
     ),
     min_size=1,
     max_size=4,
@@ -204,6 +208,7 @@ LINKS = st.lists(
 @settings(max_examples=examples(8), deadline=None, suppress_health_check=list(HealthCheck))
 @given(links=LINKS)
 @example(links=[("symlink", "a.md", 1), ("hardlink", "b.md", 0), ("dirlink", "cur", True)])
+@example(links=[("hardlink", "b.md", 0), ("replace", "n0.md", 0)])
 async def test_no_arrangement_of_links_on_b_deletes_renames_or_moves_a_note(
     start_gateway, postgres_url, tmp_path, links
 ):
@@ -216,14 +221,19 @@ async def test_no_arrangement_of_links_on_b_deletes_renames_or_moves_a_note(
     top = f"memory/h-{run}"
     try:
         await cb.call("memory.status")
-        notes = {f"{top}/n0.md": "Note zero.\n", f"{top}/n1.md": "Note one.\n", f"{top}/sub/s.md": "Sub.\n"}
+        notes = {f"{top}/n0.md": f"Note q{run}n0.\n", f"{top}/n1.md": f"Note q{run}n1.\n", f"{top}/sub/s.md": "Sub.\n"}
         for rel, text in notes.items():
             await ca.call("memory.write", {"path": rel, "content": text})
         for rel, text in notes.items():
             await wait_for(_reads(wb / rel, text))
-        names = set()  # a hard link's second name: a note of its own
+        names, twins = set(), set()  # a hard link's second name: a note of its own (of the same text)
         for kind, name, arg in links:
             where = wb / top / name
+            if kind == "replace":  # a note's file made an alias of the other note
+                if not where.is_symlink():
+                    where.unlink()
+                    os.symlink("n1.md" if name == "n0.md" else "n0.md", where)
+                continue
             if os.path.lexists(where):
                 continue
             if kind == "symlink":
@@ -231,6 +241,7 @@ async def test_no_arrangement_of_links_on_b_deletes_renames_or_moves_a_note(
             elif kind == "hardlink":
                 os.link(wb / top / f"n{arg}.md", where)
                 names.add(f"{top}/{name}")
+                twins.add(arg)
             else:
                 os.symlink("sub", where)
                 if arg:  # A writes a note through the linked folder's name
@@ -245,6 +256,10 @@ async def test_no_arrangement_of_links_on_b_deletes_renames_or_moves_a_note(
         assert not [p for p in await _rows(postgres_url, "SELECT path FROM note_tombstones") if p.startswith(top)]
         for rel, text in notes.items():
             assert (wa / rel).read_text() == text, rel
+        for i in {0, 1} - twins:  # still in the index every gateway shares, after B's syncs (a twin's
+            # text is found once, under either name)
+            hits = await cb.call("memory.search", {"query": f"q{run}n{i}", "mode": "fts"})
+            assert [h["path"] for h in hits["results"]] == [f"{top}/n{i}.md"]
         in_sub = [p.name for p in (wb / top / "sub").iterdir() if not p.name.startswith(".")]
         assert in_sub == ["s.md"]  # never written through B's linked folder
     finally:
