@@ -104,6 +104,19 @@ async def test_any_file_names_are_indexed_or_listed_and_the_sync_goes_on(start_g
         await gw.stop()
 
 
+@pytest.mark.parametrize("door", ["memory.write", "memory.get", "memory.history"])
+async def test_every_note_door_refuses_a_name_the_scan_leaves_out(start_gateway, tmp_path, door):
+    gw = await start_gateway(memory=True, **{"memory.embeddings.provider": "none", "workspace": str(tmp_path / "ws")})
+    c = await gw.client()
+    try:
+        for path in ("memory/bell\x07.md", "memory/tab\there.md", "memory/del\x7f.md"):
+            with pytest.raises(RpcError) as ei:
+                await c.call(door, {"path": path, "content": "x"} if door == "memory.write" else {"path": path})
+            assert ei.value.code == -32602 and "control characters" in ei.value.message, (door, path)
+    finally:
+        await c.close()
+
+
 async def test_a_note_is_never_written_through_a_symlinked_folder_inside_the_workspace(start_gateway, tmp_path):
     ws = tmp_path / "ws"
     gw = await start_gateway(memory=True, **{"memory.embeddings.provider": "none", "workspace": str(ws)})

@@ -398,9 +398,9 @@ _ALLOWED = "MEMORY.md, memory.md, LEARNINGS.md, memory/**/*.md or sessions/<sess
 
 def clean_relative(path: str, field: str = "path") -> str:
     """`path` with `/` separators when it is a clean path relative to the workspace, short enough for
-    every gateway's folder (layout.check_lengths); else Invalid why."""
-    if not path or "\x00" in path:
-        raise Invalid("must be a non-empty path", field=field)
+    every gateway's folder (layout.check_lengths), of names a scan finds (layout.unholdable); else Invalid."""
+    if not path or UNHOLDABLE.search(path):
+        raise Invalid("must be a non-empty path, without control characters", field=field)
     norm = path.replace("\\", "/")
     if norm.startswith("/") or re.match(r"^[A-Za-z]:/", norm) or norm.startswith("~"):
         raise Invalid("must be relative to the workspace (like memory/notes.md), not an absolute path", field=field)

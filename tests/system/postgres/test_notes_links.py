@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import structlog
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import examples, wait_for
+from tests.helpers import RpcError, examples, wait_for
 from tests.rpc.test_memory_names import NAMES, ODD, expected, put
 from tests.system.postgres.test_notes_safety import _rows
 from tests.system.postgres.test_notes_shared import _reads, two
@@ -122,6 +123,25 @@ async def test_a_symlinked_folder_on_b_renames_no_note(start_gateway, postgres_u
 
 
 BAD_NAMES = ODD
+
+
+async def test_a_name_no_scan_finds_is_refused_at_the_doors_of_both_gateways(start_gateway, postgres_url, tmp_path):
+    a, b = await two(start_gateway, postgres_url, tmp_path)
+    for gw in (a, b):
+        c = await gw.client()
+        try:
+            path = "memory/bell\x07.md"
+            for door, params in (
+                ("memory.write", {"path": path, "content": "x"}),
+                ("memory.restore", {"path": path, "version": 1}),
+                ("memory.history", {"path": path}),
+            ):
+                with pytest.raises(RpcError) as ei:
+                    await c.call(door, params)
+                assert ei.value.code == -32602 and "control characters" in ei.value.message, door
+        finally:
+            await c.close()
+    assert await _rows(postgres_url) == []
 
 
 async def test_a_file_name_no_record_can_hold_stops_no_sync_and_no_other_note(start_gateway, postgres_url, tmp_path):
