@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ...errors import Invalid
 from ...fsutil import atomic_write, ensure_dir, locked
-from ..index.sources import clean_relative, scan_memory
+from ..index.sources import Scan, clean_relative
 from ...timeutil import to_iso
 from ..layout import IMAGES_DIR, KEYED_DIR, NOTES_DIR, is_note
 from .history import NoteHistory
@@ -39,9 +39,9 @@ def in_record(rel: str) -> bool:
     return is_note(rel) and not rel.startswith(_OWNED)
 
 
-def list_files(workspace: Path) -> list[dict]:
+def list_files(workspace: Path, by_name: bool = False) -> list[dict]:
     out = []
-    for f in scan_memory(workspace):
+    for f in Scan(workspace, by_name=by_name).memory().files():
         modified = datetime.fromtimestamp(f.mtime_ns / 1e9, timezone.utc).isoformat(timespec="milliseconds")
         out.append(
             {"path": f.path, "size": f.size, "modified": modified.replace("+00:00", "Z"), "writable": writable(f.path)}

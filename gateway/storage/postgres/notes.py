@@ -81,6 +81,7 @@ class PgNotes:
         self._origin: str | None = None  # which database the marks are of
         self.folder = NoteFolder(agent_id, workspace, max_bytes)
         self.forget_owed = False  # a forget_gone whose folder scan failed: the next sync runs it again
+        self.by_name = True  # a note is its folder's by name (note_folder.py)
         self._copies = PgNoteCopies(pg, agent_id)
 
     # ---- the port --------------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ async def test_a_symlink_to_a_note_on_b_deletes_it_nowhere(start_gateway, postgr
         assert await _rows(postgres_url, "SELECT path FROM note_tombstones") == []
         assert (mem_a / "zeta.md").read_text() == ZETA and not (mem_a / "alpha.md").exists()
         assert (mem_b / "zeta.md").read_text() == ZETA and (mem_b / "alpha.md").is_symlink()
+        assert [f["path"] for f in (await cb.call("memory.files"))["files"]] == ["memory/marker-1.md", "memory/zeta.md"]
         # The index both gateways share holds the note by its name, not B's alias of it.
         await ca.call("memory.sync")
         hits = await ca.call("memory.search", {"query": "boat blue", "mode": "fts"})
