@@ -22,7 +22,8 @@ import structlog
 from ..config import Config, MemoryConfig
 from ..errors import Invalid
 from .embeddings import EmbeddingProvider
-from .index.sources import SOURCES, read_lines, resolve_readable, session_path
+from .index.lines import read_lines
+from .index.sources import SOURCES, resolve_readable, session_path
 from .ledger.cache import FactsCache
 from .ledger.placement import lead, newer_first, newer_hit, prefer_statements, statement_hit
 from .ledger.relevant import RELEVANT_FACTS, relevant

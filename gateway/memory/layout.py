@@ -48,6 +48,50 @@ def check_lengths(parts: list[str], rel: str, field: str = "path") -> None:
         raise Invalid(f"must be at most {MAX_PATH_BYTES} bytes of UTF-8, got {size}", field=field)
 
 
+# A character no note's name may hold: a control character (a terminal, a log line or a JSON client
+# shows it as something else), or a lone surrogate — how Python spells the bytes of a name that is not
+# UTF-8 (`caf\xe9.md` from Latin-1), which neither PostgreSQL text nor JSON can hold.
+UNHOLDABLE = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+def unholdable(rel: str, folder: bool = False) -> str | None:
+    """Why a path found on disk cannot be a note of the record or the index (None: it can): its name is
+    not UTF-8, holds a control character, or is longer than every door takes (check_lengths; not asked
+    of a `folder`: its notes are, and a folder too deep to list stays a scan error, never "empty")."""
+    bad = UNHOLDABLE.search(rel)
+    if bad is not None:
+        return "its name is not UTF-8" if "\ud800" <= bad.group() else "its name holds a control character"
+    if folder:
+        return None
+    try:
+        check_lengths(rel.split("/"), rel)
+    except Invalid:
+        return f"its name is too long (at most {MAX_NAME_BYTES} bytes a name, {MAX_PATH_BYTES} a path)"
+    return None
+
+
+def shown(rel: str) -> str:
+    """A path found on disk as a person and JSON can read it: bytes that are not UTF-8 and control
+    characters escaped (`memory/caf\\xe9.md`)."""
+    if UNHOLDABLE.search(rel) is None:
+        return rel
+    return repr(os.fsencode(rel))[2:-1]
+
+
+def through_link(workspace: Path, rel: str) -> bool:
+    """Whether `rel` is, in this workspace, a symlink or under a symlinked folder (blocking): no note of
+    this folder when its notes go by name (sources.Scan `by_name`), and not gone either — a link is one
+    machine's arrangement, never a deletion."""
+    here = workspace
+    for part in rel.split("/"):
+        here = here / part
+        if here.is_symlink():
+            return True
+        if not here.exists():
+            return False
+    return False
+
+
 def is_note(rel: str) -> bool:
     """Whether a clean relative path (no `..`, no empty segments) names a memory file the index holds."""
     return rel in ROOT_FILES or (rel.startswith(NOTES_DIR + "/") and rel.endswith(".md"))

@@ -165,6 +165,10 @@ class FileRows(Protocol):
     # A transcript file that is gone means its session is gone (False where the sessions are rows of
     # their own and the files only a mirror, which may lag: `confirm_gone` decides).
     transcripts_are_sessions: bool
+    # The memory files are indexed by name (sources.Scan `by_name`: each name of a hard link, no symlinked
+    # file) where the index is shared by gateways of their own folders, each a mirror of the notes by name:
+    # a link on one machine then changes no other's search. Else one file reached twice is indexed once.
+    notes_by_name: bool
 
     async def indexed(self, memory: bool, sessions: Scope, max_file_bytes: int) -> Indexed:
         """The signatures of the files a sync covers (`sources.SIGNATURE_SQL`; none for a memory file over

@@ -69,6 +69,7 @@ class MemoryService(MemoryAnswers, MemoryStatus):
         self.provider: EmbeddingProvider | None = None
         self.provider_problem: str | None = None
         self._skipped: dict[str, int] = {}  # memory files left out for their size: path → bytes
+        self._unnamable: dict[str, str] = {}  # memory files and folders left out for their names: → why
         self.orchestrator = SyncOrchestrator(
             self._run_one, sync_cfg=self.cfg.sync, unavailable=self._sync_unavailable, said_elsewhere=unreachable
         )
@@ -290,6 +291,11 @@ class MemoryService(MemoryAnswers, MemoryStatus):
                         reason="larger than memory.maxFileBytes",
                     )
             self._skipped = stats.skipped
+        if stats.unnamable is not None:
+            for path, why in stats.unnamable.items():
+                if self._unnamable.get(path) != why:  # logged once per name, not every sync
+                    log.warning("memory_file_skipped", path=path, reason=why)
+            self._unnamable = stats.unnamable
         if stats.bytes_read >= TRIM_AFTER_BYTES or stats.removed:
             await asyncio.to_thread(trim_heap)
         if stats.embed_error and self.index.counts["missing"]:

@@ -27,6 +27,7 @@ class MemoryStatus:
     orchestrator: SyncOrchestrator
     distiller: Distiller | None
     _skipped: dict[str, int]
+    _unnamable: dict[str, str]
     _embed_error: str | None
     _index_open: bool
 
@@ -76,6 +77,9 @@ class MemoryStatus:
             reason = f"larger than memory.maxFileBytes ({self.cfg.max_file_bytes} bytes)"
             big = sorted(self._skipped.items(), key=lambda kv: (-kv[1], kv[0]))[:SKIPPED_SHOWN]
             out["skipped"] = [{"path": p, "bytes": b, "reason": reason} for p, b in big]
+        if self._unnamable:  # after the big ones: a name, no size (sources.Scan.unnamable)
+            named = [{"path": p, "reason": why} for p, why in sorted(self._unnamable.items())[:SKIPPED_SHOWN]]
+            out["skipped"] = out.get("skipped", []) + named
         problem = self._embed_error or self.provider_problem or engine.get("error")
         if problem:
             out["embeddings"]["error"] = problem

@@ -37,6 +37,14 @@ def memory_filter(workspace: Path) -> Callable[[Change, str], bool]:
     return accept
 
 
+def _undecodable(exc: BaseException) -> bool:
+    """watchfiles could not make a changed path a str (a name that is not UTF-8): that change is lost,
+    not the watcher — it watches on (a sync finds the file, and leaves it out: sources.Scan.unnamable)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_undecodable(e) for e in exc.exceptions)
+    return "Unable to decode path" in str(exc)
+
+
 class WatchState:
     """What the watcher is doing, for memory.status and system.health.
 
@@ -83,33 +91,42 @@ async def watch_memory(
         state.set("stopped", f"workspace unusable: {exc}")
         return
     tries = ["native", "polling"] if mode == "auto" else ["polling"]
+    said: set[str] = set()
     for how in tries:
-        state.set(how)
-        try:
-            async for _changes in awatch(
-                workspace,
-                watch_filter=memory_filter(workspace),
-                debounce=max(debounce_ms, 1),
-                stop_event=stop,
-                recursive=True,
-                rust_timeout=1000,
-                ignore_permission_denied=True,
-                force_polling=how == "polling",
-                poll_delay_ms=poll_ms,
-            ):
+        while True:
+            state.set(how)
+            try:
+                async for _changes in awatch(
+                    workspace,
+                    watch_filter=memory_filter(workspace),
+                    debounce=max(debounce_ms, 1),
+                    stop_event=stop,
+                    recursive=True,
+                    rust_timeout=1000,
+                    ignore_permission_denied=True,
+                    force_polling=how == "polling",
+                    poll_delay_ms=poll_ms,
+                ):
+                    if stop.is_set():
+                        break
+                    on_change()
+                return  # stopped on purpose
+            except Exception as exc:  # e.g. inotify instances or watches ran out ("Too many open files")
                 if stop.is_set():
-                    break
-                on_change()
-            return  # stopped on purpose
-        except Exception as exc:  # e.g. inotify instances or watches ran out ("Too many open files")
-            if stop.is_set():
-                return
-            log.warning(
-                "memory_watcher_failed",
-                mode=how,
-                error=str(exc),
-                next="polling" if how != tries[-1] else "none: memory files sync on other triggers",
-            )
-            state.error = f"{how} watching failed: {exc}"
-            on_change()  # edits may have been missed while it failed
+                    return
+                if _undecodable(exc):  # a changed file's name is not UTF-8: watched on, the sync says which
+                    if str(exc) not in said:
+                        said.add(str(exc))
+                        log.info("memory_watcher_restarted", mode=how, reason="a file name that is not UTF-8")
+                    on_change()  # the changes of that moment: the sync finds them
+                    continue
+                log.warning(
+                    "memory_watcher_failed",
+                    mode=how,
+                    error=str(exc),
+                    next="polling" if how != tries[-1] else "none: memory files sync on other triggers",
+                )
+                state.error = f"{how} watching failed: {exc}"
+                on_change()  # edits may have been missed while it failed
+                break
     state.set("stopped")

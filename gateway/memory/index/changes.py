@@ -18,6 +18,7 @@ import structlog
 
 from ..ports import FileRows, FileStat, Scope
 from .settings import IndexSettings, SyncStats
+from ..layout import through_link
 from .sources import MEMORY, SESSIONS, Scan, ScanError, SourceFile, folder_empty
 
 log = structlog.get_logger("gateway.memory")
@@ -75,6 +76,7 @@ class Changes:
         if memory:
             cap = self.s.max_file_bytes
             stats.skipped = {sf.path: sf.size for sf in files if sf.source == MEMORY and sf.size > cap}
+            stats.unnamable = scan.unnamable
             if stats.skipped:
                 files = [sf for sf in files if sf.path not in stats.skipped]
                 gone |= stats.skipped.keys() & known.keys()  # indexed while smaller: its chunks go
@@ -95,7 +97,7 @@ class Changes:
     ) -> tuple[Scan, set[str]]:
         """The indexed paths in scope not found by the scan (blocking). A sync about to remove more than
         half of the index looks again first (`_recheck`), which may give another scan."""
-        gone = in_scope.difference(scan.paths)
+        gone = self._missing(scan, in_scope)
         at_risk = (
             len(gone)
             if self.rows.transcripts_are_sessions
@@ -106,9 +108,17 @@ class Changes:
             return self._recheck(memory, sessions, only, roots, in_scope, at_risk, total)
         return scan, gone
 
+    def _missing(self, scan: Scan, in_scope: set[str]) -> set[str]:
+        """The indexed paths in scope the scan did not find, less (notes by name: an index every gateway
+        shares) those that are a link here — no note of this folder, and not gone (blocking)."""
+        gone = in_scope.difference(scan.paths)
+        if self.rows.notes_by_name and gone:
+            gone = {p for p in gone if p.startswith(SESSIONS + "/") or not through_link(self.s.workspace, p)}
+        return gone
+
     def _scan(self, memory: bool, sessions: Scope, only: set[str] | None) -> Scan:
         """The source files on disk (blocking)."""
-        scan = Scan(self.s.workspace, self.s.sessions_dir)
+        scan = Scan(self.s.workspace, self.s.sessions_dir, by_name=self.rows.notes_by_name)
         if memory:
             scan.memory()
         if sessions:
@@ -134,7 +144,7 @@ class Changes:
         time.sleep(self.s.recheck_s)  # blocking: this runs in a thread
         scan = self._scan(memory, sessions, only)
         scan.check(roots)
-        gone = in_scope.difference(scan.paths)
+        gone = self._missing(scan, in_scope)
         notes = sum(1 for p in gone if not p.startswith(SESSIONS + "/"))
         if notes and all(p.startswith(SESSIONS + "/") for p in scan.paths) and folder_empty(self.s.workspace):
             raise ScanError(

@@ -106,6 +106,8 @@ class SyncStats:
     changed: bool = False
     # Memory files left out for their size, by path: their bytes (None: the memory files were not scanned).
     skipped: dict[str, int] | None = None
+    # Memory files and folders left out for their names (sources.Scan.unnamable): the name shown → why.
+    unnamable: dict[str, str] | None = None
     bytes_read: int = 0  # of the files read (new or changed)
     compare_ms: int = 0  # of duration_ms: finding what changed (the scan and the index's signatures, at once)
     scan_ms: int = 0  # of compare_ms: the scan of the files on disk

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from ...errors import Invalid, NotFound, Unavailable
 from ...schema import SESSION_KEY
-from ..layout import NOTES_DIR, ROOT_FILES, check_lengths, is_note
+from ..layout import NOTES_DIR, ROOT_FILES, UNHOLDABLE, check_lengths, is_note, shown, unholdable
 
 MEMORY = "memory"
 SESSIONS = "sessions"
@@ -37,6 +37,9 @@ _IGNORED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".obsidia
 
 
 _VANISHED = (errno.ENOENT, errno.ENOTDIR)
+# A folder whose names, joined, hold a character no note's name may (layout.unholdable), or one name over
+# 60 characters (240 bytes at most), has each checked (Scan._holdable): ~8 µs a folder of 100, not a name.
+_ODD_CHAR = UNHOLDABLE.search
 _NAME = operator.attrgetter("name")
 _PATH = operator.itemgetter(0)
 
@@ -144,14 +147,18 @@ class Scan:
 
     Memory files: one file reached twice (MEMORY.md and memory.md on a case-insensitive filesystem, a
     symlink or hard link to a note) counts once, by (device, inode): the first name in the walk's order.
-    A root folder (the workspace, the sessions folder) that does not exist is noted in `missing`, with the
+    `by_name` (the notes of a folder, storage/postgres/note_folder.py): each name of a regular file is
+    one, however many names a file has, and a symlinked file is none. A file or folder whose name no note
+    can have (layout.unholdable) is left out, in `unnamable` (its name `shown` → why). A root folder (the workspace, the sessions folder) that does not exist is noted in `missing`, with the
     error to raise should the caller have files of it indexed (`check`)."""
 
-    def __init__(self, workspace: Path | None = None, sessions_dir: Path | None = None):
+    def __init__(self, workspace: Path | None = None, sessions_dir: Path | None = None, by_name: bool = False):
         self.workspace = workspace or Path()
         self.sessions_dir = sessions_dir or Path()
+        self.by_name = by_name
         self.signatures: list[str] = []
         self.missing: dict[str, ScanError] = {}
+        self.unnamable: dict[str, str] = {}
 
     @property
     def paths(self) -> list[str]:
@@ -192,7 +199,7 @@ class Scan:
         self._root, self._dev = root, root.stat().st_dev
         # A file's inode on the workspace's device, (device, inode) on another (a mount inside it): a set
         # of ints is cheaper to fill than one of tuples.
-        self._seen: set[int | tuple[int, int]] = set()
+        self._seen: set[int | tuple[int, int]] = _NoneSeen() if self.by_name else set()
         for name in ROOT_FILES:
             self._add(name, self.workspace / name)
         self._walk(str(self.workspace / NOTES_DIR), NOTES_DIR)
@@ -200,6 +207,8 @@ class Scan:
 
     def _add(self, rel: str, abs_path: Path) -> None:
         """A file that may be a symlink or outside the workspace: checked (`_memory_file`)."""
+        if self.by_name and os.path.islink(abs_path):
+            return
         st = _memory_file(abs_path, self._root)
         if st is None:
             return
@@ -232,6 +241,9 @@ class Scan:
                     entries = sorted(it, key=_NAME)
             except OSError as exc:
                 raise ScanError("the memory folder", folder, exc) from None
+            names = [e.name for e in entries]
+            if names and (_ODD_CHAR("".join(names)) or max(map(len, names)) > 60 or len(prefix) > 195):
+                entries = self._holdable(entries, prefix)
             for e in entries:
                 # As little Python per file as it takes: a regular file is the common case, asked first.
                 name = e.name
@@ -245,7 +257,7 @@ class Scan:
                             folders.append(name)
                         continue
                     else:
-                        if e.is_symlink() and name.endswith(".md") and name != ".md":
+                        if e.is_symlink() and name.endswith(".md") and name != ".md" and not self.by_name:
                             self._add(prefix + name, Path(folder, name))
                         continue
                 except OSError as exc:
@@ -260,6 +272,18 @@ class Scan:
             os.close(fd)
         for name in folders:  # files first, then sub-folders (as os.walk would)
             self._walk(os.path.join(folder, name), prefix + name)
+
+    def _holdable(self, entries: list[os.DirEntry], prefix: str) -> list[os.DirEntry]:
+        """The entries whose names a note can have; the others (a .md file, a folder) in `unnamable`."""
+        out = []
+        for e in entries:
+            folder = e.is_dir(follow_symlinks=False)
+            why = unholdable(prefix + e.name, folder)
+            if why is None:
+                out.append(e)
+            elif e.name.endswith(".md") or folder:
+                self.unnamable[shown(prefix + e.name)] = why
+        return out
 
     # ---- transcripts ---------------------------------------------------------------------------------
     def sessions(self, only: set[str] | None = None) -> Scan:
@@ -340,6 +364,11 @@ def _path_of(sig: str) -> str:
     return sig.split(":", 2)[2]
 
 
+class _NoneSeen(set):  # a scan `by_name`: no file was seen before (a hard link's every name counts)
+    def __contains__(self, item: object) -> bool:
+        return False
+
+
 # A SourceFile from a tuple, in C: NamedTuple's own __new__ is a Python call.
 _source_file = functools.partial(tuple.__new__, SourceFile)
 
@@ -369,9 +398,9 @@ _ALLOWED = "MEMORY.md, memory.md, LEARNINGS.md, memory/**/*.md or sessions/<sess
 
 def clean_relative(path: str, field: str = "path") -> str:
     """`path` with `/` separators when it is a clean path relative to the workspace, short enough for
-    every gateway's folder (layout.check_lengths); else Invalid why."""
-    if not path or "\x00" in path:
-        raise Invalid("must be a non-empty path", field=field)
+    every gateway's folder (layout.check_lengths), of names a scan finds (layout.unholdable); else Invalid."""
+    if not path or UNHOLDABLE.search(path):
+        raise Invalid("must be a non-empty path, without control characters", field=field)
     norm = path.replace("\\", "/")
     if norm.startswith("/") or re.match(r"^[A-Za-z]:/", norm) or norm.startswith("~"):
         raise Invalid("must be relative to the workspace (like memory/notes.md), not an absolute path", field=field)
@@ -419,29 +448,3 @@ def resolve_readable(path: str, workspace: Path, sessions_dir: Path) -> Path:
     if real.suffix.lower() != ".md" or not real.is_file():
         raise Invalid("resolves to something that is not a .md file; refused", field=field)
     return real
-
-
-MAX_GET_CHARS = 256 * 1024
-
-
-def read_lines(target: Path, start: int, count: int) -> tuple[list[str], bool]:
-    """Lines start..start+count-1 (1-based) of a file, at most MAX_GET_CHARS in all (blocking).
-    Returns (lines, more) where `more` says lines remain after those returned."""
-    out: list[str] = []
-    total = 0
-    # Lines end at "\n" only, as the chunker counts them (a lone "\r" inside a line is the line's own):
-    # the lines a search hit cites are the lines read here.
-    with open(target, "rb") as fh:
-        for no, raw in enumerate(fh, start=1):
-            if no < start:
-                continue
-            if len(out) >= count:
-                return out, True
-            line = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
-            if total + len(line) > MAX_GET_CHARS:
-                if not out:  # one giant line: cut it, continue on the next line
-                    out.append(line[:MAX_GET_CHARS])
-                return out, True
-            out.append(line)
-            total += len(line) + 1
-    return out, False

@@ -19,7 +19,7 @@ from typing import Callable
 
 from ...errors import Invalid
 from ...fsutil import atomic_write, ensure_dir, locked
-from ..index.sources import clean_relative, scan_memory
+from ..index.sources import Scan, clean_relative
 from ...timeutil import to_iso
 from ..layout import IMAGES_DIR, KEYED_DIR, NOTES_DIR, is_note
 from .history import NoteHistory
@@ -40,9 +40,9 @@ def in_record(rel: str) -> bool:
     return is_note(rel) and not rel.startswith(_OWNED)
 
 
-def list_files(workspace: Path) -> list[dict]:
+def list_files(workspace: Path, by_name: bool = False) -> list[dict]:
     out = []
-    for f in scan_memory(workspace):
+    for f in Scan(workspace, by_name=by_name).memory().files():
         modified = datetime.fromtimestamp(f.mtime_ns / 1e9, timezone.utc).isoformat(timespec="milliseconds")
         out.append(
             {"path": f.path, "size": f.size, "modified": modified.replace("+00:00", "Z"), "writable": writable(f.path)}
@@ -110,7 +110,9 @@ def check_content(text: str, limit: int = MAX_NOTE_BYTES) -> bytes:
 
 
 def _target(workspace: Path, rel: str) -> Path:
-    """Where note `rel` goes, its folders made, refused where a folder resolves outside the workspace."""
+    """Where note `rel` goes, its folders made; refused where a folder resolves outside the workspace, or
+    is reached through a symlink inside it: a note is its folder's by name, and a linked folder (this
+    machine's own arrangement) is never written through — the scan never enters one either."""
     root = workspace.resolve()
     target = workspace / rel
     existing = target.parent
@@ -120,6 +122,8 @@ def _target(workspace: Path, rel: str) -> Path:
         real_dir = Path(os.path.realpath(folder))
         if real_dir != root and root not in real_dir.parents:
             raise Invalid("its folder resolves outside the workspace (symlink); refused", field="path")
+        if real_dir != root / folder.relative_to(workspace):
+            raise Invalid("a folder on its way is a symlink; a note is never written through one", field="path")
         ensure_dir(target.parent)
     return target
 

@@ -106,3 +106,6 @@ class NoteRecord(Protocol):
     # A forget_gone that could not read the folder (a scan error is no answer: it removed nothing): the
     # next sync runs it again, whether or not that sync removes files.
     forget_owed: bool
+    # The folder's notes go by name (sources.Scan `by_name`: each name of a hard link, no symlinked file,
+    # nothing through a linked folder): where each gateway's folder is a mirror of one record.
+    by_name: bool

@@ -59,7 +59,7 @@ class MemoryNotes:
 
     # ---- notes as files (a notes browser and editor) ---------------------------------------------------
     async def files(self) -> dict:
-        return {"files": await asyncio.to_thread(files.list_files, self.workspace)}
+        return {"files": await asyncio.to_thread(files.list_files, self.workspace, self.notes.by_name)}
 
     async def write(self, path: str, content: str, by: str = "", principal: str | None = None) -> dict:
         res = await self.notes.write(files.writable_path(path), content, by, principal)

@@ -52,6 +52,7 @@ class FileNotes:
         return 0
 
     forget_owed = False
+    by_name = False  # the folder is the record: a file reached by two names is one note, as indexed
 
     # ---- whole notes (`jarvis migrate`) --------------------------------------------------------------
     async def copies(self) -> list[NoteCopy]:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
 
 import structlog
 
 from ...errors import Invalid
-from ...memory.index.sources import ScanError, scan_memory
+from ...memory.index.sources import Scan, ScanError
+from ...memory.layout import through_link
 from ...memory.notes import files
 
 log = structlog.get_logger("gateway.memory")
@@ -57,41 +59,55 @@ class NoteFolder:
         return st.st_mtime_ns, st.st_size
 
     def stat(self, rel: str) -> Stat | None:
-        """(mtime_ns, size) of the regular file of `rel`; None when there is none (or it cannot be read)."""
-        target = self.workspace / rel
+        """(mtime_ns, size) of the regular file of `rel`; None when there is none (or it cannot be read),
+        or it is no note of this folder (`plain`)."""
         try:
-            if target.is_symlink() or not target.is_file():
-                return None
-            st = target.stat()
+            st = self.plain(rel)
         except OSError:
             return None
-        return st.st_mtime_ns, st.st_size
+        return None if st is None else (st.st_mtime_ns, st.st_size)
+
+    def plain(self, rel: str) -> os.stat_result | None:
+        """The stat of the regular file of `rel` when it is a note of this folder: neither it nor a folder
+        on its way is a symlink (a link is this machine's own arrangement: the scan counts each name once
+        and never enters a linked folder, so a note is never read, written or removed through one)."""
+        target = self.workspace / rel
+        if os.path.realpath(target) != os.path.join(os.path.realpath(self.workspace), rel):
+            return None
+        st = os.lstat(target)
+        return st if stat.S_ISREG(st.st_mode) else None
+
+    def linked(self, rel: str) -> bool:
+        """`rel` is here a symlink or under a linked folder: no note of this folder, and not gone."""
+        return through_link(self.workspace, rel)
 
     def stats(self, only: str | None) -> dict[str, Stat] | None:
         """The folder's notes (or one), None when it cannot be read: not knowing is no answer, and a
         reconcile that read it as "none there" would delete every note."""
         if only is not None:
-            target = self.workspace / only
             try:
-                if target.is_symlink() or not target.is_file():
-                    return {}
-                st = target.stat()
-            except FileNotFoundError:
+                st = self.plain(only)
+            except (FileNotFoundError, NotADirectoryError):
                 return {}
             except OSError as exc:
                 log.warning("notes_scan_failed", agent=self.agent_id, path=only, error=str(exc))
                 return None
-            return {only: (st.st_mtime_ns, st.st_size)}
+            return {} if st is None else {only: (st.st_mtime_ns, st.st_size)}
         try:
-            found = scan_memory(self.workspace)
+            scan = Scan(self.workspace, by_name=True).memory()
         except ScanError as exc:
             log.warning("notes_scan_failed", agent=self.agent_id, error=str(exc))
             return None
-        return {f.path: (f.mtime_ns, f.size) for f in found if mirrored(f.path)}
+        # A file whose name no record can hold is left out (scan.unnamable), the others go on: the
+        # memory sync's scan of the same folder says it once and lists it in memory.status `skipped`.
+        return {f.path: (f.mtime_ns, f.size) for f in scan.files() if mirrored(f.path)}
 
     def read(self, rel: str) -> str | None:
-        """The note's text, or None (said once) where the record cannot hold it."""
+        """The note's text, or None (said once) where the record cannot hold it; None, unsaid, where it is
+        no note of this folder (`plain`: a symlink swapped in since it was seen)."""
         try:
+            if self.plain(rel) is None:
+                return None
             data = (self.workspace / rel).read_bytes()
         except OSError as exc:
             self.say(rel, f"unreadable: {exc.strerror or exc}")

@@ -81,6 +81,7 @@ class PgNotes:
         self._origin: str | None = None  # which database the marks are of
         self.folder = NoteFolder(agent_id, workspace, max_bytes)
         self.forget_owed = False  # a forget_gone whose folder scan failed: the next sync runs it again
+        self.by_name = True  # a note is its folder's by name (note_folder.py)
         self._copies = PgNoteCopies(pg, agent_id)
 
     # ---- the port --------------------------------------------------------------------------------------
@@ -247,7 +248,11 @@ class PgNotes:
                         marks.pop(rel, None)
                 continue
             if stat is None and mark is not None and mark["h"] == row["hash"]:  # gone here, unchanged there
-                if gone and await self._delete(rel, row["hash"]):
+                if (
+                    gone
+                    and not await asyncio.to_thread(self.folder.linked, rel)
+                    and await self._delete(rel, row["hash"])
+                ):
                     marks.pop(rel, None)
                     changed += 1
                 continue  # else a folder that blinked, or a deletion the next sync confirms

@@ -40,6 +40,7 @@ class SqliteFileRows:
     """The `files` table: one row per indexed file (memory/ports.py's FileRows)."""
 
     transcripts_are_sessions = True  # a transcript file that is gone means its session is gone
+    notes_by_name = False  # one folder, one index: a file reached by two names is indexed once
 
     def __init__(self, db: Database, bump: Callable[[], Awaitable[None]]):
         self.db, self._bump = db, bump

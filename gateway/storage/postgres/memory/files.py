@@ -36,6 +36,7 @@ class PgFileRows:
     """One row per indexed file of the agent."""
 
     transcripts_are_sessions = False  # the sessions table decides which transcripts are gone
+    notes_by_name = True  # one index of every gateway's folder: the notes' names (storage/postgres/notes.py)
 
     def __init__(self, session: SyncSession):
         self.s = session
