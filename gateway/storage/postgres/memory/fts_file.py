@@ -24,9 +24,6 @@ T = TypeVar("T")
 SCHEMA = "1"
 HASHSIZE = 32 * 1024 * 1024  # as the files engine's (files/memory/migrations.py's m009)
 IDS_A_STATEMENT = 500  # ids in one `IN (…)` of a delete
-# The file is mapped (a page read is a memory access, not a pread and a copy), as the files engine's
-# reading connections map its index (files/memory/db.py's MMAP_BYTES; issue 46, eighth round).
-MMAP_BYTES = 8 << 30
 
 
 def mirror_path(state_dir: Path, agent_id: str) -> Path:
@@ -103,7 +100,6 @@ class MirrorFile:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA temp_store = MEMORY")
         conn.execute("PRAGMA cache_size = -32000")
-        conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         return conn
 
     def remove(self) -> None:
