@@ -33,13 +33,6 @@ from ....fsutil import create_closed
 BUSY_TIMEOUT_MS = 10_000
 WAL_CHECKPOINT_PAGES = 8192  # 32 MiB of 4 KiB pages; see connect_sync
 WAL_SIZE_LIMIT = 64 << 20
-# The reading connections (a search's full text, chunk rows, stored vectors) map the file into memory up
-# to this size: a page read is a memory access to the OS page cache instead of a pread() and a copy into
-# SQLite's own cache (issue 46, eighth round: at 118k chunks ~0.3–1.7 ms of CPU a search — the vector
-# search's candidate vectors, the max-score full text's postings). The writer reads and writes as before.
-# Mapped pages count in the process's RSS as file pages (the page cache's, shared, given back under memory
-# pressure); the file past this size is read as before.
-MMAP_BYTES = 8 << 30
 
 
 T = TypeVar("T")
@@ -157,11 +150,8 @@ def prepare_path(path: Path) -> None:
             pass
 
 
-def connect_sync(
-    path: Path | str, driver: Driver, *, load_vec: bool = True, wal: bool = True, mmap: bool = False
-) -> Any:
-    """A plain (blocking) connection configured like the async ones; used by the aiosqlite connector.
-    `mmap`: a reading connection, the file mapped (MMAP_BYTES)."""
+def connect_sync(path: Path | str, driver: Driver, *, load_vec: bool = True, wal: bool = True) -> Any:
+    """A plain (blocking) connection configured like the async ones; used by the aiosqlite connector."""
     conn = driver.module.connect(str(path), isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     if load_vec and driver.vec:
@@ -177,8 +167,6 @@ def connect_sync(
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA temp_store = MEMORY")
     conn.execute("PRAGMA cache_size = -32000")
-    if mmap:
-        conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
     return conn
 
 
@@ -191,20 +179,17 @@ async def batches(cur: aiosqlite.Cursor, size: int) -> AsyncIterator[list[tuple]
 class Database:
     """One aiosqlite connection in autocommit mode (transactions are explicit: `BEGIN IMMEDIATE`)."""
 
-    def __init__(self, path: Path, driver: Driver, *, use_vec: bool = True, wal: bool = True, mmap: bool = False):
+    def __init__(self, path: Path, driver: Driver, *, use_vec: bool = True, wal: bool = True):
         self.path = path
         self.driver = driver
         self.use_vec = use_vec and driver.vec
         self.wal = wal
-        self.mmap = mmap  # a reading connection: the file mapped (connect_sync)
         self.conn: aiosqlite.Connection | None = None
 
     async def open(self) -> "Database":
         prepare_path(self.path)
-        path, driver, use_vec, wal, mmap = self.path, self.driver, self.use_vec, self.wal, self.mmap
-        self.conn = await aiosqlite.Connection(
-            lambda: connect_sync(path, driver, load_vec=use_vec, wal=wal, mmap=mmap), 256
-        )
+        path, driver, use_vec, wal = self.path, self.driver, self.use_vec, self.wal
+        self.conn = await aiosqlite.Connection(lambda: connect_sync(path, driver, load_vec=use_vec, wal=wal), 256)
         return self
 
     async def close(self) -> None:

@@ -186,15 +186,14 @@ class FilesMemoryIndex:
         await self.life.after_sync(stats)
         return stats
 
-    async def _open_db(self, path: Path, reads: bool = False) -> Database:
-        """A connection to the index file; `reads`: one that searches read through (the file mapped)."""
-        return await Database(path, self._driver, use_vec=self.backend == "sqlite-vec", mmap=reads).open()
+    async def _open_db(self, path: Path) -> Database:
+        return await Database(path, self._driver, use_vec=self.backend == "sqlite-vec").open()
 
     async def _open_live(self) -> None:
         self.writer = await self._open_db(self.db_path)
         await migrate(self.writer, SchemaParams(tokenizer=self.cfg.search.fts_tokenizer))
         self.life.tokenizer = await get_meta(self.writer, "fts_tokenizer", self.cfg.search.fts_tokenizer) or "unicode61"
-        self.reader = await self._open_db(self.db_path, reads=True)
+        self.reader = await self._open_db(self.db_path)
         self._epoch += 1
         assert self.life.provider is not None
         settings = self.life.settings()
@@ -241,7 +240,7 @@ class FilesMemoryIndex:
     async def bind_vectors(self, dims: int) -> VectorStore:
         ann = AnnIndex(self.db_path, dims) if self.cfg.search.ann_min_vectors else None
         if self.vector_reader is None:
-            self.vector_reader = await self._open_db(self.db_path, reads=True)
+            self.vector_reader = await self._open_db(self.db_path)
             await self.vector_reader.execute(f"PRAGMA cache_size = -{VECTOR_READER_CACHE_KB}")
         s = self.cfg.search
         self.vectors = VectorStore(self.vector_reader, self.backend, dims, s.vector_matrix, ann, s.ann_min_vectors)
