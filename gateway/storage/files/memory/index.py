@@ -51,8 +51,11 @@ from .vectors import SqliteVectorRows, VectorStore
 
 log = structlog.get_logger("gateway.memory")
 
-# The vector read connection's page cache: it reads ~40 vectors a search (and streams the table once when
-# it loads a matrix), so the 32 MB of the others would only hold pages read once.
+# The reading connections' page caches (SQLite's own; a page found there is not read with pread() and
+# copied). In WAL mode a reader keeps its cache until another connection commits, so between syncs the pages
+# that searches share stay cached. Sized by measurement at 118k chunks (docs/performance.md, issue 46 ninth
+# round); each is a cap (anonymous memory grows only as pages are read), not an allocation.
+READER_CACHE_KB = 32_000
 VECTOR_READER_CACHE_KB = 8000
 SET_ASIDE_WAIT_S = 30.0  # for other processes to close a damaged index before it is moved aside
 # A sync of at most this many sessions and no notes (the one after a chat turn, which the next turn's recall
@@ -194,6 +197,7 @@ class FilesMemoryIndex:
         await migrate(self.writer, SchemaParams(tokenizer=self.cfg.search.fts_tokenizer))
         self.life.tokenizer = await get_meta(self.writer, "fts_tokenizer", self.cfg.search.fts_tokenizer) or "unicode61"
         self.reader = await self._open_db(self.db_path)
+        await self.reader.execute(f"PRAGMA cache_size = -{READER_CACHE_KB}")
         self._epoch += 1
         assert self.life.provider is not None
         settings = self.life.settings()

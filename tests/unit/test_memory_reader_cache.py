@@ -1,13 +1,15 @@
-"""The files engine's reading connections map the index file (files/memory/db.py's MMAP_BYTES; issue 46,
-eighth round): searches read through the mapping, and what later syncs write — the file grown past what
-was mapped, rows replaced — is what the next search finds."""
+"""The files engine's reading connections keep larger page caches of their own (files/memory/index.py's
+READER_CACHE_KB, VECTOR_READER_CACHE_KB; issue 46, ninth round) and do not map the file (a file cut short
+under a mapping is SIGBUS: tests/system/hostile/test_index_truncated_while_serving.py). A reader's cache
+lives across searches: what later syncs write — the file grown, rows replaced — must be what the next search
+finds (SQLite drops a WAL reader's cache when another connection has committed)."""
 
 from __future__ import annotations
 
 from gateway.compose import memory_service
 from gateway.memory.search.request import SearchRequest
 from gateway.storage.files.engine import FilesStorage
-from gateway.storage.files.memory.db import MMAP_BYTES
+from gateway.storage.files.memory.index import READER_CACHE_KB, VECTOR_READER_CACHE_KB
 from tests.unit.test_memory import make_cfg, write
 
 ALL = ("memory", "sessions")
@@ -18,7 +20,7 @@ async def _paths(svc, query: str, mode: str) -> list[str]:
     return [h.path for h in found.hits]
 
 
-async def test_searches_read_a_mapped_file_and_find_what_each_sync_wrote(tmp_path):
+async def test_searches_through_the_readers_caches_find_what_each_sync_wrote(tmp_path):
     cfg = make_cfg(tmp_path)
     mem = cfg.workspace_dir / "memory"
     write(mem / "boat.md", "# Boat\n\nThe boat Loon is painted cream and moored at Ullapool.\n")
@@ -33,12 +35,13 @@ async def test_searches_read_a_mapped_file_and_find_what_each_sync_wrote(tmp_pat
         await ix.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         assert await _paths(svc, "boat Loon cream", "fts") == ["memory/boat.md"]
         assert (await _paths(svc, "boat Loon cream", "vector"))[0] == "memory/boat.md"
-        for db in (ix.reader, ix.vector_reader):
-            assert await db.scalar("PRAGMA mmap_size") == MMAP_BYTES, "a reading connection maps the file"
-        assert await ix.writer.scalar("PRAGMA mmap_size") != MMAP_BYTES, "the writer does not"
+        assert await ix.reader.scalar("PRAGMA cache_size") == -READER_CACHE_KB
+        assert await ix.vector_reader.scalar("PRAGMA cache_size") == -VECTOR_READER_CACHE_KB
+        for db in (ix.reader, ix.vector_reader, ix.writer):
+            assert await db.scalar("PRAGMA mmap_size") == 0, "no connection maps the file"
         size = ix.db_path.stat().st_size
 
-        # The file grows well past what the first searches mapped; the note they found is rewritten.
+        # The file grows well past what the first searches cached; the note they found is rewritten.
         for i in range(120):
             write(mem / f"log-{i:03}.md", f"# Log {i}\n\n" + f"harbour tide entry {i} with gulls and rope. " * 60)
         write(mem / "boat.md", "# Boat\n\nThe boat Loon was repainted forest green at Oban.\n")
