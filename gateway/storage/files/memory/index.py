@@ -52,11 +52,14 @@ from .vectors import SqliteVectorRows, VectorStore
 log = structlog.get_logger("gateway.memory")
 
 # The reading connections' page caches (SQLite's own; a page found there is not read with pread() and
-# copied). In WAL mode a reader keeps its cache until another connection commits, so between syncs the pages
-# that searches share stay cached. Sized by measurement at 118k chunks (docs/performance.md, issue 46 ninth
-# round); each is a cap (anonymous memory grows only as pages are read), not an allocation.
-READER_CACHE_KB = 32_000
-VECTOR_READER_CACHE_KB = 8000
+# copied into it). In WAL mode a reader keeps its cache until another connection commits, so between syncs
+# the pages that searches share stay cached. Caps, not allocations: anonymous memory grows as pages are read.
+# Sized at 118k chunks (docs/performance.md, issue 46 ninth round): the reader (full text, rows) 64 MB, the
+# vector reader (the graph's candidates' stored vectors; 116 MB of them at 118k) 128 MB — +~100 MB of
+# anonymous RSS there over 32 / 8 MB, at most +152 MB at any size. Not `mmap_size`: a file cut short under
+# a mapping is SIGBUS, the gateway killed, where a short read is damage that is set aside and rebuilt.
+READER_CACHE_KB = 64_000
+VECTOR_READER_CACHE_KB = 128_000
 SET_ASIDE_WAIT_S = 30.0  # for other processes to close a damaged index before it is moved aside
 # A sync of at most this many sessions and no notes (the one after a chat turn, which the next turn's recall
 # waits for) counts the rows of its own files before and after instead of the whole index (~40 ms at 1M).
