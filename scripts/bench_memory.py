@@ -11,8 +11,8 @@ files. Prints a table and writes JSON.
 Over the WebSocket (on by default; `--no-via-gateway` to skip): the real gateway (`jarvis serve`, a
 subprocess) is started on the synced state dir, and the same queries are sent as `memory.search`
 (hybrid, k = 6) round trips through the real websockets client, one at a time; p50/p95 of the round
-trip (and p99, the slowest) and the gateway's peak RSS are reported (and its anonymous RSS at the end: the
-peak counts the index file's pages that the reading connections map). Then what memory recall adds to a
+trip (and p99, the slowest) and the gateway's peak RSS are reported (and its anonymous RSS at the end: where
+the reading connections' page caches show; a peak would also count file pages mapped, none are now). Then what memory recall adds to a
 chat turn: `--turns` turns (the offline responder, a new session each) timed from `chat.send` to the
 first `chat.delta`, on that gateway and on one started with `memory.recall.enabled = false`.
 
@@ -181,7 +181,7 @@ async def via_gateway(
             for line in Path(f"/proc/{gw.proc.pid}/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):
                     rss = int(line.split()[1]) / 1024
-                elif line.startswith("RssAnon:"):  # (the peak counts the index file's mapped pages too)
+                elif line.startswith("RssAnon:"):  # (the readers' page caches)
                     anon = int(line.split()[1]) / 1024
     out = {
         "p50Ms": round(statistics.median(times), 2),
