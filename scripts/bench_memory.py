@@ -11,7 +11,8 @@ files. Prints a table and writes JSON.
 Over the WebSocket (on by default; `--no-via-gateway` to skip): the real gateway (`jarvis serve`, a
 subprocess) is started on the synced state dir, and the same queries are sent as `memory.search`
 (hybrid, k = 6) round trips through the real websockets client, one at a time; p50/p95 of the round
-trip (and p99, the slowest) and the gateway's peak RSS are reported. Then what memory recall adds to a
+trip (and p99, the slowest) and the gateway's peak RSS are reported (and its anonymous RSS at the end: where
+the reading connections' page caches show; a peak would also count file pages mapped, none are now). Then what memory recall adds to a
 chat turn: `--turns` turns (the offline responder, a new session each) timed from `chat.send` to the
 first `chat.delta`, on that gateway and on one started with `memory.recall.enabled = false`.
 
@@ -193,11 +194,13 @@ async def via_gateway(
             recall_on = await first_delta_times(c, qs[:turns]) if turns else []
         finally:
             await c.close()
-        rss = 0.0
+        rss = anon = 0.0
         with contextlib.suppress(OSError):
             for line in Path(f"/proc/{gw.proc.pid}/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):
                     rss = int(line.split()[1]) / 1024
+                elif line.startswith("RssAnon:"):  # (the readers' page caches)
+                    anon = int(line.split()[1]) / 1024
     out = {
         "warmS": warm_s,
         "p50Ms": round(statistics.median(times), 2),
@@ -205,6 +208,7 @@ async def via_gateway(
         "p99Ms": round(pct(times, 0.99), 2),
         "maxMs": round(max(times), 2),
         "gatewayPeakRssMb": round(rss, 1),
+        "gatewayAnonRssMb": round(anon, 1),
     }
     if turns:
         with GatewayProcess.running(state_dir, toml + "[memory.recall]\nenabled = false\n", env=env) as gw:
@@ -533,6 +537,7 @@ AGAINST_FIGURES = [
     ("recall adds p50 ms", ("wsHybrid", "firstDelta", "recallAddsP50Ms"), False),
     ("bench RSS MB", ("peakRssMb",), False),
     ("gateway RSS MB", ("wsHybrid", "gatewayPeakRssMb"), False),
+    ("gateway anon RSS MB", ("wsHybrid", "gatewayAnonRssMb"), False),
 ]
 
 

@@ -51,9 +51,15 @@ from .vectors import SqliteVectorRows, VectorStore
 
 log = structlog.get_logger("gateway.memory")
 
-# The vector read connection's page cache: it reads ~40 vectors a search (and streams the table once when
-# it loads a matrix), so the 32 MB of the others would only hold pages read once.
-VECTOR_READER_CACHE_KB = 8000
+# The reading connections' page caches (SQLite's own; a page found there is not read with pread() and
+# copied into it). In WAL mode a reader keeps its cache until another connection commits, so between syncs
+# the pages that searches share stay cached. Caps, not allocations: anonymous memory grows as pages are read.
+# Sized at 118k chunks (docs/performance.md, issue 46 ninth round): the reader (full text, rows) 64 MB, the
+# vector reader (the graph's candidates' stored vectors; 116 MB of them at 118k) 128 MB — +~100 MB of
+# anonymous RSS there over 32 / 8 MB, at most +152 MB at any size. Not `mmap_size`: a file cut short under
+# a mapping is SIGBUS, the gateway killed, where a short read is damage that is set aside and rebuilt.
+READER_CACHE_KB = 64_000
+VECTOR_READER_CACHE_KB = 128_000
 SET_ASIDE_WAIT_S = 30.0  # for other processes to close a damaged index before it is moved aside
 # A sync of at most this many sessions and no notes (the one after a chat turn, which the next turn's recall
 # waits for) counts the rows of its own files before and after instead of the whole index (~40 ms at 1M).
@@ -194,6 +200,7 @@ class FilesMemoryIndex:
         await migrate(self.writer, SchemaParams(tokenizer=self.cfg.search.fts_tokenizer))
         self.life.tokenizer = await get_meta(self.writer, "fts_tokenizer", self.cfg.search.fts_tokenizer) or "unicode61"
         self.reader = await self._open_db(self.db_path)
+        await self.reader.execute(f"PRAGMA cache_size = -{READER_CACHE_KB}")
         self._epoch += 1
         assert self.life.provider is not None
         settings = self.life.settings()

@@ -133,6 +133,9 @@ class VectorStore:
     # ---- search --------------------------------------------------------------------------------
     async def _load(self, generation: str) -> _Matrix:
         m, unusable = await load_matrix(self.rows, self.dims, generation, self.matrix)
+        # The table's pages the load streamed through the connection's cache (up to index.py's
+        # VECTOR_READER_CACHE_KB) are not read again while the matrix answers: given back.
+        await self.rows.db.execute("PRAGMA shrink_memory")
         self._matrix = m
         self.unusable = set(unusable)
         return m
