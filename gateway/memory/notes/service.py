@@ -72,11 +72,13 @@ class MemoryNotes:
         their text); `current` marks the one that is its text now (none for a deleted note). With
         `version`, that one whole."""
         rel = files.recorded_path(path)
+        # current() first: it takes in an edit by hand not yet recorded (a version of its own), which the
+        # list read after it then holds.
+        now = await self.notes.current(rel) if version is None else None
         versions = await self.notes.versions(rel)
         if not versions:
             raise NotFound(f"{rel} has no versions: it was never written and does not exist", {"path": rel})
         if version is None:
-            now = await self.notes.current(rel)
             return {
                 "path": rel,
                 "versions": [{**v.brief(), "current": v.version == now} for v in reversed(versions)],
