@@ -9,7 +9,8 @@ then search latency (hybrid, fts, vector) over generated queries of 2-6 content 
 files. Prints a table and writes JSON.
 
 Over the WebSocket (on by default; `--no-via-gateway` to skip): the real gateway (`jarvis serve`, a
-subprocess) is started on the synced state dir, and the same queries are sent as `memory.search`
+subprocess) is started on the synced state dir; once it says its derived search state is ready (its
+vector graph opened, its full-text mirror caught up: `wsHybrid.warmS`), the same queries are sent as `memory.search`
 (hybrid, k = 6) round trips through the real websockets client, one at a time; p50/p95 of the round
 trip (and p99, the slowest) and the gateway's peak RSS are reported (and its anonymous RSS at the end: where
 the reading connections' page caches show; a peak would also count file pages mapped, none are now). Then what memory recall adds to a
