@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import struct
 import tempfile
@@ -29,6 +30,19 @@ def ensure_dir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
 
 
+SIBLING_NAME_BYTES = 200  # a sibling's name (temp, lock) made from a longer name keeps this much of it
+
+
+def sibling_stem(name: str) -> str:
+    """`name` as the stem of a hidden sibling's name (`.<stem>.XXXXXXXX.tmp`, `.<stem>.lock`): itself, or,
+    when that would pass the 255 bytes a file system takes a name, its first bytes and a digest of the
+    whole (the same stem for the same name, so every process locks the same file)."""
+    raw = os.fsencode(name)
+    if len(raw) <= SIBLING_NAME_BYTES:
+        return name
+    return os.fsdecode(raw[: SIBLING_NAME_BYTES - 17]) + "~" + hashlib.sha256(raw).hexdigest()[:16]
+
+
 def atomic_write(path: Path, data: bytes, sync_dir: bool = True) -> None:
     """Replace `path` with `data` whole (temp file, fsync, rename), owner-only. `sync_dir` False: the
     caller fsyncs the folder itself, once for many files (`fsync_dir`), before it relies on the names."""
@@ -37,7 +51,7 @@ def atomic_write(path: Path, data: bytes, sync_dir: bool = True) -> None:
         old_mtime = path.stat().st_mtime_ns
     except OSError:
         old_mtime = None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{sibling_stem(path.name)}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as fh:
@@ -77,7 +91,7 @@ def fsync_dir(path: Path) -> None:
 def locked(path: Path) -> Iterator[None]:
     """Exclusive lock for a read-modify-write of `path` (a flock on a hidden sibling lock file)."""
     ensure_dir(path.parent)
-    lock = path.parent / f".{path.name}.lock"
+    lock = path.parent / f".{sibling_stem(path.name)}.lock"
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, FILE_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -96,7 +110,7 @@ def create_closed(path: Path, mode: int = FILE_MODE) -> bool:
     then linked into place (which fails, harmlessly, when the file appeared meanwhile)."""
     if os.path.lexists(path):
         return False
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".new", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{sibling_stem(path.name)}.", suffix=".new", dir=path.parent)
     try:
         os.fchmod(fd, mode)
         os.close(fd)

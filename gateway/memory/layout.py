@@ -48,32 +48,25 @@ def check_lengths(parts: list[str], rel: str, field: str = "path") -> None:
         raise Invalid(f"must be at most {MAX_PATH_BYTES} bytes of UTF-8, got {size}", field=field)
 
 
-# A character no note's name may hold: a control character (a terminal, a log line or a JSON client
-# shows it as something else), or a lone surrogate — how Python spells the bytes of a name that is not
-# UTF-8 (`caf\xe9.md` from Latin-1), which neither PostgreSQL text nor JSON can hold.
-UNHOLDABLE = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+# The bytes of a file name that is not UTF-8 (`caf\xe9.md` from Latin-1), as Python spells them: lone
+# surrogates, which neither PostgreSQL text nor JSON can hold — the one kind of name a scan leaves out.
+# Control characters and long names are held as they always were (a door refuses to write a long one:
+# check_lengths; one found on disk is a note like any other — leaving it out would read as its deletion).
+NOT_UTF8 = re.compile(r"[\ud800-\udfff]")
+# What `shown` escapes for a log line or a terminal: those bytes, and control characters.
+_ESCAPED = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
 
 
-def unholdable(rel: str, folder: bool = False) -> str | None:
+def unholdable(rel: str) -> str | None:
     """Why a path found on disk cannot be a note of the record or the index (None: it can): its name is
-    not UTF-8, holds a control character, or is longer than every door takes (check_lengths; not asked
-    of a `folder`: its notes are, and a folder too deep to list stays a scan error, never "empty")."""
-    bad = UNHOLDABLE.search(rel)
-    if bad is not None:
-        return "its name is not UTF-8" if "\ud800" <= bad.group() else "its name holds a control character"
-    if folder:
-        return None
-    try:
-        check_lengths(rel.split("/"), rel)
-    except Invalid:
-        return f"its name is too long (at most {MAX_NAME_BYTES} bytes a name, {MAX_PATH_BYTES} a path)"
-    return None
+    not UTF-8."""
+    return "its name is not UTF-8" if NOT_UTF8.search(rel) is not None else None
 
 
 def shown(rel: str) -> str:
     """A path found on disk as a person and JSON can read it: bytes that are not UTF-8 and control
     characters escaped (`memory/caf\\xe9.md`)."""
-    if UNHOLDABLE.search(rel) is None:
+    if _ESCAPED.search(rel) is None:
         return rel
     return repr(os.fsencode(rel))[2:-1]
 

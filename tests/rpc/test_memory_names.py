@@ -1,7 +1,8 @@
 """File names and links in the workspace, files engine (the review of issue 47, findings 1–3): a file whose
-name no index can hold — not UTF-8, a control character, longer than the doors take — stops no sync: it
-is left out, said once (`memory_file_skipped`, its name escaped) and listed in memory.status `skipped`,
-and every other file is indexed. A note is never written through a symlinked folder inside the workspace
+name no index can hold — not UTF-8 — stops no sync: it is left out, said once (`memory_file_skipped`, its
+name escaped) and listed in memory.status `skipped`, and every other file is indexed. Names with control
+characters or longer than the doors write are notes like any other (a second review: leaving them out read
+as their deletion). A note is never written through a symlinked folder inside the workspace
 (the scan never enters one, so the note would be indexed under another name)."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ NAME = st.one_of(
     st.integers(50, 251).map(lambda n: b"n" * n),
 ).map(lambda b: b.replace(b"/", b"_").replace(b"\x00", b"_") + b".md")
 NAMES = st.lists(NAME, min_size=1, max_size=6, unique=True)
-ODD = [b"caf\xe9.md", b"bell\x07.md", b"x" * 245 + b".md"]
+ODD = [b"caf\xe9.md", b"bell\x07.md", b"x" * 245 + b".md"]  # the first left out, the others notes
 
 
 def put(folder: bytes, name: bytes, text: str) -> None:
@@ -54,8 +55,9 @@ async def test_an_odd_file_name_stops_no_sync_and_is_listed_once(start_gateway, 
                 await c.call("memory.sync")
         hits = await c.call("memory.search", {"query": "kestrels", "mode": "fts"})
         assert [h["path"] for h in hits["results"]] == ["memory/ordinary.md"]
-        assert [f["path"] for f in (await c.call("memory.files"))["files"]] == ["memory/ordinary.md"]
-        odd = ["memory/bell\\x07.md", "memory/caf\\xe9.md", "memory/d\\xe9j\\xe0", "memory/" + "x" * 245 + ".md"]
+        held = ["memory/bell\x07.md", "memory/ordinary.md", "memory/" + "x" * 245 + ".md"]
+        assert [f["path"] for f in (await c.call("memory.files"))["files"]] == held
+        odd = ["memory/caf\\xe9.md", "memory/d\\xe9j\\xe0"]
         skipped = (await c.call("memory.status"))["skipped"]
         assert sorted(s["path"] for s in skipped) == odd
         assert {s["path"]: s["reason"] for s in skipped}["memory/caf\\xe9.md"] == "its name is not UTF-8"
@@ -105,14 +107,35 @@ async def test_any_file_names_are_indexed_or_listed_and_the_sync_goes_on(start_g
 
 
 @pytest.mark.parametrize("door", ["memory.write", "memory.get", "memory.history"])
-async def test_every_note_door_refuses_a_name_the_scan_leaves_out(start_gateway, tmp_path, door):
+async def test_every_note_door_refuses_a_name_no_scan_can_find(start_gateway, tmp_path, door):
     gw = await start_gateway(memory=True, **{"memory.embeddings.provider": "none", "workspace": str(tmp_path / "ws")})
     c = await gw.client()
     try:
-        for path in ("memory/bell\x07.md", "memory/tab\there.md", "memory/del\x7f.md"):
+        for path in ("memory/nul\x00.md", "nul\x00"):  # (a name that is not UTF-8 cannot be sent: JSON)
             with pytest.raises(RpcError) as ei:
                 await c.call(door, {"path": path, "content": "x"} if door == "memory.write" else {"path": path})
-            assert ei.value.code == -32602 and "control characters" in ei.value.message, (door, path)
+            assert ei.value.code == -32602 and "NUL" in ei.value.message, (door, path)
+    finally:
+        await c.close()
+
+
+async def test_a_note_named_with_a_control_character_is_a_note_through_every_door(start_gateway, tmp_path):
+    ws = tmp_path / "ws"
+    gw = await start_gateway(memory=True, **{"memory.embeddings.provider": "none", "workspace": str(ws)})
+    c = await gw.client()
+    path = "memory/tab\there.md"
+    try:
+        await c.call("memory.write", {"path": path, "content": "Ospreys nest here.\n"})
+        await c.call("memory.write", {"path": path, "content": "Ospreys nest here, and kites.\n"})
+        assert (await c.call("memory.get", {"path": path}))["text"] == "Ospreys nest here, and kites."
+        await c.call("memory.sync")
+        assert path in [f["path"] for f in (await c.call("memory.files"))["files"]]
+        hits = await c.call("memory.search", {"query": "ospreys kites", "mode": "fts"})
+        assert [h["path"] for h in hits["results"]] == [path]
+        versions = (await c.call("memory.history", {"path": path}))["versions"]
+        assert [v["current"] for v in versions] == [True, False]
+        await c.call("memory.restore", {"path": path, "version": versions[1]["version"]})
+        assert (ws / "memory" / "tab\there.md").read_text() == "Ospreys nest here.\n"
     finally:
         await c.close()
 

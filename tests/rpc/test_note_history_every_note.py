@@ -146,3 +146,20 @@ async def test_the_cli_reads_and_restores_a_deleted_learnings_md(gateway, tmp_pa
     assert (ws / "LEARNINGS.md").read_text() == kept
     code, out = await jarvis("memory", "history", "--path", "LEARNINGS.md")
     assert code == 0 and "(current)" in out.splitlines()[1], out
+
+
+async def test_a_version_memory_write_took_restores_under_a_smaller_max_file_bytes(engine, start_gateway, tmp_path):
+    """memory.maxFileBytes below memory.write's cap: a version memory.write took restores (the larger of
+    the two caps), as before the restore took maxFileBytes alone."""
+    gw = await start_gateway(memory=True, workspace=str(tmp_path / "ws"), **{"memory.maxFileBytes": 100_000}, **engine)
+    c = await gw.client()
+    try:
+        text = "The kite is red. " * 9_000 + "\n"  # ~153 KB: over maxFileBytes, under memory.write's cap
+        assert 100_000 < len(text.encode()) <= MAX_NOTE_BYTES
+        await c.call("memory.write", {"path": "memory/kite.md", "content": text})
+        await c.call("memory.write", {"path": "memory/kite.md", "content": "short\n"})
+        back = await c.call("memory.restore", {"path": "memory/kite.md", "version": 1})
+        assert back["restoredFrom"] == 1 and back["size"] == len(text.encode())
+        assert (tmp_path / "ws" / "memory" / "kite.md").read_text() == text
+    finally:
+        await c.close()

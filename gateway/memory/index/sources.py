@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from ...errors import Invalid, NotFound, Unavailable
 from ...schema import SESSION_KEY
-from ..layout import NOTES_DIR, ROOT_FILES, UNHOLDABLE, check_lengths, is_note, shown, unholdable
+from ..layout import NOT_UTF8, NOTES_DIR, ROOT_FILES, check_lengths, is_note, shown, unholdable
 
 MEMORY = "memory"
 SESSIONS = "sessions"
@@ -37,9 +37,9 @@ _IGNORED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".obsidia
 
 
 _VANISHED = (errno.ENOENT, errno.ENOTDIR)
-# A folder whose names, joined, hold a character no note's name may (layout.unholdable), or one name over
-# 60 characters (240 bytes at most), has each checked (Scan._holdable): ~8 µs a folder of 100, not a name.
-_ODD_CHAR = UNHOLDABLE.search
+# A folder whose names, joined, hold bytes that are not UTF-8 (layout.unholdable) has each checked
+# (Scan._holdable): one search a folder, not a name.
+_ODD_CHAR = NOT_UTF8.search
 _NAME = operator.attrgetter("name")
 _PATH = operator.itemgetter(0)
 
@@ -242,7 +242,7 @@ class Scan:
             except OSError as exc:
                 raise ScanError("the memory folder", folder, exc) from None
             names = [e.name for e in entries]
-            if names and (_ODD_CHAR("".join(names)) or max(map(len, names)) > 60 or len(prefix) > 195):
+            if names and _ODD_CHAR("".join(names)):
                 entries = self._holdable(entries, prefix)
             for e in entries:
                 # As little Python per file as it takes: a regular file is the common case, asked first.
@@ -277,11 +277,10 @@ class Scan:
         """The entries whose names a note can have; the others (a .md file, a folder) in `unnamable`."""
         out = []
         for e in entries:
-            folder = e.is_dir(follow_symlinks=False)
-            why = unholdable(prefix + e.name, folder)
+            why = unholdable(prefix + e.name)
             if why is None:
                 out.append(e)
-            elif e.name.endswith(".md") or folder:
+            elif e.name.endswith(".md") or e.is_dir(follow_symlinks=False):
                 self.unnamable[shown(prefix + e.name)] = why
         return out
 
@@ -398,9 +397,10 @@ _ALLOWED = "MEMORY.md, memory.md, LEARNINGS.md, memory/**/*.md or sessions/<sess
 
 def clean_relative(path: str, field: str = "path") -> str:
     """`path` with `/` separators when it is a clean path relative to the workspace, short enough for
-    every gateway's folder (layout.check_lengths), of names a scan finds (layout.unholdable); else Invalid."""
-    if not path or UNHOLDABLE.search(path):
-        raise Invalid("must be a non-empty path, without control characters", field=field)
+    every gateway's folder (layout.check_lengths), of names a scan finds (UTF-8: layout.unholdable); else
+    Invalid."""
+    if not path or "\x00" in path or NOT_UTF8.search(path):
+        raise Invalid("must be a non-empty path of UTF-8 text, without NUL", field=field)
     norm = path.replace("\\", "/")
     if norm.startswith("/") or re.match(r"^[A-Za-z]:/", norm) or norm.startswith("~"):
         raise Invalid("must be relative to the workspace (like memory/notes.md), not an absolute path", field=field)

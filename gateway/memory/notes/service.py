@@ -87,10 +87,11 @@ class MemoryNotes:
 
     async def restore_note(self, path: str, version: int, by: str, principal: str | None = None) -> dict:
         """memory.restore {path, version}: that version's text written again (a new version) — any note
-        the record keeps, any text it took (up to memory.maxFileBytes, not memory.write's cap)."""
+        the record keeps, any text it took (up to memory.maxFileBytes or memory.write's cap, the larger)."""
         found = (await self.note_versions(path, version))["version"]
         rel = files.recorded_path(path)
-        res = await self.notes.write(rel, found["content"], by, principal, limit=self.mem.cfg.max_file_bytes)
+        limit = max(self.mem.cfg.max_file_bytes, files.MAX_NOTE_BYTES)  # what a sync or memory.write took
+        res = await self.notes.write(rel, found["content"], by, principal, limit=limit)
         await self._reindex()
         return {**res, "restoredFrom": version}
 
