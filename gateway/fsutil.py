@@ -2,7 +2,8 @@
 
     atomic_write(path, data)   temp file in the same folder + fsync + rename + fsync of the folder, 0600
     ensure_private_dir(path)   create (0700) and tighten an existing folder that is looser
-    locked(path)               an exclusive flock on `<dir>/.<name>.lock` (gateway and CLI agree)
+    locked(path)               an exclusive flock on `<dir>/.<name>.lock` (gateway and CLI agree; a name
+                               too long for its siblings: a shortened stem, sibling_stem)
     create_closed(path)        an empty 0600 file made without a descriptor of it ever being open under that name
     ofd_lock(fd, kind)         a whole-file lock of one open file description: atomic shared ⇄ exclusive
 
@@ -30,17 +31,20 @@ def ensure_dir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
 
 
-SIBLING_NAME_BYTES = 200  # a sibling's name (temp, lock) made from a longer name keeps this much of it
+NAME_MAX = 255  # bytes a name, on the file systems the gateway runs on (ext4, XFS, btrfs, APFS)
+SIBLING_ROOM = 14  # what a sibling adds to a name: `.<name>.XXXXXXXX.tmp` (the lock's `.<name>.lock`: 6)
+SIBLING_KEEP = 200  # bytes of a long name kept in its siblings' stem, cut at a character's edge
 
 
 def sibling_stem(name: str) -> str:
     """`name` as the stem of a hidden sibling's name (`.<stem>.XXXXXXXX.tmp`, `.<stem>.lock`): itself, or,
-    when that would pass the 255 bytes a file system takes a name, its first bytes and a digest of the
-    whole (the same stem for the same name, so every process locks the same file)."""
+    when the temp file's name would pass NAME_MAX, its first whole characters (at most SIBLING_KEEP bytes of
+    UTF-8) and a digest of the whole name — the same stem for the same name, so every process locks the same
+    file, and a different one for another name."""
     raw = os.fsencode(name)
-    if len(raw) <= SIBLING_NAME_BYTES:
+    if len(raw) + SIBLING_ROOM <= NAME_MAX:
         return name
-    return os.fsdecode(raw[: SIBLING_NAME_BYTES - 17]) + "~" + hashlib.sha256(raw).hexdigest()[:16]
+    return raw[:SIBLING_KEEP].decode("utf-8", "ignore") + "~" + hashlib.sha256(raw).hexdigest()[:16]
 
 
 def atomic_write(path: Path, data: bytes, sync_dir: bool = True) -> None:

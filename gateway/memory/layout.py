@@ -29,9 +29,9 @@ DAY_FILE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md")  # a file name; any folder
 
 # The path rule of every note door on both engines (memory.get, memory.write, memory.history,
 # memory.restore): names every gateway's folder can hold — a note the record took but a mirror cannot
-# write is lost there. Common file systems (ext4, APFS, NTFS) hold 255 bytes a name; a note's atomic
-# write needs 14 more for its temp file (`.<name>.XXXXXXXX.tmp`, fsutil.atomic_write).
-MAX_NAME_BYTES = 240
+# write is lost there. Common file systems (ext4, APFS, NTFS) hold 255 bytes a name; the atomic write's
+# temp file and the lock beside a long name take a shortened stem (fsutil.sibling_stem).
+MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 1024
 
 

@@ -39,10 +39,12 @@ def test_a_path_is_taken_exactly_when_each_name_and_the_whole_fit(tmp_path, fold
 
 
 def test_the_widest_name_is_taken_and_one_byte_more_refused(tmp_path):
-    widest = "memory/a" + "\u00e9" * 118 + ".md"
+    e = (MAX_NAME_BYTES - 3) // 2  # "é" is two bytes of UTF-8; ".md" three
+    widest = "memory/" + "a" * ((MAX_NAME_BYTES - 3) % 2) + "\u00e9" * e + ".md"
     assert len(widest.split("/")[1].encode()) == MAX_NAME_BYTES
-    files.put_file(tmp_path, files.writable_path(widest), b"x")
+    files.put_file(tmp_path, files.writable_path(widest), b"x")  # its temp and lock files: a shortened stem
+    assert (tmp_path / widest).read_bytes() == b"x"
     with pytest.raises(Invalid, match=f"at most {MAX_NAME_BYTES} bytes"):
-        files.writable_path("memory/ab" + "\u00e9" * 118 + ".md")
+        files.writable_path("memory/ab" + "\u00e9" * e + ".md")
     with pytest.raises(Invalid, match=f"at most {MAX_PATH_BYTES} bytes"):
         files.writable_path("memory/" + "/".join(["x" * 200] * 6) + ".md")
