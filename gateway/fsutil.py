@@ -40,7 +40,8 @@ def sibling_stem(name: str) -> str:
     """`name` as the stem of a hidden sibling's name (`.<stem>.XXXXXXXX.tmp`, `.<stem>.lock`): itself, or,
     when the temp file's name would pass NAME_MAX, its first whole characters (at most SIBLING_KEEP bytes of
     UTF-8) and a digest of the whole name — the same stem for the same name, so every process locks the same
-    file, and a different one for another name."""
+    file, and a different one for another name (unless a note is named exactly as another's shortened stem:
+    the two then share a lock, which only makes their writes take turns)."""
     raw = os.fsencode(name)
     if len(raw) + SIBLING_ROOM <= NAME_MAX:
         return name

@@ -23,7 +23,8 @@ NAME = st.one_of(
     st.binary(min_size=1, max_size=16),
     st.text(min_size=1, max_size=16).map(lambda t: t.encode("utf-8", "surrogatepass")),
     st.integers(50, 251).map(lambda n: b"n" * n),
-    st.integers(50, 126).map(lambda n: "\u00e9".encode() * n),  # long, and cut at no character's edge
+    # long and not ASCII (the cuts inside a character: test_sibling_stem)
+    st.integers(50, 126).map(lambda n: "\u00e9".encode() * n),
 ).map(lambda b: b.replace(b"/", b"_").replace(b"\x00", b"_") + b".md")
 NAMES = st.lists(NAME, min_size=1, max_size=6, unique=True)
 ODD = [b"caf\xe9.md", b"bell\x07.md", b"x" * 245 + b".md"]  # the first left out, the others notes

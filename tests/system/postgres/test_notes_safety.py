@@ -19,6 +19,7 @@ from gateway.storage import open_storage
 from gateway.storage.postgres import create_database
 from gateway.storage.postgres.note_folder import CHANGED
 from tests.cli.test_migrate import ajarvis
+from gateway.memory.layout import MAX_NAME_BYTES
 from tests.helpers import RpcError, make_config, wait_for
 
 
@@ -162,12 +163,13 @@ async def test_a_path_no_folder_can_hold_is_refused_at_every_door_of_both_gatewa
                 await client.call(method, params)
             assert err.value.code == -32602, method
             assert err.value.data.get("field") == "params.path", method
-            assert "240 bytes" in err.value.message
+            assert f"{MAX_NAME_BYTES} bytes" in err.value.message
         assert await _rows(postgres_url) == [], "nothing committed"
         with pytest.raises(RpcError) as err:  # one byte over
-            await ca.call("memory.write", {"path": "memory/ab" + "\u00e9" * 118 + ".md", "content": "x"})
+            await ca.call("memory.write", {"path": "memory/a" + "\u00e9" * 126 + ".md", "content": "x"})
         assert err.value.code == -32602
-        widest = "memory/a" + "\u00e9" * 118 + ".md"  # 240 bytes: as wide as a name may be
+        widest = "memory/" + "\u00e9" * 126 + ".md"  # 255 bytes: as wide as a name may be (a shortened lock)
+        assert len(widest.split("/")[1].encode()) == MAX_NAME_BYTES
         await ca.call("memory.write", {"path": widest, "content": "# wide\n"})
         await cb.call("memory.status")
         at_b = tmp_path / "workspace-b" / widest
