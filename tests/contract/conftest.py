@@ -35,6 +35,17 @@ async def storage(request, tmp_path):
 
 
 @pytest.fixture
+def notes(storage):
+    """The main agent's notes (the record of notes and their versions) on the engine."""
+    return storage.notes("main")
+
+
+@pytest.fixture
+def workspace(storage):
+    return storage.config.agent_workspace("main")
+
+
+@pytest.fixture
 async def sessions(storage):
     store: SessionStore = storage.sessions("main")
     await store.open()

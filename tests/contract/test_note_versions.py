@@ -14,16 +14,6 @@ from gateway.memory.notes.history import NoteVersion
 from gateway.storage.base import ADDED, REFUSED, NoteCopy
 
 
-@pytest.fixture
-def notes(storage):
-    return storage.notes("main")
-
-
-@pytest.fixture
-def workspace(storage):
-    return storage.config.agent_workspace("main")
-
-
 async def _deleted(notes, workspace, rel: str) -> None:
     """The note deleted the documented way: its file removed, then a sync that confirms it gone."""
     (workspace / rel).unlink()

@@ -14,16 +14,6 @@ from gateway.memory.notes.files import MAX_NOTE_BYTES
 from tests.helpers import examples
 
 
-@pytest.fixture
-def notes(storage):
-    return storage.notes("main")
-
-
-@pytest.fixture
-def workspace(storage):
-    return storage.config.agent_workspace("main")
-
-
 async def test_a_note_written_is_in_the_folder_with_its_versions(notes, workspace):
     made = await notes.write("MEMORY.md", "# Me\nI sail.\n", "websocket", "owner")
     assert made == {"path": "MEMORY.md", "size": len("# Me\nI sail.\n"), "created": True}

@@ -9,6 +9,7 @@ that left such names out took the notes older gateways had recorded under them f
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import structlog
@@ -31,19 +32,27 @@ async def _settled(writer, reader_folder, n: int) -> None:
     await wait_for(_reads(reader_folder / "memory" / f"marker-{n}.md", text))
 
 
-async def _with_zeta(start_gateway, postgres_url, tmp_path):
+@contextlib.asynccontextmanager
+async def _pair(start_gateway, postgres_url, tmp_path, *, zeta: bool = False):
+    """A client of each of two gateways on one database (test_notes_shared.two; both notes mirrors started by
+    memory.status), closed after. `zeta`: memory/zeta.md written through A, in B's folder, after B's sync."""
     a, b = await two(start_gateway, postgres_url, tmp_path)
     ca, cb = await a.client(), await b.client()
-    await cb.call("memory.status")
-    await ca.call("memory.write", {"path": "memory/zeta.md", "content": ZETA})
-    await wait_for(_reads(tmp_path / "workspace-b" / "memory" / "zeta.md", ZETA))
-    await cb.call("memory.sync")
-    return ca, cb
+    try:
+        await ca.call("memory.status")
+        await cb.call("memory.status")
+        if zeta:
+            await ca.call("memory.write", {"path": "memory/zeta.md", "content": ZETA})
+            await wait_for(_reads(tmp_path / "workspace-b" / "memory" / "zeta.md", ZETA))
+            await cb.call("memory.sync")
+        yield ca, cb
+    finally:
+        await ca.close()
+        await cb.close()
 
 
 async def test_a_symlink_to_a_note_on_b_deletes_it_nowhere(start_gateway, postgres_url, tmp_path):
-    ca, cb = await _with_zeta(start_gateway, postgres_url, tmp_path)
-    try:
+    async with _pair(start_gateway, postgres_url, tmp_path, zeta=True) as (ca, cb):
         mem_a, mem_b = tmp_path / "workspace-a" / "memory", tmp_path / "workspace-b" / "memory"
         os.symlink("zeta.md", mem_b / "alpha.md")  # B's person: an alias, sorted before its target
         for _ in range(2):
@@ -60,14 +69,10 @@ async def test_a_symlink_to_a_note_on_b_deletes_it_nowhere(start_gateway, postgr
         assert [h["path"] for h in hits["results"]] == ["memory/zeta.md"]
         versions = (await ca.call("memory.history", {"path": "memory/zeta.md"}))["versions"]
         assert [(v["version"], v["current"]) for v in versions] == [(1, True)]
-    finally:
-        await ca.close()
-        await cb.close()
 
 
 async def test_a_hard_link_on_b_is_a_second_note_and_deletes_none(start_gateway, postgres_url, tmp_path):
-    ca, cb = await _with_zeta(start_gateway, postgres_url, tmp_path)
-    try:
+    async with _pair(start_gateway, postgres_url, tmp_path, zeta=True) as (ca, cb):
         mem_a, mem_b = tmp_path / "workspace-a" / "memory", tmp_path / "workspace-b" / "memory"
         os.link(mem_b / "zeta.md", mem_b / "alpha.md")
         for _ in range(2):
@@ -83,17 +88,10 @@ async def test_a_hard_link_on_b_is_a_second_note_and_deletes_none(start_gateway,
         await _settled(cb, tmp_path / "workspace-a", 2)
         assert (mem_a / "alpha.md").read_text() == ZETA and (mem_b / "alpha.md").read_text() == ZETA
         assert "memory/zeta.md" in await _rows(postgres_url)
-    finally:
-        await ca.close()
-        await cb.close()
 
 
 async def test_a_symlinked_folder_on_b_renames_no_note(start_gateway, postgres_url, tmp_path):
-    a, b = await two(start_gateway, postgres_url, tmp_path)
-    ca, cb = await a.client(), await b.client()
-    try:
-        await ca.call("memory.status")
-        await cb.call("memory.status")
+    async with _pair(start_gateway, postgres_url, tmp_path) as (ca, cb):
         mem_a, mem_b = tmp_path / "workspace-a" / "memory", tmp_path / "workspace-b" / "memory"
         (mem_b / "2026").mkdir(parents=True)
         os.symlink("2026", mem_b / "current")  # B's person: memory/current -> memory/2026
@@ -118,9 +116,6 @@ async def test_a_symlinked_folder_on_b_renames_no_note(start_gateway, postgres_u
         await cb.call("memory.sync")
         await wait_for(_reads(mem_a / "2026" / "plan.md", "Plan.\n"))
         assert "memory/2026/plan.md" in await _rows(postgres_url)
-    finally:
-        await ca.close()
-        await cb.close()
 
 
 BAD_NAMES = ODD
@@ -129,11 +124,8 @@ BAD_NAMES = ODD
 async def test_a_note_named_with_a_control_character_survives_every_gateways_sync(
     start_gateway, postgres_url, tmp_path
 ):
-    a, b = await two(start_gateway, postgres_url, tmp_path)
-    ca, cb = await a.client(), await b.client()
     path, text = "memory/bell\x07.md", "A bell rings at noon.\n"
-    try:
-        await cb.call("memory.status")
+    async with _pair(start_gateway, postgres_url, tmp_path) as (ca, cb):
         await ca.call("memory.write", {"path": path, "content": text})
         await wait_for(_reads(tmp_path / "workspace-b" / "memory" / "bell\x07.md", text))
         for c in (cb, ca, cb):
@@ -143,17 +135,10 @@ async def test_a_note_named_with_a_control_character_survives_every_gateways_syn
         assert (tmp_path / "workspace-b" / "memory" / "bell\x07.md").read_text() == text
         versions = (await cb.call("memory.history", {"path": path}))["versions"]
         assert [v["current"] for v in versions] == [True]
-    finally:
-        await ca.close()
-        await cb.close()
 
 
 async def test_a_file_name_no_record_can_hold_stops_no_sync_and_no_other_note(start_gateway, postgres_url, tmp_path):
-    a, b = await two(start_gateway, postgres_url, tmp_path)
-    ca, cb = await a.client(), await b.client()
-    try:
-        await ca.call("memory.status")
-        await cb.call("memory.status")
+    async with _pair(start_gateway, postgres_url, tmp_path) as (ca, cb):
         mem_b = tmp_path / "workspace-b" / "memory"
         mem_b.mkdir(parents=True, exist_ok=True)
         for name in BAD_NAMES:
@@ -179,9 +164,6 @@ async def test_a_file_name_no_record_can_hold_stops_no_sync_and_no_other_note(st
         assert sorted(e["path"] for e in said) == sorted(shown)  # once each, over two syncs
         assert not [e for e in logs if e.get("log_level") == "error" or e.get("exc_info")]
         assert not [e for e in logs if e["event"] in ("memory_watcher_failed", "memory_notes_reconcile_failed")]
-    finally:
-        await ca.close()
-        await cb.close()
 
 
 _PAIRS: dict[str, tuple] = {}  # the two gateways of a property test, started at its first example
