@@ -38,7 +38,7 @@ _IGNORED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".obsidia
 
 _VANISHED = (errno.ENOENT, errno.ENOTDIR)
 # A folder whose names, joined, hold bytes that are not UTF-8 (layout.unholdable) has each checked
-# (Scan._holdable): one search a folder, not a name.
+# (Scan._holdable): one search a folder, not a name; none where they are ASCII (no surrogate; issue 46).
 _ODD_CHAR = NOT_UTF8.search
 _NAME = operator.attrgetter("name")
 _PATH = operator.itemgetter(0)
@@ -140,17 +140,17 @@ SIGNATURE_SQL = "size || ':' || mtime_ns || ':' || path"
 
 
 class Scan:
-    """One scan of the sources: `signatures`, the signature of every file found, in scan order (memory
-    files depth-first and sorted, then transcripts by path). Blocking: run in a thread. A no-op sync of
-    460k files is mostly this scan, so a file costs one stat and one string; `files()` makes SourceFiles
-    only of those asked for (the ones whose signature the index does not know).
+    """One scan of the sources: `signatures`, the signature of every file found, in scan order (memory files depth-first
+    and sorted, then transcripts by path). Blocking: run in a thread. A no-op sync of 460k files is mostly this scan, so
+    a file costs one stat and one string; `files()` makes SourceFiles only of those asked for (the ones whose signature
+    the index does not know).
 
-    Memory files: one file reached twice (MEMORY.md and memory.md on a case-insensitive filesystem, a
-    symlink or hard link to a note) counts once, by (device, inode): the first name in the walk's order.
-    `by_name` (the notes of a folder, storage/postgres/note_folder.py): each name of a regular file is
-    one, however many names a file has, and a symlinked file is none. A file or folder whose name no note
-    can have (layout.unholdable) is left out, in `unnamable` (its name `shown` → why). A root folder (the workspace, the sessions folder) that does not exist is noted in `missing`, with the
-    error to raise should the caller have files of it indexed (`check`)."""
+    Memory files: one file reached twice (MEMORY.md and memory.md on a case-insensitive filesystem, a symlink or hard
+    link to a note) counts once, by (device, inode): the first name in the walk's order. `by_name` (the notes of a
+    folder, storage/postgres/note_folder.py): each name of a regular file is one, however many names a file has, and a
+    symlinked file is none. A file or folder whose name no note can have (layout.unholdable) is left out, in `unnamable`
+    (its name `shown` → why). A root folder (the workspace, the sessions folder) that does not exist is noted in
+    `missing`, with the error to raise should the caller have files of it indexed (`check`)."""
 
     def __init__(self, workspace: Path | None = None, sessions_dir: Path | None = None, by_name: bool = False):
         self.workspace = workspace or Path()
@@ -241,8 +241,8 @@ class Scan:
                     entries = sorted(it, key=_NAME)
             except OSError as exc:
                 raise ScanError("the memory folder", folder, exc) from None
-            names = [e.name for e in entries]
-            if names and _ODD_CHAR("".join(names)):
+            joined = "".join([e.name for e in entries])
+            if not joined.isascii() and _ODD_CHAR(joined):
                 entries = self._holdable(entries, prefix)
             for e in entries:
                 # As little Python per file as it takes: a regular file is the common case, asked first.
