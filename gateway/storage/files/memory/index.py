@@ -27,7 +27,6 @@ import numpy as np
 import structlog
 
 from ....config import Config
-from ....errors import Unavailable
 from ....memory.hit import Found, Hit
 from ....memory.index.lifecycle import IndexLifecycle
 from ....memory.index.pipeline import IndexPipeline
@@ -42,7 +41,7 @@ from .counts import count_all, counts_by_source, counts_of
 from .db import Database, index_driver, is_corruption
 from ...fts5 import Fts5Search
 from .ledger import read_statements
-from .gate import Gate, GatedCache
+from .gate import Gate, GatedCache, being_rebuilt
 from .migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
 from .reader import SqliteChunkReader
 from .rebuild import IndexUsers, rebuild_aside, set_aside
@@ -89,7 +88,7 @@ class FilesMemoryIndex:
         self._generation_of: tuple[SqliteIndexStore | None, int] | None = None
         self.pipeline: IndexPipeline | None = None
         self.vectors: VectorStore | None = None  # the search side's vectors (None: not usable now)
-        self._gate = Gate()
+        self._gate = Gate(self._damaged)
         self._epoch = 0  # openings of the file (generation)
         self._users = IndexUsers(self.db_path, agent_id)
         self._resync: Callable[[str], None] = lambda reason: None
@@ -385,27 +384,25 @@ class FilesMemoryIndex:
     @contextlib.asynccontextmanager
     async def reading(self) -> AsyncIterator[str]:
         """A search's hold on the file (shared with other searches, never with a swap), its generation;
-        damage it meets is Unavailable, and starts the recovery."""
-        try:
-            async with self._gate.shared():
-                assert self.reader is not None
-                store = self.store
-                if store is not None and self._generation_of == (store, store.bumps):
-                    yield self._generation  # read after the last write: no trip to the SQLite thread (issue 46)
-                else:  # a sync under way, or one that failed: the file says
-                    yield await get_meta(self.reader, "generation", "0") or "0"
-        except Exception as exc:
-            if not is_corruption(exc):
-                raise
-            if self._corrupt is None:
-                self._corrupt = exc
-                self._resync("corrupt-index")  # which recovers
-            raise Unavailable(
-                "the memory index is damaged; it is being rebuilt from the memory files "
-                "and transcripts — retry shortly",
-                retryable=True,
-                retry_after_ms=2000,
-            ) from None
+        damage it meets is Unavailable, and starts the recovery (the gate's `_damaged`)."""
+        async with self._gate.shared():
+            if self.reader is None:  # set aside, not open again yet
+                raise being_rebuilt()
+            store = self.store
+            if store is not None and self._generation_of == (store, store.bumps):
+                yield self._generation  # read after the last write: no trip to the SQLite thread (issue 46)
+            else:  # a sync under way, or one that failed: the file says
+                yield await get_meta(self.reader, "generation", "0") or "0"
+
+    def _damaged(self, exc: BaseException) -> BaseException | None:
+        """What a read under the gate raises instead of `exc`: None (not damage: `exc` itself), or
+        Unavailable once the file is marked for the recovery the next sync runs (set aside, rebuilt)."""
+        if not is_corruption(exc):
+            return None
+        if self._corrupt is None:
+            self._corrupt = exc
+            self._resync("corrupt-index")  # which recovers
+        return being_rebuilt()
 
     async def stored_vectors(
         self, results: list[Hit], ids: Mapping[tuple[str, int, int], int] | None = None
