@@ -45,8 +45,16 @@ _DAMAGE = ("malformed", "not a database", "corrupt")
 # with its own text, whatever SQLite told it (vec0.so's strings: "vectors blob read error for N", "could not
 # open vectors blob for chunk N", "Could not fetch vector data for N, reading from blob failed", "... blob size
 # mismatch ...", "chunks iter error", "Error preparing stmtChunk", "Internal sqlite-vec error: Could not find
-# latest chunk"). Its input errors ("invalid float32 vector BLOB length", "Input must have type BLOB") are not.
-_VEC_DAMAGE = ("chunks iter error", "internal sqlite-vec error", "stmtchunk", "latest chunk")
+# latest chunk", "chunk validity/rowids size doesn't match"). Its input errors ("invalid float32 vector BLOB
+# length", "Input must have type BLOB", "... type mismatch") are not.
+_VEC_DAMAGE = (
+    "chunks iter error",
+    "internal sqlite-vec error",
+    "stmtchunk",
+    "latest chunk",
+    "validity size doesn't match",
+    "rowids size doesn't match",
+)
 _VEC_BLOB = ("error", "failed", "could not", "mismatch", "doesn't match")
 _CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (the primary code, the low byte of an extended one)
 
