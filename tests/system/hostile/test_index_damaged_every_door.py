@@ -1,9 +1,11 @@
 """A damaged memory index at every door (issue 46's leftovers): the file is cut short or has pages of its
 vector table, its full-text table or its header overwritten while a real gateway serves; then every door
-that reads the index — memory.search in each mode, memory.status — answers results or the retryable
--32050 "damaged … being rebuilt", never -32603; the gateway sets the file aside and rebuilds it, and the
-rebuilt index answers as before the damage. Vectors come from a local OpenAI-compatible server
-(tests/fake_openai.py), so the vector table is sqlite-vec's (or numpy's) over a real file."""
+that reads the index — memory.search in each mode, memory.status, memory.recall, memory.get, MCP's
+memory_search at /mcp — answers results or the retryable -32050 "damaged … being rebuilt", never -32603;
+the gateway sets the file aside and rebuilds it, and the rebuilt index answers as before the damage. A real
+`jarvis serve` (a crash is a dead child process, not a dead test run); vectors come from a local
+OpenAI-compatible server (tests/fake_openai.py), so the vector table is sqlite-vec's over a real file.
+(The OpenAI-compatible door's recall never fails a turn: chat/recall.py answers [] on any error.)"""
 
 from __future__ import annotations
 
@@ -16,26 +18,37 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import RpcError, examples, wait_for
+from tests.helpers import GatewayProcess, RpcError, connect_client, examples, wait_for
+from tests.rpc.test_mcp import http_client, text
 
 MODES = ("hybrid", "fts", "vector")
 QUERIES = ("lantern harbour 7", "violet gulls 42", "number 99 orchard")
 PAGE = 4096
 
 
-def overrides(api: FakeOpenAI) -> dict:
-    return {
-        "memory": True,
-        "memory.embeddings.provider": "openai",
-        "memory.embeddings.baseUrl": api.base_url,
-        "memory.embeddings.apiKey": "test",
-        "memory.embeddings.dims": 64,
-        "memory.embeddings.maxRetries": 0,
-        "memory.sync.onStart": False,
-        "memory.sync.watch": False,
-        "memory.sync.onSearch": False,
-        "memory.recall.enabled": False,
-    }
+def config(api: FakeOpenAI) -> str:
+    return (
+        "[memory]\nenabled = true\n"
+        f'[memory.embeddings]\nprovider = "openai"\nbaseUrl = "{api.base_url}"\napiKey = "test"\n'
+        "dims = 64\nmaxRetries = 0\n"
+        "[memory.sync]\nonStart = false\nwatch = false\nonSearch = false\n"
+        "[memory.recall]\nenabled = false\n"
+    )
+
+
+@contextlib.asynccontextmanager
+async def serving(tmp_path: Path):
+    """A real `jarvis serve` over 120 synced notes: its process, WebSocket client, index file and the answers
+    before any damage."""
+    state = tmp_path / "state"
+    write_notes(state / "workspace")
+    with FakeOpenAI() as api, GatewayProcess.running(state, config(api)) as gp:
+        c = await connect_client(gp.url, gp.token)
+        try:
+            await c.call("memory.sync", {})
+            yield gp, c, state / "agents" / "main" / "memory.sqlite", await answers(c)
+        finally:
+            await c.close()
 
 
 def write_notes(workspace: Path) -> None:
@@ -83,8 +96,13 @@ def overwrite(db: Path, pages: list[int]) -> None:
             fh.write(b"\xa5" * PAGE)
 
 
-async def every_door(c) -> bool:
+def said(e: RpcError) -> None:
+    assert e.code == -32050 and "damaged" in e.message, (e.code, e.message)
+
+
+async def every_door(gp: GatewayProcess, c) -> bool:
     """Every door once: True when each answered results (or status) with no damage said."""
+    assert gp.proc is not None and gp.proc.poll() is None, f"the gateway died: {gp.proc and gp.proc.poll()}"
     clean = True
     for mode in MODES:
         for q in QUERIES:
@@ -92,29 +110,33 @@ async def every_door(c) -> bool:
                 found = await c.call("memory.search", {"query": q, "mode": mode, "sources": ["memory"], "k": 5})
                 clean = clean and bool(found["results"]) and "damaged" not in (found.get("degraded") or "")
             except RpcError as e:
-                assert e.code == -32050 and "damaged" in e.message, (e.code, e.message)
+                said(e)
                 clean = False
-    try:
-        status = await c.call("memory.status")
-        clean = clean and not status.get("rebuilding")
+    for method, params in (("memory.status", {}), ("memory.recall", {"query": QUERIES[0]})):
+        try:
+            got = await c.call(method, params)
+            clean = clean and not got.get("rebuilding")
+        except RpcError as e:
+            said(e)
+            clean = False
+    try:  # a note is read from its file, never from the index
+        assert "lantern" in (await c.call("memory.get", {"path": "memory/note-007.md"}))["text"]
     except RpcError as e:
-        assert e.code == -32050 and "damaged" in e.message, (e.code, e.message)
+        said(e)
+    async with http_client(gp) as mcp:  # (its own each time: an MCP client's task group stays in one task)
+        tool = await mcp.call_tool("memory_search", {"query": QUERIES[1], "k": 5})
+    if tool.is_error:
+        assert "damaged" in text(tool) and "internal" not in text(tool), text(tool)
         clean = False
+    else:
+        clean = clean and "note-" in text(tool)
     return clean
 
 
 @pytest.mark.parametrize("damage", ["vector-pages", "fts-pages", "header", "cut-half", "cut-header"])
-async def test_every_door_answers_results_or_the_damage_error_and_the_rebuilt_index_answers_the_same(
-    start_gateway, damage
-):
-    with FakeOpenAI() as api:
-        gw = await start_gateway(**overrides(api))
-        write_notes(gw.config.workspace_dir)
-        c = await gw.client()
-        await c.call("memory.sync", {})
-        before = await answers(c)
+async def test_every_door_answers_results_or_the_damage_error_and_the_rebuilt_index_answers_the_same(tmp_path, damage):
+    async with serving(tmp_path) as (gp, c, db, before):
         assert all(before.values())
-        db = next(gw.config.state_dir.rglob("memory.sqlite"))
         checkpoint(db)
         size = db.stat().st_size
         if damage == "vector-pages":
@@ -130,21 +152,20 @@ async def test_every_door_answers_results_or_the_damage_error_and_the_rebuilt_in
                 fh.truncate(size // 2 if damage == "cut-half" else 100)
         # Every door, until they all answer cleanly again (the file set aside and rebuilt, or the damage
         # never read: pages the gateway's caches hold answer as before).
-        await wait_for(lambda: every_door(c), timeout=60)
+        await wait_for(lambda: every_door(gp, c), timeout=60)
+        # A sync's commit drops the readers' caches: damage they held over is met now, if not before.
         await c.call("memory.sync", {})
+        await wait_for(lambda: every_door(gp, c), timeout=60)
         assert await answers(c) == before
         assert len((await c.call("memory.status")).get("corrupt", [])) == 1  # met, set aside once, rebuilt
+        assert (await c.call("system.health"))["status"] == "ok"
 
 
 @pytest.fixture
-async def served(start_gateway):
+async def served(tmp_path):
     """One gateway over a synced index and its answers, for every example of the property below."""
-    with FakeOpenAI() as api:
-        gw = await start_gateway(**overrides(api))
-        write_notes(gw.config.workspace_dir)
-        c = await gw.client()
-        await c.call("memory.sync", {})
-        yield c, next(gw.config.state_dir.rglob("memory.sqlite")), await answers(c)
+    async with serving(tmp_path) as ready:
+        yield ready
 
 
 # A cut at a fraction of the file, or `count` pages from a fraction of it overwritten.
@@ -161,7 +182,7 @@ async def test_any_cut_or_overwritten_page_range_is_answered_or_said_and_rebuilt
     aside once and the rebuilt index answers as before it. Damage no read meets (a page that is free, or
     held in a cache, or a vector's or a text's bytes, which SQLite keeps no checksum of) is put back after
     the doors are asked, so that the next example starts from the same file."""
-    c, db, before = served
+    gp, c, db, before = served
     checkpoint(db)
     size = db.stat().st_size
     met = len((await c.call("memory.status")).get("corrupt", []))
@@ -177,7 +198,7 @@ async def test_any_cut_or_overwritten_page_range_is_answered_or_said_and_rebuilt
             kept = fh.read(count * PAGE)
             fh.seek(start)
             fh.write(b"\xa5" * len(kept))
-    await wait_for(lambda: every_door(c), timeout=60)
+    await wait_for(lambda: every_door(gp, c), timeout=60)
     if len((await c.call("memory.status")).get("corrupt", [])) == met:  # no read met it: the bytes put back
         event("damage no read met")
         with open(db, "r+b") as fh:

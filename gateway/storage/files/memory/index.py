@@ -301,8 +301,13 @@ class FilesMemoryIndex:
         delta = {k: after[k] - before[k] for k in after} if before is not None and after is not None else None
         if delta is None and not stats.changed and not req.force:  # nothing written: the counts stand
             delta = {"files": 0, "chunks": 0, "missing": 0}
-        await self.life.after_sync(stats, delta)
-        return stats
+        try:  # the counts, the generation and the ANN graph read the file after the write: damage there too
+            await self.life.after_sync(stats, delta)
+            return stats
+        except Exception as exc:
+            if not is_corruption(exc):
+                raise
+            return await self._recover(exc)
 
     async def run_rebuild(self, progress: Any) -> SyncStats:
         """Index everything into a fresh database next to the live one, then swap it in (rebuild.py), with
@@ -317,14 +322,18 @@ class FilesMemoryIndex:
             self._forgotten.add(session_key)
         elif busy or self.life.write_lock.locked():
             return False
-        async with self.life.write_lock:
-            try:
-                await self.store.files.remove([session_path(session_key)])
-            except Exception:
-                if not self.life.rebuild_running:
-                    raise
-                log.debug("memory_forget_old_index_failed", exc_info=True)
-        await self.refresh_counts()
+        try:
+            async with self.life.write_lock:
+                try:
+                    await self.store.files.remove([session_path(session_key)])
+                except Exception:
+                    if not self.life.rebuild_running:
+                        raise
+                    log.debug("memory_forget_old_index_failed", exc_info=True)
+            await self.refresh_counts()
+        except Exception as exc:  # damage: set aside, rebuilt from the sources (the session no longer in them)
+            if self._damaged(exc) is None:
+                raise
         return True
 
     async def refresh_counts(self, delta: dict[str, int] | None = None) -> None:
