@@ -57,6 +57,7 @@ _VEC_DAMAGE = (
 )
 _VEC_BLOB = ("error", "failed", "could not", "mismatch", "doesn't match")
 _CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (the primary code, the low byte of an extended one)
+_SHORT_READ = 522  # SQLITE_IOERR_SHORT_READ (extended): a read past a cut file's end, where a VFS says so
 
 
 def is_corruption(exc: BaseException) -> bool:
@@ -67,7 +68,7 @@ def is_corruption(exc: BaseException) -> bool:
     if "DatabaseError" not in names:
         return False
     code = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(code, int) and code & 0xFF in _CORRUPT_CODES:
+    if isinstance(code, int) and (code & 0xFF in _CORRUPT_CODES or code == _SHORT_READ):
         return True
     text = str(exc).lower()
     if any(word in text for word in _DAMAGE) or any(word in text for word in _VEC_DAMAGE):

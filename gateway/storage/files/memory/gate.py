@@ -43,6 +43,10 @@ class Gate:
                 self._readers -= 1
                 self._cond.notify_all()
 
+    def instead(self, exc: BaseException) -> BaseException | None:
+        """What a read or write of the file outside `shared` raises instead of `exc` (None: `exc` itself)."""
+        return self._damaged(exc)
+
     @contextlib.asynccontextmanager
     async def exclusive(self) -> AsyncIterator[None]:
         async with self._cond:
@@ -91,7 +95,13 @@ class GatedCache:
             writer = self.writer()
             if writer is None:
                 raise being_rebuilt()
-            await EmbeddingCache(writer, *self.args).put_many(items)
+            try:  # (a write under the write lock, never under `shared`: a recovery takes both, that one first)
+                await EmbeddingCache(writer, *self.args).put_many(items)
+            except Exception as exc:
+                instead = self.gate.instead(exc)
+                if instead is None:
+                    raise
+                raise instead from None
 
 
 def being_rebuilt() -> Unavailable:
