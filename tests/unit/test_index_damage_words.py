@@ -26,6 +26,8 @@ DAMAGE = [
     (sqlite3.OperationalError, "Internal sqlite-vec error: Could not find latest chunk"),
     (sqlite3.OperationalError, "chunk validity size doesn't match - expected 128, found 0"),
     (sqlite3.OperationalError, "chunk rowids size doesn't match - expected 1024, found 12"),
+    (sqlite3.OperationalError, "Error inserting rowid into rowids shadow table: out of memory"),
+    (sqlite3.OperationalError, "Error inserting id into rowids shadow table: database disk image is malformed"),
 ]
 NOT_DAMAGE = [
     (sqlite3.OperationalError, "database is locked"),
@@ -35,6 +37,8 @@ NOT_DAMAGE = [
     (sqlite3.OperationalError, 'Dimension mismatch for query vector for the "embedding" column'),
     (sqlite3.OperationalError, "invalid float32 vector BLOB length. Must be divisible by 4, found 3"),
     (sqlite3.OperationalError, "no such table: chunks_vec"),
+    (sqlite3.OperationalError, "Error inserting rowid into rowids shadow table: database is locked"),
+    (sqlite3.OperationalError, "Error inserting rowid into rowids shadow table: database or disk is full"),
     (sqlite3.IntegrityError, "UNIQUE constraint failed: chunks.id"),
     (ValueError, "Connection closed"),
     (RuntimeError, "database disk image is malformed"),  # not SQLite's: a bug's text is no damage

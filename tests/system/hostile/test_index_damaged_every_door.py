@@ -17,13 +17,21 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import FakeOpenAI, bag_of_words_vector
 from tests.helpers import GatewayProcess, RpcError, connect_client, examples, wait_for
 from tests.rpc.test_mcp import http_client, text
 
 MODES = ("hybrid", "fts", "vector")
 QUERIES = ("lantern harbour 7", "violet gulls 42", "number 99 orchard")
 PAGE = 4096
+# A word whose vector (the fake server's hashed bag of words, 64 dims) shares no dimension with the
+# queries': a note of it alone is no answer to any of them in any mode, however often it is rewritten.
+_TAKEN = {i for q in QUERIES for i, v in enumerate(bag_of_words_vector(q, 64)) if v}
+CHURN = next(
+    w
+    for w in (f"zzchurn{i}" for i in range(1000))
+    if not _TAKEN & {i for i, v in enumerate(bag_of_words_vector(w, 64)) if v}
+)
 
 
 def config(api: FakeOpenAI) -> str:
@@ -58,6 +66,7 @@ def write_notes(workspace: Path) -> None:
     for i in range(120):
         body = " ".join(f"{words[(i + j) % len(words)]} {i}" for j in range(40))
         (notes / f"note-{i:03}.md").write_text(f"# Note {i}\n\nnumber {i} {body}\n")
+    (notes / "churn.md").write_text(CHURN + "\n")
 
 
 async def answers(c) -> dict[tuple[str, str], list[str]]:
@@ -84,7 +93,7 @@ def checkpoint(db: Path) -> None:
     conn = sqlite3.connect(db)
     try:
         with contextlib.suppress(sqlite3.DatabaseError):
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     finally:
         conn.close()
 
@@ -198,6 +207,12 @@ async def test_any_cut_or_overwritten_page_range_is_answered_or_said_and_rebuilt
             kept = fh.read(count * PAGE)
             fh.seek(start)
             fh.write(b"\xa5" * len(kept))
+    churn = db.parents[2] / "workspace" / "memory" / "churn.md"
+    churn.write_text(churn.read_text() + CHURN + "\n")
+    try:  # its sync's commit drops the readers' caches: the doors below read the file, not what they held
+        await c.call("memory.sync", {})
+    except RpcError as e:
+        said(e)
     await wait_for(lambda: every_door(gp, c), timeout=60)
     if len((await c.call("memory.status")).get("corrupt", [])) == met:  # no read met it: the bytes put back
         event("damage no read met")

@@ -56,6 +56,11 @@ _VEC_DAMAGE = (
     "rowids size doesn't match",
 )
 _VEC_BLOB = ("error", "failed", "could not", "mismatch", "doesn't match")
+# Its write path wraps SQLite's own words: "Error inserting rowid into rowids shadow table: %s". Over an
+# overwritten page SQLite said "out of memory" there (the property test of tests/system/hostile/
+# test_index_damaged_every_door.py): any such failure but the ones that are not the file's is damage.
+_VEC_INSERT = ("error inserting", "shadow table")
+_NOT_THE_FILE = ("locked", "busy", "full", "disk i/o", "readonly", "read-only", "interrupt")
 _CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (the primary code, the low byte of an extended one)
 _SHORT_READ = 522  # SQLITE_IOERR_SHORT_READ (extended): a read past a cut file's end, where a VFS says so
 
@@ -74,6 +79,8 @@ def is_corruption(exc: BaseException) -> bool:
     if any(word in text for word in _DAMAGE) or any(word in text for word in _VEC_DAMAGE):
         return True
     if "blob" in text and any(word in text for word in _VEC_BLOB):
+        return True
+    if all(w in text for w in _VEC_INSERT) and not any(w in text for w in _NOT_THE_FILE):
         return True
     # FTS5 that cannot read its config from a damaged file, met by a connection's first full-text query:
     # SQLite gives only "vtable constructor failed", as a DatabaseError (SQLITE_CORRUPT); a disk error
