@@ -1,6 +1,6 @@
 """A damaged memory index at every door (issue 46's leftovers): the file is cut short or has pages of its
 vector table, its full-text table or its header overwritten while a real gateway serves; then every door
-that reads the index — memory.search in each mode, memory.status, memory.recall, memory.get, MCP's
+that reads the index — memory.search in each mode, memory.status, memory.recall, memory.profile, memory.get, MCP's
 memory_search at /mcp — answers results or the retryable -32050 "damaged … being rebuilt", never -32603;
 the gateway sets the file aside and rebuilds it, and the rebuilt index answers as before the damage. A real
 `jarvis serve` (a crash is a dead child process, not a dead test run); vectors come from a local
@@ -121,7 +121,7 @@ async def every_door(gp: GatewayProcess, c) -> bool:
             except RpcError as e:
                 said(e)
                 clean = False
-    for method, params in (("memory.status", {}), ("memory.recall", {"query": QUERIES[0]})):
+    for method, params in (("memory.status", {}), ("memory.recall", {"query": QUERIES[0]}), ("memory.profile", {})):
         try:
             got = await c.call(method, params)
             clean = clean and not got.get("rebuilding")
