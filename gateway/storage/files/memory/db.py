@@ -37,15 +37,50 @@ WAL_SIZE_LIMIT = 64 << 20
 
 T = TypeVar("T")
 
+# SQLite's own words for a damaged or cut file: SQLITE_CORRUPT "database disk image is malformed", "malformed
+# database schema", FTS5's "fts5: corruption ...", SQLITE_NOTADB "file is not a database". A short read of a
+# cut file is no error of its own: SQLite reads the missing end as zeroes and says "malformed".
 _DAMAGE = ("malformed", "not a database", "corrupt")
+# sqlite-vec's on its read path, where a shadow-table page it reads is cut or overwritten; it says SQLITE_ERROR
+# with its own text, whatever SQLite told it (vec0.so's strings: "vectors blob read error for N", "could not
+# open vectors blob for chunk N", "Could not fetch vector data for N, reading from blob failed", "... blob size
+# mismatch ...", "chunks iter error", "Error preparing stmtChunk", "Internal sqlite-vec error: Could not find
+# latest chunk", "chunk validity/rowids size doesn't match"). Its input errors ("invalid float32 vector BLOB
+# length", "Input must have type BLOB", "... type mismatch") are not.
+_VEC_DAMAGE = (
+    "chunks iter error",
+    "internal sqlite-vec error",
+    "stmtchunk",
+    "latest chunk",
+    "validity size doesn't match",
+    "rowids size doesn't match",
+)
+_VEC_BLOB = ("error", "failed", "could not", "mismatch", "doesn't match")
+# Its write path wraps SQLite's own words: "Error inserting rowid into rowids shadow table: %s". Over an
+# overwritten page SQLite said "out of memory" there (the property test of tests/system/hostile/
+# test_index_damaged_every_door.py): any such failure but the ones that are not the file's is damage.
+_VEC_INSERT = ("error inserting", "shadow table")
+_NOT_THE_FILE = ("locked", "busy", "full", "disk i/o", "readonly", "read-only", "interrupt")
+_CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (the primary code, the low byte of an extended one)
+_SHORT_READ = 522  # SQLITE_IOERR_SHORT_READ (extended): a read past a cut file's end, where a VFS says so
 
 
 def is_corruption(exc: BaseException) -> bool:
-    """True when `exc` is SQLite saying the file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB), from either
-    driver (sqlite3 or pysqlite3), as opposed to a busy database, a full disk or a bug."""
+    """True when `exc` is SQLite (or sqlite-vec over it) saying the file is damaged (SQLITE_CORRUPT,
+    SQLITE_NOTADB), from either driver (sqlite3 or pysqlite3), as opposed to a busy database, a full disk or a
+    bug. Called only on an exception: the happy path never pays for it."""
     names = {c.__name__ for c in type(exc).__mro__}
+    if "DatabaseError" not in names:
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and (code & 0xFF in _CORRUPT_CODES or code == _SHORT_READ):
+        return True
     text = str(exc).lower()
-    if "DatabaseError" in names and any(word in text for word in _DAMAGE):
+    if any(word in text for word in _DAMAGE) or any(word in text for word in _VEC_DAMAGE):
+        return True
+    if "blob" in text and any(word in text for word in _VEC_BLOB):
+        return True
+    if all(w in text for w in _VEC_INSERT) and not any(w in text for w in _NOT_THE_FILE):
         return True
     # FTS5 that cannot read its config from a damaged file, met by a connection's first full-text query:
     # SQLite gives only "vtable constructor failed", as a DatabaseError (SQLITE_CORRUPT); a disk error

@@ -14,12 +14,17 @@ from .db import Database
 
 
 class Gate:
-    """Many searches at once, or one index swap."""
+    """Many searches at once, or one index swap. Every read of the file is under `shared`, so whatever it
+    raises passes `damaged` first: the index's one place that tells damage (db.is_corruption) from other
+    errors, starts the recovery and answers Unavailable instead — for every door that reads the index
+    (searches of each mode, their stored vectors, memory.status's counts, the embedding cache, statements).
+    Only a raised exception is classified: the happy path costs nothing."""
 
-    def __init__(self) -> None:
+    def __init__(self, damaged: Callable[[BaseException], BaseException | None] = lambda exc: None) -> None:
         self._readers = 0
         self._swapping = False
         self._cond = asyncio.Condition()
+        self._damaged = damaged
 
     @contextlib.asynccontextmanager
     async def shared(self) -> AsyncIterator[None]:
@@ -28,10 +33,19 @@ class Gate:
             self._readers += 1
         try:
             yield
+        except Exception as exc:
+            instead = self._damaged(exc)
+            if instead is None:
+                raise
+            raise instead from None
         finally:
             async with self._cond:
                 self._readers -= 1
                 self._cond.notify_all()
+
+    def instead(self, exc: BaseException) -> BaseException | None:
+        """What a read or write of the file outside `shared` raises instead of `exc` (None: `exc` itself)."""
+        return self._damaged(exc)
 
     @contextlib.asynccontextmanager
     async def exclusive(self) -> AsyncIterator[None]:
@@ -81,7 +95,13 @@ class GatedCache:
             writer = self.writer()
             if writer is None:
                 raise being_rebuilt()
-            await EmbeddingCache(writer, *self.args).put_many(items)
+            try:  # (a write under the write lock, never under `shared`: a recovery takes both, that one first)
+                await EmbeddingCache(writer, *self.args).put_many(items)
+            except Exception as exc:
+                instead = self.gate.instead(exc)
+                if instead is None:
+                    raise
+                raise instead from None
 
 
 def being_rebuilt() -> Unavailable:

@@ -27,7 +27,6 @@ import numpy as np
 import structlog
 
 from ....config import Config
-from ....errors import Unavailable
 from ....memory.hit import Found, Hit
 from ....memory.index.lifecycle import IndexLifecycle
 from ....memory.index.pipeline import IndexPipeline
@@ -42,7 +41,7 @@ from .counts import count_all, counts_by_source, counts_of
 from .db import Database, index_driver, is_corruption
 from ...fts5 import Fts5Search
 from .ledger import read_statements
-from .gate import Gate, GatedCache
+from .gate import Gate, GatedCache, being_rebuilt
 from .migrations import SchemaParams, get_meta, migrate, set_meta, vector_table
 from .reader import SqliteChunkReader
 from .rebuild import IndexUsers, rebuild_aside, set_aside
@@ -89,7 +88,7 @@ class FilesMemoryIndex:
         self._generation_of: tuple[SqliteIndexStore | None, int] | None = None
         self.pipeline: IndexPipeline | None = None
         self.vectors: VectorStore | None = None  # the search side's vectors (None: not usable now)
-        self._gate = Gate()
+        self._gate = Gate(self._damaged)
         self._epoch = 0  # openings of the file (generation)
         self._users = IndexUsers(self.db_path, agent_id)
         self._resync: Callable[[str], None] = lambda reason: None
@@ -302,8 +301,13 @@ class FilesMemoryIndex:
         delta = {k: after[k] - before[k] for k in after} if before is not None and after is not None else None
         if delta is None and not stats.changed and not req.force:  # nothing written: the counts stand
             delta = {"files": 0, "chunks": 0, "missing": 0}
-        await self.life.after_sync(stats, delta)
-        return stats
+        try:  # the counts, the generation and the ANN graph read the file after the write: damage there too
+            await self.life.after_sync(stats, delta)
+            return stats
+        except Exception as exc:
+            if not is_corruption(exc):
+                raise
+            return await self._recover(exc)
 
     async def run_rebuild(self, progress: Any) -> SyncStats:
         """Index everything into a fresh database next to the live one, then swap it in (rebuild.py), with
@@ -318,14 +322,18 @@ class FilesMemoryIndex:
             self._forgotten.add(session_key)
         elif busy or self.life.write_lock.locked():
             return False
-        async with self.life.write_lock:
-            try:
-                await self.store.files.remove([session_path(session_key)])
-            except Exception:
-                if not self.life.rebuild_running:
-                    raise
-                log.debug("memory_forget_old_index_failed", exc_info=True)
-        await self.refresh_counts()
+        try:
+            async with self.life.write_lock:
+                try:
+                    await self.store.files.remove([session_path(session_key)])
+                except Exception:
+                    if not self.life.rebuild_running:
+                        raise
+                    log.debug("memory_forget_old_index_failed", exc_info=True)
+            await self.refresh_counts()
+        except Exception as exc:  # damage: set aside, rebuilt from the sources (the session no longer in them)
+            if self._damaged(exc) is None:
+                raise
         return True
 
     async def refresh_counts(self, delta: dict[str, int] | None = None) -> None:
@@ -385,27 +393,25 @@ class FilesMemoryIndex:
     @contextlib.asynccontextmanager
     async def reading(self) -> AsyncIterator[str]:
         """A search's hold on the file (shared with other searches, never with a swap), its generation;
-        damage it meets is Unavailable, and starts the recovery."""
-        try:
-            async with self._gate.shared():
-                assert self.reader is not None
-                store = self.store
-                if store is not None and self._generation_of == (store, store.bumps):
-                    yield self._generation  # read after the last write: no trip to the SQLite thread (issue 46)
-                else:  # a sync under way, or one that failed: the file says
-                    yield await get_meta(self.reader, "generation", "0") or "0"
-        except Exception as exc:
-            if not is_corruption(exc):
-                raise
-            if self._corrupt is None:
-                self._corrupt = exc
-                self._resync("corrupt-index")  # which recovers
-            raise Unavailable(
-                "the memory index is damaged; it is being rebuilt from the memory files "
-                "and transcripts — retry shortly",
-                retryable=True,
-                retry_after_ms=2000,
-            ) from None
+        damage it meets is Unavailable, and starts the recovery (the gate's `_damaged`)."""
+        async with self._gate.shared():
+            if self.reader is None:  # set aside, not open again yet
+                raise being_rebuilt()
+            store = self.store
+            if store is not None and self._generation_of == (store, store.bumps):
+                yield self._generation  # read after the last write: no trip to the SQLite thread (issue 46)
+            else:  # a sync under way, or one that failed: the file says
+                yield await get_meta(self.reader, "generation", "0") or "0"
+
+    def _damaged(self, exc: BaseException) -> BaseException | None:
+        """What a read under the gate raises instead of `exc`: None (not damage: `exc` itself), or
+        Unavailable once the file is marked for the recovery the next sync runs (set aside, rebuilt)."""
+        if not is_corruption(exc):
+            return None
+        if self._corrupt is None:
+            self._corrupt = exc
+            self._resync("corrupt-index")  # which recovers
+        return being_rebuilt()
 
     async def stored_vectors(
         self, results: list[Hit], ids: Mapping[tuple[str, int, int], int] | None = None
