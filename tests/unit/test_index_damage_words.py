@@ -65,6 +65,26 @@ def test_the_code_decides_where_the_driver_gives_one(code, damage):
     assert is_corruption(exc) is damage
 
 
+@pytest.mark.parametrize(
+    ("code", "text"),
+    [
+        (9, "chunks iter error"),  # a vec0 KNN interrupted after a few steps, on a healthy file
+        (9, "could not open vectors blob for chunk 4"),
+        (5, "Error preparing stmtChunk: database is locked"),
+        (5, "could not open validity blob on main.chunks_vec_chunks.validity"),
+        (13, "vec0 deletion error: Error commiting validity blob transaction on main.chunks_vec_chunks.validity"),
+        (10 | (3 << 8), "vectors blob read error for 3"),  # SQLITE_IOERR_WRITE-like: the disk, not the file
+        (6, "Internal sqlite-vec error: Could not find latest chunk"),
+    ],
+)
+def test_a_code_that_is_not_the_file_s_outweighs_vec0_s_words(code, text):
+    """sqlite-vec puts its own words on whatever SQLite returned: a busy, locked, interrupted, full or I/O
+    failure under them is not damage (no healthy index thrown away for a passing error)."""
+    exc = sqlite3.OperationalError(text)
+    exc.sqlite_errorcode = code  # type: ignore[attr-defined]
+    assert not is_corruption(exc)
+
+
 def test_a_cut_file_read_for_real_is_damage(tmp_path):
     db = tmp_path / "cut.sqlite"
     conn = sqlite3.connect(db)

@@ -63,6 +63,10 @@ _VEC_INSERT = ("error inserting", "shadow table")
 _NOT_THE_FILE = ("locked", "busy", "full", "disk i/o", "readonly", "read-only", "interrupt")
 _CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (the primary code, the low byte of an extended one)
 _SHORT_READ = 522  # SQLITE_IOERR_SHORT_READ (extended): a read past a cut file's end, where a VFS says so
+# Codes that are never the file's damage, whatever words sqlite-vec wraps them in ("chunks iter error" over an
+# interrupt, "Error preparing stmtChunk: database is locked"): BUSY, LOCKED, READONLY, INTERRUPT, IOERR (but a
+# short read), FULL, CANTOPEN. NOMEM is left to the words: over an overwritten vector page SQLite said it.
+_NOT_THE_FILE_CODES = frozenset((5, 6, 8, 9, 10, 13, 14))
 
 
 def is_corruption(exc: BaseException) -> bool:
@@ -73,8 +77,11 @@ def is_corruption(exc: BaseException) -> bool:
     if "DatabaseError" not in names:
         return False
     code = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(code, int) and (code & 0xFF in _CORRUPT_CODES or code == _SHORT_READ):
-        return True
+    if isinstance(code, int):
+        if code & 0xFF in _CORRUPT_CODES or code == _SHORT_READ:
+            return True
+        if code & 0xFF in _NOT_THE_FILE_CODES:
+            return False
     text = str(exc).lower()
     if any(word in text for word in _DAMAGE) or any(word in text for word in _VEC_DAMAGE):
         return True

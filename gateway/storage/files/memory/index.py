@@ -392,8 +392,7 @@ class FilesMemoryIndex:
     # ---- the reader ---------------------------------------------------------------------------------
     @contextlib.asynccontextmanager
     async def reading(self) -> AsyncIterator[str]:
-        """A search's hold on the file (shared with other searches, never with a swap), its generation;
-        damage it meets is Unavailable, and starts the recovery (the gate's `_damaged`)."""
+        """A search's hold on the file (shared, never with a swap), its generation; damage: the gate's `_damaged`."""
         async with self._gate.shared():
             if self.reader is None:  # set aside, not open again yet
                 raise being_rebuilt()
@@ -416,15 +415,16 @@ class FilesMemoryIndex:
     async def stored_vectors(
         self, results: list[Hit], ids: Mapping[tuple[str, int, int], int] | None = None
     ) -> dict[int, np.ndarray] | None:
-        if self.life.searcher is not None and self.vectors is not None:
-            async with self._gate.shared():
-                return await stored_vectors(self.life.searcher.rows, results, ids)
-        return None
+        async with self._gate.shared():  # (asked inside: a swap the gate waited out may have closed them)
+            searcher = self.life.searcher
+            if searcher is None or self.vectors is None:
+                return None
+            return await stored_vectors(searcher.rows, results, ids)
 
     async def status_counts(self) -> tuple[dict[str, int], dict[str, int], int, int]:
-        if self.reader is None:
-            return {}, {}, 0, 0
         async with self._gate.shared():
+            if self.reader is None:  # set aside, not open again yet
+                return {}, {}, 0, 0
             await self.refresh_counts()
             return await counts_by_source(self.reader)
 
