@@ -5,6 +5,7 @@ the driver gives one, decides first."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 
 import pytest
@@ -39,6 +40,8 @@ NOT_DAMAGE = [
     (sqlite3.OperationalError, "no such table: chunks_vec"),
     (sqlite3.OperationalError, "Error inserting rowid into rowids shadow table: database is locked"),
     (sqlite3.OperationalError, "Error inserting rowid into rowids shadow table: database or disk is full"),
+    (sqlite3.OperationalError, "Internal sqlite-vec error: Could not insert a new vector chunk"),  # a full disk
+    (sqlite3.OperationalError, "Error preparing stmtChunk: database is locked"),  # vec0's words on a lock
     (sqlite3.IntegrityError, "UNIQUE constraint failed: chunks.id"),
     (ValueError, "Connection closed"),
     (RuntimeError, "database disk image is malformed"),  # not SQLite's: a bug's text is no damage
@@ -68,7 +71,7 @@ def test_the_code_decides_where_the_driver_gives_one(code, damage):
 @pytest.mark.parametrize(
     ("code", "text"),
     [
-        (9, "chunks iter error"),  # a vec0 KNN interrupted after a few steps, on a healthy file
+        (9, "chunks iter error"),
         (9, "could not open vectors blob for chunk 4"),
         (5, "Error preparing stmtChunk: database is locked"),
         (5, "could not open validity blob on main.chunks_vec_chunks.validity"),
@@ -78,8 +81,8 @@ def test_the_code_decides_where_the_driver_gives_one(code, damage):
     ],
 )
 def test_a_code_that_is_not_the_file_s_outweighs_vec0_s_words(code, text):
-    """sqlite-vec puts its own words on whatever SQLite returned: a busy, locked, interrupted, full or I/O
-    failure under them is not damage (no healthy index thrown away for a passing error)."""
+    """Where the driver gives a code that is never the file's, it outweighs sqlite-vec's words: a busy, locked,
+    interrupted, full or I/O failure under them is not damage (no healthy index thrown away for a passing error)."""
     exc = sqlite3.OperationalError(text)
     exc.sqlite_errorcode = code  # type: ignore[attr-defined]
     assert not is_corruption(exc)
@@ -101,3 +104,63 @@ def test_a_cut_file_read_for_real_is_damage(tmp_path):
     finally:
         conn.close()
     assert is_corruption(caught.value)
+
+
+async def test_a_full_disk_met_inside_sqlite_vec_keeps_the_healthy_index(tmp_path):
+    """A sync that runs out of room (PRAGMA max_page_count just above the file, a few pages of headroom: the
+    error then comes from inside sqlite-vec, "Internal sqlite-vec error: Could not insert a new vector chunk",
+    SQLITE_ERROR) fails that sync and keeps the index: nothing set aside, the synced notes still found."""
+    from gateway.compose import memory_service
+    from gateway.memory.search.request import SearchRequest
+    from gateway.storage.files.engine import FilesStorage
+    from tests.unit.test_memory import make_cfg, write
+
+    for headroom in range(0, 20, 2):
+        cfg = make_cfg(tmp_path / f"h{headroom}")
+        m = memory_service(cfg, FilesStorage(cfg), cfg.agent_id)
+        await m.open()
+        try:
+            root = tmp_path / f"h{headroom}" / "state" / "workspace" / "memory"
+            for i in range(60):
+                write(root / f"a{i}.md", f"# A{i}\n\nnote {i} about kayaks k{i}\n")
+            await m.sync()
+            (pages,) = await m.index.writer.fetchone("PRAGMA page_count")
+            await m.index.writer.execute(f"PRAGMA max_page_count = {pages + headroom}")
+            for i in range(12):
+                write(root / f"n{i}.md", f"# N{i}\n\nshort n{i}\n")
+            with contextlib.suppress(Exception):  # full: that sync fails, as it should
+                await m.sync()
+            assert m.index.corrupt_events == [], (headroom, m.index.corrupt_events)
+            found = await m.search(SearchRequest(query="kayaks", mode="fts"))
+            assert found["results"], headroom
+        finally:
+            await m.close()
+
+
+async def test_a_session_forgotten_over_a_damaged_index_is_hidden_at_once(tmp_path):
+    """sessions.delete whose removal from the index meets damage (SQLite's own words from the store's write,
+    injected where the file would say them): the file is marked for its rebuild, and until that runs the
+    deleted session is left out of search — never served from the damaged file meanwhile."""
+    from gateway.compose import memory_service
+    from gateway.memory.search.request import SearchRequest
+    from gateway.storage.files.engine import FilesStorage
+    from tests.unit.test_memory import make_cfg, paths, transcript
+
+    cfg = make_cfg(tmp_path)
+    alpha = transcript(cfg, "alpha", [("user", "My sister Ana adopted a greyhound in Berlin.")])
+    transcript(cfg, "beta", [("user", "The boiler makes a clicking noise.")])
+    m = memory_service(cfg, FilesStorage(cfg), cfg.agent_id)
+    await m.open()
+    try:
+        await m.sync()
+        assert paths(await m.search(SearchRequest(query="greyhound", mode="fts"))) == ["sessions/alpha.jsonl"]
+        alpha.unlink()  # sessions.delete moved the transcript away
+
+        async def damaged(paths_):
+            raise sqlite3.DatabaseError("database disk image is malformed")
+
+        m.index.store.files.remove = damaged
+        await m.forget_session("alpha")
+        assert paths(await m.search(SearchRequest(query="greyhound", mode="fts"))) == []
+    finally:
+        await m.close()

@@ -47,9 +47,8 @@ _DAMAGE = ("malformed", "not a database", "corrupt")
 # mismatch ...", "chunks iter error", "Error preparing stmtChunk", "Internal sqlite-vec error: Could not find
 # latest chunk", "chunk validity/rowids size doesn't match"). Its input errors ("invalid float32 vector BLOB
 # length", "Input must have type BLOB", "... type mismatch") are not.
-_VEC_DAMAGE = (
+_VEC_DAMAGE = (  # (not "Internal sqlite-vec error" alone: "… Could not insert a new vector chunk" is a full disk)
     "chunks iter error",
-    "internal sqlite-vec error",
     "stmtchunk",
     "latest chunk",
     "validity size doesn't match",
@@ -59,6 +58,8 @@ _VEC_BLOB = ("error", "failed", "could not", "mismatch", "doesn't match")
 # Its write path wraps SQLite's own words: "Error inserting rowid into rowids shadow table: %s". Over an
 # overwritten page SQLite said "out of memory" there (the property test of tests/system/hostile/
 # test_index_damaged_every_door.py): any such failure but the ones that are not the file's is damage.
+# sqlite-vec says SQLITE_ERROR (1) whatever SQLite told it, so where its words carry SQLite's (busy, locked,
+# full, I/O, read-only, interrupted: _NOT_THE_FILE) they are not damage, whatever vec0's own words around them.
 _VEC_INSERT = ("error inserting", "shadow table")
 _NOT_THE_FILE = ("locked", "busy", "full", "disk i/o", "readonly", "read-only", "interrupt")
 _CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (the primary code, the low byte of an extended one)
@@ -83,11 +84,13 @@ def is_corruption(exc: BaseException) -> bool:
         if code & 0xFF in _NOT_THE_FILE_CODES:
             return False
     text = str(exc).lower()
-    if any(word in text for word in _DAMAGE) or any(word in text for word in _VEC_DAMAGE):
+    if any(word in text for word in _DAMAGE):
+        return True
+    if any(word in text for word in _NOT_THE_FILE):
+        return False
+    if any(word in text for word in _VEC_DAMAGE) or all(w in text for w in _VEC_INSERT):
         return True
     if "blob" in text and any(word in text for word in _VEC_BLOB):
-        return True
-    if all(w in text for w in _VEC_INSERT) and not any(w in text for w in _NOT_THE_FILE):
         return True
     # FTS5 that cannot read its config from a damaged file, met by a connection's first full-text query:
     # SQLite gives only "vtable constructor failed", as a DatabaseError (SQLITE_CORRUPT); a disk error

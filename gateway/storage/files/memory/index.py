@@ -334,6 +334,7 @@ class FilesMemoryIndex:
         except Exception as exc:  # damage: set aside, rebuilt from the sources (the session no longer in them)
             if self._damaged(exc) is None:
                 raise
+            return False  # meanwhile the service hides the session and asks for a sync
         return True
 
     async def refresh_counts(self, delta: dict[str, int] | None = None) -> None:
@@ -403,8 +404,7 @@ class FilesMemoryIndex:
                 yield await get_meta(self.reader, "generation", "0") or "0"
 
     def _damaged(self, exc: BaseException) -> BaseException | None:
-        """What a read under the gate raises instead of `exc`: None (not damage: `exc` itself), or
-        Unavailable once the file is marked for the recovery the next sync runs (set aside, rebuilt)."""
+        """What a read under the gate raises instead of `exc`: None (not damage), or Unavailable (marked for recovery)."""
         if not is_corruption(exc):
             return None
         if self._corrupt is None:
