@@ -81,8 +81,11 @@ def test_the_code_decides_where_the_driver_gives_one(code, damage):
     ],
 )
 def test_a_code_that_is_not_the_file_s_outweighs_vec0_s_words(code, text):
-    """Where the driver gives a code that is never the file's, it outweighs sqlite-vec's words: a busy, locked,
-    interrupted, full or I/O failure under them is not damage (no healthy index thrown away for a passing error)."""
+    """Where the driver gives a code that is never the file's (busy, locked, interrupted, full, I/O), it outweighs
+    any words. These pairings are constructed: sqlite-vec itself reports SQLITE_ERROR (1) whatever SQLite told it
+    (its words then decide: the passing-words cases above, and a real interrupt after vec0's first steps, "chunks
+    iter error" with code 1, still reads as damage — the gateway never interrupts a query); the rule holds for an
+    error whose code comes through, from SQLite or an extension that passes SQLite's code on."""
     exc = sqlite3.OperationalError(text)
     exc.sqlite_errorcode = code  # type: ignore[attr-defined]
     assert not is_corruption(exc)
