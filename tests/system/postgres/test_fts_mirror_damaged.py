@@ -11,9 +11,7 @@ import sqlite3
 import pytest
 
 from tests.helpers import RpcError, wait_for
-
-QUERIES = ("lantern harbour 7", "violet gulls 42", "number 99 orchard")
-PAGE = 4096
+from tests.system.hostile.test_index_damaged_every_door import PAGE, QUERIES, write_notes
 
 
 def settings(postgres_url: str, workspace) -> dict:
@@ -26,15 +24,6 @@ def settings(postgres_url: str, workspace) -> dict:
         "memory.sync.onSearch": False,
         "memory.sync.watch": False,
     }
-
-
-def write_notes(workspace) -> None:
-    notes = workspace / "memory"
-    notes.mkdir(parents=True, exist_ok=True)
-    words = ("lantern", "harbour", "violet", "gulls", "orchard", "copper", "tide", "fern")
-    for i in range(120):
-        body = " ".join(f"{words[(i + j) % len(words)]} {i}" for j in range(40))
-        (notes / f"note-{i:03}.md").write_text(f"# Note {i}\n\nnumber {i} {body}\n")
 
 
 async def mirror(c) -> dict:
